@@ -1,0 +1,115 @@
+# charter — build, test and run.  `make help` lists the targets.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+GO            ?= go
+BIN           := $(CURDIR)/bin
+IMG           ?= charter:dev
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS       := -s -w -X github.com/charter-dev/charter/internal/version.Version=$(VERSION)
+CONTROLLER_GEN_VERSION ?= v0.23.0
+CONTROLLER_GEN := $(BIN)/controller-gen
+KIND_CLUSTER  ?= charter
+E2E_PROVIDER  ?=
+E2E_LABELS    ?=
+GOTEST_FLAGS  ?=
+
+# Tests never read the developer's git configuration; the control plane
+# binaries built by `make controlplane` are found through KUBEBUILDER_ASSETS.
+export GIT_CONFIG_GLOBAL   := /dev/null
+export GIT_CONFIG_NOSYSTEM := true
+export KUBEBUILDER_ASSETS  := $(BIN)
+
+.DEFAULT_GOAL := help
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} \
+	  /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } \
+	  /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate CRDs into config/crd from the api/ markers.
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=charter paths=./cmd/... paths=./webhook/... paths=./reconciler/... output:rbac:artifacts:config=config/rbac
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the api/ types.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+.PHONY: fmt
+fmt: ## Run gofmt over the code.
+	gofmt -s -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	$(GO) vet ./...
+
+.PHONY: lint
+lint: vet ## Check formatting and vet the code.
+	@out=$$(gofmt -s -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt'ed:"; echo "$$out"; exit 1; fi
+
+.PHONY: verify
+verify: manifests generate ## Fail when generated files are out of date.
+	@git diff --exit-code -- api config || { echo "generated files are stale: run make manifests generate"; exit 1; }
+
+##@ Build
+
+.PHONY: build
+build: ## Build bin/charter.
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/charter ./cmd/charter
+
+.PHONY: controlplane
+controlplane: $(BIN)/etcd $(BIN)/kube-apiserver ## Build etcd and kube-apiserver from Go modules into bin/ (only when missing).
+
+$(BIN)/etcd:
+	@echo "building etcd from go.etcd.io/etcd/server/v3 (a few minutes the first time)"
+	cd harness/tools && $(GO) build -trimpath -o $(BIN)/etcd go.etcd.io/etcd/server/v3
+
+$(BIN)/kube-apiserver:
+	@echo "building kube-apiserver from k8s.io/kubernetes (about 6 minutes the first time)"
+	cd harness/tools && $(GO) build -trimpath -o $(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+
+$(CONTROLLER_GEN):
+	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+
+.PHONY: docker-build
+docker-build: ## Build the container image $(IMG).
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+##@ Test
+
+.PHONY: test
+test: controlplane ## Run unit, integration and e2e tests (local control plane).
+	$(GO) test $(GOTEST_FLAGS) ./...
+
+.PHONY: e2e
+e2e: controlplane ## Run the Ginkgo e2e suites (E2E_PROVIDER=kind|local, E2E_LABELS=admission,...).
+	E2E_PROVIDER=$(E2E_PROVIDER) $(GO) run github.com/onsi/ginkgo/v2/ginkgo -v $(if $(E2E_LABELS),--label-filter='$(E2E_LABELS)') ./harness/e2e/...
+
+.PHONY: bench
+bench: ## Run the Go benchmarks and print their figures.
+	$(GO) test -run '^$$' -bench . -benchmem ./engine/...
+
+##@ Run
+
+.PHONY: run
+run: controlplane build ## Start the local control plane with charter's CRDs installed.
+	$(BIN)/charter dev
+
+.PHONY: kind-create
+kind-create: ## Create a kind cluster named $(KIND_CLUSTER) (needs Docker).
+	$(GO) run ./harness/cmd/cluster create --provider kind --name $(KIND_CLUSTER)
+
+.PHONY: kind-delete
+kind-delete: ## Delete the kind cluster $(KIND_CLUSTER).
+	$(GO) run ./harness/cmd/cluster delete --provider kind --name $(KIND_CLUSTER)
+
+.PHONY: deploy
+deploy: ## Apply the CRDs and charter's manifests to the current kubectl context.
+	kubectl apply --server-side -k config/default

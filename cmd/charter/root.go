@@ -1,0 +1,33 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a process exit code without printing anything more: the
+// command has already reported what went wrong (a failed test run, an
+// Enforce violation found by apply).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return "" }
+
+func exitCode(err error) int {
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "charter",
+		Short:         "A Kubernetes policy engine that speaks Kyverno's policy language, driven from Git",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newVersionCommand())
+	return root
+}
