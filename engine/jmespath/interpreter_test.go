@@ -1,0 +1,87 @@
+package jmespath
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestCompileErrorNamesExpression(t *testing.T) {
+	_, err := New().Compile("foo[")
+	var ce *CompileError
+	if !errors.As(err, &ce) || ce.Expression != "foo[" || !strings.Contains(err.Error(), `"foo["`) {
+		t.Fatalf("Compile(foo[) error = %v, want CompileError naming the expression", err)
+	}
+}
+
+func TestCompileCaches(t *testing.T) {
+	i := New()
+	q1, err := i.Compile("a.b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q2, _ := i.Compile("a.b")
+	if q1 != q2 {
+		t.Error("second Compile of the same expression did not return the cached query")
+	}
+}
+
+func TestCompileCacheIsBounded(t *testing.T) {
+	i := New(WithCacheSize(2))
+	for _, e := range []string{"a", "b", "c", "d"} {
+		if _, err := i.Compile(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := i.cached.Load(); n > 2 {
+		t.Errorf("cache holds %d entries, want at most 2", n)
+	}
+}
+
+func TestMissingKeyIsNotFound(t *testing.T) {
+	_, err := New().Search("a.x", map[string]any{"a": map[string]any{}})
+	if !IsNotFound(err) {
+		t.Fatalf("error = %v, want NotFoundError", err)
+	}
+	if err.Error() != `Unknown key "x" in path` {
+		t.Errorf("message = %q", err.Error())
+	}
+	if IsNotFound(errors.New("other")) {
+		t.Error("IsNotFound(other) = true")
+	}
+}
+
+func TestFunctionsListsEveryCustomFunction(t *testing.T) {
+	var custom int
+	names := map[string]bool{}
+	for _, f := range New().Functions() {
+		if names[f.Name] {
+			t.Errorf("function %s listed twice", f.Name)
+		}
+		names[f.Name] = true
+		if f.Custom {
+			custom++
+		}
+		if !strings.HasPrefix(f.Signature, f.Name+"(") || f.Description == "" {
+			t.Errorf("function %s: bad info %+v", f.Name, f)
+		}
+	}
+	if custom != 51 {
+		t.Errorf("%d custom functions, want 51", custom)
+	}
+}
+
+func TestArgumentChecking(t *testing.T) {
+	i := New()
+	for _, tc := range []struct{ expr, want string }{
+		{"to_upper(`1`)", "Invalid type for: 1"},
+		{"to_upper('a', 'b')", "incorrect number of args"},
+		{"time_now('x')", "expects no arguments"},
+		{"no_such_fn('x')", "unknown function: no_such_fn"},
+	} {
+		_, err := i.Search(tc.expr, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error = %v, want containing %q", tc.expr, err, tc.want)
+		}
+	}
+}
