@@ -1,0 +1,172 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/jmespath"
+)
+
+// PolicySet is a compiled, immutable set of policies and exceptions. It is
+// safe for concurrent use.
+type PolicySet struct {
+	policies   []*Policy
+	byKey      map[string]*Policy
+	exceptions []*exception
+	jp         *jmespath.Interpreter
+	// byKind indexes policies by the kinds their rules name; wildcard holds
+	// the policies with a rule whose kind selector has a wildcard kind.
+	byKind   map[string][]*Policy
+	wildcard []*Policy
+}
+
+// Policy is one compiled policy.
+type Policy struct {
+	set    *PolicySet
+	source kyvernov1.PolicyInterface
+	spec   *kyvernov1.Spec
+	key    string
+	rules  []*rule
+	// unscored policies (policies.kyverno.io/scored: "false") report warn
+	// instead of fail.
+	unscored bool
+	// kinds are the kind names (no group/version) the rules select; "*"
+	// when a rule selects any kind.
+	kinds []string
+}
+
+// ScoredAnnotation set to "false" makes a policy's failures warnings.
+const ScoredAnnotation = "policies.kyverno.io/scored"
+
+// Compile checks and compiles the policies. It returns a set of every valid
+// policy and, when some policy or exception is invalid, a CompileErrors
+// listing every fault. Callers that need all-or-nothing (gitsync) treat any
+// error as fatal; the CLI reports the invalid policies and runs the rest.
+func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*PolicySet, error) {
+	var cfg compileConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	set := &PolicySet{
+		byKey:  make(map[string]*Policy, len(policies)),
+		byKind: map[string][]*Policy{},
+		jp:     jmespath.New(),
+	}
+	var errs CompileErrors
+	for _, src := range policies {
+		p, perrs := set.compilePolicy(src)
+		if len(perrs) > 0 {
+			errs = append(errs, perrs...)
+			continue
+		}
+		if _, dup := set.byKey[p.key]; dup {
+			errs = append(errs, &CompileError{Kind: src.GetKind(), Name: p.key, Fault: "duplicate policy"})
+			continue
+		}
+		set.policies = append(set.policies, p)
+		set.byKey[p.key] = p
+		set.index(p)
+	}
+	for _, ex := range cfg.exceptions {
+		e, eerrs := set.compileException(ex)
+		if len(eerrs) > 0 {
+			errs = append(errs, eerrs...)
+			continue
+		}
+		set.exceptions = append(set.exceptions, e)
+	}
+	if len(errs) > 0 {
+		return set, errs
+	}
+	return set, nil
+}
+
+func policyKey(p kyvernov1.PolicyInterface) string {
+	if p.IsNamespaced() {
+		return p.GetNamespace() + "/" + p.GetName()
+	}
+	return p.GetName()
+}
+
+func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, CompileErrors) {
+	p := &Policy{
+		set:      s,
+		source:   src,
+		spec:     src.GetSpec(),
+		key:      policyKey(src),
+		unscored: src.GetAnnotations()[ScoredAnnotation] == "false",
+	}
+	fail := &faults{kind: src.GetKind(), name: p.key}
+	if len(p.spec.Rules) == 0 {
+		fail.add("spec.rules", "a policy needs at least one rule")
+	}
+	if a := p.spec.ValidationFailureAction; a != "" && !a.IsValid() {
+		fail.add("spec.validationFailureAction", fmt.Sprintf("unknown action %q, want Audit or Enforce", a))
+	}
+	rules, err := expandRules(src)
+	if err != nil {
+		fail.add("spec.rules", "autogen: "+err.Error())
+		return nil, fail.errs
+	}
+	seen := map[string]bool{}
+	for i := range rules {
+		r := &rules[i]
+		// Autogen rules are checked through their source rule; their
+		// paths point at status.autogen.rules, where charter publishes them.
+		path := fmt.Sprintf("spec.rules[%d]", i)
+		if i >= len(p.spec.Rules) {
+			path = fmt.Sprintf("status.autogen.rules[%d]", i-len(p.spec.Rules))
+		}
+		if seen[r.Name] {
+			fail.add(path+".name", fmt.Sprintf("duplicate rule name %q", r.Name))
+		}
+		seen[r.Name] = true
+		cr := s.compileRule(p, r, path, fail)
+		if cr != nil {
+			p.rules = append(p.rules, cr)
+		}
+	}
+	if len(fail.errs) > 0 {
+		return nil, fail.errs
+	}
+	p.kinds = policyKinds(p.rules)
+	return p, nil
+}
+
+// faults collects compile errors of one object.
+type faults struct {
+	kind, name string
+	errs       CompileErrors
+}
+
+func (f *faults) add(field, fault string) {
+	f.errs = append(f.errs, &CompileError{Kind: f.kind, Name: f.name, Field: field, Fault: fault})
+}
+
+// ruleJSON returns the plain JSON form of a rule, for walks that check every
+// string in it.
+func ruleJSON(r *kyvernov1.Rule) (map[string]any, error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// joinPath appends a JSON key to a field path, quoting keys that would
+// read ambiguously.
+func joinPath(path, key string) string {
+	if strings.ContainsAny(key, ".[]") || key == "" {
+		return fmt.Sprintf("%s[%q]", path, key)
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}

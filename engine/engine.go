@@ -1,0 +1,121 @@
+// Package engine evaluates Kyverno policies (kyverno.io/v1 ClusterPolicy and
+// Policy) against admission requests and existing resources.
+//
+// The engine has two phases. Compile checks every policy once (unknown anchors
+// and operators, malformed JMESPath, variables that background mode cannot
+// resolve, rules with no match or several handlers), expands autogen rules
+// for Pod controllers, pre-parses patterns, expressions and conditions, and
+// indexes rules by kind and operation. The resulting PolicySet is immutable
+// and safe for concurrent use: the CLI, the admission webhook and the report
+// controllers all evaluate through it, so there is one code path for a
+// verdict.
+//
+// Evaluation runs a shared rule pipeline for every rule type:
+//
+//	match/exclude → context entries → preconditions → exceptions → handler
+//
+// A rule that does not match produces no response at all. The handler is
+// chosen per rule type (validate now; mutate and generate later).
+//
+// The engine is pure: it owns no clients and starts no goroutines. Anything
+// it must look up (ConfigMaps, API calls, image registries, global context,
+// namespace labels) comes through the small interfaces in loaders.go.
+package engine
+
+import (
+	"context"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+)
+
+// CompileOption configures Compile.
+type CompileOption func(*compileConfig)
+
+type compileConfig struct {
+	exceptions []*kyvernov2.PolicyException
+}
+
+// WithExceptions makes the PolicyExceptions part of the set: a rule they
+// match is skipped with the exceptions attached. Exceptions are validated
+// with the policies, and their errors are reported the same way.
+func WithExceptions(exceptions []*kyvernov2.PolicyException) CompileOption {
+	return func(c *compileConfig) { c.exceptions = append(c.exceptions, exceptions...) }
+}
+
+// EvalOption configures one evaluation.
+type EvalOption func(*evalConfig)
+
+type evalConfig struct {
+	loaders Loaders
+	values  Values
+}
+
+// WithLoaders hands the evaluation what it needs to resolve context entries
+// (configMap, apiCall, imageRegistry, globalReference) and namespace labels.
+// A context entry whose loader is missing gives an error result.
+func WithLoaders(l Loaders) EvalOption {
+	return func(c *evalConfig) { c.loaders = l }
+}
+
+// WithValues pins variables and context entries to fixed values, the way
+// Kyverno's CLI values file does (see Values).
+func WithValues(v Values) EvalOption {
+	return func(c *evalConfig) { c.values = v }
+}
+
+func newEvalConfig(opts []EvalOption) evalConfig {
+	var c evalConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// Validate evaluates the validate rules of every policy in the set that can
+// match the request and returns one PolicyResponse per policy that produced
+// at least one rule response, in the order the policies were compiled.
+func (s *PolicySet) Validate(ctx context.Context, req *Request, opts ...EvalOption) *Response {
+	cfg := newEvalConfig(opts)
+	in := newRequestView(req, &cfg)
+	resp := &Response{Resource: in.resourceRef()}
+	for _, p := range s.candidates(in) {
+		if pr := p.validate(ctx, in, &cfg); len(pr.Rules) > 0 {
+			resp.Policies = append(resp.Policies, pr)
+		}
+	}
+	return resp
+}
+
+// Policies returns the compiled policies of the set, in compile order.
+func (s *PolicySet) Policies() []*Policy { return s.policies }
+
+// Lookup returns the compiled policy with the given key ("name" for a
+// ClusterPolicy, "namespace/name" for a Policy).
+func (s *PolicySet) Lookup(key string) (*Policy, bool) {
+	p, ok := s.byKey[key]
+	return p, ok
+}
+
+// Validate evaluates this policy's validate rules against the request. The
+// response has no rules when none matched.
+func (p *Policy) Validate(ctx context.Context, req *Request, opts ...EvalOption) PolicyResponse {
+	cfg := newEvalConfig(opts)
+	return p.validate(ctx, newRequestView(req, &cfg), &cfg)
+}
+
+// Source returns the policy as it was compiled.
+func (p *Policy) Source() kyvernov1.PolicyInterface { return p.source }
+
+// Key returns "name" for a ClusterPolicy and "namespace/name" for a Policy.
+func (p *Policy) Key() string { return p.key }
+
+// Rules returns the names of the policy's rules after autogen expansion, in
+// evaluation order (each source rule followed by its autogen rules).
+func (p *Policy) Rules() []string {
+	names := make([]string, len(p.rules))
+	for i, r := range p.rules {
+		names[i] = r.name
+	}
+	return names
+}

@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"context"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+)
+
+// Loaders resolve context entries and namespace labels. Each is optional: a
+// context entry whose loader is nil gives an error result naming the entry.
+type Loaders struct {
+	ConfigMaps    ConfigMapLoader
+	APICalls      APICaller
+	Images        ImageDataLoader
+	GlobalContext GlobalContext
+	Namespaces    NamespaceLabelsLoader
+}
+
+// ConfigMapLoader returns a ConfigMap as unstructured content (apiVersion,
+// kind, metadata, data), for `context: [{configMap: {name, namespace}}]`.
+type ConfigMapLoader interface {
+	ConfigMap(ctx context.Context, namespace, name string) (map[string]any, error)
+}
+
+// APICall is one `apiCall` context entry after variable substitution.
+type APICall struct {
+	// URLPath is a Kubernetes API path ("/api/v1/namespaces"); empty when URL
+	// (a service call) is set.
+	URLPath string
+	// URL and CABundle come from apiCall.service.
+	URL      string
+	CABundle string
+	// Method is GET or POST.
+	Method string
+	// Data is the POST body built from apiCall.data.
+	Data map[string]any
+}
+
+// APICaller performs an apiCall context entry and returns the decoded JSON
+// response.
+type APICaller interface {
+	Call(ctx context.Context, call APICall) (any, error)
+}
+
+// ImageDataLoader returns the data of an `imageRegistry` context entry for
+// an image reference: {image, resolvedImage, registry, repository,
+// identifier, manifest, configData}.
+type ImageDataLoader interface {
+	ImageData(ctx context.Context, reference string) (map[string]any, error)
+}
+
+// GlobalContext returns the data of a GlobalContextEntry by name.
+type GlobalContext interface {
+	GlobalContextEntry(ctx context.Context, name string) (any, error)
+}
+
+// NamespaceLabelsLoader returns the labels of a namespace.
+type NamespaceLabelsLoader interface {
+	NamespaceLabels(ctx context.Context, namespace string) (map[string]string, error)
+}
+
+// Values pins variables to fixed values instead of computing or loading
+// them, the way Kyverno's CLI values file does (test-format.md "Values
+// file"). Any method may return nil.
+type Values interface {
+	// Variables returns variables to set in the context document before the
+	// policy's rules run for this resource, keyed by dotted path
+	// ("request.operation", "some.var"): the values file's globalValues
+	// overlaid with policies[].resources[].values.
+	Variables(policy kyvernov1.PolicyInterface, resource ResourceRef) map[string]any
+	// ContextEntries returns values of context entries of the rule, keyed by
+	// entry name; an entry listed here is not loaded
+	// (policies[].rules[].values).
+	ContextEntries(policy kyvernov1.PolicyInterface, rule string) map[string]any
+	// ForeachElements returns lists that replace the foreach lists of the
+	// rule, keyed by the element variable name ("element")
+	// (policies[].rules[].foreachValues).
+	ForeachElements(policy kyvernov1.PolicyInterface, rule string) map[string][]any
+}

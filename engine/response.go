@@ -1,0 +1,102 @@
+package engine
+
+import (
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+)
+
+// RuleStatus is the outcome of one rule, as reports show it.
+type RuleStatus string
+
+// Rule outcomes.
+const (
+	StatusPass  RuleStatus = "pass"
+	StatusFail  RuleStatus = "fail"
+	StatusWarn  RuleStatus = "warn"
+	StatusError RuleStatus = "error"
+	StatusSkip  RuleStatus = "skip"
+)
+
+// RuleType is the kind of rule a response comes from.
+type RuleType string
+
+// Rule types.
+const (
+	TypeValidation  RuleType = "Validation"
+	TypeMutation    RuleType = "Mutation"
+	TypeGeneration  RuleType = "Generation"
+	TypeImageVerify RuleType = "ImageVerify"
+)
+
+// Action is the effective failure action of a validate rule.
+type Action string
+
+// Failure actions. The lower-case spellings Kyverno accepts are normalised to
+// these.
+const (
+	Audit   Action = "Audit"
+	Enforce Action = "Enforce"
+)
+
+// Response holds the results of evaluating a PolicySet against one request.
+type Response struct {
+	// Resource is the object evaluated (the old object on DELETE).
+	Resource ResourceRef
+	// Policies holds one entry per policy with at least one rule response.
+	Policies []PolicyResponse
+}
+
+// Blocked reports whether some rule failed with an effective action of
+// Enforce, which denies an admission request.
+func (r *Response) Blocked() bool {
+	for _, p := range r.Policies {
+		for _, rr := range p.Rules {
+			if rr.Status == StatusFail && rr.Action == Enforce {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// PolicyResponse holds the rule responses of one policy.
+type PolicyResponse struct {
+	// Policy is the policy as compiled.
+	Policy kyvernov1.PolicyInterface
+	// Key is "name" for a ClusterPolicy and "namespace/name" for a Policy.
+	Key string
+	// Rules holds one response per rule that matched, in rule order.
+	Rules []RuleResponse
+}
+
+// RuleResponse is the result of one rule.
+type RuleResponse struct {
+	// Name is the rule name; autogen rules carry their generated names
+	// (autogen-<rule>, autogen-cronjob-<rule>).
+	Name string
+	Type RuleType
+	// Status is the outcome. A fail of a policy annotated
+	// policies.kyverno.io/scored: "false" is reported as warn.
+	Status RuleStatus
+	// Message is Kyverno's message for the outcome, e.g.
+	// "validation error: <message>. rule <name> failed at path <path>".
+	Message string
+	// Action is the effective failure action (validate rules only).
+	Action Action
+	// Exceptions are the PolicyExceptions that made the rule skip.
+	Exceptions []*kyvernov2.PolicyException
+	// Properties are the rule's reportProperties plus details the result
+	// carries (e.g. the Pod Security checks that failed).
+	Properties map[string]string
+	// PodSecurityChecks lists the failed Pod Security checks of a
+	// validate.podSecurity rule.
+	PodSecurityChecks []PodSecurityCheck
+}
+
+// PodSecurityCheck is one failed Pod Security Standards check.
+type PodSecurityCheck struct {
+	ID          string
+	Reason      string
+	Detail      string
+	ForbiddenBy string
+}
