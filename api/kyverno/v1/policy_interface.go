@@ -1,0 +1,33 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// +kubebuilder:object:generate=false
+
+// PolicyInterface is what ClusterPolicy and Policy have in common, so the
+// engine and controllers handle both alike.
+type PolicyInterface interface {
+	metav1.Object
+	runtime.Object
+
+	// GetSpec returns the policy's spec (not a copy).
+	GetSpec() *Spec
+	// GetStatus returns the policy's status (not a copy).
+	GetStatus() *PolicyStatus
+	// IsNamespaced is true for Policy, false for ClusterPolicy.
+	IsNamespaced() bool
+	// GetKind returns "ClusterPolicy" or "Policy".
+	GetKind() string
+	// IsReady reports whether the Ready condition is True.
+	IsReady() bool
+	// CreateDeepCopy returns a deep copy as a PolicyInterface.
+	CreateDeepCopy() PolicyInterface
+}
+
+var (
+	_ PolicyInterface = (*ClusterPolicy)(nil)
+	_ PolicyInterface = (*Policy)(nil)
+)
