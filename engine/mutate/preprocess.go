@@ -1,0 +1,242 @@
+package mutate
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrConditionNotMet is matched (errors.Is) by every *ConditionError: a `(k)` anchor
+// at map level or a `<(k)` anchor did not hold, so the whole patch is skipped.
+var ErrConditionNotMet = errors.New("patch condition not met")
+
+// ErrGlobalConditionNotMet is matched only by a *ConditionError from a `<(k)` anchor.
+var ErrGlobalConditionNotMet = errors.New("patch global condition not met")
+
+// ConditionError says that the patch was skipped because an anchor condition did
+// not hold. Kyverno turns it into a `skip` "no patches applied", the same as a patch
+// that changes nothing; Global tells a `<(k)` anchor apart for callers that report it.
+type ConditionError struct {
+	Global bool
+	// Path is the slash path of the anchor key in the patch, e.g. /spec/(nodeSelector).
+	Path string
+}
+
+func (e *ConditionError) Error() string {
+	kind := "condition"
+	if e.Global {
+		kind = "global condition"
+	}
+	return fmt.Sprintf("%s %s not met", kind, e.Path)
+}
+
+// Is lets errors.Is match the sentinels above.
+func (e *ConditionError) Is(target error) bool {
+	return target == ErrConditionNotMet || (e.Global && target == ErrGlobalConditionNotMet)
+}
+
+// preprocess resolves the anchors of a patch against the resource and returns a
+// plain strategic-merge patch (spec §2.2). It never modifies its arguments: the
+// patch belongs to a compiled policy shared by concurrent requests.
+func preprocess(patch map[string]any, resource map[string]any) (map[string]any, error) {
+	return preprocessMap(patch, resource, "")
+}
+
+func preprocessMap(patch map[string]any, resource any, path string) (map[string]any, error) {
+	res, _ := resource.(map[string]any)
+
+	// Conditions first: global anchors, then plain conditions, each in key order so
+	// that the reported path does not depend on map iteration.
+	keys := sortedKeys(patch)
+	for _, want := range [2]anchorKind{global, condition} {
+		for _, key := range keys {
+			kind, k := mutateAnchor(key)
+			if kind != want {
+				continue
+			}
+			rv, present := res[k]
+			if !present || !conditionValueHolds(patch[key], rv) {
+				return nil, &ConditionError{Global: kind == global, Path: path + "/" + key}
+			}
+		}
+	}
+
+	out := make(map[string]any, len(patch))
+	for _, key := range keys {
+		kind, k := mutateAnchor(key)
+		switch kind {
+		case condition, global:
+			// The pattern never reaches the resource, even when it has plain keys
+			// (Kyverno's quirk Q4 writes them: see TestQ4ConditionPatternNotWritten).
+			continue
+		case addIfAbsent:
+			if _, present := res[k]; present {
+				continue // never clobber what the user set
+			}
+		}
+		child, keep, err := preprocessValue(patch[key], res[k], path+"/"+k)
+		if err != nil {
+			return nil, err
+		}
+		if keep {
+			out[k] = child
+		}
+	}
+	return out, nil
+}
+
+// conditionValueHolds evaluates the pattern of a `(k)` / `<(k)` anchor. Kyverno skips
+// the check when the pattern map carries `+(k)` keys; such a pattern asks only that
+// the key exist, which the caller has checked.
+func conditionValueHolds(pattern, value any) bool {
+	if m, ok := pattern.(map[string]any); ok {
+		for k := range m {
+			if kind, _ := mutateAnchor(k); kind == addIfAbsent {
+				return true
+			}
+		}
+	}
+	return conditionHolds(pattern, value)
+}
+
+// preprocessValue resolves anchors below one patch value. keep is false when the
+// value must be left out of the patch: a map or list that anchors emptied.
+func preprocessValue(v any, resource any, path string) (any, bool, error) {
+	switch t := v.(type) {
+	case map[string]any:
+		if len(t) == 0 {
+			// Written empty on purpose (emptyDir: {}): Kyverno strips it (quirk Q3),
+			// which adds an invalid volume. See TestQ3EmptyMapKept.
+			return t, true, nil
+		}
+		out, err := preprocessMap(t, resource, path)
+		if err != nil {
+			return nil, false, err
+		}
+		return out, len(out) > 0, nil
+	case []any:
+		return preprocessList(t, resource, path)
+	}
+	return v, true, nil
+}
+
+// preprocessList turns every anchored element of a list of maps into concrete,
+// name-keyed elements: conditions select resource elements, and each selected
+// element becomes a copy of the patch element (anchors resolved against that very
+// element) carrying the resource element's name, which the strategic merge then
+// merges by the list's merge key (spec §2.2).
+//
+// Unlike Kyverno, each resource element is evaluated on its own copy of the patch
+// element (Kyverno decides `+(k)` once for all: quirk Q1), a plain `name` in an
+// anchored element selects the element of that name (Kyverno ignores it), and any
+// number of anchored elements may share a list (Kyverno corrupts it: quirk Q2).
+func preprocessList(list []any, resource any, path string) (any, bool, error) {
+	if len(list) == 0 {
+		return list, true, nil // `tolerations: []` replaces the list
+	}
+	if _, ok := list[0].(map[string]any); !ok {
+		return list, true, nil
+	}
+	resList, _ := resource.([]any)
+
+	out := make([]any, 0, len(list))
+	byName := map[string]int{}
+	add := func(elem map[string]any) {
+		name, ok := elem["name"]
+		if !ok {
+			out = append(out, elem)
+			return
+		}
+		key := nameKey(name)
+		if i, seen := byName[key]; seen {
+			out[i] = mergeMaps(out[i].(map[string]any), elem)
+			return
+		}
+		byName[key] = len(out)
+		out = append(out, elem)
+	}
+
+	for i, e := range list {
+		elem, ok := e.(map[string]any)
+		if !ok || !hasMutateAnchor(elem) {
+			if ok {
+				add(elem)
+			} else {
+				out = append(out, e)
+			}
+			continue
+		}
+		hasGlobal := hasMutateAnchor(elem, global)
+		wantName, byPlainName := elem["name"]
+		satisfied := false
+		var globalErr error
+		for j, r := range resList {
+			rm, _ := r.(map[string]any)
+			if byPlainName && (rm == nil || nameKey(rm["name"]) != nameKey(wantName)) {
+				continue
+			}
+			got, err := preprocessMap(elem, rm, fmt.Sprintf("%s/%d", path, j))
+			var ce *ConditionError
+			if errors.As(err, &ce) {
+				if ce.Global {
+					globalErr = err
+				}
+				continue
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			if hasGlobal {
+				// A global anchor in an element gates the rest of the patch; the
+				// element's own body is never applied (spec §2.3).
+				satisfied = true
+				continue
+			}
+			name, named := rm["name"]
+			if !named {
+				continue // no way to address the element (spec §10 row 17)
+			}
+			if _, hadName := got["name"]; len(got) == 0 || (hadName && len(got) == 1) {
+				continue // nothing but anchors
+			}
+			got["name"] = name
+			add(got)
+		}
+		if hasGlobal && !satisfied {
+			if globalErr == nil {
+				globalErr = &ConditionError{Global: true, Path: fmt.Sprintf("%s/%d", path, i)}
+			}
+			return nil, false, globalErr
+		}
+	}
+	if len(out) == 0 {
+		return nil, false, nil // emptied by anchors: leave the resource's list alone
+	}
+	return out, true, nil
+}
+
+func nameKey(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return scalarString(v, "\x00nil")
+}
+
+// mergeMaps returns a with b deep-merged over it; used when two anchored elements
+// select the same resource element.
+func mergeMaps(a, b map[string]any) map[string]any {
+	out := make(map[string]any, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		am, aok := out[k].(map[string]any)
+		bm, bok := v.(map[string]any)
+		if aok && bok && !strings.HasPrefix(k, "$") {
+			out[k] = mergeMaps(am, bm)
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
