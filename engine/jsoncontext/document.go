@@ -1,0 +1,92 @@
+// Package jsoncontext builds the JSON document that Kyverno variables
+// ({{ request.object.metadata.name }}, {{ images.containers.x.tag }},
+// context entries, foreach elements) are evaluated against.
+//
+// A Document is a tree of plain JSON values (map[string]any, []any, string,
+// float64, bool, nil). Documents are layered cheaply: Child copies only the
+// top-level map, and Set copies the maps along the path it writes, so a
+// rule's context entries or a foreach element never leak into the request's
+// base document or into sibling rules, and nothing is deep-copied.
+package jsoncontext
+
+import (
+	"strings"
+)
+
+// Querier evaluates a JMESPath expression against data (see
+// engine/jmespath.Interpreter.Search).
+type Querier interface {
+	Search(expr string, data any) (any, error)
+}
+
+// Document is a layered JSON context document.
+type Document struct {
+	root    map[string]any
+	querier Querier
+}
+
+// New returns a document with the given top-level entries, evaluated by q.
+// The map is owned by the document from now on.
+func New(q Querier, root map[string]any) *Document {
+	if root == nil {
+		root = map[string]any{}
+	}
+	return &Document{root: root, querier: q}
+}
+
+// Child returns a document that starts with the same content; what is Set
+// on the child does not show in the parent.
+func (d *Document) Child() *Document {
+	root := make(map[string]any, len(d.root)+4)
+	for k, v := range d.root {
+		root[k] = v
+	}
+	return &Document{root: root, querier: d.querier}
+}
+
+// Root returns the top-level map. Callers must not modify it.
+func (d *Document) Root() map[string]any { return d.root }
+
+// Query evaluates a JMESPath expression against the document, so the
+// document can serve as a variables resolver.
+func (d *Document) Query(expr string) (any, error) {
+	return d.querier.Search(expr, d.root)
+}
+
+// Get returns the value at a dotted path ("request.operation") and whether
+// it exists.
+func (d *Document) Get(path string) (any, bool) {
+	var cur any = d.root
+	for _, k := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// Set stores v at a dotted path ("request.operation", "element"), creating
+// maps as needed. Maps along the path are copied first, so documents that
+// share them are not affected.
+func (d *Document) Set(path string, v any) {
+	keys := strings.Split(path, ".")
+	d.root = setPath(d.root, keys, v)
+}
+
+func setPath(m map[string]any, keys []string, v any) map[string]any {
+	out := make(map[string]any, len(m)+1)
+	for k, val := range m {
+		out[k] = val
+	}
+	if len(keys) == 1 {
+		out[keys[0]] = v
+		return out
+	}
+	child, _ := m[keys[0]].(map[string]any)
+	out[keys[0]] = setPath(child, keys[1:], v)
+	return out
+}
