@@ -149,7 +149,7 @@ func IsNegation(key string) bool { return KindOf(key) == Negation }
 func IsAdd(key string) bool { return KindOf(key) == Add }
 
 // Malformed reports a key that is written like an anchor but is not one,
-// such as "~(x)" or "()", with an error saying why. Such keys are matched
+// such as "~(x)" (`unknown anchor "~(x)"`) or "()" (`empty anchor "()"`). Such keys are matched
 // literally by Kyverno, which is almost never what the author meant, so the
 // policy compiler rejects them. Keys that merely contain parentheses further
 // in, like "abc(x)", are left alone: they are not anchor-shaped.
@@ -170,7 +170,7 @@ func Malformed(key string) error {
 		return nil
 	}
 	if k[open+1:len(k)-1] == "" {
-		return fmt.Errorf("anchor %q has an empty key", key)
+		return fmt.Errorf("empty anchor %q", key)
 	}
-	return fmt.Errorf("unknown anchor %q: the prefix %q is not one of (), <(), =(), ^(), X(), +()", key, prefix)
+	return fmt.Errorf("unknown anchor %q", key)
 }
