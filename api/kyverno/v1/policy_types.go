@@ -22,7 +22,7 @@ type Policy struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// Spec declares the policy's rules and behaviour.
-	Spec Spec `json:"spec"`
+	Spec Spec `json:"spec,omitzero"`
 
 	// Status is what charter observed about the policy.
 	// +optional
