@@ -8,25 +8,29 @@
 //
 // # Library choice
 //
-// Two Go implementations were measured against the behaviours charter must
-// reproduce (library_choice_test.go runs the table on both and fails if the
-// chosen one drifts):
+// Two Go implementations were measured on the behaviours that decide Kyverno
+// compatibility. library_choice_test.go runs the table on both (go test -v
+// -run LibraryChoice prints it) and fails if the chosen one drifts:
 //
-//	behaviour                              kyverno/go-jmespath        jmespath-community/go-jmespath
-//	bare path, missing key (a.x)           error: Unknown key "x"     null            <- Kyverno: error
-//	missing key inside ==                  null == null: true         true
-//	missing key with || default            'd'                        'd'
-//	missing key as function argument       null (not_null -> 'd')     null
-//	missing key inside a filter            filtered out               filtered out
-//	number literal type                    float64                    float64
-//	integer data (int64) in arithmetic     rejected by type check     rejected
-//	replace built-in sum                   Register overrides         append overrides
-//	FunctionEntry/ArgSpec/Register API     yes (spec'd in Kyverno)    different package layout
+//	behaviour                            kyverno/go-jmespath          jmespath-community/go-jmespath
+//	bare path, missing key (a.x)         error: Unknown key "x"       null
+//	missing key inside == (a.x == a.y)   true                         true
+//	missing key == `1`                   false                        false
+//	missing key || 'd'                   "d"                          "d"
+//	not_null(a.x, 'd')                   "d"                          "d"
+//	filter over a missing key            element filtered out         element filtered out
+//	projection over a missing key        skipped                      skipped
+//	number literal                       float64                      float64
+//	int64 data to a number argument      type error                   type error
+//	custom sum replaces the built-in     yes (Register)               yes (extra FunctionEntry)
 //
-// Only the Kyverno fork raises NotFoundError for a bare missing key, which is
-// what turns {{request.object.metadata.labels.foo}} into a rule error in
-// Kyverno (validate-semantics.md §6.4). Decision: github.com/kyverno/go-jmespath,
-// the version Kyverno pins.
+// They differ in one row, and it is the one that matters: only the Kyverno
+// fork raises NotFoundError for a bare missing key, which is what makes
+// {{request.object.metadata.labels.foo}} a rule error in Kyverno
+// (validate-semantics.md §6.4) and what policies guard with || ''. Its
+// FunctionCaller/Register API is also the one Kyverno's functions were written
+// against. Decision: github.com/kyverno/go-jmespath, at the version Kyverno
+// pins.
 //
 // Data is JSON-like: map[string]any, []any, float64, string, bool and nil, as
 // encoding/json decodes it. Custom functions also accept Go integers, but the

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charter-dev/charter/engine/anchor"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -60,34 +62,38 @@ func matchPattern(pattern, value any) verdict {
 func matchMap(p, v map[string]any) verdict {
 	anchorsHeld := false
 	for key, sub := range p {
-		kind, k := parseAnchor(key)
+		a, isAnchor := anchor.Parse(key)
+		kind, k := a.Kind, a.Key
+		if !isAnchor {
+			continue
+		}
 		rv, present := v[k]
 		switch kind {
-		case condition:
+		case anchor.Condition:
 			if !present || matchPattern(sub, rv) != pass {
 				return skip
 			}
 			anchorsHeld = true
-		case global:
+		case anchor.Global:
 			if present && matchPattern(sub, rv) != pass {
 				return skip
 			}
-		case equality:
+		case anchor.Equality:
 			if present && matchPattern(sub, rv) != pass {
 				return fail
 			}
-		case negation:
+		case anchor.Negation:
 			if present {
 				return fail
 			}
-		case existence:
+		case anchor.Existence:
 			if present && !existsIn(sub, rv) {
 				return fail
 			}
 		}
 	}
 	for key, sub := range p {
-		if kind, _ := parseAnchor(key); kind != plainKey && kind != addIfAbsent {
+		if kind := anchor.KindOf(key); kind != anchor.None && kind != anchor.Add {
 			continue
 		}
 		rv, present := v[key]

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/charter-dev/charter/engine/anchor"
 )
 
 // ErrConditionNotMet is matched (errors.Is) by every *ConditionError: a `(k)` anchor
@@ -48,7 +50,7 @@ func preprocessMap(patch map[string]any, resource any, path string) (map[string]
 	// Conditions first: global anchors, then plain conditions, each in key order so
 	// that the reported path does not depend on map iteration.
 	keys := sortedKeys(patch)
-	for _, want := range [2]anchorKind{global, condition} {
+	for _, want := range [2]anchor.Kind{anchor.Global, anchor.Condition} {
 		for _, key := range keys {
 			kind, k := mutateAnchor(key)
 			if kind != want {
@@ -56,7 +58,7 @@ func preprocessMap(patch map[string]any, resource any, path string) (map[string]
 			}
 			rv, present := res[k]
 			if !present || !conditionValueHolds(patch[key], rv) {
-				return nil, &ConditionError{Global: kind == global, Path: path + "/" + key}
+				return nil, &ConditionError{Global: kind == anchor.Global, Path: path + "/" + key}
 			}
 		}
 	}
@@ -65,11 +67,11 @@ func preprocessMap(patch map[string]any, resource any, path string) (map[string]
 	for _, key := range keys {
 		kind, k := mutateAnchor(key)
 		switch kind {
-		case condition, global:
+		case anchor.Condition, anchor.Global:
 			// The pattern never reaches the resource, even when it has plain keys
 			// (Kyverno's quirk Q4 writes them: see TestQ4ConditionPatternNotWritten).
 			continue
-		case addIfAbsent:
+		case anchor.Add:
 			if _, present := res[k]; present {
 				continue // never clobber what the user set
 			}
@@ -91,7 +93,7 @@ func preprocessMap(patch map[string]any, resource any, path string) (map[string]
 func conditionValueHolds(pattern, value any) bool {
 	if m, ok := pattern.(map[string]any); ok {
 		for k := range m {
-			if kind, _ := mutateAnchor(k); kind == addIfAbsent {
+			if kind, _ := mutateAnchor(k); kind == anchor.Add {
 				return true
 			}
 		}
@@ -166,7 +168,7 @@ func preprocessList(list []any, resource any, path string) (any, bool, error) {
 			}
 			continue
 		}
-		hasGlobal := hasMutateAnchor(elem, global)
+		hasGlobal := hasMutateAnchor(elem, anchor.Global)
 		wantName, byPlainName := elem["name"]
 		satisfied := false
 		var globalErr error

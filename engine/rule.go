@@ -1,0 +1,316 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/variables"
+)
+
+// rule is a compiled rule: its source plus everything that can be worked
+// out once (decoded patterns and conditions, which parts hold variables).
+type rule struct {
+	name    string
+	src     *kyvernov1.Rule
+	typ     RuleType
+	match   *kyvernov1.MatchResources
+	exclude *kyvernov1.MatchResources
+	context []kyvernov1.ContextEntry
+	// preconditions is nil when the rule has none.
+	preconditions *conditionBlock
+	// handler evaluates the rule once it applies; nil for rule types this
+	// engine does not evaluate yet (the rule then yields no response).
+	validate *validateRule
+}
+
+// conditionBlock is an any/all block of conditions, decoded once.
+type conditionBlock struct {
+	any, all []condition
+	// raw is the block as JSON, for variable substitution.
+	hasVars bool
+}
+
+type condition struct {
+	key, value any
+	operator   string // canonical spelling, e.g. "AnyIn"
+	message    string
+}
+
+func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, f *faults) *rule {
+	cr := &rule{name: r.Name, src: r, match: &r.MatchResources, exclude: r.ExcludeResources, context: r.Context}
+	if r.Name == "" {
+		f.add(path+".name", "a rule needs a name")
+	}
+	if len(r.Name) > 63 {
+		f.add(path+".name", fmt.Sprintf("rule name %q is longer than 63 characters", r.Name))
+	}
+	var kinds []string
+	if r.HasValidate() {
+		kinds = append(kinds, "validate")
+		cr.typ = TypeValidation
+	}
+	if r.HasMutate() {
+		kinds = append(kinds, "mutate")
+		cr.typ = TypeMutation
+	}
+	if r.HasGenerate() {
+		kinds = append(kinds, "generate")
+		cr.typ = TypeGeneration
+	}
+	if r.HasVerifyImages() {
+		kinds = append(kinds, "verifyImages")
+		cr.typ = TypeImageVerify
+	}
+	switch len(kinds) {
+	case 0:
+		f.add(path, "a rule needs one of validate, mutate, generate or verifyImages")
+	case 1:
+	default:
+		f.add(path, fmt.Sprintf("a rule may have only one of validate, mutate, generate or verifyImages, found %s", strings.Join(kinds, ", ")))
+	}
+	s.checkMatch(path+".match", &r.MatchResources, true, f)
+	if r.ExcludeResources != nil {
+		s.checkMatch(path+".exclude", r.ExcludeResources, false, f)
+	}
+
+	raw, err := ruleJSON(r)
+	if err != nil {
+		f.add(path, "cannot encode rule: "+err.Error())
+		return nil
+	}
+	s.checkExpressions(raw, path, f)
+	if p.spec.BackgroundProcessingEnabled() {
+		checkBackgroundVariables(raw, path, f)
+	}
+	s.checkContext(r.Context, path+".context", f)
+	if r.RawAnyAllConditions != nil {
+		block, err := kyvernov1.ParseConditions(r.RawAnyAllConditions)
+		if err != nil {
+			f.add(path+".preconditions", err.Error())
+		} else {
+			cr.preconditions = compileConditions(block, path+".preconditions", f)
+		}
+	}
+	if r.Validation != nil {
+		cr.validate = s.compileValidate(r, path+".validate", f)
+	}
+	return cr
+}
+
+func (s *PolicySet) checkMatch(path string, m *kyvernov1.MatchResources, required bool, f *faults) {
+	if required && m.IsEmpty() {
+		f.add(path, "a rule needs match with at least one resource filter")
+		return
+	}
+	inline := !m.UserInfo.IsEmpty() || !m.ResourceDescription.IsEmpty()
+	if inline && (len(m.Any) > 0 || len(m.All) > 0) {
+		f.add(path, "use either any/all or the inline resources form, not both")
+	}
+	if len(m.Any) > 0 && len(m.All) > 0 {
+		f.add(path, "use either any or all, not both")
+	}
+	check := func(p string, d *kyvernov1.ResourceDescription) {
+		for i, k := range d.Kinds {
+			if k == "" {
+				f.add(fmt.Sprintf("%s.kinds[%d]", p, i), "empty kind")
+			}
+		}
+		for _, sel := range []struct {
+			name string
+			ok   bool
+		}{{"selector", d.Selector == nil || validSelector(d.Selector)}, {"namespaceSelector", d.NamespaceSelector == nil || validSelector(d.NamespaceSelector)}} {
+			if !sel.ok {
+				f.add(p+"."+sel.name, "invalid label selector")
+			}
+		}
+	}
+	if inline {
+		check(path+".resources", &m.ResourceDescription)
+	}
+	for i := range m.Any {
+		check(fmt.Sprintf("%s.any[%d].resources", path, i), &m.Any[i].ResourceDescription)
+	}
+	for i := range m.All {
+		check(fmt.Sprintf("%s.all[%d].resources", path, i), &m.All[i].ResourceDescription)
+	}
+}
+
+// checkExpressions compiles every JMESPath expression found in {{ }}
+// variables anywhere in the rule, so a malformed one fails at compile time
+// instead of at the first request. Expressions built from nested variables
+// are only known at evaluation time and are not checked.
+func (s *PolicySet) checkExpressions(raw map[string]any, path string, f *faults) {
+	walkStrings(raw, path, func(p, str string) {
+		for _, expr := range variables.Find(str) {
+			if expr == "@" || strings.Contains(expr, "{{") {
+				continue
+			}
+			if _, err := s.jp.Compile(expr); err != nil {
+				f.add(p, fmt.Sprintf("malformed JMESPath in variable {{%s}}: %v", expr, unwrapCompile(err)))
+			}
+		}
+	})
+}
+
+func unwrapCompile(err error) error {
+	if u, ok := err.(interface{ Unwrap() error }); ok && u.Unwrap() != nil {
+		return u.Unwrap()
+	}
+	return err
+}
+
+func validSelector(sel *metav1.LabelSelector) bool {
+	_, err := metav1.LabelSelectorAsSelector(sel)
+	return err == nil
+}
+
+// backgroundOnlyAdmission are variables that exist only in admission
+// requests; a background scan has no user and cannot resolve them.
+var backgroundOnlyAdmission = []string{"request.userInfo", "request.roles", "request.clusterRoles", "serviceAccountName", "serviceAccountNamespace"}
+
+// checkBackgroundVariables rejects, for a policy with background processing
+// on (the default), rules that depend on who sends the request: user
+// variables, or roles, clusterRoles and subjects in match/exclude.
+func checkBackgroundVariables(raw map[string]any, path string, f *faults) {
+	walkStrings(raw, path, func(p, str string) {
+		for _, expr := range variables.Find(str) {
+			for _, v := range backgroundOnlyAdmission {
+				if strings.HasPrefix(expr, v) || strings.Contains(expr, " "+v) || strings.Contains(expr, "("+v) {
+					f.add(p, fmt.Sprintf("variable {{%s}} is not available in background mode; set spec.background to false", expr))
+					return
+				}
+			}
+		}
+	})
+	for _, block := range []string{"match", "exclude"} {
+		m, _ := raw[block].(map[string]any)
+		checkUserInfo(m, path+"."+block, f)
+		for _, list := range []string{"any", "all"} {
+			entries, _ := m[list].([]any)
+			for i, e := range entries {
+				em, _ := e.(map[string]any)
+				checkUserInfo(em, fmt.Sprintf("%s.%s.%s[%d]", path, block, list, i), f)
+			}
+		}
+	}
+}
+
+func checkUserInfo(m map[string]any, path string, f *faults) {
+	for _, k := range []string{"roles", "clusterRoles", "subjects"} {
+		if _, ok := m[k]; ok {
+			f.add(path+"."+k, "user information cannot be matched in background mode; set spec.background to false")
+		}
+	}
+}
+
+// walkStrings calls fn with the field path of every string (and map key)
+// in v.
+func walkStrings(v any, path string, fn func(path, s string)) {
+	switch t := v.(type) {
+	case string:
+		fn(path, t)
+	case map[string]any:
+		for k, child := range t {
+			p := joinPath(path, k)
+			fn(p, k)
+			walkStrings(child, p, fn)
+		}
+	case []any:
+		for i, child := range t {
+			walkStrings(child, fmt.Sprintf("%s[%d]", path, i), fn)
+		}
+	}
+}
+
+func (s *PolicySet) checkContext(entries []kyvernov1.ContextEntry, path string, f *faults) {
+	for i, e := range entries {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if e.Name == "" {
+			f.add(p+".name", "a context entry needs a name")
+		}
+		n := 0
+		for _, set := range []bool{e.ConfigMap != nil, e.APICall != nil, e.ImageRegistry != nil, e.Variable != nil, e.GlobalReference != nil} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			f.add(p, "a context entry needs exactly one of configMap, apiCall, imageRegistry, variable or globalReference")
+		}
+		var expr, field string
+		switch {
+		case e.Variable != nil:
+			expr, field = e.Variable.JMESPath, ".variable.jmesPath"
+			if e.Variable.Value == nil && e.Variable.JMESPath == "" {
+				f.add(p+".variable", "a variable needs a value or a jmesPath")
+			}
+		case e.APICall != nil:
+			expr, field = e.APICall.JMESPath, ".apiCall.jmesPath"
+		case e.ImageRegistry != nil:
+			expr, field = e.ImageRegistry.JMESPath, ".imageRegistry.jmesPath"
+		case e.GlobalReference != nil:
+			expr, field = e.GlobalReference.JMESPath, ".globalReference.jmesPath"
+		}
+		if expr != "" && !strings.Contains(expr, "{{") {
+			if _, err := s.jp.Compile(expr); err != nil {
+				f.add(p+field, fmt.Sprintf("malformed JMESPath %q: %v", expr, unwrapCompile(err)))
+			}
+		}
+	}
+}
+
+// canonicalOperators maps the lower-cased operator names to their
+// canonical spelling; Kyverno matches operators case-insensitively.
+var canonicalOperators = func() map[string]string {
+	m := map[string]string{"equal": "Equal", "notequal": "NotEqual"}
+	for _, op := range kyvernov1.ConditionOperators {
+		m[strings.ToLower(string(op))] = string(op)
+	}
+	return m
+}()
+
+func compileConditions(block *kyvernov1.AnyAllConditions, path string, f *faults) *conditionBlock {
+	if block == nil {
+		return nil
+	}
+	out := &conditionBlock{}
+	compile := func(list []kyvernov1.Condition, p string) []condition {
+		conds := make([]condition, 0, len(list))
+		for i := range list {
+			c := &list[i]
+			cp := fmt.Sprintf("%s[%d]", p, i)
+			op, ok := canonicalOperators[strings.ToLower(string(c.Operator))]
+			if !ok {
+				f.add(cp+".operator", fmt.Sprintf("unknown operator %q", c.Operator))
+			}
+			key, err := c.Key()
+			if err != nil {
+				f.add(cp+".key", err.Error())
+			}
+			value, err := c.Value()
+			if err != nil {
+				f.add(cp+".value", err.Error())
+			}
+			if variables.HasVariables(key) || variables.HasVariables(value) || variables.HasVariables(c.Message) {
+				out.hasVars = true
+			}
+			conds = append(conds, condition{key: key, value: value, operator: op, message: c.Message})
+		}
+		return conds
+	}
+	out.any = compile(block.AnyConditions, path+".any")
+	out.all = compile(block.AllConditions, path+".all")
+	if len(block.AnyConditions) == 0 && len(block.AllConditions) == 0 {
+		return nil
+	}
+	return out
+}
+
+// selects reports whether the rule applies to the request.
+func (r *rule) selects(res *match.Resource) bool {
+	return match.Selects(r.match, r.exclude, res)
+}

@@ -1,0 +1,344 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/jsoncontext"
+	"github.com/charter-dev/charter/engine/variables"
+)
+
+// validateRule is a compiled validate block.
+type validateRule struct {
+	message string
+	deny    *conditionBlock
+	// pattern and anyPattern hold the decoded patterns; compiled is set when
+	// they have no variables and could be compiled once.
+	pattern    *patternSpec
+	anyPattern []*patternSpec
+	foreach    []*foreachValidation
+	// podSecurity, cel, manifests and assert are evaluated by dedicated
+	// handlers or reported as unsupported.
+	podSecurity *kyvernov1.PodSecurity
+	unsupported string
+	// allowExisting is validate.allowExistingViolations (default true).
+	allowExisting bool
+	failureAction *kyvernov1.ValidationFailureAction
+	overrides     []kyvernov1.ValidationFailureActionOverride
+}
+
+// patternSpec is one pattern: decoded JSON, plus its compiled form when it
+// holds no variables.
+type patternSpec struct {
+	raw      any
+	hasVars  bool
+	compiled *compiledPattern
+}
+
+// foreachValidation is a compiled validate.foreach entry.
+type foreachValidation struct {
+	list          string
+	elementScope  *bool
+	context       []kyvernov1.ContextEntry
+	preconditions *conditionBlock
+	pattern       *patternSpec
+	anyPattern    []*patternSpec
+	deny          *conditionBlock
+	nested        []*foreachValidation
+}
+
+func (s *PolicySet) compileValidate(r *kyvernov1.Rule, path string, f *faults) *validateRule {
+	v := r.Validation
+	out := &validateRule{
+		message:       v.Message,
+		allowExisting: v.GetAllowExistingViolations(),
+		failureAction: v.FailureAction,
+		overrides:     v.FailureActionOverrides,
+		podSecurity:   v.PodSecurity,
+	}
+	if v.FailureAction != nil && !v.FailureAction.IsValid() {
+		f.add(path+".failureAction", fmt.Sprintf("unknown action %q, want Audit or Enforce", *v.FailureAction))
+	}
+	n := 0
+	if v.RawPattern != nil {
+		n++
+		out.pattern = s.compilePattern(v.RawPattern.Raw, path+".pattern", f)
+	}
+	if v.RawAnyPattern != nil {
+		n++
+		out.anyPattern = s.compileAnyPattern(v.RawAnyPattern.Raw, path+".anyPattern", f)
+	}
+	if v.Deny != nil {
+		n++
+		out.deny = s.compileDeny(v.Deny, path+".deny", f)
+	}
+	if len(v.ForEachValidation) > 0 {
+		n++
+		out.foreach = s.compileForeach(v.ForEachValidation, path+".foreach", f)
+	}
+	if v.PodSecurity != nil {
+		n++
+	}
+	if v.CEL != nil {
+		n++
+		out.unsupported = "validate.cel"
+	}
+	if v.Manifests != nil {
+		n++
+		out.unsupported = "validate.manifests"
+	}
+	if v.Assert != nil {
+		n++
+		out.unsupported = "validate.assert"
+	}
+	if n == 0 {
+		f.add(path, "validate needs one of pattern, anyPattern, deny, foreach, podSecurity, cel, manifests or assert")
+	} else if n > 1 {
+		f.add(path, "validate may have only one of pattern, anyPattern, deny, foreach, podSecurity, cel, manifests or assert")
+	}
+	return out
+}
+
+func (s *PolicySet) compilePattern(raw []byte, path string, f *faults) *patternSpec {
+	var p any
+	if err := json.Unmarshal(raw, &p); err != nil {
+		f.add(path, "invalid JSON: "+err.Error())
+		return nil
+	}
+	return s.patternFrom(p, path, f)
+}
+
+func (s *PolicySet) patternFrom(p any, path string, f *faults) *patternSpec {
+	ps := &patternSpec{raw: p, hasVars: variables.HasVariables(p)}
+	// A pattern is compiled once here to find its faults (unknown anchors,
+	// empty arrays). One with variables is compiled again per evaluation,
+	// after substitution.
+	c, err := compilePatternTree(p)
+	if err != nil {
+		f.add(patternFieldPath(path, err), patternFault(err))
+		return nil
+	}
+	if !ps.hasVars {
+		ps.compiled = c
+	}
+	return ps
+}
+
+func (s *PolicySet) compileAnyPattern(raw []byte, path string, f *faults) []*patternSpec {
+	var list []any
+	if err := json.Unmarshal(raw, &list); err != nil {
+		f.add(path, "anyPattern must be a list of patterns")
+		return nil
+	}
+	if len(list) == 0 {
+		f.add(path, "anyPattern needs at least one pattern")
+	}
+	out := make([]*patternSpec, 0, len(list))
+	for i, p := range list {
+		if ps := s.patternFrom(p, fmt.Sprintf("%s[%d]", path, i), f); ps != nil {
+			out = append(out, ps)
+		}
+	}
+	return out
+}
+
+func (s *PolicySet) compileDeny(d *kyvernov1.Deny, path string, f *faults) *conditionBlock {
+	block, err := kyvernov1.ParseConditions(d.RawAnyAllConditions)
+	if err != nil {
+		f.add(path+".conditions", err.Error())
+		return nil
+	}
+	if block == nil {
+		// deny without conditions always denies.
+		return &conditionBlock{}
+	}
+	cb := compileConditions(block, path+".conditions", f)
+	if cb == nil {
+		cb = &conditionBlock{}
+	}
+	return cb
+}
+
+func (s *PolicySet) compileForeach(list []kyvernov1.ForEachValidation, path string, f *faults) []*foreachValidation {
+	out := make([]*foreachValidation, 0, len(list))
+	for i := range list {
+		fe := &list[i]
+		p := fmt.Sprintf("%s[%d]", path, i)
+		c := &foreachValidation{list: fe.List, elementScope: fe.ElementScope, context: fe.Context}
+		if fe.List == "" {
+			f.add(p+".list", "foreach needs a list expression")
+		} else if !strings.Contains(fe.List, "{{") {
+			if _, err := s.jp.Compile(fe.List); err != nil {
+				f.add(p+".list", fmt.Sprintf("malformed JMESPath %q: %v", fe.List, unwrapCompile(err)))
+			}
+		}
+		s.checkContext(fe.Context, p+".context", f)
+		c.preconditions = compileConditions(fe.AnyAllConditions, p+".preconditions", f)
+		n := 0
+		if fe.RawPattern != nil {
+			n++
+			c.pattern = s.compilePattern(fe.RawPattern.Raw, p+".pattern", f)
+		}
+		if fe.RawAnyPattern != nil {
+			n++
+			c.anyPattern = s.compileAnyPattern(fe.RawAnyPattern.Raw, p+".anyPattern", f)
+		}
+		if fe.Deny != nil {
+			n++
+			c.deny = s.compileDeny(fe.Deny, p+".deny", f)
+		}
+		if fe.ForEachValidation != nil {
+			n++
+			var nested []kyvernov1.ForEachValidation
+			if err := json.Unmarshal(fe.ForEachValidation.Raw, &nested); err != nil {
+				f.add(p+".foreach", "invalid nested foreach: "+err.Error())
+			} else {
+				c.nested = s.compileForeach(nested, p+".foreach", f)
+			}
+		}
+		if n != 1 {
+			f.add(p, "foreach needs exactly one of pattern, anyPattern, deny or foreach")
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// outcome is what a handler decides for one rule.
+type outcome struct {
+	status  RuleStatus
+	message string
+	checks  []PodSecurityCheck
+	props   map[string]string
+}
+
+func pass(msg string) outcome            { return outcome{status: StatusPass, message: msg} }
+func fail(msg string) outcome            { return outcome{status: StatusFail, message: msg} }
+func skip(msg string) outcome            { return outcome{status: StatusSkip, message: msg} }
+func errorf(f string, a ...any) outcome  { return outcome{status: StatusError, message: fmt.Sprintf(f, a...)} }
+func errored(msg string, err error) outcome {
+	return outcome{status: StatusError, message: msg + ": " + err.Error()}
+}
+
+// validator evaluates a validate rule (or one foreach level of it) against
+// a resource in a document.
+type validator struct {
+	ev      *evaluation
+	rule    *rule
+	v       *validateRule
+	nesting int
+}
+
+// validateResource runs the rule's validation against resource, the new
+// object (or the old one for the allowExistingViolations check).
+func (vd *validator) run(ctx context.Context, doc *jsoncontext.Document, resource map[string]any) (outcome, bool) {
+	v := vd.v
+	switch {
+	case v.unsupported != "":
+		return errorf("%s is not supported by charter yet; rule %s was not evaluated", v.unsupported, vd.rule.name), true
+	case v.deny != nil:
+		return vd.deny(doc, v.deny, v.message), true
+	case v.pattern != nil:
+		return vd.pattern(doc, resource, v.pattern, v.message), true
+	case len(v.anyPattern) > 0:
+		return vd.anyPattern(doc, resource, v.anyPattern, v.message), true
+	case len(v.foreach) > 0:
+		return vd.foreach(ctx, doc, v.foreach, 0)
+	case v.podSecurity != nil:
+		return vd.ev.podSecurity(vd.rule, v.podSecurity, resource), true
+	}
+	return errorf("rule %s has nothing to validate", vd.rule.name), true
+}
+
+func (vd *validator) deny(doc *jsoncontext.Document, block *conditionBlock, message string) outcome {
+	denied, condMsg, err := vd.ev.conditions(doc, block, false)
+	if err != nil {
+		return errored("failed to check deny conditions", err)
+	}
+	if !denied {
+		return pass(fmt.Sprintf("validation rule '%s' passed.", vd.rule.name))
+	}
+	msg := fmt.Sprintf("validation error: rule %s failed", vd.rule.name)
+	if message != "" {
+		m, err := vd.ev.substituteMessage(doc, message)
+		if err != nil {
+			return errored("failed to substitute variables in deny message", err)
+		}
+		msg = m
+	}
+	if condMsg != "" {
+		msg += "; " + condMsg
+	}
+	return fail(msg)
+}
+
+func (vd *validator) pattern(doc *jsoncontext.Document, resource map[string]any, ps *patternSpec, message string) outcome {
+	c, err := vd.ev.resolvePattern(doc, ps, "/validate/pattern")
+	if err != nil {
+		return errored("variable substitution failed", err)
+	}
+	res := c.validate(resource)
+	switch res.kind {
+	case patternPass:
+		return pass(fmt.Sprintf("validation rule '%s' passed.", vd.rule.name))
+	case patternSkip:
+		return skip(res.msg)
+	case patternInvalid:
+		return errorf("validation error: rule %s execution error: %s", vd.rule.name, res.msg)
+	}
+	msg, err := vd.ev.substituteMessage(doc, message)
+	if err != nil {
+		return errored("failed to substitute variables in message", err)
+	}
+	return fail(patternFailMessage(vd.rule.name, msg, res.path))
+}
+
+// patternFailMessage is Kyverno's message for a failed pattern.
+func patternFailMessage(rule, message, path string) string {
+	if message == "" {
+		return fmt.Sprintf("validation error: rule %s failed at path %s", rule, path)
+	}
+	if strings.HasSuffix(message, ".") {
+		return fmt.Sprintf("validation error: %s rule %s failed at path %s", message, rule, path)
+	}
+	return fmt.Sprintf("validation error: %s. rule %s failed at path %s", message, rule, path)
+}
+
+func (vd *validator) anyPattern(doc *jsoncontext.Document, resource map[string]any, list []*patternSpec, message string) outcome {
+	var failures []string
+	skipped := 0
+	for i, ps := range list {
+		c, err := vd.ev.resolvePattern(doc, ps, fmt.Sprintf("/validate/anyPattern/%d", i))
+		if err != nil {
+			return errored("failed to substitute variables", err)
+		}
+		res := c.validate(resource)
+		switch res.kind {
+		case patternPass:
+			return pass(fmt.Sprintf("validation rule '%s' anyPattern[%d] passed.", vd.rule.name, i))
+		case patternSkip:
+			skipped++
+		default:
+			failures = append(failures, fmt.Sprintf("rule %s[%d] failed at path %s", vd.rule.name, i, res.path))
+		}
+	}
+	if len(failures) == 0 && skipped > 0 {
+		return skip(fmt.Sprintf("rule %s skipped: no pattern applied", vd.rule.name))
+	}
+	msg, err := vd.ev.substituteMessage(doc, message)
+	if err != nil {
+		return errored("failed to substitute variables in message", err)
+	}
+	joined := strings.Join(failures, " ")
+	switch {
+	case msg == "":
+		return fail("validation error: " + joined)
+	case strings.HasSuffix(msg, "."):
+		return fail("validation error: " + msg + " " + joined)
+	default:
+		return fail("validation error: " + msg + ". " + joined)
+	}
+}
