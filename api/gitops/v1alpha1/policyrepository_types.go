@@ -1,0 +1,265 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PolicyRepositoryKind is the kind of PolicyRepository.
+const PolicyRepositoryKind = "PolicyRepository"
+
+// Condition types of a PolicyRepository.
+const (
+	// ConditionReady is True when the last attempted revision was applied.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while a revision is being fetched or applied.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when reconciling cannot progress without a
+	// change to the spec or the repository, e.g. an invalid policy.
+	ConditionStalled = "Stalled"
+	// ConditionSourceVerified is True when the commit's signature verified.
+	ConditionSourceVerified = "SourceVerified"
+)
+
+// Condition reasons of a PolicyRepository.
+const (
+	ReasonSucceeded          = "ReconciliationSucceeded"
+	ReasonProgressing        = "Progressing"
+	ReasonFetchFailed        = "GitOperationFailed"
+	ReasonBuildFailed        = "BuildFailed"
+	ReasonValidationFailed   = "ValidationFailed"
+	ReasonApplyFailed        = "ApplyFailed"
+	ReasonPruneFailed        = "PruneFailed"
+	ReasonVerificationFailed = "VerificationFailed"
+	ReasonSuspended          = "Suspended"
+)
+
+// Defaults applied by the reconciler when a field is absent (never written
+// into spec).
+const (
+	DefaultInterval = 5 * time.Minute
+	DefaultTimeout  = 60 * time.Second
+)
+
+// ReconcileRequestAnnotation, set to any new value, asks for an immediate
+// reconcile; the handled value is echoed in status.lastHandledReconcileAt.
+const ReconcileRequestAnnotation = "charter.dev/reconcile-requested-at"
+
+// PolicyRepository is a Git repository whose policies charter keeps applied
+// to the cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:storageversion
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=policyrepositories,scope=Namespaced,shortName=prepo,categories=charter
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=".spec.url"
+// +kubebuilder:printcolumn:name="REVISION",type=string,JSONPath=".status.lastAppliedRevision"
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="STATUS",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
+type PolicyRepository struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec declares the repository and how to sync it.
+	Spec PolicyRepositorySpec `json:"spec"`
+
+	// Status is what charter observed.
+	// +optional
+	Status PolicyRepositoryStatus `json:"status,omitzero"`
+}
+
+// PolicyRepositorySpec declares a Git repository and how to sync it.
+type PolicyRepositorySpec struct {
+	// URL of the repository: https://, ssh://, git@host:path or file://.
+	// +kubebuilder:validation:Pattern=`^(https?|ssh|file)://.*$|^[^@/]+@[^:]+:.*$`
+	URL string `json:"url"`
+
+	// Ref is the revision to sync; the default branch when absent.
+	// +optional
+	Ref *GitRef `json:"ref,omitempty"`
+
+	// Path is the folder in the repository that kustomize builds; the
+	// repository root when empty.
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// Interval between syncs; 5m when absent.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// RetryInterval between attempts after a failure; Interval when absent.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	RetryInterval *metav1.Duration `json:"retryInterval,omitempty"`
+
+	// Timeout of one fetch, build and apply; 60s when absent.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// SecretRef names a Secret in the same namespace with credentials:
+	// username and password (HTTPS), or identity and known_hosts (SSH).
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+
+	// Verify requires the commit to carry a valid signature.
+	// +optional
+	Verify *GitVerification `json:"verify,omitempty"`
+
+	// Prune deletes objects that left the repository; true when absent.
+	// +optional
+	Prune *bool `json:"prune,omitempty"`
+
+	// Suspend stops syncing; objects already applied stay.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// GetInterval returns Interval, 5m when absent.
+func (s *PolicyRepositorySpec) GetInterval() time.Duration {
+	if s.Interval == nil || s.Interval.Duration <= 0 {
+		return DefaultInterval
+	}
+	return s.Interval.Duration
+}
+
+// GetRetryInterval returns RetryInterval, the interval when absent.
+func (s *PolicyRepositorySpec) GetRetryInterval() time.Duration {
+	if s.RetryInterval == nil || s.RetryInterval.Duration <= 0 {
+		return s.GetInterval()
+	}
+	return s.RetryInterval.Duration
+}
+
+// GetTimeout returns Timeout, 60s when absent.
+func (s *PolicyRepositorySpec) GetTimeout() time.Duration {
+	if s.Timeout == nil || s.Timeout.Duration <= 0 {
+		return DefaultTimeout
+	}
+	return s.Timeout.Duration
+}
+
+// IsPrune reports whether objects that left the repository are deleted.
+func (s *PolicyRepositorySpec) IsPrune() bool { return s.Prune == nil || *s.Prune }
+
+// GitRef is the revision to sync. At most one of Commit, SemVer, Tag,
+// Branch is used, in that order of precedence.
+type GitRef struct {
+	// Branch to follow.
+	// +optional
+	Branch string `json:"branch,omitempty"`
+
+	// Tag to check out.
+	// +optional
+	Tag string `json:"tag,omitempty"`
+
+	// SemVer is a semantic version range; the highest matching tag is used.
+	// +optional
+	SemVer string `json:"semver,omitempty"`
+
+	// Commit is a full commit SHA. With Branch, the commit must be on it.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{40}([0-9a-f]{24})?$`
+	Commit string `json:"commit,omitempty"`
+}
+
+// VerificationMode says which object's signature is verified.
+// +kubebuilder:validation:Enum=HEAD
+type VerificationMode string
+
+// Verification modes.
+const (
+	// VerifyHead verifies the signature of the checked-out commit.
+	VerifyHead VerificationMode = "HEAD"
+)
+
+// GitVerification requires signed commits.
+type GitVerification struct {
+	// Mode is what is verified; HEAD when absent.
+	// +optional
+	Mode VerificationMode `json:"mode,omitempty"`
+
+	// SecretRef names a Secret whose values are armored OpenPGP public keys.
+	SecretRef corev1.LocalObjectReference `json:"secretRef"`
+}
+
+// PolicyRepositoryStatus is what charter observed about a PolicyRepository.
+type PolicyRepositoryStatus struct {
+	// ObservedGeneration is the spec generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Reconciling, Stalled, SourceVerified.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// LastAttemptedRevision is the revision last fetched, as
+	// "<ref>@sha1:<commit>", whether or not it applied.
+	// +optional
+	LastAttemptedRevision string `json:"lastAttemptedRevision,omitempty"`
+
+	// LastAppliedRevision is the revision last applied in full.
+	// +optional
+	LastAppliedRevision string `json:"lastAppliedRevision,omitempty"`
+
+	// Inventory lists the objects applied from LastAppliedRevision, for
+	// pruning.
+	// +optional
+	Inventory *ResourceInventory `json:"inventory,omitempty"`
+
+	// LastHandledReconcileAt is the last value of the reconcile-request
+	// annotation that was handled.
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+}
+
+// ResourceInventory lists applied objects.
+type ResourceInventory struct {
+	// Entries are the objects.
+	Entries []ResourceRef `json:"entries"`
+}
+
+// ResourceRef identifies one applied object.
+type ResourceRef struct {
+	// ID is "<namespace>_<name>_<group>_<kind>"; namespace and group are
+	// empty for cluster-scoped objects and the core group.
+	ID string `json:"id"`
+
+	// Version is the API version the object was applied with.
+	Version string `json:"v"`
+}
+
+// ObjectID returns the inventory ID of an object.
+func ObjectID(namespace, name, group, kind string) string {
+	return strings.Join([]string{namespace, name, group, kind}, "_")
+}
+
+// ParseObjectID splits an inventory ID into its parts. Names and namespaces
+// cannot contain "_", groups and kinds neither, so the split is unambiguous.
+func ParseObjectID(id string) (namespace, name, group, kind string, err error) {
+	parts := strings.Split(id, "_")
+	if len(parts) != 4 || parts[1] == "" || parts[3] == "" {
+		return "", "", "", "", fmt.Errorf("inventory id %q: want <namespace>_<name>_<group>_<kind>", id)
+	}
+	return parts[0], parts[1], parts[2], parts[3], nil
+}
+
+// PolicyRepositoryList is a list of PolicyRepository.
+//
+// +kubebuilder:object:root=true
+type PolicyRepositoryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PolicyRepository `json:"items"`
+}
