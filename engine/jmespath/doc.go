@@ -27,7 +27,7 @@
 // They differ in one row, and it is the one that matters: only the Kyverno
 // fork raises NotFoundError for a bare missing key, which is what makes
 // {{request.object.metadata.labels.foo}} a rule error in Kyverno
-// (validate-semantics.md §6.4) and what policies guard with || ''. Its
+// (validate-semantics.md §6.4) and what policies guard against with "|| default". Its
 // FunctionCaller/Register API is also the one Kyverno's functions were written
 // against. Decision: github.com/kyverno/go-jmespath, at the version Kyverno
 // pins.
