@@ -63,7 +63,11 @@ type node struct {
 
 	// nodeArray
 	mode  arrayMode
-	elems []*node // one element for arrayOfMaps and arrayOfScalar
+	// elems holds the pattern elements: the first only for arrayOfScalar,
+	// every map element for arrayOfMaps, all for arrayPositional.
+	elems []*node
+	// allMaps is set for arrayOfMaps when every element is a map.
+	allMaps bool
 }
 
 type field struct {
@@ -191,14 +195,22 @@ func (b *builder) arrayNode(a []any, fieldPath string) *node {
 		n.mode = arrayEmpty
 		return n
 	}
-	first := fieldPath + "[0]"
 	switch a[0].(type) {
 	case map[string]any:
+		// Only the first map is applied to array elements; an existence
+		// anchor ^(k) uses them all, so compile every map element.
 		n.mode = arrayOfMaps
-		n.elems = []*node{b.node(a[0], first, "", "")}
+		n.allMaps = true
+		for i, e := range a {
+			if _, ok := e.(map[string]any); !ok {
+				n.allMaps = false
+				continue
+			}
+			n.elems = append(n.elems, b.node(e, fieldPath+"["+strconv.Itoa(i)+"]", "", ""))
+		}
 	case string, float64, int, int64, bool, nil:
 		n.mode = arrayOfScalar
-		n.elems = []*node{b.node(a[0], first, "", "")}
+		n.elems = []*node{b.node(a[0], fieldPath+"[0]", "", "")}
 	default:
 		n.mode = arrayPositional
 		for i, e := range a {
