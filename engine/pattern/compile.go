@@ -62,7 +62,7 @@ type node struct {
 	expandKeys bool
 
 	// nodeArray
-	mode  arrayMode
+	mode arrayMode
 	// elems holds the pattern elements: the first only for arrayOfScalar,
 	// every map element for arrayOfMaps, all for arrayPositional.
 	elems []*node
