@@ -1,0 +1,388 @@
+// Package controlplane runs a real Kubernetes control plane on this machine:
+// etcd and kube-apiserver, built from Go modules by `make controlplane`, with
+// no Docker, no kubelet and no controller manager. Pods are stored and
+// admitted but never run, which is what policy work needs.
+//
+// Process management is controller-runtime's envtest; this package adds what
+// charter's tests, `charter dev` and the harness need around it: finding the
+// binaries (with a clear error when they are missing), a work folder holding
+// the logs, certificates, etcd data and a kubeconfig file, keeping that folder
+// when a run must be diagnosed, and installing CRDs.
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// ContextName names the cluster, user and context in the kubeconfig file the
+// control plane writes.
+const ContextName = "charter-local"
+
+const (
+	defaultStartTimeout = 60 * time.Second
+	defaultStopTimeout  = 20 * time.Second
+)
+
+// Option configures a ControlPlane.
+type Option func(*options)
+
+type options struct {
+	binaryDir     string
+	workDir       string
+	crdDirs       []string
+	keepWorkDir   bool
+	startTimeout  time.Duration
+	stopTimeout   time.Duration
+	apiServerArgs map[string][]string
+}
+
+// WithBinaryDir sets the folder holding etcd and kube-apiserver. The default
+// is DefaultBinaryDir. An explicit folder wins over $KUBEBUILDER_ASSETS.
+func WithBinaryDir(dir string) Option { return func(o *options) { o.binaryDir = dir } }
+
+// WithWorkDir sets the folder for logs, certificates, etcd data and the
+// kubeconfig file. The folder belongs to the caller: Stop never removes it.
+// The default is a fresh temporary folder that Stop removes unless the logs
+// are kept.
+func WithWorkDir(dir string) Option { return func(o *options) { o.workDir = dir } }
+
+// WithCRDs installs the CRDs found in these folders (or files) once the API
+// server is up, and waits until they are established.
+func WithCRDs(paths ...string) Option {
+	return func(o *options) { o.crdDirs = append(o.crdDirs, paths...) }
+}
+
+// WithKeepLogs keeps the work folder after Stop, whatever happens.
+func WithKeepLogs(keep bool) Option { return func(o *options) { o.keepWorkDir = keep } }
+
+// WithStartTimeout bounds how long each process may take to become healthy.
+func WithStartTimeout(d time.Duration) Option { return func(o *options) { o.startTimeout = d } }
+
+// WithStopTimeout bounds how long each process may take to exit after
+// SIGTERM before it is killed.
+func WithStopTimeout(d time.Duration) Option { return func(o *options) { o.stopTimeout = d } }
+
+// WithAPIServerFlag sets a kube-apiserver flag (name without dashes),
+// replacing the default value, e.g. WithAPIServerFlag("feature-gates", "X=true").
+func WithAPIServerFlag(name string, values ...string) Option {
+	return func(o *options) {
+		if o.apiServerArgs == nil {
+			o.apiServerArgs = map[string][]string{}
+		}
+		o.apiServerArgs[name] = values
+	}
+}
+
+// ControlPlane is one etcd and one kube-apiserver. The zero value is not
+// usable: call New. A ControlPlane starts once; Stop is safe to call at any
+// time, any number of times, including after a failed Start.
+type ControlPlane struct {
+	opts options
+
+	mu          sync.Mutex
+	env         *envtest.Environment
+	workDir     string
+	ownsWorkDir bool
+	keep        bool
+	logs        []*os.File
+	cfg         *rest.Config
+	kubeconfig  string
+	started     bool
+	stopped     bool
+}
+
+// New returns a control plane that is not started yet.
+func New(opts ...Option) *ControlPlane {
+	o := options{startTimeout: defaultStartTimeout, stopTimeout: defaultStopTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &ControlPlane{opts: o, keep: o.keepWorkDir}
+}
+
+// Start creates a control plane with New and starts it.
+func Start(ctx context.Context, opts ...Option) (*ControlPlane, error) {
+	cp := New(opts...)
+	if err := cp.Start(ctx); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// Start launches etcd and kube-apiserver on free local ports, writes the
+// kubeconfig file and installs the configured CRDs. On failure every process
+// already started is stopped and the work folder is kept so its logs can be
+// read; the error says where they are.
+func (c *ControlPlane) Start(ctx context.Context) (err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return errors.New("control plane already started")
+	}
+	c.started = true
+
+	binDir := c.opts.binaryDir
+	if binDir == "" {
+		if binDir, err = DefaultBinaryDir(); err != nil {
+			return err
+		}
+	}
+	etcdPath, apiServerPath, err := binaryPaths(binDir)
+	if err != nil {
+		return err
+	}
+	if err := c.prepareWorkDir(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			c.keep = true
+			if stopErr := c.stopLocked(); stopErr != nil {
+				err = errors.Join(err, stopErr)
+			}
+			err = fmt.Errorf("%w\n%s", err, c.logTails())
+		}
+	}()
+
+	etcdLog, err := c.openLog("etcd.log")
+	if err != nil {
+		return err
+	}
+	apiServerLog, err := c.openLog("kube-apiserver.log")
+	if err != nil {
+		return err
+	}
+
+	apiServer := &envtest.APIServer{
+		Path:    apiServerPath,
+		CertDir: filepath.Join(c.workDir, "pki"),
+		Out:     apiServerLog,
+		Err:     apiServerLog,
+	}
+	for name, values := range c.opts.apiServerArgs {
+		apiServer.Configure().Set(name, values...)
+	}
+	c.env = &envtest.Environment{
+		ControlPlane: envtest.ControlPlane{
+			Etcd: &envtest.Etcd{
+				Path:    etcdPath,
+				DataDir: filepath.Join(c.workDir, "etcd"),
+				Out:     etcdLog,
+				Err:     etcdLog,
+			},
+			APIServer: apiServer,
+			// envtest asks for kubectl's path even though nothing here runs it.
+			KubectlPath: filepath.Join(binDir, "kubectl"),
+		},
+		ControlPlaneStartTimeout: c.opts.startTimeout,
+		ControlPlaneStopTimeout:  c.opts.stopTimeout,
+	}
+	for _, dir := range []string{c.env.ControlPlane.Etcd.DataDir, apiServer.CertDir} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+	}
+
+	// envtest cannot be interrupted while it waits for health checks; its
+	// start timeout bounds the wait and ctx is honoured between steps.
+	cfg, err := c.env.Start()
+	if err != nil {
+		return fmt.Errorf("starting etcd and kube-apiserver from %s: %w", binDir, err)
+	}
+	c.cfg = cfg
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	c.kubeconfig = filepath.Join(c.workDir, "kubeconfig")
+	if err := WriteKubeconfig(cfg, c.kubeconfig); err != nil {
+		return err
+	}
+	if len(c.opts.crdDirs) > 0 {
+		if _, err := InstallCRDs(ctx, cfg, c.opts.crdDirs...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *ControlPlane) prepareWorkDir() error {
+	if c.opts.workDir != "" {
+		c.workDir = c.opts.workDir
+		return os.MkdirAll(c.workDir, 0o700)
+	}
+	dir, err := os.MkdirTemp("", "charter-controlplane-")
+	if err != nil {
+		return fmt.Errorf("creating the control plane work folder: %w", err)
+	}
+	c.workDir, c.ownsWorkDir = dir, true
+	return nil
+}
+
+func (c *ControlPlane) openLog(name string) (*os.File, error) {
+	dir := filepath.Join(c.workDir, "logs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("creating control plane log file: %w", err)
+	}
+	c.logs = append(c.logs, f)
+	return f, nil
+}
+
+// logTails returns where the logs are and their last lines, to explain a
+// failed start without sending anyone hunting for files.
+func (c *ControlPlane) logTails() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "control plane logs kept in %s", c.LogDir())
+	for _, name := range []string{"etcd.log", "kube-apiserver.log"} {
+		data, err := os.ReadFile(filepath.Join(c.LogDir(), name))
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		if len(lines) > 8 {
+			lines = lines[len(lines)-8:]
+		}
+		fmt.Fprintf(&b, "\n--- last lines of %s:\n%s", name, strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
+// RESTConfig returns a configuration for the cluster administrator (group
+// system:masters). It is nil before a successful Start.
+func (c *ControlPlane) RESTConfig() *rest.Config {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cfg == nil {
+		return nil
+	}
+	return rest.CopyConfig(c.cfg)
+}
+
+// KubeconfigPath is the kubeconfig file for the administrator, usable by
+// kubectl. It is empty before a successful Start.
+func (c *ControlPlane) KubeconfigPath() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.kubeconfig
+}
+
+// WorkDir is the folder holding logs/, pki/, etcd/ and kubeconfig.
+func (c *ControlPlane) WorkDir() string { return c.workDir }
+
+// LogDir is the folder holding etcd.log and kube-apiserver.log.
+func (c *ControlPlane) LogDir() string { return filepath.Join(c.workDir, "logs") }
+
+// KeepLogs makes Stop leave the work folder in place, typically because a
+// test failed and its logs are worth reading.
+func (c *ControlPlane) KeepLogs() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keep = true
+}
+
+// LogsKept reports whether Stop leaves (or left) the work folder in place.
+func (c *ControlPlane) LogsKept() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.keep || !c.ownsWorkDir
+}
+
+// CopyLogs copies the control plane's log files into dir, creating it.
+func (c *ControlPlane) CopyLogs(dir string) error {
+	if c.workDir == "" {
+		return errors.New("control plane never started: no logs to copy")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(c.LogDir())
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(c.LogDir(), e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop terminates kube-apiserver then etcd (SIGTERM, then SIGKILL after the
+// stop timeout), closes the log files and removes the work folder unless the
+// logs are kept or the folder was given by the caller.
+func (c *ControlPlane) Stop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopLocked()
+}
+
+func (c *ControlPlane) stopLocked() error {
+	if c.stopped {
+		return nil
+	}
+	c.stopped = true
+	var errs []error
+	if c.env != nil {
+		if err := c.env.ControlPlane.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the control plane: %w", err))
+		}
+	}
+	for _, f := range c.logs {
+		if err := f.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.ownsWorkDir && !c.keep && len(errs) == 0 {
+		if err := os.RemoveAll(c.workDir); err != nil {
+			errs = append(errs, fmt.Errorf("removing the control plane work folder: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// WriteKubeconfig writes a kubeconfig file for cfg, with one cluster, user
+// and context named ContextName, the current context.
+func WriteKubeconfig(cfg *rest.Config, path string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[ContextName] = &clientcmdapi.Cluster{
+		Server:                   cfg.Host,
+		CertificateAuthorityData: cfg.CAData,
+		CertificateAuthority:     cfg.CAFile,
+	}
+	kc.AuthInfos[ContextName] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: cfg.CertData,
+		ClientKeyData:         cfg.KeyData,
+		ClientCertificate:     cfg.CertFile,
+		ClientKey:             cfg.KeyFile,
+		Token:                 cfg.BearerToken,
+	}
+	kc.Contexts[ContextName] = &clientcmdapi.Context{Cluster: ContextName, AuthInfo: ContextName}
+	kc.CurrentContext = ContextName
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return fmt.Errorf("writing kubeconfig %s: %w", path, err)
+	}
+	return nil
+}

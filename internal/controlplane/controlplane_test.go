@@ -1,0 +1,182 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func TestMissingBinariesSaysToRunMakeControlplane(t *testing.T) {
+	dir := t.TempDir()
+	// etcd present, kube-apiserver absent: the error names exactly what is missing.
+	if err := os.WriteFile(filepath.Join(dir, EtcdBinary), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cp := New(WithBinaryDir(dir))
+	err := cp.Start(context.Background())
+	var missing *MissingBinariesError
+	if !errors.As(err, &missing) {
+		t.Fatalf("Start with no kube-apiserver: error = %v, want a *MissingBinariesError", err)
+	}
+	if got := strings.Join(missing.Missing, ","); got != APIServerBinary {
+		t.Errorf("missing = %q, want %q", got, APIServerBinary)
+	}
+	if !strings.Contains(err.Error(), "run `make controlplane`") {
+		t.Errorf("error %q does not say to run `make controlplane`", err)
+	}
+	if err := cp.Stop(); err != nil {
+		t.Errorf("Stop after a failed Start: %v", err)
+	}
+}
+
+func TestDefaultBinaryDir(t *testing.T) {
+	t.Setenv(AssetsEnv, "/opt/assets")
+	if got, err := DefaultBinaryDir(); err != nil || got != "/opt/assets" {
+		t.Errorf("with %s set: DefaultBinaryDir() = %q, %v; want /opt/assets", AssetsEnv, got, err)
+	}
+	t.Setenv(AssetsEnv, "")
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("ModuleRoot() = %s, which holds no go.mod", root)
+	}
+	if got, err := DefaultBinaryDir(); err != nil || got != filepath.Join(root, "bin") {
+		t.Errorf("without %s: DefaultBinaryDir() = %q, %v; want %s", AssetsEnv, got, err, filepath.Join(root, "bin"))
+	}
+}
+
+// requireBinaries fails (never skips) when the binaries are missing: `make
+// test` builds them first, and a skipped control plane test hides breakage.
+func requireBinaries(t *testing.T) string {
+	t.Helper()
+	dir, err := DefaultBinaryDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := binaryPaths(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestControlPlaneLifecycle(t *testing.T) {
+	requireBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	started := time.Now()
+	cp, err := Start(ctx, WithCRDs("testdata/crds"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("control plane started in %s", time.Since(started).Round(time.Millisecond))
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = cp.Stop()
+		}
+	}()
+
+	// The kubeconfig file is what kubectl would use: load it the same way.
+	kcfg, err := clientcmd.BuildConfigFromFlags("", cp.KubeconfigPath())
+	if err != nil {
+		t.Fatalf("loading %s: %v", cp.KubeconfigPath(), err)
+	}
+	cs := kubernetes.NewForConfigOrDie(kcfg)
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		t.Fatalf("reading namespace default through the kubeconfig file: %v", err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "stored", Namespace: "default"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a Pod: %v", err)
+	}
+
+	// The CRDs from WithCRDs are served as soon as Start returns.
+	dyn := dynamic.NewForConfigOrDie(cp.RESTConfig())
+	widgets := schema.GroupVersionResource{Group: "test.charter.dev", Version: "v1", Resource: "widgets"}
+	w := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "test.charter.dev/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w1"},
+		"spec":     map[string]any{"size": int64(3)},
+	}}
+	if _, err := dyn.Resource(widgets).Namespace("default").Create(ctx, w, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a Widget: %v", err)
+	}
+
+	// Installing again is an idempotent apply.
+	if _, err := InstallCRDs(ctx, cp.RESTConfig(), "testdata/crds"); err != nil {
+		t.Fatalf("installing the CRDs a second time: %v", err)
+	}
+
+	for _, name := range []string{"etcd.log", "kube-apiserver.log"} {
+		if fi, err := os.Stat(filepath.Join(cp.LogDir(), name)); err != nil || fi.Size() == 0 {
+			t.Errorf("log %s missing or empty (%v)", name, err)
+		}
+	}
+	exported := t.TempDir()
+	if err := cp.CopyLogs(exported); err != nil {
+		t.Fatalf("CopyLogs: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(exported, "kube-apiserver.log")); err != nil {
+		t.Errorf("CopyLogs did not copy kube-apiserver.log: %v", err)
+	}
+
+	workDir := cp.WorkDir()
+	if err := cp.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	stopped = true
+	if _, err := os.Stat(workDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("work folder %s still there after Stop (err %v)", workDir, err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err == nil {
+		t.Error("the API server still answers after Stop")
+	}
+	if err := cp.Stop(); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+}
+
+func TestFailedStartStopsEverythingAndKeepsLogs(t *testing.T) {
+	requireBinaries(t)
+	// A flag kube-apiserver refuses: etcd starts, the API server exits at once.
+	cp := New(WithAPIServerFlag("no-such-flag", "x"), WithStartTimeout(20*time.Second))
+	err := cp.Start(context.Background())
+	if err == nil {
+		_ = cp.Stop()
+		t.Fatal("Start with an unknown kube-apiserver flag succeeded")
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(cp.WorkDir()) })
+	if !strings.Contains(err.Error(), cp.LogDir()) {
+		t.Errorf("error does not say where the logs are (%s): %v", cp.LogDir(), err)
+	}
+	if !strings.Contains(err.Error(), "no-such-flag") {
+		t.Errorf("error does not quote kube-apiserver's complaint: %v", err)
+	}
+	if !cp.LogsKept() {
+		t.Error("logs not kept after a failed start")
+	}
+	if err := cp.Stop(); err != nil {
+		t.Errorf("Stop after a failed Start: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cp.LogDir(), "kube-apiserver.log")); err != nil {
+		t.Errorf("kube-apiserver.log gone after a failed start: %v", err)
+	}
+}
