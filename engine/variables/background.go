@@ -39,7 +39,7 @@ func (e *BackgroundError) Error() string {
 func CheckBackground(doc any, pointer string) error {
 	w := &substituter{options: options{base: parsePointer(pointer)}}
 	var found error
-	_, _, _ = w.walk(doc, func(s string, _ bool) (any, error) {
+	_, _, _ = w.walk(doc, variableMarker, func(s string, _ bool) (any, error) {
 		if found != nil {
 			return s, nil
 		}

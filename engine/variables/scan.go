@@ -20,6 +20,35 @@ var (
 	escapedReferencePattern = regexp.MustCompile(`\\\$\([^ ]+\)`)
 )
 
+// Every variable (or escaped variable) contains variableMarker, and every
+// reference contains referenceMarker.
+const (
+	variableMarker  = "{{"
+	referenceMarker = "$("
+)
+
+// hasMarker reports whether any string or map key in doc contains marker.
+// It does not allocate.
+func hasMarker(doc any, marker string) bool {
+	switch t := doc.(type) {
+	case string:
+		return strings.Contains(t, marker)
+	case map[string]any:
+		for k, v := range t {
+			if strings.Contains(k, marker) || hasMarker(v, marker) {
+				return true
+			}
+		}
+	case []any:
+		for _, v := range t {
+			if hasMarker(v, marker) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // mayNeedWork is the cheap test run on every string: only strings containing
 // "{{" or "$(" can hold variables, references or their escapes.
 func mayNeedWork(s string) bool {

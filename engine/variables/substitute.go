@@ -85,7 +85,11 @@ const (
 	// that expands to itself ({{a}} -> "x{{a}}") fails instead of looping.
 	defaultMaxPasses = 64
 	// defaultMaxLen bounds a substituted string.
-	defaultMaxLen = 4 << 20
+	defaultMaxLen = 1 << 20
+	// maxVariablesPerString bounds the variables resolved in one string
+	// across all passes, so a value that doubles itself on every pass fails
+	// fast instead of resolving millions of variables.
+	maxVariablesPerString = 1000
 )
 
 // Substitute returns doc with every $(reference) and {{variable}} replaced.
@@ -101,11 +105,11 @@ func Substitute(doc any, r Resolver, opts ...Option) (any, error) {
 	var err error
 	if !s.noRefs {
 		s.refRoot = doc
-		if doc, _, err = s.walk(doc, s.references); err != nil {
+		if doc, _, err = s.walk(doc, referenceMarker, s.references); err != nil {
 			return nil, err
 		}
 	}
-	out, _, err := s.walk(doc, s.variables)
+	out, _, err := s.walk(doc, variableMarker, s.variables)
 	return out, err
 }
 
@@ -116,7 +120,7 @@ func SubstituteReferences(doc any, opts ...Option) (any, error) {
 	}
 	s := newSubstituter(opts)
 	s.refRoot = doc
-	out, _, err := s.walk(doc, s.references)
+	out, _, err := s.walk(doc, referenceMarker, s.references)
 	return out, err
 }
 
@@ -141,10 +145,10 @@ type leafFunc func(s string, key bool) (any, error)
 
 // walk rebuilds doc copy-on-write, applying leaf to every string value and
 // map key that may need work. changed is false when doc is returned as is.
-func (s *substituter) walk(doc any, leaf leafFunc) (out any, changed bool, err error) {
+func (s *substituter) walk(doc any, marker string, leaf leafFunc) (out any, changed bool, err error) {
 	switch t := doc.(type) {
 	case string:
-		if !mayNeedWork(t) {
+		if !strings.Contains(t, marker) {
 			return t, false, nil
 		}
 		v, err := leaf(t, false)
@@ -154,7 +158,7 @@ func (s *substituter) walk(doc any, leaf leafFunc) (out any, changed bool, err e
 		ns, isString := v.(string)
 		return v, !isString || ns != t, nil
 	case map[string]any:
-		if !needsWork(t) {
+		if !hasMarker(t, marker) {
 			return t, false, nil
 		}
 		// Sorted keys make the first reported error deterministic.
@@ -168,14 +172,14 @@ func (s *substituter) walk(doc any, leaf leafFunc) (out any, changed bool, err e
 			v := t[k]
 			s.path = append(s.path, segment{key: k})
 			nk := k
-			if mayNeedWork(k) {
+			if strings.Contains(k, marker) {
 				kv, err := leaf(k, true)
 				if err != nil {
 					return nil, false, err
 				}
 				nk = kv.(string)
 			}
-			nv, vChanged, err := s.walk(v, leaf)
+			nv, vChanged, err := s.walk(v, marker, leaf)
 			s.path = s.path[:len(s.path)-1]
 			if err != nil {
 				return nil, false, err
@@ -198,13 +202,13 @@ func (s *substituter) walk(doc any, leaf leafFunc) (out any, changed bool, err e
 		}
 		return m, true, nil
 	case []any:
-		if !needsWork(t) {
+		if !hasMarker(t, marker) {
 			return t, false, nil
 		}
 		var a []any
 		for i, v := range t {
 			s.path = append(s.path, segment{index: i, isIndex: true})
-			nv, vChanged, err := s.walk(v, leaf)
+			nv, vChanged, err := s.walk(v, marker, leaf)
 			s.path = s.path[:len(s.path)-1]
 			if err != nil {
 				return nil, false, err
@@ -238,13 +242,17 @@ func (s *substituter) pointer() string {
 func (s *substituter) variables(value string, key bool) (any, error) {
 	var frozen []string // text of shallow substitutions, not to be re-scanned
 	canFreeze := !strings.ContainsRune(value, placeholderOpen)
+	resolved := 0
 	for pass := 0; ; pass++ {
 		matches := variablePattern.FindAllStringSubmatchIndex(value, -1)
 		if len(matches) == 0 {
 			break
 		}
 		if pass == s.maxPasses {
-			return nil, &Error{Variable: value, Path: s.pointer(), Err: fmt.Errorf("variables still unresolved after %d rounds of substitution", s.maxPasses)}
+			return nil, &Error{Variable: truncateText(value), Path: s.pointer(), Err: fmt.Errorf("variables still unresolved after %d rounds of substitution", s.maxPasses)}
+		}
+		if resolved += len(matches); resolved > maxVariablesPerString {
+			return nil, &Error{Variable: truncateText(value), Path: s.pointer(), Err: fmt.Errorf("more than %d variables in one string", maxVariablesPerString)}
 		}
 		var b strings.Builder
 		last := 0
@@ -275,7 +283,7 @@ func (s *substituter) variables(value string, key bool) (any, error) {
 		b.WriteString(value[last:])
 		value = b.String()
 		if len(value) > s.maxLen {
-			return nil, &Error{Variable: value[:64] + "...", Path: s.pointer(), Err: fmt.Errorf("substituted string exceeds %d bytes", s.maxLen)}
+			return nil, &Error{Variable: truncateText(value), Path: s.pointer(), Err: fmt.Errorf("substituted string exceeds %d bytes", s.maxLen)}
 		}
 	}
 	value = thaw(value, frozen)
@@ -418,4 +426,12 @@ func thawValue(v any, frozen []string) any {
 		return thaw(s, frozen)
 	}
 	return v
+}
+
+// truncateText shortens text quoted in an error.
+func truncateText(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return s[:77] + "..."
 }

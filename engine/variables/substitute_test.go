@@ -32,7 +32,8 @@ const ctxDoc = `{
   "key": "app",
   "names": ["a", "b"],
   "html": "<b>",
-  "self": "x{{self}}",
+  "self": "x{{self}}{{self}}",
+  "loop": "{{loop}}",
   "nested": "{{ key }}",
   "element": {"name": "e0"},
   "elementIndex": 2
@@ -93,7 +94,8 @@ func TestSubstituteErrors(t *testing.T) {
 		{"missing key names variable and path", "{{request.object.metadata.labels.foo}}", []Option{WithPath("/mutate/patchStrategicMerge/metadata/labels/x")},
 			`failed to resolve request.object.metadata.labels.foo at path /mutate/patchStrategicMerge/metadata/labels/x: Unknown key "foo" in path`, true},
 		{"syntax error", "{{ request.[ }}", nil, "failed to resolve request.[ at path /: invalid JMESPath expression", false},
-		{"self-reproducing value does not loop", "{{self}}{{self}} ", nil, "still unresolved after 64 rounds", false},
+		{"self-doubling value stops", "{{self}}{{self}} ", nil, "more than 1000 variables in one string", false},
+		{"self-reproducing value does not loop", "{{loop}} ", nil, "still unresolved after 64 rounds", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Substitute(tc.in, r, tc.opts...)
