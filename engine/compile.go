@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/jmespath"
 )
 
@@ -32,6 +33,8 @@ type Policy struct {
 	// unscored policies (policies.kyverno.io/scored: "false") report warn
 	// instead of fail.
 	unscored bool
+	// order is the policy's position in the set.
+	order int
 	// kinds are the kind names (no group/version) the rules select; "*"
 	// when a rule selects any kind.
 	kinds []string
@@ -105,26 +108,36 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 	if a := p.spec.ValidationFailureAction; a != "" && !a.IsValid() {
 		fail.add("spec.validationFailureAction", fmt.Sprintf("unknown action %q, want Audit or Enforce", a))
 	}
-	rules, err := expandRules(src)
+	rules, err := autogen.ComputeRules(src)
 	if err != nil {
 		fail.add("spec.rules", "autogen: "+err.Error())
 		return nil, fail.errs
 	}
+	specIndex := make(map[string]int, len(p.spec.Rules))
+	for i := range p.spec.Rules {
+		specIndex[p.spec.Rules[i].Name] = i
+	}
 	seen := map[string]bool{}
+	generated := 0
 	for i := range rules {
 		r := &rules[i]
-		// Autogen rules are checked through their source rule; their
-		// paths point at status.autogen.rules, where charter publishes them.
-		path := fmt.Sprintf("spec.rules[%d]", i)
-		if i >= len(p.spec.Rules) {
-			path = fmt.Sprintf("status.autogen.rules[%d]", i-len(p.spec.Rules))
+		var path string
+		if j, ok := specIndex[r.Name]; ok && !autogen.IsGenerated(r.Name) {
+			path = fmt.Sprintf("spec.rules[%d]", j)
+		} else {
+			// Generated rules are published in status.autogen.rules.
+			path = fmt.Sprintf("status.autogen.rules[%d]", generated)
+			generated++
+			if len(fail.errs) > 0 {
+				// Their faults repeat those of their source rule.
+				continue
+			}
 		}
 		if seen[r.Name] {
 			fail.add(path+".name", fmt.Sprintf("duplicate rule name %q", r.Name))
 		}
 		seen[r.Name] = true
-		cr := s.compileRule(p, r, path, fail)
-		if cr != nil {
+		if cr := s.compileRule(p, r, path, fail); cr != nil {
 			p.rules = append(p.rules, cr)
 		}
 	}

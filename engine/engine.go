@@ -77,7 +77,7 @@ func newEvalConfig(opts []EvalOption) evalConfig {
 // at least one rule response, in the order the policies were compiled.
 func (s *PolicySet) Validate(ctx context.Context, req *Request, opts ...EvalOption) *Response {
 	cfg := newEvalConfig(opts)
-	in := newRequestView(req, &cfg)
+	in := newRequestView(ctx, req, &cfg)
 	resp := &Response{Resource: in.resourceRef()}
 	for _, p := range s.candidates(in) {
 		if pr := p.validate(ctx, in, &cfg); len(pr.Rules) > 0 {
@@ -101,7 +101,7 @@ func (s *PolicySet) Lookup(key string) (*Policy, bool) {
 // response has no rules when none matched.
 func (p *Policy) Validate(ctx context.Context, req *Request, opts ...EvalOption) PolicyResponse {
 	cfg := newEvalConfig(opts)
-	return p.validate(ctx, newRequestView(req, &cfg), &cfg)
+	return p.validate(ctx, newRequestView(ctx, req, &cfg), &cfg)
 }
 
 // Source returns the policy as it was compiled.

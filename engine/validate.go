@@ -229,7 +229,8 @@ type validator struct {
 	ev      *evaluation
 	rule    *rule
 	v       *validateRule
-	nesting int
+	// exceptions are PolicyExceptions that exempt Pod Security controls.
+	exceptions []*exception
 }
 
 // validateResource runs the rule's validation against resource, the new

@@ -1,0 +1,212 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/jsoncontext"
+)
+
+// loadContext evaluates context entries in order and stores each result
+// in doc under its name; later entries see earlier ones. An entry pinned by
+// the Values hook is not loaded.
+func (ev *evaluation) loadContext(ctx context.Context, doc *jsoncontext.Document, r *rule, entries []kyvernov1.ContextEntry) error {
+	pinned := ev.ruleValues(r)
+	for i := range entries {
+		e := &entries[i]
+		if _, ok := pinned[e.Name]; ok {
+			continue
+		}
+		v, err := ev.loadEntry(ctx, doc, e)
+		if err != nil {
+			return fmt.Errorf("context entry %q: %w", e.Name, err)
+		}
+		doc.Set(e.Name, v)
+	}
+	return nil
+}
+
+func (ev *evaluation) loadEntry(ctx context.Context, doc *jsoncontext.Document, e *kyvernov1.ContextEntry) (any, error) {
+	l := ev.cfg.loaders
+	switch {
+	case e.Variable != nil:
+		return ev.loadVariable(doc, e.Variable)
+	case e.ConfigMap != nil:
+		if l.ConfigMaps == nil {
+			return nil, fmt.Errorf("no ConfigMap loader to read ConfigMap %s/%s", e.ConfigMap.Namespace, e.ConfigMap.Name)
+		}
+		name, err := ev.substituteString(doc, e.ConfigMap.Name)
+		if err != nil {
+			return nil, err
+		}
+		ns, err := ev.substituteString(doc, e.ConfigMap.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		if ns == "" {
+			ns = "default"
+		}
+		cm, err := l.ConfigMaps.ConfigMap(ctx, ns, name)
+		if err != nil {
+			return nil, fmt.Errorf("failed to get ConfigMap %s/%s: %w", ns, name, err)
+		}
+		return cm, nil
+	case e.APICall != nil:
+		return ev.loadAPICall(ctx, doc, e.APICall)
+	case e.ImageRegistry != nil:
+		if l.Images == nil {
+			return nil, fmt.Errorf("no image registry access to read %q", e.ImageRegistry.Reference)
+		}
+		ref, err := ev.substituteString(doc, e.ImageRegistry.Reference)
+		if err != nil {
+			return nil, err
+		}
+		data, err := l.Images.ImageData(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("failed to fetch image data for %q: %w", ref, err)
+		}
+		return ev.applyJMESPath(doc, e.ImageRegistry.JMESPath, map[string]any(data))
+	case e.GlobalReference != nil:
+		if l.GlobalContext == nil {
+			return nil, fmt.Errorf("no global context to read entry %q", e.GlobalReference.Name)
+		}
+		data, err := l.GlobalContext.GlobalContextEntry(ctx, e.GlobalReference.Name)
+		if err != nil {
+			return nil, fmt.Errorf("failed to read global context entry %q: %w", e.GlobalReference.Name, err)
+		}
+		return ev.applyJMESPath(doc, e.GlobalReference.JMESPath, data)
+	}
+	return nil, fmt.Errorf("no source set")
+}
+
+// loadVariable evaluates a variable entry: its value (with variables
+// substituted), or its JMESPath applied to the value or, without a value,
+// to the whole document; the default replaces a nil result or a failed
+// expression.
+func (ev *evaluation) loadVariable(doc *jsoncontext.Document, v *kyvernov1.Variable) (any, error) {
+	value, err := kyvernov1.FromJSON(v.Value)
+	if err != nil {
+		return nil, err
+	}
+	if value != nil {
+		if value, err = ev.substitute(doc, value, ""); err != nil {
+			return nil, err
+		}
+	}
+	def, err := kyvernov1.FromJSON(v.Default)
+	if err != nil {
+		return nil, err
+	}
+	if def != nil {
+		if def, err = ev.substitute(doc, def, ""); err != nil {
+			return nil, err
+		}
+	}
+	out := value
+	if v.JMESPath != "" {
+		expr, err := ev.substituteString(doc, v.JMESPath)
+		if err != nil {
+			return nil, err
+		}
+		if value != nil {
+			out, err = ev.set.jp.Search(expr, value)
+		} else {
+			out, err = doc.Query(expr)
+		}
+		if err != nil {
+			if def != nil {
+				return def, nil
+			}
+			return nil, fmt.Errorf("failed to evaluate JMESPath %q: %w", expr, err)
+		}
+	}
+	if out == nil && def != nil {
+		return def, nil
+	}
+	return out, nil
+}
+
+func (ev *evaluation) loadAPICall(ctx context.Context, doc *jsoncontext.Document, c *kyvernov1.ContextAPICall) (any, error) {
+	if ev.cfg.loaders.APICalls == nil {
+		return nil, fmt.Errorf("no API access to call %q", c.URLPath)
+	}
+	call := APICall{Method: string(c.Method)}
+	if call.Method == "" {
+		call.Method = string(kyvernov1.MethodGet)
+	}
+	var err error
+	if call.URLPath, err = ev.substituteString(doc, c.URLPath); err != nil {
+		return nil, err
+	}
+	if c.Service != nil {
+		if call.URL, err = ev.substituteString(doc, c.Service.URL); err != nil {
+			return nil, err
+		}
+		call.CABundle = c.Service.CABundle
+	}
+	if len(c.Data) > 0 {
+		call.Data = make(map[string]any, len(c.Data))
+		for _, d := range c.Data {
+			v, err := kyvernov1.FromJSON(d.Value)
+			if err != nil {
+				return nil, err
+			}
+			if v, err = ev.substitute(doc, v, ""); err != nil {
+				return nil, err
+			}
+			call.Data[d.Key] = v
+		}
+	}
+	def, err := kyvernov1.FromJSON(c.Default)
+	if err != nil {
+		return nil, err
+	}
+	data, err := ev.cfg.loaders.APICalls.Call(ctx, call)
+	if err != nil {
+		if def != nil {
+			return def, nil
+		}
+		return nil, fmt.Errorf("failed to call %s %s: %w", call.Method, firstNonEmpty(call.URLPath, call.URL), err)
+	}
+	out, err := ev.applyJMESPath(doc, c.JMESPath, data)
+	if err != nil && def != nil {
+		return def, nil
+	}
+	return out, err
+}
+
+func (ev *evaluation) applyJMESPath(doc *jsoncontext.Document, expr string, data any) (any, error) {
+	if expr == "" {
+		return data, nil
+	}
+	expr, err := ev.substituteString(doc, expr)
+	if err != nil {
+		return nil, err
+	}
+	out, err := ev.set.jp.Search(expr, data)
+	if err != nil {
+		return nil, fmt.Errorf("failed to apply JMESPath %q: %w", expr, err)
+	}
+	return out, nil
+}
+
+func (ev *evaluation) substituteString(doc *jsoncontext.Document, s string) (string, error) {
+	out, err := ev.substitute(doc, s, "")
+	if err != nil {
+		return "", err
+	}
+	if str, ok := out.(string); ok {
+		return str, nil
+	}
+	return fmt.Sprint(out), nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+

@@ -1,0 +1,439 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/jsoncontext"
+	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/variables"
+)
+
+// requestView is a Request with everything derived from it worked out once
+// and shared by every policy and rule: identity, match input, and (built
+// on first use) the base context document.
+type requestView struct {
+	ctx    context.Context
+	req    *Request
+	cfg    *evalConfig
+	op     kyvernov1.AdmissionOperation
+	object map[string]any // the new object, or the old one on DELETE
+	gvk    schema.GroupVersionKind
+	res    match.Resource
+
+	nsLabels       map[string]string
+	nsLabelsLoaded bool
+	base           *jsoncontext.Document
+}
+
+func newRequestView(ctx context.Context, req *Request, cfg *evalConfig) *requestView {
+	in := &requestView{ctx: ctx, req: req, cfg: cfg, op: req.Operation}
+	if in.op == "" {
+		in.op = kyvernov1.Create
+	}
+	in.object = req.Object
+	if in.object == nil {
+		in.object = req.OldObject
+	}
+	in.gvk = req.Kind
+	if in.gvk.Kind == "" && in.object != nil {
+		apiVersion, _ := in.object["apiVersion"].(string)
+		kind, _ := in.object["kind"].(string)
+		in.gvk = schema.FromAPIVersionAndKind(apiVersion, kind)
+	}
+	meta, _ := in.object["metadata"].(map[string]any)
+	name, namespace := req.Name, req.Namespace
+	if name == "" {
+		name, _ = meta["name"].(string)
+	}
+	if namespace == "" {
+		namespace, _ = meta["namespace"].(string)
+	}
+	in.nsLabels, in.nsLabelsLoaded = req.NamespaceLabels, req.NamespaceLabels != nil
+	in.res = match.Resource{
+		Kind:            in.gvk,
+		SubResource:     req.SubResource,
+		Name:            name,
+		Namespace:       namespace,
+		Labels:          stringMap(meta["labels"]),
+		Annotations:     stringMap(meta["annotations"]),
+		NamespaceLabels: in.namespaceLabels,
+		Operation:       in.op,
+		UserInfo:        req.UserInfo,
+		Roles:           req.Roles,
+		ClusterRoles:    req.ClusterRoles,
+	}
+	return in
+}
+
+func stringMap(v any) map[string]string {
+	m, _ := v.(map[string]any)
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, val := range m {
+		if s, ok := val.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
+}
+
+// namespaceLabels returns the labels of the request's namespace, looking
+// them up through the loader on first use. A lookup failure counts as no
+// labels, so namespaceSelectors do not match.
+func (in *requestView) namespaceLabels() map[string]string {
+	if !in.nsLabelsLoaded {
+		in.nsLabelsLoaded = true
+		if l := in.cfg.loaders.Namespaces; l != nil && in.res.Namespace != "" {
+			in.nsLabels, _ = l.NamespaceLabels(in.ctx, in.res.Namespace)
+		}
+	}
+	return in.nsLabels
+}
+
+func (in *requestView) resourceRef() ResourceRef {
+	apiVersion, _ := in.object["apiVersion"].(string)
+	if apiVersion == "" {
+		apiVersion = in.gvk.GroupVersion().String()
+	}
+	return ResourceRef{APIVersion: apiVersion, Kind: in.gvk.Kind, Namespace: in.res.Namespace, Name: in.res.Name}
+}
+
+// document returns the base context document of the request, building it
+// on first use: rules without variables never pay for it.
+func (in *requestView) document(set *PolicySet) *jsoncontext.Document {
+	if in.base == nil {
+		var kind map[string]any
+		if in.gvk.Kind != "" {
+			kind = map[string]any{"group": in.gvk.Group, "version": in.gvk.Version, "kind": in.gvk.Kind}
+		}
+		in.base = jsoncontext.New(set.jp, jsoncontext.RequestDocument(jsoncontext.RequestInfo{
+			Operation:    string(in.op),
+			Object:       in.req.Object,
+			OldObject:    in.req.OldObject,
+			Namespace:    in.res.Namespace,
+			Name:         in.res.Name,
+			Kind:         kind,
+			SubResource:  in.req.SubResource,
+			UserInfo:     in.req.UserInfo,
+			Roles:        in.req.Roles,
+			ClusterRoles: in.req.ClusterRoles,
+			DryRun:       in.req.DryRun,
+		}))
+	}
+	return in.base
+}
+
+// evaluation is the state of evaluating one policy against one request.
+type evaluation struct {
+	set    *PolicySet
+	policy *Policy
+	in     *requestView
+	cfg    *evalConfig
+	object map[string]any
+	// doc is the policy's document: the request's base document plus the
+	// values pinned for this policy and resource; built on first use.
+	doc *jsoncontext.Document
+}
+
+func (ev *evaluation) document() *jsoncontext.Document {
+	if ev.doc == nil {
+		ev.doc = ev.in.document(ev.set)
+		if ev.cfg.values != nil {
+			if vals := ev.cfg.values.Variables(ev.policy.source, ev.in.resourceRef()); len(vals) > 0 {
+				ev.doc = ev.doc.Child()
+				setAll(ev.doc, vals)
+			}
+		}
+	}
+	return ev.doc
+}
+
+// setAll stores values by dotted key, in key order so the result does not
+// depend on map iteration.
+func setAll(doc *jsoncontext.Document, vals map[string]any) {
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		doc.Set(k, vals[k])
+	}
+}
+
+// candidates returns the policies with a rule that can match the request's
+// kind, in compile order.
+func (s *PolicySet) candidates(in *requestView) []*Policy {
+	byKind := s.byKind[in.gvk.Kind]
+	if len(s.wildcard) == 0 {
+		return byKind
+	}
+	if len(byKind) == 0 {
+		return s.wildcard
+	}
+	// Merge the two lists back into compile order.
+	out := make([]*Policy, 0, len(byKind)+len(s.wildcard))
+	out = append(out, byKind...)
+	out = append(out, s.wildcard...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].order < out[j].order })
+	return out
+}
+
+func (s *PolicySet) index(p *Policy) {
+	p.order = len(s.policies) - 1
+	for _, k := range p.kinds {
+		if k == "*" || strings.ContainsAny(k, "*?") {
+			s.wildcard = append(s.wildcard, p)
+			return
+		}
+	}
+	for _, k := range p.kinds {
+		s.byKind[k] = append(s.byKind[k], p)
+	}
+}
+
+// policyKinds lists the kind names the rules' match blocks select, "*" when
+// any kind can match (a wildcard kind, or a filter without kinds).
+func policyKinds(rules []*rule) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(k string) {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	for _, r := range rules {
+		filters, _ := r.match.Filters()
+		for _, f := range filters {
+			if len(f.ResourceDescription.Kinds) == 0 {
+				add("*")
+			}
+			for _, k := range f.ResourceDescription.Kinds {
+				if k == "*" {
+					add("*")
+					continue
+				}
+				add(match.ParseKind(k).Kind)
+			}
+		}
+	}
+	return out
+}
+
+// validate evaluates the policy's validate rules.
+func (p *Policy) validate(ctx context.Context, in *requestView, cfg *evalConfig) PolicyResponse {
+	resp := PolicyResponse{Policy: p.source, Key: p.key}
+	ev := &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.object}
+	for _, r := range p.rules {
+		if r.typ != TypeValidation && r.typ != TypeImageVerify {
+			continue
+		}
+		rr, ok := ev.rule(ctx, r)
+		if !ok {
+			continue
+		}
+		resp.Rules = append(resp.Rules, rr)
+		if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != StatusSkip {
+			break
+		}
+	}
+	return resp
+}
+
+// rule runs the shared pipeline for one rule: match/exclude → context →
+// preconditions → exceptions → handler. It reports false when the rule
+// does not apply and so produces no response.
+func (ev *evaluation) rule(ctx context.Context, r *rule) (RuleResponse, bool) {
+	if !r.selects(&ev.in.res) {
+		return RuleResponse{}, false
+	}
+	rr := RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties}
+	if r.typ == TypeValidation {
+		rr.Action = ev.action(r)
+	}
+	o, ok := ev.ruleOutcome(ctx, r, &rr)
+	if !ok {
+		return RuleResponse{}, false
+	}
+	rr.Status, rr.Message = o.status, o.message
+	rr.PodSecurityChecks = o.checks
+	if len(o.props) > 0 {
+		props := make(map[string]string, len(rr.Properties)+len(o.props))
+		for k, v := range rr.Properties {
+			props[k] = v
+		}
+		for k, v := range o.props {
+			props[k] = v
+		}
+		rr.Properties = props
+	}
+	if rr.Status == StatusFail && ev.policy.unscored {
+		rr.Status = StatusWarn
+	}
+	return rr, true
+}
+
+func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse) (outcome, bool) {
+	doc := ev.document()
+	if len(r.context) > 0 || ev.ruleValues(r) != nil {
+		doc = doc.Child()
+		if vals := ev.ruleValues(r); vals != nil {
+			setAll(doc, vals)
+		}
+		if err := ev.loadContext(ctx, doc, r, r.context); err != nil {
+			return errored("failed to load context", err), true
+		}
+	}
+	if r.preconditions != nil {
+		ok, _, err := ev.conditions(doc, r.preconditions, true)
+		if err != nil {
+			return errored("failed to evaluate preconditions", err), true
+		}
+		if !ok {
+			return skip("preconditions not met"), true
+		}
+	}
+	if r.typ == TypeImageVerify {
+		return errorf("verifyImages is not supported by charter yet; rule %s was not evaluated", r.name), true
+	}
+	exceptions, err := ev.exceptions(doc, r)
+	if err != nil {
+		return errored("failed to evaluate policy exceptions", err), true
+	}
+	if len(exceptions) > 0 && !exceptionsArePodSecurity(exceptions, r) {
+		rr.Exceptions = exceptionSources(exceptions)
+		return skip("rule is skipped due to policy exceptions" + exceptionKeys(exceptions)), true
+	}
+	vd := &validator{ev: ev, rule: r, v: r.validate, exceptions: exceptions}
+	o, has := vd.run(ctx, doc, ev.object)
+	if !has {
+		return outcome{}, false
+	}
+	if o.status == StatusFail && rr.Action == Enforce && ev.in.op == kyvernov1.Update &&
+		r.validate.allowExisting && ev.in.req.OldObject != nil && ev.in.req.Object != nil {
+		// A violation the old object already had is let through.
+		old := &validator{ev: ev, rule: r, v: r.validate, exceptions: exceptions}
+		oldDoc := doc.Child()
+		oldDoc.Set("request.object", ev.in.req.OldObject)
+		if prior, ok := old.run(ctx, oldDoc, ev.in.req.OldObject); ok && prior.status == StatusFail {
+			return skip("skipping modified resource as validation results have not changed"), true
+		}
+	}
+	return o, true
+}
+
+func (ev *evaluation) ruleValues(r *rule) map[string]any {
+	if ev.cfg.values == nil {
+		return nil
+	}
+	return ev.cfg.values.ContextEntries(ev.policy.source, r.name)
+}
+
+// substitute replaces the variables in v. path is the JSON pointer of v
+// within the rule ("/validate/pattern"), used for {{@}} and error paths.
+func (ev *evaluation) substitute(doc *jsoncontext.Document, v any, path string, opts ...variables.Option) (any, error) {
+	if path != "" {
+		opts = append(opts, variables.WithPath(path))
+	}
+	return variables.Substitute(v, doc, opts...)
+}
+
+func (ev *evaluation) substituteMessage(doc *jsoncontext.Document, msg string) (string, error) {
+	if !variables.HasVariables(msg) {
+		return msg, nil
+	}
+	out, err := ev.substitute(doc, msg, "/validate/message")
+	if err != nil {
+		return "", err
+	}
+	if s, ok := out.(string); ok {
+		return s, nil
+	}
+	return fmt.Sprint(out), nil
+}
+
+// resolvePattern returns the compiled pattern, substituting variables first
+// when it has any.
+func (ev *evaluation) resolvePattern(doc *jsoncontext.Document, ps *patternSpec, path string) (*compiledPattern, error) {
+	if ps.compiled != nil {
+		return ps.compiled, nil
+	}
+	raw, err := ev.substitute(doc, ps.raw, path)
+	if err != nil {
+		return nil, err
+	}
+	return compilePatternTree(raw)
+}
+
+// conditions evaluates an any/all block: any (OR) AND all (AND), a missing
+// block counting as true. It returns the messages of the conditions that
+// decided the result. In preconditions, a variable that cannot be resolved
+// becomes an empty string, as in Kyverno; elsewhere it is an error.
+func (ev *evaluation) conditions(doc *jsoncontext.Document, block *conditionBlock, precondition bool) (bool, string, error) {
+	if block == nil {
+		return true, "", nil
+	}
+	var opts []variables.Option
+	if precondition {
+		opts = append(opts, variables.WithMissing(""))
+	}
+	eval := func(c *condition) (bool, error) {
+		key, value := c.key, c.value
+		if block.hasVars {
+			var err error
+			if key, err = ev.substitute(doc, key, "", opts...); err != nil {
+				return false, err
+			}
+			if value, err = ev.substitute(doc, value, "", opts...); err != nil {
+				return false, err
+			}
+		}
+		return evalCondition(key, c.operator, value)
+	}
+	var msgs []string
+	if len(block.any) > 0 {
+		anyTrue := false
+		var failed []string
+		for i := range block.any {
+			ok, err := eval(&block.any[i])
+			if err != nil {
+				return false, "", err
+			}
+			if ok {
+				anyTrue = true
+				if m := block.any[i].message; m != "" {
+					msgs = append(msgs, m)
+				}
+				break
+			}
+			if m := block.any[i].message; m != "" {
+				failed = append(failed, m)
+			}
+		}
+		if !anyTrue {
+			return false, strings.Join(failed, "; "), nil
+		}
+	}
+	for i := range block.all {
+		ok, err := eval(&block.all[i])
+		if err != nil {
+			return false, "", err
+		}
+		if !ok {
+			return false, block.all[i].message, nil
+		}
+		if m := block.all[i].message; m != "" {
+			msgs = append(msgs, m)
+		}
+	}
+	return true, strings.Join(msgs, "; "), nil
+}
