@@ -208,5 +208,3 @@ func firstNonEmpty(a, b string) string {
 	}
 	return b
 }
-
-

@@ -215,10 +215,12 @@ type outcome struct {
 	props   map[string]string
 }
 
-func pass(msg string) outcome            { return outcome{status: StatusPass, message: msg} }
-func fail(msg string) outcome            { return outcome{status: StatusFail, message: msg} }
-func skip(msg string) outcome            { return outcome{status: StatusSkip, message: msg} }
-func errorf(f string, a ...any) outcome  { return outcome{status: StatusError, message: fmt.Sprintf(f, a...)} }
+func pass(msg string) outcome { return outcome{status: StatusPass, message: msg} }
+func fail(msg string) outcome { return outcome{status: StatusFail, message: msg} }
+func skip(msg string) outcome { return outcome{status: StatusSkip, message: msg} }
+func errorf(f string, a ...any) outcome {
+	return outcome{status: StatusError, message: fmt.Sprintf(f, a...)}
+}
 func errored(msg string, err error) outcome {
 	return outcome{status: StatusError, message: msg + ": " + err.Error()}
 }
@@ -226,9 +228,9 @@ func errored(msg string, err error) outcome {
 // validator evaluates a validate rule (or one foreach level of it) against
 // a resource in a document.
 type validator struct {
-	ev      *evaluation
-	rule    *rule
-	v       *validateRule
+	ev   *evaluation
+	rule *rule
+	v    *validateRule
 	// exceptions are PolicyExceptions that exempt Pod Security controls.
 	exceptions []*exception
 }
