@@ -1,0 +1,172 @@
+package clitest
+
+import (
+	"testing"
+)
+
+var (
+	podGood   = resourceKey{APIVersion: "v1", Kind: "Pod", Namespace: "default", Name: "good"}
+	podBad    = resourceKey{APIVersion: "v1", Kind: "Pod", Namespace: "default", Name: "bad"}
+	podOther  = resourceKey{APIVersion: "v1", Kind: "Pod", Namespace: "other", Name: "good"}
+	deployWeb = resourceKey{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "web"}
+)
+
+// short is a row reduced to what the comparison decides.
+type short struct {
+	Rule, Resource string
+	Verdict        Verdict
+	Reason         string
+}
+
+func TestJudge(t *testing.T) {
+	evals := []evaluation{
+		{Operation: "CREATE", Resource: podGood, Policy: "p", Rules: []ruleOutcome{
+			{Name: "r", Status: "pass"}, {Name: "other", Status: "skip"}}},
+		{Operation: "CREATE", Resource: podBad, Policy: "p", Rules: []ruleOutcome{
+			{Name: "r", Status: "fail", Message: "label app is required"}}},
+		{Operation: "CREATE", Resource: podOther, Policy: "p", Rules: []ruleOutcome{
+			{Name: "r", Status: "warn"}}},
+		{Operation: "CREATE", Resource: deployWeb, Policy: "p", Rules: []ruleOutcome{
+			{Name: "autogen-r", Status: "fail"}}},
+		{Operation: "UPDATE", Resource: podGood, Policy: "p", Rules: []ruleOutcome{
+			{Name: "r", Status: "fail"}}},
+		{Operation: "CREATE", Resource: podGood, Policy: "broken", Invalid: "spec.rules: a policy needs at least one rule"},
+		{Operation: "CREATE", Resource: podGood, Policy: "ns-policy", Rules: []ruleOutcome{{Name: "r", Status: "pass"}}},
+	}
+	tests := []struct {
+		name string
+		exp  TestResult
+		want []short
+	}{
+		{
+			name: "pass as expected",
+			exp:  TestResult{Policy: "p", Rule: "r", Resources: []string{"default/good"}, Result: "pass"},
+			want: []short{{"r", "v1/Pod/default/good", Passed, "Ok"}},
+		},
+		{
+			name: "mismatch names both results",
+			exp:  TestResult{Policy: "p", Rule: "r", Resources: []string{"bad"}, Result: "pass"},
+			want: []short{{"r", "v1/Pod/default/bad", Failed, "Want pass, got fail"}},
+		},
+		{
+			name: "a bare name matches the resource in every namespace",
+			exp:  TestResult{Policy: "p", Rule: "r", Resources: []string{"good"}, Result: "pass"},
+			want: []short{{"r", "v1/Pod/default/good", Passed, "Ok"}, {"r", "v1/Pod/other/good", Failed, "Want pass, got warn"}},
+		},
+		{
+			name: "warn is its own result",
+			exp:  TestResult{Policy: "p", Rule: "r", Resources: []string{"other/good"}, Result: "warn"},
+			want: []short{{"r", "v1/Pod/other/good", Passed, "Ok"}},
+		},
+		{
+			name: "skip must be reported as skip",
+			exp:  TestResult{Policy: "p", Rule: "other", Resources: []string{"default/good"}, Result: "skip"},
+			want: []short{{"other", "v1/Pod/default/good", Passed, "Ok"}},
+		},
+		{
+			name: "the rule matches its autogen rule",
+			exp:  TestResult{Policy: "p", Rule: "r", Resources: []string{"web"}, Kind: "Deployment", Result: "fail"},
+			want: []short{{"autogen-r", "apps/v1/Deployment/default/web", Passed, "Ok"}},
+		},
+		{
+			name: "kind is not used for matching",
+			exp:  TestResult{Policy: "p", Rule: "r", Resources: []string{"web"}, Kind: "Pod", Result: "fail"},
+			want: []short{{"autogen-r", "apps/v1/Deployment/default/web", Passed, "Ok"}},
+		},
+		{
+			name: "a rule without a response is excluded and passes whatever was expected",
+			exp:  TestResult{Policy: "p", Rule: "other", Resources: []string{"bad"}, Result: "fail"},
+			want: []short{{"other", "v1/Pod/default/bad", Passed, "Excluded"}},
+		},
+		{
+			name: "an unknown resource is not found",
+			exp:  TestResult{Policy: "p", Rule: "r", Resources: []string{"nope", "default/good"}, Result: "pass"},
+			want: []short{{"r", "nope", Failed, "Not found"}, {"r", "v1/Pod/default/good", Passed, "Ok"}},
+		},
+		{
+			name: "a result for an unknown policy is not found",
+			exp:  TestResult{Policy: "q", Rule: "r", Resources: []string{"good"}, Result: "pass"},
+			want: []short{{"r", "good", Failed, "Not found"}},
+		},
+		{
+			name: "without a rule every rule response is checked",
+			exp:  TestResult{Policy: "p", Resources: []string{"default/good"}, Result: "pass"},
+			want: []short{{"r", "v1/Pod/default/good", Passed, "Ok"}, {"other", "v1/Pod/default/good", Failed, "Want pass, got skip"}},
+		},
+		{
+			name: "without resources every evaluation of the policy is checked",
+			exp:  TestResult{Policy: "p", Rule: "r", Result: "fail"},
+			want: []short{
+				{"r", "v1/Pod/default/good", Failed, "Want fail, got pass"},
+				{"r", "v1/Pod/default/bad", Passed, "Ok"},
+				{"r", "v1/Pod/other/good", Failed, "Want fail, got warn"},
+				{"autogen-r", "apps/v1/Deployment/default/web", Passed, "Ok"},
+			},
+		},
+		{
+			name: "the operation picks its own run",
+			exp:  TestResult{Policy: "p", Rule: "r", Resources: []string{"default/good"}, Result: "fail", Operation: "UPDATE"},
+			want: []short{{"r", "v1/Pod/default/good", Passed, "Ok"}},
+		},
+		{
+			name: "the namespace of a Policy is not compared",
+			exp:  TestResult{Policy: "team/ns-policy", Rule: "r", Resources: []string{"default/good"}, Result: "pass"},
+			want: []short{{"r", "v1/Pod/default/good", Passed, "Ok"}},
+		},
+		{
+			name: "the deprecated resource, namespace and status fields",
+			exp:  TestResult{Policy: "p", Rule: "r", Resource: "good", Namespace: "other", Status: "warn"},
+			want: []short{{"r", "v1/Pod/other/good", Passed, "Ok"}},
+		},
+		{
+			name: "resourceSpecs select by group, version, kind, namespace and name",
+			exp: TestResult{Policy: "p", Rule: "r", Result: "fail", ResourceSpecs: []ResourceSpec{
+				{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web"},
+				{Version: "v1", Kind: "Pod", Namespace: "default", Name: "web"},
+			}},
+			want: []short{{"autogen-r", "apps/v1/Deployment/default/web", Passed, "Ok"}, {"r", "/v1/Pod/default/web", Failed, "Not found"}},
+		},
+		{
+			name: "an invalid policy gives skipped rows",
+			exp:  TestResult{Policy: "broken", Rule: "r", Resources: []string{"good"}, Result: "pass"},
+			want: []short{{"r", "v1/Pod/default/good", Skipped, "Invalid policy"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			test := &Test{Results: []TestResult{tt.exp}}
+			rows := judge("suite.yaml", test, evals)
+			var got []short
+			for i, r := range rows {
+				if r.ID != i+1 || r.Suite != "suite.yaml" || r.Expected != tt.exp.Expected() {
+					t.Errorf("row %d: id %d, suite %q, expected %q", i, r.ID, r.Suite, r.Expected)
+				}
+				got = append(got, short{r.Rule, r.Resource, r.Verdict, r.Reason})
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d rows %+v, want %d %+v", len(got), got, len(tt.want), tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("row %d: got %+v, want %+v", i+1, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestSummaryLine(t *testing.T) {
+	tests := []struct {
+		counts Counts
+		want   string
+	}{
+		{Counts{Passed: 1551}, "Summary: 1551 passed, 0 failed"},
+		{Counts{Passed: 3, Failed: 2}, "Summary: 3 passed, 2 failed"},
+		{Counts{Passed: 3, Failed: 0, Skipped: 4}, "Summary: 3 passed, 0 failed, 4 skipped"},
+	}
+	for _, tt := range tests {
+		if got := (Tally{Counts: tt.counts}).SummaryLine(); got != tt.want {
+			t.Errorf("got %q, want %q", got, tt.want)
+		}
+	}
+}

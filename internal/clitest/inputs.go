@@ -1,0 +1,307 @@
+package clitest
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/internal/clitest/manifest"
+)
+
+// fileCache reads and decodes each file once however many suites name it:
+// in a policy library, many suites share policy files. Decoded values are
+// shared between suites and must be treated as read-only.
+type fileCache struct {
+	mu      sync.Mutex
+	entries map[string]*cacheEntry
+}
+
+type cacheEntry struct {
+	once  sync.Once
+	value any
+	err   error
+}
+
+func newFileCache() *fileCache { return &fileCache{entries: map[string]*cacheEntry{}} }
+
+// get returns decode(path)'s result, computing it once per (what, path).
+func (c *fileCache) get(what, path string, decode func(string) (any, error)) (any, error) {
+	key := what + "\x00" + path
+	c.mu.Lock()
+	e := c.entries[key]
+	if e == nil {
+		e = &cacheEntry{}
+		c.entries[key] = e
+	}
+	c.mu.Unlock()
+	e.once.Do(func() { e.value, e.err = decode(path) })
+	return e.value, e.err
+}
+
+func decodePolicyFile(path string) (any, error) {
+	docs, err := manifest.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return manifest.DecodePolicies(docs)
+}
+
+func decodeObjectFile(path string) (any, error) {
+	docs, err := manifest.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := manifest.Objects(docs)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		manifest.DefaultNamespace(o)
+	}
+	return objs, nil
+}
+
+func decodeValuesFile(path string) (any, error) {
+	d, err := singleDocument(path)
+	if err != nil {
+		return nil, err
+	}
+	var v Values
+	if err := decodeStrict(d.JSON, &v); err != nil {
+		return nil, fmt.Errorf("%s: %w", d.Where(), err)
+	}
+	if err := checkSchema(d, v.APIVersion, v.Kind, "Values"); err != nil {
+		return nil, err
+	}
+	return &v.ValuesSpec, nil
+}
+
+func decodeUserInfoFile(path string) (any, error) {
+	d, err := singleDocument(path)
+	if err != nil {
+		return nil, err
+	}
+	var u UserInfo
+	if err := decodeStrict(d.JSON, &u); err != nil {
+		return nil, fmt.Errorf("%s: %w", d.Where(), err)
+	}
+	if err := checkSchema(d, u.APIVersion, u.Kind, "UserInfo"); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
+
+// decodeClusterResourceFile reads a clusterResources file: ClusterResource
+// documents (whose spec.resources are the objects) or plain objects.
+func decodeClusterResourceFile(path string) (any, error) {
+	docs, err := manifest.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	for _, d := range docs {
+		apiVersion, kind := d.TypeMeta()
+		if kind != "ClusterResource" || !strings.HasPrefix(apiVersion, "cli.kyverno.io/") {
+			more, err := manifest.Objects([]manifest.Document{d})
+			if err != nil {
+				return nil, err
+			}
+			objs = append(objs, more...)
+			continue
+		}
+		var cr ClusterResource
+		if err := decodeStrict(d.JSON, &cr); err != nil {
+			return nil, fmt.Errorf("%s: %w", d.Where(), err)
+		}
+		for i, r := range cr.Spec.Resources {
+			u := &unstructured.Unstructured{Object: r}
+			if u.GetAPIVersion() == "" || u.GetKind() == "" {
+				return nil, fmt.Errorf("%s: spec.resources[%d]: missing apiVersion or kind", d.Where(), i)
+			}
+			objs = append(objs, u)
+		}
+	}
+	for _, o := range objs {
+		manifest.DefaultNamespace(o)
+	}
+	return objs, nil
+}
+
+func singleDocument(path string) (manifest.Document, error) {
+	docs, err := manifest.ReadFile(path)
+	if err != nil {
+		return manifest.Document{}, err
+	}
+	if len(docs) != 1 {
+		return manifest.Document{}, fmt.Errorf("%s: want exactly one document, found %d", path, len(docs))
+	}
+	return docs[0], nil
+}
+
+// inputs is everything a suite's Test points at, read and decoded.
+type inputs struct {
+	policies    []kyvernov1.PolicyInterface
+	exceptions  []*kyvernov2.PolicyException
+	unsupported map[string]string
+	// policyFiles are the resolved policy and exception paths, the identity
+	// of the compiled set.
+	policyFiles []string
+	resources   []*unstructured.Unstructured
+	values      *suiteValues
+	namespaces  namespaceLabels
+	user        *UserInfo
+	cluster     *fakeCluster
+	specs       []*ValuesSpec
+	warnings    []string
+}
+
+// loadInputs reads the files a suite names, relative to its directory.
+// Errors name the Test field and the file.
+func loadInputs(s *Suite, cache *fileCache) (*inputs, error) {
+	t := s.Test
+	in := &inputs{}
+	resolve := func(p string) string {
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(s.Dir, p)
+	}
+	for i, p := range t.Policies {
+		if strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://") {
+			return nil, fmt.Errorf("policies[%d]: %s: remote policies are not supported", i, p)
+		}
+		path := resolve(p)
+		v, err := cache.get("policy", path, decodePolicyFile)
+		if err != nil {
+			return nil, fmt.Errorf("policies[%d]: %w", i, err)
+		}
+		pf := v.(*manifest.Policies)
+		in.policyFiles = append(in.policyFiles, path)
+		for _, other := range pf.Others {
+			in.warnings = append(in.warnings, fmt.Sprintf("policies[%d]: %s is not a policy, ignored", i, other))
+		}
+		in.policies = append(in.policies, pf.Policies...)
+		in.exceptions = append(in.exceptions, pf.Exceptions...)
+		for name, kind := range pf.Unsupported {
+			if in.unsupported == nil {
+				in.unsupported = map[string]string{}
+			}
+			in.unsupported[name] = kind
+		}
+	}
+	for i, p := range t.Exceptions {
+		path := resolve(p)
+		v, err := cache.get("policy", path, decodePolicyFile)
+		if err != nil {
+			return nil, fmt.Errorf("exceptions[%d]: %w", i, err)
+		}
+		pf := v.(*manifest.Policies)
+		if len(pf.Policies) > 0 {
+			return nil, fmt.Errorf("exceptions[%d]: %s: holds policies, not PolicyExceptions", i, path)
+		}
+		in.policyFiles = append(in.policyFiles, "exception:"+path)
+		in.exceptions = append(in.exceptions, pf.Exceptions...)
+	}
+
+	seen := map[resourceKey]bool{}
+	for i, p := range t.Resources {
+		if strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://") {
+			return nil, fmt.Errorf("resources[%d]: %s: remote resources are not supported", i, p)
+		}
+		v, err := cache.get("objects", resolve(p), decodeObjectFile)
+		if err != nil {
+			return nil, fmt.Errorf("resources[%d]: %w", i, err)
+		}
+		for _, o := range v.([]*unstructured.Unstructured) {
+			k := keyOf(o)
+			if seen[k] {
+				in.warnings = append(in.warnings, fmt.Sprintf("resources[%d]: duplicate resource %s dropped", i, k))
+				continue
+			}
+			seen[k] = true
+			in.resources = append(in.resources, o)
+		}
+	}
+
+	if t.Variables != "" {
+		v, err := cache.get("values", resolve(t.Variables), decodeValuesFile)
+		if err != nil {
+			return nil, fmt.Errorf("variables: %w", err)
+		}
+		in.specs = append(in.specs, v.(*ValuesSpec))
+	}
+	if t.Values != nil {
+		in.specs = append(in.specs, t.Values)
+	}
+	in.values = newSuiteValues(in.specs...)
+	in.namespaces = newNamespaceLabels(in.specs...)
+
+	if t.UserInfo != "" {
+		v, err := cache.get("userinfo", resolve(t.UserInfo), decodeUserInfoFile)
+		if err != nil {
+			return nil, fmt.Errorf("userinfo: %w", err)
+		}
+		in.user = v.(*UserInfo)
+	}
+
+	in.cluster = &fakeCluster{responses: t.APICallResponses}
+	for i, p := range t.ClusterResources {
+		v, err := cache.get("cluster", resolve(p), decodeClusterResourceFile)
+		if err != nil {
+			return nil, fmt.Errorf("clusterResources[%d]: %w", i, err)
+		}
+		for _, o := range v.([]*unstructured.Unstructured) {
+			in.cluster.objects = append(in.cluster.objects, o)
+			if o.GetKind() == "Namespace" && o.GetAPIVersion() == "v1" {
+				if _, set := in.namespaces[o.GetName()]; !set {
+					in.namespaces[o.GetName()] = o.GetLabels()
+				}
+			}
+		}
+	}
+	if len(t.GlobalContextEntries) > 0 {
+		in.cluster.global = map[string]any{}
+		for i, g := range t.GlobalContextEntries {
+			data, err := globalEntryData(g, resolve, cache)
+			if err != nil {
+				return nil, fmt.Errorf("globalContextEntries[%d] (%s): %w", i, g.Name, err)
+			}
+			in.cluster.global[g.Name] = data
+		}
+	}
+	return in, nil
+}
+
+func globalEntryData(g GlobalContextEntry, resolve func(string) string, cache *fileCache) (any, error) {
+	if g.FieldPath != "" || len(g.Projections) > 0 {
+		return nil, fmt.Errorf("fieldPath and projections are not supported yet")
+	}
+	switch {
+	case g.Data != nil:
+		return g.Data, nil
+	case len(g.Resources) > 0:
+		return g.Resources, nil
+	case len(g.ResourceFiles) > 0:
+		var items []any
+		for _, p := range g.ResourceFiles {
+			v, err := cache.get("objects", resolve(p), decodeObjectFile)
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range v.([]*unstructured.Unstructured) {
+				items = append(items, o.Object)
+			}
+		}
+		return items, nil
+	}
+	return nil, fmt.Errorf("one of data, resources or resourceFiles is required")
+}
+
+func keyOf(o *unstructured.Unstructured) resourceKey {
+	return resourceKey{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()}
+}

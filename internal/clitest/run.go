@@ -1,0 +1,302 @@
+package clitest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine"
+)
+
+// Options configure a Run.
+type Options struct {
+	// FileName is the test file name looked for in directories.
+	FileName string
+	// Workers bounds how many suites are evaluated at once; 0 means
+	// GOMAXPROCS.
+	Workers int
+}
+
+// SuiteResult is the outcome of one suite.
+type SuiteResult struct {
+	Suite *Suite
+	// Err is set when the suite could not run (bad file, missing input);
+	// Rows is empty then.
+	Err  error
+	Rows []Row
+	// Warnings are problems that did not stop the suite (duplicate
+	// resources, invalid policies).
+	Warnings []string
+}
+
+// Failed reports whether the suite broke or has a failing row.
+func (r *SuiteResult) Failed() bool {
+	if r.Err != nil {
+		return true
+	}
+	for _, row := range r.Rows {
+		if row.Verdict == Failed {
+			return true
+		}
+	}
+	return false
+}
+
+// Runner evaluates suites. Files read and policy sets compiled are cached
+// across the suites of one Runner.
+type Runner struct {
+	opts  Options
+	files *fileCache
+
+	mu   sync.Mutex
+	sets map[string]*compiled
+}
+
+type compiled struct {
+	once sync.Once
+	set  *engine.PolicySet
+	// invalid maps the key of each policy that failed to compile to its
+	// faults.
+	invalid  map[string]string
+	warnings []string
+	err      error
+}
+
+// NewRunner returns a Runner.
+func NewRunner(opts Options) *Runner {
+	return &Runner{opts: opts, files: newFileCache(), sets: map[string]*compiled{}}
+}
+
+// Run discovers the test files under paths and evaluates every suite in
+// them, concurrently, returning results in discovery order.
+func (r *Runner) Run(ctx context.Context, paths []string) ([]*SuiteResult, error) {
+	files, err := Discover(paths, r.opts.FileName)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		name := r.opts.FileName
+		if name == "" {
+			name = DefaultFileName
+		}
+		return nil, fmt.Errorf("no %s found under %s", name, strings.Join(paths, ", "))
+	}
+	// Loading is cheap next to evaluation, but it parses YAML too: do it in
+	// the pool, one task per file, and flatten in order afterwards.
+	perFile := make([][]*SuiteResult, len(files))
+	r.parallel(len(files), func(i int) {
+		for _, s := range LoadFile(files[i]) {
+			perFile[i] = append(perFile[i], &SuiteResult{Suite: s, Err: s.Err})
+		}
+	})
+	var results []*SuiteResult
+	for _, rs := range perFile {
+		results = append(results, rs...)
+	}
+	r.parallel(len(results), func(i int) {
+		if res := results[i]; res.Err == nil {
+			r.runSuite(ctx, res)
+		}
+	})
+	return results, nil
+}
+
+// parallel calls fn(0..n-1) on a bounded pool of goroutines.
+func (r *Runner) parallel(n int, fn func(int)) {
+	workers := r.opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				fn(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+func (r *Runner) runSuite(ctx context.Context, res *SuiteResult) {
+	s := res.Suite
+	in, err := loadInputs(s, r.files)
+	if err != nil {
+		res.Err = fmt.Errorf("%s: %w", s.Name(), err)
+		return
+	}
+	res.Warnings = append(res.Warnings, in.warnings...)
+	c := r.compile(in)
+	if c.err != nil {
+		res.Err = fmt.Errorf("%s: %w", s.Name(), c.err)
+		return
+	}
+	res.Warnings = append(res.Warnings, c.warnings...)
+	for key, fault := range c.invalid {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("policy %s is invalid: %s", key, fault))
+	}
+	evals := evaluate(ctx, c, in, operations(s.Test))
+	res.Rows = judge(s.Name(), s.Test, evals)
+}
+
+// compile compiles a suite's policies and exceptions, once per distinct
+// list of files.
+func (r *Runner) compile(in *inputs) *compiled {
+	key := strings.Join(in.policyFiles, "\x00")
+	r.mu.Lock()
+	c := r.sets[key]
+	if c == nil {
+		c = &compiled{}
+		r.sets[key] = c
+	}
+	r.mu.Unlock()
+	c.once.Do(func() {
+		set, err := engine.Compile(in.policies, engine.WithExceptions(in.exceptions))
+		var faults engine.CompileErrors
+		switch {
+		case err == nil:
+		case errors.As(err, &faults):
+			c.invalid = map[string]string{}
+			for _, f := range faults {
+				if f.Kind == "PolicyException" {
+					c.err = err
+					return
+				}
+				if f.Fault == "duplicate policy" {
+					// The first policy of that key stands; Kyverno's CLI
+					// also evaluates the first one.
+					c.warnings = append(c.warnings, f.Error())
+					continue
+				}
+				msg := f.Fault
+				if f.Field != "" {
+					msg = f.Field + ": " + f.Fault
+				}
+				if prev := c.invalid[f.Name]; prev != "" {
+					msg = prev + "; " + msg
+				}
+				c.invalid[f.Name] = msg
+			}
+		default:
+			c.err = err
+			return
+		}
+		c.set = set
+	})
+	return c
+}
+
+// operations lists the operations the suite's results ask for; each is a
+// separate evaluation run.
+func operations(t *Test) []string {
+	var ops []string
+	for _, res := range t.Results {
+		op := res.Operation
+		if op == "" {
+			op = "CREATE"
+		}
+		if !slices.Contains(ops, op) {
+			ops = append(ops, op)
+		}
+	}
+	return ops
+}
+
+// evaluate runs every resource of the suite through the policy set once per
+// operation and records one evaluation per policy × resource.
+func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []evaluation {
+	loaders := engine.Loaders{
+		ConfigMaps:    in.cluster,
+		APICalls:      in.cluster,
+		GlobalContext: in.cluster,
+		Namespaces:    in.namespaces,
+	}
+	evalOpts := []engine.EvalOption{engine.WithLoaders(loaders), engine.WithValues(in.values)}
+	var evals []evaluation
+	for _, op := range ops {
+		for _, obj := range in.resources {
+			key := keyOf(obj)
+			req := buildRequest(obj, op, in)
+			resp := c.set.Validate(ctx, req, evalOpts...)
+			byKey := make(map[string]*engine.PolicyResponse, len(resp.Policies))
+			for i := range resp.Policies {
+				byKey[resp.Policies[i].Key] = &resp.Policies[i]
+			}
+			for _, p := range in.policies {
+				pkey := policyKey(p)
+				e := evaluation{Operation: op, Resource: key, Policy: p.GetName()}
+				if fault, bad := c.invalid[pkey]; bad {
+					e.Invalid = fault
+				} else if pr := byKey[pkey]; pr != nil {
+					e.Rules = make([]ruleOutcome, len(pr.Rules))
+					for i, rr := range pr.Rules {
+						e.Rules[i] = ruleOutcome{Name: rr.Name, Status: string(rr.Status), Message: rr.Message}
+					}
+				}
+				evals = append(evals, e)
+			}
+			for name, kind := range in.unsupported {
+				evals = append(evals, evaluation{Operation: op, Resource: key, Policy: name,
+					Invalid: "unsupported policy kind " + kind})
+			}
+		}
+	}
+	return evals
+}
+
+func policyKey(p kyvernov1.PolicyInterface) string {
+	if p.IsNamespaced() {
+		return p.GetNamespace() + "/" + p.GetName()
+	}
+	return p.GetName()
+}
+
+// buildRequest makes the admission request the CLI simulates for a
+// resource: CREATE of the object; UPDATE with the object as its own old
+// object; DELETE of the object. User info and subresources come from the
+// suite.
+func buildRequest(obj *unstructured.Unstructured, op string, in *inputs) *engine.Request {
+	req := &engine.Request{Operation: kyvernov1.AdmissionOperation(op)}
+	switch op {
+	case "UPDATE":
+		req.Object, req.OldObject = obj.Object, obj.Object
+	case "DELETE":
+		req.OldObject = obj.Object
+		req.Kind = obj.GroupVersionKind()
+		req.Namespace, req.Name = obj.GetNamespace(), obj.GetName()
+	default:
+		req.Object = obj.Object
+	}
+	if u := in.user; u != nil {
+		req.UserInfo, req.Roles, req.ClusterRoles = u.AdmissionUser, u.Roles, u.ClusterRoles
+	}
+	gvk := obj.GroupVersionKind()
+	for _, spec := range in.specs {
+		for _, sr := range spec.Subresources {
+			sub := sr.Subresource
+			if sub.Kind != gvk.Kind || sub.Group != gvk.Group || sub.Version != gvk.Version {
+				continue
+			}
+			parent := sr.ParentResource
+			_, subName, _ := strings.Cut(sub.Name, "/")
+			req.Kind = gvk
+			req.Resource = schema.GroupVersionResource{Group: parent.Group, Version: parent.Version, Resource: parent.Name}
+			req.SubResource = subName
+		}
+	}
+	return req
+}
