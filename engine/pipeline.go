@@ -320,10 +320,13 @@ func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse
 	}
 	if o.status == StatusFail && rr.Action == Enforce && ev.in.op == kyvernov1.Update &&
 		r.validate.allowExisting && ev.in.req.OldObject != nil && ev.in.req.Object != nil {
-		// A violation the old object already had is let through.
+		// A violation the old object already had is let through. The old
+		// object is evaluated as Kyverno does: as the object of a CREATE.
 		old := &validator{ev: ev, rule: r, v: r.validate, exceptions: exceptions}
 		oldDoc := doc.Child()
 		oldDoc.Set("request.object", ev.in.req.OldObject)
+		oldDoc.Set("request.oldObject", nil)
+		oldDoc.Set("request.operation", string(kyvernov1.Create))
 		if prior, ok := old.run(ctx, oldDoc, ev.in.req.OldObject); ok && prior.status == StatusFail {
 			return skip("skipping modified resource as validation results have not changed"), true
 		}
