@@ -107,6 +107,9 @@ func (e *env) fnIsExternalURL(a []any) (any, error) {
 	if ip := net.ParseIP(host); ip != nil {
 		return !internal(ip), nil
 	}
+	if e.lookupIP == nil {
+		return nil, fmt.Errorf("cannot resolve host %q: name resolution is disabled", host)
+	}
 	ips, err := e.lookupIP(host)
 	if err != nil {
 		return nil, err

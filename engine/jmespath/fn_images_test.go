@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,6 +35,13 @@ func TestImageNormalize(t *testing.T) {
 	got, err := New(WithDefaultRegistry("registry.corp")).Search("image_normalize('nginx')", nil)
 	if err != nil || got != "registry.corp/nginx:latest" {
 		t.Errorf("with default registry: %v, %v", got, err)
+	}
+}
+
+func TestIsExternalURLWithoutDNS(t *testing.T) {
+	_, err := New(WithLookupIP(nil)).Search("is_external_url('https://public.example')", nil)
+	if err == nil || !strings.Contains(err.Error(), "name resolution is disabled") {
+		t.Errorf("error = %v", err)
 	}
 }
 

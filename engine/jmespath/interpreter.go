@@ -60,7 +60,7 @@ func WithClock(now func() time.Time) Option {
 
 // WithLookupIP sets the resolver is_external_url uses for host names
 // (default net.LookupIP). Kyverno resolves DNS here; tests and hermetic runs
-// should inject a fake.
+// should inject a fake. nil disables resolution: host names are then an error.
 func WithLookupIP(lookup func(host string) ([]net.IP, error)) Option {
 	return func(i *Interpreter) { i.env.lookupIP = lookup }
 }
@@ -118,7 +118,14 @@ func (q *Query) Expression() string { return q.expr }
 // functions produce them, without the expression, so callers can add context
 // the way Kyverno does ("JMESPath query failed: Unknown key \"x\" in path").
 // Use IsNotFound to tell a missing map key from other failures.
-func (q *Query) Search(data any) (any, error) {
+func (q *Query) Search(data any) (out any, err error) {
+	// Expressions and data come from users; a panic in the library or a
+	// function must become a rule error, not crash the engine.
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("JMESPath query %q panicked: %v", q.expr, r)
+		}
+	}()
 	return q.parsed.Search(data, q.opt)
 }
 
