@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
@@ -15,7 +16,7 @@ func (ev *evaluation) loadContext(ctx context.Context, doc *jsoncontext.Document
 	pinned := ev.ruleValues(r)
 	for i := range entries {
 		e := &entries[i]
-		if _, ok := pinned[e.Name]; ok {
+		if isPinned(pinned, e.Name) || isPinned(ev.resourceValues(), e.Name) {
 			continue
 		}
 		v, err := ev.loadEntry(ctx, doc, e)
@@ -207,4 +208,18 @@ func firstNonEmpty(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// isPinned reports whether the values pin the entry itself or a path
+// inside it ("imageData.configData.created" pins imageData).
+func isPinned(pinned map[string]any, name string) bool {
+	if _, ok := pinned[name]; ok {
+		return true
+	}
+	for k := range pinned {
+		if strings.HasPrefix(k, name+".") {
+			return true
+		}
+	}
+	return false
 }

@@ -141,19 +141,33 @@ type evaluation struct {
 	// doc is the policy's document: the request's base document plus the
 	// values pinned for this policy and resource; built on first use.
 	doc *jsoncontext.Document
+	// values are the variables pinned for this policy and resource.
+	values       map[string]any
+	valuesLoaded bool
 }
 
 func (ev *evaluation) document() *jsoncontext.Document {
 	if ev.doc == nil {
 		ev.doc = ev.in.document(ev.set)
-		if ev.cfg.values != nil {
-			if vals := ev.cfg.values.Variables(ev.policy.source, ev.in.resourceRef()); len(vals) > 0 {
-				ev.doc = ev.doc.Child()
-				setAll(ev.doc, vals)
-			}
+		if vals := ev.resourceValues(); len(vals) > 0 {
+			ev.doc = ev.doc.Child()
+			setAll(ev.doc, vals)
 		}
 	}
 	return ev.doc
+}
+
+// resourceValues returns the variables the Values hook pins for this
+// policy and resource; they also stand in for context entries of the same
+// name.
+func (ev *evaluation) resourceValues() map[string]any {
+	if !ev.valuesLoaded {
+		ev.valuesLoaded = true
+		if ev.cfg.values != nil {
+			ev.values = ev.cfg.values.Variables(ev.policy.source, ev.in.resourceRef())
+		}
+	}
+	return ev.values
 }
 
 // setAll stores values by dotted key, in key order so the result does not

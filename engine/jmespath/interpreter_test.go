@@ -2,6 +2,7 @@ package jmespath
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -82,6 +83,31 @@ func TestArgumentChecking(t *testing.T) {
 		_, err := i.Search(tc.expr, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error = %v, want containing %q", tc.expr, err, tc.want)
+		}
+	}
+}
+
+func TestConcurrentSearch(t *testing.T) {
+	i := New(WithCacheSize(8))
+	data := map[string]any{"a": map[string]any{"b": "c"}}
+	done := make(chan error)
+	for w := 0; w < 4; w++ {
+		go func(w int) {
+			var err error
+			for n := 0; n < 200 && err == nil; n++ {
+				var got any
+				// More distinct expressions than cache slots, to exercise eviction.
+				got, err = i.Search(fmt.Sprintf("a.b || '%d'", n%20), data)
+				if err == nil && got != "c" {
+					err = fmt.Errorf("got %v", got)
+				}
+			}
+			done <- err
+		}(w)
+	}
+	for w := 0; w < 4; w++ {
+		if err := <-done; err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -151,7 +151,15 @@ func (b *builder) node(p any, fieldPath, parentKey, grandKey string) *node {
 func (b *builder) mapNode(m map[string]any, fieldPath, parentKey, grandKey string) *node {
 	n := &node{kind: nodeMap, raw: m}
 	labels := grandKey == "metadata" && (parentKey == "labels" || parentKey == "annotations")
-	for raw, value := range m {
+	// Visit keys in order so that Compile reports the same problem first
+	// every time.
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, raw := range keys {
+		value := m[raw]
 		if hasVariable(raw) {
 			b.variables = true
 		}
