@@ -56,7 +56,7 @@ func TestAnchors(t *testing.T) {
 		{"non-map resource elements", `{c: [{i: x}]}`, `{c: ["s"]}`, "fail", "/c/0/", "found string"},
 		{"positional nested arrays: first is a scalar list", `{m: [[1, 2], ["a"]]}`, `{m: [[1, 2], ["b"]]}`, "fail", "/m/0/", "resource value '[1 2]' does not match '1' at path /m/0/"},
 		{"positional nested arrays: second element", `{m: [[1], ["a"]]}`, `{m: [[1, 1], ["b"]]}`, "fail", "/m/1/", ""},
-		{"condition key missing everywhere, then a failure", `{c: [{"(nm)": a}], h: false}`, `{c: [{nm: a}], "=(q)": 1, h: true}`, "fail", "/h/", ""},
+		{"condition met, then a plain failure elsewhere", `{c: [{"(nm)": a}], h: false}`, `{c: [{nm: a}], "=(q)": 1, h: true}`, "fail", "/h/", ""},
 		{"scalar pattern on an array of values", `{ports: ">1000"}`, `{ports: [8080, 80]}`, "fail", "/ports/", ""},
 	}
 	for _, tc := range cases {
