@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/conditions"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/variables"
@@ -280,6 +281,9 @@ func (ev *evaluation) rule(ctx context.Context, r *rule) (RuleResponse, bool) {
 	}
 	rr.Status, rr.Message = o.status, o.message
 	rr.PodSecurityChecks = o.checks
+	if len(o.exceptions) > 0 {
+		rr.Exceptions = exceptionSources(o.exceptions)
+	}
 	if len(o.props) > 0 {
 		props := make(map[string]string, len(rr.Properties)+len(o.props))
 		for k, v := range rr.Properties {
@@ -414,7 +418,7 @@ func (ev *evaluation) conditions(doc *jsoncontext.Document, block *conditionBloc
 				return false, err
 			}
 		}
-		return evalCondition(key, c.operator, value)
+		return conditions.Evaluate(key, c.operator, value)
 	}
 	var msgs []string
 	if len(block.any) > 0 {

@@ -1,12 +1,68 @@
 package engine
 
 import (
+	"strings"
+
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/podsecurity"
 )
 
-// podSecurity evaluates a validate.podSecurity rule. Until engine/podsecurity
-// exposes its evaluator the rule reports an error naming the missing
-// feature, never a silent pass.
-func (ev *evaluation) podSecurity(r *rule, ps *kyvernov1.PodSecurity, resource map[string]any) outcome {
-	return errorf("validate.podSecurity is not supported by charter yet; rule %s was not evaluated", r.name)
+// podSecurity evaluates a validate.podSecurity rule: the Pod (or the Pod
+// template of a controller) against the Pod Security Standards profile,
+// minus the rule's exclusions and those of matching PolicyExceptions.
+func (vd *validator) podSecurity(ps *kyvernov1.PodSecurity, resource map[string]any) outcome {
+	meta, spec, ok, err := podsecurity.PodTemplate(resource)
+	if err != nil {
+		return errored("failed to read the Pod spec", err)
+	}
+	if !ok {
+		return pass("Validation rule '" + vd.rule.name + "' passed.")
+	}
+	excludes := make([]podsecurity.Exclude, 0, len(ps.Exclude))
+	for _, e := range ps.Exclude {
+		excludes = append(excludes, toExclude(e))
+	}
+	without, err := podsecurity.Evaluate(meta, spec, string(ps.Level), ps.Version, excludes)
+	if err != nil {
+		return errored("failed to evaluate podSecurity", err)
+	}
+	result := without
+	var used []*exception
+	if !without.Allowed() {
+		for _, ex := range vd.exceptions {
+			for _, e := range ex.src.Spec.PodSecurity {
+				excludes = append(excludes, toExclude(e))
+			}
+			used = append(used, ex)
+		}
+		if len(used) > 0 {
+			if result, err = podsecurity.Evaluate(meta, spec, string(ps.Level), ps.Version, excludes); err != nil {
+				return errored("failed to evaluate podSecurity", err)
+			}
+		}
+	}
+	props := map[string]string{"standard": string(ps.Level), "version": result.Version}
+	if result.Allowed() {
+		if len(used) > 0 {
+			o := skip("rule is skipped due to policy exceptions " + exceptionKeys(used))
+			o.exceptions, o.props = used, props
+			return o
+		}
+		o := pass(result.Message(vd.rule.name))
+		o.props = props
+		return o
+	}
+	o := fail(result.Message(vd.rule.name))
+	controls := make([]string, 0, len(result.Checks))
+	for _, c := range result.Checks {
+		o.checks = append(o.checks, PodSecurityCheck{ID: c.ID, Reason: c.Reason, Detail: c.Detail, ForbiddenBy: c.Control})
+		controls = append(controls, c.ID)
+	}
+	props["controls"] = strings.Join(controls, ",")
+	o.props = props
+	return o
+}
+
+func toExclude(e kyvernov1.PodSecurityStandard) podsecurity.Exclude {
+	return podsecurity.Exclude{ControlName: e.ControlName, Images: e.Images, RestrictedField: e.RestrictedField, Values: e.Values}
 }

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/conditions"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/variables"
 )
@@ -263,16 +264,6 @@ func (s *PolicySet) checkContext(entries []kyvernov1.ContextEntry, path string, 
 	}
 }
 
-// canonicalOperators maps the lower-cased operator names to their
-// canonical spelling; Kyverno matches operators case-insensitively.
-var canonicalOperators = func() map[string]string {
-	m := map[string]string{"equal": "Equal", "notequal": "NotEqual"}
-	for _, op := range kyvernov1.ConditionOperators {
-		m[strings.ToLower(string(op))] = string(op)
-	}
-	return m
-}()
-
 func compileConditions(block *kyvernov1.AnyAllConditions, path string, f *faults) *conditionBlock {
 	if block == nil {
 		return nil
@@ -283,7 +274,7 @@ func compileConditions(block *kyvernov1.AnyAllConditions, path string, f *faults
 		for i := range list {
 			c := &list[i]
 			cp := fmt.Sprintf("%s[%d]", p, i)
-			op, ok := canonicalOperators[strings.ToLower(string(c.Operator))]
+			op, ok := conditions.Parse(string(c.Operator))
 			if !ok {
 				f.add(cp+".operator", fmt.Sprintf("unknown operator %q", c.Operator))
 			}
@@ -298,7 +289,7 @@ func compileConditions(block *kyvernov1.AnyAllConditions, path string, f *faults
 			if variables.HasVariables(key) || variables.HasVariables(value) || variables.HasVariables(c.Message) {
 				out.hasVars = true
 			}
-			conds = append(conds, condition{key: key, value: value, operator: op, message: c.Message})
+			conds = append(conds, condition{key: key, value: value, operator: string(op), message: c.Message})
 		}
 		return conds
 	}

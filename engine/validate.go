@@ -213,6 +213,8 @@ type outcome struct {
 	message string
 	checks  []PodSecurityCheck
 	props   map[string]string
+	// exceptions are PolicyExceptions that took part in the outcome.
+	exceptions []*exception
 }
 
 func pass(msg string) outcome { return outcome{status: StatusPass, message: msg} }
@@ -251,7 +253,7 @@ func (vd *validator) run(ctx context.Context, doc *jsoncontext.Document, resourc
 	case len(v.foreach) > 0:
 		return vd.foreach(ctx, doc, v.foreach, 0)
 	case v.podSecurity != nil:
-		return vd.ev.podSecurity(vd.rule, v.podSecurity, resource), true
+		return vd.podSecurity(v.podSecurity, resource), true
 	}
 	return errorf("rule %s has nothing to validate", vd.rule.name), true
 }
