@@ -68,9 +68,8 @@ func TestCorpusAgainstCRDs(t *testing.T) {
 	for _, doc := range docs {
 		key := doc.APIVersion + " " + doc.Kind
 		switch key {
-		case "kyverno.io/v1 ClusterPolicy", "kyverno.io/v1 Policy", "kyverno.io/v2 PolicyException":
-		case "kyverno.io/v2beta1 PolicyException":
-			key = "kyverno.io/v2 PolicyException" // same wire format
+		case "kyverno.io/v1 ClusterPolicy", "kyverno.io/v1 Policy",
+			"kyverno.io/v2 PolicyException", "kyverno.io/v2beta1 PolicyException":
 		default:
 			continue
 		}
