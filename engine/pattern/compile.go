@@ -2,6 +2,7 @@ package pattern
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -267,24 +268,41 @@ func (b *builder) checkString(s, fieldPath string) {
 // in reverse key order, then the remaining keys in key order. The first
 // failing key decides the result, so the order matters.
 func orderFields(fields []*field) (anchored, plain []*field) {
-	sorted := append([]*field(nil), fields...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].raw < sorted[j].raw })
-	var front, back []*field
+	buf := make([]*field, 2*len(fields))
+	sorted := buf[:len(fields)]
+	copy(sorted, fields)
+	slices.SortFunc(sorted, func(a, b *field) int { return strings.Compare(a.raw, b.raw) })
+	out := buf[len(fields):]
+	phase1, front := 0, 0
 	for _, f := range sorted {
 		switch {
-		case f.anchor == anchor.Condition || f.anchor == anchor.Equality ||
-			f.anchor == anchor.Existence || f.anchor == anchor.Negation:
-			anchored = append(anchored, f)
+		case isPhase1(f.anchor):
+			phase1++
 		case f.anchor == anchor.Global || f.nested:
-			front = append(front, f)
-		default:
-			back = append(back, f)
+			front++
 		}
 	}
-	for i := len(front) - 1; i >= 0; i-- {
-		plain = append(plain, front[i])
+	a, fr, bk := 0, phase1+front-1, phase1+front
+	for _, f := range sorted {
+		switch {
+		case isPhase1(f.anchor):
+			out[a] = f
+			a++
+		case f.anchor == anchor.Global || f.nested:
+			out[fr] = f // filled from the back: reverse key order
+			fr--
+		default:
+			out[bk] = f
+			bk++
+		}
 	}
-	return anchored, append(plain, back...)
+	return out[:phase1:phase1], out[phase1:]
+}
+
+// isPhase1 reports whether keys with anchor k are evaluated before the
+// plain keys of their map.
+func isPhase1(k anchor.Kind) bool {
+	return k == anchor.Condition || k == anchor.Equality || k == anchor.Existence || k == anchor.Negation
 }
 
 // hasAnchors reports whether a pattern value holds a validate anchor key

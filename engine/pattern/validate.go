@@ -2,7 +2,6 @@ package pattern
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -23,10 +22,11 @@ func Validate(resource, pattern any) *Error {
 // string, float64, bool, nil) against the compiled pattern.
 func (c *Compiled) Validate(resource any) *Error {
 	w := walker{tracked: c.tracked}
+	w.segs = w.segBuf[:0]
 	if c.tracked > len(w.inline)*64/2 {
 		w.big = make([]uint64, 2*((c.tracked+63)/64))
 	}
-	f := w.element(resource, c.root, "/")
+	f := w.element(resource, c.root)
 	if f == nil {
 		return nil
 	}
@@ -72,6 +72,10 @@ type walker struct {
 	tracked int
 	inline  [4]uint64 // seen bits then found bits, for up to 128 keys
 	big     []uint64
+	// segs is the current position in the resource; segBuf backs it for
+	// resources up to 16 levels deep.
+	segs   []segment
+	segBuf [16]segment
 }
 
 func (w *walker) bits() []uint64 {
@@ -102,38 +106,43 @@ func (w *walker) missingAnchorKeys() bool {
 }
 
 // element matches one resource node against one pattern node at path.
-func (w *walker) element(res any, n *node, path string) *failure {
+func (w *walker) element(res any, n *node) *failure {
 	switch n.kind {
 	case nodeMap:
 		m, ok := res.(map[string]any)
 		if !ok {
-			return fail(path, "pattern and resource have different structures. Path: %s. Expected %T, found %T", path, n.raw, res)
+			p := w.path()
+			return fail(p, "pattern and resource have different structures. Path: %s. Expected %T, found %T", p, n.raw, res)
 		}
-		return w.mapping(m, n, path)
+		return w.mapping(m, n)
 	case nodeArray:
 		a, ok := res.([]any)
 		if !ok {
-			return fail(path, "validation rule failed at path %s, resource does not satisfy the expected overlay pattern", path)
+			p := w.path()
+			return fail(p, "validation rule failed at path %s, resource does not satisfy the expected overlay pattern", p)
 		}
-		return w.array(a, n, path)
+		return w.array(res, a, n)
 	case nodeScalar:
 		if a, ok := res.([]any); ok {
 			for _, e := range a {
 				if !n.scalar.match(e) {
-					return fail(path, "resource value '%v' does not match '%v' at path %s", res, n.raw, path)
+					p := w.path()
+					return fail(p, "resource value '%v' does not match '%v' at path %s", res, n.raw, p)
 				}
 			}
 			return nil
 		}
 		if !n.scalar.match(res) {
-			return fail(path, "resource value '%v' does not match '%v' at path %s", res, n.raw, path)
+			p := w.path()
+			return fail(p, "resource value '%v' does not match '%v' at path %s", res, n.raw, p)
 		}
 		return nil
 	}
-	return fail(path, "failed at '%s', pattern contains unknown type", path)
+	p := w.path()
+	return fail(p, "failed at '%s', pattern contains unknown type", p)
 }
 
-func (w *walker) mapping(res map[string]any, n *node, path string) *failure {
+func (w *walker) mapping(res map[string]any, n *node) *failure {
 	anchored, plain := n.anchored, n.plain
 	if n.expandKeys {
 		anchored, plain = expandKeys(n.fields, res)
@@ -145,12 +154,12 @@ func (w *walker) mapping(res map[string]any, n *node, path string) *failure {
 		}
 	}
 	for _, f := range anchored {
-		if e := w.field(res, f, path); e != nil {
+		if e := w.field(res, f); e != nil {
 			return e
 		}
 	}
 	for _, f := range plain {
-		if e := w.field(res, f, path); e != nil {
+		if e := w.field(res, f); e != nil {
 			return e
 		}
 	}
@@ -159,15 +168,23 @@ func (w *walker) mapping(res map[string]any, n *node, path string) *failure {
 
 // field applies one key of a pattern map to the resource map, according to
 // its anchor (validate-semantics.md §2).
-func (w *walker) field(res map[string]any, f *field, path string) *failure {
+func (w *walker) field(res map[string]any, f *field) *failure {
 	value, present := res[f.key]
-	here := path + f.key + "/"
+	if f.star && f.anchor == anchor.None {
+		if value != nil {
+			return nil
+		}
+		p := w.path()
+		return fail(p, "%s/%s not found", p, f.key)
+	}
+	w.push(f.key)
+	defer w.pop()
 	switch f.anchor {
 	case anchor.Condition:
 		if !present {
-			return &failure{kind: skipCondition, path: here, msg: "conditional anchor mismatch: conditional anchor key doesn't exist in the resource"}
+			return &failure{kind: skipCondition, path: w.path(), msg: "conditional anchor mismatch: conditional anchor key doesn't exist in the resource"}
 		}
-		if e := w.element(value, f.value, here); e != nil {
+		if e := w.element(value, f.value); e != nil {
 			return &failure{kind: skipCondition, path: e.path, msg: "conditional anchor mismatch: " + e.msg}
 		}
 		return nil
@@ -175,7 +192,7 @@ func (w *walker) field(res map[string]any, f *field, path string) *failure {
 		if !present {
 			return nil
 		}
-		if e := w.element(value, f.value, here); e != nil {
+		if e := w.element(value, f.value); e != nil {
 			return &failure{kind: skipGlobal, path: e.path, msg: "global anchor mismatch: " + e.msg}
 		}
 		return nil
@@ -183,110 +200,160 @@ func (w *walker) field(res map[string]any, f *field, path string) *failure {
 		if !present {
 			return nil
 		}
-		return w.element(value, f.value, here)
+		return w.element(value, f.value)
 	case anchor.Negation:
 		if !present {
 			return nil
 		}
-		return &failure{kind: failNegation, path: here, msg: "negation anchor matched in resource: " + here + " is not allowed"}
+		p := w.path()
+		return &failure{kind: failNegation, path: p, msg: "negation anchor matched in resource: " + p + " is not allowed"}
 	case anchor.Existence:
 		if !present {
 			return nil
 		}
-		return w.existence(value, f.value, here)
+		return w.existence(value, f.value)
 	}
-	if f.star {
-		if value != nil {
-			return nil
-		}
-		return fail(path, "%s/%s not found", path, f.key)
-	}
-	return w.element(value, f.value, here)
+	return w.element(value, f.value)
 }
 
 // existence implements ^(key): every map of the pattern list must match at
 // least one element of the resource list.
-func (w *walker) existence(value any, n *node, path string) *failure {
+func (w *walker) existence(value any, n *node) *failure {
 	list, ok := value.([]any)
 	if !ok {
-		return fail(path, "invalid resource type %T: Existence ^ () anchor can be used only on list/array type resource", value)
+		return fail(w.path(), "invalid resource type %T: Existence ^ () anchor can be used only on list/array type resource", value)
 	}
 	if n.kind != nodeArray {
-		return fail(path, "invalid pattern type %T: Pattern has to be of list to compare against resource", n.raw)
+		return fail(w.path(), "invalid pattern type %T: Pattern has to be of list to compare against resource", n.raw)
 	}
 	if n.mode == arrayEmpty {
 		return nil
 	}
 	if n.mode != arrayOfMaps || !n.allMaps {
-		return fail(path, "invalid pattern type %T: Pattern has to be of type map to compare against items in resource", n.raw)
+		return fail(w.path(), "invalid pattern type %T: Pattern has to be of type map to compare against items in resource", n.raw)
 	}
 	for _, p := range n.elems {
 		matched := false
 		for i, e := range list {
-			if w.element(e, p, path+strconv.Itoa(i)+"/") == nil {
+			w.pushIndex(i)
+			ok := w.element(e, p) == nil
+			w.pop()
+			if ok {
 				matched = true
 				break
 			}
 		}
 		if !matched {
-			return fail(path, "existence anchor validation failed at path %s", path)
+			p := w.path()
+			return fail(p, "existence anchor validation failed at path %s", p)
 		}
 	}
 	return nil
 }
 
-func (w *walker) array(res []any, n *node, path string) *failure {
+// array matches a resource list (list, also passed boxed as res so that a
+// scalar pattern can be applied to it without boxing it again).
+func (w *walker) array(res any, list []any, n *node) *failure {
 	switch n.mode {
 	case arrayEmpty:
-		return fail(path, "pattern Array empty")
+		return fail(w.path(), "pattern Array empty")
 	case arrayOfScalar:
-		return w.element(res, n.elems[0], path)
+		return w.element(res, n.elems[0])
 	case arrayOfMaps:
-		return w.eachElement(len(res), func(i int) *failure {
-			return w.element(res[i], n.elems[0], path+strconv.Itoa(i)+"/")
-		}, path)
+		var skips skipList
+		for i, e := range list {
+			w.pushIndex(i)
+			f := skips.add(w.element(e, n.elems[0]))
+			w.pop()
+			if f != nil {
+				return f
+			}
+		}
+		return skips.result(w)
 	}
-	if len(res) < len(n.elems) {
-		return fail("", "validate Array failed, array length mismatch, resource Array len is %d and pattern Array len is %d", len(res), len(n.elems))
+	if len(list) < len(n.elems) {
+		return fail("", "validate Array failed, array length mismatch, resource Array len is %d and pattern Array len is %d", len(list), len(n.elems))
 	}
-	return w.eachElement(len(n.elems), func(i int) *failure {
-		return w.element(res[i], n.elems[i], path+strconv.Itoa(i)+"/")
-	}, path)
-}
-
-// eachElement runs check on n array elements. The first non-skip failure is
-// returned; elements that skip are ignored unless every element skipped, in
-// which case the array as a whole skips.
-func (w *walker) eachElement(n int, check func(int) *failure, path string) *failure {
-	var skips []*failure
-	applied := 0
-	for i := 0; i < n; i++ {
-		e := check(i)
-		switch {
-		case e == nil:
-			applied++
-		case e.skip():
-			skips = append(skips, e)
-		default:
-			return e
+	var skips skipList
+	for i, p := range n.elems {
+		w.pushIndex(i)
+		f := skips.add(w.element(list[i], p))
+		w.pop()
+		if f != nil {
+			return f
 		}
 	}
-	if applied > 0 || len(skips) == 0 {
+	return skips.result(w)
+}
+
+// skipList gathers the outcomes of array elements. The first non-skip
+// failure is returned at once; elements that skip are ignored unless every
+// element skipped, in which case the array as a whole skips.
+type skipList struct {
+	applied int
+	skips   []*failure
+}
+
+// add records one element's outcome and returns it if it is a failure that
+// must stop the array.
+func (s *skipList) add(f *failure) *failure {
+	switch {
+	case f == nil:
+		s.applied++
+	case f.skip():
+		s.skips = append(s.skips, f)
+	default:
+		return f
+	}
+	return nil
+}
+
+func (s *skipList) result(w *walker) *failure {
+	if s.applied > 0 || len(s.skips) == 0 {
 		return nil
 	}
-	if len(skips) == 1 {
-		return skips[0]
+	if len(s.skips) == 1 {
+		return s.skips[0]
 	}
-	combined := &failure{kind: skipGlobal, path: path}
-	msgs := make([]string, len(skips))
-	for i, s := range skips {
-		msgs[i] = s.msg
-		if s.kind == skipCondition {
+	combined := &failure{kind: skipGlobal, path: w.path()}
+	msgs := make([]string, len(s.skips))
+	for i, f := range s.skips {
+		msgs[i] = f.msg
+		if f.kind == skipCondition {
 			combined.kind = skipCondition
 		}
 	}
 	combined.msg = strings.Join(msgs, "; ")
 	return combined
+}
+
+// segment is one step of the walk's position in the resource: a map key or
+// an array index.
+type segment struct {
+	key     string
+	index   int
+	isIndex bool
+}
+
+func (w *walker) push(key string) { w.segs = append(w.segs, segment{key: key}) }
+func (w *walker) pushIndex(i int) { w.segs = append(w.segs, segment{index: i, isIndex: true}) }
+func (w *walker) pop()            { w.segs = w.segs[:len(w.segs)-1] }
+
+// path renders the current position in Kyverno's form: "/" for the root,
+// "/spec/containers/0/" below it. It is only called to report a failure, so
+// the walk itself builds no strings.
+func (w *walker) path() string {
+	var b strings.Builder
+	b.WriteByte('/')
+	for _, s := range w.segs {
+		if s.isIndex {
+			b.WriteString(strconv.Itoa(s.index))
+		} else {
+			b.WriteString(s.key)
+		}
+		b.WriteByte('/')
+	}
+	return b.String()
 }
 
 // expandKeys resolves wildcard keys of a metadata.labels or
@@ -295,27 +362,22 @@ func (w *walker) eachElement(n int, check func(int) *failure, path string) *fail
 // first in map order, which is random). Anchors are kept. A key that
 // matches nothing stays as written and so is looked up literally.
 func expandKeys(fields []*field, res map[string]any) (anchored, plain []*field) {
-	var keys []string
 	expanded := make([]*field, len(fields))
 	for i, f := range fields {
 		expanded[i] = f
 		if !wildcard.ContainsWildcard(f.raw) {
 			continue
 		}
-		if keys == nil {
-			keys = make([]string, 0, len(res))
-			for k := range res {
-				keys = append(keys, k)
+		first, found := "", false
+		for k := range res {
+			if (!found || k < first) && wildcard.Match(f.key, k) {
+				first, found = k, true
 			}
-			sort.Strings(keys)
 		}
-		for _, k := range keys {
-			if wildcard.Match(f.key, k) {
-				g := *f
-				g.key, g.raw = k, anchor.Build(f.anchor, k)
-				expanded[i] = &g
-				break
-			}
+		if found {
+			g := *f
+			g.key, g.raw = first, anchor.Build(f.anchor, first)
+			expanded[i] = &g
 		}
 	}
 	return orderFields(expanded)
