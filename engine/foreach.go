@@ -50,10 +50,11 @@ func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe
 			continue
 		}
 		edoc := doc.Child()
-		edoc.Set("element", el)
-		edoc.Set("elementIndex", float64(i))
-		edoc.Set(fmt.Sprintf("element%d", nesting), el)
-		edoc.Set(fmt.Sprintf("elementIndex%d", nesting), float64(i))
+		edoc.SetRoot("element", el)
+		edoc.SetRoot("elementIndex", float64(i))
+		elementN, indexN := elementNames(nesting)
+		edoc.SetRoot(elementN, el)
+		edoc.SetRoot(indexN, float64(i))
 		resource := vd.ev.object
 		if m, ok := el.(map[string]any); ok && (fe.elementScope == nil || *fe.elementScope) {
 			resource = m
@@ -124,3 +125,20 @@ func (ev *evaluation) evalList(doc *jsoncontext.Document, expr string) ([]any, e
 		return []any{t}, nil
 	}
 }
+
+// elementNames returns the names of the nesting-specific element variables
+// (element0/elementIndex0, element1/...).
+func elementNames(nesting int) (string, string) {
+	if nesting < len(elementVars) {
+		return elementVars[nesting][0], elementVars[nesting][1]
+	}
+	return fmt.Sprintf("element%d", nesting), fmt.Sprintf("elementIndex%d", nesting)
+}
+
+var elementVars = func() [][2]string {
+	out := make([][2]string, 8)
+	for i := range out {
+		out[i] = [2]string{fmt.Sprintf("element%d", i), fmt.Sprintf("elementIndex%d", i)}
+	}
+	return out
+}()

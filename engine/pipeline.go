@@ -10,6 +10,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/conditions"
+	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/variables"
@@ -407,16 +408,30 @@ func (ev *evaluation) conditions(doc *jsoncontext.Document, block *conditionBloc
 	if precondition {
 		opts = append(opts, variables.WithMissing(""))
 	}
-	eval := func(c *condition) (bool, error) {
-		key, value := c.key, c.value
+	operand := func(v any, expr string) (any, error) {
+		if expr != "" {
+			out, err := doc.Query(expr)
+			if err == nil {
+				return out, nil
+			}
+			if precondition && jmespath.IsNotFound(err) {
+				return "", nil
+			}
+			return nil, &variables.Error{Variable: "{{" + expr + "}}", Path: "/", Err: err}
+		}
 		if block.hasVars {
-			var err error
-			if key, err = ev.substitute(doc, key, "", opts...); err != nil {
-				return false, err
-			}
-			if value, err = ev.substitute(doc, value, "", opts...); err != nil {
-				return false, err
-			}
+			return ev.substitute(doc, v, "", opts...)
+		}
+		return v, nil
+	}
+	eval := func(c *condition) (bool, error) {
+		key, err := operand(c.key, c.keyExpr)
+		if err != nil {
+			return false, err
+		}
+		value, err := operand(c.value, c.valueExpr)
+		if err != nil {
+			return false, err
 		}
 		return conditions.Evaluate(key, c.operator, value)
 	}

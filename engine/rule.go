@@ -15,7 +15,9 @@ import (
 // rule is a compiled rule: its source plus everything that can be worked
 // out once (decoded patterns and conditions, which parts hold variables).
 type rule struct {
-	name    string
+	name string
+	// passMessage is Kyverno's message for a passing validate rule.
+	passMessage string
 	src     *kyvernov1.Rule
 	typ     RuleType
 	match   *kyvernov1.MatchResources
@@ -37,12 +39,34 @@ type conditionBlock struct {
 
 type condition struct {
 	key, value any
-	operator   string // canonical spelling, e.g. "AnyIn"
-	message    string
+	// keyExpr and valueExpr are set when the operand is exactly one
+	// variable ("{{ expr }}"): it is then resolved with one query, without
+	// a substitution pass.
+	keyExpr, valueExpr string
+	operator           string // canonical spelling, e.g. "AnyIn"
+	message            string
+}
+
+// singleVariable returns the expression of an operand that is exactly one
+// variable and nothing else, e.g. "{{ request.object.spec }}".
+func singleVariable(v any) string {
+	s, ok := v.(string)
+	if !ok || !strings.HasPrefix(s, "{{") || !strings.HasSuffix(s, "}}") {
+		return ""
+	}
+	body := s[2 : len(s)-2]
+	if strings.Contains(body, "{{") || strings.Contains(body, "}}") || strings.Contains(body, "$(") {
+		return ""
+	}
+	exprs := variables.Find(s)
+	if len(exprs) != 1 || strings.HasPrefix(strings.TrimSpace(body), "-") {
+		return ""
+	}
+	return exprs[0]
 }
 
 func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, f *faults) *rule {
-	cr := &rule{name: r.Name, src: r, match: &r.MatchResources, exclude: r.ExcludeResources, context: r.Context}
+	cr := &rule{name: r.Name, passMessage: fmt.Sprintf("validation rule '%s' passed.", r.Name), src: r, match: &r.MatchResources, exclude: r.ExcludeResources, context: r.Context}
 	if r.Name == "" {
 		f.add(path+".name", "a rule needs a name")
 	}
@@ -289,7 +313,10 @@ func compileConditions(block *kyvernov1.AnyAllConditions, path string, f *faults
 			if variables.HasVariables(key) || variables.HasVariables(value) || variables.HasVariables(c.Message) {
 				out.hasVars = true
 			}
-			conds = append(conds, condition{key: key, value: value, operator: string(op), message: c.Message})
+			conds = append(conds, condition{
+				key: key, value: value, keyExpr: singleVariable(key), valueExpr: singleVariable(value),
+				operator: string(op), message: c.Message,
+			})
 		}
 		return conds
 	}

@@ -264,7 +264,7 @@ func (vd *validator) deny(doc *jsoncontext.Document, block *conditionBlock, mess
 		return errored("failed to check deny conditions", err)
 	}
 	if !denied {
-		return pass(fmt.Sprintf("validation rule '%s' passed.", vd.rule.name))
+		return pass(vd.rule.passMessage)
 	}
 	msg := fmt.Sprintf("validation error: rule %s failed", vd.rule.name)
 	if message != "" {
@@ -288,7 +288,7 @@ func (vd *validator) pattern(doc *jsoncontext.Document, resource map[string]any,
 	res := c.validate(resource)
 	switch res.kind {
 	case patternPass:
-		return pass(fmt.Sprintf("validation rule '%s' passed.", vd.rule.name))
+		return pass(vd.rule.passMessage)
 	case patternSkip:
 		return skip(res.msg)
 	case patternInvalid:

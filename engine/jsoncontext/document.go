@@ -69,6 +69,11 @@ func (d *Document) Get(path string) (any, bool) {
 	return cur, true
 }
 
+// SetRoot stores a top-level entry in place, without copying. Use it only
+// on a document fresh from Child that nothing else holds yet (e.g. to add
+// foreach elements).
+func (d *Document) SetRoot(key string, v any) { d.root[key] = v }
+
 // Set stores v at a dotted path ("request.operation", "element"), creating
 // maps as needed. Maps along the path are copied first, so documents that
 // share them are not affected.

@@ -11,6 +11,7 @@ package match
 
 import (
 	"strings"
+	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -194,7 +195,7 @@ func Kinds(selectors []string, gvk schema.GroupVersionKind, subresource string) 
 		if s == "*" {
 			return true
 		}
-		k := ParseKind(s)
+		k := parseKindCached(s)
 		if wildcard.Match(k.Group, gvk.Group) && wildcard.Match(k.Version, gvk.Version) &&
 			wildcard.Match(k.Kind, gvk.Kind) && wildcard.Match(k.SubResource, subresource) {
 			return true
@@ -239,6 +240,19 @@ func ParseKind(s string) KindSelector {
 			k.Kind, k.SubResource = kind, sub
 		}
 	}
+	return k
+}
+
+// kindCache memoizes ParseKind: kind selectors come from a bounded set of
+// policies and are matched on every request.
+var kindCache sync.Map // string -> KindSelector
+
+func parseKindCached(s string) KindSelector {
+	if k, ok := kindCache.Load(s); ok {
+		return k.(KindSelector)
+	}
+	k := ParseKind(s)
+	kindCache.Store(s, k)
 	return k
 }
 
