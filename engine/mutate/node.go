@@ -41,7 +41,9 @@ func toNode(v any) (*yaml.Node, error) {
 		}
 		return n, nil
 	case string:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: yaml.NodeTagString, Value: t}, nil
+		// A style other than plain spares kyaml a YAML 1.1 re-parse of every string
+		// it sets, done only to choose how to quote it; nothing here is printed.
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: yaml.NodeTagString, Value: t, Style: yaml.DoubleQuotedStyle}, nil
 	case bool:
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: yaml.NodeTagBool, Value: strconv.FormatBool(t)}, nil
 	case float64:

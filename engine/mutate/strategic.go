@@ -56,9 +56,14 @@ func StrategicMerge(resource map[string]any, patch any) (map[string]any, error) 
 }
 
 // mergePlain runs kyaml's strategic merge of an anchor-free patch over resource.
-// Each side is converted to a node tree once and the result back once.
+//
+// kyaml walks every field of both documents, which makes it the cost of a mutation.
+// It leaves alone what the patch does not name, so only the part of the resource
+// the patch can reach is converted and merged (see prune), and the result is grafted
+// back onto a copy of the rest. Each side is converted to a node tree once and the
+// result back once; there is no JSON or YAML text round trip.
 func mergePlain(resource, patch map[string]any) (map[string]any, error) {
-	dest, err := toNode(resource)
+	dest, err := toNode(prune(resource, patch))
 	if err != nil {
 		return nil, fmt.Errorf("resource: %w", err)
 	}
@@ -86,7 +91,88 @@ func mergePlain(resource, patch map[string]any) (map[string]any, error) {
 		}
 		return nil, fmt.Errorf("strategic merge produced a %T, not an object", v)
 	}
-	return m, nil
+	return graft(resource, m, patch), nil
+}
+
+// descends reports whether prune and graft look inside the patch map p rather than
+// hand the whole resource value to kyaml: a map without a `$patch` directive (replace
+// and delete concern the map as a whole).
+func descends(p any, r any) (pm, rm map[string]any, ok bool) {
+	pm, ok1 := p.(map[string]any)
+	rm, ok2 := r.(map[string]any)
+	if !ok1 || !ok2 || len(pm) == 0 {
+		return nil, nil, false
+	}
+	if _, directive := pm["$patch"]; directive {
+		return nil, nil, false
+	}
+	return pm, rm, true
+}
+
+// prune returns the part of resource the patch names, descending through maps.
+// apiVersion and kind are kept at every level because kyaml picks a schema by them.
+func prune(resource, patch map[string]any) map[string]any {
+	out := make(map[string]any, len(patch)+2)
+	for _, k := range [2]string{"apiVersion", "kind"} {
+		if v, ok := resource[k]; ok {
+			out[k] = v
+		}
+	}
+	for k, p := range patch {
+		r, ok := resource[k]
+		if !ok {
+			continue
+		}
+		if pm, rm, ok := descends(p, r); ok {
+			out[k] = prune(rm, pm)
+			continue
+		}
+		out[k] = r
+	}
+	return out
+}
+
+// graft returns a deep copy of resource in which the subtrees the patch names are
+// those of merged, the result of merging the pruned resource.
+func graft(resource, merged, patch map[string]any) map[string]any {
+	out := make(map[string]any, len(resource)+len(patch))
+	for k, v := range resource {
+		if _, named := patch[k]; !named {
+			out[k] = copyValue(v)
+		}
+	}
+	for k, p := range patch {
+		m, ok := merged[k]
+		if !ok {
+			continue // deleted by the patch
+		}
+		if pm, rm, ok := descends(p, resource[k]); ok {
+			if mm, isMap := m.(map[string]any); isMap {
+				out[k] = graft(rm, mm, pm)
+				continue
+			}
+		}
+		out[k] = m
+	}
+	return out
+}
+
+func copyValue(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, x := range t {
+			m[k] = copyValue(x)
+		}
+		return m
+	case []any:
+		l := make([]any, len(t))
+		for i, x := range t {
+			l[i] = copyValue(x)
+		}
+		return l
+	}
+	return normaliseNumber(v)
 }
 
 func patchMap(patch any) (map[string]any, error) {
