@@ -37,7 +37,7 @@ help: ## Show this help.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs into config/crd from the api/ markers.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=charter paths=./cmd/... paths=./webhook/... paths=./reconciler/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=charter paths=./... output:rbac:artifacts:config=config/rbac
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the api/ types.
