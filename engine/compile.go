@@ -137,7 +137,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 			fail.add(path+".name", fmt.Sprintf("duplicate rule name %q", r.Name))
 		}
 		seen[r.Name] = true
-		if cr := s.compileRule(p, r, path, fail); cr != nil {
+		if cr := s.compileRule(p, r, path, !strings.HasPrefix(path, "spec."), fail); cr != nil {
 			p.rules = append(p.rules, cr)
 		}
 	}

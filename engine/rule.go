@@ -65,7 +65,10 @@ func singleVariable(v any) string {
 	return exprs[0]
 }
 
-func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, f *faults) *rule {
+// compileRule compiles one rule. Generated (autogen) rules skip the checks
+// that walk the whole rule: their variables and match blocks are derived
+// from their source rule, which was checked already.
+func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, generated bool, f *faults) *rule {
 	cr := &rule{name: r.Name, passMessage: fmt.Sprintf("validation rule '%s' passed.", r.Name), src: r, match: &r.MatchResources, exclude: r.ExcludeResources, context: r.Context}
 	if r.Name == "" {
 		f.add(path+".name", "a rule needs a name")
@@ -102,14 +105,16 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, f *fa
 		s.checkMatch(path+".exclude", r.ExcludeResources, false, f)
 	}
 
-	raw, err := ruleJSON(r)
-	if err != nil {
-		f.add(path, "cannot encode rule: "+err.Error())
-		return nil
-	}
-	s.checkExpressions(raw, path, f)
-	if p.spec.BackgroundProcessingEnabled() {
-		checkBackgroundVariables(raw, path, f)
+	if !generated {
+		raw, err := ruleJSON(r)
+		if err != nil {
+			f.add(path, "cannot encode rule: "+err.Error())
+			return nil
+		}
+		s.checkExpressions(raw, path, f)
+		if p.spec.BackgroundProcessingEnabled() {
+			checkBackgroundVariables(raw, path, f)
+		}
 	}
 	s.checkContext(r.Context, path+".context", f)
 	if r.RawAnyAllConditions != nil {
