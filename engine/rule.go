@@ -18,11 +18,11 @@ type rule struct {
 	name string
 	// passMessage is Kyverno's message for a passing validate rule.
 	passMessage string
-	src     *kyvernov1.Rule
-	typ     RuleType
-	match   *kyvernov1.MatchResources
-	exclude *kyvernov1.MatchResources
-	context []kyvernov1.ContextEntry
+	src         *kyvernov1.Rule
+	typ         RuleType
+	match       *kyvernov1.MatchResources
+	exclude     *kyvernov1.MatchResources
+	context     []kyvernov1.ContextEntry
 	// preconditions is nil when the rule has none.
 	preconditions *conditionBlock
 	// handler evaluates the rule once it applies; nil for rule types this
