@@ -69,6 +69,9 @@ type node struct {
 	elems []*node
 	// allMaps is set for arrayOfMaps when every element is a map.
 	allMaps bool
+
+	// hasAnchors is set when the subtree holds a validate anchor key.
+	hasAnchors bool
 }
 
 type field struct {
@@ -115,7 +118,7 @@ func Check(pattern any) error {
 // so that Validate on an unchecked pattern behaves as Kyverno does.
 func compile(pattern any) (*Compiled, []*CompileError) {
 	b := builder{tracks: map[string]int{}}
-	root := b.node(pattern, "", "", "")
+	root := b.node(pattern, "", "")
 	return &Compiled{root: root, tracked: len(b.tracks), variables: b.variables}, b.problems
 }
 
@@ -123,33 +126,65 @@ type builder struct {
 	tracks    map[string]int
 	problems  []*CompileError
 	variables bool
+	// at is the position in the pattern, rendered only for problems.
+	at []fieldStep
 }
 
-func (b *builder) problem(fieldPath, format string, args ...any) {
-	b.problems = append(b.problems, &CompileError{Field: fieldPath, Msg: fmt.Sprintf(format, args...)})
+// fieldStep is one step of a field path: a map key or an array index.
+type fieldStep struct {
+	key   string
+	index int // -1 for a key
 }
 
-// node compiles p found at fieldPath under the (anchor-stripped) keys
-// parentKey and grandKey, which tell whether p holds labels or annotations.
-func (b *builder) node(p any, fieldPath, parentKey, grandKey string) *node {
+func (b *builder) problem(format string, args ...any) {
+	b.problems = append(b.problems, &CompileError{Field: b.fieldPath(), Msg: fmt.Sprintf(format, args...)})
+}
+
+// fieldPath renders the position as "spec.containers[0].image"; keys that
+// are not plain identifiers are quoted: metadata.labels["app.kubernetes.io/name"].
+func (b *builder) fieldPath() string {
+	var sb strings.Builder
+	for _, s := range b.at {
+		switch {
+		case s.index >= 0:
+			sb.WriteString("[" + strconv.Itoa(s.index) + "]")
+		case !isIdentifier(s.key):
+			sb.WriteString("[" + strconv.Quote(s.key) + "]")
+		default:
+			if sb.Len() > 0 {
+				sb.WriteByte('.')
+			}
+			sb.WriteString(s.key)
+		}
+	}
+	return sb.String()
+}
+
+func (b *builder) enterKey(key string) { b.at = append(b.at, fieldStep{key: key, index: -1}) }
+func (b *builder) enterIndex(i int)    { b.at = append(b.at, fieldStep{index: i}) }
+func (b *builder) leave()              { b.at = b.at[:len(b.at)-1] }
+
+// node compiles p, found under the (anchor-stripped) keys parentKey and
+// grandKey, which tell whether p holds labels or annotations.
+func (b *builder) node(p any, parentKey, grandKey string) *node {
 	switch v := p.(type) {
 	case map[string]any:
-		return b.mapNode(v, fieldPath, parentKey, grandKey)
+		return b.mapNode(v, parentKey, grandKey)
 	case []any:
-		return b.arrayNode(v, fieldPath)
+		return b.arrayNode(v)
 	}
 	s, ok := compileScalar(p)
 	if !ok {
-		b.problem(fieldPath, "unsupported pattern value of type %T", p)
+		b.problem("unsupported pattern value of type %T", p)
 		return &node{kind: nodeUnknown, raw: p}
 	}
-	if str, isString := p.(string); isString {
-		b.checkString(str, fieldPath)
+	if s.kind == scalarString {
+		b.checkString(s.s)
 	}
 	return &node{kind: nodeScalar, raw: p, scalar: s}
 }
 
-func (b *builder) mapNode(m map[string]any, fieldPath, parentKey, grandKey string) *node {
+func (b *builder) mapNode(m map[string]any, parentKey, grandKey string) *node {
 	n := &node{kind: nodeMap, raw: m}
 	labels := grandKey == "metadata" && (parentKey == "labels" || parentKey == "annotations")
 	// Visit keys in order so that Compile reports the same problem first
@@ -167,15 +202,21 @@ func (b *builder) mapNode(m map[string]any, fieldPath, parentKey, grandKey strin
 		f := &field{raw: raw, key: raw, track: -1}
 		if a, ok := anchor.Parse(raw); ok && a.Kind != anchor.Add {
 			f.anchor, f.key = a.Kind, a.Key
+			n.hasAnchors = true
 		} else if ok {
-			b.problem(fieldPath, "add anchor %q is only allowed in mutate patterns", raw)
+			b.problem("add anchor %q is only allowed in mutate patterns", raw)
 		} else if err := anchor.Malformed(raw); err != nil {
-			b.problem(fieldPath, "%v", err)
+			b.problem("%v", err)
 		}
-		childPath := joinField(fieldPath, f.key)
-		f.value = b.node(value, childPath, f.key, parentKey)
+		b.enterKey(f.key)
+		f.value = b.node(value, f.key, parentKey)
+		if f.anchor == anchor.Existence {
+			b.checkExistence(value, raw)
+		}
+		b.leave()
 		f.star = value == "*"
-		f.nested = hasAnchors(value)
+		f.nested = f.value.hasAnchors
+		n.hasAnchors = n.hasAnchors || f.nested
 		switch f.anchor {
 		case anchor.Condition, anchor.Existence:
 			idx, seen := b.tracks[raw]
@@ -184,9 +225,6 @@ func (b *builder) mapNode(m map[string]any, fieldPath, parentKey, grandKey strin
 				b.tracks[raw] = idx
 			}
 			f.track = idx
-		}
-		if f.anchor == anchor.Existence {
-			b.checkExistence(value, childPath, raw)
 		}
 		if labels && wildcard.ContainsWildcard(raw) {
 			n.expandKeys = true
@@ -197,10 +235,10 @@ func (b *builder) mapNode(m map[string]any, fieldPath, parentKey, grandKey strin
 	return n
 }
 
-func (b *builder) arrayNode(a []any, fieldPath string) *node {
+func (b *builder) arrayNode(a []any) *node {
 	n := &node{kind: nodeArray, raw: a}
 	if len(a) == 0 {
-		b.problem(fieldPath, "empty array: a pattern array needs at least one element")
+		b.problem("empty array: a pattern array needs at least one element")
 		n.mode = arrayEmpty
 		return n
 	}
@@ -213,33 +251,46 @@ func (b *builder) arrayNode(a []any, fieldPath string) *node {
 		for i, e := range a {
 			if _, ok := e.(map[string]any); !ok {
 				n.allMaps = false
+				n.hasAnchors = n.hasAnchors || hasAnchors(e)
 				continue
 			}
-			n.elems = append(n.elems, b.node(e, fieldPath+"["+strconv.Itoa(i)+"]", "", ""))
+			b.enterIndex(i)
+			n.elems = append(n.elems, b.node(e, "", ""))
+			b.leave()
 		}
 	case string, float64, int, int64, bool, nil:
 		n.mode = arrayOfScalar
-		n.elems = []*node{b.node(a[0], fieldPath+"[0]", "", "")}
+		b.enterIndex(0)
+		n.elems = []*node{b.node(a[0], "", "")}
+		b.leave()
+		for _, e := range a[1:] {
+			n.hasAnchors = n.hasAnchors || hasAnchors(e)
+		}
 	default:
 		n.mode = arrayPositional
 		for i, e := range a {
-			n.elems = append(n.elems, b.node(e, fieldPath+"["+strconv.Itoa(i)+"]", "", ""))
+			b.enterIndex(i)
+			n.elems = append(n.elems, b.node(e, "", ""))
+			b.leave()
 		}
+	}
+	for _, e := range n.elems {
+		n.hasAnchors = n.hasAnchors || e.hasAnchors
 	}
 	return n
 }
 
 // checkExistence requires ^(key) to hold a list of maps: Kyverno fails any
 // other value at run time.
-func (b *builder) checkExistence(value any, fieldPath, raw string) {
+func (b *builder) checkExistence(value any, raw string) {
 	list, ok := value.([]any)
 	if !ok {
-		b.problem(fieldPath, "existence anchor %q needs a list of maps, got %s", raw, typeName(value))
+		b.problem("existence anchor %q needs a list of maps, got %s", raw, typeName(value))
 		return
 	}
 	for _, e := range list {
 		if _, ok := e.(map[string]any); !ok {
-			b.problem(fieldPath, "existence anchor %q needs a list of maps, got an element of type %s", raw, typeName(e))
+			b.problem("existence anchor %q needs a list of maps, got an element of type %s", raw, typeName(e))
 			return
 		}
 	}
@@ -247,15 +298,15 @@ func (b *builder) checkExistence(value any, fieldPath, raw string) {
 
 // checkString rejects comparison operators with nothing to compare to, e.g.
 // ">=" or "<= | 5": they can never match.
-func (b *builder) checkString(s, fieldPath string) {
-	if hasVariable(s) {
+func (b *builder) checkString(sp *stringPattern) {
+	if hasVariable(sp.raw) {
 		b.variables = true
 		return
 	}
-	for _, alt := range parseStringPattern(s).alts {
+	for _, alt := range sp.alts {
 		for _, c := range alt {
 			if c.op != opEqual && c.op < opInRange && c.operand == "" {
-				b.problem(fieldPath, "operator %q in %q has no operand", opText[c.op], s)
+				b.problem("operator %q in %q has no operand", opText[c.op], sp.raw)
 				return
 			}
 		}
@@ -306,7 +357,8 @@ func isPhase1(k anchor.Kind) bool {
 }
 
 // hasAnchors reports whether a pattern value holds a validate anchor key
-// ((k), <(k), =(k), ^(k), X(k)) at any depth.
+// ((k), <(k), =(k), ^(k), X(k)) at any depth. The builder computes this
+// bottom-up; this is for the array elements it does not compile.
 func hasAnchors(p any) bool {
 	switch v := p.(type) {
 	case map[string]any:
@@ -330,19 +382,6 @@ func hasAnchors(p any) bool {
 
 func hasVariable(s string) bool {
 	return strings.Contains(s, "{{") || strings.Contains(s, "$(")
-}
-
-// joinField appends a map key to a field path: "spec" + "containers" is
-// "spec.containers"; keys that are not plain identifiers are quoted:
-// metadata.labels["app.kubernetes.io/name"].
-func joinField(parent, key string) string {
-	if !isIdentifier(key) {
-		return parent + "[" + strconv.Quote(key) + "]"
-	}
-	if parent == "" {
-		return key
-	}
-	return parent + "." + key
 }
 
 func isIdentifier(s string) bool {

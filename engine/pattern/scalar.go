@@ -208,6 +208,9 @@ func parseComparison(part string) comparison {
 			return newComparison(o, strings.TrimSpace(part[len(opText[o]):]))
 		}
 	}
+	if !mayBeRange(part) {
+		return newComparison(opEqual, strings.TrimSpace(part))
+	}
 	if m := notInRangeRE.FindStringSubmatch(part); m != nil {
 		lo, hi := newComparison(opLess, m[1]), newComparison(opMore, m[2])
 		return comparison{op: opNotInRange, operand: part, lo: &lo, hi: &hi}
@@ -217,6 +220,13 @@ func parseComparison(part string) comparison {
 		return comparison{op: opInRange, operand: part, lo: &lo, hi: &hi}
 	}
 	return newComparison(opEqual, strings.TrimSpace(part))
+}
+
+// mayBeRange is a cheap test for the range regular expressions: they need a
+// digit or sign first and a '-' further on.
+func mayBeRange(s string) bool {
+	c := s[0]
+	return (c >= '0' && c <= '9' || c == '-' || c == '+' || c == '|') && strings.IndexByte(s[1:], '-') >= 0
 }
 
 func newComparison(o op, operand string) comparison {

@@ -143,11 +143,12 @@ func (w *walker) element(res any, n *node) *failure {
 }
 
 func (w *walker) mapping(res map[string]any, n *node) *failure {
-	anchored, plain := n.anchored, n.plain
+	fields, anchored, plain := n.fields, n.anchored, n.plain
 	if n.expandKeys {
-		anchored, plain = expandKeys(n.fields, res)
+		fields = expandKeys(n.fields, res)
+		anchored, plain = orderFields(fields)
 	}
-	for _, f := range n.fields {
+	for _, f := range fields {
 		if f.track >= 0 {
 			_, found := res[f.key]
 			w.note(f.track, found)
@@ -361,7 +362,7 @@ func (w *walker) path() string {
 // the first resource key it matches, in sorted order (Kyverno takes the
 // first in map order, which is random). Anchors are kept. A key that
 // matches nothing stays as written and so is looked up literally.
-func expandKeys(fields []*field, res map[string]any) (anchored, plain []*field) {
+func expandKeys(fields []*field, res map[string]any) []*field {
 	expanded := make([]*field, len(fields))
 	for i, f := range fields {
 		expanded[i] = f
@@ -380,5 +381,5 @@ func expandKeys(fields []*field, res map[string]any) (anchored, plain []*field) 
 			expanded[i] = &g
 		}
 	}
-	return orderFields(expanded)
+	return expanded
 }
