@@ -66,3 +66,28 @@ func BenchmarkCompileAndValidatePod(b *testing.B) {
 		}
 	}
 }
+
+// TestConcurrentValidate shares one Compiled between goroutines, as the
+// webhook does; run with -race.
+func TestConcurrentValidate(t *testing.T) {
+	c, err := Compile(loadYAML(t, "testdata/restricted-pattern.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *Error)
+	for i := 0; i < 4; i++ {
+		pod := loadYAML(t, "testdata/pod.yaml") // one copy per goroutine
+		go func() {
+			var last *Error
+			for j := 0; j < 50; j++ {
+				last = c.Validate(pod)
+			}
+			done <- last
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if e := <-done; e != nil {
+			t.Errorf("goroutine result %+v", e)
+		}
+	}
+}
