@@ -2,8 +2,8 @@ package mutate
 
 import "testing"
 
-// The condition matcher follows validate-semantics §1-§4; these cases pin the parts
-// mutate conditions use.
+// Conditions are validate patterns (engine/pattern); these cases pin the parts mutate
+// conditions rely on.
 func TestConditionHolds(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -55,19 +55,5 @@ func TestConditionHolds(t *testing.T) {
 				t.Errorf("conditionHolds(%#v, %#v) = %v, want %v", tt.pattern, tt.value, got, tt.want)
 			}
 		})
-	}
-}
-
-func TestWildcardMatch(t *testing.T) {
-	for _, tt := range []struct {
-		p, s string
-		want bool
-	}{
-		{"*", "", true}, {"?", "", false}, {"a*c", "abbc", true}, {"a*c", "abcd", false},
-		{"*:latest", "nginx:latest", true}, {"ä?", "äb", true}, {"**a", "ba", true},
-	} {
-		if got := wildcardMatch(tt.p, tt.s); got != tt.want {
-			t.Errorf("wildcardMatch(%q, %q) = %v, want %v", tt.p, tt.s, got, tt.want)
-		}
 	}
 }

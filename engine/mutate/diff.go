@@ -168,3 +168,16 @@ func Equal(a, b any) bool {
 	jb, errB := json.Marshal(b)
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
+
+func toFloat(v any) (float64, bool) {
+	switch t := v.(type) {
+	case float64:
+		return t, true
+	case float32:
+		return float64(t), true
+	}
+	if i, ok := asInt64(v); ok {
+		return float64(i), true
+	}
+	return 0, false
+}

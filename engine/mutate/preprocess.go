@@ -3,6 +3,7 @@ package mutate
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/charter-dev/charter/engine/anchor"
@@ -217,11 +218,18 @@ func preprocessList(list []any, resource any, path string) (any, bool, error) {
 	return out, true, nil
 }
 
+// nameKey is the identity of a list element's name for matching and de-duplication.
 func nameKey(v any) string {
-	if s, ok := v.(string); ok {
-		return s
+	switch t := v.(type) {
+	case string:
+		return t
+	case nil:
+		return "\x00nil"
 	}
-	return scalarString(v, "\x00nil")
+	if f, ok := toFloat(v); ok {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
 }
 
 // mergeMaps returns a with b deep-merged over it; used when two anchored elements
