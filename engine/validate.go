@@ -291,12 +291,15 @@ func (vd *validator) pattern(doc *jsoncontext.Document, resource map[string]any,
 		return pass(vd.rule.passMessage)
 	case patternSkip:
 		return skip(res.msg)
-	case patternInvalid:
-		return errorf("validation error: rule %s execution error: %s", vd.rule.name, res.msg)
 	}
 	msg, err := vd.ev.substituteMessage(doc, message)
 	if err != nil {
 		return errored("failed to substitute variables in message", err)
+	}
+	if res.kind == patternInvalid {
+		// Kyverno keeps the rule's own message in front of the execution
+		// error so that the author's explanation is not lost.
+		return errorf("%s", withRuleMessage(msg, fmt.Sprintf("rule %s execution error: %s", vd.rule.name, res.msg)))
 	}
 	return fail(patternFailMessage(vd.rule.name, msg, res.path))
 }
@@ -306,15 +309,24 @@ func patternFailMessage(rule, message, path string) string {
 	if message == "" {
 		return fmt.Sprintf("validation error: rule %s failed at path %s", rule, path)
 	}
-	if strings.HasSuffix(message, ".") {
-		return fmt.Sprintf("validation error: %s rule %s failed at path %s", message, rule, path)
+	return withRuleMessage(message, fmt.Sprintf("rule %s failed at path %s", rule, path))
+}
+
+// withRuleMessage builds Kyverno's "validation error: <message>. <detail>"
+// text, without doubling a full stop the author already wrote.
+func withRuleMessage(message, detail string) string {
+	switch {
+	case message == "":
+		return "validation error: " + detail
+	case strings.HasSuffix(message, "."):
+		return "validation error: " + message + " " + detail
+	default:
+		return "validation error: " + message + ". " + detail
 	}
-	return fmt.Sprintf("validation error: %s. rule %s failed at path %s", message, rule, path)
 }
 
 func (vd *validator) anyPattern(doc *jsoncontext.Document, resource map[string]any, list []*patternSpec, message string) outcome {
-	var failures []string
-	skipped := 0
+	var failures, skips []string
 	for i, ps := range list {
 		c, err := vd.ev.resolvePattern(doc, ps, fmt.Sprintf("/validate/anyPattern/%d", i))
 		if err != nil {
@@ -325,25 +337,19 @@ func (vd *validator) anyPattern(doc *jsoncontext.Document, resource map[string]a
 		case patternPass:
 			return pass(fmt.Sprintf("validation rule '%s' anyPattern[%d] passed.", vd.rule.name, i))
 		case patternSkip:
-			skipped++
+			skips = append(skips, fmt.Sprintf("rule %s[%d] skipped: %s", vd.rule.name, i, res.msg))
+		case patternInvalid:
+			failures = append(failures, fmt.Sprintf("rule %s[%d] failed: %s", vd.rule.name, i, res.msg))
 		default:
 			failures = append(failures, fmt.Sprintf("rule %s[%d] failed at path %s", vd.rule.name, i, res.path))
 		}
 	}
-	if len(failures) == 0 && skipped > 0 {
-		return skip(fmt.Sprintf("rule %s skipped: no pattern applied", vd.rule.name))
+	if len(failures) == 0 && len(skips) > 0 {
+		return skip(strings.Join(skips, " "))
 	}
 	msg, err := vd.ev.substituteMessage(doc, message)
 	if err != nil {
 		return errored("failed to substitute variables in message", err)
 	}
-	joined := strings.Join(failures, " ")
-	switch {
-	case msg == "":
-		return fail("validation error: " + joined)
-	case strings.HasSuffix(msg, "."):
-		return fail("validation error: " + msg + " " + joined)
-	default:
-		return fail("validation error: " + msg + ". " + joined)
-	}
+	return fail(withRuleMessage(msg, strings.Join(failures, " ")))
 }
