@@ -161,11 +161,17 @@ func preprocessList(list []any, resource any, path string) (any, bool, error) {
 
 	for i, e := range list {
 		elem, ok := e.(map[string]any)
-		if !ok || !hasMutateAnchor(elem) {
-			if ok {
-				add(elem)
-			} else {
-				out = append(out, e)
+		if !ok {
+			out = append(out, e)
+			continue
+		}
+		if !hasMutateAnchor(elem) {
+			plain, err := resolveDeletes(elem, resList, path)
+			if err != nil {
+				return nil, false, err
+			}
+			for _, p := range plain {
+				add(p)
 			}
 			continue
 		}
@@ -249,4 +255,95 @@ func mergeMaps(a, b map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// resolveDeletes makes `$patch: delete` elements name the element they delete by
+// every identifying field, whatever the list's merge key is. kyaml finds the element
+// by the schema's merge key; an element identified otherwise (volumeMounts by name,
+// where the key is mountPath) makes it delete the whole list, as Kyverno does (spec
+// §10 row 24, kyverno#13907). Here a delete element is matched on the fields it
+// gives and rewritten with the scalar fields of each resource element it matches; one
+// that matches nothing is dropped. A plain element holding deletes further down is
+// resolved against the resource element of the same name.
+func resolveDeletes(elem map[string]any, resList []any, path string) ([]map[string]any, error) {
+	if elem["$patch"] == "delete" {
+		if resList == nil {
+			return []map[string]any{elem}, nil
+		}
+		var out []map[string]any
+		for _, r := range resList {
+			rm, ok := r.(map[string]any)
+			if !ok || !identifies(elem, rm) {
+				continue
+			}
+			del := map[string]any{"$patch": "delete"}
+			for k, v := range rm {
+				switch v.(type) {
+				case map[string]any, []any:
+				default:
+					del[k] = v
+				}
+			}
+			out = append(out, del)
+		}
+		return out, nil
+	}
+	if !hasDeleteDirective(elem) {
+		return []map[string]any{elem}, nil
+	}
+	name, named := elem["name"]
+	if !named {
+		return []map[string]any{elem}, nil
+	}
+	for j, r := range resList {
+		if rm, ok := r.(map[string]any); ok && nameKey(rm["name"]) == nameKey(name) {
+			got, err := preprocessMap(elem, rm, fmt.Sprintf("%s/%d", path, j))
+			if err != nil {
+				return nil, err
+			}
+			return []map[string]any{got}, nil
+		}
+	}
+	return []map[string]any{elem}, nil
+}
+
+// identifies reports whether every scalar field of a delete element equals the
+// resource element's.
+func identifies(del, res map[string]any) bool {
+	for k, v := range del {
+		if k == "$patch" {
+			continue
+		}
+		switch v.(type) {
+		case map[string]any, []any:
+			continue
+		}
+		rv, ok := res[k]
+		if !ok || nameKey(rv) != nameKey(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// hasDeleteDirective reports whether v holds `$patch: delete` below its top level.
+func hasDeleteDirective(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		for _, child := range t {
+			switch c := child.(type) {
+			case map[string]any:
+				if c["$patch"] == "delete" || hasDeleteDirective(c) {
+					return true
+				}
+			case []any:
+				for _, e := range c {
+					if em, ok := e.(map[string]any); ok && (em["$patch"] == "delete" || hasDeleteDirective(em)) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }

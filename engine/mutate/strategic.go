@@ -34,6 +34,9 @@ import (
 //   - Q2: several anchored elements in one list each apply; Kyverno corrupts the list.
 //   - Q3: maps written empty (`emptyDir: {}`) are kept; maps emptied by anchors go.
 //   - Q4: the pattern under a `(k)` anchor is never written into the resource.
+//   - §10 row 24: a `$patch: delete` list element deletes the element it names even
+//     when it does not name it by the merge key (volumeMounts by name); Kyverno
+//     deletes the whole list.
 //
 // When a condition does not hold the error is a *ConditionError (errors.Is
 // ErrConditionNotMet, and ErrGlobalConditionNotMet for `<(k)`) and the returned map
