@@ -71,12 +71,12 @@ func decodeValuesFile(path string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDocSchema(d, "Values"); err != nil {
+		return nil, err
+	}
 	var v Values
 	if err := decodeStrict(d.JSON, &v); err != nil {
 		return nil, fmt.Errorf("%s: %w", d.Where(), err)
-	}
-	if err := checkSchema(d, v.APIVersion, v.Kind, "Values"); err != nil {
-		return nil, err
 	}
 	return &v.ValuesSpec, nil
 }
@@ -86,12 +86,12 @@ func decodeUserInfoFile(path string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDocSchema(d, "UserInfo"); err != nil {
+		return nil, err
+	}
 	var u UserInfo
 	if err := decodeStrict(d.JSON, &u); err != nil {
 		return nil, fmt.Errorf("%s: %w", d.Where(), err)
-	}
-	if err := checkSchema(d, u.APIVersion, u.Kind, "UserInfo"); err != nil {
-		return nil, err
 	}
 	return &u, nil
 }

@@ -99,12 +99,14 @@ func LoadFile(file string) []*Suite {
 }
 
 func decodeTest(d manifest.Document) (*Test, error) {
+	// The schema first: an old-style file fails on it, not on its first
+	// unknown field.
+	if err := checkDocSchema(d, "Test"); err != nil {
+		return nil, err
+	}
 	var t Test
 	if err := decodeStrict(d.JSON, &t); err != nil {
 		return nil, fmt.Errorf("%s: %w", d.Where(), err)
-	}
-	if err := checkSchema(d, t.APIVersion, t.Kind, "Test"); err != nil {
-		return nil, err
 	}
 	for i := range t.Results {
 		if err := checkResult(&t.Results[i]); err != nil {
@@ -112,6 +114,13 @@ func decodeTest(d manifest.Document) (*Test, error) {
 		}
 	}
 	return &t, nil
+}
+
+// checkDocSchema checks a document's apiVersion and kind before it is
+// decoded.
+func checkDocSchema(d manifest.Document, want string) error {
+	apiVersion, kind := d.TypeMeta()
+	return checkSchema(d, apiVersion, kind, want)
 }
 
 // checkSchema rejects documents without apiVersion and kind: Kyverno's CLI

@@ -230,8 +230,8 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []eval
 	for _, op := range ops {
 		for _, obj := range in.resources {
 			key := keyOf(obj)
-			req := buildRequest(obj, op, in)
-			resp := c.set.Validate(ctx, req, evalOpts...)
+			ref := engine.ResourceRef{APIVersion: key.APIVersion, Kind: key.Kind, Namespace: key.Namespace, Name: key.Name}
+			resp := c.set.Validate(ctx, buildRequest(obj, op, in), evalOpts...)
 			byKey := make(map[string]*engine.PolicyResponse, len(resp.Policies))
 			for i := range resp.Policies {
 				byKey[resp.Policies[i].Key] = &resp.Policies[i]
@@ -241,7 +241,20 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []eval
 				e := evaluation{Operation: op, Resource: key, Policy: p.GetName()}
 				if fault, bad := c.invalid[pkey]; bad {
 					e.Invalid = fault
-				} else if pr := byKey[pkey]; pr != nil {
+					evals = append(evals, e)
+					continue
+				}
+				pr := byKey[pkey]
+				// Kyverno's CLI builds each policy's request on its own: a
+				// request.operation of UPDATE or DELETE among the policy's
+				// values for this resource turns the request into one.
+				if valueOp := operationFromValues(in.values.Variables(p, ref)); valueOp != "" && valueOp != op {
+					if compiled, ok := c.set.Lookup(pkey); ok {
+						own := compiled.Validate(ctx, buildRequest(obj, valueOp, in), evalOpts...)
+						pr = &own
+					}
+				}
+				if pr != nil {
 					e.Rules = make([]ruleOutcome, len(pr.Rules))
 					for i, rr := range pr.Rules {
 						e.Rules[i] = ruleOutcome{Name: rr.Name, Status: string(rr.Status), Message: rr.Message}
@@ -256,6 +269,16 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []eval
 		}
 	}
 	return evals
+}
+
+// operationFromValues returns UPDATE or DELETE when the values set
+// request.operation to it.
+func operationFromValues(vars map[string]any) string {
+	switch op, _ := vars["request.operation"].(string); op {
+	case "UPDATE", "DELETE":
+		return op
+	}
+	return ""
 }
 
 func policyKey(p kyvernov1.PolicyInterface) string {
@@ -291,9 +314,11 @@ func buildRequest(obj *unstructured.Unstructured, op string, in *inputs) *engine
 			if sub.Kind != gvk.Kind || sub.Group != gvk.Group || sub.Version != gvk.Version {
 				continue
 			}
+			// Kyverno's CLI evaluates a subresource object (PodExecOptions)
+			// as a request for its parent kind and the subresource.
 			parent := sr.ParentResource
 			_, subName, _ := strings.Cut(sub.Name, "/")
-			req.Kind = gvk
+			req.Kind = schema.GroupVersionKind{Group: parent.Group, Version: parent.Version, Kind: parent.Kind}
 			req.Resource = schema.GroupVersionResource{Group: parent.Group, Version: parent.Version, Resource: parent.Name}
 			req.SubResource = subName
 		}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/charter-dev/charter/internal/clitest"
+	"github.com/charter-dev/charter/internal/printer"
+)
+
+func newTestCommand() *cobra.Command {
+	var (
+		fileName string
+		report   clitest.ReportOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "test PATH...",
+		Short: "Run Kyverno CLI test suites (kyverno-test.yaml) against charter's engine",
+		Long: `Run Kyverno CLI test suites.
+
+Every directory given is searched recursively (dot-directories such as
+.kyverno-test included) for files named --file-name; a file given directly is
+read as is. Each Test document names policies, resources and the expected
+results; charter evaluates them and compares every expected result the way
+"kyverno test" does. The last line is "Summary: N passed, M failed" and the
+command exits 1 when anything failed or a test file could not be run.`,
+		Example: `  charter test policies/
+  charter test --fail-only --detailed-results policies/pod-security
+  charter test -o json policies/ > results.json`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, paths []string) error {
+			if err := printer.CheckFormat(report.Output); err != nil {
+				return err
+			}
+			runner := clitest.NewRunner(clitest.Options{FileName: fileName})
+			results, err := runner.Run(cmd.Context(), paths)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			report.Color = printer.ColorEnabled(out)
+			tally, err := clitest.Report(out, cmd.ErrOrStderr(), results, report)
+			if err != nil {
+				return err
+			}
+			if tally.AnyFailure() {
+				return exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&fileName, "file-name", "f", clitest.DefaultFileName, "name of the test files to look for in directories")
+	f.BoolVar(&report.FailOnly, "fail-only", false, "show only failing results")
+	f.BoolVar(&report.Detailed, "detailed-results", false, "add each rule's message to the results")
+	f.StringVarP(&report.Output, "output", "o", "", "output format: json|yaml (one record per expected result)")
+	return cmd
+}

@@ -1,0 +1,198 @@
+package clitest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func runPaths(t *testing.T, paths ...string) []*SuiteResult {
+	t.Helper()
+	results, err := NewRunner(Options{}).Run(context.Background(), paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return results
+}
+
+// TestRunGoodSuiteBesideBrokenOne checks every comparison rule end to end on
+// tiny policies, and that a broken suite is reported while the others run.
+func TestRunGoodSuiteBesideBrokenOne(t *testing.T) {
+	results := runPaths(t, "testdata/run")
+	if len(results) != 2 {
+		t.Fatalf("got %d suites, want 2", len(results))
+	}
+	broken, good := results[0], results[1]
+	if broken.Err == nil || !strings.Contains(broken.Err.Error(), "broken/kyverno-test.yaml: resources[0]") ||
+		!strings.Contains(broken.Err.Error(), "missing.yaml") {
+		t.Errorf("broken suite: error %v, want one naming the test file, the field and the missing file", broken.Err)
+	}
+	if good.Err != nil {
+		t.Fatalf("good suite: %v", good.Err)
+	}
+	want := []short{
+		{"check-app", "v1/Pod/default/good", Passed, "Ok"},
+		{"check-app", "v1/Pod/default/system", Passed, "Ok"},
+		{"check-app", "v1/Pod/default/bad", Passed, "Ok"},
+		{"autogen-check-app", "apps/v1/Deployment/default/web", Passed, "Ok"},
+		{"skip-system", "v1/Pod/default/good", Passed, "Ok"},
+		{"skip-system", "v1/Pod/default/system", Passed, "Ok"},
+		{"check-app", "v1/ConfigMap/default/settings", Passed, "Excluded"},
+		{"no-latest-tag", "v1/Pod/team-a/latest", Passed, "Ok"},
+	}
+	if len(good.Rows) != len(want) {
+		t.Fatalf("got %d rows %+v, want %d", len(good.Rows), good.Rows, len(want))
+	}
+	for i, r := range good.Rows {
+		if got := (short{r.Rule, r.Resource, r.Verdict, r.Reason}); got != want[i] {
+			t.Errorf("row %d: got %+v, want %+v (message %q)", i+1, got, want[i], r.Message)
+		}
+	}
+	if len(good.Warnings) != 1 || !strings.Contains(good.Warnings[0], "duplicate resource v1/Pod/default/good") {
+		t.Errorf("warnings: %v, want the duplicate Pod", good.Warnings)
+	}
+
+	var out, errOut bytes.Buffer
+	tally, err := Report(&out, &errOut, results, ReportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tally.AnyFailure() {
+		t.Error("a broken suite must fail the run")
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if last := lines[len(lines)-1]; last != "Summary: 8 passed, 0 failed" {
+		t.Errorf("last line %q", last)
+	}
+	if !strings.Contains(errOut.String(), "Error: testdata/run/broken/kyverno-test.yaml") {
+		t.Errorf("stderr does not report the broken suite:\n%s", errOut.String())
+	}
+	if strings.Contains(out.String(), "\x1b[") {
+		t.Error("colour written to a non-terminal")
+	}
+}
+
+func TestReportJSON(t *testing.T) {
+	results := runPaths(t, "testdata/run/good")
+	var out, errOut bytes.Buffer
+	if _, err := Report(&out, &errOut, results, ReportOptions{Output: "json"}); err != nil {
+		t.Fatal(err)
+	}
+	var records []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &records); err != nil {
+		t.Fatalf("stdout is not a JSON array: %v\n%s", err, out.String())
+	}
+	if len(records) != 8 {
+		t.Fatalf("got %d records, want one per row (8)", len(records))
+	}
+	for _, key := range []string{"suite", "policy", "rule", "resource", "expected", "actual", "reason", "message"} {
+		if _, ok := records[2][key]; !ok {
+			t.Errorf("record has no %q: %v", key, records[2])
+		}
+	}
+	if records[2]["expected"] != "fail" || records[2]["actual"] != "fail" || records[2]["message"] == "" {
+		t.Errorf("record 3: %v", records[2])
+	}
+	if !regexp.MustCompile(`Summary: [0-9]+ passed, [0-9]+ failed`).MatchString(errOut.String()) {
+		t.Errorf("the summary line belongs on stderr with -o json, got %q", errOut.String())
+	}
+}
+
+func TestReportFailOnlyAndDetailed(t *testing.T) {
+	results := []*SuiteResult{{
+		Suite: &Suite{File: "s.yaml", Test: &Test{}},
+		Rows: []Row{
+			{ID: 1, Policy: "p", Rule: "r", Resource: "v1/Pod/default/a", Verdict: Passed, Reason: "Ok", Message: "fine"},
+			{ID: 2, Policy: "p", Rule: "r", Resource: "v1/Pod/default/b", Verdict: Failed, Reason: "Want pass, got fail", Message: "label app is required"},
+			{ID: 3, Policy: "p", Rule: "r", Resource: "v1/Pod/default/c", Verdict: Skipped, Reason: "Invalid policy"},
+		},
+	}}
+	var out bytes.Buffer
+	if _, err := Report(&out, &bytes.Buffer{}, results, ReportOptions{FailOnly: true, Detailed: true}); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if strings.Contains(got, "default/a") || !strings.Contains(got, "default/b") {
+		t.Errorf("--fail-only kept the wrong rows:\n%s", got)
+	}
+	if !strings.Contains(got, "MESSAGE") || !strings.Contains(got, "label app is required") {
+		t.Errorf("--detailed-results shows no message:\n%s", got)
+	}
+	if !strings.HasSuffix(got, "Summary: 1 passed, 1 failed, 1 skipped\n") {
+		t.Errorf("summary: %q", got)
+	}
+}
+
+// TestFlippedExpectationFailsExactlyThatRow copies a conformance suite,
+// flips one expected result and checks that exactly that row fails.
+func TestFlippedExpectationFailsExactlyThatRow(t *testing.T) {
+	src := "../../../shared/conformance/kyverno-policies/best-practices/disallow-latest-tag"
+	if _, err := os.Stat(src); err != nil {
+		t.Skipf("conformance corpus not present: %v", err)
+	}
+	dir := t.TempDir()
+	copyFile(t, filepath.Join(src, "disallow-latest-tag.yaml"), filepath.Join(dir, "disallow-latest-tag.yaml"))
+	suite := filepath.Join(dir, ".kyverno-test")
+	if err := os.MkdirAll(suite, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, filepath.Join(src, ".kyverno-test", "resource.yaml"), filepath.Join(suite, "resource.yaml"))
+	test, err := os.ReadFile(filepath.Join(src, ".kyverno-test", "kyverno-test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	original := runOne(t, dir, test)
+	if c := count(original); c.Failed != 0 || c.Passed == 0 {
+		t.Fatalf("the untouched suite must pass: %+v", c)
+	}
+	// Flip the first "result: pass" to fail.
+	flipped := strings.Replace(string(test), "result: pass", "result: fail", 1)
+	if flipped == string(test) {
+		t.Fatal("no result: pass to flip")
+	}
+	rows := runOne(t, dir, []byte(flipped))
+	c := count(rows)
+	if c.Failed != 1 || c.Passed != len(original)-1 {
+		t.Fatalf("after flipping one expectation: %+v, want exactly 1 failure of %d rows", c, len(original))
+	}
+	for _, r := range rows {
+		if r.Verdict == Failed && (r.Expected != "fail" || r.Actual != "pass" || r.Reason != "Want fail, got pass") {
+			t.Errorf("the failing row is not the flipped one: %+v", r)
+		}
+	}
+}
+
+func runOne(t *testing.T, dir string, test []byte) []Row {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, ".kyverno-test", DefaultFileName), test, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	results := runPaths(t, dir)
+	if len(results) != 1 || results[0].Err != nil {
+		t.Fatalf("results: %+v", results)
+	}
+	return results[0].Rows
+}
+
+func count(rows []Row) Counts {
+	var c Counts
+	c.Add(rows)
+	return c
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
