@@ -3,8 +3,12 @@ package mutate
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+
+	"sigs.k8s.io/kustomize/kyaml/openapi"
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/charter-dev/charter/engine/anchor"
 )
@@ -42,10 +46,27 @@ func (e *ConditionError) Is(target error) bool {
 // plain strategic-merge patch (spec §2.2). It never modifies its arguments: the
 // patch belongs to a compiled policy shared by concurrent requests.
 func preprocess(patch map[string]any, resource map[string]any) (map[string]any, error) {
-	return preprocessMap(patch, resource, "")
+	return preprocessMap(patch, resource, "", rootSchema(resource, patch))
 }
 
-func preprocessMap(patch map[string]any, resource any, path string) (map[string]any, error) {
+// rootSchema is the schema kyaml will merge with: its built-in Kubernetes v1.21.2
+// OpenAPI for the resource's apiVersion and kind (the patch's when the resource has
+// none), or nil for kinds it does not know.
+func rootSchema(docs ...map[string]any) *openapi.ResourceSchema {
+	for _, d := range docs {
+		apiVersion, _ := d["apiVersion"].(string)
+		kind, _ := d["kind"].(string)
+		if apiVersion == "" || kind == "" {
+			continue
+		}
+		if s := openapi.SchemaForResourceType(kyaml.TypeMeta{APIVersion: apiVersion, Kind: kind}); s != nil {
+			return s
+		}
+	}
+	return nil
+}
+
+func preprocessMap(patch map[string]any, resource any, path string, s *openapi.ResourceSchema) (map[string]any, error) {
 	res, _ := resource.(map[string]any)
 
 	// Conditions first: global anchors, then plain conditions, each in key order so
@@ -77,7 +98,7 @@ func preprocessMap(patch map[string]any, resource any, path string) (map[string]
 				continue // never clobber what the user set
 			}
 		}
-		child, keep, err := preprocessValue(patch[key], res[k], path+"/"+k)
+		child, keep, err := preprocessValue(patch[key], res[k], path+"/"+k, fieldSchema(s, k))
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +125,7 @@ func conditionValueHolds(pattern, value any) bool {
 
 // preprocessValue resolves anchors below one patch value. keep is false when the
 // value must be left out of the patch: a map or list that anchors emptied.
-func preprocessValue(v any, resource any, path string) (any, bool, error) {
+func preprocessValue(v any, resource any, path string, s *openapi.ResourceSchema) (any, bool, error) {
 	switch t := v.(type) {
 	case map[string]any:
 		if len(t) == 0 {
@@ -112,28 +133,33 @@ func preprocessValue(v any, resource any, path string) (any, bool, error) {
 			// which adds an invalid volume. See TestQ3EmptyMapKept.
 			return t, true, nil
 		}
-		out, err := preprocessMap(t, resource, path)
+		out, err := preprocessMap(t, resource, path, s)
 		if err != nil {
 			return nil, false, err
 		}
 		return out, len(out) > 0, nil
 	case []any:
-		return preprocessList(t, resource, path)
+		return preprocessList(t, resource, path, s)
 	}
 	return v, true, nil
 }
 
-// preprocessList turns every anchored element of a list of maps into concrete,
-// name-keyed elements: conditions select resource elements, and each selected
-// element becomes a copy of the patch element (anchors resolved against that very
-// element) carrying the resource element's name, which the strategic merge then
-// merges by the list's merge key (spec §2.2).
+// preprocessList resolves the anchored elements of a list of maps (spec §2.2).
+//
+// On a list the strategic merge merges by key (containers by name, ports by
+// containerPort, ...), conditions select resource elements and each selected element
+// becomes a copy of the patch element, anchors resolved against that very element,
+// carrying the resource element's merge key; the merge then applies it in place and,
+// as Kyverno's Prepend merge does, moves it to the front.
 //
 // Unlike Kyverno, each resource element is evaluated on its own copy of the patch
-// element (Kyverno decides `+(k)` once for all: quirk Q1), a plain `name` in an
-// anchored element selects the element of that name (Kyverno ignores it), and any
-// number of anchored elements may share a list (Kyverno corrupts it: quirk Q2).
-func preprocessList(list []any, resource any, path string) (any, bool, error) {
+// element (Kyverno decides `+(k)` once for all: quirk Q1), a plain merge key in an
+// anchored element (`name: c2`) selects the element with that key (Kyverno ignores
+// it), any number of anchored elements may share a list (Kyverno corrupts it: quirk
+// Q2), and elements are identified by the list's merge key rather than always by
+// `name`. Lists the merge would replace wholesale (tolerations, every CRD list) are
+// edited in place instead: see preprocessReplacedList.
+func preprocessList(list []any, resource any, path string, s *openapi.ResourceSchema) (any, bool, error) {
 	if len(list) == 0 {
 		return list, true, nil // `tolerations: []` replaces the list
 	}
@@ -141,21 +167,25 @@ func preprocessList(list []any, resource any, path string) (any, bool, error) {
 		return list, true, nil
 	}
 	resList, _ := resource.([]any)
+	es := elementSchema(s)
+	keys, merged := mergeKeys(s)
+	if !merged && hasMutateAnchor(list) {
+		return preprocessReplacedList(list, resList, path, es)
+	}
 
 	out := make([]any, 0, len(list))
-	byName := map[string]int{}
+	byKey := map[string]int{}
 	add := func(elem map[string]any) {
-		name, ok := elem["name"]
+		id, ok := identity(elem, keys)
 		if !ok {
 			out = append(out, elem)
 			return
 		}
-		key := nameKey(name)
-		if i, seen := byName[key]; seen {
+		if i, seen := byKey[id]; seen {
 			out[i] = mergeMaps(out[i].(map[string]any), elem)
 			return
 		}
-		byName[key] = len(out)
+		byKey[id] = len(out)
 		out = append(out, elem)
 	}
 
@@ -166,7 +196,7 @@ func preprocessList(list []any, resource any, path string) (any, bool, error) {
 			continue
 		}
 		if !hasMutateAnchor(elem) {
-			plain, err := resolveDeletes(elem, resList, path)
+			plain, err := resolveDeletes(elem, resList, path, es)
 			if err != nil {
 				return nil, false, err
 			}
@@ -176,15 +206,14 @@ func preprocessList(list []any, resource any, path string) (any, bool, error) {
 			continue
 		}
 		hasGlobal := hasMutateAnchor(elem, anchor.Global)
-		wantName, byPlainName := elem["name"]
 		satisfied := false
 		var globalErr error
 		for j, r := range resList {
 			rm, _ := r.(map[string]any)
-			if byPlainName && (rm == nil || nameKey(rm["name"]) != nameKey(wantName)) {
+			if !selects(elem, rm, keys) {
 				continue
 			}
-			got, err := preprocessMap(elem, rm, fmt.Sprintf("%s/%d", path, j))
+			got, err := preprocessMap(elem, rm, fmt.Sprintf("%s/%d", path, j), es)
 			var ce *ConditionError
 			if errors.As(err, &ce) {
 				if ce.Global {
@@ -201,14 +230,12 @@ func preprocessList(list []any, resource any, path string) (any, bool, error) {
 				satisfied = true
 				continue
 			}
-			name, named := rm["name"]
-			if !named {
-				continue // no way to address the element (spec §10 row 17)
-			}
-			if _, hadName := got["name"]; len(got) == 0 || (hadName && len(got) == 1) {
+			if !hasFieldsBesides(got, keys) {
 				continue // nothing but anchors
 			}
-			got["name"] = name
+			if !setIdentity(got, rm, keys) {
+				continue // the element has no merge key: nothing can address it
+			}
 			add(got)
 		}
 		if hasGlobal && !satisfied {
@@ -222,6 +249,152 @@ func preprocessList(list []any, resource any, path string) (any, bool, error) {
 		return nil, false, nil // emptied by anchors: leave the resource's list alone
 	}
 	return out, true, nil
+}
+
+// preprocessReplacedList handles anchored elements in a list the merge replaces
+// wholesale. Kyverno there replaces the user's list with the generated elements only
+// (quirk Q5: unselected CRD items are lost) or, when elements have no `name`, applies
+// nothing (tolerations, spec §10 row 17). charter edits the resource's list in place:
+// every selected element is merged with the element's body, the others are kept, and
+// plain patch elements are appended. The result replaces the list.
+func preprocessReplacedList(list, resList []any, path string, es *openapi.ResourceSchema) (any, bool, error) {
+	result := make([]any, len(resList))
+	copy(result, resList)
+	changed := false
+	var plain []any
+	for i, e := range list {
+		elem, ok := e.(map[string]any)
+		if !ok || !hasMutateAnchor(elem) {
+			plain = append(plain, e)
+			continue
+		}
+		hasGlobal := hasMutateAnchor(elem, anchor.Global)
+		satisfied := false
+		var globalErr error
+		for j, r := range resList {
+			rm, _ := r.(map[string]any)
+			got, err := preprocessMap(elem, rm, fmt.Sprintf("%s/%d", path, j), es)
+			var ce *ConditionError
+			if errors.As(err, &ce) {
+				if ce.Global {
+					globalErr = err
+				}
+				continue
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			if hasGlobal {
+				satisfied = true
+				continue
+			}
+			if len(got) == 0 || rm == nil {
+				continue
+			}
+			m, err := mergeElement(result[j], got, es)
+			if err != nil {
+				return nil, false, fmt.Errorf("%s/%d: %w", path, j, err)
+			}
+			result[j] = m
+			changed = true
+		}
+		if hasGlobal && !satisfied {
+			if globalErr == nil {
+				globalErr = &ConditionError{Global: true, Path: fmt.Sprintf("%s/%d", path, i)}
+			}
+			return nil, false, globalErr
+		}
+	}
+	if !changed && len(plain) == 0 {
+		return nil, false, nil
+	}
+	return append(result, plain...), true, nil
+}
+
+// elementSchema is the schema of a list's elements, or nil.
+func elementSchema(s *openapi.ResourceSchema) *openapi.ResourceSchema {
+	if s == nil || s.Schema == nil {
+		return nil
+	}
+	return s.Elements()
+}
+
+// fieldSchema is the schema of a map's field, or nil.
+func fieldSchema(s *openapi.ResourceSchema, field string) *openapi.ResourceSchema {
+	if s == nil || s.Schema == nil {
+		return nil
+	}
+	return s.Field(field)
+}
+
+// mergeKeys returns the merge keys of a list and whether the strategic merge merges
+// it by key at all, deciding as kyaml does: only a schema with patch strategy
+// `merge` makes a list associative; without a schema the list is replaced.
+func mergeKeys(s *openapi.ResourceSchema) ([]string, bool) {
+	if s == nil || s.Schema == nil {
+		return nil, false
+	}
+	strategy, keys := s.PatchStrategyAndKeyList()
+	for _, st := range strings.Split(strategy, ",") {
+		if st == "merge" {
+			if len(keys) == 0 {
+				keys = []string{"name"}
+			}
+			return keys, true
+		}
+	}
+	return nil, false
+}
+
+// identity is the merge-key identity of an element, when it has one.
+func identity(elem map[string]any, keys []string) (string, bool) {
+	var b strings.Builder
+	found := false
+	for _, k := range keys {
+		if v, ok := elem[k]; ok {
+			found = true
+			b.WriteString(nameKey(v))
+		}
+		b.WriteByte(0)
+	}
+	return b.String(), found
+}
+
+// selects reports whether an anchored element may apply to a resource element: when
+// the element names merge-key values as plain fields, they must be the resource
+// element's.
+func selects(elem, res map[string]any, keys []string) bool {
+	for _, k := range keys {
+		if v, ok := elem[k]; ok {
+			if res == nil || nameKey(res[k]) != nameKey(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// hasFieldsBesides reports whether m has a field that is not a merge key.
+func hasFieldsBesides(m map[string]any, keys []string) bool {
+	for k := range m {
+		if !slices.Contains(keys, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// setIdentity copies the resource element's merge-key values into a generated
+// element; false when the resource element has none.
+func setIdentity(got, res map[string]any, keys []string) bool {
+	found := false
+	for _, k := range keys {
+		if v, ok := res[k]; ok {
+			got[k] = v
+			found = true
+		}
+	}
+	return found
 }
 
 // nameKey is the identity of a list element's name for matching and de-duplication.
@@ -265,7 +438,7 @@ func mergeMaps(a, b map[string]any) map[string]any {
 // gives and rewritten with the scalar fields of each resource element it matches; one
 // that matches nothing is dropped. A plain element holding deletes further down is
 // resolved against the resource element of the same name.
-func resolveDeletes(elem map[string]any, resList []any, path string) ([]map[string]any, error) {
+func resolveDeletes(elem map[string]any, resList []any, path string, es *openapi.ResourceSchema) ([]map[string]any, error) {
 	if elem["$patch"] == "delete" {
 		if resList == nil {
 			return []map[string]any{elem}, nil
@@ -297,7 +470,7 @@ func resolveDeletes(elem map[string]any, resList []any, path string) ([]map[stri
 	}
 	for j, r := range resList {
 		if rm, ok := r.(map[string]any); ok && nameKey(rm["name"]) == nameKey(name) {
-			got, err := preprocessMap(elem, rm, fmt.Sprintf("%s/%d", path, j))
+			got, err := preprocessMap(elem, rm, fmt.Sprintf("%s/%d", path, j), es)
 			if err != nil {
 				return nil, err
 			}

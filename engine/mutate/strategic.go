@@ -3,8 +3,10 @@ package mutate
 import (
 	"fmt"
 
+	"sigs.k8s.io/kustomize/kyaml/openapi"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	"sigs.k8s.io/kustomize/kyaml/yaml/merge2"
+	"sigs.k8s.io/kustomize/kyaml/yaml/walk"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
@@ -16,7 +18,7 @@ import (
 //   - `+(k): v` sets k only when the resource has no k (even a null k counts as set);
 //     on a map or list the whole value is added only when absent.
 //   - `(k): pattern` at map level gates the whole patch; in a list element it selects
-//     the resource elements the element's body is applied to, by their `name`.
+//     the resource elements the element's body is applied to.
 //   - `<(k): pattern` gates the whole patch; in a list element, at least one resource
 //     element must match, and the element's body is not applied.
 //   - `=(k)`, `X(k)` and `^(k)` mean nothing in a mutate patch and are written
@@ -34,6 +36,12 @@ import (
 //   - Q2: several anchored elements in one list each apply; Kyverno corrupts the list.
 //   - Q3: maps written empty (`emptyDir: {}`) are kept; maps emptied by anchors go.
 //   - Q4: the pattern under a `(k)` anchor is never written into the resource.
+//   - Q5 and §10 row 17: anchored elements in a list the merge replaces wholesale
+//     (tolerations, every CRD list) edit the resource's list in place; Kyverno
+//     replaces it with the selected elements only, or applies nothing when the
+//     elements have no `name`.
+//   - anchored elements are identified by the list's merge key (volumeMounts by
+//     mountPath), not always by `name`.
 //   - §10 row 24: a `$patch: delete` list element deletes the element it names even
 //     when it does not name it by the merge key (volumeMounts by name); Kyverno
 //     deletes the whole list.
@@ -95,6 +103,32 @@ func mergePlain(resource, patch map[string]any) (map[string]any, error) {
 		return nil, fmt.Errorf("strategic merge produced a %T, not an object", v)
 	}
 	return graft(resource, m, patch), nil
+}
+
+// mergeElement merges an anchor-free patch into one list element with kyaml, for
+// lists charter edits in place (see preprocessReplacedList).
+func mergeElement(elem any, patch map[string]any, s *openapi.ResourceSchema) (any, error) {
+	dest, err := toNode(elem)
+	if err != nil {
+		return nil, err
+	}
+	src, err := toNode(patch)
+	if err != nil {
+		return nil, err
+	}
+	merged, err := walk.Walker{
+		Sources:      []*yaml.RNode{yaml.NewRNode(dest), yaml.NewRNode(src)},
+		Visitor:      merge2.Merger{},
+		Schema:       s,
+		MergeOptions: yaml.MergeOptions{ListIncreaseDirection: yaml.MergeOptionsListPrepend},
+	}.Walk()
+	if err != nil {
+		return nil, err
+	}
+	if merged == nil || merged.YNode() == nil {
+		return nil, nil
+	}
+	return fromNode(merged.YNode())
 }
 
 // descends reports whether prune and graft look inside the patch map p rather than
