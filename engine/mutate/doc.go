@@ -13,6 +13,15 @@
 // type; outputs are normalised to that convention, so compare results with Equal, which
 // compares as JSON does, rather than reflect.DeepEqual.
 //
+// Statuses (spec §1.3): a rule whose patch returns a *ConditionError, or whose
+// result is Equal to its input, is `skip` "no patches applied"; list order counts, so
+// a patch that only moves a container to the front is a change (`pass`), as in
+// Kyverno. Any other error is a rule `error` ("failed to patch resource: " + err).
+//
+// Diff builds the admission patch. Kyverno uses gomodules.xyz/jsonpatch, whose
+// operation order follows Go map iteration; Diff is deterministic and smaller, and
+// yields the same patched object.
+//
 // Behaviour follows ../shared/spec/mutate-generate-semantics.md (Kyverno v1.19.0) §2, §3
 // and §6, except where Kyverno is wrong in a way no policy author intends; those places
 // are listed on StrategicMerge and each has a test named after its case.
