@@ -68,3 +68,24 @@ func TestResultNumbersAreInt64(t *testing.T) {
 		t.Errorf("minReadySeconds = %#v, want 1.5", spec["minReadySeconds"])
 	}
 }
+
+// The webhook calls StrategicMerge from many requests at once on one compiled patch;
+// run with -race.
+func TestStrategicMergeConcurrentUse(t *testing.T) {
+	deploy := mustYAML(t, benchDeployment)
+	done := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		go func() {
+			var err error
+			for j := 0; j < 20 && err == nil; j++ {
+				_, err = StrategicMerge(deploy, benchSecurityContext)
+			}
+			done <- err
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
