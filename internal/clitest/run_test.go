@@ -196,3 +196,21 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkValidateCorpus runs the conformance corpus's validate suites, the
+// workload `make bench-cli` times end to end.
+func BenchmarkValidateCorpus(b *testing.B) {
+	list, err := os.ReadFile("../../../shared/conformance/suites/validate.txt")
+	if err != nil {
+		b.Skipf("conformance corpus not present: %v", err)
+	}
+	var paths []string
+	for _, p := range strings.Fields(string(list)) {
+		paths = append(paths, filepath.Join("../../../shared/conformance", p))
+	}
+	for b.Loop() {
+		if _, err := NewRunner(Options{}).Run(context.Background(), paths); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

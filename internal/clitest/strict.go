@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/charter-dev/charter/internal/clitest/manifest"
 )
 
 // FieldError is a decoding fault at a field path inside a document, e.g.
@@ -25,17 +27,17 @@ func (e *FieldError) Error() string {
 	return e.Path + ": " + e.Fault
 }
 
-// decodeStrict decodes JSON into out (a pointer) the way Kyverno's CLI
+// decodeStrict decodes a document into out (a pointer) the way Kyverno's CLI
 // decodes its files (yaml.UnmarshalStrict): unknown fields are errors, but
 // keys match field names case-insensitively, as encoding/json does. Unlike
 // encoding/json's own DisallowUnknownFields, the error carries the full
 // path of the offending field.
-func decodeStrict(data []byte, out any) error {
-	var generic any
-	if err := json.Unmarshal(data, &generic); err != nil {
+func decodeStrict(d manifest.Document, out any) error {
+	if err := checkKnownFields(d.Value, reflect.TypeOf(out).Elem(), ""); err != nil {
 		return err
 	}
-	if err := checkKnownFields(generic, reflect.TypeOf(out).Elem(), ""); err != nil {
+	data, err := d.JSON()
+	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(data, out); err != nil {

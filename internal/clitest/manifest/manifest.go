@@ -14,10 +14,9 @@ import (
 	"os"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 )
 
-// Document is one YAML document of a file, converted to JSON.
+// Document is one YAML document of a file, decoded.
 type Document struct {
 	// Source is the file the document came from ("-" for stdin).
 	Source string
@@ -25,9 +24,13 @@ type Document struct {
 	// and skipping nothing, so "document 2" in an error message is the third
 	// `---` section the user sees.
 	Index int
-	// JSON is the document as JSON; never empty or "null".
-	JSON []byte
+	// Value is the document as encoding/json would decode its JSON form:
+	// map[string]any, []any, string, float64, bool. Never nil.
+	Value any
 }
+
+// JSON encodes the document as JSON.
+func (d Document) JSON() ([]byte, error) { return json.Marshal(d.Value) }
 
 // Where names the document for error messages: "file.yaml" or
 // "file.yaml (document 3)".
@@ -40,19 +43,17 @@ func (d Document) Where() string {
 
 // TypeMeta reads apiVersion and kind from the document.
 func (d Document) TypeMeta() (apiVersion, kind string) {
-	var tm struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-	}
-	_ = json.Unmarshal(d.JSON, &tm)
-	return tm.APIVersion, tm.Kind
+	obj, _ := d.Value.(map[string]any)
+	apiVersion, _ = obj["apiVersion"].(string)
+	kind, _ = obj["kind"].(string)
+	return apiVersion, kind
 }
 
 // Object decodes the document as a generic object.
 func (d Document) Object() (map[string]any, error) {
-	var obj map[string]any
-	if err := json.Unmarshal(d.JSON, &obj); err != nil {
-		return nil, fmt.Errorf("%s: not an object: %w", d.Where(), err)
+	obj, ok := d.Value.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an object", d.Where())
 	}
 	return obj, nil
 }
@@ -75,8 +76,8 @@ func Read(r io.Reader, source string) ([]Document, error) {
 	return Split(data, source)
 }
 
-// Split cuts YAML (or JSON) data into documents at `---` lines and converts
-// each to JSON. Documents holding only comments or whitespace are dropped.
+// Split cuts YAML (or JSON) data into documents at `---` lines and decodes
+// each. Documents holding only comments or whitespace are dropped.
 // A document that is a List (kind: List, or any kind ending in "List" with an
 // items array) is not expanded here: see Items.
 func Split(data []byte, source string) ([]Document, error) {
@@ -93,15 +94,14 @@ func Split(data []byte, source string) ([]Document, error) {
 		if isBlank(raw) {
 			continue
 		}
-		js, err := yaml.YAMLToJSON(raw)
+		value, err := decodeYAML(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", Document{Source: source, Index: index}.Where(), err)
 		}
-		js = bytes.TrimSpace(js)
-		if len(js) == 0 || string(js) == "null" {
+		if value == nil {
 			continue
 		}
-		docs = append(docs, Document{Source: source, Index: index, JSON: js})
+		docs = append(docs, Document{Source: source, Index: index, Value: value})
 	}
 }
 

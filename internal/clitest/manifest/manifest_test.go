@@ -66,7 +66,7 @@ func TestObjectsExpandsListsAndDefaultsNamespaces(t *testing.T) {
 	if objs[0].GetNamespace() != "default" || objs[1].GetNamespace() != "" {
 		t.Errorf("namespaces: Pod %q (want default), Namespace %q (want none)", objs[0].GetNamespace(), objs[1].GetNamespace())
 	}
-	if _, err := Objects([]Document{{Source: "f.yaml", JSON: []byte(`{"metadata":{}}`)}}); err == nil ||
+	if _, err := Objects([]Document{{Source: "f.yaml", Value: map[string]any{"metadata": map[string]any{}}}}); err == nil ||
 		!strings.Contains(err.Error(), "f.yaml: missing apiVersion or kind") {
 		t.Errorf("got %v", err)
 	}

@@ -53,7 +53,11 @@ func listItems(obj map[string]any) ([]any, bool) {
 // DecodeDocument decodes a document into a typed value (non-strict: unknown
 // fields are dropped, as the API server prunes them).
 func DecodeDocument(d Document, out any) error {
-	if err := json.Unmarshal(d.JSON, out); err != nil {
+	data, err := d.JSON()
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.Where(), err)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("%s: %w", d.Where(), err)
 	}
 	return nil
