@@ -30,5 +30,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newTestCommand())
+	root.AddCommand(newApplyCommand())
+	root.AddCommand(newDevCommand())
 	return root
 }

@@ -4,6 +4,7 @@
 package printer
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -99,7 +100,12 @@ func (t *Table) Write(w io.Writer, color bool) error {
 	for i, h := range t.headers {
 		widths[i] = utf8.RuneCountInString(h)
 	}
-	clean := func(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+	clean := func(s string) string {
+		if strings.IndexByte(s, '\n') < 0 {
+			return s
+		}
+		return strings.ReplaceAll(s, "\n", " ")
+	}
 	for _, row := range t.rows {
 		for i, c := range row {
 			if i >= len(widths) {
@@ -108,16 +114,16 @@ func (t *Table) Write(w io.Writer, color bool) error {
 			widths[i] = max(widths[i], utf8.RuneCountInString(clean(c.Text)))
 		}
 	}
-	var b strings.Builder
+	bw := bufio.NewWriterSize(w, 64<<10)
 	line := func(cells []Cell) {
 		for i, c := range cells {
 			text := clean(c.Text)
-			b.WriteString(Paint(color, c.Style, text))
+			bw.WriteString(Paint(color, c.Style, text))
 			if i < len(cells)-1 {
-				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(text)+3))
+				pad(bw, widths[i]-utf8.RuneCountInString(text)+3)
 			}
 		}
-		b.WriteByte('\n')
+		bw.WriteByte('\n')
 	}
 	header := make([]Cell, len(t.headers))
 	for i, h := range t.headers {
@@ -127,8 +133,18 @@ func (t *Table) Write(w io.Writer, color bool) error {
 	for _, row := range t.rows {
 		line(row)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return bw.Flush()
+}
+
+const spaces = "                                                                "
+
+// pad writes n spaces without allocating.
+func pad(w *bufio.Writer, n int) {
+	for n > 0 {
+		k := min(n, len(spaces))
+		w.WriteString(spaces[:k])
+		n -= k
+	}
 }
 
 // WriteObject writes v as indented JSON or as YAML.

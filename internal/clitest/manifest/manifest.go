@@ -11,7 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
@@ -77,11 +80,50 @@ func Read(r io.Reader, source string) ([]Document, error) {
 }
 
 // Split cuts YAML (or JSON) data into documents at `---` lines and decodes
-// each. Documents holding only comments or whitespace are dropped.
-// A document that is a List (kind: List, or any kind ending in "List" with an
-// items array) is not expanded here: see Items.
+// each. Documents holding only comments or whitespace are dropped. A
+// document that is a List is not expanded here: see Objects.
 func Split(data []byte, source string) ([]Document, error) {
-	var docs []Document
+	raws, err := SplitRaw(data, source)
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]Document, 0, len(raws))
+	for _, raw := range raws {
+		d, err := raw.Decode()
+		if err != nil {
+			return nil, err
+		}
+		if d.Value != nil {
+			docs = append(docs, d)
+		}
+	}
+	return docs, nil
+}
+
+// RawDocument is one undecoded YAML document of a file. Splitting is cheap
+// and sequential; decoding is the expensive part and may run concurrently.
+type RawDocument struct {
+	Source string
+	Index  int
+	YAML   []byte
+}
+
+// Decode parses the document. A document that holds only null gives a
+// Document with a nil Value.
+func (r RawDocument) Decode() (Document, error) {
+	d := Document{Source: r.Source, Index: r.Index}
+	value, err := decodeYAML(r.YAML)
+	if err != nil {
+		return d, fmt.Errorf("%s: %w", d.Where(), err)
+	}
+	d.Value = value
+	return d, nil
+}
+
+// SplitRaw cuts data into documents at `---` lines without decoding them,
+// dropping documents that hold only comments or whitespace.
+func SplitRaw(data []byte, source string) ([]RawDocument, error) {
+	var docs []RawDocument
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for index := 0; ; index++ {
 		raw, err := reader.Read()
@@ -94,14 +136,7 @@ func Split(data []byte, source string) ([]Document, error) {
 		if isBlank(raw) {
 			continue
 		}
-		value, err := decodeYAML(raw)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", Document{Source: source, Index: index}.Where(), err)
-		}
-		if value == nil {
-			continue
-		}
-		docs = append(docs, Document{Source: source, Index: index, Value: value})
+		docs = append(docs, RawDocument{Source: source, Index: index, YAML: raw})
 	}
 }
 
@@ -116,4 +151,54 @@ func isBlank(doc []byte) bool {
 		return false
 	}
 	return true
+}
+
+// Files expands paths into manifest files: a directory contributes every
+// .yaml, .yml and .json file below it, in lexical order, skipping hidden
+// directories (.git, .kyverno-test, .chainsaw-test hold tests, not
+// manifests); a file and "-" (stdin) stand for themselves. Each file is
+// listed once.
+func Files(paths []string) ([]string, error) {
+	var files []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			files = append(files, p)
+		}
+	}
+	for _, root := range paths {
+		if root == "-" {
+			add(root)
+			continue
+		}
+		info, err := os.Stat(root)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			add(filepath.Clean(root))
+			continue
+		}
+		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if strings.HasPrefix(d.Name(), ".") && p != root {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			switch filepath.Ext(p) {
+			case ".yaml", ".yml", ".json":
+				add(p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
 }
