@@ -1,0 +1,138 @@
+package report
+
+import (
+	"encoding/json"
+	"hash/fnv"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/engine/autogen"
+)
+
+// Catalog knows the installed policies and their rules after autogen
+// expansion. A result whose policy or rule is not in the catalog is
+// dropped from reports (§6.3).
+type Catalog map[string]map[string]bool
+
+// NewCatalog indexes the rules of the policies. A policy whose autogen
+// expansion fails keeps only the rules it spells out.
+func NewCatalog(policies []kyvernov1.PolicyInterface) Catalog {
+	c := make(Catalog, len(policies))
+	for _, p := range policies {
+		rules, err := autogen.ComputeRules(p)
+		if err != nil {
+			rules = p.GetSpec().Rules
+		}
+		names := make(map[string]bool, len(rules))
+		for i := range rules {
+			names[rules[i].Name] = true
+		}
+		key := p.GetName()
+		if p.IsNamespaced() {
+			key = p.GetNamespace() + "/" + key
+		}
+		c[key] = names
+	}
+	return c
+}
+
+// Has reports whether the policy exists and has the rule.
+func (c Catalog) Has(policy, rule string) bool { return c[policy][rule] }
+
+// resultKey identifies a result within one report: Kyverno keys
+// kyverno.io results by source, policy and rule (the resource is the
+// report's scope).
+func resultKey(r *v1alpha2.PolicyReportResult) string {
+	return r.Source + "/" + r.Policy + "/" + r.Rule
+}
+
+// Prune drops the results whose policy or rule is not in the catalog, and
+// any result not written by charter. It returns the results in order.
+func Prune(results []v1alpha2.PolicyReportResult, catalog Catalog) []v1alpha2.PolicyReportResult {
+	out := make([]v1alpha2.PolicyReportResult, 0, len(results))
+	for i := range results {
+		r := &results[i]
+		if r.Source == Source && catalog.Has(r.Policy, r.Rule) {
+			out = append(out, *r)
+		}
+	}
+	Sort(out)
+	return out
+}
+
+// Merge merges admission results into a report's results (§6.3): results
+// collide on source/policy/rule, and on a collision the result with the
+// strictly later timestamp wins, so on a tie the existing one stays.
+// Results whose policy or rule is gone are dropped.
+func Merge(existing, incoming []v1alpha2.PolicyReportResult, catalog Catalog) []v1alpha2.PolicyReportResult {
+	byKey := make(map[string]int, len(existing)+len(incoming))
+	out := make([]v1alpha2.PolicyReportResult, 0, len(existing)+len(incoming))
+	for _, in := range [][]v1alpha2.PolicyReportResult{existing, incoming} {
+		for i := range in {
+			r := &in[i]
+			if r.Source != Source || !catalog.Has(r.Policy, r.Rule) {
+				continue
+			}
+			k := resultKey(r)
+			if j, ok := byKey[k]; ok {
+				if r.Timestamp.Seconds > out[j].Timestamp.Seconds {
+					out[j] = *r
+				}
+				continue
+			}
+			byKey[k] = len(out)
+			out = append(out, *r)
+		}
+	}
+	Sort(out)
+	return out
+}
+
+// ReplaceBackground merges the results of a background scan into a
+// report's results. The scan evaluated the current object against every
+// background policy (scanned names them), so it is the truth for those
+// policies: their existing results are replaced as a whole, including
+// results of rules that no longer match the resource. (Kyverno keeps such
+// stale results until their rule disappears; charter does not.) Results of
+// other policies, which only admission produces, are kept unless their
+// policy or rule is gone.
+func ReplaceBackground(existing, scan []v1alpha2.PolicyReportResult, scanned map[string]bool, catalog Catalog) []v1alpha2.PolicyReportResult {
+	out := make([]v1alpha2.PolicyReportResult, 0, len(existing)+len(scan))
+	for i := range existing {
+		r := &existing[i]
+		if r.Source == Source && !scanned[r.Policy] && catalog.Has(r.Policy, r.Rule) {
+			out = append(out, *r)
+		}
+	}
+	for i := range scan {
+		if catalog.Has(scan[i].Policy, scan[i].Rule) {
+			out = append(out, scan[i])
+		}
+	}
+	Sort(out)
+	return out
+}
+
+// Digest fingerprints results without their timestamps: two result lists
+// with the same digest say the same thing, and rewriting one with the
+// other would only move timestamps. The results must be sorted.
+func Digest(results []v1alpha2.PolicyReportResult) string {
+	h := fnv.New64a()
+	enc := json.NewEncoder(h)
+	for i := range results {
+		r := results[i]
+		r.Timestamp = metav1.Timestamp{}
+		// Encoding a struct cannot fail; map keys are written sorted.
+		_ = enc.Encode(&r)
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// Equivalent reports whether two sorted result lists say the same thing,
+// ignoring timestamps.
+func Equivalent(a, b []v1alpha2.PolicyReportResult) bool {
+	return len(a) == len(b) && Digest(a) == Digest(b)
+}

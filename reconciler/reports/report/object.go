@@ -1,0 +1,137 @@
+package report
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+)
+
+// Labels charter puts on its reports. Kyverno labels its reports
+// app.kubernetes.io/managed-by: kyverno; charter names itself, so that
+// neither tool takes the other's reports for its own.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedBy      = "charter"
+)
+
+// Kinds of the report objects.
+const (
+	PolicyReportKind        = "PolicyReport"
+	ClusterPolicyReportKind = "ClusterPolicyReport"
+)
+
+// Scope is the resource a report is about.
+type Scope struct {
+	APIVersion string
+	Kind       string
+	Namespace  string // empty for a cluster-scoped resource
+	Name       string
+	UID        types.UID
+}
+
+// ReportName is the report's name: the resource's UID, as Kyverno names
+// it, so one resource never has two reports and a recreated resource of
+// the same name starts afresh.
+func (s Scope) ReportName() string { return string(s.UID) }
+
+// ReportKind is PolicyReport for a namespaced resource and
+// ClusterPolicyReport for a cluster-scoped one.
+func (s Scope) ReportKind() string {
+	if s.Namespace == "" {
+		return ClusterPolicyReportKind
+	}
+	return PolicyReportKind
+}
+
+// String names the resource for logs and errors.
+func (s Scope) String() string {
+	if s.Namespace == "" {
+		return fmt.Sprintf("%s %s (%s)", s.Kind, s.Name, s.UID)
+	}
+	return fmt.Sprintf("%s %s/%s (%s)", s.Kind, s.Namespace, s.Name, s.UID)
+}
+
+// Object builds the report of a resource holding the results: named after
+// the resource's UID, in its namespace, owned by it (so the garbage
+// collector deletes it with the resource), with the resource as its scope
+// and the summary counted from the results.
+func Object(scope Scope, results []v1alpha2.PolicyReportResult) *unstructured.Unstructured {
+	meta := metav1.ObjectMeta{
+		Name:      scope.ReportName(),
+		Namespace: scope.Namespace,
+		Labels:    map[string]string{ManagedByLabel: ManagedBy},
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: scope.APIVersion,
+			Kind:       scope.Kind,
+			Name:       scope.Name,
+			UID:        scope.UID,
+		}},
+	}
+	ref := &corev1.ObjectReference{
+		APIVersion: scope.APIVersion,
+		Kind:       scope.Kind,
+		Namespace:  scope.Namespace,
+		Name:       scope.Name,
+		UID:        scope.UID,
+	}
+	summary := v1alpha2.Summarize(results)
+	var obj runtime.Object
+	if scope.Namespace == "" {
+		obj = &v1alpha2.ClusterPolicyReport{
+			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha2.GroupVersion.String(), Kind: ClusterPolicyReportKind},
+			ObjectMeta: meta, Scope: ref, Summary: summary, Results: results,
+		}
+	} else {
+		obj = &v1alpha2.PolicyReport{
+			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha2.GroupVersion.String(), Kind: PolicyReportKind},
+			ObjectMeta: meta, Scope: ref, Summary: summary, Results: results,
+		}
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		// The types are plain structs of strings, numbers and maps.
+		panic(fmt.Sprintf("report: converting %s to unstructured: %v", scope, err))
+	}
+	// The converter drops nothing we set, but it keeps a null
+	// creationTimestamp that server-side apply would claim.
+	unstructured.RemoveNestedField(content, "metadata", "creationTimestamp")
+	return &unstructured.Unstructured{Object: content}
+}
+
+// Parsed is what the controller needs from a stored report.
+type Parsed struct {
+	Scope   Scope
+	Results []v1alpha2.PolicyReportResult
+	// ManagedByCharter is false for reports another tool wrote; charter
+	// leaves those alone.
+	ManagedByCharter bool
+}
+
+// Parse reads a stored PolicyReport or ClusterPolicyReport. The scope
+// comes from the report's scope field, or from its owner when the scope is
+// missing.
+func Parse(u *unstructured.Unstructured) (*Parsed, error) {
+	var rep v1alpha2.PolicyReport // both kinds share the layout
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &rep); err != nil {
+		return nil, fmt.Errorf("report %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	p := &Parsed{Results: rep.Results, ManagedByCharter: rep.Labels[ManagedByLabel] == ManagedBy}
+	switch {
+	case rep.Scope != nil:
+		p.Scope = Scope{APIVersion: rep.Scope.APIVersion, Kind: rep.Scope.Kind, Namespace: rep.Scope.Namespace, Name: rep.Scope.Name, UID: rep.Scope.UID}
+	case len(rep.OwnerReferences) > 0:
+		o := rep.OwnerReferences[0]
+		p.Scope = Scope{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: rep.Namespace, Name: o.Name, UID: o.UID}
+	}
+	if p.Scope.UID == "" {
+		p.Scope.UID = types.UID(rep.Name)
+	}
+	Sort(p.Results)
+	return p, nil
+}

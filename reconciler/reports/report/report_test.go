@@ -1,0 +1,292 @@
+package report
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/engine"
+)
+
+func loadPolicies(t *testing.T) []kyvernov1.PolicyInterface {
+	t.Helper()
+	data, err := os.ReadFile("testdata/policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []kyvernov1.PolicyInterface
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatal(err)
+		}
+		var p kyvernov1.PolicyInterface
+		if meta.Kind == "Policy" {
+			p = &kyvernov1.Policy{}
+		} else {
+			p = &kyvernov1.ClusterPolicy{}
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), p); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func evaluatePod(t *testing.T, policies []kyvernov1.PolicyInterface) []engine.PolicyResponse {
+	t.Helper()
+	set, err := engine.Compile(policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("testdata/pod.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod unstructured.Unstructured
+	if err := yaml.Unmarshal(data, &pod.Object); err != nil {
+		t.Fatal(err)
+	}
+	return set.Validate(context.Background(), engine.RequestForObject(&pod)).Policies
+}
+
+func TestResultsFields(t *testing.T) {
+	now := time.Unix(1700000000, 123)
+	got := Results(evaluatePod(t, loadPolicies(t)), nil, now)
+	want := []v1alpha2.PolicyReportResult{
+		{
+			Source: Source, Policy: "disallow-latest", Rule: "no-latest",
+			Result: v1alpha2.StatusWarn, Scored: false, Message: "pin your images",
+			Properties: map[string]string{"failMessage": "pin your images", "owner": "platform", "process": ProcessBackground},
+		},
+		{
+			Source: Source, Policy: "require-team-label", Rule: "check-team",
+			Result: v1alpha2.StatusFail, Scored: true, Severity: v1alpha2.SeverityMedium, Category: "Best Practices",
+			Message:    "validation error: label team is required. rule check-team failed at path /metadata/labels/",
+			Properties: map[string]string{"process": ProcessBackground},
+		},
+		{
+			Source: Source, Policy: "team-a/admission-only", Rule: "always",
+			Result: v1alpha2.StatusPass, Scored: true, Message: "validation rule 'always' passed.",
+			Properties: map[string]string{"process": ProcessAdmission},
+		},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d results, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		want[i].Timestamp = metav1.Timestamp{Seconds: now.Unix()}
+		g, w := got[i], want[i]
+		if g.Source != w.Source || g.Policy != w.Policy || g.Rule != w.Rule || g.Result != w.Result ||
+			g.Scored != w.Scored || g.Severity != w.Severity || g.Category != w.Category ||
+			g.Message != w.Message || g.Timestamp != w.Timestamp || !equalMaps(g.Properties, w.Properties) {
+			t.Errorf("result %d:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestResultsAllowed(t *testing.T) {
+	responses := evaluatePod(t, loadPolicies(t))
+	tests := []struct {
+		allowed string
+		want    []string // policy names kept
+	}{
+		{"", []string{"disallow-latest", "require-team-label", "team-a/admission-only"}},
+		{"pass", []string{"team-a/admission-only"}},
+		// The unscored policy's fail shows as warn but is filtered as fail.
+		{"fail", []string{"disallow-latest", "require-team-label"}},
+		{"warn,error", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.allowed, func(t *testing.T) {
+			allowed, err := ParseAllowedResults(tt.allowed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range Results(responses, allowed, time.Now()) {
+				got = append(got, r.Policy)
+			}
+			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("kept %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseAllowedResultsRejectsUnknown(t *testing.T) {
+	_, err := ParseAllowedResults("fail,failed")
+	if err == nil || !strings.Contains(err.Error(), `"failed"`) {
+		t.Fatalf("got %v, want an error naming \"failed\"", err)
+	}
+}
+
+func res(policy, rule string, result v1alpha2.PolicyResult, ts int64) v1alpha2.PolicyReportResult {
+	return v1alpha2.PolicyReportResult{Source: Source, Policy: policy, Rule: rule, Result: result, Timestamp: metav1.Timestamp{Seconds: ts}}
+}
+
+func summary(results []v1alpha2.PolicyReportResult) string {
+	var parts []string
+	for _, r := range results {
+		parts = append(parts, r.Policy+"/"+r.Rule+"="+string(r.Result))
+	}
+	return strings.Join(parts, " ")
+}
+
+var catalog = Catalog{
+	"a":    {"r1": true, "r2": true, "autogen-r1": true},
+	"b":    {"r1": true},
+	"ns/c": {"r1": true},
+}
+
+func TestMerge(t *testing.T) {
+	tests := []struct {
+		name               string
+		existing, incoming []v1alpha2.PolicyReportResult
+		want               string
+	}{
+		{
+			name:     "newer incoming wins",
+			existing: []v1alpha2.PolicyReportResult{res("a", "r1", "fail", 10)},
+			incoming: []v1alpha2.PolicyReportResult{res("a", "r1", "pass", 11)},
+			want:     "a/r1=pass",
+		},
+		{
+			name:     "tie keeps the existing result",
+			existing: []v1alpha2.PolicyReportResult{res("a", "r1", "fail", 10)},
+			incoming: []v1alpha2.PolicyReportResult{res("a", "r1", "pass", 10)},
+			want:     "a/r1=fail",
+		},
+		{
+			name:     "older incoming loses",
+			existing: []v1alpha2.PolicyReportResult{res("a", "r1", "fail", 10)},
+			incoming: []v1alpha2.PolicyReportResult{res("a", "r1", "pass", 9)},
+			want:     "a/r1=fail",
+		},
+		{
+			name:     "other rules of the policy stay",
+			existing: []v1alpha2.PolicyReportResult{res("a", "r2", "fail", 10)},
+			incoming: []v1alpha2.PolicyReportResult{res("a", "r1", "pass", 11)},
+			want:     "a/r1=pass a/r2=fail",
+		},
+		{
+			name:     "results of missing policies and rules are dropped",
+			existing: []v1alpha2.PolicyReportResult{res("gone", "r1", "fail", 10), res("a", "old-rule", "fail", 10)},
+			incoming: []v1alpha2.PolicyReportResult{res("ns/c", "r1", "pass", 11), res("b", "r9", "pass", 11)},
+			want:     "ns/c/r1=pass",
+		},
+		{
+			name:     "results of other sources are dropped",
+			existing: []v1alpha2.PolicyReportResult{{Source: "kyverno", Policy: "a", Rule: "r1", Result: "fail"}},
+			want:     "",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := summary(Merge(tt.existing, tt.incoming, catalog)); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestReplaceBackground(t *testing.T) {
+	existing := []v1alpha2.PolicyReportResult{
+		res("a", "r1", "fail", 10),
+		res("a", "r2", "fail", 10), // the rule no longer matches: the scan has no result
+		res("b", "r1", "pass", 10), // admission-only policy: kept
+		res("gone", "r1", "fail", 10),
+	}
+	scan := []v1alpha2.PolicyReportResult{res("a", "r1", "pass", 5)}
+	got := summary(ReplaceBackground(existing, scan, map[string]bool{"a": true}, catalog))
+	if want := "a/r1=pass b/r1=pass"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestPrune(t *testing.T) {
+	in := []v1alpha2.PolicyReportResult{res("b", "r1", "pass", 1), res("a", "gone", "fail", 1), res("a", "r1", "fail", 1)}
+	if got, want := summary(Prune(in, catalog)), "a/r1=fail b/r1=pass"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestDigestIgnoresTimestamps(t *testing.T) {
+	a := []v1alpha2.PolicyReportResult{res("a", "r1", "fail", 10)}
+	b := []v1alpha2.PolicyReportResult{res("a", "r1", "fail", 99)}
+	c := []v1alpha2.PolicyReportResult{res("a", "r1", "pass", 10)}
+	if !Equivalent(a, b) {
+		t.Error("results that differ only in timestamp are not equivalent")
+	}
+	if Equivalent(a, c) {
+		t.Error("results with different outcomes are equivalent")
+	}
+	if Equivalent(a, nil) {
+		t.Error("a result list is equivalent to an empty one")
+	}
+}
+
+func TestObjectRoundTrip(t *testing.T) {
+	results := []v1alpha2.PolicyReportResult{res("a", "r1", "fail", 10), res("b", "r1", "pass", 10)}
+	tests := []struct {
+		scope    Scope
+		wantKind string
+	}{
+		{Scope{APIVersion: "v1", Kind: "Pod", Namespace: "team-a", Name: "web", UID: "uid-1"}, PolicyReportKind},
+		{Scope{APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "uid-2"}, ClusterPolicyReportKind},
+	}
+	for _, tt := range tests {
+		t.Run(tt.wantKind, func(t *testing.T) {
+			u := Object(tt.scope, results)
+			if u.GetKind() != tt.wantKind || u.GetAPIVersion() != "wgpolicyk8s.io/v1alpha2" {
+				t.Errorf("kind %s %s, want %s", u.GetAPIVersion(), u.GetKind(), tt.wantKind)
+			}
+			if u.GetName() != string(tt.scope.UID) || u.GetNamespace() != tt.scope.Namespace {
+				t.Errorf("named %s/%s, want %s/%s", u.GetNamespace(), u.GetName(), tt.scope.Namespace, tt.scope.UID)
+			}
+			if u.GetLabels()[ManagedByLabel] != ManagedBy {
+				t.Errorf("labels %v lack %s=%s", u.GetLabels(), ManagedByLabel, ManagedBy)
+			}
+			owners := u.GetOwnerReferences()
+			if len(owners) != 1 || owners[0].UID != tt.scope.UID || owners[0].Kind != tt.scope.Kind || owners[0].Name != tt.scope.Name {
+				t.Errorf("owners %+v, want the resource", owners)
+			}
+			pass, _, _ := unstructured.NestedInt64(u.Object, "summary", "pass")
+			fail, _, _ := unstructured.NestedInt64(u.Object, "summary", "fail")
+			if pass != 1 || fail != 1 {
+				t.Errorf("summary pass=%d fail=%d, want 1 and 1", pass, fail)
+			}
+			if _, found, _ := unstructured.NestedFieldNoCopy(u.Object, "metadata", "creationTimestamp"); found {
+				t.Error("the object carries a creationTimestamp")
+			}
+			p, err := Parse(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Scope != tt.scope || !p.ManagedByCharter || !Equivalent(p.Results, results) {
+				t.Errorf("parsed %+v, want scope %+v and the results back", p, tt.scope)
+			}
+		})
+	}
+}

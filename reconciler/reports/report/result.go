@@ -1,0 +1,169 @@
+package report
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/engine"
+)
+
+// Source is the `source` of every result charter writes.
+const Source = "charter"
+
+// Policy annotations that feed result fields.
+const (
+	SeverityAnnotation = "policies.kyverno.io/severity"
+	CategoryAnnotation = "policies.kyverno.io/category"
+)
+
+// Values of the `process` property: Kyverno derives it from the policy's
+// configuration, not from where the result came from (§6.2).
+const (
+	ProcessBackground = "background scan"
+	ProcessAdmission  = "admission review"
+)
+
+// AllowedResults is the set of engine outcomes kept in reports
+// (--allowed-results). The zero value keeps everything.
+type AllowedResults map[engine.RuleStatus]bool
+
+// ParseAllowedResults parses a comma-separated list of outcomes
+// ("fail,warn,error"). An empty string allows every outcome.
+func ParseAllowedResults(s string) (AllowedResults, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	allowed := AllowedResults{}
+	for _, tok := range strings.Split(s, ",") {
+		st := engine.RuleStatus(strings.TrimSpace(tok))
+		switch st {
+		case engine.StatusPass, engine.StatusFail, engine.StatusWarn, engine.StatusError, engine.StatusSkip:
+			allowed[st] = true
+		default:
+			return nil, fmt.Errorf("allowed results: unknown result %q, want pass, fail, warn, error or skip", tok)
+		}
+	}
+	return allowed, nil
+}
+
+// Allows reports whether an outcome is kept.
+func (a AllowedResults) Allows(st engine.RuleStatus) bool { return len(a) == 0 || a[st] }
+
+// String lists the allowed outcomes, "" when all are.
+func (a AllowedResults) String() string {
+	var out []string
+	for st := range a {
+		out = append(out, string(st))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+// Results converts the rule responses of validate and verifyImages rules
+// into report results, stamped with now. Outcomes that allowed does not
+// keep are left out; as in Kyverno the filter sees the engine's outcome
+// before an unscored policy's fail is shown as warn.
+func Results(policies []engine.PolicyResponse, allowed AllowedResults, now time.Time) []v1alpha2.PolicyReportResult {
+	var out []v1alpha2.PolicyReportResult
+	ts := metav1.Timestamp{Seconds: now.Unix()}
+	for i := range policies {
+		pr := &policies[i]
+		if pr.Policy == nil {
+			continue
+		}
+		ann := pr.Policy.GetAnnotations()
+		scored := ann[engine.ScoredAnnotation] != "false"
+		for j := range pr.Rules {
+			rr := &pr.Rules[j]
+			if rr.Type != engine.TypeValidation && rr.Type != engine.TypeImageVerify {
+				continue
+			}
+			engineStatus := rr.Status
+			if !scored && engineStatus == engine.StatusWarn {
+				// The engine already turned this policy's fail into warn.
+				engineStatus = engine.StatusFail
+			}
+			if !allowed.Allows(engineStatus) {
+				continue
+			}
+			out = append(out, result(pr.Key, pr.Policy, rr, engineStatus, scored, ann, ts))
+		}
+	}
+	Sort(out)
+	return out
+}
+
+func result(key string, policy kyvernov1.PolicyInterface, rr *engine.RuleResponse, engineStatus engine.RuleStatus, scored bool, ann map[string]string, ts metav1.Timestamp) v1alpha2.PolicyReportResult {
+	props := make(map[string]string, len(rr.Properties)+2)
+	for k, v := range rr.Properties {
+		props[k] = v
+	}
+	props["process"] = process(policy)
+	if len(rr.Exceptions) > 0 {
+		names := make([]string, len(rr.Exceptions))
+		for i, ex := range rr.Exceptions {
+			names[i] = ex.GetName()
+		}
+		props["exceptions"] = strings.Join(names, ",")
+	}
+	// reportProperties override the message: "<outcome>Message" for the
+	// engine's outcome, "message" for any outcome.
+	msg := rr.Message
+	if m, ok := rr.Properties[string(engineStatus)+"Message"]; ok {
+		msg = m
+	}
+	if m, ok := rr.Properties["message"]; ok {
+		msg = m
+	}
+	r := v1alpha2.PolicyReportResult{
+		Source:     Source,
+		Policy:     key,
+		Rule:       rr.Name,
+		Category:   ann[CategoryAnnotation],
+		Timestamp:  ts,
+		Result:     v1alpha2.PolicyResult(rr.Status),
+		Scored:     scored,
+		Message:    msg,
+		Properties: props,
+	}
+	switch sev := v1alpha2.PolicySeverity(ann[SeverityAnnotation]); sev {
+	case v1alpha2.SeverityCritical, v1alpha2.SeverityHigh, v1alpha2.SeverityMedium, v1alpha2.SeverityLow, v1alpha2.SeverityInfo:
+		r.Severity = sev
+	}
+	return r
+}
+
+func process(p kyvernov1.PolicyInterface) string {
+	spec := p.GetSpec()
+	switch {
+	case spec.BackgroundProcessingEnabled():
+		return ProcessBackground
+	case spec.AdmissionProcessingEnabled():
+		return ProcessAdmission
+	}
+	return ""
+}
+
+// Sort orders results the way Kyverno does: by policy, then rule, source
+// and timestamp.
+func Sort(results []v1alpha2.PolicyReportResult) {
+	sort.SliceStable(results, func(i, j int) bool {
+		a, b := &results[i], &results[j]
+		if a.Policy != b.Policy {
+			return a.Policy < b.Policy
+		}
+		if a.Rule != b.Rule {
+			return a.Rule < b.Rule
+		}
+		if a.Source != b.Source {
+			return a.Source < b.Source
+		}
+		return a.Timestamp.Seconds < b.Timestamp.Seconds
+	})
+}
