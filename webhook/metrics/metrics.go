@@ -1,0 +1,185 @@
+// Package metrics records admission metrics under Kyverno's Prometheus
+// names and labels (admission-reports.md §4), so existing dashboards and
+// alerts keep working against charter.
+package metrics
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/charter-dev/charter/engine"
+)
+
+// Metric names, as Kyverno's Prometheus exporter spells them.
+const (
+	AdmissionRequestsTotal   = "kyverno_admission_requests_total"
+	AdmissionReviewDuration  = "kyverno_admission_review_duration_seconds"
+	PolicyResultsTotal       = "kyverno_policy_results_total"
+	PolicyChangesTotal       = "kyverno_policy_changes_total"
+	Info                     = "kyverno_info"
+	AuditQueueDroppedTotal   = "charter_audit_queue_dropped_total"
+	PolicyCompileErrorsTotal = "charter_policy_compile_errors"
+)
+
+// Webhook kinds, the request_webhook label.
+const (
+	Validating = "ValidatingWebhookConfiguration"
+	Mutating   = "MutatingWebhookConfiguration"
+)
+
+// buckets are Kyverno's default histogram boundaries, in seconds.
+var buckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 25, 30}
+
+// scope is the constant label Kyverno's OpenTelemetry exporter puts on
+// every series; queries that filter on it keep matching.
+var scope = prometheus.Labels{"otel_scope_name": "kyverno"}
+
+var (
+	requestLabels = []string{"resource_kind", "resource_namespace", "resource_request_operation", "request_allowed", "request_webhook"}
+	resultLabels  = []string{"policy_validation_mode", "policy_type", "policy_background_mode", "policy_namespace", "policy_name",
+		"resource_kind", "resource_namespace", "resource_request_operation", "rule_name", "rule_result", "rule_type",
+		"rule_execution_cause", "dry_run"}
+	changeLabels = []string{"policy_validation_mode", "policy_type", "policy_background_mode", "policy_namespace", "policy_name", "policy_change_type"}
+)
+
+// Recorder holds the collectors. kyverno_policy_execution_duration_seconds
+// is not recorded yet: the engine reports no per-rule timings. A nil *Recorder records nothing, so
+// callers need no checks.
+type Recorder struct {
+	requests      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	results       *prometheus.CounterVec
+	changes       *prometheus.CounterVec
+	auditDropped  prometheus.Counter
+	compileErrors prometheus.Gauge
+}
+
+// New creates the collectors and registers them with reg, along with
+// kyverno_info for version.
+func New(reg prometheus.Registerer, version string) (*Recorder, error) {
+	r := &Recorder{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: AdmissionRequestsTotal, ConstLabels: scope,
+			Help: "Admission requests received by the webhook."}, requestLabels),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: AdmissionReviewDuration, ConstLabels: scope, Buckets: buckets,
+			Help: "Time to answer an admission request, from the start of HTTP handling."}, requestLabels),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: PolicyResultsTotal, ConstLabels: scope,
+			Help: "Rule results, one per rule evaluated."}, resultLabels),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: PolicyChangesTotal, ConstLabels: scope,
+			Help: "Policy creations, spec updates and deletions seen."}, changeLabels),
+		auditDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: AuditQueueDroppedTotal,
+			Help: "Audit results dropped because the queue to the reports controller was full."}),
+		compileErrors: prometheus.NewGauge(prometheus.GaugeOpts{Name: PolicyCompileErrorsTotal,
+			Help: "Faults in installed policies and exceptions that keep them from serving."}),
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: Info, ConstLabels: prometheus.Labels{"otel_scope_name": "kyverno", "version": version},
+		Help: "Build information."})
+	info.Set(1)
+	for _, c := range []prometheus.Collector{r.requests, r.duration, r.results, r.changes, r.auditDropped, r.compileErrors, info} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Request describes one admission request for the request metrics.
+type Request struct {
+	Kind      string
+	Namespace string
+	Operation string // CREATE, UPDATE, ...
+	Webhook   string // Validating or Mutating
+	DryRun    bool
+}
+
+// ObserveRequest records one answered request.
+func (r *Recorder) ObserveRequest(req Request, allowed bool, d time.Duration) {
+	if r == nil {
+		return
+	}
+	values := []string{req.Kind, req.Namespace, strings.ToLower(req.Operation), strconv.FormatBool(allowed), req.Webhook}
+	r.requests.WithLabelValues(values...).Inc()
+	r.duration.WithLabelValues(values...).Observe(d.Seconds())
+}
+
+// ObserveResults records one sample per rule of the response, caused by an
+// admission request.
+func (r *Recorder) ObserveResults(req Request, resp *engine.Response) {
+	if r == nil || resp == nil {
+		return
+	}
+	op := strings.ToLower(req.Operation)
+	dryRun := strconv.FormatBool(req.DryRun)
+	for _, p := range resp.Policies {
+		pl := policyLabels(p)
+		for _, rr := range p.Rules {
+			r.results.WithLabelValues(pl.mode, pl.typ, pl.background, pl.namespace, pl.name,
+				req.Kind, req.Namespace, op, rr.Name, string(rr.Status), ruleType(rr.Type),
+				"admission_request", dryRun).Inc()
+		}
+	}
+}
+
+// PolicyChanged records a policy created, updated (spec) or deleted.
+func (r *Recorder) PolicyChanged(p *engine.Policy, change string) {
+	if r == nil || p == nil {
+		return
+	}
+	pl := policyLabels(engine.PolicyResponse{Policy: p.Source()})
+	r.changes.WithLabelValues(pl.mode, pl.typ, pl.background, pl.namespace, pl.name, change).Inc()
+}
+
+// AuditDropped counts an audit result the reports queue had no room for.
+func (r *Recorder) AuditDropped() {
+	if r != nil {
+		r.auditDropped.Inc()
+	}
+}
+
+// CompileErrors sets the number of faults in the installed policies.
+func (r *Recorder) CompileErrors(n int) {
+	if r != nil {
+		r.compileErrors.Set(float64(n))
+	}
+}
+
+type policyLabelValues struct {
+	mode, typ, background, namespace, name string
+}
+
+func policyLabels(p engine.PolicyResponse) policyLabelValues {
+	src := p.Policy
+	spec := src.GetSpec()
+	out := policyLabelValues{mode: "audit", typ: "cluster", namespace: "-", name: src.GetName(),
+		background: strconv.FormatBool(spec.BackgroundProcessingEnabled())}
+	if src.IsNamespaced() {
+		out.typ, out.namespace = "namespaced", src.GetNamespace()
+	}
+	// enforce when the spec or any rule enforces.
+	if strings.EqualFold(string(spec.ValidationFailureAction), "enforce") {
+		out.mode = "enforce"
+	}
+	for i := range spec.Rules {
+		if strings.EqualFold(string(spec.RuleFailureAction(&spec.Rules[i])), "enforce") {
+			out.mode = "enforce"
+			break
+		}
+	}
+	return out
+}
+
+func ruleType(t engine.RuleType) string {
+	switch t {
+	case engine.TypeValidation:
+		return "validate"
+	case engine.TypeMutation:
+		return "mutate"
+	case engine.TypeGeneration:
+		return "generate"
+	case engine.TypeImageVerify:
+		return "imageVerify"
+	}
+	return "-"
+}

@@ -1,0 +1,113 @@
+// Package policycache keeps the compiled policies that admission evaluates
+// current: informers on ClusterPolicy, Policy, PolicyException and Namespace
+// feed a debounced recompile, and the result is published as an immutable
+// Snapshot swapped in atomically, so in-flight requests never wait for a
+// compile and never see half of one.
+package policycache
+
+import (
+	"errors"
+	"sort"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine"
+)
+
+// Snapshot is one compiled generation of the installed policies, split by
+// the webhook failure policy they ask for: the API server calls
+// /validate/fail for the policies of Fail and /validate/ignore for those
+// of Ignore, and each path must see only its own policies.
+//
+// A Snapshot is immutable and safe for concurrent use.
+type Snapshot struct {
+	// Fail holds the policies whose failurePolicy is Fail (the default).
+	Fail *engine.PolicySet
+	// Ignore holds the policies whose failurePolicy is Ignore.
+	Ignore *engine.PolicySet
+	// Errors lists the policies and exceptions that did not compile; they
+	// are left out of the sets. Policy status reports them.
+	Errors engine.CompileErrors
+	// Generation counts the snapshots a Cache has published, starting at 1.
+	Generation uint64
+}
+
+// Build compiles the policies that run at admission (spec.admission is not
+// false) into a Snapshot. Invalid policies are left out and listed in
+// Snapshot.Errors; the rest still serve, so one bad policy never disarms
+// the others. Policies are compiled in key order so the result does not
+// depend on informer order.
+func Build(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException) (*Snapshot, error) {
+	var fail, ignore []kyvernov1.PolicyInterface
+	for _, p := range sortedPolicies(policies) {
+		if !p.GetSpec().AdmissionProcessingEnabled() {
+			continue
+		}
+		if p.GetSpec().GetFailurePolicy() == kyvernov1.Ignore {
+			ignore = append(ignore, p)
+		} else {
+			fail = append(fail, p)
+		}
+	}
+	s := &Snapshot{}
+	var err error
+	if s.Fail, err = compile(fail, exceptions, s, true); err != nil {
+		return nil, err
+	}
+	if s.Ignore, err = compile(ignore, exceptions, s, false); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// compile compiles one set and appends its compile faults to s.Errors,
+// leaving out the exceptions' faults unless withExceptions (exceptions
+// compile into both sets and are reported once). Any other error is
+// returned.
+func compile(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException, s *Snapshot, withExceptions bool) (*engine.PolicySet, error) {
+	set, err := engine.Compile(policies, engine.WithExceptions(exceptions))
+	if err == nil {
+		return set, nil
+	}
+	var faults engine.CompileErrors
+	if !errors.As(err, &faults) {
+		return nil, err
+	}
+	for _, f := range faults {
+		if withExceptions || f.Kind != "PolicyException" {
+			s.Errors = append(s.Errors, f)
+		}
+	}
+	return set, nil
+}
+
+// Empty is the snapshot before any policy is known: it allows everything.
+func Empty() *Snapshot {
+	s, err := Build(nil, nil)
+	if err != nil {
+		panic("policycache: compiling no policies failed: " + err.Error())
+	}
+	return s
+}
+
+// Policies returns every compiled policy of the snapshot.
+func (s *Snapshot) Policies() []*engine.Policy {
+	out := make([]*engine.Policy, 0, len(s.Fail.Policies())+len(s.Ignore.Policies()))
+	out = append(out, s.Fail.Policies()...)
+	return append(out, s.Ignore.Policies()...)
+}
+
+func sortedPolicies(in []kyvernov1.PolicyInterface) []kyvernov1.PolicyInterface {
+	out := append([]kyvernov1.PolicyInterface(nil), in...)
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.IsNamespaced() != b.IsNamespaced() {
+			return !a.IsNamespaced()
+		}
+		if a.GetNamespace() != b.GetNamespace() {
+			return a.GetNamespace() < b.GetNamespace()
+		}
+		return a.GetName() < b.GetName()
+	})
+	return out
+}

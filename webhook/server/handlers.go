@@ -1,0 +1,386 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/webhook/metrics"
+	"github.com/charter-dev/charter/webhook/policycache"
+)
+
+// Paths the server answers, as Kyverno names them (admission-reports.md §0).
+// The failure-policy suffix decides which policies a request sees: the API
+// server calls /validate/fail for the policies that fail closed and
+// /validate/ignore for those that fail open; the bare path sees both.
+const (
+	PathMutate         = "/mutate"
+	PathMutateFail     = "/mutate/fail"
+	PathMutateIgnore   = "/mutate/ignore"
+	PathValidate       = "/validate"
+	PathValidateFail   = "/validate/fail"
+	PathValidateIgnore = "/validate/ignore"
+	PathPolicyValidate = "/policyvalidate"
+	PathPolicyMutate   = "/policymutate"
+	PathLiveness       = "/health/liveness"
+	PathReadiness      = "/health/readiness"
+
+	// defaultMaxBody fits the largest object the API server stores (3 MiB
+	// in etcd) twice over, as an UPDATE review carries old and new.
+	defaultMaxBody    = 7 << 20
+	defaultReqTimeout = 10 * time.Second
+)
+
+// Snapshots returns the policies currently installed. The handlers call it
+// once per request and evaluate against that one snapshot throughout.
+type Snapshots interface {
+	Snapshot() *policycache.Snapshot
+}
+
+// MutationResult is the outcome of the mutate rules for one request.
+type MutationResult struct {
+	// Patch is the JSON patch (RFC 6902) to return; empty for none.
+	Patch []byte
+	// Object is the mutated object the patch leads to; nil when unchanged.
+	Object map[string]any
+	// Warnings are returned with the response.
+	Warnings []string
+	// Denial, when not empty, refuses the request with this message.
+	Denial string
+}
+
+// Mutator applies a policy set's mutate rules to a request. The engine's
+// PolicySet gains mutation after validation; until a Mutator is wired in,
+// the mutate paths admit every request unchanged.
+type Mutator interface {
+	Mutate(ctx context.Context, set *engine.PolicySet, req *engine.Request, failClosed bool) (MutationResult, error)
+}
+
+// Options configure the handlers.
+type Options struct {
+	// Policies is the source of policy snapshots. Required unless Null.
+	Policies Snapshots
+	// Loaders resolve context entries and namespace labels.
+	Loaders engine.Loaders
+	// Mutator runs mutate rules; nil admits mutate requests unchanged.
+	Mutator Mutator
+	// Filters are request-level exclusions (see DefaultResourceFilters).
+	Filters []ResourceFilter
+	// Metrics records admission metrics; nil records nothing.
+	Metrics *metrics.Recorder
+	// Audit receives the results of allowed, non-dry-run requests; nil
+	// drops them.
+	Audit *AuditQueue
+	// MaxRequestBytes bounds an AdmissionReview body (default 7 MiB).
+	MaxRequestBytes int64
+	// RequestTimeout bounds the evaluation of one request (default 10 s).
+	// The API server's ?timeout= is honoured when it is shorter.
+	RequestTimeout time.Duration
+	// Null makes every admission path allow without evaluating: the floor
+	// of the admission benchmark.
+	Null bool
+	// Ready reports readiness; nil is always ready.
+	Ready func() error
+	// Log receives errors that do not reach the API server.
+	Log logr.Logger
+}
+
+// handlers holds the request handlers of one server.
+type handlers struct {
+	opts Options
+}
+
+// NewHandler returns the HTTP handler with every route of the admission
+// server.
+func NewHandler(opts Options) http.Handler {
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = defaultMaxBody
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = defaultReqTimeout
+	}
+	h := &handlers{opts: opts}
+	mux := http.NewServeMux()
+	type route struct {
+		path       string
+		validating bool
+		scope      setScope
+	}
+	for _, r := range []route{
+		{PathValidate, true, scopeAll}, {PathValidateFail, true, scopeFail}, {PathValidateIgnore, true, scopeIgnore},
+		{PathMutate, false, scopeAll}, {PathMutateFail, false, scopeFail}, {PathMutateIgnore, false, scopeIgnore},
+	} {
+		var hf http.HandlerFunc
+		switch {
+		case opts.Null:
+			hf = h.null
+		case r.validating:
+			hf = h.validate(r.scope)
+		default:
+			hf = h.mutate(r.scope)
+		}
+		mux.Handle(r.path, recoverPanics(hf, opts.Log))
+	}
+	mux.Handle(PathPolicyValidate, recoverPanics(http.HandlerFunc(h.policyValidate), opts.Log))
+	mux.Handle(PathPolicyMutate, recoverPanics(http.HandlerFunc(h.null), opts.Log))
+	mux.HandleFunc(PathLiveness, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc(PathReadiness, func(w http.ResponseWriter, _ *http.Request) {
+		if opts.Ready != nil {
+			if err := opts.Ready(); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	return mux
+}
+
+// recoverPanics turns a panic in a handler into a 500 naming it, so one bad
+// request never takes the connection (or the process) down with it.
+func recoverPanics(next http.Handler, log logr.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.Error(fmt.Errorf("%v", v), "panic while handling admission request", "path", r.URL.Path)
+				writeError(w, &httpError{code: http.StatusInternalServerError, reason: fmt.Sprintf("internal error handling %s: %v", r.URL.Path, v)})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// setScope selects the policy sets a path evaluates.
+type setScope int
+
+const (
+	scopeAll setScope = iota
+	scopeFail
+	scopeIgnore
+)
+
+// scopedSet is a policy set and whether its errors deny (failurePolicy
+// Fail).
+type scopedSet struct {
+	set        *engine.PolicySet
+	failClosed bool
+}
+
+func (sc setScope) sets(s *policycache.Snapshot) []scopedSet {
+	switch sc {
+	case scopeFail:
+		return []scopedSet{{s.Fail, true}}
+	case scopeIgnore:
+		return []scopedSet{{s.Ignore, false}}
+	}
+	return []scopedSet{{s.Fail, true}, {s.Ignore, false}}
+}
+
+// requestContext bounds the evaluation by the server's timeout and the API
+// server's ?timeout=, whichever is shorter.
+func (h *handlers) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	timeout := h.opts.RequestTimeout
+	if q := r.URL.RawQuery; q != "" {
+		if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 && d < timeout {
+			timeout = d
+		}
+	}
+	return context.WithTimeout(r.Context(), timeout)
+}
+
+// null allows every request without evaluating anything.
+func (h *handlers) null(w http.ResponseWriter, r *http.Request) {
+	var review rawReview
+	if err := decodeReview(r, h.opts.MaxRequestBytes, &review); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeResponse(w, allowed(review.Request.UID, nil))
+}
+
+// engineRequest converts an admission request for the engine.
+func engineRequest(ar *admissionRequest[map[string]any]) *engine.Request {
+	return &engine.Request{
+		Operation:   kyvernov1.AdmissionOperation(ar.Operation),
+		Object:      ar.Object,
+		OldObject:   ar.OldObject,
+		Kind:        schema.GroupVersionKind{Group: ar.Kind.Group, Version: ar.Kind.Version, Kind: ar.Kind.Kind},
+		Resource:    schema.GroupVersionResource{Group: ar.Resource.Group, Version: ar.Resource.Version, Resource: ar.Resource.Resource},
+		SubResource: ar.SubResource,
+		Namespace:   ar.Namespace,
+		Name:        ar.Name,
+		UserInfo:    ar.UserInfo,
+		DryRun:      ar.dryRun(),
+	}
+}
+
+func metricsRequest(ar *admissionRequest[map[string]any], webhook string) metrics.Request {
+	return metrics.Request{Kind: ar.Kind.Kind, Namespace: ar.Namespace, Operation: string(ar.Operation), Webhook: webhook, DryRun: ar.dryRun()}
+}
+
+// validate answers the validating webhook: deny when an Enforce rule fails,
+// or when an Enforce rule errors under failurePolicy Fail; otherwise allow
+// with the warnings the policies ask for, and hand the results to the
+// reports queue unless the request is a dry run.
+func (h *handlers) validate(scope setScope) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		var review unstructuredReview
+		if err := decodeReview(r, h.opts.MaxRequestBytes, &review); err != nil {
+			writeError(w, err)
+			return
+		}
+		ar := review.Request
+		mreq := metricsRequest(ar, metrics.Validating)
+		if filtered(h.opts.Filters, ar.Kind.Kind, ar.SubResource, ar.Namespace, ar.Name) {
+			writeResponse(w, allowed(ar.UID, nil))
+			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
+			return
+		}
+		ctx, cancel := h.requestContext(r)
+		defer cancel()
+		req := engineRequest(ar)
+		snapshot := h.opts.Policies.Snapshot()
+		sets := scope.sets(snapshot)
+		responses := make([]*engine.Response, 0, len(sets))
+		blocked := false
+		for _, s := range sets {
+			resp := s.set.Validate(ctx, req, engine.WithLoaders(h.opts.Loaders))
+			if blocks(resp, s.failClosed) {
+				blocked = true
+			}
+			h.opts.Metrics.ObserveResults(mreq, resp)
+			responses = append(responses, resp)
+		}
+		var out *admissionv1.AdmissionResponse
+		if blocked {
+			out = denied(ar.UID, blockedMessage(responses))
+		} else {
+			out = allowed(ar.UID, warnings(responses))
+			if h.opts.Audit != nil && !req.DryRun && hasResults(responses) {
+				h.opts.Audit.Offer(AuditRecord{UID: ar.UID, Request: req, Responses: responses, Time: start})
+			}
+		}
+		writeResponse(w, out)
+		h.opts.Metrics.ObserveRequest(mreq, out.Allowed, time.Since(start))
+	}
+}
+
+// blocks reports whether a response denies the request: a failed Enforce
+// rule always does; an errored Enforce rule does when its policy fails
+// closed. Audit rules never block (admission-reports.md §1.3).
+func blocks(resp *engine.Response, failClosed bool) bool {
+	for _, p := range resp.Policies {
+		for _, r := range p.Rules {
+			if r.Action != engine.Enforce {
+				continue
+			}
+			if r.Status == engine.StatusFail || (r.Status == engine.StatusError && failClosed) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func hasResults(responses []*engine.Response) bool {
+	for _, r := range responses {
+		if len(r.Policies) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// mutate answers the mutating webhook with the JSON patch of the mutate
+// rules. Only CREATE, UPDATE and CONNECT are mutated; DELETE is admitted
+// untouched.
+func (h *handlers) mutate(scope setScope) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		var review unstructuredReview
+		if err := decodeReview(r, h.opts.MaxRequestBytes, &review); err != nil {
+			writeError(w, err)
+			return
+		}
+		ar := review.Request
+		mreq := metricsRequest(ar, metrics.Mutating)
+		if h.opts.Mutator == nil || ar.Operation == admissionv1.Delete ||
+			filtered(h.opts.Filters, ar.Kind.Kind, ar.SubResource, ar.Namespace, ar.Name) {
+			writeResponse(w, allowed(ar.UID, nil))
+			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
+			return
+		}
+		ctx, cancel := h.requestContext(r)
+		defer cancel()
+		req := engineRequest(ar)
+		var patches [][]byte
+		var warns []string
+		for _, s := range scope.sets(h.opts.Policies.Snapshot()) {
+			res, err := h.opts.Mutator.Mutate(ctx, s.set, req, s.failClosed)
+			if err != nil {
+				if s.failClosed {
+					writeResponse(w, denied(ar.UID, "mutation failed: "+err.Error()))
+					h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
+					return
+				}
+				warns = append(warns, "mutation skipped: "+err.Error())
+				continue
+			}
+			if res.Denial != "" {
+				writeResponse(w, denied(ar.UID, res.Denial))
+				h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
+				return
+			}
+			if len(res.Patch) > 0 {
+				patches = append(patches, res.Patch)
+				if res.Object != nil {
+					// The next set mutates what this one produced.
+					next := *req
+					next.Object = res.Object
+					req = &next
+				}
+			}
+			warns = append(warns, res.Warnings...)
+		}
+		out := allowed(ar.UID, warns)
+		if patch := joinPatches(patches); len(patch) > 0 {
+			pt := admissionv1.PatchTypeJSONPatch
+			out.Patch, out.PatchType = patch, &pt
+		}
+		writeResponse(w, out)
+		h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
+	}
+}
+
+// joinPatches concatenates JSON patch arrays. On the bare /mutate path the
+// Ignore set mutates the Fail set's result, so its patch applies after the
+// first one.
+func joinPatches(patches [][]byte) []byte {
+	switch len(patches) {
+	case 0:
+		return nil
+	case 1:
+		return patches[0]
+	}
+	var ops []json.RawMessage
+	for _, p := range patches {
+		var part []json.RawMessage
+		if err := json.Unmarshal(p, &part); err == nil {
+			ops = append(ops, part...)
+		}
+	}
+	out, _ := json.Marshal(ops)
+	return out
+}

@@ -1,0 +1,194 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"sync"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// admissionReview is the wire form of an incoming admission.k8s.io/v1
+// AdmissionReview. It mirrors admissionv1.AdmissionReview but lets the
+// caller choose how the objects decode (T): the resource handlers decode
+// them straight into the unstructured maps the engine reads, so the body
+// is parsed once, with no RawExtension in between.
+type admissionReview[T any] struct {
+	APIVersion string               `json:"apiVersion"`
+	Kind       string               `json:"kind"`
+	Request    *admissionRequest[T] `json:"request"`
+}
+
+// admissionRequest mirrors admissionv1.AdmissionRequest.
+type admissionRequest[T any] struct {
+	UID                types.UID                    `json:"uid"`
+	Kind               metav1.GroupVersionKind      `json:"kind"`
+	Resource           metav1.GroupVersionResource  `json:"resource"`
+	SubResource        string                       `json:"subResource,omitempty"`
+	RequestKind        *metav1.GroupVersionKind     `json:"requestKind,omitempty"`
+	RequestResource    *metav1.GroupVersionResource `json:"requestResource,omitempty"`
+	RequestSubResource string                       `json:"requestSubResource,omitempty"`
+	Name               string                       `json:"name,omitempty"`
+	Namespace          string                       `json:"namespace,omitempty"`
+	Operation          admissionv1.Operation        `json:"operation"`
+	UserInfo           authenticationv1.UserInfo    `json:"userInfo"`
+	Object             T                            `json:"object,omitempty"`
+	OldObject          T                            `json:"oldObject,omitempty"`
+	DryRun             *bool                        `json:"dryRun,omitempty"`
+}
+
+func (r *admissionRequest[T]) dryRun() bool { return r.DryRun != nil && *r.DryRun }
+
+// unstructuredReview decodes objects for the engine.
+type unstructuredReview = admissionReview[map[string]any]
+
+// rawReview keeps objects as bytes, for handlers that decode them into
+// typed API objects.
+type rawReview = admissionReview[json.RawMessage]
+
+// httpError is a request the server refuses before it is an admission
+// decision: the API server sees a failed call and applies the webhook's
+// failurePolicy.
+type httpError struct {
+	code   int
+	reason string
+}
+
+func (e *httpError) Error() string { return e.reason }
+
+func badRequest(format string, a ...any) *httpError {
+	return &httpError{code: http.StatusBadRequest, reason: fmt.Sprintf(format, a...)}
+}
+
+// bufferPool recycles request and response buffers across requests.
+var bufferPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func getBuffer() *bytes.Buffer {
+	b := bufferPool.Get().(*bytes.Buffer)
+	b.Reset()
+	return b
+}
+
+func putBuffer(b *bytes.Buffer) {
+	// Do not keep the rare huge buffer alive for every later request.
+	if b.Cap() <= 1<<20 {
+		bufferPool.Put(b)
+	}
+}
+
+// decodeReview reads an AdmissionReview of at most limit bytes from the
+// request. Every way it can be malformed is an *httpError naming what is
+// wrong; nothing here panics on any input.
+func decodeReview[T any](r *http.Request, limit int64, into *admissionReview[T]) error {
+	if r.Method != http.MethodPost {
+		return &httpError{code: http.StatusMethodNotAllowed, reason: fmt.Sprintf("method %s not allowed: an AdmissionReview is POSTed", r.Method)}
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mediaType, _, err := mime.ParseMediaType(ct)
+		if err != nil || mediaType != "application/json" {
+			return &httpError{code: http.StatusUnsupportedMediaType, reason: fmt.Sprintf("content type %q not supported: expected application/json", ct)}
+		}
+	} else {
+		return &httpError{code: http.StatusUnsupportedMediaType, reason: "missing content type: expected application/json"}
+	}
+	buf := getBuffer()
+	defer putBuffer(buf)
+	if _, err := buf.ReadFrom(http.MaxBytesReader(nil, r.Body, limit)); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return &httpError{code: http.StatusRequestEntityTooLarge, reason: fmt.Sprintf("request body larger than %d bytes", limit)}
+		}
+		return badRequest("reading request body: %v", err)
+	}
+	return parseReview(buf.Bytes(), into)
+}
+
+// parseReview decodes and checks the AdmissionReview envelope.
+func parseReview[T any](body []byte, into *admissionReview[T]) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("empty request body: expected an AdmissionReview")
+	}
+	if err := json.Unmarshal(body, into); err != nil {
+		return badRequest("malformed AdmissionReview: %v", err)
+	}
+	if into.APIVersion != admissionv1.SchemeGroupVersion.String() || into.Kind != "AdmissionReview" {
+		return badRequest("expected apiVersion %s kind AdmissionReview, got apiVersion %q kind %q",
+			admissionv1.SchemeGroupVersion, into.APIVersion, into.Kind)
+	}
+	req := into.Request
+	if req == nil {
+		return badRequest("AdmissionReview has no request")
+	}
+	if req.UID == "" {
+		return badRequest("AdmissionReview request has no uid")
+	}
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update, admissionv1.Delete, admissionv1.Connect:
+	default:
+		return badRequest("AdmissionReview request %s has unknown operation %q", req.UID, req.Operation)
+	}
+	if req.Kind.Kind == "" {
+		return badRequest("AdmissionReview request %s has no kind", req.UID)
+	}
+	return nil
+}
+
+// reviewResponse is the reply: the AdmissionReview envelope with only the
+// response. The API server reads nothing else, and not echoing the request
+// halves the bytes written.
+type reviewResponse struct {
+	APIVersion string                         `json:"apiVersion"`
+	Kind       string                         `json:"kind"`
+	Response   *admissionv1.AdmissionResponse `json:"response"`
+}
+
+// writeResponse encodes the response into a pooled buffer and sends it.
+func writeResponse(w http.ResponseWriter, resp *admissionv1.AdmissionResponse) {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	if err := json.NewEncoder(buf).Encode(reviewResponse{
+		APIVersion: admissionv1.SchemeGroupVersion.String(),
+		Kind:       "AdmissionReview",
+		Response:   resp,
+	}); err != nil {
+		http.Error(w, "encoding AdmissionReview response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// writeError answers a refused request with a plain-text reason.
+func writeError(w http.ResponseWriter, err error) {
+	var he *httpError
+	if !errors.As(err, &he) {
+		he = &httpError{code: http.StatusInternalServerError, reason: err.Error()}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(he.code)
+	_, _ = io.WriteString(w, he.reason+"\n")
+}
+
+// allowed and denied build the two kinds of decision.
+func allowed(uid types.UID, warnings []string) *admissionv1.AdmissionResponse {
+	return &admissionv1.AdmissionResponse{UID: uid, Allowed: true, Warnings: warnings}
+}
+
+// denied carries only status Failure and the message, as Kyverno does (no
+// code, no reason): the API server raises the code to 400 and prefixes the
+// message with the webhook's name.
+func denied(uid types.UID, message string) *admissionv1.AdmissionResponse {
+	return &admissionv1.AdmissionResponse{UID: uid, Allowed: false, Result: &metav1.Status{
+		Status:  metav1.StatusFailure,
+		Message: message,
+	}}
+}
