@@ -49,6 +49,8 @@ type EvalOption func(*evalConfig)
 type evalConfig struct {
 	loaders Loaders
 	values  Values
+	// mutateExisting runs mutate.targets rules (see WithMutateExisting).
+	mutateExisting bool
 }
 
 // WithLoaders hands the evaluation what it needs to resolve context entries

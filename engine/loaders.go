@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 )
 
@@ -14,6 +16,26 @@ type Loaders struct {
 	Images        ImageDataLoader
 	GlobalContext GlobalContext
 	Namespaces    NamespaceLabelsLoader
+	// Objects supplies existing objects: mutate-existing targets and the
+	// sources of generate clone and cloneList rules.
+	Objects ObjectLoader
+}
+
+// ObjectQuery selects existing objects. Namespace and Name may hold the
+// wildcards * and ?; empty means any. Selector, when set, is a label
+// selector. The engine filters what a loader returns again, so a loader
+// may return more than asked (e.g. every object of the kind).
+type ObjectQuery struct {
+	APIVersion string
+	Kind       string
+	Namespace  string
+	Name       string
+	Selector   *metav1.LabelSelector
+}
+
+// ObjectLoader lists existing objects as unstructured content.
+type ObjectLoader interface {
+	Objects(ctx context.Context, q ObjectQuery) ([]map[string]any, error)
 }
 
 // ConfigMapLoader returns a ConfigMap as unstructured content (apiVersion,

@@ -301,7 +301,12 @@ func (ev *evaluation) rule(ctx context.Context, r *rule) (RuleResponse, bool) {
 	return rr, true
 }
 
-func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse) (outcome, bool) {
+// prelude runs the steps every rule type shares once the rule matched:
+// context entries, preconditions and exceptions. It returns the rule's
+// document and the exceptions that apply, or the final outcome when the
+// rule stops there (context error, preconditions not met, excepted).
+func (ev *evaluation) prelude(ctx context.Context, r *rule, rr *RuleResponse) (*jsoncontext.Document, []*exception, *outcome) {
+	stop := func(o outcome) (*jsoncontext.Document, []*exception, *outcome) { return nil, nil, &o }
 	doc := ev.document()
 	if len(r.context) > 0 || ev.ruleValues(r) != nil {
 		doc = doc.Child()
@@ -309,28 +314,36 @@ func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse
 			setAll(doc, vals)
 		}
 		if err := ev.loadContext(ctx, doc, r, r.context); err != nil {
-			return errored("failed to load context", err), true
+			return stop(errored("failed to load context", err))
 		}
 	}
 	if r.preconditions != nil {
 		ok, _, err := ev.conditions(doc, r.preconditions, true)
 		if err != nil {
-			return errored("failed to evaluate preconditions", err), true
+			return stop(errored("failed to evaluate preconditions", err))
 		}
 		if !ok {
-			return skip("preconditions not met"), true
+			return stop(skip("preconditions not met"))
 		}
 	}
 	if r.typ == TypeImageVerify {
-		return errorf("verifyImages is not supported by charter yet; rule %s was not evaluated", r.name), true
+		return stop(errorf("verifyImages is not supported by charter yet; rule %s was not evaluated", r.name))
 	}
 	exceptions, err := ev.exceptions(doc, r)
 	if err != nil {
-		return errored("failed to evaluate policy exceptions", err), true
+		return stop(errored("failed to evaluate policy exceptions", err))
 	}
 	if len(exceptions) > 0 && !exceptionsArePodSecurity(exceptions, r) {
 		rr.Exceptions = exceptionSources(exceptions)
-		return skip("rule is skipped due to policy exceptions" + exceptionKeys(exceptions)), true
+		return stop(skip("rule is skipped due to policy exceptions" + exceptionKeys(exceptions)))
+	}
+	return doc, exceptions, nil
+}
+
+func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse) (outcome, bool) {
+	doc, exceptions, final := ev.prelude(ctx, r, rr)
+	if final != nil {
+		return *final, true
 	}
 	vd := &validator{ev: ev, rule: r, v: r.validate, exceptions: exceptions}
 	o, has := vd.run(ctx, doc, ev.object)

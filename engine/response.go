@@ -67,6 +67,10 @@ type PolicyResponse struct {
 	Key string
 	// Rules holds one response per rule that matched, in rule order.
 	Rules []RuleResponse
+	// Patched is, for mutation, the object after this policy's rules (and
+	// every earlier policy's): what `kyverno test` compares with
+	// patchedResources.
+	Patched map[string]any
 }
 
 // RuleResponse is the result of one rule.
@@ -91,6 +95,14 @@ type RuleResponse struct {
 	// PodSecurityChecks lists the failed Pod Security checks of a
 	// validate.podSecurity rule.
 	PodSecurityChecks []PodSecurityCheck
+	// Target is, for a mutate-existing rule, the existing resource this
+	// response is about (one response per target); PatchedTarget is that
+	// resource patched, set when the status is pass.
+	Target        *ResourceRef
+	PatchedTarget map[string]any
+	// Generated are, for a generate rule that passed, the downstream
+	// objects it wants to exist.
+	Generated []GeneratedObject
 }
 
 // PodSecurityCheck is one failed Pod Security Standards check.

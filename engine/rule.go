@@ -28,6 +28,8 @@ type rule struct {
 	// handler evaluates the rule once it applies; nil for rule types this
 	// engine does not evaluate yet (the rule then yields no response).
 	validate *validateRule
+	mutate   *mutateRule
+	generate *generateRule
 }
 
 // conditionBlock is an any/all block of conditions, decoded once.
@@ -127,6 +129,12 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 	}
 	if r.Validation != nil {
 		cr.validate = s.compileValidate(r, path+".validate", f)
+	}
+	if r.Mutation != nil {
+		cr.mutate = s.compileMutate(r, path+".mutate", f)
+	}
+	if r.Generation != nil {
+		cr.generate = s.compileGenerate(r, path+".generate", f)
 	}
 	return cr
 }

@@ -1,0 +1,244 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/jsoncontext"
+)
+
+// GeneratedObject is a downstream object a generate rule wants to exist,
+// with its policy, rule, trigger, source and synchronize settings.
+type GeneratedObject = generate.DesiredObject
+
+// generateRule is a compiled generate rule.
+type generateRule struct {
+	// foreach are the compiled preconditions of generate.foreach entries,
+	// by entry.
+	foreach []*conditionBlock
+}
+
+// compileGenerate checks a generate rule (spec §8.1): exactly one of data,
+// clone, cloneList or foreach, and the target's apiVersion, kind and name
+// unless it is a cloneList (whose copies keep their sources' names).
+func (s *PolicySet) compileGenerate(r *kyvernov1.Rule, path string, f *faults) *generateRule {
+	g := r.Generation
+	out := &generateRule{}
+	checkPattern := func(gp *kyvernov1.GeneratePattern, p string) {
+		sources := 0
+		if gp.RawData != nil {
+			sources++
+		}
+		if gp.Clone.Name != "" || gp.Clone.Namespace != "" {
+			sources++
+			if gp.Clone.Name == "" {
+				f.add(p+".clone.name", "a clone needs the name of its source")
+			}
+		}
+		if len(gp.CloneList.Kinds) > 0 || gp.CloneList.Namespace != "" || gp.CloneList.Selector != nil {
+			sources++
+			if len(gp.CloneList.Kinds) == 0 {
+				f.add(p+".cloneList.kinds", "a cloneList needs at least one kind")
+			}
+			if gp.CloneList.Selector != nil && !validSelector(gp.CloneList.Selector) {
+				f.add(p+".cloneList.selector", "invalid label selector")
+			}
+		}
+		if sources != 1 {
+			f.add(p, "a generate pattern needs exactly one of data, clone or cloneList")
+		}
+		if len(gp.CloneList.Kinds) == 0 {
+			for _, fld := range []struct{ name, v string }{{"apiVersion", gp.APIVersion}, {"kind", gp.Kind}, {"name", gp.Name}} {
+				if fld.v == "" {
+					f.add(p+"."+fld.name, "a generated resource needs "+fld.name)
+				}
+			}
+		}
+	}
+	if len(g.ForEachGeneration) > 0 {
+		if g.RawData != nil || g.Clone.Name != "" || len(g.CloneList.Kinds) > 0 {
+			f.add(path, "a generate rule may have only one of data, clone, cloneList or foreach")
+		}
+		for i := range g.ForEachGeneration {
+			fe := &g.ForEachGeneration[i]
+			fp := fmt.Sprintf("%s.foreach[%d]", path, i)
+			if fe.List == "" {
+				f.add(fp+".list", "foreach needs a list expression")
+			}
+			s.checkContext(fe.Context, fp+".context", f)
+			out.foreach = append(out.foreach, compileConditions(fe.AnyAllConditions, fp+".preconditions", f))
+			checkPattern(&fe.GeneratePattern, fp)
+		}
+	} else {
+		checkPattern(&g.GeneratePattern, path)
+	}
+	return out
+}
+
+// GenerateResponse holds the results of the generate rules of a PolicySet
+// for one trigger.
+type GenerateResponse struct {
+	Resource ResourceRef
+	// Policies holds one entry per policy with at least one rule response;
+	// RuleResponse.Generated lists each passing rule's desired objects.
+	Policies []PolicyResponse
+}
+
+// Objects returns every desired object of the response, in policy and
+// rule order.
+func (r *GenerateResponse) Objects() []GeneratedObject {
+	var out []GeneratedObject
+	for _, p := range r.Policies {
+		for _, rr := range p.Rules {
+			out = append(out, rr.Generated...)
+		}
+	}
+	return out
+}
+
+// Generate evaluates the generate rules of every policy that can match the
+// request (spec §8.2–8.3). A rule whose match and preconditions hold
+// passes with the objects it wants to exist; one whose preconditions do not
+// hold is skipped. When the new object no longer matches but the old one
+// did (DELETE, or an UPDATE away from the rule), the rule fails: that tells
+// a controller the downstream objects of a synchronized rule must go.
+// Clone sources come from Loaders.Objects.
+func (s *PolicySet) Generate(ctx context.Context, req *Request, opts ...EvalOption) *GenerateResponse {
+	cfg := newEvalConfig(opts)
+	in := newRequestView(ctx, req, &cfg)
+	resp := &GenerateResponse{Resource: in.resourceRef()}
+	var old *requestView
+	for _, p := range s.candidates(in) {
+		pr := PolicyResponse{Policy: p.source, Key: p.key}
+		ev := &evaluation{set: p.set, policy: p, in: in, cfg: &cfg, object: in.object}
+		for _, r := range p.rules {
+			if r.typ != TypeGeneration || r.generate == nil {
+				continue
+			}
+			rr := RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties}
+			matchesNew := req.Object != nil && r.selects(&in.res)
+			if !matchesNew {
+				if req.OldObject == nil {
+					continue
+				}
+				if old == nil {
+					oldReq := *req
+					oldReq.Object = req.OldObject
+					old = newRequestView(ctx, &oldReq, &cfg)
+				}
+				if !r.selects(&old.res) {
+					continue
+				}
+				rr.Status, rr.Message = StatusFail, "trigger no longer matches"
+				pr.Rules = append(pr.Rules, rr)
+				continue
+			}
+			doc, _, final := ev.prelude(ctx, r, &rr)
+			if final != nil {
+				rr.Status, rr.Message = final.status, final.message
+			} else {
+				objs, err := ev.generate(ctx, doc, r)
+				switch {
+				case err != nil:
+					rr.Status, rr.Message = StatusError, "failed to generate resources: "+err.Error()
+				default:
+					rr.Status, rr.Generated = StatusPass, objs
+				}
+			}
+			pr.Rules = append(pr.Rules, rr)
+			if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != StatusSkip {
+				break
+			}
+		}
+		if len(pr.Rules) > 0 {
+			resp.Policies = append(resp.Policies, pr)
+		}
+	}
+	return resp
+}
+
+// generate calls engine/generate with the rule's document, the engine's
+// loaders for foreach context entries and compiled preconditions, and the
+// object loader for clone sources.
+func (ev *evaluation) generate(ctx context.Context, doc *jsoncontext.Document, r *rule) ([]GeneratedObject, error) {
+	policy := generate.PolicyRef{Name: ev.policy.source.GetName()}
+	if ev.policy.source.IsNamespaced() {
+		policy.Namespace = ev.policy.source.GetNamespace()
+	}
+	ref := ev.in.resourceRef()
+	meta, _ := ev.in.object["metadata"].(map[string]any)
+	uid, _ := meta["uid"].(string)
+	trigger := generate.ObjectRef{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, UID: types.UID(uid)}
+	env := generate.Env{
+		Elements: generate.ElementsFunc(func(ctx context.Context, edoc *jsoncontext.Document, _ int, entry *kyvernov1.ForEachGeneration) (bool, error) {
+			if err := ev.loadContext(ctx, edoc, r, entry.Context); err != nil {
+				return false, err
+			}
+			block := ev.foreachConditions(r, entry)
+			ok, _, err := ev.conditions(edoc, block, true)
+			return ok, err
+		}),
+	}
+	if l := ev.cfg.loaders.Objects; l != nil {
+		env.Objects = clusterObjects{l}
+	}
+	return generate.Generate(ctx, policy, r.src, trigger, doc, env)
+}
+
+// foreachConditions finds the compiled preconditions of a foreach entry.
+func (ev *evaluation) foreachConditions(r *rule, entry *kyvernov1.ForEachGeneration) *conditionBlock {
+	for i := range r.src.Generation.ForEachGeneration {
+		if &r.src.Generation.ForEachGeneration[i] == entry && i < len(r.generate.foreach) {
+			return r.generate.foreach[i]
+		}
+	}
+	return nil
+}
+
+// clusterObjects serves engine/generate's reads through the engine's
+// ObjectLoader.
+type clusterObjects struct{ l ObjectLoader }
+
+func (c clusterObjects) Get(ctx context.Context, apiVersion, kind, namespace, name string) (map[string]any, error) {
+	q := ObjectQuery{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name}
+	objs, err := c.l.Objects(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		ref := refOf(o)
+		if ref.APIVersion == apiVersion && ref.Kind == kind && ref.Namespace == namespace && ref.Name == name {
+			return o, nil
+		}
+	}
+	gv, _ := schema.ParseGroupVersion(apiVersion)
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: gv.Group, Resource: strings.ToLower(kind)}, name)
+}
+
+func (c clusterObjects) List(ctx context.Context, apiVersion, kind, namespace string, selector labels.Selector) ([]map[string]any, error) {
+	objs, err := c.l.Objects(ctx, ObjectQuery{APIVersion: apiVersion, Kind: kind, Namespace: namespace})
+	if err != nil {
+		return nil, err
+	}
+	var out []map[string]any
+	for _, o := range objs {
+		ref := refOf(o)
+		if ref.Kind != kind || (apiVersion != "" && ref.APIVersion != apiVersion) || (namespace != "" && ref.Namespace != namespace) {
+			continue
+		}
+		meta, _ := o["metadata"].(map[string]any)
+		if selector != nil && !selector.Matches(labels.Set(stringMap(meta["labels"]))) {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}

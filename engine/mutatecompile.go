@@ -1,0 +1,292 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/mutate"
+	"github.com/charter-dev/charter/engine/variables"
+)
+
+// mutateRule is a compiled mutate rule: exactly one of a patch, foreach
+// entries, plus the targets of a mutate-existing rule.
+type mutateRule struct {
+	patch   *patch
+	foreach []*foreachMutation
+	// targets is set for mutate-existing rules (mutate.targets).
+	targets []*mutateTarget
+}
+
+// patch is one patchStrategicMerge or patchesJson6902, decoded once. A
+// patch with variables is substituted per evaluation; one without is used
+// as is (strategic) or pre-decoded (JSON 6902).
+type patch struct {
+	// strategic is the decoded patchStrategicMerge; nil for a JSON patch.
+	strategic any
+	// json6902 is the patchesJson6902 text.
+	json6902 string
+	// decoded is json6902 parsed, when it has no variables.
+	decoded jsonpatch.Patch
+	hasVars bool
+	// path is the JSON pointer of the patch within the rule, for variable
+	// error messages ("/mutate/patchStrategicMerge").
+	path string
+}
+
+// foreachMutation is a compiled mutate.foreach entry.
+type foreachMutation struct {
+	list          string
+	order         *kyvernov1.ForeachOrder
+	context       []kyvernov1.ContextEntry
+	preconditions *conditionBlock
+	patch         *patch
+	nested        []*foreachMutation
+}
+
+// descending reports the iteration order of the entry: Descending by
+// default for a strategic merge patch (so prepended elements keep list
+// order), Ascending otherwise, unless order says.
+func (fe *foreachMutation) descending() bool {
+	if fe.order != nil {
+		return *fe.order == kyvernov1.Descending
+	}
+	return fe.patch != nil && fe.patch.strategic != nil
+}
+
+// mutateTarget is one compiled mutate.targets entry.
+type mutateTarget struct {
+	spec          kyvernov1.TargetSelector
+	context       []kyvernov1.ContextEntry
+	preconditions *conditionBlock
+}
+
+// compileMutate checks a mutate rule (Kyverno's policy validation for
+// mutate rules, spec §3 and §4.2) and decodes its patches.
+func (s *PolicySet) compileMutate(r *kyvernov1.Rule, path string, f *faults) *mutateRule {
+	m := r.Mutation
+	out := &mutateRule{}
+	forms := 0
+	if m.RawPatchStrategicMerge != nil {
+		forms++
+		out.patch = s.compileStrategic(m.RawPatchStrategicMerge, path+".patchStrategicMerge", "/mutate/patchStrategicMerge", f)
+	}
+	if m.PatchesJSON6902 != "" {
+		forms++
+		out.patch = s.compileJSON6902(m.PatchesJSON6902, path+".patchesJson6902", "/mutate/patchesJson6902", false, f)
+	}
+	if len(m.ForEachMutation) > 0 {
+		forms++
+		out.foreach = s.compileForeachMutation(m.ForEachMutation, path+".foreach", "/mutate/foreach", f)
+	}
+	switch {
+	case forms == 0:
+		f.add(path, "a mutate rule needs one of patchStrategicMerge, patchesJson6902 or foreach")
+	case forms > 1:
+		f.add(path, "a mutate rule may have only one of patchStrategicMerge, patchesJson6902 or foreach")
+	}
+	for i := range m.Targets {
+		t := &m.Targets[i]
+		tp := fmt.Sprintf("%s.targets[%d]", path, i)
+		if t.Kind == "" {
+			f.add(tp+".kind", "a target needs a kind")
+		}
+		if t.APIVersion == "" {
+			f.add(tp+".apiVersion", "a target needs an apiVersion")
+		}
+		if t.Selector != nil && !validSelector(t.Selector) {
+			f.add(tp+".selector", "invalid label selector")
+		}
+		s.checkContext(t.Context, tp+".context", f)
+		mt := &mutateTarget{spec: t.TargetSelector, context: t.Context}
+		if t.RawAnyAllConditions != nil {
+			block, err := kyvernov1.ParseConditions(t.RawAnyAllConditions)
+			if err != nil {
+				f.add(tp+".preconditions", err.Error())
+			} else {
+				mt.preconditions = compileConditions(block, tp+".preconditions", f)
+			}
+		}
+		out.targets = append(out.targets, mt)
+	}
+	return out
+}
+
+func (s *PolicySet) compileStrategic(raw *apiextv1.JSON, path, pointer string, f *faults) *patch {
+	var v any
+	if err := json.Unmarshal(raw.Raw, &v); err != nil {
+		f.add(path, "invalid patch: "+err.Error())
+		return nil
+	}
+	if _, ok := v.(map[string]any); !ok {
+		f.add(path, fmt.Sprintf("a strategic merge patch must be an object, found %s", jsonKind(v)))
+		return nil
+	}
+	checkLabelValues(v, path, f)
+	return &patch{strategic: v, hasVars: variables.HasVariables(v), path: pointer}
+}
+
+// checkLabelValues rejects non-string label and annotation values in a
+// patch: the API server would refuse the patched object. (Kyverno's check
+// only looks at one of metadata and spec, picked by map order, spec §2.5
+// Q7; charter always checks.)
+func checkLabelValues(v any, path string, f *faults) {
+	m, _ := v.(map[string]any)
+	meta, _ := m["metadata"].(map[string]any)
+	for _, field := range []string{"labels", "annotations"} {
+		vals, _ := meta[field].(map[string]any)
+		for k, val := range vals {
+			if _, ok := val.(string); !ok {
+				f.add(joinPath(path+".metadata."+field, k), fmt.Sprintf("%s values must be strings, found %s", field, jsonKind(val)))
+			}
+		}
+	}
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case float64, int64:
+		return "a number"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// json6902Ops are the operations RFC 6902 defines.
+var json6902Ops = map[string]bool{"add": true, "remove": true, "replace": true, "move": true, "copy": true, "test": true}
+
+// compileJSON6902 checks the operations of a patchesJson6902. Variables
+// may stand in values anywhere, and in paths only inside foreach (where
+// {{elementIndex}} is the usual way to address an element), as in Kyverno.
+func (s *PolicySet) compileJSON6902(text, path, pointer string, inForeach bool, f *faults) *patch {
+	p := &patch{json6902: text, hasVars: variables.HasVariables(text), path: pointer}
+	// Check the shape with variables standing in as plain strings: a
+	// variable's value is only known per request.
+	probe := text
+	if p.hasVars {
+		probe = neutraliseVariables(text)
+	}
+	decoded, err := mutate.DecodeJSON6902(probe)
+	if err != nil {
+		if !p.hasVars {
+			f.add(path, err.Error())
+		}
+		return p
+	}
+	for i, op := range decoded {
+		opPath := fmt.Sprintf("%s[%d]", path, i)
+		kind := op.Kind()
+		if !json6902Ops[kind] {
+			f.add(opPath+".op", fmt.Sprintf("unknown operation %q, want add, remove, replace, move, copy or test", kind))
+			continue
+		}
+		target, err := op.Path()
+		switch {
+		case err == nil && strings.Contains(target, variableStandIn):
+			if !inForeach {
+				f.add(opPath+".path", "variables are not allowed in the path of a patchesJson6902 operation outside foreach")
+			}
+		case err != nil || !strings.HasPrefix(target, "/"):
+			f.add(opPath+".path", fmt.Sprintf("path %q must start with /", target))
+		}
+		switch kind {
+		case "add", "replace", "test":
+			if _, ok := op["value"]; !ok {
+				f.add(opPath+".value", fmt.Sprintf("a %s operation needs a value", kind))
+			}
+		case "move", "copy":
+			if from, err := op.From(); err != nil || !strings.HasPrefix(from, "/") {
+				f.add(opPath+".from", fmt.Sprintf("a %s operation needs a from path starting with /", kind))
+			}
+		}
+	}
+	if !p.hasVars {
+		p.decoded = decoded
+	}
+	return p
+}
+
+// variableStandIn replaces variables while a patch is parsed for its shape.
+const variableStandIn = "charter-variable"
+
+// neutraliseVariables replaces every {{...}} with variableStandIn, so the
+// text can be parsed for its shape.
+func neutraliseVariables(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "{{")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		j := strings.Index(s[i:], "}}")
+		if j < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		b.WriteString(variableStandIn)
+		s = s[i+j+2:]
+	}
+}
+
+func (s *PolicySet) compileForeachMutation(list []kyvernov1.ForEachMutation, path, pointer string, f *faults) []*foreachMutation {
+	out := make([]*foreachMutation, 0, len(list))
+	for i := range list {
+		fe := &list[i]
+		p := fmt.Sprintf("%s[%d]", path, i)
+		ptr := fmt.Sprintf("%s/%d", pointer, i)
+		c := &foreachMutation{list: fe.List, order: fe.Order, context: fe.Context}
+		if fe.List == "" {
+			f.add(p+".list", "foreach needs a list expression")
+		} else if !strings.Contains(fe.List, "{{") {
+			if _, err := s.jp.Compile(fe.List); err != nil {
+				f.add(p+".list", fmt.Sprintf("malformed JMESPath %q: %v", fe.List, unwrapCompile(err)))
+			}
+		}
+		if fe.Order != nil && *fe.Order != kyvernov1.Ascending && *fe.Order != kyvernov1.Descending {
+			f.add(p+".order", fmt.Sprintf("unknown order %q, want Ascending or Descending", *fe.Order))
+		}
+		s.checkContext(fe.Context, p+".context", f)
+		c.preconditions = compileConditions(fe.AnyAllConditions, p+".preconditions", f)
+		forms := 0
+		if fe.RawPatchStrategicMerge != nil {
+			forms++
+			c.patch = s.compileStrategic(fe.RawPatchStrategicMerge, p+".patchStrategicMerge", ptr+"/patchStrategicMerge", f)
+		}
+		if fe.PatchesJSON6902 != "" {
+			forms++
+			c.patch = s.compileJSON6902(fe.PatchesJSON6902, p+".patchesJson6902", ptr+"/patchesJson6902", true, f)
+		}
+		if fe.ForEachMutation != nil {
+			forms++
+			if len(fe.Context) > 0 || fe.AnyAllConditions != nil {
+				f.add(p, "a foreach entry with a nested foreach may not have its own context or preconditions")
+			}
+			var nested []kyvernov1.ForEachMutation
+			if err := json.Unmarshal(fe.ForEachMutation.Raw, &nested); err != nil {
+				f.add(p+".foreach", "invalid nested foreach: "+err.Error())
+			} else {
+				c.nested = s.compileForeachMutation(nested, p+".foreach", ptr+"/foreach", f)
+			}
+		}
+		if forms != 1 {
+			f.add(p, "a foreach entry needs exactly one of patchStrategicMerge, patchesJson6902 or foreach")
+		}
+		out = append(out, c)
+	}
+	return out
+}

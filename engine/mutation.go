@@ -1,0 +1,388 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/jsoncontext"
+	"github.com/charter-dev/charter/engine/mutate"
+)
+
+// MutateResponse holds the results of running the mutate rules of a
+// PolicySet against one request.
+type MutateResponse struct {
+	// Resource is the object evaluated.
+	Resource ResourceRef
+	// Policies holds one entry per policy with at least one rule response,
+	// in compile order. PolicyResponse.Patched is the object after that
+	// policy's rules (and every earlier policy's).
+	Policies []PolicyResponse
+	// Object is the request's object with every patch applied; the
+	// request's object itself when nothing changed.
+	Object map[string]any
+	// Patch is one RFC 6902 patch from the request's object to Object,
+	// deterministic and minimal (see mutate.Diff); empty when nothing
+	// changed. JSONPatch encodes it for an AdmissionResponse.
+	Patch []mutate.Operation
+}
+
+// JSONPatch encodes Patch as an AdmissionResponse carries it; nil when
+// there is nothing to patch.
+func (r *MutateResponse) JSONPatch() ([]byte, error) { return mutate.MarshalPatch(r.Patch) }
+
+// Errors returns the rule responses with status error, each with its
+// policy, in order. Admission denies a request with an erroring rule of a
+// policy whose failurePolicy is Fail (the default).
+func (r *MutateResponse) Errors() []PolicyRuleResponse {
+	var out []PolicyRuleResponse
+	for i := range r.Policies {
+		for _, rr := range r.Policies[i].Rules {
+			if rr.Status == StatusError {
+				out = append(out, PolicyRuleResponse{Policy: &r.Policies[i], Rule: rr})
+			}
+		}
+	}
+	return out
+}
+
+// PatchedTargets returns the existing resources mutate-existing rules
+// patched, in rule order; a target patched by several rules appears once
+// per rule.
+func (r *MutateResponse) PatchedTargets() []map[string]any {
+	var out []map[string]any
+	for _, p := range r.Policies {
+		for _, rr := range p.Rules {
+			if rr.PatchedTarget != nil {
+				out = append(out, rr.PatchedTarget)
+			}
+		}
+	}
+	return out
+}
+
+// PolicyRuleResponse is a rule response with the policy it belongs to.
+type PolicyRuleResponse struct {
+	Policy *PolicyResponse
+	Rule   RuleResponse
+}
+
+// WithMutateExisting makes Mutate run mutate-existing rules
+// (mutate.targets) against the objects Loaders.Objects supplies, as the
+// background controller and the CLI do. Admission leaves it off: there
+// such rules produce no response, as in Kyverno.
+func WithMutateExisting() EvalOption {
+	return func(c *evalConfig) { c.mutateExisting = true }
+}
+
+// Mutate runs the mutate rules of every policy that can match the request,
+// in compile order and, within a policy, in rule order (the policy's rules,
+// then their autogen rules). Each rule sees the object as the rules before
+// it left it: its match, preconditions and variables all read the current
+// object, and the next policy starts from the previous one's result.
+//
+// A rule that fails with an error leaves the object as it was before that
+// rule and the following rules still run. Kyverno instead empties the
+// object, which silently disables every later rule and policy (spec §1.5);
+// no policy author means that, and admission still denies the request
+// through Errors when the policy's failurePolicy is Fail.
+func (s *PolicySet) Mutate(ctx context.Context, req *Request, opts ...EvalOption) *MutateResponse {
+	cfg := newEvalConfig(opts)
+	in := newRequestView(ctx, req, &cfg)
+	resp := &MutateResponse{Resource: in.resourceRef(), Object: req.Object}
+	for _, p := range s.candidates(in) {
+		pr, out := p.mutate(ctx, in, &cfg)
+		in = out
+		if len(pr.Rules) > 0 {
+			resp.Policies = append(resp.Policies, pr)
+		}
+	}
+	if req.Object != nil {
+		resp.Object = in.req.Object
+		resp.Patch = mutate.Diff(req.Object, resp.Object)
+	}
+	return resp
+}
+
+// Mutate runs this policy's mutate rules against the request; see
+// PolicySet.Mutate.
+func (p *Policy) Mutate(ctx context.Context, req *Request, opts ...EvalOption) PolicyResponse {
+	cfg := newEvalConfig(opts)
+	pr, _ := p.mutate(ctx, newRequestView(ctx, req, &cfg), &cfg)
+	return pr
+}
+
+// Evaluation is the result of Evaluate: the mutation, then the validation
+// of the mutated object.
+type Evaluation struct {
+	Mutation   *MutateResponse
+	Validation *Response
+}
+
+// Evaluate runs mutation first, across all policies, and then validation
+// on the mutated object, as admission does.
+func (s *PolicySet) Evaluate(ctx context.Context, req *Request, opts ...EvalOption) *Evaluation {
+	m := s.Mutate(ctx, req, opts...)
+	mutated := *req
+	if req.Object != nil {
+		mutated.Object = m.Object
+	}
+	return &Evaluation{Mutation: m, Validation: s.Validate(ctx, &mutated, opts...)}
+}
+
+// mutate runs the policy's mutate rules and returns its response and the
+// request view of the resulting object.
+func (p *Policy) mutate(ctx context.Context, in *requestView, cfg *evalConfig) (PolicyResponse, *requestView) {
+	resp := PolicyResponse{Policy: p.source, Key: p.key}
+	var ev *evaluation
+	for _, r := range p.rules {
+		if r.typ != TypeMutation || r.mutate == nil {
+			continue
+		}
+		existing := len(r.mutate.targets) > 0
+		if existing && !cfg.mutateExisting {
+			continue
+		}
+		if !existing && in.req.Object == nil {
+			// Nothing to patch (DELETE).
+			continue
+		}
+		if !r.selects(&in.res) {
+			continue
+		}
+		if ev == nil || ev.in != in {
+			ev = &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.object}
+		}
+		rr := RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties}
+		doc, _, final := ev.prelude(ctx, r, &rr)
+		var responses []RuleResponse
+		switch {
+		case final != nil:
+			rr.Status, rr.Message = final.status, final.message
+			responses = append(responses, rr)
+		case existing:
+			responses = ev.mutateTargets(ctx, doc, r, rr)
+		default:
+			res := ev.mutateObject(ctx, doc, r, in.object)
+			rr.Status, rr.Message = res.status, res.message
+			responses = append(responses, rr)
+			if res.status == StatusPass {
+				in = in.withObject(res.object)
+			}
+		}
+		resp.Rules = append(resp.Rules, responses...)
+		if p.spec.GetApplyRules() == kyvernov1.ApplyOne && anyApplied(responses) {
+			break
+		}
+	}
+	resp.Patched = in.req.Object
+	return resp, in
+}
+
+func anyApplied(rrs []RuleResponse) bool {
+	for _, rr := range rrs {
+		if rr.Status != StatusSkip {
+			return true
+		}
+	}
+	return false
+}
+
+// withObject returns the view of the same request with a new object, as
+// the next mutate rule sees it.
+func (in *requestView) withObject(obj map[string]any) *requestView {
+	req := *in.req
+	req.Object = obj
+	out := newRequestView(in.ctx, &req, in.cfg)
+	if in.nsLabelsLoaded {
+		out.nsLabels, out.nsLabelsLoaded = in.nsLabels, true
+	}
+	return out
+}
+
+// patchResult is the outcome of applying a mutate rule (or a part of it)
+// to an object.
+type patchResult struct {
+	status  RuleStatus
+	message string
+	// object is the patched object on pass, the input otherwise.
+	object map[string]any
+}
+
+func patchError(msg string, err error) patchResult {
+	return patchResult{status: StatusError, message: msg + ": " + err.Error()}
+}
+
+// mutateObject applies the rule's patch or foreach to resource (spec §1.3).
+func (ev *evaluation) mutateObject(ctx context.Context, doc *jsoncontext.Document, r *rule, resource map[string]any) patchResult {
+	m := r.mutate
+	if len(m.foreach) > 0 {
+		patched, applied, failed := ev.mutateForeach(ctx, doc, r, m.foreach, resource, 0)
+		if failed != nil {
+			return *failed
+		}
+		if applied == 0 {
+			return patchResult{status: StatusSkip, message: "0 elements processed", object: resource}
+		}
+		return patchResult{status: StatusPass, message: mutatedMessage(patched), object: patched}
+	}
+	if m.patch == nil {
+		return patchResult{status: StatusError, message: "rule " + r.name + " has no patch"}
+	}
+	res := ev.applyPatch(doc, m.patch, resource)
+	if res.status == StatusPass {
+		res.message = mutatedMessage(res.object)
+	}
+	return res
+}
+
+// applyPatch substitutes the variables of one patch and applies it. An
+// unchanged result (or a condition anchor that does not hold) is a skip.
+func (ev *evaluation) applyPatch(doc *jsoncontext.Document, p *patch, resource map[string]any) patchResult {
+	unchanged := patchResult{status: StatusSkip, message: "no patches applied", object: resource}
+	var out map[string]any
+	if p.strategic != nil {
+		body := p.strategic
+		if p.hasVars {
+			var err error
+			if body, err = ev.substitute(doc, body, p.path); err != nil {
+				return patchError("variable substitution failed", err)
+			}
+		}
+		var err error
+		out, err = mutate.StrategicMerge(resource, body)
+		if err != nil {
+			var cond *mutate.ConditionError
+			if errors.As(err, &cond) {
+				return unchanged
+			}
+			return patchError("failed to patch resource", err)
+		}
+	} else {
+		decoded := p.decoded
+		if decoded == nil {
+			text := p.json6902
+			if p.hasVars {
+				v, err := ev.substitute(doc, text, p.path)
+				if err != nil {
+					return patchError("variable substitution failed", err)
+				}
+				s, ok := v.(string)
+				if !ok {
+					return patchResult{status: StatusError, message: fmt.Sprintf("failed to patch resource: patchesJson6902 resolved to %s, not text", jsonKind(v))}
+				}
+				text = s
+			}
+			var err error
+			if decoded, err = mutate.DecodeJSON6902(text); err != nil {
+				return patchError("failed to patch resource", err)
+			}
+		}
+		var err error
+		if out, err = mutate.ApplyJSON6902(resource, decoded); err != nil {
+			return patchError("failed to patch resource", err)
+		}
+	}
+	if mutate.Equal(resource, out) {
+		return unchanged
+	}
+	return patchResult{status: StatusPass, object: out}
+}
+
+// mutatedMessage is Kyverno's pass message: "mutated Kind/name in
+// namespace ns", without the namespace part for cluster-scoped objects.
+func mutatedMessage(obj map[string]any) string {
+	kind, _ := obj["kind"].(string)
+	meta, _ := obj["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	ns, _ := meta["namespace"].(string)
+	if ns == "" {
+		return fmt.Sprintf("mutated %s/%s", kind, name)
+	}
+	return fmt.Sprintf("mutated %s/%s in namespace %s", kind, name, ns)
+}
+
+// mutateForeach runs foreach entries in order over resource (spec §4.1).
+// Each entry sees request.object as the previous entries left it; it
+// returns the patched object, how many entries changed it, and the error
+// result that stopped it, if any.
+func (ev *evaluation) mutateForeach(ctx context.Context, doc *jsoncontext.Document, r *rule, entries []*foreachMutation, resource map[string]any, nesting int) (map[string]any, int, *patchResult) {
+	applied := 0
+	for _, fe := range entries {
+		elements, err := ev.evalList(doc, fe.list)
+		if err != nil {
+			res := patchError("failed to evaluate list "+fe.list, err)
+			return nil, 0, &res
+		}
+		patched, changed, failed := ev.mutateElements(ctx, doc, r, fe, elements, resource, nesting)
+		if failed != nil {
+			res := patchResult{status: StatusError, message: "failed to mutate elements: " + failed.message}
+			return nil, 0, &res
+		}
+		if changed {
+			resource = patched
+			applied++
+			doc = doc.Child()
+			doc.Set("request.object", resource)
+		}
+	}
+	return resource, applied, nil
+}
+
+// mutateElements applies one foreach entry to each element in turn, all on
+// the same working copy. request.object stays the snapshot taken when the
+// entry started; elementIndex is the element's position in the list even
+// when iterating in reverse.
+func (ev *evaluation) mutateElements(ctx context.Context, doc *jsoncontext.Document, r *rule, fe *foreachMutation, elements []any, resource map[string]any, nesting int) (map[string]any, bool, *patchResult) {
+	patched := resource
+	elementN, indexN := elementNames(nesting)
+	for n := range elements {
+		i := n
+		if fe.descending() {
+			i = len(elements) - 1 - n
+		}
+		el := elements[i]
+		if el == nil {
+			continue
+		}
+		edoc := doc.Child()
+		edoc.SetRoot("element", el)
+		edoc.SetRoot("elementIndex", float64(i))
+		edoc.SetRoot(elementN, el)
+		edoc.SetRoot(indexN, float64(i))
+		if err := ev.loadContext(ctx, edoc, r, fe.context); err != nil {
+			res := patchError("failed to load context", err)
+			return nil, false, &res
+		}
+		ok, _, err := ev.conditions(edoc, fe.preconditions, true)
+		if err != nil {
+			res := patchError("failed to evaluate preconditions", err)
+			return nil, false, &res
+		}
+		if !ok {
+			continue
+		}
+		if len(fe.nested) > 0 {
+			out, applied, failed := ev.mutateForeach(ctx, edoc, r, fe.nested, patched, nesting+1)
+			if failed != nil {
+				return nil, false, failed
+			}
+			if applied > 0 {
+				patched = out
+			}
+			continue
+		}
+		if fe.patch == nil {
+			continue
+		}
+		res := ev.applyPatch(edoc, fe.patch, patched)
+		switch res.status {
+		case StatusError:
+			return nil, false, &res
+		case StatusPass:
+			patched = res.object
+		}
+	}
+	return patched, !mutate.Equal(resource, patched), nil
+}
