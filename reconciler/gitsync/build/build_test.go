@@ -1,0 +1,72 @@
+package build
+
+import (
+	"errors"
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+func TestBuild(t *testing.T) {
+	tests := []struct {
+		name string
+		dir  string
+		// want maps "Kind/name" to the file it must come from.
+		want map[string]string
+	}{
+		{
+			name: "overlay lists files of sibling folders",
+			dir:  "env/dev",
+			want: map[string]string{
+				"ClusterPolicy/require-labels": "policies/require-labels/require-labels.yaml",
+				"Namespace/team-a":             "env/dev/namespace.yaml",
+			},
+		},
+		{
+			name: "plain folder skips test suites, fixtures and hidden files, includes kustomized sub-folders",
+			dir:  "plain",
+			want: map[string]string{
+				"ClusterPolicy/require-labels": "plain/sub/require-labels.yaml",
+				"Namespace/team-a":             "plain/ns.yaml",
+				"ConfigMap/kust-settings":      "plain/kust/cm.yaml",
+			},
+		},
+		{
+			name: "leading ./ and trailing slash",
+			dir:  "./env/dev/",
+			want: map[string]string{
+				"ClusterPolicy/require-labels": "policies/require-labels/require-labels.yaml",
+				"Namespace/team-a":             "env/dev/namespace.yaml",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			objs, err := Build("testdata/repo", tt.dir)
+			g.Expect(err).NotTo(HaveOccurred())
+			got := map[string]string{}
+			for _, o := range objs {
+				got[o.GetKind()+"/"+o.GetName()] = o.File
+				g.Expect(o.GetAnnotations()).NotTo(HaveKey(originAnnotation))
+			}
+			g.Expect(got).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestBuildErrorsNameTheFolder(t *testing.T) {
+	g := NewWithT(t)
+	_, err := Build("testdata/repo", "env/missing")
+	var be *Error
+	g.Expect(errors.As(err, &be)).To(BeTrue())
+	g.Expect(err.Error()).To(ContainSubstring("env/missing: no such folder"))
+}
+
+func TestBuildCannotReadOutsideTheRepository(t *testing.T) {
+	g := NewWithT(t)
+	_, err := Build("testdata/repo/env", "dev")
+	// ../../policies is outside the copied repository root.
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("policies/require-labels/require-labels.yaml"))
+}

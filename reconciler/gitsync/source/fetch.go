@@ -1,0 +1,155 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// completeMarker is written into a checkout once the clone finished, so a
+// clone interrupted by a crash is never mistaken for a cached one.
+const completeMarker = ".charter-checkout-complete"
+
+// Error is a failed Git operation. Its message names the operation and the
+// sanitized URL and never contains credentials; it deliberately does not
+// wrap the transport's error, whose text may.
+type Error struct {
+	Op  string
+	URL string
+	Msg string
+	// Auth is true when the remote refused the credentials.
+	Auth bool
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s %s: %s", e.Op, e.URL, e.Msg) }
+
+func (a *Auth) fail(op, rawURL string, err error) error {
+	e := &Error{Op: op, URL: SanitizeURL(rawURL), Msg: a.sanitize(err.Error())}
+	switch {
+	case errors.Is(err, transport.ErrAuthenticationRequired):
+		e.Auth, e.Msg = true, "authentication required: the remote asks for credentials (set spec.secretRef)"
+	case errors.Is(err, transport.ErrAuthorizationFailed):
+		e.Auth, e.Msg = true, "authentication failed: the remote refused the credentials in spec.secretRef"
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		e.Msg = "repository not found"
+	}
+	return e
+}
+
+// LsRemote asks the remote which commit ref points at, without cloning.
+func LsRemote(ctx context.Context, rawURL string, ref Ref, auth *Auth) (Revision, error) {
+	if auth == nil {
+		auth = &Auth{}
+	}
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: git.DefaultRemoteName, URLs: []string{rawURL}})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{
+		Auth:          auth.Method,
+		CABundle:      auth.CABundle,
+		PeelingOption: git.AppendPeeled,
+	})
+	if err != nil {
+		return Revision{}, auth.fail("list refs of", rawURL, err)
+	}
+	rev, err := resolve(ref, refs)
+	if err != nil {
+		return Revision{}, &Error{Op: "resolve " + ref.String() + " in", URL: SanitizeURL(rawURL), Msg: err.Error()}
+	}
+	return rev, nil
+}
+
+// Cache holds one checkout per repository (key) and commit.
+type Cache struct {
+	// Dir is the cache's root folder.
+	Dir string
+}
+
+// Checkout returns a folder holding rev's tree, cloning it unless the cache
+// has it already (cached reports which). Older checkouts of the same key are
+// removed once the new one is complete.
+func (c *Cache) Checkout(ctx context.Context, key, rawURL string, rev Revision, auth *Auth) (dir string, cached bool, err error) {
+	if auth == nil {
+		auth = &Auth{}
+	}
+	parent := filepath.Join(c.Dir, filepath.FromSlash(key))
+	dir = filepath.Join(parent, rev.Commit)
+	if _, err := os.Stat(filepath.Join(dir, completeMarker)); err == nil {
+		return dir, true, nil
+	}
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return "", false, err
+	}
+	tmp, err := os.MkdirTemp(parent, ".clone-")
+	if err != nil {
+		return "", false, err
+	}
+	defer os.RemoveAll(tmp)
+	if err := clone(ctx, tmp, rawURL, rev, auth); err != nil {
+		return "", false, err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, completeMarker), nil, 0o600); err != nil {
+		return "", false, err
+	}
+	_ = os.RemoveAll(dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		return "", false, err
+	}
+	entries, _ := os.ReadDir(parent)
+	for _, e := range entries {
+		if e.Name() != rev.Commit {
+			_ = os.RemoveAll(filepath.Join(parent, e.Name()))
+		}
+	}
+	return dir, false, nil
+}
+
+// clone checks rev out into dir. Branches and tags are cloned shallow (one
+// commit); a pinned commit needs the history that holds it.
+func clone(ctx context.Context, dir, rawURL string, rev Revision, auth *Auth) error {
+	opts := &git.CloneOptions{
+		URL:           rawURL,
+		Auth:          auth.Method,
+		CABundle:      auth.CABundle,
+		ReferenceName: rev.Reference,
+		SingleBranch:  true,
+		Tags:          git.NoTags,
+	}
+	if !rev.pinned {
+		opts.Depth = 1
+	}
+	repo, err := git.PlainCloneContext(ctx, dir, false, opts)
+	if err != nil {
+		return auth.fail("clone", rawURL, err)
+	}
+	head, err := repo.Head()
+	if err != nil {
+		return auth.fail("clone", rawURL, err)
+	}
+	if head.Hash().String() == rev.Commit {
+		return nil
+	}
+	if !rev.pinned {
+		// The ref moved between ls-remote and clone: the caller asked for
+		// one commit and must not silently get another.
+		return &Error{Op: "clone", URL: SanitizeURL(rawURL), Msg: fmt.Sprintf("%s moved from %s to %s during the fetch; retrying", rev.Name, rev.Commit, head.Hash())}
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		return err
+	}
+	if err := wt.Checkout(&git.CheckoutOptions{Hash: plumbing.NewHash(rev.Commit), Force: true}); err != nil {
+		where := "the default branch"
+		if rev.Name != "" {
+			where = "branch " + rev.Name
+		}
+		return &Error{Op: "checkout", URL: SanitizeURL(rawURL), Msg: fmt.Sprintf("commit %s not found on %s", rev.Commit, where)}
+	}
+	return nil
+}
