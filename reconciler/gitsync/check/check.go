@@ -1,0 +1,177 @@
+// Package check decides whether a rendered revision may be applied. Every
+// object must name its apiVersion, kind and name; every object of a kind
+// charter's scheme knows must decode strictly (no unknown or duplicate
+// field); and every Kyverno policy and exception must compile with
+// engine.Compile. Kinds the scheme does not know are left to the API
+// server's dry-run, which runs with strict field validation.
+//
+// A revision is applied whole or not at all, so Objects reports every
+// fault at once, each naming the file, the object and the field.
+package check
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
+	"github.com/charter-dev/charter/api/strict"
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/reconciler/gitsync/build"
+)
+
+// Fault is one reason a revision cannot be applied.
+type Fault struct {
+	// File is the repository file that declares the object.
+	File string
+	// Object is "Kind namespace/name" or "Kind name".
+	Object string
+	// Field is the path inside the object, when known.
+	Field string
+	// Message says what is wrong.
+	Message string
+}
+
+func (f Fault) String() string {
+	var b strings.Builder
+	if f.File != "" {
+		b.WriteString(f.File)
+		b.WriteString(": ")
+	}
+	b.WriteString(f.Object)
+	if f.Field != "" {
+		b.WriteString(": ")
+		b.WriteString(f.Field)
+	}
+	b.WriteString(": ")
+	b.WriteString(f.Message)
+	return b.String()
+}
+
+// Error is every fault of a revision.
+type Error struct {
+	Faults []Fault
+}
+
+func (e *Error) Error() string {
+	msgs := make([]string, len(e.Faults))
+	for i, f := range e.Faults {
+		msgs[i] = f.String()
+	}
+	if len(msgs) == 1 {
+		return "invalid revision: " + msgs[0]
+	}
+	return fmt.Sprintf("invalid revision, %d faults: %s", len(msgs), strings.Join(msgs, "; "))
+}
+
+// Objects checks a rendered revision; scheme holds the kinds decoded
+// strictly. It returns *Error when anything is wrong.
+func Objects(objs []build.Object, scheme *runtime.Scheme) error {
+	var faults []Fault
+	var policies []kyvernov1.PolicyInterface
+	var exceptions []*kyvernov2.PolicyException
+	// files maps "Kind/key" (the engine's naming) back to the file.
+	files := map[string]string{}
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		ref := describe(o)
+		if o.GetAPIVersion() == "" || gvk.Kind == "" || o.GetName() == "" {
+			faults = append(faults, Fault{File: o.File, Object: ref, Message: "an object needs apiVersion, kind and metadata.name"})
+			continue
+		}
+		typed, err := decode(scheme, gvk, o)
+		if err != nil {
+			faults = append(faults, Fault{File: o.File, Object: ref, Message: err.Error()})
+			continue
+		}
+		switch v := typed.(type) {
+		case *kyvernov1.ClusterPolicy:
+			policies = append(policies, v)
+			files["ClusterPolicy/"+v.GetName()] = o.File
+		case *kyvernov1.Policy:
+			policies = append(policies, v)
+			files["Policy/"+v.GetNamespace()+"/"+v.GetName()] = o.File
+		case *kyvernov2.PolicyException:
+			exceptions = append(exceptions, v)
+			files[exceptionKey(v)] = o.File
+		case *kyvernov2beta1.PolicyException:
+			ex := v.ToV2()
+			exceptions = append(exceptions, ex)
+			files[exceptionKey(ex)] = o.File
+		}
+	}
+	if len(policies) > 0 || len(exceptions) > 0 {
+		_, err := engine.Compile(policies, engine.WithExceptions(exceptions))
+		if err != nil {
+			faults = append(faults, compileFaults(err, files)...)
+		}
+	}
+	if len(faults) == 0 {
+		return nil
+	}
+	sort.SliceStable(faults, func(i, j int) bool { return faults[i].File < faults[j].File })
+	return &Error{Faults: faults}
+}
+
+func exceptionKey(ex *kyvernov2.PolicyException) string {
+	if ex.GetNamespace() == "" {
+		return "PolicyException/" + ex.GetName()
+	}
+	return "PolicyException/" + ex.GetNamespace() + "/" + ex.GetName()
+}
+
+// decode strictly decodes o into its typed form when the scheme knows its
+// kind; it returns nil, nil for other kinds.
+func decode(scheme *runtime.Scheme, gvk schema.GroupVersionKind, o build.Object) (runtime.Object, error) {
+	if scheme == nil || !scheme.Recognizes(gvk) {
+		return nil, nil
+	}
+	typed, err := scheme.New(gvk)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(o.Object)
+	if err != nil {
+		return nil, err
+	}
+	if err := strict.Unmarshal(data, typed); err != nil {
+		return nil, err
+	}
+	return typed, nil
+}
+
+func compileFaults(err error, files map[string]string) []Fault {
+	errs, ok := err.(engine.CompileErrors)
+	if !ok {
+		return []Fault{{Object: "policies", Message: err.Error()}}
+	}
+	faults := make([]Fault, 0, len(errs))
+	for _, e := range errs {
+		key := e.Kind + "/" + e.Name
+		faults = append(faults, Fault{
+			File:    files[key],
+			Object:  fmt.Sprintf("%s %q", e.Kind, e.Name),
+			Field:   e.Field,
+			Message: e.Fault,
+		})
+	}
+	return faults
+}
+
+func describe(o build.Object) string {
+	kind := o.GetKind()
+	if kind == "" {
+		kind = "object"
+	}
+	name := o.GetName()
+	if ns := o.GetNamespace(); ns != "" {
+		name = ns + "/" + name
+	}
+	return fmt.Sprintf("%s %q", kind, name)
+}

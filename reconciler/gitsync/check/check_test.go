@@ -1,0 +1,83 @@
+package check
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/reconciler/gitsync/build"
+)
+
+func testScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(kyvernov1.AddToScheme(s))
+	utilruntime.Must(kyvernov2.AddToScheme(s))
+	return s
+}
+
+// load reads a testdata file as the build package would return it.
+func load(t *testing.T, file string) []build.Object {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []build.Object
+	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, build.Object{Unstructured: &unstructured.Unstructured{Object: m}, File: "repo/" + file})
+	}
+	return objs
+}
+
+func TestObjects(t *testing.T) {
+	tests := []struct {
+		file string
+		// want are the faults' strings; none means the revision is valid.
+		want []string
+	}{
+		{file: "valid.yaml"},
+		{file: "no-rules.yaml", want: []string{`repo/no-rules.yaml: ClusterPolicy "empty": spec.rules: a policy needs at least one rule`}},
+		{file: "unknown-field.yaml", want: []string{`repo/unknown-field.yaml: ClusterPolicy "typo": unknown field "spec.rules[0].match.any[0].resources.kindz"`}},
+		{file: "core-unknown-field.yaml", want: []string{`repo/core-unknown-field.yaml: ConfigMap "team-a/settings": unknown field "dataa"`}},
+		{file: "no-name.yaml", want: []string{`repo/no-name.yaml: ConfigMap "team-a/": an object needs apiVersion, kind and metadata.name`}},
+		{file: "bad-exception.yaml", want: []string{`repo/bad-exception.yaml: PolicyException "team-a/allow-all": spec.exceptions: an exception needs at least one policy`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			g := NewWithT(t)
+			err := Objects(load(t, tt.file), testScheme())
+			if len(tt.want) == 0 {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(BeAssignableToTypeOf(&Error{}))
+			var got []string
+			for _, f := range err.(*Error).Faults {
+				got = append(got, f.String())
+			}
+			g.Expect(got).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestOneInvalidObjectFailsTheWholeRevision(t *testing.T) {
+	g := NewWithT(t)
+	objs := append(load(t, "valid.yaml"), load(t, "no-rules.yaml")...)
+	err := Objects(objs, testScheme())
+	g.Expect(err).To(MatchError(ContainSubstring(`invalid revision: repo/no-rules.yaml: ClusterPolicy "empty"`)))
+}
