@@ -1,0 +1,96 @@
+package certs
+
+import (
+	"bytes"
+	"crypto/x509"
+	"testing"
+	"time"
+)
+
+func TestIssueAndRenewal(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := Serving{Service: "charter", Namespace: "charter-system", Hosts: []string{"127.0.0.1", "webhook.local"}}
+	ca, err := NewCA(s.Namespace, nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cas, _ := ca.Certificates()
+	if !cas[0].IsCA || cas[0].Subject.CommonName != "*.charter-system.svc" || cas[0].NotAfter.Sub(now) != CAValidity {
+		t.Errorf("CA: IsCA %v CN %q validity %v", cas[0].IsCA, cas[0].Subject.CommonName, cas[0].NotAfter.Sub(now))
+	}
+	pair, err := NewServing(ca, s, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafs, _ := pair.Certificates()
+	if got := leafs[0].NotAfter.Sub(now); got != ServingValidity {
+		t.Errorf("serving validity = %v", got)
+	}
+	if err := Verify(leafs[0], ca.CertPEM, s, now); err != nil {
+		t.Errorf("serving certificate does not verify: %v", err)
+	}
+
+	tests := []struct {
+		name        string
+		at          time.Time
+		wantCA      bool
+		wantServing bool
+	}{
+		{"fresh", now, false, false},
+		{"outside the window", now.Add(ServingValidity - RenewBefore - time.Hour), false, false},
+		{"serving inside the window", now.Add(ServingValidity - RenewBefore + time.Hour), false, true},
+		{"CA inside the window", now.Add(CAValidity - RenewBefore + time.Hour), true, true},
+	}
+	for _, tt := range tests {
+		if got := CANeedsRenewal(ca.CertPEM, tt.at); got != tt.wantCA {
+			t.Errorf("%s: CANeedsRenewal = %v", tt.name, got)
+		}
+		if got := ServingNeedsRenewal(pair, ca.CertPEM, s, tt.at); got != tt.wantServing {
+			t.Errorf("%s: ServingNeedsRenewal = %v", tt.name, got)
+		}
+	}
+
+	// A pair from another CA, or missing a host, needs renewal.
+	other, _ := NewCA(s.Namespace, nil, now)
+	if !ServingNeedsRenewal(pair, other.CertPEM, s, now) {
+		t.Error("a pair signed by another CA does not need renewal")
+	}
+	if !ServingNeedsRenewal(pair, ca.CertPEM, Serving{Service: "charter", Namespace: "charter-system", Hosts: []string{"10.0.0.9"}}, now) {
+		t.Error("a pair missing a host does not need renewal")
+	}
+
+	// Renewing the CA reuses its key, and the trimmed bundle keeps the
+	// old CA until it enters the window.
+	renewedAt := now.Add(CAValidity - RenewBefore + time.Hour)
+	ca2, err := NewCA(s.Namespace, ca.KeyPEM, renewedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ca2.KeyPEM, ca.KeyPEM) {
+		t.Error("CA renewal changed the key")
+	}
+	bundle := TrimBundle(ca.CertPEM, ca2.CertPEM, renewedAt)
+	if got, _ := ParseCertificates(bundle); len(got) != 1 {
+		t.Errorf("bundle after renewal in window has %d CAs, want the new one only", len(got))
+	}
+	bundle = TrimBundle(ca.CertPEM, ca2.CertPEM, now)
+	if got, _ := ParseCertificates(bundle); len(got) != 2 {
+		t.Errorf("early bundle has %d CAs, want old and new", len(got))
+	}
+	pair2, err := NewServing(KeyPair{CertPEM: bundle, KeyPEM: ca2.KeyPEM}, s, renewedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafs2, _ := pair2.Certificates()
+	if leafs2[0].NotAfter.After(mustNewest(t, bundle).NotAfter) {
+		t.Error("serving certificate outlives its CA")
+	}
+}
+
+func mustNewest(t *testing.T, bundle []byte) *x509.Certificate {
+	cs, err := ParseCertificates(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newest(cs)
+}

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func policyReview(t *testing.T, kind, operation, manifest string) []byte {
+	t.Helper()
+	obj, err := yaml.YAMLToJSON([]byte(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := map[string]any{
+		"uid":       "uid-policy",
+		"kind":      map[string]any{"group": "kyverno.io", "version": "v1", "kind": kind},
+		"operation": operation,
+		"object":    json.RawMessage(obj),
+	}
+	body, _ := json.Marshal(map[string]any{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+	return body
+}
+
+func TestPolicyValidate(t *testing.T) {
+	tests := []struct {
+		name        string
+		kind        string
+		manifest    string
+		wantAllowed bool
+		wantMessage []string
+	}{
+		{
+			name: "valid ClusterPolicy", kind: "ClusterPolicy", wantAllowed: true,
+			manifest: `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: ok}
+spec:
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {metadata: {labels: {app: "?*"}}}}
+`,
+		},
+		{
+			name: "unknown anchor is refused with its field path", kind: "ClusterPolicy",
+			manifest: `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: bad-anchor}
+spec:
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {spec: {containers: [{"~(x)": "y"}]}}}
+`,
+			wantMessage: []string{`ClusterPolicy "bad-anchor": spec.rules[0].validate.pattern.spec.containers[0]`},
+		},
+		{
+			name: "unknown field is refused with its path", kind: "Policy",
+			manifest: `
+apiVersion: kyverno.io/v1
+kind: Policy
+metadata: {name: typo, namespace: team}
+spec:
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {patern: {}}
+`,
+			wantMessage: []string{`Policy "team/typo"`, `spec.rules[0].validate.patern`},
+		},
+		{
+			name: "invalid PolicyException", kind: "PolicyException",
+			manifest: `
+apiVersion: kyverno.io/v2
+kind: PolicyException
+metadata: {name: ex, namespace: team}
+spec:
+  match: {any: [{resources: {kinds: [Pod]}}]}
+  exceptions:
+  - ruleNames: [r]
+`,
+			wantMessage: []string{`PolicyException "team/ex"`, "spec.exceptions[0].policyName"},
+		},
+	}
+	h := NewHandler(Options{Policies: staticSnapshots{testSnapshot(t)}})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := decision(t, h, PathPolicyValidate, policyReview(t, tt.kind, "CREATE", tt.manifest))
+			if resp.Allowed != tt.wantAllowed {
+				t.Fatalf("Allowed = %v, want %v (%+v)", resp.Allowed, tt.wantAllowed, resp.Result)
+			}
+			for _, want := range tt.wantMessage {
+				if !strings.Contains(resp.Result.Message, want) {
+					t.Errorf("message %q does not contain %q", resp.Result.Message, want)
+				}
+			}
+		})
+	}
+}
