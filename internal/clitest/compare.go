@@ -63,6 +63,10 @@ type ruleOutcome struct {
 	Name    string
 	Status  string
 	Message string
+	// Type is the engine's rule type (Validation, Mutation, Generation).
+	Type string
+	// Generated are the objects a generate rule produced (patched.go).
+	Generated []map[string]any
 }
 
 // evaluation is what one policy did to one resource in one run (operation).
@@ -76,6 +80,13 @@ type evaluation struct {
 	// Invalid is set when the policy failed to compile; Rules is empty then.
 	Invalid string
 	Rules   []ruleOutcome
+	// Patched is the object after the policy's mutate rules (or the patched
+	// target of a mutate-existing evaluation); MutationFailed is set when
+	// one of them errored. expected holds the suite's patchedResources and
+	// generatedResource documents (patched.go).
+	Patched        map[string]any
+	MutationFailed bool
+	expected       *expectations
 }
 
 // judge expands every results[] entry into rows against the evaluations of
@@ -143,10 +154,12 @@ func judgeEvaluation(exp *TestResult, e *evaluation) []Row {
 		return []Row{base}
 	}
 	var rows []Row
+	responded := false
 	for _, rr := range e.Rules {
 		if !ruleMatches(exp, rr.Name) {
 			continue
 		}
+		responded = true
 		row := base
 		row.Rule, row.Actual, row.Message = rr.Name, rr.Status, rr.Message
 		if rr.Status == exp.Expected() {
@@ -154,9 +167,9 @@ func judgeEvaluation(exp *TestResult, e *evaluation) []Row {
 		} else {
 			row.Verdict, row.Reason = Failed, "Want "+exp.Expected()+", got "+rr.Status
 		}
-		rows = append(rows, row)
+		rows = append(rows, judgeOutputs(exp, e, rr, row)...)
 	}
-	if len(rows) == 0 {
+	if !responded {
 		base.Verdict, base.Reason = Passed, ReasonExcluded
 		return []Row{base}
 	}

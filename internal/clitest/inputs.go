@@ -158,6 +158,9 @@ type inputs struct {
 	cluster     *fakeCluster
 	specs       []*ValuesSpec
 	warnings    []string
+	// expected and existing serve mutate and generate rules (patched.go).
+	expected *expectations
+	existing *objectSet
 }
 
 // loadInputs reads the files a suite names, relative to its directory.
@@ -264,6 +267,12 @@ func loadInputs(s *Suite, cache *fileCache) (*inputs, error) {
 			}
 		}
 	}
+	in.expected = loadExpectations(s, cache)
+	existing, err := existingObjects(s, cache, in)
+	if err != nil {
+		return nil, fmt.Errorf("targetResources or cloneSourceResource: %w", err)
+	}
+	in.existing = existing
 	if len(t.GlobalContextEntries) > 0 {
 		in.cluster.global = map[string]any{}
 		for i, g := range t.GlobalContextEntries {

@@ -224,6 +224,7 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []eval
 		APICalls:      in.cluster,
 		GlobalContext: in.cluster,
 		Namespaces:    in.namespaces,
+		Objects:       in.existing,
 	}
 	evalOpts := []engine.EvalOption{engine.WithLoaders(loaders), engine.WithValues(in.values)}
 	var evals []evaluation
@@ -231,7 +232,9 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []eval
 		for _, obj := range in.resources {
 			key := keyOf(obj)
 			ref := engine.ResourceRef{APIVersion: key.APIVersion, Kind: key.Kind, Namespace: key.Namespace, Name: key.Name}
-			resp := c.set.Validate(ctx, buildRequest(obj, op, in), evalOpts...)
+			req := buildRequest(obj, op, in)
+			out := mutateAndGenerate(ctx, c.set, req, obj, evalOpts)
+			resp := c.set.Validate(ctx, req, evalOpts...)
 			byKey := make(map[string]*engine.PolicyResponse, len(resp.Policies))
 			for i := range resp.Policies {
 				byKey[resp.Policies[i].Key] = &resp.Policies[i]
@@ -260,8 +263,10 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []eval
 						e.Rules[i] = ruleOutcome{Name: rr.Name, Status: string(rr.Status), Message: rr.Message}
 					}
 				}
+				out.annotate(&e, pkey, in.expected)
 				evals = append(evals, e)
 			}
+			evals = append(evals, out.targetEvaluations(op, policyNameOf, in.expected)...)
 			for name, kind := range in.unsupported {
 				evals = append(evals, evaluation{Operation: op, Resource: key, Policy: name,
 					Invalid: "unsupported policy kind " + kind})
@@ -279,6 +284,14 @@ func operationFromValues(vars map[string]any) string {
 		return op
 	}
 	return ""
+}
+
+// policyNameOf returns the name part of a policy key.
+func policyNameOf(key string) string {
+	if _, name, ok := strings.Cut(key, "/"); ok {
+		return name
+	}
+	return key
 }
 
 func policyKey(p kyvernov1.PolicyInterface) string {
