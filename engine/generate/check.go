@@ -208,11 +208,10 @@ func (c *checker) cloneList(path string, p *kyvernov1.GeneratePattern) {
 		kinds = append(kinds, typeRef{apiVersion, kind})
 	}
 	if cl.Selector != nil {
-		if _, err := metav1.LabelSelectorAsSelector(cl.Selector); err != nil && !selectorHasVars(cl.Selector) {
-			c.add(path+".cloneList.selector", err.Error())
-		}
 		if selectorHasWildcards(cl.Selector) {
 			c.add(path+".cloneList.selector", "wildcard characters * and ? are not supported in a label selector")
+		} else if _, err := metav1.LabelSelectorAsSelector(cl.Selector); err != nil && !selectorHasVars(cl.Selector) {
+			c.add(path+".cloneList.selector", err.Error())
 		}
 	}
 	scopes := map[bool][]string{}
@@ -224,6 +223,7 @@ func (c *checker) cloneList(path string, p *kyvernov1.GeneratePattern) {
 	if len(scopes[true]) > 0 && len(scopes[false]) > 0 {
 		c.add(path+".cloneList.kinds", fmt.Sprintf("kinds of mixed scope: %s cluster-scoped, %s namespaced",
 			strings.Join(scopes[true], ", "), strings.Join(scopes[false], ", ")))
+		return
 	}
 	// The clones keep their kinds: the target namespace must fit them. One
 	// kind of known scope decides (a mixed list is a fault already).

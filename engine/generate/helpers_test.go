@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -106,4 +107,13 @@ func testdataFiles(t *testing.T, dir string) []string {
 		t.Fatalf("no test cases in testdata/%s: %v", dir, err)
 	}
 	return files
+}
+
+func mustJSON(t *testing.T, v any) *apiextv1.JSON {
+	t.Helper()
+	j, err := kyvernov1.ToJSON(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
 }
