@@ -1,0 +1,200 @@
+package policycache
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+)
+
+// DefaultDebounce is how long the cache waits after a change for more
+// changes before it recompiles: a Git sync applying fifty policies causes
+// one compile, not fifty.
+const DefaultDebounce = 100 * time.Millisecond
+
+// Cache keeps a Snapshot of the installed policies current. It runs in
+// every replica (it is a manager.Runnable that does not need leader
+// election) and reads through the manager's shared informers.
+type Cache struct {
+	reader   crcache.Cache
+	debounce time.Duration
+	log      logr.Logger
+
+	current atomic.Pointer[Snapshot]
+	changed chan struct{}
+	synced  atomic.Bool
+
+	mu        sync.Mutex
+	listeners []func(*Snapshot)
+}
+
+// New returns a cache reading from the informers of reader; call Start
+// (or add it to a manager) to fill it. Until then Snapshot is Empty.
+func New(reader crcache.Cache, log logr.Logger) *Cache {
+	c := &Cache{reader: reader, debounce: DefaultDebounce, log: log, changed: make(chan struct{}, 1)}
+	c.current.Store(Empty())
+	return c
+}
+
+// Snapshot returns the policies currently in force. It never blocks.
+func (c *Cache) Snapshot() *Snapshot { return c.current.Load() }
+
+// Synced reports whether the first snapshot from the cluster is published.
+func (c *Cache) Synced() bool { return c.synced.Load() }
+
+// OnChange registers fn to be called, from the cache's goroutine, with each
+// new snapshot (the webhook configuration and status controllers use it).
+func (c *Cache) OnChange(fn func(*Snapshot)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.listeners = append(c.listeners, fn)
+}
+
+// NeedLeaderElection is false: every replica serves admission.
+func (c *Cache) NeedLeaderElection() bool { return false }
+
+// Start watches policies, exceptions and namespaces, publishes the first
+// snapshot once the informers are synced, and then recompiles on every
+// change until ctx ends.
+func (c *Cache) Start(ctx context.Context) error {
+	for _, obj := range []client.Object{&kyvernov1.ClusterPolicy{}, &kyvernov1.Policy{}, &kyvernov2.PolicyException{}, &corev1.Namespace{}} {
+		inf, err := c.reader.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("policy cache: informer for %T: %w", obj, err)
+		}
+		if _, isNamespace := obj.(*corev1.Namespace); isNamespace {
+			// Namespace labels are read per request; no recompile needed.
+			continue
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { c.poke() },
+			UpdateFunc: func(oldObj, newObj any) { c.pokeIfSpecChanged(oldObj, newObj) },
+			DeleteFunc: func(any) { c.poke() },
+		}); err != nil {
+			return fmt.Errorf("policy cache: watching %T: %w", obj, err)
+		}
+	}
+	if !c.reader.WaitForCacheSync(ctx) {
+		return ctx.Err()
+	}
+	if err := c.rebuild(ctx); err != nil {
+		return err
+	}
+	c.synced.Store(true)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.changed:
+		}
+		// Collect the burst of changes that usually follows the first.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(c.debounce):
+		}
+		select {
+		case <-c.changed:
+		default:
+		}
+		if err := c.rebuild(ctx); err != nil {
+			c.log.Error(err, "policy cache: rebuilding the policy snapshot; the previous one stays in force")
+		}
+	}
+}
+
+func (c *Cache) poke() {
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+// pokeIfSpecChanged ignores updates that leave the generation alone
+// (status writes, which the policy status controller makes often).
+func (c *Cache) pokeIfSpecChanged(oldObj, newObj any) {
+	o, ok1 := oldObj.(client.Object)
+	n, ok2 := newObj.(client.Object)
+	if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && o.GetGeneration() != 0 &&
+		equalLabels(o.GetLabels(), n.GetLabels()) && equalLabels(o.GetAnnotations(), n.GetAnnotations()) {
+		return
+	}
+	c.poke()
+}
+
+func equalLabels(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// rebuild compiles everything the informers hold and publishes it.
+func (c *Cache) rebuild(ctx context.Context) error {
+	var cpols kyvernov1.ClusterPolicyList
+	if err := c.reader.List(ctx, &cpols); err != nil {
+		return fmt.Errorf("listing ClusterPolicies: %w", err)
+	}
+	var pols kyvernov1.PolicyList
+	if err := c.reader.List(ctx, &pols); err != nil {
+		return fmt.Errorf("listing Policies: %w", err)
+	}
+	var exs kyvernov2.PolicyExceptionList
+	if err := c.reader.List(ctx, &exs); err != nil {
+		return fmt.Errorf("listing PolicyExceptions: %w", err)
+	}
+	policies := make([]kyvernov1.PolicyInterface, 0, len(cpols.Items)+len(pols.Items))
+	for i := range cpols.Items {
+		policies = append(policies, &cpols.Items[i])
+	}
+	for i := range pols.Items {
+		policies = append(policies, &pols.Items[i])
+	}
+	exceptions := make([]*kyvernov2.PolicyException, 0, len(exs.Items))
+	for i := range exs.Items {
+		exceptions = append(exceptions, &exs.Items[i])
+	}
+	s, err := Build(policies, exceptions)
+	if err != nil {
+		return err
+	}
+	s.Generation = c.current.Load().Generation + 1
+	c.current.Store(s)
+	for _, f := range s.Errors {
+		c.log.Info("policy left out of admission: it does not compile", "fault", f.Error())
+	}
+	c.log.V(1).Info("policy snapshot published", "generation", s.Generation, "policies", len(s.Policies()), "exceptions", len(exceptions))
+	c.mu.Lock()
+	listeners := append([]func(*Snapshot){}, c.listeners...)
+	c.mu.Unlock()
+	for _, fn := range listeners {
+		fn(s)
+	}
+	return nil
+}
+
+// NamespaceLabels returns a namespace's labels from the informer, for
+// namespaceSelectors (engine.NamespaceLabelsLoader).
+func (c *Cache) NamespaceLabels(ctx context.Context, namespace string) (map[string]string, error) {
+	var ns corev1.Namespace
+	if err := c.reader.Get(ctx, types.NamespacedName{Name: namespace}, &ns); err != nil {
+		return nil, err
+	}
+	return ns.Labels, nil
+}
