@@ -30,7 +30,9 @@ func TestBuildSplitsByFailurePolicy(t *testing.T) {
 	no := false
 	s, err := Build([]kyvernov1.PolicyInterface{
 		policy("zeta-fail", nil),
-		policy("alpha-ignore", func(s *kyvernov1.Spec) { s.WebhookConfiguration = &kyvernov1.WebhookConfiguration{FailurePolicy: &ignore} }),
+		policy("alpha-ignore", func(s *kyvernov1.Spec) {
+			s.WebhookConfiguration = &kyvernov1.WebhookConfiguration{FailurePolicy: &ignore}
+		}),
 		policy("background-only", func(s *kyvernov1.Spec) { s.Admission = &no }),
 		policy("broken", func(s *kyvernov1.Spec) { s.Rules[0].MatchResources = kyvernov1.MatchResources{} }),
 		policy("beta-fail", nil),
