@@ -1,0 +1,75 @@
+package reports
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/reconciler/reports/report"
+)
+
+// Resource names the resource an admission request was about. UID is
+// required: reports are named and owned by it. For a CREATE the webhook
+// sees the UID the API server assigned in request.object.metadata.uid.
+type Resource = report.Scope
+
+// AdmissionResults accepts the results of admission evaluations. The
+// admission webhook calls Enqueue after an allowed request, with the
+// engine's validate responses (Audit and Enforce passes alike: §6.1 writes
+// both); it must not call it for dry runs, DELETE requests, Events, denied
+// requests or objects without a UID. Enqueue never blocks: it reports
+// false when the queue is full and the results were dropped, which is safe
+// because the background scan rebuilds every report of a background
+// policy.
+type AdmissionResults interface {
+	Enqueue(resource Resource, responses []engine.PolicyResponse) bool
+}
+
+// admissionItem is one admission's results, stamped when they were
+// produced: the merge keeps the newest result of each rule.
+type admissionItem struct {
+	resource  Resource
+	responses []engine.PolicyResponse
+	at        time.Time
+}
+
+// AdmissionQueue is the bounded, in-process AdmissionResults the reports
+// controller drains. Create one with NewAdmissionQueue, give it to the
+// webhook and to Options.Admission. Its contents are not durable: a crash
+// loses at most its capacity in results, which the next scan restores.
+type AdmissionQueue struct {
+	items   chan admissionItem
+	dropped atomic.Int64
+	now     func() time.Time
+}
+
+var _ AdmissionResults = (*AdmissionQueue)(nil)
+
+// DefaultAdmissionQueueSize is a sensible capacity: large enough to absorb
+// a burst of a few seconds of admissions, small enough to bound memory.
+const DefaultAdmissionQueueSize = 1000
+
+// NewAdmissionQueue returns a queue holding up to size admissions.
+func NewAdmissionQueue(size int) *AdmissionQueue {
+	if size <= 0 {
+		size = DefaultAdmissionQueueSize
+	}
+	return &AdmissionQueue{items: make(chan admissionItem, size), now: time.Now}
+}
+
+// Enqueue implements AdmissionResults.
+func (q *AdmissionQueue) Enqueue(resource Resource, responses []engine.PolicyResponse) bool {
+	if resource.UID == "" || len(responses) == 0 {
+		return false
+	}
+	select {
+	case q.items <- admissionItem{resource: resource, responses: responses, at: q.now()}:
+		return true
+	default:
+		q.dropped.Add(1)
+		return false
+	}
+}
+
+// Dropped counts the admissions dropped because the queue was full.
+func (q *AdmissionQueue) Dropped() int64 { return q.dropped.Load() }

@@ -1,0 +1,612 @@
+package reports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/reconciler/reports/report"
+)
+
+// Setup adds the reports controller to the manager. It runs only on the
+// leader (the manager's leader election), so `charter serve
+// --controllers=reports` may run several replicas.
+func Setup(mgr manager.Manager, opts Options) error {
+	_, err := setup(mgr, opts)
+	return err
+}
+
+func setup(mgr manager.Manager, opts Options) (*Controller, error) {
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = mgr.GetLogger().WithName("reports")
+	}
+	c, err := New(mgr.GetConfig(), opts)
+	if err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(c)
+}
+
+// Controller is the reports controller. Create it with New and run it with
+// Start (or hand it to a manager with Setup).
+type Controller struct {
+	opts    Options
+	log     logr.Logger
+	dyn     dynamic.Interface
+	meta    metadata.Interface
+	kinds   *kindResolver
+	reports reportClient
+	now     func() time.Time
+
+	snap atomic.Pointer[snapshot]
+
+	mu       sync.Mutex
+	states   map[types.UID]*resourceState
+	watchers map[schema.GroupVersionResource]*watcher
+	pending  map[types.UID]*pendingAdmission
+	sweeps   uint64
+	// swept is set once the first sweep has seen every report: from then
+	// on a resource the controller has no state for has no report.
+	swept bool
+
+	// locks serialise work on one resource (scan, event, admission).
+	locks [64]sync.Mutex
+
+	events    workqueue.TypedRateLimitingInterface[eventKey]
+	admission workqueue.TypedRateLimitingInterface[types.UID]
+	sem       chan struct{}
+
+	policyInformers dynamicinformer.DynamicSharedInformerFactory
+	namespaces      cache.SharedIndexInformer
+	policyChanged   chan struct{}
+
+	stats Stats
+}
+
+// Stats counts the controller's work since it started.
+type Stats struct {
+	// Evaluations counts resources evaluated against the policies.
+	Evaluations atomic.Int64
+	// Skipped counts resources not evaluated because neither they nor
+	// their policies changed.
+	Skipped atomic.Int64
+	// Writes counts report applies and deletes.
+	Writes atomic.Int64
+}
+
+// resourceState is all the controller keeps per resource.
+type resourceState struct {
+	gvr         schema.GroupVersionResource
+	rv          string
+	hash        uint64
+	fingerprint uint64
+	evaluated   bool
+
+	// reportKnown says digest and foreign describe the stored report, so
+	// it need not be read before deciding whether to write.
+	reportKnown bool
+	digest      string // "" when there is no report
+	// foreign reports results of policies outside the background set,
+	// which only admission produces; a write must then merge with the
+	// stored report.
+	foreign bool
+	swept   uint64
+}
+
+type eventKey struct {
+	gvr             schema.GroupVersionResource
+	namespace, name string
+	// deleted carries the UID of a deleted resource.
+	deleted types.UID
+}
+
+type pendingAdmission struct {
+	scope   report.Scope
+	results []v1alpha2.PolicyReportResult
+	first   time.Time
+}
+
+// New returns a reports controller that talks to the API server at cfg
+// with its own rate limits.
+func New(cfg *rest.Config, opts Options) (*Controller, error) {
+	opts = opts.withDefaults()
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("reports: dynamic client: %w", err)
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("reports: metadata client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("reports: discovery client: %w", err)
+	}
+	log := opts.Logger
+	if log.GetSink() == nil {
+		log = logr.Discard()
+	}
+	return &Controller{
+		opts:     opts,
+		log:      log,
+		dyn:      dyn,
+		meta:     meta,
+		kinds:    &kindResolver{disco: disco},
+		reports:  reportClient{dyn: dyn},
+		now:      time.Now,
+		states:   map[types.UID]*resourceState{},
+		watchers: map[schema.GroupVersionResource]*watcher{},
+		pending:  map[types.UID]*pendingAdmission{},
+		events: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[eventKey](),
+			workqueue.TypedRateLimitingQueueConfig[eventKey]{Name: "reports-resources"}),
+		admission: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
+			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "reports-admission"}),
+		sem:           make(chan struct{}, opts.Workers),
+		policyChanged: make(chan struct{}, 1),
+	}, nil
+}
+
+// NeedLeaderElection makes the manager run the controller on the leader
+// only.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// Stats returns the controller's counters.
+func (c *Controller) Stats() *Stats { return &c.stats }
+
+func (c *Controller) lock(uid types.UID) func() {
+	h := fnv.New32a()
+	h.Write([]byte(uid))
+	m := &c.locks[h.Sum32()%uint32(len(c.locks))]
+	m.Lock()
+	return m.Unlock
+}
+
+func (c *Controller) state(uid types.UID) *resourceState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.states[uid]
+	if st == nil {
+		st = &resourceState{reportKnown: c.swept}
+		c.states[uid] = st
+	}
+	return st
+}
+
+// Start runs the controller until ctx ends.
+func (c *Controller) Start(ctx context.Context) error {
+	defer c.events.ShutDown()
+	defer c.admission.ShutDown()
+	if err := c.kinds.refresh(); err != nil {
+		return err
+	}
+	if err := c.startPolicyInformers(ctx); err != nil {
+		return err
+	}
+	if err := c.applyPolicies(ctx); err != nil {
+		return err
+	}
+
+	var wg sync.WaitGroup
+	for range c.opts.Workers {
+		wg.Go(func() {
+			for c.processEvent(ctx) {
+			}
+		})
+	}
+	wg.Go(func() {
+		for c.processAdmission(ctx) {
+		}
+	})
+	if q := c.opts.Admission; q != nil {
+		wg.Go(func() { c.drainAdmissionQueue(ctx, q) })
+	}
+
+	ticker := time.NewTicker(c.opts.BackgroundScanInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			c.events.ShutDown()
+			c.admission.ShutDown()
+			wg.Wait()
+			c.stopWatchers()
+			return nil
+		case <-c.policyChanged:
+			// Gather a burst of policy changes (a GitOps sync applies many)
+			// into one recompile.
+			select {
+			case <-time.After(c.opts.PolicyDebounce):
+			case <-ctx.Done():
+				continue
+			}
+			select {
+			case <-c.policyChanged:
+			default:
+			}
+			if err := c.applyPolicies(ctx); err != nil {
+				c.log.Error(err, "applying policy changes")
+			}
+		case <-ticker.C:
+			if err := c.FullRescan(ctx); err != nil && ctx.Err() == nil {
+				c.log.Error(err, "full background rescan")
+			}
+		}
+	}
+}
+
+func (c *Controller) startPolicyInformers(ctx context.Context) error {
+	c.policyInformers = dynamicinformer.NewDynamicSharedInformerFactory(c.dyn, 0)
+	notify := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.signalPolicyChange() },
+		UpdateFunc: func(oldObj, newObj any) { c.policyUpdated(oldObj, newObj) },
+		DeleteFunc: func(any) { c.signalPolicyChange() },
+	}
+	for _, gvr := range []schema.GroupVersionResource{clusterPoliciesGVR, policiesGVR, policyExceptionsGVR} {
+		if _, err := c.policyInformers.ForResource(gvr).Informer().AddEventHandler(notify); err != nil {
+			return err
+		}
+	}
+	nsInformer := newMetadataInformer(c.meta, schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, true)
+	c.namespaces = nsInformer
+	go nsInformer.RunWithContext(ctx)
+	c.policyInformers.Start(ctx.Done())
+	synced := c.policyInformers.WaitForCacheSync(ctx.Done())
+	for gvr, ok := range synced {
+		if !ok {
+			return fmt.Errorf("reports: the %s informer did not sync (are charter's CRDs installed?)", gvr.Resource)
+		}
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), nsInformer.HasSynced) {
+		return errors.New("reports: the namespace informer did not sync")
+	}
+	// The initial adds are applied below by Start itself.
+	select {
+	case <-c.policyChanged:
+	default:
+	}
+	return nil
+}
+
+// policyUpdated ignores status-only updates: charter's own policy status
+// controller writes them, and they change nothing the engine reads.
+func (c *Controller) policyUpdated(oldObj, newObj any) {
+	o, ok1 := oldObj.(*unstructured.Unstructured)
+	n, ok2 := newObj.(*unstructured.Unstructured)
+	if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && o.GetGeneration() != 0 &&
+		equalStringMaps(o.GetAnnotations(), n.GetAnnotations()) {
+		return
+	}
+	c.signalPolicyChange()
+}
+
+func equalStringMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Controller) signalPolicyChange() {
+	select {
+	case c.policyChanged <- struct{}{}:
+	default:
+	}
+}
+
+// installedPolicies reads the policies and exceptions from the informers.
+func (c *Controller) installedPolicies() ([]kyvernov1.PolicyInterface, []*kyvernov2.PolicyException) {
+	var policies []kyvernov1.PolicyInterface
+	for _, gvr := range []schema.GroupVersionResource{clusterPoliciesGVR, policiesGVR} {
+		for _, obj := range c.policyInformers.ForResource(gvr).Informer().GetStore().List() {
+			u, ok := obj.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			p, err := decodePolicy(u)
+			if err != nil {
+				c.log.Error(err, "decoding policy", "kind", u.GetKind(), "namespace", u.GetNamespace(), "name", u.GetName())
+				continue
+			}
+			policies = append(policies, p)
+		}
+	}
+	var exceptions []*kyvernov2.PolicyException
+	for _, obj := range c.policyInformers.ForResource(policyExceptionsGVR).Informer().GetStore().List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		ex, err := decodeException(u)
+		if err != nil {
+			c.log.Error(err, "decoding policy exception", "namespace", u.GetNamespace(), "name", u.GetName())
+			continue
+		}
+		exceptions = append(exceptions, ex)
+	}
+	return policies, exceptions
+}
+
+// applyPolicies compiles the installed policies and brings watches,
+// reports and results in line: new resource types are watched and
+// scanned, types whose policies changed are rescanned (resources whose
+// fingerprint is unchanged are skipped), types no policy matches any more
+// are scanned one last time (dropping their results) and unwatched, and
+// when a policy or rule went away every report is swept.
+func (c *Controller) applyPolicies(ctx context.Context) error {
+	policies, exceptions := c.installedPolicies()
+	// CRDs come and go: let discovery see the current kinds.
+	if err := c.kinds.refresh(); err != nil {
+		c.log.Error(err, "refreshing discovery; using the previous answer")
+	}
+	snap, err := buildSnapshot(policies, exceptions, c.kinds)
+	if err != nil {
+		return err
+	}
+	for _, f := range snap.compileErrors {
+		c.log.Info("policy left out of background scans", "error", f.Error())
+	}
+	old := c.snap.Swap(snap)
+
+	first := old == nil
+	if !first && leftBackground(old, snap) {
+		// Results of such a policy now come only from admission: reports
+		// holding them must be merged, not overwritten.
+		c.forgetReports()
+	}
+	if first || catalogShrank(old.catalog, snap.catalog) {
+		if err := c.sweep(ctx, snap); err != nil {
+			return err
+		}
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for gvr, t := range snap.types {
+		w, ok := c.watchers[gvr]
+		switch {
+		case !ok:
+			c.watchers[gvr] = c.startWatcher(ctx, t.resourceType)
+		case old.types[gvr].fingerprint != t.fingerprint:
+			go w.scan(ctx, c, false)
+		}
+	}
+	for gvr, w := range c.watchers {
+		if _, ok := snap.types[gvr]; !ok {
+			delete(c.watchers, gvr)
+			go func() {
+				// With no policy for the type left, the scan evaluates to no
+				// results and removes the background ones.
+				w.scan(ctx, c, false)
+				w.stop()
+			}()
+		}
+	}
+	return nil
+}
+
+// leftBackground reports whether a policy still installed stopped being
+// part of background scans.
+func leftBackground(old, cur *snapshot) bool {
+	for key := range old.background {
+		if !cur.background[key] && cur.catalog[key] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// catalogShrank reports whether a policy or a rule went away.
+func catalogShrank(old, cur report.Catalog) bool {
+	for key, rules := range old {
+		for rule := range rules {
+			if !cur.Has(key, rule) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (c *Controller) forgetReports() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.states {
+		st.reportKnown = false
+	}
+}
+
+func (c *Controller) stopWatchers() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for gvr, w := range c.watchers {
+		w.stop()
+		delete(c.watchers, gvr)
+	}
+}
+
+// Synced reports whether every watched resource type has had its first
+// scan since it started being watched.
+func (c *Controller) Synced() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snap.Load() == nil {
+		return false
+	}
+	for _, w := range c.watchers {
+		if !w.scanned.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// FullRescan sweeps every report and evaluates every watched resource
+// again, whatever its fingerprint, writing only reports whose results
+// changed. It returns when the rescan is done.
+func (c *Controller) FullRescan(ctx context.Context) error {
+	snap := c.snap.Load()
+	if snap == nil {
+		return errors.New("reports: controller not started")
+	}
+	if err := c.sweep(ctx, snap); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	watchers := make([]*watcher, 0, len(c.watchers))
+	for _, w := range c.watchers {
+		watchers = append(watchers, w)
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, w := range watchers {
+		if err := w.scan(ctx, c, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sweep reads every report charter manages: results of policies or rules
+// that are gone are dropped (a report left empty is deleted), and what the
+// report holds is remembered so scans need not read it again.
+func (c *Controller) sweep(ctx context.Context, snap *snapshot) error {
+	c.mu.Lock()
+	c.sweeps++
+	gen := c.sweeps
+	c.mu.Unlock()
+	err := c.reports.list(ctx, c.opts.PageSize, func(u *unstructured.Unstructured) error {
+		parsed, err := report.Parse(u)
+		if err != nil {
+			c.log.Error(err, "skipping unreadable report")
+			return nil
+		}
+		scope := parsed.Scope
+		scope.Namespace = u.GetNamespace()
+		unlock := c.lock(scope.UID)
+		defer unlock()
+		st := c.state(scope.UID)
+		results := parsed.Results
+		if st.reportKnown && st.digest != digestOf(results) {
+			// Written since the list was taken: read it again.
+			fresh, found, err := c.reports.get(ctx, scope)
+			if err != nil {
+				return err
+			}
+			if !found {
+				st.reportKnown, st.digest, st.swept = true, "", gen
+				return nil
+			}
+			results = fresh
+		}
+		pruned := report.Prune(results, snap.catalog)
+		if !report.Equivalent(pruned, results) {
+			if err := c.write(ctx, scope, pruned); err != nil {
+				return err
+			}
+		}
+		c.remember(st, snap, pruned)
+		st.swept = gen
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// A report known to exist that the sweep did not see was deleted by
+	// someone else: read it again before relying on it.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.swept = true
+	for _, st := range c.states {
+		if st.reportKnown && st.digest != "" && st.swept != gen {
+			st.reportKnown = false
+		}
+	}
+	return nil
+}
+
+func digestOf(results []v1alpha2.PolicyReportResult) string {
+	if len(results) == 0 {
+		return ""
+	}
+	return report.Digest(results)
+}
+
+// remember records what the stored report now holds.
+func (c *Controller) remember(st *resourceState, snap *snapshot, results []v1alpha2.PolicyReportResult) {
+	st.reportKnown = true
+	st.digest = digestOf(results)
+	st.foreign = false
+	for i := range results {
+		if !snap.background[results[i].Policy] {
+			st.foreign = true
+			break
+		}
+	}
+}
+
+func (c *Controller) write(ctx context.Context, scope report.Scope, results []v1alpha2.PolicyReportResult) error {
+	c.stats.Writes.Add(1)
+	return c.reports.write(ctx, scope, results)
+}
+
+// namespaceLabels serves namespaceSelectors from the namespace informer.
+type namespaceLabels struct{ store cache.Store }
+
+func (n namespaceLabels) NamespaceLabels(_ context.Context, name string) (map[string]string, error) {
+	obj, ok, err := n.store.GetByKey(name)
+	if err != nil || !ok {
+		return nil, err
+	}
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return nil, nil
+	}
+	return m.Labels, nil
+}
+
+// configMaps serves configMap context entries with a GET.
+type configMaps struct{ dyn dynamic.Interface }
+
+func (c configMaps) ConfigMap(ctx context.Context, namespace, name string) (map[string]any, error) {
+	u, err := c.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return u.Object, nil
+}
+
+func (c *Controller) loaders() engine.Loaders {
+	return engine.Loaders{
+		Namespaces: namespaceLabels{store: c.namespaces.GetStore()},
+		ConfigMaps: configMaps{dyn: c.dyn},
+	}
+}

@@ -1,0 +1,39 @@
+// Package reports is charter's reports controller: background scans of
+// existing resources and the wgpolicyk8s.io/v1alpha2 reports that hold
+// their results, one report per resource (DESIGN.md flow 3,
+// admission-reports.md §6).
+//
+// How it works, and why it stays small:
+//
+//   - Policies, Policies and PolicyExceptions are watched; every change
+//     (debounced) compiles the background-enabled policies into one
+//     engine.PolicySet and works out, per watched resource type, a
+//     fingerprint of the policies that can match it.
+//   - Each resource type that a background policy's validate rules name
+//     (after autogen) is watched with a metadata-only informer, stripped of
+//     managedFields: 10,000 Pods cost a few megabytes. Full objects are
+//     never cached: scans LIST them page by page and drop each page after
+//     evaluation; a watch event fetches the one object it names.
+//   - Per resource the controller remembers only a content hash, the
+//     policy fingerprint it was evaluated with, and a digest of its
+//     report's results. A resource whose hash and fingerprint are unchanged
+//     is not evaluated; a report whose results (timestamps aside) are
+//     unchanged is not written. So a rescan that finds nothing new writes
+//     nothing, and a policy change re-evaluates only the resource types
+//     that policy can match.
+//   - Reports are named after the resource's UID, live in its namespace
+//     (ClusterPolicyReport for cluster-scoped resources), are owned by it,
+//     and are written with server-side apply, so two replicas that both
+//     believe they lead converge on the same object.
+//   - Audit results from the admission webhook arrive through an
+//     AdmissionQueue (bounded, never blocks admission) and are merged into
+//     the same reports by timestamp (§6.3). Nothing about them is kept only
+//     in memory that a background scan would not rebuild: after a restart
+//     the report sweep and the first scan make every report right again.
+//   - On start, on every policy removal and on each periodic full rescan
+//     the controller sweeps all of charter's reports: results of policies
+//     or rules that no longer exist are dropped, reports left empty are
+//     deleted.
+//
+// The controller runs under leader election; see Setup.
+package reports

@@ -1,0 +1,105 @@
+package reports
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+
+	"github.com/charter-dev/charter/reconciler/reports/report"
+)
+
+// Options configure the reports controller. The zero value of every field
+// means its default.
+type Options struct {
+	// BackgroundScanInterval is the time between full rescans of every
+	// watched resource (default 1h). A full rescan evaluates every resource
+	// again, so results that depend on things outside the resource
+	// (namespace labels, ConfigMaps) catch up; it writes only reports whose
+	// results changed.
+	BackgroundScanInterval time.Duration
+	// Workers bounds how many resources are evaluated at once (default 4).
+	Workers int
+	// AllowedResults keeps only these outcomes in reports (default all).
+	AllowedResults report.AllowedResults
+	// QPS and Burst bound the controller's API client (default 50 and 100).
+	QPS   float32
+	Burst int
+	// PageSize is the number of objects a scan lists per page (default 500).
+	PageSize int64
+	// Admission is the queue the admission webhook hands its Audit results
+	// to. Nil means no admission results (the webhook runs elsewhere; its
+	// results land in reports at the next background scan of the resource).
+	Admission *AdmissionQueue
+	// Logger receives the controller's logs (default: discarded; Setup
+	// uses the manager's logger).
+	Logger logr.Logger
+	// PolicyDebounce is how long policy changes are gathered before the
+	// policy set is recompiled (default 1s).
+	PolicyDebounce time.Duration
+}
+
+// Defaults.
+const (
+	DefaultBackgroundScanInterval = time.Hour
+	DefaultWorkers                = 4
+	DefaultQPS                    = 50
+	DefaultBurst                  = 100
+	DefaultPageSize               = 500
+	DefaultPolicyDebounce         = time.Second
+)
+
+func (o Options) withDefaults() Options {
+	if o.BackgroundScanInterval <= 0 {
+		o.BackgroundScanInterval = DefaultBackgroundScanInterval
+	}
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.QPS <= 0 {
+		o.QPS = DefaultQPS
+	}
+	if o.Burst <= 0 {
+		o.Burst = DefaultBurst
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = DefaultPageSize
+	}
+	if o.PolicyDebounce <= 0 {
+		o.PolicyDebounce = DefaultPolicyDebounce
+	}
+	return o
+}
+
+// AddFlags registers the controller's flags: --background-scan-interval,
+// --allowed-results, --reports-workers, --reports-qps, --reports-burst.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&o.BackgroundScanInterval, "background-scan-interval", DefaultBackgroundScanInterval,
+		"time between full background rescans of every watched resource")
+	fs.Var(&allowedResultsFlag{&o.AllowedResults}, "allowed-results",
+		"comma-separated results kept in policy reports (pass,fail,warn,error,skip); empty keeps all")
+	fs.IntVar(&o.Workers, "reports-workers", DefaultWorkers, "resources the reports controller evaluates at once")
+	fs.Float32Var(&o.QPS, "reports-qps", DefaultQPS, "queries per second of the reports controller's API client")
+	fs.IntVar(&o.Burst, "reports-burst", DefaultBurst, "burst of the reports controller's API client")
+}
+
+type allowedResultsFlag struct{ v *report.AllowedResults }
+
+func (f *allowedResultsFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return f.v.String()
+}
+
+func (f *allowedResultsFlag) Set(s string) error {
+	a, err := report.ParseAllowedResults(s)
+	if err != nil {
+		return fmt.Errorf("--allowed-results: %w", err)
+	}
+	*f.v = a
+	return nil
+}
+
+func (f *allowedResultsFlag) Type() string { return "results" }

@@ -1,0 +1,164 @@
+package reports
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/fnv"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/reconciler/reports/report"
+)
+
+// Resources of the policy API the controller watches.
+var (
+	clusterPoliciesGVR  = kyvernov1.GroupVersion.WithResource("clusterpolicies")
+	policiesGVR         = kyvernov1.GroupVersion.WithResource("policies")
+	policyExceptionsGVR = schema.GroupVersionResource{Group: "kyverno.io", Version: "v2", Resource: "policyexceptions"}
+)
+
+// snapshot is one compiled generation of the installed policies, as the
+// background scan sees them. It is immutable.
+type snapshot struct {
+	// set holds the background policies that compiled.
+	set *engine.PolicySet
+	// background holds the keys of the policies in set: a scan's results
+	// are the whole truth for these policies.
+	background map[string]bool
+	// catalog holds every installed policy (background or not) and its
+	// rules; results of anything else are dropped from reports.
+	catalog report.Catalog
+	// types maps each watched resource type to the fingerprint of the
+	// background policies (and exceptions) that can match it. A resource
+	// evaluated under the same fingerprint need not be evaluated again.
+	types map[schema.GroupVersionResource]typeEntry
+	// compileErrors are the faults of policies left out of set.
+	compileErrors engine.CompileErrors
+}
+
+type typeEntry struct {
+	resourceType
+	fingerprint uint64
+}
+
+// buildSnapshot compiles the background policies and works out which
+// resource types they need watched.
+func buildSnapshot(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException, kinds *kindResolver) (*snapshot, error) {
+	sort.Slice(policies, func(i, j int) bool { return policyKey(policies[i]) < policyKey(policies[j]) })
+	snap := &snapshot{
+		background: map[string]bool{},
+		catalog:    report.NewCatalog(policies),
+		types:      map[schema.GroupVersionResource]typeEntry{},
+	}
+	var background []kyvernov1.PolicyInterface
+	for _, p := range policies {
+		if p.GetSpec().BackgroundProcessingEnabled() && hasValidateRules(p) {
+			background = append(background, p)
+		}
+	}
+	set, err := engine.Compile(background, engine.WithExceptions(exceptions))
+	if err != nil && !errors.As(err, &snap.compileErrors) {
+		return nil, err
+	}
+	snap.set = set
+
+	exHash := fnv.New64a()
+	for _, ex := range exceptions {
+		exHash.Write([]byte(ex.Namespace + "/" + ex.Name + "@" + ex.ResourceVersion + "\x00"))
+	}
+	exSum := exHash.Sum64()
+
+	// Each resource type's fingerprint folds in, in key order, every
+	// background policy that can match it.
+	hashes := map[schema.GroupVersionResource]uint64{}
+	for _, p := range set.Policies() {
+		src := p.Source()
+		snap.background[p.Key()] = true
+		for _, t := range policyTypes(src, kinds) {
+			h := fnv.New64a()
+			var prev [8]byte
+			binary.LittleEndian.PutUint64(prev[:], hashes[t.GVR])
+			h.Write(prev[:])
+			h.Write([]byte(p.Key() + "@" + src.GetResourceVersion() + "\x00"))
+			hashes[t.GVR] = h.Sum64()
+			snap.types[t.GVR] = typeEntry{resourceType: t}
+		}
+	}
+	for gvr, e := range snap.types {
+		e.fingerprint = hashes[gvr] ^ exSum
+		snap.types[gvr] = e
+	}
+	return snap, nil
+}
+
+func policyKey(p kyvernov1.PolicyInterface) string {
+	if p.IsNamespaced() {
+		return p.GetNamespace() + "/" + p.GetName()
+	}
+	return p.GetName()
+}
+
+func hasValidateRules(p kyvernov1.PolicyInterface) bool {
+	for i := range p.GetSpec().Rules {
+		r := &p.GetSpec().Rules[i]
+		if r.HasValidate() || r.HasVerifyImages() {
+			return true
+		}
+	}
+	return false
+}
+
+// policyTypes lists the resource types the policy's validate and
+// verifyImages rules (after autogen) can match.
+func policyTypes(p kyvernov1.PolicyInterface, kinds *kindResolver) []resourceType {
+	rules, err := autogen.ComputeRules(p)
+	if err != nil {
+		rules = p.GetSpec().Rules
+	}
+	seen := map[schema.GroupVersionResource]bool{}
+	var out []resourceType
+	for i := range rules {
+		r := &rules[i]
+		if !r.HasValidate() && !r.HasVerifyImages() {
+			continue
+		}
+		for _, sel := range r.MatchResources.GetKinds() {
+			for _, t := range kinds.resolve(sel) {
+				if !seen[t.GVR] {
+					seen[t.GVR] = true
+					out = append(out, t)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// decodePolicy converts an informer's unstructured policy to its type.
+func decodePolicy(u *unstructured.Unstructured) (kyvernov1.PolicyInterface, error) {
+	var p kyvernov1.PolicyInterface
+	if u.GetKind() == kyvernov1.PolicyKind {
+		p = &kyvernov1.Policy{}
+	} else {
+		p = &kyvernov1.ClusterPolicy{}
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func decodeException(u *unstructured.Unstructured) (*kyvernov2.PolicyException, error) {
+	ex := &kyvernov2.PolicyException{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ex); err != nil {
+		return nil, err
+	}
+	return ex, nil
+}

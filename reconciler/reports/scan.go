@@ -1,0 +1,273 @@
+package reports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/reconciler/reports/report"
+)
+
+// watcher watches one resource type's metadata and scans it.
+type watcher struct {
+	t        resourceType
+	informer cache.SharedIndexInformer
+	cancel   context.CancelFunc
+	// scanMu keeps scans of one type from overlapping.
+	scanMu sync.Mutex
+	// scanned is set when the first scan completed.
+	scanned atomic.Bool
+}
+
+// newMetadataInformer returns a metadata-only informer whose cache keeps
+// just what the controller reads: identity and resourceVersion, plus the
+// labels when keepLabels (namespaces, for namespaceSelectors).
+func newMetadataInformer(client metadata.Interface, gvr schema.GroupVersionResource, keepLabels bool) cache.SharedIndexInformer {
+	inf := metadatainformer.NewFilteredMetadataInformer(client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		m, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return obj, nil
+		}
+		slim := &metav1.PartialObjectMetadata{
+			TypeMeta: m.TypeMeta,
+			ObjectMeta: metav1.ObjectMeta{
+				Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+			},
+		}
+		if keepLabels {
+			slim.Labels = m.Labels
+		}
+		return slim, nil
+	})
+	return inf
+}
+
+// startWatcher starts watching a type; once the informer has synced, the
+// whole type is scanned by listing it. The informer's initial adds are
+// ignored (the scan covers them); later adds and updates queue the one
+// resource, deletes remove its report.
+func (c *Controller) startWatcher(ctx context.Context, t resourceType) *watcher {
+	wctx, cancel := context.WithCancel(ctx)
+	w := &watcher{t: t, informer: newMetadataInformer(c.meta, t.GVR, false), cancel: cancel}
+	_, err := w.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if !initial {
+				c.resourceChanged(t.GVR, obj)
+			}
+		},
+		UpdateFunc: func(_, obj any) { c.resourceChanged(t.GVR, obj) },
+		DeleteFunc: func(obj any) { c.resourceDeleted(t.GVR, obj) },
+	})
+	if err != nil {
+		c.log.Error(err, "watching", "resource", t.GVR)
+	}
+	go w.informer.RunWithContext(wctx)
+	go func() {
+		if !cache.WaitForCacheSync(wctx.Done(), w.informer.HasSynced) {
+			return
+		}
+		if err := w.scan(wctx, c, false); err != nil && wctx.Err() == nil {
+			c.log.Error(err, "initial background scan", "resource", t.GVR)
+		}
+		w.scanned.Store(true)
+	}()
+	c.log.Info("watching for background scans", "resource", t.GVR.String())
+	return w
+}
+
+func (w *watcher) stop() { w.cancel() }
+
+func (c *Controller) resourceChanged(gvr schema.GroupVersionResource, obj any) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	st := c.states[m.UID]
+	seen := st != nil && st.evaluated && st.rv == m.ResourceVersion
+	c.mu.Unlock()
+	if !seen {
+		c.events.Add(eventKey{gvr: gvr, namespace: m.Namespace, name: m.Name})
+	}
+}
+
+func (c *Controller) resourceDeleted(gvr schema.GroupVersionResource, obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return
+	}
+	c.events.Add(eventKey{gvr: gvr, namespace: m.Namespace, name: m.Name, deleted: m.UID})
+}
+
+// processEvent handles one queued resource event; false means the queue
+// shut down.
+func (c *Controller) processEvent(ctx context.Context) bool {
+	key, quit := c.events.Get()
+	if quit {
+		return false
+	}
+	defer c.events.Done(key)
+	err := c.handleEvent(ctx, key)
+	switch {
+	case err == nil:
+		c.events.Forget(key)
+	case ctx.Err() != nil:
+	default:
+		c.log.Error(err, "background scan of one resource", "resource", key.gvr.Resource, "namespace", key.namespace, "name", key.name)
+		c.events.AddRateLimited(key)
+	}
+	return true
+}
+
+func (c *Controller) handleEvent(ctx context.Context, key eventKey) error {
+	if key.deleted != "" {
+		return c.resourceGone(ctx, report.Scope{Namespace: key.namespace, Name: key.name, UID: key.deleted})
+	}
+	snap := c.snap.Load()
+	entry, ok := snap.types[key.gvr]
+	if !ok {
+		return nil // no longer watched
+	}
+	var ri = c.dyn.Resource(key.gvr).Namespace(key.namespace)
+	obj, err := ri.Get(ctx, key.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // the delete event follows
+	}
+	if err != nil {
+		return err
+	}
+	c.sem <- struct{}{}
+	defer func() { <-c.sem }()
+	return c.reconcileObject(ctx, entry.resourceType, obj, false)
+}
+
+// resourceGone deletes the report of a deleted resource. In a real cluster
+// the garbage collector does it too (the report is owned by the
+// resource); doing it here keeps clusters without a controller manager
+// clean, and it is idempotent.
+func (c *Controller) resourceGone(ctx context.Context, scope report.Scope) error {
+	unlock := c.lock(scope.UID)
+	defer unlock()
+	c.mu.Lock()
+	st := c.states[scope.UID]
+	c.mu.Unlock()
+	if st == nil || !st.reportKnown || st.digest != "" {
+		c.stats.Writes.Add(1)
+		if err := c.reports.delete(ctx, scope); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	delete(c.states, scope.UID)
+	c.mu.Unlock()
+	return nil
+}
+
+// scan lists every resource of the type, a page at a time, and reconciles
+// each with at most Workers at once. force evaluates resources whose
+// content and policies did not change.
+func (w *watcher) scan(ctx context.Context, c *Controller, force bool) error {
+	w.scanMu.Lock()
+	defer w.scanMu.Unlock()
+	start := time.Now()
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	err := listPages(ctx, c.dyn.Resource(w.t.GVR), c.opts.PageSize, "", func(items []unstructured.Unstructured) error {
+		var wg sync.WaitGroup
+		for i := range items {
+			select {
+			case c.sem <- struct{}{}:
+			case <-ctx.Done():
+				wg.Wait()
+				return ctx.Err()
+			}
+			wg.Go(func() {
+				defer func() { <-c.sem }()
+				if err := c.reconcileObject(ctx, w.t, &items[i], force); err != nil {
+					mu.Lock()
+					if len(errs) < 10 {
+						errs = append(errs, err)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("scanning %s: %w", w.t.GVR.Resource, err)
+	}
+	c.log.V(1).Info("scanned", "resource", w.t.GVR.String(), "force", force, "took", time.Since(start).String())
+	return errors.Join(errs...)
+}
+
+// reconcileObject evaluates one resource, unless neither it nor the
+// policies that can match it changed since it was last evaluated (force
+// evaluates anyway), and writes its report when the results changed.
+func (c *Controller) reconcileObject(ctx context.Context, t resourceType, obj *unstructured.Unstructured, force bool) error {
+	if obj.GetKind() == "" {
+		obj.SetAPIVersion(t.APIVersion())
+		obj.SetKind(t.Kind)
+	}
+	uid := obj.GetUID()
+	unlock := c.lock(uid)
+	defer unlock()
+
+	snap := c.snap.Load()
+	fingerprint := snap.types[t.GVR].fingerprint
+	hash := contentHash(obj.Object)
+	st := c.state(uid)
+	if !force && st.evaluated && st.hash == hash && st.fingerprint == fingerprint {
+		st.rv = obj.GetResourceVersion()
+		c.stats.Skipped.Add(1)
+		return nil
+	}
+	c.stats.Evaluations.Add(1)
+	scope := report.Scope{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: uid}
+	resp := snap.set.Validate(ctx, engine.RequestForObject(obj), engine.WithLoaders(c.loaders()))
+	scan := report.Results(resp.Policies, c.opts.AllowedResults, c.now())
+
+	var desired []v1alpha2.PolicyReportResult
+	if st.reportKnown && !st.foreign {
+		desired = report.ReplaceBackground(nil, scan, snap.background, snap.catalog)
+		if digestOf(desired) != st.digest {
+			if err := c.write(ctx, scope, desired); err != nil {
+				return err
+			}
+		}
+	} else {
+		existing, found, err := c.reports.get(ctx, scope)
+		if err != nil {
+			return err
+		}
+		desired = report.ReplaceBackground(existing, scan, snap.background, snap.catalog)
+		if (found && !report.Equivalent(existing, desired)) || (!found && len(desired) > 0) {
+			if err := c.write(ctx, scope, desired); err != nil {
+				return err
+			}
+		}
+	}
+	c.remember(st, snap, desired)
+	st.gvr, st.rv, st.hash, st.fingerprint, st.evaluated = t.GVR, obj.GetResourceVersion(), hash, fingerprint, true
+	return nil
+}

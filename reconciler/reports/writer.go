@@ -1,0 +1,108 @@
+package reports
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/reconciler/reports/report"
+)
+
+// FieldManager is the server-side apply field manager of charter's reports.
+const FieldManager = "charter-reports"
+
+var (
+	policyReportsGVR        = v1alpha2.GroupVersion.WithResource("policyreports")
+	clusterPolicyReportsGVR = v1alpha2.GroupVersion.WithResource("clusterpolicyreports")
+)
+
+// reportClient reads and writes the report of one resource.
+type reportClient struct{ dyn dynamic.Interface }
+
+func (c reportClient) resource(scope report.Scope) dynamic.ResourceInterface {
+	if scope.Namespace == "" {
+		return c.dyn.Resource(clusterPolicyReportsGVR)
+	}
+	return c.dyn.Resource(policyReportsGVR).Namespace(scope.Namespace)
+}
+
+// get returns the report's results, and false when there is no report.
+func (c reportClient) get(ctx context.Context, scope report.Scope) ([]v1alpha2.PolicyReportResult, bool, error) {
+	u, err := c.resource(scope).Get(ctx, scope.ReportName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the report of %s: %w", scope, err)
+	}
+	p, err := report.Parse(u)
+	if err != nil {
+		return nil, false, err
+	}
+	return p.Results, true, nil
+}
+
+// write makes the report hold exactly the results: it applies the report,
+// or deletes it when there are no results (Kyverno deletes empty reports).
+func (c reportClient) write(ctx context.Context, scope report.Scope, results []v1alpha2.PolicyReportResult) error {
+	if len(results) == 0 {
+		return c.delete(ctx, scope)
+	}
+	obj := report.Object(scope, results)
+	_, err := c.resource(scope).Apply(ctx, scope.ReportName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if err != nil {
+		return fmt.Errorf("writing the report of %s: %w", scope, err)
+	}
+	return nil
+}
+
+func (c reportClient) delete(ctx context.Context, scope report.Scope) error {
+	err := c.resource(scope).Delete(ctx, scope.ReportName(), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the report of %s: %w", scope, err)
+	}
+	return nil
+}
+
+// list calls fn for every report charter manages, a page at a time.
+func (c reportClient) list(ctx context.Context, pageSize int64, fn func(u *unstructured.Unstructured) error) error {
+	for _, gvr := range []schema.GroupVersionResource{policyReportsGVR, clusterPolicyReportsGVR} {
+		err := listPages(ctx, c.dyn.Resource(gvr), pageSize, report.ManagedByLabel+"="+report.ManagedBy, func(items []unstructured.Unstructured) error {
+			for i := range items {
+				if err := fn(&items[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", gvr.Resource, err)
+		}
+	}
+	return nil
+}
+
+// listPages lists a resource in pages so that no more than one page of
+// full objects is held at a time.
+func listPages(ctx context.Context, ri dynamic.NamespaceableResourceInterface, pageSize int64, selector string, fn func(items []unstructured.Unstructured) error) error {
+	opts := metav1.ListOptions{Limit: pageSize, LabelSelector: selector}
+	for {
+		page, err := ri.List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if err := fn(page.Items); err != nil {
+			return err
+		}
+		if page.GetContinue() == "" {
+			return nil
+		}
+		opts.Continue = page.GetContinue()
+	}
+}
