@@ -97,6 +97,23 @@ e2e: controlplane ## Run the Ginkgo e2e suites (E2E_PROVIDER=kind|local, E2E_LAB
 bench: ## Run the Go benchmarks and print their figures.
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/...
 
+CONFORMANCE   ?= $(abspath $(CURDIR)/../shared/conformance)
+BENCH_RUNS    ?= 5
+PSS_POLICIES   = $(shell ls $(CONFORMANCE)/kyverno-policies/pod-security/baseline/*/*.yaml $(CONFORMANCE)/kyverno-policies/pod-security/restricted/*/*.yaml 2>/dev/null | grep -v kustomization)
+
+.PHONY: bench-cli
+bench-cli: build ## Time `charter test` over the conformance validate suites (wall, CPU, peak RSS).
+	@test -f $(CONFORMANCE)/suites/validate.txt || { echo "no conformance corpus at $(CONFORMANCE) (set CONFORMANCE=)"; exit 1; }
+	$(GO) run ./hack/benchrun -runs $(BENCH_RUNS) -- $(BIN)/charter test $$(sed 's#^#$(CONFORMANCE)/#' $(CONFORMANCE)/suites/validate.txt)
+
+.PHONY: bench-apply
+bench-apply: build ## Time `charter apply` of the 18 Pod Security policies to 2000 generated Pods.
+	@test -n "$(PSS_POLICIES)" || { echo "no pod-security policies under $(CONFORMANCE) (set CONFORMANCE=)"; exit 1; }
+	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	  $(GO) run ./hack/genpods -n 2000 -dir "$$dir" && \
+	  echo "$(words $(PSS_POLICIES)) policies, 2000 Pods (half non-compliant) in $$dir" && \
+	  $(GO) run ./hack/benchrun -runs $(BENCH_RUNS) -- $(BIN)/charter apply $(PSS_POLICIES) --resource "$$dir"
+
 ##@ Run
 
 .PHONY: run
