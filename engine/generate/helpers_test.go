@@ -117,3 +117,5 @@ func mustJSON(t *testing.T, v any) *apiextv1.JSON {
 	}
 	return j
 }
+
+func yamlUnmarshal(data []byte, out any) error { return yaml.Unmarshal(data, out) }
