@@ -50,6 +50,8 @@ type wantedResponse struct {
 	Message    string `json:"message,omitempty"`
 	Action     string `json:"action,omitempty"`
 	Exceptions string `json:"exceptions,omitempty"`
+	// Target names the existing resource of a mutate-existing response.
+	Target string `json:"target,omitempty"`
 }
 
 func decodePolicies(t testing.TB, raws []json.RawMessage) []kyvernov1.PolicyInterface {

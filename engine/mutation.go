@@ -8,6 +8,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/mutate"
+	"github.com/charter-dev/charter/engine/variables"
 )
 
 // MutateResponse holds the results of running the mutate rules of a
@@ -214,6 +215,17 @@ func patchError(msg string, err error) patchResult {
 	return patchResult{status: StatusError, message: msg + ": " + err.Error()}
 }
 
+// substitutionFailed is Kyverno's error for a variable that could not be
+// resolved in a patch: "variable substitution failed: failed to resolve
+// <expr> at path <path>: JMESPath query failed: <cause>".
+func substitutionFailed(err error) patchResult {
+	var ve *variables.Error
+	if errors.As(err, &ve) {
+		err = fmt.Errorf("failed to resolve %s at path %s: JMESPath query failed: %w", ve.Variable, ve.Path, ve.Err)
+	}
+	return patchError("variable substitution failed", err)
+}
+
 // mutateObject applies the rule's patch or foreach to resource (spec §1.3).
 func (ev *evaluation) mutateObject(ctx context.Context, doc *jsoncontext.Document, r *rule, resource map[string]any) patchResult {
 	m := r.mutate
@@ -247,7 +259,7 @@ func (ev *evaluation) applyPatch(doc *jsoncontext.Document, p *patch, resource m
 		if p.hasVars {
 			var err error
 			if body, err = ev.substitute(doc, body, p.path); err != nil {
-				return patchError("variable substitution failed", err)
+				return substitutionFailed(err)
 			}
 		}
 		var err error
@@ -266,7 +278,7 @@ func (ev *evaluation) applyPatch(doc *jsoncontext.Document, p *patch, resource m
 			if p.hasVars {
 				v, err := ev.substitute(doc, text, p.path)
 				if err != nil {
-					return patchError("variable substitution failed", err)
+					return substitutionFailed(err)
 				}
 				s, ok := v.(string)
 				if !ok {
