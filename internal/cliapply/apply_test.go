@@ -1,0 +1,199 @@
+package cliapply
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	policyreportv1alpha2 "github.com/charter-dev/charter/api/policyreport/v1alpha2"
+)
+
+// line is a verdict reduced to what the tests compare.
+func line(v Verdict) string {
+	return fmt.Sprintf("%s %s/%s %s %s", resourceName(v.Resource), v.Policy, v.Rule, v.Action, v.Result)
+}
+
+func TestRun(t *testing.T) {
+	tests := []struct {
+		name        string
+		opts        Options
+		want        []string
+		wantBlocked bool
+		wantWarning string
+	}{
+		{
+			name: "a directory of resources, in file then document order",
+			opts: Options{PolicyPaths: []string{"testdata/policies"}, ResourcePaths: []string{"testdata/resources"}},
+			want: []string{
+				"Pod/default/latest require-labels/check-app Audit pass",
+				"Pod/default/latest no-latest/no-latest-tag Enforce fail",
+				"Pod/default/good require-labels/check-app Audit pass",
+				"Pod/default/good no-latest/no-latest-tag Enforce pass",
+				"Pod/team-a/unlabelled require-labels/check-app Audit fail",
+				"Pod/team-a/unlabelled no-latest/no-latest-tag Enforce pass",
+			},
+			wantBlocked: true,
+			wantWarning: "kustomization.yaml",
+		},
+		{
+			name: "an Audit failure does not block; --audit-warn makes it a warning",
+			opts: Options{PolicyPaths: []string{"testdata/policies/policies.yaml"}, ResourcePaths: []string{"testdata/resources/pods.yaml"}, AuditWarn: true},
+			want: []string{
+				"Pod/default/good require-labels/check-app Audit pass",
+				"Pod/default/good no-latest/no-latest-tag Enforce pass",
+				"Pod/team-a/unlabelled require-labels/check-app Audit warn",
+				"Pod/team-a/unlabelled no-latest/no-latest-tag Enforce pass",
+			},
+		},
+		{
+			name: "resources from stdin",
+			opts: Options{
+				PolicyPaths: []string{"testdata/policies/policies.yaml"}, ResourcePaths: []string{"-"},
+				Stdin: strings.NewReader("apiVersion: v1\nkind: Pod\nmetadata: {name: x, namespace: ns1}\nspec:\n  containers: [{name: c, image: a:latest}]\n"),
+			},
+			want: []string{
+				"Pod/ns1/x require-labels/check-app Audit fail",
+				"Pod/ns1/x no-latest/no-latest-tag Enforce fail",
+			},
+			wantBlocked: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := Run(context.Background(), tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, v := range out.Verdicts {
+				got = append(got, line(v))
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("verdicts:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if out.Blocked != tt.wantBlocked {
+				t.Errorf("blocked = %v, want %v", out.Blocked, tt.wantBlocked)
+			}
+			if tt.wantWarning != "" && !strings.Contains(strings.Join(out.Warnings, "\n"), tt.wantWarning) {
+				t.Errorf("warnings %v, want one about %s", out.Warnings, tt.wantWarning)
+			}
+		})
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no resources", Options{PolicyPaths: []string{"testdata/policies"}}, "no resources"},
+		{"no policies", Options{PolicyPaths: []string{"testdata/resources"}, ResourcePaths: []string{"testdata/resources"}}, "no ClusterPolicy or Policy"},
+		{"missing file", Options{PolicyPaths: []string{"testdata/nope.yaml"}, ResourcePaths: []string{"-"}}, "nope.yaml"},
+		{"bad resource document", Options{PolicyPaths: []string{"testdata/policies"}, ResourcePaths: []string{"-"},
+			Stdin: strings.NewReader("apiVersion: v1\nkind: Pod\n---\nkind: [\n")}, "- (document 2)"},
+		{"resource without kind", Options{PolicyPaths: []string{"testdata/policies"}, ResourcePaths: []string{"-"},
+			Stdin: strings.NewReader("metadata: {name: x}\n")}, "missing apiVersion or kind"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Run(context.Background(), tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	out, err := Run(context.Background(), Options{PolicyPaths: []string{"testdata/policies/policies.yaml"}, ResourcePaths: []string{"testdata/resources/pods.yaml"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all, failOnly bytes.Buffer
+	if err := WriteTable(&all, out, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteTable(&failOnly, out, false, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"RESOURCE", "Pod/team-a/unlabelled", "label app is required", "pass: 3, fail: 1, warn: 0, error: 0, skip: 0\n"} {
+		if !strings.Contains(all.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, all.String())
+		}
+	}
+	if strings.Contains(failOnly.String(), "Pod/default/good") || !strings.Contains(failOnly.String(), "Pod/team-a/unlabelled") {
+		t.Errorf("--fail-only table:\n%s", failOnly.String())
+	}
+}
+
+func TestPolicyReports(t *testing.T) {
+	out, err := Run(context.Background(), Options{PolicyPaths: []string{"testdata/policies"}, ResourcePaths: []string{"testdata/resources"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1700000000, 0)
+	reports := PolicyReports(out, now)
+	if len(reports) != 3 {
+		t.Fatalf("got %d reports, want one per resource (3)", len(reports))
+	}
+	r, ok := reports[2].(*policyreportv1alpha2.PolicyReport)
+	if !ok {
+		t.Fatalf("report 3 is %T", reports[2])
+	}
+	if r.Namespace != "team-a" || r.Scope.Name != "unlabelled" || r.Scope.Kind != "Pod" {
+		t.Errorf("report: namespace %q, scope %+v", r.Namespace, r.Scope)
+	}
+	if r.Summary != (policyreportv1alpha2.PolicyReportSummary{Pass: 1, Fail: 1}) {
+		t.Errorf("summary %+v", r.Summary)
+	}
+	res := r.Results[0]
+	if res.Policy != "require-labels" || res.Result != "fail" || res.Category != "Best Practices" ||
+		res.Severity != "medium" || !res.Scored || res.Source != "kyverno" || res.Timestamp.Seconds != now.Unix() {
+		t.Errorf("result %+v", res)
+	}
+
+	var buf bytes.Buffer
+	if err := WriteReports(&buf, "", reports); err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(buf.String(), "---\n")
+	if len(docs) != 3 {
+		t.Fatalf("got %d YAML documents", len(docs))
+	}
+	var back policyreportv1alpha2.PolicyReport
+	if err := yaml.UnmarshalStrict([]byte(docs[2]), &back); err != nil {
+		t.Fatalf("the YAML does not read back as a PolicyReport: %v\n%s", err, docs[2])
+	}
+	if back.Kind != "PolicyReport" || back.APIVersion != "wgpolicyk8s.io/v1alpha2" || len(back.Results) != 2 {
+		t.Errorf("read back %+v", back)
+	}
+}
+
+// BenchmarkApply evaluates 2000 Pods, half of them failing, against the two
+// test policies.
+func BenchmarkApply(b *testing.B) {
+	var src strings.Builder
+	for i := range 2000 {
+		image := "nginx:1.27"
+		if i%2 == 1 {
+			image = "nginx:latest"
+		}
+		fmt.Fprintf(&src, "---\napiVersion: v1\nkind: Pod\nmetadata: {name: p%d, labels: {app: a}}\nspec:\n  containers: [{name: c, image: %q}]\n", i, image)
+	}
+	dir := b.TempDir()
+	if err := os.WriteFile(dir+"/pods.yaml", []byte(src.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Run(context.Background(), Options{PolicyPaths: []string{"testdata/policies"}, ResourcePaths: []string{dir}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
