@@ -1,0 +1,397 @@
+// Package apply applies a checked revision with server-side apply, staged
+// and dry-run first, and prunes the objects that left it.
+//
+// The whole revision is dry-run before anything is written, so an object
+// the API server rejects stops the revision with nothing changed. The one
+// exception is an object that needs a Namespace or CRD declared in the same
+// revision: its dry-run can only succeed once those exist, so it is dry-run
+// again after the first stage, before any later stage is written.
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	"github.com/charter-dev/charter/reconciler/gitsync/build"
+	"github.com/charter-dev/charter/reconciler/gitsync/inventory"
+)
+
+// FieldManager is charter's server-side apply field manager.
+const FieldManager = "charter"
+
+// PruneAnnotation set to PruneDisabled on an object keeps it when it leaves
+// the repository.
+const (
+	PruneAnnotation = "gitops.charter.dev/prune"
+	PruneDisabled   = "disabled"
+)
+
+// Owner labels mark every applied object with the PolicyRepository that
+// applied it; prune deletes only objects that still carry its labels.
+const (
+	OwnerNameLabel      = "gitops.charter.dev/name"
+	OwnerNamespaceLabel = "gitops.charter.dev/namespace"
+)
+
+// Stages, in apply order.
+const (
+	StageClusterDefinitions = iota // Namespaces and CRDs
+	StageExceptions                // PolicyExceptions, before the policies they exempt from
+	StagePolicies                  // ClusterPolicies and Policies
+	StageRest                      // everything else
+)
+
+// StageOf returns the stage an object is applied in.
+func StageOf(u *unstructured.Unstructured) int {
+	gvk := u.GroupVersionKind()
+	switch {
+	case gvk.Group == "" && gvk.Kind == "Namespace",
+		gvk.Group == "apiextensions.k8s.io" && gvk.Kind == "CustomResourceDefinition":
+		return StageClusterDefinitions
+	case gvk.Group == "kyverno.io" && gvk.Kind == "PolicyException":
+		return StageExceptions
+	case gvk.Group == "kyverno.io" && (gvk.Kind == "ClusterPolicy" || gvk.Kind == "Policy"):
+		return StagePolicies
+	default:
+		return StageRest
+	}
+}
+
+// Action is what applying did to an object.
+type Action string
+
+// Actions.
+const (
+	Created    Action = "created"
+	Configured Action = "configured"
+	Unchanged  Action = "unchanged"
+	Deleted    Action = "deleted"
+	Skipped    Action = "skipped"
+)
+
+// Change is one object's outcome.
+type Change struct {
+	// Object is "Kind/name" or "Kind/namespace/name".
+	Object string
+	Action Action
+}
+
+// ChangeSet lists the outcomes in apply order.
+type ChangeSet []Change
+
+// Changed reports whether anything was created, configured or deleted.
+func (cs ChangeSet) Changed() bool {
+	for _, c := range cs {
+		if c.Action == Created || c.Action == Configured || c.Action == Deleted {
+			return true
+		}
+	}
+	return false
+}
+
+// Summary counts the outcomes, e.g. "2 created, 1 configured, 5 unchanged".
+func (cs ChangeSet) Summary() string {
+	counts := map[Action]int{}
+	for _, c := range cs {
+		counts[c.Action]++
+	}
+	var parts []string
+	for _, a := range []Action{Created, Configured, Deleted, Unchanged, Skipped} {
+		if counts[a] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[a], a))
+		}
+	}
+	if len(parts) == 0 {
+		return "no objects"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ObjectError is an object the API server refused.
+type ObjectError struct {
+	File   string
+	Object string
+	Err    error
+}
+
+func (e *ObjectError) Error() string {
+	if e.File == "" {
+		return fmt.Sprintf("%s: %v", e.Object, e.Err)
+	}
+	return fmt.Sprintf("%s: %s: %v", e.File, e.Object, e.Err)
+}
+
+func (e *ObjectError) Unwrap() error { return e.Err }
+
+// Error is a revision the API server refused. DryRun says nothing was
+// written.
+type Error struct {
+	DryRun bool
+	Errs   []*ObjectError
+}
+
+func (e *Error) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, oe := range e.Errs {
+		msgs[i] = oe.Error()
+	}
+	what := "apply"
+	if e.DryRun {
+		what = "dry-run"
+	}
+	return fmt.Sprintf("%s failed: %s", what, strings.Join(msgs, "; "))
+}
+
+// Invalid reports whether the server refused the objects themselves
+// (invalid, unknown kind, forbidden field), which retrying cannot fix.
+func (e *Error) Invalid() bool {
+	for _, oe := range e.Errs {
+		if !apierrors.IsInvalid(oe.Err) && !apierrors.IsBadRequest(oe.Err) && !meta.IsNoMatchError(oe.Err) {
+			return false
+		}
+	}
+	return true
+}
+
+// Applier applies revisions for one PolicyRepository.
+type Applier struct {
+	Client client.Client
+	// Owner is the PolicyRepository; its name and namespace label every
+	// applied object.
+	Owner client.ObjectKey
+	// CRDTimeout bounds the wait for CRDs of the revision to be
+	// established; 30s when zero.
+	CRDTimeout time.Duration
+}
+
+// Apply dry-runs, then applies objs in stages. When the dry-run fails,
+// nothing is written.
+func (a *Applier) Apply(ctx context.Context, objs []build.Object) (ChangeSet, error) {
+	staged := make([][]build.Object, StageRest+1)
+	namespaces, crdKinds := map[string]bool{}, map[schema.GroupKind]bool{}
+	for _, o := range objs {
+		o = build.Object{Unstructured: o.DeepCopy(), File: o.File}
+		a.label(o.Unstructured)
+		s := StageOf(o.Unstructured)
+		staged[s] = append(staged[s], o)
+		if s == StageClusterDefinitions {
+			if o.GetKind() == "Namespace" {
+				namespaces[o.GetName()] = true
+			} else if gk, ok := crdGroupKind(o.Unstructured); ok {
+				crdKinds[gk] = true
+			}
+		}
+	}
+
+	// Dry-run everything; keep aside what waits on this revision's own
+	// Namespaces and CRDs.
+	dryRV := map[string]string{}
+	var deferred []build.Object
+	var errs []*ObjectError
+	for _, stage := range staged {
+		for _, o := range stage {
+			rv, err := a.patch(ctx, o, true)
+			switch {
+			case err == nil:
+				dryRV[key(o.Unstructured)] = rv
+			case dependsOnRevision(err, o.Unstructured, namespaces, crdKinds):
+				deferred = append(deferred, o)
+			default:
+				errs = append(errs, &ObjectError{File: o.File, Object: key(o.Unstructured), Err: err})
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, &Error{DryRun: true, Errs: errs}
+	}
+
+	var changes ChangeSet
+	apply := func(stage []build.Object) error {
+		for _, o := range stage {
+			rv, err := a.patch(ctx, o, false)
+			if err != nil {
+				return &Error{Errs: []*ObjectError{{File: o.File, Object: key(o.Unstructured), Err: err}}}
+			}
+			changes = append(changes, Change{Object: key(o.Unstructured), Action: actionOf(dryRV[key(o.Unstructured)], rv)})
+		}
+		return nil
+	}
+	if err := apply(staged[StageClusterDefinitions]); err != nil {
+		return changes, err
+	}
+	if len(crdKinds) > 0 {
+		if err := a.waitEstablished(ctx, staged[StageClusterDefinitions]); err != nil {
+			return changes, err
+		}
+	}
+	for _, o := range deferred {
+		rv, err := a.patch(ctx, o, true)
+		if err != nil {
+			errs = append(errs, &ObjectError{File: o.File, Object: key(o.Unstructured), Err: err})
+			continue
+		}
+		dryRV[key(o.Unstructured)] = rv
+	}
+	if len(errs) > 0 {
+		return changes, &Error{DryRun: true, Errs: errs}
+	}
+	for _, stage := range staged[StageClusterDefinitions+1:] {
+		if err := apply(stage); err != nil {
+			return changes, err
+		}
+	}
+	return changes, nil
+}
+
+// label marks o as applied by the owner.
+func (a *Applier) label(u *unstructured.Unstructured) {
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[OwnerNameLabel] = a.Owner.Name
+	labels[OwnerNamespaceLabel] = a.Owner.Namespace
+	u.SetLabels(labels)
+}
+
+// patch server-side applies o and returns the resulting resourceVersion.
+// It uses Patch with client.Apply rather than Client.Apply because only
+// patch options carry fieldValidation: Strict makes the server refuse
+// unknown fields instead of dropping them with a warning.
+func (a *Applier) patch(ctx context.Context, o build.Object, dryRun bool) (string, error) {
+	u := o.DeepCopy()
+	opts := []client.PatchOption{client.FieldOwner(FieldManager), client.ForceOwnership, client.FieldValidation("Strict")}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	//nolint:staticcheck // see above: Client.Apply has no fieldValidation.
+	if err := a.Client.Patch(ctx, u, client.Apply, opts...); err != nil {
+		return "", err
+	}
+	return u.GetResourceVersion(), nil
+}
+
+// actionOf infers the outcome: a dry-run of a new object has no
+// resourceVersion; an apply that changed nothing keeps it.
+func actionOf(dryRunRV, appliedRV string) Action {
+	switch {
+	case dryRunRV == "":
+		return Created
+	case dryRunRV != appliedRV:
+		return Configured
+	default:
+		return Unchanged
+	}
+}
+
+func dependsOnRevision(err error, u *unstructured.Unstructured, namespaces map[string]bool, crdKinds map[schema.GroupKind]bool) bool {
+	if meta.IsNoMatchError(err) || isNotFoundKind(err) {
+		return crdKinds[u.GroupVersionKind().GroupKind()]
+	}
+	if apierrors.IsNotFound(err) && u.GetNamespace() != "" {
+		return namespaces[u.GetNamespace()]
+	}
+	return false
+}
+
+// isNotFoundKind matches the API server's 404 for a resource it does not
+// serve, which the REST mapper may report instead of a no-match error.
+func isNotFoundKind(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status) && apierrors.IsNotFound(err) && status.Status().Details == nil
+}
+
+func crdGroupKind(u *unstructured.Unstructured) (schema.GroupKind, bool) {
+	group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+	return schema.GroupKind{Group: group, Kind: kind}, group != "" && kind != ""
+}
+
+func (a *Applier) waitEstablished(ctx context.Context, objs []build.Object) error {
+	timeout := a.CRDTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	for _, o := range objs {
+		if o.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := a.Client.Get(ctx, client.ObjectKey{Name: o.GetName()}, &crd); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			for _, c := range crd.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return &Error{Errs: []*ObjectError{{File: o.File, Object: key(o.Unstructured), Err: fmt.Errorf("not established: %w", err)}}}
+		}
+	}
+	return nil
+}
+
+// Prune deletes the stale objects, last stage first. It skips objects that
+// opt out with the prune annotation, that another owner took over, and
+// CRDs (deleting one deletes every object of its kind).
+func (a *Applier) Prune(ctx context.Context, stale []gitopsv1alpha1.ResourceRef) (ChangeSet, error) {
+	objs := make([]*unstructured.Unstructured, 0, len(stale))
+	for _, ref := range stale {
+		u, err := inventory.Object(ref)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, u)
+	}
+	sort.SliceStable(objs, func(i, j int) bool { return StageOf(objs[i]) > StageOf(objs[j]) })
+	var changes ChangeSet
+	var errs []error
+	for _, u := range objs {
+		k := key(u)
+		if err := a.Client.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+				continue
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", k, err))
+			continue
+		}
+		labels := u.GetLabels()
+		switch {
+		case u.GetAnnotations()[PruneAnnotation] == PruneDisabled,
+			labels[OwnerNameLabel] != a.Owner.Name || labels[OwnerNamespaceLabel] != a.Owner.Namespace,
+			u.GetKind() == "CustomResourceDefinition":
+			changes = append(changes, Change{Object: k, Action: Skipped})
+			continue
+		}
+		if err := a.Client.Delete(ctx, u, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", k, err))
+			continue
+		}
+		changes = append(changes, Change{Object: k, Action: Deleted})
+	}
+	return changes, errors.Join(errs...)
+}
+
+func key(u *unstructured.Unstructured) string {
+	if u.GetNamespace() == "" {
+		return u.GetKind() + "/" + u.GetName()
+	}
+	return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
+}

@@ -1,0 +1,65 @@
+package gitsync
+
+import (
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+)
+
+// reasonProgressingWithRetry marks Reconciling while a failed attempt waits
+// for its retry.
+const reasonProgressingWithRetry = "ProgressingWithRetry"
+
+func setCondition(obj *gitopsv1alpha1.PolicyRepository, typ string, status metav1.ConditionStatus, reason, msg string) {
+	apimeta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
+		Type:               typ,
+		Status:             status,
+		Reason:             reason,
+		Message:            msg,
+		ObservedGeneration: obj.Generation,
+	})
+}
+
+// markProgressing says a revision is being fetched or applied.
+func markProgressing(obj *gitopsv1alpha1.PolicyRepository, msg string) {
+	setCondition(obj, gitopsv1alpha1.ConditionReconciling, metav1.ConditionTrue, gitopsv1alpha1.ReasonProgressing, msg)
+	if !apimeta.IsStatusConditionTrue(obj.Status.Conditions, gitopsv1alpha1.ConditionReady) {
+		setCondition(obj, gitopsv1alpha1.ConditionReady, metav1.ConditionUnknown, gitopsv1alpha1.ReasonProgressing, msg)
+	}
+}
+
+// markReady records a revision applied in full.
+func markReady(obj *gitopsv1alpha1.PolicyRepository, msg string) {
+	setCondition(obj, gitopsv1alpha1.ConditionReady, metav1.ConditionTrue, gitopsv1alpha1.ReasonSucceeded, msg)
+	apimeta.RemoveStatusCondition(&obj.Status.Conditions, gitopsv1alpha1.ConditionReconciling)
+	apimeta.RemoveStatusCondition(&obj.Status.Conditions, gitopsv1alpha1.ConditionStalled)
+}
+
+// markRetrying records a failure that may pass by itself (network, API
+// server): Ready False, still Reconciling.
+func markRetrying(obj *gitopsv1alpha1.PolicyRepository, reason, msg string) {
+	setCondition(obj, gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	setCondition(obj, gitopsv1alpha1.ConditionReconciling, metav1.ConditionTrue, reasonProgressingWithRetry, msg)
+	apimeta.RemoveStatusCondition(&obj.Status.Conditions, gitopsv1alpha1.ConditionStalled)
+}
+
+// markStalled records a revision that cannot apply until the repository
+// or the spec changes.
+func markStalled(obj *gitopsv1alpha1.PolicyRepository, reason, msg string) {
+	setCondition(obj, gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	setCondition(obj, gitopsv1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+	apimeta.RemoveStatusCondition(&obj.Status.Conditions, gitopsv1alpha1.ConditionReconciling)
+}
+
+func isStalled(obj *gitopsv1alpha1.PolicyRepository) bool {
+	return apimeta.IsStatusConditionTrue(obj.Status.Conditions, gitopsv1alpha1.ConditionStalled)
+}
+
+func isReady(obj *gitopsv1alpha1.PolicyRepository) bool {
+	return apimeta.IsStatusConditionTrue(obj.Status.Conditions, gitopsv1alpha1.ConditionReady)
+}
+
+func removeCondition(obj *gitopsv1alpha1.PolicyRepository, typ string) {
+	apimeta.RemoveStatusCondition(&obj.Status.Conditions, typ)
+}

@@ -1,0 +1,268 @@
+package gitsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	"github.com/charter-dev/charter/reconciler/gitsync/apply"
+	"github.com/charter-dev/charter/reconciler/gitsync/build"
+	"github.com/charter-dev/charter/reconciler/gitsync/check"
+	"github.com/charter-dev/charter/reconciler/gitsync/inventory"
+	"github.com/charter-dev/charter/reconciler/gitsync/source"
+)
+
+// Event reasons.
+const (
+	EventNewRevision = "NewRevision"
+	EventApplied     = "Applied"
+	EventPruned      = "Pruned"
+	EventFailed      = "Failed"
+)
+
+// PolicyRepositoryReconciler syncs PolicyRepositories.
+//
+// Applying a revision needs write access to what the repositories hold:
+// Kyverno policies and exceptions, Namespaces and CRDs. Repositories that
+// hold other kinds need the matching RBAC added to charter's role.
+//
+// +kubebuilder:rbac:groups=gitops.charter.dev,resources=policyrepositories,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=gitops.charter.dev,resources=policyrepositories/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions;cleanuppolicies;clustercleanuppolicies,verbs=get;list;watch;create;update;patch;delete
+type PolicyRepositoryReconciler struct {
+	client.Client
+	Scheme   *runtime.Scheme
+	Recorder events.EventRecorder
+	// Cache holds the checkouts.
+	Cache *source.Cache
+}
+
+// Reconcile syncs one PolicyRepository.
+func (r *PolicyRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	obj := &gitopsv1alpha1.PolicyRepository{}
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// Deleting a PolicyRepository leaves what it applied in place: policies
+	// are cluster guard rails, and losing them because a custom resource
+	// went away would be the surprise to avoid.
+	if !obj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	if obj.Spec.Suspend {
+		logger.V(1).Info("suspended; nothing fetched or applied")
+		return ctrl.Result{}, nil
+	}
+
+	base := obj.DeepCopy()
+	start := time.Now()
+	result := r.sync(ctx, obj)
+	obj.Status.ObservedGeneration = obj.Generation
+	if v := requestedAt(obj); v != "" {
+		obj.Status.LastHandledReconcileAt = v
+	}
+	if err := r.patchStatus(ctx, base, obj); err != nil {
+		return ctrl.Result{}, err
+	}
+	logger.V(1).Info("reconciled", "revision", obj.Status.LastAttemptedRevision, "took", time.Since(start).String(), "requeueAfter", result.RequeueAfter.String())
+	return result, nil
+}
+
+func (r *PolicyRepositoryReconciler) patchStatus(ctx context.Context, base, obj *gitopsv1alpha1.PolicyRepository) error {
+	if equality.Semantic.DeepEqual(base.Status, obj.Status) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Status().Patch(ctx, obj, client.MergeFrom(base)))
+}
+
+// sync runs one attempt and records its outcome in obj's status. It never
+// deletes anything unless a revision was fetched, checked and applied.
+func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1alpha1.PolicyRepository) ctrl.Result {
+	ctx, cancel := context.WithTimeout(parent, obj.Spec.GetTimeout())
+	defer cancel()
+	interval, retry := ctrl.Result{RequeueAfter: obj.Spec.GetInterval()}, ctrl.Result{RequeueAfter: obj.Spec.GetRetryInterval()}
+	// A new spec or an explicit request re-runs even a revision known bad.
+	forced := obj.Generation != obj.Status.ObservedGeneration || requestedAt(obj) != obj.Status.LastHandledReconcileAt
+
+	auth, err := r.auth(ctx, obj)
+	if err != nil {
+		r.fail(obj, false, gitopsv1alpha1.ReasonFetchFailed, err)
+		return retry
+	}
+	rev, err := source.LsRemote(ctx, obj.Spec.URL, source.RefFrom(obj.Spec.Ref), auth)
+	if err != nil {
+		r.fail(obj, false, gitopsv1alpha1.ReasonFetchFailed, err)
+		return retry
+	}
+	revision := rev.String()
+	if revision == obj.Status.LastAttemptedRevision && isStalled(obj) && !forced {
+		// Retrying a broken revision cannot help; the next poll picks up a
+		// newer one at once.
+		return interval
+	}
+	if revision != obj.Status.LastAttemptedRevision {
+		r.event(obj, corev1.EventTypeNormal, EventNewRevision, "Fetch", "new revision %s", revision)
+	}
+	obj.Status.LastAttemptedRevision = revision
+	markProgressing(obj, "syncing revision "+revision)
+
+	dir, _, err := r.Cache.Checkout(ctx, obj.Namespace+"/"+obj.Name, obj.Spec.URL, rev, auth)
+	if err != nil {
+		r.fail(obj, false, gitopsv1alpha1.ReasonFetchFailed, err)
+		return retry
+	}
+	if err := r.verify(ctx, obj, dir, rev); err != nil {
+		// A commit with a bad signature stays bad; a missing secret may
+		// appear.
+		var verr *source.VerificationError
+		if errors.As(err, &verr) {
+			r.fail(obj, true, gitopsv1alpha1.ReasonVerificationFailed, err)
+			return interval
+		}
+		r.fail(obj, false, gitopsv1alpha1.ReasonVerificationFailed, err)
+		return retry
+	}
+
+	objs, err := build.Build(dir, obj.Spec.Path)
+	if err != nil {
+		r.fail(obj, true, gitopsv1alpha1.ReasonBuildFailed, fmt.Errorf("revision %s: %w", revision, err))
+		return interval
+	}
+	if len(objs) == 0 && inventory.Len(obj.Status.Inventory) > 0 {
+		r.fail(obj, true, gitopsv1alpha1.ReasonBuildFailed, fmt.Errorf(
+			"revision %s renders no objects from %q; refusing to prune all %d objects of %s",
+			revision, obj.Spec.Path, inventory.Len(obj.Status.Inventory), obj.Status.LastAppliedRevision))
+		return interval
+	}
+	if err := check.Objects(objs, r.Scheme); err != nil {
+		r.fail(obj, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
+		return interval
+	}
+
+	applier := &apply.Applier{Client: r.Client, Owner: client.ObjectKeyFromObject(obj)}
+	changes, err := applier.Apply(ctx, objs)
+	if err != nil {
+		var aerr *apply.Error
+		if errors.As(err, &aerr) && aerr.DryRun && aerr.Invalid() {
+			r.fail(obj, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
+			return interval
+		}
+		r.fail(obj, false, gitopsv1alpha1.ReasonApplyFailed, fmt.Errorf("revision %s: %w", revision, err))
+		return retry
+	}
+
+	applied := make([]*unstructured.Unstructured, len(objs))
+	for i := range objs {
+		applied[i] = objs[i].Unstructured
+	}
+	current := inventory.New(applied)
+	if obj.Spec.IsPrune() {
+		stale := inventory.Stale(obj.Status.Inventory, current)
+		pruned, err := applier.Prune(ctx, stale)
+		if d := deleted(pruned); len(d) > 0 {
+			r.event(obj, corev1.EventTypeNormal, EventPruned, "Prune", "pruned %s", strings.Join(d, ", "))
+		}
+		if err != nil {
+			// Keep the stale entries so the next attempt prunes them.
+			current.Entries = append(current.Entries, stale...)
+			obj.Status.Inventory = inventory.Dedup(current)
+			r.fail(obj, false, gitopsv1alpha1.ReasonPruneFailed, fmt.Errorf("revision %s applied, prune failed: %w", revision, err))
+			return retry
+		}
+		changes = append(changes, pruned...)
+	}
+
+	obj.Status.Inventory = current
+	if obj.Status.LastAppliedRevision != revision || changes.Changed() {
+		r.event(obj, corev1.EventTypeNormal, EventApplied, "Apply", "applied revision %s: %s", revision, changes.Summary())
+	}
+	obj.Status.LastAppliedRevision = revision
+	markReady(obj, fmt.Sprintf("applied revision %s (%d objects)", revision, len(objs)))
+	return interval
+}
+
+// fail records a failed attempt. Terminal failures (the revision itself is
+// wrong) stall; others retry. What is applied stays as it is.
+func (r *PolicyRepositoryReconciler) fail(obj *gitopsv1alpha1.PolicyRepository, terminal bool, reason string, err error) {
+	msg := err.Error()
+	if terminal {
+		markStalled(obj, reason, msg)
+	} else {
+		markRetrying(obj, reason, msg)
+	}
+	r.event(obj, corev1.EventTypeWarning, EventFailed, reason, "%s", msg)
+}
+
+func (r *PolicyRepositoryReconciler) event(obj *gitopsv1alpha1.PolicyRepository, typ, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(obj, nil, typ, reason, action, note, args...)
+	}
+}
+
+// auth reads the credentials Secret.
+func (r *PolicyRepositoryReconciler) auth(ctx context.Context, obj *gitopsv1alpha1.PolicyRepository) (*source.Auth, error) {
+	var data map[string][]byte
+	if ref := obj.Spec.SecretRef; ref != nil {
+		var secret corev1.Secret
+		if err := r.Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: ref.Name}, &secret); err != nil {
+			return nil, fmt.Errorf("credentials secret %s/%s: %w", obj.Namespace, ref.Name, err)
+		}
+		data = secret.Data
+	}
+	auth, err := source.NewAuth(obj.Spec.URL, data)
+	if err != nil {
+		return nil, fmt.Errorf("repository %s: %w", source.SanitizeURL(obj.Spec.URL), err)
+	}
+	return auth, nil
+}
+
+// verify checks the signature of the fetched commit when spec.verify asks
+// for it, and records SourceVerified.
+func (r *PolicyRepositoryReconciler) verify(ctx context.Context, obj *gitopsv1alpha1.PolicyRepository, dir string, rev source.Revision) error {
+	v := obj.Spec.Verify
+	if v == nil {
+		removeCondition(obj, gitopsv1alpha1.ConditionSourceVerified)
+		return nil
+	}
+	var secret corev1.Secret
+	if err := r.Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: v.SecretRef.Name}, &secret); err != nil {
+		err = fmt.Errorf("verification secret %s/%s: %w", obj.Namespace, v.SecretRef.Name, err)
+		setCondition(obj, gitopsv1alpha1.ConditionSourceVerified, "False", gitopsv1alpha1.ReasonVerificationFailed, err.Error())
+		return err
+	}
+	signer, err := source.VerifyHead(dir, rev.Commit, secret.Data)
+	if err != nil {
+		setCondition(obj, gitopsv1alpha1.ConditionSourceVerified, "False", gitopsv1alpha1.ReasonVerificationFailed, err.Error())
+		return err
+	}
+	setCondition(obj, gitopsv1alpha1.ConditionSourceVerified, "True", gitopsv1alpha1.ReasonSucceeded,
+		fmt.Sprintf("verified signature of commit %s by key %s", rev.Commit, signer))
+	return nil
+}
+
+func deleted(cs apply.ChangeSet) []string {
+	var out []string
+	for _, c := range cs {
+		if c.Action == apply.Deleted {
+			out = append(out, c.Object)
+		}
+	}
+	return out
+}

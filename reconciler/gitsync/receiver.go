@@ -1,0 +1,149 @@
+package gitsync
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+)
+
+// HookPathPrefix is where the receiver listens: /hooks/<namespace>/<name>.
+const HookPathPrefix = "/hooks/"
+
+// ReceiverSecretAnnotation on a PolicyRepository names a Secret in its
+// namespace whose "token" key is the shared secret of its push webhook. A
+// repository without it accepts no pushes.
+const (
+	ReceiverSecretAnnotation = "gitops.charter.dev/receiver-secret"
+	ReceiverTokenKey         = "token"
+)
+
+// Signature headers the receiver understands.
+const (
+	// GitHub: HMAC-SHA256 of the body, "sha256=<hex>".
+	headerGitHubSignature = "X-Hub-Signature-256"
+	headerGitHubEvent     = "X-GitHub-Event"
+	// GitLab: the token itself.
+	headerGitLabToken = "X-Gitlab-Token"
+	// Generic: HMAC-SHA256 of the body, "sha256=<hex>".
+	headerSignature = "X-Signature"
+)
+
+// maxPayload bounds a push payload; GitHub caps them at 25 MB, pushes are
+// far smaller and only the signature over them matters here.
+const maxPayload = 5 << 20
+
+// Receiver turns a verified push webhook into a sync request: it sets
+// RequestedAtAnnotation on the PolicyRepository, which the reconciler
+// watches.
+type Receiver struct {
+	Client client.Client
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// NewReceiver returns a receiver using c.
+func NewReceiver(c client.Client) *Receiver { return &Receiver{Client: c} }
+
+func (rc *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	parts := strings.Split(strings.TrimPrefix(req.URL.Path, HookPathPrefix), "/")
+	if !strings.HasPrefix(req.URL.Path, HookPathPrefix) || len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+		http.Error(w, "want /hooks/<namespace>/<name>", http.StatusNotFound)
+		return
+	}
+	ctx := req.Context()
+	logger := log.FromContext(ctx).WithValues("policyRepository", parts[0]+"/"+parts[1])
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxPayload+1))
+	if err != nil || len(body) > maxPayload {
+		http.Error(w, "payload unreadable or too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+
+	var repo gitopsv1alpha1.PolicyRepository
+	key := client.ObjectKey{Namespace: parts[0], Name: parts[1]}
+	// Unknown repositories and repositories without a receiver secret look
+	// the same from outside.
+	if err := rc.Client.Get(ctx, key, &repo); err != nil {
+		http.NotFound(w, req)
+		return
+	}
+	secretName := repo.GetAnnotations()[ReceiverSecretAnnotation]
+	if secretName == "" {
+		http.NotFound(w, req)
+		return
+	}
+	var secret corev1.Secret
+	if err := rc.Client.Get(ctx, client.ObjectKey{Namespace: repo.Namespace, Name: secretName}, &secret); err != nil {
+		logger.Error(err, "receiver secret unreadable", "secret", secretName)
+		http.Error(w, "receiver not configured", http.StatusServiceUnavailable)
+		return
+	}
+	token := secret.Data[ReceiverTokenKey]
+	if len(token) == 0 || !verified(req.Header, body, token) {
+		http.Error(w, "signature missing or invalid", http.StatusUnauthorized)
+		return
+	}
+	if req.Header.Get(headerGitHubEvent) == "ping" {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+
+	now := time.Now
+	if rc.Now != nil {
+		now = rc.Now
+	}
+	patch := client.MergeFrom(repo.DeepCopy())
+	ann := repo.GetAnnotations()
+	ann[RequestedAtAnnotation] = now().UTC().Format(time.RFC3339Nano)
+	repo.SetAnnotations(ann)
+	if err := rc.Client.Patch(ctx, &repo, patch); err != nil {
+		logger.Error(err, "requesting a sync")
+		http.Error(w, "could not request a sync", http.StatusInternalServerError)
+		return
+	}
+	logger.Info("push received; sync requested")
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// verified checks the request's signature against token, in the form the
+// request carries.
+func verified(h http.Header, body, token []byte) bool {
+	switch {
+	case h.Get(headerGitHubSignature) != "":
+		return validHMAC(h.Get(headerGitHubSignature), body, token)
+	case h.Get(headerGitLabToken) != "":
+		return subtle.ConstantTimeCompare([]byte(h.Get(headerGitLabToken)), token) == 1
+	case h.Get(headerSignature) != "":
+		return validHMAC(h.Get(headerSignature), body, token)
+	}
+	return false
+}
+
+func validHMAC(header string, body, token []byte) bool {
+	sig, ok := strings.CutPrefix(header, "sha256=")
+	if !ok {
+		return false
+	}
+	got, err := hex.DecodeString(sig)
+	if err != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, token)
+	mac.Write(body)
+	return hmac.Equal(got, mac.Sum(nil))
+}

@@ -1,0 +1,109 @@
+package gitsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	"github.com/charter-dev/charter/reconciler/gitsync/source"
+)
+
+// ControllerName names the controller, its events and its logs.
+const ControllerName = "charter-gitsync"
+
+// Options configure Setup.
+type Options struct {
+	// CacheDir holds the checkouts; <temp>/charter-gitsync when empty.
+	CacheDir string
+	// MaxConcurrentReconciles is how many repositories sync at once; 2
+	// when zero.
+	MaxConcurrentReconciles int
+	// ReceiverAddr, when set (e.g. ":9292"), serves the push receiver at
+	// /hooks/<namespace>/<name> on this address, on every replica.
+	ReceiverAddr string
+}
+
+// Setup registers the PolicyRepository reconciler with mgr and, when
+// opts.ReceiverAddr is set, the push receiver. The reconciler runs only on
+// the elected leader when mgr has leader election on.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	if opts.CacheDir == "" {
+		opts.CacheDir = filepath.Join(os.TempDir(), "charter-gitsync")
+	}
+	if err := os.MkdirAll(opts.CacheDir, 0o700); err != nil {
+		return fmt.Errorf("gitsync cache: %w", err)
+	}
+	r := &PolicyRepositoryReconciler{
+		Client:   mgr.GetClient(),
+		Scheme:   mgr.GetScheme(),
+		Recorder: mgr.GetEventRecorder(ControllerName),
+		Cache:    &source.Cache{Dir: opts.CacheDir},
+	}
+	if err := r.SetupWithManager(mgr, opts); err != nil {
+		return err
+	}
+	if opts.ReceiverAddr != "" {
+		if err := mgr.Add(&receiverServer{addr: opts.ReceiverAddr, handler: NewReceiver(mgr.GetClient())}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetupWithManager registers the reconciler. A reconcile runs on a spec
+// change or a sync request; status-only updates do not trigger one.
+func (r *PolicyRepositoryReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	workers := opts.MaxConcurrentReconciles
+	if workers <= 0 {
+		workers = 2
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&gitopsv1alpha1.PolicyRepository{}, builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, syncRequested{}),
+		)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}
+
+// receiverServer serves the receiver for as long as the manager runs.
+type receiverServer struct {
+	addr    string
+	handler http.Handler
+}
+
+// NeedLeaderElection is false: every replica accepts pushes; they only
+// annotate the PolicyRepository, which the leader then syncs.
+func (s *receiverServer) NeedLeaderElection() bool { return false }
+
+func (s *receiverServer) Start(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.Handle(HookPathPrefix, s.handler)
+	srv := &http.Server{Addr: s.addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
+}
+
+var _ manager.LeaderElectionRunnable = (*receiverServer)(nil)
