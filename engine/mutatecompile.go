@@ -7,6 +7,7 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/mutate"
@@ -173,33 +174,41 @@ var json6902Ops = map[string]bool{"add": true, "remove": true, "replace": true, 
 // {{elementIndex}} is the usual way to address an element), as in Kyverno.
 func (s *PolicySet) compileJSON6902(text, path, pointer string, inForeach bool, f *faults) *patch {
 	p := &patch{json6902: text, hasVars: variables.HasVariables(text), path: pointer}
-	// Check the shape with variables standing in as plain strings: a
-	// variable's value is only known per request.
-	probe := text
-	if p.hasVars {
-		probe = neutraliseVariables(text)
-	}
-	decoded, err := mutate.DecodeJSON6902(probe)
-	if err != nil {
-		if !p.hasVars {
-			f.add(path, err.Error())
-		}
+	if p.hasVars && singleVariable(strings.TrimSpace(text)) != "" {
+		// The whole list comes from a variable: nothing to check before it
+		// is resolved.
 		return p
 	}
-	for i, op := range decoded {
+	// Check the shape with variables standing in as plain strings: a
+	// variable's value is only known per request.
+	probe := []byte(neutraliseVariables(text))
+	if len(probe) == 0 || probe[0] != '[' {
+		var err error
+		if probe, err = sigsyaml.YAMLToJSON(probe); err != nil {
+			f.add(path, "failed to convert patchesJSON6902 to JSON: "+err.Error())
+			return p
+		}
+	}
+	var ops []map[string]any
+	if err := json.Unmarshal(probe, &ops); err != nil {
+		f.add(path, "a patchesJson6902 must be a list of operations: "+err.Error())
+		return p
+	}
+	before := len(f.errs)
+	for i, op := range ops {
 		opPath := fmt.Sprintf("%s[%d]", path, i)
-		kind := op.Kind()
+		kind, _ := op["op"].(string)
 		if !json6902Ops[kind] {
 			f.add(opPath+".op", fmt.Sprintf("unknown operation %q, want add, remove, replace, move, copy or test", kind))
 			continue
 		}
-		target, err := op.Path()
+		target, _ := op["path"].(string)
 		switch {
-		case err == nil && strings.Contains(target, variableStandIn):
+		case strings.Contains(target, variableStandIn):
 			if !inForeach {
 				f.add(opPath+".path", "variables are not allowed in the path of a patchesJson6902 operation outside foreach")
 			}
-		case err != nil || !strings.HasPrefix(target, "/"):
+		case !strings.HasPrefix(target, "/"):
 			f.add(opPath+".path", fmt.Sprintf("path %q must start with /", target))
 		}
 		switch kind {
@@ -208,12 +217,17 @@ func (s *PolicySet) compileJSON6902(text, path, pointer string, inForeach bool, 
 				f.add(opPath+".value", fmt.Sprintf("a %s operation needs a value", kind))
 			}
 		case "move", "copy":
-			if from, err := op.From(); err != nil || !strings.HasPrefix(from, "/") {
+			if from, _ := op["from"].(string); !strings.HasPrefix(from, "/") && !strings.Contains(from, variableStandIn) {
 				f.add(opPath+".from", fmt.Sprintf("a %s operation needs a from path starting with /", kind))
 			}
 		}
 	}
-	if !p.hasVars {
+	if len(f.errs) == before && !p.hasVars {
+		decoded, err := mutate.DecodeJSON6902(text)
+		if err != nil {
+			f.add(path, err.Error())
+			return p
+		}
 		p.decoded = decoded
 	}
 	return p
