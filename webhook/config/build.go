@@ -1,0 +1,432 @@
+// Package config writes the Mutating and ValidatingWebhookConfigurations
+// that route admission requests to charter, built from the installed
+// policies: only the groups, resources and operations they match, grouped
+// by failure policy, with the timeout they ask for, a namespaceSelector
+// that leaves kube-system and charter's own namespace alone, and the CA
+// bundle of the serving certificate. The controller runs on the leader,
+// rewrites the objects when policies change, recreates them when deleted,
+// and removes them on request (charter serve --cleanup-webhooks).
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"unicode"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/autogen"
+)
+
+// Names of the objects and webhooks charter manages. They follow Kyverno's
+// shape (admission-reports.md §2.1) with charter in place of kyverno.
+const (
+	ResourceValidatingName = "charter-resource-validating-webhook-cfg"
+	ResourceMutatingName   = "charter-resource-mutating-webhook-cfg"
+	PolicyValidatingName   = "charter-policy-validating-webhook-cfg"
+
+	ValidateWebhookFail   = "validate.charter.svc-fail"
+	ValidateWebhookIgnore = "validate.charter.svc-ignore"
+	MutateWebhookFail     = "mutate.charter.svc-fail"
+	MutateWebhookIgnore   = "mutate.charter.svc-ignore"
+	PolicyWebhook         = "validate-policy.charter.svc"
+
+	// ManagedByLabel marks every object charter writes; cleanup deletes
+	// the webhook configurations that carry it.
+	ManagedByLabel = "charter.dev/managed-by"
+	ManagedByValue = "charter"
+
+	// DefaultTimeoutSeconds is the webhook timeout a policy can raise, up
+	// to MaxTimeoutSeconds.
+	DefaultTimeoutSeconds int32 = 10
+	MaxTimeoutSeconds     int32 = 30
+)
+
+// Target is where the API server sends requests: a URL out of cluster, or
+// a Service in cluster.
+type Target struct {
+	// URL is the server's base URL, e.g. https://127.0.0.1:9443.
+	URL string
+	// Service, Namespace and Port name the Service in cluster.
+	Service, Namespace string
+	Port               int32
+}
+
+func (t Target) clientConfig(path string, caBundle []byte) admissionregistrationv1.WebhookClientConfig {
+	if t.URL != "" {
+		u := strings.TrimSuffix(t.URL, "/") + path
+		return admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: caBundle}
+	}
+	p, port := path, t.Port
+	return admissionregistrationv1.WebhookClientConfig{CABundle: caBundle,
+		Service: &admissionregistrationv1.ServiceReference{Namespace: t.Namespace, Name: t.Service, Path: &p, Port: &port}}
+}
+
+// Settings are what the configurations carry besides the policies.
+type Settings struct {
+	Target   Target
+	CABundle []byte
+	// ExcludedNamespaces are left out through the namespaceSelector,
+	// normally kube-system and charter's namespace.
+	ExcludedNamespaces []string
+}
+
+// Resource is one API resource a kind selector resolves to.
+type Resource struct {
+	Group, Version, Resource string
+	Namespaced               bool
+}
+
+// Resolver resolves a kind selector ("Pod", "apps/v1/Deployment",
+// "Pod/exec", "*") to the resources the API server serves. An unknown kind
+// resolves to nothing.
+type Resolver interface {
+	Resolve(group, version, kind, subresource string) ([]Resource, error)
+}
+
+// Configurations are the objects Build produces.
+type Configurations struct {
+	Validating       *admissionregistrationv1.ValidatingWebhookConfiguration
+	Mutating         *admissionregistrationv1.MutatingWebhookConfiguration
+	PolicyValidating *admissionregistrationv1.ValidatingWebhookConfiguration
+	// Unresolved lists kind selectors that resolved to nothing, by policy.
+	Unresolved map[string][]string
+}
+
+var (
+	validateOps = []admissionregistrationv1.OperationType{"CONNECT", "CREATE", "DELETE", "UPDATE"}
+	mutateOps   = []admissionregistrationv1.OperationType{"CREATE", "UPDATE"}
+)
+
+// ruleKey groups resources that share one webhook rule.
+type ruleKey struct {
+	group, version string
+	scope          admissionregistrationv1.ScopeType
+	ops            string
+}
+
+// webhookRules accumulates the rules of one webhook.
+type webhookRules struct {
+	resources map[ruleKey]map[string]bool
+	timeout   int32
+	policies  int
+}
+
+func newWebhookRules() *webhookRules {
+	return &webhookRules{resources: map[ruleKey]map[string]bool{}, timeout: DefaultTimeoutSeconds}
+}
+
+func (w *webhookRules) add(r Resource, scope admissionregistrationv1.ScopeType, ops []admissionregistrationv1.OperationType) {
+	names := make([]string, len(ops))
+	for i, op := range ops {
+		names[i] = string(op)
+	}
+	sort.Strings(names)
+	k := ruleKey{group: r.Group, version: r.Version, scope: scope, ops: strings.Join(names, ",")}
+	if w.resources[k] == nil {
+		w.resources[k] = map[string]bool{}
+	}
+	w.resources[k][r.Resource] = true
+	// A Pod's ephemeral containers are added through a subresource that
+	// must be checked like the Pod itself.
+	if r.Group == "" && (r.Resource == "pods" || r.Resource == "*") {
+		w.resources[k]["pods/ephemeralcontainers"] = true
+	}
+}
+
+func (w *webhookRules) rules() []admissionregistrationv1.RuleWithOperations {
+	keys := make([]ruleKey, 0, len(w.resources))
+	for k := range w.resources {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.group != b.group {
+			return a.group < b.group
+		}
+		if a.version != b.version {
+			return a.version < b.version
+		}
+		if a.scope != b.scope {
+			return a.scope < b.scope
+		}
+		return a.ops < b.ops
+	})
+	out := make([]admissionregistrationv1.RuleWithOperations, 0, len(keys))
+	for _, k := range keys {
+		resources := make([]string, 0, len(w.resources[k]))
+		for r := range w.resources[k] {
+			resources = append(resources, r)
+		}
+		sort.Strings(resources)
+		var ops []admissionregistrationv1.OperationType
+		for _, op := range strings.Split(k.ops, ",") {
+			ops = append(ops, admissionregistrationv1.OperationType(op))
+		}
+		scope := k.scope
+		out = append(out, admissionregistrationv1.RuleWithOperations{Operations: ops, Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{k.group}, APIVersions: []string{k.version}, Resources: resources, Scope: &scope}})
+	}
+	return out
+}
+
+// Build computes the webhook configurations for the policies. Policies
+// with spec.admission false are left out. A kind that does not resolve is
+// listed in Unresolved and skipped; a resolver error fails the build, so a
+// flaky discovery never publishes a configuration missing policies.
+func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) (*Configurations, error) {
+	validating := map[kyvernov1.FailurePolicyType]*webhookRules{kyvernov1.Fail: newWebhookRules(), kyvernov1.Ignore: newWebhookRules()}
+	mutating := map[kyvernov1.FailurePolicyType]*webhookRules{kyvernov1.Fail: newWebhookRules(), kyvernov1.Ignore: newWebhookRules()}
+	unresolved := map[string][]string{}
+	for _, p := range policies {
+		spec := p.GetSpec()
+		if !spec.AdmissionProcessingEnabled() {
+			continue
+		}
+		fp := spec.GetFailurePolicy()
+		if fp != kyvernov1.Ignore {
+			fp = kyvernov1.Fail
+		}
+		rules, err := autogen.ComputeRules(p)
+		if err != nil {
+			rules = spec.Rules
+		}
+		key := p.GetName()
+		if p.IsNamespaced() {
+			key = p.GetNamespace() + "/" + key
+		}
+		usedV, usedM := false, false
+		for i := range rules {
+			r := &rules[i]
+			isValidating := r.HasValidate() || r.HasGenerate() || r.HasMutateExisting() || r.HasVerifyImages()
+			isMutating := r.HasMutateStandard() || r.HasVerifyImages()
+			for _, f := range matchFilters(r) {
+				for _, sel := range f.Kinds {
+					resources, err := resolveSelector(resolver, sel)
+					if err != nil {
+						return nil, fmt.Errorf("policy %s rule %s: kind %q: %w", key, r.Name, sel, err)
+					}
+					if len(resources) == 0 {
+						unresolved[key] = append(unresolved[key], sel)
+						continue
+					}
+					for _, res := range resources {
+						scope := admissionregistrationv1.AllScopes
+						if res.Namespaced || (res.Resource == "*" && p.IsNamespaced()) {
+							scope = admissionregistrationv1.NamespacedScope
+						}
+						if isValidating {
+							validating[fp].add(res, scope, operations(f.Operations, validateOps))
+							usedV = true
+						}
+						if isMutating {
+							mutating[fp].add(res, scope, operations(f.Operations, mutateOps))
+							usedM = true
+						}
+					}
+				}
+			}
+		}
+		timeout := DefaultTimeoutSeconds
+		if t := spec.GetWebhookTimeoutSeconds(); t != nil {
+			timeout = *t
+		}
+		if usedV {
+			validating[fp].raise(timeout)
+		}
+		if usedM {
+			mutating[fp].raise(timeout)
+		}
+	}
+	return &Configurations{
+		Validating:       s.validating(validating),
+		Mutating:         s.mutating(mutating),
+		PolicyValidating: s.policyValidating(),
+		Unresolved:       unresolved,
+	}, nil
+}
+
+func (w *webhookRules) raise(timeout int32) {
+	if timeout > w.timeout {
+		w.timeout = min(timeout, MaxTimeoutSeconds)
+	}
+}
+
+// matchFilters returns the resource descriptions of a rule's match block.
+func matchFilters(r *kyvernov1.Rule) []kyvernov1.ResourceDescription {
+	var out []kyvernov1.ResourceDescription
+	m := &r.MatchResources
+	if len(m.ResourceDescription.Kinds) > 0 {
+		out = append(out, m.ResourceDescription)
+	}
+	for _, f := range m.Any {
+		out = append(out, f.ResourceDescription)
+	}
+	for _, f := range m.All {
+		out = append(out, f.ResourceDescription)
+	}
+	return out
+}
+
+// operations returns the filter's operations, or the defaults.
+func operations(ops []kyvernov1.AdmissionOperation, defaults []admissionregistrationv1.OperationType) []admissionregistrationv1.OperationType {
+	if len(ops) == 0 {
+		return defaults
+	}
+	out := make([]admissionregistrationv1.OperationType, 0, len(ops))
+	for _, op := range ops {
+		out = append(out, admissionregistrationv1.OperationType(op))
+	}
+	return out
+}
+
+// resolveSelector parses "[group/][version/]Kind[/subresource]" (the kind
+// is the first part that starts with an upper-case letter or is "*") and
+// resolves it.
+func resolveSelector(resolver Resolver, sel string) ([]Resource, error) {
+	parts := strings.Split(sel, "/")
+	k := -1
+	for i, p := range parts {
+		if p == "*" || (p != "" && unicode.IsUpper([]rune(p)[0])) {
+			k = i
+			break
+		}
+	}
+	if k < 0 {
+		return nil, nil
+	}
+	var group, version, sub string
+	switch k {
+	case 1:
+		// "v1/ReplicationController" names a version, "apps/Deployment" a group.
+		if isVersion(parts[0]) {
+			version = parts[0]
+		} else {
+			group = parts[0]
+		}
+	case 2:
+		group, version = parts[0], parts[1]
+	}
+	if k+1 < len(parts) {
+		sub = strings.Join(parts[k+1:], "/")
+	}
+	if parts[k] == "*" {
+		r := "*"
+		if sub != "" {
+			r = "*/*"
+		}
+		if group == "" {
+			group = "*"
+		}
+		if version == "" {
+			version = "*"
+		}
+		return []Resource{{Group: group, Version: version, Resource: r}}, nil
+	}
+	return resolver.Resolve(group, version, parts[k], sub)
+}
+
+// isVersion reports whether s looks like an API version: v1, v2beta1.
+func isVersion(s string) bool {
+	if len(s) < 2 || s[0] != 'v' || !unicode.IsDigit(rune(s[1])) {
+		return false
+	}
+	rest := strings.TrimLeftFunc(s[1:], unicode.IsDigit)
+	for _, q := range []string{"alpha", "beta"} {
+		if strings.HasPrefix(rest, q) {
+			rest = strings.TrimLeftFunc(rest[len(q):], unicode.IsDigit)
+		}
+	}
+	return rest == ""
+}
+
+func (s Settings) namespaceSelector() *metav1.LabelSelector {
+	sel := &metav1.LabelSelector{}
+	// One NotIn expression per namespace, as Kyverno's chart writes them.
+	for _, ns := range s.ExcludedNamespaces {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{ns}})
+	}
+	return sel
+}
+
+func objectMeta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Labels: map[string]string{ManagedByLabel: ManagedByValue}}
+}
+
+func (s Settings) validating(groups map[kyvernov1.FailurePolicyType]*webhookRules) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: objectMeta(ResourceValidatingName),
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{}}
+	sideEffects := admissionregistrationv1.SideEffectClassNoneOnDryRun
+	equivalent := admissionregistrationv1.Equivalent
+	for _, g := range []struct {
+		name, path string
+		fp         kyvernov1.FailurePolicyType
+	}{{ValidateWebhookFail, "/validate/fail", kyvernov1.Fail}, {ValidateWebhookIgnore, "/validate/ignore", kyvernov1.Ignore}} {
+		rules := groups[g.fp].rules()
+		if len(rules) == 0 {
+			continue
+		}
+		fp := admissionregistrationv1.FailurePolicyType(g.fp)
+		timeout := groups[g.fp].timeout
+		cfg.Webhooks = append(cfg.Webhooks, admissionregistrationv1.ValidatingWebhook{
+			Name: g.name, ClientConfig: s.Target.clientConfig(g.path, s.CABundle), Rules: rules,
+			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.namespaceSelector(),
+			ObjectSelector: &metav1.LabelSelector{}, SideEffects: &sideEffects, TimeoutSeconds: &timeout,
+			AdmissionReviewVersions: []string{"v1"},
+		})
+	}
+	return cfg
+}
+
+func (s Settings) mutating(groups map[kyvernov1.FailurePolicyType]*webhookRules) *admissionregistrationv1.MutatingWebhookConfiguration {
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: objectMeta(ResourceMutatingName),
+		Webhooks: []admissionregistrationv1.MutatingWebhook{}}
+	sideEffects := admissionregistrationv1.SideEffectClassNoneOnDryRun
+	equivalent := admissionregistrationv1.Equivalent
+	reinvoke := admissionregistrationv1.IfNeededReinvocationPolicy
+	for _, g := range []struct {
+		name, path string
+		fp         kyvernov1.FailurePolicyType
+	}{{MutateWebhookFail, "/mutate/fail", kyvernov1.Fail}, {MutateWebhookIgnore, "/mutate/ignore", kyvernov1.Ignore}} {
+		rules := groups[g.fp].rules()
+		if len(rules) == 0 {
+			continue
+		}
+		fp := admissionregistrationv1.FailurePolicyType(g.fp)
+		timeout := groups[g.fp].timeout
+		cfg.Webhooks = append(cfg.Webhooks, admissionregistrationv1.MutatingWebhook{
+			Name: g.name, ClientConfig: s.Target.clientConfig(g.path, s.CABundle), Rules: rules,
+			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.namespaceSelector(),
+			ObjectSelector: &metav1.LabelSelector{}, SideEffects: &sideEffects, TimeoutSeconds: &timeout,
+			AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: &reinvoke,
+		})
+	}
+	return cfg
+}
+
+// policyValidating routes ClusterPolicy, Policy and PolicyException writes
+// to /policyvalidate, failing closed so an invalid policy never lands.
+func (s Settings) policyValidating() *admissionregistrationv1.ValidatingWebhookConfiguration {
+	fp := admissionregistrationv1.Fail
+	sideEffects := admissionregistrationv1.SideEffectClassNone
+	equivalent := admissionregistrationv1.Equivalent
+	timeout := DefaultTimeoutSeconds
+	ops := []admissionregistrationv1.OperationType{"CREATE", "UPDATE"}
+	all := admissionregistrationv1.AllScopes
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: objectMeta(PolicyValidatingName),
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: PolicyWebhook, ClientConfig: s.Target.clientConfig("/policyvalidate", s.CABundle),
+			Rules: []admissionregistrationv1.RuleWithOperations{
+				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v1"},
+					Resources: []string{"clusterpolicies", "policies"}, Scope: &all}},
+				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2", "v2beta1"},
+					Resources: []string{"policyexceptions"}, Scope: &all}},
+			},
+			FailurePolicy: &fp, MatchPolicy: &equivalent, SideEffects: &sideEffects, TimeoutSeconds: &timeout,
+			AdmissionReviewVersions: []string{"v1"},
+		}}}
+}

@@ -1,0 +1,155 @@
+package config
+
+import (
+	"reflect"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+)
+
+// fakeResolver serves a few kinds.
+type fakeResolver map[string][]Resource
+
+func (f fakeResolver) Resolve(group, version, kind, sub string) ([]Resource, error) {
+	key := kind
+	if sub != "" {
+		key += "/" + sub
+	}
+	return f[key], nil
+}
+
+var resolver = fakeResolver{
+	"Pod":                   {{Version: "v1", Resource: "pods", Namespaced: true}},
+	"Pod/exec":              {{Version: "v1", Resource: "pods/exec", Namespaced: true}},
+	"Namespace":             {{Version: "v1", Resource: "namespaces"}},
+	"Deployment":            {{Group: "apps", Version: "v1", Resource: "deployments", Namespaced: true}},
+	"DaemonSet":             {{Group: "apps", Version: "v1", Resource: "daemonsets", Namespaced: true}},
+	"StatefulSet":           {{Group: "apps", Version: "v1", Resource: "statefulsets", Namespaced: true}},
+	"ReplicaSet":            {{Group: "apps", Version: "v1", Resource: "replicasets", Namespaced: true}},
+	"Job":                   {{Group: "batch", Version: "v1", Resource: "jobs", Namespaced: true}},
+	"CronJob":               {{Group: "batch", Version: "v1", Resource: "cronjobs", Namespaced: true}},
+	"ReplicationController": {{Version: "v1", Resource: "replicationcontrollers", Namespaced: true}},
+}
+
+func clusterPolicy(name string, rule kyvernov1.Rule, mutate func(*kyvernov1.Spec)) *kyvernov1.ClusterPolicy {
+	p := &kyvernov1.ClusterPolicy{TypeMeta: metav1.TypeMeta{APIVersion: "kyverno.io/v1", Kind: "ClusterPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kyvernov1.Spec{Rules: []kyvernov1.Rule{rule}}}
+	if mutate != nil {
+		mutate(&p.Spec)
+	}
+	return p
+}
+
+func validateRule(ops []kyvernov1.AdmissionOperation, kinds ...string) kyvernov1.Rule {
+	return kyvernov1.Rule{Name: "r",
+		MatchResources: kyvernov1.MatchResources{Any: kyvernov1.ResourceFilters{{ResourceDescription: kyvernov1.ResourceDescription{Kinds: kinds, Operations: ops}}}},
+		Validation:     &kyvernov1.Validation{Message: "m", Deny: &kyvernov1.Deny{}}}
+}
+
+func TestBuild(t *testing.T) {
+	ignore := kyvernov1.Ignore
+	timeout := int32(25)
+	no := false
+	policies := []kyvernov1.PolicyInterface{
+		clusterPolicy("pods", validateRule(nil, "Pod"), nil),
+		clusterPolicy("ns-create", validateRule([]kyvernov1.AdmissionOperation{"CREATE"}, "Namespace"), func(s *kyvernov1.Spec) {
+			s.WebhookConfiguration = &kyvernov1.WebhookConfiguration{FailurePolicy: &ignore, TimeoutSeconds: &timeout}
+		}),
+		clusterPolicy("background-only", validateRule(nil, "Pod/exec"), func(s *kyvernov1.Spec) { s.Admission = &no }),
+		clusterPolicy("unknown", validateRule(nil, "Widget"), nil),
+	}
+	cfgs, err := Build(policies, resolver, Settings{
+		Target:             Target{URL: "https://127.0.0.1:9443"},
+		CABundle:           []byte("ca"),
+		ExcludedNamespaces: []string{"kube-system", "charter"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := cfgs.Validating
+	if v.Name != ResourceValidatingName || v.Labels[ManagedByLabel] != ManagedByValue {
+		t.Errorf("metadata = %+v", v.ObjectMeta)
+	}
+	if len(v.Webhooks) != 2 || v.Webhooks[0].Name != ValidateWebhookFail || v.Webhooks[1].Name != ValidateWebhookIgnore {
+		t.Fatalf("webhooks = %+v", v.Webhooks)
+	}
+	fail, ign := v.Webhooks[0], v.Webhooks[1]
+	if *fail.ClientConfig.URL != "https://127.0.0.1:9443/validate/fail" || string(fail.ClientConfig.CABundle) != "ca" {
+		t.Errorf("client config = %+v", fail.ClientConfig)
+	}
+	ns := admissionregistrationv1.NamespacedScope
+	all := admissionregistrationv1.AllScopes
+	wantFailRules := []admissionregistrationv1.RuleWithOperations{
+		{Operations: validateOps, Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"},
+			Resources: []string{"daemonsets", "deployments", "replicasets", "statefulsets"}, Scope: &ns}},
+		{Operations: validateOps, Rule: admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"},
+			Resources: []string{"cronjobs", "jobs"}, Scope: &ns}},
+		{Operations: validateOps, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+			Resources: []string{"pods", "pods/ephemeralcontainers", "replicationcontrollers"}, Scope: &ns}},
+	}
+	if !reflect.DeepEqual(sortRules(fail.Rules), sortRules(wantFailRules)) {
+		t.Errorf("fail rules:\n got %+v\nwant %+v", fail.Rules, wantFailRules)
+	}
+	wantIgnoreRules := []admissionregistrationv1.RuleWithOperations{
+		{Operations: []admissionregistrationv1.OperationType{"CREATE"}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+			Resources: []string{"namespaces"}, Scope: &all}},
+	}
+	if !reflect.DeepEqual(ign.Rules, wantIgnoreRules) {
+		t.Errorf("ignore rules:\n got %+v\nwant %+v", ign.Rules, wantIgnoreRules)
+	}
+	if *fail.TimeoutSeconds != 10 || *ign.TimeoutSeconds != 25 {
+		t.Errorf("timeouts = %d, %d; want 10, 25", *fail.TimeoutSeconds, *ign.TimeoutSeconds)
+	}
+	if *fail.FailurePolicy != admissionregistrationv1.Fail || *ign.FailurePolicy != admissionregistrationv1.Ignore {
+		t.Error("failure policies")
+	}
+	wantSel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system"}},
+		{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"charter"}},
+	}}
+	if !reflect.DeepEqual(fail.NamespaceSelector, wantSel) {
+		t.Errorf("namespaceSelector = %+v", fail.NamespaceSelector)
+	}
+	if len(cfgs.Mutating.Webhooks) != 0 {
+		t.Errorf("no mutate rule, yet mutating webhooks %+v", cfgs.Mutating.Webhooks)
+	}
+	if !reflect.DeepEqual(cfgs.Unresolved, map[string][]string{"unknown": {"Widget"}}) {
+		t.Errorf("unresolved = %v", cfgs.Unresolved)
+	}
+	if pv := cfgs.PolicyValidating.Webhooks; len(pv) != 1 || *pv[0].ClientConfig.URL != "https://127.0.0.1:9443/policyvalidate" {
+		t.Errorf("policy webhook = %+v", pv)
+	}
+}
+
+func TestBuildInClusterUsesService(t *testing.T) {
+	cfgs, err := Build([]kyvernov1.PolicyInterface{clusterPolicy("pods", validateRule(nil, "Pod"), nil)}, resolver,
+		Settings{Target: Target{Service: "charter", Namespace: "charter", Port: 443}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := cfgs.Validating.Webhooks[0].ClientConfig.Service
+	if svc == nil || svc.Name != "charter" || svc.Namespace != "charter" || *svc.Path != "/validate/fail" || *svc.Port != 443 {
+		t.Errorf("service = %+v", svc)
+	}
+}
+
+func TestEmptyPoliciesGiveEmptyConfigurations(t *testing.T) {
+	cfgs, err := Build(nil, resolver, Settings{Target: Target{URL: "https://x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfgs.Validating.Webhooks) != 0 || len(cfgs.Mutating.Webhooks) != 0 {
+		t.Error("webhooks without policies")
+	}
+}
+
+func sortRules(in []admissionregistrationv1.RuleWithOperations) map[string]admissionregistrationv1.RuleWithOperations {
+	out := map[string]admissionregistrationv1.RuleWithOperations{}
+	for _, r := range in {
+		out[r.APIGroups[0]] = r
+	}
+	return out
+}
