@@ -13,8 +13,9 @@ const (
 	Passed Verdict = "pass"
 	// Failed: the expectation does not hold.
 	Failed Verdict = "fail"
-	// Skipped: nothing could be compared and Kyverno would print no row
-	// (an expected patched resource missing from its file).
+	// Skipped: nothing could be compared: the policy is invalid or of a
+	// kind charter does not evaluate yet. (Kyverno counts invalid policies
+	// as passed; charter shows them apart so a gap cannot hide.)
 	Skipped Verdict = "skip"
 )
 

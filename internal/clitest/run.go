@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -146,7 +147,8 @@ func (r *Runner) runSuite(ctx context.Context, res *SuiteResult) {
 		return
 	}
 	res.Warnings = append(res.Warnings, c.warnings...)
-	for key, fault := range c.invalid {
+	for _, key := range slices.Sorted(maps.Keys(c.invalid)) {
+		fault := c.invalid[key]
 		res.Warnings = append(res.Warnings, fmt.Sprintf("policy %s is invalid: %s", key, fault))
 	}
 	evals := evaluate(ctx, c, in, operations(s.Test))
@@ -267,9 +269,9 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []eval
 				evals = append(evals, e)
 			}
 			evals = append(evals, out.targetEvaluations(op, policyNameOf, in.expected)...)
-			for name, kind := range in.unsupported {
+			for _, name := range slices.Sorted(maps.Keys(in.unsupported)) {
 				evals = append(evals, evaluation{Operation: op, Resource: key, Policy: name,
-					Invalid: "unsupported policy kind " + kind})
+					Invalid: "unsupported policy kind " + in.unsupported[name]})
 			}
 		}
 	}
