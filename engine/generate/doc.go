@@ -75,7 +75,8 @@
 // leave it alone unless Synchronize; with Synchronize, update it when it
 // differs. Label the DesiredObject.Source of clones with LabelCloneSource.
 // When the trigger goes away (or the rule stops applying), delete
-// synchronized downstream objects found by the owner labels; when the
+// synchronized downstream objects found by DownstreamLabels; when the
 // policy or rule is deleted, delete them unless
-// OrphanDownstreamOnPolicyDelete.
+// OrphanDownstreamOnPolicyDelete. CloneLabels finds the clones of a source
+// that changed or went away.
 package generate

@@ -1,6 +1,7 @@
 package generate
 
 import (
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -85,4 +86,26 @@ func setLabels(obj map[string]any, labels ...map[string]string) {
 		}
 	}
 	meta["labels"] = out
+}
+
+// DownstreamLabels are the labels that find what a policy generated for a
+// trigger (§8.5: policy name and namespace, managed-by, and the trigger's
+// uid, namespace, kind, group and version), for a controller that deletes
+// downstream objects when the trigger goes away. rule narrows the set to
+// one rule when not empty.
+func DownstreamLabels(policy PolicyRef, rule string, trigger ObjectRef) labels.Set {
+	all := ownerLabels(policy, rule, trigger)
+	if rule == "" {
+		delete(all, LabelRuleName)
+	}
+	return labels.Set(all)
+}
+
+// CloneLabels are the labels that find the clones of a source object, for a
+// controller that re-syncs them when the source changes or deletes them when
+// it goes away.
+func CloneLabels(source ObjectRef) labels.Set {
+	all := sourceLabels(source)
+	delete(all, LabelCloneSource)
+	return labels.Set(all)
 }
