@@ -48,12 +48,13 @@ func TestElementsCallback(t *testing.T) {
 		},
 	}}})
 	var seen []string
-	elements := ElementsFunc(func(_ context.Context, doc *jsoncontext.Document, index int, entry *kyvernov1.ForEachGeneration) (bool, error) {
+	elements := ElementsFunc(func(_ context.Context, doc *jsoncontext.Document, entryIndex int, entry *kyvernov1.ForEachGeneration) (bool, error) {
 		el, _ := doc.Get("element")
 		el0, _ := doc.Get("element0")
 		idx, _ := doc.Get("elementIndex")
-		if el != el0 || idx != float64(index) || entry != &rule.Generation.ForEachGeneration[0] {
-			t.Errorf("element %d: element=%v element0=%v elementIndex=%v", index, el, el0, idx)
+		idx0, _ := doc.Get("elementIndex0")
+		if el != el0 || idx != float64(len(seen)) || idx0 != idx || entryIndex != 0 || entry != &rule.Generation.ForEachGeneration[0] {
+			t.Errorf("entry %d: element=%v element0=%v elementIndex=%v elementIndex0=%v", entryIndex, el, el0, idx, idx0)
 		}
 		seen = append(seen, el.(string))
 		switch el {

@@ -17,21 +17,22 @@ import (
 // (it owns the loaders for configMap, apiCall, ... and the compiled
 // conditions); this is how Generate hands that work back to it.
 type Elements interface {
-	// Enter is called with doc already holding element, elementIndex,
-	// element0 and elementIndex0. It loads the entry's context entries
-	// into doc (in order, each seeing the ones before) and then evaluates
-	// the entry's preconditions against doc. It returns false when the
-	// preconditions do not hold: the element then generates nothing.
-	// An error fails the element (and is reported with the rule's error).
-	Enter(ctx context.Context, doc *jsoncontext.Document, index int, entry *kyvernov1.ForEachGeneration) (bool, error)
+	// Enter is called for each element of generate.foreach[entryIndex]
+	// (entry), with doc already holding element, elementIndex, element0
+	// and elementIndex0. It loads the entry's context entries into doc (in
+	// order, each seeing the ones before) and then evaluates the entry's
+	// preconditions against doc. It returns false when the preconditions
+	// do not hold: the element then generates nothing. An error fails the
+	// element (and is reported with the rule's error).
+	Enter(ctx context.Context, doc *jsoncontext.Document, entryIndex int, entry *kyvernov1.ForEachGeneration) (bool, error)
 }
 
 // ElementsFunc adapts a function to Elements.
-type ElementsFunc func(ctx context.Context, doc *jsoncontext.Document, index int, entry *kyvernov1.ForEachGeneration) (bool, error)
+type ElementsFunc func(ctx context.Context, doc *jsoncontext.Document, entryIndex int, entry *kyvernov1.ForEachGeneration) (bool, error)
 
 // Enter calls f.
-func (f ElementsFunc) Enter(ctx context.Context, doc *jsoncontext.Document, index int, entry *kyvernov1.ForEachGeneration) (bool, error) {
-	return f(ctx, doc, index, entry)
+func (f ElementsFunc) Enter(ctx context.Context, doc *jsoncontext.Document, entryIndex int, entry *kyvernov1.ForEachGeneration) (bool, error) {
+	return f(ctx, doc, entryIndex, entry)
 }
 
 // BasicElements is the Elements used when the caller supplies none: it

@@ -154,7 +154,7 @@ func (g *generator) foreach(doc *jsoncontext.Document) ([]DesiredObject, error) 
 			edoc.SetRoot("elementIndex", float64(j))
 			edoc.SetRoot("element0", el)
 			edoc.SetRoot("elementIndex0", float64(j))
-			ok, err := g.env.Elements.Enter(g.ctx, edoc, j, fe)
+			ok, err := g.env.Elements.Enter(g.ctx, edoc, i, fe)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("generate.foreach[%d] element %d: %w", i, j, err))
 				continue
