@@ -3,13 +3,19 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "Error:", err)
+		// An exitError means the command has already reported what went
+		// wrong (failed tests, an Enforce violation); only the code is left.
+		var ee exitError
+		if !errors.As(err, &ee) {
+			fmt.Fprintln(os.Stderr, "Error:", err)
+		}
 		os.Exit(exitCode(err))
 	}
 }
