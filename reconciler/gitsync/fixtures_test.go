@@ -1,0 +1,192 @@
+package gitsync
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// gitRepo is a real Git repository on disk that a test commits to.
+type gitRepo struct {
+	t    *testing.T
+	dir  string
+	repo *git.Repository
+}
+
+func newGitRepo(t *testing.T) *gitRepo {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "repo")
+	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{
+		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &gitRepo{t: t, dir: dir, repo: repo}
+}
+
+func (g *gitRepo) fileURL() string { return "file://" + g.dir }
+
+// write stages files (path → content); an empty content removes the file.
+func (g *gitRepo) write(files map[string]string) {
+	g.t.Helper()
+	wt, err := g.repo.Worktree()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	for name, content := range files {
+		p := filepath.Join(g.dir, name)
+		if content == "" {
+			if _, err := wt.Remove(name); err != nil {
+				g.t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			g.t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			g.t.Fatal(err)
+		}
+		if _, err := wt.Add(name); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+}
+
+// commit commits files, signed by key when it is not nil, and returns the
+// revision string the reconciler reports for branch main.
+func (g *gitRepo) commit(files map[string]string, key *openpgp.Entity) string {
+	g.t.Helper()
+	g.write(files)
+	wt, err := g.repo.Worktree()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	hash, err := wt.Commit(fmt.Sprintf("change %d files", len(files)), &git.CommitOptions{
+		Author:  &object.Signature{Name: "test", Email: "test@example.com", When: time.Now()},
+		SignKey: key,
+	})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return "main@sha1:" + hash.String()
+}
+
+// tag creates a lightweight tag at HEAD.
+func (g *gitRepo) tag(name string) {
+	g.t.Helper()
+	head, err := g.repo.Head()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if _, err := g.repo.CreateTag(name, head.Hash(), nil); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+
+// policy is a valid ClusterPolicy requiring a label.
+func policy(name, label string) string {
+	return fmt.Sprintf(`apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata:
+  name: %s
+spec:
+  background: false
+  rules:
+  - name: require-%s
+    match:
+      any:
+      - resources:
+          kinds: [Pod]
+    validate:
+      failureAction: Audit
+      message: "label %s is required"
+      pattern:
+        metadata:
+          labels:
+            %s: "?*"
+`, name, label, label, label)
+}
+
+// brokenPolicy has no rules, which engine.Compile refuses.
+func brokenPolicy(name string) string {
+	return fmt.Sprintf(`apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata:
+  name: %s
+spec:
+  rules: []
+`, name)
+}
+
+// httpGitServer serves the repositories under root over smart HTTP with
+// basic auth, through git http-backend, on TLS. It returns the base URL
+// and the server's CA certificate (PEM).
+func httpGitServer(t *testing.T, root, user, password string) (string, []byte) {
+	t.Helper()
+	backend := "/usr/lib/git-core/git-http-backend"
+	if _, err := os.Stat(backend); err != nil {
+		t.Fatalf("git http-backend not found at %s: install git", backend)
+	}
+	cgiHandler := &cgi.Handler{
+		Path: backend,
+		Root: "/git",
+		Env: []string{
+			"GIT_PROJECT_ROOT=" + root,
+			"GIT_HTTP_EXPORT_ALL=1",
+			"GIT_CONFIG_GLOBAL=" + os.DevNull,
+			"GIT_CONFIG_NOSYSTEM=true",
+		},
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if !ok || u != user || p != password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		cgiHandler.ServeHTTP(w, r)
+	}))
+	srv.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	return srv.URL + "/git", ca
+}
+
+// newSigningKey returns an OpenPGP key and its armored public key.
+func newSigningKey(t *testing.T) (*openpgp.Entity, []byte) {
+	t.Helper()
+	key, err := openpgp.NewEntity("charter test", "", "signer@example.com", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := armor.Encode(&buf, openpgp.PublicKeyType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := key.Serialize(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return key, buf.Bytes()
+}

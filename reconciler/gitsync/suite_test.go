@@ -1,0 +1,185 @@
+package gitsync
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
+	"github.com/charter-dev/charter/internal/controlplane"
+)
+
+// The suite shares one real control plane and one manager running the
+// reconciler; every test works in its own namespace with its own policy
+// names.
+var (
+	testClient client.Client
+	testScheme = runtime.NewScheme()
+)
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(testScheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(testScheme))
+	utilruntime.Must(gitopsv1alpha1.AddToScheme(testScheme))
+	utilruntime.Must(kyvernov1.AddToScheme(testScheme))
+	utilruntime.Must(kyvernov2.AddToScheme(testScheme))
+	utilruntime.Must(kyvernov2beta1.AddToScheme(testScheme))
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	// The host's git configuration must not leak into the git servers.
+	os.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
+	os.Setenv("GIT_CONFIG_NOSYSTEM", "true")
+	ctrl.SetLogger(testLogger())
+
+	root, err := controlplane.ModuleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
+		return 1
+	}
+	defer cp.Stop()
+
+	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
+		Scheme:  testScheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cacheDir, err := os.MkdirTemp("", "gitsync-cache-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(cacheDir)
+	if err := Setup(mgr, Options{CacheDir: cacheDir}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	testClient = mgr.GetClient()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "manager cache did not sync")
+		return 1
+	}
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+	}
+	return code
+}
+
+// testLogger is silent unless GITSYNC_TEST_DEBUG is set.
+func testLogger() logr.Logger {
+	if os.Getenv("GITSYNC_TEST_DEBUG") == "" {
+		return logr.Discard()
+	}
+	return funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 1})
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gitsync-"}}
+	if err := testClient.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// newPolicyRepository creates a PolicyRepository polling every second.
+func newPolicyRepository(t *testing.T, ns, url string, mutate ...func(*gitopsv1alpha1.PolicyRepository)) *gitopsv1alpha1.PolicyRepository {
+	t.Helper()
+	repo := &gitopsv1alpha1.PolicyRepository{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policies"},
+		Spec: gitopsv1alpha1.PolicyRepositorySpec{
+			URL:      url,
+			Ref:      &gitopsv1alpha1.GitRef{Branch: "main"},
+			Interval: &metav1.Duration{Duration: time.Second},
+		},
+	}
+	for _, m := range mutate {
+		m(repo)
+	}
+	if err := testClient.Create(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	return repo
+}
+
+// eventually returns the PolicyRepository once cond holds.
+func eventually(t *testing.T, repo *gitopsv1alpha1.PolicyRepository, cond func(g Gomega, r *gitopsv1alpha1.PolicyRepository)) *gitopsv1alpha1.PolicyRepository {
+	t.Helper()
+	got := &gitopsv1alpha1.PolicyRepository{}
+	NewWithT(t).Eventually(func(g Gomega) {
+		g.Expect(testClient.Get(context.Background(), client.ObjectKeyFromObject(repo), got)).To(Succeed())
+		cond(g, got)
+	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	return got
+}
+
+// readyAt waits until revision is applied and Ready.
+func readyAt(t *testing.T, repo *gitopsv1alpha1.PolicyRepository, revision string) *gitopsv1alpha1.PolicyRepository {
+	t.Helper()
+	return eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
+		g.Expect(r.Status.LastAppliedRevision).To(Equal(revision))
+		g.Expect(condition(r, gitopsv1alpha1.ConditionReady)).To(HaveField("Status", metav1.ConditionTrue))
+		g.Expect(r.Status.ObservedGeneration).To(Equal(r.Generation))
+	})
+}
+
+func condition(r *gitopsv1alpha1.PolicyRepository, typ string) metav1.Condition {
+	for _, c := range r.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{Type: typ, Status: "Absent"}
+}
+
+// getPolicy returns a ClusterPolicy, or nil when it does not exist.
+func getPolicy(t *testing.T, name string) *kyvernov1.ClusterPolicy {
+	t.Helper()
+	p := &kyvernov1.ClusterPolicy{}
+	err := testClient.Get(context.Background(), client.ObjectKey{Name: name}, p)
+	if err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil
+		}
+		t.Fatal(err)
+	}
+	return p
+}
