@@ -1,0 +1,31 @@
+package clitest
+
+import (
+	"testing"
+)
+
+// TestRunMutateAndGenerateSuite checks the patchedResources and
+// generatedResource comparisons end to end, with mutate-existing targets
+// and an erroring rule.
+func TestRunMutateAndGenerateSuite(t *testing.T) {
+	results := runPaths(t, "testdata/mutate")
+	if len(results) != 1 || results[0].Err != nil {
+		t.Fatalf("results: %+v", results)
+	}
+	want := []short{
+		{"team-label", "v1/ConfigMap/ns1/cm", Passed, "Ok"},
+		{"team-label", "v1/ConfigMap/ns1/wrong", Failed, ReasonPatchedMismatch},
+		{"breaks", "v1/Secret/ns1/broken", Passed, "Ok"},
+		{"stamp", "v1/Secret/ns1/sec-a", Passed, "Ok"},
+		{"quota", "v1/ResourceQuota/team-a/quota", Passed, "Ok"},
+	}
+	rows := results[0].Rows
+	if len(rows) != len(want) {
+		t.Fatalf("got %d rows %+v, want %d", len(rows), rows, len(want))
+	}
+	for i, r := range rows {
+		if got := (short{r.Rule, r.Resource, r.Verdict, r.Reason}); got != want[i] {
+			t.Errorf("row %d: got %+v, want %+v (message %q)", i+1, got, want[i], r.Message)
+		}
+	}
+}
