@@ -29,6 +29,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCommand())
+	root.AddCommand(newServeCommand())
 	root.AddCommand(newTestCommand())
 	root.AddCommand(newApplyCommand())
 	root.AddCommand(newDevCommand())

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2/textlogger"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/internal/version"
+	"github.com/charter-dev/charter/webhook/admission"
+	"github.com/charter-dev/charter/webhook/config"
+	"github.com/charter-dev/charter/webhook/metrics"
+)
+
+// knownControllers are the controllers serve can run.
+var knownControllers = []string{"admission"}
+
+type serveOptions struct {
+	controllers     []string
+	kubeconfig      string
+	namespace       string
+	webhookAddr     string
+	webhookURL      string
+	service         string
+	servicePort     int32
+	metricsAddr     string
+	healthAddr      string
+	leaderElect     bool
+	leaseName       string
+	retryPeriod     time.Duration
+	cleanupWebhooks bool
+	nullWebhook     bool
+	requestTimeout  time.Duration
+	maxRequestBytes int64
+}
+
+func newServeCommand() *cobra.Command {
+	o := serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run charter's controllers (admission today) in or out of cluster",
+		Long: `serve runs the chosen controllers in one process.
+
+admission: the HTTPS admission server (every replica), the policy cache,
+and, on the leader, certificate issue and rotation and the webhook
+configurations. Out of cluster, --webhook-url makes the webhooks call the
+server by URL (e.g. https://127.0.0.1:9443); in cluster they name the
+Service.
+
+--cleanup-webhooks deletes charter's webhook configurations and exits, so a
+stopped charter never leaves a cluster unable to admit anything.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), o) },
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&o.controllers, "controllers", []string{"admission"}, "controllers to run: "+strings.Join(knownControllers, ","))
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration or $KUBECONFIG when empty")
+	f.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "charter"), "charter's namespace (Secrets, leases, excluded from admission)")
+	f.StringVar(&o.webhookAddr, "webhook-addr", ":9443", "address of the HTTPS admission server")
+	f.StringVar(&o.webhookURL, "webhook-url", "", "out of cluster: base URL the API server uses to reach the admission server")
+	f.StringVar(&o.service, "service", "charter-svc", "in cluster: the admission Service's name")
+	f.Int32Var(&o.servicePort, "service-port", 443, "in cluster: the admission Service's port")
+	f.StringVar(&o.metricsAddr, "metrics-addr", ":8000", "Prometheus metrics address (0 disables)")
+	f.StringVar(&o.healthAddr, "health-addr", ":8081", "health probe address (/healthz, /readyz)")
+	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader for certificates and webhook configurations")
+	f.StringVar(&o.leaseName, "leader-election-id", "charter", "name of the leader election Lease")
+	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "leader election retry period; the lease lasts 6x and renewal gives up after 5x")
+	f.BoolVar(&o.cleanupWebhooks, "cleanup-webhooks", false, "delete charter's webhook configurations and exit")
+	f.BoolVar(&o.nullWebhook, "null-webhook", false, "allow every request without evaluating (benchmark floor)")
+	f.DurationVar(&o.requestTimeout, "request-timeout", 10*time.Second, "bound on evaluating one admission request")
+	f.Int64Var(&o.maxRequestBytes, "max-request-bytes", 7<<20, "largest AdmissionReview body accepted")
+	return cmd
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return ctrl.GetConfig()
+}
+
+func serveScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func runServe(ctx context.Context, o serveOptions) error {
+	for _, c := range o.controllers {
+		if !slices.Contains(knownControllers, c) {
+			return fmt.Errorf("--controllers: unknown controller %q (known: %s)", c, strings.Join(knownControllers, ", "))
+		}
+	}
+	log := textlogger.NewLogger(textlogger.NewConfig())
+	ctrl.SetLogger(log)
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	sch, err := serveScheme()
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if o.cleanupWebhooks {
+		cl, err := client.New(cfg, client.Options{Scheme: sch})
+		if err != nil {
+			return err
+		}
+		if err := config.Cleanup(ctx, cl); err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "charter's webhook configurations deleted")
+		return nil
+	}
+
+	lease, renew := 6*o.retryPeriod, 5*o.retryPeriod
+	shutdown := 30 * time.Second
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        sch,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.healthAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaseName,
+		LeaderElectionNamespace:       o.namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &lease,
+		RenewDeadline:                 &renew,
+		RetryPeriod:                   &o.retryPeriod,
+		GracefulShutdownTimeout:       &shutdown,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			// Only charter's own Secrets are read; do not cache the cluster's.
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{o.namespace: {}}},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	rec, err := metrics.New(ctrlmetrics.Registry, version.Get().Version)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	if slices.Contains(o.controllers, "admission") {
+		c, err := admission.Setup(mgr, admission.Options{
+			Addr: o.webhookAddr, URL: o.webhookURL, Namespace: o.namespace,
+			Service: o.service, ServicePort: o.servicePort, Null: o.nullWebhook,
+			RequestTimeout: o.requestTimeout, MaxRequestBytes: o.maxRequestBytes,
+			Metrics: rec, Log: log.WithName("admission"),
+		})
+		if err != nil {
+			return err
+		}
+		if err := mgr.AddReadyzCheck("admission", func(*http.Request) error {
+			if !c.Cache.Synced() {
+				return errors.New("policy cache not synced")
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
