@@ -99,7 +99,6 @@ func (g *gitRepo) tag(name string) {
 	}
 }
 
-
 // policy is a valid ClusterPolicy requiring a label.
 func policy(name, label string) string {
 	return fmt.Sprintf(`apiVersion: kyverno.io/v1

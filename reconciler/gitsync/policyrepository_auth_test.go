@@ -1,0 +1,66 @@
+package gitsync
+
+import (
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+)
+
+func TestSmartHTTPWithBasicAuth(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	src := newGitRepo(t)
+	rev := src.commit(map[string]string{"auth.yaml": policy("auth-a", "team")}, nil)
+	const password = "s3cret-Passw0rd-for-test"
+	base, ca := httpGitServer(t, filepath.Dir(src.dir), "charter", password)
+	url := base + "/" + filepath.Base(src.dir)
+
+	g.Expect(testClient.Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "git-auth"},
+		Data:       map[string][]byte{"username": []byte("charter"), "password": []byte(password), "ca.crt": ca},
+	})).To(Succeed())
+	repo := newPolicyRepository(t, ns, url, func(r *gitopsv1alpha1.PolicyRepository) {
+		r.Spec.SecretRef = &corev1.LocalObjectReference{Name: "git-auth"}
+	})
+	readyAt(t, repo, rev)
+	g.Expect(getPolicy(t, "auth-a")).NotTo(BeNil())
+
+	// A new commit over HTTP updates too.
+	rev2 := src.commit(map[string]string{"auth.yaml": policy("auth-a", "over-http")}, nil)
+	readyAt(t, repo, rev2)
+	g.Expect(getPolicy(t, "auth-a").Spec.Rules[0].Name).To(Equal("require-over-http"))
+}
+
+func TestWrongCredentialsGiveAClearMessageWithoutTheSecret(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	src := newGitRepo(t)
+	src.commit(map[string]string{"auth.yaml": policy("wrongauth-a", "team")}, nil)
+	base, ca := httpGitServer(t, filepath.Dir(src.dir), "charter", "the-right-one")
+	url := base + "/" + filepath.Base(src.dir)
+
+	const wrong = "Wr0ng-Passw0rd-Never-Shown"
+	g.Expect(testClient.Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "git-auth"},
+		Data:       map[string][]byte{"username": []byte("charter"), "password": []byte(wrong), "ca.crt": ca},
+	})).To(Succeed())
+	// The URL carries credentials too; they must not show either.
+	withUserInfo := "https://charter:" + wrong + "@" + url[len("https://"):]
+	repo := newPolicyRepository(t, ns, withUserInfo, func(r *gitopsv1alpha1.PolicyRepository) {
+		r.Spec.SecretRef = &corev1.LocalObjectReference{Name: "git-auth"}
+	})
+	got := eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
+		g.Expect(condition(r, gitopsv1alpha1.ConditionReady).Reason).To(Equal(gitopsv1alpha1.ReasonFetchFailed))
+	})
+	msg := condition(got, gitopsv1alpha1.ConditionReady).Message
+	g.Expect(msg).To(ContainSubstring("authentication"))
+	g.Expect(msg).To(ContainSubstring(url))
+	g.Expect(msg).NotTo(ContainSubstring(wrong))
+	g.Expect(condition(got, gitopsv1alpha1.ConditionReconciling).Message).NotTo(ContainSubstring(wrong))
+	g.Expect(getPolicy(t, "wrongauth-a")).To(BeNil())
+}
