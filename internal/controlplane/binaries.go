@@ -44,7 +44,7 @@ func DefaultBinaryDir() (string, error) {
 	}
 	root, err := ModuleRoot()
 	if err != nil {
-		return "", fmt.Errorf("finding the control plane binaries: %s is not set and %w", AssetsEnv, err)
+		return "", fmt.Errorf("finding the control plane binaries: %s is not set and %w; run from inside the charter repository after `make controlplane`, or set %s to a folder holding etcd and kube-apiserver", AssetsEnv, err, AssetsEnv)
 	}
 	return filepath.Join(root, "bin"), nil
 }
