@@ -60,6 +60,9 @@ type Outcome struct {
 	// request would be denied at admission.
 	Blocked  bool
 	Warnings []string
+	// Mutated are the resources mutate rules changed, as patched; Generated
+	// the objects generate rules want to exist (resources.go).
+	Mutated, Generated []map[string]any
 }
 
 // Counts tallies verdicts by result.
@@ -95,8 +98,9 @@ func Run(ctx context.Context, opts Options) (*Outcome, error) {
 	blocked := make([]bool, len(raws))
 	counts := make([]int, len(raws))
 	errs := make([]error, len(raws))
+	produced := make([]producedObjects, len(raws))
 	parallel(opts.Workers, len(raws), func(i int) {
-		perDoc[i], blocked[i], counts[i], errs[i] = evaluateDocument(ctx, set, raws[i], opts.AuditWarn)
+		perDoc[i], blocked[i], counts[i], errs[i] = evaluateDocument(ctx, set, raws[i], opts.AuditWarn, &produced[i])
 	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -105,6 +109,8 @@ func Run(ctx context.Context, opts Options) (*Outcome, error) {
 		out.Verdicts = append(out.Verdicts, perDoc[i]...)
 		out.Blocked = out.Blocked || blocked[i]
 		out.Resources += counts[i]
+		out.Mutated = append(out.Mutated, produced[i].mutated...)
+		out.Generated = append(out.Generated, produced[i].generated...)
 	}
 	return out, nil
 }
@@ -184,7 +190,7 @@ func splitResources(paths []string, stdin io.Reader) ([]manifest.RawDocument, er
 	return raws, nil
 }
 
-func evaluateDocument(ctx context.Context, set *engine.PolicySet, raw manifest.RawDocument, auditWarn bool) ([]Verdict, bool, int, error) {
+func evaluateDocument(ctx context.Context, set *engine.PolicySet, raw manifest.RawDocument, auditWarn bool, produced *producedObjects) ([]Verdict, bool, int, error) {
 	doc, err := raw.Decode()
 	if err != nil || doc.Value == nil {
 		return nil, false, 0, err
@@ -197,9 +203,13 @@ func evaluateDocument(ctx context.Context, set *engine.PolicySet, raw manifest.R
 	blocked := false
 	for _, obj := range objs {
 		manifest.DefaultNamespace(obj)
-		resp := set.Validate(ctx, engine.RequestForObject(obj))
+		// Mutation first, then validation of the mutated object and
+		// generation for it, as admission does (resources.go).
+		mutation, resp, generation := evaluateObject(ctx, set, obj, produced)
 		blocked = blocked || resp.Blocked()
+		verdicts = append(verdicts, verdictsOf(obj, mutation, auditWarn)...)
 		verdicts = append(verdicts, verdictsOf(obj, resp, auditWarn)...)
+		verdicts = append(verdicts, verdictsOf(obj, generation, auditWarn)...)
 	}
 	return verdicts, blocked, len(objs), nil
 }
