@@ -15,7 +15,12 @@
 //	match/exclude → context entries → preconditions → exceptions → handler
 //
 // A rule that does not match produces no response at all. The handler is
-// chosen per rule type (validate now; mutate and generate later).
+// chosen per rule type: Validate runs validate rules, Mutate runs mutate
+// rules (each on the previous rule's output, across policies, with one
+// RFC 6902 patch of the whole change; mutate-existing rules on request),
+// Generate returns the downstream objects generate rules want, and
+// Evaluate runs mutation and then validation of the mutated object, as
+// admission does.
 //
 // The engine is pure: it owns no clients and starts no goroutines. Anything
 // it must look up (ConfigMaps, API calls, image registries, global context,
