@@ -30,6 +30,9 @@ import (
 // when buildMetadata asks for originAnnotations.
 const originAnnotation = "config.kubernetes.io/origin"
 
+// maxFileSize is the largest file copied into the build's file system.
+const maxFileSize = 4 << 20
+
 // kustomizationNames are the file names kustomize recognises, in its order.
 var kustomizationNames = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
 
@@ -125,6 +128,12 @@ func loadRepository(root string) (filesys.FileSystem, error) {
 		case !d.Type().IsRegular():
 			// Symlinks could point out of the repository.
 			return nil
+		}
+		if info, err := d.Info(); err != nil || info.Size() > maxFileSize {
+			// Binaries and other large files are no manifests; leaving them
+			// on disk keeps the memory a build takes near the repository's
+			// YAML.
+			return err
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
