@@ -48,6 +48,19 @@ func (r *MutateResponse) Errors() []PolicyRuleResponse {
 	return out
 }
 
+// Blocked reports whether admission must deny the request: a mutate rule
+// of a policy whose failurePolicy is Fail (the default) ended in error.
+// Under Ignore the rule's error is reported and the request goes on with
+// the other rules' patches (spec §6, without Kyverno's sticky Fail flag).
+func (r *MutateResponse) Blocked() bool {
+	for _, e := range r.Errors() {
+		if e.Policy.Policy == nil || e.Policy.Policy.GetSpec().GetFailurePolicy() != kyvernov1.Ignore {
+			return true
+		}
+	}
+	return false
+}
+
 // PatchedTargets returns the existing resources mutate-existing rules
 // patched, in rule order; a target patched by several rules appears once
 // per rule.

@@ -28,6 +28,8 @@ type mutateCase struct {
 	MutateExisting bool             `json:"mutateExisting"`
 	Existing       []map[string]any `json:"existing"`
 	Want           []wantedResponse `json:"want"`
+	// Blocked is whether admission must deny the request.
+	Blocked bool `json:"blocked"`
 	// Object is the patched object; Patch, when set, the exact admission
 	// patch; Targets the patched targets in response order.
 	Object  map[string]any    `json:"object"`
@@ -91,6 +93,9 @@ func TestMutateTestdata(t *testing.T) {
 			}
 			if g, w := dump(t, got), dump(t, tc.Want); g != w {
 				t.Errorf("responses:\n got: %s\nwant: %s", g, w)
+			}
+			if resp.Blocked() != tc.Blocked {
+				t.Errorf("Blocked() = %v, want %v", resp.Blocked(), tc.Blocked)
 			}
 			if tc.Object != nil && !mutate.Equal(resp.Object, tc.Object) {
 				t.Errorf("patched object:\n got: %s\nwant: %s", dump(t, resp.Object), dump(t, tc.Object))
