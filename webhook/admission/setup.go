@@ -128,6 +128,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	handler := server.NewHandler(server.Options{
 		Policies:        c.Cache,
 		Loaders:         engine.Loaders{Namespaces: c.Cache},
+		Mutator:         server.EngineMutator{Loaders: engine.Loaders{Namespaces: c.Cache}},
 		Filters:         server.DefaultResourceFilters(o.Namespace),
 		Metrics:         o.Metrics,
 		Audit:           o.Audit,

@@ -57,9 +57,10 @@ type MutationResult struct {
 	Denial string
 }
 
-// Mutator applies a policy set's mutate rules to a request. The engine's
-// PolicySet gains mutation after validation; until a Mutator is wired in,
-// the mutate paths admit every request unchanged.
+// Mutator applies a policy set's mutate rules to a request. EngineMutator
+// runs the engine's; without a Mutator the mutate paths admit every request
+// unchanged. Validation sees the mutated object because the API server
+// calls every mutating webhook before any validating one.
 type Mutator interface {
 	Mutate(ctx context.Context, set *engine.PolicySet, req *engine.Request, failClosed bool) (MutationResult, error)
 }

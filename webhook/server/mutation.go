@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/charter-dev/charter/engine"
+)
+
+// EngineMutator is the Mutator that runs the engine's mutate rules
+// (PolicySet.Mutate). Mutate-existing rules are left to the background
+// controller, as in Kyverno: admission only patches the request's object.
+type EngineMutator struct {
+	// Loaders resolve context entries and namespace labels.
+	Loaders engine.Loaders
+}
+
+var _ Mutator = EngineMutator{}
+
+// Mutate runs set's mutate rules against req and returns the JSON patch
+// from the request's object to the mutated one.
+//
+// A rule that errors under failurePolicy Fail (failClosed) denies the
+// request with Kyverno's text (admission-reports.md §1.4); otherwise the
+// error becomes a warning and the request is admitted with the patches of
+// the rules that did apply.
+func (m EngineMutator) Mutate(ctx context.Context, set *engine.PolicySet, req *engine.Request, failClosed bool) (MutationResult, error) {
+	resp := set.Mutate(ctx, req, engine.WithLoaders(m.Loaders))
+	if failClosed {
+		if msg := mutationDenial(resp); msg != "" {
+			return MutationResult{Denial: msg}, nil
+		}
+	}
+	patch, err := resp.JSONPatch()
+	if err != nil {
+		return MutationResult{}, fmt.Errorf("encoding the patch of %s: %w", resp.Resource, err)
+	}
+	out := MutationResult{Patch: patch, Warnings: mutationWarnings(resp)}
+	if len(patch) > 0 {
+		out.Object = resp.Object
+	}
+	return out, nil
+}
+
+// mutationDenial is the denial of the first policy with an erroring rule,
+// in Kyverno's words:
+//
+//	mutation policy <p> error: failed to apply policy <p> rules [<rule>: <msg> <rule2>: <msg2>]
+//
+// or "" when no rule errored.
+func mutationDenial(resp *engine.MutateResponse) string {
+	for _, p := range resp.Policies {
+		var failed []string
+		for _, r := range p.Rules {
+			if r.Status == engine.StatusError {
+				failed = append(failed, r.Name+": "+r.Message)
+			}
+		}
+		if len(failed) > 0 {
+			name := p.Policy.GetName()
+			return fmt.Sprintf("mutation policy %s error: failed to apply policy %s rules [%s]", name, name, strings.Join(failed, " "))
+		}
+	}
+	return ""
+}
+
+// mutationWarnings lists "policy <p>.<rule>: <message>" for every rule that
+// failed or errored, and for every rule that applied in a policy with
+// spec.emitWarning (admission-reports.md §1.5).
+func mutationWarnings(resp *engine.MutateResponse) []string {
+	var out []string
+	for _, p := range resp.Policies {
+		emit := p.Policy.GetSpec().GetEmitWarning()
+		for _, r := range p.Rules {
+			switch {
+			case r.Status == engine.StatusFail, r.Status == engine.StatusError, r.Status == engine.StatusWarn:
+			case emit && r.Status != engine.StatusSkip:
+			default:
+				continue
+			}
+			out = append(out, "policy "+p.Policy.GetName()+"."+r.Name+": "+r.Message)
+		}
+	}
+	return out
+}
