@@ -110,16 +110,17 @@ func (c *Controller) applyAdmission(ctx context.Context, p *pendingAdmission) (r
 		return false, err
 	}
 	desired := report.Merge(existing, p.results, snap.catalog)
-	st := c.state(scope.UID)
 	if !report.Equivalent(existing, desired) || len(existing) == 0 && len(desired) > 0 {
 		if err := c.write(ctx, scope, desired); err != nil {
 			return false, err
 		}
 	}
-	c.remember(st, snap, desired)
-	if st.gvr.Resource == "" {
-		st.gvr = gvr
-	}
+	c.updateState(scope.UID, func(st *resourceState) {
+		st.remember(snap, desired)
+		if st.gvr.Resource == "" {
+			st.gvr = gvr
+		}
+	})
 	return false, nil
 }
 

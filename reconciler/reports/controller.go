@@ -185,7 +185,20 @@ func (c *Controller) lock(uid types.UID) func() {
 	return m.Unlock
 }
 
-func (c *Controller) state(uid types.UID) *resourceState {
+// state returns a copy of what is known about a resource. The fields are
+// guarded by c.mu; the per-resource lock only keeps two workers from
+// reconciling one resource at once.
+func (c *Controller) state(uid types.UID) resourceState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.states[uid]; st != nil {
+		return *st
+	}
+	return resourceState{reportKnown: c.swept}
+}
+
+// updateState changes what is known about a resource.
+func (c *Controller) updateState(uid types.UID, change func(st *resourceState)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.states[uid]
@@ -193,7 +206,7 @@ func (c *Controller) state(uid types.UID) *resourceState {
 		st = &resourceState{reportKnown: c.swept}
 		c.states[uid] = st
 	}
-	return st
+	change(st)
 }
 
 // Start runs the controller until ctx ends.
@@ -522,7 +535,9 @@ func (c *Controller) sweep(ctx context.Context, snap *snapshot) error {
 				return err
 			}
 			if !found {
-				st.reportKnown, st.digest, st.swept = true, "", gen
+				c.updateState(scope.UID, func(st *resourceState) {
+					st.reportKnown, st.digest, st.swept = true, "", gen
+				})
 				return nil
 			}
 			results = fresh
@@ -533,8 +548,10 @@ func (c *Controller) sweep(ctx context.Context, snap *snapshot) error {
 				return err
 			}
 		}
-		c.remember(st, snap, pruned)
-		st.swept = gen
+		c.updateState(scope.UID, func(st *resourceState) {
+			st.remember(snap, pruned)
+			st.swept = gen
+		})
 		return nil
 	})
 	if err != nil {
@@ -561,7 +578,7 @@ func digestOf(results []v1alpha2.PolicyReportResult) string {
 }
 
 // remember records what the stored report now holds.
-func (c *Controller) remember(st *resourceState, snap *snapshot, results []v1alpha2.PolicyReportResult) {
+func (st *resourceState) remember(snap *snapshot, results []v1alpha2.PolicyReportResult) {
 	st.reportKnown = true
 	st.digest = digestOf(results)
 	st.foreign = false

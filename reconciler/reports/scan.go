@@ -167,8 +167,9 @@ func (c *Controller) resourceGone(ctx context.Context, scope report.Scope) error
 	defer unlock()
 	c.mu.Lock()
 	st := c.states[scope.UID]
+	mustDelete := st == nil || !st.reportKnown || st.digest != ""
 	c.mu.Unlock()
-	if st == nil || !st.reportKnown || st.digest != "" {
+	if mustDelete {
 		c.stats.Writes.Add(1)
 		if err := c.reports.delete(ctx, scope); err != nil {
 			return err
@@ -238,7 +239,7 @@ func (c *Controller) reconcileObject(ctx context.Context, t resourceType, obj *u
 	hash := contentHash(obj.Object)
 	st := c.state(uid)
 	if !force && st.evaluated && st.hash == hash && st.fingerprint == fingerprint {
-		st.rv = obj.GetResourceVersion()
+		c.updateState(uid, func(st *resourceState) { st.rv = obj.GetResourceVersion() })
 		c.stats.Skipped.Add(1)
 		return nil
 	}
@@ -267,7 +268,9 @@ func (c *Controller) reconcileObject(ctx context.Context, t resourceType, obj *u
 			}
 		}
 	}
-	c.remember(st, snap, desired)
-	st.gvr, st.rv, st.hash, st.fingerprint, st.evaluated = t.GVR, obj.GetResourceVersion(), hash, fingerprint, true
+	c.updateState(uid, func(st *resourceState) {
+		st.remember(snap, desired)
+		st.gvr, st.rv, st.hash, st.fingerprint, st.evaluated = t.GVR, obj.GetResourceVersion(), hash, fingerprint, true
+	})
 	return nil
 }
