@@ -207,7 +207,6 @@ func (e *env) wantResults(what, namespace string, uid string, want ...string) *u
 	return last
 }
 
-
 func TestBackgroundReports(t *testing.T) {
 	e := startEnv(t)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "reports-test"}}
@@ -370,4 +369,5 @@ func evaluateAdmission(t *testing.T, pod *unstructured.Unstructured) []engine.Po
 func runtimeFromUnstructured(u *unstructured.Unstructured, into any) error {
 	return runtimeConverter.FromUnstructured(u.Object, into)
 }
+
 var runtimeConverter = runtime.DefaultUnstructuredConverter
