@@ -32,12 +32,6 @@ const (
 	EventFailed      = "Failed"
 )
 
-// PolicyRepositoryReconciler syncs PolicyRepositories.
-//
-// Applying a revision needs write access to what the repositories hold:
-// Kyverno policies and exceptions, Namespaces and CRDs. Repositories that
-// hold other kinds need the matching RBAC added to charter's role.
-//
 // +kubebuilder:rbac:groups=gitops.charter.dev,resources=policyrepositories,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=gitops.charter.dev,resources=policyrepositories/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
@@ -45,6 +39,12 @@ const (
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions;cleanuppolicies;clustercleanuppolicies,verbs=get;list;watch;create;update;patch;delete
+
+// PolicyRepositoryReconciler syncs PolicyRepositories.
+//
+// Applying a revision needs write access to what the repositories hold:
+// Kyverno policies and exceptions, Namespaces and CRDs. Repositories that
+// hold other kinds need the matching RBAC added to charter's role.
 type PolicyRepositoryReconciler struct {
 	client.Client
 	Scheme   *runtime.Scheme
