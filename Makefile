@@ -90,8 +90,8 @@ test: controlplane ## Run unit, integration and e2e tests (local control plane).
 	$(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: e2e
-e2e: controlplane ## Run the Ginkgo e2e suites (E2E_PROVIDER=kind|local, E2E_LABELS=admission,...).
-	E2E_PROVIDER=$(E2E_PROVIDER) $(GO) run github.com/onsi/ginkgo/v2/ginkgo -v $(if $(E2E_LABELS),--label-filter='$(E2E_LABELS)') ./harness/e2e/...
+e2e: controlplane build ## Run the Ginkgo e2e suites (E2E_PROVIDER=kind|local, E2E_LABELS=admission,...).
+	E2E_PROVIDER=$(E2E_PROVIDER) E2E_CHARTER=$(BIN)/charter $(GO) run github.com/onsi/ginkgo/v2/ginkgo -v $(if $(E2E_LABELS),--label-filter='$(E2E_LABELS)') ./harness/e2e/...
 
 .PHONY: bench
 bench: ## Run the Go benchmarks and print their figures.
