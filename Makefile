@@ -87,7 +87,7 @@ docker-build: ## Build the container image $(IMG).
 
 .PHONY: test
 test: controlplane ## Run unit, integration and e2e tests (local control plane).
-	$(GO) test $(GOTEST_FLAGS) ./...
+	E2E_PROVIDER=$(or $(E2E_PROVIDER),local) $(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: e2e
 e2e: controlplane build ## Run the Ginkgo e2e suites (E2E_PROVIDER=kind|local, E2E_LABELS=admission,...).
