@@ -105,13 +105,13 @@ func (c *Controller) applyAdmission(ctx context.Context, p *pendingAdmission) (r
 	unlock := c.lock(scope.UID)
 	defer unlock()
 	snap := c.snap.Load()
-	existing, _, err := c.reports.get(ctx, scope)
+	existing, found, err := c.reports.get(ctx, scope)
 	if err != nil {
 		return false, err
 	}
 	desired := report.Merge(existing, p.results, snap.catalog)
 	if !report.Equivalent(existing, desired) || len(existing) == 0 && len(desired) > 0 {
-		if err := c.write(ctx, scope, desired); err != nil {
+		if err := c.write(ctx, scope, desired, !found); err != nil {
 			return false, err
 		}
 	}

@@ -70,6 +70,8 @@ type Controller struct {
 	// swept is set once the first sweep has seen every report: from then
 	// on a resource the controller has no state for has no report.
 	swept bool
+	// applied is set once the first policy set is in place and watched.
+	applied bool
 
 	// locks serialise work on one resource (scan, event, admission).
 	locks [64]sync.Mutex
@@ -388,6 +390,8 @@ func (c *Controller) applyPolicies(ctx context.Context) error {
 		c.log.Info("policy left out of background scans", "error", f.Error())
 	}
 	old := c.snap.Swap(snap)
+	c.log.Info("policies compiled", "installed", len(policies), "background", len(snap.background),
+		"exceptions", len(exceptions), "resourceTypes", len(snap.types), "invalid", len(snap.compileErrors))
 
 	first := old == nil
 	if !first && leftBackground(old, snap) {
@@ -423,6 +427,7 @@ func (c *Controller) applyPolicies(ctx context.Context) error {
 			}()
 		}
 	}
+	c.applied = true
 	return nil
 }
 
@@ -471,7 +476,7 @@ func (c *Controller) stopWatchers() {
 func (c *Controller) Synced() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.snap.Load() == nil {
+	if !c.applied {
 		return false
 	}
 	for _, w := range c.watchers {
@@ -544,7 +549,7 @@ func (c *Controller) sweep(ctx context.Context, snap *snapshot) error {
 		}
 		pruned := report.Prune(results, snap.catalog)
 		if !report.Equivalent(pruned, results) {
-			if err := c.write(ctx, scope, pruned); err != nil {
+			if err := c.write(ctx, scope, pruned, false); err != nil {
 				return err
 			}
 		}
@@ -590,9 +595,10 @@ func (st *resourceState) remember(snap *snapshot, results []v1alpha2.PolicyRepor
 	}
 }
 
-func (c *Controller) write(ctx context.Context, scope report.Scope, results []v1alpha2.PolicyReportResult) error {
+// write writes a report; absent says it is known not to exist.
+func (c *Controller) write(ctx context.Context, scope report.Scope, results []v1alpha2.PolicyReportResult, absent bool) error {
 	c.stats.Writes.Add(1)
-	return c.reports.write(ctx, scope, results)
+	return c.reports.write(ctx, scope, results, absent)
 }
 
 // namespaceLabels serves namespaceSelectors from the namespace informer.

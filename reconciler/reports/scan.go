@@ -252,7 +252,7 @@ func (c *Controller) reconcileObject(ctx context.Context, t resourceType, obj *u
 	if st.reportKnown && !st.foreign {
 		desired = report.ReplaceBackground(nil, scan, snap.background, snap.catalog)
 		if digestOf(desired) != st.digest {
-			if err := c.write(ctx, scope, desired); err != nil {
+			if err := c.write(ctx, scope, desired, st.digest == ""); err != nil {
 				return err
 			}
 		}
@@ -263,7 +263,7 @@ func (c *Controller) reconcileObject(ctx context.Context, t resourceType, obj *u
 		}
 		desired = report.ReplaceBackground(existing, scan, snap.background, snap.catalog)
 		if (found && !report.Equivalent(existing, desired)) || (!found && len(desired) > 0) {
-			if err := c.write(ctx, scope, desired); err != nil {
+			if err := c.write(ctx, scope, desired, !found); err != nil {
 				return err
 			}
 		}

@@ -48,13 +48,24 @@ func (c reportClient) get(ctx context.Context, scope report.Scope) ([]v1alpha2.P
 	return p.Results, true, nil
 }
 
-// write makes the report hold exactly the results: it applies the report,
-// or deletes it when there are no results (Kyverno deletes empty reports).
-func (c reportClient) write(ctx context.Context, scope report.Scope, results []v1alpha2.PolicyReportResult) error {
+// write makes the report hold exactly the results: it creates the report
+// when it is known not to exist (a create costs the API server far less
+// than an apply), applies it otherwise, and deletes it when there are no
+// results (Kyverno deletes empty reports).
+func (c reportClient) write(ctx context.Context, scope report.Scope, results []v1alpha2.PolicyReportResult, absent bool) error {
 	if len(results) == 0 {
 		return c.delete(ctx, scope)
 	}
 	obj := report.Object(scope, results)
+	if absent {
+		_, err := c.resource(scope).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating the report of %s: %w", scope, err)
+		}
+	}
 	_, err := c.resource(scope).Apply(ctx, scope.ReportName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
 		return fmt.Errorf("writing the report of %s: %w", scope, err)

@@ -1,0 +1,321 @@
+// Command bench-reports measures the reports controller at scale: it
+// starts the local control plane, creates -pods Pods (no kubelet runs
+// them), applies charter's Pod Security policies in Audit, runs the
+// controller in this process and prints the time until every report is
+// written, the controller's peak memory, and its report writes during the
+// first scan and during a second full rescan with nothing changed.
+//
+//	go run ./hack/bench-reports -pods 10000
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/stdr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/charter-dev/charter/internal/controlplane"
+	"github.com/charter-dev/charter/reconciler/reports"
+)
+
+func main() {
+	pods := flag.Int("pods", 10000, "number of Pods to create")
+	namespaces := flag.Int("namespaces", 10, "number of namespaces to spread them over")
+	policyDir := flag.String("policies", "policies/pod-security", "folder of policies (one folder per policy)")
+	workers := flag.Int("workers", reports.DefaultWorkers, "controller workers")
+	flag.Parse()
+	if err := run(*pods, *namespaces, *policyDir, *workers); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-reports:", err)
+		os.Exit(1)
+	}
+}
+
+// writeCounter counts report writes (anything but GET on wgpolicyk8s.io).
+type writeCounter struct {
+	next   http.RoundTripper
+	writes atomic.Int64
+}
+
+func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/apis/wgpolicyk8s.io/") {
+		w.writes.Add(1)
+	}
+	return w.next.RoundTrip(req)
+}
+
+func run(nPods, nNamespaces int, policyDir string, workers int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	root, err := controlplane.ModuleRoot()
+	if err != nil {
+		return err
+	}
+	fmt.Println("starting the local control plane")
+	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cp.Stop() }()
+
+	cfg := rest.CopyConfig(cp.RESTConfig())
+	cfg.QPS, cfg.Burst = 2000, 4000
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	dyn := dynamic.NewForConfigOrDie(cfg)
+
+	start := time.Now()
+	if err := createPods(ctx, cs, nPods, nNamespaces); err != nil {
+		return err
+	}
+	fmt.Printf("created %d Pods in %d namespaces in %s\n", nPods, nNamespaces, time.Since(start).Round(time.Millisecond))
+	n, err := applyPolicies(ctx, dyn, filepath.Join(root, policyDir))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("applied %d policies from %s in Audit\n", n, policyDir)
+
+	// Only the controller allocates from here on.
+	runtime.GC()
+	debug.FreeOSMemory()
+	baseline := goMemory()
+	peak := &peakSampler{}
+	stopSampling := peak.run(50 * time.Millisecond)
+
+	ccfg := rest.CopyConfig(cp.RESTConfig())
+	counter := &writeCounter{}
+	ccfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
+	c, err := reports.New(ccfg, reports.Options{Workers: workers, QPS: 1000, Burst: 2000, Logger: logger()})
+	if err != nil {
+		return err
+	}
+	cctx, stopController := context.WithCancel(ctx)
+	defer stopController()
+	done := make(chan error, 1)
+	scanStart := time.Now()
+	go func() { done <- c.Start(cctx) }()
+	for !c.Synced() {
+		select {
+		case err := <-done:
+			return fmt.Errorf("controller stopped: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	firstScan := time.Since(scanStart)
+	select {
+	case err := <-done:
+		return fmt.Errorf("controller stopped: %v", err)
+	default:
+	}
+	firstWrites := counter.writes.Load()
+	fmt.Printf("first scan: %d evaluations, %d skipped\n", c.Stats().Evaluations.Load(), c.Stats().Skipped.Load())
+	stopSampling()
+
+	count, err := countReports(ctx, cp.RESTConfig())
+	if err != nil {
+		return err
+	}
+	writesBefore := counter.writes.Load()
+	rescanStart := time.Now()
+	if err := c.FullRescan(ctx); err != nil {
+		return err
+	}
+	rescan := time.Since(rescanStart)
+	rescanWrites := counter.writes.Load() - writesBefore
+	stopController()
+	<-done
+
+	fmt.Println()
+	fmt.Printf("reports written:                %d (for %d Pods)\n", count, nPods)
+	fmt.Printf("time until every report:        %s\n", firstScan.Round(time.Millisecond))
+	fmt.Printf("controller peak memory (Go):    %.1f MiB (baseline before start %.1f MiB, peak heap in use %.1f MiB)\n",
+		mib(peak.total.Load()), mib(baseline), mib(peak.heap.Load()))
+	fmt.Printf("API writes, first scan:         %d\n", firstWrites)
+	fmt.Printf("full rescan, nothing changed:   %s, %d API writes, %d evaluations\n",
+		rescan.Round(time.Millisecond), rescanWrites, c.Stats().Evaluations.Load())
+	if count < int64(nPods) {
+		return fmt.Errorf("only %d of %d reports written", count, nPods)
+	}
+	return nil
+}
+
+func createPods(ctx context.Context, cs kubernetes.Interface, nPods, nNamespaces int) error {
+	for i := range nNamespaces {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%d", i)}}
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	var (
+		next   atomic.Int64
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		errOut error
+	)
+	for range 32 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= nPods {
+					return
+				}
+				if err := createPod(ctx, cs, i, nNamespaces); err != nil {
+					mu.Lock()
+					errOut = err
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errOut
+}
+
+// createPod makes every third Pod privileged and every fifth one run
+// as root, so reports hold fails as well as passes.
+func createPod(ctx context.Context, cs kubernetes.Interface, i, nNamespaces int) error {
+	privileged := i%3 == 0
+	c := corev1.Container{
+		Name: "app", Image: fmt.Sprintf("registry.example/app:%d", i%50),
+		SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
+	}
+	if i%5 != 0 {
+		nonRoot := true
+		c.SecurityContext.RunAsNonRoot = &nonRoot
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("pod-%05d", i), Namespace: fmt.Sprintf("bench-%d", i%nNamespaces),
+			Labels: map[string]string{"app": fmt.Sprintf("app-%d", i%50)},
+		},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{c}},
+	}
+	_, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	return err
+}
+
+// applyPolicies creates every <dir>/**/<name>/<name>.yaml policy with its
+// failure actions set to Audit.
+func applyPolicies(ctx context.Context, dyn dynamic.Interface, dir string) (int, error) {
+	gvr := schema.GroupVersionResource{Group: "kyverno.io", Version: "v1", Resource: "clusterpolicies"}
+	n := 0
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Base(path) != filepath.Base(filepath.Dir(path))+".yaml" {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(data, &u.Object); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if u.GetKind() != "ClusterPolicy" {
+			return nil
+		}
+		_ = unstructured.SetNestedField(u.Object, "Audit", "spec", "validationFailureAction")
+		rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+		for _, r := range rules {
+			if v, ok := r.(map[string]any)["validate"].(map[string]any); ok {
+				delete(v, "failureAction")
+			}
+		}
+		_ = unstructured.SetNestedSlice(u.Object, rules, "spec", "rules")
+		if _, err := dyn.Resource(gvr).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
+
+func countReports(ctx context.Context, cfg *rest.Config) (int64, error) {
+	mc := metadata.NewForConfigOrDie(cfg)
+	gvr := schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
+	var n int64
+	opts := metav1.ListOptions{Limit: 1000}
+	for {
+		l, err := mc.Resource(gvr).List(ctx, opts)
+		if err != nil {
+			return 0, err
+		}
+		n += int64(len(l.Items))
+		if l.Continue == "" {
+			return n, nil
+		}
+		opts.Continue = l.Continue
+	}
+}
+
+// goMemory is the memory the Go runtime holds from the OS (mapped minus
+// released), which is what the process's RSS follows.
+func goMemory() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
+}
+
+func heapInUse() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+type peakSampler struct{ total, heap atomic.Uint64 }
+
+func (p *peakSampler) run(every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if v := goMemory(); v > p.total.Load() {
+				p.total.Store(v)
+			}
+			if v := heapInUse(); v > p.heap.Load() {
+				p.heap.Store(v)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// logger logs the controller to stderr when BENCH_VERBOSE is set.
+func logger() logr.Logger {
+	if os.Getenv("BENCH_VERBOSE") == "" {
+		return logr.Discard()
+	}
+	stdr.SetVerbosity(1)
+	return stdr.New(log.New(os.Stderr, "", log.LstdFlags))
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
