@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,6 +30,7 @@ const (
 	charterNamespace        = "charter"
 	admissionNamespace      = "e2e-admission"
 	resourceValidatingName  = "charter-resource-validating-webhook-cfg"
+	resourceMutatingName    = "charter-resource-mutating-webhook-cfg"
 	policyValidatingName    = "charter-policy-validating-webhook-cfg"
 	validateWebhookFail     = "validate.charter.svc-fail"
 	policyValidationWebhook = "validate-policy.charter.svc"
@@ -155,12 +157,7 @@ var _ = Describe("Admission", Label("admission"), Ordered, func() {
 			}
 			// Wait until the Enforce policy is served: a bad Pod is refused.
 			Eventually(func() error {
-				p := newPod("probe", nil)
-				err := cl.Create(ctx, p, client.DryRunAll)
-				if err == nil {
-					return fmt.Errorf("bad Pod still admitted")
-				}
-				return nil
+				return refusedByCharter(ctx, newPod("probe", nil))
 			}).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 		}, NodeTimeout(90*time.Second))
 
@@ -181,6 +178,10 @@ var _ = Describe("Admission", Label("admission"), Ordered, func() {
 		}, SpecTimeout(30*time.Second))
 
 		It("mutates before it validates: the mutate rule supplies the label the validate rule requires", func(ctx SpecContext) {
+			var mutating admissionregistrationv1.MutatingWebhookConfiguration
+			Expect(cl.Get(ctx, client.ObjectKey{Name: resourceMutatingName}, &mutating)).To(Succeed())
+			Expect(webhookResources(mutating.Webhooks)).To(ContainElement("pods"))
+
 			p := newPod("no-team", map[string]string{"app.kubernetes.io/name": "web", "owner": "alice"})
 			Expect(cl.Create(ctx, p)).To(Succeed())
 			var got corev1.Pod
@@ -236,10 +237,7 @@ var _ = Describe("Admission", Label("admission"), Ordered, func() {
 			}).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 			// And it protects again.
 			Eventually(func() error {
-				if err := cl.Create(ctx, newPod("after-recreate", map[string]string{"team": "web"}), client.DryRunAll); err == nil {
-					return fmt.Errorf("bad Pod admitted")
-				}
-				return nil
+				return refusedByCharter(ctx, newPod("after-recreate", map[string]string{"team": "web"}))
 			}).WithTimeout(30 * time.Second).Should(Succeed())
 		}, SpecTimeout(2*time.Minute))
 
@@ -285,6 +283,31 @@ func startCharter(ctx context.Context) {
 		Expect(err).NotTo(HaveOccurred(), "charter serve --cleanup-webhooks: %s", out)
 	}, NodeTimeout(2*time.Minute))
 	Consistently(exited).WithTimeout(time.Second).ShouldNot(Receive(), "charter serve exited at once")
+}
+
+// refusedByCharter dry-runs the creation of obj and succeeds when
+// charter's fail-closed validating webhook refused it; an admission or a
+// refusal by anything else (the webhook not reachable yet) is an error.
+func refusedByCharter(ctx context.Context, obj client.Object) error {
+	err := suite.client.Create(ctx, obj, client.DryRunAll)
+	if err == nil {
+		return fmt.Errorf("%s/%s admitted", obj.GetNamespace(), obj.GetName())
+	}
+	if !strings.Contains(err.Error(), `admission webhook "`+validateWebhookFail+`" denied the request`) {
+		return err
+	}
+	return nil
+}
+
+// webhookResources lists the resources the rules of the webhooks name.
+func webhookResources(webhooks []admissionregistrationv1.MutatingWebhook) []string {
+	var out []string
+	for _, w := range webhooks {
+		for _, r := range w.Rules {
+			out = append(out, r.Resources...)
+		}
+	}
+	return out
 }
 
 func freePort() int {
