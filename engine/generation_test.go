@@ -10,7 +10,6 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/mutate"
 )
 
@@ -19,14 +18,10 @@ import (
 // expected. An expected object without labels is compared without its
 // labels.
 type generateCase struct {
-	Policies []json.RawMessage `json:"policies"`
-	Request  struct {
-		Operation kyvernov1.AdmissionOperation `json:"operation"`
-		Object    map[string]any               `json:"object"`
-		OldObject map[string]any               `json:"oldObject"`
-	} `json:"request"`
-	Existing  []map[string]any `json:"existing"`
-	Want      []wantedResponse `json:"want"`
+	Policies  []json.RawMessage `json:"policies"`
+	Request   caseRequest       `json:"request"`
+	Existing  []map[string]any  `json:"existing"`
+	Want      []wantedResponse  `json:"want"`
 	Generated []struct {
 		Synchronize bool           `json:"synchronize"`
 		Object      map[string]any `json:"object"`

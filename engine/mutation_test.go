@@ -14,16 +14,20 @@ import (
 	"github.com/charter-dev/charter/engine/mutate"
 )
 
+// caseRequest is the admission request a mutate or generate testdata case
+// sends through the engine.
+type caseRequest struct {
+	Operation kyvernov1.AdmissionOperation `json:"operation"`
+	Object    map[string]any               `json:"object"`
+	OldObject map[string]any               `json:"oldObject"`
+}
+
 // mutateCase is one testdata/mutate/*.yaml file: policies run through
 // Mutate against one request, with the rule responses, the patched object,
 // the admission patch and the patched targets expected.
 type mutateCase struct {
 	Policies []json.RawMessage `json:"policies"`
-	Request  struct {
-		Operation kyvernov1.AdmissionOperation `json:"operation"`
-		Object    map[string]any               `json:"object"`
-		OldObject map[string]any               `json:"oldObject"`
-	} `json:"request"`
+	Request  caseRequest       `json:"request"`
 	// MutateExisting runs mutate.targets rules against Existing.
 	MutateExisting bool             `json:"mutateExisting"`
 	Existing       []map[string]any `json:"existing"`
