@@ -47,7 +47,7 @@ type Options struct {
 	// Metrics records admission metrics; nil records nothing.
 	Metrics *metrics.Recorder
 	// Audit receives allowed requests' results for the reports controller.
-	Audit *server.AuditQueue
+	Audit server.AuditSink
 	// ConfigResync is the webhook configuration controller's period.
 	ConfigResync time.Duration
 	Log          logr.Logger

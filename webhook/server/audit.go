@@ -21,6 +21,15 @@ type AuditRecord struct {
 	Time time.Time
 }
 
+// AuditSink takes the outcome of allowed admission requests. Offer must
+// never block the admission path: it reports false when it dropped the
+// record.
+type AuditSink interface {
+	Offer(rec AuditRecord) bool
+}
+
+var _ AuditSink = (*AuditQueue)(nil)
+
 // AuditQueue is the bounded hand-off from admission to the reports
 // controller. Admission never waits on it: when it is full the record is
 // dropped and counted, because an answer to the API server matters more

@@ -78,8 +78,9 @@ type Options struct {
 	// Metrics records admission metrics; nil records nothing.
 	Metrics *metrics.Recorder
 	// Audit receives the results of allowed, non-dry-run requests; nil
-	// drops them.
-	Audit *AuditQueue
+	// drops them. It must not block: *AuditQueue, or the reports
+	// controller's queue behind an adapter.
+	Audit AuditSink
 	// MaxRequestBytes bounds an AdmissionReview body (default 7 MiB).
 	MaxRequestBytes int64
 	// RequestTimeout bounds the evaluation of one request (default 10 s).
