@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,19 +24,31 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
 	"github.com/charter-dev/charter/internal/version"
+	"github.com/charter-dev/charter/reconciler/gitsync"
+	"github.com/charter-dev/charter/reconciler/reports"
 	"github.com/charter-dev/charter/webhook/admission"
 	"github.com/charter-dev/charter/webhook/config"
 	"github.com/charter-dev/charter/webhook/metrics"
+	"github.com/charter-dev/charter/webhook/server"
 )
 
-// knownControllers are the controllers serve can run.
-var knownControllers = []string{"admission"}
+// The controllers serve can run.
+const (
+	controllerAdmission = "admission"
+	controllerReports   = "reports"
+	controllerGitSync   = "gitsync"
+)
+
+var knownControllers = []string{controllerAdmission, controllerReports, controllerGitSync}
 
 type serveOptions struct {
 	controllers     []string
@@ -54,13 +67,20 @@ type serveOptions struct {
 	nullWebhook     bool
 	requestTimeout  time.Duration
 	maxRequestBytes int64
+	auditQueueSize  int
+
+	reports reports.Options
+
+	gitsyncCacheDir string
+	gitsyncWorkers  int
+	receiverAddr    string
 }
 
 func newServeCommand() *cobra.Command {
 	o := serveOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run charter's controllers (admission today) in or out of cluster",
+		Short: "Run charter's controllers (admission, reports, gitsync) in or out of cluster",
 		Long: `serve runs the chosen controllers in one process.
 
 admission: the HTTPS admission server (every replica), the policy cache,
@@ -69,13 +89,21 @@ configurations. Out of cluster, --webhook-url makes the webhooks call the
 server by URL (e.g. https://127.0.0.1:9443); in cluster they name the
 Service.
 
+reports: background scans and one PolicyReport per resource (leader). With
+admission in the same process, Audit results at admission reach the
+reports at once instead of at the next scan.
+
+gitsync: PolicyRepository sync from Git (leader) and, with
+--receiver-addr, the push receiver at /hooks/<namespace>/<name> (every
+replica).
+
 --cleanup-webhooks deletes charter's webhook configurations and exits, so a
 stopped charter never leaves a cluster unable to admit anything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), o) },
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&o.controllers, "controllers", []string{"admission"}, "controllers to run: "+strings.Join(knownControllers, ","))
+	f.StringSliceVar(&o.controllers, "controllers", []string{controllerAdmission}, "controllers to run: "+strings.Join(knownControllers, ","))
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration or $KUBECONFIG when empty")
 	f.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "charter"), "charter's namespace (Secrets, leases, excluded from admission)")
 	f.StringVar(&o.webhookAddr, "webhook-addr", ":9443", "address of the HTTPS admission server")
@@ -84,13 +112,18 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.Int32Var(&o.servicePort, "service-port", 443, "in cluster: the admission Service's port")
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8000", "Prometheus metrics address (0 disables)")
 	f.StringVar(&o.healthAddr, "health-addr", ":8081", "health probe address (/healthz, /readyz)")
-	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader for certificates and webhook configurations")
+	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader for the leader-only work: certificates, webhook configurations, reports, gitsync")
 	f.StringVar(&o.leaseName, "leader-election-id", "charter", "name of the leader election Lease")
 	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "leader election retry period; the lease lasts 6x and renewal gives up after 5x")
 	f.BoolVar(&o.cleanupWebhooks, "cleanup-webhooks", false, "delete charter's webhook configurations and exit")
 	f.BoolVar(&o.nullWebhook, "null-webhook", false, "allow every request without evaluating (benchmark floor)")
 	f.DurationVar(&o.requestTimeout, "request-timeout", 10*time.Second, "bound on evaluating one admission request")
 	f.Int64Var(&o.maxRequestBytes, "max-request-bytes", 7<<20, "largest AdmissionReview body accepted")
+	f.IntVar(&o.auditQueueSize, "audit-queue-size", reports.DefaultAdmissionQueueSize, "admission results waiting for the reports controller; more are dropped (the next scan restores them)")
+	o.reports.AddFlags(f)
+	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default <temp>/charter-gitsync)")
+	f.IntVar(&o.gitsyncWorkers, "gitsync-workers", 2, "PolicyRepositories synced at once")
+	f.StringVar(&o.receiverAddr, "receiver-addr", "", "address of the Git push receiver (/hooks/<namespace>/<name>); empty disables it")
 	return cmd
 }
 
@@ -110,7 +143,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 
 func serveScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme, kyvernov2beta1.AddToScheme, gitopsv1alpha1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, err
 		}
@@ -119,20 +152,14 @@ func serveScheme() (*runtime.Scheme, error) {
 }
 
 func runServe(ctx context.Context, o serveOptions) error {
-	for _, c := range o.controllers {
-		if !slices.Contains(knownControllers, c) {
-			return fmt.Errorf("--controllers: unknown controller %q (known: %s)", c, strings.Join(knownControllers, ", "))
-		}
+	if err := checkControllers(o.controllers); err != nil {
+		return err
 	}
 	log := textlogger.NewLogger(textlogger.NewConfig())
 	ctrl.SetLogger(log)
 	cfg, err := restConfig(o.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	sch, err := serveScheme()
-	if err != nil {
-		return err
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -141,6 +168,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 	defer stop()
 
 	if o.cleanupWebhooks {
+		sch, err := serveScheme()
+		if err != nil {
+			return err
+		}
 		cl, err := client.New(cfg, client.Options{Scheme: sch})
 		if err != nil {
 			return err
@@ -152,10 +183,43 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return nil
 	}
 
+	mgr, _, err := newControllerManager(cfg, o, log)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+func checkControllers(names []string) error {
+	if len(names) == 0 {
+		return fmt.Errorf("--controllers: name at least one of %s", strings.Join(knownControllers, ", "))
+	}
+	for _, c := range names {
+		if !slices.Contains(knownControllers, c) {
+			return fmt.Errorf("--controllers: unknown controller %q (known: %s)", c, strings.Join(knownControllers, ", "))
+		}
+	}
+	return nil
+}
+
+// runningControllers are the controllers newControllerManager added.
+type runningControllers struct {
+	admission *admission.Controller // nil unless admission runs
+}
+
+// newControllerManager builds a manager running the controllers o names,
+// ready to Start. serve and dev share it, so `charter dev` runs exactly
+// what a deployment runs.
+func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (manager.Manager, *runningControllers, error) {
+	sch, err := serveScheme()
+	if err != nil {
+		return nil, nil, err
+	}
 	lease, renew := 6*o.retryPeriod, 5*o.retryPeriod
 	shutdown := 30 * time.Second
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        sch,
+		Logger:                        log,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.healthAddr,
 		LeaderElection:                o.leaderElect,
@@ -167,38 +231,67 @@ func runServe(ctx context.Context, o serveOptions) error {
 		RetryPeriod:                   &o.retryPeriod,
 		GracefulShutdownTimeout:       &shutdown,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Only charter's own Secrets are read; do not cache the cluster's.
+			// Only charter's own Secrets (certificates) are watched; do
+			// not cache the cluster's.
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{o.namespace: {}}},
 		}},
+		// The client reads Secrets from the API server, so gitsync can
+		// read a PolicyRepository's credentials in any namespace.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 	})
 	if err != nil {
-		return fmt.Errorf("manager: %w", err)
+		return nil, nil, fmt.Errorf("manager: %w", err)
 	}
-	rec, err := metrics.New(ctrlmetrics.Registry, version.Get().Version)
-	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
+	running := &runningControllers{}
+
+	// The reports controller's queue is created first so admission can
+	// hand it its Audit results.
+	var audit server.AuditSink
+	if slices.Contains(o.controllers, controllerReports) {
+		ro := o.reports
+		ro.Logger = log.WithName("reports")
+		if slices.Contains(o.controllers, controllerAdmission) {
+			q := reports.NewAdmissionQueue(o.auditQueueSize)
+			ro.Admission = q
+			audit = reportsAuditSink{queue: q}
+		}
+		if err := reports.Setup(mgr, ro); err != nil {
+			return nil, nil, fmt.Errorf("reports: %w", err)
+		}
 	}
-	if slices.Contains(o.controllers, "admission") {
+	if slices.Contains(o.controllers, controllerAdmission) {
+		rec, err := metrics.New(ctrlmetrics.Registry, version.Get().Version)
+		if err != nil {
+			return nil, nil, fmt.Errorf("metrics: %w", err)
+		}
 		c, err := admission.Setup(mgr, admission.Options{
 			Addr: o.webhookAddr, URL: o.webhookURL, Namespace: o.namespace,
 			Service: o.service, ServicePort: o.servicePort, Null: o.nullWebhook,
 			RequestTimeout: o.requestTimeout, MaxRequestBytes: o.maxRequestBytes,
-			Metrics: rec, Log: log.WithName("admission"),
+			Metrics: rec, Audit: audit, Log: log.WithName("admission"),
 		})
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
+		running.admission = c
 		if err := mgr.AddReadyzCheck("admission", func(*http.Request) error {
 			if !c.Cache.Synced() {
 				return errors.New("policy cache not synced")
 			}
 			return nil
 		}); err != nil {
-			return err
+			return nil, nil, err
+		}
+	}
+	if slices.Contains(o.controllers, controllerGitSync) {
+		if err := gitsync.Setup(mgr, gitsync.Options{
+			CacheDir: o.gitsyncCacheDir, MaxConcurrentReconciles: o.gitsyncWorkers, ReceiverAddr: o.receiverAddr,
+		}); err != nil {
+			return nil, nil, fmt.Errorf("gitsync: %w", err)
 		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
+		return nil, nil, err
 	}
-	return mgr.Start(ctx)
+	return mgr, running, nil
 }
