@@ -11,16 +11,16 @@ import (
 // RequestedAtAnnotation, set to a new value (a timestamp, by convention),
 // asks for an immediate sync; the receiver sets it on a push. The value
 // handled last is echoed in status.lastHandledReconcileAt.
-const RequestedAtAnnotation = "reconcile.charter.dev/requestedAt"
+const RequestedAtAnnotation = gitopsv1alpha1.ReconcileRequestAnnotation
 
 // requestedAt returns the sync request of obj: RequestedAtAnnotation, or
-// the API package's older spelling of it.
+// the older spelling of it when only that one is set.
 func requestedAt(obj client.Object) string {
 	ann := obj.GetAnnotations()
 	if v := ann[RequestedAtAnnotation]; v != "" {
 		return v
 	}
-	return ann[gitopsv1alpha1.ReconcileRequestAnnotation]
+	return ann[gitopsv1alpha1.LegacyReconcileRequestAnnotation]
 }
 
 // syncRequested passes updates that change the sync request annotation, so

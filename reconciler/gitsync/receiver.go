@@ -20,13 +20,25 @@ import (
 // HookPathPrefix is where the receiver listens: /hooks/<namespace>/<name>.
 const HookPathPrefix = "/hooks/"
 
-// ReceiverSecretAnnotation on a PolicyRepository names a Secret in its
-// namespace whose "token" key is the shared secret of its push webhook. A
-// repository without it accepts no pushes.
-const (
-	ReceiverSecretAnnotation = "gitops.charter.dev/receiver-secret"
-	ReceiverTokenKey         = "token"
-)
+// ReceiverTokenKey is the key of the receiver Secret that holds the
+// webhook's shared secret.
+const ReceiverTokenKey = gitopsv1alpha1.ReceiverTokenKey
+
+// ReceiverSecretAnnotation is the way a PolicyRepository named its receiver
+// Secret before spec.receiver existed; it is honoured when spec.receiver is
+// absent.
+//
+// Deprecated: set spec.receiver.secretRef.
+const ReceiverSecretAnnotation = "gitops.charter.dev/receiver-secret"
+
+// receiverSecretName returns the name of repo's receiver Secret, "" when
+// it accepts no pushes.
+func receiverSecretName(repo *gitopsv1alpha1.PolicyRepository) string {
+	if r := repo.Spec.Receiver; r != nil {
+		return r.SecretRef.Name
+	}
+	return repo.GetAnnotations()[ReceiverSecretAnnotation]
+}
 
 // Signature headers the receiver understands.
 const (
@@ -82,7 +94,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.NotFound(w, req)
 		return
 	}
-	secretName := repo.GetAnnotations()[ReceiverSecretAnnotation]
+	secretName := receiverSecretName(&repo)
 	if secretName == "" {
 		http.NotFound(w, req)
 		return
@@ -109,6 +121,9 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	patch := client.MergeFrom(repo.DeepCopy())
 	ann := repo.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
 	ann[RequestedAtAnnotation] = now().UTC().Format(time.RFC3339Nano)
 	repo.SetAnnotations(ann)
 	if err := rc.Client.Patch(ctx, &repo, patch); err != nil {

@@ -36,7 +36,7 @@ func TestReceiverPushSyncsInSeconds(t *testing.T) {
 	// An hour between polls: only the push can bring the next commit.
 	repo := newPolicyRepository(t, ns, src.fileURL(), func(r *gitopsv1alpha1.PolicyRepository) {
 		r.Spec.Interval = &metav1.Duration{Duration: time.Hour}
-		r.Annotations = map[string]string{ReceiverSecretAnnotation: "hook"}
+		r.Spec.Receiver = &gitopsv1alpha1.Receiver{SecretRef: corev1.LocalObjectReference{Name: "hook"}}
 	})
 	readyAt(t, repo, first)
 
@@ -88,6 +88,61 @@ func TestReceiverPushSyncsInSeconds(t *testing.T) {
 	g.Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second))
 	g.Expect(got.Status.LastHandledReconcileAt).To(Equal(got.Annotations[RequestedAtAnnotation]))
 	g.Expect(getPolicy(t, "hook-a").Spec.Rules[0].Name).To(Equal("require-pushed"))
+}
+
+// TestReceiverLegacySecretAnnotation: a repository that still names its
+// receiver Secret by annotation keeps accepting pushes.
+func TestReceiverLegacySecretAnnotation(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	token := []byte("legacy-token")
+	g.Expect(testClient.Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "legacy-hook"},
+		Data:       map[string][]byte{ReceiverTokenKey: token},
+	})).To(Succeed())
+	src := newGitRepo(t)
+	first := src.commit(map[string]string{"legacy.yaml": policy("hook-legacy", "team")}, nil)
+	repo := newPolicyRepository(t, ns, src.fileURL(), func(r *gitopsv1alpha1.PolicyRepository) {
+		r.Spec.Interval = &metav1.Duration{Duration: time.Hour}
+		r.Annotations = map[string]string{ReceiverSecretAnnotation: "legacy-hook"}
+	})
+	readyAt(t, repo, first)
+
+	srv := httptest.NewServer(NewReceiver(testClient))
+	defer srv.Close()
+	second := src.commit(map[string]string{"legacy.yaml": policy("hook-legacy", "pushed")}, nil)
+	body := []byte(`{}`)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+HookPathPrefix+ns+"/policies", bytes.NewReader(body))
+	req.Header.Set("X-Signature", sign(token, body))
+	resp, err := http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusAccepted))
+	readyAt(t, repo, second)
+}
+
+// TestReceiverSecretMissing: a receiver whose Secret is absent refuses
+// with 503, so the sender retries, and requests no sync.
+func TestReceiverSecretMissing(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	src := newGitRepo(t)
+	first := src.commit(map[string]string{"missing.yaml": policy("hook-missing", "team")}, nil)
+	repo := newPolicyRepository(t, ns, src.fileURL(), func(r *gitopsv1alpha1.PolicyRepository) {
+		r.Spec.Receiver = &gitopsv1alpha1.Receiver{SecretRef: corev1.LocalObjectReference{Name: "absent"}}
+	})
+	readyAt(t, repo, first)
+	srv := httptest.NewServer(NewReceiver(testClient))
+	defer srv.Close()
+	body := []byte(`{}`)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+HookPathPrefix+ns+"/policies", bytes.NewReader(body))
+	req.Header.Set("X-Signature", sign([]byte("guess"), body))
+	resp, err := http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable))
+	got := eventually(t, repo, func(Gomega, *gitopsv1alpha1.PolicyRepository) {})
+	g.Expect(got.Annotations).NotTo(HaveKey(RequestedAtAnnotation))
 }
 
 func TestReceiverWithoutSecretAcceptsNothing(t *testing.T) {

@@ -45,9 +45,21 @@ const (
 	DefaultTimeout  = 60 * time.Second
 )
 
-// ReconcileRequestAnnotation, set to any new value, asks for an immediate
-// reconcile; the handled value is echoed in status.lastHandledReconcileAt.
-const ReconcileRequestAnnotation = "charter.dev/reconcile-requested-at"
+// ReconcileRequestAnnotation, set to a new value (a timestamp, by
+// convention), asks for an immediate sync, even of a revision known to be
+// broken; the value handled last is echoed in status.lastHandledReconcileAt.
+// The push receiver sets it.
+const ReconcileRequestAnnotation = "reconcile.charter.dev/requestedAt"
+
+// LegacyReconcileRequestAnnotation is an earlier spelling of
+// ReconcileRequestAnnotation, still honoured when the new one is absent.
+//
+// Deprecated: use ReconcileRequestAnnotation.
+const LegacyReconcileRequestAnnotation = "charter.dev/reconcile-requested-at"
+
+// ReceiverTokenKey is the key of a receiver Secret that holds the shared
+// secret of the push webhook.
+const ReceiverTokenKey = "token"
 
 // PolicyRepository is a Git repository whose policies charter keeps applied
 // to the cluster.
@@ -122,6 +134,22 @@ type PolicyRepositorySpec struct {
 	// Suspend stops syncing; objects already applied stay.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// Receiver, when set, accepts push webhooks for this repository at
+	// /hooks/<namespace>/<name> on charter's receiver address, so a push
+	// syncs at once instead of at the next interval.
+	// +optional
+	Receiver *Receiver `json:"receiver,omitempty"`
+}
+
+// Receiver configures the push webhook of a PolicyRepository.
+type Receiver struct {
+	// SecretRef names a Secret in the same namespace whose "token" key is
+	// the webhook's shared secret. A request must prove it knows the token
+	// in one of three forms: GitHub's X-Hub-Signature-256 (HMAC-SHA256 of
+	// the body), GitLab's X-Gitlab-Token (the token itself), or a generic
+	// X-Signature (HMAC-SHA256 of the body, "sha256=<hex>").
+	SecretRef corev1.LocalObjectReference `json:"secretRef"`
 }
 
 // GetInterval returns Interval, 5m when absent.
