@@ -1,0 +1,174 @@
+package workload
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/charter-dev/charter/webhook/server"
+)
+
+const policyDir = "../../../policies/pod-security"
+
+func TestEnforcedPolicies(t *testing.T) {
+	policies, err := EnforcedPolicies(policyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 11 baseline and 6 restricted policies in charter's library.
+	if len(policies) != 17 {
+		t.Errorf("read %d policies, want 17", len(policies))
+	}
+	for _, p := range policies {
+		if got, _, _ := unstructured.NestedString(p.Object, "spec", "validationFailureAction"); got != "Enforce" {
+			t.Errorf("%s: validationFailureAction %q, want Enforce", p.GetName(), got)
+		}
+		rules, _, _ := unstructured.NestedSlice(p.Object, "spec", "rules")
+		for _, r := range rules {
+			if _, found, _ := unstructured.NestedFieldNoCopy(r.(map[string]any), "validate", "failureAction"); found {
+				t.Errorf("%s: a rule keeps its own failureAction, which would win over Enforce", p.GetName())
+			}
+		}
+	}
+}
+
+func TestEnforcedPoliciesEmptyFolder(t *testing.T) {
+	_, err := EnforcedPolicies(t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "no ClusterPolicy found") {
+		t.Fatalf("err = %v, want one saying no policy was found", err)
+	}
+}
+
+// TestPodsGetTheirDecision sends every Pod through charter's real
+// admission handler on /validate/fail with the policies in Enforce: the
+// benchmark counts any other decision as an error, so the table must be
+// right.
+func TestPodsGetTheirDecision(t *testing.T) {
+	policies, err := EnforcedPolicies(policyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed, err := Typed(policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot, err := Snapshot(typed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := server.NewHandler(server.Options{Policies: Fixed{snapshot}})
+	pods := Pods("bench")
+	var compliant, noncompliant int
+	for _, p := range pods {
+		t.Run(p.Pod.Name, func(t *testing.T) {
+			body, err := Review(p.Pod, "uid-"+p.Pod.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest(http.MethodPost, server.PathValidateFail, bytes.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != http.StatusOK {
+				t.Fatalf("HTTP %d: %s", w.Code, w.Body)
+			}
+			var review admissionv1.AdmissionReview
+			if err := json.Unmarshal(w.Body.Bytes(), &review); err != nil || review.Response == nil {
+				t.Fatalf("response %s: %v", w.Body, err)
+			}
+			if got := string(review.Response.UID); got != "uid-"+p.Pod.Name {
+				t.Errorf("response uid %q", got)
+			}
+			if review.Response.Allowed != p.Compliant {
+				msg := ""
+				if review.Response.Result != nil {
+					msg = review.Response.Result.Message
+				}
+				t.Fatalf("allowed = %v, want %v; %s", review.Response.Allowed, p.Compliant, msg)
+			}
+			if !p.Compliant && !strings.Contains(review.Response.Result.Message, "\n"+p.Violates+":\n") {
+				t.Errorf("denial does not name %s:\n%s", p.Violates, review.Response.Result.Message)
+			}
+		})
+		if p.Compliant {
+			compliant++
+		} else {
+			noncompliant++
+		}
+	}
+	if compliant < 2 || noncompliant < 10 {
+		t.Errorf("%d compliant and %d non-compliant Pods: too few shapes to be a fair mix", compliant, noncompliant)
+	}
+}
+
+func TestMix(t *testing.T) {
+	pods := Pods("bench")
+	tests := []struct {
+		share float64
+		n     int
+		want  int // non-compliant among the first n
+	}{
+		{0, 100, 0},
+		{1, 100, 100},
+		{0.5, 100, 50},
+		{0.25, 1000, 250},
+		{0.3, 10, 3},
+		{0.5, 1, 0},
+	}
+	for _, tt := range tests {
+		m, err := NewMix(pods, tt.share)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, run, longest := 0, 0, 0
+		for i := range tt.n {
+			if !m.At(i).Compliant {
+				got++
+				run++
+				longest = max(longest, run)
+			} else {
+				run = 0
+			}
+		}
+		if got != tt.want {
+			t.Errorf("share %v: %d non-compliant of %d, want %d", tt.share, got, tt.n, tt.want)
+		}
+		if tt.share > 0 && tt.share <= 0.5 && longest > 1 {
+			t.Errorf("share %v: %d non-compliant in a row, want them spread out", tt.share, longest)
+		}
+	}
+}
+
+func TestMixCyclesThroughEveryPod(t *testing.T) {
+	pods := Pods("bench")
+	m, err := NewMix(pods, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i := range 4 * len(pods) {
+		seen[m.At(i).Pod.Name] = true
+	}
+	if len(seen) != len(pods) {
+		t.Errorf("%d of %d Pods sent", len(seen), len(pods))
+	}
+}
+
+func TestNewMixRefusesBadShares(t *testing.T) {
+	pods := Pods("bench")
+	for _, share := range []float64{-0.1, 1.5} {
+		if _, err := NewMix(pods, share); err == nil {
+			t.Errorf("share %v accepted", share)
+		}
+	}
+	onlyCompliant := pods[:1]
+	if _, err := NewMix(onlyCompliant, 0.5); err == nil {
+		t.Error("a non-compliant share with no non-compliant Pod accepted")
+	}
+}
