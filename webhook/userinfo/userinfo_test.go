@@ -136,4 +136,3 @@ func TestCachedResolverErrorNamesTheLookup(t *testing.T) {
 		t.Errorf("error %q does not say %q", err, want)
 	}
 }
-
