@@ -97,6 +97,10 @@ e2e: controlplane build ## Run the Ginkgo e2e suites (E2E_PROVIDER=kind|local, E
 bench-reports: controlplane ## Scan 10,000 Pods with the Pod Security policies: time, peak memory, API writes (PODS=10000).
 	$(GO) run ./hack/bench-reports -pods $(or $(PODS),10000)
 
+.PHONY: bench-gitops
+bench-gitops: controlplane build ## Time a push to an enforced policy (receiver → Pod refused) and the sync of 500 policies (time, peak RSS).
+	$(GO) run ./hack/benchgitops -charter $(BIN)/charter
+
 .PHONY: bench
 bench: ## Run the Go benchmarks and print their figures.
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/...

@@ -1,0 +1,179 @@
+// Command benchgitops measures charter's GitOps path on the local control
+// plane, with charter running as a separate process exactly as deployed
+// (`charter serve --controllers=admission,gitsync --receiver-addr=...`):
+//
+//  1. push to enforced: a commit adds an Enforce policy, the receiver is
+//     called as a Git host would, and the clock runs until the
+//     PolicyRepository is Ready at that commit and until a dry-run Pod
+//     that breaks the policy is refused by charter's webhook; repeated
+//     -runs times, min/median/max printed;
+//  2. a repository of -policies generated policies: the time from creating
+//     its PolicyRepository to Ready, and charter's peak resident memory.
+//
+//	go run ./hack/benchgitops -charter bin/charter
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/charter-dev/charter/internal/controlplane"
+)
+
+// Targets of issue #7, printed beside the figures.
+const (
+	targetPushToEnforced = 2 * time.Second
+	targetLargeSync      = 20 * time.Second
+	targetLargeRSS       = 150 << 20
+)
+
+func main() {
+	charter := flag.String("charter", "bin/charter", "charter binary to run")
+	runs := flag.Int("runs", 5, "push-to-enforced rounds")
+	policies := flag.Int("policies", 500, "policies in the large repository")
+	keep := flag.Bool("keep", false, "keep the work folder (charter's log, the repositories)")
+	flag.Parse()
+	if err := run(*charter, *runs, *policies, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "benchgitops:", err)
+		os.Exit(1)
+	}
+}
+
+func run(charterBin string, runs, nPolicies int, keep bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if runs < 1 || nPolicies < 1 {
+		return fmt.Errorf("-runs and -policies must be at least 1")
+	}
+	charterBin, err := filepath.Abs(charterBin)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(charterBin); err != nil {
+		return fmt.Errorf("charter binary: %w (run make build)", err)
+	}
+	work, err := os.MkdirTemp("", "benchgitops-")
+	if err != nil {
+		return err
+	}
+	if keep {
+		fmt.Println("work folder:", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+
+	root, err := controlplane.ModuleRoot()
+	if err != nil {
+		return err
+	}
+	fmt.Println("starting the local control plane")
+	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cp.Stop() }()
+
+	b, err := newBench(cp.RESTConfig(), work)
+	if err != nil {
+		return err
+	}
+	if err := b.prepare(ctx); err != nil {
+		return err
+	}
+	fmt.Println("starting", charterBin, "serve --controllers=admission,gitsync")
+	proc, err := startCharter(ctx, charterBin, cp.KubeconfigPath(), work)
+	if err != nil {
+		return err
+	}
+	defer proc.stop()
+	if err := proc.waitReady(ctx, time.Minute); err != nil {
+		return err
+	}
+
+	push, err := b.pushToEnforced(ctx, proc, runs)
+	if err != nil {
+		return fmt.Errorf("push to enforced: %w (charter's log: %s)", err, proc.logPath)
+	}
+	large, err := b.largeSync(ctx, proc, nPolicies)
+	if err != nil {
+		return fmt.Errorf("%d policies: %w (charter's log: %s)", nPolicies, err, proc.logPath)
+	}
+	printTable(os.Stdout, runs, push, nPolicies, large)
+	return nil
+}
+
+// pushRound is one push-to-enforced measurement.
+type pushRound struct {
+	// ready is the time from the receiver call to the PolicyRepository
+	// being Ready at the pushed revision; enforced, to the first refused
+	// dry-run Pod.
+	ready, enforced time.Duration
+}
+
+// largeResult is the large repository's measurement.
+type largeResult struct {
+	ready time.Duration
+	// rssBefore is charter's resident memory before the sync; rssPeak the
+	// highest sampled during it; hwm the kernel's high-water mark of the
+	// process's whole life.
+	rssBefore, rssPeak, hwm int64
+}
+
+func printTable(w *os.File, runs int, push []pushRound, nPolicies int, large largeResult) {
+	ready := make([]time.Duration, len(push))
+	enforced := make([]time.Duration, len(push))
+	for i, r := range push {
+		ready[i], enforced[i] = r.ready, r.enforced
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-42s %9s %9s %9s %10s\n", fmt.Sprintf("push to enforced (%d runs)", runs), "min", "median", "max", "target")
+	row := func(name string, ds []time.Duration, target time.Duration) {
+		lo, med, hi := stats(ds)
+		t := ""
+		if target > 0 {
+			t = fmt.Sprintf("< %s %s", target, verdict(hi < target))
+		}
+		fmt.Fprintf(w, "  %-40s %9s %9s %9s %10s\n", name, ms(lo), ms(med), ms(hi), t)
+	}
+	row("receiver call -> PolicyRepository Ready", ready, 0)
+	row("receiver call -> bad Pod refused", enforced, targetPushToEnforced)
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-42s %29s %10s\n", fmt.Sprintf("sync of %d policies", nPolicies), "", "target")
+	fmt.Fprintf(w, "  %-40s %29s %10s\n", "PolicyRepository created -> Ready", ms(large.ready),
+		fmt.Sprintf("< %s %s", targetLargeSync, verdict(large.ready < targetLargeSync)))
+	fmt.Fprintf(w, "  %-40s %29s %10s\n", "charter peak RSS during the sync", mib(large.rssPeak),
+		fmt.Sprintf("< %s %s", mib(targetLargeRSS), verdict(large.rssPeak < targetLargeRSS)))
+	fmt.Fprintf(w, "  %-40s %29s\n", "charter RSS before the sync", mib(large.rssBefore))
+	fmt.Fprintf(w, "  %-40s %29s\n", "charter RSS high-water mark (VmHWM)", mib(large.hwm))
+}
+
+func stats(ds []time.Duration) (lo, med, hi time.Duration) {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[0], s[len(s)/2], s[len(s)-1]
+}
+
+func ms(d time.Duration) string {
+	if d >= 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
+
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "MISSED"
+}
+
+// quote makes a string safe inside a double-quoted YAML scalar.
+func quote(s string) string { return strings.ReplaceAll(s, `"`, `\"`) }
