@@ -1,0 +1,205 @@
+package events
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine"
+)
+
+// Admission is the outcome of one validated admission request, turned
+// into events on the sink's goroutine (admission-reports.md §3.1).
+type Admission struct {
+	// Request is what was evaluated.
+	Request *engine.Request
+	// Responses are the engine's responses, one per policy set.
+	Responses []*engine.Response
+	// Blocked is true when the request was denied.
+	Blocked bool
+	// SuccessEvents emits PolicyApplied for policies whose rules all
+	// passed (Kyverno's generateSuccessEvents, off by default).
+	SuccessEvents bool
+}
+
+// Events builds the events of the admission.
+func (a Admission) Events() []Event {
+	return AdmissionEvents(a.Request, a.Responses, a.Blocked, a.SuccessEvents)
+}
+
+// AdmissionEvents builds Kyverno's admission events for one request. For
+// each policy that has rules in the responses:
+//
+//   - if a rule failed or errored: one PolicyViolation event on the policy
+//     per such rule ("Pod default/nginx: [rule] fail (blocked); <message>"),
+//     and, when the request was allowed, one PolicyViolation event on the
+//     resource per rule of that policy, passing ones included, as Kyverno
+//     does ("policy <policy>/<rule> <status>: <message>");
+//   - else, if allowed and a rule was skipped by PolicyExceptions: a
+//     PolicySkipped event on each exception and one on the policy;
+//   - else, with successEvents: PolicyApplied on the policy.
+//
+// A blocked request answers with its Enforce rules only: Kyverno never
+// runs the audit pass of a request it denies, so audit failures of a
+// denied request produce no events. Objects without a name (generateName
+// before the API server names them) get no events.
+func AdmissionEvents(req *engine.Request, responses []*engine.Response, blocked, successEvents bool) []Event {
+	var out []Event
+	for _, resp := range responses {
+		res := resp.Resource
+		if res.Name == "" {
+			continue
+		}
+		resource := resourceRef(res, objectUID(req))
+		for i := range resp.Policies {
+			p := &resp.Policies[i]
+			rules := p.Rules
+			if blocked {
+				rules = enforceRules(rules)
+			}
+			if len(rules) == 0 {
+				continue
+			}
+			policy := policyRef(p.Policy)
+			switch {
+			case anyViolation(rules):
+				action := ActionResourcePassed
+				if blocked {
+					action = ActionResourceBlocked
+				}
+				for _, r := range rules {
+					if !isViolation(r.Status) {
+						continue
+					}
+					note := policyNoteResource(res) + ": [" + r.Name + "] " + eventStatus(r.Status)
+					if blocked {
+						note += " (blocked)"
+					}
+					out = append(out, Event{Regarding: policy, Related: resource.DeepCopy(), Reason: ReasonPolicyViolation,
+						Action: action, Note: note + "; " + r.Message})
+				}
+				if !blocked {
+					for _, r := range rules {
+						out = append(out, Event{Regarding: resource, Reason: ReasonPolicyViolation, Action: ActionResourcePassed,
+							Note: "policy " + p.Policy.GetName() + "/" + r.Name + " " + eventStatus(r.Status) + ": " + r.Message})
+					}
+				}
+			case anySkipped(rules):
+				if !blocked {
+					out = append(out, skippedEvents(p, rules, policy, resource, res)...)
+				}
+			case successEvents:
+				out = append(out, Event{Regarding: policy, Related: resource.DeepCopy(), Reason: ReasonPolicyApplied,
+					Action: ActionResourcePassed, Note: policyNoteResource(res) + ": pass"})
+			}
+		}
+	}
+	return out
+}
+
+// skippedEvents are the PolicySkipped events of the rules that
+// PolicyExceptions exempted: one on each exception, one on the policy.
+func skippedEvents(p *engine.PolicyResponse, rules []engine.RuleResponse, policy, resource corev1.ObjectReference, res engine.ResourceRef) []Event {
+	var out []Event
+	for _, r := range rules {
+		if r.Status != engine.StatusSkip || len(r.Exceptions) == 0 {
+			continue
+		}
+		keys := make([]string, 0, len(r.Exceptions))
+		for _, ex := range r.Exceptions {
+			keys = append(keys, ex.Namespace+"/"+ex.Name)
+			out = append(out, Event{
+				Regarding: corev1.ObjectReference{APIVersion: "kyverno.io/v2", Kind: "PolicyException",
+					Namespace: ex.Namespace, Name: ex.Name, UID: ex.UID},
+				Related: resource.DeepCopy(), Reason: ReasonPolicySkipped, Action: ActionResourcePassed,
+				Note: "resource " + res.String() + " was skipped from policy rule " + p.Key + "/" + r.Name,
+			})
+		}
+		out = append(out, Event{Regarding: policy, Related: resource.DeepCopy(), Reason: ReasonPolicySkipped,
+			Action: ActionResourcePassed,
+			Note:   "resource " + res.String() + " was skipped from rule " + r.Name + " due to policy exceptions " + strings.Join(keys, ", ")})
+	}
+	return out
+}
+
+func enforceRules(rules []engine.RuleResponse) []engine.RuleResponse {
+	var out []engine.RuleResponse
+	for _, r := range rules {
+		if r.Action == engine.Enforce {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// isViolation: a warn is the fail of an unscored policy, still a
+// violation (Kyverno's engine says fail; only its reports say warn).
+func isViolation(s engine.RuleStatus) bool {
+	return s == engine.StatusFail || s == engine.StatusError || s == engine.StatusWarn
+}
+
+// eventStatus is the status as Kyverno's engine names it in event notes.
+func eventStatus(s engine.RuleStatus) string {
+	if s == engine.StatusWarn {
+		return string(engine.StatusFail)
+	}
+	return string(s)
+}
+
+func anyViolation(rules []engine.RuleResponse) bool {
+	for _, r := range rules {
+		if isViolation(r.Status) {
+			return true
+		}
+	}
+	return false
+}
+
+func anySkipped(rules []engine.RuleResponse) bool {
+	for _, r := range rules {
+		if r.Status == engine.StatusSkip {
+			return true
+		}
+	}
+	return false
+}
+
+// policyNoteResource is "<Kind> <ns>/<name>", or "<Kind> <name>" for a
+// cluster-scoped resource.
+func policyNoteResource(r engine.ResourceRef) string {
+	if r.Namespace == "" {
+		return r.Kind + " " + r.Name
+	}
+	return r.Kind + " " + r.Namespace + "/" + r.Name
+}
+
+// policyRef is the reference Kyverno's events use for a policy: kind from
+// the Go type, as informers' objects carry no TypeMeta.
+func policyRef(p kyvernov1.PolicyInterface) corev1.ObjectReference {
+	kind := kyvernov1.ClusterPolicyKind
+	if p.IsNamespaced() {
+		kind = kyvernov1.PolicyKind
+	}
+	return corev1.ObjectReference{APIVersion: kyvernov1.GroupVersion.String(), Kind: kind,
+		Namespace: p.GetNamespace(), Name: p.GetName(), UID: p.GetUID()}
+}
+
+func resourceRef(r engine.ResourceRef, uid types.UID) corev1.ObjectReference {
+	return corev1.ObjectReference{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: uid}
+}
+
+// objectUID is the UID of the request's object (the old one on DELETE).
+func objectUID(req *engine.Request) types.UID {
+	if req == nil {
+		return ""
+	}
+	obj := req.Object
+	if obj == nil {
+		obj = req.OldObject
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	uid, _ := meta["uid"].(string)
+	return types.UID(uid)
+}

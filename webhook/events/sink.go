@@ -1,0 +1,272 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/charter-dev/charter/engine"
+)
+
+// Defaults, as Kyverno's flags have them (admission-reports.md §3.3).
+const (
+	// DefaultMaxQueued bounds the batches waiting to be written
+	// (--maxQueuedEvents).
+	DefaultMaxQueued = 1000
+	// DefaultWorkers write events concurrently.
+	DefaultWorkers = 2
+	// DefaultAttempts is how often a create is tried before the event is
+	// dropped and counted.
+	DefaultAttempts = 3
+	// DefaultQPS and DefaultBurst rate-limit the events client
+	// (--eventsRateLimitQPS, --eventsRateLimitBurst).
+	DefaultQPS   = 1000
+	DefaultBurst = 2000
+)
+
+// Metric names. kyverno_events_dropped_total counts events given up after
+// failed creates, as Kyverno's does; queue overflows are charter's own.
+const (
+	DroppedTotal      = "kyverno_events_dropped_total"
+	QueueDroppedTotal = "charter_events_queue_dropped_total"
+)
+
+// DefaultOmit are the reasons Kyverno's Helm chart leaves out
+// (--omitEvents=PolicyApplied,PolicySkipped): one event per admitted
+// request would flood the events store.
+var DefaultOmit = []string{ReasonPolicyApplied, ReasonPolicySkipped}
+
+// Writer creates an Event in the cluster.
+type Writer interface {
+	Create(ctx context.Context, ev *eventsv1.Event) error
+}
+
+// NewWriter returns a Writer on a client of its own, rate-limited at
+// DefaultQPS/DefaultBurst so events neither starve nor are starved by the
+// controllers sharing cfg.
+func NewWriter(cfg *rest.Config) (Writer, error) {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = DefaultQPS, DefaultBurst
+	c.UserAgent = rest.DefaultKubernetesUserAgent() + " charter-events"
+	cs, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		return nil, fmt.Errorf("events client: %w", err)
+	}
+	return clientsetWriter{cs}, nil
+}
+
+type clientsetWriter struct{ cs kubernetes.Interface }
+
+func (w clientsetWriter) Create(ctx context.Context, ev *eventsv1.Event) error {
+	_, err := w.cs.EventsV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	return err
+}
+
+// Options configure a Sink.
+type Options struct {
+	// Writer creates the events. Required.
+	Writer Writer
+	// Source is the reportingController (default SourceAdmission).
+	Source string
+	// Instance is the reportingInstance (default "<source>-<hostname>").
+	Instance string
+	// MaxQueued bounds the batches waiting (default DefaultMaxQueued).
+	MaxQueued int
+	// Workers write concurrently (default DefaultWorkers).
+	Workers int
+	// Attempts per event before it is dropped (default DefaultAttempts).
+	Attempts int
+	// Backoff is the wait before the second attempt, doubled after each
+	// (default 200 ms).
+	Backoff time.Duration
+	// Omit lists reasons never written (see DefaultOmit).
+	Omit []string
+	// SuccessEvents emits PolicyApplied for requests that passed
+	// (Kyverno's generateSuccessEvents; default off).
+	SuccessEvents bool
+	Log           logr.Logger
+}
+
+// Sink writes events off the caller's path. Offer never blocks: when the
+// queue is full the batch is dropped and counted. It is a
+// manager.Runnable that runs in every replica (each emits the events of
+// the requests it answers) and a prometheus.Collector of its drop
+// counters.
+type Sink struct {
+	o     Options
+	queue chan Batch
+	omit  map[string]bool
+
+	queueDropped atomic.Uint64
+	dropped      atomic.Uint64
+	// lastNanos keeps event name suffixes unique within the process.
+	lastNanos atomic.Int64
+
+	droppedDesc, queueDroppedDesc *prometheus.Desc
+}
+
+// NewSink returns a sink; Start it (or add it to a manager) to write.
+func NewSink(o Options) *Sink {
+	if o.Source == "" {
+		o.Source = SourceAdmission
+	}
+	if o.Instance == "" {
+		host, _ := os.Hostname()
+		o.Instance = o.Source + "-" + host
+	}
+	if len(o.Instance) > 128 {
+		o.Instance = o.Instance[:128]
+	}
+	if o.MaxQueued <= 0 {
+		o.MaxQueued = DefaultMaxQueued
+	}
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = DefaultAttempts
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = 200 * time.Millisecond
+	}
+	s := &Sink{o: o, queue: make(chan Batch, o.MaxQueued), omit: map[string]bool{}}
+	for _, r := range o.Omit {
+		s.omit[r] = true
+	}
+	s.droppedDesc = prometheus.NewDesc(DroppedTotal, "Events dropped after their creation failed.",
+		nil, prometheus.Labels{"otel_scope_name": "kyverno"})
+	s.queueDroppedDesc = prometheus.NewDesc(QueueDroppedTotal, "Event batches dropped because the event queue was full.", nil, nil)
+	return s
+}
+
+// Offer queues a batch without blocking and reports whether it fit.
+func (s *Sink) Offer(b Batch) bool {
+	select {
+	case s.queue <- b:
+		return true
+	default:
+		s.queueDropped.Add(1)
+		return false
+	}
+}
+
+// Validated queues the events of a validated admission request (the
+// webhook server's EventSink). Requests whose rules all passed are not
+// queued at all unless success events are on.
+func (s *Sink) Validated(req *engine.Request, responses []*engine.Response, blocked bool) {
+	if !s.o.SuccessEvents && !anyNotPassed(responses) {
+		return
+	}
+	s.Offer(Admission{Request: req, Responses: responses, Blocked: blocked, SuccessEvents: s.o.SuccessEvents})
+}
+
+func anyNotPassed(responses []*engine.Response) bool {
+	for _, resp := range responses {
+		for _, p := range resp.Policies {
+			for _, r := range p.Rules {
+				if r.Status != engine.StatusPass {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// QueueDropped is the number of batches dropped because the queue was full.
+func (s *Sink) QueueDropped() uint64 { return s.queueDropped.Load() }
+
+// Dropped is the number of events given up after failed creates.
+func (s *Sink) Dropped() uint64 { return s.dropped.Load() }
+
+// NeedLeaderElection is false: every replica writes its own events.
+func (s *Sink) NeedLeaderElection() bool { return false }
+
+// Start writes queued batches until ctx ends; what is still queued then is
+// dropped (events are best effort).
+func (s *Sink) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range s.o.Workers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case b := <-s.queue:
+					for _, ev := range b.Events() {
+						if !s.omit[ev.Reason] {
+							s.write(ctx, &ev)
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// write creates one event, retrying with backoff; a name collision gets a
+// fresh name at once.
+func (s *Sink) write(ctx context.Context, e *Event) {
+	backoff := s.o.Backoff
+	var err error
+	for attempt := 0; attempt < s.o.Attempts; attempt++ {
+		if attempt > 0 && !apierrors.IsAlreadyExists(err) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff *= 2
+		}
+		now := time.Now()
+		err = s.o.Writer.Create(ctx, apiEvent(e, eventName(e.Regarding.Name, s.nanos(now)), s.o.Source, s.o.Instance, now))
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+	s.dropped.Add(1)
+	s.o.Log.Error(err, "dropping event", "reason", e.Reason, "regarding", e.Regarding.Kind+"/"+e.Regarding.Namespace+"/"+e.Regarding.Name)
+}
+
+// nanos returns now in nanoseconds, or one more than the last value handed
+// out, so two events on one object never share a name.
+func (s *Sink) nanos(now time.Time) int64 {
+	n := now.UnixNano()
+	for {
+		last := s.lastNanos.Load()
+		if n <= last {
+			n = last + 1
+		}
+		if s.lastNanos.CompareAndSwap(last, n) {
+			return n
+		}
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (s *Sink) Describe(ch chan<- *prometheus.Desc) {
+	ch <- s.droppedDesc
+	ch <- s.queueDroppedDesc
+}
+
+// Collect implements prometheus.Collector.
+func (s *Sink) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(s.droppedDesc, prometheus.CounterValue, float64(s.dropped.Load()))
+	ch <- prometheus.MustNewConstMetric(s.queueDroppedDesc, prometheus.CounterValue, float64(s.queueDropped.Load()))
+}

@@ -1,0 +1,243 @@
+package events
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/charter-dev/charter/engine"
+)
+
+// recorder is a Writer that keeps what it was given and fails the first
+// failures calls with err.
+type recorder struct {
+	mu       sync.Mutex
+	events   []*eventsv1.Event
+	calls    int
+	failures int
+	err      error
+	block    chan struct{}
+}
+
+func (r *recorder) Create(_ context.Context, ev *eventsv1.Event) error {
+	if r.block != nil {
+		<-r.block
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	if r.calls <= r.failures {
+		return r.err
+	}
+	r.events = append(r.events, ev)
+	return nil
+}
+
+func (r *recorder) written() []*eventsv1.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*eventsv1.Event(nil), r.events...)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func startSink(t *testing.T, o Options) *Sink {
+	t.Helper()
+	o.Log = logr.Discard()
+	s := NewSink(o)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+func TestSinkWritesKyvernoShapedEvents(t *testing.T) {
+	w := &recorder{}
+	s := startSink(t, Options{Writer: w, Instance: "kyverno-admission-host"})
+	s.Offer(List{
+		{Regarding: cpolRef, Related: related(podObj), Reason: ReasonPolicyViolation, Action: ActionResourceBlocked, Note: "n1"},
+		{Regarding: cpolRef, Related: related(podObj), Reason: ReasonPolicyViolation, Action: ActionResourceBlocked, Note: "n2"},
+		{Regarding: podObj, Reason: ReasonPolicyApplied, Action: ActionResourcePassed, Note: "ok"},
+	})
+	waitFor(t, "three events", func() bool { return len(w.written()) == 3 })
+	names := map[string]bool{}
+	for _, ev := range w.written() {
+		if ev.ReportingController != "kyverno-admission" || ev.ReportingInstance != "kyverno-admission-host" {
+			t.Errorf("reporting %s/%s", ev.ReportingController, ev.ReportingInstance)
+		}
+		if ev.EventTime.IsZero() {
+			t.Errorf("%s: no eventTime", ev.Name)
+		}
+		if names[ev.Name] {
+			t.Errorf("two events named %s", ev.Name)
+		}
+		names[ev.Name] = true
+		switch ev.Note {
+		case "n1", "n2":
+			// ClusterPolicy events land in default.
+			if ev.Namespace != "default" || ev.Type != corev1.EventTypeWarning || !strings.HasPrefix(ev.Name, "require-labels.") {
+				t.Errorf("policy event %s/%s type %s", ev.Namespace, ev.Name, ev.Type)
+			}
+		case "ok":
+			if ev.Namespace != "default" || ev.Type != corev1.EventTypeNormal || ev.Related != nil {
+				t.Errorf("resource event %+v", ev)
+			}
+		}
+	}
+}
+
+func TestSinkOmitsReasons(t *testing.T) {
+	w := &recorder{}
+	s := startSink(t, Options{Writer: w, Omit: DefaultOmit})
+	s.Offer(List{
+		{Regarding: podObj, Reason: ReasonPolicyApplied, Action: ActionResourcePassed, Note: "omitted"},
+		{Regarding: podObj, Reason: ReasonPolicySkipped, Action: ActionResourcePassed, Note: "omitted"},
+		{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionResourcePassed, Note: "kept"},
+	})
+	waitFor(t, "the violation", func() bool { return len(w.written()) == 1 })
+	time.Sleep(50 * time.Millisecond)
+	if got := w.written(); len(got) != 1 || got[0].Note != "kept" {
+		t.Fatalf("written %+v", got)
+	}
+}
+
+func TestSinkRetriesThenDropsAndCounts(t *testing.T) {
+	w := &recorder{failures: 4, err: apierrors.NewServiceUnavailable("etcd down")}
+	s := startSink(t, Options{Writer: w, Workers: 1, Backoff: time.Millisecond})
+	s.Offer(List{{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionResourcePassed, Note: "first"}})
+	waitFor(t, "the drop", func() bool { return s.Dropped() == 1 })
+	// The second event's first attempt fails (call 4), its second succeeds.
+	s.Offer(List{{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionResourcePassed, Note: "second"}})
+	waitFor(t, "the retried write", func() bool { return len(w.written()) == 1 })
+	if s.Dropped() != 1 || w.written()[0].Note != "second" {
+		t.Errorf("dropped %d, written %+v", s.Dropped(), w.written())
+	}
+	if got := testutil.ToFloat64(collectorMetric(s, DroppedTotal)); got != 1 {
+		t.Errorf("%s = %v, want 1", DroppedTotal, got)
+	}
+}
+
+func TestSinkNameCollisionRetriesAtOnce(t *testing.T) {
+	w := &recorder{failures: 1, err: apierrors.NewAlreadyExists(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, "x")}
+	s := startSink(t, Options{Writer: w, Attempts: 2, Backoff: time.Hour})
+	s.Offer(List{{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionResourcePassed}})
+	waitFor(t, "the write", func() bool { return len(w.written()) == 1 })
+}
+
+func TestSinkOfferNeverBlocks(t *testing.T) {
+	w := &recorder{block: make(chan struct{})}
+	s := startSink(t, Options{Writer: w, Workers: 1, MaxQueued: 2})
+	defer close(w.block)
+	ev := List{{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionResourcePassed}}
+	// One batch is taken by the blocked worker, two fill the queue.
+	s.Offer(ev)
+	waitFor(t, "the worker to take the first batch", func() bool { return len(s.queue) == 0 })
+	start := time.Now()
+	results := []bool{s.Offer(ev), s.Offer(ev), s.Offer(ev), s.Offer(ev)}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("Offer took %v with a full queue", d)
+	}
+	if want := []bool{true, true, false, false}; !slices.Equal(results, want) {
+		t.Errorf("Offer results %v, want %v", results, want)
+	}
+	if s.QueueDropped() != 2 {
+		t.Errorf("queue dropped %d, want 2", s.QueueDropped())
+	}
+	if got := testutil.ToFloat64(collectorMetric(s, QueueDroppedTotal)); got != 2 {
+		t.Errorf("%s = %v, want 2", QueueDroppedTotal, got)
+	}
+}
+
+func TestValidatedQueuesOnlyWhatMakesEvents(t *testing.T) {
+	s := NewSink(Options{Writer: &recorder{}, Log: logr.Discard()})
+	passed := response(podRef, engine.PolicyResponse{Policy: clusterPolicy, Key: "require-labels", Rules: []engine.RuleResponse{pass("a", engine.Enforce)}})
+	s.Validated(podRequest, passed, false)
+	if len(s.queue) != 0 {
+		t.Fatalf("a passing request was queued")
+	}
+	failed := response(podRef, engine.PolicyResponse{Policy: clusterPolicy, Key: "require-labels", Rules: []engine.RuleResponse{fail("a", "m", engine.Audit)}})
+	s.Validated(podRequest, failed, false)
+	if len(s.queue) != 1 {
+		t.Fatalf("a failing request was not queued")
+	}
+	success := NewSink(Options{Writer: &recorder{}, SuccessEvents: true, Log: logr.Discard()})
+	success.Validated(podRequest, passed, false)
+	if len(success.queue) != 1 {
+		t.Fatalf("with success events a passing request was not queued")
+	}
+}
+
+func TestAPIEvent(t *testing.T) {
+	long := strings.Repeat("é", 600) // 1200 bytes
+	ev := apiEvent(&Event{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionResourcePassed, Note: long},
+		"nginx.1", SourceAdmission, "i", time.Unix(1, 0))
+	if len(ev.Note) > noteLimit || !strings.HasSuffix(ev.Note, "...") || !strings.HasPrefix(long, strings.TrimSuffix(ev.Note, "...")) {
+		t.Errorf("note of %d bytes not cut on a rune boundary to the limit: %q", len(ev.Note), ev.Note[len(ev.Note)-10:])
+	}
+	if ev.Namespace != "default" {
+		t.Errorf("namespace %q", ev.Namespace)
+	}
+}
+
+func TestEventName(t *testing.T) {
+	tests := []struct{ regarding, want string }{
+		{"nginx", "nginx.ff"},
+		{"kyverno:admission-controller", "kyverno-admission-controller.ff"},
+		{"UPPER_case", "upper-case.ff"},
+		{"", "event.ff"},
+		{strings.Repeat("a", 300), strings.Repeat("a", 250) + ".ff"},
+	}
+	for _, tc := range tests {
+		got := eventName(tc.regarding, 255)
+		if got != tc.want {
+			t.Errorf("eventName(%q) = %q, want %q", tc.regarding, got, tc.want)
+		}
+		if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
+			t.Errorf("eventName(%q) = %q: %v", tc.regarding, got, errs)
+		}
+	}
+}
+
+func collectorMetric(s *Sink, name string) prometheus.Collector {
+	return metricByName{s, name}
+}
+
+// metricByName narrows the sink's collector to one metric for testutil.
+type metricByName struct {
+	s    *Sink
+	name string
+}
+
+func (m metricByName) Describe(ch chan<- *prometheus.Desc) { m.s.Describe(ch) }
+func (m metricByName) Collect(ch chan<- prometheus.Metric) {
+	all := make(chan prometheus.Metric, 4)
+	m.s.Collect(all)
+	close(all)
+	for metric := range all {
+		if strings.Contains(metric.Desc().String(), `"`+m.name+`"`) {
+			ch <- metric
+		}
+	}
+}
