@@ -9,12 +9,11 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/webhook/metrics"
 	"github.com/charter-dev/charter/webhook/policycache"
+	"github.com/charter-dev/charter/webhook/userinfo"
 )
 
 // Paths the server answers, as Kyverno names them (admission-reports.md §0).
@@ -73,6 +72,12 @@ type Options struct {
 	Loaders engine.Loaders
 	// Mutator runs mutate rules; nil admits mutate requests unchanged.
 	Mutator Mutator
+	// Kinds resolves the parent kind of subresource requests (pods/exec is
+	// matched as Pod); nil knows only the built-in resources.
+	Kinds KindResolver
+	// Roles resolves the requester's Roles and ClusterRoles when a policy
+	// matches on them; nil leaves them empty.
+	Roles userinfo.Resolver
 	// Filters are request-level exclusions (see DefaultResourceFilters).
 	Filters []ResourceFilter
 	// Metrics records admission metrics; nil records nothing.
@@ -97,7 +102,8 @@ type Options struct {
 
 // handlers holds the request handlers of one server.
 type handlers struct {
-	opts Options
+	opts        Options
+	rolesNeeded rolesCache
 }
 
 // NewHandler returns the HTTP handler with every route of the admission
@@ -211,22 +217,6 @@ func (h *handlers) null(w http.ResponseWriter, r *http.Request) {
 	writeResponse(w, allowed(review.Request.UID, nil))
 }
 
-// engineRequest converts an admission request for the engine.
-func engineRequest(ar *admissionRequest[map[string]any]) *engine.Request {
-	return &engine.Request{
-		Operation:   kyvernov1.AdmissionOperation(ar.Operation),
-		Object:      ar.Object,
-		OldObject:   ar.OldObject,
-		Kind:        schema.GroupVersionKind{Group: ar.Kind.Group, Version: ar.Kind.Version, Kind: ar.Kind.Kind},
-		Resource:    schema.GroupVersionResource{Group: ar.Resource.Group, Version: ar.Resource.Version, Resource: ar.Resource.Resource},
-		SubResource: ar.SubResource,
-		Namespace:   ar.Namespace,
-		Name:        ar.Name,
-		UserInfo:    ar.UserInfo,
-		DryRun:      ar.dryRun(),
-	}
-}
-
 func metricsRequest(ar *admissionRequest[map[string]any], webhook string) metrics.Request {
 	return metrics.Request{Kind: ar.Kind.Kind, Namespace: ar.Namespace, Operation: string(ar.Operation), Webhook: webhook, DryRun: ar.dryRun()}
 }
@@ -245,24 +235,28 @@ func (h *handlers) validate(scope setScope) http.HandlerFunc {
 		}
 		ar := review.Request
 		mreq := metricsRequest(ar, metrics.Validating)
-		if filtered(h.opts.Filters, ar.Kind.Kind, ar.SubResource, ar.Namespace, ar.Name) {
+		ctx, cancel := h.requestContext(r)
+		defer cancel()
+		snapshot := h.opts.Policies.Snapshot()
+		req, err := h.engineRequest(ctx, ar, snapshot)
+		if err != nil {
+			writeResponse(w, denied(ar.UID, err.Error()))
+			h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
+			return
+		}
+		if filtered(h.opts.Filters, req.Kind.Kind, ar.SubResource, ar.Namespace, ar.Name) {
 			writeResponse(w, allowed(ar.UID, nil))
 			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
 			return
 		}
-		ctx, cancel := h.requestContext(r)
-		defer cancel()
-		req := engineRequest(ar)
-		snapshot := h.opts.Policies.Snapshot()
 		sets := scope.sets(snapshot)
 		responses := make([]*engine.Response, 0, len(sets))
 		blocked := false
 		for _, s := range sets {
-			resp := s.set.Validate(ctx, req, engine.WithLoaders(h.opts.Loaders))
+			resp := h.validateSet(ctx, s.set, req, mreq)
 			if blocks(resp, s.failClosed) {
 				blocked = true
 			}
-			h.opts.Metrics.ObserveResults(mreq, resp)
 			responses = append(responses, resp)
 		}
 		var out *admissionv1.AdmissionResponse
@@ -318,18 +312,28 @@ func (h *handlers) mutate(scope setScope) http.HandlerFunc {
 		}
 		ar := review.Request
 		mreq := metricsRequest(ar, metrics.Mutating)
-		if h.opts.Mutator == nil || ar.Operation == admissionv1.Delete ||
-			filtered(h.opts.Filters, ar.Kind.Kind, ar.SubResource, ar.Namespace, ar.Name) {
+		if h.opts.Mutator == nil || ar.Operation == admissionv1.Delete {
 			writeResponse(w, allowed(ar.UID, nil))
 			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
 			return
 		}
 		ctx, cancel := h.requestContext(r)
 		defer cancel()
-		req := engineRequest(ar)
+		snapshot := h.opts.Policies.Snapshot()
+		req, err := h.engineRequest(ctx, ar, snapshot)
+		if err != nil {
+			writeResponse(w, denied(ar.UID, err.Error()))
+			h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
+			return
+		}
+		if filtered(h.opts.Filters, req.Kind.Kind, ar.SubResource, ar.Namespace, ar.Name) {
+			writeResponse(w, allowed(ar.UID, nil))
+			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
+			return
+		}
 		var patches [][]byte
 		var warns []string
-		for _, s := range scope.sets(h.opts.Policies.Snapshot()) {
+		for _, s := range scope.sets(snapshot) {
 			res, err := h.opts.Mutator.Mutate(ctx, s.set, req, s.failClosed)
 			if err != nil {
 				if s.failClosed {

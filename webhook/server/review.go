@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,11 +10,17 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/webhook/policycache"
 )
 
 // admissionReview is the wire form of an incoming admission.k8s.io/v1
@@ -191,4 +198,156 @@ func denied(uid types.UID, message string) *admissionv1.AdmissionResponse {
 		Status:  metav1.StatusFailure,
 		Message: message,
 	}}
+}
+
+// KindResolver maps an API resource to its kind. meta.RESTMapper
+// satisfies it (the manager's RESTMapper discovers CRDs as they appear).
+type KindResolver interface {
+	KindFor(resource schema.GroupVersionResource) (schema.GroupVersionKind, error)
+}
+
+// topLevelKind is the kind the engine matches a request as. For a
+// subresource request it is the parent resource's kind, as Kyverno
+// matches it (admission-reports.md §0, step 2): a CONNECT to pods/exec
+// carries a PodExecOptions and an UPDATE of deployments/scale a Scale,
+// yet both are matched as Pod and Deployment, by kinds "Pod/exec" and
+// "Deployment/scale". Requests for the resource itself carry its kind.
+func topLevelKind(ar *admissionRequest[map[string]any], kinds KindResolver) (schema.GroupVersionKind, error) {
+	requested := schema.GroupVersionKind{Group: ar.Kind.Group, Version: ar.Kind.Version, Kind: ar.Kind.Kind}
+	if ar.SubResource == "" {
+		return requested, nil
+	}
+	gvr := schema.GroupVersionResource{Group: ar.Resource.Group, Version: ar.Resource.Version, Resource: ar.Resource.Resource}
+	if kinds == nil {
+		kinds = builtinKinds{}
+	}
+	gvk, err := kinds.KindFor(gvr)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("resolving the kind of %s (subresource %s): %w", gvr.String(), ar.SubResource, err)
+	}
+	return gvk, nil
+}
+
+// builtinKinds knows the built-in resources that have subresources. It
+// stands in when the server is given no KindResolver (tests, the null
+// benchmark); charter serve hands it the manager's RESTMapper.
+type builtinKinds struct{}
+
+var builtinParents = map[schema.GroupResource]string{
+	{Resource: "pods"}:                                                               "Pod",
+	{Resource: "nodes"}:                                                              "Node",
+	{Resource: "namespaces"}:                                                         "Namespace",
+	{Resource: "services"}:                                                           "Service",
+	{Resource: "serviceaccounts"}:                                                    "ServiceAccount",
+	{Resource: "persistentvolumes"}:                                                  "PersistentVolume",
+	{Resource: "persistentvolumeclaims"}:                                             "PersistentVolumeClaim",
+	{Resource: "replicationcontrollers"}:                                             "ReplicationController",
+	{Resource: "resourcequotas"}:                                                     "ResourceQuota",
+	{Group: "apps", Resource: "deployments"}:                                         "Deployment",
+	{Group: "apps", Resource: "replicasets"}:                                         "ReplicaSet",
+	{Group: "apps", Resource: "statefulsets"}:                                        "StatefulSet",
+	{Group: "apps", Resource: "daemonsets"}:                                          "DaemonSet",
+	{Group: "batch", Resource: "jobs"}:                                               "Job",
+	{Group: "batch", Resource: "cronjobs"}:                                           "CronJob",
+	{Group: "autoscaling", Resource: "horizontalpodautoscalers"}:                     "HorizontalPodAutoscaler",
+	{Group: "policy", Resource: "poddisruptionbudgets"}:                              "PodDisruptionBudget",
+	{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}:           "CertificateSigningRequest",
+	{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}:           "CustomResourceDefinition",
+	{Group: "apiregistration.k8s.io", Resource: "apiservices"}:                       "APIService",
+	{Group: "networking.k8s.io", Resource: "ingresses"}:                              "Ingress",
+	{Group: "storage.k8s.io", Resource: "volumeattachments"}:                         "VolumeAttachment",
+	{Group: "flowcontrol.apiserver.k8s.io", Resource: "flowschemas"}:                 "FlowSchema",
+	{Group: "flowcontrol.apiserver.k8s.io", Resource: "prioritylevelconfigurations"}: "PriorityLevelConfiguration",
+}
+
+func (builtinKinds) KindFor(gvr schema.GroupVersionResource) (schema.GroupVersionKind, error) {
+	kind, ok := builtinParents[gvr.GroupResource()]
+	if !ok {
+		return schema.GroupVersionKind{}, fmt.Errorf("unknown resource %s", gvr.GroupResource())
+	}
+	return gvr.GroupVersion().WithKind(kind), nil
+}
+
+// engineRequest converts an admission request for the engine: the
+// top-level kind, and the requester's roles when a policy of the snapshot
+// asks for them. An error (discovery, RBAC informers) denies the request,
+// as Kyverno's does.
+func (h *handlers) engineRequest(ctx context.Context, ar *admissionRequest[map[string]any], snapshot *policycache.Snapshot) (*engine.Request, error) {
+	gvk, err := topLevelKind(ar, h.opts.Kinds)
+	if err != nil {
+		return nil, err
+	}
+	req := &engine.Request{
+		Operation:   kyvernov1.AdmissionOperation(ar.Operation),
+		Object:      ar.Object,
+		OldObject:   ar.OldObject,
+		Kind:        gvk,
+		Resource:    schema.GroupVersionResource{Group: ar.Resource.Group, Version: ar.Resource.Version, Resource: ar.Resource.Resource},
+		SubResource: ar.SubResource,
+		Namespace:   ar.Namespace,
+		Name:        ar.Name,
+		UserInfo:    ar.UserInfo,
+		DryRun:      ar.dryRun(),
+	}
+	if h.opts.Roles != nil && h.rolesNeeded.of(snapshot) {
+		req.Roles, req.ClusterRoles, err = h.opts.Roles.Roles(ctx, ar.UserInfo)
+		if err != nil {
+			return nil, fmt.Errorf("resolving the roles of user %q: %w", ar.UserInfo.Username, err)
+		}
+	}
+	return req, nil
+}
+
+// rolesCache remembers, for the current snapshot, whether any of its
+// policies refers to the requester's roles or cluster roles; when none
+// does, requests skip the RBAC lookups.
+type rolesCache struct {
+	last atomic.Pointer[rolesVerdict]
+}
+
+type rolesVerdict struct {
+	snapshot *policycache.Snapshot
+	needed   bool
+}
+
+func (c *rolesCache) of(s *policycache.Snapshot) bool {
+	if s == nil {
+		return false
+	}
+	if v := c.last.Load(); v != nil && v.snapshot == s {
+		return v.needed
+	}
+	v := &rolesVerdict{snapshot: s}
+	for _, p := range s.Policies() {
+		if usesRoles(p.Source()) {
+			v.needed = true
+			break
+		}
+	}
+	c.last.Store(v)
+	return v.needed
+}
+
+// usesRoles reports whether a policy matches or excludes by roles or
+// clusterRoles, or reads request.roles or request.clusterRoles.
+func usesRoles(p kyvernov1.PolicyInterface) bool {
+	for i := range p.GetSpec().Rules {
+		r := &p.GetSpec().Rules[i]
+		for _, m := range []*kyvernov1.MatchResources{&r.MatchResources, r.ExcludeResources} {
+			if m == nil {
+				continue
+			}
+			filters, _ := m.Filters()
+			for _, f := range filters {
+				if len(f.Roles) > 0 || len(f.ClusterRoles) > 0 {
+					return true
+				}
+			}
+		}
+		raw, err := json.Marshal(r)
+		if err != nil || bytes.Contains(raw, []byte("request.roles")) || bytes.Contains(raw, []byte("request.clusterRoles")) {
+			return true
+		}
+	}
+	return false
 }
