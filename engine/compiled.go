@@ -1,0 +1,148 @@
+package engine
+
+import (
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/jmespath"
+)
+
+// Compiler compiles policies and exceptions one at a time into reusable
+// units, and assembles PolicySets from units. It is what a long-lived
+// caller (the admission policy cache, the report controller) uses instead
+// of Compile so that a change to one policy compiles that policy only:
+// compiling is the expensive part (autogen, walking every string for
+// variables, parsing patterns and JMESPath), while assembling a set from
+// units that are already compiled is an index rebuild.
+//
+// Assemble(units of p₁…pₙ, units of e₁…eₘ) gives the same set, and the
+// same errors, as Compile(p₁…pₙ, WithExceptions(e₁…eₘ)).
+//
+// Every set a Compiler assembles shares its JMESPath interpreter, whose
+// query cache then stays warm from one set to the next. A Compiler is safe
+// for concurrent use.
+type Compiler struct {
+	jp *jmespath.Interpreter
+}
+
+// NewCompiler returns a Compiler with its own JMESPath interpreter.
+func NewCompiler() *Compiler {
+	return &Compiler{jp: jmespath.New()}
+}
+
+// CompiledPolicy is one policy compiled on its own, or the faults that kept
+// it from compiling. It is immutable and may be assembled into any number
+// of PolicySets, concurrently.
+type CompiledPolicy struct {
+	kind, key string
+	source    kyvernov1.PolicyInterface
+	// policy is the compiled policy, not bound to any set; nil when errs
+	// is not empty. Assemble binds a shallow copy of it to each set: the
+	// compiled rules are shared, only the set and the position differ.
+	policy *Policy
+	errs   CompileErrors
+}
+
+// Key returns "name" for a ClusterPolicy and "namespace/name" for a Policy.
+func (u *CompiledPolicy) Key() string { return u.key }
+
+// Source returns the policy the unit was compiled from.
+func (u *CompiledPolicy) Source() kyvernov1.PolicyInterface { return u.source }
+
+// Errors returns the policy's compile faults; a unit with faults is left
+// out of every set it is assembled into.
+func (u *CompiledPolicy) Errors() CompileErrors { return u.errs }
+
+// Policy compiles one policy: it validates it, expands its autogen rules
+// and pre-parses its patterns and expressions. Faults are kept on the unit
+// (see Errors), as Compile would report them.
+func (c *Compiler) Policy(src kyvernov1.PolicyInterface) *CompiledPolicy {
+	u := &CompiledPolicy{kind: src.GetKind(), key: policyKey(src), source: src}
+	p, errs := c.scratch().compilePolicy(src)
+	if len(errs) > 0 {
+		u.errs = errs
+		return u
+	}
+	// The scratch set only lent its interpreter; the unit belongs to no
+	// set until it is assembled.
+	p.set = nil
+	u.policy = p
+	return u
+}
+
+// CompiledException is one PolicyException compiled on its own, or the
+// faults that kept it from compiling. Like CompiledPolicy it is immutable
+// and shareable. Exceptions are looked up when a rule is evaluated, so a
+// changed exception needs no policy recompiled: assemble the same policy
+// units with the new exception units.
+type CompiledException struct {
+	key  string
+	ex   *exception
+	errs CompileErrors
+}
+
+// Key returns "name" or "namespace/name".
+func (u *CompiledException) Key() string { return u.key }
+
+// Errors returns the exception's compile faults.
+func (u *CompiledException) Errors() CompileErrors { return u.errs }
+
+// Exception compiles one PolicyException.
+func (c *Compiler) Exception(src *kyvernov2.PolicyException) *CompiledException {
+	ex, errs := c.scratch().compileException(src)
+	if len(errs) > 0 {
+		key := src.Name
+		if src.Namespace != "" {
+			key = src.Namespace + "/" + src.Name
+		}
+		return &CompiledException{key: key, errs: errs}
+	}
+	return &CompiledException{key: ex.key, ex: ex}
+}
+
+// Assemble builds a PolicySet from compiled units, in the order given,
+// exactly as Compile builds one from the units' sources: the set holds
+// every unit without faults (the first of two with the same key), and the
+// error, when not nil, is a CompileErrors listing the policies' faults in
+// order, then duplicates, then the exceptions' faults. Nothing is
+// compiled again.
+func (c *Compiler) Assemble(policies []*CompiledPolicy, exceptions []*CompiledException) (*PolicySet, error) {
+	set := c.scratch()
+	var errs CompileErrors
+	for _, u := range policies {
+		if len(u.errs) > 0 {
+			errs = append(errs, u.errs...)
+			continue
+		}
+		if _, dup := set.byKey[u.key]; dup {
+			errs = append(errs, &CompileError{Kind: u.kind, Name: u.key, Fault: "duplicate policy"})
+			continue
+		}
+		p := new(Policy)
+		*p = *u.policy
+		p.set = set
+		set.policies = append(set.policies, p)
+		set.byKey[p.key] = p
+		set.index(p)
+	}
+	for _, u := range exceptions {
+		if len(u.errs) > 0 {
+			errs = append(errs, u.errs...)
+			continue
+		}
+		set.exceptions = append(set.exceptions, u.ex)
+	}
+	if len(errs) > 0 {
+		return set, errs
+	}
+	return set, nil
+}
+
+// scratch returns an empty set on the compiler's interpreter, the same
+// starting point Compile uses.
+func (c *Compiler) scratch() *PolicySet {
+	return &PolicySet{
+		byKey:  map[string]*Policy{},
+		byKind: map[string][]*Policy{},
+		jp:     c.jp,
+	}
+}
