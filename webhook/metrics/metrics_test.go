@@ -1,0 +1,87 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+	"sigs.k8s.io/yaml"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine"
+)
+
+const enforcePolicy = `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: require-labels}
+spec:
+  validationFailureAction: Enforce
+  rules:
+  - name: check
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {metadata: {labels: {app: "?*"}}}}
+  - name: check-team
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {metadata: {labels: {team: "?*"}}}}
+`
+
+func TestObservePolicy(t *testing.T) {
+	var p kyvernov1.ClusterPolicy
+	if err := yaml.UnmarshalStrict([]byte(enforcePolicy), &p); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	rec, err := New(reg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Kind: "Pod", Namespace: "default", Operation: "CREATE", Webhook: Validating}
+	resp := engine.PolicyResponse{Policy: &p, Key: "require-labels", Rules: []engine.RuleResponse{
+		{Name: "check", Type: engine.TypeValidation, Status: engine.StatusFail, Action: engine.Enforce},
+		{Name: "check-team", Type: engine.TypeValidation, Status: engine.StatusPass, Action: engine.Enforce},
+	}}
+	rec.ObservePolicy(req, resp, 40*time.Millisecond)
+	// Results only, no timing: the counter moves, the histogram does not.
+	rec.ObservePolicy(req, resp, -1)
+
+	labels := `dry_run="false",otel_scope_name="kyverno",policy_background_mode="true",policy_name="require-labels",policy_namespace="-",policy_type="cluster",policy_validation_mode="enforce",resource_kind="Pod",resource_namespace="default",resource_request_operation="create",rule_execution_cause="admission_request"`
+	want := `
+# HELP kyverno_policy_execution_duration_seconds Time to evaluate a rule. The engine is timed per policy; each rule of the policy is given an equal share.
+# TYPE kyverno_policy_execution_duration_seconds histogram
+kyverno_policy_execution_duration_seconds_bucket{` + labels + `,rule_name="check",rule_result="fail",rule_type="validate",le="0.005"} 0
+kyverno_policy_execution_duration_seconds_bucket{` + labels + `,rule_name="check",rule_result="fail",rule_type="validate",le="0.01"} 0
+kyverno_policy_execution_duration_seconds_bucket{` + labels + `,rule_name="check",rule_result="fail",rule_type="validate",le="0.025"} 1
+`
+	got, err := testutil.CollectAndFormat(rec.execution, expfmt.TypeTextPlain, PolicyExecutionDuration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(want), "\n") {
+		if !strings.Contains(string(got), line) {
+			t.Errorf("exposition lacks\n%s\ngot\n%s", line, got)
+		}
+	}
+	for _, line := range []string{
+		`kyverno_policy_execution_duration_seconds_sum{` + labels + `,rule_name="check",rule_result="fail",rule_type="validate"} 0.02`,
+		`kyverno_policy_execution_duration_seconds_count{` + labels + `,rule_name="check-team",rule_result="pass",rule_type="validate"} 1`,
+	} {
+		if !strings.Contains(string(got), line) {
+			t.Errorf("exposition lacks\n%s", line)
+		}
+	}
+	if n := testutil.ToFloat64(rec.results.WithLabelValues("enforce", "cluster", "true", "-", "require-labels",
+		"Pod", "default", "create", "check", "fail", "validate", "admission_request", "false")); n != 2 {
+		t.Errorf("kyverno_policy_results_total for check = %v, want 2", n)
+	}
+}
+
+func TestNilRecorderRecordsNothing(t *testing.T) {
+	var rec *Recorder
+	rec.ObservePolicy(Request{}, engine.PolicyResponse{Rules: []engine.RuleResponse{{Name: "r"}}}, time.Second)
+	rec.ObserveResults(Request{}, &engine.Response{})
+	rec.ObserveRequest(Request{}, true, time.Second)
+}
