@@ -1,0 +1,166 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/webhook/policycache"
+)
+
+// DefaultResyncInterval is how often the leader compares every policy's
+// status with the cache even without a new snapshot, so a status someone
+// else overwrote is put right.
+const DefaultResyncInterval = time.Minute
+
+// retryAfter is the wait after a failed reconcile.
+const retryAfter = 2 * time.Second
+
+// Snapshots is the policy cache as the controller sees it.
+type Snapshots interface {
+	Snapshot() *policycache.Snapshot
+	Synced() bool
+}
+
+// Controller writes policy statuses. It runs on the leader only; every
+// replica's cache compiles the same policies, and two leaders during a
+// handover write the same statuses, so they converge.
+type Controller struct {
+	client   client.Client
+	reader   client.Reader
+	policies Snapshots
+	interval time.Duration
+	log      logr.Logger
+	trigger  chan struct{}
+}
+
+// Options configure a Controller.
+type Options struct {
+	// Client writes the status subresource.
+	Client client.Client
+	// Reader lists the policies, usually the manager's cache (the informers
+	// the policy cache reads). Defaults to Client.
+	Reader client.Reader
+	// Policies is the admission policy cache.
+	Policies Snapshots
+	// Interval between unprompted reconciles (default DefaultResyncInterval).
+	Interval time.Duration
+	Log      logr.Logger
+}
+
+// New returns a controller; call Trigger on every new snapshot
+// (policycache.Cache.OnChange) and add it to a manager.
+func New(o Options) *Controller {
+	if o.Reader == nil {
+		o.Reader = o.Client
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultResyncInterval
+	}
+	return &Controller{client: o.Client, reader: o.Reader, policies: o.Policies, interval: o.Interval, log: o.Log,
+		trigger: make(chan struct{}, 1)}
+}
+
+// Trigger asks for a reconcile soon. It never blocks, so the policy cache
+// can call it from its own goroutine.
+func (c *Controller) Trigger() {
+	select {
+	case c.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// NeedLeaderElection is true: only the leader writes statuses.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// Start reconciles on every trigger and every interval until ctx ends.
+func (c *Controller) Start(ctx context.Context) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.trigger:
+		case <-timer.C:
+		}
+		next := c.interval
+		if err := c.Reconcile(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			c.log.Error(err, "policy status: reconcile failed; retrying", "after", retryAfter)
+			next = retryAfter
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// Reconcile brings every policy's status in line with the current
+// snapshot. Policies the snapshot does not reflect yet are left for the
+// next one. Nothing is written before the cache's first snapshot.
+func (c *Controller) Reconcile(ctx context.Context) error {
+	if !c.policies.Synced() {
+		return nil
+	}
+	snap := c.policies.Snapshot()
+	var cpols kyvernov1.ClusterPolicyList
+	if err := c.reader.List(ctx, &cpols); err != nil {
+		return fmt.Errorf("listing ClusterPolicies: %w", err)
+	}
+	var pols kyvernov1.PolicyList
+	if err := c.reader.List(ctx, &pols); err != nil {
+		return fmt.Errorf("listing Policies: %w", err)
+	}
+	var errs []error
+	for i := range cpols.Items {
+		errs = append(errs, c.update(ctx, &cpols.Items[i], snap))
+	}
+	for i := range pols.Items {
+		errs = append(errs, c.update(ctx, &pols.Items[i], snap))
+	}
+	return errors.Join(errs...)
+}
+
+// update writes one policy's status when the verdict changes it.
+func (c *Controller) update(ctx context.Context, p kyvernov1.PolicyInterface, snap *policycache.Snapshot) error {
+	if p.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	v, ok := Decide(p, snap)
+	if !ok {
+		return nil
+	}
+	desired := Desired(p, v)
+	if !Changed(p.GetStatus(), desired) {
+		return nil
+	}
+	obj, ok := p.(client.Object)
+	if !ok {
+		return fmt.Errorf("%s %s: not a client.Object", p.GetKind(), policyKey(p))
+	}
+	orig := obj.DeepCopyObject().(client.Object)
+	*p.GetStatus() = *desired
+	// A merge patch of the status alone: it cannot conflict with spec
+	// writes, and the leader owns the fields it sets.
+	if err := c.client.Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("%s %s: writing status: %w", p.GetKind(), policyKey(p), err)
+	}
+	c.log.V(1).Info("policy status written", "kind", p.GetKind(), "policy", policyKey(p), "ready", v.Ready, "generation", v.Generation)
+	return nil
+}

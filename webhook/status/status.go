@@ -1,0 +1,170 @@
+// Package status writes the status of every ClusterPolicy and Policy from
+// what the admission controller's policy cache actually serves: a Ready
+// condition (True "Succeeded"/"Ready" once the policy is compiled and in
+// force; False "Failed" with the engine's field-path faults when it does
+// not compile), the rules autogen generated for Pod controllers, and the
+// rule counts, in Kyverno's shape (admission-reports.md §5), so
+// `kubectl get cpol`, Argo CD health checks and other tools that read them
+// keep working.
+//
+// Status goes through the status subresource and only when it changes:
+// the policy's spec, and therefore its generation, is never touched.
+package status
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/webhook/policycache"
+)
+
+// MessageReady is the Ready condition's message when the policy serves,
+// as Kyverno writes it.
+const MessageReady = "Ready"
+
+// Verdict is what the admission controller knows of one policy generation.
+type Verdict struct {
+	// Ready is true when the policy is compiled and in force.
+	Ready bool
+	// Generation is the policy generation the verdict is about.
+	Generation int64
+	// Message says why the policy is not ready: its faults.
+	Message string
+}
+
+// Decide returns the verdict on p given the snapshot the policy cache
+// serves, and false when the snapshot does not reflect p's generation yet
+// (the next snapshot will). p comes from the same informers the cache
+// reads, so it is never older than the snapshot.
+//
+//   - p does not compile: not ready, with the faults of p's own generation.
+//   - p is served at its generation: ready.
+//   - p has spec.admission: false: never served at admission, ready when it
+//     compiles, as Kyverno records such policies.
+func Decide(p kyvernov1.PolicyInterface, s *policycache.Snapshot) (Verdict, bool) {
+	key := policyKey(p)
+	gen := p.GetGeneration()
+	admission := p.GetSpec().AdmissionProcessingEnabled()
+	if !admission || len(s.Errors.For(p.GetKind(), key)) > 0 {
+		// Compile this generation alone: the snapshot's faults may be of
+		// an older one, and admission: false policies are not in it.
+		if faults := compileFaults(p); len(faults) > 0 {
+			return Verdict{Generation: gen, Message: faultMessage(faults)}, true
+		}
+		if !admission {
+			return Verdict{Ready: true, Generation: gen, Message: MessageReady}, true
+		}
+		return Verdict{}, false
+	}
+	for _, set := range []*engine.PolicySet{s.Fail, s.Ignore} {
+		if set == nil {
+			continue
+		}
+		if served, ok := set.Lookup(key); ok && served.Source().GetGeneration() == gen {
+			return Verdict{Ready: true, Generation: gen, Message: MessageReady}, true
+		}
+	}
+	return Verdict{}, false
+}
+
+// compileFaults compiles p on its own and returns its faults.
+func compileFaults(p kyvernov1.PolicyInterface) engine.CompileErrors {
+	_, err := engine.Compile([]kyvernov1.PolicyInterface{p})
+	if err == nil {
+		return nil
+	}
+	var faults engine.CompileErrors
+	if errors.As(err, &faults) {
+		return faults
+	}
+	return engine.CompileErrors{{Kind: p.GetKind(), Name: policyKey(p), Fault: err.Error()}}
+}
+
+// faultMessage lists the faults by field path, e.g.
+// `spec.rules[0].validate.pattern.spec.containers[0]: unknown anchor "~(x)"`;
+// the policy itself needs no naming on its own status.
+func faultMessage(faults engine.CompileErrors) string {
+	msgs := make([]string, len(faults))
+	for i, f := range faults {
+		if f.Field == "" {
+			msgs[i] = f.Fault
+		} else {
+			msgs[i] = f.Field + ": " + f.Fault
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Desired returns p's status with the verdict applied: the Ready condition
+// (its lastTransitionTime moves only when its status flips), the
+// deprecated status.ready cleared as Kyverno does, the autogen rules and
+// the rule counts. Fields charter does not own (validatingadmissionpolicy)
+// are kept.
+func Desired(p kyvernov1.PolicyInterface, v Verdict) *kyvernov1.PolicyStatus {
+	st := p.GetStatus().DeepCopy()
+	cond := metav1.Condition{
+		Type:               kyvernov1.PolicyConditionReady,
+		Status:             metav1.ConditionTrue,
+		Reason:             kyvernov1.PolicyReasonSucceeded,
+		Message:            v.Message,
+		ObservedGeneration: v.Generation,
+	}
+	if !v.Ready {
+		cond.Status, cond.Reason = metav1.ConditionFalse, kyvernov1.PolicyReasonFailed
+	}
+	meta.SetStatusCondition(&st.Conditions, cond)
+	st.Ready = nil
+	// The generated rules are published even for a policy that does not
+	// compile: its faults may point into status.autogen.rules.
+	st.Autogen.Rules, _ = autogen.GeneratedRules(p)
+	st.RuleCount = ruleCount(p.GetSpec())
+	return st
+}
+
+// ruleCount counts the spec's rules by type, leaving out autogen-* rules
+// that older Kyverno versions wrote into spec.
+func ruleCount(spec *kyvernov1.Spec) kyvernov1.RuleCountStatus {
+	own := *spec
+	own.Rules = nil
+	for _, r := range spec.Rules {
+		if !autogen.IsGenerated(r.Name) {
+			own.Rules = append(own.Rules, r)
+		}
+	}
+	return kyvernov1.CountRules(&own)
+}
+
+// Changed reports whether two statuses differ as the API server stores
+// them: compared as JSON, so nil and empty lists, or raw patterns that
+// came back reformatted, never look like a change and cause a write loop.
+func Changed(current, desired *kyvernov1.PolicyStatus) bool {
+	return !sameJSON(current, desired)
+}
+
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	var va, vb any
+	if json.Unmarshal(ja, &va) != nil || json.Unmarshal(jb, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+func policyKey(p kyvernov1.PolicyInterface) string {
+	if p.IsNamespaced() {
+		return p.GetNamespace() + "/" + p.GetName()
+	}
+	return p.GetName()
+}

@@ -1,0 +1,239 @@
+package status
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/webhook/policycache"
+)
+
+// load reads a ClusterPolicy or Policy from testdata.
+func load(t *testing.T, file string) kyvernov1.PolicyInterface {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &tm); err != nil {
+		t.Fatal(err)
+	}
+	var p kyvernov1.PolicyInterface = &kyvernov1.ClusterPolicy{}
+	if tm.Kind == kyvernov1.PolicyKind {
+		p = &kyvernov1.Policy{}
+	}
+	if err := yaml.UnmarshalStrict(data, p); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return p
+}
+
+func snapshot(t *testing.T, policies ...kyvernov1.PolicyInterface) *policycache.Snapshot {
+	t.Helper()
+	s, err := policycache.Build(policies, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// withGeneration is p edited by a user: same object, next generation.
+func withGeneration(p kyvernov1.PolicyInterface, gen int64) kyvernov1.PolicyInterface {
+	c := p.CreateDeepCopy()
+	c.SetGeneration(gen)
+	return c
+}
+
+func TestDecide(t *testing.T) {
+	valid := load(t, "require-labels.yaml")
+	invalid := load(t, "bad-anchor.yaml")
+	// The same name as valid, edited into an invalid policy.
+	broken := withGeneration(valid, 2)
+	broken.GetSpec().Rules[0].Validation = invalid.GetSpec().Rules[0].Validation
+	fixed := withGeneration(invalid, 2)
+	fixed.GetSpec().Rules[0].Validation = valid.GetSpec().Rules[0].Validation
+	badAnchor := `spec.rules[0].validate.pattern.spec.containers[0]: unknown anchor "~(x)"`
+
+	tests := []struct {
+		name        string
+		policy      kyvernov1.PolicyInterface
+		snapshot    *policycache.Snapshot
+		wantDecided bool
+		want        Verdict
+		wantMessage string // a substring, for engine faults
+	}{
+		{name: "served: ready", policy: valid, snapshot: snapshot(t, valid),
+			wantDecided: true, want: Verdict{Ready: true, Generation: 1, Message: "Ready"}},
+		{name: "served from the fail-open set: ready", policy: load(t, "fail-open.yaml"), snapshot: snapshot(t, load(t, "fail-open.yaml")),
+			wantDecided: true, want: Verdict{Ready: true, Generation: 3, Message: "Ready"}},
+		{name: "a namespaced Policy: ready", policy: load(t, "team-policy.yaml"), snapshot: snapshot(t, load(t, "team-policy.yaml")),
+			wantDecided: true, want: Verdict{Ready: true, Generation: 2, Message: "Ready"}},
+		{name: "does not compile: not ready, with the field path", policy: invalid, snapshot: snapshot(t, invalid),
+			wantDecided: true, want: Verdict{Generation: 1}, wantMessage: badAnchor},
+		{name: "edited into an invalid policy, snapshot caught up", policy: broken, snapshot: snapshot(t, broken),
+			wantDecided: true, want: Verdict{Generation: 2}, wantMessage: badAnchor},
+		{name: "edited, snapshot still serves the old generation: wait", policy: withGeneration(valid, 2), snapshot: snapshot(t, valid)},
+		{name: "fixed, snapshot still has the old faults: wait", policy: fixed, snapshot: snapshot(t, invalid)},
+		{name: "new, not in the snapshot yet: wait", policy: valid, snapshot: snapshot(t)},
+		{name: "spec.admission false: ready when it compiles", policy: load(t, "background-only.yaml"), snapshot: snapshot(t, load(t, "background-only.yaml")),
+			wantDecided: true, want: Verdict{Ready: true, Generation: 1, Message: "Ready"}},
+		{name: "spec.admission false and invalid: not ready", policy: load(t, "background-only-bad.yaml"), snapshot: snapshot(t),
+			wantDecided: true, want: Verdict{Generation: 1}, wantMessage: `spec.rules[0].validate.pattern.metadata.labels: unknown anchor "~(x)"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, decided := Decide(tc.policy, tc.snapshot)
+			if decided != tc.wantDecided {
+				t.Fatalf("decided = %v, want %v (verdict %+v)", decided, tc.wantDecided, got)
+			}
+			if tc.wantMessage != "" {
+				if !strings.Contains(got.Message, tc.wantMessage) {
+					t.Errorf("message %q does not name %q", got.Message, tc.wantMessage)
+				}
+				got.Message = ""
+			}
+			if got != tc.want {
+				t.Errorf("verdict %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func readyCondition(t *testing.T, st *kyvernov1.PolicyStatus) metav1.Condition {
+	t.Helper()
+	c := meta.FindStatusCondition(st.Conditions, kyvernov1.PolicyConditionReady)
+	if c == nil {
+		t.Fatalf("no Ready condition in %+v", st)
+	}
+	return *c
+}
+
+func TestDesiredShape(t *testing.T) {
+	p := load(t, "require-labels.yaml")
+	st := Desired(p, Verdict{Ready: true, Generation: 1, Message: MessageReady})
+	c := readyCondition(t, st)
+	if c.Status != metav1.ConditionTrue || c.Reason != "Succeeded" || c.Message != "Ready" || c.ObservedGeneration != 1 || c.LastTransitionTime.IsZero() {
+		t.Errorf("Ready condition %+v", c)
+	}
+	if st.Ready != nil {
+		t.Errorf("deprecated status.ready = %v, want cleared", *st.Ready)
+	}
+	var names []string
+	for _, r := range st.Autogen.Rules {
+		names = append(names, r.Name)
+	}
+	if strings.Join(names, ",") != "autogen-check-for-labels,autogen-cronjob-check-for-labels" {
+		t.Errorf("autogen rules %v", names)
+	}
+	if st.RuleCount != (kyvernov1.RuleCountStatus{Validate: 1}) {
+		t.Errorf("rulecount %+v", st.RuleCount)
+	}
+
+	team := Desired(load(t, "team-policy.yaml"), Verdict{Ready: true, Generation: 2, Message: MessageReady})
+	if team.RuleCount != (kyvernov1.RuleCountStatus{Validate: 1, Mutate: 1}) || len(team.Autogen.Rules) != 0 {
+		t.Errorf("ConfigMap policy: rulecount %+v, autogen %d rules", team.RuleCount, len(team.Autogen.Rules))
+	}
+
+	bad := Desired(load(t, "bad-anchor.yaml"), Verdict{Generation: 1, Message: "spec.rules[0]: x"})
+	if c := readyCondition(t, bad); c.Status != metav1.ConditionFalse || c.Reason != "Failed" || c.Message != "spec.rules[0]: x" {
+		t.Errorf("not-ready condition %+v", c)
+	}
+}
+
+func TestDesiredKeepsWhatCharterDoesNotOwn(t *testing.T) {
+	p := load(t, "require-labels.yaml")
+	ready := true
+	p.GetStatus().Ready = &ready
+	p.GetStatus().ValidatingAdmissionPolicy = kyvernov1.ValidatingAdmissionPolicyStatus{Generated: false, Message: "not generated"}
+	p.GetStatus().Conditions = []metav1.Condition{{Type: "Other", Status: metav1.ConditionTrue, Reason: "X", LastTransitionTime: metav1.Now()}}
+	st := Desired(p, Verdict{Ready: true, Generation: 1, Message: MessageReady})
+	if st.ValidatingAdmissionPolicy.Message != "not generated" || meta.FindStatusCondition(st.Conditions, "Other") == nil {
+		t.Errorf("lost fields charter does not own: %+v", st)
+	}
+	if !Changed(p.GetStatus(), st) {
+		t.Error("clearing status.ready is a change")
+	}
+}
+
+// TestChangeDetection walks a policy through the writes the controller
+// would make: each change is seen once, and what the API server hands
+// back never looks like a change (no write loops).
+func TestChangeDetection(t *testing.T) {
+	p := load(t, "require-labels.yaml")
+	ready := Verdict{Ready: true, Generation: 1, Message: MessageReady}
+
+	first := Desired(p, ready)
+	if !Changed(p.GetStatus(), first) {
+		t.Fatal("an empty status needs a write")
+	}
+	stored := roundTrip(t, first)
+	*p.GetStatus() = *stored
+	if again := Desired(p, ready); Changed(p.GetStatus(), again) {
+		t.Fatalf("the same verdict on the stored status is a change:\nstored  %+v\ndesired %+v", p.GetStatus(), again)
+	}
+
+	// A failed generation flips the condition and moves its transition time.
+	time.Sleep(1100 * time.Millisecond) // metav1.Time is stored to the second
+	failed := Desired(p, Verdict{Generation: 2, Message: "spec.rules[0]: bad"})
+	if !Changed(p.GetStatus(), failed) {
+		t.Fatal("ready to not ready is no change")
+	}
+	before, after := readyCondition(t, p.GetStatus()), readyCondition(t, failed)
+	if !after.LastTransitionTime.After(before.LastTransitionTime.Time) {
+		t.Errorf("lastTransitionTime did not move on a flip: %v -> %v", before.LastTransitionTime, after.LastTransitionTime)
+	}
+
+	// A new generation that stays ready updates observedGeneration only.
+	*p.GetStatus() = *roundTrip(t, first)
+	next := Desired(p, Verdict{Ready: true, Generation: 2, Message: MessageReady})
+	if !Changed(p.GetStatus(), next) {
+		t.Fatal("a new observedGeneration is no change")
+	}
+	if c := readyCondition(t, next); !c.LastTransitionTime.Equal(&before.LastTransitionTime) {
+		t.Errorf("lastTransitionTime moved without a flip: %v -> %v", before.LastTransitionTime, c.LastTransitionTime)
+	}
+}
+
+// roundTrip is what a write and a read through the API server do to a
+// status: JSON out and back.
+func roundTrip(t *testing.T, st *kyvernov1.PolicyStatus) *kyvernov1.PolicyStatus {
+	t.Helper()
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out kyvernov1.PolicyStatus
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+func TestFaultMessage(t *testing.T) {
+	p := load(t, "bad-anchor.yaml")
+	second := *p.GetSpec().Rules[0].DeepCopy()
+	second.Name = "r2"
+	p.GetSpec().Rules = append(p.GetSpec().Rules, second)
+	v, ok := Decide(p, snapshot(t, p))
+	if !ok || v.Ready {
+		t.Fatalf("verdict %+v, %v", v, ok)
+	}
+	// Every fault, by field path, without the policy's own name.
+	for _, want := range []string{`spec.rules[0].validate.pattern.spec.containers[0]: unknown anchor "~(x)"`, `spec.rules[1].validate.pattern.spec.containers[0]: unknown anchor "~(x)"`} {
+		if !strings.Contains(v.Message, want) {
+			t.Errorf("message %q lacks %q", v.Message, want)
+		}
+	}
+	if strings.Contains(v.Message, `ClusterPolicy "bad-anchor"`) {
+		t.Errorf("message %q repeats the policy name", v.Message)
+	}
+}
