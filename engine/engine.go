@@ -56,6 +56,9 @@ type evalConfig struct {
 	values  Values
 	// mutateExisting runs mutate.targets rules (see WithMutateExisting).
 	mutateExisting bool
+	// cliGeneration generates for skipped foreach rules (see
+	// WithCLIGeneration).
+	cliGeneration bool
 }
 
 // WithLoaders hands the evaluation what it needs to resolve context entries
@@ -69,6 +72,19 @@ func WithLoaders(l Loaders) EvalOption {
 // Kyverno's CLI values file does (see Values).
 func WithValues(v Values) EvalOption {
 	return func(c *evalConfig) { c.values = v }
+}
+
+// WithCLIGeneration makes Generate do what Kyverno's CLI does with a
+// generate.foreach rule whose preconditions do not hold: the rule is still
+// reported skipped ("preconditions not met"), but its objects are
+// generated and attached to that response (mutate-generate-semantics.md
+// §9.4, row 50). Kyverno's CLI runs the generator for every generate
+// response, and only plain patterns re-check the rule's preconditions
+// there. Only `charter test` wants this: admission and the background
+// controller generate for passing rules only, so their GenerateResponse
+// never carries objects on a skipped rule.
+func WithCLIGeneration() EvalOption {
+	return func(c *evalConfig) { c.cliGeneration = true }
 }
 
 func newEvalConfig(opts []EvalOption) evalConfig {

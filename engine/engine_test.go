@@ -38,9 +38,12 @@ type validateCase struct {
 	APICalls   map[string]any            `json:"apiCalls"`
 	// Values pins variables for every policy and resource, and context
 	// entries for every rule.
-	Values        map[string]any   `json:"values"`
-	ContextValues map[string]any   `json:"contextValues"`
-	Want          []wantedResponse `json:"want"`
+	Values        map[string]any `json:"values"`
+	ContextValues map[string]any `json:"contextValues"`
+	// ForeachValues pins foreach variables per element index, by rule
+	// name (a values file's foreachValues).
+	ForeachValues map[string]map[string][]any `json:"foreachValues"`
+	Want          []wantedResponse            `json:"want"`
 }
 
 type wantedResponse struct {
@@ -99,13 +102,20 @@ func (f fakeAPI) Call(_ context.Context, c APICall) (any, error) {
 	return v, nil
 }
 
-type fixedValues struct{ vars, entries map[string]any }
+// fixedValues pins the same variables for every policy and resource, the
+// same context entries for every rule, and foreach values by rule name.
+type fixedValues struct {
+	vars, entries map[string]any
+	foreach       map[string]map[string][]any
+}
 
 func (v fixedValues) Variables(kyvernov1.PolicyInterface, ResourceRef) map[string]any { return v.vars }
 func (v fixedValues) ContextEntries(kyvernov1.PolicyInterface, string) map[string]any {
 	return v.entries
 }
-func (v fixedValues) ForeachElements(kyvernov1.PolicyInterface, string) map[string][]any { return nil }
+func (v fixedValues) ForeachElements(_ kyvernov1.PolicyInterface, rule string) map[string][]any {
+	return v.foreach[rule]
+}
 
 func TestValidateTestdata(t *testing.T) {
 	files, _ := filepath.Glob("testdata/validate/*.yaml")
@@ -132,8 +142,8 @@ func TestValidateTestdata(t *testing.T) {
 				UserInfo: tc.Request.UserInfo, Roles: tc.Request.Roles, ClusterRoles: tc.Request.ClusterRoles,
 			}
 			opts := []EvalOption{WithLoaders(Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)})}
-			if tc.Values != nil || tc.ContextValues != nil {
-				opts = append(opts, WithValues(fixedValues{tc.Values, tc.ContextValues}))
+			if tc.Values != nil || tc.ContextValues != nil || tc.ForeachValues != nil {
+				opts = append(opts, WithValues(fixedValues{tc.Values, tc.ContextValues, tc.ForeachValues}))
 			}
 			resp := set.Validate(context.Background(), req, opts...)
 			var got []wantedResponse

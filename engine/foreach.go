@@ -3,16 +3,21 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 )
 
-// foreach runs validate.foreach entries (validate-semantics.md §7). It
-// reports false when no element of any entry applied at the top level:
+// foreach runs validate.foreach entries (validate-semantics.md §7) with
+// patterns checked against scope: the resource at the top level, the
+// enclosing element inside a nested foreach whose elements are not scoped.
+// It reports false when no element of any entry applied at the top level:
 // such a rule produces no response at all.
-func (vd *validator) foreach(ctx context.Context, doc *jsoncontext.Document, list []*foreachValidation, nesting int) (outcome, bool) {
+func (vd *validator) foreach(ctx context.Context, doc *jsoncontext.Document, list []*foreachValidation, scope map[string]any, nesting int) (outcome, bool) {
 	applied := 0
 	var listErr error
 	for _, fe := range list {
@@ -23,7 +28,7 @@ func (vd *validator) foreach(ctx context.Context, doc *jsoncontext.Document, lis
 			}
 			continue
 		}
-		o, count := vd.elements(ctx, doc, fe, elements, nesting)
+		o, count := vd.elements(ctx, doc, fe, elements, scope, nesting)
 		if o.status != StatusPass {
 			return o, true
 		}
@@ -43,23 +48,24 @@ func (vd *validator) foreach(ctx context.Context, doc *jsoncontext.Document, lis
 
 // elements evaluates one foreach entry for each element and returns the
 // first fail or error, or pass with the number of elements that applied.
-func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe *foreachValidation, elements []any, nesting int) (outcome, int) {
+//
+// A map element becomes the scope its patterns are checked against unless
+// elementScope is false; any other element leaves the enclosing scope, and
+// elementScope: true on such an element is an error, as in Kyverno.
+func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe *foreachValidation, elements []any, scope map[string]any, nesting int) (outcome, int) {
 	applied := 0
 	for i, el := range elements {
 		if el == nil {
 			continue
 		}
-		edoc := doc.Child()
-		edoc.SetRoot("element", el)
-		edoc.SetRoot("elementIndex", float64(i))
-		elementN, indexN := elementNames(nesting)
-		edoc.SetRoot(elementN, el)
-		edoc.SetRoot(indexN, float64(i))
-		resource := vd.ev.object
+		resource := scope
 		if m, ok := el.(map[string]any); ok && (fe.elementScope == nil || *fe.elementScope) {
 			resource = m
+		} else if !ok && fe.elementScope != nil && *fe.elementScope {
+			return errorf("failed to process foreach: cannot use elementScope=true foreach rules for elements that are not maps, expected type=map got type=%T", el), applied
 		}
-		if err := vd.ev.loadContext(ctx, edoc, vd.rule, fe.context); err != nil {
+		edoc := doc.Child()
+		if err := vd.ev.enterElement(ctx, edoc, vd.rule, fe.context, el, i, nesting); err != nil {
 			return errored("validation failure: failed to load context", err), applied
 		}
 		ok, _, err := vd.ev.conditions(edoc, fe.preconditions, true)
@@ -78,7 +84,7 @@ func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe
 			o = vd.anyPattern(edoc, resource, fe.anyPattern, vd.v.message)
 		case len(fe.nested) > 0:
 			var has bool
-			if o, has = vd.foreach(ctx, edoc, fe.nested, nesting+1); !has {
+			if o, has = vd.foreach(ctx, edoc, fe.nested, resource, nesting+1); !has {
 				continue
 			}
 		default:
@@ -96,6 +102,53 @@ func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe
 		}
 	}
 	return pass(""), applied
+}
+
+// enterElement prepares doc, a child of the entry's document, for the
+// element at index of a foreach entry at the nesting depth: it sets
+// element, elementIndex, element<N> and elementIndex<N>, loads the entry's
+// context entries and then pins the rule's foreachValues for the index
+// (see pinElementValues).
+func (ev *evaluation) enterElement(ctx context.Context, doc *jsoncontext.Document, r *rule, entries []kyvernov1.ContextEntry, el any, index, nesting int) error {
+	elementN, indexN := elementNames(nesting)
+	doc.SetRoot("element", el)
+	doc.SetRoot("elementIndex", float64(index))
+	doc.SetRoot(elementN, el)
+	doc.SetRoot(indexN, float64(index))
+	if err := ev.loadContext(ctx, doc, r, entries); err != nil {
+		return err
+	}
+	return ev.pinElementValues(doc, r, index)
+}
+
+// pinElementValues sets each variable of the rule's foreachValues (Values
+// hook) to its value for the element at index, as Kyverno's CLI does: the
+// values are indexed by element position and set after the element's
+// context entries, so `element` itself can be pinned while the list being
+// iterated, and the scope patterns check, stay the real ones. A list too
+// short for the index is an error naming the variable (Kyverno's CLI
+// panics there).
+func (ev *evaluation) pinElementValues(doc *jsoncontext.Document, r *rule, index int) error {
+	if ev.cfg.values == nil {
+		return nil
+	}
+	vals := ev.cfg.values.ForeachElements(ev.policy.source, r.name)
+	if len(vals) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		list := vals[k]
+		if index >= len(list) {
+			return fmt.Errorf("foreachValues %q has %d values, none for element %d", k, len(list), index)
+		}
+		doc.Set(k, list[index])
+	}
+	return nil
 }
 
 // evalList evaluates a foreach list expression; a result that is not a list

@@ -88,7 +88,8 @@ func (s *PolicySet) compileGenerate(r *kyvernov1.Rule, path string, f *faults) *
 type GenerateResponse struct {
 	Resource ResourceRef
 	// Policies holds one entry per policy with at least one rule response;
-	// RuleResponse.Generated lists each passing rule's desired objects.
+	// RuleResponse.Generated lists each passing rule's desired objects
+	// (and, under WithCLIGeneration, those of skipped foreach rules).
 	Policies []PolicyResponse
 }
 
@@ -144,6 +145,11 @@ func (s *PolicySet) Generate(ctx context.Context, req *Request, opts ...EvalOpti
 			doc, _, final := ev.prelude(ctx, r, &rr)
 			if final != nil {
 				rr.Status, rr.Message = final.status, final.message
+				if cfg.cliGeneration && doc != nil && final.status == StatusSkip && generate.GeneratesWhenSkipped(r.src) {
+					// Kyverno's CLI quirk (WithCLIGeneration): its generator
+					// fails silently, so errors produce nothing here either.
+					rr.Generated, _ = ev.generate(ctx, doc, r)
+				}
 			} else {
 				objs, err := ev.generate(ctx, doc, r)
 				switch {
@@ -181,6 +187,13 @@ func (ev *evaluation) generate(ctx context.Context, doc *jsoncontext.Document, r
 		Elements: generate.ElementsFunc(func(ctx context.Context, edoc *jsoncontext.Document, _ int, entry *kyvernov1.ForEachGeneration) (bool, error) {
 			if err := ev.loadContext(ctx, edoc, r, entry.Context); err != nil {
 				return false, err
+			}
+			// engine/generate has set element and elementIndex already.
+			index, _ := edoc.Get("elementIndex")
+			if i, ok := index.(float64); ok {
+				if err := ev.pinElementValues(edoc, r, int(i)); err != nil {
+					return false, err
+				}
 			}
 			block := ev.foreachConditions(r, entry)
 			ok, _, err := ev.conditions(edoc, block, true)

@@ -18,11 +18,16 @@ import (
 // expected. An expected object without labels is compared without its
 // labels.
 type generateCase struct {
-	Policies  []json.RawMessage `json:"policies"`
-	Request   caseRequest       `json:"request"`
-	Existing  []map[string]any  `json:"existing"`
-	Want      []wantedResponse  `json:"want"`
-	Generated []struct {
+	Policies []json.RawMessage `json:"policies"`
+	Request  caseRequest       `json:"request"`
+	Existing []map[string]any  `json:"existing"`
+	// CLIGeneration generates as Kyverno's CLI does (WithCLIGeneration).
+	CLIGeneration bool `json:"cliGeneration"`
+	// ForeachValues pins foreach variables per element index, by rule
+	// name (a values file's foreachValues).
+	ForeachValues map[string]map[string][]any `json:"foreachValues"`
+	Want          []wantedResponse            `json:"want"`
+	Generated     []struct {
 		Synchronize bool           `json:"synchronize"`
 		Object      map[string]any `json:"object"`
 	} `json:"generated"`
@@ -48,7 +53,14 @@ func TestGenerateTestdata(t *testing.T) {
 				t.Fatalf("compile: %v", err)
 			}
 			req := &Request{Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject}
-			resp := set.Generate(context.Background(), req, WithLoaders(Loaders{Objects: fixedObjects(tc.Existing)}))
+			opts := []EvalOption{WithLoaders(Loaders{Objects: fixedObjects(tc.Existing)})}
+			if tc.CLIGeneration {
+				opts = append(opts, WithCLIGeneration())
+			}
+			if tc.ForeachValues != nil {
+				opts = append(opts, WithValues(fixedValues{foreach: tc.ForeachValues}))
+			}
+			resp := set.Generate(context.Background(), req, opts...)
 			var got []wantedResponse
 			for _, p := range resp.Policies {
 				for _, rr := range p.Rules {

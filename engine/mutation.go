@@ -361,7 +361,6 @@ func (ev *evaluation) mutateForeach(ctx context.Context, doc *jsoncontext.Docume
 // when iterating in reverse.
 func (ev *evaluation) mutateElements(ctx context.Context, doc *jsoncontext.Document, r *rule, fe *foreachMutation, elements []any, resource map[string]any, nesting int) (map[string]any, bool, *patchResult) {
 	patched := resource
-	elementN, indexN := elementNames(nesting)
 	for n := range elements {
 		i := n
 		if fe.descending() {
@@ -372,11 +371,7 @@ func (ev *evaluation) mutateElements(ctx context.Context, doc *jsoncontext.Docum
 			continue
 		}
 		edoc := doc.Child()
-		edoc.SetRoot("element", el)
-		edoc.SetRoot("elementIndex", float64(i))
-		edoc.SetRoot(elementN, el)
-		edoc.SetRoot(indexN, float64(i))
-		if err := ev.loadContext(ctx, edoc, r, fe.context); err != nil {
+		if err := ev.enterElement(ctx, edoc, r, fe.context, el, i, nesting); err != nil {
 			res := patchError("failed to load context", err)
 			return nil, false, &res
 		}

@@ -31,7 +31,10 @@ type mutateCase struct {
 	// MutateExisting runs mutate.targets rules against Existing.
 	MutateExisting bool             `json:"mutateExisting"`
 	Existing       []map[string]any `json:"existing"`
-	Want           []wantedResponse `json:"want"`
+	// ForeachValues pins foreach variables per element index, by rule
+	// name (a values file's foreachValues).
+	ForeachValues map[string]map[string][]any `json:"foreachValues"`
+	Want          []wantedResponse            `json:"want"`
 	// Blocked is whether admission must deny the request.
 	Blocked bool `json:"blocked"`
 	// Object is the patched object; Patch, when set, the exact admission
@@ -76,6 +79,9 @@ func TestMutateTestdata(t *testing.T) {
 			opts := []EvalOption{WithLoaders(Loaders{Objects: fixedObjects(tc.Existing)})}
 			if tc.MutateExisting {
 				opts = append(opts, WithMutateExisting())
+			}
+			if tc.ForeachValues != nil {
+				opts = append(opts, WithValues(fixedValues{foreach: tc.ForeachValues}))
 			}
 			req := &Request{Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject}
 			before, _ := json.Marshal(req.Object)

@@ -304,7 +304,9 @@ func (ev *evaluation) rule(ctx context.Context, r *rule) (RuleResponse, bool) {
 // prelude runs the steps every rule type shares once the rule matched:
 // context entries, preconditions and exceptions. It returns the rule's
 // document and the exceptions that apply, or the final outcome when the
-// rule stops there (context error, preconditions not met, excepted).
+// rule stops there (context error, preconditions not met, excepted). When
+// the preconditions do not hold, the document comes back with the outcome
+// (see WithCLIGeneration).
 func (ev *evaluation) prelude(ctx context.Context, r *rule, rr *RuleResponse) (*jsoncontext.Document, []*exception, *outcome) {
 	stop := func(o outcome) (*jsoncontext.Document, []*exception, *outcome) { return nil, nil, &o }
 	doc := ev.document()
@@ -323,7 +325,8 @@ func (ev *evaluation) prelude(ctx context.Context, r *rule, rr *RuleResponse) (*
 			return stop(errored("failed to evaluate preconditions", err))
 		}
 		if !ok {
-			return stop(skip("preconditions not met"))
+			o := skip("preconditions not met")
+			return doc, nil, &o
 		}
 	}
 	if r.typ == TypeImageVerify {

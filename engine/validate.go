@@ -251,7 +251,7 @@ func (vd *validator) run(ctx context.Context, doc *jsoncontext.Document, resourc
 	case len(v.anyPattern) > 0:
 		return vd.anyPattern(doc, resource, v.anyPattern, v.message), true
 	case len(v.foreach) > 0:
-		return vd.foreach(ctx, doc, v.foreach, 0)
+		return vd.foreach(ctx, doc, v.foreach, resource, 0)
 	case v.podSecurity != nil:
 		return vd.podSecurity(v.podSecurity, resource), true
 	}
