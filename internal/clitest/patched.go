@@ -137,7 +137,9 @@ type outputs struct {
 
 // mutateAndGenerate runs the request through the mutate rules of the set
 // (mutate-existing included), points the request at the mutated object so
-// validation sees it, as Kyverno's CLI does, and runs the generate rules.
+// validation sees it, as Kyverno's CLI does, and runs the generate rules
+// the way Kyverno's CLI does, skipped foreach rules generating too (spec
+// §9.4 row 50, engine.WithCLIGeneration).
 func mutateAndGenerate(ctx context.Context, set *engine.PolicySet, req *engine.Request, resource *unstructured.Unstructured, opts []engine.EvalOption) *outputs {
 	out := &outputs{mutation: map[string]*engine.PolicyResponse{}, generation: map[string]*engine.PolicyResponse{}, resource: resource}
 	m := set.Mutate(ctx, req, append(slices.Clone(opts), engine.WithMutateExisting())...)
@@ -147,7 +149,7 @@ func mutateAndGenerate(ctx context.Context, set *engine.PolicySet, req *engine.R
 	if req.Object != nil {
 		req.Object = m.Object
 	}
-	g := set.Generate(ctx, req, opts...)
+	g := set.Generate(ctx, req, append(slices.Clone(opts), engine.WithCLIGeneration())...)
 	for i := range g.Policies {
 		out.generation[g.Policies[i].Key] = &g.Policies[i]
 	}

@@ -5,8 +5,8 @@ import (
 )
 
 // TestRunMutateAndGenerateSuite checks the patchedResources and
-// generatedResource comparisons end to end, with mutate-existing targets
-// and an erroring rule.
+// generatedResource comparisons end to end, with mutate-existing targets,
+// an erroring rule, and skipped generate rules.
 func TestRunMutateAndGenerateSuite(t *testing.T) {
 	results := runPaths(t, "testdata/mutate")
 	if len(results) != 1 || results[0].Err != nil {
@@ -18,6 +18,10 @@ func TestRunMutateAndGenerateSuite(t *testing.T) {
 		{"breaks", "v1/Secret/ns1/broken", Passed, "Ok"},
 		{"stamp", "v1/Secret/ns1/sec-a", Passed, "Ok"},
 		{"quota", "v1/ResourceQuota/team-a/quota", Passed, "Ok"},
+		// Skipped, yet generated (spec §9.4 row 50): the row names the
+		// generated object.
+		{"prod-extras", "v1/ConfigMap/team-a/extra-a", Passed, "Ok"},
+		{"prod-plain", "v1/Namespace/team-a", Passed, "Ok"},
 	}
 	rows := results[0].Rows
 	if len(rows) != len(want) {
