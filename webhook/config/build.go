@@ -312,6 +312,9 @@ func resolveSelector(resolver Resolver, sel string) ([]Resource, error) {
 	}
 	if k+1 < len(parts) {
 		sub = strings.Join(parts[k+1:], "/")
+	} else if kind, s, ok := strings.Cut(parts[k], "."); ok {
+		// "Pod.exec" is the other spelling of "Pod/exec".
+		parts[k], sub = kind, s
 	}
 	if parts[k] == "*" {
 		r := "*"
