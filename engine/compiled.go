@@ -75,13 +75,17 @@ func (c *Compiler) Policy(src kyvernov1.PolicyInterface) *CompiledPolicy {
 // changed exception needs no policy recompiled: assemble the same policy
 // units with the new exception units.
 type CompiledException struct {
-	key  string
-	ex   *exception
-	errs CompileErrors
+	key    string
+	source *kyvernov2.PolicyException
+	ex     *exception
+	errs   CompileErrors
 }
 
 // Key returns "name" or "namespace/name".
 func (u *CompiledException) Key() string { return u.key }
+
+// Source returns the exception the unit was compiled from.
+func (u *CompiledException) Source() *kyvernov2.PolicyException { return u.source }
 
 // Errors returns the exception's compile faults.
 func (u *CompiledException) Errors() CompileErrors { return u.errs }
@@ -94,9 +98,9 @@ func (c *Compiler) Exception(src *kyvernov2.PolicyException) *CompiledException 
 		if src.Namespace != "" {
 			key = src.Namespace + "/" + src.Name
 		}
-		return &CompiledException{key: key, errs: errs}
+		return &CompiledException{key: key, source: src, errs: errs}
 	}
-	return &CompiledException{key: ex.key, ex: ex}
+	return &CompiledException{key: ex.key, source: src, ex: ex}
 }
 
 // Assemble builds a PolicySet from compiled units, in the order given,

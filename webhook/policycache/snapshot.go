@@ -6,7 +6,6 @@
 package policycache
 
 import (
-	"errors"
 	"sort"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -30,55 +29,17 @@ type Snapshot struct {
 	Errors engine.CompileErrors
 	// Generation counts the snapshots a Cache has published, starting at 1.
 	Generation uint64
+	// units are the compiled units of the admission policies, by key
+	// (see Compiled).
+	units map[string]*engine.CompiledPolicy
 }
 
-// Build compiles the policies that run at admission (spec.admission is not
-// false) into a Snapshot. Invalid policies are left out and listed in
-// Snapshot.Errors; the rest still serve, so one bad policy never disarms
-// the others. Policies are compiled in key order so the result does not
-// depend on informer order.
+// Build compiles the policies that run at admission into a Snapshot, as
+// a fresh Builder does (see Builder.Build). The error is always nil; it is
+// kept for callers that compiled through Build before it could not fail.
 func Build(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException) (*Snapshot, error) {
-	var fail, ignore []kyvernov1.PolicyInterface
-	for _, p := range sortedPolicies(policies) {
-		if !p.GetSpec().AdmissionProcessingEnabled() {
-			continue
-		}
-		if p.GetSpec().GetFailurePolicy() == kyvernov1.Ignore {
-			ignore = append(ignore, p)
-		} else {
-			fail = append(fail, p)
-		}
-	}
-	s := &Snapshot{}
-	var err error
-	if s.Fail, err = compile(fail, exceptions, s, true); err != nil {
-		return nil, err
-	}
-	if s.Ignore, err = compile(ignore, exceptions, s, false); err != nil {
-		return nil, err
-	}
+	s, _ := NewBuilder().Build(policies, exceptions)
 	return s, nil
-}
-
-// compile compiles one set and appends its compile faults to s.Errors,
-// leaving out the exceptions' faults unless withExceptions (exceptions
-// compile into both sets and are reported once). Any other error is
-// returned.
-func compile(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException, s *Snapshot, withExceptions bool) (*engine.PolicySet, error) {
-	set, err := engine.Compile(policies, engine.WithExceptions(exceptions))
-	if err == nil {
-		return set, nil
-	}
-	var faults engine.CompileErrors
-	if !errors.As(err, &faults) {
-		return nil, err
-	}
-	for _, f := range faults {
-		if withExceptions || f.Kind != "PolicyException" {
-			s.Errors = append(s.Errors, f)
-		}
-	}
-	return set, nil
 }
 
 // Empty is the snapshot before any policy is known: it allows everything.
