@@ -13,10 +13,18 @@ import (
 // in doc under its name; later entries see earlier ones. An entry pinned by
 // the Values hook is not loaded.
 func (ev *evaluation) loadContext(ctx context.Context, doc *jsoncontext.Document, r *rule, entries []kyvernov1.ContextEntry) error {
+	return ev.loadEntries(ctx, doc, r, entries, nil)
+}
+
+// loadEntries is loadContext with the rule's foreachValues, for the
+// entries of a foreach element: an entry they pin is not loaded either
+// (pinElementValues sets it), as Kyverno's CLI loads no imageRegistry,
+// configMap or apiCall entry for the values to replace.
+func (ev *evaluation) loadEntries(ctx context.Context, doc *jsoncontext.Document, r *rule, entries []kyvernov1.ContextEntry, perElement map[string][]any) error {
 	pinned := ev.ruleValues(r)
 	for i := range entries {
 		e := &entries[i]
-		if isPinned(pinned, e.Name) || isPinned(ev.resourceValues(), e.Name) {
+		if isPinned(pinned, e.Name) || isPinned(ev.resourceValues(), e.Name) || isPinned(perElement, e.Name) {
 			continue
 		}
 		v, err := ev.loadEntry(ctx, doc, e)
@@ -212,7 +220,7 @@ func firstNonEmpty(a, b string) string {
 
 // isPinned reports whether the values pin the entry itself or a path
 // inside it ("imageData.configData.created" pins imageData).
-func isPinned(pinned map[string]any, name string) bool {
+func isPinned[V any](pinned map[string]V, name string) bool {
 	if _, ok := pinned[name]; ok {
 		return true
 	}

@@ -115,24 +115,29 @@ func (ev *evaluation) enterElement(ctx context.Context, doc *jsoncontext.Documen
 	doc.SetRoot("elementIndex", float64(index))
 	doc.SetRoot(elementN, el)
 	doc.SetRoot(indexN, float64(index))
-	if err := ev.loadContext(ctx, doc, r, entries); err != nil {
+	perElement := ev.foreachValues(r)
+	if err := ev.loadEntries(ctx, doc, r, entries, perElement); err != nil {
 		return err
 	}
-	return ev.pinElementValues(doc, r, index)
+	return pinElementValues(doc, perElement, index)
 }
 
-// pinElementValues sets each variable of the rule's foreachValues (Values
+// foreachValues returns the rule's foreachValues from the Values hook.
+func (ev *evaluation) foreachValues(r *rule) map[string][]any {
+	if ev.cfg.values == nil {
+		return nil
+	}
+	return ev.cfg.values.ForeachElements(ev.policy.source, r.name)
+}
+
+// pinElementValues sets each variable of a rule's foreachValues (Values
 // hook) to its value for the element at index, as Kyverno's CLI does: the
 // values are indexed by element position and set after the element's
 // context entries, so `element` itself can be pinned while the list being
 // iterated, and the scope patterns check, stay the real ones. A list too
 // short for the index is an error naming the variable (Kyverno's CLI
 // panics there).
-func (ev *evaluation) pinElementValues(doc *jsoncontext.Document, r *rule, index int) error {
-	if ev.cfg.values == nil {
-		return nil
-	}
-	vals := ev.cfg.values.ForeachElements(ev.policy.source, r.name)
+func pinElementValues(doc *jsoncontext.Document, vals map[string][]any, index int) error {
 	if len(vals) == 0 {
 		return nil
 	}

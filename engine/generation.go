@@ -185,13 +185,14 @@ func (ev *evaluation) generate(ctx context.Context, doc *jsoncontext.Document, r
 	trigger := generate.ObjectRef{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, UID: types.UID(uid)}
 	env := generate.Env{
 		Elements: generate.ElementsFunc(func(ctx context.Context, edoc *jsoncontext.Document, _ int, entry *kyvernov1.ForEachGeneration) (bool, error) {
-			if err := ev.loadContext(ctx, edoc, r, entry.Context); err != nil {
+			perElement := ev.foreachValues(r)
+			if err := ev.loadEntries(ctx, edoc, r, entry.Context, perElement); err != nil {
 				return false, err
 			}
 			// engine/generate has set element and elementIndex already.
 			index, _ := edoc.Get("elementIndex")
 			if i, ok := index.(float64); ok {
-				if err := ev.pinElementValues(edoc, r, int(i)); err != nil {
+				if err := pinElementValues(edoc, perElement, int(i)); err != nil {
 					return false, err
 				}
 			}
