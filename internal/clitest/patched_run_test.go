@@ -33,3 +33,29 @@ func TestRunMutateAndGenerateSuite(t *testing.T) {
 		}
 	}
 }
+
+// TestRunForeachValuesSuite checks a values file's foreachValues end to
+// end: each value stands in for a foreach element's imageRegistry entry,
+// by element position.
+func TestRunForeachValuesSuite(t *testing.T) {
+	results := runPaths(t, "testdata/values")
+	if len(results) != 1 || results[0].Err != nil {
+		t.Fatalf("results: %+v", results)
+	}
+	want := []short{
+		{"no-root-images", "v1/Pod/default/one-container", Passed, "Ok"},
+		{"no-root-images", "v1/Pod/default/two-containers", Passed, "Ok"},
+	}
+	rows := results[0].Rows
+	if len(rows) != len(want) {
+		t.Fatalf("got %d rows %+v, want %d", len(rows), rows, len(want))
+	}
+	for i, r := range rows {
+		if got := (short{r.Rule, r.Resource, r.Verdict, r.Reason}); got != want[i] {
+			t.Errorf("row %d: got %+v, want %+v (message %q)", i+1, got, want[i], r.Message)
+		}
+	}
+	if msg := rows[1].Message; msg != "validation failure: container debug runs as root" {
+		t.Errorf("fail message %q", msg)
+	}
+}
