@@ -86,6 +86,9 @@ type Options struct {
 	// drops them. It must not block: *AuditQueue, or the reports
 	// controller's queue behind an adapter.
 	Audit AuditSink
+	// Events receives every validated, non-dry-run request's outcome for
+	// Kubernetes Events (events.Sink); nil emits none.
+	Events EventSink
 	// MaxRequestBytes bounds an AdmissionReview body (default 7 MiB).
 	MaxRequestBytes int64
 	// RequestTimeout bounds the evaluation of one request (default 10 s).
@@ -98,6 +101,13 @@ type Options struct {
 	Ready func() error
 	// Log receives errors that do not reach the API server.
 	Log logr.Logger
+}
+
+// EventSink turns validation outcomes into Kubernetes Events. Validated
+// is called on the admission path and must not block: it hands the
+// outcome over and returns.
+type EventSink interface {
+	Validated(req *engine.Request, responses []*engine.Response, blocked bool)
 }
 
 // handlers holds the request handlers of one server.
@@ -267,6 +277,9 @@ func (h *handlers) validate(scope setScope) http.HandlerFunc {
 			if h.opts.Audit != nil && !req.DryRun && hasResults(responses) {
 				h.opts.Audit.Offer(AuditRecord{UID: ar.UID, Request: req, Responses: responses, Time: start})
 			}
+		}
+		if h.opts.Events != nil && !req.DryRun && hasResults(responses) {
+			h.opts.Events.Validated(req, responses, blocked)
 		}
 		writeResponse(w, out)
 		h.opts.Metrics.ObserveRequest(mreq, out.Allowed, time.Since(start))
