@@ -13,16 +13,23 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/webhook/certs"
 	"github.com/charter-dev/charter/webhook/config"
+	"github.com/charter-dev/charter/webhook/events"
 	"github.com/charter-dev/charter/webhook/metrics"
 	"github.com/charter-dev/charter/webhook/policycache"
 	"github.com/charter-dev/charter/webhook/server"
+	"github.com/charter-dev/charter/webhook/status"
+	"github.com/charter-dev/charter/webhook/userinfo"
 )
 
 // Options configure the admission controller.
@@ -50,13 +57,35 @@ type Options struct {
 	Audit server.AuditSink
 	// ConfigResync is the webhook configuration controller's period.
 	ConfigResync time.Duration
-	Log          logr.Logger
+	// StatusResync is the policy status controller's period (default 1 min).
+	StatusResync time.Duration
+	// Events configures the Kubernetes Events of admission decisions.
+	Events EventOptions
+	Log    logr.Logger
+}
+
+// EventOptions configure admission Events (admission-reports.md §3.3).
+type EventOptions struct {
+	// Disabled emits no events.
+	Disabled bool
+	// Omit lists reasons never emitted; nil means events.DefaultOmit
+	// (PolicyApplied and PolicySkipped, as Kyverno's chart has it), an
+	// empty list omits nothing.
+	Omit []string
+	// MaxQueued bounds the requests whose events wait to be written
+	// (default events.DefaultMaxQueued); beyond it they are dropped.
+	MaxQueued int
+	// SuccessEvents emits PolicyApplied for requests that passed.
+	SuccessEvents bool
 }
 
 // Controller is the admission controller added to a manager.
 type Controller struct {
-	Cache    *policycache.Cache
-	Config   *config.Controller
+	Cache  *policycache.Cache
+	Config *config.Controller
+	Status *status.Controller
+	// Events is nil when events are disabled.
+	Events   *events.Sink
 	Renewer  *certs.Renewer
 	KeyPair  *certs.SecretKeyPair
 	Handler  *server.Server
@@ -121,17 +150,35 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		Log:      o.Log.WithName("webhook-config"),
 	}
 	c.Cache.OnChange(func(*policycache.Snapshot) { c.Config.Trigger() })
+	c.Status = status.New(status.Options{Client: mgr.GetClient(), Reader: mgr.GetCache(), Policies: c.Cache,
+		Interval: o.StatusResync, Log: o.Log.WithName("policy-status")})
+	c.Cache.OnChange(func(*policycache.Snapshot) { c.Status.Trigger() })
+	var eventSink server.EventSink
+	if !o.Events.Disabled && !o.Null {
+		if c.Events, err = newEventSink(mgr, o); err != nil {
+			return nil, err
+		}
+		eventSink = c.Events
+	}
 	c.Renewer = &certs.Renewer{
 		Client: mgr.GetClient(), Namespace: o.Namespace, CASecret: caSecret, TLSSecret: tlsSecret,
 		Serving: serving, OnChange: c.Config.Trigger, Log: o.Log.WithName("certs"),
 	}
+	// Requests are matched by the requester's roles through binding
+	// caches indexed by subject.
+	if err := userinfo.AddIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("admission: %w", err)
+	}
 	handler := server.NewHandler(server.Options{
 		Policies:        c.Cache,
+		Kinds:           mgr.GetRESTMapper(),
+		Roles:           userinfo.CachedResolver{Reader: mgr.GetCache()},
 		Loaders:         engine.Loaders{Namespaces: c.Cache},
 		Mutator:         server.EngineMutator{Loaders: engine.Loaders{Namespaces: c.Cache}},
 		Filters:         server.DefaultResourceFilters(o.Namespace),
 		Metrics:         o.Metrics,
 		Audit:           o.Audit,
+		Events:          eventSink,
 		MaxRequestBytes: o.MaxRequestBytes,
 		RequestTimeout:  o.RequestTimeout,
 		Null:            o.Null,
@@ -145,12 +192,62 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	})
 	c.Handler = &server.Server{Addr: o.Addr, Handler: handler, GetCertificate: c.KeyPair.GetCertificate, Log: o.Log.WithName("server")}
 
-	for _, r := range []manager.Runnable{c.Cache, everyReplica(c.Handler.Run), c.Renewer, c.Config} {
+	// A change to either certificate Secret (deleted, edited) is checked
+	// at once, not at the next interval (admission-reports.md §2.7).
+	watchSecrets := everyReplica(func(ctx context.Context) error {
+		inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{})
+		if err != nil {
+			return fmt.Errorf("admission: watching certificate Secrets: %w", err)
+		}
+		trigger := func(obj any) {
+			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if s, ok := obj.(*corev1.Secret); ok && s.Namespace == o.Namespace && (s.Name == caSecret || s.Name == tlsSecret) {
+				c.Renewer.Trigger()
+			}
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: trigger, UpdateFunc: func(_, obj any) { trigger(obj) }, DeleteFunc: trigger,
+		}); err != nil {
+			return fmt.Errorf("admission: watching certificate Secrets: %w", err)
+		}
+		<-ctx.Done()
+		return nil
+	})
+	for _, r := range []manager.Runnable{c.Cache, everyReplica(c.Handler.Run), c.Renewer, c.Config, c.Status, watchSecrets} {
 		if err := mgr.Add(r); err != nil {
 			return nil, err
 		}
 	}
+	if c.Events != nil {
+		if err := mgr.Add(c.Events); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// newEventSink returns the sink of admission Events, writing through a
+// client of its own and counting drops under kyverno_events_dropped_total
+// in the manager's metrics registry.
+func newEventSink(mgr manager.Manager, o Options) (*events.Sink, error) {
+	w, err := events.NewWriter(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("admission: %w", err)
+	}
+	omit := o.Events.Omit
+	if omit == nil {
+		omit = events.DefaultOmit
+	}
+	sink := events.NewSink(events.Options{Writer: w, Source: events.SourceAdmission, MaxQueued: o.Events.MaxQueued,
+		Omit: omit, SuccessEvents: o.Events.SuccessEvents, Log: o.Log.WithName("events")})
+	// A second Setup in one process (tests) finds the name taken; the
+	// first sink keeps it.
+	if err := ctrlmetrics.Registry.Register(sink); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return nil, fmt.Errorf("admission: registering event metrics: %w", err)
+	}
+	return sink, nil
 }
 
 // everyReplica is a runnable that does not wait for leadership.
