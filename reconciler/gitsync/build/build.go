@@ -76,11 +76,17 @@ func Build(root, dir string) ([]Object, error) {
 	}
 	objects := make([]Object, 0, resources.Size())
 	for _, r := range resources.Resources() {
-		m, err := r.Map()
+		// Through JSON rather than r.Map(): kyaml's maps hold Go ints,
+		// which unstructured's DeepCopy (and so every client call)
+		// rejects; JSON gives the int64s and float64s it expects.
+		data, err := r.MarshalJSON()
 		if err != nil {
 			return nil, &Error{Path: strings.TrimPrefix(dir, "/"), Err: err}
 		}
-		u := &unstructured.Unstructured{Object: m}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(data); err != nil {
+			return nil, &Error{Path: strings.TrimPrefix(dir, "/"), Err: err}
+		}
 		objects = append(objects, Object{Unstructured: u, File: takeOrigin(u, dir)})
 	}
 	return objects, nil

@@ -70,3 +70,16 @@ func TestBuildCannotReadOutsideTheRepository(t *testing.T) {
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring("policies/require-labels/require-labels.yaml"))
 }
+
+// Built objects go to the API server through clients that deep-copy them:
+// every number must be a JSON number type (int64 or float64), never a Go
+// int, or DeepCopy panics.
+func TestBuiltObjectsDeepCopy(t *testing.T) {
+	g := NewWithT(t)
+	objs, err := Build("../../..", "environments/dev")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(objs).NotTo(BeEmpty())
+	for _, o := range objs {
+		g.Expect(func() { o.DeepCopy() }).NotTo(Panic(), "DeepCopy of %s/%s", o.GetKind(), o.GetName())
+	}
+}
