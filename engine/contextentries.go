@@ -10,21 +10,22 @@ import (
 )
 
 // loadContext evaluates context entries in order and stores each result
-// in doc under its name; later entries see earlier ones. An entry pinned by
-// the Values hook is not loaded.
+// in doc under its name; later entries see earlier ones. An entry that the
+// Values hook pins (by its name or a dotted path inside it) is not loaded,
+// unless it is a variable entry: Kyverno's CLI sets the values first and
+// then still evaluates variable entries, which overwrite them.
 func (ev *evaluation) loadContext(ctx context.Context, doc *jsoncontext.Document, r *rule, entries []kyvernov1.ContextEntry) error {
 	return ev.loadEntries(ctx, doc, r, entries, nil)
 }
 
 // loadEntries is loadContext with the rule's foreachValues, for the
 // entries of a foreach element: an entry they pin is not loaded either
-// (pinElementValues sets it), as Kyverno's CLI loads no imageRegistry,
-// configMap or apiCall entry for the values to replace.
+// (pinElementValues sets it afterwards).
 func (ev *evaluation) loadEntries(ctx context.Context, doc *jsoncontext.Document, r *rule, entries []kyvernov1.ContextEntry, perElement map[string][]any) error {
 	pinned := ev.ruleValues(r)
 	for i := range entries {
 		e := &entries[i]
-		if isPinned(pinned, e.Name) || isPinned(ev.resourceValues(), e.Name) || isPinned(perElement, e.Name) {
+		if e.Variable == nil && (isPinned(pinned, e.Name) || isPinned(ev.resourceValues(), e.Name) || isPinned(perElement, e.Name)) {
 			continue
 		}
 		v, err := ev.loadEntry(ctx, doc, e)
