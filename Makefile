@@ -101,6 +101,10 @@ bench-reports: controlplane ## Scan 10,000 Pods with the Pod Security policies: 
 bench-gitops: controlplane build ## Time a push to an enforced policy (receiver → Pod refused) and the sync of 500 policies (time, peak RSS).
 	$(GO) run ./hack/benchgitops -charter $(BIN)/charter
 
+.PHONY: bench-admission
+bench-admission: controlplane build ## Admission latency: open loop to the webhook vs a null one, then via kube-apiserver dry-run (RATE=1000 DURATION=20s API_RATE=100).
+	$(GO) run ./hack/benchadmission -charter $(BIN)/charter $(if $(RATE),-rate $(RATE)) $(if $(DURATION),-duration $(DURATION)) $(if $(API_RATE),-api-rate $(API_RATE))
+
 .PHONY: bench
 bench: ## Run the Go benchmarks and print their figures.
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/...
