@@ -20,11 +20,13 @@ const charterNamespace = "charter"
 
 // charterProcess is `charter serve` running out of cluster.
 type charterProcess struct {
-	cmd      *exec.Cmd
-	exited   chan error
-	logPath  string
-	health   string
-	receiver string
+	bin        string
+	kubeconfig string
+	cmd        *exec.Cmd
+	exited     chan error
+	logPath    string
+	health     string
+	receiver   string
 }
 
 // startCharter runs `charter serve --controllers=admission,gitsync` with
@@ -32,14 +34,14 @@ type charterProcess struct {
 // $KUBECONFIG, the way an in-cluster charter gets its configuration: then
 // controller-runtime leaves client-side rate limiting to the API server's
 // priority and fairness, as it does in a Deployment.
-func startCharter(ctx context.Context, bin, kubeconfig, work string) (*charterProcess, error) {
+func startCharter(ctx context.Context, bin, kubeconfig, work, controllers string) (*charterProcess, error) {
 	webhook, health, receiver := freePort(), freePort(), freePort()
-	logPath := filepath.Join(work, "charter.log")
+	logPath := filepath.Join(work, "charter-"+strings.ReplaceAll(controllers, ",", "-")+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve", "--controllers=admission,gitsync",
+	cmd := exec.Command(bin, "serve", "--controllers="+controllers,
 		"--namespace="+charterNamespace,
 		"--webhook-addr=127.0.0.1:"+webhook,
 		"--webhook-url=https://127.0.0.1:"+webhook,
@@ -56,6 +58,7 @@ func startCharter(ctx context.Context, bin, kubeconfig, work string) (*charterPr
 		return nil, err
 	}
 	p := &charterProcess{
+		bin: bin, kubeconfig: kubeconfig,
 		cmd: cmd, exited: make(chan error, 1), logPath: logPath,
 		health: "http://127.0.0.1:" + health, receiver: "http://127.0.0.1:" + receiver,
 	}
@@ -63,8 +66,8 @@ func startCharter(ctx context.Context, bin, kubeconfig, work string) (*charterPr
 	return p, nil
 }
 
-// waitReady waits for /readyz (the admission policy cache synced) and for
-// the receiver to listen.
+// waitReady waits for /readyz (with admission, its policy cache synced)
+// and for the receiver to listen.
 func (p *charterProcess) waitReady(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -90,7 +93,8 @@ func (p *charterProcess) ready(ctx context.Context) bool {
 		return false
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	// 404: no controller registered a readiness check (gitsync alone).
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
 		return false
 	}
 	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(p.receiver, "http://"), time.Second)
@@ -112,14 +116,22 @@ func (p *charterProcess) alive() error {
 	}
 }
 
-// stop ends charter with SIGTERM, as a kubelet would.
+// stop ends charter with SIGTERM, as a kubelet would, and deletes its
+// webhook configurations so the cluster admits without it.
 func (p *charterProcess) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
 	select {
-	case <-p.exited:
+	case err := <-p.exited:
+		p.exited <- err
 	case <-time.After(40 * time.Second):
 		_ = p.cmd.Process.Kill()
-		<-p.exited
+	}
+	cleanup := exec.Command(p.bin, "serve", "--cleanup-webhooks", "--namespace="+charterNamespace)
+	cleanup.Env = append(os.Environ(), "KUBECONFIG="+p.kubeconfig)
+	if out, err := cleanup.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "benchgitops: charter serve --cleanup-webhooks: %v: %s\n", err, out)
 	}
 }
 

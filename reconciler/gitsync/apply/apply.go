@@ -12,8 +12,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -175,7 +177,15 @@ type Applier struct {
 	// CRDTimeout bounds the wait for CRDs of the revision to be
 	// established; 30s when zero.
 	CRDTimeout time.Duration
+	// Concurrency is how many requests run at once within a stage;
+	// DefaultConcurrency when zero. Objects of one stage do not depend on
+	// each other, and a revision of hundreds of policies applied one
+	// request at a time spends most of its time waiting on round trips.
+	Concurrency int
 }
+
+// DefaultConcurrency is the Applier's default of requests in flight.
+const DefaultConcurrency = 8
 
 // Apply dry-runs, then applies objs in stages. When the dry-run fails,
 // nothing is written.
@@ -201,17 +211,16 @@ func (a *Applier) Apply(ctx context.Context, objs []build.Object) (ChangeSet, er
 	dryRV := map[string]string{}
 	var deferred []build.Object
 	var errs []*ObjectError
-	for _, stage := range staged {
-		for _, o := range stage {
-			rv, err := a.patch(ctx, o, true)
-			switch {
-			case err == nil:
-				dryRV[key(o.Unstructured)] = rv
-			case dependsOnRevision(err, o.Unstructured, namespaces, crdKinds):
-				deferred = append(deferred, o)
-			default:
-				errs = append(errs, &ObjectError{File: o.File, Object: key(o.Unstructured), Err: err})
-			}
+	all := slices.Concat(staged...)
+	for i, r := range a.patchAll(ctx, all, true) {
+		o := all[i]
+		switch {
+		case r.err == nil:
+			dryRV[key(o.Unstructured)] = r.rv
+		case dependsOnRevision(r.err, o.Unstructured, namespaces, crdKinds):
+			deferred = append(deferred, o)
+		default:
+			errs = append(errs, &ObjectError{File: o.File, Object: key(o.Unstructured), Err: r.err})
 		}
 	}
 	if len(errs) > 0 {
@@ -220,12 +229,17 @@ func (a *Applier) Apply(ctx context.Context, objs []build.Object) (ChangeSet, er
 
 	var changes ChangeSet
 	apply := func(stage []build.Object) error {
-		for _, o := range stage {
-			rv, err := a.patch(ctx, o, false)
-			if err != nil {
-				return &Error{Errs: []*ObjectError{{File: o.File, Object: key(o.Unstructured), Err: err}}}
+		var failed []*ObjectError
+		for i, r := range a.patchAll(ctx, stage, false) {
+			o := stage[i]
+			if r.err != nil {
+				failed = append(failed, &ObjectError{File: o.File, Object: key(o.Unstructured), Err: r.err})
+				continue
 			}
-			changes = append(changes, Change{Object: key(o.Unstructured), Action: actionOf(dryRV[key(o.Unstructured)], rv)})
+			changes = append(changes, Change{Object: key(o.Unstructured), Action: actionOf(dryRV[key(o.Unstructured)], r.rv)})
+		}
+		if len(failed) > 0 {
+			return &Error{Errs: failed}
 		}
 		return nil
 	}
@@ -237,13 +251,13 @@ func (a *Applier) Apply(ctx context.Context, objs []build.Object) (ChangeSet, er
 			return changes, err
 		}
 	}
-	for _, o := range deferred {
-		rv, err := a.patch(ctx, o, true)
-		if err != nil {
-			errs = append(errs, &ObjectError{File: o.File, Object: key(o.Unstructured), Err: err})
+	for i, r := range a.patchAll(ctx, deferred, true) {
+		o := deferred[i]
+		if r.err != nil {
+			errs = append(errs, &ObjectError{File: o.File, Object: key(o.Unstructured), Err: r.err})
 			continue
 		}
-		dryRV[key(o.Unstructured)] = rv
+		dryRV[key(o.Unstructured)] = r.rv
 	}
 	if len(errs) > 0 {
 		return changes, &Error{DryRun: true, Errs: errs}
@@ -265,6 +279,38 @@ func (a *Applier) label(u *unstructured.Unstructured) {
 	labels[OwnerNameLabel] = a.Owner.Name
 	labels[OwnerNamespaceLabel] = a.Owner.Namespace
 	u.SetLabels(labels)
+}
+
+// patchResult is the outcome of one patch.
+type patchResult struct {
+	rv  string
+	err error
+}
+
+// patchAll patches objs, up to Concurrency at a time, and returns their
+// results in the order of objs.
+func (a *Applier) patchAll(ctx context.Context, objs []build.Object, dryRun bool) []patchResult {
+	results := make([]patchResult, len(objs))
+	workers := a.Concurrency
+	if workers <= 0 {
+		workers = DefaultConcurrency
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, len(objs)) {
+		wg.Go(func() {
+			for i := range next {
+				rv, err := a.patch(ctx, objs[i], dryRun)
+				results[i] = patchResult{rv: rv, err: err}
+			}
+		})
+	}
+	for i := range objs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return results
 }
 
 // patch server-side applies o and returns the resulting resourceVersion.
