@@ -5,41 +5,80 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/printer"
+	"github.com/charter-dev/charter/webhook/config"
 )
 
-// defaultCRDDir is where `make manifests` writes charter's CRDs.
-const defaultCRDDir = "config/crd/bases"
+// Defaults of `charter dev`.
+const (
+	// defaultCRDDir is where `make manifests` writes charter's CRDs.
+	defaultCRDDir = "config/crd/bases"
+	// defaultDevPath is the environment dev syncs from the repository.
+	defaultDevPath = "environments/dev"
+	// devNamespace holds charter's Secrets and the PolicyRepository.
+	devNamespace = "charter"
+	// devRepositoryName names the PolicyRepository dev creates.
+	devRepositoryName = "charter-dev"
+)
 
 type devOptions struct {
 	kubeconfig string
 	crds       []string
 	binDir     string
 	keepLogs   bool
+
+	// repo is the local Git checkout synced; "" means this checkout.
+	repo string
+	// path is the folder of repo that is built and applied.
+	path string
+	// branch is the branch synced; "" means the checkout's current one.
+	branch string
+	// readyTimeout bounds the wait for the first sync.
+	readyTimeout time.Duration
+
+	webhookPort  int
+	receiverAddr string
+	metricsAddr  string
 }
 
 func newDevCommand() *cobra.Command {
 	opts := devOptions{}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run charter against a local control plane (etcd + kube-apiserver), until Ctrl-C",
+		Short: "Run the whole of charter against a local control plane, until Ctrl-C",
 		Long: `dev starts a real etcd and kube-apiserver on this machine (built by
-'make controlplane'; no Docker needed), installs charter's CRDs and prints how
-to point kubectl at it. With --kubeconfig it uses that cluster instead and
-leaves it running on exit.`,
+'make controlplane'; no Docker needed), installs charter's CRDs, and runs
+every controller in one process: admission (the API server calls it by
+URL), reports and gitsync. It then points a PolicyRepository at this
+checkout (file://, path environments/dev, the current branch), waits
+until it is Ready, and prints how to try it.
+
+Commit a change to a policy and it reaches the cluster within seconds:
+dev watches the branch and asks for a sync when it moves.
+
+With --kubeconfig it uses that cluster instead; on exit it removes
+charter's webhook configurations and leaves the cluster running.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -50,10 +89,18 @@ leaves it running on exit.`,
 			return runDev(ctx, cmd.OutOrStdout(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.kubeconfig, "kubeconfig", "", "use this cluster instead of starting a local control plane")
-	cmd.Flags().StringSliceVar(&opts.crds, "crds", []string{defaultCRDDir}, "CRD files or folders to install")
-	cmd.Flags().StringVar(&opts.binDir, "bin-dir", "", "folder holding etcd and kube-apiserver (default $KUBEBUILDER_ASSETS, else <repo>/bin)")
-	cmd.Flags().BoolVar(&opts.keepLogs, "keep-logs", false, "keep the control plane's work folder (logs, etcd data) on exit")
+	f := cmd.Flags()
+	f.StringVar(&opts.kubeconfig, "kubeconfig", "", "use this cluster instead of starting a local control plane")
+	f.StringSliceVar(&opts.crds, "crds", []string{defaultCRDDir}, "CRD files or folders to install")
+	f.StringVar(&opts.binDir, "bin-dir", "", "folder holding etcd and kube-apiserver (default $KUBEBUILDER_ASSETS, else <repo>/bin)")
+	f.BoolVar(&opts.keepLogs, "keep-logs", false, "keep the control plane's work folder (logs, etcd data) on exit")
+	f.StringVar(&opts.repo, "repo", "", "local Git checkout to sync policies from (default: this checkout)")
+	f.StringVar(&opts.path, "path", defaultDevPath, "folder of the repository to build and apply")
+	f.StringVar(&opts.branch, "branch", "", "branch to sync (default: the checkout's current branch)")
+	f.DurationVar(&opts.readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the first sync")
+	f.IntVar(&opts.webhookPort, "webhook-port", 0, "port of the admission server on 127.0.0.1 (default: a free port)")
+	f.StringVar(&opts.receiverAddr, "receiver-addr", "", "address of the Git push receiver (e.g. 127.0.0.1:9292); empty disables it")
+	f.StringVar(&opts.metricsAddr, "metrics-addr", "0", "Prometheus metrics address (0 disables)")
 	return cmd
 }
 
@@ -70,28 +117,27 @@ func resolveDefaultCRDDir() string {
 	return defaultCRDDir
 }
 
-func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
-	// envtest and, later, the controllers log through controller-runtime;
-	// dev's own output is the lines below, so their chatter is dropped
-	// unless a component sets a real logger.
+func runDev(ctx context.Context, out io.Writer, opts devOptions) (err error) {
+	// envtest logs through controller-runtime before charter's log file
+	// exists; dev's own output is the lines below, so that chatter is
+	// dropped. The controllers log to a file (see startControllers).
 	ctrllog.SetLogger(logr.Discard())
 
 	env := &devEnvironment{out: out, color: printer.ColorEnabled(out)}
-	err := env.up(ctx, opts)
 	defer func() {
 		if stopErr := env.down(); stopErr != nil {
 			err = errors.Join(err, stopErr)
 		}
 	}()
-	if err != nil {
+	if err := env.up(ctx, opts); err != nil {
 		return err
 	}
 	return env.serve(ctx)
 }
 
 // devEnvironment is what `charter dev` runs: a cluster (a local control
-// plane it owns, or one given by --kubeconfig) with charter's CRDs, and,
-// as they are built, charter's controllers against it.
+// plane it owns, or one given by --kubeconfig) with charter's CRDs, and
+// charter's controllers against it.
 type devEnvironment struct {
 	out   io.Writer
 	color bool
@@ -99,11 +145,23 @@ type devEnvironment struct {
 	cp             *controlplane.ControlPlane // nil when the cluster is not ours
 	cfg            *rest.Config
 	kubeconfigPath string
+	client         client.Client
+
+	logFile *os.File
+	// stopControllers stops the manager and waits for it; nil until it runs.
+	stopControllers func() error
+	// watcher follows the synced branch; nil when there is none.
+	watcher *branchWatcher
 }
 
-// up brings the cluster to the point where charter can run against it.
+// up brings the cluster to the point where charter runs against it with
+// the dev environment applied.
 func (e *devEnvironment) up(ctx context.Context, opts devOptions) error {
 	e.title("charter dev")
+	source, err := resolveDevSource(opts)
+	if err != nil {
+		return err
+	}
 	if err := e.connect(ctx, opts); err != nil {
 		return err
 	}
@@ -114,7 +172,24 @@ func (e *devEnvironment) up(ctx context.Context, opts devOptions) error {
 		}
 		e.done("%d CRDs installed from %s", len(crds), joinPaths(opts.crds))
 	}
-	e.ready()
+	sch, err := serveScheme()
+	if err != nil {
+		return err
+	}
+	if e.client, err = client.New(e.cfg, client.Options{Scheme: sch}); err != nil {
+		return err
+	}
+	if err := e.ensureNamespace(ctx); err != nil {
+		return err
+	}
+	if err := e.startControllers(ctx, opts); err != nil {
+		return err
+	}
+	e.watcher = &branchWatcher{dir: source.dir, branch: source.branch}
+	if err := e.syncRepository(ctx, source, opts.readyTimeout); err != nil {
+		return err
+	}
+	e.ready(source)
 	return nil
 }
 
@@ -147,35 +222,170 @@ func (e *devEnvironment) connect(ctx context.Context, opts devOptions) error {
 	return nil
 }
 
-// serve runs until ctx ends. Controllers join here as they are built.
+func (e *devEnvironment) ensureNamespace(ctx context.Context) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: devNamespace}}
+	if err := e.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", devNamespace, err)
+	}
+	return nil
+}
+
+// startControllers runs admission, reports and gitsync in this process,
+// exactly as `charter serve --controllers=admission,reports,gitsync` would
+// out of cluster, logging to a file so the terminal stays readable.
+func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) error {
+	logPath, err := e.openLog()
+	if err != nil {
+		return err
+	}
+	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(e.logFile)))
+	klog.SetLogger(log)
+	ctrllog.SetLogger(log)
+
+	port := opts.webhookPort
+	if port == 0 {
+		if port, err = freeLocalPort(); err != nil {
+			return fmt.Errorf("finding a port for the admission server: %w", err)
+		}
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	so := serveOptions{
+		controllers:     knownControllers,
+		namespace:       devNamespace,
+		webhookAddr:     addr,
+		webhookURL:      "https://" + addr,
+		metricsAddr:     opts.metricsAddr,
+		healthAddr:      "0",
+		leaderElect:     false,
+		retryPeriod:     2 * time.Second,
+		requestTimeout:  10 * time.Second,
+		maxRequestBytes: 7 << 20,
+		receiverAddr:    opts.receiverAddr,
+		gitsyncWorkers:  2,
+		// A dev cluster is small: rescan often so reports follow
+		// namespace label and ConfigMap changes quickly.
+		reports: reportsDevOptions(),
+		// dev is run more than once per process by its tests.
+		repeatable: true,
+	}
+	mgr, running, err := newControllerManager(e.cfg, so, log)
+	if err != nil {
+		return err
+	}
+	mgrCtx, cancel := context.WithCancel(ctx)
+	exited := make(chan error, 1)
+	go func() { exited <- mgr.Start(mgrCtx) }()
+	e.stopControllers = func() error {
+		cancel()
+		return <-exited
+	}
+
+	// The controllers are up once the policy cache has synced and the
+	// admission server answers; fail fast if the manager gives up.
+	deadline := time.After(time.Minute)
+	for !running.admission.Cache.Synced() {
+		select {
+		case err := <-exited:
+			e.stopControllers = nil
+			return fmt.Errorf("charter's controllers stopped: %v (log: %s)", err, logPath)
+		case <-deadline:
+			return fmt.Errorf("charter's policy cache did not sync within a minute (log: %s)", logPath)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	e.done("charter running: admission at https://%s, reports, gitsync %s", addr, e.dim("(log: "+logPath+")"))
+	return nil
+}
+
+// openLog creates charter.log in the control plane's log folder, or in a
+// new temporary folder for a cluster that is not ours (kept on exit).
+func (e *devEnvironment) openLog() (string, error) {
+	dir := ""
+	if e.cp != nil {
+		dir = e.cp.LogDir()
+	} else {
+		d, err := os.MkdirTemp("", "charter-dev-")
+		if err != nil {
+			return "", err
+		}
+		dir = d
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "charter.log")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", fmt.Errorf("creating charter's log file: %w", err)
+	}
+	e.logFile = f
+	return path, nil
+}
+
+// serve runs until ctx ends, asking for a sync whenever the branch moves.
 func (e *devEnvironment) serve(ctx context.Context) error {
-	<-ctx.Done()
+	e.watcher.run(ctx, func(rev string) {
+		if err := requestSync(ctx, e.client, client.ObjectKey{Namespace: devNamespace, Name: devRepositoryName}); err != nil {
+			e.fail("commit %s: asking for a sync: %v", shortRevision(rev), err)
+			return
+		}
+		e.done("commit %s: sync requested", shortRevision(rev))
+	})
 	fmt.Fprintln(e.out)
 	return nil
 }
 
-// down stops what up started; a cluster given by --kubeconfig is left alone.
+// down stops what up started: the controllers (and, for a cluster that is
+// not ours, their webhook configurations, so it keeps admitting) and the
+// control plane.
 func (e *devEnvironment) down() error {
+	var errs []error
+	if e.stopControllers != nil {
+		fmt.Fprintln(e.out, "stopping charter...")
+		if err := e.stopControllers(); err != nil {
+			errs = append(errs, fmt.Errorf("charter's controllers: %w", err))
+		}
+		if e.cp == nil && e.client != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			if err := config.Cleanup(ctx, e.client); err != nil {
+				errs = append(errs, err)
+			} else {
+				e.done("webhook configurations removed")
+			}
+			cancel()
+		}
+	}
+	if e.logFile != nil {
+		_ = e.logFile.Close()
+	}
 	if e.cp == nil {
-		return nil
+		return errors.Join(errs...)
 	}
 	fmt.Fprintln(e.out, "stopping the control plane...")
 	if err := e.cp.Stop(); err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
 	if e.cp.LogsKept() {
 		e.done("stopped; logs kept in %s", e.cp.LogDir())
 	} else {
 		e.done("stopped")
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-func (e *devEnvironment) ready() {
+func (e *devEnvironment) ready(source devSource) {
 	e.done("kubeconfig: %s", e.kubeconfigPath)
-	fmt.Fprintf(e.out, "\nTry:\n\n  %s\n\n%s\n",
-		printer.Paint(e.color, printer.Bold, "KUBECONFIG="+e.kubeconfigPath+" kubectl get cpol"),
-		e.dim("Ctrl-C stops charter dev."))
+	k := "KUBECONFIG=" + e.kubeconfigPath + " kubectl"
+	b := func(s string) string { return printer.Paint(e.color, printer.Bold, s) }
+	samples := filepath.Join(source.dir, "config", "samples", "pods")
+	fmt.Fprintf(e.out, "\nTry:\n\n  %s\n  %s\n  %s\n  %s\n\n%s\n",
+		b(k+" get cpol"),
+		b(k+" apply -f "+filepath.Join(samples, "compliant.yaml"))+e.dim("   # passes every policy"),
+		b(k+" apply -f "+filepath.Join(samples, "privileged.yaml"))+e.dim("   # admitted with warnings: dev audits"),
+		b(k+" get polr -A"),
+		e.dim("Commit a policy change and it reaches the cluster within seconds. Ctrl-C stops charter dev."))
 }
 
 func (e *devEnvironment) title(s string) {
@@ -184,6 +394,10 @@ func (e *devEnvironment) title(s string) {
 
 func (e *devEnvironment) done(format string, args ...any) {
 	fmt.Fprintf(e.out, "  %s %s\n", printer.Paint(e.color, printer.Green, "✓"), fmt.Sprintf(format, args...))
+}
+
+func (e *devEnvironment) fail(format string, args ...any) {
+	fmt.Fprintf(e.out, "  %s %s\n", printer.Paint(e.color, printer.Red, "✗"), fmt.Sprintf(format, args...))
 }
 
 func (e *devEnvironment) dim(s string) string {
@@ -198,4 +412,13 @@ func joinPaths(paths []string) string {
 		return paths[0]
 	}
 	return fmt.Sprint(paths)
+}
+
+func freeLocalPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

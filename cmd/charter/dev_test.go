@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -10,11 +11,14 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/internal/controlplane"
 )
 
@@ -92,9 +96,12 @@ func crdDir(t *testing.T) string {
 	return filepath.Join(root, "config", "crd", "bases")
 }
 
-var kubeconfigLine = regexp.MustCompile(`kubeconfig: (\S+)`)
+var (
+	kubeconfigLine = regexp.MustCompile(`kubeconfig: (\S+)`)
+	revisionLine   = regexp.MustCompile(`Ready in \S+: \S+@sha1:[0-9a-f]{40} applied`)
+)
 
-func TestDevStartsAControlPlaneWithCharterCRDs(t *testing.T) {
+func TestDevRunsCharterWithThisCheckoutsDevEnvironment(t *testing.T) {
 	out, interrupt := startDev(t, "dev", "--crds", crdDir(t))
 
 	m := kubeconfigLine.FindStringSubmatch(out)
@@ -102,8 +109,18 @@ func TestDevStartsAControlPlaneWithCharterCRDs(t *testing.T) {
 		t.Fatalf("no kubeconfig path in the output:\n%s", out)
 	}
 	kubeconfig := m[1]
-	if want := "KUBECONFIG=" + kubeconfig + " kubectl get cpol"; !strings.Contains(out, want) {
-		t.Errorf("output does not suggest %q:\n%s", want, out)
+	for _, want := range []string{
+		"KUBECONFIG=" + kubeconfig + " kubectl get cpol",
+		"charter running: admission at https://127.0.0.1:",
+		"PolicyRepository charter/charter-dev Ready",
+		"config/samples/pods/compliant.yaml",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output does not say %q:\n%s", want, out)
+		}
+	}
+	if !revisionLine.MatchString(out) {
+		t.Errorf("output does not name the applied revision:\n%s", out)
 	}
 	if strings.Contains(out, "\x1b[") {
 		t.Errorf("colour escapes written to a non-terminal:\n%q", out)
@@ -114,9 +131,23 @@ func TestDevStartsAControlPlaneWithCharterCRDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	crds := apiextensionsclient.NewForConfigOrDie(cfg).ApiextensionsV1().CustomResourceDefinitions()
-	if _, err := crds.Get(ctx, "clusterpolicies.kyverno.io", metav1.GetOptions{}); err != nil {
-		t.Errorf("clusterpolicies.kyverno.io not installed: %v", err)
+	cl := devTestClient(t, cfg)
+	var policies kyvernov1.ClusterPolicyList
+	if err := cl.List(ctx, &policies); err != nil {
+		t.Fatal(err)
+	}
+	if len(policies.Items) == 0 {
+		t.Errorf("no ClusterPolicy applied from environments/dev")
+	}
+	for _, p := range policies.Items {
+		if p.Labels["charter.dev/environment"] != "dev" {
+			t.Errorf("ClusterPolicy %s lacks the dev environment's label: %v", p.Name, p.Labels)
+		}
+	}
+	// The admission webhooks are registered by URL: dev audits, so a
+	// privileged Pod is admitted, with the policies' warnings.
+	if err := waitForWebhook(ctx, cl); err != nil {
+		t.Fatal(err)
 	}
 
 	err, out = interrupt()
@@ -138,10 +169,15 @@ func TestDevWithKubeconfigLeavesTheClusterRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cp.Stop() })
+	repo := newPolicyRepo(t, map[string]string{"policies/require-team.yaml": requireTeamPolicy("Enforce")})
 
-	out, interrupt := startDev(t, "dev", "--kubeconfig", cp.KubeconfigPath(), "--crds", crdDir(t))
+	out, interrupt := startDev(t, "dev", "--kubeconfig", cp.KubeconfigPath(), "--crds", crdDir(t), "--repo", repo.dir, "--path", "policies")
 	if !strings.Contains(out, "using the cluster at "+cp.RESTConfig().Host) {
 		t.Errorf("output does not name the cluster in use:\n%s", out)
+	}
+	cl := devTestClient(t, cp.RESTConfig())
+	if err := waitForWebhook(ctx, cl); err != nil {
+		t.Fatal(err)
 	}
 	if err, out := interrupt(); err != nil {
 		t.Fatalf("charter dev returned %v:\n%s", err, out)
@@ -149,5 +185,51 @@ func TestDevWithKubeconfigLeavesTheClusterRunning(t *testing.T) {
 	crds := apiextensionsclient.NewForConfigOrDie(cp.RESTConfig()).ApiextensionsV1().CustomResourceDefinitions()
 	if _, err := crds.Get(ctx, "policyreports.wgpolicyk8s.io", metav1.GetOptions{}); err != nil {
 		t.Errorf("after charter dev --kubeconfig: policyreports.wgpolicyk8s.io not there (%v); the cluster should still run with the CRDs installed", err)
+	}
+	// A cluster that outlives dev must keep admitting: no webhook may
+	// point at the stopped process.
+	var validating admissionregistrationv1.ValidatingWebhookConfigurationList
+	if err := cl.List(ctx, &validating); err != nil {
+		t.Fatal(err)
+	}
+	if len(validating.Items) != 0 {
+		t.Errorf("webhook configurations left behind after charter dev stopped: %d", len(validating.Items))
+	}
+	if err := cl.Create(ctx, teamlessPod("after-dev")); err != nil {
+		t.Errorf("the cluster refuses Pods after charter dev stopped: %v", err)
+	}
+}
+
+func TestDevAppliesACommitWithinSeconds(t *testing.T) {
+	repo := newPolicyRepo(t, map[string]string{"policies/require-team.yaml": requireTeamPolicy("Audit")})
+	out, _ := startDev(t, "dev", "--crds", crdDir(t), "--repo", repo.dir, "--path", "policies")
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigLine.FindStringSubmatch(out)[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cl := devTestClient(t, cfg)
+	if err := waitForWebhook(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, teamlessPod("audited")); err != nil {
+		t.Fatalf("an Audit policy refused a Pod: %v", err)
+	}
+
+	// Switch the policy to Enforce in a commit: dev sees the branch move
+	// and the cluster enforces within seconds.
+	repo.commit(t, "enforce require-team", map[string]string{"policies/require-team.yaml": requireTeamPolicy("Enforce")})
+	committed := time.Now()
+	deadline := committed.Add(30 * time.Second)
+	for {
+		err := cl.Create(ctx, teamlessPod(fmt.Sprintf("probe-%d", time.Now().UnixNano())), client.DryRunAll)
+		if err != nil && strings.Contains(err.Error(), "require-team") {
+			t.Logf("commit enforced %s after it was made", time.Since(committed).Round(100*time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the commit was not enforced within 30s (last create: %v)", err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -74,6 +76,11 @@ type serveOptions struct {
 	gitsyncCacheDir string
 	gitsyncWorkers  int
 	receiverAddr    string
+
+	// repeatable lets one process build this manager more than once
+	// (dev's tests do): controller names then repeat, which
+	// controller-runtime refuses unless told otherwise.
+	repeatable bool
 }
 
 func newServeCommand() *cobra.Command {
@@ -202,6 +209,13 @@ func checkControllers(names []string) error {
 	return nil
 }
 
+// admissionMetrics returns the process's admission metrics recorder,
+// registered once with controller-runtime's registry however many managers
+// the process builds (dev's tests build several).
+var admissionMetrics = sync.OnceValues(func() (*metrics.Recorder, error) {
+	return metrics.New(ctrlmetrics.Registry, version.Get().Version)
+})
+
 // runningControllers are the controllers newControllerManager added.
 type runningControllers struct {
 	admission *admission.Controller // nil unless admission runs
@@ -230,6 +244,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		RenewDeadline:                 &renew,
 		RetryPeriod:                   &o.retryPeriod,
 		GracefulShutdownTimeout:       &shutdown,
+		Controller:                    ctrlconfig.Controller{SkipNameValidation: &o.repeatable},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			// Only charter's own Secrets (certificates) are watched; do
 			// not cache the cluster's.
@@ -260,7 +275,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		}
 	}
 	if slices.Contains(o.controllers, controllerAdmission) {
-		rec, err := metrics.New(ctrlmetrics.Registry, version.Get().Version)
+		rec, err := admissionMetrics()
 		if err != nil {
 			return nil, nil, fmt.Errorf("metrics: %w", err)
 		}

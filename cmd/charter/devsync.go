@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	"github.com/charter-dev/charter/internal/controlplane"
+	"github.com/charter-dev/charter/reconciler/reports"
+)
+
+// devSource is the Git checkout and branch `charter dev` syncs.
+type devSource struct {
+	dir    string // the checkout's top folder
+	branch string
+	path   string
+}
+
+// url is the checkout as gitsync fetches it: committed content only, so
+// what reaches the cluster is what a push would deliver.
+func (s devSource) url() string { return "file://" + filepath.ToSlash(s.dir) }
+
+// resolveDevSource finds the checkout to sync and its branch, and checks
+// the path is there before anything starts.
+func resolveDevSource(opts devOptions) (devSource, error) {
+	dir := opts.repo
+	if dir == "" {
+		root, err := controlplane.ModuleRoot()
+		if err != nil {
+			return devSource{}, fmt.Errorf("finding this checkout (pass --repo): %w", err)
+		}
+		dir = root
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return devSource{}, err
+	}
+	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	if err != nil {
+		return devSource{}, fmt.Errorf("--repo %s: not a Git checkout: %w", dir, err)
+	}
+	if wt, err := repo.Worktree(); err == nil {
+		dir = wt.Filesystem.Root()
+	}
+	branch := opts.branch
+	if branch == "" {
+		head, err := repo.Head()
+		if err != nil {
+			return devSource{}, fmt.Errorf("--repo %s: reading HEAD: %w", dir, err)
+		}
+		if !head.Name().IsBranch() {
+			return devSource{}, fmt.Errorf("--repo %s: HEAD is detached at %s; check out a branch or pass --branch", dir, head.Hash().String()[:12])
+		}
+		branch = head.Name().Short()
+	}
+	if _, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true); err != nil {
+		return devSource{}, fmt.Errorf("--repo %s: branch %q: %w", dir, branch, err)
+	}
+	path := filepath.ToSlash(filepath.Clean(opts.path))
+	if _, err := os.Stat(filepath.Join(dir, path)); err != nil {
+		return devSource{}, fmt.Errorf("--path %s: not in %s: %w", opts.path, dir, err)
+	}
+	return devSource{dir: dir, branch: branch, path: path}, nil
+}
+
+// syncRepository points the dev PolicyRepository at source and waits for
+// the first sync. A revision that does not apply is reported, not fatal:
+// dev keeps running so the next commit can fix it.
+func (e *devEnvironment) syncRepository(ctx context.Context, source devSource, timeout time.Duration) error {
+	started := time.Now()
+	prune := true
+	want := gitopsv1alpha1.PolicyRepositorySpec{
+		URL:  source.url(),
+		Ref:  &gitopsv1alpha1.GitRef{Branch: source.branch},
+		Path: source.path,
+		// dev asks for a sync on every commit; the interval is the net
+		// under that.
+		Interval: &metav1.Duration{Duration: time.Minute},
+		Prune:    &prune,
+	}
+	repo := &gitopsv1alpha1.PolicyRepository{ObjectMeta: metav1.ObjectMeta{Namespace: devNamespace, Name: devRepositoryName}}
+	err := e.client.Get(ctx, client.ObjectKeyFromObject(repo), repo)
+	switch {
+	case apierrors.IsNotFound(err):
+		repo.Spec = want
+		if err := e.client.Create(ctx, repo); err != nil {
+			return fmt.Errorf("creating PolicyRepository %s/%s: %w", devNamespace, devRepositoryName, err)
+		}
+	case err != nil:
+		return fmt.Errorf("reading PolicyRepository %s/%s: %w", devNamespace, devRepositoryName, err)
+	default:
+		repo.Spec = want
+		if err := e.client.Update(ctx, repo); err != nil {
+			return fmt.Errorf("updating PolicyRepository %s/%s: %w", devNamespace, devRepositoryName, err)
+		}
+		if err := requestSync(ctx, e.client, client.ObjectKeyFromObject(repo)); err != nil {
+			return err
+		}
+	}
+
+	waitCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		if err := e.client.Get(waitCtx, client.ObjectKeyFromObject(repo), repo); err == nil && repo.Status.ObservedGeneration == repo.Generation {
+			if c := apimeta.FindStatusCondition(repo.Status.Conditions, gitopsv1alpha1.ConditionReady); c != nil && c.ObservedGeneration == repo.Generation {
+				switch {
+				case c.Status == metav1.ConditionTrue:
+					objects := 0
+					if repo.Status.Inventory != nil {
+						objects = len(repo.Status.Inventory.Entries)
+					}
+					e.done("PolicyRepository %s/%s Ready in %s: %s applied (%d objects from %s)", devNamespace, devRepositoryName,
+						time.Since(started).Round(100*time.Millisecond), repo.Status.LastAppliedRevision, objects, source.path)
+					return nil
+				case apimeta.IsStatusConditionTrue(repo.Status.Conditions, gitopsv1alpha1.ConditionStalled):
+					e.fail("PolicyRepository %s/%s: %s: %s", devNamespace, devRepositoryName, c.Reason, c.Message)
+					return nil
+				}
+			}
+		}
+		select {
+		case <-waitCtx.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			msg := "no Ready condition yet"
+			if c := apimeta.FindStatusCondition(repo.Status.Conditions, gitopsv1alpha1.ConditionReady); c != nil {
+				msg = c.Reason + ": " + c.Message
+			}
+			e.fail("PolicyRepository %s/%s not Ready within %s (%s)", devNamespace, devRepositoryName, timeout, msg)
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// requestSync sets the reconcile-request annotation, which makes gitsync
+// sync at once, as a push receiver call would.
+func requestSync(ctx context.Context, cl client.Client, key client.ObjectKey) error {
+	repo := &gitopsv1alpha1.PolicyRepository{}
+	if err := cl.Get(ctx, key, repo); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(repo.DeepCopy())
+	if repo.Annotations == nil {
+		repo.Annotations = map[string]string{}
+	}
+	repo.Annotations[gitopsv1alpha1.ReconcileRequestAnnotation] = time.Now().UTC().Format(time.RFC3339Nano)
+	return cl.Patch(ctx, repo, patch)
+}
+
+// branchWatcher follows a branch of a local checkout: a commit moves it.
+type branchWatcher struct {
+	dir    string
+	branch string
+}
+
+// run calls moved with the new commit each time the branch moves, until
+// ctx ends. Reading one ref file a second is cheap, and unlike a file
+// system watch it sees commits made by any tool, packed refs included.
+func (w *branchWatcher) run(ctx context.Context, moved func(rev string)) {
+	last, _ := w.head()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			rev, err := w.head()
+			if err != nil || rev == last {
+				continue
+			}
+			last = rev
+			moved(rev)
+		}
+	}
+}
+
+func (w *branchWatcher) head() (string, error) {
+	repo, err := git.PlainOpen(w.dir)
+	if err != nil {
+		return "", err
+	}
+	ref, err := repo.Reference(plumbing.NewBranchReferenceName(w.branch), true)
+	if err != nil {
+		return "", err
+	}
+	return ref.Hash().String(), nil
+}
+
+func shortRevision(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	return rev
+}
+
+// reportsDevOptions are the reports controller's settings in dev.
+func reportsDevOptions() reports.Options {
+	return reports.Options{BackgroundScanInterval: 5 * time.Minute}
+}
