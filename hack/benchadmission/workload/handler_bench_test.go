@@ -1,0 +1,72 @@
+package workload
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/charter-dev/charter/webhook/metrics"
+	"github.com/charter-dev/charter/webhook/server"
+)
+
+// BenchmarkValidateHandler is the CPU cost of one review on
+// /validate/fail, without the network, for the benchmark's mix: the null
+// handler (decode and answer only), charter without metrics (the set
+// evaluated in one call) and charter with metrics as it serves (each
+// policy timed on its own).
+func BenchmarkValidateHandler(b *testing.B) {
+	policies, err := EnforcedPolicies(policyDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	typed, err := Typed(policies)
+	if err != nil {
+		b.Fatal(err)
+	}
+	snapshot, err := Snapshot(typed)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pods := Pods("bench")
+	mix, err := NewMix(pods, 0.5)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bodies := map[string][]byte{}
+	for _, p := range pods {
+		if bodies[p.Pod.Name], err = Review(p.Pod, "uid-"+p.Pod.Name); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rec, err := metrics.New(prometheus.NewRegistry(), "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		opts server.Options
+	}{
+		{"null", server.Options{Null: true}},
+		{"charter", server.Options{Policies: Fixed{snapshot}}},
+		{"charter-metrics", server.Options{Policies: Fixed{snapshot}, Metrics: rec}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := server.NewHandler(bc.opts)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, server.PathValidateFail, bytes.NewReader(bodies[mix.At(i).Pod.Name]))
+				r.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusOK {
+					b.Fatalf("HTTP %d: %s", w.Code, w.Body)
+				}
+				i++
+			}
+		})
+	}
+}
