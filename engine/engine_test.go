@@ -245,3 +245,35 @@ func TestCompileErrorsTestdata(t *testing.T) {
 		})
 	}
 }
+
+// TestCompileLeavesPoliciesUntouched: `charter test` compiles the same
+// policy objects into several sets at once, and gitsync applies them as
+// written, so Compile (autogen included) must never write into them.
+func TestCompileLeavesPoliciesUntouched(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no testdata")
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tc struct {
+			Policies []json.RawMessage `json:"policies"`
+		}
+		if err := yaml.Unmarshal(data, &tc); err != nil {
+			t.Fatal(err)
+		}
+		policies := decodePolicies(t, tc.Policies)
+		before, err := json.Marshal(policies)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = Compile(policies)
+		after, _ := json.Marshal(policies)
+		if string(before) != string(after) {
+			t.Errorf("%s: Compile modified its policies", file)
+		}
+	}
+}

@@ -34,10 +34,11 @@ func TestRunMutateAndGenerateSuite(t *testing.T) {
 	}
 }
 
-// TestRunForeachValuesSuite checks a values file's foreachValues end to
-// end: each value stands in for a foreach element's imageRegistry entry,
-// by element position.
-func TestRunForeachValuesSuite(t *testing.T) {
+// TestRunValuesSuite checks a values file end to end: foreachValues stand
+// in for a foreach element's imageRegistry entry by element position, and
+// request.operation: UPDATE among a resource's values gives the policy an
+// UPDATE of the resource onto itself.
+func TestRunValuesSuite(t *testing.T) {
 	results := runPaths(t, "testdata/values")
 	if len(results) != 1 || results[0].Err != nil {
 		t.Fatalf("results: %+v", results)
@@ -45,6 +46,7 @@ func TestRunForeachValuesSuite(t *testing.T) {
 	want := []short{
 		{"no-root-images", "v1/Pod/default/one-container", Passed, "Ok"},
 		{"no-root-images", "v1/Pod/default/two-containers", Passed, "Ok"},
+		{"require-team", "v1/Pod/default/two-containers", Passed, "Ok"},
 	}
 	rows := results[0].Rows
 	if len(rows) != len(want) {
