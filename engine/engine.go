@@ -25,6 +25,29 @@
 // The engine is pure: it owns no clients and starts no goroutines. Anything
 // it must look up (ConfigMaps, API calls, image registries, global context,
 // namespace labels) comes through the small interfaces in loaders.go.
+//
+// # foreach
+//
+// validate, mutate and generate foreach entries share one element step
+// (foreach.go): each non-null element gets element, elementIndex and
+// element<N>/elementIndex<N> (N the nesting depth, 0 outermost; the index
+// is the element's position in the list, also when a mutate entry iterates
+// in reverse), then the entry's context entries, then the Values hook's
+// foreachValues for that index, then the entry's preconditions. A validate
+// pattern checks the element when it is a map (unless elementScope is
+// false), else the enclosing scope: the resource, or the outer element in
+// a nested foreach.
+//
+// # kyverno test
+//
+// `charter test` (internal/clitest) is a caller like the others, with
+// three hooks for Kyverno's CLI behaviour: WithValues (the values file:
+// see Values for how keys, context entries and foreachValues apply),
+// WithLoaders over the suite's cluster resources and mocked API calls, and
+// WithCLIGeneration (skipped generate.foreach rules still generate). It
+// compiles the same policy objects into several sets that are evaluated
+// concurrently, which is why Compile never writes into the policies it is
+// given (autogen rules are computed, never stored in status).
 package engine
 
 import (

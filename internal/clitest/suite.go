@@ -7,6 +7,46 @@
 // (policies, resources, values, user info, cluster resources), compare.go
 // expands expected results into rows and judges them, run.go evaluates
 // suites concurrently, and report.go renders the rows.
+//
+// # How a suite drives the engine
+//
+// Policies are compiled once per distinct list of policy files, with the
+// suite's exceptions (engine.Compile, engine.WithExceptions); the set is
+// shared by the suites evaluated concurrently. A policy with a
+// CompileError has its rows reported as skipped ("Invalid policy") while
+// the rest run; a "duplicate policy" fault is only a warning.
+//
+// For each operation the results ask for, each resource becomes a request:
+// CREATE of the object; UPDATE with the object as its own old object;
+// DELETE with no object, the old object, and Kind, Namespace and Name set.
+// Mutation runs first (mutate-existing included, against the suite's
+// resources, targetResources, clusterResources and cloneSourceResource
+// documents), validation sees the mutated object, and generation runs
+// with engine.WithCLIGeneration, as Kyverno's CLI does (spec §9.4 row 50).
+// patchedResources and generatedResource(s) are compared in patched.go.
+//
+// The values file answers the engine's Values hook (values.go):
+// globalValues overlaid with policies[].resources[].values (matched by
+// resource name) are variables for every rule; policies[].rules[].values
+// are set before that rule's context entries load, their keys being dotted
+// variable paths ("request.namespace", "imageData.configData.created")
+// that also stand in for configMap, apiCall and imageRegistry entries;
+// foreachValues give the i-th foreach element its variables by position.
+// Values files name the rules written in the policy, so autogen rules
+// (autogen-x, autogen-cronjob-x) fall back to their source rule's values.
+// A request.operation of UPDATE or DELETE among a policy's values for a
+// resource makes that policy alone see that operation (Kyverno's CLI builds
+// each policy's request on its own); an UPDATE keeps the resource as its
+// own old object, which the conformance suite other/allowed-label-changes
+// needs.
+//
+// Loaders: ConfigMaps and APICalls come from clusterResources (GETs of
+// /api/v1/... and /apis/<group>/<version>/..., lists and single objects)
+// and apiCallResponses (matched by urlPath or url, and method);
+// GlobalContext from globalContextEntries; namespace labels from the values
+// file's namespaceSelector and namespaces and from Namespace cluster
+// resources. There is no image registry: suites mock imageRegistry entries
+// through values.
 package clitest
 
 import (
