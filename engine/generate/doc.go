@@ -34,8 +34,9 @@
 //
 // kyverno test compatibility: Kyverno's CLI calls the generator even for
 // rules whose preconditions failed, and then only foreach patterns still
-// generate (§9.4, row 50). GeneratesWhenSkipped says when `charter test`
-// should do the same. A missing clone source is an error for which
+// generate (§9.4, row 50). GeneratesWhenSkipped says which rules do; the
+// engine acts on it under engine.WithCLIGeneration, which `charter test`
+// sets. A missing clone source is an error for which
 // apierrors.IsNotFound is true; the CLI turns it into "no generated
 // resource" (§9.4). Objects implements ClusterObjects over a suite's
 // cloneSourceResource documents.
