@@ -39,6 +39,7 @@ type directOptions struct {
 	noncompliant float64
 	http2        bool
 	cpuProfile   string
+	metrics      bool // record Prometheus metrics, as charter serve does
 }
 
 // review is a prepared request body and what must come back.
@@ -94,9 +95,11 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 	if err != nil {
 		return err
 	}
-	rec, err := metrics.New(prometheus.NewRegistry(), "bench")
-	if err != nil {
-		return err
+	var rec *metrics.Recorder
+	if o.metrics {
+		if rec, err = metrics.New(prometheus.NewRegistry(), "bench"); err != nil {
+			return err
+		}
 	}
 	// The reports controller drains the audit queue in charter; here the
 	// records are dropped as they come, so the queue never fills.
@@ -208,8 +211,12 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 	p.printf("\n%s\n", p.style("Admission webhook, direct (POST /validate/fail over loopback HTTPS)", bold))
 	p.printf("%d Pod Security policies (baseline + restricted) in Enforce; %.0f%% non-compliant Pods of %d shapes\n",
 		len(policies), o.noncompliant*100, len(pods))
-	p.printf("open loop at %g/s, %s per webhook in %d alternating rounds after %s of warm-up; %s, up to %d in flight; %d CPUs\n\n",
-		o.rate, o.duration, o.rounds, o.warmup, proto, o.workers, runtime.NumCPU())
+	withMetrics := "with Prometheus metrics as charter serve records them"
+	if !o.metrics {
+		withMetrics = "without metrics"
+	}
+	p.printf("open loop at %g/s, %s per webhook in %d alternating rounds after %s of warm-up; %s, up to %d in flight; charter %s; %d CPUs\n\n",
+		o.rate, o.duration, o.rounds, o.warmup, proto, o.workers, withMetrics, runtime.NumCPU())
 	rows := make([][]string, 0, len(targets))
 	sums := map[string]loadgen.Summary{}
 	for _, t := range targets {

@@ -46,30 +46,37 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// A flag set of its own: the global one carries flags that imported
+	// packages register (controller-runtime's -kubeconfig), which mean
+	// nothing here.
+	fs := flag.NewFlagSet("bench-admission", flag.ExitOnError)
 	var (
-		mode = flag.String("mode", "both", "direct, apiserver or both")
+		mode = fs.String("mode", "both", "direct, apiserver or both")
 		d    = directOptions{}
 		a    = apiOptions{}
 	)
-	flag.StringVar(&d.policyDir, "policies", filepath.Join(root, "policies", "pod-security"), "folder of the policies to enforce (<name>/<name>.yaml)")
-	flag.Float64Var(&d.rate, "rate", envFloat("BENCH_RATE", 1000), "direct: arrival rate, AdmissionReviews per second ($BENCH_RATE)")
-	flag.DurationVar(&d.duration, "duration", envDuration("BENCH_DURATION", 20*time.Second), "direct: measured time per webhook, split over the rounds ($BENCH_DURATION)")
-	flag.DurationVar(&d.warmup, "warmup", 3*time.Second, "direct: warm-up per webhook before measuring")
-	flag.IntVar(&d.rounds, "rounds", 4, "direct: alternating rounds of null and charter, so drift on a shared machine hits both")
-	flag.IntVar(&d.workers, "workers", 64, "direct: most requests in flight (and keep-alive connections) per webhook")
-	flag.BoolVar(&d.http2, "http2", false, "direct: HTTP/2 instead of HTTP/1.1 keep-alive")
-	flag.StringVar(&d.cpuProfile, "cpuprofile", "", "direct: write a CPU profile of the measured rounds to this file")
-	flag.Float64Var(&d.noncompliant, "noncompliant", 0.5, "share of requests carrying a non-compliant Pod (0 to 1)")
-	flag.Float64Var(&a.rate, "api-rate", envFloat("BENCH_API_RATE", 100), "apiserver: Pod creations (dry-run) per second ($BENCH_API_RATE)")
-	flag.IntVar(&a.clients, "api-clients", 50, "apiserver: concurrent clients")
-	flag.DurationVar(&a.duration, "api-duration", envDuration("BENCH_API_DURATION", 16*time.Second), "apiserver: measured time with and without charter, split over the rounds ($BENCH_API_DURATION)")
-	flag.IntVar(&a.rounds, "api-rounds", 4, "apiserver: alternating rounds with and without charter's webhooks")
-	flag.DurationVar(&a.warmup, "api-warmup", 3*time.Second, "apiserver: warm-up before each measurement")
-	flag.StringVar(&a.charter, "charter", filepath.Join(root, "bin", "charter"), "apiserver: the charter binary (make build)")
-	flag.BoolVar(&a.keepLogs, "keep-logs", false, "apiserver: keep the control plane's and charter's logs")
-	flag.Parse()
-	if flag.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	fs.StringVar(&d.policyDir, "policies", filepath.Join(root, "policies", "pod-security"), "folder of the policies to enforce (<name>/<name>.yaml)")
+	fs.Float64Var(&d.rate, "rate", envFloat("BENCH_RATE", 1000), "direct: arrival rate, AdmissionReviews per second ($BENCH_RATE)")
+	fs.DurationVar(&d.duration, "duration", envDuration("BENCH_DURATION", 20*time.Second), "direct: measured time per webhook, split over the rounds ($BENCH_DURATION)")
+	fs.DurationVar(&d.warmup, "warmup", 3*time.Second, "direct: warm-up per webhook before measuring")
+	fs.IntVar(&d.rounds, "rounds", 4, "direct: alternating rounds of null and charter, so drift on a shared machine hits both")
+	fs.IntVar(&d.workers, "workers", 64, "direct: most requests in flight (and keep-alive connections) per webhook")
+	fs.BoolVar(&d.http2, "http2", false, "direct: HTTP/2 instead of HTTP/1.1 keep-alive")
+	fs.BoolVar(&d.metrics, "metrics", true, "direct: charter records Prometheus metrics, as charter serve does")
+	fs.StringVar(&d.cpuProfile, "cpuprofile", "", "direct: write a CPU profile of the measured rounds to this file")
+	fs.Float64Var(&d.noncompliant, "noncompliant", 0.5, "share of requests carrying a non-compliant Pod (0 to 1)")
+	fs.Float64Var(&a.rate, "api-rate", envFloat("BENCH_API_RATE", 100), "apiserver: Pod creations (dry-run) per second ($BENCH_API_RATE)")
+	fs.IntVar(&a.clients, "api-clients", 50, "apiserver: concurrent clients")
+	fs.DurationVar(&a.duration, "api-duration", envDuration("BENCH_API_DURATION", 16*time.Second), "apiserver: measured time with and without charter, split over the rounds ($BENCH_API_DURATION)")
+	fs.IntVar(&a.rounds, "api-rounds", 4, "apiserver: alternating rounds with and without charter's webhooks")
+	fs.DurationVar(&a.warmup, "api-warmup", 3*time.Second, "apiserver: warm-up before each measurement")
+	fs.StringVar(&a.charter, "charter", filepath.Join(root, "bin", "charter"), "apiserver: the charter binary (make build)")
+	fs.BoolVar(&a.keepLogs, "keep-logs", false, "apiserver: keep the control plane's and charter's logs")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	a.policyDir, a.noncompliant = d.policyDir, d.noncompliant
 	if err := d.validate(); err != nil {
