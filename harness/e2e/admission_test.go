@@ -255,16 +255,23 @@ var _ = Describe("Admission", Label("admission"), Ordered, func() {
 // spec tree ends; then it stops it and removes its webhook configurations
 // so the cluster admits again.
 func startCharter(ctx context.Context) {
+	startCharterWith(ctx, charterNamespace, "admission")
+}
+
+// startCharterWith is startCharter with charter's namespace, the
+// controllers to run and further serve flags chosen by the caller.
+func startCharterWith(ctx context.Context, namespace, controllers string, flags ...string) {
 	port, health := freePort(), freePort()
-	cmd := exec.Command(suite.charter, "serve", "--controllers=admission",
-		"--kubeconfig="+suite.provider.KubeconfigPath(),
-		"--namespace="+charterNamespace,
-		"--webhook-addr=127.0.0.1:"+strconv.Itoa(port),
-		"--webhook-url=https://127.0.0.1:"+strconv.Itoa(port),
+	args := append([]string{"serve", "--controllers=" + controllers,
+		"--kubeconfig=" + suite.provider.KubeconfigPath(),
+		"--namespace=" + namespace,
+		"--webhook-addr=127.0.0.1:" + strconv.Itoa(port),
+		"--webhook-url=https://127.0.0.1:" + strconv.Itoa(port),
 		"--metrics-addr=0",
-		"--health-addr=127.0.0.1:"+strconv.Itoa(health),
+		"--health-addr=127.0.0.1:" + strconv.Itoa(health),
 		"--leader-elect=false",
-	)
+	}, flags...)
+	cmd := exec.Command(suite.charter, args...)
 	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
 	Expect(cmd.Start()).To(Succeed())
 	exited := make(chan error, 1)
@@ -278,7 +285,7 @@ func startCharter(ctx context.Context) {
 			<-exited
 		}
 		cleanup := exec.CommandContext(ctx, suite.charter, "serve", "--cleanup-webhooks",
-			"--kubeconfig="+suite.provider.KubeconfigPath(), "--namespace="+charterNamespace)
+			"--kubeconfig="+suite.provider.KubeconfigPath(), "--namespace="+namespace)
 		out, err := cleanup.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "charter serve --cleanup-webhooks: %s", out)
 	}, NodeTimeout(2*time.Minute))
