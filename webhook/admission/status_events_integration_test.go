@@ -1,0 +1,301 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/internal/controlplane"
+)
+
+// TestPolicyStatusAndEventsOnRealAPIServer: policies get their Ready
+// condition from what the admission controller serves, and admission
+// decisions leave Kyverno-named Events on the policy and the resource.
+func TestPolicyStatusAndEventsOnRealAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and kube-apiserver")
+	}
+	root, err := controlplane.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "bin", "kube-apiserver")); err != nil {
+		t.Skipf("control plane binaries not built (make controlplane): %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			cp.KeepLogs()
+			t.Logf("control plane logs kept in %s", cp.LogDir())
+		}
+		_ = cp.Stop()
+	}()
+	sch := scheme(t)
+	cl, err := client.New(cp.RESTConfig(), client.Options{Scheme: sch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: charterNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Written before charter runs, so no policy validation webhook
+	// stands in the way of the invalid one.
+	invalid := policyFrom(t, `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: bad-anchor}
+spec:
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {spec: {containers: [{"~(x)": "y"}]}}}
+`)
+	enforce := policyFrom(t, `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: require-labels}
+spec:
+  validationFailureAction: Enforce
+  rules:
+  - name: check-for-labels
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      message: "label 'app.kubernetes.io/name' is required"
+      pattern: {metadata: {labels: {app.kubernetes.io/name: "?*"}}}
+`)
+	audit := policyFrom(t, `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: require-team}
+spec:
+  validationFailureAction: Audit
+  rules:
+  - name: check-team
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      message: "label 'team' is required"
+      pattern: {metadata: {labels: {team: "?*"}}}
+`)
+	for _, p := range []*kyvernov1.ClusterPolicy{invalid, enforce, audit} {
+		if err := cl.Create(ctx, p); err != nil {
+			t.Fatalf("creating %s: %v", p.Name, err)
+		}
+	}
+
+	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
+		Scheme:  sch,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{charterNamespace: {}}},
+		}},
+		Logger: testr.New(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	if _, err := Setup(mgr, Options{
+		Addr:         "127.0.0.1:" + strconv.Itoa(port),
+		URL:          "https://127.0.0.1:" + strconv.Itoa(port),
+		Namespace:    charterNamespace,
+		ConfigResync: time.Second,
+		StatusResync: 500 * time.Millisecond,
+		Log:          testr.New(t),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Start(mgrCtx) }()
+	defer func() { stopMgr(); <-mgrDone }()
+
+	ready := func(name string) (*kyvernov1.ClusterPolicy, *metav1.Condition, error) {
+		var p kyvernov1.ClusterPolicy
+		if err := cl.Get(ctx, client.ObjectKey{Name: name}, &p); err != nil {
+			return nil, nil, err
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, kyvernov1.PolicyConditionReady)
+		if c == nil {
+			return &p, nil, errNotYet(name + ": no Ready condition yet")
+		}
+		return &p, c, nil
+	}
+
+	t.Run("a served policy is Ready", func(t *testing.T) {
+		var p *kyvernov1.ClusterPolicy
+		eventually(t, "require-labels Ready", 30*time.Second, func() error {
+			var c *metav1.Condition
+			var err error
+			if p, c, err = ready("require-labels"); err != nil {
+				return err
+			}
+			if c.Status != metav1.ConditionTrue || c.Reason != "Succeeded" || c.Message != "Ready" || c.ObservedGeneration != p.Generation {
+				return fmt.Errorf("Ready condition %+v at generation %d", c, p.Generation)
+			}
+			return nil
+		})
+		if p.Status.Ready != nil {
+			t.Errorf("deprecated status.ready = %v, want unset", *p.Status.Ready)
+		}
+		if p.Status.RuleCount.Validate != 1 || len(p.Status.Autogen.Rules) != 2 || p.Status.Autogen.Rules[0].Name != "autogen-check-for-labels" {
+			t.Errorf("rulecount %+v, autogen rules %d", p.Status.RuleCount, len(p.Status.Autogen.Rules))
+		}
+		// The status controller resyncs every 500 ms: a policy whose status
+		// is right is not written again.
+		rv := p.ResourceVersion
+		time.Sleep(2 * time.Second)
+		var again kyvernov1.ClusterPolicy
+		if err := cl.Get(ctx, client.ObjectKey{Name: "require-labels"}, &again); err != nil {
+			t.Fatal(err)
+		}
+		if again.ResourceVersion != rv {
+			t.Errorf("status rewritten without a change: resourceVersion %s -> %s", rv, again.ResourceVersion)
+		}
+	})
+
+	t.Run("a policy that does not compile is not Ready and names the field", func(t *testing.T) {
+		eventually(t, "bad-anchor not Ready", 30*time.Second, func() error {
+			p, c, err := ready("bad-anchor")
+			if err != nil {
+				return err
+			}
+			want := `spec.rules[0].validate.pattern.spec.containers[0]: unknown anchor "~(x)"`
+			if c.Status != metav1.ConditionFalse || c.Reason != "Failed" || !strings.Contains(c.Message, want) || c.ObservedGeneration != p.Generation {
+				return fmt.Errorf("Ready condition %+v, want False/Failed naming %s", c, want)
+			}
+			return nil
+		})
+	})
+
+	t.Run("an Enforce denial leaves a PolicyViolation event on the policy", func(t *testing.T) {
+		eventually(t, "bad Pod refused", 30*time.Second, func() error {
+			err := cl.Create(ctx, pod("bad", map[string]string{"team": "web"}))
+			if err == nil {
+				_ = cl.Delete(ctx, pod("bad", nil))
+				return errNotYet("bad Pod admitted (webhook not in place yet?)")
+			}
+			if !strings.Contains(err.Error(), "was blocked due to the following policies") {
+				return err
+			}
+			return nil
+		})
+		ev := waitForEvent(ctx, t, cl, func(e *eventsv1.Event) bool {
+			return e.Regarding.Kind == "ClusterPolicy" && e.Regarding.Name == "require-labels" && e.Related != nil && e.Related.Name == "bad"
+		})
+		wantNote := "Pod default/bad: [check-for-labels] fail (blocked); validation error: label 'app.kubernetes.io/name' is required. " +
+			"rule check-for-labels failed at path /metadata/labels/app.kubernetes.io/name/"
+		checkEvent(t, ev, "PolicyViolation", "Resource Blocked", corev1.EventTypeWarning, "")
+		if ev.Regarding.APIVersion != "kyverno.io/v1" || ev.Regarding.UID == "" || ev.Related.Kind != "Pod" {
+			t.Errorf("references: regarding %+v, related %+v", ev.Regarding, ev.Related)
+		}
+		if !strings.HasPrefix(ev.Note, "Pod default/bad: [check-for-labels] fail (blocked); validation error: ") {
+			t.Errorf("note %q, want like %q", ev.Note, wantNote)
+		}
+		// A denied request runs no audit pass: nothing on the Audit policy.
+		if found := findEvent(ctx, t, cl, func(e *eventsv1.Event) bool { return e.Regarding.Name == "require-team" }); found != nil {
+			t.Errorf("the denied request left an Audit event: %q", found.Note)
+		}
+	})
+
+	t.Run("an Audit failure leaves events on the policy and on the Pod", func(t *testing.T) {
+		if err := cl.Create(ctx, pod("no-team", map[string]string{"app.kubernetes.io/name": "web"})); err != nil {
+			t.Fatal(err)
+		}
+		onPolicy := waitForEvent(ctx, t, cl, func(e *eventsv1.Event) bool {
+			return e.Regarding.Name == "require-team" && e.Related != nil && e.Related.Name == "no-team"
+		})
+		checkEvent(t, onPolicy, "PolicyViolation", "Resource Passed", corev1.EventTypeWarning,
+			"Pod default/no-team: [check-team] fail; validation error: label 'team' is required. rule check-team failed at path /metadata/labels/team/")
+		onPod := waitForEvent(ctx, t, cl, func(e *eventsv1.Event) bool {
+			return e.Regarding.Kind == "Pod" && e.Regarding.Name == "no-team" && strings.HasPrefix(e.Note, "policy require-team/")
+		})
+		checkEvent(t, onPod, "PolicyViolation", "Resource Passed", corev1.EventTypeWarning,
+			"policy require-team/check-team fail: validation error: label 'team' is required. rule check-team failed at path /metadata/labels/team/")
+		if onPod.Regarding.UID == "" {
+			t.Error("the Pod event's reference has no UID")
+		}
+	})
+
+	t.Run("fixing a policy makes it Ready at its new generation", func(t *testing.T) {
+		var p kyvernov1.ClusterPolicy
+		if err := cl.Get(ctx, client.ObjectKey{Name: "bad-anchor"}, &p); err != nil {
+			t.Fatal(err)
+		}
+		p.Spec.Rules[0].Validation = enforce.Spec.Rules[0].Validation.DeepCopy()
+		if err := cl.Update(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "bad-anchor Ready", 30*time.Second, func() error {
+			got, c, err := ready("bad-anchor")
+			if err != nil {
+				return err
+			}
+			if c.Status != metav1.ConditionTrue || c.ObservedGeneration != got.Generation || got.Generation < 2 {
+				return fmt.Errorf("Ready condition %+v at generation %d", c, got.Generation)
+			}
+			return nil
+		})
+	})
+}
+
+// findEvent returns an events.k8s.io/v1 Event in default that matches.
+func findEvent(ctx context.Context, t *testing.T, cl client.Client, match func(*eventsv1.Event) bool) *eventsv1.Event {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := cl.List(ctx, &list, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		if match(&list.Items[i]) {
+			return &list.Items[i]
+		}
+	}
+	return nil
+}
+
+func waitForEvent(ctx context.Context, t *testing.T, cl client.Client, match func(*eventsv1.Event) bool) *eventsv1.Event {
+	t.Helper()
+	var ev *eventsv1.Event
+	eventually(t, "event", 15*time.Second, func() error {
+		if ev = findEvent(ctx, t, cl, match); ev == nil {
+			return errNotYet("no matching event yet")
+		}
+		return nil
+	})
+	return ev
+}
+
+// checkEvent checks the fields clients filter on; note "" skips the note.
+func checkEvent(t *testing.T, ev *eventsv1.Event, reason, action, typ, note string) {
+	t.Helper()
+	if ev.Reason != reason || ev.Action != action || ev.Type != typ || ev.ReportingController != "kyverno-admission" ||
+		!strings.HasPrefix(ev.ReportingInstance, "kyverno-admission-") {
+		t.Errorf("event %s: reason %q action %q type %q reporting %q/%q", ev.Name, ev.Reason, ev.Action, ev.Type,
+			ev.ReportingController, ev.ReportingInstance)
+	}
+	if note != "" && ev.Note != note {
+		t.Errorf("event %s note:\n got %q\nwant %q", ev.Name, ev.Note, note)
+	}
+}
