@@ -162,20 +162,23 @@ func (s *Sink) Offer(b Batch) bool {
 }
 
 // Validated queues the events of a validated admission request (the
-// webhook server's EventSink). Requests whose rules all passed are not
-// queued at all unless success events are on.
+// webhook server's EventSink). A request that would make no event (every
+// rule passed, or skipped by preconditions) is not queued at all, so the
+// common case costs a loop over its rules and nothing else.
 func (s *Sink) Validated(req *engine.Request, responses []*engine.Response, blocked bool) {
-	if !s.o.SuccessEvents && !anyNotPassed(responses) {
+	if !s.o.SuccessEvents && !s.makesEvents(responses) {
 		return
 	}
 	s.Offer(Admission{Request: req, Responses: responses, Blocked: blocked, SuccessEvents: s.o.SuccessEvents})
 }
 
-func anyNotPassed(responses []*engine.Response) bool {
+// makesEvents reports whether some rule failed or errored, or was skipped
+// by a PolicyException while PolicySkipped events are wanted.
+func (s *Sink) makesEvents(responses []*engine.Response) bool {
 	for _, resp := range responses {
 		for _, p := range resp.Policies {
 			for _, r := range p.Rules {
-				if r.Status != engine.StatusPass {
+				if isViolation(r.Status) || (len(r.Exceptions) > 0 && !s.omit[ReasonPolicySkipped]) {
 					return true
 				}
 			}

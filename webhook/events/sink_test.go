@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine"
 )
 
@@ -171,21 +172,34 @@ func TestSinkOfferNeverBlocks(t *testing.T) {
 }
 
 func TestValidatedQueuesOnlyWhatMakesEvents(t *testing.T) {
-	s := NewSink(Options{Writer: &recorder{}, Log: logr.Discard()})
 	passed := response(podRef, engine.PolicyResponse{Policy: clusterPolicy, Key: "require-labels", Rules: []engine.RuleResponse{pass("a", engine.Enforce)}})
-	s.Validated(podRequest, passed, false)
-	if len(s.queue) != 0 {
-		t.Fatalf("a passing request was queued")
-	}
 	failed := response(podRef, engine.PolicyResponse{Policy: clusterPolicy, Key: "require-labels", Rules: []engine.RuleResponse{fail("a", "m", engine.Audit)}})
-	s.Validated(podRequest, failed, false)
-	if len(s.queue) != 1 {
-		t.Fatalf("a failing request was not queued")
+	preconditions := response(podRef, engine.PolicyResponse{Policy: clusterPolicy, Key: "require-labels",
+		Rules: []engine.RuleResponse{{Name: "a", Status: engine.StatusSkip, Message: "preconditions not met"}}})
+	excepted := response(podRef, engine.PolicyResponse{Policy: clusterPolicy, Key: "require-labels",
+		Rules: []engine.RuleResponse{{Name: "a", Status: engine.StatusSkip, Exceptions: []*kyvernov2.PolicyException{exception}}}})
+	tests := []struct {
+		name      string
+		opts      Options
+		responses []*engine.Response
+		want      bool
+	}{
+		{"all passed", Options{}, passed, false},
+		{"a failure", Options{}, failed, true},
+		{"skipped by preconditions", Options{}, preconditions, false},
+		{"skipped by an exception, PolicySkipped omitted", Options{Omit: DefaultOmit}, excepted, false},
+		{"skipped by an exception, PolicySkipped wanted", Options{}, excepted, true},
+		{"all passed, success events on", Options{SuccessEvents: true}, passed, true},
 	}
-	success := NewSink(Options{Writer: &recorder{}, SuccessEvents: true, Log: logr.Discard()})
-	success.Validated(podRequest, passed, false)
-	if len(success.queue) != 1 {
-		t.Fatalf("with success events a passing request was not queued")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Writer, tc.opts.Log = &recorder{}, logr.Discard()
+			s := NewSink(tc.opts)
+			s.Validated(podRequest, tc.responses, false)
+			if got := len(s.queue) == 1; got != tc.want {
+				t.Errorf("queued = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
