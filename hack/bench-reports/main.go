@@ -19,9 +19,13 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"runtime/pprof"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -44,28 +48,70 @@ func main() {
 	pods := flag.Int("pods", 10000, "number of Pods to create")
 	namespaces := flag.Int("namespaces", 10, "number of namespaces to spread them over")
 	policyDir := flag.String("policies", "policies/pod-security", "folder of policies (one folder per policy)")
-	workers := flag.Int("workers", reports.DefaultWorkers, "controller workers")
+	workers := flag.Int("workers", reports.DefaultWorkers, "controller evaluation workers")
+	writeWorkers := flag.Int("write-workers", reports.DefaultWriteWorkers, "controller report writes in flight")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the controller's first scan to this file")
+	serverProfile := flag.String("server-cpuprofile", "", "write a 30 s CPU profile of kube-apiserver during the first scan to this file")
+	sample := flag.String("sample-report", "", "write one report, as stored, to this file")
 	flag.Parse()
-	if err := run(*pods, *namespaces, *policyDir, *workers); err != nil {
+	if err := run(*pods, *namespaces, *policyDir, reports.Options{Workers: *workers, WriteWorkers: *writeWorkers}, profiles{*cpuProfile, *serverProfile, *sample}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-reports:", err)
 		os.Exit(1)
 	}
 }
 
-// writeCounter counts report writes (anything but GET on wgpolicyk8s.io).
+// writeCounter counts report writes (anything but GET on wgpolicyk8s.io)
+// and, for the breakdown it prints, every request by method and API group.
 type writeCounter struct {
 	next   http.RoundTripper
 	writes atomic.Int64
+
+	mu       sync.Mutex
+	requests map[string]int
 }
 
 func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/apis/wgpolicyk8s.io/") {
+	reports := strings.Contains(req.URL.Path, "/apis/wgpolicyk8s.io/")
+	if req.Method != http.MethodGet && reports {
 		w.writes.Add(1)
 	}
+	what := "other"
+	if reports {
+		what = "reports"
+	} else if strings.Contains(req.URL.Path, "/pods") {
+		what = "pods"
+	}
+	w.mu.Lock()
+	if w.requests == nil {
+		w.requests = map[string]int{}
+	}
+	w.requests[req.Method+" "+what]++
+	w.mu.Unlock()
 	return w.next.RoundTrip(req)
 }
 
-func run(nPods, nNamespaces int, policyDir string, workers int) error {
+// breakdown returns the request counts so far, e.g. "GET pods=20 POST reports=10000".
+func (w *writeCounter) breakdown() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keys := make([]string, 0, len(w.requests))
+	for k := range w.requests {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, w.requests[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+// profiles names the files the benchmark writes for a closer look; empty
+// names are not written.
+type profiles struct{ controller, server, sampleReport string }
+
+func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof profiles) error {
+	cpuProfile := prof.controller
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	root, err := controlplane.ModuleRoot()
@@ -105,15 +151,37 @@ func run(nPods, nNamespaces int, policyDir string, workers int) error {
 	ccfg := rest.CopyConfig(cp.RESTConfig())
 	counter := &writeCounter{}
 	ccfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
-	c, err := reports.New(ccfg, reports.Options{Workers: workers, QPS: 1000, Burst: 2000, Logger: logger()})
+	// The controller's own defaults otherwise (QPS and burst included), so
+	// the figures are what `charter serve` gets.
+	opts.Logger = logger()
+	c, err := reports.New(ccfg, opts)
 	if err != nil {
 		return err
 	}
 	cctx, stopController := context.WithCancel(ctx)
 	defer stopController()
 	done := make(chan error, 1)
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	children := childCPU()
+	ownCPU := processCPU()
 	scanStart := time.Now()
 	go func() { done <- c.Start(cctx) }()
+	if prof.server != "" {
+		go func() {
+			if err := serverCPUProfile(ctx, cp.RESTConfig(), prof.server); err != nil {
+				fmt.Fprintln(os.Stderr, "bench-reports: kube-apiserver profile:", err)
+			}
+		}()
+	}
 	for !c.Synced() {
 		select {
 		case err := <-done:
@@ -122,6 +190,11 @@ func run(nPods, nNamespaces int, policyDir string, workers int) error {
 		}
 	}
 	firstScan := time.Since(scanStart)
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	controllerCPU := processCPU() - ownCPU
+	serverCPU := childCPU().since(children)
 	select {
 	case err := <-done:
 		return fmt.Errorf("controller stopped: %v", err)
@@ -134,6 +207,11 @@ func run(nPods, nNamespaces int, policyDir string, workers int) error {
 	count, err := countReports(ctx, cp.RESTConfig())
 	if err != nil {
 		return err
+	}
+	if prof.sampleReport != "" {
+		if err := writeSampleReport(ctx, dyn, prof.sampleReport); err != nil {
+			return err
+		}
 	}
 	writesBefore := counter.writes.Load()
 	rescanStart := time.Now()
@@ -150,7 +228,9 @@ func run(nPods, nNamespaces int, policyDir string, workers int) error {
 	fmt.Printf("time until every report:        %s\n", firstScan.Round(time.Millisecond))
 	fmt.Printf("controller peak memory (Go):    %.1f MiB (baseline before start %.1f MiB, peak heap in use %.1f MiB)\n",
 		mib(peak.total.Load()), mib(baseline), mib(peak.heap.Load()))
+	fmt.Printf("CPU during the first scan:      controller %s, %s\n", controllerCPU.Round(time.Millisecond), serverCPU)
 	fmt.Printf("API writes, first scan:         %d\n", firstWrites)
+	fmt.Printf("API requests, both scans:       %s\n", counter.breakdown())
 	fmt.Printf("full rescan, nothing changed:   %s, %d API writes, %d evaluations\n",
 		rescan.Round(time.Millisecond), rescanWrites, c.Stats().Evaluations.Load())
 	if count < int64(nPods) {
@@ -316,6 +396,100 @@ func logger() logr.Logger {
 	}
 	stdr.SetVerbosity(1)
 	return stdr.New(log.New(os.Stderr, "", log.LstdFlags))
+}
+
+// serverCPUProfile fetches a 30 s CPU profile from kube-apiserver's
+// /debug/pprof endpoint.
+func serverCPUProfile(ctx context.Context, cfg *rest.Config, file string) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	data, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "30").
+		Timeout(time.Minute).DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, data, 0o644)
+}
+
+// writeSampleReport writes the first PolicyReport as JSON.
+func writeSampleReport(ctx context.Context, dyn dynamic.Interface, file string) error {
+	gvr := schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
+	l, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(l.Items) == 0 {
+		return fmt.Errorf("no report to sample")
+	}
+	data, err := l.Items[0].MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, data, 0o644)
+}
+
+// processCPU is the CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// childCPU is the CPU time each running child of this process (etcd and
+// kube-apiserver) has used, by command name, read from /proc; empty where
+// there is no /proc.
+func childCPU() cpuTimes {
+	self := strconv.Itoa(os.Getpid())
+	dirs, _ := os.ReadDir("/proc")
+	out := cpuTimes{}
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// Fields after the parenthesised command: state ppid ... utime(14) stime(15).
+		s := string(data)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) < 13 || fields[1] != self {
+			continue
+		}
+		u, _ := strconv.ParseInt(fields[11], 10, 64)
+		st, _ := strconv.ParseInt(fields[12], 10, 64)
+		name := s[strings.IndexByte(s, '(')+1 : strings.LastIndexByte(s, ')')]
+		// USER_HZ is 100 on every Linux this runs on.
+		out[name] += time.Duration(u+st) * 10 * time.Millisecond
+	}
+	return out
+}
+
+// cpuTimes is CPU time by process name.
+type cpuTimes map[string]time.Duration
+
+// since returns the CPU each process used since before.
+func (c cpuTimes) since(before cpuTimes) cpuTimes {
+	out := cpuTimes{}
+	for name, t := range c {
+		out[name] = t - before[name]
+	}
+	return out
+}
+
+func (c cpuTimes) String() string {
+	names := make([]string, 0, len(c))
+	for name := range c {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %s", name, c[name].Round(time.Millisecond))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -115,8 +115,9 @@ func (c *Controller) applyAdmission(ctx context.Context, p *pendingAdmission) (r
 			return false, err
 		}
 	}
+	stored := describe(snap, desired)
 	c.updateState(scope.UID, func(st *resourceState) {
-		st.remember(snap, desired)
+		st.remember(stored)
 		if st.gvr.Resource == "" {
 			st.gvr = gvr
 		}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -78,7 +79,12 @@ type Controller struct {
 
 	events    workqueue.TypedRateLimitingInterface[eventKey]
 	admission workqueue.TypedRateLimitingInterface[types.UID]
+	// sem bounds evaluations (CPU), writeSem report writes (waiting on the
+	// API server), and scanSlots the resources a scan has in flight, so
+	// that evaluation goes on while writes wait.
 	sem       chan struct{}
+	writeSem  chan struct{}
+	scanSlots chan struct{}
 
 	policyInformers dynamicinformer.DynamicSharedInformerFactory
 	namespaces      cache.SharedIndexInformer
@@ -135,7 +141,10 @@ type pendingAdmission struct {
 func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	opts = opts.withDefaults()
 	cfg = rest.CopyConfig(cfg)
+	// One budget for all of the controller's clients: --reports-qps bounds
+	// what the controller asks of the API server, not what each client does.
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("reports: dynamic client: %w", err)
@@ -148,6 +157,10 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reports: discovery client: %w", err)
 	}
+	raw, err := newRawClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("reports: report client: %w", err)
+	}
 	log := opts.Logger
 	if log.GetSink() == nil {
 		log = logr.Discard()
@@ -158,7 +171,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		dyn:      dyn,
 		meta:     meta,
 		kinds:    &kindResolver{disco: disco},
-		reports:  reportClient{dyn: dyn},
+		reports:  reportClient{dyn: dyn, raw: raw},
 		now:      time.Now,
 		states:   map[types.UID]*resourceState{},
 		watchers: map[schema.GroupVersionResource]*watcher{},
@@ -168,6 +181,8 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		admission: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "reports-admission"}),
 		sem:           make(chan struct{}, opts.Workers),
+		writeSem:      make(chan struct{}, opts.WriteWorkers),
+		scanSlots:     make(chan struct{}, opts.Workers+opts.WriteWorkers),
 		policyChanged: make(chan struct{}, 1),
 	}, nil
 }
@@ -553,8 +568,9 @@ func (c *Controller) sweep(ctx context.Context, snap *snapshot) error {
 				return err
 			}
 		}
+		stored := describe(snap, pruned)
 		c.updateState(scope.UID, func(st *resourceState) {
-			st.remember(snap, pruned)
+			st.remember(stored)
 			st.swept = gen
 		})
 		return nil
@@ -582,21 +598,41 @@ func digestOf(results []v1alpha2.PolicyReportResult) string {
 	return report.Digest(results)
 }
 
-// remember records what the stored report now holds.
-func (st *resourceState) remember(snap *snapshot, results []v1alpha2.PolicyReportResult) {
-	st.reportKnown = true
-	st.digest = digestOf(results)
-	st.foreign = false
+// storedReport is what the controller remembers of a stored report.
+type storedReport struct {
+	digest  string
+	foreign bool
+}
+
+// describe works out what to remember of a report holding the results.
+// It runs outside c.mu: digesting is the costly part.
+func describe(snap *snapshot, results []v1alpha2.PolicyReportResult) storedReport {
+	d := storedReport{digest: digestOf(results)}
 	for i := range results {
 		if !snap.background[results[i].Policy] {
-			st.foreign = true
+			d.foreign = true
 			break
 		}
 	}
+	return d
 }
 
-// write writes a report; absent says it is known not to exist.
+// remember records what the stored report now holds.
+func (st *resourceState) remember(d storedReport) {
+	st.reportKnown = true
+	st.digest = d.digest
+	st.foreign = d.foreign
+}
+
+// write writes a report; absent says it is known not to exist. At most
+// WriteWorkers writes are in flight.
 func (c *Controller) write(ctx context.Context, scope report.Scope, results []v1alpha2.PolicyReportResult, absent bool) error {
+	select {
+	case c.writeSem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-c.writeSem }()
 	c.stats.Writes.Add(1)
 	return c.reports.write(ctx, scope, results, absent)
 }

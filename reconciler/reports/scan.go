@@ -153,8 +153,6 @@ func (c *Controller) handleEvent(ctx context.Context, key eventKey) error {
 	if err != nil {
 		return err
 	}
-	c.sem <- struct{}{}
-	defer func() { <-c.sem }()
 	return c.reconcileObject(ctx, entry.resourceType, obj, false)
 }
 
@@ -182,8 +180,8 @@ func (c *Controller) resourceGone(ctx context.Context, scope report.Scope) error
 }
 
 // scan lists every resource of the type, a page at a time, and reconciles
-// each with at most Workers at once. force evaluates resources whose
-// content and policies did not change.
+// each, with at most Workers evaluations and WriteWorkers writes at once.
+// force evaluates resources whose content and policies did not change.
 func (w *watcher) scan(ctx context.Context, c *Controller, force bool) error {
 	w.scanMu.Lock()
 	defer w.scanMu.Unlock()
@@ -196,13 +194,13 @@ func (w *watcher) scan(ctx context.Context, c *Controller, force bool) error {
 		var wg sync.WaitGroup
 		for i := range items {
 			select {
-			case c.sem <- struct{}{}:
+			case c.scanSlots <- struct{}{}:
 			case <-ctx.Done():
 				wg.Wait()
 				return ctx.Err()
 			}
 			wg.Go(func() {
-				defer func() { <-c.sem }()
+				defer func() { <-c.scanSlots }()
 				if err := c.reconcileObject(ctx, w.t, &items[i], force); err != nil {
 					mu.Lock()
 					if len(errs) < 10 {
@@ -243,15 +241,18 @@ func (c *Controller) reconcileObject(ctx context.Context, t resourceType, obj *u
 		c.stats.Skipped.Add(1)
 		return nil
 	}
-	c.stats.Evaluations.Add(1)
 	scope := report.Scope{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: uid}
-	resp := snap.set.Validate(ctx, engine.RequestForObject(obj), engine.WithLoaders(c.loaders()))
-	scan := report.Results(resp.Policies, c.opts.AllowedResults, c.now())
+	scan, err := c.evaluate(ctx, snap, obj)
+	if err != nil {
+		return err
+	}
 
 	var desired []v1alpha2.PolicyReportResult
+	var stored storedReport
 	if st.reportKnown && !st.foreign {
 		desired = report.ReplaceBackground(nil, scan, snap.background, snap.catalog)
-		if digestOf(desired) != st.digest {
+		stored = describe(snap, desired)
+		if stored.digest != st.digest {
 			if err := c.write(ctx, scope, desired, st.digest == ""); err != nil {
 				return err
 			}
@@ -262,15 +263,30 @@ func (c *Controller) reconcileObject(ctx context.Context, t resourceType, obj *u
 			return err
 		}
 		desired = report.ReplaceBackground(existing, scan, snap.background, snap.catalog)
-		if (found && !report.Equivalent(existing, desired)) || (!found && len(desired) > 0) {
+		stored = describe(snap, desired)
+		if (found && stored.digest != digestOf(existing)) || (!found && len(desired) > 0) {
 			if err := c.write(ctx, scope, desired, !found); err != nil {
 				return err
 			}
 		}
 	}
 	c.updateState(uid, func(st *resourceState) {
-		st.remember(snap, desired)
+		st.remember(stored)
 		st.gvr, st.rv, st.hash, st.fingerprint, st.evaluated = t.GVR, obj.GetResourceVersion(), hash, fingerprint, true
 	})
 	return nil
+}
+
+// evaluate validates the object against the background policies, with at
+// most Workers evaluations at once, and returns its report results.
+func (c *Controller) evaluate(ctx context.Context, snap *snapshot, obj *unstructured.Unstructured) ([]v1alpha2.PolicyReportResult, error) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-c.sem }()
+	c.stats.Evaluations.Add(1)
+	resp := snap.set.Validate(ctx, engine.RequestForObject(obj), engine.WithLoaders(c.loaders()))
+	return report.Results(resp.Policies, c.opts.AllowedResults, c.now()), nil
 }

@@ -3,12 +3,16 @@ package reports
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/reconciler/reports/report"
@@ -22,8 +26,43 @@ var (
 	clusterPolicyReportsGVR = v1alpha2.GroupVersion.WithResource("clusterpolicyreports")
 )
 
-// reportClient reads and writes the report of one resource.
-type reportClient struct{ dyn dynamic.Interface }
+// reportClient reads and writes the report of one resource. Reads and
+// deletes go through the dynamic client; creates and applies send the
+// encoded report through raw, which asks for only the stored object's
+// metadata back (the answer is not decoded either): at 10,000 reports,
+// decoding the full echo of each write was a quarter of the controller's
+// CPU.
+type reportClient struct {
+	dyn dynamic.Interface
+	raw rest.Interface
+}
+
+// newRawClient returns a REST client for wgpolicyk8s.io/v1alpha2 that
+// shares cfg's rate limiter.
+func newRawClient(cfg *rest.Config) (rest.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.GroupVersion = &v1alpha2.GroupVersion
+	cfg.APIPath = "/apis"
+	cfg.NegotiatedSerializer = clientscheme.Codecs.WithoutConversion()
+	return rest.RESTClientFor(cfg)
+}
+
+// metadataOnly asks the API server to answer a write with the object's
+// metadata alone.
+const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
+func (c reportClient) path(scope report.Scope, name string) *rest.Request {
+	req := c.raw.Post()
+	if scope.Namespace == "" {
+		req = req.Resource(clusterPolicyReportsGVR.Resource)
+	} else {
+		req = req.Namespace(scope.Namespace).Resource(policyReportsGVR.Resource)
+	}
+	if name != "" {
+		req = req.Name(name)
+	}
+	return req.SetHeader("Accept", metadataOnly)
+}
 
 func (c reportClient) resource(scope report.Scope) dynamic.ResourceInterface {
 	if scope.Namespace == "" {
@@ -56,9 +95,12 @@ func (c reportClient) write(ctx context.Context, scope report.Scope, results []v
 	if len(results) == 0 {
 		return c.delete(ctx, scope)
 	}
-	obj := report.Object(scope, results)
+	body := report.JSON(scope, results)
 	if absent {
-		_, err := c.resource(scope).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+		err := c.path(scope, "").
+			SetHeader("Content-Type", "application/json").
+			Param("fieldManager", FieldManager).
+			Body(body).Do(ctx).Error()
 		if err == nil {
 			return nil
 		}
@@ -66,7 +108,10 @@ func (c reportClient) write(ctx context.Context, scope report.Scope, results []v
 			return fmt.Errorf("creating the report of %s: %w", scope, err)
 		}
 	}
-	_, err := c.resource(scope).Apply(ctx, scope.ReportName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	err := c.path(scope, scope.ReportName()).Verb(http.MethodPatch).
+		SetHeader("Content-Type", string(types.ApplyPatchType)).
+		Param("fieldManager", FieldManager).Param("force", "true").
+		Body(body).Do(ctx).Error()
 	if err != nil {
 		return fmt.Errorf("writing the report of %s: %w", scope, err)
 	}

@@ -3,9 +3,8 @@ package report
 import (
 	"encoding/json"
 	"hash/fnv"
+	"sort"
 	"strconv"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
@@ -119,16 +118,51 @@ func ReplaceBackground(existing, scan []v1alpha2.PolicyReportResult, scanned map
 // Digest fingerprints results without their timestamps: two result lists
 // with the same digest say the same thing, and rewriting one with the
 // other would only move timestamps. The results must be sorted.
+//
+// Every field but the timestamp goes in, each length-prefixed so that no
+// two different lists write the same bytes; the controller digests every
+// result list it builds, so this avoids reflection-based encoding.
 func Digest(results []v1alpha2.PolicyReportResult) string {
 	h := fnv.New64a()
-	enc := json.NewEncoder(h)
+	var buf []byte
 	for i := range results {
-		r := results[i]
-		r.Timestamp = metav1.Timestamp{}
-		// Encoding a struct cannot fail; map keys are written sorted.
-		_ = enc.Encode(&r)
+		r := &results[i]
+		buf = buf[:0]
+		for _, f := range [...]string{r.Source, r.Policy, r.Rule, r.Category, string(r.Severity), string(r.Result), r.Message} {
+			buf = appendString(buf, f)
+		}
+		buf = strconv.AppendBool(buf, r.Scored)
+		buf = strconv.AppendInt(buf, int64(len(r.Properties)), 10)
+		keys := make([]string, 0, len(r.Properties))
+		for k := range r.Properties {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			buf = appendString(appendString(buf, k), r.Properties[k])
+		}
+		buf = strconv.AppendInt(buf, int64(len(r.Resources)), 10)
+		for j := range r.Resources {
+			o := &r.Resources[j]
+			for _, f := range [...]string{o.APIVersion, o.Kind, o.Namespace, o.Name, string(o.UID)} {
+				buf = appendString(buf, f)
+			}
+		}
+		if r.ResourceSelector != nil {
+			// Rare (charter never sets it): encoding is fine here.
+			sel, _ := json.Marshal(r.ResourceSelector)
+			buf = appendString(buf, string(sel))
+		}
+		buf = append(buf, '\n')
+		h.Write(buf)
 	}
 	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+func appendString(buf []byte, s string) []byte {
+	buf = strconv.AppendInt(buf, int64(len(s)), 10)
+	buf = append(buf, ':')
+	return append(buf, s...)
 }
 
 // Equivalent reports whether two sorted result lists say the same thing,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -286,6 +287,46 @@ func TestObjectRoundTrip(t *testing.T) {
 			}
 			if p.Scope != tt.scope || !p.ManagedByCharter || !Equivalent(p.Results, results) {
 				t.Errorf("parsed %+v, want scope %+v and the results back", p, tt.scope)
+			}
+		})
+	}
+}
+
+// TestDigestSeesEveryField changes one field at a time: each change must
+// change the digest, or a changed result would never be written.
+func TestDigestSeesEveryField(t *testing.T) {
+	base := func() v1alpha2.PolicyReportResult {
+		r := res("a", "r1", "fail", 10)
+		r.Message, r.Category, r.Severity, r.Scored = "m", "c", v1alpha2.SeverityHigh, true
+		r.Properties = map[string]string{"process": ProcessBackground}
+		return r
+	}
+	tests := []struct {
+		name   string
+		change func(r *v1alpha2.PolicyReportResult)
+	}{
+		{"source", func(r *v1alpha2.PolicyReportResult) { r.Source = "kyverno" }},
+		{"policy", func(r *v1alpha2.PolicyReportResult) { r.Policy = "b" }},
+		{"rule", func(r *v1alpha2.PolicyReportResult) { r.Rule = "r2" }},
+		{"category", func(r *v1alpha2.PolicyReportResult) { r.Category = "" }},
+		{"severity", func(r *v1alpha2.PolicyReportResult) { r.Severity = v1alpha2.SeverityLow }},
+		{"result", func(r *v1alpha2.PolicyReportResult) { r.Result = v1alpha2.StatusPass }},
+		{"scored", func(r *v1alpha2.PolicyReportResult) { r.Scored = false }},
+		{"message", func(r *v1alpha2.PolicyReportResult) { r.Message = "m2" }},
+		{"property value", func(r *v1alpha2.PolicyReportResult) { r.Properties["process"] = ProcessAdmission }},
+		{"property added", func(r *v1alpha2.PolicyReportResult) { r.Properties["exceptions"] = "x" }},
+		{"resources", func(r *v1alpha2.PolicyReportResult) { r.Resources = []corev1.ObjectReference{{Kind: "Pod", Name: "p"}} }},
+		{"resource selector", func(r *v1alpha2.PolicyReportResult) { r.ResourceSelector = &metav1.LabelSelector{} }},
+		// Field boundaries: moving text from one field to the next is a change.
+		{"boundary", func(r *v1alpha2.PolicyReportResult) { r.Policy, r.Rule = "ar", "1" }},
+	}
+	want := Digest([]v1alpha2.PolicyReportResult{base()})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := base()
+			tt.change(&r)
+			if Digest([]v1alpha2.PolicyReportResult{r}) == want {
+				t.Errorf("changing the %s leaves the digest unchanged", tt.name)
 			}
 		})
 	}
