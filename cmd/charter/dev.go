@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -377,15 +378,27 @@ func (e *devEnvironment) down() error {
 
 func (e *devEnvironment) ready(source devSource) {
 	e.done("kubeconfig: %s", e.kubeconfigPath)
-	k := "KUBECONFIG=" + e.kubeconfigPath + " kubectl"
 	b := func(s string) string { return printer.Paint(e.color, printer.Bold, s) }
-	samples := filepath.Join(source.dir, "config", "samples", "pods")
-	fmt.Fprintf(e.out, "\nTry:\n\n  %s\n  %s\n  %s\n  %s\n\n%s\n",
-		b(k+" get cpol"),
-		b(k+" apply -f "+filepath.Join(samples, "compliant.yaml"))+e.dim("   # passes every policy"),
-		b(k+" apply -f "+filepath.Join(samples, "privileged.yaml"))+e.dim("   # admitted with warnings: dev audits"),
-		b(k+" get polr -A"),
+	samples := relativeToWorkingDir(filepath.Join(source.dir, "config", "samples", "pods"))
+	fmt.Fprintf(e.out, "\nTry:\n\n  %s\n  %s\n  %s   %s\n  %s  %s\n  %s\n\n%s\n",
+		b("export KUBECONFIG="+e.kubeconfigPath),
+		b("kubectl get cpol"),
+		b("kubectl apply -f "+filepath.Join(samples, "compliant.yaml")), e.dim("# passes every policy"),
+		b("kubectl apply -f "+filepath.Join(samples, "privileged.yaml")), e.dim("# admitted (dev audits); its report lists the failures"),
+		b("kubectl get polr -A"),
 		e.dim("Commit a policy change and it reaches the cluster within seconds. Ctrl-C stops charter dev."))
+}
+
+// relativeToWorkingDir shortens path when it is under the working folder.
+func relativeToWorkingDir(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	if rel, err := filepath.Rel(wd, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
 }
 
 func (e *devEnvironment) title(s string) {

@@ -110,10 +110,10 @@ func TestDevRunsCharterWithThisCheckoutsDevEnvironment(t *testing.T) {
 	}
 	kubeconfig := m[1]
 	for _, want := range []string{
-		"KUBECONFIG=" + kubeconfig + " kubectl get cpol",
+		"export KUBECONFIG=" + kubeconfig + "\n  kubectl get cpol",
 		"charter running: admission at https://127.0.0.1:",
 		"PolicyRepository charter/charter-dev Ready",
-		"config/samples/pods/compliant.yaml",
+		"config/samples/pods/compliant.yaml   # passes every policy",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output does not say %q:\n%s", want, out)
