@@ -103,8 +103,7 @@ var _ = Describe("GitOps", Label("gitops"), Ordered, func() {
 		Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
 		Expect(got.Status.Inventory.Entries).To(ConsistOf(HaveField("ID", "_"+gitopsRequireAppName+"_kyverno.io_ClusterPolicy")))
 
-		var p kyvernov1.ClusterPolicy
-		Expect(cl.Get(ctx, client.ObjectKey{Name: gitopsRequireAppName}, &p)).To(Succeed())
+		p := waitPolicyReady(ctx, gitopsRequireAppName)
 		Expect(p.Labels).To(HaveKeyWithValue(appliedByNameLabel, gitopsRepository))
 		Expect(p.Labels).To(HaveKeyWithValue(appliedByNamespaceLabel, gitopsCharterNamespace))
 		Expect(p.ManagedFields).To(ContainElement(HaveField("Manager", "charter")))
@@ -156,6 +155,7 @@ var _ = Describe("GitOps", Label("gitops"), Ordered, func() {
 		})
 		Expect(prepoCondition(got, gitopsv1alpha1.ConditionStalled)).To(BeNil())
 		Expect(got.Status.Inventory.Entries).To(HaveLen(2))
+		waitPolicyReady(ctx, gitopsRequireTeam)
 
 		Eventually(func() error {
 			return refusedByCharterFor(ctx, gitopsPod("no-team", map[string]string{"app.kubernetes.io/name": "web"}), gitopsRequireTeam)
@@ -187,6 +187,22 @@ func refusedByCharterFor(ctx context.Context, obj client.Object, policy string) 
 		return err
 	}
 	return nil
+}
+
+// waitPolicyReady returns the ClusterPolicy once charter's admission
+// controller reports it served: Ready at its current generation.
+func waitPolicyReady(ctx context.Context, name string) *kyvernov1.ClusterPolicy {
+	GinkgoHelper()
+	p := &kyvernov1.ClusterPolicy{}
+	Eventually(func(g Gomega) {
+		g.Expect(suite.client.Get(ctx, client.ObjectKey{Name: name}, p)).To(Succeed())
+		g.Expect(p.Status.Conditions).To(ContainElement(And(
+			HaveField("Type", kyvernov1.PolicyConditionReady),
+			HaveField("Status", metav1.ConditionTrue),
+			HaveField("ObservedGeneration", p.Generation),
+		)))
+	}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Succeed(), "ClusterPolicy %s Ready", name)
+	return p
 }
 
 // gitopsPod is a Pod in the GitOps specs' namespace.
