@@ -31,6 +31,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/charter-dev/charter/internal/controlplane"
 )
 
@@ -42,6 +45,8 @@ func main() {
 }
 
 func run() error {
+	// envtest logs through controller-runtime; the figures are the output.
+	ctrllog.SetLogger(logr.Discard())
 	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		return err
