@@ -140,9 +140,13 @@ func (e *env) apply(file string) *unstructured.Unstructured {
 	if err := yaml.Unmarshal(data, &u.Object); err != nil {
 		e.t.Fatal(err)
 	}
-	gvr := schema.GroupVersionResource{Group: "kyverno.io", Version: "v1", Resource: "clusterpolicies"}
-	if u.GetKind() == "Pod" {
-		gvr = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	gvr := map[string]schema.GroupVersionResource{
+		"ClusterPolicy":   clusterPoliciesGVR,
+		"Pod":             {Version: "v1", Resource: "pods"},
+		"PolicyException": policyExceptionsGVR,
+	}[u.GetKind()]
+	if gvr.Resource == "" {
+		e.t.Fatalf("%s: kind %q is not one the test applies", file, u.GetKind())
 	}
 	ri := e.dyn.Resource(gvr)
 	var out *unstructured.Unstructured
@@ -326,6 +330,18 @@ func TestBackgroundReports(t *testing.T) {
 		if n := e.cntr.writes.Load(); n != 1 {
 			t.Errorf("%d report writes after the restart, want 1", n)
 		}
+	})
+
+	t.Run("an exception with background false does not apply in scans", func(t *testing.T) {
+		e.apply("exception-admission-only.yaml")
+		// Created after the first: once the namespace's result turns to
+		// skip, the controller's policy set holds both exceptions.
+		e.apply("exception-namespace.yaml")
+		e.wantResults("the namespace's result skipped by its exception", "", string(nsObj.UID), "namespace-owner/owner-label=skip")
+		if err := c.FullRescan(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		e.wantResults("the Pod's result despite the admission-only exception", "reports-test", podUID, "require-team/team-label=fail")
 	})
 
 	t.Run("deleting the Pod deletes its report", func(t *testing.T) {

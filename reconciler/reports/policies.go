@@ -63,6 +63,7 @@ func buildSnapshot(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2
 			background = append(background, p)
 		}
 	}
+	exceptions = backgroundExceptions(exceptions)
 	set, err := engine.Compile(background, engine.WithExceptions(exceptions))
 	if err != nil && !errors.As(err, &snap.compileErrors) {
 		return nil, err
@@ -96,6 +97,23 @@ func buildSnapshot(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2
 		snap.types[gvr] = e
 	}
 	return snap, nil
+}
+
+// backgroundExceptions keeps the exceptions that apply in background
+// scans: Kyverno binds an exception with spec.background: false to
+// admission only (admission-reports.md §7), so a scan must report the
+// resource's real result for it. The engine applies every exception it is
+// compiled with; choosing them is the caller's job. Only these exceptions
+// go into the scan's fingerprints, so editing an admission-only exception
+// rescans nothing.
+func backgroundExceptions(exceptions []*kyvernov2.PolicyException) []*kyvernov2.PolicyException {
+	out := make([]*kyvernov2.PolicyException, 0, len(exceptions))
+	for _, ex := range exceptions {
+		if ex.Spec.BackgroundProcessingEnabled() {
+			out = append(out, ex)
+		}
+	}
+	return out
 }
 
 func policyKey(p kyvernov1.PolicyInterface) string {
