@@ -20,7 +20,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -104,7 +106,7 @@ func (b *bench) pushToEnforced(ctx context.Context, proc *charterProcess, runs i
 		if err != nil {
 			return nil, fmt.Errorf("round %d: %w", i+1, err)
 		}
-		fmt.Printf("  push %d: Ready after %s, enforced after %s\n", i+1, ms(r.ready), ms(r.enforced))
+		fmt.Printf("  push %d: repository Ready after %s, policy Ready after %s, enforced after %s\n", i+1, ms(r.ready), ms(r.policyReady), ms(r.enforced))
 		rounds = append(rounds, r)
 	}
 	return rounds, nil
@@ -120,9 +122,9 @@ func (b *bench) pushRound(ctx context.Context, proc *charterProcess, pr *gitopsv
 		return pushRound{}, err
 	}
 	var (
-		wg                  sync.WaitGroup
-		round               pushRound
-		readyErr, refuseErr error
+		wg                             sync.WaitGroup
+		round                          pushRound
+		readyErr, refuseErr, policyErr error
 	)
 	wg.Go(func() {
 		_, readyErr = b.waitReady(ctx, pr, rev, roundTimeout)
@@ -132,6 +134,10 @@ func (b *bench) pushRound(ctx context.Context, proc *charterProcess, pr *gitopsv
 		refuseErr = b.waitRefused(ctx, policy)
 		round.enforced = time.Since(start)
 	})
+	wg.Go(func() {
+		policyErr = b.waitPolicyReady(ctx, policy)
+		round.policyReady = time.Since(start)
+	})
 	wg.Wait()
 	if err := proc.alive(); err != nil {
 		return round, err
@@ -139,7 +145,39 @@ func (b *bench) pushRound(ctx context.Context, proc *charterProcess, pr *gitopsv
 	if readyErr != nil {
 		return round, readyErr
 	}
+	if policyErr != nil {
+		return round, policyErr
+	}
 	return round, refuseErr
+}
+
+// waitPolicyReady polls the ClusterPolicy until charter's admission
+// controller reports it served: Ready at its generation.
+func (b *bench) waitPolicyReady(ctx context.Context, name string) error {
+	p := &unstructured.Unstructured{}
+	p.SetGroupVersionKind(schema.GroupVersionKind{Group: "kyverno.io", Version: "v1", Kind: "ClusterPolicy"})
+	for {
+		if err := b.client.Get(ctx, client.ObjectKey{Name: name}, p); err == nil && policyReady(p) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ClusterPolicy %s not Ready: %v", name, p.Object["status"])
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+func policyReady(p *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		gen, _, _ := unstructured.NestedInt64(m, "observedGeneration")
+		if m["type"] == "Ready" && m["status"] == "True" && gen == p.GetGeneration() {
+			return true
+		}
+	}
+	return false
 }
 
 // waitRefused dry-runs an unlabelled Pod until charter refuses it naming

@@ -128,9 +128,10 @@ func run(charterBin string, runs, nPolicies int, keep bool, largeControllers str
 // pushRound is one push-to-enforced measurement.
 type pushRound struct {
 	// ready is the time from the receiver call to the PolicyRepository
-	// being Ready at the pushed revision; enforced, to the first refused
-	// dry-run Pod.
-	ready, enforced time.Duration
+	// being Ready at the pushed revision; policyReady, to the new
+	// ClusterPolicy being Ready (served by admission); enforced, to the
+	// first refused dry-run Pod.
+	ready, policyReady, enforced time.Duration
 }
 
 // largeResult is the large repository's measurement.
@@ -146,9 +147,10 @@ type largeResult struct {
 
 func printTable(w *os.File, runs int, push []pushRound, nPolicies int, large largeResult) {
 	ready := make([]time.Duration, len(push))
+	policyReady := make([]time.Duration, len(push))
 	enforced := make([]time.Duration, len(push))
 	for i, r := range push {
-		ready[i], enforced[i] = r.ready, r.enforced
+		ready[i], policyReady[i], enforced[i] = r.ready, r.policyReady, r.enforced
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-42s %9s %9s %9s %10s\n", fmt.Sprintf("push to enforced (%d runs)", runs), "min", "median", "max", "target")
@@ -161,6 +163,7 @@ func printTable(w *os.File, runs int, push []pushRound, nPolicies int, large lar
 		fmt.Fprintf(w, "  %-40s %9s %9s %9s %10s\n", name, ms(lo), ms(med), ms(hi), t)
 	}
 	row("receiver call -> PolicyRepository Ready", ready, 0)
+	row("receiver call -> ClusterPolicy Ready", policyReady, 0)
 	row("receiver call -> bad Pod refused", enforced, targetPushToEnforced)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-42s %29s %10s\n", fmt.Sprintf("sync of %d policies", nPolicies), "", "target")
