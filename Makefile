@@ -129,7 +129,7 @@ bench-apply: build ## Time `charter apply` of the 18 Pod Security policies to 20
 ##@ Run
 
 .PHONY: run
-run: controlplane build ## Start the local control plane with charter's CRDs installed.
+run: controlplane build ## The whole of charter on the local control plane: admission, reports, gitsync of environments/dev from this checkout.
 	$(BIN)/charter dev
 
 .PHONY: kind-create

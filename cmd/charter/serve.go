@@ -39,6 +39,7 @@ import (
 	"github.com/charter-dev/charter/reconciler/reports"
 	"github.com/charter-dev/charter/webhook/admission"
 	"github.com/charter-dev/charter/webhook/config"
+	"github.com/charter-dev/charter/webhook/events"
 	"github.com/charter-dev/charter/webhook/metrics"
 	"github.com/charter-dev/charter/webhook/server"
 )
@@ -70,6 +71,7 @@ type serveOptions struct {
 	requestTimeout  time.Duration
 	maxRequestBytes int64
 	auditQueueSize  int
+	events          admission.EventOptions
 
 	reports reports.Options
 
@@ -127,6 +129,10 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.DurationVar(&o.requestTimeout, "request-timeout", 10*time.Second, "bound on evaluating one admission request")
 	f.Int64Var(&o.maxRequestBytes, "max-request-bytes", 7<<20, "largest AdmissionReview body accepted")
 	f.IntVar(&o.auditQueueSize, "audit-queue-size", reports.DefaultAdmissionQueueSize, "admission results waiting for the reports controller; more are dropped (the next scan restores them)")
+	f.StringSliceVar(&o.events.Omit, "omit-events", events.DefaultOmit, "event reasons never emitted (PolicyViolation,PolicyApplied,PolicySkipped,PolicyError); empty emits all")
+	f.IntVar(&o.events.MaxQueued, "max-queued-events", events.DefaultMaxQueued, "admissions whose events wait to be written; more are dropped and counted")
+	f.BoolVar(&o.events.SuccessEvents, "generate-success-events", false, "emit PolicyApplied events for requests that passed")
+	f.BoolVar(&o.events.Disabled, "disable-events", false, "emit no Kubernetes Events for admission decisions")
 	o.reports.AddFlags(f)
 	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default <temp>/charter-gitsync)")
 	f.IntVar(&o.gitsyncWorkers, "gitsync-workers", 2, "PolicyRepositories synced at once")
@@ -283,7 +289,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			Addr: o.webhookAddr, URL: o.webhookURL, Namespace: o.namespace,
 			Service: o.service, ServicePort: o.servicePort, Null: o.nullWebhook,
 			RequestTimeout: o.requestTimeout, MaxRequestBytes: o.maxRequestBytes,
-			Metrics: rec, Audit: audit, Log: log.WithName("admission"),
+			Metrics: rec, Audit: audit, Events: o.events, Log: log.WithName("admission"),
 		})
 		if err != nil {
 			return nil, nil, err
