@@ -20,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -196,7 +195,7 @@ func (e *devEnvironment) up(ctx context.Context, opts devOptions) error {
 
 func (e *devEnvironment) connect(ctx context.Context, opts devOptions) error {
 	if opts.kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", opts.kubeconfig)
+		cfg, err := restConfig(opts.kubeconfig)
 		if err != nil {
 			return fmt.Errorf("loading --kubeconfig %s: %w", opts.kubeconfig, err)
 		}
@@ -218,6 +217,9 @@ func (e *devEnvironment) connect(ctx context.Context, opts devOptions) error {
 	}
 	e.cp = cp
 	e.cfg, e.kubeconfigPath = e.cp.RESTConfig(), e.cp.KubeconfigPath()
+	if e.cfg.QPS == 0 {
+		e.cfg.QPS = -1 // as restConfig: no client-side rate limit
+	}
 	e.done("control plane started in %s at %s %s", time.Since(started).Round(100*time.Millisecond),
 		e.cfg.Host, e.dim("(logs: "+e.cp.LogDir()+")"))
 	return nil

@@ -147,11 +147,24 @@ func envOr(name, def string) string {
 	return def
 }
 
+// restConfig loads --kubeconfig, else the in-cluster configuration or
+// $KUBECONFIG. Either way client-side rate limiting is off, as
+// controller-runtime has it: the API server's priority and fairness
+// protects it, and client-go's default of 5 requests a second would make a
+// 500-policy sync take minutes. The reports controller sets its own
+// limits (--reports-qps).
 func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if kubeconfig == "" {
+		return ctrl.GetConfig()
 	}
-	return ctrl.GetConfig()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.QPS == 0 {
+		cfg.QPS = -1
+	}
+	return cfg, nil
 }
 
 func serveScheme() (*runtime.Scheme, error) {
@@ -312,6 +325,10 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, nil, err
+	}
+	// /readyz answers for every set of controllers, not only admission's.
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, nil, err
 	}
 	return mgr, running, nil
