@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -259,8 +260,10 @@ func startCharter(ctx context.Context) {
 }
 
 // startCharterWith is startCharter with charter's namespace, the
-// controllers to run and further serve flags chosen by the caller.
-func startCharterWith(ctx context.Context, namespace, controllers string, flags ...string) {
+// controllers to run and further serve flags chosen by the caller. It
+// returns what the cleanup does, for specs that stop charter early (a
+// restart); the cleanup then does nothing more.
+func startCharterWith(ctx context.Context, namespace, controllers string, flags ...string) (stop func(context.Context)) {
 	port, health := freePort(), freePort()
 	args := append([]string{"serve", "--controllers=" + controllers,
 		"--kubeconfig=" + suite.provider.KubeconfigPath(),
@@ -276,20 +279,27 @@ func startCharterWith(ctx context.Context, namespace, controllers string, flags 
 	Expect(cmd.Start()).To(Succeed())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	DeferCleanup(func(ctx SpecContext) {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(45 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		cleanup := exec.CommandContext(ctx, suite.charter, "serve", "--cleanup-webhooks",
-			"--kubeconfig="+suite.provider.KubeconfigPath(), "--namespace="+namespace)
-		out, err := cleanup.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "charter serve --cleanup-webhooks: %s", out)
-	}, NodeTimeout(2*time.Minute))
+	var once sync.Once
+	stop = func(ctx context.Context) { once.Do(func() { stopCharter(ctx, cmd, exited, namespace) }) }
+	DeferCleanup(func(ctx SpecContext) { stop(ctx) }, NodeTimeout(2*time.Minute))
 	Consistently(exited).WithTimeout(time.Second).ShouldNot(Receive(), "charter serve exited at once")
+	return stop
+}
+
+// stopCharter stops charter serve and removes its webhook configurations.
+func stopCharter(ctx context.Context, cmd *exec.Cmd, exited <-chan error, namespace string) {
+	GinkgoHelper()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(45 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	cleanup := exec.CommandContext(ctx, suite.charter, "serve", "--cleanup-webhooks",
+		"--kubeconfig="+suite.provider.KubeconfigPath(), "--namespace="+namespace)
+	out, err := cleanup.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "charter serve --cleanup-webhooks: %s", out)
 }
 
 // refusedByCharter dry-runs the creation of obj and succeeds when
