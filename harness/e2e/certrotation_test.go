@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/charter-dev/charter/harness/cluster"
+)
+
+// The certificate rotation specs run their own charter, in namespaces of
+// their own, so they hold whatever order the suite runs in.
+const (
+	certsCharterNamespace = "charter-certs"
+	certsNamespace        = "e2e-certs"
+	// The TLS Secret charter keeps its serving certificate in:
+	// <service>.<namespace>.svc.charter-tls-pair, service charter-svc.
+	certsTLSSecret = "charter-svc." + certsCharterNamespace + ".svc.charter-tls-pair"
+
+	certsPolicy = `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: certs-require-name}
+spec:
+  validationFailureAction: Enforce
+  rules:
+  - name: check-name
+    match: {any: [{resources: {kinds: [Pod], namespaces: [e2e-certs]}}]}
+    validate:
+      message: "label 'app.kubernetes.io/name' is required"
+      pattern: {metadata: {labels: {app.kubernetes.io/name: "?*"}}}
+`
+)
+
+var _ = Describe("Certificate rotation", Label("admission"), Ordered, func() {
+	var cl client.Client
+
+	BeforeAll(func(ctx SpecContext) {
+		if suite.provider.Name() != cluster.LocalProvider {
+			Skip("admission specs need E2E_PROVIDER=local: the webhook is served at 127.0.0.1")
+		}
+		cl = suite.client
+		for _, ns := range []string{certsCharterNamespace, certsNamespace} {
+			err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
+		}
+		startCharterWith(ctx, certsCharterNamespace, "admission")
+		// The policy webhook refuses writes until charter serves it.
+		Eventually(func() error {
+			return client.IgnoreAlreadyExists(cl.Create(ctx, clusterPolicy(certsPolicy)))
+		}).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(cl.Delete(ctx, clusterPolicy(certsPolicy)))).To(Succeed())
+		})
+		Eventually(func() error {
+			return refusedByCharter(ctx, certsPod("probe", false))
+		}).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+	}, NodeTimeout(3*time.Minute))
+
+	It("fails no admission while the serving certificate is reissued, and serves the new one", func(ctx SpecContext) {
+		addr := webhookAddress(ctx)
+		before := servedCertificate(addr)
+		stream := startPodStream(ctx, cl, 4)
+
+		// Let the stream run on the old certificate first.
+		Eventually(stream.answered).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 40))
+
+		By("deleting the serving certificate's Secret so charter issues a new one")
+		Expect(cl.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: certsCharterNamespace, Name: certsTLSSecret}})).To(Succeed())
+		var reissued *x509.Certificate
+		Eventually(func(g Gomega) {
+			var s corev1.Secret
+			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: certsCharterNamespace, Name: certsTLSSecret}, &s)).To(Succeed())
+			reissued = leafOf(g, s.Data[corev1.TLSCertKey])
+			g.Expect(reissued.Equal(before)).To(BeFalse(), "the Secret still holds the old certificate")
+		}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+
+		By("waiting until charter serves the new certificate")
+		Eventually(func() bool { return servedCertificate(addr).Equal(reissued) }).
+			WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(BeTrue())
+
+		// And keep admitting on it.
+		served := stream.answered()
+		Eventually(stream.answered).WithTimeout(30 * time.Second).Should(BeNumerically(">=", served+40))
+		stream.stop()
+
+		Expect(stream.unexpected()).To(BeEmpty(), "admissions not answered by charter during rotation")
+		GinkgoWriter.Printf("rotation: %d admitted, %d refused by charter, 0 failed\n", stream.admitted.Load(), stream.refused.Load())
+		Expect(stream.admitted.Load()).To(BeNumerically(">", 0))
+		Expect(stream.refused.Load()).To(BeNumerically(">", 0))
+	}, SpecTimeout(4*time.Minute))
+})
+
+// podStream creates Pods from several clients until stopped: good ones,
+// which charter admits, and bad ones, which charter refuses. Any other
+// outcome (the API server failed to call the webhook, a TLS error) is
+// recorded as unexpected.
+type podStream struct {
+	admitted, refused atomic.Int64
+	mu                sync.Mutex
+	errs              []string
+	cancel            context.CancelFunc
+	wg                sync.WaitGroup
+}
+
+func startPodStream(ctx context.Context, cl client.Client, workers int) *podStream {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &podStream{cancel: cancel}
+	for w := range workers {
+		s.wg.Add(1)
+		go func() {
+			defer GinkgoRecover()
+			defer s.wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				good := (i+w)%2 == 0
+				err := cl.Create(ctx, certsPod(fmt.Sprintf("w%d-%d", w, i), good))
+				switch {
+				case ctx.Err() != nil:
+					return
+				case err == nil && good:
+					s.admitted.Add(1)
+				case err != nil && !good && strings.Contains(err.Error(), `admission webhook "`+validateWebhookFail+`" denied the request`):
+					s.refused.Add(1)
+				default:
+					s.mu.Lock()
+					s.errs = append(s.errs, fmt.Sprintf("good=%v: %v", good, err))
+					s.mu.Unlock()
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	return s
+}
+
+func (s *podStream) answered() int64 { return s.admitted.Load() + s.refused.Load() }
+
+func (s *podStream) stop() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+func (s *podStream) unexpected() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.errs...)
+}
+
+// certsPod is a Pod in the rotation specs' namespace, with the label the
+// policy requires when good.
+func certsPod(name string, good bool) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: certsNamespace},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx:1.27"}}},
+	}
+	if good {
+		p.Labels = map[string]string{"app.kubernetes.io/name": "web"}
+	}
+	return p
+}
+
+// webhookAddress is the host:port charter serves, from the URL of its
+// fail-closed validating webhook.
+func webhookAddress(ctx context.Context) string {
+	var v admissionregistrationv1.ValidatingWebhookConfiguration
+	Expect(suite.client.Get(ctx, client.ObjectKey{Name: resourceValidatingName}, &v)).To(Succeed())
+	for _, w := range v.Webhooks {
+		if w.Name == validateWebhookFail && w.ClientConfig.URL != nil {
+			u, err := url.Parse(*w.ClientConfig.URL)
+			Expect(err).NotTo(HaveOccurred())
+			return u.Host
+		}
+	}
+	Fail("no " + validateWebhookFail + " webhook with a URL")
+	return ""
+}
+
+// servedCertificate is the leaf certificate charter presents now. The
+// handshake only reads it; trust is the API server's business.
+func servedCertificate(addr string) *x509.Certificate {
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reading the certificate, not trusting it
+	Expect(err).NotTo(HaveOccurred())
+	defer conn.Close()
+	certs := conn.ConnectionState().PeerCertificates
+	Expect(certs).NotTo(BeEmpty())
+	return certs[0]
+}
+
+func leafOf(g Gomega, pemData []byte) *x509.Certificate {
+	block, _ := pem.Decode(pemData)
+	g.Expect(block).NotTo(BeNil(), "tls.crt holds no PEM block")
+	c, err := x509.ParseCertificate(block.Bytes)
+	g.Expect(err).NotTo(HaveOccurred())
+	return c
+}
