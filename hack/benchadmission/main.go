@@ -93,6 +93,9 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first Ctrl-C stops the run and cleans up; a second one, while
+	// that takes its time, kills the process as usual.
+	go func() { <-ctx.Done(); stop() }()
 	p := newPrinter(os.Stdout)
 	switch *mode {
 	case "direct":
