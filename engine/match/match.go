@@ -196,8 +196,17 @@ func Kinds(selectors []string, gvk schema.GroupVersionKind, subresource string) 
 			return true
 		}
 		k := parseKindCached(s)
-		if wildcard.Match(k.Group, gvk.Group) && wildcard.Match(k.Version, gvk.Version) &&
-			wildcard.Match(k.Kind, gvk.Kind) && wildcard.Match(k.SubResource, subresource) {
+		if !wildcard.Match(k.Group, gvk.Group) || !wildcard.Match(k.Version, gvk.Version) || !wildcard.Match(k.Kind, gvk.Kind) {
+			continue
+		}
+		if wildcard.Match(k.SubResource, subresource) {
+			return true
+		}
+		// A Pod rule also covers pods/ephemeralcontainers, whose object is
+		// the Pod itself: otherwise `kubectl debug` would add a container
+		// no Pod policy checks. Kyverno makes the same exception for v1
+		// Pods, and its webhooks register the subresource with pods.
+		if k.SubResource == "" && subresource == "ephemeralcontainers" && gvk.Group == "" && gvk.Version == "v1" && gvk.Kind == "Pod" {
 			return true
 		}
 	}

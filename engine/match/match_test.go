@@ -28,6 +28,9 @@ func TestMatchesAndExcludes(t *testing.T) {
 	exec := pod("web-1", "prod")
 	exec.SubResource = "exec"
 	exec.Operation = kyvernov1.Connect
+	debug := pod("web-1", "prod")
+	debug.SubResource = "ephemeralcontainers"
+	debug.Operation = kyvernov1.Update
 	user := pod("web-1", "prod")
 	user.UserInfo = authenticationv1.UserInfo{Username: "system:serviceaccount:ci:deployer", Groups: []string{"devs"}}
 	user.ClusterRoles = []string{"edit"}
@@ -50,6 +53,10 @@ func TestMatchesAndExcludes(t *testing.T) {
 		{"kind does not match subresource", `{resources: {kinds: [Pod]}}`, exec, false},
 		{"kind/subresource", `{resources: {kinds: [Pod/exec]}}`, exec, true},
 		{"kind.subresource", `{resources: {kinds: [Pod.exec]}}`, exec, true},
+		{"a Pod rule sees ephemeral containers added by kubectl debug", `{resources: {kinds: [Pod]}}`, debug, true},
+		{"v1/Pod sees them too", `{resources: {kinds: [v1/Pod]}}`, debug, true},
+		{"a Pod/exec rule does not", `{resources: {kinds: [Pod/exec]}}`, debug, false},
+		{"Pod/ephemeralcontainers names it", `{resources: {kinds: [Pod/ephemeralcontainers]}}`, debug, true},
 		{"subresource selector on the resource", `{resources: {kinds: [Pod/exec]}}`, pod("a", "ns"), false},
 		{"name wildcard", `{resources: {kinds: [Pod], name: "web-*"}}`, labelled, true},
 		{"names", `{resources: {kinds: [Pod], names: [db, "web-?"]}}`, labelled, true},
