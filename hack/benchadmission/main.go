@@ -97,7 +97,15 @@ func run() error {
 	// that takes its time, kills the process as usual.
 	go func() { <-ctx.Done(); stop() }()
 	p := newPrinter(os.Stdout)
-	switch *mode {
+	err = runModes(ctx, *mode, d, a, p)
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("interrupted (everything it started is stopped): %w", err)
+	}
+	return err
+}
+
+func runModes(ctx context.Context, mode string, d directOptions, a apiOptions, p *printer) error {
+	switch mode {
 	case "direct":
 		return runDirect(ctx, d, p)
 	case "apiserver":
@@ -111,7 +119,7 @@ func run() error {
 		}
 		return nil
 	}
-	return fmt.Errorf("-mode %q: want direct, apiserver or both", *mode)
+	return fmt.Errorf("-mode %q: want direct, apiserver or both", mode)
 }
 
 func (o directOptions) validate() error {
