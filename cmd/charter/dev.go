@@ -381,7 +381,7 @@ func (e *devEnvironment) down() error {
 func (e *devEnvironment) ready(source devSource) {
 	e.done("kubeconfig: %s", e.kubeconfigPath)
 	b := func(s string) string { return printer.Paint(e.color, printer.Bold, s) }
-	samples := relativeToWorkingDir(filepath.Join(source.dir, "config", "samples", "pods"))
+	samples := relativeToWorkingDir(filepath.Join(source.dir, "examples", "pods"))
 	fmt.Fprintf(e.out, "\nTry:\n\n  %s\n  %s\n  %s   %s\n  %s  %s\n  %s\n\n%s\n",
 		b("export KUBECONFIG="+e.kubeconfigPath),
 		b("kubectl get cpol"),

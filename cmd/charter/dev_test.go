@@ -113,7 +113,7 @@ func TestDevRunsCharterWithThisCheckoutsDevEnvironment(t *testing.T) {
 		"export KUBECONFIG=" + kubeconfig + "\n  kubectl get cpol",
 		"charter running: admission at https://127.0.0.1:",
 		"PolicyRepository charter/charter-dev Ready",
-		"config/samples/pods/compliant.yaml   # passes every policy",
+		"examples/pods/compliant.yaml   # passes every policy",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output does not say %q:\n%s", want, out)
