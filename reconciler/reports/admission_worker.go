@@ -3,12 +3,14 @@ package reports
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -19,6 +21,14 @@ const (
 	admissionRetry   = 2 * time.Second
 	admissionTimeout = 2 * time.Minute
 )
+
+// policyLag bounds how long admission results wait for the controller's
+// policy set to catch up with a policy the webhook already enforces: the
+// webhook's policy cache and this controller compile policies apart (and
+// this one debounces), so right after a policy is added its first
+// admission results can name a policy this controller has not compiled
+// yet. Merging them then would drop them as results of an unknown policy.
+const policyLag = 30 * time.Second
 
 // drainAdmissionQueue turns queued admissions into pending results per
 // resource; several admissions of one resource become one write.
@@ -105,6 +115,9 @@ func (c *Controller) applyAdmission(ctx context.Context, p *pendingAdmission) (r
 	unlock := c.lock(scope.UID)
 	defer unlock()
 	snap := c.snap.Load()
+	if c.now().Sub(p.first) < policyLag && c.awaitsPolicies(snap, p.results) {
+		return true, nil
+	}
 	existing, found, err := c.reports.get(ctx, scope)
 	if err != nil {
 		return false, err
@@ -139,4 +152,27 @@ func (c *Controller) resourceFor(scope report.Scope) (schema.GroupVersionResourc
 		return schema.GroupVersionResource{}, fmt.Errorf("admission result for %s: kind %s is not served", scope, selector)
 	}
 	return types[0].GVR, nil
+}
+
+// awaitsPolicies reports whether some result names a policy that is
+// installed but that the snapshot does not know with that rule yet.
+// Results of policies that are gone are not waited for: the merge drops
+// them.
+func (c *Controller) awaitsPolicies(snap *snapshot, results []v1alpha2.PolicyReportResult) bool {
+	for i := range results {
+		r := &results[i]
+		if snap.catalog.Has(r.Policy, r.Rule) {
+			continue
+		}
+		// Store keys are name for ClusterPolicies and namespace/name for
+		// Policies, as are policy keys in results.
+		gvr := clusterPoliciesGVR
+		if strings.Contains(r.Policy, "/") {
+			gvr = policiesGVR
+		}
+		if _, installed, _ := c.policyInformers.ForResource(gvr).Informer().GetStore().GetByKey(r.Policy); installed {
+			return true
+		}
+	}
+	return false
 }

@@ -273,13 +273,13 @@ func TestBackgroundReports(t *testing.T) {
 	})
 
 	t.Run("admission results land in the same report and survive rescans", func(t *testing.T) {
+		// The webhook may report a policy before the controller has
+		// compiled it (it debounces policy changes): the results wait for
+		// it instead of being dropped as results of an unknown policy.
 		e.apply("admission-only.yaml")
-		e.eventually("the policy is known", func() error {
-			if c.snap.Load().catalog["admission-only"] == nil {
-				return fmt.Errorf("not yet")
-			}
-			return nil
-		})
+		if c.snap.Load().catalog["admission-only"] != nil {
+			t.Log("the controller compiled the policy before the admission came; the wait is not exercised")
+		}
 		responses := evaluateAdmission(t, pod)
 		if !admission.Enqueue(Resource{APIVersion: "v1", Kind: "Pod", Namespace: "reports-test", Name: "web", UID: pod.GetUID()}, responses) {
 			t.Fatal("queue full")
