@@ -50,10 +50,10 @@ type apiOptions struct {
 
 func (o apiOptions) validate() error {
 	var errs []error
-	if o.rate <= 0 || o.rate*o.duration.Seconds() < 1 {
+	if o.rate < 0 || (o.rate > 0 && o.rate*o.duration.Seconds() < 1) || o.duration <= 0 {
 		errs = append(errs, fmt.Errorf("-api-rate %v over -api-duration %s: no request to send", o.rate, o.duration))
 	}
-	if o.rounds < 1 || o.rate*(o.duration/time.Duration(max(o.rounds, 1))).Seconds() < 1 {
+	if o.rounds < 1 || (o.rate > 0 && o.rate*(o.duration/time.Duration(max(o.rounds, 1))).Seconds() < 1) {
 		errs = append(errs, fmt.Errorf("-api-rounds %d over -api-duration %s: want at least 1 round with a request in it", o.rounds, o.duration))
 	}
 	if o.clients < 1 {
@@ -230,8 +230,8 @@ func runAPIServer(ctx context.Context, o apiOptions, p *printer) (err error) {
 	}
 
 	p.printf("\n%s\n", p.style("Admission through the API server (Pod CREATE, dryRun=All)", bold))
-	p.printf("%d Pod Security policies in Enforce; %.0f%% non-compliant Pods; open loop at %g/s from %d concurrent clients; %d CPUs\n",
-		len(policies), o.noncompliant*100, o.rate, o.clients, runtime.NumCPU())
+	p.printf("%d Pod Security policies in Enforce; %.0f%% non-compliant Pods; %s; %d CPUs\n",
+		len(policies), o.noncompliant*100, o.load(), runtime.NumCPU())
 	p.printf("none, before charter: %s before charter runs; then %s each in %d alternating rounds: charter (namespace %s)\n"+
 		"and none (namespace %s, which charter's webhook configurations exclude, so no webhook is called); %s warm-up each\n\n",
 		perRound, o.duration, o.rounds, benchNamespace, charterNamespace, o.warmup)
@@ -268,17 +268,32 @@ func (b *apiBench) warmup(ctx context.Context, t *apiTarget) error {
 		return nil
 	}
 	fmt.Fprintf(os.Stderr, "apiserver: %s, warming up for %s\n", t.name, b.o.warmup)
-	_, err := loadgen.Run(ctx, loadgen.Config{Rate: b.o.rate, Duration: b.o.warmup, Workers: b.o.clients}, b.do(t))
+	_, err := b.run(ctx, t, b.o.warmup, 0)
 	return err
+}
+
+// run sends t's Pods for d: open loop at the rate, or closed loop when
+// the rate is 0.
+func (b *apiBench) run(ctx context.Context, t *apiTarget, d time.Duration, offset int) (*loadgen.Results, error) {
+	if b.o.rate == 0 {
+		return loadgen.RunClosed(ctx, b.o.clients, d, 0, offset, b.do(t))
+	}
+	return loadgen.Run(ctx, loadgen.Config{Rate: b.o.rate, Duration: d, Workers: b.o.clients, Offset: offset}, b.do(t))
+}
+
+// load describes how the clients send.
+func (o apiOptions) load() string {
+	if o.rate == 0 {
+		return fmt.Sprintf("closed loop: %d clients, each sending as soon as its last answer came", o.clients)
+	}
+	return fmt.Sprintf("open loop at %g/s from %d concurrent clients", o.rate, o.clients)
 }
 
 // round runs one measured round against t and adds it to t's figures.
 func (b *apiBench) round(ctx context.Context, t *apiTarget, d time.Duration, r int) error {
-	fmt.Fprintf(os.Stderr, "apiserver: %s, %s at %g/s from %d clients\n", t.name, d, b.o.rate, b.o.clients)
+	fmt.Fprintf(os.Stderr, "apiserver: %s, %s, %s\n", t.name, d, b.o.load())
 	runtime.GC()
-	cfg := loadgen.Config{Rate: b.o.rate, Duration: d, Workers: b.o.clients}
-	cfg.Offset = r * cfg.Requests()
-	res, err := loadgen.Run(ctx, cfg, b.do(t))
+	res, err := b.run(ctx, t, d, r*100_000)
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func run() error {
 	fs.BoolVar(&d.metrics, "metrics", true, "direct: charter records Prometheus metrics, as charter serve does")
 	fs.StringVar(&d.cpuProfile, "cpuprofile", "", "direct: write a CPU profile of the measured rounds to this file")
 	fs.Float64Var(&d.noncompliant, "noncompliant", 0.5, "share of requests carrying a non-compliant Pod (0 to 1)")
-	fs.Float64Var(&a.rate, "api-rate", envFloat("BENCH_API_RATE", 100), "apiserver: Pod creations (dry-run) per second ($BENCH_API_RATE)")
+	fs.Float64Var(&a.rate, "api-rate", envFloat("BENCH_API_RATE", 100), "apiserver: Pod creations (dry-run) per second, open loop; 0 for a closed loop ($BENCH_API_RATE)")
 	fs.IntVar(&a.clients, "api-clients", 50, "apiserver: concurrent clients")
 	fs.DurationVar(&a.duration, "api-duration", envDuration("BENCH_API_DURATION", 16*time.Second), "apiserver: measured time with and without charter, split over the rounds ($BENCH_API_DURATION)")
 	fs.IntVar(&a.rounds, "api-rounds", 4, "apiserver: alternating rounds with and without charter's webhooks")

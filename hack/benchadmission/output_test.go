@@ -114,6 +114,15 @@ func TestOptionsValidate(t *testing.T) {
 	if err := api.validate(); err != nil {
 		t.Errorf("good apiserver options: %v", err)
 	}
+	closed := api
+	closed.rate = 0
+	if err := closed.validate(); err != nil {
+		t.Errorf("-api-rate 0 (closed loop) refused: %v", err)
+	}
+	closed.rate = -1
+	if err := closed.validate(); err == nil || !strings.Contains(err.Error(), "-api-rate") {
+		t.Errorf("negative -api-rate: %v", err)
+	}
 	api.clients, api.rounds = 0, 0
 	if err := api.validate(); err == nil || !strings.Contains(err.Error(), "-api-clients") || !strings.Contains(err.Error(), "-api-rounds") {
 		t.Errorf("bad apiserver options: %v", err)

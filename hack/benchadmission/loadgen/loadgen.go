@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -222,4 +223,84 @@ func dispatch(ctx context.Context, queue chan<- arrival, start time.Time, rate f
 // from k rather than by adding intervals, so rounding never drifts.
 func dueOffset(k int, rate float64) time.Duration {
 	return time.Duration(float64(k) * float64(time.Second) / rate)
+}
+
+// RunClosed is the closed-loop counterpart of Run, for comparison with
+// tools that measure with "virtual users" (k6, as in Kyverno's published
+// load tests): each of workers sends its next request as soon as its last
+// one is answered, for duration, and latency counts from sending. The rate
+// is whatever the server sustains, and queueing inside the server shows,
+// but a stall delays the requests behind it without being charged to
+// them. Requests are numbered from offset. Requests in flight when
+// duration ends finish within drain (zero means 10 s) or count as ErrDrain.
+func RunClosed(ctx context.Context, workers int, duration, drain time.Duration, offset int, do Func) (*Results, error) {
+	if workers <= 0 {
+		return nil, fmt.Errorf("workers %d: want at least 1", workers)
+	}
+	if duration <= 0 {
+		return nil, fmt.Errorf("duration %v: want more than 0", duration)
+	}
+	if drain <= 0 {
+		drain = 10 * time.Second
+	}
+	reqCtx, cancelRequests := context.WithCancel(ctx)
+	defer cancelRequests()
+	start := time.Now()
+	stopAt := start.Add(duration)
+	var next atomic.Int64
+	next.Store(int64(offset))
+	type partial struct {
+		lat  []time.Duration
+		errs []error
+		last time.Time
+	}
+	parts := make([]partial, workers)
+	var wg sync.WaitGroup
+	for w := range parts {
+		p := &parts[w]
+		wg.Go(func() {
+			for time.Now().Before(stopAt) && reqCtx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				sent := time.Now()
+				err := do(reqCtx, i)
+				end := time.Now()
+				if err != nil && reqCtx.Err() != nil {
+					p.errs = append(p.errs, fmt.Errorf("%w: %v", ErrDrain, err))
+					continue
+				}
+				p.lat = append(p.lat, end.Sub(sent))
+				if err != nil {
+					p.errs = append(p.errs, err)
+				}
+				p.last = end
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	deadline := time.NewTimer(duration + drain)
+	defer deadline.Stop()
+	select {
+	case <-done:
+	case <-deadline.C:
+		cancelRequests()
+		<-done
+	case <-ctx.Done():
+		cancelRequests()
+		<-done
+		return nil, ctx.Err()
+	}
+	res := &Results{}
+	var last time.Time
+	for _, p := range parts {
+		res.Latencies = append(res.Latencies, p.lat...)
+		res.Errors = append(res.Errors, p.errs...)
+		if p.last.After(last) {
+			last = p.last
+		}
+	}
+	if !last.IsZero() {
+		res.Span = last.Sub(start)
+	}
+	return res, nil
 }

@@ -219,3 +219,70 @@ func TestMerge(t *testing.T) {
 		t.Errorf("merged: %d requests at %v/s, want 4 at 1.5/s", a.Requests(), a.Rate())
 	}
 }
+
+func TestRunClosedKeepsEveryWorkerBusy(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[int]bool{}
+	res, err := RunClosed(context.Background(), 2, 200*time.Millisecond, 0, 500, func(_ context.Context, i int) error {
+		mu.Lock()
+		seen[i] = true
+		mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two workers, 10 ms a request, 200 ms: about 40 requests.
+	if n := len(res.Latencies); n < 20 || n > 44 {
+		t.Errorf("%d requests answered, want about 40", n)
+	}
+	if len(seen) != len(res.Latencies) {
+		t.Errorf("%d distinct requests for %d answers", len(seen), len(res.Latencies))
+	}
+	for i := 500; i < 500+len(seen); i++ {
+		if !seen[i] {
+			t.Errorf("request %d never sent: numbering must run on from the offset", i)
+		}
+	}
+	for _, l := range res.Latencies {
+		if l < 10*time.Millisecond {
+			t.Errorf("latency %v below the 10 ms the request took", l)
+		}
+	}
+}
+
+// TestRunClosedDoesNotChargeTheStall is the contrast with
+// TestRunCountsQueueingFromTheDueTime: a closed loop simply waits.
+func TestRunClosedDoesNotChargeTheStall(t *testing.T) {
+	res, err := RunClosed(context.Background(), 1, 300*time.Millisecond, 0, 0, func(_ context.Context, i int) error {
+		if i == 0 {
+			time.Sleep(200 * time.Millisecond)
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := 0
+	for _, l := range res.Latencies {
+		if l >= 50*time.Millisecond {
+			slow++
+		}
+	}
+	if slow != 1 {
+		t.Errorf("%d requests took 50 ms or more, want only the stalled one", slow)
+	}
+}
+
+func TestRunClosedRefusesBadConfig(t *testing.T) {
+	nop := func(context.Context, int) error { return nil }
+	if _, err := RunClosed(context.Background(), 0, time.Second, 0, 0, nop); err == nil {
+		t.Error("0 workers accepted")
+	}
+	if _, err := RunClosed(context.Background(), 1, 0, 0, 0, nop); err == nil {
+		t.Error("0 duration accepted")
+	}
+}
