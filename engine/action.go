@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/wildcard"
@@ -10,21 +11,43 @@ import (
 // specific first: the rule's failureActionOverrides, its failureAction,
 // the policy's validationFailureActionOverrides, then the policy's
 // validationFailureAction (Audit when unset).
+//
+// A staged policy (charter.dev/staged: "true") is promoted to Enforce in a
+// namespace labelled charter.dev/enforcement=enforce. An explicit override
+// that covers the namespace, the rule's or the policy's, is a decision
+// about that very namespace written into the policy, so it wins over the
+// label: the rule then resolves exactly as it would unstaged. The label
+// only promotes: "audit", any other value or no label leave the policy's
+// own action in place, so a namespace owner cannot relax an Enforce
+// policy by labelling the namespace.
 func (ev *evaluation) action(r *rule) Action {
 	v := r.validate
 	if v != nil {
 		if a, ok := ev.override(v.overrides); ok {
 			return a
 		}
-		if v.failureAction != nil && v.failureAction.IsValid() {
-			return normalizeAction(*v.failureAction)
-		}
 	}
 	spec := ev.policy.spec
+	if ev.promoted() {
+		if _, ok := ev.override(spec.ValidationFailureActionOverrides); !ok {
+			return Enforce
+		}
+	}
+	if v != nil && v.failureAction != nil && v.failureAction.IsValid() {
+		return normalizeAction(*v.failureAction)
+	}
 	if a, ok := ev.override(spec.ValidationFailureActionOverrides); ok {
 		return a
 	}
 	return normalizeAction(spec.ValidationFailureAction)
+}
+
+// promoted reports whether the policy is staged and the request's
+// namespace is labelled for enforcement. Namespace labels are looked up
+// only for staged policies; a cluster-scoped resource has none, so staged
+// policies keep their own action on it.
+func (ev *evaluation) promoted() bool {
+	return charter.IsStaged(ev.policy.source.GetLabels()) && charter.Enforces(ev.in.namespaceLabels())
 }
 
 // override returns the action of the first valid override that covers the
