@@ -1,0 +1,164 @@
+package promotion
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/charter-dev/charter/api/charter"
+	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+)
+
+// DefaultMaxListed is how many blocking results a denial names before
+// summing up the rest as "and N more".
+const DefaultMaxListed = 10
+
+// Policy is a staged policy the gate checks.
+type Policy struct {
+	// Key is the policy as report results name it: the name of a
+	// ClusterPolicy, "namespace/name" of a Policy.
+	Key string
+	// FailClosed is true for failurePolicy Fail: its error results block.
+	FailClosed bool
+}
+
+// Finding is one report result that blocks promotion.
+type Finding struct {
+	// Kind and Name are the resource the result is about.
+	Kind, Name   string
+	Policy, Rule string
+	Result       v1alpha2.PolicyResult
+}
+
+// Resource is "Kind/name", as kubectl names a resource.
+func (f Finding) Resource() string { return f.Kind + "/" + f.Name }
+
+func (f Finding) String() string {
+	s := f.Resource() + " (" + f.Policy
+	if f.Rule != "" {
+		s += "/" + f.Rule
+	}
+	return s + ": " + string(f.Result) + ")"
+}
+
+// Findings returns the results of the reports that block promotion, in a
+// stable order (resource, policy, rule), each once.
+func Findings(reports []v1alpha2.PolicyReport, staged []Policy) []Finding {
+	failClosed := make(map[string]bool, len(staged))
+	for _, p := range staged {
+		failClosed[p.Key] = p.FailClosed
+	}
+	seen := map[Finding]bool{}
+	var out []Finding
+	for i := range reports {
+		rep := &reports[i]
+		for j := range rep.Results {
+			r := &rep.Results[j]
+			closed, isStaged := failClosed[r.Policy]
+			if !isStaged || !blocks(r.Result, closed) {
+				continue
+			}
+			kind, name := resourceOf(rep, r)
+			f := Finding{Kind: kind, Name: name, Policy: r.Policy, Rule: r.Rule, Result: r.Result}
+			if !seen[f] {
+				seen[f] = true
+				out = append(out, f)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		if a.Policy != b.Policy {
+			return a.Policy < b.Policy
+		}
+		return a.Rule < b.Rule
+	})
+	return out
+}
+
+// blocks reports whether a result would be a denial under Enforce.
+func blocks(r v1alpha2.PolicyResult, failClosed bool) bool {
+	return r == v1alpha2.StatusFail || (r == v1alpha2.StatusError && failClosed)
+}
+
+// resourceOf names the resource a result is about: the report's scope
+// (charter's reports), else the result's resources, else the report's
+// owner; a report naming none of them is named itself.
+func resourceOf(rep *v1alpha2.PolicyReport, r *v1alpha2.PolicyReportResult) (kind, name string) {
+	switch {
+	case rep.Scope != nil && rep.Scope.Name != "":
+		return rep.Scope.Kind, rep.Scope.Name
+	case len(r.Resources) > 0:
+		return r.Resources[0].Kind, r.Resources[0].Name
+	case len(rep.OwnerReferences) > 0:
+		return rep.OwnerReferences[0].Kind, rep.OwnerReferences[0].Name
+	}
+	return "PolicyReport", rep.Name
+}
+
+// Message is the denial for a namespace whose reports hold the findings,
+// naming at most max of them (DefaultMaxListed when max <= 0), e.g.
+//
+//	namespace "shop" cannot be labelled charter.dev/enforcement=enforce: 2 results of staged policies fail there and would be denied under Enforce: Pod/web (restrict-seccomp/check-seccomp: fail), Pod/db (require-run-as-nonroot/run-as-non-root: fail); fix them or add PolicyExceptions, then label the namespace again
+func Message(namespace string, findings []Finding, max int) string {
+	if max <= 0 {
+		max = DefaultMaxListed
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "namespace %q cannot be labelled %s=%s: ", namespace, charter.EnforcementLabel, charter.EnforcementEnforce)
+	if len(findings) == 1 {
+		b.WriteString("1 result of a staged policy fails there and would be denied under Enforce: ")
+	} else {
+		fmt.Fprintf(&b, "%d results of staged policies fail there and would be denied under Enforce: ", len(findings))
+	}
+	for i, f := range findings {
+		if i == max {
+			fmt.Fprintf(&b, " and %d more", len(findings)-max)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(f.String())
+	}
+	b.WriteString("; fix them or add PolicyExceptions, then label the namespace again")
+	return b.String()
+}
+
+// ReportLister lists the PolicyReports of a namespace.
+type ReportLister interface {
+	PolicyReports(ctx context.Context, namespace string) ([]v1alpha2.PolicyReport, error)
+}
+
+// Gate decides promotions from a namespace's reports.
+type Gate struct {
+	Reports ReportLister
+	// MaxListed caps the results a denial names (DefaultMaxListed).
+	MaxListed int
+}
+
+// Check returns the denial for promoting the namespace, or "" when its
+// reports hold no blocking result of the staged policies. An error means
+// the reports could not be read; the caller refuses the promotion then,
+// since a gate that cannot look must not open.
+func (g *Gate) Check(ctx context.Context, namespace string, staged []Policy) (string, error) {
+	if len(staged) == 0 {
+		return "", nil
+	}
+	reports, err := g.Reports.PolicyReports(ctx, namespace)
+	if err != nil {
+		return "", fmt.Errorf("reading the PolicyReports of namespace %q: %w", namespace, err)
+	}
+	findings := Findings(reports, staged)
+	if len(findings) == 0 {
+		return "", nil
+	}
+	return Message(namespace, findings, g.MaxListed), nil
+}
