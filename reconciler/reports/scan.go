@@ -181,6 +181,7 @@ func (c *Controller) resourceGone(ctx context.Context, scope report.Scope) error
 
 // scan lists every resource of the type, a page at a time, and reconciles
 // each, with at most Workers evaluations and WriteWorkers writes at once.
+// It returns once every resource listed has been reconciled.
 // force evaluates resources whose content and policies did not change.
 func (w *watcher) scan(ctx context.Context, c *Controller, force bool) error {
 	w.scanMu.Lock()
@@ -189,15 +190,35 @@ func (w *watcher) scan(ctx context.Context, c *Controller, force bool) error {
 	var (
 		mu   sync.Mutex
 		errs []error
+		wg   sync.WaitGroup
 	)
-	err := listPages(ctx, c.dyn.Resource(w.t.GVR), c.opts.PageSize, "", func(items []unstructured.Unstructured) error {
-		var wg sync.WaitGroup
+	// The next page is listed while this one is evaluated and written, so
+	// the writers never wait for a List. At most one page waits in pages;
+	// a page's objects live until their reconciles end.
+	pages := make(chan []unstructured.Unstructured, 1)
+	listCtx, stopListing := context.WithCancel(ctx)
+	defer stopListing()
+	listed := make(chan error, 1)
+	go func() {
+		defer close(pages)
+		listed <- listPages(listCtx, c.dyn.Resource(w.t.GVR), c.opts.PageSize, "", func(items []unstructured.Unstructured) error {
+			select {
+			case pages <- items:
+				return nil
+			case <-listCtx.Done():
+				return listCtx.Err()
+			}
+		})
+	}()
+	var err error
+dispatch:
+	for items := range pages {
 		for i := range items {
 			select {
 			case c.scanSlots <- struct{}{}:
 			case <-ctx.Done():
-				wg.Wait()
-				return ctx.Err()
+				err = ctx.Err()
+				break dispatch
 			}
 			wg.Go(func() {
 				defer func() { <-c.scanSlots }()
@@ -210,9 +231,14 @@ func (w *watcher) scan(ctx context.Context, c *Controller, force bool) error {
 				}
 			})
 		}
-		wg.Wait()
-		return nil
-	})
+	}
+	wg.Wait()
+	stopListing()
+	for range pages {
+	}
+	if lerr := <-listed; err == nil {
+		err = lerr
+	}
 	if err != nil {
 		return fmt.Errorf("scanning %s: %w", w.t.GVR.Resource, err)
 	}
