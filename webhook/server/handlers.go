@@ -86,6 +86,9 @@ type Options struct {
 	// drops them. It must not block: *AuditQueue, or the reports
 	// controller's queue behind an adapter.
 	Audit AuditSink
+	// Promotion gates namespaces' move to charter.dev/enforcement=enforce
+	// on PathPromotion (promotion.go); nil serves no such path.
+	Promotion PromotionGate
 	// Events receives every validated, non-dry-run request's outcome for
 	// Kubernetes Events (events.Sink); nil emits none.
 	Events EventSink
@@ -148,6 +151,7 @@ func NewHandler(opts Options) http.Handler {
 		mux.Handle(r.path, recoverPanics(hf, opts.Log))
 	}
 	mux.Handle(PathPolicyValidate, recoverPanics(http.HandlerFunc(h.policyValidate), opts.Log))
+	h.routePromotion(mux)
 	mux.Handle(PathPolicyMutate, recoverPanics(http.HandlerFunc(h.null), opts.Log))
 	mux.HandleFunc(PathLiveness, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc(PathReadiness, func(w http.ResponseWriter, _ *http.Request) {

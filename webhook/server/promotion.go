@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/charter-dev/charter/api/charter"
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/webhook/policycache"
+	"github.com/charter-dev/charter/webhook/promotion"
+)
+
+// PathPromotion answers the promotion webhook: Namespace CREATE and
+// UPDATE requests where the old or new Namespace carries
+// charter.dev/enforcement (see webhook/config).
+const PathPromotion = "/promotion"
+
+// PromotionGate decides whether a namespace may be labelled
+// charter.dev/enforcement=enforce, given the staged policies that apply
+// there (*promotion.Gate). It returns the denial, or "" to admit.
+type PromotionGate interface {
+	Check(ctx context.Context, namespace string, staged []promotion.Policy) (string, error)
+}
+
+// routePromotion serves PathPromotion when a gate is configured; without
+// one the webhook configuration never points there.
+func (h *handlers) routePromotion(mux *http.ServeMux) {
+	if h.opts.Promotion == nil {
+		return
+	}
+	hf := http.HandlerFunc(h.promotion)
+	if h.opts.Null {
+		hf = h.null
+	}
+	mux.Handle(PathPromotion, recoverPanics(hf, h.opts.Log))
+}
+
+// promotion gates a Namespace's move to charter.dev/enforcement=enforce
+// on its reports. Only the transition is gated: a namespace already
+// enforcing may be edited freely, and dropping the label or setting it
+// to audit needs no proof. A value other than audit or enforce is refused
+// when it is set, so a typo ("Enforce") never silently leaves a namespace
+// in Audit. A gate that cannot read the reports refuses: it must not open
+// without looking.
+func (h *handlers) promotion(w http.ResponseWriter, r *http.Request) {
+	var review rawReview
+	if err := decodeReview(r, h.opts.MaxRequestBytes, &review); err != nil {
+		writeError(w, err)
+		return
+	}
+	ar := review.Request
+	if ar.Kind.Kind != "Namespace" || ar.SubResource != "" {
+		writeResponse(w, allowed(ar.UID, nil))
+		return
+	}
+	name, newValue, err := enforcementLabel(ar.Object)
+	if err != nil {
+		writeResponse(w, denied(ar.UID, fmt.Sprintf("decoding Namespace %q: %v", ar.Name, err)))
+		return
+	}
+	if name == "" {
+		name = ar.Name
+	}
+	_, oldValue, _ := enforcementLabel(ar.OldObject)
+	switch {
+	case newValue == oldValue || newValue == "" || newValue == charter.EnforcementAudit:
+		writeResponse(w, allowed(ar.UID, nil))
+		return
+	case newValue != charter.EnforcementEnforce:
+		writeResponse(w, denied(ar.UID, fmt.Sprintf("namespace %q: label %s=%q: want %q or %q",
+			name, charter.EnforcementLabel, newValue, charter.EnforcementAudit, charter.EnforcementEnforce)))
+		return
+	}
+	ctx, cancel := h.requestContext(r)
+	defer cancel()
+	denial, err := h.opts.Promotion.Check(ctx, name, stagedPolicies(h.opts.Policies.Snapshot(), name))
+	switch {
+	case err != nil:
+		writeResponse(w, denied(ar.UID, fmt.Sprintf("namespace %q cannot be labelled %s=%s now: %v",
+			name, charter.EnforcementLabel, charter.EnforcementEnforce, err)))
+	case denial != "":
+		writeResponse(w, denied(ar.UID, denial))
+	default:
+		writeResponse(w, allowed(ar.UID, nil))
+	}
+}
+
+// enforcementLabel reads a Namespace's name and charter.dev/enforcement
+// label from its raw object; an absent object has neither.
+func enforcementLabel(raw json.RawMessage) (name, value string, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", "", nil
+	}
+	var ns struct {
+		Metadata struct {
+			Name   string            `json:"name"`
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &ns); err != nil {
+		return "", "", err
+	}
+	return ns.Metadata.Name, ns.Metadata.Labels[charter.EnforcementLabel], nil
+}
+
+// stagedPolicies are the installed staged policies that apply in the
+// namespace: every staged ClusterPolicy, and the staged Policies of that
+// namespace.
+func stagedPolicies(s *policycache.Snapshot, namespace string) []promotion.Policy {
+	var out []promotion.Policy
+	for _, p := range s.Policies() {
+		src := p.Source()
+		if !charter.IsStaged(src.GetLabels()) || (src.IsNamespaced() && src.GetNamespace() != namespace) {
+			continue
+		}
+		out = append(out, promotion.Policy{Key: p.Key(), FailClosed: src.GetSpec().GetFailurePolicy() != kyvernov1.Ignore})
+	}
+	return out
+}
