@@ -1,0 +1,118 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/charter-dev/charter/webhook/policycache"
+	"github.com/charter-dev/charter/webhook/promotion"
+)
+
+// recordingGate answers with a fixed denial or error and records what it
+// was asked.
+type recordingGate struct {
+	denial string
+	err    error
+	calls  []string
+	staged []promotion.Policy
+}
+
+func (g *recordingGate) Check(_ context.Context, ns string, staged []promotion.Policy) (string, error) {
+	g.calls = append(g.calls, ns)
+	g.staged = staged
+	return g.denial, g.err
+}
+
+// namespaceReview is an AdmissionReview of a Namespace write; nil labels
+// leave the object out (old on CREATE).
+func namespaceReview(op string, oldLabels, newLabels map[string]string) []byte {
+	obj := func(labels map[string]string) map[string]any {
+		return map[string]any{"apiVersion": "v1", "kind": "Namespace",
+			"metadata": map[string]any{"name": "shop", "labels": labels}}
+	}
+	req := map[string]any{
+		"uid":       "uid-shop",
+		"kind":      map[string]any{"group": "", "version": "v1", "kind": "Namespace"},
+		"resource":  map[string]any{"group": "", "version": "v1", "resource": "namespaces"},
+		"name":      "shop",
+		"operation": op,
+		"userInfo":  map[string]any{"username": "alice"},
+		"object":    obj(newLabels),
+	}
+	if oldLabels != nil {
+		req["oldObject"] = obj(oldLabels)
+	}
+	body, _ := json.Marshal(map[string]any{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+	return body
+}
+
+func TestPromotion(t *testing.T) {
+	snapshot, err := policycache.Build(loadPolicies(t, "testdata/promotion-policies.yaml"), nil)
+	if err != nil || len(snapshot.Errors) > 0 {
+		t.Fatalf("test policies: %v %v", err, snapshot.Errors)
+	}
+	const label = "charter.dev/enforcement"
+	none := map[string]string{}
+	enforce := map[string]string{label: "enforce"}
+	audit := map[string]string{label: "audit"}
+	for _, tc := range []struct {
+		name               string
+		op                 string
+		old, new           map[string]string
+		gate               recordingGate
+		wantAllowed        bool
+		wantGateCalled     bool
+		wantMessageContain string
+	}{
+		{name: "create unlabelled", op: "CREATE", new: none, wantAllowed: true},
+		{name: "create enforcing, reports clean", op: "CREATE", new: enforce, wantAllowed: true, wantGateCalled: true},
+		{name: "promote, reports clean", op: "UPDATE", old: none, new: enforce, wantAllowed: true, wantGateCalled: true},
+		{name: "promote from audit, reports fail", op: "UPDATE", old: audit, new: enforce,
+			gate: recordingGate{denial: `namespace "shop" cannot be labelled charter.dev/enforcement=enforce: ...`},
+			wantGateCalled: true, wantMessageContain: `namespace "shop" cannot be labelled`},
+		{name: "reports unreadable", op: "UPDATE", old: none, new: enforce,
+			gate:           recordingGate{err: errors.New(`reading the PolicyReports of namespace "shop": forbidden`)},
+			wantGateCalled: true, wantMessageContain: `namespace "shop" cannot be labelled charter.dev/enforcement=enforce now: reading the PolicyReports`},
+		{name: "already enforcing: other edits pass ungated", op: "UPDATE", old: enforce,
+			new: map[string]string{label: "enforce", "team": "web"}, gate: recordingGate{denial: "must not be asked"}, wantAllowed: true},
+		{name: "demote to audit", op: "UPDATE", old: enforce, new: audit, gate: recordingGate{denial: "must not be asked"}, wantAllowed: true},
+		{name: "drop the label", op: "UPDATE", old: enforce, new: none, gate: recordingGate{denial: "must not be asked"}, wantAllowed: true},
+		{name: "unknown value", op: "UPDATE", old: none, new: map[string]string{label: "Enforce"},
+			wantMessageContain: `namespace "shop": label charter.dev/enforcement="Enforce": want "audit" or "enforce"`},
+		{name: "unknown value kept from before", op: "UPDATE", old: map[string]string{label: "strict"},
+			new: map[string]string{label: "strict", "team": "web"}, wantAllowed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := tc.gate
+			h := NewHandler(Options{Policies: staticSnapshots{snapshot}, Promotion: &gate})
+			resp := decision(t, h, PathPromotion, namespaceReview(tc.op, tc.old, tc.new))
+			if resp.Allowed != tc.wantAllowed {
+				t.Errorf("allowed = %v (%v), want %v", resp.Allowed, resp.Result, tc.wantAllowed)
+			}
+			if tc.wantMessageContain != "" && (resp.Result == nil || !strings.Contains(resp.Result.Message, tc.wantMessageContain)) {
+				t.Errorf("result %+v, want a message containing %q", resp.Result, tc.wantMessageContain)
+			}
+			if called := len(gate.calls) > 0; called != tc.wantGateCalled {
+				t.Errorf("gate called %v, want %v", gate.calls, tc.wantGateCalled)
+			}
+			if tc.wantGateCalled {
+				want := []promotion.Policy{{Key: "staged", FailClosed: true}, {Key: "shop/local", FailClosed: true}, {Key: "staged-fail-open", FailClosed: false}}
+				if gate.calls[0] != "shop" || !reflect.DeepEqual(gate.staged, want) {
+					t.Errorf("gate asked about %q with %+v, want shop with %+v", gate.calls[0], gate.staged, want)
+				}
+			}
+		})
+	}
+}
+
+func TestPromotionPathNeedsAGate(t *testing.T) {
+	h := NewHandler(Options{Policies: staticSnapshots{policycache.Empty()}})
+	if w := post(h, PathPromotion, namespaceReview("CREATE", nil, map[string]string{"charter.dev/enforcement": "enforce"})); w.Code != http.StatusNotFound {
+		t.Errorf("POST %s without a gate: HTTP %d, want 404", PathPromotion, w.Code)
+	}
+}
