@@ -73,7 +73,7 @@ func TestPromotion(t *testing.T) {
 		{name: "create enforcing, reports clean", op: "CREATE", new: enforce, wantAllowed: true, wantGateCalled: true},
 		{name: "promote, reports clean", op: "UPDATE", old: none, new: enforce, wantAllowed: true, wantGateCalled: true},
 		{name: "promote from audit, reports fail", op: "UPDATE", old: audit, new: enforce,
-			gate: recordingGate{denial: `namespace "shop" cannot be labelled charter.dev/enforcement=enforce: ...`},
+			gate:           recordingGate{denial: `namespace "shop" cannot be labelled charter.dev/enforcement=enforce: ...`},
 			wantGateCalled: true, wantMessageContain: `namespace "shop" cannot be labelled`},
 		{name: "reports unreadable", op: "UPDATE", old: none, new: enforce,
 			gate:           recordingGate{err: errors.New(`reading the PolicyReports of namespace "shop": forbidden`)},
