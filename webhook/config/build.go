@@ -72,6 +72,9 @@ type Settings struct {
 	// ExcludedNamespaces are left out through the namespaceSelector,
 	// normally kube-system and charter's namespace.
 	ExcludedNamespaces []string
+	// Promotion adds the promotion webhook (promotion.go) while some
+	// policy is staged; set it only when the server serves /promotion.
+	Promotion bool
 }
 
 // Resource is one API resource a kind selector resolves to.
@@ -241,8 +244,12 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 			mutating[fp].raise(timeout)
 		}
 	}
+	validatingCfg := s.validating(validating)
+	if s.Promotion && anyStaged(policies) {
+		validatingCfg.Webhooks = append(validatingCfg.Webhooks, s.promotionWebhook())
+	}
 	return &Configurations{
-		Validating:       s.validating(validating),
+		Validating:       validatingCfg,
 		Mutating:         s.mutating(mutating),
 		PolicyValidating: s.policyValidating(),
 		Unresolved:       unresolved,
