@@ -27,6 +27,7 @@ import (
 	"github.com/charter-dev/charter/webhook/events"
 	"github.com/charter-dev/charter/webhook/metrics"
 	"github.com/charter-dev/charter/webhook/policycache"
+	"github.com/charter-dev/charter/webhook/promotion"
 	"github.com/charter-dev/charter/webhook/server"
 	"github.com/charter-dev/charter/webhook/status"
 	"github.com/charter-dev/charter/webhook/userinfo"
@@ -144,7 +145,8 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 			if err != nil {
 				return config.Settings{}, err
 			}
-			return config.Settings{Target: target, CABundle: bundle, ExcludedNamespaces: []string{"kube-system", o.Namespace}}, nil
+			return config.Settings{Target: target, CABundle: bundle, ExcludedNamespaces: []string{"kube-system", o.Namespace},
+				Promotion: true}, nil
 		},
 		Interval: o.ConfigResync,
 		Log:      o.Log.WithName("webhook-config"),
@@ -169,6 +171,9 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	if err := userinfo.AddIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("admission: %w", err)
 	}
+	// Promotions are rare and must see the latest results: the gate lists
+	// reports from the API server, not from a cache.
+	promotionGate := &promotion.Gate{Reports: promotion.ReportReader{Reader: mgr.GetAPIReader()}}
 	handler := server.NewHandler(server.Options{
 		Policies:        c.Cache,
 		Kinds:           mgr.GetRESTMapper(),
@@ -178,6 +183,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		Filters:         server.DefaultResourceFilters(o.Namespace),
 		Metrics:         o.Metrics,
 		Audit:           o.Audit,
+		Promotion:       promotionGate,
 		Events:          eventSink,
 		MaxRequestBytes: o.MaxRequestBytes,
 		RequestTimeout:  o.RequestTimeout,
