@@ -23,8 +23,19 @@
 //     that policy can match.
 //   - Reports are named after the resource's UID, live in its namespace
 //     (ClusterPolicyReport for cluster-scoped resources), are owned by it,
-//     and are written with server-side apply, so two replicas that both
-//     believe they lead converge on the same object.
+//     and are created when known to be absent, else written with
+//     server-side apply, so two replicas that both believe they lead
+//     converge on the same object.
+//   - The API server, not this process, is the bottleneck of a first scan
+//     (about nine tenths of the CPU at 10,000 reports: decoding, pruning
+//     and validating each custom resource, and decoding it again for its
+//     watch cache). So evaluations (--reports-workers) and writes in flight
+//     (--reports-write-workers) are bounded apart, the next page is listed
+//     while the current one is written, a report is encoded once from a
+//     typed struct, and a write asks only for metadata back and does not
+//     decode it.
+//   - Exceptions with spec.background: false bind to admission only
+//     (admission-reports.md §7): background scans leave them out.
 //   - Audit results from the admission webhook arrive through an
 //     AdmissionQueue (bounded, never blocks admission) and are merged into
 //     the same reports by timestamp (§6.3). Nothing about them is kept only
