@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 )
@@ -71,6 +73,9 @@ type PolicyResponse struct {
 	// every earlier policy's): what `kyverno test` compares with
 	// patchedResources.
 	Patched map[string]any
+	// Duration is how long the policy's rules took to evaluate; set by
+	// PolicySet.ValidateTimed only, zero elsewhere.
+	Duration time.Duration
 }
 
 // RuleResponse is the result of one rule.
