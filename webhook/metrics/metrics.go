@@ -56,6 +56,12 @@ type Recorder struct {
 	changes       *prometheus.CounterVec
 	auditDropped  prometheus.Counter
 	compileErrors prometheus.Gauge
+
+	// The children of the vectors, by label values (series.go): looking
+	// one up in a vector hashes and checks every label value, which cost
+	// more than the rest of recording.
+	requestSeries seriesCache[requestKey, *requestSeries]
+	resultSeries  seriesCache[resultKey, *resultSeries]
 }
 
 // New creates the collectors and registers them with reg, along with
@@ -102,9 +108,9 @@ func (r *Recorder) ObserveRequest(req Request, allowed bool, d time.Duration) {
 	if r == nil {
 		return
 	}
-	values := []string{req.Kind, req.Namespace, strings.ToLower(req.Operation), strconv.FormatBool(allowed), req.Webhook}
-	r.requests.WithLabelValues(values...).Inc()
-	r.duration.WithLabelValues(values...).Observe(d.Seconds())
+	s := r.requestSeriesFor(requestKey{req: req, allowed: allowed})
+	s.requests.Inc()
+	s.duration.Observe(d.Seconds())
 }
 
 // ObserveResults records one sample per rule of the response, caused by an
@@ -120,7 +126,7 @@ func (r *Recorder) ObserveResults(req Request, resp *engine.Response) {
 
 // ObservePolicy records the results of one policy's rules, caused by an
 // admission request, and, when took is not negative, their execution
-// time: the engine reports no per-rule timings, so the policy's evaluation
+// time: the engine times policies, not rules, so the policy's evaluation
 // time is shared equally among the rules that responded. Sums and counts
 // of kyverno_policy_execution_duration_seconds then add up to the real
 // time spent per policy; per-rule buckets are approximate.
@@ -128,17 +134,15 @@ func (r *Recorder) ObservePolicy(req Request, p engine.PolicyResponse, took time
 	if r == nil || len(p.Rules) == 0 {
 		return
 	}
-	op := strings.ToLower(req.Operation)
-	dryRun := strconv.FormatBool(req.DryRun)
-	pl := policyLabels(p)
+	key := resultKey{policy: policyLabels(p), kind: req.Kind, namespace: req.Namespace, operation: req.Operation, dryRun: req.DryRun}
 	share := took.Seconds() / float64(len(p.Rules))
-	for _, rr := range p.Rules {
-		values := []string{pl.mode, pl.typ, pl.background, pl.namespace, pl.name,
-			req.Kind, req.Namespace, op, rr.Name, string(rr.Status), ruleType(rr.Type),
-			"admission_request", dryRun}
-		r.results.WithLabelValues(values...).Inc()
+	for i := range p.Rules {
+		rr := &p.Rules[i]
+		key.rule, key.result, key.ruleType = rr.Name, rr.Status, rr.Type
+		s := r.resultSeriesFor(key)
+		s.results.Inc()
 		if took >= 0 {
-			r.execution.WithLabelValues(values...).Observe(share)
+			s.executionSeries(r, key).Observe(share)
 		}
 	}
 }

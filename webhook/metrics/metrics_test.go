@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,4 +86,68 @@ func TestNilRecorderRecordsNothing(t *testing.T) {
 	rec.ObservePolicy(Request{}, engine.PolicyResponse{Rules: []engine.RuleResponse{{Name: "r"}}}, time.Second)
 	rec.ObserveResults(Request{}, &engine.Response{})
 	rec.ObserveRequest(Request{}, true, time.Second)
+}
+
+// The series cache hands each label tuple its own children, also when
+// requests record concurrently.
+func TestObserveRequestSeriesPerLabels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rec, err := New(reg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := []struct {
+		req     Request
+		allowed bool
+	}{
+		{Request{Kind: "Pod", Namespace: "a", Operation: "CREATE", Webhook: Validating}, true},
+		{Request{Kind: "Pod", Namespace: "a", Operation: "CREATE", Webhook: Validating}, false},
+		{Request{Kind: "Pod", Namespace: "b", Operation: "CREATE", Webhook: Validating}, true},
+		{Request{Kind: "Pod", Namespace: "a", Operation: "UPDATE", Webhook: Mutating}, true},
+	}
+	const workers, rounds = 4, 50
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				for _, r := range requests {
+					rec.ObserveRequest(r.req, r.allowed, time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, r := range requests {
+		values := []string{r.req.Kind, r.req.Namespace, strings.ToLower(r.req.Operation), strconv.FormatBool(r.allowed), r.req.Webhook}
+		if n := testutil.ToFloat64(rec.requests.WithLabelValues(values...)); n != workers*rounds {
+			t.Errorf("kyverno_admission_requests_total%v = %v, want %d", values, n, workers*rounds)
+		}
+	}
+	if n := testutil.CollectAndCount(rec.duration, AdmissionReviewDuration); n != len(requests) {
+		t.Errorf("%d series of %s, want %d", n, AdmissionReviewDuration, len(requests))
+	}
+}
+
+// Results recorded without timing leave no histogram series.
+func TestObserveResultsWithoutTiming(t *testing.T) {
+	var p kyvernov1.ClusterPolicy
+	if err := yaml.UnmarshalStrict([]byte(enforcePolicy), &p); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := New(prometheus.NewRegistry(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := &engine.Response{Policies: []engine.PolicyResponse{{Policy: &p, Key: "require-labels", Rules: []engine.RuleResponse{
+		{Name: "check", Type: engine.TypeValidation, Status: engine.StatusFail, Action: engine.Enforce},
+	}}}}
+	rec.ObserveResults(Request{Kind: "Pod", Namespace: "default", Operation: "CREATE"}, resp)
+	if n := testutil.CollectAndCount(rec.results, PolicyResultsTotal); n != 1 {
+		t.Errorf("%d series of %s, want 1", n, PolicyResultsTotal)
+	}
+	if n := testutil.CollectAndCount(rec.execution, PolicyExecutionDuration); n != 0 {
+		t.Errorf("%d series of %s, want 0", n, PolicyExecutionDuration)
+	}
 }
