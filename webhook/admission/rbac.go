@@ -4,6 +4,9 @@ package admission
 // serves, Namespaces for namespaceSelector, the webhook configurations and
 // certificate Secrets it owns, Leases for leader election, Events, and the
 // RoleBindings and ClusterRoleBindings that give a requester its roles.
+// Leader election announces each new leader with a core/v1 Event (the Lease
+// lock records through client-go's core recorder), hence the core Events
+// besides the events.k8s.io ones charter's own events use.
 //
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies/status;policies/status,verbs=get;update;patch
@@ -13,3 +16,4 @@ package admission
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
