@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"strconv"
@@ -264,9 +265,17 @@ func startCharter(ctx context.Context) {
 // returns what the cleanup does, for specs that stop charter early (a
 // restart); the cleanup then does nothing more.
 func startCharterWith(ctx context.Context, namespace, controllers string, flags ...string) (stop func(context.Context)) {
+	return startCharterAs(ctx, namespace, controllers, suite.provider.KubeconfigPath(), GinkgoWriter, flags...)
+}
+
+// startCharterAs is startCharterWith with the kubeconfig charter serve
+// runs with, whose user is who charter acts as, and the writer its output
+// goes to. The cleanup still removes the webhook configurations as the
+// suite's admin.
+func startCharterAs(ctx context.Context, namespace, controllers, kubeconfig string, output io.Writer, flags ...string) (stop func(context.Context)) {
 	port, health := freePort(), freePort()
 	args := append([]string{"serve", "--controllers=" + controllers,
-		"--kubeconfig=" + suite.provider.KubeconfigPath(),
+		"--kubeconfig=" + kubeconfig,
 		"--namespace=" + namespace,
 		"--webhook-addr=127.0.0.1:" + strconv.Itoa(port),
 		"--webhook-url=https://127.0.0.1:" + strconv.Itoa(port),
@@ -275,7 +284,7 @@ func startCharterWith(ctx context.Context, namespace, controllers string, flags 
 		"--leader-elect=false",
 	}, flags...)
 	cmd := exec.Command(suite.charter, args...)
-	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
+	cmd.Stdout, cmd.Stderr = output, output
 	Expect(cmd.Start()).To(Succeed())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()

@@ -1,0 +1,316 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policyreportv1alpha2 "github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/harness/cluster"
+)
+
+// Names of the RBAC specs. charter's namespace is the one
+// testdata/rbac/kustomization.yaml moves config/rbac's ServiceAccount to.
+const (
+	rbacCharterNamespace = "charter-rbac"
+	rbacNamespace        = "e2e-rbac"
+	rbacServiceAccount   = "charter"
+	rbacRepository       = "e2e-rbac-policies"
+
+	// Policies in testdata/rbac.
+	rbacRequireName  = "rbac-require-name"        // Enforce, written by the admin
+	rbacRequireOwner = "rbac-require-owner"       // Audit, background
+	rbacRequireTeam  = "rbac-gitops-require-team" // Enforce, applied from Git
+)
+
+// rbacFieldOwner is the field manager the spec applies config/rbac as.
+const rbacFieldOwner = "e2e-rbac"
+
+// The RBAC specs run `charter serve --controllers=admission,reports,gitsync`
+// as the ServiceAccount config/rbac ships, bound to the ClusterRole
+// `make manifests` generates from the +kubebuilder:rbac markers, and
+// nothing else: the API server's RBAC authorizer decides every request
+// charter makes. Each controller's main path must work, and charter must
+// log no forbidden request along the way.
+var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
+	var (
+		cl         client.Client
+		kubeconfig string // impersonates charter's ServiceAccount
+		output     *lockedBuffer
+		stop       func(context.Context)
+		prepo      *gitopsv1alpha1.PolicyRepository
+	)
+
+	BeforeAll(func(ctx SpecContext) {
+		if suite.provider.Name() != cluster.LocalProvider {
+			Skip("rbac specs need E2E_PROVIDER=local: charter runs out of cluster, the webhook at 127.0.0.1 and the repository on this machine")
+		}
+		cl = suite.client
+		for _, ns := range []string{rbacCharterNamespace, rbacNamespace} {
+			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
+		}
+
+		By("applying config/rbac into " + rbacCharterNamespace)
+		applied := applyShippedRBAC(ctx)
+		// Registered before charter starts, so it runs after charter stops.
+		DeferCleanup(func(ctx SpecContext) {
+			for _, u := range applied {
+				Expect(client.IgnoreNotFound(cl.Delete(ctx, u))).To(Succeed())
+			}
+		}, NodeTimeout(30*time.Second))
+
+		kubeconfig = impersonatingKubeconfig(serviceAccountUser(rbacCharterNamespace, rbacServiceAccount),
+			"system:serviceaccounts", "system:serviceaccounts:"+rbacCharterNamespace, "system:authenticated")
+
+		By("starting charter as system:serviceaccount:" + rbacCharterNamespace + ":" + rbacServiceAccount)
+		output = &lockedBuffer{}
+		// Leader election on, as in cluster, so that its Lease is written
+		// under the same RBAC too (a later flag wins over startCharterAs's).
+		stop = startCharterAs(ctx, rbacCharterNamespace, "admission,reports,gitsync", kubeconfig,
+			io.MultiWriter(GinkgoWriter, output),
+			"--leader-elect=true",
+			"--gitsync-cache-dir="+GinkgoT().TempDir())
+		waitPolicyWebhook(ctx)
+	}, NodeTimeout(2*time.Minute))
+
+	It("runs as charter's ServiceAccount, which may do only what its ClusterRole grants", func(ctx SpecContext) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		Expect(err).NotTo(HaveOccurred())
+		kube := kubernetes.NewForConfigOrDie(cfg)
+
+		review, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(review.Status.UserInfo.Username).To(Equal(serviceAccountUser(rbacCharterNamespace, rbacServiceAccount)))
+		Expect(review.Status.UserInfo.Groups).NotTo(ContainElement("system:masters"))
+
+		// No marker grants ConfigMap writes: the authorizer must say no.
+		_, err = kube.CoreV1().ConfigMaps(rbacNamespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "not-charters-to-write"},
+		}, metav1.CreateOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "creating a ConfigMap as charter: %v", err)
+	}, SpecTimeout(30*time.Second))
+
+	It("serves ClusterPolicies and writes their Ready status", func(ctx SpecContext) {
+		for _, file := range []string{"require-name.yaml", "require-owner.yaml"} {
+			Expect(cl.Create(ctx, rbacPolicy(file))).To(Succeed())
+		}
+		waitPolicyReady(ctx, rbacRequireName)
+		waitPolicyReady(ctx, rbacRequireOwner)
+	}, SpecTimeout(60*time.Second))
+
+	It("refuses a bad Pod with the Enforce policy's message", func(ctx SpecContext) {
+		Eventually(func() error {
+			return refusedByCharterFor(ctx, rbacPod("probe", nil), rbacRequireName)
+		}).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+
+		err := cl.Create(ctx, rbacPod("bad", map[string]string{"owner": "alice"}))
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring(`admission webhook "` + validateWebhookFail + `" denied the request: ` +
+			"\n\nresource Pod/" + rbacNamespace + "/bad was blocked due to the following policies \n\n" + rbacRequireName + ":\n" +
+			"  check-name: 'validation error: label ''app.kubernetes.io/name'' is required. rule check-name failed at path /metadata/labels/app.kubernetes.io/name/'"))
+	}, SpecTimeout(60*time.Second))
+
+	It("reports an Audit failure in the Pod's PolicyReport", func(ctx SpecContext) {
+		pod := rbacPod("no-owner", map[string]string{"app.kubernetes.io/name": "web", "team": "web"})
+		Expect(cl.Create(ctx, pod)).To(Succeed())
+		// Policies other specs leave behind may add results of their own.
+		Eventually(func(g Gomega) {
+			rep, err := reportOf(ctx, pod)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(rep.Results).To(ContainElement(And(
+				HaveField("Policy", rbacRequireOwner),
+				HaveField("Rule", "check-owner"),
+				HaveField("Result", policyreportv1alpha2.StatusFail),
+				HaveField("Message", ContainSubstring("label 'owner' is required")),
+			)))
+		}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "report of Pod %s/%s", pod.Namespace, pod.Name)
+	}, SpecTimeout(60*time.Second))
+
+	It("syncs a PolicyRepository and enforces the policy it applies", func(ctx SpecContext) {
+		revision := commitRBACRepository(filepath.Join(GinkgoT().TempDir(), "policies"))
+		prepo = &gitopsv1alpha1.PolicyRepository{
+			ObjectMeta: metav1.ObjectMeta{Namespace: rbacCharterNamespace, Name: rbacRepository},
+			Spec: gitopsv1alpha1.PolicyRepositorySpec{
+				URL:      "file://" + revision.dir,
+				Ref:      &gitopsv1alpha1.GitRef{Branch: "main"},
+				Path:     "policies",
+				Interval: &metav1.Duration{Duration: time.Hour},
+			},
+		}
+		Expect(cl.Create(ctx, prepo)).To(Succeed())
+
+		got := waitPolicyRepository(ctx, prepo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
+			g.Expect(r.Status.LastAppliedRevision).To(Equal(revision.name))
+			g.Expect(prepoCondition(r, gitopsv1alpha1.ConditionReady)).To(HaveField("Status", metav1.ConditionTrue))
+		})
+		Expect(got.Status.Inventory.Entries).To(ConsistOf(HaveField("ID", "_"+rbacRequireTeam+"_kyverno.io_ClusterPolicy")))
+
+		p := waitPolicyReady(ctx, rbacRequireTeam)
+		Expect(p.Labels).To(HaveKeyWithValue(appliedByNameLabel, rbacRepository))
+		Eventually(func() error {
+			return refusedByCharterFor(ctx, rbacPod("no-team", map[string]string{"app.kubernetes.io/name": "web"}), rbacRequireTeam)
+		}).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+	}, SpecTimeout(60*time.Second))
+
+	It("logs no forbidden request", func(ctx SpecContext) {
+		// Stopped first, so that shutdown (the Lease's release) counts too.
+		stop(ctx)
+		var forbidden []string
+		for _, line := range strings.Split(output.String(), "\n") {
+			if forbiddenInLog.MatchString(line) {
+				forbidden = append(forbidden, line)
+			}
+		}
+		Expect(forbidden).To(BeEmpty(), "charter's requests the shipped RBAC refused:\n%s", strings.Join(forbidden, "\n"))
+		Expect(output.String()).NotTo(BeEmpty(), "no output captured from charter")
+	}, SpecTimeout(90*time.Second))
+
+	AfterAll(func(ctx SpecContext) {
+		// Deleting the PolicyRepository leaves its policy; no later spec
+		// should meet any of these.
+		if prepo != nil {
+			Expect(client.IgnoreNotFound(cl.Delete(ctx, prepo))).To(Succeed())
+		}
+		for _, name := range []string{rbacRequireName, rbacRequireOwner, rbacRequireTeam} {
+			p := &kyvernov1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			Expect(client.IgnoreNotFound(cl.Delete(ctx, p))).To(Succeed())
+		}
+	}, NodeTimeout(30*time.Second))
+})
+
+// forbiddenInLog matches a log line of a request the authorizer refused
+// (`... is forbidden: User "system:serviceaccount:..." cannot list ...`).
+var forbiddenInLog = regexp.MustCompile(`(?i)forbidden`)
+
+// applyShippedRBAC builds testdata/rbac (config/rbac in the spec's charter
+// namespace) with kustomize and server-side applies it as the suite's
+// admin. It returns what it applied.
+func applyShippedRBAC(ctx context.Context) []*unstructured.Unstructured {
+	GinkgoHelper()
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
+		Run(filesys.MakeFsOnDisk(), filepath.Join("testdata", "rbac"))
+	Expect(err).NotTo(HaveOccurred(), "kustomize build testdata/rbac")
+	var applied []*unstructured.Unstructured
+	kinds := map[string]bool{}
+	for _, res := range resources.Resources() {
+		m, err := res.Map()
+		Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{Object: m}
+		Expect(suite.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+			client.FieldOwner(rbacFieldOwner), client.ForceOwnership)).To(Succeed(), "applying %s %s", u.GetKind(), u.GetName())
+		applied = append(applied, u)
+		kinds[u.GetKind()] = true
+	}
+	// What config/rbac must hold for the spec to mean anything.
+	Expect(kinds).To(Equal(map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true, "ServiceAccount": true}))
+	return applied
+}
+
+// serviceAccountUser is the user name the API server gives a
+// ServiceAccount's tokens.
+func serviceAccountUser(namespace, name string) string {
+	return "system:serviceaccount:" + namespace + ":" + name
+}
+
+// impersonatingKubeconfig writes a copy of the suite's kubeconfig whose
+// user impersonates user with groups, and returns its path. The suite's
+// admin is in system:masters, so it may impersonate anyone.
+func impersonatingKubeconfig(user string, groups ...string) string {
+	GinkgoHelper()
+	cfg, err := clientcmd.LoadFromFile(suite.provider.KubeconfigPath())
+	Expect(err).NotTo(HaveOccurred())
+	// The copy lives elsewhere: relative certificate paths must not break.
+	Expect(clientcmd.ResolveLocalPaths(cfg)).To(Succeed())
+	current, ok := cfg.Contexts[cfg.CurrentContext]
+	Expect(ok).To(BeTrue(), "kubeconfig %s: no current context %q", suite.provider.KubeconfigPath(), cfg.CurrentContext)
+	auth, ok := cfg.AuthInfos[current.AuthInfo]
+	Expect(ok).To(BeTrue(), "kubeconfig %s: no user %q", suite.provider.KubeconfigPath(), current.AuthInfo)
+	auth.Impersonate = user
+	auth.ImpersonateGroups = groups
+	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(clientcmd.WriteToFile(*cfg, path)).To(Succeed())
+	return path
+}
+
+// rbacRevision is the repository commitRBACRepository made and the
+// revision charter reports for it.
+type rbacRevision struct {
+	dir, name string
+}
+
+// commitRBACRepository makes a Git repository in dir holding
+// testdata/rbac/repository in one commit on main.
+func commitRBACRepository(dir string) rbacRevision {
+	GinkgoHelper()
+	repo := newE2EGitRepo(dir)
+	const file = "policies/require-team.yaml"
+	data, err := os.ReadFile(filepath.Join("testdata", "rbac", "repository", file))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.MkdirAll(filepath.Join(dir, filepath.Dir(file)), 0o755)).To(Succeed())
+	Expect(os.WriteFile(filepath.Join(dir, file), data, 0o644)).To(Succeed())
+	wt, err := repo.repo.Worktree()
+	Expect(err).NotTo(HaveOccurred())
+	_, err = wt.Add(file)
+	Expect(err).NotTo(HaveOccurred())
+	hash, err := wt.Commit("rbac policies", &git.CommitOptions{
+		Author: &object.Signature{Name: "e2e", Email: "e2e@example.com", When: time.Now()},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	return rbacRevision{dir: dir, name: "main@sha1:" + hash.String()}
+}
+
+// rbacPolicy reads a ClusterPolicy of testdata/rbac/policies.
+func rbacPolicy(file string) *kyvernov1.ClusterPolicy {
+	GinkgoHelper()
+	data, err := os.ReadFile(filepath.Join("testdata", "rbac", "policies", file))
+	Expect(err).NotTo(HaveOccurred())
+	return clusterPolicy(string(data))
+}
+
+// rbacPod is a Pod in the RBAC specs' namespace.
+func rbacPod(name string, labels map[string]string) *corev1.Pod {
+	p := newPod(name, labels)
+	p.Namespace = rbacNamespace
+	return p
+}
+
+// lockedBuffer collects charter's output while the spec reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
