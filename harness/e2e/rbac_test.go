@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -131,6 +132,19 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 		Expect(err.Error()).To(ContainSubstring(`admission webhook "` + validateWebhookFail + `" denied the request: ` +
 			"\n\nresource Pod/" + rbacNamespace + "/bad was blocked due to the following policies \n\n" + rbacRequireName + ":\n" +
 			"  check-name: 'validation error: label ''app.kubernetes.io/name'' is required. rule check-name failed at path /metadata/labels/app.kubernetes.io/name/'"))
+
+		// The refusal is told as an events.k8s.io Event on the policy (a
+		// cluster-scoped object's go to default), which charter writes.
+		Eventually(func(g Gomega) {
+			var evs eventsv1.EventList
+			g.Expect(cl.List(ctx, &evs, client.InNamespace(metav1.NamespaceDefault))).To(Succeed())
+			g.Expect(evs.Items).To(ContainElement(And(
+				HaveField("Reason", "PolicyViolation"),
+				HaveField("Regarding.Kind", "ClusterPolicy"),
+				HaveField("Regarding.Name", rbacRequireName),
+				HaveField("Note", ContainSubstring(rbacNamespace+"/bad")),
+			)))
+		}).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 	}, SpecTimeout(60*time.Second))
 
 	It("reports an Audit failure in the Pod's PolicyReport", func(ctx SpecContext) {
