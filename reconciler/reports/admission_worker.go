@@ -94,6 +94,11 @@ func (c *Controller) applyAdmission(ctx context.Context, p *pendingAdmission) (r
 	if err != nil {
 		return false, err
 	}
+	// Locked before the lookup: the handler of the resource's deletion
+	// then runs wholly before it (and the lookup finds nothing) or after
+	// the write (and deletes the report), never in between.
+	unlock := c.lock(scope.UID)
+	defer unlock()
 	ri := c.meta.Resource(gvr)
 	var m *metav1.PartialObjectMetadata
 	if scope.Namespace != "" {
@@ -112,8 +117,6 @@ func (c *Controller) applyAdmission(ctx context.Context, p *pendingAdmission) (r
 		return true, nil
 	}
 
-	unlock := c.lock(scope.UID)
-	defer unlock()
 	snap := c.snap.Load()
 	if c.now().Sub(p.first) < policyLag && c.awaitsPolicies(snap, p.results) {
 		return true, nil

@@ -142,7 +142,10 @@ func (c *Controller) handleEvent(ctx context.Context, key eventKey) error {
 	}
 	snap := c.snap.Load()
 	entry, ok := snap.types[key.gvr]
-	if !ok {
+	c.mu.Lock()
+	w := c.watchers[key.gvr]
+	c.mu.Unlock()
+	if !ok || w == nil {
 		return nil // no longer watched
 	}
 	var ri = c.dyn.Resource(key.gvr).Namespace(key.namespace)
@@ -153,7 +156,10 @@ func (c *Controller) handleEvent(ctx context.Context, key eventKey) error {
 	if err != nil {
 		return err
 	}
-	return c.reconcileObject(ctx, entry.resourceType, obj, false)
+	// The object may be deleted between the GET and the lock, and its
+	// report with it: only an object the informer still holds is
+	// reconciled. (Its version may differ: a later change queues it again.)
+	return c.reconcileObject(ctx, entry.resourceType, obj, false, w.present)
 }
 
 // resourceGone deletes the report of a deleted resource. In a real cluster
@@ -222,7 +228,7 @@ dispatch:
 			}
 			wg.Go(func() {
 				defer func() { <-c.scanSlots }()
-				if err := c.reconcileObject(ctx, w.t, &items[i], force); err != nil {
+				if err := c.reconcileObject(ctx, w.t, &items[i], force, w.current); err != nil {
 					mu.Lock()
 					if len(errs) < 10 {
 						errs = append(errs, err)
@@ -246,10 +252,44 @@ dispatch:
 	return errors.Join(errs...)
 }
 
+// current reports whether obj, as a scan listed it, is still the version
+// of the object the informer holds. A listed page can be older than the
+// events already handled: the object may have changed or been deleted
+// (its report deleted) since. Such a copy is left alone: the watch event
+// of the change or deletion, handled or queued, has the last word.
+func (w *watcher) current(obj *unstructured.Unstructured) bool {
+	m := w.held(obj)
+	return m != nil && m.ResourceVersion == obj.GetResourceVersion()
+}
+
+// present reports whether the informer holds the object, in any version.
+func (w *watcher) present(obj *unstructured.Unstructured) bool { return w.held(obj) != nil }
+
+// held returns the informer's copy of the object (same UID), or nil.
+func (w *watcher) held(obj *unstructured.Unstructured) *metav1.PartialObjectMetadata {
+	key := obj.GetName()
+	if ns := obj.GetNamespace(); ns != "" {
+		key = ns + "/" + key
+	}
+	item, ok, _ := w.informer.GetStore().GetByKey(key)
+	if !ok {
+		return nil
+	}
+	m, ok := item.(*metav1.PartialObjectMetadata)
+	if !ok || m.UID != obj.GetUID() {
+		return nil
+	}
+	return m
+}
+
 // reconcileObject evaluates one resource, unless neither it nor the
 // policies that can match it changed since it was last evaluated (force
 // evaluates anyway), and writes its report when the results changed.
-func (c *Controller) reconcileObject(ctx context.Context, t resourceType, obj *unstructured.Unstructured, force bool) error {
+// current, when set, is asked under the resource's lock whether obj is
+// still worth reconciling (see watcher.current); the informer updates its
+// store before it calls the handler that deletes a report, so a stale
+// copy can never write a report after its resource's deletion.
+func (c *Controller) reconcileObject(ctx context.Context, t resourceType, obj *unstructured.Unstructured, force bool, current func(*unstructured.Unstructured) bool) error {
 	if obj.GetKind() == "" {
 		obj.SetAPIVersion(t.APIVersion())
 		obj.SetKind(t.Kind)
@@ -257,6 +297,10 @@ func (c *Controller) reconcileObject(ctx context.Context, t resourceType, obj *u
 	uid := obj.GetUID()
 	unlock := c.lock(uid)
 	defer unlock()
+	if current != nil && !current(obj) {
+		c.stats.Skipped.Add(1)
+		return nil
+	}
 
 	snap := c.snap.Load()
 	fingerprint := snap.types[t.GVR].fingerprint
