@@ -1,26 +1,16 @@
 package admission
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/webhook/config"
 )
 
@@ -35,85 +25,10 @@ import (
 // its UID, labelled app.kubernetes.io/managed-by: charter, the resource as
 // scope), so the test depends on admission alone.
 func TestPromotionOnRealAPIServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd and kube-apiserver")
-	}
-	root, err := controlplane.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "bin", "kube-apiserver")); err != nil {
-		t.Skipf("control plane binaries not built (make controlplane): %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			cp.KeepLogs()
-			t.Logf("control plane logs kept in %s", cp.LogDir())
-		}
-		_ = cp.Stop()
-	}()
+	f := startAdmission(t, withNamespaces("shop", "other"))
+	ctx, cl := f.ctx, f.client
 
-	sch := scheme(t)
-	cl, err := client.New(cp.RESTConfig(), client.Options{Scheme: sch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ns := range []string{charterNamespace, "shop", "other"} {
-		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		Scheme:  sch,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{charterNamespace: {}}},
-		}},
-		Logger: testr.New(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := freePort(t)
-	if _, err := Setup(mgr, Options{
-		Addr:         "127.0.0.1:" + strconv.Itoa(port),
-		URL:          "https://127.0.0.1:" + strconv.Itoa(port),
-		Namespace:    charterNamespace,
-		ConfigResync: time.Second,
-		Log:          testr.New(t),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	mgrDone := make(chan error, 1)
-	mgrCtx, stopMgr := context.WithCancel(ctx)
-	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	defer func() { stopMgr(); <-mgrDone }()
-
-	eventually(t, "policy validating webhook", 30*time.Second, func() error {
-		var v admissionregistrationv1.ValidatingWebhookConfiguration
-		return cl.Get(ctx, client.ObjectKey{Name: config.PolicyValidatingName}, &v)
-	})
-	staged := policyFrom(t, `
-apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata:
-  name: require-name-label
-  labels: {charter.dev/staged: "true"}
-spec:
-  validationFailureAction: Audit
-  rules:
-  - name: check-name
-    match: {any: [{resources: {kinds: [Pod]}}]}
-    validate:
-      message: "label 'app.kubernetes.io/name' is required"
-      pattern: {metadata: {labels: {app.kubernetes.io/name: "?*"}}}
-`)
+	staged := policyFile(t, "staged-require-name-label.yaml")
 	eventually(t, "staged policy created", 30*time.Second, func() error { return cl.Create(ctx, staged) })
 	// The configuration is built from the policy cache: once it routes
 	// Namespaces to the gate, the staged policy is in the cache.

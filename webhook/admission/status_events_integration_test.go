@@ -3,133 +3,33 @@ package admission
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/internal/controlplane"
 )
 
 // TestPolicyStatusAndEventsOnRealAPIServer: policies get their Ready
 // condition from what the admission controller serves, and admission
 // decisions leave Kyverno-named Events on the policy and the resource.
 func TestPolicyStatusAndEventsOnRealAPIServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd and kube-apiserver")
-	}
-	root, err := controlplane.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "bin", "kube-apiserver")); err != nil {
-		t.Skipf("control plane binaries not built (make controlplane): %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			cp.KeepLogs()
-			t.Logf("control plane logs kept in %s", cp.LogDir())
-		}
-		_ = cp.Stop()
-	}()
-	sch := scheme(t)
-	cl, err := client.New(cp.RESTConfig(), client.Options{Scheme: sch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: charterNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-
 	// Written before charter runs, so no policy validation webhook
 	// stands in the way of the invalid one.
-	invalid := policyFrom(t, `
-apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata: {name: bad-anchor}
-spec:
-  rules:
-  - name: r
-    match: {any: [{resources: {kinds: [Pod]}}]}
-    validate: {pattern: {spec: {containers: [{"~(x)": "y"}]}}}
-`)
-	enforce := policyFrom(t, `
-apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata: {name: require-labels}
-spec:
-  validationFailureAction: Enforce
-  rules:
-  - name: check-for-labels
-    match: {any: [{resources: {kinds: [Pod]}}]}
-    validate:
-      message: "label 'app.kubernetes.io/name' is required"
-      pattern: {metadata: {labels: {app.kubernetes.io/name: "?*"}}}
-`)
-	audit := policyFrom(t, `
-apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata: {name: require-team}
-spec:
-  validationFailureAction: Audit
-  rules:
-  - name: check-team
-    match: {any: [{resources: {kinds: [Pod]}}]}
-    validate:
-      message: "label 'team' is required"
-      pattern: {metadata: {labels: {team: "?*"}}}
-`)
-	for _, p := range []*kyvernov1.ClusterPolicy{invalid, enforce, audit} {
-		if err := cl.Create(ctx, p); err != nil {
-			t.Fatalf("creating %s: %v", p.Name, err)
-		}
-	}
-
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		Scheme:  sch,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{charterNamespace: {}}},
-		}},
-		Logger: testr.New(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := freePort(t)
-	if _, err := Setup(mgr, Options{
-		Addr:         "127.0.0.1:" + strconv.Itoa(port),
-		URL:          "https://127.0.0.1:" + strconv.Itoa(port),
-		Namespace:    charterNamespace,
-		ConfigResync: time.Second,
-		StatusResync: 500 * time.Millisecond,
-		Log:          testr.New(t),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	mgrCtx, stopMgr := context.WithCancel(ctx)
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	defer func() { stopMgr(); <-mgrDone }()
+	invalid := policyFile(t, "bad-anchor.yaml")
+	enforce := policyFile(t, "require-labels.yaml")
+	audit := policyFile(t, "require-team.yaml")
+	f := startAdmission(t,
+		withObjects(invalid, enforce, audit),
+		withOptions(func(o *Options) { o.StatusResync = 500 * time.Millisecond }),
+	)
+	ctx, cl := f.ctx, f.client
 
 	ready := func(name string) (*kyvernov1.ClusterPolicy, *metav1.Condition, error) {
 		var p kyvernov1.ClusterPolicy
