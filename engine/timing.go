@@ -21,7 +21,11 @@ func (s *PolicySet) ValidateTimed(ctx context.Context, req *Request, opts ...Eva
 	cfg := newEvalConfig(opts)
 	in := newRequestView(ctx, req, &cfg)
 	resp := &Response{Resource: in.resourceRef()}
-	for _, p := range s.candidates(in) {
+	candidates := s.candidates(in)
+	// Room for every candidate up front: a review that matches the Pod
+	// Security policies would otherwise grow the slice five times.
+	resp.Policies = make([]PolicyResponse, 0, len(candidates))
+	for _, p := range candidates {
 		start := time.Now()
 		pr := p.validate(ctx, in, &cfg)
 		if len(pr.Rules) > 0 {
