@@ -123,7 +123,7 @@ func parseReview[T any](body []byte, into *admissionReview[T]) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("empty request body: expected an AdmissionReview")
 	}
-	if err := json.Unmarshal(body, into); err != nil {
+	if err := unmarshalReview(body, into); err != nil {
 		return badRequest("malformed AdmissionReview: %v", err)
 	}
 	if into.APIVersion != admissionv1.SchemeGroupVersion.String() || into.Kind != "AdmissionReview" {
@@ -146,6 +146,18 @@ func parseReview[T any](body []byte, into *admissionReview[T]) error {
 		return badRequest("AdmissionReview request %s has no kind", req.UID)
 	}
 	return nil
+}
+
+// unmarshalReview is json.Unmarshal, through decodeUnstructuredReview for
+// the resource handlers' reviews whenever it can decode the body.
+func unmarshalReview[T any](body []byte, into *admissionReview[T]) error {
+	if u, ok := any(into).(*unstructuredReview); ok {
+		if decodeUnstructuredReview(body, u) {
+			return nil
+		}
+		*u = unstructuredReview{}
+	}
+	return json.Unmarshal(body, into)
 }
 
 // reviewResponse is the reply: the AdmissionReview envelope with only the
