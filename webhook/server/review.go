@@ -173,17 +173,24 @@ type reviewResponse struct {
 func writeResponse(w http.ResponseWriter, resp *admissionv1.AdmissionResponse) {
 	buf := getBuffer()
 	defer putBuffer(buf)
-	if err := json.NewEncoder(buf).Encode(reviewResponse{
-		APIVersion: admissionv1.SchemeGroupVersion.String(),
-		Kind:       "AdmissionReview",
-		Response:   resp,
-	}); err != nil {
-		http.Error(w, "encoding AdmissionReview response: "+err.Error(), http.StatusInternalServerError)
-		return
+	if !appendResponse(buf, resp) {
+		buf.Reset()
+		if err := json.NewEncoder(buf).Encode(reviewResponse{
+			APIVersion: admissionv1.SchemeGroupVersion.String(),
+			Kind:       "AdmissionReview",
+			Response:   resp,
+		}); err != nil {
+			http.Error(w, "encoding AdmissionReview response: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
 	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	// Assigned rather than Set: the shared value saves an allocation per
+	// response, and net/http only reads it.
+	w.Header()["Content-Type"] = jsonContentType
 	_, _ = w.Write(buf.Bytes())
 }
+
+var jsonContentType = []string{"application/json; charset=utf-8"}
 
 // writeError answers a refused request with a plain-text reason.
 func writeError(w http.ResponseWriter, err error) {
