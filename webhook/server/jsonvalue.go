@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -24,15 +25,34 @@ type jsonValues struct {
 	pos  int
 	// depth is the nesting of the value being decoded.
 	depth int
+	// members is the stack of the members of the objects being decoded.
+	members []member
 }
 
 // maxJSONDepth is far deeper than any Kubernetes object and far below
 // encoding/json's own limit, which bounds the recursion here.
 const maxJSONDepth = 500
 
+// memberStacks recycles the members stacks of decoders across requests.
+var memberStacks = sync.Pool{New: func() any { s := make([]member, 0, 64); return &s }}
+
+// newJSONValues returns a decoder of data; release it when done.
+func newJSONValues(data []byte) *jsonValues {
+	return &jsonValues{data: data, members: (*memberStacks.Get().(*[]member))[:0]}
+}
+
+func (d *jsonValues) release() {
+	if cap(d.members) <= 4096 {
+		s := d.members[:0]
+		memberStacks.Put(&s)
+	}
+	d.members = nil
+}
+
 // decodeJSONValue decodes data, which must hold one JSON value.
 func decodeJSONValue(data []byte) (any, bool) {
-	d := jsonValues{data: data}
+	d := newJSONValues(data)
+	defer d.release()
 	v, ok := d.value()
 	if !ok {
 		return nil, false
@@ -94,13 +114,20 @@ func (d *jsonValues) object() (map[string]any, bool) {
 	}
 	defer func() { d.depth-- }()
 	d.pos++ // {
-	m := map[string]any{}
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == '}' {
 		d.pos++
-		return m, true
+		return map[string]any{}, true
 	}
-	for n := 1; ; n++ {
+	// The members are gathered on a stack shared by the nested objects,
+	// so the map is made at its final size: a growing map leaves its
+	// smaller tables behind as garbage.
+	base := len(d.members)
+	defer func() {
+		clear(d.members[base:]) // let the values go
+		d.members = d.members[:base]
+	}()
+	for {
 		d.skipSpace()
 		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
 			return nil, false
@@ -118,10 +145,7 @@ func (d *jsonValues) object() (map[string]any, bool) {
 		if !ok {
 			return nil, false
 		}
-		m[k] = v
-		if len(m) != n {
-			return nil, false // a duplicate key
-		}
+		d.members = append(d.members, member{k, v})
 		d.skipSpace()
 		if d.pos >= len(d.data) {
 			return nil, false
@@ -129,13 +153,28 @@ func (d *jsonValues) object() (map[string]any, bool) {
 		switch d.data[d.pos] {
 		case ',':
 			d.pos++
+			continue
 		case '}':
 			d.pos++
-			return m, true
 		default:
 			return nil, false
 		}
+		members := d.members[base:]
+		m := make(map[string]any, len(members))
+		for _, kv := range members {
+			m[kv.key] = kv.value
+		}
+		if len(m) != len(members) {
+			return nil, false // a duplicate key
+		}
+		return m, true
 	}
+}
+
+// member is a key and value of an object being decoded.
+type member struct {
+	key   string
+	value any
 }
 
 func (d *jsonValues) array() ([]any, bool) {

@@ -19,7 +19,8 @@ import (
 // given twice, or a key encoding/json would match to a field only
 // case-insensitively.
 func decodeUnstructuredReview(body []byte, into *unstructuredReview) bool {
-	d := jsonValues{data: body}
+	d := newJSONValues(body)
+	defer d.release()
 	ok := d.fields(reviewFields, func(i int) bool {
 		switch i {
 		case 0:
