@@ -157,6 +157,14 @@ var _ = Describe("Admission", Label("admission"), Ordered, func() {
 			for _, p := range []string{requireName, requireOwner, addTeam, requireTeam} {
 				Expect(cl.Create(ctx, clusterPolicy(p))).To(Succeed())
 			}
+			// The suite's specs share one cluster and run in random order:
+			// policies that match every Pod must not outlive these specs,
+			// or they add results to the reports specs' Pods.
+			DeferCleanup(func(ctx SpecContext) {
+				for _, p := range []string{requireName, requireOwner, addTeam, requireTeam} {
+					Expect(client.IgnoreNotFound(cl.Delete(ctx, clusterPolicy(p)))).To(Succeed())
+				}
+			})
 			// Wait until the Enforce policy is served: a bad Pod is refused.
 			Eventually(func() error {
 				return refusedByCharter(ctx, newPod("probe", nil))

@@ -59,6 +59,13 @@ var _ = Describe("Reports", Label("reports"), Ordered, func() {
 
 		stop = startCharterWith(ctx, reportsCharterNamespace, "admission,reports")
 		waitPolicyWebhook(ctx)
+		// namespace-owner matches every Namespace: leave no policy behind
+		// for the specs that share this cluster.
+		DeferCleanup(func(ctx SpecContext) {
+			for _, file := range []string{"require-owner.yaml", "require-tier-at-admission.yaml", "namespace-owner.yaml"} {
+				Expect(client.IgnoreNotFound(cl.Delete(ctx, reportsPolicy(file)))).To(Succeed())
+			}
+		})
 	}, NodeTimeout(2*time.Minute))
 
 	It("reports fail for a Pod that existed before an Audit policy was added", func(ctx SpecContext) {
