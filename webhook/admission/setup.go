@@ -174,12 +174,17 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	// Promotions are rare and must see the latest results: the gate lists
 	// reports from the API server, not from a cache.
 	promotionGate := &promotion.Gate{Reports: promotion.ReportReader{Reader: mgr.GetAPIReader()}}
+	loaders := engine.Loaders{Namespaces: c.Cache}
+	var mutator server.Mutator = server.EngineMutator{Loaders: loaders}
+	if o.Metrics != nil {
+		mutator = meteredMutator{loaders: loaders, metrics: o.Metrics}
+	}
 	handler := server.NewHandler(server.Options{
 		Policies:        c.Cache,
 		Kinds:           mgr.GetRESTMapper(),
 		Roles:           userinfo.CachedResolver{Reader: mgr.GetCache()},
-		Loaders:         engine.Loaders{Namespaces: c.Cache},
-		Mutator:         server.EngineMutator{Loaders: engine.Loaders{Namespaces: c.Cache}},
+		Loaders:         loaders,
+		Mutator:         mutator,
 		Filters:         server.DefaultResourceFilters(o.Namespace),
 		Metrics:         o.Metrics,
 		Audit:           o.Audit,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
 )
 
@@ -34,9 +35,23 @@ const (
 // buckets are Kyverno's default histogram boundaries, in seconds.
 var buckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 25, 30}
 
-// scope is the constant label Kyverno's OpenTelemetry exporter puts on
-// every series; queries that filter on it keep matching.
-var scope = prometheus.Labels{"otel_scope_name": "kyverno"}
+// scope are the constant labels Kyverno's OpenTelemetry exporter puts on
+// every series (admission-reports.md §4); queries that filter on them keep
+// matching. The version and schema URL are empty in Kyverno's exposition,
+// and so they are here.
+var scope = prometheus.Labels{"otel_scope_name": "kyverno", "otel_scope_version": "", "otel_scope_schema_url": ""}
+
+// withScope returns the scope labels plus extra.
+func withScope(extra prometheus.Labels) prometheus.Labels {
+	out := make(prometheus.Labels, len(scope)+len(extra))
+	for k, v := range scope {
+		out[k] = v
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
 
 var (
 	requestLabels = []string{"resource_kind", "resource_namespace", "resource_request_operation", "request_allowed", "request_webhook"}
@@ -83,7 +98,7 @@ func New(reg prometheus.Registerer, version string) (*Recorder, error) {
 		compileErrors: prometheus.NewGauge(prometheus.GaugeOpts{Name: PolicyCompileErrorsTotal,
 			Help: "Faults in installed policies and exceptions that keep them from serving."}),
 	}
-	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: Info, ConstLabels: prometheus.Labels{"otel_scope_name": "kyverno", "version": version},
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: Info, ConstLabels: withScope(prometheus.Labels{"version": version}),
 		Help: "Build information."})
 	info.Set(1)
 	for _, c := range []prometheus.Collector{r.requests, r.duration, r.results, r.execution, r.changes, r.auditDropped, r.compileErrors, info} {
@@ -119,8 +134,8 @@ func (r *Recorder) ObserveResults(req Request, resp *engine.Response) {
 	if r == nil || resp == nil {
 		return
 	}
-	for _, p := range resp.Policies {
-		r.ObservePolicy(req, p, -1)
+	for i := range resp.Policies {
+		r.observeRules(req, &resp.Policies[i], 0, false)
 	}
 }
 
@@ -134,14 +149,46 @@ func (r *Recorder) ObservePolicy(req Request, p engine.PolicyResponse, took time
 	if r == nil || len(p.Rules) == 0 {
 		return
 	}
-	key := resultKey{policy: policyLabels(p), kind: req.Kind, namespace: req.Namespace, operation: req.Operation, dryRun: req.DryRun}
-	share := took.Seconds() / float64(len(p.Rules))
+	r.observeRules(req, &p, took.Seconds()/float64(len(p.Rules)), took >= 0)
+}
+
+// ObserveMutation records the results of the mutate rules of one policy
+// set run at admission (rule_type="mutate"), and their execution time:
+// took is how long the whole set's mutation took, since the engine
+// chains the policies' mutations through one request view and times none
+// of them, and it is shared equally among every rule that responded. As
+// with ObservePolicy, sums and counts add up to the real time spent; a
+// negative took records results only.
+func (r *Recorder) ObserveMutation(req Request, resp *engine.MutateResponse, took time.Duration) {
+	if r == nil || resp == nil {
+		return
+	}
+	rules := 0
+	for i := range resp.Policies {
+		rules += len(resp.Policies[i].Rules)
+	}
+	if rules == 0 {
+		return
+	}
+	share := took.Seconds() / float64(rules)
+	for i := range resp.Policies {
+		r.observeRules(req, &resp.Policies[i], share, took >= 0)
+	}
+}
+
+// observeRules records one result per rule of p and, when timed, share
+// seconds of execution time for each.
+func (r *Recorder) observeRules(req Request, p *engine.PolicyResponse, share float64, timed bool) {
+	if len(p.Rules) == 0 {
+		return
+	}
+	key := resultKey{policy: policyLabels(p.Policy), kind: req.Kind, namespace: req.Namespace, operation: req.Operation, dryRun: req.DryRun}
 	for i := range p.Rules {
 		rr := &p.Rules[i]
 		key.rule, key.result, key.ruleType = rr.Name, rr.Status, rr.Type
 		s := r.resultSeriesFor(key)
 		s.results.Inc()
-		if took >= 0 {
+		if timed {
 			s.executionSeries(r, key).Observe(share)
 		}
 	}
@@ -152,7 +199,7 @@ func (r *Recorder) PolicyChanged(p *engine.Policy, change string) {
 	if r == nil || p == nil {
 		return
 	}
-	pl := policyLabels(engine.PolicyResponse{Policy: p.Source()})
+	pl := policyLabels(p.Source())
 	r.changes.WithLabelValues(pl.mode, pl.typ, pl.background, pl.namespace, pl.name, change).Inc()
 }
 
@@ -174,8 +221,7 @@ type policyLabelValues struct {
 	mode, typ, background, namespace, name string
 }
 
-func policyLabels(p engine.PolicyResponse) policyLabelValues {
-	src := p.Policy
+func policyLabels(src kyvernov1.PolicyInterface) policyLabelValues {
 	spec := src.GetSpec()
 	out := policyLabelValues{mode: "audit", typ: "cluster", namespace: "-", name: src.GetName(),
 		background: strconv.FormatBool(spec.BackgroundProcessingEnabled())}

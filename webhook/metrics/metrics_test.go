@@ -10,39 +10,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
-	"sigs.k8s.io/yaml"
 
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
 )
 
-const enforcePolicy = `
-apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata: {name: require-labels}
-spec:
-  validationFailureAction: Enforce
-  rules:
-  - name: check
-    match: {any: [{resources: {kinds: [Pod]}}]}
-    validate: {pattern: {metadata: {labels: {app: "?*"}}}}
-  - name: check-team
-    match: {any: [{resources: {kinds: [Pod]}}]}
-    validate: {pattern: {metadata: {labels: {team: "?*"}}}}
-`
-
 func TestObservePolicy(t *testing.T) {
-	var p kyvernov1.ClusterPolicy
-	if err := yaml.UnmarshalStrict([]byte(enforcePolicy), &p); err != nil {
-		t.Fatal(err)
-	}
+	p := loadPolicy(t, "require-labels.yaml")
 	reg := prometheus.NewRegistry()
 	rec, err := New(reg, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	req := Request{Kind: "Pod", Namespace: "default", Operation: "CREATE", Webhook: Validating}
-	resp := engine.PolicyResponse{Policy: &p, Key: "require-labels", Rules: []engine.RuleResponse{
+	resp := engine.PolicyResponse{Policy: p, Key: "require-labels", Rules: []engine.RuleResponse{
 		{Name: "check", Type: engine.TypeValidation, Status: engine.StatusFail, Action: engine.Enforce},
 		{Name: "check-team", Type: engine.TypeValidation, Status: engine.StatusPass, Action: engine.Enforce},
 	}}
@@ -50,7 +30,7 @@ func TestObservePolicy(t *testing.T) {
 	// Results only, no timing: the counter moves, the histogram does not.
 	rec.ObservePolicy(req, resp, -1)
 
-	labels := `dry_run="false",otel_scope_name="kyverno",policy_background_mode="true",policy_name="require-labels",policy_namespace="-",policy_type="cluster",policy_validation_mode="enforce",resource_kind="Pod",resource_namespace="default",resource_request_operation="create",rule_execution_cause="admission_request"`
+	labels := `dry_run="false",otel_scope_name="kyverno",otel_scope_schema_url="",otel_scope_version="",policy_background_mode="true",policy_name="require-labels",policy_namespace="-",policy_type="cluster",policy_validation_mode="enforce",resource_kind="Pod",resource_namespace="default",resource_request_operation="create",rule_execution_cause="admission_request"`
 	want := `
 # HELP kyverno_policy_execution_duration_seconds Time to evaluate a rule. The engine is timed per policy; each rule of the policy is given an equal share.
 # TYPE kyverno_policy_execution_duration_seconds histogram
@@ -85,6 +65,7 @@ func TestNilRecorderRecordsNothing(t *testing.T) {
 	var rec *Recorder
 	rec.ObservePolicy(Request{}, engine.PolicyResponse{Rules: []engine.RuleResponse{{Name: "r"}}}, time.Second)
 	rec.ObserveResults(Request{}, &engine.Response{})
+	rec.ObserveMutation(Request{}, &engine.MutateResponse{}, time.Second)
 	rec.ObserveRequest(Request{}, true, time.Second)
 }
 
@@ -132,15 +113,12 @@ func TestObserveRequestSeriesPerLabels(t *testing.T) {
 
 // Results recorded without timing leave no histogram series.
 func TestObserveResultsWithoutTiming(t *testing.T) {
-	var p kyvernov1.ClusterPolicy
-	if err := yaml.UnmarshalStrict([]byte(enforcePolicy), &p); err != nil {
-		t.Fatal(err)
-	}
+	p := loadPolicy(t, "require-labels.yaml")
 	rec, err := New(prometheus.NewRegistry(), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := &engine.Response{Policies: []engine.PolicyResponse{{Policy: &p, Key: "require-labels", Rules: []engine.RuleResponse{
+	resp := &engine.Response{Policies: []engine.PolicyResponse{{Policy: p, Key: "require-labels", Rules: []engine.RuleResponse{
 		{Name: "check", Type: engine.TypeValidation, Status: engine.StatusFail, Action: engine.Enforce},
 	}}}}
 	rec.ObserveResults(Request{Kind: "Pod", Namespace: "default", Operation: "CREATE"}, resp)
