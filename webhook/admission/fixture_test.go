@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/webhook/config"
+	"github.com/charter-dev/charter/webhook/metrics"
 )
 
 const charterNamespace = "charter"
@@ -43,6 +45,8 @@ type fixture struct {
 	client client.Client
 	// options are the admission Options Setup was given.
 	options Options
+	// metrics is the registry of the admission metrics (options.Metrics).
+	metrics *prometheus.Registry
 
 	stopOnce   sync.Once
 	stopMgr    context.CancelFunc
@@ -137,7 +141,13 @@ func startAdmission(t *testing.T, opts ...fixtureOption) *fixture {
 		t.Fatal(err)
 	}
 	port := strconv.Itoa(freePort(t))
+	f.metrics = prometheus.NewRegistry()
+	rec, err := metrics.New(f.metrics, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.options = Options{
+		Metrics:      rec,
 		Addr:         "127.0.0.1:" + port,
 		URL:          "https://127.0.0.1:" + port,
 		Namespace:    charterNamespace,

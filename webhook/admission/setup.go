@@ -121,6 +121,11 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	}
 	c := &Controller{caSecret: caSecret}
 	c.Cache = policycache.New(mgr.GetCache(), o.Log.WithName("policycache"))
+	if o.Metrics != nil {
+		c.Cache.OnPolicyChange(func(p kyvernov1.PolicyInterface, change policycache.PolicyChange) {
+			o.Metrics.PolicyChanged(p, string(change))
+		})
+	}
 	c.KeyPair = &certs.SecretKeyPair{Reader: mgr.GetCache(), Namespace: o.Namespace, Name: tlsSecret}
 
 	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())

@@ -194,12 +194,14 @@ func (r *Recorder) observeRules(req Request, p *engine.PolicyResponse, share flo
 	}
 }
 
-// PolicyChanged records a policy created, updated (spec) or deleted.
-func (r *Recorder) PolicyChanged(p *engine.Policy, change string) {
+// PolicyChanged counts a policy created (or found by the informers'
+// initial list), updated in its spec, or deleted: change is "created",
+// "updated" or "deleted" (policycache.PolicyChange).
+func (r *Recorder) PolicyChanged(p kyvernov1.PolicyInterface, change string) {
 	if r == nil || p == nil {
 		return
 	}
-	pl := policyLabels(p.Source())
+	pl := policyLabels(p)
 	r.changes.WithLabelValues(pl.mode, pl.typ, pl.background, pl.namespace, pl.name, change).Inc()
 }
 

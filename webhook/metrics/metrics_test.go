@@ -67,6 +67,7 @@ func TestNilRecorderRecordsNothing(t *testing.T) {
 	rec.ObserveResults(Request{}, &engine.Response{})
 	rec.ObserveMutation(Request{}, &engine.MutateResponse{}, time.Second)
 	rec.ObserveRequest(Request{}, true, time.Second)
+	rec.PolicyChanged(nil, "created")
 }
 
 // The series cache hands each label tuple its own children, also when

@@ -43,8 +43,9 @@ type Cache struct {
 	changed chan struct{}
 	synced  atomic.Bool
 
-	mu        sync.Mutex
-	listeners []func(*Snapshot)
+	mu              sync.Mutex
+	listeners       []func(*Snapshot)
+	changeListeners []func(kyvernov1.PolicyInterface, PolicyChange)
 }
 
 // New returns a cache reading from the informers of reader; call Start
@@ -90,10 +91,21 @@ func (c *Cache) Start(ctx context.Context) error {
 			// Namespace labels are read per request; no recompile needed.
 			continue
 		}
+		// Exceptions are no policies: policyChanged and policyUpdated
+		// leave them alone.
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { c.poke() },
-			UpdateFunc: func(oldObj, newObj any) { c.pokeIfSpecChanged(oldObj, newObj) },
-			DeleteFunc: func(any) { c.poke() },
+			AddFunc: func(obj any) {
+				c.policyChanged(obj, PolicyCreated)
+				c.poke()
+			},
+			UpdateFunc: func(oldObj, newObj any) {
+				c.policyUpdated(oldObj, newObj)
+				c.pokeIfSpecChanged(oldObj, newObj)
+			},
+			DeleteFunc: func(obj any) {
+				c.policyChanged(obj, PolicyDeleted)
+				c.poke()
+			},
 		}); err != nil {
 			return fmt.Errorf("policy cache: watching %T: %w", obj, err)
 		}
