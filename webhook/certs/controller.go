@@ -1,8 +1,10 @@
 package certs
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"sync"
@@ -14,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/charter-dev/charter/webhook/config"
 )
 
 // ManagedByLabel marks the Secrets charter issues; charter never renews a
@@ -22,6 +26,20 @@ const (
 	ManagedByLabel  = "charter.dev/managed-by"
 	ManagedByValue  = "charter"
 	DefaultInterval = 12 * time.Hour
+	// DefaultPropagationDelay is how long the API server is given to
+	// trust a newly published CA before a certificate it signed is
+	// served: its webhook configuration informer takes well under that.
+	DefaultPropagationDelay = 5 * time.Second
+	// DefaultTrimGrace is how long older CAs stay trusted after the
+	// serving certificate changed: every replica reads the new one
+	// through its informer long before.
+	DefaultTrimGrace = 5 * time.Minute
+	// CAKey is the TLS Secret's copy of the CA that signed its
+	// certificate (the kubernetes.io/tls convention), from which the
+	// bundle recovers it when the CA Secret is deleted.
+	CAKey = "ca.crt"
+	// retryAfterError is the pause after a failed check.
+	retryAfterError = 10 * time.Second
 )
 
 // SecretNames returns the CA and TLS Secret names for a service,
@@ -31,17 +49,36 @@ func SecretNames(service, namespace string) (ca, pair string) {
 	return base + "-ca", base + "-pair"
 }
 
-// Renewer issues and renews the CA and serving certificate Secrets. It
-// runs on the leader; the result is the same whoever writes it, and a
-// conflicting write is retried on the next round.
+// BundlePublisher reads and writes the caBundle of the webhook
+// configurations, which is what the API server trusts.
+type BundlePublisher interface {
+	// Published returns every webhook's caBundle; none when there is no
+	// configuration yet.
+	Published(ctx context.Context) ([][]byte, error)
+	// Publish sets every webhook's caBundle.
+	Publish(ctx context.Context, bundle []byte) error
+}
+
+// Renewer issues and renews the CA and serving certificate Secrets, and
+// publishes the CA bundle to the webhook configurations in the order that
+// keeps every admission call trusted (bundle.go). It runs on the leader;
+// the result is the same whoever writes it, and a conflicting write is
+// retried on the next round.
 type Renewer struct {
 	Client    client.Client
 	Namespace string
 	CASecret  string
 	TLSSecret string
 	Serving   Serving
+	// Bundles publishes the caBundle; nil means charter's webhook
+	// configurations through Client.
+	Bundles BundlePublisher
 	// Interval between checks (default 12 h). Trigger forces one.
 	Interval time.Duration
+	// PropagationDelay (default 5 s) and TrimGrace (default 5 min): see
+	// the constants.
+	PropagationDelay time.Duration
+	TrimGrace        time.Duration
 	// OnChange is called after either Secret was written (the webhook
 	// configuration controller refreshes the caBundle).
 	OnChange func()
@@ -50,13 +87,28 @@ type Renewer struct {
 
 	once    sync.Once
 	trigger chan struct{}
+	// trustedSince is when every published caBundle was first seen to
+	// hold a CA (by its DER), so a certificate it signs is served only
+	// once the API server had time to trust it. In memory: a new leader
+	// waits once more, which is harmless.
+	trustedSince map[string]time.Time
 }
 
 func (r *Renewer) init() {
 	r.once.Do(func() {
 		r.trigger = make(chan struct{}, 1)
+		r.trustedSince = map[string]time.Time{}
 		if r.now == nil {
 			r.now = time.Now
+		}
+		if r.Bundles == nil {
+			r.Bundles = config.CABundles{Client: r.Client}
+		}
+		if r.PropagationDelay <= 0 {
+			r.PropagationDelay = DefaultPropagationDelay
+		}
+		if r.TrimGrace <= 0 {
+			r.TrimGrace = DefaultTrimGrace
 		}
 	})
 }
@@ -73,7 +125,8 @@ func (r *Renewer) Trigger() {
 // NeedLeaderElection is true.
 func (r *Renewer) NeedLeaderElection() bool { return true }
 
-// Start checks the Secrets now, on every trigger and every Interval.
+// Start checks the Secrets now, on every trigger, every Interval, and
+// whenever a rotation asks to continue sooner.
 func (r *Renewer) Start(ctx context.Context) error {
 	r.init()
 	interval := r.Interval
@@ -89,74 +142,164 @@ func (r *Renewer) Start(ctx context.Context) error {
 		case <-retry.C:
 		case <-r.trigger:
 		}
-		next := interval
-		if err := r.Reconcile(ctx); err != nil && ctx.Err() == nil {
+		next, err := r.Reconcile(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
 			r.Log.Error(err, "certificates: renewal failed; retrying")
-			next = 10 * time.Second
+			next = retryAfterError
+		case next <= 0 || next > interval:
+			next = interval
+		}
+		if !retry.Stop() {
+			select {
+			case <-retry.C:
+			default:
+			}
 		}
 		retry.Reset(next)
 	}
 }
 
-// Reconcile makes sure a valid CA and a serving certificate signed by it,
-// both outside the renewal window, are stored.
-func (r *Renewer) Reconcile(ctx context.Context) error {
+// Reconcile takes the next step towards a valid CA and a serving
+// certificate signed by it, both outside the renewal window, with the
+// published caBundle trusting every certificate served meanwhile. It
+// returns when to check again if a step is pending (0 when none is).
+func (r *Renewer) Reconcile(ctx context.Context) (time.Duration, error) {
 	r.init()
 	now := r.now()
 	caSecret, err := r.get(ctx, r.CASecret)
 	if err != nil {
-		return err
-	}
-	ca := KeyPair{}
-	if caSecret != nil {
-		ca = KeyPair{CertPEM: caSecret.Data[corev1.TLSCertKey], KeyPEM: caSecret.Data[corev1.TLSPrivateKeyKey]}
-	}
-	wrote := false
-	if caSecret == nil || CANeedsRenewal(ca.CertPEM, now) || ca.KeyPEM == nil {
-		if caSecret != nil && caSecret.Labels[ManagedByLabel] != ManagedByValue {
-			return fmt.Errorf("CA Secret %s/%s is not valid but is not managed by charter: it will not be renewed", r.Namespace, r.CASecret)
-		}
-		var key []byte
-		if _, err := parseKey(ca.KeyPEM); err == nil {
-			key = ca.KeyPEM
-		}
-		fresh, err := NewCA(r.Namespace, key, now)
-		if err != nil {
-			return err
-		}
-		ca = KeyPair{CertPEM: TrimBundle(ca.CertPEM, fresh.CertPEM, now), KeyPEM: fresh.KeyPEM}
-		if err := r.put(ctx, caSecret, r.CASecret, ca); err != nil {
-			return err
-		}
-		r.Log.Info("certificates: issued CA", "secret", r.CASecret)
-		wrote = true
+		return 0, err
 	}
 	pairSecret, err := r.get(ctx, r.TLSSecret)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	published, err := r.Bundles.Published(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the published CA bundle: %w", err)
+	}
+
+	// 1. The signing CA: the newest of the CA Secret whose key it holds.
+	var caBundle, caKeyPEM []byte
+	if caSecret != nil {
+		caBundle, caKeyPEM = caSecret.Data[corev1.TLSCertKey], caSecret.Data[corev1.TLSPrivateKeyKey]
+	}
+	known := parseBundle(caBundle)
+	var signer *x509.Certificate
+	caKey, keyErr := parseKey(caKeyPEM)
+	if keyErr == nil {
+		signer = SigningCA(known, caKey)
+	}
+	renewCA := CANeedsRenewal(signer, now)
+	if renewCA {
+		if caSecret != nil && !managed(caSecret) {
+			return 0, fmt.Errorf("CA Secret %s/%s is not valid but is not managed by charter: it will not be renewed", r.Namespace, r.CASecret)
+		}
+		var reuse []byte
+		if keyErr == nil {
+			reuse = caKeyPEM // as Kyverno: certificates it signed keep verifying
+		}
+		fresh, err := NewCA(r.Namespace, reuse, now)
+		if err != nil {
+			return 0, err
+		}
+		signer, caKeyPEM = parseBundle(fresh.CertPEM)[0], fresh.KeyPEM
+	}
+
+	// 2. The bundle: every CA that may still sign a served certificate,
+	// wherever it is still found.
+	var served *x509.Certificate
+	if pairSecret != nil {
+		if leafs := parseBundle(pairSecret.Data[corev1.TLSCertKey]); len(leafs) > 0 {
+			served = leafs[0]
+		}
+		known = append(known, parseBundle(pairSecret.Data[CAKey])...)
+	}
+	for _, b := range published {
+		known = append(known, parseBundle(b)...)
+	}
+	cas, trimAt := PlanBundle(signer, known, served, now, r.TrimGrace)
+	bundle := EncodeBundle(cas)
+	wrote := false
+	if renewCA || (managed(caSecret) && !bytes.Equal(bundle, caBundle)) {
+		if err := r.put(ctx, caSecret, r.CASecret, map[string][]byte{corev1.TLSCertKey: bundle, corev1.TLSPrivateKeyKey: caKeyPEM}); err != nil {
+			return 0, err
+		}
+		r.Log.Info("certificates: wrote CA bundle", "secret", r.CASecret, "cas", len(cas), "newCA", renewCA)
+		wrote = true
+	}
+
+	// 3. Publish it before any certificate signed by the new CA is served.
+	fingerprint := string(signer.Raw)
+	if !Trusts(published, signer) {
+		delete(r.trustedSince, fingerprint)
+	}
+	if !allEqual(published, bundle) {
+		if err := r.Bundles.Publish(ctx, bundle); err != nil {
+			return 0, err
+		}
+		r.Log.Info("certificates: published CA bundle to the webhook configurations", "cas", len(cas))
+	}
+	if _, ok := r.trustedSince[fingerprint]; !ok {
+		r.trustedSince[fingerprint] = now
+		if len(published) == 0 {
+			// Nothing calls charter yet: no one to wait for.
+			r.trustedSince[fingerprint] = now.Add(-r.PropagationDelay)
+		}
+	}
+
+	// 4. The serving certificate, signed by the signing CA alone.
+	signerPEM := EncodeBundle([]*x509.Certificate{signer})
 	pair := KeyPair{}
 	if pairSecret != nil {
 		pair = KeyPair{CertPEM: pairSecret.Data[corev1.TLSCertKey], KeyPEM: pairSecret.Data[corev1.TLSPrivateKeyKey]}
 	}
-	if pairSecret == nil || ServingNeedsRenewal(pair, ca.CertPEM, r.Serving, now) {
-		if pairSecret != nil && pairSecret.Labels[ManagedByLabel] != ManagedByValue {
-			return fmt.Errorf("TLS Secret %s/%s is not valid but is not managed by charter: it will not be renewed", r.Namespace, r.TLSSecret)
+	var next time.Duration
+	if pairSecret == nil || ServingNeedsRenewal(pair, signerPEM, r.Serving, now) {
+		if pairSecret != nil && !managed(pairSecret) {
+			return 0, fmt.Errorf("TLS Secret %s/%s is not valid but is not managed by charter: it will not be renewed", r.Namespace, r.TLSSecret)
 		}
-		fresh, err := NewServing(ca, r.Serving, now)
+		if wait := r.trustedSince[fingerprint].Add(r.PropagationDelay).Sub(now); wait > 0 {
+			r.Log.Info("certificates: waiting for the API server to trust the new CA before serving a certificate it signed", "wait", wait)
+			r.changed(wrote)
+			return wait, nil
+		}
+		fresh, err := NewServing(KeyPair{CertPEM: signerPEM, KeyPEM: caKeyPEM}, r.Serving, now)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if err := r.put(ctx, pairSecret, r.TLSSecret, fresh); err != nil {
-			return err
+		data := map[string][]byte{corev1.TLSCertKey: fresh.CertPEM, corev1.TLSPrivateKeyKey: fresh.KeyPEM, CAKey: signerPEM}
+		if err := r.put(ctx, pairSecret, r.TLSSecret, data); err != nil {
+			return 0, err
 		}
 		r.Log.Info("certificates: issued serving certificate", "secret", r.TLSSecret)
 		wrote = true
+		if len(cas) > 1 {
+			next = r.TrimGrace // then the older CAs go
+		}
+	} else if !trimAt.IsZero() {
+		next = trimAt.Sub(now)
 	}
+	r.changed(wrote)
+	return next, nil
+}
+
+func (r *Renewer) changed(wrote bool) {
 	if wrote && r.OnChange != nil {
 		r.OnChange()
 	}
-	return nil
+}
+
+func managed(s *corev1.Secret) bool { return s != nil && s.Labels[ManagedByLabel] == ManagedByValue }
+
+func allEqual(bundles [][]byte, want []byte) bool {
+	for _, b := range bundles {
+		if !bytes.Equal(b, want) {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *Renewer) get(ctx context.Context, name string) (*corev1.Secret, error) {
@@ -171,8 +314,7 @@ func (r *Renewer) get(ctx context.Context, name string) (*corev1.Secret, error) 
 	return &s, nil
 }
 
-func (r *Renewer) put(ctx context.Context, current *corev1.Secret, name string, kp KeyPair) error {
-	data := map[string][]byte{corev1.TLSCertKey: kp.CertPEM, corev1.TLSPrivateKeyKey: kp.KeyPEM}
+func (r *Renewer) put(ctx context.Context, current *corev1.Secret, name string, data map[string][]byte) error {
 	if current == nil {
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: name, Labels: map[string]string{ManagedByLabel: ManagedByValue}},

@@ -3,11 +3,11 @@
 // kubernetes.io/tls Secrets. The leader renews them well before expiry
 // (Renewer); every replica serves whatever the TLS Secret holds now
 // (SecretKeyPair), so a rotation needs no restart; the CA bundle the
-// webhook configurations carry is the CA Secret's tls.crt.
+// webhook configurations carry is the CA Secret's tls.crt, which keeps
+// older CAs while they may still sign a served certificate (bundle.go).
 package certs
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -197,34 +197,10 @@ func newest(cs []*x509.Certificate) *x509.Certificate {
 	return best
 }
 
-// CANeedsRenewal reports whether every CA of the bundle expires within the
-// renewal window (or none parses).
-func CANeedsRenewal(bundle []byte, now time.Time) bool {
-	cas, err := ParseCertificates(bundle)
-	if err != nil {
-		return true
-	}
-	for _, c := range cas {
-		if now.Add(RenewBefore).Before(c.NotAfter) {
-			return false
-		}
-	}
-	return true
-}
-
-// TrimBundle drops the CAs of a bundle that expire within the renewal
-// window and appends fresh, so certificates signed by the old CA verify
-// until they are replaced.
-func TrimBundle(bundle, fresh []byte, now time.Time) []byte {
-	var out bytes.Buffer
-	cas, _ := ParseCertificates(bundle)
-	for _, c := range cas {
-		if now.Add(RenewBefore).Before(c.NotAfter) {
-			_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
-		}
-	}
-	out.Write(fresh)
-	return out.Bytes()
+// CANeedsRenewal reports whether the signing CA is missing or expires
+// within the renewal window.
+func CANeedsRenewal(signer *x509.Certificate, now time.Time) bool {
+	return signer == nil || !now.Add(RenewBefore).Before(signer.NotAfter)
 }
 
 // ServingNeedsRenewal reports whether the serving pair does not verify

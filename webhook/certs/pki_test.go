@@ -42,7 +42,7 @@ func TestIssueAndRenewal(t *testing.T) {
 		{"CA inside the window", now.Add(CAValidity - RenewBefore + time.Hour), true, true},
 	}
 	for _, tt := range tests {
-		if got := CANeedsRenewal(ca.CertPEM, tt.at); got != tt.wantCA {
+		if got := CANeedsRenewal(cas[0], tt.at); got != tt.wantCA {
 			t.Errorf("%s: CANeedsRenewal = %v", tt.name, got)
 		}
 		if got := ServingNeedsRenewal(pair, ca.CertPEM, s, tt.at); got != tt.wantServing {
@@ -59,8 +59,8 @@ func TestIssueAndRenewal(t *testing.T) {
 		t.Error("a pair missing a host does not need renewal")
 	}
 
-	// Renewing the CA reuses its key, and the trimmed bundle keeps the
-	// old CA until it enters the window.
+	// Renewing the CA reuses its key, so the serving certificate the old
+	// CA signed verifies against the new one alone.
 	renewedAt := now.Add(CAValidity - RenewBefore + time.Hour)
 	ca2, err := NewCA(s.Namespace, ca.KeyPEM, renewedAt)
 	if err != nil {
@@ -69,20 +69,20 @@ func TestIssueAndRenewal(t *testing.T) {
 	if !bytes.Equal(ca2.KeyPEM, ca.KeyPEM) {
 		t.Error("CA renewal changed the key")
 	}
-	bundle := TrimBundle(ca.CertPEM, ca2.CertPEM, renewedAt)
-	if got, _ := ParseCertificates(bundle); len(got) != 1 {
-		t.Errorf("bundle after renewal in window has %d CAs, want the new one only", len(got))
+	late, err := NewServing(ca, s, renewedAt.Add(-30*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
 	}
-	bundle = TrimBundle(ca.CertPEM, ca2.CertPEM, now)
-	if got, _ := ParseCertificates(bundle); len(got) != 2 {
-		t.Errorf("early bundle has %d CAs, want old and new", len(got))
+	lateLeafs, _ := late.Certificates()
+	if err := Verify(lateLeafs[0], ca2.CertPEM, s, renewedAt); err != nil {
+		t.Errorf("the old serving certificate does not verify against the renewed CA: %v", err)
 	}
-	pair2, err := NewServing(KeyPair{CertPEM: bundle, KeyPEM: ca2.KeyPEM}, s, renewedAt)
+	pair2, err := NewServing(ca2, s, renewedAt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	leafs2, _ := pair2.Certificates()
-	if leafs2[0].NotAfter.After(mustNewest(t, bundle).NotAfter) {
+	if leafs2[0].NotAfter.After(mustNewest(t, ca2.CertPEM).NotAfter) {
 		t.Error("serving certificate outlives its CA")
 	}
 }
