@@ -18,8 +18,8 @@ import (
 // TestMetricsOnRealAPIServer checks the admission metrics against a real
 // API server: the policy changes the informers see (a policy that existed
 // before charter started counts as created; a status write is no
-// update), and the mutate rule results of a Pod created through the API
-// server.
+// update), the rule info of the installed policies, and the mutate rule
+// results of a Pod created through the API server.
 func TestMetricsOnRealAPIServer(t *testing.T) {
 	f := startAdmission(t, withObjects(policyFile(t, "require-team.yaml")))
 	ctx, cl := f.ctx, f.client
@@ -61,6 +61,24 @@ func TestMetricsOnRealAPIServer(t *testing.T) {
 		time.Sleep(time.Second)
 		if v, err := changes("add-team-label", "updated")(); err != nil || v != 0 {
 			t.Errorf("add-team-label updated %v times (%v) after status writes only, want 0", v, err)
+		}
+	})
+
+	t.Run("every rule of every policy, autogen's included, has its rule info", func(t *testing.T) {
+		ruleInfo := func(policy string) func() (float64, error) {
+			return func() (float64, error) {
+				v, _, err := sample(f.metrics, metrics.PolicyRuleInfo, map[string]string{"policy_name": policy, "status_ready": "true"})
+				return v, err
+			}
+		}
+		// add-team and autogen-add-team, autogen-cronjob-add-team.
+		eventuallyEqual(t, "add-team-label rule info", ruleInfo("add-team-label"), 3)
+		eventuallyEqual(t, "require-team rule info", ruleInfo("require-team"), 3)
+		want := map[string]string{"policy_name": "add-team-label", "rule_name": "autogen-cronjob-add-team", "rule_type": "mutate",
+			"status_ready": "true", "policy_validation_mode": "audit", "policy_type": "cluster", "policy_background_mode": "false",
+			"policy_namespace": "-", "otel_scope_name": "kyverno", "otel_scope_version": "", "otel_scope_schema_url": ""}
+		if v, n, err := sample(f.metrics, metrics.PolicyRuleInfo, want); err != nil || v != 1 || n != 1 {
+			t.Errorf("%s with labels %v: value %v in %d series (%v), want 1 in 1", metrics.PolicyRuleInfo, want, v, n, err)
 		}
 	})
 
@@ -133,6 +151,10 @@ func TestMetricsOnRealAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventuallyEqual(t, "add-team-label deleted", changes("add-team-label", "deleted"), 1)
+		eventuallyEqual(t, "add-team-label rule info gone", func() (float64, error) {
+			_, n, err := sample(f.metrics, metrics.PolicyRuleInfo, map[string]string{"policy_name": "add-team-label"})
+			return float64(n), err
+		}, 0)
 		if v, err := changes("add-team-label", "updated")(); err != nil || v != 1 {
 			t.Errorf("add-team-label updated %v times (%v), want 1", v, err)
 		}

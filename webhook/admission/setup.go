@@ -125,6 +125,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		c.Cache.OnPolicyChange(func(p kyvernov1.PolicyInterface, change policycache.PolicyChange) {
 			o.Metrics.PolicyChanged(p, string(change))
 		})
+		o.Metrics.SetPolicyInventory(policyInventory(mgr.GetCache(), c.Cache))
 	}
 	c.KeyPair = &certs.SecretKeyPair{Reader: mgr.GetCache(), Namespace: o.Namespace, Name: tlsSecret}
 

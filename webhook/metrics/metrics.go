@@ -71,6 +71,7 @@ type Recorder struct {
 	changes       *prometheus.CounterVec
 	auditDropped  prometheus.Counter
 	compileErrors prometheus.Gauge
+	ruleInfo      *ruleInfoCollector
 
 	// The children of the vectors, by label values (series.go): looking
 	// one up in a vector hashes and checks every label value, which cost
@@ -97,11 +98,12 @@ func New(reg prometheus.Registerer, version string) (*Recorder, error) {
 			Help: "Audit results dropped because the queue to the reports controller was full."}),
 		compileErrors: prometheus.NewGauge(prometheus.GaugeOpts{Name: PolicyCompileErrorsTotal,
 			Help: "Faults in installed policies and exceptions that keep them from serving."}),
+		ruleInfo: newRuleInfoCollector(),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: Info, ConstLabels: withScope(prometheus.Labels{"version": version}),
 		Help: "Build information."})
 	info.Set(1)
-	for _, c := range []prometheus.Collector{r.requests, r.duration, r.results, r.execution, r.changes, r.auditDropped, r.compileErrors, info} {
+	for _, c := range []prometheus.Collector{r.requests, r.duration, r.results, r.execution, r.changes, r.auditDropped, r.compileErrors, r.ruleInfo, info} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
