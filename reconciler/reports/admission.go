@@ -33,10 +33,11 @@ type admissionItem struct {
 	at        time.Time
 }
 
-// AdmissionQueue is the bounded, in-process AdmissionResults the reports
-// controller drains. Create one with NewAdmissionQueue, give it to the
-// webhook and to Options.Admission. Its contents are not durable: a crash
-// loses at most its capacity in results, which the next scan restores.
+// AdmissionQueue is the bounded, in-process AdmissionResults that the
+// replica's AdmissionWriter drains. Create one with NewAdmissionQueue, give
+// it to the webhook and to Options.Admission. Its contents are not
+// durable: a crash loses at most its capacity in results; the next scan
+// restores those of background policies.
 type AdmissionQueue struct {
 	items   chan admissionItem
 	dropped atomic.Int64

@@ -2,14 +2,25 @@ package reports
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
@@ -22,84 +33,243 @@ const (
 	admissionTimeout = 2 * time.Minute
 )
 
-// policyLag bounds how long admission results wait for the controller's
-// policy set to catch up with a policy the webhook already enforces: the
-// webhook's policy cache and this controller compile policies apart (and
-// this one debounces), so right after a policy is added its first
-// admission results can name a policy this controller has not compiled
-// yet. Merging them then would drop them as results of an unknown policy.
+// policyLag bounds how long admission results wait for the writer's
+// policy informers to catch up with a policy the webhook already
+// enforces: the webhook's policy cache and these informers see a new
+// policy apart. After that, results of a policy the writer does not know
+// are taken for results of a deleted policy and dropped.
 const policyLag = 30 * time.Second
 
-// drainAdmissionQueue turns queued admissions into pending results per
-// resource; several admissions of one resource become one write.
-func (c *Controller) drainAdmissionQueue(ctx context.Context, q *AdmissionQueue) {
+// admissionWriters is how many resources' admission results are merged at
+// once.
+const admissionWriters = 2
+
+// AdmissionWriter merges the admission webhook's Audit results into the
+// per-resource reports. Unlike the Controller it is not leader-elected:
+// every replica that serves admission runs one, so results reach a report
+// whichever replica admitted the request.
+//
+// Several processes write one report (this writer on each replica, the
+// leader's scans), so every write is conditional on the resourceVersion
+// it read and retried on a conflict: the writer reads the report, merges
+// its results in by timestamp (admission-reports.md §6.3) and writes it
+// back, leaving every other result as it found it. Results of policies
+// that are gone are the leader's to drop (its scans and sweeps).
+//
+// Nothing is kept that a crash would lose but the queue itself: results
+// of background policies come back with the next scan of the resource;
+// results of admission-only policies (background: false) come back with
+// the resource's next admission, as in Kyverno.
+type AdmissionWriter struct {
+	queue   *AdmissionQueue
+	allowed report.AllowedResults
+	log     logr.Logger
+	meta    metadata.Interface
+	kinds   *kindResolver
+	reports reportClient
+	now     func() time.Time
+
+	policies dynamicinformer.DynamicSharedInformerFactory
+	// catalog is rebuilt from the policy informers when stale is set.
+	catalog atomic.Pointer[report.Catalog]
+	stale   atomic.Bool
+
+	mu      sync.Mutex
+	pending map[types.UID]*pendingAdmission
+	work    workqueue.TypedRateLimitingInterface[types.UID]
+
+	writes atomic.Int64
+}
+
+// pendingAdmission is the admission results of one resource not yet in
+// its report; several admissions of one resource become one write.
+type pendingAdmission struct {
+	scope   report.Scope
+	results []v1alpha2.PolicyReportResult
+	first   time.Time
+}
+
+// NewAdmissionWriter returns a writer that drains opts.Admission, with
+// the controller's rate limits.
+func NewAdmissionWriter(cfg *rest.Config, opts Options) (*AdmissionWriter, error) {
+	if opts.Admission == nil {
+		return nil, errors.New("reports: an admission writer needs an admission queue")
+	}
+	opts = opts.withDefaults()
+	cl, err := newClients(cfg, opts.QPS, opts.Burst)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log.GetSink() == nil {
+		log = logr.Discard()
+	}
+	return &AdmissionWriter{
+		queue:    opts.Admission,
+		allowed:  opts.AllowedResults,
+		log:      log.WithName("admission"),
+		meta:     cl.meta,
+		kinds:    &kindResolver{disco: cl.disco},
+		reports:  cl.reports,
+		now:      time.Now,
+		policies: dynamicinformer.NewDynamicSharedInformerFactory(cl.dyn, 0),
+		pending:  map[types.UID]*pendingAdmission{},
+		work: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
+			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "reports-admission"}),
+	}, nil
+}
+
+// NeedLeaderElection is false: every admission replica writes its own
+// results.
+func (w *AdmissionWriter) NeedLeaderElection() bool { return false }
+
+// Writes counts the report writes the writer sent.
+func (w *AdmissionWriter) Writes() int64 { return w.writes.Load() }
+
+// Start runs the writer until ctx ends.
+func (w *AdmissionWriter) Start(ctx context.Context) error {
+	defer w.work.ShutDown()
+	if err := w.kinds.refresh(); err != nil {
+		return err
+	}
+	w.stale.Store(true)
+	mark := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.stale.Store(true) },
+		UpdateFunc: func(any, any) { w.stale.Store(true) },
+		DeleteFunc: func(any) { w.stale.Store(true) },
+	}
+	for _, gvr := range []schema.GroupVersionResource{clusterPoliciesGVR, policiesGVR} {
+		if _, err := w.policies.ForResource(gvr).Informer().AddEventHandler(mark); err != nil {
+			return err
+		}
+	}
+	w.policies.Start(ctx.Done())
+	for gvr, ok := range w.policies.WaitForCacheSync(ctx.Done()) {
+		if !ok && ctx.Err() == nil {
+			return fmt.Errorf("reports: the %s informer did not sync (are charter's CRDs installed?)", gvr.Resource)
+		}
+	}
+
+	var wg sync.WaitGroup
+	for range admissionWriters {
+		wg.Go(func() {
+			for w.processNext(ctx) {
+			}
+		})
+	}
+	w.drain(ctx)
+	w.work.ShutDown()
+	wg.Wait()
+	w.policies.Shutdown()
+	return nil
+}
+
+// drain turns queued admissions into pending results per resource until
+// ctx ends.
+func (w *AdmissionWriter) drain(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case item := <-q.items:
-			results := report.Results(item.responses, c.opts.AllowedResults, item.at)
+		case item := <-w.queue.items:
+			results := report.Results(item.responses, w.allowed, item.at)
 			if len(results) == 0 {
 				continue
 			}
-			c.mu.Lock()
-			p := c.pending[item.resource.UID]
+			w.mu.Lock()
+			p := w.pending[item.resource.UID]
 			if p == nil {
-				p = &pendingAdmission{scope: item.resource, first: c.now()}
-				c.pending[item.resource.UID] = p
+				p = &pendingAdmission{scope: item.resource, first: w.now()}
+				w.pending[item.resource.UID] = p
 			}
 			p.results = append(p.results, results...)
-			c.mu.Unlock()
-			c.admission.Add(item.resource.UID)
+			w.mu.Unlock()
+			w.work.Add(item.resource.UID)
 		}
 	}
 }
 
-func (c *Controller) processAdmission(ctx context.Context) bool {
-	uid, quit := c.admission.Get()
+func (w *AdmissionWriter) processNext(ctx context.Context) bool {
+	uid, quit := w.work.Get()
 	if quit {
 		return false
 	}
-	defer c.admission.Done(uid)
-	c.mu.Lock()
-	p := c.pending[uid]
-	delete(c.pending, uid)
-	c.mu.Unlock()
+	defer w.work.Done(uid)
+	w.mu.Lock()
+	p := w.pending[uid]
+	delete(w.pending, uid)
+	w.mu.Unlock()
 	if p == nil {
 		return true
 	}
-	retry, err := c.applyAdmission(ctx, p)
+	retry, err := w.apply(ctx, p)
 	if err != nil && ctx.Err() == nil {
-		c.log.Error(err, "writing admission results", "resource", p.scope.String())
+		w.log.Error(err, "writing admission results", "resource", p.scope.String())
 	}
-	if (retry || err != nil) && ctx.Err() == nil && c.now().Sub(p.first) < admissionTimeout {
-		c.mu.Lock()
-		if later := c.pending[uid]; later != nil {
+	if (retry || err != nil) && ctx.Err() == nil && w.now().Sub(p.first) < admissionTimeout {
+		// Put the results back in front of any that came meanwhile.
+		w.mu.Lock()
+		if later := w.pending[uid]; later != nil {
 			later.results = append(p.results, later.results...)
 			later.first = p.first
 		} else {
-			c.pending[uid] = p
+			w.pending[uid] = p
 		}
-		c.mu.Unlock()
-		c.admission.AddAfter(uid, admissionRetry)
+		w.mu.Unlock()
+		w.work.AddAfter(uid, admissionRetry)
 	}
 	return true
 }
 
-// applyAdmission merges admission results into the resource's report. It
-// reports retry when the resource is not stored (yet).
-func (c *Controller) applyAdmission(ctx context.Context, p *pendingAdmission) (retry bool, err error) {
-	scope := p.scope
-	gvr, err := c.resourceFor(scope)
+// apply merges pending admission results into the resource's report. It
+// reports retry when the resource is not stored (yet) or a result names a
+// policy the writer does not know yet.
+func (w *AdmissionWriter) apply(ctx context.Context, p *pendingAdmission) (retry bool, err error) {
+	catalog := w.currentCatalog()
+	incoming := make([]v1alpha2.PolicyReportResult, 0, len(p.results))
+	for i := range p.results {
+		if catalog.Has(p.results[i].Policy, p.results[i].Rule) {
+			incoming = append(incoming, p.results[i])
+		}
+	}
+	if len(incoming) < len(p.results) && w.now().Sub(p.first) < policyLag {
+		return true, nil
+	}
+	if len(incoming) == 0 {
+		return false, nil
+	}
+	for attempt := 0; ; attempt++ {
+		existing, rv, found, err := w.reports.get(ctx, p.scope)
+		if err != nil {
+			return false, err
+		}
+		if !found {
+			// Only a stored resource gets a report: the object of a CREATE
+			// may not be stored yet, or never (another webhook denied it).
+			stored, err := w.stored(ctx, p.scope)
+			if err != nil || !stored {
+				return true, err
+			}
+		}
+		merged := report.Merge(existing, incoming)
+		if found && report.Equivalent(merged, existing) {
+			return false, nil
+		}
+		w.writes.Add(1)
+		_, err = w.reports.write(ctx, p.scope, merged, rv)
+		if !errors.Is(err, errConflict) || attempt == maxConflicts {
+			return false, err
+		}
+	}
+}
+
+// stored reports whether the resource is stored under the scope's UID.
+func (w *AdmissionWriter) stored(ctx context.Context, scope report.Scope) (bool, error) {
+	gvr, err := w.resourceFor(scope)
 	if err != nil {
 		return false, err
 	}
-	// Locked before the lookup: the handler of the resource's deletion
-	// then runs wholly before it (and the lookup finds nothing) or after
-	// the write (and deletes the report), never in between.
-	unlock := c.lock(scope.UID)
-	defer unlock()
-	ri := c.meta.Resource(gvr)
+	ri := w.meta.Resource(gvr)
 	var m *metav1.PartialObjectMetadata
 	if scope.Namespace != "" {
 		m, err = ri.Namespace(scope.Namespace).Get(ctx, scope.Name, metav1.GetOptions{})
@@ -108,40 +278,16 @@ func (c *Controller) applyAdmission(ctx context.Context, p *pendingAdmission) (r
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		return true, nil
+		return false, nil
 	case err != nil:
 		return false, err
-	case m.UID != scope.UID:
-		// The name now belongs to another object (or the request's object
-		// was never stored and the name reused): wait, then give up.
-		return true, nil
 	}
-
-	snap := c.snap.Load()
-	if c.now().Sub(p.first) < policyLag && c.awaitsPolicies(snap, p.results) {
-		return true, nil
-	}
-	existing, found, err := c.reports.get(ctx, scope)
-	if err != nil {
-		return false, err
-	}
-	desired := report.Merge(existing, p.results, snap.catalog)
-	if !report.Equivalent(existing, desired) || len(existing) == 0 && len(desired) > 0 {
-		if err := c.write(ctx, scope, desired, !found); err != nil {
-			return false, err
-		}
-	}
-	stored := describe(snap, desired)
-	c.updateState(scope.UID, func(st *resourceState) {
-		st.remember(stored)
-		if st.gvr.Resource == "" {
-			st.gvr = gvr
-		}
-	})
-	return false, nil
+	// Another UID: the request's object was never stored and the name
+	// reused, or it was replaced since.
+	return m.UID == scope.UID, nil
 }
 
-func (c *Controller) resourceFor(scope report.Scope) (schema.GroupVersionResource, error) {
+func (w *AdmissionWriter) resourceFor(scope report.Scope) (schema.GroupVersionResource, error) {
 	gv, err := schema.ParseGroupVersion(scope.APIVersion)
 	if err != nil {
 		return schema.GroupVersionResource{}, fmt.Errorf("admission result for %s: %w", scope, err)
@@ -150,32 +296,44 @@ func (c *Controller) resourceFor(scope report.Scope) (schema.GroupVersionResourc
 	if gv.Group == "" {
 		selector = gv.Version + "/" + scope.Kind
 	}
-	types := c.kinds.resolve(selector)
+	types := w.kinds.resolve(selector)
+	if len(types) == 0 {
+		// A CRD installed since discovery was last asked.
+		if err := w.kinds.refresh(); err != nil {
+			return schema.GroupVersionResource{}, err
+		}
+		types = w.kinds.resolve(selector)
+	}
 	if len(types) == 0 {
 		return schema.GroupVersionResource{}, fmt.Errorf("admission result for %s: kind %s is not served", scope, selector)
 	}
 	return types[0].GVR, nil
 }
 
-// awaitsPolicies reports whether some result names a policy that is
-// installed but that the snapshot does not know with that rule yet.
-// Results of policies that are gone are not waited for: the merge drops
-// them.
-func (c *Controller) awaitsPolicies(snap *snapshot, results []v1alpha2.PolicyReportResult) bool {
-	for i := range results {
-		r := &results[i]
-		if snap.catalog.Has(r.Policy, r.Rule) {
-			continue
+// currentCatalog returns the installed policies and their rules, rebuilt
+// when a policy changed since it was last built.
+func (w *AdmissionWriter) currentCatalog() report.Catalog {
+	if w.stale.Swap(false) {
+		var policies []kyvernov1.PolicyInterface
+		for _, gvr := range []schema.GroupVersionResource{clusterPoliciesGVR, policiesGVR} {
+			for _, obj := range w.policies.ForResource(gvr).Informer().GetStore().List() {
+				u, ok := obj.(*unstructured.Unstructured)
+				if !ok {
+					continue
+				}
+				p, err := decodePolicy(u)
+				if err != nil {
+					w.log.Error(err, "decoding policy", "kind", u.GetKind(), "namespace", u.GetNamespace(), "name", u.GetName())
+					continue
+				}
+				policies = append(policies, p)
+			}
 		}
-		// Store keys are name for ClusterPolicies and namespace/name for
-		// Policies, as are policy keys in results.
-		gvr := clusterPoliciesGVR
-		if strings.Contains(r.Policy, "/") {
-			gvr = policiesGVR
-		}
-		if _, installed, _ := c.policyInformers.ForResource(gvr).Informer().GetStore().GetByKey(r.Policy); installed {
-			return true
-		}
+		c := report.NewCatalog(policies)
+		w.catalog.Store(&c)
 	}
-	return false
+	if c := w.catalog.Load(); c != nil {
+		return *c
+	}
+	return nil
 }

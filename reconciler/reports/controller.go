@@ -31,9 +31,11 @@ import (
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
-// Setup adds the reports controller to the manager. It runs only on the
-// leader (the manager's leader election), so `charter serve
-// --controllers=reports` may run several replicas.
+// Setup adds the reports controller to the manager. The controller runs
+// only on the leader (the manager's leader election), so `charter serve
+// --controllers=reports` may run several replicas. With an admission queue
+// (Options.Admission) it adds an AdmissionWriter too, which every replica
+// runs: admission results reach reports whichever replica admitted.
 func Setup(mgr manager.Manager, opts Options) error {
 	_, err := setup(mgr, opts)
 	return err
@@ -47,7 +49,19 @@ func setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c, mgr.Add(c)
+	if err := mgr.Add(c); err != nil {
+		return nil, err
+	}
+	if opts.Admission != nil {
+		w, err := NewAdmissionWriter(mgr.GetConfig(), opts)
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(w); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // Controller is the reports controller. Create it with New and run it with
@@ -66,7 +80,6 @@ type Controller struct {
 	mu       sync.Mutex
 	states   map[types.UID]*resourceState
 	watchers map[schema.GroupVersionResource]*watcher
-	pending  map[types.UID]*pendingAdmission
 	sweeps   uint64
 	// swept is set once the first sweep has seen every report: from then
 	// on a resource the controller has no state for has no report.
@@ -77,8 +90,7 @@ type Controller struct {
 	// locks serialise work on one resource (scan, event, admission).
 	locks [64]sync.Mutex
 
-	events    workqueue.TypedRateLimitingInterface[eventKey]
-	admission workqueue.TypedRateLimitingInterface[types.UID]
+	events workqueue.TypedRateLimitingInterface[eventKey]
 	// sem bounds evaluations (CPU), writeSem report writes (waiting on the
 	// API server), and scanSlots the resources a scan has in flight, so
 	// that evaluation goes on while writes wait.
@@ -100,8 +112,11 @@ type Stats struct {
 	// Skipped counts resources not evaluated because neither they nor
 	// their policies changed.
 	Skipped atomic.Int64
-	// Writes counts report applies and deletes.
+	// Writes counts report creates, updates and deletes.
 	Writes atomic.Int64
+	// Conflicts counts writes that found the report changed by another
+	// writer since it was read, and so read it again and merged.
+	Conflicts atomic.Int64
 }
 
 // resourceState is all the controller keeps per resource.
@@ -112,10 +127,13 @@ type resourceState struct {
 	fingerprint uint64
 	evaluated   bool
 
-	// reportKnown says digest and foreign describe the stored report, so
-	// it need not be read before deciding whether to write.
+	// reportKnown says digest, foreign and reportRV describe the stored
+	// report, so it need not be read before deciding whether to write.
+	// Another writer may have changed the report since; writes are
+	// conditional on reportRV, so that is found out when it matters.
 	reportKnown bool
 	digest      string // "" when there is no report
+	reportRV    string // "" when there is no report
 	// foreign reports results of policies outside the background set,
 	// which only admission produces; a write must then merge with the
 	// stored report.
@@ -130,36 +148,13 @@ type eventKey struct {
 	deleted types.UID
 }
 
-type pendingAdmission struct {
-	scope   report.Scope
-	results []v1alpha2.PolicyReportResult
-	first   time.Time
-}
-
 // New returns a reports controller that talks to the API server at cfg
 // with its own rate limits.
 func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	opts = opts.withDefaults()
-	cfg = rest.CopyConfig(cfg)
-	// One budget for all of the controller's clients: --reports-qps bounds
-	// what the controller asks of the API server, not what each client does.
-	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
-	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst)
-	dyn, err := dynamic.NewForConfig(cfg)
+	cl, err := newClients(cfg, opts.QPS, opts.Burst)
 	if err != nil {
-		return nil, fmt.Errorf("reports: dynamic client: %w", err)
-	}
-	meta, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("reports: metadata client: %w", err)
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("reports: discovery client: %w", err)
-	}
-	raw, err := newRawClient(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("reports: report client: %w", err)
+		return nil, err
 	}
 	log := opts.Logger
 	if log.GetSink() == nil {
@@ -168,23 +163,53 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	return &Controller{
 		opts:     opts,
 		log:      log,
-		dyn:      dyn,
-		meta:     meta,
-		kinds:    &kindResolver{disco: disco},
-		reports:  reportClient{dyn: dyn, raw: raw},
+		dyn:      cl.dyn,
+		meta:     cl.meta,
+		kinds:    &kindResolver{disco: cl.disco},
+		reports:  cl.reports,
 		now:      time.Now,
 		states:   map[types.UID]*resourceState{},
 		watchers: map[schema.GroupVersionResource]*watcher{},
-		pending:  map[types.UID]*pendingAdmission{},
 		events: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[eventKey](),
 			workqueue.TypedRateLimitingQueueConfig[eventKey]{Name: "reports-resources"}),
-		admission: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
-			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "reports-admission"}),
 		sem:           make(chan struct{}, opts.Workers),
 		writeSem:      make(chan struct{}, opts.WriteWorkers),
 		scanSlots:     make(chan struct{}, opts.Workers+opts.WriteWorkers),
 		policyChanged: make(chan struct{}, 1),
 	}, nil
+}
+
+// clients are the API clients of one of the package's runnables, which
+// share one rate limiter: the QPS bounds what the runnable asks of the
+// API server, not what each client does.
+type clients struct {
+	dyn     dynamic.Interface
+	meta    metadata.Interface
+	disco   discovery.DiscoveryInterface
+	reports reportClient
+}
+
+func newClients(cfg *rest.Config, qps float32, burst int) (clients, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = qps, burst
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return clients{}, fmt.Errorf("reports: dynamic client: %w", err)
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return clients{}, fmt.Errorf("reports: metadata client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return clients{}, fmt.Errorf("reports: discovery client: %w", err)
+	}
+	raw, err := newRawClient(cfg)
+	if err != nil {
+		return clients{}, fmt.Errorf("reports: report client: %w", err)
+	}
+	return clients{dyn: dyn, meta: meta, disco: disco, reports: reportClient{dyn: dyn, raw: raw}}, nil
 }
 
 // NeedLeaderElection makes the manager run the controller on the leader
@@ -229,7 +254,6 @@ func (c *Controller) updateState(uid types.UID, change func(st *resourceState)) 
 // Start runs the controller until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
 	defer c.events.ShutDown()
-	defer c.admission.ShutDown()
 	if err := c.kinds.refresh(); err != nil {
 		return err
 	}
@@ -247,13 +271,6 @@ func (c *Controller) Start(ctx context.Context) error {
 			}
 		})
 	}
-	wg.Go(func() {
-		for c.processAdmission(ctx) {
-		}
-	})
-	if q := c.opts.Admission; q != nil {
-		wg.Go(func() { c.drainAdmissionQueue(ctx, q) })
-	}
 
 	ticker := time.NewTicker(c.opts.BackgroundScanInterval)
 	defer ticker.Stop()
@@ -261,7 +278,6 @@ func (c *Controller) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			c.events.ShutDown()
-			c.admission.ShutDown()
 			wg.Wait()
 			c.stopWatchers()
 			return nil
@@ -546,34 +562,40 @@ func (c *Controller) sweep(ctx context.Context, snap *snapshot) error {
 		scope.Namespace = u.GetNamespace()
 		unlock := c.lock(scope.UID)
 		defer unlock()
+		results, rv := parsed.Results, u.GetResourceVersion()
+		// A report written since the list was taken is read again, rather
+		// than an older one remembered than the one known.
 		st := c.state(scope.UID)
-		results := parsed.Results
-		if st.reportKnown && st.digest != digestOf(results) {
-			// Written since the list was taken: read it again.
-			fresh, found, err := c.reports.get(ctx, scope)
-			if err != nil {
-				return err
+		reread := st.reportKnown && st.reportRV != rv
+		for attempt := 0; ; attempt++ {
+			if reread {
+				var found bool
+				if results, rv, found, err = c.reports.get(ctx, scope); err != nil {
+					return err
+				}
+				if !found {
+					results, rv = nil, ""
+				}
 			}
-			if !found {
+			pruned := report.Prune(results, snap.catalog)
+			newRV := rv
+			if !report.Equivalent(pruned, results) {
+				newRV, err = c.write(ctx, scope, pruned, rv)
+			}
+			switch {
+			case err == nil:
+				stored := describe(snap, pruned)
 				c.updateState(scope.UID, func(st *resourceState) {
-					st.reportKnown, st.digest, st.swept = true, "", gen
+					st.remember(stored, newRV)
+					st.swept = gen
 				})
 				return nil
+			case !errors.Is(err, errConflict) || attempt == maxConflicts:
+				return fmt.Errorf("sweeping the report of %s: %w", scope, err)
 			}
-			results = fresh
+			c.stats.Conflicts.Add(1)
+			reread = true
 		}
-		pruned := report.Prune(results, snap.catalog)
-		if !report.Equivalent(pruned, results) {
-			if err := c.write(ctx, scope, pruned, false); err != nil {
-				return err
-			}
-		}
-		stored := describe(snap, pruned)
-		c.updateState(scope.UID, func(st *resourceState) {
-			st.remember(stored)
-			st.swept = gen
-		})
-		return nil
 	})
 	if err != nil {
 		return err
@@ -617,24 +639,35 @@ func describe(snap *snapshot, results []v1alpha2.PolicyReportResult) storedRepor
 	return d
 }
 
-// remember records what the stored report now holds.
-func (st *resourceState) remember(d storedReport) {
+// remember records what the stored report at resourceVersion rv holds.
+func (st *resourceState) remember(d storedReport, rv string) {
 	st.reportKnown = true
 	st.digest = d.digest
 	st.foreign = d.foreign
+	st.reportRV = rv
 }
 
-// write writes a report; absent says it is known not to exist. At most
+// maxConflicts bounds how often one reconcile reads a report again after
+// a write found it changed: writers race on one report only while one
+// resource is admitted many times at once, and the work is queued again
+// when they keep winning.
+const maxConflicts = 5
+
+// write writes a report, on condition that the stored one is at rv (""
+// when there is none), and returns the new resourceVersion. At most
 // WriteWorkers writes are in flight.
-func (c *Controller) write(ctx context.Context, scope report.Scope, results []v1alpha2.PolicyReportResult, absent bool) error {
+func (c *Controller) write(ctx context.Context, scope report.Scope, results []v1alpha2.PolicyReportResult, rv string) (string, error) {
+	if len(results) == 0 && rv == "" {
+		return "", nil
+	}
 	select {
 	case c.writeSem <- struct{}{}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return "", ctx.Err()
 	}
 	defer func() { <-c.writeSem }()
 	c.stats.Writes.Add(1)
-	return c.reports.write(ctx, scope, results, absent)
+	return c.reports.write(ctx, scope, results, rv)
 }
 
 // namespaceLabels serves namespaceSelectors from the namespace informer.

@@ -22,10 +22,12 @@
 //     nothing, and a policy change re-evaluates only the resource types
 //     that policy can match.
 //   - Reports are named after the resource's UID, live in its namespace
-//     (ClusterPolicyReport for cluster-scoped resources), are owned by it,
-//     and are created when known to be absent, else written with
-//     server-side apply, so two replicas that both believe they lead
-//     converge on the same object.
+//     (ClusterPolicyReport for cluster-scoped resources) and are owned by
+//     it. Every write is conditional: a create when the report is known
+//     to be absent, else an update or delete at the resourceVersion last
+//     read or written. Another writer's change (an admission replica, or
+//     a second replica that believes it leads) turns up as a conflict,
+//     and the report is read again and merged, never overwritten.
 //   - The API server, not this process, is the bottleneck of a first scan
 //     (about nine tenths of the CPU at 10,000 reports: decoding, pruning
 //     and validating each custom resource, and decoding it again for its
@@ -38,13 +40,16 @@
 //     (admission-reports.md §7): background scans leave them out.
 //   - Audit results from the admission webhook arrive through an
 //     AdmissionQueue (bounded, never blocks admission) and are merged into
-//     the same reports by timestamp (§6.3). Nothing about them is kept only
-//     in memory that a background scan would not rebuild: after a restart
-//     the report sweep and the first scan make every report right again.
+//     the same reports by timestamp (§6.3) by an AdmissionWriter, which is
+//     not leader-elected: every admission replica writes its own results.
+//     Nothing about them is kept only in memory that a background scan
+//     would not rebuild: after a restart the report sweep and the first
+//     scan make every background result right again.
 //   - On start, on every policy removal and on each periodic full rescan
 //     the controller sweeps all of charter's reports: results of policies
 //     or rules that no longer exist are dropped, reports left empty are
 //     deleted.
 //
-// The controller runs under leader election; see Setup.
+// The controller runs under leader election, the admission writer on
+// every replica; see Setup.
 package reports

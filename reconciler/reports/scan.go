@@ -317,34 +317,60 @@ func (c *Controller) reconcileObject(ctx context.Context, t resourceType, obj *u
 		return err
 	}
 
-	var desired []v1alpha2.PolicyReportResult
-	var stored storedReport
-	if st.reportKnown && !st.foreign {
-		desired = report.ReplaceBackground(nil, scan, snap.background, snap.catalog)
-		stored = describe(snap, desired)
-		if stored.digest != st.digest {
-			if err := c.write(ctx, scope, desired, st.digest == ""); err != nil {
-				return err
-			}
-		}
-	} else {
-		existing, found, err := c.reports.get(ctx, scope)
-		if err != nil {
-			return err
-		}
-		desired = report.ReplaceBackground(existing, scan, snap.background, snap.catalog)
-		stored = describe(snap, desired)
-		if (found && stored.digest != digestOf(existing)) || (!found && len(desired) > 0) {
-			if err := c.write(ctx, scope, desired, !found); err != nil {
-				return err
-			}
-		}
+	written, err := c.writeScan(ctx, snap, scope, scan, st)
+	if err != nil {
+		return err
 	}
 	c.updateState(uid, func(st *resourceState) {
-		st.remember(stored)
+		st.remember(written.stored, written.rv)
 		st.gvr, st.rv, st.hash, st.fingerprint, st.evaluated = t.GVR, obj.GetResourceVersion(), hash, fingerprint, true
 	})
 	return nil
+}
+
+// writtenReport is the stored report after a write: what it holds and its
+// resourceVersion.
+type writtenReport struct {
+	stored storedReport
+	rv     string
+}
+
+// writeScan brings a resource's report in line with a scan's results.
+// When the stored report is known to hold background results only, the
+// report is written without being read, on condition that it is still the
+// one known; otherwise, or when that condition fails because another
+// writer (an admission replica) wrote it since, the report is read and the
+// scan merged into it, keeping the results that only admission produces.
+func (c *Controller) writeScan(ctx context.Context, snap *snapshot, scope report.Scope, scan []v1alpha2.PolicyReportResult, st resourceState) (writtenReport, error) {
+	blind := st.reportKnown && !st.foreign
+	for attempt := 0; ; attempt++ {
+		var (
+			existing []v1alpha2.PolicyReportResult
+			rv       = st.reportRV
+			current  = st.digest
+		)
+		if !blind {
+			var err error
+			if existing, rv, _, err = c.reports.get(ctx, scope); err != nil {
+				return writtenReport{}, err
+			}
+			current = digestOf(existing)
+		}
+		desired := report.ReplaceBackground(existing, scan, snap.background, snap.catalog)
+		stored := describe(snap, desired)
+		if stored.digest == current {
+			return writtenReport{stored, rv}, nil
+		}
+		newRV, err := c.write(ctx, scope, desired, rv)
+		switch {
+		case err == nil:
+			return writtenReport{stored, newRV}, nil
+		case !errors.Is(err, errConflict) || attempt == maxConflicts:
+			return writtenReport{}, err
+		}
+		c.stats.Conflicts.Add(1)
+		blind = false
+	}
 }
 
 // evaluate validates the object against the background policies, with at

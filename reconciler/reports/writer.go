@@ -2,6 +2,8 @@ package reports
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -9,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -18,7 +19,7 @@ import (
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
-// FieldManager is the server-side apply field manager of charter's reports.
+// FieldManager is the field manager of charter's report writes.
 const FieldManager = "charter-reports"
 
 var (
@@ -27,11 +28,11 @@ var (
 )
 
 // reportClient reads and writes the report of one resource. Reads and
-// deletes go through the dynamic client; creates and applies send the
+// deletes go through the dynamic client; creates and updates send the
 // encoded report through raw, which asks for only the stored object's
-// metadata back (the answer is not decoded either): at 10,000 reports,
-// decoding the full echo of each write was a quarter of the controller's
-// CPU.
+// metadata back, of which only the resourceVersion is decoded: at 10,000
+// reports, decoding the full echo of each write was a quarter of the
+// controller's CPU.
 type reportClient struct {
 	dyn dynamic.Interface
 	raw rest.Interface
@@ -52,7 +53,7 @@ func newRawClient(cfg *rest.Config) (rest.Interface, error) {
 const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 func (c reportClient) path(scope report.Scope, name string) *rest.Request {
-	req := c.raw.Post()
+	req := c.raw.Get()
 	if scope.Namespace == "" {
 		req = req.Resource(clusterPolicyReportsGVR.Resource)
 	} else {
@@ -74,53 +75,91 @@ func (c reportClient) resource(scope report.Scope) dynamic.ResourceInterface {
 	return c.dyn.Resource(policyReportsGVR).Namespace(scope.Namespace)
 }
 
-// get returns the report's results, and false when there is no report.
-func (c reportClient) get(ctx context.Context, scope report.Scope) ([]v1alpha2.PolicyReportResult, bool, error) {
+// errConflict says the stored report is not the one a write was based
+// on: it changed, appeared or went away since it was read. Another writer
+// (an admission replica, or a second leader) got there first; the caller
+// reads the report again and merges.
+var errConflict = errors.New("the report changed since it was read")
+
+// get returns the report's results and resourceVersion, and false when
+// there is no report.
+func (c reportClient) get(ctx context.Context, scope report.Scope) ([]v1alpha2.PolicyReportResult, string, bool, error) {
 	u, err := c.resource(scope).Get(ctx, scope.ReportName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, false, nil
+		return nil, "", false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("reading the report of %s: %w", scope, err)
+		return nil, "", false, fmt.Errorf("reading the report of %s: %w", scope, err)
 	}
 	p, err := report.Parse(u)
 	if err != nil {
-		return nil, false, err
+		return nil, "", false, err
 	}
-	return p.Results, true, nil
+	return p.Results, u.GetResourceVersion(), true, nil
 }
 
-// write makes the report hold exactly the results: it creates the report
-// when it is known not to exist (a create costs the API server far less
-// than an apply), applies it otherwise, and deletes it when there are no
-// results (Kyverno deletes empty reports).
-func (c reportClient) write(ctx context.Context, scope report.Scope, results []v1alpha2.PolicyReportResult, absent bool) error {
+// write makes the report hold exactly the results, provided the stored
+// report is still the one at resourceVersion rv; rv "" says there is no
+// report. It creates the report when there is none, replaces it (PUT with
+// rv as precondition) otherwise, and deletes it when there are no results
+// (Kyverno deletes empty reports). It returns the new resourceVersion ("" after a
+// delete), or errConflict when the stored report is not the one at rv.
+//
+// Every write is conditional because several processes write reports:
+// the leader's scans and each replica's admission results. A blind write
+// would drop what another wrote in between.
+func (c reportClient) write(ctx context.Context, scope report.Scope, results []v1alpha2.PolicyReportResult, rv string) (string, error) {
 	if len(results) == 0 {
-		return c.delete(ctx, scope)
-	}
-	body := report.JSON(scope, results)
-	if absent {
-		err := c.path(scope, "").
-			SetHeader("Content-Type", "application/json").
-			Param("fieldManager", FieldManager).
-			Body(body).Do(ctx).Error()
-		if err == nil {
-			return nil
+		if rv == "" {
+			return "", nil
 		}
-		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating the report of %s: %w", scope, err)
-		}
+		return "", c.deleteAt(ctx, scope, rv)
 	}
-	err := c.path(scope, scope.ReportName()).Verb(http.MethodPatch).
-		SetHeader("Content-Type", string(types.ApplyPatchType)).
-		Param("fieldManager", FieldManager).Param("force", "true").
-		Body(body).Do(ctx).Error()
-	if err != nil {
-		return fmt.Errorf("writing the report of %s: %w", scope, err)
+	body := report.JSON(scope, results, rv)
+	var req *rest.Request
+	if rv == "" {
+		req = c.path(scope, "").Verb(http.MethodPost)
+	} else {
+		req = c.path(scope, scope.ReportName()).Verb(http.MethodPut)
 	}
-	return nil
+	raw, err := req.SetHeader("Content-Type", "application/json").
+		Param("fieldManager", FieldManager).
+		Body(body).Do(ctx).Raw()
+	switch {
+	case err == nil:
+	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err), rv != "" && apierrors.IsNotFound(err):
+		return "", errConflict
+	default:
+		return "", fmt.Errorf("writing the report of %s: %w", scope, err)
+	}
+	// The answer is the stored object's metadata only (see metadataOnly);
+	// the resourceVersion is all that is read from it.
+	var stored struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &stored); err != nil || stored.Metadata.ResourceVersion == "" {
+		return "", fmt.Errorf("writing the report of %s: no resourceVersion in the answer (%v)", scope, err)
+	}
+	return stored.Metadata.ResourceVersion, nil
 }
 
+// deleteAt deletes the report if it is still at resourceVersion rv.
+func (c reportClient) deleteAt(ctx context.Context, scope report.Scope, rv string) error {
+	err := c.resource(scope).Delete(ctx, scope.ReportName(), metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{ResourceVersion: &rv},
+	})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return errConflict
+	}
+	return fmt.Errorf("deleting the report of %s: %w", scope, err)
+}
+
+// delete deletes the report whatever it holds: its resource is gone.
 func (c reportClient) delete(ctx context.Context, scope report.Scope) error {
 	err := c.resource(scope).Delete(ctx, scope.ReportName(), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {

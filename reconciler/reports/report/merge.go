@@ -65,14 +65,19 @@ func Prune(results []v1alpha2.PolicyReportResult, catalog Catalog) []v1alpha2.Po
 // Merge merges admission results into a report's results (§6.3): results
 // collide on source/policy/rule, and on a collision the result with the
 // strictly later timestamp wins, so on a tie the existing one stays.
-// Results whose policy or rule is gone are dropped.
-func Merge(existing, incoming []v1alpha2.PolicyReportResult, catalog Catalog) []v1alpha2.PolicyReportResult {
+// Existing results are otherwise kept as they are, whatever their policy:
+// the caller drops incoming results of policies it knows are gone, and
+// dropping stale existing ones is left to whoever knows every policy (the
+// leader's scans and sweeps), since a writer whose view of the policies
+// lags would drop the results of a policy just added. Only charter's
+// results are kept.
+func Merge(existing, incoming []v1alpha2.PolicyReportResult) []v1alpha2.PolicyReportResult {
 	byKey := make(map[string]int, len(existing)+len(incoming))
 	out := make([]v1alpha2.PolicyReportResult, 0, len(existing)+len(incoming))
 	for _, in := range [][]v1alpha2.PolicyReportResult{existing, incoming} {
 		for i := range in {
 			r := &in[i]
-			if r.Source != Source || !catalog.Has(r.Policy, r.Rule) {
+			if r.Source != Source {
 				continue
 			}
 			k := resultKey(r)

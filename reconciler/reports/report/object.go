@@ -75,6 +75,7 @@ type wireReport struct {
 type wireMeta struct {
 	Name            string                  `json:"name"`
 	Namespace       string                  `json:"namespace,omitempty"`
+	ResourceVersion string                  `json:"resourceVersion,omitempty"`
 	Labels          map[string]string       `json:"labels"`
 	OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
 }
@@ -82,15 +83,16 @@ type wireMeta struct {
 // JSON encodes the report of a resource holding the results: named after
 // the resource's UID, in its namespace, owned by it (so the garbage
 // collector deletes it with the resource), with the resource as its scope
-// and the summary counted from the results. It is the body of both a
-// create and a server-side apply.
-func JSON(scope Scope, results []v1alpha2.PolicyReportResult) []byte {
+// and the summary counted from the results. It is the body of a create,
+// or, with the resourceVersion of the report it replaces, of an update.
+func JSON(scope Scope, results []v1alpha2.PolicyReportResult, resourceVersion string) []byte {
 	w := wireReport{
 		APIVersion: v1alpha2.GroupVersion.String(),
 		Kind:       scope.ReportKind(),
 		Metadata: wireMeta{
-			Name:      scope.ReportName(),
-			Namespace: scope.Namespace,
+			Name:            scope.ReportName(),
+			Namespace:       scope.Namespace,
+			ResourceVersion: resourceVersion,
 			Labels:    map[string]string{ManagedByLabel: ManagedBy},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: scope.APIVersion,
@@ -120,7 +122,7 @@ func JSON(scope Scope, results []v1alpha2.PolicyReportResult) []byte {
 // Object is the report JSON builds, as an unstructured object.
 func Object(scope Scope, results []v1alpha2.PolicyReportResult) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(JSON(scope, results)); err != nil {
+	if err := u.UnmarshalJSON(JSON(scope, results, "")); err != nil {
 		panic(fmt.Sprintf("report: decoding the report of %s: %v", scope, err))
 	}
 	return u

@@ -192,10 +192,13 @@ func TestMerge(t *testing.T) {
 			want:     "a/r1=pass a/r2=fail",
 		},
 		{
-			name:     "results of missing policies and rules are dropped",
-			existing: []v1alpha2.PolicyReportResult{res("gone", "r1", "fail", 10), res("a", "old-rule", "fail", 10)},
-			incoming: []v1alpha2.PolicyReportResult{res("ns/c", "r1", "pass", 11), res("b", "r9", "pass", 11)},
-			want:     "ns/c/r1=pass",
+			// A writer whose view of the policies lags must not drop the
+			// results of a policy just added: stale results are the
+			// leader's to drop.
+			name:     "existing results are kept whatever their policy",
+			existing: []v1alpha2.PolicyReportResult{res("new", "r1", "fail", 10)},
+			incoming: []v1alpha2.PolicyReportResult{res("ns/c", "r1", "pass", 11)},
+			want:     "new/r1=fail ns/c/r1=pass",
 		},
 		{
 			name:     "results of other sources are dropped",
@@ -205,7 +208,7 @@ func TestMerge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := summary(Merge(tt.existing, tt.incoming, catalog)); got != tt.want {
+			if got := summary(Merge(tt.existing, tt.incoming)); got != tt.want {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
