@@ -93,7 +93,7 @@ func JSON(scope Scope, results []v1alpha2.PolicyReportResult, resourceVersion st
 			Name:            scope.ReportName(),
 			Namespace:       scope.Namespace,
 			ResourceVersion: resourceVersion,
-			Labels:    map[string]string{ManagedByLabel: ManagedBy},
+			Labels:          map[string]string{ManagedByLabel: ManagedBy},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: scope.APIVersion,
 				Kind:       scope.Kind,
