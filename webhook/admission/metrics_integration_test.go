@@ -31,6 +31,12 @@ func TestMetricsOnRealAPIServer(t *testing.T) {
 		}
 	}
 
+	t.Run("the event drop counter is exported before any drop", func(t *testing.T) {
+		if v, n, err := sample(f.metrics, metrics.EventsDroppedTotal, map[string]string{"otel_scope_name": "kyverno"}); err != nil || v != 0 || n != 1 {
+			t.Errorf("%s: %v in %d series (%v), want 0 in 1", metrics.EventsDroppedTotal, v, n, err)
+		}
+	})
+
 	t.Run("a policy there before charter started counts as created", func(t *testing.T) {
 		eventuallyEqual(t, "require-team created", changes("require-team", "created"), 1)
 		want := map[string]string{"policy_validation_mode": "audit", "policy_type": "cluster", "policy_background_mode": "true",

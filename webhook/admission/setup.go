@@ -13,12 +13,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
@@ -245,9 +243,12 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	return c, nil
 }
 
+var _ metrics.EventDrops = (*events.Sink)(nil)
+
 // newEventSink returns the sink of admission Events, writing through a
-// client of its own and counting drops under kyverno_events_dropped_total
-// in the manager's metrics registry.
+// client of its own; its drops are counted under
+// kyverno_events_dropped_total (and charter_events_queue_dropped_total)
+// by o.Metrics.
 func newEventSink(mgr manager.Manager, o Options) (*events.Sink, error) {
 	w, err := events.NewWriter(mgr.GetConfig())
 	if err != nil {
@@ -259,11 +260,7 @@ func newEventSink(mgr manager.Manager, o Options) (*events.Sink, error) {
 	}
 	sink := events.NewSink(events.Options{Writer: w, Source: events.SourceAdmission, MaxQueued: o.Events.MaxQueued,
 		Omit: omit, SuccessEvents: o.Events.SuccessEvents, Log: o.Log.WithName("events")})
-	// A second Setup in one process (tests) finds the name taken; the
-	// first sink keeps it.
-	if err := ctrlmetrics.Registry.Register(sink); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
-		return nil, fmt.Errorf("admission: registering event metrics: %w", err)
-	}
+	o.Metrics.SetEventDrops(sink)
 	return sink, nil
 }
 

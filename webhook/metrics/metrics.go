@@ -72,6 +72,7 @@ type Recorder struct {
 	auditDropped  prometheus.Counter
 	compileErrors prometheus.Gauge
 	ruleInfo      *ruleInfoCollector
+	eventDrops    *eventDropsCollector
 
 	// The children of the vectors, by label values (series.go): looking
 	// one up in a vector hashes and checks every label value, which cost
@@ -98,12 +99,13 @@ func New(reg prometheus.Registerer, version string) (*Recorder, error) {
 			Help: "Audit results dropped because the queue to the reports controller was full."}),
 		compileErrors: prometheus.NewGauge(prometheus.GaugeOpts{Name: PolicyCompileErrorsTotal,
 			Help: "Faults in installed policies and exceptions that keep them from serving."}),
-		ruleInfo: newRuleInfoCollector(),
+		ruleInfo:   newRuleInfoCollector(),
+		eventDrops: newEventDropsCollector(),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: Info, ConstLabels: withScope(prometheus.Labels{"version": version}),
 		Help: "Build information."})
 	info.Set(1)
-	for _, c := range []prometheus.Collector{r.requests, r.duration, r.results, r.execution, r.changes, r.auditDropped, r.compileErrors, r.ruleInfo, info} {
+	for _, c := range []prometheus.Collector{r.requests, r.duration, r.results, r.execution, r.changes, r.auditDropped, r.compileErrors, r.ruleInfo, r.eventDrops, info} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
