@@ -130,3 +130,20 @@ func TestObserveResultsWithoutTiming(t *testing.T) {
 		t.Errorf("%d series of %s, want 0", n, PolicyExecutionDuration)
 	}
 }
+
+// rule_type spells the engine's rule types as Kyverno's metrics do;
+// verifyImages rules run with the validate rules at admission and are
+// labelled imageVerify.
+func TestRuleTypeLabel(t *testing.T) {
+	for typ, want := range map[engine.RuleType]string{
+		engine.TypeValidation:  "validate",
+		engine.TypeMutation:    "mutate",
+		engine.TypeGeneration:  "generate",
+		engine.TypeImageVerify: "imageVerify",
+		"":                     "-",
+	} {
+		if got := ruleType(typ); got != want {
+			t.Errorf("ruleType(%q) = %q, want %q", typ, got, want)
+		}
+	}
+}
