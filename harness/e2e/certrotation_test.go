@@ -27,9 +27,10 @@ import (
 const (
 	certsCharterNamespace = "charter-certs"
 	certsNamespace        = "e2e-certs"
-	// The TLS Secret charter keeps its serving certificate in:
-	// <service>.<namespace>.svc.charter-tls-pair, service charter-svc.
+	// The Secrets charter keeps its serving certificate and its CA in:
+	// <service>.<namespace>.svc.charter-tls-{pair,ca}, service charter-svc.
 	certsTLSSecret = "charter-svc." + certsCharterNamespace + ".svc.charter-tls-pair"
+	certsCASecret  = "charter-svc." + certsCharterNamespace + ".svc.charter-tls-ca"
 
 	certsPolicy = `
 apiVersion: kyverno.io/v1
@@ -71,41 +72,91 @@ var _ = Describe("Certificate rotation", Label("admission"), Ordered, func() {
 		}).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 	}, NodeTimeout(3*time.Minute))
 
-	It("fails no admission while the serving certificate is reissued, and serves the new one", func(ctx SpecContext) {
-		addr := webhookAddress(ctx)
-		before := servedCertificate(addr)
-		stream := startPodStream(ctx, cl, 4)
+	// Each entry deletes Secrets while a stream of dry-run Pod creations
+	// runs through charter's fail-closed webhook. charter must answer
+	// every one: a TLS failure or a failed webhook call is a hit.
+	DescribeTable("fails no admission while certificates are reissued, and serves the new ones",
+		func(ctx SpecContext, deleted []string, wantNewCA bool) {
+			addr := webhookAddress(ctx)
+			before := servedCertificate(addr)
+			caBefore := certsSecret(ctx, certsCASecret)
+			stream := startPodStream(ctx, cl, 4)
 
-		// Let the stream run on the old certificate first.
-		Eventually(stream.answered).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 40))
+			// Let the stream run on the old certificate first.
+			Eventually(stream.answered).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 40))
 
-		By("deleting the serving certificate's Secret so charter issues a new one")
-		Expect(cl.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: certsCharterNamespace, Name: certsTLSSecret}})).To(Succeed())
-		var reissued *x509.Certificate
-		Eventually(func(g Gomega) {
-			var s corev1.Secret
-			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: certsCharterNamespace, Name: certsTLSSecret}, &s)).To(Succeed())
-			reissued = leafOf(g, s.Data[corev1.TLSCertKey])
-			g.Expect(reissued.Equal(before)).To(BeFalse(), "the Secret still holds the old certificate")
-		}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+			By(fmt.Sprintf("deleting %s", strings.Join(deleted, " and ")))
+			for _, name := range deleted {
+				Expect(cl.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: certsCharterNamespace, Name: name}})).To(Succeed())
+			}
+			var reissued *x509.Certificate
+			Eventually(func(g Gomega) {
+				var s corev1.Secret
+				g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: certsCharterNamespace, Name: certsTLSSecret}, &s)).To(Succeed())
+				reissued = leafOf(g, s.Data[corev1.TLSCertKey])
+				g.Expect(reissued.Equal(before)).To(BeFalse(), "the TLS Secret still holds the old certificate")
+			}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+			signedByOldCA := verifiesAgainst(reissued, caBefore.Data[corev1.TLSCertKey]) == nil
+			Expect(signedByOldCA).To(Equal(!wantNewCA), "the new certificate is signed by the old CA")
 
-		By("waiting until charter serves the new certificate")
-		Eventually(func() bool { return servedCertificate(addr).Equal(reissued) }).
-			WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(BeTrue())
+			By("waiting until charter serves the new certificate")
+			Eventually(func() bool { return servedCertificate(addr).Equal(reissued) }).
+				WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(BeTrue())
 
-		// And keep admitting on it.
-		served := stream.answered()
-		Eventually(stream.answered).WithTimeout(30 * time.Second).Should(BeNumerically(">=", served+40))
-		stream.stop()
+			// And keep admitting on it.
+			served := stream.answered()
+			Eventually(stream.answered).WithTimeout(30 * time.Second).Should(BeNumerically(">=", served+40))
+			stream.stop()
 
-		Expect(stream.unexpected()).To(BeEmpty(), "admissions not answered by charter during rotation")
-		GinkgoWriter.Printf("rotation: %d admitted, %d refused by charter, 0 failed\n", stream.admitted.Load(), stream.refused.Load())
-		Expect(stream.admitted.Load()).To(BeNumerically(">", 0))
-		Expect(stream.refused.Load()).To(BeNumerically(">", 0))
-	}, SpecTimeout(4*time.Minute))
+			Expect(stream.unexpected()).To(BeEmpty(), "admissions not answered by charter during rotation")
+			GinkgoWriter.Printf("rotation: %d admitted, %d refused by charter, 0 failed\n", stream.admitted.Load(), stream.refused.Load())
+			Expect(stream.admitted.Load()).To(BeNumerically(">", 0))
+			Expect(stream.refused.Load()).To(BeNumerically(">", 0))
+
+			// The webhooks still trust the old certificate, which a replica
+			// may serve for a moment yet, and trust the new one.
+			bundle := publishedCABundle(ctx)
+			Expect(verifiesAgainst(before, bundle)).To(Succeed(), "the published caBundle dropped the CA of the old certificate")
+			Expect(verifiesAgainst(reissued, bundle)).To(Succeed(), "the published caBundle does not trust the new certificate")
+		},
+		Entry("the TLS Secret deleted", []string{certsTLSSecret}, false, SpecTimeout(4*time.Minute)),
+		Entry("the CA Secret deleted", []string{certsCASecret}, true, SpecTimeout(4*time.Minute)),
+		Entry("both Secrets deleted", []string{certsCASecret, certsTLSSecret}, true, SpecTimeout(4*time.Minute)),
+	)
 })
 
-// podStream creates Pods from several clients until stopped: good ones,
+func certsSecret(ctx context.Context, name string) *corev1.Secret {
+	var s corev1.Secret
+	Expect(suite.client.Get(ctx, client.ObjectKey{Namespace: certsCharterNamespace, Name: name}, &s)).To(Succeed())
+	return &s
+}
+
+// publishedCABundle is the caBundle of charter's fail-closed validating
+// webhook: what the API server trusts.
+func publishedCABundle(ctx context.Context) []byte {
+	var v admissionregistrationv1.ValidatingWebhookConfiguration
+	Expect(suite.client.Get(ctx, client.ObjectKey{Name: resourceValidatingName}, &v)).To(Succeed())
+	for _, w := range v.Webhooks {
+		if w.Name == validateWebhookFail {
+			return w.ClientConfig.CABundle
+		}
+	}
+	Fail("no " + validateWebhookFail + " webhook")
+	return nil
+}
+
+// verifiesAgainst checks that leaf chains to a CA of the PEM bundle, as a
+// server certificate for 127.0.0.1, where the API server calls charter.
+func verifiesAgainst(leaf *x509.Certificate, bundle []byte) error {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(bundle) {
+		return fmt.Errorf("no certificate in the bundle")
+	}
+	_, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "127.0.0.1", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	return err
+}
+
+// podStream dry-runs Pod creations from several clients until stopped: good ones,
 // which charter admits, and bad ones, which charter refuses. Any other
 // outcome (the API server failed to call the webhook, a TLS error) is
 // recorded as unexpected.
@@ -127,7 +178,8 @@ func startPodStream(ctx context.Context, cl client.Client, workers int) *podStre
 			defer s.wg.Done()
 			for i := 0; ctx.Err() == nil; i++ {
 				good := (i+w)%2 == 0
-				err := cl.Create(ctx, certsPod(fmt.Sprintf("w%d-%d", w, i), good))
+				// Dry-run: every call goes through admission, nothing is stored.
+				err := cl.Create(ctx, certsPod(fmt.Sprintf("w%d-%d", w, i), good), client.DryRunAll)
 				switch {
 				case ctx.Err() != nil:
 					return
