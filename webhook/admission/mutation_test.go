@@ -19,7 +19,7 @@ import (
 
 // loadPolicies reads the ClusterPolicies and Policies of a multi-document
 // YAML file.
-func loadPolicies(t *testing.T, path string) []kyvernov1.PolicyInterface {
+func loadPolicies(t testing.TB, path string) []kyvernov1.PolicyInterface {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
