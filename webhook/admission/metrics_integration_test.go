@@ -137,7 +137,7 @@ func TestMetricsOnRealAPIServer(t *testing.T) {
 			}
 		}
 		// The Audit validate rule saw the mutated Pod.
-		validated := map[string]string{"policy_name": "require-team", "rule_type": "validate", "rule_result": "pass"}
+		validated := map[string]string{"policy_name": "require-team", "rule_type": "validate", "rule_result": "pass", "resource_request_operation": "create"}
 		if v, _, err := sample(f.metrics, metrics.PolicyResultsTotal, validated); err != nil || v != 1 {
 			t.Errorf("%s with labels %v: %v (%v), want 1", metrics.PolicyResultsTotal, validated, v, err)
 		}
