@@ -52,12 +52,14 @@ func markStalled(obj *gitopsv1alpha1.PolicyRepository, reason, msg string) {
 	apimeta.RemoveStatusCondition(&obj.Status.Conditions, gitopsv1alpha1.ConditionReconciling)
 }
 
-func isStalled(obj *gitopsv1alpha1.PolicyRepository) bool {
-	return apimeta.IsStatusConditionTrue(obj.Status.Conditions, gitopsv1alpha1.ConditionStalled)
-}
-
-func isReady(obj *gitopsv1alpha1.PolicyRepository) bool {
-	return apimeta.IsStatusConditionTrue(obj.Status.Conditions, gitopsv1alpha1.ConditionReady)
+// stalledOnContent reports whether obj is stalled by what its last
+// attempted commit contains (it does not build, or an object in it is
+// invalid): a fault that stays until the repository or the spec changes.
+// A failed signature check is not one of them: the keys may change.
+func stalledOnContent(obj *gitopsv1alpha1.PolicyRepository) bool {
+	c := apimeta.FindStatusCondition(obj.Status.Conditions, gitopsv1alpha1.ConditionStalled)
+	return c != nil && c.Status == metav1.ConditionTrue &&
+		(c.Reason == gitopsv1alpha1.ReasonBuildFailed || c.Reason == gitopsv1alpha1.ReasonValidationFailed)
 }
 
 func removeCondition(obj *gitopsv1alpha1.PolicyRepository, typ string) {

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -100,22 +102,29 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 	interval, retry := ctrl.Result{RequeueAfter: obj.Spec.GetInterval()}, ctrl.Result{RequeueAfter: obj.Spec.GetRetryInterval()}
 	// A new spec or an explicit request re-runs even a revision known bad.
 	forced := obj.Generation != obj.Status.ObservedGeneration || requestedAt(obj) != obj.Status.LastHandledReconcileAt
+	// The outcome of the previous attempt, before this one marks progress.
+	var before metav1.Condition
+	if c := apimeta.FindStatusCondition(obj.Status.Conditions, gitopsv1alpha1.ConditionReady); c != nil {
+		before = *c
+	}
 
 	auth, err := r.auth(ctx, obj)
 	if err != nil {
-		r.fail(obj, false, gitopsv1alpha1.ReasonFetchFailed, err)
+		r.fail(obj, before, false, gitopsv1alpha1.ReasonFetchFailed, err)
 		return retry
 	}
 	rev, err := source.LsRemote(ctx, obj.Spec.URL, source.RefFrom(obj.Spec.Ref), auth)
 	if err != nil {
-		r.fail(obj, false, gitopsv1alpha1.ReasonFetchFailed, err)
+		r.fail(obj, before, false, gitopsv1alpha1.ReasonFetchFailed, err)
 		return retry
 	}
 	revision := rev.String()
-	if revision == obj.Status.LastAttemptedRevision && isStalled(obj) && !forced {
-		// Retrying a broken revision cannot help; the next poll picks up a
-		// newer one at once.
-		return interval
+	if revision == obj.Status.LastAttemptedRevision && stalledOnContent(obj) && !forced {
+		// The commit itself is broken and commits do not change: trying it
+		// again cannot help. Poll at the retry interval, not the interval,
+		// so a newer revision (the fix) preempts the broken one as soon as
+		// it is pushed.
+		return retry
 	}
 	if revision != obj.Status.LastAttemptedRevision {
 		r.event(obj, corev1.EventTypeNormal, EventNewRevision, "Fetch", "new revision %s", revision)
@@ -125,35 +134,34 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 
 	dir, _, err := r.Cache.Checkout(ctx, obj.Namespace+"/"+obj.Name, obj.Spec.URL, rev, auth)
 	if err != nil {
-		r.fail(obj, false, gitopsv1alpha1.ReasonFetchFailed, err)
+		r.fail(obj, before, false, gitopsv1alpha1.ReasonFetchFailed, err)
 		return retry
 	}
 	if err := r.verify(ctx, obj, dir, rev); err != nil {
 		// A commit with a bad signature stays bad; a missing secret may
 		// appear.
+		// Both are rechecked at the retry interval: verifying a cached
+		// checkout is cheap, and adding the signer's key to the Secret
+		// must be enough to recover.
 		var verr *source.VerificationError
-		if errors.As(err, &verr) {
-			r.fail(obj, true, gitopsv1alpha1.ReasonVerificationFailed, err)
-			return interval
-		}
-		r.fail(obj, false, gitopsv1alpha1.ReasonVerificationFailed, err)
+		r.fail(obj, before, errors.As(err, &verr), gitopsv1alpha1.ReasonVerificationFailed, err)
 		return retry
 	}
 
 	objs, err := build.Build(dir, obj.Spec.Path)
 	if err != nil {
-		r.fail(obj, true, gitopsv1alpha1.ReasonBuildFailed, fmt.Errorf("revision %s: %w", revision, err))
-		return interval
+		r.fail(obj, before, true, gitopsv1alpha1.ReasonBuildFailed, fmt.Errorf("revision %s: %w", revision, err))
+		return retry
 	}
 	if len(objs) == 0 && inventory.Len(obj.Status.Inventory) > 0 {
-		r.fail(obj, true, gitopsv1alpha1.ReasonBuildFailed, fmt.Errorf(
+		r.fail(obj, before, true, gitopsv1alpha1.ReasonBuildFailed, fmt.Errorf(
 			"revision %s renders no objects from %q; refusing to prune all %d objects of %s",
 			revision, obj.Spec.Path, inventory.Len(obj.Status.Inventory), obj.Status.LastAppliedRevision))
-		return interval
+		return retry
 	}
 	if err := check.Objects(objs, r.Scheme); err != nil {
-		r.fail(obj, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
-		return interval
+		r.fail(obj, before, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
+		return retry
 	}
 
 	applier := &apply.Applier{Client: r.Client, Owner: client.ObjectKeyFromObject(obj)}
@@ -161,10 +169,10 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 	if err != nil {
 		var aerr *apply.Error
 		if errors.As(err, &aerr) && aerr.DryRun && aerr.Invalid() {
-			r.fail(obj, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
-			return interval
+			r.fail(obj, before, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
+			return retry
 		}
-		r.fail(obj, false, gitopsv1alpha1.ReasonApplyFailed, fmt.Errorf("revision %s: %w", revision, err))
+		r.fail(obj, before, false, gitopsv1alpha1.ReasonApplyFailed, fmt.Errorf("revision %s: %w", revision, err))
 		return retry
 	}
 
@@ -183,7 +191,7 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 			// Keep the stale entries so the next attempt prunes them.
 			current.Entries = append(current.Entries, stale...)
 			obj.Status.Inventory = inventory.Dedup(current)
-			r.fail(obj, false, gitopsv1alpha1.ReasonPruneFailed, fmt.Errorf("revision %s applied, prune failed: %w", revision, err))
+			r.fail(obj, before, false, gitopsv1alpha1.ReasonPruneFailed, fmt.Errorf("revision %s applied, prune failed: %w", revision, err))
 			return retry
 		}
 		changes = append(changes, pruned...)
@@ -200,14 +208,19 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 
 // fail records a failed attempt. Terminal failures (the revision itself is
 // wrong) stall; others retry. What is applied stays as it is.
-func (r *PolicyRepositoryReconciler) fail(obj *gitopsv1alpha1.PolicyRepository, terminal bool, reason string, err error) {
+// before is the Ready condition the previous attempt left.
+func (r *PolicyRepositoryReconciler) fail(obj *gitopsv1alpha1.PolicyRepository, before metav1.Condition, terminal bool, reason string, err error) {
 	msg := err.Error()
+	// One event per distinct failure: a revision retried every few
+	// seconds must not flood the namespace with copies of the same one.
+	if before.Status != metav1.ConditionFalse || before.Reason != reason || before.Message != msg {
+		r.event(obj, corev1.EventTypeWarning, EventFailed, reason, "%s", msg)
+	}
 	if terminal {
 		markStalled(obj, reason, msg)
 	} else {
 		markRetrying(obj, reason, msg)
 	}
-	r.event(obj, corev1.EventTypeWarning, EventFailed, reason, "%s", msg)
 }
 
 func (r *PolicyRepositoryReconciler) event(obj *gitopsv1alpha1.PolicyRepository, typ, reason, action, note string, args ...any) {

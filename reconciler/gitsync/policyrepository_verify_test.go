@@ -53,3 +53,36 @@ func TestSignedCommitAcceptedUnsignedRefused(t *testing.T) {
 	readyAt(t, repo, resigned)
 	g.Expect(getPolicy(t, "verify-a").Spec.Rules[0].Name).To(Equal("require-signed-again"))
 }
+
+// TestAddingTheSignersKeyRecoversWithoutACommit: a commit refused because
+// the Secret lacks its signer's key applies once the key is added; the
+// signature is rechecked at the retry interval.
+func TestAddingTheSignersKeyRecoversWithoutACommit(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	key, armored := newSigningKey(t)
+	_, otherArmored := newSigningKey(t)
+	signers := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "signers"},
+		Data:       map[string][]byte{"other.asc": otherArmored},
+	}
+	g.Expect(testClient.Create(t.Context(), signers)).To(Succeed())
+
+	src := newGitRepo(t)
+	signed := src.commit(map[string]string{"verify.yaml": policy("verify-rotate", "team")}, key)
+	repo := newPolicyRepository(t, ns, src.fileURL(), func(r *gitopsv1alpha1.PolicyRepository) {
+		pollRarelyRetryOften(r)
+		r.Spec.Verify = &gitopsv1alpha1.GitVerification{Mode: gitopsv1alpha1.VerifyHead, SecretRef: corev1.LocalObjectReference{Name: "signers"}}
+	})
+	eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
+		g.Expect(r.Status.LastAttemptedRevision).To(Equal(signed))
+		g.Expect(condition(r, gitopsv1alpha1.ConditionSourceVerified).Status).To(Equal(metav1.ConditionFalse))
+	})
+	g.Expect(getPolicy(t, "verify-rotate")).To(BeNil())
+
+	signers.Data["team.asc"] = armored
+	g.Expect(testClient.Update(t.Context(), signers)).To(Succeed())
+	got := readyAt(t, repo, signed)
+	g.Expect(condition(got, gitopsv1alpha1.ConditionSourceVerified).Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(getPolicy(t, "verify-rotate")).NotTo(BeNil())
+}

@@ -158,10 +158,11 @@ func (e *Error) Error() string {
 }
 
 // Invalid reports whether the server refused the objects themselves
-// (invalid, unknown kind, forbidden field), which retrying cannot fix.
+// (invalid, unknown field), which retrying cannot fix. A kind the server
+// does not serve is not one: its CRD may be installed by someone else.
 func (e *Error) Invalid() bool {
 	for _, oe := range e.Errs {
-		if !apierrors.IsInvalid(oe.Err) && !apierrors.IsBadRequest(oe.Err) && !meta.IsNoMatchError(oe.Err) {
+		if !apierrors.IsInvalid(oe.Err) && !apierrors.IsBadRequest(oe.Err) {
 			return false
 		}
 	}
