@@ -5,10 +5,12 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"golang.org/x/crypto/ssh/knownhosts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	"github.com/charter-dev/charter/reconciler/gitsync/internal/gitserver"
 )
 
 func TestSmartHTTPWithBasicAuth(t *testing.T) {
@@ -63,4 +65,44 @@ func TestWrongCredentialsGiveAClearMessageWithoutTheSecret(t *testing.T) {
 	g.Expect(msg).NotTo(ContainSubstring(wrong))
 	g.Expect(condition(got, gitopsv1alpha1.ConditionReconciling).Message).NotTo(ContainSubstring(wrong))
 	g.Expect(getPolicy(t, "wrongauth-a")).To(BeNil())
+}
+
+// TestSSHWithKnownHosts syncs over SSH; a host key that known_hosts does
+// not hold stops the fetch with a message that names it, and nothing of
+// the identity.
+func TestSSHWithKnownHosts(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	src := newGitRepo(t)
+	rev := src.commit(map[string]string{"ssh.yaml": policy("ssh-a", "team")}, nil)
+	srv := gitserver.StartSSH(t, filepath.Dir(src.dir))
+	impostor := gitserver.StartSSH(t, t.TempDir())
+
+	g.Expect(testClient.Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "git-ssh"},
+		Data:       map[string][]byte{"identity": srv.Identity, "known_hosts": srv.KnownHosts("ecdsa-sha2-nistp256")},
+	})).To(Succeed())
+	repo := newPolicyRepository(t, ns, srv.URL(filepath.Base(src.dir)), func(r *gitopsv1alpha1.PolicyRepository) {
+		r.Spec.SecretRef = &corev1.LocalObjectReference{Name: "git-ssh"}
+	})
+	readyAt(t, repo, rev)
+	g.Expect(getPolicy(t, "ssh-a")).NotTo(BeNil())
+
+	// The server now answers with keys known_hosts does not hold.
+	g.Expect(testClient.Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "git-ssh-wrong"},
+		Data: map[string][]byte{"identity": srv.Identity, "known_hosts": []byte(knownhosts.Line(
+			[]string{srv.Addr}, impostor.HostKeys["ecdsa-sha2-nistp256"]))},
+	})).To(Succeed())
+	r := eventually(t, repo, func(Gomega, *gitopsv1alpha1.PolicyRepository) {})
+	r.Spec.SecretRef.Name = "git-ssh-wrong"
+	g.Expect(testClient.Update(t.Context(), r)).To(Succeed())
+	got := eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
+		g.Expect(condition(r, gitopsv1alpha1.ConditionReady).Reason).To(Equal(gitopsv1alpha1.ReasonFetchFailed))
+	})
+	msg := condition(got, gitopsv1alpha1.ConditionReady).Message
+	g.Expect(msg).To(ContainSubstring("key mismatch"))
+	g.Expect(msg).NotTo(ContainSubstring("PRIVATE KEY"))
+	g.Expect(got.Status.LastAppliedRevision).To(Equal(rev))
+	g.Expect(getPolicy(t, "ssh-a")).NotTo(BeNil())
 }

@@ -3,6 +3,7 @@ package source
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -10,7 +11,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
-	"golang.org/x/crypto/ssh"
+	"github.com/skeema/knownhosts"
 )
 
 // Keys of a PolicyRepository's credentials Secret (the same contract as
@@ -69,9 +70,18 @@ func NewAuth(rawURL string, data map[string][]byte) (*Auth, error) {
 		if len(data[KeyKnownHosts]) == 0 {
 			return nil, errors.New("ssh needs known_hosts in the secret: host keys are always checked")
 		}
-		callback, err := knownHostsCallback(data[KeyKnownHosts])
+		port := u.Port()
+		if port == "" {
+			port = "22"
+		}
+		hostWithPort := net.JoinHostPort(u.Hostname(), port)
+		hosts, err := knownHostsDB(data[KeyKnownHosts])
 		if err != nil {
 			return nil, err
+		}
+		algorithms := hosts.HostKeyAlgorithms(hostWithPort)
+		if len(algorithms) == 0 {
+			return nil, fmt.Errorf("known_hosts in the secret has no key for %s", hostWithPort)
 		}
 		user := u.User.Username()
 		if user == "" {
@@ -84,7 +94,11 @@ func NewAuth(rawURL string, data map[string][]byte) (*Auth, error) {
 		if err != nil {
 			return nil, fmt.Errorf("secret identity: %w", err)
 		}
-		keys.HostKeyCallback = callback
+		// Offer only the host key algorithms known_hosts has keys of: a
+		// server with several host keys would otherwise present one that
+		// known_hosts does not list, and fail the check it should pass.
+		keys.HostKeyCallback = hosts.HostKeyCallback()
+		keys.HostKeyAlgorithms = algorithms
 		a.Method = keys
 	case "file":
 		if len(data) > 0 {
@@ -96,9 +110,9 @@ func NewAuth(rawURL string, data map[string][]byte) (*Auth, error) {
 	return a, nil
 }
 
-// knownHostsCallback parses known_hosts. go-git reads host keys from files
+// knownHostsDB parses known_hosts. go-git reads host keys from files
 // only, so the data goes through a temporary file that is removed at once.
-func knownHostsCallback(knownHosts []byte) (ssh.HostKeyCallback, error) {
+func knownHostsDB(knownHosts []byte) (*knownhosts.HostKeyDB, error) {
 	f, err := os.CreateTemp("", "charter-known-hosts-*")
 	if err != nil {
 		return nil, err
@@ -111,11 +125,11 @@ func knownHostsCallback(knownHosts []byte) (ssh.HostKeyCallback, error) {
 	if err := f.Close(); err != nil {
 		return nil, err
 	}
-	cb, err := gitssh.NewKnownHostsCallback(f.Name())
+	db, err := gitssh.NewKnownHostsDb(f.Name())
 	if err != nil {
 		return nil, fmt.Errorf("secret known_hosts: %w", err)
 	}
-	return cb, nil
+	return db, nil
 }
 
 // parseURL accepts scp-style addresses (git@host:path) as ssh:// URLs.
