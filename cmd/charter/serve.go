@@ -71,6 +71,8 @@ type serveOptions struct {
 	requestTimeout  time.Duration
 	maxRequestBytes int64
 	auditQueueSize  int
+	gcPercent       int
+	gcPercentSet    bool // --gc-percent given: it beats $GOGC
 	events          admission.EventOptions
 
 	reports reports.Options
@@ -109,7 +111,10 @@ replica).
 --cleanup-webhooks deletes charter's webhook configurations and exits, so a
 stopped charter never leaves a cluster unable to admit anything.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.gcPercentSet = cmd.Flags().Changed("gc-percent")
+			return runServe(cmd.Context(), o)
+		},
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&o.controllers, "controllers", []string{controllerAdmission}, "controllers to run: "+strings.Join(knownControllers, ","))
@@ -128,6 +133,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.BoolVar(&o.nullWebhook, "null-webhook", false, "allow every request without evaluating (benchmark floor)")
 	f.DurationVar(&o.requestTimeout, "request-timeout", 10*time.Second, "bound on evaluating one admission request")
 	f.Int64Var(&o.maxRequestBytes, "max-request-bytes", 7<<20, "largest AdmissionReview body accepted")
+	f.IntVar(&o.gcPercent, "gc-percent", serveGCPercent, "garbage collector target (GOGC): a larger value collects less often for more memory; $GOGC applies when this flag is not given. The soft memory limit is $GOMEMLIMIT, else 85% of the container's memory limit")
 	f.IntVar(&o.auditQueueSize, "audit-queue-size", reports.DefaultAdmissionQueueSize, "admission results waiting for the reports controller; more are dropped (the next scan restores them)")
 	f.StringSliceVar(&o.events.Omit, "omit-events", events.DefaultOmit, "event reasons never emitted (PolicyViolation,PolicyApplied,PolicySkipped,PolicyError); empty emits all")
 	f.IntVar(&o.events.MaxQueued, "max-queued-events", events.DefaultMaxQueued, "admissions whose events wait to be written; more are dropped and counted")
@@ -208,6 +214,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 		fmt.Fprintln(os.Stderr, "charter's webhook configurations deleted")
 		return nil
 	}
+
+	gc := serveGCSettings(o.gcPercent, o.gcPercentSet, os.Getenv, cgroupMemoryLimit)
+	gc.apply()
+	log.Info("garbage collector", "settings", gc.why)
 
 	mgr, _, err := newControllerManager(cfg, o, log)
 	if err != nil {

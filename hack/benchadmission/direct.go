@@ -40,6 +40,7 @@ type directOptions struct {
 	http2        bool
 	cpuProfile   string
 	metrics      bool // record Prometheus metrics, as charter serve does
+	gcPercent    int  // GOGC of this process, which runs both servers
 }
 
 // review is a prepared request body and what must come back.
@@ -57,6 +58,7 @@ type webhookTarget struct {
 	null    bool // allows everything, so every decision expected is "allowed"
 	reviews func(i int) *review
 	results loadgen.Results
+	gc      gcUsage // over its measured rounds
 }
 
 // runDirect measures charter's admission server and a null one, both in
@@ -196,10 +198,12 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 			runtime.GC()
 			cfg := loadgen.Config{Rate: o.rate, Duration: perRound, Workers: o.workers}
 			cfg.Offset = r * cfg.Requests()
+			gcBefore := sampleGC()
 			res, err := loadgen.Run(ctx, cfg, t.do)
 			if err != nil {
 				return err
 			}
+			t.gc = t.gc.add(sampleGC().since(gcBefore))
 			t.results.Merge(res)
 		}
 	}
@@ -231,7 +235,8 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 			p.printf("  %s errors: %s\n", t.name, errorBreakdown(t.results.Errors))
 		}
 	}
-	p.printf("\n")
+	p.printf("garbage collection (GOGC=%d; servers and load generator share this process): null %s; charter %s\n\n",
+		o.gcPercent, targets[0].gc, targets[1].gc)
 	charter, null := sums["charter"], sums["null"]
 	ratio := float64(charter.P99) / float64(max(null.P99, 1))
 	p.verdict("p99 charter / p99 null", fmt.Sprintf("%.2fx", ratio), "target ≤ 1.5x", ratio <= 1.5)

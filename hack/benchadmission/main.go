@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -70,6 +71,7 @@ func run() error {
 	fs.IntVar(&d.workers, "workers", 64, "direct: most requests in flight (and keep-alive connections) per webhook")
 	fs.BoolVar(&d.http2, "http2", false, "direct: HTTP/2 instead of HTTP/1.1 keep-alive")
 	fs.BoolVar(&d.metrics, "metrics", true, "direct: charter records Prometheus metrics, as charter serve does")
+	fs.IntVar(&d.gcPercent, "gogc", serveGCPercent, "direct: GOGC of this process, which runs both servers (default: charter serve's)")
 	fs.StringVar(&d.cpuProfile, "cpuprofile", "", "direct: write a CPU profile of the measured rounds to this file")
 	fs.Float64Var(&d.noncompliant, "noncompliant", 0.5, "share of requests carrying a non-compliant Pod (0 to 1)")
 	fs.Float64Var(&a.rate, "api-rate", envFloat("BENCH_API_RATE", 100), "apiserver: Pod creations (dry-run) per second, open loop; 0 for a closed loop ($BENCH_API_RATE)")
@@ -92,6 +94,8 @@ func run() error {
 	if err := a.validate(); err != nil {
 		return err
 	}
+
+	debug.SetGCPercent(d.gcPercent)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
