@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,10 +136,21 @@ spec:
 `, name)
 }
 
+// httpGit is a Git server over smart HTTP.
+type httpGit struct {
+	// URL is the base URL; a repository is at URL + "/" + its folder.
+	URL string
+	// CA is the server's CA certificate (PEM).
+	CA []byte
+	// refLists counts ref advertisements (GET info/refs), what ls-remote
+	// and the start of a clone ask; uploadPacks counts pack requests (POST
+	// git-upload-pack), what only a clone or fetch asks.
+	refLists, uploadPacks atomic.Int32
+}
+
 // httpGitServer serves the repositories under root over smart HTTP with
-// basic auth, through git http-backend, on TLS. It returns the base URL
-// and the server's CA certificate (PEM).
-func httpGitServer(t *testing.T, root, user, password string) (string, []byte) {
+// basic auth, through git http-backend, on TLS.
+func httpGitServer(t *testing.T, root, user, password string) *httpGit {
 	t.Helper()
 	backend := "/usr/lib/git-core/git-http-backend"
 	if _, err := os.Stat(backend); err != nil {
@@ -153,6 +166,7 @@ func httpGitServer(t *testing.T, root, user, password string) (string, []byte) {
 			"GIT_CONFIG_NOSYSTEM=true",
 		},
 	}
+	hg := &httpGit{}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
 		if !ok || u != user || p != password {
@@ -160,13 +174,20 @@ func httpGitServer(t *testing.T, root, user, password string) (string, []byte) {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
+		switch {
+		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/info/refs"):
+			hg.refLists.Add(1)
+		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack"):
+			hg.uploadPacks.Add(1)
+		}
 		cgiHandler.ServeHTTP(w, r)
 	}))
 	srv.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	return srv.URL + "/git", ca
+	hg.URL = srv.URL + "/git"
+	hg.CA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	return hg
 }
 
 // newSigningKey returns an OpenPGP key and its armored public key.

@@ -3,6 +3,7 @@ package gitsync
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -19,12 +20,12 @@ func TestSmartHTTPWithBasicAuth(t *testing.T) {
 	src := newGitRepo(t)
 	rev := src.commit(map[string]string{"auth.yaml": policy("auth-a", "team")}, nil)
 	const password = "s3cret-Passw0rd-for-test"
-	base, ca := httpGitServer(t, filepath.Dir(src.dir), "charter", password)
-	url := base + "/" + filepath.Base(src.dir)
+	server := httpGitServer(t, filepath.Dir(src.dir), "charter", password)
+	url := server.URL + "/" + filepath.Base(src.dir)
 
 	g.Expect(testClient.Create(t.Context(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "git-auth"},
-		Data:       map[string][]byte{"username": []byte("charter"), "password": []byte(password), "ca.crt": ca},
+		Data:       map[string][]byte{"username": []byte("charter"), "password": []byte(password), "ca.crt": server.CA},
 	})).To(Succeed())
 	repo := newPolicyRepository(t, ns, url, func(r *gitopsv1alpha1.PolicyRepository) {
 		r.Spec.SecretRef = &corev1.LocalObjectReference{Name: "git-auth"}
@@ -32,10 +33,17 @@ func TestSmartHTTPWithBasicAuth(t *testing.T) {
 	readyAt(t, repo, rev)
 	g.Expect(getPolicy(t, "auth-a")).NotTo(BeNil())
 
-	// A new commit over HTTP updates too.
+	// The remote is asked for the ref every second; while it stays put,
+	// nothing is fetched.
+	packs, lists := server.uploadPacks.Load(), server.refLists.Load()
+	g.Eventually(server.refLists.Load).WithTimeout(10 * time.Second).Should(BeNumerically(">=", lists+3))
+	g.Expect(server.uploadPacks.Load()).To(Equal(packs))
+
+	// A new commit over HTTP updates too, fetching once.
 	rev2 := src.commit(map[string]string{"auth.yaml": policy("auth-a", "over-http")}, nil)
 	readyAt(t, repo, rev2)
 	g.Expect(getPolicy(t, "auth-a").Spec.Rules[0].Name).To(Equal("require-over-http"))
+	g.Expect(server.uploadPacks.Load()).To(Equal(packs + 1))
 }
 
 func TestWrongCredentialsGiveAClearMessageWithoutTheSecret(t *testing.T) {
@@ -43,13 +51,13 @@ func TestWrongCredentialsGiveAClearMessageWithoutTheSecret(t *testing.T) {
 	ns := newNamespace(t)
 	src := newGitRepo(t)
 	src.commit(map[string]string{"auth.yaml": policy("wrongauth-a", "team")}, nil)
-	base, ca := httpGitServer(t, filepath.Dir(src.dir), "charter", "the-right-one")
-	url := base + "/" + filepath.Base(src.dir)
+	server := httpGitServer(t, filepath.Dir(src.dir), "charter", "the-right-one")
+	url := server.URL + "/" + filepath.Base(src.dir)
 
 	const wrong = "Wr0ng-Passw0rd-Never-Shown"
 	g.Expect(testClient.Create(t.Context(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "git-auth"},
-		Data:       map[string][]byte{"username": []byte("charter"), "password": []byte(wrong), "ca.crt": ca},
+		Data:       map[string][]byte{"username": []byte("charter"), "password": []byte(wrong), "ca.crt": server.CA},
 	})).To(Succeed())
 	// The URL carries credentials too; they must not show either.
 	withUserInfo := "https://charter:" + wrong + "@" + url[len("https://"):]
