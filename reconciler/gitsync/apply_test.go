@@ -111,7 +111,7 @@ spec:
 
 	stage := map[string]int{
 		"Namespace/" + ns: 0, "CustomResourceDefinition/gadgets." + group: 0,
-		"PolicyException/legacy": 1,
+		"PolicyException/legacy":           1,
 		"ClusterPolicy/" + ns + "-cluster": 2, "Policy/local": 2,
 		"ConfigMap/settings": 3, "Gadget/g": 3,
 	}
