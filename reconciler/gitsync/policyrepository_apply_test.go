@@ -2,10 +2,12 @@ package gitsync
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/reconciler/gitsync/apply"
 )
 
@@ -36,4 +38,25 @@ func TestFirstCommitAppliedThenNewCommitUpdates(t *testing.T) {
 	readyAt(t, repo, rev2)
 	p = getPolicy(t, "apply-a")
 	g.Expect(p.Spec.Rules[0].Name).To(Equal("require-cost-center"))
+}
+
+// TestDriftIsCorrected: an unchanged revision is applied again every
+// interval, so a policy deleted or edited by hand comes back.
+func TestDriftIsCorrected(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	src := newGitRepo(t)
+	rev := src.commit(map[string]string{"drift.yaml": policy("drift-a", "team")}, nil)
+	repo := newPolicyRepository(t, ns, src.fileURL())
+	readyAt(t, repo, rev)
+
+	p := getPolicy(t, "drift-a")
+	p.Spec.Rules[0].Name = "edited-by-hand"
+	g.Expect(testClient.Update(t.Context(), p)).To(Succeed())
+	g.Eventually(func() string { return getPolicy(t, "drift-a").Spec.Rules[0].Name }).
+		WithTimeout(10 * time.Second).Should(Equal("require-team"))
+
+	g.Expect(testClient.Delete(t.Context(), getPolicy(t, "drift-a"))).To(Succeed())
+	g.Eventually(func() *kyvernov1.ClusterPolicy { return getPolicy(t, "drift-a") }).
+		WithTimeout(10 * time.Second).ShouldNot(BeNil())
 }
