@@ -106,7 +106,10 @@ type PolicyRepositorySpec struct {
 	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
 	Interval *metav1.Duration `json:"interval,omitempty"`
 
-	// RetryInterval between attempts after a failure; Interval when absent.
+	// RetryInterval between attempts after a failure, and between polls of
+	// the remote while the last revision is stalled (a broken commit is
+	// not tried again, but a newer one applies at once); Interval when
+	// absent.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
@@ -119,7 +122,9 @@ type PolicyRepositorySpec struct {
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// SecretRef names a Secret in the same namespace with credentials:
-	// username and password (HTTPS), or identity and known_hosts (SSH).
+	// for HTTPS, username and password or bearerToken, and ca.crt for a
+	// private CA; for SSH, identity (a private key) and known_hosts, which
+	// is required: host keys are always checked.
 	// +optional
 	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
 
