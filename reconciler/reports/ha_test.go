@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -123,6 +124,30 @@ func TestAdmissionResultsFromEveryReplica(t *testing.T) {
 			"admission-only/created-by=fail", "disallow-latest/no-latest=pass", "require-team/team-label=pass")
 	})
 
+	t.Run("a new Pod's report, whichever replica writes first", func(t *testing.T) {
+		// The follower's result and the leader's first scan of the Pod race
+		// to create its report: the loser's create fails and it merges.
+		created, err := e.cs.CoreV1().Pods("reports-test").Create(e.ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: "reports-test"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "api", Image: "nginx:latest"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, err := runtimeToUnstructured(created)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj.SetAPIVersion("v1")
+		obj.SetKind("Pod")
+		if !follower.queue.Enqueue(Resource{APIVersion: "v1", Kind: "Pod", Namespace: "reports-test", Name: "api", UID: created.UID},
+			evaluateAdmission(t, obj)) {
+			t.Fatal("queue full")
+		}
+		e.wantResults("the new Pod's report", "reports-test", string(created.UID),
+			"admission-only/created-by=fail", "disallow-latest/no-latest=fail", "require-team/team-label=fail")
+	})
+
 	t.Run("only the leader scans", func(t *testing.T) {
 		if n := follower.controller.Stats().Evaluations.Load(); n != 0 {
 			t.Errorf("the follower evaluated %d resources", n)
@@ -131,4 +156,12 @@ func TestAdmissionResultsFromEveryReplica(t *testing.T) {
 			t.Error("the leader evaluated nothing")
 		}
 	})
+}
+
+func runtimeToUnstructured(obj any) (*unstructured.Unstructured, error) {
+	m, err := runtimeConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
 }

@@ -165,19 +165,15 @@ func (c *Controller) handleEvent(ctx context.Context, key eventKey) error {
 // resourceGone deletes the report of a deleted resource. In a real cluster
 // the garbage collector does it too (the report is owned by the
 // resource); doing it here keeps clusters without a controller manager
-// clean, and it is idempotent.
+// clean, and it is idempotent. It deletes even when the controller knows
+// of no report: an admission writer on another replica may have written
+// one.
 func (c *Controller) resourceGone(ctx context.Context, scope report.Scope) error {
 	unlock := c.lock(scope.UID)
 	defer unlock()
-	c.mu.Lock()
-	st := c.states[scope.UID]
-	mustDelete := st == nil || !st.reportKnown || st.digest != ""
-	c.mu.Unlock()
-	if mustDelete {
-		c.stats.Writes.Add(1)
-		if err := c.reports.delete(ctx, scope); err != nil {
-			return err
-		}
+	c.stats.Writes.Add(1)
+	if err := c.reports.delete(ctx, scope); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	delete(c.states, scope.UID)
