@@ -254,9 +254,7 @@ func (c *Controller) updateState(uid types.UID, change func(st *resourceState)) 
 // Start runs the controller until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
 	defer c.events.ShutDown()
-	if err := c.kinds.refresh(); err != nil {
-		return err
-	}
+	// Discovery runs in applyPolicies, once the policies are known.
 	if err := c.startPolicyInformers(ctx); err != nil {
 		return err
 	}
@@ -411,6 +409,9 @@ func (c *Controller) applyPolicies(ctx context.Context) error {
 	policies, exceptions := c.installedPolicies()
 	// CRDs come and go: let discovery see the current kinds.
 	if err := c.kinds.refresh(); err != nil {
+		if c.snap.Load() == nil {
+			return err // no previous answer to fall back on
+		}
 		c.log.Error(err, "refreshing discovery; using the previous answer")
 	}
 	snap, err := buildSnapshot(policies, exceptions, c.kinds)
