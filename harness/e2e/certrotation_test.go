@@ -81,6 +81,7 @@ var _ = Describe("Certificate rotation", Label("admission"), Ordered, func() {
 			before := servedCertificate(addr)
 			caBefore := certsSecret(ctx, certsCASecret)
 			stream := startPodStream(ctx, cl, 4)
+			trust := startTrustWatch(ctx, addr)
 
 			// Let the stream run on the old certificate first.
 			Eventually(stream.answered).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 40))
@@ -107,8 +108,11 @@ var _ = Describe("Certificate rotation", Label("admission"), Ordered, func() {
 			served := stream.answered()
 			Eventually(stream.answered).WithTimeout(30 * time.Second).Should(BeNumerically(">=", served+40))
 			stream.stop()
+			trust.stop()
 
 			Expect(stream.unexpected()).To(BeEmpty(), "admissions not answered by charter during rotation")
+			Expect(trust.checked.Load()).To(BeNumerically(">", 10))
+			Expect(trust.unexpected()).To(BeEmpty(), "moments when the published caBundle did not trust the certificate charter served")
 			GinkgoWriter.Printf("rotation: %d admitted, %d refused by charter, 0 failed\n", stream.admitted.Load(), stream.refused.Load())
 			Expect(stream.admitted.Load()).To(BeNumerically(">", 0))
 			Expect(stream.refused.Load()).To(BeNumerically(">", 0))
@@ -124,6 +128,56 @@ var _ = Describe("Certificate rotation", Label("admission"), Ordered, func() {
 		Entry("both Secrets deleted", []string{certsCASecret, certsTLSSecret}, true, SpecTimeout(4*time.Minute)),
 	)
 })
+
+// trustWatch checks, over and over, that the published caBundle trusts
+// the certificate charter serves. The bundle is read after the
+// certificate, so a bundle published ahead of a new certificate passes
+// and one that drops a CA still served fails.
+type trustWatch struct {
+	checked atomic.Int64
+	workers
+}
+
+func startTrustWatch(ctx context.Context, addr string) *trustWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &trustWatch{}
+	w.cancel = cancel
+	w.wg.Add(1)
+	go func() {
+		defer GinkgoRecover()
+		defer w.wg.Done()
+		for ctx.Err() == nil {
+			if err := servedIsTrusted(ctx, addr); err != nil && ctx.Err() == nil {
+				w.record(time.Now().Format(time.StampMilli) + ": " + err.Error())
+			}
+			w.checked.Add(1)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func servedIsTrusted(ctx context.Context, addr string) error {
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // checked below against the published bundle
+	if err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	leaf := conn.ConnectionState().PeerCertificates[0]
+	_ = conn.Close()
+	var v admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := suite.client.Get(ctx, client.ObjectKey{Name: resourceValidatingName}, &v); err != nil {
+		return err
+	}
+	for _, w := range v.Webhooks {
+		if w.Name == validateWebhookFail {
+			if err := verifiesAgainst(leaf, w.ClientConfig.CABundle); err != nil {
+				return fmt.Errorf("certificate serial %s: %w", leaf.SerialNumber, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("no %s webhook", validateWebhookFail)
+}
 
 func certsSecret(ctx context.Context, name string) *corev1.Secret {
 	var s corev1.Secret
@@ -162,15 +216,28 @@ func verifiesAgainst(leaf *x509.Certificate, bundle []byte) error {
 // recorded as unexpected.
 type podStream struct {
 	admitted, refused atomic.Int64
-	mu                sync.Mutex
-	errs              []string
-	cancel            context.CancelFunc
-	wg                sync.WaitGroup
+	workers
+}
+
+// workers are goroutines that run until stopped and record what went
+// wrong.
+type workers struct {
+	mu     sync.Mutex
+	errs   []string
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (w *workers) record(msg string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.errs = append(w.errs, msg)
 }
 
 func startPodStream(ctx context.Context, cl client.Client, workers int) *podStream {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &podStream{cancel: cancel}
+	s := &podStream{}
+	s.cancel = cancel
 	for w := range workers {
 		s.wg.Add(1)
 		go func() {
@@ -188,9 +255,7 @@ func startPodStream(ctx context.Context, cl client.Client, workers int) *podStre
 				case err != nil && !good && strings.Contains(err.Error(), `admission webhook "`+validateWebhookFail+`" denied the request`):
 					s.refused.Add(1)
 				default:
-					s.mu.Lock()
-					s.errs = append(s.errs, fmt.Sprintf("good=%v: %v", good, err))
-					s.mu.Unlock()
+					s.record(fmt.Sprintf("good=%v: %v", good, err))
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
@@ -201,15 +266,15 @@ func startPodStream(ctx context.Context, cl client.Client, workers int) *podStre
 
 func (s *podStream) answered() int64 { return s.admitted.Load() + s.refused.Load() }
 
-func (s *podStream) stop() {
-	s.cancel()
-	s.wg.Wait()
+func (w *workers) stop() {
+	w.cancel()
+	w.wg.Wait()
 }
 
-func (s *podStream) unexpected() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.errs...)
+func (w *workers) unexpected() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.errs...)
 }
 
 // certsPod is a Pod in the rotation specs' namespace, with the label the
