@@ -221,6 +221,11 @@ func (r *Renewer) Reconcile(ctx context.Context) (time.Duration, error) {
 	}
 	cas, trimAt := PlanBundle(signer, known, served, now, r.TrimGrace)
 	bundle := EncodeBundle(cas)
+	if !renewCA && !managed(caSecret) {
+		// Someone else's valid CA: published as they keep it, which is
+		// also what the configuration controller publishes.
+		bundle, cas, trimAt = caBundle, parseBundle(caBundle), time.Time{}
+	}
 	wrote := false
 	if renewCA || (managed(caSecret) && !bytes.Equal(bundle, caBundle)) {
 		if err := r.put(ctx, caSecret, r.CASecret, map[string][]byte{corev1.TLSCertKey: bundle, corev1.TLSPrivateKeyKey: caKeyPEM}); err != nil {

@@ -206,6 +206,38 @@ func TestRenewerRefusesUnmanagedSecrets(t *testing.T) {
 	}
 }
 
+func TestRenewerPublishesAnUnmanagedCAAsItIs(t *testing.T) {
+	w := newWorld(t, 0)
+	w.run(settle, nil, false)
+	// The user takes the CA over, adding a CA of theirs to the bundle.
+	_, theirs := mustCA(t, nil, epoch)
+	ca := w.secret(testCASecret)
+	ca.Labels = nil
+	ca.Data[corev1.TLSCertKey] = append(EncodeBundle([]*x509.Certificate{theirs}), ca.Data[corev1.TLSCertKey]...)
+	want := string(ca.Data[corev1.TLSCertKey])
+	if err := w.cl.Update(context.Background(), ca); err != nil {
+		t.Fatal(err)
+	}
+	w.renewerDue = w.clock
+	w.run(DefaultTrimGrace+time.Minute, nil, true)
+	for _, u := range w.untrusted {
+		t.Error(u)
+	}
+	// The Renewer alone, last, must agree with the configuration
+	// controller, or the two would take turns.
+	if _, err := w.r.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(w.secret(testCASecret).Data[corev1.TLSCertKey]); got != want {
+		t.Error("charter rewrote a CA Secret it does not manage")
+	}
+	for i, b := range w.published() {
+		if string(b) != want {
+			t.Errorf("webhook %d does not carry the unmanaged CA Secret's bundle", i)
+		}
+	}
+}
+
 // world is a cluster reduced to what certificate rotation touches: the
 // two Secrets and the webhook configurations in a fake API server, the
 // Renewer on a fake clock, the configuration controller's caBundle
