@@ -226,7 +226,13 @@ func (r *Renewer) Reconcile(ctx context.Context) (time.Duration, error) {
 		// also what the configuration controller publishes.
 		bundle, cas, trimAt = caBundle, parseBundle(caBundle), time.Time{}
 	}
+	// OnChange follows any write, even when a later step fails.
 	wrote := false
+	defer func() {
+		if wrote && r.OnChange != nil {
+			r.OnChange()
+		}
+	}()
 	if renewCA || (managed(caSecret) && !bytes.Equal(bundle, caBundle)) {
 		if err := r.put(ctx, caSecret, r.CASecret, map[string][]byte{corev1.TLSCertKey: bundle, corev1.TLSPrivateKeyKey: caKeyPEM}); err != nil {
 			return 0, err
@@ -254,20 +260,24 @@ func (r *Renewer) Reconcile(ctx context.Context) (time.Duration, error) {
 		}
 	}
 
-	// 4. The serving certificate, signed by the signing CA alone.
+	// 4. The serving certificate, signed by the signing CA alone, so the
+	// others can go (under someone else's CA, by any CA of theirs).
 	signerPEM := EncodeBundle([]*x509.Certificate{signer})
+	servingCAs := signerPEM
+	if !renewCA && !managed(caSecret) {
+		servingCAs = caBundle
+	}
 	pair := KeyPair{}
 	if pairSecret != nil {
 		pair = KeyPair{CertPEM: pairSecret.Data[corev1.TLSCertKey], KeyPEM: pairSecret.Data[corev1.TLSPrivateKeyKey]}
 	}
 	var next time.Duration
-	if pairSecret == nil || ServingNeedsRenewal(pair, signerPEM, r.Serving, now) {
+	if pairSecret == nil || ServingNeedsRenewal(pair, servingCAs, r.Serving, now) {
 		if pairSecret != nil && !managed(pairSecret) {
 			return 0, fmt.Errorf("TLS Secret %s/%s is not valid but is not managed by charter: it will not be renewed", r.Namespace, r.TLSSecret)
 		}
 		if wait := r.trustedSince[fingerprint].Add(r.PropagationDelay).Sub(now); wait > 0 {
 			r.Log.Info("certificates: waiting for the API server to trust the new CA before serving a certificate it signed", "wait", wait)
-			r.changed(wrote)
 			return wait, nil
 		}
 		fresh, err := NewServing(KeyPair{CertPEM: signerPEM, KeyPEM: caKeyPEM}, r.Serving, now)
@@ -286,14 +296,7 @@ func (r *Renewer) Reconcile(ctx context.Context) (time.Duration, error) {
 	} else if !trimAt.IsZero() {
 		next = trimAt.Sub(now)
 	}
-	r.changed(wrote)
 	return next, nil
-}
-
-func (r *Renewer) changed(wrote bool) {
-	if wrote && r.OnChange != nil {
-		r.OnChange()
-	}
 }
 
 func managed(s *corev1.Secret) bool { return s != nil && s.Labels[ManagedByLabel] == ManagedByValue }
