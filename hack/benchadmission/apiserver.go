@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -216,6 +217,11 @@ func runAPIServer(ctx context.Context, o apiOptions, p *printer) (err error) {
 			return err
 		}
 	}
+	split := &latencySplit{cs: b.cs, charterURL: charter.metricsURL, client: &http.Client{Timeout: 10 * time.Second}}
+	splitBefore, err := split.sample(ctx)
+	if err != nil {
+		return err
+	}
 	perRound := o.duration / time.Duration(o.rounds)
 	for r := range o.rounds {
 		order := []*apiTarget{excluded, covered}
@@ -227,6 +233,15 @@ func runAPIServer(ctx context.Context, o apiOptions, p *printer) (err error) {
 				return err
 			}
 		}
+	}
+
+	splitAfter, err := split.sample(ctx)
+	if err != nil {
+		return err
+	}
+	conns, err := connectionsTo(charter.port)
+	if err != nil {
+		return fmt.Errorf("counting connections to charter: %w", err)
 	}
 
 	p.printf("\n%s\n", p.style("Admission through the API server (Pod CREATE, dryRun=All)", bold))
@@ -252,6 +267,7 @@ func runAPIServer(ctx context.Context, o apiOptions, p *printer) (err error) {
 		}
 	}
 	p.printf("\n")
+	printSplit(p, splitBefore, splitAfter, conns)
 	added := sc.P99 - sn.P99
 	p.verdict("p99 added by charter", signedMS(added), "target < 5ms", added < 5*time.Millisecond)
 	p.verdict("charter errors", fmt.Sprint(len(covered.results.Errors)), "target 0", len(covered.results.Errors) == 0)
@@ -359,10 +375,12 @@ func (b *apiBench) waitForCharter(ctx context.Context, c *charterProcess, t *api
 // charterProcess is `charter serve --controllers=admission` run out of
 // cluster against the local control plane, as a developer runs it.
 type charterProcess struct {
-	cmd     *exec.Cmd
-	exited  chan error
-	logPath string
-	logFile *os.File
+	port       int    // of the admission server, on 127.0.0.1
+	metricsURL string // its Prometheus metrics
+	cmd        *exec.Cmd
+	exited     chan error
+	logPath    string
+	logFile    *os.File
 }
 
 func startCharter(bin, kubeconfig, logPath string) (*charterProcess, error) {
@@ -371,6 +389,10 @@ func startCharter(bin, kubeconfig, logPath string) (*charterProcess, error) {
 		return nil, err
 	}
 	health, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	metricsPort, err := freePort()
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +406,7 @@ func startCharter(bin, kubeconfig, logPath string) (*charterProcess, error) {
 		"--namespace="+charterNamespace,
 		"--webhook-addr="+addr,
 		"--webhook-url=https://"+addr,
-		"--metrics-addr=0",
+		"--metrics-addr=127.0.0.1:"+strconv.Itoa(metricsPort),
 		"--health-addr=127.0.0.1:"+strconv.Itoa(health),
 		"--leader-elect=false",
 	)
@@ -395,7 +417,7 @@ func startCharter(bin, kubeconfig, logPath string) (*charterProcess, error) {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	c := &charterProcess{cmd: cmd, exited: make(chan error, 1), logPath: logPath, logFile: logFile}
+	c := &charterProcess{port: port, metricsURL: "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics", cmd: cmd, exited: make(chan error, 1), logPath: logPath, logFile: logFile}
 	go func() { c.exited <- cmd.Wait() }()
 	return c, nil
 }
