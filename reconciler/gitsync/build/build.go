@@ -4,8 +4,10 @@
 // The repository is copied into an in-memory file system first, so a
 // kustomization can reach any file of the repository (overlays list policy
 // files from ../../policies) but nothing outside it: no controller files, no
-// mounted service-account tokens. A folder without a kustomization is built
-// from a kustomization generated in memory that lists its YAML files.
+// mounted service-account tokens. A folder of plain YAML (no kustomization
+// in it or below it) is decoded file by file instead, straight from the
+// checkout; one with kustomized sub-folders is built from a kustomization
+// generated in memory that lists its YAML files and those sub-folders.
 // Every object comes back with the repository file it was declared in.
 package build
 
@@ -56,6 +58,18 @@ func (e *Error) Unwrap() error { return e.Err }
 // root) of the repository checked out at root.
 func Build(root, dir string) ([]Object, error) {
 	dir = path.Clean("/" + strings.TrimPrefix(filepath.ToSlash(dir), "./"))
+	if objs, ok, err := buildPlain(root, dir); ok {
+		if err != nil {
+			return nil, &Error{Path: strings.TrimPrefix(dir, "/"), Err: err}
+		}
+		return objs, nil
+	}
+	return buildKustomize(root, dir)
+}
+
+// buildKustomize renders dir (slash-separated, absolute in the repository)
+// with kustomize over an in-memory copy of the repository.
+func buildKustomize(root, dir string) ([]Object, error) {
 	fsys, err := loadRepository(root)
 	if err != nil {
 		return nil, &Error{Path: dir, Err: err}

@@ -83,3 +83,73 @@ func TestBuiltObjectsDeepCopy(t *testing.T) {
 		g.Expect(func() { o.DeepCopy() }).NotTo(Panic(), "DeepCopy of %s/%s", o.GetKind(), o.GetName())
 	}
 }
+
+// TestPlainFolderIsDecodedAsKustomizeWould: a folder without any
+// kustomization is decoded file by file; what comes out is what kustomize
+// renders from a kustomization that lists the same files.
+func TestPlainFolderIsDecodedAsKustomizeWould(t *testing.T) {
+	tests := []struct {
+		name, root, dir string
+		want            map[string]string
+	}{
+		{
+			name: "documents, lists and JSON", root: "testdata/repo", dir: "/documents",
+			want: map[string]string{
+				"Namespace/team-b":   "documents/multi.yaml",
+				"ConfigMap/flags":    "documents/multi.yaml",
+				"ConfigMap/listed-a": "documents/list.yaml",
+				"ConfigMap/listed-b": "documents/list.yaml",
+				"ResourceQuota/pods": "documents/quota.json",
+			},
+		},
+		{name: "test suites and their fixtures skipped", root: "testdata/repo", dir: "/policies",
+			want: map[string]string{"ClusterPolicy/require-labels": "policies/require-labels/require-labels.yaml"}},
+		// charter's own library: every policy, its tests and fixtures.
+		{name: "the policy library", root: "../../..", dir: "/policies"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			plain, ok, err := buildPlain(tt.root, tt.dir)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(ok).To(BeTrue())
+			kustomized, err := buildKustomize(tt.root, tt.dir)
+			g.Expect(err).NotTo(HaveOccurred())
+
+			byID := func(objs []Object) map[string]Object {
+				m := map[string]Object{}
+				for _, o := range objs {
+					m[identity(o.Unstructured)] = o
+				}
+				return m
+			}
+			want := byID(kustomized)
+			g.Expect(plain).To(HaveLen(len(kustomized)))
+			for id, o := range byID(plain) {
+				g.Expect(want).To(HaveKey(id))
+				g.Expect(o.File).To(Equal(want[id].File), id)
+				g.Expect(o.Object).To(Equal(want[id].Object), id)
+			}
+			if tt.want != nil {
+				got := map[string]string{}
+				for _, o := range plain {
+					got[o.GetKind()+"/"+o.GetName()] = o.File
+				}
+				g.Expect(got).To(Equal(tt.want))
+			}
+		})
+	}
+}
+
+func TestPlainFolderFaultsNameTheFile(t *testing.T) {
+	tests := []struct{ dir, err string }{
+		{dir: "duplicate", err: "duplicate/ns.yaml: Namespace. twice is declared twice (first in duplicate/a/ns.yaml)"},
+		{dir: "notobject", err: "notobject/list.yaml: document 1 is not an object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dir, func(t *testing.T) {
+			_, err := Build("testdata/repo", tt.dir)
+			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tt.err)))
+		})
+	}
+}
