@@ -36,7 +36,7 @@ const (
 
 // +kubebuilder:rbac:groups=gitops.charter.dev,resources=policyrepositories,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=gitops.charter.dev,resources=policyrepositories/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;create;update;patch
@@ -53,6 +53,18 @@ type PolicyRepositoryReconciler struct {
 	Recorder events.EventRecorder
 	// Cache holds the checkouts.
 	Cache *source.Cache
+	// Secrets reads credential and key Secrets; the Client when nil. Setup
+	// gives it the manager's uncached reader: a sync reads one or two
+	// Secrets, which does not justify holding every Secret of the cluster
+	// in an informer.
+	Secrets client.Reader
+}
+
+func (r *PolicyRepositoryReconciler) secrets() client.Reader {
+	if r.Secrets != nil {
+		return r.Secrets
+	}
+	return r.Client
 }
 
 // Reconcile syncs one PolicyRepository.
@@ -234,7 +246,7 @@ func (r *PolicyRepositoryReconciler) auth(ctx context.Context, obj *gitopsv1alph
 	var data map[string][]byte
 	if ref := obj.Spec.SecretRef; ref != nil {
 		var secret corev1.Secret
-		if err := r.Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: ref.Name}, &secret); err != nil {
+		if err := r.secrets().Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: ref.Name}, &secret); err != nil {
 			return nil, fmt.Errorf("credentials secret %s/%s: %w", obj.Namespace, ref.Name, err)
 		}
 		data = secret.Data
@@ -255,7 +267,7 @@ func (r *PolicyRepositoryReconciler) verify(ctx context.Context, obj *gitopsv1al
 		return nil
 	}
 	var secret corev1.Secret
-	if err := r.Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: v.SecretRef.Name}, &secret); err != nil {
+	if err := r.secrets().Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: v.SecretRef.Name}, &secret); err != nil {
 		err = fmt.Errorf("verification secret %s/%s: %w", obj.Namespace, v.SecretRef.Name, err)
 		setCondition(obj, gitopsv1alpha1.ConditionSourceVerified, "False", gitopsv1alpha1.ReasonVerificationFailed, err.Error())
 		return err

@@ -60,6 +60,8 @@ const maxPayload = 5 << 20
 // watches.
 type Receiver struct {
 	Client client.Client
+	// Secrets reads the receiver Secrets; Client when nil.
+	Secrets client.Reader
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -99,8 +101,12 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.NotFound(w, req)
 		return
 	}
+	var secrets client.Reader = rc.Client
+	if rc.Secrets != nil {
+		secrets = rc.Secrets
+	}
 	var secret corev1.Secret
-	if err := rc.Client.Get(ctx, client.ObjectKey{Namespace: repo.Namespace, Name: secretName}, &secret); err != nil {
+	if err := secrets.Get(ctx, client.ObjectKey{Namespace: repo.Namespace, Name: secretName}, &secret); err != nil {
 		logger.Error(err, "receiver secret unreadable", "secret", secretName)
 		http.Error(w, "receiver not configured", http.StatusServiceUnavailable)
 		return

@@ -49,12 +49,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Scheme:   mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder(ControllerName),
 		Cache:    &source.Cache{Dir: opts.CacheDir},
+		Secrets:  mgr.GetAPIReader(),
 	}
 	if err := r.SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	if opts.ReceiverAddr != "" {
-		if err := mgr.Add(&receiverServer{addr: opts.ReceiverAddr, handler: NewReceiver(mgr.GetClient())}); err != nil {
+		if err := mgr.Add(&receiverServer{addr: opts.ReceiverAddr, handler: &Receiver{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader()}}); err != nil {
 			return err
 		}
 	}
