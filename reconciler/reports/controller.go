@@ -84,6 +84,9 @@ type Controller struct {
 	// swept is set once the first sweep has seen every report: from then
 	// on a resource the controller has no state for has no report.
 	swept bool
+	// firstSwept is closed once the first sweep is done; scans wait for
+	// it, so that they know which reports exist.
+	firstSwept chan struct{}
 	// applied is set once the first policy set is in place and watched.
 	applied bool
 
@@ -176,6 +179,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		writeSem:      make(chan struct{}, opts.WriteWorkers),
 		scanSlots:     make(chan struct{}, opts.Workers+opts.WriteWorkers),
 		policyChanged: make(chan struct{}, 1),
+		firstSwept:    make(chan struct{}),
 	}, nil
 }
 
@@ -254,11 +258,38 @@ func (c *Controller) updateState(uid types.UID, change func(st *resourceState)) 
 // Start runs the controller until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
 	defer c.events.ShutDown()
+	// The first sweep lists the reports while the policy informers sync,
+	// and waits for the first policy set only to prune what it listed: on a
+	// fresh API server the first request for each resource waits for the
+	// server to set up its storage (about a second each on a busy one), so
+	// one after the other they would add up.
+	started := time.Now()
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	compiled := make(chan struct{})
+	swept := make(chan error, 1)
+	go func() {
+		swept <- c.sweep(sweepCtx, func() (*snapshot, error) {
+			select {
+			case <-compiled:
+				return c.snap.Load(), nil
+			case <-sweepCtx.Done():
+				return nil, sweepCtx.Err()
+			}
+		})
+	}()
 	// Discovery runs in applyPolicies, once the policies are known.
 	if err := c.startPolicyInformers(ctx); err != nil {
 		return err
 	}
-	if err := c.applyPolicies(ctx); err != nil {
+	c.log.V(1).Info("policy informers synced", "took", time.Since(started).String())
+	firstSweep := func() error {
+		close(compiled)
+		err := <-swept
+		c.log.V(1).Info("reports swept", "took", time.Since(started).String())
+		return err
+	}
+	if err := c.applyPolicies(ctx, firstSweep); err != nil {
 		return err
 	}
 
@@ -291,7 +322,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			case <-c.policyChanged:
 			default:
 			}
-			if err := c.applyPolicies(ctx); err != nil {
+			if err := c.applyPolicies(ctx, nil); err != nil {
 				c.log.Error(err, "applying policy changes")
 			}
 		case <-ticker.C:
@@ -404,8 +435,10 @@ func (c *Controller) installedPolicies() ([]kyvernov1.PolicyInterface, []*kyvern
 // scanned, types whose policies changed are rescanned (resources whose
 // fingerprint is unchanged are skipped), types no policy matches any more
 // are scanned one last time (dropping their results) and unwatched, and
-// when a policy or rule went away every report is swept.
-func (c *Controller) applyPolicies(ctx context.Context) error {
+// when a policy or rule went away every report is swept. The first call
+// is handed the first sweep, already under way, to finish once the
+// policies are compiled.
+func (c *Controller) applyPolicies(ctx context.Context, firstSweep func() error) error {
 	policies, exceptions := c.installedPolicies()
 	// CRDs come and go: let discovery see the current kinds.
 	if err := c.kinds.refresh(); err != nil {
@@ -431,12 +464,32 @@ func (c *Controller) applyPolicies(ctx context.Context) error {
 		// holding them must be merged, not overwritten.
 		c.forgetReports()
 	}
-	if first || catalogShrank(old.catalog, snap.catalog) {
-		if err := c.sweep(ctx, snap); err != nil {
+	switch {
+	case first && firstSweep != nil:
+		// The watchers start now, so that their informers list while the
+		// sweep ends; their scans wait for the sweep (see startWatcher).
+		c.updateWatchers(ctx, old, snap)
+		if err := firstSweep(); err != nil {
+			return err
+		}
+		close(c.firstSwept)
+		return nil
+	case first || catalogShrank(old.catalog, snap.catalog):
+		if err := c.sweep(ctx, fixedSnapshot(snap)); err != nil {
 			return err
 		}
 	}
+	if first {
+		close(c.firstSwept)
+	}
+	c.updateWatchers(ctx, old, snap)
+	return nil
+}
 
+// updateWatchers starts watching the resource types of a new policy set,
+// rescans those whose policies changed, and stops watching those no
+// policy matches any more.
+func (c *Controller) updateWatchers(ctx context.Context, old, snap *snapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for gvr, t := range snap.types {
@@ -460,7 +513,6 @@ func (c *Controller) applyPolicies(ctx context.Context) error {
 		}
 	}
 	c.applied = true
-	return nil
 }
 
 // leftBackground reports whether a policy still installed stopped being
@@ -527,7 +579,7 @@ func (c *Controller) FullRescan(ctx context.Context) error {
 	if snap == nil {
 		return errors.New("reports: controller not started")
 	}
-	if err := c.sweep(ctx, snap); err != nil {
+	if err := c.sweep(ctx, fixedSnapshot(snap)); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -545,10 +597,16 @@ func (c *Controller) FullRescan(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// fixedSnapshot hands sweep a policy set already known.
+func fixedSnapshot(snap *snapshot) func() (*snapshot, error) {
+	return func() (*snapshot, error) { return snap, nil }
+}
+
 // sweep reads every report charter manages: results of policies or rules
 // that are gone are dropped (a report left empty is deleted), and what the
-// report holds is remembered so scans need not read it again.
-func (c *Controller) sweep(ctx context.Context, snap *snapshot) error {
+// report holds is remembered so scans need not read it again. It asks
+// policies for the policy set once it has a report to look at.
+func (c *Controller) sweep(ctx context.Context, policies func() (*snapshot, error)) error {
 	c.mu.Lock()
 	c.sweeps++
 	gen := c.sweeps
@@ -558,6 +616,10 @@ func (c *Controller) sweep(ctx context.Context, snap *snapshot) error {
 		if err != nil {
 			c.log.Error(err, "skipping unreadable report")
 			return nil
+		}
+		snap, err := policies()
+		if err != nil {
+			return err
 		}
 		scope := parsed.Scope
 		scope.Namespace = u.GetNamespace()

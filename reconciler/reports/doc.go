@@ -34,8 +34,8 @@
 //     watch cache). So evaluations (--reports-workers) and writes in flight
 //     (--reports-write-workers) are bounded apart, the next page is listed
 //     while the current one is written, a report is encoded once from a
-//     typed struct, and a write asks only for metadata back and does not
-//     decode it.
+//     typed struct, and a write asks only for metadata back, of which it
+//     reads the resourceVersion alone.
 //   - Exceptions with spec.background: false bind to admission only
 //     (admission-reports.md §7): background scans leave them out.
 //   - Audit results from the admission webhook arrive through an

@@ -77,7 +77,14 @@ func (c *Controller) startWatcher(ctx context.Context, t resourceType) *watcher 
 	}
 	go w.informer.RunWithContext(wctx)
 	go func() {
+		watched := time.Now()
 		if !cache.WaitForCacheSync(wctx.Done(), w.informer.HasSynced) {
+			return
+		}
+		c.log.V(1).Info("informer synced", "resource", t.GVR.String(), "took", time.Since(watched).String())
+		select {
+		case <-c.firstSwept:
+		case <-wctx.Done():
 			return
 		}
 		if err := w.scan(wctx, c, false); err != nil && wctx.Err() == nil {
@@ -203,7 +210,8 @@ func (w *watcher) scan(ctx context.Context, c *Controller, force bool) error {
 	listed := make(chan error, 1)
 	go func() {
 		defer close(pages)
-		listed <- listPages(listCtx, c.dyn.Resource(w.t.GVR), c.opts.PageSize, "", func(items []unstructured.Unstructured) error {
+		// At least as new as the informer: what it has seen is listed.
+		listed <- listPages(listCtx, c.dyn.Resource(w.t.GVR), c.opts.PageSize, "", w.informer.LastSyncResourceVersion(), func(items []unstructured.Unstructured) error {
 			select {
 			case pages <- items:
 				return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -168,28 +169,51 @@ func (c reportClient) delete(ctx context.Context, scope report.Scope) error {
 	return nil
 }
 
-// list calls fn for every report charter manages, a page at a time.
+// anyCachedVersion asks a list for whatever the API server's watch cache
+// holds, however fresh: any resourceVersion is not older than the first.
+const anyCachedVersion = "1"
+
+// list calls fn for every report charter manages, a page at a time, both
+// kinds at once, so fn must be safe for concurrent use. The
+// list comes from the API server's watch cache without waiting for it to
+// catch up with etcd: a report it shows older than stored is harmless,
+// since every write is conditional on the version read, and a stale one
+// is read again when a write finds it changed.
 func (c reportClient) list(ctx context.Context, pageSize int64, fn func(u *unstructured.Unstructured) error) error {
-	for _, gvr := range []schema.GroupVersionResource{policyReportsGVR, clusterPolicyReportsGVR} {
-		err := listPages(ctx, c.dyn.Resource(gvr), pageSize, report.ManagedByLabel+"="+report.ManagedBy, func(items []unstructured.Unstructured) error {
-			for i := range items {
-				if err := fn(&items[i]); err != nil {
-					return err
+	// Both kinds at once: fn must be safe for concurrent use.
+	gvrs := []schema.GroupVersionResource{policyReportsGVR, clusterPolicyReportsGVR}
+	errs := make([]error, len(gvrs))
+	var wg sync.WaitGroup
+	for i, gvr := range gvrs {
+		wg.Go(func() {
+			err := listPages(ctx, c.dyn.Resource(gvr), pageSize, report.ManagedByLabel+"="+report.ManagedBy, anyCachedVersion, func(items []unstructured.Unstructured) error {
+				for i := range items {
+					if err := fn(&items[i]); err != nil {
+						return err
+					}
 				}
+				return nil
+			})
+			if err != nil {
+				errs[i] = fmt.Errorf("listing %s: %w", gvr.Resource, err)
 			}
-			return nil
 		})
-		if err != nil {
-			return fmt.Errorf("listing %s: %w", gvr.Resource, err)
-		}
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // listPages lists a resource in pages so that no more than one page of
-// full objects is held at a time.
-func listPages(ctx context.Context, ri dynamic.NamespaceableResourceInterface, pageSize int64, selector string, fn func(items []unstructured.Unstructured) error) error {
+// full objects is held at a time. The list is at least as new as
+// resourceVersion notOlderThan; "" asks for a consistent read, which the
+// API server serves only once its watch cache has caught up with etcd (up
+// to a second or two on a busy control plane for a resource that has seen
+// no events lately).
+func listPages(ctx context.Context, ri dynamic.NamespaceableResourceInterface, pageSize int64, selector, notOlderThan string, fn func(items []unstructured.Unstructured) error) error {
 	opts := metav1.ListOptions{Limit: pageSize, LabelSelector: selector}
+	if notOlderThan != "" {
+		opts.ResourceVersion, opts.ResourceVersionMatch = notOlderThan, metav1.ResourceVersionMatchNotOlderThan
+	}
 	for {
 		page, err := ri.List(ctx, opts)
 		if err != nil {
@@ -201,6 +225,8 @@ func listPages(ctx context.Context, ri dynamic.NamespaceableResourceInterface, p
 		if page.GetContinue() == "" {
 			return nil
 		}
+		// The continuation carries the first page's version.
 		opts.Continue = page.GetContinue()
+		opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
 	}
 }
