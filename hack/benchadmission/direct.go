@@ -37,7 +37,6 @@ type directOptions struct {
 	rounds       int
 	workers      int
 	noncompliant float64
-	http2        bool
 	cpuProfile   string
 	metrics      bool // record Prometheus metrics, as charter serve does
 	gcPercent    int  // GOGC of this process, which runs both servers
@@ -146,7 +145,7 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 			return err
 		}
 		targets = append(targets, &webhookTarget{name: t.name, url: url, null: t.null, reviews: reviewAt,
-			client: httpClient(caPEM, o.workers, o.http2)})
+			client: httpClient(caPEM, o.workers)})
 	}
 
 	// Every Pod once on each server: a wrong decision here is a setup
@@ -159,10 +158,6 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 		}
 	}
 
-	proto := "HTTP/1.1 keep-alive"
-	if o.http2 {
-		proto = "HTTP/2"
-	}
 	fmt.Fprintf(os.Stderr, "direct: warming up %d connections and %s per webhook\n", min(o.workers, 16), o.warmup)
 	for _, t := range targets {
 		if err := t.warm(ctx, min(o.workers, 16)); err != nil {
@@ -219,8 +214,8 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 	if !o.metrics {
 		withMetrics = "without metrics"
 	}
-	p.printf("open loop at %g/s, %s per webhook in %d alternating rounds after %s of warm-up; %s, up to %d in flight; charter %s; %d CPUs\n\n",
-		o.rate, o.duration, o.rounds, o.warmup, proto, o.workers, withMetrics, runtime.NumCPU())
+	p.printf("open loop at %g/s, %s per webhook in %d alternating rounds after %s of warm-up; HTTP/1.1 keep-alive (the server speaks nothing else), up to %d in flight; charter %s; %d CPUs\n\n",
+		o.rate, o.duration, o.rounds, o.warmup, o.workers, withMetrics, runtime.NumCPU())
 	rows := make([][]string, 0, len(targets))
 	sums := map[string]loadgen.Summary{}
 	for _, t := range targets {
@@ -269,12 +264,11 @@ func servingCertificate() (caPEM []byte, cert *tls.Certificate, err error) {
 
 // httpClient keeps up to conns connections alive to one server, as the
 // API server keeps its connections to a webhook.
-func httpClient(caPEM []byte, conns int, http2 bool) *http.Client {
+func httpClient(caPEM []byte, conns int) *http.Client {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	return &http.Client{Transport: &http.Transport{
 		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2:   http2,
 		MaxIdleConns:        conns,
 		MaxIdleConnsPerHost: conns,
 		IdleConnTimeout:     5 * time.Minute,

@@ -24,7 +24,7 @@ func tlsServer(t *testing.T, h http.Handler, null bool) *webhookTarget {
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{*cert}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return &webhookTarget{name: "test", url: srv.URL + server.PathValidateFail, null: null, client: httpClient(caPEM, 2, false)}
+	return &webhookTarget{name: "test", url: srv.URL + server.PathValidateFail, null: null, client: httpClient(caPEM, 2)}
 }
 
 func reviewOf(t *testing.T, pod workload.Pod) *review {

@@ -69,7 +69,6 @@ func run() error {
 	fs.DurationVar(&d.warmup, "warmup", 3*time.Second, "direct: warm-up per webhook before measuring")
 	fs.IntVar(&d.rounds, "rounds", 4, "direct: alternating rounds of null and charter, so drift on a shared machine hits both")
 	fs.IntVar(&d.workers, "workers", 64, "direct: most requests in flight (and keep-alive connections) per webhook")
-	fs.BoolVar(&d.http2, "http2", false, "direct: HTTP/2 instead of HTTP/1.1 keep-alive")
 	fs.BoolVar(&d.metrics, "metrics", true, "direct: charter records Prometheus metrics, as charter serve does")
 	fs.IntVar(&d.gcPercent, "gogc", serveGCPercent, "direct: GOGC of this process, which runs both servers (default: charter serve's)")
 	fs.StringVar(&d.cpuProfile, "cpuprofile", "", "direct: write a CPU profile of the measured rounds to this file")

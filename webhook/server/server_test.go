@@ -192,3 +192,47 @@ func TestShutdownDrainsInFlightRequests(t *testing.T) {
 }
 
 var errFalse = &httpError{reason: "request was not allowed"}
+
+// TestServerSpeaksHTTP1Only: a client offering HTTP/2 first, as
+// kube-apiserver's webhook client does for a loopback URL, is answered over
+// HTTP/1.1, the protocol the API server uses for a webhook Service.
+func TestServerSpeaksHTTP1Only(t *testing.T) {
+	caPEM, pair := issue(t)
+	cert, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := startServer(t, NewHandler(Options{Null: true}), func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil })
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	for _, protos := range [][]string{{"h2", "http/1.1"}, {"h2"}} {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, NextProtos: protos})
+		if len(protos) == 1 {
+			// Offered only HTTP/2, the handshake fails: ALPN has nothing
+			// in common.
+			if err == nil {
+				t.Errorf("offering only %v: handshake succeeded with %q", protos, conn.ConnectionState().NegotiatedProtocol)
+				conn.Close()
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("offering %v: %v", protos, err)
+		}
+		if got := conn.ConnectionState().NegotiatedProtocol; got != "http/1.1" {
+			t.Errorf("offering %v: negotiated %q, want http/1.1", protos, got)
+		}
+		conn.Close()
+	}
+
+	c := client(caPEM, 0)
+	c.Transport.(*http.Transport).ForceAttemptHTTP2 = true
+	resp, err := c.Post("https://"+addr+PathValidateFail, "application/json", bytes.NewReader(compliant().review()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 1 || resp.StatusCode != http.StatusOK {
+		t.Errorf("an HTTP/2-capable client got %s %d, want HTTP/1.1 200", resp.Proto, resp.StatusCode)
+	}
+}
