@@ -48,7 +48,9 @@
 //   - On start, on every policy removal and on each periodic full rescan
 //     the controller sweeps all of charter's reports: results of policies
 //     or rules that no longer exist are dropped, reports left empty are
-//     deleted.
+//     deleted. The sweep reads the API server's watch cache as it stands
+//     (conditional writes make a stale copy harmless); on start it runs
+//     while the policy informers sync, and scans wait for it.
 //
 // The controller runs under leader election, the admission writer on
 // every replica; see Setup.
