@@ -72,12 +72,20 @@ func (e *Error) Error() string {
 
 // Objects checks a rendered revision; scheme holds the kinds decoded
 // strictly. It returns *Error when anything is wrong.
+//
+// Each policy is compiled on its own as soon as it is decoded, then
+// dropped: compiling one needs nothing of the others, and a sync's memory
+// peaks here, with the whole revision decoded, so it should not also hold
+// hundreds of compiled policies at once.
 func Objects(objs []build.Object, scheme *runtime.Scheme) error {
 	var faults []Fault
-	var policies []kyvernov1.PolicyInterface
 	var exceptions []*kyvernov2.PolicyException
-	// files maps "Kind/key" (the engine's naming) back to the file.
-	files := map[string]string{}
+	// exceptionFiles maps an exception's engine key, as compile errors
+	// name it, back to its file.
+	exceptionFiles := map[string]string{}
+	// policyFiles maps each policy's engine key to the file that declared
+	// it first.
+	policyFiles := map[string]string{}
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
 		ref := describe(o)
@@ -92,24 +100,21 @@ func Objects(objs []build.Object, scheme *runtime.Scheme) error {
 		}
 		switch v := typed.(type) {
 		case *kyvernov1.ClusterPolicy:
-			policies = append(policies, v)
-			files["ClusterPolicy/"+v.GetName()] = o.File
+			faults = append(faults, compilePolicy(v, "ClusterPolicy/"+v.GetName(), o.File, policyFiles)...)
 		case *kyvernov1.Policy:
-			policies = append(policies, v)
-			files["Policy/"+v.GetNamespace()+"/"+v.GetName()] = o.File
+			faults = append(faults, compilePolicy(v, "Policy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
 		case *kyvernov2.PolicyException:
 			exceptions = append(exceptions, v)
-			files[exceptionKey(v)] = o.File
+			exceptionFiles[exceptionKey(v)] = o.File
 		case *kyvernov2beta1.PolicyException:
 			ex := v.ToV2()
 			exceptions = append(exceptions, ex)
-			files[exceptionKey(ex)] = o.File
+			exceptionFiles[exceptionKey(ex)] = o.File
 		}
 	}
-	if len(policies) > 0 || len(exceptions) > 0 {
-		_, err := engine.Compile(policies, engine.WithExceptions(exceptions))
-		if err != nil {
-			faults = append(faults, compileFaults(err, files)...)
+	if len(exceptions) > 0 {
+		if _, err := engine.Compile(nil, engine.WithExceptions(exceptions)); err != nil {
+			faults = append(faults, compileFaults(err, exceptionFiles)...)
 		}
 	}
 	if len(faults) == 0 {
@@ -117,6 +122,20 @@ func Objects(objs []build.Object, scheme *runtime.Scheme) error {
 	}
 	sort.SliceStable(faults, func(i, j int) bool { return faults[i].File < faults[j].File })
 	return &Error{Faults: faults}
+}
+
+// compilePolicy compiles one policy, declared in file; key is how compile
+// errors name it. seen holds the keys compiled so far and their files.
+func compilePolicy(p kyvernov1.PolicyInterface, key, file string, seen map[string]string) []Fault {
+	if first, dup := seen[key]; dup {
+		return []Fault{{File: file, Object: fmt.Sprintf("%s %q", p.GetKind(), strings.TrimPrefix(key, p.GetKind()+"/")),
+			Message: "declared again (first in " + first + ")"}}
+	}
+	seen[key] = file
+	if _, err := engine.Compile([]kyvernov1.PolicyInterface{p}); err != nil {
+		return compileFaults(err, map[string]string{key: file})
+	}
+	return nil
 }
 
 func exceptionKey(ex *kyvernov2.PolicyException) string {

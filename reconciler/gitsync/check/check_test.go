@@ -55,6 +55,7 @@ func TestObjects(t *testing.T) {
 		{file: "unknown-field.yaml", want: []string{`repo/unknown-field.yaml: ClusterPolicy "typo": unknown field "spec.rules[0].match.any[0].resources.kindz"`}},
 		{file: "core-unknown-field.yaml", want: []string{`repo/core-unknown-field.yaml: ConfigMap "team-a/settings": unknown field "dataa"`}},
 		{file: "no-name.yaml", want: []string{`repo/no-name.yaml: ConfigMap "team-a/": an object needs apiVersion, kind and metadata.name`}},
+		{file: "duplicate.yaml", want: []string{`repo/duplicate.yaml: Policy "team-a/twice": declared again (first in repo/duplicate.yaml)`}},
 		{file: "bad-exception.yaml", want: []string{`repo/bad-exception.yaml: PolicyException "team-a/allow-all": spec.exceptions: an exception needs at least one policy`}},
 	}
 	for _, tt := range tests {
