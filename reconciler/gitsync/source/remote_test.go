@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,6 +155,15 @@ func TestRefPrecedenceAgainstARealRemote(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(rev).To(Equal(tt.want))
 			g.Expect(content).To(Equal(tt.content))
+			// Branches and tags are cloned one commit deep; a pinned
+			// commit needs the history that holds it.
+			dir := filepath.Join(cache.Dir, "ns", "repo", rev[strings.LastIndex(rev, ":")+1:])
+			_, err = os.Stat(filepath.Join(dir, ".git", "shallow"))
+			if tt.ref != nil && tt.ref.Commit != "" {
+				g.Expect(err).To(MatchError(os.ErrNotExist))
+			} else {
+				g.Expect(err).NotTo(HaveOccurred(), "the clone is not shallow")
+			}
 		})
 	}
 }
