@@ -67,6 +67,8 @@ type writeCounter struct {
 	writes atomic.Int64
 	// firstWrite is when the first report write was sent (UnixNano).
 	firstWrite atomic.Int64
+	// writeBytes sums the bodies of report writes.
+	writeBytes atomic.Int64
 
 	mu       sync.Mutex
 	requests map[string]int
@@ -77,6 +79,9 @@ func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet && reports {
 		w.writes.Add(1)
 		w.firstWrite.CompareAndSwap(0, time.Now().UnixNano())
+		if req.ContentLength > 0 {
+			w.writeBytes.Add(req.ContentLength)
+		}
 	}
 	what := "other"
 	if reports {
@@ -204,6 +209,7 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	default:
 	}
 	firstWrites := counter.writes.Load()
+	firstWriteBytes := counter.writeBytes.Load()
 	fmt.Printf("first scan: %d evaluations, %d skipped\n", c.Stats().Evaluations.Load(), c.Stats().Skipped.Load())
 	stopSampling()
 
@@ -242,7 +248,12 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	}
 	fmt.Printf("CPU share of the first scan:    %.2f cores of %d; all cores to itself: %s\n",
 		total.Seconds()/firstScan.Seconds(), runtime.NumCPU(), (total / time.Duration(runtime.NumCPU())).Round(time.Millisecond))
-	fmt.Printf("API writes, first scan:         %d\n", firstWrites)
+	fmt.Printf("API writes, first scan:         %d", firstWrites)
+	if firstWrites > 0 {
+		fmt.Printf(" (%.0f bytes each; kube-apiserver CPU %s each)", float64(firstWriteBytes)/float64(firstWrites),
+			(serverCPU["kube-apiserver"] / time.Duration(firstWrites)).Round(10*time.Microsecond))
+	}
+	fmt.Println()
 	fmt.Printf("API requests, both scans:       %s\n", counter.breakdown())
 	fmt.Printf("full rescan, nothing changed:   %s, %d API writes, %d evaluations\n",
 		rescan.Round(time.Millisecond), rescanWrites, c.Stats().Evaluations.Load())
