@@ -82,13 +82,24 @@ func operands(key, value any) ([]string, valueSet, bool) {
 	case []any:
 		keys = make([]string, len(k))
 		for i, e := range k {
-			keys[i] = fmt.Sprint(e)
+			keys[i] = element(e)
 		}
 	default:
 		return nil, valueSet{}, false
 	}
 	vs, ok := parseValueSet(value)
 	return keys, vs, ok
+}
+
+// element stringifies one element of a key or value array as fmt.Sprint
+// does, without fmt's cost for the common case of a string, which is
+// itself (a Pod review meets hundreds of such elements in the Pod Security
+// policies' deny conditions).
+func element(e any) string {
+	if s, ok := e.(string); ok {
+		return s
+	}
+	return fmt.Sprint(e)
 }
 
 // valueSet is the right-hand side of a set operator.
@@ -115,7 +126,7 @@ func parseValueSet(value any) (valueSet, bool) {
 	case []any:
 		items := make([]string, len(v))
 		for i, e := range v {
-			items[i] = fmt.Sprint(e)
+			items[i] = element(e)
 		}
 		return valueSet{items: items}, true
 	case bool, int, int64, float64:
@@ -222,7 +233,7 @@ func scalarIn(k string, value any) (found, ok bool) {
 	switch v := value.(type) {
 	case []any:
 		for _, e := range v {
-			if wildcard.Match(k, fmt.Sprint(e)) {
+			if wildcard.Match(k, element(e)) {
 				return true, true
 			}
 		}

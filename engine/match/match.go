@@ -195,6 +195,16 @@ func Kinds(selectors []string, gvk schema.GroupVersionKind, subresource string) 
 		if s == "*" {
 			return true
 		}
+		if isPlainKind(s) {
+			// ParseKind would give {*, *, s, ""}: skip the cache lookup,
+			// which cost more than the match (a Pod review meets some 130
+			// kind selectors of the Pod Security policies and their
+			// autogen rules).
+			if wildcard.Match(s, gvk.Kind) && (subresource == "" || isPodEphemeralContainers(gvk, subresource)) {
+				return true
+			}
+			continue
+		}
 		k := parseKindCached(s)
 		if !wildcard.Match(k.Group, gvk.Group) || !wildcard.Match(k.Version, gvk.Version) || !wildcard.Match(k.Kind, gvk.Kind) {
 			continue
@@ -206,11 +216,19 @@ func Kinds(selectors []string, gvk schema.GroupVersionKind, subresource string) 
 		// the Pod itself: otherwise `kubectl debug` would add a container
 		// no Pod policy checks. Kyverno makes the same exception for v1
 		// Pods, and its webhooks register the subresource with pods.
-		if k.SubResource == "" && subresource == "ephemeralcontainers" && gvk.Group == "" && gvk.Version == "v1" && gvk.Kind == "Pod" {
+		if k.SubResource == "" && isPodEphemeralContainers(gvk, subresource) {
 			return true
 		}
 	}
 	return false
+}
+
+// isPlainKind reports whether a kind selector is a bare kind, without
+// group, version or subresource.
+func isPlainKind(s string) bool { return strings.IndexAny(s, "/.") < 0 }
+
+func isPodEphemeralContainers(gvk schema.GroupVersionKind, subresource string) bool {
+	return subresource == "ephemeralcontainers" && gvk.Group == "" && gvk.Version == "v1" && gvk.Kind == "Pod"
 }
 
 // KindSelector is a parsed entry of `kinds`.

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/wildcard"
 )
 
 func pod(name, ns string) *Resource {
@@ -131,6 +132,39 @@ func TestParseKind(t *testing.T) {
 	for in, want := range tests {
 		if got := ParseKind(in); got != want {
 			t.Errorf("ParseKind(%q) = %+v, want %+v", in, got, want)
+		}
+	}
+}
+
+// TestKindsAgreesWithParseKind checks Kinds, which matches bare kinds
+// without parsing them, against the selectors ParseKind reads, over
+// selectors of every shape and requests with and without subresources.
+func TestKindsAgreesWithParseKind(t *testing.T) {
+	selectors := []string{"Pod", "Po*", "P?d", "Deployment", "*", "v1/Pod", "apps/v1/Deployment", "Pod/status",
+		"Pod.ephemeralcontainers", "*/Pod", "Pod/*", "networking.k8s.io/v1/Ingress", "", "Namespace"}
+	gvks := []schema.GroupVersionKind{
+		{Version: "v1", Kind: "Pod"}, {Group: "apps", Version: "v1", Kind: "Deployment"}, {Version: "v2", Kind: "Pod"},
+		{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}, {Version: "v1", Kind: "Namespace"}, {},
+	}
+	// reference is Kinds for one selector, always through ParseKind.
+	reference := func(s string, gvk schema.GroupVersionKind, sub string) bool {
+		if s == "*" {
+			return true
+		}
+		k := ParseKind(s)
+		if !wildcard.Match(k.Group, gvk.Group) || !wildcard.Match(k.Version, gvk.Version) || !wildcard.Match(k.Kind, gvk.Kind) {
+			return false
+		}
+		return wildcard.Match(k.SubResource, sub) ||
+			(k.SubResource == "" && sub == "ephemeralcontainers" && gvk.Group == "" && gvk.Version == "v1" && gvk.Kind == "Pod")
+	}
+	for _, s := range selectors {
+		for _, gvk := range gvks {
+			for _, sub := range []string{"", "status", "ephemeralcontainers"} {
+				if got, want := Kinds([]string{s}, gvk, sub), reference(s, gvk, sub); got != want {
+					t.Errorf("Kinds(%q, %s, %q) = %v, want %v", s, gvk, sub, got, want)
+				}
+			}
 		}
 	}
 }

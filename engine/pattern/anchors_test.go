@@ -119,3 +119,34 @@ func TestCompiledIsReusable(t *testing.T) {
 		t.Fatalf("third resource: %+v", e)
 	}
 }
+
+// TestFailurePathBeyondInlineDepth: the walker keeps its first 16 path
+// segments inline and the rest aside; a failure deeper than that, and one
+// back near the top after a deep subtree passed, report the right paths.
+func TestFailurePathBeyondInlineDepth(t *testing.T) {
+	var pattern, resource any = "x", "y"
+	want := "/"
+	for i := 19; i >= 0; i-- {
+		key := string(rune('a' + i))
+		if i%5 == 2 {
+			pattern, resource = []any{pattern}, []any{resource}
+			want = "/0" + want
+		} else {
+			pattern, resource = map[string]any{key: pattern}, map[string]any{key: resource}
+			want = "/" + key + want
+		}
+	}
+	got := Validate(resource, pattern)
+	if got == nil || got.Kind != Fail || got.Path != want {
+		t.Fatalf("20 levels deep: got %+v, want a failure at %s", got, want)
+	}
+
+	// The deep subtree passes, then a shallow key fails: the path must not
+	// keep segments of the deep walk.
+	deepPattern, deepResource := map[string]any{"deep": pattern}, map[string]any{"deep": pattern}
+	deepPattern["z"], deepResource["z"] = 1, 2
+	got = Validate(deepResource, deepPattern)
+	if got == nil || got.Path != "/z/" {
+		t.Fatalf("after a deep pass: got %+v, want a failure at /z/", got)
+	}
+}

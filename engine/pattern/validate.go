@@ -22,7 +22,6 @@ func Validate(resource, pattern any) *Error {
 // string, float64, bool, nil) against the compiled pattern.
 func (c *Compiled) Validate(resource any) *Error {
 	w := walker{tracked: c.tracked}
-	w.segs = w.segBuf[:0]
 	if c.tracked > len(w.inline)*64/2 {
 		w.big = make([]uint64, 2*((c.tracked+63)/64))
 	}
@@ -72,10 +71,13 @@ type walker struct {
 	tracked int
 	inline  [4]uint64 // seen bits then found bits, for up to 128 keys
 	big     []uint64
-	// segs is the current position in the resource; segBuf backs it for
-	// resources up to 16 levels deep.
-	segs   []segment
-	segBuf [16]segment
+	// The current position in the resource is depth segments: the first
+	// ones in near, any deeper in far. A walker never points into itself,
+	// so it stays on Validate's stack instead of costing an allocation per
+	// pattern match.
+	depth int
+	near  [16]segment
+	far   []segment
 }
 
 func (w *walker) bits() []uint64 {
@@ -336,9 +338,27 @@ type segment struct {
 	isIndex bool
 }
 
-func (w *walker) push(key string) { w.segs = append(w.segs, segment{key: key}) }
-func (w *walker) pushIndex(i int) { w.segs = append(w.segs, segment{index: i, isIndex: true}) }
-func (w *walker) pop()            { w.segs = w.segs[:len(w.segs)-1] }
+func (w *walker) push(key string) { w.pushSegment(segment{key: key}) }
+func (w *walker) pushIndex(i int) { w.pushSegment(segment{index: i, isIndex: true}) }
+
+func (w *walker) pushSegment(s segment) {
+	if w.depth < len(w.near) {
+		w.near[w.depth] = s
+	} else {
+		w.far = append(w.far[:w.depth-len(w.near)], s)
+	}
+	w.depth++
+}
+
+func (w *walker) pop() { w.depth-- }
+
+// segment returns the i-th step of the current position.
+func (w *walker) segment(i int) segment {
+	if i < len(w.near) {
+		return w.near[i]
+	}
+	return w.far[i-len(w.near)]
+}
 
 // path renders the current position in Kyverno's form: "/" for the root,
 // "/spec/containers/0/" below it. It is only called to report a failure, so
@@ -346,7 +366,8 @@ func (w *walker) pop()            { w.segs = w.segs[:len(w.segs)-1] }
 func (w *walker) path() string {
 	var b strings.Builder
 	b.WriteByte('/')
-	for _, s := range w.segs {
+	for i := range w.depth {
+		s := w.segment(i)
 		if s.isIndex {
 			b.WriteString(strconv.Itoa(s.index))
 		} else {
