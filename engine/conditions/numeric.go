@@ -141,11 +141,33 @@ func durations(key, value any) (time.Duration, time.Duration, bool) {
 
 func durationString(x any) (time.Duration, bool) {
 	s, ok := x.(string)
-	if !ok || s == "0" {
+	if !ok || s == "0" || !mayBeDuration(s) {
 		return 0, false
 	}
 	d, err := time.ParseDuration(s)
 	return d, err == nil
+}
+
+// mayBeDuration is a necessary condition for time.ParseDuration to accept
+// s: optionally signed, a zero, or a number first and a unit (ns, us, µs,
+// ms, s, m, h) last. It spares the numeric operators the error
+// ParseDuration allocates for each of the many operands that are plain
+// numbers or words.
+func mayBeDuration(s string) bool {
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		s = s[1:]
+	}
+	if s == "0" { // "-0" and "+0" are durations too
+		return true
+	}
+	if s == "" || !(s[0] >= '0' && s[0] <= '9' || s[0] == '.') {
+		return false
+	}
+	switch s[len(s)-1] {
+	case 's', 'm', 'h':
+		return true
+	}
+	return false
 }
 
 // seconds converts a number to a duration in whole seconds; a float is
