@@ -148,8 +148,9 @@ type httpGit struct {
 	refLists, uploadPacks atomic.Int32
 }
 
-// httpGitServer serves the repositories under root over smart HTTP with
-// basic auth, through git http-backend, on TLS.
+// httpGitServer serves the repositories under root over smart HTTP,
+// through git http-backend, on TLS, to clients presenting user and
+// password (basic auth) or password as a bearer token.
 func httpGitServer(t *testing.T, root, user, password string) *httpGit {
 	t.Helper()
 	backend := "/usr/lib/git-core/git-http-backend"
@@ -169,7 +170,8 @@ func httpGitServer(t *testing.T, root, user, password string) *httpGit {
 	hg := &httpGit{}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
-		if !ok || u != user || p != password {
+		bearer := r.Header.Get("Authorization") == "Bearer "+password
+		if !bearer && (!ok || u != user || p != password) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return

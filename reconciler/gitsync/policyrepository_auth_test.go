@@ -46,6 +46,24 @@ func TestSmartHTTPWithBasicAuth(t *testing.T) {
 	g.Expect(server.uploadPacks.Load()).To(Equal(packs + 1))
 }
 
+func TestSmartHTTPWithBearerToken(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	src := newGitRepo(t)
+	rev := src.commit(map[string]string{"bearer.yaml": policy("bearer-a", "team")}, nil)
+	const token = "t0ken-for-bearer-test"
+	server := httpGitServer(t, filepath.Dir(src.dir), "unused", token)
+	g.Expect(testClient.Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "git-token"},
+		Data:       map[string][]byte{"bearerToken": []byte(token), "ca.crt": server.CA},
+	})).To(Succeed())
+	repo := newPolicyRepository(t, ns, server.URL+"/"+filepath.Base(src.dir), func(r *gitopsv1alpha1.PolicyRepository) {
+		r.Spec.SecretRef = &corev1.LocalObjectReference{Name: "git-token"}
+	})
+	readyAt(t, repo, rev)
+	g.Expect(getPolicy(t, "bearer-a")).NotTo(BeNil())
+}
+
 func TestWrongCredentialsGiveAClearMessageWithoutTheSecret(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
