@@ -328,9 +328,14 @@ func withRuleMessage(message, detail string) string {
 func (vd *validator) anyPattern(doc *jsoncontext.Document, resource map[string]any, list []*patternSpec, message string) outcome {
 	var failures, skips []string
 	for i, ps := range list {
-		c, err := vd.ev.resolvePattern(doc, ps, fmt.Sprintf("/validate/anyPattern/%d", i))
-		if err != nil {
-			return errored("failed to substitute variables", err)
+		// A pattern without variables is compiled already; only one with
+		// them needs its path, for substitution errors.
+		c := ps.compiled
+		if c == nil {
+			var err error
+			if c, err = vd.ev.resolvePattern(doc, ps, fmt.Sprintf("/validate/anyPattern/%d", i)); err != nil {
+				return errored("failed to substitute variables", err)
+			}
 		}
 		res := c.validate(resource)
 		switch res.kind {

@@ -195,6 +195,12 @@ func Kinds(selectors []string, gvk schema.GroupVersionKind, subresource string) 
 		if s == "*" {
 			return true
 		}
+		if !strings.Contains(s, gvk.Kind) && !wildcard.ContainsWildcard(s) {
+			// Without wildcards the selector's kind is part of it as
+			// written and must equal the resource's: a Pod review skips
+			// the autogen rules' apps/v1/Deployment and their like here.
+			continue
+		}
 		if isPlainKind(s) {
 			// ParseKind would give {*, *, s, ""}: skip the cache lookup,
 			// which cost more than the match (a Pod review meets some 130

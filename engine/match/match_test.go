@@ -140,11 +140,12 @@ func TestParseKind(t *testing.T) {
 // without parsing them, against the selectors ParseKind reads, over
 // selectors of every shape and requests with and without subresources.
 func TestKindsAgreesWithParseKind(t *testing.T) {
-	selectors := []string{"Pod", "Po*", "P?d", "Deployment", "*", "v1/Pod", "apps/v1/Deployment", "Pod/status",
+	selectors := []string{"Pod", "Po*", "P?d", "Deployment", "*", "v1/Pod", "apps/v1/Deployment", "Pod/status", "apps/v1/Pod", "batch/v1/CronJob", "v1/Po?",
 		"Pod.ephemeralcontainers", "*/Pod", "Pod/*", "networking.k8s.io/v1/Ingress", "", "Namespace"}
 	gvks := []schema.GroupVersionKind{
 		{Version: "v1", Kind: "Pod"}, {Group: "apps", Version: "v1", Kind: "Deployment"}, {Version: "v2", Kind: "Pod"},
 		{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}, {Version: "v1", Kind: "Namespace"}, {},
+		{Group: "apps", Version: "v1", Kind: "Pod"}, {Group: "batch", Version: "v1", Kind: "CronJob"}, {Version: "v1", Kind: "status"},
 	}
 	// reference is Kinds for one selector, always through ParseKind.
 	reference := func(s string, gvk schema.GroupVersionKind, sub string) bool {
