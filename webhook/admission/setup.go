@@ -169,6 +169,9 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	c.Renewer = &certs.Renewer{
 		Client: mgr.GetClient(), Namespace: o.Namespace, CASecret: caSecret, TLSSecret: tlsSecret,
 		Serving: serving, OnChange: c.Config.Trigger, Log: o.Log.WithName("certs"),
+		// The caBundles published decide when a new CA may sign the served
+		// certificate: read them fresh, not from the informer cache.
+		Bundles: config.CABundles{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()},
 	}
 	// Requests are matched by the requester's roles through binding
 	// caches indexed by subject.
