@@ -95,7 +95,7 @@ func TestMeteredMutatorAnswersAsEngineMutator(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, gotErr := meteredMutator{metrics: rec}.Mutate(t.Context(), set.set, tc.req, set.failClosed)
+				got, gotErr := meteredMutator(engine.Loaders{}, rec).Mutate(t.Context(), set.set, tc.req, set.failClosed)
 				want, wantErr := server.EngineMutator{}.Mutate(t.Context(), set.set, tc.req, set.failClosed)
 				if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotErr, wantErr) {
 					t.Errorf("failClosed=%v: metered mutator answered\n  %+v, %v\nEngineMutator\n  %+v, %v", set.failClosed, got, gotErr, want, wantErr)

@@ -184,7 +184,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	loaders := engine.Loaders{Namespaces: c.Cache}
 	var mutator server.Mutator = server.EngineMutator{Loaders: loaders}
 	if o.Metrics != nil {
-		mutator = meteredMutator{loaders: loaders, metrics: o.Metrics}
+		mutator = meteredMutator(loaders, o.Metrics)
 	}
 	handler := server.NewHandler(server.Options{
 		Policies:        c.Cache,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/charter-dev/charter/engine"
 )
@@ -14,6 +15,10 @@ import (
 type EngineMutator struct {
 	// Loaders resolve context entries and namespace labels.
 	Loaders engine.Loaders
+	// Observe, when set, sees every evaluation's rule responses and how
+	// long it took, before the answer is built: the metrics of mutate
+	// rules hang here, so they never change what is answered.
+	Observe func(req *engine.Request, resp *engine.MutateResponse, elapsed time.Duration)
 }
 
 var _ Mutator = EngineMutator{}
@@ -26,7 +31,14 @@ var _ Mutator = EngineMutator{}
 // error becomes a warning and the request is admitted with the patches of
 // the rules that did apply.
 func (m EngineMutator) Mutate(ctx context.Context, set *engine.PolicySet, req *engine.Request, failClosed bool) (MutationResult, error) {
+	var start time.Time
+	if m.Observe != nil {
+		start = time.Now()
+	}
 	resp := set.Mutate(ctx, req, engine.WithLoaders(m.Loaders))
+	if m.Observe != nil {
+		m.Observe(req, resp, time.Since(start))
+	}
 	if failClosed {
 		if msg := mutationDenial(resp); msg != "" {
 			return MutationResult{Denial: msg}, nil
