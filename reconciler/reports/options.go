@@ -34,9 +34,11 @@ type Options struct {
 	Burst int
 	// PageSize is the number of objects a scan lists per page (default 500).
 	PageSize int64
-	// Admission is the queue the admission webhook hands its Audit results
-	// to. Nil means no admission results (the webhook runs elsewhere; its
-	// results land in reports at the next background scan of the resource).
+	// Admission is the queue the admission webhook of this replica hands
+	// its Audit results to; Setup then adds an AdmissionWriter, which runs
+	// on every replica, leader or not. Nil means no admission results (the
+	// webhook runs elsewhere; results of background policies land in
+	// reports at the next background scan of the resource).
 	Admission *AdmissionQueue
 	// Logger receives the controller's logs (default: discarded; Setup
 	// uses the manager's logger).
