@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
@@ -314,22 +312,7 @@ func (w *AdmissionWriter) resourceFor(scope report.Scope) (schema.GroupVersionRe
 // when a policy changed since it was last built.
 func (w *AdmissionWriter) currentCatalog() report.Catalog {
 	if w.stale.Swap(false) {
-		var policies []kyvernov1.PolicyInterface
-		for _, gvr := range []schema.GroupVersionResource{clusterPoliciesGVR, policiesGVR} {
-			for _, obj := range w.policies.ForResource(gvr).Informer().GetStore().List() {
-				u, ok := obj.(*unstructured.Unstructured)
-				if !ok {
-					continue
-				}
-				p, err := decodePolicy(u)
-				if err != nil {
-					w.log.Error(err, "decoding policy", "kind", u.GetKind(), "namespace", u.GetNamespace(), "name", u.GetName())
-					continue
-				}
-				policies = append(policies, p)
-			}
-		}
-		c := report.NewCatalog(policies)
+		c := report.NewCatalog(listPolicies(w.policies, w.log))
 		w.catalog.Store(&c)
 	}
 	if c := w.catalog.Load(); c != nil {

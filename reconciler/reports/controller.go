@@ -399,21 +399,7 @@ func (c *Controller) signalPolicyChange() {
 
 // installedPolicies reads the policies and exceptions from the informers.
 func (c *Controller) installedPolicies() ([]kyvernov1.PolicyInterface, []*kyvernov2.PolicyException) {
-	var policies []kyvernov1.PolicyInterface
-	for _, gvr := range []schema.GroupVersionResource{clusterPoliciesGVR, policiesGVR} {
-		for _, obj := range c.policyInformers.ForResource(gvr).Informer().GetStore().List() {
-			u, ok := obj.(*unstructured.Unstructured)
-			if !ok {
-				continue
-			}
-			p, err := decodePolicy(u)
-			if err != nil {
-				c.log.Error(err, "decoding policy", "kind", u.GetKind(), "namespace", u.GetNamespace(), "name", u.GetName())
-				continue
-			}
-			policies = append(policies, p)
-		}
-	}
+	policies := listPolicies(c.policyInformers, c.log)
 	var exceptions []*kyvernov2.PolicyException
 	for _, obj := range c.policyInformers.ForResource(policyExceptionsGVR).Informer().GetStore().List() {
 		u, ok := obj.(*unstructured.Unstructured)

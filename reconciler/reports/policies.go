@@ -6,9 +6,11 @@ import (
 	"hash/fnv"
 	"sort"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
@@ -157,6 +159,27 @@ func policyTypes(p kyvernov1.PolicyInterface, kinds *kindResolver) []resourceTyp
 		}
 	}
 	return out
+}
+
+// listPolicies reads the ClusterPolicies and Policies of the informers;
+// one that does not decode is logged and left out.
+func listPolicies(informers dynamicinformer.DynamicSharedInformerFactory, log logr.Logger) []kyvernov1.PolicyInterface {
+	var policies []kyvernov1.PolicyInterface
+	for _, gvr := range []schema.GroupVersionResource{clusterPoliciesGVR, policiesGVR} {
+		for _, obj := range informers.ForResource(gvr).Informer().GetStore().List() {
+			u, ok := obj.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			p, err := decodePolicy(u)
+			if err != nil {
+				log.Error(err, "decoding policy", "kind", u.GetKind(), "namespace", u.GetNamespace(), "name", u.GetName())
+				continue
+			}
+			policies = append(policies, p)
+		}
+	}
+	return policies
 }
 
 // decodePolicy converts an informer's unstructured policy to its type.
