@@ -133,7 +133,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.BoolVar(&o.nullWebhook, "null-webhook", false, "allow every request without evaluating (benchmark floor)")
 	f.DurationVar(&o.requestTimeout, "request-timeout", 10*time.Second, "bound on evaluating one admission request")
 	f.Int64Var(&o.maxRequestBytes, "max-request-bytes", 7<<20, "largest AdmissionReview body accepted")
-	f.IntVar(&o.gcPercent, "gc-percent", serveGCPercent, "garbage collector target (GOGC): a larger value collects less often for more memory; $GOGC applies when this flag is not given. The soft memory limit is $GOMEMLIMIT, else 85% of the container's memory limit")
+	f.IntVar(&o.gcPercent, "gc-percent", serveGCPercent, "garbage collector target (GOGC): a larger value collects less often for more memory; when this flag is not given, $GOGC applies, else this default with admission and Go's 100 without. The soft memory limit is $GOMEMLIMIT, else 85% of the container's memory limit")
 	f.IntVar(&o.auditQueueSize, "audit-queue-size", reports.DefaultAdmissionQueueSize, "admission results waiting for the reports controller; more are dropped (the next scan restores them)")
 	f.StringSliceVar(&o.events.Omit, "omit-events", events.DefaultOmit, "event reasons never emitted (PolicyViolation,PolicyApplied,PolicySkipped,PolicyError); empty emits all")
 	f.IntVar(&o.events.MaxQueued, "max-queued-events", events.DefaultMaxQueued, "admissions whose events wait to be written; more are dropped and counted")
@@ -215,7 +215,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return nil
 	}
 
-	gc := serveGCSettings(o.gcPercent, o.gcPercentSet, os.Getenv, cgroupMemoryLimit)
+	gc := serveGCSettings(o.gcPercent, o.gcPercentSet, slices.Contains(o.controllers, controllerAdmission), os.Getenv, cgroupMemoryLimit)
 	gc.apply()
 	log.Info("garbage collector", "settings", gc.why)
 

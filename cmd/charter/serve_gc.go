@@ -56,10 +56,14 @@ type gcSettings struct {
 }
 
 // serveGCSettings decides the collector settings: an explicit
-// --gc-percent wins, then $GOGC, then serveGCPercent. The soft memory
+// --gc-percent wins, then $GOGC, then serveGCPercent when the admission
+// server runs in this process. Without it (reports or gitsync alone)
+// Go's default stays: their allocations come in bursts (a scan, a sync)
+// with no latency tail to protect, and memory is what they are judged
+// by, so a heap five times the live one would buy nothing. The soft memory
 // limit is $GOMEMLIMIT when set, else memoryLimitShare of the cgroup's
 // memory limit when there is one.
-func serveGCSettings(flagPercent int, flagSet bool, getenv func(string) string, cgroupLimit func() (int64, bool)) gcSettings {
+func serveGCSettings(flagPercent int, flagSet, admission bool, getenv func(string) string, cgroupLimit func() (int64, bool)) gcSettings {
 	var s gcSettings
 	var why []string
 	switch {
@@ -68,9 +72,11 @@ func serveGCSettings(flagPercent int, flagSet bool, getenv func(string) string, 
 		why = append(why, fmt.Sprintf("GOGC=%d from --gc-percent", flagPercent))
 	case getenv("GOGC") != "":
 		why = append(why, "GOGC="+getenv("GOGC")+" from the environment")
-	default:
+	case admission:
 		s.percent, s.setPercent = serveGCPercent, true
-		why = append(why, fmt.Sprintf("GOGC=%d (serve's default)", serveGCPercent))
+		why = append(why, fmt.Sprintf("GOGC=%d (serve's default with admission)", serveGCPercent))
+	default:
+		why = append(why, "GOGC=100 (Go's default: no admission server in this process)")
 	}
 	switch limit, ok := cgroupLimit(); {
 	case getenv("GOMEMLIMIT") != "":

@@ -12,6 +12,7 @@ func TestServeGCSettings(t *testing.T) {
 		name        string
 		flag        int
 		flagSet     bool
+		noAdmission bool
 		env         map[string]string
 		cgroup      int64 // 0: no cgroup limit
 		wantPercent int
@@ -23,12 +24,14 @@ func TestServeGCSettings(t *testing.T) {
 		{name: "GOGC from the environment stays", env: map[string]string{"GOGC": "150"}, cgroup: limit, wantLimit: share(limit)},
 		{name: "the flag beats GOGC", flag: 200, flagSet: true, env: map[string]string{"GOGC": "150"}, wantPercent: 200, wantSet: true},
 		{name: "the flag can switch the collector off", flag: -1, flagSet: true, wantPercent: -1, wantSet: true},
+		{name: "without admission Go's default stays", noAdmission: true, cgroup: limit, wantLimit: share(limit)},
+		{name: "without admission the flag still applies", noAdmission: true, flag: 300, flagSet: true, wantPercent: 300, wantSet: true},
 		{name: "GOMEMLIMIT from the environment stays", env: map[string]string{"GOMEMLIMIT": "300MiB"}, cgroup: limit, wantPercent: serveGCPercent, wantSet: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv := func(k string) string { return tc.env[k] }
 			cgroup := func() (int64, bool) { return tc.cgroup, tc.cgroup > 0 }
-			got := serveGCSettings(tc.flag, tc.flagSet, getenv, cgroup)
+			got := serveGCSettings(tc.flag, tc.flagSet, !tc.noAdmission, getenv, cgroup)
 			if got.setPercent != tc.wantSet || (tc.wantSet && got.percent != tc.wantPercent) {
 				t.Errorf("GOGC: got %d (set %v), want %d (set %v)", got.percent, got.setPercent, tc.wantPercent, tc.wantSet)
 			}
