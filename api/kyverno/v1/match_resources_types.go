@@ -81,8 +81,10 @@ type ResourceFilter struct {
 	ResourceDescription ResourceDescription `json:"resources,omitzero"`
 }
 
-// IsEmpty reports whether the filter selects nothing.
-func (f ResourceFilter) IsEmpty() bool {
+// IsEmpty reports whether the filter selects nothing. It and its parts'
+// IsEmpty take pointers: matching asks on every rule of every request, and
+// the filter is too large to copy there.
+func (f *ResourceFilter) IsEmpty() bool {
 	return f.UserInfo.IsEmpty() && f.ResourceDescription.IsEmpty()
 }
 
@@ -136,7 +138,7 @@ type ResourceDescription struct {
 }
 
 // IsEmpty reports whether the description selects nothing.
-func (r ResourceDescription) IsEmpty() bool {
+func (r *ResourceDescription) IsEmpty() bool {
 	return len(r.Kinds) == 0 && r.Name == "" && len(r.Names) == 0 && len(r.Namespaces) == 0 &&
 		len(r.Annotations) == 0 && r.Selector == nil && r.NamespaceSelector == nil && len(r.Operations) == 0
 }
@@ -157,6 +159,6 @@ type UserInfo struct {
 }
 
 // IsEmpty reports whether no user criteria are set.
-func (u UserInfo) IsEmpty() bool {
+func (u *UserInfo) IsEmpty() bool {
 	return len(u.Roles) == 0 && len(u.ClusterRoles) == 0 && len(u.Subjects) == 0
 }
