@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,12 +34,6 @@ const (
 	DefaultBurst = 2000
 )
 
-// Metric names. kyverno_events_dropped_total counts events given up after
-// failed creates, as Kyverno's does; queue overflows are charter's own.
-const (
-	DroppedTotal      = "kyverno_events_dropped_total"
-	QueueDroppedTotal = "charter_events_queue_dropped_total"
-)
 
 // DefaultOmit are the reasons Kyverno's Helm chart leaves out
 // (--omitEvents=PolicyApplied,PolicySkipped): one event per admitted
@@ -101,8 +94,9 @@ type Options struct {
 // Sink writes events off the caller's path. Offer never blocks: when the
 // queue is full the batch is dropped and counted. It is a
 // manager.Runnable that runs in every replica (each emits the events of
-// the requests it answers) and a prometheus.Collector of its drop
-// counters.
+// the requests it answers). Its drop counters (Dropped, QueueDropped) are
+// exported by webhook/metrics as kyverno_events_dropped_total and
+// charter_events_queue_dropped_total.
 type Sink struct {
 	o     Options
 	queue chan Batch
@@ -112,8 +106,6 @@ type Sink struct {
 	dropped      atomic.Uint64
 	// lastNanos keeps event name suffixes unique within the process.
 	lastNanos atomic.Int64
-
-	droppedDesc, queueDroppedDesc *prometheus.Desc
 }
 
 // NewSink returns a sink; Start it (or add it to a manager) to write.
@@ -144,9 +136,6 @@ func NewSink(o Options) *Sink {
 	for _, r := range o.Omit {
 		s.omit[r] = true
 	}
-	s.droppedDesc = prometheus.NewDesc(DroppedTotal, "Events dropped after their creation failed.",
-		nil, prometheus.Labels{"otel_scope_name": "kyverno"})
-	s.queueDroppedDesc = prometheus.NewDesc(QueueDroppedTotal, "Event batches dropped because the event queue was full.", nil, nil)
 	return s
 }
 
@@ -260,16 +249,4 @@ func (s *Sink) nanos(now time.Time) int64 {
 			return n
 		}
 	}
-}
-
-// Describe implements prometheus.Collector.
-func (s *Sink) Describe(ch chan<- *prometheus.Desc) {
-	ch <- s.droppedDesc
-	ch <- s.queueDroppedDesc
-}
-
-// Collect implements prometheus.Collector.
-func (s *Sink) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(s.droppedDesc, prometheus.CounterValue, float64(s.dropped.Load()))
-	ch <- prometheus.MustNewConstMetric(s.queueDroppedDesc, prometheus.CounterValue, float64(s.queueDropped.Load()))
 }

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -135,9 +133,6 @@ func TestSinkRetriesThenDropsAndCounts(t *testing.T) {
 	if s.Dropped() != 1 || w.written()[0].Note != "second" {
 		t.Errorf("dropped %d, written %+v", s.Dropped(), w.written())
 	}
-	if got := testutil.ToFloat64(collectorMetric(s, DroppedTotal)); got != 1 {
-		t.Errorf("%s = %v, want 1", DroppedTotal, got)
-	}
 }
 
 func TestSinkNameCollisionRetriesAtOnce(t *testing.T) {
@@ -165,9 +160,6 @@ func TestSinkOfferNeverBlocks(t *testing.T) {
 	}
 	if s.QueueDropped() != 2 {
 		t.Errorf("queue dropped %d, want 2", s.QueueDropped())
-	}
-	if got := testutil.ToFloat64(collectorMetric(s, QueueDroppedTotal)); got != 2 {
-		t.Errorf("%s = %v, want 2", QueueDroppedTotal, got)
 	}
 }
 
@@ -230,28 +222,6 @@ func TestEventName(t *testing.T) {
 		}
 		if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
 			t.Errorf("eventName(%q) = %q: %v", tc.regarding, got, errs)
-		}
-	}
-}
-
-func collectorMetric(s *Sink, name string) prometheus.Collector {
-	return metricByName{s, name}
-}
-
-// metricByName narrows the sink's collector to one metric for testutil.
-type metricByName struct {
-	s    *Sink
-	name string
-}
-
-func (m metricByName) Describe(ch chan<- *prometheus.Desc) { m.s.Describe(ch) }
-func (m metricByName) Collect(ch chan<- prometheus.Metric) {
-	all := make(chan prometheus.Metric, 4)
-	m.s.Collect(all)
-	close(all)
-	for metric := range all {
-		if strings.Contains(metric.Desc().String(), `"`+m.name+`"`) {
-			ch <- metric
 		}
 	}
 }
