@@ -34,7 +34,6 @@ const (
 	DefaultBurst = 2000
 )
 
-
 // DefaultOmit are the reasons Kyverno's Helm chart leaves out
 // (--omitEvents=PolicyApplied,PolicySkipped): one event per admitted
 // request would flood the events store.
