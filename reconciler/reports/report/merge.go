@@ -101,13 +101,16 @@ func Merge(existing, incoming []v1alpha2.PolicyReportResult) []v1alpha2.PolicyRe
 // policies: their existing results are replaced as a whole, including
 // results of rules that no longer match the resource. (Kyverno keeps such
 // stale results until their rule disappears; charter does not.) Results of
-// other policies, which only admission produces, are kept unless their
-// policy or rule is gone.
+// other policies, which only admission produces, are kept as they are,
+// even of a policy or rule the catalog does not know: the scan's catalog
+// may be older than the admission that wrote them (a policy created a
+// moment ago), and results of policies that are really gone are the
+// sweep's to drop (Prune), which runs whenever the catalog shrinks.
 func ReplaceBackground(existing, scan []v1alpha2.PolicyReportResult, scanned map[string]bool, catalog Catalog) []v1alpha2.PolicyReportResult {
 	out := make([]v1alpha2.PolicyReportResult, 0, len(existing)+len(scan))
 	for i := range existing {
 		r := &existing[i]
-		if r.Source == Source && !scanned[r.Policy] && catalog.Has(r.Policy, r.Rule) {
+		if r.Source == Source && !scanned[r.Policy] {
 			out = append(out, *r)
 		}
 	}

@@ -220,11 +220,14 @@ func TestReplaceBackground(t *testing.T) {
 		res("a", "r1", "fail", 10),
 		res("a", "r2", "fail", 10), // the rule no longer matches: the scan has no result
 		res("b", "r1", "pass", 10), // admission-only policy: kept
-		res("gone", "r1", "fail", 10),
+		// Unknown to the scan's catalog: a policy newer than the scan's
+		// snapshot, whose admission result must survive (the sweep drops
+		// results of policies really gone).
+		res("newer", "r1", "fail", 10),
 	}
 	scan := []v1alpha2.PolicyReportResult{res("a", "r1", "pass", 5)}
 	got := summary(ReplaceBackground(existing, scan, map[string]bool{"a": true}, catalog))
-	if want := "a/r1=pass b/r1=pass"; got != want {
+	if want := "a/r1=pass b/r1=pass newer/r1=fail"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
