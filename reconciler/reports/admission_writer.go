@@ -98,14 +98,10 @@ func NewAdmissionWriter(cfg *rest.Config, opts Options) (*AdmissionWriter, error
 	if err != nil {
 		return nil, err
 	}
-	log := opts.Logger
-	if log.GetSink() == nil {
-		log = logr.Discard()
-	}
 	return &AdmissionWriter{
 		queue:    opts.Admission,
 		allowed:  opts.AllowedResults,
-		log:      log.WithName("admission"),
+		log:      opts.Logger.WithName("admission"),
 		meta:     cl.meta,
 		kinds:    &kindResolver{disco: cl.disco},
 		reports:  cl.reports,

@@ -159,13 +159,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := opts.Logger
-	if log.GetSink() == nil {
-		log = logr.Discard()
-	}
 	return &Controller{
 		opts:     opts,
-		log:      log,
+		log:      opts.Logger,
 		dyn:      cl.dyn,
 		meta:     cl.meta,
 		kinds:    &kindResolver{disco: cl.disco},

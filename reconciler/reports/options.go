@@ -81,6 +81,9 @@ func (o Options) withDefaults() Options {
 	if o.PolicyDebounce <= 0 {
 		o.PolicyDebounce = DefaultPolicyDebounce
 	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
 	return o
 }
 
