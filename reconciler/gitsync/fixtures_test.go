@@ -18,8 +18,9 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/charter-dev/charter/reconciler/gitsync/internal/gitserver"
 )
 
 // gitRepo is a real Git repository on disk that a test commits to.
@@ -31,13 +32,7 @@ type gitRepo struct {
 
 func newGitRepo(t *testing.T) *gitRepo {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "repo")
-	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{
-		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, repo := gitserver.InitRepo(t)
 	return &gitRepo{t: t, dir: dir, repo: repo}
 }
 

@@ -27,13 +27,7 @@ type remote struct {
 
 func newRemote(t *testing.T) *remote {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "repo")
-	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{
-		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, repo := gitserver.InitRepo(t)
 	return &remote{t: t, dir: dir, repo: repo}
 }
 
