@@ -86,7 +86,9 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 	return set, nil
 }
 
-func policyKey(p kyvernov1.PolicyInterface) string {
+// PolicyKey names a policy the way a PolicySet keys it, and reports name
+// it: "<name>" for a ClusterPolicy, "<namespace>/<name>" for a Policy.
+func PolicyKey(p kyvernov1.PolicyInterface) string {
 	if p.IsNamespaced() {
 		return p.GetNamespace() + "/" + p.GetName()
 	}
@@ -98,7 +100,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 		set:      s,
 		source:   src,
 		spec:     src.GetSpec(),
-		key:      policyKey(src),
+		key:      PolicyKey(src),
 		unscored: src.GetAnnotations()[ScoredAnnotation] == "false",
 	}
 	fail := &faults{kind: src.GetKind(), name: p.key}

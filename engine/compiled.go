@@ -56,7 +56,7 @@ func (u *CompiledPolicy) Errors() CompileErrors { return u.errs }
 // and pre-parses its patterns and expressions. Faults are kept on the unit
 // (see Errors), as Compile would report them.
 func (c *Compiler) Policy(src kyvernov1.PolicyInterface) *CompiledPolicy {
-	u := &CompiledPolicy{kind: src.GetKind(), key: policyKey(src), source: src}
+	u := &CompiledPolicy{kind: src.GetKind(), key: PolicyKey(src), source: src}
 	p, errs := c.scratch().compilePolicy(src)
 	if len(errs) > 0 {
 		u.errs = errs

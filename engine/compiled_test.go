@@ -323,7 +323,7 @@ func TestCompiledPolicyKeepsItsFaults(t *testing.T) {
 		all, _ := err.(CompileErrors)
 		for _, p := range policies {
 			u := c.Policy(p)
-			want := all.For(p.GetKind(), policyKey(p))
+			want := all.For(p.GetKind(), PolicyKey(p))
 			if u.Errors().Error() != want.Error() {
 				t.Errorf("%s: unit faults\n%s\nwant\n%s", u.Key(), u.Errors().Error(), want.Error())
 			}

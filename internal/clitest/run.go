@@ -242,7 +242,7 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []eval
 				byKey[resp.Policies[i].Key] = &resp.Policies[i]
 			}
 			for _, p := range in.policies {
-				pkey := policyKey(p)
+				pkey := engine.PolicyKey(p)
 				e := evaluation{Operation: op, Resource: key, Policy: p.GetName()}
 				if fault, bad := c.invalid[pkey]; bad {
 					e.Invalid = fault
@@ -294,13 +294,6 @@ func policyNameOf(key string) string {
 		return name
 	}
 	return key
-}
-
-func policyKey(p kyvernov1.PolicyInterface) string {
-	if p.IsNamespaced() {
-		return p.GetNamespace() + "/" + p.GetName()
-	}
-	return p.GetName()
 }
 
 // buildRequest makes the admission request the CLI simulates for a

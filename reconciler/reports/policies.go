@@ -53,7 +53,7 @@ type typeEntry struct {
 // buildSnapshot compiles the background policies and works out which
 // resource types they need watched.
 func buildSnapshot(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException, kinds *kindResolver) (*snapshot, error) {
-	sort.Slice(policies, func(i, j int) bool { return policyKey(policies[i]) < policyKey(policies[j]) })
+	sort.Slice(policies, func(i, j int) bool { return engine.PolicyKey(policies[i]) < engine.PolicyKey(policies[j]) })
 	snap := &snapshot{
 		background: map[string]bool{},
 		catalog:    report.NewCatalog(policies),
@@ -116,13 +116,6 @@ func backgroundExceptions(exceptions []*kyvernov2.PolicyException) []*kyvernov2.
 		}
 	}
 	return out
-}
-
-func policyKey(p kyvernov1.PolicyInterface) string {
-	if p.IsNamespaced() {
-		return p.GetNamespace() + "/" + p.GetName()
-	}
-	return p.GetName()
 }
 
 func hasValidateRules(p kyvernov1.PolicyInterface) bool {

@@ -64,10 +64,7 @@ func policyInventory(reader client.Reader, served servedPolicies) metrics.Policy
 
 // policyReady is the status_ready of p; see policyInventory.
 func policyReady(p kyvernov1.PolicyInterface, s *policycache.Snapshot) bool {
-	key := p.GetName()
-	if p.IsNamespaced() {
-		key = p.GetNamespace() + "/" + key
-	}
+	key := engine.PolicyKey(p)
 	if s != nil {
 		for _, set := range []*engine.PolicySet{s.Fail, s.Ignore} {
 			if served, ok := set.Lookup(key); ok && served.Source().GetGeneration() == p.GetGeneration() {

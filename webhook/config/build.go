@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
 )
 
@@ -197,10 +198,7 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 		if err != nil {
 			rules = spec.Rules
 		}
-		key := p.GetName()
-		if p.IsNamespaced() {
-			key = p.GetNamespace() + "/" + key
-		}
+		key := engine.PolicyKey(p)
 		usedV, usedM := false, false
 		for i := range rules {
 			r := &rules[i]

@@ -84,7 +84,7 @@ func (b *Builder) Build(policies []kyvernov1.PolicyInterface, exceptions []*kyve
 		if !p.GetSpec().AdmissionProcessingEnabled() {
 			continue
 		}
-		key := policyKey(p)
+		key := engine.PolicyKey(p)
 		u, ok := b.policies[key]
 		if ok && sameObject(u.Source().(metav1.Object), p.(metav1.Object), u.Source().GetSpec(), p.GetSpec()) {
 			stats.PoliciesReused++
@@ -175,13 +175,6 @@ func sameUnits[T comparable](a, b []T) bool {
 		}
 	}
 	return true
-}
-
-func policyKey(p kyvernov1.PolicyInterface) string {
-	if p.IsNamespaced() {
-		return p.GetNamespace() + "/" + p.GetName()
-	}
-	return p.GetName()
 }
 
 func exceptionKey(ex *kyvernov2.PolicyException) string {

@@ -83,7 +83,7 @@ func countingBuilder() (*Builder, *compileLog) {
 	log := &compileLog{}
 	compilePolicy, compileException := b.compilePolicy, b.compileException
 	b.compilePolicy = func(p kyvernov1.PolicyInterface) *engine.CompiledPolicy {
-		log.add("policy " + policyKey(p))
+		log.add("policy " + engine.PolicyKey(p))
 		return compilePolicy(p)
 	}
 	b.compileException = func(ex *kyvernov2.PolicyException) *engine.CompiledException {
@@ -262,7 +262,7 @@ func TestBuilderCompilesOnlyWhatChanged(t *testing.T) {
 	}
 	at := func(key string) int {
 		for i, p := range policies {
-			if policyKey(p) == key {
+			if engine.PolicyKey(p) == key {
 				return i
 			}
 		}
@@ -326,15 +326,15 @@ func TestBuilderCompilesOnlyWhatChanged(t *testing.T) {
 			})
 		}},
 		{name: "policy set to admission: false: compiled by nobody", changed: true, apply: func() {
-			i := at(policyKey(lib.policies[2]))
+			i := at(engine.PolicyKey(lib.policies[2]))
 			policies[i] = edit(policies[i], true, func(p kyvernov1.PolicyInterface) { p.GetSpec().Admission = &no })
 		}},
 		{name: "policy deleted", changed: true, apply: func() {
-			i := at(policyKey(lib.policies[3]))
+			i := at(engine.PolicyKey(lib.policies[3]))
 			policies = append(policies[:i:i], policies[i+1:]...)
 		}},
 		{name: "policy deleted and recreated under the same name (new UID)", changed: true, compile: []string{"policy " + lib.policies[4].GetName()}, apply: func() {
-			i := at(policyKey(lib.policies[4]))
+			i := at(engine.PolicyKey(lib.policies[4]))
 			policies[i] = edit(policies[i], false, func(p kyvernov1.PolicyInterface) {
 				p.(metav1.Object).SetUID("uid-recreated")
 			})
@@ -381,7 +381,7 @@ func TestBuilderCompilesOnlyWhatChanged(t *testing.T) {
 	if len(prev.Errors.For("ClusterPolicy", first.GetName())) == 0 {
 		t.Errorf("Errors has no faults for %s", first.GetName())
 	}
-	if _, ok := prev.Compiled(policyKey(lib.policies[2])); ok {
+	if _, ok := prev.Compiled(engine.PolicyKey(lib.policies[2])); ok {
 		t.Errorf("an admission: false policy has a unit")
 	}
 	if u, ok := prev.Compiled("team-a/" + first.GetName()); !ok || len(u.Errors()) != 0 {

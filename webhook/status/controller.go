@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/webhook/policycache"
 )
 
@@ -149,7 +150,7 @@ func (c *Controller) update(ctx context.Context, p kyvernov1.PolicyInterface, sn
 	}
 	obj, ok := p.(client.Object)
 	if !ok {
-		return fmt.Errorf("%s %s: not a client.Object", p.GetKind(), policyKey(p))
+		return fmt.Errorf("%s %s: not a client.Object", p.GetKind(), engine.PolicyKey(p))
 	}
 	orig := obj.DeepCopyObject().(client.Object)
 	*p.GetStatus() = *desired
@@ -159,8 +160,8 @@ func (c *Controller) update(ctx context.Context, p kyvernov1.PolicyInterface, sn
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("%s %s: writing status: %w", p.GetKind(), policyKey(p), err)
+		return fmt.Errorf("%s %s: writing status: %w", p.GetKind(), engine.PolicyKey(p), err)
 	}
-	c.log.V(1).Info("policy status written", "kind", p.GetKind(), "policy", policyKey(p), "ready", v.Ready, "generation", v.Generation)
+	c.log.V(1).Info("policy status written", "kind", p.GetKind(), "policy", engine.PolicyKey(p), "ready", v.Ready, "generation", v.Generation)
 	return nil
 }

@@ -50,7 +50,7 @@ type Verdict struct {
 //   - p has spec.admission: false: never served at admission, ready when it
 //     compiles, as Kyverno records such policies.
 func Decide(p kyvernov1.PolicyInterface, s *policycache.Snapshot) (Verdict, bool) {
-	key := policyKey(p)
+	key := engine.PolicyKey(p)
 	gen := p.GetGeneration()
 	admission := p.GetSpec().AdmissionProcessingEnabled()
 	if !admission || len(s.Errors.For(p.GetKind(), key)) > 0 {
@@ -85,7 +85,7 @@ func compileFaults(p kyvernov1.PolicyInterface) engine.CompileErrors {
 	if errors.As(err, &faults) {
 		return faults
 	}
-	return engine.CompileErrors{{Kind: p.GetKind(), Name: policyKey(p), Fault: err.Error()}}
+	return engine.CompileErrors{{Kind: p.GetKind(), Name: engine.PolicyKey(p), Fault: err.Error()}}
 }
 
 // faultMessage lists the faults by field path, e.g.
@@ -160,11 +160,4 @@ func sameJSON(a, b any) bool {
 		return false
 	}
 	return reflect.DeepEqual(va, vb)
-}
-
-func policyKey(p kyvernov1.PolicyInterface) string {
-	if p.IsNamespaced() {
-		return p.GetNamespace() + "/" + p.GetName()
-	}
-	return p.GetName()
 }

@@ -8,6 +8,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
 )
 
@@ -29,10 +30,7 @@ func NewCatalog(policies []kyvernov1.PolicyInterface) Catalog {
 		for i := range rules {
 			names[rules[i].Name] = true
 		}
-		key := p.GetName()
-		if p.IsNamespaced() {
-			key = p.GetNamespace() + "/" + key
-		}
+		key := engine.PolicyKey(p)
 		c[key] = names
 	}
 	return c
