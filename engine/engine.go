@@ -125,7 +125,9 @@ func (s *PolicySet) Validate(ctx context.Context, req *Request, opts ...EvalOpti
 	cfg := newEvalConfig(opts)
 	in := newRequestView(ctx, req, &cfg)
 	resp := &Response{Resource: in.resourceRef()}
-	for _, p := range s.candidates(in) {
+	candidates := s.candidates(in)
+	in.rules = make([]RuleResponse, 0, rulesUpFront(len(candidates)))
+	for _, p := range candidates {
 		if pr := p.validate(ctx, in, &cfg); len(pr.Rules) > 0 {
 			resp.Policies = append(resp.Policies, pr)
 		}

@@ -31,7 +31,20 @@ type requestView struct {
 	nsLabels       map[string]string
 	nsLabelsLoaded bool
 	base           *jsoncontext.Document
+
+	// rules backs the rule responses of every policy evaluated over this
+	// view: each policy's Rules is a window of it, capped at its own
+	// length, so one allocation serves the policies of a review and
+	// appending to one policy's Rules never reaches another's.
+	rules []RuleResponse
 }
+
+// rulesUpFront is how many rule responses Validate makes room for before
+// evaluating n candidate policies: one each and a quarter more, as some
+// policies have more than one rule for a kind (restrict-capabilities-strict
+// answers a Pod with two), up to a bound: a large set's
+// candidates may mostly not respond. More grow the slice as usual.
+func rulesUpFront(n int) int { return min(n+n/4+1, 64) }
 
 func newRequestView(ctx context.Context, req *Request, cfg *evalConfig) *requestView {
 	in := &requestView{ctx: ctx, req: req, cfg: cfg, op: req.Operation}
@@ -249,6 +262,7 @@ func policyKinds(rules []*rule) []string {
 func (p *Policy) validate(ctx context.Context, in *requestView, cfg *evalConfig) PolicyResponse {
 	resp := PolicyResponse{Policy: p.source, Key: p.key}
 	ev := &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.object}
+	start := len(in.rules)
 	for _, r := range p.rules {
 		if r.typ != TypeValidation && r.typ != TypeImageVerify {
 			continue
@@ -257,10 +271,13 @@ func (p *Policy) validate(ctx context.Context, in *requestView, cfg *evalConfig)
 		if !ok {
 			continue
 		}
-		resp.Rules = append(resp.Rules, rr)
+		in.rules = append(in.rules, rr)
 		if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != StatusSkip {
 			break
 		}
+	}
+	if end := len(in.rules); end > start {
+		resp.Rules = in.rules[start:end:end]
 	}
 	return resp
 }

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/charter-dev/charter/engine/conditions"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/variables"
+	"github.com/charter-dev/charter/engine/wildcard"
 )
 
 // rule is a compiled rule: its source plus everything that can be worked
@@ -22,7 +25,13 @@ type rule struct {
 	typ         RuleType
 	match       *kyvernov1.MatchResources
 	exclude     *kyvernov1.MatchResources
-	context     []kyvernov1.ContextEntry
+	// kindNames are the kind names (no group, version or subresource) the
+	// match block can select, or nil when it can select any kind (a
+	// wildcard in a kind, or a filter without kinds). A request for
+	// another kind is turned away without walking the filters: a Pod
+	// review meets every autogen rule of the policies that match Pods.
+	kindNames []string
+	context   []kyvernov1.ContextEntry
 	// preconditions is nil when the rule has none.
 	preconditions *conditionBlock
 	// handler evaluates the rule once it applies; nil for rule types this
@@ -72,6 +81,7 @@ func singleVariable(v any) string {
 // from their source rule, which was checked already.
 func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, generated bool, f *faults) *rule {
 	cr := &rule{name: r.Name, passMessage: fmt.Sprintf("validation rule '%s' passed.", r.Name), src: r, match: &r.MatchResources, exclude: r.ExcludeResources, context: r.Context}
+	cr.kindNames = matchKindNames(&r.MatchResources)
 	if r.Name == "" {
 		f.add(path+".name", "a rule needs a name")
 	}
@@ -343,5 +353,38 @@ func compileConditions(block *kyvernov1.AnyAllConditions, path string, f *faults
 
 // selects reports whether the rule applies to the request.
 func (r *rule) selects(res *match.Resource) bool {
+	if r.kindNames != nil && !slices.Contains(r.kindNames, res.Kind.Kind) {
+		return false
+	}
 	return match.Selects(r.match, r.exclude, res)
+}
+
+// matchKindNames returns the kind names a match block can select, nil when
+// it can select any kind. A filter's kinds must name the resource's kind
+// for the filter to match, and a kind selector without wildcards in its
+// kind part names exactly one kind (match.Kinds): so a kind outside the
+// list fails every filter, whether the block takes any or all of them.
+// A block without filters gets an empty, non-nil list: it selects nothing.
+func matchKindNames(m *kyvernov1.MatchResources) []string {
+	filters, _ := m.Filters()
+	out := []string{}
+	for i := range filters {
+		kinds := filters[i].ResourceDescription.Kinds
+		if len(kinds) == 0 {
+			return nil
+		}
+		for _, k := range kinds {
+			name := match.ParseKind(k).Kind
+			// Beyond wildcards, wildcard.Match reads invalid UTF-8 as
+			// U+FFFD on both sides; only a name without either compares
+			// as plain equality.
+			if wildcard.ContainsWildcard(name) || !utf8.ValidString(name) || strings.ContainsRune(name, utf8.RuneError) {
+				return nil
+			}
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }

@@ -25,6 +25,8 @@ func (s *PolicySet) ValidateTimed(ctx context.Context, req *Request, opts ...Eva
 	// Room for every candidate up front: a review that matches the Pod
 	// Security policies would otherwise grow the slice five times.
 	resp.Policies = make([]PolicyResponse, 0, len(candidates))
+	// And for their rule responses, in one slice (rulesUpFront).
+	in.rules = make([]RuleResponse, 0, rulesUpFront(len(candidates)))
 	for _, p := range candidates {
 		start := time.Now()
 		pr := p.validate(ctx, in, &cfg)
