@@ -108,6 +108,9 @@ type Query struct {
 	expr   string
 	parsed *gojmespath.JMESPath
 	opt    gojmespath.InterpreterOption
+	// fast evaluates the query without the library when it can (fast.go);
+	// nil when the query has nodes it does not cover.
+	fast *fastNode
 }
 
 // Expression returns the source text of the query.
@@ -126,6 +129,11 @@ func (q *Query) Search(data any) (out any, err error) {
 			out, err = nil, fmt.Errorf("JMESPath query %q panicked: %v", q.expr, r)
 		}
 	}()
+	if q.fast != nil {
+		if out, st := q.fast.eval(data); st == fastOK {
+			return out, nil
+		}
+	}
 	return q.parsed.Search(data, q.opt)
 }
 
@@ -150,7 +158,7 @@ func (i *Interpreter) Compile(expr string) (*Query, error) {
 	if err != nil {
 		return nil, &CompileError{Expression: expr, Err: err}
 	}
-	q := &Query{expr: expr, parsed: parsed, opt: gojmespath.WithFunctionCaller(i.caller)}
+	q := &Query{expr: expr, parsed: parsed, opt: gojmespath.WithFunctionCaller(i.caller), fast: compileFastGuarded(expr)}
 	if i.cacheSize > 0 {
 		if i.cached.Add(1) > i.cacheSize {
 			// Crude but bounded: drop everything and start over. Policy
@@ -174,6 +182,22 @@ func compileGuarded(expr string) (parsed *gojmespath.JMESPath, err error) {
 		}
 	}()
 	return gojmespath.Compile(expr)
+}
+
+// compileFastGuarded returns the fast form of an expression that parsed,
+// or nil (see fastNode). The library keeps its syntax tree to itself, so
+// the expression is parsed a second time, once per compiled query.
+func compileFastGuarded(expr string) (fast *fastNode) {
+	defer func() {
+		if r := recover(); r != nil {
+			fast = nil
+		}
+	}()
+	ast, err := gojmespath.NewParser().Parse(expr)
+	if err != nil {
+		return nil
+	}
+	return compileFast(ast)
 }
 
 // Search compiles (or reuses) expr and evaluates it against data.
