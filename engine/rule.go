@@ -21,10 +21,13 @@ type rule struct {
 	name string
 	// passMessage is Kyverno's message for a passing validate rule.
 	passMessage string
-	src         *kyvernov1.Rule
-	typ         RuleType
-	match       *kyvernov1.MatchResources
-	exclude     *kyvernov1.MatchResources
+	// anyPassed are the messages for validate.anyPattern[i] passing
+	// (anyPatternPassed).
+	anyPassed []string
+	src       *kyvernov1.Rule
+	typ       RuleType
+	match     *kyvernov1.MatchResources
+	exclude   *kyvernov1.MatchResources
 	// kindNames are the kind names (no group, version or subresource) the
 	// match block can select, or nil when it can select any kind (a
 	// wildcard in a kind, or a filter without kinds). A request for
@@ -139,6 +142,9 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 	}
 	if r.Validation != nil {
 		cr.validate = s.compileValidate(r, path+".validate", f)
+		for i := range cr.validate.anyPattern {
+			cr.anyPassed = append(cr.anyPassed, anyPatternPassMessage(r.Name, i))
+		}
 	}
 	if r.Mutation != nil {
 		cr.mutate = s.compileMutate(r, path+".mutate", f)
@@ -349,6 +355,19 @@ func compileConditions(block *kyvernov1.AnyAllConditions, path string, f *faults
 		return nil
 	}
 	return out
+}
+
+// anyPatternPassed is Kyverno's message for the rule's anyPattern[i]
+// passing, made once per pattern of validate.anyPattern at compile time.
+func (r *rule) anyPatternPassed(i int) string {
+	if i < len(r.anyPassed) {
+		return r.anyPassed[i]
+	}
+	return anyPatternPassMessage(r.name, i)
+}
+
+func anyPatternPassMessage(rule string, i int) string {
+	return fmt.Sprintf("validation rule '%s' anyPattern[%d] passed.", rule, i)
 }
 
 // selects reports whether the rule applies to the request.

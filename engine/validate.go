@@ -340,7 +340,7 @@ func (vd *validator) anyPattern(doc *jsoncontext.Document, resource map[string]a
 		res := c.validate(resource)
 		switch res.kind {
 		case patternPass:
-			return pass(fmt.Sprintf("validation rule '%s' anyPattern[%d] passed.", vd.rule.name, i))
+			return pass(vd.rule.anyPatternPassed(i))
 		case patternSkip:
 			skips = append(skips, fmt.Sprintf("rule %s[%d] skipped: %s", vd.rule.name, i, res.msg))
 		case patternInvalid:

@@ -110,14 +110,19 @@ func (i ImageInfo) ReferenceWithTag() string {
 
 // Map returns the document form of the image.
 func (i ImageInfo) Map() map[string]any {
+	withTag := i.ReferenceWithTag()
+	reference := withTag // the same string when there is no digest
+	if i.Digest != "" {
+		reference = i.Reference()
+	}
 	return map[string]any{
 		"registry":         i.Registry,
 		"path":             i.Path,
 		"name":             i.Name,
 		"tag":              i.Tag,
 		"digest":           i.Digest,
-		"reference":        i.Reference(),
-		"referenceWithTag": i.ReferenceWithTag(),
+		"reference":        reference,
+		"referenceWithTag": withTag,
 	}
 }
 
