@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -214,11 +216,42 @@ func (sc setScope) sets(s *policycache.Snapshot) []scopedSet {
 func (h *handlers) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
 	timeout := h.opts.RequestTimeout
 	if q := r.URL.RawQuery; q != "" {
-		if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 && d < timeout {
+		if d, err := time.ParseDuration(queryValue(q, "timeout")); err == nil && d > 0 && d < timeout {
 			timeout = d
 		}
 	}
 	return context.WithTimeout(r.Context(), timeout)
+}
+
+// queryValue is url.ParseQuery(rawQuery).Get(key) without building the
+// map of every parameter (the API server sends ?timeout=10s on every
+// review): the first value of the first well-formed pair whose unescaped
+// key is key, unescaped; "" when there is none. Like ParseQuery, it skips
+// pairs holding a semicolon and pairs whose key or value does not
+// unescape. A query of many parameters goes to ParseQuery itself, which
+// refuses more than its limit (GODEBUG urlmaxqueryparams).
+func queryValue(rawQuery, key string) string {
+	if strings.Count(rawQuery, "&") >= 64 {
+		v, _ := url.ParseQuery(rawQuery)
+		return v.Get(key)
+	}
+	for rawQuery != "" {
+		var pair string
+		pair, rawQuery, _ = strings.Cut(rawQuery, "&")
+		if pair == "" || strings.Contains(pair, ";") {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		k, err := url.QueryUnescape(k)
+		if err != nil || k != key {
+			continue
+		}
+		if v, err = url.QueryUnescape(v); err != nil {
+			continue
+		}
+		return v
+	}
+	return ""
 }
 
 // null allows every request without evaluating anything.

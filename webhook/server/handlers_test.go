@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -374,5 +375,25 @@ func TestHealth(t *testing.T) {
 	h.ServeHTTP(w, newRequest(http.MethodGet, PathReadiness, ""))
 	if w.Code != 200 {
 		t.Errorf("readiness after ready = %d", w.Code)
+	}
+}
+
+// TestQueryValueMatchesParseQuery checks the timeout lookup against
+// url.ParseQuery over well-formed and malformed queries.
+func TestQueryValueMatchesParseQuery(t *testing.T) {
+	queries := []string{
+		"", "timeout=10s", "timeout=", "timeout", "a=b&timeout=5s", "timeout=5s&timeout=1s", "time%6Fut=3s",
+		"timeout=1%73", "timeout=%zz&timeout=2s", "%zz=1&timeout=4s", "timeout=1s;x=y&timeout=2s", "a;b&timeout=7s",
+		"&&timeout=8s&", "timeout=a+b", "Timeout=1s", "timeout=1s=2", "x=1&y=2",
+		strings.Repeat("a=1&", 70) + "timeout=9s", strings.Repeat("&", 20000) + "timeout=9s",
+	}
+	for _, q := range queries {
+		want := ""
+		if v, _ := url.ParseQuery(q); v != nil {
+			want = v.Get("timeout")
+		}
+		if got := queryValue(q, "timeout"); got != want {
+			t.Errorf("queryValue(%.60q) = %q, ParseQuery gives %q", q, got, want)
+		}
 	}
 }

@@ -183,18 +183,24 @@ func (d *jsonValues) array() ([]any, bool) {
 	}
 	defer func() { d.depth-- }()
 	d.pos++ // [
-	a := []any{}
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == ']' {
 		d.pos++
-		return a, true
+		return []any{}, true
 	}
+	// The elements wait on the members stack, as an object's members do,
+	// so the slice is made once at its final size.
+	base := len(d.members)
+	defer func() {
+		clear(d.members[base:])
+		d.members = d.members[:base]
+	}()
 	for {
 		v, ok := d.value()
 		if !ok {
 			return nil, false
 		}
-		a = append(a, v)
+		d.members = append(d.members, member{value: v})
 		d.skipSpace()
 		if d.pos >= len(d.data) {
 			return nil, false
@@ -204,6 +210,11 @@ func (d *jsonValues) array() ([]any, bool) {
 			d.pos++
 		case ']':
 			d.pos++
+			elements := d.members[base:]
+			a := make([]any, len(elements))
+			for i := range elements {
+				a[i] = elements[i].value
+			}
 			return a, true
 		default:
 			return nil, false
