@@ -1,5 +1,5 @@
-// Package metrics records admission metrics under Kyverno's Prometheus
-// names and labels (admission-reports.md §4), so existing dashboards and
+// Package metrics records admission and background scan metrics under
+// Kyverno's Prometheus names and labels (admission-reports.md §4), so existing dashboards and
 // alerts keep working against charter.
 package metrics
 
@@ -31,6 +31,28 @@ const (
 	Validating = "ValidatingWebhookConfiguration"
 	Mutating   = "MutatingWebhookConfiguration"
 )
+
+// Causes of a rule's execution, the rule_execution_cause label.
+const (
+	CauseAdmission  = "admission_request"
+	CauseBackground = "background_scan"
+)
+
+// cause selects the rule_execution_cause label in a series key; a small
+// integer keeps the key cheap to hash.
+type cause uint8
+
+const (
+	admissionCause cause = iota
+	backgroundCause
+)
+
+func (c cause) String() string {
+	if c == backgroundCause {
+		return CauseBackground
+	}
+	return CauseAdmission
+}
 
 // buckets are Kyverno's default histogram boundaries, in seconds.
 var buckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 25, 30}
@@ -139,7 +161,7 @@ func (r *Recorder) ObserveResults(req Request, resp *engine.Response) {
 		return
 	}
 	for i := range resp.Policies {
-		r.observeRules(req, &resp.Policies[i], 0, false)
+		r.observeRules(req, admissionCause, &resp.Policies[i], 0, false)
 	}
 }
 
@@ -153,8 +175,37 @@ func (r *Recorder) ObservePolicy(req Request, p engine.PolicyResponse, took time
 	if r == nil || len(p.Rules) == 0 {
 		return
 	}
-	r.observeRules(req, &p, took.Seconds()/float64(len(p.Rules)), took >= 0)
+	r.observeRules(req, admissionCause, &p, took.Seconds()/float64(len(p.Rules)), took >= 0)
 }
+
+// ObserveScan records the results of one background scan of a resource,
+// one sample per rule with rule_execution_cause="background_scan", and
+// each policy's execution time shared equally among its rules, as
+// ObservePolicy does. resp comes from PolicySet.ValidateTimed, so every
+// policy carries its Duration. Kyverno labels every background result
+// resource_request_operation="create" and dry_run="false", whatever the
+// resource's history, and so does this.
+//
+// The caller hands over real evaluations only: a resource skipped because
+// neither it nor its policies changed was not evaluated, and Kyverno's
+// engine records nothing for it either.
+func (r *Recorder) ObserveScan(resp *engine.Response) {
+	if r == nil || resp == nil {
+		return
+	}
+	req := Request{Kind: resp.Resource.Kind, Namespace: resp.Resource.Namespace, Operation: backgroundOperation}
+	for i := range resp.Policies {
+		p := &resp.Policies[i]
+		if len(p.Rules) == 0 {
+			continue
+		}
+		r.observeRules(req, backgroundCause, p, p.Duration.Seconds()/float64(len(p.Rules)), true)
+	}
+}
+
+// backgroundOperation is the resource_request_operation of background
+// results.
+const backgroundOperation = "create"
 
 // ObserveMutation records the results of the mutate rules of one policy
 // set run at admission (rule_type="mutate"), and their execution time:
@@ -176,17 +227,17 @@ func (r *Recorder) ObserveMutation(req Request, resp *engine.MutateResponse, too
 	}
 	share := took.Seconds() / float64(rules)
 	for i := range resp.Policies {
-		r.observeRules(req, &resp.Policies[i], share, took >= 0)
+		r.observeRules(req, admissionCause, &resp.Policies[i], share, took >= 0)
 	}
 }
 
-// observeRules records one result per rule of p and, when timed, share
-// seconds of execution time for each.
-func (r *Recorder) observeRules(req Request, p *engine.PolicyResponse, share float64, timed bool) {
+// observeRules records one result per rule of p, caused by c, and, when
+// timed, share seconds of execution time for each.
+func (r *Recorder) observeRules(req Request, c cause, p *engine.PolicyResponse, share float64, timed bool) {
 	if len(p.Rules) == 0 {
 		return
 	}
-	key := resultKey{policy: policyLabels(p.Policy), kind: req.Kind, namespace: req.Namespace, operation: req.Operation, dryRun: req.DryRun}
+	key := resultKey{policy: policyLabels(p.Policy), kind: req.Kind, namespace: req.Namespace, operation: req.Operation, cause: c, dryRun: req.DryRun}
 	for i := range p.Rules {
 		rr := &p.Rules[i]
 		key.rule, key.result, key.ruleType = rr.Name, rr.Status, rr.Type

@@ -162,7 +162,8 @@ kyverno_policy_results_total` + defaultSASeries + `rule_name="set-sa",rule_resul
 }
 
 // Once a label tuple's series exist, recording costs no allocation: the
-// admission path records for every rule of every request.
+// admission path records for every rule of every request, and background
+// scans for every rule of every resource evaluated.
 func TestObserveAllocatesNothingOnceSeriesExist(t *testing.T) {
 	rec, err := New(prometheus.NewRegistry(), "test")
 	if err != nil {
@@ -175,9 +176,14 @@ func TestObserveAllocatesNothingOnceSeriesExist(t *testing.T) {
 	validation := engine.PolicyResponse{Policy: loadPolicy(t, "require-labels.yaml"), Rules: []engine.RuleResponse{
 		{Name: "check", Type: engine.TypeValidation, Status: engine.StatusFail, Action: engine.Enforce},
 	}}
+	validation.Duration = time.Millisecond
+	scan := &engine.Response{Resource: engine.ResourceRef{APIVersion: "v1", Kind: "Pod", Namespace: "team-a", Name: "web"},
+		Policies: []engine.PolicyResponse{validation}}
 	for name, observe := range map[string]func(){
 		"ObserveMutation": func() { rec.ObserveMutation(req, mutation, time.Millisecond) },
 		"ObservePolicy":   func() { rec.ObservePolicy(req, validation, time.Millisecond) },
+		// The reports controller records every resource of every scan.
+		"ObserveScan": func() { rec.ObserveScan(scan) },
 	} {
 		observe() // creates the series
 		if n := testing.AllocsPerRun(100, observe); n != 0 {

@@ -72,13 +72,14 @@ type resultKey struct {
 	rule                       string
 	result                     engine.RuleStatus
 	ruleType                   engine.RuleType
+	cause                      cause
 	dryRun                     bool
 }
 
 func (k *resultKey) labelValues() []string {
 	return []string{k.policy.mode, k.policy.typ, k.policy.background, k.policy.namespace, k.policy.name,
 		k.kind, k.namespace, strings.ToLower(k.operation), k.rule, string(k.result), ruleType(k.ruleType),
-		"admission_request", strconv.FormatBool(k.dryRun)}
+		k.cause.String(), strconv.FormatBool(k.dryRun)}
 }
 
 // resultSeries holds the results counter of a label tuple and, once a
