@@ -51,6 +51,10 @@
 //     deleted. The sweep reads the API server's watch cache as it stands
 //     (conditional writes make a stale copy harmless); on start it runs
 //     while the policy informers sync, and scans wait for it.
+//   - With Options.Metrics, each evaluation (not each skipped resource)
+//     records Kyverno's kyverno_policy_results_total and
+//     kyverno_policy_execution_duration_seconds, cause background_scan,
+//     through the recorder the admission webhook uses.
 //
 // The controller runs under leader election, the admission writer on
 // every replica; see Setup.

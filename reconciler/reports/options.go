@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 
+	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -46,6 +47,24 @@ type Options struct {
 	// PolicyDebounce is how long policy changes are gathered before the
 	// policy set is recompiled (default 1s).
 	PolicyDebounce time.Duration
+	// Metrics, when set, records the rule results and execution times of
+	// every background evaluation (kyverno_policy_results_total and
+	// kyverno_policy_execution_duration_seconds with
+	// rule_execution_cause="background_scan"). Nil records nothing.
+	Metrics Metrics
+}
+
+// Metrics records the results of background evaluations.
+// *metrics.Recorder (webhook/metrics) implements it; an interface keeps
+// this package free of Prometheus, and lets the process share one
+// recorder between admission and reports.
+type Metrics interface {
+	// ObserveScan is handed the response of every evaluation of a
+	// resource, made with engine.PolicySet.ValidateTimed so that each
+	// policy carries its duration. Resources a scan skips because
+	// neither they nor their policies changed were not evaluated and are
+	// not handed over.
+	ObserveScan(resp *engine.Response)
 }
 
 // Defaults.

@@ -378,7 +378,9 @@ func (c *Controller) writeScan(ctx context.Context, snap *snapshot, scope report
 }
 
 // evaluate validates the object against the background policies, with at
-// most Workers evaluations at once, and returns its report results.
+// most Workers evaluations at once, and returns its report results. It
+// runs only for resources really evaluated (reconcileObject skips the
+// unchanged ones first), so Options.Metrics counts each evaluation once.
 func (c *Controller) evaluate(ctx context.Context, snap *snapshot, obj *unstructured.Unstructured) ([]v1alpha2.PolicyReportResult, error) {
 	select {
 	case c.sem <- struct{}{}:
@@ -387,6 +389,14 @@ func (c *Controller) evaluate(ctx context.Context, snap *snapshot, obj *unstruct
 	}
 	defer func() { <-c.sem }()
 	c.stats.Evaluations.Add(1)
-	resp := snap.set.Validate(ctx, engine.RequestForObject(obj), engine.WithLoaders(c.loaders()))
+	req, loaders := engine.RequestForObject(obj), engine.WithLoaders(c.loaders())
+	var resp *engine.Response
+	if c.opts.Metrics != nil {
+		// Timed only when recorded: the clock is read twice per policy.
+		resp = snap.set.ValidateTimed(ctx, req, loaders)
+		c.opts.Metrics.ObserveScan(resp)
+	} else {
+		resp = snap.set.Validate(ctx, req, loaders)
+	}
 	return report.Results(resp.Policies, c.opts.AllowedResults, c.now()), nil
 }
