@@ -238,10 +238,12 @@ func checkControllers(names []string) error {
 	return nil
 }
 
-// admissionMetrics returns the process's admission metrics recorder,
-// registered once with controller-runtime's registry however many managers
-// the process builds (dev's tests build several).
-var admissionMetrics = sync.OnceValues(func() (*metrics.Recorder, error) {
+// processMetrics returns the process's metrics recorder, which admission
+// and the reports controller share (both record
+// kyverno_policy_results_total, with different causes), registered once
+// with controller-runtime's registry however many managers the process
+// builds (dev's tests build several).
+var processMetrics = sync.OnceValues(func() (*metrics.Recorder, error) {
 	return metrics.New(ctrlmetrics.Registry, version.Get().Version)
 })
 
@@ -292,8 +294,13 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	// hand it its Audit results.
 	var audit server.AuditSink
 	if slices.Contains(o.controllers, controllerReports) {
+		rec, err := processMetrics()
+		if err != nil {
+			return nil, nil, fmt.Errorf("metrics: %w", err)
+		}
 		ro := o.reports
 		ro.Logger = log.WithName("reports")
+		ro.Metrics = rec
 		if slices.Contains(o.controllers, controllerAdmission) {
 			q := reports.NewAdmissionQueue(o.auditQueueSize)
 			ro.Admission = q
@@ -304,7 +311,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		}
 	}
 	if slices.Contains(o.controllers, controllerAdmission) {
-		rec, err := admissionMetrics()
+		rec, err := processMetrics()
 		if err != nil {
 			return nil, nil, fmt.Errorf("metrics: %w", err)
 		}
