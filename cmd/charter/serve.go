@@ -75,6 +75,12 @@ type serveOptions struct {
 	gcPercentSet    bool // --gc-percent given: it beats $GOGC
 	events          admission.EventOptions
 
+	// certPropagationDelay and certTrimGrace time certificate rotation
+	// (--cert-propagation-delay, --cert-trim-grace); zero means the
+	// defaults.
+	certPropagationDelay time.Duration
+	certTrimGrace        time.Duration
+
 	reports reports.Options
 
 	gitsyncCacheDir string
@@ -139,6 +145,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.IntVar(&o.events.MaxQueued, "max-queued-events", events.DefaultMaxQueued, "admissions whose events wait to be written; more are dropped and counted")
 	f.BoolVar(&o.events.SuccessEvents, "generate-success-events", false, "emit PolicyApplied events for requests that passed")
 	f.BoolVar(&o.events.Disabled, "disable-events", false, "emit no Kubernetes Events for admission decisions")
+	addCertFlags(f, &o)
 	o.reports.AddFlags(f)
 	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default <temp>/charter-gitsync)")
 	f.IntVar(&o.gitsyncWorkers, "gitsync-workers", 2, "PolicyRepositories synced at once")
@@ -320,6 +327,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			Service: o.service, ServicePort: o.servicePort, Null: o.nullWebhook,
 			RequestTimeout: o.requestTimeout, MaxRequestBytes: o.maxRequestBytes,
 			Metrics: rec, Audit: audit, Events: o.events, Log: log.WithName("admission"),
+			CertPropagationDelay: o.certPropagationDelay, CertTrimGrace: o.certTrimGrace,
 		})
 		if err != nil {
 			return nil, nil, err

@@ -58,6 +58,11 @@ type Options struct {
 	ConfigResync time.Duration
 	// StatusResync is the policy status controller's period (default 1 min).
 	StatusResync time.Duration
+	// CertPropagationDelay and CertTrimGrace time certificate rotation
+	// (certs.Renewer's PropagationDelay and TrimGrace); zero means
+	// certs.DefaultPropagationDelay and certs.DefaultTrimGrace.
+	CertPropagationDelay time.Duration
+	CertTrimGrace        time.Duration
 	// Events configures the Kubernetes Events of admission decisions.
 	Events EventOptions
 	Log    logr.Logger
@@ -169,6 +174,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	c.Renewer = &certs.Renewer{
 		Client: mgr.GetClient(), Namespace: o.Namespace, CASecret: caSecret, TLSSecret: tlsSecret,
 		Serving: serving, OnChange: c.Config.Trigger, Log: o.Log.WithName("certs"),
+		PropagationDelay: o.CertPropagationDelay, TrimGrace: o.CertTrimGrace,
 		// The caBundles published decide when a new CA may sign the served
 		// certificate: read them fresh, not from the informer cache.
 		Bundles: config.CABundles{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()},
