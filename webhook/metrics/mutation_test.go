@@ -138,26 +138,35 @@ kyverno_policy_results_total` + defaultSASeries + `rule_name="set-sa",rule_resul
 				t.Fatal(err)
 			}
 			rec.ObserveMutation(tc.req, tc.resp, tc.took)
-			want := ""
-			if tc.results != "" {
-				want = resultsHeader + strings.TrimPrefix(tc.results, "\n")
-			}
-			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), PolicyResultsTotal); err != nil {
-				t.Error(err)
-			}
-			if n := testutil.CollectAndCount(rec.execution, PolicyExecutionDuration); n != tc.executionSeries {
-				t.Errorf("%d series of %s, want %d", n, PolicyExecutionDuration, tc.executionSeries)
-			}
-			got, err := testutil.CollectAndFormat(rec.execution, expfmt.TypeTextPlain, PolicyExecutionDuration)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, line := range tc.executionLines {
-				if !strings.Contains(string(got), line) {
-					t.Errorf("exposition lacks\n%s\ngot\n%s", line, got)
-				}
-			}
+			checkRecorded(t, reg, rec, tc.results, tc.executionSeries, tc.executionLines)
 		})
+	}
+}
+
+// checkRecorded compares what reg gathered of kyverno_policy_results_total
+// with results (the exposition without its header; "" for none) and checks
+// the execution histogram has executionSeries series whose exposition
+// holds every one of executionLines.
+func checkRecorded(t *testing.T, reg *prometheus.Registry, rec *Recorder, results string, executionSeries int, executionLines []string) {
+	t.Helper()
+	want := ""
+	if results != "" {
+		want = resultsHeader + strings.TrimPrefix(results, "\n")
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), PolicyResultsTotal); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(rec.execution, PolicyExecutionDuration); n != executionSeries {
+		t.Errorf("%d series of %s, want %d", n, PolicyExecutionDuration, executionSeries)
+	}
+	got, err := testutil.CollectAndFormat(rec.execution, expfmt.TypeTextPlain, PolicyExecutionDuration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range executionLines {
+		if !strings.Contains(string(got), line) {
+			t.Errorf("exposition lacks\n%s\ngot\n%s", line, got)
+		}
 	}
 }
 

@@ -1,13 +1,11 @@
 package metrics
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/charter-dev/charter/engine"
 )
@@ -82,25 +80,7 @@ kyverno_policy_results_total{dry_run="false",` + scoped + `,policy_background_mo
 				t.Fatal(err)
 			}
 			rec.ObserveScan(tc.resp)
-			want := ""
-			if tc.results != "" {
-				want = resultsHeader + strings.TrimPrefix(tc.results, "\n")
-			}
-			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), PolicyResultsTotal); err != nil {
-				t.Error(err)
-			}
-			if n := testutil.CollectAndCount(rec.execution, PolicyExecutionDuration); n != tc.executionSeries {
-				t.Errorf("%d series of %s, want %d", n, PolicyExecutionDuration, tc.executionSeries)
-			}
-			got, err := testutil.CollectAndFormat(rec.execution, expfmt.TypeTextPlain, PolicyExecutionDuration)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, line := range tc.executionLines {
-				if !strings.Contains(string(got), line) {
-					t.Errorf("exposition lacks\n%s\ngot\n%s", line, got)
-				}
-			}
+			checkRecorded(t, reg, rec, tc.results, tc.executionSeries, tc.executionLines)
 		})
 	}
 }
