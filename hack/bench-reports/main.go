@@ -12,6 +12,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
@@ -41,6 +42,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/charter-dev/charter/internal/controlplane"
+	"github.com/charter-dev/charter/internal/printer"
 	"github.com/charter-dev/charter/reconciler/reports"
 )
 
@@ -260,7 +262,42 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	if count < int64(nPods) {
 		return fmt.Errorf("only %d of %d reports written", count, nPods)
 	}
+	printTargets(os.Stdout, nPods, firstScan, peak.total.Load(), rescanWrites)
 	return nil
+}
+
+// The targets for 10,000 Pods on 2 cores.
+const (
+	targetPods    = 10000
+	targetTime    = 60 * time.Second
+	targetMemory  = 200 << 20
+	targetRescanW = 0
+)
+
+// printTargets prints each figure against its target, as a table. The
+// time target is set for 10,000 Pods: other counts get no verdict on it
+// (a smaller run is dominated by start-up, a larger one is not asked for).
+func printTargets(w io.Writer, nPods int, firstScan time.Duration, peakMemory uint64, rescanWrites int64) {
+	color := printer.ColorEnabled(w)
+	verdict := func(met bool) printer.Cell {
+		if met {
+			return printer.Cell{Text: "met", Style: printer.Green}
+		}
+		return printer.Cell{Text: "MISSED", Style: printer.Red}
+	}
+	timeVerdict := printer.Cell{Text: fmt.Sprintf("n/a: set for %d Pods", targetPods)}
+	if nPods == targetPods {
+		timeVerdict = verdict(firstScan < targetTime)
+	}
+	t := printer.NewTable("target", "figure", "want", "result")
+	t.AddCells(printer.Cell{Text: "time until every report"}, printer.Cell{Text: firstScan.Round(100 * time.Millisecond).String()},
+		printer.Cell{Text: "< " + targetTime.String()}, timeVerdict)
+	t.AddCells(printer.Cell{Text: "controller peak memory"}, printer.Cell{Text: fmt.Sprintf("%.1f MiB", mib(peakMemory))},
+		printer.Cell{Text: fmt.Sprintf("< %d MB", targetMemory>>20)}, verdict(peakMemory < targetMemory))
+	t.AddCells(printer.Cell{Text: "API writes, unchanged rescan"}, printer.Cell{Text: strconv.FormatInt(rescanWrites, 10)},
+		printer.Cell{Text: strconv.Itoa(targetRescanW)}, verdict(rescanWrites == targetRescanW))
+	fmt.Fprintln(w)
+	_ = t.Write(w, color)
 }
 
 func createPods(ctx context.Context, cs kubernetes.Interface, nPods, nNamespaces int) error {
