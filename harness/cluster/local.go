@@ -64,6 +64,10 @@ func (l *Local) ExportLogs(_ context.Context, dir string) error {
 	return l.cp.CopyLogs(dir)
 }
 
+// HostAddress returns the loopback address: the API server is a process
+// on this machine.
+func (l *Local) HostAddress(context.Context) (string, error) { return "127.0.0.1", nil }
+
 // Stop stops the processes and removes the work folder.
 func (l *Local) Stop(context.Context) error {
 	if l.cp == nil {

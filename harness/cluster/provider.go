@@ -40,6 +40,12 @@ type Provider interface {
 	KubeconfigPath() string
 	// ExportLogs writes the cluster's logs into dir, creating it.
 	ExportLogs(ctx context.Context, dir string) error
+	// HostAddress is the IP address at which the cluster's API server
+	// reaches this machine: where a webhook served by a process here
+	// listens, and the host of the URL the webhook configuration names.
+	// It fails, saying why, when the API server cannot reach this machine
+	// (kind on Docker Desktop). Call it after Start.
+	HostAddress(ctx context.Context) (string, error)
 	// Stop tears down what Start created.
 	Stop(ctx context.Context) error
 }
