@@ -3,6 +3,7 @@ package certs
 import (
 	"bytes"
 	"crypto/x509"
+	"slices"
 	"testing"
 	"time"
 )
@@ -93,4 +94,53 @@ func mustNewest(t *testing.T, bundle []byte) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return newest(cs)
+}
+
+// Out of cluster, the host of --webhook-url is whatever address the API
+// server reaches charter at: loopback for a local API server, a Docker
+// bridge's gateway for kind. Any IP must become an IP SAN (an API server
+// checks a URL's IP host against those alone), and a name a DNS SAN.
+func TestServingHosts(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ca, err := NewCA("charter", nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		host   string
+		wantIP bool
+	}{
+		{"127.0.0.1", true},
+		{"172.18.0.1", true},
+		{"192.168.49.1", true},
+		{"fc00:f853:ccd:e793::1", true},
+		{"host.docker.internal", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.host, func(t *testing.T) {
+			s := Serving{Service: "charter-svc", Namespace: "charter", Hosts: []string{tt.host}}
+			pair, err := NewServing(ca, s, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leafs, err := pair.Certificates()
+			if err != nil {
+				t.Fatal(err)
+			}
+			leaf := leafs[0]
+			var ips []string
+			for _, ip := range leaf.IPAddresses {
+				ips = append(ips, ip.String())
+			}
+			if gotIP := slices.Contains(ips, tt.host); gotIP != tt.wantIP {
+				t.Errorf("IP SANs %v: contains %s = %v, want %v", ips, tt.host, gotIP, tt.wantIP)
+			}
+			if gotDNS := slices.Contains(leaf.DNSNames, tt.host); gotDNS == tt.wantIP {
+				t.Errorf("DNS SANs %v: contains %s = %v, want %v", leaf.DNSNames, tt.host, gotDNS, !tt.wantIP)
+			}
+			if err := Verify(leaf, ca.CertPEM, s, now); err != nil {
+				t.Errorf("the certificate does not verify for %s: %v", tt.host, err)
+			}
+		})
+	}
 }
