@@ -123,16 +123,12 @@ var _ = Describe("Admission", Label("admission"), Ordered, func() {
 	var cl client.Client
 
 	BeforeAll(func(ctx SpecContext) {
-		if suite.provider.Name() != cluster.LocalProvider {
-			// charter serves out of cluster at 127.0.0.1, which only an API
-			// server on this machine reaches; kind needs charter deployed
-			// in the cluster, which these specs do not do yet.
-			Skip("admission specs need E2E_PROVIDER=local: the webhook is served at 127.0.0.1")
-		}
+		skipUnlessClusterReachesCharter()
 		cl = suite.client
 		for _, ns := range []string{charterNamespace, admissionNamespace} {
 			Expect(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		}
+		waitDefaultServiceAccounts(ctx, admissionNamespace)
 		startCharter(ctx)
 
 		// The policy webhook is in place before any policy is written.
@@ -260,10 +256,39 @@ var _ = Describe("Admission", Label("admission"), Ordered, func() {
 	})
 })
 
+// skipUnlessClusterReachesCharter skips a spec tree that runs charter
+// serve when the cluster's API server cannot reach this machine, where
+// charter runs, saying why.
+func skipUnlessClusterReachesCharter() {
+	if suite.hostAddressErr != nil {
+		Skip(fmt.Sprintf("charter serves its webhooks on this machine, which the %s cluster's API server cannot reach: %v",
+			suite.provider.Name(), suite.hostAddressErr))
+	}
+}
+
+// waitDefaultServiceAccounts waits until the namespaces have their
+// default ServiceAccount, which the ServiceAccount admission plugin wants
+// before it admits a Pod there: a kind cluster's controller manager makes
+// it a moment after the namespace. The local control plane has no
+// controller manager to make it, and its API server runs without that
+// plugin (envtest's default), so there is nothing to wait for.
+func waitDefaultServiceAccounts(ctx context.Context, namespaces ...string) {
+	GinkgoHelper()
+	if suite.provider.Name() == cluster.LocalProvider {
+		return
+	}
+	for _, ns := range namespaces {
+		Eventually(func() error {
+			return suite.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
+		}).WithTimeout(60*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "default ServiceAccount of %s", ns)
+	}
+}
+
 // startCharter runs `charter serve --controllers=admission` out of cluster
-// against the suite's cluster, with URL webhooks to 127.0.0.1, until the
-// spec tree ends; then it stops it and removes its webhook configurations
-// so the cluster admits again.
+// against the suite's cluster, with URL webhooks to the address at which
+// the cluster reaches this machine, until the spec tree ends; then it
+// stops it and removes its webhook configurations so the cluster admits
+// again.
 func startCharter(ctx context.Context) {
 	startCharterWith(ctx, charterNamespace, "admission")
 }
@@ -281,12 +306,16 @@ func startCharterWith(ctx context.Context, namespace, controllers string, flags 
 // goes to. The cleanup still removes the webhook configurations as the
 // suite's admin.
 func startCharterAs(ctx context.Context, namespace, controllers, kubeconfig string, output io.Writer, flags ...string) (stop func(context.Context)) {
-	port, health := freePort(), freePort()
+	// charter listens at the one address the API server calls, not on
+	// every interface: loopback for local, the Docker bridge for kind. The
+	// host of the URL becomes an IP SAN of its serving certificate.
+	webhook := net.JoinHostPort(suite.hostAddress, strconv.Itoa(freePortOn(suite.hostAddress)))
+	health := freePort()
 	args := append([]string{"serve", "--controllers=" + controllers,
 		"--kubeconfig=" + kubeconfig,
 		"--namespace=" + namespace,
-		"--webhook-addr=127.0.0.1:" + strconv.Itoa(port),
-		"--webhook-url=https://127.0.0.1:" + strconv.Itoa(port),
+		"--webhook-addr=" + webhook,
+		"--webhook-url=https://" + webhook,
 		"--metrics-addr=0",
 		"--health-addr=127.0.0.1:" + strconv.Itoa(health),
 		"--leader-elect=false",
@@ -344,8 +373,13 @@ func webhookResources(webhooks []admissionregistrationv1.MutatingWebhook) []stri
 	return out
 }
 
-func freePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// freePort is a TCP port free on the loopback address.
+func freePort() int { return freePortOn("127.0.0.1") }
+
+// freePortOn is a TCP port free on the address host.
+func freePortOn(host string) int {
+	GinkgoHelper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	Expect(err).NotTo(HaveOccurred())
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port

@@ -18,8 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/charter-dev/charter/harness/cluster"
 )
 
 // The certificate rotation specs run their own charter, in namespaces of
@@ -51,14 +49,13 @@ var _ = Describe("Certificate rotation", Label("admission"), Ordered, func() {
 	var cl client.Client
 
 	BeforeAll(func(ctx SpecContext) {
-		if suite.provider.Name() != cluster.LocalProvider {
-			Skip("admission specs need E2E_PROVIDER=local: the webhook is served at 127.0.0.1")
-		}
+		skipUnlessClusterReachesCharter()
 		cl = suite.client
 		for _, ns := range []string{certsCharterNamespace, certsNamespace} {
 			err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 			Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
 		}
+		waitDefaultServiceAccounts(ctx, certsNamespace)
 		startCharterWith(ctx, certsCharterNamespace, "admission")
 		// The policy webhook refuses writes until charter serves it.
 		Eventually(func() error {
@@ -200,13 +197,13 @@ func publishedCABundle(ctx context.Context) []byte {
 }
 
 // verifiesAgainst checks that leaf chains to a CA of the PEM bundle, as a
-// server certificate for 127.0.0.1, where the API server calls charter.
+// server certificate for the address where the API server calls charter.
 func verifiesAgainst(leaf *x509.Certificate, bundle []byte) error {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(bundle) {
 		return fmt.Errorf("no certificate in the bundle")
 	}
-	_, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "127.0.0.1", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	_, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: suite.hostAddress, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 	return err
 }
 

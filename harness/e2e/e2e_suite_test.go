@@ -3,6 +3,11 @@
 // harness/cluster.FromEnvironment picks: kind when Docker answers, else the
 // local control plane; E2E_PROVIDER=kind|local forces one.
 //
+// Specs that need charter running start `charter serve` on this machine,
+// out of cluster, with URL webhooks at the provider's HostAddress:
+// 127.0.0.1 for local, the kind network's gateway for kind on Linux. Where
+// the cluster cannot reach this machine (kind on Docker Desktop) they skip.
+//
 // Run them with `make e2e` (E2E_LABELS=foundation,... filters by label).
 // Specs are labelled by area: foundation, admission, reports, gitops.
 package e2e
@@ -57,6 +62,14 @@ var suite struct {
 	kube    kubernetes.Interface
 	dynamic dynamic.Interface
 	crds    apiextensionsclient.Interface
+
+	// hostAddress is where the cluster's API server reaches this machine:
+	// charter serve, which the specs run here, out of cluster, listens
+	// there and names it in its webhook URLs. hostAddressErr says why
+	// there is none (kind on Docker Desktop); the specs that run charter
+	// skip with it.
+	hostAddress    string
+	hostAddressErr error
 
 	// charter is the path of the charter binary under test.
 	charter string
@@ -115,6 +128,12 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(p.Start(ctx)).To(Succeed())
 	GinkgoWriter.Printf("%s cluster up in %s; KUBECONFIG=%s\n",
 		p.Name(), time.Since(started).Round(100*time.Millisecond), p.KubeconfigPath())
+	suite.hostAddress, suite.hostAddressErr = p.HostAddress(ctx)
+	if suite.hostAddressErr != nil {
+		GinkgoWriter.Printf("the specs that run charter will skip: %v\n", suite.hostAddressErr)
+	} else {
+		GinkgoWriter.Printf("charter serves webhooks at %s, where the cluster reaches this machine\n", suite.hostAddress)
+	}
 
 	By("installing charter's CRDs from " + suite.crdDir)
 	Expect(cluster.InstallCRDs(ctx, p, suite.crdDir)).To(Succeed())

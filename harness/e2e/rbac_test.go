@@ -30,7 +30,6 @@ import (
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policyreportv1alpha2 "github.com/charter-dev/charter/api/policyreport/v1alpha2"
-	"github.com/charter-dev/charter/harness/cluster"
 )
 
 // Names of the RBAC specs. charter's namespace is the one
@@ -66,13 +65,12 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 	)
 
 	BeforeAll(func(ctx SpecContext) {
-		if suite.provider.Name() != cluster.LocalProvider {
-			Skip("rbac specs need E2E_PROVIDER=local: charter runs out of cluster, the webhook at 127.0.0.1 and the repository on this machine")
-		}
+		skipUnlessClusterReachesCharter()
 		cl = suite.client
 		for _, ns := range []string{rbacCharterNamespace, rbacNamespace} {
 			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 		}
+		waitDefaultServiceAccounts(ctx, rbacNamespace)
 
 		By("applying config/rbac into " + rbacCharterNamespace)
 		applied := applyShippedRBAC(ctx)
@@ -251,7 +249,8 @@ func serviceAccountUser(namespace, name string) string {
 
 // impersonatingKubeconfig writes a copy of the suite's kubeconfig whose
 // user impersonates user with groups, and returns its path. The suite's
-// admin is in system:masters, so it may impersonate anyone.
+// admin may impersonate anyone: it is in system:masters on local, and
+// bound to cluster-admin (kubeadm:cluster-admins) on kind.
 func impersonatingKubeconfig(user string, groups ...string) string {
 	GinkgoHelper()
 	cfg, err := clientcmd.LoadFromFile(suite.provider.KubeconfigPath())

@@ -19,7 +19,6 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policyreportv1alpha2 "github.com/charter-dev/charter/api/policyreport/v1alpha2"
-	"github.com/charter-dev/charter/harness/cluster"
 )
 
 const (
@@ -47,13 +46,12 @@ var _ = Describe("Reports", Label("reports"), Ordered, func() {
 	)
 
 	BeforeAll(func(ctx SpecContext) {
-		if suite.provider.Name() != cluster.LocalProvider {
-			Skip("reports specs need E2E_PROVIDER=local: the webhook is served at 127.0.0.1")
-		}
+		skipUnlessClusterReachesCharter()
 		cl = suite.client
 		Expect(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: reportsCharterNamespace}})).To(Succeed())
 		namespace = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: reportsNamespace}}
 		Expect(cl.Create(ctx, namespace)).To(Succeed())
+		waitDefaultServiceAccounts(ctx, reportsNamespace)
 		legacy = reportsPod("legacy", nil)
 		Expect(cl.Create(ctx, legacy)).To(Succeed())
 
@@ -133,11 +131,13 @@ var _ = Describe("Reports", Label("reports"), Ordered, func() {
 
 	It("removes a Pod's report with the Pod", func(ctx SpecContext) {
 		Expect(cl.Delete(ctx, legacy)).To(Succeed())
+		// On kind the Pod runs, and goes only once the kubelet has stopped
+		// it, within its 30s grace period; on local it goes at once.
 		Eventually(func() error {
 			_, err := reportOf(ctx, legacy)
 			return err
-		}).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Satisfy(apierrors.IsNotFound))
-	}, SpecTimeout(45*time.Second))
+		}).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Satisfy(apierrors.IsNotFound))
+	}, SpecTimeout(75*time.Second))
 
 	It("removes a deleted policy's results and keeps the others", func(ctx SpecContext) {
 		Expect(cl.Delete(ctx, reportsPolicy("require-owner.yaml"))).To(Succeed())
