@@ -36,6 +36,8 @@ type validateCase struct {
 	// ConfigMaps are keyed "namespace/name"; APICalls by URL path.
 	ConfigMaps map[string]map[string]any `json:"configMaps"`
 	APICalls   map[string]any            `json:"apiCalls"`
+	// Objects are existing objects (validate.cel params).
+	Objects []map[string]any `json:"objects"`
 	// Values pins variables for every policy and resource, and context
 	// entries for every rule.
 	Values        map[string]any `json:"values"`
@@ -141,7 +143,11 @@ func TestValidateTestdata(t *testing.T) {
 				SubResource: tc.Request.SubResource, NamespaceLabels: tc.Request.NamespaceLabels,
 				UserInfo: tc.Request.UserInfo, Roles: tc.Request.Roles, ClusterRoles: tc.Request.ClusterRoles,
 			}
-			opts := []EvalOption{WithLoaders(Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)})}
+			loaders := Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)}
+			if tc.Objects != nil {
+				loaders.Objects = fixedObjects(tc.Objects)
+			}
+			opts := []EvalOption{WithLoaders(loaders)}
 			if tc.Values != nil || tc.ContextValues != nil || tc.ForeachValues != nil {
 				opts = append(opts, WithValues(fixedValues{tc.Values, tc.ContextValues, tc.ForeachValues}))
 			}

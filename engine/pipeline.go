@@ -31,6 +31,8 @@ type requestView struct {
 	nsLabels       map[string]string
 	nsLabelsLoaded bool
 	base           *jsoncontext.Document
+	// cel holds the CEL variables of the request, built on first use.
+	cel *celInputs
 
 	// rules backs the rule responses of every policy evaluated over this
 	// view: each policy's Rules is a window of it, capped at its own
@@ -375,11 +377,20 @@ func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse
 		// A violation the old object already had is let through. The old
 		// object is evaluated as Kyverno does: as the object of a CREATE.
 		old := &validator{ev: ev, rule: r, v: r.validate, exceptions: exceptions}
-		oldDoc := doc.Child()
-		oldDoc.Set("request.object", ev.in.req.OldObject)
-		oldDoc.Set("request.oldObject", nil)
-		oldDoc.Set("request.operation", string(kyvernov1.Create))
-		if prior, ok := old.run(ctx, oldDoc, ev.in.req.OldObject); ok && prior.status == StatusFail {
+		var prior outcome
+		ok := true
+		if c := r.validate.cel; c != nil {
+			// CEL reads the request from its own variables, not the
+			// document.
+			prior = old.cel(ctx, c, true)
+		} else {
+			oldDoc := doc.Child()
+			oldDoc.Set("request.object", ev.in.req.OldObject)
+			oldDoc.Set("request.oldObject", nil)
+			oldDoc.Set("request.operation", string(kyvernov1.Create))
+			prior, ok = old.run(ctx, oldDoc, ev.in.req.OldObject)
+		}
+		if ok && prior.status == StatusFail {
 			return skip("skipping modified resource as validation results have not changed"), true
 		}
 	}

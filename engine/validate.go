@@ -23,6 +23,7 @@ type validateRule struct {
 	// podSecurity, cel, manifests and assert are evaluated by dedicated
 	// handlers or reported as unsupported.
 	podSecurity *kyvernov1.PodSecurity
+	cel         *celRule
 	unsupported string
 	// allowExisting is validate.allowExistingViolations (default true).
 	allowExisting bool
@@ -84,7 +85,7 @@ func (s *PolicySet) compileValidate(r *kyvernov1.Rule, path string, f *faults) *
 	}
 	if v.CEL != nil {
 		n++
-		out.unsupported = "validate.cel"
+		out.cel = s.compileCEL(r, v.CEL, strings.TrimSuffix(path, ".validate"), path, f)
 	}
 	if v.Manifests != nil {
 		n++
@@ -254,6 +255,8 @@ func (vd *validator) run(ctx context.Context, doc *jsoncontext.Document, resourc
 		return vd.foreach(ctx, doc, v.foreach, resource, 0)
 	case v.podSecurity != nil:
 		return vd.podSecurity(v.podSecurity, resource), true
+	case v.cel != nil:
+		return vd.cel(ctx, v.cel, false), true
 	}
 	return errorf("rule %s has nothing to validate", vd.rule.name), true
 }

@@ -1,0 +1,489 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"weak"
+
+	celgo "github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+)
+
+// celRule is a compiled validate.cel block plus the rule's celPreconditions.
+// Expressions are compiled with the compiler ValidatingAdmissionPolicy uses
+// (k8s.io/apiserver's admission CEL plugin), so the libraries, type checks
+// and cost limits are the API server's own.
+type celRule struct {
+	compiler *plugincel.CompositedCompiler
+	// preconditions are the rule's celPreconditions (VAP matchConditions).
+	preconditions []celProgram
+	expressions   []celExpression
+	// paramKind is set when the rule reads params.
+	paramKind *admissionregistrationv1.ParamKind
+	paramRef  *admissionregistrationv1.ParamRef
+}
+
+type celProgram struct {
+	expr    string
+	program celgo.Program
+}
+
+type celExpression struct {
+	celProgram
+	message string
+	// messageExpr is the compiled messageExpression, if any.
+	messageExpr *celProgram
+}
+
+// celAccessor is an expression handed to the apiserver compiler, with the
+// types it must return.
+type celAccessor struct {
+	name, expr string
+	returns    []*celgo.Type
+}
+
+func (a *celAccessor) GetExpression() string      { return a.expr }
+func (a *celAccessor) ReturnTypes() []*celgo.Type { return a.returns }
+func (a *celAccessor) GetName() string            { return a.name }
+func boolReturn() []*celgo.Type                   { return []*celgo.Type{celgo.BoolType} }
+func stringReturn() []*celgo.Type                 { return []*celgo.Type{celgo.StringType} }
+func anyReturn() []*celgo.Type                    { return []*celgo.Type{celgo.AnyType} }
+
+// The base environment is built on first use: policy sets without CEL
+// rules never pay for it. sharedCELCompiler serves every rule without
+// variables; a rule with variables needs a compiler of its own, as the
+// compiler carries the variables' declarations.
+var (
+	celEnvOnce        sync.Once
+	celBaseEnv        *environment.EnvSet
+	sharedCELCompiler *plugincel.CompositedCompiler
+	celEnvErr         error
+)
+
+func celEnv() (*environment.EnvSet, *plugincel.CompositedCompiler, error) {
+	celEnvOnce.Do(func() {
+		celBaseEnv = environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+		sharedCELCompiler, celEnvErr = plugincel.NewCompositedCompiler(celBaseEnv)
+	})
+	return celBaseEnv, sharedCELCompiler, celEnvErr
+}
+
+// celRules holds the compiled CEL rules still in use, by source, so that
+// compiling the same rule again (every Git revision recompiles its policies;
+// Compile and Compiler.Assemble compile the same policy apart) reuses the
+// programs instead of type-checking them again. Entries go when nothing
+// holds the rule any more.
+var celRules sync.Map // string → weak.Pointer[celRule]
+
+// compileCEL compiles a validate.cel block and the rule's celPreconditions,
+// or returns the rule compiled before from the same source. path is the
+// validate block's field path; rulePath the rule's.
+func (s *PolicySet) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *faults) *celRule {
+	src, err := json.Marshal(struct {
+		Pre []admissionregistrationv1.MatchCondition `json:"p,omitempty"`
+		CEL *kyvernov1.CEL                           `json:"c"`
+	}{r.CELPreconditions, c})
+	if err != nil {
+		f.add(path+".cel", err.Error())
+		return nil
+	}
+	key := string(src)
+	if wp, ok := celRules.Load(key); ok {
+		if cr := wp.(weak.Pointer[celRule]).Value(); cr != nil {
+			return cr
+		}
+	}
+	before := len(f.errs)
+	cr := compileCELRule(r, c, rulePath, path, f)
+	if cr != nil && len(f.errs) == before {
+		// Only a rule without faults is kept: a faulty one must report
+		// its faults each time it is compiled.
+		wp := weak.Make(cr)
+		celRules.Store(key, wp)
+		runtime.AddCleanup(cr, func(key string) { celRules.CompareAndDelete(key, wp) }, key)
+	}
+	return cr
+}
+
+func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *faults) *celRule {
+	base, shared, err := celEnv()
+	if err != nil {
+		f.add(path, "CEL environment: "+err.Error())
+		return nil
+	}
+	out := &celRule{compiler: shared, paramKind: c.ParamKind, paramRef: c.ParamRef}
+	if len(c.Variables) > 0 {
+		if out.compiler, err = plugincel.NewCompositedCompiler(base); err != nil {
+			f.add(path, "CEL environment: "+err.Error())
+			return nil
+		}
+	}
+	// authorizer is declared as in VAP, so expressions that use it compile;
+	// the engine has no authorizer to bind, so using it is a runtime error.
+	decls := plugincel.OptionalVariableDeclarations{HasParams: c.ParamKind != nil, HasAuthorizer: true}
+	compile := func(a *celAccessor, field string, opts plugincel.OptionalVariableDeclarations) celgo.Program {
+		if strings.TrimSpace(a.expr) == "" {
+			f.add(field, "expression must not be empty")
+			return nil
+		}
+		res := out.compiler.CompileCELExpression(a, opts, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field, celFault(res.Error.Detail))
+			return nil
+		}
+		return res.Program
+	}
+	for i, v := range c.Variables {
+		field := fmt.Sprintf("%s.cel.variables[%d]", path, i)
+		if v.Name == "" {
+			f.add(field+".name", "a variable needs a name")
+			continue
+		}
+		// The compiler stores every variable, compiled or not, so later
+		// expressions may name it; a broken one is reported here.
+		res := out.compiler.CompileAndStoreVariable(&celAccessor{name: v.Name, expr: v.Expression, returns: anyReturn()}, decls, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field+".expression", celFault(res.Error.Detail))
+		}
+	}
+	for i, mc := range r.CELPreconditions {
+		field := fmt.Sprintf("%s.celPreconditions[%d].expression", rulePath, i)
+		if p := compile(&celAccessor{name: mc.Name, expr: mc.Expression, returns: boolReturn()}, field, decls); p != nil {
+			out.preconditions = append(out.preconditions, celProgram{expr: mc.Expression, program: p})
+		}
+	}
+	if len(c.Expressions) == 0 {
+		f.add(path+".cel.expressions", "validate.cel needs at least one expression")
+	}
+	// messageExpression cannot use authorizer, as in VAP.
+	msgDecls := decls
+	msgDecls.HasAuthorizer = false
+	for i, e := range c.Expressions {
+		field := fmt.Sprintf("%s.cel.expressions[%d]", path, i)
+		ce := celExpression{celProgram: celProgram{expr: e.Expression}, message: e.Message}
+		ce.program = compile(&celAccessor{expr: e.Expression, returns: boolReturn()}, field+".expression", decls)
+		if e.MessageExpression != "" {
+			if p := compile(&celAccessor{expr: e.MessageExpression, returns: stringReturn()}, field+".messageExpression", msgDecls); p != nil {
+				ce.messageExpr = &celProgram{expr: e.MessageExpression, program: p}
+			}
+		}
+		out.expressions = append(out.expressions, ce)
+	}
+	return out
+}
+
+// celFault is a compile error on one line: CEL's report quotes the
+// expression under each error with a caret, which the position already
+// gives and which a one-line fault (status conditions, CLI warnings)
+// cannot show.
+func celFault(detail string) string {
+	var kept []string
+	for _, line := range strings.Split(detail, "\n") {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "|") {
+			kept = append(kept, t)
+		}
+	}
+	return strings.Join(kept, "; ")
+}
+
+// celInputs are a request's CEL variables other than params and variables,
+// built once per request and shared by every CEL rule.
+type celInputs struct {
+	object, oldObject, request, namespace ref.Val
+}
+
+// celInputs builds the request's CEL variables on first use. The objects
+// are wrapped, not copied: the CEL adapter reads the unstructured maps in
+// place.
+func (in *requestView) celInputs() *celInputs {
+	if in.cel != nil {
+		return in.cel
+	}
+	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, namespace: types.NullValue}
+	if in.req.Object != nil {
+		ci.object = types.DefaultTypeAdapter.NativeToValue(in.req.Object)
+	}
+	if in.req.OldObject != nil {
+		ci.oldObject = types.DefaultTypeAdapter.NativeToValue(in.req.OldObject)
+	}
+	ci.request = types.DefaultTypeAdapter.NativeToValue(in.admissionRequest(in.op))
+	if ns := in.res.Namespace; ns != "" && !(in.gvk.Kind == "Namespace" && in.gvk.Group == "") {
+		// The engine knows a namespace by its name and labels; that is the
+		// part of namespaceObject a policy can rely on here.
+		meta := map[string]any{"name": ns}
+		if labels := in.namespaceLabels(); len(labels) > 0 {
+			l := make(map[string]any, len(labels))
+			for k, v := range labels {
+				l[k] = v
+			}
+			meta["labels"] = l
+		}
+		ci.namespace = types.DefaultTypeAdapter.NativeToValue(map[string]any{
+			"apiVersion": "v1", "kind": "Namespace", "metadata": meta,
+		})
+	}
+	in.cel = ci
+	return ci
+}
+
+// admissionRequest is the AdmissionRequest VAP exposes as `request`:
+// everything but the objects, which are `object` and `oldObject`.
+func (in *requestView) admissionRequest(op kyvernov1.AdmissionOperation) map[string]any {
+	gvk := map[string]any{"group": in.gvk.Group, "version": in.gvk.Version, "kind": in.gvk.Kind}
+	gvr := map[string]any{"group": in.req.Resource.Group, "version": in.req.Resource.Version, "resource": in.req.Resource.Resource}
+	u := in.req.UserInfo
+	groups := make([]any, len(u.Groups))
+	for i, g := range u.Groups {
+		groups[i] = g
+	}
+	user := map[string]any{"username": u.Username, "uid": u.UID, "groups": groups}
+	if len(u.Extra) > 0 {
+		extra := make(map[string]any, len(u.Extra))
+		for k, vals := range u.Extra {
+			list := make([]any, len(vals))
+			for i, v := range vals {
+				list[i] = v
+			}
+			extra[k] = list
+		}
+		user["extra"] = extra
+	}
+	return map[string]any{
+		"kind":               gvk,
+		"resource":           gvr,
+		"subResource":        in.req.SubResource,
+		"requestKind":        gvk,
+		"requestResource":    gvr,
+		"requestSubResource": in.req.SubResource,
+		"name":               in.res.Name,
+		"namespace":          in.res.Namespace,
+		"operation":          string(op),
+		"userInfo":           user,
+		"dryRun":             in.req.DryRun,
+	}
+}
+
+// celActivation resolves the variables of one CEL evaluation.
+type celActivation struct {
+	in        *celInputs
+	object    ref.Val
+	oldObject ref.Val
+	request   ref.Val
+	params    ref.Val
+	variables ref.Val
+}
+
+func (a *celActivation) ResolveName(name string) (any, bool) {
+	switch name {
+	case plugincel.ObjectVarName:
+		return a.object, true
+	case plugincel.OldObjectVarName:
+		return a.oldObject, true
+	case plugincel.RequestVarName:
+		return a.request, true
+	case plugincel.NamespaceVarName:
+		return a.in.namespace, true
+	case plugincel.ParamsVarName:
+		return a.params, true
+	case plugincel.VariableVarName:
+		return a.variables, true
+	}
+	return nil, false
+}
+
+func (a *celActivation) Parent() interpreter.Activation { return nil }
+
+var errCELBudget = errors.New("validation failed due to running out of cost budget, no further validation rules will be run")
+
+// celEvaluator runs one rule's programs against one activation within the
+// rule's runtime cost budget (VAP's per-policy budget).
+type celEvaluator struct {
+	ctx    plugincel.CompositionContext
+	act    *celActivation
+	budget int64
+}
+
+func (e *celEvaluator) eval(p *celProgram) (ref.Val, error) {
+	val, details, err := p.program.ContextEval(e.ctx, e.act)
+	// Variables are evaluated lazily and charge their cost to the context.
+	cost := e.ctx.GetAndResetCost()
+	if details != nil && details.ActualCost() != nil {
+		c := *details.ActualCost()
+		if c > math.MaxInt64 {
+			c = math.MaxInt64
+		}
+		cost += int64(c)
+	}
+	e.budget -= cost
+	if e.budget < 0 {
+		return nil, errCELBudget
+	}
+	if err != nil {
+		return nil, err
+	}
+	return val, nil
+}
+
+// cel evaluates a validate.cel rule: celPreconditions first (any false
+// skips the rule, an error makes it an error), then every expression in
+// order; the first that is not true, or that cannot be evaluated, fails the
+// rule.
+//
+// replay evaluates the old object as the object of a CREATE, the way
+// allowExistingViolations looks at the old object.
+func (vd *validator) cel(ctx context.Context, c *celRule, replay bool) outcome {
+	in := vd.ev.in
+	ci := in.celInputs()
+	act := &celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue}
+	if replay {
+		act.object = ci.oldObject
+		act.oldObject = types.NullValue
+		act.request = types.DefaultTypeAdapter.NativeToValue(in.admissionRequest(kyvernov1.Create))
+	}
+	if c.paramKind == nil {
+		return vd.celWith(ctx, c, act)
+	}
+	params, err := vd.ev.params(ctx, c)
+	if err != nil {
+		return errorf("rule %s: %v", vd.rule.name, err)
+	}
+	if len(params) == 0 {
+		// parameterNotFoundAction: Allow lets the request through
+		// without evaluating, as a VAP binding does.
+		return skip("no params found")
+	}
+	// With several params (a paramRef.selector), the rule is evaluated
+	// against each, as VAP does; the first that does not pass decides.
+	var o outcome
+	for _, p := range params {
+		act.params = types.DefaultTypeAdapter.NativeToValue(p)
+		if o = vd.celWith(ctx, c, act); o.status != StatusPass {
+			return o
+		}
+	}
+	return o
+}
+
+// celWith evaluates the rule against one set of variables.
+func (vd *validator) celWith(ctx context.Context, c *celRule, act *celActivation) outcome {
+	cctx := c.compiler.CreateContext(ctx)
+	act.variables = cctx.Variables(act)
+	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+	for i := range c.preconditions {
+		val, err := e.eval(&c.preconditions[i])
+		if err != nil {
+			return errorf("failed to evaluate celPreconditions: %v", err)
+		}
+		if val != types.True {
+			return skip("cel preconditions not met")
+		}
+	}
+	for i := range c.expressions {
+		x := &c.expressions[i]
+		val, err := e.eval(&x.celProgram)
+		if err != nil {
+			// Kyverno evaluates the rule as a VAP with failurePolicy Fail,
+			// where an evaluation error denies: the rule fails with the
+			// error, it is not an error result (the conformance suites
+			// disallow-all-secrets and disallow-secrets-from-env-vars
+			// expect fail from an expression that cannot evaluate).
+			if errors.Is(err, errCELBudget) {
+				return fail(err.Error())
+			}
+			return fail(fmt.Sprintf("expression '%s' resulted in error: %v", x.expr, err))
+		}
+		if val == types.True {
+			continue
+		}
+		return fail(e.message(x))
+	}
+	// Kyverno's CEL handler, like its podSecurity one, capitalises the
+	// pass message.
+	return pass("Validation rule '" + vd.rule.name + "' passed.")
+}
+
+// message is VAP's failure message: messageExpression's result when it
+// evaluates to a non-blank single-line string within the size limit, else
+// message, else "failed expression: <expression>".
+func (e *celEvaluator) message(x *celExpression) string {
+	if x.messageExpr != nil {
+		if val, err := e.eval(x.messageExpr); err == nil {
+			if s, ok := val.Value().(string); ok {
+				s = strings.TrimSpace(s)
+				if s != "" && len(s) <= celconfig.MaxEvaluatedMessageExpressionSizeBytes && !strings.Contains(s, "\n") {
+					return s
+				}
+			}
+		}
+	}
+	if m := strings.TrimSpace(x.message); m != "" {
+		return m
+	}
+	return "failed expression: " + strings.TrimSpace(x.expr)
+}
+
+// errNoParamLoader is the error of a rule with a paramKind evaluated
+// without an object loader (the admission webhook and background scans
+// have none yet).
+var errNoParamLoader = errors.New("paramKind needs params; not supported in cluster yet")
+
+// params returns the parameter objects the rule's paramKind and paramRef
+// select, read through the loader of existing objects, as a VAP binding
+// reads them: paramRef.name or paramRef.selector picks them; without
+// paramRef.namespace they are looked for in the request's namespace, or
+// among cluster-scoped objects. None found is an error unless
+// parameterNotFoundAction is Allow.
+func (ev *evaluation) params(ctx context.Context, c *celRule) ([]map[string]any, error) {
+	l := ev.cfg.loaders.Objects
+	if l == nil {
+		return nil, errNoParamLoader
+	}
+	q := ObjectQuery{APIVersion: c.paramKind.APIVersion, Kind: c.paramKind.Kind}
+	if ref := c.paramRef; ref != nil {
+		q.Name, q.Namespace, q.Selector = ref.Name, ref.Namespace, ref.Selector
+	}
+	sel := labels.Everything()
+	if q.Selector != nil {
+		var err error
+		if sel, err = metav1.LabelSelectorAsSelector(q.Selector); err != nil {
+			return nil, fmt.Errorf("paramRef.selector: %w", err)
+		}
+	}
+	objs, err := l.Objects(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("failed to load params: %w", err)
+	}
+	var out []map[string]any
+	for _, obj := range objs {
+		if !q.selects(obj, sel) {
+			continue
+		}
+		if q.Namespace == "" {
+			if ns := refOf(obj).Namespace; ns != "" && ns != ev.in.res.Namespace {
+				continue
+			}
+		}
+		out = append(out, obj)
+	}
+	if len(out) == 0 && (c.paramRef == nil || c.paramRef.ParameterNotFoundAction == nil ||
+		*c.paramRef.ParameterNotFoundAction != admissionregistrationv1.AllowAction) {
+		return nil, fmt.Errorf("no params found for %s %s", c.paramKind.APIVersion, c.paramKind.Kind)
+	}
+	return out, nil
+}
