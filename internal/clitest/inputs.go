@@ -270,7 +270,7 @@ func loadInputs(s *Suite, cache *fileCache) (*inputs, error) {
 	in.expected = loadExpectations(s, cache)
 	existing, err := existingObjects(s, cache, in)
 	if err != nil {
-		return nil, fmt.Errorf("targetResources or cloneSourceResource: %w", err)
+		return nil, fmt.Errorf("targetResources, paramResources or cloneSourceResource: %w", err)
 	}
 	in.existing = existing
 	if len(t.GlobalContextEntries) > 0 {

@@ -57,10 +57,11 @@ func loadExpectations(s *Suite, cache *fileCache) *expectations {
 	return ex
 }
 
-// existingObjects reads the objects mutate-existing targets and generate
-// clone sources are taken from: the suite's resources, targetResources,
-// clusterResources and every cloneSourceResource file, as Kyverno's CLI
-// puts them all in its fake cluster.
+// existingObjects reads the objects mutate-existing targets, generate
+// clone sources and validate.cel params are taken from: the suite's
+// resources, targetResources, clusterResources, paramResources and every
+// cloneSourceResource file, as Kyverno's CLI puts them all in its fake
+// cluster.
 func existingObjects(s *Suite, cache *fileCache, in *inputs) (*objectSet, error) {
 	set := &objectSet{}
 	for _, o := range in.resources {
@@ -71,7 +72,7 @@ func existingObjects(s *Suite, cache *fileCache, in *inputs) (*objectSet, error)
 			set.add(o)
 		}
 	}
-	files := slices.Clone(s.Test.TargetResources)
+	files := slices.Concat(s.Test.TargetResources, s.Test.ParamResources)
 	for i := range s.Test.Results {
 		if f := s.Test.Results[i].CloneSourceResource; f != "" && !slices.Contains(files, f) {
 			files = append(files, f)

@@ -214,3 +214,25 @@ func BenchmarkValidateCorpus(b *testing.B) {
 		}
 	}
 }
+
+// TestRunCELParams: a validate.cel rule with paramKind reads its params from
+// the suite's paramResources.
+func TestRunCELParams(t *testing.T) {
+	results := runPaths(t, "testdata/celparams")
+	if len(results) != 1 || results[0].Err != nil {
+		t.Fatalf("results %+v", results)
+	}
+	want := []short{
+		{"replicas-within-limit", "apps/v1/Deployment/shop/small", Passed, "Ok"},
+		{"replicas-within-limit", "apps/v1/Deployment/shop/large", Passed, "Ok"},
+	}
+	rows := results[0].Rows
+	if len(rows) != len(want) {
+		t.Fatalf("got %d rows %+v, want %d", len(rows), rows, len(want))
+	}
+	for i, r := range rows {
+		if got := (short{r.Rule, r.Resource, r.Verdict, r.Reason}); got != want[i] {
+			t.Errorf("row %d: got %+v, want %+v (message %q)", i+1, got, want[i], r.Message)
+		}
+	}
+}
