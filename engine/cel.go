@@ -78,8 +78,10 @@ var (
 
 func celEnv() (*environment.EnvSet, *plugincel.CompositedCompiler, error) {
 	celEnvOnce.Do(func() {
-		celBaseEnv = environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
-		sharedCELCompiler, celEnvErr = plugincel.NewCompositedCompiler(celBaseEnv)
+		celBaseEnv, celEnvErr = withLenientOrValue(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+		if celEnvErr == nil {
+			sharedCELCompiler, celEnvErr = plugincel.NewCompositedCompiler(celBaseEnv)
+		}
 	})
 	return celBaseEnv, sharedCELCompiler, celEnvErr
 }
