@@ -289,6 +289,9 @@ type celActivation struct {
 	request   ref.Val
 	params    ref.Val
 	variables ref.Val
+	// wantedAuthorizer records that an expression asked for authorizer,
+	// which the engine cannot bind.
+	wantedAuthorizer bool
 }
 
 func (a *celActivation) ResolveName(name string) (any, bool) {
@@ -305,6 +308,8 @@ func (a *celActivation) ResolveName(name string) (any, bool) {
 		return a.params, true
 	case plugincel.VariableVarName:
 		return a.variables, true
+	case plugincel.AuthorizerVarName, plugincel.RequestResourceAuthorizerVarName:
+		a.wantedAuthorizer = true
 	}
 	return nil, false
 }
@@ -390,6 +395,9 @@ func (vd *validator) celWith(ctx context.Context, c *celRule, act *celActivation
 	for i := range c.preconditions {
 		val, err := e.eval(&c.preconditions[i])
 		if err != nil {
+			if act.wantedAuthorizer {
+				return errAuthorizer(vd.rule.name)
+			}
 			return errorf("failed to evaluate celPreconditions: %v", err)
 		}
 		if val != types.True {
@@ -400,6 +408,9 @@ func (vd *validator) celWith(ctx context.Context, c *celRule, act *celActivation
 		x := &c.expressions[i]
 		val, err := e.eval(&x.celProgram)
 		if err != nil {
+			if act.wantedAuthorizer {
+				return errAuthorizer(vd.rule.name)
+			}
 			// Kyverno evaluates the rule as a VAP with failurePolicy Fail,
 			// where an evaluation error denies: the rule fails with the
 			// error, it is not an error result (the conformance suites
@@ -418,6 +429,12 @@ func (vd *validator) celWith(ctx context.Context, c *celRule, act *celActivation
 	// Kyverno's CEL handler, like its podSecurity one, capitalises the
 	// pass message.
 	return pass("Validation rule '" + vd.rule.name + "' passed.")
+}
+
+// errAuthorizer is the outcome of a rule whose expression needs
+// authorizer: an error, not a failure, since the policy is not at fault.
+func errAuthorizer(rule string) outcome {
+	return errorf("rule %s: the CEL authorizer is not supported by charter yet", rule)
 }
 
 // message is VAP's failure message: messageExpression's result when it
