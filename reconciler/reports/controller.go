@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -28,6 +29,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/loaders"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -74,6 +76,10 @@ type Controller struct {
 	kinds   *kindResolver
 	reports reportClient
 	now     func() time.Time
+	// kube and apiCalls serve policies' configMap and apiCall context
+	// entries.
+	kube     kubernetes.Interface
+	apiCalls *loaders.APICalls
 
 	snap atomic.Pointer[snapshot]
 
@@ -167,6 +173,8 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		kinds:    &kindResolver{disco: cl.disco},
 		reports:  cl.reports,
 		now:      time.Now,
+		kube:     cl.kube,
+		apiCalls: &loaders.APICalls{REST: cl.kube.CoreV1().RESTClient()},
 		states:   map[types.UID]*resourceState{},
 		watchers: map[schema.GroupVersionResource]*watcher{},
 		events: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[eventKey](),
@@ -183,6 +191,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 // share one rate limiter: the QPS bounds what the runnable asks of the
 // API server, not what each client does.
 type clients struct {
+	kube    kubernetes.Interface
 	dyn     dynamic.Interface
 	meta    metadata.Interface
 	disco   discovery.DiscoveryInterface
@@ -193,6 +202,10 @@ func newClients(cfg *rest.Config, qps float32, burst int) (clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return clients{}, fmt.Errorf("reports: client: %w", err)
+	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return clients{}, fmt.Errorf("reports: dynamic client: %w", err)
@@ -209,7 +222,7 @@ func newClients(cfg *rest.Config, qps float32, burst int) (clients, error) {
 	if err != nil {
 		return clients{}, fmt.Errorf("reports: report client: %w", err)
 	}
-	return clients{dyn: dyn, meta: meta, disco: disco, reports: reportClient{dyn: dyn, raw: raw}}, nil
+	return clients{kube: kube, dyn: dyn, meta: meta, disco: disco, reports: reportClient{dyn: dyn, raw: raw}}, nil
 }
 
 // NeedLeaderElection makes the manager run the controller on the leader
@@ -730,20 +743,12 @@ func (n namespaceLabels) NamespaceLabels(_ context.Context, name string) (map[st
 	return m.Labels, nil
 }
 
-// configMaps serves configMap context entries with a GET.
-type configMaps struct{ dyn dynamic.Interface }
-
-func (c configMaps) ConfigMap(ctx context.Context, namespace, name string) (map[string]any, error) {
-	u, err := c.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return u.Object, nil
-}
-
+// loaders are what context entries read as resources are scanned: the
+// same ConfigMap and API call loaders the admission webhook uses.
 func (c *Controller) loaders() engine.Loaders {
 	return engine.Loaders{
 		Namespaces: namespaceLabels{store: c.namespaces.GetStore()},
-		ConfigMaps: configMaps{dyn: c.dyn},
+		ConfigMaps: loaders.ConfigMaps{Client: c.kube},
+		APICalls:   c.apiCalls,
 	}
 }

@@ -15,11 +15,13 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/loaders"
 	"github.com/charter-dev/charter/webhook/certs"
 	"github.com/charter-dev/charter/webhook/config"
 	"github.com/charter-dev/charter/webhook/events"
@@ -187,16 +189,26 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	// Promotions are rare and must see the latest results: the gate lists
 	// reports from the API server, not from a cache.
 	promotionGate := &promotion.Gate{Reports: promotion.ReportReader{Reader: mgr.GetAPIReader()}}
-	loaders := engine.Loaders{Namespaces: c.Cache}
-	var mutator server.Mutator = server.EngineMutator{Loaders: loaders}
+	// Context entries read ConfigMaps and call the API server or a
+	// Service as the request is evaluated (internal/loaders).
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("admission: client: %w", err)
+	}
+	apiCalls, err := loaders.NewAPICalls(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("admission: %w", err)
+	}
+	lookups := engine.Loaders{Namespaces: c.Cache, ConfigMaps: loaders.ConfigMaps{Client: kube}, APICalls: apiCalls}
+	var mutator server.Mutator = server.EngineMutator{Loaders: lookups}
 	if o.Metrics != nil {
-		mutator = meteredMutator(loaders, o.Metrics)
+		mutator = meteredMutator(lookups, o.Metrics)
 	}
 	handler := server.NewHandler(server.Options{
 		Policies:        c.Cache,
 		Kinds:           mgr.GetRESTMapper(),
 		Roles:           userinfo.CachedResolver{Reader: mgr.GetCache()},
-		Loaders:         loaders,
+		Loaders:         lookups,
 		Mutator:         mutator,
 		Filters:         server.DefaultResourceFilters(o.Namespace),
 		Metrics:         o.Metrics,

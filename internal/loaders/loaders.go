@@ -1,0 +1,219 @@
+// Package loaders gives the engine what its context entries look up in a
+// cluster: ConfigMaps for `configMap` entries and the API server or a
+// Service for `apiCall` entries. The engine is pure and is handed these
+// through engine.Loaders; the admission webhook and the reports
+// controller hand it the same ones, so a policy reads the same data
+// whichever of them evaluates it.
+//
+// Both read through the API server on every evaluation, as Kyverno does:
+// a ConfigMap or an API answer changed a moment ago is what the next
+// request sees, with no cache to go stale and no informer holding every
+// ConfigMap of the cluster in memory.
+package loaders
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/charter-dev/charter/engine"
+)
+
+// ConfigMaps serves `configMap` context entries with a GET of the
+// ConfigMap.
+type ConfigMaps struct {
+	Client kubernetes.Interface
+}
+
+var _ engine.ConfigMapLoader = ConfigMaps{}
+
+// ConfigMap returns the ConfigMap as unstructured content, with its
+// apiVersion and kind, as a policy's JMESPath sees it.
+func (c ConfigMaps) ConfigMap(ctx context.Context, namespace, name string) (map[string]any, error) {
+	cm, err := c.Client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
+	if err != nil {
+		return nil, fmt.Errorf("configmaps %q in namespace %q: %w", name, namespace, err)
+	}
+	out["apiVersion"], out["kind"] = "v1", "ConfigMap"
+	return out, nil
+}
+
+// Limits of a Service call: how long it may take and how much of its
+// answer is read. A policy's context entry runs inside an admission
+// request, whose own deadline (the webhook's timeout) bounds it too.
+const (
+	DefaultServiceTimeout = 10 * time.Second
+	MaxResponseBytes      = 10 << 20
+)
+
+// APICalls serves `apiCall` context entries: a urlPath is a request to
+// the API server with charter's own identity (so charter's RBAC decides
+// what policies may read), a service URL an HTTPS request to that URL,
+// trusting the entry's caBundle.
+type APICalls struct {
+	// REST reaches the API server; any client of it will do, the path of
+	// the entry replaces the client's own.
+	REST rest.Interface
+	// ServiceTimeout bounds a Service call (DefaultServiceTimeout when 0).
+	ServiceTimeout time.Duration
+
+	// clients holds one HTTP client per caBundle, so calls to a Service
+	// reuse their connections.
+	clients sync.Map // caBundle string → *http.Client
+}
+
+var _ engine.APICaller = (*APICalls)(nil)
+
+// NewAPICalls returns an APICalls that reaches the API server at cfg.
+func NewAPICalls(cfg *rest.Config) (*APICalls, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("apiCall client: %w", err)
+	}
+	return &APICalls{REST: cs.CoreV1().RESTClient()}, nil
+}
+
+// Call performs the call and returns its decoded JSON answer.
+func (a *APICalls) Call(ctx context.Context, call engine.APICall) (any, error) {
+	method := strings.ToUpper(call.Method)
+	if method == "" {
+		method = http.MethodGet
+	}
+	if method != http.MethodGet && method != http.MethodPost {
+		return nil, fmt.Errorf("method %q: want GET or POST", call.Method)
+	}
+	var body []byte
+	if method == http.MethodPost {
+		var err error
+		if body, err = json.Marshal(call.Data); err != nil {
+			return nil, fmt.Errorf("encoding the data: %w", err)
+		}
+	}
+	var (
+		raw []byte
+		err error
+	)
+	switch {
+	case call.URLPath != "":
+		raw, err = a.callAPIServer(ctx, method, call.URLPath, body)
+	case call.URL != "":
+		raw, err = a.callService(ctx, method, call.URL, call.CABundle, body)
+	default:
+		return nil, errors.New("neither urlPath nor service.url is set")
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("the answer is not JSON: %w", err)
+	}
+	return out, nil
+}
+
+func (a *APICalls) callAPIServer(ctx context.Context, method, urlPath string, body []byte) ([]byte, error) {
+	if a.REST == nil {
+		return nil, errors.New("no API server client")
+	}
+	if !strings.HasPrefix(urlPath, "/") {
+		return nil, fmt.Errorf("urlPath %q: want an absolute path such as /api/v1/namespaces", urlPath)
+	}
+	req := a.REST.Verb(method).RequestURI(urlPath).SetHeader("Accept", "application/json")
+	if body != nil {
+		req = req.SetHeader("Content-Type", "application/json").Body(body)
+	}
+	return req.Do(ctx).Raw()
+}
+
+func (a *APICalls) callService(ctx context.Context, method, url, caBundle string, body []byte) ([]byte, error) {
+	client, err := a.serviceClient(caBundle)
+	if err != nil {
+		return nil, err
+	}
+	timeout := a.ServiceTimeout
+	if timeout <= 0 {
+		timeout = DefaultServiceTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	// One byte past the limit tells a long answer from one that fits.
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	if len(raw) > MaxResponseBytes {
+		return nil, fmt.Errorf("the answer is larger than %d bytes", MaxResponseBytes)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, firstLine(raw))
+	}
+	return raw, nil
+}
+
+// serviceClient returns the HTTP client that trusts caBundle (the system
+// roots when it is empty).
+func (a *APICalls) serviceClient(caBundle string) (*http.Client, error) {
+	if c, ok := a.clients.Load(caBundle); ok {
+		return c.(*http.Client), nil
+	}
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caBundle != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(caBundle)) {
+			return nil, errors.New("service.caBundle holds no PEM certificate")
+		}
+		tlsConfig.RootCAs = pool
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = tlsConfig
+	c, _ := a.clients.LoadOrStore(caBundle, &http.Client{Transport: transport})
+	return c.(*http.Client), nil
+}
+
+// firstLine is the start of an error answer, enough to name the problem
+// without copying a whole page into a policy's message.
+func firstLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

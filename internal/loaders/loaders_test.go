@@ -1,0 +1,197 @@
+package loaders
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/controlplane"
+)
+
+// apiServer starts a local control plane for the tests that read from a
+// real API server, or skips when its binaries are not built.
+func apiServer(t *testing.T) *controlplane.ControlPlane {
+	t.Helper()
+	if _, err := controlplane.DefaultBinaryDir(); err != nil {
+		t.Skipf("no control plane binaries (make controlplane): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	return cp
+}
+
+func TestAgainstAPIServer(t *testing.T) {
+	cp := apiServer(t)
+	cs := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	ctx := context.Background()
+	for _, cm := range []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Name: "registries", Namespace: "default", Labels: map[string]string{"role": "allow"}},
+			Data: map[string]string{"allowed": "ghcr.io,registry.k8s.io"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "default"}},
+	} {
+		if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("configMap", func(t *testing.T) {
+		got, err := ConfigMaps{Client: cs}.ConfigMap(ctx, "default", "registries")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got["apiVersion"] != "v1" || got["kind"] != "ConfigMap" {
+			t.Errorf("apiVersion %v, kind %v; want v1 ConfigMap", got["apiVersion"], got["kind"])
+		}
+		if data, _ := got["data"].(map[string]any); data["allowed"] != "ghcr.io,registry.k8s.io" {
+			t.Errorf("data = %v", got["data"])
+		}
+		if _, err := (ConfigMaps{Client: cs}).ConfigMap(ctx, "default", "missing"); !apierrors.IsNotFound(err) {
+			t.Errorf("missing ConfigMap: %v, want NotFound", err)
+		}
+	})
+
+	calls, err := NewAPICalls(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		call  engine.APICall
+		check func(t *testing.T, out map[string]any)
+		err   string
+	}{
+		{
+			name: "GET a list with a query",
+			call: engine.APICall{URLPath: "/api/v1/namespaces/default/configmaps?labelSelector=role%3Dallow"},
+			check: func(t *testing.T, out map[string]any) {
+				items, _ := out["items"].([]any)
+				if len(items) != 1 || items[0].(map[string]any)["metadata"].(map[string]any)["name"] != "registries" {
+					t.Errorf("items = %v, want the one labelled ConfigMap", items)
+				}
+			},
+		},
+		{
+			name: "GET one object, method in lower case",
+			call: engine.APICall{Method: "get", URLPath: "/api/v1/namespaces/default/configmaps/other"},
+			check: func(t *testing.T, out map[string]any) {
+				if out["kind"] != "ConfigMap" {
+					t.Errorf("kind = %v", out["kind"])
+				}
+			},
+		},
+		{
+			name: "POST the data as the body",
+			call: engine.APICall{Method: "POST", URLPath: "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", Data: map[string]any{
+				"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+				"spec": map[string]any{"resourceAttributes": map[string]any{"verb": "get", "resource": "configmaps", "namespace": "default"}},
+			}},
+			check: func(t *testing.T, out map[string]any) {
+				if st, _ := out["status"].(map[string]any); st["allowed"] != true {
+					t.Errorf("status = %v, want allowed", out["status"])
+				}
+			},
+		},
+		{name: "a path that is not there", call: engine.APICall{URLPath: "/api/v1/namespaces/default/configmaps/missing"}, err: "could not find the requested resource"},
+		{name: "a relative path", call: engine.APICall{URLPath: "api/v1/namespaces"}, err: "want an absolute path"},
+		{name: "an unknown method", call: engine.APICall{Method: "DELETE", URLPath: "/api/v1/namespaces"}, err: `method "DELETE": want GET or POST`},
+		{name: "nothing to call", call: engine.APICall{}, err: "neither urlPath nor service.url is set"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			checkCall(t, calls, tc.call, tc.check, tc.err)
+		})
+	}
+}
+
+func checkCall(t *testing.T, calls *APICalls, call engine.APICall, check func(*testing.T, map[string]any), wantErr string) {
+	t.Helper()
+	out, err := calls.Call(context.Background(), call)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want one containing %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := out.(map[string]any)
+	if !ok {
+		t.Fatalf("answer %T, want an object", out)
+	}
+	check(t, m)
+}
+
+func TestServiceCalls(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/echo":
+			body, _ := io.ReadAll(r.Body)
+			_ = json.NewEncoder(w).Encode(map[string]any{"method": r.Method, "contentType": r.Header.Get("Content-Type"), "body": string(body)})
+		case "/broken":
+			http.Error(w, "registry unavailable\nmore detail", http.StatusServiceUnavailable)
+		case "/text":
+			_, _ = io.WriteString(w, "not json")
+		case "/huge":
+			_, _ = w.Write([]byte(`"`))
+			_, _ = w.Write([]byte(strings.Repeat("x", MaxResponseBytes)))
+			_, _ = w.Write([]byte(`"`))
+		}
+	}))
+	defer srv.Close()
+	caBundle := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	calls := &APICalls{}
+
+	tests := []struct {
+		name  string
+		call  engine.APICall
+		check func(t *testing.T, out map[string]any)
+		err   string
+	}{
+		{
+			name: "GET trusting the caBundle",
+			call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle},
+			check: func(t *testing.T, out map[string]any) {
+				if out["method"] != "GET" || out["body"] != "" {
+					t.Errorf("answer %v, want a GET without a body", out)
+				}
+			},
+		},
+		{
+			name: "POST sends the data as JSON",
+			call: engine.APICall{Method: "POST", URL: srv.URL + "/echo", CABundle: caBundle, Data: map[string]any{"image": "nginx"}},
+			check: func(t *testing.T, out map[string]any) {
+				if out["method"] != "POST" || out["contentType"] != "application/json" || out["body"] != `{"image":"nginx"}` {
+					t.Errorf("answer %v", out)
+				}
+			},
+		},
+		{name: "an error status names it and the first line", call: engine.APICall{URL: srv.URL + "/broken", CABundle: caBundle}, err: "HTTP 503: registry unavailable"},
+		{name: "an answer that is not JSON", call: engine.APICall{URL: srv.URL + "/text", CABundle: caBundle}, err: "the answer is not JSON"},
+		{name: "an answer over the limit", call: engine.APICall{URL: srv.URL + "/huge", CABundle: caBundle}, err: "larger than"},
+		{name: "a server the bundle does not vouch for", call: engine.APICall{URL: srv.URL + "/echo"}, err: "certificate"},
+		{name: "a bundle without a certificate", call: engine.APICall{URL: srv.URL + "/echo", CABundle: "junk"}, err: "service.caBundle holds no PEM certificate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			checkCall(t, calls, tc.call, tc.check, tc.err)
+		})
+	}
+}
