@@ -38,6 +38,38 @@ const (
 	policyValidationWebhook = "validate-policy.charter.svc"
 )
 
+// allowedTeams reads its list from a ConfigMap twice over, through a
+// configMap context entry and through an apiCall to the API server, so a
+// Pod is judged by what the cluster holds at that moment.
+const allowedTeams = `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata:
+  name: allowed-teams
+spec:
+  validationFailureAction: Enforce
+  background: false
+  rules:
+  - name: team-listed
+    match:
+      any:
+      - resources: {kinds: [Pod], namespaces: [e2e-admission], names: ["ctx-*"]}
+    context:
+    - name: teams
+      configMap: {name: allowed-teams, namespace: e2e-admission}
+    - name: listed
+      apiCall:
+        urlPath: "/api/v1/namespaces/{{request.namespace}}/configmaps/allowed-teams"
+        jmesPath: data.teams
+    validate:
+      message: "team {{request.object.metadata.labels.team}} is not one of {{teams.data.teams}}"
+      deny:
+        conditions:
+          any:
+          - {key: "{{request.object.metadata.labels.team}}", operator: AnyNotIn, value: "{{split(teams.data.teams, ',')}}"}
+          - {key: "{{request.object.metadata.labels.team}}", operator: AnyNotIn, value: "{{split(listed, ',')}}"}
+`
+
 // Policies of the admission specs. require-name is enforced; require-owner
 // audits; add-team sets the label require-team enforces, so a Pod without
 // it is admitted only if mutation runs first.
@@ -253,6 +285,40 @@ var _ = Describe("Admission", Label("admission"), Ordered, func() {
 				return cl.Create(ctx, newPod("after-delete", map[string]string{"team": "web"}), client.DryRunAll)
 			}).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 		}, SpecTimeout(90*time.Second))
+	})
+
+	Context("with context entries that read the cluster", func() {
+		var teams *corev1.ConfigMap
+		BeforeAll(func(ctx SpecContext) {
+			teams = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "allowed-teams", Namespace: admissionNamespace},
+				Data: map[string]string{"teams": "web,platform"}}
+			Expect(cl.Create(ctx, teams)).To(Succeed())
+			Expect(cl.Create(ctx, clusterPolicy(allowedTeams))).To(Succeed())
+			DeferCleanup(func(ctx SpecContext) {
+				Expect(client.IgnoreNotFound(cl.Delete(ctx, clusterPolicy(allowedTeams)))).To(Succeed())
+				Expect(client.IgnoreNotFound(cl.Delete(ctx, teams))).To(Succeed())
+			})
+			Eventually(func() error {
+				return refusedByCharter(ctx, newPod("ctx-probe", map[string]string{"app.kubernetes.io/name": "web", "team": "ops"}))
+			}).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		}, NodeTimeout(90*time.Second))
+
+		It("judges a Pod by a ConfigMap and an apiCall, as they stand at admission", func(ctx SpecContext) {
+			labels := func(team string) map[string]string {
+				return map[string]string{"app.kubernetes.io/name": "web", "team": team, "owner": "alice"}
+			}
+			Expect(cl.Create(ctx, newPod("ctx-web", labels("web")), client.DryRunAll)).To(Succeed())
+
+			err := cl.Create(ctx, newPod("ctx-ops", labels("ops")), client.DryRunAll)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring("team-listed: team ops is not one of web,platform"))
+
+			// No cache stands between the policy and the ConfigMap: the
+			// next admission reads the new list.
+			teams.Data["teams"] = "web,platform,ops"
+			Expect(cl.Update(ctx, teams)).To(Succeed())
+			Expect(cl.Create(ctx, newPod("ctx-ops", labels("ops")), client.DryRunAll)).To(Succeed())
+		}, SpecTimeout(60*time.Second))
 	})
 })
 
