@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -31,25 +30,7 @@ func podSecurityCELPolicies(b *testing.B) []kyvernov1.PolicyInterface {
 // BenchmarkValidatePodCEL is BenchmarkValidatePod through the CEL edition
 // of the library: every validate.cel rule evaluated per Pod.
 func BenchmarkValidatePodCEL(b *testing.B) {
-	set, err := Compile(podSecurityCELPolicies(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("%d policies", len(set.Policies()))
-	pods := make([]map[string]any, 64)
-	for i := range pods {
-		pods[i] = benchPod(i)
-	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		resp := set.Validate(ctx, &Request{Object: pods[i%len(pods)]})
-		if len(resp.Policies) == 0 {
-			b.Fatal("no responses")
-		}
-		i++
-	}
+	benchValidatePods(b, podSecurityCELPolicies(b))
 }
 
 // BenchmarkCompileCEL compiles the CEL library again and again; compiled
