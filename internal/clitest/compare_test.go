@@ -18,6 +18,19 @@ type short struct {
 	Reason         string
 }
 
+// checkRows compares a suite's rows, in order, with want.
+func checkRows(t *testing.T, rows []Row, want []short) {
+	t.Helper()
+	if len(rows) != len(want) {
+		t.Fatalf("got %d rows %+v, want %d", len(rows), rows, len(want))
+	}
+	for i, r := range rows {
+		if got := (short{r.Rule, r.Resource, r.Verdict, r.Reason}); got != want[i] {
+			t.Errorf("row %d: got %+v, want %+v (message %q)", i+1, got, want[i], r.Message)
+		}
+	}
+}
+
 func TestJudge(t *testing.T) {
 	evals := []evaluation{
 		{Operation: "CREATE", Resource: podGood, Policy: "p", Rules: []ruleOutcome{

@@ -24,14 +24,7 @@ func TestRunMutateAndGenerateSuite(t *testing.T) {
 		{"prod-plain", "v1/Namespace/team-a", Passed, "Ok"},
 	}
 	rows := results[0].Rows
-	if len(rows) != len(want) {
-		t.Fatalf("got %d rows %+v, want %d", len(rows), rows, len(want))
-	}
-	for i, r := range rows {
-		if got := (short{r.Rule, r.Resource, r.Verdict, r.Reason}); got != want[i] {
-			t.Errorf("row %d: got %+v, want %+v (message %q)", i+1, got, want[i], r.Message)
-		}
-	}
+	checkRows(t, rows, want)
 }
 
 // TestRunValuesSuite checks a values file end to end: foreachValues stand
@@ -49,14 +42,7 @@ func TestRunValuesSuite(t *testing.T) {
 		{"require-team", "v1/Pod/default/two-containers", Passed, "Ok"},
 	}
 	rows := results[0].Rows
-	if len(rows) != len(want) {
-		t.Fatalf("got %d rows %+v, want %d", len(rows), rows, len(want))
-	}
-	for i, r := range rows {
-		if got := (short{r.Rule, r.Resource, r.Verdict, r.Reason}); got != want[i] {
-			t.Errorf("row %d: got %+v, want %+v (message %q)", i+1, got, want[i], r.Message)
-		}
-	}
+	checkRows(t, rows, want)
 	if msg := rows[1].Message; msg != "validation failure: container debug runs as root" {
 		t.Errorf("fail message %q", msg)
 	}

@@ -45,14 +45,7 @@ func TestRunGoodSuiteBesideBrokenOne(t *testing.T) {
 		{"check-app", "v1/ConfigMap/default/settings", Passed, "Excluded"},
 		{"no-latest-tag", "v1/Pod/team-a/latest", Passed, "Ok"},
 	}
-	if len(good.Rows) != len(want) {
-		t.Fatalf("got %d rows %+v, want %d", len(good.Rows), good.Rows, len(want))
-	}
-	for i, r := range good.Rows {
-		if got := (short{r.Rule, r.Resource, r.Verdict, r.Reason}); got != want[i] {
-			t.Errorf("row %d: got %+v, want %+v (message %q)", i+1, got, want[i], r.Message)
-		}
-	}
+	checkRows(t, good.Rows, want)
 	if len(good.Warnings) != 1 || !strings.Contains(good.Warnings[0], "duplicate resource v1/Pod/default/good") {
 		t.Errorf("warnings: %v, want the duplicate Pod", good.Warnings)
 	}
@@ -227,12 +220,5 @@ func TestRunCELParams(t *testing.T) {
 		{"replicas-within-limit", "apps/v1/Deployment/shop/large", Passed, "Ok"},
 	}
 	rows := results[0].Rows
-	if len(rows) != len(want) {
-		t.Fatalf("got %d rows %+v, want %d", len(rows), rows, len(want))
-	}
-	for i, r := range rows {
-		if got := (short{r.Rule, r.Resource, r.Verdict, r.Reason}); got != want[i] {
-			t.Errorf("row %d: got %+v, want %+v (message %q)", i+1, got, want[i], r.Message)
-		}
-	}
+	checkRows(t, rows, want)
 }
