@@ -12,8 +12,15 @@ import (
 // podSecurityPolicies loads every ClusterPolicy of the Pod Security
 // library in the conformance corpus (baseline and restricted).
 func podSecurityPolicies(b *testing.B) []kyvernov1.PolicyInterface {
-	root := filepath.Join(conformanceDir, "kyverno-policies", "pod-security")
-	var files []string
+	return podSecurityLibrary(b, "pod-security")
+}
+
+// podSecurityLibrary loads the policies of a Pod Security library folder
+// of the conformance corpus (pod-security, or its CEL edition
+// pod-security-cel): <folder>/{baseline,restricted}/<name>/<name>.yaml.
+func podSecurityLibrary(b *testing.B, folder string) []kyvernov1.PolicyInterface {
+	root := filepath.Join(conformanceDir, "kyverno-policies", folder)
+	var out []kyvernov1.PolicyInterface
 	for _, level := range []string{"baseline", "restricted"} {
 		dirs, err := os.ReadDir(filepath.Join(root, level))
 		if err != nil {
@@ -21,19 +28,17 @@ func podSecurityPolicies(b *testing.B) []kyvernov1.PolicyInterface {
 		}
 		for _, d := range dirs {
 			if d.IsDir() {
-				files = append(files, filepath.Join(root, level, d.Name(), d.Name()+".yaml"))
+				out = append(out, loadSuitePolicies(b, "/", []string{filepath.Join(root, level, d.Name(), d.Name()+".yaml")})...)
 			}
 		}
-	}
-	var out []kyvernov1.PolicyInterface
-	for _, f := range files {
-		out = append(out, loadSuitePolicies(b, "/", []string{f})...)
 	}
 	return out
 }
 
-func BenchmarkCompile(b *testing.B) {
-	policies := podSecurityPolicies(b)
+func BenchmarkCompile(b *testing.B) { benchCompile(b, podSecurityPolicies(b)) }
+
+// benchCompile compiles the policies again and again.
+func benchCompile(b *testing.B, policies []kyvernov1.PolicyInterface) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Compile(policies); err != nil {
