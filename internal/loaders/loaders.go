@@ -82,13 +82,10 @@ type APICalls struct {
 
 var _ engine.APICaller = (*APICalls)(nil)
 
-// NewAPICalls returns an APICalls that reaches the API server at cfg.
-func NewAPICalls(cfg *rest.Config) (*APICalls, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("apiCall client: %w", err)
-	}
-	return &APICalls{REST: cs.CoreV1().RESTClient()}, nil
+// NewAPICalls returns an APICalls that reaches the API server through
+// kube, with its identity and rate limits.
+func NewAPICalls(kube kubernetes.Interface) *APICalls {
+	return &APICalls{REST: kube.CoreV1().RESTClient()}
 }
 
 // Call performs the call and returns its decoded JSON answer.

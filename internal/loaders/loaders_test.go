@@ -67,10 +67,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 	})
 
-	calls, err := NewAPICalls(cp.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	calls := NewAPICalls(cs)
 	tests := []struct {
 		name  string
 		call  engine.APICall

@@ -174,7 +174,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		reports:  cl.reports,
 		now:      time.Now,
 		kube:     cl.kube,
-		apiCalls: &loaders.APICalls{REST: cl.kube.CoreV1().RESTClient()},
+		apiCalls: loaders.NewAPICalls(cl.kube),
 		states:   map[types.UID]*resourceState{},
 		watchers: map[schema.GroupVersionResource]*watcher{},
 		events: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[eventKey](),

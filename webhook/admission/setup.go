@@ -195,11 +195,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admission: client: %w", err)
 	}
-	apiCalls, err := loaders.NewAPICalls(mgr.GetConfig())
-	if err != nil {
-		return nil, fmt.Errorf("admission: %w", err)
-	}
-	lookups := engine.Loaders{Namespaces: c.Cache, ConfigMaps: loaders.ConfigMaps{Client: kube}, APICalls: apiCalls}
+	lookups := engine.Loaders{Namespaces: c.Cache, ConfigMaps: loaders.ConfigMaps{Client: kube}, APICalls: loaders.NewAPICalls(kube)}
 	var mutator server.Mutator = server.EngineMutator{Loaders: lookups}
 	if o.Metrics != nil {
 		mutator = meteredMutator(lookups, o.Metrics)
