@@ -38,6 +38,11 @@ type Policy struct {
 	// kinds are the kind names (no group/version) the rules select; "*"
 	// when a rule selects any kind.
 	kinds []string
+	// namespace is the namespace a namespaced policy (kyverno.io/v1
+	// Policy) acts in, "" for a cluster-wide one. Every evaluation path
+	// checks it through scopes: a namespaced policy sees only requests for
+	// objects in its own namespace, never cluster-scoped ones.
+	namespace string
 }
 
 // ScoredAnnotation set to "false" makes a policy's failures warnings.
@@ -90,18 +95,32 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 // it: "<name>" for a ClusterPolicy, "<namespace>/<name>" for a Policy.
 func PolicyKey(p kyvernov1.PolicyInterface) string {
 	if p.IsNamespaced() {
-		return p.GetNamespace() + "/" + p.GetName()
+		return policyNamespace(p) + "/" + p.GetName()
 	}
 	return p.GetName()
 }
 
+// policyNamespace is the namespace a policy acts in: its own for a
+// namespaced policy ("default" when it names none, as Kyverno reads it),
+// "" for a cluster-wide policy.
+func policyNamespace(src kyvernov1.PolicyInterface) string {
+	if !src.IsNamespaced() {
+		return ""
+	}
+	if ns := src.GetNamespace(); ns != "" {
+		return ns
+	}
+	return "default"
+}
+
 func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, CompileErrors) {
 	p := &Policy{
-		set:      s,
-		source:   src,
-		spec:     src.GetSpec(),
-		key:      PolicyKey(src),
-		unscored: src.GetAnnotations()[ScoredAnnotation] == "false",
+		set:       s,
+		source:    src,
+		spec:      src.GetSpec(),
+		key:       PolicyKey(src),
+		unscored:  src.GetAnnotations()[ScoredAnnotation] == "false",
+		namespace: policyNamespace(src),
 	}
 	fail := &faults{kind: src.GetKind(), name: p.key}
 	if len(p.spec.Rules) == 0 {

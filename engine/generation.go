@@ -118,6 +118,9 @@ func (s *PolicySet) Generate(ctx context.Context, req *Request, opts ...EvalOpti
 	resp := &GenerateResponse{Resource: in.resourceRef()}
 	var old *requestView
 	for _, p := range s.candidates(in) {
+		if !p.scopes(in) {
+			continue
+		}
 		pr := PolicyResponse{Policy: p.source, Key: p.key}
 		ev := &evaluation{set: p.set, policy: p, in: in, cfg: &cfg, object: in.object}
 		for _, r := range p.rules {
@@ -203,8 +206,15 @@ func (ev *evaluation) generate(ctx context.Context, doc *jsoncontext.Document, r
 	}
 	if l := ev.cfg.loaders.Objects; l != nil {
 		env.Objects = clusterObjects{l}
+		if ns := ev.policy.namespace; ns != "" {
+			env.Objects = scopedObjects{ClusterObjects: env.Objects, namespace: ns}
+		}
 	}
-	return generate.Generate(ctx, policy, r.src, trigger, doc, env)
+	objs, err := generate.Generate(ctx, policy, r.src, trigger, doc, env)
+	if scopeErr := checkGeneratedScope(ev.policy.namespace, objs); scopeErr != nil {
+		return nil, scopeErr
+	}
+	return objs, err
 }
 
 // foreachConditions finds the compiled preconditions of a foreach entry.

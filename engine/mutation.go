@@ -149,6 +149,10 @@ func (s *PolicySet) Evaluate(ctx context.Context, req *Request, opts ...EvalOpti
 // request view of the resulting object.
 func (p *Policy) mutate(ctx context.Context, in *requestView, cfg *evalConfig) (PolicyResponse, *requestView) {
 	resp := PolicyResponse{Policy: p.source, Key: p.key}
+	if !p.scopes(in) {
+		resp.Patched = in.req.Object
+		return resp, in
+	}
 	var ev *evaluation
 	for _, r := range p.rules {
 		if r.typ != TypeMutation || r.mutate == nil {

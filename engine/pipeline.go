@@ -27,6 +27,9 @@ type requestView struct {
 	object map[string]any // the new object, or the old one on DELETE
 	gvk    schema.GroupVersionKind
 	res    match.Resource
+	// scope is the namespace the request acts in for namespaced policies
+	// (scopeNamespace), "" for a cluster-scoped object.
+	scope string
 
 	nsLabels       map[string]string
 	nsLabelsLoaded bool
@@ -72,6 +75,7 @@ func newRequestView(ctx context.Context, req *Request, cfg *evalConfig) *request
 		namespace, _ = meta["namespace"].(string)
 	}
 	in.nsLabels, in.nsLabelsLoaded = req.NamespaceLabels, req.NamespaceLabels != nil
+	in.scope = scopeNamespace(req, in.gvk)
 	in.res = match.Resource{
 		Kind:            in.gvk,
 		SubResource:     req.SubResource,
@@ -263,6 +267,9 @@ func policyKinds(rules []*rule) []string {
 // validate evaluates the policy's validate rules.
 func (p *Policy) validate(ctx context.Context, in *requestView, cfg *evalConfig) PolicyResponse {
 	resp := PolicyResponse{Policy: p.source, Key: p.key}
+	if !p.scopes(in) {
+		return resp
+	}
 	ev := &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.object}
 	start := len(in.rules)
 	for _, r := range p.rules {

@@ -152,6 +152,7 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 	if r.Generation != nil {
 		cr.generate = s.compileGenerate(r, path+".generate", f)
 	}
+	checkNamespacedRule(p, r, path, f)
 	return cr
 }
 

@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+)
+
+// scopeCase is one testdata/scope/*.yaml file: policies, existing objects,
+// and requests, each with the responses every evaluation path must give
+// ("policy/rule=status", plus the target of a mutate-existing response).
+type scopeCase struct {
+	Policies []json.RawMessage `json:"policies"`
+	Existing []map[string]any  `json:"existing"`
+	Cases    []struct {
+		Name    string `json:"name"`
+		Request struct {
+			caseRequest `json:",inline"`
+			Namespace   string `json:"namespace"`
+		} `json:"request"`
+		Validate []string `json:"validate"`
+		Mutate   []string `json:"mutate"`
+		Generate []string `json:"generate"`
+	} `json:"cases"`
+}
+
+// TestNamespacedPolicyScope runs each request through every evaluation
+// entry point (Validate, Evaluate, Mutate with mutate-existing, Generate,
+// and the single-policy Validate and Mutate) and checks each agrees on
+// which policies saw it.
+func TestNamespacedPolicyScope(t *testing.T) {
+	files, _ := filepath.Glob("testdata/scope/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no testdata")
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sc scopeCase
+		if err := yaml.UnmarshalStrict(data, &sc); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		set, err := Compile(decodePolicies(t, sc.Policies))
+		if err != nil {
+			t.Fatalf("%s: compile: %v", file, err)
+		}
+		opts := []EvalOption{WithLoaders(Loaders{Objects: fixedObjects(sc.Existing)}), WithMutateExisting()}
+		for _, c := range sc.Cases {
+			t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml")+"/"+c.Name, func(t *testing.T) {
+				ctx := context.Background()
+				req := &Request{Operation: c.Request.Operation, Object: c.Request.Object, OldObject: c.Request.OldObject, Namespace: c.Request.Namespace}
+				if req.Operation == "" {
+					req.Operation = kyvernov1.Create
+				}
+				validated := responseLines(set.Validate(ctx, req, opts...).Policies)
+				checkLines(t, "Validate", validated, c.Validate)
+				checkLines(t, "Evaluate", responseLines(set.Evaluate(ctx, req, opts...).Validation.Policies), c.Validate)
+				mutated := set.Mutate(ctx, req, opts...)
+				checkLines(t, "Mutate", responseLines(mutated.Policies), c.Mutate)
+				checkLines(t, "Generate", responseLines(set.Generate(ctx, req, opts...).Policies), c.Generate)
+
+				var one, oneMutate []PolicyResponse
+				for _, p := range set.Policies() {
+					if pr := p.Validate(ctx, req, opts...); len(pr.Rules) > 0 {
+						one = append(one, pr)
+					}
+					if pr := p.Mutate(ctx, req, opts...); len(pr.Rules) > 0 {
+						oneMutate = append(oneMutate, pr)
+					}
+				}
+				checkLines(t, "Policy.Validate", responseLines(one), c.Validate)
+				checkLines(t, "Policy.Mutate", responseLines(oneMutate), c.Mutate)
+			})
+		}
+	}
+}
+
+func responseLines(policies []PolicyResponse) []string {
+	var out []string
+	for _, p := range policies {
+		for _, r := range p.Rules {
+			line := p.Key + "/" + r.Name + "=" + string(r.Status)
+			if r.Target != nil {
+				line += " " + r.Target.APIVersion + "/" + r.Target.String()
+			}
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func checkLines(t *testing.T, path string, got, want []string) {
+	t.Helper()
+	got, want = slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))
+	if !slices.Equal(got, want) {
+		t.Errorf("%s:\n got %q\nwant %q", path, got, want)
+	}
+}
