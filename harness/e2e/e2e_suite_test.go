@@ -9,7 +9,8 @@
 // the cluster cannot reach this machine (kind on Docker Desktop) they skip.
 //
 // Run them with `make e2e` (E2E_LABELS=foundation,... filters by label).
-// Specs are labelled by area: foundation, admission, reports, gitops.
+// Specs are labelled by area: foundation, admission, reports, gitops,
+// rbac, tenancy.
 package e2e
 
 import (
