@@ -43,6 +43,9 @@ type Policy struct {
 	// checks it through scopes: a namespaced policy sees only requests for
 	// objects in its own namespace, never cluster-scoped ones.
 	namespace string
+	// unsupported are the features charter cannot run somewhere
+	// (unsupported.go).
+	unsupported UnsupportedList
 }
 
 // ScoredAnnotation set to "false" makes a policy's failures warnings.
@@ -166,6 +169,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 		return nil, fail.errs
 	}
 	p.kinds = policyKinds(p.rules)
+	p.unsupported = UnsupportedFeatures(src)
 	return p, nil
 }
 

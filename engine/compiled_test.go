@@ -191,7 +191,7 @@ func TestAssembleMatchesCompile(t *testing.T) {
 // listed here, so that Assemble cannot silently fall behind Compile.
 var (
 	policySetFields = []string{"policies", "byKey", "exceptions", "jp", "byKind", "wildcard"}
-	policyFields    = []string{"set", "source", "spec", "key", "rules", "unscored", "order", "kinds", "namespace"}
+	policyFields    = []string{"set", "source", "spec", "key", "rules", "unscored", "order", "kinds", "namespace", "unsupported"}
 )
 
 func checkFieldsKnown(t *testing.T, v any, known []string) {

@@ -152,6 +152,19 @@ func (p *Policy) Validate(ctx context.Context, req *Request, opts ...EvalOption)
 	return p.validate(ctx, newRequestView(ctx, req, &cfg), &cfg)
 }
 
+// Unsupported returns the features of the policy that charter cannot run
+// somewhere (see UnsupportedFeatures); pick a place with In.
+func (p *Policy) Unsupported() UnsupportedList { return p.unsupported }
+
+// Unsupported returns the unsupported features of every policy in the set.
+func (s *PolicySet) Unsupported() UnsupportedList {
+	var out UnsupportedList
+	for _, p := range s.policies {
+		out = append(out, p.unsupported...)
+	}
+	return out
+}
+
 // Source returns the policy as it was compiled.
 func (p *Policy) Source() kyvernov1.PolicyInterface { return p.source }
 

@@ -416,8 +416,9 @@ func (s Settings) mutating(groups map[kyvernov1.FailurePolicyType]*webhookRules)
 	return cfg
 }
 
-// policyValidating routes ClusterPolicy, Policy and PolicyException writes
-// to /policyvalidate, failing closed so an invalid policy never lands.
+// policyValidating routes ClusterPolicy, Policy, PolicyException and
+// cleanup policy writes to /policyvalidate, failing closed so an invalid
+// policy, or one charter cannot enforce, never lands.
 func (s Settings) policyValidating() *admissionregistrationv1.ValidatingWebhookConfiguration {
 	fp := admissionregistrationv1.Fail
 	sideEffects := admissionregistrationv1.SideEffectClassNone
@@ -433,6 +434,9 @@ func (s Settings) policyValidating() *admissionregistrationv1.ValidatingWebhookC
 					Resources: []string{"clusterpolicies", "policies"}, Scope: &all}},
 				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2", "v2beta1"},
 					Resources: []string{"policyexceptions"}, Scope: &all}},
+				// Cleanup policies are checked for what charter cannot run.
+				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2"},
+					Resources: []string{"cleanuppolicies", "clustercleanuppolicies"}, Scope: &all}},
 			},
 			FailurePolicy: &fp, MatchPolicy: &equivalent, SideEffects: &sideEffects, TimeoutSeconds: &timeout,
 			AdmissionReviewVersions: []string{"v1"},

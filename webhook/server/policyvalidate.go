@@ -17,8 +17,18 @@ import (
 //
 //	ClusterPolicy "x": spec.rules[2].validate.pattern.spec.containers[0]: unknown anchor "~(x)"
 //
-// so an invalid policy never reaches the cluster. Deletes and subresource
-// requests (status) are allowed untouched.
+// so an invalid policy never reaches the cluster.
+//
+// A policy that uses a feature charter cannot run in the cluster
+// (engine.UnsupportedFeatures) is refused when that feature's rule
+// enforces, with each field and "not supported by charter", so it never
+// looks enforced while doing nothing; when the rule can only audit, it is
+// admitted with one warning per feature (its results are errors, and its
+// status says Unsupported). Rules without a failure action (generate,
+// mutate) and cleanup policies count as enforcing: see
+// engine.UnsupportedFeatures.
+//
+// Deletes and subresource requests (status) are allowed untouched.
 func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
 	var review rawReview
 	if err := decodeReview(r, h.opts.MaxRequestBytes, &review); err != nil {
@@ -30,15 +40,26 @@ func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, allowed(ar.UID, nil))
 		return
 	}
-	if err := checkPolicyObject(ar.Kind.Kind, ar.Object); err != nil {
+	unsupported, err := checkPolicyObject(ar.Kind.Kind, ar.Object)
+	if err != nil {
 		writeResponse(w, denied(ar.UID, err.Error()))
 		return
 	}
-	writeResponse(w, allowed(ar.UID, nil))
+	unsupported = unsupported.In(engine.InCluster)
+	if enforced := unsupported.Enforced(); len(enforced) > 0 {
+		writeResponse(w, denied(ar.UID, enforced.Error()))
+		return
+	}
+	var warnings []string
+	for _, u := range unsupported {
+		warnings = append(warnings, u.Error()+"; admitted as its rule only audits, and its status shows Ready=False, reason Unsupported")
+	}
+	writeResponse(w, allowed(ar.UID, warnings))
 }
 
-// checkPolicyObject decodes a policy object strictly and compiles it.
-func checkPolicyObject(kind string, raw []byte) error {
+// checkPolicyObject decodes a policy object strictly and compiles it. It
+// returns the features of a valid policy that charter cannot run.
+func checkPolicyObject(kind string, raw []byte) (engine.UnsupportedList, error) {
 	switch kind {
 	case "ClusterPolicy", "Policy":
 		var p kyvernov1.PolicyInterface = &kyvernov1.ClusterPolicy{}
@@ -46,21 +67,33 @@ func checkPolicyObject(kind string, raw []byte) error {
 			p = &kyvernov1.Policy{}
 		}
 		if err := strict.Unmarshal(raw, p); err != nil {
-			return fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
+			return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
 		}
-		_, err := engine.Compile([]kyvernov1.PolicyInterface{p})
-		return compileError(err)
+		set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
+		if err := compileError(err); err != nil {
+			return nil, err
+		}
+		return set.Unsupported(), nil
+	case "ClusterCleanupPolicy", "CleanupPolicy":
+		var p kyvernov2.CleanupPolicyInterface = &kyvernov2.ClusterCleanupPolicy{}
+		if kind == "CleanupPolicy" {
+			p = &kyvernov2.CleanupPolicy{}
+		}
+		if err := strict.Unmarshal(raw, p); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
+		}
+		return engine.UnsupportedFeatures(p), nil
 	case "PolicyException":
 		ex := &kyvernov2.PolicyException{}
 		if err := strict.Unmarshal(raw, ex); err != nil {
-			return fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
+			return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
 		}
 		_, err := engine.Compile(nil, engine.WithExceptions([]*kyvernov2.PolicyException{ex}))
-		return compileError(err)
+		return nil, compileError(err)
 	}
 	// The webhook configuration sends only the kinds above; anything else
 	// is not ours to judge.
-	return nil
+	return nil, nil
 }
 
 // compileError returns the compile faults, or nil when there are none.

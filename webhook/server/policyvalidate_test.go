@@ -31,6 +31,8 @@ func TestPolicyValidate(t *testing.T) {
 		manifest    string
 		wantAllowed bool
 		wantMessage []string
+		// wantWarning, when set, is the one warning an admitted policy gets.
+		wantWarning string
 	}{
 		{
 			name: "valid ClusterPolicy", kind: "ClusterPolicy", wantAllowed: true,
@@ -86,6 +88,78 @@ spec:
 `,
 			wantMessage: []string{`PolicyException "team/ex"`, "spec.exceptions[0].policyName"},
 		},
+		{
+			name: "Enforce rule charter cannot run is refused with its field", kind: "ClusterPolicy",
+			manifest: `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: verify}
+spec:
+  validationFailureAction: Enforce
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    verifyImages: [{imageReferences: ["*"]}]
+`,
+			wantMessage: []string{`ClusterPolicy "verify": spec.rules[0].verifyImages: verifyImages is not supported by charter anywhere yet`},
+		},
+		{
+			name: "generate has no Audit mode: refused while the cluster cannot run it", kind: "ClusterPolicy",
+			manifest: `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: gen}
+spec:
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate: {apiVersion: v1, kind: ConfigMap, name: x, namespace: "{{request.object.metadata.name}}", data: {}}
+`,
+			wantMessage: []string{`spec.rules[0].generate: generate is not supported by charter in the cluster yet`},
+		},
+		{
+			name: "ClusterCleanupPolicy is refused", kind: "ClusterCleanupPolicy",
+			manifest: `
+apiVersion: kyverno.io/v2
+kind: ClusterCleanupPolicy
+metadata: {name: clean}
+spec:
+  schedule: "* * * * *"
+  match: {any: [{resources: {kinds: [Pod]}}]}
+`,
+			wantMessage: []string{`ClusterCleanupPolicy "clean": spec: ClusterCleanupPolicy is not supported by charter anywhere yet`},
+		},
+		{
+			name: "Audit rule charter cannot run in the cluster is admitted with a warning", kind: "Policy", wantAllowed: true,
+			manifest: `
+apiVersion: kyverno.io/v1
+kind: Policy
+metadata: {name: global, namespace: team}
+spec:
+  validationFailureAction: Audit
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    context: [{name: g, globalReference: {name: allowed}}]
+    validate: {deny: {}}
+`,
+			wantWarning: `Policy "team/global": spec.rules[0].context[0].globalReference: context entry globalReference (no GlobalContextEntry support) is not supported by charter in the cluster yet; admitted as its rule only audits, and its status shows Ready=False, reason Unsupported`,
+		},
+		{
+			name: "a policy charter runs in the cluster is admitted without warnings", kind: "ClusterPolicy", wantAllowed: true,
+			manifest: `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: supported}
+spec:
+  validationFailureAction: Enforce
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    context: [{name: cm, configMap: {name: c, namespace: team}}]
+    validate: {deny: {}}
+`,
+		},
 	}
 	h := NewHandler(Options{Policies: staticSnapshots{testSnapshot(t)}})
 	for _, tt := range tests {
@@ -93,6 +167,12 @@ spec:
 			resp := decision(t, h, PathPolicyValidate, policyReview(t, tt.kind, "CREATE", tt.manifest))
 			if resp.Allowed != tt.wantAllowed {
 				t.Fatalf("Allowed = %v, want %v (%+v)", resp.Allowed, tt.wantAllowed, resp.Result)
+			}
+			if tt.wantWarning != "" && (len(resp.Warnings) != 1 || resp.Warnings[0] != tt.wantWarning) {
+				t.Errorf("warnings %q, want [%q]", resp.Warnings, tt.wantWarning)
+			}
+			if tt.wantWarning == "" && len(resp.Warnings) > 0 {
+				t.Errorf("unexpected warnings %q", resp.Warnings)
 			}
 			for _, want := range tt.wantMessage {
 				if !strings.Contains(resp.Result.Message, want) {
