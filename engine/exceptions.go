@@ -60,7 +60,7 @@ func (ev *evaluation) exceptions(doc *jsoncontext.Document, r *rule) ([]*excepti
 		if !match.Matches(&ex.match, &ev.in.res) {
 			continue
 		}
-		ok, _, err := ev.conditions(doc, ex.conditions, false)
+		ok, _, err := ev.conditions(doc, ex.conditions)
 		if err != nil {
 			return nil, fmt.Errorf("PolicyException %s: %w", ex.key, err)
 		}

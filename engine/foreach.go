@@ -68,7 +68,7 @@ func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe
 		if err := vd.ev.enterElement(ctx, edoc, vd.rule, fe.context, el, i, nesting); err != nil {
 			return errored("validation failure: failed to load context", err), applied
 		}
-		ok, _, err := vd.ev.conditions(edoc, fe.preconditions, true)
+		ok, _, err := vd.ev.conditions(edoc, fe.preconditions)
 		if err != nil || !ok {
 			// An element whose preconditions fail or cannot be evaluated
 			// does not apply.

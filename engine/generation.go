@@ -26,8 +26,8 @@ type generateRule struct {
 	foreach []*conditionBlock
 }
 
-// compileGenerate checks a generate rule (spec §8.1): exactly one of data,
-// clone, cloneList or foreach, and the target's apiVersion, kind and name
+// compileGenerate checks a generate rule (spec §8.1): at most one of data,
+// clone, cloneList or foreach (none generates the bare object), and the target's apiVersion, kind and name
 // unless it is a cloneList (whose copies keep their sources' names).
 func (s *PolicySet) compileGenerate(r *kyvernov1.Rule, path string, f *faults) *generateRule {
 	g := r.Generation
@@ -52,8 +52,9 @@ func (s *PolicySet) compileGenerate(r *kyvernov1.Rule, path string, f *faults) *
 				f.add(p+".cloneList.selector", "invalid label selector")
 			}
 		}
-		if sources != 1 {
-			f.add(p, "a generate pattern needs exactly one of data, clone or cloneList")
+		if sources > 1 {
+			// None is fine: the generated object is bare (apiVersion, kind, metadata).
+			f.add(p, "a generate pattern may have only one of data, clone or cloneList")
 		}
 		if len(gp.CloneList.Kinds) == 0 {
 			for _, fld := range []struct{ name, v string }{{"apiVersion", gp.APIVersion}, {"kind", gp.Kind}, {"name", gp.Name}} {
@@ -200,7 +201,7 @@ func (ev *evaluation) generate(ctx context.Context, doc *jsoncontext.Document, r
 				}
 			}
 			block := ev.foreachConditions(r, entry)
-			ok, _, err := ev.conditions(edoc, block, true)
+			ok, _, err := ev.conditions(edoc, block)
 			return ok, err
 		}),
 	}

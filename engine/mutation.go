@@ -379,7 +379,7 @@ func (ev *evaluation) mutateElements(ctx context.Context, doc *jsoncontext.Docum
 			res := patchError("failed to load context", err)
 			return nil, false, &res
 		}
-		ok, _, err := ev.conditions(edoc, fe.preconditions, true)
+		ok, _, err := ev.conditions(edoc, fe.preconditions)
 		if err != nil {
 			res := patchError("failed to evaluate preconditions", err)
 			return nil, false, &res

@@ -10,7 +10,6 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/conditions"
-	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/variables"
@@ -335,25 +334,12 @@ func (ev *evaluation) rule(ctx context.Context, r *rule) (RuleResponse, bool) {
 // (see WithCLIGeneration).
 func (ev *evaluation) prelude(ctx context.Context, r *rule, rr *RuleResponse) (*jsoncontext.Document, []*exception, *outcome) {
 	stop := func(o outcome) (*jsoncontext.Document, []*exception, *outcome) { return nil, nil, &o }
-	doc := ev.document()
-	if len(r.context) > 0 || ev.ruleValues(r) != nil {
-		doc = doc.Child()
-		if vals := ev.ruleValues(r); vals != nil {
-			setAll(doc, vals)
+	doc, final := ev.ruleDocument(ctx, ev.document(), r)
+	if final != nil {
+		if final.status == StatusSkip {
+			return doc, nil, final
 		}
-		if err := ev.loadContext(ctx, doc, r, r.context); err != nil {
-			return stop(errored("failed to load context", err))
-		}
-	}
-	if r.preconditions != nil {
-		ok, _, err := ev.conditions(doc, r.preconditions, true)
-		if err != nil {
-			return stop(errored("failed to evaluate preconditions", err))
-		}
-		if !ok {
-			o := skip("preconditions not met")
-			return doc, nil, &o
-		}
+		return stop(*final)
 	}
 	if r.typ == TypeImageVerify {
 		return stop(errorf("verifyImages is not supported by charter yet; rule %s was not evaluated", r.name))
@@ -367,6 +353,37 @@ func (ev *evaluation) prelude(ctx context.Context, r *rule, rr *RuleResponse) (*
 		return stop(skip("rule is skipped due to policy exceptions" + exceptionKeys(exceptions)))
 	}
 	return doc, exceptions, nil
+}
+
+// ruleDocument loads the rule's context over base and evaluates its
+// preconditions. It returns the rule's document and, when the rule stops
+// there, its outcome: an error when the context or the preconditions
+// cannot be evaluated, a skip (with the document) when the preconditions
+// do not hold.
+func (ev *evaluation) ruleDocument(ctx context.Context, base *jsoncontext.Document, r *rule) (*jsoncontext.Document, *outcome) {
+	doc := base
+	if len(r.context) > 0 || ev.ruleValues(r) != nil {
+		doc = doc.Child()
+		if vals := ev.ruleValues(r); vals != nil {
+			setAll(doc, vals)
+		}
+		if err := ev.loadContext(ctx, doc, r, r.context); err != nil {
+			o := errored("failed to load context", err)
+			return nil, &o
+		}
+	}
+	if r.preconditions != nil {
+		ok, _, err := ev.conditions(doc, r.preconditions)
+		if err != nil {
+			o := errored("failed to evaluate preconditions", err)
+			return nil, &o
+		}
+		if !ok {
+			o := skip("preconditions not met")
+			return doc, &o
+		}
+	}
+	return doc, nil
 }
 
 func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse) (outcome, bool) {
@@ -391,11 +408,19 @@ func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse
 			// document.
 			prior = old.cel(ctx, c, true)
 		} else {
-			oldDoc := doc.Child()
-			oldDoc.Set("request.object", ev.in.req.OldObject)
-			oldDoc.Set("request.oldObject", nil)
-			oldDoc.Set("request.operation", string(kyvernov1.Create))
-			prior, ok = old.run(ctx, oldDoc, ev.in.req.OldObject)
+			// The whole rule is evaluated for the old object, context
+			// and preconditions included: a rule whose preconditions do
+			// not hold for it had nothing to let through.
+			oldBase := ev.document().Child()
+			oldBase.Set("request.object", ev.in.req.OldObject)
+			oldBase.Set("request.oldObject", nil)
+			oldBase.Set("request.operation", string(kyvernov1.Create))
+			oldDoc, final := ev.ruleDocument(ctx, oldBase, r)
+			if final != nil {
+				prior = *final
+			} else {
+				prior, ok = old.run(ctx, oldDoc, ev.in.req.OldObject)
+			}
 		}
 		if ok && prior.status == StatusFail {
 			return skip("skipping modified resource as validation results have not changed"), true
@@ -449,15 +474,12 @@ func (ev *evaluation) resolvePattern(doc *jsoncontext.Document, ps *patternSpec,
 
 // conditions evaluates an any/all block: any (OR) AND all (AND), a missing
 // block counting as true. It returns the messages of the conditions that
-// decided the result. In preconditions, a variable that cannot be resolved
-// becomes an empty string, as in Kyverno; elsewhere it is an error.
-func (ev *evaluation) conditions(doc *jsoncontext.Document, block *conditionBlock, precondition bool) (bool, string, error) {
+// decided the result. A variable that cannot be resolved is an error naming
+// it, in preconditions too: Kyverno's preconditions resolver has returned
+// the error since 2022 (its comment still says it substitutes "").
+func (ev *evaluation) conditions(doc *jsoncontext.Document, block *conditionBlock) (bool, string, error) {
 	if block == nil {
 		return true, "", nil
-	}
-	var opts []variables.Option
-	if precondition {
-		opts = append(opts, variables.WithMissing(""))
 	}
 	operand := func(v any, expr string) (any, error) {
 		if expr != "" {
@@ -465,13 +487,10 @@ func (ev *evaluation) conditions(doc *jsoncontext.Document, block *conditionBloc
 			if err == nil {
 				return out, nil
 			}
-			if precondition && jmespath.IsNotFound(err) {
-				return "", nil
-			}
 			return nil, &variables.Error{Variable: "{{" + expr + "}}", Path: "/", Err: err}
 		}
 		if block.hasVars {
-			return ev.substitute(doc, v, "", opts...)
+			return ev.substitute(doc, v, "")
 		}
 		return v, nil
 	}

@@ -177,7 +177,7 @@ func (s *PolicySet) checkMatch(path string, m *kyvernov1.MatchResources, require
 		for _, sel := range []struct {
 			name string
 			ok   bool
-		}{{"selector", d.Selector == nil || validSelector(d.Selector)}, {"namespaceSelector", d.NamespaceSelector == nil || validSelector(d.NamespaceSelector)}} {
+		}{{"selector", d.Selector == nil || validMatchSelector(d.Selector)}, {"namespaceSelector", d.NamespaceSelector == nil || validMatchSelector(d.NamespaceSelector)}} {
 			if !sel.ok {
 				f.add(p+"."+sel.name, "invalid label selector")
 			}
@@ -221,6 +221,30 @@ func unwrapCompile(err error) error {
 func validSelector(sel *metav1.LabelSelector) bool {
 	_, err := metav1.LabelSelectorAsSelector(sel)
 	return err == nil
+}
+
+// wildcardAsLabel turns the wildcards of a matchLabels key or value into a
+// character labels allow, as Kyverno does before it builds the selector.
+var wildcardAsLabel = strings.NewReplacer("*", "0", "?", "0")
+
+// validMatchSelector checks a match or exclude selector, whose matchLabels
+// may hold wildcards (match.Selector matches them against the labels): a
+// selector is valid when it is once each wildcard stands for a character.
+func validMatchSelector(sel *metav1.LabelSelector) bool {
+	var labels map[string]string
+	for k, v := range sel.MatchLabels {
+		if wildcard.ContainsWildcard(k) || wildcard.ContainsWildcard(v) {
+			labels = make(map[string]string, len(sel.MatchLabels))
+			break
+		}
+	}
+	if labels == nil {
+		return validSelector(sel)
+	}
+	for k, v := range sel.MatchLabels {
+		labels[wildcardAsLabel.Replace(k)] = wildcardAsLabel.Replace(v)
+	}
+	return validSelector(&metav1.LabelSelector{MatchLabels: labels, MatchExpressions: sel.MatchExpressions})
 }
 
 // backgroundOnlyAdmission are variables that exist only in admission

@@ -58,7 +58,7 @@ func (ev *evaluation) mutateTargets(ctx context.Context, doc *jsoncontext.Docume
 				out = append(out, rr)
 				continue
 			}
-			ok, _, err := ev.conditions(tdoc, t.preconditions, true)
+			ok, _, err := ev.conditions(tdoc, t.preconditions)
 			switch {
 			case err != nil:
 				rr.Status, rr.Message = StatusError, "failed to evaluate preconditions: "+err.Error()

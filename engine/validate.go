@@ -262,7 +262,7 @@ func (vd *validator) run(ctx context.Context, doc *jsoncontext.Document, resourc
 }
 
 func (vd *validator) deny(doc *jsoncontext.Document, block *conditionBlock, message string) outcome {
-	denied, condMsg, err := vd.ev.conditions(doc, block, false)
+	denied, condMsg, err := vd.ev.conditions(doc, block)
 	if err != nil {
 		return errored("failed to check deny conditions", err)
 	}

@@ -38,8 +38,7 @@ func equals(key, value any) bool {
 
 // notEquals is the inverse of equals except where Kyverno's NotEquals is
 // not: a value of another type than the key is "not equal" (true), an
-// integer key against a fractional float is false, a string quantity key
-// against a string that is no quantity is false, and a null key is false.
+// integer key against a fractional float is false, and a null key is false.
 func notEquals(key, value any) bool {
 	switch k := key.(type) {
 	case bool:
@@ -116,11 +115,11 @@ func stringEquals(k string, value any, negate bool) bool {
 	}
 	if kq, err := resource.ParseQuantity(k); err == nil {
 		if v, isString := value.(string); isString {
-			vq, err := resource.ParseQuantity(v)
-			if err != nil {
-				return false // both operators say false
+			// A value that is no quantity ("") is compared as a string,
+			// as Kyverno does since it fixed NotEquals for this case.
+			if vq, err := resource.ParseQuantity(v); err == nil {
+				return kq.Equal(vq) != negate
 			}
-			return kq.Equal(vq) != negate
 		}
 	}
 	if v, ok := value.(string); ok {

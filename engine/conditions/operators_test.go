@@ -53,7 +53,8 @@ var moreCases = []opCase{
 	{"int key vs fractional float", int64(3), "Equals", 3.5, false},
 	{"int key vs string", 7, "Equals", "7", true},
 	{"string number vs number is not equal", "3", "Equals", 3.0, false},
-	{"quantity key vs non-quantity string", "5", "Equals", "5*", false},
+	{"quantity key vs non-quantity string compares strings", "5", "Equals", "5*", true},
+	{"quantity key vs empty string", "1Gi", "Equals", "", false},
 	{"plain strings", "abc", "Equals", "abc", true},
 	{"question wildcard", "abc", "Equals", "a?c", true},
 	{"string vs number", "abc", "Equals", 1.0, false},
@@ -76,7 +77,9 @@ var moreCases = []opCase{
 	{"not equals arrays", []any{"a"}, "NotEquals", []any{"b"}, true},
 	{"not equals durations", "1h", "NotEquals", 3600.0, false},
 	{"not equals quantities", "1Gi", "NotEquals", "1Mi", true},
-	{"not equals quantity vs junk", "1Gi", "NotEquals", "junk", false},
+	{"not equals quantity vs junk", "1Gi", "NotEquals", "junk", true},
+	{"not equals quantity vs empty string", "1Gi", "NotEquals", "", true},
+	{"not equals quantity vs same string", "500m", "NotEquals", "500m", false},
 	{"deprecated NotEqual", "a", "NotEqual", "b", true},
 
 	// AnyIn / AllIn / AnyNotIn / AllNotIn.

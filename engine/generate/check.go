@@ -47,7 +47,7 @@ type CheckOptions struct {
 
 // Check returns the faults of a rule's generate block
 // (mutate-generate-semantics.md §8.1) as Faults, or nil:
-//   - exactly one of data, clone, cloneList and foreach;
+//   - at most one of data, clone, cloneList and foreach (none: a bare object);
 //   - apiVersion, kind and name set unless cloneList is used, per pattern
 //     (every foreach entry is a pattern of its own, with a list);
 //   - clone names its source; cloneList lists valid kinds of one scope and
@@ -142,11 +142,11 @@ func sources(p *kyvernov1.GeneratePattern) []string {
 func (c *checker) pattern(path string, p *kyvernov1.GeneratePattern) {
 	set := sources(p)
 	switch {
-	case len(set) == 0 && path == "generate":
-		c.add(path, "one of data, clone, cloneList or foreach is required")
-		return
 	case len(set) == 0:
-		c.add(path, "one of data, clone or cloneList is required")
+		// Neither data nor clone: the generated object is bare, apiVersion,
+		// kind and metadata, as in Kyverno.
+		c.identity(path, p)
+		c.targetScope(path, p.APIVersion, p.Kind, p.Namespace)
 		return
 	case len(set) > 1:
 		what := "data, clone, cloneList or foreach"

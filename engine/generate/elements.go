@@ -100,8 +100,8 @@ func loadVariable(doc *jsoncontext.Document, v *kyvernov1.Variable) (any, error)
 
 // Preconditions evaluates an any/all block against doc, as Kyverno
 // evaluates preconditions: any (one must hold, when listed) and all (every
-// one must hold); a variable that cannot be resolved becomes "". A nil
-// block holds.
+// one must hold); a variable that cannot be resolved is an error naming
+// it. A nil block holds.
 func Preconditions(doc *jsoncontext.Document, block *kyvernov1.AnyAllConditions) (bool, error) {
 	if block == nil {
 		return true, nil
@@ -115,10 +115,10 @@ func Preconditions(doc *jsoncontext.Document, block *kyvernov1.AnyAllConditions)
 		if err != nil {
 			return false, err
 		}
-		if key, err = variables.Substitute(key, doc, variables.WithMissing("")); err != nil {
+		if key, err = variables.Substitute(key, doc); err != nil {
 			return false, err
 		}
-		if value, err = variables.Substitute(value, doc, variables.WithMissing("")); err != nil {
+		if value, err = variables.Substitute(value, doc); err != nil {
 			return false, err
 		}
 		return conditions.Evaluate(key, string(c.Operator), value)

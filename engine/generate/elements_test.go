@@ -25,7 +25,7 @@ func TestBasicElements(t *testing.T) {
 		{name: "all fails", entry: `{preconditions: {all: [{key: "{{element}}", operator: Equals, value: a}]}}`, element: "b", want: false},
 		{name: "any: one holds", entry: `{preconditions: {any: [{key: "{{element}}", operator: Equals, value: x}, {key: "{{element}}", operator: In, value: [a, b]}]}}`, element: "b", want: true},
 		{name: "any: none holds", entry: `{preconditions: {any: [{key: "{{element}}", operator: Equals, value: x}]}}`, element: "b", want: false},
-		{name: "missing variable is empty", entry: `{preconditions: {all: [{key: "{{element.nope}}", operator: Equals, value: ""}]}}`, element: map[string]any{}, want: true},
+		{name: "missing variable is an error naming it", entry: `{preconditions: {all: [{key: "{{element.nope}}", operator: Equals, value: ""}]}}`, element: map[string]any{}, wantErr: `failed to resolve element.nope`},
 		{name: "variable entry with jmesPath over the document", entry: `{context: [{name: up, variable: {jmesPath: to_upper(element)}}], preconditions: {all: [{key: "{{up}}", operator: Equals, value: A}]}}`, element: "a", want: true},
 		{name: "variable entry with value and jmesPath", entry: `{context: [{name: val, variable: {value: {x: "{{element}}"}, jmesPath: x}}], preconditions: {all: [{key: "{{val}}", operator: Equals, value: a}]}}`, element: "a", want: true},
 		{name: "variable entry default", entry: `{context: [{name: val, variable: {jmesPath: element.missing, default: dflt}}], preconditions: {all: [{key: "{{val}}", operator: Equals, value: dflt}]}}`, element: map[string]any{}, want: true},

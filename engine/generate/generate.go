@@ -190,7 +190,7 @@ func evalList(doc *jsoncontext.Document, expr string) ([]any, error) {
 }
 
 // pattern generates from one pattern: clone when clone.name is set, else
-// cloneList when it lists kinds, else data.
+// cloneList when it lists kinds, else data (an empty object without it).
 func (g *generator) pattern(doc *jsoncontext.Document, p *kyvernov1.GeneratePattern, path string, pos *Position) ([]DesiredObject, error) {
 	rp, err := resolvePattern(doc, p, path)
 	if err != nil {
@@ -207,7 +207,9 @@ func (g *generator) pattern(doc *jsoncontext.Document, p *kyvernov1.GeneratePatt
 		return g.cloneList(rp, pos)
 	default:
 		if rp.data == nil {
-			return nil, nil
+			// Neither data nor clone: Kyverno generates the bare object,
+			// apiVersion, kind and metadata.
+			return []DesiredObject{g.desired(map[string]any{}, rp.target, FromData, nil, pos)}, nil
 		}
 		body, ok := rp.data.(map[string]any)
 		if !ok {
