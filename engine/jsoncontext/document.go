@@ -54,10 +54,10 @@ func (d *Document) Query(expr string) (any, error) {
 }
 
 // Get returns the value at a dotted path ("request.operation") and whether
-// it exists.
+// it exists. A segment in double quotes is one key (see SplitPath).
 func (d *Document) Get(path string) (any, bool) {
 	var cur any = d.root
-	for _, k := range strings.Split(path, ".") {
+	for _, k := range SplitPath(path) {
 		m, ok := cur.(map[string]any)
 		if !ok {
 			return nil, false
@@ -75,10 +75,11 @@ func (d *Document) Get(path string) (any, bool) {
 func (d *Document) SetRoot(key string, v any) { d.root[key] = v }
 
 // Set stores v at a dotted path ("request.operation", "element"), creating
-// maps as needed. Maps along the path are copied first, so documents that
+// maps as needed. A segment in double quotes is one key, dots included
+// (see SplitPath). Maps along the path are copied first, so documents that
 // share them are not affected.
 func (d *Document) Set(path string, v any) {
-	keys := strings.Split(path, ".")
+	keys := SplitPath(path)
 	d.root = setPath(d.root, keys, v)
 }
 
@@ -94,4 +95,34 @@ func setPath(m map[string]any, keys []string, v any) map[string]any {
 	child, _ := m[keys[0]].(map[string]any)
 	out[keys[0]] = setPath(child, keys[1:], v)
 	return out
+}
+
+// SplitPath splits a dotted path into keys. A segment in double quotes, as
+// in JMESPath, is one key even when it holds dots:
+// request.object.metadata.annotations."example.com/team" has five keys, the
+// last example.com/team. Inside quotes, \" and \\ stand for " and \. A
+// path without quotes splits at every dot.
+func SplitPath(path string) []string {
+	if !strings.Contains(path, `"`) {
+		return strings.Split(path, ".")
+	}
+	var keys []string
+	var key strings.Builder
+	quoted := false
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case quoted && c == '\\' && i+1 < len(path):
+			i++
+			key.WriteByte(path[i])
+		case c == '"':
+			quoted = !quoted
+		case c == '.' && !quoted:
+			keys = append(keys, key.String())
+			key.Reset()
+		default:
+			key.WriteByte(c)
+		}
+	}
+	return append(keys, key.String())
 }

@@ -2,9 +2,12 @@ package jsoncontext
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+
+	"github.com/charter-dev/charter/engine/jmespath"
 )
 
 func TestParseImage(t *testing.T) {
@@ -90,5 +93,41 @@ func TestDocumentLayering(t *testing.T) {
 	}
 	if _, ok := parent.Get("a"); ok {
 		t.Error("parent sees child's entry")
+	}
+}
+
+func TestSplitPath(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{"request.operation", []string{"request", "operation"}},
+		{"element", []string{"element"}},
+		{`request.object.metadata.annotations."example.com/team"`, []string{"request", "object", "metadata", "annotations", "example.com/team"}},
+		{`"a.b".c`, []string{"a.b", "c"}},
+		{`a."b\"c.d"`, []string{"a", `b"c.d`}},
+		{`a."".b`, []string{"a", "", "b"}},
+	} {
+		got := SplitPath(tc.path)
+		if strings.Join(got, "|") != strings.Join(tc.want, "|") || len(got) != len(tc.want) {
+			t.Errorf("SplitPath(%q) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}
+
+// TestDocumentQuotedKey: a quoted segment sets and gets one key, dots and
+// all, and JMESPath finds it under the same quoting.
+func TestDocumentQuotedKey(t *testing.T) {
+	d := New(jmespath.New(), map[string]any{"request": map[string]any{"object": map[string]any{}}})
+	d.Set(`request.object.metadata.annotations."example.com/team"`, "payments")
+	if v, ok := d.Get(`request.object.metadata.annotations."example.com/team"`); !ok || v != "payments" {
+		t.Fatalf("Get = %v, %v", v, ok)
+	}
+	v, err := d.Query(`request.object.metadata.annotations."example.com/team"`)
+	if err != nil || v != "payments" {
+		t.Fatalf("Query = %v, %v", v, err)
+	}
+	if _, ok := d.Get("request.object.metadata.annotations.example"); ok {
+		t.Fatal("the quoted key was split at its dots")
 	}
 }
