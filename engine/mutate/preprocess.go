@@ -89,9 +89,20 @@ func preprocessMap(patch map[string]any, resource any, path string, s *openapi.R
 	for _, key := range keys {
 		kind, k := mutateAnchor(key)
 		switch kind {
-		case anchor.Condition, anchor.Global:
+		case anchor.Condition:
 			// The pattern never reaches the resource, even when it has plain keys
-			// (Kyverno's quirk Q4 writes them: see TestQ4ConditionPatternNotWritten).
+			// (Kyverno's quirk Q4 writes them: see TestQ4ConditionPatternNotWritten),
+			// but the add anchors in it do: (emptyDir): {+(sizeLimit): 20Mi} adds
+			// sizeLimit to the emptyDir that lacks it, as Kyverno does.
+			adds, err := conditionAdds(patch[key], res[k], path+"/"+k, fieldSchema(s, k))
+			if err != nil {
+				return nil, err
+			}
+			if len(adds) > 0 {
+				out[k] = adds
+			}
+			continue
+		case anchor.Global:
 			continue
 		case anchor.Add:
 			if _, present := res[k]; present {
@@ -103,6 +114,38 @@ func preprocessMap(patch map[string]any, resource any, path string, s *openapi.R
 			return nil, err
 		}
 		if keep {
+			out[k] = child
+		}
+	}
+	return out, nil
+}
+
+// conditionAdds returns what the `+(k)` keys of a condition's pattern add to
+// the resource value the condition held for: each key it lacks, with the
+// pattern's value (anchors below resolved); nil when there is nothing to add.
+func conditionAdds(pattern, resource any, path string, s *openapi.ResourceSchema) (map[string]any, error) {
+	pm, ok := pattern.(map[string]any)
+	if !ok {
+		return nil, nil
+	}
+	res, _ := resource.(map[string]any)
+	var out map[string]any
+	for _, key := range sortedKeys(pm) {
+		kind, k := mutateAnchor(key)
+		if kind != anchor.Add {
+			continue
+		}
+		if _, present := res[k]; present {
+			continue
+		}
+		child, keep, err := preprocessValue(pm[key], nil, path+"/"+k, fieldSchema(s, k))
+		if err != nil {
+			return nil, err
+		}
+		if keep {
+			if out == nil {
+				out = map[string]any{}
+			}
 			out[k] = child
 		}
 	}
