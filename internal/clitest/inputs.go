@@ -10,6 +10,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 )
 
@@ -71,7 +72,13 @@ func decodeValuesFile(path string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkDocSchema(d, "Values"); err != nil {
+	// Kyverno's CLI does not check a values file's kind: both spellings
+	// appear in real suites.
+	if apiVersion, kind := d.TypeMeta(); kind == "Value" {
+		if err := checkSchema(d, apiVersion, "Values", "Values"); err != nil {
+			return nil, err
+		}
+	} else if err := checkSchema(d, apiVersion, kind, "Values"); err != nil {
 		return nil, err
 	}
 	var v Values
@@ -286,15 +293,17 @@ func loadInputs(s *Suite, cache *fileCache) (*inputs, error) {
 	return in, nil
 }
 
+// globalEntryData is the data a mocked GlobalContextEntry serves: its
+// data, resources or resourceFiles, narrowed by fieldPath (JMESPath) and,
+// with projections, the map of each projection's name to its JMESPath
+// result over that.
 func globalEntryData(g GlobalContextEntry, resolve func(string) string, cache *fileCache) (any, error) {
-	if g.FieldPath != "" || len(g.Projections) > 0 {
-		return nil, fmt.Errorf("fieldPath and projections are not supported yet")
-	}
+	var root any
 	switch {
 	case g.Data != nil:
-		return g.Data, nil
+		root = g.Data
 	case len(g.Resources) > 0:
-		return g.Resources, nil
+		root = g.Resources
 	case len(g.ResourceFiles) > 0:
 		var items []any
 		for _, p := range g.ResourceFiles {
@@ -306,9 +315,37 @@ func globalEntryData(g GlobalContextEntry, resolve func(string) string, cache *f
 				items = append(items, o.Object)
 			}
 		}
-		return items, nil
+		root = items
+	default:
+		return nil, fmt.Errorf("one of data, resources or resourceFiles is required")
 	}
-	return nil, fmt.Errorf("one of data, resources or resourceFiles is required")
+	if g.FieldPath == "" && len(g.Projections) == 0 {
+		return root, nil
+	}
+	jp := jmespath.New()
+	if g.FieldPath != "" {
+		v, err := jp.Search(g.FieldPath, root)
+		if err != nil {
+			return nil, fmt.Errorf("fieldPath %q: %w", g.FieldPath, err)
+		}
+		root = v
+	}
+	if len(g.Projections) == 0 {
+		return root, nil
+	}
+	out := make(map[string]any, len(g.Projections))
+	for i, p := range g.Projections {
+		expr := p.expression()
+		if p.Name == "" || expr == "" {
+			return nil, fmt.Errorf("projections[%d]: name and jmesPath are required", i)
+		}
+		v, err := jp.Search(expr, root)
+		if err != nil {
+			return nil, fmt.Errorf("projections[%d] (%s): %q: %w", i, p.Name, expr, err)
+		}
+		out[p.Name] = v
+	}
+	return out, nil
 }
 
 func keyOf(o *unstructured.Unstructured) resourceKey {

@@ -47,3 +47,23 @@ func TestRunValuesSuite(t *testing.T) {
 		t.Errorf("fail message %q", msg)
 	}
 }
+
+// TestRunGlobalValuesSuite: a values file of kind Value is read like one of
+// kind Values, and a globalContextEntries mock with fieldPath and
+// projections serves the map of projection names to results.
+func TestRunGlobalValuesSuite(t *testing.T) {
+	results := runPaths(t, "testdata/globalvalues")
+	if len(results) != 1 || results[0].Err != nil {
+		t.Fatalf("results: %+v", results)
+	}
+	rows := results[0].Rows
+	checkRows(t, rows, []short{
+		{"known-registry", "v1/Pod/default/from-ghcr", Passed, "Ok"},
+		{"known-registry", "v1/Pod/default/from-dockerhub", Passed, "Ok"},
+		{"team-from-values", "v1/Pod/default/from-ghcr", Passed, "Ok"},
+		{"team-from-values", "v1/Pod/default/from-dockerhub", Passed, "Ok"},
+	})
+	if msg := rows[1].Message; msg != "docker.io/library/nginx:1 is not from one of 2 registries" {
+		t.Errorf("fail message %q", msg)
+	}
+}

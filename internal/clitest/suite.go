@@ -175,8 +175,26 @@ type GlobalContextEntry struct {
 	Data          any      `json:"data,omitempty"`
 	Resources     []any    `json:"resources,omitempty"`
 	ResourceFiles []string `json:"resourceFiles,omitempty"`
-	FieldPath     string   `json:"fieldPath,omitempty"`
-	Projections   []any    `json:"projections,omitempty"`
+	// FieldPath is a JMESPath that narrows the data; Projections, when
+	// set, make the entry's data the map of their names to their results.
+	FieldPath   string                    `json:"fieldPath,omitempty"`
+	Projections []GlobalContextProjection `json:"projections,omitempty"`
+}
+
+// GlobalContextProjection names a JMESPath result over an entry's data, as
+// a GlobalContextEntry's spec.projections do. Kyverno's CLI mock spells the
+// expression path; the GlobalContextEntry CRD spells it jmesPath.
+type GlobalContextProjection struct {
+	Name     string `json:"name"`
+	JMESPath string `json:"jmesPath,omitempty"`
+	Path     string `json:"path,omitempty"`
+}
+
+func (p GlobalContextProjection) expression() string {
+	if p.JMESPath != "" {
+		return p.JMESPath
+	}
+	return p.Path
 }
 
 // Values is a `kind: Values` file.
