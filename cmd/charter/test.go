@@ -34,8 +34,15 @@ Every directory given is searched recursively (dot-directories such as
 .kyverno-test included) for files named --file-name; a file given directly is
 read as is. Each Test document names policies, resources and the expected
 results; charter evaluates them and compares every expected result the way
-"kyverno test" does. The last line is "Summary: N passed, M failed" and the
-command exits 1 when anything failed or a test file could not be run.`,
+"kyverno test" does, with one difference: a run cannot pass while testing
+nothing. An expected result of a policy that is invalid, or of a kind or
+feature charter does not evaluate, fails with the reason in the table
+(Kyverno's CLI skips such policies and counts them as passed); an error
+result fails with its message; a suite none of whose expected results met a
+rule response says "checked nothing" and fails. The last line is
+"Summary: N passed, M failed" and the command exits 1 when anything failed,
+a suite checked nothing, nothing was checked at all, or a test file could
+not be run.`,
 		Example: `  charter test policies/
   charter test --fail-only --detailed-results policies/pod-security
   charter test -o json policies/ > results.json`,

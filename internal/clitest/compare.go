@@ -1,6 +1,7 @@
 package clitest
 
 import (
+	"fmt"
 	"strings"
 )
 
@@ -11,20 +12,21 @@ const (
 	// Passed: the actual result is the expected one (or the row counts as
 	// passed the way Kyverno counts it, e.g. an excluded resource).
 	Passed Verdict = "pass"
-	// Failed: the expectation does not hold.
+	// Failed: the expectation does not hold, or could not be checked
+	// because the policy is invalid or of a kind or feature charter does
+	// not evaluate. (Kyverno's CLI skips invalid policies and counts their
+	// rows as passed; a CI job must not pass while testing nothing.)
 	Failed Verdict = "fail"
-	// Skipped: nothing could be compared: the policy is invalid or of a
-	// kind charter does not evaluate yet. (Kyverno counts invalid policies
-	// as passed; charter shows them apart so a gap cannot hide.)
-	Skipped Verdict = "skip"
 )
 
 // Reasons shown in the REASON column; Kyverno's wording where it has one.
+// An invalid or unsupported policy's row reads "<reason>: <fault>".
 const (
 	ReasonOK            = "Ok"
 	ReasonExcluded      = "Excluded"
 	ReasonNotFound      = "Not found"
 	ReasonInvalidPolicy = "Invalid policy"
+	ReasonUnsupported   = "Unsupported"
 )
 
 // Row is one judged expectation: one results[] entry, for one resource, for
@@ -43,6 +45,9 @@ type Row struct {
 	Verdict  Verdict `json:"verdict"`
 	Reason   string  `json:"reason"`
 	Message  string  `json:"message,omitempty"`
+	// responded is set when a rule response answered the row: a suite
+	// whose rows have none checked nothing.
+	responded bool
 }
 
 // resourceKey identifies an evaluated resource.
@@ -78,9 +83,11 @@ type evaluation struct {
 	Resource  resourceKey
 	// Policy is the policy name (without namespace).
 	Policy string
-	// Invalid is set when the policy failed to compile; Rules is empty then.
-	Invalid string
-	Rules   []ruleOutcome
+	// Invalid is set when the policy failed to compile, or is of a kind
+	// charter does not evaluate (Unsupported); Rules is empty then.
+	Invalid     string
+	Unsupported bool
+	Rules       []ruleOutcome
 	// Patched is the object after the policy's mutate rules (or the patched
 	// target of a mutate-existing evaluation); MutationFailed is set when
 	// one of them errored. expected holds the suite's patchedResources and
@@ -150,7 +157,11 @@ func judge(suite string, t *Test, evals []evaluation) []Row {
 func judgeEvaluation(exp *TestResult, e *evaluation) []Row {
 	base := Row{Policy: exp.Policy, Rule: exp.Rule, Resource: e.Resource.String(), Expected: exp.Expected()}
 	if e.Invalid != "" {
-		base.Verdict, base.Reason, base.Message = Skipped, ReasonInvalidPolicy, e.Invalid
+		reason := ReasonInvalidPolicy
+		if e.Unsupported || isUnsupportedFault(e.Invalid) {
+			reason = ReasonUnsupported
+		}
+		base.Verdict, base.Reason, base.Message = Failed, reason+": "+e.Invalid, e.Invalid
 		base.Actual = "skip"
 		return []Row{base}
 	}
@@ -162,10 +173,15 @@ func judgeEvaluation(exp *TestResult, e *evaluation) []Row {
 		}
 		responded = true
 		row := base
-		row.Rule, row.Actual, row.Message = rr.Name, rr.Status, rr.Message
-		if rr.Status == exp.Expected() {
+		row.Rule, row.Actual, row.Message, row.responded = rr.Name, rr.Status, rr.Message, true
+		switch {
+		case rr.Status == exp.Expected():
 			row.Verdict, row.Reason = Passed, ReasonOK
-		} else {
+		case rr.Status == "error" && rr.Message != "":
+			// Why it errored is the point: show it without
+			// --detailed-results.
+			row.Verdict, row.Reason = Failed, "Want "+exp.Expected()+", got error: "+rr.Message
+		default:
 			row.Verdict, row.Reason = Failed, "Want "+exp.Expected()+", got "+rr.Status
 		}
 		rows = append(rows, judgeOutputs(exp, e, rr, row)...)
@@ -175,6 +191,30 @@ func judgeEvaluation(exp *TestResult, e *evaluation) []Row {
 		return []Row{base}
 	}
 	return rows
+}
+
+// isUnsupportedFault recognises a compile fault saying charter does not
+// implement a rule type, field or context entry (the engine's
+// unsupported-feature check words them "not supported by charter").
+func isUnsupportedFault(fault string) bool {
+	return strings.Contains(fault, "not supported by charter")
+}
+
+// checkedNothing says why a suite checked nothing, or "" when it checked
+// something: it has results, yet no row was answered by a rule response
+// (every resource excluded or not found) and no row failed for an invalid
+// or unsupported policy, which says why already. Kyverno's CLI passes such
+// a suite; it tests nothing.
+func checkedNothing(t *Test, rows []Row) string {
+	if len(t.Results) == 0 {
+		return ""
+	}
+	for _, r := range rows {
+		if r.responded || strings.HasPrefix(r.Reason, ReasonInvalidPolicy+":") || strings.HasPrefix(r.Reason, ReasonUnsupported+":") {
+			return ""
+		}
+	}
+	return fmt.Sprintf("none of its %d expected results matched a rule response: no rule it names applied to the resources it names", len(t.Results))
 }
 
 // ruleMatches reports whether a rule response answers the entry: every rule
@@ -254,7 +294,7 @@ func resourceSelectors(exp *TestResult) []selector {
 
 // Counts tallies rows by verdict.
 type Counts struct {
-	Passed, Failed, Skipped int
+	Passed, Failed int
 }
 
 // Add counts rows.
@@ -265,8 +305,6 @@ func (c *Counts) Add(rows []Row) {
 			c.Passed++
 		case Failed:
 			c.Failed++
-		case Skipped:
-			c.Skipped++
 		}
 	}
 }

@@ -45,6 +45,11 @@ func TestJudge(t *testing.T) {
 			{Name: "r", Status: "fail"}}},
 		{Operation: "CREATE", Resource: podGood, Policy: "broken", Invalid: "spec.rules: a policy needs at least one rule"},
 		{Operation: "CREATE", Resource: podGood, Policy: "ns-policy", Rules: []ruleOutcome{{Name: "r", Status: "pass"}}},
+		{Operation: "CREATE", Resource: podGood, Policy: "vpol", Unsupported: true,
+			Invalid: "policies.kyverno.io/v1 ValidatingPolicy is not supported by charter yet"},
+		{Operation: "CREATE", Resource: podGood, Policy: "no-feature", Invalid: "spec.rules[0].verifyImages: not supported by charter"},
+		{Operation: "CREATE", Resource: podGood, Policy: "erring", Rules: []ruleOutcome{
+			{Name: "r", Status: "error", Message: `failed to load context: configmaps "x" not found`}}},
 	}
 	tests := []struct {
 		name string
@@ -140,9 +145,29 @@ func TestJudge(t *testing.T) {
 			want: []short{{"autogen-r", "apps/v1/Deployment/default/web", Passed, "Ok"}, {"r", "/v1/Pod/default/web", Failed, "Not found"}},
 		},
 		{
-			name: "an invalid policy gives skipped rows",
+			name: "an invalid policy fails its rows with its fault",
 			exp:  TestResult{Policy: "broken", Rule: "r", Resources: []string{"good"}, Result: "pass"},
-			want: []short{{"r", "v1/Pod/default/good", Skipped, "Invalid policy"}},
+			want: []short{{"r", "v1/Pod/default/good", Failed, "Invalid policy: spec.rules: a policy needs at least one rule"}},
+		},
+		{
+			name: "an expected skip of an invalid policy fails too",
+			exp:  TestResult{Policy: "broken", Rule: "r", Resources: []string{"good"}, Result: "skip"},
+			want: []short{{"r", "v1/Pod/default/good", Failed, "Invalid policy: spec.rules: a policy needs at least one rule"}},
+		},
+		{
+			name: "an unsupported policy kind fails its rows",
+			exp:  TestResult{Policy: "vpol", Resources: []string{"good"}, Result: "fail", IsValidatingPolicy: true},
+			want: []short{{"", "v1/Pod/default/good", Failed, "Unsupported: policies.kyverno.io/v1 ValidatingPolicy is not supported by charter yet"}},
+		},
+		{
+			name: "an unsupported feature found at compile fails its rows",
+			exp:  TestResult{Policy: "no-feature", Rule: "r", Resources: []string{"good"}, Result: "pass"},
+			want: []short{{"r", "v1/Pod/default/good", Failed, "Unsupported: spec.rules[0].verifyImages: not supported by charter"}},
+		},
+		{
+			name: "an error result fails with its message",
+			exp:  TestResult{Policy: "erring", Rule: "r", Resources: []string{"good"}, Result: "pass"},
+			want: []short{{"r", "v1/Pod/default/good", Failed, "Want pass, got error: failed to load context: configmaps \"x\" not found"}},
 		},
 	}
 	for _, tt := range tests {
@@ -175,11 +200,57 @@ func TestSummaryLine(t *testing.T) {
 	}{
 		{Counts{Passed: 1551}, "Summary: 1551 passed, 0 failed"},
 		{Counts{Passed: 3, Failed: 2}, "Summary: 3 passed, 2 failed"},
-		{Counts{Passed: 3, Failed: 0, Skipped: 4}, "Summary: 3 passed, 0 failed, 4 skipped"},
 	}
 	for _, tt := range tests {
 		if got := (Tally{Counts: tt.counts}).SummaryLine(); got != tt.want {
 			t.Errorf("got %q, want %q", got, tt.want)
+		}
+	}
+	if got, want := (Tally{Counts: Counts{Passed: 3}, CheckedNothing: 2}).SummaryLine(), "Summary: 3 passed, 0 failed, 2 suite(s) checked nothing"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got, want := (Tally{}).SummaryLine(), "Summary: 0 passed, 0 failed; nothing was checked"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestAnyFailure: a run passes only when it checked something and all of
+// it held.
+func TestAnyFailure(t *testing.T) {
+	tests := []struct {
+		tally Tally
+		want  bool
+	}{
+		{Tally{Counts: Counts{Passed: 3}}, false},
+		{Tally{Counts: Counts{Passed: 3, Failed: 1}}, true},
+		{Tally{Counts: Counts{Passed: 3}, Broken: 1}, true},
+		{Tally{Counts: Counts{Passed: 3}, CheckedNothing: 1}, true},
+		{Tally{}, true},
+	}
+	for _, tt := range tests {
+		if got := tt.tally.AnyFailure(); got != tt.want {
+			t.Errorf("%+v: AnyFailure %v, want %v", tt.tally, got, tt.want)
+		}
+	}
+}
+
+func TestCheckedNothing(t *testing.T) {
+	two := &Test{Results: []TestResult{{Policy: "p", Result: "fail"}, {Policy: "p", Result: "pass"}}}
+	tests := []struct {
+		name string
+		test *Test
+		rows []Row
+		want string
+	}{
+		{"no results: nothing to say", &Test{}, nil, ""},
+		{"a rule response answered a row", two, []Row{{Reason: ReasonExcluded}, {Reason: ReasonOK, responded: true}}, ""},
+		{"an invalid policy says why already", two, []Row{{Reason: ReasonInvalidPolicy + ": bad"}}, ""},
+		{"excluded and not found only", two, []Row{{Reason: ReasonExcluded}, {Reason: ReasonNotFound}},
+			"none of its 2 expected results matched a rule response: no rule it names applied to the resources it names"},
+	}
+	for _, tt := range tests {
+		if got := checkedNothing(tt.test, tt.rows); got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }

@@ -20,21 +20,30 @@ type ReportOptions struct {
 	Color bool
 }
 
-// Tally counts rows and suites that could not run.
+// Tally counts rows, suites that could not run (Broken) and suites that
+// checked none of their results (CheckedNothing).
 type Tally struct {
 	Counts
-	Broken int
+	Broken, CheckedNothing int
 }
 
-// AnyFailure reports whether a row failed or a suite could not run.
-func (t Tally) AnyFailure() bool { return t.Counts.Failed > 0 || t.Broken > 0 }
+// AnyFailure reports whether the run must fail: a row failed, a suite
+// could not run or checked nothing, or no row was checked at all. A run
+// that tested nothing never passes.
+func (t Tally) AnyFailure() bool {
+	return t.Counts.Failed > 0 || t.Broken > 0 || t.CheckedNothing > 0 || t.Passed+t.Counts.Failed == 0
+}
 
 // SummaryLine is the last line of a run: "Summary: N passed, M failed",
-// with ", K skipped" when some rows were skipped.
+// with ", K suite(s) checked nothing" when some did, and "; nothing was
+// checked" when no row was.
 func (t Tally) SummaryLine() string {
 	s := fmt.Sprintf("Summary: %d passed, %d failed", t.Passed, t.Counts.Failed)
-	if t.Skipped > 0 {
-		s += fmt.Sprintf(", %d skipped", t.Skipped)
+	if t.CheckedNothing > 0 {
+		s += fmt.Sprintf(", %d suite(s) checked nothing", t.CheckedNothing)
+	}
+	if t.Passed+t.Counts.Failed == 0 {
+		s += "; nothing was checked"
 	}
 	return s
 }
@@ -46,6 +55,9 @@ func TallyResults(results []*SuiteResult) Tally {
 		if r.Err != nil {
 			t.Broken++
 			continue
+		}
+		if r.CheckedNothing != "" {
+			t.CheckedNothing++
 		}
 		t.Add(r.Rows)
 	}
@@ -63,6 +75,9 @@ func Report(w, errw io.Writer, results []*SuiteResult, opts ReportOptions) (Tall
 		}
 		for _, warn := range r.Warnings {
 			fmt.Fprintf(errw, "Warning: %s: %s\n", r.Suite.Name(), warn)
+		}
+		if r.Err == nil && r.CheckedNothing != "" && opts.Output != "" {
+			fmt.Fprintf(errw, "Error: %s: checked nothing: %s\n", r.Suite.Name(), r.CheckedNothing)
 		}
 	}
 	if opts.Output != "" {
@@ -86,7 +101,7 @@ func Report(w, errw io.Writer, results []*SuiteResult, opts ReportOptions) (Tall
 			continue
 		}
 		rows := selectRows(r.Rows, opts.FailOnly)
-		if opts.FailOnly && len(rows) == 0 {
+		if opts.FailOnly && len(rows) == 0 && r.CheckedNothing == "" {
 			continue
 		}
 		title := r.Suite.Name()
@@ -95,7 +110,11 @@ func Report(w, errw io.Writer, results []*SuiteResult, opts ReportOptions) (Tall
 		}
 		fmt.Fprintf(&b, "Test %s\n", title)
 		if len(rows) == 0 {
-			b.WriteString("  no results to check\n\n")
+			if r.CheckedNothing != "" {
+				fmt.Fprintf(&b, "  checked nothing: %s\n\n", r.CheckedNothing)
+			} else {
+				b.WriteString("  no results to check\n\n")
+			}
 			continue
 		}
 		headers := []string{"ID", "POLICY", "RULE", "RESOURCE", "RESULT", "REASON"}
@@ -115,6 +134,9 @@ func Report(w, errw io.Writer, results []*SuiteResult, opts ReportOptions) (Tall
 		}
 		if err := tbl.Write(&b, opts.Color); err != nil {
 			return tally, err
+		}
+		if r.CheckedNothing != "" {
+			fmt.Fprintf(&b, "  checked nothing: %s\n", r.CheckedNothing)
 		}
 		b.WriteByte('\n')
 	}
@@ -141,12 +163,8 @@ func selectRows(rows []Row, failOnly bool) []Row {
 }
 
 func verdictCell(v Verdict) printer.Cell {
-	switch v {
-	case Passed:
+	if v == Passed {
 		return printer.Cell{Text: "Pass", Style: printer.Green}
-	case Failed:
-		return printer.Cell{Text: "Fail", Style: printer.Red}
-	default:
-		return printer.Cell{Text: "Skip", Style: printer.Yellow}
 	}
+	return printer.Cell{Text: "Fail", Style: printer.Red}
 }

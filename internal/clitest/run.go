@@ -33,14 +33,18 @@ type SuiteResult struct {
 	// Rows is empty then.
 	Err  error
 	Rows []Row
+	// CheckedNothing says why a suite with results checked none of them
+	// (checkedNothing); such a suite fails the run.
+	CheckedNothing string
 	// Warnings are problems that did not stop the suite (duplicate
 	// resources, invalid policies).
 	Warnings []string
 }
 
-// Failed reports whether the suite broke or has a failing row.
+// Failed reports whether the suite broke, checked nothing or has a
+// failing row.
 func (r *SuiteResult) Failed() bool {
-	if r.Err != nil {
+	if r.Err != nil || r.CheckedNothing != "" {
 		return true
 	}
 	for _, row := range r.Rows {
@@ -153,6 +157,7 @@ func (r *Runner) runSuite(ctx context.Context, res *SuiteResult) {
 	}
 	evals := evaluate(ctx, c, in, operations(s.Test))
 	res.Rows = judge(s.Name(), s.Test, evals)
+	res.CheckedNothing = checkedNothing(s.Test, res.Rows)
 }
 
 // compile compiles a suite's policies and exceptions, once per distinct
@@ -270,8 +275,8 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []eval
 			}
 			evals = append(evals, out.targetEvaluations(op, policyNameOf, in.expected)...)
 			for _, name := range slices.Sorted(maps.Keys(in.unsupported)) {
-				evals = append(evals, evaluation{Operation: op, Resource: key, Policy: name,
-					Invalid: "unsupported policy kind " + in.unsupported[name]})
+				evals = append(evals, evaluation{Operation: op, Resource: key, Policy: name, Unsupported: true,
+					Invalid: in.unsupported[name] + " is not supported by charter yet"})
 			}
 		}
 	}

@@ -102,7 +102,7 @@ func TestReportFailOnlyAndDetailed(t *testing.T) {
 		Rows: []Row{
 			{ID: 1, Policy: "p", Rule: "r", Resource: "v1/Pod/default/a", Verdict: Passed, Reason: "Ok", Message: "fine"},
 			{ID: 2, Policy: "p", Rule: "r", Resource: "v1/Pod/default/b", Verdict: Failed, Reason: "Want pass, got fail", Message: "label app is required"},
-			{ID: 3, Policy: "p", Rule: "r", Resource: "v1/Pod/default/c", Verdict: Skipped, Reason: "Invalid policy"},
+			{ID: 3, Policy: "p", Rule: "r", Resource: "v1/Pod/default/c", Verdict: Failed, Reason: "Invalid policy: spec.rules: a policy needs at least one rule"},
 		},
 	}}
 	var out bytes.Buffer
@@ -116,7 +116,10 @@ func TestReportFailOnlyAndDetailed(t *testing.T) {
 	if !strings.Contains(got, "MESSAGE") || !strings.Contains(got, "label app is required") {
 		t.Errorf("--detailed-results shows no message:\n%s", got)
 	}
-	if !strings.HasSuffix(got, "Summary: 1 passed, 1 failed, 1 skipped\n") {
+	if !strings.Contains(got, "Invalid policy: spec.rules: a policy needs at least one rule") {
+		t.Errorf("the invalid policy's row does not say why:\n%s", got)
+	}
+	if !strings.HasSuffix(got, "Summary: 1 passed, 2 failed\n") {
 		t.Errorf("summary: %q", got)
 	}
 }
@@ -221,4 +224,46 @@ func TestRunCELParams(t *testing.T) {
 	}
 	rows := results[0].Rows
 	checkRows(t, rows, want)
+}
+
+// TestRunCannotPassVacuously: a suite whose policy is invalid or of a kind
+// charter does not evaluate fails each expected result with the reason,
+// and a suite none of whose results met a rule response fails as having
+// checked nothing. Each makes the run fail on its own.
+func TestRunCannotPassVacuously(t *testing.T) {
+	tests := []struct {
+		dir            string
+		want           []short
+		checkedNothing bool
+	}{
+		{"invalid", []short{{"r", "v1/Pod/default/web", Failed,
+			`Invalid policy: spec.rules[0].validate.pattern.spec.containers[0]: unknown anchor "~(x)"`}}, false},
+		{"unsupported", []short{{"", "v1/Pod/default/web", Failed,
+			"Unsupported: policies.kyverno.io/v1 ValidatingPolicy is not supported by charter yet"}}, false},
+		{"unmatched", []short{{"r", "v1/Pod/default/web", Passed, "Excluded"}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dir, func(t *testing.T) {
+			results := runPaths(t, filepath.Join("testdata/vacuous", tt.dir))
+			if len(results) != 1 || results[0].Err != nil {
+				t.Fatalf("results: %+v", results)
+			}
+			res := results[0]
+			checkRows(t, res.Rows, tt.want)
+			if got := res.CheckedNothing != ""; got != tt.checkedNothing {
+				t.Errorf("checked nothing: %q, want it said: %v", res.CheckedNothing, tt.checkedNothing)
+			}
+			var out bytes.Buffer
+			tally, err := Report(&out, &bytes.Buffer{}, results, ReportOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tally.AnyFailure() || !res.Failed() {
+				t.Errorf("the run passes:\n%s", out.String())
+			}
+			if tt.checkedNothing && !strings.Contains(out.String(), "checked nothing: none of its 1 expected results matched a rule response") {
+				t.Errorf("the table does not say the suite checked nothing:\n%s", out.String())
+			}
+		})
+	}
 }
