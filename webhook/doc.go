@@ -1,6 +1,6 @@
 // Package webhook is charter's admission side: the HTTPS server that answers
-// the API server's AdmissionReviews (webhook/server), the cache that keeps
-// the compiled policies current (webhook/policycache), the controllers that
+// the API server's AdmissionReviews (webhook/server), served from the
+// process's shared policy cache (clusterstate/policycache), the controllers that
 // issue and rotate the serving certificate (webhook/certs) and write the
 // webhook configurations from the installed policies (webhook/config), and
 // the Prometheus metrics they record (webhook/metrics).

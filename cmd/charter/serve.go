@@ -34,6 +34,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
+	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/internal/version"
 	"github.com/charter-dev/charter/reconciler/gitsync"
 	"github.com/charter-dev/charter/reconciler/reports"
@@ -297,6 +298,15 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	}
 	running := &runningControllers{}
 
+	// One source of installed policies, namespace labels and loaders for
+	// every controller of the process: a policy change is watched once.
+	var state *clusterstate.State
+	if slices.Contains(o.controllers, controllerReports) || slices.Contains(o.controllers, controllerAdmission) {
+		if state, err = clusterstate.New(mgr, log.WithName("clusterstate")); err != nil {
+			return nil, nil, err
+		}
+	}
+
 	// The reports controller's queue is created first so admission can
 	// hand it its Audit results.
 	var audit server.AuditSink
@@ -308,6 +318,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		ro := o.reports
 		ro.Logger = log.WithName("reports")
 		ro.Metrics = rec
+		ro.State = state
 		if slices.Contains(o.controllers, controllerAdmission) {
 			q := reports.NewAdmissionQueue(o.auditQueueSize)
 			ro.Admission = q
@@ -326,7 +337,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			Addr: o.webhookAddr, URL: o.webhookURL, Namespace: o.namespace,
 			Service: o.service, ServicePort: o.servicePort, Null: o.nullWebhook,
 			RequestTimeout: o.requestTimeout, MaxRequestBytes: o.maxRequestBytes,
-			Metrics: rec, Audit: audit, Events: o.events, Log: log.WithName("admission"),
+			Metrics: rec, Audit: audit, Events: o.events, Log: log.WithName("admission"), State: state,
 			CertPropagationDelay: o.certPropagationDelay, CertTrimGrace: o.certTrimGrace,
 		})
 		if err != nil {

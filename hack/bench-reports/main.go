@@ -34,13 +34,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/yaml"
 
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/printer"
 	"github.com/charter-dev/charter/reconciler/reports"
@@ -164,12 +170,19 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	// The controller's own defaults otherwise (QPS and burst included), so
 	// the figures are what `charter serve` gets.
 	opts.Logger = logger()
+	cctx, stopController := context.WithCancel(ctx)
+	defer stopController()
+	// The process's shared cluster state, as charter serve builds it on
+	// its manager's informers.
+	state, err := startClusterState(cctx, ccfg)
+	if err != nil {
+		return err
+	}
+	opts.State = state
 	c, err := reports.New(ccfg, opts)
 	if err != nil {
 		return err
 	}
-	cctx, stopController := context.WithCancel(ctx)
-	defer stopController()
 	done := make(chan error, 1)
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
@@ -554,3 +567,33 @@ func (c cpuTimes) String() string {
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// startClusterState runs the shared informers and policy cache a charter
+// process hands its controllers.
+func startClusterState(ctx context.Context, cfg *rest.Config) (*clusterstate.State, error) {
+	sch := kruntime.NewScheme()
+	for _, add := range []func(*kruntime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme} {
+		if err := add(sch); err != nil {
+			return nil, err
+		}
+	}
+	informers, err := crcache.New(cfg, crcache.Options{Scheme: sch})
+	if err != nil {
+		return nil, err
+	}
+	state, err := clusterstate.NewForCache(cfg, informers, logger())
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := informers.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-reports: informers:", err)
+		}
+	}()
+	go func() {
+		if err := state.Policies.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-reports: policy cache:", err)
+		}
+	}()
+	return state, nil
+}

@@ -13,13 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -32,9 +31,9 @@ const (
 )
 
 // policyLag bounds how long admission results wait for the writer's
-// policy informers to catch up with a policy the webhook already
-// enforces: the webhook's policy cache and these informers see a new
-// policy apart. After that, results of a policy the writer does not know
+// catalog to know a policy that produced them: with admission in another
+// process (or a policy deleted and recreated), the two can see a policy
+// apart. After that, results of a policy the writer does not know
 // are taken for results of a deleted policy and dropped.
 const policyLag = 30 * time.Second
 
@@ -67,8 +66,8 @@ type AdmissionWriter struct {
 	reports reportClient
 	now     func() time.Time
 
-	policies dynamicinformer.DynamicSharedInformerFactory
-	// catalog is rebuilt from the policy informers when stale is set.
+	policies *policycache.Cache
+	// catalog is rebuilt from the installed policies when stale is set.
 	catalog atomic.Pointer[report.Catalog]
 	stale   atomic.Bool
 
@@ -94,6 +93,9 @@ func NewAdmissionWriter(cfg *rest.Config, opts Options) (*AdmissionWriter, error
 		return nil, errors.New("reports: an admission writer needs an admission queue")
 	}
 	opts = opts.withDefaults()
+	if opts.State == nil {
+		return nil, errors.New("reports: the process's cluster state is required")
+	}
 	cl, err := newClients(cfg, opts.QPS, opts.Burst)
 	if err != nil {
 		return nil, err
@@ -106,7 +108,7 @@ func NewAdmissionWriter(cfg *rest.Config, opts Options) (*AdmissionWriter, error
 		kinds:    &kindResolver{disco: cl.disco},
 		reports:  cl.reports,
 		now:      time.Now,
-		policies: dynamicinformer.NewDynamicSharedInformerFactory(cl.dyn, 0),
+		policies: opts.State.Policies,
 		pending:  map[types.UID]*pendingAdmission{},
 		work: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "reports-admission"}),
@@ -127,21 +129,9 @@ func (w *AdmissionWriter) Start(ctx context.Context) error {
 		return err
 	}
 	w.stale.Store(true)
-	mark := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.stale.Store(true) },
-		UpdateFunc: func(any, any) { w.stale.Store(true) },
-		DeleteFunc: func(any) { w.stale.Store(true) },
-	}
-	for _, gvr := range []schema.GroupVersionResource{clusterPoliciesGVR, policiesGVR} {
-		if _, err := w.policies.ForResource(gvr).Informer().AddEventHandler(mark); err != nil {
-			return err
-		}
-	}
-	w.policies.Start(ctx.Done())
-	for gvr, ok := range w.policies.WaitForCacheSync(ctx.Done()) {
-		if !ok && ctx.Err() == nil {
-			return fmt.Errorf("reports: the %s informer did not sync (are charter's CRDs installed?)", gvr.Resource)
-		}
+	w.policies.OnInstalledChange(func(*policycache.Installed) { w.stale.Store(true) })
+	if !w.policies.WaitForSync(ctx) {
+		return nil
 	}
 
 	var wg sync.WaitGroup
@@ -154,7 +144,6 @@ func (w *AdmissionWriter) Start(ctx context.Context) error {
 	w.drain(ctx)
 	w.work.ShutDown()
 	wg.Wait()
-	w.policies.Shutdown()
 	return nil
 }
 
@@ -308,7 +297,7 @@ func (w *AdmissionWriter) resourceFor(scope report.Scope) (schema.GroupVersionRe
 // when a policy changed since it was last built.
 func (w *AdmissionWriter) currentCatalog() report.Catalog {
 	if w.stale.Swap(false) {
-		c := report.NewCatalog(listPolicies(w.policies, w.log))
+		c := report.NewCatalog(w.policies.Installed().Policies)
 		w.catalog.Store(&c)
 	}
 	if c := w.catalog.Load(); c != nil {

@@ -5,22 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -28,8 +26,9 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
-	"github.com/charter-dev/charter/internal/loaders"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -76,10 +75,9 @@ type Controller struct {
 	kinds   *kindResolver
 	reports reportClient
 	now     func() time.Time
-	// kube and apiCalls serve policies' configMap and apiCall context
-	// entries.
-	kube     kubernetes.Interface
-	apiCalls *loaders.APICalls
+	// cluster is the process's one source of installed policies, namespace
+	// labels and context-entry loaders.
+	cluster *clusterstate.State
 
 	snap atomic.Pointer[snapshot]
 
@@ -107,9 +105,7 @@ type Controller struct {
 	writeSem  chan struct{}
 	scanSlots chan struct{}
 
-	policyInformers dynamicinformer.DynamicSharedInformerFactory
-	namespaces      cache.SharedIndexInformer
-	policyChanged   chan struct{}
+	policyChanged chan struct{}
 
 	stats Stats
 }
@@ -161,6 +157,9 @@ type eventKey struct {
 // with its own rate limits.
 func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	opts = opts.withDefaults()
+	if opts.State == nil {
+		return nil, errors.New("reports: the process's cluster state is required")
+	}
 	cl, err := newClients(cfg, opts.QPS, opts.Burst)
 	if err != nil {
 		return nil, err
@@ -173,8 +172,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		kinds:    &kindResolver{disco: cl.disco},
 		reports:  cl.reports,
 		now:      time.Now,
-		kube:     cl.kube,
-		apiCalls: loaders.NewAPICalls(cl.kube),
+		cluster:  opts.State,
 		states:   map[types.UID]*resourceState{},
 		watchers: map[schema.GroupVersionResource]*watcher{},
 		events: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[eventKey](),
@@ -288,10 +286,10 @@ func (c *Controller) Start(ctx context.Context) error {
 		})
 	}()
 	// Discovery runs in applyPolicies, once the policies are known.
-	if err := c.startPolicyInformers(ctx); err != nil {
+	if err := c.subscribe(ctx); err != nil {
 		return err
 	}
-	c.log.V(1).Info("policy informers synced", "took", time.Since(started).String())
+	c.log.V(1).Info("policy cache synced", "took", time.Since(started).String())
 	firstSweep := func() error {
 		close(compiled)
 		err := <-swept
@@ -342,61 +340,19 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 }
 
-func (c *Controller) startPolicyInformers(ctx context.Context) error {
-	c.policyInformers = dynamicinformer.NewDynamicSharedInformerFactory(c.dyn, 0)
-	notify := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.signalPolicyChange() },
-		UpdateFunc: func(oldObj, newObj any) { c.policyUpdated(oldObj, newObj) },
-		DeleteFunc: func(any) { c.signalPolicyChange() },
+// subscribe asks the process's policy source for every change to the
+// installed policies and waits for its first sync.
+func (c *Controller) subscribe(ctx context.Context) error {
+	c.cluster.Policies.OnInstalledChange(func(*policycache.Installed) { c.signalPolicyChange() })
+	if !c.cluster.Policies.WaitForSync(ctx) {
+		return fmt.Errorf("reports: the policy cache did not sync: %w", ctx.Err())
 	}
-	for _, gvr := range []schema.GroupVersionResource{clusterPoliciesGVR, policiesGVR, policyExceptionsGVR} {
-		if _, err := c.policyInformers.ForResource(gvr).Informer().AddEventHandler(notify); err != nil {
-			return err
-		}
-	}
-	nsInformer := newMetadataInformer(c.meta, schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, true)
-	c.namespaces = nsInformer
-	go nsInformer.RunWithContext(ctx)
-	c.policyInformers.Start(ctx.Done())
-	synced := c.policyInformers.WaitForCacheSync(ctx.Done())
-	for gvr, ok := range synced {
-		if !ok {
-			return fmt.Errorf("reports: the %s informer did not sync (are charter's CRDs installed?)", gvr.Resource)
-		}
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), nsInformer.HasSynced) {
-		return errors.New("reports: the namespace informer did not sync")
-	}
-	// The initial adds are applied below by Start itself.
+	// The installed policies are applied below by Start itself.
 	select {
 	case <-c.policyChanged:
 	default:
 	}
 	return nil
-}
-
-// policyUpdated ignores status-only updates: charter's own policy status
-// controller writes them, and they change nothing the engine reads.
-func (c *Controller) policyUpdated(oldObj, newObj any) {
-	o, ok1 := oldObj.(*unstructured.Unstructured)
-	n, ok2 := newObj.(*unstructured.Unstructured)
-	if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && o.GetGeneration() != 0 &&
-		equalStringMaps(o.GetAnnotations(), n.GetAnnotations()) {
-		return
-	}
-	c.signalPolicyChange()
-}
-
-func equalStringMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func (c *Controller) signalPolicyChange() {
@@ -406,23 +362,11 @@ func (c *Controller) signalPolicyChange() {
 	}
 }
 
-// installedPolicies reads the policies and exceptions from the informers.
+// installedPolicies returns the policies and exceptions the process's
+// policy source holds, in slices of the controller's own.
 func (c *Controller) installedPolicies() ([]kyvernov1.PolicyInterface, []*kyvernov2.PolicyException) {
-	policies := listPolicies(c.policyInformers, c.log)
-	var exceptions []*kyvernov2.PolicyException
-	for _, obj := range c.policyInformers.ForResource(policyExceptionsGVR).Informer().GetStore().List() {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		ex, err := decodeException(u)
-		if err != nil {
-			c.log.Error(err, "decoding policy exception", "namespace", u.GetNamespace(), "name", u.GetName())
-			continue
-		}
-		exceptions = append(exceptions, ex)
-	}
-	return policies, exceptions
+	in := c.cluster.Policies.Installed()
+	return slices.Clone(in.Policies), slices.Clone(in.Exceptions)
 }
 
 // applyPolicies compiles the installed policies and brings watches,
@@ -728,27 +672,6 @@ func (c *Controller) write(ctx context.Context, scope report.Scope, results []v1
 	return c.reports.write(ctx, scope, results, rv)
 }
 
-// namespaceLabels serves namespaceSelectors from the namespace informer.
-type namespaceLabels struct{ store cache.Store }
-
-func (n namespaceLabels) NamespaceLabels(_ context.Context, name string) (map[string]string, error) {
-	obj, ok, err := n.store.GetByKey(name)
-	if err != nil || !ok {
-		return nil, err
-	}
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return nil, nil
-	}
-	return m.Labels, nil
-}
-
 // loaders are what context entries read as resources are scanned: the
-// same ConfigMap and API call loaders the admission webhook uses.
-func (c *Controller) loaders() engine.Loaders {
-	return engine.Loaders{
-		Namespaces: namespaceLabels{store: c.namespaces.GetStore()},
-		ConfigMaps: loaders.ConfigMaps{Client: c.kube},
-		APICalls:   c.apiCalls,
-	}
-}
+// process's, which the admission webhook uses too.
+func (c *Controller) loaders() engine.Loaders { return c.cluster.Loaders }

@@ -19,13 +19,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	"github.com/go-logr/logr"
+
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/reconciler/reports/report"
@@ -86,11 +91,11 @@ func (e *env) startController(opts Options) (*Controller, context.CancelFunc) {
 	cfg := rest.CopyConfig(e.cfg)
 	e.cntr = &writeCounter{}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { e.cntr.next = rt; return e.cntr })
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: e.scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	c, err := setup(mgr, opts)
+	c, err := setup(mgr, e.withClusterState(mgr, opts))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -117,6 +122,31 @@ func (e *env) startController(opts Options) (*Controller, context.CancelFunc) {
 	return c, stop
 }
 
+// scheme is the scheme of the tests' managers: the process's shared
+// cluster state reads the kyverno.io types.
+func (e *env) scheme() *runtime.Scheme {
+	e.t.Helper()
+	sch := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme} {
+		if err := add(sch); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return sch
+}
+
+// withClusterState gives opts the manager's shared cluster state, as
+// charter serve does.
+func (e *env) withClusterState(mgr ctrl.Manager, opts Options) Options {
+	e.t.Helper()
+	state, err := clusterstate.New(mgr, logr.Discard())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	opts.State = state
+	return opts
+}
+
 func (e *env) eventually(what string, check func() error) {
 	e.t.Helper()
 	deadline := time.Now().Add(45 * time.Second)
@@ -141,9 +171,9 @@ func (e *env) apply(file string) *unstructured.Unstructured {
 		e.t.Fatal(err)
 	}
 	gvr := map[string]schema.GroupVersionResource{
-		"ClusterPolicy":   clusterPoliciesGVR,
+		"ClusterPolicy":   kyvernov1.GroupVersion.WithResource("clusterpolicies"),
 		"Pod":             {Version: "v1", Resource: "pods"},
-		"PolicyException": policyExceptionsGVR,
+		"PolicyException": kyvernov2.GroupVersion.WithResource("policyexceptions"),
 	}[u.GetKind()]
 	if gvr.Resource == "" {
 		e.t.Fatalf("%s: kind %q is not one the test applies", file, u.GetKind())

@@ -33,6 +33,7 @@ func (e *env) startReplica(name string) *replica {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { r.writes.next = rt; return r.writes })
 	lease, renew, retry := 4*time.Second, 3*time.Second, 500*time.Millisecond
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  e.scheme(),
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:  "0",
 		LeaderElection:          true,
@@ -46,7 +47,7 @@ func (e *env) startReplica(name string) *replica {
 		e.t.Fatal(err)
 	}
 	r.mgr = mgr
-	r.controller, err = setup(mgr, Options{Admission: r.queue, PolicyDebounce: 100 * time.Millisecond})
+	r.controller, err = setup(mgr, e.withClusterState(mgr, Options{Admission: r.queue, PolicyDebounce: 100 * time.Millisecond}))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 
+	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
@@ -41,6 +42,11 @@ type Options struct {
 	// webhook runs elsewhere; results of background policies land in
 	// reports at the next background scan of the resource).
 	Admission *AdmissionQueue
+	// State is the process's shared cluster state (clusterstate.New): the
+	// controller and its AdmissionWriter take the installed policies, their
+	// change notifications, namespace labels and the context-entry loaders
+	// from it, and watch no policy themselves. Required.
+	State *clusterstate.State
 	// Logger receives the controller's logs (default: discarded; Setup
 	// uses the manager's logger).
 	Logger logr.Logger

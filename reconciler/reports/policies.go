@@ -6,24 +6,13 @@ import (
 	"hash/fnv"
 	"sort"
 
-	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/reconciler/reports/report"
-)
-
-// Resources of the policy API the controller watches.
-var (
-	clusterPoliciesGVR  = kyvernov1.GroupVersion.WithResource("clusterpolicies")
-	policiesGVR         = kyvernov1.GroupVersion.WithResource("policies")
-	policyExceptionsGVR = schema.GroupVersionResource{Group: "kyverno.io", Version: "v2", Resource: "policyexceptions"}
 )
 
 // snapshot is one compiled generation of the installed policies, as the
@@ -152,47 +141,4 @@ func policyTypes(p kyvernov1.PolicyInterface, kinds *kindResolver) []resourceTyp
 		}
 	}
 	return out
-}
-
-// listPolicies reads the ClusterPolicies and Policies of the informers;
-// one that does not decode is logged and left out.
-func listPolicies(informers dynamicinformer.DynamicSharedInformerFactory, log logr.Logger) []kyvernov1.PolicyInterface {
-	var policies []kyvernov1.PolicyInterface
-	for _, gvr := range []schema.GroupVersionResource{clusterPoliciesGVR, policiesGVR} {
-		for _, obj := range informers.ForResource(gvr).Informer().GetStore().List() {
-			u, ok := obj.(*unstructured.Unstructured)
-			if !ok {
-				continue
-			}
-			p, err := decodePolicy(u)
-			if err != nil {
-				log.Error(err, "decoding policy", "kind", u.GetKind(), "namespace", u.GetNamespace(), "name", u.GetName())
-				continue
-			}
-			policies = append(policies, p)
-		}
-	}
-	return policies
-}
-
-// decodePolicy converts an informer's unstructured policy to its type.
-func decodePolicy(u *unstructured.Unstructured) (kyvernov1.PolicyInterface, error) {
-	var p kyvernov1.PolicyInterface
-	if u.GetKind() == kyvernov1.PolicyKind {
-		p = &kyvernov1.Policy{}
-	} else {
-		p = &kyvernov1.ClusterPolicy{}
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func decodeException(u *unstructured.Unstructured) (*kyvernov2.PolicyException, error) {
-	ex := &kyvernov2.PolicyException{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ex); err != nil {
-		return nil, err
-	}
-	return ex, nil
 }

@@ -26,6 +26,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/webhook/config"
 	"github.com/charter-dev/charter/webhook/metrics"
@@ -146,7 +147,12 @@ func startAdmission(t *testing.T, opts ...fixtureOption) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	state, err := clusterstate.New(mgr, testr.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.options = Options{
+		State:        state,
 		Metrics:      rec,
 		Addr:         "127.0.0.1:" + port,
 		URL:          "https://127.0.0.1:" + port,

@@ -5,9 +5,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/webhook/metrics"
-	"github.com/charter-dev/charter/webhook/policycache"
 	"github.com/charter-dev/charter/webhook/server"
 )
 

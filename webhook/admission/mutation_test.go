@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/webhook/metrics"
-	"github.com/charter-dev/charter/webhook/policycache"
 	"github.com/charter-dev/charter/webhook/server"
 )
 

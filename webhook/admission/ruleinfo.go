@@ -10,9 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/webhook/metrics"
-	"github.com/charter-dev/charter/webhook/policycache"
 )
 
 // inventoryTimeout bounds the informer reads of one scrape.

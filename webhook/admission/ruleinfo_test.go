@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/webhook/policycache"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 )
 
 // staticServed is a policy cache with a fixed snapshot.

@@ -15,18 +15,16 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/engine"
-	"github.com/charter-dev/charter/internal/loaders"
+	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/webhook/certs"
 	"github.com/charter-dev/charter/webhook/config"
 	"github.com/charter-dev/charter/webhook/events"
 	"github.com/charter-dev/charter/webhook/metrics"
-	"github.com/charter-dev/charter/webhook/policycache"
 	"github.com/charter-dev/charter/webhook/promotion"
 	"github.com/charter-dev/charter/webhook/server"
 	"github.com/charter-dev/charter/webhook/status"
@@ -56,6 +54,10 @@ type Options struct {
 	Metrics *metrics.Recorder
 	// Audit receives allowed requests' results for the reports controller.
 	Audit server.AuditSink
+	// State is the process's shared cluster state (clusterstate.New):
+	// admission serves its policy snapshot and hands its loaders to the
+	// engine. Required.
+	State *clusterstate.State
 	// ConfigResync is the webhook configuration controller's period.
 	ConfigResync time.Duration
 	// StatusResync is the policy status controller's period (default 1 min).
@@ -103,6 +105,9 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	if o.Namespace == "" {
 		return nil, errors.New("admission: a namespace is required")
 	}
+	if o.State == nil {
+		return nil, errors.New("admission: the process's cluster state is required")
+	}
 	if o.Service == "" {
 		o.Service = "charter-svc"
 	}
@@ -125,7 +130,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		}
 	}
 	c := &Controller{caSecret: caSecret}
-	c.Cache = policycache.New(mgr.GetCache(), o.Log.WithName("policycache"))
+	c.Cache = o.State.Policies
 	if o.Metrics != nil {
 		c.Cache.OnPolicyChange(func(p kyvernov1.PolicyInterface, change policycache.PolicyChange) {
 			o.Metrics.PolicyChanged(p, string(change))
@@ -190,12 +195,8 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	// reports from the API server, not from a cache.
 	promotionGate := &promotion.Gate{Reports: promotion.ReportReader{Reader: mgr.GetAPIReader()}}
 	// Context entries read ConfigMaps and call the API server or a
-	// Service as the request is evaluated (internal/loaders).
-	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
-	if err != nil {
-		return nil, fmt.Errorf("admission: client: %w", err)
-	}
-	lookups := engine.Loaders{Namespaces: c.Cache, ConfigMaps: loaders.ConfigMaps{Client: kube}, APICalls: loaders.NewAPICalls(kube)}
+	// Service as the request is evaluated (clusterstate/loaders).
+	lookups := o.State.Loaders
 	var mutator server.Mutator = server.EngineMutator{Loaders: lookups}
 	if o.Metrics != nil {
 		mutator = meteredMutator(lookups, o.Metrics)
@@ -247,7 +248,8 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		<-ctx.Done()
 		return nil
 	})
-	for _, r := range []manager.Runnable{c.Cache, everyReplica(c.Handler.Run), c.Renewer, c.Config, c.Status, watchSecrets} {
+	// The policy cache is the State's: whoever built it added it.
+	for _, r := range []manager.Runnable{everyReplica(c.Handler.Run), c.Renewer, c.Config, c.Status, watchSecrets} {
 		if err := mgr.Add(r); err != nil {
 			return nil, err
 		}

@@ -12,9 +12,9 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/webhook/metrics"
-	"github.com/charter-dev/charter/webhook/policycache"
 	"github.com/charter-dev/charter/webhook/userinfo"
 )
 

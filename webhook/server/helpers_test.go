@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/webhook/policycache"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 )
 
 // staticSnapshots always returns the same snapshot.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/charter-dev/charter/webhook/policycache"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 )
 
 func TestEngineMutator(t *testing.T) {

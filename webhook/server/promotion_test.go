@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/charter-dev/charter/webhook/policycache"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/webhook/promotion"
 )
 

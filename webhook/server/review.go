@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
-	"github.com/charter-dev/charter/webhook/policycache"
 )
 
 // admissionReview is the wire form of an incoming admission.k8s.io/v1

@@ -12,7 +12,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/charter-dev/charter/webhook/policycache"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 )
 
 // subresourceReview is an AdmissionReview for a request on a resource or

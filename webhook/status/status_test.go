@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/webhook/policycache"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 )
 
 // load reads a ClusterPolicy or Policy from testdata.

@@ -1,8 +1,12 @@
-// Package policycache keeps the compiled policies that admission evaluates
-// current: informers on ClusterPolicy, Policy, PolicyException and Namespace
-// feed a debounced recompile, and the result is published as an immutable
-// Snapshot swapped in atomically, so in-flight requests never wait for a
-// compile and never see half of one.
+// Package policycache is the one watch of installed policies in a
+// process: informers on ClusterPolicy, Policy, PolicyException and
+// Namespace feed a debounced recompile, and the result is published as an
+// immutable Snapshot of the admission policies swapped in atomically, so
+// in-flight requests never wait for a compile and never see half of one.
+// Every rebuild also publishes the Installed objects with a change
+// notification, from which the other controllers of the process (reports,
+// background, cleanup) compile their own sets instead of watching
+// policies again.
 package policycache
 
 import (

@@ -39,13 +39,34 @@ type Cache struct {
 	maxDelay time.Duration
 	log      logr.Logger
 
-	current atomic.Pointer[Snapshot]
-	changed chan struct{}
-	synced  atomic.Bool
+	current   atomic.Pointer[Snapshot]
+	installed atomic.Pointer[Installed]
+	changed   chan struct{}
+	synced    atomic.Bool
+	// syncedCh is closed when the first snapshot is published.
+	syncedCh chan struct{}
 
-	mu              sync.Mutex
-	listeners       []func(*Snapshot)
-	changeListeners []func(kyvernov1.PolicyInterface, PolicyChange)
+	mu                 sync.Mutex
+	listeners          []func(*Snapshot)
+	changeListeners    []func(kyvernov1.PolicyInterface, PolicyChange)
+	installedListeners []func(*Installed)
+}
+
+// Installed is every ClusterPolicy, Policy and PolicyException installed,
+// as one rebuild of the cache read them from the informers: the policies
+// that do not run at admission too, for the controllers that compile
+// their own sets from them (reports: background policies; background:
+// generate and mutate-existing rules). It is immutable: never modify the
+// objects.
+type Installed struct {
+	// Policies are sorted: ClusterPolicies first, then Policies by
+	// namespace and name.
+	Policies []kyvernov1.PolicyInterface
+	// Exceptions are sorted by namespace and name.
+	Exceptions []*kyvernov2.PolicyException
+	// Generation counts the rebuilds that read the installed objects,
+	// starting at 1.
+	Generation uint64
 }
 
 // New returns a cache reading from the informers of reader; call Start
@@ -54,10 +75,37 @@ func New(reader crcache.Cache, log logr.Logger) *Cache {
 	c := &Cache{
 		reader: reader, builder: NewBuilder(), log: log,
 		debounce: DefaultDebounce, maxDelay: DefaultMaxDelay,
-		changed: make(chan struct{}, 1),
+		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}),
 	}
 	c.current.Store(Empty())
+	c.installed.Store(&Installed{})
 	return c
+}
+
+// Installed returns the policies and exceptions installed as of the last
+// rebuild. It never blocks; before the first sync it is empty.
+func (c *Cache) Installed() *Installed { return c.installed.Load() }
+
+// OnInstalledChange registers fn to be called, from the cache's goroutine,
+// after every rebuild that followed a change to a policy's or an
+// exception's spec, labels or annotations (whether or not the admission
+// snapshot changed), and once with the first sync. Status writes call
+// nothing. fn must not block.
+func (c *Cache) OnInstalledChange(fn func(*Installed)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.installedListeners = append(c.installedListeners, fn)
+}
+
+// WaitForSync blocks until the first snapshot is published or ctx ends,
+// and reports whether it was published.
+func (c *Cache) WaitForSync(ctx context.Context) bool {
+	select {
+	case <-c.syncedCh:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Snapshot returns the policies currently in force. It never blocks.
@@ -117,6 +165,7 @@ func (c *Cache) Start(ctx context.Context) error {
 		return err
 	}
 	c.synced.Store(true)
+	close(c.syncedCh)
 	for {
 		select {
 		case <-ctx.Done():
@@ -211,6 +260,7 @@ func (c *Cache) rebuild(ctx context.Context) error {
 	for i := range exs.Items {
 		exceptions = append(exceptions, &exs.Items[i])
 	}
+	c.publishInstalled(policies, exceptions)
 	start := time.Now()
 	s, stats := c.builder.Build(policies, exceptions)
 	if !stats.Changed {
@@ -233,6 +283,24 @@ func (c *Cache) rebuild(ctx context.Context) error {
 		fn(s)
 	}
 	return nil
+}
+
+// publishInstalled stores what a rebuild read and hands it to the
+// listeners. It runs before the admission snapshot is published, so a
+// controller knows of a policy no later than admission enforces it.
+func (c *Cache) publishInstalled(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException) {
+	in := &Installed{
+		Policies:   sortedPolicies(policies),
+		Exceptions: sortedExceptions(exceptions),
+		Generation: c.installed.Load().Generation + 1,
+	}
+	c.installed.Store(in)
+	c.mu.Lock()
+	listeners := append([]func(*Installed){}, c.installedListeners...)
+	c.mu.Unlock()
+	for _, fn := range listeners {
+		fn(in)
+	}
 }
 
 // NamespaceLabels returns a namespace's labels from the informer, for

@@ -1,0 +1,65 @@
+package clusterstate
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/clusterstate/loaders"
+	"github.com/charter-dev/charter/clusterstate/policycache"
+	"github.com/charter-dev/charter/engine"
+)
+
+// State is the cluster state one process shares between its controllers.
+type State struct {
+	// Policies is the process's one watch of installed policies and
+	// exceptions; it also serves namespace labels.
+	Policies *policycache.Cache
+	// Loaders are what the engine reads as it evaluates: namespace labels
+	// from the shared informer, ConfigMaps and API calls from the API
+	// server on every evaluation (see package loaders).
+	Loaders engine.Loaders
+}
+
+// New builds the process's State on the manager's shared informers and
+// adds its policy cache to the manager (it runs on every replica, leader
+// or not). The manager's scheme must know the kyverno.io types.
+func New(mgr manager.Manager, log logr.Logger) (*State, error) {
+	sch := mgr.GetScheme()
+	if !sch.Recognizes(kyvernov1.GroupVersion.WithKind("ClusterPolicy")) || !sch.Recognizes(kyvernov2.GroupVersion.WithKind("PolicyException")) {
+		return nil, errors.New("clusterstate: the manager's scheme lacks the kyverno.io/v1 and v2 types")
+	}
+	s, err := NewForCache(mgr.GetConfig(), mgr.GetCache(), log)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(s.Policies); err != nil {
+		return nil, fmt.Errorf("clusterstate: %w", err)
+	}
+	return s, nil
+}
+
+// NewForCache builds a State on informers the caller runs, for programs
+// without a manager (benchmarks); the caller starts s.Policies too.
+func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger) (*State, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clusterstate: client: %w", err)
+	}
+	cache := policycache.New(informers, log.WithName("policycache"))
+	return &State{
+		Policies: cache,
+		Loaders: engine.Loaders{
+			Namespaces: cache,
+			ConfigMaps: loaders.ConfigMaps{Client: kube},
+			APICalls:   loaders.NewAPICalls(kube),
+		},
+	}, nil
+}
