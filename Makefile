@@ -114,9 +114,12 @@ BENCH_RUNS    ?= 5
 PSS_POLICIES   = $(shell ls $(CONFORMANCE)/kyverno-policies/pod-security/baseline/*/*.yaml $(CONFORMANCE)/kyverno-policies/pod-security/restricted/*/*.yaml 2>/dev/null | grep -v kustomization)
 
 .PHONY: bench-cli
-bench-cli: build ## Time `charter test` over the conformance validate suites (wall, CPU, peak RSS).
-	@test -f $(CONFORMANCE)/suites/validate.txt || { echo "no conformance corpus at $(CONFORMANCE) (set CONFORMANCE=)"; exit 1; }
-	$(GO) run ./hack/benchrun -runs $(BENCH_RUNS) -- $(BIN)/charter test $$(sed 's#^#$(CONFORMANCE)/#' $(CONFORMANCE)/suites/validate.txt)
+bench-cli: build ## Time `charter test` over the validate and cel conformance lists (wall, CPU, peak RSS vs targets; best of BENCH_RUNS).
+	$(GO) run ./hack/conformance -charter $(BIN)/charter -dir $(CONFORMANCE) -runs $(BENCH_RUNS) -lists validate,cel
+
+.PHONY: conformance
+conformance: build ## Run `charter test` over every conformance list: passed, failed, wall time, peak memory; fails when a claimed list (internal/corpus) has a failure.
+	$(GO) run ./hack/conformance -charter $(BIN)/charter -dir $(CONFORMANCE)
 
 .PHONY: bench-apply
 bench-apply: build ## Time `charter apply` of the 18 Pod Security policies to 2000 generated Pods.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/internal/corpus"
 )
 
 // podSecurityPolicies loads every ClusterPolicy of the Pod Security
@@ -19,7 +20,7 @@ func podSecurityPolicies(b *testing.B) []kyvernov1.PolicyInterface {
 // of the conformance corpus (pod-security, or its CEL edition
 // pod-security-cel): <folder>/{baseline,restricted}/<name>/<name>.yaml.
 func podSecurityLibrary(b *testing.B, folder string) []kyvernov1.PolicyInterface {
-	root := filepath.Join(conformanceDir, "kyverno-policies", folder)
+	root := filepath.Join(corpus.Require(b), "kyverno-policies", folder)
 	var out []kyvernov1.PolicyInterface
 	for _, level := range []string{"baseline", "restricted"} {
 		dirs, err := os.ReadDir(filepath.Join(root, level))

@@ -16,6 +16,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/internal/corpus"
 )
 
 // assembleCase is one table row of the Compile-versus-Assemble comparison:
@@ -86,15 +87,17 @@ func assembleCases(t testing.TB) []assembleCase {
 	}
 	cases = append(cases, merged)
 
-	for _, list := range []string{"validate.txt", "mutate.txt"} {
-		data, err := os.ReadFile(filepath.Join(conformanceDir, "suites", list))
-		if err != nil {
-			t.Logf("conformance corpus not available: %v", err)
-			continue
+	conformanceDir, ok := corpus.Optional(t)
+	for _, list := range []string{"validate", "mutate"} {
+		if !ok {
+			break
 		}
-		c := assembleCase{name: "conformance/" + list}
-		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			dir := filepath.Join(conformanceDir, line)
+		suites, err := corpus.Suites(conformanceDir, list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := assembleCase{name: "conformance/" + list + ".txt"}
+		for _, dir := range suites {
 			var suite suiteFile
 			raw, err := os.ReadFile(filepath.Join(dir, "kyverno-test.yaml"))
 			if err != nil {

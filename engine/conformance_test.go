@@ -16,11 +16,8 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/internal/corpus"
 )
-
-// conformanceDir holds Kyverno's policy library with its kyverno-test.yaml
-// suites (read-only data shared by the project).
-const conformanceDir = "/work/shared/conformance"
 
 // The engine-level conformance check runs the validate suites the way
 // `kyverno test` does, with the subset of the test format the engine needs
@@ -260,21 +257,30 @@ func runSuite(t *testing.T, dir string, tally *conformanceTally) {
 				if string(rr.Status) != r.Result {
 					tally.failed++
 					tally.failures = append(tally.failures, fmt.Sprintf("%s: %s/%s %s %s: got %s (%s), want %s",
-						strings.TrimPrefix(dir, conformanceDir+"/kyverno-policies/"), policy, rr.Name, op, res, rr.Status, rr.Message, r.Result))
+						suiteName(dir), policy, rr.Name, op, res, rr.Status, rr.Message, r.Result))
 				}
 			}
 		}
 	}
 }
 
+// suiteName is a suite folder's path inside the policy library
+// (best-practices/disallow-latest-tag/.kyverno-test).
+func suiteName(dir string) string {
+	if _, after, ok := strings.Cut(filepath.ToSlash(dir), "/kyverno-policies/"); ok {
+		return after
+	}
+	return dir
+}
+
 func TestConformanceValidateSuites(t *testing.T) {
-	list, err := os.ReadFile(filepath.Join(conformanceDir, "suites", "validate.txt"))
+	suites, err := corpus.Suites(corpus.Require(t), "validate")
 	if err != nil {
-		t.Skipf("conformance corpus not available: %v", err)
+		t.Fatal(err)
 	}
 	var tally conformanceTally
-	for _, line := range strings.Split(strings.TrimSpace(string(list)), "\n") {
-		runSuite(t, filepath.Join(conformanceDir, line), &tally)
+	for _, dir := range suites {
+		runSuite(t, dir, &tally)
 	}
 	t.Logf("%d rows, %d failed", tally.rows, tally.failed)
 	for _, f := range tally.failures {

@@ -10,11 +10,9 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"sigs.k8s.io/yaml"
-)
 
-// conformanceRoot holds Kyverno's public policy library with its
-// kyverno-test.yaml suites (read-only data shared by the project).
-const conformanceRoot = "../../../shared/conformance/kyverno-policies"
+	"github.com/charter-dev/charter/internal/corpus"
+)
 
 // conformanceSuites are suites whose results name Pod controllers, either by
 // an explicit autogen-* rule name or by the source rule name on a
@@ -45,9 +43,7 @@ type kyvernoTest struct {
 // name the suite expects (autogen-<rule> for the template controllers,
 // autogen-cronjob-<rule> for CronJob) and that it matches that kind.
 func TestConformanceRuleNames(t *testing.T) {
-	if _, err := os.Stat(conformanceRoot); err != nil {
-		t.Skipf("conformance data not available: %v", err)
-	}
+	conformanceRoot := filepath.Join(corpus.Require(t), "kyverno-policies")
 	var dirs []string
 	for _, pattern := range conformanceSuites {
 		matches, err := filepath.Glob(filepath.Join(conformanceRoot, pattern))

@@ -8,11 +8,8 @@ import (
 	"testing"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/internal/corpus"
 )
-
-// conformanceDir holds Kyverno's policy library with its kyverno-test.yaml
-// suites (read-only data shared by the project).
-const conformanceDir = "../../../shared/conformance"
 
 // kyvernoTest is the part of a cli.kyverno.io/v1alpha1 Test this check
 // reads.
@@ -38,9 +35,10 @@ type kyvernoTest struct {
 // nulls and empty maps and lists dropped, then exact equality. A generated
 // object missing from the file fails, as in Kyverno.
 func TestConformanceGenerateSuites(t *testing.T) {
+	conformanceDir := corpus.Require(t)
 	list, err := os.ReadFile(filepath.Join(conformanceDir, "suites", "generate.txt"))
 	if err != nil {
-		t.Skipf("conformance corpus not available: %v", err)
+		t.Fatal(err)
 	}
 	compared := 0
 	for _, line := range strings.Split(string(list), "\n") {

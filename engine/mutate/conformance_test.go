@@ -8,11 +8,9 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
-)
 
-// conformanceDir is the read-only corpus of real Kyverno policies with their
-// kyverno-test.yaml suites, beside the repository (see DESIGN.md).
-const conformanceDir = "../../../shared/conformance"
+	"github.com/charter-dev/charter/internal/corpus"
+)
 
 // TestConformancePatchStrategicMerge replays the corpus's mutate suites whose rules
 // this package can run on its own: patchStrategicMerge rules without variables,
@@ -20,9 +18,10 @@ const conformanceDir = "../../../shared/conformance"
 // matched kind (no autogen). Each listed resource must come out exactly as the
 // suite's patched resource, compared as `kyverno test` does (spec §9.2).
 func TestConformancePatchStrategicMerge(t *testing.T) {
+	conformanceDir := corpus.Require(t)
 	lists, err := os.ReadFile(filepath.Join(conformanceDir, "suites", "mutate.txt"))
 	if err != nil {
-		t.Skipf("conformance corpus not available: %v", err)
+		t.Fatal(err)
 	}
 	checked := 0
 	for _, suite := range strings.Fields(string(lists)) {

@@ -7,11 +7,9 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
-)
 
-// conformanceRoot holds Kyverno's public policy library with its
-// kyverno-test.yaml suites (read-only data shared by the project).
-const conformanceRoot = "../../../shared/conformance/kyverno-policies"
+	"github.com/charter-dev/charter/internal/corpus"
+)
 
 // podSecuritySuites are the suites whose policies use validate.podSecurity.
 var podSecuritySuites = []string{
@@ -24,9 +22,7 @@ var podSecuritySuites = []string{
 // TestConformanceVerdicts evaluates every resource each suite lists with
 // the podSecurity rule of its policy and checks the expected pass/fail.
 func TestConformanceVerdicts(t *testing.T) {
-	if _, err := os.Stat(conformanceRoot); err != nil {
-		t.Skipf("conformance data not available: %v", err)
-	}
+	conformanceRoot := filepath.Join(corpus.Require(t), "kyverno-policies")
 	checked := 0
 	for _, suite := range podSecuritySuites {
 		t.Run(suite, func(t *testing.T) {

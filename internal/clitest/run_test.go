@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/charter-dev/charter/internal/corpus"
 )
 
 func runPaths(t *testing.T, paths ...string) []*SuiteResult {
@@ -127,10 +129,7 @@ func TestReportFailOnlyAndDetailed(t *testing.T) {
 // TestFlippedExpectationFailsExactlyThatRow copies a conformance suite,
 // flips one expected result and checks that exactly that row fails.
 func TestFlippedExpectationFailsExactlyThatRow(t *testing.T) {
-	src := "../../../shared/conformance/kyverno-policies/best-practices/disallow-latest-tag"
-	if _, err := os.Stat(src); err != nil {
-		t.Skipf("conformance corpus not present: %v", err)
-	}
+	src := filepath.Join(corpus.Require(t), "kyverno-policies/best-practices/disallow-latest-tag")
 	dir := t.TempDir()
 	copyFile(t, filepath.Join(src, "disallow-latest-tag.yaml"), filepath.Join(dir, "disallow-latest-tag.yaml"))
 	suite := filepath.Join(dir, ".kyverno-test")
@@ -196,13 +195,9 @@ func copyFile(t *testing.T, from, to string) {
 // BenchmarkValidateCorpus runs the conformance corpus's validate suites, the
 // workload `make bench-cli` times end to end.
 func BenchmarkValidateCorpus(b *testing.B) {
-	list, err := os.ReadFile("../../../shared/conformance/suites/validate.txt")
+	paths, err := corpus.Suites(corpus.Require(b), "validate")
 	if err != nil {
-		b.Skipf("conformance corpus not present: %v", err)
-	}
-	var paths []string
-	for _, p := range strings.Fields(string(list)) {
-		paths = append(paths, filepath.Join("../../../shared/conformance", p))
+		b.Fatal(err)
 	}
 	for b.Loop() {
 		if _, err := NewRunner(Options{}).Run(context.Background(), paths); err != nil {

@@ -1,0 +1,214 @@
+// Command conformance runs `charter test` over every suite list of the
+// shared conformance corpus (../shared/conformance/suites/*.txt) and prints,
+// per list, the rows passed, failed and skipped, the wall and CPU time and
+// the peak resident memory of the run, against the list's targets where the
+// project has set some. It exits non-zero when a list charter claims
+// (internal/corpus.Claimed) has a failing row or does not run cleanly;
+// the other lists are reported only.
+//
+//	go run ./hack/conformance -charter bin/charter [-runs N] [-lists validate,cel] [-dir CORPUS]
+//
+// With -runs N each list runs N times: the fastest wall and CPU time and the
+// largest peak memory are reported. Targets are printed, never enforced:
+// timings on a shared machine are no test verdict.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/charter-dev/charter/internal/corpus"
+)
+
+// target is a list's speed and memory target (issue #19), in seconds of
+// wall time and MiB of peak RSS.
+type target struct {
+	wall float64
+	rss  float64
+}
+
+var targets = map[string]target{
+	"validate": {wall: 0.15, rss: 80},
+	"cel":      {wall: 0.3, rss: 120},
+}
+
+// run is the outcome of `charter test` over one list.
+type run struct {
+	list                    string
+	suites                  int
+	passed, failed, skipped int
+	unrunnable              int // test files that could not be run
+	wall, cpu               time.Duration
+	rssKiB                  int64
+	exit                    int
+	summary                 bool // the summary line was found
+}
+
+var (
+	summaryLine    = regexp.MustCompile(`(?m)^Summary: (\d+) passed, (\d+) failed(?:, (\d+) skipped)?`)
+	unrunnableLine = regexp.MustCompile(`(?m)^(\d+) test file\(s\) could not be run`)
+)
+
+func main() {
+	charter := flag.String("charter", "bin/charter", "the charter binary to run")
+	runs := flag.Int("runs", 1, "run each list this many times; report the fastest")
+	only := flag.String("lists", "", "comma-separated lists to run (default: every list of the corpus)")
+	dir := flag.String("dir", "", "the corpus (default: ../shared/conformance from the repository root)")
+	flag.Parse()
+
+	if *dir == "" {
+		d, err := corpus.Dir()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "conformance:", err)
+			os.Exit(2)
+		}
+		*dir = d
+	}
+	lists, err := corpus.Lists(*dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "conformance:", err)
+		os.Exit(2)
+	}
+	if *only != "" {
+		lists = strings.Split(*only, ",")
+	}
+
+	var results []run
+	for _, list := range lists {
+		suites, err := corpus.Suites(*dir, list)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "conformance:", err)
+			os.Exit(2)
+		}
+		r, err := runList(*charter, list, suites, *runs)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "conformance: %s: %v\n", list, err)
+			os.Exit(2)
+		}
+		results = append(results, r)
+	}
+	if !report(os.Stdout, results) {
+		os.Exit(1)
+	}
+}
+
+func runList(charter, list string, suites []string, runs int) (run, error) {
+	r := run{list: list, suites: len(suites)}
+	for i := range max(runs, 1) {
+		var out bytes.Buffer
+		cmd := exec.Command(charter, append([]string{"test"}, suites...)...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		start := time.Now()
+		err := cmd.Run()
+		wall := time.Since(start)
+		if cmd.ProcessState == nil {
+			return r, err
+		}
+		cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		if i == 0 || wall < r.wall {
+			r.wall = wall
+		}
+		if i == 0 || cpu < r.cpu {
+			r.cpu = cpu
+		}
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			r.rssKiB = max(r.rssKiB, ru.Maxrss) // KiB on Linux
+		}
+		r.exit = cmd.ProcessState.ExitCode()
+		text := out.String()
+		if m := summaryLine.FindStringSubmatch(text); m != nil {
+			r.summary = true
+			r.passed, _ = strconv.Atoi(m[1])
+			r.failed, _ = strconv.Atoi(m[2])
+			r.skipped, _ = strconv.Atoi(m[3])
+		}
+		if m := unrunnableLine.FindStringSubmatch(text); m != nil {
+			r.unrunnable, _ = strconv.Atoi(m[1])
+		}
+		if corpus.IsClaimed(list) && !r.clean() {
+			// Show why: the failing rows are in charter's own output.
+			os.Stderr.WriteString(text)
+		}
+	}
+	return r, nil
+}
+
+// clean reports whether a run has nothing against it: every row passed
+// (none skipped), every test file ran, and charter exited 0.
+func (r run) clean() bool {
+	return r.summary && r.failed == 0 && r.skipped == 0 && r.unrunnable == 0 && r.exit == 0 && r.passed > 0
+}
+
+// report prints the table and reports whether every claimed list is clean.
+func report(w *os.File, results []run) bool {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "LIST\tCLAIMED\tSUITES\tPASSED\tFAILED\tSKIPPED\tWALL\tCPU\tPEAK RSS\tTARGET\tVERDICT")
+	ok := true
+	for _, r := range results {
+		claimed := corpus.IsClaimed(r.list)
+		verdict := "reported only"
+		if claimed {
+			verdict = "ok"
+			if !r.clean() {
+				verdict = "FAIL" + r.why()
+				ok = false
+			}
+		}
+		rss := float64(r.rssKiB) / 1024
+		tgt := "-"
+		if t, has := targets[r.list]; has {
+			met := "met"
+			if r.wall.Seconds() > t.wall || rss > t.rss {
+				met = "MISSED"
+			}
+			tgt = fmt.Sprintf("≤ %gs, ≤ %g MiB: %s", t.wall, t.rss, met)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.3fs\t%.3fs\t%.1f MiB\t%s\t%s\n",
+			r.list, yesNo(claimed), r.suites, r.passed, r.failed, r.skipped,
+			r.wall.Seconds(), r.cpu.Seconds(), rss, tgt, verdict)
+	}
+	tw.Flush()
+	if !ok {
+		fmt.Fprintf(w, "\nclaimed lists (%s) must pass every row: see the failures above\n", strings.Join(corpus.Claimed, ", "))
+	}
+	return ok
+}
+
+func (r run) why() string {
+	var why []string
+	switch {
+	case !r.summary:
+		why = append(why, "no summary line")
+	case r.passed == 0:
+		why = append(why, "nothing passed")
+	}
+	if r.failed > 0 {
+		why = append(why, fmt.Sprintf("%d failed", r.failed))
+	}
+	if r.skipped > 0 {
+		why = append(why, fmt.Sprintf("%d skipped", r.skipped))
+	}
+	if r.unrunnable > 0 {
+		why = append(why, fmt.Sprintf("%d test files could not run", r.unrunnable))
+	}
+	if r.exit != 0 && len(why) == 0 {
+		why = append(why, fmt.Sprintf("exit %d", r.exit))
+	}
+	return " (" + strings.Join(why, ", ") + ")"
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
