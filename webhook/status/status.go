@@ -2,7 +2,8 @@
 // what the admission controller's policy cache actually serves: a Ready
 // condition (True "Succeeded"/"Ready" once the policy is compiled and in
 // force; False "Failed" with the engine's field-path faults when it does
-// not compile), the rules autogen generated for Pod controllers, and the
+// not compile; False "Unsupported" naming each field whose feature charter
+// cannot run in the cluster, engine.UnsupportedFeatures), the rules autogen generated for Pod controllers, and the
 // rule counts, in Kyverno's shape (admission-reports.md §5), so
 // `kubectl get cpol`, Argo CD health checks and other tools that read them
 // keep working.
@@ -36,7 +37,12 @@ type Verdict struct {
 	Ready bool
 	// Generation is the policy generation the verdict is about.
 	Generation int64
-	// Message says why the policy is not ready: its faults.
+	// Reason is the Ready condition's reason when the policy is not ready:
+	// kyvernov1.PolicyReasonFailed (the default) or
+	// kyvernov1.PolicyReasonUnsupported.
+	Reason string
+	// Message says why the policy is not ready: its faults, or the
+	// features charter cannot run.
 	Message string
 }
 
@@ -49,6 +55,10 @@ type Verdict struct {
 //   - p is served at its generation: ready.
 //   - p has spec.admission: false: never served at admission, ready when it
 //     compiles, as Kyverno records such policies.
+//   - p compiles but uses a feature charter cannot run in the cluster: not
+//     ready, reason Unsupported, naming each field, whether or not its
+//     rules enforce (policy admission refuses the enforcing ones; those
+//     that got in another way, or only audit, must not look in force).
 func Decide(p kyvernov1.PolicyInterface, s *policycache.Snapshot) (Verdict, bool) {
 	key := engine.PolicyKey(p)
 	gen := p.GetGeneration()
@@ -56,11 +66,12 @@ func Decide(p kyvernov1.PolicyInterface, s *policycache.Snapshot) (Verdict, bool
 	if !admission || len(s.Errors.For(p.GetKind(), key)) > 0 {
 		// Compile this generation alone: the snapshot's faults may be of
 		// an older one, and admission: false policies are not in it.
-		if faults := compileFaults(p); len(faults) > 0 {
+		compiled, faults := compileAlone(p)
+		if len(faults) > 0 {
 			return Verdict{Generation: gen, Message: faultMessage(faults)}, true
 		}
 		if !admission {
-			return Verdict{Ready: true, Generation: gen, Message: MessageReady}, true
+			return compiledVerdict(compiled, gen), true
 		}
 		return Verdict{}, false
 	}
@@ -69,23 +80,33 @@ func Decide(p kyvernov1.PolicyInterface, s *policycache.Snapshot) (Verdict, bool
 			continue
 		}
 		if served, ok := set.Lookup(key); ok && served.Source().GetGeneration() == gen {
-			return Verdict{Ready: true, Generation: gen, Message: MessageReady}, true
+			return compiledVerdict(served, gen), true
 		}
 	}
 	return Verdict{}, false
 }
 
-// compileFaults compiles p on its own and returns its faults.
-func compileFaults(p kyvernov1.PolicyInterface) engine.CompileErrors {
-	_, err := engine.Compile([]kyvernov1.PolicyInterface{p})
+// compiledVerdict is the verdict on a policy that compiles: ready, unless
+// it uses features charter cannot run in the cluster.
+func compiledVerdict(p *engine.Policy, gen int64) Verdict {
+	if unsupported := p.Unsupported().In(engine.InCluster); len(unsupported) > 0 {
+		return Verdict{Generation: gen, Reason: kyvernov1.PolicyReasonUnsupported, Message: unsupported.Messages()}
+	}
+	return Verdict{Ready: true, Generation: gen, Message: MessageReady}
+}
+
+// compileAlone compiles p on its own and returns it compiled, or its
+// faults.
+func compileAlone(p kyvernov1.PolicyInterface) (*engine.Policy, engine.CompileErrors) {
+	set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
 	if err == nil {
-		return nil
+		return set.Policies()[0], nil
 	}
 	var faults engine.CompileErrors
 	if errors.As(err, &faults) {
-		return faults
+		return nil, faults
 	}
-	return engine.CompileErrors{{Kind: p.GetKind(), Name: engine.PolicyKey(p), Fault: err.Error()}}
+	return nil, engine.CompileErrors{{Kind: p.GetKind(), Name: engine.PolicyKey(p), Fault: err.Error()}}
 }
 
 // faultMessage lists the faults by field path, e.g.
@@ -119,6 +140,9 @@ func Desired(p kyvernov1.PolicyInterface, v Verdict) *kyvernov1.PolicyStatus {
 	}
 	if !v.Ready {
 		cond.Status, cond.Reason = metav1.ConditionFalse, kyvernov1.PolicyReasonFailed
+		if v.Reason != "" {
+			cond.Reason = v.Reason
+		}
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
 	st.Ready = nil

@@ -14,6 +14,9 @@ const (
 	PolicyReasonSucceeded = "Succeeded"
 	// PolicyReasonFailed: the policy could not be compiled or installed.
 	PolicyReasonFailed = "Failed"
+	// PolicyReasonUnsupported: the policy compiles, but uses a feature
+	// charter cannot run in the cluster; the message names each field.
+	PolicyReasonUnsupported = "Unsupported"
 )
 
 // PolicyStatus is what charter observed about a policy. Autogen rules and
