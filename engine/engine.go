@@ -82,6 +82,9 @@ type evalConfig struct {
 	// cliGeneration generates for skipped foreach rules (see
 	// WithCLIGeneration).
 	cliGeneration bool
+	// freshImages bypasses the image verification cache (see
+	// WithFreshImageVerification).
+	freshImages bool
 }
 
 // WithLoaders hands the evaluation what it needs to resolve context entries

@@ -11,9 +11,12 @@ import (
 // Loaders resolve context entries and namespace labels. Each is optional: a
 // context entry whose loader is nil gives an error result naming the entry.
 type Loaders struct {
-	ConfigMaps    ConfigMapLoader
-	APICalls      APICaller
-	Images        ImageDataLoader
+	ConfigMaps ConfigMapLoader
+	APICalls   APICaller
+	Images     ImageDataLoader
+	// ImageVerifier checks signatures and attestations for verifyImages
+	// rules; without one such a rule ends in error.
+	ImageVerifier ImageVerifier
 	GlobalContext GlobalContext
 	Namespaces    NamespaceLabelsLoader
 	// Objects supplies existing objects: mutate-existing targets and the

@@ -52,10 +52,20 @@ func (r *MutateResponse) Errors() []PolicyRuleResponse {
 // of a policy whose failurePolicy is Fail (the default) ended in error.
 // Under Ignore the rule's error is reported and the request goes on with
 // the other rules' patches (spec §6, without Kyverno's sticky Fail flag).
+//
+// A verifyImages rule that fails with an effective action of Enforce
+// blocks too.
 func (r *MutateResponse) Blocked() bool {
 	for _, e := range r.Errors() {
 		if e.Policy.Policy == nil || e.Policy.Policy.GetSpec().GetFailurePolicy() != kyvernov1.Ignore {
 			return true
+		}
+	}
+	for _, p := range r.Policies {
+		for _, rr := range p.Rules {
+			if rr.Type == TypeImageVerify && rr.Status == StatusFail && rr.Action == Enforce {
+				return true
+			}
 		}
 	}
 	return false
@@ -105,12 +115,16 @@ func (s *PolicySet) Mutate(ctx context.Context, req *Request, opts ...EvalOption
 	cfg := newEvalConfig(opts)
 	in := newRequestView(ctx, req, &cfg)
 	resp := &MutateResponse{Resource: in.resourceRef(), Object: req.Object}
-	for _, p := range s.candidates(in) {
+	candidates := s.candidates(in)
+	for _, p := range candidates {
 		pr, out := p.mutate(ctx, in, &cfg)
 		in = out
 		if len(pr.Rules) > 0 {
 			resp.Policies = append(resp.Policies, pr)
 		}
+	}
+	if req.Object != nil && req.Operation != kyvernov1.Delete {
+		in = s.verifyImagesPhase(ctx, in, &cfg, candidates, resp)
 	}
 	if req.Object != nil {
 		resp.Object = in.req.Object

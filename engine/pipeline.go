@@ -298,8 +298,11 @@ func (ev *evaluation) rule(ctx context.Context, r *rule) (RuleResponse, bool) {
 		return RuleResponse{}, false
 	}
 	rr := RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties}
-	if r.typ == TypeValidation {
+	switch r.typ {
+	case TypeValidation:
 		rr.Action = ev.action(r)
+	case TypeImageVerify:
+		rr.Action = ev.imageAction(r)
 	}
 	o, ok := ev.ruleOutcome(ctx, r, &rr)
 	if !ok {
@@ -307,6 +310,7 @@ func (ev *evaluation) rule(ctx context.Context, r *rule) (RuleResponse, bool) {
 	}
 	rr.Status, rr.Message = o.status, o.message
 	rr.PodSecurityChecks = o.checks
+	rr.Warnings = o.warnings
 	if len(o.exceptions) > 0 {
 		rr.Exceptions = exceptionSources(o.exceptions)
 	}
@@ -340,9 +344,6 @@ func (ev *evaluation) prelude(ctx context.Context, r *rule, rr *RuleResponse) (*
 			return doc, nil, final
 		}
 		return stop(*final)
-	}
-	if r.typ == TypeImageVerify {
-		return stop(errorf("verifyImages is not supported by charter yet; rule %s was not evaluated", r.name))
 	}
 	exceptions, err := ev.exceptions(doc, r)
 	if err != nil {
@@ -390,6 +391,14 @@ func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse
 	doc, exceptions, final := ev.prelude(ctx, r, rr)
 	if final != nil {
 		return *final, true
+	}
+	if r.typ == TypeImageVerify {
+		if ev.in.op == kyvernov1.Delete || ev.in.req.Object == nil || r.verify == nil {
+			return outcome{}, false
+		}
+		o, warnings, has := imageRuleOutcome(ev.verifyImages(ctx, doc, r, ev.in.req.Object, false), true)
+		o.warnings = warnings
+		return o, has
 	}
 	vd := &validator{ev: ev, rule: r, v: r.validate, exceptions: exceptions}
 	o, has := vd.run(ctx, doc, ev.object)

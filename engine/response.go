@@ -108,6 +108,9 @@ type RuleResponse struct {
 	// Generated are, for a generate rule that passed, the downstream
 	// objects it wants to exist.
 	Generated []GeneratedObject
+	// Warnings are messages for the admission response beyond the rule's
+	// result, e.g. a verifyImages image skipped by skipImageReferences.
+	Warnings []string
 }
 
 // PodSecurityCheck is one failed Pod Security Standards check.

@@ -42,6 +42,7 @@ type rule struct {
 	validate *validateRule
 	mutate   *mutateRule
 	generate *generateRule
+	verify   *verifyImagesRule
 }
 
 // conditionBlock is an any/all block of conditions, decoded once.
@@ -153,6 +154,15 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 		cr.generate = s.compileGenerate(r, path+".generate", f)
 	}
 	checkNamespacedRule(p, r, path, f)
+	if len(r.VerifyImages) > 0 || len(r.ImageExtractors) > 0 {
+		vf := f
+		if generated {
+			// Autogen rules carry their source rule's entries, which were
+			// checked already.
+			vf = &faults{}
+		}
+		cr.verify = s.compileVerifyImages(p, r, path, vf)
+	}
 	return cr
 }
 

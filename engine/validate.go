@@ -213,7 +213,9 @@ type outcome struct {
 	status  RuleStatus
 	message string
 	checks  []PodSecurityCheck
-	props   map[string]string
+	// warnings are returned with the admission response.
+	warnings []string
+	props    map[string]string
 	// exceptions are PolicyExceptions that took part in the outcome.
 	exceptions []*exception
 }

@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+)
+
+// ImageVerifier checks the signatures and attestations of container
+// images for verifyImages rules. The engine does no I/O: it decides which
+// images a rule covers, what each attestor must accept and how results
+// count (m of n, conditions on predicates, digests to pin), and asks the
+// verifier one question per image and attestor entry. imageverify/ is the
+// cosign-backed implementation, with the registry client and the cache.
+type ImageVerifier interface {
+	// VerifySignatures checks that the image carries a signature that the
+	// check's attestor accepts, and returns the digest it verified.
+	VerifySignatures(ctx context.Context, check ImageCheck) (ImageVerified, error)
+	// VerifyAttestations returns the in-toto statements signed for the
+	// image that the attestor accepts (every predicate type; the engine
+	// filters by check.PredicateType), and the digest they are about.
+	VerifyAttestations(ctx context.Context, check ImageCheck) (ImageVerified, error)
+	// ResolveDigest returns the digest the reference points to now.
+	ResolveDigest(ctx context.Context, image string, creds ImageCredentials) (string, error)
+}
+
+// ImageCheck is one question to an ImageVerifier: does this attestor
+// accept this image?
+type ImageCheck struct {
+	// Image is the normalised reference: registry/path:tag, or
+	// registry/path@digest when the resource names a digest.
+	Image string
+	// Attestor is one attestor entry after variable substitution: keys
+	// hold a single PEM key, and a nested attestor set is never passed.
+	Attestor kyvernov1.Attestor
+	// Repository holds the signatures instead of the image's own
+	// repository, when set.
+	Repository string
+	// CosignOCI11 looks for signatures among OCI 1.1 referrers first.
+	CosignOCI11 bool
+	// PredicateType is the attestation type asked for (attestations only).
+	PredicateType string
+	// Credentials say how to reach the registry.
+	Credentials ImageCredentials
+	// UseCache allows a cached result for the same digest and check.
+	UseCache bool
+	// Scope names the policy and rule asking ("<policy key>/<rule>"); a
+	// cached result answers only the same scope.
+	Scope string
+}
+
+// ImageCredentials are the registry credentials of one check: the Pod's
+// imagePullSecrets (in Namespace) and the entry's imageRegistryCredentials.
+type ImageCredentials struct {
+	Namespace   string
+	PullSecrets []string
+	Registry    *kyvernov1.ImageRegistryCredentials
+}
+
+// ImageVerified is what an ImageVerifier accepted.
+type ImageVerified struct {
+	// Digest is the image digest the signatures or statements are about.
+	Digest string
+	// Statements are the verified in-toto statements (attestations only):
+	// maps with _type, subject, predicateType and predicate.
+	Statements []map[string]any
+	// Cached reports a result served from the cache.
+	Cached bool
+}
+
+// ImageUnavailableError says the verification could not run: the registry
+// could not be reached or answered with an error that is no verdict on
+// the image (5xx, 429, timeout). The rule ends in error, not fail, so
+// failurePolicy decides, unless the rule requires verified images.
+type ImageUnavailableError struct {
+	Err error
+}
+
+func (e *ImageUnavailableError) Error() string { return e.Err.Error() }
+func (e *ImageUnavailableError) Unwrap() error { return e.Err }
+
+// IsImageUnavailable reports whether err says a verification could not
+// run.
+func IsImageUnavailable(err error) bool {
+	var u *ImageUnavailableError
+	return errors.As(err, &u) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}

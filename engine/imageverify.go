@@ -1,0 +1,732 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/jsoncontext"
+	"github.com/charter-dev/charter/engine/mutate"
+)
+
+// Annotations the mutating phase writes, as Kyverno does (§2.7). charter
+// writes them for compatibility but never reads them: the validating
+// phase verifies again (through the cache) instead of trusting what a
+// client could have written (§8.3).
+const (
+	AnnotationVerifyImages       = "kyverno.io/verify-images"
+	AnnotationVerifyImagesScoped = "kyverno.io/verify-images-scoped"
+)
+
+// WithFreshImageVerification makes verifyImages rules ask the registry
+// again instead of using cached results: background scans use it, so a
+// signature removed since admission shows on the next scan (§8.5).
+func WithFreshImageVerification() EvalOption {
+	return func(c *evalConfig) { c.freshImages = true }
+}
+
+// podImage is one container image of a resource, where it is and how it
+// reads.
+type podImage struct {
+	// pointer is the JSON pointer of the image field.
+	pointer string
+	info    jsoncontext.ImageInfo
+}
+
+// matchString is the image as results name it: registry/path:tag, or
+// registry/path@digest when there is a digest.
+func (p podImage) matchString() string { return p.info.Reference() }
+
+// matches reports whether any pattern matches the image. Kyverno matches
+// registry/path@digest only once there is a digest, so a tag pattern
+// stops matching an image pinned as tag@digest; charter also tries
+// registry/path:tag when the reference names a tag.
+func (p podImage) matches(patterns []string) bool {
+	if anyWildcard(patterns, p.info.Reference()) {
+		return true
+	}
+	return p.info.Digest != "" && p.info.Tag != "" && anyWildcard(patterns, p.info.ReferenceWithTag())
+}
+
+// podSpecPrefix is where the Pod spec of a kind lives (§2.3).
+func podSpecPrefix(kind string) (string, []string) {
+	switch kind {
+	case "Pod":
+		return "/spec", []string{"spec"}
+	case "CronJob":
+		return "/spec/jobTemplate/spec/template/spec", []string{"spec", "jobTemplate", "spec", "template", "spec"}
+	case "Deployment", "DaemonSet", "ReplicaSet", "ReplicationController", "StatefulSet", "Job":
+		return "/spec/template/spec", []string{"spec", "template", "spec"}
+	}
+	return "", nil
+}
+
+// podImages lists the images of the object's initContainers, containers
+// and ephemeralContainers, in that order, and its imagePullSecrets.
+func podImages(obj map[string]any) ([]podImage, []string) {
+	kind, _ := obj["kind"].(string)
+	prefix, path := podSpecPrefix(kind)
+	if path == nil {
+		return nil, nil
+	}
+	spec := obj
+	for _, k := range path {
+		spec, _ = spec[k].(map[string]any)
+		if spec == nil {
+			return nil, nil
+		}
+	}
+	var out []podImage
+	for _, group := range []string{"initContainers", "containers", "ephemeralContainers"} {
+		list, _ := spec[group].([]any)
+		for i, c := range list {
+			cm, _ := c.(map[string]any)
+			image, _ := cm["image"].(string)
+			if image == "" {
+				continue
+			}
+			info, ok := jsoncontext.ParseImage(image)
+			if !ok {
+				continue
+			}
+			out = append(out, podImage{pointer: prefix + "/" + group + "/" + strconv.Itoa(i) + "/image", info: info})
+		}
+	}
+	var secrets []string
+	list, _ := spec["imagePullSecrets"].([]any)
+	for _, s := range list {
+		if m, ok := s.(map[string]any); ok {
+			if n, _ := m["name"].(string); n != "" {
+				secrets = append(secrets, n)
+			}
+		}
+	}
+	return out, secrets
+}
+
+// imageOutcome is the result of one entry for one image.
+type imageOutcome struct {
+	image   string
+	status  RuleStatus
+	message string
+	// digest is the digest verified (or resolved for mutateDigest).
+	digest string
+	// warn is set for a skip that warns (skipImageReferences).
+	warn bool
+}
+
+// imageRun is what one verifyImages rule found on a resource.
+type imageRun struct {
+	outcomes []imageOutcome
+	// pins are the digest patches: pointer → registry/path:tag@digest.
+	pins map[string]string
+	// recorded is the annotation status per image (§2.5 step 5), keyed by
+	// the reference after pinning.
+	recorded map[string]string
+}
+
+// imageAction is the effective action of a verifyImages rule.
+func (ev *evaluation) imageAction(r *rule) Action {
+	if a := r.verify.action; a != nil && !ev.promoted() {
+		return *a
+	}
+	return ev.action(r)
+}
+
+// verifyImages runs the rule's entries over the object's images. In the
+// mutating phase (mutating true) it pins digests; in the validating phase
+// it also checks verifyDigest. Both phases verify, the second mostly from
+// the cache: the verdict never rests on an annotation.
+func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Document, r *rule, obj map[string]any, mutating bool) imageRun {
+	run := imageRun{pins: map[string]string{}, recorded: map[string]string{}}
+	images, pullSecrets := podImages(obj)
+	if len(images) == 0 {
+		return run
+	}
+	creds := ImageCredentials{Namespace: ev.in.res.Namespace, PullSecrets: pullSecrets}
+	for _, e := range r.verify.entries {
+		iv, err := ev.resolveEntry(doc, e)
+		if err != nil {
+			run.outcomes = append(run.outcomes, imageOutcome{status: StatusError, message: "failed to substitute variables: " + err.Error()})
+			continue
+		}
+		creds.Registry = iv.ImageRegistryCredentials
+		for _, img := range images {
+			ref := img.matchString()
+			if !img.matches(iv.ImageReferences) {
+				continue
+			}
+			if img.matches(iv.SkipImageReferences) {
+				o := imageOutcome{image: ref, status: StatusSkip, warn: true,
+					message: fmt.Sprintf("skipping image reference image %s, policy %s ruleName %s", ref, ev.policy.key, r.name)}
+				run.outcomes = append(run.outcomes, o)
+				run.recorded[ref] = "skip"
+				continue
+			}
+			if !mutating && iv.IsVerifyDigest() && img.info.Digest == "" {
+				run.outcomes = append(run.outcomes, imageOutcome{image: ref, status: StatusFail, message: "missing digest for " + ref})
+				continue
+			}
+			verifies := len(iv.Attestors) > 0 || len(iv.Attestations) > 0
+			var o imageOutcome
+			if verifies {
+				o = ev.verifyImage(ctx, doc, r, e, iv, img, creds)
+				if !mutating && o.status == StatusError && iv.IsRequired() {
+					// An image that could not be verified is never
+					// admitted when the rule requires verified images,
+					// whatever the failurePolicy (§2.10, N16).
+					o = imageOutcome{image: ref, status: StatusFail, message: "unverified image " + ref + ": " + o.message}
+				}
+			} else {
+				o = imageOutcome{image: ref, status: StatusPass, message: "image verified"}
+			}
+			if mutating && iv.IsMutateDigest() && img.info.Digest == "" && (o.status == StatusPass || !verifies) {
+				o = ev.pinDigest(ctx, img, o, creds, verifies)
+				if o.digest != "" && o.status != StatusError {
+					pinned := img.info
+					pinned.Digest = o.digest
+					run.pins[img.pointer] = pinned.ReferenceWithTag() + "@" + o.digest
+					if verifies {
+						ref = pinned.Reference()
+					}
+				}
+			}
+			if verifies {
+				switch o.status {
+				case StatusPass:
+					run.recorded[ref] = "pass"
+				case StatusSkip:
+					run.recorded[ref] = "skip"
+				default:
+					run.recorded[ref] = "fail"
+				}
+			}
+			run.outcomes = append(run.outcomes, o)
+		}
+	}
+	return run
+}
+
+// pinDigest finds the digest to pin: the one verified, or (for an entry
+// that only pins) the one the tag points to now. A verified image is
+// pinned to the digest that was verified, never to a fresh resolution of
+// its tag (GHSA-2r43-6962-xcw5).
+func (ev *evaluation) pinDigest(ctx context.Context, img podImage, o imageOutcome, creds ImageCredentials, verified bool) imageOutcome {
+	if verified {
+		if o.digest == "" {
+			return imageOutcome{image: o.image, status: StatusError, message: "failed to update digest: no digest was verified for " + o.image}
+		}
+		return o
+	}
+	v := ev.cfg.loaders.ImageVerifier
+	if v == nil {
+		return imageOutcome{image: o.image, status: StatusError, message: "failed to update digest: no image verifier is configured"}
+	}
+	d, err := v.ResolveDigest(ctx, img.info.ReferenceWithTag(), creds)
+	if err != nil {
+		return imageOutcome{image: o.image, status: StatusError, message: "failed to update digest: " + err.Error()}
+	}
+	return imageOutcome{image: o.image, status: StatusPass, message: "mutated image digest", digest: d}
+}
+
+// resolveEntry substitutes the entry's variables, when it has any.
+func (ev *evaluation) resolveEntry(doc *jsoncontext.Document, e *imageEntry) (*kyvernov1.ImageVerification, error) {
+	if e.raw == nil {
+		return &e.iv, nil
+	}
+	out, err := ev.substitute(doc, e.raw, fmt.Sprintf("/verifyImages/%d", e.index))
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	var iv kyvernov1.ImageVerification
+	if err := json.Unmarshal(data, &iv); err != nil {
+		return nil, err
+	}
+	return &iv, nil
+}
+
+// verifyImage checks one image against an entry's attestors, then its
+// attestations, then its validate.deny (§2.5 step 3, §3.3, §3.4).
+func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document, r *rule, e *imageEntry, iv *kyvernov1.ImageVerification, img podImage, creds ImageCredentials) imageOutcome {
+	ref := img.matchString()
+	v := ev.cfg.loaders.ImageVerifier
+	if v == nil {
+		return imageOutcome{image: ref, status: StatusError, message: "failed to verify image " + ref + ": no image verifier is configured"}
+	}
+	base := ImageCheck{Image: ref, Repository: iv.Repository, CosignOCI11: iv.CosignOCI11, Credentials: creds,
+		UseCache: iv.IsUseCache() && !ev.cfg.freshImages, Scope: ev.policy.key + "/" + r.name}
+	var digest string
+	for i := range iv.Attestors {
+		d, err := countSet(&iv.Attestors[i], fmt.Sprintf(".attestors[%d]", i), func(a *kyvernov1.Attestor, path string) (string, error) {
+			c := base
+			c.Attestor = *a
+			if a.Repository != "" {
+				c.Repository = a.Repository
+			}
+			res, err := v.VerifySignatures(ctx, c)
+			return res.Digest, err
+		})
+		if err != nil {
+			return failOrError(ref, "failed to verify image "+ref+": "+err.Error(), err)
+		}
+		if digest == "" {
+			digest = d
+		}
+	}
+	msg := "verified image signatures for " + ref
+	if len(iv.Attestations) > 0 {
+		idoc := doc.Child()
+		idoc.Set("image", img.info.Map())
+		for i := range iv.Attestations {
+			d, o := ev.verifyAttestation(ctx, idoc, e, iv, i, base, ref)
+			if o != nil {
+				return *o
+			}
+			if digest == "" {
+				digest = d
+			}
+		}
+		doc = idoc
+		msg = "verified image attestations for " + ref
+	}
+	if e.deny != nil {
+		denied, cmsg, err := ev.conditions(doc, e.deny, false)
+		if err != nil {
+			return imageOutcome{image: ref, status: StatusError, message: "failed to check deny conditions: " + err.Error()}
+		}
+		if denied {
+			text := strings.Join(nonEmpty(iv.Validation.Message, cmsg), "; ")
+			if text == "" {
+				text = "validation error: imageVerify  failed"
+			} else if s, err := ev.substituteMessage(doc, text); err == nil {
+				text = s
+			}
+			return imageOutcome{image: ref, status: StatusFail, message: "validation in verifyImages failed: " + text}
+		}
+		msg = "verifyImages validation is passed in " + r.name + " rule"
+	}
+	if digest == "" {
+		digest = img.info.Digest
+	}
+	return imageOutcome{image: ref, status: StatusPass, message: msg, digest: digest}
+}
+
+func nonEmpty(ss ...string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// failOrError is a fail, or an error when the verification could not run.
+func failOrError(ref, msg string, err error) imageOutcome {
+	if IsImageUnavailable(err) {
+		return imageOutcome{image: ref, status: StatusError, message: msg}
+	}
+	return imageOutcome{image: ref, status: StatusFail, message: msg}
+}
+
+// verifyAttestation checks attestations[i]: every attestor set must have
+// enough entries whose statements of the type exist and meet the
+// conditions. The first statement's predicate is put in the document
+// under the attestation's name.
+func (ev *evaluation) verifyAttestation(ctx context.Context, doc *jsoncontext.Document, e *imageEntry, iv *kyvernov1.ImageVerification, i int, base ImageCheck, ref string) (string, *imageOutcome) {
+	att := &iv.Attestations[i]
+	ptype := att.Type
+	if ptype == "" {
+		ptype = att.PredicateType
+	}
+	if ptype == "" {
+		return "", &imageOutcome{image: ref, status: StatusFail, message: fmt.Sprintf(".attestations[%d]: missing type", i)}
+	}
+	v := ev.cfg.loaders.ImageVerifier
+	var digest string
+	var named bool
+	for k := range att.Attestors {
+		set := &att.Attestors[k]
+		d, err := countSet(set, fmt.Sprintf(".attestations[%d].attestors[%d]", i, k), func(a *kyvernov1.Attestor, path string) (string, error) {
+			c := base
+			c.Attestor = *a
+			c.PredicateType = ptype
+			if a.Repository != "" {
+				c.Repository = a.Repository
+			}
+			res, err := v.VerifyAttestations(ctx, c)
+			if err != nil {
+				return "", err
+			}
+			if !named && att.Name != "" && len(res.Statements) > 0 {
+				doc.Set(att.Name, res.Statements[0]["predicate"])
+				named = true
+			}
+			var matching []map[string]any
+			for _, s := range res.Statements {
+				if t, _ := s["predicateType"].(string); t == ptype {
+					matching = append(matching, s)
+				}
+			}
+			if len(matching) == 0 {
+				return "", fmt.Errorf("attestions not found for predicate type %s", ptype)
+			}
+			for _, s := range matching {
+				if err := ev.attestationConditions(doc, e.conditions[i], s, ref, ptype); err != nil {
+					return "", err
+				}
+			}
+			return res.Digest, nil
+		})
+		if err != nil {
+			var cf *countError
+			if errors.As(err, &cf) {
+				msg := fmt.Sprintf("image attestations verification failed, verifiedCount: %d, requiredCount: %d, error: %s", cf.verified, cf.required, cf.Error())
+				o := failOrError(ref, msg, err)
+				return "", &o
+			}
+			o := failOrError(ref, err.Error(), err)
+			return "", &o
+		}
+		if digest == "" {
+			digest = d
+		}
+	}
+	return digest, nil
+}
+
+// attestationConditions evaluates the conditions with the statement's
+// predicate merged into the root of the document (§3.4).
+func (ev *evaluation) attestationConditions(doc *jsoncontext.Document, blocks []*conditionBlock, statement map[string]any, ref, ptype string) error {
+	if len(blocks) == 0 {
+		return nil
+	}
+	predicate, ok := statement["predicate"].(map[string]any)
+	if !ok {
+		return fmt.Errorf("failed to extract predicate from statement: predicate is %s, not an object", jsonKind(statement["predicate"]))
+	}
+	cdoc := doc.Child()
+	for k, v := range predicate {
+		cdoc.SetRoot(k, v)
+	}
+	for _, b := range blocks {
+		ok, msg, err := ev.conditions(cdoc, b, false)
+		if err != nil {
+			return fmt.Errorf("failed to check attestations: %w", err)
+		}
+		if !ok {
+			return fmt.Errorf("attestation checks failed for %s and predicate %s: %s", ref, ptype, msg)
+		}
+	}
+	return nil
+}
+
+// countError is an attestor set that did not reach its count.
+type countError struct {
+	verified, required int
+	errs               []string
+	unavailable        error
+}
+
+func (e *countError) Error() string { return strings.Join(e.errs, "; ") }
+
+func (e *countError) Unwrap() error { return e.unavailable }
+
+// countSet checks the entries of a set in order until count of them (all
+// when count is unset) accept the image. A publicKeys block holding
+// several PEM keys counts as one entry per key (§3.3); a nested attestor
+// set counts as one entry that passes when its own count is met. check
+// returns the digest an entry verified. Errors carry the entry's path,
+// e.g. ".attestors[0].entries[1].keyless: subject mismatch: …".
+func countSet(set *kyvernov1.AttestorSet, path string, check func(a *kyvernov1.Attestor, path string) (string, error)) (string, error) {
+	entries := expandKeys(set.Entries)
+	required := len(entries)
+	if set.Count != nil && *set.Count > 0 {
+		required = *set.Count
+	}
+	ce := &countError{required: required}
+	var digest string
+	for i := range entries {
+		a := &entries[i]
+		ep := fmt.Sprintf("%s.entries[%d]", path, i)
+		var d string
+		var err error
+		switch {
+		case a.Attestor != nil:
+			var nested *kyvernov1.AttestorSet
+			if nested, err = nestedAttestorSet(a); err == nil {
+				d, err = countSet(nested, ep+".attestor", check)
+			}
+			if err != nil {
+				err = fmt.Errorf("%w", err)
+				ce.errs = append(ce.errs, err.Error())
+			}
+		default:
+			d, err = check(a, ep+attestorKind(a))
+			if err != nil {
+				ce.errs = append(ce.errs, ep+attestorKind(a)+": "+err.Error())
+			}
+		}
+		if err != nil {
+			if IsImageUnavailable(err) && ce.unavailable == nil {
+				ce.unavailable = err
+			}
+			continue
+		}
+		ce.verified++
+		if digest == "" {
+			digest = d
+		}
+		if ce.verified >= required {
+			return digest, nil
+		}
+	}
+	return "", ce
+}
+
+func attestorKind(a *kyvernov1.Attestor) string {
+	switch {
+	case a.Keys != nil:
+		return ".keys"
+	case a.Certificates != nil:
+		return ".certificates"
+	case a.Keyless != nil:
+		return ".keyless"
+	}
+	return ".attestor"
+}
+
+// expandKeys splits a publicKeys block holding several PEM keys into one
+// entry per key.
+func expandKeys(entries []kyvernov1.Attestor) []kyvernov1.Attestor {
+	var out []kyvernov1.Attestor
+	for _, a := range entries {
+		if a.Keys == nil || strings.Count(a.Keys.PublicKeys, "-----END PUBLIC KEY-----") < 2 {
+			out = append(out, a)
+			continue
+		}
+		for _, part := range strings.SplitAfter(a.Keys.PublicKeys, "-----END PUBLIC KEY-----") {
+			if strings.TrimSpace(part) == "" {
+				continue
+			}
+			keys := *a.Keys
+			keys.PublicKeys = strings.TrimSpace(part)
+			one := a
+			one.Keys = &keys
+			out = append(out, one)
+		}
+	}
+	return out
+}
+
+// imageRuleOutcome folds the outcomes of a rule's images into one rule
+// result: error before fail before pass before skip, each with the
+// messages of its images.
+func imageRuleOutcome(run imageRun, validating bool) (outcome, []string, bool) {
+	if len(run.outcomes) == 0 {
+		return outcome{}, nil, false
+	}
+	byStatus := map[RuleStatus][]string{}
+	var warnings []string
+	for _, o := range run.outcomes {
+		byStatus[o.status] = appendUnique(byStatus[o.status], o.message)
+		if o.warn {
+			warnings = append(warnings, o.message)
+		}
+	}
+	for _, s := range []RuleStatus{StatusError, StatusFail} {
+		if msgs := byStatus[s]; len(msgs) > 0 {
+			return outcome{status: s, message: strings.Join(msgs, "; ")}, warnings, true
+		}
+	}
+	if msgs := byStatus[StatusPass]; len(msgs) > 0 {
+		if validating {
+			msg := "image verified"
+			if skipped := skippedImages(run); skipped != "" {
+				msg += ", skipped images: " + skipped
+			}
+			return outcome{status: StatusPass, message: msg}, warnings, true
+		}
+		return outcome{status: StatusPass, message: strings.Join(msgs, "; ")}, warnings, true
+	}
+	if validating {
+		return outcome{status: StatusSkip, message: "image skipped, skipped images: " + skippedImages(run)}, warnings, true
+	}
+	return outcome{status: StatusSkip, message: strings.Join(byStatus[StatusSkip], "; ")}, warnings, true
+}
+
+func skippedImages(run imageRun) string {
+	var out []string
+	for _, o := range run.outcomes {
+		if o.status == StatusSkip {
+			out = appendUnique(out, o.image)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func appendUnique(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// imagePatches applies the digest pins to obj.
+func imagePatches(obj map[string]any, pins map[string]string) (map[string]any, error) {
+	if len(pins) == 0 {
+		return obj, nil
+	}
+	pointers := make([]string, 0, len(pins))
+	for p := range pins {
+		pointers = append(pointers, p)
+	}
+	sort.Strings(pointers)
+	ops := make([]map[string]any, 0, len(pins))
+	for _, p := range pointers {
+		ops = append(ops, map[string]any{"op": "replace", "path": p, "value": pins[p]})
+	}
+	return applyOps(obj, ops)
+}
+
+func applyOps(obj map[string]any, ops []map[string]any) (map[string]any, error) {
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	decoded, err := mutate.DecodeJSON6902(string(data))
+	if err != nil {
+		return nil, err
+	}
+	return mutate.ApplyJSON6902(obj, decoded)
+}
+
+// imageAnnotations records the statuses of the mutating phase on obj
+// (§2.7): kyverno.io/verify-images maps image → pass|fail|skip across all
+// policies, kyverno.io/verify-images-scoped by policy and rule. Whatever
+// a client wrote there is replaced.
+func imageAnnotations(obj map[string]any, scoped map[string]map[string]map[string]string) (map[string]any, error) {
+	if len(scoped) == 0 {
+		return obj, nil
+	}
+	flat := map[string]string{}
+	for _, rules := range scoped {
+		for _, images := range rules {
+			for img, status := range images {
+				if prev, ok := flat[img]; !ok || prev == "pass" || (prev == "skip" && status == "fail") {
+					flat[img] = status
+				}
+			}
+		}
+	}
+	flatJSON, err := json.Marshal(flat)
+	if err != nil {
+		return nil, err
+	}
+	scopedJSON, err := json.Marshal(map[string]any{"version": 1, "policies": scoped})
+	if err != nil {
+		return nil, err
+	}
+	var ops []map[string]any
+	meta, _ := obj["metadata"].(map[string]any)
+	if _, ok := meta["annotations"].(map[string]any); !ok {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]any{}})
+	}
+	ops = append(ops,
+		map[string]any{"op": "add", "path": "/metadata/annotations/kyverno.io~1verify-images", "value": string(flatJSON)},
+		map[string]any{"op": "add", "path": "/metadata/annotations/kyverno.io~1verify-images-scoped", "value": string(scopedJSON)})
+	return applyOps(obj, ops)
+}
+
+// scopedPolicyKey is the policy's key in the scoped annotation: "/name"
+// for a cluster policy, "ns/name" for a namespaced one.
+func scopedPolicyKey(p *Policy) string {
+	if ns := p.source.GetNamespace(); ns != "" {
+		return ns + "/" + p.source.GetName()
+	}
+	return "/" + p.source.GetName()
+}
+
+// verifyImagesPhase runs the verifyImages rules of every candidate policy
+// after all mutate rules, as Kyverno's mutating webhook does (§2.2): their
+// responses join each policy's response, verified images are pinned to
+// the digest verified, and the statuses are recorded in the annotations.
+func (s *PolicySet) verifyImagesPhase(ctx context.Context, in *requestView, cfg *evalConfig, candidates []*Policy, resp *MutateResponse) *requestView {
+	scoped := map[string]map[string]map[string]string{}
+	obj := in.req.Object
+	for _, p := range candidates {
+		var ev *evaluation
+		var rules []RuleResponse
+		for _, r := range p.rules {
+			if r.typ != TypeImageVerify || r.verify == nil || !r.selects(&in.res) {
+				continue
+			}
+			if ev == nil || ev.in != in {
+				ev = &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.object}
+			}
+			rr := RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties, Action: ev.imageAction(r)}
+			doc, _, final := ev.prelude(ctx, r, &rr)
+			if final != nil {
+				rr.Status, rr.Message = final.status, final.message
+				rules = append(rules, rr)
+				continue
+			}
+			run := ev.verifyImages(ctx, doc, r, obj, true)
+			o, warnings, has := imageRuleOutcome(run, false)
+			if !has {
+				continue
+			}
+			rr.Status, rr.Message, rr.Warnings = o.status, o.message, warnings
+			if rr.Status == StatusFail && p.unscored {
+				rr.Status = StatusWarn
+			}
+			patched, err := imagePatches(obj, run.pins)
+			if err != nil {
+				rr.Status, rr.Message = StatusError, "failed to update digest: "+err.Error()
+			} else if len(run.pins) > 0 {
+				obj = patched
+				in = in.withObject(obj)
+			}
+			if len(run.recorded) > 0 {
+				key := scopedPolicyKey(p)
+				if scoped[key] == nil {
+					scoped[key] = map[string]map[string]string{}
+				}
+				scoped[key][r.name] = run.recorded
+			}
+			rules = append(rules, rr)
+			if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != StatusSkip {
+				break
+			}
+		}
+		if len(rules) == 0 {
+			continue
+		}
+		merged := false
+		for i := range resp.Policies {
+			if resp.Policies[i].Key == p.key {
+				resp.Policies[i].Rules = append(resp.Policies[i].Rules, rules...)
+				resp.Policies[i].Patched = obj
+				merged = true
+			}
+		}
+		if !merged {
+			resp.Policies = append(resp.Policies, PolicyResponse{Policy: p.source, Key: p.key, Rules: rules, Patched: obj})
+		}
+	}
+	if annotated, err := imageAnnotations(obj, scoped); err == nil && len(scoped) > 0 {
+		in = in.withObject(annotated)
+	}
+	return in
+}

@@ -1,0 +1,301 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/variables"
+)
+
+// verifyImagesRule is a compiled verifyImages rule (verify-images.md §1).
+type verifyImagesRule struct {
+	entries []*imageEntry
+	// action is the rule's own failure action: Enforce when any entry
+	// says so, else the first entry that sets one; nil when none does.
+	action *Action
+}
+
+// imageEntry is one verifyImages entry with Kyverno's deprecated fields
+// folded in (§1.3) and the CRD defaults applied.
+type imageEntry struct {
+	index int
+	iv    kyvernov1.ImageVerification
+	// raw is the entry as JSON without attestation conditions and
+	// validate.deny (they are evaluated later, §1.5); set only when it
+	// holds variables, substituted on every evaluation.
+	raw map[string]any
+	// conditions[i] are attestations[i].conditions, one block each.
+	conditions [][]*conditionBlock
+	deny       *conditionBlock
+}
+
+// compileVerifyImages checks a verifyImages rule as Kyverno's policy
+// admission does (§1.4, with its exact details) and as charter must: what
+// charter cannot verify (Notary, SigstoreBundle, KMS and Secret keys,
+// custom image extractors, attestations without attestors) is refused
+// here, never left to look enforced.
+func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path string, f *faults) *verifyImagesRule {
+	out := &verifyImagesRule{}
+	if len(r.ImageExtractors) > 0 {
+		f.add(path+".imageExtractors", "custom imageExtractors are not supported by charter; images are read from containers, initContainers and ephemeralContainers")
+	}
+	effective := normalizeAction(p.spec.ValidationFailureAction)
+	for i := range r.VerifyImages {
+		ep := fmt.Sprintf("%s.verifyImages[%d]", path, i)
+		e := &imageEntry{index: i, iv: convertDeprecated(r.VerifyImages[i])}
+		iv := &e.iv
+		if iv.FailureAction != nil && iv.FailureAction.IsValid() {
+			a := normalizeAction(*iv.FailureAction)
+			effective = a
+			if out.action == nil || a == Enforce {
+				out.action = &a
+			}
+		}
+		if effective == Audit && iv.IsMutateDigest() {
+			f.add(ep+".mutateDigest", "mutateDigest must be set to false for \u2018Audit\u2019 failure action")
+		}
+		if len(iv.ImageReferences) == 0 {
+			f.add(ep+".imageReferences", "An image reference is required")
+		}
+		for _, ref := range iv.ImageReferences {
+			if variables.HasVariables(ref) {
+				f.add(ep+".imageReferences", fmt.Sprintf("rule %q should not have variables in image reference section", r.Name))
+				break
+			}
+		}
+		switch iv.GetType() {
+		case kyvernov1.Cosign:
+		case kyvernov1.Notary:
+			for j := range iv.Attestors {
+				for k, a := range iv.Attestors[j].Entries {
+					ap := fmt.Sprintf("%s.attestors[%d].entries[%d]", ep, j, k)
+					if a.Keyless != nil {
+						f.add(ap+".keyless", "Keyless field is not allowed for type notary")
+					}
+					if a.Keys != nil {
+						f.add(ap+".keys", "Keys field is not allowed for type notary")
+					}
+				}
+			}
+			f.add(ep+".type", "type Notary is not supported by charter; use type Cosign")
+		default:
+			f.add(ep+".type", fmt.Sprintf("type %s is not supported by charter; use type Cosign", iv.GetType()))
+		}
+		if c := iv.ImageRegistryCredentials; c != nil {
+			for _, p := range c.Providers {
+				switch strings.ToLower(string(p)) {
+				case "default", "github":
+				default:
+					f.add(ep+".imageRegistryCredentials.providers", fmt.Sprintf("registry credential provider %q is not built into charter (default and github are); use secrets", p))
+				}
+			}
+		}
+		for j := range iv.Attestors {
+			checkAttestorSet(&iv.Attestors[j], fmt.Sprintf("%s.attestors[%d]", ep, j), f)
+		}
+		e.conditions = make([][]*conditionBlock, len(iv.Attestations))
+		for j := range iv.Attestations {
+			a := &iv.Attestations[j]
+			ap := fmt.Sprintf("%s.attestations[%d]", ep, j)
+			if len(a.Attestors) == 0 {
+				// Kyverno then accepts any signer of the public-good
+				// Fulcio, without SCT (§8.8, kyverno#17125).
+				f.add(ap+".attestors", "an attestation needs attestors: charter does not accept statements from any signer")
+			}
+			for k := range a.Attestors {
+				checkAttestorSet(&a.Attestors[k], fmt.Sprintf("%s.attestors[%d]", ap, k), f)
+			}
+			for k := range a.Conditions {
+				e.conditions[j] = append(e.conditions[j], compileConditions(&a.Conditions[k], fmt.Sprintf("%s.conditions[%d]", ap, k), f))
+			}
+		}
+		if d := iv.Validation.Deny; d != nil {
+			block, err := kyvernov1.ParseConditions(d.RawAnyAllConditions)
+			if err != nil {
+				f.add(ep+".validate.deny.conditions", err.Error())
+			} else {
+				e.deny = compileConditions(block, ep+".validate.deny.conditions", f)
+			}
+		}
+		raw, err := entryJSON(iv)
+		if err != nil {
+			f.add(ep, "cannot encode entry: "+err.Error())
+		} else if variables.HasVariables(raw) {
+			e.raw = raw
+		}
+		out.entries = append(out.entries, e)
+	}
+	return out
+}
+
+// convertDeprecated folds the v1 fields image, key, roots, subject,
+// issuer, additionalExtensions and annotations into imageReferences and
+// attestors, as Kyverno does before every use (§1.3).
+func convertDeprecated(iv kyvernov1.ImageVerification) kyvernov1.ImageVerification {
+	if iv.Image != "" {
+		iv.ImageReferences = append(append([]string(nil), iv.ImageReferences...), iv.Image)
+	}
+	if iv.Key == "" && iv.Issuer == "" && len(iv.Annotations) == 0 {
+		return iv
+	}
+	entry := kyvernov1.Attestor{Annotations: iv.Annotations}
+	if iv.Key != "" {
+		entry.Keys = &kyvernov1.StaticKeyAttestor{PublicKeys: iv.Key}
+	} else {
+		entry.Keyless = &kyvernov1.KeylessAttestor{Issuer: iv.Issuer, Subject: iv.Subject, Roots: iv.Roots, AdditionalExtensions: iv.AdditionalExtensions}
+	}
+	set := kyvernov1.AttestorSet{Entries: []kyvernov1.Attestor{entry}}
+	if len(iv.Attestations) > 0 {
+		atts := make([]kyvernov1.Attestation, len(iv.Attestations))
+		copy(atts, iv.Attestations)
+		for i := range atts {
+			atts[i].Attestors = append(append([]kyvernov1.AttestorSet(nil), atts[i].Attestors...), set)
+		}
+		iv.Attestations = atts
+	} else {
+		iv.Attestors = append(append([]kyvernov1.AttestorSet(nil), iv.Attestors...), set)
+	}
+	return iv
+}
+
+// checkAttestorSet applies §1.4's checks to a set and its entries,
+// nested sets included.
+func checkAttestorSet(set *kyvernov1.AttestorSet, path string, f *faults) {
+	if len(set.Entries) == 0 {
+		f.add(path+".entries", "An entry is required")
+	}
+	if set.Count != nil && *set.Count > len(set.Entries) {
+		f.add(path+".count", "Count cannot exceed length of entries")
+	}
+	for i := range set.Entries {
+		a := &set.Entries[i]
+		ap := fmt.Sprintf("%s.entries[%d]", path, i)
+		blocks := 0
+		for _, set := range []bool{a.Keys != nil, a.Certificates != nil, a.Keyless != nil, a.Attestor != nil} {
+			if set {
+				blocks++
+			}
+		}
+		if blocks != 1 {
+			f.add(ap, "keys, certificates, keyless, or a nested attestor is required")
+			continue
+		}
+		switch {
+		case a.Keys != nil:
+			k := a.Keys
+			switch {
+			case k.PublicKeys == "" && k.KMS == "" && k.Secret == nil:
+				f.add(ap+".keys", "A public key, kms key or secret is required")
+			case k.PublicKeys != "":
+				if !validSignatureAlgorithm(k.SignatureAlgorithm) {
+					f.add(ap+".keys.signatureAlgorithm", "Invalid signature algorithm provided")
+				}
+				if strings.HasPrefix(strings.TrimSpace(k.PublicKeys), "k8s://") {
+					f.add(ap+".keys.publicKeys", "keys from Secrets (k8s://) are not supported by charter; put the PEM key in publicKeys")
+				}
+			case k.KMS != "":
+				f.add(ap+".keys.kms", "KMS keys are not supported by charter; put the PEM public key in publicKeys")
+			default:
+				f.add(ap+".keys.secret", "keys from Secrets are not supported by charter; put the PEM key in publicKeys")
+			}
+			checkTransparency(k.Rekor, k.CTLog, ap+".keys", f)
+		case a.Certificates != nil:
+			if a.Certificates.Certificate == "" && a.Certificates.CertificateChain == "" {
+				f.add(ap+".certificates", "cert or certChain required")
+			}
+			checkTransparency(a.Certificates.Rekor, a.Certificates.CTLog, ap+".certificates", f)
+		case a.Keyless != nil:
+			k := a.Keyless
+			if k.Rekor == nil && k.Roots == "" {
+				f.add(ap+".keyless", "Either Rekor URL or roots are required")
+			}
+			if k.Rekor != nil && k.Rekor.URL == "" {
+				f.add(ap+".keyless.rekor.url", "An URL is required")
+			}
+			if k.Roots == "" && k.Rekor != nil {
+				f.add(ap+".keyless.roots", "keyless attestors need roots in charter: it does not fetch the public-good Fulcio roots")
+			}
+			for key := range k.AdditionalExtensions {
+				if _, ok := CertExtensionOID(key); !ok {
+					f.add(ap+".keyless.additionalExtensions", "invalid certificate extension "+key)
+				}
+			}
+			checkTransparency(k.Rekor, k.CTLog, ap+".keyless", f)
+		case a.Attestor != nil:
+			nested, err := nestedAttestorSet(a)
+			if err != nil {
+				f.add(ap+".attestor", err.Error())
+				continue
+			}
+			checkAttestorSet(nested, ap+".attestor", f)
+		}
+	}
+}
+
+func checkTransparency(_ *kyvernov1.Rekor, ct *kyvernov1.CTLog, path string, f *faults) {
+	if ct != nil && ct.TSACertChain != "" {
+		f.add(path+".ctlog.tsaCertChain", "signed timestamps (tsaCertChain) are not supported by charter")
+	}
+}
+
+// nestedAttestorSet decodes an attestor's nested set.
+func nestedAttestorSet(a *kyvernov1.Attestor) (*kyvernov1.AttestorSet, error) {
+	var set kyvernov1.AttestorSet
+	if err := json.Unmarshal(a.Attestor.Raw, &set); err != nil {
+		return nil, fmt.Errorf("failed to unmarshal attestor set %s: %w", string(a.Attestor.Raw), err)
+	}
+	return &set, nil
+}
+
+func validSignatureAlgorithm(a string) bool {
+	switch a {
+	case "", "sha224", "sha256", "sha384", "sha512":
+		return true
+	}
+	return false
+}
+
+// certExtensionOIDs name Fulcio's certificate extensions by the keys
+// additionalExtensions accepts (§3.3).
+var certExtensionOIDs = map[string]string{
+	"oidcIssuer":               "1.3.6.1.4.1.57264.1.1",
+	"githubWorkflowTrigger":    "1.3.6.1.4.1.57264.1.2",
+	"githubWorkflowSha":        "1.3.6.1.4.1.57264.1.3",
+	"githubWorkflowName":       "1.3.6.1.4.1.57264.1.4",
+	"githubWorkflowRepository": "1.3.6.1.4.1.57264.1.5",
+	"githubWorkflowRef":        "1.3.6.1.4.1.57264.1.6",
+}
+
+// CertExtensionOID returns the OID an additionalExtensions key names: one
+// of the names below or the OID itself.
+func CertExtensionOID(key string) (string, bool) {
+	if oid, ok := certExtensionOIDs[key]; ok {
+		return oid, true
+	}
+	for _, oid := range certExtensionOIDs {
+		if oid == key {
+			return oid, true
+		}
+	}
+	return "", false
+}
+
+// entryJSON is the entry as plain JSON without the parts evaluated after
+// verification: attestation conditions and validate.deny.
+func entryJSON(iv *kyvernov1.ImageVerification) (map[string]any, error) {
+	c := *iv
+	c.Attestations = make([]kyvernov1.Attestation, len(iv.Attestations))
+	copy(c.Attestations, iv.Attestations)
+	for i := range c.Attestations {
+		c.Attestations[i].Conditions = nil
+	}
+	c.Validation.Deny = nil
+	data, err := json.Marshal(&c)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	return out, json.Unmarshal(data, &out)
+}

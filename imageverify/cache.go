@@ -1,0 +1,102 @@
+package imageverify
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/charter-dev/charter/engine"
+)
+
+// Cache holds verified results, keyed by the image digest and a hash of
+// the whole check (scope policy/rule, attestor, repository, predicate
+// type): a policy edit, another rule or a tag moved to another digest
+// never hits an old entry. Only successes are stored. Entries expire
+// after the TTL and the least recently used go first beyond the size
+// bound. Safe for concurrent use.
+type Cache struct {
+	mu      sync.Mutex
+	ttl     time.Duration
+	max     int
+	now     func() time.Time
+	order   *list.List // front: most recently used
+	entries map[string]*list.Element
+}
+
+type cacheEntry struct {
+	key     string
+	res     engine.ImageVerified
+	expires time.Time
+}
+
+// NewCache returns a cache of at most size results, each kept for ttl.
+// now, when nil, is time.Now.
+func NewCache(size int, ttl time.Duration, now func() time.Time) *Cache {
+	if now == nil {
+		now = time.Now
+	}
+	return &Cache{ttl: ttl, max: size, now: now, order: list.New(), entries: map[string]*list.Element{}}
+}
+
+// Get returns the result stored under key, if it has not expired.
+func (c *Cache) Get(key string) (engine.ImageVerified, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[key]
+	if !ok {
+		return engine.ImageVerified{}, false
+	}
+	e := el.Value.(*cacheEntry)
+	if !c.now().Before(e.expires) {
+		c.order.Remove(el)
+		delete(c.entries, key)
+		return engine.ImageVerified{}, false
+	}
+	c.order.MoveToFront(el)
+	return e.res, true
+}
+
+// Put stores a result.
+func (c *Cache) Put(key string, res engine.ImageVerified) {
+	if c.max <= 0 || c.ttl <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		e := el.Value.(*cacheEntry)
+		e.res, e.expires = res, c.now().Add(c.ttl)
+		c.order.MoveToFront(el)
+		return
+	}
+	c.entries[key] = c.order.PushFront(&cacheEntry{key: key, res: res, expires: c.now().Add(c.ttl)})
+	for c.order.Len() > c.max {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.entries, last.Value.(*cacheEntry).key)
+	}
+}
+
+// Len returns the number of entries held.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}
+
+// cacheKey is "<registry/repo@digest>;<kind>;<sha256 of the check>". The
+// credentials are left out: they decide how the registry is reached,
+// not what is accepted.
+func cacheKey(digestRef string, kind checkKind, check engine.ImageCheck) (string, error) {
+	c := check
+	c.Image, c.Credentials, c.UseCache = "", engine.ImageCredentials{}, false
+	data, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return digestRef + ";" + string(kind) + ";" + hex.EncodeToString(sum[:]), nil
+}

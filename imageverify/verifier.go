@@ -1,0 +1,225 @@
+// Package imageverify is the cosign-backed implementation of the engine's
+// ImageVerifier: it reaches registries through go-containerregistry with
+// the credentials a check names (pull secrets, the node's credential
+// helpers, the entry's imageRegistryCredentials), verifies signatures and
+// in-toto attestations with cosign's library, applies Kyverno's identity
+// and annotation rules on what cosign verified, and keeps a cache of
+// results keyed by image digest and the exact check, never by tag.
+//
+// Only what verification needs is linked in: no cloud KMS providers and no
+// cloud credential helpers. Keys come from PEM text; trust roots for
+// keyless signatures come from the policy's roots.
+package imageverify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/sigstore/cosign/v2/pkg/cosign"
+	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/charter-dev/charter/engine"
+)
+
+// Verifier verifies images with cosign. It is safe for concurrent use.
+type Verifier struct {
+	o      Options
+	cache  *Cache
+	flight singleflight.Group
+}
+
+var _ engine.ImageVerifier = (*Verifier)(nil)
+
+// Options configure a Verifier.
+type Options struct {
+	// Secrets reads the pull secrets checks name; nil reads none (a check
+	// naming secrets then fails to run).
+	Secrets SecretReader
+	// Transport carries registry requests; nil uses remote.DefaultTransport.
+	Transport http.RoundTripper
+	// Timeout bounds one verification (all its registry requests); it
+	// must sit below the webhook timeout so charter, not the API server,
+	// decides what a slow registry means. Zero means 5 s.
+	Timeout time.Duration
+	// Cache holds verified results; nil caches nothing.
+	Cache *Cache
+	// Insecure allows plain-HTTP registries for every check.
+	Insecure bool
+	Log      logr.Logger
+}
+
+// New returns a Verifier.
+func New(o Options) *Verifier {
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.Transport == nil {
+		o.Transport = remote.DefaultTransport
+	}
+	return &Verifier{o: o, cache: o.Cache}
+}
+
+// ResolveDigest returns the digest the reference points to now.
+func (v *Verifier) ResolveDigest(ctx context.Context, image string, creds engine.ImageCredentials) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, v.o.Timeout)
+	defer cancel()
+	ref, opts, err := v.reference(ctx, image, creds)
+	if err != nil {
+		return "", err
+	}
+	d, err := ociremote.ResolveDigest(ref, opts...)
+	if err != nil {
+		return "", classify(fmt.Errorf("failed to resolve digest for image %s: %w", image, err))
+	}
+	return d.DigestStr(), nil
+}
+
+// VerifySignatures checks the image's signatures against the attestor.
+func (v *Verifier) VerifySignatures(ctx context.Context, check engine.ImageCheck) (engine.ImageVerified, error) {
+	return v.verify(ctx, check, kindSignatures)
+}
+
+// VerifyAttestations returns the statements the attestor signed for the
+// image.
+func (v *Verifier) VerifyAttestations(ctx context.Context, check engine.ImageCheck) (engine.ImageVerified, error) {
+	return v.verify(ctx, check, kindAttestations)
+}
+
+type checkKind string
+
+const (
+	kindSignatures   checkKind = "signatures"
+	kindAttestations checkKind = "attestations"
+)
+
+// verify resolves the image to its digest first: the cache is keyed by
+// that digest and the check, so a tag moved to an unverified image never
+// finds the old image's result (§8.1 of the spec).
+func (v *Verifier) verify(ctx context.Context, check engine.ImageCheck, kind checkKind) (engine.ImageVerified, error) {
+	ctx, cancel := context.WithTimeout(ctx, v.o.Timeout)
+	defer cancel()
+	ref, opts, err := v.reference(ctx, check.Image, check.Credentials)
+	if err != nil {
+		return engine.ImageVerified{}, err
+	}
+	digest, err := ociremote.ResolveDigest(ref, opts...)
+	if err != nil {
+		var terr *transport.Error
+		if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+			return engine.ImageVerified{}, fmt.Errorf("image tag not found: %w", err)
+		}
+		return engine.ImageVerified{}, classify(err)
+	}
+	key, err := cacheKey(digest.String(), kind, check)
+	if err != nil {
+		return engine.ImageVerified{}, err
+	}
+	if check.UseCache && v.cache != nil {
+		if res, ok := v.cache.Get(key); ok {
+			res.Cached = true
+			return res, nil
+		}
+	}
+	// Concurrent admissions of the same image and check share one
+	// verification.
+	out, err, _ := v.flight.Do(key, func() (any, error) {
+		res, err := v.verifyDigest(ctx, digest, check, kind, opts)
+		if err != nil {
+			return engine.ImageVerified{}, classify(err)
+		}
+		if v.cache != nil {
+			v.cache.Put(key, res)
+		}
+		return res, nil
+	})
+	return out.(engine.ImageVerified), err
+}
+
+func (v *Verifier) verifyDigest(ctx context.Context, digest name.Digest, check engine.ImageCheck, kind checkKind, opts []ociremote.Option) (engine.ImageVerified, error) {
+	co, id, err := v.checkOpts(ctx, check, kind)
+	if err != nil {
+		return engine.ImageVerified{}, err
+	}
+	co.RegistryClientOpts = opts
+	if check.Repository != "" {
+		repo, err := name.NewRepository(check.Repository, v.nameOptions(check.Credentials)...)
+		if err != nil {
+			return engine.ImageVerified{}, fmt.Errorf("invalid repository %q: %w", check.Repository, err)
+		}
+		co.RegistryClientOpts = append(co.RegistryClientOpts, ociremote.WithTargetRepository(repo))
+	}
+	res := engine.ImageVerified{Digest: digest.DigestStr()}
+	switch kind {
+	case kindSignatures:
+		co.ClaimVerifier = cosign.SimpleClaimVerifier
+		sigs, _, err := cosign.VerifyImageSignatures(ctx, digest, co)
+		if err != nil {
+			return res, err
+		}
+		if err := id.accept(sigs); err != nil {
+			return res, err
+		}
+		if err := matchAnnotations(sigs, check.Attestor.Annotations); err != nil {
+			return res, err
+		}
+	case kindAttestations:
+		co.ClaimVerifier = cosign.IntotoSubjectClaimVerifier
+		atts, _, err := cosign.VerifyImageAttestations(ctx, digest, co)
+		if err != nil {
+			if isNotFound(err) {
+				return res, errors.New("not found")
+			}
+			return res, err
+		}
+		for _, att := range atts {
+			if err := id.accept1(att); err != nil {
+				continue
+			}
+			st, err := decodeStatement(att)
+			if err != nil {
+				return res, err
+			}
+			res.Statements = append(res.Statements, st)
+		}
+		if len(res.Statements) == 0 && len(atts) > 0 {
+			return res, id.accept(atts)
+		}
+	}
+	return res, nil
+}
+
+// classify marks errors that say the verification could not run (the
+// registry unreachable, overloaded or failing, or the time budget spent)
+// as engine.ImageUnavailableError; everything else is a verdict on the
+// image. Kyverno treats only *net.OpError so (§8.10).
+func classify(err error) error {
+	if err == nil || engine.IsImageUnavailable(err) {
+		return err
+	}
+	var op *net.OpError
+	var dns *net.DNSError
+	var terr *transport.Error
+	var netErr net.Error
+	switch {
+	case errors.As(err, &op), errors.As(err, &dns):
+	case errors.As(err, &netErr) && netErr.Timeout():
+	case errors.As(err, &terr) && (terr.StatusCode == http.StatusTooManyRequests || terr.StatusCode >= 500):
+	default:
+		return err
+	}
+	return &engine.ImageUnavailableError{Err: err}
+}
+
+func isNotFound(err error) bool {
+	var terr *transport.Error
+	return errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound
+}
