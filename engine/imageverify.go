@@ -299,7 +299,7 @@ func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document
 		msg = "verified image attestations for " + ref
 	}
 	if e.deny != nil {
-		denied, cmsg, err := ev.conditions(doc, e.deny, false)
+		denied, cmsg, err := ev.conditions(doc, e.deny)
 		if err != nil {
 			return imageOutcome{image: ref, status: StatusError, message: "failed to check deny conditions: " + err.Error()}
 		}
@@ -419,7 +419,7 @@ func (ev *evaluation) attestationConditions(doc *jsoncontext.Document, blocks []
 		cdoc.SetRoot(k, v)
 	}
 	for _, b := range blocks {
-		ok, msg, err := ev.conditions(cdoc, b, false)
+		ok, msg, err := ev.conditions(cdoc, b)
 		if err != nil {
 			return fmt.Errorf("failed to check attestations: %w", err)
 		}
