@@ -2,6 +2,8 @@ package clitest
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -87,7 +89,12 @@ type evaluation struct {
 	// charter does not evaluate (Unsupported); Rules is empty then.
 	Invalid     string
 	Unsupported bool
-	Rules       []ruleOutcome
+	// unsupportedRules maps the name of each rule that uses a feature
+	// charter does not run in the CLI to the findings (engine's
+	// unsupported-feature table); their rows fail instead of passing as
+	// "Excluded" or on what the rule happened to say.
+	unsupportedRules map[string]string
+	Rules            []ruleOutcome
 	// Patched is the object after the policy's mutate rules (or the patched
 	// target of a mutate-existing evaluation); MutationFailed is set when
 	// one of them errored. expected holds the suite's patchedResources and
@@ -163,6 +170,17 @@ func judgeEvaluation(exp *TestResult, e *evaluation) []Row {
 		}
 		base.Verdict, base.Reason, base.Message = Failed, reason+": "+e.Invalid, e.Invalid
 		base.Actual = "skip"
+		return []Row{base}
+	}
+	var unsupported []string
+	for _, name := range slices.Sorted(maps.Keys(e.unsupportedRules)) {
+		if ruleMatches(exp, name) {
+			unsupported = append(unsupported, e.unsupportedRules[name])
+		}
+	}
+	if len(unsupported) > 0 {
+		msg := strings.Join(unsupported, "; ")
+		base.Verdict, base.Reason, base.Message = Failed, ReasonUnsupported+": "+msg, msg
 		return []Row{base}
 	}
 	var rows []Row

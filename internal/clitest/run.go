@@ -270,6 +270,9 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []eval
 						e.Rules[i] = ruleOutcome{Name: rr.Name, Status: string(rr.Status), Message: rr.Message}
 					}
 				}
+				if compiled, ok := c.set.Lookup(pkey); ok {
+					e.unsupportedRules = cliUnsupported(compiled)
+				}
 				out.annotate(&e, pkey, in.expected)
 				evals = append(evals, e)
 			}
@@ -281,6 +284,35 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []eval
 		}
 	}
 	return evals
+}
+
+// cliUnsupported maps each rule of the policy that uses a feature charter
+// does not run in the CLI to the findings' messages; a finding outside
+// spec.rules concerns every rule.
+func cliUnsupported(p *engine.Policy) map[string]string {
+	findings := p.Unsupported().In(engine.InCLI)
+	if len(findings) == 0 {
+		return nil
+	}
+	rules := p.Source().GetSpec().Rules
+	out := map[string]string{}
+	add := func(name, msg string) {
+		if prev := out[name]; prev != "" {
+			msg = prev + "; " + msg
+		}
+		out[name] = msg
+	}
+	for _, f := range findings {
+		var i int
+		if _, err := fmt.Sscanf(f.Field, "spec.rules[%d]", &i); err == nil && i >= 0 && i < len(rules) {
+			add(rules[i].Name, f.Message())
+			continue
+		}
+		for _, r := range rules {
+			add(r.Name, f.Message())
+		}
+	}
+	return out
 }
 
 // operationFromValues returns UPDATE or DELETE when the values set

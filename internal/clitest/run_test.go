@@ -221,8 +221,9 @@ func TestRunCELParams(t *testing.T) {
 	checkRows(t, rows, want)
 }
 
-// TestRunCannotPassVacuously: a suite whose policy is invalid or of a kind
-// charter does not evaluate fails each expected result with the reason,
+// TestRunCannotPassVacuously: a suite whose policy is invalid, of a kind
+// charter does not evaluate, or whose rule uses a feature charter does not
+// run in the CLI fails each such expected result with the reason,
 // and a suite none of whose results met a rule response fails as having
 // checked nothing. Each makes the run fail on its own.
 func TestRunCannotPassVacuously(t *testing.T) {
@@ -236,6 +237,11 @@ func TestRunCannotPassVacuously(t *testing.T) {
 		{"unsupported", []short{{"", "v1/Pod/default/web", Failed,
 			"Unsupported: policies.kyverno.io/v1 ValidatingPolicy is not supported by charter yet"}}, false},
 		{"unmatched", []short{{"r", "v1/Pod/default/web", Passed, "Excluded"}}, true},
+		{"unsupported-feature", []short{
+			{"signed", "v1/Pod/default/web", Failed,
+				"Unsupported: spec.rules[0].validate.manifests: validate.manifests is not supported by charter anywhere yet"},
+			{"labelled", "v1/Pod/default/web", Passed, "Ok"},
+		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
