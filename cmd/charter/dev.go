@@ -263,8 +263,10 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		retryPeriod:     2 * time.Second,
 		requestTimeout:  10 * time.Second,
 		maxRequestBytes: 7 << 20,
-		receiverAddr:    opts.receiverAddr,
-		gitsyncWorkers:  2,
+		// Audit results at admission reach the reports at once.
+		admissionReports: true,
+		receiverAddr:     opts.receiverAddr,
+		gitsyncWorkers:   2,
 		// A dev cluster is small: rescan often so reports follow
 		// namespace label and ConfigMap changes quickly.
 		reports: reportsDevOptions(),

@@ -72,9 +72,12 @@ type serveOptions struct {
 	requestTimeout  time.Duration
 	maxRequestBytes int64
 	auditQueueSize  int
-	gcPercent       int
-	gcPercentSet    bool // --gc-percent given: it beats $GOGC
-	events          admission.EventOptions
+	// admissionReports writes admission's Audit results into the
+	// reports (--admission-reports).
+	admissionReports bool
+	gcPercent        int
+	gcPercentSet     bool // --gc-percent given: it beats $GOGC
+	events           admission.EventOptions
 
 	// certPropagationDelay and certTrimGrace time certificate rotation
 	// (--cert-propagation-delay, --cert-trim-grace); zero means the
@@ -107,9 +110,10 @@ configurations. Out of cluster, --webhook-url makes the webhooks call the
 server by URL (e.g. https://127.0.0.1:9443); in cluster they name the
 Service.
 
-reports: background scans and one PolicyReport per resource (leader). With
-admission in the same process, Audit results at admission reach the
-reports at once instead of at the next scan.
+reports: background scans and one PolicyReport per resource (leader).
+Admission writes the Audit results of the requests it admits into the same
+reports itself (--admission-reports), so the two may run in separate
+Deployments, each with its own ServiceAccount.
 
 gitsync: PolicyRepository sync from Git (leader) and, with
 --receiver-addr, the push receiver at /hooks/<namespace>/<name> (every
@@ -141,6 +145,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.DurationVar(&o.requestTimeout, "request-timeout", 10*time.Second, "bound on evaluating one admission request")
 	f.Int64Var(&o.maxRequestBytes, "max-request-bytes", 7<<20, "largest AdmissionReview body accepted")
 	f.IntVar(&o.gcPercent, "gc-percent", serveGCPercent, "garbage collector target (GOGC): a larger value collects less often for more memory; when this flag is not given, $GOGC applies, else this default with admission and Go's 100 without. The soft memory limit is $GOMEMLIMIT, else 85% of the container's memory limit")
+	f.BoolVar(&o.admissionReports, "admission-reports", true, "admission writes the Audit results of the requests it admits into their PolicyReports, with or without the reports controller in the process (as Kyverno's --admissionReports)")
 	f.IntVar(&o.auditQueueSize, "audit-queue-size", reports.DefaultAdmissionQueueSize, "admission results waiting for the reports controller; more are dropped (the next scan restores them)")
 	f.StringSliceVar(&o.events.Omit, "omit-events", events.DefaultOmit, "event reasons never emitted (PolicyViolation,PolicyApplied,PolicySkipped,PolicyError); empty emits all")
 	f.IntVar(&o.events.MaxQueued, "max-queued-events", events.DefaultMaxQueued, "admissions whose events wait to be written; more are dropped and counted")
@@ -307,10 +312,13 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		}
 	}
 
-	// The reports controller's queue is created first so admission can
-	// hand it its Audit results.
+	// The admission results' queue is created first so admission can hand
+	// it its Audit results. Its writer runs on every admission replica,
+	// with or without the reports controller in the process.
 	var audit server.AuditSink
-	if slices.Contains(o.controllers, controllerReports) {
+	runsReports := slices.Contains(o.controllers, controllerReports)
+	writesAdmission := slices.Contains(o.controllers, controllerAdmission) && o.admissionReports
+	if runsReports || writesAdmission {
 		rec, err := processMetrics()
 		if err != nil {
 			return nil, nil, fmt.Errorf("metrics: %w", err)
@@ -319,12 +327,16 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		ro.Logger = log.WithName("reports")
 		ro.Metrics = rec
 		ro.State = state
-		if slices.Contains(o.controllers, controllerAdmission) {
+		if writesAdmission {
 			q := reports.NewAdmissionQueue(o.auditQueueSize)
 			ro.Admission = q
 			audit = reportsAuditSink{queue: q}
 		}
-		if err := reports.Setup(mgr, ro); err != nil {
+		setup := reports.Setup
+		if !runsReports {
+			setup = reports.SetupAdmissionWriter
+		}
+		if err := setup(mgr, ro); err != nil {
 			return nil, nil, fmt.Errorf("reports: %w", err)
 		}
 	}

@@ -18,9 +18,11 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,11 +35,10 @@ import (
 )
 
 // Names of the RBAC specs. charter's namespace is the one
-// testdata/rbac/kustomization.yaml moves config/rbac's ServiceAccount to.
+// testdata/rbac/kustomization.yaml moves config/rbac's ServiceAccounts to.
 const (
 	rbacCharterNamespace = "charter-rbac"
 	rbacNamespace        = "e2e-rbac"
-	rbacServiceAccount   = "charter"
 	rbacRepository       = "e2e-rbac-policies"
 
 	// Policies in testdata/rbac.
@@ -49,19 +50,25 @@ const (
 // rbacFieldOwner is the field manager the spec applies config/rbac as.
 const rbacFieldOwner = "e2e-rbac"
 
-// The RBAC specs run `charter serve --controllers=admission,reports,gitsync`
-// as the ServiceAccount config/rbac ships, bound to the ClusterRole
-// `make manifests` generates from the +kubebuilder:rbac markers, and
-// nothing else: the API server's RBAC authorizer decides every request
+// rbacControllers are the controllers the RBAC specs run, each in its own
+// `charter serve` process as its own ServiceAccount (charter-<name>), as
+// config/manager deploys them.
+var rbacControllers = []string{"admission", "reports", "gitsync"}
+
+// The RBAC specs run `charter serve --controllers=<name>` for each of
+// rbacControllers as the ServiceAccount config/rbac ships for it, bound to
+// the roles `make manifests` generates from that controller's
+// +kubebuilder:rbac markers and the aggregated roles config/rbac ships,
+// and nothing else: the API server's RBAC authorizer decides every request
 // charter makes. Each controller's main path must work, and charter must
 // log no forbidden request along the way.
 var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 	var (
-		cl         client.Client
-		kubeconfig string // impersonates charter's ServiceAccount
-		output     *lockedBuffer
-		stop       func(context.Context)
-		prepo      *gitopsv1alpha1.PolicyRepository
+		cl          client.Client
+		kubeconfigs = map[string]string{} // controller → impersonates its ServiceAccount
+		output      *lockedBuffer
+		stops       []func(context.Context)
+		prepo       *gitopsv1alpha1.PolicyRepository
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -81,35 +88,51 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 			}
 		}, NodeTimeout(30*time.Second))
 
-		kubeconfig = impersonatingKubeconfig(serviceAccountUser(rbacCharterNamespace, rbacServiceAccount),
-			"system:serviceaccounts", "system:serviceaccounts:"+rbacCharterNamespace, "system:authenticated")
-
-		By("starting charter as system:serviceaccount:" + rbacCharterNamespace + ":" + rbacServiceAccount)
 		output = &lockedBuffer{}
-		// Leader election on, as in cluster, so that its Lease is written
-		// under the same RBAC too (a later flag wins over startCharterAs's).
-		stop = startCharterAs(ctx, rbacCharterNamespace, "admission,reports,gitsync", kubeconfig,
-			io.MultiWriter(GinkgoWriter, output),
-			"--leader-elect=true",
-			"--gitsync-cache-dir="+GinkgoT().TempDir())
+		for _, c := range rbacControllers {
+			sa := "charter-" + c
+			kubeconfigs[c] = impersonatingKubeconfig(serviceAccountUser(rbacCharterNamespace, sa),
+				"system:serviceaccounts", "system:serviceaccounts:"+rbacCharterNamespace, "system:authenticated")
+			By("starting charter --controllers=" + c + " as system:serviceaccount:" + rbacCharterNamespace + ":" + sa)
+			// Leader election on, as in cluster, so that its Lease is
+			// written under the same RBAC too (a later flag wins over
+			// startCharterAs's).
+			stops = append(stops, startCharterAs(ctx, rbacCharterNamespace, c, kubeconfigs[c],
+				io.MultiWriter(GinkgoWriter, output),
+				"--leader-elect=true",
+				"--leader-election-id=charter-"+c,
+				"--gitsync-cache-dir="+GinkgoT().TempDir()))
+		}
 		waitPolicyWebhook(ctx)
 	}, NodeTimeout(2*time.Minute))
 
-	It("runs as charter's ServiceAccount, which may do only what its ClusterRole grants", func(ctx SpecContext) {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		Expect(err).NotTo(HaveOccurred())
-		kube := kubernetes.NewForConfigOrDie(cfg)
+	It("runs each controller as its own ServiceAccount, which may do only what its roles grant", func(ctx SpecContext) {
+		for _, c := range rbacControllers {
+			kube := clientsetFor(kubeconfigs[c])
+			review, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(review.Status.UserInfo.Username).To(Equal(serviceAccountUser(rbacCharterNamespace, "charter-"+c)))
+			Expect(review.Status.UserInfo.Groups).NotTo(ContainElement("system:masters"))
 
-		review, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(review.Status.UserInfo.Username).To(Equal(serviceAccountUser(rbacCharterNamespace, rbacServiceAccount)))
-		Expect(review.Status.UserInfo.Groups).NotTo(ContainElement("system:masters"))
-
-		// No marker grants ConfigMap writes: the authorizer must say no.
-		_, err = kube.CoreV1().ConfigMaps(rbacNamespace).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: "not-charters-to-write"},
-		}, metav1.CreateOptions{})
-		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "creating a ConfigMap as charter: %v", err)
+			// No marker grants ConfigMap writes: the authorizer must say no.
+			_, err = kube.CoreV1().ConfigMaps(rbacNamespace).Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: "not-charters-to-write"},
+			}, metav1.CreateOptions{})
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "creating a ConfigMap as charter-%s: %v", c, err)
+		}
+		// Only the reports controller and admission read Pods, through
+		// their aggregated roles; gitsync may not, nor read any Secret
+		// but through get.
+		kube := clientsetFor(kubeconfigs["gitsync"])
+		_, err := kube.CoreV1().Pods(rbacNamespace).List(ctx, metav1.ListOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "listing Pods as charter-gitsync: %v", err)
+		_, err = kube.CoreV1().Secrets(rbacNamespace).List(ctx, metav1.ListOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "listing Secrets as charter-gitsync: %v", err)
+		kube = clientsetFor(kubeconfigs["reports"])
+		_, err = kube.CoreV1().Pods(rbacNamespace).List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred(), "listing Pods as charter-reports")
+		_, err = kube.CoreV1().Secrets(rbacNamespace).List(ctx, metav1.ListOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "listing Secrets as charter-reports: %v", err)
 	}, SpecTimeout(30*time.Second))
 
 	It("serves ClusterPolicies and writes their Ready status", func(ctx SpecContext) {
@@ -189,7 +212,9 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 
 	It("logs no forbidden request", func(ctx SpecContext) {
 		// Stopped first, so that shutdown (the Lease's release) counts too.
-		stop(ctx)
+		for _, stop := range stops {
+			stop(ctx)
+		}
 		var forbidden []string
 		for _, line := range strings.Split(output.String(), "\n") {
 			if forbiddenInLog.MatchString(line) {
@@ -236,9 +261,46 @@ func applyShippedRBAC(ctx context.Context) []*unstructured.Unstructured {
 		applied = append(applied, u)
 		kinds[u.GetKind()] = true
 	}
+	aggregateClusterRoles(ctx)
 	// What config/rbac must hold for the spec to mean anything.
-	Expect(kinds).To(Equal(map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true, "ServiceAccount": true}))
+	Expect(kinds).To(Equal(map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true, "ServiceAccount": true}))
 	return applied
+}
+
+// aggregateClusterRoles fills in the rules of aggregated ClusterRoles from
+// the ClusterRoles their selectors match, as kube-controller-manager's
+// clusterrole-aggregation controller does: the local control plane runs
+// no controller manager. On kind it writes what that controller writes.
+func aggregateClusterRoles(ctx context.Context) {
+	GinkgoHelper()
+	var roles rbacv1.ClusterRoleList
+	Expect(suite.client.List(ctx, &roles)).To(Succeed())
+	for i := range roles.Items {
+		agg := &roles.Items[i]
+		if agg.AggregationRule == nil {
+			continue
+		}
+		var rules []rbacv1.PolicyRule
+		for _, sel := range agg.AggregationRule.ClusterRoleSelectors {
+			s, err := metav1.LabelSelectorAsSelector(&sel)
+			Expect(err).NotTo(HaveOccurred())
+			for _, member := range roles.Items {
+				if member.Name != agg.Name && member.AggregationRule == nil && s.Matches(labels.Set(member.Labels)) {
+					rules = append(rules, member.Rules...)
+				}
+			}
+		}
+		agg.Rules = rules
+		Expect(suite.client.Update(ctx, agg)).To(Succeed(), "aggregating ClusterRole %s", agg.Name)
+	}
+}
+
+// clientsetFor is a clientset of the kubeconfig file.
+func clientsetFor(kubeconfig string) *kubernetes.Clientset {
+	GinkgoHelper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	return kubernetes.NewForConfigOrDie(cfg)
 }
 
 // serviceAccountUser is the user name the API server gives a

@@ -34,14 +34,6 @@ const (
 	EventFailed      = "Failed"
 )
 
-// +kubebuilder:rbac:groups=gitops.charter.dev,resources=policyrepositories,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=gitops.charter.dev,resources=policyrepositories/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions;cleanuppolicies;clustercleanuppolicies,verbs=get;list;watch;create;update;patch;delete
-
 // PolicyRepositoryReconciler syncs PolicyRepositories.
 //
 // Applying a revision needs write access to what the repositories hold:

@@ -42,6 +42,22 @@ func Setup(mgr manager.Manager, opts Options) error {
 	return err
 }
 
+// SetupAdmissionWriter adds only the AdmissionWriter to the manager: a
+// process that serves admission without the reports controller (charter's
+// admission Deployment, whose ServiceAccount scans nothing) still writes
+// the Audit results of the requests it admits into their reports, those of
+// background: false policies included, which no scan produces.
+func SetupAdmissionWriter(mgr manager.Manager, opts Options) error {
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = mgr.GetLogger().WithName("reports")
+	}
+	w, err := NewAdmissionWriter(mgr.GetConfig(), opts)
+	if err != nil {
+		return err
+	}
+	return mgr.Add(w)
+}
+
 func setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = mgr.GetLogger().WithName("reports")

@@ -1,23 +1,49 @@
 package admission
 
-// What the admission component needs from the API server: the policies it
-// serves, Namespaces for namespaceSelector, the webhook configurations and
-// certificate Secrets it owns, Leases for leader election, Events, and the
-// RoleBindings and ClusterRoleBindings that give a requester its roles,
-// and ConfigMaps that policies' configMap context entries read. What an
-// apiCall context entry reads is up to the policy: grant charter's
-// ServiceAccount that access with a ClusterRole of your own.
-// Leader election announces each new leader with a core/v1 Event (the Lease
-// lock records through client-go's core recorder), hence the core Events
-// besides the events.k8s.io ones charter's own events use.
+// The admission component's permissions: `make manifests` generates them
+// into config/rbac/admission/role.yaml (ClusterRole and, for the markers
+// with namespace=charter, a Role in charter's namespace) for the
+// charter-admission ServiceAccount. One marker per reason; the comment
+// above each says why. What an apiCall context entry reads, and the
+// resources whose Audit results go into their reports, come through the
+// aggregated ClusterRole charter-admission-view: label a ClusterRole
+// rbac.charter.dev/aggregate-to-admission: "true" to widen it
+// (config/rbac/admission/view.yaml, config/rbac/read/workloads.yaml).
+// config/rbac_test.go holds the reviewed list these may not exceed.
 //
+// get;list;watch: the policy cache serves the installed policies and
+// exceptions from informers.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions,verbs=get;list;watch
+// get;update;patch: the leader writes each policy's Ready condition and
+// autogen rules into status.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies/status;policies/status,verbs=get;update;patch
+// get;list;watch: namespaceSelectors and the charter.dev/enforcement label
+// are judged from a Namespace informer.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// get: configMap context entries read the ConfigMap they name, in any
+// namespace, on every evaluation.
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
+// get;create;update: every replica merges the Audit results of the
+// requests it admitted into the resource's report (reports'
+// AdmissionWriter): read, then a conditional create or PUT.
+// +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports;clusterpolicyreports,verbs=get;create;update
+// get;list;watch: a rule's roles/clusterRoles match the requester's
+// bindings, read from informers.
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings;clusterrolebindings,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// get;list;watch;create;update;patch: the serving certificate and its CA
+// live in Secrets of charter's namespace only, issued and rotated by the
+// leader.
+// +kubebuilder:rbac:groups="",namespace=charter,resources=secrets,verbs=get;list;watch;create;update;patch
+// get;list;watch;create;update;patch;delete: the leader writes the webhook
+// configurations from the installed policies, and `serve
+// --cleanup-webhooks` deletes them.
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+// get;list;watch;create;update;patch: leader election, with a Lease in
+// charter's namespace.
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=charter,resources=leases,verbs=get;list;watch;create;update;patch
+// create;patch: admission decisions are told as events.k8s.io Events on
+// the policy and the resource, in the resource's namespace.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// create;patch: leader election announces a new leader with a core/v1
+// Event on its Lease, in charter's namespace.
+// +kubebuilder:rbac:groups="",namespace=charter,resources=events,verbs=create;patch

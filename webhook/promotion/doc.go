@@ -16,7 +16,3 @@
 // resource not scanned yet has no report and so does not block; the
 // denial lists what is known to fail, not what might.
 package promotion
-
-// The gate lists the PolicyReports of the namespace being promoted.
-//
-// +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports,verbs=get;list

@@ -1,0 +1,343 @@
+// Package config holds charter's install manifests (kustomize); its test
+// renders them and reviews the RBAC they grant.
+package config
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// cluster is the scope of a permission a ClusterRoleBinding grants.
+const cluster = "*"
+
+// grant is a reviewed permission: verbs on resources of group, cluster-wide
+// (scope cluster) or in one namespace, and why the controller needs it.
+type grant struct {
+	scope, group, resources, verbs, why string
+}
+
+// reviewed lists every permission each controller's ServiceAccount may
+// hold, as `kustomize build config/default` renders it (aggregated roles
+// resolved against the ClusterRoles it ships). A change to a role that
+// grants more fails TestEachControllerHoldsOnlyReviewedPermissions until
+// it is reviewed here; one that grants less fails until it is removed, so
+// the list stays what is granted.
+var reviewed = map[string][]grant{
+	"charter-admission": {
+		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "policy cache informers"},
+		{cluster, "kyverno.io", "clusterpolicies/status,policies/status", "get,update,patch", "policy Ready status"},
+		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector, enforcement label"},
+		{cluster, "", "configmaps", "get", "configMap context entries"},
+		{cluster, "rbac.authorization.k8s.io", "rolebindings,clusterrolebindings", "get,list,watch", "roles/clusterRoles in match"},
+		{cluster, "admissionregistration.k8s.io", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "get,list,watch,create,update,patch,delete", "writes and cleans up its webhook configurations"},
+		{cluster, "events.k8s.io", "events", "create,patch", "admission decision events"},
+		{cluster, "wgpolicyk8s.io", "policyreports", "get,list", "promotion gate reads reports"},
+		{cluster, "wgpolicyk8s.io", "policyreports,clusterpolicyreports", "get,create,update", "admission results into reports"},
+		{"charter", "", "secrets", "get,list,watch,create,update,patch", "serving certificate and CA"},
+		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
+		{"charter", "", "events", "create,patch", "leader election event"},
+		readWorkloads,
+	},
+	"charter-reports": {
+		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "background policies"},
+		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector"},
+		{cluster, "", "configmaps", "get", "configMap context entries"},
+		{cluster, "wgpolicyk8s.io", "policyreports,clusterpolicyreports", "get,list,create,update,delete", "one report per resource"},
+		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
+		{"charter", "", "events", "create,patch", "leader election event"},
+		readWorkloads,
+	},
+	"charter-gitsync": {
+		{cluster, "gitops.charter.dev", "policyrepositories", "get,list,watch,patch", "the watched object; receiver annotation"},
+		{cluster, "gitops.charter.dev", "policyrepositories/status", "get,update,patch", "sync status"},
+		{cluster, "", "secrets", "get", "a repository's credentials and keys"},
+		{cluster, "", "namespaces", "get,list,watch,create,update,patch,delete", "platform repositories declare Namespaces"},
+		{cluster, "apiextensions.k8s.io", "customresourcedefinitions", "get,list,watch,create,update,patch", "platform repositories may ship CRDs; never pruned"},
+		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions,cleanuppolicies,clustercleanuppolicies", "get,list,watch,create,update,patch,delete", "what platform repositories apply and prune"},
+		{cluster, "events.k8s.io", "events", "create,patch", "sync events"},
+		{cluster, "", "serviceaccounts", "impersonate", "tenant repositories apply as their ServiceAccount"},
+		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
+		{"charter", "", "events", "create,patch", "leader election event"},
+	},
+	"charter-background": {
+		{cluster, "kyverno.io", "clusterpolicies,policies", "get,list,watch", "generate and mutate-existing rules"},
+		{cluster, "kyverno.io", "updaterequests", "get,list,watch,create,update,patch,delete", "its work queue"},
+		{cluster, "kyverno.io", "updaterequests/status", "get,update,patch", "UpdateRequest state"},
+		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector, Namespace triggers"},
+		{cluster, "events.k8s.io", "events", "create,patch", "outcome events"},
+		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
+		{"charter", "", "events", "create,patch", "leader election event"},
+	},
+	"charter-cleanup": {
+		{cluster, "kyverno.io", "cleanuppolicies,clustercleanuppolicies", "get,list,watch", "the cleanup policies"},
+		{cluster, "kyverno.io", "cleanuppolicies/status,clustercleanuppolicies/status", "get,update,patch", "last and next run"},
+		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector"},
+		{cluster, "events.k8s.io", "events", "create,patch", "deletion events"},
+		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
+		{"charter", "", "events", "create,patch", "leader election event"},
+	},
+}
+
+// readWorkloads stands for config/rbac/read/workloads.yaml, which admission
+// and reports both aggregate: expanded by expandGrants.
+var readWorkloads = grant{why: "read-workloads"}
+
+var workloadReads = []grant{
+	{cluster, "", "pods,services,configmaps,serviceaccounts,persistentvolumeclaims,replicationcontrollers,limitranges,resourcequotas", "get,list,watch", "scanned kinds"},
+	{cluster, "apps", "deployments,daemonsets,statefulsets,replicasets", "get,list,watch", "scanned kinds"},
+	{cluster, "batch", "jobs,cronjobs", "get,list,watch", "scanned kinds"},
+	{cluster, "autoscaling", "horizontalpodautoscalers", "get,list,watch", "scanned kinds"},
+	{cluster, "policy", "poddisruptionbudgets", "get,list,watch", "scanned kinds"},
+	{cluster, "networking.k8s.io", "ingresses,networkpolicies", "get,list,watch", "scanned kinds"},
+}
+
+// rendered is what `kustomize build config/default` declares.
+type rendered struct {
+	serviceAccounts     []string // namespace/name
+	clusterRoles        map[string]*rbacv1.ClusterRole
+	roles               map[string]*rbacv1.Role // namespace/name
+	clusterRoleBindings []*rbacv1.ClusterRoleBinding
+	roleBindings        []*rbacv1.RoleBinding
+	deployments         []*appsv1.Deployment
+}
+
+func render(t *testing.T) *rendered {
+	t.Helper()
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), "default")
+	if err != nil {
+		t.Fatalf("kustomize build config/default: %v", err)
+	}
+	out := &rendered{clusterRoles: map[string]*rbacv1.ClusterRole{}, roles: map[string]*rbacv1.Role{}}
+	for _, res := range resources.Resources() {
+		m, err := res.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		into := func(obj any) {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, obj); err != nil {
+				t.Fatalf("%s %s: %v", res.GetKind(), res.GetName(), err)
+			}
+		}
+		switch res.GetKind() {
+		case "ServiceAccount":
+			out.serviceAccounts = append(out.serviceAccounts, res.GetNamespace()+"/"+res.GetName())
+		case "ClusterRole":
+			var r rbacv1.ClusterRole
+			into(&r)
+			out.clusterRoles[r.Name] = &r
+		case "Role":
+			var r rbacv1.Role
+			into(&r)
+			out.roles[r.Namespace+"/"+r.Name] = &r
+		case "ClusterRoleBinding":
+			var b rbacv1.ClusterRoleBinding
+			into(&b)
+			out.clusterRoleBindings = append(out.clusterRoleBindings, &b)
+		case "RoleBinding":
+			var b rbacv1.RoleBinding
+			into(&b)
+			out.roleBindings = append(out.roleBindings, &b)
+		case "Deployment":
+			var d appsv1.Deployment
+			into(&d)
+			out.deployments = append(out.deployments, &d)
+		}
+	}
+	return out
+}
+
+// clusterRoleRules returns a ClusterRole's rules, those of the ClusterRoles
+// its aggregationRule selects when it has one, as the API server's
+// aggregation controller would fill them in.
+func (r *rendered) clusterRoleRules(t *testing.T, name string) []rbacv1.PolicyRule {
+	t.Helper()
+	role, ok := r.clusterRoles[name]
+	if !ok {
+		t.Fatalf("ClusterRole %s is bound but not declared", name)
+	}
+	if role.AggregationRule == nil {
+		return role.Rules
+	}
+	if len(role.Rules) > 0 {
+		t.Errorf("aggregated ClusterRole %s declares rules of its own; the aggregation controller overwrites them", name)
+	}
+	var rules []rbacv1.PolicyRule
+	names := make([]string, 0, len(r.clusterRoles))
+	for n := range r.clusterRoles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, sel := range role.AggregationRule.ClusterRoleSelectors {
+		s, err := metav1.LabelSelectorAsSelector(&sel)
+		if err != nil {
+			t.Fatalf("ClusterRole %s: %v", name, err)
+		}
+		for _, n := range names {
+			member := r.clusterRoles[n]
+			if n != name && member.AggregationRule == nil && s.Matches(labels.Set(member.Labels)) {
+				rules = append(rules, member.Rules...)
+			}
+		}
+	}
+	return rules
+}
+
+// permissions expands what account holds into "scope group/resource verb"
+// strings, failing on wildcards and non-resource URLs.
+func (r *rendered) permissions(t *testing.T, account string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	add := func(scope, via string, rules []rbacv1.PolicyRule) {
+		for _, rule := range rules {
+			if len(rule.NonResourceURLs) > 0 {
+				t.Errorf("%s via %s: non-resource URLs %v", account, via, rule.NonResourceURLs)
+			}
+			if len(rule.ResourceNames) > 0 {
+				t.Errorf("%s via %s: resourceNames %v are not reviewed here", account, via, rule.ResourceNames)
+			}
+			for _, g := range rule.APIGroups {
+				for _, res := range rule.Resources {
+					for _, v := range rule.Verbs {
+						if g == "*" || res == "*" || v == "*" || strings.Contains(res, "*") {
+							t.Errorf("%s via %s: wildcard in %q %q %q", account, via, g, res, v)
+						}
+						out[permission(scope, g, res, v)] = true
+					}
+				}
+			}
+		}
+	}
+	holds := func(subjects []rbacv1.Subject) bool {
+		return slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == rbacv1.ServiceAccountKind && s.Namespace+"/"+s.Name == account
+		})
+	}
+	for _, b := range r.clusterRoleBindings {
+		if holds(b.Subjects) {
+			add(cluster, "ClusterRoleBinding "+b.Name, r.clusterRoleRules(t, b.RoleRef.Name))
+		}
+	}
+	for _, b := range r.roleBindings {
+		if !holds(b.Subjects) {
+			continue
+		}
+		var rules []rbacv1.PolicyRule
+		switch b.RoleRef.Kind {
+		case "Role":
+			role, ok := r.roles[b.Namespace+"/"+b.RoleRef.Name]
+			if !ok {
+				t.Fatalf("RoleBinding %s/%s: Role %s not declared", b.Namespace, b.Name, b.RoleRef.Name)
+			}
+			rules = role.Rules
+		default:
+			rules = r.clusterRoleRules(t, b.RoleRef.Name)
+		}
+		add(b.Namespace, "RoleBinding "+b.Namespace+"/"+b.Name, rules)
+	}
+	return out
+}
+
+func permission(scope, group, resource, verb string) string {
+	if group == "" {
+		group = "core"
+	}
+	return fmt.Sprintf("%s %s/%s %s", scope, group, resource, verb)
+}
+
+func expandGrants(grants []grant) map[string]string {
+	out := map[string]string{}
+	for _, g := range grants {
+		if g == readWorkloads {
+			for k, v := range expandGrants(workloadReads) {
+				out[k] = v
+			}
+			continue
+		}
+		for _, res := range strings.Split(g.resources, ",") {
+			for _, v := range strings.Split(g.verbs, ",") {
+				out[permission(g.scope, g.group, res, v)] = g.why
+			}
+		}
+	}
+	return out
+}
+
+func TestEachControllerHoldsOnlyReviewedPermissions(t *testing.T) {
+	r := render(t)
+	var accounts []string
+	for name := range reviewed {
+		accounts = append(accounts, "charter/"+name)
+	}
+	sort.Strings(accounts)
+	got := slices.Clone(r.serviceAccounts)
+	sort.Strings(got)
+	if !slices.Equal(got, accounts) {
+		t.Fatalf("ServiceAccounts: got %v, want one per controller %v", got, accounts)
+	}
+	for _, account := range accounts {
+		t.Run(account, func(t *testing.T) {
+			held := r.permissions(t, account)
+			want := expandGrants(reviewed[strings.TrimPrefix(account, "charter/")])
+			var extra, missing []string
+			for p := range held {
+				if _, ok := want[p]; !ok {
+					extra = append(extra, p)
+				}
+			}
+			for p := range want {
+				if !held[p] {
+					missing = append(missing, p)
+				}
+			}
+			sort.Strings(extra)
+			sort.Strings(missing)
+			if len(extra) > 0 {
+				t.Errorf("granted but not reviewed (add to reviewed, with why, or take it away):\n  %s", strings.Join(extra, "\n  "))
+			}
+			if len(missing) > 0 {
+				t.Errorf("reviewed but no longer granted (remove from reviewed):\n  %s", strings.Join(missing, "\n  "))
+			}
+		})
+	}
+}
+
+// TestEachDeploymentRunsItsControllerAsItsOwnServiceAccount: a Deployment
+// runs exactly the controllers its ServiceAccount is named for.
+func TestEachDeploymentRunsItsControllerAsItsOwnServiceAccount(t *testing.T) {
+	r := render(t)
+	if len(r.deployments) == 0 {
+		t.Fatal("config/default renders no Deployments")
+	}
+	for _, d := range r.deployments {
+		sa := d.Spec.Template.Spec.ServiceAccountName
+		var controllers string
+		for _, c := range d.Spec.Template.Spec.Containers {
+			for _, a := range c.Args {
+				if v, ok := strings.CutPrefix(a, "--controllers="); ok {
+					controllers = v
+				}
+			}
+		}
+		if controllers == "" || strings.Contains(controllers, ",") {
+			t.Errorf("Deployment %s runs --controllers=%q: want exactly one controller", d.Name, controllers)
+			continue
+		}
+		if want := "charter-" + controllers; sa != want {
+			t.Errorf("Deployment %s runs %s as ServiceAccount %q, want %q", d.Name, controllers, sa, want)
+		}
+		if d.Spec.Template.Spec.AutomountServiceAccountToken != nil && !*d.Spec.Template.Spec.AutomountServiceAccountToken {
+			t.Errorf("Deployment %s does not mount its ServiceAccount token", d.Name)
+		}
+	}
+}
