@@ -226,7 +226,14 @@ func (in *requestView) celInputs() *celInputs {
 	}
 	ci.request = types.DefaultTypeAdapter.NativeToValue(in.admissionRequest(in.op))
 	if ns := in.res.Namespace; ns != "" && !(in.gvk.Kind == "Namespace" && in.gvk.Group == "") {
-		// The engine knows a namespace by its name and labels; that is the
+		if l, ok := in.cfg.loaders.Namespaces.(NamespaceObjectLoader); ok {
+			if obj, err := l.NamespaceObject(in.ctx, ns); err == nil && obj != nil {
+				ci.namespace = types.DefaultTypeAdapter.NativeToValue(obj)
+				in.cel = ci
+				return ci
+			}
+		}
+		// Otherwise the engine knows a namespace by its name and labels; that is the
 		// part of namespaceObject a policy can rely on here.
 		meta := map[string]any{"name": ns}
 		if labels := in.namespaceLabels(); len(labels) > 0 {
@@ -322,7 +329,7 @@ var errCELBudget = errors.New("validation failed due to running out of cost budg
 // rule's runtime cost budget (VAP's per-policy budget).
 type celEvaluator struct {
 	ctx    plugincel.CompositionContext
-	act    *celActivation
+	act    interpreter.Activation
 	budget int64
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/jmespath"
 )
@@ -16,7 +17,9 @@ type PolicySet struct {
 	policies   []*Policy
 	byKey      map[string]*Policy
 	exceptions []*exception
-	jp         *jmespath.Interpreter
+	// celExceptions are the policies.kyverno.io PolicyExceptions.
+	celExceptions []*celException
+	jp            *jmespath.Interpreter
 	// byKind indexes policies by the kinds their rules name; wildcard holds
 	// the policies with a rule whose kind selector has a wildcard kind.
 	byKind   map[string][]*Policy
@@ -46,6 +49,9 @@ type Policy struct {
 	// unsupported are the features charter cannot run somewhere
 	// (unsupported.go).
 	unsupported UnsupportedList
+	// vpol is set for a ValidatingPolicy or NamespacedValidatingPolicy,
+	// which has no rules (vpol.go).
+	vpol *validatingPolicy
 }
 
 // ScoredAnnotation set to "false" makes a policy's failures warnings.
@@ -88,6 +94,14 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 		}
 		set.exceptions = append(set.exceptions, e)
 	}
+	for _, ex := range cfg.celExceptions {
+		e, eerrs := set.compileCELException(ex)
+		if len(eerrs) > 0 {
+			errs = append(errs, eerrs...)
+			continue
+		}
+		set.celExceptions = append(set.celExceptions, e)
+	}
 	if len(errs) > 0 {
 		return set, errs
 	}
@@ -124,6 +138,12 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 		key:       PolicyKey(src),
 		unscored:  src.GetAnnotations()[ScoredAnnotation] == "false",
 		namespace: policyNamespace(src),
+	}
+	if vp, ok := src.(policiesv1.ValidatingPolicyLike); ok {
+		if errs := s.compileValidatingPolicy(vp, p); len(errs) > 0 {
+			return nil, errs
+		}
+		return p, nil
 	}
 	fail := &faults{kind: src.GetKind(), name: p.key}
 	if len(p.spec.Rules) == 0 {

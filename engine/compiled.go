@@ -3,6 +3,7 @@ package engine
 import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/jmespath"
 )
 
@@ -78,14 +79,23 @@ type CompiledException struct {
 	key    string
 	source *kyvernov2.PolicyException
 	ex     *exception
-	errs   CompileErrors
+	// celSource and celEx are set instead for a policies.kyverno.io
+	// PolicyException.
+	celSource *policiesv1.PolicyException
+	celEx     *celException
+	errs      CompileErrors
 }
 
 // Key returns "name" or "namespace/name".
 func (u *CompiledException) Key() string { return u.key }
 
-// Source returns the exception the unit was compiled from.
+// Source returns the exception the unit was compiled from; nil for a
+// policies.kyverno.io PolicyException (see CELSource).
 func (u *CompiledException) Source() *kyvernov2.PolicyException { return u.source }
+
+// CELSource returns the policies.kyverno.io PolicyException the unit was
+// compiled from, nil for a kyverno.io one.
+func (u *CompiledException) CELSource() *policiesv1.PolicyException { return u.celSource }
 
 // Errors returns the exception's compile faults.
 func (u *CompiledException) Errors() CompileErrors { return u.errs }
@@ -101,6 +111,19 @@ func (c *Compiler) Exception(src *kyvernov2.PolicyException) *CompiledException 
 		return &CompiledException{key: key, source: src, errs: errs}
 	}
 	return &CompiledException{key: ex.key, source: src, ex: ex}
+}
+
+// CELException compiles one policies.kyverno.io PolicyException.
+func (c *Compiler) CELException(src *policiesv1.PolicyException) *CompiledException {
+	ex, errs := c.scratch().compileCELException(src)
+	key := src.Name
+	if src.Namespace != "" {
+		key = src.Namespace + "/" + src.Name
+	}
+	if len(errs) > 0 {
+		return &CompiledException{key: key, celSource: src, errs: errs}
+	}
+	return &CompiledException{key: key, celSource: src, celEx: ex}
 }
 
 // Assemble builds a PolicySet from compiled units, in the order given,
@@ -131,6 +154,10 @@ func (c *Compiler) Assemble(policies []*CompiledPolicy, exceptions []*CompiledEx
 	for _, u := range exceptions {
 		if len(u.errs) > 0 {
 			errs = append(errs, u.errs...)
+			continue
+		}
+		if u.celEx != nil {
+			set.celExceptions = append(set.celExceptions, u.celEx)
 			continue
 		}
 		set.exceptions = append(set.exceptions, u.ex)

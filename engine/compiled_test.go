@@ -193,8 +193,8 @@ func TestAssembleMatchesCompile(t *testing.T) {
 // compare. A field added to PolicySet or Policy fails the test until it is
 // listed here, so that Assemble cannot silently fall behind Compile.
 var (
-	policySetFields = []string{"policies", "byKey", "exceptions", "jp", "byKind", "wildcard"}
-	policyFields    = []string{"set", "source", "spec", "key", "rules", "unscored", "order", "kinds", "namespace", "unsupported"}
+	policySetFields = []string{"policies", "byKey", "exceptions", "celExceptions", "jp", "byKind", "wildcard"}
+	policyFields    = []string{"set", "source", "spec", "key", "rules", "unscored", "order", "kinds", "namespace", "unsupported", "vpol"}
 )
 
 func checkFieldsKnown(t *testing.T, v any, known []string) {
@@ -268,6 +268,9 @@ func compareSets(t *testing.T, want, got *PolicySet) {
 		if !reflect.DeepEqual(want.exceptions[i], got.exceptions[i]) {
 			t.Errorf("exception %s differs between Compile and Assemble", want.exceptions[i].key)
 		}
+	}
+	if w, g := len(want.celExceptions), len(got.celExceptions); w != g {
+		t.Errorf("%d CEL exceptions from Compile, %d from Assemble", w, g)
 	}
 }
 

@@ -55,13 +55,15 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
 // CompileOption configures Compile.
 type CompileOption func(*compileConfig)
 
 type compileConfig struct {
-	exceptions []*kyvernov2.PolicyException
+	exceptions    []*kyvernov2.PolicyException
+	celExceptions []*policiesv1.PolicyException
 }
 
 // WithExceptions makes the PolicyExceptions part of the set: a rule they

@@ -22,6 +22,8 @@ type Loaders struct {
 	// Objects supplies existing objects: mutate-existing targets and the
 	// sources of generate clone and cloneList rules.
 	Objects ObjectLoader
+	// Resources serves resource.* in CEL policies.
+	Resources ResourceLoader
 }
 
 // ObjectQuery selects existing objects. Namespace and Name may hold the
@@ -114,4 +116,21 @@ type Values interface {
 	// element's context entries load. The lists being iterated are not
 	// replaced. A list with no i-th value makes the element an error.
 	ForeachElements(policy kyvernov1.PolicyInterface, rule string) map[string][]any
+}
+
+// ResourceLoader serves the resource.* library of CEL policies: objects by
+// API version and resource (plural) name, as Kyverno's CEL context reads
+// them. Resource returns nil and no error when the object does not exist.
+type ResourceLoader interface {
+	Resource(ctx context.Context, apiVersion, resource, namespace, name string) (map[string]any, error)
+	// Resources lists the objects of a resource; namespace "" means all.
+	Resources(ctx context.Context, apiVersion, resource, namespace string) ([]map[string]any, error)
+}
+
+// NamespaceObjectLoader returns a whole Namespace object. When the
+// Namespaces loader implements it, CEL expressions see that object as
+// namespaceObject (annotations included); otherwise namespaceObject holds
+// the namespace's name and labels.
+type NamespaceObjectLoader interface {
+	NamespaceObject(ctx context.Context, namespace string) (map[string]any, error)
 }

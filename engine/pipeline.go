@@ -269,6 +269,9 @@ func (p *Policy) validate(ctx context.Context, in *requestView, cfg *evalConfig)
 	if !p.scopes(in) {
 		return resp
 	}
+	if p.vpol != nil {
+		return p.validateCEL(ctx, in, cfg)
+	}
 	ev := &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.object}
 	start := len(in.rules)
 	for _, r := range p.rules {

@@ -10,6 +10,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 )
@@ -152,9 +153,13 @@ func singleDocument(path string) (manifest.Document, error) {
 
 // inputs is everything a suite's Test points at, read and decoded.
 type inputs struct {
-	policies    []kyvernov1.PolicyInterface
-	exceptions  []*kyvernov2.PolicyException
-	unsupported map[string]string
+	policies   []kyvernov1.PolicyInterface
+	exceptions []*kyvernov2.PolicyException
+	// celExceptions are policies.kyverno.io PolicyExceptions.
+	celExceptions []*policiesv1.PolicyException
+	unsupported   map[string]string
+	// celContext serves the CEL policies' resource and image libraries.
+	celContext *celContext
 	// policyFiles are the resolved policy and exception paths, the identity
 	// of the compiled set.
 	policyFiles []string
@@ -197,6 +202,7 @@ func loadInputs(s *Suite, cache *fileCache) (*inputs, error) {
 		}
 		in.policies = append(in.policies, pf.Policies...)
 		in.exceptions = append(in.exceptions, pf.Exceptions...)
+		in.celExceptions = append(in.celExceptions, pf.CELExceptions...)
 		for name, kind := range pf.Unsupported {
 			if in.unsupported == nil {
 				in.unsupported = map[string]string{}
@@ -216,6 +222,7 @@ func loadInputs(s *Suite, cache *fileCache) (*inputs, error) {
 		}
 		in.policyFiles = append(in.policyFiles, "exception:"+path)
 		in.exceptions = append(in.exceptions, pf.Exceptions...)
+		in.celExceptions = append(in.celExceptions, pf.CELExceptions...)
 	}
 
 	seen := map[resourceKey]bool{}
@@ -273,6 +280,19 @@ func loadInputs(s *Suite, cache *fileCache) (*inputs, error) {
 				}
 			}
 		}
+	}
+	in.celContext = &celContext{}
+	if t.Context != "" {
+		v, err := cache.get("context", resolve(t.Context), decodeContextFile)
+		if err != nil {
+			return nil, fmt.Errorf("context: %w", err)
+		}
+		in.celContext = v.(*celContext)
+	}
+	if len(in.cluster.objects) > 0 {
+		// With clusterResources the CEL libraries read those, not the
+		// context file's resources, as in Kyverno's CLI.
+		in.celContext = &celContext{objects: in.cluster.objects, images: in.celContext.images}
 	}
 	in.expected = loadExpectations(s, cache)
 	existing, err := existingObjects(s, cache, in)

@@ -172,7 +172,7 @@ func (r *Runner) compile(in *inputs) *compiled {
 	}
 	r.mu.Unlock()
 	c.once.Do(func() {
-		set, err := engine.Compile(in.policies, engine.WithExceptions(in.exceptions))
+		set, err := engine.Compile(in.policies, engine.WithExceptions(in.exceptions), engine.WithCELExceptions(in.celExceptions))
 		var faults engine.CompileErrors
 		switch {
 		case err == nil:
@@ -230,8 +230,10 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []eval
 		ConfigMaps:    in.cluster,
 		APICalls:      in.cluster,
 		GlobalContext: in.cluster,
-		Namespaces:    in.namespaces,
+		Namespaces:    namespaceSource{in.namespaces, namespaceObjects(in.specs...)},
 		Objects:       in.existing,
+		Resources:     in.celContext,
+		Images:        in.celContext,
 	}
 	evalOpts := []engine.EvalOption{engine.WithLoaders(loaders), engine.WithValues(in.values)}
 	var evals []evaluation

@@ -4,6 +4,8 @@ import (
 	"context"
 	"maps"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
 )
@@ -116,6 +118,39 @@ type namespaceLabels map[string]map[string]string
 
 func (n namespaceLabels) NamespaceLabels(_ context.Context, namespace string) (map[string]string, error) {
 	return n[namespace], nil
+}
+
+// namespaceSource serves namespace labels, and the values file's whole
+// Namespace objects as CEL policies' namespaceObject.
+type namespaceSource struct {
+	namespaceLabels
+	objects map[string]map[string]any
+}
+
+func (n namespaceSource) NamespaceObject(_ context.Context, namespace string) (map[string]any, error) {
+	return n.objects[namespace], nil
+}
+
+// namespaceObjects returns the values files' Namespace objects by name.
+func namespaceObjects(specs ...*ValuesSpec) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, spec := range specs {
+		if spec == nil {
+			continue
+		}
+		for i := range spec.Namespaces {
+			ns := &spec.Namespaces[i]
+			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ns)
+			if err != nil {
+				continue
+			}
+			if ns.APIVersion == "" {
+				obj["apiVersion"], obj["kind"] = "v1", "Namespace"
+			}
+			out[ns.Name] = obj
+		}
+	}
+	return out
 }
 
 func newNamespaceLabels(specs ...*ValuesSpec) namespaceLabels {

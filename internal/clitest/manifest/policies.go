@@ -5,15 +5,40 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
+
+// isCELVersion reports the policies.kyverno.io versions charter reads:
+// v1alpha1, v1beta1 and v1 share one schema.
+func isCELVersion(apiVersion string) bool {
+	switch apiVersion {
+	case policiesv1.Group + "/v1", policiesv1.Group + "/v1beta1", policiesv1.Group + "/v1alpha1":
+		return true
+	}
+	return false
+}
+
+// decodeCEL decodes a policies.kyverno.io document of any served version
+// into the v1 type.
+func decodeCEL(d Document, into interface{ SetGroupVersionKind(schema.GroupVersionKind) }) error {
+	if err := DecodeDocument(d, into); err != nil {
+		return err
+	}
+	_, kind := d.TypeMeta()
+	into.SetGroupVersionKind(policiesv1.GroupVersion.WithKind(kind))
+	return nil
+}
 
 // Policies is what a set of policy documents holds.
 type Policies struct {
 	Policies   []kyvernov1.PolicyInterface
 	Exceptions []*kyvernov2.PolicyException
+	// CELExceptions are policies.kyverno.io PolicyExceptions.
+	CELExceptions []*policiesv1.PolicyException
 	// Unsupported maps the name of each policy of a kind charter cannot
 	// evaluate (ValidatingAdmissionPolicy, policies.kyverno.io CEL
 	// policies, ...) to its apiVersion and kind.
@@ -54,6 +79,30 @@ func DecodePolicies(docs []Document) (*Policies, error) {
 				ex.Namespace = "default"
 			}
 			out.Exceptions = append(out.Exceptions, ex)
+		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.ValidatingPolicyKind:
+			p := &policiesv1.ValidatingPolicy{}
+			if err := decodeCEL(d, p); err != nil {
+				return nil, err
+			}
+			out.Policies = append(out.Policies, p)
+		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.NamespacedValidatingPolicyKind:
+			p := &policiesv1.NamespacedValidatingPolicy{}
+			if err := decodeCEL(d, p); err != nil {
+				return nil, err
+			}
+			if p.Namespace == "" {
+				p.Namespace = "default"
+			}
+			out.Policies = append(out.Policies, p)
+		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.PolicyExceptionKind:
+			ex := &policiesv1.PolicyException{}
+			if err := decodeCEL(d, ex); err != nil {
+				return nil, err
+			}
+			if ex.Namespace == "" {
+				ex.Namespace = "default"
+			}
+			out.CELExceptions = append(out.CELExceptions, ex)
 		case apiVersion == "" || kind == "":
 			return nil, fmt.Errorf("%s: missing apiVersion or kind", d.Where())
 		case isPolicyKind(group, kind):

@@ -1,0 +1,43 @@
+// Package v1 holds the policies.kyverno.io/v1 API charter serves:
+// ValidatingPolicy, NamespacedValidatingPolicy and that group's
+// PolicyException, with Kyverno's field names and wire format. Kyverno's
+// v1alpha1 and v1beta1 spellings of these kinds have the same schema; the
+// CLI decodes them into these types too.
+//
+// The policies carry charter's PolicyStatus (conditions, Ready), as
+// ClusterPolicies do, so the status, report and admission controllers
+// handle every policy kind alike.
+//
+// +kubebuilder:object:generate=true
+// +groupName=policies.kyverno.io
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Group is the API group of this package.
+const Group = "policies.kyverno.io"
+
+var (
+	// GroupVersion is the group and version of the objects in this package.
+	GroupVersion = schema.GroupVersion{Group: Group, Version: "v1"}
+
+	// SchemeBuilder registers the types of this package with a runtime.Scheme.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+
+	// AddToScheme adds the types of this package to a runtime.Scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&ValidatingPolicy{}, &ValidatingPolicyList{},
+		&NamespacedValidatingPolicy{}, &NamespacedValidatingPolicyList{},
+		&PolicyException{}, &PolicyExceptionList{},
+	)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -1,0 +1,503 @@
+package engine
+
+import (
+	"context"
+	"crypto/md5" //nolint:gosec // Kyverno's md5() is a checksum helper, not a security boundary.
+	"crypto/rand"
+	"crypto/sha1" //nolint:gosec // as md5.
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"reflect"
+	"strings"
+	"time"
+
+	celgo "github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"sigs.k8s.io/yaml"
+)
+
+// Kyverno's CEL libraries for policies.kyverno.io policies (spec
+// cel-policy-types.md §4): the receivers resource, image, globalContext and
+// http are variables bound per evaluation to what the engine is handed
+// (Loaders), so the engine stays pure; json, yaml, time, the hashes,
+// random and parseServiceAccount are plain functions. Every method exists
+// in PascalCase and camelCase, as in Kyverno from 1.18 on.
+
+var (
+	resourceLibType      = celgo.OpaqueType("charter.ResourceContext")
+	imageDataLibType     = celgo.OpaqueType("charter.ImageDataContext")
+	globalContextLibType = celgo.OpaqueType("charter.GlobalContext")
+	httpLibType          = celgo.OpaqueType("charter.HTTPContext")
+)
+
+// Names of the receivers and other variables CEL policies add to the VAP
+// environment.
+const (
+	resourceVar      = "resource"
+	imageDataVar     = "image"
+	globalContextVar = "globalContext"
+	httpVar          = "http"
+	exceptionsVar    = "exceptions"
+)
+
+// libContext is the value of a receiver variable: what its methods need to
+// reach the world through the evaluation's loaders.
+type libContext struct {
+	ctx     context.Context
+	loaders *Loaders
+	// namespace binds the methods without a namespace argument, which
+	// namespaced policies use, to the policy's namespace.
+	namespace string
+	typ       ref.Type
+}
+
+func (c *libContext) ConvertToNative(reflect.Type) (any, error) {
+	return nil, errors.New("a library receiver has no native value")
+}
+func (c *libContext) ConvertToType(ref.Type) ref.Val {
+	return types.NewErr("a library receiver cannot be converted")
+}
+func (c *libContext) Equal(o ref.Val) ref.Val { return types.Bool(o == ref.Val(c)) }
+func (c *libContext) Type() ref.Type          { return c.typ }
+func (c *libContext) Value() any              { return c }
+
+// libReceivers are the receiver values of one evaluation.
+type libReceivers struct {
+	resource, image, global, http *libContext
+}
+
+func newLibReceivers(ctx context.Context, l *Loaders, namespace string) *libReceivers {
+	mk := func(t *celgo.Type) *libContext {
+		return &libContext{ctx: ctx, loaders: l, namespace: namespace, typ: t}
+	}
+	return &libReceivers{resource: mk(resourceLibType), image: mk(imageDataLibType), global: mk(globalContextLibType), http: mk(httpLibType)}
+}
+
+func (r *libReceivers) resolve(name string) (any, bool) {
+	switch name {
+	case resourceVar:
+		return r.resource, true
+	case imageDataVar:
+		return r.image, true
+	case globalContextVar:
+		return r.global, true
+	case httpVar:
+		return r.http, true
+	}
+	return nil, false
+}
+
+// withKyvernoLibraries extends the VAP environment with Kyverno's libraries
+// and the exceptions variable.
+func withKyvernoLibraries(env *environment.EnvSet) (*environment.EnvSet, error) {
+	return env.Extend(environment.VersionedOptions{
+		IntroducedVersion: version.MajorMinor(1, 0),
+		EnvOptions:        kyvernoLibraryOptions(),
+	})
+}
+
+func member(id string, args []*celgo.Type, result *celgo.Type, fn func(args ...ref.Val) ref.Val) func(string) celgo.FunctionOpt {
+	return func(prefix string) celgo.FunctionOpt {
+		return celgo.MemberOverload(prefix+"_"+id, args, result, celgo.FunctionBinding(fn))
+	}
+}
+
+// method declares a receiver method in both spellings, with overload ids
+// that differ between them.
+func method(name string, overloads ...func(string) celgo.FunctionOpt) []celgo.EnvOption {
+	lower := strings.ToLower(name[:1]) + name[1:]
+	var out []celgo.EnvOption
+	for _, n := range []string{name, lower} {
+		opts := make([]celgo.FunctionOpt, len(overloads))
+		for i, o := range overloads {
+			opts[i] = o(n)
+		}
+		out = append(out, celgo.Function(n, opts...))
+	}
+	return out
+}
+
+func global(name string, overloads ...celgo.FunctionOpt) celgo.EnvOption {
+	return celgo.Function(name, overloads...)
+}
+
+var (
+	str  = celgo.StringType
+	dyn  = celgo.DynType
+	strs = celgo.MapType(celgo.StringType, celgo.StringType)
+)
+
+func kyvernoLibraryOptions() []celgo.EnvOption {
+	opts := []celgo.EnvOption{
+		celgo.Variable(resourceVar, resourceLibType),
+		celgo.Variable(imageDataVar, imageDataLibType),
+		celgo.Variable(globalContextVar, globalContextLibType),
+		celgo.Variable(httpVar, httpLibType),
+		celgo.Variable(exceptionsVar, celgo.MapType(celgo.StringType, celgo.ListType(celgo.StringType))),
+	}
+	opts = append(opts, method("Get",
+		member("resource_get", []*celgo.Type{resourceLibType, str, str, str, str}, dyn, resourceGet),
+		member("resource_get_ns", []*celgo.Type{resourceLibType, str, str, str}, dyn, resourceGetOwnNamespace),
+		member("global_get", []*celgo.Type{globalContextLibType, str}, dyn, globalGet),
+		member("global_get_projection", []*celgo.Type{globalContextLibType, str, str}, dyn, globalGetProjection),
+		member("http_get", []*celgo.Type{httpLibType, str}, dyn, httpGet),
+		member("http_get_headers", []*celgo.Type{httpLibType, str, strs}, dyn, httpGet),
+	)...)
+	opts = append(opts, method("List",
+		member("resource_list", []*celgo.Type{resourceLibType, str, str, str}, dyn, resourceList),
+		member("resource_list_labels", []*celgo.Type{resourceLibType, str, str, str, strs}, dyn, resourceList),
+		member("resource_list_ns", []*celgo.Type{resourceLibType, str, str}, dyn, resourceListOwnNamespace),
+	)...)
+	opts = append(opts, method("Post",
+		member("http_post", []*celgo.Type{httpLibType, str, dyn}, dyn, httpPost),
+		member("http_post_headers", []*celgo.Type{httpLibType, str, dyn, strs}, dyn, httpPost),
+	)...)
+	opts = append(opts, method("GetMetadata",
+		member("image_metadata", []*celgo.Type{imageDataLibType, str}, dyn, imageMetadata),
+	)...)
+	hash := func(name string, h func(string) string) []celgo.EnvOption {
+		var out []celgo.EnvOption
+		for _, n := range []string{name, "hash." + name} {
+			out = append(out, global(n, celgo.Overload(strings.ReplaceAll(n, ".", "_")+"_string", []*celgo.Type{str}, str,
+				celgo.UnaryBinding(func(v ref.Val) ref.Val {
+					s, ok := v.(types.String)
+					if !ok {
+						return types.MaybeNoSuchOverloadErr(v)
+					}
+					return types.String(h(string(s)))
+				}))))
+		}
+		return out
+	}
+	opts = append(opts, hash("sha256", func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) })...)
+	opts = append(opts, hash("sha1", func(s string) string { h := sha1.Sum([]byte(s)); return hex.EncodeToString(h[:]) })...) //nolint:gosec
+	opts = append(opts, hash("md5", func(s string) string { h := md5.Sum([]byte(s)); return hex.EncodeToString(h[:]) })...)   //nolint:gosec
+	for _, n := range []string{"random", "random.random"} {
+		opts = append(opts, global(n, celgo.Overload(strings.ReplaceAll(n, ".", "_"), nil, str,
+			celgo.FunctionBinding(func(...ref.Val) ref.Val { return types.String(randomString(8)) }))))
+	}
+	for _, n := range []string{"parseServiceAccount", "user.parseServiceAccount"} {
+		opts = append(opts, global(n, celgo.Overload(strings.ReplaceAll(n, ".", "_")+"_string", []*celgo.Type{str}, dyn,
+			celgo.UnaryBinding(parseServiceAccount))))
+	}
+	opts = append(opts,
+		global("json.unmarshal", celgo.Overload("json_unmarshal_string", []*celgo.Type{str}, dyn, celgo.UnaryBinding(jsonUnmarshal))),
+		global("json.marshal", celgo.Overload("json_marshal_dyn", []*celgo.Type{dyn}, str, celgo.UnaryBinding(jsonMarshal))),
+		global("yaml.parse", celgo.Overload("yaml_parse_string", []*celgo.Type{str}, dyn, celgo.UnaryBinding(yamlParse))),
+		global("time.now", celgo.Overload("time_now", nil, celgo.TimestampType,
+			celgo.FunctionBinding(func(...ref.Val) ref.Val { return types.Timestamp{Time: time.Now().UTC()} }))),
+		global("time.truncate", celgo.Overload("time_truncate", []*celgo.Type{celgo.TimestampType, celgo.DurationType}, celgo.TimestampType,
+			celgo.BinaryBinding(func(ts, d ref.Val) ref.Val {
+				t, ok1 := ts.(types.Timestamp)
+				dur, ok2 := d.(types.Duration)
+				if !ok1 || !ok2 {
+					return types.MaybeNoSuchOverloadErr(ts)
+				}
+				return types.Timestamp{Time: t.Time.Truncate(dur.Duration)}
+			}))),
+		global("time.toCron", celgo.Overload("time_to_cron", []*celgo.Type{celgo.TimestampType}, str,
+			celgo.UnaryBinding(func(ts ref.Val) ref.Val {
+				t, ok := ts.(types.Timestamp)
+				if !ok {
+					return types.MaybeNoSuchOverloadErr(ts)
+				}
+				u := t.Time.UTC()
+				return types.String(fmt.Sprintf("%d %d %d %d %d", u.Minute(), u.Hour(), u.Day(), int(u.Month()), int(u.Weekday())))
+			}))),
+	)
+	return opts
+}
+
+func libReceiver(v ref.Val) (*libContext, bool) {
+	c, ok := v.(*libContext)
+	return c, ok
+}
+
+func strArgs(args []ref.Val, n int) ([]string, bool) {
+	out := make([]string, n)
+	for i := range n {
+		s, ok := args[i].(types.String)
+		if !ok {
+			return nil, false
+		}
+		out[i] = string(s)
+	}
+	return out, true
+}
+
+func resourceGet(args ...ref.Val) ref.Val {
+	c, ok := libReceiver(args[0])
+	s, ok2 := strArgs(args[1:], 4)
+	if !ok || !ok2 {
+		return types.NewErr("resource.Get: want (apiVersion, resource, namespace, name)")
+	}
+	return c.get(s[0], s[1], s[2], s[3])
+}
+
+func resourceGetOwnNamespace(args ...ref.Val) ref.Val {
+	c, ok := libReceiver(args[0])
+	s, ok2 := strArgs(args[1:], 3)
+	if !ok || !ok2 {
+		return types.NewErr("resource.Get: want (apiVersion, resource, name)")
+	}
+	if c.namespace == "" {
+		return types.NewErr("resource.Get without a namespace is for namespaced policies")
+	}
+	return c.get(s[0], s[1], c.namespace, s[2])
+}
+
+func (c *libContext) get(apiVersion, resource, namespace, name string) ref.Val {
+	if c.namespace != "" && namespace != c.namespace {
+		return types.NewErr("failed to get resource: a namespaced policy reads only its own namespace %q", c.namespace)
+	}
+	l := c.loaders.Resources
+	if l == nil {
+		return types.NewErr("failed to get resource: no resource loader (resource.* is not available here)")
+	}
+	obj, err := l.Resource(c.ctx, apiVersion, resource, namespace, name)
+	if err != nil {
+		return types.NewErr("failed to get resource: %v", err)
+	}
+	if obj == nil {
+		return types.NullValue
+	}
+	return types.DefaultTypeAdapter.NativeToValue(obj)
+}
+
+func resourceList(args ...ref.Val) ref.Val {
+	c, ok := libReceiver(args[0])
+	s, ok2 := strArgs(args[1:], 3)
+	if !ok || !ok2 {
+		return types.NewErr("resource.List: want (apiVersion, resource, namespace[, labels])")
+	}
+	var sel map[string]string
+	if len(args) == 5 {
+		m, err := args[4].ConvertToNative(reflect.TypeFor[map[string]string]())
+		if err != nil {
+			return types.NewErr("resource.List: labels: %v", err)
+		}
+		sel = m.(map[string]string)
+	}
+	return c.list(s[0], s[1], s[2], sel)
+}
+
+func resourceListOwnNamespace(args ...ref.Val) ref.Val {
+	c, ok := libReceiver(args[0])
+	s, ok2 := strArgs(args[1:], 2)
+	if !ok || !ok2 {
+		return types.NewErr("resource.List: want (apiVersion, resource)")
+	}
+	if c.namespace == "" {
+		return types.NewErr("resource.List without a namespace is for namespaced policies")
+	}
+	return c.list(s[0], s[1], c.namespace, nil)
+}
+
+func (c *libContext) list(apiVersion, resource, namespace string, sel map[string]string) ref.Val {
+	if c.namespace != "" && namespace != c.namespace {
+		return types.NewErr("failed to list resource: a namespaced policy reads only its own namespace %q", c.namespace)
+	}
+	l := c.loaders.Resources
+	if l == nil {
+		return types.NewErr("failed to list resource: no resource loader (resource.* is not available here)")
+	}
+	objs, err := l.Resources(c.ctx, apiVersion, resource, namespace)
+	if err != nil {
+		return types.NewErr("failed to list resource: %v", err)
+	}
+	selector := labels.SelectorFromSet(sel)
+	items := make([]any, 0, len(objs))
+	for _, o := range objs {
+		meta, _ := o["metadata"].(map[string]any)
+		if len(sel) > 0 && !selector.Matches(labels.Set(stringMap(meta["labels"]))) {
+			continue
+		}
+		items = append(items, o)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(map[string]any{"apiVersion": apiVersion, "items": items})
+}
+
+func globalGet(args ...ref.Val) ref.Val {
+	c, ok := libReceiver(args[0])
+	s, ok2 := strArgs(args[1:], 1)
+	if !ok || !ok2 {
+		return types.NewErr("globalContext.Get: want (name)")
+	}
+	return c.global(s[0], "")
+}
+
+func globalGetProjection(args ...ref.Val) ref.Val {
+	c, ok := libReceiver(args[0])
+	s, ok2 := strArgs(args[1:], 2)
+	if !ok || !ok2 {
+		return types.NewErr("globalContext.Get: want (name, projection)")
+	}
+	return c.global(s[0], s[1])
+}
+
+func (c *libContext) global(name, projection string) ref.Val {
+	l := c.loaders.GlobalContext
+	if l == nil {
+		return types.NewErr("failed to get global reference: no global context here")
+	}
+	key := name
+	if projection != "" {
+		key = name + "." + projection
+	}
+	v, err := l.GlobalContextEntry(c.ctx, key)
+	if err != nil {
+		if projection == "" {
+			return types.NullValue
+		}
+		return types.NewErr("failed to get global reference: %v", err)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(v)
+}
+
+func httpGet(args ...ref.Val) ref.Val {
+	c, ok := libReceiver(args[0])
+	s, ok2 := strArgs(args[1:], 1)
+	if !ok || !ok2 {
+		return types.NewErr("http.Get: want (url[, headers])")
+	}
+	return c.http("GET", s[0], nil)
+}
+
+func httpPost(args ...ref.Val) ref.Val {
+	c, ok := libReceiver(args[0])
+	s, ok2 := strArgs(args[1:], 1)
+	if !ok || !ok2 {
+		return types.NewErr("http.Post: want (url, body[, headers])")
+	}
+	body, err := args[2].ConvertToNative(reflect.TypeFor[any]())
+	if err != nil {
+		return types.NewErr("http.Post: body: %v", err)
+	}
+	data, _ := jsonValue(body).(map[string]any)
+	return c.http("POST", s[0], data)
+}
+
+func (c *libContext) http(method, url string, data map[string]any) ref.Val {
+	if c.namespace != "" {
+		return types.NewErr("http.* is not allowed in namespaced policies")
+	}
+	l := c.loaders.APICalls
+	if l == nil {
+		return types.NewErr("request failed: no HTTP client here")
+	}
+	v, err := l.Call(c.ctx, APICall{URL: url, Method: method, Data: data})
+	if err != nil {
+		return types.NewErr("request failed: %v", err)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(v)
+}
+
+func imageMetadata(args ...ref.Val) ref.Val {
+	c, ok := libReceiver(args[0])
+	s, ok2 := strArgs(args[1:], 1)
+	if !ok || !ok2 {
+		return types.NewErr("image.GetMetadata: want (reference)")
+	}
+	l := c.loaders.Images
+	if l == nil {
+		return types.NewErr("failed to get image data: no image registry access here")
+	}
+	data, err := l.ImageData(c.ctx, s[0])
+	if err != nil {
+		return types.NewErr("failed to get image data: %v", err)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(data)
+}
+
+// jsonValue round-trips a native value through JSON, so CEL lists and maps
+// converted to Go become plain JSON values.
+func jsonValue(v any) any {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var out any
+	if json.Unmarshal(data, &out) != nil {
+		return nil
+	}
+	return out
+}
+
+func jsonUnmarshal(v ref.Val) ref.Val {
+	s, ok := v.(types.String)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(v)
+	}
+	var out any
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return types.NewErr("json.unmarshal: %v", err)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(out)
+}
+
+func jsonMarshal(v ref.Val) ref.Val {
+	native, err := v.ConvertToNative(reflect.TypeFor[any]())
+	if err != nil {
+		if m, ok := v.(traits.Mapper); ok {
+			native, err = m.ConvertToNative(reflect.TypeFor[map[string]any]())
+		}
+		if err != nil {
+			return types.NewErr("json.marshal: %v", err)
+		}
+	}
+	data, err := json.Marshal(native)
+	if err != nil {
+		return types.NewErr("json.marshal: %v", err)
+	}
+	return types.String(data)
+}
+
+func yamlParse(v ref.Val) ref.Val {
+	s, ok := v.(types.String)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(v)
+	}
+	var out any
+	if err := yaml.Unmarshal([]byte(s), &out); err != nil {
+		return types.NewErr("yaml.parse: %v", err)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(out)
+}
+
+// parseServiceAccount splits "system:serviceaccount:<ns>:<name>" into
+// {Name, Namespace}, with Kyverno's Go field names.
+func parseServiceAccount(v ref.Val) ref.Val {
+	s, ok := v.(types.String)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(v)
+	}
+	out := map[string]any{"Name": "", "Namespace": ""}
+	parts := strings.Split(string(s), ":")
+	if len(parts) == 4 && parts[0] == "system" && parts[1] == "serviceaccount" {
+		out["Namespace"], out["Name"] = parts[2], parts[3]
+	}
+	return types.DefaultTypeAdapter.NativeToValue(out)
+}
+
+const randomAlphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+func randomString(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		k, err := rand.Int(rand.Reader, big.NewInt(int64(len(randomAlphabet))))
+		if err != nil {
+			return strings.Repeat("0", n)
+		}
+		b[i] = randomAlphabet[k.Int64()]
+	}
+	return string(b)
+}

@@ -1,0 +1,492 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	celgo "github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+// validatingPolicy is a compiled ValidatingPolicy or
+// NamespacedValidatingPolicy (cel-policy-types.md §3.3.1): one result per
+// matching request, with rule "", from its matchConstraints,
+// matchConditions, variables, validations and auditAnnotations, evaluated
+// through the VAP CEL compiler extended with Kyverno's libraries.
+type validatingPolicy struct {
+	// namespace is set for a NamespacedValidatingPolicy, which acts only on
+	// requests in its namespace.
+	namespace string
+	kind      string
+	// variants are the policy itself, then its autogen copies for Pod
+	// controllers; their match constraints do not overlap.
+	variants []*vpolVariant
+	// ignore is failurePolicy Ignore: a matchCondition error skips.
+	ignore bool
+	action Action
+}
+
+type vpolVariant struct {
+	match       *constraints
+	compiler    *plugincel.CompositedCompiler
+	conditions  []celProgram
+	validations []celExpression
+	annotations []vpolAnnotation
+}
+
+type vpolAnnotation struct {
+	key string
+	celProgram
+}
+
+var (
+	vpolEnvOnce sync.Once
+	vpolEnv     *environment.EnvSet
+	vpolEnvErr  error
+)
+
+// celPolicyEnv is the environment of policies.kyverno.io policies: VAP's,
+// with the lenient orValue validate.cel has, and Kyverno's libraries.
+func celPolicyEnv() (*environment.EnvSet, error) {
+	vpolEnvOnce.Do(func() {
+		var base *environment.EnvSet
+		if base, _, vpolEnvErr = celEnv(); vpolEnvErr == nil {
+			vpolEnv, vpolEnvErr = withKyvernoLibraries(base)
+		}
+	})
+	return vpolEnv, vpolEnvErr
+}
+
+func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike, p *Policy) CompileErrors {
+	spec := src.GetValidatingPolicySpec()
+	f := &faults{kind: src.GetKind(), name: p.key}
+	vp := &validatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore, action: Audit}
+	if src.IsNamespaced() {
+		vp.namespace = src.GetNamespace()
+	}
+	if spec.HasAction(admissionregistrationv1.Deny) {
+		vp.action = Enforce
+	}
+	for i, a := range spec.ValidationAction {
+		switch a {
+		case admissionregistrationv1.Deny, admissionregistrationv1.Audit, admissionregistrationv1.Warn:
+		default:
+			f.add(fmt.Sprintf("spec.validationActions[%d]", i), fmt.Sprintf("unknown action %q, want Deny, Audit or Warn", a))
+		}
+	}
+	if e := spec.EvaluationConfiguration; e != nil && e.Mode != "" && e.Mode != policiesv1.EvaluationModeKubernetes {
+		f.add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", e.Mode))
+	}
+	if len(spec.Validations) == 0 && len(spec.AuditAnnotations) == 0 {
+		f.add("spec.validations", "a ValidatingPolicy needs at least one validation or audit annotation")
+	}
+	if v := compileVPolVariant(spec, "spec", f); v != nil {
+		vp.variants = append(vp.variants, v)
+	}
+	if len(f.errs) > 0 {
+		return f.errs
+	}
+	for _, ag := range vpolAutogen(spec) {
+		// Faults of a generated copy repeat those of the policy, which
+		// compiled; any left are charter's to explain.
+		if v := compileVPolVariant(ag.spec, "status.autogen."+ag.name, f); v != nil {
+			vp.variants = append(vp.variants, v)
+		}
+	}
+	if len(f.errs) > 0 {
+		return f.errs
+	}
+	p.vpol = vp
+	p.kinds = []string{"*"}
+	return nil
+}
+
+// compiledVariants holds compiled variants by source, as celRules does for
+// validate.cel: the CLI compiles the same policy into several sets.
+var compiledVariants sync.Map // string → *vpolVariant
+
+func compileVPolVariant(spec *policiesv1.ValidatingPolicySpec, path string, f *faults) *vpolVariant {
+	src, err := json.Marshal(spec)
+	if err != nil {
+		f.add(path, err.Error())
+		return nil
+	}
+	key := string(src)
+	if v, ok := compiledVariants.Load(key); ok {
+		return v.(*vpolVariant)
+	}
+	before := len(f.errs)
+	v := compileVPolVariantUncached(spec, path, f)
+	if v != nil && len(f.errs) == before {
+		compiledVariants.Store(key, v)
+	}
+	return v
+}
+
+func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path string, f *faults) *vpolVariant {
+	env, err := celPolicyEnv()
+	if err != nil {
+		f.add(path, "CEL environment: "+err.Error())
+		return nil
+	}
+	v := &vpolVariant{}
+	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
+		f.add(path+".matchConstraints", err.Error())
+	}
+	if v.compiler, err = plugincel.NewCompositedCompiler(env); err != nil {
+		f.add(path, "CEL environment: "+err.Error())
+		return nil
+	}
+	// params and authorizer are never bound for these kinds.
+	decls := plugincel.OptionalVariableDeclarations{}
+	compile := func(a *celAccessor, field string) celgo.Program {
+		if strings.TrimSpace(a.expr) == "" {
+			f.add(field, "expression must not be empty")
+			return nil
+		}
+		res := v.compiler.CompileCELExpression(a, decls, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field, celFault(res.Error.Detail))
+			return nil
+		}
+		return res.Program
+	}
+	// matchConditions compile before the variables are stored, so they
+	// cannot use them, as in Kyverno.
+	for i, mc := range spec.MatchConditions {
+		field := fmt.Sprintf("%s.matchConditions[%d].expression", path, i)
+		if p := compile(&celAccessor{name: mc.Name, expr: mc.Expression, returns: boolReturn()}, field); p != nil {
+			v.conditions = append(v.conditions, celProgram{expr: mc.Expression, program: p})
+		}
+	}
+	for i, vr := range spec.Variables {
+		field := fmt.Sprintf("%s.variables[%d]", path, i)
+		if vr.Name == "" {
+			f.add(field+".name", "a variable needs a name")
+			continue
+		}
+		res := v.compiler.CompileAndStoreVariable(&celAccessor{name: vr.Name, expr: vr.Expression, returns: anyReturn()}, decls, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field+".expression", celFault(res.Error.Detail))
+		}
+	}
+	for i, val := range spec.Validations {
+		field := fmt.Sprintf("%s.validations[%d]", path, i)
+		ce := celExpression{celProgram: celProgram{expr: val.Expression}, message: val.Message}
+		ce.program = compile(&celAccessor{expr: val.Expression, returns: boolReturn()}, field+".expression")
+		if val.MessageExpression != "" {
+			if p := compile(&celAccessor{expr: val.MessageExpression, returns: stringReturn()}, field+".messageExpression"); p != nil {
+				ce.messageExpr = &celProgram{expr: val.MessageExpression, program: p}
+			}
+		}
+		v.validations = append(v.validations, ce)
+	}
+	for i, a := range spec.AuditAnnotations {
+		field := fmt.Sprintf("%s.auditAnnotations[%d]", path, i)
+		if a.Key == "" {
+			f.add(field+".key", "an audit annotation needs a key")
+		}
+		before := len(f.errs)
+		p := compile(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, field+".valueExpression")
+		if len(f.errs) > before && strings.Contains(f.errs[before].Fault, "but got dyn") {
+			// Kyverno refuses dyn here too; say how to fix it.
+			f.errs[before].Fault += " (wrap the expression in string(...))"
+		}
+		if p != nil {
+			v.annotations = append(v.annotations, vpolAnnotation{key: a.Key, celProgram: celProgram{expr: a.ValueExpression, program: p}})
+		}
+	}
+	return v
+}
+
+// vpolActivation adds the library receivers and exceptions to a CEL
+// activation.
+type vpolActivation struct {
+	celActivation
+	libs       *libReceivers
+	exceptions ref.Val
+}
+
+func (a *vpolActivation) ResolveName(name string) (any, bool) {
+	if v, ok := a.libs.resolve(name); ok {
+		return v, true
+	}
+	if name == exceptionsVar {
+		return a.exceptions, true
+	}
+	return a.celActivation.ResolveName(name)
+}
+
+// Rule names of CEL policy results other than the policy's own "".
+const (
+	ruleException  = "exception"
+	ruleEvaluation = "evaluation"
+)
+
+// ValidationIndexProperty is the report property naming the validation
+// that failed or errored (0-based).
+const ValidationIndexProperty = "cel.validationIndex"
+
+// validateCEL evaluates a ValidatingPolicy: the first variant whose
+// matchConstraints select the request, then exceptions, matchConditions,
+// validations (first failure wins) and audit annotations.
+func (p *Policy) validateCEL(ctx context.Context, in *requestView, cfg *evalConfig) PolicyResponse {
+	resp := PolicyResponse{Policy: p.source, Key: p.key}
+	vp := p.vpol
+	var v *vpolVariant
+	for _, cand := range vp.variants {
+		if cand.match.matches(in) {
+			v = cand
+			break
+		}
+	}
+	if v == nil {
+		return resp
+	}
+	rr := RuleResponse{Name: "", Type: TypeValidation, Action: vp.action}
+	o := p.evaluateVariant(ctx, in, cfg, v, &rr)
+	rr.Status, rr.Message = o.status, o.message
+	if len(o.props) > 0 {
+		rr.Properties = o.props
+	}
+	if rr.Status == StatusFail && p.unscored {
+		rr.Status = StatusWarn
+	}
+	start := len(in.rules)
+	in.rules = append(in.rules, rr)
+	resp.Rules = in.rules[start : start+1 : start+1]
+	return resp
+}
+
+func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *evalConfig, v *vpolVariant, rr *RuleResponse) outcome {
+	ci := in.celInputs()
+	act := &vpolActivation{
+		celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
+		libs:          newLibReceivers(ctx, &cfg.loaders, p.vpol.namespace),
+	}
+	cctx := v.compiler.CreateContext(ctx)
+	act.variables = cctx.Variables(act)
+	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+
+	allowed, exempt, err := p.celExceptions(e, in)
+	if err != nil {
+		rr.Name = ruleException
+		return errorf("failed to evaluate exception: %v", err)
+	}
+	if exempt != nil {
+		rr.Name = ruleException
+		rr.Exceptions = nil
+		o := skip("rule is skipped due to policy exception: " + exempt.keys())
+		if exempt.pass {
+			o = pass("rule is passed due to policy exception: " + exempt.keys())
+		}
+		o.props = map[string]string{"exceptions": exempt.names()}
+		return o
+	}
+	act.exceptions = types.DefaultTypeAdapter.NativeToValue(allowed)
+
+	var condErrs []string
+	for i := range v.conditions {
+		val, err := e.eval(&v.conditions[i])
+		switch {
+		case err != nil:
+			condErrs = append(condErrs, err.Error())
+		case val != types.True:
+			return skip("skip")
+		}
+	}
+	if len(condErrs) > 0 {
+		if p.vpol.ignore {
+			return skip("skip")
+		}
+		rr.Name = ruleEvaluation
+		return errorf("failed to load context: %s", strings.Join(condErrs, "; "))
+	}
+	result := pass("success")
+	for i := range v.validations {
+		x := &v.validations[i]
+		val, err := e.eval(&x.celProgram)
+		index := map[string]string{ValidationIndexProperty: fmt.Sprint(i)}
+		if err != nil {
+			o := errorf("error: %v", err)
+			o.props = index
+			return o
+		}
+		if val == types.True {
+			continue
+		}
+		result = fail(e.vpolMessage(x, i))
+		result.props = index
+		break
+	}
+	for i := range v.annotations {
+		a := &v.annotations[i]
+		val, err := e.eval(&a.celProgram)
+		if err != nil {
+			return errorf("error: audit annotation %s: %v", a.key, err)
+		}
+		if s, ok := val.(types.String); ok && s != "" {
+			if result.props == nil {
+				result.props = map[string]string{}
+			}
+			result.props[a.key] = string(s)
+		}
+	}
+	return result
+}
+
+// vpolMessage is Kyverno's failure message for a ValidatingPolicy: the
+// messageExpression's value, else message, else the validation's index.
+func (e *celEvaluator) vpolMessage(x *celExpression, i int) string {
+	if x.messageExpr != nil {
+		val, err := e.eval(x.messageExpr)
+		if err != nil {
+			return "failed to evaluate message expression: " + err.Error()
+		}
+		s, ok := val.(types.String)
+		if !ok {
+			return fmt.Sprintf("failed to convert message expression to string: %v", val)
+		}
+		return string(s)
+	}
+	if x.message != "" {
+		return x.message
+	}
+	return fmt.Sprintf("CEL expression validation failed at index %d", i)
+}
+
+// autogenVariant is a policy spec rewritten for some Pod controllers.
+type autogenVariant struct {
+	name string
+	spec *policiesv1.ValidatingPolicySpec
+}
+
+// Pod controllers of autogen, by the resource name that selects them.
+var (
+	defaultsControllers = []struct{ group, resource string }{
+		{"apps", "daemonsets"}, {"apps", "deployments"}, {"apps", "replicasets"}, {"apps", "statefulsets"}, {"batch", "jobs"},
+	}
+	objectRef = regexp.MustCompile(`\b(object|oldObject)\.`)
+)
+
+// vpolAutogen returns the policy's copies for Pod controllers
+// (cel-policy-types.md §3.5): when it matches exactly Pods, one copy for
+// daemonsets, deployments, replicasets, statefulsets and jobs, with
+// object.X read as object.spec.template.X, and one for cronjobs under
+// spec.jobTemplate.spec.template. object.metadata.namespace keeps its
+// meaning, as in Kyverno, and so does object.metadata.name (Kyverno
+// rewrites it to the template's, which has none, so that an expression
+// naming the object errs on every controller).
+func vpolAutogen(spec *policiesv1.ValidatingPolicySpec) []autogenVariant {
+	mc := spec.MatchConstraints
+	if mc == nil || len(mc.ResourceRules) != 1 || len(mc.ExcludeResourceRules) > 0 || mc.ObjectSelector != nil && (len(mc.ObjectSelector.MatchLabels) > 0 || len(mc.ObjectSelector.MatchExpressions) > 0) {
+		return nil
+	}
+	rule := mc.ResourceRules[0]
+	if len(rule.ResourceNames) > 0 || !slices.Equal(rule.APIGroups, []string{""}) || !slices.Equal(rule.APIVersions, []string{"v1"}) || !slices.Equal(rule.Resources, []string{"pods"}) {
+		return nil
+	}
+	wanted := map[string]bool{}
+	all := true
+	if ag := spec.AutogenConfiguration; ag != nil && ag.PodControllers != nil {
+		pc := ag.PodControllers
+		if pc.Enabled != nil && !*pc.Enabled {
+			return nil
+		}
+		if pc.Controllers != nil {
+			all = false
+			for _, c := range pc.Controllers {
+				wanted[controllerResource(c)] = true
+			}
+		}
+	}
+	var out []autogenVariant
+	byGroup := map[string][]string{}
+	var groups []string
+	for _, c := range defaultsControllers {
+		if all || wanted[c.resource] {
+			if byGroup[c.group] == nil {
+				groups = append(groups, c.group)
+			}
+			byGroup[c.group] = append(byGroup[c.group], c.resource)
+		}
+	}
+	if len(groups) > 0 {
+		var rules []admissionregistrationv1.NamedRuleWithOperations
+		for _, g := range groups {
+			rules = append(rules, controllerRule(rule, g, byGroup[g]))
+		}
+		if s := rewriteForController(spec, "$1.spec.template.", rules); s != nil {
+			out = append(out, autogenVariant{name: "defaults", spec: s})
+		}
+	}
+	if all || wanted["cronjobs"] {
+		rules := []admissionregistrationv1.NamedRuleWithOperations{controllerRule(rule, "batch", []string{"cronjobs"})}
+		if s := rewriteForController(spec, "$1.spec.jobTemplate.spec.template.", rules); s != nil {
+			out = append(out, autogenVariant{name: "cronjobs", spec: s})
+		}
+	}
+	return out
+}
+
+// controllerResource normalises a controller name (Deployment,
+// deployments) to its resource name.
+func controllerResource(c string) string {
+	c = strings.ToLower(c)
+	if !strings.HasSuffix(c, "s") {
+		c += "s"
+	}
+	return c
+}
+
+func controllerRule(pod admissionregistrationv1.NamedRuleWithOperations, group string, resources []string) admissionregistrationv1.NamedRuleWithOperations {
+	r := *pod.DeepCopy()
+	r.APIGroups = []string{group}
+	r.APIVersions = []string{"v1"}
+	r.Resources = resources
+	return r
+}
+
+func rewriteForController(spec *policiesv1.ValidatingPolicySpec, prefix string, rules []admissionregistrationv1.NamedRuleWithOperations) *policiesv1.ValidatingPolicySpec {
+	c := spec.DeepCopy()
+	c.MatchConstraints = nil
+	c.AutogenConfiguration = nil
+	data, err := json.Marshal(c)
+	if err != nil {
+		return nil
+	}
+	text := string(data)
+	var b strings.Builder
+	last := 0
+	for _, m := range objectRef.FindAllStringSubmatchIndex(text, -1) {
+		b.WriteString(text[last:m[0]])
+		rest := text[m[1]:]
+		if strings.HasPrefix(rest, "metadata.namespace") || strings.HasPrefix(rest, "metadata.name") {
+			b.WriteString(text[m[0]:m[1]])
+		} else {
+			b.WriteString(strings.ReplaceAll(prefix, "$1", text[m[2]:m[3]]))
+		}
+		last = m[1]
+	}
+	b.WriteString(text[last:])
+	out := &policiesv1.ValidatingPolicySpec{}
+	if err := json.Unmarshal([]byte(b.String()), out); err != nil {
+		return nil
+	}
+	mc := spec.MatchConstraints.DeepCopy()
+	mc.ResourceRules = rules
+	out.MatchConstraints = mc
+	return out
+}

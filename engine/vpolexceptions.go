@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/google/cel-go/common/types"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+// celException is a compiled policies.kyverno.io PolicyException
+// (cel-policy-types.md §5).
+type celException struct {
+	src        *policiesv1.PolicyException
+	key        string
+	compiler   *plugincel.CompositedCompiler
+	conditions []celProgram
+	priority   int
+}
+
+// PriorityLabel orders exceptions that exempt the same request: the
+// highest decides the result (skip or pass).
+const PriorityLabel = "polex.kyverno.io/priority"
+
+// WithCELExceptions makes policies.kyverno.io PolicyExceptions part of the
+// set. An exception acts only on requests in its own namespace.
+func WithCELExceptions(exceptions []*policiesv1.PolicyException) CompileOption {
+	return func(c *compileConfig) { c.celExceptions = append(c.celExceptions, exceptions...) }
+}
+
+func (s *PolicySet) compileCELException(src *policiesv1.PolicyException) (*celException, CompileErrors) {
+	key := src.Name
+	if src.Namespace != "" {
+		key = src.Namespace + "/" + src.Name
+	}
+	f := &faults{kind: "PolicyException", name: key}
+	if len(src.Spec.PolicyRefs) == 0 {
+		f.add("spec.policyRefs", "must specify at least one policy ref")
+	}
+	for i, r := range src.Spec.PolicyRefs {
+		if r.Name == "" {
+			f.add(fmt.Sprintf("spec.policyRefs[%d].name", i), "must specify policy name")
+		}
+		if r.Kind == "" {
+			f.add(fmt.Sprintf("spec.policyRefs[%d].kind", i), "must specify policy kind")
+		}
+	}
+	switch src.Spec.ReportResult {
+	case "", "skip", "pass":
+	default:
+		f.add("spec.reportResult", fmt.Sprintf("unknown result %q, want skip or pass", src.Spec.ReportResult))
+	}
+	ex := &celException{src: src, key: key}
+	if v, ok := src.Labels[PriorityLabel]; ok {
+		ex.priority, _ = strconv.Atoi(v)
+	}
+	env, err := celPolicyEnv()
+	if err == nil {
+		ex.compiler, err = plugincel.NewCompositedCompiler(env)
+	}
+	if err != nil {
+		f.add("spec", "CEL environment: "+err.Error())
+		return nil, f.errs
+	}
+	for i, mc := range src.Spec.MatchConditions {
+		field := fmt.Sprintf("spec.matchConditions[%d].expression", i)
+		res := ex.compiler.CompileCELExpression(&celAccessor{name: mc.Name, expr: mc.Expression, returns: boolReturn()},
+			plugincel.OptionalVariableDeclarations{}, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field, celFault(res.Error.Detail))
+			continue
+		}
+		ex.conditions = append(ex.conditions, celProgram{expr: mc.Expression, program: res.Program})
+	}
+	if len(f.errs) > 0 {
+		return nil, f.errs
+	}
+	return ex, nil
+}
+
+// refers reports whether the exception names the policy.
+func (ex *celException) refers(kind, name string) bool {
+	for _, r := range ex.src.Spec.PolicyRefs {
+		if r.Kind == kind && r.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// exemption is the exceptions that fully exempt a request.
+type exemption struct {
+	exs  []*celException
+	pass bool
+}
+
+func (x *exemption) keys() string {
+	out := make([]string, len(x.exs))
+	for i, e := range x.exs {
+		out[i] = e.key
+	}
+	return strings.Join(out, ", ")
+}
+
+func (x *exemption) names() string {
+	out := make([]string, len(x.exs))
+	for i, e := range x.exs {
+		out[i] = e.src.Name
+	}
+	return strings.Join(out, ",")
+}
+
+// celExceptions evaluates the exceptions that name the policy, before its
+// matchConditions: one without images or allowedValues whose conditions
+// hold exempts the request; the others contribute their lists to
+// exceptions.allowedImages and exceptions.allowedValues.
+func (p *Policy) celExceptions(e *celEvaluator, in *requestView) (map[string]any, *exemption, error) {
+	images, values := []any{}, []any{}
+	var exempt *exemption
+	var chosen *celException
+	for _, ex := range p.set.celExceptions {
+		if !ex.refers(p.source.GetKind(), p.source.GetName()) {
+			continue
+		}
+		// Tenancy: an exception acts in its own namespace only.
+		if ex.src.Namespace != "" && ex.src.Namespace != in.scope {
+			continue
+		}
+		cctx := ex.compiler.CreateContext(e.ctx)
+		ee := &celEvaluator{ctx: cctx, act: e.act, budget: celconfig.RuntimeCELCostBudget}
+		holds := true
+		for i := range ex.conditions {
+			val, err := ee.eval(&ex.conditions[i])
+			if err != nil {
+				if exempt != nil {
+					break
+				}
+				return nil, nil, fmt.Errorf("PolicyException %s: %v", ex.key, err)
+			}
+			if val != types.True {
+				holds = false
+				break
+			}
+		}
+		if !holds {
+			continue
+		}
+		spec := &ex.src.Spec
+		if len(spec.Images) == 0 && len(spec.AllowedValues) == 0 {
+			if exempt == nil {
+				exempt = &exemption{}
+			}
+			exempt.exs = append(exempt.exs, ex)
+			if chosen == nil || ex.priority > chosen.priority {
+				chosen = ex
+			}
+			continue
+		}
+		for _, i := range spec.Images {
+			images = append(images, i)
+		}
+		for _, v := range spec.AllowedValues {
+			values = append(values, v)
+		}
+	}
+	if exempt != nil {
+		exempt.pass = chosen.src.Spec.ReportResult == "pass"
+	}
+	return map[string]any{"allowedImages": images, "allowedValues": values}, exempt, nil
+}

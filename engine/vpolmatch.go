@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// constraints are compiled matchConstraints (cel-policy-types.md §3.2):
+// namespaceSelector, objectSelector, excludeResourceRules, resourceRules.
+type constraints struct {
+	src               *admissionregistrationv1.MatchResources
+	namespaceSelector labels.Selector
+	objectSelector    labels.Selector
+}
+
+func compileConstraints(mc *admissionregistrationv1.MatchResources) (*constraints, error) {
+	if mc == nil || len(mc.ResourceRules) == 0 {
+		return nil, fmt.Errorf("a matchConstraints with at least one resource rule is required")
+	}
+	c := &constraints{src: mc, namespaceSelector: labels.Everything(), objectSelector: labels.Everything()}
+	var err error
+	if mc.NamespaceSelector != nil {
+		if c.namespaceSelector, err = metav1.LabelSelectorAsSelector(mc.NamespaceSelector); err != nil {
+			return nil, fmt.Errorf("namespaceSelector: %w", err)
+		}
+	}
+	if mc.ObjectSelector != nil {
+		if c.objectSelector, err = metav1.LabelSelectorAsSelector(mc.ObjectSelector); err != nil {
+			return nil, fmt.Errorf("objectSelector: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// matches reports whether the request is one the constraints select.
+func (c *constraints) matches(in *requestView) bool {
+	if c == nil {
+		return false
+	}
+	gvr := in.resource()
+	if !c.namespaceSelector.Empty() && in.res.Namespace != "" {
+		if !c.namespaceSelector.Matches(labels.Set(in.namespaceLabelsOrName())) {
+			return false
+		}
+	} else if !c.namespaceSelector.Empty() && in.gvk.Group == "" && in.gvk.Kind == "Namespace" {
+		// A Namespace is judged by its own labels.
+		if !c.namespaceSelector.Matches(labels.Set(in.res.Labels)) {
+			return false
+		}
+	}
+	if !c.objectSelector.Empty() {
+		ok := in.req.Object != nil && c.objectSelector.Matches(labels.Set(objectLabels(in.req.Object)))
+		if !ok && in.req.OldObject != nil {
+			ok = c.objectSelector.Matches(labels.Set(objectLabels(in.req.OldObject)))
+		}
+		if !ok {
+			return false
+		}
+	}
+	for i := range c.src.ExcludeResourceRules {
+		if ruleSelects(&c.src.ExcludeResourceRules[i], in, gvr) {
+			return false
+		}
+	}
+	for i := range c.src.ResourceRules {
+		if ruleSelects(&c.src.ResourceRules[i], in, gvr) {
+			return true
+		}
+	}
+	return false
+}
+
+func objectLabels(obj map[string]any) map[string]string {
+	meta, _ := obj["metadata"].(map[string]any)
+	return stringMap(meta["labels"])
+}
+
+// namespaceLabelsOrName returns the namespace's labels, with the
+// kubernetes.io/metadata.name label every namespace has; an unknown
+// namespace has that label only.
+func (in *requestView) namespaceLabelsOrName() map[string]string {
+	l := in.namespaceLabels()
+	if l["kubernetes.io/metadata.name"] == in.res.Namespace {
+		return l
+	}
+	out := make(map[string]string, len(l)+1)
+	for k, v := range l {
+		out[k] = v
+	}
+	out["kubernetes.io/metadata.name"] = in.res.Namespace
+	return out
+}
+
+// resource returns the request's resource: the one given, else the one
+// the object's kind names by Kubernetes' conventions.
+func (in *requestView) resource() schema.GroupVersionResource {
+	if in.req.Resource.Resource != "" {
+		return in.req.Resource
+	}
+	return schema.GroupVersionResource{Group: in.gvk.Group, Version: in.gvk.Version, Resource: ResourceForKind(in.gvk.Kind)}
+}
+
+func ruleSelects(r *admissionregistrationv1.NamedRuleWithOperations, in *requestView, gvr schema.GroupVersionResource) bool {
+	if !anyOf(r.APIGroups, gvr.Group) || !anyOf(r.APIVersions, gvr.Version) {
+		return false
+	}
+	if !resourceListed(r.Resources, gvr.Resource, in.req.SubResource) {
+		return false
+	}
+	if len(r.Operations) > 0 {
+		ok := false
+		for _, op := range r.Operations {
+			if op == admissionregistrationv1.OperationAll || string(op) == string(in.op) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	if r.Scope != nil {
+		switch *r.Scope {
+		case admissionregistrationv1.ClusterScope:
+			if in.res.Namespace != "" {
+				return false
+			}
+		case admissionregistrationv1.NamespacedScope:
+			if in.res.Namespace == "" {
+				return false
+			}
+		}
+	}
+	if len(r.ResourceNames) > 0 {
+		name := in.res.Name
+		if name == "" {
+			// Kyverno accepts a generateName that starts with a listed
+			// name.
+			meta, _ := in.object["metadata"].(map[string]any)
+			gen, _ := meta["generateName"].(string)
+			for _, n := range r.ResourceNames {
+				if gen != "" && strings.HasPrefix(gen, n) {
+					return true
+				}
+			}
+			return false
+		}
+		return slices.Contains(r.ResourceNames, name)
+	}
+	return true
+}
+
+func anyOf(list []string, v string) bool {
+	return slices.Contains(list, "*") || slices.Contains(list, v)
+}
+
+// resourceListed applies VAP's resource syntax: "pods", "pods/exec",
+// "*", "*/scale", "pods/*".
+func resourceListed(list []string, resource, sub string) bool {
+	for _, r := range list {
+		res, s, hasSub := strings.Cut(r, "/")
+		if !hasSub {
+			if sub == "" && (res == "*" || res == resource) {
+				return true
+			}
+			continue
+		}
+		if (res == "*" || res == resource) && (s == "*" || s == sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// irregularResources are the built-in kinds whose resource name is not the
+// regular plural of the kind.
+var irregularResources = map[string]string{
+	"Endpoints":                        "endpoints",
+	"PodSecurityPolicy":                "podsecuritypolicies",
+	"ComponentStatus":                  "componentstatuses",
+	"PodMetrics":                       "pods",
+	"NodeMetrics":                      "nodes",
+	"SecurityContextConstraints":       "securitycontextconstraints",
+	"ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
+}
+
+// ResourceForKind returns the resource name of a kind by Kubernetes'
+// conventions (lower case, plural), which every built-in kind and most
+// CRDs follow. Offline callers (the CLI) use it where the API server
+// would say.
+func ResourceForKind(kind string) string {
+	if r, ok := irregularResources[kind]; ok {
+		return r
+	}
+	k := strings.ToLower(kind)
+	switch {
+	case k == "":
+		return ""
+	case strings.HasSuffix(k, "s"), strings.HasSuffix(k, "x"), strings.HasSuffix(k, "ch"), strings.HasSuffix(k, "sh"):
+		return k + "es"
+	case strings.HasSuffix(k, "y") && len(k) > 1 && !strings.ContainsRune("aeiou", rune(k[len(k)-2])):
+		return k[:len(k)-1] + "ies"
+	}
+	return k + "s"
+}
