@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"runtime/debug"
 
@@ -22,8 +23,11 @@ func tuneGCForBatch() {
 
 func newTestCommand() *cobra.Command {
 	var (
-		fileName string
-		report   clitest.ReportOptions
+		fileName     string
+		report       clitest.ReportOptions
+		selector     string
+		requireTests bool
+		removeColor  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "test PATH...",
@@ -42,28 +46,55 @@ result fails with its message; a suite none of whose expected results met a
 rule response says "checked nothing" and fails. The last line is
 "Summary: N passed, M failed" and the command exits 1 when anything failed,
 a suite checked nothing, nothing was checked at all, or a test file could
-not be run.`,
+not be run.
+
+For CI: -o junit writes JUnit XML (one testsuite per test document, one
+testcase per expected result) for the CI system's test report, with the
+summary on stderr; --require-tests also fails the run when a policy found
+under the paths is named by no expected result; -t narrows the run to some
+expected results, with Kyverno's syntax "policy=NAME,rule=NAME,resource=NAME"
+(wildcards * and ?; a key left out matches all; a result is narrowed to the
+resources that match, and a suite left with none is not run).`,
 		Example: `  charter test policies/
   charter test --fail-only --detailed-results policies/pod-security
-  charter test -o json policies/ > results.json`,
+  charter test -o json policies/ > results.json
+  charter test --require-tests --remove-color -o junit policies/ > junit.xml
+  charter test policies/ -t "policy=disallow-latest-tag,rule=require-image-tag,resource=*-pass"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
-			if err := printer.CheckFormat(report.Output); err != nil {
+			if report.Output != "junit" {
+				if err := printer.CheckFormat(report.Output); err != nil {
+					return fmt.Errorf("%w, or junit", err)
+				}
+			}
+			sel, err := clitest.ParseCaseSelector(selector)
+			if err != nil {
 				return err
 			}
 			tuneGCForBatch()
-			runner := clitest.NewRunner(clitest.Options{FileName: fileName})
+			runner := clitest.NewRunner(clitest.Options{FileName: fileName, Selector: sel})
 			results, err := runner.Run(cmd.Context(), paths)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			report.Color = printer.ColorEnabled(out)
+			report.Color = !removeColor && printer.ColorEnabled(out)
 			tally, err := clitest.Report(out, cmd.ErrOrStderr(), results, report)
 			if err != nil {
 				return err
 			}
-			if tally.AnyFailure() {
+			failed := tally.AnyFailure()
+			if requireTests {
+				untested, err := clitest.UntestedPolicies(paths, results)
+				if err != nil {
+					return err
+				}
+				for _, p := range untested {
+					fmt.Fprintf(cmd.ErrOrStderr(), "Error: policy %s has no test (--require-tests)\n", p)
+				}
+				failed = failed || len(untested) > 0
+			}
+			if failed {
 				return exitError{code: 1}
 			}
 			return nil
@@ -73,6 +104,9 @@ not be run.`,
 	f.StringVarP(&fileName, "file-name", "f", clitest.DefaultFileName, "name of the test files to look for in directories")
 	f.BoolVar(&report.FailOnly, "fail-only", false, "show only failing results")
 	f.BoolVar(&report.Detailed, "detailed-results", false, "add each rule's message to the results")
-	f.StringVarP(&report.Output, "output", "o", "", "output format: json|yaml (one record per expected result)")
+	f.StringVarP(&report.Output, "output", "o", "", "output format: json|yaml (one record per expected result) or junit (JUnit XML)")
+	f.StringVarP(&selector, "test-case-selector", "t", clitest.DefaultCaseSelector, `run only these expected results: "policy=NAME,rule=NAME,resource=NAME", wildcards allowed`)
+	f.BoolVar(&requireTests, "require-tests", false, "fail when a policy found under the paths has no expected result in any test")
+	f.BoolVar(&removeColor, "remove-color", false, "never colour the output (it is coloured only on a terminal anyway)")
 	return cmd
 }

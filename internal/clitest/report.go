@@ -10,7 +10,7 @@ import (
 
 // ReportOptions choose what Report prints.
 type ReportOptions struct {
-	// Output is "" (tables), "json" or "yaml".
+	// Output is "" (tables), "json", "yaml" or "junit".
 	Output string
 	// FailOnly keeps only failing rows.
 	FailOnly bool
@@ -79,6 +79,16 @@ func Report(w, errw io.Writer, results []*SuiteResult, opts ReportOptions) (Tall
 		if r.Err == nil && r.CheckedNothing != "" && opts.Output != "" {
 			fmt.Fprintf(errw, "Error: %s: checked nothing: %s\n", r.Suite.Name(), r.CheckedNothing)
 		}
+	}
+	if opts.Output == "junit" {
+		if err := WriteJUnit(w, results, opts.FailOnly); err != nil {
+			return tally, err
+		}
+		if tally.Broken > 0 {
+			fmt.Fprintf(errw, "%d test file(s) could not be run\n", tally.Broken)
+		}
+		fmt.Fprintln(errw, tally.SummaryLine())
+		return tally, nil
 	}
 	if opts.Output != "" {
 		rows := []Row{}

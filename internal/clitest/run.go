@@ -24,6 +24,9 @@ type Options struct {
 	// Workers bounds how many suites are evaluated at once; 0 means
 	// GOMAXPROCS.
 	Workers int
+	// Selector, when set, narrows every suite to the expected results it
+	// picks; a suite left with none is not run.
+	Selector *CaseSelector
 }
 
 // SuiteResult is the outcome of one suite.
@@ -99,6 +102,9 @@ func (r *Runner) Run(ctx context.Context, paths []string) ([]*SuiteResult, error
 	perFile := make([][]*SuiteResult, len(files))
 	r.parallel(len(files), func(i int) {
 		for _, s := range LoadFile(files[i]) {
+			if !r.selects(s) {
+				continue
+			}
 			perFile[i] = append(perFile[i], &SuiteResult{Suite: s, Err: s.Err})
 		}
 	})
@@ -112,6 +118,18 @@ func (r *Runner) Run(ctx context.Context, paths []string) ([]*SuiteResult, error
 		}
 	})
 	return results, nil
+}
+
+// selects narrows a loaded suite to the results the case selector picks,
+// and reports whether any is left. Broken suites are always reported.
+func (r *Runner) selects(s *Suite) bool {
+	if r.opts.Selector.all() || s.Test == nil {
+		return true
+	}
+	t := *s.Test
+	t.Results = r.opts.Selector.selectResults(t.Results)
+	s.Test = &t
+	return len(t.Results) > 0
 }
 
 // parallel calls fn(0..n-1) on a bounded pool of goroutines.
