@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -31,29 +32,59 @@ type State struct {
 // New builds the process's State on the manager's shared informers and
 // adds its policy cache to the manager (it runs on every replica, leader
 // or not). The manager's scheme must know the kyverno.io types.
-func New(mgr manager.Manager, log logr.Logger) (*State, error) {
+//
+// An exception from a namespace WithExceptionNamespaces does not trust gets
+// a Warning event (reason ExceptionIgnored) saying why, once per
+// generation of the exception and replica.
+func New(mgr manager.Manager, log logr.Logger, opts ...Option) (*State, error) {
 	sch := mgr.GetScheme()
 	if !sch.Recognizes(kyvernov1.GroupVersion.WithKind("ClusterPolicy")) || !sch.Recognizes(kyvernov2.GroupVersion.WithKind("PolicyException")) {
 		return nil, errors.New("clusterstate: the manager's scheme lacks the kyverno.io/v1 and v2 types")
 	}
-	s, err := NewForCache(mgr.GetConfig(), mgr.GetCache(), log)
+	s, err := NewForCache(mgr.GetConfig(), mgr.GetCache(), log, opts...)
 	if err != nil {
 		return nil, err
 	}
+	recorder := mgr.GetEventRecorder("charter")
+	s.Policies.OnIgnoredException(func(ig policycache.IgnoredException) {
+		recorder.Eventf(ig.Exception, nil, corev1.EventTypeWarning, ReasonExceptionIgnored, "Ignore", "%s", ig.Reason)
+	})
 	if err := mgr.Add(s.Policies); err != nil {
 		return nil, fmt.Errorf("clusterstate: %w", err)
 	}
 	return s, nil
 }
 
+// ReasonExceptionIgnored is the reason of the event on a PolicyException
+// from a namespace charter does not trust.
+const ReasonExceptionIgnored = "ExceptionIgnored"
+
+// Option configures a State.
+type Option func(*options)
+
+type options struct {
+	cache []policycache.Option
+}
+
+// WithExceptionNamespaces makes the process honour PolicyExceptions from
+// these namespaces only (default: every namespace); see
+// policycache.ExceptionNamespaces.
+func WithExceptionNamespaces(ns policycache.ExceptionNamespaces) Option {
+	return func(o *options) { o.cache = append(o.cache, policycache.WithExceptionNamespaces(ns)) }
+}
+
 // NewForCache builds a State on informers the caller runs, for programs
 // without a manager (benchmarks); the caller starts s.Policies too.
-func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger) (*State, error) {
+func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opts ...Option) (*State, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("clusterstate: client: %w", err)
 	}
-	cache := policycache.New(informers, log.WithName("policycache"))
+	cache := policycache.New(informers, log.WithName("policycache"), o.cache...)
 	return &State{
 		Policies: cache,
 		Loaders: engine.Loaders{

@@ -46,7 +46,14 @@ type Cache struct {
 	// syncedCh is closed when the first snapshot is published.
 	syncedCh chan struct{}
 
+	// exceptionNamespaces are the namespaces whose exceptions count;
+	// ignoredSeen is what reportIgnored already reported (rebuild's
+	// goroutine only).
+	exceptionNamespaces ExceptionNamespaces
+	ignoredSeen         ignoredOnce
+
 	mu                 sync.Mutex
+	ignoredListeners   []func(IgnoredException)
 	listeners          []func(*Snapshot)
 	changeListeners    []func(kyvernov1.PolicyInterface, PolicyChange)
 	installedListeners []func(*Installed)
@@ -71,15 +78,41 @@ type Installed struct {
 
 // New returns a cache reading from the informers of reader; call Start
 // (or add it to a manager) to fill it. Until then Snapshot is Empty.
-func New(reader crcache.Cache, log logr.Logger) *Cache {
+func New(reader crcache.Cache, log logr.Logger, opts ...Option) *Cache {
 	c := &Cache{
 		reader: reader, builder: NewBuilder(), log: log,
 		debounce: DefaultDebounce, maxDelay: DefaultMaxDelay,
 		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}),
+		exceptionNamespaces: AllExceptionNamespaces(), ignoredSeen: ignoredOnce{},
+	}
+	for _, o := range opts {
+		o(c)
 	}
 	c.current.Store(Empty())
 	c.installed.Store(&Installed{})
 	return c
+}
+
+// Option configures a Cache.
+type Option func(*Cache)
+
+// WithExceptionNamespaces makes the cache honour PolicyExceptions from
+// these namespaces only (default: every namespace). The others are left
+// out of the snapshot and of Installed, so no controller of the process
+// applies them, and OnIgnoredException is told about each once per
+// generation.
+func WithExceptionNamespaces(ns ExceptionNamespaces) Option {
+	return func(c *Cache) { c.exceptionNamespaces = ns }
+}
+
+// OnIgnoredException registers fn to be called, from the cache's
+// goroutine, for each PolicyException left out because its namespace is
+// not trusted: once per generation of the exception, not on every
+// rebuild. fn must not block.
+func (c *Cache) OnIgnoredException(fn func(IgnoredException)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ignoredListeners = append(c.ignoredListeners, fn)
 }
 
 // Installed returns the policies and exceptions installed as of the last
@@ -260,6 +293,11 @@ func (c *Cache) rebuild(ctx context.Context) error {
 	for i := range exs.Items {
 		exceptions = append(exceptions, &exs.Items[i])
 	}
+	// Exceptions from untrusted namespaces go no further: neither the
+	// admission snapshot nor Installed, which every other controller
+	// compiles from, holds them.
+	exceptions, ignored := c.exceptionNamespaces.trustedExceptions(exceptions)
+	c.reportIgnored(ignored)
 	c.publishInstalled(policies, exceptions)
 	start := time.Now()
 	s, stats := c.builder.Build(policies, exceptions)
@@ -288,6 +326,24 @@ func (c *Cache) rebuild(ctx context.Context) error {
 // publishInstalled stores what a rebuild read and hands it to the
 // listeners. It runs before the admission snapshot is published, so a
 // controller knows of a policy no later than admission enforces it.
+// reportIgnored logs and hands to the OnIgnoredException listeners the
+// ignored exceptions not reported at their current generation yet.
+func (c *Cache) reportIgnored(ignored []IgnoredException) {
+	fresh := c.ignoredSeen.fresh(ignored)
+	if len(fresh) == 0 {
+		return
+	}
+	c.mu.Lock()
+	listeners := append([]func(IgnoredException){}, c.ignoredListeners...)
+	c.mu.Unlock()
+	for _, ig := range fresh {
+		c.log.Info("policy exception ignored", "reason", ig.Reason)
+		for _, fn := range listeners {
+			fn(ig)
+		}
+	}
+}
+
 func (c *Cache) publishInstalled(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException) {
 	in := &Installed{
 		Policies:   sortedPolicies(policies),

@@ -270,6 +270,9 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		// A dev cluster is small: rescan often so reports follow
 		// namespace label and ConfigMap changes quickly.
 		reports: reportsDevOptions(),
+		// dev trusts every namespace's PolicyExceptions, as Kyverno's
+		// --exceptionNamespace=* does; an install trusts charter's only.
+		exceptionNamespaces: []string{"*"},
 		// dev is run more than once per process by its tests.
 		repeatable: true,
 	}

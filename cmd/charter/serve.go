@@ -35,6 +35,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
 	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/internal/version"
 	"github.com/charter-dev/charter/reconciler/gitsync"
 	"github.com/charter-dev/charter/reconciler/reports"
@@ -86,6 +87,10 @@ type serveOptions struct {
 	certTrimGrace        time.Duration
 
 	reports reports.Options
+
+	// exceptionNamespaces are --exception-namespaces: where PolicyExceptions
+	// are honoured from; nil means charter's own namespace.
+	exceptionNamespaces []string
 
 	gitsyncCacheDir string
 	gitsyncWorkers  int
@@ -151,6 +156,10 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.IntVar(&o.events.MaxQueued, "max-queued-events", events.DefaultMaxQueued, "admissions whose events wait to be written; more are dropped and counted")
 	f.BoolVar(&o.events.SuccessEvents, "generate-success-events", false, "emit PolicyApplied events for requests that passed")
 	f.BoolVar(&o.events.Disabled, "disable-events", false, "emit no Kubernetes Events for admission decisions")
+	f.StringSliceVar(&o.exceptionNamespaces, "exception-namespaces", nil,
+		"namespaces whose PolicyExceptions are honoured, by every controller; \"*\" honours them from every namespace (Kyverno's --exceptionNamespace=*). "+
+			"An exception exempts what its match selects in any namespace, so trust only the platform team's namespace. "+
+			"Exceptions from elsewhere are ignored, with a Warning event on them; an empty value honours none. Default: charter's --namespace")
 	addCertFlags(f, &o)
 	o.reports.AddFlags(f)
 	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default <temp>/charter-gitsync)")
@@ -239,6 +248,20 @@ func runServe(ctx context.Context, o serveOptions) error {
 	return mgr.Start(ctx)
 }
 
+// exceptionNamespaces reads --exception-namespaces; without it only
+// charter's own namespace is trusted.
+func exceptionNamespaces(o serveOptions) (policycache.ExceptionNamespaces, error) {
+	list := o.exceptionNamespaces
+	if list == nil {
+		list = []string{o.namespace}
+	}
+	ns, err := policycache.ParseExceptionNamespaces(list)
+	if err != nil {
+		return ns, fmt.Errorf("--exception-namespaces: %w", err)
+	}
+	return ns, nil
+}
+
 func checkControllers(names []string) error {
 	if len(names) == 0 {
 		return fmt.Errorf("--controllers: name at least one of %s", strings.Join(knownControllers, ", "))
@@ -307,7 +330,11 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	// every controller of the process: a policy change is watched once.
 	var state *clusterstate.State
 	if slices.Contains(o.controllers, controllerReports) || slices.Contains(o.controllers, controllerAdmission) {
-		if state, err = clusterstate.New(mgr, log.WithName("clusterstate")); err != nil {
+		trusted, err := exceptionNamespaces(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		if state, err = clusterstate.New(mgr, log.WithName("clusterstate"), clusterstate.WithExceptionNamespaces(trusted)); err != nil {
 			return nil, nil, err
 		}
 	}

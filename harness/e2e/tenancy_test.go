@@ -6,11 +6,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 )
 
 // Namespaces of the tenancy specs: charter's own, and two tenants.
@@ -98,6 +100,93 @@ var _ = Describe("Tenancy", Label("tenancy"), Ordered, func() {
 		Expect(got.Labels).NotTo(HaveKey("tenant"))
 	}, SpecTimeout(30*time.Second))
 })
+
+// Exceptions to team-a's policy for the Pod "exempt": one written by
+// team-a itself, in its own namespace, which charter does not trust; one
+// by the platform team in charter's namespace, which it does (charter
+// serve trusts only its own namespace unless --exception-namespaces says
+// otherwise).
+const (
+	tenantException = `
+apiVersion: kyverno.io/v2
+kind: PolicyException
+metadata: {name: let-me-in, namespace: e2e-team-a}
+spec:
+  exceptions:
+  - {policyName: e2e-team-a/team-rules, ruleNames: [no-blocked-pods]}
+  match: {any: [{resources: {kinds: [Pod], namespaces: [e2e-team-a], names: [exempt]}}]}
+`
+	platformException = `
+apiVersion: kyverno.io/v2
+kind: PolicyException
+metadata: {name: let-exempt-in, namespace: e2e-tenancy-charter}
+spec:
+  exceptions:
+  - {policyName: e2e-team-a/team-rules, ruleNames: [no-blocked-pods]}
+  match: {any: [{resources: {kinds: [Pod], namespaces: [e2e-team-a], names: [exempt]}}]}
+`
+)
+
+var _ = Describe("Tenancy: PolicyExceptions", Label("tenancy"), Ordered, func() {
+	var cl client.Client
+
+	BeforeAll(func(ctx SpecContext) {
+		skipUnlessClusterReachesCharter()
+		cl = suite.client
+		for _, ns := range []string{tenancyCharterNamespace, teamA} {
+			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
+		}
+		waitDefaultServiceAccounts(ctx, teamA)
+		startCharterWith(ctx, tenancyCharterNamespace, "admission")
+
+		var p kyvernov1.Policy
+		Expect(yaml.UnmarshalStrict([]byte(teamAPolicy), &p)).To(Succeed())
+		Eventually(func() error { return client.IgnoreAlreadyExists(cl.Create(ctx, &p)) }).
+			WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, &p))).To(Succeed()) })
+		Eventually(func() error {
+			return refusedByCharter(ctx, tenantPod(teamA, "probe", true))
+		}).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+	}, NodeTimeout(3*time.Minute))
+
+	It("ignores a tenant's own exception, with an event on it saying why", func(ctx SpecContext) {
+		ex := policyException(tenantException)
+		Expect(cl.Create(ctx, ex)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, ex))).To(Succeed()) })
+
+		Eventually(func(g Gomega) {
+			var events eventsv1.EventList
+			g.Expect(cl.List(ctx, &events, client.InNamespace(teamA))).To(Succeed())
+			var notes []string
+			for _, ev := range events.Items {
+				if ev.Regarding.Kind == "PolicyException" && ev.Regarding.Name == "let-me-in" && ev.Reason == "ExceptionIgnored" {
+					notes = append(notes, ev.Note)
+				}
+			}
+			g.Expect(notes).To(ConsistOf(ContainSubstring(
+				`only from namespace ` + tenancyCharterNamespace + ` (--exception-namespaces=` + tenancyCharterNamespace + `), not from "` + teamA + `"`)))
+		}).WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		Expect(refusedByCharter(ctx, tenantPod(teamA, "exempt", true))).To(Succeed())
+	}, SpecTimeout(60*time.Second))
+
+	It("honours the platform team's exception from charter's namespace", func(ctx SpecContext) {
+		ex := policyException(platformException)
+		Expect(cl.Create(ctx, ex)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, ex))).To(Succeed()) })
+
+		// The exception reaches the policy cache asynchronously.
+		Eventually(func() error {
+			return cl.Create(ctx, tenantPod(teamA, "exempt", true), client.DryRunAll)
+		}).WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		Expect(refusedByCharter(ctx, tenantPod(teamA, "not-exempt", true))).To(Succeed())
+	}, SpecTimeout(60*time.Second))
+})
+
+func policyException(manifest string) *kyvernov2.PolicyException {
+	var ex kyvernov2.PolicyException
+	Expect(yaml.UnmarshalStrict([]byte(manifest), &ex)).To(Succeed())
+	return &ex
+}
 
 // tenantPod is a Pod in namespace, labelled blocked when asked.
 func tenantPod(namespace, name string, blocked bool) *corev1.Pod {
