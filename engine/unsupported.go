@@ -128,8 +128,12 @@ func (u *Unsupported) In(w Where) bool { return u.Where&w != 0 }
 // Message is the finding without the policy's name, as a policy's own
 // status shows it: "spec.rules[0].verifyImages: verifyImages is not
 // supported by charter in the cluster yet".
-func (u *Unsupported) Message() string {
-	return fmt.Sprintf("%s: %s is not supported by charter %s yet", u.Field, u.Feature, u.Where)
+func (u *Unsupported) Message() string { return u.Field + ": " + u.Fault() }
+
+// Fault says what is not supported, without the field: "verifyImages is
+// not supported by charter in the cluster yet".
+func (u *Unsupported) Fault() string {
+	return fmt.Sprintf("%s is not supported by charter %s yet", u.Feature, u.Where)
 }
 
 func (u *Unsupported) Error() string { return fmt.Sprintf("%s %q: %s", u.Kind, u.Name, u.Message()) }

@@ -1,9 +1,12 @@
 // Package check decides whether a rendered revision may be applied. Every
 // object must name its apiVersion, kind and name; every object of a kind
 // charter's scheme knows must decode strictly (no unknown or duplicate
-// field); and every Kyverno policy and exception must compile with
-// engine.Compile. Kinds the scheme does not know are left to the API
-// server's dry-run, which runs with strict field validation.
+// field); every Kyverno policy and exception must compile with
+// engine.Compile; and no policy may enforce with a feature charter cannot
+// run in the cluster (engine.UnsupportedFeatures, the same check as policy
+// admission), so a revision never installs a policy that looks enforced
+// while it does nothing. Kinds the scheme does not know are left to the
+// API server's dry-run, which runs with strict field validation.
 //
 // A revision is applied whole or not at all, so Objects reports every
 // fault at once, each naming the file, the object and the field.
@@ -106,6 +109,10 @@ func Objects(objs []build.Object, scheme *runtime.Scheme) error {
 		case *kyvernov2.PolicyException:
 			exceptions = append(exceptions, v)
 			exceptionFiles[exceptionKey(v)] = o.File
+		case *kyvernov2.ClusterCleanupPolicy:
+			faults = append(faults, unsupportedFaults(engine.UnsupportedFeatures(v), o.File)...)
+		case *kyvernov2.CleanupPolicy:
+			faults = append(faults, unsupportedFaults(engine.UnsupportedFeatures(v), o.File)...)
 		case *kyvernov2beta1.PolicyException:
 			ex := v.ToV2()
 			exceptions = append(exceptions, ex)
@@ -132,10 +139,28 @@ func compilePolicy(p kyvernov1.PolicyInterface, key, file string, seen map[strin
 			Message: "declared again (first in " + first + ")"}}
 	}
 	seen[key] = file
-	if _, err := engine.Compile([]kyvernov1.PolicyInterface{p}); err != nil {
+	set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
+	if err != nil {
 		return compileFaults(err, map[string]string{key: file})
 	}
-	return nil
+	return unsupportedFaults(set.Unsupported(), file)
+}
+
+// unsupportedFaults are the findings that stop a revision: features
+// charter cannot run in the cluster, used by a rule that enforces.
+// Policy admission would refuse the same policy; one that only audits is
+// applied, and its status says Unsupported.
+func unsupportedFaults(found engine.UnsupportedList, file string) []Fault {
+	var faults []Fault
+	for _, u := range found.In(engine.InCluster).Enforced() {
+		faults = append(faults, Fault{
+			File:    file,
+			Object:  fmt.Sprintf("%s %q", u.Kind, u.Name),
+			Field:   u.Field,
+			Message: u.Fault(),
+		})
+	}
+	return faults
 }
 
 func exceptionKey(ex *kyvernov2.PolicyException) string {

@@ -57,6 +57,11 @@ func TestObjects(t *testing.T) {
 		{file: "no-name.yaml", want: []string{`repo/no-name.yaml: ConfigMap "team-a/": an object needs apiVersion, kind and metadata.name`}},
 		{file: "duplicate.yaml", want: []string{`repo/duplicate.yaml: Policy "team-a/twice": declared again (first in repo/duplicate.yaml)`}},
 		{file: "bad-exception.yaml", want: []string{`repo/bad-exception.yaml: PolicyException "team-a/allow-all": spec.exceptions: an exception needs at least one policy`}},
+		{file: "unsupported.yaml", want: []string{
+			`repo/unsupported.yaml: ClusterPolicy "verify-images": spec.rules[0].verifyImages: verifyImages is not supported by charter anywhere yet`,
+			`repo/unsupported.yaml: ClusterCleanupPolicy "old-pods": spec: ClusterCleanupPolicy is not supported by charter anywhere yet`,
+		}},
+		{file: "unsupported-audit.yaml"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
