@@ -9,9 +9,13 @@ import (
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 )
 
-// verifyImagesPolicy enforces image signatures, which charter cannot
-// verify yet.
+// verifyImagesPolicy checks image signatures, which charter cannot verify
+// yet. An auditing rule may not pin digests.
 func verifyImagesPolicy(name, action string) string {
+	mutateDigest := "true"
+	if action == "Audit" {
+		mutateDigest = "false"
+	}
 	return `apiVersion: kyverno.io/v1
 kind: ClusterPolicy
 metadata:
@@ -27,6 +31,7 @@ spec:
           kinds: [Pod]
     verifyImages:
     - imageReferences: ["*"]
+      mutateDigest: ` + mutateDigest + `
 `
 }
 
@@ -60,7 +65,9 @@ func TestEnforcedUnsupportedFeatureStallsTheRevision(t *testing.T) {
 	g.Expect(getPolicy(t, "unsupported-verify")).To(BeNil())
 
 	audit := src.commit(map[string]string{"policies/verify.yaml": verifyImagesPolicy("unsupported-verify", "Audit")}, nil)
-	readyAt(t, repo, audit)
+	eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
+		g.Expect(r.Status.LastAppliedRevision).To(Equal(audit), "Ready: %+v", condition(r, gitopsv1alpha1.ConditionReady))
+	})
 	g.Expect(getPolicy(t, "unsupported-a").Spec.Rules[0].Name).To(Equal("require-changed"))
 	g.Expect(getPolicy(t, "unsupported-verify")).NotTo(BeNil())
 }
