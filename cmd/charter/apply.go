@@ -17,6 +17,8 @@ func newApplyCommand() *cobra.Command {
 		policyReport bool
 		failOnly     bool
 		printObjects bool
+		removeColor  bool
+		cluster      clusterSource
 	)
 	cmd := &cobra.Command{
 		Use:   "apply POLICY... --resource FILE|DIR|-",
@@ -27,13 +29,25 @@ mutated resource, then generate rules. Print a verdict per resource and rule;
 --print-resources adds the mutated resources and the generated objects.
 
 POLICY and --resource name files or directories (searched recursively for
-.yaml, .yml and .json); --resource - reads resources from stdin. The command
-exits 1 when a rule whose failure action is Enforce fails, i.e. when
-admission would deny a resource.`,
+.yaml, .yml and .json); --resource - reads resources from stdin. Files of a
+POLICY folder that hold no policy (tests, values, resources kept beside the
+policies) are skipped with one line on stderr. The command exits 1 when a
+rule whose failure action is Enforce fails, i.e. when admission would deny
+a resource.
+
+As in Kyverno's CLI: --values-file pins variables and namespace labels (a
+test's kind: Values file), --set pins variables over it, --userinfo names
+the requesting user (kind: UserInfo), --exception adds PolicyExceptions.
+--cluster reads the current kubeconfig's cluster: with no --resource, the
+resources of the kinds the policies match (in --namespace, if given) are
+evaluated; configMap and apiCall context entries, namespace labels, mutate
+targets and clone sources are read from it too.`,
 		Example: `  charter apply policies/ --resource manifests/
   charter apply policies/mutate policies/generate --resource ns-and-pods.yaml --print-resources
   kustomize build overlays/prod | charter apply policies/ --resource - --fail-only
-  charter apply policies/pod-security --resource pods.yaml --policy-report`,
+  charter apply policies/pod-security --resource pods.yaml --policy-report
+  charter apply policies/ --resource pod.yaml --values-file values.yaml --set team=payments --userinfo user.yaml
+  charter apply policies/ --cluster --namespace shop --fail-only`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := printer.CheckFormat(output); err != nil {
@@ -42,9 +56,17 @@ admission would deny a resource.`,
 			tuneGCForBatch()
 			opts.PolicyPaths = args
 			opts.Stdin = cmd.InOrStdin()
+			if cluster.enabled {
+				if err := cluster.configure(cmd.Context(), &opts); err != nil {
+					return err
+				}
+			}
 			outcome, err := cliapply.Run(cmd.Context(), opts)
 			if err != nil {
 				return err
+			}
+			for _, n := range outcome.Notes {
+				fmt.Fprintln(cmd.ErrOrStderr(), n)
 			}
 			for _, w := range outcome.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "Warning:", w)
@@ -56,7 +78,7 @@ admission would deny a resource.`,
 			case output != "":
 				err = printer.WriteObject(out, output, cliapply.Records(outcome, failOnly))
 			default:
-				err = cliapply.WriteTable(out, outcome, printer.ColorEnabled(out), failOnly)
+				err = cliapply.WriteTable(out, outcome, !removeColor && printer.ColorEnabled(out), failOnly)
 			}
 			if err != nil {
 				return err
@@ -78,7 +100,15 @@ admission would deny a resource.`,
 	f := cmd.Flags()
 	f.StringArrayVarP(&opts.ResourcePaths, "resource", "r", nil, "resource file or directory, or - for stdin (repeatable)")
 	f.BoolVar(&opts.AuditWarn, "audit-warn", false, "report failures of Audit rules as warn")
-	f.BoolVar(&policyReport, "policy-report", false, "print PolicyReports and ClusterPolicyReports (YAML, or a List with -o json)")
+	f.BoolVarP(&policyReport, "policy-report", "p", false, "print PolicyReports and ClusterPolicyReports (YAML, or a List with -o json)")
+	f.StringVarP(&opts.ValuesFile, "values-file", "f", "", "values file (kind: Values) pinning variables and namespace labels")
+	f.StringSliceVarP(&opts.Set, "set", "s", nil, "pin variables: key=value (repeatable, or comma-separated)")
+	f.StringVarP(&opts.UserInfoFile, "userinfo", "u", "", "user info file (kind: UserInfo): the requesting user, roles and cluster roles")
+	f.StringArrayVarP(&opts.ExceptionPaths, "exception", "e", nil, "PolicyException file or directory (repeatable)")
+	f.BoolVarP(&cluster.enabled, "cluster", "c", false, "read resources (without --resource) and context data from the current kubeconfig's cluster")
+	f.StringVarP(&cluster.namespace, "namespace", "n", "", "with --cluster: read resources from this namespace only")
+	f.StringVar(&cluster.kubeconfig, "kubeconfig", "", "with --cluster: kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	f.BoolVar(&removeColor, "remove-color", false, "never colour the output (it is coloured only on a terminal anyway)")
 	f.BoolVar(&failOnly, "fail-only", false, "show only fail, warn and error results")
 	f.BoolVar(&printObjects, "print-resources", false, "after the results, print the mutated resources and the generated objects as YAML")
 	f.StringVarP(&output, "output", "o", "", "output format: json|yaml")

@@ -10,12 +10,15 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 )
 
@@ -30,7 +33,31 @@ type Options struct {
 	AuditWarn bool
 	// Workers bounds concurrent decoding and evaluation; 0 means GOMAXPROCS.
 	Workers int
+
+	// ExceptionPaths are PolicyException files or directories
+	// (--exception); exceptions among the policies apply too.
+	ExceptionPaths []string
+	// ValuesFile pins variables and namespace labels, as a test's values
+	// file does (--values-file); Set pins variables, key=value, over it
+	// (--set).
+	ValuesFile string
+	Set        []string
+	// UserInfoFile names who the simulated requests come from, a `kind:
+	// UserInfo` file (--userinfo).
+	UserInfoFile string
+	// Loaders read what context entries, namespaceSelectors, mutate
+	// targets and clone sources need (--cluster); unset loaders give the
+	// usual error results. Namespace labels come from the values file when
+	// Loaders has none.
+	Loaders engine.Loaders
+	// Objects are resources evaluated after those of ResourcePaths.
+	Objects []*unstructured.Unstructured
+	// ResourcesFor, when set and no ResourcePaths are given, returns the
+	// resources to evaluate for the compiled policies (--cluster reads the
+	// kinds they match from the cluster).
+	ResourcesFor func(ctx context.Context, policies []kyvernov1.PolicyInterface) ([]*unstructured.Unstructured, error)
 }
+
 
 // Verdict is one rule's result on one resource.
 type Verdict struct {
@@ -60,6 +87,9 @@ type Outcome struct {
 	// request would be denied at admission.
 	Blocked  bool
 	Warnings []string
+	// Notes are remarks about the input that are not problems, such as how
+	// many files of a policy folder held no policy.
+	Notes []string
 	// Mutated are the resources mutate rules changed, as patched; Generated
 	// the objects generate rules want to exist (resources.go).
 	Mutated, Generated []map[string]any
@@ -83,29 +113,60 @@ func (o *Outcome) SummaryLine() string {
 // Run loads and compiles the policies, then evaluates every resource.
 func Run(ctx context.Context, opts Options) (*Outcome, error) {
 	out := &Outcome{}
-	set, err := loadPolicies(opts.PolicyPaths, out)
+	exceptions, err := loadExceptions(opts.ExceptionPaths)
 	if err != nil {
 		return nil, err
 	}
-	raws, err := splitResources(opts.ResourcePaths, opts.Stdin)
+	set, err := loadPolicies(opts.PolicyPaths, exceptions, out)
 	if err != nil {
+		return nil, err
+	}
+	if len(opts.ResourcePaths) == 0 && opts.ResourcesFor != nil {
+		var policies []kyvernov1.PolicyInterface
+		for _, p := range set.Policies() {
+			policies = append(policies, p.Source())
+		}
+		objs, err := opts.ResourcesFor(ctx, policies)
+		if err != nil {
+			return nil, err
+		}
+		if len(objs) == 0 {
+			out.Notes = append(out.Notes, "no resources of the kinds the policies match were found")
+		}
+		opts.Objects = append(opts.Objects, objs...)
+	}
+	var raws []manifest.RawDocument
+	if len(opts.ResourcePaths) > 0 || (len(opts.Objects) == 0 && opts.ResourcesFor == nil) {
+		if raws, err = splitResources(opts.ResourcePaths, opts.Stdin); err != nil {
+			return nil, err
+		}
+	}
+	ev := &evaluator{set: set, auditWarn: opts.AuditWarn}
+	if err := ev.configure(opts); err != nil {
 		return nil, err
 	}
 
 	// Decode and evaluate each document on a bounded pool; results land in
 	// their document's slot so output keeps the input order.
-	perDoc := make([][]Verdict, len(raws))
-	blocked := make([]bool, len(raws))
-	counts := make([]int, len(raws))
-	errs := make([]error, len(raws))
-	produced := make([]producedObjects, len(raws))
-	parallel(opts.Workers, len(raws), func(i int) {
-		perDoc[i], blocked[i], counts[i], errs[i] = evaluateDocument(ctx, set, raws[i], opts.AuditWarn, &produced[i])
+	n := len(raws) + len(opts.Objects)
+	perDoc := make([][]Verdict, n)
+	blocked := make([]bool, n)
+	counts := make([]int, n)
+	errs := make([]error, n)
+	produced := make([]producedObjects, n)
+	parallel(opts.Workers, n, func(i int) {
+		if i < len(raws) {
+			perDoc[i], blocked[i], counts[i], errs[i] = ev.document(ctx, raws[i], &produced[i])
+			return
+		}
+		obj := opts.Objects[i-len(raws)]
+		perDoc[i], blocked[i] = ev.object(ctx, obj, &produced[i])
+		counts[i] = 1
 	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	for i := range raws {
+	for i := range n {
 		out.Verdicts = append(out.Verdicts, perDoc[i]...)
 		out.Blocked = out.Blocked || blocked[i]
 		out.Resources += counts[i]
@@ -115,38 +176,64 @@ func Run(ctx context.Context, opts Options) (*Outcome, error) {
 	return out, nil
 }
 
-func loadPolicies(paths []string, out *Outcome) (*engine.PolicySet, error) {
-	files, err := manifest.Files(paths)
-	if err != nil {
-		return nil, err
-	}
+// loadPolicies reads the policies (and the exceptions among them) and
+// compiles them with the given exceptions. A file named on the command line
+// that holds something other than policies gets a warning; the files of a
+// folder that hold no policy at all (tests, values, resources kept beside
+// the policies) are passed over with one note.
+func loadPolicies(paths []string, exceptions []*kyvernov2.PolicyException, out *Outcome) (*engine.PolicySet, error) {
 	var policies []kyvernov1.PolicyInterface
-	var all manifest.Policies
-	for _, f := range files {
-		if f == "-" {
+	for _, root := range paths {
+		if root == "-" {
 			return nil, fmt.Errorf("policies cannot be read from stdin; use --resource - for resources")
 		}
-		docs, err := manifest.ReadFile(f)
+		info, err := os.Stat(root)
 		if err != nil {
 			return nil, err
 		}
-		p, err := manifest.DecodePolicies(docs)
+		files, err := manifest.Files([]string{root})
 		if err != nil {
 			return nil, err
 		}
-		policies = append(policies, p.Policies...)
-		all.Exceptions = append(all.Exceptions, p.Exceptions...)
-		for name, kind := range p.Unsupported {
-			out.Warnings = append(out.Warnings, fmt.Sprintf("policy %s (%s) is not supported yet, skipped", name, kind))
+		skipped := 0
+		for _, f := range files {
+			docs, err := manifest.ReadFile(f)
+			if err != nil {
+				if info.IsDir() && !mayHoldPolicy(f) {
+					skipped++
+					continue
+				}
+				return nil, err
+			}
+			p, err := manifest.DecodePolicies(docs)
+			if err != nil {
+				if info.IsDir() && !holdsPolicy(docs) {
+					skipped++
+					continue
+				}
+				return nil, err
+			}
+			if info.IsDir() && len(p.Policies) == 0 && len(p.Exceptions) == 0 && len(p.Unsupported) == 0 {
+				skipped++
+				continue
+			}
+			policies = append(policies, p.Policies...)
+			exceptions = append(exceptions, p.Exceptions...)
+			for name, kind := range p.Unsupported {
+				out.Warnings = append(out.Warnings, fmt.Sprintf("policy %s (%s) is not supported yet, skipped", name, kind))
+			}
+			for _, other := range p.Others {
+				out.Warnings = append(out.Warnings, fmt.Sprintf("%s is not a policy, skipped", other))
+			}
 		}
-		for _, other := range p.Others {
-			out.Warnings = append(out.Warnings, fmt.Sprintf("%s is not a policy, skipped", other))
+		if skipped > 0 {
+			out.Notes = append(out.Notes, fmt.Sprintf("%s: skipped %d file(s) without policies (tests, values, resources)", root, skipped))
 		}
 	}
 	if len(policies) == 0 {
 		return nil, fmt.Errorf("no ClusterPolicy or Policy found in %v", paths)
 	}
-	set, err := engine.Compile(policies, engine.WithExceptions(all.Exceptions))
+	set, err := engine.Compile(policies, engine.WithExceptions(exceptions))
 	if err != nil {
 		return nil, fmt.Errorf("invalid policies:\n%w", err)
 	}
@@ -155,6 +242,60 @@ func loadPolicies(paths []string, out *Outcome) (*engine.PolicySet, error) {
 		out.Rules += len(p.Rules())
 	}
 	return set, nil
+}
+
+// holdsPolicy reports whether documents include a kyverno.io or
+// policies.kyverno.io one: a folder's file that does is read strictly.
+func holdsPolicy(docs []manifest.Document) bool {
+	for _, d := range docs {
+		apiVersion, _ := d.TypeMeta()
+		if group, _, _ := strings.Cut(apiVersion, "/"); strings.HasSuffix(group, "kyverno.io") && group != "cli.kyverno.io" {
+			return true
+		}
+	}
+	return false
+}
+
+// mayHoldPolicy reports whether a file that is not valid YAML may still
+// have been meant as a policy: its text names a kyverno.io kind.
+func mayHoldPolicy(file string) bool {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return true
+	}
+	text := string(data)
+	return strings.Contains(text, "kyverno.io/") && !strings.Contains(text, "cli.kyverno.io/")
+}
+
+// loadExceptions reads the PolicyExceptions of --exception files and
+// folders; a document that is not one is an error.
+func loadExceptions(paths []string) ([]*kyvernov2.PolicyException, error) {
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	files, err := manifest.Files(paths)
+	if err != nil {
+		return nil, err
+	}
+	var out []*kyvernov2.PolicyException
+	for _, f := range files {
+		docs, err := manifest.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		p, err := manifest.DecodePolicies(docs)
+		if err != nil {
+			return nil, err
+		}
+		if len(p.Policies) > 0 || len(p.Unsupported) > 0 || len(p.Others) > 0 {
+			return nil, fmt.Errorf("--exception %s: holds documents that are not PolicyExceptions", f)
+		}
+		out = append(out, p.Exceptions...)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--exception %v: no PolicyException found", paths)
+	}
+	return out, nil
 }
 
 // splitResources reads every resource file (stdin for "-") and cuts it into
@@ -190,7 +331,56 @@ func splitResources(paths []string, stdin io.Reader) ([]manifest.RawDocument, er
 	return raws, nil
 }
 
-func evaluateDocument(ctx context.Context, set *engine.PolicySet, raw manifest.RawDocument, auditWarn bool, produced *producedObjects) ([]Verdict, bool, int, error) {
+// evaluator evaluates resources against one compiled set, with the run's
+// values, loaders and user.
+type evaluator struct {
+	set       *engine.PolicySet
+	opts      []engine.EvalOption
+	user      *clitest.UserInfo
+	auditWarn bool
+}
+
+// configure reads the values file, --set and the user info file, and sets
+// the evaluation options.
+func (ev *evaluator) configure(opts Options) error {
+	var specs []*clitest.ValuesSpec
+	if opts.ValuesFile != "" {
+		spec, err := clitest.ReadValuesFile(opts.ValuesFile)
+		if err != nil {
+			return fmt.Errorf("--values-file: %w", err)
+		}
+		specs = append(specs, spec)
+	}
+	if len(opts.Set) > 0 {
+		set := &clitest.ValuesSpec{GlobalValues: map[string]any{}}
+		for _, kv := range opts.Set {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || strings.TrimSpace(k) == "" {
+				return fmt.Errorf("--set %q: want key=value", kv)
+			}
+			set.GlobalValues[strings.TrimSpace(k)] = v
+		}
+		specs = append(specs, set)
+	}
+	loaders := opts.Loaders
+	if len(specs) > 0 {
+		ev.opts = append(ev.opts, engine.WithValues(clitest.NewValues(specs...)))
+		if loaders.Namespaces == nil {
+			loaders.Namespaces = clitest.NewNamespaceLabels(specs...)
+		}
+	}
+	ev.opts = append(ev.opts, engine.WithLoaders(loaders))
+	if opts.UserInfoFile != "" {
+		u, err := clitest.ReadUserInfoFile(opts.UserInfoFile)
+		if err != nil {
+			return fmt.Errorf("--userinfo: %w", err)
+		}
+		ev.user = u
+	}
+	return nil
+}
+
+func (ev *evaluator) document(ctx context.Context, raw manifest.RawDocument, produced *producedObjects) ([]Verdict, bool, int, error) {
 	doc, err := raw.Decode()
 	if err != nil || doc.Value == nil {
 		return nil, false, 0, err
@@ -203,15 +393,31 @@ func evaluateDocument(ctx context.Context, set *engine.PolicySet, raw manifest.R
 	blocked := false
 	for _, obj := range objs {
 		manifest.DefaultNamespace(obj)
-		// Mutation first, then validation of the mutated object and
-		// generation for it, as admission does (resources.go).
-		mutation, resp, generation := evaluateObject(ctx, set, obj, produced)
-		blocked = blocked || resp.Blocked()
-		verdicts = append(verdicts, verdictsOf(obj, mutation, auditWarn)...)
-		verdicts = append(verdicts, verdictsOf(obj, resp, auditWarn)...)
-		verdicts = append(verdicts, verdictsOf(obj, generation, auditWarn)...)
+		v, b := ev.object(ctx, obj, produced)
+		verdicts, blocked = append(verdicts, v...), blocked || b
 	}
 	return verdicts, blocked, len(objs), nil
+}
+
+// object evaluates one object: mutation first, then validation of the
+// mutated object and generation for it, as admission does (resources.go).
+func (ev *evaluator) object(ctx context.Context, obj *unstructured.Unstructured, produced *producedObjects) ([]Verdict, bool) {
+	mutation, resp, generation := ev.evaluateObject(ctx, obj, produced)
+	var verdicts []Verdict
+	verdicts = append(verdicts, verdictsOf(obj, mutation, ev.auditWarn)...)
+	verdicts = append(verdicts, verdictsOf(obj, resp, ev.auditWarn)...)
+	verdicts = append(verdicts, verdictsOf(obj, generation, ev.auditWarn)...)
+	return verdicts, resp.Blocked()
+}
+
+// request is the simulated admission request for an object: a CREATE by
+// the run's user.
+func (ev *evaluator) request(object map[string]any) *engine.Request {
+	req := &engine.Request{Operation: kyvernov1.Create, Object: object}
+	if u := ev.user; u != nil {
+		req.UserInfo, req.Roles, req.ClusterRoles = u.AdmissionUser, u.Roles, u.ClusterRoles
+	}
+	return req
 }
 
 func verdictsOf(obj *unstructured.Unstructured, resp *engine.Response, auditWarn bool) []Verdict {

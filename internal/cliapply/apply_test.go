@@ -26,6 +26,7 @@ func TestRun(t *testing.T) {
 		want        []string
 		wantBlocked bool
 		wantWarning string
+		wantNote    string
 	}{
 		{
 			name: "a directory of resources, in file then document order",
@@ -39,7 +40,45 @@ func TestRun(t *testing.T) {
 				"Pod/team-a/unlabelled no-latest/no-latest-tag Enforce pass",
 			},
 			wantBlocked: true,
-			wantWarning: "kustomization.yaml",
+			wantNote:    "testdata/policies: skipped 1 file(s) without policies",
+		},
+		{
+			name: "a file named on the command line that holds no policy is warned about",
+			opts: Options{PolicyPaths: []string{"testdata/policies/policies.yaml", "testdata/policies/kustomization.yaml"}, ResourcePaths: []string{"testdata/resources/latest.yaml"}},
+			want: []string{
+				"Pod/default/latest require-labels/check-app Audit pass",
+				"Pod/default/latest no-latest/no-latest-tag Enforce fail",
+			},
+			wantBlocked: true,
+			wantWarning: "kustomization.yaml: Kustomization is not a policy, skipped",
+		},
+		{
+			name: "without values, user or exception: the variable is unresolved, no admin, prod Pod fails",
+			opts: Options{PolicyPaths: []string{"testdata/flags/policies.yaml"}, ResourcePaths: []string{"testdata/flags/pod.yaml"}},
+			want: []string{"Pod/shop/web flags/team-from-values Enforce error"},
+		},
+		{
+			name: "--values-file pins the variable and the namespace's labels",
+			opts: Options{PolicyPaths: []string{"testdata/flags/policies.yaml"}, ResourcePaths: []string{"testdata/flags/pod.yaml"}, ValuesFile: "testdata/flags/values.yaml"},
+			want: []string{
+				"Pod/shop/web flags/team-from-values Enforce fail",
+				"Pod/shop/web flags/prod-namespaces Enforce fail",
+			},
+			wantBlocked: true,
+		},
+		{
+			name: "--set wins over the values file; --userinfo is the requesting user; --exception applies",
+			opts: Options{
+				PolicyPaths: []string{"testdata/flags/policies.yaml"}, ResourcePaths: []string{"testdata/flags/pod.yaml"},
+				ValuesFile: "testdata/flags/values.yaml", Set: []string{"team=payments"},
+				UserInfoFile: "testdata/flags/userinfo.yaml", ExceptionPaths: []string{"testdata/flags/exception.yaml"},
+			},
+			want: []string{
+				"Pod/shop/web flags/team-from-values Enforce pass",
+				"Pod/shop/web flags/admins-only Enforce fail",
+				"Pod/shop/web flags/prod-namespaces Enforce skip",
+			},
+			wantBlocked: true,
 		},
 		{
 			name: "an Audit failure does not block; --audit-warn makes it a warning",
@@ -83,6 +122,12 @@ func TestRun(t *testing.T) {
 			if tt.wantWarning != "" && !strings.Contains(strings.Join(out.Warnings, "\n"), tt.wantWarning) {
 				t.Errorf("warnings %v, want one about %s", out.Warnings, tt.wantWarning)
 			}
+			if tt.wantWarning == "" && len(out.Warnings) > 0 {
+				t.Errorf("warnings %v, want none", out.Warnings)
+			}
+			if tt.wantNote != "" && !strings.Contains(strings.Join(out.Notes, "\n"), tt.wantNote) {
+				t.Errorf("notes %v, want %q", out.Notes, tt.wantNote)
+			}
 		})
 	}
 }
@@ -98,6 +143,9 @@ func TestRunErrors(t *testing.T) {
 		{"missing file", Options{PolicyPaths: []string{"testdata/nope.yaml"}, ResourcePaths: []string{"-"}}, "nope.yaml"},
 		{"bad resource document", Options{PolicyPaths: []string{"testdata/policies"}, ResourcePaths: []string{"-"},
 			Stdin: strings.NewReader("apiVersion: v1\nkind: Pod\n---\nkind: [\n")}, "- (document 2)"},
+		{"bad --set", Options{PolicyPaths: []string{"testdata/flags/policies.yaml"}, ResourcePaths: []string{"testdata/flags/pod.yaml"}, Set: []string{"team"}}, `--set "team": want key=value`},
+		{"--exception that is a policy", Options{PolicyPaths: []string{"testdata/flags/policies.yaml"}, ResourcePaths: []string{"testdata/flags/pod.yaml"}, ExceptionPaths: []string{"testdata/flags/policies.yaml"}}, "not PolicyExceptions"},
+		{"--values-file of the wrong kind", Options{PolicyPaths: []string{"testdata/flags/policies.yaml"}, ResourcePaths: []string{"testdata/flags/pod.yaml"}, ValuesFile: "testdata/flags/userinfo.yaml"}, `--values-file: testdata/flags/userinfo.yaml: kind: got "UserInfo", want Values`},
 		{"resource without kind", Options{PolicyPaths: []string{"testdata/policies"}, ResourcePaths: []string{"-"},
 			Stdin: strings.NewReader("metadata: {name: x}\n")}, "missing apiVersion or kind"},
 	}

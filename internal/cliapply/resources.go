@@ -20,13 +20,13 @@ type producedObjects struct {
 // generation, and records the mutated object (when a rule changed it) and
 // the generated objects. The responses come back in the shape verdictsOf
 // reads.
-func evaluateObject(ctx context.Context, set *engine.PolicySet, obj *unstructured.Unstructured, produced *producedObjects) (mutation, validation, generation *engine.Response) {
-	ev := set.Evaluate(ctx, engine.RequestForObject(obj))
+func (e *evaluator) evaluateObject(ctx context.Context, obj *unstructured.Unstructured, produced *producedObjects) (mutation, validation, generation *engine.Response) {
+	ev := e.set.Evaluate(ctx, e.request(obj.Object), e.opts...)
 	m := ev.Mutation
 	if len(m.Patch) > 0 {
 		produced.mutated = append(produced.mutated, m.Object)
 	}
-	g := set.Generate(ctx, &engine.Request{Object: m.Object})
+	g := e.set.Generate(ctx, e.request(m.Object), e.opts...)
 	for _, d := range g.Objects() {
 		produced.generated = append(produced.generated, d.Object)
 	}
