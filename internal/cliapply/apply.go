@@ -58,7 +58,6 @@ type Options struct {
 	ResourcesFor func(ctx context.Context, policies []kyvernov1.PolicyInterface) ([]*unstructured.Unstructured, error)
 }
 
-
 // Verdict is one rule's result on one resource.
 type Verdict struct {
 	Resource engine.ResourceRef
