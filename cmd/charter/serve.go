@@ -113,7 +113,11 @@ admission: the HTTPS admission server (every replica), the policy cache,
 and, on the leader, certificate issue and rotation and the webhook
 configurations. Out of cluster, --webhook-url makes the webhooks call the
 server by URL (e.g. https://127.0.0.1:9443); in cluster they name the
-Service.
+Service. Validate and mutate rules are enforced at admission. A policy
+using a feature charter cannot run in the cluster (generate, mutate
+existing, verifyImages, cleanup policies, ...; see the README) is refused
+when a rule of it enforces, and admitted with a warning when it only
+audits; either way its status is Ready=False, reason Unsupported.
 
 reports: background scans and one PolicyReport per resource (leader).
 Admission writes the Audit results of the requests it admits into the same

@@ -236,6 +236,11 @@ func loadPolicies(paths []string, exceptions []*kyvernov2.PolicyException, out *
 	if err != nil {
 		return nil, fmt.Errorf("invalid policies:\n%w", err)
 	}
+	// What charter does not run in the CLI gives no verdict to trust:
+	// name each such field.
+	for _, u := range set.Unsupported().In(engine.InCLI) {
+		out.Warnings = append(out.Warnings, u.Error())
+	}
 	out.Policies = len(set.Policies())
 	for _, p := range set.Policies() {
 		out.Rules += len(p.Rules())

@@ -102,6 +102,17 @@ func TestRun(t *testing.T) {
 			},
 			wantBlocked: true,
 		},
+		{
+			name: "a feature the CLI does not run is named in a warning",
+			opts: Options{PolicyPaths: []string{"testdata/unsupported/manifests.yaml"}, ResourcePaths: []string{"testdata/resources/pods.yaml"}},
+			want: []string{
+				"Pod/default/good signed-manifests/signed Audit error",
+				"Pod/default/good signed-manifests/named Audit pass",
+				"Pod/team-a/unlabelled signed-manifests/signed Audit error",
+				"Pod/team-a/unlabelled signed-manifests/named Audit pass",
+			},
+			wantWarning: `ClusterPolicy "signed-manifests": spec.rules[0].validate.manifests: validate.manifests is not supported by charter anywhere yet`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
