@@ -105,6 +105,10 @@ func WithExceptionNamespaces(ns ExceptionNamespaces) Option {
 	return func(c *Cache) { c.exceptionNamespaces = ns }
 }
 
+// ExceptionNamespaces returns the namespaces whose exceptions the cache
+// honours.
+func (c *Cache) ExceptionNamespaces() ExceptionNamespaces { return c.exceptionNamespaces }
+
 // OnIgnoredException registers fn to be called, from the cache's
 // goroutine, for each PolicyException left out because its namespace is
 // not trusted: once per generation of the exception, not on every

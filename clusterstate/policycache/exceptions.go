@@ -66,9 +66,9 @@ func (e ExceptionNamespaces) String() string {
 	return strings.Join(e.names, ",")
 }
 
-// ignoredReason says why an exception from an untrusted namespace is
-// ignored, for the event on it.
-func (e ExceptionNamespaces) ignoredReason(ex *kyvernov2.PolicyException) string {
+// IgnoredReason says why an exception from an untrusted namespace is
+// ignored, for the event on it and the warning when it is applied.
+func (e ExceptionNamespaces) IgnoredReason(ex *kyvernov2.PolicyException) string {
 	trusted := "no namespace"
 	if len(e.names) > 0 {
 		trusted = "namespace"
@@ -100,7 +100,7 @@ func (e ExceptionNamespaces) trustedExceptions(exceptions []*kyvernov2.PolicyExc
 			trusted = append(trusted, ex)
 			continue
 		}
-		ignored = append(ignored, IgnoredException{Exception: ex, Reason: e.ignoredReason(ex)})
+		ignored = append(ignored, IgnoredException{Exception: ex, Reason: e.IgnoredReason(ex)})
 	}
 	return trusted, ignored
 }

@@ -201,20 +201,23 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	if o.Metrics != nil {
 		mutator = meteredMutator(lookups, o.Metrics)
 	}
+	exceptionNamespaces := c.Cache.ExceptionNamespaces()
 	handler := server.NewHandler(server.Options{
-		Policies:        c.Cache,
-		Kinds:           mgr.GetRESTMapper(),
-		Roles:           userinfo.CachedResolver{Reader: mgr.GetCache()},
-		Loaders:         lookups,
-		Mutator:         mutator,
-		Filters:         server.DefaultResourceFilters(o.Namespace),
-		Metrics:         o.Metrics,
-		Audit:           o.Audit,
-		Promotion:       promotionGate,
-		Events:          eventSink,
-		MaxRequestBytes: o.MaxRequestBytes,
-		RequestTimeout:  o.RequestTimeout,
-		Null:            o.Null,
+		Policies:  c.Cache,
+		Kinds:     mgr.GetRESTMapper(),
+		Roles:     userinfo.CachedResolver{Reader: mgr.GetCache()},
+		Loaders:   lookups,
+		Mutator:   mutator,
+		Filters:   server.DefaultResourceFilters(o.Namespace),
+		Metrics:   o.Metrics,
+		Audit:     o.Audit,
+		Promotion: promotionGate,
+		// /policyvalidate warns of exceptions the cache will ignore.
+		ExceptionNamespaces: &exceptionNamespaces,
+		Events:              eventSink,
+		MaxRequestBytes:     o.MaxRequestBytes,
+		RequestTimeout:      o.RequestTimeout,
+		Null:                o.Null,
 		Ready: func() error {
 			if !c.Cache.Synced() && !o.Null {
 				return errors.New("policy cache not synced")

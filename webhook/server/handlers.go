@@ -91,6 +91,10 @@ type Options struct {
 	// Promotion gates namespaces' move to charter.dev/enforcement=enforce
 	// on PathPromotion (promotion.go); nil serves no such path.
 	Promotion PromotionGate
+	// ExceptionNamespaces, when set, are the namespaces whose
+	// PolicyExceptions the process honours: /policyvalidate admits an
+	// exception from elsewhere with a warning that it will be ignored.
+	ExceptionNamespaces *policycache.ExceptionNamespaces
 	// Events receives every validated, non-dry-run request's outcome for
 	// Kubernetes Events (events.Sink); nil emits none.
 	Events EventSink

@@ -51,10 +51,30 @@ func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var warnings []string
+	if w := h.untrustedException(ar.Kind.Kind, ar.Object); w != "" {
+		warnings = append(warnings, w)
+	}
 	for _, u := range unsupported {
 		warnings = append(warnings, u.Error()+"; admitted as its rule only audits, and its status shows Ready=False, reason Unsupported")
 	}
 	writeResponse(w, allowed(ar.UID, warnings))
+}
+
+// untrustedException warns, as Kyverno does ("PolicyException resource
+// namespace must match the defined namespace"), that a PolicyException
+// from a namespace the process does not trust will be ignored. It is
+// admitted all the same: trust is the process's setting, and a later
+// --exception-namespaces may honour it.
+func (h *handlers) untrustedException(kind string, raw []byte) string {
+	trusted := h.opts.ExceptionNamespaces
+	if kind != "PolicyException" || trusted == nil {
+		return ""
+	}
+	ex := &kyvernov2.PolicyException{}
+	if err := json.Unmarshal(raw, ex); err != nil || trusted.Trusts(ex.Namespace) {
+		return ""
+	}
+	return trusted.IgnoredReason(ex)
 }
 
 // checkPolicyObject decodes a policy object strictly and compiles it. It

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/charter-dev/charter/clusterstate/policycache"
 )
 
 func policyReview(t *testing.T, kind, operation, manifest string) []byte {
@@ -89,6 +91,31 @@ spec:
 			wantMessage: []string{`PolicyException "team/ex"`, "spec.exceptions[0].policyName"},
 		},
 		{
+			name: "an exception from a trusted namespace is admitted without warnings", kind: "PolicyException", wantAllowed: true,
+			manifest: `
+apiVersion: kyverno.io/v2
+kind: PolicyException
+metadata: {name: ex, namespace: charter}
+spec:
+  match: {any: [{resources: {kinds: [Pod]}}]}
+  exceptions:
+  - {policyName: p, ruleNames: [r]}
+`,
+		},
+		{
+			name: "an exception from another namespace is admitted with a warning that it will be ignored", kind: "PolicyException", wantAllowed: true,
+			manifest: `
+apiVersion: kyverno.io/v2
+kind: PolicyException
+metadata: {name: ex, namespace: team}
+spec:
+  match: {any: [{resources: {kinds: [Pod]}}]}
+  exceptions:
+  - {policyName: p, ruleNames: [r]}
+`,
+			wantWarning: `PolicyException team/ex is ignored: charter honours PolicyExceptions only from namespace charter (--exception-namespaces=charter), not from "team"`,
+		},
+		{
 			name: "Enforce rule charter cannot run is refused with its field", kind: "ClusterPolicy",
 			manifest: `
 apiVersion: kyverno.io/v1
@@ -161,7 +188,11 @@ spec:
 `,
 		},
 	}
-	h := NewHandler(Options{Policies: staticSnapshots{testSnapshot(t)}})
+	trusted, err := policycache.ParseExceptionNamespaces([]string{"charter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHandler(Options{Policies: staticSnapshots{testSnapshot(t)}, ExceptionNamespaces: &trusted})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := decision(t, h, PathPolicyValidate, policyReview(t, tt.kind, "CREATE", tt.manifest))
