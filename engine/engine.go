@@ -87,6 +87,20 @@ type evalConfig struct {
 	// freshImages bypasses the image verification cache (see
 	// WithFreshImageVerification).
 	freshImages bool
+	// backgroundChecks stops generate and mutate-existing rules after
+	// their match and preconditions (see WithBackgroundChecks).
+	backgroundChecks bool
+}
+
+// WithBackgroundChecks makes Generate, and Mutate under
+// WithMutateExisting, decide only whether each generate and
+// mutate-existing rule applies (Kyverno's ApplyBackgroundChecks,
+// mutate-generate-semantics.md §8.2): a rule whose match and
+// preconditions hold passes with no objects generated and no targets
+// read. Admission uses it to decide which UpdateRequests to create; the
+// background controller then does the work.
+func WithBackgroundChecks() EvalOption {
+	return func(c *evalConfig) { c.backgroundChecks = true }
 }
 
 // WithLoaders hands the evaluation what it needs to resolve context entries

@@ -193,6 +193,9 @@ func (p *Policy) mutate(ctx context.Context, in *requestView, cfg *evalConfig) (
 		case final != nil:
 			rr.Status, rr.Message = final.status, final.message
 			responses = append(responses, rr)
+		case existing && cfg.backgroundChecks:
+			rr.Status = StatusPass
+			responses = append(responses, rr)
 		case existing:
 			responses = ev.mutateTargets(ctx, doc, r, rr)
 		default:

@@ -37,6 +37,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/internal/version"
+	"github.com/charter-dev/charter/reconciler/background"
 	"github.com/charter-dev/charter/reconciler/gitsync"
 	"github.com/charter-dev/charter/reconciler/reports"
 	"github.com/charter-dev/charter/webhook/admission"
@@ -51,9 +52,12 @@ const (
 	controllerAdmission = "admission"
 	controllerReports   = "reports"
 	controllerGitSync   = "gitsync"
+	// controllerBackground carries out generate and mutate-existing rules
+	// (UpdateRequests), under its own Lease.
+	controllerBackground = "background"
 )
 
-var knownControllers = []string{controllerAdmission, controllerReports, controllerGitSync}
+var knownControllers = []string{controllerAdmission, controllerReports, controllerGitSync, controllerBackground}
 
 type serveOptions struct {
 	controllers     []string
@@ -333,7 +337,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	// One source of installed policies, namespace labels and loaders for
 	// every controller of the process: a policy change is watched once.
 	var state *clusterstate.State
-	if slices.Contains(o.controllers, controllerReports) || slices.Contains(o.controllers, controllerAdmission) {
+	if slices.Contains(o.controllers, controllerReports) || slices.Contains(o.controllers, controllerAdmission) || slices.Contains(o.controllers, controllerBackground) {
 		trusted, err := exceptionNamespaces(o)
 		if err != nil {
 			return nil, nil, err
@@ -394,6 +398,15 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			return nil
 		}); err != nil {
 			return nil, nil, err
+		}
+	}
+	if slices.Contains(o.controllers, controllerBackground) {
+		if _, err := background.Setup(mgr, background.Options{
+			State: state, Namespace: o.namespace, Logger: log.WithName("background"),
+			LeaderElection: o.leaderElect, LeaseName: o.leaseName + "-background",
+			LeaseDuration: 6 * o.retryPeriod, RenewDeadline: 5 * o.retryPeriod, RetryPeriod: o.retryPeriod,
+		}); err != nil {
+			return nil, nil, fmt.Errorf("background: %w", err)
 		}
 	}
 	if slices.Contains(o.controllers, controllerGitSync) {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
@@ -62,7 +63,7 @@ type AdmissionWriter struct {
 	allowed report.AllowedResults
 	log     logr.Logger
 	meta    metadata.Interface
-	kinds   *kindResolver
+	kinds   *clusterstate.Kinds
 	reports reportClient
 	now     func() time.Time
 
@@ -105,7 +106,7 @@ func NewAdmissionWriter(cfg *rest.Config, opts Options) (*AdmissionWriter, error
 		allowed:  opts.AllowedResults,
 		log:      opts.Logger.WithName("admission"),
 		meta:     cl.meta,
-		kinds:    &kindResolver{disco: cl.disco},
+		kinds:    clusterstate.NewKinds(cl.disco),
 		reports:  cl.reports,
 		now:      time.Now,
 		policies: opts.State.Policies,
@@ -125,7 +126,7 @@ func (w *AdmissionWriter) Writes() int64 { return w.writes.Load() }
 // Start runs the writer until ctx ends.
 func (w *AdmissionWriter) Start(ctx context.Context) error {
 	defer w.work.ShutDown()
-	if err := w.kinds.refresh(); err != nil {
+	if err := w.kinds.Refresh(); err != nil {
 		return err
 	}
 	w.stale.Store(true)
@@ -279,13 +280,13 @@ func (w *AdmissionWriter) resourceFor(scope report.Scope) (schema.GroupVersionRe
 	if gv.Group == "" {
 		selector = gv.Version + "/" + scope.Kind
 	}
-	types := w.kinds.resolve(selector)
+	types := w.kinds.Resolve(selector)
 	if len(types) == 0 {
 		// A CRD installed since discovery was last asked.
-		if err := w.kinds.refresh(); err != nil {
+		if err := w.kinds.Refresh(); err != nil {
 			return schema.GroupVersionResource{}, err
 		}
-		types = w.kinds.resolve(selector)
+		types = w.kinds.Resolve(selector)
 	}
 	if len(types) == 0 {
 		return schema.GroupVersionResource{}, fmt.Errorf("admission result for %s: kind %s is not served", scope, selector)

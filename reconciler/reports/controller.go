@@ -88,7 +88,7 @@ type Controller struct {
 	log     logr.Logger
 	dyn     dynamic.Interface
 	meta    metadata.Interface
-	kinds   *kindResolver
+	kinds   *clusterstate.Kinds
 	reports reportClient
 	now     func() time.Time
 	// cluster is the process's one source of installed policies, namespace
@@ -185,7 +185,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		log:      opts.Logger,
 		dyn:      cl.dyn,
 		meta:     cl.meta,
-		kinds:    &kindResolver{disco: cl.disco},
+		kinds:    clusterstate.NewKinds(cl.disco),
 		reports:  cl.reports,
 		now:      time.Now,
 		cluster:  opts.State,
@@ -396,7 +396,7 @@ func (c *Controller) installedPolicies() ([]kyvernov1.PolicyInterface, []*kyvern
 func (c *Controller) applyPolicies(ctx context.Context, firstSweep func() error) error {
 	policies, exceptions := c.installedPolicies()
 	// CRDs come and go: let discovery see the current kinds.
-	if err := c.kinds.refresh(); err != nil {
+	if err := c.kinds.Refresh(); err != nil {
 		if c.snap.Load() == nil {
 			return err // no previous answer to fall back on
 		}
@@ -451,7 +451,7 @@ func (c *Controller) updateWatchers(ctx context.Context, old, snap *snapshot) {
 		w, ok := c.watchers[gvr]
 		switch {
 		case !ok:
-			c.watchers[gvr] = c.startWatcher(ctx, t.resourceType)
+			c.watchers[gvr] = c.startWatcher(ctx, t.ResourceType)
 		case old.types[gvr].fingerprint != t.fingerprint:
 			go w.scan(ctx, c, false)
 		}

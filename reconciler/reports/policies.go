@@ -10,6 +10,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/reconciler/reports/report"
@@ -35,13 +36,13 @@ type snapshot struct {
 }
 
 type typeEntry struct {
-	resourceType
+	clusterstate.ResourceType
 	fingerprint uint64
 }
 
 // buildSnapshot compiles the background policies and works out which
 // resource types they need watched.
-func buildSnapshot(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException, kinds *kindResolver) (*snapshot, error) {
+func buildSnapshot(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException, kinds *clusterstate.Kinds) (*snapshot, error) {
 	sort.Slice(policies, func(i, j int) bool { return engine.PolicyKey(policies[i]) < engine.PolicyKey(policies[j]) })
 	snap := &snapshot{
 		background: map[string]bool{},
@@ -80,7 +81,7 @@ func buildSnapshot(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2
 			h.Write(prev[:])
 			h.Write([]byte(p.Key() + "@" + src.GetResourceVersion() + "\x00"))
 			hashes[t.GVR] = h.Sum64()
-			snap.types[t.GVR] = typeEntry{resourceType: t}
+			snap.types[t.GVR] = typeEntry{ResourceType: t}
 		}
 	}
 	for gvr, e := range snap.types {
@@ -119,20 +120,20 @@ func hasValidateRules(p kyvernov1.PolicyInterface) bool {
 
 // policyTypes lists the resource types the policy's validate and
 // verifyImages rules (after autogen) can match.
-func policyTypes(p kyvernov1.PolicyInterface, kinds *kindResolver) []resourceType {
+func policyTypes(p kyvernov1.PolicyInterface, kinds *clusterstate.Kinds) []clusterstate.ResourceType {
 	rules, err := autogen.ComputeRules(p)
 	if err != nil {
 		rules = p.GetSpec().Rules
 	}
 	seen := map[schema.GroupVersionResource]bool{}
-	var out []resourceType
+	var out []clusterstate.ResourceType
 	for i := range rules {
 		r := &rules[i]
 		if !r.HasValidate() && !r.HasVerifyImages() {
 			continue
 		}
 		for _, sel := range r.MatchResources.GetKinds() {
-			for _, t := range kinds.resolve(sel) {
+			for _, t := range kinds.Resolve(sel) {
 				if !seen[t.GVR] {
 					seen[t.GVR] = true
 					out = append(out, t)

@@ -17,13 +17,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
 // watcher watches one resource type's metadata and scans it.
 type watcher struct {
-	t        resourceType
+	t        clusterstate.ResourceType
 	informer cache.SharedIndexInformer
 	cancel   context.CancelFunc
 	// scanMu keeps scans of one type from overlapping.
@@ -60,7 +61,7 @@ func newMetadataInformer(client metadata.Interface, gvr schema.GroupVersionResou
 // whole type is scanned by listing it. The informer's initial adds are
 // ignored (the scan covers them); later adds and updates queue the one
 // resource, deletes remove its report.
-func (c *Controller) startWatcher(ctx context.Context, t resourceType) *watcher {
+func (c *Controller) startWatcher(ctx context.Context, t clusterstate.ResourceType) *watcher {
 	wctx, cancel := context.WithCancel(ctx)
 	w := &watcher{t: t, informer: newMetadataInformer(c.meta, t.GVR, false), cancel: cancel}
 	_, err := w.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
@@ -166,7 +167,7 @@ func (c *Controller) handleEvent(ctx context.Context, key eventKey) error {
 	// The object may be deleted between the GET and the lock, and its
 	// report with it: only an object the informer still holds is
 	// reconciled. (Its version may differ: a later change queues it again.)
-	return c.reconcileObject(ctx, entry.resourceType, obj, false, w.present)
+	return c.reconcileObject(ctx, entry.ResourceType, obj, false, w.present)
 }
 
 // resourceGone deletes the report of a deleted resource. In a real cluster
@@ -293,7 +294,7 @@ func (w *watcher) held(obj *unstructured.Unstructured) *metav1.PartialObjectMeta
 // still worth reconciling (see watcher.current); the informer updates its
 // store before it calls the handler that deletes a report, so a stale
 // copy can never write a report after its resource's deletion.
-func (c *Controller) reconcileObject(ctx context.Context, t resourceType, obj *unstructured.Unstructured, force bool, current func(*unstructured.Unstructured) bool) error {
+func (c *Controller) reconcileObject(ctx context.Context, t clusterstate.ResourceType, obj *unstructured.Unstructured, force bool, current func(*unstructured.Unstructured) bool) error {
 	if obj.GetKind() == "" {
 		obj.SetAPIVersion(t.APIVersion())
 		obj.SetKind(t.Kind)

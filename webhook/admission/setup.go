@@ -15,7 +15,9 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -28,6 +30,7 @@ import (
 	"github.com/charter-dev/charter/webhook/promotion"
 	"github.com/charter-dev/charter/webhook/server"
 	"github.com/charter-dev/charter/webhook/status"
+	"github.com/charter-dev/charter/webhook/updaterequest"
 	"github.com/charter-dev/charter/webhook/userinfo"
 )
 
@@ -93,11 +96,13 @@ type Controller struct {
 	Config *config.Controller
 	Status *status.Controller
 	// Events is nil when events are disabled.
-	Events   *events.Sink
-	Renewer  *certs.Renewer
-	KeyPair  *certs.SecretKeyPair
-	Handler  *server.Server
-	caSecret string
+	Events  *events.Sink
+	Renewer *certs.Renewer
+	KeyPair *certs.SecretKeyPair
+	Handler *server.Server
+	// UpdateRequests creates the UpdateRequests of admitted requests.
+	UpdateRequests *updaterequest.Generator
+	caSecret       string
 }
 
 // Setup adds the admission controller's runnables to mgr.
@@ -202,16 +207,20 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		mutator = meteredMutator(lookups, o.Metrics)
 	}
 	exceptionNamespaces := c.Cache.ExceptionNamespaces()
+	if c.UpdateRequests, err = newUpdateRequests(mgr, o); err != nil {
+		return nil, err
+	}
 	handler := server.NewHandler(server.Options{
-		Policies:  c.Cache,
-		Kinds:     mgr.GetRESTMapper(),
-		Roles:     userinfo.CachedResolver{Reader: mgr.GetCache()},
-		Loaders:   lookups,
-		Mutator:   mutator,
-		Filters:   server.DefaultResourceFilters(o.Namespace),
-		Metrics:   o.Metrics,
-		Audit:     o.Audit,
-		Promotion: promotionGate,
+		Background: c.UpdateRequests,
+		Policies:   c.Cache,
+		Kinds:      mgr.GetRESTMapper(),
+		Roles:      userinfo.CachedResolver{Reader: mgr.GetCache()},
+		Loaders:    lookups,
+		Mutator:    mutator,
+		Filters:    server.DefaultResourceFilters(o.Namespace),
+		Metrics:    o.Metrics,
+		Audit:      o.Audit,
+		Promotion:  promotionGate,
 		// /policyvalidate warns of exceptions the cache will ignore.
 		ExceptionNamespaces: &exceptionNamespaces,
 		Events:              eventSink,
@@ -252,7 +261,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		return nil
 	})
 	// The policy cache is the State's: whoever built it added it.
-	for _, r := range []manager.Runnable{everyReplica(c.Handler.Run), c.Renewer, c.Config, c.Status, watchSecrets} {
+	for _, r := range []manager.Runnable{c.UpdateRequests, everyReplica(c.Handler.Run), c.Renewer, c.Config, c.Status, watchSecrets} {
 		if err := mgr.Add(r); err != nil {
 			return nil, err
 		}
@@ -291,3 +300,20 @@ type everyReplica func(context.Context) error
 
 func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (f everyReplica) NeedLeaderElection() bool        { return false }
+
+// updateRequestQPS bounds the UpdateRequest writes of one replica: two
+// per triggering request (create, then the Pending status), so a burst
+// of a thousand new namespaces is written in seconds, not minutes.
+const updateRequestQPS, updateRequestBurst = 200, 400
+
+// newUpdateRequests returns the generator of the UpdateRequests of
+// admitted requests, with its own client and rate limit.
+func newUpdateRequests(mgr manager.Manager, o Options) (*updaterequest.Generator, error) {
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.QPS, cfg.Burst = updateRequestQPS, updateRequestBurst
+	cl, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return nil, fmt.Errorf("admission: UpdateRequest client: %w", err)
+	}
+	return updaterequest.NewGenerator(cl, o.Namespace, o.State.Loaders, 0, o.Log.WithName("updaterequests")), nil
+}

@@ -88,6 +88,11 @@ type Options struct {
 	// drops them. It must not block: *AuditQueue, or the reports
 	// controller's queue behind an adapter.
 	Audit AuditSink
+	// Background receives every allowed, non-dry-run validating request
+	// with the policy sets it was validated against, to create the
+	// UpdateRequests of its generate and mutate-existing rules; nil creates
+	// none. It must not block.
+	Background BackgroundSink
 	// Promotion gates namespaces' move to charter.dev/enforcement=enforce
 	// on PathPromotion (promotion.go); nil serves no such path.
 	Promotion PromotionGate
@@ -317,6 +322,9 @@ func (h *handlers) validate(scope setScope) http.HandlerFunc {
 			out = allowed(ar.UID, warnings(responses))
 			if h.opts.Audit != nil && !req.DryRun && hasResults(responses) {
 				h.opts.Audit.Offer(AuditRecord{UID: ar.UID, Request: req, Responses: responses, Time: start})
+			}
+			if h.opts.Background != nil && !req.DryRun {
+				h.opts.Background.Admitted(BackgroundRecord{UID: ar.UID, Request: req, Sets: setsOf(sets)})
 			}
 		}
 		if h.opts.Events != nil && !req.DryRun && hasResults(responses) {

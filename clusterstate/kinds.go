@@ -1,4 +1,4 @@
-package reports
+package clusterstate
 
 import (
 	"fmt"
@@ -11,35 +11,39 @@ import (
 	"github.com/charter-dev/charter/engine/match"
 )
 
-// resourceType is a listable, watchable API resource a policy can match.
-type resourceType struct {
+// ResourceType is a listable, watchable API resource a policy can match.
+type ResourceType struct {
 	GVR        schema.GroupVersionResource
 	Kind       string
 	Namespaced bool
 }
 
 // APIVersion is the apiVersion of the resource's objects.
-func (t resourceType) APIVersion() string { return t.GVR.GroupVersion().String() }
+func (t ResourceType) APIVersion() string { return t.GVR.GroupVersion().String() }
 
-// kindResolver maps the kinds policies name ("Pod", "apps/v1/Deployment",
+// Kinds maps the kinds policies name ("Pod", "apps/v1/Deployment",
 // "batch/*/Job") to served resources, through discovery. The discovery
-// answer is cached and refreshed when a kind is not found, since CRDs come
-// and go.
-type kindResolver struct {
+// answer is cached; callers Refresh it when a kind is not found, since
+// CRDs come and go. The reports and background controllers use it.
+type Kinds struct {
 	disco discovery.DiscoveryInterface
 
 	mu    sync.Mutex
-	types []resourceType
+	types []ResourceType
 }
 
-func (r *kindResolver) refresh() error {
+// NewKinds returns a resolver asking disco; call Refresh before Resolve.
+func NewKinds(disco discovery.DiscoveryInterface) *Kinds { return &Kinds{disco: disco} }
+
+// Refresh asks discovery for the served resources again.
+func (r *Kinds) Refresh() error {
 	lists, err := discovery.ServerPreferredResources(r.disco)
 	if err != nil && len(lists) == 0 {
 		return fmt.Errorf("discovering API resources: %w", err)
 	}
 	// A partial answer (an aggregated API that is down) still serves the
 	// rest.
-	var types []resourceType
+	var types []ResourceType
 	for _, l := range lists {
 		gv, perr := schema.ParseGroupVersion(l.GroupVersion)
 		if perr != nil {
@@ -49,7 +53,7 @@ func (r *kindResolver) refresh() error {
 			if strings.Contains(res.Name, "/") || !hasVerbs(res.Verbs, "list", "watch", "get") {
 				continue
 			}
-			types = append(types, resourceType{GVR: gv.WithResource(res.Name), Kind: res.Kind, Namespaced: res.Namespaced})
+			types = append(types, ResourceType{GVR: gv.WithResource(res.Name), Kind: res.Kind, Namespaced: res.Namespaced})
 		}
 	}
 	r.mu.Lock()
@@ -74,18 +78,18 @@ func hasVerbs(verbs []string, want ...string) bool {
 	return true
 }
 
-// resolve returns the resource types a kind selector names. Subresource
+// Resolve returns the resource types a kind selector names. Subresource
 // selectors ("Pod/exec") and wildcard kinds match requests, not stored
 // objects, and resolve to nothing: a background scan of every kind in the
 // cluster is not something a policy should get by accident.
-func (r *kindResolver) resolve(selector string) []resourceType {
+func (r *Kinds) Resolve(selector string) []ResourceType {
 	k := match.ParseKind(selector)
 	if k.SubResource != "" || k.Kind == "" || strings.ContainsAny(k.Kind, "*?") {
 		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []resourceType
+	var out []ResourceType
 	for _, t := range r.types {
 		if t.Kind != k.Kind {
 			continue

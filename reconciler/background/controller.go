@@ -1,0 +1,319 @@
+package background
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/clusterstate/loaders"
+	"github.com/charter-dev/charter/clusterstate/policycache"
+	"github.com/charter-dev/charter/engine"
+)
+
+// Setup adds the background controller to the manager. It runs on every
+// replica and elects its leader itself, on its own Lease.
+func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = mgr.GetLogger().WithName("background")
+	}
+	c, err := New(mgr.GetConfig(), mgr.GetScheme(), mgr.GetCache(), mgr.GetRESTMapper(), mgr.GetEventRecorderFor("charter-background"), opts)
+	if err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(c)
+}
+
+// Controller is the background controller.
+type Controller struct {
+	opts     Options
+	log      logr.Logger
+	client   client.Client
+	informer crcache.Cache
+	reader   client.Reader
+	dyn      dynamic.Interface
+	meta     metadata.Interface
+	mapper   meta.RESTMapper
+	kube     kubernetes.Interface
+	kinds    *clusterstate.Kinds
+	recorder record.EventRecorder
+	loaders  engine.Loaders
+
+	compiled atomic.Pointer[compiledPolicies]
+	// watch is the current leadership term's watches.
+	watch atomic.Pointer[watches]
+	// installed wakes the running leader's policy loop.
+	installed chan struct{}
+
+	stats Stats
+}
+
+// Stats counts the controller's work.
+type Stats struct {
+	// Completed counts UpdateRequests done and deleted; Failed those left
+	// Failed after their last attempt.
+	Completed, Failed atomic.Int64
+	// Writes counts the writes to downstream objects and mutate targets
+	// (applies, updates, deletes).
+	Writes atomic.Int64
+}
+
+// Stats returns the controller's counters.
+func (c *Controller) Stats() *Stats { return &c.stats }
+
+// New returns a background controller reading UpdateRequests from
+// informers (a manager's cache) and writing with its own clients.
+func New(cfg *rest.Config, scheme *runtime.Scheme, informers crcache.Cache, mapper meta.RESTMapper, recorder record.EventRecorder, opts Options) (*Controller, error) {
+	opts = opts.withDefaults()
+	if opts.State == nil {
+		return nil, errors.New("background: the process's cluster state is required")
+	}
+	if opts.Namespace == "" {
+		return nil, errors.New("background: a namespace is required")
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	cl, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper})
+	if err != nil {
+		return nil, fmt.Errorf("background: client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("background: dynamic client: %w", err)
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("background: metadata client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("background: client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("background: discovery client: %w", err)
+	}
+	lds := opts.State.Loaders
+	lds.Objects = loaders.Objects{Client: dyn, Mapper: mapper}
+	c := &Controller{
+		opts: opts, log: opts.Logger, client: cl, informer: informers, reader: informers,
+		dyn: dyn, meta: md, mapper: mapper, kube: kube, kinds: clusterstate.NewKinds(disco),
+		recorder: recorder, loaders: lds, installed: make(chan struct{}, 1),
+	}
+	c.compiled.Store(&compiledPolicies{byKey: map[string]kyvernov1.PolicyInterface{}})
+	opts.State.Policies.OnInstalledChange(func(*policycache.Installed) {
+		select {
+		case c.installed <- struct{}{}:
+		default:
+		}
+	})
+	return c, nil
+}
+
+// NeedLeaderElection is false: the controller elects on its own Lease.
+func (c *Controller) NeedLeaderElection() bool { return false }
+
+// Start runs the controller until ctx ends: while it holds its Lease, or
+// all the time without leader election.
+func (c *Controller) Start(ctx context.Context) error {
+	if !c.opts.State.Policies.WaitForSync(ctx) {
+		return nil
+	}
+	if !c.opts.LeaderElection {
+		return c.lead(ctx)
+	}
+	host, _ := os.Hostname()
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: c.opts.Namespace, Name: c.opts.LeaseName},
+		Client:     c.kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())},
+	}
+	for ctx.Err() == nil {
+		var runErr error
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: lock, LeaseDuration: c.opts.LeaseDuration, RenewDeadline: c.opts.RenewDeadline, RetryPeriod: c.opts.RetryPeriod,
+			ReleaseOnCancel: true, Name: c.opts.LeaseName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					c.log.Info("leading: processing UpdateRequests", "lease", c.opts.LeaseName)
+					runErr = c.lead(ctx)
+				},
+				OnStoppedLeading: func() { c.log.Info("stopped leading", "lease", c.opts.LeaseName) },
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("background: leader election: %w", err)
+		}
+		le.Run(ctx)
+		if runErr != nil {
+			return runErr
+		}
+	}
+	return nil
+}
+
+// run is one leadership term: its queues and watches live as long as it.
+type run struct {
+	c      *Controller
+	urs    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	work   workqueue.TypedRateLimitingInterface[workItem]
+	watch  *watches
+}
+
+// lead processes UpdateRequests, policy changes and watch events until
+// ctx ends.
+func (c *Controller) lead(ctx context.Context) error {
+	if err := c.kinds.Refresh(); err != nil {
+		return fmt.Errorf("background: %w", err)
+	}
+	r := &run{
+		c: c,
+		urs: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "background-updaterequests"}),
+		work: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[workItem](),
+			workqueue.TypedRateLimitingQueueConfig[workItem]{Name: "background-work"}),
+	}
+	r.watch = newWatches(ctx, c, r.work)
+	defer r.urs.ShutDown()
+	defer r.work.ShutDown()
+	defer r.watch.stop()
+
+	// The first policy sync treats every policy as new: it catches up on
+	// whatever changed while no leader ran.
+	old := c.compiled.Load()
+	cur := c.compile(c.opts.State.Policies.Installed())
+	r.policiesChanged(ctx, &compiledPolicies{byKey: map[string]kyvernov1.PolicyInterface{}}, cur, old)
+
+	inf, err := c.informer.GetInformer(ctx, &kyvernov2.UpdateRequest{})
+	if err != nil {
+		return fmt.Errorf("background: watching UpdateRequests: %w", err)
+	}
+	enqueue := func(obj any) {
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if ur, ok := obj.(*kyvernov2.UpdateRequest); ok && ur.Namespace == c.opts.Namespace {
+			r.urs.Add(types.NamespacedName{Namespace: ur.Namespace, Name: ur.Name})
+		}
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		// Status writes (Pending with a reason, retry counts) do not
+		// re-enqueue: retries wait their backoff. A status reset by hand
+		// (state back to Pending, retryCount 0) does.
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*kyvernov2.UpdateRequest)
+			n, ok2 := newObj.(*kyvernov2.UpdateRequest)
+			if ok1 && ok2 && n.Status.RetryCount < o.Status.RetryCount {
+				enqueue(newObj)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("background: watching UpdateRequests: %w", err)
+	}
+	defer func() { _ = inf.RemoveEventHandler(reg) }()
+
+	var wg sync.WaitGroup
+	for range c.opts.Workers {
+		wg.Go(func() {
+			for r.processUpdateRequest(ctx) {
+			}
+		})
+		wg.Go(func() {
+			for r.processWork(ctx) {
+			}
+		})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			r.urs.ShutDown()
+			r.work.ShutDown()
+			wg.Wait()
+			return nil
+		case <-c.installed:
+			prev := c.compiled.Load()
+			next := c.compile(c.opts.State.Policies.Installed())
+			r.policiesChanged(ctx, prev, next, prev)
+		}
+	}
+}
+
+// processUpdateRequest takes one UpdateRequest from the queue.
+func (r *run) processUpdateRequest(ctx context.Context) bool {
+	key, quit := r.urs.Get()
+	if quit {
+		return false
+	}
+	defer r.urs.Done(key)
+	if err := r.c.reconcileUpdateRequest(ctx, r, key); err != nil && ctx.Err() == nil {
+		r.c.log.V(1).Info("UpdateRequest: retrying", "name", key.String(), "error", err.Error())
+		r.urs.AddRateLimited(key)
+		return true
+	}
+	r.urs.Forget(key)
+	return true
+}
+
+// maxWorkRetries bounds the retries of work that is not an UpdateRequest
+// (watch events, policy syncs); the next policy change or leader start
+// does it again.
+const maxWorkRetries = 8
+
+// processWork takes one work item from the queue.
+func (r *run) processWork(ctx context.Context) bool {
+	w, quit := r.work.Get()
+	if quit {
+		return false
+	}
+	defer r.work.Done(w)
+	err := r.c.do(ctx, w, nil)
+	switch {
+	case err == nil || ctx.Err() != nil:
+		r.work.Forget(w)
+	case r.work.NumRequeues(w) < maxWorkRetries:
+		r.c.log.V(1).Info("retrying", "work", w.String(), "error", err.Error())
+		r.work.AddRateLimited(w)
+	default:
+		r.work.Forget(w)
+		r.c.log.Error(err, "giving up until the next policy change", "work", w.String())
+		r.c.policyEvent(w.policy, "Warning", ReasonBackgroundFailed, fmt.Sprintf("%s failed: %v", w, err))
+	}
+	return true
+}
+
+// retryDelay is the backoff before attempt n+1 of an UpdateRequest.
+func (c *Controller) retryDelay(attempts int) time.Duration {
+	d := c.opts.RetryBase
+	for i := 1; i < attempts && d < c.opts.RetryMax; i++ {
+		d *= 2
+	}
+	return min(d, c.opts.RetryMax)
+}

@@ -1,0 +1,127 @@
+package background
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+)
+
+// ForbiddenError is a write (or read) charter's background controller is
+// not allowed to make: it names exactly the permission that is missing,
+// since "generate does nothing" with no trace is Kyverno's most reported
+// complaint (background-cleanup.md §5.4).
+type ForbiddenError struct {
+	Verb      string
+	Group     string
+	Resource  string
+	Kind      string
+	Namespace string
+	Err       error
+}
+
+func (e *ForbiddenError) Error() string {
+	group := e.Group
+	if group == "" {
+		group = "core"
+	}
+	where := "cluster-wide"
+	if e.Namespace != "" {
+		where = "in namespace " + e.Namespace
+	}
+	return fmt.Sprintf("forbidden: charter's background controller may not %s %s (group %s, resource %s) %s; grant it with a ClusterRole labelled %s: \"true\" (%v)",
+		e.Verb, e.Kind, group, e.Resource, where, AggregateLabel, e.Err)
+}
+
+func (e *ForbiddenError) Unwrap() error { return e.Err }
+
+// AggregateLabel is the label of ClusterRoles whose rules charter's
+// background controller gets (config/rbac/background): Kyverno's
+// rbac.kyverno.io/aggregate-to-background-controller, under charter.dev.
+const AggregateLabel = "rbac.charter.dev/aggregate-to-background"
+
+// describe turns an API error into one that names what was attempted;
+// Forbidden becomes a *ForbiddenError.
+func (c *Controller) describe(err error, verb string, mapping *meta.RESTMapping, namespace string) error {
+	if err == nil {
+		return nil
+	}
+	if apierrors.IsForbidden(err) {
+		return &ForbiddenError{Verb: verb, Group: mapping.Resource.Group, Resource: mapping.Resource.Resource,
+			Kind: mapping.GroupVersionKind.Kind, Namespace: namespace, Err: err}
+	}
+	return fmt.Errorf("%s %s %s: %w", verb, mapping.GroupVersionKind.Kind, objectName(namespace, ""), err)
+}
+
+// contains reports whether every field of want is in got with the same
+// value: a downstream object that holds everything the rule wants (and
+// whatever the API server or other managers added) needs no write.
+// Numbers are compared after a JSON round trip, since the rule's output
+// and the API server's answer spell them differently.
+func contains(got, want map[string]any) bool {
+	g, w := normalize(got), normalize(want)
+	return containsValue(g, w)
+}
+
+func normalize(v map[string]any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return v
+	}
+	return out
+}
+
+func containsValue(got, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return len(w) == 0 && got == nil
+		}
+		for k, wv := range w {
+			gv, ok := g[k]
+			if !ok {
+				// An empty map or list the API server drops is no drift.
+				if isEmpty(wv) {
+					continue
+				}
+				return false
+			}
+			if !containsValue(gv, wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return len(w) == 0 && got == nil
+		}
+		for i := range w {
+			if !containsValue(g[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return reflect.DeepEqual(got, want)
+	}
+}
+
+func isEmpty(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		return len(x) == 0
+	case []any:
+		return len(x) == 0
+	case nil:
+		return true
+	}
+	return false
+}

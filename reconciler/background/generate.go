@@ -1,0 +1,296 @@
+package background
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/generate"
+)
+
+// errTriggerGone says a trigger no longer exists (or exists under another
+// UID: it was replaced).
+var errTriggerGone = errors.New("trigger not found")
+
+// generate carries out a generate rule for a trigger
+// (mutate-generate-semantics §8.3, background-cleanup §3): a passing rule's
+// objects are created, or brought back in line when the rule
+// synchronizes; when the trigger is gone or the rule no longer applies to
+// it, a synchronized rule's downstream objects for that trigger are
+// deleted.
+func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) error {
+	compiled := c.compiled.Load()
+	p := compiled.byKey[w.policy]
+	rule := ruleOf(p, w.rule)
+	if rule == nil || !rule.HasGenerate() {
+		// The policy or rule went away since; policy sync cleans up.
+		return nil
+	}
+	sync := rule.Generation.Synchronize
+	pref := policyRefOf(p)
+	if w.deleteDownstream {
+		if sync {
+			return c.deleteDownstream(ctx, pref, rule, &w.trigger)
+		}
+		return nil
+	}
+	trigger, err := c.fetchTrigger(ctx, w.trigger)
+	switch {
+	case errors.Is(err, errTriggerGone) && snap != nil && operationOf(snap) == kyvernov1.Create:
+		// Admission saw the CREATE before the object was stored: it may not
+		// be visible yet, or another webhook denied it.
+		return fmt.Errorf("%s with uid %s not found (yet); if the admission request was denied, this UpdateRequest fails for good", w.trigger, w.trigger.UID)
+	case errors.Is(err, errTriggerGone):
+		if sync {
+			return c.deleteDownstream(ctx, pref, rule, &w.trigger)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("fetching trigger %s: %w", w.trigger, err)
+	}
+	resp := compiled.set.Generate(ctx, snap.request(trigger), engine.WithLoaders(c.loaders))
+	rr := ruleResponse(resp.Policies, w.policy, w.rule)
+	if rr == nil || rr.Status == engine.StatusFail || rr.Status == engine.StatusSkip {
+		// The rule does not apply (any more) to this trigger.
+		if sync {
+			ref := triggerFromObject(trigger)
+			return c.deleteDownstream(ctx, pref, rule, &ref)
+		}
+		return nil
+	}
+	if rr.Status != engine.StatusPass {
+		return errors.New(rr.Message)
+	}
+	var errs []error
+	for i := range rr.Generated {
+		if src := rr.Generated[i].Source; src != nil && sync {
+			// A synchronized clone follows its source.
+			if _, mapping, err := c.resource(src.APIVersion, src.Kind, src.Namespace); err == nil {
+				if w := c.watch.Load(); w != nil {
+					w.ensureSource(mapping.Resource, src.Namespace)
+				}
+			}
+		}
+		if err := c.applyDesired(ctx, &rr.Generated[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ruleResponse finds the response of one rule of one policy.
+func ruleResponse(policies []engine.PolicyResponse, key, rule string) *engine.RuleResponse {
+	for i := range policies {
+		if policies[i].Key != key {
+			continue
+		}
+		for j := range policies[i].Rules {
+			if policies[i].Rules[j].Name == rule {
+				return &policies[i].Rules[j]
+			}
+		}
+	}
+	return nil
+}
+
+func policyRefOf(p kyvernov1.PolicyInterface) generate.PolicyRef {
+	ref := generate.PolicyRef{Name: p.GetName()}
+	if p.IsNamespaced() {
+		ref.Namespace = p.GetNamespace()
+	}
+	return ref
+}
+
+func triggerFromObject(obj map[string]any) triggerRef {
+	u := unstructured.Unstructured{Object: obj}
+	return triggerRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID()}
+}
+
+// resource returns the client of a kind's objects in a namespace.
+func (c *Controller) resource(apiVersion, kind, namespace string) (dynamic.ResourceInterface, *meta.RESTMapping, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, nil, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+	}
+	mapping, err := c.mapper.RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %s is not served: %w", apiVersion, kind, err)
+	}
+	res := c.dyn.Resource(mapping.Resource)
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		return res.Namespace(namespace), mapping, nil
+	}
+	return res, mapping, nil
+}
+
+// fetchTrigger reads a trigger as it is now: by name when known, else by
+// UID among the objects of its kind in its namespace.
+func (c *Controller) fetchTrigger(ctx context.Context, t triggerRef) (map[string]any, error) {
+	ri, mapping, err := c.resource(t.APIVersion, t.Kind, t.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if t.Name == "" {
+		objs, err := c.listMetadata(ctx, mapping.Resource, t.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if o.UID == t.UID {
+				t.Name = o.Name
+			}
+		}
+		if t.Name == "" {
+			return nil, errTriggerGone
+		}
+	}
+	obj, err := ri.Get(ctx, t.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, errTriggerGone
+	case err != nil:
+		return nil, c.describe(err, "get", mapping, t.Namespace)
+	case t.UID != "" && obj.GetUID() != t.UID, obj.GetDeletionTimestamp() != nil:
+		return nil, errTriggerGone
+	}
+	return obj.Object, nil
+}
+
+// applyDesired makes a desired downstream object exist: created when
+// missing; when it exists and the rule synchronizes, brought back in line
+// with server-side apply if it drifted. An object there that the policy
+// did not generate is left alone and the policy gets an event.
+func (c *Controller) applyDesired(ctx context.Context, d *generate.DesiredObject) error {
+	u := &unstructured.Unstructured{Object: d.Object}
+	ri, mapping, err := c.resource(u.GetAPIVersion(), u.GetKind(), u.GetNamespace())
+	if err != nil {
+		return err
+	}
+	cur, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return c.describe(err, "get", mapping, u.GetNamespace())
+	default:
+		if !generatedBy(cur.GetLabels(), d.Policy) {
+			c.policyEvent(policyKeyOf(d.Policy), "Warning", ReasonDownstreamExists, fmt.Sprintf(
+				"rule %s: %s %s already exists and was not generated by this policy (no %s=%s label); charter leaves it alone instead of taking it over",
+				d.Rule, u.GetKind(), objectName(u.GetNamespace(), u.GetName()), generate.LabelPolicyName, d.Policy.Name))
+			return nil
+		}
+		if !d.Synchronize || contains(cur.Object, d.Object) {
+			return nil
+		}
+	}
+	c.stats.Writes.Add(1)
+	// Objects generated by Kyverno or an older charter may carry fields
+	// other managers own: force takes them over, as the rule's output is
+	// authoritative for a synchronized object.
+	if _, err := ri.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		verb := "patch"
+		if cur == nil {
+			verb = "create"
+		}
+		return c.describe(err, verb, mapping, u.GetNamespace())
+	}
+	return nil
+}
+
+// generatedBy reports whether an object's labels say the policy generated
+// it.
+func generatedBy(l map[string]string, p generate.PolicyRef) bool {
+	return l[generate.LabelPolicyName] == p.Name && l[generate.LabelPolicyNamespace] == p.Namespace
+}
+
+func policyKeyOf(p generate.PolicyRef) string {
+	if p.Namespace != "" {
+		return p.Namespace + "/" + p.Name
+	}
+	return p.Name
+}
+
+func objectName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// deleteDownstream deletes what a rule generated, for one trigger or
+// (trigger nil) for every trigger, found by its generate.kyverno.io
+// labels among the kinds the rule generates.
+func (c *Controller) deleteDownstream(ctx context.Context, p generate.PolicyRef, rule *kyvernov1.Rule, trigger *triggerRef) error {
+	set := labels.Set{generate.LabelPolicyName: p.Name, generate.LabelPolicyNamespace: p.Namespace, generate.LabelRuleName: rule.Name}
+	if trigger != nil {
+		// Kyverno matches the trigger by uid, namespace, kind, group and
+		// version; the uid alone is unique.
+		set[generate.LabelTriggerUID] = string(trigger.UID)
+	}
+	selector := labels.SelectorFromSet(set).String()
+	var errs []error
+	for _, kind := range generatedKinds(rule) {
+		types := c.kinds.Resolve(kind)
+		for _, t := range types {
+			list, err := c.meta.Resource(t.GVR).List(ctx, metav1.ListOptions{LabelSelector: selector})
+			if err != nil {
+				errs = append(errs, c.describe(err, "list", &meta.RESTMapping{Resource: t.GVR, GroupVersionKind: t.GVR.GroupVersion().WithKind(t.Kind)}, ""))
+				continue
+			}
+			for i := range list.Items {
+				o := &list.Items[i]
+				ri := c.dyn.Resource(t.GVR).Namespace(o.Namespace)
+				c.stats.Writes.Add(1)
+				if err := ri.Delete(ctx, o.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					errs = append(errs, c.describe(err, "delete", &meta.RESTMapping{Resource: t.GVR, GroupVersionKind: t.GVR.GroupVersion().WithKind(t.Kind)}, o.Namespace))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// generatedKinds lists the kinds a generate rule writes, as kind selectors
+// ("networking.k8s.io/v1/NetworkPolicy"). Kinds with variables are left
+// out: their objects are found only through the rule's output.
+func generatedKinds(rule *kyvernov1.Rule) []string {
+	g := rule.Generation
+	var out []string
+	add := func(apiVersion, kind string) {
+		if kind == "" || strings.Contains(kind+apiVersion, "{{") {
+			return
+		}
+		if apiVersion == "" {
+			out = append(out, kind)
+			return
+		}
+		out = append(out, apiVersion+"/"+kind)
+	}
+	pattern := func(gp *kyvernov1.GeneratePattern) {
+		if len(gp.CloneList.Kinds) > 0 {
+			for _, k := range gp.CloneList.Kinds {
+				add("", k)
+			}
+			return
+		}
+		add(gp.APIVersion, gp.Kind)
+	}
+	if len(g.ForEachGeneration) > 0 {
+		for i := range g.ForEachGeneration {
+			pattern(&g.ForEachGeneration[i].GeneratePattern)
+		}
+	} else {
+		pattern(&g.GeneratePattern)
+	}
+	return out
+}

@@ -1,0 +1,98 @@
+package background
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine"
+)
+
+// mutateExisting carries out a mutate-existing rule for a trigger
+// (background-cleanup.md §4.4): the engine patches each target it
+// selects, and each patched target is written with an Update carrying the
+// resourceVersion the engine read, so a concurrent edit makes the write
+// fail with a conflict and the whole rule runs again on the new object,
+// never overwriting the edit.
+func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snapshot) error {
+	compiled := c.compiled.Load()
+	p := compiled.byKey[w.policy]
+	rule := ruleOf(p, w.rule)
+	if rule == nil || !rule.HasMutateExisting() {
+		return nil
+	}
+	var trigger map[string]any
+	switch op := operationOf(snap); {
+	case snap != nil && op == kyvernov1.Delete:
+		trigger = snap.oldObject
+	case snap != nil && op != kyvernov1.Create && snap.object != nil:
+		trigger = snap.object
+	default:
+		obj, err := c.fetchTrigger(ctx, w.trigger)
+		switch {
+		case errors.Is(err, errTriggerGone) && snap != nil && snap.object != nil:
+			trigger = snap.object
+		case errors.Is(err, errTriggerGone) && snap != nil:
+			return fmt.Errorf("%s with uid %s not found (yet)", w.trigger, w.trigger.UID)
+		case errors.Is(err, errTriggerGone):
+			return nil
+		case err != nil:
+			return fmt.Errorf("fetching trigger %s: %w", w.trigger, err)
+		default:
+			trigger = obj
+		}
+	}
+	if trigger == nil {
+		return fmt.Errorf("the UpdateRequest of %s holds no trigger object", w.trigger)
+	}
+	resp := compiled.set.Mutate(ctx, snap.request(trigger), engine.WithLoaders(c.loaders), engine.WithMutateExisting())
+	var errs []error
+	for _, pr := range resp.Policies {
+		if pr.Key != w.policy {
+			continue
+		}
+		for _, rr := range pr.Rules {
+			if rr.Name != w.rule {
+				continue
+			}
+			switch rr.Status {
+			case engine.StatusPass:
+				if rr.PatchedTarget == nil {
+					continue
+				}
+				if err := c.writeTarget(ctx, rr.PatchedTarget); err != nil {
+					errs = append(errs, err)
+				}
+			case engine.StatusSkip:
+			default:
+				target := ""
+				if rr.Target != nil {
+					target = " " + rr.Target.Kind + " " + objectName(rr.Target.Namespace, rr.Target.Name)
+				}
+				errs = append(errs, fmt.Errorf("failed to mutate existing resource%s, rule %s, response %s: %s", target, rr.Name, rr.Status, rr.Message))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeTarget updates a patched target, conditional on the
+// resourceVersion it was read at.
+func (c *Controller) writeTarget(ctx context.Context, obj map[string]any) error {
+	u := &unstructured.Unstructured{Object: obj}
+	ri, mapping, err := c.resource(u.GetAPIVersion(), u.GetKind(), u.GetNamespace())
+	if err != nil {
+		return err
+	}
+	c.stats.Writes.Add(1)
+	_, err = ri.Update(ctx, u, metav1.UpdateOptions{FieldManager: FieldManager})
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("%s %s changed while it was mutated; mutating it again: %w", u.GetKind(), objectName(u.GetNamespace(), u.GetName()), err)
+	}
+	return c.describe(err, "update", mapping, u.GetNamespace())
+}

@@ -1,0 +1,91 @@
+package background
+
+import (
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/charter-dev/charter/clusterstate"
+)
+
+// Options configure the background controller.
+type Options struct {
+	// State is the process's shared cluster state. Required.
+	State *clusterstate.State
+	// Namespace holds the UpdateRequests and the Lease (charter's
+	// namespace). Required.
+	Namespace string
+	// Workers bound the UpdateRequests and other work items processed at
+	// once (default 10, Kyverno's --genWorkers).
+	Workers int
+	// MaxAttempts is how often an UpdateRequest is tried before it stays
+	// Failed (default 5).
+	MaxAttempts int
+	// RetryBase is the delay after the first failed attempt; each further
+	// failure doubles it, up to RetryMax (defaults 1s and 1m).
+	RetryBase, RetryMax time.Duration
+	// LeaderElection makes the controller run only while it holds its
+	// Lease. Without it, it always runs (tests of two leaders, single
+	// replicas).
+	LeaderElection bool
+	// LeaseName is the controller's own Lease (default charter-background).
+	LeaseName string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the election
+	// (defaults 15s, 10s, 2s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// QPS and Burst bound the controller's API requests (default 200 and
+	// 400).
+	QPS   float32
+	Burst int
+	// Logger receives the controller's logs.
+	Logger logr.Logger
+}
+
+// Defaults.
+const (
+	DefaultWorkers     = 10
+	DefaultMaxAttempts = 5
+	DefaultLeaseName   = "charter-background"
+	DefaultQPS         = 200
+	DefaultBurst       = 400
+	// FieldManager is the server-side apply field manager of downstream
+	// objects.
+	FieldManager = "charter-background"
+)
+
+func (o Options) withDefaults() Options {
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = time.Second
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = time.Minute
+	}
+	if o.LeaseName == "" {
+		o.LeaseName = DefaultLeaseName
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if o.RenewDeadline <= 0 {
+		o.RenewDeadline = 10 * time.Second
+	}
+	if o.RetryPeriod <= 0 {
+		o.RetryPeriod = 2 * time.Second
+	}
+	if o.QPS <= 0 {
+		o.QPS = DefaultQPS
+	}
+	if o.Burst <= 0 {
+		o.Burst = DefaultBurst
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	return o
+}

@@ -1,0 +1,187 @@
+package background
+
+import (
+	"context"
+	"errors"
+	"sort"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/clusterstate/policycache"
+	"github.com/charter-dev/charter/engine"
+)
+
+// compiledPolicies is one compiled generation of the policies with
+// generate or mutate-existing rules.
+type compiledPolicies struct {
+	set   *engine.PolicySet
+	byKey map[string]kyvernov1.PolicyInterface
+}
+
+// compile builds the set of background policies (generate and
+// mutate-existing rules, with the installed exceptions) and makes it
+// current. A policy that does not compile is left out; its status says
+// why (the policy status controller compiles it too).
+func (c *Controller) compile(in *policycache.Installed) *compiledPolicies {
+	out := &compiledPolicies{byKey: map[string]kyvernov1.PolicyInterface{}}
+	var policies []kyvernov1.PolicyInterface
+	for _, p := range in.Policies {
+		if hasBackgroundRules(p) {
+			policies = append(policies, p)
+			out.byKey[engine.PolicyKey(p)] = p
+		}
+	}
+	set, err := engine.Compile(policies, engine.WithExceptions(in.Exceptions))
+	var faults engine.CompileErrors
+	if err != nil && !errors.As(err, &faults) {
+		c.log.Error(err, "compiling background policies; keeping the previous set")
+		return c.compiled.Load()
+	}
+	for _, f := range faults {
+		c.log.Info("policy left out of background processing", "fault", f.Error())
+		if f.Kind != "PolicyException" {
+			delete(out.byKey, f.Name)
+		}
+	}
+	out.set = set
+	c.compiled.Store(out)
+	return out
+}
+
+func hasBackgroundRules(p kyvernov1.PolicyInterface) bool {
+	rules := p.GetSpec().Rules
+	for i := range rules {
+		if rules[i].HasGenerate() || rules[i].HasMutateExisting() {
+			return true
+		}
+	}
+	return false
+}
+
+// ruleOf finds a rule of a policy by name.
+func ruleOf(p kyvernov1.PolicyInterface, name string) *kyvernov1.Rule {
+	if p == nil {
+		return nil
+	}
+	rules := p.GetSpec().Rules
+	for i := range rules {
+		if rules[i].Name == name {
+			return &rules[i]
+		}
+	}
+	return nil
+}
+
+// policiesChanged brings the cluster in line with a policy change: every
+// policy of cur that is new or changed since changedSince re-syncs its
+// synchronized downstream objects, generates for existing triggers
+// (generateExisting) and mutates existing targets
+// (mutateExistingOnPolicyUpdate); every synchronized generate rule of
+// deletedSince that is gone from cur deletes its downstream objects,
+// unless orphanDownstreamOnPolicyDelete.
+func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSince *compiledPolicies) {
+	c := r.c
+	keys := make([]string, 0, len(cur.byKey))
+	for k := range cur.byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		p := cur.byKey[key]
+		rules := p.GetSpec().Rules
+		for i := range rules {
+			if rules[i].HasGenerate() {
+				r.watch.ensureDownstream(&rules[i])
+			}
+		}
+		if prev, ok := changedSince.byKey[key]; ok && prev.GetUID() == p.GetUID() && prev.GetGeneration() == p.GetGeneration() {
+			continue
+		}
+		spec := p.GetSpec()
+		for i := range rules {
+			rule := &rules[i]
+			switch {
+			case rule.HasGenerate():
+				if rule.Generation.Synchronize {
+					for _, w := range r.watch.downstreamOf(key, rule.Name) {
+						r.work.Add(w)
+					}
+				}
+				if spec.RuleGenerateExisting(rule) {
+					r.enqueueTriggers(ctx, p, rule, kyvernov2.Generate)
+				}
+			case rule.HasMutateExisting():
+				if spec.RuleMutateExistingOnPolicyUpdate(rule) {
+					r.enqueueTriggers(ctx, p, rule, kyvernov2.Mutate)
+				}
+			}
+		}
+	}
+	for key, old := range deletedSince.byKey {
+		now := cur.byKey[key]
+		if now != nil && now.GetUID() != old.GetUID() {
+			now = nil
+		}
+		rules := old.GetSpec().Rules
+		for i := range rules {
+			rule := &rules[i]
+			if !rule.HasGenerate() || !rule.Generation.Synchronize || rule.Generation.OrphanDownstreamOnPolicyDelete || ruleOf(now, rule.Name) != nil {
+				continue
+			}
+			if err := c.deleteDownstream(ctx, policyRefOf(old), rule, nil); err != nil {
+				c.log.Error(err, "deleting the downstream objects of a deleted rule", "policy", key, "rule", rule.Name)
+			}
+		}
+	}
+}
+
+// enqueueTriggers lists the existing objects a rule matches (its match
+// kinds, in the policy's namespace for a Policy) and queues work for each;
+// the work evaluates the rule.
+func (r *run) enqueueTriggers(ctx context.Context, p kyvernov1.PolicyInterface, rule *kyvernov1.Rule, typ kyvernov2.RequestType) {
+	c := r.c
+	key := engine.PolicyKey(p)
+	for _, sel := range matchKinds(rule) {
+		types := c.kinds.Resolve(sel)
+		if len(types) == 0 {
+			c.log.Info("kind not served; no existing triggers of it", "policy", key, "rule", rule.Name, "kind", sel)
+			continue
+		}
+		for _, t := range types {
+			objs, err := c.listMetadata(ctx, t.GVR, p.GetNamespace())
+			if err != nil {
+				c.log.Error(err, "listing existing triggers", "policy", key, "rule", rule.Name, "resource", t.GVR.String())
+				c.policyEvent(key, "Warning", ReasonBackgroundFailed, "listing existing "+t.GVR.Resource+" for rule "+rule.Name+": "+err.Error())
+				continue
+			}
+			for _, o := range objs {
+				r.work.Add(workItem{typ: typ, policy: key, rule: rule.Name, trigger: triggerRef{
+					APIVersion: t.APIVersion(), Kind: t.Kind, Namespace: o.Namespace, Name: o.Name, UID: o.UID,
+				}})
+			}
+		}
+	}
+}
+
+// matchKinds lists the kind selectors of a rule's match block.
+func matchKinds(r *kyvernov1.Rule) []string {
+	m := &r.MatchResources
+	seen := map[string]bool{}
+	var out []string
+	add := func(kinds []string) {
+		for _, k := range kinds {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	add(m.ResourceDescription.Kinds)
+	for _, f := range m.Any {
+		add(f.ResourceDescription.Kinds)
+	}
+	for _, f := range m.All {
+		add(f.ResourceDescription.Kinds)
+	}
+	return out
+}

@@ -1,0 +1,161 @@
+package background
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine"
+)
+
+// snapshot is what an UpdateRequest recorded of its admission request.
+type snapshot struct {
+	operation    kyvernov1.AdmissionOperation
+	object       map[string]any
+	oldObject    map[string]any
+	userInfo     authenticationv1.UserInfo
+	roles        []string
+	clusterRoles []string
+}
+
+func snapshotOf(ur *kyvernov2.UpdateRequest) *snapshot {
+	ctx := ur.Spec.Context
+	s := &snapshot{}
+	if ui := ctx.UserInfo; ui != nil {
+		s.userInfo, s.roles, s.clusterRoles = ui.AdmissionUserInfo, ui.Roles, ui.ClusterRoles
+	}
+	if ai := ctx.AdmissionRequestInfo; ai != nil && ai.AdmissionRequest != nil {
+		ar := ai.AdmissionRequest
+		s.operation = kyvernov1.AdmissionOperation(ar.Operation)
+		s.object = decodeRaw(ar.Object.Raw)
+		s.oldObject = decodeRaw(ar.OldObject.Raw)
+	}
+	if s.operation == "" && ctx.AdmissionRequestInfo != nil {
+		s.operation = kyvernov1.AdmissionOperation(ctx.AdmissionRequestInfo.Operation)
+	}
+	return s
+}
+
+func decodeRaw(raw []byte) map[string]any {
+	if len(raw) == 0 {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// request builds the engine request of a rule run for a trigger: the
+// requester of the snapshot, if any, and a CREATE of the trigger as it is
+// now (background mode).
+func (s *snapshot) request(trigger map[string]any) *engine.Request {
+	req := &engine.Request{Operation: kyvernov1.Create, Object: trigger}
+	if s != nil {
+		req.UserInfo, req.Roles, req.ClusterRoles = s.userInfo, s.roles, s.clusterRoles
+	}
+	return req
+}
+
+// reconcileUpdateRequest carries out one UpdateRequest: done, it is
+// deleted; failed, it goes back to Pending with the reason and waits its
+// backoff, or, after MaxAttempts, stays Failed with an event on the
+// policy.
+func (c *Controller) reconcileUpdateRequest(ctx context.Context, r *run, key types.NamespacedName) error {
+	var ur kyvernov2.UpdateRequest
+	if err := c.reader.Get(ctx, key, &ur); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	switch ur.Status.State {
+	case kyvernov2.Completed:
+		return c.deleteUpdateRequest(ctx, &ur)
+	case kyvernov2.Failed, kyvernov2.Skip:
+		return nil
+	}
+	err := c.carryOut(ctx, &ur)
+	if err == nil {
+		if err := c.deleteUpdateRequest(ctx, &ur); err != nil {
+			return err
+		}
+		c.stats.Completed.Add(1)
+		return nil
+	}
+	attempts := ur.Status.RetryCount + 1
+	ur.Status.RetryCount = attempts
+	if attempts >= c.opts.MaxAttempts {
+		ur.Status.State = kyvernov2.Failed
+		ur.Status.Message = fmt.Sprintf("failed after %d attempts: %v", attempts, err)
+	} else {
+		ur.Status.State = kyvernov2.Pending
+		ur.Status.Message = fmt.Sprintf("attempt %d of %d failed, retrying in %s: %v", attempts, c.opts.MaxAttempts, c.retryDelay(attempts), err)
+	}
+	if uerr := c.client.Status().Update(ctx, &ur); uerr != nil {
+		if apierrors.IsNotFound(uerr) {
+			return nil
+		}
+		// Another leader wrote it first: read it again.
+		return uerr
+	}
+	if ur.Status.State == kyvernov2.Failed {
+		c.stats.Failed.Add(1)
+		c.policyEvent(ur.Spec.Policy, "Warning", ReasonUpdateRequestFailed,
+			fmt.Sprintf("UpdateRequest %s/%s (%s for %s) failed after %d attempts: %v", ur.Namespace, ur.Name, ur.Spec.Type, triggerOfSpec(ur.Spec.Resource), attempts, err))
+		return nil
+	}
+	r.urs.AddAfter(key, c.retryDelay(attempts))
+	return nil
+}
+
+// carryOut runs every rule context of an UpdateRequest and joins their
+// failures.
+func (c *Controller) carryOut(ctx context.Context, ur *kyvernov2.UpdateRequest) error {
+	snap := snapshotOf(ur)
+	if _, ok := c.compiled.Load().byKey[ur.Spec.Policy]; !ok {
+		return fmt.Errorf("policy %s is not installed, or has no generate or mutate-existing rule that compiles", ur.Spec.Policy)
+	}
+	switch ur.Spec.Type {
+	case kyvernov2.Mutate:
+		return c.do(ctx, workItem{typ: kyvernov2.Mutate, policy: ur.Spec.Policy, rule: ur.Spec.Rule, trigger: triggerOfSpec(ur.Spec.Resource)}, snap)
+	case kyvernov2.Generate, "":
+		var errs []string
+		for _, rc := range ur.Spec.RuleContext {
+			w := workItem{typ: kyvernov2.Generate, policy: ur.Spec.Policy, rule: rc.Rule, trigger: triggerOfSpec(rc.Trigger), deleteDownstream: rc.DeleteDownstream}
+			if err := c.do(ctx, w, snap); err != nil {
+				errs = append(errs, fmt.Sprintf("rule %s: %v", rc.Rule, err))
+			}
+		}
+		if len(errs) > 0 {
+			return errors.New(strings.Join(errs, "; "))
+		}
+		return nil
+	default:
+		return fmt.Errorf("requestType %q is not supported (want generate or mutate)", ur.Spec.Type)
+	}
+}
+
+func (c *Controller) deleteUpdateRequest(ctx context.Context, ur *kyvernov2.UpdateRequest) error {
+	if err := c.client.Delete(ctx, ur); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// operationOf is the snapshot's operation, CREATE without one.
+func operationOf(s *snapshot) kyvernov1.AdmissionOperation {
+	if s == nil || s.operation == "" {
+		return kyvernov1.Create
+	}
+	return s.operation
+}

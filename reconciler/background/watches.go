@@ -1,0 +1,228 @@
+package background
+
+import (
+	"context"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/generate"
+)
+
+// Indexes of the downstream informers.
+const (
+	// byRule: policy key and rule name.
+	byRule = "rule"
+	// bySource: the uid of the clone source.
+	bySource = "source"
+)
+
+// watches are the leader's informers on downstream objects (by their
+// generate.kyverno.io/policy-name label) and on clone sources: a
+// downstream object edited or deleted, or a source changed, queues the
+// rule for its trigger again. Only updates and deletes after the initial
+// list count; the policy sync at leader start covers the rest.
+type watches struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	c      *Controller
+	queue  workqueue.TypedInterface[workItem]
+
+	mu         sync.Mutex
+	downstream map[schema.GroupVersionResource]cache.SharedIndexInformer
+	sources    map[sourceKey]cache.SharedIndexInformer
+}
+
+type sourceKey struct {
+	gvr       schema.GroupVersionResource
+	namespace string
+}
+
+func newWatches(ctx context.Context, c *Controller, queue workqueue.TypedInterface[workItem]) *watches {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watches{ctx: ctx, cancel: cancel, c: c, queue: queue,
+		downstream: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+		sources:    map[sourceKey]cache.SharedIndexInformer{}}
+	c.watch.Store(w)
+	return w
+}
+
+func (w *watches) stop() {
+	w.cancel()
+	w.c.watch.CompareAndSwap(w, nil)
+}
+
+// ensureDownstream watches the kinds a generate rule writes and waits for
+// their first list, so downstreamOf knows what exists.
+func (w *watches) ensureDownstream(rule *kyvernov1.Rule) {
+	for _, kind := range generatedKinds(rule) {
+		for _, t := range w.c.kinds.Resolve(kind) {
+			w.mu.Lock()
+			inf, ok := w.downstream[t.GVR]
+			if !ok {
+				inf = metadatainformer.NewFilteredMetadataInformer(w.c.meta, t.GVR, metav1.NamespaceAll, 0,
+					cache.Indexers{byRule: indexRule, bySource: indexSource},
+					func(o *metav1.ListOptions) { o.LabelSelector = generate.LabelPolicyName }).Informer()
+				_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+					UpdateFunc: func(oldObj, newObj any) {
+						o, n := metaOf(oldObj), metaOf(newObj)
+						if o != nil && n != nil && o.ResourceVersion != n.ResourceVersion {
+							w.requeueDownstream(n)
+						}
+					},
+					DeleteFunc: func(obj any) {
+						if m := metaOf(obj); m != nil {
+							w.requeueDownstream(m)
+						}
+					},
+				})
+				w.downstream[t.GVR] = inf
+				go inf.RunWithContext(w.ctx)
+			}
+			w.mu.Unlock()
+			cache.WaitForCacheSync(w.ctx.Done(), inf.HasSynced)
+		}
+	}
+}
+
+// ensureSource watches the namespace of a clone source for changes to it.
+func (w *watches) ensureSource(gvr schema.GroupVersionResource, namespace string) {
+	key := sourceKey{gvr, namespace}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.sources[key]; ok {
+		return
+	}
+	inf := metadatainformer.NewFilteredMetadataInformer(w.c.meta, gvr, namespace, 0, cache.Indexers{}, nil).Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			o, n := metaOf(oldObj), metaOf(newObj)
+			if o != nil && n != nil && o.ResourceVersion != n.ResourceVersion {
+				w.requeueClones(n.UID)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if m := metaOf(obj); m != nil {
+				w.requeueClones(m.UID)
+			}
+		},
+	})
+	w.sources[key] = inf
+	go inf.RunWithContext(w.ctx)
+}
+
+// requeueDownstream queues the rule that generated a downstream object,
+// for its trigger.
+func (w *watches) requeueDownstream(m *metav1.PartialObjectMetadata) {
+	if item, ok := workOf(m.Labels); ok {
+		w.queue.Add(item)
+	}
+}
+
+// requeueClones queues the rules whose copies came from a source.
+func (w *watches) requeueClones(uid types.UID) {
+	w.mu.Lock()
+	infs := make([]cache.SharedIndexInformer, 0, len(w.downstream))
+	for _, inf := range w.downstream {
+		infs = append(infs, inf)
+	}
+	w.mu.Unlock()
+	for _, inf := range infs {
+		objs, _ := inf.GetIndexer().ByIndex(bySource, string(uid))
+		for _, o := range objs {
+			if m := metaOf(o); m != nil {
+				w.requeueDownstream(m)
+			}
+		}
+	}
+}
+
+// downstreamOf returns the work that re-syncs every downstream object of
+// a rule.
+func (w *watches) downstreamOf(policy, rule string) []workItem {
+	w.mu.Lock()
+	infs := make([]cache.SharedIndexInformer, 0, len(w.downstream))
+	for _, inf := range w.downstream {
+		infs = append(infs, inf)
+	}
+	w.mu.Unlock()
+	var out []workItem
+	for _, inf := range infs {
+		objs, _ := inf.GetIndexer().ByIndex(byRule, policy+"\x00"+rule)
+		for _, o := range objs {
+			if m := metaOf(o); m != nil {
+				if item, ok := workOf(m.Labels); ok {
+					out = append(out, item)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// workOf is the work of the rule that generated an object, from its
+// labels.
+func workOf(l map[string]string) (workItem, bool) {
+	name, rule := l[generate.LabelPolicyName], l[generate.LabelRuleName]
+	if name == "" || rule == "" || l[generate.LabelTriggerUID] == "" {
+		return workItem{}, false
+	}
+	key := name
+	if ns := l[generate.LabelPolicyNamespace]; ns != "" {
+		key = ns + "/" + name
+	}
+	return workItem{typ: kyvernov2.Generate, policy: key, rule: rule, trigger: triggerFromLabels(l)}, true
+}
+
+func indexRule(obj any) ([]string, error) {
+	m := metaOf(obj)
+	if m == nil {
+		return nil, nil
+	}
+	item, ok := workOf(m.Labels)
+	if !ok {
+		return nil, nil
+	}
+	return []string{item.policy + "\x00" + item.rule}, nil
+}
+
+func indexSource(obj any) ([]string, error) {
+	m := metaOf(obj)
+	if m == nil || m.Labels[generate.LabelSourceUID] == "" {
+		return nil, nil
+	}
+	return []string{m.Labels[generate.LabelSourceUID]}, nil
+}
+
+func metaOf(obj any) *metav1.PartialObjectMetadata {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	m, _ := obj.(*metav1.PartialObjectMetadata)
+	return m
+}
+
+// listMetadata lists the objects of a resource, in a namespace or ("")
+// everywhere, as metadata.
+func (c *Controller) listMetadata(ctx context.Context, gvr schema.GroupVersionResource, namespace string) ([]metav1.PartialObjectMetadata, error) {
+	var out []metav1.PartialObjectMetadata
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		list, err := c.meta.Resource(gvr).Namespace(namespace).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, list.Items...)
+		if list.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = list.Continue
+	}
+}

@@ -1,0 +1,67 @@
+package background
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/generate"
+)
+
+// triggerRef names a trigger. Name is empty when only the UID is known
+// (a downstream object's labels).
+type triggerRef struct {
+	APIVersion, Kind, Namespace, Name string
+	UID                               types.UID
+}
+
+func (t triggerRef) String() string {
+	if t.Namespace == "" {
+		return fmt.Sprintf("%s %s", t.Kind, t.Name)
+	}
+	return fmt.Sprintf("%s %s/%s", t.Kind, t.Namespace, t.Name)
+}
+
+func (t triggerRef) objectRef() generate.ObjectRef {
+	return generate.ObjectRef{APIVersion: t.APIVersion, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name, UID: t.UID}
+}
+
+func triggerOfSpec(s kyvernov1.ResourceSpec) triggerRef {
+	return triggerRef{APIVersion: s.APIVersion, Kind: s.Kind, Namespace: s.Namespace, Name: s.Name, UID: s.UID}
+}
+
+// triggerFromLabels rebuilds the trigger of a downstream object from its
+// generate.kyverno.io labels.
+func triggerFromLabels(l map[string]string) triggerRef {
+	gv := schema.GroupVersion{Group: l[generate.LabelTriggerGroup], Version: l[generate.LabelTriggerVersion]}
+	return triggerRef{APIVersion: gv.String(), Kind: l[generate.LabelTriggerKind], Namespace: l[generate.LabelTriggerNS], UID: types.UID(l[generate.LabelTriggerUID])}
+}
+
+// workItem is one rule to carry out for one trigger. It is comparable, so
+// the queue merges duplicates.
+type workItem struct {
+	typ     kyvernov2.RequestType
+	policy  string
+	rule    string
+	trigger triggerRef
+	// deleteDownstream: the trigger went away; delete what the rule
+	// generated for it.
+	deleteDownstream bool
+}
+
+func (w workItem) String() string {
+	return fmt.Sprintf("%s rule %s of policy %s for %s", w.typ, w.rule, w.policy, w.trigger)
+}
+
+// do carries out a work item. snapshot is the admission request of an
+// UpdateRequest, nil for work from watches and policy changes.
+func (c *Controller) do(ctx context.Context, w workItem, snapshot *snapshot) error {
+	if w.typ == kyvernov2.Mutate {
+		return c.mutateExisting(ctx, w, snapshot)
+	}
+	return c.generate(ctx, w, snapshot)
+}

@@ -1,0 +1,367 @@
+// Package updaterequest turns admitted requests into kyverno.io/v2
+// UpdateRequests: one per policy for the generate rules a request
+// triggers, one per mutate-existing rule (background-cleanup.md §2.2). The
+// background controller (reconciler/background) carries them out.
+//
+// Admission never waits for them: the webhook hands each allowed,
+// non-dry-run request to a bounded queue, and the Generator's workers
+// decide which rules apply (the engine's background checks, off the
+// admission path) and create the UpdateRequests, retrying a failed create
+// with backoff for a few seconds. Unlike Kyverno, the state Pending is
+// written with the object's status right after the create, and a create
+// that fails for good is logged and counted, never silently absent from
+// the logs.
+package updaterequest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/webhook/server"
+)
+
+// Labels of UpdateRequests, as Kyverno writes them (§2.1), so that
+// `kubectl get ur -l` finds a policy's work.
+const (
+	LabelGeneratePolicy       = "generate.kyverno.io/policy-name"
+	LabelMutatePolicy         = "mutate.updaterequest.kyverno.io/policy-name"
+	LabelMutateTriggerName    = "mutate.updaterequest.kyverno.io/trigger-name"
+	LabelMutateTriggerNS      = "mutate.updaterequest.kyverno.io/trigger-namespace"
+	LabelMutateTriggerKind    = "mutate.updaterequest.kyverno.io/trigger-kind"
+	LabelMutateTriggerVersion = "mutate.updaterequest.kyverno.io/trigger-apiversion"
+)
+
+// DefaultQueueSize bounds the admitted requests waiting for their
+// UpdateRequests.
+const DefaultQueueSize = 1000
+
+// createBackoff retries a failed create for about ten seconds.
+var createBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 6, Cap: 5 * time.Second}
+
+// Generator creates the UpdateRequests of admitted requests.
+type Generator struct {
+	// Client writes UpdateRequests.
+	Client client.Client
+	// Namespace holds the UpdateRequests (charter's namespace).
+	Namespace string
+	// Loaders serve the rules' context entries and namespace labels while
+	// their preconditions are checked.
+	Loaders engine.Loaders
+	// Workers bound the concurrent checks and creates (default 4).
+	Workers int
+	Log     logr.Logger
+
+	queue   chan server.BackgroundRecord
+	dropped atomic.Int64
+	failed  atomic.Int64
+	created atomic.Int64
+}
+
+var _ server.BackgroundSink = (*Generator)(nil)
+
+// NewGenerator returns a Generator with a queue of size records.
+func NewGenerator(cl client.Client, namespace string, loaders engine.Loaders, size int, log logr.Logger) *Generator {
+	if size <= 0 {
+		size = DefaultQueueSize
+	}
+	return &Generator{Client: cl, Namespace: namespace, Loaders: loaders, Log: log, queue: make(chan server.BackgroundRecord, size)}
+}
+
+// Admitted implements server.BackgroundSink. Records of sets without any
+// generate or mutate-existing rule are not queued.
+func (g *Generator) Admitted(rec server.BackgroundRecord) bool {
+	if !anyBackgroundRules(rec.Sets) {
+		return true
+	}
+	select {
+	case g.queue <- rec:
+		return true
+	default:
+		g.dropped.Add(1)
+		g.Log.Info("UpdateRequest queue full: admitted request dropped; its generate and mutate-existing rules run at the next policy resync",
+			"kind", rec.Request.Kind.Kind, "namespace", rec.Request.Namespace, "name", rec.Request.Name)
+		return false
+	}
+}
+
+// Counts returns how many UpdateRequests were created, how many creates
+// failed for good, and how many admitted requests were dropped.
+func (g *Generator) Counts() (created, failed, dropped int64) {
+	return g.created.Load(), g.failed.Load(), g.dropped.Load()
+}
+
+// NeedLeaderElection is false: every admission replica creates the
+// UpdateRequests of the requests it admitted.
+func (g *Generator) NeedLeaderElection() bool { return false }
+
+// Start runs the workers until ctx ends.
+func (g *Generator) Start(ctx context.Context) error {
+	workers := g.Workers
+	if workers <= 0 {
+		workers = 4
+	}
+	done := make(chan struct{})
+	for range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case rec := <-g.queue:
+					for _, ur := range g.Build(ctx, rec) {
+						g.create(ctx, ur)
+					}
+				}
+			}
+		}()
+	}
+	for range workers {
+		<-done
+	}
+	return nil
+}
+
+// Build returns the UpdateRequests an admitted request calls for.
+func (g *Generator) Build(ctx context.Context, rec server.BackgroundRecord) []*kyvernov2.UpdateRequest {
+	req := rec.Request
+	var out []*kyvernov2.UpdateRequest
+	snapshot := g.snapshot(rec)
+	for _, set := range rec.Sets {
+		if set == nil {
+			continue
+		}
+		resp := set.Generate(ctx, req, engine.WithLoaders(g.Loaders), engine.WithBackgroundChecks())
+		for _, pr := range resp.Policies {
+			if ur := g.generateRequest(pr, req, snapshot); ur != nil {
+				out = append(out, ur)
+			}
+		}
+		mreq := req
+		if req.Operation == kyvernov1.Delete {
+			// The deleted object is the trigger of rules that ask for
+			// DELETE (§4.1).
+			m := *req
+			m.Object = req.OldObject
+			mreq = &m
+		}
+		if mreq.Object == nil {
+			continue
+		}
+		mresp := set.Mutate(ctx, mreq, engine.WithLoaders(g.Loaders), engine.WithMutateExisting(), engine.WithBackgroundChecks())
+		for _, pr := range mresp.Policies {
+			for _, rr := range pr.Rules {
+				rule := ruleOf(pr.Policy, rr.Name)
+				if rule == nil || !rule.HasMutateExisting() || rr.Status != engine.StatusPass {
+					continue
+				}
+				if req.Operation == kyvernov1.Delete && !matchesOperation(rule, kyvernov1.Delete) {
+					continue
+				}
+				out = append(out, g.mutateRequest(pr, rr.Name, mreq, snapshot))
+			}
+		}
+	}
+	return out
+}
+
+// generateRequest is the one UpdateRequest of a policy's generate rules
+// for the request (§2.2): a passing rule generates for the new object; a
+// failing one (the trigger went away or stopped matching) deletes the
+// downstream objects of a synchronized rule.
+func (g *Generator) generateRequest(pr engine.PolicyResponse, req *engine.Request, snapshot kyvernov2.UpdateRequestSpecContext) *kyvernov2.UpdateRequest {
+	var contexts []kyvernov2.RuleContext
+	for _, rr := range pr.Rules {
+		rule := ruleOf(pr.Policy, rr.Name)
+		if rule == nil || !rule.HasGenerate() {
+			continue
+		}
+		sync := rule.Generation.Synchronize
+		switch rr.Status {
+		case engine.StatusPass:
+			contexts = append(contexts, kyvernov2.RuleContext{Rule: rr.Name, Trigger: triggerOf(req.Object), Synchronize: &sync})
+		case engine.StatusFail:
+			if sync && req.OldObject != nil {
+				contexts = append(contexts, kyvernov2.RuleContext{Rule: rr.Name, Trigger: triggerOf(req.OldObject), Synchronize: &sync, DeleteDownstream: true})
+			}
+		}
+	}
+	if len(contexts) == 0 {
+		return nil
+	}
+	ur := g.newRequest(kyvernov2.Generate, pr.Key, contexts[0].Trigger, snapshot)
+	ur.Labels = map[string]string{LabelGeneratePolicy: pr.Policy.GetName()}
+	ur.Spec.RuleContext = contexts
+	return ur
+}
+
+func (g *Generator) mutateRequest(pr engine.PolicyResponse, rule string, req *engine.Request, snapshot kyvernov2.UpdateRequestSpecContext) *kyvernov2.UpdateRequest {
+	trigger := triggerOf(req.Object)
+	ur := g.newRequest(kyvernov2.Mutate, pr.Key, trigger, snapshot)
+	ur.Spec.Rule = rule
+	ur.Labels = map[string]string{
+		LabelMutatePolicy:         pr.Policy.GetName(),
+		LabelMutateTriggerName:    truncate(trigger.Name, 63),
+		LabelMutateTriggerNS:      trigger.Namespace,
+		LabelMutateTriggerKind:    trigger.Kind,
+		LabelMutateTriggerVersion: strings.ReplaceAll(trigger.APIVersion, "/", "-"),
+	}
+	return ur
+}
+
+func (g *Generator) newRequest(typ kyvernov2.RequestType, policy string, trigger kyvernov1.ResourceSpec, snapshot kyvernov2.UpdateRequestSpecContext) *kyvernov2.UpdateRequest {
+	return &kyvernov2.UpdateRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "ur-", Namespace: g.Namespace},
+		Spec: kyvernov2.UpdateRequestSpec{
+			Type: typ, Policy: policy,
+			// The trigger also goes to spec.resource so that `kubectl get ur`
+			// shows it for generate requests too.
+			Resource: trigger,
+			Context:  snapshot,
+		},
+	}
+}
+
+// snapshot records who asked and the admission request itself, so the
+// background controller evaluates the rule as admission saw it.
+func (g *Generator) snapshot(rec server.BackgroundRecord) kyvernov2.UpdateRequestSpecContext {
+	req := rec.Request
+	ar := &admissionv1.AdmissionRequest{
+		UID:         rec.UID,
+		Kind:        metav1.GroupVersionKind(req.Kind),
+		Resource:    metav1.GroupVersionResource(req.Resource),
+		SubResource: req.SubResource,
+		Name:        req.Name,
+		Namespace:   req.Namespace,
+		Operation:   admissionv1.Operation(req.Operation),
+		UserInfo:    req.UserInfo,
+		Object:      rawOf(req.Object),
+		OldObject:   rawOf(req.OldObject),
+	}
+	return kyvernov2.UpdateRequestSpecContext{
+		UserInfo: &kyvernov2.RequestInfo{Roles: req.Roles, ClusterRoles: req.ClusterRoles, AdmissionUserInfo: authenticationv1.UserInfo(req.UserInfo)},
+		AdmissionRequestInfo: &kyvernov2.AdmissionRequestInfoObject{
+			AdmissionRequest: ar, Operation: ar.Operation,
+		},
+	}
+}
+
+// create writes the UpdateRequest and its Pending state, retrying both
+// with backoff.
+func (g *Generator) create(ctx context.Context, ur *kyvernov2.UpdateRequest) {
+	err := wait.ExponentialBackoffWithContext(ctx, createBackoff, func(ctx context.Context) (bool, error) {
+		if ur.Name == "" {
+			if err := g.Client.Create(ctx, ur); err != nil {
+				g.Log.V(1).Info("creating UpdateRequest; retrying", "policy", ur.Spec.Policy, "error", err.Error())
+				return false, nil
+			}
+		}
+		ur.Status = kyvernov2.UpdateRequestStatus{State: kyvernov2.Pending}
+		if err := g.Client.Status().Update(ctx, ur); err != nil {
+			g.Log.V(1).Info("marking UpdateRequest Pending; retrying", "name", ur.Name, "error", err.Error())
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		g.failed.Add(1)
+		g.Log.Error(err, "UpdateRequest not created; the policy's next resync catches up", "policy", ur.Spec.Policy,
+			"type", ur.Spec.Type, "trigger", fmt.Sprintf("%s/%s", ur.Spec.Resource.Namespace, ur.Spec.Resource.Name), "name", ur.Name)
+		return
+	}
+	g.created.Add(1)
+}
+
+func rawOf(obj map[string]any) runtime.RawExtension {
+	if obj == nil {
+		return runtime.RawExtension{}
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return runtime.RawExtension{}
+	}
+	return runtime.RawExtension{Raw: b}
+}
+
+// triggerOf names an object for an UpdateRequest.
+func triggerOf(obj map[string]any) kyvernov1.ResourceSpec {
+	meta, _ := obj["metadata"].(map[string]any)
+	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
+	return kyvernov1.ResourceSpec{
+		APIVersion: str(obj, "apiVersion"), Kind: str(obj, "kind"),
+		Namespace: str(meta, "namespace"), Name: str(meta, "name"), UID: types.UID(str(meta, "uid")),
+	}
+}
+
+// ruleOf finds a rule of the policy by name.
+func ruleOf(p kyvernov1.PolicyInterface, name string) *kyvernov1.Rule {
+	if p == nil {
+		return nil
+	}
+	rules := p.GetSpec().Rules
+	for i := range rules {
+		if rules[i].Name == name {
+			return &rules[i]
+		}
+	}
+	return nil
+}
+
+// matchesOperation reports whether any of the rule's match filters names
+// the operation explicitly.
+func matchesOperation(r *kyvernov1.Rule, op kyvernov1.AdmissionOperation) bool {
+	m := &r.MatchResources
+	filters := append([]kyvernov1.ResourceFilter{{ResourceDescription: m.ResourceDescription}}, m.Any...)
+	filters = append(filters, m.All...)
+	for _, f := range filters {
+		for _, o := range f.ResourceDescription.Operations {
+			if o == op {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// anyBackgroundRules reports whether a set has a generate or
+// mutate-existing rule, so that requests no such rule can concern cost
+// nothing more.
+func anyBackgroundRules(sets []*engine.PolicySet) bool {
+	for _, s := range sets {
+		if s == nil {
+			continue
+		}
+		for _, p := range s.Policies() {
+			rules := p.Source().GetSpec().Rules
+			for i := range rules {
+				if rules[i].HasGenerate() || rules[i].HasMutateExisting() {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
