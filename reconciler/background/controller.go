@@ -180,10 +180,10 @@ func (c *Controller) Start(ctx context.Context) error {
 
 // run is one leadership term: its queues and watches live as long as it.
 type run struct {
-	c      *Controller
-	urs    workqueue.TypedRateLimitingInterface[types.NamespacedName]
-	work   workqueue.TypedRateLimitingInterface[workItem]
-	watch  *watches
+	c     *Controller
+	urs   workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	work  workqueue.TypedRateLimitingInterface[workItem]
+	watch *watches
 }
 
 // lead processes UpdateRequests, policy changes and watch events until
