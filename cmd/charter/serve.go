@@ -97,8 +97,12 @@ type serveOptions struct {
 	exceptionNamespaces []string
 
 	gitsyncCacheDir string
-	gitsyncWorkers  int
-	receiverAddr    string
+	// defaultServiceAccount and noCrossNamespaceRefs confine the
+	// PolicyRepositories outside charter's namespace.
+	defaultServiceAccount string
+	noCrossNamespaceRefs  bool
+	gitsyncWorkers        int
+	receiverAddr          string
 
 	// repeatable lets one process build this manager more than once
 	// (dev's tests do): controller names then repeat, which
@@ -130,7 +134,13 @@ Deployments, each with its own ServiceAccount.
 
 gitsync: PolicyRepository sync from Git (leader) and, with
 --receiver-addr, the push receiver at /hooks/<namespace>/<name> (every
-replica).
+replica). A PolicyRepository in charter's namespace (--namespace) writes
+with charter's own identity; one in any other namespace writes as the
+ServiceAccount its spec.serviceAccountName names (or
+--default-service-account), impersonated, so Kubernetes RBAC decides what
+it installs; without either it may write only namespaced objects of its
+own namespace. A revision that breaks these rules, or that the API server
+refuses to that ServiceAccount, is Stalled and nothing of it is applied.
 
 --cleanup-webhooks deletes charter's webhook configurations and exits, so a
 stopped charter never leaves a cluster unable to admit anything.`,
@@ -172,6 +182,8 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	o.reports.AddFlags(f)
 	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default <temp>/charter-gitsync)")
 	f.IntVar(&o.gitsyncWorkers, "gitsync-workers", 2, "PolicyRepositories synced at once")
+	f.StringVar(&o.defaultServiceAccount, "default-service-account", "", "ServiceAccount (of the repository's namespace) that gitsync impersonates for a PolicyRepository outside charter's namespace whose spec.serviceAccountName is empty")
+	f.BoolVar(&o.noCrossNamespaceRefs, "no-cross-namespace-refs", false, "a PolicyRepository outside charter's namespace may write only namespaced objects of its own namespace, whatever its ServiceAccount may do")
 	f.StringVar(&o.receiverAddr, "receiver-addr", "", "address of the Git push receiver (/hooks/<namespace>/<name>); empty disables it")
 	return cmd
 }
@@ -412,6 +424,9 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	if slices.Contains(o.controllers, controllerGitSync) {
 		if err := gitsync.Setup(mgr, gitsync.Options{
 			CacheDir: o.gitsyncCacheDir, MaxConcurrentReconciles: o.gitsyncWorkers, ReceiverAddr: o.receiverAddr,
+			Tenancy: gitsync.Tenancy{
+				Namespace: o.namespace, DefaultServiceAccount: o.defaultServiceAccount, NoCrossNamespaceRefs: o.noCrossNamespaceRefs,
+			},
 		}); err != nil {
 			return nil, nil, fmt.Errorf("gitsync: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,12 +37,18 @@ const (
 
 // PolicyRepositoryReconciler syncs PolicyRepositories.
 //
-// Applying a revision needs write access to what the repositories hold:
-// Kyverno policies and exceptions, Namespaces and CRDs. Repositories that
-// hold other kinds need the matching RBAC added to charter's role.
+// A repository in charter's namespace writes with charter's own identity
+// (rbac.go says what that may write); any other writes as its
+// ServiceAccount, impersonated, or, without one, only namespaced objects
+// of its own namespace (Tenancy).
 type PolicyRepositoryReconciler struct {
 	client.Client
-	Scheme   *runtime.Scheme
+	Scheme *runtime.Scheme
+	// Config is the client's configuration, from which clients that
+	// impersonate a repository's ServiceAccount are made.
+	Config *rest.Config
+	// Tenancy decides who each repository writes as.
+	Tenancy  Tenancy
 	Recorder events.EventRecorder
 	// Cache holds the checkouts.
 	Cache *source.Cache
@@ -168,25 +175,51 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 		return retry
 	}
 
-	applier := &apply.Applier{Client: r.Client, Owner: client.ObjectKeyFromObject(obj)}
-	changes, err := applier.Apply(ctx, objs)
-	if err != nil {
-		var aerr *apply.Error
-		if errors.As(err, &aerr) && aerr.DryRun && aerr.Invalid() {
-			r.fail(obj, before, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
+	// Who the revision writes as, and where it may: checked in full, and
+	// dry-run as that identity (prune included), before anything is
+	// written.
+	w := r.Tenancy.writerOf(obj)
+	if w.ownNamespaceOnly {
+		if err := checkOwnNamespace(r.RESTMapper(), obj.Namespace, w.why, objs, nil); err != nil {
+			r.fail(obj, before, true, gitopsv1alpha1.ReasonNotPermitted, fmt.Errorf("revision %s: %w", revision, err))
 			return retry
 		}
-		r.fail(obj, before, false, gitopsv1alpha1.ReasonApplyFailed, fmt.Errorf("revision %s: %w", revision, err))
-		return retry
 	}
-
 	applied := make([]*unstructured.Unstructured, len(objs))
 	for i := range objs {
 		applied[i] = objs[i].Unstructured
 	}
 	current := inventory.New(applied)
+	var stale []gitopsv1alpha1.ResourceRef
 	if obj.Spec.IsPrune() {
-		stale := inventory.Stale(obj.Status.Inventory, current)
+		stale = inventory.Stale(obj.Status.Inventory, current)
+	}
+	if w.ownNamespaceOnly {
+		if err := checkOwnNamespace(r.RESTMapper(), obj.Namespace, w.why, nil, stale); err != nil {
+			r.fail(obj, before, true, gitopsv1alpha1.ReasonNotPermitted, fmt.Errorf("revision %s: %w", revision, err))
+			return retry
+		}
+	}
+	cl, who := client.Client(r.Client), "charter"
+	if w.serviceAccount != "" {
+		who = "ServiceAccount " + obj.Namespace + "/" + w.serviceAccount
+		if cl, err = impersonating(r.Config, r.Client, obj.Namespace, w.serviceAccount); err != nil {
+			r.fail(obj, before, false, gitopsv1alpha1.ReasonApplyFailed, fmt.Errorf("impersonating %s: %w", who, err))
+			return retry
+		}
+	}
+	applier := &apply.Applier{Client: cl, Owner: client.ObjectKeyFromObject(obj)}
+	if err := applier.CheckPrune(ctx, stale); err != nil {
+		r.applyFailed(obj, before, revision, who, err)
+		return retry
+	}
+	changes, err := applier.Apply(ctx, objs)
+	if err != nil {
+		r.applyFailed(obj, before, revision, who, err)
+		return retry
+	}
+
+	if obj.Spec.IsPrune() {
 		pruned, err := applier.Prune(ctx, stale)
 		if d := deleted(pruned); len(d) > 0 {
 			r.event(obj, corev1.EventTypeNormal, EventPruned, "Prune", "pruned %s", strings.Join(d, ", "))
@@ -208,6 +241,24 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 	obj.Status.LastAppliedRevision = revision
 	markReady(obj, fmt.Sprintf("applied revision %s (%d objects)", revision, len(objs)))
 	return interval
+}
+
+// applyFailed records a revision the API server refused. A refusal in the
+// dry-run wrote nothing: an invalid object or a write the identity may
+// not make (RBAC) stalls, naming the file, the object and the server's
+// words (verb, resource, namespace); it is tried again at the retry
+// interval, since granting the ServiceAccount more is a fix that changes
+// neither the commit nor the spec. Anything else retries.
+func (r *PolicyRepositoryReconciler) applyFailed(obj *gitopsv1alpha1.PolicyRepository, before metav1.Condition, revision, who string, err error) {
+	var aerr *apply.Error
+	switch {
+	case errors.As(err, &aerr) && aerr.DryRun && aerr.Forbidden():
+		r.fail(obj, before, true, gitopsv1alpha1.ReasonForbidden, fmt.Errorf("revision %s, applied as %s: %w", revision, who, err))
+	case errors.As(err, &aerr) && aerr.DryRun && aerr.Invalid():
+		r.fail(obj, before, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
+	default:
+		r.fail(obj, before, false, gitopsv1alpha1.ReasonApplyFailed, fmt.Errorf("revision %s: %w", revision, err))
+	}
 }
 
 // fail records a failed attempt. Terminal failures (the revision itself is

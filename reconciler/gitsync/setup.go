@@ -32,12 +32,18 @@ type Options struct {
 	// ReceiverAddr, when set (e.g. ":9292"), serves the push receiver at
 	// /hooks/<namespace>/<name> on this address, on every replica.
 	ReceiverAddr string
+	// Tenancy decides who each repository writes as; its Namespace
+	// (charter's) is required.
+	Tenancy Tenancy
 }
 
 // Setup registers the PolicyRepository reconciler with mgr and, when
 // opts.ReceiverAddr is set, the push receiver. The reconciler runs only on
 // the elected leader when mgr has leader election on.
 func Setup(mgr ctrl.Manager, opts Options) error {
+	if opts.Tenancy.Namespace == "" {
+		return errors.New("gitsync: charter's namespace (Tenancy.Namespace) is required: its repositories are the only ones that write as charter")
+	}
 	if opts.CacheDir == "" {
 		opts.CacheDir = filepath.Join(os.TempDir(), "charter-gitsync")
 	}
@@ -47,6 +53,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	r := &PolicyRepositoryReconciler{
 		Client:   mgr.GetClient(),
 		Scheme:   mgr.GetScheme(),
+		Config:   mgr.GetConfig(),
+		Tenancy:  opts.Tenancy,
 		Recorder: mgr.GetEventRecorder(ControllerName),
 		Cache:    &source.Cache{Dir: opts.CacheDir},
 		Secrets:  mgr.GetAPIReader(),

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,6 +36,15 @@ var (
 	testClient client.Client
 	testScheme = runtime.NewScheme()
 )
+
+// charterNamespace is charter's namespace in the suite: its repositories
+// write with the manager's own identity.
+const charterNamespace = "charter"
+
+// platformServiceAccount is the ServiceAccount every namespace newNamespace
+// makes holds, bound to cluster-admin: newPolicyRepository's repositories
+// run as it, so that tests of syncing itself are not about tenancy.
+const platformServiceAccount = "platform"
 
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(testScheme))
@@ -83,11 +93,15 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(cacheDir)
-	if err := Setup(mgr, Options{CacheDir: cacheDir}); err != nil {
+	if err := Setup(mgr, Options{CacheDir: cacheDir, Tenancy: Tenancy{Namespace: charterNamespace}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	testClient = mgr.GetClient()
+	if err := testClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: charterNamespace}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
@@ -110,8 +124,18 @@ func testLogger() logr.Logger {
 	return funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 1})
 }
 
-// newNamespace creates a namespace for one test.
+// newNamespace creates a namespace for one test, with the
+// platformServiceAccount bound to cluster-admin.
 func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := newTenantNamespace(t)
+	bindClusterRole(t, ns, platformServiceAccount, "cluster-admin")
+	return ns
+}
+
+// newTenantNamespace creates a namespace for one test whose
+// ServiceAccounts may do nothing until a test binds them a role.
+func newTenantNamespace(t *testing.T) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gitsync-"}}
 	if err := testClient.Create(context.Background(), ns); err != nil {
@@ -120,15 +144,31 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// newPolicyRepository creates a PolicyRepository polling every second.
+// bindClusterRole binds a ClusterRole to the ServiceAccount ns/name
+// cluster-wide.
+func bindClusterRole(t *testing.T, ns, name, role string) {
+	t.Helper()
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "gitsync-test-" + ns + "-" + name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+	}
+	if err := testClient.Create(context.Background(), binding); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newPolicyRepository creates a PolicyRepository polling every second,
+// run as the platformServiceAccount of its namespace.
 func newPolicyRepository(t *testing.T, ns, url string, mutate ...func(*gitopsv1alpha1.PolicyRepository)) *gitopsv1alpha1.PolicyRepository {
 	t.Helper()
 	repo := &gitopsv1alpha1.PolicyRepository{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policies"},
 		Spec: gitopsv1alpha1.PolicyRepositorySpec{
-			URL:      url,
-			Ref:      &gitopsv1alpha1.GitRef{Branch: "main"},
-			Interval: &metav1.Duration{Duration: time.Second},
+			URL:                url,
+			Ref:                &gitopsv1alpha1.GitRef{Branch: "main"},
+			Interval:           &metav1.Duration{Duration: time.Second},
+			ServiceAccountName: platformServiceAccount,
 		},
 	}
 	for _, m := range mutate {

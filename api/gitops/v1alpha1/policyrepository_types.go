@@ -36,6 +36,15 @@ const (
 	ReasonPruneFailed        = "PruneFailed"
 	ReasonVerificationFailed = "VerificationFailed"
 	ReasonSuspended          = "Suspended"
+	// ReasonNotPermitted: the revision writes where a repository of its
+	// namespace may not (outside its namespace, or cluster-scoped, without
+	// a ServiceAccount or under --no-cross-namespace-refs); nothing is
+	// applied.
+	ReasonNotPermitted = "NotPermitted"
+	// ReasonForbidden: the API server refused a write (or a prune) of the
+	// revision to the ServiceAccount the repository runs as, in the
+	// dry-run before anything is written; nothing is applied.
+	ReasonForbidden = "Forbidden"
 )
 
 // Defaults applied by the reconciler when a field is absent (never written
@@ -131,6 +140,19 @@ type PolicyRepositorySpec struct {
 	// Verify requires the commit to carry a valid signature.
 	// +optional
 	Verify *GitVerification `json:"verify,omitempty"`
+
+	// ServiceAccountName names a ServiceAccount of this namespace that
+	// charter impersonates to apply and prune the revision, as Flux's
+	// kustomize-controller does: Kubernetes RBAC then decides what the
+	// repository may install. When empty, serve's
+	// --default-service-account applies to a repository outside charter's
+	// namespace; without either, such a repository may write only
+	// namespaced objects in its own namespace, and a repository in
+	// charter's namespace writes with charter's own identity.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 
 	// Prune deletes objects that left the repository; true when absent.
 	// +optional

@@ -169,6 +169,18 @@ func (e *Error) Invalid() bool {
 	return true
 }
 
+// Forbidden reports whether the server refused an object to the identity
+// that applies it (RBAC): granting that identity more, not retrying the
+// same request, fixes it.
+func (e *Error) Forbidden() bool {
+	for _, oe := range e.Errs {
+		if apierrors.IsForbidden(oe.Err) {
+			return true
+		}
+	}
+	return false
+}
+
 // Applier applies revisions for one PolicyRepository.
 type Applier struct {
 	Client client.Client
@@ -399,6 +411,18 @@ func (a *Applier) waitEstablished(ctx context.Context, objs []build.Object) erro
 // opt out with the prune annotation, that another owner took over, and
 // CRDs (deleting one deletes every object of its kind).
 func (a *Applier) Prune(ctx context.Context, stale []gitopsv1alpha1.ResourceRef) (ChangeSet, error) {
+	return a.prune(ctx, stale, false)
+}
+
+// CheckPrune dry-runs what Prune would delete, so that a deletion the
+// server refuses (RBAC) is found before anything of the revision is
+// applied. It returns an *Error with DryRun set.
+func (a *Applier) CheckPrune(ctx context.Context, stale []gitopsv1alpha1.ResourceRef) error {
+	_, err := a.prune(ctx, stale, true)
+	return err
+}
+
+func (a *Applier) prune(ctx context.Context, stale []gitopsv1alpha1.ResourceRef, dryRun bool) (ChangeSet, error) {
 	objs := make([]*unstructured.Unstructured, 0, len(stale))
 	for _, ref := range stale {
 		u, err := inventory.Object(ref)
@@ -410,13 +434,25 @@ func (a *Applier) Prune(ctx context.Context, stale []gitopsv1alpha1.ResourceRef)
 	sort.SliceStable(objs, func(i, j int) bool { return StageOf(objs[i]) > StageOf(objs[j]) })
 	var changes ChangeSet
 	var errs []error
+	var dryRunErrs []*ObjectError
+	fail := func(k string, err error) {
+		if dryRun {
+			dryRunErrs = append(dryRunErrs, &ObjectError{Object: "prune of " + k, Err: err})
+			return
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", k, err))
+	}
+	deleteOpts := []client.DeleteOption{client.PropagationPolicy("Background")}
+	if dryRun {
+		deleteOpts = append(deleteOpts, client.DryRunAll)
+	}
 	for _, u := range objs {
 		k := key(u)
 		if err := a.Client.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
 			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 				continue
 			}
-			errs = append(errs, fmt.Errorf("%s: %w", k, err))
+			fail(k, err)
 			continue
 		}
 		labels := u.GetLabels()
@@ -427,11 +463,14 @@ func (a *Applier) Prune(ctx context.Context, stale []gitopsv1alpha1.ResourceRef)
 			changes = append(changes, Change{Object: k, Action: Skipped})
 			continue
 		}
-		if err := a.Client.Delete(ctx, u, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", k, err))
+		if err := a.Client.Delete(ctx, u, deleteOpts...); client.IgnoreNotFound(err) != nil {
+			fail(k, err)
 			continue
 		}
 		changes = append(changes, Change{Object: k, Action: Deleted})
+	}
+	if len(dryRunErrs) > 0 {
+		return nil, &Error{DryRun: true, Errs: dryRunErrs}
 	}
 	return changes, errors.Join(errs...)
 }
