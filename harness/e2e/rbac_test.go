@@ -47,6 +47,34 @@ const (
 	rbacRequireTeam  = "rbac-gitops-require-team" // Enforce, applied from Git
 )
 
+// A tenant's PolicyRepository in rbacNamespace, applied as
+// rbacTenantServiceAccount.
+const (
+	rbacTenantServiceAccount    = "policy-deployer"
+	rbacTenantPolicyName        = "rbac-tenant-audit"
+	rbacTenantClusterPolicyName = "rbac-tenant-escalates"
+	rbacTenantPolicy            = `apiVersion: kyverno.io/v1
+kind: Policy
+metadata: {name: ` + rbacTenantPolicyName + `, namespace: ` + rbacNamespace + `}
+spec:
+  background: false
+  rules:
+  - name: audit-name
+    match: {any: [{resources: {kinds: [ConfigMap]}}]}
+    validate: {failureAction: Audit, message: m, pattern: {metadata: {name: "?*"}}}
+`
+	rbacTenantClusterPolicy = `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: ` + rbacTenantClusterPolicyName + `}
+spec:
+  background: false
+  rules:
+  - name: audit-name
+    match: {any: [{resources: {kinds: [ConfigMap]}}]}
+    validate: {failureAction: Audit, message: m, pattern: {metadata: {name: "?*"}}}
+`
+)
+
 // rbacFieldOwner is the field manager the spec applies config/rbac as.
 const rbacFieldOwner = "e2e-rbac"
 
@@ -69,6 +97,7 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 		output      *lockedBuffer
 		stops       []func(context.Context)
 		prepo       *gitopsv1alpha1.PolicyRepository
+		tenant      *gitopsv1alpha1.PolicyRepository
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -210,6 +239,55 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 		}).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 	}, SpecTimeout(60*time.Second))
 
+	It("applies a tenant's PolicyRepository as the tenant's ServiceAccount, which RBAC confines", func(ctx SpecContext) {
+		By("letting " + rbacTenantServiceAccount + " write Policies in " + rbacNamespace + ", and nothing else")
+		Expect(cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: rbacTenantServiceAccount}})).To(Succeed())
+		Expect(cl.Create(ctx, &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: rbacTenantServiceAccount},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"kyverno.io"}, Resources: []string{"policies"},
+				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
+		})).To(Succeed())
+		Expect(cl.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: rbacTenantServiceAccount},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: rbacTenantServiceAccount},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: rbacNamespace, Name: rbacTenantServiceAccount}},
+		})).To(Succeed())
+
+		repo := newE2EGitRepo(filepath.Join(GinkgoT().TempDir(), "tenant"))
+		rev := commitFiles(repo, map[string]string{"policy.yaml": rbacTenantPolicy})
+		tenant = &gitopsv1alpha1.PolicyRepository{
+			ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: rbacRepository},
+			Spec: gitopsv1alpha1.PolicyRepositorySpec{
+				URL:                "file://" + rev.dir,
+				Ref:                &gitopsv1alpha1.GitRef{Branch: "main"},
+				Interval:           &metav1.Duration{Duration: time.Hour},
+				RetryInterval:      &metav1.Duration{Duration: time.Second},
+				ServiceAccountName: rbacTenantServiceAccount,
+			},
+		}
+		Expect(cl.Create(ctx, tenant)).To(Succeed())
+		waitPolicyRepository(ctx, tenant, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
+			g.Expect(r.Status.LastAppliedRevision).To(Equal(rev.name))
+			g.Expect(prepoCondition(r, gitopsv1alpha1.ConditionReady)).To(HaveField("Status", metav1.ConditionTrue))
+		})
+		Expect(cl.Get(ctx, client.ObjectKey{Namespace: rbacNamespace, Name: rbacTenantPolicyName}, &kyvernov1.Policy{})).To(Succeed())
+
+		By("refusing a ClusterPolicy the ServiceAccount may not write, with nothing applied")
+		rev = commitFiles(repo, map[string]string{"cluster.yaml": rbacTenantClusterPolicy})
+		Expect(cl.Get(ctx, client.ObjectKeyFromObject(tenant), tenant)).To(Succeed())
+		tenant.Annotations = map[string]string{gitopsv1alpha1.ReconcileRequestAnnotation: time.Now().String()}
+		Expect(cl.Update(ctx, tenant)).To(Succeed())
+		got := waitPolicyRepository(ctx, tenant, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
+			g.Expect(r.Status.LastAttemptedRevision).To(Equal(rev.name))
+			g.Expect(prepoCondition(r, gitopsv1alpha1.ConditionStalled)).To(HaveField("Reason", gitopsv1alpha1.ReasonForbidden))
+		})
+		Expect(prepoCondition(got, gitopsv1alpha1.ConditionReady).Message).To(ContainSubstring(
+			`cluster.yaml: ClusterPolicy/` + rbacTenantClusterPolicyName + `: clusterpolicies.kyverno.io "` + rbacTenantClusterPolicyName + `" is forbidden: User "` +
+				serviceAccountUser(rbacNamespace, rbacTenantServiceAccount) + `" cannot patch resource "clusterpolicies"`))
+		err := cl.Get(ctx, client.ObjectKey{Name: rbacTenantClusterPolicyName}, &kyvernov1.ClusterPolicy{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the tenant's ClusterPolicy: %v", err)
+	}, SpecTimeout(60*time.Second))
+
 	It("logs no forbidden request", func(ctx SpecContext) {
 		// Stopped first, so that shutdown (the Lease's release) counts too.
 		for _, stop := range stops {
@@ -217,7 +295,8 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 		}
 		var forbidden []string
 		for _, line := range strings.Split(output.String(), "\n") {
-			if forbiddenInLog.MatchString(line) {
+			// The tenant's refusals are the tenant's, not charter's.
+			if forbiddenInLog.MatchString(line) && !strings.Contains(line, serviceAccountUser(rbacNamespace, rbacTenantServiceAccount)) {
 				forbidden = append(forbidden, line)
 			}
 		}
@@ -228,9 +307,13 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 	AfterAll(func(ctx SpecContext) {
 		// Deleting the PolicyRepository leaves its policy; no later spec
 		// should meet any of these.
-		if prepo != nil {
-			Expect(client.IgnoreNotFound(cl.Delete(ctx, prepo))).To(Succeed())
+		for _, r := range []*gitopsv1alpha1.PolicyRepository{prepo, tenant} {
+			if r != nil {
+				Expect(client.IgnoreNotFound(cl.Delete(ctx, r))).To(Succeed())
+			}
 		}
+		tenantPolicy := &kyvernov1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: rbacTenantPolicyName}}
+		Expect(client.IgnoreNotFound(cl.Delete(ctx, tenantPolicy))).To(Succeed())
 		for _, name := range []string{rbacRequireName, rbacRequireOwner, rbacRequireTeam} {
 			p := &kyvernov1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
 			Expect(client.IgnoreNotFound(cl.Delete(ctx, p))).To(Succeed())
@@ -340,21 +423,29 @@ type rbacRevision struct {
 // testdata/rbac/repository in one commit on main.
 func commitRBACRepository(dir string) rbacRevision {
 	GinkgoHelper()
-	repo := newE2EGitRepo(dir)
 	const file = "policies/require-team.yaml"
 	data, err := os.ReadFile(filepath.Join("testdata", "rbac", "repository", file))
 	Expect(err).NotTo(HaveOccurred())
-	Expect(os.MkdirAll(filepath.Join(dir, filepath.Dir(file)), 0o755)).To(Succeed())
-	Expect(os.WriteFile(filepath.Join(dir, file), data, 0o644)).To(Succeed())
+	return commitFiles(newE2EGitRepo(dir), map[string]string{file: string(data)})
+}
+
+// commitFiles writes files (path → content) into repo's work tree and
+// commits them on main.
+func commitFiles(repo *e2eGitRepo, files map[string]string) rbacRevision {
+	GinkgoHelper()
 	wt, err := repo.repo.Worktree()
 	Expect(err).NotTo(HaveOccurred())
-	_, err = wt.Add(file)
-	Expect(err).NotTo(HaveOccurred())
+	for file, content := range files {
+		Expect(os.MkdirAll(filepath.Join(repo.dir, filepath.Dir(file)), 0o755)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(repo.dir, file), []byte(content), 0o644)).To(Succeed())
+		_, err = wt.Add(file)
+		Expect(err).NotTo(HaveOccurred())
+	}
 	hash, err := wt.Commit("rbac policies", &git.CommitOptions{
 		Author: &object.Signature{Name: "e2e", Email: "e2e@example.com", When: time.Now()},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	return rbacRevision{dir: dir, name: "main@sha1:" + hash.String()}
+	return rbacRevision{dir: repo.dir, name: "main@sha1:" + hash.String()}
 }
 
 // rbacPolicy reads a ClusterPolicy of testdata/rbac/policies.
