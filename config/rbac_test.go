@@ -54,6 +54,7 @@ var reviewed = map[string][]grant{
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector"},
 		{cluster, "", "configmaps", "get", "configMap context entries"},
 		{cluster, "wgpolicyk8s.io", "policyreports,clusterpolicyreports", "get,list,create,update,delete", "one report per resource"},
+		{cluster, "events.k8s.io", "events", "create,patch", "ExceptionIgnored events"},
 		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
 		{"charter", "", "events", "create,patch", "leader election event"},
 		readWorkloads,
