@@ -72,6 +72,9 @@ func runSuite(m *testing.M) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// kube-apiserver runs with RBAC authorization (envtest's default): the
+	// manager is cluster admin, a tenant's ServiceAccount only what a test
+	// binds it, which the tenancy tests rely on.
 	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
