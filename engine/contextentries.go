@@ -154,6 +154,13 @@ func (ev *evaluation) loadAPICall(ctx context.Context, doc *jsoncontext.Document
 			return nil, err
 		}
 		call.CABundle = c.Service.CABundle
+		for _, h := range c.Service.Headers {
+			value, err := ev.substituteString(doc, h.Value)
+			if err != nil {
+				return nil, err
+			}
+			call.Headers = append(call.Headers, APICallHeader{Key: h.Key, Value: value})
+		}
 	}
 	if len(c.Data) > 0 {
 		call.Data = make(map[string]any, len(c.Data))

@@ -54,13 +54,21 @@ type APICall struct {
 	// URLPath is a Kubernetes API path ("/api/v1/namespaces"); empty when URL
 	// (a service call) is set.
 	URLPath string
-	// URL and CABundle come from apiCall.service.
+	// URL, CABundle and Headers come from apiCall.service.
 	URL      string
 	CABundle string
+	// Headers are sent with a service call, in order, after variable
+	// substitution of their values.
+	Headers []APICallHeader
 	// Method is GET or POST.
 	Method string
 	// Data is the POST body built from apiCall.data.
 	Data map[string]any
+}
+
+// APICallHeader is one HTTP header of a service call.
+type APICallHeader struct {
+	Key, Value string
 }
 
 // APICaller performs an apiCall context entry and returns the decoded JSON

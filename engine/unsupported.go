@@ -101,7 +101,6 @@ var unsupportedFeatures = []feature{
 	{name: "validate.manifests", kinds: kyvernoPolicies, path: "spec.rules[*].validate.manifests", where: Everywhere},
 	{name: "validate.assert", kinds: kyvernoPolicies, path: "spec.rules[*].validate.assert", where: Everywhere},
 	{name: "context entry globalReference (no GlobalContextEntry support)", kinds: kyvernoPolicies, path: "spec.rules[*].**.context[*].globalReference", where: InCluster},
-	{name: "apiCall service headers", kinds: kyvernoPolicies, path: "spec.rules[*].**.context[*].apiCall.service.headers", where: InCluster},
 	{name: "celPreconditions outside validate.cel rules", kinds: kyvernoPolicies, path: "spec.rules[*].celPreconditions", where: Everywhere, when: withoutValidateCEL},
 	{name: "the CEL authorizer", kinds: kyvernoPolicies, path: "spec.rules[*].**.expression", where: Everywhere, when: usesCELAuthorizer},
 	{name: "webhookConfiguration.matchConditions", kinds: kyvernoPolicies, path: "spec.webhookConfiguration.matchConditions", where: InCluster},

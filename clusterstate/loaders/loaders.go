@@ -112,7 +112,7 @@ func (a *APICalls) Call(ctx context.Context, call engine.APICall) (any, error) {
 	case call.URLPath != "":
 		raw, err = a.callAPIServer(ctx, method, call.URLPath, body)
 	case call.URL != "":
-		raw, err = a.callService(ctx, method, call.URL, call.CABundle, body)
+		raw, err = a.callService(ctx, method, call, body)
 	default:
 		return nil, errors.New("neither urlPath nor service.url is set")
 	}
@@ -140,8 +140,8 @@ func (a *APICalls) callAPIServer(ctx context.Context, method, urlPath string, bo
 	return req.Do(ctx).Raw()
 }
 
-func (a *APICalls) callService(ctx context.Context, method, url, caBundle string, body []byte) ([]byte, error) {
-	client, err := a.serviceClient(caBundle)
+func (a *APICalls) callService(ctx context.Context, method string, call engine.APICall, body []byte) ([]byte, error) {
+	client, err := a.serviceClient(call.CABundle)
 	if err != nil {
 		return nil, err
 	}
@@ -155,13 +155,24 @@ func (a *APICalls) callService(ctx context.Context, method, url, caBundle string
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	req, err := http.NewRequestWithContext(ctx, method, call.URL, rd)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	// The policy's service.headers (an Authorization token, say) come
+	// last: a header they name replaces the default, and a key they
+	// repeat is sent once per value.
+	named := map[string]bool{}
+	for _, h := range call.Headers {
+		if !named[http.CanonicalHeaderKey(h.Key)] {
+			req.Header.Del(h.Key)
+			named[http.CanonicalHeaderKey(h.Key)] = true
+		}
+		req.Header.Add(h.Key, h.Value)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -141,7 +142,8 @@ func TestServiceCalls(t *testing.T) {
 		switch r.URL.Path {
 		case "/echo":
 			body, _ := io.ReadAll(r.Body)
-			_ = json.NewEncoder(w).Encode(map[string]any{"method": r.Method, "contentType": r.Header.Get("Content-Type"), "body": string(body)})
+			_ = json.NewEncoder(w).Encode(map[string]any{"method": r.Method, "contentType": r.Header.Get("Content-Type"), "body": string(body),
+				"authorization": r.Header.Get("Authorization"), "accept": r.Header.Values("Accept")})
 		case "/broken":
 			http.Error(w, "registry unavailable\nmore detail", http.StatusServiceUnavailable)
 		case "/text":
@@ -176,6 +178,17 @@ func TestServiceCalls(t *testing.T) {
 			call: engine.APICall{Method: "POST", URL: srv.URL + "/echo", CABundle: caBundle, Data: map[string]any{"image": "nginx"}},
 			check: func(t *testing.T, out map[string]any) {
 				if out["method"] != "POST" || out["contentType"] != "application/json" || out["body"] != `{"image":"nginx"}` {
+					t.Errorf("answer %v", out)
+				}
+			},
+		},
+		{
+			name: "service headers are sent, replacing a default they name",
+			call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Headers: []engine.APICallHeader{
+				{Key: "Authorization", Value: "Bearer t0ken"}, {Key: "accept", Value: "application/json"}, {Key: "Accept", Value: "text/json"},
+			}},
+			check: func(t *testing.T, out map[string]any) {
+				if out["authorization"] != "Bearer t0ken" || fmt.Sprint(out["accept"]) != "[application/json text/json]" {
 					t.Errorf("answer %v", out)
 				}
 			},
