@@ -23,8 +23,9 @@ const (
 )
 
 // teamAPolicy is what a namespace owner of team-a may write: a Policy in
-// its own namespace that denies Pods labelled blocked and labels every
-// ConfigMap. Its kinds name no namespace, as a tenant would write them.
+// its own namespace that denies Pods labelled blocked, audits that Pods
+// name an owner, and labels every ConfigMap. Its kinds name no namespace,
+// as a tenant would write them.
 const teamAPolicy = `
 apiVersion: kyverno.io/v1
 kind: Policy
@@ -37,6 +38,12 @@ spec:
       failureAction: Enforce
       message: team-a allows no blocked Pods
       deny: {}
+  - name: audit-owner
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      failureAction: Audit
+      message: team-a's Pods name an owner
+      pattern: {metadata: {labels: {owner: "?*"}}}
   - name: label-configmaps
     match: {any: [{resources: {kinds: [ConfigMap]}}]}
     mutate:
@@ -44,6 +51,22 @@ spec:
         metadata:
           labels:
             tenant: team-a
+`
+
+// tenantsAudit is the platform team's ClusterPolicy for both tenants, so
+// each tenant's Pods have a report whatever team-a's Policy says.
+const tenantsAudit = `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: tenants-audit}
+spec:
+  rules:
+  - name: check-owner
+    match: {any: [{resources: {kinds: [Pod], namespaces: [e2e-team-a, e2e-team-b]}}]}
+    validate:
+      failureAction: Audit
+      message: Pods name an owner
+      pattern: {metadata: {labels: {owner: "?*"}}}
 `
 
 var _ = Describe("Tenancy", Label("tenancy"), Ordered, func() {
@@ -56,8 +79,12 @@ var _ = Describe("Tenancy", Label("tenancy"), Ordered, func() {
 			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 		}
 		waitDefaultServiceAccounts(ctx, teamA, teamB)
-		startCharterWith(ctx, tenancyCharterNamespace, "admission")
+		startCharterWith(ctx, tenancyCharterNamespace, "admission,reports")
 
+		audit := clusterPolicy(tenantsAudit)
+		Eventually(func() error { return client.IgnoreAlreadyExists(cl.Create(ctx, audit)) }).
+			WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, audit))).To(Succeed()) })
 		var p kyvernov1.Policy
 		Expect(yaml.UnmarshalStrict([]byte(teamAPolicy), &p)).To(Succeed())
 		// The policy webhook may not answer yet: retry until it does.
@@ -88,6 +115,14 @@ var _ = Describe("Tenancy", Label("tenancy"), Ordered, func() {
 		ns.Labels = map[string]string{"blocked": "true"}
 		Expect(cl.Update(ctx, &ns)).To(Succeed())
 	}, SpecTimeout(30*time.Second))
+
+	It("reports team-a's Policy results for team-a's Pods only", func(ctx SpecContext) {
+		a, b := tenantPod(teamA, "reported", false), tenantPod(teamB, "reported", false)
+		Expect(cl.Create(ctx, a)).To(Succeed())
+		Expect(cl.Create(ctx, b)).To(Succeed())
+		waitReport(ctx, a, "tenants-audit/check-owner=fail", teamA+"/team-rules/audit-owner=fail")
+		waitReport(ctx, b, "tenants-audit/check-owner=fail")
+	}, SpecTimeout(60*time.Second))
 
 	It("mutates in team-a and never touches team-b", func(ctx SpecContext) {
 		for _, ns := range []string{teamA, teamB} {

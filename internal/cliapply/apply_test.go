@@ -103,6 +103,16 @@ func TestRun(t *testing.T) {
 			wantBlocked: true,
 		},
 		{
+			name: "a namespaced Policy judges only its own namespace's resources",
+			opts: Options{PolicyPaths: []string{"testdata/tenancy/policies.yaml"}, ResourcePaths: []string{"testdata/resources"}},
+			want: []string{
+				"Pod/default/latest default/default-rules/no-pods Audit fail",
+				"Pod/default/good default/default-rules/no-pods Audit fail",
+				"Pod/team-a/unlabelled team-a/team-rules/no-pods Enforce fail",
+			},
+			wantBlocked: true,
+		},
+		{
 			name: "a feature the CLI does not run is named in a warning",
 			opts: Options{PolicyPaths: []string{"testdata/unsupported/manifests.yaml"}, ResourcePaths: []string{"testdata/resources/pods.yaml"}},
 			want: []string{
