@@ -162,13 +162,15 @@ func TestLocalClusterServesCharterAPIs(t *testing.T) {
 		name      string
 		path      string
 		wantCols  []string
-		wantCells []string // all but AGE, the last column
+		wantCells []string // the cells before AGE
+		afterAge  []string // the cells after AGE (Kyverno puts MESSAGE last)
 	}{
 		{
 			name:      "kubectl get cpol",
 			path:      "/apis/kyverno.io/v1/clusterpolicies/require-team-label",
-			wantCols:  []string{"NAME", "ADMISSION", "BACKGROUND", "READY", "AGE"},
+			wantCols:  []string{"NAME", "ADMISSION", "BACKGROUND", "READY", "AGE", "MESSAGE"},
 			wantCells: []string{"require-team-label", "true", "false", "True"},
+			afterAge:  []string{"policy ready"},
 		},
 		{
 			name:      "kubectl get polr",
@@ -187,13 +189,16 @@ func TestLocalClusterServesCharterAPIs(t *testing.T) {
 				t.Fatalf("%d rows, want 1", len(table.Rows))
 			}
 			cells := visibleCells(table, 0)
-			if len(cells) != len(tt.wantCells)+1 {
-				t.Fatalf("cells = %v, want %v and an age", cells, tt.wantCells)
+			if len(cells) != len(tt.wantCells)+1+len(tt.afterAge) {
+				t.Fatalf("cells = %v, want %v, an age and %v", cells, tt.wantCells, tt.afterAge)
 			}
 			if got := strings.Join(cells[:len(tt.wantCells)], " | "); got != strings.Join(tt.wantCells, " | ") {
 				t.Errorf("cells = %s, want %s", got, strings.Join(tt.wantCells, " | "))
 			}
-			if age := cells[len(cells)-1]; age == "" || age == "<unknown>" {
+			if got := strings.Join(cells[len(tt.wantCells)+1:], " | "); got != strings.Join(tt.afterAge, " | ") {
+				t.Errorf("cells after AGE = %s, want %s", got, strings.Join(tt.afterAge, " | "))
+			}
+			if age := cells[len(tt.wantCells)]; age == "" || age == "<unknown>" {
 				t.Errorf("AGE = %q, want a duration", age)
 			}
 		})
