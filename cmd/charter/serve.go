@@ -229,6 +229,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err := checkControllers(o.controllers); err != nil {
 		return err
 	}
+	if _, err := exceptionNamespaces(o); err != nil {
+		return err
+	}
 	log := textlogger.NewLogger(textlogger.NewConfig())
 	ctrl.SetLogger(log)
 	cfg, err := restConfig(o.kubeconfig)
