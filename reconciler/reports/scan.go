@@ -76,6 +76,16 @@ func (c *Controller) startWatcher(ctx context.Context, t clusterstate.ResourceTy
 	if err != nil {
 		c.log.Error(err, "watching", "resource", t.GVR)
 	}
+	// What the controller may read comes through an aggregated ClusterRole
+	// (config/rbac/README.md): say how to widen it rather than only that
+	// the list was refused.
+	_ = w.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		if apierrors.IsForbidden(err) {
+			c.log.Error(err, "background scans cannot read this kind: grant get, list and watch on it in a ClusterRole labelled rbac.charter.dev/aggregate-to-reports: \"true\"", "resource", t.GVR.String())
+			return
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
 	go w.informer.RunWithContext(wctx)
 	go func() {
 		watched := time.Now()
