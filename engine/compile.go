@@ -205,8 +205,11 @@ func (f *faults) add(field, fault string) {
 
 // ruleJSON returns the plain JSON form of a rule, for walks that check every
 // string in it.
-func ruleJSON(r *kyvernov1.Rule) (map[string]any, error) {
-	data, err := json.Marshal(r)
+func ruleJSON(r *kyvernov1.Rule) (map[string]any, error) { return toJSONMap(r) }
+
+// toJSONMap returns the plain JSON form of v.
+func toJSONMap(v any) (map[string]any, error) {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,290 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/jmespath"
+	"github.com/charter-dev/charter/engine/jsoncontext"
+	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/schedule"
+	"github.com/charter-dev/charter/engine/wildcard"
+)
+
+// DryRunAnnotation set to "true" on a cleanup policy makes the controller
+// report what the policy would delete instead of deleting it.
+const DryRunAnnotation = "charter.dev/dry-run"
+
+// CleanupPolicy is a compiled CleanupPolicy or ClusterCleanupPolicy: its
+// schedule, the kinds it lists and what it deletes of them. It is
+// immutable and safe for concurrent use.
+type CleanupPolicy struct {
+	source   kyvernov2.CleanupPolicyInterface
+	key      string
+	schedule schedule.Schedule
+	match    kyvernov1.MatchResources
+	exclude  kyvernov1.MatchResources
+	cond     *conditionBlock
+	context  []kyvernov1.ContextEntry
+	kinds    []string
+	dryRun   bool
+	jp       *jmespath.Interpreter
+}
+
+// CleanupPolicyKey names a cleanup policy: "<name>" for a
+// ClusterCleanupPolicy, "<namespace>/<name>" for a CleanupPolicy.
+func CleanupPolicyKey(p kyvernov2.CleanupPolicyInterface) string {
+	if p.IsNamespaced() {
+		return p.GetNamespace() + "/" + p.GetName()
+	}
+	return p.GetName()
+}
+
+// CompileCleanupPolicy checks a cleanup policy and compiles it. The error,
+// a CompileErrors, names every fault with its field path, e.g.
+//
+//	ClusterCleanupPolicy "x": spec.schedule: invalid schedule "61 * * * *": ...
+//
+// Admission (/policyvalidate) and the cleanup controller both compile
+// through here, so the schedule that is admitted is the one that runs.
+func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy, error) {
+	spec := src.GetSpec()
+	p := &CleanupPolicy{source: src, key: CleanupPolicyKey(src), context: spec.Context, jp: jmespath.New()}
+	f := &faults{kind: src.GetKind(), name: p.key}
+
+	s, err := schedule.Parse(spec.Schedule)
+	if err != nil {
+		f.add("spec.schedule", fmt.Sprintf("invalid schedule %q: %v", spec.Schedule, err))
+	}
+	p.schedule = s
+
+	switch v := src.GetAnnotations()[DryRunAnnotation]; v {
+	case "", "false":
+	case "true":
+		p.dryRun = true
+	default:
+		// A typo must not turn a rehearsal into deletions.
+		f.add("metadata.annotations["+DryRunAnnotation+"]", fmt.Sprintf("%q is neither \"true\" nor \"false\"", v))
+	}
+
+	p.match = withoutOperations(spec.MatchResources.V1())
+	p.exclude = withoutOperations(spec.ExcludeResources.V1())
+	if spec.MatchResources.IsEmpty() {
+		f.add("spec.match", "a cleanup policy needs match with at least one resource filter")
+	}
+	// A set of policies gives checkMatch and checkContext their JMESPath
+	// interpreter.
+	set := &PolicySet{jp: p.jp}
+	set.checkMatch("spec.match", &p.match, false, f)
+	set.checkMatch("spec.exclude", &p.exclude, false, f)
+	p.kinds = checkCleanupFilters(src, spec, f)
+	if spec.ExcludeResources != nil {
+		for i := range spec.ExcludeResources.Any {
+			for j := range spec.MatchResources.Any {
+				if reflect.DeepEqual(spec.ExcludeResources.Any[i], spec.MatchResources.Any[j]) {
+					f.add(fmt.Sprintf("spec.exclude.any[%d]", i), fmt.Sprintf("excludes exactly what spec.match.any[%d] matches: the policy would match an empty set", j))
+				}
+			}
+		}
+	}
+
+	set.checkContext(spec.Context, "spec.context", f)
+	for i, e := range spec.Context {
+		switch {
+		case e.ConfigMap != nil:
+			f.add(fmt.Sprintf("spec.context[%d].configMap", i), "ConfigMap is not allowed in CleanUp Policy")
+		case e.ImageRegistry != nil:
+			f.add(fmt.Sprintf("spec.context[%d].imageRegistry", i), "ImageRegistry is not allowed in CleanUp Policy")
+		}
+	}
+	p.cond = compileConditions(spec.Conditions, "spec.conditions", f)
+	if raw, err := cleanupJSON(spec); err == nil {
+		set.checkExpressions(raw, "spec", f)
+	}
+	if len(f.errs) > 0 {
+		return nil, f.errs
+	}
+	return p, nil
+}
+
+// checkCleanupFilters checks what only cleanup policies forbid and returns
+// the kind selectors to list. A cleanup policy lists the kinds its match
+// names, so each filter must name kinds, without wildcards; user
+// information is for admission requests, which cleanup has none of; and a
+// namespaced policy may not name namespaces, as it acts only in its own.
+func checkCleanupFilters(src kyvernov2.CleanupPolicyInterface, spec *kyvernov2.CleanupPolicySpec, f *faults) []string {
+	var kinds []string
+	check := func(path string, filters kyvernov1.ResourceFilters, isMatch bool) {
+		for i := range filters {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			u, d := &filters[i].UserInfo, &filters[i].ResourceDescription
+			if len(u.Subjects) > 0 || len(u.Roles) > 0 || len(u.ClusterRoles) > 0 {
+				f.add(p, "a cleanup policy cannot match subjects, roles or clusterRoles: there is no request to take them from")
+			}
+			if d.Name != "" && len(d.Names) > 0 {
+				f.add(p+".resources", "use either name or names, not both")
+			}
+			if src.IsNamespaced() && len(d.Namespaces) > 0 {
+				f.add(p+".resources.namespaces", "a namespaced CleanupPolicy acts only in its own namespace and cannot name namespaces")
+			}
+			if !isMatch {
+				continue
+			}
+			if len(d.Kinds) == 0 {
+				f.add(p+".resources.kinds", "a cleanup policy must name the kinds it deletes")
+			}
+			for j, k := range d.Kinds {
+				if wildcard.ContainsWildcard(k) {
+					f.add(fmt.Sprintf("%s.resources.kinds[%d]", p, j), fmt.Sprintf("kind %q: a cleanup policy must name the kinds it deletes, without wildcards", k))
+					continue
+				}
+				if ks := match.ParseKind(k); ks.SubResource != "" {
+					f.add(fmt.Sprintf("%s.resources.kinds[%d]", p, j), fmt.Sprintf("kind %q: subresources cannot be deleted", k))
+					continue
+				}
+				if !containsString(kinds, k) {
+					kinds = append(kinds, k)
+				}
+			}
+		}
+	}
+	check("spec.match.any", spec.MatchResources.Any, true)
+	check("spec.match.all", spec.MatchResources.All, true)
+	if e := spec.ExcludeResources; e != nil {
+		check("spec.exclude.any", e.Any, false)
+		check("spec.exclude.all", e.All, false)
+	}
+	return kinds
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutOperations drops the operations of every filter: Kyverno accepts
+// them in cleanup policies and ignores them, and there is no request
+// whose operation they could select.
+func withoutOperations(m kyvernov1.MatchResources) kyvernov1.MatchResources {
+	strip := func(in kyvernov1.ResourceFilters) kyvernov1.ResourceFilters {
+		if in == nil {
+			return nil
+		}
+		out := make(kyvernov1.ResourceFilters, len(in))
+		for i := range in {
+			out[i] = in[i]
+			out[i].ResourceDescription.Operations = nil
+		}
+		return out
+	}
+	return kyvernov1.MatchResources{Any: strip(m.Any), All: strip(m.All)}
+}
+
+func cleanupJSON(spec *kyvernov2.CleanupPolicySpec) (map[string]any, error) {
+	// Only conditions and context hold variables.
+	type variableFields struct {
+		Context    []kyvernov1.ContextEntry    `json:"context,omitempty"`
+		Conditions *kyvernov1.AnyAllConditions `json:"conditions,omitempty"`
+	}
+	return toJSONMap(variableFields{Context: spec.Context, Conditions: spec.Conditions})
+}
+
+// Source returns the policy as written.
+func (p *CleanupPolicy) Source() kyvernov2.CleanupPolicyInterface { return p.source }
+
+// Key is "<name>" or "<namespace>/<name>".
+func (p *CleanupPolicy) Key() string { return p.key }
+
+// Schedule is the policy's parsed schedule.
+func (p *CleanupPolicy) Schedule() schedule.Schedule { return p.schedule }
+
+// Kinds are the kind selectors of match, in order and without repeats:
+// the kinds a run lists.
+func (p *CleanupPolicy) Kinds() []string { return p.kinds }
+
+// DryRun reports whether the policy only reports what it would delete.
+func (p *CleanupPolicy) DryRun() bool { return p.dryRun }
+
+// CleanupRun is one run of a cleanup policy: its context entries, loaded
+// once before the objects are looked at (as Kyverno loads them, so they
+// cannot refer to the object).
+type CleanupRun struct {
+	policy *CleanupPolicy
+	ctx    context.Context
+	ev     *evaluation
+	doc    *jsoncontext.Document
+}
+
+// Prepare loads the policy's context entries for a run through the
+// loaders (WithLoaders; other options are ignored).
+func (p *CleanupPolicy) Prepare(ctx context.Context, opts ...EvalOption) (*CleanupRun, error) {
+	cfg := newEvalConfig(opts)
+	cfg.values = nil
+	ev := &evaluation{set: &PolicySet{jp: p.jp}, cfg: &cfg}
+	doc := jsoncontext.New(p.jp, map[string]any{})
+	if err := ev.loadContext(ctx, doc, nil, p.context); err != nil {
+		return nil, err
+	}
+	return &CleanupRun{policy: p, ctx: ctx, ev: ev, doc: doc}, nil
+}
+
+// CleanupObject is what a run decides on: the object as listed, its kind,
+// and the labels of its namespace (read only when a namespaceSelector
+// needs them).
+type CleanupObject struct {
+	Object          map[string]any
+	Kind            schema.GroupVersionKind
+	NamespaceLabels func() map[string]string
+}
+
+// Selects reports whether the policy deletes the object: a namespaced
+// policy only in its own namespace, match selects it, exclude does not,
+// and the conditions hold (with target, request.namespace and images set
+// as Kyverno sets them). An error means the conditions could not be
+// evaluated: the object is kept.
+func (r *CleanupRun) Selects(o CleanupObject) (bool, error) {
+	meta, _ := o.Object["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	namespace, _ := meta["namespace"].(string)
+	src := r.policy.source
+	if src.IsNamespaced() && namespace != src.GetNamespace() {
+		return false, nil
+	}
+	res := match.Resource{
+		Kind: o.Kind, Name: name, Namespace: namespace,
+		Labels: stringMap(meta["labels"]), Annotations: stringMap(meta["annotations"]),
+		NamespaceLabels: o.NamespaceLabels,
+	}
+	if !match.Selects(&r.policy.match, &r.policy.exclude, &res) {
+		return false, nil
+	}
+	if r.policy.cond == nil {
+		return true, nil
+	}
+	doc := r.doc.Child()
+	doc.SetRoot("target", o.Object)
+	doc.SetRoot("request", map[string]any{"namespace": namespace})
+	if images := jsoncontext.Images(o.Object); images != nil {
+		doc.SetRoot("images", images)
+	}
+	ok, _, err := r.ev.conditions(doc, r.policy.cond)
+	if err != nil {
+		return false, fmt.Errorf("conditions of %s %s: %w", src.GetKind(), r.policy.key, err)
+	}
+	return ok, nil
+}
+
+// String names the policy for logs.
+func (p *CleanupPolicy) String() string {
+	return strings.TrimSpace(p.source.GetKind() + " " + p.key)
+}
