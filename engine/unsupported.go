@@ -87,9 +87,10 @@ var unsupportedFeatures = []feature{
 	// background (#14) / clusterstate: params are read through the
 	// engine's object loader, which admission and reports lack.
 	{name: "validate.cel params (paramKind)", kinds: kyvernoPolicies, path: "spec.rules[*].validate.cel.paramKind", where: InCluster},
-	// cleanup (#16): no cleanup controller; the CLI skips these kinds.
-	{name: "ClusterCleanupPolicy", kinds: []string{"ClusterCleanupPolicy"}, path: "spec", where: Everywhere},
-	{name: "CleanupPolicy", kinds: []string{"CleanupPolicy"}, path: "spec", where: Everywhere},
+	// cleanup (#16): the cleanup controller runs them in the cluster;
+	// the CLI skips these kinds.
+	{name: "ClusterCleanupPolicy", kinds: []string{"ClusterCleanupPolicy"}, path: "spec", where: InCLI},
+	{name: "CleanupPolicy", kinds: []string{"CleanupPolicy"}, path: "spec", where: InCLI},
 	// images (#15): verifyImages gives an error result; imageRegistry
 	// entries have no registry access in the cluster (the CLI reads them
 	// from a values file); custom image extractors are ignored, so

@@ -303,7 +303,7 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	e.done("charter running: admission at https://%s, reports, gitsync %s", addr, e.dim("(log: "+logPath+")"))
+	e.done("charter running: admission at https://%s, reports, gitsync, cleanup %s", addr, e.dim("(log: "+logPath+")"))
 	return nil
 }
 

@@ -38,6 +38,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/internal/version"
 	"github.com/charter-dev/charter/reconciler/background"
+	"github.com/charter-dev/charter/reconciler/cleanup"
 	"github.com/charter-dev/charter/reconciler/gitsync"
 	"github.com/charter-dev/charter/reconciler/reports"
 	"github.com/charter-dev/charter/webhook/admission"
@@ -55,9 +56,12 @@ const (
 	// controllerBackground carries out generate and mutate-existing rules
 	// (UpdateRequests), under its own Lease.
 	controllerBackground = "background"
+	// controllerCleanup runs cleanup policies and TTLs, under its own
+	// Lease.
+	controllerCleanup = "cleanup"
 )
 
-var knownControllers = []string{controllerAdmission, controllerReports, controllerGitSync, controllerBackground}
+var knownControllers = []string{controllerAdmission, controllerReports, controllerGitSync, controllerBackground, controllerCleanup}
 
 type serveOptions struct {
 	controllers     []string
@@ -91,6 +95,7 @@ type serveOptions struct {
 	certTrimGrace        time.Duration
 
 	reports reports.Options
+	cleanup cleanup.Options
 
 	// exceptionNamespaces are --exception-namespaces: where PolicyExceptions
 	// are honoured from; nil means charter's own namespace.
@@ -114,7 +119,7 @@ func newServeCommand() *cobra.Command {
 	o := serveOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run charter's controllers (admission, reports, gitsync) in or out of cluster",
+		Short: "Run charter's controllers (admission, reports, gitsync, cleanup) in or out of cluster",
 		Long: `serve runs the chosen controllers in one process.
 
 admission: the HTTPS admission server (every replica), the policy cache,
@@ -142,6 +147,11 @@ it installs; without either it may write only namespaced objects of its
 own namespace. A revision that breaks these rules, or that the API server
 refuses to that ServiceAccount, is Stalled and nothing of it is applied.
 
+cleanup: CleanupPolicies and ClusterCleanupPolicies on their schedules,
+and objects whose cleanup.kyverno.io/ttl label expired, under its own
+Lease (<leader-election-id>-cleanup). charter's namespace and kube-system
+are never cleaned up unless --cleanup-excluded-namespaces says otherwise.
+
 --cleanup-webhooks deletes charter's webhook configurations and exits, so a
 stopped charter never leaves a cluster unable to admit anything.`,
 		Args: cobra.NoArgs,
@@ -160,7 +170,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.Int32Var(&o.servicePort, "service-port", 443, "in cluster: the admission Service's port")
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8000", "Prometheus metrics address (0 disables)")
 	f.StringVar(&o.healthAddr, "health-addr", ":8081", "health probe address (/healthz, /readyz)")
-	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader for the leader-only work: certificates, webhook configurations, reports, gitsync")
+	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader for the leader-only work: certificates, webhook configurations, reports, gitsync; cleanup holds a Lease of its own")
 	f.StringVar(&o.leaseName, "leader-election-id", "charter", "name of the leader election Lease")
 	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "leader election retry period; the lease lasts 6x and renewal gives up after 5x")
 	f.BoolVar(&o.cleanupWebhooks, "cleanup-webhooks", false, "delete charter's webhook configurations and exit")
@@ -180,6 +190,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 			"Exceptions from elsewhere are ignored, with a Warning event on them; an empty value honours none. Default: charter's --namespace")
 	addCertFlags(f, &o)
 	o.reports.AddFlags(f)
+	o.cleanup.AddFlags(f)
 	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default <temp>/charter-gitsync)")
 	f.IntVar(&o.gitsyncWorkers, "gitsync-workers", 2, "PolicyRepositories synced at once")
 	f.StringVar(&o.defaultServiceAccount, "default-service-account", "", "ServiceAccount (of the repository's namespace) that gitsync impersonates for a PolicyRepository outside charter's namespace whose spec.serviceAccountName is empty")
@@ -432,6 +443,14 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			},
 		}); err != nil {
 			return nil, nil, fmt.Errorf("gitsync: %w", err)
+		}
+	}
+	if slices.Contains(o.controllers, controllerCleanup) {
+		co := o.cleanup
+		co.Namespace, co.LeaderElect, co.LeaseName, co.RetryPeriod = o.namespace, o.leaderElect, o.leaseName+"-cleanup", o.retryPeriod
+		co.Log = log.WithName("cleanup")
+		if err := cleanup.Setup(mgr, co); err != nil {
+			return nil, nil, err
 		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -20,6 +20,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/engine/ttl"
 )
 
 // Names of the objects and webhooks charter manages. They follow Kyverno's
@@ -34,6 +35,7 @@ const (
 	MutateWebhookFail     = "mutate.charter.svc-fail"
 	MutateWebhookIgnore   = "mutate.charter.svc-ignore"
 	PolicyWebhook         = "validate-policy.charter.svc"
+	TTLWebhook            = "verify-ttl.charter.svc"
 
 	// ManagedByLabel marks every object charter writes; cleanup deletes
 	// the webhook configurations that carry it.
@@ -416,9 +418,10 @@ func (s Settings) mutating(groups map[kyvernov1.FailurePolicyType]*webhookRules)
 	return cfg
 }
 
-// policyValidating routes ClusterPolicy, Policy, PolicyException and
-// cleanup policy writes to /policyvalidate, failing closed so an invalid
-// policy, or one charter cannot enforce, never lands.
+// policyValidating routes ClusterPolicy, Policy, PolicyException,
+// CleanupPolicy and ClusterCleanupPolicy writes to /policyvalidate,
+// failing closed so an invalid policy, or one charter cannot enforce,
+// never lands, and labelled objects to /verifyttl (ttlWebhook).
 func (s Settings) policyValidating() *admissionregistrationv1.ValidatingWebhookConfiguration {
 	fp := admissionregistrationv1.Fail
 	sideEffects := admissionregistrationv1.SideEffectClassNone
@@ -440,5 +443,32 @@ func (s Settings) policyValidating() *admissionregistrationv1.ValidatingWebhookC
 			},
 			FailurePolicy: &fp, MatchPolicy: &equivalent, SideEffects: &sideEffects, TimeoutSeconds: &timeout,
 			AdmissionReviewVersions: []string{"v1"},
-		}}}
+		}, s.ttlWebhook()}}
+}
+
+// ttlWebhook routes CREATE and UPDATE of objects of every kind that carry
+// the cleanup.kyverno.io/ttl label (old or new: the API server matches an
+// objectSelector against both) to /verifyttl, which refuses values the
+// cleanup controller could not read. Objects without the label never
+// reach charter. It fails open, unlike the policy webhook: it would
+// otherwise stop every labelled object from being written while charter
+// is down, and a value that slips through is reported by the cleanup
+// controller with an event on the object and never acted on.
+func (s Settings) ttlWebhook() admissionregistrationv1.ValidatingWebhook {
+	fp := admissionregistrationv1.Ignore
+	sideEffects := admissionregistrationv1.SideEffectClassNone
+	equivalent := admissionregistrationv1.Equivalent
+	timeout := DefaultTimeoutSeconds
+	all := admissionregistrationv1.AllScopes
+	return admissionregistrationv1.ValidatingWebhook{
+		Name: TTLWebhook, ClientConfig: s.Target.clientConfig("/verifyttl", s.CABundle),
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}, Scope: &all},
+		}},
+		FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.namespaceSelector(),
+		ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: ttl.Label, Operator: metav1.LabelSelectorOpExists}}},
+		SideEffects: &sideEffects, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"},
+	}
 }

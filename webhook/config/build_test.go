@@ -119,8 +119,13 @@ func TestBuild(t *testing.T) {
 	if !reflect.DeepEqual(cfgs.Unresolved, map[string][]string{"unknown": {"Widget"}}) {
 		t.Errorf("unresolved = %v", cfgs.Unresolved)
 	}
-	if pv := cfgs.PolicyValidating.Webhooks; len(pv) != 1 || *pv[0].ClientConfig.URL != "https://127.0.0.1:9443/policyvalidate" {
+	if pv := cfgs.PolicyValidating.Webhooks; len(pv) != 2 || *pv[0].ClientConfig.URL != "https://127.0.0.1:9443/policyvalidate" {
 		t.Errorf("policy webhook = %+v", pv)
+	}
+	ttlHook := cfgs.PolicyValidating.Webhooks[1]
+	if ttlHook.Name != TTLWebhook || *ttlHook.ClientConfig.URL != "https://127.0.0.1:9443/verifyttl" ||
+		ttlHook.ObjectSelector.MatchExpressions[0].Key != "cleanup.kyverno.io/ttl" || *ttlHook.FailurePolicy != admissionregistrationv1.Ignore {
+		t.Errorf("TTL webhook = %+v", ttlHook)
 	}
 }
 

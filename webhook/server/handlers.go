@@ -162,6 +162,7 @@ func NewHandler(opts Options) http.Handler {
 		mux.Handle(r.path, recoverPanics(hf, opts.Log))
 	}
 	mux.Handle(PathPolicyValidate, recoverPanics(http.HandlerFunc(h.policyValidate), opts.Log))
+	mux.Handle(PathVerifyTTL, recoverPanics(http.HandlerFunc(h.verifyTTL), opts.Log))
 	h.routePromotion(mux)
 	mux.Handle(PathPolicyMutate, recoverPanics(http.HandlerFunc(h.null), opts.Log))
 	mux.HandleFunc(PathLiveness, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })

@@ -12,8 +12,8 @@ import (
 	"github.com/charter-dev/charter/engine"
 )
 
-// policyValidate refuses a ClusterPolicy, Policy or PolicyException that
-// does not compile, with the engine's field-path errors, e.g.
+// policyValidate refuses a ClusterPolicy, Policy, PolicyException,
+// CleanupPolicy or ClusterCleanupPolicy that does not compile, with the engine's field-path errors, e.g.
 //
 //	ClusterPolicy "x": spec.rules[2].validate.pattern.spec.containers[0]: unknown anchor "~(x)"
 //
@@ -101,6 +101,11 @@ func checkPolicyObject(kind string, raw []byte) (engine.UnsupportedList, error) 
 		}
 		if err := strict.Unmarshal(raw, p); err != nil {
 			return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
+		}
+		// The schedule is parsed by the very parser the cleanup
+		// controller runs it with (engine/schedule).
+		if _, err := engine.CompileCleanupPolicy(p); err != nil {
+			return nil, err
 		}
 		return engine.UnsupportedFeatures(p), nil
 	case "PolicyException":

@@ -145,18 +145,6 @@ spec:
 			wantMessage: []string{`spec.rules[0].generate: generate is not supported by charter in the cluster yet`},
 		},
 		{
-			name: "ClusterCleanupPolicy is refused", kind: "ClusterCleanupPolicy",
-			manifest: `
-apiVersion: kyverno.io/v2
-kind: ClusterCleanupPolicy
-metadata: {name: clean}
-spec:
-  schedule: "* * * * *"
-  match: {any: [{resources: {kinds: [Pod]}}]}
-`,
-			wantMessage: []string{`ClusterCleanupPolicy "clean": spec: ClusterCleanupPolicy is not supported by charter anywhere yet`},
-		},
-		{
 			name: "Audit rule charter cannot run in the cluster is admitted with a warning", kind: "Policy", wantAllowed: true,
 			manifest: `
 apiVersion: kyverno.io/v1
@@ -186,6 +174,29 @@ spec:
     context: [{name: cm, configMap: {name: c, namespace: team}}]
     validate: {deny: {}}
 `,
+		},
+		{
+			name: "valid ClusterCleanupPolicy with @every", kind: "ClusterCleanupPolicy", wantAllowed: true,
+			manifest: `
+apiVersion: kyverno.io/v2
+kind: ClusterCleanupPolicy
+metadata: {name: ok}
+spec:
+  schedule: "@every 10m"
+  match: {any: [{resources: {kinds: [ConfigMap]}}]}
+`,
+		},
+		{
+			name: "unparseable schedule is refused with its field path", kind: "CleanupPolicy",
+			manifest: `
+apiVersion: kyverno.io/v2
+kind: CleanupPolicy
+metadata: {name: cron, namespace: team}
+spec:
+  schedule: "*/5 * * *"
+  match: {any: [{resources: {kinds: [ConfigMap]}}]}
+`,
+			wantMessage: []string{`CleanupPolicy "team/cron": spec.schedule: invalid schedule "*/5 * * *"`},
 		},
 	}
 	trusted, err := policycache.ParseExceptionNamespaces([]string{"charter"})

@@ -1,0 +1,115 @@
+// Package leaderelect runs work under a Lease of its own, beside the
+// manager's: each leader-only controller (cleanup, background) holds its
+// own Lease, as Kyverno's controllers do, so the replica that leads
+// cleanup need not be the one that leads reports, and one controller's
+// lost lease never stops another.
+package leaderelect
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Options name the Lease and time the election. LeaseDuration is
+// 6×RetryPeriod and RenewDeadline 5×RetryPeriod, as charter serve's
+// manager has them.
+type Options struct {
+	// Enabled false runs the work at once, without a Lease
+	// (--leader-elect=false).
+	Enabled     bool
+	Namespace   string
+	Name        string
+	RetryPeriod time.Duration
+	Log         logr.Logger
+}
+
+// Runnable runs work while this process holds the Lease: work's context
+// ends when the lease is lost, and the process campaigns again once work
+// has returned. It is a manager.Runnable that does not need the manager's
+// own election.
+type Runnable struct {
+	cfg  *rest.Config
+	o    Options
+	work func(ctx context.Context) error
+}
+
+// New returns a Runnable for work.
+func New(cfg *rest.Config, o Options, work func(ctx context.Context) error) *Runnable {
+	if o.RetryPeriod <= 0 {
+		o.RetryPeriod = 2 * time.Second
+	}
+	return &Runnable{cfg: cfg, o: o, work: work}
+}
+
+// NeedLeaderElection is false: the Runnable elects on its own Lease.
+func (r *Runnable) NeedLeaderElection() bool { return false }
+
+// Start campaigns for the Lease until ctx ends.
+func (r *Runnable) Start(ctx context.Context) error {
+	if !r.o.Enabled {
+		return r.work(ctx)
+	}
+	cs, err := kubernetes.NewForConfig(r.cfg)
+	if err != nil {
+		return fmt.Errorf("leader election %s: %w", r.o.Name, err)
+	}
+	host, _ := os.Hostname()
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, r.o.Namespace, r.o.Name, cs.CoreV1(), cs.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())})
+	if err != nil {
+		return fmt.Errorf("leader election %s: %w", r.o.Name, err)
+	}
+	for ctx.Err() == nil {
+		// OnStartedLeading runs in a goroutine of the elector's; it only
+		// hands the leading context over, and the work runs here, so a
+		// round of work has returned before the next campaign starts.
+		leading := make(chan context.Context, 1)
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   6 * r.o.RetryPeriod,
+			RenewDeadline:   5 * r.o.RetryPeriod,
+			RetryPeriod:     r.o.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            r.o.Name,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(c context.Context) { leading <- c },
+				OnStoppedLeading: func() {},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("leader election %s: %w", r.o.Name, err)
+		}
+		elected := make(chan struct{})
+		runCtx, stopRun := context.WithCancel(ctx)
+		go func() {
+			// Run returns when the lease is lost or runCtx ends, and
+			// cancels the leading context then.
+			le.Run(runCtx)
+			close(elected)
+		}()
+		select {
+		case c := <-leading:
+			r.o.Log.Info("leading", "lease", r.o.Namespace+"/"+r.o.Name)
+			err := r.work(c)
+			// Work that returned on its own gives the lease up.
+			stopRun()
+			<-elected
+			r.o.Log.Info("stopped leading", "lease", r.o.Namespace+"/"+r.o.Name)
+			if err != nil && ctx.Err() == nil && c.Err() == nil {
+				return err
+			}
+		case <-elected:
+		}
+		stopRun()
+	}
+	return nil
+}

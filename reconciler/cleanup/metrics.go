@@ -1,0 +1,48 @@
+package cleanup
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// metrics are Kyverno's cleanup and TTL series (background-cleanup.md
+// §6.4, §7.5), registered once per process with controller-runtime's
+// registry, which charter serve exposes. Unlike Kyverno, the TTL deleted
+// counter counts deletions, not objects scheduled for deletion.
+type metrics struct {
+	deleted    *prometheus.CounterVec
+	errors     *prometheus.CounterVec
+	ttlDeleted *prometheus.CounterVec
+	ttlErrors  *prometheus.CounterVec
+	ttlInfo    *prometheus.GaugeVec
+}
+
+var policyLabels = []string{"policy_type", "policy_namespace", "policy_name", "resource_kind", "resource_namespace", "deletion_propagation"}
+var ttlLabels = []string{"resource_namespace", "resource_group", "resource_version", "resource_resource"}
+
+var processMetrics = sync.OnceValues(func() (*metrics, error) {
+	m := &metrics{
+		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kyverno_cleanup_controller_deletedobjects_total",
+			Help: "Objects deleted by cleanup policies."}, policyLabels),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kyverno_cleanup_controller_errors_total",
+			Help: "Failed lists and deletes of cleanup policies."}, policyLabels),
+		ttlDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kyverno_ttl_controller_deletedobjects_total",
+			Help: "Objects deleted because their cleanup.kyverno.io/ttl expired."}, ttlLabels),
+		ttlErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kyverno_ttl_controller_errors_total",
+			Help: "Failed deletes of expired TTL objects."}, ttlLabels),
+		ttlInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kyverno_ttl_controller_info",
+			Help: "1 for each resource type watched for cleanup.kyverno.io/ttl."}, []string{"resource_group", "resource_version", "resource_resource"}),
+	}
+	for _, c := range []prometheus.Collector{m.deleted, m.errors, m.ttlDeleted, m.ttlErrors, m.ttlInfo} {
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+})

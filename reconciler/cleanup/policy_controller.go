@@ -1,0 +1,343 @@
+package cleanup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine"
+)
+
+// Condition types and reasons of a cleanup policy's status.
+const (
+	ConditionReady   = kyvernov2.CleanupConditionReady
+	ConditionStalled = "Stalled"
+
+	ReasonScheduled     = "Scheduled"
+	ReasonSucceeded     = "Succeeded"
+	ReasonRunFailed     = "RunFailed"
+	ReasonInvalidPolicy = "InvalidPolicy"
+)
+
+// Event reasons and actions, as Kyverno names them (§6.4).
+const (
+	ReasonPolicyApplied = "PolicyApplied"
+	ReasonPolicyError   = "PolicyError"
+	ReasonDryRun        = "DryRun"
+	actionCleanedUp     = "Resource Cleaned Up"
+	actionNone          = "None"
+)
+
+// policyController runs cleanup policies on their schedules.
+type policyController struct {
+	o        *Options
+	source   policySource
+	client   client.Client // status writes and Namespace reads
+	dyn      dynamic.Interface
+	disco    discovery.DiscoveryInterface
+	loaders  engine.Loaders
+	recorder events.EventRecorder
+	m        *metrics
+	now      func() time.Time
+
+	queue workqueue.TypedRateLimitingInterface[policyKey]
+
+	mu    sync.Mutex
+	types []apiType
+}
+
+func (c *policyController) run(ctx context.Context) error {
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[policyKey](5*time.Second, c.o.MaxRetryDelay),
+		workqueue.TypedRateLimitingQueueConfig[policyKey]{Name: "cleanup-policies"})
+	defer c.queue.ShutDown()
+	stop, err := c.source.watch(ctx, func(k policyKey) { c.queue.Add(k) })
+	if err != nil {
+		return err
+	}
+	defer stop()
+	var wg sync.WaitGroup
+	for range c.o.PolicyWorkers {
+		wg.Go(func() {
+			for c.next(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (c *policyController) next(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	after, err := c.reconcile(ctx, key)
+	switch {
+	case err != nil:
+		// Retried with backoff up to MaxRetryDelay, for as long as it
+		// fails: a policy is never dropped from the schedule.
+		c.o.Log.Error(err, "cleanup policy run failed; retrying", "policy", key.String())
+		c.queue.AddRateLimited(key)
+	case after > 0:
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, after)
+	default:
+		c.queue.Forget(key)
+	}
+	return true
+}
+
+// reconcile runs the policy if it is due and returns when to look again
+// (zero: not until the policy changes).
+func (c *policyController) reconcile(ctx context.Context, key policyKey) (time.Duration, error) {
+	pol, err := c.source.get(ctx, key)
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	compiled, err := engine.CompileCleanupPolicy(pol)
+	if err != nil {
+		// Admission refuses such policies; one can still predate charter.
+		// It stays Stalled until its spec changes.
+		return 0, c.setStatus(ctx, pol, nil, metav1.ConditionFalse, ReasonInvalidPolicy, err.Error(), true)
+	}
+	now := c.now()
+	ref := pol.GetCreationTimestamp().Time
+	if t := pol.GetStatus().LastExecutionTime; t != nil {
+		ref = t.Time
+	}
+	due := compiled.Schedule().Next(ref)
+	if now.Before(due) {
+		if ready := apimeta.FindStatusCondition(pol.GetStatus().Conditions, ConditionReady); ready == nil || ready.ObservedGeneration != pol.GetGeneration() {
+			msg := fmt.Sprintf("next run at %s", due.UTC().Format(time.RFC3339))
+			if err := c.setStatus(ctx, pol, nil, metav1.ConditionTrue, ReasonScheduled, msg, false); err != nil {
+				return 0, err
+			}
+		}
+		return due.Sub(now), nil
+	}
+	deleted, runErr := c.runPolicy(ctx, compiled)
+	if runErr != nil {
+		// lastExecutionTime stays: the run is due until it succeeds.
+		msg := fmt.Sprintf("run at %s failed (%d objects deleted before): %v", now.UTC().Format(time.RFC3339), deleted, runErr)
+		if err := c.setStatus(ctx, pol, nil, metav1.ConditionFalse, ReasonRunFailed, msg, false); err != nil {
+			return 0, errors.Join(runErr, err)
+		}
+		return 0, runErr
+	}
+	next := compiled.Schedule().Next(now)
+	verb := "deleted"
+	if compiled.DryRun() {
+		verb = "dry run: would have deleted"
+	}
+	msg := fmt.Sprintf("%s %d objects at %s; next run at %s", verb, deleted, now.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339))
+	if err := c.setStatus(ctx, pol, &now, metav1.ConditionTrue, ReasonSucceeded, msg, false); err != nil {
+		return 0, err
+	}
+	return max(next.Sub(c.now()), time.Second), nil
+}
+
+// setStatus writes Ready (and Stalled) and, after a successful run,
+// lastExecutionTime.
+func (c *policyController) setStatus(ctx context.Context, pol kyvernov2.CleanupPolicyInterface, ran *time.Time, ready metav1.ConditionStatus, reason, msg string, stalled bool) error {
+	obj, ok := pol.(client.Object)
+	if !ok {
+		return fmt.Errorf("%T is not an API object", pol)
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	st := pol.GetStatus()
+	if ran != nil {
+		t := metav1.NewTime(*ran)
+		st.LastExecutionTime = &t
+	}
+	gen := pol.GetGeneration()
+	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionReady, Status: ready, Reason: reason, Message: msg, ObservedGeneration: gen})
+	stalledStatus, stalledReason := metav1.ConditionFalse, reason
+	if stalled {
+		stalledStatus = metav1.ConditionTrue
+	}
+	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionStalled, Status: stalledStatus, Reason: stalledReason, Message: msg, ObservedGeneration: gen})
+	if err := c.client.Status().Patch(ctx, obj, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("writing the status of %s: %w", CleanupKey(pol), err)
+	}
+	return nil
+}
+
+// CleanupKey names a policy in logs and errors: "ClusterCleanupPolicy/x"
+// or "CleanupPolicy/ns/x".
+func CleanupKey(p kyvernov2.CleanupPolicyInterface) string {
+	// A ClusterCleanupPolicy's namespace is empty.
+	return policyKey{Namespace: p.GetNamespace(), Name: p.GetName()}.String()
+}
+
+// runPolicy lists the policy's kinds and deletes (or, in a dry run,
+// reports) what it selects. It goes on past errors, and returns them all
+// with the number of objects deleted.
+func (c *policyController) runPolicy(ctx context.Context, p *engine.CleanupPolicy) (int, error) {
+	run, err := p.Prepare(ctx, engine.WithLoaders(c.loaders))
+	if err != nil {
+		return 0, err
+	}
+	src := p.Source()
+	namespace := ""
+	if src.IsNamespaced() {
+		namespace = src.GetNamespace()
+		if c.o.excluded(namespace) {
+			return 0, fmt.Errorf("namespace %s is excluded from cleanup", namespace)
+		}
+	}
+	var errs []error
+	deleted := 0
+	for _, sel := range p.Kinds() {
+		types, err := c.resolve(sel)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, t := range types {
+			if src.IsNamespaced() && !t.Namespaced {
+				continue
+			}
+			n, err := c.runType(ctx, p, run, sel, t, namespace)
+			deleted += n
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return deleted, errors.Join(errs...)
+}
+
+// resolve maps a kind selector to served types, rediscovering once when
+// it names none (a CRD may be new).
+func (c *policyController) resolve(sel string) ([]apiType, error) {
+	c.mu.Lock()
+	types := c.types
+	c.mu.Unlock()
+	if out := resolveKind(types, sel); len(out) > 0 {
+		return out, nil
+	}
+	types, err := discoverDeletable(c.disco)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.types = types
+	c.mu.Unlock()
+	if out := resolveKind(types, sel); len(out) > 0 {
+		return out, nil
+	}
+	return nil, fmt.Errorf("kind %q: the API server serves no such kind that can be listed and deleted", sel)
+}
+
+func (c *policyController) runType(ctx context.Context, p *engine.CleanupPolicy, run *engine.CleanupRun, sel string, t apiType, namespace string) (int, error) {
+	src := p.Source()
+	var errs []error
+	deleted := 0
+	opts := metav1.ListOptions{Limit: c.o.PageSize}
+	for {
+		list, err := c.dyn.Resource(t.GVR).Namespace(namespace).List(ctx, opts)
+		if err != nil {
+			c.m.errors.WithLabelValues(c.labels(src, sel, namespace)...).Inc()
+			return deleted, fmt.Errorf("listing %s: %w", t.GVR.String(), err)
+		}
+		for i := range list.Items {
+			obj := &list.Items[i]
+			ok, err := c.selects(ctx, run, t, obj)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			if err := c.delete(ctx, p, sel, t, obj); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			deleted++
+		}
+		if list.GetContinue() == "" {
+			return deleted, errors.Join(errs...)
+		}
+		opts.Continue = list.GetContinue()
+	}
+}
+
+// selects applies the safety rules (excluded namespaces, objects already
+// being deleted) and then the policy.
+func (c *policyController) selects(ctx context.Context, run *engine.CleanupRun, t apiType, obj *unstructured.Unstructured) (bool, error) {
+	if obj.GetDeletionTimestamp() != nil {
+		return false, nil
+	}
+	if t.GVR.Group == "" && t.GVR.Resource == "namespaces" && c.o.excluded(obj.GetName()) {
+		return false, nil
+	}
+	if c.o.excluded(obj.GetNamespace()) {
+		return false, nil
+	}
+	ns := obj.GetNamespace()
+	return run.Selects(engine.CleanupObject{Object: obj.Object, Kind: t.GVK(), NamespaceLabels: func() map[string]string {
+		if ns == "" {
+			return nil
+		}
+		var n corev1.Namespace
+		if err := c.client.Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
+			return nil
+		}
+		return n.Labels
+	}})
+}
+
+func (c *policyController) delete(ctx context.Context, p *engine.CleanupPolicy, sel string, t apiType, obj *unstructured.Unstructured) error {
+	src := p.Source()
+	target := fmt.Sprintf("%s/%s/%s", t.Kind, obj.GetNamespace(), obj.GetName())
+	related := &corev1.ObjectReference{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
+	regarding, _ := src.(client.Object)
+	if p.DryRun() {
+		c.recorder.Eventf(regarding, related, corev1.EventTypeNormal, ReasonDryRun, actionNone, "dry run: would clean up the target resource %s", target)
+		return nil
+	}
+	uid := obj.GetUID()
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: src.GetSpec().DeletionPropagationPolicy}
+	err := c.dyn.Resource(t.GVR).Namespace(obj.GetNamespace()).Delete(ctx, obj.GetName(), opts)
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return nil
+	case err != nil:
+		c.m.errors.WithLabelValues(c.labels(src, sel, obj.GetNamespace())...).Inc()
+		c.recorder.Eventf(regarding, related, corev1.EventTypeWarning, ReasonPolicyError, actionNone, "failed to clean up the target resource %s: %v", target, err)
+		return fmt.Errorf("deleting %s: %w", target, err)
+	}
+	c.m.deleted.WithLabelValues(c.labels(src, sel, obj.GetNamespace())...).Inc()
+	c.recorder.Eventf(regarding, related, corev1.EventTypeNormal, ReasonPolicyApplied, actionCleanedUp, "successfully cleaned up the target resource %s", target)
+	return nil
+}
+
+func (c *policyController) labels(src kyvernov2.CleanupPolicyInterface, kind, namespace string) []string {
+	prop := ""
+	if p := src.GetSpec().DeletionPropagationPolicy; p != nil {
+		prop = string(*p)
+	}
+	return []string{src.GetKind(), src.GetNamespace(), src.GetName(), kind, namespace, prop}
+}

@@ -1,0 +1,101 @@
+package cleanup
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+)
+
+// policyKey names a cleanup policy: Namespace is empty for a
+// ClusterCleanupPolicy.
+type policyKey struct {
+	Namespace, Name string
+}
+
+func (k policyKey) String() string {
+	if k.Namespace == "" {
+		return kyvernov2.ClusterCleanupPolicyKind + "/" + k.Name
+	}
+	return kyvernov2.CleanupPolicyKind + "/" + k.Namespace + "/" + k.Name
+}
+
+// policySource is where the controller reads cleanup policies: the
+// process's shared informers.
+type policySource struct {
+	cache crcache.Cache
+}
+
+// get returns the policy, or a NotFound error.
+func (s policySource) get(ctx context.Context, k policyKey) (kyvernov2.CleanupPolicyInterface, error) {
+	var p interface {
+		client.Object
+		kyvernov2.CleanupPolicyInterface
+	} = &kyvernov2.ClusterCleanupPolicy{}
+	if k.Namespace != "" {
+		p = &kyvernov2.CleanupPolicy{}
+	}
+	if err := s.cache.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: k.Name}, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// watch calls changed with the key of every policy added, deleted, or
+// updated in its spec (generation) or annotations (dry run); status
+// writes do not count.
+func (s policySource) watch(ctx context.Context, changed func(policyKey)) (func(), error) {
+	var regs []func()
+	for _, obj := range []client.Object{&kyvernov2.ClusterCleanupPolicy{}, &kyvernov2.CleanupPolicy{}} {
+		inf, err := s.cache.GetInformer(ctx, obj)
+		if err != nil {
+			return nil, fmt.Errorf("watching %T: %w", obj, err)
+		}
+		key := func(o any) (policyKey, bool) {
+			if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			co, ok := o.(client.Object)
+			if !ok {
+				return policyKey{}, false
+			}
+			return policyKey{Namespace: co.GetNamespace(), Name: co.GetName()}, true
+		}
+		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) {
+				if k, ok := key(o); ok {
+					changed(k)
+				}
+			},
+			UpdateFunc: func(oldObj, newObj any) {
+				o, ok1 := oldObj.(client.Object)
+				n, ok2 := newObj.(client.Object)
+				if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
+					return
+				}
+				if k, ok := key(newObj); ok {
+					changed(k)
+				}
+			},
+			DeleteFunc: func(o any) {
+				if k, ok := key(o); ok {
+					changed(k)
+				}
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		regs = append(regs, func() { _ = inf.RemoveEventHandler(reg) })
+	}
+	return func() {
+		for _, r := range regs {
+			r()
+		}
+	}, nil
+}

@@ -1,0 +1,110 @@
+package cleanup
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/leaderelect"
+	"github.com/charter-dev/charter/internal/loaders"
+)
+
+// EventSource is the reportingController of the controller's events, as
+// Kyverno names its cleanup controller's.
+const EventSource = "kyverno-cleanup"
+
+// Setup adds the cleanup controller to the manager. It runs under its own
+// Lease (Options.LeaseName) when Options.LeaderElect is set.
+func Setup(mgr manager.Manager, o Options) error {
+	o.defaults()
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.QPS, cfg.Burst = o.QPS, o.Burst
+	cfg.UserAgent = rest.DefaultKubernetesUserAgent() + " charter-cleanup"
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	m, err := processMetrics()
+	if err != nil {
+		return fmt.Errorf("cleanup metrics: %w", err)
+	}
+	// Events go through a client of their own, so a wave of deletions
+	// does not wait behind its own events.
+	ecfg := rest.CopyConfig(mgr.GetConfig())
+	ecfg.QPS, ecfg.Burst = 1000, 2000
+	eventsClient, err := kubernetes.NewForConfig(ecfg)
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	c := &controller{
+		o: &o, eventsClient: eventsClient,
+		policies: &policyController{o: &o, source: policySource{cache: mgr.GetCache()}, client: mgr.GetClient(), dyn: dyn, disco: disco,
+			loaders: engine.Loaders{APICalls: loaders.NewAPICalls(kube)}, m: m},
+		ttl: newTTLController(&o, meta, disco, kube, nil, m),
+	}
+	c.policies.now = c.ttl.now
+	scheme := mgr.GetScheme()
+	c.newRecorder = func(b events.EventBroadcaster) events.EventRecorder { return b.NewRecorder(scheme, EventSource) }
+	return mgr.Add(leaderelect.New(mgr.GetConfig(), leaderelect.Options{
+		Enabled: o.LeaderElect, Namespace: o.Namespace, Name: o.LeaseName, RetryPeriod: o.RetryPeriod, Log: o.Log,
+	}, c.run))
+}
+
+// controller runs the policy and TTL controllers while this replica leads.
+type controller struct {
+	o            *Options
+	eventsClient kubernetes.Interface
+	newRecorder  func(events.EventBroadcaster) events.EventRecorder
+	policies     *policyController
+	ttl          *ttlController
+}
+
+func (c *controller) run(ctx context.Context) error {
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: c.eventsClient.EventsV1()})
+	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+		return fmt.Errorf("cleanup events: %w", err)
+	}
+	defer b.Shutdown()
+	rec := c.newRecorder(b)
+	c.policies.recorder, c.ttl.recorder = rec, rec
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Go(func() { errs <- c.policies.run(ctx) })
+	if !c.o.DisableTTL {
+		wg.Go(func() { errs <- c.ttl.run(ctx) })
+	}
+	// The first to fail stops the other.
+	var err error
+	go func() { wg.Wait(); close(errs) }()
+	for e := range errs {
+		if e != nil && err == nil {
+			err = e
+			cancel()
+		}
+	}
+	return err
+}

@@ -1,0 +1,367 @@
+package cleanup
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/charter-dev/charter/engine/ttl"
+)
+
+// Event reasons of the TTL controller.
+const (
+	ReasonTTLExpired = "TTLExpired"
+	ReasonInvalidTTL = "InvalidTTL"
+)
+
+// ttlKey names one labelled object of one watched type.
+type ttlKey struct {
+	GVR             schema.GroupVersionResource
+	Namespace, Name string
+}
+
+// ttlWatch is the metadata informer of one watched type.
+type ttlWatch struct {
+	t        apiType
+	informer cache.SharedIndexInformer
+	stop     context.CancelFunc
+}
+
+// ttlController deletes objects whose cleanup.kyverno.io/ttl expired. Each
+// labelled object waits in a delaying queue until its deadline; the
+// informers only tell it when labels come, change or go.
+type ttlController struct {
+	o        *Options
+	meta     metadata.Interface
+	disco    discovery.DiscoveryInterface
+	kube     kubernetes.Interface
+	recorder events.EventRecorder
+	m        *metrics
+	now      func() time.Time
+
+	queue workqueue.TypedRateLimitingInterface[ttlKey]
+	poke  chan struct{}
+
+	mu      sync.Mutex
+	watched map[schema.GroupVersionResource]*ttlWatch
+	// reported holds the invalid values already reported, by object, so
+	// an object gets one event per bad value, not one per resync.
+	reported map[types.UID]string
+}
+
+func newTTLController(o *Options, meta metadata.Interface, disco discovery.DiscoveryInterface, kube kubernetes.Interface, recorder events.EventRecorder, m *metrics) *ttlController {
+	return &ttlController{
+		o: o, meta: meta, disco: disco, kube: kube, recorder: recorder, m: m, now: time.Now,
+		poke:     make(chan struct{}, 1),
+		watched:  map[schema.GroupVersionResource]*ttlWatch{},
+		reported: map[types.UID]string{},
+	}
+}
+
+// run discovers the types to watch, now and then every DiscoveryInterval
+// or when a CRD changes, and deletes expired objects until ctx ends.
+func (c *ttlController) run(ctx context.Context) error {
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[ttlKey](time.Second, time.Minute),
+		workqueue.TypedRateLimitingQueueConfig[ttlKey]{Name: "cleanup-ttl"})
+	defer c.queue.ShutDown()
+	defer c.stopAll()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for range c.o.TTLWorkers {
+		wg.Go(func() {
+			for c.next(ctx) {
+			}
+		})
+	}
+	stopCRDs := c.watchCRDs(ctx)
+	defer stopCRDs()
+
+	ticker := time.NewTicker(c.o.DiscoveryInterval)
+	defer ticker.Stop()
+	for {
+		if err := c.discover(ctx); err != nil {
+			c.o.Log.Error(err, "TTL: discovering the kinds to watch; the kinds watched so far stay watched")
+		}
+		select {
+		case <-ctx.Done():
+			c.queue.ShutDown()
+			return nil
+		case <-ticker.C:
+		case <-c.poke:
+			// Give the API server a moment to serve a new CRD's
+			// resource in discovery.
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// watchCRDs pokes discovery whenever a CRD is added, changed (e.g.
+// becomes Established) or deleted.
+func (c *ttlController) watchCRDs(ctx context.Context) func() {
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	inf := metadatainformer.NewFilteredMetadataInformer(c.meta, crds, "", 0, cache.Indexers{}, nil).Informer()
+	_ = inf.SetTransform(slimMeta)
+	poke := func() {
+		select {
+		case c.poke <- struct{}{}:
+		default:
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	})
+	ictx, cancel := context.WithCancel(ctx)
+	go inf.RunWithContext(ictx)
+	return cancel
+}
+
+// discover starts an informer for every deletable type the controller may
+// list, watch and delete cluster-wide, and stops those of types that are
+// gone.
+func (c *ttlController) discover(ctx context.Context) error {
+	types, err := discoverDeletable(c.disco)
+	if err != nil {
+		return err
+	}
+	want := make(map[schema.GroupVersionResource]apiType, len(types))
+	for _, t := range types {
+		want[t.GVR] = t
+	}
+	c.mu.Lock()
+	var gone []*ttlWatch
+	for gvr, w := range c.watched {
+		if _, ok := want[gvr]; !ok {
+			gone = append(gone, w)
+			delete(c.watched, gvr)
+		}
+	}
+	var fresh []apiType
+	for gvr, t := range want {
+		if _, ok := c.watched[gvr]; !ok {
+			fresh = append(fresh, t)
+		}
+	}
+	c.mu.Unlock()
+	for _, w := range gone {
+		w.stop()
+		c.m.ttlInfo.DeleteLabelValues(w.t.GVR.Group, w.t.GVR.Version, w.t.GVR.Resource)
+		c.o.Log.Info("TTL: no longer watching", "resource", w.t.GVR.String())
+	}
+	for _, t := range fresh {
+		allowed, err := c.mayDelete(ctx, t.GVR)
+		if err != nil {
+			return err
+		}
+		if !allowed {
+			continue
+		}
+		c.watch(ctx, t)
+	}
+	return nil
+}
+
+// mayDelete asks the API server whether charter may list, watch and
+// delete the resource in every namespace: a TTL charter cannot act on
+// everywhere is not watched at all.
+func (c *ttlController) mayDelete(ctx context.Context, gvr schema.GroupVersionResource) (bool, error) {
+	for _, verb := range []string{"list", "watch", "delete"} {
+		r, err := c.kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("asking whether charter may %s %s: %w", verb, gvr.String(), err)
+		}
+		if !r.Status.Allowed {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (c *ttlController) watch(ctx context.Context, t apiType) {
+	inf := metadatainformer.NewFilteredMetadataInformer(c.meta, t.GVR, metav1.NamespaceAll, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.LabelSelector = ttl.Label }).Informer()
+	_ = inf.SetTransform(slimMeta)
+	enqueue := func(obj any) {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			c.queue.Add(ttlKey{GVR: t.GVR, Namespace: m.Namespace, Name: m.Name})
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(oldObj, newObj any) {
+			o, _ := oldObj.(*metav1.PartialObjectMetadata)
+			n, _ := newObj.(*metav1.PartialObjectMetadata)
+			if o == nil || n == nil || o.Labels[ttl.Label] != n.Labels[ttl.Label] || o.UID != n.UID {
+				enqueue(newObj)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+				c.mu.Lock()
+				delete(c.reported, m.UID)
+				c.mu.Unlock()
+			}
+		},
+	})
+	ictx, cancel := context.WithCancel(ctx)
+	c.mu.Lock()
+	c.watched[t.GVR] = &ttlWatch{t: t, informer: inf, stop: cancel}
+	c.mu.Unlock()
+	c.m.ttlInfo.WithLabelValues(t.GVR.Group, t.GVR.Version, t.GVR.Resource).Set(1)
+	go inf.RunWithContext(ictx)
+}
+
+func (c *ttlController) stopAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for gvr, w := range c.watched {
+		w.stop()
+		c.m.ttlInfo.DeleteLabelValues(gvr.Group, gvr.Version, gvr.Resource)
+		delete(c.watched, gvr)
+	}
+}
+
+// slimMeta keeps of an object's metadata only what the TTL controller
+// reads, so 100,000 tracked objects fit in little memory: no managed
+// fields, no other labels or annotations.
+func slimMeta(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp,
+	}}
+	if v, ok := m.Labels[ttl.Label]; ok {
+		out.Labels = map[string]string{ttl.Label: v}
+	}
+	if v, ok := m.Annotations[ttl.PropagationAnnotation]; ok {
+		out.Annotations = map[string]string{ttl.PropagationAnnotation: v}
+	}
+	return out, nil
+}
+
+func (c *ttlController) next(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.reconcile(ctx, key); err != nil {
+		c.o.Log.Error(err, "TTL: deleting an expired object; retrying", "resource", key.GVR.String(), "namespace", key.Namespace, "name", key.Name)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// reconcile deletes the object if its TTL has expired, else waits for
+// the deadline.
+func (c *ttlController) reconcile(ctx context.Context, key ttlKey) error {
+	c.mu.Lock()
+	w := c.watched[key.GVR]
+	c.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	storeKey := key.Name
+	if key.Namespace != "" {
+		storeKey = key.Namespace + "/" + key.Name
+	}
+	obj, exists, err := w.informer.GetIndexer().GetByKey(storeKey)
+	if err != nil || !exists {
+		return err
+	}
+	m := obj.(*metav1.PartialObjectMetadata)
+	value, labelled := m.Labels[ttl.Label]
+	if !labelled || m.DeletionTimestamp != nil || c.isExcluded(w.t, m) {
+		return nil
+	}
+	parsed, err := ttl.Parse(value)
+	if err != nil {
+		c.reportInvalid(w.t, m, value, err)
+		return nil
+	}
+	deadline := parsed.Deadline(m.CreationTimestamp.Time)
+	if wait := deadline.Sub(c.now()); wait > 0 {
+		c.queue.AddAfter(key, wait)
+		return nil
+	}
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &m.UID}}
+	switch p := metav1.DeletionPropagation(m.Annotations[ttl.PropagationAnnotation]); p {
+	case metav1.DeletePropagationForeground, metav1.DeletePropagationBackground, metav1.DeletePropagationOrphan:
+		opts.PropagationPolicy = &p
+	}
+	labels := []string{key.Namespace, key.GVR.Group, key.GVR.Version, key.GVR.Resource}
+	err = c.meta.Resource(key.GVR).Namespace(key.Namespace).Delete(ctx, key.Name, opts)
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Gone already, or replaced by a new object of the same name,
+		// which has its own deadline.
+		return nil
+	case err != nil:
+		c.m.ttlErrors.WithLabelValues(labels...).Inc()
+		return err
+	}
+	c.m.ttlDeleted.WithLabelValues(labels...).Inc()
+	c.recorder.Eventf(objectRef(w.t, m), nil, corev1.EventTypeNormal, ReasonTTLExpired, "Delete",
+		"deleted: %s %q expired at %s", ttl.Label, value, deadline.UTC().Format(time.RFC3339))
+	c.o.Log.V(1).Info("TTL expired: deleted", "resource", key.GVR.String(), "namespace", key.Namespace, "name", key.Name)
+	return nil
+}
+
+// isExcluded reports whether the object is in an excluded namespace, or
+// is an excluded Namespace.
+func (c *ttlController) isExcluded(t apiType, m *metav1.PartialObjectMetadata) bool {
+	if t.GVR.Group == "" && t.GVR.Resource == "namespaces" {
+		return c.o.excluded(m.Name)
+	}
+	return c.o.excluded(m.Namespace)
+}
+
+// reportInvalid emits one Warning event per object and invalid value:
+// the object is kept, never given a guessed deadline.
+func (c *ttlController) reportInvalid(t apiType, m *metav1.PartialObjectMetadata, value string, err error) {
+	c.mu.Lock()
+	seen := c.reported[m.UID] == value
+	c.reported[m.UID] = value
+	c.mu.Unlock()
+	if seen {
+		return
+	}
+	c.recorder.Eventf(objectRef(t, m), nil, corev1.EventTypeWarning, ReasonInvalidTTL, "Keep", "not deleted: %v", err)
+}
+
+func objectRef(t apiType, m *metav1.PartialObjectMetadata) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: t.GVR.GroupVersion().String(), Kind: t.Kind,
+		Namespace: m.Namespace, Name: m.Name, UID: m.UID}
+}
