@@ -108,18 +108,20 @@ func TestCleanupPrepareContextError(t *testing.T) {
 }
 
 func TestCompileCleanupFaults(t *testing.T) {
-	data, err := os.ReadFile("testdata/compile/cleanup-faults.yaml")
+	data, err := os.ReadFile("testdata/cleanup-compile/faults.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cases []struct {
-		Policy map[string]any `json:"policy"`
-		Want   []string       `json:"want"`
+	var file struct {
+		Cases []struct {
+			Policy map[string]any `json:"policy"`
+			Want   []string       `json:"want"`
+		} `json:"cases"`
 	}
-	if err := yaml.UnmarshalStrict(data, &cases); err != nil {
+	if err := yaml.UnmarshalStrict(data, &file); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range cases {
+	for _, tc := range file.Cases {
 		name := tc.Policy["metadata"].(map[string]any)["name"].(string)
 		t.Run(name, func(t *testing.T) {
 			_, err := CompileCleanupPolicy(decodeCleanupPolicy(t, tc.Policy))
