@@ -13,6 +13,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/clusterstate/cleanuppolicies"
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
@@ -23,6 +24,9 @@ type State struct {
 	// Policies is the process's one watch of installed policies and
 	// exceptions; it also serves namespace labels.
 	Policies *policycache.Cache
+	// CleanupPolicies reads CleanupPolicies and ClusterCleanupPolicies
+	// and tells of their changes.
+	CleanupPolicies *cleanuppolicies.Source
 	// Loaders are what the engine reads as it evaluates: namespace labels
 	// from the shared informer, ConfigMaps and API calls from the API
 	// server on every evaluation (see package loaders).
@@ -86,7 +90,8 @@ func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opt
 	}
 	cache := policycache.New(informers, log.WithName("policycache"), o.cache...)
 	return &State{
-		Policies: cache,
+		Policies:        cache,
+		CleanupPolicies: cleanuppolicies.New(informers),
 		Loaders: engine.Loaders{
 			Namespaces: cache,
 			ConfigMaps: loaders.ConfigMaps{Client: kube},

@@ -363,7 +363,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	// One source of installed policies, namespace labels and loaders for
 	// every controller of the process: a policy change is watched once.
 	var state *clusterstate.State
-	if slices.Contains(o.controllers, controllerReports) || slices.Contains(o.controllers, controllerAdmission) || slices.Contains(o.controllers, controllerBackground) {
+	if slices.Contains(o.controllers, controllerReports) || slices.Contains(o.controllers, controllerAdmission) || slices.Contains(o.controllers, controllerBackground)  || slices.Contains(o.controllers, controllerCleanup) {
 		trusted, err := exceptionNamespaces(o)
 		if err != nil {
 			return nil, nil, err
@@ -448,7 +448,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	if slices.Contains(o.controllers, controllerCleanup) {
 		co := o.cleanup
 		co.Namespace, co.LeaderElect, co.LeaseName, co.RetryPeriod = o.namespace, o.leaderElect, o.leaseName+"-cleanup", o.retryPeriod
-		co.Log = log.WithName("cleanup")
+		co.Log, co.State = log.WithName("cleanup"), state
 		if err := cleanup.Setup(mgr, co); err != nil {
 			return nil, nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,7 +23,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine/ttl"
 	"github.com/charter-dev/charter/internal/controlplane"
 )
@@ -72,6 +75,9 @@ func testScheme(t *testing.T) *runtime.Scheme {
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
+	if err := kyvernov1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
 	if err := kyvernov2.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +95,11 @@ func (e *env) startController() (stop func()) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := Setup(mgr, Options{Namespace: "charter", LeaderElect: true, RetryPeriod: 500 * time.Millisecond, DiscoveryInterval: 5 * time.Second}); err != nil {
+	state, err := clusterstate.New(mgr, logr.Discard())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := Setup(mgr, Options{State: state, Namespace: "charter", LeaderElect: true, RetryPeriod: 500 * time.Millisecond, DiscoveryInterval: 5 * time.Second}); err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(e.ctx)

@@ -5,6 +5,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
+
+	"github.com/charter-dev/charter/clusterstate"
 )
 
 // Defaults.
@@ -21,6 +23,10 @@ const (
 // Options configure the cleanup controller. The zero value of every field
 // means its default.
 type Options struct {
+	// State is the process's shared cluster state (clusterstate.New): the
+	// cleanup policies, namespace labels and the loaders of context
+	// entries come from it. Required.
+	State *clusterstate.State
 	// Namespace is charter's namespace: it holds the Lease and is
 	// excluded unless ExcludedNamespaces says otherwise.
 	Namespace string

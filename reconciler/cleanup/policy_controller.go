@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/clusterstate/cleanuppolicies"
 	"github.com/charter-dev/charter/engine"
 )
 
@@ -45,8 +46,8 @@ const (
 // policyController runs cleanup policies on their schedules.
 type policyController struct {
 	o        *Options
-	source   policySource
-	client   client.Client // status writes and Namespace reads
+	source   *cleanuppolicies.Source
+	client   client.Client // status writes
 	dyn      dynamic.Interface
 	disco    discovery.DiscoveryInterface
 	loaders  engine.Loaders
@@ -54,7 +55,7 @@ type policyController struct {
 	m        *metrics
 	now      func() time.Time
 
-	queue workqueue.TypedRateLimitingInterface[policyKey]
+	queue workqueue.TypedRateLimitingInterface[cleanuppolicies.Key]
 
 	mu    sync.Mutex
 	types []apiType
@@ -62,10 +63,10 @@ type policyController struct {
 
 func (c *policyController) run(ctx context.Context) error {
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[policyKey](5*time.Second, c.o.MaxRetryDelay),
-		workqueue.TypedRateLimitingQueueConfig[policyKey]{Name: "cleanup-policies"})
+		workqueue.NewTypedItemExponentialFailureRateLimiter[cleanuppolicies.Key](5*time.Second, c.o.MaxRetryDelay),
+		workqueue.TypedRateLimitingQueueConfig[cleanuppolicies.Key]{Name: "cleanup-policies"})
 	defer c.queue.ShutDown()
-	stop, err := c.source.watch(ctx, func(k policyKey) { c.queue.Add(k) })
+	stop, err := c.source.Watch(ctx, func(k cleanuppolicies.Key) { c.queue.Add(k) })
 	if err != nil {
 		return err
 	}
@@ -107,8 +108,8 @@ func (c *policyController) next(ctx context.Context) bool {
 
 // reconcile runs the policy if it is due and returns when to look again
 // (zero: not until the policy changes).
-func (c *policyController) reconcile(ctx context.Context, key policyKey) (time.Duration, error) {
-	pol, err := c.source.get(ctx, key)
+func (c *policyController) reconcile(ctx context.Context, key cleanuppolicies.Key) (time.Duration, error) {
+	pol, err := c.source.Get(ctx, key)
 	if apierrors.IsNotFound(err) {
 		return 0, nil
 	}
@@ -187,7 +188,7 @@ func (c *policyController) setStatus(ctx context.Context, pol kyvernov2.CleanupP
 // or "CleanupPolicy/ns/x".
 func CleanupKey(p kyvernov2.CleanupPolicyInterface) string {
 	// A ClusterCleanupPolicy's namespace is empty.
-	return policyKey{Namespace: p.GetNamespace(), Name: p.GetName()}.String()
+	return cleanuppolicies.Key{Namespace: p.GetNamespace(), Name: p.GetName()}.String()
 }
 
 // runPolicy lists the policy's kinds and deletes (or, in a dry run,
@@ -298,14 +299,11 @@ func (c *policyController) selects(ctx context.Context, run *engine.CleanupRun, 
 	}
 	ns := obj.GetNamespace()
 	return run.Selects(engine.CleanupObject{Object: obj.Object, Kind: t.GVK(), NamespaceLabels: func() map[string]string {
-		if ns == "" {
+		if ns == "" || c.loaders.Namespaces == nil {
 			return nil
 		}
-		var n corev1.Namespace
-		if err := c.client.Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
-			return nil
-		}
-		return n.Labels
+		labels, _ := c.loaders.Namespaces.NamespaceLabels(ctx, ns)
+		return labels
 	}})
 }
 

@@ -2,6 +2,7 @@ package cleanup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -15,7 +16,6 @@ import (
 
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/leaderelect"
-	"github.com/charter-dev/charter/internal/loaders"
 )
 
 // EventSource is the reportingController of the controller's events, as
@@ -26,6 +26,9 @@ const EventSource = "kyverno-cleanup"
 // Lease (Options.LeaseName) when Options.LeaderElect is set.
 func Setup(mgr manager.Manager, o Options) error {
 	o.defaults()
+	if o.State == nil {
+		return errors.New("cleanup: Options.State is required")
+	}
 	cfg := rest.CopyConfig(mgr.GetConfig())
 	cfg.QPS, cfg.Burst = o.QPS, o.Burst
 	cfg.UserAgent = rest.DefaultKubernetesUserAgent() + " charter-cleanup"
@@ -59,8 +62,11 @@ func Setup(mgr manager.Manager, o Options) error {
 	}
 	c := &controller{
 		o: &o, eventsClient: eventsClient,
-		policies: &policyController{o: &o, source: policySource{cache: mgr.GetCache()}, client: mgr.GetClient(), dyn: dyn, disco: disco,
-			loaders: engine.Loaders{APICalls: loaders.NewAPICalls(kube)}, m: m},
+		// Cleanup policies load apiCall and globalReference entries only
+		// (configMap and imageRegistry are refused), and read namespace
+		// labels for namespaceSelectors.
+		policies: &policyController{o: &o, source: o.State.CleanupPolicies, client: mgr.GetClient(), dyn: dyn, disco: disco,
+			loaders: engine.Loaders{APICalls: o.State.Loaders.APICalls, Namespaces: o.State.Loaders.Namespaces, GlobalContext: o.State.Loaders.GlobalContext}, m: m},
 		ttl: newTTLController(&o, meta, disco, kube, nil, m),
 	}
 	c.policies.now = c.ttl.now

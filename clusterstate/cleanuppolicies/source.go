@@ -1,4 +1,8 @@
-package cleanup
+// Package cleanuppolicies is the process's source of CleanupPolicies and
+// ClusterCleanupPolicies: reads and change notifications on the manager's
+// shared informers, so the cleanup controller and any other reader watch
+// them once.
+package cleanuppolicies
 
 import (
 	"context"
@@ -12,27 +16,29 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 )
 
-// policyKey names a cleanup policy: Namespace is empty for a
+// Key names a cleanup policy: Namespace is empty for a
 // ClusterCleanupPolicy.
-type policyKey struct {
+type Key struct {
 	Namespace, Name string
 }
 
-func (k policyKey) String() string {
+func (k Key) String() string {
 	if k.Namespace == "" {
 		return kyvernov2.ClusterCleanupPolicyKind + "/" + k.Name
 	}
 	return kyvernov2.CleanupPolicyKind + "/" + k.Namespace + "/" + k.Name
 }
 
-// policySource is where the controller reads cleanup policies: the
-// process's shared informers.
-type policySource struct {
+// Source reads cleanup policies from the process's shared informers.
+type Source struct {
 	cache crcache.Cache
 }
 
-// get returns the policy, or a NotFound error.
-func (s policySource) get(ctx context.Context, k policyKey) (kyvernov2.CleanupPolicyInterface, error) {
+// New returns a Source on the informers of cache.
+func New(cache crcache.Cache) *Source { return &Source{cache: cache} }
+
+// Get returns the policy, or a NotFound error.
+func (s *Source) Get(ctx context.Context, k Key) (kyvernov2.CleanupPolicyInterface, error) {
 	var p interface {
 		client.Object
 		kyvernov2.CleanupPolicyInterface
@@ -46,25 +52,26 @@ func (s policySource) get(ctx context.Context, k policyKey) (kyvernov2.CleanupPo
 	return p, nil
 }
 
-// watch calls changed with the key of every policy added, deleted, or
+// Watch calls changed with the key of every policy added, deleted, or
 // updated in its spec (generation) or annotations (dry run); status
 // writes do not count.
-func (s policySource) watch(ctx context.Context, changed func(policyKey)) (func(), error) {
+// It returns a function that stops the notifications.
+func (s *Source) Watch(ctx context.Context, changed func(Key)) (func(), error) {
 	var regs []func()
 	for _, obj := range []client.Object{&kyvernov2.ClusterCleanupPolicy{}, &kyvernov2.CleanupPolicy{}} {
 		inf, err := s.cache.GetInformer(ctx, obj)
 		if err != nil {
 			return nil, fmt.Errorf("watching %T: %w", obj, err)
 		}
-		key := func(o any) (policyKey, bool) {
+		key := func(o any) (Key, bool) {
 			if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 				o = d.Obj
 			}
 			co, ok := o.(client.Object)
 			if !ok {
-				return policyKey{}, false
+				return Key{}, false
 			}
-			return policyKey{Namespace: co.GetNamespace(), Name: co.GetName()}, true
+			return Key{Namespace: co.GetNamespace(), Name: co.GetName()}, true
 		}
 		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) {
