@@ -102,7 +102,7 @@ var _ = Describe("Cleanup", Label("cleanup"), Ordered, func() {
 		Expect(cl.Create(ctx, cm)).To(Succeed())
 		deadline := cm.CreationTimestamp.Add(5 * time.Second)
 		Eventually(func() error { return cl.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}) }).
-			WithTimeout(20*time.Second).WithPolling(100*time.Millisecond).Should(Satisfy(apierrors.IsNotFound))
+			WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).Should(Satisfy(apierrors.IsNotFound))
 		gone := time.Now()
 		// creationTimestamp has whole seconds: the deadline is at most a
 		// second earlier than five seconds after the create.
@@ -115,7 +115,9 @@ var _ = Describe("Cleanup", Label("cleanup"), Ordered, func() {
 		// created.
 		firstRun := policyAt.Truncate(time.Minute).Add(time.Minute)
 		for _, obj := range purged {
-			Eventually(func() error { return cl.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)) }).
+			Eventually(func() error {
+				return cl.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
+			}).
 				WithTimeout(time.Until(firstRun)+20*time.Second).WithPolling(250*time.Millisecond).
 				Should(Satisfy(apierrors.IsNotFound), "%s/%s not deleted", obj.GetNamespace(), obj.GetName())
 		}
@@ -149,10 +151,10 @@ var _ = Describe("Cleanup", Label("cleanup"), Ordered, func() {
 		cm := cleanupConfigMap(cleanupNamespaceA, "ttl-restart", map[string]string{ttlLabel: "2s"})
 		Expect(cl.Create(ctx, cm)).To(Succeed())
 		Consistently(func() error { return cl.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}) }).
-			WithTimeout(3 * time.Second).Should(Succeed(), "deleted while no controller ran")
+			WithTimeout(3*time.Second).Should(Succeed(), "deleted while no controller ran")
 		startCharterWith(ctx, cleanupCharterNamespace, "admission,cleanup")
 		Eventually(func() error { return cl.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}) }).
-			WithTimeout(20*time.Second).WithPolling(100*time.Millisecond).Should(Satisfy(apierrors.IsNotFound))
+			WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).Should(Satisfy(apierrors.IsNotFound))
 	}, SpecTimeout(2*time.Minute))
 })
 

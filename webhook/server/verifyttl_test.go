@@ -33,8 +33,8 @@ func TestVerifyTTL(t *testing.T) {
 	h := NewHandler(Options{Policies: staticSnapshots{testSnapshot(t)}})
 	for _, tc := range []struct {
 		name, op, value, old string
-		allowed                bool
-		message, warning       string
+		allowed              bool
+		message, warning     string
 	}{
 		{name: "duration", op: "CREATE", value: "2d", old: "-", allowed: true},
 		{name: "timestamp", op: "CREATE", value: "2026-07-19T120000Z", old: "-", allowed: true},
