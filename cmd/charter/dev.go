@@ -387,12 +387,14 @@ func (e *devEnvironment) ready(source devSource) {
 	e.done("kubeconfig: %s", e.kubeconfigPath)
 	b := func(s string) string { return printer.Paint(e.color, printer.Bold, s) }
 	samples := relativeToWorkingDir(filepath.Join(source.dir, "examples", "pods"))
-	fmt.Fprintf(e.out, "\nTry:\n\n  %s\n  %s\n  %s   %s\n  %s  %s\n  %s\n\n%s\n",
+	cleanupSamples := relativeToWorkingDir(filepath.Join(source.dir, "examples", "cleanup"))
+	fmt.Fprintf(e.out, "\nTry:\n\n  %s\n  %s\n  %s   %s\n  %s  %s\n  %s\n  %s  %s\n\n%s\n",
 		b("export KUBECONFIG="+e.kubeconfigPath),
 		b("kubectl get cpol"),
 		b("kubectl apply -f "+filepath.Join(samples, "compliant.yaml")), e.dim("# passes every policy"),
 		b("kubectl apply -f "+filepath.Join(samples, "privileged.yaml")), e.dim("# admitted (dev audits); its report lists the failures"),
 		b("kubectl get polr -A"),
+		b("kubectl apply -f "+filepath.Join(cleanupSamples, "ttl-configmap.yaml")), e.dim("# cleanup.kyverno.io/ttl: 20s, deleted 20 s after creation"),
 		e.dim("Commit a policy change and it reaches the cluster within seconds. Ctrl-C stops charter dev."))
 }
 

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -114,6 +116,7 @@ func TestDevRunsCharterWithThisCheckoutsDevEnvironment(t *testing.T) {
 		"charter running: admission at https://127.0.0.1:",
 		"PolicyRepository charter/charter-dev Ready",
 		"examples/pods/compliant.yaml   # passes every policy",
+		"examples/cleanup/ttl-configmap.yaml  # cleanup.kyverno.io/ttl: 20s",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output does not say %q:\n%s", want, out)
@@ -148,6 +151,23 @@ func TestDevRunsCharterWithThisCheckoutsDevEnvironment(t *testing.T) {
 	// privileged Pod is admitted, with the policies' warnings.
 	if err := waitForWebhook(ctx, cl); err != nil {
 		t.Fatal(err)
+	}
+	// The cleanup controller runs too: a TTL-labelled ConfigMap goes.
+	scratch := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "scratch",
+		Labels: map[string]string{"cleanup.kyverno.io/ttl": "1s"}}}
+	if err := cl.Create(ctx, scratch); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := cl.Get(ctx, client.ObjectKeyFromObject(scratch), &corev1.ConfigMap{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ConfigMap labelled cleanup.kyverno.io/ttl: 1s is still there after 20 s (%v)", err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	err, out = interrupt()
