@@ -128,9 +128,12 @@ configurations. Out of cluster, --webhook-url makes the webhooks call the
 server by URL (e.g. https://127.0.0.1:9443); in cluster they name the
 Service. Validate and mutate rules are enforced at admission. A policy
 using a feature charter cannot run in the cluster (generate, mutate
-existing, verifyImages, cleanup policies, ...; see the README) is refused
+existing, verifyImages, ...; see the README) is refused
 when a rule of it enforces, and admitted with a warning when it only
 audits; either way its status is Ready=False, reason Unsupported.
+Cleanup policies are checked too (the schedule with the parser the
+cleanup controller runs it with), and a cleanup.kyverno.io/ttl label
+value the cleanup controller could not read is refused.
 
 reports: background scans and one PolicyReport per resource (leader).
 Admission writes the Audit results of the requests it admits into the same
