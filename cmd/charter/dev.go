@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -303,7 +304,7 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	e.done("charter running: admission at https://%s, reports, gitsync, cleanup %s", addr, e.dim("(log: "+logPath+")"))
+	e.done("charter running: admission at https://%s, %s %s", addr, strings.Join(slices.DeleteFunc(slices.Clone(knownControllers), func(c string) bool { return c == controllerAdmission }), ", "), e.dim("(log: "+logPath+")"))
 	return nil
 }
 

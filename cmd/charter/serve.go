@@ -366,7 +366,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	// One source of installed policies, namespace labels and loaders for
 	// every controller of the process: a policy change is watched once.
 	var state *clusterstate.State
-	if slices.Contains(o.controllers, controllerReports) || slices.Contains(o.controllers, controllerAdmission) || slices.Contains(o.controllers, controllerBackground)  || slices.Contains(o.controllers, controllerCleanup) {
+	if slices.Contains(o.controllers, controllerReports) || slices.Contains(o.controllers, controllerAdmission) || slices.Contains(o.controllers, controllerBackground) || slices.Contains(o.controllers, controllerCleanup) {
 		trusted, err := exceptionNamespaces(o)
 		if err != nil {
 			return nil, nil, err
