@@ -36,6 +36,7 @@ import (
 	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
+	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/version"
 	"github.com/charter-dev/charter/reconciler/background"
 	"github.com/charter-dev/charter/reconciler/cleanup"
@@ -444,6 +445,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			Tenancy: gitsync.Tenancy{
 				Namespace: o.namespace, DefaultServiceAccount: o.defaultServiceAccount, NoCrossNamespaceRefs: o.noCrossNamespaceRefs,
 			},
+			Tests: clitest.RepositoryTests{},
 		}); err != nil {
 			return nil, nil, fmt.Errorf("gitsync: %w", err)
 		}

@@ -332,3 +332,24 @@ func checkJUnitNode(n *xmlNode, path string) error {
 	}
 	return nil
 }
+
+// TestRootConfinesTheRun: with Options.Root (the GitOps test gate's
+// checkout), a suite naming a file outside the root cannot run; inside, it
+// runs as usual.
+func TestRootConfinesTheRun(t *testing.T) {
+	suite := "testdata/requiretests/tested/.kyverno-test"
+	results, err := NewRunner(Options{Root: suite}).Run(context.Background(), []string{suite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 || results[0].Err == nil || !strings.Contains(results[0].Err.Error(), "policy.yaml: outside ") {
+		t.Fatalf("results %+v, want the suite refused for ../policy.yaml", results)
+	}
+	failures, err := RepositoryTests{}.RunTests(context.Background(), "testdata/requiretests/tested", suite)
+	if err != nil || len(failures) != 0 {
+		t.Fatalf("inside the root: failures %q, %v", failures, err)
+	}
+	if _, err := (RepositoryTests{}).RunTests(context.Background(), "testdata/requiretests", "testdata/requiretests/untested"); err == nil {
+		t.Fatal("a folder without suites passed the gate")
+	}
+}

@@ -21,6 +21,9 @@ import (
 type fileCache struct {
 	mu      sync.Mutex
 	entries map[string]*cacheEntry
+	// root, when set, is the folder every file read must lie in, symbolic
+	// links resolved (Options.Root).
+	root string
 }
 
 type cacheEntry struct {
@@ -41,8 +44,27 @@ func (c *fileCache) get(what, path string, decode func(string) (any, error)) (an
 		c.entries[key] = e
 	}
 	c.mu.Unlock()
-	e.once.Do(func() { e.value, e.err = decode(path) })
+	e.once.Do(func() {
+		if e.err = c.within(path); e.err == nil {
+			e.value, e.err = decode(path)
+		}
+	})
 	return e.value, e.err
+}
+
+// within refuses a path outside the cache's root, symbolic links resolved.
+func (c *fileCache) within(path string) error {
+	if c.root == "" {
+		return nil
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return err
+	}
+	if rel, err := filepath.Rel(c.root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%s: outside %s, which the run may read", path, c.root)
+	}
+	return nil
 }
 
 func decodePolicyFile(path string) (any, error) {

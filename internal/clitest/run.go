@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -27,6 +28,10 @@ type Options struct {
 	// Selector, when set, narrows every suite to the expected results it
 	// picks; a suite left with none is not run.
 	Selector *CaseSelector
+	// Root, when set, confines the run to a folder: a test file, or a file
+	// a test names, outside it (symbolic links resolved) is an error. The
+	// GitOps test gate sets it to the repository's checkout.
+	Root string
 }
 
 // SuiteResult is the outcome of one suite.
@@ -80,7 +85,15 @@ type compiled struct {
 
 // NewRunner returns a Runner.
 func NewRunner(opts Options) *Runner {
-	return &Runner{opts: opts, files: newFileCache(), sets: map[string]*compiled{}}
+	files := newFileCache()
+	if opts.Root != "" {
+		if root, err := filepath.EvalSymlinks(opts.Root); err == nil {
+			files.root = root
+		} else {
+			files.root = filepath.Clean(opts.Root)
+		}
+	}
+	return &Runner{opts: opts, files: files, sets: map[string]*compiled{}}
 }
 
 // Run discovers the test files under paths and evaluates every suite in
@@ -101,6 +114,10 @@ func (r *Runner) Run(ctx context.Context, paths []string) ([]*SuiteResult, error
 	// the pool, one task per file, and flatten in order afterwards.
 	perFile := make([][]*SuiteResult, len(files))
 	r.parallel(len(files), func(i int) {
+		if err := r.files.within(files[i]); err != nil {
+			perFile[i] = []*SuiteResult{{Suite: &Suite{File: files[i], Dir: filepath.Dir(files[i]), Err: err}, Err: err}}
+			return
+		}
 		for _, s := range LoadFile(files[i]) {
 			if !r.selects(s) {
 				continue

@@ -57,6 +57,9 @@ type PolicyRepositoryReconciler struct {
 	// Secrets, which does not justify holding every Secret of the cluster
 	// in an informer.
 	Secrets client.Reader
+	// Tests runs the suites of repositories with spec.test; without it such
+	// a repository applies nothing (see testRevision).
+	Tests TestRunner
 }
 
 func (r *PolicyRepositoryReconciler) secrets() client.Reader {
@@ -173,6 +176,12 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 	if err := check.Objects(objs, r.Scheme); err != nil {
 		r.fail(obj, before, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
 		return retry
+	}
+	if obj.Spec.Test {
+		if err := r.testRevision(ctx, dir, obj.Spec.Path); err != nil {
+			r.fail(obj, before, true, gitopsv1alpha1.ReasonTestFailed, fmt.Errorf("revision %s: %w", revision, err))
+			return retry
+		}
 	}
 
 	// Who the revision writes as, and where it may: checked in full, and

@@ -35,6 +35,8 @@ type Options struct {
 	// Tenancy decides who each repository writes as; its Namespace
 	// (charter's) is required.
 	Tenancy Tenancy
+	// Tests runs the suites of repositories with spec.test.
+	Tests TestRunner
 }
 
 // Setup registers the PolicyRepository reconciler with mgr and, when
@@ -58,6 +60,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Recorder: mgr.GetEventRecorder(ControllerName),
 		Cache:    &source.Cache{Dir: opts.CacheDir},
 		Secrets:  mgr.GetAPIReader(),
+		Tests:    opts.Tests,
 	}
 	if err := r.SetupWithManager(mgr, opts); err != nil {
 		return err

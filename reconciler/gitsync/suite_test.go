@@ -26,6 +26,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
+	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/controlplane"
 )
 
@@ -96,7 +97,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(cacheDir)
-	if err := Setup(mgr, Options{CacheDir: cacheDir, Tenancy: Tenancy{Namespace: charterNamespace}}); err != nil {
+	if err := Setup(mgr, Options{CacheDir: cacheDir, Tenancy: Tenancy{Namespace: charterNamespace}, Tests: clitest.RepositoryTests{}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

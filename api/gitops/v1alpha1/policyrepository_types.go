@@ -35,6 +35,7 @@ const (
 	ReasonApplyFailed        = "ApplyFailed"
 	ReasonPruneFailed        = "PruneFailed"
 	ReasonVerificationFailed = "VerificationFailed"
+	ReasonTestFailed         = "TestFailed"
 	ReasonSuspended          = "Suspended"
 	// ReasonNotPermitted: the revision writes where a repository of its
 	// namespace may not (outside its namespace, or cluster-scoped, without
@@ -161,6 +162,13 @@ type PolicyRepositorySpec struct {
 	// Suspend stops syncing; objects already applied stay.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// Test runs the revision's own kyverno-test.yaml suites, those under
+	// Path, before anything is applied: a revision with a failing row, a
+	// suite that cannot run or none at all applies nothing, and Ready says
+	// TestFailed naming the failing rows.
+	// +optional
+	Test bool `json:"test,omitempty"`
 
 	// Receiver, when set, accepts push webhooks for this repository at
 	// /hooks/<namespace>/<name> on charter's receiver address, so a push
