@@ -57,6 +57,9 @@ func (ev *evaluation) loadEntry(ctx context.Context, doc *jsoncontext.Document, 
 		if ns == "" {
 			ns = "default"
 		}
+		if err := ev.policy.checkConfigMapRead(ns); err != nil {
+			return nil, err
+		}
 		cm, err := l.ConfigMaps.ConfigMap(ctx, ns, name)
 		if err != nil {
 			return nil, fmt.Errorf("failed to get ConfigMap %s/%s: %w", ns, name, err)
@@ -148,6 +151,11 @@ func (ev *evaluation) loadAPICall(ctx context.Context, doc *jsoncontext.Document
 	var err error
 	if call.URLPath, err = ev.substituteString(doc, c.URLPath); err != nil {
 		return nil, err
+	}
+	if c.Service == nil || call.URLPath != "" {
+		if err := ev.policy.checkAPIPathRead(call.URLPath); err != nil {
+			return nil, err
+		}
 	}
 	if c.Service != nil {
 		if call.URL, err = ev.substituteString(doc, c.Service.URL); err != nil {

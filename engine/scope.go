@@ -28,7 +28,9 @@ import (
 //     path, when the rule names it outright, and is an error result when
 //     a variable resolves there;
 //   - mutate-existing targets are looked up in the policy's namespace
-//     only (targetQuery), and clone sources are read from it only.
+//     only (targetQuery), and clone sources are read from it only;
+//   - configMap and apiCall (urlPath) context entries read the policy's
+//     namespace only: charter reads them with its own identity.
 
 // Namespace returns the namespace the policy acts in: its own for a
 // namespaced policy, "" for a cluster-wide one.
@@ -115,6 +117,50 @@ func checkNamespacedRule(p *Policy, r *kyvernov1.Rule, path string, f *faults) {
 // is compileGenerate's to check, for every policy alike.
 func isNamespaceFault(g generate.Fault) bool {
 	return strings.HasPrefix(g.Message, "a namespaced policy")
+}
+
+// checkConfigMapRead refuses a namespaced policy's configMap context
+// entry for another namespace: charter reads it with its own identity, so
+// a tenant could otherwise read (and echo in a message or report) any
+// namespace's ConfigMaps.
+func (p *Policy) checkConfigMapRead(namespace string) error {
+	if p.namespace == "" || namespace == p.namespace {
+		return nil
+	}
+	return fmt.Errorf("a namespaced policy can only read ConfigMaps of its own namespace %q, not %q", p.namespace, namespace)
+}
+
+// checkAPIPathRead refuses a namespaced policy's apiCall urlPath outside
+// its namespace (/api/v1/namespaces/<ns>[/...] or
+// /apis/<group>/<version>/namespaces/<ns>[/...]), for the same reason:
+// the API server answers charter, not the tenant. Paths that could be
+// read differently by the API server (.. segments, escapes) are refused
+// too.
+func (p *Policy) checkAPIPathRead(urlPath string) error {
+	if p.namespace == "" {
+		return nil
+	}
+	pathPart, _, _ := strings.Cut(urlPath, "?")
+	segs := strings.Split(strings.TrimPrefix(pathPart, "/"), "/")
+	clean := strings.HasPrefix(pathPart, "/") && !strings.Contains(pathPart, "%")
+	for _, s := range segs {
+		if s == "." || s == ".." {
+			clean = false
+		}
+	}
+	var ns string
+	switch {
+	case !clean:
+	case len(segs) >= 4 && segs[0] == "api" && segs[2] == "namespaces":
+		ns = segs[3]
+	case len(segs) >= 5 && segs[0] == "apis" && segs[3] == "namespaces":
+		ns = segs[4]
+	}
+	if ns == p.namespace {
+		return nil
+	}
+	return fmt.Errorf("a namespaced policy can only call the API server for its own namespace %q (/api/v1/namespaces/%s/..., /apis/<group>/<version>/namespaces/%s/...), not %q",
+		p.namespace, p.namespace, p.namespace, urlPath)
 }
 
 // scopedObjects serves clone and cloneList sources of a namespaced policy

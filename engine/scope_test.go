@@ -20,7 +20,10 @@ import (
 type scopeCase struct {
 	Policies []json.RawMessage `json:"policies"`
 	Existing []map[string]any  `json:"existing"`
-	Cases    []struct {
+	// ConfigMaps are keyed "namespace/name"; APICalls by URL path.
+	ConfigMaps map[string]map[string]any `json:"configMaps"`
+	APICalls   map[string]any            `json:"apiCalls"`
+	Cases      []struct {
 		Name    string `json:"name"`
 		Request struct {
 			caseRequest `json:",inline"`
@@ -54,7 +57,8 @@ func TestNamespacedPolicyScope(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: compile: %v", file, err)
 		}
-		opts := []EvalOption{WithLoaders(Loaders{Objects: fixedObjects(sc.Existing)}), WithMutateExisting()}
+		loaders := Loaders{Objects: fixedObjects(sc.Existing), ConfigMaps: fakeConfigMaps(sc.ConfigMaps), APICalls: fakeAPI(sc.APICalls)}
+		opts := []EvalOption{WithLoaders(loaders), WithMutateExisting()}
 		for _, c := range sc.Cases {
 			t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml")+"/"+c.Name, func(t *testing.T) {
 				ctx := context.Background()
@@ -104,5 +108,31 @@ func checkLines(t *testing.T, path string, got, want []string) {
 	got, want = slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))
 	if !slices.Equal(got, want) {
 		t.Errorf("%s:\n got %q\nwant %q", path, got, want)
+	}
+}
+
+func TestCheckAPIPathRead(t *testing.T) {
+	p := &Policy{namespace: "team-a"}
+	for path, ok := range map[string]bool{
+		"/api/v1/namespaces/team-a":                                  true,
+		"/api/v1/namespaces/team-a/configmaps":                       true,
+		"/api/v1/namespaces/team-a/pods?labelSelector=app%3Dweb":     true,
+		"/apis/apps/v1/namespaces/team-a/deployments/web":            true,
+		"/api/v1/namespaces/team-ab/pods":                            false,
+		"/api/v1/namespaces/team-b/secrets":                          false,
+		"/api/v1/namespaces":                                         false,
+		"/api/v1/nodes":                                              false,
+		"/apis/apps/v1/deployments":                                  false,
+		"/api/v1/namespaces/team-a/../kube-system/secrets":           false,
+		"/api/v1/namespaces/team-a%2F..%2Fkube-system/secrets":       false,
+		"api/v1/namespaces/team-a/pods":                              false,
+		"/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/roles": true,
+	} {
+		if err := p.checkAPIPathRead(path); (err == nil) != ok {
+			t.Errorf("%s: error %v, want allowed=%v", path, err, ok)
+		}
+	}
+	if err := (&Policy{}).checkAPIPathRead("/api/v1/nodes"); err != nil {
+		t.Errorf("a cluster-wide policy is limited: %v", err)
 	}
 }
