@@ -80,10 +80,6 @@ var kyvernoPolicies = []string{"ClusterPolicy", "Policy"}
 // spec.useServerSideApply, generate.synchronize, imageRegistryCredentials,
 // ...): a policy using them also uses the feature, which is refused.
 var unsupportedFeatures = []feature{
-	// background (#14): the engine computes generated objects and mutate
-	// targets, and the CLI applies them; nothing does in the cluster yet.
-	{name: "generate", kinds: kyvernoPolicies, path: "spec.rules[*].generate", where: InCluster},
-	{name: "mutate existing resources (mutate.targets)", kinds: kyvernoPolicies, path: "spec.rules[*].mutate.targets", where: InCluster},
 	// background (#14) / clusterstate: params are read through the
 	// engine's object loader, which admission and reports lack.
 	{name: "validate.cel params (paramKind)", kinds: kyvernoPolicies, path: "spec.rules[*].validate.cel.paramKind", where: InCluster},

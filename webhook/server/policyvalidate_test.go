@@ -131,20 +131,6 @@ spec:
 			wantMessage: []string{`ClusterPolicy "verify": spec.rules[0].verifyImages: verifyImages is not supported by charter anywhere yet`},
 		},
 		{
-			name: "generate has no Audit mode: refused while the cluster cannot run it", kind: "ClusterPolicy",
-			manifest: `
-apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata: {name: gen}
-spec:
-  rules:
-  - name: r
-    match: {any: [{resources: {kinds: [Namespace]}}]}
-    generate: {apiVersion: v1, kind: ConfigMap, name: x, namespace: "{{request.object.metadata.name}}", data: {}}
-`,
-			wantMessage: []string{`spec.rules[0].generate: generate is not supported by charter in the cluster yet`},
-		},
-		{
 			name: "Audit rule charter cannot run in the cluster is admitted with a warning", kind: "Policy", wantAllowed: true,
 			manifest: `
 apiVersion: kyverno.io/v1

@@ -13,7 +13,8 @@ import (
 // TestEnvironments builds the repository's own environments/ overlays the
 // way gitsync does and checks them: every environment renders every library
 // policy, each compiles, dev stages nothing, staging and prod stage exactly
-// the Pod Security restricted set.
+// the Pod Security restricted set. dev runs the generate and mutate
+// policies of the library too.
 func TestEnvironments(t *testing.T) {
 	root, err := filepath.Abs("../../..")
 	if err != nil {
@@ -23,6 +24,8 @@ func TestEnvironments(t *testing.T) {
 	library := append(append(restricted,
 		folderNames(t, filepath.Join(root, "policies", "pod-security", "baseline"))...),
 		folderNames(t, filepath.Join(root, "policies", "best-practices"))...)
+	devOnly := append(folderNames(t, filepath.Join(root, "policies", "generate")),
+		folderNames(t, filepath.Join(root, "policies", "mutate"))...)
 
 	for _, env := range []string{"dev", "staging", "prod"} {
 		t.Run(env, func(t *testing.T) {
@@ -41,7 +44,11 @@ func TestEnvironments(t *testing.T) {
 					staged = append(staged, o.GetName())
 				}
 			}
-			g.Expect(names).To(ConsistOf(library))
+			want := library
+			if env == "dev" {
+				want = append(append([]string(nil), library...), devOnly...)
+			}
+			g.Expect(names).To(ConsistOf(want))
 			if env == "dev" {
 				g.Expect(staged).To(BeEmpty())
 			} else {
