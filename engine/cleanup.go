@@ -231,6 +231,9 @@ func (p *CleanupPolicy) Prepare(ctx context.Context, opts ...EvalOption) (*Clean
 	cfg := newEvalConfig(opts)
 	cfg.values = nil
 	ev := &evaluation{set: &PolicySet{jp: p.jp}, cfg: &cfg}
+	if p.source.IsNamespaced() {
+		ev.namespace = p.source.GetNamespace()
+	}
 	doc := jsoncontext.New(p.jp, map[string]any{})
 	if err := ev.loadContext(ctx, doc, nil, p.context); err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func (ev *evaluation) loadEntry(ctx context.Context, doc *jsoncontext.Document, 
 		if ns == "" {
 			ns = "default"
 		}
-		if err := ev.policy.checkConfigMapRead(ns); err != nil {
+		if err := checkConfigMapRead(ev.readScope(), ns); err != nil {
 			return nil, err
 		}
 		cm, err := l.ConfigMaps.ConfigMap(ctx, ns, name)
@@ -153,7 +153,7 @@ func (ev *evaluation) loadAPICall(ctx context.Context, doc *jsoncontext.Document
 		return nil, err
 	}
 	if c.Service == nil || call.URLPath != "" {
-		if err := ev.policy.checkAPIPathRead(call.URLPath); err != nil {
+		if err := checkAPIPathRead(ev.readScope(), call.URLPath); err != nil {
 			return nil, err
 		}
 	}

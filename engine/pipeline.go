@@ -155,9 +155,12 @@ func (in *requestView) document(set *PolicySet) *jsoncontext.Document {
 type evaluation struct {
 	set    *PolicySet
 	policy *Policy
-	in     *requestView
-	cfg    *evalConfig
-	object map[string]any
+	// namespace confines the context reads of an evaluation without a
+	// policy (a namespaced CleanupPolicy's run); see readScope.
+	namespace string
+	in        *requestView
+	cfg       *evalConfig
+	object    map[string]any
 	// doc is the policy's document: the request's base document plus the
 	// values pinned for this policy and resource; built on first use.
 	doc *jsoncontext.Document

@@ -123,11 +123,11 @@ func isNamespaceFault(g generate.Fault) bool {
 // entry for another namespace: charter reads it with its own identity, so
 // a tenant could otherwise read (and echo in a message or report) any
 // namespace's ConfigMaps.
-func (p *Policy) checkConfigMapRead(namespace string) error {
-	if p.namespace == "" || namespace == p.namespace {
+func checkConfigMapRead(scope, namespace string) error {
+	if scope == "" || namespace == scope {
 		return nil
 	}
-	return fmt.Errorf("a namespaced policy can only read ConfigMaps of its own namespace %q, not %q", p.namespace, namespace)
+	return fmt.Errorf("a namespaced policy can only read ConfigMaps of its own namespace %q, not %q", scope, namespace)
 }
 
 // checkAPIPathRead refuses a namespaced policy's apiCall urlPath outside
@@ -136,8 +136,8 @@ func (p *Policy) checkConfigMapRead(namespace string) error {
 // the API server answers charter, not the tenant. Paths that could be
 // read differently by the API server (.. segments, escapes) are refused
 // too.
-func (p *Policy) checkAPIPathRead(urlPath string) error {
-	if p.namespace == "" {
+func checkAPIPathRead(scope, urlPath string) error {
+	if scope == "" {
 		return nil
 	}
 	pathPart, _, _ := strings.Cut(urlPath, "?")
@@ -156,11 +156,21 @@ func (p *Policy) checkAPIPathRead(urlPath string) error {
 	case len(segs) >= 5 && segs[0] == "apis" && segs[3] == "namespaces":
 		ns = segs[4]
 	}
-	if ns == p.namespace {
+	if ns == scope {
 		return nil
 	}
 	return fmt.Errorf("a namespaced policy can only call the API server for its own namespace %q (/api/v1/namespaces/%s/..., /apis/<group>/<version>/namespaces/%s/...), not %q",
-		p.namespace, p.namespace, p.namespace, urlPath)
+		scope, scope, scope, urlPath)
+}
+
+// readScope is the namespace the evaluation's context reads are confined
+// to: its namespaced policy's, or a namespaced CleanupPolicy's; "" for
+// cluster-wide policies.
+func (ev *evaluation) readScope() string {
+	if ev.policy != nil {
+		return ev.policy.namespace
+	}
+	return ev.namespace
 }
 
 // scopedObjects serves clone and cloneList sources of a namespaced policy

@@ -9,9 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 )
 
 // scopeCase is one testdata/scope/*.yaml file: policies, existing objects,
@@ -112,7 +114,6 @@ func checkLines(t *testing.T, path string, got, want []string) {
 }
 
 func TestCheckAPIPathRead(t *testing.T) {
-	p := &Policy{namespace: "team-a"}
 	for path, ok := range map[string]bool{
 		"/api/v1/namespaces/team-a":                                  true,
 		"/api/v1/namespaces/team-a/configmaps":                       true,
@@ -128,11 +129,37 @@ func TestCheckAPIPathRead(t *testing.T) {
 		"api/v1/namespaces/team-a/pods":                              false,
 		"/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/roles": true,
 	} {
-		if err := p.checkAPIPathRead(path); (err == nil) != ok {
+		if err := checkAPIPathRead("team-a", path); (err == nil) != ok {
 			t.Errorf("%s: error %v, want allowed=%v", path, err, ok)
 		}
 	}
-	if err := (&Policy{}).checkAPIPathRead("/api/v1/nodes"); err != nil {
+	if err := checkAPIPathRead("", "/api/v1/nodes"); err != nil {
 		t.Errorf("a cluster-wide policy is limited: %v", err)
+	}
+}
+
+// TestCleanupPolicyReadsItsNamespace: a namespaced CleanupPolicy's
+// context entries are confined to its namespace too.
+func TestCleanupPolicyReadsItsNamespace(t *testing.T) {
+	for ns, wantErr := range map[string]bool{"team-a": false, "team-b": true} {
+		src := &kyvernov2.CleanupPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "sweep", Namespace: "team-a"},
+			Spec: kyvernov2.CleanupPolicySpec{
+				Schedule: "*/5 * * * *",
+				Context: []kyvernov1.ContextEntry{{Name: "cms", APICall: &kyvernov1.ContextAPICall{
+					APICall: kyvernov1.APICall{URLPath: "/api/v1/namespaces/" + ns + "/configmaps"}}}},
+				MatchResources: kyvernov2.MatchResources{Any: kyvernov1.ResourceFilters{{ResourceDescription: kyvernov1.ResourceDescription{
+					Kinds: []string{"ConfigMap"}}}}},
+			},
+		}
+		p, err := CompileCleanupPolicy(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		api := fakeAPI{"/api/v1/namespaces/team-a/configmaps": map[string]any{}, "/api/v1/namespaces/team-b/configmaps": map[string]any{}}
+		_, err = p.Prepare(context.Background(), WithLoaders(Loaders{APICalls: api}))
+		if (err != nil) != wantErr || (wantErr && !strings.Contains(err.Error(), `own namespace "team-a"`)) {
+			t.Errorf("reading %s's ConfigMaps: %v, want error %v", ns, err, wantErr)
+		}
 	}
 }
