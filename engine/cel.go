@@ -95,7 +95,8 @@ var celRules sync.Map // string → weak.Pointer[celRule]
 
 // compileCEL compiles a validate.cel block and the rule's celPreconditions,
 // or returns the rule compiled before from the same source. path is the
-// validate block's field path; rulePath the rule's.
+// validate block's field path; rulePath the rule's. A nil c compiles the
+// celPreconditions of a rule of another type.
 func (s *PolicySet) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *faults) *celRule {
 	src, err := json.Marshal(struct {
 		Pre []admissionregistrationv1.MatchCondition `json:"p,omitempty"`
@@ -124,10 +125,16 @@ func (s *PolicySet) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, pa
 }
 
 func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *faults) *celRule {
+	preconditionsOnly := c == nil
 	base, shared, err := celEnv()
 	if err != nil {
 		f.add(path, "CEL environment: "+err.Error())
 		return nil
+	}
+	if preconditionsOnly {
+		// A rule of another type with celPreconditions: only those are
+		// compiled, with no params and no expressions.
+		c = &kyvernov1.CEL{}
 	}
 	out := &celRule{compiler: shared, paramKind: c.ParamKind, paramRef: c.ParamRef}
 	if len(c.Variables) > 0 {
@@ -170,7 +177,7 @@ func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, 
 			out.preconditions = append(out.preconditions, celProgram{expr: mc.Expression, program: p})
 		}
 	}
-	if len(c.Expressions) == 0 {
+	if len(c.Expressions) == 0 && !preconditionsOnly {
 		f.add(path+".cel.expressions", "validate.cel needs at least one expression")
 	}
 	// messageExpression cannot use authorizer, as in VAP.
@@ -362,14 +369,7 @@ func (e *celEvaluator) eval(p *celProgram) (ref.Val, error) {
 // replay evaluates the old object as the object of a CREATE, the way
 // allowExistingViolations looks at the old object.
 func (vd *validator) cel(ctx context.Context, c *celRule, replay bool) outcome {
-	in := vd.ev.in
-	ci := in.celInputs()
-	act := &celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue}
-	if replay {
-		act.object = ci.oldObject
-		act.oldObject = types.NullValue
-		act.request = types.DefaultTypeAdapter.NativeToValue(in.admissionRequest(kyvernov1.Create))
-	}
+	act := vd.ev.in.celActivation(replay)
 	if c.paramKind == nil {
 		return vd.celWith(ctx, c, act)
 	}
@@ -394,22 +394,63 @@ func (vd *validator) cel(ctx context.Context, c *celRule, replay bool) outcome {
 	return o
 }
 
-// celWith evaluates the rule against one set of variables.
-func (vd *validator) celWith(ctx context.Context, c *celRule, act *celActivation) outcome {
+// celActivation binds the request's CEL variables. replay evaluates the
+// old object as the object of a CREATE.
+func (in *requestView) celActivation(replay bool) *celActivation {
+	ci := in.celInputs()
+	act := &celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue}
+	if replay {
+		act.object = ci.oldObject
+		act.oldObject = types.NullValue
+		act.request = types.DefaultTypeAdapter.NativeToValue(in.admissionRequest(kyvernov1.Create))
+	}
+	return act
+}
+
+// newCELEvaluator starts one evaluation of the rule's programs.
+func newCELEvaluator(ctx context.Context, c *celRule, act *celActivation) *celEvaluator {
 	cctx := c.compiler.CreateContext(ctx)
 	act.variables = cctx.Variables(act)
-	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+	return &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+}
+
+// preconditions evaluates the rule's celPreconditions: nil when they all
+// hold, a skip when one does not, an error when one cannot be evaluated.
+func (e *celEvaluator) preconditions(c *celRule, act *celActivation, rule string) *outcome {
 	for i := range c.preconditions {
 		val, err := e.eval(&c.preconditions[i])
 		if err != nil {
+			o := errorf("failed to evaluate celPreconditions: %v", err)
 			if act.wantedAuthorizer {
-				return errAuthorizer(vd.rule.name)
+				o = errAuthorizer(rule)
 			}
-			return errorf("failed to evaluate celPreconditions: %v", err)
+			return &o
 		}
 		if val != types.True {
-			return skip("cel preconditions not met")
+			o := skip("cel preconditions not met")
+			return &o
 		}
+	}
+	return nil
+}
+
+// celPreconditions evaluates the celPreconditions of a rule that is not a
+// validate.cel rule (those evaluate theirs before their expressions), once
+// its context and preconditions are in: nil when there are none or they
+// all hold, else the rule's outcome.
+func (ev *evaluation) celPreconditions(ctx context.Context, r *rule, replay bool) *outcome {
+	if r.celPreconditions == nil {
+		return nil
+	}
+	act := ev.in.celActivation(replay)
+	return newCELEvaluator(ctx, r.celPreconditions, act).preconditions(r.celPreconditions, act, r.name)
+}
+
+// celWith evaluates the rule against one set of variables.
+func (vd *validator) celWith(ctx context.Context, c *celRule, act *celActivation) outcome {
+	e := newCELEvaluator(ctx, c, act)
+	if o := e.preconditions(c, act, vd.rule.name); o != nil {
+		return *o
 	}
 	for i := range c.expressions {
 		x := &c.expressions[i]

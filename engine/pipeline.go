@@ -345,6 +345,9 @@ func (ev *evaluation) rule(ctx context.Context, r *rule) (RuleResponse, bool) {
 func (ev *evaluation) prelude(ctx context.Context, r *rule, rr *RuleResponse) (*jsoncontext.Document, []*exception, *outcome) {
 	stop := func(o outcome) (*jsoncontext.Document, []*exception, *outcome) { return nil, nil, &o }
 	doc, final := ev.ruleDocument(ctx, ev.document(), r)
+	if final == nil {
+		final = ev.celPreconditions(ctx, r, false)
+	}
 	if final != nil {
 		if final.status == StatusSkip {
 			return doc, nil, final
@@ -431,6 +434,9 @@ func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse
 			oldBase.Set("request.oldObject", nil)
 			oldBase.Set("request.operation", string(kyvernov1.Create))
 			oldDoc, final := ev.ruleDocument(ctx, oldBase, r)
+			if final == nil {
+				final = ev.celPreconditions(ctx, r, true)
+			}
 			if final != nil {
 				prior = *final
 			} else {

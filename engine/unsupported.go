@@ -98,7 +98,6 @@ var unsupportedFeatures = []feature{
 	{name: "validate.manifests", kinds: kyvernoPolicies, path: "spec.rules[*].validate.manifests", where: Everywhere},
 	{name: "validate.assert", kinds: kyvernoPolicies, path: "spec.rules[*].validate.assert", where: Everywhere},
 	{name: "context entry globalReference (no GlobalContextEntry support)", kinds: kyvernoPolicies, path: "spec.rules[*].**.context[*].globalReference", where: InCluster},
-	{name: "celPreconditions outside validate.cel rules", kinds: kyvernoPolicies, path: "spec.rules[*].celPreconditions", where: Everywhere, when: withoutValidateCEL},
 	{name: "the CEL authorizer", kinds: kyvernoPolicies, path: "spec.rules[*].**.expression", where: Everywhere, when: usesCELAuthorizer},
 	{name: "webhookConfiguration.matchConditions", kinds: kyvernoPolicies, path: "spec.webhookConfiguration.matchConditions", where: InCluster},
 }
@@ -366,13 +365,6 @@ func toJSONValue(v any) (any, error) {
 	var out any
 	err = json.Unmarshal(data, &out)
 	return out, err
-}
-
-// withoutValidateCEL holds for a rule that is not a validate.cel rule:
-// charter evaluates celPreconditions only with validate.cel.
-func withoutValidateCEL(_ any, rule map[string]any) bool {
-	v, _ := rule["validate"].(map[string]any)
-	return v["cel"] == nil
 }
 
 // usesCELAuthorizer holds for a CEL expression that reads authorizer, for
