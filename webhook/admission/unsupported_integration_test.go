@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 )
 
 // warningRecorder keeps the warnings the API server relays.
@@ -97,17 +96,13 @@ func TestUnsupportedOnRealAPIServer(t *testing.T) {
 		t.Logf("kubectl apply: %s", out.String())
 	})
 
-	t.Run("a ClusterCleanupPolicy is refused", func(t *testing.T) {
-		p := &kyvernov2.ClusterCleanupPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: "delete-old-pods"},
-			Spec: kyvernov2.CleanupPolicySpec{Schedule: "*/5 * * * *",
-				MatchResources: kyvernov2.MatchResources{Any: kyvernov1.ResourceFilters{{ResourceDescription: kyvernov1.ResourceDescription{Kinds: []string{"Pod"}}}}}},
-		}
-		err := cl.Create(ctx, p)
+	t.Run("a mutate rule, which has no Audit mode, is refused", func(t *testing.T) {
+		err := cl.Create(ctx, policyFile(t, "mutate-global-context.yaml"))
 		if err == nil {
-			t.Fatal("a ClusterCleanupPolicy was admitted: nothing would ever clean up")
+			t.Fatal("a mutate policy charter cannot run was admitted: it would mutate nothing")
 		}
-		if want := `ClusterCleanupPolicy "delete-old-pods": spec: ClusterCleanupPolicy is not supported by charter anywhere yet`; !strings.Contains(err.Error(), want) {
+		want := `ClusterPolicy "mutate-global-context": spec.rules[0].context[0].globalReference: context entry globalReference (no GlobalContextEntry support) is not supported by charter in the cluster yet`
+		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%v, want %q", err, want)
 		}
 	})
