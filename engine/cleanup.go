@@ -259,8 +259,7 @@ func (r *CleanupRun) Selects(o CleanupObject) (bool, error) {
 	meta, _ := o.Object["metadata"].(map[string]any)
 	name, _ := meta["name"].(string)
 	namespace, _ := meta["namespace"].(string)
-	src := r.policy.source
-	if src.IsNamespaced() && namespace != src.GetNamespace() {
+	if !inScope(r.ev.namespace, namespace) {
 		return false, nil
 	}
 	res := match.Resource{
@@ -282,7 +281,7 @@ func (r *CleanupRun) Selects(o CleanupObject) (bool, error) {
 	}
 	ok, _, err := r.ev.conditions(doc, r.policy.cond)
 	if err != nil {
-		return false, fmt.Errorf("conditions of %s %s: %w", src.GetKind(), r.policy.key, err)
+		return false, fmt.Errorf("conditions of %s %s: %w", r.policy.source.GetKind(), r.policy.key, err)
 	}
 	return ok, nil
 }

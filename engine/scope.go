@@ -40,8 +40,13 @@ func (p *Policy) Namespace() string { return p.namespace }
 // ("" for a cluster-scoped object). Controllers that pick the objects to
 // evaluate themselves (lists, cleanup) use it; evaluation checks it
 // already.
-func (p *Policy) InScope(namespace string) bool {
-	return p.namespace == "" || (namespace != "" && namespace == p.namespace)
+func (p *Policy) InScope(namespace string) bool { return inScope(p.namespace, namespace) }
+
+// inScope reports whether a policy acting in scope ("" for a cluster-wide
+// policy) may act on an object in namespace ("" for a cluster-scoped
+// object). Every namespaced policy kind decides through it.
+func inScope(scope, namespace string) bool {
+	return scope == "" || (namespace != "" && namespace == scope)
 }
 
 // scopes reports whether the policy may see the request.
