@@ -39,7 +39,7 @@ help: ## Show this help.
 # <name>=<package paths>. background and cleanup add theirs here once
 # their packages carry markers (until then config/rbac/<name>/role.yaml is
 # written by hand).
-RBAC_ROLES := admission=./webhook/... reports=./reconciler/reports/... gitsync=./reconciler/gitsync/...
+RBAC_ROLES := admission=./webhook/... reports=./reconciler/reports/... gitsync=./reconciler/gitsync/... cleanup=./reconciler/cleanup/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs into config/crd and each controller's role into config/rbac/<controller> from the markers.
@@ -107,6 +107,10 @@ e2e: controlplane build ## Run the Ginkgo e2e suites (E2E_PROVIDER=kind|local, E
 .PHONY: bench-reports
 bench-reports: controlplane ## Scan 10,000 Pods with the Pod Security policies: time, peak memory, API writes (PODS=10000).
 	$(GO) run ./hack/bench-reports -pods $(or $(PODS),10000)
+
+.PHONY: bench-cleanup
+bench-cleanup: controlplane ## TTL label at scale: time to delete 10,000 objects expiring at once, peak memory tracking 100,000 (OBJECTS=, WAVE=).
+	$(GO) run ./hack/bench-cleanup -objects $(or $(OBJECTS),100000) -wave $(or $(WAVE),10000)
 
 .PHONY: bench-gitops
 bench-gitops: controlplane build ## Time a push to an enforced policy (receiver → Pod refused) and the sync of 500 policies (time, peak RSS).

@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -47,6 +46,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/internal/benchmem"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/printer"
 	"github.com/charter-dev/charter/reconciler/reports"
@@ -160,9 +160,9 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	// Only the controller allocates from here on.
 	runtime.GC()
 	debug.FreeOSMemory()
-	baseline := goMemory()
-	peak := &peakSampler{}
-	stopSampling := peak.run(50 * time.Millisecond)
+	baseline := benchmem.GoMemory()
+	peak := &benchmem.Peak{}
+	stopSampling := peak.Run(50 * time.Millisecond)
 
 	ccfg := rest.CopyConfig(cp.RESTConfig())
 	counter := &writeCounter{}
@@ -252,7 +252,7 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	fmt.Printf("time until every report:        %s (first write after %s)\n", firstScan.Round(time.Millisecond),
 		time.Unix(0, counter.firstWrite.Load()).Sub(scanStart).Round(time.Millisecond))
 	fmt.Printf("controller peak memory (Go):    %.1f MiB (baseline before start %.1f MiB, peak heap in use %.1f MiB)\n",
-		mib(peak.total.Load()), mib(baseline), mib(peak.heap.Load()))
+		benchmem.MiB(peak.Total.Load()), benchmem.MiB(baseline), benchmem.MiB(peak.Heap.Load()))
 	fmt.Printf("CPU during the first scan:      controller %s, %s\n", controllerCPU.Round(time.Millisecond), serverCPU)
 	// The scan is CPU-bound: this says how much of the machine it got
 	// (others' load shows as a share below the core count) and the time it
@@ -275,7 +275,7 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	if count < int64(nPods) {
 		return fmt.Errorf("only %d of %d reports written", count, nPods)
 	}
-	printTargets(os.Stdout, nPods, firstScan, peak.total.Load(), rescanWrites)
+	printTargets(os.Stdout, nPods, firstScan, peak.Total.Load(), rescanWrites)
 	return nil
 }
 
@@ -305,7 +305,7 @@ func printTargets(w io.Writer, nPods int, firstScan time.Duration, peakMemory ui
 	t := printer.NewTable("target", "figure", "want", "result")
 	t.AddCells(printer.Cell{Text: "time until every report"}, printer.Cell{Text: firstScan.Round(100 * time.Millisecond).String()},
 		printer.Cell{Text: "< " + targetTime.String()}, timeVerdict)
-	t.AddCells(printer.Cell{Text: "controller peak memory"}, printer.Cell{Text: fmt.Sprintf("%.1f MiB", mib(peakMemory))},
+	t.AddCells(printer.Cell{Text: "controller peak memory"}, printer.Cell{Text: fmt.Sprintf("%.1f MiB", benchmem.MiB(peakMemory))},
 		printer.Cell{Text: fmt.Sprintf("< %d MB", targetMemory>>20)}, verdict(peakMemory < targetMemory))
 	t.AddCells(printer.Cell{Text: "API writes, unchanged rescan"}, printer.Cell{Text: strconv.FormatInt(rescanWrites, 10)},
 		printer.Cell{Text: strconv.Itoa(targetRescanW)}, verdict(rescanWrites == targetRescanW))
@@ -424,45 +424,6 @@ func countReports(ctx context.Context, cfg *rest.Config) (int64, error) {
 	}
 }
 
-// goMemory is the memory the Go runtime holds from the OS (mapped minus
-// released), which is what the process's RSS follows.
-func goMemory() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64() - s[1].Value.Uint64()
-}
-
-func heapInUse() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
-type peakSampler struct{ total, heap atomic.Uint64 }
-
-func (p *peakSampler) run(every time.Duration) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			if v := goMemory(); v > p.total.Load() {
-				p.total.Store(v)
-			}
-			if v := heapInUse(); v > p.heap.Load() {
-				p.heap.Store(v)
-			}
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	})
-	return func() { close(done); wg.Wait() }
-}
-
 // logger logs the controller to stderr when BENCH_VERBOSE is set.
 func logger() logr.Logger {
 	if os.Getenv("BENCH_VERBOSE") == "" {
@@ -565,8 +526,6 @@ func (c cpuTimes) String() string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // startClusterState runs the shared informers and policy cache a charter
 // process hands its controllers.

@@ -18,7 +18,16 @@ type metrics struct {
 	ttlDeleted *prometheus.CounterVec
 	ttlErrors  *prometheus.CounterVec
 	ttlInfo    *prometheus.GaugeVec
+	// ttlTracked is charter's own: the labelled objects the TTL
+	// controller holds a deadline for.
+	ttlTracked prometheus.Gauge
 }
+
+// Metric names others read (make bench-cleanup).
+const (
+	TTLTrackedMetric = "charter_cleanup_ttl_tracked_objects"
+	TTLDeletedMetric = "kyverno_ttl_controller_deletedobjects_total"
+)
 
 var policyLabels = []string{"policy_type", "policy_namespace", "policy_name", "resource_kind", "resource_namespace", "deletion_propagation"}
 var ttlLabels = []string{"resource_namespace", "resource_group", "resource_version", "resource_resource"}
@@ -29,14 +38,16 @@ var processMetrics = sync.OnceValues(func() (*metrics, error) {
 			Help: "Objects deleted by cleanup policies."}, policyLabels),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kyverno_cleanup_controller_errors_total",
 			Help: "Failed lists and deletes of cleanup policies."}, policyLabels),
-		ttlDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kyverno_ttl_controller_deletedobjects_total",
+		ttlDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: TTLDeletedMetric,
 			Help: "Objects deleted because their cleanup.kyverno.io/ttl expired."}, ttlLabels),
 		ttlErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kyverno_ttl_controller_errors_total",
 			Help: "Failed deletes of expired TTL objects."}, ttlLabels),
 		ttlInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kyverno_ttl_controller_info",
 			Help: "1 for each resource type watched for cleanup.kyverno.io/ttl."}, []string{"resource_group", "resource_version", "resource_resource"}),
+		ttlTracked: prometheus.NewGauge(prometheus.GaugeOpts{Name: TTLTrackedMetric,
+			Help: "Objects labelled cleanup.kyverno.io/ttl that the TTL controller tracks."}),
 	}
-	for _, c := range []prometheus.Collector{m.deleted, m.errors, m.ttlDeleted, m.ttlErrors, m.ttlInfo} {
+	for _, c := range []prometheus.Collector{m.deleted, m.errors, m.ttlDeleted, m.ttlErrors, m.ttlInfo, m.ttlTracked} {
 		if err := ctrlmetrics.Registry.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

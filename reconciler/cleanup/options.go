@@ -18,6 +18,7 @@ const (
 	// DefaultMaxRetryDelay bounds the backoff of a failed policy run: a
 	// failing policy is retried at least this often, forever.
 	DefaultMaxRetryDelay = 5 * time.Minute
+	DefaultQPS           = 500
 )
 
 // Options configure the cleanup controller. The zero value of every field
@@ -49,8 +50,8 @@ type Options struct {
 	PageSize int64
 	// MaxRetryDelay bounds the backoff between runs of a failing policy.
 	MaxRetryDelay time.Duration
-	// QPS and Burst bound the controller's API requests (default 200 and
-	// 400: a TTL wave of 10,000 objects is 10,000 deletes).
+	// QPS and Burst bound the controller's API requests (default 500 and
+	// 1000: a TTL wave of 10,000 objects is 10,000 deletes).
 	QPS   float32
 	Burst int
 	// DisableTTL turns the TTL label off.
@@ -64,6 +65,7 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.TTLWorkers, "cleanup-ttl-workers", DefaultTTLWorkers, "expired TTL objects deleted at once")
 	f.DurationVar(&o.DiscoveryInterval, "cleanup-discovery-interval", DefaultDiscoveryInterval, "how often the kinds carrying TTL labels are rediscovered (a CRD change triggers it at once)")
 	f.BoolVar(&o.DisableTTL, "cleanup-disable-ttl", false, "ignore the cleanup.kyverno.io/ttl label")
+	f.Float32Var(&o.QPS, "cleanup-qps", DefaultQPS, "API requests per second of the cleanup controller (lists and deletes; burst twice as many)")
 }
 
 func (o *Options) defaults() {
@@ -91,8 +93,11 @@ func (o *Options) defaults() {
 	if o.MaxRetryDelay <= 0 {
 		o.MaxRetryDelay = DefaultMaxRetryDelay
 	}
-	if o.QPS == 0 {
-		o.QPS, o.Burst = 200, 400
+	if o.QPS <= 0 {
+		o.QPS = DefaultQPS
+	}
+	if o.Burst <= 0 {
+		o.Burst = 2 * int(o.QPS)
 	}
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()

@@ -29,17 +29,18 @@ const (
 	ReasonInvalidTTL = "InvalidTTL"
 )
 
-// ttlKey names one labelled object of one watched type.
+// ttlKey names one labelled object: the watch of its type and its store
+// key ("namespace/name", or "name").
 type ttlKey struct {
-	GVR             schema.GroupVersionResource
-	Namespace, Name string
+	w   *ttlWatch
+	key string
 }
 
-// ttlWatch is the metadata informer of one watched type.
+// ttlWatch is the reflector of one watched type and what it found.
 type ttlWatch struct {
-	t        apiType
-	informer cache.SharedIndexInformer
-	stop     context.CancelFunc
+	t     apiType
+	store *ttlStore
+	stop  context.CancelFunc
 }
 
 // ttlController deletes objects whose cleanup.kyverno.io/ttl expired. Each
@@ -120,7 +121,6 @@ func (c *ttlController) run(ctx context.Context) error {
 func (c *ttlController) watchCRDs(ctx context.Context) func() {
 	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	inf := metadatainformer.NewFilteredMetadataInformer(c.meta, crds, "", 0, cache.Indexers{}, nil).Informer()
-	_ = inf.SetTransform(slimMeta)
 	poke := func() {
 		select {
 		case c.poke <- struct{}{}:
@@ -166,6 +166,7 @@ func (c *ttlController) discover(ctx context.Context) error {
 	c.mu.Unlock()
 	for _, w := range gone {
 		w.stop()
+		w.store.forget()
 		c.m.ttlInfo.DeleteLabelValues(w.t.GVR.Group, w.t.GVR.Version, w.t.GVR.Resource)
 		c.o.Log.Info("TTL: no longer watching", "resource", w.t.GVR.String())
 	}
@@ -202,40 +203,26 @@ func (c *ttlController) mayDelete(ctx context.Context, gvr schema.GroupVersionRe
 }
 
 func (c *ttlController) watch(ctx context.Context, t apiType) {
-	inf := metadatainformer.NewFilteredMetadataInformer(c.meta, t.GVR, metav1.NamespaceAll, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = ttl.Label }).Informer()
-	_ = inf.SetTransform(slimMeta)
-	enqueue := func(obj any) {
-		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-			c.queue.Add(ttlKey{GVR: t.GVR, Namespace: m.Namespace, Name: m.Name})
-		}
+	w := &ttlWatch{t: t}
+	w.store = &ttlStore{
+		items:   map[string]ttlEntry{},
+		tracked: c.m.ttlTracked,
+		changed: func(key string) { c.queue.Add(ttlKey{w: w, key: key}) },
+		removed: func(uid types.UID) {
+			c.mu.Lock()
+			delete(c.reported, uid)
+			c.mu.Unlock()
+		},
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue,
-		UpdateFunc: func(oldObj, newObj any) {
-			o, _ := oldObj.(*metav1.PartialObjectMetadata)
-			n, _ := newObj.(*metav1.PartialObjectMetadata)
-			if o == nil || n == nil || o.Labels[ttl.Label] != n.Labels[ttl.Label] || o.UID != n.UID {
-				enqueue(newObj)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-				c.mu.Lock()
-				delete(c.reported, m.UID)
-				c.mu.Unlock()
-			}
-		},
-	})
+	r := cache.NewReflectorWithOptions(w.store.listWatch(c.meta, t.GVR), &metav1.PartialObjectMetadata{}, w.store,
+		cache.ReflectorOptions{Name: "cleanup-ttl " + t.GVR.String()})
 	ictx, cancel := context.WithCancel(ctx)
+	w.stop = cancel
 	c.mu.Lock()
-	c.watched[t.GVR] = &ttlWatch{t: t, informer: inf, stop: cancel}
+	c.watched[t.GVR] = w
 	c.mu.Unlock()
 	c.m.ttlInfo.WithLabelValues(t.GVR.Group, t.GVR.Version, t.GVR.Resource).Set(1)
-	go inf.RunWithContext(ictx)
+	go r.RunWithContext(ictx)
 }
 
 func (c *ttlController) stopAll() {
@@ -243,30 +230,10 @@ func (c *ttlController) stopAll() {
 	defer c.mu.Unlock()
 	for gvr, w := range c.watched {
 		w.stop()
+		w.store.forget()
 		c.m.ttlInfo.DeleteLabelValues(gvr.Group, gvr.Version, gvr.Resource)
 		delete(c.watched, gvr)
 	}
-}
-
-// slimMeta keeps of an object's metadata only what the TTL controller
-// reads, so 100,000 tracked objects fit in little memory: no managed
-// fields, no other labels or annotations.
-func slimMeta(obj any) (any, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return obj, nil
-	}
-	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp,
-	}}
-	if v, ok := m.Labels[ttl.Label]; ok {
-		out.Labels = map[string]string{ttl.Label: v}
-	}
-	if v, ok := m.Annotations[ttl.PropagationAnnotation]; ok {
-		out.Annotations = map[string]string{ttl.PropagationAnnotation: v}
-	}
-	return out, nil
 }
 
 func (c *ttlController) next(ctx context.Context) bool {
@@ -276,7 +243,7 @@ func (c *ttlController) next(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	if err := c.reconcile(ctx, key); err != nil {
-		c.o.Log.Error(err, "TTL: deleting an expired object; retrying", "resource", key.GVR.String(), "namespace", key.Namespace, "name", key.Name)
+		c.o.Log.Error(err, "TTL: deleting an expired object; retrying", "resource", key.w.t.GVR.String(), "object", key.key)
 		c.queue.AddRateLimited(key)
 		return true
 	}
@@ -287,42 +254,36 @@ func (c *ttlController) next(ctx context.Context) bool {
 // reconcile deletes the object if its TTL has expired, else waits for
 // the deadline.
 func (c *ttlController) reconcile(ctx context.Context, key ttlKey) error {
+	w := key.w
 	c.mu.Lock()
-	w := c.watched[key.GVR]
+	current := c.watched[w.t.GVR] == w
 	c.mu.Unlock()
-	if w == nil {
+	if !current {
 		return nil
 	}
-	storeKey := key.Name
-	if key.Namespace != "" {
-		storeKey = key.Namespace + "/" + key.Name
-	}
-	obj, exists, err := w.informer.GetIndexer().GetByKey(storeKey)
-	if err != nil || !exists {
-		return err
-	}
-	m := obj.(*metav1.PartialObjectMetadata)
-	value, labelled := m.Labels[ttl.Label]
-	if !labelled || m.DeletionTimestamp != nil || c.isExcluded(w.t, m) {
+	e, ok := w.store.get(key.key)
+	namespace, name := splitKey(key.key)
+	if !ok || e.deleting || e.value == "" || c.isExcluded(w.t, namespace, name) {
 		return nil
 	}
-	parsed, err := ttl.Parse(value)
+	parsed, err := ttl.Parse(e.value)
 	if err != nil {
-		c.reportInvalid(w.t, m, value, err)
+		c.reportInvalid(w.t, namespace, name, e, err)
 		return nil
 	}
-	deadline := parsed.Deadline(m.CreationTimestamp.Time)
+	deadline := parsed.Deadline(e.created.Time)
 	if wait := deadline.Sub(c.now()); wait > 0 {
 		c.queue.AddAfter(key, wait)
 		return nil
 	}
-	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &m.UID}}
-	switch p := metav1.DeletionPropagation(m.Annotations[ttl.PropagationAnnotation]); p {
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &e.uid}}
+	switch p := metav1.DeletionPropagation(e.propagation); p {
 	case metav1.DeletePropagationForeground, metav1.DeletePropagationBackground, metav1.DeletePropagationOrphan:
 		opts.PropagationPolicy = &p
 	}
-	labels := []string{key.Namespace, key.GVR.Group, key.GVR.Version, key.GVR.Resource}
-	err = c.meta.Resource(key.GVR).Namespace(key.Namespace).Delete(ctx, key.Name, opts)
+	gvr := w.t.GVR
+	labels := []string{namespace, gvr.Group, gvr.Version, gvr.Resource}
+	err = c.meta.Resource(gvr).Namespace(namespace).Delete(ctx, name, opts)
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		// Gone already, or replaced by a new object of the same name,
@@ -333,35 +294,35 @@ func (c *ttlController) reconcile(ctx context.Context, key ttlKey) error {
 		return err
 	}
 	c.m.ttlDeleted.WithLabelValues(labels...).Inc()
-	c.recorder.Eventf(objectRef(w.t, m), nil, corev1.EventTypeNormal, ReasonTTLExpired, "Delete",
-		"deleted: %s %q expired at %s", ttl.Label, value, deadline.UTC().Format(time.RFC3339))
-	c.o.Log.V(1).Info("TTL expired: deleted", "resource", key.GVR.String(), "namespace", key.Namespace, "name", key.Name)
+	c.recorder.Eventf(objectRef(w.t, namespace, name, e.uid), nil, corev1.EventTypeNormal, ReasonTTLExpired, "Delete",
+		"deleted: %s %q expired at %s", ttl.Label, e.value, deadline.UTC().Format(time.RFC3339))
+	c.o.Log.V(1).Info("TTL expired: deleted", "resource", gvr.String(), "object", key.key)
 	return nil
 }
 
 // isExcluded reports whether the object is in an excluded namespace, or
 // is an excluded Namespace.
-func (c *ttlController) isExcluded(t apiType, m *metav1.PartialObjectMetadata) bool {
+func (c *ttlController) isExcluded(t apiType, namespace, name string) bool {
 	if t.GVR.Group == "" && t.GVR.Resource == "namespaces" {
-		return c.o.excluded(m.Name)
+		return c.o.excluded(name)
 	}
-	return c.o.excluded(m.Namespace)
+	return c.o.excluded(namespace)
 }
 
 // reportInvalid emits one Warning event per object and invalid value:
 // the object is kept, never given a guessed deadline.
-func (c *ttlController) reportInvalid(t apiType, m *metav1.PartialObjectMetadata, value string, err error) {
+func (c *ttlController) reportInvalid(t apiType, namespace, name string, e ttlEntry, err error) {
 	c.mu.Lock()
-	seen := c.reported[m.UID] == value
-	c.reported[m.UID] = value
+	seen := c.reported[e.uid] == e.value
+	c.reported[e.uid] = e.value
 	c.mu.Unlock()
 	if seen {
 		return
 	}
-	c.recorder.Eventf(objectRef(t, m), nil, corev1.EventTypeWarning, ReasonInvalidTTL, "Keep", "not deleted: %v", err)
+	c.recorder.Eventf(objectRef(t, namespace, name, e.uid), nil, corev1.EventTypeWarning, ReasonInvalidTTL, "Keep", "not deleted: %v", err)
 }
 
-func objectRef(t apiType, m *metav1.PartialObjectMetadata) *corev1.ObjectReference {
+func objectRef(t apiType, namespace, name string, uid types.UID) *corev1.ObjectReference {
 	return &corev1.ObjectReference{APIVersion: t.GVR.GroupVersion().String(), Kind: t.Kind,
-		Namespace: m.Namespace, Name: m.Name, UID: m.UID}
+		Namespace: namespace, Name: name, UID: uid}
 }
