@@ -78,6 +78,24 @@ func hasVerbs(verbs []string, want ...string) bool {
 	return true
 }
 
+// ResolveResource returns the resource types a ValidatingPolicy resource
+// rule names (group and version may be "*"); a wildcard or subresource
+// resource matches requests, not stored objects, and resolves to nothing.
+func (r *Kinds) ResolveResource(group, version, resource string) []ResourceType {
+	if resource == "*" || strings.Contains(resource, "/") {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []ResourceType
+	for _, t := range r.types {
+		if t.GVR.Resource == resource && (group == "*" || group == t.GVR.Group) && (version == "*" || version == t.GVR.Version) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // Resolve returns the resource types a kind selector names. Subresource
 // selectors ("Pod/exec") and wildcard kinds match requests, not stored
 // objects, and resolve to nothing: a background scan of every kind in the

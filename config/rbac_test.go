@@ -37,6 +37,8 @@ var reviewed = map[string][]grant{
 	"charter-admission": {
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "policy cache informers"},
 		{cluster, "kyverno.io", "clusterpolicies/status,policies/status", "get,update,patch", "policy Ready status"},
+		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies", "get,list,watch", "policy cache informers"},
+		{cluster, "policies.kyverno.io", "validatingpolicies/status,namespacedvalidatingpolicies/status", "get,update,patch", "policy Ready status"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector, enforcement label"},
 		{cluster, "", "configmaps", "get", "configMap context entries"},
 		{cluster, "rbac.authorization.k8s.io", "rolebindings,clusterrolebindings", "get,list,watch", "roles/clusterRoles in match"},
@@ -51,6 +53,7 @@ var reviewed = map[string][]grant{
 	},
 	"charter-reports": {
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "background policies"},
+		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies", "get,list,watch", "background policies"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector"},
 		{cluster, "", "configmaps", "get", "configMap context entries"},
 		{cluster, "wgpolicyk8s.io", "policyreports,clusterpolicyreports", "get,list,create,update,delete", "one report per resource"},

@@ -17,6 +17,8 @@ import (
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 
+	"github.com/charter-dev/charter/api/charter"
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
@@ -231,8 +233,8 @@ func (a *vpolActivation) ResolveName(name string) (any, bool) {
 
 // Rule names of CEL policy results other than the policy's own "".
 const (
-	ruleException  = "exception"
-	ruleEvaluation = "evaluation"
+	RuleException  = "exception"
+	RuleEvaluation = "evaluation"
 )
 
 // ValidationIndexProperty is the report property naming the validation
@@ -256,6 +258,11 @@ func (p *Policy) validateCEL(ctx context.Context, in *requestView, cfg *evalConf
 		return resp
 	}
 	rr := RuleResponse{Name: "", Type: TypeValidation, Action: vp.action}
+	// A staged policy (charter.dev/staged) enforces in namespaces labelled
+	// charter.dev/enforcement=enforce, as staged ClusterPolicies do.
+	if charter.IsStaged(p.source.GetLabels()) && charter.Enforces(in.namespaceLabels()) {
+		rr.Action = Enforce
+	}
 	o := p.evaluateVariant(ctx, in, cfg, v, &rr)
 	rr.Status, rr.Message = o.status, o.message
 	if len(o.props) > 0 {
@@ -282,11 +289,11 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 
 	allowed, exempt, err := p.celExceptions(e, in)
 	if err != nil {
-		rr.Name = ruleException
+		rr.Name = RuleException
 		return errorf("failed to evaluate exception: %v", err)
 	}
 	if exempt != nil {
-		rr.Name = ruleException
+		rr.Name = RuleException
 		rr.Exceptions = nil
 		o := skip("rule is skipped due to policy exception: " + exempt.keys())
 		if exempt.pass {
@@ -311,7 +318,7 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 		if p.vpol.ignore {
 			return skip("skip")
 		}
-		rr.Name = ruleEvaluation
+		rr.Name = RuleEvaluation
 		return errorf("failed to load context: %s", strings.Join(condErrs, "; "))
 	}
 	result := pass("success")
@@ -488,5 +495,24 @@ func rewriteForController(spec *policiesv1.ValidatingPolicySpec, prefix string, 
 	mc := spec.MatchConstraints.DeepCopy()
 	mc.ResourceRules = rules
 	out.MatchConstraints = mc
+	return out
+}
+
+// ValidatingPolicyRules returns the resource rules a ValidatingPolicy's
+// admission webhook must register: those of its matchConstraints and of its
+// autogen copies for Pod controllers. It returns nil for other policies.
+func ValidatingPolicyRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
+	vp, ok := p.(policiesv1.ValidatingPolicyLike)
+	if !ok {
+		return nil
+	}
+	spec := vp.GetValidatingPolicySpec()
+	if spec.MatchConstraints == nil {
+		return nil
+	}
+	out := append([]admissionregistrationv1.NamedRuleWithOperations(nil), spec.MatchConstraints.ResourceRules...)
+	for _, ag := range vpolAutogen(spec) {
+		out = append(out, ag.spec.MatchConstraints.ResourceRules...)
+	}
 	return out
 }

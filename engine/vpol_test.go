@@ -276,3 +276,23 @@ func TestValidatingPolicyFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestValidatingPolicyPromotion checks that a staged Audit policy enforces
+// in a namespace labelled charter.dev/enforcement=enforce, and only there.
+func TestValidatingPolicyPromotion(t *testing.T) {
+	policies, _ := readCELPolicies(t, "staged.yaml")
+	set, err := Compile(policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaders := WithLoaders(Loaders{Namespaces: nsLabels{"shop": {"charter.dev/enforcement": "enforce"}}})
+	for ns, want := range map[string]Action{"shop": Enforce, "dev": Audit} {
+		resp := set.Validate(context.Background(), &Request{Object: pod(ns, "web", nil, "nginx:latest")}, loaders)
+		if len(resp.Policies) != 1 || resp.Policies[0].Rules[0].Action != want || resp.Policies[0].Rules[0].Status != StatusFail {
+			t.Errorf("%s: got %+v, want a fail with action %s", ns, resp.Policies, want)
+		}
+		if got := resp.Blocked(); got != (want == Enforce) {
+			t.Errorf("%s: blocked %v", ns, got)
+		}
+	}
+}

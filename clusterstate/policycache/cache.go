@@ -16,6 +16,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
 // DefaultDebounce is how long the cache waits for the changes to stop
@@ -167,7 +168,8 @@ func (c *Cache) NeedLeaderElection() bool { return false }
 // burst of changes until ctx ends. A rebuild compiles only the policies
 // and exceptions that changed (see Builder).
 func (c *Cache) Start(ctx context.Context) error {
-	for _, obj := range []client.Object{&kyvernov1.ClusterPolicy{}, &kyvernov1.Policy{}, &kyvernov2.PolicyException{}, &corev1.Namespace{}} {
+	for _, obj := range []client.Object{&kyvernov1.ClusterPolicy{}, &kyvernov1.Policy{},
+		&policiesv1.ValidatingPolicy{}, &policiesv1.NamespacedValidatingPolicy{}, &kyvernov2.PolicyException{}, &corev1.Namespace{}} {
 		inf, err := c.reader.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("policy cache: informer for %T: %w", obj, err)
@@ -282,6 +284,14 @@ func (c *Cache) rebuild(ctx context.Context) error {
 	if err := c.reader.List(ctx, &pols); err != nil {
 		return fmt.Errorf("listing Policies: %w", err)
 	}
+	var vpols policiesv1.ValidatingPolicyList
+	if err := c.reader.List(ctx, &vpols); err != nil {
+		return fmt.Errorf("listing ValidatingPolicies: %w", err)
+	}
+	var nvpols policiesv1.NamespacedValidatingPolicyList
+	if err := c.reader.List(ctx, &nvpols); err != nil {
+		return fmt.Errorf("listing NamespacedValidatingPolicies: %w", err)
+	}
 	var exs kyvernov2.PolicyExceptionList
 	if err := c.reader.List(ctx, &exs); err != nil {
 		return fmt.Errorf("listing PolicyExceptions: %w", err)
@@ -292,6 +302,12 @@ func (c *Cache) rebuild(ctx context.Context) error {
 	}
 	for i := range pols.Items {
 		policies = append(policies, &pols.Items[i])
+	}
+	for i := range vpols.Items {
+		policies = append(policies, &vpols.Items[i])
+	}
+	for i := range nvpols.Items {
+		policies = append(policies, &nvpols.Items[i])
 	}
 	exceptions := make([]*kyvernov2.PolicyException, 0, len(exs.Items))
 	for i := range exs.Items {

@@ -20,6 +20,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 )
 
@@ -57,6 +58,14 @@ func (f *fakeCluster) List(_ context.Context, list client.ObjectList, _ ...clien
 			if o, ok := obj.(*kyvernov2.PolicyException); ok {
 				l.Items = append(l.Items, *o.DeepCopy())
 			}
+		case *policiesv1.ValidatingPolicyList:
+			if o, ok := obj.(*policiesv1.ValidatingPolicy); ok {
+				l.Items = append(l.Items, *o.DeepCopy())
+			}
+		case *policiesv1.NamespacedValidatingPolicyList:
+			if o, ok := obj.(*policiesv1.NamespacedValidatingPolicy); ok {
+				l.Items = append(l.Items, *o.DeepCopy())
+			}
 		default:
 			return fmt.Errorf("fakeCluster: cannot list %T", list)
 		}
@@ -89,7 +98,7 @@ func (f *fakeCluster) informer(t *testing.T, obj client.Object) *controllertest.
 func newFakeCluster(t *testing.T, objs ...client.Object) *fakeCluster {
 	t.Helper()
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme, policiesv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +110,7 @@ func newFakeCluster(t *testing.T, objs ...client.Object) *fakeCluster {
 	for _, obj := range objs {
 		f.put(obj)
 	}
-	for _, obj := range []client.Object{&kyvernov1.ClusterPolicy{}, &kyvernov1.Policy{}, &kyvernov2.PolicyException{}, &corev1.Namespace{}} {
+	for _, obj := range []client.Object{&kyvernov1.ClusterPolicy{}, &kyvernov1.Policy{}, &policiesv1.ValidatingPolicy{}, &policiesv1.NamespacedValidatingPolicy{}, &kyvernov2.PolicyException{}, &corev1.Namespace{}} {
 		f.informer(t, obj)
 	}
 	return f

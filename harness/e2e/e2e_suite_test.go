@@ -37,6 +37,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	policyreportv1alpha2 "github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/harness/cluster"
 	"github.com/charter-dev/charter/internal/controlplane"
@@ -91,6 +92,7 @@ func init() {
 	utilruntime.Must(kyvernov1.AddToScheme(scheme))
 	utilruntime.Must(kyvernov2.AddToScheme(scheme))
 	utilruntime.Must(kyvernov2beta1.AddToScheme(scheme))
+	utilruntime.Must(policiesv1.AddToScheme(scheme))
 	utilruntime.Must(policyreportv1alpha2.AddToScheme(scheme))
 	utilruntime.Must(gitopsv1alpha1.AddToScheme(scheme))
 }

@@ -109,6 +109,9 @@ func backgroundExceptions(exceptions []*kyvernov2.PolicyException) []*kyvernov2.
 }
 
 func hasValidateRules(p kyvernov1.PolicyInterface) bool {
+	if engine.ValidatingPolicyRules(p) != nil {
+		return true
+	}
 	for i := range p.GetSpec().Rules {
 		r := &p.GetSpec().Rules[i]
 		if r.HasValidate() || r.HasVerifyImages() {
@@ -121,6 +124,25 @@ func hasValidateRules(p kyvernov1.PolicyInterface) bool {
 // policyTypes lists the resource types the policy's validate and
 // verifyImages rules (after autogen) can match.
 func policyTypes(p kyvernov1.PolicyInterface, kinds *clusterstate.Kinds) []clusterstate.ResourceType {
+	if celRules := engine.ValidatingPolicyRules(p); celRules != nil {
+		seen := map[schema.GroupVersionResource]bool{}
+		var out []clusterstate.ResourceType
+		for _, r := range celRules {
+			for _, g := range r.APIGroups {
+				for _, v := range r.APIVersions {
+					for _, res := range r.Resources {
+						for _, t := range kinds.ResolveResource(g, v, res) {
+							if !seen[t.GVR] {
+								seen[t.GVR] = true
+								out = append(out, t)
+							}
+						}
+					}
+				}
+			}
+		}
+		return out
+	}
 	rules, err := autogen.ComputeRules(p)
 	if err != nil {
 		rules = p.GetSpec().Rules

@@ -14,9 +14,11 @@ package admission
 // get;list;watch: the policy cache serves the installed policies and
 // exceptions from informers.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies;namespacedvalidatingpolicies,verbs=get;list;watch
 // get;update;patch: the leader writes each policy's Ready condition and
 // autogen rules into status.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies/status;policies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies/status;namespacedvalidatingpolicies/status,verbs=get;update;patch
 // get;list;watch: namespaceSelectors and the charter.dev/enforcement label
 // are judged from a Namespace informer.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch

@@ -10,6 +10,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -196,12 +197,16 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 		if fp != kyvernov1.Ignore {
 			fp = kyvernov1.Fail
 		}
+		key := engine.PolicyKey(p)
+		usedV, usedM := false, false
+		if celRules := engine.ValidatingPolicyRules(p); celRules != nil {
+			// A ValidatingPolicy names its resources, as a VAP does.
+			usedV = addResourceRules(validating[fp], celRules, p.IsNamespaced())
+		}
 		rules, err := autogen.ComputeRules(p)
 		if err != nil {
 			rules = spec.Rules
 		}
-		key := engine.PolicyKey(p)
-		usedV, usedM := false, false
 		for i := range rules {
 			r := &rules[i]
 			isValidating := r.HasValidate() || r.HasGenerate() || r.HasMutateExisting() || r.HasVerifyImages()
@@ -260,6 +265,34 @@ func (w *webhookRules) raise(timeout int32) {
 	if timeout > w.timeout {
 		w.timeout = min(timeout, MaxTimeoutSeconds)
 	}
+}
+
+// addResourceRules registers a ValidatingPolicy's resource rules; a
+// namespaced policy's only for namespaced resources.
+func addResourceRules(w *webhookRules, rules []admissionregistrationv1.NamedRuleWithOperations, namespaced bool) bool {
+	used := false
+	for _, r := range rules {
+		scope := admissionregistrationv1.AllScopes
+		if r.Scope != nil {
+			scope = *r.Scope
+		}
+		if namespaced {
+			scope = admissionregistrationv1.NamespacedScope
+		}
+		ops := validateOps
+		if len(r.Operations) > 0 && !slices.Contains(r.Operations, admissionregistrationv1.OperationAll) {
+			ops = r.Operations
+		}
+		for _, g := range r.APIGroups {
+			for _, v := range r.APIVersions {
+				for _, res := range r.Resources {
+					w.add(Resource{Group: g, Version: v, Resource: res}, scope, ops)
+					used = true
+				}
+			}
+		}
+	}
+	return used
 }
 
 // matchFilters returns the resource descriptions of a rule's match block.
@@ -437,6 +470,8 @@ func (s Settings) policyValidating() *admissionregistrationv1.ValidatingWebhookC
 					Resources: []string{"clusterpolicies", "policies"}, Scope: &all}},
 				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2", "v2beta1"},
 					Resources: []string{"policyexceptions"}, Scope: &all}},
+				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"policies.kyverno.io"}, APIVersions: []string{"v1"},
+					Resources: []string{"validatingpolicies", "namespacedvalidatingpolicies", "policyexceptions"}, Scope: &all}},
 				// Cleanup policies are checked for what charter cannot run.
 				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2"},
 					Resources: []string{"cleanuppolicies", "clustercleanuppolicies"}, Scope: &all}},

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
 // fakeResolver serves a few kinds.
@@ -157,4 +159,51 @@ func sortRules(in []admissionregistrationv1.RuleWithOperations) map[string]admis
 		out[r.APIGroups[0]] = r
 	}
 	return out
+}
+
+// TestBuildValidatingPolicy registers a ValidatingPolicy's resource rules,
+// with their operations, plus those of its autogen copies, in the
+// fail-closed validating webhook; a NamespacedValidatingPolicy's only for
+// namespaced objects.
+func TestBuildValidatingPolicy(t *testing.T) {
+	rule := admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{"CREATE", "UPDATE"},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+	}}
+	vpol := &policiesv1.ValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "v"}, Spec: policiesv1.ValidatingPolicySpec{
+		MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{rule}},
+		Validations:      []admissionregistrationv1.Validation{{Expression: "true"}},
+	}}
+	nvpol := &policiesv1.NamespacedValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "n", Namespace: "team-a"}, Spec: *vpol.Spec.DeepCopy()}
+	nvpol.Spec.MatchConstraints.ResourceRules[0].Resources = []string{"configmaps"}
+	cfgs, err := Build([]kyvernov1.PolicyInterface{vpol, nvpol}, resolver, Settings{Target: Target{URL: "https://x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfgs.Validating.Webhooks) != 1 || cfgs.Validating.Webhooks[0].Name != ValidateWebhookFail {
+		t.Fatalf("validating webhooks: %+v", cfgs.Validating.Webhooks)
+	}
+	got := map[string]string{}
+	for _, r := range cfgs.Validating.Webhooks[0].Rules {
+		for _, res := range r.Resources {
+			got[r.APIGroups[0]+"/"+res] = fmt.Sprint(r.Operations, " ", *r.Scope)
+		}
+	}
+	want := map[string]string{
+		"/pods":                     "[CREATE UPDATE] *",
+		"/pods/ephemeralcontainers": "[CREATE UPDATE] *",
+		"/configmaps":               "[CREATE UPDATE] Namespaced",
+		"apps/deployments":          "[CREATE UPDATE] *",
+		"apps/daemonsets":           "[CREATE UPDATE] *",
+		"apps/replicasets":          "[CREATE UPDATE] *",
+		"apps/statefulsets":         "[CREATE UPDATE] *",
+		"batch/jobs":                "[CREATE UPDATE] *",
+		"batch/cronjobs":            "[CREATE UPDATE] *",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("rules:\n got %v\nwant %v", got, want)
+	}
+	if len(cfgs.Mutating.Webhooks) != 0 {
+		t.Error("a ValidatingPolicy registered a mutating webhook")
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/strict"
 	"github.com/charter-dev/charter/engine"
 )
@@ -40,7 +41,11 @@ func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, allowed(ar.UID, nil))
 		return
 	}
-	unsupported, err := checkPolicyObject(ar.Kind.Kind, ar.Object)
+	check := checkPolicyObject
+	if ar.Kind.Group == policiesv1.Group {
+		check = checkCELPolicyObject
+	}
+	unsupported, err := check(ar.Kind.Kind, ar.Object)
 	if err != nil {
 		writeResponse(w, denied(ar.UID, err.Error()))
 		return
@@ -119,6 +124,35 @@ func checkPolicyObject(kind string, raw []byte) (engine.UnsupportedList, error) 
 	// The webhook configuration sends only the kinds above; anything else
 	// is not ours to judge.
 	return nil, nil
+}
+
+// checkCELPolicyObject decodes a policies.kyverno.io object strictly and
+// compiles it.
+func checkCELPolicyObject(kind string, raw []byte) (engine.UnsupportedList, error) {
+	var p kyvernov1.PolicyInterface
+	switch kind {
+	case policiesv1.ValidatingPolicyKind:
+		p = &policiesv1.ValidatingPolicy{}
+	case policiesv1.NamespacedValidatingPolicyKind:
+		p = &policiesv1.NamespacedValidatingPolicy{}
+	case policiesv1.PolicyExceptionKind:
+		ex := &policiesv1.PolicyException{}
+		if err := strict.Unmarshal(raw, ex); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
+		}
+		_, err := engine.Compile(nil, engine.WithCELExceptions([]*policiesv1.PolicyException{ex}))
+		return nil, compileError(err)
+	default:
+		return nil, nil
+	}
+	if err := strict.Unmarshal(raw, p); err != nil {
+		return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
+	}
+	set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
+	if err := compileError(err); err != nil {
+		return nil, err
+	}
+	return set.Unsupported(), nil
 }
 
 // compileError returns the compile faults, or nil when there are none.

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 )
 
@@ -31,6 +32,9 @@ func TestReconcileWritesOnlyChanges(t *testing.T) {
 
 	sch := runtime.NewScheme()
 	if err := kyvernov1.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	if err := policiesv1.AddToScheme(sch); err != nil {
 		t.Fatal(err)
 	}
 	writes := map[string]int{}

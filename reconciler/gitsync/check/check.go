@@ -24,6 +24,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/strict"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/reconciler/gitsync/build"
@@ -113,6 +114,18 @@ func Objects(objs []build.Object, scheme *runtime.Scheme) error {
 			faults = append(faults, unsupportedFaults(engine.UnsupportedFeatures(v), o.File)...)
 		case *kyvernov2.CleanupPolicy:
 			faults = append(faults, unsupportedFaults(engine.UnsupportedFeatures(v), o.File)...)
+		case *policiesv1.ValidatingPolicy:
+			faults = append(faults, compilePolicy(v, "ValidatingPolicy/"+v.GetName(), o.File, policyFiles)...)
+		case *policiesv1.NamespacedValidatingPolicy:
+			faults = append(faults, compilePolicy(v, "NamespacedValidatingPolicy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
+		case *policiesv1.PolicyException:
+			if _, err := engine.Compile(nil, engine.WithCELExceptions([]*policiesv1.PolicyException{v})); err != nil {
+				key := "PolicyException/" + v.GetName()
+				if v.GetNamespace() != "" {
+					key = "PolicyException/" + v.GetNamespace() + "/" + v.GetName()
+				}
+				faults = append(faults, compileFaults(err, map[string]string{key: o.File})...)
+			}
 		case *kyvernov2beta1.PolicyException:
 			ex := v.ToV2()
 			exceptions = append(exceptions, ex)

@@ -15,6 +15,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/reconciler/gitsync/build"
 )
 
@@ -23,6 +24,7 @@ func testScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(kyvernov1.AddToScheme(s))
 	utilruntime.Must(kyvernov2.AddToScheme(s))
+	utilruntime.Must(policiesv1.AddToScheme(s))
 	return s
 }
 
@@ -56,6 +58,7 @@ func TestObjects(t *testing.T) {
 		{file: "core-unknown-field.yaml", want: []string{`repo/core-unknown-field.yaml: ConfigMap "team-a/settings": unknown field "dataa"`}},
 		{file: "no-name.yaml", want: []string{`repo/no-name.yaml: ConfigMap "team-a/": an object needs apiVersion, kind and metadata.name`}},
 		{file: "duplicate.yaml", want: []string{`repo/duplicate.yaml: Policy "team-a/twice": declared again (first in repo/duplicate.yaml)`}},
+		{file: "bad-vpol.yaml", want: []string{`repo/bad-vpol.yaml: ValidatingPolicy "not-bool": spec.validations[0].expression: must evaluate to bool but got dyn`}},
 		{file: "bad-exception.yaml", want: []string{`repo/bad-exception.yaml: PolicyException "team-a/allow-all": spec.exceptions: an exception needs at least one policy`}},
 		{file: "unsupported.yaml", want: []string{
 			`repo/unsupported.yaml: ClusterPolicy "verify-images": spec.rules[0].verifyImages: verifyImages is not supported by charter anywhere yet`,

@@ -22,6 +22,12 @@ type Catalog map[string]map[string]bool
 func NewCatalog(policies []kyvernov1.PolicyInterface) Catalog {
 	c := make(Catalog, len(policies))
 	for _, p := range policies {
+		if engine.ValidatingPolicyRules(p) != nil {
+			// One result per resource, rule "" (or the exception and
+			// evaluation results' names).
+			c[engine.PolicyKey(p)] = map[string]bool{"": true, engine.RuleException: true, engine.RuleEvaluation: true}
+			continue
+		}
 		rules, err := autogen.ComputeRules(p)
 		if err != nil {
 			rules = p.GetSpec().Rules
@@ -52,7 +58,7 @@ func Prune(results []v1alpha2.PolicyReportResult, catalog Catalog) []v1alpha2.Po
 	out := make([]v1alpha2.PolicyReportResult, 0, len(results))
 	for i := range results {
 		r := &results[i]
-		if r.Source == Source && catalog.Has(r.Policy, r.Rule) {
+		if ChartersSource(r.Source) && catalog.Has(r.Policy, r.Rule) {
 			out = append(out, *r)
 		}
 	}
@@ -75,7 +81,7 @@ func Merge(existing, incoming []v1alpha2.PolicyReportResult) []v1alpha2.PolicyRe
 	for _, in := range [][]v1alpha2.PolicyReportResult{existing, incoming} {
 		for i := range in {
 			r := &in[i]
-			if r.Source != Source {
+			if !ChartersSource(r.Source) {
 				continue
 			}
 			k := resultKey(r)
@@ -108,7 +114,7 @@ func ReplaceBackground(existing, scan []v1alpha2.PolicyReportResult, scanned map
 	out := make([]v1alpha2.PolicyReportResult, 0, len(existing)+len(scan))
 	for i := range existing {
 		r := &existing[i]
-		if r.Source == Source && !scanned[r.Policy] {
+		if ChartersSource(r.Source) && !scanned[r.Policy] {
 			out = append(out, *r)
 		}
 	}

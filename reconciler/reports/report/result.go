@@ -13,8 +13,16 @@ import (
 	"github.com/charter-dev/charter/engine"
 )
 
-// Source is the `source` of every result charter writes.
+// Source is the `source` of the results charter writes for kyverno.io
+// policies.
 const Source = "charter"
+
+// SourceValidatingPolicy is the `source` of ValidatingPolicy results, as
+// Kyverno writes it.
+const SourceValidatingPolicy = "KyvernoValidatingPolicy"
+
+// ChartersSource reports whether charter writes results of this source.
+func ChartersSource(s string) bool { return s == Source || s == SourceValidatingPolicy }
 
 // Policy annotations that feed result fields.
 const (
@@ -121,8 +129,12 @@ func result(key string, policy kyvernov1.PolicyInterface, rr *engine.RuleRespons
 	if m, ok := rr.Properties["message"]; ok {
 		msg = m
 	}
+	source := Source
+	if engine.ValidatingPolicyRules(policy) != nil {
+		source = SourceValidatingPolicy
+	}
 	r := v1alpha2.PolicyReportResult{
-		Source:     Source,
+		Source:     source,
 		Policy:     key,
 		Rule:       rr.Name,
 		Category:   ann[CategoryAnnotation],
