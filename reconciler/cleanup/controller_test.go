@@ -329,6 +329,30 @@ spec:
 		}
 	})
 
+	t.Run("NamespacedPolicyClusterScopedKind", func(t *testing.T) {
+		e.t = t
+		e.create(decodePolicy(t, &kyvernov2.CleanupPolicy{}, `
+metadata: {name: namespaces, namespace: team-b}
+spec:
+  schedule: "*/2 * * * * *"
+  match: {any: [{resources: {kinds: [Namespace]}}]}
+`))
+		e.eventually("Ready=False naming the cluster-scoped kind", 10*time.Second, func() error {
+			var p kyvernov2.CleanupPolicy
+			if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "team-b", Name: "namespaces"}, &p); err != nil {
+				return err
+			}
+			c := findCondition(p.Status.Conditions, ConditionReady)
+			if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, `kind "Namespace" is cluster-scoped`) {
+				return fmt.Errorf("status %+v", p.Status)
+			}
+			return nil
+		})
+		if err := e.cl.Get(e.ctx, client.ObjectKey{Name: "team-b"}, &corev1.Namespace{}); err != nil {
+			t.Errorf("Namespace team-b: %v", err)
+		}
+	})
+
 	t.Run("InvalidPolicyStalled", func(t *testing.T) {
 		e.t = t
 		// No webhook runs here, so the API server stores what admission

@@ -217,6 +217,8 @@ func (c *policyController) runPolicy(ctx context.Context, p *engine.CleanupPolic
 		}
 		for _, t := range types {
 			if src.IsNamespaced() && !t.Namespaced {
+				// Never deleted: say so rather than look in force.
+				errs = append(errs, fmt.Errorf("kind %q is cluster-scoped: a namespaced CleanupPolicy acts only in its own namespace and cannot delete it", sel))
 				continue
 			}
 			n, err := c.runType(ctx, p, run, sel, t, namespace)
