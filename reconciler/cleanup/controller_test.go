@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
@@ -406,6 +407,22 @@ spec:
 		})
 	})
 
+	t.Run("Metrics", func(t *testing.T) {
+		e.t = t
+		for _, m := range []struct{ name, label, value string }{
+			{"kyverno_ttl_controller_deletedobjects_total", "resource_resource", "configmaps"},
+			{"kyverno_ttl_controller_info", "resource_resource", "configmaps"},
+			{"kyverno_cleanup_controller_deletedobjects_total", "policy_name", "purge"},
+			{"kyverno_controller_reconcile_total", "controller_name", "cleanup-controller"},
+			{"kyverno_controller_reconcile_total", "controller_name", "v1/configmaps"},
+			{"kyverno_controller_reconcile_total", "controller_name", "example.com/v1/widgets"},
+		} {
+			if v := seriesValue(t, m.name, m.label, m.value); v < 1 {
+				t.Errorf("%s{%s=%q} = %v, want at least 1", m.name, m.label, m.value, v)
+			}
+		}
+	})
+
 	t.Run("RestartKeepsDeadlines", func(t *testing.T) {
 		e.t = t
 		stop()
@@ -426,4 +443,28 @@ func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// seriesValue sums the series of a metric in controller-runtime's
+// registry whose label has the value.
+func seriesValue(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }

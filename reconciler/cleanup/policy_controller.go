@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -90,9 +91,11 @@ func (c *policyController) next(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	c.m.reconciles.WithLabelValues(policyControllerName).Inc()
 	after, err := c.reconcile(ctx, key)
 	switch {
 	case err != nil:
+		c.m.requeues.WithLabelValues(policyControllerName, strconv.Itoa(c.queue.NumRequeues(key)+1)).Inc()
 		// Retried with backoff up to MaxRetryDelay, for as long as it
 		// fails: a policy is never dropped from the schedule.
 		c.o.Log.Error(err, "cleanup policy run failed; retrying", "policy", key.String())

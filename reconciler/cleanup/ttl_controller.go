@@ -3,6 +3,7 @@ package cleanup
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -39,6 +40,7 @@ type ttlKey struct {
 // ttlWatch is the reflector of one watched type and what it found.
 type ttlWatch struct {
 	t     apiType
+	name  string // controller_name of its metrics
 	store *ttlStore
 	stop  context.CancelFunc
 }
@@ -203,7 +205,7 @@ func (c *ttlController) mayDelete(ctx context.Context, gvr schema.GroupVersionRe
 }
 
 func (c *ttlController) watch(ctx context.Context, t apiType) {
-	w := &ttlWatch{t: t}
+	w := &ttlWatch{t: t, name: ttlControllerName(t)}
 	w.store = &ttlStore{
 		items:   map[string]ttlEntry{},
 		tracked: c.m.ttlTracked,
@@ -242,7 +244,10 @@ func (c *ttlController) next(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	name := key.w.name
+	c.m.reconciles.WithLabelValues(name).Inc()
 	if err := c.reconcile(ctx, key); err != nil {
+		c.m.requeues.WithLabelValues(name, strconv.Itoa(c.queue.NumRequeues(key)+1)).Inc()
 		c.o.Log.Error(err, "TTL: deleting an expired object; retrying", "resource", key.w.t.GVR.String(), "object", key.key)
 		c.queue.AddRateLimited(key)
 		return true
