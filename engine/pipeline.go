@@ -409,6 +409,12 @@ func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse
 		o.warnings = warnings
 		return o, has
 	}
+	if ev.in.op == kyvernov1.Delete && r.validate.shapeOnly() {
+		// Kyverno checks the shape of an object that is being deleted
+		// against no pattern: deleting a non-compliant object is no
+		// violation, so these rules give no result on DELETE.
+		return outcome{}, false
+	}
 	vd := &validator{ev: ev, rule: r, v: r.validate, exceptions: exceptions}
 	o, has := vd.run(ctx, doc, ev.object)
 	if !has {

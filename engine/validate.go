@@ -31,6 +31,16 @@ type validateRule struct {
 	overrides     []kyvernov1.ValidationFailureActionOverride
 }
 
+// shapeOnly reports whether the rule checks nothing but the object's shape
+// (pattern, anyPattern or podSecurity, in the order run picks them), the
+// rules Kyverno does not evaluate on DELETE.
+func (v *validateRule) shapeOnly() bool {
+	if v == nil || v.unsupported != "" || v.deny != nil {
+		return false
+	}
+	return v.pattern != nil || len(v.anyPattern) > 0 || (len(v.foreach) == 0 && v.podSecurity != nil)
+}
+
 // patternSpec is one pattern: decoded JSON, plus its compiled form when it
 // holds no variables.
 type patternSpec struct {
