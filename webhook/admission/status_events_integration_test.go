@@ -126,15 +126,52 @@ func TestPolicyStatusAndEventsOnRealAPIServer(t *testing.T) {
 		onPolicy := waitForEvent(ctx, t, cl, func(e *eventsv1.Event) bool {
 			return e.Regarding.Name == "require-team" && e.Related != nil && e.Related.Name == "no-team"
 		})
-		checkEvent(t, onPolicy, "PolicyViolation", "Resource Passed", corev1.EventTypeWarning,
+		checkEvent(t, onPolicy, "PolicyViolation", "None", corev1.EventTypeWarning,
 			"Pod default/no-team: [check-team] fail; validation error: label 'team' is required. rule check-team failed at path /metadata/labels/team/")
 		onPod := waitForEvent(ctx, t, cl, func(e *eventsv1.Event) bool {
 			return e.Regarding.Kind == "Pod" && e.Regarding.Name == "no-team" && strings.HasPrefix(e.Note, "policy require-team/")
 		})
-		checkEvent(t, onPod, "PolicyViolation", "Resource Passed", corev1.EventTypeWarning,
+		checkEvent(t, onPod, "PolicyViolation", "None", corev1.EventTypeWarning,
 			"policy require-team/check-team fail: validation error: label 'team' is required. rule check-team failed at path /metadata/labels/team/")
 		if onPod.Regarding.UID == "" {
 			t.Error("the Pod event's reference has no UID")
+		}
+		// The Enforce rule the Pod passed is no violation: no event says so.
+		if found := findEvent(ctx, t, cl, func(e *eventsv1.Event) bool {
+			return e.Regarding.Name == "no-team" && strings.HasPrefix(e.Note, "policy require-labels/")
+		}); found != nil {
+			t.Errorf("an event for a rule that passed: %q", found.Note)
+		}
+	})
+
+	t.Run("deleting a non-compliant Pod is no violation", func(t *testing.T) {
+		onNoTeam := func() int {
+			n := 0
+			var list eventsv1.EventList
+			if err := cl.List(ctx, &list, client.InNamespace("default")); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range list.Items {
+				if (e.Regarding.Name == "no-team") || (e.Related != nil && e.Related.Name == "no-team") {
+					n++
+				}
+			}
+			return n
+		}
+		before := onNoTeam()
+		if err := cl.Delete(ctx, pod("no-team", nil)); err != nil {
+			t.Fatal(err)
+		}
+		// A later failing request's events mark that the sink has moved past
+		// the DELETE.
+		if err := cl.Create(ctx, pod("after-delete", map[string]string{"app.kubernetes.io/name": "web"})); err != nil {
+			t.Fatal(err)
+		}
+		waitForEvent(ctx, t, cl, func(e *eventsv1.Event) bool {
+			return e.Regarding.Kind == "Pod" && e.Regarding.Name == "after-delete"
+		})
+		if after := onNoTeam(); after != before {
+			t.Errorf("the DELETE left %d events about no-team", after-before)
 		}
 	})
 

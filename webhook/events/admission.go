@@ -35,8 +35,13 @@ func (a Admission) Events() []Event {
 //   - if a rule failed or errored: one PolicyViolation event on the policy
 //     per such rule ("Pod default/nginx: [rule] fail (blocked); <message>"),
 //     and, when the request was allowed, one PolicyViolation event on the
-//     resource per rule of that policy, passing ones included, as Kyverno
-//     does ("policy <policy>/<rule> <status>: <message>");
+//     resource per such rule ("policy <policy>/<rule> <status>: <message>").
+//     Kyverno also writes a PolicyViolation on the resource for each rule
+//     that passed; charter does not, because a Warning saying "violation"
+//     about a rule that held is false, and it multiplies the API writes.
+//     The action is what happened to the request: "Resource Blocked" when
+//     it was denied, "None" when it was let through despite the failure
+//     (Kyverno's "Resource Passed" there reads as if the rule passed);
 //   - else, if allowed and a rule was skipped by PolicyExceptions: a
 //     PolicySkipped event on each exception and one on the policy;
 //   - else, with successEvents: PolicyApplied on the policy.
@@ -65,7 +70,7 @@ func AdmissionEvents(req *engine.Request, responses []*engine.Response, blocked,
 			policy := policyRef(p.Policy)
 			switch {
 			case anyViolation(rules):
-				action := ActionResourcePassed
+				action := ActionNone
 				if blocked {
 					action = ActionResourceBlocked
 				}
@@ -82,7 +87,10 @@ func AdmissionEvents(req *engine.Request, responses []*engine.Response, blocked,
 				}
 				if !blocked {
 					for _, r := range rules {
-						out = append(out, Event{Regarding: resource, Reason: ReasonPolicyViolation, Action: ActionResourcePassed,
+						if !isViolation(r.Status) {
+							continue
+						}
+						out = append(out, Event{Regarding: resource, Reason: ReasonPolicyViolation, Action: ActionNone,
 							Note: "policy " + p.Policy.GetName() + "/" + r.Name + " " + eventStatus(r.Status) + ": " + r.Message})
 					}
 				}

@@ -71,19 +71,23 @@ func TestAdmissionEvents(t *testing.T) {
 			Note: "Pod default/nginx: [check-for-labels] fail (blocked); validation error: label required. rule check-for-labels failed at path /metadata/labels/",
 		}},
 	}, {
-		name: "Audit failure: the policy event, and a resource event for every rule of the policy, passing ones too",
+		name: "Audit failure: one event on the policy and one on the resource per failing rule, none for rules that passed",
 		req:  podRequest,
 		responses: response(podRef, engine.PolicyResponse{Policy: nsPolicy, Key: "team/team-rules",
-			Rules: []engine.RuleResponse{pass("a", engine.Audit), fail("b", "validation error: b. rule b failed at path /spec/", engine.Audit)}}),
+			Rules: []engine.RuleResponse{pass("a", engine.Audit), fail("b", "validation error: b. rule b failed at path /spec/", engine.Audit),
+				pass("c", engine.Audit), fail("d", "validation error: d", engine.Audit)}}),
 		want: []Event{{
-			Regarding: polRef, Related: related(podObj), Reason: ReasonPolicyViolation, Action: ActionResourcePassed,
+			Regarding: polRef, Related: related(podObj), Reason: ReasonPolicyViolation, Action: ActionNone,
 			Note: "Pod default/nginx: [b] fail; validation error: b. rule b failed at path /spec/",
 		}, {
-			Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionResourcePassed,
-			Note: "policy team-rules/a pass: validation rule 'a' passed.",
+			Regarding: polRef, Related: related(podObj), Reason: ReasonPolicyViolation, Action: ActionNone,
+			Note: "Pod default/nginx: [d] fail; validation error: d",
 		}, {
-			Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionResourcePassed,
+			Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionNone,
 			Note: "policy team-rules/b fail: validation error: b. rule b failed at path /spec/",
+		}, {
+			Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionNone,
+			Note: "policy team-rules/d fail: validation error: d",
 		}},
 	}, {
 		name: "an error under failurePolicy Ignore is a violation; an unscored warn reads fail",
@@ -93,13 +97,13 @@ func TestAdmissionEvents(t *testing.T) {
 			{Name: "unscored", Status: engine.StatusWarn, Message: "validation error: w", Action: engine.Audit},
 		}}),
 		want: []Event{
-			{Regarding: cpolRef, Related: related(podObj), Reason: ReasonPolicyViolation, Action: ActionResourcePassed,
+			{Regarding: cpolRef, Related: related(podObj), Reason: ReasonPolicyViolation, Action: ActionNone,
 				Note: "Pod default/nginx: [ctx] error; failed to load context: boom"},
-			{Regarding: cpolRef, Related: related(podObj), Reason: ReasonPolicyViolation, Action: ActionResourcePassed,
+			{Regarding: cpolRef, Related: related(podObj), Reason: ReasonPolicyViolation, Action: ActionNone,
 				Note: "Pod default/nginx: [unscored] fail; validation error: w"},
-			{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionResourcePassed,
+			{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionNone,
 				Note: "policy require-labels/ctx error: failed to load context: boom"},
-			{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionResourcePassed,
+			{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionNone,
 				Note: "policy require-labels/unscored fail: validation error: w"},
 		},
 	}, {
