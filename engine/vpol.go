@@ -41,7 +41,9 @@ type validatingPolicy struct {
 }
 
 type vpolVariant struct {
-	match       *constraints
+	match *constraints
+	// lazy is set on an autogen copy until compiled (compiled()).
+	lazy        *lazyVariant
 	compiler    *plugincel.CompositedCompiler
 	conditions  []celProgram
 	validations []celExpression
@@ -58,6 +60,24 @@ var (
 	vpolEnv     *environment.EnvSet
 	vpolEnvErr  error
 )
+
+var (
+	vpolCompilerOnce sync.Once
+	vpolCompiler     *plugincel.CompositedCompiler
+	vpolCompilerErr  error
+)
+
+func sharedVPolCompiler() (*plugincel.CompositedCompiler, error) {
+	vpolCompilerOnce.Do(func() {
+		env, err := celPolicyEnv()
+		if err != nil {
+			vpolCompilerErr = err
+			return
+		}
+		vpolCompiler, vpolCompilerErr = plugincel.NewCompositedCompiler(env)
+	})
+	return vpolCompiler, vpolCompilerErr
+}
 
 // celPolicyEnv is the environment of policies.kyverno.io policies: VAP's,
 // with the lenient orValue validate.cel has, and Kyverno's libraries.
@@ -101,11 +121,15 @@ func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike,
 		return f.errs
 	}
 	for _, ag := range vpolAutogen(spec) {
-		// Faults of a generated copy repeat those of the policy, which
-		// compiled; any left are charter's to explain.
-		if v := compileVPolVariant(ag.spec, "status.autogen."+ag.name, f); v != nil {
-			vp.variants = append(vp.variants, v)
+		// A generated copy is compiled when a controller first comes to
+		// it: most sets never see one (the CLI compiles a set per suite),
+		// and its faults would repeat those of the policy, which compiled.
+		m, err := compileConstraints(ag.spec.MatchConstraints)
+		if err != nil {
+			f.add("status.autogen."+ag.name+".matchConstraints", err.Error())
+			continue
 		}
+		vp.variants = append(vp.variants, &vpolVariant{match: m, lazy: &lazyVariant{spec: ag.spec, path: "status.autogen." + ag.name}})
 	}
 	if len(f.errs) > 0 {
 		return f.errs
@@ -113,6 +137,28 @@ func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike,
 	p.vpol = vp
 	p.kinds = []string{"*"}
 	return nil
+}
+
+// lazyVariant is an autogen copy compiled on first use.
+type lazyVariant struct {
+	spec  *policiesv1.ValidatingPolicySpec
+	path  string
+	once  sync.Once
+	v     *vpolVariant
+	fault string
+}
+
+func (l *lazyVariant) compiled() (*vpolVariant, string) {
+	l.once.Do(func() {
+		f := &faults{}
+		v := compileVPolVariant(l.spec, l.path, f)
+		if len(f.errs) > 0 || v == nil {
+			l.fault = "autogen: " + f.errs.Error()
+			return
+		}
+		l.v = v
+	})
+	return l.v, l.fault
 }
 
 // compiledVariants holds compiled variants by source, as celRules does for
@@ -147,7 +193,14 @@ func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path stri
 	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
 		f.add(path+".matchConstraints", err.Error())
 	}
-	if v.compiler, err = plugincel.NewCompositedCompiler(env); err != nil {
+	if len(spec.Variables) == 0 {
+		// Without variables the compiler holds no state of the policy's:
+		// share one, as validate.cel rules do.
+		v.compiler, err = sharedVPolCompiler()
+	} else {
+		v.compiler, err = plugincel.NewCompositedCompiler(env)
+	}
+	if err != nil {
 		f.add(path, "CEL environment: "+err.Error())
 		return nil
 	}
@@ -256,6 +309,15 @@ func (p *Policy) validateCEL(ctx context.Context, in *requestView, cfg *evalConf
 	}
 	if v == nil {
 		return resp
+	}
+	if v.lazy != nil {
+		var fault string
+		if v, fault = v.lazy.compiled(); v == nil {
+			start := len(in.rules)
+			in.rules = append(in.rules, RuleResponse{Name: RuleEvaluation, Type: TypeValidation, Action: vp.action, Status: StatusError, Message: fault})
+			resp.Rules = in.rules[start : start+1 : start+1]
+			return resp
+		}
 	}
 	rr := RuleResponse{Name: "", Type: TypeValidation, Action: vp.action}
 	// A staged policy (charter.dev/staged) enforces in namespaces labelled

@@ -12,31 +12,17 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
+	"github.com/charter-dev/charter/internal/corpus"
 )
 
-// conformanceDir finds ../shared/conformance beside the repository root
-// (the directory holding go.mod), wherever the test runs from.
+// conformanceDir is the shared corpus; the test skips without it.
 func conformanceDir(t testing.TB) string {
 	t.Helper()
-	dir, err := filepath.Abs(".")
+	dir, err := corpus.Dir()
 	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-	out := filepath.Join(filepath.Dir(dir), "shared", "conformance")
-	if _, err := os.Stat(out); err != nil {
 		t.Skipf("conformance corpus not present: %v", err)
 	}
-	return out
+	return dir
 }
 
 // conformanceList returns the suite folders a list names.
