@@ -37,6 +37,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine/ttl"
 	"github.com/charter-dev/charter/internal/benchmem"
@@ -184,7 +185,7 @@ func createConfigMaps(ctx context.Context, cs kubernetes.Interface, name string,
 // (without leader election), on the process's shared cluster state.
 func startController(ctx context.Context, cfg *rest.Config, opts cleanup.Options) (stop func(), err error) {
 	sch := kruntime.NewScheme()
-	for _, add := range []func(*kruntime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme} {
+	for _, add := range []func(*kruntime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme, policiesv1.AddToScheme} {
 		if err := add(sch); err != nil {
 			return nil, err
 		}

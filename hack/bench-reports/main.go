@@ -45,6 +45,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/internal/benchmem"
 	"github.com/charter-dev/charter/internal/controlplane"
@@ -531,7 +532,7 @@ func (c cpuTimes) String() string {
 // process hands its controllers.
 func startClusterState(ctx context.Context, cfg *rest.Config) (*clusterstate.State, error) {
 	sch := kruntime.NewScheme()
-	for _, add := range []func(*kruntime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme} {
+	for _, add := range []func(*kruntime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme, policiesv1.AddToScheme} {
 		if err := add(sch); err != nil {
 			return nil, err
 		}

@@ -26,6 +26,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine/ttl"
 	"github.com/charter-dev/charter/internal/controlplane"
@@ -80,6 +81,9 @@ func testScheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	if err := kyvernov2.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := policiesv1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
