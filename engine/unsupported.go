@@ -87,11 +87,10 @@ var unsupportedFeatures = []feature{
 	// the CLI skips these kinds.
 	{name: "ClusterCleanupPolicy", kinds: []string{"ClusterCleanupPolicy"}, path: "spec", where: InCLI},
 	{name: "CleanupPolicy", kinds: []string{"CleanupPolicy"}, path: "spec", where: InCLI},
-	// images (#15): verifyImages gives an error result; imageRegistry
-	// entries have no registry access in the cluster (the CLI reads them
-	// from a values file); custom image extractors are ignored, so
-	// {{images}} would miss the images they name.
-	{name: "verifyImages", kinds: kyvernoPolicies, path: "spec.rules[*].verifyImages", where: Everywhere},
+	// images (#15): imageRegistry entries have no registry access in the
+	// cluster (the CLI reads them from a values file); custom image
+	// extractors are ignored, so {{images}} would miss the images they
+	// name.
 	{name: "context entry imageRegistry", kinds: kyvernoPolicies, path: "spec.rules[*].**.context[*].imageRegistry", where: InCluster},
 	{name: "imageExtractors", kinds: kyvernoPolicies, path: "spec.rules[*].imageExtractors", where: Everywhere},
 	// Nobody yet.
@@ -107,9 +106,9 @@ var unsupportedFeatures = []feature{
 type Unsupported struct {
 	// Kind and Name name the policy as CompileError does.
 	Kind, Name string
-	// Field is where the feature is used, e.g. spec.rules[0].verifyImages.
+	// Field is where the feature is used, e.g. spec.rules[0].validate.manifests.
 	Field string
-	// Feature names it, e.g. "verifyImages".
+	// Feature names it, e.g. "validate.manifests".
 	Feature string
 	// Where charter cannot run it.
 	Where Where
@@ -122,7 +121,7 @@ type Unsupported struct {
 func (u *Unsupported) In(w Where) bool { return u.Where&w != 0 }
 
 // Message is the finding without the policy's name, as a policy's own
-// status shows it: "spec.rules[0].verifyImages: verifyImages is not
+// status shows it: "spec.rules[0].validate.manifests: validate.manifests is not
 // supported by charter in the cluster yet".
 func (u *Unsupported) Message() string { return u.Field + ": " + u.Fault() }
 

@@ -29,6 +29,17 @@ func (v *Verifier) reference(ctx context.Context, image string, creds engine.Ima
 	if err != nil {
 		return nil, nil, fmt.Errorf("invalid image reference %q: %w", image, err)
 	}
+	if v.o.Mirror != "" {
+		mirrored := v.o.Mirror + "/" + ref.Context().RepositoryStr()
+		if d, ok := ref.(name.Digest); ok {
+			mirrored += "@" + d.DigestStr()
+		} else {
+			mirrored += ":" + ref.Identifier()
+		}
+		if ref, err = name.ParseReference(mirrored, v.nameOptions(creds)...); err != nil {
+			return nil, nil, fmt.Errorf("invalid image reference %q on registry %s: %w", image, v.o.Mirror, err)
+		}
+	}
 	kc, err := v.keychain(ctx, creds)
 	if err != nil {
 		return nil, nil, err

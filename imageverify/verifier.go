@@ -54,6 +54,10 @@ type Options struct {
 	Cache *Cache
 	// Insecure allows plain-HTTP registries for every check.
 	Insecure bool
+	// Mirror, when set ("host[:port]"), is asked instead of every image's
+	// own registry: the same repository, tag and digest there. The CLI's
+	// --registry uses it to verify against a local registry.
+	Mirror string
 	Log      logr.Logger
 }
 

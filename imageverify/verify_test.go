@@ -15,7 +15,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/imageverify"
-	"github.com/charter-dev/charter/imageverify/imagetest"
+	"github.com/charter-dev/charter/internal/imagetest"
 )
 
 // fixture is a loopback registry with images signed in different ways.

@@ -19,6 +19,7 @@ func newApplyCommand() *cobra.Command {
 		printObjects bool
 		removeColor  bool
 		cluster      clusterSource
+		registry     string
 	)
 	cmd := &cobra.Command{
 		Use:   "apply POLICY... --resource FILE|DIR|-",
@@ -64,6 +65,7 @@ targets and clone sources are read from it too.`,
 					return err
 				}
 			}
+			opts.Loaders.ImageVerifier = cliImageVerifier(registry)
 			outcome, err := cliapply.Run(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -115,5 +117,6 @@ targets and clone sources are read from it too.`,
 	f.BoolVar(&failOnly, "fail-only", false, "show only fail, warn and error results")
 	f.BoolVar(&printObjects, "print-resources", false, "after the results, print the mutated resources and the generated objects as YAML")
 	f.StringVarP(&output, "output", "o", "", "output format: json|yaml")
+	f.StringVar(&registry, "registry", "", registryFlagHelp)
 	return cmd
 }

@@ -98,6 +98,7 @@ type serveOptions struct {
 
 	reports reports.Options
 	cleanup cleanup.Options
+	images  imageVerifyOptions
 
 	// exceptionNamespaces are --exception-namespaces: where PolicyExceptions
 	// are honoured from; nil means charter's own namespace.
@@ -194,6 +195,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 			"An exception exempts what its match selects in any namespace, so trust only the platform team's namespace. "+
 			"Exceptions from elsewhere are ignored, with a Warning event on them; an empty value honours none. Default: charter's --namespace")
 	addCertFlags(f, &o)
+	addImageVerifyFlags(f, &o.images)
 	o.reports.AddFlags(f)
 	o.cleanup.AddFlags(f)
 	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default <temp>/charter-gitsync)")
@@ -246,6 +248,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	if _, err := exceptionNamespaces(o); err != nil {
+		return err
+	}
+	if err := o.images.check(o.requestTimeout); err != nil {
 		return err
 	}
 	log := textlogger.NewLogger(textlogger.NewConfig())
@@ -376,6 +381,8 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		if state, err = clusterstate.New(mgr, log.WithName("clusterstate"), clusterstate.WithExceptionNamespaces(trusted)); err != nil {
 			return nil, nil, err
 		}
+		// verifyImages rules, at admission and in background scans.
+		state.Loaders.ImageVerifier = o.images.verifier(secretReader{mgr.GetClient()})
 	}
 
 	// The admission results' queue is created first so admission can hand

@@ -28,6 +28,7 @@ func newTestCommand() *cobra.Command {
 		selector     string
 		requireTests bool
 		removeColor  bool
+		registry     string
 	)
 	cmd := &cobra.Command{
 		Use:   "test PATH...",
@@ -72,7 +73,7 @@ resources that match, and a suite left with none is not run).`,
 				return err
 			}
 			tuneGCForBatch()
-			runner := clitest.NewRunner(clitest.Options{FileName: fileName, Selector: sel})
+			runner := clitest.NewRunner(clitest.Options{FileName: fileName, Selector: sel, ImageVerifier: cliImageVerifier(registry)})
 			results, err := runner.Run(cmd.Context(), paths)
 			if err != nil {
 				return err
@@ -108,5 +109,6 @@ resources that match, and a suite left with none is not run).`,
 	f.StringVarP(&selector, "test-case-selector", "t", clitest.DefaultCaseSelector, `run only these expected results: "policy=NAME,rule=NAME,resource=NAME", wildcards allowed`)
 	f.BoolVar(&requireTests, "require-tests", false, "fail when a policy found under the paths has no expected result in any test")
 	f.BoolVar(&removeColor, "remove-color", false, "never colour the output (it is coloured only on a terminal anyway)")
+	f.StringVar(&registry, "registry", "", registryFlagHelp)
 	return cmd
 }

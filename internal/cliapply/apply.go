@@ -411,7 +411,7 @@ func (ev *evaluator) object(ctx context.Context, obj *unstructured.Unstructured,
 	verdicts = append(verdicts, verdictsOf(obj, mutation, ev.auditWarn)...)
 	verdicts = append(verdicts, verdictsOf(obj, resp, ev.auditWarn)...)
 	verdicts = append(verdicts, verdictsOf(obj, generation, ev.auditWarn)...)
-	return verdicts, resp.Blocked()
+	return verdicts, resp.Blocked() || imageBlocked(mutation)
 }
 
 // request is the simulated admission request for an object: a CREATE by

@@ -64,3 +64,17 @@ func name(u unstructured.Unstructured) string {
 	}
 	return u.GetNamespace() + "/" + u.GetName()
 }
+
+// imageBlocked reports whether a verifyImages rule of the mutating phase
+// denies the request: an Enforce fail, or an error (the CLI fails
+// closed).
+func imageBlocked(m *engine.Response) bool {
+	for _, p := range m.Policies {
+		for _, r := range p.Rules {
+			if r.Type == engine.TypeImageVerify && r.Action == engine.Enforce && (r.Status == engine.StatusFail || r.Status == engine.StatusError) {
+				return true
+			}
+		}
+	}
+	return false
+}

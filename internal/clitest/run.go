@@ -32,6 +32,9 @@ type Options struct {
 	// a test names, outside it (symbolic links resolved) is an error. The
 	// GitOps test gate sets it to the repository's checkout.
 	Root string
+	// ImageVerifier verifies images for verifyImages rules; without one
+	// such rules end in error.
+	ImageVerifier engine.ImageVerifier
 }
 
 // SuiteResult is the outcome of one suite.
@@ -190,7 +193,7 @@ func (r *Runner) runSuite(ctx context.Context, res *SuiteResult) {
 		fault := c.invalid[key]
 		res.Warnings = append(res.Warnings, fmt.Sprintf("policy %s is invalid: %s", key, fault))
 	}
-	evals := evaluate(ctx, c, in, operations(s.Test))
+	evals := evaluate(ctx, c, in, operations(s.Test), r.opts.ImageVerifier)
 	res.Rows = judge(s.Name(), s.Test, evals)
 	res.CheckedNothing = checkedNothing(s.Test, res.Rows)
 }
@@ -260,8 +263,9 @@ func operations(t *Test) []string {
 
 // evaluate runs every resource of the suite through the policy set once per
 // operation and records one evaluation per policy × resource.
-func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string) []evaluation {
+func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string, images engine.ImageVerifier) []evaluation {
 	loaders := engine.Loaders{
+		ImageVerifier: images,
 		ConfigMaps:    in.cluster,
 		APICalls:      in.cluster,
 		GlobalContext: in.cluster,

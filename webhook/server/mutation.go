@@ -39,6 +39,9 @@ func (m EngineMutator) Mutate(ctx context.Context, set *engine.PolicySet, req *e
 	if m.Observe != nil {
 		m.Observe(req, resp, time.Since(start))
 	}
+	if msg := imageDenial(resp, failClosed); msg != "" {
+		return MutationResult{Denial: msg}, nil
+	}
 	if failClosed {
 		if msg := mutationDenial(resp); msg != "" {
 			return MutationResult{Denial: msg}, nil
@@ -53,6 +56,33 @@ func (m EngineMutator) Mutate(ctx context.Context, set *engine.PolicySet, req *e
 		out.Object = resp.Object
 	}
 	return out, nil
+}
+
+// imageDenial is the denial of the verifyImages rules that block: a fail
+// whose action is Enforce, or an error under failurePolicy Fail. It reads
+// as a validating denial does (verify-images.md §2.11):
+//
+//	resource Pod/ns/name was blocked due to the following policies …
+//
+// or "" when none blocks.
+func imageDenial(resp *engine.MutateResponse, failClosed bool) string {
+	blocking := &engine.Response{Resource: resp.Resource}
+	for _, p := range resp.Policies {
+		var rules []engine.RuleResponse
+		for _, r := range p.Rules {
+			if r.Type == engine.TypeImageVerify && r.Action == engine.Enforce &&
+				(r.Status == engine.StatusFail || (r.Status == engine.StatusError && failClosed)) {
+				rules = append(rules, r)
+			}
+		}
+		if len(rules) > 0 {
+			blocking.Policies = append(blocking.Policies, engine.PolicyResponse{Policy: p.Policy, Key: p.Key, Rules: rules})
+		}
+	}
+	if len(blocking.Policies) == 0 {
+		return ""
+	}
+	return blockedMessage([]*engine.Response{blocking})
 }
 
 // mutationDenial is the denial of the first policy with an erroring rule,
@@ -85,7 +115,12 @@ func mutationWarnings(resp *engine.MutateResponse) []string {
 	for _, p := range resp.Policies {
 		emit := p.Policy.GetSpec().GetEmitWarning()
 		for _, r := range p.Rules {
+			for _, w := range r.Warnings {
+				out = append(out, "policy "+p.Policy.GetName()+"."+r.Name+": "+w)
+			}
 			switch {
+			case r.Status == engine.StatusSkip && len(r.Warnings) > 0:
+				continue
 			case r.Status == engine.StatusFail, r.Status == engine.StatusError, r.Status == engine.StatusWarn:
 			case emit && r.Status != engine.StatusSkip:
 			default:

@@ -25,7 +25,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -42,6 +41,15 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 )
 
+// T is what the helpers need of a test: testing.TB and Ginkgo's
+// GinkgoT() both have it.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
 // Registry is an OCI registry served on loopback for one test.
 type Registry struct {
 	Server *httptest.Server
@@ -50,7 +58,7 @@ type Registry struct {
 }
 
 // NewRegistry starts a registry that stops when the test ends.
-func NewRegistry(t testing.TB) *Registry {
+func NewRegistry(t T) *Registry {
 	t.Helper()
 	srv := httptest.NewServer(registry.New(registry.Logger(discard()), registry.WithReferrersSupport(true)))
 	t.Cleanup(srv.Close)
@@ -68,7 +76,7 @@ type Image struct {
 }
 
 // Push pushes a new random image under repo:tag.
-func (r *Registry) Push(t testing.TB, repo, tag string) Image {
+func (r *Registry) Push(t T, repo, tag string) Image {
 	t.Helper()
 	img, err := random.Image(256, 1)
 	if err != nil {
@@ -89,7 +97,7 @@ func (r *Registry) Push(t testing.TB, repo, tag string) Image {
 }
 
 // Tag points repo:tag at the image.
-func (r *Registry) Tag(t testing.TB, img Image, tag string) {
+func (r *Registry) Tag(t T, img Image, tag string) {
 	t.Helper()
 	d, err := name.NewDigest(img.DigestRef)
 	if err != nil {
@@ -113,7 +121,7 @@ type Key struct {
 }
 
 // NewKey returns a fresh key.
-func NewKey(t testing.TB) *Key {
+func NewKey(t T) *Key {
 	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -142,7 +150,7 @@ type SignOptions struct {
 
 // Sign signs the image with key and writes the signature to the image's
 // .sig tag.
-func (r *Registry) Sign(t testing.TB, img Image, key signature.Signer, o SignOptions) {
+func (r *Registry) Sign(t T, img Image, key signature.Signer, o SignOptions) {
 	t.Helper()
 	d := mustDigest(t, img.DigestRef)
 	claim := d
@@ -171,7 +179,7 @@ func (r *Registry) Sign(t testing.TB, img Image, key signature.Signer, o SignOpt
 
 // CopySignatures copies the .sig tag of from onto to: a signature about
 // from's digest now sits where to's signatures are looked up.
-func (r *Registry) CopySignatures(t testing.TB, from, to Image) {
+func (r *Registry) CopySignatures(t T, from, to Image) {
 	t.Helper()
 	src, dst := mustDigest(t, from.DigestRef), mustDigest(t, to.DigestRef)
 	srcTag, err := ociremote.SignatureTag(src)
@@ -205,7 +213,7 @@ func Statement(img Image, predicateType string, predicate any) map[string]any {
 // Attest signs the statement as a DSSE envelope and writes it to the
 // image's .att tag. tamper, when set, edits the envelope's payload after
 // signing.
-func (r *Registry) Attest(t testing.TB, img Image, key signature.Signer, statement map[string]any, tamper func(map[string]any)) {
+func (r *Registry) Attest(t T, img Image, key signature.Signer, statement map[string]any, tamper func(map[string]any)) {
 	t.Helper()
 	d := mustDigest(t, img.DigestRef)
 	body, err := json.Marshal(statement)
@@ -240,7 +248,7 @@ func (r *Registry) Attest(t testing.TB, img Image, key signature.Signer, stateme
 		func(se oci.SignedEntity) error { return ociremote.WriteAttestations(d.Repository, se) })
 }
 
-func attach(t testing.TB, d name.Digest, add func(oci.SignedEntity) (oci.SignedEntity, error), write func(oci.SignedEntity) error) {
+func attach(t T, d name.Digest, add func(oci.SignedEntity) (oci.SignedEntity, error), write func(oci.SignedEntity) error) {
 	t.Helper()
 	se, err := ociremote.SignedEntity(d)
 	if err != nil {
@@ -255,7 +263,7 @@ func attach(t testing.TB, d name.Digest, add func(oci.SignedEntity) (oci.SignedE
 	}
 }
 
-func mustDigest(t testing.TB, ref string) name.Digest {
+func mustDigest(t T, ref string) name.Digest {
 	t.Helper()
 	d, err := name.NewDigest(ref)
 	if err != nil {
@@ -273,7 +281,7 @@ type CA struct {
 }
 
 // NewCA returns a self-signed CA.
-func NewCA(t testing.TB, cn string) *CA {
+func NewCA(t T, cn string) *CA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -306,7 +314,7 @@ type Identity struct {
 
 // Leaf issues a short-lived code-signing certificate and returns its key
 // and PEM.
-func (ca *CA) Leaf(t testing.TB, id Identity) (signature.SignerVerifier, []byte) {
+func (ca *CA) Leaf(t T, id Identity) (signature.SignerVerifier, []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -355,7 +363,7 @@ func (ca *CA) Leaf(t testing.TB, id Identity) (signature.SignerVerifier, []byte)
 	return sv, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
-func parseOID(t testing.TB, s string) asn1.ObjectIdentifier {
+func parseOID(t T, s string) asn1.ObjectIdentifier {
 	var oid asn1.ObjectIdentifier
 	for _, part := range strings.Split(s, ".") {
 		n := 0
@@ -368,7 +376,7 @@ func parseOID(t testing.TB, s string) asn1.ObjectIdentifier {
 }
 
 // KeyID is the hex SHA-256 of a public key's PKIX DER, Rekor's log ID.
-func KeyID(t testing.TB, pub crypto.PublicKey) string {
+func KeyID(t T, pub crypto.PublicKey) string {
 	t.Helper()
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/charter-dev/charter/imageverify"
+)
+
+// imageVerifyOptions configure image verification (verifyImages rules).
+type imageVerifyOptions struct {
+	cacheSize int
+	cacheTTL  time.Duration
+	timeout   time.Duration
+}
+
+func addImageVerifyFlags(f *pflag.FlagSet, o *imageVerifyOptions) {
+	f.IntVar(&o.cacheSize, "image-verify-cache-size", 1000, "verified image results kept, keyed by image digest and the policy rule's check; 0 disables the cache")
+	f.DurationVar(&o.cacheTTL, "image-verify-cache-ttl", time.Hour, "how long a verified image result is reused before the registry is asked again")
+	f.DurationVar(&o.timeout, "image-verify-timeout", 5*time.Second, "bound on verifying one image (all its registry requests); must be below --request-timeout so a slow registry gives charter's answer, not the API server's")
+}
+
+// verifier returns the image verifier of a process; secrets, when not
+// nil, reads the pull secrets checks name.
+func (o imageVerifyOptions) verifier(secrets imageverify.SecretReader) *imageverify.Verifier {
+	var cache *imageverify.Cache
+	if o.cacheSize > 0 && o.cacheTTL > 0 {
+		cache = imageverify.NewCache(o.cacheSize, o.cacheTTL, nil)
+	}
+	return imageverify.New(imageverify.Options{Secrets: secrets, Cache: cache, Timeout: o.timeout})
+}
+
+func (o imageVerifyOptions) check(requestTimeout time.Duration) error {
+	if o.timeout <= 0 || o.timeout >= requestTimeout {
+		return fmt.Errorf("--image-verify-timeout %s must be positive and below --request-timeout %s", o.timeout, requestTimeout)
+	}
+	return nil
+}
+
+// secretReader reads pull secrets through a client that goes to the API
+// server (the manager's client does not cache Secrets).
+type secretReader struct{ client.Reader }
+
+func (r secretReader) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	var s corev1.Secret
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// cliImageVerifier verifies images for `charter apply` and `charter
+// test`: against each image's own registry with the local Docker
+// credentials, or against registry (host[:port]) when it is given, which
+// then serves every image's repository.
+func cliImageVerifier(registry string) *imageverify.Verifier {
+	return imageverify.New(imageverify.Options{Mirror: registry, Timeout: 30 * time.Second,
+		Cache: imageverify.NewCache(1000, time.Hour, nil)})
+}
+
+const registryFlagHelp = "verify the images of verifyImages rules against this registry (host[:port]) instead of each image's own, e.g. a local registry holding the same repositories; plain HTTP on loopback"

@@ -1,0 +1,104 @@
+package clitest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/charter-dev/charter/imageverify"
+	"github.com/charter-dev/charter/internal/imagetest"
+)
+
+// TestVerifyImagesSuite runs a suite with a verifyImages rule against a
+// registry on loopback, as `charter test --registry` does: the
+// resources name ghcr.io images, the registry serves the same
+// repositories, a signed image passes and an unsigned one fails with the
+// reason.
+func TestVerifyImagesSuite(t *testing.T) {
+	reg := imagetest.NewRegistry(t)
+	key := imagetest.NewKey(t)
+	signed := reg.Push(t, "example/app", "signed")
+	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
+	reg.Push(t, "example/app", "unsigned")
+
+	dir := t.TempDir()
+	pem, _ := json.Marshal(key.PublicPEM)
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("policy.yaml", `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: signed-images}
+spec:
+  validationFailureAction: Enforce
+  background: false
+  rules:
+  - name: check-signature
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    verifyImages:
+    - imageReferences: ["ghcr.io/example/*"]
+      attestors:
+      - entries:
+        - keys:
+            publicKeys: `+string(pem)+`
+            rekor: {url: "http://127.0.0.1:1", ignoreTlog: true}
+`)
+	write("resources.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: signed, namespace: default}
+spec: {containers: [{name: app, image: "ghcr.io/example/app:signed"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: unsigned, namespace: default}
+spec: {containers: [{name: app, image: "ghcr.io/example/app:unsigned"}]}
+`)
+	write(DefaultFileName, `apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: images}
+policies: [policy.yaml]
+resources: [resources.yaml]
+results:
+- {policy: signed-images, rule: check-signature, resources: [signed], kind: Pod, result: pass}
+- {policy: signed-images, rule: check-signature, resources: [unsigned], kind: Pod, result: fail}
+`)
+	runner := NewRunner(Options{FileName: DefaultFileName, ImageVerifier: imageverify.New(imageverify.Options{Mirror: reg.Host})})
+	results, err := runner.Run(context.Background(), []string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 || results[0].Err != nil {
+		t.Fatalf("results: %+v", results)
+	}
+	rows := results[0].Rows
+	// Each row is checked against both phases' responses, as in
+	// Kyverno's CLI: verification (mutating) and verifyDigest/required
+	// (validating).
+	if c := count(rows); c.Failed != 0 || c.Passed != 4 {
+		t.Fatalf("rows: %+v", rows)
+	}
+	said := false
+	for _, r := range rows {
+		said = said || (strings.HasSuffix(r.Resource, "/unsigned") &&
+			r.Message == "failed to verify image ghcr.io/example/app:unsigned: .attestors[0].entries[0].keys: no signatures found")
+	}
+	if !said {
+		t.Errorf("no row of the unsigned image says why: %+v", rows)
+	}
+
+	// Without the registry the same suite cannot verify: the rows fail.
+	offline := NewRunner(Options{FileName: DefaultFileName, ImageVerifier: imageverify.New(imageverify.Options{Mirror: "127.0.0.1:1"})})
+	results, err = offline.Run(context.Background(), []string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := count(results[0].Rows); c.Failed == 0 {
+		t.Fatalf("an unreachable registry passed the suite: %+v", results[0].Rows)
+	}
+}
