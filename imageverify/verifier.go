@@ -58,7 +58,7 @@ type Options struct {
 	// own registry: the same repository, tag and digest there. The CLI's
 	// --registry uses it to verify against a local registry.
 	Mirror string
-	Log      logr.Logger
+	Log    logr.Logger
 }
 
 // New returns a Verifier.

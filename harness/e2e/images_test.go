@@ -176,4 +176,3 @@ var _ = Describe("Image verification", Label("images"), Ordered, func() {
 		Expect(warnings.take()).To(ContainElement(ContainSubstring("policy images-ignore.verify: failed to verify image " + late.Ref)))
 	}, SpecTimeout(60*time.Second))
 })
-
