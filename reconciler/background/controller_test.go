@@ -426,3 +426,57 @@ func TestMutateExisting(t *testing.T) {
 	e.admit(kyvernov1.Update, three, three)
 	wantLabel("three")
 }
+
+// TestTwoLeadersConverge runs two controllers that both think they lead
+// against one API server: they converge on one NetworkPolicy per
+// namespace, leave no UpdateRequest behind and, once converged, write
+// nothing more (no flapping between them).
+func TestTwoLeadersConverge(t *testing.T) {
+	e := startEnv(t)
+	a, _ := e.startController(Options{})
+	b, _ := e.startController(Options{})
+	e.applyPolicy("default-deny.yaml", nil)
+	var names []string
+	for i := range 5 {
+		ns := e.namespace(fmt.Sprintf("twice-%d", i))
+		e.admit(kyvernov1.Create, ns, nil)
+		names = append(names, ns.Name)
+	}
+	for _, ns := range names {
+		e.wantPolicyTypes(ns, networkingv1.PolicyTypeIngress)
+	}
+	e.eventually("every UpdateRequest done and removed", func() error {
+		if urs := e.updateRequests(); len(urs) != 0 {
+			return fmt.Errorf("%d UpdateRequests left, first %+v", len(urs), urs[0].Status)
+		}
+		return nil
+	})
+	// A user edit is put back, and both settle on the same object.
+	np, err := e.networkPolicy(names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	np.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+	if err := e.cl.Update(e.ctx, np); err != nil {
+		t.Fatal(err)
+	}
+	e.wantPolicyTypes(names[0], networkingv1.PolicyTypeIngress)
+	time.Sleep(time.Second)
+	before := a.Stats().Writes.Load() + b.Stats().Writes.Load()
+	time.Sleep(3 * time.Second)
+	if n := a.Stats().Writes.Load() + b.Stats().Writes.Load() - before; n != 0 {
+		t.Errorf("the two controllers wrote %d times after converging, want none", n)
+	}
+	var nps networkingv1.NetworkPolicyList
+	if err := e.cl.List(e.ctx, &nps, client.MatchingLabels{"generate.kyverno.io/policy-name": "default-deny"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(nps.Items) != len(names) {
+		t.Errorf("%d generated NetworkPolicies for %d namespaces", len(nps.Items), len(names))
+	}
+	for _, c := range []*Controller{a, b} {
+		if f := c.Stats().Failed.Load(); f != 0 {
+			t.Errorf("a controller left %d UpdateRequests Failed", f)
+		}
+	}
+}
