@@ -39,7 +39,7 @@ help: ## Show this help.
 # <name>=<package paths>. background and cleanup add theirs here once
 # their packages carry markers (until then config/rbac/<name>/role.yaml is
 # written by hand).
-RBAC_ROLES := admission=./webhook/... reports=./reconciler/reports/... gitsync=./reconciler/gitsync/... cleanup=./reconciler/cleanup/...
+RBAC_ROLES := admission=./webhook/... reports=./reconciler/reports/... gitsync=./reconciler/gitsync/... cleanup=./reconciler/cleanup/... background=./reconciler/background/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs into config/crd and each controller's role into config/rbac/<controller> from the markers.

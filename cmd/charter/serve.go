@@ -176,7 +176,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.Int32Var(&o.servicePort, "service-port", 443, "in cluster: the admission Service's port")
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8000", "Prometheus metrics address (0 disables)")
 	f.StringVar(&o.healthAddr, "health-addr", ":8081", "health probe address (/healthz, /readyz)")
-	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader for the leader-only work: certificates, webhook configurations, reports, gitsync; cleanup holds a Lease of its own")
+	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader for the leader-only work: certificates, webhook configurations, reports, gitsync; cleanup and background (<leader-election-id>-background) hold Leases of their own")
 	f.StringVar(&o.leaseName, "leader-election-id", "charter", "name of the leader election Lease")
 	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "leader election retry period; the lease lasts 6x and renewal gives up after 5x")
 	f.BoolVar(&o.cleanupWebhooks, "cleanup-webhooks", false, "delete charter's webhook configurations and exit")
@@ -441,7 +441,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	if slices.Contains(o.controllers, controllerBackground) {
 		if _, err := background.Setup(mgr, background.Options{
 			State: state, Namespace: o.namespace, Logger: log.WithName("background"),
-			LeaderElection: o.leaderElect, LeaseName: o.leaseName + "-background",
+			LeaderElection: o.leaderElect, LeaseName: backgroundLease(o.leaseName),
 			LeaseDuration: 6 * o.retryPeriod, RenewDeadline: 5 * o.retryPeriod, RetryPeriod: o.retryPeriod,
 		}); err != nil {
 			return nil, nil, fmt.Errorf("background: %w", err)
@@ -474,4 +474,14 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		return nil, nil, err
 	}
 	return mgr, running, nil
+}
+
+// backgroundLease is the background controller's own Lease: the
+// --leader-election-id, suffixed -background unless it already is (a
+// Deployment running only the background controller names it so).
+func backgroundLease(id string) string {
+	if strings.HasSuffix(id, "-background") {
+		return id
+	}
+	return id + "-background"
 }

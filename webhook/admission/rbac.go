@@ -19,6 +19,11 @@ package admission
 // autogen rules into status.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies/status;policies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies/status;namespacedvalidatingpolicies/status,verbs=get;update;patch
+// create: the generate and mutate-existing rules an admitted request
+// triggers become UpdateRequests (webhook/updaterequest).
+// +kubebuilder:rbac:groups=kyverno.io,resources=updaterequests,verbs=create
+// update: a new UpdateRequest is marked Pending in its status.
+// +kubebuilder:rbac:groups=kyverno.io,resources=updaterequests/status,verbs=update
 // get;list;watch: namespaceSelectors and the charter.dev/enforcement label
 // are judged from a Namespace informer.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch

@@ -1,0 +1,38 @@
+package background
+
+// The background controller's own permissions: `make manifests` generates
+// them into config/rbac/background/role.yaml for the charter-background
+// ServiceAccount. What generate and mutate-existing rules read and write
+// downstream is not listed here: it comes through the aggregated
+// ClusterRole charter-background-aggregate, which gathers every
+// ClusterRole labelled rbac.charter.dev/aggregate-to-background: "true"
+// (config/rbac/background/downstream.yaml ships the default kinds,
+// Secrets included), so an operator widens what policies may generate
+// without editing charter's roles; a write that is still forbidden fails
+// its UpdateRequest naming the verb, group, resource and namespace
+// (ForbiddenError). One marker per reason; the comment above each says
+// why.
+//
+// get;list;watch: generate and mutate-existing rules and their
+// exceptions come from the process's policy cache (clusterstate).
+// +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions,verbs=get;list;watch
+// get;list;watch;delete: UpdateRequests are the controller's queue:
+// admission creates them, the controller deletes them once done.
+// +kubebuilder:rbac:groups=kyverno.io,resources=updaterequests,verbs=get;list;watch;delete
+// get;update;patch: a failed attempt's reason and retry count go to the
+// UpdateRequest's status.
+// +kubebuilder:rbac:groups=kyverno.io,resources=updaterequests/status,verbs=get;update;patch
+// get;list;watch: namespaceSelectors, and Namespaces as triggers.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// get: configMap context entries read the ConfigMap they name.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
+// create;patch: events on policies (UpdateRequestFailed,
+// DownstreamExists) are core/v1 Events, in the default namespace for a
+// ClusterPolicy.
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// create;patch: the policy cache tells an untrusted PolicyException that
+// it is ignored with an events.k8s.io Event.
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// get;list;watch;create;update;patch: leader election, with its own
+// Lease in charter's namespace.
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=charter,resources=leases,verbs=get;list;watch;create;update;patch
