@@ -12,6 +12,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -60,6 +61,8 @@ func NewWriter(cfg *rest.Config) (Writer, error) {
 
 type clientsetWriter struct{ cs kubernetes.Interface }
 
+const mergePatch = types.MergePatchType
+
 func (w clientsetWriter) Create(ctx context.Context, ev *eventsv1.Event) error {
 	_, err := w.cs.EventsV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 	return err
@@ -87,11 +90,22 @@ type Options struct {
 	// SuccessEvents emits PolicyApplied for requests that passed
 	// (Kyverno's generateSuccessEvents; default off).
 	SuccessEvents bool
+	// SeriesFlush, SeriesEnd and MaxSeries tune how repeats of an event
+	// are aggregated into its series (defaults DefaultSeriesFlush,
+	// DefaultSeriesEnd, DefaultMaxSeries).
+	SeriesFlush time.Duration
+	SeriesEnd   time.Duration
+	MaxSeries   int
 	Log           logr.Logger
 }
 
 // Sink writes events off the caller's path. Offer never blocks: when the
-// queue is full the batch is dropped and counted. It is a
+// queue is full the batch is dropped and counted. An event seen again
+// while its series runs is not written again: its count grows and is
+// written with one PATCH per series every SeriesFlush, as client-go's
+// events recorder does, so a resource failing the same rule on every
+// request costs one create and a patch every 30 s, not one write per
+// request. It is a
 // manager.Runnable that runs in every replica (each emits the events of
 // the requests it answers). Its drop counters (Dropped, QueueDropped) are
 // exported by webhook/metrics as kyverno_events_dropped_total and
@@ -105,6 +119,10 @@ type Sink struct {
 	dropped      atomic.Uint64
 	// lastNanos keeps event name suffixes unique within the process.
 	lastNanos atomic.Int64
+
+	mu      sync.Mutex
+	series  map[seriesKey]*series
+	repeats atomic.Uint64
 }
 
 // NewSink returns a sink; Start it (or add it to a manager) to write.
@@ -131,7 +149,16 @@ func NewSink(o Options) *Sink {
 	if o.Backoff <= 0 {
 		o.Backoff = 200 * time.Millisecond
 	}
-	s := &Sink{o: o, queue: make(chan Batch, o.MaxQueued), omit: map[string]bool{}}
+	if o.SeriesFlush <= 0 {
+		o.SeriesFlush = DefaultSeriesFlush
+	}
+	if o.SeriesEnd <= 0 {
+		o.SeriesEnd = DefaultSeriesEnd
+	}
+	if o.MaxSeries <= 0 {
+		o.MaxSeries = DefaultMaxSeries
+	}
+	s := &Sink{o: o, queue: make(chan Batch, o.MaxQueued), omit: map[string]bool{}, series: map[seriesKey]*series{}}
 	for _, r := range o.Omit {
 		s.omit[r] = true
 	}
@@ -188,6 +215,18 @@ func (s *Sink) NeedLeaderElection() bool { return false }
 // dropped (events are best effort).
 func (s *Sink) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(s.o.SeriesFlush)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				s.flushSeries(ctx, now)
+			}
+		}
+	})
 	for range s.o.Workers {
 		wg.Go(func() {
 			for {
@@ -209,8 +248,13 @@ func (s *Sink) Start(ctx context.Context) error {
 }
 
 // write creates one event, retrying with backoff; a name collision gets a
-// fresh name at once.
+// fresh name at once. A repeat of an event whose series runs is only
+// counted.
 func (s *Sink) write(ctx context.Context, e *Event) {
+	repeat, key, tracked := s.observe(e, time.Now())
+	if repeat {
+		return
+	}
 	backoff := s.o.Backoff
 	var err error
 	for attempt := 0; attempt < s.o.Attempts; attempt++ {
@@ -223,13 +267,23 @@ func (s *Sink) write(ctx context.Context, e *Event) {
 			backoff *= 2
 		}
 		now := time.Now()
-		err = s.o.Writer.Create(ctx, apiEvent(e, eventName(e.Regarding.Name, s.nanos(now)), s.o.Source, s.o.Instance, now))
+		ev := apiEvent(e, eventName(e.Regarding.Name, s.nanos(now)), s.o.Source, s.o.Instance, now)
+		err = s.o.Writer.Create(ctx, ev)
 		if err == nil {
+			if tracked {
+				s.created(key, ev.Namespace, ev.Name)
+			}
 			return
 		}
 		if ctx.Err() != nil {
-			return
+			break
 		}
+	}
+	if tracked {
+		s.failed(key)
+	}
+	if ctx.Err() != nil {
+		return
 	}
 	s.dropped.Add(1)
 	s.o.Log.Error(err, "dropping event", "reason", e.Reason, "regarding", e.Regarding.Kind+"/"+e.Regarding.Namespace+"/"+e.Regarding.Name)

@@ -225,3 +225,82 @@ func TestEventName(t *testing.T) {
 		}
 	}
 }
+
+// seriesRecorder is a recorder that also takes series updates.
+type seriesRecorder struct {
+	recorder
+	updates map[string]eventsv1.EventSeries
+}
+
+func (r *seriesRecorder) UpdateSeries(_ context.Context, namespace, name string, series *eventsv1.EventSeries) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.updates == nil {
+		r.updates = map[string]eventsv1.EventSeries{}
+	}
+	r.updates[namespace+"/"+name] = *series
+	return nil
+}
+
+func (r *seriesRecorder) update(key string) (eventsv1.EventSeries, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.updates[key]
+	return s, ok
+}
+
+// The same event seen again is counted in the series of the first one, as
+// client-go's events recorder does: one create, then one PATCH of the
+// count per flush, never one write per occurrence. Another note (another
+// rule) is another event.
+func TestSinkAggregatesRepeatsIntoSeries(t *testing.T) {
+	w := &seriesRecorder{}
+	s := startSink(t, Options{Writer: w, Workers: 1, SeriesFlush: 20 * time.Millisecond, SeriesEnd: time.Hour})
+	rule := func(note string) Event {
+		return Event{Regarding: cpolRef, Related: related(podObj), Reason: ReasonPolicyViolation, Action: ActionNone, Note: note}
+	}
+	for range 100 {
+		s.Offer(List{rule("[a] fail"), rule("[b] fail")})
+	}
+	waitFor(t, "all 200 occurrences", func() bool { return s.Repeats() == 198 })
+	if got := w.written(); len(got) != 2 || got[0].Note == got[1].Note {
+		t.Fatalf("created %d events, want one per rule: %+v", len(got), got)
+	}
+	for _, ev := range w.written() {
+		key := ev.Namespace + "/" + ev.Name
+		waitFor(t, "the series of "+key, func() bool {
+			series, ok := w.update(key)
+			return ok && series.Count == 100 && !series.LastObservedTime.IsZero()
+		})
+	}
+}
+
+// A series ends when its event has not been seen for SeriesEnd: the next
+// occurrence is a new event.
+func TestSinkSeriesEnd(t *testing.T) {
+	w := &seriesRecorder{}
+	s := startSink(t, Options{Writer: w, Workers: 1, SeriesFlush: 10 * time.Millisecond, SeriesEnd: 50 * time.Millisecond})
+	ev := List{{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionNone, Note: "x"}}
+	s.Offer(ev)
+	waitFor(t, "the first event", func() bool { return len(w.written()) == 1 })
+	time.Sleep(100 * time.Millisecond)
+	s.Offer(ev)
+	waitFor(t, "a second event after the series ended", func() bool { return len(w.written()) == 2 })
+	if s.Repeats() != 0 {
+		t.Errorf("repeats %d, want 0", s.Repeats())
+	}
+}
+
+// With MaxSeries reached, events are written untracked rather than lost.
+func TestSinkMaxSeries(t *testing.T) {
+	w := &seriesRecorder{}
+	s := startSink(t, Options{Writer: w, Workers: 1, MaxSeries: 1, SeriesEnd: time.Hour})
+	a := List{{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionNone, Note: "a"}}
+	b := List{{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionNone, Note: "b"}}
+	s.Offer(a)
+	s.Offer(b)
+	s.Offer(b)
+	s.Offer(a)
+	waitFor(t, "a, b, b written", func() bool { return len(w.written()) == 3 })
+	waitFor(t, "the repeat of a counted", func() bool { return s.Repeats() == 1 })
+}

@@ -1,0 +1,52 @@
+package events
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/charter-dev/charter/internal/controlplane"
+)
+
+// TestSeriesOnRealAPIServer: the API server takes the series PATCH the
+// sink writes for repeats, and the event then reads count N.
+func TestSeriesOnRealAPIServer(t *testing.T) {
+	root, err := controlplane.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "bin", "kube-apiserver")); err != nil {
+		t.Skipf("control plane binaries not built (make controlplane): %v", err)
+	}
+	cp, err := controlplane.Start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	w, err := NewWriter(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSink(Options{Writer: w, Workers: 1, SeriesFlush: 50 * time.Millisecond, Log: logr.Discard()})
+	go func() { _ = s.Start(t.Context()) }()
+
+	pod := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "default", Name: "web", UID: "pod-uid"}
+	ev := List{{Regarding: pod, Reason: ReasonPolicyViolation, Action: ActionNone, Note: "policy p/r fail: m"}}
+	for range 5 {
+		s.Offer(ev)
+	}
+	cs := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	waitFor(t, "one event with a series of 5", func() bool {
+		list, err := cs.EventsV1().Events("default").List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items) == 1 && list.Items[0].Series != nil && list.Items[0].Series.Count == 5
+	})
+}
