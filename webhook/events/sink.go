@@ -96,7 +96,7 @@ type Options struct {
 	SeriesFlush time.Duration
 	SeriesEnd   time.Duration
 	MaxSeries   int
-	Log           logr.Logger
+	Log         logr.Logger
 }
 
 // Sink writes events off the caller's path. Offer never blocks: when the
