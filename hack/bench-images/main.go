@@ -28,10 +28,13 @@ import (
 // fatalT is imagetest.T for a program: a failure ends it.
 type fatalT struct{ cleanups []func() }
 
-func (t *fatalT) Helper()                        {}
-func (t *fatalT) Fatal(args ...any)              { fmt.Fprintln(os.Stderr, args...); os.Exit(1) }
-func (t *fatalT) Fatalf(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...); os.Exit(1) }
-func (t *fatalT) Cleanup(f func())               { t.cleanups = append(t.cleanups, f) }
+func (t *fatalT) Helper()           {}
+func (t *fatalT) Fatal(args ...any) { fmt.Fprintln(os.Stderr, args...); os.Exit(1) }
+func (t *fatalT) Fatalf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", a...)
+	os.Exit(1)
+}
+func (t *fatalT) Cleanup(f func()) { t.cleanups = append(t.cleanups, f) }
 
 const baseline = `apiVersion: kyverno.io/v1
 kind: ClusterPolicy
