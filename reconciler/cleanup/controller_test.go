@@ -104,7 +104,7 @@ func (e *env) startController() (stop func()) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := Setup(mgr, Options{State: state, Namespace: "charter", LeaderElect: true, RetryPeriod: 500 * time.Millisecond, DiscoveryInterval: 5 * time.Second}); err != nil {
+	if err := Setup(mgr, Options{State: state, Namespace: "charter", LeaderElect: true, RetryPeriod: 500 * time.Millisecond, DiscoveryInterval: 5 * time.Second, MaxRetryDelay: 500 * time.Millisecond}); err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
@@ -409,6 +409,68 @@ spec:
 			}
 			return fmt.Errorf("Widget still there (%v)", err)
 		})
+	})
+
+	t.Run("FailingPolicyIsNeverDropped", func(t *testing.T) {
+		e.t = t
+		// Its kind does not exist yet: every run fails, and is retried
+		// (Kyverno drops the key after ten failures) until the CRD comes.
+		// The other failing policy goes first, so the requeues counted
+		// are this one's.
+		if err := e.cl.Delete(e.ctx, &kyvernov2.CleanupPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "namespaces"}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		before := seriesValue(t, "kyverno_controller_requeue_total", "controller_name", "cleanup-controller")
+		e.create(decodePolicy(t, &kyvernov2.ClusterCleanupPolicy{}, `
+metadata: {name: gadgets}
+spec:
+  schedule: "*/2 * * * * *"
+  match: {any: [{resources: {kinds: [example.com/v1/Gadget]}}]}
+`))
+		e.eventually("Ready=False with the run's error", 10*time.Second, func() error {
+			var p kyvernov2.ClusterCleanupPolicy
+			if err := e.cl.Get(e.ctx, client.ObjectKey{Name: "gadgets"}, &p); err != nil {
+				return err
+			}
+			c := findCondition(p.Status.Conditions, ConditionReady)
+			if c == nil || c.Reason != ReasonRunFailed || !strings.Contains(c.Message, `kind "example.com/v1/Gadget"`) {
+				return fmt.Errorf("status %+v", p.Status)
+			}
+			return nil
+		})
+		e.eventually("a dozen failed runs", 40*time.Second, func() error {
+			if n := seriesValue(t, "kyverno_controller_requeue_total", "controller_name", "cleanup-controller") - before; n < 12 {
+				return fmt.Errorf("%v requeues", n)
+			}
+			return nil
+		})
+		preserve := true
+		e.create(&apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: "gadgets.example.com"},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: "example.com", Scope: apiextensionsv1.NamespaceScoped,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &preserve}}}},
+			},
+		})
+		g := &unstructured.Unstructured{}
+		g.SetAPIVersion("example.com/v1")
+		g.SetKind("Gadget")
+		g.SetNamespace("team-a")
+		g.SetName("g")
+		e.eventually("the Gadget created", 15*time.Second, func() error { return e.cl.Create(e.ctx, g) })
+		e.eventually("the Gadget deleted by the policy that kept failing", 20*time.Second, func() error {
+			err := e.cl.Get(e.ctx, client.ObjectKeyFromObject(g), g.DeepCopy())
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("Gadget still there (%v)", err)
+		})
+		if v := seriesValue(t, "kyverno_controller_drop_total", "controller_name", "cleanup-controller"); v != 0 {
+			t.Errorf("kyverno_controller_drop_total = %v", v)
+		}
 	})
 
 	t.Run("Metrics", func(t *testing.T) {
