@@ -233,14 +233,25 @@ func (r *Recorder) ObserveMutation(req Request, resp *engine.MutateResponse, too
 
 // observeRules records one result per rule of p, caused by c, and, when
 // timed, share seconds of execution time for each.
+//
+// policy_validation_mode is the action the rule was evaluated with, when
+// it has one (validate and verifyImages rules): a staged policy promoted
+// to Enforce in a namespace labelled enforce, or an override to Audit,
+// counts as what it did, not as what its spec says. Rules without an
+// action, and background scans (which block nothing), keep the mode of
+// the policy's spec, as in Kyverno.
 func (r *Recorder) observeRules(req Request, c cause, p *engine.PolicyResponse, share float64, timed bool) {
 	if len(p.Rules) == 0 {
 		return
 	}
 	key := resultKey{policy: policyLabels(p.Policy), kind: req.Kind, namespace: req.Namespace, operation: req.Operation, cause: c, dryRun: req.DryRun}
+	specMode := key.policy.mode
 	for i := range p.Rules {
 		rr := &p.Rules[i]
 		key.rule, key.result, key.ruleType = rr.Name, rr.Status, rr.Type
+		if c == admissionCause {
+			key.policy.mode = actionMode(rr.Action, specMode)
+		}
 		s := r.resultSeriesFor(key)
 		s.results.Inc()
 		if timed {
@@ -272,6 +283,17 @@ func (r *Recorder) CompileErrors(n int) {
 	if r != nil {
 		r.compileErrors.Set(float64(n))
 	}
+}
+
+// actionMode is the policy_validation_mode of a rule evaluated with a.
+func actionMode(a engine.Action, specMode string) string {
+	switch a {
+	case engine.Enforce:
+		return "enforce"
+	case engine.Audit:
+		return "audit"
+	}
+	return specMode
 }
 
 type policyLabelValues struct {
