@@ -104,6 +104,10 @@ test: controlplane ## Run unit, integration and e2e tests (local control plane).
 e2e: controlplane build ## Run the Ginkgo e2e suites (E2E_PROVIDER=kind|local, E2E_LABELS=admission,...).
 	E2E_PROVIDER=$(E2E_PROVIDER) E2E_CHARTER=$(BIN)/charter $(GO) run github.com/onsi/ginkgo/v2/ginkgo -v $(if $(E2E_LABELS),--label-filter='$(E2E_LABELS)') ./harness/e2e/...
 
+.PHONY: bench-background
+bench-background: controlplane ## Generate a NetworkPolicy for 1,000 new namespaces, one controller restart halfway: time, peak memory, writes, lost UpdateRequests (NAMESPACES=1000).
+	$(GO) run ./hack/bench-background -namespaces $(or $(NAMESPACES),1000)
+
 .PHONY: bench-reports
 bench-reports: controlplane ## Scan 10,000 Pods with the Pod Security policies: time, peak memory, API writes (PODS=10000).
 	$(GO) run ./hack/bench-reports -pods $(or $(PODS),10000)
