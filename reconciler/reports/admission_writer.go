@@ -156,7 +156,7 @@ func (w *AdmissionWriter) drain(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case item := <-w.queue.items:
-			results := report.Results(item.responses, w.allowed, item.at)
+			results := report.Results(item.responses, w.allowed, report.ProcessAdmission, item.at)
 			if len(results) == 0 {
 				continue
 			}

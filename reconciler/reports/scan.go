@@ -409,5 +409,5 @@ func (c *Controller) evaluate(ctx context.Context, snap *snapshot, obj *unstruct
 	} else {
 		resp = snap.set.Validate(ctx, req, loaders)
 	}
-	return report.Results(resp.Policies, c.opts.AllowedResults, c.now()), nil
+	return report.Results(resp.Policies, c.opts.AllowedResults, report.ProcessBackground, c.now()), nil
 }

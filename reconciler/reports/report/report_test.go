@@ -62,7 +62,7 @@ func evaluatePod(t *testing.T, policies []kyvernov1.PolicyInterface) []engine.Po
 
 func TestResultsFields(t *testing.T) {
 	now := time.Unix(1700000000, 123)
-	got := Results(evaluatePod(t, loadPolicies(t)), nil, now)
+	got := Results(evaluatePod(t, loadPolicies(t)), nil, ProcessBackground, now)
 	want := []v1alpha2.PolicyReportResult{
 		{
 			Source: Source, Policy: "disallow-latest", Rule: "no-latest",
@@ -78,7 +78,7 @@ func TestResultsFields(t *testing.T) {
 		{
 			Source: Source, Policy: "team-a/admission-only", Rule: "always",
 			Result: v1alpha2.StatusPass, Scored: true, Message: "validation rule 'always' passed.",
-			Properties: map[string]string{"process": ProcessAdmission},
+			Properties: map[string]string{"process": ProcessBackground},
 		},
 	}
 	if len(got) != len(want) {
@@ -91,6 +91,23 @@ func TestResultsFields(t *testing.T) {
 			g.Scored != w.Scored || g.Severity != w.Severity || g.Category != w.Category ||
 			g.Message != w.Message || g.Timestamp != w.Timestamp || !equalMaps(g.Properties, w.Properties) {
 			t.Errorf("result %d:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+}
+
+// process says which path produced each result, whatever the policy's
+// background and admission settings.
+func TestResultsProcess(t *testing.T) {
+	responses := evaluatePod(t, loadPolicies(t))
+	for _, process := range []string{ProcessAdmission, ProcessBackground} {
+		got := Results(responses, nil, process, time.Now())
+		if len(got) != 3 {
+			t.Fatalf("got %d results, want 3", len(got))
+		}
+		for _, r := range got {
+			if r.Properties["process"] != process {
+				t.Errorf("%s %s/%s: process %q, want %q", process, r.Policy, r.Rule, r.Properties["process"], process)
+			}
 		}
 	}
 }
@@ -126,7 +143,7 @@ func TestResultsAllowed(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, r := range Results(responses, allowed, time.Now()) {
+			for _, r := range Results(responses, allowed, ProcessBackground, time.Now()) {
 				got = append(got, r.Policy)
 			}
 			if strings.Join(got, " ") != strings.Join(tt.want, " ") {

@@ -30,8 +30,11 @@ const (
 	CategoryAnnotation = "policies.kyverno.io/category"
 )
 
-// Values of the `process` property: Kyverno derives it from the policy's
-// configuration, not from where the result came from (§6.2).
+// Values of the `process` property: the path that produced the result.
+// Kyverno's ValidatingPolicy results say so; for kyverno.io policies
+// Kyverno derives it from the policy's configuration instead (§6.2), so
+// an admission result of a default policy reads "background scan".
+// charter says where every result came from.
 const (
 	ProcessBackground = "background scan"
 	ProcessAdmission  = "admission review"
@@ -74,10 +77,11 @@ func (a AllowedResults) String() string {
 }
 
 // Results converts the rule responses of validate and verifyImages rules
-// into report results, stamped with now. Outcomes that allowed does not
+// into report results produced by process (ProcessAdmission or
+// ProcessBackground), stamped with now. Outcomes that allowed does not
 // keep are left out; as in Kyverno the filter sees the engine's outcome
 // before an unscored policy's fail is shown as warn.
-func Results(policies []engine.PolicyResponse, allowed AllowedResults, now time.Time) []v1alpha2.PolicyReportResult {
+func Results(policies []engine.PolicyResponse, allowed AllowedResults, process string, now time.Time) []v1alpha2.PolicyReportResult {
 	var out []v1alpha2.PolicyReportResult
 	ts := metav1.Timestamp{Seconds: now.Unix()}
 	for i := range policies {
@@ -100,19 +104,19 @@ func Results(policies []engine.PolicyResponse, allowed AllowedResults, now time.
 			if !allowed.Allows(engineStatus) {
 				continue
 			}
-			out = append(out, result(pr.Key, pr.Policy, rr, engineStatus, scored, ann, ts))
+			out = append(out, result(pr.Key, pr.Policy, rr, engineStatus, scored, ann, process, ts))
 		}
 	}
 	Sort(out)
 	return out
 }
 
-func result(key string, policy kyvernov1.PolicyInterface, rr *engine.RuleResponse, engineStatus engine.RuleStatus, scored bool, ann map[string]string, ts metav1.Timestamp) v1alpha2.PolicyReportResult {
+func result(key string, policy kyvernov1.PolicyInterface, rr *engine.RuleResponse, engineStatus engine.RuleStatus, scored bool, ann map[string]string, process string, ts metav1.Timestamp) v1alpha2.PolicyReportResult {
 	props := make(map[string]string, len(rr.Properties)+2)
 	for k, v := range rr.Properties {
 		props[k] = v
 	}
-	props["process"] = process(policy)
+	props["process"] = process
 	if len(rr.Exceptions) > 0 {
 		names := make([]string, len(rr.Exceptions))
 		for i, ex := range rr.Exceptions {
@@ -149,17 +153,6 @@ func result(key string, policy kyvernov1.PolicyInterface, rr *engine.RuleRespons
 		r.Severity = sev
 	}
 	return r
-}
-
-func process(p kyvernov1.PolicyInterface) string {
-	spec := p.GetSpec()
-	switch {
-	case spec.BackgroundProcessingEnabled():
-		return ProcessBackground
-	case spec.AdmissionProcessingEnabled():
-		return ProcessAdmission
-	}
-	return ""
 }
 
 // Sort orders results the way Kyverno does: by policy, then rule, source
