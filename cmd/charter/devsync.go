@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -21,14 +22,64 @@ import (
 
 // devSource is the Git checkout and branch `charter dev` syncs.
 type devSource struct {
-	dir    string // the checkout's top folder
+	dir string // the checkout's top folder
+	// gitDir is the repository gitsync fetches: dir itself, or for a
+	// linked worktree (`git worktree add`) the main repository's Git
+	// folder, which holds the branches of every worktree.
+	gitDir string
 	branch string
 	path   string
 }
 
 // url is the checkout as gitsync fetches it: committed content only, so
 // what reaches the cluster is what a push would deliver.
-func (s devSource) url() string { return "file://" + filepath.ToSlash(s.dir) }
+func (s devSource) url() string {
+	if s.gitDir != "" {
+		return "file://" + filepath.ToSlash(s.gitDir)
+	}
+	return "file://" + filepath.ToSlash(s.dir)
+}
+
+// openCheckout opens the Git checkout at or above dir, a linked worktree
+// included: its .git is a file naming a folder whose objects and refs live
+// in the main repository (go-git reads them only when asked to).
+func openCheckout(dir string) (*git.Repository, error) {
+	return git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+}
+
+// commonGitDir is the main repository's Git folder when root is a linked
+// worktree ("gitdir: <main>/.git/worktrees/<name>" in root/.git, and
+// "commondir" there pointing back at <main>/.git), else "".
+func commonGitDir(root string) (string, error) {
+	dotGit := filepath.Join(root, ".git")
+	fi, err := os.Stat(dotGit)
+	if err != nil || fi.IsDir() {
+		return "", nil
+	}
+	data, err := os.ReadFile(dotGit)
+	if err != nil {
+		return "", err
+	}
+	gitDir, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
+	if !ok {
+		return "", fmt.Errorf("%s: not a gitdir file", dotGit)
+	}
+	gitDir = strings.TrimSpace(gitDir)
+	if !filepath.IsAbs(gitDir) {
+		gitDir = filepath.Join(root, gitDir)
+	}
+	common, err := os.ReadFile(filepath.Join(gitDir, "commondir"))
+	if err != nil {
+		// A submodule's .git file has no commondir: its gitdir is the
+		// repository.
+		return filepath.Clean(gitDir), nil
+	}
+	c := strings.TrimSpace(string(common))
+	if !filepath.IsAbs(c) {
+		c = filepath.Join(gitDir, c)
+	}
+	return filepath.Clean(c), nil
+}
 
 // resolveDevSource finds the checkout to sync and its branch, and checks
 // the path is there before anything starts.
@@ -45,7 +96,7 @@ func resolveDevSource(opts devOptions) (devSource, error) {
 	if err != nil {
 		return devSource{}, err
 	}
-	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	repo, err := openCheckout(dir)
 	if err != nil {
 		return devSource{}, fmt.Errorf("--repo %s: not a Git checkout: %w", dir, err)
 	}
@@ -70,7 +121,11 @@ func resolveDevSource(opts devOptions) (devSource, error) {
 	if _, err := os.Stat(filepath.Join(dir, path)); err != nil {
 		return devSource{}, fmt.Errorf("--path %s: not in %s: %w", opts.path, dir, err)
 	}
-	return devSource{dir: dir, branch: branch, path: path}, nil
+	gitDir, err := commonGitDir(dir)
+	if err != nil {
+		return devSource{}, fmt.Errorf("--repo %s: %w", dir, err)
+	}
+	return devSource{dir: dir, gitDir: gitDir, branch: branch, path: path}, nil
 }
 
 // syncRepository points the dev PolicyRepository at source and waits for
@@ -188,7 +243,7 @@ func (w *branchWatcher) run(ctx context.Context, moved func(rev string)) {
 }
 
 func (w *branchWatcher) head() (string, error) {
-	repo, err := git.PlainOpen(w.dir)
+	repo, err := openCheckout(w.dir)
 	if err != nil {
 		return "", err
 	}
