@@ -101,7 +101,7 @@ charter's webhook configurations and leaves the cluster running.`,
 	f.DurationVar(&opts.readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the first sync")
 	f.IntVar(&opts.webhookPort, "webhook-port", 0, "port of the admission server on 127.0.0.1 (default: a free port)")
 	f.StringVar(&opts.receiverAddr, "receiver-addr", "", "address of the Git push receiver (e.g. 127.0.0.1:9292); empty disables it")
-	f.StringVar(&opts.metricsAddr, "metrics-addr", "0", "Prometheus metrics address (0 disables)")
+	f.StringVar(&opts.metricsAddr, "metrics-addr", "", "Prometheus metrics address (default: a free port on 127.0.0.1; 0 disables)")
 	return cmd
 }
 
@@ -253,12 +253,20 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		}
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	metricsAddr := opts.metricsAddr
+	if metricsAddr == "" {
+		mport, err := freeLocalPort()
+		if err != nil {
+			return fmt.Errorf("finding a port for the metrics server: %w", err)
+		}
+		metricsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(mport))
+	}
 	so := serveOptions{
 		controllers:     knownControllers,
 		namespace:       devNamespace,
 		webhookAddr:     addr,
 		webhookURL:      "https://" + addr,
-		metricsAddr:     opts.metricsAddr,
+		metricsAddr:     metricsAddr,
 		healthAddr:      "0",
 		leaderElect:     false,
 		retryPeriod:     2 * time.Second,
@@ -305,6 +313,9 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		}
 	}
 	e.done("charter running: admission at https://%s, %s %s", addr, strings.Join(slices.DeleteFunc(slices.Clone(knownControllers), func(c string) bool { return c == controllerAdmission }), ", "), e.dim("(log: "+logPath+")"))
+	if metricsAddr != "0" {
+		e.done("metrics at http://%s/metrics", metricsAddr)
+	}
 	return nil
 }
 

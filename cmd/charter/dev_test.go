@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -101,7 +103,23 @@ func crdDir(t *testing.T) string {
 var (
 	kubeconfigLine = regexp.MustCompile(`kubeconfig: (\S+)`)
 	revisionLine   = regexp.MustCompile(`Ready in \S+: \S+@sha1:[0-9a-f]{40} applied`)
+	metricsLine    = regexp.MustCompile(`metrics at (http://127\.0\.0\.1:\d+/metrics)`)
 )
+
+// httpGet returns the body at url.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return string(body)
+}
 
 func TestDevRunsCharterWithThisCheckoutsDevEnvironment(t *testing.T) {
 	out, interrupt := startDev(t, "dev", "--crds", crdDir(t))
@@ -114,6 +132,7 @@ func TestDevRunsCharterWithThisCheckoutsDevEnvironment(t *testing.T) {
 	for _, want := range []string{
 		"export KUBECONFIG=" + kubeconfig + "\n  kubectl get cpol",
 		"charter running: admission at https://127.0.0.1:",
+		"metrics at http://127.0.0.1:",
 		"PolicyRepository charter/charter-dev Ready",
 		"examples/pods/compliant.yaml   # passes every policy",
 		"examples/cleanup/ttl-configmap.yaml  # cleanup.kyverno.io/ttl: 20s",
@@ -127,6 +146,13 @@ func TestDevRunsCharterWithThisCheckoutsDevEnvironment(t *testing.T) {
 	}
 	if strings.Contains(out, "\x1b[") {
 		t.Errorf("colour escapes written to a non-terminal:\n%q", out)
+	}
+
+	// Metrics are on by default, at the address the banner prints.
+	if m := metricsLine.FindStringSubmatch(out); m == nil {
+		t.Errorf("no metrics address in the output:\n%s", out)
+	} else if body := httpGet(t, m[1]); !strings.Contains(body, "kyverno_") {
+		t.Errorf("%s serves no kyverno_ metrics:\n%.500s", m[1], body)
 	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
