@@ -78,6 +78,7 @@ var reviewed = map[string][]grant{
 	},
 	"charter-background": {
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "generate and mutate-existing rules"},
+		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies", "get,list,watch", "the shared policy cache watches them"},
 		{cluster, "kyverno.io", "updaterequests", "get,list,watch,delete", "its work queue"},
 		{cluster, "kyverno.io", "updaterequests/status", "get,update,patch", "UpdateRequest state"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector, Namespace triggers"},
