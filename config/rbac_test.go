@@ -96,6 +96,7 @@ var reviewed = map[string][]grant{
 		{cluster, "kyverno.io", "cleanuppolicies,clustercleanuppolicies", "get,list,watch", "the cleanup policies"},
 		{cluster, "kyverno.io", "cleanuppolicies/status,clustercleanuppolicies/status", "get,update,patch", "last run, Ready/Stalled"},
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "the process's shared policy cache (clusterstate)"},
+		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies", "get,list,watch", "the process's shared policy cache (clusterstate)"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector"},
 		{cluster, "apiextensions.k8s.io", "customresourcedefinitions", "get,list,watch", "TTL kinds rediscovered as CRDs come and go"},
 		{cluster, "authorization.k8s.io", "selfsubjectaccessreviews", "create", "TTL kinds: may it list, watch and delete"},
