@@ -344,14 +344,15 @@ func (e *devEnvironment) openLog() (string, error) {
 	return path, nil
 }
 
-// serve runs until ctx ends, asking for a sync whenever the branch moves.
+// serve runs until ctx ends, asking for a sync whenever the branch moves
+// and printing what became of it.
 func (e *devEnvironment) serve(ctx context.Context) error {
 	e.watcher.run(ctx, func(rev string) {
 		if err := requestSync(ctx, e.client, client.ObjectKey{Namespace: devNamespace, Name: devRepositoryName}); err != nil {
 			e.fail("commit %s: asking for a sync: %v", shortRevision(rev), err)
 			return
 		}
-		e.done("commit %s: sync requested", shortRevision(rev))
+		e.syncOutcome(ctx, rev, syncOutcomeTimeout)
 	})
 	fmt.Fprintln(e.out)
 	return nil

@@ -60,6 +60,13 @@ func (w *readyWriter) String() string {
 // its error and full output.
 func startDev(t *testing.T, args ...string) (string, func() (error, string)) {
 	t.Helper()
+	out, interrupt := startDevLive(t, args...)
+	return out.String(), interrupt
+}
+
+// startDevLive is startDev returning the output as it grows.
+func startDevLive(t *testing.T, args ...string) (*readyWriter, func() (error, string)) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := newReadyWriter("Ctrl-C stops charter dev.")
 	cmd := newRootCommand()
@@ -88,7 +95,19 @@ func startDev(t *testing.T, args ...string) (string, func() (error, string)) {
 			return nil, ""
 		}
 	}
-	return out.String(), interrupt
+	return out, interrupt
+}
+
+// waitForOutput waits until the output holds want.
+func waitForOutput(t *testing.T, out *readyWriter, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("output does not say %q within %s:\n%s", want, within, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func crdDir(t *testing.T) string {
@@ -248,7 +267,8 @@ func TestDevWithKubeconfigLeavesTheClusterRunning(t *testing.T) {
 
 func TestDevAppliesACommitWithinSeconds(t *testing.T) {
 	repo := newPolicyRepo(t, map[string]string{"policies/require-team.yaml": requireTeamPolicy("Audit")})
-	out, _ := startDev(t, "dev", "--crds", crdDir(t), "--repo", repo.dir, "--path", "policies")
+	live, _ := startDevLive(t, "dev", "--crds", crdDir(t), "--repo", repo.dir, "--path", "policies")
+	out := live.String()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigLine.FindStringSubmatch(out)[1])
 	if err != nil {
 		t.Fatal(err)
@@ -278,4 +298,31 @@ func TestDevAppliesACommitWithinSeconds(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// The console says what became of each commit: the revision applied,
+	// or why it stalled.
+	head := func() string {
+		ref, err := repo.repo.Head()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ref.Hash().String()
+	}
+	enforced := head()
+	waitForOutput(t, live, "✓ commit "+shortRevision(enforced)+": master@sha1:"+enforced+" applied", 30*time.Second)
+	repo.commit(t, "a broken file", map[string]string{"policies/broken.yaml": "kind: ClusterPolicy\nmetadata: [\n"})
+	broken := head()
+	waitForOutput(t, live, "✗ commit "+shortRevision(broken)+": stalled: ", 30*time.Second)
+	if line := lineWith(live.String(), "✗ commit "+shortRevision(broken)); !strings.Contains(line, "broken.yaml") {
+		t.Errorf("the stalled line does not name the file: %q", line)
+	}
+}
+
+// lineWith returns the first line of s that holds sub.
+func lineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
 }

@@ -254,6 +254,53 @@ func (w *branchWatcher) head() (string, error) {
 	return ref.Hash().String(), nil
 }
 
+// syncOutcomeTimeout bounds the wait for the outcome of a commit's sync.
+const syncOutcomeTimeout = time.Minute
+
+// syncOutcome waits until the PolicyRepository has applied rev, or stalled
+// on it, and says which: the applied revision, or (in red) the reason and
+// message of the Stalled condition, which name the file and field at
+// fault. A newer commit, the end of ctx or the timeout ends the wait.
+func (e *devEnvironment) syncOutcome(ctx context.Context, rev string, timeout time.Duration) {
+	started := time.Now()
+	short := shortRevision(rev)
+	key := client.ObjectKey{Namespace: devNamespace, Name: devRepositoryName}
+	deadline := time.After(timeout)
+	for {
+		var repo gitopsv1alpha1.PolicyRepository
+		if err := e.client.Get(ctx, key, &repo); err == nil {
+			st := repo.Status
+			ready := apimeta.FindStatusCondition(st.Conditions, gitopsv1alpha1.ConditionReady)
+			stalled := apimeta.FindStatusCondition(st.Conditions, gitopsv1alpha1.ConditionStalled)
+			switch {
+			case strings.HasSuffix(st.LastAppliedRevision, rev) && ready != nil && ready.Status == metav1.ConditionTrue:
+				objects := 0
+				if st.Inventory != nil {
+					objects = len(st.Inventory.Entries)
+				}
+				e.done("commit %s: %s applied in %s (%d objects)", short, st.LastAppliedRevision,
+					time.Since(started).Round(100*time.Millisecond), objects)
+				return
+			case strings.HasSuffix(st.LastAttemptedRevision, rev) && stalled != nil && stalled.Status == metav1.ConditionTrue:
+				e.fail("commit %s: stalled: %s: %s", short, stalled.Reason, stalled.Message)
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline:
+			e.fail("commit %s: no outcome within %s (kubectl get prepo -n %s %s)", short, timeout, devNamespace, devRepositoryName)
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		if head, err := e.watcher.head(); err == nil && head != rev {
+			e.done("commit %s: superseded by %s", short, shortRevision(head))
+			return
+		}
+	}
+}
+
 func shortRevision(rev string) string {
 	if len(rev) > 12 {
 		return rev[:12]
