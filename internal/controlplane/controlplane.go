@@ -349,6 +349,13 @@ func (c *ControlPlane) stopLocked() error {
 		if err := c.env.ControlPlane.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stopping the control plane: %w", err))
 		}
+		// envtest.Environment.Start writes webhook serving certificates
+		// to a temporary folder of its own (envtest-serving-certs-*) that
+		// only Environment.Stop removes; stopping the control plane
+		// alone left one behind per run.
+		if err := c.env.WebhookInstallOptions.Cleanup(); err != nil {
+			errs = append(errs, fmt.Errorf("removing envtest's serving certificates: %w", err))
+		}
 	}
 	for _, f := range c.logs {
 		if err := f.Close(); err != nil {
