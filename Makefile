@@ -84,7 +84,7 @@ $(BIN)/etcd:
 	cd harness/tools && $(GO) build -trimpath -o $(BIN)/etcd go.etcd.io/etcd/server/v3
 
 $(BIN)/kube-apiserver:
-	@echo "building kube-apiserver from k8s.io/kubernetes (about 6 minutes the first time)"
+	@echo "building kube-apiserver from k8s.io/kubernetes (6 to 13 minutes the first time on 2 cores, more on a busy machine)"
 	cd harness/tools && $(GO) build -trimpath -o $(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 
 $(CONTROLLER_GEN):
