@@ -276,38 +276,13 @@ func equalLabels(a, b map[string]string) bool {
 // rebuild reads what the informers hold, compiles what changed and
 // publishes the new snapshot, if anything changed.
 func (c *Cache) rebuild(ctx context.Context) error {
-	var cpols kyvernov1.ClusterPolicyList
-	if err := c.reader.List(ctx, &cpols); err != nil {
-		return fmt.Errorf("listing ClusterPolicies: %w", err)
-	}
-	var pols kyvernov1.PolicyList
-	if err := c.reader.List(ctx, &pols); err != nil {
-		return fmt.Errorf("listing Policies: %w", err)
-	}
-	var vpols policiesv1.ValidatingPolicyList
-	if err := c.reader.List(ctx, &vpols); err != nil {
-		return fmt.Errorf("listing ValidatingPolicies: %w", err)
-	}
-	var nvpols policiesv1.NamespacedValidatingPolicyList
-	if err := c.reader.List(ctx, &nvpols); err != nil {
-		return fmt.Errorf("listing NamespacedValidatingPolicies: %w", err)
+	policies, err := ListPolicies(ctx, c.reader)
+	if err != nil {
+		return err
 	}
 	var exs kyvernov2.PolicyExceptionList
 	if err := c.reader.List(ctx, &exs); err != nil {
 		return fmt.Errorf("listing PolicyExceptions: %w", err)
-	}
-	policies := make([]kyvernov1.PolicyInterface, 0, len(cpols.Items)+len(pols.Items))
-	for i := range cpols.Items {
-		policies = append(policies, &cpols.Items[i])
-	}
-	for i := range pols.Items {
-		policies = append(policies, &pols.Items[i])
-	}
-	for i := range vpols.Items {
-		policies = append(policies, &vpols.Items[i])
-	}
-	for i := range nvpols.Items {
-		policies = append(policies, &nvpols.Items[i])
 	}
 	exceptions := make([]*kyvernov2.PolicyException, 0, len(exs.Items))
 	for i := range exs.Items {

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 )
@@ -118,34 +117,13 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		return nil
 	}
 	snap := c.policies.Snapshot()
-	var cpols kyvernov1.ClusterPolicyList
-	if err := c.reader.List(ctx, &cpols); err != nil {
-		return fmt.Errorf("listing ClusterPolicies: %w", err)
+	policies, err := policycache.ListPolicies(ctx, c.reader)
+	if err != nil {
+		return err
 	}
-	var pols kyvernov1.PolicyList
-	if err := c.reader.List(ctx, &pols); err != nil {
-		return fmt.Errorf("listing Policies: %w", err)
-	}
-	var vpols policiesv1.ValidatingPolicyList
-	if err := c.reader.List(ctx, &vpols); err != nil {
-		return fmt.Errorf("listing ValidatingPolicies: %w", err)
-	}
-	var nvpols policiesv1.NamespacedValidatingPolicyList
-	if err := c.reader.List(ctx, &nvpols); err != nil {
-		return fmt.Errorf("listing NamespacedValidatingPolicies: %w", err)
-	}
-	var errs []error
-	for i := range cpols.Items {
-		errs = append(errs, c.update(ctx, &cpols.Items[i], snap))
-	}
-	for i := range vpols.Items {
-		errs = append(errs, c.update(ctx, &vpols.Items[i], snap))
-	}
-	for i := range nvpols.Items {
-		errs = append(errs, c.update(ctx, &nvpols.Items[i], snap))
-	}
-	for i := range pols.Items {
-		errs = append(errs, c.update(ctx, &pols.Items[i], snap))
+	errs := make([]error, 0, len(policies))
+	for _, p := range policies {
+		errs = append(errs, c.update(ctx, p, snap))
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,48 @@
+package policycache
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+// ListPolicies lists every policy kind the cache serves, ClusterPolicies,
+// Policies, ValidatingPolicies and NamespacedValidatingPolicies, in that
+// order, so the cache and the controllers that read the same informers
+// (policy status) agree on what "every installed policy" is.
+func ListPolicies(ctx context.Context, reader client.Reader, opts ...client.ListOption) ([]kyvernov1.PolicyInterface, error) {
+	var cpols kyvernov1.ClusterPolicyList
+	if err := reader.List(ctx, &cpols, opts...); err != nil {
+		return nil, fmt.Errorf("listing ClusterPolicies: %w", err)
+	}
+	var pols kyvernov1.PolicyList
+	if err := reader.List(ctx, &pols, opts...); err != nil {
+		return nil, fmt.Errorf("listing Policies: %w", err)
+	}
+	var vpols policiesv1.ValidatingPolicyList
+	if err := reader.List(ctx, &vpols, opts...); err != nil {
+		return nil, fmt.Errorf("listing ValidatingPolicies: %w", err)
+	}
+	var nvpols policiesv1.NamespacedValidatingPolicyList
+	if err := reader.List(ctx, &nvpols, opts...); err != nil {
+		return nil, fmt.Errorf("listing NamespacedValidatingPolicies: %w", err)
+	}
+	policies := make([]kyvernov1.PolicyInterface, 0, len(cpols.Items)+len(pols.Items)+len(vpols.Items)+len(nvpols.Items))
+	for i := range cpols.Items {
+		policies = append(policies, &cpols.Items[i])
+	}
+	for i := range pols.Items {
+		policies = append(policies, &pols.Items[i])
+	}
+	for i := range vpols.Items {
+		policies = append(policies, &vpols.Items[i])
+	}
+	for i := range nvpols.Items {
+		policies = append(policies, &nvpols.Items[i])
+	}
+	return policies, nil
+}
