@@ -29,6 +29,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/controlplane"
+	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
 	"github.com/charter-dev/charter/webhook/server"
 	"github.com/charter-dev/charter/webhook/updaterequest"
 )
@@ -45,23 +46,9 @@ type env struct {
 
 func startEnv(t *testing.T) *env {
 	t.Helper()
-	root, err := controlplane.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
-	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			cp.KeepLogs()
-			t.Logf("control plane logs kept in %s", cp.LogDir())
-		}
-		_ = cp.Stop()
-	})
+	cp := controlplanetest.Start(ctx, t)
 	sch := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme, policiesv1.AddToScheme} {
 		if err := add(sch); err != nil {

@@ -3,7 +3,6 @@ package cleanup
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +28,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine/ttl"
-	"github.com/charter-dev/charter/internal/controlplane"
+	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
 )
 
 // env is a control plane with charter's CRDs.
@@ -43,25 +42,12 @@ type env struct {
 
 func startEnv(t *testing.T) *env {
 	t.Helper()
-	root, err := controlplane.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
-	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			cp.KeepLogs()
-			t.Logf("control plane logs kept in %s", cp.LogDir())
-		}
-		_ = cp.Stop()
-	})
+	cp := controlplanetest.Start(ctx, t)
 	e := &env{t: t, ctx: ctx, cfg: cp.RESTConfig()}
 	e.cs = kubernetes.NewForConfigOrDie(e.cfg)
+	var err error
 	e.cl, err = client.New(e.cfg, client.Options{Scheme: testScheme(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ import (
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
-	"github.com/charter-dev/charter/internal/controlplane"
+	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -62,23 +62,9 @@ type env struct {
 
 func startEnv(t *testing.T) *env {
 	t.Helper()
-	root, err := controlplane.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
-	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			cp.KeepLogs()
-			t.Logf("control plane logs kept in %s", cp.LogDir())
-		}
-		_ = cp.Stop()
-	})
+	cp := controlplanetest.Start(ctx, t)
 	e := &env{t: t, ctx: ctx, cfg: cp.RESTConfig()}
 	e.cs = kubernetes.NewForConfigOrDie(e.cfg)
 	e.dyn = dynamic.NewForConfigOrDie(e.cfg)
