@@ -338,14 +338,17 @@ func (h *handlers) validate(scope setScope) http.HandlerFunc {
 
 // blocks reports whether a response denies the request: a failed Enforce
 // rule always does; an errored Enforce rule does when its policy fails
-// closed. Audit rules never block (admission-reports.md §1.3).
+// closed. Audit rules never block (admission-reports.md §1.3). The warn of
+// an unscored CEL policy is its failure shown as warn: Kyverno's vpol
+// webhook denies it, the annotation changes only the report.
 func blocks(resp *engine.Response, failClosed bool) bool {
 	for _, p := range resp.Policies {
 		for _, r := range p.Rules {
 			if r.Action != engine.Enforce {
 				continue
 			}
-			if r.Status == engine.StatusFail || (r.Status == engine.StatusError && failClosed) {
+			if r.Status == engine.StatusFail || (r.Status == engine.StatusError && failClosed) ||
+				(r.Status == engine.StatusWarn && isCELPolicy(p.Policy)) {
 				return true
 			}
 		}

@@ -7,6 +7,8 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 )
 
@@ -21,9 +23,15 @@ import (
 // Policy) to rule name to message, keys sorted, holding every rule that
 // counts toward the block (see blocking) whose status is not pass or skip.
 // The resource named is the one of the first response.
+//
+// A ValidatingPolicy's rules are not in that map: Kyverno's vpol webhook
+// denies with "Policy <name> failed: <message>" for a failure and
+// "Policy <name> error: <message>" for an error, joined by "; "
+// (cel-policy-types.md §3.6); they follow the map when both kinds block.
 func blockedMessage(responses []*engine.Response) string {
 	var resource engine.ResourceRef
 	var lines []blockedRule
+	var cel []string
 	for i, resp := range responses {
 		if i == 0 {
 			resource = resp.Resource
@@ -33,23 +41,48 @@ func blockedMessage(responses []*engine.Response) string {
 				if r.Status == engine.StatusPass || r.Status == engine.StatusSkip || r.Action != engine.Enforce {
 					continue
 				}
+				if isCELPolicy(p.Policy) {
+					cel = append(cel, celPolicyMessage(p.Policy.GetName(), r))
+					continue
+				}
 				lines = append(lines, blockedRule{policy: p.Policy.GetName(), rule: r.Name, message: r.Message})
 			}
 		}
 	}
+	celText := strings.Join(cel, "; ")
 	if len(lines) == 0 {
-		return ""
+		return celText
 	}
 	head := "\n\nresource " + resource.String() + " was blocked due to the following policies \n\n"
-	if body, ok := formatBlocked(lines); ok {
-		return head + body
+	body, ok := formatBlocked(lines)
+	if !ok {
+		var err error
+		if body, err = yamlBlocked(lines); err != nil {
+			// Maps of strings always encode; keep the facts if that ever changes.
+			head, body = "", "resource "+resource.String()+" was blocked: "+err.Error()
+		}
 	}
-	body, err := yamlBlocked(lines)
-	if err != nil {
-		// Maps of strings always encode; keep the facts if that ever changes.
-		return "resource " + resource.String() + " was blocked: " + err.Error()
+	if celText != "" {
+		body += "\n" + celText
 	}
 	return head + body
+}
+
+// isCELPolicy reports whether a policy answers in the format of Kyverno's
+// CEL policy webhooks rather than its ClusterPolicy webhook.
+func isCELPolicy(p kyvernov1.PolicyInterface) bool {
+	_, ok := p.(policiesv1.ValidatingPolicyLike)
+	return ok
+}
+
+// celPolicyMessage is Kyverno's line for a CEL policy's failed or errored
+// result, in a denial and in a warning.
+func celPolicyMessage(policy string, r engine.RuleResponse) string {
+	verb := "failed"
+	if r.Status == engine.StatusError {
+		verb = "error"
+	}
+	return "Policy " + policy + " " + verb + ": " + r.Message
 }
 
 // blockedRule is one line of a denial: a rule that blocked and its message.
@@ -212,10 +245,20 @@ func warnings(responses []*engine.Response) []string {
 	for _, resp := range responses {
 		for _, p := range resp.Policies {
 			emit := p.Policy.GetSpec().GetEmitWarning()
+			cel := isCELPolicy(p.Policy)
 			for _, r := range p.Rules {
 				switch r.Status {
 				case engine.StatusFail, engine.StatusError, engine.StatusWarn:
 				default:
+					continue
+				}
+				if cel {
+					// Only validationActions Warn warns: an error let
+					// through by failurePolicy Ignore stays silent, as
+					// in Kyverno's vpol webhook.
+					if emit {
+						out = append(out, celPolicyMessage(p.Policy.GetName(), r))
+					}
 					continue
 				}
 				if emit || (r.Action == engine.Enforce && r.Status != engine.StatusFail) {

@@ -2,8 +2,16 @@ package server
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine"
 )
 
 // The hand-written denial body is byte for byte what the YAML encoder
@@ -99,4 +107,62 @@ func TestFormatBlockedRandom(t *testing.T) {
 		t.Errorf("formatBlocked took only %d random cases", taken)
 	}
 	t.Logf("formatBlocked took %d of 20000 random cases", taken)
+}
+
+// A ValidatingPolicy denies and warns in the words of Kyverno's vpol
+// webhook, after the ClusterPolicy map when both block; an unscored
+// ValidatingPolicy's failure still denies (the annotation changes only
+// the report), and an error let through by failurePolicy Ignore does not
+// warn unless the policy has validationActions Warn.
+func TestCELPolicyDenialAndWarnings(t *testing.T) {
+	cp := &kyvernov1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "require-labels"}}
+	vp := &policiesv1.ValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	warn := &policiesv1.ValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "warned"},
+		Spec: policiesv1.ValidatingPolicySpec{ValidationAction: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Audit, admissionregistrationv1.Warn}}}
+	rule := func(status engine.RuleStatus, action engine.Action, msg string) engine.RuleResponse {
+		return engine.RuleResponse{Status: status, Action: action, Message: msg, Type: engine.TypeValidation}
+	}
+	resp := func(policies ...engine.PolicyResponse) []*engine.Response {
+		return []*engine.Response{{Resource: engine.ResourceRef{Kind: "Pod", Namespace: "default", Name: "p"}, Policies: policies}}
+	}
+	for _, tc := range []struct {
+		name     string
+		in       []*engine.Response
+		blocks   bool
+		denial   string
+		warnings []string
+	}{{
+		name:   "failure and error",
+		in:     resp(engine.PolicyResponse{Policy: vp, Rules: []engine.RuleResponse{rule(engine.StatusFail, engine.Enforce, "team must be a")}}, engine.PolicyResponse{Policy: warn, Rules: []engine.RuleResponse{rule(engine.StatusError, engine.Audit, "error: no such key: labels")}}),
+		blocks: true, denial: "Policy team failed: team must be a",
+	}, {
+		name:   "both kinds block",
+		in:     resp(engine.PolicyResponse{Policy: cp, Rules: []engine.RuleResponse{{Name: "check", Status: engine.StatusFail, Action: engine.Enforce, Message: "label app is required"}}}, engine.PolicyResponse{Policy: vp, Rules: []engine.RuleResponse{rule(engine.StatusError, engine.Enforce, "error: boom")}}),
+		blocks: true, denial: "\n\nresource Pod/default/p was blocked due to the following policies \n\nrequire-labels:\n  check: label app is required\n\nPolicy team error: error: boom",
+	}, {
+		name:   "unscored failure",
+		in:     resp(engine.PolicyResponse{Policy: vp, Rules: []engine.RuleResponse{rule(engine.StatusWarn, engine.Enforce, "team must be a")}}),
+		blocks: true, denial: "Policy team failed: team must be a",
+	}, {
+		name: "error under Ignore is silent",
+		in:   resp(engine.PolicyResponse{Policy: vp, Rules: []engine.RuleResponse{rule(engine.StatusError, engine.Enforce, "error: boom")}}),
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := blocks(tc.in[0], false); got != tc.blocks {
+				t.Fatalf("blocks under Ignore = %v, want %v", got, tc.blocks)
+			}
+			if tc.blocks {
+				if got := blockedMessage(tc.in); got != tc.denial {
+					t.Errorf("denial\n%q\nwant\n%q", got, tc.denial)
+				}
+				return
+			}
+			if got := warnings(tc.in); !slices.Equal(got, tc.warnings) {
+				t.Errorf("warnings %q, want %q", got, tc.warnings)
+			}
+		})
+	}
+	if got := warnings(resp(engine.PolicyResponse{Policy: warn, Rules: []engine.RuleResponse{rule(engine.StatusFail, engine.Audit, "m")}})); !slices.Equal(got, []string{"Policy warned failed: m"}) {
+		t.Errorf("Warn policy's warnings %q", got)
+	}
 }
