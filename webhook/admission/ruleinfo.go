@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,10 +24,11 @@ type servedPolicies interface {
 }
 
 // policyInventory lists, for kyverno_policy_rule_info_total, every
-// ClusterPolicy and Policy the informers hold, as Kyverno lists every
+// policy the informers hold (policycache.ListPolicies: ClusterPolicies,
+// Policies and the policies.kyverno.io kinds), as Kyverno lists every
 // policy and not only those it serves. A policy is ready when this
 // replica serves its current generation at admission; one that is not
-// served (spec.admission: false, or it does not compile) is as ready as
+// served (admission disabled, or it does not compile) is as ready as
 // the status controller, which compiles it, found that generation to be.
 // A generation neither has caught up with yet is not ready.
 //
@@ -42,21 +42,14 @@ func policyInventory(reader client.Reader, served servedPolicies) metrics.Policy
 		ctx, cancel := context.WithTimeout(context.Background(), inventoryTimeout)
 		defer cancel()
 		// The informers' own objects: the scrape only reads them.
-		var cpols kyvernov1.ClusterPolicyList
-		if err := reader.List(ctx, &cpols, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing ClusterPolicies: %w", err)
-		}
-		var pols kyvernov1.PolicyList
-		if err := reader.List(ctx, &pols, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing Policies: %w", err)
+		policies, err := policycache.ListPolicies(ctx, reader, client.UnsafeDisableDeepCopy)
+		if err != nil {
+			return nil, err
 		}
 		snapshot := served.Snapshot()
-		out := make([]metrics.PolicyState, 0, len(cpols.Items)+len(pols.Items))
-		for i := range cpols.Items {
-			out = append(out, metrics.PolicyState{Policy: &cpols.Items[i], Ready: policyReady(&cpols.Items[i], snapshot)})
-		}
-		for i := range pols.Items {
-			out = append(out, metrics.PolicyState{Policy: &pols.Items[i], Ready: policyReady(&pols.Items[i], snapshot)})
+		out := make([]metrics.PolicyState, 0, len(policies))
+		for _, p := range policies {
+			out = append(out, metrics.PolicyState{Policy: p, Ready: policyReady(p, snapshot)})
 		}
 		return out, nil
 	}

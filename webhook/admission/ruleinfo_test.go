@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 )
 
@@ -44,12 +45,15 @@ func TestPolicyInventory(t *testing.T) {
 	broken.Generation = 1
 	withReady(broken, metav1.ConditionFalse, 1)
 	namespaced := &kyvernov1.Policy{ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: "team-a", Generation: 1}, Spec: *served.Spec.DeepCopy()}
+	vpol := vpolTeamLabel(t, "team-label", "closed", "Fail")
+	vpol.Generation = 1
+	nvpol := &policiesv1.NamespacedValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "team-label", Namespace: "team-a", Generation: 2}, Spec: *vpol.Spec.DeepCopy()}
 
-	snapshot, _ := policycache.NewBuilder().Build([]kyvernov1.PolicyInterface{served, edited, broken, namespaced}, nil)
+	snapshot, _ := policycache.NewBuilder().Build([]kyvernov1.PolicyInterface{served, edited, broken, namespaced, vpol}, nil)
 	if len(snapshot.Errors) != 1 {
 		t.Fatalf("want bad-anchor alone not to compile, got faults %v", snapshot.Errors)
 	}
-	reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(served, editedNow, backgroundOnly, broken, namespaced).Build()
+	reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(served, editedNow, backgroundOnly, broken, namespaced, vpol, nvpol).Build()
 
 	states, err := policyInventory(reader, staticServed{synced: true, snapshot: snapshot})()
 	if err != nil {
@@ -60,11 +64,13 @@ func TestPolicyInventory(t *testing.T) {
 		got[s.Policy.GetKind()+" "+objectName(s.Policy)] = s.Ready
 	}
 	want := map[string]bool{
-		"ClusterPolicy require-labels":             true,  // served at its generation
-		"ClusterPolicy require-team":               false, // generation 2 not served yet
-		"ClusterPolicy configmaps-background-only": true,  // not for admission; its status is about this generation
-		"ClusterPolicy bad-anchor":                 false, // does not compile
-		"Policy team-a/local":                      true,
+		"ClusterPolicy require-labels":                 true,  // served at its generation
+		"ClusterPolicy require-team":                   false, // generation 2 not served yet
+		"ClusterPolicy configmaps-background-only":     true,  // not for admission; its status is about this generation
+		"ClusterPolicy bad-anchor":                     false, // does not compile
+		"Policy team-a/local":                          true,
+		"ValidatingPolicy team-label":                  true,  // served
+		"NamespacedValidatingPolicy team-a/team-label": false, // not served, no status yet
 	}
 	if len(got) != len(want) {
 		t.Errorf("inventory %v, want %v", got, want)

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 )
 
@@ -33,6 +34,8 @@ func loadPolicy(t *testing.T, name string) kyvernov1.PolicyInterface {
 		p = &kyvernov1.ClusterPolicy{}
 	case "Policy":
 		p = &kyvernov1.Policy{}
+	case policiesv1.NamespacedValidatingPolicyKind:
+		p = &policiesv1.NamespacedValidatingPolicy{}
 	default:
 		t.Fatalf("%s: kind %q is not a policy", name, meta.Kind)
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/autogen"
 )
 
@@ -121,6 +122,11 @@ func (c *ruleInfoCollector) rulesOf(p kyvernov1.PolicyInterface, seen map[ruleCa
 // When the generated rules cannot be computed, the policy's own rules are
 // listed: the policy is there, even if its Pod controller rules are not.
 func expandRules(p kyvernov1.PolicyInterface) []ruleInfo {
+	if _, ok := p.(policiesv1.ValidatingPolicyLike); ok {
+		// One result per request, under rule "" (as in its reports),
+		// autogen copies included.
+		return []ruleInfo{{name: "", typ: "validate"}}
+	}
 	rules, err := autogen.ComputeRules(p)
 	if err != nil {
 		rules = p.GetSpec().Rules

@@ -51,6 +51,14 @@ kyverno_policy_rule_info_total` + defaultSA + `rule_name="set-sa",rule_type="mut
 kyverno_policy_rule_info_total{` + scoped + `,policy_background_mode="true",policy_name="namespace-quota",policy_namespace="-",policy_type="cluster",policy_validation_mode="audit",rule_name="default-quota",rule_type="generate",status_ready="true"} 1
 `,
 		},
+		{
+			name:     "a NamespacedValidatingPolicy: one series, rule \"\" as in its results",
+			policies: []string{"vpol-no-latest.yaml"},
+			ready:    []bool{true},
+			want: `
+kyverno_policy_rule_info_total{` + scoped + `,policy_background_mode="false",policy_name="no-latest",policy_namespace="team-a",policy_type="namespaced",policy_validation_mode="enforce",rule_name="",rule_type="validate",status_ready="true"} 1
+`,
+		},
 		{name: "no policy installed, no series", policies: nil},
 	}
 	for _, tc := range tests {
