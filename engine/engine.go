@@ -52,6 +52,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
@@ -84,9 +85,9 @@ type evalConfig struct {
 	// cliGeneration generates for skipped foreach rules (see
 	// WithCLIGeneration).
 	cliGeneration bool
-	// freshImages bypasses the image verification cache (see
-	// WithFreshImageVerification).
-	freshImages bool
+	// imagesVerifiedSince refuses cached image verifications older than
+	// it (see WithImagesVerifiedSince).
+	imagesVerifiedSince time.Time
 	// backgroundChecks stops generate and mutate-existing rules after
 	// their match and preconditions (see WithBackgroundChecks).
 	backgroundChecks bool

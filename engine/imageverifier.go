@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"time"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 )
@@ -45,6 +46,9 @@ type ImageCheck struct {
 	Credentials ImageCredentials
 	// UseCache allows a cached result for the same digest and check.
 	UseCache bool
+	// VerifiedSince, when set, allows only a cached result verified at or
+	// after it.
+	VerifiedSince time.Time
 	// Scope names the policy and rule asking ("<policy key>/<rule>"); a
 	// cached result answers only the same scope.
 	Scope string

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
@@ -23,11 +24,15 @@ const (
 	AnnotationVerifyImagesScoped = "kyverno.io/verify-images-scoped"
 )
 
-// WithFreshImageVerification makes verifyImages rules ask the registry
-// again instead of using cached results: background scans use it, so a
-// signature removed since admission shows on the next scan (§8.5).
-func WithFreshImageVerification() EvalOption {
-	return func(c *evalConfig) { c.freshImages = true }
+// WithImagesVerifiedSince makes verifyImages rules use only cached
+// verifications made at or after t, and ask the registry again for older
+// ones. The periodic background rescan passes its start time: every image
+// is verified again once per rescan (the first resource that names it
+// refreshes the cache for the others), so a signature removed since
+// admission turns the report to fail on the next rescan (§8.5, Kyverno
+// #7525) without a registry round trip per resource.
+func WithImagesVerifiedSince(t time.Time) EvalOption {
+	return func(c *evalConfig) { c.imagesVerifiedSince = t }
 }
 
 // podImage is one container image of a resource, where it is and how it
@@ -263,7 +268,7 @@ func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document
 		return imageOutcome{image: ref, status: StatusError, message: "failed to verify image " + ref + ": no image verifier is configured"}
 	}
 	base := ImageCheck{Image: ref, Repository: iv.Repository, CosignOCI11: iv.CosignOCI11, Credentials: creds,
-		UseCache: iv.IsUseCache() && !ev.cfg.freshImages, Scope: ev.policy.key + "/" + r.name}
+		UseCache: iv.IsUseCache(), VerifiedSince: ev.cfg.imagesVerifiedSince, Scope: ev.policy.key + "/" + r.name}
 	var digest string
 	for i := range iv.Attestors {
 		d, err := countSet(&iv.Attestors[i], fmt.Sprintf(".attestors[%d]", i), func(a *kyvernov1.Attestor, path string) (string, error) {

@@ -27,9 +27,10 @@ type Cache struct {
 }
 
 type cacheEntry struct {
-	key     string
-	res     engine.ImageVerified
-	expires time.Time
+	key      string
+	res      engine.ImageVerified
+	verified time.Time
+	expires  time.Time
 }
 
 // NewCache returns a cache of at most size results, each kept for ttl.
@@ -41,8 +42,9 @@ func NewCache(size int, ttl time.Duration, now func() time.Time) *Cache {
 	return &Cache{ttl: ttl, max: size, now: now, order: list.New(), entries: map[string]*list.Element{}}
 }
 
-// Get returns the result stored under key, if it has not expired.
-func (c *Cache) Get(key string) (engine.ImageVerified, bool) {
+// Get returns the result stored under key, if it has not expired and was
+// verified at or after since (any time when since is zero).
+func (c *Cache) Get(key string, since time.Time) (engine.ImageVerified, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.entries[key]
@@ -53,6 +55,9 @@ func (c *Cache) Get(key string) (engine.ImageVerified, bool) {
 	if !c.now().Before(e.expires) {
 		c.order.Remove(el)
 		delete(c.entries, key)
+		return engine.ImageVerified{}, false
+	}
+	if e.verified.Before(since) {
 		return engine.ImageVerified{}, false
 	}
 	c.order.MoveToFront(el)
@@ -66,13 +71,14 @@ func (c *Cache) Put(key string, res engine.ImageVerified) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := c.now()
 	if el, ok := c.entries[key]; ok {
 		e := el.Value.(*cacheEntry)
-		e.res, e.expires = res, c.now().Add(c.ttl)
+		e.res, e.verified, e.expires = res, now, now.Add(c.ttl)
 		c.order.MoveToFront(el)
 		return
 	}
-	c.entries[key] = c.order.PushFront(&cacheEntry{key: key, res: res, expires: c.now().Add(c.ttl)})
+	c.entries[key] = c.order.PushFront(&cacheEntry{key: key, res: res, verified: now, expires: now.Add(c.ttl)})
 	for c.order.Len() > c.max {
 		last := c.order.Back()
 		c.order.Remove(last)
@@ -92,7 +98,7 @@ func (c *Cache) Len() int {
 // not what is accepted.
 func cacheKey(digestRef string, kind checkKind, check engine.ImageCheck) (string, error) {
 	c := check
-	c.Image, c.Credentials, c.UseCache = "", engine.ImageCredentials{}, false
+	c.Image, c.Credentials, c.UseCache, c.VerifiedSince = "", engine.ImageCredentials{}, false, time.Time{}
 	data, err := json.Marshal(c)
 	if err != nil {
 		return "", err

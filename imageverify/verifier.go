@@ -128,7 +128,7 @@ func (v *Verifier) verify(ctx context.Context, check engine.ImageCheck, kind che
 		return engine.ImageVerified{}, err
 	}
 	if check.UseCache && v.cache != nil {
-		if res, ok := v.cache.Get(key); ok {
+		if res, ok := v.cache.Get(key, check.VerifiedSince); ok {
 			res.Cached = true
 			return res, nil
 		}

@@ -368,12 +368,17 @@ func TestCacheHit(t *testing.T) {
 	if onlyRule(t, m.Policies).Status != engine.StatusPass || onlyRule(t, val.Policies).Status != engine.StatusPass {
 		t.Fatal("cached result is not a pass")
 	}
-	// Fresh verification (background scans) asks the registry again.
+	// A background rescan started after the cached verification asks the
+	// registry again, once: the resources it scans next share the result.
 	set, _ := engine.Compile([]kyvernov1.PolicyInterface{p})
-	set.Validate(context.Background(), &engine.Request{Object: pod(f.signed.DigestRef)},
-		engine.WithLoaders(engine.Loaders{ImageVerifier: v}), engine.WithFreshImageVerification())
+	rescan := []engine.EvalOption{engine.WithLoaders(engine.Loaders{ImageVerifier: v}), engine.WithImagesVerifiedSince(time.Now())}
+	set.Validate(context.Background(), &engine.Request{Object: pod(f.signed.DigestRef)}, rescan...)
 	if got := ct.reset(); !containsPath(got, ".sig") {
-		t.Fatalf("a fresh verification used the cache: %v", got)
+		t.Fatalf("a rescan used a verification older than its start: %v", got)
+	}
+	set.Validate(context.Background(), &engine.Request{Object: pod(f.signed.DigestRef)}, rescan...)
+	if got := ct.reset(); len(got) != 0 {
+		t.Fatalf("the rescan verified the same image twice: %v", got)
 	}
 }
 

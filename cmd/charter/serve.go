@@ -453,7 +453,10 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			Tenancy: gitsync.Tenancy{
 				Namespace: o.namespace, DefaultServiceAccount: o.defaultServiceAccount, NoCrossNamespaceRefs: o.noCrossNamespaceRefs,
 			},
-			Tests: clitest.RepositoryTests{},
+			// The gate verifies images with the node's registry
+			// credentials only: a repository's suites must not make
+			// charter read pull secrets in other namespaces.
+			Tests: clitest.RepositoryTests{ImageVerifier: o.images.verifier(nil)},
 		}); err != nil {
 			return nil, nil, fmt.Errorf("gitsync: %w", err)
 		}

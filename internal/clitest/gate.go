@@ -3,19 +3,25 @@ package clitest
 import (
 	"context"
 	"fmt"
+
+	"github.com/charter-dev/charter/engine"
 )
 
 // RepositoryTests runs a repository's kyverno-test.yaml suites for the
 // GitOps test gate (PolicyRepository spec.test): it satisfies
 // reconciler/gitsync's TestRunner.
-type RepositoryTests struct{}
+type RepositoryTests struct {
+	// ImageVerifier verifies the images of verifyImages rules; without
+	// one such rows end in error and fail the gate.
+	ImageVerifier engine.ImageVerifier
+}
 
 // RunTests runs every suite under dir, reading nothing outside root, and
 // returns one line per failing row, broken suite or suite that checked
 // nothing. A folder without suites, or a run that checked no row, is an
 // error: a gate that tests nothing must not pass.
-func (RepositoryTests) RunTests(ctx context.Context, root, dir string) ([]string, error) {
-	results, err := NewRunner(Options{Root: root}).Run(ctx, []string{dir})
+func (g RepositoryTests) RunTests(ctx context.Context, root, dir string) ([]string, error) {
+	results, err := NewRunner(Options{Root: root, ImageVerifier: g.ImageVerifier}).Run(ctx, []string{dir})
 	if err != nil {
 		return nil, err
 	}

@@ -25,49 +25,7 @@ func TestVerifyImagesSuite(t *testing.T) {
 	reg.Push(t, "example/app", "unsigned")
 
 	dir := t.TempDir()
-	pem, _ := json.Marshal(key.PublicPEM)
-	write := func(name, content string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("policy.yaml", `apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata: {name: signed-images}
-spec:
-  validationFailureAction: Enforce
-  background: false
-  rules:
-  - name: check-signature
-    match: {any: [{resources: {kinds: [Pod]}}]}
-    verifyImages:
-    - imageReferences: ["ghcr.io/example/*"]
-      attestors:
-      - entries:
-        - keys:
-            publicKeys: `+string(pem)+`
-            rekor: {url: "http://127.0.0.1:1", ignoreTlog: true}
-`)
-	write("resources.yaml", `apiVersion: v1
-kind: Pod
-metadata: {name: signed, namespace: default}
-spec: {containers: [{name: app, image: "ghcr.io/example/app:signed"}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: unsigned, namespace: default}
-spec: {containers: [{name: app, image: "ghcr.io/example/app:unsigned"}]}
-`)
-	write(DefaultFileName, `apiVersion: cli.kyverno.io/v1alpha1
-kind: Test
-metadata: {name: images}
-policies: [policy.yaml]
-resources: [resources.yaml]
-results:
-- {policy: signed-images, rule: check-signature, resources: [signed], kind: Pod, result: pass}
-- {policy: signed-images, rule: check-signature, resources: [unsigned], kind: Pod, result: fail}
-`)
+	writeImageSuite(t, dir, "ghcr.io/example", key.PublicPEM)
 	runner := NewRunner(Options{FileName: DefaultFileName, ImageVerifier: imageverify.New(imageverify.Options{Mirror: reg.Host})})
 	results, err := runner.Run(context.Background(), []string{dir})
 	if err != nil {
@@ -101,4 +59,81 @@ results:
 	if c := count(results[0].Rows); c.Failed == 0 {
 		t.Fatalf("an unreachable registry passed the suite: %+v", results[0].Rows)
 	}
+}
+
+// TestGateVerifiesImages: the GitOps test gate runs a repository's
+// verifyImages suite with the verifier it is given; without one the
+// rows cannot pass, so the gate refuses the revision.
+func TestGateVerifiesImages(t *testing.T) {
+	reg := imagetest.NewRegistry(t)
+	key := imagetest.NewKey(t)
+	signed := reg.Push(t, "example/app", "signed")
+	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
+	reg.Push(t, "example/app", "unsigned")
+	root := t.TempDir()
+	suite := filepath.Join(root, "tests")
+	if err := os.Mkdir(suite, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeImageSuite(t, suite, reg.Host+"/example", key.PublicPEM)
+
+	failures, err := RepositoryTests{ImageVerifier: imageverify.New(imageverify.Options{})}.RunTests(context.Background(), root, suite)
+	if err != nil || len(failures) != 0 {
+		t.Fatalf("gate with a verifier: failures %v, err %v", failures, err)
+	}
+	failures, err = RepositoryTests{}.RunTests(context.Background(), root, suite)
+	if err != nil || len(failures) == 0 || !strings.Contains(strings.Join(failures, "\n"), "no image verifier is configured") {
+		t.Fatalf("gate without a verifier: failures %v, err %v", failures, err)
+	}
+}
+
+// writeImageSuite writes a kyverno-test.yaml suite to dir: an Enforce
+// verifyImages policy trusting pem for <prefix>/*, and Pods running
+// <prefix>/app:signed (expected pass) and <prefix>/app:unsigned
+// (expected fail).
+func writeImageSuite(t *testing.T, dir, prefix, pem string) {
+	t.Helper()
+	key, _ := json.Marshal(pem)
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("policy.yaml", `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: signed-images}
+spec:
+  validationFailureAction: Enforce
+  background: false
+  rules:
+  - name: check-signature
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    verifyImages:
+    - imageReferences: ["`+prefix+`/*"]
+      attestors:
+      - entries:
+        - keys:
+            publicKeys: `+string(key)+`
+            rekor: {url: "http://127.0.0.1:1", ignoreTlog: true}
+`)
+	write("resources.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: signed, namespace: default}
+spec: {containers: [{name: app, image: "`+prefix+`/app:signed"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: unsigned, namespace: default}
+spec: {containers: [{name: app, image: "`+prefix+`/app:unsigned"}]}
+`)
+	write(DefaultFileName, `apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: images}
+policies: [policy.yaml]
+resources: [resources.yaml]
+results:
+- {policy: signed-images, rule: check-signature, resources: [signed], kind: Pod, result: pass}
+- {policy: signed-images, rule: check-signature, resources: [unsigned], kind: Pod, result: fail}
+`)
 }

@@ -177,6 +177,19 @@ func (r *Registry) Sign(t T, img Image, key signature.Signer, o SignOptions) {
 		func(se oci.SignedEntity) error { return ociremote.WriteSignatures(d.Repository, se) })
 }
 
+// Unsign deletes the image's .sig tag: the signatures are gone, as when
+// a publisher revokes them.
+func (r *Registry) Unsign(t T, img Image) {
+	t.Helper()
+	tag, err := ociremote.SignatureTag(mustDigest(t, img.DigestRef))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Delete(tag); err != nil {
+		t.Fatalf("deleting %s: %v", tag, err)
+	}
+}
+
 // CopySignatures copies the .sig tag of from onto to: a signature about
 // from's digest now sits where to's signatures are looked up.
 func (r *Registry) CopySignatures(t T, from, to Image) {

@@ -96,6 +96,11 @@ type Controller struct {
 	cluster *clusterstate.State
 
 	snap atomic.Pointer[snapshot]
+	// rescanStarted is when the last full rescan began: image
+	// verifications cached before it are not used, so every image is
+	// verified again once per BackgroundScanInterval (see
+	// engine.WithImagesVerifiedSince).
+	rescanStarted atomic.Pointer[time.Time]
 
 	mu       sync.Mutex
 	states   map[types.UID]*resourceState
@@ -529,11 +534,17 @@ func (c *Controller) Synced() bool {
 // FullRescan sweeps every report and evaluates every watched resource
 // again, whatever its fingerprint, writing only reports whose results
 // changed. It returns when the rescan is done.
+//
+// Images of verifyImages rules are verified again, not taken from a cache
+// filled before the rescan began: a signature removed since admission
+// shows as a fail.
 func (c *Controller) FullRescan(ctx context.Context) error {
 	snap := c.snap.Load()
 	if snap == nil {
 		return errors.New("reports: controller not started")
 	}
+	started := c.now()
+	c.rescanStarted.Store(&started)
 	if err := c.sweep(ctx, fixedSnapshot(snap)); err != nil {
 		return err
 	}

@@ -58,6 +58,8 @@ type env struct {
 	dyn  dynamic.Interface
 	ctx  context.Context
 	cntr *writeCounter
+	// images, when set, verifies the images of verifyImages rules.
+	images engine.ImageVerifier
 }
 
 func startEnv(t *testing.T) *env {
@@ -130,6 +132,7 @@ func (e *env) withClusterState(mgr ctrl.Manager, opts Options) Options {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	state.Loaders.ImageVerifier = e.images
 	opts.State = state
 	return opts
 }

@@ -400,14 +400,17 @@ func (c *Controller) evaluate(ctx context.Context, snap *snapshot, obj *unstruct
 	}
 	defer func() { <-c.sem }()
 	c.stats.Evaluations.Add(1)
-	req, loaders := engine.RequestForObject(obj), engine.WithLoaders(c.loaders())
+	req, opts := engine.RequestForObject(obj), []engine.EvalOption{engine.WithLoaders(c.loaders())}
+	if t := c.rescanStarted.Load(); t != nil {
+		opts = append(opts, engine.WithImagesVerifiedSince(*t))
+	}
 	var resp *engine.Response
 	if c.opts.Metrics != nil {
 		// Timed only when recorded: the clock is read twice per policy.
-		resp = snap.set.ValidateTimed(ctx, req, loaders)
+		resp = snap.set.ValidateTimed(ctx, req, opts...)
 		c.opts.Metrics.ObserveScan(resp)
 	} else {
-		resp = snap.set.Validate(ctx, req, loaders)
+		resp = snap.set.Validate(ctx, req, opts...)
 	}
 	return report.Results(resp.Policies, c.opts.AllowedResults, report.ProcessBackground, c.now()), nil
 }
