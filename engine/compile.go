@@ -52,6 +52,9 @@ type Policy struct {
 	// vpol is set for a ValidatingPolicy or NamespacedValidatingPolicy,
 	// which has no rules (vpol.go).
 	vpol *validatingPolicy
+	// gpol is set for a GeneratingPolicy or NamespacedGeneratingPolicy,
+	// whose one rule is evaluated from its CEL spec (gpol.go).
+	gpol *generatingPolicy
 }
 
 // ScoredAnnotation set to "false" makes a policy's failures warnings.
@@ -141,6 +144,12 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 	}
 	if vp, ok := src.(policiesv1.ValidatingPolicyLike); ok {
 		if errs := s.compileValidatingPolicy(vp, p); len(errs) > 0 {
+			return nil, errs
+		}
+		return p, nil
+	}
+	if gp, ok := src.(policiesv1.GeneratingPolicyLike); ok {
+		if errs := s.compileGeneratingPolicy(gp, p); len(errs) > 0 {
 			return nil, errs
 		}
 		return p, nil

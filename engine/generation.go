@@ -122,6 +122,12 @@ func (s *PolicySet) Generate(ctx context.Context, req *Request, opts ...EvalOpti
 		if !p.scopes(in) {
 			continue
 		}
+		if p.gpol != nil {
+			if pr := p.generateCEL(ctx, req, in, &cfg); pr != nil {
+				resp.Policies = append(resp.Policies, *pr)
+			}
+			continue
+		}
 		pr := PolicyResponse{Policy: p.source, Key: p.key}
 		ev := &evaluation{set: p.set, policy: p, in: in, cfg: &cfg, object: in.object}
 		for _, r := range p.rules {

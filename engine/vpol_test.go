@@ -15,10 +15,14 @@ import (
 )
 
 // readCELPolicies decodes the policies.kyverno.io documents of a testdata
-// file: policies and PolicyExceptions.
+// file: policies and PolicyExceptions. file is under testdata/vpol unless
+// it names its folder ("gpol/policies.yaml").
 func readCELPolicies(t *testing.T, file string) ([]kyvernov1.PolicyInterface, []*policiesv1.PolicyException) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "vpol", file))
+	if !strings.Contains(file, "/") {
+		file = filepath.Join("vpol", file)
+	}
+	data, err := os.ReadFile(filepath.Join("testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +40,12 @@ func readCELPolicies(t *testing.T, file string) ([]kyvernov1.PolicyInterface, []
 			policies, into = append(policies, p), p
 		case policiesv1.NamespacedValidatingPolicyKind:
 			p := &policiesv1.NamespacedValidatingPolicy{}
+			policies, into = append(policies, p), p
+		case policiesv1.GeneratingPolicyKind:
+			p := &policiesv1.GeneratingPolicy{}
+			policies, into = append(policies, p), p
+		case policiesv1.NamespacedGeneratingPolicyKind:
+			p := &policiesv1.NamespacedGeneratingPolicy{}
 			policies, into = append(policies, p), p
 		case policiesv1.PolicyExceptionKind:
 			ex := &policiesv1.PolicyException{}

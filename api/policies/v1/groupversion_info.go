@@ -1,6 +1,7 @@
 // Package v1 holds the policies.kyverno.io/v1 API charter serves:
-// ValidatingPolicy, NamespacedValidatingPolicy and that group's
-// PolicyException, with Kyverno's field names and wire format. Kyverno's
+// ValidatingPolicy, NamespacedValidatingPolicy, GeneratingPolicy,
+// NamespacedGeneratingPolicy, DeletingPolicy, NamespacedDeletingPolicy and
+// that group's PolicyException, with Kyverno's field names and wire format. Kyverno's
 // v1alpha1 and v1beta1 spellings of these kinds have the same schema; the
 // CLI decodes them into these types too.
 //
@@ -37,6 +38,10 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&ValidatingPolicy{}, &ValidatingPolicyList{},
 		&NamespacedValidatingPolicy{}, &NamespacedValidatingPolicyList{},
 		&PolicyException{}, &PolicyExceptionList{},
+		&GeneratingPolicy{}, &GeneratingPolicyList{},
+		&NamespacedGeneratingPolicy{}, &NamespacedGeneratingPolicyList{},
+		&DeletingPolicy{}, &DeletingPolicyList{},
+		&NamespacedDeletingPolicy{}, &NamespacedDeletingPolicyList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -94,6 +94,21 @@ func DecodePolicies(docs []Document) (*Policies, error) {
 				p.Namespace = "default"
 			}
 			out.Policies = append(out.Policies, p)
+		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.GeneratingPolicyKind:
+			p := &policiesv1.GeneratingPolicy{}
+			if err := decodeCEL(d, p); err != nil {
+				return nil, err
+			}
+			out.Policies = append(out.Policies, p)
+		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.NamespacedGeneratingPolicyKind:
+			p := &policiesv1.NamespacedGeneratingPolicy{}
+			if err := decodeCEL(d, p); err != nil {
+				return nil, err
+			}
+			if p.Namespace == "" {
+				p.Namespace = "default"
+			}
+			out.Policies = append(out.Policies, p)
 		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.PolicyExceptionKind:
 			ex := &policiesv1.PolicyException{}
 			if err := decodeCEL(d, ex); err != nil {

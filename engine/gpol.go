@@ -1,0 +1,528 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+
+	celgo "github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"google.golang.org/protobuf/types/known/structpb"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/generate"
+)
+
+// generatingPolicy is a compiled GeneratingPolicy or
+// NamespacedGeneratingPolicy (cel-policy-types.md §3.3.3): matchConstraints,
+// exceptions, matchConditions, variables, then the generate expressions,
+// whose generator.Apply calls collect the downstream objects. Its one rule
+// response is named after the policy, as Kyverno names it, and is what the
+// policy's synthetic generate rule (GeneratingPolicySpec.KyvernoSpec)
+// answers to: UpdateRequests and the background controller handle it like
+// a ClusterPolicy's generate rule.
+type generatingPolicy struct {
+	// namespace is set for a NamespacedGeneratingPolicy: it acts on
+	// triggers of its namespace only and generates into it only.
+	namespace string
+	match     *constraints
+	// anyOperation is match for any operation: it tells whether the old
+	// object of a DELETE or UPDATE was a trigger.
+	anyOperation *constraints
+	compiler     *plugincel.CompositedCompiler
+	conditions   []celProgram
+	generations  []celProgram
+	synchronize  bool
+	orphan       bool
+	// kinds are the "apiVersion/Kind" of the objects the expressions
+	// write literally; with synchronize, generating any other kind is an
+	// error, since charter could not find those objects again.
+	kinds []string
+}
+
+// Generator is the receiver type of generator.Apply.
+var generatorLibType = celgo.OpaqueType("charter.Generator")
+
+const generatorVar = "generator"
+
+var (
+	gpolEnvOnce sync.Once
+	gpolEnv     *environment.EnvSet
+	gpolEnvErr  error
+)
+
+// generatingPolicyEnv is the environment of policies.kyverno.io policies
+// plus the generator receiver.
+func generatingPolicyEnv() (*environment.EnvSet, error) {
+	gpolEnvOnce.Do(func() {
+		var base *environment.EnvSet
+		if base, gpolEnvErr = celPolicyEnv(); gpolEnvErr != nil {
+			return
+		}
+		list := celgo.ListType(celgo.DynType)
+		opts := []celgo.EnvOption{celgo.Variable(generatorVar, generatorLibType)}
+		opts = append(opts, method("Apply",
+			member("generator_apply_ns", []*celgo.Type{generatorLibType, celgo.StringType, list}, celgo.BoolType, generatorApply),
+			member("generator_apply_own_ns", []*celgo.Type{generatorLibType, list}, celgo.BoolType, generatorApplyOwnNamespace),
+		)...)
+		gpolEnv, gpolEnvErr = base.Extend(environment.VersionedOptions{IntroducedVersion: version.MajorMinor(1, 0), EnvOptions: opts})
+	})
+	return gpolEnv, gpolEnvErr
+}
+
+func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, p *Policy) CompileErrors {
+	spec := src.GetGeneratingPolicySpec()
+	f := &faults{kind: src.GetKind(), name: p.key}
+	gp := &generatingPolicy{synchronize: spec.SynchronizeEnabled(), orphan: spec.OrphanDownstreamOnPolicyDeleteEnabled()}
+	if src.IsNamespaced() {
+		gp.namespace = p.namespace
+	}
+	env, err := generatingPolicyEnv()
+	if err == nil {
+		gp.compiler, err = plugincel.NewCompositedCompiler(env)
+	}
+	if err != nil {
+		f.add("spec", "CEL environment: "+err.Error())
+		return f.errs
+	}
+	if gp.match, err = compileConstraints(spec.MatchConstraints); err != nil {
+		f.add("spec.matchConstraints", err.Error())
+	} else {
+		anyOp := spec.MatchConstraints.DeepCopy()
+		for i := range anyOp.ResourceRules {
+			anyOp.ResourceRules[i].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}
+		}
+		gp.anyOperation, _ = compileConstraints(anyOp)
+	}
+	decls := plugincel.OptionalVariableDeclarations{}
+	compile := func(a *celAccessor, field string) celgo.Program {
+		if strings.TrimSpace(a.expr) == "" {
+			f.add(field, "expression must not be empty")
+			return nil
+		}
+		res := gp.compiler.CompileCELExpression(a, decls, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field, celFault(res.Error.Detail))
+			return nil
+		}
+		return res.Program
+	}
+	// matchConditions compile before the variables: they cannot use them,
+	// as in Kyverno.
+	for i, mc := range spec.MatchConditions {
+		if prog := compile(&celAccessor{name: mc.Name, expr: mc.Expression, returns: boolReturn()}, fmt.Sprintf("spec.matchConditions[%d].expression", i)); prog != nil {
+			gp.conditions = append(gp.conditions, celProgram{expr: mc.Expression, program: prog})
+		}
+	}
+	var sources []string
+	for i, v := range spec.Variables {
+		field := fmt.Sprintf("spec.variables[%d]", i)
+		if v.Name == "" {
+			f.add(field+".name", "a variable needs a name")
+			continue
+		}
+		res := gp.compiler.CompileAndStoreVariable(&celAccessor{name: v.Name, expr: v.Expression, returns: anyReturn()}, decls, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field+".expression", celFault(res.Error.Detail))
+		}
+		sources = append(sources, v.Expression)
+	}
+	if len(spec.Generation) == 0 {
+		f.add("spec.generate", "a GeneratingPolicy needs at least one generate entry")
+	}
+	for i, g := range spec.Generation {
+		field := fmt.Sprintf("spec.generate[%d]", i)
+		switch {
+		case g.Template != nil && g.Expression != "":
+			f.add(field, "exactly one of expression or template must be set")
+		case g.Template != nil:
+			f.add(field+".template", "generate templates are not supported by charter; write the objects with expression: generator.Apply(namespace, [objects])")
+		default:
+			if prog := compile(&celAccessor{expr: g.Expression, returns: boolReturn()}, field+".expression"); prog != nil {
+				gp.generations = append(gp.generations, celProgram{expr: g.Expression, program: prog})
+			}
+			sources = append(sources, g.Expression)
+		}
+	}
+	if len(f.errs) > 0 {
+		return f.errs
+	}
+	gp.kinds = literalKinds(env, sources)
+	p.gpol = gp
+	p.kinds = []string{"*"}
+	return nil
+}
+
+// generateCEL evaluates a GeneratingPolicy for a request. A request whose
+// new object the policy does not select, but whose old object it did
+// (DELETE, or an UPDATE away from the policy), fails with "trigger no
+// longer matches", which tells a controller that a synchronized policy's
+// downstream objects for that trigger must go. Under background checks
+// (the UpdateRequest generator) a selected request passes without its
+// generate expressions being evaluated.
+func (p *Policy) generateCEL(ctx context.Context, req *Request, in *requestView, cfg *evalConfig) *PolicyResponse {
+	gp := p.gpol
+	rr := RuleResponse{Name: p.source.GetName(), Type: TypeGeneration}
+	pr := &PolicyResponse{Policy: p.source, Key: p.key}
+	if req.Object == nil || !gp.match.matches(in) {
+		if req.OldObject == nil {
+			return nil
+		}
+		oldReq := *req
+		oldReq.Object = req.OldObject
+		old := newRequestView(ctx, &oldReq, cfg)
+		switch {
+		case !p.scopes(old):
+			return nil
+		case req.Object == nil && gp.match.matches(old):
+			// A policy that asks for DELETE generates from the deleted
+			// object.
+			in = old
+		case gp.anyOperation.matches(old):
+			rr.Status, rr.Message = StatusFail, "trigger no longer matches"
+			pr.Rules = []RuleResponse{rr}
+			return pr
+		default:
+			return nil
+		}
+	}
+	ci := in.celInputs()
+	gen := &generatorContext{namespace: gp.namespace}
+	act := &gpolActivation{
+		vpolActivation: vpolActivation{
+			celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
+			libs:          newLibReceivers(ctx, &cfg.loaders, gp.namespace),
+		},
+		generator: gen,
+	}
+	cctx := gp.compiler.CreateContext(ctx)
+	act.variables = cctx.Variables(act)
+	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+	o := p.evaluateGenerating(e, act, in, gen, cfg, &rr)
+	if o == nil {
+		return nil
+	}
+	rr.Status, rr.Message = o.status, o.message
+	if len(o.props) > 0 {
+		rr.Properties = o.props
+	}
+	if rr.Status == StatusPass && !cfg.backgroundChecks {
+		objs, err := gp.desired(p, in, gen.objects)
+		if err != nil {
+			rr.Status, rr.Message = StatusError, "failed to evaluate policy: "+err.Error()
+		} else {
+			rr.Generated = objs
+		}
+	}
+	pr.Rules = []RuleResponse{rr}
+	return pr
+}
+
+// evaluateGenerating runs exceptions, matchConditions and the generate
+// expressions; nil means the policy does not apply (a false
+// matchCondition gives no response, as in Kyverno).
+func (p *Policy) evaluateGenerating(e *celEvaluator, act *gpolActivation, in *requestView, gen *generatorContext, cfg *evalConfig, rr *RuleResponse) *outcome {
+	allowed, exempt, err := p.celExceptions(e, in)
+	if err != nil {
+		rr.Name = RuleException
+		o := errorf("failed to evaluate exception: %v", err)
+		return &o
+	}
+	if exempt != nil {
+		rr.Name = RuleException
+		o := skip("rule is skipped due to policy exception: " + exempt.keys())
+		if exempt.pass {
+			o = pass("rule is passed due to policy exception: " + exempt.keys())
+		}
+		o.props = map[string]string{"exceptions": exempt.names()}
+		return &o
+	}
+	act.exceptions = types.DefaultTypeAdapter.NativeToValue(allowed)
+	for i := range p.gpol.conditions {
+		val, err := e.eval(&p.gpol.conditions[i])
+		if err != nil {
+			o := errorf("failed to evaluate policy: %v", err)
+			return &o
+		}
+		if val != types.True {
+			return nil
+		}
+	}
+	if cfg.backgroundChecks {
+		o := pass("policy evaluated successfully")
+		return &o
+	}
+	for i := range p.gpol.generations {
+		if _, err := e.eval(&p.gpol.generations[i]); err != nil {
+			o := errorf("failed to evaluate policy: %v", err)
+			return &o
+		}
+		if gen.err != nil {
+			o := errorf("failed to evaluate policy: failed to generate resources: %v", gen.err)
+			return &o
+		}
+	}
+	o := pass("policy evaluated successfully")
+	return &o
+}
+
+// desired turns the collected objects into downstream objects: the
+// namespace generator.Apply named, server-set fields cleared, Kyverno's
+// generate labels (the rule is the policy's name) for the trigger.
+func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appliedObject) ([]GeneratedObject, error) {
+	policy := generate.PolicyRef{Name: p.source.GetName()}
+	if p.source.IsNamespaced() {
+		policy.Namespace = p.namespace
+	}
+	ref := in.resourceRef()
+	meta, _ := in.object["metadata"].(map[string]any)
+	uid, _ := meta["uid"].(string)
+	trigger := generate.ObjectRef{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, UID: k8stypes.UID(uid)}
+	out := make([]GeneratedObject, 0, len(collected))
+	for i, a := range collected {
+		obj := a.object
+		apiVersion, _ := obj["apiVersion"].(string)
+		kind, _ := obj["kind"].(string)
+		om, _ := obj["metadata"].(map[string]any)
+		name, _ := om["name"].(string)
+		if apiVersion == "" || kind == "" || name == "" {
+			return nil, fmt.Errorf("generated object %d has no apiVersion, kind or metadata.name", i)
+		}
+		if gp.synchronize && !slices.Contains(gp.kinds, apiVersion+"/"+kind) {
+			return nil, fmt.Errorf("%s %s: with synchronize, charter must find what a policy generated again; write the apiVersion and kind of every generated object literally in the policy (found: %s)",
+				apiVersion, kind, strings.Join(gp.kinds, ", "))
+		}
+		if om == nil {
+			om = map[string]any{}
+			obj["metadata"] = om
+		}
+		for _, k := range []string{"uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "selfLink", "deletionTimestamp"} {
+			delete(om, k)
+		}
+		delete(obj, "status")
+		if a.namespace != "" {
+			if ns, _ := om["namespace"].(string); ns != a.namespace {
+				// ownerReferences point into the namespace the object came
+				// from.
+				delete(om, "ownerReferences")
+			}
+			om["namespace"] = a.namespace
+		} else {
+			delete(om, "namespace")
+		}
+		labels, _ := om["labels"].(map[string]any)
+		merged := make(map[string]any, len(labels)+10)
+		for k, v := range labels {
+			merged[k] = v
+		}
+		for k, v := range generate.DownstreamLabels(policy, p.source.GetName(), trigger) {
+			merged[k] = v
+		}
+		om["labels"] = merged
+		out = append(out, GeneratedObject{
+			Object: obj, Policy: policy, Rule: p.source.GetName(), Trigger: trigger, From: generate.FromData,
+			Synchronize: gp.synchronize, OrphanDownstreamOnPolicyDelete: gp.orphan,
+		})
+	}
+	return out, nil
+}
+
+// gpolActivation adds generator to a CEL policy's activation.
+type gpolActivation struct {
+	vpolActivation
+	generator *generatorContext
+}
+
+func (a *gpolActivation) ResolveName(name string) (any, bool) {
+	if name == generatorVar {
+		return a.generator, true
+	}
+	return a.vpolActivation.ResolveName(name)
+}
+
+// appliedObject is one object generator.Apply collected, with the
+// namespace it goes to ("" for cluster-scoped objects).
+type appliedObject struct {
+	namespace string
+	object    map[string]any
+}
+
+// generatorContext is the value of generator in one evaluation: it
+// collects what Apply is given. A namespaced policy's generator writes
+// into the policy's namespace only.
+type generatorContext struct {
+	namespace string
+	objects   []appliedObject
+	err       error
+}
+
+func (g *generatorContext) ConvertToNative(reflect.Type) (any, error) {
+	return nil, errors.New("generator has no native value")
+}
+func (g *generatorContext) ConvertToType(ref.Type) ref.Val {
+	return types.NewErr("generator cannot be converted")
+}
+func (g *generatorContext) Equal(o ref.Val) ref.Val { return types.Bool(o == ref.Val(g)) }
+func (g *generatorContext) Type() ref.Type          { return generatorLibType }
+func (g *generatorContext) Value() any              { return g }
+
+func generatorApply(args ...ref.Val) ref.Val {
+	g, ok := args[0].(*generatorContext)
+	ns, ok2 := args[1].(types.String)
+	if !ok || !ok2 {
+		return types.MaybeNoSuchOverloadErr(args[0])
+	}
+	if g.namespace != "" && string(ns) != g.namespace {
+		return g.fail(fmt.Errorf("cross-namespace generation denied: a namespaced policy generates into its own namespace %q only, not %q", g.namespace, ns))
+	}
+	return g.apply(string(ns), args[2])
+}
+
+func generatorApplyOwnNamespace(args ...ref.Val) ref.Val {
+	g, ok := args[0].(*generatorContext)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(args[0])
+	}
+	if g.namespace == "" {
+		return g.fail(errors.New("generator.Apply(list) is for namespaced policies; a cluster-wide policy names the namespace: generator.Apply(namespace, list)"))
+	}
+	return g.apply(g.namespace, args[1])
+}
+
+func (g *generatorContext) fail(err error) ref.Val {
+	if g.err == nil {
+		g.err = err
+	}
+	return types.NewErr("failed to generate resources: %v", err)
+}
+
+func (g *generatorContext) apply(namespace string, list ref.Val) ref.Val {
+	native, err := list.ConvertToNative(reflect.TypeFor[*structpb.ListValue]())
+	if err != nil {
+		return g.fail(fmt.Errorf("objects: %w", err))
+	}
+	for i, item := range native.(*structpb.ListValue).AsSlice() {
+		obj, ok := item.(map[string]any)
+		if !ok {
+			return g.fail(fmt.Errorf("object %d is a %T, not a map", i, item))
+		}
+		g.objects = append(g.objects, appliedObject{namespace: namespace, object: obj})
+	}
+	return types.True
+}
+
+// literalKinds returns the "apiVersion/Kind" of every map literal in the
+// expressions with string-constant (or dyn(string-constant)) apiVersion
+// and kind entries.
+func literalKinds(env *environment.EnvSet, sources []string) []string {
+	e, err := env.Env(environment.StoredExpressions)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, src := range sources {
+		parsed, iss := e.Parse(src)
+		if iss.Err() != nil {
+			continue
+		}
+		celast.PreOrderVisit(parsed.NativeRep().Expr(), celast.NewExprVisitor(func(x celast.Expr) {
+			if x.Kind() != celast.MapKind {
+				return
+			}
+			var apiVersion, kind string
+			for _, ent := range x.AsMap().Entries() {
+				me := ent.AsMapEntry()
+				key, ok := constString(me.Key())
+				if !ok {
+					continue
+				}
+				val, ok := constString(me.Value())
+				if !ok {
+					continue
+				}
+				switch key {
+				case "apiVersion":
+					apiVersion = val
+				case "kind":
+					kind = val
+				}
+			}
+			if apiVersion != "" && kind != "" && !slices.Contains(out, apiVersion+"/"+kind) {
+				out = append(out, apiVersion+"/"+kind)
+			}
+		}))
+	}
+	return out
+}
+
+// constString is a string literal, or dyn() of one.
+func constString(x celast.Expr) (string, bool) {
+	if x.Kind() == celast.CallKind && x.AsCall().FunctionName() == "dyn" && len(x.AsCall().Args()) == 1 {
+		x = x.AsCall().Args()[0]
+	}
+	if x.Kind() != celast.LiteralKind {
+		return "", false
+	}
+	s, ok := x.AsLiteral().(types.String)
+	return string(s), ok
+}
+
+// GeneratedKinds returns the kinds a generating policy writes
+// ("networking.k8s.io/v1/NetworkPolicy", as kind selectors name them), for
+// the controllers that watch and delete its downstream objects; nil for
+// other policies.
+func GeneratedKinds(p kyvernov1.PolicyInterface) []string {
+	gp, ok := p.(policiesv1.GeneratingPolicyLike)
+	if !ok {
+		return nil
+	}
+	env, err := generatingPolicyEnv()
+	if err != nil {
+		return nil
+	}
+	spec := gp.GetGeneratingPolicySpec()
+	var sources []string
+	for _, v := range spec.Variables {
+		sources = append(sources, v.Expression)
+	}
+	for _, g := range spec.Generation {
+		sources = append(sources, g.Expression)
+	}
+	return literalKinds(env, sources)
+}
+
+// GeneratingPolicyRules returns the resource rules a GeneratingPolicy's
+// admission webhook registers: its matchConstraints' rules, for CREATE,
+// UPDATE and DELETE whatever operations they name, since an UPDATE away
+// from the policy and a DELETE end a synchronized trigger. nil for other
+// policies.
+func GeneratingPolicyRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
+	gp, ok := p.(policiesv1.GeneratingPolicyLike)
+	if !ok {
+		return nil
+	}
+	mc := gp.GetGeneratingPolicySpec().MatchConstraints
+	if mc == nil {
+		return nil
+	}
+	out := make([]admissionregistrationv1.NamedRuleWithOperations, 0, len(mc.ResourceRules))
+	for _, r := range mc.ResourceRules {
+		r = *r.DeepCopy()
+		r.Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}
+		out = append(out, r)
+	}
+	return out
+}

@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/generate"
+)
+
+func gpolObject(apiVersion, kind, namespace, name string, extra map[string]any) map[string]any {
+	meta := map[string]any{"name": name, "uid": "uid-" + name}
+	if namespace != "" {
+		meta["namespace"] = namespace
+	}
+	obj := map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta}
+	for k, v := range extra {
+		obj[k] = v
+	}
+	return obj
+}
+
+// TestGeneratingPolicy evaluates generating policies for triggers: what
+// they generate, with Kyverno's labels for the trigger, and where they
+// refuse to.
+func TestGeneratingPolicy(t *testing.T) {
+	policies, _ := readCELPolicies(t, "gpol/policies.yaml")
+	set, err := Compile(policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := gpolObject("v1", "Namespace", "", "web", nil)
+	for _, tc := range []struct {
+		name string
+		req  *Request
+		opts []EvalOption
+		// want is "policy/rule status: message" per response.
+		want []string
+		// objects are the generated objects' apiVersion/Kind/namespace/name.
+		objects []string
+	}{
+		{name: "namespace created", req: &Request{Operation: kyvernov1.Create, Object: ns},
+			want:    []string{"netpol/netpol pass: policy evaluated successfully"},
+			objects: []string{"networking.k8s.io/v1/NetworkPolicy/web/default-deny"}},
+		{name: "matchCondition false: no response", req: &Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Namespace", "", "kube-x", nil)}},
+		{name: "background checks: pass without generating", req: &Request{Operation: kyvernov1.Create, Object: ns}, opts: []EvalOption{WithBackgroundChecks()},
+			want: []string{"netpol/netpol pass: policy evaluated successfully"}},
+		{name: "namespace deleted: trigger no longer matches", req: &Request{Operation: kyvernov1.Delete, OldObject: ns},
+			want: []string{"netpol/netpol fail: trigger no longer matches"}},
+		{name: "namespaced policy in its namespace", req: &Request{Operation: kyvernov1.Create, Object: gpolObject("apps/v1", "Deployment", "team-a", "app", nil)},
+			want:    []string{"team-a/cm/cm pass: policy evaluated successfully"},
+			objects: []string{"v1/ConfigMap/team-a/app-cm"}},
+		{name: "namespaced policy ignores other namespaces", req: &Request{Operation: kyvernov1.Create, Object: gpolObject("apps/v1", "Deployment", "team-b", "app", nil)}},
+		{name: "namespaced policy cannot generate elsewhere", req: &Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Secret", "team-a", "s", nil)},
+			want: []string{`team-a/escape/escape error: failed to evaluate policy: failed to generate resources: cross-namespace generation denied: a namespaced policy generates into its own namespace "team-a" only, not "kube-system"`}},
+		{name: "synchronized kind not written literally", req: &Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "ConfigMap", "default", "c", map[string]any{"data": map[string]any{"kind": "Secret"}})},
+			want: []string{"dynamic-kind/dynamic-kind error: failed to evaluate policy: v1 Secret: with synchronize, charter must find what a policy generated again; write the apiVersion and kind of every generated object literally in the policy (found: )"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := set.Generate(context.Background(), tc.req, tc.opts...)
+			var got, objects []string
+			for _, pr := range resp.Policies {
+				for _, rr := range pr.Rules {
+					got = append(got, pr.Key+"/"+rr.Name+" "+string(rr.Status)+": "+rr.Message)
+					for _, g := range rr.Generated {
+						objects = append(objects, g.Ref().String())
+					}
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("responses\n got %q\nwant %q", got, tc.want)
+			}
+			if !reflect.DeepEqual(objects, tc.objects) {
+				t.Errorf("objects %q, want %q", objects, tc.objects)
+			}
+		})
+	}
+}
+
+// TestGeneratingPolicyDownstream: a generated object carries the labels
+// that tie it to policy, rule (the policy's name) and trigger, and none of
+// the server-set fields or ownerReferences of the literal.
+func TestGeneratingPolicyDownstream(t *testing.T) {
+	policies, _ := readCELPolicies(t, "gpol/policies.yaml")
+	set, err := Compile(policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := set.Generate(context.Background(), &Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Namespace", "", "web", nil)})
+	objs := resp.Objects()
+	if len(objs) != 1 {
+		t.Fatalf("objects %v", objs)
+	}
+	d := objs[0]
+	if !d.Synchronize || d.Rule != "netpol" || d.Policy != (generate.PolicyRef{Name: "netpol"}) || d.Trigger.UID != "uid-web" {
+		t.Errorf("desired object %+v", d)
+	}
+	meta := d.Object["metadata"].(map[string]any)
+	if _, ok := meta["uid"]; ok {
+		t.Error("uid kept")
+	}
+	if _, ok := meta["ownerReferences"]; ok {
+		t.Error("ownerReferences kept across namespaces")
+	}
+	labels := meta["labels"].(map[string]any)
+	for k, v := range map[string]string{generate.LabelPolicyName: "netpol", generate.LabelRuleName: "netpol", generate.LabelTriggerKind: "Namespace", generate.LabelTriggerUID: "uid-web", generate.LabelManagedBy: generate.ManagedBy} {
+		if labels[k] != v {
+			t.Errorf("label %s = %v, want %s", k, labels[k], v)
+		}
+	}
+	if got := GeneratedKinds(policies[0]); !reflect.DeepEqual(got, []string{"networking.k8s.io/v1/NetworkPolicy"}) {
+		t.Errorf("GeneratedKinds = %v", got)
+	}
+	if rules := GeneratingPolicyRules(policies[0]); len(rules) != 1 || len(rules[0].Operations) != 3 {
+		t.Errorf("GeneratingPolicyRules = %+v", rules)
+	}
+	// The synthetic rule the controllers read.
+	spec := policies[0].GetSpec()
+	if len(spec.Rules) != 1 || spec.Rules[0].Name != "netpol" || !spec.Rules[0].Generation.Synchronize || spec.BackgroundProcessingEnabled() {
+		t.Errorf("KyvernoSpec = %+v", spec)
+	}
+}
+
+func TestGeneratingPolicyFaults(t *testing.T) {
+	policies, _ := readCELPolicies(t, "gpol/faults.yaml")
+	_, err := Compile(policies)
+	var faults CompileErrors
+	if !errors.As(err, &faults) {
+		t.Fatalf("err = %v", err)
+	}
+	text := faults.Error()
+	for _, want := range []string{
+		`spec.generate[0].template: generate templates are not supported by charter`,
+		`GeneratingPolicy "not-bool": spec.generate[0].expression`,
+		`GeneratingPolicy "no-match": spec.matchConstraints: a matchConstraints with at least one resource rule is required`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("faults lack %q:\n%s", want, text)
+		}
+	}
+}
