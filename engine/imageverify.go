@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
-	"github.com/charter-dev/charter/engine/mutate"
 )
 
 // Annotations the mutating phase writes, as Kyverno does (§2.7). charter
@@ -590,31 +588,59 @@ func appendUnique(list []string, s string) []string {
 
 // imagePatches applies the digest pins to obj.
 func imagePatches(obj map[string]any, pins map[string]string) (map[string]any, error) {
-	if len(pins) == 0 {
-		return obj, nil
+	for pointer, image := range pins {
+		out, err := withValue(obj, strings.Split(strings.TrimPrefix(pointer, "/"), "/"), image)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", pointer, err)
+		}
+		obj = out.(map[string]any)
 	}
-	pointers := make([]string, 0, len(pins))
-	for p := range pins {
-		pointers = append(pointers, p)
-	}
-	sort.Strings(pointers)
-	ops := make([]map[string]any, 0, len(pins))
-	for _, p := range pointers {
-		ops = append(ops, map[string]any{"op": "replace", "path": p, "value": pins[p]})
-	}
-	return applyOps(obj, ops)
+	return obj, nil
 }
 
-func applyOps(obj map[string]any, ops []map[string]any) (map[string]any, error) {
-	data, err := json.Marshal(ops)
-	if err != nil {
-		return nil, err
+// withValue returns v with value set at path (map keys and list
+// indexes), copying only the maps and lists on the path: v itself and
+// what it shares with others are left untouched. Missing maps on the
+// path are created; a missing list element is an error. This runs on
+// every admission review with verifyImages rules, where a JSON patch
+// round trip of the whole object cost more than the cached
+// verification itself.
+func withValue(v any, path []string, value any) (any, error) {
+	if len(path) == 0 {
+		return value, nil
 	}
-	decoded, err := mutate.DecodeJSON6902(string(data))
-	if err != nil {
-		return nil, err
+	switch t := v.(type) {
+	case nil:
+		child, err := withValue(nil, path[1:], value)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{path[0]: child}, nil
+	case map[string]any:
+		child, err := withValue(t[path[0]], path[1:], value)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]any, len(t)+1)
+		for k, e := range t {
+			out[k] = e
+		}
+		out[path[0]] = child
+		return out, nil
+	case []any:
+		i, err := strconv.Atoi(path[0])
+		if err != nil || i < 0 || i >= len(t) {
+			return nil, fmt.Errorf("no list element %q", path[0])
+		}
+		child, err := withValue(t[i], path[1:], value)
+		if err != nil {
+			return nil, err
+		}
+		out := append([]any(nil), t...)
+		out[i] = child
+		return out, nil
 	}
-	return mutate.ApplyJSON6902(obj, decoded)
+	return nil, fmt.Errorf("cannot set %q in a %s", path[0], jsonKind(v))
 }
 
 // imageAnnotations records the statuses of the mutating phase on obj
@@ -643,15 +669,20 @@ func imageAnnotations(obj map[string]any, scoped map[string]map[string]map[strin
 	if err != nil {
 		return nil, err
 	}
-	var ops []map[string]any
 	meta, _ := obj["metadata"].(map[string]any)
-	if _, ok := meta["annotations"].(map[string]any); !ok {
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]any{}})
+	annotations := map[string]any{}
+	if old, ok := meta["annotations"].(map[string]any); ok {
+		for k, v := range old {
+			annotations[k] = v
+		}
 	}
-	ops = append(ops,
-		map[string]any{"op": "add", "path": "/metadata/annotations/kyverno.io~1verify-images", "value": string(flatJSON)},
-		map[string]any{"op": "add", "path": "/metadata/annotations/kyverno.io~1verify-images-scoped", "value": string(scopedJSON)})
-	return applyOps(obj, ops)
+	annotations[AnnotationVerifyImages] = string(flatJSON)
+	annotations[AnnotationVerifyImagesScoped] = string(scopedJSON)
+	out, err := withValue(obj, []string{"metadata", "annotations"}, annotations)
+	if err != nil {
+		return nil, err
+	}
+	return out.(map[string]any), nil
 }
 
 // scopedPolicyKey is the policy's key in the scoped annotation: "/name"

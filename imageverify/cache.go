@@ -93,10 +93,11 @@ func (c *Cache) Len() int {
 	return c.order.Len()
 }
 
-// cacheKey is "<registry/repo@digest>;<kind>;<sha256 of the check>". The
-// credentials are left out: they decide how the registry is reached,
-// not what is accepted.
-func cacheKey(digestRef string, kind checkKind, check engine.ImageCheck) (string, error) {
+// cacheKey is "<repository>@<digest>;<kind>;<sha256 of the check>",
+// where repository is the image's reference without tag or digest. The
+// credentials are left out: they decide how the registry is reached, not
+// what is accepted.
+func cacheKey(repository, digest string, kind checkKind, check engine.ImageCheck) (string, error) {
 	c := check
 	c.Image, c.Credentials, c.UseCache, c.VerifiedSince = "", engine.ImageCredentials{}, false, time.Time{}
 	data, err := json.Marshal(c)
@@ -104,5 +105,5 @@ func cacheKey(digestRef string, kind checkKind, check engine.ImageCheck) (string
 		return "", err
 	}
 	sum := sha256.Sum256(data)
-	return digestRef + ";" + string(kind) + ";" + hex.EncodeToString(sum[:]), nil
+	return repository + "@" + digest + ";" + string(kind) + ";" + hex.EncodeToString(sum[:]), nil
 }

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -107,8 +108,21 @@ const (
 
 // verify resolves the image to its digest first: the cache is keyed by
 // that digest and the check, so a tag moved to an unverified image never
-// finds the old image's result (§8.1 of the spec).
+// finds the old image's result (§8.1 of the spec). An image named by
+// digest is looked up in the cache before anything else: a cache hit
+// parses no reference, builds no keychain and reads no pull secret.
 func (v *Verifier) verify(ctx context.Context, check engine.ImageCheck, kind checkKind) (engine.ImageVerified, error) {
+	var key string
+	if repo, digest, ok := strings.Cut(check.Image, "@"); ok && check.UseCache && v.cache != nil {
+		var err error
+		if key, err = cacheKey(repo, digest, kind, check); err != nil {
+			return engine.ImageVerified{}, err
+		}
+		if res, ok := v.cache.Get(key, check.VerifiedSince); ok {
+			res.Cached = true
+			return res, nil
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, v.o.Timeout)
 	defer cancel()
 	ref, opts, err := v.reference(ctx, check.Image, check.Credentials)
@@ -123,14 +137,15 @@ func (v *Verifier) verify(ctx context.Context, check engine.ImageCheck, kind che
 		}
 		return engine.ImageVerified{}, classify(err)
 	}
-	key, err := cacheKey(digest.String(), kind, check)
-	if err != nil {
-		return engine.ImageVerified{}, err
-	}
-	if check.UseCache && v.cache != nil {
-		if res, ok := v.cache.Get(key, check.VerifiedSince); ok {
-			res.Cached = true
-			return res, nil
+	if key == "" {
+		if key, err = cacheKey(repository(check.Image), digest.DigestStr(), kind, check); err != nil {
+			return engine.ImageVerified{}, err
+		}
+		if check.UseCache && v.cache != nil {
+			if res, ok := v.cache.Get(key, check.VerifiedSince); ok {
+				res.Cached = true
+				return res, nil
+			}
 		}
 	}
 	// Concurrent admissions of the same image and check share one
@@ -146,6 +161,16 @@ func (v *Verifier) verify(ctx context.Context, check engine.ImageCheck, kind che
 		return res, nil
 	})
 	return out.(engine.ImageVerified), err
+}
+
+// repository is the image reference without its tag and digest.
+func repository(image string) string {
+	image, _, _ = strings.Cut(image, "@")
+	slash := strings.LastIndex(image, "/")
+	if colon := strings.LastIndex(image[slash+1:], ":"); colon >= 0 {
+		image = image[:slash+1+colon]
+	}
+	return image
 }
 
 func (v *Verifier) verifyDigest(ctx context.Context, digest name.Digest, check engine.ImageCheck, kind checkKind, opts []ociremote.Option) (engine.ImageVerified, error) {

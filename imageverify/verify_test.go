@@ -74,9 +74,14 @@ func newFixture(t *testing.T) *fixture {
 
 // policy is a ClusterPolicy in Enforce with one verifyImages rule on
 // Pods; entry is the YAML of its verifyImages list.
-func policy(t *testing.T, entry string) kyvernov1.PolicyInterface {
+func policy(t testing.TB, entry string) kyvernov1.PolicyInterface {
 	t.Helper()
-	doc := "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata: {name: check-images}\nspec:\n  validationFailureAction: Enforce\n  rules:\n  - name: verify\n    match: {any: [{resources: {kinds: [Pod]}}]}\n    verifyImages:\n" + indent(entry, 4)
+	return policyDoc(t, "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata: {name: check-images}\nspec:\n  validationFailureAction: Enforce\n  rules:\n  - name: verify\n    match: {any: [{resources: {kinds: [Pod]}}]}\n    verifyImages:\n"+indent(entry, 4))
+}
+
+// policyDoc parses a ClusterPolicy.
+func policyDoc(t testing.TB, doc string) kyvernov1.PolicyInterface {
+	t.Helper()
 	var p kyvernov1.ClusterPolicy
 	if err := yaml.UnmarshalStrict([]byte(doc), &p); err != nil {
 		t.Fatalf("policy: %v\n%s", err, doc)

@@ -13,10 +13,12 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -165,18 +167,28 @@ func main() {
 			t.Fatalf("warm-up review of %s did not pass", img.Ref)
 		}
 	}
-	timeReviews := func(set *engine.PolicySet) []time.Duration {
-		out := make([]time.Duration, 0, *reviews)
-		for i := range *reviews {
+	// The two sets are timed in turns, review by review, so that both see
+	// the same load from other processes. Wall time is what admission
+	// waits; the thread's CPU time is what the rule costs, which other
+	// processes on a shared machine cannot inflate.
+	var base, verified, baseCPU, verifiedCPU []time.Duration
+	runtime.LockOSThread()
+	for i := range *reviews {
+		for _, set := range []*engine.PolicySet{without, with} {
 			obj := pod(i, imgs[i%len(imgs)].DigestRef)
-			start := time.Now()
+			cpu0, start := threadCPU(), time.Now()
 			review(ctx, set, opts, obj)
-			out = append(out, time.Since(start))
+			wall, cpu := time.Since(start), threadCPU()-cpu0
+			if set == with {
+				verified, verifiedCPU = append(verified, wall), append(verifiedCPU, cpu)
+			} else {
+				base, baseCPU = append(base, wall), append(baseCPU, cpu)
+			}
 		}
-		return out
 	}
-	base, verified := timeReviews(without), timeReviews(with)
+	runtime.UnlockOSThread()
 	added := percentile(verified, 0.99) - percentile(base, 0.99)
+	addedCPU := percentile(verifiedCPU, 0.99) - percentile(baseCPU, 0.99)
 
 	// 3. Verifications per second on one core.
 	prev := runtime.GOMAXPROCS(1)
@@ -227,16 +239,40 @@ func main() {
 		}
 		return "MISSED"
 	}
-	fmt.Printf("bench-images: %d images on a loopback registry, %d cores\n", len(imgs), runtime.NumCPU())
+	fmt.Printf("bench-images: %d images on a loopback registry, %d cores, load average %s\n", len(imgs), runtime.NumCPU(), loadAverage())
 	fmt.Printf("%-52s %12s %12s  %s\n", "measure", "result", "target", "")
 	fmt.Printf("%-52s %12s %12s  %s\n", "first-time key verification per image, p50", percentile(first, 0.5).Round(10*time.Microsecond), "", "")
 	fmt.Printf("%-52s %12s %12s  %s\n", "first-time key verification per image, max", percentile(first, 1).Round(10*time.Microsecond), "< 50ms", verdict(percentile(first, 1) < 50*time.Millisecond))
-	fmt.Printf("%-52s %12s %12s  %s\n", "cached review p99 (without verifyImages)", percentile(base, 0.99).Round(time.Microsecond), "", "")
-	fmt.Printf("%-52s %12s %12s  %s\n", "cached review p99 (with verifyImages)", percentile(verified, 0.99).Round(time.Microsecond), "", "")
-	fmt.Printf("%-52s %12s %12s  %s\n", "p99 added by a cached verifyImages rule", added.Round(time.Microsecond), "< 1ms", verdict(added < time.Millisecond))
+	fmt.Printf("%-52s %12s %12s  %s\n", "cached review p50 / p99 (without verifyImages)", percentile(base, 0.5).Round(time.Microsecond).String()+" / "+percentile(base, 0.99).Round(time.Microsecond).String(), "", "")
+	fmt.Printf("%-52s %12s %12s  %s\n", "cached review p50 / p99 (with verifyImages)", percentile(verified, 0.5).Round(time.Microsecond).String()+" / "+percentile(verified, 0.99).Round(time.Microsecond).String(), "", "")
+	fmt.Printf("%-52s %12s %12s  %s\n", "p99 added by a cached verifyImages rule, wall", added.Round(time.Microsecond), "< 1ms", verdict(added < time.Millisecond))
+	fmt.Printf("%-52s %12s %12s  %s\n", "p99 added by a cached verifyImages rule, CPU", addedCPU.Round(time.Microsecond), "< 1ms", verdict(addedCPU < time.Millisecond))
 	fmt.Printf("%-52s %12.0f %12s  %s\n", "verifications per second on one core", perCore, "", "")
 	fmt.Printf("%-52s %12s %12s  %s\n", fmt.Sprintf("%.0f reviews/s for %s by tag: errors", offered, *steady), fmt.Sprintf("%d of %d", errs.Load(), done.Load()), "0", verdict(errs.Load() == 0 && done.Load() > 0))
 	if len(lat) > 0 {
 		fmt.Printf("%-52s %12s %12s  %s\n", "  review latency p99 at that rate (digest lookup)", percentile(lat, 0.99).Round(time.Microsecond), "", "")
 	}
+}
+
+// threadCPU is the CPU time the calling OS thread has used (the caller
+// locks its goroutine to the thread).
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// loadAverage is the machine's 1-minute load average, which says how much
+// the wall-clock figures owe to other processes.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	if f := strings.Fields(string(data)); len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
