@@ -66,11 +66,13 @@ const (
 var knownControllers = []string{controllerAdmission, controllerReports, controllerGitSync, controllerBackground, controllerCleanup}
 
 type serveOptions struct {
-	controllers     []string
-	kubeconfig      string
-	namespace       string
-	webhookAddr     string
-	webhookURL      string
+	controllers []string
+	kubeconfig  string
+	namespace   string
+	webhookAddr string
+	webhookURL  string
+	// webhookExcluded are --webhook-excluded-namespaces.
+	webhookExcluded []string
 	service         string
 	servicePort     int32
 	metricsAddr     string
@@ -172,6 +174,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "charter"), "charter's namespace (Secrets, leases, excluded from admission)")
 	f.StringVar(&o.webhookAddr, "webhook-addr", ":9443", "address of the HTTPS admission server")
 	f.StringVar(&o.webhookURL, "webhook-url", "", "out of cluster: base URL the API server uses to reach the admission server")
+	f.StringSliceVar(&o.webhookExcluded, "webhook-excluded-namespaces", nil, "namespaces the API server never sends to charter's webhooks (their namespaceSelector), besides kube-system and charter's namespace, which never are")
 	f.StringVar(&o.service, "service", "charter-svc", "in cluster: the admission Service's name")
 	f.Int32Var(&o.servicePort, "service-port", 443, "in cluster: the admission Service's port")
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8000", "Prometheus metrics address (0 disables)")
@@ -347,7 +350,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		Logger:                        log,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.healthAddr,
-		LeaderElection:                o.leaderElect,
+		LeaderElection:                o.leaderElect && managerElects(o.controllers),
 		LeaderElectionID:              o.leaseName,
 		LeaderElectionNamespace:       o.namespace,
 		LeaderElectionReleaseOnCancel: true,
@@ -419,7 +422,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			return nil, nil, fmt.Errorf("metrics: %w", err)
 		}
 		c, err := admission.Setup(mgr, admission.Options{
-			Addr: o.webhookAddr, URL: o.webhookURL, Namespace: o.namespace,
+			Addr: o.webhookAddr, URL: o.webhookURL, Namespace: o.namespace, ExcludedNamespaces: o.webhookExcluded,
 			Service: o.service, ServicePort: o.servicePort, Null: o.nullWebhook,
 			RequestTimeout: o.requestTimeout, MaxRequestBytes: o.maxRequestBytes,
 			Metrics: rec, Audit: audit, Events: o.events, Log: log.WithName("admission"), State: state,
@@ -441,7 +444,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	if slices.Contains(o.controllers, controllerBackground) {
 		if _, err := background.Setup(mgr, background.Options{
 			State: state, Namespace: o.namespace, Logger: log.WithName("background"),
-			LeaderElection: o.leaderElect, LeaseName: backgroundLease(o.leaseName),
+			LeaderElection: o.leaderElect, LeaseName: ownLease(o.leaseName, controllerBackground),
 			LeaseDuration: 6 * o.retryPeriod, RenewDeadline: 5 * o.retryPeriod, RetryPeriod: o.retryPeriod,
 		}); err != nil {
 			return nil, nil, fmt.Errorf("background: %w", err)
@@ -463,7 +466,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	}
 	if slices.Contains(o.controllers, controllerCleanup) {
 		co := o.cleanup
-		co.Namespace, co.LeaderElect, co.LeaseName, co.RetryPeriod = o.namespace, o.leaderElect, o.leaseName+"-cleanup", o.retryPeriod
+		co.Namespace, co.LeaderElect, co.LeaseName, co.RetryPeriod = o.namespace, o.leaderElect, ownLease(o.leaseName, controllerCleanup), o.retryPeriod
 		co.Log, co.State = log.WithName("cleanup"), state
 		if err := cleanup.Setup(mgr, co); err != nil {
 			return nil, nil, err
@@ -479,12 +482,24 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	return mgr, running, nil
 }
 
-// backgroundLease is the background controller's own Lease: the
-// --leader-election-id, suffixed -background unless it already is (a
-// Deployment running only the background controller names it so).
-func backgroundLease(id string) string {
-	if strings.HasSuffix(id, "-background") {
+// ownLease is the Lease of a controller that elects on its own
+// (background, cleanup): the --leader-election-id suffixed -<controller>
+// unless it already is, so that a Deployment running only that controller
+// names it charter-<controller> and holds that one Lease.
+func ownLease(id, controller string) string {
+	if strings.HasSuffix(id, "-"+controller) {
 		return id
 	}
-	return id + "-background"
+	return id + "-" + controller
+}
+
+// managerElects says whether the manager's own leader election (the
+// --leader-election-id Lease) guards anything the controllers run:
+// admission's certificates, webhook configurations and policy status, the
+// reports scans and gitsync's syncs do; background and cleanup elect on
+// their own Leases, so a process running only those holds no other.
+func managerElects(controllers []string) bool {
+	return slices.ContainsFunc(controllers, func(c string) bool {
+		return c == controllerAdmission || c == controllerReports || c == controllerGitSync
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -45,6 +46,9 @@ type Options struct {
 	URL string
 	// Namespace is charter's namespace (Secrets, exclusions).
 	Namespace string
+	// ExcludedNamespaces are left out of the webhooks' namespaceSelector
+	// besides kube-system and Namespace, which always are.
+	ExcludedNamespaces []string
 	// Service and ServicePort name the Service in cluster.
 	Service     string
 	ServicePort int32
@@ -134,6 +138,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 			return nil, fmt.Errorf("admission: address %q: %w", o.Addr, err)
 		}
 	}
+	excluded := webhookExcludedNamespaces(o.Namespace, o.ExcludedNamespaces)
 	c := &Controller{caSecret: caSecret}
 	c.Cache = o.State.Policies
 	if o.Metrics != nil {
@@ -166,7 +171,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 			if err != nil {
 				return config.Settings{}, err
 			}
-			return config.Settings{Target: target, CABundle: bundle, ExcludedNamespaces: []string{"kube-system", o.Namespace},
+			return config.Settings{Target: target, CABundle: bundle, ExcludedNamespaces: excluded,
 				Promotion: true}, nil
 		},
 		Interval: o.ConfigResync,
@@ -316,4 +321,17 @@ func newUpdateRequests(mgr manager.Manager, o Options) (*updaterequest.Generator
 		return nil, fmt.Errorf("admission: UpdateRequest client: %w", err)
 	}
 	return updaterequest.NewGenerator(cl, o.Namespace, o.State.Loaders, 0, o.Log.WithName("updaterequests")), nil
+}
+
+// webhookExcludedNamespaces are the namespaces the webhooks' namespaceSelector
+// leaves out: kube-system and charter's own always (charter must never
+// block what it needs to run), then the ones asked for, once each.
+func webhookExcludedNamespaces(namespace string, asked []string) []string {
+	out := []string{"kube-system", namespace}
+	for _, ns := range asked {
+		if ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
