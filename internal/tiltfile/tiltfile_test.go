@@ -20,10 +20,13 @@ import (
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
+	"helm.sh/helm/v3/pkg/strvals"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/charter-dev/charter/internal/helmchart"
 )
 
 // root is the repository root, where Tilt runs the Tiltfile.
@@ -49,6 +52,7 @@ type tiltRun struct {
 	localResources []localResource
 	dockerBuilds   []dockerBuild
 	kustomized     []string   // kustomize() paths
+	charts         []string   // helm() chart paths
 	deployed       []workload // from k8s_yaml
 	images         []string   // container images of what is deployed
 	k8sResources   []string   // k8s_resource workloads
@@ -121,12 +125,55 @@ func runTiltfile(t *testing.T, args map[string]string) (*tiltRun, error) {
 			}
 			return starlark.Bytes(stream), nil
 		}),
-		"k8s_yaml": starlark.NewBuiltin("k8s_yaml", func(_ *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			var stream starlark.Bytes
-			if err := starlark.UnpackArgs(b.Name(), a, kw, "yaml", &stream); err != nil {
+		// helm renders the chart as `helm template` does, through Helm's
+		// Go packages: CRDs included, as Tilt's helm() has them.
+		"helm": starlark.NewBuiltin("helm", func(_ *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			var path, name, namespace string
+			var set *starlark.List
+			if err := starlark.UnpackArgs(b.Name(), a, kw, "paths", &path, "name?", &name, "namespace?", &namespace, "set?", &set); err != nil {
 				return nil, err
 			}
-			deployed, images, err := workloads([]byte(stream))
+			run.charts = append(run.charts, path)
+			values := map[string]any{}
+			for _, kv := range stringList(set) {
+				if err := strvals.ParseInto(kv, values); err != nil {
+					return nil, fmt.Errorf("helm(%q) set %q: %w", path, kv, err)
+				}
+			}
+			r, err := helmchart.Render(filepath.Join(root, path), helmchart.Options{ReleaseName: name, Namespace: namespace, Values: values})
+			if err != nil {
+				return nil, fmt.Errorf("helm(%q): %w", path, err)
+			}
+			var stream []byte
+			for _, obj := range append(append(r.CRDs, r.Objects...), r.Hooks...) {
+				doc, err := yaml.Marshal(obj.Object)
+				if err != nil {
+					return nil, err
+				}
+				stream = append(append(stream, "---\n"...), doc...)
+			}
+			return starlark.Bytes(stream), nil
+		}),
+		// k8s_yaml takes YAML or the path of a file of it.
+		"k8s_yaml": starlark.NewBuiltin("k8s_yaml", func(_ *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			var arg starlark.Value
+			if err := starlark.UnpackArgs(b.Name(), a, kw, "yaml", &arg); err != nil {
+				return nil, err
+			}
+			var stream []byte
+			switch v := arg.(type) {
+			case starlark.Bytes:
+				stream = []byte(v)
+			case starlark.String:
+				data, err := os.ReadFile(filepath.Join(root, string(v)))
+				if err != nil {
+					return nil, fmt.Errorf("k8s_yaml(%q): %w", string(v), err)
+				}
+				stream = data
+			default:
+				return nil, fmt.Errorf("k8s_yaml: want YAML or a path, got %s", arg.Type())
+			}
+			deployed, images, err := workloads(stream)
 			run.deployed = append(run.deployed, deployed...)
 			run.images = append(run.images, images...)
 			return starlark.None, err
@@ -195,9 +242,20 @@ func TestTiltfileClusterMode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("tilt up -- --mode=cluster: %v", err)
 	}
-	if len(run.localResources) != 0 || len(run.dockerBuilds) != 1 || len(run.kustomized) == 0 {
-		t.Fatalf("--mode=cluster ran %d local resources, %d image builds, %d kustomize builds; want one image and kustomize",
-			len(run.localResources), len(run.dockerBuilds), len(run.kustomized))
+	if len(run.localResources) != 0 || len(run.dockerBuilds) != 1 || !slices.Equal(run.charts, []string{"charts/charter"}) {
+		t.Fatalf("--mode=cluster ran %d local resources, %d image builds, helm charts %v; want one image and charts/charter",
+			len(run.localResources), len(run.dockerBuilds), run.charts)
+	}
+	// Every controller's Deployment is a Tilt resource of its own.
+	for _, w := range run.deployed {
+		if w.kind == "Deployment" && !slices.Contains(run.k8sResources, w.name) {
+			t.Errorf("Deployment %s is deployed but no k8s_resource names it", w.name)
+		}
+	}
+	// Tilt's helm() renders hooks as plain objects, which it would apply
+	// at once: the uninstall hook must be off.
+	if slices.ContainsFunc(run.deployed, func(w workload) bool { return w.kind == "Job" }) {
+		t.Errorf("--mode=cluster deploys a Job (the chart's uninstall hook?): %v", run.deployed)
 	}
 	build := run.dockerBuilds[0]
 	for _, path := range append([]string{build.context, filepath.Join(build.context, build.dockerfile)}, build.only...) {
@@ -341,14 +399,18 @@ func charterHasCommand(t *testing.T, name string) bool {
 }
 
 // workloads lists the workloads in a multi-document YAML and the images
-// their Pod templates run.
+// their Pod templates run. A stream of none must at least hold objects.
 func workloads(stream []byte) ([]workload, []string, error) {
+	objects := 0
 	var found []workload
 	var images []string
 	for _, doc := range bytes.Split(stream, []byte("\n---\n")) {
 		obj := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
 			return nil, nil, fmt.Errorf("k8s_yaml: %w", err)
+		}
+		if obj.GetKind() != "" {
+			objects++
 		}
 		template := []string{"spec", "template", "spec"}
 		switch obj.GetKind() {
@@ -366,8 +428,8 @@ func workloads(stream []byte) ([]workload, []string, error) {
 			}
 		}
 	}
-	if len(found) == 0 {
-		return nil, nil, fmt.Errorf("k8s_yaml: no workload in what it was given")
+	if objects == 0 {
+		return nil, nil, fmt.Errorf("k8s_yaml: no object in what it was given")
 	}
 	return found, images, nil
 }

@@ -1,0 +1,468 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/charter-dev/charter/internal/helmchart"
+)
+
+// chartDir is charter's Helm chart, from this folder.
+const chartDir = "../charts/charter"
+
+// helmLabels are the labels the chart adds to what config/ declares.
+var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/version"}
+
+// webhooksCleanupReviewed is what the chart's post-delete hook
+// (templates/webhooks-cleanup.yaml) may do: `charter serve
+// --cleanup-webhooks` deletes charter's webhook configurations with a
+// deletecollection by label.
+var webhooksCleanupReviewed = map[string][]grant{
+	"charter-webhooks-cleanup": {
+		{cluster, "admissionregistration.k8s.io", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "deletecollection", "uninstall removes charter's webhook configurations"},
+	},
+}
+
+func renderChart(t *testing.T, namespace string, values map[string]any) *helmchart.Rendered {
+	t.Helper()
+	r, err := helmchart.Render(chartDir, helmchart.Options{Namespace: namespace, Values: values})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// key names an object as kubectl does.
+func key(u *unstructured.Unstructured) string {
+	k := u.GetKind() + " " + u.GetName()
+	if ns := u.GetNamespace(); ns != "" {
+		k = u.GetKind() + " " + ns + "/" + u.GetName()
+	}
+	return k
+}
+
+// plain is u's object as encoding/json reads it, so that two renderings
+// compare whatever number types their YAML decoders chose.
+func plain(t *testing.T, u *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestChartRendersConfigDefault: with its default values, the chart
+// installs exactly what `kustomize build config/default` applies, but the
+// Namespace (helm install --create-namespace makes it) and Helm's own
+// labels, so the two install paths cannot drift apart.
+func TestChartRendersConfigDefault(t *testing.T) {
+	chart := renderChart(t, "charter", nil)
+	want := map[string]map[string]any{}
+	for _, u := range kustomizeBuild(t, "default") {
+		if u.GetKind() == "Namespace" {
+			continue
+		}
+		want[key(u)] = plain(t, u)
+	}
+	got := map[string]map[string]any{}
+	for _, u := range append(slices.Clone(chart.CRDs), chart.Objects...) {
+		u = u.DeepCopy()
+		if l := u.GetLabels(); l != nil {
+			for _, k := range helmLabels {
+				if _, ok := l[k]; !ok && u.GetKind() != "CustomResourceDefinition" {
+					t.Errorf("%s: no label %s", key(u), k)
+				}
+				delete(l, k)
+			}
+			if len(l) == 0 {
+				l = nil
+			}
+			u.SetLabels(l)
+		}
+		if _, dup := got[key(u)]; dup {
+			t.Errorf("the chart renders %s twice", key(u))
+		}
+		got[key(u)] = plain(t, u)
+	}
+	var keys []string
+	for k := range want {
+		keys = append(keys, k)
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w, inKustomize := want[k]
+		g, inChart := got[k]
+		switch {
+		case !inChart:
+			t.Errorf("%s: in config/default, not in the chart", k)
+		case !inKustomize:
+			t.Errorf("%s: in the chart, not in config/default", k)
+		default:
+			if d := cmp.Diff(w, g); d != "" {
+				t.Errorf("%s differs (-config/default +chart):\n%s", k, d)
+			}
+		}
+	}
+}
+
+// strictDecoder decodes into Kubernetes' typed objects and charter's
+// CRDs' definitions, refusing unknown and duplicate fields: a field the
+// API server would drop or refuse fails here.
+var strictDecoder = func() runtime.Decoder {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return serializer.NewCodecFactory(s, serializer.EnableStrict).UniversalDeserializer()
+}()
+
+// decodeStrict decodes u into its typed object.
+func decodeStrict(u *unstructured.Unstructured) (runtime.Object, error) {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, err
+	}
+	obj, _, err := strictDecoder.Decode(b, nil, nil)
+	return obj, err
+}
+
+// knobsOn turns on every knob the chart has, for the tests that check
+// what it renders with them.
+var knobsOn = map[string]any{
+	"image":            map[string]any{"repository": "registry.example/charter", "tag": "v1.2.3", "pullPolicy": "Always"},
+	"imagePullSecrets": []any{map[string]any{"name": "pull"}},
+	"config":           map[string]any{"excludedNamespaces": []any{"monitoring", "istio-system"}},
+	"features":         map[string]any{"policyExceptions": map[string]any{"namespace": "platform,security"}},
+	"admissionController": map[string]any{
+		"replicas":            5,
+		"podDisruptionBudget": map[string]any{"minAvailable": 2, "maxUnavailable": nil},
+		"nodeSelector":        map[string]any{"node-role.kubernetes.io/infra": ""},
+		"tolerations":         []any{map[string]any{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}},
+		"priorityClassName":   "system-cluster-critical",
+		"podAnnotations":      map[string]any{"example.com/a": "b"},
+		"container":           map[string]any{"resources": map[string]any{"requests": map[string]any{"cpu": "1", "memory": "1Gi"}, "limits": map[string]any{"memory": "2Gi"}}},
+		"extraArgs":           []any{"--request-timeout=5s"},
+		"service":             map[string]any{"port": 8443},
+		"metricsService":      map[string]any{"port": 9000, "type": "NodePort"},
+		"serviceMonitor":      map[string]any{"enabled": true, "additionalLabels": map[string]any{"release": "prom"}, "namespace": "monitoring", "interval": "10s"},
+	},
+	"reportsController":    map[string]any{"replicas": 1, "serviceMonitor": map[string]any{"enabled": true}, "affinity": map[string]any{"nodeAffinity": map[string]any{}}},
+	"backgroundController": map[string]any{"antiAffinity": map[string]any{"enabled": false}},
+	"cleanupController":    map[string]any{"metricsService": map[string]any{"create": false}},
+	"gitsyncController":    map[string]any{"defaultServiceAccount": "policy-deployer", "noCrossNamespaceRefs": true, "cacheSizeLimit": "5Gi", "receiverService": map[string]any{"port": 8080}},
+	"webhooksCleanup":      map[string]any{"enabled": true},
+}
+
+// TestInstallsAreSchemaValid decodes every object both install paths
+// create, the chart's with its defaults and with every knob on, strictly
+// into its Kubernetes type, and checks the ServiceMonitors (no Go type
+// here) against the Services they select.
+func TestInstallsAreSchemaValid(t *testing.T) {
+	sets := map[string][]*unstructured.Unstructured{"config/default": kustomizeBuild(t, "default")}
+	for name, values := range map[string]map[string]any{"chart defaults": nil, "chart, every knob on": knobsOn} {
+		r := renderChart(t, "charter", values)
+		sets[name] = append(append(slices.Clone(r.CRDs), r.Objects...), r.Hooks...)
+	}
+	for name, objs := range sets {
+		t.Run(name, func(t *testing.T) {
+			if len(objs) == 0 {
+				t.Fatal("nothing rendered")
+			}
+			for _, u := range objs {
+				if u.GetKind() == "ServiceMonitor" {
+					checkServiceMonitor(t, u, objs)
+					continue
+				}
+				if _, err := decodeStrict(u); err != nil {
+					t.Errorf("%s: %v", key(u), err)
+				}
+			}
+			checkWiring(t, objs)
+		})
+	}
+}
+
+// checkServiceMonitor: the ServiceMonitor selects, in the namespaces it
+// names, exactly one Service with the port it scrapes.
+func checkServiceMonitor(t *testing.T, sm *unstructured.Unstructured, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var spec struct {
+		NamespaceSelector struct {
+			MatchNames []string `json:"matchNames"`
+		} `json:"namespaceSelector"`
+		Selector  metav1.LabelSelector `json:"selector"`
+		Endpoints []struct {
+			Port, Interval, ScrapeTimeout string
+		} `json:"endpoints"`
+	}
+	b, _ := json.Marshal(sm.Object["spec"])
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		t.Errorf("%s: %v", key(sm), err)
+		return
+	}
+	if sm.GetAPIVersion() != "monitoring.coreos.com/v1" {
+		t.Errorf("%s: apiVersion %s", key(sm), sm.GetAPIVersion())
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&spec.Selector)
+	if err != nil || sel.Empty() {
+		t.Errorf("%s: selector %v: %v", key(sm), spec.Selector, err)
+		return
+	}
+	var matched []string
+	for _, u := range objs {
+		if u.GetKind() != "Service" || !slices.Contains(spec.NamespaceSelector.MatchNames, u.GetNamespace()) || !sel.Matches(labels.Set(u.GetLabels())) {
+			continue
+		}
+		var svc corev1.Service
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &svc); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range spec.Endpoints {
+			if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == e.Port }) {
+				t.Errorf("%s scrapes port %q, which %s has not", key(sm), e.Port, key(u))
+			}
+		}
+		matched = append(matched, key(u))
+	}
+	if len(matched) != 1 || len(spec.Endpoints) == 0 {
+		t.Errorf("%s selects Services %v with endpoints %v: want one Service", key(sm), matched, spec.Endpoints)
+	}
+}
+
+// checkWiring checks what only shows once installed: each Service and
+// the PodDisruptionBudget select some Deployment's Pods, on ports their
+// container has; the admission Deployment names the webhook Service
+// charter registers, on its port; each Deployment probes /healthz and
+// /readyz on the port charter serves them at, and elects on a Lease no
+// other Deployment uses.
+func checkWiring(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var deployments []*appsv1.Deployment
+	services := map[string]*corev1.Service{}
+	var pdbs []*policyv1.PodDisruptionBudget
+	for _, u := range objs {
+		obj, err := decodeStrict(u)
+		if err != nil {
+			continue // reported by the caller
+		}
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			deployments = append(deployments, o)
+		case *corev1.Service:
+			services[o.Name] = o
+		case *policyv1.PodDisruptionBudget:
+			pdbs = append(pdbs, o)
+		}
+	}
+	if len(deployments) != 5 {
+		t.Errorf("%d Deployments, want one per controller (5)", len(deployments))
+	}
+	selects := func(sel labels.Selector) []*appsv1.Deployment {
+		var out []*appsv1.Deployment
+		for _, d := range deployments {
+			if sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	for _, svc := range services {
+		targets := selects(labels.SelectorFromSet(svc.Spec.Selector))
+		if len(targets) != 1 {
+			t.Errorf("Service %s selects %d Deployments' Pods, want 1", svc.Name, len(targets))
+			continue
+		}
+		for _, p := range svc.Spec.Ports {
+			if !slices.ContainsFunc(targets[0].Spec.Template.Spec.Containers[0].Ports, func(c corev1.ContainerPort) bool { return c.Name == p.TargetPort.StrVal }) {
+				t.Errorf("Service %s targets port %q, which Deployment %s's container has not", svc.Name, p.TargetPort.String(), targets[0].Name)
+			}
+		}
+	}
+	for _, pdb := range pdbs {
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := selects(sel); len(got) != 1 || got[0].Name != "charter-admission" {
+			t.Errorf("PodDisruptionBudget %s selects %d Deployments, want charter-admission", pdb.Name, len(got))
+		}
+	}
+	leases := map[string]string{}
+	for _, d := range deployments {
+		c := d.Spec.Template.Spec.Containers[0]
+		flags := map[string]string{}
+		for _, a := range c.Args {
+			if k, v, ok := strings.Cut(a, "="); ok {
+				flags[k] = v
+			}
+		}
+		lease := flags["--leader-election-id"]
+		if lease == "" || leases[lease] != "" {
+			t.Errorf("Deployment %s elects on Lease %q, which %q uses too: want one Lease per controller", d.Name, lease, leases[lease])
+		}
+		leases[lease] = d.Name
+		for path, probe := range map[string]*corev1.Probe{"/readyz": c.ReadinessProbe, "/healthz": c.LivenessProbe} {
+			if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.StrVal != "health" {
+				t.Errorf("Deployment %s: no %s probe on the health port", d.Name, path)
+			}
+		}
+		if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "health" && p.ContainerPort == 8081 }) {
+			t.Errorf("Deployment %s: health port is not 8081, where serve --health-addr listens", d.Name)
+		}
+		if flags["--controllers"] != "admission" {
+			continue
+		}
+		if *d.Spec.Replicas < 3 && d.Spec.Template.Spec.Affinity == nil {
+			t.Errorf("Deployment %s: %d replicas and no anti-affinity", d.Name, *d.Spec.Replicas)
+		}
+		if _, ok := flags["--webhook-url"]; ok {
+			t.Errorf("Deployment %s registers its webhooks by URL, not through the Service", d.Name)
+		}
+		svc, ok := services[flags["--service"]]
+		if !ok {
+			t.Errorf("Deployment %s: --service=%q names no Service of the install", d.Name, flags["--service"])
+			continue
+		}
+		if port := fmt.Sprint(svc.Spec.Ports[0].Port); port != flags["--service-port"] {
+			t.Errorf("Deployment %s: --service-port=%s, Service %s listens on %s", d.Name, flags["--service-port"], svc.Name, port)
+		}
+	}
+}
+
+// TestChartRBACHoldsOnlyReviewedPermissions: what the chart grants, in
+// whatever namespace it is installed, is the reviewed list's, and its
+// uninstall hook may only delete webhook configurations.
+func TestChartRBACHoldsOnlyReviewedPermissions(t *testing.T) {
+	for _, ns := range []string{"charter", "policy-system"} {
+		t.Run(ns, func(t *testing.T) {
+			r := renderChart(t, ns, nil)
+			checkReviewed(t, collect(t, r.Objects), ns, reviewed)
+			checkReviewed(t, collect(t, r.Hooks), ns, webhooksCleanupReviewed)
+		})
+	}
+}
+
+// TestChartKnobs: each value reaches what it configures.
+func TestChartKnobs(t *testing.T) {
+	r := renderChart(t, "charter", knobsOn)
+	byKey := map[string]*unstructured.Unstructured{}
+	for _, u := range append(slices.Clone(r.Objects), r.Hooks...) {
+		byKey[key(u)] = u
+	}
+	deployment := func(name string) *appsv1.Deployment {
+		t.Helper()
+		u, ok := byKey["Deployment charter/charter-"+name]
+		if !ok {
+			t.Fatalf("no Deployment charter-%s", name)
+		}
+		var d appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d); err != nil {
+			t.Fatal(err)
+		}
+		return &d
+	}
+	admission := deployment("admission")
+	pod := admission.Spec.Template.Spec
+	c := pod.Containers[0]
+	for _, check := range []struct {
+		what      string
+		got, want any
+	}{
+		{"replicas", *admission.Spec.Replicas, int32(5)},
+		{"image", c.Image, "registry.example/charter:v1.2.3"},
+		{"pull policy", c.ImagePullPolicy, corev1.PullAlways},
+		{"pull secrets", pod.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "pull"}}},
+		{"nodeSelector", pod.NodeSelector, map[string]string{"node-role.kubernetes.io/infra": ""}},
+		{"tolerations", len(pod.Tolerations), 1},
+		{"priorityClassName", pod.PriorityClassName, "system-cluster-critical"},
+		{"podAnnotations", admission.Spec.Template.Annotations, map[string]string{"example.com/a": "b"}},
+		{"memory limit", c.Resources.Limits.Memory().String(), "2Gi"},
+		{"args", c.Args, []string{"serve", "--controllers=admission", "--leader-election-id=charter-admission", "--service=charter-svc", "--service-port=8443",
+			"--webhook-excluded-namespaces=monitoring,istio-system", "--exception-namespaces=platform,security", "--request-timeout=5s"}},
+		{"reports replicas", *deployment("reports").Spec.Replicas, int32(1)},
+		{"reports affinity replaces anti-affinity", deployment("reports").Spec.Template.Spec.Affinity.PodAntiAffinity == nil, true},
+		{"background anti-affinity off", deployment("background").Spec.Template.Spec.Affinity == nil, true},
+		{"cleanup exceptions", deployment("cleanup").Spec.Template.Spec.Containers[0].Args[3], "--exception-namespaces=platform,security"},
+		{"gitsync args", deployment("gitsync").Spec.Template.Spec.Containers[0].Args[3:], []string{"--gitsync-cache-dir=/var/cache/charter", "--receiver-addr=:9292",
+			"--default-service-account=policy-deployer", "--no-cross-namespace-refs"}},
+		{"gitsync cache size", deployment("gitsync").Spec.Template.Spec.Volumes[0].EmptyDir.SizeLimit.String(), "5Gi"},
+		{"hook image", byKey["Job charter/charter-webhooks-cleanup"] != nil, true},
+		{"no cleanup metrics Service", byKey["Service charter/charter-cleanup-metrics"] == nil, true},
+		{"admission ServiceMonitor namespace", byKey["ServiceMonitor monitoring/charter-admission"] != nil, true},
+		{"reports ServiceMonitor", byKey["ServiceMonitor charter/charter-reports"] != nil, true},
+		{"no background ServiceMonitor", byKey["ServiceMonitor charter/charter-background"] == nil, true},
+		{"PDB minAvailable", fmt.Sprint(byKey["PodDisruptionBudget charter/charter-admission"].Object["spec"].(map[string]any)["minAvailable"]), "2"},
+		{"metrics Service type", byKey["Service charter/charter-admission-metrics"].Object["spec"].(map[string]any)["type"], "NodePort"},
+	} {
+		if d := cmp.Diff(check.want, check.got); d != "" {
+			t.Errorf("%s (-want +got):\n%s", check.what, d)
+		}
+	}
+	sm := byKey["ServiceMonitor monitoring/charter-admission"]
+	if got := sm.GetLabels()["release"]; got != "prom" {
+		t.Errorf("ServiceMonitor additionalLabels: release=%q", got)
+	}
+
+	off := renderChart(t, "charter", map[string]any{
+		"webhooksCleanup":     map[string]any{"enabled": false},
+		"admissionController": map[string]any{"podDisruptionBudget": map[string]any{"enabled": false}},
+	})
+	if len(off.Hooks) != 0 {
+		t.Errorf("webhooksCleanup.enabled=false still renders %d hook objects", len(off.Hooks))
+	}
+	for _, u := range off.Objects {
+		if u.GetKind() == "PodDisruptionBudget" {
+			t.Errorf("podDisruptionBudget.enabled=false still renders %s", key(u))
+		}
+	}
+}
+
+// TestChartRefusesContradictoryValues: values that cannot both hold fail
+// the install, naming the values, instead of rendering one of them.
+func TestChartRefusesContradictoryValues(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		want   string
+	}{
+		{"PDB minAvailable and maxUnavailable", map[string]any{"admissionController": map[string]any{"podDisruptionBudget": map[string]any{"minAvailable": 1, "maxUnavailable": 1}}},
+			"admissionController.podDisruptionBudget: set minAvailable or maxUnavailable, not both"},
+		{"ServiceMonitor without metrics Service", map[string]any{"reportsController": map[string]any{"metricsService": map[string]any{"create": false}, "serviceMonitor": map[string]any{"enabled": true}}},
+			"reportsController.serviceMonitor.enabled needs reportsController.metricsService.create"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := helmchart.Render(chartDir, helmchart.Options{Values: tc.values})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}
