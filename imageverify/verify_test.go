@@ -26,7 +26,12 @@ type fixture struct {
 	signed, unsigned, wrongKey, multi imagetest.Image
 	keyless, keylessNoEKU, copied     imagetest.Image
 	attested, tampered, otherSubject  imagetest.Image
-	annotated                         imagetest.Image
+	annotated, referrer               imagetest.Image
+	// expired and expiredUnlogged are signed by a leaf that expired 40
+	// minutes ago; expired carries a bundle of rekor logged while the
+	// leaf was valid.
+	rekor, otherRekor        *imagetest.Rekor
+	expired, expiredUnlogged imagetest.Image
 }
 
 const slsa = "https://slsa.dev/provenance/v0.2"
@@ -43,6 +48,8 @@ func newFixture(t *testing.T) *fixture {
 	r.Sign(t, f.wrongKey, f.other.Signer, imagetest.SignOptions{})
 	f.multi = r.Push(t, "app", "second-key")
 	r.Sign(t, f.multi, f.key2.Signer, imagetest.SignOptions{})
+	f.referrer = r.Push(t, "app", "referrer")
+	r.Sign(t, f.referrer, f.key.Signer, imagetest.SignOptions{OCI11: true})
 	f.annotated = r.Push(t, "app", "annotated")
 	r.Sign(t, f.annotated, f.key.Signer, imagetest.SignOptions{Annotations: map[string]any{"env": "prod"}})
 
@@ -54,6 +61,16 @@ func newFixture(t *testing.T) *fixture {
 	noEKU, noEKUCert := f.ca.Leaf(t, imagetest.Identity{Email: "dev@example.com", Issuer: id.Issuer, NoCodeSigning: true})
 	f.keylessNoEKU = r.Push(t, "app", "keyless-no-eku")
 	r.Sign(t, f.keylessNoEKU, noEKU, imagetest.SignOptions{Cert: noEKUCert, Chain: []byte(f.ca.RootPEM)})
+
+	f.rekor, f.otherRekor = imagetest.NewRekor(t), imagetest.NewRekor(t)
+	now := time.Now()
+	expiredID := id
+	expiredID.NotBefore, expiredID.NotAfter = now.Add(-50*time.Minute), now.Add(-40*time.Minute)
+	expiredLeaf, expiredCert := f.ca.Leaf(t, expiredID)
+	f.expired = r.Push(t, "app", "expired")
+	r.Sign(t, f.expired, expiredLeaf, imagetest.SignOptions{Cert: expiredCert, Chain: []byte(f.ca.RootPEM), Rekor: f.rekor, LoggedAt: now.Add(-45 * time.Minute)})
+	f.expiredUnlogged = r.Push(t, "app", "expired-unlogged")
+	r.Sign(t, f.expiredUnlogged, expiredLeaf, imagetest.SignOptions{Cert: expiredCert, Chain: []byte(f.ca.RootPEM)})
 
 	// A's signature copied onto B: it is about A's digest.
 	f.copied = r.Push(t, "app", "copied")
@@ -105,6 +122,13 @@ func keyEntry(refs string, pem string, extra string) string {
 
 func keylessEntry(refs, roots, identity string) string {
 	return fmt.Sprintf("- imageReferences: [%q]\n  attestors:\n  - entries:\n    - keyless:\n        roots: %s\n        rekor: {url: \"http://127.0.0.1:1\", ignoreTlog: true}\n        ctlog: {ignoreSCT: true}\n%s", refs, jsonString(roots), indent(identity, 8))
+}
+
+// bundledEntry is a keyless entry that requires the transparency log
+// and trusts the log key rekorPEM: with an unreachable log URL, only a
+// bundle that key signed can pass.
+func bundledEntry(refs, roots, rekorPEM string) string {
+	return fmt.Sprintf("- imageReferences: [%q]\n  attestors:\n  - entries:\n    - keyless:\n        roots: %s\n        subject: \"*@example.com\"\n        rekor: {url: \"http://127.0.0.1:1\", pubkey: %s}\n        ctlog: {ignoreSCT: true}\n", refs, jsonString(roots), jsonString(rekorPEM))
 }
 
 func jsonString(s string) string {
@@ -168,6 +192,8 @@ func TestMustPass(t *testing.T) {
 		{"P5 keyless regexps and extensions", keylessEntry(host+"/app:*", f.ca.RootPEM, "subjectRegExp: \"^dev@.*$\"\nissuerRegExp: \"^https://token\"\nadditionalExtensions: {githubWorkflowRepository: \"org/*\"}"), f.keyless.Ref, "verified image signatures"},
 		{"P6 attestation with condition", attestationEntry(host+"/app:*", f.key.PublicPEM, "{{ builder.id }}", "https://ci.example.com/*"), f.attested.Ref, "verified image attestations for " + f.attested.Ref},
 		{"P7 nested attestor", fmt.Sprintf("- imageReferences: [%q]\n  attestors:\n  - entries:\n    - attestor:\n        entries:\n        - keys:\n            publicKeys: %s\n            rekor: {url: \"http://127.0.0.1:1\", ignoreTlog: true}\n", host+"/app:*", jsonString(f.key.PublicPEM)), f.signed.Ref, "verified image signatures"},
+		{"P11 cosignOCI11 with a referrer signature", keyEntry(host+"/app:*", f.key.PublicPEM, "  cosignOCI11: true\n"), f.referrer.Ref, "verified image signatures for " + f.referrer.Ref},
+		{"P12 Rekor bundle, expired leaf", bundledEntry(host+"/app:*", f.ca.RootPEM, f.rekor.PublicPEM), f.expired.Ref, "verified image signatures for " + f.expired.Ref},
 		{"annotations present", keyEntry(host+"/app:*", f.key.PublicPEM, "")[:0] + annotatedEntry(host+"/app:*", f.key.PublicPEM, "prod"), f.annotated.Ref, "verified image signatures"},
 	}
 	for _, c := range cases {
@@ -246,6 +272,9 @@ func TestMustRefuse(t *testing.T) {
 			fmt.Sprintf("    - keys:\n        publicKeys: %s\n        rekor: {url: \"http://127.0.0.1:1\", ignoreTlog: true}\n", jsonString(f.other.PublicPEM)), f.signed.Ref,
 			[]string{".attestors[0].entries[1].keys: no matching signatures"}},
 		{"N13 second set fails", twoSets, f.signed.Ref, []string{".attestors[1].entries[0].keys: no matching signatures"}},
+		{"N2 referrer signature without cosignOCI11", keyEntry(host+"/app:*", f.key.PublicPEM, ""), f.referrer.Ref, []string{"no signatures found"}},
+		{"P12 bundle of another Rekor", bundledEntry(host+"/app:*", f.ca.RootPEM, f.otherRekor.PublicPEM), f.expired.Ref, []string{"rekor log public key not found for payload"}},
+		{"P12 expired leaf without a bundle", keylessEntry(host+"/app:*", f.ca.RootPEM, "subject: \"*\""), f.expiredUnlogged.Ref, []string{"expected a signed timestamp to verify an expired certificate"}},
 		{"N18 required annotation missing", annotatedEntry(host+"/app:*", f.key.PublicPEM, "staging"), f.annotated.Ref, []string{"no signature matched the required annotations"}},
 	}
 	for _, c := range cases {

@@ -27,10 +27,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	cbundle "github.com/sigstore/cosign/v2/pkg/cosign/bundle"
 	"github.com/sigstore/cosign/v2/pkg/oci"
 	"github.com/sigstore/cosign/v2/pkg/oci/mutate"
 	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
@@ -146,6 +148,69 @@ type SignOptions struct {
 	Cert, Chain []byte
 	// ForDigest signs a claim about another digest than the image's.
 	ForDigest string
+	// OCI11 attaches the signature as an OCI 1.1 referrer of the image
+	// (cosign's experimental format) instead of under the .sig tag.
+	OCI11 bool
+	// Rekor, when set, attaches an offline Rekor bundle that this log
+	// signed, entered at LoggedAt (now when zero): the transparency log
+	// check then passes without reaching any log.
+	Rekor    *Rekor
+	LoggedAt time.Time
+}
+
+// Rekor stands in for a transparency log: its key signs bundles
+// (Signed Entry Timestamps) offline.
+type Rekor struct {
+	key *ecdsa.PrivateKey
+	// PublicPEM is the log's key, as rekor.pubkey holds it.
+	PublicPEM string
+	// LogID is the hex SHA-256 of the key's PKIX DER.
+	LogID string
+}
+
+// NewRekor returns a log with a fresh key.
+func NewRekor(t T) *Rekor {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := cryptoutils.MarshalPublicKeyToPEM(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Rekor{key: key, PublicPEM: string(pub), LogID: KeyID(t, &key.PublicKey)}
+}
+
+// bundle is the log's entry for a signature: a hashedrekord v0.0.1 body
+// (the payload's SHA-256, the signature, the signer's PEM key or
+// certificate) and the log's signature over the canonical JSON of body,
+// time, index and log ID, as cosign checks it offline.
+func (r *Rekor) bundle(t T, body []byte, b64sig string, signerPEM []byte, at time.Time) *cbundle.RekorBundle {
+	t.Helper()
+	sum := sha256.Sum256(body)
+	entry, err := json.Marshal(map[string]any{"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": map[string]any{
+		"data":      map[string]any{"hash": map[string]any{"algorithm": "sha256", "value": hex.EncodeToString(sum[:])}},
+		"signature": map[string]any{"content": b64sig, "publicKey": map[string]any{"content": base64.StdEncoding.EncodeToString(signerPEM)}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cbundle.RekorPayload{Body: base64.StdEncoding.EncodeToString(entry), IntegratedTime: at.Unix(), LogIndex: 1, LogID: r.LogID}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical, err := jsoncanonicalizer.Transform(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := sha256.Sum256(canonical)
+	set, err := ecdsa.SignASN1(rand.Reader, r.key, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cbundle.RekorBundle{SignedEntryTimestamp: set, Payload: p}
 }
 
 // Sign signs the image with key and writes the signature to the image's
@@ -165,16 +230,37 @@ func (r *Registry) Sign(t T, img Image, key signature.Signer, o SignOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b64sig := base64.StdEncoding.EncodeToString(sig)
 	var opts []static.Option
 	if o.Cert != nil {
 		opts = append(opts, static.WithCertChain(o.Cert, o.Chain))
 	}
-	s, err := static.NewSignature(body, base64.StdEncoding.EncodeToString(sig), opts...)
+	if o.Rekor != nil {
+		signerPEM := o.Cert
+		if signerPEM == nil {
+			pub, err := key.PublicKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if signerPEM, err = cryptoutils.MarshalPublicKeyToPEM(pub); err != nil {
+				t.Fatal(err)
+			}
+		}
+		at := o.LoggedAt
+		if at.IsZero() {
+			at = time.Now()
+		}
+		opts = append(opts, static.WithBundle(o.Rekor.bundle(t, body, b64sig, signerPEM, at)))
+	}
+	s, err := static.NewSignature(body, b64sig, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	attach(t, d, func(se oci.SignedEntity) (oci.SignedEntity, error) { return mutate.AttachSignatureToEntity(se, s) },
-		func(se oci.SignedEntity) error { return ociremote.WriteSignatures(d.Repository, se) })
+	write := func(se oci.SignedEntity) error { return ociremote.WriteSignatures(d.Repository, se) }
+	if o.OCI11 {
+		write = func(se oci.SignedEntity) error { return ociremote.WriteSignaturesExperimentalOCI(d, se) }
+	}
+	attach(t, d, func(se oci.SignedEntity) (oci.SignedEntity, error) { return mutate.AttachSignatureToEntity(se, s) }, write)
 }
 
 // Unsign deletes the image's .sig tag: the signatures are gone, as when
@@ -323,6 +409,9 @@ type Identity struct {
 	Extensions map[string]string
 	// NoCodeSigning leaves out the CodeSigning extended key usage.
 	NoCodeSigning bool
+	// NotBefore and NotAfter bound the certificate's validity (default:
+	// from a minute ago for an hour).
+	NotBefore, NotAfter time.Time
 }
 
 // Leaf issues a short-lived code-signing certificate and returns its key
@@ -337,6 +426,12 @@ func (ca *CA) Leaf(t T, id Identity) (signature.SignerVerifier, []byte) {
 		SerialNumber: big.NewInt(time.Now().UnixNano()),
 		NotBefore:    time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature,
+	}
+	if !id.NotBefore.IsZero() {
+		tmpl.NotBefore = id.NotBefore
+	}
+	if !id.NotAfter.IsZero() {
+		tmpl.NotAfter = id.NotAfter
 	}
 	if !id.NoCodeSigning {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}
