@@ -55,6 +55,9 @@ type Policy struct {
 	// gpol is set for a GeneratingPolicy or NamespacedGeneratingPolicy,
 	// whose one rule is evaluated from its CEL spec (gpol.go).
 	gpol *generatingPolicy
+	// mpol is set for a MutatingPolicy or NamespacedMutatingPolicy, which
+	// has no rules (mpol.go).
+	mpol *mutatingPolicy
 }
 
 // ScoredAnnotation set to "false" makes a policy's failures warnings.
@@ -144,6 +147,12 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 	}
 	if vp, ok := src.(policiesv1.ValidatingPolicyLike); ok {
 		if errs := s.compileValidatingPolicy(vp, p); len(errs) > 0 {
+			return nil, errs
+		}
+		return p, nil
+	}
+	if mp, ok := src.(policiesv1.MutatingPolicyLike); ok {
+		if errs := s.compileMutatingPolicy(mp, p); len(errs) > 0 {
 			return nil, errs
 		}
 		return p, nil

@@ -167,6 +167,9 @@ func (p *Policy) mutate(ctx context.Context, in *requestView, cfg *evalConfig) (
 		resp.Patched = in.req.Object
 		return resp, in
 	}
+	if p.mpol != nil {
+		return p.mutateCEL(ctx, in, cfg)
+	}
 	var ev *evaluation
 	for _, r := range p.rules {
 		if r.typ != TypeMutation || r.mutate == nil {

@@ -459,7 +459,33 @@ var (
 // rewrites it to the template's, which has none, so that an expression
 // naming the object errs on every controller).
 func vpolAutogen(spec *policiesv1.ValidatingPolicySpec) []autogenVariant {
-	mc := spec.MatchConstraints
+	var pc *policiesv1.PodControllersGenerationConfiguration
+	if ag := spec.AutogenConfiguration; ag != nil {
+		pc = ag.PodControllers
+	}
+	var out []autogenVariant
+	for _, t := range podControllerTargets(spec.MatchConstraints, pc) {
+		if s := rewriteForController(spec, t.prefix, t.rules); s != nil {
+			out = append(out, autogenVariant{name: t.name, spec: s})
+		}
+	}
+	return out
+}
+
+// autogenTarget is one autogen copy of a Pod policy: its name (defaults,
+// cronjobs), where the Pod's fields are in those controllers (object.X
+// becomes object.<prefix>X) and the resource rules that select them.
+type autogenTarget struct {
+	name   string
+	prefix string
+	rules  []admissionregistrationv1.NamedRuleWithOperations
+}
+
+// podControllerTargets returns the autogen copies of a policy whose
+// matchConstraints select exactly Pods (cel-policy-types.md §3.5: one
+// resource rule, v1 pods, no resourceNames, no excludeResourceRules, no
+// objectSelector), for the controllers pc selects (unset: all).
+func podControllerTargets(mc *admissionregistrationv1.MatchResources, pc *policiesv1.PodControllersGenerationConfiguration) []autogenTarget {
 	if mc == nil || len(mc.ResourceRules) != 1 || len(mc.ExcludeResourceRules) > 0 || mc.ObjectSelector != nil && (len(mc.ObjectSelector.MatchLabels) > 0 || len(mc.ObjectSelector.MatchExpressions) > 0) {
 		return nil
 	}
@@ -469,8 +495,7 @@ func vpolAutogen(spec *policiesv1.ValidatingPolicySpec) []autogenVariant {
 	}
 	wanted := map[string]bool{}
 	all := true
-	if ag := spec.AutogenConfiguration; ag != nil && ag.PodControllers != nil {
-		pc := ag.PodControllers
+	if pc != nil {
 		if pc.Enabled != nil && !*pc.Enabled {
 			return nil
 		}
@@ -481,7 +506,7 @@ func vpolAutogen(spec *policiesv1.ValidatingPolicySpec) []autogenVariant {
 			}
 		}
 	}
-	var out []autogenVariant
+	var out []autogenTarget
 	byGroup := map[string][]string{}
 	var groups []string
 	for _, c := range defaultsControllers {
@@ -497,15 +522,11 @@ func vpolAutogen(spec *policiesv1.ValidatingPolicySpec) []autogenVariant {
 		for _, g := range groups {
 			rules = append(rules, controllerRule(rule, g, byGroup[g]))
 		}
-		if s := rewriteForController(spec, "$1.spec.template.", rules); s != nil {
-			out = append(out, autogenVariant{name: "defaults", spec: s})
-		}
+		out = append(out, autogenTarget{name: "defaults", prefix: "spec.template.", rules: rules})
 	}
 	if all || wanted["cronjobs"] {
 		rules := []admissionregistrationv1.NamedRuleWithOperations{controllerRule(rule, "batch", []string{"cronjobs"})}
-		if s := rewriteForController(spec, "$1.spec.jobTemplate.spec.template.", rules); s != nil {
-			out = append(out, autogenVariant{name: "cronjobs", spec: s})
-		}
+		out = append(out, autogenTarget{name: "cronjobs", prefix: "spec.jobTemplate.spec.template.", rules: rules})
 	}
 	return out
 }
@@ -545,7 +566,7 @@ func rewriteForController(spec *policiesv1.ValidatingPolicySpec, prefix string, 
 		if strings.HasPrefix(rest, "metadata.namespace") || strings.HasPrefix(rest, "metadata.name") {
 			b.WriteString(text[m[0]:m[1]])
 		} else {
-			b.WriteString(strings.ReplaceAll(prefix, "$1", text[m[2]:m[3]]))
+			b.WriteString(text[m[2]:m[3]] + "." + prefix)
 		}
 		last = m[1]
 	}

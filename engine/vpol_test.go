@@ -41,6 +41,12 @@ func readCELPolicies(t *testing.T, file string) ([]kyvernov1.PolicyInterface, []
 		case policiesv1.NamespacedValidatingPolicyKind:
 			p := &policiesv1.NamespacedValidatingPolicy{}
 			policies, into = append(policies, p), p
+		case policiesv1.MutatingPolicyKind:
+			p := &policiesv1.MutatingPolicy{}
+			policies, into = append(policies, p), p
+		case policiesv1.NamespacedMutatingPolicyKind:
+			p := &policiesv1.NamespacedMutatingPolicy{}
+			policies, into = append(policies, p), p
 		case policiesv1.GeneratingPolicyKind:
 			p := &policiesv1.GeneratingPolicy{}
 			policies, into = append(policies, p), p

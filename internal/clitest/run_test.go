@@ -235,7 +235,7 @@ func TestRunCannotPassVacuously(t *testing.T) {
 		{"invalid", []short{{"r", "v1/Pod/default/web", Failed,
 			`Invalid policy: spec.rules[0].validate.pattern.spec.containers[0]: unknown anchor "~(x)"`}}, false},
 		{"unsupported", []short{{"", "v1/Pod/default/web", Failed,
-			"Unsupported: policies.kyverno.io/v1 MutatingPolicy is not supported by charter yet"}}, false},
+			"Unsupported: admissionregistration.k8s.io/v1 MutatingAdmissionPolicy is not supported by charter yet"}}, false},
 		{"unmatched", []short{{"r", "v1/Pod/default/web", Passed, "Excluded"}}, true},
 		{"unsupported-feature", []short{
 			{"signed", "v1/Pod/default/web", Failed,

@@ -135,6 +135,10 @@ func checkCELPolicyObject(kind string, raw []byte) (engine.UnsupportedList, erro
 		p = &policiesv1.ValidatingPolicy{}
 	case policiesv1.NamespacedValidatingPolicyKind:
 		p = &policiesv1.NamespacedValidatingPolicy{}
+	case policiesv1.MutatingPolicyKind:
+		p = &policiesv1.MutatingPolicy{}
+	case policiesv1.NamespacedMutatingPolicyKind:
+		p = &policiesv1.NamespacedMutatingPolicy{}
 	case policiesv1.PolicyExceptionKind:
 		ex := &policiesv1.PolicyException{}
 		if err := strict.Unmarshal(raw, ex); err != nil {

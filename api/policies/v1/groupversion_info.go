@@ -1,5 +1,6 @@
 // Package v1 holds the policies.kyverno.io/v1 API charter serves:
-// ValidatingPolicy, NamespacedValidatingPolicy, GeneratingPolicy,
+// ValidatingPolicy, NamespacedValidatingPolicy, MutatingPolicy,
+// NamespacedMutatingPolicy, GeneratingPolicy,
 // NamespacedGeneratingPolicy, DeletingPolicy, NamespacedDeletingPolicy and
 // that group's PolicyException, with Kyverno's field names and wire format. Kyverno's
 // v1alpha1 and v1beta1 spellings of these kinds have the same schema; the
@@ -37,6 +38,8 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&ValidatingPolicy{}, &ValidatingPolicyList{},
 		&NamespacedValidatingPolicy{}, &NamespacedValidatingPolicyList{},
+		&MutatingPolicy{}, &MutatingPolicyList{},
+		&NamespacedMutatingPolicy{}, &NamespacedMutatingPolicyList{},
 		&PolicyException{}, &PolicyExceptionList{},
 		&GeneratingPolicy{}, &GeneratingPolicyList{},
 		&NamespacedGeneratingPolicy{}, &NamespacedGeneratingPolicyList{},

@@ -94,6 +94,21 @@ func DecodePolicies(docs []Document) (*Policies, error) {
 				p.Namespace = "default"
 			}
 			out.Policies = append(out.Policies, p)
+		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.MutatingPolicyKind:
+			p := &policiesv1.MutatingPolicy{}
+			if err := decodeCEL(d, p); err != nil {
+				return nil, err
+			}
+			out.Policies = append(out.Policies, p)
+		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.NamespacedMutatingPolicyKind:
+			p := &policiesv1.NamespacedMutatingPolicy{}
+			if err := decodeCEL(d, p); err != nil {
+				return nil, err
+			}
+			if p.Namespace == "" {
+				p.Namespace = "default"
+			}
+			out.Policies = append(out.Policies, p)
 		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.GeneratingPolicyKind:
 			p := &policiesv1.GeneratingPolicy{}
 			if err := decodeCEL(d, p); err != nil {

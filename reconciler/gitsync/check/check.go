@@ -118,6 +118,10 @@ func Objects(objs []build.Object, scheme *runtime.Scheme) error {
 			faults = append(faults, compilePolicy(v, "ValidatingPolicy/"+v.GetName(), o.File, policyFiles)...)
 		case *policiesv1.NamespacedValidatingPolicy:
 			faults = append(faults, compilePolicy(v, "NamespacedValidatingPolicy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
+		case *policiesv1.MutatingPolicy:
+			faults = append(faults, compilePolicy(v, "MutatingPolicy/"+v.GetName(), o.File, policyFiles)...)
+		case *policiesv1.NamespacedMutatingPolicy:
+			faults = append(faults, compilePolicy(v, "NamespacedMutatingPolicy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
 		case *policiesv1.PolicyException:
 			if _, err := engine.Compile(nil, engine.WithCELExceptions([]*policiesv1.PolicyException{v})); err != nil {
 				key := "PolicyException/" + v.GetName()

@@ -1,0 +1,545 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+
+	celgo "github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	mappatch "k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+// mutatingPolicy is a compiled MutatingPolicy or NamespacedMutatingPolicy
+// (cel-policy-types.md §3.3.2): one result per matching request, with rule
+// "", from its matchConstraints, variables, matchConditions and mutations,
+// evaluated through the MutatingAdmissionPolicy CEL compiler extended with
+// Kyverno's libraries, and applied by Kubernetes' own MAP patchers.
+type mutatingPolicy struct {
+	// variants are the policy itself, then its autogen copies for Pod
+	// controllers; their match constraints do not overlap.
+	variants []*mpolVariant
+	// reinvoke is reinvocationPolicy IfNeeded.
+	reinvoke bool
+}
+
+type mpolVariant struct {
+	match *constraints
+	// lazy is set on an autogen copy until compiled (compiled()).
+	lazy        *lazyMPolVariant
+	compiler    *plugincel.CompositedCompiler
+	conditions  []celProgram
+	mutations   []mpolMutation
+	annotations []vpolAnnotation
+}
+
+type mpolMutation struct {
+	applyConfiguration bool
+	celProgram
+}
+
+func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *Policy) CompileErrors {
+	spec := src.GetMutatingPolicySpec()
+	f := &faults{kind: src.GetKind(), name: p.key}
+	mp := &mutatingPolicy{reinvoke: spec.GetReinvocationPolicy() == admissionregistrationv1.IfNeededReinvocationPolicy}
+	if e := spec.EvaluationConfiguration; e != nil && e.Mode != "" && e.Mode != policiesv1.EvaluationModeKubernetes {
+		f.add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", e.Mode))
+	}
+	if !spec.AdmissionEnabled() && !spec.MutateExistingEnabled() {
+		f.add("spec.evaluation", "disabling both admission and mutateExisting evaluation modes is not allowed")
+	}
+	if spec.MutateExistingEnabled() {
+		f.add("spec.evaluation.mutateExisting", "mutate-existing for MutatingPolicies is not supported by charter yet")
+	}
+	if len(spec.Mutations) == 0 {
+		f.add("spec.mutations", "a MutatingPolicy needs at least one mutation")
+	}
+	if v := compileMPolVariant(spec, "spec", f); v != nil {
+		mp.variants = append(mp.variants, v)
+	}
+	if len(f.errs) > 0 {
+		return f.errs
+	}
+	for _, ag := range mpolAutogen(spec) {
+		m, err := compileConstraints(ag.spec.MatchConstraints)
+		if err != nil {
+			f.add("status.autogen."+ag.name+".matchConstraints", err.Error())
+			continue
+		}
+		mp.variants = append(mp.variants, &mpolVariant{match: m, lazy: &lazyMPolVariant{spec: ag.spec, path: "status.autogen." + ag.name}})
+	}
+	if len(f.errs) > 0 {
+		return f.errs
+	}
+	p.mpol = mp
+	p.kinds = []string{"*"}
+	return nil
+}
+
+// lazyMPolVariant is an autogen copy compiled on first use.
+type lazyMPolVariant struct {
+	spec  *policiesv1.MutatingPolicySpec
+	path  string
+	once  sync.Once
+	v     *mpolVariant
+	fault string
+}
+
+func (l *lazyMPolVariant) compiled() (*mpolVariant, string) {
+	l.once.Do(func() {
+		f := &faults{}
+		v := compileMPolVariant(l.spec, l.path, f)
+		if len(f.errs) > 0 || v == nil {
+			l.fault = "autogen: " + f.errs.Error()
+			return
+		}
+		l.v = v
+	})
+	return l.v, l.fault
+}
+
+// compiledMPolVariants holds compiled variants by source: the CLI compiles
+// the same policy into several sets.
+var compiledMPolVariants sync.Map // string → *mpolVariant
+
+func compileMPolVariant(spec *policiesv1.MutatingPolicySpec, path string, f *faults) *mpolVariant {
+	src, err := json.Marshal(spec)
+	if err != nil {
+		f.add(path, err.Error())
+		return nil
+	}
+	key := string(src)
+	if v, ok := compiledMPolVariants.Load(key); ok {
+		return v.(*mpolVariant)
+	}
+	before := len(f.errs)
+	v := compileMPolVariantUncached(spec, path, f)
+	if v != nil && len(f.errs) == before {
+		compiledMPolVariants.Store(key, v)
+	}
+	return v
+}
+
+func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string, f *faults) *mpolVariant {
+	env, err := celPolicyEnv()
+	if err != nil {
+		f.add(path, "CEL environment: "+err.Error())
+		return nil
+	}
+	v := &mpolVariant{}
+	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
+		f.add(path+".matchConstraints", err.Error())
+	}
+	if v.compiler, err = plugincel.NewCompositedCompiler(env); err != nil {
+		f.add(path, "CEL environment: "+err.Error())
+		return nil
+	}
+	decls := plugincel.OptionalVariableDeclarations{}
+	compile := func(a plugincel.ExpressionAccessor, d plugincel.OptionalVariableDeclarations, field string) celgo.Program {
+		if strings.TrimSpace(a.GetExpression()) == "" {
+			f.add(field, "expression must not be empty")
+			return nil
+		}
+		res := v.compiler.CompileCELExpression(a, d, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field, celFault(res.Error.Detail))
+			return nil
+		}
+		return res.Program
+	}
+	// Variables compile first: a MutatingPolicy's matchConditions may use
+	// them, as in Kyverno.
+	for i, vr := range spec.Variables {
+		field := fmt.Sprintf("%s.variables[%d]", path, i)
+		if vr.Name == "" {
+			f.add(field+".name", "a variable needs a name")
+			continue
+		}
+		res := v.compiler.CompileAndStoreVariable(&celAccessor{name: vr.Name, expr: vr.Expression, returns: anyReturn()}, decls, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field+".expression", celFault(res.Error.Detail))
+		}
+	}
+	for i, mc := range spec.MatchConditions {
+		field := fmt.Sprintf("%s.matchConditions[%d].expression", path, i)
+		if p := compile(&celAccessor{name: mc.Name, expr: mc.Expression, returns: boolReturn()}, decls, field); p != nil {
+			v.conditions = append(v.conditions, celProgram{expr: mc.Expression, program: p})
+		}
+	}
+	patchDecls := decls
+	patchDecls.HasPatchTypes = true
+	for i, m := range spec.Mutations {
+		field := fmt.Sprintf("%s.mutations[%d]", path, i)
+		var a plugincel.ExpressionAccessor
+		switch m.PatchType {
+		case admissionregistrationv1.PatchTypeApplyConfiguration:
+			if m.ApplyConfiguration == nil {
+				f.add(field+".applyConfiguration", "patchType ApplyConfiguration needs applyConfiguration")
+				continue
+			}
+			a, field = &mappatch.ApplyConfigurationCondition{Expression: m.ApplyConfiguration.Expression}, field+".applyConfiguration.expression"
+		case admissionregistrationv1.PatchTypeJSONPatch:
+			if m.JSONPatch == nil {
+				f.add(field+".jsonPatch", "patchType JSONPatch needs jsonPatch")
+				continue
+			}
+			a, field = &mappatch.JSONPatchCondition{Expression: m.JSONPatch.Expression}, field+".jsonPatch.expression"
+		default:
+			f.add(field+".patchType", fmt.Sprintf("unknown patchType %q, want ApplyConfiguration or JSONPatch", m.PatchType))
+			continue
+		}
+		if p := compile(a, patchDecls, field); p != nil {
+			v.mutations = append(v.mutations, mpolMutation{
+				applyConfiguration: m.PatchType == admissionregistrationv1.PatchTypeApplyConfiguration,
+				celProgram:         celProgram{expr: a.GetExpression(), program: p},
+			})
+		}
+	}
+	for i, a := range spec.AuditAnnotations {
+		field := fmt.Sprintf("%s.auditAnnotations[%d]", path, i)
+		if a.Key == "" {
+			f.add(field+".key", "an audit annotation needs a key")
+		}
+		if p := compile(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, decls, field+".valueExpression"); p != nil {
+			v.annotations = append(v.annotations, vpolAnnotation{key: a.Key, celProgram: celProgram{expr: a.ValueExpression, program: p}})
+		}
+	}
+	return v
+}
+
+// mutateCEL evaluates a MutatingPolicy on the request's object: the first
+// variant whose matchConstraints select the request, then exceptions,
+// matchConditions (which see the variables) and the mutations in order,
+// each on the previous one's result. The policy's response carries the
+// patched object; the returned view has it for the next policy.
+func (p *Policy) mutateCEL(ctx context.Context, in *requestView, cfg *evalConfig) (PolicyResponse, *requestView) {
+	resp := PolicyResponse{Policy: p.source, Key: p.key, Patched: in.req.Object}
+	if in.req.Object == nil || in.op == kyvernov1.Delete {
+		return resp, in
+	}
+	var v *mpolVariant
+	for _, cand := range p.mpol.variants {
+		if cand.match.matches(in) {
+			v = cand
+			break
+		}
+	}
+	if v == nil {
+		return resp, in
+	}
+	rr := RuleResponse{Name: "", Type: TypeMutation}
+	if v.lazy != nil {
+		var fault string
+		if v, fault = v.lazy.compiled(); v == nil {
+			rr.Name, rr.Status, rr.Message = RuleEvaluation, StatusError, fault
+			resp.Rules = []RuleResponse{rr}
+			return resp, in
+		}
+	}
+	o, patched := p.evaluateMPolVariant(ctx, in, cfg, v, &rr)
+	rr.Status, rr.Message = o.status, o.message
+	if len(o.props) > 0 {
+		rr.Properties = o.props
+	}
+	resp.Rules = []RuleResponse{rr}
+	if o.status == StatusPass && patched != nil {
+		in = in.withObject(patched)
+	}
+	resp.Patched = in.req.Object
+	return resp, in
+}
+
+func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *evalConfig, v *mpolVariant, rr *RuleResponse) (outcome, map[string]any) {
+	ci := in.celInputs()
+	act := &vpolActivation{
+		celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
+		libs:          newLibReceivers(ctx, &cfg.loaders, p.namespace),
+	}
+	cctx := v.compiler.CreateContext(ctx)
+	act.variables = cctx.Variables(act)
+	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+
+	allowed, exempt, err := p.celExceptions(e, in)
+	if err != nil {
+		rr.Name = RuleException
+		return errorf("failed to evaluate exception: %v", err), nil
+	}
+	if exempt != nil {
+		rr.Name = RuleException
+		o := skip("rule is skipped due to policy exception: " + exempt.keys())
+		if exempt.pass {
+			o = pass("rule is passed due to policy exception: " + exempt.keys())
+		}
+		o.props = map[string]string{"exceptions": exempt.names()}
+		return o, nil
+	}
+	act.exceptions = types.DefaultTypeAdapter.NativeToValue(allowed)
+
+	for i := range v.conditions {
+		val, err := e.eval(&v.conditions[i])
+		switch {
+		case err != nil:
+			return errorf("failed to evaluate policy: %v", err), nil
+		case val != types.True:
+			return skip("skip"), nil
+		}
+	}
+	obj := in.req.Object
+	for i := range v.mutations {
+		m := &v.mutations[i]
+		if i > 0 {
+			// Each mutation sees the previous one's result, variables
+			// included.
+			act.object = types.DefaultTypeAdapter.NativeToValue(obj)
+			e.ctx = v.compiler.CreateContext(ctx)
+			act.variables = e.ctx.Variables(act)
+		}
+		val, err := e.eval(&m.celProgram)
+		if err != nil {
+			return errorf("failed to evaluate policy: %v", err), nil
+		}
+		out, err := applyMutation(ctx, in, m, val, obj)
+		if err != nil {
+			return errorf("failed to evaluate policy: %v", err), nil
+		}
+		obj = out
+	}
+	result := pass("success")
+	if len(v.annotations) > 0 {
+		act.object = types.DefaultTypeAdapter.NativeToValue(obj)
+		for i := range v.annotations {
+			a := &v.annotations[i]
+			val, err := e.eval(&a.celProgram)
+			if err != nil {
+				return errorf("failed to evaluate policy: audit annotation %s: %v", a.key, err), nil
+			}
+			if s, ok := val.(types.String); ok && s != "" {
+				if result.props == nil {
+					result.props = map[string]string{}
+				}
+				result.props[a.key] = string(s)
+			}
+		}
+	}
+	return result, obj
+}
+
+// evaluated is a MutatingEvaluator whose result is already known: the
+// engine evaluates a mutation's expression with its own activation
+// (Kyverno's libraries, exceptions) and hands the value to Kubernetes'
+// MutatingAdmissionPolicy patchers, which apply it as the API server would.
+type evaluated struct{ val ref.Val }
+
+func (e evaluated) ForInput(_ context.Context, _ *admission.VersionedAttributes, _ *admissionv1.AdmissionRequest, _ plugincel.OptionalVariableBindings, _ *corev1.Namespace, budget int64) (plugincel.EvaluationResult, int64, error) {
+	return plugincel.EvaluationResult{EvalResult: e.val}, budget, nil
+}
+
+func (evaluated) CompilationErrors() []error { return nil }
+
+// applyMutation applies one mutation's value to obj through the MAP
+// patchers: an ApplyConfiguration is merged with structured-merge-diff
+// over the kind's schema (atomic fields refused), a JSONPatch is applied
+// as RFC 6902 (a failed test op leaves the object unchanged).
+func applyMutation(ctx context.Context, in *requestView, m *mpolMutation, val ref.Val, obj map[string]any) (map[string]any, error) {
+	var patcher mappatch.Patcher
+	if m.applyConfiguration {
+		patcher = mappatch.NewApplyConfigurationPatcher(evaluated{val})
+	} else {
+		patcher = mappatch.NewJSONPatcher(evaluated{val})
+	}
+	current := &unstructured.Unstructured{Object: obj}
+	gvk := current.GroupVersionKind()
+	var old runtime.Object
+	if in.req.OldObject != nil {
+		old = &unstructured.Unstructured{Object: in.req.OldObject}
+	}
+	attrs := admission.NewAttributesRecord(current, old, gvk, in.res.Namespace, in.res.Name, in.resource(), in.req.SubResource,
+		admission.Operation(in.op), nil, in.req.DryRun, &user.DefaultInfo{Name: in.req.UserInfo.Username, UID: in.req.UserInfo.UID, Groups: in.req.UserInfo.Groups})
+	out, err := patcher.Patch(ctx, mappatch.Request{
+		MatchedResource:     in.resource(),
+		VersionedAttributes: &admission.VersionedAttributes{Attributes: attrs, VersionedObject: admission.NewLazyObject(current), VersionedOldObject: admission.NewLazyObject(old), VersionedKind: gvk},
+		ObjectInterfaces:    mutationObjectInterfaces,
+		TypeConverter:       mutationTypeConverter(),
+	}, celconfig.RuntimeCELCostBudget)
+	if err != nil {
+		return nil, err
+	}
+	u, ok := out.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("patch returned %T, want an unstructured object", out)
+	}
+	return u.Object, nil
+}
+
+var mutationObjectInterfaces = admission.NewObjectInterfacesFromScheme(runtime.NewScheme())
+
+// MutatingPolicyReinvoked reports whether a MutatingPolicy asks to be run
+// again when a later mutation changed the object (reinvocationPolicy
+// IfNeeded); false for every other policy.
+func MutatingPolicyReinvoked(p kyvernov1.PolicyInterface) bool {
+	mp, ok := p.(policiesv1.MutatingPolicyLike)
+	return ok && mp.GetMutatingPolicySpec().GetReinvocationPolicy() == admissionregistrationv1.IfNeededReinvocationPolicy
+}
+
+// MutatingPolicyRules returns the resource rules a MutatingPolicy's
+// admission webhook must register: those of its matchConstraints and of
+// its autogen copies for Pod controllers. It returns nil for other
+// policies.
+func MutatingPolicyRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
+	mp, ok := p.(policiesv1.MutatingPolicyLike)
+	if !ok {
+		return nil
+	}
+	spec := mp.GetMutatingPolicySpec()
+	if spec.MatchConstraints == nil {
+		return nil
+	}
+	out := append([]admissionregistrationv1.NamedRuleWithOperations(nil), spec.MatchConstraints.ResourceRules...)
+	for _, ag := range mpolAutogen(spec) {
+		out = append(out, ag.spec.MatchConstraints.ResourceRules...)
+	}
+	return out
+}
+
+// mpolAutogenVariant is a MutatingPolicy spec rewritten for some Pod
+// controllers.
+type mpolAutogenVariant struct {
+	name string
+	spec *policiesv1.MutatingPolicySpec
+}
+
+var (
+	// podFieldRef finds the Pod fields a MutatingPolicy reads or sets:
+	// object.spec, object.metadata.labels/annotations (and oldObject's),
+	// and the Object.spec/Object.metadata type names of an
+	// ApplyConfiguration.
+	podFieldRef = regexp.MustCompile(`\b(object|oldObject)\.(spec|metadata\.labels|metadata\.annotations)\b|\bObject\.(spec|metadata)\b`)
+	// rootObject is an ApplyConfiguration's root Object{ literal.
+	rootObject = regexp.MustCompile(`(^|[^.\w])Object\s*\{`)
+)
+
+// mpolAutogen returns the policy's copies for Pod controllers
+// (cel-policy-types.md §3.5). Kyverno rewrites only matchConditions and
+// ApplyConfigurations, which leaves variables reading the Pod's fields on
+// a Deployment (§8.12); charter rewrites the variables too. A JSONPatch
+// names Pod paths that no rewrite can move safely, so a policy with one
+// gets no autogen copies: its Pod mutations are not replayed on
+// controllers, where Kyverno's would fail.
+func mpolAutogen(spec *policiesv1.MutatingPolicySpec) []mpolAutogenVariant {
+	for _, m := range spec.Mutations {
+		if m.PatchType != admissionregistrationv1.PatchTypeApplyConfiguration {
+			return nil
+		}
+	}
+	var pc *policiesv1.PodControllersGenerationConfiguration
+	if ag := spec.AutogenConfiguration; ag != nil {
+		pc = ag.PodControllers
+	}
+	var out []mpolAutogenVariant
+	for _, t := range podControllerTargets(spec.MatchConstraints, pc) {
+		c := spec.DeepCopy()
+		c.AutogenConfiguration = nil
+		mc := spec.MatchConstraints.DeepCopy()
+		mc.ResourceRules = t.rules
+		c.MatchConstraints = mc
+		for i := range c.MatchConditions {
+			c.MatchConditions[i].Expression = rewritePodFields(c.MatchConditions[i].Expression, t.prefix)
+		}
+		for i := range c.Variables {
+			c.Variables[i].Expression = rewritePodFields(c.Variables[i].Expression, t.prefix)
+		}
+		for i := range c.Mutations {
+			if ac := c.Mutations[i].ApplyConfiguration; ac != nil {
+				ac.Expression = wrapRootObject(rewritePodFields(ac.Expression, t.prefix), t.prefix)
+			}
+		}
+		out = append(out, mpolAutogenVariant{name: t.name, spec: c})
+	}
+	return out
+}
+
+// rewritePodFields moves the Pod fields an expression names under a
+// controller's template: object.spec becomes object.spec.template.spec,
+// Object.metadata becomes Object.spec.template.metadata.
+func rewritePodFields(expr, prefix string) string {
+	return podFieldRef.ReplaceAllStringFunc(expr, func(m string) string {
+		root, rest, _ := strings.Cut(m, ".")
+		return root + "." + prefix + rest
+	})
+}
+
+// wrapRootObject nests the root Object{...} literal of an
+// ApplyConfiguration under the controller's template:
+// Object{spec: Object.spec{template: Object.spec.template{...}}}.
+func wrapRootObject(expr, prefix string) string {
+	parts := strings.Split(strings.TrimSuffix(prefix, "."), ".")
+	var open, closing strings.Builder
+	typ := "Object"
+	for _, field := range parts {
+		open.WriteString(field + ": " + typ + "." + field + "{")
+		typ += "." + field
+		closing.WriteString("}")
+	}
+	var b strings.Builder
+	last := 0
+	for _, loc := range rootObject.FindAllStringSubmatchIndex(expr, -1) {
+		start := loc[3] // after the character before Object
+		body := strings.Index(expr[start:], "{") + start
+		end := matchingBrace(expr, body)
+		if end < 0 || start < last {
+			continue
+		}
+		b.WriteString(expr[last:start])
+		b.WriteString("Object{" + open.String())
+		b.WriteString(expr[body+1 : end])
+		b.WriteString(closing.String() + "}")
+		last = end + 1
+	}
+	b.WriteString(expr[last:])
+	return b.String()
+}
+
+// matchingBrace returns the index of the brace closing the one at open,
+// skipping quoted strings; -1 when there is none.
+func matchingBrace(s string, open int) int {
+	depth := 0
+	var quote byte
+	for i := open; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '{':
+			depth++
+		case c == '}':
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}

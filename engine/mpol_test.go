@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+)
+
+// TestMutatingPolicies covers the MutatingPolicy pipeline
+// (cel-policy-types.md §3.3.2, §3.4): ApplyConfiguration and JSONPatch
+// mutations in order, variables visible in matchConditions, chaining
+// across policies, a failed JSONPatch test op, patch errors, the atomic
+// field check of ApplyConfiguration, autogen for Pod controllers and the
+// scope of a NamespacedMutatingPolicy.
+func TestMutatingPolicies(t *testing.T) {
+	policies, _ := readCELPolicies(t, "../mpol/policies.yaml")
+	set, err := Compile(policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	configMap := func(ns string, data map[string]any) map[string]any {
+		return map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": ns}, "data": data}
+	}
+	type result struct{ status, message string }
+	tests := []struct {
+		name   string
+		object map[string]any
+		want   map[string]result // by policy key; a policy not listed must not respond
+		// patched is the final object, as JSON.
+		patched string
+	}{{
+		name:   "pod: both mutations, then the next policies on the result",
+		object: pod("default", "web", nil, "nginx"),
+		want: map[string]result{
+			"add-team-label": {"pass", "success"},
+			"pull-always":    {"pass", "success"},
+			"node-selector":  {"pass", "success"},
+		},
+		patched: `{"apiVersion":"v1","kind":"Pod","metadata":{"annotations":{"owner":"platform"},"labels":{"pool":"general","team":"platform"},"name":"web","namespace":"default"},"spec":{"containers":[{"image":"nginx","imagePullPolicy":"Always","name":"c"}],"priorityClassName":"general"}}`,
+	}, {
+		name:   "pod: a matchCondition on a variable skips, the next policy does not match",
+		object: pod("default", "web", map[string]any{"team": "skip-me"}, "nginx"),
+		want: map[string]result{
+			"add-team-label": {"skip", "skip"},
+			"pull-always":    {"pass", "success"},
+			"node-selector":  {"pass", "success"},
+		},
+		patched: `{"apiVersion":"v1","kind":"Pod","metadata":{"labels":{"pool":"general","team":"skip-me"},"name":"web","namespace":"default"},"spec":{"containers":[{"image":"nginx","imagePullPolicy":"Always","name":"c"}],"priorityClassName":"general"}}`,
+	}, {
+		name:   "configmap: a failed test op is no error; an escaped key",
+		object: configMap("default", map[string]any{"mode": "lax"}),
+		want: map[string]result{
+			"configmap-patches": {"pass", "success"},
+		},
+		patched: `{"apiVersion":"v1","data":{"a/b":"c","mode":"lax"},"kind":"ConfigMap","metadata":{"name":"c","namespace":"default"}}`,
+	}, {
+		name:   "configmap in team-a: the namespaced policy acts in its namespace",
+		object: configMap("team-a", map[string]any{"mode": "strict"}),
+		want: map[string]result{
+			"configmap-patches":  {"pass", "success"},
+			"team-a/team-a-only": {"pass", "success"},
+		},
+		patched: `{"apiVersion":"v1","data":{"a/b":"c","mode":"strict","tested":"yes"},"kind":"ConfigMap","metadata":{"labels":{"tenant":"team-a"},"name":"c","namespace":"team-a"}}`,
+	}, {
+		name:   "configmap: a JSON Patch error leaves the object as it was",
+		object: configMap("default", map[string]any{"remove": "yes"}),
+		want: map[string]result{
+			"configmap-patches": {"error", "failed to evaluate policy: JSON Patch: "},
+		},
+		patched: `{"apiVersion":"v1","data":{"remove":"yes"},"kind":"ConfigMap","metadata":{"name":"c","namespace":"default"}}`,
+	}, {
+		name: "service: merging into an atomic map is refused",
+		object: map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": "s", "namespace": "default"},
+			"spec": map[string]any{"selector": map[string]any{"tier": "front"}}},
+		want: map[string]result{
+			"service-selector": {"error", "failed to evaluate policy: error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: .spec.selector"},
+		},
+		patched: `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s","namespace":"default"},"spec":{"selector":{"tier":"front"}}}`,
+	}, {
+		name: "deployment: the autogen copy mutates the Pod template",
+		object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "d", "namespace": "default"},
+			"spec": map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "d"}}, "template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"app": "d"}},
+				"spec":     map[string]any{"containers": []any{map[string]any{"name": "c", "image": "nginx"}}}}}},
+		want: map[string]result{
+			// add-team-label has a JSONPatch: no autogen copy.
+			"pull-always":   {"skip", "skip"},
+			"node-selector": {"pass", "success"},
+		},
+		patched: `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","namespace":"default"},"spec":{"selector":{"matchLabels":{"app":"d"}},"template":{"metadata":{"labels":{"app":"d","pool":"general"}},"spec":{"containers":[{"image":"nginx","name":"c"}],"priorityClassName":"general"}}}}`,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := &Request{Operation: kyvernov1.Create, Object: tt.object}
+			before, _ := json.Marshal(tt.object)
+			resp := set.Mutate(context.Background(), req)
+			got := map[string]result{}
+			for _, pr := range resp.Policies {
+				if len(pr.Rules) != 1 || pr.Rules[0].Name != "" || pr.Rules[0].Type != TypeMutation {
+					t.Fatalf("%s: want one mutation result with rule \"\", got %+v", pr.Key, pr.Rules)
+				}
+				got[pr.Key] = result{string(pr.Rules[0].Status), pr.Rules[0].Message}
+			}
+			for key, w := range tt.want {
+				g, ok := got[key]
+				if !ok || g.status != w.status || !strings.HasPrefix(g.message, w.message) {
+					t.Errorf("%s: got %+v, want %+v", key, g, w)
+				}
+			}
+			for key, g := range got {
+				if _, ok := tt.want[key]; !ok {
+					t.Errorf("%s: unexpected result %+v", key, g)
+				}
+			}
+			out, _ := json.Marshal(resp.Object)
+			if string(out) != tt.patched {
+				t.Errorf("patched:\n got %s\nwant %s", out, tt.patched)
+			}
+			if after, _ := json.Marshal(tt.object); string(after) != string(before) {
+				t.Errorf("the request's object was changed in place: %s", after)
+			}
+			if string(out) != string(before) && len(resp.Patch) == 0 {
+				t.Error("the object changed but the response has no patch")
+			}
+		})
+	}
+}
+
+// TestMutatingPolicyFaults checks that a MutatingPolicy charter cannot
+// run is refused with the field at fault.
+func TestMutatingPolicyFaults(t *testing.T) {
+	policies, _ := readCELPolicies(t, "../mpol/faults.yaml")
+	for _, p := range policies {
+		want := p.GetAnnotations()["fault"]
+		_, err := Compile([]kyvernov1.PolicyInterface{p})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want an error containing %q", p.GetName(), err, want)
+		}
+	}
+}
