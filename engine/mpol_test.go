@@ -16,7 +16,7 @@ import (
 // field check of ApplyConfiguration, autogen for Pod controllers and the
 // scope of a NamespacedMutatingPolicy.
 func TestMutatingPolicies(t *testing.T) {
-	policies, _ := readCELPolicies(t, "../mpol/policies.yaml")
+	policies, _ := readCELPolicies(t, "mpol/policies.yaml")
 	set, err := Compile(policies)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestMutatingPolicies(t *testing.T) {
 // TestMutatingPolicyFaults checks that a MutatingPolicy charter cannot
 // run is refused with the field at fault.
 func TestMutatingPolicyFaults(t *testing.T) {
-	policies, _ := readCELPolicies(t, "../mpol/faults.yaml")
+	policies, _ := readCELPolicies(t, "mpol/faults.yaml")
 	for _, p := range policies {
 		want := p.GetAnnotations()["fault"]
 		_, err := Compile([]kyvernov1.PolicyInterface{p})
