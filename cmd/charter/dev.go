@@ -82,8 +82,13 @@ With --kubeconfig it uses that cluster instead; on exit it removes
 charter's webhook configurations and leaves the cluster running.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
+			// Ctrl-C on `make run | tee run.log` ends tee too: the next
+			// write to its closed pipe must fail, not kill dev before
+			// it has stopped the control plane.
+			signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+			defer signal.Reset(syscall.SIGPIPE)
 			if !cmd.Flags().Changed("crds") {
 				opts.crds = []string{resolveDefaultCRDDir()}
 			}
@@ -149,6 +154,9 @@ type devEnvironment struct {
 	client         client.Client
 
 	logFile *os.File
+	// removeGitsyncCache removes gitsync's checkouts once the
+	// controllers stopped.
+	removeGitsyncCache func()
 	// stopControllers stops the manager and waits for it; nil until it runs.
 	stopControllers func() error
 	// watcher follows the synced branch; nil when there is none.
@@ -285,6 +293,14 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		// dev is run more than once per process by its tests.
 		repeatable: true,
 	}
+	if e.cp != nil {
+		// In the control plane's folder, removed with it, even when
+		// dev is killed (at the next start: see controlplane).
+		so.gitsyncCacheDir = filepath.Join(e.cp.WorkDir(), "gitsync")
+	}
+	if e.removeGitsyncCache, err = processGitsyncCache(&so); err != nil {
+		return err
+	}
 	mgr, running, err := newControllerManager(e.cfg, so, log)
 	if err != nil {
 		return err
@@ -377,6 +393,9 @@ func (e *devEnvironment) down() error {
 			}
 			cancel()
 		}
+	}
+	if e.removeGitsyncCache != nil {
+		e.removeGitsyncCache()
 	}
 	if e.logFile != nil {
 		_ = e.logFile.Close()

@@ -201,7 +201,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	addImageVerifyFlags(f, &o.images)
 	o.reports.AddFlags(f)
 	o.cleanup.AddFlags(f)
-	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default <temp>/charter-gitsync)")
+	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default: a new folder in the temporary folder, removed on exit)")
 	f.IntVar(&o.gitsyncWorkers, "gitsync-workers", 2, "PolicyRepositories synced at once")
 	f.StringVar(&o.defaultServiceAccount, "default-service-account", "", "ServiceAccount (of the repository's namespace) that gitsync impersonates for a PolicyRepository outside charter's namespace whose spec.serviceAccountName is empty")
 	f.BoolVar(&o.noCrossNamespaceRefs, "no-cross-namespace-refs", false, "a PolicyRepository outside charter's namespace may write only namespaced objects of its own namespace, whatever its ServiceAccount may do")
@@ -288,11 +288,33 @@ func runServe(ctx context.Context, o serveOptions) error {
 	gc.apply()
 	log.Info("garbage collector", "settings", gc.why)
 
+	removeCache, err := processGitsyncCache(&o)
+	if err != nil {
+		return err
+	}
+	defer removeCache()
 	mgr, _, err := newControllerManager(cfg, o, log)
 	if err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// processGitsyncCache gives gitsync a checkout folder of this process's
+// own when --gitsync-cache-dir is not set, and returns what removes it once
+// the manager has stopped. One folder shared by every charter on a machine
+// (as <temp>/charter-gitsync was) let one process remove the checkout
+// another was applying, and was refused to a second user.
+func processGitsyncCache(o *serveOptions) (remove func(), err error) {
+	if o.gitsyncCacheDir != "" || !slices.Contains(o.controllers, controllerGitSync) {
+		return func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "charter-gitsync-")
+	if err != nil {
+		return nil, fmt.Errorf("gitsync cache: %w", err)
+	}
+	o.gitsyncCacheDir = dir
+	return func() { _ = os.RemoveAll(dir) }, nil
 }
 
 // exceptionNamespaces reads --exception-namespaces; without it only

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,10 @@ import (
 // ContextName names the cluster, user and context in the kubeconfig file the
 // control plane writes.
 const ContextName = "charter-local"
+
+// workDirPattern names the work folders a control plane makes for itself
+// in the temporary folder.
+const workDirPattern = "charter-controlplane-*"
 
 const (
 	defaultStartTimeout = 60 * time.Second
@@ -97,10 +102,13 @@ type ControlPlane struct {
 	ownsWorkDir bool
 	keep        bool
 	logs        []*os.File
-	cfg         *rest.Config
-	kubeconfig  string
-	started     bool
-	stopped     bool
+	// lock is held while the control plane runs (see ownerLockFile).
+	lock         *os.File
+	staleRemoved []string
+	cfg          *rest.Config
+	kubeconfig   string
+	started      bool
+	stopped      bool
 }
 
 // New returns a control plane that is not started yet.
@@ -144,6 +152,13 @@ func (c *ControlPlane) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := c.prepareWorkDir(); err != nil {
+		return err
+	}
+	binaries := filepath.Join(c.workDir, "bin")
+	if etcdPath, err = watchedBinary(binaries, etcdPath); err != nil {
+		return err
+	}
+	if apiServerPath, err = watchedBinary(binaries, apiServerPath); err != nil {
 		return err
 	}
 	defer func() {
@@ -202,6 +217,12 @@ func (c *ControlPlane) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("starting etcd and kube-apiserver from %s: %w", binDir, err)
 	}
 	c.cfg = cfg
+	// envtest wrote webhook serving certificates to a temporary folder
+	// of its own (envtest-serving-certs-*) that nothing here uses: remove
+	// it now rather than at Stop, which a killed process never reaches.
+	if err := c.env.WebhookInstallOptions.Cleanup(); err != nil {
+		return fmt.Errorf("removing envtest's serving certificates: %w", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -223,12 +244,29 @@ func (c *ControlPlane) prepareWorkDir() error {
 		c.workDir = c.opts.workDir
 		return os.MkdirAll(c.workDir, 0o700)
 	}
-	dir, err := os.MkdirTemp("", "charter-controlplane-")
+	// A control plane whose process was killed left its folder behind
+	// (its etcd and kube-apiserver died with it: see watchedBinary).
+	// Failing to clean someone's leftovers is no reason not to start.
+	c.staleRemoved, _ = RemoveStaleWorkDirs("")
+	dir, err := os.MkdirTemp("", strings.TrimSuffix(workDirPattern, "*"))
 	if err != nil {
 		return fmt.Errorf("creating the control plane work folder: %w", err)
 	}
 	c.workDir, c.ownsWorkDir = dir, true
+	if !c.keep {
+		if c.lock, err = lockWorkDir(dir); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// StaleWorkDirsRemoved lists the work folders of killed control planes
+// that Start removed.
+func (c *ControlPlane) StaleWorkDirsRemoved() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.staleRemoved)
 }
 
 func (c *ControlPlane) openLog(name string) (*os.File, error) {
@@ -349,10 +387,8 @@ func (c *ControlPlane) stopLocked() error {
 		if err := c.env.ControlPlane.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stopping the control plane: %w", err))
 		}
-		// envtest.Environment.Start writes webhook serving certificates
-		// to a temporary folder of its own (envtest-serving-certs-*) that
-		// only Environment.Stop removes; stopping the control plane
-		// alone left one behind per run.
+		// In case Start failed before removing envtest's serving
+		// certificates (see Start).
 		if err := c.env.WebhookInstallOptions.Cleanup(); err != nil {
 			errs = append(errs, fmt.Errorf("removing envtest's serving certificates: %w", err))
 		}
@@ -367,6 +403,10 @@ func (c *ControlPlane) stopLocked() error {
 			errs = append(errs, fmt.Errorf("removing the control plane work folder: %w", err))
 		}
 	}
+	if err := unlockWorkDir(c.lock, c.keep); err != nil {
+		errs = append(errs, fmt.Errorf("unlocking the control plane work folder: %w", err))
+	}
+	c.lock = nil
 	return errors.Join(errs...)
 }
 

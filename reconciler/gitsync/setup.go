@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,7 +23,11 @@ const ControllerName = "charter-gitsync"
 
 // Options configure Setup.
 type Options struct {
-	// CacheDir holds the checkouts; <temp>/charter-gitsync when empty.
+	// CacheDir holds the checkouts. When empty, a new folder
+	// (<temp>/charter-gitsync-*) that Setup's caller never learns and
+	// nothing removes: charter serve passes one it removes on exit. A
+	// folder shared by processes or users would let one remove the
+	// checkout another applies, or be refused to the other user.
 	CacheDir string
 	// MaxConcurrentReconciles is how many repositories sync at once; 2
 	// when zero.
@@ -47,7 +50,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return errors.New("gitsync: charter's namespace (Tenancy.Namespace) is required: its repositories are the only ones that write as charter")
 	}
 	if opts.CacheDir == "" {
-		opts.CacheDir = filepath.Join(os.TempDir(), "charter-gitsync")
+		dir, err := os.MkdirTemp("", "charter-gitsync-")
+		if err != nil {
+			return fmt.Errorf("gitsync cache: %w", err)
+		}
+		opts.CacheDir = dir
 	}
 	if err := os.MkdirAll(opts.CacheDir, 0o700); err != nil {
 		return fmt.Errorf("gitsync cache: %w", err)
