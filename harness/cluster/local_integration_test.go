@@ -133,7 +133,10 @@ func TestLocalClusterServesCharterAPIs(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(cfg)
 
 	// A ClusterPolicy, then a Ready condition on its status subresource:
-	// readiness lives in status, never in spec.
+	// readiness lives in status, never in spec. So do admission and
+	// background with their defaults applied, as charter's status
+	// controller writes them: the spec leaves admission out, and the
+	// ADMISSION column still reads true.
 	cpol, err := dyn.Resource(clusterPolicies).Create(ctx, readObject(t, "clusterpolicy.yaml"), metav1.CreateOptions{FieldValidation: "Strict"})
 	if err != nil {
 		t.Fatalf("creating the ClusterPolicy: %v", err)
@@ -144,6 +147,12 @@ func TestLocalClusterServesCharterAPIs(t *testing.T) {
 		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
 	}
 	if err := unstructured.SetNestedSlice(cpol.Object, []any{ready}, "status", "conditions"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(cpol.Object, true, "status", "admission"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(cpol.Object, false, "status", "background"); err != nil {
 		t.Fatal(err)
 	}
 	cpol, err = dyn.Resource(clusterPolicies).UpdateStatus(ctx, cpol, metav1.UpdateOptions{})

@@ -59,6 +59,14 @@ func TestPolicyStatusAndEventsOnRealAPIServer(t *testing.T) {
 		if p.Status.Ready != nil {
 			t.Errorf("deprecated status.ready = %v, want unset", *p.Status.Ready)
 		}
+		// kubectl get cpol's ADMISSION and BACKGROUND columns read
+		// status: set with their defaults, and spec left as written.
+		if p.Status.Admission == nil || !*p.Status.Admission || p.Status.Background == nil || !*p.Status.Background {
+			t.Errorf("status admission %v, background %v; want true, true", p.Status.Admission, p.Status.Background)
+		}
+		if p.Spec.Admission != nil || p.Spec.Background != nil {
+			t.Errorf("spec rewritten: admission %v, background %v", p.Spec.Admission, p.Spec.Background)
+		}
 		if p.Status.RuleCount.Validate != 1 || len(p.Status.Autogen.Rules) != 2 || p.Status.Autogen.Rules[0].Name != "autogen-check-for-labels" {
 			t.Errorf("rulecount %+v, autogen rules %d", p.Status.RuleCount, len(p.Status.Autogen.Rules))
 		}

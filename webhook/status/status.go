@@ -126,8 +126,9 @@ func faultMessage(faults engine.CompileErrors) string {
 
 // Desired returns p's status with the verdict applied: the Ready condition
 // (its lastTransitionTime moves only when its status flips), the
-// deprecated status.ready cleared as Kyverno does, the autogen rules and
-// the rule counts. Fields charter does not own (validatingadmissionpolicy)
+// deprecated status.ready cleared as Kyverno does, the autogen rules, the
+// rule counts and the admission and background settings with their
+// defaults applied. Fields charter does not own (validatingadmissionpolicy)
 // are kept.
 func Desired(p kyvernov1.PolicyInterface, v Verdict) *kyvernov1.PolicyStatus {
 	st := p.GetStatus().DeepCopy()
@@ -150,6 +151,10 @@ func Desired(p kyvernov1.PolicyInterface, v Verdict) *kyvernov1.PolicyStatus {
 	// compile: its faults may point into status.autogen.rules.
 	st.Autogen.Rules, _ = autogen.GeneratedRules(p)
 	st.RuleCount = ruleCount(p.GetSpec())
+	// What the printer columns show: the spec's setting or its default,
+	// never written back into spec.
+	admission, background := p.GetSpec().AdmissionProcessingEnabled(), p.GetSpec().BackgroundProcessingEnabled()
+	st.Admission, st.Background = &admission, &background
 	return st
 }
 

@@ -143,6 +143,18 @@ func TestDesiredShape(t *testing.T) {
 		t.Errorf("rulecount %+v", st.RuleCount)
 	}
 
+	// kubectl get cpol's ADMISSION and BACKGROUND columns read these:
+	// the spec's settings with their defaults, set for every policy.
+	if st.Admission == nil || !*st.Admission || st.Background == nil || !*st.Background {
+		t.Errorf("admission %v, background %v; want true, true (both defaulted)", st.Admission, st.Background)
+	}
+	if p.GetSpec().Admission != nil || p.GetSpec().Background != nil {
+		t.Errorf("Desired wrote the defaults into spec: admission %v, background %v", p.GetSpec().Admission, p.GetSpec().Background)
+	}
+	if bg := Desired(load(t, "background-only.yaml"), Verdict{Ready: true, Generation: 1}); bg.Admission == nil || *bg.Admission || bg.Background == nil || !*bg.Background {
+		t.Errorf("admission: false policy: admission %v, background %v; want false, true", bg.Admission, bg.Background)
+	}
+
 	team := Desired(load(t, "team-policy.yaml"), Verdict{Ready: true, Generation: 2, Message: MessageReady})
 	if team.RuleCount != (kyvernov1.RuleCountStatus{Validate: 1, Mutate: 1}) || len(team.Autogen.Rules) != 0 {
 		t.Errorf("ConfigMap policy: rulecount %+v, autogen %d rules", team.RuleCount, len(team.Autogen.Rules))

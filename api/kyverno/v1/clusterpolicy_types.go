@@ -14,8 +14,8 @@ const ClusterPolicyKind = "ClusterPolicy"
 // +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=clusterpolicies,scope=Cluster,shortName=cpol,categories=kyverno;charter
-// +kubebuilder:printcolumn:name="ADMISSION",type=boolean,JSONPath=".spec.admission"
-// +kubebuilder:printcolumn:name="BACKGROUND",type=boolean,JSONPath=".spec.background"
+// +kubebuilder:printcolumn:name="ADMISSION",type=boolean,JSONPath=".status.admission"
+// +kubebuilder:printcolumn:name="BACKGROUND",type=boolean,JSONPath=".status.background"
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`

@@ -27,6 +27,18 @@ type PolicyStatus struct {
 	// +optional
 	Ready *bool `json:"ready,omitempty"`
 
+	// Admission is spec.admission with its default applied: whether the
+	// rules apply at admission. Set by charter, so `kubectl get cpol`
+	// shows it whether or not the spec says it, without defaulting spec.
+	// +optional
+	Admission *bool `json:"admission,omitempty"`
+
+	// Background is spec.background with its default applied: whether
+	// background scans (and, for generate and mutate-existing rules,
+	// existing resources) are processed. Set by charter, as Admission.
+	// +optional
+	Background *bool `json:"background,omitempty"`
+
 	// Conditions are the policy's conditions, e.g. Ready.
 	// +optional
 	// +listType=map
