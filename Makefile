@@ -11,6 +11,15 @@ LDFLAGS       := -s -w -X github.com/charter-dev/charter/internal/version.Versio
 CONTROLLER_GEN_VERSION ?= v0.23.0
 CONTROLLER_GEN := $(BIN)/controller-gen
 KIND_CLUSTER  ?= charter
+# hack/docker/setup.sh runs dockerd on its own socket (so that e2e runs which
+# pick kind whenever Docker answers keep the local provider); the kind and
+# image targets use it when it is there and DOCKER_HOST is unset.
+CHARTER_DOCKER_SOCKET := /run/charter-docker/docker.sock
+ifeq ($(origin DOCKER_HOST),undefined)
+ifneq ($(wildcard $(CHARTER_DOCKER_SOCKET)),)
+KIND_DOCKER_ENV := DOCKER_HOST=unix://$(CHARTER_DOCKER_SOCKET)
+endif
+endif
 E2E_PROVIDER  ?=
 E2E_LABELS    ?=
 GOTEST_FLAGS  ?=
@@ -91,8 +100,16 @@ $(CONTROLLER_GEN):
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 
 .PHONY: docker-build
-docker-build: ## Build the container image $(IMG).
+docker-build: ## Build the container image $(IMG) with a registry (Dockerfile: Go image, then FROM scratch).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+.PHONY: image
+image: ## Build the image $(IMG) FROM scratch without a registry: static binary built here, CA certificates, non-root user.
+	$(KIND_DOCKER_ENV) hack/image/build.sh $(IMG) $(VERSION)
+
+.PHONY: docker-setup
+docker-setup: ## Install Debian's Docker and start dockerd with a runtime that lets privileged containers (kind nodes) start without CAP_SYS_RESOURCE.
+	hack/docker/setup.sh
 
 ##@ Test
 
