@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,6 +41,31 @@ spec:
     validate: {failureAction: Enforce, message: no Pods, deny: {}}
 `
 
+const denyPodsVPol = `
+apiVersion: policies.kyverno.io/v1
+kind: ValidatingPolicy
+metadata: {name: deny-pods-cel}
+spec:
+  validationActions: [Deny]
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  validations:
+  - {expression: "false", message: no Pods}
+`
+
+// celPodException exempts Pods in namespace for from the ValidatingPolicy
+// deny-pods-cel.
+func celPodException(namespace, name, forNamespace string) *policiesv1.PolicyException {
+	return &policiesv1.PolicyException{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: policiesv1.PolicyExceptionSpec{
+			PolicyRefs:      []policiesv1.PolicyRef{{Name: "deny-pods-cel", Kind: policiesv1.ValidatingPolicyKind}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "ns", Expression: "object.metadata.namespace == '" + forNamespace + "'"}},
+		},
+	}
+}
+
 // podException exempts Pods in namespace for from deny-pods.
 func podException(namespace, name, forNamespace string) *kyvernov2.PolicyException {
 	return &kyvernov2.PolicyException{
@@ -56,7 +84,8 @@ func podException(namespace, name, forNamespace string) *kyvernov2.PolicyExcepti
 // trusted namespace's exceptions to any namespace; team-b's exception for
 // itself is in no set (admission's snapshot nor Installed, which every
 // other controller compiles from) and gets one Warning event saying why,
-// once per generation of the exception.
+// once per generation of the exception. The same holds for a
+// policies.kyverno.io PolicyException of a ValidatingPolicy.
 func TestExceptionNamespacesOnAPIServer(t *testing.T) {
 	root, err := controlplane.ModuleRoot()
 	if err != nil {
@@ -100,8 +129,13 @@ func TestExceptionNamespacesOnAPIServer(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(denyPods), &policy); err != nil {
 		t.Fatal(err)
 	}
+	var vpol policiesv1.ValidatingPolicy
+	if err := yaml.UnmarshalStrict([]byte(denyPodsVPol), &vpol); err != nil {
+		t.Fatal(err)
+	}
 	platform, teamB := podException("platform", "let-team-a", "team-a"), podException("team-b", "let-me-in", "team-b")
-	for _, obj := range []client.Object{&policy, platform, teamB} {
+	celPlatform, celTeamB := celPodException("platform", "cel-let-team-a", "team-a"), celPodException("team-b", "cel-let-me-in", "team-b")
+	for _, obj := range []client.Object{&policy, platform, teamB, &vpol, celPlatform, celTeamB} {
 		if err := cl.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
@@ -124,29 +158,38 @@ func TestExceptionNamespacesOnAPIServer(t *testing.T) {
 	if len(in.Exceptions) != 1 || in.Exceptions[0].Namespace != "platform" {
 		t.Errorf("Installed exceptions %v, want platform/let-team-a only", exceptionKeys(in.Exceptions))
 	}
+	if len(in.CELExceptions) != 1 || in.CELExceptions[0].Namespace != "platform" {
+		t.Errorf("Installed CEL exceptions %d, want platform/cel-let-team-a only", len(in.CELExceptions))
+	}
+	// verdict is each policy's result ("<kind> <status>") for a Pod in ns.
 	verdict := func(ns string) string {
 		pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "web", "namespace": ns}}
-		resp := state.Policies.Snapshot().Fail.Validate(ctx, &engine.Request{Object: pod})
-		if len(resp.Policies) != 1 || len(resp.Policies[0].Rules) != 1 {
-			return fmt.Sprintf("%d policy responses", len(resp.Policies))
+		req := &engine.Request{Object: pod, Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}}
+		resp := state.Policies.Snapshot().Fail.Validate(ctx, req)
+		var out []string
+		for _, p := range resp.Policies {
+			for _, r := range p.Rules {
+				out = append(out, p.Policy.GetKind()+" "+string(r.Status))
+			}
 		}
-		return string(resp.Policies[0].Rules[0].Status)
+		sort.Strings(out)
+		return strings.Join(out, ", ")
 	}
-	if got := verdict("team-a"); got != "skip" {
-		t.Errorf("Pod in team-a: %s, want skip (the platform team's exception)", got)
+	if got, want := verdict("team-a"), "ClusterPolicy skip, ValidatingPolicy skip"; got != want {
+		t.Errorf("Pod in team-a: %s, want %s (the platform team's exceptions)", got, want)
 	}
-	if got := verdict("team-b"); got != "fail" {
-		t.Errorf("Pod in team-b: %s, want fail (team-b's own exception is ignored)", got)
+	if got, want := verdict("team-b"), "ClusterPolicy fail, ValidatingPolicy fail"; got != want {
+		t.Errorf("Pod in team-b: %s, want %s (team-b's own exceptions are ignored)", got, want)
 	}
 
-	ignoredEvents := func() (int, string) {
+	ignoredEventsOf := func(name string) (int, string) {
 		events, err := kube.EventsV1().Events("team-b").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		n, msg := 0, ""
 		for _, ev := range events.Items {
-			if ev.Regarding.Kind == "PolicyException" && ev.Regarding.Name == "let-me-in" && ev.Reason == ReasonExceptionIgnored {
+			if ev.Regarding.Kind == "PolicyException" && ev.Regarding.Name == name && ev.Reason == ReasonExceptionIgnored {
 				n, msg = n+1, ev.Note
 				if ev.Series != nil {
 					n += int(ev.Series.Count) - 1
@@ -155,6 +198,13 @@ func TestExceptionNamespacesOnAPIServer(t *testing.T) {
 		}
 		return n, msg
 	}
+	ignoredEvents := func() (int, string) { return ignoredEventsOf("let-me-in") }
+	eventually(t, "the event on team-b's CEL exception", func() error {
+		if n, msg := ignoredEventsOf("cel-let-me-in"); n != 1 || !strings.Contains(msg, `PolicyException team-b/cel-let-me-in is ignored`) {
+			return fmt.Errorf("%d events, last %q", n, msg)
+		}
+		return nil
+	})
 	eventually(t, "the event on team-b's exception", func() error {
 		if n, msg := ignoredEvents(); n != 1 || !strings.Contains(msg, `only from namespace platform (--exception-namespaces=platform), not from "team-b"`) {
 			return fmt.Errorf("%d events, last %q", n, msg)

@@ -13,6 +13,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/cleanuppolicies"
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycache"
@@ -42,8 +43,9 @@ type State struct {
 // generation of the exception and replica.
 func New(mgr manager.Manager, log logr.Logger, opts ...Option) (*State, error) {
 	sch := mgr.GetScheme()
-	if !sch.Recognizes(kyvernov1.GroupVersion.WithKind("ClusterPolicy")) || !sch.Recognizes(kyvernov2.GroupVersion.WithKind("PolicyException")) {
-		return nil, errors.New("clusterstate: the manager's scheme lacks the kyverno.io/v1 and v2 types")
+	if !sch.Recognizes(kyvernov1.GroupVersion.WithKind("ClusterPolicy")) || !sch.Recognizes(kyvernov2.GroupVersion.WithKind("PolicyException")) ||
+		!sch.Recognizes(policiesv1.GroupVersion.WithKind(policiesv1.PolicyExceptionKind)) {
+		return nil, errors.New("clusterstate: the manager's scheme lacks the kyverno.io/v1 and v2 or policies.kyverno.io/v1 types")
 	}
 	s, err := NewForCache(mgr.GetConfig(), mgr.GetCache(), log, opts...)
 	if err != nil {

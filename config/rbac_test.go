@@ -40,6 +40,7 @@ var reviewed = map[string][]grant{
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "policy cache informers"},
 		{cluster, "kyverno.io", "clusterpolicies/status,policies/status", "get,update,patch", "policy Ready status"},
 		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies", "get,list,watch", "policy cache informers"},
+		{cluster, "policies.kyverno.io", "policyexceptions", "get,list,watch", "the shared policy cache watches CEL PolicyExceptions"},
 		{cluster, "policies.kyverno.io", "validatingpolicies/status,namespacedvalidatingpolicies/status", "get,update,patch", "policy Ready status"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector, enforcement label"},
 		{cluster, "", "configmaps", "get", "configMap context entries"},
@@ -58,6 +59,7 @@ var reviewed = map[string][]grant{
 	"charter-reports": {
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "background policies"},
 		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies", "get,list,watch", "background policies"},
+		{cluster, "policies.kyverno.io", "policyexceptions", "get,list,watch", "the shared policy cache watches CEL PolicyExceptions"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector"},
 		{cluster, "", "configmaps", "get", "configMap context entries"},
 		{cluster, "wgpolicyk8s.io", "policyreports,clusterpolicyreports", "get,list,create,update,delete", "one report per resource"},
@@ -81,6 +83,7 @@ var reviewed = map[string][]grant{
 	"charter-background": {
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "generate and mutate-existing rules"},
 		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies", "get,list,watch", "the shared policy cache watches them"},
+		{cluster, "policies.kyverno.io", "policyexceptions", "get,list,watch", "the shared policy cache watches CEL PolicyExceptions"},
 		{cluster, "kyverno.io", "updaterequests", "get,list,watch,delete", "its work queue"},
 		{cluster, "kyverno.io", "updaterequests/status", "get,update,patch", "UpdateRequest state"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector, Namespace triggers"},
@@ -99,6 +102,7 @@ var reviewed = map[string][]grant{
 		{cluster, "kyverno.io", "cleanuppolicies/status,clustercleanuppolicies/status", "get,update,patch", "last run, Ready/Stalled"},
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "the process's shared policy cache (clusterstate)"},
 		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies", "get,list,watch", "the process's shared policy cache (clusterstate)"},
+		{cluster, "policies.kyverno.io", "policyexceptions", "get,list,watch", "the shared policy cache watches CEL PolicyExceptions"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector"},
 		{cluster, "apiextensions.k8s.io", "customresourcedefinitions", "get,list,watch", "TTL kinds rediscovered as CRDs come and go"},
 		{cluster, "authorization.k8s.io", "selfsubjectaccessreviews", "create", "TTL kinds: may it list, watch and delete"},

@@ -101,7 +101,7 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 		set.exceptions = append(set.exceptions, e)
 	}
 	for _, ex := range cfg.celExceptions {
-		e, eerrs := set.compileCELException(ex)
+		e, eerrs := set.compileCELException(ex.src, ex.scope)
 		if len(eerrs) > 0 {
 			errs = append(errs, eerrs...)
 			continue

@@ -113,9 +113,10 @@ func (c *Compiler) Exception(src *kyvernov2.PolicyException) *CompiledException 
 	return &CompiledException{key: ex.key, source: src, ex: ex}
 }
 
-// CELException compiles one policies.kyverno.io PolicyException.
-func (c *Compiler) CELException(src *policiesv1.PolicyException) *CompiledException {
-	ex, errs := c.scratch().compileCELException(src)
+// CELException compiles one policies.kyverno.io PolicyException acting in
+// scope.
+func (c *Compiler) CELException(src *policiesv1.PolicyException, scope ExceptionScope) *CompiledException {
+	ex, errs := c.scratch().compileCELException(src, scope)
 	key := src.Name
 	if src.Namespace != "" {
 		key = src.Namespace + "/" + src.Name

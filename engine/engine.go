@@ -64,7 +64,12 @@ type CompileOption func(*compileConfig)
 
 type compileConfig struct {
 	exceptions    []*kyvernov2.PolicyException
-	celExceptions []*policiesv1.PolicyException
+	celExceptions []scopedCELException
+}
+
+type scopedCELException struct {
+	src   *policiesv1.PolicyException
+	scope ExceptionScope
 }
 
 // WithExceptions makes the PolicyExceptions part of the set: a rule they

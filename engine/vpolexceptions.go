@@ -21,19 +21,47 @@ type celException struct {
 	compiler   *plugincel.CompositedCompiler
 	conditions []celProgram
 	priority   int
+	scope      ExceptionScope
 }
+
+// ExceptionScope says where a policies.kyverno.io PolicyException acts.
+type ExceptionScope int
+
+const (
+	// ExceptionOwnNamespace: on requests in the exception's namespace
+	// only (charter test and apply, and any exception charter does not
+	// trust more).
+	ExceptionOwnNamespace ExceptionScope = iota
+	// ExceptionAnyNamespace: on every request its matchConditions select,
+	// as Kyverno applies the exceptions of its --exceptionNamespace; the
+	// cluster gives this scope to exceptions from the namespaces of
+	// --exception-namespaces, and ignores the others.
+	ExceptionAnyNamespace
+)
 
 // PriorityLabel orders exceptions that exempt the same request: the
 // highest decides the result (skip or pass).
 const PriorityLabel = "polex.kyverno.io/priority"
 
 // WithCELExceptions makes policies.kyverno.io PolicyExceptions part of the
-// set. An exception acts only on requests in its own namespace.
+// set. An exception acts only on requests in its own namespace
+// (ExceptionOwnNamespace).
 func WithCELExceptions(exceptions []*policiesv1.PolicyException) CompileOption {
-	return func(c *compileConfig) { c.celExceptions = append(c.celExceptions, exceptions...) }
+	return WithScopedCELExceptions(ExceptionOwnNamespace, exceptions)
 }
 
-func (s *PolicySet) compileCELException(src *policiesv1.PolicyException) (*celException, CompileErrors) {
+// WithScopedCELExceptions makes policies.kyverno.io PolicyExceptions part
+// of the set, acting in scope: the controllers compile the exceptions of
+// trusted namespaces with ExceptionAnyNamespace.
+func WithScopedCELExceptions(scope ExceptionScope, exceptions []*policiesv1.PolicyException) CompileOption {
+	return func(c *compileConfig) {
+		for _, ex := range exceptions {
+			c.celExceptions = append(c.celExceptions, scopedCELException{src: ex, scope: scope})
+		}
+	}
+}
+
+func (s *PolicySet) compileCELException(src *policiesv1.PolicyException, scope ExceptionScope) (*celException, CompileErrors) {
 	key := src.Name
 	if src.Namespace != "" {
 		key = src.Namespace + "/" + src.Name
@@ -55,7 +83,7 @@ func (s *PolicySet) compileCELException(src *policiesv1.PolicyException) (*celEx
 	default:
 		f.add("spec.reportResult", fmt.Sprintf("unknown result %q, want skip or pass", src.Spec.ReportResult))
 	}
-	ex := &celException{src: src, key: key}
+	ex := &celException{src: src, key: key, scope: scope}
 	if v, ok := src.Labels[PriorityLabel]; ok {
 		ex.priority, _ = strconv.Atoi(v)
 	}
@@ -127,8 +155,9 @@ func (p *Policy) celExceptions(e *celEvaluator, in *requestView) (map[string]any
 		if !ex.refers(p.source.GetKind(), p.source.GetName()) {
 			continue
 		}
-		// Tenancy: an exception acts in its own namespace only.
-		if ex.src.Namespace != "" && ex.src.Namespace != in.scope {
+		// Tenancy: an exception acts in its own namespace only, unless
+		// it comes from a namespace trusted with any.
+		if ex.scope == ExceptionOwnNamespace && ex.src.Namespace != "" && ex.src.Namespace != in.scope {
 			continue
 		}
 		cctx := ex.compiler.CreateContext(e.ctx)

@@ -10,6 +10,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 )
 
@@ -29,13 +30,15 @@ type Builder struct {
 	compiler *engine.Compiler
 	// compilePolicy and compileException compile one object; tests wrap
 	// them to count compiles.
-	compilePolicy    func(kyvernov1.PolicyInterface) *engine.CompiledPolicy
-	compileException func(*kyvernov2.PolicyException) *engine.CompiledException
+	compilePolicy       func(kyvernov1.PolicyInterface) *engine.CompiledPolicy
+	compileException    func(*kyvernov2.PolicyException) *engine.CompiledException
+	compileCELException func(*policiesv1.PolicyException) *engine.CompiledException
 
 	mu sync.Mutex
 	// policies and exceptions are the units of the last build, by key.
-	policies   map[string]*engine.CompiledPolicy
-	exceptions map[string]*engine.CompiledException
+	policies      map[string]*engine.CompiledPolicy
+	exceptions    map[string]*engine.CompiledException
+	celExceptions map[string]*engine.CompiledException
 	// last is the last snapshot built, and the unit lists it was
 	// assembled from.
 	last                 *Snapshot
@@ -59,7 +62,12 @@ type BuildStats struct {
 // everything.
 func NewBuilder() *Builder {
 	c := engine.NewCompiler()
-	return &Builder{compiler: c, compilePolicy: c.Policy, compileException: c.Exception}
+	return &Builder{compiler: c, compilePolicy: c.Policy, compileException: c.Exception,
+		compileCELException: func(ex *policiesv1.PolicyException) *engine.CompiledException {
+			// The cache hands over trusted exceptions only (see
+			// ExceptionNamespaces): they act in any namespace.
+			return c.CELException(ex, engine.ExceptionAnyNamespace)
+		}}
 }
 
 // Build returns the snapshot of the policies that run at admission
@@ -74,6 +82,14 @@ func NewBuilder() *Builder {
 // came from an API server, are compared by spec). Its Source may then
 // differ from the object passed in by status and resourceVersion only.
 func (b *Builder) Build(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException) (*Snapshot, BuildStats) {
+	return b.BuildInstalled(&Installed{Policies: policies, Exceptions: exceptions})
+}
+
+// BuildInstalled is Build of the policies and both groups' exceptions of
+// in. The policies.kyverno.io exceptions act in any namespace: pass only
+// those of trusted namespaces (the Cache does).
+func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
+	policies, exceptions := in.Policies, in.Exceptions
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var stats BuildStats
@@ -114,7 +130,20 @@ func (b *Builder) Build(policies []kyvernov1.PolicyInterface, exceptions []*kyve
 		exUnits[key] = u
 		exList = append(exList, u)
 	}
-	b.policies, b.exceptions = units, exUnits
+	celUnits := make(map[string]*engine.CompiledException, len(in.CELExceptions))
+	for _, ex := range sortedExceptions(in.CELExceptions) {
+		key := exceptionKey(ex)
+		u, ok := b.celExceptions[key]
+		if ok && sameObject(u.CELSource(), ex, &u.CELSource().Spec, &ex.Spec) {
+			stats.ExceptionsReused++
+		} else {
+			u = b.compileCELException(ex)
+			stats.ExceptionsCompiled++
+		}
+		celUnits[key] = u
+		exList = append(exList, u)
+	}
+	b.policies, b.exceptions, b.celExceptions = units, exUnits, celUnits
 
 	if b.last != nil && sameUnits(fail, b.lastFail) && sameUnits(ignore, b.lastIgnore) && sameUnits(exList, b.lastExceptions) {
 		return b.last, stats
@@ -177,15 +206,15 @@ func sameUnits[T comparable](a, b []T) bool {
 	return true
 }
 
-func exceptionKey(ex *kyvernov2.PolicyException) string {
-	if ex.Namespace != "" {
-		return ex.Namespace + "/" + ex.Name
+func exceptionKey(ex metav1.Object) string {
+	if ns := ex.GetNamespace(); ns != "" {
+		return ns + "/" + ex.GetName()
 	}
-	return ex.Name
+	return ex.GetName()
 }
 
-func sortedExceptions(in []*kyvernov2.PolicyException) []*kyvernov2.PolicyException {
-	out := append([]*kyvernov2.PolicyException(nil), in...)
+func sortedExceptions[T metav1.Object](in []T) []T {
+	out := append([]T(nil), in...)
 	sort.SliceStable(out, func(i, j int) bool { return exceptionKey(out[i]) < exceptionKey(out[j]) })
 	return out
 }

@@ -72,6 +72,11 @@ type Installed struct {
 	Policies []kyvernov1.PolicyInterface
 	// Exceptions are sorted by namespace and name.
 	Exceptions []*kyvernov2.PolicyException
+	// CELExceptions are the policies.kyverno.io PolicyExceptions, sorted
+	// by namespace and name. Like Exceptions they come from trusted
+	// namespaces only, and so act in any namespace
+	// (engine.ExceptionAnyNamespace).
+	CELExceptions []*policiesv1.PolicyException
 	// Generation counts the rebuilds that read the installed objects,
 	// starting at 1.
 	Generation uint64
@@ -169,7 +174,8 @@ func (c *Cache) NeedLeaderElection() bool { return false }
 // and exceptions that changed (see Builder).
 func (c *Cache) Start(ctx context.Context) error {
 	for _, obj := range []client.Object{&kyvernov1.ClusterPolicy{}, &kyvernov1.Policy{},
-		&policiesv1.ValidatingPolicy{}, &policiesv1.NamespacedValidatingPolicy{}, &kyvernov2.PolicyException{}, &corev1.Namespace{}} {
+		&policiesv1.ValidatingPolicy{}, &policiesv1.NamespacedValidatingPolicy{}, &kyvernov2.PolicyException{},
+		&policiesv1.PolicyException{}, &corev1.Namespace{}} {
 		inf, err := c.reader.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("policy cache: informer for %T: %w", obj, err)
@@ -288,14 +294,23 @@ func (c *Cache) rebuild(ctx context.Context) error {
 	for i := range exs.Items {
 		exceptions = append(exceptions, &exs.Items[i])
 	}
+	var celExs policiesv1.PolicyExceptionList
+	if err := c.reader.List(ctx, &celExs); err != nil {
+		return fmt.Errorf("listing policies.kyverno.io PolicyExceptions: %w", err)
+	}
+	celExceptions := make([]*policiesv1.PolicyException, 0, len(celExs.Items))
+	for i := range celExs.Items {
+		celExceptions = append(celExceptions, &celExs.Items[i])
+	}
 	// Exceptions from untrusted namespaces go no further: neither the
 	// admission snapshot nor Installed, which every other controller
 	// compiles from, holds them.
-	exceptions, ignored := c.exceptionNamespaces.trustedExceptions(exceptions)
-	c.reportIgnored(ignored)
-	c.publishInstalled(policies, exceptions)
+	exceptions, ignored := trustedExceptions(c.exceptionNamespaces, exceptions)
+	celExceptions, celIgnored := trustedExceptions(c.exceptionNamespaces, celExceptions)
+	c.reportIgnored(append(ignored, celIgnored...))
+	in := c.publishInstalled(policies, exceptions, celExceptions)
 	start := time.Now()
-	s, stats := c.builder.Build(policies, exceptions)
+	s, stats := c.builder.BuildInstalled(in)
 	if !stats.Changed {
 		c.log.V(1).Info("policy snapshot unchanged", "generation", s.Generation)
 		return nil
@@ -306,7 +321,7 @@ func (c *Cache) rebuild(ctx context.Context) error {
 	for _, f := range s.Errors {
 		c.log.Info("policy left out of admission: it does not compile", "fault", f.Error())
 	}
-	c.log.V(1).Info("policy snapshot published", "generation", s.Generation, "policies", len(s.Policies()), "exceptions", len(exceptions),
+	c.log.V(1).Info("policy snapshot published", "generation", s.Generation, "policies", len(s.Policies()), "exceptions", len(exceptions)+len(celExceptions),
 		"policiesCompiled", stats.PoliciesCompiled, "policiesReused", stats.PoliciesReused,
 		"exceptionsCompiled", stats.ExceptionsCompiled, "exceptionsReused", stats.ExceptionsReused, "took", time.Since(start))
 	c.mu.Lock()
@@ -339,11 +354,12 @@ func (c *Cache) reportIgnored(ignored []IgnoredException) {
 	}
 }
 
-func (c *Cache) publishInstalled(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException) {
+func (c *Cache) publishInstalled(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException, celExceptions []*policiesv1.PolicyException) *Installed {
 	in := &Installed{
-		Policies:   sortedPolicies(policies),
-		Exceptions: sortedExceptions(exceptions),
-		Generation: c.installed.Load().Generation + 1,
+		Policies:      sortedPolicies(policies),
+		Exceptions:    sortedExceptions(exceptions),
+		CELExceptions: sortedExceptions(celExceptions),
+		Generation:    c.installed.Load().Generation + 1,
 	}
 	c.installed.Store(in)
 	c.mu.Lock()
@@ -352,6 +368,7 @@ func (c *Cache) publishInstalled(policies []kyvernov1.PolicyInterface, exception
 	for _, fn := range listeners {
 		fn(in)
 	}
+	return in
 }
 
 // NamespaceLabels returns a namespace's labels from the informer, for

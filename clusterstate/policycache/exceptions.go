@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ExceptionNamespaces are the namespaces whose PolicyExceptions charter
@@ -66,9 +66,10 @@ func (e ExceptionNamespaces) String() string {
 	return strings.Join(e.names, ",")
 }
 
-// IgnoredReason says why an exception from an untrusted namespace is
-// ignored, for the event on it and the warning when it is applied.
-func (e ExceptionNamespaces) IgnoredReason(ex *kyvernov2.PolicyException) string {
+// IgnoredReason says why an exception (kyverno.io or policies.kyverno.io)
+// from an untrusted namespace is ignored, for the event on it and the
+// warning when it is applied.
+func (e ExceptionNamespaces) IgnoredReason(ex metav1.Object) string {
 	trusted := "no namespace"
 	if len(e.names) > 0 {
 		trusted = "namespace"
@@ -78,25 +79,26 @@ func (e ExceptionNamespaces) IgnoredReason(ex *kyvernov2.PolicyException) string
 		trusted += " " + strings.Join(e.names, ", ")
 	}
 	return fmt.Sprintf("PolicyException %s/%s is ignored: charter honours PolicyExceptions only from %s (--exception-namespaces=%s), not from %q",
-		ex.Namespace, ex.Name, trusted, e.String(), ex.Namespace)
+		ex.GetNamespace(), ex.GetName(), trusted, e.String(), ex.GetNamespace())
 }
 
 // IgnoredException is an exception left out because its namespace is not
-// trusted, with the reason.
+// trusted, with the reason: a *kyvernov2.PolicyException or a
+// *policiesv1.PolicyException.
 type IgnoredException struct {
-	Exception *kyvernov2.PolicyException
+	Exception client.Object
 	Reason    string
 }
 
-// trustedExceptions splits exceptions into those honoured and those
-// ignored.
-func (e ExceptionNamespaces) trustedExceptions(exceptions []*kyvernov2.PolicyException) (trusted []*kyvernov2.PolicyException, ignored []IgnoredException) {
+// trustedExceptions splits exceptions of either group into those honoured
+// and those ignored.
+func trustedExceptions[T client.Object](e ExceptionNamespaces, exceptions []T) (trusted []T, ignored []IgnoredException) {
 	if e.all {
 		return exceptions, nil
 	}
-	trusted = make([]*kyvernov2.PolicyException, 0, len(exceptions))
+	trusted = make([]T, 0, len(exceptions))
 	for _, ex := range exceptions {
-		if e.Trusts(ex.Namespace) {
+		if e.Trusts(ex.GetNamespace()) {
 			trusted = append(trusted, ex)
 			continue
 		}
@@ -118,15 +120,15 @@ func (seen ignoredOnce) fresh(ignored []IgnoredException) []IgnoredException {
 	var out []IgnoredException
 	for _, ig := range ignored {
 		ex := ig.Exception
-		key := string(ex.UID)
+		key := string(ex.GetUID())
 		if key == "" {
-			key = ex.Namespace + "/" + ex.Name
+			key = ex.GetObjectKind().GroupVersionKind().Group + ":" + ex.GetNamespace() + "/" + ex.GetName()
 		}
 		now[key] = true
-		if last, ok := seen[key]; ok && last == ex.Generation {
+		if last, ok := seen[key]; ok && last == ex.GetGeneration() {
 			continue
 		}
-		seen[key] = ex.Generation
+		seen[key] = ex.GetGeneration()
 		out = append(out, ig)
 	}
 	for key := range seen {

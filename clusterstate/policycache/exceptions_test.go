@@ -63,7 +63,7 @@ func TestTrustedExceptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trusted, ignored := ns.trustedExceptions([]*kyvernov2.PolicyException{
+	trusted, ignored := trustedExceptions(ns, []*kyvernov2.PolicyException{
 		exception("charter", "platform", "u1", 1), exception("team-b", "let-me-in", "u2", 1)})
 	if len(trusted) != 1 || trusted[0].Name != "platform" {
 		t.Errorf("trusted %v, want charter/platform only", trusted)
@@ -73,7 +73,7 @@ func TestTrustedExceptions(t *testing.T) {
 		t.Errorf("ignored %+v, want one with reason\n%s", ignored, want)
 	}
 	none, _ := ParseExceptionNamespaces([]string{})
-	if _, ignored := none.trustedExceptions([]*kyvernov2.PolicyException{exception("charter", "x", "u", 1)}); len(ignored) != 1 ||
+	if _, ignored := trustedExceptions(none, []*kyvernov2.PolicyException{exception("charter", "x", "u", 1)}); len(ignored) != 1 ||
 		!strings.Contains(ignored[0].Reason, "only from no namespace (--exception-namespaces=)") {
 		t.Errorf("with no namespace trusted: %+v", ignored)
 	}
@@ -93,7 +93,7 @@ func TestIgnoredOnce(t *testing.T) {
 	names := func(l []IgnoredException) string {
 		var s []string
 		for _, i := range l {
-			s = append(s, i.Exception.Name)
+			s = append(s, i.Exception.GetName())
 		}
 		return strings.Join(s, ",")
 	}

@@ -1,6 +1,7 @@
 // Package policycache is the one watch of installed policies in a
-// process: informers on ClusterPolicy, Policy, PolicyException and
-// Namespace feed a debounced recompile, and the result is published as an
+// process: informers on ClusterPolicy, Policy, the policies.kyverno.io
+// kinds, both groups' PolicyExceptions and Namespace feed a debounced
+// recompile, and the result is published as an
 // immutable Snapshot of the admission policies swapped in atomically, so
 // in-flight requests never wait for a compile and never see half of one.
 // Every rebuild also publishes the Installed objects with a change

@@ -17,6 +17,7 @@ package background
 // exceptions come from the process's policy cache (clusterstate).
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies;namespacedvalidatingpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policies.kyverno.io,resources=policyexceptions,verbs=get;list;watch
 // get;list;watch;delete: UpdateRequests are the controller's queue:
 // admission creates them, the controller deletes them once done.
 // +kubebuilder:rbac:groups=kyverno.io,resources=updaterequests,verbs=get;list;watch;delete

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
@@ -385,9 +384,9 @@ func (c *Controller) signalPolicyChange() {
 
 // installedPolicies returns the policies and exceptions the process's
 // policy source holds, in slices of the controller's own.
-func (c *Controller) installedPolicies() ([]kyvernov1.PolicyInterface, []*kyvernov2.PolicyException) {
+func (c *Controller) installedPolicies() ([]kyvernov1.PolicyInterface, exceptionSet) {
 	in := c.cluster.Policies.Installed()
-	return slices.Clone(in.Policies), slices.Clone(in.Exceptions)
+	return slices.Clone(in.Policies), exceptionSet{kyverno: slices.Clone(in.Exceptions), cel: slices.Clone(in.CELExceptions)}
 }
 
 // applyPolicies compiles the installed policies and brings watches,
@@ -416,7 +415,7 @@ func (c *Controller) applyPolicies(ctx context.Context, firstSweep func() error)
 	}
 	old := c.snap.Swap(snap)
 	c.log.Info("policies compiled", "installed", len(policies), "background", len(snap.background),
-		"exceptions", len(exceptions), "resourceTypes", len(snap.types), "invalid", len(snap.compileErrors))
+		"exceptions", len(exceptions.kyverno)+len(exceptions.cel), "resourceTypes", len(snap.types), "invalid", len(snap.compileErrors))
 
 	first := old == nil
 	if !first && leftBackground(old, snap) {

@@ -161,10 +161,12 @@ func (e *env) apply(file string) *unstructured.Unstructured {
 		e.t.Fatal(err)
 	}
 	gvr := map[string]schema.GroupVersionResource{
-		"ClusterPolicy":   kyvernov1.GroupVersion.WithResource("clusterpolicies"),
-		"Pod":             {Version: "v1", Resource: "pods"},
-		"PolicyException": kyvernov2.GroupVersion.WithResource("policyexceptions"),
-	}[u.GetKind()]
+		"ClusterPolicy":                       kyvernov1.GroupVersion.WithResource("clusterpolicies"),
+		"Pod":                                 {Version: "v1", Resource: "pods"},
+		"PolicyException":                     kyvernov2.GroupVersion.WithResource("policyexceptions"),
+		"ValidatingPolicy":                    policiesv1.GroupVersion.WithResource("validatingpolicies"),
+		"policies.kyverno.io/PolicyException": policiesv1.GroupVersion.WithResource("policyexceptions"),
+	}[applyKey(u)]
 	if gvr.Resource == "" {
 		e.t.Fatalf("%s: kind %q is not one the test applies", file, u.GetKind())
 	}
@@ -179,6 +181,15 @@ func (e *env) apply(file string) *unstructured.Unstructured {
 		e.t.Fatalf("creating %s: %v", file, err)
 	}
 	return out
+}
+
+// applyKey is the kind of u, prefixed by its group for the
+// policies.kyverno.io kinds.
+func applyKey(u *unstructured.Unstructured) string {
+	if g := u.GroupVersionKind().Group; g == policiesv1.Group && u.GetKind() == policiesv1.PolicyExceptionKind {
+		return g + "/" + u.GetKind()
+	}
+	return u.GetKind()
 }
 
 func (e *env) deletePolicy(name string) {
@@ -362,6 +373,15 @@ func TestBackgroundReports(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.wantResults("the Pod's result despite the admission-only exception", "reports-test", podUID, "require-team/team-label=fail")
+	})
+
+	t.Run("a ValidatingPolicy is scanned and its policies.kyverno.io exception honoured", func(t *testing.T) {
+		e.apply("vpol-require-owner.yaml")
+		e.wantResults("the ValidatingPolicy's failure in the Pod's report", "reports-test", podUID,
+			"require-team/team-label=fail", "vpol-require-owner/=fail")
+		e.apply("vpol-exception-web.yaml")
+		e.wantResults("the failure skipped by the exception", "reports-test", podUID,
+			"require-team/team-label=fail", "vpol-require-owner/exception=skip")
 	})
 
 	t.Run("deleting the Pod deletes its report", func(t *testing.T) {

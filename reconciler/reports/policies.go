@@ -10,6 +10,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
@@ -42,7 +43,15 @@ type typeEntry struct {
 
 // buildSnapshot compiles the background policies and works out which
 // resource types they need watched.
-func buildSnapshot(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException, kinds *clusterstate.Kinds) (*snapshot, error) {
+// exceptionSet is the installed exceptions of both groups. The
+// policies.kyverno.io ones come from trusted namespaces (the policy
+// cache leaves out the others) and act in any namespace.
+type exceptionSet struct {
+	kyverno []*kyvernov2.PolicyException
+	cel     []*policiesv1.PolicyException
+}
+
+func buildSnapshot(policies []kyvernov1.PolicyInterface, installed exceptionSet, kinds *clusterstate.Kinds) (*snapshot, error) {
 	sort.Slice(policies, func(i, j int) bool { return engine.PolicyKey(policies[i]) < engine.PolicyKey(policies[j]) })
 	snap := &snapshot{
 		background: map[string]bool{},
@@ -55,8 +64,9 @@ func buildSnapshot(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2
 			background = append(background, p)
 		}
 	}
-	exceptions = backgroundExceptions(exceptions)
-	set, err := engine.Compile(background, engine.WithExceptions(exceptions))
+	exceptions := backgroundExceptions(installed.kyverno)
+	set, err := engine.Compile(background, engine.WithExceptions(exceptions),
+		engine.WithScopedCELExceptions(engine.ExceptionAnyNamespace, installed.cel))
 	if err != nil && !errors.As(err, &snap.compileErrors) {
 		return nil, err
 	}
@@ -65,6 +75,9 @@ func buildSnapshot(policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2
 	exHash := fnv.New64a()
 	for _, ex := range exceptions {
 		exHash.Write([]byte(ex.Namespace + "/" + ex.Name + "@" + ex.ResourceVersion + "\x00"))
+	}
+	for _, ex := range installed.cel {
+		exHash.Write([]byte("policies.kyverno.io:" + ex.Namespace + "/" + ex.Name + "@" + ex.ResourceVersion + "\x00"))
 	}
 	exSum := exHash.Sum64()
 

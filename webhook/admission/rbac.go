@@ -15,6 +15,7 @@ package admission
 // exceptions from informers.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies;namespacedvalidatingpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policies.kyverno.io,resources=policyexceptions,verbs=get;list;watch
 // get;update;patch: the leader writes each policy's Ready condition and
 // autogen rules into status.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies/status;policies/status,verbs=get;update;patch

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
@@ -120,6 +122,24 @@ func TestValidatingPolicyOnRealAPIServer(t *testing.T) {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("denial %q, want it to contain %q", err, want)
 			}
+		}
+	})
+
+	t.Run("a policies.kyverno.io PolicyException exempts what it selects", func(t *testing.T) {
+		ex := &policiesv1.PolicyException{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "closed", Name: "exempt-labelled"},
+			Spec: policiesv1.PolicyExceptionSpec{
+				PolicyRefs: []policiesv1.PolicyRef{{Name: "team-closed", Kind: policiesv1.ValidatingPolicyKind}},
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "labelled",
+					Expression: "has(object.metadata.labels) && object.metadata.labels.?exempt.orValue('') == 'yes'"}},
+			},
+		}
+		eventually(t, "exception created", 30*time.Second, func() error { return cl.Create(ctx, ex) })
+		eventually(t, "exempt Pod admitted", 30*time.Second, func() error {
+			return cl.Create(ctx, podIn("exempt", "closed", map[string]string{"exempt": "yes", "team": "b"}))
+		})
+		if err := cl.Create(ctx, podIn("not-exempt", "closed", map[string]string{"exempt": "no", "team": "b"})); err == nil {
+			t.Error("a Pod the exception does not select was admitted")
 		}
 	})
 

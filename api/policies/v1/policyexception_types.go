@@ -7,9 +7,11 @@ import (
 
 // PolicyException exempts the requests its matchConditions select from
 // the policies it names (policies.kyverno.io kinds), fully, or partly
-// through exceptions.allowedImages and exceptions.allowedValues. It acts
-// only on requests in its own namespace unless it lives in a namespace
-// charter trusts for exceptions.
+// through exceptions.allowedImages and exceptions.allowedValues. In
+// charter test and apply it acts only on requests in its own namespace; in
+// the cluster charter honours it only from the namespaces it trusts for
+// exceptions (--exception-namespaces), and there it acts in any namespace,
+// as kyverno.io PolicyExceptions do.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:storageversion
