@@ -214,9 +214,6 @@ func checkAttestorSet(set *kyvernov1.AttestorSet, path string, f *faults) {
 			if k.Rekor != nil && k.Rekor.URL == "" {
 				f.add(ap+".keyless.rekor.url", "An URL is required")
 			}
-			if k.Roots == "" && k.Rekor != nil {
-				f.add(ap+".keyless.roots", "keyless attestors need roots in charter: it does not fetch the public-good Fulcio roots")
-			}
 			for key := range k.AdditionalExtensions {
 				if _, ok := CertExtensionOID(key); !ok {
 					f.add(ap+".keyless.additionalExtensions", "invalid certificate extension "+key)

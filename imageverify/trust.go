@@ -94,11 +94,15 @@ func (v *Verifier) checkOpts(ctx context.Context, check engine.ImageCheck, kind 
 	case a.Keyless != nil:
 		k := a.Keyless
 		rekor, ctlog = k.Rekor, k.CTLog
+		var roots []*x509.Certificate
+		var err error
 		if k.Roots == "" {
-			return nil, nil, errors.New("keyless attestors need roots: charter does not fetch the public-good Fulcio roots")
-		}
-		roots, err := loadCerts(k.Roots)
-		if err != nil || len(roots) == 0 {
+			// Kyverno's default: the public-good Fulcio CA, whose roots
+			// come from Sigstore's TUF repository.
+			if roots, err = v.o.FulcioRoots(ctx); err != nil {
+				return nil, nil, &engine.ImageUnavailableError{Err: fmt.Errorf("failed to get the Fulcio roots: %w", err)}
+			}
+		} else if roots, err = loadCerts(k.Roots); err != nil || len(roots) == 0 {
 			return nil, nil, fmt.Errorf("failed to load roots: %v", err)
 		}
 		co.RootCerts, co.IntermediateCerts = certPools(roots)
@@ -188,6 +192,35 @@ func logKeys(ctx context.Context, log, pem string, public func(context.Context) 
 		return nil, fmt.Errorf("invalid %s public key: %w", log, err)
 	}
 	return &keys, nil
+}
+
+// PublicFulcioRoots returns the certificates of the public-good Fulcio
+// CA (roots and intermediates) from Sigstore's TUF repository, as cosign
+// does: the local TUF cache ($TUF_ROOT, else ~/.sigstore/root), refreshed
+// from the mirror when its metadata expired. Without network access to
+// the mirror and without a fresh cache it fails, and keyless attestors
+// without roots cannot verify (an error result, never a pass).
+func PublicFulcioRoots(ctx context.Context) ([]*x509.Certificate, error) {
+	client, err := tuf.NewFromEnv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	targets, err := client.GetTargetsByMeta(tuf.Fulcio, []string{"fulcio.crt.pem", "fulcio_v1.crt.pem"})
+	if err != nil {
+		return nil, err
+	}
+	var certs []*x509.Certificate
+	for _, t := range targets {
+		c, err := cryptoutils.UnmarshalCertificatesFromPEM(t.Target)
+		if err != nil {
+			return nil, fmt.Errorf("target %s: %w", t.Name, err)
+		}
+		certs = append(certs, c...)
+	}
+	if len(certs) == 0 {
+		return nil, errors.New("no Fulcio certificates in the TUF repository")
+	}
+	return certs, nil
 }
 
 func hashAlgorithm(name string) (crypto.Hash, error) {

@@ -8,11 +8,13 @@
 //
 // Only what verification needs is linked in: no cloud KMS providers and no
 // cloud credential helpers. Keys come from PEM text; trust roots for
-// keyless signatures come from the policy's roots.
+// keyless signatures come from the policy's roots, else (as in Kyverno)
+// the public-good Fulcio CA's from Sigstore's TUF repository.
 package imageverify
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -55,6 +57,10 @@ type Options struct {
 	Cache *Cache
 	// Insecure allows plain-HTTP registries for every check.
 	Insecure bool
+	// FulcioRoots returns the CA certificates that keyless attestors
+	// without roots trust; nil means PublicFulcioRoots (Sigstore's TUF
+	// repository).
+	FulcioRoots func(context.Context) ([]*x509.Certificate, error)
 	// Mirror, when set ("host[:port]"), is asked instead of every image's
 	// own registry: the same repository, tag and digest there. The CLI's
 	// --registry uses it to verify against a local registry.
@@ -69,6 +75,9 @@ func New(o Options) *Verifier {
 	}
 	if o.Transport == nil {
 		o.Transport = remote.DefaultTransport
+	}
+	if o.FulcioRoots == nil {
+		o.FulcioRoots = PublicFulcioRoots
 	}
 	return &Verifier{o: o, cache: o.Cache}
 }

@@ -2,14 +2,19 @@ package imageverify_test
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -492,5 +497,59 @@ func TestRegistryUnreachable(t *testing.T) {
 	_, val = run(t, v, policy(t, keyEntry(f.reg.Host+"/app*", f.key.PublicPEM, "  required: false\n")), pod(image))
 	if vr := onlyRule(t, val.Policies); vr.Status != engine.StatusError {
 		t.Fatalf("validating phase without required: %s %q", vr.Status, vr.Message)
+	}
+}
+
+// TestPublicFulcioRoots: a keyless attestor without roots trusts the
+// public-good Fulcio CA, as in Kyverno. The test stands in a local CA
+// for it; when the roots cannot be had the rule ends in error (denied
+// under failurePolicy Fail), never in a pass.
+func TestPublicFulcioRoots(t *testing.T) {
+	f := newFixture(t)
+	entry := fmt.Sprintf("- imageReferences: [%q]\n  attestors:\n  - entries:\n    - keyless:\n        subject: \"*@example.com\"\n        issuer: \"https://token.actions.*\"\n        rekor: {url: \"http://127.0.0.1:1\", ignoreTlog: true}\n        ctlog: {ignoreSCT: true}\n", f.reg.Host+"/app:*")
+	roots := func(ca *imagetest.CA, err error) func(context.Context) ([]*x509.Certificate, error) {
+		return func(context.Context) ([]*x509.Certificate, error) {
+			if err != nil {
+				return nil, err
+			}
+			return cryptoutils.UnmarshalCertificatesFromPEM([]byte(ca.RootPEM))
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		roots  func(context.Context) ([]*x509.Certificate, error)
+		status engine.RuleStatus
+		msg    string
+	}{
+		{"signer under the public roots", roots(f.ca, nil), engine.StatusPass, "verified image signatures for " + f.keyless.Ref},
+		{"signer under another CA", roots(f.otherCA, nil), engine.StatusFail, "no matching signatures"},
+		{"roots unavailable", roots(nil, errors.New("TUF mirror unreachable")), engine.StatusError, "failed to get the Fulcio roots: TUF mirror unreachable"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := imageverify.New(imageverify.Options{FulcioRoots: c.roots})
+			m, _ := run(t, v, policy(t, entry), pod(f.keyless.Ref))
+			if rr := onlyRule(t, m.Policies); rr.Status != c.status || !strings.Contains(rr.Message, c.msg) {
+				t.Fatalf("%s %q, want %s containing %q", rr.Status, rr.Message, c.status, c.msg)
+			}
+			if c.status != engine.StatusPass && !m.Blocked() {
+				t.Fatal("not blocked")
+			}
+		})
+	}
+}
+
+// TestPublicFulcioRootsOffline: without the TUF mirror and without a
+// cached copy, the public roots cannot be had, and it says so.
+func TestPublicFulcioRootsOffline(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TUF_ROOT", dir)
+	mirror, _ := json.Marshal(map[string]string{"mirror": "file://" + t.TempDir()})
+	if err := os.WriteFile(filepath.Join(dir, "remote.json"), mirror, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if certs, err := imageverify.PublicFulcioRoots(context.Background()); err == nil {
+		t.Fatalf("got %d roots from an empty mirror", len(certs))
+	} else {
+		t.Log(err)
 	}
 }
