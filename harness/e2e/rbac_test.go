@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,9 +16,11 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,21 +28,31 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policyreportv1alpha2 "github.com/charter-dev/charter/api/policyreport/v1alpha2"
+	"github.com/charter-dev/charter/internal/helmchart"
+	webhookconfig "github.com/charter-dev/charter/webhook/config"
 )
 
-// Names of the RBAC specs. charter's namespace is the one
-// testdata/rbac/kustomization.yaml moves config/rbac's ServiceAccounts to.
+// Names of the RBAC specs. charter's namespace is the release namespace
+// the spec installs charts/charter's RBAC into.
 const (
 	rbacCharterNamespace = "charter-rbac"
 	rbacNamespace        = "e2e-rbac"
 	rbacRepository       = "e2e-rbac-policies"
+	// rbacGeneratedNamespace is created for the background controller
+	// to generate rbacGeneratePolicy's NetworkPolicy into.
+	rbacGeneratedNamespace = "e2e-rbac-generated"
+	rbacGenerateName       = "rbac-generate-default-deny"
+	// rbacCleanupRole lets the cleanup controller delete ConfigMaps, by
+	// aggregation into charter-cleanup-aggregate, as README tells users
+	// to grant what TTLs may delete.
+	rbacCleanupRole = "e2e-rbac-cleanup-configmaps"
 
 	// Policies in testdata/rbac.
 	rbacRequireName  = "rbac-require-name"        // Enforce, written by the admin
@@ -78,22 +91,44 @@ spec:
 // rbacFieldOwner is the field manager the spec applies config/rbac as.
 const rbacFieldOwner = "e2e-rbac"
 
+// rbacGeneratePolicy makes the background controller write: a
+// NetworkPolicy into each new Namespace labelled for it.
+const rbacGeneratePolicy = `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: ` + rbacGenerateName + `}
+spec:
+  rules:
+  - name: default-deny
+    match: {any: [{resources: {kinds: [Namespace], selector: {matchLabels: {e2e-rbac-generate: "true"}}}}]}
+    generate:
+      apiVersion: networking.k8s.io/v1
+      kind: NetworkPolicy
+      name: default-deny
+      namespace: "{{ request.object.metadata.name }}"
+      data:
+        spec:
+          podSelector: {}
+          policyTypes: [Ingress]
+`
+
 // rbacControllers are the controllers the RBAC specs run, each in its own
 // `charter serve` process as its own ServiceAccount (charter-<name>), as
-// config/manager deploys them.
-var rbacControllers = []string{"admission", "reports", "gitsync"}
+// the chart and config/manager deploy them.
+var rbacControllers = []string{"admission", "reports", "gitsync", "background", "cleanup"}
 
-// The RBAC specs run `charter serve --controllers=<name>` for each of
-// rbacControllers as the ServiceAccount config/rbac ships for it, bound to
-// the roles `make manifests` generates from that controller's
-// +kubebuilder:rbac markers and the aggregated roles config/rbac ships,
-// and nothing else: the API server's RBAC authorizer decides every request
-// charter makes. Each controller's main path must work, and charter must
-// log no forbidden request along the way.
+// The RBAC specs install charts/charter's RBAC (rendered through Helm's Go
+// packages: the ServiceAccounts, the roles `make manifests` generates from
+// each controller's +kubebuilder:rbac markers and the aggregated roles
+// config/rbac ships) and run `charter serve --controllers=<name>` for each
+// of rbacControllers with a token of its ServiceAccount (TokenRequest), as
+// in cluster, and nothing else: the API server's RBAC authorizer decides
+// every request charter makes. Each controller's main path must work, and
+// charter must log no forbidden request along the way: a verb the chart
+// lacks fails here.
 var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 	var (
 		cl          client.Client
-		kubeconfigs = map[string]string{} // controller → impersonates its ServiceAccount
+		kubeconfigs = map[string]string{} // controller → a token of its ServiceAccount
 		output      *lockedBuffer
 		stops       []func(context.Context)
 		prepo       *gitopsv1alpha1.PolicyRepository
@@ -108,8 +143,8 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 		}
 		waitDefaultServiceAccounts(ctx, rbacNamespace)
 
-		By("applying config/rbac into " + rbacCharterNamespace)
-		applied := applyShippedRBAC(ctx)
+		By("installing charts/charter's RBAC into " + rbacCharterNamespace)
+		applied := installChartRBAC(ctx)
 		// Registered before charter starts, so it runs after charter stops.
 		DeferCleanup(func(ctx SpecContext) {
 			for _, u := range applied {
@@ -120,8 +155,7 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 		output = &lockedBuffer{}
 		for _, c := range rbacControllers {
 			sa := "charter-" + c
-			kubeconfigs[c] = impersonatingKubeconfig(serviceAccountUser(rbacCharterNamespace, sa),
-				"system:serviceaccounts", "system:serviceaccounts:"+rbacCharterNamespace, "system:authenticated")
+			kubeconfigs[c] = serviceAccountKubeconfig(ctx, rbacCharterNamespace, sa)
 			By("starting charter --controllers=" + c + " as system:serviceaccount:" + rbacCharterNamespace + ":" + sa)
 			// Leader election on, as in cluster, so that its Lease is
 			// written under the same RBAC too (a later flag wins over
@@ -143,11 +177,12 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 			Expect(review.Status.UserInfo.Username).To(Equal(serviceAccountUser(rbacCharterNamespace, "charter-"+c)))
 			Expect(review.Status.UserInfo.Groups).NotTo(ContainElement("system:masters"))
 
-			// No marker grants ConfigMap writes: the authorizer must say no.
-			_, err = kube.CoreV1().ConfigMaps(rbacNamespace).Create(ctx, &corev1.ConfigMap{
+			// No role grants Service writes: the authorizer must say no.
+			_, err = kube.CoreV1().Services(rbacNamespace).Create(ctx, &corev1.Service{
 				ObjectMeta: metav1.ObjectMeta{Name: "not-charters-to-write"},
+				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
 			}, metav1.CreateOptions{})
-			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "creating a ConfigMap as charter-%s: %v", c, err)
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "creating a Service as charter-%s: %v", c, err)
 		}
 		// Only the reports controller and admission read Pods, through
 		// their aggregated roles; gitsync may not, nor read any Secret
@@ -288,6 +323,46 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the tenant's ClusterPolicy: %v", err)
 	}, SpecTimeout(60*time.Second))
 
+	It("generates a NetworkPolicy into a new Namespace (admission's UpdateRequest, background's write)", func(ctx SpecContext) {
+		p := clusterPolicy(rbacGeneratePolicy)
+		Expect(cl.Create(ctx, p)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, p))).To(Succeed()) })
+		waitPolicyReady(ctx, rbacGenerateName)
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rbacGeneratedNamespace, Labels: map[string]string{"e2e-rbac-generate": "true"}}}
+		Expect(cl.Create(ctx, ns)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, ns))).To(Succeed()) })
+		Eventually(func(g Gomega) {
+			var np networkingv1.NetworkPolicy
+			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: rbacGeneratedNamespace, Name: "default-deny"}, &np)).To(Succeed())
+			g.Expect(np.Labels).To(HaveKeyWithValue("generate.kyverno.io/policy-name", rbacGenerateName))
+		}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "NetworkPolicy default-deny in %s", rbacGeneratedNamespace)
+	}, SpecTimeout(60*time.Second))
+
+	It("deletes a ConfigMap whose TTL expired (cleanup, with what its aggregated role is given)", func(ctx SpecContext) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNamespace, Name: "ttl", Labels: map[string]string{ttlLabel: "2s"}}}
+		Expect(cl.Create(ctx, cm)).To(Succeed())
+		Eventually(func() error { return cl.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}) }).
+			WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(Satisfy(apierrors.IsNotFound), "ConfigMap %s/ttl", rbacNamespace)
+	}, SpecTimeout(60*time.Second))
+
+	It("lets the uninstall hook's ServiceAccount delete charter's webhook configurations", func(ctx SpecContext) {
+		var before admissionregistrationv1.ValidatingWebhookConfigurationList
+		Expect(cl.List(ctx, &before, client.MatchingLabels{webhookconfig.ManagedByLabel: webhookconfig.ManagedByValue})).To(Succeed())
+		Expect(before.Items).NotTo(BeEmpty(), "charter wrote no webhook configuration")
+		out, err := exec.CommandContext(ctx, suite.charter, "serve", "--cleanup-webhooks",
+			"--kubeconfig="+serviceAccountKubeconfig(ctx, rbacCharterNamespace, "charter-webhooks-cleanup"),
+			"--namespace="+rbacCharterNamespace).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "charter serve --cleanup-webhooks as charter-webhooks-cleanup: %s", out)
+		// The admission leader, still running, may write them again: each
+		// one charter had must be gone, whatever replaced it.
+		for _, w := range before.Items {
+			var now admissionregistrationv1.ValidatingWebhookConfiguration
+			err := cl.Get(ctx, client.ObjectKey{Name: w.Name}, &now)
+			Expect(apierrors.IsNotFound(err) || (err == nil && now.UID != w.UID)).To(BeTrue(),
+				"ValidatingWebhookConfiguration %s is still there: %v", w.Name, err)
+		}
+	}, SpecTimeout(60*time.Second))
+
 	It("logs no forbidden request", func(ctx SpecContext) {
 		// Stopped first, so that shutdown (the Lease's release) counts too.
 		for _, stop := range stops {
@@ -325,29 +400,66 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 // (`... is forbidden: User "system:serviceaccount:..." cannot list ...`).
 var forbiddenInLog = regexp.MustCompile(`(?i)forbidden`)
 
-// applyShippedRBAC builds testdata/rbac (config/rbac in the spec's charter
-// namespace) with kustomize and server-side applies it as the suite's
-// admin. It returns what it applied.
-func applyShippedRBAC(ctx context.Context) []*unstructured.Unstructured {
+// installChartRBAC renders charts/charter for rbacCharterNamespace as
+// `helm template` does and applies, server-side as the suite's admin,
+// what makes charter's RBAC: every ServiceAccount, role and binding,
+// the uninstall hook's included, and rbacCleanupRole. Everything else the
+// chart installs (Deployments, Services, the PodDisruptionBudget, the
+// hook's Job) goes as a server-side dry run, so the API server validates
+// each object without charter's image running here. It returns what it
+// applied.
+func installChartRBAC(ctx context.Context) []*unstructured.Unstructured {
 	GinkgoHelper()
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
-		Run(filesys.MakeFsOnDisk(), filepath.Join("testdata", "rbac"))
-	Expect(err).NotTo(HaveOccurred(), "kustomize build testdata/rbac")
+	chart, err := helmchart.Render(filepath.Join(suite.root, "charts", "charter"), helmchart.Options{Namespace: rbacCharterNamespace})
+	Expect(err).NotTo(HaveOccurred())
+	cleanupRole := &unstructured.Unstructured{}
+	cleanupRole.SetUnstructuredContent(map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+		"metadata": map[string]any{"name": rbacCleanupRole, "labels": map[string]any{"rbac.charter.dev/aggregate-to-cleanup": "true"}},
+		"rules":    []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"get", "list", "watch", "delete"}}},
+	})
+	rbacKinds := map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true, "ServiceAccount": true}
 	var applied []*unstructured.Unstructured
 	kinds := map[string]bool{}
-	for _, res := range resources.Resources() {
-		m, err := res.Map()
-		Expect(err).NotTo(HaveOccurred())
-		u := &unstructured.Unstructured{Object: m}
-		Expect(suite.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-			client.FieldOwner(rbacFieldOwner), client.ForceOwnership)).To(Succeed(), "applying %s %s", u.GetKind(), u.GetName())
-		applied = append(applied, u)
+	for _, u := range append(append(chart.Objects, chart.Hooks...), cleanupRole) {
+		opts := []client.ApplyOption{client.FieldOwner(rbacFieldOwner), client.ForceOwnership}
+		if !rbacKinds[u.GetKind()] {
+			opts = append(opts, client.DryRunAll)
+		}
+		Expect(suite.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...)).To(Succeed(),
+			"applying %s %s of charts/charter", u.GetKind(), u.GetName())
 		kinds[u.GetKind()] = true
+		if rbacKinds[u.GetKind()] {
+			applied = append(applied, u)
+		}
 	}
 	aggregateClusterRoles(ctx)
-	// What config/rbac must hold for the spec to mean anything.
-	Expect(kinds).To(Equal(map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true, "ServiceAccount": true}))
+	// What the chart must hold for the spec to mean anything.
+	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount", "Deployment", "Service", "PodDisruptionBudget", "Job"} {
+		Expect(kinds).To(HaveKey(kind), "charts/charter renders no %s", kind)
+	}
 	return applied
+}
+
+// serviceAccountKubeconfig writes a copy of the suite's kubeconfig whose
+// user is a token of the ServiceAccount namespace/name (TokenRequest, as
+// the kubelet mounts one into charter's Pods), and returns its path.
+func serviceAccountKubeconfig(ctx context.Context, namespace, name string) string {
+	GinkgoHelper()
+	token, err := suite.kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred(), "TokenRequest for ServiceAccount %s/%s", namespace, name)
+	cfg, err := clientcmd.LoadFromFile(suite.provider.KubeconfigPath())
+	Expect(err).NotTo(HaveOccurred())
+	// The copy lives elsewhere: relative certificate paths must not break.
+	Expect(clientcmd.ResolveLocalPaths(cfg)).To(Succeed())
+	current, ok := cfg.Contexts[cfg.CurrentContext]
+	Expect(ok).To(BeTrue(), "kubeconfig %s: no current context %q", suite.provider.KubeconfigPath(), cfg.CurrentContext)
+	cfg.AuthInfos[current.AuthInfo] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
+	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(clientcmd.WriteToFile(*cfg, path)).To(Succeed())
+	return path
 }
 
 // aggregateClusterRoles fills in the rules of aggregated ClusterRoles from
