@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -39,7 +40,17 @@ type imageEntry struct {
 func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path string, f *faults) *verifyImagesRule {
 	out := &verifyImagesRule{}
 	if len(r.ImageExtractors) > 0 {
-		f.add(path+".imageExtractors", "custom imageExtractors are not supported by charter; images are read from containers, initContainers and ephemeralContainers")
+		if len(r.VerifyImages) == 0 {
+			f.add(path+".imageExtractors", fmt.Sprintf("Invalid rule spec for rule '%s', imageExtractors can only be defined for verifyImages rule", r.Name))
+		} else {
+			f.add(path+".imageExtractors", "custom imageExtractors are not supported by charter; images are read from containers, initContainers and ephemeralContainers")
+		}
+		if usesJMESPath(r.ImageExtractors) && slices.ContainsFunc(r.VerifyImages, func(iv kyvernov1.ImageVerification) bool { return iv.IsMutateDigest() }) {
+			f.add(path+".imageExtractors", "jmespath may not be used in an image extractor when mutating digests with verify images")
+		}
+	}
+	if len(r.VerifyImages) > 0 && !p.spec.AdmissionProcessingEnabled() && firstImageRule(p.spec.Rules) == r.Name {
+		f.add("spec.admission", "disabling admission processing is only allowed with validation policies")
 	}
 	effective := normalizeAction(p.spec.ValidationFailureAction)
 	for i := range r.VerifyImages {
@@ -295,4 +306,28 @@ func entryJSON(iv *kyvernov1.ImageVerification) (map[string]any, error) {
 	}
 	var out map[string]any
 	return out, json.Unmarshal(data, &out)
+}
+
+// usesJMESPath reports whether an image extractor transforms its values
+// with JMESPath.
+func usesJMESPath(extractors kyvernov1.ImageExtractorConfigs) bool {
+	for _, list := range extractors {
+		for _, e := range list {
+			if e.JMESPath != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// firstImageRule names the policy's first verifyImages rule, so that a
+// policy-wide refusal is reported once.
+func firstImageRule(rules []kyvernov1.Rule) string {
+	for i := range rules {
+		if len(rules[i].VerifyImages) > 0 {
+			return rules[i].Name
+		}
+	}
+	return ""
 }
