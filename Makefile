@@ -11,6 +11,9 @@ LDFLAGS       := -s -w -X github.com/charter-dev/charter/internal/version.Versio
 CONTROLLER_GEN_VERSION ?= v0.23.0
 CONTROLLER_GEN := $(BIN)/controller-gen
 KIND_CLUSTER  ?= charter
+# The offline kind node image `make kind-node-image` builds (Kubernetes of
+# hack/kindnode/tools/go.mod); `make e2e-kind` creates its cluster from it.
+KIND_NODE_IMAGE ?= charter/kind-node:$(shell awk '$$1=="k8s.io/kubernetes"{print $$2}' hack/kindnode/tools/go.mod)
 # hack/docker/setup.sh runs dockerd on its own socket (so that e2e runs which
 # pick kind whenever Docker answers keep the local provider); the kind and
 # image targets use it when it is there and DOCKER_HOST is unset.
@@ -110,6 +113,10 @@ image: ## Build the image $(IMG) FROM scratch without a registry: static binary 
 .PHONY: docker-setup
 docker-setup: ## Install Debian's Docker and start dockerd with a runtime that lets privileged containers (kind nodes) start without CAP_SYS_RESOURCE.
 	hack/docker/setup.sh
+
+.PHONY: kind-node-image
+kind-node-image: ## Build the kind node image $(KIND_NODE_IMAGE) offline (debootstrap, Kubernetes from Go modules; ~/.cache/charter, once per machine).
+	$(KIND_DOCKER_ENV) hack/kindnode/build.sh $(KIND_NODE_IMAGE)
 
 ##@ Test
 

@@ -18,6 +18,12 @@ import (
 // by whether Docker answers.
 const EnvProvider = "E2E_PROVIDER"
 
+// EnvKindNodeImage names the node image of the kind clusters that
+// FromEnvironment creates (make e2e-kind: the offline image of make
+// kind-node-image); empty means kind's default image. An explicit
+// WithKindNodeImage wins.
+const EnvKindNodeImage = "KIND_NODE_IMAGE"
+
 // dockerProbeTimeout bounds the Docker check, so that asking for kind on a
 // machine without Docker fails at once rather than hanging.
 const dockerProbeTimeout = 3 * time.Second
@@ -34,6 +40,7 @@ type Selection struct {
 // is empty, kind if a Docker engine answers and local otherwise. The
 // Selection says which and why, for the test log.
 func FromEnvironment(ctx context.Context, opts ...Option) (Provider, Selection, error) {
+	opts = append(environmentOptions(), opts...)
 	s := newSettings(opts)
 	sel, err := choose(ctx, os.Getenv(EnvProvider), s)
 	if err != nil {
@@ -41,6 +48,16 @@ func FromEnvironment(ctx context.Context, opts ...Option) (Provider, Selection, 
 	}
 	p, err := New(sel.Provider, opts...)
 	return p, sel, err
+}
+
+// environmentOptions are the options the environment sets, before the
+// caller's (which win).
+func environmentOptions() []Option {
+	var opts []Option
+	if image := os.Getenv(EnvKindNodeImage); image != "" {
+		opts = append(opts, WithKindNodeImage(image))
+	}
+	return opts
 }
 
 func choose(ctx context.Context, requested string, s settings) (Selection, error) {

@@ -193,3 +193,18 @@ func TestKindWithoutDockerFailsFast(t *testing.T) {
 		t.Error("a kind provider that never started reports a cluster")
 	}
 }
+
+func TestKindNodeImageFromEnvironment(t *testing.T) {
+	t.Setenv(EnvKindNodeImage, "charter/kind-node:v1.36.3")
+	if got := newSettings(environmentOptions()).kindNodeImage; got != "charter/kind-node:v1.36.3" {
+		t.Errorf("%s set: node image %q", EnvKindNodeImage, got)
+	}
+	explicit := append(environmentOptions(), WithKindNodeImage("kindest/node:v1.36.0"))
+	if got := newSettings(explicit).kindNodeImage; got != "kindest/node:v1.36.0" {
+		t.Errorf("WithKindNodeImage after the environment: node image %q", got)
+	}
+	t.Setenv(EnvKindNodeImage, "")
+	if got := newSettings(environmentOptions()).kindNodeImage; got != "" {
+		t.Errorf("%s empty: node image %q, want kind's default", EnvKindNodeImage, got)
+	}
+}
