@@ -214,7 +214,7 @@ func kyvernoLibraryOptions() []celgo.EnvOption {
 				return types.String(fmt.Sprintf("%d %d %d %d %d", u.Minute(), u.Hour(), u.Day(), int(u.Month()), int(u.Weekday())))
 			}))),
 	)
-	return opts
+	return append(opts, pureLibraryOptions()...)
 }
 
 func libReceiver(v ref.Val) (*libContext, bool) {

@@ -10,11 +10,7 @@ import (
 // mpolPending are the mpol.txt suites that fail for a reason outside the
 // MutatingPolicy engine, with that reason: the test wants each of their
 // rows to fail with it, so the entry goes when the reason does.
-var mpolPending = map[string]string{
-	// Kyverno's image() CEL library (image(s).registry()) is not in
-	// charter's CEL environment yet.
-	"other-mpol/add-imagepullsecrets-for-containers-and-initcontainers": "undeclared reference to 'image'",
-}
+var mpolPending = map[string]string{}
 
 // TestConformanceMutatingPolicies runs every MutatingPolicy suite of the
 // corpus (suites/mpol.txt) through `charter test` and wants every row to
