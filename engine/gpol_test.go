@@ -142,3 +142,24 @@ func TestGeneratingPolicyFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneratingPolicyOnlyGenerates: validation and mutation see nothing
+// of a GeneratingPolicy (its admission webhook always allows).
+func TestGeneratingPolicyOnlyGenerates(t *testing.T) {
+	policies, _ := readCELPolicies(t, "gpol/policies.yaml")
+	set, err := Compile(policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Namespace", "", "web", nil)}
+	for _, pr := range set.Validate(context.Background(), req).Policies {
+		if len(pr.Rules) > 0 {
+			t.Errorf("Validate: %s answered %+v", pr.Key, pr.Rules)
+		}
+	}
+	for _, pr := range set.Mutate(context.Background(), req).Policies {
+		if len(pr.Rules) > 0 {
+			t.Errorf("Mutate: %s answered %+v", pr.Key, pr.Rules)
+		}
+	}
+}

@@ -70,6 +70,14 @@ func (f *fakeCluster) List(_ context.Context, list client.ObjectList, _ ...clien
 			if o, ok := obj.(*policiesv1.PolicyException); ok {
 				l.Items = append(l.Items, *o.DeepCopy())
 			}
+		case *policiesv1.GeneratingPolicyList:
+			if o, ok := obj.(*policiesv1.GeneratingPolicy); ok {
+				l.Items = append(l.Items, *o.DeepCopy())
+			}
+		case *policiesv1.NamespacedGeneratingPolicyList:
+			if o, ok := obj.(*policiesv1.NamespacedGeneratingPolicy); ok {
+				l.Items = append(l.Items, *o.DeepCopy())
+			}
 		default:
 			return fmt.Errorf("fakeCluster: cannot list %T", list)
 		}
@@ -114,7 +122,8 @@ func newFakeCluster(t *testing.T, objs ...client.Object) *fakeCluster {
 	for _, obj := range objs {
 		f.put(obj)
 	}
-	for _, obj := range []client.Object{&kyvernov1.ClusterPolicy{}, &kyvernov1.Policy{}, &policiesv1.ValidatingPolicy{}, &policiesv1.NamespacedValidatingPolicy{}, &kyvernov2.PolicyException{}, &policiesv1.PolicyException{}, &corev1.Namespace{}} {
+	for _, obj := range []client.Object{&kyvernov1.ClusterPolicy{}, &kyvernov1.Policy{}, &policiesv1.ValidatingPolicy{}, &policiesv1.NamespacedValidatingPolicy{},
+		&policiesv1.GeneratingPolicy{}, &policiesv1.NamespacedGeneratingPolicy{}, &kyvernov2.PolicyException{}, &policiesv1.PolicyException{}, &corev1.Namespace{}} {
 		f.informer(t, obj)
 	}
 	return f

@@ -11,8 +11,8 @@ import (
 )
 
 // ListPolicies lists every policy kind the cache serves, ClusterPolicies,
-// Policies, ValidatingPolicies and NamespacedValidatingPolicies, in that
-// order, so the cache and the controllers that read the same informers
+// Policies, ValidatingPolicies, NamespacedValidatingPolicies,
+// GeneratingPolicies and NamespacedGeneratingPolicies, in that order, so the cache and the controllers that read the same informers
 // (policy status) agree on what "every installed policy" is.
 func ListPolicies(ctx context.Context, reader client.Reader, opts ...client.ListOption) ([]kyvernov1.PolicyInterface, error) {
 	var cpols kyvernov1.ClusterPolicyList
@@ -31,7 +31,15 @@ func ListPolicies(ctx context.Context, reader client.Reader, opts ...client.List
 	if err := reader.List(ctx, &nvpols, opts...); err != nil {
 		return nil, fmt.Errorf("listing NamespacedValidatingPolicies: %w", err)
 	}
-	policies := make([]kyvernov1.PolicyInterface, 0, len(cpols.Items)+len(pols.Items)+len(vpols.Items)+len(nvpols.Items))
+	var gpols policiesv1.GeneratingPolicyList
+	if err := reader.List(ctx, &gpols, opts...); err != nil {
+		return nil, fmt.Errorf("listing GeneratingPolicies: %w", err)
+	}
+	var ngpols policiesv1.NamespacedGeneratingPolicyList
+	if err := reader.List(ctx, &ngpols, opts...); err != nil {
+		return nil, fmt.Errorf("listing NamespacedGeneratingPolicies: %w", err)
+	}
+	policies := make([]kyvernov1.PolicyInterface, 0, len(cpols.Items)+len(pols.Items)+len(vpols.Items)+len(nvpols.Items)+len(gpols.Items)+len(ngpols.Items))
 	for i := range cpols.Items {
 		policies = append(policies, &cpols.Items[i])
 	}
@@ -43,6 +51,12 @@ func ListPolicies(ctx context.Context, reader client.Reader, opts ...client.List
 	}
 	for i := range nvpols.Items {
 		policies = append(policies, &nvpols.Items[i])
+	}
+	for i := range gpols.Items {
+		policies = append(policies, &gpols.Items[i])
+	}
+	for i := range ngpols.Items {
+		policies = append(policies, &ngpols.Items[i])
 	}
 	return policies, nil
 }

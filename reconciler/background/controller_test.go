@@ -27,6 +27,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
@@ -172,13 +173,9 @@ func (e *env) wantPolicyTypes(ns string, want ...networkingv1.PolicyType) {
 // the webhook's generator and the policies as admission compiles them.
 func (e *env) admit(op kyvernov1.AdmissionOperation, obj, old client.Object) {
 	e.t.Helper()
-	var cpols kyvernov1.ClusterPolicyList
-	if err := e.cl.List(e.ctx, &cpols); err != nil {
+	policies, err := policycache.ListPolicies(e.ctx, e.cl)
+	if err != nil {
 		e.t.Fatal(err)
-	}
-	var policies []kyvernov1.PolicyInterface
-	for i := range cpols.Items {
-		policies = append(policies, &cpols.Items[i])
 	}
 	set, err := engine.Compile(policies)
 	if err != nil {

@@ -38,10 +38,9 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		return nil
 	}
 	sync := rule.Generation.Synchronize
-	pref := policyRefOf(p)
 	if w.deleteDownstream {
 		if sync {
-			return c.deleteDownstream(ctx, pref, rule, &w.trigger)
+			return c.deleteDownstream(ctx, p, rule, &w.trigger)
 		}
 		return nil
 	}
@@ -53,7 +52,7 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		return fmt.Errorf("%s with uid %s not found (yet); if the admission request was denied, this UpdateRequest fails for good", w.trigger, w.trigger.UID)
 	case errors.Is(err, errTriggerGone):
 		if sync {
-			return c.deleteDownstream(ctx, pref, rule, &w.trigger)
+			return c.deleteDownstream(ctx, p, rule, &w.trigger)
 		}
 		return nil
 	case err != nil:
@@ -65,7 +64,7 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		// The rule does not apply (any more) to this trigger.
 		if sync {
 			ref := triggerFromObject(trigger)
-			return c.deleteDownstream(ctx, pref, rule, &ref)
+			return c.deleteDownstream(ctx, p, rule, &ref)
 		}
 		return nil
 	}
@@ -177,6 +176,16 @@ func (c *Controller) applyDesired(ctx context.Context, d *generate.DesiredObject
 	if err != nil {
 		return err
 	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		if d.Policy.Namespace != "" {
+			// Tenancy: a namespaced policy writes into its own namespace
+			// only, and a cluster-scoped object is in none.
+			return fmt.Errorf("rule %s: %s %s is cluster-scoped: a namespaced policy generates only into its own namespace %s", d.Rule, u.GetKind(), u.GetName(), d.Policy.Namespace)
+		}
+		// A GeneratingPolicy names a namespace for every object it
+		// generates; a cluster-scoped object takes none.
+		u.SetNamespace("")
+	}
 	cur, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -230,7 +239,8 @@ func objectName(namespace, name string) string {
 // deleteDownstream deletes what a rule generated, for one trigger or
 // (trigger nil) for every trigger, found by its generate.kyverno.io
 // labels among the kinds the rule generates.
-func (c *Controller) deleteDownstream(ctx context.Context, p generate.PolicyRef, rule *kyvernov1.Rule, trigger *triggerRef) error {
+func (c *Controller) deleteDownstream(ctx context.Context, policy kyvernov1.PolicyInterface, rule *kyvernov1.Rule, trigger *triggerRef) error {
+	p := policyRefOf(policy)
 	set := labels.Set{generate.LabelPolicyName: p.Name, generate.LabelPolicyNamespace: p.Namespace, generate.LabelRuleName: rule.Name}
 	if trigger != nil {
 		// Kyverno matches the trigger by uid, namespace, kind, group and
@@ -239,7 +249,7 @@ func (c *Controller) deleteDownstream(ctx context.Context, p generate.PolicyRef,
 	}
 	selector := labels.SelectorFromSet(set).String()
 	var errs []error
-	for _, kind := range generatedKinds(rule) {
+	for _, kind := range generatedKinds(policy, rule) {
 		types := c.kinds.Resolve(kind)
 		for _, t := range types {
 			list, err := c.meta.Resource(t.GVR).List(ctx, metav1.ListOptions{LabelSelector: selector})
@@ -262,8 +272,13 @@ func (c *Controller) deleteDownstream(ctx context.Context, p generate.PolicyRef,
 
 // generatedKinds lists the kinds a generate rule writes, as kind selectors
 // ("networking.k8s.io/v1/NetworkPolicy"). Kinds with variables are left
-// out: their objects are found only through the rule's output.
-func generatedKinds(rule *kyvernov1.Rule) []string {
+// out: their objects are found only through the rule's output. A
+// GeneratingPolicy's one rule writes the kinds its expressions name
+// literally (the engine refuses to synchronize any other).
+func generatedKinds(p kyvernov1.PolicyInterface, rule *kyvernov1.Rule) []string {
+	if kinds := engine.GeneratedKinds(p); kinds != nil {
+		return kinds
+	}
 	g := rule.Generation
 	var out []string
 	add := func(apiVersion, kind string) {

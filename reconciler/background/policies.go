@@ -3,10 +3,14 @@ package background
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
+	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 )
@@ -91,7 +95,7 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 		rules := p.GetSpec().Rules
 		for i := range rules {
 			if rules[i].HasGenerate() {
-				r.watch.ensureDownstream(&rules[i])
+				r.watch.ensureDownstream(p, &rules[i])
 			}
 		}
 		if prev, ok := changedSince.byKey[key]; ok && prev.GetUID() == p.GetUID() && prev.GetGeneration() == p.GetGeneration() {
@@ -128,7 +132,7 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 			if !rule.HasGenerate() || !rule.Generation.Synchronize || rule.Generation.OrphanDownstreamOnPolicyDelete || ruleOf(now, rule.Name) != nil {
 				continue
 			}
-			if err := c.deleteDownstream(ctx, policyRefOf(old), rule, nil); err != nil {
+			if err := c.deleteDownstream(ctx, old, rule, nil); err != nil {
 				c.log.Error(err, "deleting the downstream objects of a deleted rule", "policy", key, "rule", rule.Name)
 			}
 		}
@@ -141,13 +145,22 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 func (r *run) enqueueTriggers(ctx context.Context, p kyvernov1.PolicyInterface, rule *kyvernov1.Rule, typ kyvernov2.RequestType) {
 	c := r.c
 	key := engine.PolicyKey(p)
-	for _, sel := range matchKinds(rule) {
+	for _, sel := range matchKinds(p, rule) {
 		types := c.kinds.Resolve(sel)
+		if _, ok := p.(policiesv1.GeneratingPolicyLike); ok {
+			// A GeneratingPolicy's rule has no kinds: its triggers are
+			// the resources of its matchConstraints (sel is one of them).
+			types = c.resolveResourceRule(sel)
+		}
 		if len(types) == 0 {
 			c.log.Info("kind not served; no existing triggers of it", "policy", key, "rule", rule.Name, "kind", sel)
 			continue
 		}
 		for _, t := range types {
+			if p.IsNamespaced() && !t.Namespaced {
+				// A namespaced policy's triggers are in its namespace.
+				continue
+			}
 			objs, err := c.listMetadata(ctx, t.GVR, p.GetNamespace())
 			if err != nil {
 				c.log.Error(err, "listing existing triggers", "policy", key, "rule", rule.Name, "resource", t.GVR.String())
@@ -163,8 +176,43 @@ func (r *run) enqueueTriggers(ctx context.Context, p kyvernov1.PolicyInterface, 
 	}
 }
 
-// matchKinds lists the kind selectors of a rule's match block.
-func matchKinds(r *kyvernov1.Rule) []string {
+// resolveResourceRule resolves the resources a GeneratingPolicy's
+// matchConstraints name ("group/version/resource", as matchKinds lists
+// them for it).
+func (c *Controller) resolveResourceRule(sel string) []clusterstate.ResourceType {
+	parts := strings.SplitN(sel, "/", 3)
+	if len(parts) != 3 {
+		return nil
+	}
+	return c.kinds.ResolveResource(parts[0], parts[1], parts[2])
+}
+
+// matchKinds lists the kind selectors of a rule's match block; for a
+// GeneratingPolicy's rule, which has none, "group/version/resource" of
+// each of the policy's resource rules.
+func matchKinds(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) []string {
+	if gp, ok := p.(policiesv1.GeneratingPolicyLike); ok {
+		var out []string
+		if mc := gp.GetGeneratingPolicySpec().MatchConstraints; mc != nil {
+			for _, rr := range mc.ResourceRules {
+				for _, g := range rr.APIGroups {
+					for _, v := range rr.APIVersions {
+						for _, res := range rr.Resources {
+							if sel := g + "/" + v + "/" + res; !slices.Contains(out, sel) {
+								out = append(out, sel)
+							}
+						}
+					}
+				}
+			}
+		}
+		return out
+	}
+	return matchKindsOfRule(r)
+}
+
+// matchKindsOfRule lists the kind selectors of a rule's match block.
+func matchKindsOfRule(r *kyvernov1.Rule) []string {
 	m := &r.MatchResources
 	seen := map[string]bool{}
 	var out []string

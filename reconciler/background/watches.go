@@ -61,8 +61,8 @@ func (w *watches) stop() {
 
 // ensureDownstream watches the kinds a generate rule writes and waits for
 // their first list, so downstreamOf knows what exists.
-func (w *watches) ensureDownstream(rule *kyvernov1.Rule) {
-	for _, kind := range generatedKinds(rule) {
+func (w *watches) ensureDownstream(p kyvernov1.PolicyInterface, rule *kyvernov1.Rule) {
+	for _, kind := range generatedKinds(p, rule) {
 		for _, t := range w.c.kinds.Resolve(kind) {
 			w.mu.Lock()
 			inf, ok := w.downstream[t.GVR]

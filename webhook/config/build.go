@@ -202,6 +202,9 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 		if celRules := engine.ValidatingPolicyRules(p); celRules != nil {
 			// A ValidatingPolicy names its resources, as a VAP does.
 			usedV = addResourceRules(validating[fp], celRules, p.IsNamespaced())
+		} else if celRules := engine.GeneratingPolicyRules(p); celRules != nil {
+			// So does a GeneratingPolicy; its one rule has no match kinds.
+			usedV = addResourceRules(validating[fp], celRules, p.IsNamespaced())
 		}
 		rules, err := autogen.ComputeRules(p)
 		if err != nil {
@@ -471,7 +474,8 @@ func (s Settings) policyValidating() *admissionregistrationv1.ValidatingWebhookC
 				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2", "v2beta1"},
 					Resources: []string{"policyexceptions"}, Scope: &all}},
 				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"policies.kyverno.io"}, APIVersions: []string{"v1"},
-					Resources: []string{"validatingpolicies", "namespacedvalidatingpolicies", "policyexceptions"}, Scope: &all}},
+					Resources: []string{"validatingpolicies", "namespacedvalidatingpolicies", "generatingpolicies", "namespacedgeneratingpolicies",
+						"deletingpolicies", "namespaceddeletingpolicies", "policyexceptions"}, Scope: &all}},
 				// Cleanup policies are checked for what charter cannot run.
 				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2"},
 					Resources: []string{"cleanuppolicies", "clustercleanuppolicies"}, Scope: &all}},

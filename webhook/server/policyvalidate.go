@@ -139,6 +139,10 @@ func checkCELPolicyObject(kind string, raw []byte) (engine.UnsupportedList, erro
 		p = &policiesv1.MutatingPolicy{}
 	case policiesv1.NamespacedMutatingPolicyKind:
 		p = &policiesv1.NamespacedMutatingPolicy{}
+	case policiesv1.GeneratingPolicyKind:
+		p = &policiesv1.GeneratingPolicy{}
+	case policiesv1.NamespacedGeneratingPolicyKind:
+		p = &policiesv1.NamespacedGeneratingPolicy{}
 	case policiesv1.PolicyExceptionKind:
 		ex := &policiesv1.PolicyException{}
 		if err := strict.Unmarshal(raw, ex); err != nil {

@@ -122,6 +122,10 @@ func Objects(objs []build.Object, scheme *runtime.Scheme) error {
 			faults = append(faults, compilePolicy(v, "MutatingPolicy/"+v.GetName(), o.File, policyFiles)...)
 		case *policiesv1.NamespacedMutatingPolicy:
 			faults = append(faults, compilePolicy(v, "NamespacedMutatingPolicy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
+		case *policiesv1.GeneratingPolicy:
+			faults = append(faults, compilePolicy(v, "GeneratingPolicy/"+v.GetName(), o.File, policyFiles)...)
+		case *policiesv1.NamespacedGeneratingPolicy:
+			faults = append(faults, compilePolicy(v, "NamespacedGeneratingPolicy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
 		case *policiesv1.PolicyException:
 			if _, err := engine.Compile(nil, engine.WithCELExceptions([]*policiesv1.PolicyException{v})); err != nil {
 				key := "PolicyException/" + v.GetName()
