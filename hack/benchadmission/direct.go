@@ -12,10 +12,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -31,15 +34,18 @@ import (
 // directOptions configure the direct mode.
 type directOptions struct {
 	policyDir    string
-	rate         float64
-	duration     time.Duration // per webhook, over every round
-	warmup       time.Duration // per webhook, before the first round
+	rates        []float64     // measured in turn, each with null and charter
+	rate         float64       // the one being measured
+	duration     time.Duration // per webhook and rate, over every round
+	warmup       time.Duration // per webhook and rate, before the first round
 	rounds       int
 	workers      int
 	noncompliant float64
-	cpuProfile   string
-	metrics      bool // record Prometheus metrics, as charter serve does
-	gcPercent    int  // GOGC of this process, which runs both servers
+	profileDir   string // CPU and allocation profiles per rate, when set
+	metrics      bool   // record Prometheus metrics, as charter serve does
+	events       bool   // write Kubernetes Events to a local API server, as charter serve does
+	uniqueNames  bool   // every request names a Pod of its own, as real creations do
+	gcPercent    int    // GOGC of this process, which runs both servers
 }
 
 // review is a prepared request body and what must come back.
@@ -60,9 +66,33 @@ type webhookTarget struct {
 	gc      gcUsage // over its measured rounds
 }
 
+// rateResult is what one rate measured.
+type rateResult struct {
+	rate              float64
+	null, charter     loadgen.Summary
+	charterErrors     int
+	charterRate       float64
+	eventCreates      uint64 // during charter's rounds
+	eventSeries       uint64
+	charterSeconds    float64 // measured time of charter's rounds
+	nullGC, charterGC gcUsage
+	requests          [2]int           // null, charter
+	cpu               [2]time.Duration // this process's CPU time during the rounds of null, charter
+}
+
+// p99Target is issue 20's target for the p99 ratio at a rate: 1.5x the
+// null webhook's up to 1,000/s, 2x above.
+func p99Target(rate float64) float64 {
+	if rate <= 1000 {
+		return 1.5
+	}
+	return 2
+}
+
 // runDirect measures charter's admission server and a null one, both in
-// this process, over HTTPS on loopback, in alternating rounds, and prints
-// the figures.
+// this process, over HTTPS on loopback, in alternating rounds at each rate,
+// and prints the figures. With events on, charter writes its Kubernetes
+// Events to a local control plane as charter serve does.
 func runDirect(ctx context.Context, o directOptions, p *printer) error {
 	policies, err := workload.EnforcedPolicies(o.policyDir)
 	if err != nil {
@@ -91,6 +121,9 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 		reviews[pod.Pod.Name] = &review{body: body, uid: uid, pod: pod}
 	}
 	reviewAt := func(i int) *review { return reviews[mix.At(i).Pod.Name] }
+	if o.uniqueNames {
+		reviewAt = func(i int) *review { return uniquelyNamed(reviews[mix.At(i).Pod.Name], i) }
+	}
 
 	caPEM, cert, err := servingCertificate()
 	if err != nil {
@@ -109,13 +142,24 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 		for range audit.Records() {
 		}
 	}()
-	charterHandler := server.NewHandler(server.Options{
+	var sink server.EventSink
+	var writes *countingWriter
+	if o.events {
+		s, w, stop, err := startEventSink(ctx, "bench")
+		if err != nil {
+			return err
+		}
+		defer stop()
+		sink, writes = s, w
+	}
+	charterHandler := labelled("charter", server.NewHandler(server.Options{
 		Policies: workload.Fixed{S: snapshot},
 		Filters:  server.DefaultResourceFilters("charter"),
 		Metrics:  rec,
 		Audit:    audit,
-	})
-	nullHandler := server.NewHandler(server.Options{Null: true})
+		Events:   sink,
+	}))
+	nullHandler := labelled("null", server.NewHandler(server.Options{Null: true}))
 
 	srvCtx, stopServers := context.WithCancel(context.Background())
 	var servers sync.WaitGroup
@@ -157,71 +201,191 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 			}
 		}
 	}
-
-	fmt.Fprintf(os.Stderr, "direct: warming up %d connections and %s per webhook\n", min(o.workers, 16), o.warmup)
 	for _, t := range targets {
 		if err := t.warm(ctx, min(o.workers, 16)); err != nil {
 			return err
 		}
-		if o.warmup > 0 {
-			if _, err := loadgen.Run(ctx, loadgen.Config{Rate: o.rate, Duration: o.warmup, Workers: o.workers}, t.do); err != nil {
-				return err
-			}
-		}
 	}
 
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
+	var results []rateResult
+	offset := 0
+	for _, rate := range o.rates {
+		o.rate = rate
+		for _, t := range targets {
+			t.results, t.gc = loadgen.Results{}, gcUsage{}
+		}
+		r, err := measureRate(ctx, o, targets, writes, &offset)
 		if err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
+			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
+		results = append(results, r)
+		printRate(p, o, len(policies), len(pods), targets, r)
+	}
+	printRatios(p, results)
+	return nil
+}
+
+// measureRate runs the warm-up and the alternating rounds of one rate,
+// with CPU and allocation profiles when asked.
+func measureRate(ctx context.Context, o directOptions, targets []*webhookTarget, writes *countingWriter, offset *int) (rateResult, error) {
+	r := rateResult{rate: o.rate}
+	fmt.Fprintf(os.Stderr, "direct: %g/s: warming up %s per webhook\n", o.rate, o.warmup)
+	for _, t := range targets {
+		if o.warmup > 0 {
+			cfg := loadgen.Config{Rate: o.rate, Duration: o.warmup, Workers: o.workers, Offset: *offset}
+			if _, err := loadgen.Run(ctx, cfg, t.do); err != nil {
+				return r, err
+			}
+			*offset += cfg.Requests()
 		}
-		defer pprof.StopCPUProfile()
+	}
+	stopProfile, err := startProfiles(o.profileDir, o.rate)
+	if err != nil {
+		return r, err
 	}
 	perRound := o.duration / time.Duration(o.rounds)
-	for r := range o.rounds {
+	for round := range o.rounds {
 		order := targets
-		if r%2 == 1 {
+		if round%2 == 1 {
 			order = []*webhookTarget{targets[1], targets[0]}
 		}
 		for _, t := range order {
-			fmt.Fprintf(os.Stderr, "direct: round %d/%d, %s webhook, %s at %g/s\n", r+1, o.rounds, t.name, perRound, o.rate)
+			fmt.Fprintf(os.Stderr, "direct: %g/s: round %d/%d, %s webhook, %s\n", o.rate, round+1, o.rounds, t.name, perRound)
 			// Neither server pays for the other's garbage.
 			runtime.GC()
-			cfg := loadgen.Config{Rate: o.rate, Duration: perRound, Workers: o.workers}
-			cfg.Offset = r * cfg.Requests()
-			gcBefore := sampleGC()
+			cfg := loadgen.Config{Rate: o.rate, Duration: perRound, Workers: o.workers, Offset: *offset}
+			*offset += cfg.Requests()
+			gcBefore, writesBefore, cpuBefore, started := sampleGC(), writes.counts(), processCPU(), time.Now()
 			res, err := loadgen.Run(ctx, cfg, t.do)
 			if err != nil {
-				return err
+				_ = stopProfile()
+				return r, err
 			}
 			t.gc = t.gc.add(sampleGC().since(gcBefore))
+			which := 1
+			if t.null {
+				which = 0
+			}
+			r.cpu[which] += processCPU() - cpuBefore
 			t.results.Merge(res)
+			if !t.null {
+				after := writes.counts()
+				r.eventCreates += after.creates - writesBefore.creates
+				r.eventSeries += after.series - writesBefore.series
+				r.charterSeconds += time.Since(started).Seconds()
+			}
 		}
 	}
-	if o.cpuProfile != "" {
-		pprof.StopCPUProfile()
-		fmt.Fprintf(os.Stderr, "direct: CPU profile of the measured rounds (both webhooks and the load generator) in %s\n", o.cpuProfile)
+	if err := stopProfile(); err != nil {
+		return r, err
 	}
+	r.null, r.charter = loadgen.Summarize(targets[0].results.Latencies), loadgen.Summarize(targets[1].results.Latencies)
+	r.charterErrors, r.charterRate = len(targets[1].results.Errors), targets[1].results.Rate()
+	r.nullGC, r.charterGC = targets[0].gc, targets[1].gc
+	r.requests = [2]int{targets[0].results.Requests(), targets[1].results.Requests()}
+	return r, nil
+}
 
-	p.printf("\n%s\n", p.style("Admission webhook, direct (POST /validate/fail over loopback HTTPS)", bold))
-	p.printf("%d Pod Security policies (baseline + restricted) in Enforce; %.0f%% non-compliant Pods of %d shapes\n",
-		len(policies), o.noncompliant*100, len(pods))
+// startProfiles starts a CPU profile of one rate's measured rounds in
+// dir/cpu-<rate>.pprof; what it returns stops it and writes the
+// allocations made meanwhile to dir/allocs-<rate>.pprof.
+func startProfiles(dir string, rate float64) (stop func() error, err error) {
+	if dir == "" {
+		return func() error { return nil }, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("profiles: %w", err)
+	}
+	cpuPath := filepath.Join(dir, fmt.Sprintf("cpu-%g.pprof", rate))
+	f, err := os.Create(cpuPath)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	// The allocation profile counts from the process's start: the one
+	// taken now is the base the final one is read against.
+	basePath := filepath.Join(dir, fmt.Sprintf("allocs-%g-base.pprof", rate))
+	if err := writeAllocs(basePath); err != nil {
+		pprof.StopCPUProfile()
+		f.Close()
+		return nil, err
+	}
+	stopped := false
+	return func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return err
+		}
+		allocsPath := filepath.Join(dir, fmt.Sprintf("allocs-%g.pprof", rate))
+		if err := writeAllocs(allocsPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "direct: %g/s: profiles of the measured rounds: go tool pprof -tagfocus=webhook=charter %s; go tool pprof -sample_index=alloc_space -diff_base %s %s\n",
+			rate, cpuPath, basePath, allocsPath)
+		return nil
+	}, nil
+}
+
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("allocation profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("allocation profile: %w", err)
+	}
+	return f.Close()
+}
+
+// labelled tags the goroutines serving h with webhook=name, so a CPU
+// profile of both servers and the load generator can be narrowed to one
+// (go tool pprof -tagfocus=webhook=charter).
+func labelled(name string, h http.Handler) http.Handler {
+	labels := pprof.Labels("webhook", name)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pprof.Do(r.Context(), labels, func(ctx context.Context) { h.ServeHTTP(w, r.WithContext(ctx)) })
+	})
+}
+
+// uniquelyNamed returns rv for request i with a Pod name of its own, as
+// the API server's requests for Pods created one after another carry:
+// events about distinct Pods are distinct events, never one series.
+func uniquelyNamed(rv *review, i int) *review {
+	name := rv.pod.Pod.Name
+	unique := name + "-" + strconv.Itoa(i)
+	body := bytes.ReplaceAll(rv.body, []byte(`"name":"`+name+`"`), []byte(`"name":"`+unique+`"`))
+	return &review{body: body, uid: rv.uid, pod: rv.pod}
+}
+
+func printRate(p *printer, o directOptions, policies, shapes int, targets []*webhookTarget, r rateResult) {
+	p.printf("\n%s\n", p.style(fmt.Sprintf("Admission webhook, direct (POST /validate/fail over loopback HTTPS) at %g/s", r.rate), bold))
+	p.printf("%d Pod Security policies (baseline + restricted) in Enforce; %.0f%% non-compliant Pods of %d shapes%s\n",
+		policies, o.noncompliant*100, shapes, map[bool]string{true: ", each request a Pod of its own name", false: ""}[o.uniqueNames])
 	withMetrics := "with Prometheus metrics as charter serve records them"
 	if !o.metrics {
 		withMetrics = "without metrics"
 	}
-	p.printf("open loop at %g/s, %s per webhook in %d alternating rounds after %s of warm-up; HTTP/1.1 keep-alive (the server speaks nothing else), up to %d in flight; charter %s; %d CPUs\n\n",
-		o.rate, o.duration, o.rounds, o.warmup, o.workers, withMetrics, runtime.NumCPU())
+	withEvents := "Kubernetes Events written to a local kube-apiserver with charter serve's defaults"
+	if !o.events {
+		withEvents = "no Kubernetes Events"
+	}
+	p.printf("open loop, %s per webhook in %d alternating rounds after %s of warm-up; HTTP/1.1 keep-alive (the server speaks nothing else), up to %d in flight; charter %s, %s; %d CPUs\n\n",
+		o.duration, o.rounds, o.warmup, o.workers, withMetrics, withEvents, runtime.NumCPU())
 	rows := make([][]string, 0, len(targets))
-	sums := map[string]loadgen.Summary{}
-	for _, t := range targets {
-		s := loadgen.Summarize(t.results.Latencies)
-		sums[t.name] = s
-		rows = append(rows, []string{t.name, fmt.Sprint(t.results.Requests()), fmt.Sprintf("%.1f", t.results.Rate()),
+	for i, t := range targets {
+		s := r.null
+		if !t.null {
+			s = r.charter
+		}
+		rows = append(rows, []string{t.name, fmt.Sprint(r.requests[i]), fmt.Sprintf("%.1f", t.results.Rate()),
 			ms(s.P50), ms(s.P95), ms(s.P99), ms(s.Max), fmt.Sprint(len(t.results.Errors))})
 	}
 	p.table([]string{"WEBHOOK", "REQUESTS", "RATE/S", "P50", "P95", "P99", "MAX", "ERRORS"}, rows)
@@ -230,17 +394,59 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 			p.printf("  %s errors: %s\n", t.name, errorBreakdown(t.results.Errors))
 		}
 	}
-	p.printf("garbage collection (GOGC=%d; servers and load generator share this process): null %s; charter %s\n\n",
-		o.gcPercent, targets[0].gc, targets[1].gc)
-	charter, null := sums["charter"], sums["null"]
-	ratio := float64(charter.P99) / float64(max(null.P99, 1))
-	p.verdict("p99 charter / p99 null", fmt.Sprintf("%.2fx", ratio), "target ≤ 1.5x", ratio <= 1.5)
-	errs := len(targets[1].results.Errors)
-	p.verdict("charter errors", fmt.Sprint(errs), "target 0", errs == 0)
-	if achieved := targets[1].results.Rate(); achieved < 0.95*o.rate {
-		p.printf("charter answered %.0f/s of the %g/s offered: the server (or this machine) fell behind\n", achieved, o.rate)
+	p.printf("garbage collection (GOGC=%d; servers and load generator share this process): null %s; charter %s\n",
+		o.gcPercent, r.nullGC, r.charterGC)
+	p.printf("allocated per review (server and load generator): null %s; charter %s\n",
+		r.nullGC.perRequest(r.requests[0]), r.charterGC.perRequest(r.requests[1]))
+	p.printf("CPU of this process per review (server and load generator): null %s; charter %s\n",
+		perReview(r.cpu[0], r.requests[0]), perReview(r.cpu[1], r.requests[1]))
+	if o.events && r.charterSeconds > 0 {
+		p.printf("events written during charter's rounds: %d creates (%.0f/s), %d series updates, for %d reviews\n",
+			r.eventCreates, float64(r.eventCreates)/r.charterSeconds, r.eventSeries, r.requests[1])
 	}
-	return nil
+	ratio := float64(r.charter.P99) / float64(max(r.null.P99, 1))
+	target := p99Target(r.rate)
+	p.verdict("p99 charter / p99 null", fmt.Sprintf("%.2fx", ratio), fmt.Sprintf("target ≤ %gx", target), ratio <= target)
+	p.verdict("charter errors", fmt.Sprint(r.charterErrors), "target 0", r.charterErrors == 0)
+	if r.charterRate < 0.95*r.rate {
+		p.printf("charter answered %.0f/s of the %g/s offered: the server (or this machine) fell behind\n", r.charterRate, r.rate)
+	}
+}
+
+// processCPU is the CPU time this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func perReview(d time.Duration, requests int) string {
+	if requests == 0 {
+		return "no reviews"
+	}
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(requests)/float64(time.Millisecond))
+}
+
+// printRatios sums up every rate: the p99 ratio against its target.
+func printRatios(p *printer, results []rateResult) {
+	if len(results) < 2 {
+		return
+	}
+	p.printf("\n%s\n", p.style("Direct, every rate (same run)", bold))
+	rows := make([][]string, 0, len(results))
+	for _, r := range results {
+		ratio := float64(r.charter.P99) / float64(max(r.null.P99, 1))
+		target := p99Target(r.rate)
+		verdict := p.style("met", green)
+		if ratio > target || r.charterErrors > 0 {
+			verdict = p.style("MISSED", red)
+		}
+		rows = append(rows, []string{fmt.Sprintf("%g/s", r.rate), ms(r.null.P50) + " / " + ms(r.null.P99), ms(r.charter.P50) + " / " + ms(r.charter.P99),
+			fmt.Sprintf("%.2fx", ratio), fmt.Sprintf("≤ %gx", target), verdict})
+	}
+	p.table([]string{"RATE", "NULL P50 / P99", "CHARTER P50 / P99", "P99 RATIO", "TARGET", ""}, rows)
 }
 
 // servingCertificate issues a throwaway CA and a serving certificate for

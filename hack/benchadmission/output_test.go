@@ -98,12 +98,12 @@ func TestOneLine(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	good := directOptions{rate: 1000, duration: 20 * time.Second, rounds: 4, workers: 64, noncompliant: 0.5}
+	good := directOptions{rates: []float64{1000, 3000}, duration: 20 * time.Second, rounds: 4, workers: 64, noncompliant: 0.5}
 	if err := good.validate(); err != nil {
 		t.Errorf("good direct options: %v", err)
 	}
 	bad := good
-	bad.rate, bad.rounds, bad.noncompliant = 0, 0, 2
+	bad.rates, bad.rounds, bad.noncompliant = []float64{0}, 0, 2
 	err := bad.validate()
 	for _, flag := range []string{"-rate", "-rounds", "-noncompliant"} {
 		if err == nil || !strings.Contains(err.Error(), flag) {
