@@ -73,9 +73,16 @@ func (h *handlers) promotion(w http.ResponseWriter, r *http.Request) {
 			name, charter.EnforcementLabel, newValue, charter.EnforcementAudit, charter.EnforcementEnforce)))
 		return
 	}
+	staged := stagedPolicies(h.opts.Policies.Snapshot(), name)
+	if len(staged) == 0 {
+		// Nothing to gate, and nothing the label will change: say so,
+		// rather than let the namespace look promoted.
+		writeResponse(w, allowed(ar.UID, []string{noStagedPolicyWarning(name)}))
+		return
+	}
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
-	denial, err := h.opts.Promotion.Check(ctx, name, stagedPolicies(h.opts.Policies.Snapshot(), name))
+	denial, err := h.opts.Promotion.Check(ctx, name, staged)
 	switch {
 	case err != nil:
 		writeResponse(w, denied(ar.UID, fmt.Sprintf("namespace %q cannot be labelled %s=%s now: %v",
@@ -85,6 +92,13 @@ func (h *handlers) promotion(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeResponse(w, allowed(ar.UID, nil))
 	}
+}
+
+// noStagedPolicyWarning is the admission warning for a namespace labelled
+// enforce while no staged policy applies to it.
+func noStagedPolicyWarning(namespace string) string {
+	return fmt.Sprintf("namespace %q labelled %s=%s, but no staged policy applies to it (no ClusterPolicy, and no Policy in %q, is labelled %s=%s): nothing is enforced there until one is",
+		namespace, charter.EnforcementLabel, charter.EnforcementEnforce, namespace, charter.StagedLabel, charter.StagedValue)
 }
 
 // enforcementLabel reads a Namespace's name and charter.dev/enforcement

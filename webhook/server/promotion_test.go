@@ -116,3 +116,43 @@ func TestPromotionPathNeedsAGate(t *testing.T) {
 		t.Errorf("POST %s without a gate: HTTP %d, want 404", PathPromotion, w.Code)
 	}
 }
+
+// TestPromotionWithoutStagedPolicyWarns: labelling a namespace enforce
+// while no staged policy applies there changes nothing; the label is
+// admitted (it takes effect once a staged policy comes) with a warning
+// saying so, and no report is read.
+func TestPromotionWithoutStagedPolicyWarns(t *testing.T) {
+	snapshot, err := policycache.Build(loadPolicies(t, "testdata/promotion-policies.yaml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := policycache.Build(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		snapshot *policycache.Snapshot
+		warn     bool
+	}{
+		{"no staged policy installed", empty, true},
+		{"staged policies installed", snapshot, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := recordingGate{}
+			h := NewHandler(Options{Policies: staticSnapshots{tc.snapshot}, Promotion: &gate})
+			resp := decision(t, h, PathPromotion, namespaceReview("UPDATE", map[string]string{}, map[string]string{"charter.dev/enforcement": "enforce"}))
+			if !resp.Allowed {
+				t.Fatalf("denied: %+v", resp.Result)
+			}
+			want := `namespace "shop" labelled charter.dev/enforcement=enforce, but no staged policy applies to it`
+			warned := len(resp.Warnings) == 1 && strings.HasPrefix(resp.Warnings[0], want)
+			if warned != tc.warn {
+				t.Errorf("warnings %q; want a warning starting %q: %v", resp.Warnings, want, tc.warn)
+			}
+			if called := len(gate.calls) > 0; called == tc.warn {
+				t.Errorf("gate called: %v, want %v", called, !tc.warn)
+			}
+		})
+	}
+}

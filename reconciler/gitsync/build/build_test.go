@@ -153,3 +153,26 @@ func TestPlainFolderFaultsNameTheFile(t *testing.T) {
 		})
 	}
 }
+
+// TestEnvironmentsStageTheRestrictedSet: dev, staging and prod stage the
+// same six Pod Security restricted policies (components/staged-restricted),
+// so promoting a namespace works in each, `make run`'s dev included.
+func TestEnvironmentsStageTheRestrictedSet(t *testing.T) {
+	want := []string{"disallow-privilege-escalation", "require-run-as-non-root-user", "require-run-as-nonroot",
+		"restrict-capabilities-strict", "restrict-seccomp-strict", "restrict-volume-types"}
+	for _, env := range []string{"dev", "staging", "prod"} {
+		t.Run(env, func(t *testing.T) {
+			g := NewWithT(t)
+			objs, err := Build("../../..", "environments/"+env)
+			g.Expect(err).NotTo(HaveOccurred())
+			var staged []string
+			for _, o := range objs {
+				g.Expect(o.GetLabels()).To(HaveKeyWithValue("charter.dev/environment", env), "%s/%s", o.GetKind(), o.GetName())
+				if o.GetLabels()["charter.dev/staged"] == "true" {
+					staged = append(staged, o.GetName())
+				}
+			}
+			g.Expect(staged).To(ConsistOf(want))
+		})
+	}
+}
