@@ -14,7 +14,6 @@ import (
 
 	"github.com/sigstore/cosign/v2/pkg/cosign"
 	"github.com/sigstore/cosign/v2/pkg/oci"
-	rekorclient "github.com/sigstore/rekor/pkg/client"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/tuf"
@@ -42,7 +41,7 @@ type identity struct {
 }
 
 // checkOpts turns one attestor into cosign's CheckOpts (§3.1).
-func (v *Verifier) checkOpts(ctx context.Context, check engine.ImageCheck, kind checkKind) (*cosign.CheckOpts, *identity, error) {
+func (v *Verifier) checkOpts(ctx context.Context, check engine.ImageCheck, kind checkKind) (*cosign.CheckOpts, *identity, *logReach, error) {
 	a := &check.Attestor
 	co := &cosign.CheckOpts{ExperimentalOCI11: check.CosignOCI11 && kind == kindSignatures}
 	var rekor *kyvernov1.Rekor
@@ -53,31 +52,31 @@ func (v *Verifier) checkOpts(ctx context.Context, check engine.ImageCheck, kind 
 		rekor, ctlog = a.Keys.Rekor, a.Keys.CTLog
 		hash, err := hashAlgorithm(a.Keys.SignatureAlgorithm)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if a.Keys.PublicKeys == "" {
-			return nil, nil, errors.New("a PEM public key is required")
+			return nil, nil, nil, errors.New("a PEM public key is required")
 		}
 		pk, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(a.Keys.PublicKeys))
 		if err != nil {
-			return nil, nil, fmt.Errorf("failed to load public key: %w", err)
+			return nil, nil, nil, fmt.Errorf("failed to load public key: %w", err)
 		}
 		if co.SigVerifier, err = signature.LoadVerifier(pk, hash); err != nil {
-			return nil, nil, fmt.Errorf("failed to load public key: %w", err)
+			return nil, nil, nil, fmt.Errorf("failed to load public key: %w", err)
 		}
 	case a.Certificates != nil:
 		rekor, ctlog = a.Certificates.Rekor, a.Certificates.CTLog
 		chain, err := loadCerts(a.Certificates.CertificateChain)
 		if err != nil {
-			return nil, nil, fmt.Errorf("failed to load certificate chain: %w", err)
+			return nil, nil, nil, fmt.Errorf("failed to load certificate chain: %w", err)
 		}
 		if a.Certificates.Certificate != "" {
 			certs, err := loadCerts(a.Certificates.Certificate)
 			if err != nil || len(certs) == 0 {
-				return nil, nil, fmt.Errorf("failed to load certificate: %v", err)
+				return nil, nil, nil, fmt.Errorf("failed to load certificate: %v", err)
 			}
 			if len(chain) > 11 {
-				return nil, nil, fmt.Errorf("certificate chain too long (%d), maximum allowed is 11", len(chain))
+				return nil, nil, nil, fmt.Errorf("certificate chain too long (%d), maximum allowed is 11", len(chain))
 			}
 			if len(chain) > 0 {
 				co.SigVerifier, err = cosign.ValidateAndUnpackCertWithChain(certs[0], chain, co)
@@ -85,7 +84,7 @@ func (v *Verifier) checkOpts(ctx context.Context, check engine.ImageCheck, kind 
 				co.SigVerifier, err = signature.LoadVerifier(certs[0].PublicKey, crypto.SHA256)
 			}
 			if err != nil {
-				return nil, nil, fmt.Errorf("failed to load certificate: %w", err)
+				return nil, nil, nil, fmt.Errorf("failed to load certificate: %w", err)
 			}
 		} else {
 			co.RootCerts, co.IntermediateCerts = certPools(chain)
@@ -100,28 +99,28 @@ func (v *Verifier) checkOpts(ctx context.Context, check engine.ImageCheck, kind 
 			// Kyverno's default: the public-good Fulcio CA, whose roots
 			// come from Sigstore's TUF repository.
 			if roots, err = v.o.FulcioRoots(ctx); err != nil {
-				return nil, nil, &engine.ImageUnavailableError{Err: fmt.Errorf("failed to get the Fulcio roots: %w", err)}
+				return nil, nil, nil, &engine.ImageUnavailableError{Err: fmt.Errorf("failed to get the Fulcio roots: %w", err)}
 			}
 		} else if roots, err = loadCerts(k.Roots); err != nil || len(roots) == 0 {
-			return nil, nil, fmt.Errorf("failed to load roots: %v", err)
+			return nil, nil, nil, fmt.Errorf("failed to load roots: %v", err)
 		}
 		co.RootCerts, co.IntermediateCerts = certPools(roots)
 		id.codeSigning = true
 		id.subject, id.issuer = k.Subject, k.Issuer
 		if k.SubjectRegExp != "" {
 			if id.subjectRegexp, err = regexp.Compile(k.SubjectRegExp); err != nil {
-				return nil, nil, fmt.Errorf("invalid subjectRegExp: %w", err)
+				return nil, nil, nil, fmt.Errorf("invalid subjectRegExp: %w", err)
 			}
 		}
 		if k.IssuerRegExp != "" {
 			if id.issuerRegexp, err = regexp.Compile(k.IssuerRegExp); err != nil {
-				return nil, nil, fmt.Errorf("invalid issuerRegExp: %w", err)
+				return nil, nil, nil, fmt.Errorf("invalid issuerRegExp: %w", err)
 			}
 		}
 		for key, want := range k.AdditionalExtensions {
 			oid, ok := engine.CertExtensionOID(key)
 			if !ok {
-				return nil, nil, fmt.Errorf("invalid certificate extension %s", key)
+				return nil, nil, nil, fmt.Errorf("invalid certificate extension %s", key)
 			}
 			if id.extensions == nil {
 				id.extensions = map[string]string{}
@@ -129,17 +128,21 @@ func (v *Verifier) checkOpts(ctx context.Context, check engine.ImageCheck, kind 
 			id.extensions[oid] = want
 		}
 	default:
-		return nil, nil, errors.New("keys, certificates, keyless, or a nested attestor is required")
+		return nil, nil, nil, errors.New("keys, certificates, keyless, or a nested attestor is required")
 	}
-	if err := v.transparency(ctx, co, rekor, ctlog); err != nil {
-		return nil, nil, err
+	reach, err := v.transparency(ctx, co, rekor, ctlog)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	return co, id, nil
+	return co, id, reach, nil
 }
 
 // transparency sets the Rekor and CT log checks: on by default, with the
 // policy's keys when it gives them, else the public-good keys from TUF.
-func (v *Verifier) transparency(ctx context.Context, co *cosign.CheckOpts, rekor *kyvernov1.Rekor, ctlog *kyvernov1.CTLog) error {
+// The returned logReach (nil when the log is not asked) says whether the
+// log could be reached.
+func (v *Verifier) transparency(ctx context.Context, co *cosign.CheckOpts, rekor *kyvernov1.Rekor, ctlog *kyvernov1.CTLog) (*logReach, error) {
+	var reach *logReach
 	url := DefaultRekorURL
 	if rekor != nil {
 		co.IgnoreTlog = rekor.IgnoreTlog
@@ -154,14 +157,14 @@ func (v *Verifier) transparency(ctx context.Context, co *cosign.CheckOpts, rekor
 		}
 		keys, err := logKeys(ctx, "Rekor", pem, cosign.GetRekorPubs)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		co.RekorPubKeys = keys
-		client, err := rekorclient.GetRekorClient(url, rekorclient.WithUserAgent("charter"))
+		client, r, err := rekorClient(url, v.o.Transport)
 		if err != nil {
-			return fmt.Errorf("invalid rekor URL %q: %w", url, err)
+			return nil, fmt.Errorf("invalid rekor URL %q: %w", url, err)
 		}
-		co.RekorClient = client
+		co.RekorClient, reach = client, r
 	}
 	pem := ""
 	if ctlog != nil {
@@ -170,11 +173,11 @@ func (v *Verifier) transparency(ctx context.Context, co *cosign.CheckOpts, rekor
 	if !co.IgnoreSCT && co.SigVerifier == nil {
 		keys, err := logKeys(ctx, "CT log", pem, cosign.GetCTLogPubs)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		co.CTLogPubKeys = keys
 	}
-	return nil
+	return reach, nil
 }
 
 // logKeys returns the policy's key of a transparency log, or the

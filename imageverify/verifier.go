@@ -183,10 +183,19 @@ func repository(image string) string {
 }
 
 func (v *Verifier) verifyDigest(ctx context.Context, digest name.Digest, check engine.ImageCheck, kind checkKind, opts []ociremote.Option) (engine.ImageVerified, error) {
-	co, id, err := v.checkOpts(ctx, check, kind)
+	co, id, reach, err := v.checkOpts(ctx, check, kind)
 	if err != nil {
 		return engine.ImageVerified{}, err
 	}
+	res, err := v.verifyWith(ctx, digest, check, kind, co, id, opts)
+	if err != nil && reach.failure() != nil {
+		// The transparency log could not be asked: no verdict.
+		return res, &engine.ImageUnavailableError{Err: err}
+	}
+	return res, err
+}
+
+func (v *Verifier) verifyWith(ctx context.Context, digest name.Digest, check engine.ImageCheck, kind checkKind, co *cosign.CheckOpts, id *identity, opts []ociremote.Option) (engine.ImageVerified, error) {
 	co.RegistryClientOpts = opts
 	if check.Repository != "" {
 		repo, err := name.NewRepository(check.Repository, v.nameOptions(check.Credentials)...)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -541,15 +542,61 @@ func TestPublicFulcioRoots(t *testing.T) {
 // TestPublicFulcioRootsOffline: without the TUF mirror and without a
 // cached copy, the public roots cannot be had, and it says so.
 func TestPublicFulcioRootsOffline(t *testing.T) {
+	offlineTUF(t)
+	if certs, err := imageverify.PublicFulcioRoots(context.Background()); err == nil {
+		t.Fatalf("got %d roots from an empty mirror", len(certs))
+	}
+}
+
+// TestTransparencyLogOnByDefault: an attestor that says nothing about
+// Rekor requires the signature in the public-good log, whose key comes
+// from TUF; one that names a log URL and key but carries no bundle asks
+// that log. Offline neither can be checked: the rule errs and blocks,
+// it never passes unlogged.
+func TestTransparencyLogOnByDefault(t *testing.T) {
+	offlineTUF(t)
+	f := newFixture(t)
+	unlogged := fmt.Sprintf("- imageReferences: [%q]\n  attestors:\n  - entries:\n    - keys:\n        publicKeys: %s\n", f.reg.Host+"/app:*", jsonString(f.key.PublicPEM))
+	customLog := func(url string) string {
+		return unlogged + "        rekor: {url: " + jsonString(url) + ", pubkey: " + jsonString(f.rekor.PublicPEM) + "}\n"
+	}
+	// A log that is down, and one that answers but holds no entry for
+	// the signature: the first is no verdict (error), the second is one.
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	t.Cleanup(down.Close)
+	empty := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte("[]"))
+	}))
+	t.Cleanup(empty.Close)
+	for _, c := range []struct {
+		name, entry string
+		status      engine.RuleStatus
+		msg         string
+	}{
+		{"default log", unlogged, engine.StatusError, "failed to get Rekor public keys"},
+		{"custom log unreachable", customLog("http://127.0.0.1:1"), engine.StatusError, "127.0.0.1:1"},
+		{"custom log answers 503", customLog(down.URL), engine.StatusError, "no matching signatures"},
+		{"custom log without the entry", customLog(empty.URL), engine.StatusFail, "no matching signatures"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, _ := run(t, newVerifier(), policy(t, c.entry), pod(f.signed.Ref))
+			if rr := onlyRule(t, m.Policies); rr.Status != c.status || !strings.Contains(rr.Message, c.msg) || !m.Blocked() {
+				t.Fatalf("%s %q, want a blocking %s containing %q", rr.Status, rr.Message, c.status, c.msg)
+			}
+		})
+	}
+}
+
+// offlineTUF points Sigstore's TUF client at an empty cache and an empty
+// local mirror, so that nothing is fetched from the network or read from
+// the home directory. (The client is a process-wide singleton: every test
+// of this package that reaches TUF must use it.)
+func offlineTUF(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TUF_ROOT", dir)
 	mirror, _ := json.Marshal(map[string]string{"mirror": "file://" + t.TempDir()})
 	if err := os.WriteFile(filepath.Join(dir, "remote.json"), mirror, 0o600); err != nil {
 		t.Fatal(err)
-	}
-	if certs, err := imageverify.PublicFulcioRoots(context.Background()); err == nil {
-		t.Fatalf("got %d roots from an empty mirror", len(certs))
-	} else {
-		t.Log(err)
 	}
 }
