@@ -22,9 +22,12 @@ type countingWriter struct {
 	w       events.Writer
 	creates atomic.Uint64
 	series  atomic.Uint64
+	sink    *events.Sink // its drops are counted too
 }
 
-type eventCounts struct{ creates, series uint64 }
+// eventCounts are running totals: API writes, and the requests' batches
+// (queue full) and events (failed creates) the sink gave up.
+type eventCounts struct{ creates, series, queueDropped, dropped uint64 }
 
 func (c *countingWriter) Create(ctx context.Context, ev *eventsv1.Event) error {
 	c.creates.Add(1)
@@ -45,7 +48,7 @@ func (c *countingWriter) counts() eventCounts {
 	if c == nil {
 		return eventCounts{}
 	}
-	return eventCounts{creates: c.creates.Load(), series: c.series.Load()}
+	return eventCounts{creates: c.creates.Load(), series: c.series.Load(), queueDropped: c.sink.QueueDropped(), dropped: c.sink.Dropped()}
 }
 
 // startEventSink starts a local control plane and the event sink charter
@@ -76,6 +79,7 @@ func startEventSink(ctx context.Context, namespace string) (*events.Sink, *count
 	}
 	counting := &countingWriter{w: w}
 	sink := events.NewSink(events.Options{Writer: counting, Source: events.SourceAdmission, Omit: events.DefaultOmit})
+	counting.sink = sink
 	sinkCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
