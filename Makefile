@@ -93,11 +93,11 @@ controlplane: $(BIN)/etcd $(BIN)/kube-apiserver ## Build etcd and kube-apiserver
 
 $(BIN)/etcd:
 	@echo "building etcd from go.etcd.io/etcd/server/v3 (a few minutes the first time)"
-	cd harness/tools && $(GO) build -trimpath -o $(BIN)/etcd go.etcd.io/etcd/server/v3
+	$(GO) run ./hack/buildprogress -go $(GO) -C harness/tools -o $(BIN)/etcd go.etcd.io/etcd/server/v3
 
 $(BIN)/kube-apiserver:
-	@echo "building kube-apiserver from k8s.io/kubernetes (6 to 13 minutes the first time on 2 cores, more on a busy machine)"
-	cd harness/tools && $(GO) build -trimpath -o $(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+	@echo "building kube-apiserver from k8s.io/kubernetes (most of the 8 to 15 minutes the first control plane build takes on 2 cores, depending on load; progress every 15 s)"
+	$(GO) run ./hack/buildprogress -go $(GO) -C harness/tools -o $(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
