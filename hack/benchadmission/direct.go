@@ -75,6 +75,7 @@ type rateResult struct {
 	eventCreates      uint64 // during charter's rounds
 	eventSeries       uint64
 	eventsDropped     uint64  // batches dropped on a full queue, and events after failed creates
+	eventsFiltered    uint64  // held back by the spam filter (per object, as client-go's recorder)
 	charterSeconds    float64 // measured time of charter's rounds
 	nullGC, charterGC gcUsage
 	requests          [2]int           // null, charter
@@ -274,6 +275,7 @@ func measureRate(ctx context.Context, o directOptions, targets []*webhookTarget,
 				r.eventCreates += after.creates - writesBefore.creates
 				r.eventSeries += after.series - writesBefore.series
 				r.eventsDropped += after.queueDropped - writesBefore.queueDropped + after.dropped - writesBefore.dropped
+				r.eventsFiltered += after.spamFiltered - writesBefore.spamFiltered
 				r.charterSeconds += time.Since(started).Seconds()
 			}
 		}
@@ -403,8 +405,8 @@ func printRate(p *printer, o directOptions, policies, shapes int, targets []*web
 	p.printf("CPU of this process per review (server and load generator): null %s; charter %s\n",
 		perReview(r.cpu[0], r.requests[0]), perReview(r.cpu[1], r.requests[1]))
 	if o.events && r.charterSeconds > 0 {
-		p.printf("events written during charter's rounds: %d creates (%.0f/s), %d series updates, %d dropped (queue full or create failed), for %d reviews\n",
-			r.eventCreates, float64(r.eventCreates)/r.charterSeconds, r.eventSeries, r.eventsDropped, r.requests[1])
+		p.printf("events written during charter's rounds: %d creates (%.0f/s), %d series updates, %d held back per object as client-go's recorder does, %d dropped (queue full or create failed), for %d reviews\n",
+			r.eventCreates, float64(r.eventCreates)/r.charterSeconds, r.eventSeries, r.eventsFiltered, r.eventsDropped, r.requests[1])
 	}
 	ratio := float64(r.charter.P99) / float64(max(r.null.P99, 1))
 	target := p99Target(r.rate)

@@ -26,8 +26,9 @@ type countingWriter struct {
 }
 
 // eventCounts are running totals: API writes, and the requests' batches
-// (queue full) and events (failed creates) the sink gave up.
-type eventCounts struct{ creates, series, queueDropped, dropped uint64 }
+// (queue full) and events (failed creates) the sink gave up, and the
+// events its spam filter held back.
+type eventCounts struct{ creates, series, queueDropped, dropped, spamFiltered uint64 }
 
 func (c *countingWriter) Create(ctx context.Context, ev *eventsv1.Event) error {
 	c.creates.Add(1)
@@ -48,7 +49,7 @@ func (c *countingWriter) counts() eventCounts {
 	if c == nil {
 		return eventCounts{}
 	}
-	return eventCounts{creates: c.creates.Load(), series: c.series.Load(), queueDropped: c.sink.QueueDropped(), dropped: c.sink.Dropped()}
+	return eventCounts{creates: c.creates.Load(), series: c.series.Load(), queueDropped: c.sink.QueueDropped(), dropped: c.sink.Dropped(), spamFiltered: c.sink.SpamFiltered()}
 }
 
 // startEventSink starts a local control plane and the event sink charter

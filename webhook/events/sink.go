@@ -96,7 +96,12 @@ type Options struct {
 	SeriesFlush time.Duration
 	SeriesEnd   time.Duration
 	MaxSeries   int
-	Log         logr.Logger
+	// SpamBurst and SpamInterval bound the events created about one
+	// object, as client-go's recorder does: SpamBurst at once, then one
+	// per SpamInterval (defaults DefaultSpamBurst, DefaultSpamInterval).
+	SpamBurst    int
+	SpamInterval time.Duration
+	Log          logr.Logger
 }
 
 // Sink writes events off the caller's path. Offer never blocks: when the
@@ -105,7 +110,10 @@ type Options struct {
 // written with one PATCH per series every SeriesFlush, as client-go's
 // events recorder does, so a resource failing the same rule on every
 // request costs one create and a patch every 30 s, not one write per
-// request. It is a
+// request; and, again as client-go's recorder, the events created about one
+// object are rate-limited (25 at once, then one per 5 minutes): a policy
+// failing on every new Pod does not turn each admission into an API
+// write. It is a
 // manager.Runnable that runs in every replica (each emits the events of
 // the requests it answers). Its drop counters (Dropped, QueueDropped) are
 // exported by webhook/metrics as kyverno_events_dropped_total and
@@ -123,6 +131,9 @@ type Sink struct {
 	mu      sync.Mutex
 	series  map[seriesKey]*series
 	repeats atomic.Uint64
+
+	spam         *spamFilter
+	spamFiltered atomic.Uint64
 }
 
 // NewSink returns a sink; Start it (or add it to a manager) to write.
@@ -158,7 +169,14 @@ func NewSink(o Options) *Sink {
 	if o.MaxSeries <= 0 {
 		o.MaxSeries = DefaultMaxSeries
 	}
-	s := &Sink{o: o, queue: make(chan Batch, o.MaxQueued), omit: map[string]bool{}, series: map[seriesKey]*series{}}
+	if o.SpamBurst <= 0 {
+		o.SpamBurst = DefaultSpamBurst
+	}
+	if o.SpamInterval <= 0 {
+		o.SpamInterval = DefaultSpamInterval
+	}
+	s := &Sink{o: o, queue: make(chan Batch, o.MaxQueued), omit: map[string]bool{}, series: map[seriesKey]*series{},
+		spam: newSpamFilter(o.SpamBurst, o.SpamInterval)}
 	for _, r := range o.Omit {
 		s.omit[r] = true
 	}
@@ -208,6 +226,10 @@ func (s *Sink) QueueDropped() uint64 { return s.queueDropped.Load() }
 // Dropped is the number of events given up after failed creates.
 func (s *Sink) Dropped() uint64 { return s.dropped.Load() }
 
+// SpamFiltered is the number of events not created because their object
+// had more than its share (see Options.SpamBurst).
+func (s *Sink) SpamFiltered() uint64 { return s.spamFiltered.Load() }
+
 // NeedLeaderElection is false: every replica writes its own events.
 func (s *Sink) NeedLeaderElection() bool { return false }
 
@@ -251,8 +273,18 @@ func (s *Sink) Start(ctx context.Context) error {
 // fresh name at once. A repeat of an event whose series runs is only
 // counted.
 func (s *Sink) write(ctx context.Context, e *Event) {
-	repeat, key, tracked := s.observe(e, time.Now())
+	now := time.Now()
+	repeat, key, tracked := s.observe(e, now)
 	if repeat {
+		return
+	}
+	if !s.spam.allow(e, now) {
+		// Not created, so no series to count repeats into: the next
+		// one asks the filter again.
+		if tracked {
+			s.failed(key)
+		}
+		s.spamFiltered.Add(1)
 		return
 	}
 	backoff := s.o.Backoff

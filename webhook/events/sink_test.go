@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -303,4 +304,66 @@ func TestSinkMaxSeries(t *testing.T) {
 	s.Offer(a)
 	waitFor(t, "a, b, b written", func() bool { return len(w.written()) == 3 })
 	waitFor(t, "the repeat of a counted", func() bool { return s.Repeats() == 1 })
+}
+
+// TestSinkSpamFilter: the events created about one object are limited as
+// client-go's recorder limits them (a burst, then one per interval);
+// another object has its own allowance.
+func TestSinkSpamFilter(t *testing.T) {
+	w := &recorder{}
+	s := startSink(t, Options{Writer: w, Workers: 1, SpamBurst: 3, SpamInterval: time.Hour})
+	policy := corev1.ObjectReference{APIVersion: "kyverno.io/v1", Kind: "ClusterPolicy", Name: "require-labels", UID: "p1"}
+	violation := func(regarding corev1.ObjectReference, pod string) List {
+		related := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "shop", Name: pod}
+		return List{{Regarding: regarding, Related: &related, Reason: ReasonPolicyViolation, Action: ActionNone, Note: "Pod shop/" + pod + ": fail"}}
+	}
+	for i := range 5 {
+		s.Offer(violation(policy, fmt.Sprintf("web-%d", i)))
+	}
+	other := policy
+	other.Name, other.UID = "disallow-latest-tag", "p2"
+	s.Offer(violation(other, "web-0"))
+	waitFor(t, "3 events about require-labels and 1 about disallow-latest-tag, 2 filtered", func() bool {
+		return len(w.written()) == 4 && s.SpamFiltered() == 2
+	})
+	byPolicy := map[string]int{}
+	for _, ev := range w.written() {
+		byPolicy[ev.Regarding.Name]++
+	}
+	if byPolicy["require-labels"] != 3 || byPolicy["disallow-latest-tag"] != 1 {
+		t.Errorf("events by policy %v, want require-labels 3, disallow-latest-tag 1", byPolicy)
+	}
+}
+
+// TestSpamFilterRefill: the bucket refills at one token per interval, up to
+// the burst; the least recently seen object is forgotten past the limit.
+func TestSpamFilterRefill(t *testing.T) {
+	f := newSpamFilter(2, time.Minute)
+	at := time.Unix(1000, 0)
+	ev := &Event{Regarding: corev1.ObjectReference{Kind: "ClusterPolicy", Name: "p"}, Reason: ReasonPolicyViolation}
+	for i, want := range []bool{true, true, false} {
+		if got := f.allow(ev, at); got != want {
+			t.Errorf("event %d at once: allowed %v, want %v", i, got, want)
+		}
+	}
+	if f.allow(ev, at.Add(59*time.Second)) {
+		t.Error("allowed before a token came back")
+	}
+	if !f.allow(ev, at.Add(61*time.Second)) || f.allow(ev, at.Add(62*time.Second)) {
+		t.Error("want exactly one event a minute after the burst")
+	}
+	// A long quiet spell refills up to the burst only.
+	later := at.Add(time.Hour)
+	if !f.allow(ev, later) || !f.allow(ev, later) || f.allow(ev, later) {
+		t.Error("want the burst again, and no more, after an hour")
+	}
+	for i := range maxSpamObjects {
+		f.allow(&Event{Regarding: corev1.ObjectReference{Kind: "Pod", Name: fmt.Sprint(i)}}, later)
+	}
+	if len(f.buckets) != maxSpamObjects || f.lru.Len() != maxSpamObjects {
+		t.Errorf("tracking %d objects (%d in the LRU), want at most %d", len(f.buckets), f.lru.Len(), maxSpamObjects)
+	}
+	if f.allow(ev, later) != true {
+		t.Error("a forgotten object starts again with a full bucket")
+	}
 }
