@@ -38,10 +38,14 @@ type localResource struct {
 	deps, resourceDeps  []string
 }
 
-// dockerBuild is a docker_build call.
-type dockerBuild struct {
-	ref, context, dockerfile string
-	only                     []string
+// imageBuild is a docker_build or custom_build call.
+type imageBuild struct {
+	ref string
+	// paths are what it reads: docker_build's context, Dockerfile and
+	// only; custom_build's deps.
+	paths []string
+	// command is custom_build's.
+	command string
 }
 
 // workload is an object k8s_yaml deploys that Tilt makes a resource of.
@@ -50,7 +54,7 @@ type workload struct{ kind, name string }
 // tiltRun is what one run of the Tiltfile asked Tilt to do.
 type tiltRun struct {
 	localResources []localResource
-	dockerBuilds   []dockerBuild
+	imageBuilds    []imageBuild
 	kustomized     []string   // kustomize() paths
 	charts         []string   // helm() chart paths
 	deployed       []workload // from k8s_yaml
@@ -100,13 +104,22 @@ func runTiltfile(t *testing.T, args map[string]string) (*tiltRun, error) {
 			return starlark.None, nil
 		}),
 		"docker_build": starlark.NewBuiltin("docker_build", func(_ *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			d := dockerBuild{dockerfile: "Dockerfile"}
+			var ref, context string
+			dockerfile := "Dockerfile"
 			var only *starlark.List
-			if err := starlark.UnpackArgs(b.Name(), a, kw, "ref", &d.ref, "context", &d.context, "dockerfile?", &d.dockerfile, "only?", &only); err != nil {
+			if err := starlark.UnpackArgs(b.Name(), a, kw, "ref", &ref, "context", &context, "dockerfile?", &dockerfile, "only?", &only); err != nil {
 				return nil, err
 			}
-			d.only = stringList(only)
-			run.dockerBuilds = append(run.dockerBuilds, d)
+			run.imageBuilds = append(run.imageBuilds, imageBuild{ref: ref, paths: append([]string{context, filepath.Join(context, dockerfile)}, stringList(only)...)})
+			return starlark.None, nil
+		}),
+		"custom_build": starlark.NewBuiltin("custom_build", func(_ *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			var ref, command string
+			var deps *starlark.List
+			if err := starlark.UnpackArgs(b.Name(), a, kw, "ref", &ref, "command", &command, "deps", &deps); err != nil {
+				return nil, err
+			}
+			run.imageBuilds = append(run.imageBuilds, imageBuild{ref: ref, command: command, paths: stringList(deps)})
 			return starlark.None, nil
 		}),
 		"kustomize": starlark.NewBuiltin("kustomize", func(_ *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
@@ -200,9 +213,9 @@ func TestTiltfileLocalMode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("tilt up: %v", err)
 	}
-	if len(run.localResources) == 0 || len(run.dockerBuilds) != 0 || len(run.k8sResources) != 0 {
+	if len(run.localResources) == 0 || len(run.imageBuilds) != 0 || len(run.k8sResources) != 0 {
 		t.Fatalf("tilt up (local, the default) ran %d local resources, %d image builds, %d k8s resources; want local resources only",
-			len(run.localResources), len(run.dockerBuilds), len(run.k8sResources))
+			len(run.localResources), len(run.imageBuilds), len(run.k8sResources))
 	}
 	targets := makeTargets(t)
 	names := map[string]localResource{}
@@ -223,7 +236,7 @@ func TestTiltfileLocalMode(t *testing.T) {
 		}
 		for _, cmd := range []string{r.cmd, r.serveCmd} {
 			if cmd != "" {
-				checkCommand(t, r.name, cmd, targets, built)
+				checkCommand(t, "local_resource "+r.name, cmd, targets, built)
 			}
 		}
 		for _, dep := range r.deps {
@@ -242,9 +255,9 @@ func TestTiltfileClusterMode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("tilt up -- --mode=cluster: %v", err)
 	}
-	if len(run.localResources) != 0 || len(run.dockerBuilds) != 1 || !slices.Equal(run.charts, []string{"charts/charter"}) {
+	if len(run.localResources) != 0 || len(run.imageBuilds) != 1 || !slices.Equal(run.charts, []string{"charts/charter"}) {
 		t.Fatalf("--mode=cluster ran %d local resources, %d image builds, helm charts %v; want one image and charts/charter",
-			len(run.localResources), len(run.dockerBuilds), run.charts)
+			len(run.localResources), len(run.imageBuilds), run.charts)
 	}
 	// Every controller's Deployment is a Tilt resource of its own.
 	for _, w := range run.deployed {
@@ -257,13 +270,16 @@ func TestTiltfileClusterMode(t *testing.T) {
 	if slices.ContainsFunc(run.deployed, func(w workload) bool { return w.kind == "Job" }) {
 		t.Errorf("--mode=cluster deploys a Job (the chart's uninstall hook?): %v", run.deployed)
 	}
-	build := run.dockerBuilds[0]
-	for _, path := range append([]string{build.context, filepath.Join(build.context, build.dockerfile)}, build.only...) {
+	build := run.imageBuilds[0]
+	for _, path := range build.paths {
 		if !exists(path) {
-			t.Errorf("docker_build(%q) names %s, which does not exist", build.ref, path)
+			t.Errorf("image build %q names %s, which does not exist", build.ref, path)
 		}
 	}
-	checkCoversSources(t, "docker_build only", build.only)
+	if build.command != "" {
+		checkCommand(t, "custom_build "+build.ref, build.command, makeTargets(t), nil)
+	}
+	checkCoversSources(t, "image build "+build.ref, build.paths)
 	// Tilt substitutes its image only where a container names the ref.
 	if !slices.ContainsFunc(run.images, func(image string) bool { return imageName(image) == build.ref }) {
 		t.Errorf("docker_build(%q): no deployed container runs that image (images: %v)", build.ref, run.images)
@@ -291,16 +307,19 @@ func checkCommand(t *testing.T, resource, cmd string, targets map[string]string,
 	switch program := words[0]; {
 	case program == "make":
 		for _, target := range words[1:] {
+			if strings.Contains(target, "=") {
+				continue // a variable: make image IMG=$EXPECTED_REF
+			}
 			if _, ok := targets[target]; !ok {
-				t.Errorf("local_resource %s: %q runs make target %s, which the Makefile does not define", resource, cmd, target)
+				t.Errorf("%s: %q runs make target %s, which the Makefile does not define", resource, cmd, target)
 			}
 		}
 	case exists(program) || slices.Contains(built, program):
 		if filepath.Base(program) == "charter" && len(words) > 1 && !charterHasCommand(t, words[1]) {
-			t.Errorf("local_resource %s: %q: charter has no command %s", resource, cmd, words[1])
+			t.Errorf("%s: %q: charter has no command %s", resource, cmd, words[1])
 		}
 	default:
-		t.Errorf("local_resource %s: %q runs %s, which neither exists nor is built by its resource_deps", resource, cmd, program)
+		t.Errorf("%s: %q runs %s, which neither exists nor is built by its resource_deps", resource, cmd, program)
 	}
 }
 
