@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -53,6 +55,9 @@ const (
 	// aggregation into charter-cleanup-aggregate, as README tells users
 	// to grant what TTLs may delete.
 	rbacCleanupRole = "e2e-rbac-cleanup-configmaps"
+	// rbacExcludedNamespace is the chart's config.excludedNamespaces:
+	// charter's webhooks never see it.
+	rbacExcludedNamespace = "e2e-rbac-excluded"
 
 	// Policies in testdata/rbac.
 	rbacRequireName  = "rbac-require-name"        // Enforce, written by the admin
@@ -111,6 +116,20 @@ spec:
           policyTypes: [Ingress]
 `
 
+// rbacExcludedProbePolicy refuses every Pod of rbacNamespace and
+// rbacExcludedNamespace without the label probe.
+const rbacExcludedProbePolicy = `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: rbac-excluded-probe}
+spec:
+  validationFailureAction: Enforce
+  background: false
+  rules:
+  - name: probe
+    match: {any: [{resources: {kinds: [Pod], namespaces: [` + rbacNamespace + `, ` + rbacExcludedNamespace + `]}}]}
+    validate: {message: "label probe is required", pattern: {metadata: {labels: {probe: "?*"}}}}
+`
+
 // rbacControllers are the controllers the RBAC specs run, each in its own
 // `charter serve` process as its own ServiceAccount (charter-<name>), as
 // the chart and config/manager deploy them.
@@ -138,13 +157,13 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 	BeforeAll(func(ctx SpecContext) {
 		skipUnlessClusterReachesCharter()
 		cl = suite.client
-		for _, ns := range []string{rbacCharterNamespace, rbacNamespace} {
+		for _, ns := range []string{rbacCharterNamespace, rbacNamespace, rbacExcludedNamespace} {
 			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 		}
 		waitDefaultServiceAccounts(ctx, rbacNamespace)
 
 		By("installing charts/charter's RBAC into " + rbacCharterNamespace)
-		applied := installChartRBAC(ctx)
+		applied, serveFlags := installChartRBAC(ctx)
 		// Registered before charter starts, so it runs after charter stops.
 		DeferCleanup(func(ctx SpecContext) {
 			for _, u := range applied {
@@ -157,14 +176,13 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 			sa := "charter-" + c
 			kubeconfigs[c] = serviceAccountKubeconfig(ctx, rbacCharterNamespace, sa)
 			By("starting charter --controllers=" + c + " as system:serviceaccount:" + rbacCharterNamespace + ":" + sa)
-			// Leader election on, as in cluster, so that its Lease is
-			// written under the same RBAC too (a later flag wins over
-			// startCharterAs's).
+			// The chart's flags for this controller (its Lease, exception
+			// namespaces, webhook exclusions, ...), leader election on as
+			// in cluster, so that its Lease is written under the same
+			// RBAC too (a later flag wins over startCharterAs's).
+			flags := append(slices.Clone(serveFlags[c]), "--leader-elect=true", "--gitsync-cache-dir="+GinkgoT().TempDir())
 			stops = append(stops, startCharterAs(ctx, rbacCharterNamespace, c, kubeconfigs[c],
-				io.MultiWriter(GinkgoWriter, output),
-				"--leader-elect=true",
-				"--leader-election-id=charter-"+c,
-				"--gitsync-cache-dir="+GinkgoT().TempDir()))
+				io.MultiWriter(GinkgoWriter, output), flags...))
 		}
 		waitPolicyWebhook(ctx)
 	}, NodeTimeout(2*time.Minute))
@@ -323,6 +341,43 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the tenant's ClusterPolicy: %v", err)
 	}, SpecTimeout(60*time.Second))
 
+	It("never sees the namespaces the chart's config.excludedNamespaces names", func(ctx SpecContext) {
+		var configs admissionregistrationv1.ValidatingWebhookConfigurationList
+		Expect(cl.List(ctx, &configs, client.MatchingLabels{webhookconfig.ManagedByLabel: webhookconfig.ManagedByValue})).To(Succeed())
+		Expect(configs.Items).NotTo(BeEmpty())
+		// Every webhook that leaves kube-system out (those of namespaced
+		// resources; the policy webhook has no namespaces to leave out)
+		// leaves the excluded namespace out too.
+		notIn := func(ns string) metav1.LabelSelectorRequirement {
+			return metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{ns}}
+		}
+		selective := 0
+		for _, c := range configs.Items {
+			for _, w := range c.Webhooks {
+				if w.NamespaceSelector == nil || !slices.ContainsFunc(w.NamespaceSelector.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool {
+					return equality.Semantic.DeepEqual(r, notIn(metav1.NamespaceSystem))
+				}) {
+					continue
+				}
+				selective++
+				Expect(w.NamespaceSelector.MatchExpressions).To(ContainElement(notIn(rbacExcludedNamespace)), "webhook %s", w.Name)
+			}
+		}
+		Expect(selective).NotTo(BeZero(), "no webhook of charter leaves kube-system out")
+		// A policy that covers both namespaces refuses only in the one
+		// the webhooks see.
+		p := clusterPolicy(rbacExcludedProbePolicy)
+		Expect(cl.Create(ctx, p)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, p))).To(Succeed()) })
+		waitPolicyReady(ctx, p.Name)
+		Eventually(func() error {
+			return refusedByCharterFor(ctx, rbacPod("seen", map[string]string{"app.kubernetes.io/name": "web"}), p.Name)
+		}).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		unseen := rbacPod("unseen", nil)
+		unseen.Namespace = rbacExcludedNamespace
+		Expect(cl.Create(ctx, unseen, client.DryRunAll)).To(Succeed(), "a Pod in %s, which charter's webhooks must not see", rbacExcludedNamespace)
+	}, SpecTimeout(60*time.Second))
+
 	It("generates a NetworkPolicy into a new Namespace (admission's UpdateRequest, background's write)", func(ctx SpecContext) {
 		p := clusterPolicy(rbacGeneratePolicy)
 		Expect(cl.Create(ctx, p)).To(Succeed())
@@ -400,18 +455,24 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 // (`... is forbidden: User "system:serviceaccount:..." cannot list ...`).
 var forbiddenInLog = regexp.MustCompile(`(?i)forbidden`)
 
-// installChartRBAC renders charts/charter for rbacCharterNamespace as
-// `helm template` does and applies, server-side as the suite's admin,
+// installChartRBAC renders charts/charter for rbacCharterNamespace (with
+// config.excludedNamespaces naming rbacExcludedNamespace) as `helm
+// template` does and applies, server-side as the suite's admin,
 // what makes charter's RBAC: every ServiceAccount, role and binding,
 // the uninstall hook's included, and rbacCleanupRole. Everything else the
 // chart installs (Deployments, Services, the PodDisruptionBudget, the
 // hook's Job) goes as a server-side dry run, so the API server validates
 // each object without charter's image running here. It returns what it
-// applied.
-func installChartRBAC(ctx context.Context) []*unstructured.Unstructured {
+// applied, and per controller the `charter serve` flags its Deployment
+// runs with (chartServeFlags).
+func installChartRBAC(ctx context.Context) ([]*unstructured.Unstructured, map[string][]string) {
 	GinkgoHelper()
-	chart, err := helmchart.Render(filepath.Join(suite.root, "charts", "charter"), helmchart.Options{Namespace: rbacCharterNamespace})
+	chart, err := helmchart.Render(filepath.Join(suite.root, "charts", "charter"), helmchart.Options{
+		Namespace: rbacCharterNamespace,
+		Values:    map[string]any{"config": map[string]any{"excludedNamespaces": []any{rbacExcludedNamespace}}},
+	})
 	Expect(err).NotTo(HaveOccurred())
+	flags := map[string][]string{}
 	cleanupRole := &unstructured.Unstructured{}
 	cleanupRole.SetUnstructuredContent(map[string]any{
 		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
@@ -432,13 +493,46 @@ func installChartRBAC(ctx context.Context) []*unstructured.Unstructured {
 		if rbacKinds[u.GetKind()] {
 			applied = append(applied, u)
 		}
+		if u.GetKind() == "Deployment" {
+			c, f := chartServeFlags(u)
+			flags[c] = f
+		}
 	}
+	Expect(flags).To(HaveLen(len(rbacControllers)), "Deployments of charts/charter")
 	aggregateClusterRoles(ctx)
 	// What the chart must hold for the spec to mean anything.
 	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount", "Deployment", "Service", "PodDisruptionBudget", "Job"} {
 		Expect(kinds).To(HaveKey(kind), "charts/charter renders no %s", kind)
 	}
-	return applied
+	return applied, flags
+}
+
+// chartServeFlags reads the `charter serve` flags of one of the chart's
+// Deployments, the controller it runs, and returns them as
+// startCharterAs takes them: without what only holds in cluster (the
+// Service, the receiver's and cache's in-Pod paths), which startCharterAs
+// and the caller replace, and with $(POD_NAMESPACE) expanded.
+func chartServeFlags(d *unstructured.Unstructured) (controller string, flags []string) {
+	GinkgoHelper()
+	containers, _, err := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(containers).To(HaveLen(1), "Deployment %s", d.GetName())
+	args, _, err := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(args).NotTo(BeEmpty())
+	Expect(args[0]).To(Equal("serve"), "Deployment %s", d.GetName())
+	for _, a := range args[1:] {
+		name, value, _ := strings.Cut(a, "=")
+		switch name {
+		case "--controllers":
+			controller = value
+		case "--service", "--service-port", "--receiver-addr", "--gitsync-cache-dir":
+		default:
+			flags = append(flags, strings.ReplaceAll(a, "$(POD_NAMESPACE)", rbacCharterNamespace))
+		}
+	}
+	Expect(controller).NotTo(BeEmpty(), "Deployment %s runs no --controllers", d.GetName())
+	return controller, flags
 }
 
 // serviceAccountKubeconfig writes a copy of the suite's kubeconfig whose
