@@ -261,8 +261,8 @@ func x509Decode(v ref.Val) ref.Val {
 		out = struct {
 			*x509.Certificate
 			Raw, RawTBSCertificate, RawSubjectPublicKeyInfo, RawSubject, RawIssuer, Signature string
-			NotBefore, NotAfter                                                              string
-			SerialNumber                                                                     int64
+			NotBefore, NotAfter                                                               string
+			SerialNumber                                                                      int64
 		}{cert, raw(cert.Raw), raw(cert.RawTBSCertificate), raw(cert.RawSubjectPublicKeyInfo), raw(cert.RawSubject), raw(cert.RawIssuer), raw(cert.Signature),
 			cert.NotBefore.Format(time.RFC3339), cert.NotAfter.Format(time.RFC3339), cert.SerialNumber.Int64()}
 	case "CERTIFICATE REQUEST":
