@@ -100,6 +100,8 @@ var reviewed = map[string][]grant{
 	"charter-cleanup": {
 		{cluster, "kyverno.io", "cleanuppolicies,clustercleanuppolicies", "get,list,watch", "the cleanup policies"},
 		{cluster, "kyverno.io", "cleanuppolicies/status,clustercleanuppolicies/status", "get,update,patch", "last run, Ready/Stalled"},
+		{cluster, "policies.kyverno.io", "deletingpolicies,namespaceddeletingpolicies", "get,list,watch", "the deleting policies"},
+		{cluster, "policies.kyverno.io", "deletingpolicies/status,namespaceddeletingpolicies/status", "get,update,patch", "last run, Ready/Stalled"},
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "the process's shared policy cache (clusterstate)"},
 		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,generatingpolicies,namespacedgeneratingpolicies", "get,list,watch", "the process's shared policy cache (clusterstate)"},
 		{cluster, "policies.kyverno.io", "policyexceptions", "get,list,watch", "the shared policy cache watches CEL PolicyExceptions"},

@@ -10,6 +10,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/match"
@@ -35,6 +36,9 @@ type CleanupPolicy struct {
 	kinds    []string
 	dryRun   bool
 	jp       *jmespath.Interpreter
+	// dpol is set for a DeletingPolicy or NamespacedDeletingPolicy, which
+	// selects with CEL instead of match, exclude and conditions (dpol.go).
+	dpol *deletingPolicy
 }
 
 // CleanupPolicyKey names a cleanup policy: "<name>" for a
@@ -54,6 +58,9 @@ func CleanupPolicyKey(p kyvernov2.CleanupPolicyInterface) string {
 // Admission (/policyvalidate) and the cleanup controller both compile
 // through here, so the schedule that is admitted is the one that runs.
 func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy, error) {
+	if dp, ok := src.(policiesv1.DeletingPolicyLike); ok {
+		return compileDeletingPolicy(dp)
+	}
 	spec := src.GetSpec()
 	p := &CleanupPolicy{source: src, key: CleanupPolicyKey(src), context: spec.Context, jp: jmespath.New()}
 	f := &faults{kind: src.GetKind(), name: p.key}
@@ -64,14 +71,7 @@ func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy,
 	}
 	p.schedule = s
 
-	switch v := src.GetAnnotations()[DryRunAnnotation]; v {
-	case "", "false":
-	case "true":
-		p.dryRun = true
-	default:
-		// A typo must not turn a rehearsal into deletions.
-		f.add("metadata.annotations["+DryRunAnnotation+"]", fmt.Sprintf("%q is neither \"true\" nor \"false\"", v))
-	}
+	p.dryRun = checkDryRun(src.GetAnnotations(), f)
 
 	p.match = withoutOperations(spec.MatchResources.V1())
 	p.exclude = withoutOperations(spec.ExcludeResources.V1())
@@ -230,6 +230,9 @@ type CleanupRun struct {
 func (p *CleanupPolicy) Prepare(ctx context.Context, opts ...EvalOption) (*CleanupRun, error) {
 	cfg := newEvalConfig(opts)
 	cfg.values = nil
+	if p.dpol != nil {
+		return p.prepareDeleting(ctx, &cfg), nil
+	}
 	ev := &evaluation{set: &PolicySet{jp: p.jp}, cfg: &cfg}
 	if p.source.IsNamespaced() {
 		ev.namespace = p.source.GetNamespace()
@@ -245,8 +248,12 @@ func (p *CleanupPolicy) Prepare(ctx context.Context, opts ...EvalOption) (*Clean
 // and the labels of its namespace (read only when a namespaceSelector
 // needs them).
 type CleanupObject struct {
-	Object          map[string]any
-	Kind            schema.GroupVersionKind
+	Object map[string]any
+	Kind   schema.GroupVersionKind
+	// Resource is the object's resource, which a DeletingPolicy's
+	// resource rules select (by Kubernetes' naming conventions when
+	// empty).
+	Resource        schema.GroupVersionResource
 	NamespaceLabels func() map[string]string
 }
 
@@ -261,6 +268,9 @@ func (r *CleanupRun) Selects(o CleanupObject) (bool, error) {
 	namespace, _ := meta["namespace"].(string)
 	if !inScope(r.ev.namespace, namespace) {
 		return false, nil
+	}
+	if r.policy.dpol != nil {
+		return r.selectsCEL(o, namespace)
 	}
 	res := match.Resource{
 		Kind: o.Kind, Name: name, Namespace: namespace,

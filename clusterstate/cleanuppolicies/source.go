@@ -1,5 +1,6 @@
-// Package cleanuppolicies is the process's source of CleanupPolicies and
-// ClusterCleanupPolicies: reads and change notifications on the manager's
+// Package cleanuppolicies is the process's source of CleanupPolicies,
+// ClusterCleanupPolicies, DeletingPolicies and NamespacedDeletingPolicies:
+// reads and change notifications on the manager's
 // shared informers, so the cleanup controller and any other reader watch
 // them once.
 package cleanuppolicies
@@ -8,21 +9,28 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
 // Key names a cleanup policy: Namespace is empty for a
-// ClusterCleanupPolicy.
+// ClusterCleanupPolicy and a DeletingPolicy. Kind is empty for the
+// kyverno.io kinds (told apart by Namespace) and names the
+// policies.kyverno.io ones.
 type Key struct {
-	Namespace, Name string
+	Kind, Namespace, Name string
 }
 
 func (k Key) String() string {
+	if k.Kind != "" {
+		return strings.Trim(k.Kind+"/"+k.Namespace+"/"+k.Name, "/")
+	}
 	if k.Namespace == "" {
 		return kyvernov2.ClusterCleanupPolicyKind + "/" + k.Name
 	}
@@ -43,7 +51,12 @@ func (s *Source) Get(ctx context.Context, k Key) (kyvernov2.CleanupPolicyInterfa
 		client.Object
 		kyvernov2.CleanupPolicyInterface
 	} = &kyvernov2.ClusterCleanupPolicy{}
-	if k.Namespace != "" {
+	switch {
+	case k.Kind == policiesv1.DeletingPolicyKind:
+		p = &policiesv1.DeletingPolicy{}
+	case k.Kind == policiesv1.NamespacedDeletingPolicyKind:
+		p = &policiesv1.NamespacedDeletingPolicy{}
+	case k.Namespace != "":
 		p = &kyvernov2.CleanupPolicy{}
 	}
 	if err := s.cache.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: k.Name}, p); err != nil {
@@ -58,10 +71,14 @@ func (s *Source) Get(ctx context.Context, k Key) (kyvernov2.CleanupPolicyInterfa
 // It returns a function that stops the notifications.
 func (s *Source) Watch(ctx context.Context, changed func(Key)) (func(), error) {
 	var regs []func()
-	for _, obj := range []client.Object{&kyvernov2.ClusterCleanupPolicy{}, &kyvernov2.CleanupPolicy{}} {
+	for _, obj := range []client.Object{&kyvernov2.ClusterCleanupPolicy{}, &kyvernov2.CleanupPolicy{}, &policiesv1.DeletingPolicy{}, &policiesv1.NamespacedDeletingPolicy{}} {
 		inf, err := s.cache.GetInformer(ctx, obj)
 		if err != nil {
 			return nil, fmt.Errorf("watching %T: %w", obj, err)
+		}
+		kind := ""
+		if dp, ok := obj.(policiesv1.DeletingPolicyLike); ok {
+			kind = dp.GetKind()
 		}
 		key := func(o any) (Key, bool) {
 			if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
@@ -71,7 +88,7 @@ func (s *Source) Watch(ctx context.Context, changed func(Key)) (func(), error) {
 			if !ok {
 				return Key{}, false
 			}
-			return Key{Namespace: co.GetNamespace(), Name: co.GetName()}, true
+			return Key{Kind: kind, Namespace: co.GetNamespace(), Name: co.GetName()}, true
 		}
 		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) {

@@ -13,6 +13,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/cleanuppolicies"
 	"github.com/charter-dev/charter/engine"
 )
@@ -191,7 +193,16 @@ func (c *policyController) setStatus(ctx context.Context, pol kyvernov2.CleanupP
 // or "CleanupPolicy/ns/x".
 func CleanupKey(p kyvernov2.CleanupPolicyInterface) string {
 	// A ClusterCleanupPolicy's namespace is empty.
-	return cleanuppolicies.Key{Namespace: p.GetNamespace(), Name: p.GetName()}.String()
+	return keyOf(p).String()
+}
+
+// keyOf is the key a policy is queued and read under.
+func keyOf(p kyvernov2.CleanupPolicyInterface) cleanuppolicies.Key {
+	k := cleanuppolicies.Key{Namespace: p.GetNamespace(), Name: p.GetName()}
+	if _, ok := p.(policiesv1.DeletingPolicyLike); ok {
+		k.Kind = p.GetKind()
+	}
+	return k
 }
 
 // runPolicy lists the policy's kinds and deletes (or, in a dry run,
@@ -212,8 +223,23 @@ func (c *policyController) runPolicy(ctx context.Context, p *engine.CleanupPolic
 	}
 	var errs []error
 	deleted := 0
+	type selection struct {
+		sel   string
+		types []apiType
+		err   error
+	}
+	var selections []selection
 	for _, sel := range p.Kinds() {
 		types, err := c.resolve(sel)
+		selections = append(selections, selection{sel, types, err})
+	}
+	for _, gvr := range p.Resources() {
+		// A DeletingPolicy names resources.
+		types, err := c.resolveResource(gvr)
+		selections = append(selections, selection{gvr.Resource, types, err})
+	}
+	for _, s := range selections {
+		sel, types, err := s.sel, s.types, s.err
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -254,6 +280,37 @@ func (c *policyController) resolve(sel string) ([]apiType, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("kind %q: the API server serves no such kind that can be listed and deleted", sel)
+}
+
+// resolveResource maps a DeletingPolicy's resource (group and version
+// may be "*") to served types, rediscovering once when it names none.
+func (c *policyController) resolveResource(gvr schema.GroupVersionResource) ([]apiType, error) {
+	find := func(types []apiType) []apiType {
+		var out []apiType
+		for _, t := range types {
+			if t.GVR.Resource == gvr.Resource && (gvr.Group == "*" || gvr.Group == t.GVR.Group) && (gvr.Version == "*" || gvr.Version == t.GVR.Version) {
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	c.mu.Lock()
+	types := c.types
+	c.mu.Unlock()
+	if out := find(types); len(out) > 0 {
+		return out, nil
+	}
+	types, err := discoverDeletable(c.disco)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.types = types
+	c.mu.Unlock()
+	if out := find(types); len(out) > 0 {
+		return out, nil
+	}
+	return nil, fmt.Errorf("resource %q: the API server serves no such resource that can be listed and deleted", gvr.String())
 }
 
 func (c *policyController) runType(ctx context.Context, p *engine.CleanupPolicy, run *engine.CleanupRun, sel string, t apiType, namespace string) (int, error) {
@@ -303,7 +360,7 @@ func (c *policyController) selects(ctx context.Context, run *engine.CleanupRun, 
 		return false, nil
 	}
 	ns := obj.GetNamespace()
-	return run.Selects(engine.CleanupObject{Object: obj.Object, Kind: t.GVK(), NamespaceLabels: func() map[string]string {
+	return run.Selects(engine.CleanupObject{Object: obj.Object, Kind: t.GVK(), Resource: t.GVR, NamespaceLabels: func() map[string]string {
 		if ns == "" || c.loaders.Namespaces == nil {
 			return nil
 		}

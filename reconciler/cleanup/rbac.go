@@ -14,9 +14,11 @@ package cleanup
 // get;list;watch: cleanup policies are read from the shared informers
 // (clusterstate).
 // +kubebuilder:rbac:groups=kyverno.io,resources=cleanuppolicies;clustercleanuppolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policies.kyverno.io,resources=deletingpolicies;namespaceddeletingpolicies,verbs=get;list;watch
 // get;update;patch: a policy's lastExecutionTime and Ready/Stalled go to
 // its status.
 // +kubebuilder:rbac:groups=kyverno.io,resources=cleanuppolicies/status;clustercleanuppolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=policies.kyverno.io,resources=deletingpolicies/status;namespaceddeletingpolicies/status,verbs=get;update;patch
 // get;list;watch: the process's cluster state (clusterstate) runs the
 // policy cache whatever the controller, and the namespaceSelectors of
 // cleanup policies read Namespaces' labels from it.

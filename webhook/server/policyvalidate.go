@@ -143,6 +143,18 @@ func checkCELPolicyObject(kind string, raw []byte) (engine.UnsupportedList, erro
 		p = &policiesv1.GeneratingPolicy{}
 	case policiesv1.NamespacedGeneratingPolicyKind:
 		p = &policiesv1.NamespacedGeneratingPolicy{}
+	case policiesv1.DeletingPolicyKind, policiesv1.NamespacedDeletingPolicyKind:
+		var dp kyvernov2.CleanupPolicyInterface = &policiesv1.DeletingPolicy{}
+		if kind == policiesv1.NamespacedDeletingPolicyKind {
+			dp = &policiesv1.NamespacedDeletingPolicy{}
+		}
+		if err := strict.Unmarshal(raw, dp); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
+		}
+		// Compiled as the cleanup controller compiles it: the schedule
+		// that is admitted is the one that runs.
+		_, err := engine.CompileCleanupPolicy(dp)
+		return nil, compileError(err)
 	case policiesv1.PolicyExceptionKind:
 		ex := &policiesv1.PolicyException{}
 		if err := strict.Unmarshal(raw, ex); err != nil {

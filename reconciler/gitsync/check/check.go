@@ -126,6 +126,14 @@ func Objects(objs []build.Object, scheme *runtime.Scheme) error {
 			faults = append(faults, compilePolicy(v, "GeneratingPolicy/"+v.GetName(), o.File, policyFiles)...)
 		case *policiesv1.NamespacedGeneratingPolicy:
 			faults = append(faults, compilePolicy(v, "NamespacedGeneratingPolicy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
+		case *policiesv1.DeletingPolicy:
+			if _, err := engine.CompileCleanupPolicy(v); err != nil {
+				faults = append(faults, compileFaults(err, map[string]string{"DeletingPolicy/" + v.GetName(): o.File})...)
+			}
+		case *policiesv1.NamespacedDeletingPolicy:
+			if _, err := engine.CompileCleanupPolicy(v); err != nil {
+				faults = append(faults, compileFaults(err, map[string]string{"NamespacedDeletingPolicy/" + v.GetNamespace() + "/" + v.GetName(): o.File})...)
+			}
 		case *policiesv1.PolicyException:
 			if _, err := engine.Compile(nil, engine.WithCELExceptions([]*policiesv1.PolicyException{v})); err != nil {
 				key := "PolicyException/" + v.GetName()

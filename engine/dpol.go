@@ -1,0 +1,179 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	celgo "github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/schedule"
+)
+
+// deletingPolicy is a compiled DeletingPolicy or NamespacedDeletingPolicy
+// (cel-policy-types.md §3.3.4): the resources its matchConstraints name
+// (operations ignored), whose conditions, over object, namespaceObject and
+// variables, all hold.
+type deletingPolicy struct {
+	match      *constraints
+	compiler   *plugincel.CompositedCompiler
+	conditions []celProgram
+	resources  []schema.GroupVersionResource
+}
+
+// compileDeletingPolicy compiles a DeletingPolicy into a CleanupPolicy the
+// cleanup controller schedules like a CleanupPolicy.
+func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, error) {
+	spec := src.GetDeletingPolicySpec()
+	p := &CleanupPolicy{source: src, key: CleanupPolicyKey(src)}
+	f := &faults{kind: src.GetKind(), name: p.key}
+	s, err := schedule.Parse(spec.Schedule)
+	if err != nil {
+		f.add("spec.schedule", fmt.Sprintf("invalid schedule %q: %v", spec.Schedule, err))
+	}
+	p.schedule = s
+	p.dryRun = checkDryRun(src.GetAnnotations(), f)
+	dp := &deletingPolicy{}
+	if spec.MatchConstraints == nil || len(spec.MatchConstraints.ResourceRules) == 0 {
+		f.add("spec.matchConstraints", "a matchConstraints with at least one resource rule is required")
+	} else {
+		mc := spec.MatchConstraints.DeepCopy()
+		for i := range mc.ResourceRules {
+			// There is no request: operations select nothing.
+			mc.ResourceRules[i].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}
+			r := &mc.ResourceRules[i]
+			for j, res := range r.Resources {
+				field := fmt.Sprintf("spec.matchConstraints.resourceRules[%d].resources[%d]", i, j)
+				if res == "*" || strings.Contains(res, "/") {
+					f.add(field, fmt.Sprintf("%q: a DeletingPolicy must name the resources it deletes, without wildcards or subresources", res))
+					continue
+				}
+				for _, g := range r.APIGroups {
+					for _, v := range r.APIVersions {
+						dp.resources = append(dp.resources, schema.GroupVersionResource{Group: g, Version: v, Resource: res})
+					}
+				}
+			}
+		}
+		if dp.match, err = compileConstraints(mc); err != nil {
+			f.add("spec.matchConstraints", err.Error())
+		}
+	}
+	env, err := celPolicyEnv()
+	if err == nil {
+		dp.compiler, err = plugincel.NewCompositedCompiler(env)
+	}
+	if err != nil {
+		f.add("spec", "CEL environment: "+err.Error())
+		return nil, f.errs
+	}
+	decls := plugincel.OptionalVariableDeclarations{}
+	for i, v := range spec.Variables {
+		field := fmt.Sprintf("spec.variables[%d]", i)
+		if v.Name == "" {
+			f.add(field+".name", "a variable needs a name")
+			continue
+		}
+		res := dp.compiler.CompileAndStoreVariable(&celAccessor{name: v.Name, expr: v.Expression, returns: anyReturn()}, decls, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field+".expression", celFault(res.Error.Detail))
+		}
+	}
+	for i, c := range spec.Conditions {
+		field := fmt.Sprintf("spec.conditions[%d].expression", i)
+		if strings.TrimSpace(c.Expression) == "" {
+			f.add(field, "expression must not be empty")
+			continue
+		}
+		res := dp.compiler.CompileCELExpression(&celAccessor{name: c.Name, expr: c.Expression, returns: []*celgo.Type{celgo.BoolType}}, decls, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field, celFault(res.Error.Detail))
+			continue
+		}
+		dp.conditions = append(dp.conditions, celProgram{expr: c.Expression, program: res.Program})
+	}
+	if len(f.errs) > 0 {
+		return nil, f.errs
+	}
+	p.dpol = dp
+	return p, nil
+}
+
+// checkDryRun reads the charter.dev/dry-run annotation.
+func checkDryRun(annotations map[string]string, f *faults) bool {
+	switch v := annotations[DryRunAnnotation]; v {
+	case "", "false":
+		return false
+	case "true":
+		return true
+	default:
+		// A typo must not turn a rehearsal into deletions.
+		f.add("metadata.annotations["+DryRunAnnotation+"]", fmt.Sprintf("%q is neither \"true\" nor \"false\"", v))
+		return false
+	}
+}
+
+// Resources are the resources a DeletingPolicy lists (group and version
+// may be "*"); nil for a CleanupPolicy, which names kinds (Kinds).
+func (p *CleanupPolicy) Resources() []schema.GroupVersionResource {
+	if p.dpol == nil {
+		return nil
+	}
+	return p.dpol.resources
+}
+
+// selectsCEL decides on an object for a DeletingPolicy: matchConstraints
+// (namespaceSelector, objectSelector, resource rules), then the variables
+// and conditions; all true deletes it.
+func (r *CleanupRun) selectsCEL(o CleanupObject, namespace string) (bool, error) {
+	dp := r.policy.dpol
+	req := &Request{Operation: kyvernov1.Create, Object: o.Object, Kind: o.Kind, Resource: o.Resource}
+	if namespace != "" && o.NamespaceLabels != nil {
+		req.NamespaceLabels = o.NamespaceLabels()
+		if req.NamespaceLabels == nil {
+			req.NamespaceLabels = map[string]string{}
+		}
+	}
+	cfg := r.ev.cfg
+	in := newRequestView(r.ctx, req, cfg)
+	if !dp.match.matches(in) {
+		return false, nil
+	}
+	ci := in.celInputs()
+	// A DeletingPolicy has no request: oldObject and request are null.
+	act := &vpolActivation{
+		celActivation: celActivation{in: ci, object: ci.object, oldObject: types.NullValue, request: types.NullValue, params: types.NullValue},
+		libs:          newLibReceivers(r.ctx, &cfg.loaders, r.ev.namespace),
+	}
+	cctx := dp.compiler.CreateContext(r.ctx)
+	act.variables = cctx.Variables(act)
+	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+	for i := range dp.conditions {
+		val, err := e.eval(&dp.conditions[i])
+		if err != nil {
+			return false, fmt.Errorf("conditions of %s %s: %v", r.policy.source.GetKind(), r.policy.key, err)
+		}
+		if val != types.True {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// prepareDeleting starts a run of a DeletingPolicy: it has no context
+// entries to load.
+func (p *CleanupPolicy) prepareDeleting(ctx context.Context, cfg *evalConfig) *CleanupRun {
+	ev := &evaluation{set: &PolicySet{}, cfg: cfg}
+	if p.source.IsNamespaced() {
+		ev.namespace = p.source.GetNamespace()
+	}
+	return &CleanupRun{policy: p, ctx: ctx, ev: ev}
+}

@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+func namespacedDeletingPolicy(t *testing.T, y string) *policiesv1.NamespacedDeletingPolicy {
+	t.Helper()
+	p := &policiesv1.NamespacedDeletingPolicy{}
+	if err := yaml.UnmarshalStrict([]byte(y), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestDeletingPolicySelects: a NamespacedDeletingPolicy selects objects
+// of its resources in its own namespace whose conditions hold.
+func TestDeletingPolicySelects(t *testing.T) {
+	p, err := CompileCleanupPolicy(namespacedDeletingPolicy(t, `
+metadata: {name: old, namespace: team-a}
+spec:
+  schedule: "@hourly"
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  variables:
+  - {name: keep, expression: "object.metadata.?labels.?keep.orValue('') == 'true'"}
+  conditions:
+  - {name: not-kept, expression: "!variables.keep"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Resources(); len(got) != 1 || got[0] != (schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}) {
+		t.Errorf("Resources = %v", got)
+	}
+	run, err := p.Prepare(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := func(ns string, labels map[string]any) CleanupObject {
+		return CleanupObject{Kind: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+			Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": ns, "labels": labels}}}
+	}
+	for _, tc := range []struct {
+		name string
+		obj  CleanupObject
+		want bool
+	}{
+		{"own namespace", cm("team-a", nil), true},
+		{"condition false", cm("team-a", map[string]any{"keep": "true"}), false},
+		{"other namespace", cm("team-b", nil), false},
+		{"other resource", CleanupObject{Kind: schema.GroupVersionKind{Version: "v1", Kind: "Secret"},
+			Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "s", "namespace": "team-a"}}}, false},
+	} {
+		got, err := run.Selects(tc.obj)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: Selects = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestDeletingPolicyFaults(t *testing.T) {
+	_, err := CompileCleanupPolicy(namespacedDeletingPolicy(t, `
+metadata: {name: bad, namespace: team-a}
+spec:
+  schedule: "61 * * * *"
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], resources: ["*", pods/log]}
+  conditions:
+  - {name: not-bool, expression: "'x'"}
+`))
+	if err == nil {
+		t.Fatal("compiled")
+	}
+	for _, want := range []string{
+		`NamespacedDeletingPolicy "team-a/bad": spec.schedule: invalid schedule "61 * * * *"`,
+		`spec.matchConstraints.resourceRules[0].resources[0]: "*": a DeletingPolicy must name the resources it deletes`,
+		`spec.matchConstraints.resourceRules[0].resources[1]: "pods/log"`,
+		`spec.conditions[0].expression`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
