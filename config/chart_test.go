@@ -343,6 +343,9 @@ func checkWiring(t *testing.T, objs []*unstructured.Unstructured) {
 		if *d.Spec.Replicas < 3 && d.Spec.Template.Spec.Affinity == nil {
 			t.Errorf("Deployment %s: %d replicas and no anti-affinity", d.Name, *d.Spec.Replicas)
 		}
+		if l := c.Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds < 1 {
+			t.Errorf("Deployment %s: no preStop sleep: a terminating replica would stop serving before it leaves the Service's endpoints", d.Name)
+		}
 		if _, ok := flags["--webhook-url"]; ok {
 			t.Errorf("Deployment %s registers its webhooks by URL, not through the Service", d.Name)
 		}

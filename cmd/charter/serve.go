@@ -454,12 +454,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			return nil, nil, err
 		}
 		running.admission = c
-		if err := mgr.AddReadyzCheck("admission", func(*http.Request) error {
-			if !c.Cache.Synced() {
-				return errors.New("policy cache not synced")
-			}
-			return nil
-		}); err != nil {
+		if err := mgr.AddReadyzCheck("admission", admissionReadiness(c.Cache.Synced, c.KeyPair)); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -524,4 +519,25 @@ func managerElects(controllers []string) bool {
 	return slices.ContainsFunc(controllers, func(c string) bool {
 		return c == controllerAdmission || c == controllerReports || c == controllerGitSync
 	})
+}
+
+// keyPairReady says whether the serving certificate can be served.
+type keyPairReady interface {
+	Ready(ctx context.Context) error
+}
+
+// admissionReadiness is admission's /readyz: a replica is ready once it
+// can answer the API server, with every policy loaded and its serving
+// certificate at hand; before that the Service must not send it requests
+// (a TLS handshake it cannot complete fails the admission).
+func admissionReadiness(synced func() bool, keyPair keyPairReady) healthz.Checker {
+	return func(req *http.Request) error {
+		if !synced() {
+			return errors.New("policy cache not synced")
+		}
+		if err := keyPair.Ready(req.Context()); err != nil {
+			return fmt.Errorf("serving certificate: %w", err)
+		}
+		return nil
+	}
 }
