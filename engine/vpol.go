@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"runtime"
 	"strings"
 	"sync"
+	"weak"
 
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -161,9 +163,14 @@ func (l *lazyVariant) compiled() (*vpolVariant, string) {
 	return l.v, l.fault
 }
 
-// compiledVariants holds compiled variants by source, as celRules does for
-// validate.cel: the CLI compiles the same policy into several sets.
-var compiledVariants sync.Map // string → *vpolVariant
+// compiledVariants holds the compiled variants still in use, by source,
+// as celRules does for validate.cel: the CLI compiles the same policy into
+// several sets, and the cluster compiles a policy again for each process's
+// set. Entries go when nothing holds the variant any more, so neither a
+// long run of edits in the cluster nor a CLI run over many suites keeps
+// every policy ever compiled (a variant with variables holds its own
+// extended CEL environment, over a MiB).
+var compiledVariants sync.Map // string → weak.Pointer[vpolVariant]
 
 func compileVPolVariant(spec *policiesv1.ValidatingPolicySpec, path string, f *faults) *vpolVariant {
 	src, err := json.Marshal(spec)
@@ -172,13 +179,17 @@ func compileVPolVariant(spec *policiesv1.ValidatingPolicySpec, path string, f *f
 		return nil
 	}
 	key := string(src)
-	if v, ok := compiledVariants.Load(key); ok {
-		return v.(*vpolVariant)
+	if wp, ok := compiledVariants.Load(key); ok {
+		if v := wp.(weak.Pointer[vpolVariant]).Value(); v != nil {
+			return v
+		}
 	}
 	before := len(f.errs)
 	v := compileVPolVariantUncached(spec, path, f)
 	if v != nil && len(f.errs) == before {
-		compiledVariants.Store(key, v)
+		wp := weak.Make(v)
+		compiledVariants.Store(key, wp)
+		runtime.AddCleanup(v, func(key string) { compiledVariants.CompareAndDelete(key, wp) }, key)
 	}
 	return v
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -310,5 +312,63 @@ func TestValidatingPolicyPromotion(t *testing.T) {
 		if got := resp.Blocked(); got != (want == Enforce) {
 			t.Errorf("%s: blocked %v", ns, got)
 		}
+	}
+}
+
+// A compiled ValidatingPolicy is shared while a set holds it and dropped
+// from the cache once none does, so a process that compiles policy after
+// policy (every edit in the cluster, every suite of charter test) does not
+// keep them all.
+func TestCompiledVariantsAreSharedThenReleased(t *testing.T) {
+	const manifest = `
+apiVersion: policies.kyverno.io/v1
+kind: ValidatingPolicy
+metadata: {name: released}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  variables:
+  - {name: released, expression: "'TestCompiledVariantsAreSharedThenReleased'"}
+  validations:
+  - expression: "variables.released != ''"
+`
+	compile := func() *PolicySet {
+		var p policiesv1.ValidatingPolicy
+		if err := yaml.UnmarshalStrict([]byte(manifest), &p); err != nil {
+			t.Fatal(err)
+		}
+		set, err := Compile([]kyvernov1.PolicyInterface{&p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	cached := func() int {
+		n := 0
+		compiledVariants.Range(func(k, _ any) bool {
+			if strings.Contains(k.(string), "TestCompiledVariantsAreSharedThenReleased") {
+				n++
+			}
+			return true
+		})
+		return n
+	}
+	a, b := compile(), compile()
+	if a.policies[0].vpol.variants[0] != b.policies[0].vpol.variants[0] {
+		t.Error("the same policy compiled twice did not share its compiled variant")
+	}
+	if n := cached(); n != 1 {
+		t.Fatalf("%d cache entries while sets hold the policy, want 1", n)
+	}
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(b)
+	deadline := time.Now().Add(10 * time.Second)
+	for cached() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the cache still holds the variant after every set holding it is gone")
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
 	}
 }
