@@ -292,6 +292,8 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		exceptionNamespaces: []string{"*"},
 		// dev is run more than once per process by its tests.
 		repeatable: true,
+		// verifyImages as serve's defaults: cached by digest and check.
+		images: defaultImageVerifyOptions(),
 	}
 	if e.cp != nil {
 		// In the control plane's folder, removed with it, even when

@@ -19,10 +19,17 @@ type imageVerifyOptions struct {
 	timeout   time.Duration
 }
 
+// defaultImageVerifyOptions are the flags' defaults, which charter dev
+// uses too.
+func defaultImageVerifyOptions() imageVerifyOptions {
+	return imageVerifyOptions{cacheSize: 1000, cacheTTL: time.Hour, timeout: 5 * time.Second}
+}
+
 func addImageVerifyFlags(f *pflag.FlagSet, o *imageVerifyOptions) {
-	f.IntVar(&o.cacheSize, "image-verify-cache-size", 1000, "verified image results kept, keyed by image digest and the policy rule's check; 0 disables the cache")
-	f.DurationVar(&o.cacheTTL, "image-verify-cache-ttl", time.Hour, "how long a verified image result is reused before the registry is asked again")
-	f.DurationVar(&o.timeout, "image-verify-timeout", 5*time.Second, "bound on verifying one image (all its registry requests); must be below --request-timeout so a slow registry gives charter's answer, not the API server's")
+	d := defaultImageVerifyOptions()
+	f.IntVar(&o.cacheSize, "image-verify-cache-size", d.cacheSize, "verified image results kept, keyed by image digest and the policy rule's check; 0 disables the cache")
+	f.DurationVar(&o.cacheTTL, "image-verify-cache-ttl", d.cacheTTL, "how long a verified image result is reused before the registry is asked again")
+	f.DurationVar(&o.timeout, "image-verify-timeout", d.timeout, "bound on verifying one image (all its registry requests); must be below --request-timeout so a slow registry gives charter's answer, not the API server's")
 }
 
 // verifier returns the image verifier of a process; secrets, when not
