@@ -318,7 +318,7 @@ func (h *handlers) validate(scope setScope) http.HandlerFunc {
 		}
 		var out *admissionv1.AdmissionResponse
 		if blocked {
-			out = denied(ar.UID, blockedMessage(responses))
+			out = denied(ar.UID, blockedMessage(deniedBy(responses, sets)))
 		} else {
 			out = allowed(ar.UID, warnings(responses))
 			if h.opts.Audit != nil && !req.DryRun && hasResults(responses) {
@@ -334,6 +334,35 @@ func (h *handlers) validate(scope setScope) http.HandlerFunc {
 		writeResponse(w, out)
 		h.opts.Metrics.ObserveRequest(mreq, out.Allowed, time.Since(start))
 	}
+}
+
+// deniedBy returns the responses of sets as a denial names them: an error
+// that failurePolicy Ignore let through denied nothing, so the responses
+// of an Ignore set keep only their other results, as Kyverno's denial from
+// its fail webhook holds only the policies of Fail.
+func deniedBy(responses []*engine.Response, sets []scopedSet) []*engine.Response {
+	out := make([]*engine.Response, len(responses))
+	for i, resp := range responses {
+		if sets[i].failClosed {
+			out[i] = resp
+			continue
+		}
+		kept := &engine.Response{Resource: resp.Resource}
+		for _, p := range resp.Policies {
+			var rules []engine.RuleResponse
+			for _, r := range p.Rules {
+				if r.Status != engine.StatusError {
+					rules = append(rules, r)
+				}
+			}
+			if len(rules) > 0 {
+				p.Rules = rules
+				kept.Policies = append(kept.Policies, p)
+			}
+		}
+		out[i] = kept
+	}
+	return out
 }
 
 // blocks reports whether a response denies the request: a failed Enforce

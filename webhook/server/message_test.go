@@ -166,3 +166,31 @@ func TestCELPolicyDenialAndWarnings(t *testing.T) {
 		t.Errorf("Warn policy's warnings %q", got)
 	}
 }
+
+// A denial names the errors of the policies that fail closed only: one of
+// failurePolicy Ignore that errs denied nothing (Kyverno's
+// OnlyEnforcedErrorsInMessage).
+func TestDenialLeavesOutIgnoredErrors(t *testing.T) {
+	policy := func(name string) *policiesv1.ValidatingPolicy {
+		return &policiesv1.ValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	errored := engine.RuleResponse{Status: engine.StatusError, Action: engine.Enforce, Message: "error: no such key: team", Type: engine.TypeValidation}
+	failed := engine.RuleResponse{Status: engine.StatusFail, Action: engine.Enforce, Message: "team must be a", Type: engine.TypeValidation}
+	ref := engine.ResourceRef{Kind: "Pod", Namespace: "default", Name: "p"}
+	responses := []*engine.Response{
+		{Resource: ref, Policies: []engine.PolicyResponse{{Policy: policy("enforced"), Rules: []engine.RuleResponse{errored}}}},
+		{Resource: ref, Policies: []engine.PolicyResponse{
+			{Policy: policy("ignored"), Rules: []engine.RuleResponse{errored}},
+			{Policy: policy("ignored-but-failing"), Rules: []engine.RuleResponse{failed}},
+		}},
+	}
+	sets := []scopedSet{{failClosed: true}, {failClosed: false}}
+	got := blockedMessage(deniedBy(responses, sets))
+	want := "Policy enforced error: error: no such key: team; Policy ignored-but-failing failed: team must be a"
+	if got != want {
+		t.Errorf("denial %q, want %q", got, want)
+	}
+	if len(responses[1].Policies) != 2 {
+		t.Error("deniedBy changed the responses it was given")
+	}
+}
