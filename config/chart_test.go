@@ -469,3 +469,25 @@ func TestChartRefusesContradictoryValues(t *testing.T) {
 		})
 	}
 }
+
+// TestChartRefusesBadValues: values.schema.json refuses a misspelt key or
+// a value of the wrong type, naming it, instead of ignoring it.
+func TestChartRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		want   string
+	}{
+		{"misspelt controller", map[string]any{"admissionControler": map[string]any{"replicas": 3}}, "admissionControler"},
+		{"misspelt knob", map[string]any{"reportsController": map[string]any{"replica": 3}}, "replica"},
+		{"replicas not a number", map[string]any{"admissionController": map[string]any{"replicas": "three"}}, "admissionController"},
+		{"bad pull policy", map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}, "pullPolicy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := helmchart.Render(chartDir, helmchart.Options{Values: tc.values})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
