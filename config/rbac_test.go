@@ -39,9 +39,9 @@ var reviewed = map[string][]grant{
 	"charter-admission": {
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "policy cache informers"},
 		{cluster, "kyverno.io", "clusterpolicies/status,policies/status", "get,update,patch", "policy Ready status"},
-		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,generatingpolicies,namespacedgeneratingpolicies", "get,list,watch", "policy cache informers"},
+		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,generatingpolicies,namespacedgeneratingpolicies,mutatingpolicies,namespacedmutatingpolicies", "get,list,watch", "policy cache informers"},
 		{cluster, "policies.kyverno.io", "policyexceptions", "get,list,watch", "the shared policy cache watches CEL PolicyExceptions"},
-		{cluster, "policies.kyverno.io", "validatingpolicies/status,namespacedvalidatingpolicies/status,generatingpolicies/status,namespacedgeneratingpolicies/status", "get,update,patch", "policy Ready status"},
+		{cluster, "policies.kyverno.io", "validatingpolicies/status,namespacedvalidatingpolicies/status,generatingpolicies/status,namespacedgeneratingpolicies/status,mutatingpolicies/status,namespacedmutatingpolicies/status", "get,update,patch", "policy Ready status"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector, enforcement label"},
 		{cluster, "", "configmaps", "get", "configMap context entries"},
 		{cluster, "rbac.authorization.k8s.io", "rolebindings,clusterrolebindings", "get,list,watch", "roles/clusterRoles in match"},
@@ -58,7 +58,7 @@ var reviewed = map[string][]grant{
 	},
 	"charter-reports": {
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "background policies"},
-		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,generatingpolicies,namespacedgeneratingpolicies", "get,list,watch", "background policies"},
+		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,generatingpolicies,namespacedgeneratingpolicies,mutatingpolicies,namespacedmutatingpolicies", "get,list,watch", "background policies"},
 		{cluster, "policies.kyverno.io", "policyexceptions", "get,list,watch", "the shared policy cache watches CEL PolicyExceptions"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector"},
 		{cluster, "", "configmaps", "get", "configMap context entries"},
@@ -82,7 +82,7 @@ var reviewed = map[string][]grant{
 	},
 	"charter-background": {
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "generate and mutate-existing rules"},
-		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,generatingpolicies,namespacedgeneratingpolicies", "get,list,watch", "the shared policy cache watches them"},
+		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,generatingpolicies,namespacedgeneratingpolicies,mutatingpolicies,namespacedmutatingpolicies", "get,list,watch", "the shared policy cache watches them"},
 		{cluster, "policies.kyverno.io", "policyexceptions", "get,list,watch", "the shared policy cache watches CEL PolicyExceptions"},
 		{cluster, "kyverno.io", "updaterequests", "get,list,watch,delete", "its work queue"},
 		{cluster, "kyverno.io", "updaterequests/status", "get,update,patch", "UpdateRequest state"},
@@ -103,7 +103,7 @@ var reviewed = map[string][]grant{
 		{cluster, "policies.kyverno.io", "deletingpolicies,namespaceddeletingpolicies", "get,list,watch", "the deleting policies"},
 		{cluster, "policies.kyverno.io", "deletingpolicies/status,namespaceddeletingpolicies/status", "get,update,patch", "last run, Ready/Stalled"},
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "the process's shared policy cache (clusterstate)"},
-		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,generatingpolicies,namespacedgeneratingpolicies", "get,list,watch", "the process's shared policy cache (clusterstate)"},
+		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,generatingpolicies,namespacedgeneratingpolicies,mutatingpolicies,namespacedmutatingpolicies", "get,list,watch", "the process's shared policy cache (clusterstate)"},
 		{cluster, "policies.kyverno.io", "policyexceptions", "get,list,watch", "the shared policy cache watches CEL PolicyExceptions"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector"},
 		{cluster, "apiextensions.k8s.io", "customresourcedefinitions", "get,list,watch", "TTL kinds rediscovered as CRDs come and go"},

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
 // TestMutatingPolicies covers the MutatingPolicy pipeline
@@ -139,5 +142,34 @@ func TestMutatingPolicyFaults(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want an error containing %q", p.GetName(), err, want)
 		}
+	}
+}
+
+// TestMutatingPolicyReinvocation: a policy with reinvocationPolicy
+// IfNeeded runs again when a later policy changed the object it left, and
+// its second response is the one reported; with Never it is not.
+func TestMutatingPolicyReinvocation(t *testing.T) {
+	for _, policy := range []string{"IfNeeded", "Never"} {
+		t.Run(policy, func(t *testing.T) {
+			policies, _ := readCELPolicies(t, "mpol/reinvocation.yaml")
+			policies[0].(*policiesv1.MutatingPolicy).Spec.ReinvocationPolicy = admissionregistrationv1.ReinvocationPolicyType(policy)
+			set, err := Compile(policies)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": "default"}}
+			resp := set.Mutate(context.Background(), &Request{Operation: kyvernov1.Create, Object: cm})
+			want := map[string]any{"IfNeeded": "gold", "Never": "none"}[policy]
+			meta := resp.Object["metadata"].(map[string]any)
+			if got := meta["annotations"].(map[string]any)["tier"]; got != want {
+				t.Errorf("annotation tier = %v, want %v (object %v)", got, want, resp.Object)
+			}
+			if len(resp.Policies) != 2 || resp.Policies[0].Key != "copy-tier" || resp.Policies[0].Rules[0].Status != StatusPass {
+				t.Fatalf("responses: %+v", resp.Policies)
+			}
+			if got := resp.Policies[0].Patched["metadata"].(map[string]any)["annotations"].(map[string]any)["tier"]; got != want {
+				t.Errorf("copy-tier's reported patched object has tier %v, want %v", got, want)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
@@ -116,13 +117,18 @@ func (s *PolicySet) Mutate(ctx context.Context, req *Request, opts ...EvalOption
 	in := newRequestView(ctx, req, &cfg)
 	resp := &MutateResponse{Resource: in.resourceRef(), Object: req.Object}
 	candidates := s.candidates(in)
+	var reinvoke []reinvocation
 	for _, p := range candidates {
 		pr, out := p.mutate(ctx, in, &cfg)
 		in = out
 		if len(pr.Rules) > 0 {
+			if p.mpol != nil && p.mpol.reinvoke {
+				reinvoke = append(reinvoke, reinvocation{policy: p, index: len(resp.Policies), after: in.req.Object})
+			}
 			resp.Policies = append(resp.Policies, pr)
 		}
 	}
+	in = s.reinvoke(ctx, in, &cfg, reinvoke, resp)
 	if req.Object != nil && req.Operation != kyvernov1.Delete {
 		in = s.verifyImagesPhase(ctx, in, &cfg, candidates, resp)
 	}
@@ -131,6 +137,32 @@ func (s *PolicySet) Mutate(ctx context.Context, req *Request, opts ...EvalOption
 		resp.Patch = mutate.Diff(req.Object, resp.Object)
 	}
 	return resp
+}
+
+// reinvocation is a MutatingPolicy with reinvocationPolicy IfNeeded that
+// responded: its response's index and the object it left.
+type reinvocation struct {
+	policy *Policy
+	index  int
+	after  map[string]any
+}
+
+// reinvoke runs each IfNeeded MutatingPolicy once more, in order, when a
+// later policy changed the object it left, as the API server reinvokes a
+// MutatingAdmissionPolicy; its new response replaces the first. One round,
+// as in Kubernetes: a policy that keeps fighting another does not loop.
+func (s *PolicySet) reinvoke(ctx context.Context, in *requestView, cfg *evalConfig, pending []reinvocation, resp *MutateResponse) *requestView {
+	for _, r := range pending {
+		if reflect.DeepEqual(r.after, in.req.Object) {
+			continue
+		}
+		pr, out := r.policy.mutate(ctx, in, cfg)
+		in = out
+		if len(pr.Rules) > 0 {
+			resp.Policies[r.index] = pr
+		}
+	}
+	return in
 }
 
 // Mutate runs this policy's mutate rules against the request; see

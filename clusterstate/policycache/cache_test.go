@@ -70,6 +70,14 @@ func (f *fakeCluster) List(_ context.Context, list client.ObjectList, _ ...clien
 			if o, ok := obj.(*policiesv1.PolicyException); ok {
 				l.Items = append(l.Items, *o.DeepCopy())
 			}
+		case *policiesv1.MutatingPolicyList:
+			if o, ok := obj.(*policiesv1.MutatingPolicy); ok {
+				l.Items = append(l.Items, *o.DeepCopy())
+			}
+		case *policiesv1.NamespacedMutatingPolicyList:
+			if o, ok := obj.(*policiesv1.NamespacedMutatingPolicy); ok {
+				l.Items = append(l.Items, *o.DeepCopy())
+			}
 		case *policiesv1.GeneratingPolicyList:
 			if o, ok := obj.(*policiesv1.GeneratingPolicy); ok {
 				l.Items = append(l.Items, *o.DeepCopy())
@@ -123,7 +131,7 @@ func newFakeCluster(t *testing.T, objs ...client.Object) *fakeCluster {
 		f.put(obj)
 	}
 	for _, obj := range []client.Object{&kyvernov1.ClusterPolicy{}, &kyvernov1.Policy{}, &policiesv1.ValidatingPolicy{}, &policiesv1.NamespacedValidatingPolicy{},
-		&policiesv1.GeneratingPolicy{}, &policiesv1.NamespacedGeneratingPolicy{}, &kyvernov2.PolicyException{}, &policiesv1.PolicyException{}, &corev1.Namespace{}} {
+		&policiesv1.GeneratingPolicy{}, &policiesv1.NamespacedGeneratingPolicy{}, &policiesv1.MutatingPolicy{}, &policiesv1.NamespacedMutatingPolicy{}, &kyvernov2.PolicyException{}, &policiesv1.PolicyException{}, &corev1.Namespace{}} {
 		f.informer(t, obj)
 	}
 	return f

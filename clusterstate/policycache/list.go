@@ -12,7 +12,8 @@ import (
 
 // ListPolicies lists every policy kind the cache serves, ClusterPolicies,
 // Policies, ValidatingPolicies, NamespacedValidatingPolicies,
-// GeneratingPolicies and NamespacedGeneratingPolicies, in that order, so the cache and the controllers that read the same informers
+// GeneratingPolicies, NamespacedGeneratingPolicies, MutatingPolicies and
+// NamespacedMutatingPolicies, in that order, so the cache and the controllers that read the same informers
 // (policy status) agree on what "every installed policy" is.
 func ListPolicies(ctx context.Context, reader client.Reader, opts ...client.ListOption) ([]kyvernov1.PolicyInterface, error) {
 	var cpols kyvernov1.ClusterPolicyList
@@ -39,7 +40,15 @@ func ListPolicies(ctx context.Context, reader client.Reader, opts ...client.List
 	if err := reader.List(ctx, &ngpols, opts...); err != nil {
 		return nil, fmt.Errorf("listing NamespacedGeneratingPolicies: %w", err)
 	}
-	policies := make([]kyvernov1.PolicyInterface, 0, len(cpols.Items)+len(pols.Items)+len(vpols.Items)+len(nvpols.Items)+len(gpols.Items)+len(ngpols.Items))
+	var mpols policiesv1.MutatingPolicyList
+	if err := reader.List(ctx, &mpols, opts...); err != nil {
+		return nil, fmt.Errorf("listing MutatingPolicies: %w", err)
+	}
+	var nmpols policiesv1.NamespacedMutatingPolicyList
+	if err := reader.List(ctx, &nmpols, opts...); err != nil {
+		return nil, fmt.Errorf("listing NamespacedMutatingPolicies: %w", err)
+	}
+	policies := make([]kyvernov1.PolicyInterface, 0, len(cpols.Items)+len(pols.Items)+len(vpols.Items)+len(nvpols.Items)+len(gpols.Items)+len(ngpols.Items)+len(mpols.Items)+len(nmpols.Items))
 	for i := range cpols.Items {
 		policies = append(policies, &cpols.Items[i])
 	}
@@ -57,6 +66,12 @@ func ListPolicies(ctx context.Context, reader client.Reader, opts ...client.List
 	}
 	for i := range ngpols.Items {
 		policies = append(policies, &ngpols.Items[i])
+	}
+	for i := range mpols.Items {
+		policies = append(policies, &mpols.Items[i])
+	}
+	for i := range nmpols.Items {
+		policies = append(policies, &nmpols.Items[i])
 	}
 	return policies, nil
 }

@@ -267,7 +267,7 @@ var _ = Describe("Background: a forbidden write", Label("background"), Ordered, 
 			ObjectMeta: metav1.ObjectMeta{Name: bgRestrictedClusterRol},
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{"kyverno.io"}, Resources: []string{"clusterpolicies", "policies", "policyexceptions"}, Verbs: []string{"get", "list", "watch"}},
-				{APIGroups: []string{"policies.kyverno.io"}, Resources: []string{"validatingpolicies", "namespacedvalidatingpolicies", "generatingpolicies", "namespacedgeneratingpolicies", "policyexceptions"}, Verbs: []string{"get", "list", "watch"}},
+				{APIGroups: []string{"policies.kyverno.io"}, Resources: []string{"validatingpolicies", "namespacedvalidatingpolicies", "generatingpolicies", "namespacedgeneratingpolicies", "mutatingpolicies", "namespacedmutatingpolicies", "policyexceptions"}, Verbs: []string{"get", "list", "watch"}},
 				{APIGroups: []string{"kyverno.io"}, Resources: []string{"updaterequests", "updaterequests/status"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 				{APIGroups: []string{""}, Resources: []string{"namespaces", "resourcequotas"}, Verbs: []string{"get", "list", "watch"}},
 				{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},

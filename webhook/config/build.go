@@ -201,10 +201,14 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 		usedV, usedM := false, false
 		if celRules := engine.ValidatingPolicyRules(p); celRules != nil {
 			// A ValidatingPolicy names its resources, as a VAP does.
-			usedV = addResourceRules(validating[fp], celRules, p.IsNamespaced())
+			usedV = addResourceRules(validating[fp], celRules, p.IsNamespaced(), validateOps)
 		} else if celRules := engine.GeneratingPolicyRules(p); celRules != nil {
 			// So does a GeneratingPolicy; its one rule has no match kinds.
-			usedV = addResourceRules(validating[fp], celRules, p.IsNamespaced())
+			usedV = addResourceRules(validating[fp], celRules, p.IsNamespaced(), validateOps)
+		}
+		if celRules := engine.MutatingPolicyRules(p); celRules != nil {
+			// So does a MutatingPolicy, as a MAP does.
+			usedM = addResourceRules(mutating[fp], celRules, p.IsNamespaced(), mutateOps)
 		}
 		rules, err := autogen.ComputeRules(p)
 		if err != nil {
@@ -270,9 +274,10 @@ func (w *webhookRules) raise(timeout int32) {
 	}
 }
 
-// addResourceRules registers a ValidatingPolicy's resource rules; a
-// namespaced policy's only for namespaced resources.
-func addResourceRules(w *webhookRules, rules []admissionregistrationv1.NamedRuleWithOperations, namespaced bool) bool {
+// addResourceRules registers a CEL policy's resource rules, with allOps
+// for a rule that names no operation or "*"; a namespaced policy's only
+// for namespaced resources.
+func addResourceRules(w *webhookRules, rules []admissionregistrationv1.NamedRuleWithOperations, namespaced bool, allOps []admissionregistrationv1.OperationType) bool {
 	used := false
 	for _, r := range rules {
 		scope := admissionregistrationv1.AllScopes
@@ -282,7 +287,7 @@ func addResourceRules(w *webhookRules, rules []admissionregistrationv1.NamedRule
 		if namespaced {
 			scope = admissionregistrationv1.NamespacedScope
 		}
-		ops := validateOps
+		ops := allOps
 		if len(r.Operations) > 0 && !slices.Contains(r.Operations, admissionregistrationv1.OperationAll) {
 			ops = r.Operations
 		}
@@ -475,7 +480,7 @@ func (s Settings) policyValidating() *admissionregistrationv1.ValidatingWebhookC
 					Resources: []string{"policyexceptions"}, Scope: &all}},
 				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"policies.kyverno.io"}, APIVersions: []string{"v1"},
 					Resources: []string{"validatingpolicies", "namespacedvalidatingpolicies", "generatingpolicies", "namespacedgeneratingpolicies",
-						"deletingpolicies", "namespaceddeletingpolicies", "policyexceptions"}, Scope: &all}},
+						"deletingpolicies", "namespaceddeletingpolicies", "mutatingpolicies", "namespacedmutatingpolicies", "policyexceptions"}, Scope: &all}},
 				// Cleanup policies are checked for what charter cannot run.
 				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2"},
 					Resources: []string{"cleanuppolicies", "clustercleanuppolicies"}, Scope: &all}},

@@ -207,3 +207,58 @@ func TestBuildValidatingPolicy(t *testing.T) {
 		t.Error("a ValidatingPolicy registered a mutating webhook")
 	}
 }
+
+// TestBuildMutatingPolicy registers a MutatingPolicy's resource rules, and
+// those of its autogen copies, in the mutating webhook of its failure
+// policy (reinvoked if needed), never in the validating one; a
+// NamespacedMutatingPolicy's only for namespaced objects; a rule with
+// operation "*" as CREATE and UPDATE.
+func TestBuildMutatingPolicy(t *testing.T) {
+	rule := admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{"CREATE"},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+	}}
+	ignore := admissionregistrationv1.Ignore
+	mpol := &policiesv1.MutatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Spec: policiesv1.MutatingPolicySpec{
+		FailurePolicy:    &ignore,
+		MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{rule}},
+		Mutations: []admissionregistrationv1.Mutation{{PatchType: admissionregistrationv1.PatchTypeApplyConfiguration,
+			ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: "Object{}"}}},
+	}}
+	nmpol := &policiesv1.NamespacedMutatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "n", Namespace: "team-a"}, Spec: *mpol.Spec.DeepCopy()}
+	nmpol.Spec.FailurePolicy = nil
+	nmpol.Spec.MatchConstraints.ResourceRules[0].Resources = []string{"configmaps"}
+	nmpol.Spec.MatchConstraints.ResourceRules[0].Operations = []admissionregistrationv1.OperationType{"*"}
+	cfgs, err := Build([]kyvernov1.PolicyInterface{mpol, nmpol}, resolver, Settings{Target: Target{URL: "https://x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, w := range cfgs.Mutating.Webhooks {
+		if w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy {
+			t.Errorf("%s: reinvocationPolicy %v, want IfNeeded", w.Name, w.ReinvocationPolicy)
+		}
+		for _, r := range w.Rules {
+			for _, res := range r.Resources {
+				got[w.Name+" "+r.APIGroups[0]+"/"+res] = fmt.Sprint(r.Operations, " ", *r.Scope)
+			}
+		}
+	}
+	want := map[string]string{
+		MutateWebhookIgnore + " /pods":                     "[CREATE] *",
+		MutateWebhookIgnore + " /pods/ephemeralcontainers": "[CREATE] *",
+		MutateWebhookIgnore + " apps/deployments":          "[CREATE] *",
+		MutateWebhookIgnore + " apps/daemonsets":           "[CREATE] *",
+		MutateWebhookIgnore + " apps/replicasets":          "[CREATE] *",
+		MutateWebhookIgnore + " apps/statefulsets":         "[CREATE] *",
+		MutateWebhookIgnore + " batch/jobs":                "[CREATE] *",
+		MutateWebhookIgnore + " batch/cronjobs":            "[CREATE] *",
+		MutateWebhookFail + " /configmaps":                 "[CREATE UPDATE] Namespaced",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("rules:\n got %v\nwant %v", got, want)
+	}
+	if len(cfgs.Validating.Webhooks) != 0 {
+		t.Error("a MutatingPolicy registered a validating webhook")
+	}
+}

@@ -127,6 +127,9 @@ func expandRules(p kyvernov1.PolicyInterface) []ruleInfo {
 		// autogen copies included.
 		return []ruleInfo{{name: "", typ: "validate"}}
 	}
+	if _, ok := p.(policiesv1.MutatingPolicyLike); ok {
+		return []ruleInfo{{name: "", typ: "mutate"}}
+	}
 	rules, err := autogen.ComputeRules(p)
 	if err != nil {
 		rules = p.GetSpec().Rules

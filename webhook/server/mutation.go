@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 )
 
@@ -91,8 +92,20 @@ func imageDenial(resp *engine.MutateResponse, failClosed bool) string {
 //	mutation policy <p> error: failed to apply policy <p> rules [<rule>: <msg> <rule2>: <msg2>]
 //
 // or "" when no rule errored.
+//
+// A MutatingPolicy's error reads as in Kyverno's mpol handler:
+//
+//	Resource: <ns>/<name>, Kind: <kind>, Errors: [Policy <p>: <msg>]
 func mutationDenial(resp *engine.MutateResponse) string {
 	for _, p := range resp.Policies {
+		if _, ok := p.Policy.(policiesv1.MutatingPolicyLike); ok {
+			for _, r := range p.Rules {
+				if r.Status == engine.StatusError {
+					return fmt.Sprintf("Resource: %s/%s, Kind: %s, Errors: [Policy %s: %s]", resp.Resource.Namespace, resp.Resource.Name, resp.Resource.Kind, p.Policy.GetName(), r.Message)
+				}
+			}
+			continue
+		}
 		var failed []string
 		for _, r := range p.Rules {
 			if r.Status == engine.StatusError {
@@ -114,9 +127,15 @@ func mutationWarnings(resp *engine.MutateResponse) []string {
 	var out []string
 	for _, p := range resp.Policies {
 		emit := p.Policy.GetSpec().GetEmitWarning()
+		_, mpol := p.Policy.(policiesv1.MutatingPolicyLike)
 		for _, r := range p.Rules {
+			label := "policy " + p.Policy.GetName() + "." + r.Name
+			if mpol {
+				// Kyverno's words for a MutatingPolicy's error let through.
+				label = "Policy " + p.Policy.GetName()
+			}
 			for _, w := range r.Warnings {
-				out = append(out, "policy "+p.Policy.GetName()+"."+r.Name+": "+w)
+				out = append(out, label+": "+w)
 			}
 			switch {
 			case r.Status == engine.StatusSkip && len(r.Warnings) > 0:
@@ -126,7 +145,7 @@ func mutationWarnings(resp *engine.MutateResponse) []string {
 			default:
 				continue
 			}
-			out = append(out, "policy "+p.Policy.GetName()+"."+r.Name+": "+r.Message)
+			out = append(out, label+": "+r.Message)
 		}
 	}
 	return out

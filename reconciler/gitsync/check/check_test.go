@@ -59,6 +59,7 @@ func TestObjects(t *testing.T) {
 		{file: "no-name.yaml", want: []string{`repo/no-name.yaml: ConfigMap "team-a/": an object needs apiVersion, kind and metadata.name`}},
 		{file: "duplicate.yaml", want: []string{`repo/duplicate.yaml: Policy "team-a/twice": declared again (first in repo/duplicate.yaml)`}},
 		{file: "bad-vpol.yaml", want: []string{`repo/bad-vpol.yaml: ValidatingPolicy "not-bool": spec.validations[0].expression: must evaluate to bool but got dyn`}},
+		{file: "bad-mpol.yaml", want: []string{`repo/bad-mpol.yaml: MutatingPolicy "not-an-object": spec.mutations[0].applyConfiguration.expression: must evaluate to Object but got dyn`}},
 		{file: "bad-exception.yaml", want: []string{`repo/bad-exception.yaml: PolicyException "team-a/allow-all": spec.exceptions: an exception needs at least one policy`}},
 		{file: "unsupported.yaml", want: []string{
 			`repo/unsupported.yaml: ClusterPolicy "verify-manifests": spec.rules[0].validate.manifests: validate.manifests is not supported by charter anywhere yet`,

@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+const (
+	mpolNamespace        = "e2e-mpol"
+	mpolCharterNamespace = "e2e-mpol-charter"
+	mpolPolicy           = "e2e-mpol-defaults"
+)
+
+// mpolDefaults labels the Pods of its namespace and sets imagePullPolicy
+// Always on each container: an ApplyConfiguration, as Kyverno 1.17+ users
+// write MutatingPolicies.
+const mpolDefaults = `
+apiVersion: policies.kyverno.io/v1
+kind: MutatingPolicy
+metadata: {name: e2e-mpol-defaults}
+spec:
+  matchConstraints:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: e2e-mpol}}
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [pods]}
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: >-
+        Object{
+          metadata: Object.metadata{labels: {"mutated-by": "e2e-mpol-defaults"}},
+          spec: Object.spec{containers: object.spec.containers.map(c,
+            Object.spec.containers{name: c.name, imagePullPolicy: "Always"})}
+        }
+`
+
+// The celpolicies MutatingPolicy specs run `charter serve
+// --controllers=admission` with a MutatingPolicy installed through the API:
+// it becomes Ready and patches the Pods the API server stores.
+var _ = Describe("CEL policies: MutatingPolicy", Label("celpolicies"), Ordered, func() {
+	var cl client.Client
+
+	BeforeAll(func(ctx SpecContext) {
+		skipUnlessClusterReachesCharter()
+		cl = suite.client
+		for _, ns := range []string{mpolNamespace, mpolCharterNamespace} {
+			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
+		}
+		waitDefaultServiceAccounts(ctx, mpolNamespace)
+		startCharterWith(ctx, mpolCharterNamespace, "admission")
+		waitPolicyWebhook(ctx)
+		var p policiesv1.MutatingPolicy
+		Expect(yaml.UnmarshalStrict([]byte(mpolDefaults), &p)).To(Succeed())
+		Eventually(func() error { return client.IgnoreAlreadyExists(cl.Create(ctx, &p)) }).
+			WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, &p))).To(Succeed()) })
+	}, NodeTimeout(3*time.Minute))
+
+	It("marks the MutatingPolicy Ready", func(ctx SpecContext) {
+		p := &policiesv1.MutatingPolicy{}
+		Eventually(func(g Gomega) {
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: mpolPolicy}, p)).To(Succeed())
+			g.Expect(p.Status.Conditions).To(ContainElement(And(
+				HaveField("Type", kyvernov1.PolicyConditionReady),
+				HaveField("Status", metav1.ConditionTrue),
+				HaveField("ObservedGeneration", p.Generation),
+			)))
+		}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "MutatingPolicy %s Ready", mpolPolicy)
+	}, SpecTimeout(60*time.Second))
+
+	It("patches a Pod", func(ctx SpecContext) {
+		var stored *corev1.Pod
+		// The policy is served once its webhook rule is registered: a
+		// Pod created before that is stored as sent.
+		Eventually(func(g Gomega) {
+			pod := newPod("patched", nil)
+			pod.Namespace = mpolNamespace
+			g.Expect(cl.Create(ctx, pod, client.DryRunAll)).To(Succeed())
+			g.Expect(pod.Labels).To(HaveKeyWithValue("mutated-by", mpolPolicy))
+		}).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		stored = newPod("patched", nil)
+		stored.Namespace = mpolNamespace
+		Expect(cl.Create(ctx, stored)).To(Succeed())
+		Expect(cl.Get(ctx, client.ObjectKeyFromObject(stored), stored)).To(Succeed())
+		Expect(stored.Labels).To(HaveKeyWithValue("mutated-by", mpolPolicy))
+		for _, c := range stored.Spec.Containers {
+			Expect(c.ImagePullPolicy).To(Equal(corev1.PullAlways), "container %s", c.Name)
+		}
+	}, SpecTimeout(90*time.Second))
+
+	It("leaves Pods of other namespaces alone", func(ctx SpecContext) {
+		pod := newPod("untouched", nil)
+		pod.Namespace = mpolCharterNamespace
+		Expect(cl.Create(ctx, pod, client.DryRunAll)).To(Succeed())
+		Expect(pod.Labels).NotTo(HaveKey("mutated-by"))
+	}, SpecTimeout(30*time.Second))
+})
