@@ -161,6 +161,7 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 		}
 		waitDefaultServiceAccounts(ctx, rbacNamespace)
+		skipIfCharterInstalled(ctx)
 
 		By("installing charts/charter's RBAC into " + rbacCharterNamespace)
 		applied, serveFlags := installChartRBAC(ctx)
@@ -454,6 +455,27 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 // forbiddenInLog matches a log line of a request the authorizer refused
 // (`... is forbidden: User "system:serviceaccount:..." cannot list ...`).
 var forbiddenInLog = regexp.MustCompile(`(?i)forbidden`)
+
+// skipIfCharterInstalled skips the RBAC specs in a cluster where charter
+// is installed (the kind run installs the chart): its ClusterRoles and
+// ClusterRoleBindings have the names the specs apply and delete, so they
+// would take its RBAC away from the running install, whose own Pods prove
+// the chart's RBAC there.
+func skipIfCharterInstalled(ctx context.Context) {
+	GinkgoHelper()
+	var b rbacv1.ClusterRoleBinding
+	err := suite.client.Get(ctx, client.ObjectKey{Name: "charter-admission"}, &b)
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	Expect(err).NotTo(HaveOccurred())
+	for _, s := range b.Subjects {
+		if s.Namespace != rbacCharterNamespace {
+			Skip("charter is installed in this cluster (ClusterRoleBinding charter-admission binds " + s.Namespace + "/" + s.Name +
+				"): the RBAC specs would replace and delete its ClusterRoleBindings")
+		}
+	}
+}
 
 // installChartRBAC renders charts/charter for rbacCharterNamespace (with
 // config.excludedNamespaces naming rbacExcludedNamespace) as `helm
