@@ -98,9 +98,10 @@ type serveOptions struct {
 	certPropagationDelay time.Duration
 	certTrimGrace        time.Duration
 
-	reports reports.Options
-	cleanup cleanup.Options
-	images  imageVerifyOptions
+	reports    reports.Options
+	cleanup    cleanup.Options
+	images     imageVerifyOptions
+	background backgroundOptions
 
 	// exceptionNamespaces are --exception-namespaces: where PolicyExceptions
 	// are honoured from; nil means charter's own namespace.
@@ -201,6 +202,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	addImageVerifyFlags(f, &o.images)
 	o.reports.AddFlags(f)
 	o.cleanup.AddFlags(f)
+	o.background.addFlags(f)
 	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default: a new folder in the temporary folder, removed on exit)")
 	f.IntVar(&o.gitsyncWorkers, "gitsync-workers", 2, "PolicyRepositories synced at once")
 	f.StringVar(&o.defaultServiceAccount, "default-service-account", "", "ServiceAccount (of the repository's namespace) that gitsync impersonates for a PolicyRepository outside charter's namespace whose spec.serviceAccountName is empty")
@@ -449,6 +451,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			RequestTimeout: o.requestTimeout, MaxRequestBytes: o.maxRequestBytes,
 			Metrics: rec, Audit: audit, Events: o.events, Log: log.WithName("admission"), State: state,
 			CertPropagationDelay: o.certPropagationDelay, CertTrimGrace: o.certTrimGrace,
+			Background: o.background.updateRequestConfig(context.Background(), cfg, o, log),
 		})
 		if err != nil {
 			return nil, nil, err

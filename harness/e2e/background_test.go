@@ -89,6 +89,25 @@ spec:
 `
 )
 
+// bgCopyConfigMaps generates a copy of every ConfigMap of one namespace,
+// named after it: its generated kind is its trigger kind, so without loop
+// protection every copy would make a copy of itself.
+const bgCopyConfigMaps = `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: e2e-bg-copy-configmaps}
+spec:
+  rules:
+  - name: copy
+    match: {any: [{resources: {kinds: [ConfigMap], namespaces: [e2e-bg-loop]}}]}
+    generate:
+      apiVersion: v1
+      kind: ConfigMap
+      name: "{{ request.object.metadata.name }}-copy"
+      namespace: e2e-bg-loop
+      data: {data: {copied: "true"}}
+`
+
 func bgPolicy(manifest string) *kyvernov1.ClusterPolicy {
 	GinkgoHelper()
 	var p kyvernov1.ClusterPolicy
@@ -229,6 +248,41 @@ var _ = Describe("Background: generate and mutate existing", Label("background")
 			}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(HaveKeyWithValue("e2e-rolled", "v1"), "namespace %s", name)
 		}
 	}, SpecTimeout(90*time.Second))
+
+	It("does not trigger a rule again with its own writes (loop protection)", func(ctx SpecContext) {
+		// charter runs here as the suite's own user: its writes are told
+		// from the test's by their field manager.
+		Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e-bg-loop"}}))).To(Succeed())
+		createPolicy(ctx, bgPolicy(bgCopyConfigMaps))
+		var seed string
+		Eventually(func(g Gomega) {
+			seed = fmt.Sprintf("seed-%d", time.Now().UnixNano()%100000)
+			g.Expect(cl.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "e2e-bg-loop", Name: seed}})).To(Succeed())
+			g.Eventually(func() error {
+				return cl.Get(ctx, client.ObjectKey{Namespace: "e2e-bg-loop", Name: seed + "-copy"}, &corev1.ConfigMap{})
+			}).WithTimeout(10 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		}).WithTimeout(60 * time.Second).Should(Succeed())
+		Consistently(func(g Gomega) []string {
+			var cms corev1.ConfigMapList
+			g.Expect(cl.List(ctx, &cms, client.InNamespace("e2e-bg-loop"))).To(Succeed())
+			var copies []string
+			for _, cm := range cms.Items {
+				if strings.HasSuffix(cm.Name, "-copy-copy") {
+					copies = append(copies, cm.Name)
+				}
+			}
+			return copies
+		}).WithTimeout(5*time.Second).WithPolling(250*time.Millisecond).Should(BeEmpty(), "a copy of a copy: charter's own write triggered its rule")
+		// A user's edit of the copy is a request like any other: it
+		// triggers the rule (the copy of the copy appears).
+		var cm corev1.ConfigMap
+		Expect(cl.Get(ctx, client.ObjectKey{Namespace: "e2e-bg-loop", Name: seed + "-copy"}, &cm)).To(Succeed())
+		cm.Data = map[string]string{"edited": "by a user"}
+		Expect(cl.Update(ctx, &cm)).To(Succeed())
+		Eventually(func() error {
+			return cl.Get(ctx, client.ObjectKey{Namespace: "e2e-bg-loop", Name: seed + "-copy-copy"}, &corev1.ConfigMap{})
+		}).WithTimeout(20*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "the user's edit of the copy triggers the rule")
+	}, SpecTimeout(2*time.Minute))
 })
 
 // The background controller runs as a user allowed to read ResourceQuotas

@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/charter-dev/charter/api/charter"
 	"github.com/charter-dev/charter/clusterstate"
 )
 
@@ -48,9 +49,10 @@ const (
 	DefaultLeaseName   = "charter-background"
 	DefaultQPS         = 200
 	DefaultBurst       = 400
-	// FieldManager is the server-side apply field manager of downstream
-	// objects.
-	FieldManager = "charter-background"
+	// FieldManager is the field manager of every write to downstream
+	// objects and mutate targets; admission knows the controller's own
+	// writes by it (loop protection).
+	FieldManager = charter.BackgroundFieldManager
 )
 
 func (o Options) withDefaults() Options {

@@ -76,7 +76,10 @@ type Options struct {
 	CertTrimGrace        time.Duration
 	// Events configures the Kubernetes Events of admission decisions.
 	Events EventOptions
-	Log    logr.Logger
+	// Background configures the UpdateRequests admission creates for
+	// generate and mutate-existing rules.
+	Background updaterequest.Config
+	Log        logr.Logger
 }
 
 // EventOptions configure admission Events (admission-reports.md §3.3).
@@ -320,7 +323,9 @@ func newUpdateRequests(mgr manager.Manager, o Options) (*updaterequest.Generator
 	if err != nil {
 		return nil, fmt.Errorf("admission: UpdateRequest client: %w", err)
 	}
-	return updaterequest.NewGenerator(cl, o.Namespace, o.State.Loaders, 0, o.Log.WithName("updaterequests")), nil
+	g := updaterequest.NewGenerator(cl, o.Namespace, o.State.Loaders, 0, o.Log.WithName("updaterequests"))
+	g.Config = o.Background
+	return g, nil
 }
 
 // webhookExcludedNamespaces are the namespaces the webhooks' namespaceSelector

@@ -16,6 +16,10 @@ type BackgroundRecord struct {
 	Request *engine.Request
 	// Sets are the policy sets of the webhook path that was called.
 	Sets []*engine.PolicySet
+	// FieldManager is the field manager the request's options name, "" if
+	// none: the background controller's own writes carry
+	// charter.BackgroundFieldManager.
+	FieldManager string
 }
 
 // BackgroundSink takes admitted requests for the background controller

@@ -325,7 +325,7 @@ func (h *handlers) validate(scope setScope) http.HandlerFunc {
 				h.opts.Audit.Offer(AuditRecord{UID: ar.UID, Request: req, Responses: responses, Time: start})
 			}
 			if h.opts.Background != nil && !req.DryRun {
-				h.opts.Background.Admitted(BackgroundRecord{UID: ar.UID, Request: req, Sets: setsOf(sets)})
+				h.opts.Background.Admitted(BackgroundRecord{UID: ar.UID, Request: req, Sets: setsOf(sets), FieldManager: ar.fieldManager()})
 			}
 		}
 		if h.opts.Events != nil && !req.DryRun && hasResults(responses) {

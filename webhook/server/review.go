@@ -50,9 +50,26 @@ type admissionRequest[T any] struct {
 	Object             T                            `json:"object,omitempty"`
 	OldObject          T                            `json:"oldObject,omitempty"`
 	DryRun             *bool                        `json:"dryRun,omitempty"`
+	// Options are the create, update or patch options of the request; only
+	// the field manager is read (loop protection of the background
+	// controller's own writes).
+	Options *requestOptions `json:"options,omitempty"`
+}
+
+type requestOptions struct {
+	FieldManager string `json:"fieldManager,omitempty"`
 }
 
 func (r *admissionRequest[T]) dryRun() bool { return r.DryRun != nil && *r.DryRun }
+
+// fieldManager is the request's field manager, "" when it has none
+// (DELETE, CONNECT, or none given).
+func (r *admissionRequest[T]) fieldManager() string {
+	if r.Options == nil {
+		return ""
+	}
+	return r.Options.FieldManager
+}
 
 // unstructuredReview decodes objects for the engine.
 type unstructuredReview = admissionReview[map[string]any]

@@ -45,7 +45,8 @@ func decodeUnstructuredReview(body []byte, into *unstructuredReview) bool {
 var (
 	reviewFields  = []string{"apiVersion", "kind", "request"}
 	requestFields = []string{"uid", "kind", "resource", "subResource", "requestKind", "requestResource",
-		"requestSubResource", "name", "namespace", "operation", "userInfo", "object", "oldObject", "dryRun"}
+		"requestSubResource", "name", "namespace", "operation", "userInfo", "object", "oldObject", "dryRun", "options"}
+	optionsFields  = []string{"fieldManager"}
 	userInfoFields = []string{"username", "uid", "groups", "extra"}
 	gvkFields      = []string{"group", "version", "kind"}
 	gvrFields      = []string{"group", "version", "resource"}
@@ -94,6 +95,12 @@ func (d *jsonValues) request(r *admissionRequest[map[string]any]) bool {
 			return d.objectField(&r.Object)
 		case "oldObject":
 			return d.objectField(&r.OldObject)
+		case "options":
+			if d.null() {
+				return true
+			}
+			r.Options = &requestOptions{}
+			return d.fields(optionsFields, func(int) bool { return d.stringField(&r.Options.FieldManager) })
 		default: // dryRun
 			if d.null() {
 				return true

@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine"
@@ -65,12 +67,52 @@ type Generator struct {
 	Loaders engine.Loaders
 	// Workers bound the concurrent checks and creates (default 4).
 	Workers int
-	Log     logr.Logger
+	Config
+	Log logr.Logger
 
 	queue   chan server.BackgroundRecord
 	dropped atomic.Int64
 	failed  atomic.Int64
 	created atomic.Int64
+	own     atomic.Int64
+}
+
+// Config is what an operator sets of UpdateRequest creation.
+type Config struct {
+	// Own tells the background controller's own writes, which trigger no
+	// rule that skips background requests (loop protection).
+	Own OwnRequests
+}
+
+// OwnRequests tells the background controller's own writes from everyone
+// else's (background-cleanup.md §2.2): a rule with skipBackgroundRequests
+// (the default) ignores them, so that a policy whose generated or mutated
+// kind is also its trigger kind does not feed itself. Kyverno knows the
+// controller by its ServiceAccount only; charter also knows it when it
+// shares an identity (charter dev runs as the developer), by the field
+// manager of its writes, without skipping that identity's other requests.
+type OwnRequests struct {
+	// Users are identities only the background controller uses, e.g.
+	// system:serviceaccount:charter-system:charter-background: every
+	// request of theirs is its own.
+	Users []string
+	// SharedUsers are identities the controller shares with people or
+	// other programs: only their requests with the field manager
+	// charter.BackgroundFieldManager are its own.
+	SharedUsers []string
+}
+
+// Match reports whether an admitted request is the background
+// controller's own.
+func (o OwnRequests) Match(rec server.BackgroundRecord) bool {
+	user := rec.Request.UserInfo.Username
+	if user == "" {
+		return false
+	}
+	if slices.Contains(o.Users, user) {
+		return true
+	}
+	return rec.FieldManager == charter.BackgroundFieldManager && slices.Contains(o.SharedUsers, user)
 }
 
 var _ server.BackgroundSink = (*Generator)(nil)
@@ -86,7 +128,7 @@ func NewGenerator(cl client.Client, namespace string, loaders engine.Loaders, si
 // Admitted implements server.BackgroundSink. Records of sets without any
 // generate or mutate-existing rule are not queued.
 func (g *Generator) Admitted(rec server.BackgroundRecord) bool {
-	if !anyBackgroundRules(rec.Sets) {
+	if !anyBackgroundRules(rec.Sets, nil) {
 		return true
 	}
 	select {
@@ -105,6 +147,10 @@ func (g *Generator) Admitted(rec server.BackgroundRecord) bool {
 func (g *Generator) Counts() (created, failed, dropped int64) {
 	return g.created.Load(), g.failed.Load(), g.dropped.Load()
 }
+
+// OwnSkipped counts the background controller's own requests that
+// triggered nothing because every rule they concerned skips them.
+func (g *Generator) OwnSkipped() int64 { return g.own.Load() }
 
 // NeedLeaderElection is false: every admission replica creates the
 // UpdateRequests of the requests it admitted.
@@ -141,6 +187,17 @@ func (g *Generator) Start(ctx context.Context) error {
 // Build returns the UpdateRequests an admitted request calls for.
 func (g *Generator) Build(ctx context.Context, rec server.BackgroundRecord) []*kyvernov2.UpdateRequest {
 	req := rec.Request
+	// skip leaves out the rules that ignore the background controller's
+	// own writes, when this is one.
+	skip := func(*kyvernov1.Rule) bool { return false }
+	if g.Own.Match(rec) {
+		if !anyBackgroundRules(rec.Sets, func(r *kyvernov1.Rule) bool { return !r.GetSkipBackgroundRequests() }) {
+			g.own.Add(1)
+			g.Log.V(2).Info("the background controller's own write: no rule to trigger", "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name)
+			return nil
+		}
+		skip = (*kyvernov1.Rule).GetSkipBackgroundRequests
+	}
 	var out []*kyvernov2.UpdateRequest
 	snapshot := g.snapshot(rec)
 	for _, set := range rec.Sets {
@@ -149,7 +206,7 @@ func (g *Generator) Build(ctx context.Context, rec server.BackgroundRecord) []*k
 		}
 		resp := set.Generate(ctx, req, engine.WithLoaders(g.Loaders), engine.WithBackgroundChecks())
 		for _, pr := range resp.Policies {
-			if ur := g.generateRequest(pr, req, snapshot); ur != nil {
+			if ur := g.generateRequest(pr, req, snapshot, skip); ur != nil {
 				out = append(out, ur)
 			}
 		}
@@ -168,7 +225,7 @@ func (g *Generator) Build(ctx context.Context, rec server.BackgroundRecord) []*k
 		for _, pr := range mresp.Policies {
 			for _, rr := range pr.Rules {
 				rule := ruleOf(pr.Policy, rr.Name)
-				if rule == nil || !rule.HasMutateExisting() || rr.Status != engine.StatusPass {
+				if rule == nil || !rule.HasMutateExisting() || rr.Status != engine.StatusPass || skip(rule) {
 					continue
 				}
 				if req.Operation == kyvernov1.Delete && !matchesOperation(rule, kyvernov1.Delete) {
@@ -185,11 +242,11 @@ func (g *Generator) Build(ctx context.Context, rec server.BackgroundRecord) []*k
 // for the request (§2.2): a passing rule generates for the new object; a
 // failing one (the trigger went away or stopped matching) deletes the
 // downstream objects of a synchronized rule.
-func (g *Generator) generateRequest(pr engine.PolicyResponse, req *engine.Request, snapshot kyvernov2.UpdateRequestSpecContext) *kyvernov2.UpdateRequest {
+func (g *Generator) generateRequest(pr engine.PolicyResponse, req *engine.Request, snapshot kyvernov2.UpdateRequestSpecContext, skip func(*kyvernov1.Rule) bool) *kyvernov2.UpdateRequest {
 	var contexts []kyvernov2.RuleContext
 	for _, rr := range pr.Rules {
 		rule := ruleOf(pr.Policy, rr.Name)
-		if rule == nil || !rule.HasGenerate() {
+		if rule == nil || !rule.HasGenerate() || skip(rule) {
 			continue
 		}
 		sync := rule.Generation.Synchronize
@@ -340,9 +397,9 @@ func matchesOperation(r *kyvernov1.Rule, op kyvernov1.AdmissionOperation) bool {
 }
 
 // anyBackgroundRules reports whether a set has a generate or
-// mutate-existing rule, so that requests no such rule can concern cost
-// nothing more.
-func anyBackgroundRules(sets []*engine.PolicySet) bool {
+// mutate-existing rule (for which also, when given, holds), so that
+// requests no such rule can concern cost nothing more.
+func anyBackgroundRules(sets []*engine.PolicySet, also func(*kyvernov1.Rule) bool) bool {
 	for _, s := range sets {
 		if s == nil {
 			continue
@@ -350,7 +407,7 @@ func anyBackgroundRules(sets []*engine.PolicySet) bool {
 		for _, p := range s.Policies() {
 			rules := p.Source().GetSpec().Rules
 			for i := range rules {
-				if rules[i].HasGenerate() || rules[i].HasMutateExisting() {
+				if (rules[i].HasGenerate() || rules[i].HasMutateExisting()) && (also == nil || also(&rules[i])) {
 					return true
 				}
 			}

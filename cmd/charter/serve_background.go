@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/charter-dev/charter/webhook/updaterequest"
+)
+
+// backgroundOptions are the flags of the background controller and of
+// the UpdateRequests admission creates for it.
+type backgroundOptions struct {
+	// serviceAccount is the background controller's ServiceAccount in
+	// charter's namespace (--background-service-account).
+	serviceAccount string
+}
+
+func (b *backgroundOptions) addFlags(f *pflag.FlagSet) {
+	f.StringVar(&b.serviceAccount, "background-service-account", "charter-background",
+		"ServiceAccount (in --namespace) the background controller runs as: admission ignores its writes for rules with skipBackgroundRequests (the default), so a generated or mutated object never triggers its own rule again. "+
+			"When the controller runs in the admission process, that process's own writes with field manager charter-background are ignored too, whatever its identity")
+}
+
+// updateRequestConfig is the admission side of the background controller:
+// whose requests are its own (loop protection). When the controller runs
+// in this process, this process's identity is asked of the API server: its
+// writes are known by their field manager, since charter dev shares the
+// developer's identity.
+func (b *backgroundOptions) updateRequestConfig(ctx context.Context, cfg *rest.Config, o serveOptions, log logr.Logger) updaterequest.Config {
+	out := updaterequest.Config{}
+	if b.serviceAccount != "" {
+		out.Own.Users = []string{serviceaccount.MakeUsername(o.namespace, b.serviceAccount)}
+	}
+	if !slices.Contains(o.controllers, controllerBackground) {
+		return out
+	}
+	user, err := whoAmI(ctx, cfg)
+	if err != nil {
+		log.Error(err, "finding this process's identity: the background controller's own writes from it are not told apart, so a policy whose generated kind is also its trigger kind may trigger itself")
+		return out
+	}
+	out.Own.SharedUsers = []string{user}
+	return out
+}
+
+// whoAmI asks the API server who this process is (SelfSubjectReview).
+func whoAmI(ctx context.Context, cfg *rest.Config) (string, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("SelfSubjectReview: %w", err)
+	}
+	return r.Status.UserInfo.Username, nil
+}

@@ -1,0 +1,104 @@
+package updaterequest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/charter-dev/charter/api/charter"
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/webhook/server"
+)
+
+const (
+	backgroundSA = "system:serviceaccount:charter-system:charter-background"
+	developer    = "kubernetes-admin"
+)
+
+func loadPolicy(t *testing.T, file string, edit func(*kyvernov1.ClusterPolicy)) *engine.PolicySet {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p kyvernov1.ClusterPolicy
+	if err := yaml.UnmarshalStrict(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&p)
+	}
+	set, err := engine.Compile([]kyvernov1.PolicyInterface{&p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+func configMap(name string) map[string]any {
+	return map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": "team-a", "uid": "uid-" + name}}
+}
+
+// TestOwnRequestsTriggerNothing: the background controller's own writes
+// (its ServiceAccount's, or a shared identity's with its field manager)
+// trigger no rule that skips background requests, so a policy whose
+// generated kind is its trigger kind does not feed itself; everyone
+// else's requests, the shared identity's other writes included, still
+// do, and skipBackgroundRequests: false opts a rule back in.
+func TestOwnRequestsTriggerNothing(t *testing.T) {
+	own := OwnRequests{Users: []string{backgroundSA}, SharedUsers: []string{developer}}
+	optIn := func(p *kyvernov1.ClusterPolicy) {
+		f := false
+		for i := range p.Spec.Rules {
+			p.Spec.Rules[i].SkipBackgroundRequests = &f
+		}
+	}
+	for _, tc := range []struct {
+		name         string
+		user         string
+		fieldManager string
+		edit         func(*kyvernov1.ClusterPolicy)
+		want         []kyvernov2.RequestType
+	}{
+		{name: "someone else", user: "alice", want: []kyvernov2.RequestType{kyvernov2.Generate, kyvernov2.Mutate}},
+		{name: "someone else claiming the field manager", user: "alice", fieldManager: charter.BackgroundFieldManager, want: []kyvernov2.RequestType{kyvernov2.Generate, kyvernov2.Mutate}},
+		{name: "the controller's ServiceAccount", user: backgroundSA, fieldManager: "kubectl", want: nil},
+		{name: "the shared identity's own write", user: developer, fieldManager: charter.BackgroundFieldManager, want: nil},
+		{name: "the shared identity's other write", user: developer, fieldManager: "kubectl-client-side-apply", want: []kyvernov2.RequestType{kyvernov2.Generate, kyvernov2.Mutate}},
+		{name: "skipBackgroundRequests false", user: backgroundSA, edit: optIn, want: []kyvernov2.RequestType{kyvernov2.Generate, kyvernov2.Mutate}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := loadPolicy(t, "copy-configmaps.yaml", tc.edit)
+			g := NewGenerator(nil, "charter-system", engine.Loaders{}, 0, logr.Discard())
+			g.Own = own
+			rec := server.BackgroundRecord{
+				Request: &engine.Request{Operation: kyvernov1.Create, Object: configMap("settings"),
+					UserInfo: authenticationv1.UserInfo{Username: tc.user}},
+				Sets: []*engine.PolicySet{set}, FieldManager: tc.fieldManager,
+			}
+			var got []kyvernov2.RequestType
+			for _, ur := range g.Build(context.Background(), rec) {
+				got = append(got, ur.Spec.Type)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("UpdateRequests of types %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("UpdateRequest %d is %s, want %s", i, got[i], tc.want[i])
+				}
+			}
+			if skipped := g.OwnSkipped(); (skipped == 1) != (tc.want == nil) {
+				t.Errorf("OwnSkipped %d", skipped)
+			}
+		})
+	}
+}
