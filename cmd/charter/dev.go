@@ -287,6 +287,8 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		// A dev cluster is small: rescan often so reports follow
 		// namespace label and ConfigMap changes quickly.
 		reports: reportsDevOptions(),
+		// Resync generate and mutate-existing policies every minute too.
+		background: backgroundOptions{resyncInterval: time.Minute},
 		// dev trusts every namespace's PolicyExceptions, as Kyverno's
 		// --exceptionNamespace=* does; an install trusts charter's only.
 		exceptionNamespaces: []string{"*"},

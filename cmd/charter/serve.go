@@ -258,6 +258,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err := o.images.check(o.requestTimeout); err != nil {
 		return err
 	}
+	if err := o.background.check(); err != nil {
+		return err
+	}
 	log := textlogger.NewLogger(textlogger.NewConfig())
 	ctrl.SetLogger(log)
 	cfg, err := restConfig(o.kubeconfig)
@@ -464,7 +467,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	if slices.Contains(o.controllers, controllerBackground) {
 		if _, err := background.Setup(mgr, background.Options{
 			State: state, Namespace: o.namespace, Logger: log.WithName("background"),
-			LeaderElection: o.leaderElect, LeaseName: ownLease(o.leaseName, controllerBackground),
+			LeaderElection: o.leaderElect, LeaseName: ownLease(o.leaseName, controllerBackground), ResyncInterval: o.background.resyncInterval,
 			LeaseDuration: 6 * o.retryPeriod, RenewDeadline: 5 * o.retryPeriod, RetryPeriod: o.retryPeriod,
 		}); err != nil {
 			return nil, nil, fmt.Errorf("background: %w", err)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/charter-dev/charter/reconciler/background"
 	"github.com/charter-dev/charter/webhook/updaterequest"
 )
 
@@ -23,12 +24,24 @@ type backgroundOptions struct {
 	// serviceAccount is the background controller's ServiceAccount in
 	// charter's namespace (--background-service-account).
 	serviceAccount string
+	// resyncInterval is --background-resync-interval.
+	resyncInterval time.Duration
+}
+
+// check refuses values the controller cannot run with.
+func (b *backgroundOptions) check() error {
+	if b.resyncInterval <= 0 {
+		return fmt.Errorf("--background-resync-interval must be positive, got %s", b.resyncInterval)
+	}
+	return nil
 }
 
 func (b *backgroundOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&b.serviceAccount, "background-service-account", "charter-background",
 		"ServiceAccount (in --namespace) the background controller runs as: admission ignores its writes for rules with skipBackgroundRequests (the default), so a generated or mutated object never triggers its own rule again. "+
 			"When the controller runs in the admission process, that process's own writes with field manager charter-background are ignored too, whatever its identity")
+	f.DurationVar(&b.resyncInterval, "background-resync-interval", background.DefaultResync,
+		"how often the background controller goes over every generate and mutate-existing policy without a new trigger: drifted synchronized objects are restored, generateExisting and mutateExistingOnPolicyUpdate rules run again, triggers of synchronized rules that admission missed are covered, Failed UpdateRequests get one more attempt")
 }
 
 // updateRequestConfig is the admission side of the background controller:

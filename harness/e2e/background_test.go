@@ -12,6 +12,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -323,6 +324,7 @@ var _ = Describe("Background: a forbidden write", Label("background"), Ordered, 
 				{APIGroups: []string{"kyverno.io"}, Resources: []string{"clusterpolicies", "policies", "policyexceptions"}, Verbs: []string{"get", "list", "watch"}},
 				{APIGroups: []string{"policies.kyverno.io"}, Resources: []string{"validatingpolicies", "namespacedvalidatingpolicies", "generatingpolicies", "namespacedgeneratingpolicies", "mutatingpolicies", "namespacedmutatingpolicies", "policyexceptions"}, Verbs: []string{"get", "list", "watch"}},
 				{APIGroups: []string{"kyverno.io"}, Resources: []string{"updaterequests", "updaterequests/status"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+				{APIGroups: []string{"kyverno.io"}, Resources: []string{"clusterpolicies/status"}, Verbs: []string{"get", "update", "patch"}},
 				{APIGroups: []string{""}, Resources: []string{"namespaces", "resourcequotas"}, Verbs: []string{"get", "list", "watch"}},
 				{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 			},
@@ -346,7 +348,7 @@ var _ = Describe("Background: a forbidden write", Label("background"), Ordered, 
 		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, p))).To(Succeed()) })
 	}, NodeTimeout(3*time.Minute))
 
-	It("names the verb, group, kind and namespace in the UpdateRequest and an event on the policy", func(ctx SpecContext) {
+	It("names the verb, group, kind and namespace in the UpdateRequest, an event and the status of the policy", func(ctx SpecContext) {
 		// Until the webhook configuration names the policy's kinds, a new
 		// namespace makes no UpdateRequest: create triggers until one does.
 		Eventually(func(g Gomega) {
@@ -396,5 +398,18 @@ var _ = Describe("Background: a forbidden write", Label("background"), Ordered, 
 			}
 			g.Expect(strings.Join(notes, "\n")).To(ContainSubstring("create ResourceQuota"))
 		}).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		// The policy's status says it too, where kubectl describe and
+		// GitOps health checks look.
+		Eventually(func(g Gomega) {
+			var p kyvernov1.ClusterPolicy
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: "e2e-bg-quota"}, &p)).To(Succeed())
+			c := meta.FindStatusCondition(p.Status.Conditions, "Background")
+			g.Expect(c).NotTo(BeNil(), "conditions %+v", p.Status.Conditions)
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal("Forbidden"))
+			g.Expect(c.Message).To(And(ContainSubstring("may not create ResourceQuota (group core, resource resourcequotas) in namespace"),
+				ContainSubstring(bgForbiddenTrigger), ContainSubstring("rbac.charter.dev/aggregate-to-background")))
+		}).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
 	}, SpecTimeout(4*time.Minute))
 })

@@ -66,6 +66,11 @@ type Controller struct {
 	loaders  engine.Loaders
 
 	compiled atomic.Pointer[compiledPolicies]
+	// faults are the forbidden writes behind each policy's Background
+	// condition.
+	faults *permissionFaults
+	// triggerNames finds triggers known only by UID.
+	triggerNames triggerNames
 	// watch is the current leadership term's watches.
 	watch atomic.Pointer[watches]
 	// installed wakes the running leader's policy loop.
@@ -124,7 +129,7 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, informers crcache.Cache, mapp
 	c := &Controller{
 		opts: opts, log: opts.Logger, client: cl, informer: informers, reader: informers,
 		dyn: dyn, meta: md, mapper: mapper, kube: kube, kinds: clusterstate.NewKinds(disco),
-		recorder: recorder, loaders: lds, installed: make(chan struct{}, 1),
+		recorder: recorder, loaders: lds, installed: make(chan struct{}, 1), faults: newPermissionFaults(),
 	}
 	c.compiled.Store(&compiledPolicies{byKey: map[string]kyvernov1.PolicyInterface{}})
 	opts.State.Policies.OnInstalledChange(func(*policycache.Installed) {
@@ -184,6 +189,9 @@ type run struct {
 	urs   workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	work  workqueue.TypedRateLimitingInterface[workItem]
 	watch *watches
+	// retryFailed are Failed UpdateRequests the resync gives one more
+	// attempt.
+	retryFailed sync.Map
 }
 
 // lead processes UpdateRequests, policy changes and watch events until
@@ -241,6 +249,10 @@ func (c *Controller) lead(ctx context.Context) error {
 	defer func() { _ = inf.RemoveEventHandler(reg) }()
 
 	var wg sync.WaitGroup
+	// A new term checks the conditions the last one may have left
+	// unwritten.
+	c.faults.markDirty(c.faults.tracked()...)
+	wg.Go(func() { r.writeStatuses(ctx) })
 	for range c.opts.Workers {
 		wg.Go(func() {
 			for r.processUpdateRequest(ctx) {
@@ -251,6 +263,8 @@ func (c *Controller) lead(ctx context.Context) error {
 			}
 		})
 	}
+	resync := time.NewTicker(c.opts.ResyncInterval)
+	defer resync.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -258,9 +272,12 @@ func (c *Controller) lead(ctx context.Context) error {
 			r.work.ShutDown()
 			wg.Wait()
 			return nil
+		case <-resync.C:
+			r.resync(ctx)
 		case <-c.installed:
 			prev := c.compiled.Load()
 			next := c.compile(c.opts.State.Policies.Installed())
+			c.faults.forget(next.byKey)
 			r.policiesChanged(ctx, prev, next, prev)
 		}
 	}

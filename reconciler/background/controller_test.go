@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -69,7 +70,14 @@ func startEnv(t *testing.T) *env {
 // charter serve does.
 func (e *env) startController(opts Options) (*Controller, *clusterstate.State) {
 	e.t.Helper()
-	mgr, err := ctrl.NewManager(e.cp.RESTConfig(), ctrl.Options{Scheme: e.sch, Metrics: metricsserver.Options{BindAddress: "0"}})
+	return e.startControllerAs(e.cp.RESTConfig(), opts)
+}
+
+// startControllerAs runs a background controller with the given
+// identity.
+func (e *env) startControllerAs(cfg *rest.Config, opts Options) (*Controller, *clusterstate.State) {
+	e.t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: e.sch, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -201,8 +209,10 @@ func (e *env) admit(op kyvernov1.AdmissionOperation, obj, old client.Object) {
 	}
 	for _, ur := range urs {
 		e.create(ur)
+		// As the generator does: Pending after the create, unless the
+		// controller was quicker and wrote a state already.
 		ur.Status.State = kyvernov2.Pending
-		if err := e.cl.Status().Update(e.ctx, ur); err != nil {
+		if err := e.cl.Status().Update(e.ctx, ur); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			e.t.Fatal(err)
 		}
 	}

@@ -44,12 +44,19 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		}
 		return nil
 	}
+	if snap != nil && operationOf(snap) == kyvernov1.Delete {
+		return c.generateOnDelete(ctx, w, snap, rule)
+	}
 	trigger, err := c.fetchTrigger(ctx, w.trigger)
 	switch {
 	case errors.Is(err, errTriggerGone) && snap != nil && operationOf(snap) == kyvernov1.Create:
 		// Admission saw the CREATE before the object was stored: it may not
 		// be visible yet, or another webhook denied it.
 		return fmt.Errorf("%s with uid %s not found (yet); if the admission request was denied, this UpdateRequest fails for good", w.trigger, w.trigger.UID)
+	case errors.Is(err, errTriggerGone) && rule.NamesOperation(kyvernov1.Delete):
+		// A rule that generates on DELETE made its objects from a trigger
+		// that is gone by design: they stay.
+		return nil
 	case errors.Is(err, errTriggerGone):
 		if sync {
 			return c.deleteDownstream(ctx, p, rule, &w.trigger)
@@ -58,8 +65,7 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 	case err != nil:
 		return fmt.Errorf("fetching trigger %s: %w", w.trigger, err)
 	}
-	resp := compiled.set.Generate(ctx, snap.request(trigger), engine.WithLoaders(c.loaders))
-	rr := ruleResponse(resp.Policies, w.policy, w.rule)
+	rr := c.generateFor(ctx, compiled, w, snap.request(trigger))
 	if rr == nil || rr.Status == engine.StatusFail || rr.Status == engine.StatusSkip {
 		// The rule does not apply (any more) to this trigger.
 		if sync {
@@ -68,6 +74,40 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		}
 		return nil
 	}
+	return c.applyGenerated(ctx, rr, sync)
+}
+
+// generateFor runs one generate rule of a policy for a request.
+func (c *Controller) generateFor(ctx context.Context, compiled *compiledPolicies, w workItem, req *engine.Request) *engine.RuleResponse {
+	resp := compiled.set.Generate(ctx, req, engine.WithLoaders(c.loaders))
+	return ruleResponse(resp.Policies, w.policy, w.rule)
+}
+
+// generateOnDelete carries out a rule that generates when its trigger is
+// deleted (its match names the DELETE operation), from the deleted object
+// the UpdateRequest recorded, once the delete really happened
+// (background-cleanup.md §2.7).
+func (c *Controller) generateOnDelete(ctx context.Context, w workItem, snap *snapshot, rule *kyvernov1.Rule) error {
+	if snap.oldObject == nil {
+		return fmt.Errorf("the UpdateRequest of the deletion of %s holds no deleted object", w.trigger)
+	}
+	switch _, err := c.fetchTrigger(ctx, w.trigger); {
+	case err == nil:
+		return fmt.Errorf("%s with uid %s still exists in the cluster; the delete request may have been rejected by the API server", w.trigger, w.trigger.UID)
+	case !errors.Is(err, errTriggerGone):
+		return fmt.Errorf("fetching trigger %s: %w", w.trigger, err)
+	}
+	req := snap.request(snap.oldObject)
+	req.Operation, req.OldObject = kyvernov1.Delete, snap.oldObject
+	rr := c.generateFor(ctx, c.compiled.Load(), w, req)
+	if rr == nil || rr.Status == engine.StatusFail || rr.Status == engine.StatusSkip {
+		return nil
+	}
+	return c.applyGenerated(ctx, rr, rule.Generation.Synchronize)
+}
+
+// applyGenerated makes the objects of a rule response exist.
+func (c *Controller) applyGenerated(ctx context.Context, rr *engine.RuleResponse, sync bool) error {
 	if rr.Status != engine.StatusPass {
 		return errors.New(rr.Message)
 	}
@@ -141,14 +181,8 @@ func (c *Controller) fetchTrigger(ctx context.Context, t triggerRef) (map[string
 		return nil, err
 	}
 	if t.Name == "" {
-		objs, err := c.listMetadata(ctx, mapping.Resource, t.Namespace)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			if o.UID == t.UID {
-				t.Name = o.Name
-			}
+		if t.Name, err = c.nameOf(ctx, mapping.Resource, t.Namespace, t.UID); err != nil {
+			return nil, c.describe(err, "list", mapping, t.Namespace)
 		}
 		if t.Name == "" {
 			return nil, errTriggerGone

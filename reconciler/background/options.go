@@ -25,6 +25,14 @@ type Options struct {
 	// RetryBase is the delay after the first failed attempt; each further
 	// failure doubles it, up to RetryMax (defaults 1s and 1m).
 	RetryBase, RetryMax time.Duration
+	// ResyncInterval is how often the leader goes over every policy as if
+	// it had just changed, without a new trigger (default 1h, Kyverno's
+	// BACKGROUND_SCAN_INTERVAL): synchronized downstream objects are
+	// compared again, generateExisting and mutateExistingOnPolicyUpdate
+	// rules run for every trigger, a synchronized rule's triggers created
+	// after the policy are covered even when admission missed them, and
+	// Failed UpdateRequests get one more attempt.
+	ResyncInterval time.Duration
 	// LeaderElection makes the controller run only while it holds its
 	// Lease. Without it, it always runs (tests of two leaders, single
 	// replicas).
@@ -45,6 +53,7 @@ type Options struct {
 // Defaults.
 const (
 	DefaultWorkers     = 10
+	DefaultResync      = time.Hour
 	DefaultMaxAttempts = 5
 	DefaultLeaseName   = "charter-background"
 	DefaultQPS         = 200
@@ -58,6 +67,9 @@ const (
 func (o Options) withDefaults() Options {
 	if o.Workers <= 0 {
 		o.Workers = DefaultWorkers
+	}
+	if o.ResyncInterval <= 0 {
+		o.ResyncInterval = DefaultResync
 	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = DefaultMaxAttempts

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
@@ -111,12 +113,21 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 						r.work.Add(w)
 					}
 				}
-				if spec.RuleGenerateExisting(rule) {
-					r.enqueueTriggers(ctx, p, rule, kyvernov2.Generate)
+				switch {
+				case spec.RuleGenerateExisting(rule):
+					r.enqueueTriggers(ctx, p, rule, kyvernov2.Generate, nil)
+				case rule.Generation.Synchronize:
+					// Triggers created after the policy should have come
+					// through admission; one it missed is caught up here. A
+					// rule without synchronize leaves older triggers, and
+					// downstream objects a user deleted, alone.
+					r.enqueueTriggers(ctx, p, rule, kyvernov2.Generate, func(o *metav1.PartialObjectMetadata) bool {
+						return createdAfter(o.CreationTimestamp.Time, p)
+					})
 				}
 			case rule.HasMutateExisting():
 				if spec.RuleMutateExistingOnPolicyUpdate(rule) {
-					r.enqueueTriggers(ctx, p, rule, kyvernov2.Mutate)
+					r.enqueueTriggers(ctx, p, rule, kyvernov2.Mutate, nil)
 				}
 			}
 		}
@@ -140,9 +151,9 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 }
 
 // enqueueTriggers lists the existing objects a rule matches (its match
-// kinds, in the policy's namespace for a Policy) and queues work for each;
-// the work evaluates the rule.
-func (r *run) enqueueTriggers(ctx context.Context, p kyvernov1.PolicyInterface, rule *kyvernov1.Rule, typ kyvernov2.RequestType) {
+// kinds, in the policy's namespace for a Policy) and queues work for each
+// that keep allows (all when nil); the work evaluates the rule.
+func (r *run) enqueueTriggers(ctx context.Context, p kyvernov1.PolicyInterface, rule *kyvernov1.Rule, typ kyvernov2.RequestType, keep func(*metav1.PartialObjectMetadata) bool) {
 	c := r.c
 	key := engine.PolicyKey(p)
 	for _, sel := range matchKinds(p, rule) {
@@ -167,7 +178,11 @@ func (r *run) enqueueTriggers(ctx context.Context, p kyvernov1.PolicyInterface, 
 				c.policyEvent(key, "Warning", ReasonBackgroundFailed, "listing existing "+t.GVR.Resource+" for rule "+rule.Name+": "+err.Error())
 				continue
 			}
-			for _, o := range objs {
+			for i := range objs {
+				o := &objs[i]
+				if keep != nil && !keep(o) {
+					continue
+				}
 				r.work.Add(workItem{typ: typ, policy: key, rule: rule.Name, trigger: triggerRef{
 					APIVersion: t.APIVersion(), Kind: t.Kind, Namespace: o.Namespace, Name: o.Name, UID: o.UID,
 				}})

@@ -24,6 +24,9 @@ package background
 // get;update;patch: a failed attempt's reason and retry count go to the
 // UpdateRequest's status.
 // +kubebuilder:rbac:groups=kyverno.io,resources=updaterequests/status,verbs=get;update;patch
+// get;update;patch: a policy whose writes RBAC forbids gets a Background
+// condition naming the missing permission.
+// +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies/status;policies/status,verbs=get;update;patch
 // get;list;watch: namespaceSelectors, and Namespaces as triggers.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // get: configMap context entries read the ConfigMap they name.

@@ -81,7 +81,11 @@ func (c *Controller) reconcileUpdateRequest(ctx context.Context, r *run, key typ
 	switch ur.Status.State {
 	case kyvernov2.Completed:
 		return c.deleteUpdateRequest(ctx, &ur)
-	case kyvernov2.Failed, kyvernov2.Skip:
+	case kyvernov2.Failed:
+		if _, again := r.retryFailed.LoadAndDelete(key); !again {
+			return nil
+		}
+	case kyvernov2.Skip:
 		return nil
 	}
 	err := c.carryOut(ctx, &ur)

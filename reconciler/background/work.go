@@ -26,6 +26,14 @@ func (t triggerRef) String() string {
 	return fmt.Sprintf("%s %s/%s", t.Kind, t.Namespace, t.Name)
 }
 
+// key identifies the trigger: by UID, else by kind, namespace and name.
+func (t triggerRef) key() string {
+	if t.UID != "" {
+		return string(t.UID)
+	}
+	return t.Kind + "/" + t.Namespace + "/" + t.Name
+}
+
 func (t triggerRef) objectRef() generate.ObjectRef {
 	return generate.ObjectRef{APIVersion: t.APIVersion, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name, UID: t.UID}
 }
@@ -59,9 +67,17 @@ func (w workItem) String() string {
 
 // do carries out a work item. snapshot is the admission request of an
 // UpdateRequest, nil for work from watches and policy changes.
+// Its forbidden writes, or their absence, go to the policy's Background
+// condition.
 func (c *Controller) do(ctx context.Context, w workItem, snapshot *snapshot) error {
+	var err error
 	if w.typ == kyvernov2.Mutate {
-		return c.mutateExisting(ctx, w, snapshot)
+		err = c.mutateExisting(ctx, w, snapshot)
+	} else {
+		err = c.generate(ctx, w, snapshot)
 	}
-	return c.generate(ctx, w, snapshot)
+	if ctx.Err() == nil {
+		c.faults.record(w, err)
+	}
+	return err
 }

@@ -147,9 +147,12 @@ func (c *Controller) update(ctx context.Context, p kyvernov1.PolicyInterface, sn
 	}
 	orig := obj.DeepCopyObject().(client.Object)
 	*p.GetStatus() = *desired
-	// A merge patch of the status alone: it cannot conflict with spec
-	// writes, and the leader owns the fields it sets.
-	if err := c.client.Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
+	// A merge patch of the status alone, conditional on the
+	// resourceVersion read: a merge patch replaces the whole conditions
+	// list, so a stale read must not drop a condition another controller
+	// wrote meanwhile (the background controller's Background); a conflict
+	// is retried on the next reconcile.
+	if err := c.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -228,7 +228,7 @@ func (g *Generator) Build(ctx context.Context, rec server.BackgroundRecord) []*k
 				if rule == nil || !rule.HasMutateExisting() || rr.Status != engine.StatusPass || skip(rule) {
 					continue
 				}
-				if req.Operation == kyvernov1.Delete && !matchesOperation(rule, kyvernov1.Delete) {
+				if req.Operation == kyvernov1.Delete && !rule.NamesOperation(kyvernov1.Delete) {
 					continue
 				}
 				out = append(out, g.mutateRequest(pr, rr.Name, mreq, snapshot))
@@ -240,8 +240,9 @@ func (g *Generator) Build(ctx context.Context, rec server.BackgroundRecord) []*k
 
 // generateRequest is the one UpdateRequest of a policy's generate rules
 // for the request (§2.2): a passing rule generates for the new object; a
-// failing one (the trigger went away or stopped matching) deletes the
-// downstream objects of a synchronized rule.
+// failing one (the trigger went away or stopped matching) generates from
+// the deleted object when the rule matches DELETE operations, else deletes
+// the downstream objects of a synchronized rule.
 func (g *Generator) generateRequest(pr engine.PolicyResponse, req *engine.Request, snapshot kyvernov2.UpdateRequestSpecContext, skip func(*kyvernov1.Rule) bool) *kyvernov2.UpdateRequest {
 	var contexts []kyvernov2.RuleContext
 	for _, rr := range pr.Rules {
@@ -254,7 +255,13 @@ func (g *Generator) generateRequest(pr engine.PolicyResponse, req *engine.Reques
 		case engine.StatusPass:
 			contexts = append(contexts, kyvernov2.RuleContext{Rule: rr.Name, Trigger: triggerOf(req.Object), Synchronize: &sync})
 		case engine.StatusFail:
-			if sync && req.OldObject != nil {
+			switch {
+			case req.OldObject == nil:
+			case req.Operation == kyvernov1.Delete && rule.NamesOperation(kyvernov1.Delete):
+				// A rule that asks for DELETE generates from the deleted
+				// object (§2.2).
+				contexts = append(contexts, kyvernov2.RuleContext{Rule: rr.Name, Trigger: triggerOf(req.OldObject), Synchronize: &sync})
+			case sync:
 				contexts = append(contexts, kyvernov2.RuleContext{Rule: rr.Name, Trigger: triggerOf(req.OldObject), Synchronize: &sync, DeleteDownstream: true})
 			}
 		}
@@ -378,22 +385,6 @@ func ruleOf(p kyvernov1.PolicyInterface, name string) *kyvernov1.Rule {
 		}
 	}
 	return nil
-}
-
-// matchesOperation reports whether any of the rule's match filters names
-// the operation explicitly.
-func matchesOperation(r *kyvernov1.Rule, op kyvernov1.AdmissionOperation) bool {
-	m := &r.MatchResources
-	filters := append([]kyvernov1.ResourceFilter{{ResourceDescription: m.ResourceDescription}}, m.Any...)
-	filters = append(filters, m.All...)
-	for _, f := range filters {
-		for _, o := range f.ResourceDescription.Operations {
-			if o == op {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // anyBackgroundRules reports whether a set has a generate or

@@ -102,3 +102,50 @@ func TestOwnRequestsTriggerNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteContexts: a trigger's DELETE generates from the deleted object
+// for a rule that names DELETE, deletes the downstream objects of a
+// synchronized rule that does not, and does nothing for a rule that does
+// neither (§2.2).
+func TestDeleteContexts(t *testing.T) {
+	onDelete := func(p *kyvernov1.ClusterPolicy) {
+		p.Spec.Rules = p.Spec.Rules[:1]
+		p.Spec.Rules[0].MatchResources.Any[0].ResourceDescription.Operations = []kyvernov1.AdmissionOperation{kyvernov1.Delete}
+	}
+	synchronized := func(p *kyvernov1.ClusterPolicy) {
+		p.Spec.Rules = p.Spec.Rules[:1]
+		p.Spec.Rules[0].Generation.Synchronize = true
+	}
+	plain := func(p *kyvernov1.ClusterPolicy) { p.Spec.Rules = p.Spec.Rules[:1] }
+	for _, tc := range []struct {
+		name             string
+		edit             func(*kyvernov1.ClusterPolicy)
+		wantContexts     int
+		deleteDownstream bool
+	}{
+		{name: "rule names DELETE", edit: onDelete, wantContexts: 1},
+		{name: "synchronized rule", edit: synchronized, wantContexts: 1, deleteDownstream: true},
+		{name: "neither", edit: plain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewGenerator(nil, "charter-system", engine.Loaders{}, 0, logr.Discard())
+			rec := server.BackgroundRecord{
+				Request: &engine.Request{Operation: kyvernov1.Delete, OldObject: configMap("settings"),
+					UserInfo: authenticationv1.UserInfo{Username: "alice"}},
+				Sets: []*engine.PolicySet{loadPolicy(t, "copy-configmaps.yaml", tc.edit)},
+			}
+			var contexts []kyvernov2.RuleContext
+			for _, ur := range g.Build(context.Background(), rec) {
+				contexts = append(contexts, ur.Spec.RuleContext...)
+			}
+			if len(contexts) != tc.wantContexts {
+				t.Fatalf("rule contexts %+v, want %d", contexts, tc.wantContexts)
+			}
+			for _, rc := range contexts {
+				if rc.Trigger.UID != "uid-settings" || rc.DeleteDownstream != tc.deleteDownstream {
+					t.Errorf("rule context %+v, want the deleted object as trigger, deleteDownstream %v", rc, tc.deleteDownstream)
+				}
+			}
+		})
+	}
+}
