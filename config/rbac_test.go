@@ -49,7 +49,7 @@ var reviewed = map[string][]grant{
 		{cluster, "events.k8s.io", "events", "create,patch", "admission decision events"},
 		{cluster, "wgpolicyk8s.io", "policyreports", "get,list", "promotion gate reads reports"},
 		{cluster, "wgpolicyk8s.io", "policyreports,clusterpolicyreports", "get,create,update", "admission results into reports"},
-		{cluster, "kyverno.io", "updaterequests", "create", "UpdateRequests of admitted requests"},
+		{cluster, "kyverno.io", "updaterequests", "create,list,watch", "UpdateRequests of admitted requests, counted against the threshold"},
 		{cluster, "kyverno.io", "updaterequests/status", "update", "a new UpdateRequest is Pending"},
 		{"charter", "", "secrets", "get,list,watch,create,update,patch", "serving certificate and CA"},
 		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},

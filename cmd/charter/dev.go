@@ -29,6 +29,7 @@ import (
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/printer"
 	"github.com/charter-dev/charter/webhook/config"
+	"github.com/charter-dev/charter/webhook/updaterequest"
 )
 
 // Defaults of `charter dev`.
@@ -288,7 +289,7 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		// namespace label and ConfigMap changes quickly.
 		reports: reportsDevOptions(),
 		// Resync generate and mutate-existing policies every minute too.
-		background: backgroundOptions{resyncInterval: time.Minute},
+		background: backgroundOptions{resyncInterval: time.Minute, threshold: updaterequest.DefaultThreshold},
 		// dev trusts every namespace's PolicyExceptions, as Kyverno's
 		// --exceptionNamespace=* does; an install trusts charter's only.
 		exceptionNamespaces: []string{"*"},

@@ -26,12 +26,17 @@ type backgroundOptions struct {
 	serviceAccount string
 	// resyncInterval is --background-resync-interval.
 	resyncInterval time.Duration
+	// threshold is --update-request-threshold.
+	threshold int
 }
 
 // check refuses values the controller cannot run with.
 func (b *backgroundOptions) check() error {
 	if b.resyncInterval <= 0 {
 		return fmt.Errorf("--background-resync-interval must be positive, got %s", b.resyncInterval)
+	}
+	if b.threshold < 0 {
+		return fmt.Errorf("--update-request-threshold must be 0 (no limit) or more, got %d", b.threshold)
 	}
 	return nil
 }
@@ -42,6 +47,8 @@ func (b *backgroundOptions) addFlags(f *pflag.FlagSet) {
 			"When the controller runs in the admission process, that process's own writes with field manager charter-background are ignored too, whatever its identity")
 	f.DurationVar(&b.resyncInterval, "background-resync-interval", background.DefaultResync,
 		"how often the background controller goes over every generate and mutate-existing policy without a new trigger: drifted synchronized objects are restored, generateExisting and mutateExistingOnPolicyUpdate rules run again, triggers of synchronized rules that admission missed are covered, Failed UpdateRequests get one more attempt")
+	f.IntVar(&b.threshold, "update-request-threshold", updaterequest.DefaultThreshold,
+		"admission creates no UpdateRequest while this many exist in --namespace (Kyverno's updateRequestThreshold); each one not created is a Warning UpdateRequestThresholdReached event on its policy, and synchronized generate rules catch up at the next resync. 0 sets no limit")
 }
 
 // updateRequestConfig is the admission side of the background controller:
@@ -50,7 +57,7 @@ func (b *backgroundOptions) addFlags(f *pflag.FlagSet) {
 // writes are known by their field manager, since charter dev shares the
 // developer's identity.
 func (b *backgroundOptions) updateRequestConfig(ctx context.Context, cfg *rest.Config, o serveOptions, log logr.Logger) updaterequest.Config {
-	out := updaterequest.Config{}
+	out := updaterequest.Config{Threshold: b.threshold}
 	if b.serviceAccount != "" {
 		out.Own.Users = []string{serviceaccount.MakeUsername(o.namespace, b.serviceAccount)}
 	}

@@ -1,11 +1,7 @@
 package background
 
 import (
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -28,14 +24,8 @@ func (c *Controller) policyEvent(key, eventType, reason, message string) {
 	if c.recorder == nil {
 		return
 	}
-	var obj runtime.Object
-	if ns, name, ok := strings.Cut(key, "/"); ok {
-		obj = &kyvernov1.Policy{TypeMeta: metav1.TypeMeta{APIVersion: kyvernov1.GroupVersion.String(), Kind: kyvernov1.PolicyKind},
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: c.policyUID(key)}}
-	} else {
-		obj = &kyvernov1.ClusterPolicy{TypeMeta: metav1.TypeMeta{APIVersion: kyvernov1.GroupVersion.String(), Kind: kyvernov1.ClusterPolicyKind},
-			ObjectMeta: metav1.ObjectMeta{Name: key, UID: c.policyUID(key)}}
-	}
+	obj := kyvernov1.PolicyForKey(key)
+	obj.SetUID(c.policyUID(key))
 	if eventType == "" {
 		eventType = corev1.EventTypeNormal
 	}

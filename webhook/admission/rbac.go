@@ -23,6 +23,9 @@ package admission
 // create: the generate and mutate-existing rules an admitted request
 // triggers become UpdateRequests (webhook/updaterequest).
 // +kubebuilder:rbac:groups=kyverno.io,resources=updaterequests,verbs=create
+// list;watch: the UpdateRequests that exist are counted against
+// --update-request-threshold.
+// +kubebuilder:rbac:groups=kyverno.io,resources=updaterequests,verbs=list;watch
 // update: a new UpdateRequest is marked Pending in its status.
 // +kubebuilder:rbac:groups=kyverno.io,resources=updaterequests/status,verbs=update
 // get;list;watch: namespaceSelectors and the charter.dev/enforcement label

@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -325,6 +326,14 @@ func newUpdateRequests(mgr manager.Manager, o Options) (*updaterequest.Generator
 	}
 	g := updaterequest.NewGenerator(cl, o.Namespace, o.State.Loaders, 0, o.Log.WithName("updaterequests"))
 	g.Config = o.Background
+	if g.Threshold > 0 {
+		md, err := metadata.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("admission: UpdateRequest count: %w", err)
+		}
+		g.Count = updaterequest.NewCount(md, o.Namespace)
+		g.Recorder = mgr.GetEventRecorder("charter-admission")
+	}
 	return g, nil
 }
 

@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/charter-dev/charter/api/charter"
@@ -75,13 +76,33 @@ type Generator struct {
 	failed  atomic.Int64
 	created atomic.Int64
 	own     atomic.Int64
+	over    atomic.Int64
+
+	// Count counts the existing UpdateRequests for the threshold; the
+	// Generator runs it.
+	Count interface {
+		Pending() (int, bool)
+		Run(context.Context)
+	}
+	// Recorder records the Warning events of UpdateRequests not created
+	// (events.k8s.io).
+	Recorder events.EventRecorder
 }
+
+// ReasonThresholdReached is the Warning event on a policy whose
+// UpdateRequest was not created because the threshold was reached.
+const ReasonThresholdReached = "UpdateRequestThresholdReached"
 
 // Config is what an operator sets of UpdateRequest creation.
 type Config struct {
 	// Own tells the background controller's own writes, which trigger no
 	// rule that skips background requests (loop protection).
 	Own OwnRequests
+	// Threshold stops UpdateRequest creation while this many exist in
+	// charter's namespace (Kyverno's updateRequestThreshold); 0 sets no
+	// limit. What is not created is said in a Warning event on the policy
+	// and in the log, never dropped silently as Kyverno does.
+	Threshold int
 }
 
 // OwnRequests tells the background controller's own writes from everyone
@@ -148,6 +169,10 @@ func (g *Generator) Counts() (created, failed, dropped int64) {
 	return g.created.Load(), g.failed.Load(), g.dropped.Load()
 }
 
+// OverThreshold counts the UpdateRequests not created because the
+// threshold was reached.
+func (g *Generator) OverThreshold() int64 { return g.over.Load() }
+
 // OwnSkipped counts the background controller's own requests that
 // triggered nothing because every rule they concerned skips them.
 func (g *Generator) OwnSkipped() int64 { return g.own.Load() }
@@ -161,6 +186,9 @@ func (g *Generator) Start(ctx context.Context) error {
 	workers := g.Workers
 	if workers <= 0 {
 		workers = 4
+	}
+	if g.Count != nil {
+		go g.Count.Run(ctx)
 	}
 	done := make(chan struct{})
 	for range workers {
@@ -326,9 +354,43 @@ func (g *Generator) snapshot(rec server.BackgroundRecord) kyvernov2.UpdateReques
 	}
 }
 
+// overThreshold reports whether the threshold forbids creating ur, and
+// says so: a Warning event on the policy, and a log line on the first of
+// a run of them and every hundredth.
+func (g *Generator) overThreshold(ur *kyvernov2.UpdateRequest) bool {
+	if g.Threshold <= 0 || g.Count == nil {
+		return false
+	}
+	pending, ok := g.Count.Pending()
+	if !ok || pending < g.Threshold {
+		return false
+	}
+	n := g.over.Add(1)
+	msg := fmt.Sprintf("%d UpdateRequests exist in %s, at the threshold of %d (--update-request-threshold): the %s UpdateRequest for %s %s was not created; "+
+		"synchronized generate rules catch up at the background controller's next resync, other rules do not",
+		pending, g.Namespace, g.Threshold, ur.Spec.Type, ur.Spec.Resource.Kind, objectKey(ur.Spec.Resource.Namespace, ur.Spec.Resource.Name))
+	if n%100 == 1 {
+		g.Log.Info("UpdateRequest threshold reached: "+msg, "notCreated", n)
+	}
+	if g.Recorder != nil {
+		g.Recorder.Eventf(kyvernov1.PolicyForKey(ur.Spec.Policy), nil, "Warning", ReasonThresholdReached, "CreateUpdateRequest", "%s", msg)
+	}
+	return true
+}
+
+func objectKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
 // create writes the UpdateRequest and its Pending state, retrying both
-// with backoff.
+// with backoff. Above the threshold it writes nothing.
 func (g *Generator) create(ctx context.Context, ur *kyvernov2.UpdateRequest) {
+	if g.overThreshold(ur) {
+		return
+	}
 	err := wait.ExponentialBackoffWithContext(ctx, createBackoff, func(ctx context.Context) (bool, error) {
 		if ur.Name == "" {
 			if err := g.Client.Create(ctx, ur); err != nil {

@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -31,3 +33,15 @@ var (
 	_ PolicyInterface = (*ClusterPolicy)(nil)
 	_ PolicyInterface = (*Policy)(nil)
 )
+
+// PolicyForKey returns an empty ClusterPolicy ("name") or Policy
+// ("namespace/name") named by a policy key, with its apiVersion and kind
+// set, e.g. to record an event on it.
+func PolicyForKey(key string) PolicyInterface {
+	if ns, name, ok := strings.Cut(key, "/"); ok {
+		return &Policy{TypeMeta: metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: PolicyKind},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	return &ClusterPolicy{TypeMeta: metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: ClusterPolicyKind},
+		ObjectMeta: metav1.ObjectMeta{Name: key}}
+}
