@@ -20,7 +20,9 @@
 //     (mutateExistingOnPolicyUpdate); a deleted policy or rule deletes its
 //     synchronized downstream objects unless orphanDownstreamOnPolicyDelete.
 //     The leader does all of this at start too, which catches up on what
-//     happened while no leader ran.
+//     happened while no leader ran, and every ResyncInterval, which also
+//     covers a synchronized rule's triggers that admission missed and
+//     gives Failed UpdateRequests one more attempt (resync.go).
 //   - Watches: downstream objects (by their generate.kyverno.io labels) and
 //     clone sources. An edited or deleted downstream object of a
 //     synchronized rule is restored, a changed clone source reaches its
@@ -33,7 +35,11 @@
 // alone and a Warning event on the policy says so (Kyverno silently
 // replaces it under synchronize). A target namespace that does not exist is
 // an error that is retried, not swallowed as in Kyverno. A forbidden write
-// names the verb, resource and namespace charter's service account lacks.
+// names the verb, resource and namespace charter's service account lacks,
+// in the UpdateRequest, an event and the policy's Background condition
+// (status.go). A rule whose match names DELETE generates from the deleted
+// object. Admission keeps the controller's own writes (field manager
+// charter-background) from triggering rules again (webhook/updaterequest).
 //
 // The controller runs under its own Lease (default charter-background), so it
 // can share a process with the other controllers or run alone.

@@ -45,6 +45,7 @@ const (
 // +kubebuilder:printcolumn:name="RESOURCENAME",type=string,JSONPath=".spec.resource.name"
 // +kubebuilder:printcolumn:name="RESOURCENAMESPACE",type=string,JSONPath=".spec.resource.namespace",priority=1
 // +kubebuilder:printcolumn:name="STATE",type=string,JSONPath=".status.state"
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=".status.message"
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type UpdateRequest struct {
 	metav1.TypeMeta   `json:",inline"`
