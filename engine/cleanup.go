@@ -220,9 +220,11 @@ func (p *CleanupPolicy) DryRun() bool { return p.dryRun }
 // cannot refer to the object).
 type CleanupRun struct {
 	policy *CleanupPolicy
-	ctx    context.Context
-	ev     *evaluation
-	doc    *jsoncontext.Document
+	// exceptions keep objects from a DeletingPolicy (WithExceptions).
+	exceptions []*celException
+	ctx        context.Context
+	ev         *evaluation
+	doc        *jsoncontext.Document
 }
 
 // Prepare loads the policy's context entries for a run through the

@@ -156,6 +156,15 @@ func (r *CleanupRun) selectsCEL(o CleanupObject, namespace string) (bool, error)
 	cctx := dp.compiler.CreateContext(r.ctx)
 	act.variables = cctx.Variables(act)
 	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+	// A PolicyException that names the policy and whose conditions hold
+	// keeps the object.
+	_, exempt, err := evalCELExceptions(r.exceptions, r.policy.source.GetKind(), r.policy.source.GetName(), e, namespace)
+	if err != nil {
+		return false, fmt.Errorf("exceptions of %s %s: %v", r.policy.source.GetKind(), r.policy.key, err)
+	}
+	if exempt != nil {
+		return false, nil
+	}
 	for i := range dp.conditions {
 		val, err := e.eval(&dp.conditions[i])
 		if err != nil {
@@ -176,4 +185,30 @@ func (p *CleanupPolicy) prepareDeleting(ctx context.Context, cfg *evalConfig) *C
 		ev.namespace = p.source.GetNamespace()
 	}
 	return &CleanupRun{policy: p, ctx: ctx, ev: ev}
+}
+
+// WithExceptions makes the policies.kyverno.io PolicyExceptions part of a
+// DeletingPolicy's run: an object that an exception naming the policy
+// exempts (its matchConditions hold; in the exception's namespace unless
+// scope is ExceptionAnyNamespace) is kept. Exceptions that do not compile
+// are left out and returned as the error; the run still honours the
+// others.
+func (r *CleanupRun) WithExceptions(exceptions []*policiesv1.PolicyException, scope ExceptionScope) error {
+	if r.policy.dpol == nil {
+		return nil
+	}
+	set := &PolicySet{}
+	var errs CompileErrors
+	for _, src := range exceptions {
+		ex, faults := set.compileCELException(src, scope)
+		if len(faults) > 0 {
+			errs = append(errs, faults...)
+			continue
+		}
+		r.exceptions = append(r.exceptions, ex)
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
 }

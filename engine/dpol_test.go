@@ -49,11 +49,27 @@ spec:
 		return CleanupObject{Kind: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
 			Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": ns, "labels": labels}}}
 	}
+	// An exception in team-a for this policy keeps ConfigMaps labelled
+	// exempt=true.
+	ex := &policiesv1.PolicyException{}
+	if err := yaml.UnmarshalStrict([]byte(`
+metadata: {name: keep-exempt, namespace: team-a}
+spec:
+  policyRefs: [{name: old, kind: NamespacedDeletingPolicy}]
+  matchConditions:
+  - {name: exempt, expression: "object.metadata.?labels.?exempt.orValue('') == 'true'"}
+`), ex); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.WithExceptions([]*policiesv1.PolicyException{ex}, ExceptionOwnNamespace); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		obj  CleanupObject
 		want bool
 	}{
+		{"exempted by a PolicyException", cm("team-a", map[string]any{"exempt": "true"}), false},
 		{"own namespace", cm("team-a", nil), true},
 		{"condition false", cm("team-a", map[string]any{"keep": "true"}), false},
 		{"other namespace", cm("team-b", nil), false},

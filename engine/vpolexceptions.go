@@ -148,16 +148,22 @@ func (x *exemption) names() string {
 // hold exempts the request; the others contribute their lists to
 // exceptions.allowedImages and exceptions.allowedValues.
 func (p *Policy) celExceptions(e *celEvaluator, in *requestView) (map[string]any, *exemption, error) {
+	return evalCELExceptions(p.set.celExceptions, p.source.GetKind(), p.source.GetName(), e, in.scope)
+}
+
+// evalCELExceptions evaluates the exceptions of exs that name the policy
+// (kind and name) for a request acting in namespace scope.
+func evalCELExceptions(exs []*celException, kind, name string, e *celEvaluator, scope string) (map[string]any, *exemption, error) {
 	images, values := []any{}, []any{}
 	var exempt *exemption
 	var chosen *celException
-	for _, ex := range p.set.celExceptions {
-		if !ex.refers(p.source.GetKind(), p.source.GetName()) {
+	for _, ex := range exs {
+		if !ex.refers(kind, name) {
 			continue
 		}
 		// Tenancy: an exception acts in its own namespace only, unless
 		// it comes from a namespace trusted with any.
-		if ex.scope == ExceptionOwnNamespace && ex.src.Namespace != "" && ex.src.Namespace != in.scope {
+		if ex.scope == ExceptionOwnNamespace && ex.src.Namespace != "" && ex.src.Namespace != scope {
 			continue
 		}
 		cctx := ex.compiler.CreateContext(e.ctx)

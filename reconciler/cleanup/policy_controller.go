@@ -213,6 +213,19 @@ func (c *policyController) runPolicy(ctx context.Context, p *engine.CleanupPolic
 	if err != nil {
 		return 0, err
 	}
+	if _, ok := p.Source().(policiesv1.DeletingPolicyLike); ok && c.o.State != nil && c.o.State.Policies != nil {
+		in := c.o.State.Policies.Installed()
+		if in == nil {
+			// Exceptions may keep objects: never delete before they are
+			// known.
+			return 0, fmt.Errorf("the installed PolicyExceptions are not known yet")
+		}
+		// The cache holds the exceptions of trusted namespaces only.
+		if err := run.WithExceptions(in.CELExceptions, engine.ExceptionAnyNamespace); err != nil {
+			// Their status says so; the others still count.
+			c.o.Log.Error(err, "PolicyExceptions left out of a DeletingPolicy run", "policy", p.String())
+		}
+	}
 	src := p.Source()
 	namespace := ""
 	if src.IsNamespaced() {
