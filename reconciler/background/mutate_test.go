@@ -1,0 +1,66 @@
+package background
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TestMutateExistingTargets: a target's context entry (a ConfigMap) and
+// preconditions decide per target (a frozen ConfigMap is left alone), and
+// a target write carries the resourceVersion it was read at: a concurrent
+// edit makes it fail with a conflict instead of being overwritten.
+func TestMutateExistingTargets(t *testing.T) {
+	e := startEnv(t)
+	e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform"}})
+	e.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "rollout"}, Data: map[string]string{"version": "v7"}})
+	e.namespace("apps")
+	e.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}})
+	e.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "db", Labels: map[string]string{"frozen": "yes"}}})
+	c, _ := e.startController(Options{})
+	e.applyPolicy("rollout-configmaps.yaml", nil)
+
+	get := func(name string) *corev1.ConfigMap {
+		t.Helper()
+		var cm corev1.ConfigMap
+		if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "apps", Name: name}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		return &cm
+	}
+	e.eventually("ConfigMap apps/web labelled with the context's version", func() error {
+		if v := get("web").Labels["version"]; v != "v7" {
+			return fmt.Errorf("version label %q", v)
+		}
+		return nil
+	})
+	if v, ok := get("db").Labels["version"]; ok {
+		t.Errorf("the frozen ConfigMap was mutated: version %q", v)
+	}
+
+	// A write at a resourceVersion someone else moved on from.
+	stale := get("web")
+	edited := stale.DeepCopy()
+	edited.Data = map[string]string{"edited": "by a user"}
+	if err := e.cl.Update(e.ctx, edited); err != nil {
+		t.Fatal(err)
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj["apiVersion"], obj["kind"] = "v1", "ConfigMap"
+	obj["metadata"].(map[string]any)["labels"] = map[string]any{"version": "stale"}
+	err = c.writeTarget(e.ctx, obj)
+	if err == nil || !strings.Contains(err.Error(), "changed while it was mutated") {
+		t.Fatalf("stale write: err %v, want a conflict", err)
+	}
+	if cm := get("web"); cm.Data["edited"] != "by a user" || cm.Labels["version"] != "v7" {
+		t.Errorf("the concurrent edit was overwritten: data %v, labels %v", cm.Data, cm.Labels)
+	}
+}
