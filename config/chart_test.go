@@ -408,7 +408,7 @@ func TestChartKnobs(t *testing.T) {
 		{"priorityClassName", pod.PriorityClassName, "system-cluster-critical"},
 		{"podAnnotations", admission.Spec.Template.Annotations, map[string]string{"example.com/a": "b"}},
 		{"memory limit", c.Resources.Limits.Memory().String(), "2Gi"},
-		{"args", c.Args, []string{"serve", "--controllers=admission", "--leader-election-id=charter-admission", "--service=charter-svc", "--service-port=8443",
+		{"args", c.Args, []string{"serve", "--controllers=admission", "--leader-election-id=charter-admission", "--service=charter-svc", "--service-port=8443", "--drain-delay=10s",
 			"--webhook-excluded-namespaces=monitoring,istio-system", "--exception-namespaces=platform,security", "--request-timeout=5s"}},
 		{"reports replicas", *deployment("reports").Spec.Replicas, int32(1)},
 		{"reports affinity replaces anti-affinity", deployment("reports").Spec.Template.Spec.Affinity.PodAntiAffinity == nil, true},

@@ -40,6 +40,9 @@ import (
 type Options struct {
 	// Addr is where the HTTPS server listens, e.g. ":9443".
 	Addr string
+	// DrainDelay is how long the server goes on serving after charter is
+	// told to stop (server.Server.DrainDelay); zero stops at once.
+	DrainDelay time.Duration
 	// URL, when set, is the server's base URL as the API server reaches
 	// it out of cluster (https://127.0.0.1:9443); webhooks then use url:
 	// and the certificate carries its host. Otherwise webhooks name the
@@ -244,7 +247,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		},
 		Log: o.Log.WithName("server"),
 	})
-	c.Handler = &server.Server{Addr: o.Addr, Handler: handler, GetCertificate: c.KeyPair.GetCertificate, Log: o.Log.WithName("server")}
+	c.Handler = &server.Server{Addr: o.Addr, Handler: handler, GetCertificate: c.KeyPair.GetCertificate, DrainDelay: o.DrainDelay, Log: o.Log.WithName("server")}
 
 	// A change to either certificate Secret (deleted, edited) is checked
 	// at once, not at the next interval (admission-reports.md §2.7).

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,6 +43,16 @@ type Server struct {
 	// ShutdownTimeout bounds how long in-flight requests may drain after
 	// the context ends (default 30 s).
 	ShutdownTimeout time.Duration
+	// DrainDelay is how long the server goes on serving once the context
+	// ends, before it stops accepting connections: the time a cluster takes
+	// to stop routing new requests to a terminating Pod (EndpointSlices,
+	// kube-proxy). Every response in that time closes its connection, so
+	// the API server drops the keep-alive connections it pooled to this
+	// replica rather than reuse one the server is about to close, which
+	// fails that admission ("write: broken pipe"; make e2e-kind, label ha,
+	// saw it when an admission Pod was deleted). Zero stops at once (out of
+	// cluster, where nothing routes).
+	DrainDelay time.Duration
 	// Log receives server errors.
 	Log logr.Logger
 }
@@ -87,8 +98,8 @@ func servedProtocols() *http.Protocols {
 	return &p
 }
 
-// Run listens on Addr and serves until ctx ends, then stops accepting
-// connections and waits up to ShutdownTimeout for in-flight requests to
+// Run listens on Addr and serves until ctx ends (and DrainDelay more),
+// then stops accepting connections and waits up to ShutdownTimeout for in-flight requests to
 // finish. It returns nil after a clean drain.
 func (s *Server) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.Addr)
@@ -104,8 +115,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		_ = ln.Close()
 		return errors.New("admission server: no certificate source")
 	}
+	var draining atomic.Bool
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		s.Handler.ServeHTTP(w, r)
+	})
 	srv := &http.Server{
-		Handler:           s.Handler,
+		Handler:           handler,
 		TLSConfig:         TLSConfig(s.GetCertificate),
 		ReadTimeout:       readTimeout,
 		ReadHeaderTimeout: readTimeout,
@@ -120,6 +138,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case err := <-errc:
 		return fmt.Errorf("admission server: %w", err)
 	case <-ctx.Done():
+	}
+	if s.DrainDelay > 0 {
+		draining.Store(true)
+		s.Log.Info("admission server draining: serving, closing each connection after its response", "delay", s.DrainDelay)
+		select {
+		case err := <-errc:
+			return fmt.Errorf("admission server: %w", err)
+		case <-time.After(s.DrainDelay):
+		}
 	}
 	timeout := s.ShutdownTimeout
 	if timeout <= 0 {

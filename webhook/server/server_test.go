@@ -236,3 +236,59 @@ func TestServerSpeaksHTTP1Only(t *testing.T) {
 		t.Errorf("an HTTP/2-capable client got %s %d, want HTTP/1.1 200", resp.Proto, resp.StatusCode)
 	}
 }
+
+// TestDrainDelayServesAndClosesConnections: for DrainDelay after the
+// context ends, the server still answers, on new connections too, and each
+// response closes its connection, so a client (the API server) stops
+// reusing its pooled connections before the server goes.
+func TestDrainDelayServesAndClosesConnections(t *testing.T) {
+	caPEM, pair := issue(t)
+	tlsPair, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeResponse(w, allowed("uid", nil)) })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const delay = time.Second
+	srv := &Server{Handler: ok, DrainDelay: delay, ShutdownTimeout: 5 * time.Second,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &tlsPair, nil }}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	url := "https://" + ln.Addr().String() + "/validate/fail"
+	c := client(caPEM, 0)
+
+	post := func() *http.Response {
+		t.Helper()
+		resp, err := c.Post(url, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatalf("request: %v", err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := post(); resp.Close {
+		t.Fatal("a response closed its connection before the context ended")
+	}
+	cancel()
+	stopping := time.Now()
+	time.Sleep(100 * time.Millisecond)
+	for range 3 {
+		if resp := post(); !resp.Close || resp.StatusCode != http.StatusOK {
+			t.Errorf("while draining: status %d, Connection: close %v; want 200 and close", resp.StatusCode, resp.Close)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if waited := time.Since(stopping); waited < delay {
+		t.Errorf("server stopped %s after the context ended, before its drain delay of %s", waited, delay)
+	}
+	if _, err := c.Post(url, "application/json", strings.NewReader("{}")); err == nil {
+		t.Error("a request was served after the drain delay and shutdown")
+	}
+}
