@@ -13,7 +13,7 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 KIND_CLUSTER  ?= charter
 # The offline kind node image `make kind-node-image` builds (Kubernetes of
 # hack/kindnode/tools/go.mod); `make e2e-kind` creates its cluster from it.
-KIND_NODE_IMAGE ?= charter/kind-node:$(shell awk '$$1=="k8s.io/kubernetes"{print $$2}' hack/kindnode/tools/go.mod)
+KIND_NODE_IMAGE ?= charter/kind-node:$(shell hack/kindnode/k8s-version)
 # hack/docker/setup.sh runs dockerd on its own socket (so that e2e runs which
 # pick kind whenever Docker answers keep the local provider); the kind and
 # image targets use it when it is there and DOCKER_HOST is unset.
@@ -127,6 +127,10 @@ test: controlplane ## Run unit, integration and e2e tests (local control plane).
 .PHONY: e2e
 e2e: controlplane build ## Run the Ginkgo e2e suites (E2E_PROVIDER=kind|local, E2E_LABELS=admission,...).
 	E2E_PROVIDER=$(E2E_PROVIDER) E2E_CHARTER=$(BIN)/charter $(GO) run github.com/onsi/ginkgo/v2/ginkgo -v $(if $(E2E_LABELS),--label-filter='$(E2E_LABELS)') ./harness/e2e/...
+
+.PHONY: e2e-kind
+e2e-kind: image kind-node-image ## make e2e E2E_PROVIDER=kind on the offline node image, plus charter from its image in the cluster (label ha). Slow: not in CI.
+	$(KIND_DOCKER_ENV) KIND_NODE_IMAGE=$(KIND_NODE_IMAGE) E2E_CHARTER_IMAGE=$(IMG) $(MAKE) e2e E2E_PROVIDER=kind
 
 .PHONY: bench-background
 bench-background: controlplane ## Generate a NetworkPolicy for 1,000 new namespaces, one controller restart halfway: time, peak memory, writes, lost UpdateRequests (NAMESPACES=1000).

@@ -5,7 +5,8 @@
 # and the pause process. A binary already there is not built again.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-K8S_VERSION=${K8S_VERSION:-$(awk '$1=="k8s.io/kubernetes"{print $2}' "$here/tools/go.mod")}
+K8S_VERSION=${K8S_VERSION:-$("$here/k8s-version")}
+[[ -n $K8S_VERSION ]] || exit 1
 # CoreDNS and etcd at the versions kubeadm deploys (kubeadm config images list).
 COREDNS_VERSION=${COREDNS_VERSION:-v1.14.2}
 CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.9.0}

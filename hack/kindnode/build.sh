@@ -6,7 +6,8 @@
 # into the node's containerd. Kept when IMAGE exists (FORCE=1 rebuilds).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-K8S_VERSION=$(awk '$1=="k8s.io/kubernetes"{print $2}' "$here/tools/go.mod")
+K8S_VERSION=$("$here/k8s-version")
+[[ -n $K8S_VERSION ]] || exit 1
 IMAGE=${1:-charter/kind-node:$K8S_VERSION}
 SUITE=${SUITE:-bookworm}
 CACHE=${CHARTER_CACHE:-$HOME/.cache/charter}/kindnode
