@@ -75,6 +75,7 @@ var reviewed = map[string][]grant{
 		{cluster, "", "namespaces", "get,list,watch,create,update,patch,delete", "platform repositories declare Namespaces"},
 		{cluster, "apiextensions.k8s.io", "customresourcedefinitions", "get,list,watch,create,update,patch", "platform repositories may ship CRDs; never pruned"},
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions,cleanuppolicies,clustercleanuppolicies", "get,list,watch,create,update,patch,delete", "what platform repositories apply and prune"},
+		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,mutatingpolicies,namespacedmutatingpolicies,generatingpolicies,namespacedgeneratingpolicies,deletingpolicies,namespaceddeletingpolicies,policyexceptions", "get,list,watch,create,update,patch,delete", "the CEL policy kinds platform repositories apply and prune"},
 		{cluster, "events.k8s.io", "events", "create,patch", "sync events"},
 		{cluster, "", "serviceaccounts", "impersonate", "tenant repositories apply as their ServiceAccount"},
 		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},

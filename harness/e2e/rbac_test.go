@@ -36,6 +36,7 @@ import (
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	policyreportv1alpha2 "github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/internal/helmchart"
 	webhookconfig "github.com/charter-dev/charter/webhook/config"
@@ -63,6 +64,8 @@ const (
 	rbacRequireName  = "rbac-require-name"        // Enforce, written by the admin
 	rbacRequireOwner = "rbac-require-owner"       // Audit, background
 	rbacRequireTeam  = "rbac-gitops-require-team" // Enforce, applied from Git
+	// rbacDenyQuarantined is a ValidatingPolicy (Deny), applied from Git.
+	rbacDenyQuarantined = "rbac-gitops-deny-quarantined"
 )
 
 // A tenant's PolicyRepository in rbacNamespace, applied as
@@ -284,12 +287,32 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 			g.Expect(r.Status.LastAppliedRevision).To(Equal(revision.name))
 			g.Expect(prepoCondition(r, gitopsv1alpha1.ConditionReady)).To(HaveField("Status", metav1.ConditionTrue))
 		})
-		Expect(got.Status.Inventory.Entries).To(ConsistOf(HaveField("ID", "_"+rbacRequireTeam+"_kyverno.io_ClusterPolicy")))
+		Expect(got.Status.Inventory.Entries).To(ConsistOf(
+			HaveField("ID", "_"+rbacRequireTeam+"_kyverno.io_ClusterPolicy"),
+			HaveField("ID", "_"+rbacDenyQuarantined+"_policies.kyverno.io_ValidatingPolicy"),
+		))
 
 		p := waitPolicyReady(ctx, rbacRequireTeam)
 		Expect(p.Labels).To(HaveKeyWithValue(appliedByNameLabel, rbacRepository))
 		Eventually(func() error {
 			return refusedByCharterFor(ctx, rbacPod("no-team", map[string]string{"app.kubernetes.io/name": "web"}), rbacRequireTeam)
+		}).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+
+		By("enforcing the ValidatingPolicy it applies (policies.kyverno.io, under gitsync's own role)")
+		vp := &policiesv1.ValidatingPolicy{}
+		Eventually(func(g Gomega) {
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: rbacDenyQuarantined}, vp)).To(Succeed())
+			g.Expect(vp.Status.Conditions).To(ContainElement(And(
+				HaveField("Type", kyvernov1.PolicyConditionReady),
+				HaveField("Status", metav1.ConditionTrue),
+				HaveField("ObservedGeneration", vp.Generation),
+			)))
+		}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "ValidatingPolicy %s Ready", rbacDenyQuarantined)
+		Expect(vp.Labels).To(HaveKeyWithValue(appliedByNameLabel, rbacRepository))
+		Eventually(func(g Gomega) {
+			err := cl.Create(ctx, rbacPod("quarantined", map[string]string{"app.kubernetes.io/name": "web", "team": "web", "quarantined": "true"}), client.DryRunAll)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring("Pod quarantined is quarantined"))
 		}).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 	}, SpecTimeout(60*time.Second))
 
@@ -651,10 +674,13 @@ type rbacRevision struct {
 // testdata/rbac/repository in one commit on main.
 func commitRBACRepository(dir string) rbacRevision {
 	GinkgoHelper()
-	const file = "policies/require-team.yaml"
-	data, err := os.ReadFile(filepath.Join("testdata", "rbac", "repository", file))
-	Expect(err).NotTo(HaveOccurred())
-	return commitFiles(newE2EGitRepo(dir), map[string]string{file: string(data)})
+	files := map[string]string{}
+	for _, file := range []string{"policies/require-team.yaml", "policies/deny-quarantined.yaml"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "rbac", "repository", file))
+		Expect(err).NotTo(HaveOccurred())
+		files[file] = string(data)
+	}
+	return commitFiles(newE2EGitRepo(dir), files)
 }
 
 // commitFiles writes files (path → content) into repo's work tree and

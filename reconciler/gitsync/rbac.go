@@ -6,8 +6,8 @@ package gitsync
 //
 // Writes with charter's own identity happen only for PolicyRepositories
 // in charter's namespace (the platform team's): Kyverno policies and
-// exceptions, Namespaces and CRDs, the kinds such a repository is for. A
-// repository of any other namespace writes as the ServiceAccount it names
+// exceptions (kyverno.io and policies.kyverno.io), Namespaces and CRDs,
+// the kinds such a repository is for. A repository of any other namespace writes as the ServiceAccount it names
 // (impersonated: config/rbac/gitsync/impersonate.yaml), so Kubernetes RBAC
 // decides what a tenant installs. Platform repositories that hold other
 // kinds need a ClusterRole of your own bound to charter-gitsync.
@@ -29,6 +29,9 @@ package gitsync
 // get;list;watch;create;update;patch;delete: what platform repositories
 // are for, applied server-side and pruned when they leave the revision.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions;cleanuppolicies;clustercleanuppolicies,verbs=get;list;watch;create;update;patch;delete
+// get;list;watch;create;update;patch;delete: the same for Kyverno's CEL
+// policy kinds (policies.kyverno.io/v1) and that group's PolicyException.
+// +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies;namespacedvalidatingpolicies;mutatingpolicies;namespacedmutatingpolicies;generatingpolicies;namespacedgeneratingpolicies;deletingpolicies;namespaceddeletingpolicies;policyexceptions,verbs=get;list;watch;create;update;patch;delete
 // create;patch: sync outcomes are told as events.k8s.io Events on the
 // PolicyRepository, in its namespace.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
