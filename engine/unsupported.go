@@ -94,7 +94,6 @@ var unsupportedFeatures = []feature{
 	{name: "context entry imageRegistry", kinds: kyvernoPolicies, path: "spec.rules[*].**.context[*].imageRegistry", where: InCluster},
 	{name: "imageExtractors", kinds: kyvernoPolicies, path: "spec.rules[*].imageExtractors", where: Everywhere},
 	// Nobody yet.
-	{name: "validate.manifests", kinds: kyvernoPolicies, path: "spec.rules[*].validate.manifests", where: Everywhere},
 	{name: "validate.assert", kinds: kyvernoPolicies, path: "spec.rules[*].validate.assert", where: Everywhere},
 	{name: "context entry globalReference (no GlobalContextEntry support)", kinds: kyvernoPolicies, path: "spec.rules[*].**.context[*].globalReference", where: InCluster},
 	{name: "the CEL authorizer", kinds: kyvernoPolicies, path: "spec.rules[*].**.expression", where: Everywhere, when: usesCELAuthorizer},
@@ -106,9 +105,9 @@ var unsupportedFeatures = []feature{
 type Unsupported struct {
 	// Kind and Name name the policy as CompileError does.
 	Kind, Name string
-	// Field is where the feature is used, e.g. spec.rules[0].validate.manifests.
+	// Field is where the feature is used, e.g. spec.rules[0].validate.assert.
 	Field string
-	// Feature names it, e.g. "validate.manifests".
+	// Feature names it, e.g. "validate.assert".
 	Feature string
 	// Where charter cannot run it.
 	Where Where
@@ -121,7 +120,7 @@ type Unsupported struct {
 func (u *Unsupported) In(w Where) bool { return u.Where&w != 0 }
 
 // Message is the finding without the policy's name, as a policy's own
-// status shows it: "spec.rules[0].validate.manifests: validate.manifests is not
+// status shows it: "spec.rules[0].validate.assert: validate.assert is not
 // supported by charter in the cluster yet".
 func (u *Unsupported) Message() string { return u.Field + ": " + u.Fault() }
 

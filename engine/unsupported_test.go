@@ -125,7 +125,7 @@ spec:
   - name: r
     match: {any: [{resources: {kinds: [Pod]}}]}
     context: [{name: g, globalReference: {name: x}}]
-    validate: {manifests: {attestors: [{entries: [{keys: {publicKeys: "k"}}]}]}}
+    validate: {assert: {object: {spec: {}}}}
 `), &p); err != nil {
 		t.Fatal(err)
 	}
@@ -138,15 +138,15 @@ spec:
 		t.Fatalf("findings: %v", all)
 	}
 	cli := set.Policies()[0].Unsupported().In(InCLI)
-	if len(cli) != 1 || cli[0].Field != "spec.rules[0].validate.manifests" {
+	if len(cli) != 1 || cli[0].Field != "spec.rules[0].validate.assert" {
 		t.Fatalf("CLI findings: %v", cli)
 	}
 	want := `spec.rules[0].context[0].globalReference: context entry globalReference (no GlobalContextEntry support) is not supported by charter in the cluster yet; ` +
-		`spec.rules[0].validate.manifests: validate.manifests is not supported by charter anywhere yet`
+		`spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet`
 	if got := all.In(InCluster).Enforced().Messages(); got != want {
 		t.Errorf("messages:\n got %s\nwant %s", got, want)
 	}
-	if got := cli.Error(); got != `ClusterPolicy "verify": spec.rules[0].validate.manifests: validate.manifests is not supported by charter anywhere yet` {
+	if got := cli.Error(); got != `ClusterPolicy "verify": spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet` {
 		t.Errorf("error: %s", got)
 	}
 }

@@ -24,6 +24,7 @@ type validateRule struct {
 	// handlers or reported as unsupported.
 	podSecurity *kyvernov1.PodSecurity
 	cel         *celRule
+	manifests   *manifestsRule
 	unsupported string
 	// allowExisting is validate.allowExistingViolations (default true).
 	allowExisting bool
@@ -99,7 +100,7 @@ func (s *PolicySet) compileValidate(r *kyvernov1.Rule, path string, f *faults) *
 	}
 	if v.Manifests != nil {
 		n++
-		out.unsupported = "validate.manifests"
+		out.manifests = compileManifests(v.Manifests, path+".manifests", f)
 	}
 	if v.Assert != nil {
 		n++
@@ -269,6 +270,8 @@ func (vd *validator) run(ctx context.Context, doc *jsoncontext.Document, resourc
 		return vd.podSecurity(v.podSecurity, resource), true
 	case v.cel != nil:
 		return vd.cel(ctx, v.cel, false), true
+	case v.manifests != nil:
+		return v.manifests.verify(vd.rule.name, resource), true
 	}
 	return errorf("rule %s has nothing to validate", vd.rule.name), true
 }

@@ -134,7 +134,7 @@ and, on the leader, certificate issue and rotation and the webhook
 configurations. Out of cluster, --webhook-url makes the webhooks call the
 server by URL (e.g. https://127.0.0.1:9443); in cluster they name the
 Service. Validate and mutate rules are enforced at admission. A policy
-using a feature charter cannot run in the cluster (validate.manifests, a
+using a feature charter cannot run in the cluster (validate.assert, a
 globalReference context entry, ...; see the README) is refused when a rule
 of it enforces, and admitted with a warning when it only audits; either
 way its status is Ready=False, reason Unsupported.

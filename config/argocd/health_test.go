@@ -40,7 +40,7 @@ func TestHealthChecks(t *testing.T) {
 		wantMessage string // a part of the message
 	}{
 		{"clusterpolicy-ready.yaml", "Healthy", ""},
-		{"clusterpolicy-unsupported.yaml", "Degraded", "Unsupported: spec.rules[0].validate.manifests: not supported in the cluster"},
+		{"clusterpolicy-unsupported.yaml", "Degraded", "Unsupported: spec.rules[0].validate.assert: not supported in the cluster"},
 		{"clusterpolicy-stale-generation.yaml", "Progressing", "generation 3 (Ready is for generation 2)"},
 		{"clusterpolicy-no-status.yaml", "Progressing", "waiting for charter to report the Ready condition"},
 		{"clusterpolicy-no-observed-generation.yaml", "Progressing", "(Ready is for generation nil)"},

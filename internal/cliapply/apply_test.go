@@ -121,7 +121,7 @@ func TestRun(t *testing.T) {
 				"Pod/team-a/unlabelled signed-manifests/signed Audit error",
 				"Pod/team-a/unlabelled signed-manifests/named Audit pass",
 			},
-			wantWarning: `ClusterPolicy "signed-manifests": spec.rules[0].validate.manifests: validate.manifests is not supported by charter anywhere yet`,
+			wantWarning: `ClusterPolicy "signed-manifests": spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet`,
 		},
 	}
 	for _, tt := range tests {

@@ -239,7 +239,7 @@ func TestRunCannotPassVacuously(t *testing.T) {
 		{"unmatched", []short{{"r", "v1/Pod/default/web", Passed, "Excluded"}}, true},
 		{"unsupported-feature", []short{
 			{"signed", "v1/Pod/default/web", Failed,
-				"Unsupported: spec.rules[0].validate.manifests: validate.manifests is not supported by charter anywhere yet"},
+				"Unsupported: spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet"},
 			{"labelled", "v1/Pod/default/web", Passed, "Ok"},
 		}, false},
 	}

@@ -44,7 +44,7 @@ func (w *warningRecorder) all() []string {
 func TestUnsupportedOnRealAPIServer(t *testing.T) {
 	// Written before charter runs, as a policy restored from a backup
 	// would be: the policy webhook never saw it.
-	slipped := policyFile(t, "manifests-enforce.yaml")
+	slipped := policyFile(t, "assert-enforce.yaml")
 	slipped.Name = "slipped-in"
 	f := startAdmission(t,
 		withObjects(slipped),
@@ -58,10 +58,10 @@ func TestUnsupportedOnRealAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const notSupported = "spec.rules[0].validate.manifests: validate.manifests is not supported by charter anywhere yet"
+	const notSupported = "spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet"
 
-	t.Run("an Enforce validate.manifests policy is refused with its field path", func(t *testing.T) {
-		p := policyFile(t, "manifests-enforce.yaml")
+	t.Run("an Enforce validate.assert policy is refused with its field path", func(t *testing.T) {
+		p := policyFile(t, "assert-enforce.yaml")
 		// The API server may call the webhook before its certificate is
 		// served; retry until the answer is the webhook's.
 		eventually(t, "policy refused", 30*time.Second, func() error {
@@ -70,7 +70,7 @@ func TestUnsupportedOnRealAPIServer(t *testing.T) {
 				_ = cl.Delete(ctx, p.DeepCopy())
 				t.Fatal("an Enforce policy charter cannot run was admitted")
 			}
-			want := `admission webhook "validate-policy.charter.svc" denied the request: ClusterPolicy "manifests-enforce": ` + notSupported
+			want := `admission webhook "validate-policy.charter.svc" denied the request: ClusterPolicy "assert-enforce": ` + notSupported
 			if !strings.Contains(err.Error(), want) {
 				return fmt.Errorf("%v, want %q", err, want)
 			}
@@ -84,7 +84,7 @@ func TestUnsupportedOnRealAPIServer(t *testing.T) {
 			t.Skip("kubectl is not on PATH; the request it sends is the one above")
 		}
 		cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.cp.KubeconfigPath(), "apply",
-			"-f", filepath.Join("testdata", "policies", "manifests-enforce.yaml"))
+			"-f", filepath.Join("testdata", "policies", "assert-enforce.yaml"))
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err == nil {

@@ -126,9 +126,9 @@ spec:
   rules:
   - name: r
     match: {any: [{resources: {kinds: [Pod]}}]}
-    validate: {manifests: {attestors: [{entries: [{keys: {publicKeys: "k"}}]}]}}
+    validate: {assert: {object: {spec: {}}}}
 `,
-			wantMessage: []string{`ClusterPolicy "verify": spec.rules[0].validate.manifests: validate.manifests is not supported by charter anywhere yet`},
+			wantMessage: []string{`ClusterPolicy "verify": spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet`},
 		},
 		{
 			name: "Audit rule charter cannot run in the cluster is admitted with a warning", kind: "Policy", wantAllowed: true,
