@@ -9,8 +9,8 @@ import (
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 )
 
-// manifestsPolicy checks signed manifests, which charter cannot verify.
-func manifestsPolicy(name, action string) string {
+// assertPolicy uses validate.assert, which charter cannot run.
+func assertPolicy(name, action string) string {
 	return `apiVersion: kyverno.io/v1
 kind: ClusterPolicy
 metadata:
@@ -25,8 +25,7 @@ spec:
       - resources:
           kinds: [Deployment]
     validate:
-      manifests:
-        attestors: [{entries: [{keys: {publicKeys: "k"}}]}]
+      assert: {object: {spec: {}}}
 `
 }
 
@@ -44,7 +43,7 @@ func TestEnforcedUnsupportedFeatureStallsTheRevision(t *testing.T) {
 
 	stopped := src.commit(map[string]string{
 		"policies/unsupported-a.yaml": policy("unsupported-a", "changed"),
-		"policies/verify.yaml":        manifestsPolicy("unsupported-verify", "Enforce"),
+		"policies/verify.yaml":        assertPolicy("unsupported-verify", "Enforce"),
 	}, nil)
 	got := eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
 		g.Expect(r.Status.LastAttemptedRevision).To(Equal(stopped))
@@ -54,12 +53,12 @@ func TestEnforcedUnsupportedFeatureStallsTheRevision(t *testing.T) {
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.Reason).To(Equal(gitopsv1alpha1.ReasonValidationFailed))
 	g.Expect(ready.Message).To(ContainSubstring(
-		`policies/verify.yaml: ClusterPolicy "unsupported-verify": spec.rules[0].validate.manifests: validate.manifests is not supported by charter anywhere yet`))
+		`policies/verify.yaml: ClusterPolicy "unsupported-verify": spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet`))
 	g.Expect(got.Status.LastAppliedRevision).To(Equal(good))
 	g.Expect(getPolicy(t, "unsupported-a").Spec.Rules[0].Name).To(Equal("require-team"))
 	g.Expect(getPolicy(t, "unsupported-verify")).To(BeNil())
 
-	audit := src.commit(map[string]string{"policies/verify.yaml": manifestsPolicy("unsupported-verify", "Audit")}, nil)
+	audit := src.commit(map[string]string{"policies/verify.yaml": assertPolicy("unsupported-verify", "Audit")}, nil)
 	eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
 		g.Expect(r.Status.LastAppliedRevision).To(Equal(audit), "Ready: %+v", condition(r, gitopsv1alpha1.ConditionReady))
 	})
