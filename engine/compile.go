@@ -85,7 +85,7 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 			continue
 		}
 		if _, dup := set.byKey[p.key]; dup {
-			errs = append(errs, &CompileError{Kind: src.GetKind(), Name: p.key, Fault: "duplicate policy"})
+			errs = append(errs, &CompileError{Kind: src.GetKind(), Name: p.key, Fault: FaultDuplicatePolicy})
 			continue
 		}
 		set.policies = append(set.policies, p)
@@ -113,6 +113,11 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 	}
 	return set, nil
 }
+
+// FaultDuplicatePolicy is the fault of a policy left out of a set because
+// one before it has the same PolicyKey (a ClusterPolicy and a
+// ValidatingPolicy of one name, say): it is not served.
+const FaultDuplicatePolicy = "duplicate policy"
 
 // PolicyKey names a policy the way a PolicySet keys it, and reports name
 // it: "<name>" for a ClusterPolicy, "<namespace>/<name>" for a Policy.

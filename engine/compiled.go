@@ -142,7 +142,7 @@ func (c *Compiler) Assemble(policies []*CompiledPolicy, exceptions []*CompiledEx
 			continue
 		}
 		if _, dup := set.byKey[u.key]; dup {
-			errs = append(errs, &CompileError{Kind: u.kind, Name: u.key, Fault: "duplicate policy"})
+			errs = append(errs, &CompileError{Kind: u.kind, Name: u.key, Fault: FaultDuplicatePolicy})
 			continue
 		}
 		p := new(Policy)

@@ -73,7 +73,26 @@ func sortedPolicies(in []kyvernov1.PolicyInterface) []kyvernov1.PolicyInterface 
 		if a.GetNamespace() != b.GetNamespace() {
 			return a.GetNamespace() < b.GetNamespace()
 		}
-		return a.GetName() < b.GetName()
+		if a.GetName() != b.GetName() {
+			return a.GetName() < b.GetName()
+		}
+		// Policies of different kinds may share a name and so a key; the
+		// set serves the first: the kyverno.io kind, then by kind, so the
+		// choice never depends on informer order.
+		if ra, rb := kindRank(a), kindRank(b); ra != rb {
+			return ra < rb
+		}
+		return a.GetKind() < b.GetKind()
 	})
 	return out
+}
+
+// kindRank orders kyverno.io's ClusterPolicy and Policy before the
+// policies.kyverno.io kinds.
+func kindRank(p kyvernov1.PolicyInterface) int {
+	switch p.GetKind() {
+	case kyvernov1.ClusterPolicyKind, kyvernov1.PolicyKind:
+		return 0
+	}
+	return 1
 }

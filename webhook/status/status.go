@@ -15,6 +15,7 @@ package status
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 
@@ -73,6 +74,9 @@ func Decide(p kyvernov1.PolicyInterface, s *policycache.Snapshot) (Verdict, bool
 		if !admission {
 			return compiledVerdict(compiled, gen), true
 		}
+		if v, ok := duplicateVerdict(p, key, s); ok {
+			return v, true
+		}
 		return Verdict{}, false
 	}
 	for _, set := range []*engine.PolicySet{s.Fail, s.Ignore} {
@@ -81,6 +85,30 @@ func Decide(p kyvernov1.PolicyInterface, s *policycache.Snapshot) (Verdict, bool
 		}
 		if served, ok := set.Lookup(key); ok && served.Source().GetGeneration() == gen {
 			return compiledVerdict(served, gen), true
+		}
+	}
+	return Verdict{}, false
+}
+
+// duplicateVerdict is the verdict on a policy the snapshot leaves out
+// because another one of the same key (a ClusterPolicy and a
+// ValidatingPolicy of one name) is served instead: not ready, naming the
+// policy served, so that it never looks in force.
+func duplicateVerdict(p kyvernov1.PolicyInterface, key string, s *policycache.Snapshot) (Verdict, bool) {
+	dup := false
+	for _, f := range s.Errors.For(p.GetKind(), key) {
+		dup = dup || f.Fault == engine.FaultDuplicatePolicy
+	}
+	if !dup {
+		return Verdict{}, false
+	}
+	for _, set := range []*engine.PolicySet{s.Fail, s.Ignore} {
+		if set == nil {
+			continue
+		}
+		if served, ok := set.Lookup(key); ok {
+			return Verdict{Generation: p.GetGeneration(), Message: fmt.Sprintf(
+				"not served: %s %s has the same name and is served instead; rename one of them", served.Source().GetKind(), key)}, true
 		}
 	}
 	return Verdict{}, false

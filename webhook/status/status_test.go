@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 )
 
@@ -257,5 +258,40 @@ func TestFaultMessage(t *testing.T) {
 	}
 	if strings.Contains(v.Message, `ClusterPolicy "bad-anchor"`) {
 		t.Errorf("message %q repeats the policy name", v.Message)
+	}
+}
+
+// A ClusterPolicy and a ValidatingPolicy of one name share a key: the
+// ClusterPolicy is served whatever the informers' order, and the
+// ValidatingPolicy is not ready, naming the ClusterPolicy, instead of
+// never getting a Ready condition.
+func TestDecideSameNameDifferentKinds(t *testing.T) {
+	cp := load(t, "require-labels.yaml")
+	var vp policiesv1.ValidatingPolicy
+	if err := yaml.UnmarshalStrict([]byte(`
+apiVersion: policies.kyverno.io/v1
+kind: ValidatingPolicy
+metadata: {name: `+cp.GetName()+`, generation: 4}
+spec:
+  validationActions: [Deny]
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  validations:
+  - expression: "true"
+`), &vp); err != nil {
+		t.Fatal(err)
+	}
+	for _, order := range [][]kyvernov1.PolicyInterface{{cp, &vp}, {&vp, cp}} {
+		s := snapshot(t, order...)
+		got, decided := Decide(cp, s)
+		if !decided || !got.Ready {
+			t.Errorf("ClusterPolicy: decided %v, verdict %+v; want ready", decided, got)
+		}
+		got, decided = Decide(&vp, s)
+		want := Verdict{Generation: 4, Message: "not served: ClusterPolicy " + cp.GetName() + " has the same name and is served instead; rename one of them"}
+		if !decided || got != want {
+			t.Errorf("ValidatingPolicy: decided %v, verdict %+v; want %+v", decided, got, want)
+		}
 	}
 }
