@@ -17,7 +17,7 @@ func TestReportFailsOnlyOnClaimedLists(t *testing.T) {
 		want string
 	}{
 		{"all claimed pass", []run{good}, true, "ok"},
-		{"unclaimed lists are reported only", []run{good, {list: "mpol", summary: true, skipped: 5, exit: 1}}, true, "reported only"},
+		{"unclaimed lists are reported only", []run{good, {list: "ivpol", summary: true, skipped: 5, exit: 1}}, true, "reported only"},
 		{"claimed row failed", []run{{list: "validate", summary: true, passed: 9, failed: 1, exit: 1}}, false, "FAIL (1 failed)"},
 		{"claimed row skipped", []run{{list: "mutate", summary: true, passed: 9, skipped: 1}}, false, "FAIL (1 skipped)"},
 		{"claimed suite could not run", []run{{list: "cel", summary: true, passed: 9, unrunnable: 1, exit: 1}}, false, "FAIL (1 test files could not run)"},
