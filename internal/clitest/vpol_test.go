@@ -44,24 +44,7 @@ func conformanceList(t testing.TB, name string) []string {
 // the corpus (suites/vpol.txt) through `charter test` and wants every row
 // to pass: none failing, none skipped as an invalid policy.
 func TestConformanceValidatingPolicies(t *testing.T) {
-	results, err := NewRunner(Options{}).Run(context.Background(), conformanceList(t, "vpol.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c Counts
-	for _, r := range results {
-		if r.Err != nil {
-			t.Errorf("%v", r.Err)
-			continue
-		}
-		c.Add(r.Rows)
-		for _, row := range r.Rows {
-			if row.Verdict != Passed || row.Reason != ReasonOK {
-				t.Errorf("%s #%d %s %s: %s, %s (%s)", row.Suite, row.ID, row.Policy, row.Resource, row.Verdict, row.Reason, row.Message)
-			}
-		}
-	}
-	t.Logf("vpol.txt: %d suites, %+v", len(results), c)
+	_, c := runPassingList(t, "vpol.txt")
 	if c.Passed < 1183 {
 		t.Errorf("%d rows passed, want at least 1183", c.Passed)
 	}
@@ -212,4 +195,31 @@ func failed(r *engine.Response) (failed bool, errored string) {
 		}
 	}
 	return failed, errored
+}
+
+// runPassingList runs every suite of a claimed conformance list through
+// `charter test`, reports each suite that cannot run and each row that
+// does not pass as a test error, and returns the number of suites and the
+// row counts.
+func runPassingList(t *testing.T, list string) (int, Counts) {
+	t.Helper()
+	results, err := NewRunner(Options{}).Run(context.Background(), conformanceList(t, list))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Counts
+	for _, r := range results {
+		if r.Err != nil {
+			t.Errorf("%v", r.Err)
+			continue
+		}
+		c.Add(r.Rows)
+		for _, row := range r.Rows {
+			if row.Verdict != Passed || row.Reason != ReasonOK {
+				t.Errorf("%s #%d %s %s: %s, %s (%s)", row.Suite, row.ID, row.Policy, row.Resource, row.Verdict, row.Reason, row.Message)
+			}
+		}
+	}
+	t.Logf("%s: %d suites, %+v", list, len(results), c)
+	return len(results), c
 }
