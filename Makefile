@@ -153,8 +153,8 @@ bench-gitops: controlplane build ## Time a push to an enforced policy (receiver 
 	$(GO) run ./hack/benchgitops -charter $(BIN)/charter
 
 .PHONY: bench-admission
-bench-admission: controlplane build ## Admission latency: open loop to the webhook vs a null one at 1,000/s and 3,000/s, events on, CPU and allocation profiles in bin/bench-admission/; then via kube-apiserver dry-run (RATE=1000,3000 DURATION=20s API_RATE=100).
-	$(GO) run ./hack/benchadmission -charter $(BIN)/charter -profile-dir $(BIN)/bench-admission $(if $(RATE),-rate $(RATE)) $(if $(DURATION),-duration $(DURATION)) $(if $(API_RATE),-api-rate $(API_RATE))
+bench-admission: controlplane build ## Admission latency: open loop to the webhook vs a null one at 1,000/s and 3,000/s, events on, CPU and allocation profiles in bin/bench-admission/; Pod Security as ValidatingPolicies vs ClusterPolicies; then via kube-apiserver dry-run (MODE=all|direct|vpol|apiserver RATE=1000,3000 DURATION=20s API_RATE=100).
+	$(GO) run ./hack/benchadmission -charter $(BIN)/charter -profile-dir $(BIN)/bench-admission $(if $(MODE),-mode $(MODE)) $(if $(RATE),-rate $(RATE)) $(if $(DURATION),-duration $(DURATION)) $(if $(API_RATE),-api-rate $(API_RATE))
 
 .PHONY: bench
 bench: ## Run the Go benchmarks and print their figures.

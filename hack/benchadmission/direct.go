@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/hack/benchadmission/loadgen"
 	"github.com/charter-dev/charter/hack/benchadmission/workload"
 	"github.com/charter-dev/charter/webhook/certs"
@@ -42,6 +44,7 @@ type directOptions struct {
 	workers      int
 	noncompliant float64
 	profileDir   string // CPU and allocation profiles per rate, when set
+	profileTag   string // names this mode's profiles: <kind>-<tag><rate>.pprof
 	metrics      bool   // record Prometheus metrics, as charter serve does
 	events       bool   // write Kubernetes Events to a local API server, as charter serve does
 	uniqueNames  bool   // every request names a Pod of its own, as real creations do
@@ -63,7 +66,8 @@ type webhookTarget struct {
 	null    bool // allows everything, so every decision expected is "allowed"
 	reviews func(i int) *review
 	results loadgen.Results
-	gc      gcUsage // over its measured rounds
+	gc      gcUsage       // over its measured rounds
+	cpu     time.Duration // this process's CPU time during its measured rounds
 }
 
 // rateResult is what one rate measured.
@@ -108,105 +112,35 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 	if err != nil {
 		return err
 	}
-	pods := workload.Pods("bench")
-	mix, err := workload.NewMix(pods, o.noncompliant)
+	w, err := newWorkload(o)
 	if err != nil {
 		return err
 	}
-	reviews := map[string]*review{}
-	for _, pod := range pods {
-		uid := "bench-" + pod.Pod.Name
-		body, err := workload.Review(pod.Pod, uid)
-		if err != nil {
-			return err
-		}
-		reviews[pod.Pod.Name] = &review{body: body, uid: uid, pod: pod}
-	}
-	reviewAt := func(i int) *review { return reviews[mix.At(i).Pod.Name] }
-	if o.uniqueNames {
-		reviewAt = func(i int) *review { return uniquelyNamed(reviews[mix.At(i).Pod.Name], i) }
-	}
-
-	caPEM, cert, err := servingCertificate()
-	if err != nil {
-		return err
-	}
-	var rec *metrics.Recorder
-	if o.metrics {
-		if rec, err = metrics.New(prometheus.NewRegistry(), "bench"); err != nil {
-			return err
-		}
-	}
-	// The reports controller drains the audit queue in charter; here the
-	// records are dropped as they come, so the queue never fills.
-	audit := server.NewAuditQueue(1024, nil)
-	go func() {
-		for range audit.Records() {
-		}
-	}()
 	var sink server.EventSink
 	var writes *countingWriter
 	if o.events {
-		s, w, stop, err := startEventSink(ctx, "bench")
+		s, cw, stop, err := startEventSink(ctx, "bench")
 		if err != nil {
 			return err
 		}
 		defer stop()
-		sink, writes = s, w
+		sink, writes = s, cw
 	}
-	charterHandler := labelled("charter", server.NewHandler(server.Options{
-		Policies: workload.Fixed{S: snapshot},
-		Filters:  server.DefaultResourceFilters("charter"),
-		Metrics:  rec,
-		Audit:    audit,
-		Events:   sink,
-	}))
-	nullHandler := labelled("null", server.NewHandler(server.Options{Null: true}))
-
-	srvCtx, stopServers := context.WithCancel(context.Background())
-	var servers sync.WaitGroup
-	defer func() { stopServers(); servers.Wait() }()
-	serve := func(h http.Handler) (string, error) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", fmt.Errorf("admission server: %w", err)
-		}
-		srv := &server.Server{Handler: h, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil },
-			ShutdownTimeout: 5 * time.Second, Log: logr.Discard()}
-		servers.Go(func() {
-			if err := srv.Serve(srvCtx, ln); err != nil {
-				fmt.Fprintln(os.Stderr, "bench-admission:", err)
-			}
-		})
-		return "https://" + ln.Addr().String() + server.PathValidateFail + "?timeout=10s", nil
+	charterHandler, err := newCharterHandler("charter", snapshot, o.metrics, sink)
+	if err != nil {
+		return err
 	}
-	var targets []*webhookTarget
-	for _, t := range []struct {
-		name string
-		h    http.Handler
-		null bool
-	}{{"null", nullHandler, true}, {"charter", charterHandler, false}} {
-		url, err := serve(t.h)
-		if err != nil {
-			return err
-		}
-		targets = append(targets, &webhookTarget{name: t.name, url: url, null: t.null, reviews: reviewAt,
-			client: httpClient(caPEM, o.workers)})
+	lo, err := startLoopback()
+	if err != nil {
+		return err
 	}
-
-	// Every Pod once on each server: a wrong decision here is a setup
-	// fault, better named now than counted 10,000 times.
-	for _, t := range targets {
-		for _, pod := range pods {
-			if err := t.send(ctx, reviews[pod.Pod.Name]); err != nil {
-				return fmt.Errorf("%s webhook, Pod %s before the run: %w", t.name, pod.Pod.Name, err)
-			}
-		}
-	}
-	for _, t := range targets {
-		if err := t.warm(ctx, min(o.workers, 16)); err != nil {
-			return err
-		}
+	defer lo.close()
+	targets, err := lo.targets(ctx, o, w, []servedHandler{
+		{"null", labelled("null", server.NewHandler(server.Options{Null: true})), true},
+		{"charter", charterHandler, false},
+	})
+	if err != nil {
+		return err
 	}
 
 	var results []rateResult
@@ -221,7 +155,7 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 			return err
 		}
 		results = append(results, r)
-		printRate(p, o, len(policies), len(pods), targets, r)
+		printRate(p, o, len(policies), len(w.pods), targets, r)
 	}
 	printRatios(p, results)
 	return nil
@@ -231,76 +165,101 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 // with CPU and allocation profiles when asked.
 func measureRate(ctx context.Context, o directOptions, targets []*webhookTarget, writes *countingWriter, offset *int) (rateResult, error) {
 	r := rateResult{rate: o.rate}
-	fmt.Fprintf(os.Stderr, "direct: %g/s: warming up %s per webhook\n", o.rate, o.warmup)
-	for _, t := range targets {
-		if o.warmup > 0 {
-			cfg := loadgen.Config{Rate: o.rate, Duration: o.warmup, Workers: o.workers, Offset: *offset}
-			if _, err := loadgen.Run(ctx, cfg, t.do); err != nil {
-				return r, err
-			}
-			*offset += cfg.Requests()
+	var writesBefore eventCounts
+	err := measureRounds(ctx, o, targets, offset, func(t *webhookTarget, started time.Time, done bool) {
+		if t.null {
+			return
 		}
-	}
-	stopProfile, err := startProfiles(o.profileDir, o.rate)
+		if !done {
+			writesBefore = writes.counts()
+			return
+		}
+		after := writes.counts()
+		r.eventCreates += after.creates - writesBefore.creates
+		r.eventSeries += after.series - writesBefore.series
+		r.eventsDropped += after.queueDropped - writesBefore.queueDropped + after.dropped - writesBefore.dropped
+		r.eventsFiltered += after.spamFiltered - writesBefore.spamFiltered
+		r.charterSeconds += time.Since(started).Seconds()
+	})
 	if err != nil {
-		return r, err
-	}
-	perRound := o.duration / time.Duration(o.rounds)
-	for round := range o.rounds {
-		order := targets
-		if round%2 == 1 {
-			order = []*webhookTarget{targets[1], targets[0]}
-		}
-		for _, t := range order {
-			fmt.Fprintf(os.Stderr, "direct: %g/s: round %d/%d, %s webhook, %s\n", o.rate, round+1, o.rounds, t.name, perRound)
-			// Neither server pays for the other's garbage.
-			runtime.GC()
-			cfg := loadgen.Config{Rate: o.rate, Duration: perRound, Workers: o.workers, Offset: *offset}
-			*offset += cfg.Requests()
-			gcBefore, writesBefore, cpuBefore, started := sampleGC(), writes.counts(), processCPU(), time.Now()
-			res, err := loadgen.Run(ctx, cfg, t.do)
-			if err != nil {
-				_ = stopProfile()
-				return r, err
-			}
-			t.gc = t.gc.add(sampleGC().since(gcBefore))
-			which := 1
-			if t.null {
-				which = 0
-			}
-			r.cpu[which] += processCPU() - cpuBefore
-			t.results.Merge(res)
-			if !t.null {
-				after := writes.counts()
-				r.eventCreates += after.creates - writesBefore.creates
-				r.eventSeries += after.series - writesBefore.series
-				r.eventsDropped += after.queueDropped - writesBefore.queueDropped + after.dropped - writesBefore.dropped
-				r.eventsFiltered += after.spamFiltered - writesBefore.spamFiltered
-				r.charterSeconds += time.Since(started).Seconds()
-			}
-		}
-	}
-	if err := stopProfile(); err != nil {
 		return r, err
 	}
 	r.null, r.charter = loadgen.Summarize(targets[0].results.Latencies), loadgen.Summarize(targets[1].results.Latencies)
 	r.charterErrors, r.charterRate = len(targets[1].results.Errors), targets[1].results.Rate()
 	r.nullGC, r.charterGC = targets[0].gc, targets[1].gc
 	r.requests = [2]int{targets[0].results.Requests(), targets[1].results.Requests()}
+	r.cpu = [2]time.Duration{targets[0].cpu, targets[1].cpu}
 	return r, nil
 }
 
+// measureRounds runs the warm-up of each target at o.rate, then o.rounds
+// rounds in which every target gets its share of o.duration in turn, the
+// order reversed every other round so that drift on a shared machine hits
+// them all; each target's latencies, errors, garbage collection and CPU
+// time are added up in it. around, when set, is called just before
+// (done false) and after (done true) each round of each target. With
+// o.profileDir set the measured rounds are profiled.
+func measureRounds(ctx context.Context, o directOptions, targets []*webhookTarget, offset *int, around func(t *webhookTarget, started time.Time, done bool)) error {
+	for _, t := range targets {
+		t.results, t.gc, t.cpu = loadgen.Results{}, gcUsage{}, 0
+	}
+	fmt.Fprintf(os.Stderr, "%g/s: warming up %s per webhook\n", o.rate, o.warmup)
+	for _, t := range targets {
+		if o.warmup > 0 {
+			cfg := loadgen.Config{Rate: o.rate, Duration: o.warmup, Workers: o.workers, Offset: *offset}
+			if _, err := loadgen.Run(ctx, cfg, t.do); err != nil {
+				return err
+			}
+			*offset += cfg.Requests()
+		}
+	}
+	stopProfile, err := startProfiles(o.profileDir, o.profileTag+strconv.FormatFloat(o.rate, 'g', -1, 64))
+	if err != nil {
+		return err
+	}
+	perRound := o.duration / time.Duration(o.rounds)
+	for round := range o.rounds {
+		order := slices.Clone(targets)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, t := range order {
+			fmt.Fprintf(os.Stderr, "%g/s: round %d/%d, %s webhook, %s\n", o.rate, round+1, o.rounds, t.name, perRound)
+			// Neither server pays for the other's garbage.
+			runtime.GC()
+			cfg := loadgen.Config{Rate: o.rate, Duration: perRound, Workers: o.workers, Offset: *offset}
+			*offset += cfg.Requests()
+			gcBefore, cpuBefore, started := sampleGC(), processCPU(), time.Now()
+			if around != nil {
+				around(t, started, false)
+			}
+			res, err := loadgen.Run(ctx, cfg, t.do)
+			if err != nil {
+				_ = stopProfile()
+				return err
+			}
+			t.gc = t.gc.add(sampleGC().since(gcBefore))
+			t.cpu += processCPU() - cpuBefore
+			t.results.Merge(res)
+			if around != nil {
+				around(t, started, true)
+			}
+		}
+	}
+	return stopProfile()
+}
+
 // startProfiles starts a CPU profile of one rate's measured rounds in
-// dir/cpu-<rate>.pprof; what it returns stops it and writes the
-// allocations made meanwhile to dir/allocs-<rate>.pprof.
-func startProfiles(dir string, rate float64) (stop func() error, err error) {
+// dir/cpu-<name>.pprof; what it returns stops it and writes the
+// allocations made meanwhile to dir/allocs-<name>.pprof.
+func startProfiles(dir, name string) (stop func() error, err error) {
 	if dir == "" {
 		return func() error { return nil }, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("profiles: %w", err)
 	}
-	cpuPath := filepath.Join(dir, fmt.Sprintf("cpu-%g.pprof", rate))
+	cpuPath := filepath.Join(dir, "cpu-"+name+".pprof")
 	f, err := os.Create(cpuPath)
 	if err != nil {
 		return nil, fmt.Errorf("cpu profile: %w", err)
@@ -311,7 +270,7 @@ func startProfiles(dir string, rate float64) (stop func() error, err error) {
 	}
 	// The allocation profile counts from the process's start: the one
 	// taken now is the base the final one is read against.
-	basePath := filepath.Join(dir, fmt.Sprintf("allocs-%g-base.pprof", rate))
+	basePath := filepath.Join(dir, "allocs-"+name+"-base.pprof")
 	if err := writeAllocs(basePath); err != nil {
 		pprof.StopCPUProfile()
 		f.Close()
@@ -327,12 +286,12 @@ func startProfiles(dir string, rate float64) (stop func() error, err error) {
 		if err := f.Close(); err != nil {
 			return err
 		}
-		allocsPath := filepath.Join(dir, fmt.Sprintf("allocs-%g.pprof", rate))
+		allocsPath := filepath.Join(dir, "allocs-"+name+".pprof")
 		if err := writeAllocs(allocsPath); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "direct: %g/s: profiles of the measured rounds: go tool pprof -tagfocus=webhook=charter %s; go tool pprof -sample_index=alloc_space -diff_base %s %s\n",
-			rate, cpuPath, basePath, allocsPath)
+		fmt.Fprintf(os.Stderr, "%s: profiles of the measured rounds: go tool pprof -tagfocus=webhook=<name> %s; go tool pprof -sample_index=alloc_space -diff_base %s %s\n",
+			name, cpuPath, basePath, allocsPath)
 		return nil
 	}, nil
 }
@@ -451,6 +410,136 @@ func printRatios(p *printer, results []rateResult) {
 			fmt.Sprintf("%.2fx", ratio), fmt.Sprintf("≤ %gx", target), verdict})
 	}
 	p.table([]string{"RATE", "NULL P50 / P99", "CHARTER P50 / P99", "P99 RATIO", "TARGET", ""}, rows)
+}
+
+// benchWorkload is the Pods the benchmark sends and how request i picks
+// its review.
+type benchWorkload struct {
+	pods    []workload.Pod
+	reviews map[string]*review // by Pod name
+	at      func(i int) *review
+}
+
+func newWorkload(o directOptions) (*benchWorkload, error) {
+	pods := workload.Pods("bench")
+	mix, err := workload.NewMix(pods, o.noncompliant)
+	if err != nil {
+		return nil, err
+	}
+	w := &benchWorkload{pods: pods, reviews: map[string]*review{}}
+	for _, pod := range pods {
+		uid := "bench-" + pod.Pod.Name
+		body, err := workload.Review(pod.Pod, uid)
+		if err != nil {
+			return nil, err
+		}
+		w.reviews[pod.Pod.Name] = &review{body: body, uid: uid, pod: pod}
+	}
+	w.at = func(i int) *review { return w.reviews[mix.At(i).Pod.Name] }
+	if o.uniqueNames {
+		w.at = func(i int) *review { return uniquelyNamed(w.reviews[mix.At(i).Pod.Name], i) }
+	}
+	return w, nil
+}
+
+// newCharterHandler is charter's admission handler serving snapshot as
+// charter serve does (resource filters, metrics when asked, the audit
+// queue, events to sink when set), its goroutines labelled webhook=name.
+func newCharterHandler(name string, snapshot *policycache.Snapshot, withMetrics bool, sink server.EventSink) (http.Handler, error) {
+	var rec *metrics.Recorder
+	if withMetrics {
+		var err error
+		if rec, err = metrics.New(prometheus.NewRegistry(), "bench"); err != nil {
+			return nil, err
+		}
+	}
+	// The reports controller drains the audit queue in charter; here the
+	// records are dropped as they come, so the queue never fills.
+	audit := server.NewAuditQueue(1024, nil)
+	go func() {
+		for range audit.Records() {
+		}
+	}()
+	return labelled(name, server.NewHandler(server.Options{
+		Policies: workload.Fixed{S: snapshot},
+		Filters:  server.DefaultResourceFilters("charter"),
+		Metrics:  rec,
+		Audit:    audit,
+		Events:   sink,
+	})), nil
+}
+
+// servedHandler is an admission handler to put under load.
+type servedHandler struct {
+	name string
+	h    http.Handler
+	null bool // allows everything
+}
+
+// loopback serves admission handlers over HTTPS on 127.0.0.1, each on a
+// port of its own, with a throwaway certificate.
+type loopback struct {
+	caPEM   []byte
+	cert    *tls.Certificate
+	ctx     context.Context
+	stop    context.CancelFunc
+	servers sync.WaitGroup
+}
+
+func startLoopback() (*loopback, error) {
+	caPEM, cert, err := servingCertificate()
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &loopback{caPEM: caPEM, cert: cert, ctx: ctx, stop: stop}, nil
+}
+
+// close stops every server and waits for them.
+func (l *loopback) close() { l.stop(); l.servers.Wait() }
+
+// serve starts a server for h and returns its /validate/fail URL.
+func (l *loopback) serve(h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("admission server: %w", err)
+	}
+	srv := &server.Server{Handler: h, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return l.cert, nil },
+		ShutdownTimeout: 5 * time.Second, Log: logr.Discard()}
+	l.servers.Go(func() {
+		if err := srv.Serve(l.ctx, ln); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-admission:", err)
+		}
+	})
+	return "https://" + ln.Addr().String() + server.PathValidateFail + "?timeout=10s", nil
+}
+
+// targets serves each handler, sends it every Pod of w once (a wrong
+// decision here is a setup fault, better named now than counted 10,000
+// times) and opens its keep-alive connections.
+func (l *loopback) targets(ctx context.Context, o directOptions, w *benchWorkload, handlers []servedHandler) ([]*webhookTarget, error) {
+	var targets []*webhookTarget
+	for _, h := range handlers {
+		url, err := l.serve(h.h)
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, &webhookTarget{name: h.name, url: url, null: h.null, reviews: w.at,
+			client: httpClient(l.caPEM, o.workers)})
+	}
+	for _, t := range targets {
+		for _, pod := range w.pods {
+			if err := t.send(ctx, w.reviews[pod.Pod.Name]); err != nil {
+				return nil, fmt.Errorf("%s webhook, Pod %s before the run: %w", t.name, pod.Pod.Name, err)
+			}
+		}
+	}
+	for _, t := range targets {
+		if err := t.warm(ctx, min(o.workers, 16)); err != nil {
+			return nil, err
+		}
+	}
+	return targets, nil
 }
 
 // servingCertificate issues a throwaway CA and a serving certificate for

@@ -15,6 +15,12 @@
 //     at 1,000/s and within 2x at 3,000/s. -profile-dir keeps a CPU profile
 //     (goroutines labelled webhook=null|charter) and an allocation profile
 //     of each rate's measured rounds.
+//   - vpol: the same direct method, with two charter servers in alternating
+//     rounds instead of null and charter: one serving the conformance
+//     corpus's Pod Security ClusterPolicies (pod-security/, in Enforce),
+//     one their ValidatingPolicy translations (pod-security-vpol/, in
+//     Deny), on the same Pods. Target (issue 17): the ValidatingPolicies'
+//     p99 within 10% of the ClusterPolicies'.
 //   - apiserver: on the local control plane, 50 concurrent clients create
 //     Pods with server-side dry-run (open loop at -api-rate, or closed loop
 //     with -api-rate 0): before charter runs, then with `charter serve
@@ -25,7 +31,10 @@
 // Latency counts from when a request was due, not when it was sent, so a
 // server that falls behind shows its queue.
 //
-//	go run ./hack/benchadmission -mode both -rate 1000,3000 -duration 20s -profile-dir /tmp/prof
+// -mode all (the default) runs direct, vpol and apiserver; both runs
+// direct and apiserver.
+//
+//	go run ./hack/benchadmission -mode vpol -rate 1000,3000 -duration 20s -profile-dir /tmp/prof
 package main
 
 import (
@@ -68,9 +77,10 @@ func run() error {
 	// nothing here.
 	fs := flag.NewFlagSet("bench-admission", flag.ExitOnError)
 	var (
-		mode = fs.String("mode", "both", "direct, apiserver or both")
-		d    = directOptions{}
-		a    = apiOptions{}
+		mode   = fs.String("mode", "all", "direct, vpol, apiserver, both (direct and apiserver) or all")
+		corpus = fs.String("corpus", filepath.Join(root, "..", "shared", "conformance", "kyverno-policies"), "vpol: the conformance corpus's policy folder, with pod-security/ and pod-security-vpol/")
+		d      = directOptions{}
+		a      = apiOptions{}
 	)
 	fs.StringVar(&d.policyDir, "policies", filepath.Join(root, "policies", "pod-security"), "folder of the policies to enforce (<name>/<name>.yaml)")
 	d.rates = envRates("BENCH_RATE", []float64{1000, 3000})
@@ -81,7 +91,7 @@ func run() error {
 	fs.IntVar(&d.workers, "workers", 64, "direct: most requests in flight (and keep-alive connections) per webhook")
 	fs.BoolVar(&d.metrics, "metrics", true, "direct: charter records Prometheus metrics, as charter serve does")
 	fs.IntVar(&d.gcPercent, "gogc", serveGCPercent, "direct: GOGC of this process, which runs both servers (default: charter serve's)")
-	fs.StringVar(&d.profileDir, "profile-dir", "", "direct: write a CPU profile (cpu-<rate>.pprof) and an allocation profile (allocs-<rate>.pprof) of each rate's measured rounds here")
+	fs.StringVar(&d.profileDir, "profile-dir", "", "direct and vpol: write a CPU profile (cpu-<rate>.pprof, cpu-vpol-<rate>.pprof) and an allocation profile (allocs-…) of each rate's measured rounds here")
 	fs.BoolVar(&d.events, "events", true, "direct: charter writes Kubernetes Events to a local kube-apiserver, as charter serve does by default")
 	fs.BoolVar(&d.uniqueNames, "unique-names", true, "direct: each request names a Pod of its own, as a stream of Pod creations does (false: a few names repeat, and their events aggregate)")
 	fs.Float64Var(&d.noncompliant, "noncompliant", 0.5, "share of requests carrying a non-compliant Pod (0 to 1)")
@@ -114,29 +124,39 @@ func run() error {
 	// that takes its time, kills the process as usual.
 	go func() { <-ctx.Done(); stop() }()
 	p := newPrinter(os.Stdout)
-	err = runModes(ctx, *mode, d, a, p)
+	err = runModes(ctx, *mode, d, a, *corpus, p)
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("interrupted (everything it started is stopped): %w", err)
 	}
 	return err
 }
 
-func runModes(ctx context.Context, mode string, d directOptions, a apiOptions, p *printer) error {
-	switch mode {
-	case "direct":
-		return runDirect(ctx, d, p)
-	case "apiserver":
-		return runAPIServer(ctx, a, p)
-	case "both":
-		if err := runDirect(ctx, d, p); err != nil {
-			return fmt.Errorf("direct: %w", err)
-		}
-		if err := runAPIServer(ctx, a, p); err != nil {
-			return fmt.Errorf("apiserver: %w", err)
-		}
-		return nil
+func runModes(ctx context.Context, mode string, d directOptions, a apiOptions, corpus string, p *printer) error {
+	runs := map[string]func() error{
+		"direct":    func() error { return runDirect(ctx, d, p) },
+		"vpol":      func() error { return runVPol(ctx, d, corpus, p) },
+		"apiserver": func() error { return runAPIServer(ctx, a, p) },
 	}
-	return fmt.Errorf("-mode %q: want direct, apiserver or both", mode)
+	var names []string
+	switch mode {
+	case "direct", "vpol", "apiserver":
+		names = []string{mode}
+	case "both":
+		names = []string{"direct", "apiserver"}
+	case "all":
+		names = []string{"direct", "vpol", "apiserver"}
+	default:
+		return fmt.Errorf("-mode %q: want direct, vpol, apiserver, both or all", mode)
+	}
+	for _, name := range names {
+		if err := runs[name](); err != nil {
+			if len(names) == 1 {
+				return err
+			}
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func (o directOptions) validate() error {

@@ -5,12 +5,17 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/webhook/server"
 )
 
@@ -67,33 +72,12 @@ func TestPodsGetTheirDecision(t *testing.T) {
 	var compliant, noncompliant int
 	for _, p := range pods {
 		t.Run(p.Pod.Name, func(t *testing.T) {
-			body, err := Review(p.Pod, "uid-"+p.Pod.Name)
-			if err != nil {
-				t.Fatal(err)
+			allowed, msg := decide(t, h, p)
+			if allowed != p.Compliant {
+				t.Fatalf("allowed = %v, want %v; %s", allowed, p.Compliant, msg)
 			}
-			r := httptest.NewRequest(http.MethodPost, server.PathValidateFail, bytes.NewReader(body))
-			r.Header.Set("Content-Type", "application/json")
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, r)
-			if w.Code != http.StatusOK {
-				t.Fatalf("HTTP %d: %s", w.Code, w.Body)
-			}
-			var review admissionv1.AdmissionReview
-			if err := json.Unmarshal(w.Body.Bytes(), &review); err != nil || review.Response == nil {
-				t.Fatalf("response %s: %v", w.Body, err)
-			}
-			if got := string(review.Response.UID); got != "uid-"+p.Pod.Name {
-				t.Errorf("response uid %q", got)
-			}
-			if review.Response.Allowed != p.Compliant {
-				msg := ""
-				if review.Response.Result != nil {
-					msg = review.Response.Result.Message
-				}
-				t.Fatalf("allowed = %v, want %v; %s", review.Response.Allowed, p.Compliant, msg)
-			}
-			if !p.Compliant && !strings.Contains(review.Response.Result.Message, "\n"+p.Violates+":\n") {
-				t.Errorf("denial does not name %s:\n%s", p.Violates, review.Response.Result.Message)
+			if !p.Compliant && !strings.Contains(msg, "\n"+p.Violates+":\n") {
+				t.Errorf("denial does not name %s:\n%s", p.Violates, msg)
 			}
 		})
 		if p.Compliant {
@@ -104,6 +88,82 @@ func TestPodsGetTheirDecision(t *testing.T) {
 	}
 	if compliant < 2 || noncompliant < 10 {
 		t.Errorf("%d compliant and %d non-compliant Pods: too few shapes to be a fair mix", compliant, noncompliant)
+	}
+}
+
+// decide sends Pod p through the admission handler h on /validate/fail
+// and returns its decision and message.
+func decide(t *testing.T, h http.Handler, p Pod) (allowed bool, message string) {
+	t.Helper()
+	body, err := Review(p.Pod, "uid-"+p.Pod.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, server.PathValidateFail, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("HTTP %d: %s", w.Code, w.Body)
+	}
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(w.Body.Bytes(), &review); err != nil || review.Response == nil {
+		t.Fatalf("response %s: %v", w.Body, err)
+	}
+	if got := string(review.Response.UID); got != "uid-"+p.Pod.Name {
+		t.Errorf("response uid %q", got)
+	}
+	if review.Response.Result != nil {
+		message = review.Response.Result.Message
+	}
+	return review.Response.Allowed, message
+}
+
+// TestPodSecurityPairs reads the corpus's Pod Security set in both forms
+// and wants the same policies, ValidatingPolicies in Deny and
+// ClusterPolicies in Enforce, each set giving every benchmark Pod its
+// decision: the vpol mode compares the two on the same requests.
+func TestPodSecurityPairs(t *testing.T) {
+	corpus := "../../../../shared/conformance/kyverno-policies"
+	if _, err := os.Stat(corpus); err != nil {
+		t.Skipf("conformance corpus not present: %v", err)
+	}
+	cpols, vpols, err := PodSecurityPairs(filepath.Join(corpus, "pod-security"), filepath.Join(corpus, "pod-security-vpol"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10 baseline and 6 restricted policies have a translation; the
+	// corpus's disallow-host-ports-range and restrict-apparmor-profiles
+	// have none.
+	if len(vpols) != 16 || len(cpols) != len(vpols) {
+		t.Fatalf("%d ValidatingPolicies and %d ClusterPolicies, want 16 of each", len(vpols), len(cpols))
+	}
+	for i := range vpols {
+		vp, cp := vpols[i].(*policiesv1.ValidatingPolicy), cpols[i].(*kyvernov1.ClusterPolicy)
+		if vp.Name != cp.Name {
+			t.Errorf("pair %d: ValidatingPolicy %s, ClusterPolicy %s", i, vp.Name, cp.Name)
+		}
+		if got := vp.Spec.ValidationAction; len(got) != 1 || got[0] != admissionregistrationv1.Deny {
+			t.Errorf("%s: validationActions %v, want [Deny]", vp.Name, got)
+		}
+		if cp.Spec.ValidationFailureAction != kyvernov1.Enforce {
+			t.Errorf("%s: validationFailureAction %q, want Enforce", cp.Name, cp.Spec.ValidationFailureAction)
+		}
+	}
+	for _, set := range []struct {
+		name     string
+		policies []kyvernov1.PolicyInterface
+	}{{"ClusterPolicies", cpols}, {"ValidatingPolicies", vpols}} {
+		snapshot, err := Snapshot(set.policies)
+		if err != nil {
+			t.Fatalf("%s: %v", set.name, err)
+		}
+		h := server.NewHandler(server.Options{Policies: Fixed{snapshot}})
+		for _, p := range Pods("bench") {
+			if allowed, msg := decide(t, h, p); allowed != p.Compliant {
+				t.Errorf("%s, Pod %s: allowed = %v, want %v; %s", set.name, p.Pod.Name, allowed, p.Compliant, msg)
+			}
+		}
 	}
 }
 
