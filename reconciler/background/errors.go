@@ -42,9 +42,10 @@ func (e *ForbiddenError) Unwrap() error { return e.Err }
 // rbac.kyverno.io/aggregate-to-background-controller, under charter.dev.
 const AggregateLabel = "rbac.charter.dev/aggregate-to-background"
 
-// describe turns an API error into one that names what was attempted;
-// Forbidden becomes a *ForbiddenError.
-func (c *Controller) describe(err error, verb string, mapping *meta.RESTMapping, namespace string) error {
+// describe turns an API error into one that names what was attempted on
+// which object (name "" for a list); Forbidden becomes a
+// *ForbiddenError, which names the permission rather than the object.
+func (c *Controller) describe(err error, verb string, mapping *meta.RESTMapping, namespace, name string) error {
 	if err == nil {
 		return nil
 	}
@@ -52,7 +53,15 @@ func (c *Controller) describe(err error, verb string, mapping *meta.RESTMapping,
 		return &ForbiddenError{Verb: verb, Group: mapping.Resource.Group, Resource: mapping.Resource.Resource,
 			Kind: mapping.GroupVersionKind.Kind, Namespace: namespace, Err: err}
 	}
-	return fmt.Errorf("%s %s %s: %w", verb, mapping.GroupVersionKind.Kind, objectName(namespace, ""), err)
+	what := objectName(namespace, name)
+	switch {
+	case name != "":
+	case namespace != "":
+		what = "in namespace " + namespace
+	default:
+		what = "cluster-wide"
+	}
+	return fmt.Errorf("%s %s %s: %w", verb, mapping.GroupVersionKind.Kind, what, err)
 }
 
 // contains reports whether every field of want is in got with the same

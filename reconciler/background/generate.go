@@ -2,6 +2,7 @@ package background
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -58,23 +60,120 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		// that is gone by design: they stay.
 		return nil
 	case errors.Is(err, errTriggerGone):
+		var err error
 		if sync {
-			return c.deleteDownstream(ctx, p, rule, &w.trigger)
+			err = c.deleteDownstream(ctx, p, rule, &w.trigger)
 		}
-		return nil
+		if w.pruneStale {
+			err = errors.Join(err, c.pruneStale(ctx, p, rule, w.trigger, nil))
+		}
+		return err
 	case err != nil:
 		return fmt.Errorf("fetching trigger %s: %w", w.trigger, err)
 	}
+	ref := triggerFromObject(trigger)
 	rr := c.generateFor(ctx, compiled, w, snap.request(trigger))
 	if rr == nil || rr.Status == engine.StatusFail || rr.Status == engine.StatusSkip {
 		// The rule does not apply (any more) to this trigger.
+		var err error
 		if sync {
-			ref := triggerFromObject(trigger)
-			return c.deleteDownstream(ctx, p, rule, &ref)
+			err = c.deleteDownstream(ctx, p, rule, &ref)
 		}
+		if w.pruneStale {
+			err = errors.Join(err, c.pruneStale(ctx, p, rule, ref, nil))
+		}
+		return err
+	}
+	if err := c.applyGenerated(ctx, rr, sync); err != nil || !w.pruneStale {
+		return err
+	}
+	// The new objects exist before the old ones go (a default-deny
+	// NetworkPolicy renamed never leaves its namespace open).
+	return c.pruneStale(ctx, p, rule, ref, rr.Generated)
+}
+
+// pruneStale handles the objects a generate rule generated for a trigger
+// before its target changed (generate.TargetsChanged) and no longer
+// generates (all of them when desired is nil): a rule that synchronizes
+// and does not orphan deletes them, as it would when the rule were
+// removed; any other rule releases them, removing every
+// generate.kyverno.io label and app.kubernetes.io/managed-by, so that
+// they no longer look managed and nothing syncs or deletes them later.
+//
+// Kyverno un-labels the old downstream objects whatever the rule's
+// settings (background-cleanup.md §3.4): under synchronize that leaves
+// objects the policy no longer describes in place; and it drops only the
+// policy and rule labels, so they still say app.kubernetes.io/managed-by:
+// kyverno.
+func (c *Controller) pruneStale(ctx context.Context, p kyvernov1.PolicyInterface, rule *kyvernov1.Rule, trigger triggerRef, desired []generate.DesiredObject) error {
+	w := c.watch.Load()
+	if w == nil || trigger.UID == "" {
 		return nil
 	}
-	return c.applyGenerated(ctx, rr, sync)
+	type objectID struct {
+		gr              schema.GroupResource
+		namespace, name string
+	}
+	want := map[objectID]bool{}
+	for i := range desired {
+		u := unstructured.Unstructured{Object: desired[i].Object}
+		_, mapping, err := c.resource(u.GetAPIVersion(), u.GetKind(), u.GetNamespace())
+		if err != nil {
+			continue
+		}
+		id := objectID{gr: mapping.Resource.GroupResource(), name: u.GetName()}
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			id.namespace = u.GetNamespace()
+		}
+		want[id] = true
+	}
+	remove := rule.Generation.Synchronize && !rule.Generation.OrphanDownstreamOnPolicyDelete
+	key := engine.PolicyKey(p)
+	var errs []error
+	for _, o := range w.downstreamFor(key, rule.Name, trigger.UID) {
+		if want[objectID{gr: o.gvr.GroupResource(), namespace: o.meta.Namespace, name: o.meta.Name}] {
+			continue
+		}
+		mapping := &meta.RESTMapping{Resource: o.gvr}
+		if gvk, err := c.mapper.KindFor(o.gvr); err == nil {
+			mapping.GroupVersionKind = gvk
+		}
+		ri := c.dyn.Resource(o.gvr).Namespace(o.meta.Namespace)
+		c.stats.Writes.Add(1)
+		if remove {
+			if err := ri.Delete(ctx, o.meta.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, c.describe(err, "delete", mapping, o.meta.Namespace, o.meta.Name))
+				continue
+			}
+			c.policyEvent(key, "Normal", ReasonDownstreamRetargeted, fmt.Sprintf("rule %s now generates other objects: deleted %s %s, which it generated before (synchronize: true)",
+				rule.Name, mapping.GroupVersionKind.Kind, objectName(o.meta.Namespace, o.meta.Name)))
+			continue
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": releasedLabels(o.meta.Labels)}})
+		if err != nil {
+			return err
+		}
+		if _, err := ri.Patch(ctx, o.meta.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, c.describe(err, "patch", mapping, o.meta.Namespace, o.meta.Name))
+			continue
+		}
+		c.policyEvent(key, "Normal", ReasonDownstreamRetargeted, fmt.Sprintf("rule %s now generates other objects: released %s %s, which it generated before (its generate.kyverno.io labels are removed; it is no longer synchronized or deleted with its trigger)",
+			rule.Name, mapping.GroupVersionKind.Kind, objectName(o.meta.Namespace, o.meta.Name)))
+	}
+	return errors.Join(errs...)
+}
+
+// releasedLabels is the merge patch of labels that releases a downstream
+// object: every generate.kyverno.io label and Kyverno's managed-by
+// removed.
+func releasedLabels(l map[string]string) map[string]any {
+	out := map[string]any{}
+	for k, v := range l {
+		if strings.HasPrefix(k, generate.LabelPrefix) || (k == generate.LabelManagedBy && v == generate.ManagedBy) {
+			out[k] = nil
+		}
+	}
+	return out
 }
 
 // generateFor runs one generate rule of a policy for a request.
@@ -182,7 +281,7 @@ func (c *Controller) fetchTrigger(ctx context.Context, t triggerRef) (map[string
 	}
 	if t.Name == "" {
 		if t.Name, err = c.nameOf(ctx, mapping.Resource, t.Namespace, t.UID); err != nil {
-			return nil, c.describe(err, "list", mapping, t.Namespace)
+			return nil, c.describe(err, "list", mapping, t.Namespace, "")
 		}
 		if t.Name == "" {
 			return nil, errTriggerGone
@@ -193,7 +292,7 @@ func (c *Controller) fetchTrigger(ctx context.Context, t triggerRef) (map[string
 	case apierrors.IsNotFound(err):
 		return nil, errTriggerGone
 	case err != nil:
-		return nil, c.describe(err, "get", mapping, t.Namespace)
+		return nil, c.describe(err, "get", mapping, t.Namespace, t.Name)
 	case t.UID != "" && obj.GetUID() != t.UID, obj.GetDeletionTimestamp() != nil:
 		return nil, errTriggerGone
 	}
@@ -224,7 +323,7 @@ func (c *Controller) applyDesired(ctx context.Context, d *generate.DesiredObject
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return c.describe(err, "get", mapping, u.GetNamespace())
+		return c.describe(err, "get", mapping, u.GetNamespace(), u.GetName())
 	default:
 		if !generatedBy(cur.GetLabels(), d.Policy) {
 			c.policyEvent(policyKeyOf(d.Policy), "Warning", ReasonDownstreamExists, fmt.Sprintf(
@@ -245,7 +344,7 @@ func (c *Controller) applyDesired(ctx context.Context, d *generate.DesiredObject
 		if cur == nil {
 			verb = "create"
 		}
-		return c.describe(err, verb, mapping, u.GetNamespace())
+		return c.describe(err, verb, mapping, u.GetNamespace(), u.GetName())
 	}
 	return nil
 }
@@ -288,7 +387,7 @@ func (c *Controller) deleteDownstream(ctx context.Context, policy kyvernov1.Poli
 		for _, t := range types {
 			list, err := c.meta.Resource(t.GVR).List(ctx, metav1.ListOptions{LabelSelector: selector})
 			if err != nil {
-				errs = append(errs, c.describe(err, "list", &meta.RESTMapping{Resource: t.GVR, GroupVersionKind: t.GVR.GroupVersion().WithKind(t.Kind)}, ""))
+				errs = append(errs, c.describe(err, "list", &meta.RESTMapping{Resource: t.GVR, GroupVersionKind: t.GVR.GroupVersion().WithKind(t.Kind)}, "", ""))
 				continue
 			}
 			for i := range list.Items {
@@ -296,7 +395,7 @@ func (c *Controller) deleteDownstream(ctx context.Context, policy kyvernov1.Poli
 				ri := c.dyn.Resource(t.GVR).Namespace(o.Namespace)
 				c.stats.Writes.Add(1)
 				if err := ri.Delete(ctx, o.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					errs = append(errs, c.describe(err, "delete", &meta.RESTMapping{Resource: t.GVR, GroupVersionKind: t.GVR.GroupVersion().WithKind(t.Kind)}, o.Namespace))
+					errs = append(errs, c.describe(err, "delete", &meta.RESTMapping{Resource: t.GVR, GroupVersionKind: t.GVR.GroupVersion().WithKind(t.Kind)}, o.Namespace, o.Name))
 				}
 			}
 		}

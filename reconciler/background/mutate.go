@@ -94,5 +94,5 @@ func (c *Controller) writeTarget(ctx context.Context, obj map[string]any) error 
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("%s %s changed while it was mutated; mutating it again: %w", u.GetKind(), objectName(u.GetNamespace(), u.GetName()), err)
 	}
-	return c.describe(err, "update", mapping, u.GetNamespace())
+	return c.describe(err, "update", mapping, u.GetNamespace(), u.GetName())
 }

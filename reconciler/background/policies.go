@@ -15,6 +15,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/generate"
 )
 
 // compiledPolicies is one compiled generation of the policies with
@@ -84,7 +85,10 @@ func ruleOf(p kyvernov1.PolicyInterface, name string) *kyvernov1.Rule {
 // (generateExisting) and mutates existing targets
 // (mutateExistingOnPolicyUpdate); every synchronized generate rule of
 // deletedSince that is gone from cur deletes its downstream objects,
-// unless orphanDownstreamOnPolicyDelete.
+// unless orphanDownstreamOnPolicyDelete. A kept generate rule whose
+// target changed since deletedSince (generate.TargetsChanged) generates
+// the new target for every trigger it generated for, and the old objects
+// are deleted or released (pruneStale).
 func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSince *compiledPolicies) {
 	c := r.c
 	keys := make([]string, 0, len(cur.byKey))
@@ -104,12 +108,24 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 			continue
 		}
 		spec := p.GetSpec()
+		prev := deletedSince.byKey[key]
+		if prev != nil && prev.GetUID() != p.GetUID() {
+			prev = nil
+		}
 		for i := range rules {
 			rule := &rules[i]
 			switch {
 			case rule.HasGenerate():
-				if rule.Generation.Synchronize {
+				retargeted := false
+				if old := ruleOf(prev, rule.Name); old != nil && old.HasGenerate() && generate.TargetsChanged(old.Generation, rule.Generation) {
+					// The objects generated from the old target are found
+					// through watches of the kinds it wrote.
+					retargeted = true
+					r.watch.ensureDownstream(prev, old)
+				}
+				if rule.Generation.Synchronize || retargeted {
 					for _, w := range r.watch.downstreamOf(key, rule.Name) {
+						w.pruneStale = retargeted
 						r.work.Add(w)
 					}
 				}

@@ -22,6 +22,8 @@ const (
 	byRule = "rule"
 	// bySource: the uid of the clone source.
 	bySource = "source"
+	// byTrigger: policy key, rule name and trigger uid.
+	byTrigger = "trigger"
 )
 
 // watches are the leader's informers on downstream objects (by their
@@ -68,7 +70,7 @@ func (w *watches) ensureDownstream(p kyvernov1.PolicyInterface, rule *kyvernov1.
 			inf, ok := w.downstream[t.GVR]
 			if !ok {
 				inf = metadatainformer.NewFilteredMetadataInformer(w.c.meta, t.GVR, metav1.NamespaceAll, 0,
-					cache.Indexers{byRule: indexRule, bySource: indexSource},
+					cache.Indexers{byRule: indexRule, bySource: indexSource, byTrigger: indexTrigger},
 					func(o *metav1.ListOptions) { o.LabelSelector = generate.LabelPolicyName }).Informer()
 				_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 					UpdateFunc: func(oldObj, newObj any) {
@@ -167,6 +169,33 @@ func (w *watches) downstreamOf(policy, rule string) []workItem {
 	return out
 }
 
+// downstreamObject is an object a rule generated, as a watch knows it.
+type downstreamObject struct {
+	gvr  schema.GroupVersionResource
+	meta *metav1.PartialObjectMetadata
+}
+
+// downstreamFor returns the objects a rule generated for one trigger,
+// among the kinds watched.
+func (w *watches) downstreamFor(policy, rule string, trigger types.UID) []downstreamObject {
+	w.mu.Lock()
+	infs := make(map[schema.GroupVersionResource]cache.SharedIndexInformer, len(w.downstream))
+	for gvr, inf := range w.downstream {
+		infs[gvr] = inf
+	}
+	w.mu.Unlock()
+	var out []downstreamObject
+	for gvr, inf := range infs {
+		objs, _ := inf.GetIndexer().ByIndex(byTrigger, policy+"\x00"+rule+"\x00"+string(trigger))
+		for _, o := range objs {
+			if m := metaOf(o); m != nil {
+				out = append(out, downstreamObject{gvr: gvr, meta: m})
+			}
+		}
+	}
+	return out
+}
+
 // workOf is the work of the rule that generated an object, from its
 // labels.
 func workOf(l map[string]string) (workItem, bool) {
@@ -191,6 +220,18 @@ func indexRule(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{item.policy + "\x00" + item.rule}, nil
+}
+
+func indexTrigger(obj any) ([]string, error) {
+	m := metaOf(obj)
+	if m == nil {
+		return nil, nil
+	}
+	item, ok := workOf(m.Labels)
+	if !ok {
+		return nil, nil
+	}
+	return []string{item.policy + "\x00" + item.rule + "\x00" + string(item.trigger.UID)}, nil
 }
 
 func indexSource(obj any) ([]string, error) {

@@ -59,6 +59,10 @@ type workItem struct {
 	// deleteDownstream: the trigger went away; delete what the rule
 	// generated for it.
 	deleteDownstream bool
+	// pruneStale: the rule's target changed in a policy update; the
+	// objects it generated for the trigger that it no longer generates
+	// are deleted or released (pruneStale in generate.go).
+	pruneStale bool
 }
 
 func (w workItem) String() string {

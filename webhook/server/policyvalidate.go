@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"net/http"
 
+	admissionv1 "k8s.io/api/admission/v1"
+
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/strict"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/generate"
 )
 
 // policyValidate refuses a ClusterPolicy, Policy, PolicyException,
@@ -28,6 +31,12 @@ import (
 // status says Unsupported). Rules without a failure action (generate,
 // mutate) and cleanup policies count as enforcing: see
 // engine.UnsupportedFeatures.
+//
+// An update of a ClusterPolicy or Policy that changes an immutable field
+// of a kept generate rule is refused, naming the rule and the fields; one
+// that changes a generate rule's target is admitted with a warning saying
+// what becomes of the objects generated from the old target
+// (generate.CheckUpdate).
 //
 // Deletes and subresource requests (status) are allowed untouched.
 func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
@@ -56,6 +65,14 @@ func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var warnings []string
+	if ar.Operation == admissionv1.Update && ar.Kind.Group == kyvernov1.GroupVersion.Group {
+		updateWarnings, err := checkGenerateUpdate(ar.Kind.Kind, ar.OldObject, ar.Object)
+		if err != nil {
+			writeResponse(w, denied(ar.UID, err.Error()))
+			return
+		}
+		warnings = append(warnings, updateWarnings...)
+	}
 	if w := h.untrustedException(ar.Kind.Kind, ar.Object); w != "" {
 		warnings = append(warnings, w)
 	}
@@ -80,6 +97,28 @@ func (h *handlers) untrustedException(kind string, raw []byte) string {
 		return ""
 	}
 	return trusted.IgnoredReason(ex)
+}
+
+// checkGenerateUpdate judges the generate rules of a ClusterPolicy or
+// Policy update (generate.CheckUpdate). The new object compiled already;
+// an old object that does not decode is not judged.
+func checkGenerateUpdate(kind string, oldRaw, newRaw []byte) ([]string, error) {
+	if kind != "ClusterPolicy" && kind != "Policy" || len(oldRaw) == 0 {
+		return nil, nil
+	}
+	var oldPolicy, newPolicy kyvernov1.ClusterPolicy
+	if json.Unmarshal(oldRaw, &oldPolicy) != nil || json.Unmarshal(newRaw, &newPolicy) != nil {
+		return nil, nil
+	}
+	warnings, err := generate.CheckUpdate(oldPolicy.Spec.Rules, newPolicy.Spec.Rules)
+	prefix := fmt.Sprintf("%s %q: ", kind, objectName(newRaw))
+	for i := range warnings {
+		warnings[i] = prefix + warnings[i]
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s%w", prefix, err)
+	}
+	return warnings, nil
 }
 
 // checkPolicyObject decodes a policy object strictly and compiles it. It

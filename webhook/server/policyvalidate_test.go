@@ -210,3 +210,139 @@ spec:
 		})
 	}
 }
+
+// generatePolicy is a ClusterPolicy with two generate rules; each case
+// of TestPolicyValidateGenerateUpdate edits it.
+const generatePolicy = `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: gen}
+spec:
+  rules:
+  - name: netpol
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate:
+      synchronize: SYNC
+      apiVersion: networking.k8s.io/v1
+      kind: NetworkPolicy
+      name: NAME
+      namespace: "{{request.object.metadata.name}}"
+      data: {spec: {podSelector: {}, policyTypes: [POLICYTYPE]}}
+  - name: quota
+    match: {any: [{resources: {kinds: [KIND]}}]}
+    generate:
+      synchronize: SYNC
+      orphanDownstreamOnPolicyDelete: true
+      apiVersion: v1
+      kind: ResourceQuota
+      name: QUOTA
+      namespace: "{{request.object.metadata.name}}"
+      data: {spec: {hard: {pods: "10"}}}
+`
+
+func editedGeneratePolicy(edits ...string) string {
+	m := map[string]string{"SYNC": "true", "NAME": "default-deny", "POLICYTYPE": "Ingress", "KIND": "Namespace", "QUOTA": "quota"}
+	for i := 0; i+1 < len(edits); i += 2 {
+		m[edits[i]] = edits[i+1]
+	}
+	out := generatePolicy
+	for k, v := range m {
+		out = strings.ReplaceAll(out, k, v)
+	}
+	return out
+}
+
+func policyUpdateReview(t *testing.T, kind, oldManifest, newManifest string) []byte {
+	t.Helper()
+	toJSON := func(m string) json.RawMessage {
+		raw, err := yaml.YAMLToJSON([]byte(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	req := map[string]any{
+		"uid":       "uid-policy",
+		"kind":      map[string]any{"group": "kyverno.io", "version": "v1", "kind": kind},
+		"operation": "UPDATE",
+		"object":    toJSON(newManifest),
+		"oldObject": toJSON(oldManifest),
+	}
+	body, _ := json.Marshal(map[string]any{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+	return body
+}
+
+// TestPolicyValidateGenerateUpdate: a policy update may change a generate
+// rule's data and (with a warning saying what becomes of the old objects)
+// its target, but not the rest of a kept generate rule
+// (background-cleanup.md §3.4).
+func TestPolicyValidateGenerateUpdate(t *testing.T) {
+	tests := []struct {
+		name     string
+		kind     string
+		old, cur string
+		// wantDenied are parts of the denial message; none: allowed.
+		wantDenied []string
+		// wantWarnings are parts of the one warning expected.
+		wantWarnings []string
+	}{
+		{name: "data change", old: editedGeneratePolicy(), cur: editedGeneratePolicy("POLICYTYPE", "Egress")},
+		{name: "synchronize turned off", old: editedGeneratePolicy(), cur: editedGeneratePolicy("SYNC", "false")},
+		{
+			name: "new target name, synchronized: old objects deleted", old: editedGeneratePolicy(), cur: editedGeneratePolicy("NAME", "deny-all"),
+			wantWarnings: []string{`ClusterPolicy "gen": spec.rules[0] (generate rule "netpol") now generates networking.k8s.io/v1 NetworkPolicy {{request.object.metadata.name}}/deny-all instead of networking.k8s.io/v1 NetworkPolicy {{request.object.metadata.name}}/default-deny: charter's background controller deletes the objects generated from the old target once the new ones exist`},
+		},
+		{
+			name: "new target, orphaned: old objects released", old: editedGeneratePolicy(), cur: editedGeneratePolicy("QUOTA", "pods"),
+			wantWarnings: []string{`spec.rules[1] (generate rule "quota") now generates v1 ResourceQuota {{request.object.metadata.name}}/pods instead of`, "releases the objects generated from the old target"},
+		},
+		{
+			name: "match of a kept rule, a rule synchronizes", old: editedGeneratePolicy(), cur: editedGeneratePolicy("KIND", "ConfigMap"),
+			wantDenied: []string{`ClusterPolicy "gen": spec.rules[1] (generate rule "quota"): changes of immutable fields of a rule spec in a generate rule is disallowed: match changed`, "delete the policy and create it again"},
+		},
+		{
+			name: "match of a kept rule, no rule synchronized", old: editedGeneratePolicy("SYNC", "false"), cur: editedGeneratePolicy("SYNC", "false", "KIND", "ConfigMap"),
+		},
+		{
+			name: "another rule's new target does not excuse a match change", old: editedGeneratePolicy(), cur: editedGeneratePolicy("NAME", "deny-all", "KIND", "ConfigMap"),
+			wantDenied: []string{`spec.rules[1] (generate rule "quota")`, "match changed"},
+		},
+		{
+			name: "preconditions added, in a Policy", kind: "Policy",
+			old: strings.Replace(editedGeneratePolicy(), "kind: ClusterPolicy\nmetadata: {name: gen}", "kind: Policy\nmetadata: {name: gen, namespace: team}", 1),
+			cur: strings.Replace(strings.Replace(editedGeneratePolicy(), "kind: ClusterPolicy\nmetadata: {name: gen}", "kind: Policy\nmetadata: {name: gen, namespace: team}", 1),
+				"  - name: netpol\n", "  - name: netpol\n    preconditions: {all: [{key: a, operator: Equals, value: a}]}\n", 1),
+			wantDenied: []string{`Policy "team/gen": spec.rules[0] (generate rule "netpol"): changes of immutable fields`, "preconditions changed"},
+		},
+		{
+			name: "a generate rule removed", old: editedGeneratePolicy(),
+			cur: editedGeneratePolicy()[:strings.Index(editedGeneratePolicy(), "  - name: quota")],
+		},
+	}
+	h := NewHandler(Options{Policies: staticSnapshots{testSnapshot(t)}})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kind := tt.kind
+			if kind == "" {
+				kind = "ClusterPolicy"
+			}
+			resp := decision(t, h, PathPolicyValidate, policyUpdateReview(t, kind, tt.old, tt.cur))
+			if resp.Allowed != (len(tt.wantDenied) == 0) {
+				t.Fatalf("Allowed = %v, want %v (%+v)", resp.Allowed, len(tt.wantDenied) == 0, resp.Result)
+			}
+			for _, want := range tt.wantDenied {
+				if !strings.Contains(resp.Result.Message, want) {
+					t.Errorf("message %q does not contain %q", resp.Result.Message, want)
+				}
+			}
+			if len(tt.wantDenied) == 0 && len(resp.Warnings) != min(len(tt.wantWarnings), 1) {
+				t.Fatalf("warnings %q, want one containing %q", resp.Warnings, tt.wantWarnings)
+			}
+			for _, want := range tt.wantWarnings {
+				if !strings.Contains(resp.Warnings[0], want) {
+					t.Errorf("warning %q does not contain %q", resp.Warnings[0], want)
+				}
+			}
+		})
+	}
+}
