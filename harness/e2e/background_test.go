@@ -212,6 +212,15 @@ var _ = Describe("Background: generate and mutate existing", Label("background")
 		}
 	}, SpecTimeout(90*time.Second))
 
+	It("refuses an edit of a synchronized generate rule's match, naming the rule and the field", func(ctx SpecContext) {
+		var p kyvernov1.ClusterPolicy
+		Expect(cl.Get(ctx, client.ObjectKey{Name: "e2e-bg-default-deny"}, &p)).To(Succeed())
+		p.Spec.Rules[0].MatchResources.Any[0].ResourceDescription.Selector.MatchLabels = map[string]string{backgroundLabel: "other"}
+		err := cl.Update(ctx, &p)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring(`ClusterPolicy "e2e-bg-default-deny": spec.rules[0] (generate rule "default-deny"): changes of immutable fields of a rule spec in a generate rule is disallowed: match changed`))
+	}, SpecTimeout(30*time.Second))
+
 	It("clones the registry Secret from the platform namespace and follows its changes", func(ctx SpecContext) {
 		token := func(g Gomega) string {
 			var s corev1.Secret
