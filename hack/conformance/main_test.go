@@ -4,6 +4,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/charter-dev/charter/internal/benchmem"
 )
 
 // TestReportFailsOnlyOnClaimedLists: a failing, skipping or unrunnable
@@ -34,5 +37,22 @@ func TestReportFailsOnlyOnClaimedLists(t *testing.T) {
 				t.Errorf("report = %v, want %v with %q:\n%s", ok, tc.ok, tc.want, out)
 			}
 		})
+	}
+}
+
+// TestMedianOfRuns: each figure is the median of the runs', and one
+// failing run fails the list however the others went.
+func TestMedianOfRuns(t *testing.T) {
+	clean := func(wall time.Duration, rss, anon int64) run {
+		return run{list: "validate", summary: true, passed: 10, wall: wall, rssKiB: rss, split: benchmem.ProcessMemory{Anon: anon, File: 60000}}
+	}
+	m := median([]run{clean(3*time.Second, 900, 90), clean(time.Second, 100, 10), clean(2*time.Second, 500, 50)})
+	if m.wall != 2*time.Second || m.rssKiB != 500 || m.split.Anon != 50 || m.split.File != 60000 || !m.clean() {
+		t.Errorf("median = %+v, want wall 2s, rss 500, anon 50, file 60000, clean", m)
+	}
+	bad := clean(time.Second, 100, 10)
+	bad.failed, bad.exit = 1, 1
+	if m := median([]run{clean(time.Second, 100, 10), bad, clean(time.Second, 100, 10)}); m.clean() {
+		t.Errorf("median of runs with a failing one is clean: %+v", m)
 	}
 }
