@@ -85,8 +85,12 @@ verify: manifests generate ## Fail when generated files are out of date.
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/charter.
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/charter ./cmd/charter
+# CGO_ENABLED=0: a cgo build links the plugin package (kustomize imports it),
+# which makes the linker export every symbol and keep every exported method:
+# 108 MB instead of 82 MB, and some 18 MiB more of the binary resident in
+# every charter process (make conformance prints FILE). The image is built so too.
+build: ## Build bin/charter (static, without cgo).
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/charter ./cmd/charter
 
 .PHONY: controlplane
 controlplane: $(BIN)/etcd $(BIN)/kube-apiserver ## Build etcd and kube-apiserver from Go modules into bin/ (only when missing).
