@@ -1,6 +1,7 @@
 package events
 
 import (
+	"iter"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,9 +25,20 @@ type Admission struct {
 	SuccessEvents bool
 }
 
-// Events builds the events of the admission.
-func (a Admission) Events() []Event {
-	return AdmissionEvents(a.Request, a.Responses, a.Blocked, a.SuccessEvents)
+// Events yields the events of the admission without formatting their
+// notes: the sink formats a note only for an event it creates, so the
+// events its spam filter holds back or counts into a series cost no text
+// (see AdmissionEvents for what is yielded). The Event yielded is reused:
+// it is valid during the yield only.
+func (a Admission) Events() iter.Seq[*Event] {
+	return func(yield func(*Event) bool) {
+		var ev Event
+		for _, resp := range a.Responses {
+			if !a.policyEvents(resp, &ev, yield) {
+				return
+			}
+		}
+	}
 }
 
 // AdmissionEvents builds Kyverno's admission events for one request. For
@@ -50,61 +62,120 @@ func (a Admission) Events() []Event {
 // runs the audit pass of a request it denies, so audit failures of a
 // denied request produce no events. Objects without a name (generateName
 // before the API server names them) get no events.
+//
+// The events come with their notes formatted; the sink takes them from
+// Admission.Events, which formats none.
 func AdmissionEvents(req *engine.Request, responses []*engine.Response, blocked, successEvents bool) []Event {
 	var out []Event
-	for _, resp := range responses {
-		res := resp.Resource
-		if res.Name == "" {
+	for ev := range (Admission{Request: req, Responses: responses, Blocked: blocked, SuccessEvents: successEvents}).Events() {
+		e := *ev
+		e.Note, e.text = ev.note(), noteText{}
+		if ev.Related != nil {
+			related := *ev.Related
+			e.Related = &related
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// policyEvents yields, in ev, the events of resp (see AdmissionEvents); it
+// returns false when yield asked to stop.
+func (a Admission) policyEvents(resp *engine.Response, ev *Event, yield func(*Event) bool) bool {
+	res := resp.Resource
+	if res.Name == "" {
+		return true
+	}
+	resource := resourceRef(res, objectUID(a.Request))
+	for i := range resp.Policies {
+		p := &resp.Policies[i]
+		if !a.anyRule(p.Rules) {
 			continue
 		}
-		resource := resourceRef(res, objectUID(req))
-		for i := range resp.Policies {
-			p := &resp.Policies[i]
-			rules := p.Rules
-			if blocked {
-				rules = enforceRules(rules)
+		policy := policyRef(p.Policy)
+		switch {
+		case a.anyViolation(p.Rules):
+			action := ActionNone
+			if a.Blocked {
+				action = ActionResourceBlocked
 			}
-			if len(rules) == 0 {
+			for j := range p.Rules {
+				r := &p.Rules[j]
+				if !a.answers(r) || !isViolation(r.Status) {
+					continue
+				}
+				*ev = Event{Regarding: policy, Related: &resource, Reason: ReasonPolicyViolation, Action: action,
+					text: noteText{form: notePolicyViolation, resource: res, rule: r.Name, status: r.Status, message: r.Message, blocked: a.Blocked}}
+				if !yield(ev) {
+					return false
+				}
+			}
+			if a.Blocked {
 				continue
 			}
-			policy := policyRef(p.Policy)
-			switch {
-			case anyViolation(rules):
-				action := ActionNone
-				if blocked {
-					action = ActionResourceBlocked
+			for j := range p.Rules {
+				r := &p.Rules[j]
+				if !isViolation(r.Status) {
+					continue
 				}
-				for _, r := range rules {
-					if !isViolation(r.Status) {
-						continue
-					}
-					note := policyNoteResource(res) + ": [" + r.Name + "] " + eventStatus(r.Status)
-					if blocked {
-						note += " (blocked)"
-					}
-					out = append(out, Event{Regarding: policy, Related: resource.DeepCopy(), Reason: ReasonPolicyViolation,
-						Action: action, Note: note + "; " + r.Message})
+				*ev = Event{Regarding: resource, Reason: ReasonPolicyViolation, Action: ActionNone,
+					text: noteText{form: noteResourceViolation, policy: p.Policy.GetName(), rule: r.Name, status: r.Status, message: r.Message}}
+				if !yield(ev) {
+					return false
 				}
-				if !blocked {
-					for _, r := range rules {
-						if !isViolation(r.Status) {
-							continue
-						}
-						out = append(out, Event{Regarding: resource, Reason: ReasonPolicyViolation, Action: ActionNone,
-							Note: "policy " + p.Policy.GetName() + "/" + r.Name + " " + eventStatus(r.Status) + ": " + r.Message})
-					}
+			}
+		case a.anySkipped(p.Rules):
+			if a.Blocked {
+				continue
+			}
+			for _, e := range skippedEvents(p, p.Rules, policy, resource, res) {
+				*ev = e
+				if !yield(ev) {
+					return false
 				}
-			case anySkipped(rules):
-				if !blocked {
-					out = append(out, skippedEvents(p, rules, policy, resource, res)...)
-				}
-			case successEvents:
-				out = append(out, Event{Regarding: policy, Related: resource.DeepCopy(), Reason: ReasonPolicyApplied,
-					Action: ActionResourcePassed, Note: policyNoteResource(res) + ": pass"})
+			}
+		case a.SuccessEvents:
+			*ev = Event{Regarding: policy, Related: &resource, Reason: ReasonPolicyApplied, Action: ActionResourcePassed,
+				text: noteText{form: notePolicyApplied, resource: res}}
+			if !yield(ev) {
+				return false
 			}
 		}
 	}
-	return out
+	return true
+}
+
+// answers reports whether r is part of the request's answer: a blocked
+// request answers with its Enforce rules only.
+func (a Admission) answers(r *engine.RuleResponse) bool {
+	return !a.Blocked || r.Action == engine.Enforce
+}
+
+func (a Admission) anyRule(rules []engine.RuleResponse) bool {
+	for i := range rules {
+		if a.answers(&rules[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a Admission) anyViolation(rules []engine.RuleResponse) bool {
+	for i := range rules {
+		if a.answers(&rules[i]) && isViolation(rules[i].Status) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a Admission) anySkipped(rules []engine.RuleResponse) bool {
+	for i := range rules {
+		if a.answers(&rules[i]) && rules[i].Status == engine.StatusSkip {
+			return true
+		}
+	}
+	return false
 }
 
 // skippedEvents are the PolicySkipped events of the rules that
@@ -132,16 +203,6 @@ func skippedEvents(p *engine.PolicyResponse, rules []engine.RuleResponse, policy
 	return out
 }
 
-func enforceRules(rules []engine.RuleResponse) []engine.RuleResponse {
-	var out []engine.RuleResponse
-	for _, r := range rules {
-		if r.Action == engine.Enforce {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // isViolation: a warn is the fail of an unscored policy, still a
 // violation (Kyverno's engine says fail; only its reports say warn).
 func isViolation(s engine.RuleStatus) bool {
@@ -156,24 +217,6 @@ func eventStatus(s engine.RuleStatus) string {
 	return string(s)
 }
 
-func anyViolation(rules []engine.RuleResponse) bool {
-	for _, r := range rules {
-		if isViolation(r.Status) {
-			return true
-		}
-	}
-	return false
-}
-
-func anySkipped(rules []engine.RuleResponse) bool {
-	for _, r := range rules {
-		if r.Status == engine.StatusSkip {
-			return true
-		}
-	}
-	return false
-}
-
 // policyNoteResource is "<Kind> <ns>/<name>", or "<Kind> <name>" for a
 // cluster-scoped resource.
 func policyNoteResource(r engine.ResourceRef) string {
@@ -183,6 +226,10 @@ func policyNoteResource(r engine.ResourceRef) string {
 	return r.Kind + " " + r.Namespace + "/" + r.Name
 }
 
+// policyAPIVersion is kyverno.io/v1, worked out once: GroupVersion.String
+// allocates it on every call.
+var policyAPIVersion = kyvernov1.GroupVersion.String()
+
 // policyRef is the reference Kyverno's events use for a policy: kind from
 // the Go type, as informers' objects carry no TypeMeta.
 func policyRef(p kyvernov1.PolicyInterface) corev1.ObjectReference {
@@ -190,7 +237,7 @@ func policyRef(p kyvernov1.PolicyInterface) corev1.ObjectReference {
 	if p.IsNamespaced() {
 		kind = kyvernov1.PolicyKind
 	}
-	return corev1.ObjectReference{APIVersion: kyvernov1.GroupVersion.String(), Kind: kind,
+	return corev1.ObjectReference{APIVersion: policyAPIVersion, Kind: kind,
 		Namespace: p.GetNamespace(), Name: p.GetName(), UID: p.GetUID()}
 }
 

@@ -1,10 +1,10 @@
 package events
 
 import (
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -167,7 +167,7 @@ func TestAdmissionEvents(t *testing.T) {
 				t.Fatalf("got %d events, want %d:\n%+v", len(got), len(tc.want), got)
 			}
 			for i := range got {
-				if !equality.Semantic.DeepEqual(got[i], tc.want[i]) {
+				if !reflect.DeepEqual(got[i], tc.want[i]) {
 					t.Errorf("event %d:\n got %+v\nwant %+v", i, got[i], tc.want[i])
 				}
 			}

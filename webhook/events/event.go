@@ -12,6 +12,7 @@ package events
 
 import (
 	"fmt"
+	"iter"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -19,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/charter-dev/charter/engine"
 )
 
 // Reasons, as Kyverno names them.
@@ -61,7 +64,62 @@ type Event struct {
 	Related *corev1.ObjectReference
 	Reason  string
 	Action  string
-	Note    string
+	// Note is the event's text, unless text holds what it is made of.
+	Note string
+	// text, when set, is the note not formatted yet: an admission's
+	// events are formatted only when created (Admission.Events).
+	text noteText
+}
+
+// note is the event's text.
+func (e *Event) note() string {
+	if e.text.form == noteAsIs {
+		return e.Note
+	}
+	return e.text.String()
+}
+
+// noteForm says how a noteText is formatted.
+type noteForm uint8
+
+const (
+	// noteAsIs: the note is Event.Note.
+	noteAsIs noteForm = iota
+	// notePolicyViolation: "Pod default/nginx: [rule] fail (blocked); <message>".
+	notePolicyViolation
+	// noteResourceViolation: "policy <policy>/<rule> fail: <message>".
+	noteResourceViolation
+	// notePolicyApplied: "Pod default/nginx: pass".
+	notePolicyApplied
+)
+
+// noteText is what an admission event's note is made of. It is
+// comparable, so the sink keys series by it (two rules failing on one
+// object are two events) without formatting anything.
+type noteText struct {
+	form         noteForm
+	resource     engine.ResourceRef
+	policy, rule string
+	status       engine.RuleStatus
+	message      string
+	blocked      bool
+}
+
+// String formats the note as Kyverno's admission events word it.
+func (t noteText) String() string {
+	switch t.form {
+	case notePolicyViolation:
+		note := policyNoteResource(t.resource) + ": [" + t.rule + "] " + eventStatus(t.status)
+		if t.blocked {
+			note += " (blocked)"
+		}
+		return note + "; " + t.message
+	case noteResourceViolation:
+		return "policy " + t.policy + "/" + t.rule + " " + eventStatus(t.status) + ": " + t.message
+	case notePolicyApplied:
+		return policyNoteResource(t.resource) + ": pass"
+	}
+	return ""
 }
 
 // Type is Normal for PolicyApplied and PolicySkipped and Warning for every
@@ -73,17 +131,27 @@ func (e *Event) Type() string {
 	return corev1.EventTypeWarning
 }
 
-// Batch is a set of events built on the sink's goroutine, so the admission
+// Batch is a set of events, built on the sink's goroutine so the admission
 // path pays only for handing it over.
 type Batch interface {
-	Events() []Event
+	// Events yields the events; the sink reads each one during the yield
+	// only, so a batch may reuse one Event for all of them.
+	Events() iter.Seq[*Event]
 }
 
 // List is a Batch of events built already.
 type List []Event
 
-// Events returns the list.
-func (l List) Events() []Event { return l }
+// Events yields the list's events.
+func (l List) Events() iter.Seq[*Event] {
+	return func(yield func(*Event) bool) {
+		for i := range l {
+			if !yield(&l[i]) {
+				return
+			}
+		}
+	}
+}
 
 // apiEvent is the events.k8s.io/v1 Event for e. name is the object name;
 // cluster-scoped objects' events go to the default namespace.
@@ -92,13 +160,19 @@ func apiEvent(e *Event, name, source, instance string, now time.Time) *eventsv1.
 	if ns == "" {
 		ns = metav1.NamespaceDefault
 	}
-	note := e.Note
+	note := e.note()
 	if len(note) > noteLimit {
 		cut := noteLimit - 3
 		for cut > 0 && !utf8.RuneStart(note[cut]) {
 			cut--
 		}
 		note = note[:cut] + "..."
+	}
+	// The batch may reuse what e points to; the Event is the writer's.
+	var related *corev1.ObjectReference
+	if e.Related != nil {
+		r := *e.Related
+		related = &r
 	}
 	return &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -108,7 +182,7 @@ func apiEvent(e *Event, name, source, instance string, now time.Time) *eventsv1.
 		Action:              e.Action,
 		Reason:              e.Reason,
 		Regarding:           e.Regarding,
-		Related:             e.Related,
+		Related:             related,
 		Note:                note,
 		Type:                e.Type(),
 	}

@@ -41,15 +41,17 @@ func (w clientsetWriter) UpdateSeries(ctx context.Context, namespace, name strin
 }
 
 // seriesKey says which events are the same event seen again. client-go's
-// recorder leaves the note out of its key; charter keeps it, so two rules
-// failing on one object stay two events, each with its own count.
+// recorder leaves the note out of its key; charter keeps it (or what it is
+// made of, unformatted), so two rules failing on one object stay two
+// events, each with its own count.
 type seriesKey struct {
 	regarding, related   corev1.ObjectReference
 	reason, action, note string
+	text                 noteText
 }
 
 func keyOf(e *Event) seriesKey {
-	k := seriesKey{regarding: e.Regarding, reason: e.Reason, action: e.Action, note: e.Note}
+	k := seriesKey{regarding: e.Regarding, reason: e.Reason, action: e.Action, note: e.Note, text: e.text}
 	if e.Related != nil {
 		k.related = *e.Related
 	}
@@ -66,24 +68,40 @@ type series struct {
 	dirty           bool
 }
 
-// observe reports whether e continues a series (and counts it), or starts
-// one the caller must create, in which case it is tracked from now on.
-func (s *Sink) observe(e *Event, now time.Time) (repeat bool, key seriesKey, tracked bool) {
-	key = keyOf(e)
+// repeat reports whether the event of key continues a series, and counts
+// it if so.
+func (s *Sink) repeat(key seriesKey, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sr, ok := s.series[key]; ok && now.Sub(sr.last) < s.o.SeriesEnd {
-		sr.count++
-		sr.last = now
-		sr.dirty = true
-		s.repeats.Add(1)
-		return true, key, true
+	return s.countRepeat(key, now)
+}
+
+func (s *Sink) countRepeat(key seriesKey, now time.Time) bool {
+	sr, ok := s.series[key]
+	if !ok || now.Sub(sr.last) >= s.o.SeriesEnd {
+		return false
+	}
+	sr.count++
+	sr.last = now
+	sr.dirty = true
+	s.repeats.Add(1)
+	return true
+}
+
+// track starts the series of an event the caller is about to create. It
+// reports a repeat instead when another worker started that series since
+// repeat was asked, and tracked false when MaxSeries are tracked already.
+func (s *Sink) track(key seriesKey, now time.Time) (repeat, tracked bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.countRepeat(key, now) {
+		return true, true
 	}
 	if _, ended := s.series[key]; !ended && len(s.series) >= s.o.MaxSeries {
-		return false, key, false
+		return false, false
 	}
 	s.series[key] = &series{count: 1, last: now}
-	return false, key, true
+	return false, true
 }
 
 // created records where the first event of a series was written; failed

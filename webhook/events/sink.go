@@ -256,11 +256,7 @@ func (s *Sink) Start(ctx context.Context) error {
 				case <-ctx.Done():
 					return
 				case b := <-s.queue:
-					for _, ev := range b.Events() {
-						if !s.omit[ev.Reason] {
-							s.write(ctx, &ev)
-						}
-					}
+					s.writeBatch(ctx, b)
 				}
 			}
 		})
@@ -269,22 +265,34 @@ func (s *Sink) Start(ctx context.Context) error {
 	return nil
 }
 
+// writeBatch writes the events of b whose reason is not omitted.
+func (s *Sink) writeBatch(ctx context.Context, b Batch) {
+	for ev := range b.Events() {
+		if !s.omit[ev.Reason] {
+			s.write(ctx, ev)
+		}
+	}
+}
+
 // write creates one event, retrying with backoff; a name collision gets a
 // fresh name at once. A repeat of an event whose series runs is only
-// counted.
+// counted. Only an event to be created asks the spam filter, and only one
+// the filter lets through has its note formatted (apiEvent): at a steady
+// stream of violations, most events are held back and cost no text.
 func (s *Sink) write(ctx context.Context, e *Event) {
 	now := time.Now()
-	repeat, key, tracked := s.observe(e, now)
-	if repeat {
+	key := keyOf(e)
+	if s.repeat(key, now) {
 		return
 	}
 	if !s.spam.allow(e, now) {
 		// Not created, so no series to count repeats into: the next
 		// one asks the filter again.
-		if tracked {
-			s.failed(key)
-		}
 		s.spamFiltered.Add(1)
+		return
+	}
+	repeat, tracked := s.track(key, now)
+	if repeat {
 		return
 	}
 	backoff := s.o.Backoff
