@@ -39,6 +39,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/version"
+	"github.com/charter-dev/charter/internal/workdir"
 	"github.com/charter-dev/charter/reconciler/background"
 	"github.com/charter-dev/charter/reconciler/cleanup"
 	"github.com/charter-dev/charter/reconciler/gitsync"
@@ -307,21 +308,38 @@ func runServe(ctx context.Context, o serveOptions) error {
 	return mgr.Start(ctx)
 }
 
+// gitsyncCachePattern names the checkout folders charter processes make
+// for themselves in the temporary folder.
+const gitsyncCachePattern = "charter-gitsync-*"
+
 // processGitsyncCache gives gitsync a checkout folder of this process's
 // own when --gitsync-cache-dir is not set, and returns what removes it once
 // the manager has stopped. One folder shared by every charter on a machine
 // (as <temp>/charter-gitsync was) let one process remove the checkout
-// another was applying, and was refused to a second user.
+// another was applying, and was refused to a second user. The folder is
+// locked while this process runs, so the checkouts of a charter killed
+// before it could remove them (SIGKILL) are removed by the next one to
+// start, as the control plane's work folders are.
 func processGitsyncCache(o *serveOptions) (remove func(), err error) {
 	if o.gitsyncCacheDir != "" || !slices.Contains(o.controllers, controllerGitSync) {
 		return func() {}, nil
 	}
-	dir, err := os.MkdirTemp("", "charter-gitsync-")
+	// Failing to clean someone's leftovers is no reason not to start.
+	_, _ = workdir.RemoveStale("", gitsyncCachePattern)
+	dir, err := os.MkdirTemp("", strings.TrimSuffix(gitsyncCachePattern, "*"))
 	if err != nil {
 		return nil, fmt.Errorf("gitsync cache: %w", err)
 	}
+	lock, err := workdir.Lock(dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("gitsync cache: %w", err)
+	}
 	o.gitsyncCacheDir = dir
-	return func() { _ = os.RemoveAll(dir) }, nil
+	return func() {
+		_ = os.RemoveAll(dir)
+		_ = workdir.Unlock(lock, false)
+	}, nil
 }
 
 // exceptionNamespaces reads --exception-namespaces; without it only

@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/charter-dev/charter/internal/workdir"
 )
 
 // ContextName names the cluster, user and context in the kubeconfig file the
@@ -34,6 +36,15 @@ const ContextName = "charter-local"
 // workDirPattern names the work folders a control plane makes for itself
 // in the temporary folder.
 const workDirPattern = "charter-controlplane-*"
+
+// RemoveStaleWorkDirs removes the work folders in parent (the temporary
+// folder when empty) that this user's control planes left behind when the
+// process running them was killed before it could stop them, and returns
+// their paths (see workdir.RemoveStale). Start calls it before making a
+// work folder of its own.
+func RemoveStaleWorkDirs(parent string) ([]string, error) {
+	return workdir.RemoveStale(parent, workDirPattern)
+}
 
 const (
 	defaultStartTimeout = 60 * time.Second
@@ -254,7 +265,7 @@ func (c *ControlPlane) prepareWorkDir() error {
 	}
 	c.workDir, c.ownsWorkDir = dir, true
 	if !c.keep {
-		if c.lock, err = lockWorkDir(dir); err != nil {
+		if c.lock, err = workdir.Lock(dir); err != nil {
 			return err
 		}
 	}
@@ -403,7 +414,7 @@ func (c *ControlPlane) stopLocked() error {
 			errs = append(errs, fmt.Errorf("removing the control plane work folder: %w", err))
 		}
 	}
-	if err := unlockWorkDir(c.lock, c.keep); err != nil {
+	if err := workdir.Unlock(c.lock, c.keep); err != nil {
 		errs = append(errs, fmt.Errorf("unlocking the control plane work folder: %w", err))
 	}
 	c.lock = nil

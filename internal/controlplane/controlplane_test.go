@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/charter-dev/charter/internal/workdir"
 )
 
 func TestMissingBinariesSaysToRunMakeControlplane(t *testing.T) {
@@ -148,7 +150,7 @@ func TestControlPlaneLifecycle(t *testing.T) {
 	if _, err := os.Stat(certDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("envtest's serving certificates %s still there while the control plane runs (err %v)", certDir, err)
 	}
-	if _, err := os.Stat(filepath.Join(workDir, ownerLockFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(workDir, workdir.LockFile)); err != nil {
 		t.Errorf("the running control plane's work folder has no lock: %v", err)
 	}
 	if stale, err := RemoveStaleWorkDirs(filepath.Dir(workDir)); err != nil || slices.Contains(stale, workDir) {
@@ -195,61 +197,5 @@ func TestFailedStartStopsEverythingAndKeepsLogs(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cp.LogDir(), "kube-apiserver.log")); err != nil {
 		t.Errorf("kube-apiserver.log gone after a failed start: %v", err)
-	}
-}
-
-// TestRemoveStaleWorkDirs removes the folders whose control plane process
-// died (lock file there, lock free) and nothing else.
-func TestRemoveStaleWorkDirs(t *testing.T) {
-	parent := t.TempDir()
-	mkdir := func(name string) string {
-		dir := filepath.Join(parent, name)
-		if err := os.MkdirAll(filepath.Join(dir, "etcd"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		return dir
-	}
-	// A killed process: its lock file stays, its lock went with it.
-	stale := mkdir("charter-controlplane-killed")
-	lock, err := lockWorkDir(stale)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lock.Close()
-	running := mkdir("charter-controlplane-running")
-	held, err := lockWorkDir(running)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	kept := mkdir("charter-controlplane-kept")
-	keptLock, err := lockWorkDir(kept)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unlockWorkDir(keptLock, true); err != nil {
-		t.Fatal(err)
-	}
-	other := mkdir("someone-else")
-	otherLock, err := lockWorkDir(other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherLock.Close()
-
-	removed, err := RemoveStaleWorkDirs(parent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(removed) != 1 || removed[0] != stale {
-		t.Errorf("removed %v, want only %s", removed, stale)
-	}
-	for _, dir := range []string{running, kept, other} {
-		if _, err := os.Stat(dir); err != nil {
-			t.Errorf("%s removed: %v", filepath.Base(dir), err)
-		}
-	}
-	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("stale folder still there (%v)", err)
 	}
 }

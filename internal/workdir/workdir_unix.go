@@ -1,6 +1,6 @@
 //go:build unix
 
-package controlplane
+package workdir
 
 import (
 	"errors"
@@ -12,19 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ownerLockFile, in a work folder, is locked (flock) by the process that
-// runs the control plane for as long as it runs. The kernel drops the lock
-// when that process dies, however it dies, so a work folder whose lock
-// file is there but not locked belongs to a control plane that was never
-// stopped. A folder kept on purpose (WithKeepLogs, a failed start) has no
-// lock file.
-const ownerLockFile = "owner.lock"
-
-// lockWorkDir creates dir's lock file and holds its lock until the file is
-// closed. The file is locked under another name first and then renamed, so
-// RemoveStaleWorkDirs in another process never sees it unlocked.
-func lockWorkDir(dir string) (*os.File, error) {
-	tmp := filepath.Join(dir, ownerLockFile+".new")
+// Lock creates dir's lock file and holds its lock until the file is
+// closed (or Unlock). The file is locked under another name first and
+// then renamed, so RemoveStale in another process never sees it unlocked.
+func Lock(dir string) (*os.File, error) {
+	tmp := filepath.Join(dir, LockFile+".new")
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_RDWR|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("creating the work folder's lock: %w", err)
@@ -33,7 +25,7 @@ func lockWorkDir(dir string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("locking the work folder %s: %w", dir, err)
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, ownerLockFile)); err != nil {
+	if err := os.Rename(tmp, filepath.Join(dir, LockFile)); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("locking the work folder %s: %w", dir, err)
 	}
@@ -41,32 +33,33 @@ func lockWorkDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// unlockWorkDir releases the lock. With keep, the lock file goes first, so
-// the folder is never taken for a stale one.
-func unlockWorkDir(f *os.File, keep bool) error {
+// Unlock releases the lock Lock took (nil: nothing to release). With
+// keep, the lock file goes first, so the folder is never taken for a
+// stale one.
+func Unlock(f *os.File, keep bool) error {
 	if f == nil {
 		return nil
 	}
 	var errs []error
 	if keep {
 		// f.Name() is the name it was locked under, before the rename.
-		if err := os.Remove(filepath.Join(filepath.Dir(f.Name()), ownerLockFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(filepath.Join(filepath.Dir(f.Name()), LockFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(append(errs, f.Close())...)
 }
 
-// RemoveStaleWorkDirs removes the work folders in parent (the temporary
-// folder when empty) that this user's control planes left behind when the
-// process running them was killed before it could stop them, and returns
-// their paths. Folders in use, kept on purpose or owned by another user are
-// left alone. Start calls it before making a work folder of its own.
-func RemoveStaleWorkDirs(parent string) ([]string, error) {
+// RemoveStale removes the work folders in parent (the temporary folder
+// when empty) matching pattern (filepath.Match) that this user's processes
+// locked and left behind when they were killed before they could remove
+// them, and returns their paths. Folders in use, kept on purpose (no lock
+// file), or owned by another user are left alone.
+func RemoveStale(parent, pattern string) ([]string, error) {
 	if parent == "" {
 		parent = os.TempDir()
 	}
-	dirs, err := filepath.Glob(filepath.Join(parent, workDirPattern))
+	dirs, err := filepath.Glob(filepath.Join(parent, pattern))
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +75,7 @@ func RemoveStaleWorkDirs(parent string) ([]string, error) {
 			continue
 		}
 		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("removing the stale control plane folder %s: %w", dir, err))
+			errs = append(errs, fmt.Errorf("removing the stale work folder %s: %w", dir, err))
 			continue
 		}
 		removed = append(removed, dir)
@@ -98,7 +91,7 @@ func isStaleWorkDir(dir string) (bool, error) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
 		return false, nil
 	}
-	f, err := os.OpenFile(filepath.Join(dir, ownerLockFile), os.O_RDWR, 0)
+	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
