@@ -58,6 +58,9 @@ type Policy struct {
 	// mpol is set for a MutatingPolicy or NamespacedMutatingPolicy, which
 	// has no rules (mpol.go).
 	mpol *mutatingPolicy
+	// ivpol is set for an ImageValidatingPolicy or
+	// NamespacedImageValidatingPolicy, which has no rules (ivpol.go).
+	ivpol *imageValidatingPolicy
 }
 
 // ScoredAnnotation set to "false" makes a policy's failures warnings.
@@ -158,6 +161,12 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 	}
 	if mp, ok := src.(policiesv1.MutatingPolicyLike); ok {
 		if errs := s.compileMutatingPolicy(mp, p); len(errs) > 0 {
+			return nil, errs
+		}
+		return p, nil
+	}
+	if ip, ok := src.(policiesv1.ImageValidatingPolicyLike); ok {
+		if errs := s.compileImageValidatingPolicy(ip, p); len(errs) > 0 {
 			return nil, errs
 		}
 		return p, nil

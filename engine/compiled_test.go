@@ -194,7 +194,7 @@ func TestAssembleMatchesCompile(t *testing.T) {
 // listed here, so that Assemble cannot silently fall behind Compile.
 var (
 	policySetFields = []string{"policies", "byKey", "exceptions", "celExceptions", "jp", "byKind", "wildcard"}
-	policyFields    = []string{"set", "source", "spec", "key", "rules", "unscored", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol"}
+	policyFields    = []string{"set", "source", "spec", "key", "rules", "unscored", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol"}
 )
 
 func checkFieldsKnown(t *testing.T, v any, known []string) {

@@ -158,7 +158,7 @@ func (r *CleanupRun) selectsCEL(o CleanupObject, namespace string) (bool, error)
 	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
 	// A PolicyException that names the policy and whose conditions hold
 	// keeps the object.
-	_, exempt, err := evalCELExceptions(r.exceptions, r.policy.source.GetKind(), r.policy.source.GetName(), e, namespace)
+	_, exempt, err := evalCELExceptions(r.exceptions, r.policy.source.GetKind(), r.policy.source.GetName(), e, namespace, false)
 	if err != nil {
 		return false, fmt.Errorf("exceptions of %s %s: %v", r.policy.source.GetKind(), r.policy.key, err)
 	}

@@ -157,6 +157,7 @@ func (s *PolicySet) Validate(ctx context.Context, req *Request, opts ...EvalOpti
 			resp.Policies = append(resp.Policies, pr)
 		}
 	}
+	in.settleRequiredImages(resp.Policies)
 	return resp
 }
 
@@ -174,7 +175,10 @@ func (s *PolicySet) Lookup(key string) (*Policy, bool) {
 // response has no rules when none matched.
 func (p *Policy) Validate(ctx context.Context, req *Request, opts ...EvalOption) PolicyResponse {
 	cfg := newEvalConfig(opts)
-	return p.validate(ctx, newRequestView(ctx, req, &cfg), &cfg)
+	in := newRequestView(ctx, req, &cfg)
+	resp := p.validate(ctx, in, &cfg)
+	in.settleRequiredImages([]PolicyResponse{resp})
+	return resp
 }
 
 // Unsupported returns the features of the policy that charter cannot run

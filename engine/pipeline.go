@@ -35,6 +35,9 @@ type requestView struct {
 	base           *jsoncontext.Document
 	// cel holds the CEL variables of the request, built on first use.
 	cel *celInputs
+	// ivpol is what the request's ImageValidatingPolicies share, built on
+	// first use.
+	ivpol *ivpolRequest
 
 	// rules backs the rule responses of every policy evaluated over this
 	// view: each policy's Rules is a window of it, capped at its own
@@ -274,6 +277,9 @@ func (p *Policy) validate(ctx context.Context, in *requestView, cfg *evalConfig)
 	}
 	if p.vpol != nil {
 		return p.validateCEL(ctx, in, cfg)
+	}
+	if p.ivpol != nil {
+		return p.validateImages(ctx, in, cfg)
 	}
 	ev := &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.object}
 	start := len(in.rules)

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"weak"
 
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -164,13 +162,9 @@ func (l *lazyVariant) compiled() (*vpolVariant, string) {
 }
 
 // compiledVariants holds the compiled variants still in use, by source,
-// as celRules does for validate.cel: the CLI compiles the same policy into
-// several sets, and the cluster compiles a policy again for each process's
-// set. Entries go when nothing holds the variant any more, so neither a
-// long run of edits in the cluster nor a CLI run over many suites keeps
-// every policy ever compiled (a variant with variables holds its own
-// extended CEL environment, over a MiB).
-var compiledVariants sync.Map // string → weak.Pointer[vpolVariant]
+// as celRules does for validate.cel (a variant with variables holds its
+// own extended CEL environment, over a MiB).
+var compiledVariants weakCache[vpolVariant]
 
 func compileVPolVariant(spec *policiesv1.ValidatingPolicySpec, path string, f *faults) *vpolVariant {
 	src, err := json.Marshal(spec)
@@ -178,20 +172,11 @@ func compileVPolVariant(spec *policiesv1.ValidatingPolicySpec, path string, f *f
 		f.add(path, err.Error())
 		return nil
 	}
-	key := string(src)
-	if wp, ok := compiledVariants.Load(key); ok {
-		if v := wp.(weak.Pointer[vpolVariant]).Value(); v != nil {
-			return v
-		}
-	}
-	before := len(f.errs)
-	v := compileVPolVariantUncached(spec, path, f)
-	if v != nil && len(f.errs) == before {
-		wp := weak.Make(v)
-		compiledVariants.Store(key, wp)
-		runtime.AddCleanup(v, func(key string) { compiledVariants.CompareAndDelete(key, wp) }, key)
-	}
-	return v
+	return compiledVariants.get(string(src), func() (*vpolVariant, bool) {
+		before := len(f.errs)
+		v := compileVPolVariantUncached(spec, path, f)
+		return v, len(f.errs) == before
+	})
 }
 
 func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path string, f *faults) *vpolVariant {
@@ -564,9 +549,23 @@ func rewriteForController(spec *policiesv1.ValidatingPolicySpec, prefix string, 
 	c := spec.DeepCopy()
 	c.MatchConstraints = nil
 	c.AutogenConfiguration = nil
-	data, err := json.Marshal(c)
-	if err != nil {
+	out := &policiesv1.ValidatingPolicySpec{}
+	if !rewriteObjectRefs(c, prefix, out) {
 		return nil
+	}
+	mc := spec.MatchConstraints.DeepCopy()
+	mc.ResourceRules = rules
+	out.MatchConstraints = mc
+	return out
+}
+
+// rewriteObjectRefs decodes into out the JSON of in with every object.X
+// and oldObject.X read as object.<prefix>X, except metadata.namespace and
+// metadata.name (Kyverno's autogen text replacement over the whole spec).
+func rewriteObjectRefs(in any, prefix string, out any) bool {
+	data, err := json.Marshal(in)
+	if err != nil {
+		return false
 	}
 	text := string(data)
 	var b strings.Builder
@@ -582,14 +581,7 @@ func rewriteForController(spec *policiesv1.ValidatingPolicySpec, prefix string, 
 		last = m[1]
 	}
 	b.WriteString(text[last:])
-	out := &policiesv1.ValidatingPolicySpec{}
-	if err := json.Unmarshal([]byte(b.String()), out); err != nil {
-		return nil
-	}
-	mc := spec.MatchConstraints.DeepCopy()
-	mc.ResourceRules = rules
-	out.MatchConstraints = mc
-	return out
+	return json.Unmarshal([]byte(b.String()), out) == nil
 }
 
 // ValidatingPolicyRules returns the resource rules a ValidatingPolicy's

@@ -55,6 +55,12 @@ func readCELPolicies(t *testing.T, file string) ([]kyvernov1.PolicyInterface, []
 		case policiesv1.NamespacedGeneratingPolicyKind:
 			p := &policiesv1.NamespacedGeneratingPolicy{}
 			policies, into = append(policies, p), p
+		case policiesv1.ImageValidatingPolicyKind:
+			p := &policiesv1.ImageValidatingPolicy{}
+			policies, into = append(policies, p), p
+		case policiesv1.NamespacedImageValidatingPolicyKind:
+			p := &policiesv1.NamespacedImageValidatingPolicy{}
+			policies, into = append(policies, p), p
 		case policiesv1.PolicyExceptionKind:
 			ex := &policiesv1.PolicyException{}
 			exceptions, into = append(exceptions, ex), ex
@@ -346,7 +352,7 @@ spec:
 	}
 	cached := func() int {
 		n := 0
-		compiledVariants.Range(func(k, _ any) bool {
+		compiledVariants.m.Range(func(k, _ any) bool {
 			if strings.Contains(k.(string), "TestCompiledVariantsAreSharedThenReleased") {
 				n++
 			}

@@ -148,12 +148,14 @@ func (x *exemption) names() string {
 // hold exempts the request; the others contribute their lists to
 // exceptions.allowedImages and exceptions.allowedValues.
 func (p *Policy) celExceptions(e *celEvaluator, in *requestView) (map[string]any, *exemption, error) {
-	return evalCELExceptions(p.set.celExceptions, p.source.GetKind(), p.source.GetName(), e, in.scope)
+	return evalCELExceptions(p.set.celExceptions, p.source.GetKind(), p.source.GetName(), e, in.scope, false)
 }
 
 // evalCELExceptions evaluates the exceptions of exs that name the policy
-// (kind and name) for a request acting in namespace scope.
-func evalCELExceptions(exs []*celException, kind, name string, e *celEvaluator, scope string) (map[string]any, *exemption, error) {
+// (kind and name) for a request acting in namespace scope. With anyExempts
+// (ImageValidatingPolicies), every exception that holds exempts the
+// request, whatever its images and allowedValues.
+func evalCELExceptions(exs []*celException, kind, name string, e *celEvaluator, scope string, anyExempts bool) (map[string]any, *exemption, error) {
 	images, values := []any{}, []any{}
 	var exempt *exemption
 	var chosen *celException
@@ -186,7 +188,7 @@ func evalCELExceptions(exs []*celException, kind, name string, e *celEvaluator, 
 			continue
 		}
 		spec := &ex.src.Spec
-		if len(spec.Images) == 0 && len(spec.AllowedValues) == 0 {
+		if anyExempts || len(spec.Images) == 0 && len(spec.AllowedValues) == 0 {
 			if exempt == nil {
 				exempt = &exemption{}
 			}

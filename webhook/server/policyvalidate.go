@@ -182,6 +182,10 @@ func checkCELPolicyObject(kind string, raw []byte) (engine.UnsupportedList, erro
 		p = &policiesv1.GeneratingPolicy{}
 	case policiesv1.NamespacedGeneratingPolicyKind:
 		p = &policiesv1.NamespacedGeneratingPolicy{}
+	case policiesv1.ImageValidatingPolicyKind:
+		p = &policiesv1.ImageValidatingPolicy{}
+	case policiesv1.NamespacedImageValidatingPolicyKind:
+		p = &policiesv1.NamespacedImageValidatingPolicy{}
 	case policiesv1.DeletingPolicyKind, policiesv1.NamespacedDeletingPolicyKind:
 		var dp kyvernov2.CleanupPolicyInterface = &policiesv1.DeletingPolicy{}
 		if kind == policiesv1.NamespacedDeletingPolicyKind {

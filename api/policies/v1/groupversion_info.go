@@ -1,8 +1,9 @@
 // Package v1 holds the policies.kyverno.io/v1 API charter serves:
 // ValidatingPolicy, NamespacedValidatingPolicy, MutatingPolicy,
 // NamespacedMutatingPolicy, GeneratingPolicy,
-// NamespacedGeneratingPolicy, DeletingPolicy, NamespacedDeletingPolicy and
-// that group's PolicyException, with Kyverno's field names and wire format. Kyverno's
+// NamespacedGeneratingPolicy, DeletingPolicy, NamespacedDeletingPolicy,
+// ImageValidatingPolicy, NamespacedImageValidatingPolicy and that group's
+// PolicyException, with Kyverno's field names and wire format. Kyverno's
 // v1alpha1 and v1beta1 spellings of these kinds have the same schema; the
 // CLI decodes them into these types too.
 //
@@ -45,6 +46,8 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&NamespacedGeneratingPolicy{}, &NamespacedGeneratingPolicyList{},
 		&DeletingPolicy{}, &DeletingPolicyList{},
 		&NamespacedDeletingPolicy{}, &NamespacedDeletingPolicyList{},
+		&ImageValidatingPolicy{}, &ImageValidatingPolicyList{},
+		&NamespacedImageValidatingPolicy{}, &NamespacedImageValidatingPolicyList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -124,6 +124,21 @@ func DecodePolicies(docs []Document) (*Policies, error) {
 				p.Namespace = "default"
 			}
 			out.Policies = append(out.Policies, p)
+		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.ImageValidatingPolicyKind:
+			p := &policiesv1.ImageValidatingPolicy{}
+			if err := decodeCEL(d, p); err != nil {
+				return nil, err
+			}
+			out.Policies = append(out.Policies, p)
+		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.NamespacedImageValidatingPolicyKind:
+			p := &policiesv1.NamespacedImageValidatingPolicy{}
+			if err := decodeCEL(d, p); err != nil {
+				return nil, err
+			}
+			if p.Namespace == "" {
+				p.Namespace = "default"
+			}
+			out.Policies = append(out.Policies, p)
 		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.PolicyExceptionKind:
 			ex := &policiesv1.PolicyException{}
 			if err := decodeCEL(d, ex); err != nil {

@@ -126,6 +126,10 @@ func Objects(objs []build.Object, scheme *runtime.Scheme) error {
 			faults = append(faults, compilePolicy(v, "GeneratingPolicy/"+v.GetName(), o.File, policyFiles)...)
 		case *policiesv1.NamespacedGeneratingPolicy:
 			faults = append(faults, compilePolicy(v, "NamespacedGeneratingPolicy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
+		case *policiesv1.ImageValidatingPolicy:
+			faults = append(faults, compilePolicy(v, "ImageValidatingPolicy/"+v.GetName(), o.File, policyFiles)...)
+		case *policiesv1.NamespacedImageValidatingPolicy:
+			faults = append(faults, compilePolicy(v, "NamespacedImageValidatingPolicy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
 		case *policiesv1.DeletingPolicy:
 			if _, err := engine.CompileCleanupPolicy(v); err != nil {
 				faults = append(faults, compileFaults(err, map[string]string{"DeletingPolicy/" + v.GetName(): o.File})...)

@@ -1,0 +1,601 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/gobwas/glob"
+	celgo "github.com/google/cel-go/cel"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+// imageValidatingPolicy is a compiled ImageValidatingPolicy or
+// NamespacedImageValidatingPolicy (cel-policy-types.md §3.3.5,
+// verify-images.md §6): one result per matching request, named after the
+// policy, from its matchConstraints, matchConditions, exceptions, image
+// extraction, verifyDigest and validations over the image functions,
+// which ask the engine's ImageVerifier (the same cosign verification as
+// verifyImages rules).
+type imageValidatingPolicy struct {
+	namespace string
+	kind      string
+	// variants are the policy itself, then its autogen copies for Pod
+	// controllers.
+	variants []*ivpolVariant
+	ignore   bool
+	action   Action
+	// refs select the images the policy verifies; none selects all.
+	refs []imageMatcher
+	// attestors by name, each the charter attestors it stands for (one
+	// per keyless identity: the attestor verifies when any does).
+	attestors map[string]*ivpolAttestor
+	// attestations maps a name to its in-toto predicate type.
+	attestations map[string]string
+	verifyDigest bool
+	required     bool
+	mutateDigest bool
+	creds        *kyvernov1.ImageRegistryCredentials
+}
+
+type ivpolAttestor struct {
+	name       string
+	checks     []kyvernov1.Attestor
+	repository string
+}
+
+// imageMatcher is one matchImageReferences entry.
+type imageMatcher struct {
+	glob glob.Glob
+	expr *celProgram
+}
+
+type ivpolVariant struct {
+	match       *constraints
+	lazy        *lazyIVPolVariant
+	compiler    *plugincel.CompositedCompiler
+	conditions  []celProgram
+	extractors  []ivpolExtractor
+	validations []celExpression
+	annotations []vpolAnnotation
+}
+
+type ivpolExtractor struct {
+	name string
+	celProgram
+}
+
+type lazyIVPolVariant struct {
+	spec  *policiesv1.ImageValidatingPolicySpec
+	path  string
+	once  sync.Once
+	v     *ivpolVariant
+	fault string
+}
+
+func (l *lazyIVPolVariant) compiled() (*ivpolVariant, string) {
+	l.once.Do(func() {
+		f := &faults{}
+		v := compileIVPolVariant(l.spec, l.path, f)
+		if len(f.errs) > 0 || v == nil {
+			l.fault = "autogen: " + f.errs.Error()
+			return
+		}
+		l.v = v
+	})
+	return l.v, l.fault
+}
+
+// Built-in image extractors (verify-images.md §6.1).
+var builtinExtractors = []string{"containers", "initContainers", "ephemeralContainers"}
+
+func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingPolicyLike, p *Policy) CompileErrors {
+	spec := src.GetImageValidatingPolicySpec()
+	f := &faults{kind: src.GetKind(), name: p.key}
+	ip := &imageValidatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore, action: Audit,
+		verifyDigest: spec.VerifyDigest(), required: spec.Required(), mutateDigest: spec.MutateDigest()}
+	if src.IsNamespaced() {
+		ip.namespace = src.GetNamespace()
+	}
+	if spec.HasAction(admissionregistrationv1.Deny) {
+		ip.action = Enforce
+	}
+	for i, a := range spec.ValidationAction {
+		switch a {
+		case admissionregistrationv1.Deny, admissionregistrationv1.Audit, admissionregistrationv1.Warn:
+		default:
+			f.add(fmt.Sprintf("spec.validationActions[%d]", i), fmt.Sprintf("unknown action %q, want Deny, Audit or Warn", a))
+		}
+	}
+	if e := spec.EvaluationConfiguration; e != nil && e.Mode != "" && e.Mode != policiesv1.EvaluationModeKubernetes {
+		f.add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", e.Mode))
+	}
+	if spec.MatchConstraints == nil || len(spec.MatchConstraints.ResourceRules) == 0 {
+		f.add("spec.matchConstraints", "a matchConstraints with at least one resource rule is required")
+	}
+	if len(spec.Validations) == 0 {
+		f.add("spec.validations", "an ImageValidatingPolicy needs at least one validation")
+	}
+	if len(spec.Attestors) == 0 {
+		f.add("spec.attestors", "an ImageValidatingPolicy needs at least one attestor")
+	}
+	ip.refs = compileImageMatchers(spec.MatchImageReferences, f)
+	ip.attestors = compileIVPolAttestors(spec.Attestors, f)
+	ip.attestations = compileIVPolAttestations(spec.Attestations, f)
+	ip.creds = compileIVPolCredentials(spec.Credentials, f)
+	if v := compileIVPolVariant(spec, "spec", f); v != nil {
+		ip.variants = append(ip.variants, v)
+	}
+	if len(f.errs) > 0 {
+		return f.errs
+	}
+	var pc *policiesv1.PodControllersGenerationConfiguration
+	if ag := spec.AutogenConfiguration; ag != nil {
+		pc = ag.PodControllers
+	}
+	for _, t := range podControllerTargets(spec.MatchConstraints, pc) {
+		c := spec.DeepCopy()
+		c.MatchConstraints, c.AutogenConfiguration = nil, nil
+		out := &policiesv1.ImageValidatingPolicySpec{}
+		if !rewriteObjectRefs(c, t.prefix, out) {
+			continue
+		}
+		out.MatchConstraints = spec.MatchConstraints.DeepCopy()
+		out.MatchConstraints.ResourceRules = t.rules
+		m, err := compileConstraints(out.MatchConstraints)
+		if err != nil {
+			f.add("status.autogen."+t.name+".matchConstraints", err.Error())
+			continue
+		}
+		ip.variants = append(ip.variants, &ivpolVariant{match: m, lazy: &lazyIVPolVariant{spec: out, path: "status.autogen." + t.name}})
+	}
+	if len(f.errs) > 0 {
+		return f.errs
+	}
+	p.ivpol = ip
+	p.kinds = []string{"*"}
+	return nil
+}
+
+func compileImageMatchers(refs []policiesv1.MatchImageReference, f *faults) []imageMatcher {
+	var out []imageMatcher
+	for i, r := range refs {
+		path := fmt.Sprintf("spec.matchImageReferences[%d]", i)
+		switch {
+		case (r.Glob == "") == (r.Expression == ""):
+			f.add(path, "exactly one of glob or expression is required")
+		case r.Glob != "":
+			g, err := glob.Compile(r.Glob)
+			if err != nil {
+				f.add(path+".glob", err.Error())
+				continue
+			}
+			out = append(out, imageMatcher{glob: g})
+		default:
+			env, err := imageRefEnv()
+			if err != nil {
+				f.add(path+".expression", "CEL environment: "+err.Error())
+				continue
+			}
+			ast, iss := env.Compile(r.Expression)
+			if iss.Err() != nil {
+				f.add(path+".expression", celFault(iss.Err().Error()))
+				continue
+			}
+			if !ast.OutputType().IsExactType(celgo.BoolType) {
+				f.add(path+".expression", fmt.Sprintf("must evaluate to bool, not %s", ast.OutputType()))
+				continue
+			}
+			prg, err := env.Program(ast)
+			if err != nil {
+				f.add(path+".expression", err.Error())
+				continue
+			}
+			out = append(out, imageMatcher{expr: &celProgram{expr: r.Expression, program: prg}})
+		}
+	}
+	return out
+}
+
+var (
+	imageRefEnvOnce sync.Once
+	imageRefCELEnv  *celgo.Env
+	imageRefEnvErr  error
+)
+
+// imageRefEnv is the environment of matchImageReferences expressions:
+// Kubernetes' CEL libraries and ref, the image as written.
+func imageRefEnv() (*celgo.Env, error) {
+	imageRefEnvOnce.Do(func() {
+		base, _, err := celEnv()
+		if err != nil {
+			imageRefEnvErr = err
+			return
+		}
+		env, err := base.Env(environment.StoredExpressions)
+		if err != nil {
+			imageRefEnvErr = err
+			return
+		}
+		imageRefCELEnv, imageRefEnvErr = env.Extend(celgo.Variable("ref", celgo.StringType))
+	})
+	return imageRefCELEnv, imageRefEnvErr
+}
+
+// exactly returns an anchored regular expression matching s only: Kyverno
+// hands ImageValidatingPolicy identities to cosign, which compares them
+// exactly, while charter's attestors read subject and issuer as wildcards.
+func exactly(s string) string { return "^" + regexp.QuoteMeta(s) + "$" }
+
+// identityPattern folds an exact value and a regular expression, which
+// must both hold, into one regular expression, or says why none can.
+func identityPattern(exact, re, field string) (string, error) {
+	if re != "" {
+		c, err := regexp.Compile(re)
+		if err != nil {
+			return "", fmt.Errorf("invalid %sRegExp: %w", field, err)
+		}
+		if exact != "" && !c.MatchString(exact) {
+			return "", fmt.Errorf("%s %q does not match %sRegExp %q: the identity can never match", field, exact, field, re)
+		}
+	}
+	if exact != "" {
+		return exactly(exact), nil
+	}
+	return re, nil
+}
+
+// compileIVPolAttestors turns the policy's cosign attestors into charter's
+// verifyImages attestors. What charter cannot verify is refused.
+func compileIVPolAttestors(list []policiesv1.Attestor, f *faults) map[string]*ivpolAttestor {
+	out := map[string]*ivpolAttestor{}
+	for i := range list {
+		a := &list[i]
+		path := fmt.Sprintf("spec.attestors[%d]", i)
+		if a.Name == "" {
+			f.add(path+".name", "an attestor needs a name")
+			continue
+		}
+		if _, dup := out[a.Name]; dup {
+			f.add(path+".name", fmt.Sprintf("duplicate attestor name %q", a.Name))
+			continue
+		}
+		switch {
+		case a.Notary != nil:
+			f.add(path+".notary", "Notary attestors are not supported by charter; use a cosign attestor")
+			continue
+		case a.Cosign == nil:
+			f.add(path, "an attestor needs cosign")
+			continue
+		}
+		if at := compileCosignAttestor(a.Name, a.Cosign, path+".cosign", f); at != nil {
+			out[a.Name] = at
+		}
+	}
+	return out
+}
+
+func compileCosignAttestor(name string, c *policiesv1.Cosign, path string, f *faults) *ivpolAttestor {
+	before := len(f.errs)
+	at := &ivpolAttestor{name: name}
+	if c.TUF != nil {
+		f.add(path+".tuf", "custom TUF repositories are not supported by charter; give keyless.roots and ctlog keys instead")
+	}
+	if c.TrustedRoot != nil {
+		f.add(path+".trustedRoot", "trusted roots are not supported by charter; give keyless.roots and ctlog keys instead")
+	}
+	if s := c.Source; s != nil {
+		at.repository = s.Repository
+		if s.TagPrefix != "" {
+			f.add(path+".source.tagPrefix", "signature tag prefixes are not supported by charter")
+		}
+		if len(s.SignaturePullSecrets) > 0 {
+			f.add(path+".source.PullSecrets", "signature pull secrets are not supported by charter; use spec.credentials.secrets")
+		}
+	}
+	rekor := &kyvernov1.Rekor{}
+	ctlog := &kyvernov1.CTLog{}
+	if l := c.CTLog; l != nil {
+		if l.TSACertChain != "" {
+			f.add(path+".ctlog.tsaCertChain", "signed timestamps (tsaCertChain) are not supported by charter")
+		}
+		if !l.InsecureIgnoreTlog && l.URL == "" {
+			// Kyverno: a ctlog that requires the log names it.
+			f.add(path+".ctlog.url", "rekor URL must be provided")
+		}
+		rekor = &kyvernov1.Rekor{URL: l.URL, RekorPubKey: l.RekorPubKey, IgnoreTlog: l.InsecureIgnoreTlog}
+		ctlog = &kyvernov1.CTLog{CTLogPubKey: l.CTLogPubKey, IgnoreSCT: l.InsecureIgnoreSCT}
+	}
+	set := 0
+	for _, b := range []bool{c.Key != nil, c.Keyless != nil, c.Certificate != nil} {
+		if b {
+			set++
+		}
+	}
+	if set != 1 {
+		f.add(path, "exactly one of key, keyless or certificate is required")
+		return nil
+	}
+	base := kyvernov1.Attestor{Annotations: c.Annotations, Repository: at.repository}
+	switch {
+	case c.Key != nil:
+		k := c.Key
+		switch {
+		case k.KMS != "":
+			f.add(path+".key.kms", "KMS keys are not supported by charter; put the PEM public key in key.data")
+		case k.Expression != "":
+			f.add(path+".key.expression", "key expressions are not supported by charter; put the PEM public key in key.data")
+		case k.Data == "":
+			f.add(path+".key.data", "a PEM public key is required")
+		}
+		if !validSignatureAlgorithm(k.HashAlgorithm) {
+			f.add(path+".key.hashAlgorithm", fmt.Sprintf("unknown hash algorithm %q", k.HashAlgorithm))
+		}
+		a := base
+		a.Keys = &kyvernov1.StaticKeyAttestor{PublicKeys: k.Data, SignatureAlgorithm: k.HashAlgorithm, Rekor: rekor, CTLog: ctlog}
+		at.checks = append(at.checks, a)
+	case c.Certificate != nil:
+		cert, chain := c.Certificate.Certificate, c.Certificate.CertificateChain
+		for field, v := range map[string]*policiesv1.StringOrExpression{"cert": cert, "certChain": chain} {
+			if v != nil && v.Expression != "" {
+				f.add(path+".certificate."+field+".expression", "certificate expressions are not supported by charter; give the PEM in value")
+			}
+		}
+		a := base
+		a.Certificates = &kyvernov1.CertificateAttestor{Rekor: rekor, CTLog: ctlog}
+		if cert != nil {
+			a.Certificates.Certificate = cert.Value
+		}
+		if chain != nil {
+			a.Certificates.CertificateChain = chain.Value
+		}
+		if a.Certificates.Certificate == "" && a.Certificates.CertificateChain == "" {
+			f.add(path+".certificate", "cert or certChain is required")
+		}
+		at.checks = append(at.checks, a)
+	case c.Keyless != nil:
+		k := c.Keyless
+		if len(k.Identities) == 0 {
+			f.add(path+".keyless.identities", "keyless needs at least one identity")
+		}
+		for key := range k.AdditionalExtensions {
+			if _, ok := CertExtensionOID(key); !ok {
+				f.add(path+".keyless.additionalExtensions", "invalid certificate extension "+key)
+			}
+		}
+		for j, id := range k.Identities {
+			ip := fmt.Sprintf("%s.keyless.identities[%d]", path, j)
+			if id.Subject == "" && id.SubjectRegExp == "" {
+				f.add(ip, "an identity needs subject or subjectRegExp")
+				continue
+			}
+			if id.Issuer == "" && id.IssuerRegExp == "" {
+				f.add(ip, "an identity needs issuer or issuerRegExp")
+				continue
+			}
+			subject, err := identityPattern(id.Subject, id.SubjectRegExp, "subject")
+			if err != nil {
+				f.add(ip, err.Error())
+				continue
+			}
+			issuer, err := identityPattern(id.Issuer, id.IssuerRegExp, "issuer")
+			if err != nil {
+				f.add(ip, err.Error())
+				continue
+			}
+			a := base
+			a.Keyless = &kyvernov1.KeylessAttestor{Roots: k.Roots, SubjectRegExp: subject, IssuerRegExp: issuer,
+				AdditionalExtensions: k.AdditionalExtensions, Rekor: rekor, CTLog: ctlog}
+			at.checks = append(at.checks, a)
+		}
+	}
+	if len(f.errs) > before {
+		return nil
+	}
+	return at
+}
+
+func compileIVPolAttestations(list []policiesv1.Attestation, f *faults) map[string]string {
+	out := map[string]string{}
+	for i, a := range list {
+		path := fmt.Sprintf("spec.attestations[%d]", i)
+		if a.Name == "" {
+			f.add(path+".name", "an attestation needs a name")
+			continue
+		}
+		if _, dup := out[a.Name]; dup {
+			f.add(path+".name", fmt.Sprintf("duplicate attestation name %q", a.Name))
+			continue
+		}
+		switch {
+		case a.Referrer != nil && a.InToto == nil:
+			f.add(path+".referrer", "referrer attestations are verified by Notary, which charter does not support; use an intoto attestation")
+		case a.InToto == nil || a.Referrer != nil:
+			f.add(path, "exactly one of intoto or referrer is required")
+		case a.InToto.Type == "":
+			f.add(path+".intoto.type", "a predicate type is required")
+		default:
+			out[a.Name] = a.InToto.Type
+		}
+	}
+	return out
+}
+
+func compileIVPolCredentials(c *policiesv1.Credentials, f *faults) *kyvernov1.ImageRegistryCredentials {
+	if c == nil {
+		return nil
+	}
+	out := &kyvernov1.ImageRegistryCredentials{AllowInsecureRegistry: c.AllowInsecureRegistry, Secrets: c.Secrets}
+	for _, p := range c.Providers {
+		switch strings.ToLower(p) {
+		case "default", "github":
+			out.Providers = append(out.Providers, kyvernov1.ImageRegistryCredentialsProvider(p))
+		default:
+			f.add("spec.credentials.providers", fmt.Sprintf("registry credential provider %q is not built into charter (default and github are); use secrets", p))
+		}
+	}
+	return out
+}
+
+// compiledIVPolVariants holds the compiled variants still in use, by
+// source, as compiledVariants does for ValidatingPolicies.
+var compiledIVPolVariants weakCache[ivpolVariant]
+
+func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string, f *faults) *ivpolVariant {
+	src, err := json.Marshal(struct {
+		MC  *admissionregistrationv1.MatchResources   `json:"m,omitempty"`
+		C   []admissionregistrationv1.MatchCondition  `json:"c,omitempty"`
+		V   []admissionregistrationv1.Variable        `json:"v,omitempty"`
+		I   []policiesv1.ImageExtractor               `json:"i,omitempty"`
+		Val []admissionregistrationv1.Validation      `json:"val,omitempty"`
+		A   []admissionregistrationv1.AuditAnnotation `json:"a,omitempty"`
+		P   string                                    `json:"p"`
+	}{spec.MatchConstraints, spec.MatchConditions, spec.Variables, spec.Images, spec.Validations, spec.AuditAnnotations, path})
+	if err != nil {
+		f.add(path, err.Error())
+		return nil
+	}
+	return compiledIVPolVariants.get(string(src), func() (*ivpolVariant, bool) {
+		before := len(f.errs)
+		v := compileIVPolVariantUncached(spec, path, f)
+		return v, len(f.errs) == before
+	})
+}
+
+func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, path string, f *faults) *ivpolVariant {
+	env, err := ivpolEnv()
+	if err != nil {
+		f.add(path, "CEL environment: "+err.Error())
+		return nil
+	}
+	v := &ivpolVariant{}
+	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
+		f.add(path+".matchConstraints", err.Error())
+	}
+	if v.compiler, err = plugincel.NewCompositedCompiler(env); err != nil {
+		f.add(path, "CEL environment: "+err.Error())
+		return nil
+	}
+	decls := plugincel.OptionalVariableDeclarations{}
+	compile := func(a *celAccessor, field string) *celProgram {
+		if strings.TrimSpace(a.expr) == "" {
+			f.add(field, "expression must not be empty")
+			return nil
+		}
+		res := v.compiler.CompileCELExpression(a, decls, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field, celFault(res.Error.Detail))
+			return nil
+		}
+		return &celProgram{expr: a.expr, program: res.Program}
+	}
+	for i, mc := range spec.MatchConditions {
+		if p := compile(&celAccessor{name: mc.Name, expr: mc.Expression, returns: boolReturn()}, fmt.Sprintf("%s.matchConditions[%d].expression", path, i)); p != nil {
+			v.conditions = append(v.conditions, *p)
+		}
+	}
+	for i, vr := range spec.Variables {
+		field := fmt.Sprintf("%s.variables[%d]", path, i)
+		if vr.Name == "" {
+			f.add(field+".name", "a variable needs a name")
+			continue
+		}
+		res := v.compiler.CompileAndStoreVariable(&celAccessor{name: vr.Name, expr: vr.Expression, returns: anyReturn()}, decls, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field+".expression", celFault(res.Error.Detail))
+		}
+	}
+	seen := map[string]bool{}
+	for _, n := range builtinExtractors {
+		seen[n] = true
+	}
+	for i, ex := range spec.Images {
+		field := fmt.Sprintf("%s.images[%d]", path, i)
+		if ex.Name == "" || seen[ex.Name] {
+			f.add(field+".name", fmt.Sprintf("image extractor name %q is empty or already taken (built in: %s)", ex.Name, strings.Join(builtinExtractors, ", ")))
+			continue
+		}
+		seen[ex.Name] = true
+		if p := compile(&celAccessor{expr: ex.Expression, returns: []*celgo.Type{celgo.ListType(celgo.StringType), celgo.ListType(celgo.DynType)}}, field+".expression"); p != nil {
+			v.extractors = append(v.extractors, ivpolExtractor{name: ex.Name, celProgram: *p})
+		}
+	}
+	for i, val := range spec.Validations {
+		field := fmt.Sprintf("%s.validations[%d]", path, i)
+		ce := celExpression{message: val.Message}
+		if p := compile(&celAccessor{expr: val.Expression, returns: boolReturn()}, field+".expression"); p != nil {
+			ce.celProgram = *p
+		}
+		if val.MessageExpression != "" {
+			ce.messageExpr = compile(&celAccessor{expr: val.MessageExpression, returns: stringReturn()}, field+".messageExpression")
+		}
+		v.validations = append(v.validations, ce)
+	}
+	for i, a := range spec.AuditAnnotations {
+		field := fmt.Sprintf("%s.auditAnnotations[%d]", path, i)
+		if a.Key == "" {
+			f.add(field+".key", "an audit annotation needs a key")
+		}
+		if p := compile(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, field+".valueExpression"); p != nil {
+			v.annotations = append(v.annotations, vpolAnnotation{key: a.Key, celProgram: *p})
+		}
+	}
+	return v
+}
+
+// matchesImage reports whether the policy verifies the image: it matches
+// a glob or expression of matchImageReferences, as written (no
+// normalisation), or the policy has none.
+func (ip *imageValidatingPolicy) matchesImage(image string) (bool, error) {
+	if len(ip.refs) == 0 {
+		return true, nil
+	}
+	for _, m := range ip.refs {
+		if m.glob != nil {
+			if m.glob.Match(image) {
+				return true, nil
+			}
+			continue
+		}
+		out, _, err := m.expr.program.Eval(map[string]any{"ref": image})
+		if err != nil {
+			return false, fmt.Errorf("matchImageReferences %q: %w", m.expr.expr, err)
+		}
+		if b, ok := out.Value().(bool); ok && b {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ImageValidatingPolicyRules returns the resource rules an
+// ImageValidatingPolicy's webhooks must register: those of its
+// matchConstraints and of its autogen copies. It returns nil for other
+// policies.
+func ImageValidatingPolicyRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
+	ip, ok := p.(policiesv1.ImageValidatingPolicyLike)
+	if !ok {
+		return nil
+	}
+	spec := ip.GetImageValidatingPolicySpec()
+	if spec.MatchConstraints == nil {
+		return nil
+	}
+	out := slices.Clone(spec.MatchConstraints.ResourceRules)
+	var pc *policiesv1.PodControllersGenerationConfiguration
+	if ag := spec.AutogenConfiguration; ag != nil {
+		pc = ag.PodControllers
+	}
+	for _, t := range podControllerTargets(spec.MatchConstraints, pc) {
+		out = append(out, t.rules...)
+	}
+	return out
+}

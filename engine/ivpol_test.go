@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"path"
+	"reflect"
+	"strings"
+	"testing"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+)
+
+// TestImageValidatingPolicyFaults checks that an ImageValidatingPolicy
+// charter cannot verify is refused with the field at fault.
+func TestImageValidatingPolicyFaults(t *testing.T) {
+	policies, _ := readCELPolicies(t, "ivpol/faults.yaml")
+	for _, p := range policies {
+		want := p.GetAnnotations()["fault"]
+		_, err := Compile([]kyvernov1.PolicyInterface{p})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want an error containing %q", p.GetName(), err, want)
+		}
+	}
+}
+
+// fakeImages answers as a registry where "KEY-A" signed the images whose
+// last path element is "signed" or "attested", and attested the latter
+// with a SLSA statement whose builder is "ci" ("evil" under an "evil"
+// path); images under a "down" path cannot be reached.
+type fakeImages struct{ asked []string }
+
+func (f *fakeImages) answer(c ImageCheck) (ImageVerified, error) {
+	f.asked = append(f.asked, c.Image)
+	if strings.Contains(c.Image, "/down/") {
+		return ImageVerified{}, &ImageUnavailableError{Err: errors.New("connection refused")}
+	}
+	ref, _, _ := strings.Cut(c.Image, "@")
+	repo, _, _ := strings.Cut(ref, ":")
+	base := path.Base(repo)
+	if c.Attestor.Keys == nil || c.Attestor.Keys.PublicKeys != "KEY-A" || base != "signed" && base != "attested" {
+		return ImageVerified{}, errors.New("no matching signatures")
+	}
+	if c.PredicateType == "" {
+		return ImageVerified{Digest: "sha256:1"}, nil
+	}
+	if base != "attested" {
+		return ImageVerified{}, errors.New("no matching attestations")
+	}
+	builder := "ci"
+	if strings.Contains(repo, "/evil/") {
+		builder = "evil"
+	}
+	return ImageVerified{Digest: "sha256:1", Statements: []map[string]any{{
+		"predicateType": "https://slsa.dev/provenance/v0.2", "predicate": map[string]any{"builder": map[string]any{"id": builder}}}}}, nil
+}
+
+func (f *fakeImages) VerifySignatures(_ context.Context, c ImageCheck) (ImageVerified, error) {
+	return f.answer(c)
+}
+func (f *fakeImages) VerifyAttestations(_ context.Context, c ImageCheck) (ImageVerified, error) {
+	return f.answer(c)
+}
+func (f *fakeImages) ResolveDigest(context.Context, string, ImageCredentials) (string, error) {
+	return "sha256:1", nil
+}
+
+// TestImageValidatingPolicies covers the ImageValidatingPolicy pipeline
+// (cel-policy-types.md §3.3.5): matchConditions before exceptions,
+// matchImageReferences by glob and expression, custom extractors,
+// verifyDigest, signatures and attestations with extractPayload,
+// required across the policies of a request, an unreachable registry as
+// an error, autogen for Pod controllers and the namespaced variant's
+// scope.
+func TestImageValidatingPolicies(t *testing.T) {
+	policies, exceptions := readCELPolicies(t, "ivpol/policies.yaml")
+	set, err := Compile(policies, WithCELExceptions(exceptions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	podWith := func(ns string, labels, annotations map[string]any, images ...string) map[string]any {
+		p := pod(ns, "web", labels, images...)
+		if annotations != nil {
+			p["metadata"].(map[string]any)["annotations"] = annotations
+		}
+		return p
+	}
+	type result struct{ rule, status, message string }
+	const (
+		signed   = "registry.example.com/app/signed:v1"
+		unsigned = "registry.example.com/app/unsigned:v1"
+		attested = "registry.example.com/attested@sha256:1"
+	)
+	tests := []struct {
+		name   string
+		object map[string]any
+		want   map[string]result // by policy key; a policy not listed must not respond
+	}{{
+		name:   "a signed image passes, and satisfies required for the policy that does not verify",
+		object: podWith("default", nil, nil, signed),
+		want: map[string]result{
+			"check-attested": {"check-attested", "pass", "success"},
+			"check-signed":   {"check-signed", "pass", "success"},
+			"requires-only":  {"requires-only", "pass", "success"},
+		},
+	}, {
+		name:   "an unsigned image fails, and required fails the other policy",
+		object: podWith("default", nil, nil, signed, unsigned),
+		want: map[string]result{
+			"check-attested": {"check-attested", "pass", "success"},
+			"check-signed":   {"check-signed", "fail", "image not signed"},
+			"requires-only":  {"requires-only", "fail", "image " + unsigned + " failed signature or attestation verification"},
+		},
+	}, {
+		name:   "an image no policy checks fails required",
+		object: podWith("default", map[string]any{"skip": "yes"}, nil, signed),
+		want: map[string]result{
+			"check-attested": {"check-attested", "pass", "success"},
+			"requires-only":  {"requires-only", "fail", "image " + signed + " is not verified: no policy performed a signature or attestation check on it"},
+		},
+	}, {
+		name:   "images outside matchImageReferences are not verified",
+		object: podWith("default", nil, nil, "nginx:1.27"),
+		want: map[string]result{
+			"check-attested": {"check-attested", "pass", "success"},
+			"check-signed":   {"check-signed", "pass", "success"},
+			"requires-only":  {"requires-only", "pass", "success"},
+		},
+	}, {
+		name:   "an unreachable registry is an error, not a verdict",
+		object: podWith("default", nil, nil, signed, "registry.example.com/down/signed:v1"),
+		want: map[string]result{
+			"check-attested": {"check-attested", "pass", "success"},
+			"check-signed":   {"check-signed", "error", "failed to evaluate policy: failed to verify image registry.example.com/down/signed:v1: connection refused"},
+			"requires-only":  {"requires-only", "fail", "image registry.example.com/down/signed:v1 failed signature or attestation verification"},
+		},
+	}, {
+		name:   "an exception exempts the request after matchConditions",
+		object: podWith("default", map[string]any{"break-glass": "yes"}, nil, unsigned),
+		want: map[string]result{
+			"check-attested": {"check-attested", "pass", "success"},
+			"check-signed":   {"exception", "skip", "rule is skipped due to policy exception: default/break-glass"},
+			"requires-only":  {"requires-only", "fail", "image " + unsigned + " is not verified: no policy performed a signature or attestation check on it"},
+		},
+	}, {
+		name:   "an attestation whose builder is trusted passes, through the expression and the custom extractor",
+		object: podWith("default", nil, map[string]any{"extra": "registry.example.com/attested@sha256:1"}, attested),
+		want: map[string]result{
+			"check-signed":   {"check-signed", "pass", "success"},
+			"check-attested": {"check-attested", "pass", "success"},
+			"requires-only":  {"requires-only", "pass", "success"},
+		},
+	}, {
+		name:   "an attestation from another builder fails with the message expression",
+		object: podWith("default", nil, nil, "registry.example.com/evil/attested@sha256:1"),
+		want: map[string]result{
+			"check-signed":   {"check-signed", "pass", "success"},
+			"check-attested": {"check-attested", "fail", "untrusted builder for registry.example.com/evil/attested@sha256:1"},
+			"requires-only":  {"requires-only", "pass", "success"},
+		},
+	}, {
+		name:   "verifyDigest fails an image named by tag only",
+		object: podWith("default", nil, nil, "registry.example.com/attested:ci"),
+		want: map[string]result{
+			"check-signed":   {"check-signed", "pass", "success"},
+			"check-attested": {"check-attested", "fail", "image registry.example.com/attested:ci does not have a digest"},
+			"requires-only":  {"requires-only", "pass", "success"},
+		},
+	}, {
+		name:   "the namespaced policy acts in its namespace",
+		object: podWith("team-a", nil, nil, "team-a.example.com/app/unsigned:v1"),
+		want: map[string]result{
+			"check-attested":       {"check-attested", "pass", "success"},
+			"check-signed":         {"check-signed", "pass", "success"},
+			"requires-only":        {"requires-only", "pass", "success"},
+			"team-a/team-a-images": {"team-a-images", "fail", "CEL expression validation failed at index 0"},
+		},
+	}, {
+		name:   "the namespaced policy leaves other namespaces alone",
+		object: podWith("team-b", nil, nil, "team-a.example.com/app/unsigned:v1"),
+		want: map[string]result{
+			"check-attested": {"check-attested", "pass", "success"},
+			"check-signed":   {"check-signed", "pass", "success"},
+			"requires-only":  {"requires-only", "pass", "success"},
+		},
+	}, {
+		name: "autogen: a Deployment's unsigned image fails",
+		object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "d", "namespace": "default"},
+			"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{}, "spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": unsigned}}}}}},
+		want: map[string]result{
+			"check-signed": {"check-signed", "fail", "image not signed"},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			images := &fakeImages{}
+			resp := set.Validate(context.Background(), &Request{Operation: kyvernov1.Create, Object: tt.object}, WithLoaders(Loaders{ImageVerifier: images}))
+			got := map[string]result{}
+			for _, p := range resp.Policies {
+				if len(p.Rules) != 1 {
+					t.Fatalf("%s: %d results, want 1", p.Key, len(p.Rules))
+				}
+				r := p.Rules[0]
+				got[p.Key] = result{r.Name, string(r.Status), r.Message}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got  %v\nwant %v", got, tt.want)
+			}
+		})
+	}
+}

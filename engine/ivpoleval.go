@@ -1,0 +1,605 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+
+	celgo "github.com/google/cel-go/cel"
+	celcommon "github.com/google/cel-go/common"
+	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+	"k8s.io/apimachinery/pkg/util/version"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/charter-dev/charter/api/charter"
+	"github.com/charter-dev/charter/engine/jsoncontext"
+)
+
+// The image functions of ImageValidatingPolicies (verify-images.md §6.2)
+// need the evaluation they run in: the verifier, the credentials, what
+// the request verified so far. CEL binds functions once per environment,
+// so each global call is rewritten at parse time into a method call on a
+// receiver variable bound per evaluation, as Kyverno's other libraries are
+// (resource, http): verifyImageSignatures(i, a) reads as
+// charterImageVerification.verifyImageSignatures(i, a).
+const imageVerificationVar = "charterImageVerification"
+
+// Variables ImageValidatingPolicies add.
+const (
+	imagesVar       = "images"
+	attestorsVar    = "attestors"
+	attestationsVar = "attestations"
+)
+
+var (
+	imageVerificationType = celgo.OpaqueType("charter.ImageVerification")
+	attestorRefType       = celgo.OpaqueType("charter.Attestor")
+)
+
+var (
+	ivpolEnvOnce sync.Once
+	ivpolCELEnv  *environment.EnvSet
+	ivpolEnvErr  error
+)
+
+// ivpolEnv is celPolicyEnv with the image functions and variables.
+func ivpolEnv() (*environment.EnvSet, error) {
+	ivpolEnvOnce.Do(func() {
+		base, err := celPolicyEnv()
+		if err != nil {
+			ivpolEnvErr = err
+			return
+		}
+		ivpolCELEnv, ivpolEnvErr = base.Extend(environment.VersionedOptions{
+			IntroducedVersion: version.MajorMinor(1, 0),
+			EnvOptions:        ivpolLibraryOptions(),
+		})
+	})
+	return ivpolCELEnv, ivpolEnvErr
+}
+
+func toImageVerification(name string) celgo.MacroFactory {
+	return func(eh celgo.MacroExprFactory, _ celast.Expr, args []celast.Expr) (celast.Expr, *celcommon.Error) {
+		return eh.NewMemberCall(name, eh.NewIdent(imageVerificationVar), args...), nil
+	}
+}
+
+func ivpolLibraryOptions() []celgo.EnvOption {
+	list := celgo.ListType(celgo.DynType)
+	fn := func(name, id string, args []*celgo.Type, result *celgo.Type, impl func(*imageVerification, []ref.Val) ref.Val) celgo.EnvOption {
+		return celgo.Function(name, celgo.MemberOverload(id, append([]*celgo.Type{imageVerificationType}, args...), result,
+			celgo.FunctionBinding(func(vals ...ref.Val) ref.Val {
+				v, ok := vals[0].(*imageVerification)
+				if !ok {
+					return types.NewErr("%s: no image verification here", name)
+				}
+				return impl(v, vals[1:])
+			})))
+	}
+	return []celgo.EnvOption{
+		celgo.Variable(imageVerificationVar, imageVerificationType),
+		celgo.Variable(imagesVar, celgo.MapType(celgo.StringType, celgo.ListType(celgo.StringType))),
+		celgo.Variable(attestorsVar, celgo.MapType(celgo.StringType, attestorRefType)),
+		celgo.Variable(attestationsVar, celgo.MapType(celgo.StringType, celgo.StringType)),
+		celgo.Macros(
+			celgo.GlobalMacro("verifyImageSignatures", 2, toImageVerification("verifyImageSignatures")),
+			celgo.GlobalMacro("verifyAttestationSignatures", 3, toImageVerification("verifyAttestationSignatures")),
+			celgo.GlobalMacro("extractPayload", 2, toImageVerification("extractPayload")),
+			celgo.GlobalMacro("getImageData", 1, toImageVerification("getImageData")),
+		),
+		fn("verifyImageSignatures", "ivpol_verify_image_signatures", []*celgo.Type{celgo.StringType, list}, celgo.IntType,
+			func(v *imageVerification, args []ref.Val) ref.Val {
+				img, _ := args[0].(types.String)
+				return v.verify(string(img), "", args[1])
+			}),
+		fn("verifyAttestationSignatures", "ivpol_verify_attestation_signatures", []*celgo.Type{celgo.StringType, celgo.StringType, list}, celgo.IntType,
+			func(v *imageVerification, args []ref.Val) ref.Val {
+				img, _ := args[0].(types.String)
+				name, _ := args[1].(types.String)
+				if name == "" {
+					return types.NewErr("attestation not found in policy: %q", "")
+				}
+				return v.verify(string(img), string(name), args[2])
+			}),
+		fn("extractPayload", "ivpol_extract_payload", []*celgo.Type{celgo.StringType, celgo.StringType}, celgo.DynType,
+			func(v *imageVerification, args []ref.Val) ref.Val {
+				img, _ := args[0].(types.String)
+				name, _ := args[1].(types.String)
+				return v.extractPayload(string(img), string(name))
+			}),
+		fn("getImageData", "ivpol_get_image_data", []*celgo.Type{celgo.StringType}, celgo.DynType,
+			func(v *imageVerification, args []ref.Val) ref.Val {
+				img, _ := args[0].(types.String)
+				return v.imageData(string(img))
+			}),
+	}
+}
+
+// attestorRef is the value of attestors.<name>.
+type attestorRef struct{ name string }
+
+func (a attestorRef) ConvertToNative(t reflect.Type) (any, error) {
+	if t.Kind() == reflect.String {
+		return a.name, nil
+	}
+	return nil, fmt.Errorf("an attestor has no %v value", t)
+}
+func (a attestorRef) ConvertToType(t ref.Type) ref.Val {
+	if t == types.StringType {
+		return types.String(a.name)
+	}
+	return types.NewErr("an attestor cannot be converted to %s", t.TypeName())
+}
+func (a attestorRef) Equal(o ref.Val) ref.Val {
+	b, ok := o.(attestorRef)
+	return types.Bool(ok && b.name == a.name)
+}
+func (a attestorRef) Type() ref.Type { return attestorRefType }
+func (a attestorRef) Value() any     { return a.name }
+
+// ivpolRequest is what the ImageValidatingPolicies of one request share:
+// which images some policy verified, for `required`, which is settled
+// once all of them ran (§3.3.5 step 8).
+type ivpolRequest struct {
+	// verified counts the attestors that verified each image, as written.
+	verified map[string]int
+	// checked records the images some policy tried to verify.
+	checked map[string]bool
+	// matched are the images each policy (by key) matched, when it
+	// requires them verified.
+	matched map[string][]string
+}
+
+func (in *requestView) ivpolState() *ivpolRequest {
+	if in.ivpol == nil {
+		in.ivpol = &ivpolRequest{verified: map[string]int{}, checked: map[string]bool{}, matched: map[string][]string{}}
+	}
+	return in.ivpol
+}
+
+// imageVerification is the receiver of the image functions in one
+// evaluation of one policy.
+type imageVerification struct {
+	ctx    context.Context
+	policy *Policy
+	cfg    *evalConfig
+	creds  ImageCredentials
+	req    *ivpolRequest
+	// payloads are the statements verified in this evaluation, by image
+	// and attestation name, for extractPayload.
+	payloads map[[2]string]map[string]any
+}
+
+func (v *imageVerification) ConvertToNative(reflect.Type) (any, error) {
+	return nil, errors.New("the image verification has no native value")
+}
+func (v *imageVerification) ConvertToType(ref.Type) ref.Val {
+	return types.NewErr("the image verification cannot be converted")
+}
+func (v *imageVerification) Equal(o ref.Val) ref.Val { return types.Bool(o == ref.Val(v)) }
+func (v *imageVerification) Type() ref.Type          { return imageVerificationType }
+func (v *imageVerification) Value() any              { return v }
+
+// attestorNames reads a list of attestors.<name> values.
+func attestorNames(list ref.Val) ([]string, error) {
+	l, ok := list.(traits.Lister)
+	if !ok {
+		return nil, errors.New("attestors must be a list of attestors.<name>")
+	}
+	var out []string
+	it := l.Iterator()
+	for it.HasNext() == types.True {
+		a, ok := it.Next().(attestorRef)
+		if !ok {
+			return nil, errors.New("attestors must be a list of attestors.<name>")
+		}
+		out = append(out, a.name)
+	}
+	return out, nil
+}
+
+// verify counts the attestors that accept the image's signatures, or its
+// attestation of the named type when attestation is set. An image outside
+// matchImageReferences counts 0. When none accepts and one could not be
+// asked (registry or log unreachable), the answer is an error, not 0: the
+// policy then ends in error rather than a verdict on the image.
+func (v *imageVerification) verify(image, attestation string, attestors ref.Val) ref.Val {
+	ip := v.policy.ivpol
+	names, err := attestorNames(attestors)
+	if err != nil {
+		return types.WrapErr(err)
+	}
+	var ptype string
+	if attestation != "" {
+		var ok bool
+		if ptype, ok = ip.attestations[attestation]; !ok {
+			return types.NewErr("attestation not found in policy: %s", attestation)
+		}
+	}
+	match, err := ip.matchesImage(image)
+	if err != nil {
+		return types.WrapErr(err)
+	}
+	if !match {
+		return types.Int(0)
+	}
+	info, ok := jsoncontext.ParseImage(image)
+	if !ok {
+		return types.NewErr("invalid image reference %q", image)
+	}
+	verifier := v.cfg.loaders.ImageVerifier
+	if verifier == nil {
+		return types.NewErr("failed to verify image %s: no image verifier is configured", image)
+	}
+	v.req.checked[image] = true
+	count := 0
+	var unavailable error
+	for _, n := range names {
+		at := ip.attestors[n]
+		if at == nil {
+			return types.NewErr("attestor not found in policy: %s", n)
+		}
+		for _, a := range at.checks {
+			check := ImageCheck{Image: info.Reference(), Attestor: a, Repository: at.repository, Credentials: v.creds,
+				UseCache: true, VerifiedSince: v.cfg.imagesVerifiedSince, Scope: v.policy.key + "/" + n, PredicateType: ptype}
+			if err := v.check(verifier, check, image, attestation); err != nil {
+				if IsImageUnavailable(err) && unavailable == nil {
+					unavailable = err
+				}
+				continue
+			}
+			count++
+			break
+		}
+	}
+	if count == 0 && unavailable != nil {
+		return types.NewErr("failed to verify image %s: %v", image, unavailable)
+	}
+	v.req.verified[image] += count
+	return types.Int(count)
+}
+
+// check asks the verifier one question; for an attestation it keeps the
+// first statement of the type for extractPayload.
+func (v *imageVerification) check(verifier ImageVerifier, c ImageCheck, image, attestation string) error {
+	if c.PredicateType == "" {
+		_, err := verifier.VerifySignatures(v.ctx, c)
+		return err
+	}
+	res, err := verifier.VerifyAttestations(v.ctx, c)
+	if err != nil {
+		return err
+	}
+	for _, st := range res.Statements {
+		if t, _ := st["predicateType"].(string); t == c.PredicateType {
+			key := [2]string{image, attestation}
+			if v.payloads[key] == nil {
+				v.payloads[key] = st
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("no attestation of type %s", c.PredicateType)
+}
+
+// extractPayload returns the in-toto statement of the named attestation
+// verified earlier in this evaluation: never an unverified one (Kyverno
+// #17130).
+func (v *imageVerification) extractPayload(image, attestation string) ref.Val {
+	if _, ok := v.policy.ivpol.attestations[attestation]; !ok {
+		return types.NewErr("attestation not found in policy: %s", attestation)
+	}
+	st := v.payloads[[2]string{image, attestation}]
+	if st == nil {
+		return types.NewErr("intoto attestation payload cannot be fetch before verifying intoto attestation")
+	}
+	return types.DefaultTypeAdapter.NativeToValue(st)
+}
+
+func (v *imageVerification) imageData(image string) ref.Val {
+	l := v.cfg.loaders.Images
+	if l == nil {
+		return types.NewErr("failed to get image data: no image registry access here")
+	}
+	data, err := l.ImageData(v.ctx, image)
+	if err != nil {
+		return types.NewErr("failed to get image data: %v", err)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(data)
+}
+
+// ivpolActivation adds the image variables to a policy's activation.
+type ivpolActivation struct {
+	vpolActivation
+	verification                    *imageVerification
+	images, attestors, attestations ref.Val
+}
+
+func (a *ivpolActivation) ResolveName(name string) (any, bool) {
+	switch name {
+	case imageVerificationVar:
+		return a.verification, true
+	case imagesVar:
+		return a.images, true
+	case attestorsVar:
+		return a.attestors, true
+	case attestationsVar:
+		return a.attestations, true
+	}
+	return a.vpolActivation.ResolveName(name)
+}
+
+// builtinImages lists the images of the object's containers,
+// initContainers and ephemeralContainers by extractor name, for Pods and
+// Pod controllers.
+func builtinImages(obj map[string]any) map[string][]string {
+	kind, _ := obj["kind"].(string)
+	_, path := podSpecPrefix(kind)
+	out := map[string][]string{}
+	for _, n := range builtinExtractors {
+		out[n] = []string{}
+	}
+	if path == nil {
+		return out
+	}
+	spec := obj
+	for _, k := range path {
+		if spec, _ = spec[k].(map[string]any); spec == nil {
+			return out
+		}
+	}
+	for _, n := range builtinExtractors {
+		list, _ := spec[n].([]any)
+		for _, c := range list {
+			cm, _ := c.(map[string]any)
+			if image, _ := cm["image"].(string); image != "" {
+				out[n] = append(out[n], image)
+			}
+		}
+	}
+	return out
+}
+
+// validateImages evaluates an ImageValidatingPolicy (§3.3.5): one result
+// named after the policy, or none when its matchConstraints or
+// matchConditions leave the request alone.
+func (p *Policy) validateImages(ctx context.Context, in *requestView, cfg *evalConfig) PolicyResponse {
+	resp := PolicyResponse{Policy: p.source, Key: p.key}
+	ip := p.ivpol
+	var v *ivpolVariant
+	for _, cand := range ip.variants {
+		if cand.match.matches(in) {
+			v = cand
+			break
+		}
+	}
+	if v == nil {
+		return resp
+	}
+	rr := RuleResponse{Name: p.source.GetName(), Type: TypeImageVerify, Action: ip.action}
+	if charter.IsStaged(p.source.GetLabels()) && charter.Enforces(in.namespaceLabels()) {
+		rr.Action = Enforce
+	}
+	var o outcome
+	var matched []string
+	if v.lazy != nil {
+		var fault string
+		if v, fault = v.lazy.compiled(); v == nil {
+			o = errorf("failed to compile policy: %s", fault)
+		}
+	}
+	if v != nil {
+		var respond bool
+		if o, matched, respond = p.evaluateImages(ctx, in, cfg, v, &rr); !respond {
+			return resp
+		}
+	}
+	rr.Status, rr.Message = o.status, o.message
+	if len(o.props) > 0 {
+		rr.Properties = o.props
+	}
+	if rr.Status == StatusFail && p.unscored {
+		rr.Status = StatusWarn
+	}
+	if rr.Status == StatusPass && ip.required && len(matched) > 0 {
+		in.ivpolState().matched[p.key] = matched
+	}
+	start := len(in.rules)
+	in.rules = append(in.rules, rr)
+	resp.Rules = in.rules[start : start+1 : start+1]
+	return resp
+}
+
+// evaluateImages runs the policy's pipeline; respond is false when the
+// policy gives no result (a matchCondition false, or in error under
+// failurePolicy Ignore). matched lists the images the policy selected.
+func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *evalConfig, v *ivpolVariant, rr *RuleResponse) (o outcome, matched []string, respond bool) {
+	ip := p.ivpol
+	ci := in.celInputs()
+	obj := in.req.Object
+	if obj == nil {
+		obj = in.req.OldObject
+	}
+	_, pullSecrets := podImages(obj)
+	verification := &imageVerification{ctx: ctx, policy: p, cfg: cfg, req: in.ivpolState(), payloads: map[[2]string]map[string]any{},
+		creds: ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds}}
+	attestors := make(map[string]any, len(ip.attestors))
+	for n := range ip.attestors {
+		attestors[n] = attestorRef{name: n}
+	}
+	attestations := make(map[string]string, len(ip.attestations))
+	for n := range ip.attestations {
+		attestations[n] = n
+	}
+	act := &ivpolActivation{
+		vpolActivation: vpolActivation{
+			celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
+			libs:          newLibReceivers(ctx, &cfg.loaders, ip.namespace),
+			exceptions:    types.DefaultTypeAdapter.NativeToValue(map[string]any{"allowedImages": []any{}, "allowedValues": []any{}}),
+		},
+		verification: verification,
+		images:       types.DefaultTypeAdapter.NativeToValue(map[string][]string{}),
+		attestors:    types.DefaultTypeAdapter.NativeToValue(attestors),
+		attestations: types.DefaultTypeAdapter.NativeToValue(attestations),
+	}
+	cctx := v.compiler.CreateContext(ctx)
+	act.variables = cctx.Variables(act)
+	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+
+	// matchConditions run before exceptions here, unlike the other kinds.
+	var condErrs []string
+	for i := range v.conditions {
+		val, err := e.eval(&v.conditions[i])
+		switch {
+		case err != nil:
+			condErrs = append(condErrs, err.Error())
+		case val != types.True:
+			return outcome{}, nil, false
+		}
+	}
+	if len(condErrs) > 0 {
+		if ip.ignore {
+			return outcome{}, nil, false
+		}
+		return errorf("failed to evaluate policy: %s", strings.Join(condErrs, "; ")), nil, true
+	}
+	// Any exception that holds exempts the request: images and
+	// allowedValues play no part for this kind.
+	_, exempt, err := evalCELExceptions(p.set.celExceptions, p.source.GetKind(), p.source.GetName(), e, in.scope, true)
+	if err != nil {
+		return errorf("failed to evaluate policy: %v", err), nil, true
+	}
+	if exempt != nil {
+		rr.Name = RuleException
+		o := skip("rule is skipped due to policy exception: " + exempt.keys())
+		o.props = map[string]string{"exceptions": exempt.names()}
+		return o, nil, true
+	}
+
+	byName := builtinImages(obj)
+	order := append([]string(nil), builtinExtractors...)
+	for i := range v.extractors {
+		x := &v.extractors[i]
+		val, err := e.eval(&x.celProgram)
+		if err != nil {
+			return errorf("failed to evaluate policy: images.%s: %v", x.name, err), nil, true
+		}
+		list, err := stringList(val)
+		if err != nil {
+			return errorf("failed to evaluate policy: images.%s: %v", x.name, err), nil, true
+		}
+		byName[x.name] = list
+		order = append(order, x.name)
+	}
+	seen := map[string]bool{}
+	for _, n := range order {
+		kept := []string{}
+		for _, img := range byName[n] {
+			ok, err := ip.matchesImage(img)
+			if err != nil {
+				return errorf("failed to evaluate policy: %v", err), nil, true
+			}
+			if !ok {
+				continue
+			}
+			kept = append(kept, img)
+			if !seen[img] {
+				seen[img] = true
+				matched = append(matched, img)
+			}
+		}
+		byName[n] = kept
+	}
+	act.images = types.DefaultTypeAdapter.NativeToValue(byName)
+	if ip.verifyDigest {
+		for _, img := range matched {
+			if info, ok := jsoncontext.ParseImage(img); !ok || info.Digest == "" {
+				return fail("image " + img + " does not have a digest"), matched, true
+			}
+		}
+	}
+	result := pass("success")
+	for i := range v.validations {
+		x := &v.validations[i]
+		val, err := e.eval(&x.celProgram)
+		if err != nil {
+			return errorf("failed to evaluate policy: %v", err), matched, true
+		}
+		if val != types.True {
+			result = fail(e.vpolMessage(x, i))
+			break
+		}
+	}
+	for i := range v.annotations {
+		a := &v.annotations[i]
+		val, err := e.eval(&a.celProgram)
+		if err != nil {
+			return errorf("failed to evaluate policy: audit annotation %s: %v", a.key, err), matched, true
+		}
+		if s, ok := val.(types.String); ok && s != "" {
+			if result.props == nil {
+				result.props = map[string]string{}
+			}
+			result.props[a.key] = string(s)
+		}
+	}
+	return result, matched, true
+}
+
+// stringList reads a CEL list of strings.
+func stringList(val ref.Val) ([]string, error) {
+	l, ok := val.(traits.Lister)
+	if !ok {
+		return nil, fmt.Errorf("want a list of strings, got %s", val.Type().TypeName())
+	}
+	var out []string
+	it := l.Iterator()
+	for it.HasNext() == types.True {
+		s, ok := it.Next().(types.String)
+		if !ok {
+			return nil, errors.New("want a list of strings")
+		}
+		out = append(out, string(s))
+	}
+	return out, nil
+}
+
+// settleRequiredImages fails the passing ImageValidatingPolicies that
+// require their images verified when no policy of the request verified
+// one of them (§3.3.5 step 8). It runs once every policy of the request
+// has.
+func (in *requestView) settleRequiredImages(policies []PolicyResponse) {
+	st := in.ivpol
+	if st == nil || len(st.matched) == 0 {
+		return
+	}
+	for i := range policies {
+		p := &policies[i]
+		images := st.matched[p.Key]
+		if len(images) == 0 || len(p.Rules) != 1 || p.Rules[0].Status != StatusPass {
+			continue
+		}
+		for _, img := range images {
+			if st.verified[img] > 0 {
+				continue
+			}
+			msg := "image " + img + " is not verified: no policy performed a signature or attestation check on it"
+			if st.checked[img] {
+				msg = "image " + img + " failed signature or attestation verification"
+			}
+			r := &p.Rules[0]
+			r.Status, r.Message = StatusFail, msg
+			if p.Policy.GetAnnotations()[ScoredAnnotation] == "false" {
+				r.Status = StatusWarn
+			}
+			break
+		}
+	}
+}

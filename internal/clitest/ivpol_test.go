@@ -1,0 +1,106 @@
+package clitest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/charter-dev/charter/imageverify"
+	"github.com/charter-dev/charter/internal/imagetest"
+)
+
+// TestImageValidatingPolicySuite runs a kyverno-test.yaml suite of an
+// ImageValidatingPolicy (isImageValidatingPolicy rows) against a loopback
+// registry, as `charter test --registry` does: the signed image passes,
+// the unsigned one fails with the validation's message, and the
+// NamespacedImageValidatingPolicy answers for its namespace's Pod.
+func TestImageValidatingPolicySuite(t *testing.T) {
+	reg := imagetest.NewRegistry(t)
+	key := imagetest.NewKey(t)
+	signed := reg.Push(t, "example/app", "signed")
+	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
+	reg.Push(t, "example/app", "unsigned")
+
+	dir := t.TempDir()
+	pem, _ := json.Marshal(key.PublicPEM)
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	attestor := `  attestors:
+  - name: key
+    cosign:
+      key: {data: ` + string(pem) + `}
+      ctlog: {insecureIgnoreTlog: true, insecureIgnoreSCT: true}
+  validations:
+  - expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.key]) > 0)"
+    message: image is not signed by the release key
+`
+	write("policy.yaml", `apiVersion: policies.kyverno.io/v1alpha1
+kind: ImageValidatingPolicy
+metadata: {name: signed-images}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"]}
+  matchImageReferences: [{glob: "ghcr.io/example/*"}]
+  validationConfigurations: {verifyDigest: false}
+`+attestor+`---
+apiVersion: policies.kyverno.io/v1
+kind: NamespacedImageValidatingPolicy
+metadata: {name: team-images, namespace: team-a}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"]}
+  validationConfigurations: {verifyDigest: false}
+`+attestor)
+	write("resources.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: signed, namespace: default}
+spec: {containers: [{name: app, image: "ghcr.io/example/app:signed"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: unsigned, namespace: default}
+spec: {containers: [{name: app, image: "ghcr.io/example/app:unsigned"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: team-unsigned, namespace: team-a}
+spec: {containers: [{name: app, image: "ghcr.io/example/app:unsigned"}]}
+`)
+	write(DefaultFileName, `apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: ivpol}
+policies: [policy.yaml]
+resources: [resources.yaml]
+results:
+- {isImageValidatingPolicy: true, policy: signed-images, resources: [signed], kind: Pod, result: pass}
+- {isImageValidatingPolicy: true, policy: signed-images, resources: [unsigned, team-a/team-unsigned], kind: Pod, result: fail}
+- {isImageValidatingPolicy: true, policy: team-images, resources: [team-a/team-unsigned], kind: Pod, result: fail}
+`)
+	runner := NewRunner(Options{FileName: DefaultFileName, ImageVerifier: imageverify.New(imageverify.Options{Mirror: reg.Host})})
+	results, err := runner.Run(context.Background(), []string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 || results[0].Err != nil {
+		t.Fatalf("results: %+v", results)
+	}
+	rows := results[0].Rows
+	if c := count(rows); c.Failed != 0 || c.Passed != 4 {
+		t.Fatalf("rows: %+v", rows)
+	}
+	said := false
+	for _, r := range rows {
+		said = said || r.Resource == "v1/Pod/default/unsigned" && r.Message == "image is not signed by the release key"
+	}
+	if !said {
+		t.Errorf("no row of the unsigned image says why: %+v", rows)
+	}
+}
