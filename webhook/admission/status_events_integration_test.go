@@ -3,17 +3,21 @@ package admission
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	webhookconfig "github.com/charter-dev/charter/webhook/config"
 )
 
 // TestPolicyStatusAndEventsOnRealAPIServer: policies get their Ready
@@ -80,6 +84,51 @@ func TestPolicyStatusAndEventsOnRealAPIServer(t *testing.T) {
 		}
 		if again.ResourceVersion != rv {
 			t.Errorf("status rewritten without a change: resourceVersion %s -> %s", rv, again.ResourceVersion)
+		}
+	})
+
+	t.Run("a policy is Ready only once the webhooks send its kinds", func(t *testing.T) {
+		// No policy matched ConfigMaps before: the API server sends them
+		// to charter only once the webhook configuration names them, and
+		// the policy must not look in force before that.
+		var p kyvernov1.ClusterPolicy
+		if err := yaml.UnmarshalStrict([]byte(`
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: audit-configmaps}
+spec:
+  rules:
+  - name: named
+    match: {any: [{resources: {kinds: [ConfigMap]}}]}
+    validate: {failureAction: Audit, message: m, pattern: {metadata: {name: "?*"}}}
+`), &p); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Create(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if _, c, err := ready(p.Name); err == nil && c.Status == metav1.ConditionTrue {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not Ready within 30 s", p.Name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		var v admissionregistrationv1.ValidatingWebhookConfiguration
+		if err := cl.Get(ctx, client.ObjectKey{Name: webhookconfig.ResourceValidatingName}, &v); err != nil {
+			t.Fatal(err)
+		}
+		var resources []string
+		for _, w := range v.Webhooks {
+			for _, r := range w.Rules {
+				resources = append(resources, r.Resources...)
+			}
+		}
+		if !slices.Contains(resources, "configmaps") {
+			t.Errorf("%s Ready while the validating webhooks send only %v", p.Name, resources)
 		}
 	})
 

@@ -3,12 +3,14 @@ package config
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -32,9 +34,28 @@ type Controller struct {
 	Settings func(ctx context.Context) (Settings, error)
 	// Interval between unprompted reconciles (default 10 s).
 	Interval time.Duration
-	Log      logr.Logger
+	// OnApplied, when set, is called after each reconcile that left the
+	// configurations in the API server as built from the policies (the
+	// policy status controller's Trigger: Configured may have changed).
+	OnApplied func()
+	Log       logr.Logger
 
 	trigger chan struct{}
+	// applied holds the generation of each policy (by UID) the
+	// configurations in the API server were last built from.
+	mu      sync.Mutex
+	applied map[types.UID]int64
+}
+
+// Configured reports whether the configurations in the API server were
+// built from p at its generation or a later one. Until then the API server
+// may not send p's resources to charter at all (a generate rule's
+// Namespace trigger, say), so p must not look in force.
+func (c *Controller) Configured(p kyvernov1.PolicyInterface) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gen, ok := c.applied[p.GetUID()]
+	return ok && gen >= p.GetGeneration()
 }
 
 // Trigger asks for a reconcile soon (policies or the CA changed).
@@ -86,7 +107,8 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if err := c.Resolver.Refresh(); err != nil {
 		return fmt.Errorf("discovery: %w", err)
 	}
-	cfgs, err := Build(c.Policies(), c.Resolver, settings)
+	policies := c.Policies()
+	cfgs, err := Build(policies, c.Resolver, settings)
 	if err != nil {
 		return err
 	}
@@ -97,6 +119,16 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		if err := apply(ctx, c.Client, desired); err != nil {
 			return err
 		}
+	}
+	applied := make(map[types.UID]int64, len(policies))
+	for _, p := range policies {
+		applied[p.GetUID()] = p.GetGeneration()
+	}
+	c.mu.Lock()
+	c.applied = applied
+	c.mu.Unlock()
+	if c.OnApplied != nil {
+		c.OnApplied()
 	}
 	return nil
 }

@@ -37,8 +37,10 @@ type Controller struct {
 	reader   client.Reader
 	policies Snapshots
 	interval time.Duration
-	log      logr.Logger
-	trigger  chan struct{}
+	// configured is Options.Configured; nil: every policy is.
+	configured func(kyvernov1.PolicyInterface) bool
+	log        logr.Logger
+	trigger    chan struct{}
 }
 
 // Options configure a Controller.
@@ -52,7 +54,13 @@ type Options struct {
 	Policies Snapshots
 	// Interval between unprompted reconciles (default DefaultResyncInterval).
 	Interval time.Duration
-	Log      logr.Logger
+	// Configured, when set, reports whether the webhook configurations in
+	// the API server were built from the policy's generation
+	// (config.Controller.Configured). A policy is written Ready only once
+	// they were: before, the API server may not send its resources to
+	// charter, and the policy would look in force while it is not.
+	Configured func(kyvernov1.PolicyInterface) bool
+	Log        logr.Logger
 }
 
 // New returns a controller; call Trigger on every new snapshot
@@ -64,8 +72,8 @@ func New(o Options) *Controller {
 	if o.Interval <= 0 {
 		o.Interval = DefaultResyncInterval
 	}
-	return &Controller{client: o.Client, reader: o.Reader, policies: o.Policies, interval: o.Interval, log: o.Log,
-		trigger: make(chan struct{}, 1)}
+	return &Controller{client: o.Client, reader: o.Reader, policies: o.Policies, interval: o.Interval,
+		configured: o.Configured, log: o.Log, trigger: make(chan struct{}, 1)}
 }
 
 // Trigger asks for a reconcile soon. It never blocks, so the policy cache
@@ -135,6 +143,12 @@ func (c *Controller) update(ctx context.Context, p kyvernov1.PolicyInterface, sn
 	}
 	v, ok := Decide(p, snap)
 	if !ok {
+		return nil
+	}
+	if v.Ready && p.GetSpec().AdmissionProcessingEnabled() && c.configured != nil && !c.configured(p) {
+		// Ready waits for the webhook configurations (their controller
+		// triggers this one once it wrote them); a policy with
+		// spec.admission false has no webhook to wait for.
 		return nil
 	}
 	desired := Desired(p, v)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -110,5 +111,66 @@ func TestReconcileWritesOnlyChanges(t *testing.T) {
 	}
 	if writes[valid.Name] != 1 || writes[invalid.Name] != 1 || writes[team.Name] != 1 {
 		t.Errorf("unchanged statuses written again: %v", writes)
+	}
+}
+
+// TestReadyWaitsForWebhookConfiguration: a served policy is written Ready
+// only once Configured says the webhook configurations were built from
+// its generation; a policy that does not compile, or one never served at
+// admission (spec.admission false: no webhook to wait for), is written at
+// once.
+func TestReadyWaitsForWebhookConfiguration(t *testing.T) {
+	valid := load(t, "require-labels.yaml").(*kyvernov1.ClusterPolicy)
+	invalid := load(t, "bad-anchor.yaml").(*kyvernov1.ClusterPolicy)
+	backgroundOnly := load(t, "background-only.yaml").(*kyvernov1.ClusterPolicy)
+	sch := runtime.NewScheme()
+	if err := kyvernov1.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	if err := policiesv1.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	cl := fake.NewClientBuilder().WithScheme(sch).WithObjects(valid.DeepCopy(), invalid.DeepCopy(), backgroundOnly.DeepCopy()).
+		WithStatusSubresource(&kyvernov1.ClusterPolicy{}).Build()
+	ctx := context.Background()
+	var objs []kyvernov1.PolicyInterface
+	for _, name := range []string{valid.Name, invalid.Name} {
+		var p kyvernov1.ClusterPolicy
+		if err := cl.Get(ctx, client.ObjectKey{Name: name}, &p); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, &p)
+	}
+	configured := false
+	c := New(Options{Client: cl, Policies: &fixedCache{snap: snapshot(t, objs...), synced: true},
+		Configured: func(kyvernov1.PolicyInterface) bool { return configured }})
+	conditions := func(name string) []metav1.Condition {
+		t.Helper()
+		var p kyvernov1.ClusterPolicy
+		if err := cl.Get(ctx, client.ObjectKey{Name: name}, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p.Status.Conditions
+	}
+
+	if err := c.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := conditions(valid.Name); len(got) != 0 {
+		t.Errorf("%s written before its webhooks were configured: %+v", valid.Name, got)
+	}
+	if got := meta.FindStatusCondition(conditions(invalid.Name), kyvernov1.PolicyConditionReady); got == nil || got.Status != metav1.ConditionFalse {
+		t.Errorf("%s: Ready condition %+v, want False at once", invalid.Name, got)
+	}
+	if !meta.IsStatusConditionTrue(conditions(backgroundOnly.Name), kyvernov1.PolicyConditionReady) {
+		t.Errorf("%s (admission: false): Ready condition %+v, want True at once", backgroundOnly.Name, conditions(backgroundOnly.Name))
+	}
+
+	configured = true
+	if err := c.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !meta.IsStatusConditionTrue(conditions(valid.Name), kyvernov1.PolicyConditionReady) {
+		t.Errorf("%s: Ready condition %+v once configured, want True", valid.Name, conditions(valid.Name))
 	}
 }
