@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -604,29 +605,56 @@ func serviceAccountKubeconfig(ctx context.Context, namespace, name string) strin
 // aggregateClusterRoles fills in the rules of aggregated ClusterRoles from
 // the ClusterRoles their selectors match, as kube-controller-manager's
 // clusterrole-aggregation controller does: the local control plane runs
-// no controller manager. On kind it writes what that controller writes.
+// no controller manager. On kind that controller writes the same roles at
+// the same time, so each role is read again and written only while it
+// lacks an aggregated rule, retrying on conflict.
 func aggregateClusterRoles(ctx context.Context) {
 	GinkgoHelper()
 	var roles rbacv1.ClusterRoleList
 	Expect(suite.client.List(ctx, &roles)).To(Succeed())
-	for i := range roles.Items {
-		agg := &roles.Items[i]
-		if agg.AggregationRule == nil {
+	for _, role := range roles.Items {
+		if role.AggregationRule == nil {
 			continue
 		}
-		var rules []rbacv1.PolicyRule
-		for _, sel := range agg.AggregationRule.ClusterRoleSelectors {
-			s, err := metav1.LabelSelectorAsSelector(&sel)
-			Expect(err).NotTo(HaveOccurred())
-			for _, member := range roles.Items {
-				if member.Name != agg.Name && member.AggregationRule == nil && s.Matches(labels.Set(member.Labels)) {
-					rules = append(rules, member.Rules...)
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var members rbacv1.ClusterRoleList
+			if err := suite.client.List(ctx, &members); err != nil {
+				return err
+			}
+			agg := &rbacv1.ClusterRole{}
+			if err := suite.client.Get(ctx, client.ObjectKey{Name: role.Name}, agg); err != nil {
+				return err
+			}
+			var rules []rbacv1.PolicyRule
+			for _, sel := range agg.AggregationRule.ClusterRoleSelectors {
+				s, err := metav1.LabelSelectorAsSelector(&sel)
+				if err != nil {
+					return err
+				}
+				for _, member := range members.Items {
+					if member.Name != agg.Name && member.AggregationRule == nil && s.Matches(labels.Set(member.Labels)) {
+						rules = append(rules, member.Rules...)
+					}
 				}
 			}
-		}
-		agg.Rules = rules
-		Expect(suite.client.Update(ctx, agg)).To(Succeed(), "aggregating ClusterRole %s", agg.Name)
+			if hasEveryRule(agg.Rules, rules) {
+				return nil
+			}
+			agg.Rules = rules
+			return suite.client.Update(ctx, agg)
+		})
+		Expect(err).NotTo(HaveOccurred(), "aggregating ClusterRole %s", role.Name)
 	}
+}
+
+// hasEveryRule says whether have holds each of want's rules.
+func hasEveryRule(have, want []rbacv1.PolicyRule) bool {
+	for _, w := range want {
+		if !slices.ContainsFunc(have, func(h rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(h, w) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // clientsetFor is a clientset of the kubeconfig file.
