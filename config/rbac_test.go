@@ -88,6 +88,7 @@ var reviewed = map[string][]grant{
 		{cluster, "kyverno.io", "updaterequests", "get,list,watch,delete", "its work queue"},
 		{cluster, "kyverno.io", "updaterequests/status", "get,update,patch", "UpdateRequest state"},
 		{cluster, "kyverno.io", "clusterpolicies/status,policies/status", "get,update,patch", "Background condition naming a forbidden write"},
+		{cluster, "policies.kyverno.io", "generatingpolicies/status,mutatingpolicies/status,namespacedgeneratingpolicies/status,namespacedmutatingpolicies/status", "get,update,patch", "Background condition of CEL policies"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector, Namespace triggers"},
 		{cluster, "", "configmaps", "get", "configMap context entries"},
 		{cluster, "", "events", "create,patch", "events on policies"},

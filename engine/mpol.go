@@ -38,6 +38,11 @@ type mutatingPolicy struct {
 	variants []*mpolVariant
 	// reinvoke is reinvocationPolicy IfNeeded.
 	reinvoke bool
+	// admission is evaluation.admission.enabled: without it the policy
+	// patches nothing at admission (it is there for its triggers).
+	admission bool
+	// existing is set with evaluation.mutateExisting (mpolexisting.go).
+	existing *mpolExisting
 }
 
 type mpolVariant struct {
@@ -48,6 +53,11 @@ type mpolVariant struct {
 	conditions  []celProgram
 	mutations   []mpolMutation
 	annotations []vpolAnnotation
+	// targetExpr and targetConditions select and admit mutate-existing
+	// targets (targetMatchConstraints.expression, targetMatchConditions,
+	// else matchConditions).
+	targetExpr       *celProgram
+	targetConditions []celProgram
 }
 
 type mpolMutation struct {
@@ -58,21 +68,21 @@ type mpolMutation struct {
 func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *Policy) CompileErrors {
 	spec := src.GetMutatingPolicySpec()
 	f := &faults{kind: src.GetKind(), name: p.key}
-	mp := &mutatingPolicy{reinvoke: spec.GetReinvocationPolicy() == admissionregistrationv1.IfNeededReinvocationPolicy}
+	mp := &mutatingPolicy{reinvoke: spec.GetReinvocationPolicy() == admissionregistrationv1.IfNeededReinvocationPolicy, admission: spec.AdmissionEnabled()}
 	if e := spec.EvaluationConfiguration; e != nil && e.Mode != "" && e.Mode != policiesv1.EvaluationModeKubernetes {
 		f.add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", e.Mode))
 	}
 	if !spec.AdmissionEnabled() && !spec.MutateExistingEnabled() {
 		f.add("spec.evaluation", "disabling both admission and mutateExisting evaluation modes is not allowed")
 	}
-	if spec.MutateExistingEnabled() {
-		f.add("spec.evaluation.mutateExisting", "mutate-existing for MutatingPolicies is not supported by charter yet")
-	}
 	if len(spec.Mutations) == 0 {
 		f.add("spec.mutations", "a MutatingPolicy needs at least one mutation")
 	}
 	if v := compileMPolVariant(spec, "spec", f); v != nil {
 		mp.variants = append(mp.variants, v)
+	}
+	if spec.MutateExistingEnabled() {
+		mp.existing = compileMPolExisting(spec, src.GetName(), f)
 	}
 	if len(f.errs) > 0 {
 		return f.errs
@@ -212,6 +222,9 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 			})
 		}
 	}
+	if spec.MutateExistingEnabled() {
+		compileTargetSelection(v, spec, path, decls, f)
+	}
 	for i, a := range spec.AuditAnnotations {
 		field := fmt.Sprintf("%s.auditAnnotations[%d]", path, i)
 		if a.Key == "" {
@@ -229,9 +242,29 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 // matchConditions (which see the variables) and the mutations in order,
 // each on the previous one's result. The policy's response carries the
 // patched object; the returned view has it for the next policy.
+//
+// With WithMutateExisting, a mutate-existing policy answers for its
+// targets instead (mutateExistingCEL), after its admission response when
+// it also mutates at admission and the run is not admission's background
+// check (the CLI shows both).
 func (p *Policy) mutateCEL(ctx context.Context, in *requestView, cfg *evalConfig) (PolicyResponse, *requestView) {
+	if !cfg.mutateExisting || p.mpol.existing == nil {
+		return p.mutateAdmission(ctx, in, cfg)
+	}
+	existing := p.mutateExistingCEL(ctx, in, cfg)
+	if cfg.backgroundChecks {
+		return PolicyResponse{Policy: p.source, Key: p.key, Patched: in.req.Object, Rules: existing}, in
+	}
+	resp, out := p.mutateAdmission(ctx, in, cfg)
+	resp.Rules = append(resp.Rules, existing...)
+	return resp, out
+}
+
+// mutateAdmission evaluates a MutatingPolicy on the request's object as
+// admission does; see mutateCEL.
+func (p *Policy) mutateAdmission(ctx context.Context, in *requestView, cfg *evalConfig) (PolicyResponse, *requestView) {
 	resp := PolicyResponse{Policy: p.source, Key: p.key, Patched: in.req.Object}
-	if in.req.Object == nil || in.op == kyvernov1.Delete {
+	if !p.mpol.admission || in.req.Object == nil || in.op == kyvernov1.Delete {
 		return resp, in
 	}
 	var v *mpolVariant
@@ -253,7 +286,7 @@ func (p *Policy) mutateCEL(ctx context.Context, in *requestView, cfg *evalConfig
 			return resp, in
 		}
 	}
-	o, patched := p.evaluateMPolVariant(ctx, in, cfg, v, &rr)
+	o, patched := p.evaluateMPolVariant(ctx, in, cfg, v, v.conditions, &rr)
 	rr.Status, rr.Message = o.status, o.message
 	if len(o.props) > 0 {
 		rr.Properties = o.props
@@ -266,15 +299,26 @@ func (p *Policy) mutateCEL(ctx context.Context, in *requestView, cfg *evalConfig
 	return resp, in
 }
 
-func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *evalConfig, v *mpolVariant, rr *RuleResponse) (outcome, map[string]any) {
+// mpolEvaluator returns an evaluator of the variant's expressions on the
+// request, its variables bound lazily.
+func (p *Policy) mpolEvaluator(ctx context.Context, in *requestView, cfg *evalConfig, v *mpolVariant) *celEvaluator {
 	ci := in.celInputs()
 	act := &vpolActivation{
 		celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
 		libs:          newLibReceivers(ctx, &cfg.loaders, p.namespace),
+		exceptions:    types.DefaultTypeAdapter.NativeToValue([]any{}),
 	}
 	cctx := v.compiler.CreateContext(ctx)
 	act.variables = cctx.Variables(act)
-	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+	return &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+}
+
+// evaluateMPolVariant runs exceptions, conditions (matchConditions at
+// admission, the target conditions for a mutate-existing target) and the
+// mutations on the request's object.
+func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *evalConfig, v *mpolVariant, conditions []celProgram, rr *RuleResponse) (outcome, map[string]any) {
+	e := p.mpolEvaluator(ctx, in, cfg, v)
+	act := e.act.(*vpolActivation)
 
 	allowed, exempt, err := p.celExceptions(e, in)
 	if err != nil {
@@ -292,8 +336,8 @@ func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *
 	}
 	act.exceptions = types.DefaultTypeAdapter.NativeToValue(allowed)
 
-	for i := range v.conditions {
-		val, err := e.eval(&v.conditions[i])
+	for i := range conditions {
+		val, err := e.eval(&conditions[i])
 		switch {
 		case err != nil:
 			return errorf("failed to evaluate policy: %v", err), nil
@@ -408,7 +452,10 @@ func MutatingPolicyRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.
 		return nil
 	}
 	spec := mp.GetMutatingPolicySpec()
-	if spec.MatchConstraints == nil {
+	if spec.MatchConstraints == nil || !spec.AdmissionEnabled() {
+		// A mutate-existing policy without admission patches nothing at
+		// admission: its triggers come through the validating webhook
+		// (MutateExistingTriggerRules).
 		return nil
 	}
 	out := append([]admissionregistrationv1.NamedRuleWithOperations(nil), spec.MatchConstraints.ResourceRules...)

@@ -15,7 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
 
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/controlplane"
@@ -65,6 +68,39 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		if _, err := (ConfigMaps{Client: cs}).ConfigMap(ctx, "default", "missing"); !apierrors.IsNotFound(err) {
 			t.Errorf("missing ConfigMap: %v, want NotFound", err)
+		}
+	})
+
+	// Objects as engine.ResourceLoader: resource.* and a MutatingPolicy's
+	// mutate-existing targets.
+	t.Run("resources", func(t *testing.T) {
+		objs := Objects{Client: dynamic.NewForConfigOrDie(cp.RESTConfig()),
+			Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))}
+		got, err := objs.Resource(ctx, "v1", "configmaps", "default", "registries")
+		if err != nil || got == nil || got["data"].(map[string]any)["allowed"] != "ghcr.io,registry.k8s.io" {
+			t.Errorf("Resource: %v, %v", got, err)
+		}
+		if got, err := objs.Resource(ctx, "v1", "configmaps", "default", "missing"); got != nil || err != nil {
+			t.Errorf("missing object: %v, %v; want nil, nil", got, err)
+		}
+		names := func(list []map[string]any) []string {
+			var out []string
+			for _, o := range list {
+				out = append(out, o["metadata"].(map[string]any)["name"].(string))
+			}
+			return out
+		}
+		list, err := objs.Resources(ctx, "v1", "configmaps", "default")
+		if n := strings.Join(names(list), ","); err != nil || !strings.Contains(n, "registries") || !strings.Contains(n, "other") {
+			t.Errorf("Resources of default: %v, %v", n, err)
+		}
+		// A cluster-scoped resource has no namespaces: all of it is listed.
+		list, err = objs.Resources(ctx, "v1", "namespaces", "default")
+		if n := strings.Join(names(list), ","); err != nil || !strings.Contains(n, "kube-system") {
+			t.Errorf("Resources of namespaces: %v, %v", n, err)
+		}
+		if _, err := objs.Resources(ctx, "v1", "nosuchresources", ""); err == nil {
+			t.Error("an unknown resource listed without error")
 		}
 	})
 

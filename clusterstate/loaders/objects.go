@@ -63,15 +63,79 @@ func (o Objects) Objects(ctx context.Context, q engine.ObjectQuery) ([]map[strin
 		}
 		opts.LabelSelector = sel.String()
 	}
-	list, err := ri.List(ctx, opts)
+	return list(ctx, ri, opts)
+}
+
+// list returns the content of the objects a LIST returns.
+func list(ctx context.Context, ri dynamic.ResourceInterface, opts metav1.ListOptions) ([]map[string]any, error) {
+	l, err := ri.List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]map[string]any, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, list.Items[i].Object)
+	out := make([]map[string]any, 0, len(l.Items))
+	for i := range l.Items {
+		out = append(out, l.Items[i].Object)
 	}
 	return out, nil
 }
 
 func hasWildcard(s string) bool { return strings.ContainsAny(s, "*?") }
+
+var _ engine.ResourceLoader = Objects{}
+
+// Resource implements engine.ResourceLoader (resource.Get, mutate-existing
+// targets a MutatingPolicy's expression names): a GET of the object, nil
+// when it does not exist.
+func (o Objects) Resource(ctx context.Context, apiVersion, resource, namespace, name string) (map[string]any, error) {
+	ri, err := o.resourceInterface(apiVersion, resource, namespace)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := ri.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return obj.Object, nil
+}
+
+// Resources implements engine.ResourceLoader (resource.List, a
+// MutatingPolicy's mutate-existing targets): a LIST of the namespace, or
+// of every namespace when namespace is "". A cluster-scoped resource has
+// no namespaces: all of its objects are listed, and the engine refuses
+// them to a namespaced policy by their empty namespace.
+func (o Objects) Resources(ctx context.Context, apiVersion, resource, namespace string) ([]map[string]any, error) {
+	ri, err := o.resourceInterface(apiVersion, resource, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return list(ctx, ri, metav1.ListOptions{})
+}
+
+// resourceInterface is the client of a resource, in namespace when it is
+// namespaced and namespace is set.
+func (o Objects) resourceInterface(apiVersion, resource, namespace string) (dynamic.ResourceInterface, error) {
+	if strings.Contains(resource, "/") {
+		return nil, fmt.Errorf("resource %q: subresources cannot be read", resource)
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+	}
+	gvr := gv.WithResource(resource)
+	kind, err := o.Mapper.KindFor(gvr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", gvr.String(), err)
+	}
+	mapping, err := o.Mapper.RESTMapping(kind.GroupKind(), kind.Version)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", gvr.String(), err)
+	}
+	res := o.Client.Resource(mapping.Resource)
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace && namespace != "" {
+		return res.Namespace(namespace), nil
+	}
+	return res, nil
+}

@@ -125,7 +125,10 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, informers crcache.Cache, mapp
 		return nil, fmt.Errorf("background: discovery client: %w", err)
 	}
 	lds := opts.State.Loaders
-	lds.Objects = loaders.Objects{Client: dyn, Mapper: mapper}
+	// Objects serve mutate-existing targets and clone sources; as
+	// Resources, a MutatingPolicy's targets and resource.* of CEL policies.
+	objects := loaders.Objects{Client: dyn, Mapper: mapper}
+	lds.Objects, lds.Resources = objects, objects
 	c := &Controller{
 		opts: opts, log: opts.Logger, client: cl, informer: informers, reader: informers,
 		dyn: dyn, meta: md, mapper: mapper, kube: kube, kinds: clusterstate.NewKinds(disco),

@@ -20,9 +20,9 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
-// createGeneratingPolicies creates the GeneratingPolicies and
-// NamespacedGeneratingPolicies of a testdata file.
-func (e *env) createGeneratingPolicies(file string) []client.Object {
+// createCELPolicies creates the GeneratingPolicies, MutatingPolicies and
+// their Namespaced variants of a testdata file.
+func (e *env) createCELPolicies(file string) []client.Object {
 	e.t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", file))
 	if err != nil {
@@ -40,6 +40,10 @@ func (e *env) createGeneratingPolicies(file string) []client.Object {
 			obj = &policiesv1.GeneratingPolicy{}
 		case policiesv1.NamespacedGeneratingPolicyKind:
 			obj = &policiesv1.NamespacedGeneratingPolicy{}
+		case policiesv1.MutatingPolicyKind:
+			obj = &policiesv1.MutatingPolicy{}
+		case policiesv1.NamespacedMutatingPolicyKind:
+			obj = &policiesv1.NamespacedMutatingPolicy{}
 		default:
 			e.t.Fatalf("%s: kind %q", file, probe.Kind)
 		}
@@ -77,7 +81,7 @@ func TestGeneratingPolicy(t *testing.T) {
 		e.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old", Labels: map[string]string{"copy": "yes"}}})
 	}
 	e.startController(Options{MaxAttempts: 2, RetryBase: 100 * time.Millisecond})
-	policies := e.createGeneratingPolicies("gpol-netpol.yaml")
+	policies := e.createCELPolicies("gpol-netpol.yaml")
 
 	e.eventually("generateExisting: NetworkPolicy in the existing namespace", func() error { return e.gpolNetworkPolicy("existing") })
 	e.eventually("generateExisting: team-a's ConfigMap copied in team-a", func() error {

@@ -65,6 +65,10 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 				if rr.PatchedTarget == nil {
 					continue
 				}
+				if err := targetInScope(p, rr.PatchedTarget); err != nil {
+					errs = append(errs, err)
+					continue
+				}
 				if err := c.writeTarget(ctx, rr.PatchedTarget); err != nil {
 					errs = append(errs, err)
 				}

@@ -27,6 +27,7 @@ package background
 // get;update;patch: a policy whose writes RBAC forbids gets a Background
 // condition naming the missing permission.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies/status;policies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=policies.kyverno.io,resources=mutatingpolicies/status;namespacedmutatingpolicies/status;generatingpolicies/status;namespacedgeneratingpolicies/status,verbs=get;update;patch
 // get;list;watch: namespaceSelectors, and Namespaces as triggers.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // get: configMap context entries read the ConfigMap they name.

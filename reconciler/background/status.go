@@ -269,15 +269,7 @@ func (c *Controller) writeCondition(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
-	var obj interface {
-		client.Object
-		kyvernov1.PolicyInterface
-	}
-	if ns, name, namespaced := strings.Cut(key, "/"); namespaced {
-		obj = &kyvernov1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	} else {
-		obj = &kyvernov1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: key}}
-	}
+	obj := c.statusObject(key)
 	if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}

@@ -210,6 +210,11 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 			// So does a MutatingPolicy, as a MAP does.
 			usedM = addResourceRules(mutating[fp], celRules, p.IsNamespaced(), mutateOps)
 		}
+		if celRules := engine.MutateExistingTriggerRules(p); celRules != nil {
+			// Its mutate-existing triggers reach the validating webhook,
+			// which makes UpdateRequests of allowed requests.
+			usedV = addResourceRules(validating[fp], celRules, p.IsNamespaced(), validateOps) || usedV
+		}
 		rules, err := autogen.ComputeRules(p)
 		if err != nil {
 			rules = spec.Rules

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -261,4 +262,72 @@ func TestBuildMutatingPolicy(t *testing.T) {
 	if len(cfgs.Validating.Webhooks) != 0 {
 		t.Error("a MutatingPolicy registered a validating webhook")
 	}
+}
+
+// TestBuildMutatingPolicyMutateExisting registers a mutate-existing
+// MutatingPolicy's matchConstraints in the validating webhook, whose
+// allowed requests become UpdateRequests; in the mutating webhook only
+// when it also mutates at admission.
+func TestBuildMutatingPolicyMutateExisting(t *testing.T) {
+	on, off := true, false
+	rule := func(res string, ops ...admissionregistrationv1.OperationType) admissionregistrationv1.NamedRuleWithOperations {
+		return admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{res}}}}
+	}
+	spec := func(res string, admission bool) policiesv1.MutatingPolicySpec {
+		return policiesv1.MutatingPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{rule(res, "CREATE", "UPDATE")}},
+			Mutations: []admissionregistrationv1.Mutation{{PatchType: admissionregistrationv1.PatchTypeApplyConfiguration,
+				ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: "Object{}"}}},
+			EvaluationConfiguration: &policiesv1.MutatingPolicyEvaluationConfiguration{
+				Admission:      &policiesv1.AdmissionConfiguration{Enabled: &admission},
+				MutateExisting: &policiesv1.MutateExistingConfiguration{Enabled: &on},
+			},
+		}
+	}
+	existingOnly := &policiesv1.MutatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "existing-only"}, Spec: spec("namespaces", off)}
+	both := &policiesv1.NamespacedMutatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "both", Namespace: "team-a"}, Spec: spec("configmaps", on)}
+	cfgs, err := Build([]kyvernov1.PolicyInterface{existingOnly, both}, resolver, Settings{Target: Target{URL: "https://x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, ws := range [][]string{listRules(cfgs.Validating.Webhooks), listRules(cfgs.Mutating.Webhooks)} {
+		for _, w := range ws {
+			name, r, _ := strings.Cut(w, "|")
+			got[name] = r
+		}
+	}
+	want := map[string]string{
+		ValidateWebhookFail + " /namespaces": "[CREATE UPDATE] *",
+		ValidateWebhookFail + " /configmaps": "[CREATE UPDATE] Namespaced",
+		MutateWebhookFail + " /configmaps":   "[CREATE UPDATE] Namespaced",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("rules:\n got %v\nwant %v", got, want)
+	}
+}
+
+// listRules lists "webhook group/resource|operations scope" of each
+// resource of each webhook's rules.
+func listRules(webhooks any) []string {
+	var out []string
+	add := func(name string, rules []admissionregistrationv1.RuleWithOperations) {
+		for _, r := range rules {
+			for _, res := range r.Resources {
+				out = append(out, name+" "+r.APIGroups[0]+"/"+res+"|"+fmt.Sprint(r.Operations, " ", *r.Scope))
+			}
+		}
+	}
+	switch ws := webhooks.(type) {
+	case []admissionregistrationv1.ValidatingWebhook:
+		for _, w := range ws {
+			add(w.Name, w.Rules)
+		}
+	case []admissionregistrationv1.MutatingWebhook:
+		for _, w := range ws {
+			add(w.Name, w.Rules)
+		}
+	}
+	return out
 }

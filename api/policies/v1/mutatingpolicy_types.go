@@ -240,11 +240,19 @@ func (s *MutatingPolicySpec) GetReinvocationPolicy() admissionregistrationv1.Rei
 
 // KyvernoSpec is a MutatingPolicy's settings in ClusterPolicy terms, for
 // the controllers that read those: admission and background switches,
-// failure policy and webhook timeout. It has no rules: the mutations are
-// compiled from the MutatingPolicySpec itself. It is built on each call,
-// so writing to it changes nothing.
-func (s *MutatingPolicySpec) KyvernoSpec() *kyvernov1.Spec {
-	admission, background := s.AdmissionEnabled(), s.BackgroundEnabled()
+// failure policy and webhook timeout. Its mutations are compiled from the
+// MutatingPolicySpec itself. With evaluation.mutateExisting it has one
+// mutate-existing rule named after the policy, as a GeneratingPolicy has
+// one generate rule: UpdateRequests and the background controller handle
+// it like a ClusterPolicy's mutate-existing rule, while the engine selects
+// the targets from targetMatchConstraints. It never mutates on policy
+// events (mutateExistingOnPolicyUpdate false): Kyverno's MutatingPolicy
+// acts on admission requests only. Such a policy is served at admission
+// even with evaluation.admission disabled, since its admission requests
+// are its triggers; the engine then patches nothing at admission. It is
+// built on each call, so writing to it changes nothing.
+func (s *MutatingPolicySpec) KyvernoSpec(name string) *kyvernov1.Spec {
+	admission, background := s.AdmissionEnabled() || s.MutateExistingEnabled(), s.BackgroundEnabled()
 	out := &kyvernov1.Spec{Admission: &admission, Background: &background}
 	fp := kyvernov1.Fail
 	if s.GetFailurePolicy() == admissionregistrationv1.Ignore {
@@ -255,7 +263,44 @@ func (s *MutatingPolicySpec) KyvernoSpec() *kyvernov1.Spec {
 		t := *w.TimeoutSeconds
 		out.WebhookTimeoutSeconds = &t
 	}
+	if s.MutateExistingEnabled() {
+		onPolicyUpdate := false
+		rule := kyvernov1.Rule{
+			Name: name,
+			Mutation: &kyvernov1.Mutation{
+				MutateExistingOnPolicyUpdate: &onPolicyUpdate,
+				// One empty target marks the rule mutate-existing.
+				Targets: []kyvernov1.TargetResourceSpec{{}},
+			},
+		}
+		if s.matchesDelete() {
+			// A deleted object triggers the rule only when the policy
+			// asks for DELETE, as for a ClusterPolicy's rule.
+			rule.MatchResources.ResourceDescription.Operations = []kyvernov1.AdmissionOperation{kyvernov1.Delete}
+		}
+		if e := s.EvaluationConfiguration; e != nil && e.SkipBackgroundRequests != nil {
+			skip := *e.SkipBackgroundRequests
+			rule.SkipBackgroundRequests = &skip
+		}
+		out.Rules = []kyvernov1.Rule{rule}
+	}
 	return out
+}
+
+// matchesDelete reports whether a resource rule of matchConstraints
+// selects DELETE requests.
+func (s *MutatingPolicySpec) matchesDelete() bool {
+	if s.MatchConstraints == nil {
+		return false
+	}
+	for _, r := range s.MatchConstraints.ResourceRules {
+		for _, op := range r.Operations {
+			if op == admissionregistrationv1.Delete || op == admissionregistrationv1.OperationAll {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // MutatingPolicyLike is what MutatingPolicy and NamespacedMutatingPolicy
@@ -280,7 +325,7 @@ func (p *MutatingPolicy) GetMutatingPolicySpec() *MutatingPolicySpec { return &p
 
 // GetSpec returns the policy's settings in ClusterPolicy terms (see
 // MutatingPolicySpec.KyvernoSpec).
-func (p *MutatingPolicy) GetSpec() *kyvernov1.Spec { return p.Spec.KyvernoSpec() }
+func (p *MutatingPolicy) GetSpec() *kyvernov1.Spec { return p.Spec.KyvernoSpec(p.Name) }
 
 // GetStatus returns the policy's status.
 func (p *MutatingPolicy) GetStatus() *kyvernov1.PolicyStatus { return &p.Status }
@@ -302,7 +347,7 @@ func (p *NamespacedMutatingPolicy) GetMutatingPolicySpec() *MutatingPolicySpec {
 
 // GetSpec returns the policy's settings in ClusterPolicy terms (see
 // MutatingPolicySpec.KyvernoSpec).
-func (p *NamespacedMutatingPolicy) GetSpec() *kyvernov1.Spec { return p.Spec.KyvernoSpec() }
+func (p *NamespacedMutatingPolicy) GetSpec() *kyvernov1.Spec { return p.Spec.KyvernoSpec(p.Name) }
 
 // GetStatus returns the policy's status.
 func (p *NamespacedMutatingPolicy) GetStatus() *kyvernov1.PolicyStatus { return &p.Status }

@@ -1,0 +1,338 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	celgo "github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"google.golang.org/protobuf/types/known/structpb"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+// mpolExisting is the mutate-existing part of a MutatingPolicy with
+// evaluation.mutateExisting (cel-policy-types.md §3.3.2): an admission
+// request its matchConstraints and matchConditions select is a trigger;
+// the background controller then patches the existing targets, each
+// evaluated as an UPDATE of itself. Its responses carry the policy's
+// synthetic rule name (MutatingPolicySpec.KyvernoSpec), under which
+// UpdateRequests and the background controller know the work.
+type mpolExisting struct {
+	rule string
+	// trigger is matchConstraints for any operation: in the background
+	// controller the trigger is the object as it is now, admission
+	// having checked the operation when it created the UpdateRequest.
+	trigger *constraints
+	// resources are listed for targets when there is no target
+	// expression: targetMatchConstraints' resource rules, else
+	// matchConstraints'.
+	resources []schema.GroupVersionResource
+	// targets select the listed (or the expression's) objects: resource
+	// rules, exclusions, selectors and resourceNames, for any operation.
+	// nil for an expression without resource rules: its objects are the
+	// targets.
+	targets *constraints
+}
+
+// compileMPolExisting compiles the mutate-existing part of a
+// MutatingPolicy. Targets are listed by group, version and resource, so a
+// resource rule that lists them must name them exactly: a wildcard or a
+// subresource is refused here rather than silently matching nothing.
+func compileMPolExisting(spec *policiesv1.MutatingPolicySpec, rule string, f *faults) *mpolExisting {
+	ex := &mpolExisting{rule: rule}
+	var err error
+	if ex.trigger, err = compileConstraints(anyOperation(spec.MatchConstraints)); err != nil {
+		// compileMPolVariant reports matchConstraints' faults.
+		return nil
+	}
+	tmc := spec.TargetMatchConstraints
+	src, path := spec.MatchConstraints, "spec.matchConstraints"
+	if tmc != nil && len(tmc.ResourceRules) > 0 {
+		src, path = &tmc.MatchResources, "spec.targetMatchConstraints"
+	}
+	if tmc != nil && strings.TrimSpace(tmc.Expression) != "" {
+		if len(tmc.ResourceRules) > 0 {
+			if ex.targets, err = compileConstraints(anyOperation(&tmc.MatchResources)); err != nil {
+				f.add(path, err.Error())
+			}
+		}
+		return ex
+	}
+	if ex.targets, err = compileConstraints(anyOperation(src)); err != nil {
+		f.add(path, err.Error())
+		return ex
+	}
+	seen := map[schema.GroupVersionResource]bool{}
+	for i, r := range src.ResourceRules {
+		field := fmt.Sprintf("%s.resourceRules[%d]", path, i)
+		for _, g := range r.APIGroups {
+			for _, v := range r.APIVersions {
+				for _, res := range r.Resources {
+					if g == "*" || v == "*" || strings.ContainsAny(res, "*/") {
+						f.add(field, fmt.Sprintf("mutateExisting lists its targets by group, version and resource: %q/%q/%q names none exactly (no wildcards or subresources); "+
+							"list the resources, or select targets with targetMatchConstraints", g, v, res))
+						continue
+					}
+					gvr := schema.GroupVersionResource{Group: g, Version: v, Resource: res}
+					if !seen[gvr] {
+						seen[gvr] = true
+						ex.resources = append(ex.resources, gvr)
+					}
+				}
+			}
+		}
+	}
+	return ex
+}
+
+// anyOperation is a copy of mc whose resource rules select every
+// operation.
+func anyOperation(mc *admissionregistrationv1.MatchResources) *admissionregistrationv1.MatchResources {
+	if mc == nil {
+		return nil
+	}
+	out := mc.DeepCopy()
+	for i := range out.ResourceRules {
+		out.ResourceRules[i].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}
+	}
+	return out
+}
+
+// compileTargetSelection compiles, with the variant's compiler (so that
+// they see the variables), the target expression and targetMatchConditions
+// of a mutate-existing policy.
+func compileTargetSelection(v *mpolVariant, spec *policiesv1.MutatingPolicySpec, path string, decls plugincel.OptionalVariableDeclarations, f *faults) {
+	compile := func(expr string, returns []*celgo.Type, field string) celgo.Program {
+		if strings.TrimSpace(expr) == "" {
+			f.add(field, "expression must not be empty")
+			return nil
+		}
+		res := v.compiler.CompileCELExpression(&celAccessor{expr: expr, returns: returns}, decls, environment.StoredExpressions)
+		if res.Error != nil {
+			f.add(field, celFault(res.Error.Detail))
+			return nil
+		}
+		return res.Program
+	}
+	if tmc := spec.TargetMatchConstraints; tmc != nil && strings.TrimSpace(tmc.Expression) != "" {
+		if p := compile(tmc.Expression, anyReturn(), path+".targetMatchConstraints.expression"); p != nil {
+			v.targetExpr = &celProgram{expr: tmc.Expression, program: p}
+		}
+	}
+	if len(spec.TargetMatchConditions) == 0 {
+		// Without targetMatchConditions a target passes the policy's own
+		// matchConditions, as Kyverno's add-privileged-existing-namespaces
+		// test shows (kube-system, excluded by a matchCondition, is not
+		// patched when another namespace triggers the policy).
+		v.targetConditions = v.conditions
+		return
+	}
+	for i, mc := range spec.TargetMatchConditions {
+		field := fmt.Sprintf("%s.targetMatchConditions[%d].expression", path, i)
+		if p := compile(mc.Expression, boolReturn(), field); p != nil {
+			v.targetConditions = append(v.targetConditions, celProgram{expr: mc.Expression, program: p})
+		}
+	}
+}
+
+// mutateExistingCEL is a mutate-existing MutatingPolicy's answer to a
+// trigger. With background checks (admission deciding on an
+// UpdateRequest) it is one pass response when matchConstraints and
+// matchConditions select the request. Otherwise it selects the targets and
+// returns one response per target: pass with the patched target when the
+// mutations changed it, pass without one when they did not, skip when
+// targetMatchConditions (or matchConditions) do not hold, error when the
+// policy fails on it or a namespaced policy's target lies outside its
+// namespace. The trigger itself is never changed here.
+func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *evalConfig) []RuleResponse {
+	ex := p.mpol.existing
+	v := p.mpol.variants[0]
+	if in.req.Object == nil {
+		return nil
+	}
+	match := ex.trigger
+	if cfg.backgroundChecks {
+		match = v.match
+	}
+	if !match.matches(in) {
+		return nil
+	}
+	base := RuleResponse{Name: ex.rule, Type: TypeMutation}
+	answer := func(o outcome) []RuleResponse {
+		rr := base
+		rr.Status, rr.Message = o.status, o.message
+		return []RuleResponse{rr}
+	}
+	e := p.mpolEvaluator(ctx, in, cfg, v)
+	for i := range v.conditions {
+		val, err := e.eval(&v.conditions[i])
+		switch {
+		case err != nil:
+			return answer(errorf("failed to evaluate policy: %v", err))
+		case val != types.True:
+			if cfg.backgroundChecks {
+				return nil
+			}
+			return answer(skip("skip"))
+		}
+	}
+	if cfg.backgroundChecks {
+		return answer(pass("success"))
+	}
+	targets, err := p.mpolTargets(ctx, e, v, ex, cfg)
+	if err != nil {
+		return answer(errorf("failed to select targets: %v", err))
+	}
+	var out []RuleResponse
+	for _, t := range targets {
+		rr := base
+		ref := refOf(t.object)
+		rr.Target = &ref
+		if p.namespace != "" && ref.Namespace != p.namespace {
+			rr.Status, rr.Message = StatusError, outOfScope("mutate", p.namespace, ref.Namespace).Error()
+			out = append(out, rr)
+			continue
+		}
+		treq := &Request{
+			Operation: kyvernov1.Update, Object: t.object, OldObject: t.object, Resource: t.resource,
+			UserInfo: in.req.UserInfo, Roles: in.req.Roles, ClusterRoles: in.req.ClusterRoles,
+		}
+		tv := newRequestView(ctx, treq, cfg)
+		if ex.targets != nil && !ex.targets.matches(tv) {
+			continue
+		}
+		o, patched := p.evaluateMPolVariant(ctx, tv, cfg, v, v.targetConditions, &rr)
+		rr.Status, rr.Message = o.status, o.message
+		if len(o.props) > 0 {
+			rr.Properties = o.props
+		}
+		if o.status == StatusPass && patched != nil && !reflect.DeepEqual(patched, t.object) {
+			rr.PatchedTarget = patched
+		}
+		out = append(out, rr)
+	}
+	return out
+}
+
+// mpolTarget is an existing object to mutate and its resource.
+type mpolTarget struct {
+	object   map[string]any
+	resource schema.GroupVersionResource
+}
+
+// mpolTargets lists the targets: the objects the target expression names
+// (evaluated with object = the trigger), each read again so that its
+// resourceVersion is current, or every object of the target resources (in
+// a namespaced policy's namespace only).
+func (p *Policy) mpolTargets(ctx context.Context, e *celEvaluator, v *mpolVariant, ex *mpolExisting, cfg *evalConfig) ([]mpolTarget, error) {
+	l := cfg.loaders.Resources
+	if l == nil {
+		return nil, fmt.Errorf("no loader for existing resources")
+	}
+	if v.targetExpr == nil {
+		var out []mpolTarget
+		for _, gvr := range ex.resources {
+			objs, err := l.Resources(ctx, gvr.GroupVersion().String(), gvr.Resource, p.namespace)
+			if err != nil {
+				return nil, fmt.Errorf("listing %s: %w", gvr.String(), err)
+			}
+			for _, o := range objs {
+				out = append(out, mpolTarget{object: o, resource: gvr})
+			}
+		}
+		return out, nil
+	}
+	val, err := e.eval(v.targetExpr)
+	if err != nil {
+		return nil, fmt.Errorf("targetMatchConstraints.expression: %w", err)
+	}
+	refs, err := targetRefs(val)
+	if err != nil {
+		return nil, fmt.Errorf("targetMatchConstraints.expression: %w", err)
+	}
+	var out []mpolTarget
+	for _, r := range refs {
+		gv, err := schema.ParseGroupVersion(r.APIVersion)
+		if err != nil || r.Kind == "" || r.Name == "" {
+			return nil, fmt.Errorf("targetMatchConstraints.expression: an object needs apiVersion, kind and metadata.name, got %q %q %q", r.APIVersion, r.Kind, r.Name)
+		}
+		if p.namespace != "" && r.Namespace != p.namespace {
+			// Refused per target by the caller; never read.
+			out = append(out, mpolTarget{object: map[string]any{"apiVersion": r.APIVersion, "kind": r.Kind,
+				"metadata": map[string]any{"name": r.Name, "namespace": r.Namespace}}})
+			continue
+		}
+		gvr := gv.WithResource(ResourceForKind(r.Kind))
+		obj, err := l.Resource(ctx, r.APIVersion, gvr.Resource, r.Namespace, r.Name)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s %s: %w", r.Kind, objectName(r.Namespace, r.Name), err)
+		}
+		if obj != nil {
+			out = append(out, mpolTarget{object: obj, resource: gvr})
+		}
+	}
+	return out, nil
+}
+
+// targetRefs names the objects a target expression returned: one object,
+// or a list of them under items.
+func targetRefs(val ref.Val) ([]ResourceRef, error) {
+	native, err := val.ConvertToNative(reflect.TypeFor[*structpb.Value]())
+	if err != nil {
+		return nil, fmt.Errorf("want map(string, any), got %s", val.Type().TypeName())
+	}
+	m, ok := native.(*structpb.Value).AsInterface().(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("want map(string, any), got %s", val.Type().TypeName())
+	}
+	items, hasItems := m["items"]
+	if !hasItems {
+		return []ResourceRef{refOf(m)}, nil
+	}
+	list, ok := items.([]any)
+	if !ok {
+		return nil, fmt.Errorf("items: want a list of objects")
+	}
+	out := make([]ResourceRef, 0, len(list))
+	for i, it := range list {
+		obj, ok := it.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("items[%d]: want an object", i)
+		}
+		out = append(out, refOf(obj))
+	}
+	return out, nil
+}
+
+func objectName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// MutateExistingTriggerRules returns the resource rules whose requests
+// trigger a mutate-existing MutatingPolicy: its matchConstraints' rules,
+// which the validating webhook registers (UpdateRequests are made from
+// allowed requests, after every mutation). It returns nil for other
+// policies.
+func MutateExistingTriggerRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
+	mp, ok := p.(policiesv1.MutatingPolicyLike)
+	if !ok {
+		return nil
+	}
+	spec := mp.GetMutatingPolicySpec()
+	if !spec.MutateExistingEnabled() || spec.MatchConstraints == nil {
+		return nil
+	}
+	return append([]admissionregistrationv1.NamedRuleWithOperations(nil), spec.MatchConstraints.ResourceRules...)
+}

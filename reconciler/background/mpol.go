@@ -1,0 +1,73 @@
+package background
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+// A MutatingPolicy with evaluation.mutateExisting (cel-policy-types.md
+// §3.3.2) reaches this controller as a ClusterPolicy's mutate-existing
+// rule does: its one synthetic rule, named after it
+// (MutatingPolicySpec.KyvernoSpec), gets UpdateRequests from admission
+// (webhook/updaterequest, loop protection included), and mutateExisting
+// carries them out: the engine selects the targets from
+// targetMatchConstraints (or matchConstraints) through the Resources
+// loader, evaluates each as an UPDATE of itself, and every changed target
+// is written with an Update at the resourceVersion it was read at. As in
+// Kyverno, it does not run on policy events: its triggers are admission
+// requests only.
+
+// targetInScope refuses a patched target outside a namespaced policy's
+// namespace: the engine refuses those already, and the write is where a
+// tenant's policy would act on someone else's objects, so it is checked
+// again here.
+func targetInScope(p kyvernov1.PolicyInterface, target map[string]any) error {
+	if p == nil || !p.IsNamespaced() {
+		return nil
+	}
+	u := unstructured.Unstructured{Object: target}
+	if ns := u.GetNamespace(); ns != p.GetNamespace() {
+		where := "the cluster scope"
+		if ns != "" {
+			where = "namespace " + ns
+		}
+		return fmt.Errorf("%s %s of %s: a namespaced policy acts in namespace %s only, not in %s; not written",
+			u.GetKind(), objectName(ns, u.GetName()), where, p.GetNamespace(), where)
+	}
+	return nil
+}
+
+// statusObject is an empty object of the kind of the installed policy
+// key names, to read and patch its status: a ClusterPolicy or Policy
+// unless the installed policy is a policies.kyverno.io one.
+func (c *Controller) statusObject(key string) interface {
+	client.Object
+	kyvernov1.PolicyInterface
+} {
+	ns, name, namespaced := strings.Cut(key, "/")
+	if !namespaced {
+		ns, name = "", key
+	}
+	meta := metav1.ObjectMeta{Namespace: ns, Name: name}
+	switch c.compiled.Load().byKey[key].(type) {
+	case *policiesv1.MutatingPolicy:
+		return &policiesv1.MutatingPolicy{ObjectMeta: meta}
+	case *policiesv1.NamespacedMutatingPolicy:
+		return &policiesv1.NamespacedMutatingPolicy{ObjectMeta: meta}
+	case *policiesv1.GeneratingPolicy:
+		return &policiesv1.GeneratingPolicy{ObjectMeta: meta}
+	case *policiesv1.NamespacedGeneratingPolicy:
+		return &policiesv1.NamespacedGeneratingPolicy{ObjectMeta: meta}
+	}
+	if namespaced {
+		return &kyvernov1.Policy{ObjectMeta: meta}
+	}
+	return &kyvernov1.ClusterPolicy{ObjectMeta: meta}
+}
