@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
+	"unsafe"
 	"weak"
 
 	celgo "github.com/google/cel-go/cel"
@@ -215,6 +217,60 @@ func celFault(detail string) string {
 // built once per request and shared by every CEL rule.
 type celInputs struct {
 	object, oldObject, request, namespace ref.Val
+	// adapter wraps the request's values for every expression of every
+	// policy that reads them.
+	adapter *sharedAdapter
+}
+
+// sharedAdapter converts a request's unstructured values to CEL values,
+// each map and list once: every policy reading object.spec.containers then
+// walks the same wrappers instead of allocating its own on each access
+// (a set of CEL policies reads the same few fields many times over). A
+// wrapper only views its map or list, so one changed in place (mutation)
+// reads as changed. Values are keyed by their map or backing array, which
+// the wrapper held here keeps alive, so an address is never reused for
+// another value while it is a key. One request's evaluation is sequential:
+// the adapter is not safe for concurrent use.
+type sharedAdapter struct {
+	wrapped map[sharedKey]ref.Val
+}
+
+type sharedKey struct {
+	p unsafe.Pointer
+	n int // length of a list; -1 for a map
+}
+
+func (a *sharedAdapter) NativeToValue(v any) ref.Val {
+	var key sharedKey
+	switch x := v.(type) {
+	case map[string]any:
+		if x == nil {
+			break
+		}
+		key = sharedKey{p: reflect.ValueOf(x).UnsafePointer(), n: -1}
+	case []any:
+		if len(x) == 0 {
+			break
+		}
+		key = sharedKey{p: unsafe.Pointer(unsafe.SliceData(x)), n: len(x)}
+	}
+	if key.p == nil {
+		return types.DefaultTypeAdapter.NativeToValue(v)
+	}
+	if w, ok := a.wrapped[key]; ok {
+		return w
+	}
+	var w ref.Val
+	if m, ok := v.(map[string]any); ok {
+		w = types.NewStringInterfaceMap(a, m)
+	} else {
+		w = types.NewDynamicList(a, v)
+	}
+	if a.wrapped == nil {
+		a.wrapped = map[sharedKey]ref.Val{}
+	}
+	a.wrapped[key] = w
+	return w
 }
 
 // celInputs builds the request's CEL variables on first use. The objects
@@ -224,18 +280,18 @@ func (in *requestView) celInputs() *celInputs {
 	if in.cel != nil {
 		return in.cel
 	}
-	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, namespace: types.NullValue}
+	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, namespace: types.NullValue, adapter: &sharedAdapter{}}
 	if in.req.Object != nil {
-		ci.object = types.DefaultTypeAdapter.NativeToValue(in.req.Object)
+		ci.object = ci.adapter.NativeToValue(in.req.Object)
 	}
 	if in.req.OldObject != nil {
-		ci.oldObject = types.DefaultTypeAdapter.NativeToValue(in.req.OldObject)
+		ci.oldObject = ci.adapter.NativeToValue(in.req.OldObject)
 	}
-	ci.request = types.DefaultTypeAdapter.NativeToValue(in.admissionRequest(in.op))
+	ci.request = ci.adapter.NativeToValue(in.admissionRequest(in.op))
 	if ns := in.res.Namespace; ns != "" && !(in.gvk.Kind == "Namespace" && in.gvk.Group == "") {
 		if l, ok := in.cfg.loaders.Namespaces.(NamespaceObjectLoader); ok {
 			if obj, err := l.NamespaceObject(in.ctx, ns); err == nil && obj != nil {
-				ci.namespace = types.DefaultTypeAdapter.NativeToValue(obj)
+				ci.namespace = ci.adapter.NativeToValue(obj)
 				in.cel = ci
 				return ci
 			}
@@ -250,7 +306,7 @@ func (in *requestView) celInputs() *celInputs {
 			}
 			meta["labels"] = l
 		}
-		ci.namespace = types.DefaultTypeAdapter.NativeToValue(map[string]any{
+		ci.namespace = ci.adapter.NativeToValue(map[string]any{
 			"apiVersion": "v1", "kind": "Namespace", "metadata": meta,
 		})
 	}
@@ -338,19 +394,17 @@ type celEvaluator struct {
 	ctx    plugincel.CompositionContext
 	act    interpreter.Activation
 	budget int64
+	// variablesCost is what celVariables evaluated since the last eval.
+	variablesCost int64
 }
 
 func (e *celEvaluator) eval(p *celProgram) (ref.Val, error) {
 	val, details, err := p.program.ContextEval(e.ctx, e.act)
-	// Variables are evaluated lazily and charge their cost to the context.
-	cost := e.ctx.GetAndResetCost()
-	if details != nil && details.ActualCost() != nil {
-		c := *details.ActualCost()
-		if c > math.MaxInt64 {
-			c = math.MaxInt64
-		}
-		cost += int64(c)
-	}
+	// Variables are evaluated lazily and charge their cost to the context
+	// (or to variablesCost, celVariables).
+	cost := e.ctx.GetAndResetCost() + e.variablesCost
+	e.variablesCost = 0
+	cost += actualCost(details)
 	e.budget -= cost
 	if e.budget < 0 {
 		return nil, errCELBudget
@@ -359,6 +413,14 @@ func (e *celEvaluator) eval(p *celProgram) (ref.Val, error) {
 		return nil, err
 	}
 	return val, nil
+}
+
+// actualCost is what an evaluation cost, by its details.
+func actualCost(details *celgo.EvalDetails) int64 {
+	if details == nil || details.ActualCost() == nil {
+		return 0
+	}
+	return int64(min(*details.ActualCost(), math.MaxInt64))
 }
 
 // cel evaluates a validate.cel rule: celPreconditions first (any false

@@ -70,30 +70,42 @@ func (c *libContext) Equal(o ref.Val) ref.Val { return types.Bool(o == ref.Val(c
 func (c *libContext) Type() ref.Type          { return c.typ }
 func (c *libContext) Value() any              { return c }
 
-// libReceivers are the receiver values of one evaluation.
+// libReceivers are the receiver values of one evaluation, made when an
+// expression first names them: most policies use none.
 type libReceivers struct {
+	ctx     context.Context
+	loaders *Loaders
+	// namespace binds the methods without a namespace argument to the
+	// policy's namespace (see libContext).
+	namespace                     string
 	resource, image, global, http *libContext
 }
 
 func newLibReceivers(ctx context.Context, l *Loaders, namespace string) *libReceivers {
-	mk := func(t *celgo.Type) *libContext {
-		return &libContext{ctx: ctx, loaders: l, namespace: namespace, typ: t}
-	}
-	return &libReceivers{resource: mk(resourceLibType), image: mk(imageDataLibType), global: mk(globalContextLibType), http: mk(httpLibType)}
+	return &libReceivers{ctx: ctx, loaders: l, namespace: namespace}
 }
 
 func (r *libReceivers) resolve(name string) (any, bool) {
 	switch name {
 	case resourceVar:
-		return r.resource, true
+		return r.receiver(&r.resource, resourceLibType), true
 	case imageDataVar:
-		return r.image, true
+		return r.receiver(&r.image, imageDataLibType), true
 	case globalContextVar:
-		return r.global, true
+		return r.receiver(&r.global, globalContextLibType), true
 	case httpVar:
-		return r.http, true
+		return r.receiver(&r.http, httpLibType), true
 	}
 	return nil, false
+}
+
+// receiver returns *c, made on first use: a receiver is the same value for
+// the whole evaluation (libContext.Equal compares identity).
+func (r *libReceivers) receiver(c **libContext, t ref.Type) *libContext {
+	if *c == nil {
+		*c = &libContext{ctx: r.ctx, loaders: r.loaders, namespace: r.namespace, typ: t}
+	}
+	return *c
 }
 
 // withKyvernoLibraries extends the VAP environment with Kyverno's libraries

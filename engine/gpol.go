@@ -250,7 +250,7 @@ func (p *Policy) evaluateGenerating(e *celEvaluator, act *gpolActivation, in *re
 		o.props = map[string]string{"exceptions": exempt.names()}
 		return &o
 	}
-	act.exceptions = types.DefaultTypeAdapter.NativeToValue(allowed)
+	act.exceptions = allowed
 	for i := range p.gpol.conditions {
 		val, err := e.eval(&p.gpol.conditions[i])
 		if err != nil {

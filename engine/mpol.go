@@ -334,7 +334,7 @@ func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *
 		o.props = map[string]string{"exceptions": exempt.names()}
 		return o, nil
 	}
-	act.exceptions = types.DefaultTypeAdapter.NativeToValue(allowed)
+	act.exceptions = allowed
 
 	for i := range conditions {
 		val, err := e.eval(&conditions[i])

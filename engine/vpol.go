@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
@@ -46,6 +49,7 @@ type vpolVariant struct {
 	lazy        *lazyVariant
 	compiler    *plugincel.CompositedCompiler
 	conditions  []celProgram
+	variables   []celVariable
 	validations []celExpression
 	annotations []vpolAnnotation
 }
@@ -231,7 +235,9 @@ func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path stri
 		res := v.compiler.CompileAndStoreVariable(&celAccessor{name: vr.Name, expr: vr.Expression, returns: anyReturn()}, decls, environment.StoredExpressions)
 		if res.Error != nil {
 			f.add(field+".expression", celFault(res.Error.Detail))
+			continue
 		}
+		v.variables = append(v.variables, celVariable{name: vr.Name, program: res.Program})
 	}
 	for i, val := range spec.Validations {
 		field := fmt.Sprintf("%s.validations[%d]", path, i)
@@ -341,9 +347,8 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 		celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
 		libs:          newLibReceivers(ctx, &cfg.loaders, p.vpol.namespace),
 	}
-	cctx := v.compiler.CreateContext(ctx)
-	act.variables = cctx.Variables(act)
-	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+	e := &celEvaluator{ctx: v.compiler.CreateContext(ctx), act: act, budget: celconfig.RuntimeCELCostBudget}
+	act.variables = &celVariables{e: e, defs: v.variables}
 
 	allowed, exempt, err := p.celExceptions(e, in)
 	if err != nil {
@@ -360,7 +365,7 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 		o.props = map[string]string{"exceptions": exempt.names()}
 		return o
 	}
-	act.exceptions = types.DefaultTypeAdapter.NativeToValue(allowed)
+	act.exceptions = allowed
 
 	var condErrs []string
 	for i := range v.conditions {
@@ -411,6 +416,114 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 	}
 	return result
 }
+
+// celVariable is a compiled variable of a policy.
+type celVariable struct {
+	name    string
+	program celgo.Program
+}
+
+// variablesType is the type of `variables`, as the composited compiler
+// names it.
+var variablesType = types.NewTypeValue("kubernetes.variables", traits.IndexerType|traits.FieldTesterType|traits.IterableType)
+
+// celVariables is `variables` in one evaluation of a policy: each variable
+// is evaluated when an expression first reads it, once, its cost charged
+// to the evaluation's budget, as the composited compiler's own lazy map
+// does. Unlike that map, it finds a variable by its name as written,
+// without running a regular expression over the name on every read (a set
+// of ValidatingPolicies reads its variables thousands of times a second).
+type celVariables struct {
+	e    *celEvaluator
+	defs []celVariable
+	vals []ref.Val
+}
+
+func (m *celVariables) index(key ref.Val) (int, ref.Val) {
+	name, ok := key.(types.String)
+	if !ok {
+		return -1, types.MaybeNoSuchOverloadErr(key)
+	}
+	for i := range m.defs {
+		if m.defs[i].name == string(name) {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
+
+func (m *celVariables) value(i int) ref.Val {
+	if m.vals == nil {
+		m.vals = make([]ref.Val, len(m.defs))
+	}
+	if v := m.vals[i]; v != nil {
+		return v
+	}
+	d := &m.defs[i]
+	v, details, err := d.program.ContextEval(m.e.ctx, m.e.act)
+	switch {
+	case details == nil || details.ActualCost() == nil:
+		v = types.NewErr("unable to calculate cost of variable %q", d.name)
+	case err != nil:
+		v = types.NewErr("composited variable %q fails to evaluate: %v", d.name, err)
+	}
+	m.e.variablesCost += actualCost(details)
+	m.vals[i] = v
+	return v
+}
+
+func (m *celVariables) Find(key ref.Val) (ref.Val, bool) {
+	i, errVal := m.index(key)
+	if errVal != nil {
+		return errVal, true
+	}
+	if i < 0 {
+		return nil, false
+	}
+	return m.value(i), true
+}
+
+func (m *celVariables) Get(key ref.Val) ref.Val {
+	if v, found := m.Find(key); found {
+		return v
+	}
+	return types.NewErr("no such key: %v", key)
+}
+
+func (m *celVariables) Contains(key ref.Val) ref.Val {
+	i, errVal := m.index(key)
+	if errVal != nil {
+		return errVal
+	}
+	return types.Bool(i >= 0)
+}
+
+func (m *celVariables) IsSet(field ref.Val) ref.Val { return m.Contains(field) }
+
+func (m *celVariables) Iterator() traits.Iterator {
+	names := make([]string, len(m.defs))
+	for i := range m.defs {
+		names[i] = m.defs[i].name
+	}
+	return types.NewStringList(types.DefaultTypeAdapter, names).(traits.Lister).Iterator()
+}
+
+func (m *celVariables) Size() ref.Val { return types.Int(len(m.defs)) }
+
+func (m *celVariables) ConvertToNative(reflect.Type) (any, error) {
+	return nil, errors.New("variables have no native value")
+}
+
+func (m *celVariables) ConvertToType(t ref.Type) ref.Val {
+	if t == types.TypeType {
+		return variablesType
+	}
+	return types.NewErr("variables cannot be converted to %s", t.TypeName())
+}
+
+func (m *celVariables) Equal(other ref.Val) ref.Val { return types.Bool(other == ref.Val(m)) }
+func (m *celVariables) Type() ref.Type              { return variablesType }
+func (m *celVariables) Value() any                  { return m }
 
 // vpolMessage is Kyverno's failure message for a ValidatingPolicy: the
 // messageExpression's value, else message, else the validation's index.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
@@ -147,16 +148,22 @@ func (x *exemption) names() string {
 // matchConditions: one without images or allowedValues whose conditions
 // hold exempts the request; the others contribute their lists to
 // exceptions.allowedImages and exceptions.allowedValues.
-func (p *Policy) celExceptions(e *celEvaluator, in *requestView) (map[string]any, *exemption, error) {
+func (p *Policy) celExceptions(e *celEvaluator, in *requestView) (ref.Val, *exemption, error) {
 	return evalCELExceptions(p.set.celExceptions, p.source.GetKind(), p.source.GetName(), e, in.scope, false)
 }
 
+// noExceptions is the exceptions variable when no exception lists images
+// or values, as for most policies: one value for all, as it never changes.
+var noExceptions = types.DefaultTypeAdapter.NativeToValue(map[string]any{"allowedImages": []any{}, "allowedValues": []any{}})
+
 // evalCELExceptions evaluates the exceptions of exs that name the policy
-// (kind and name) for a request acting in namespace scope. With anyExempts
-// (ImageValidatingPolicies), every exception that holds exempts the
-// request, whatever its images and allowedValues.
-func evalCELExceptions(exs []*celException, kind, name string, e *celEvaluator, scope string, anyExempts bool) (map[string]any, *exemption, error) {
-	images, values := []any{}, []any{}
+// (kind and name) for a request acting in namespace scope. It returns the
+// policy's exceptions variable (the images and values the exceptions that
+// hold allow) and the exemption, if some exception exempts the request.
+// With anyExempts (ImageValidatingPolicies), every exception that holds
+// exempts the request, whatever its images and allowedValues.
+func evalCELExceptions(exs []*celException, kind, name string, e *celEvaluator, scope string, anyExempts bool) (ref.Val, *exemption, error) {
+	var images, values []any
 	var exempt *exemption
 	var chosen *celException
 	for _, ex := range exs {
@@ -208,5 +215,14 @@ func evalCELExceptions(exs []*celException, kind, name string, e *celEvaluator, 
 	if exempt != nil {
 		exempt.pass = chosen.src.Spec.ReportResult == "pass"
 	}
-	return map[string]any{"allowedImages": images, "allowedValues": values}, exempt, nil
+	if images == nil && values == nil {
+		return noExceptions, exempt, nil
+	}
+	if images == nil {
+		images = []any{}
+	}
+	if values == nil {
+		values = []any{}
+	}
+	return types.DefaultTypeAdapter.NativeToValue(map[string]any{"allowedImages": images, "allowedValues": values}), exempt, nil
 }

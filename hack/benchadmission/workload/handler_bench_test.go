@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/webhook/metrics"
 	"github.com/charter-dev/charter/webhook/server"
 )
@@ -57,6 +60,56 @@ func BenchmarkValidateHandler(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			h := server.NewHandler(bc.opts)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, server.PathValidateFail, bytes.NewReader(bodies[mix.At(i).Pod.Name]))
+				r.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusOK {
+					b.Fatalf("HTTP %d: %s", w.Code, w.Body)
+				}
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkValidateHandlerPodSecurityForms is the CPU and allocation cost
+// of one review on /validate/fail with the corpus's Pod Security set as
+// ClusterPolicies (Enforce) and as ValidatingPolicies (Deny), the pair the
+// vpol mode of bench-admission puts under load.
+func BenchmarkValidateHandlerPodSecurityForms(b *testing.B) {
+	corpus := "../../../../shared/conformance/kyverno-policies"
+	if _, err := os.Stat(corpus); err != nil {
+		b.Skipf("conformance corpus not present: %v", err)
+	}
+	cpols, vpols, err := PodSecurityPairs(filepath.Join(corpus, "pod-security"), filepath.Join(corpus, "pod-security-vpol"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pods := Pods("bench")
+	mix, err := NewMix(pods, 0.5)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bodies := map[string][]byte{}
+	for _, p := range pods {
+		if bodies[p.Pod.Name], err = Review(p.Pod, "uid-"+p.Pod.Name); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, bc := range []struct {
+		name     string
+		policies []kyvernov1.PolicyInterface
+	}{{"clusterpolicies", cpols}, {"validatingpolicies", vpols}} {
+		snapshot, err := Snapshot(bc.policies)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			h := server.NewHandler(server.Options{Policies: Fixed{snapshot}})
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
