@@ -31,7 +31,6 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/controlplane"
-	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
 	"github.com/charter-dev/charter/webhook/server"
 	"github.com/charter-dev/charter/webhook/updaterequest"
 )
@@ -46,11 +45,13 @@ type env struct {
 	sch *runtime.Scheme
 }
 
+// startEnv gives a test the package's shared control plane, emptied of
+// what earlier tests made (resetCluster), with charter's namespace.
 func startEnv(t *testing.T) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
-	cp := controlplanetest.Start(ctx, t)
+	cp := sharedControlPlane(t)
 	sch := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme, policiesv1.AddToScheme} {
 		if err := add(sch); err != nil {
