@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/charter-dev/charter/internal/controlplane"
 )
@@ -38,6 +40,9 @@ var shared struct {
 }
 
 func TestMain(m *testing.M) {
+	// The managers' own logs (controller-runtime's global logger) are not
+	// the tests' business; the controllers log through testr.
+	ctrl.SetLogger(logr.Discard())
 	code := m.Run()
 	if shared.cp != nil {
 		if code != 0 {
