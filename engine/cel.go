@@ -220,6 +220,9 @@ type celInputs struct {
 	// adapter wraps the request's values for every expression of every
 	// policy that reads them.
 	adapter *sharedAdapter
+	// sharedVariables are the values of the policies' variables that
+	// depend on the request alone, by canonical expression (celVariables).
+	sharedVariables map[string]sharedVariable
 }
 
 // sharedAdapter converts a request's unstructured values to CEL values,

@@ -129,3 +129,85 @@ func TestCELVariablesAreLazyOnceAndCharged(t *testing.T) {
 		t.Errorf("has(variables.total): %v, %v", val, err)
 	}
 }
+
+// TestSharedVariableKey: a variable is shared by the policies of a request
+// only when it reads nothing but the request (and its own loop
+// variables); equal expressions written differently share one key.
+func TestSharedVariableKey(t *testing.T) {
+	allContainers := sharedVariableKey("object.spec.containers +  object.spec.?initContainers.orValue([])")
+	if allContainers == "" || allContainers != sharedVariableKey("(object.spec.containers +\n    object.spec.?initContainers.orValue([]))") {
+		t.Errorf("allContainers keys: %q", allContainers)
+	}
+	for expr, shared := range map[string]bool{
+		"['CHOWN', 'KILL']": true,
+		"object.spec.containers.all(c, c.image != '' && request.operation == 'CREATE')": true,
+		"namespaceObject.metadata.name == oldObject.metadata.namespace":                 true,
+		"cel.bind(x, object.spec, x.replicas)":                                          true,
+		"variables.allContainers.size()":                                                false,
+		"params.limit":                                                                  false,
+		"resource.Get('v1', 'configmaps', 'default', 'c')":                              false,
+		"exceptions.allowedValues":                                                      false,
+		"object.spec.containers.map(variables, variables.image) + variables.x":          false,
+		"[1, 2].map(object, object * 2)":                                                false,
+		"object.spec.containers.all(c, c.image != other)":                               false,
+		"object.spec.(": false,
+	} {
+		if got := sharedVariableKey(expr) != ""; got != shared {
+			t.Errorf("%s: shared = %v, want %v", expr, got, shared)
+		}
+	}
+}
+
+// TestSharedVariablesComputedOncePerRequest: two policies declaring the
+// same request-only variable get one value per request, each charged its
+// cost; a variable reading another is not shared.
+func TestSharedVariablesComputedOncePerRequest(t *testing.T) {
+	env, err := celPolicyEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := &celInputs{namespace: types.NullValue, adapter: &sharedAdapter{}}
+	inputs.object = inputs.adapter.NativeToValue(map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"image": "a"}, map[string]any{"image": "b"}}}})
+	evaluate := func(defsExpr map[string]string, expr string) (*celEvaluator, *celVariables) {
+		compiler, err := plugincel.NewCompositedCompiler(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decls := plugincel.OptionalVariableDeclarations{}
+		var defs []celVariable
+		for _, name := range []string{"images", "count"} {
+			e, ok := defsExpr[name]
+			if !ok {
+				continue
+			}
+			res := compiler.CompileAndStoreVariable(&celAccessor{name: name, expr: e, returns: anyReturn()}, decls, environment.StoredExpressions)
+			if res.Error != nil {
+				t.Fatal(res.Error)
+			}
+			defs = append(defs, celVariable{name: name, program: res.Program, shared: sharedVariableKey(e)})
+		}
+		res := compiler.CompileCELExpression(&celAccessor{expr: expr, returns: boolReturn()}, decls, environment.StoredExpressions)
+		if res.Error != nil {
+			t.Fatal(res.Error)
+		}
+		act := &celActivation{in: inputs, object: inputs.object, oldObject: types.NullValue, request: types.NullValue, params: types.NullValue}
+		e := &celEvaluator{ctx: compiler.CreateContext(context.Background()), act: act, budget: 1 << 40}
+		vars := &celVariables{e: e, defs: defs, inputs: inputs}
+		act.variables = vars
+		if val, err := e.eval(&celProgram{program: res.Program}); err != nil || val != types.True {
+			t.Fatalf("%s: %v, %v", expr, val, err)
+		}
+		return e, vars
+	}
+	first, v1 := evaluate(map[string]string{"images": "object.spec.containers.map(c, c.image)", "count": "variables.images.size()"}, "variables.count == 2")
+	second, v2 := evaluate(map[string]string{"images": "object.spec.containers.map(c,   c.image)"}, "variables.images == ['a', 'b']")
+	if len(inputs.sharedVariables) != 1 {
+		t.Fatalf("%d shared values, want the one of images (count reads a variable)", len(inputs.sharedVariables))
+	}
+	if v1.vals[0] != v2.vals[0] {
+		t.Error("the second policy computed images again")
+	}
+	if spentFirst, spentSecond := 1<<40-first.budget, 1<<40-second.budget; spentSecond < inputs.sharedVariables[v1.defs[0].shared].cost || spentFirst <= spentSecond {
+		t.Errorf("budget spent: first policy %d, second %d, images cost %d: a shared value is charged to each policy", spentFirst, spentSecond, inputs.sharedVariables[v1.defs[0].shared].cost)
+	}
+}

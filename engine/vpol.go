@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	celgo "github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
@@ -237,7 +238,7 @@ func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path stri
 			f.add(field+".expression", celFault(res.Error.Detail))
 			continue
 		}
-		v.variables = append(v.variables, celVariable{name: vr.Name, program: res.Program})
+		v.variables = append(v.variables, celVariable{name: vr.Name, program: res.Program, shared: sharedVariableKey(vr.Expression)})
 	}
 	for i, val := range spec.Validations {
 		field := fmt.Sprintf("%s.validations[%d]", path, i)
@@ -348,7 +349,7 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 		libs:          newLibReceivers(ctx, &cfg.loaders, p.vpol.namespace),
 	}
 	e := &celEvaluator{ctx: v.compiler.CreateContext(ctx), act: act, budget: celconfig.RuntimeCELCostBudget}
-	act.variables = &celVariables{e: e, defs: v.variables}
+	act.variables = &celVariables{e: e, defs: v.variables, inputs: ci}
 
 	allowed, exempt, err := p.celExceptions(e, in)
 	if err != nil {
@@ -421,6 +422,103 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 type celVariable struct {
 	name    string
 	program celgo.Program
+	// shared is the key under which the variable's value is shared by
+	// every policy of a request: its expression in canonical form, when
+	// it reads nothing but the request (sharedVariableKey); "" otherwise.
+	shared string
+}
+
+// sharedVariable is a variable's value computed for one request, and
+// what computing it cost.
+type sharedVariable struct {
+	val  ref.Val
+	cost int64
+}
+
+// requestInputs are the variables that mean the same in every policy of a
+// request.
+var requestInputs = map[string]bool{
+	plugincel.ObjectVarName: true, plugincel.OldObjectVarName: true,
+	plugincel.RequestVarName: true, plugincel.NamespaceVarName: true,
+}
+
+var (
+	macroParserOnce sync.Once
+	macroParser     *celgo.Env
+	macroParserErr  error
+)
+
+// macroTrackingParser is the policies' environment keeping the macro
+// calls of what it parses, which unparsing a comprehension needs
+// (celgo.AstToString).
+func macroTrackingParser() (*celgo.Env, error) {
+	macroParserOnce.Do(func() {
+		var base *celgo.Env
+		if base, macroParserErr = policyBaseEnv(); macroParserErr == nil {
+			macroParser, macroParserErr = base.Extend(celgo.EnableMacroCallTracking())
+		}
+	})
+	return macroParser, macroParserErr
+}
+
+// policyBaseEnv is the policies' environment before a compiler declares
+// object, variables and the rest.
+func policyBaseEnv() (*celgo.Env, error) {
+	env, err := celPolicyEnv()
+	if err != nil {
+		return nil, err
+	}
+	return env.Env(environment.StoredExpressions)
+}
+
+// sharedVariableKey returns the canonical form of a variable's expression
+// when its value depends on the request alone, so that policies declaring
+// the same variable (the Pod Security set has nine allContainers) compute
+// it once per request: when every identifier it reads is object,
+// oldObject, request, namespaceObject or a loop variable of its own, and
+// no loop variable hides a declared one. Otherwise, or when it does not
+// parse, "".
+func sharedVariableKey(expr string) string {
+	base, err := policyBaseEnv()
+	if err != nil {
+		return ""
+	}
+	parser, err := macroTrackingParser()
+	if err != nil {
+		return ""
+	}
+	parsed, iss := parser.Parse(expr)
+	if iss.Err() != nil {
+		return ""
+	}
+	declared := map[string]bool{plugincel.VariableVarName: true, plugincel.ParamsVarName: true, plugincel.AuthorizerVarName: true}
+	for _, d := range base.Variables() {
+		declared[d.Name()] = true
+	}
+	nav := celast.NavigateAST(parsed.NativeRep())
+	bound := map[string]bool{}
+	for _, c := range celast.MatchDescendants(nav, celast.KindMatcher(celast.ComprehensionKind)) {
+		comp := c.AsComprehension()
+		for _, name := range []string{comp.IterVar(), comp.IterVar2(), comp.AccuVar()} {
+			if name == "" {
+				continue
+			}
+			if declared[name] || requestInputs[name] {
+				return ""
+			}
+			bound[name] = true
+		}
+	}
+	for _, id := range celast.MatchDescendants(nav, celast.KindMatcher(celast.IdentKind)) {
+		if name := id.AsIdent(); !requestInputs[name] && !bound[name] {
+			return ""
+		}
+	}
+	key, err := celgo.AstToString(parsed)
+	if err != nil {
+		return ""
+	}
+	return key
 }
 
 // variablesType is the type of `variables`, as the composited compiler
@@ -434,9 +532,10 @@ var variablesType = types.NewTypeValue("kubernetes.variables", traits.IndexerTyp
 // without running a regular expression over the name on every read (a set
 // of ValidatingPolicies reads its variables thousands of times a second).
 type celVariables struct {
-	e    *celEvaluator
-	defs []celVariable
-	vals []ref.Val
+	e      *celEvaluator
+	defs   []celVariable
+	vals   []ref.Val
+	inputs *celInputs // holds the request's shared variables
 }
 
 func (m *celVariables) index(key ref.Val) (int, ref.Val) {
@@ -460,6 +559,15 @@ func (m *celVariables) value(i int) ref.Val {
 		return v
 	}
 	d := &m.defs[i]
+	if d.shared != "" {
+		if sv, ok := m.inputs.sharedVariables[d.shared]; ok {
+			// Charged as if computed here: a policy's budget does not
+			// depend on which policies ran before it.
+			m.e.variablesCost += sv.cost
+			m.vals[i] = sv.val
+			return sv.val
+		}
+	}
 	v, details, err := d.program.ContextEval(m.e.ctx, m.e.act)
 	switch {
 	case details == nil || details.ActualCost() == nil:
@@ -467,8 +575,15 @@ func (m *celVariables) value(i int) ref.Val {
 	case err != nil:
 		v = types.NewErr("composited variable %q fails to evaluate: %v", d.name, err)
 	}
-	m.e.variablesCost += actualCost(details)
+	cost := actualCost(details)
+	m.e.variablesCost += cost
 	m.vals[i] = v
+	if d.shared != "" && err == nil {
+		if m.inputs.sharedVariables == nil {
+			m.inputs.sharedVariables = map[string]sharedVariable{}
+		}
+		m.inputs.sharedVariables[d.shared] = sharedVariable{val: v, cost: cost}
+	}
 	return v
 }
 
