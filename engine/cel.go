@@ -2,16 +2,13 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
-	"runtime"
 	"strings"
 	"sync"
 	"unsafe"
-	"weak"
 
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -93,37 +90,18 @@ func celEnv() (*environment.EnvSet, *plugincel.CompositedCompiler, error) {
 // Compile and Compiler.Assemble compile the same policy apart) reuses the
 // programs instead of type-checking them again. Entries go when nothing
 // holds the rule any more.
-var celRules sync.Map // string → weak.Pointer[celRule]
+var celRules weakCache[celRule]
 
 // compileCEL compiles a validate.cel block and the rule's celPreconditions,
 // or returns the rule compiled before from the same source. path is the
 // validate block's field path; rulePath the rule's. A nil c compiles the
 // celPreconditions of a rule of another type.
 func (s *PolicySet) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *faults) *celRule {
-	src, err := json.Marshal(struct {
+	src := struct {
 		Pre []admissionregistrationv1.MatchCondition `json:"p,omitempty"`
 		CEL *kyvernov1.CEL                           `json:"c"`
-	}{r.CELPreconditions, c})
-	if err != nil {
-		f.add(path+".cel", err.Error())
-		return nil
-	}
-	key := string(src)
-	if wp, ok := celRules.Load(key); ok {
-		if cr := wp.(weak.Pointer[celRule]).Value(); cr != nil {
-			return cr
-		}
-	}
-	before := len(f.errs)
-	cr := compileCELRule(r, c, rulePath, path, f)
-	if cr != nil && len(f.errs) == before {
-		// Only a rule without faults is kept: a faulty one must report
-		// its faults each time it is compiled.
-		wp := weak.Make(cr)
-		celRules.Store(key, wp)
-		runtime.AddCleanup(cr, func(key string) { celRules.CompareAndDelete(key, wp) }, key)
-	}
-	return cr
+	}{r.CELPreconditions, c}
+	return celRules.compile(src, path+".cel", f, func() *celRule { return compileCELRule(r, c, rulePath, path, f) })
 }
 
 func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *faults) *celRule {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -450,7 +449,7 @@ func compileIVPolCredentials(c *policiesv1.Credentials, f *faults) *kyvernov1.Im
 var compiledIVPolVariants weakCache[ivpolVariant]
 
 func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string, f *faults) *ivpolVariant {
-	src, err := json.Marshal(struct {
+	src := struct {
 		MC  *admissionregistrationv1.MatchResources   `json:"m,omitempty"`
 		C   []admissionregistrationv1.MatchCondition  `json:"c,omitempty"`
 		V   []admissionregistrationv1.Variable        `json:"v,omitempty"`
@@ -458,16 +457,8 @@ func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string
 		Val []admissionregistrationv1.Validation      `json:"val,omitempty"`
 		A   []admissionregistrationv1.AuditAnnotation `json:"a,omitempty"`
 		P   string                                    `json:"p"`
-	}{spec.MatchConstraints, spec.MatchConditions, spec.Variables, spec.Images, spec.Validations, spec.AuditAnnotations, path})
-	if err != nil {
-		f.add(path, err.Error())
-		return nil
-	}
-	return compiledIVPolVariants.get(string(src), func() (*ivpolVariant, bool) {
-		before := len(f.errs)
-		v := compileIVPolVariantUncached(spec, path, f)
-		return v, len(f.errs) == before
-	})
+	}{spec.MatchConstraints, spec.MatchConditions, spec.Variables, spec.Images, spec.Validations, spec.AuditAnnotations, path}
+	return compiledIVPolVariants.compile(src, path, f, func() *ivpolVariant { return compileIVPolVariantUncached(spec, path, f) })
 }
 
 func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, path string, f *faults) *ivpolVariant {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -125,26 +124,13 @@ func (l *lazyMPolVariant) compiled() (*mpolVariant, string) {
 	return l.v, l.fault
 }
 
-// compiledMPolVariants holds compiled variants by source: the CLI compiles
-// the same policy into several sets.
-var compiledMPolVariants sync.Map // string → *mpolVariant
+// compiledMPolVariants holds the compiled variants still in use, by
+// source, as compiledVariants does for ValidatingPolicies (a variant holds
+// its own CEL compiler with the variables' declarations).
+var compiledMPolVariants weakCache[mpolVariant]
 
 func compileMPolVariant(spec *policiesv1.MutatingPolicySpec, path string, f *faults) *mpolVariant {
-	src, err := json.Marshal(spec)
-	if err != nil {
-		f.add(path, err.Error())
-		return nil
-	}
-	key := string(src)
-	if v, ok := compiledMPolVariants.Load(key); ok {
-		return v.(*mpolVariant)
-	}
-	before := len(f.errs)
-	v := compileMPolVariantUncached(spec, path, f)
-	if v != nil && len(f.errs) == before {
-		compiledMPolVariants.Store(key, v)
-	}
-	return v
+	return compiledMPolVariants.compile(spec, path, f, func() *mpolVariant { return compileMPolVariantUncached(spec, path, f) })
 }
 
 func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string, f *faults) *mpolVariant {

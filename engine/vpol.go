@@ -172,16 +172,7 @@ func (l *lazyVariant) compiled() (*vpolVariant, string) {
 var compiledVariants weakCache[vpolVariant]
 
 func compileVPolVariant(spec *policiesv1.ValidatingPolicySpec, path string, f *faults) *vpolVariant {
-	src, err := json.Marshal(spec)
-	if err != nil {
-		f.add(path, err.Error())
-		return nil
-	}
-	return compiledVariants.get(string(src), func() (*vpolVariant, bool) {
-		before := len(f.errs)
-		v := compileVPolVariantUncached(spec, path, f)
-		return v, len(f.errs) == before
-	})
+	return compiledVariants.compile(spec, path, f, func() *vpolVariant { return compileVPolVariantUncached(spec, path, f) })
 }
 
 func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path string, f *faults) *vpolVariant {

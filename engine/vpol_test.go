@@ -321,12 +321,23 @@ func TestValidatingPolicyPromotion(t *testing.T) {
 	}
 }
 
-// A compiled ValidatingPolicy is shared while a set holds it and dropped
-// from the cache once none does, so a process that compiles policy after
+// A compiled CEL policy part (a ValidatingPolicy's or MutatingPolicy's
+// variant, a validate.cel rule) is shared while a set holds it and dropped
+// from its cache once none does, so a process that compiles policy after
 // policy (every edit in the cluster, every suite of charter test) does not
 // keep them all.
 func TestCompiledVariantsAreSharedThenReleased(t *testing.T) {
-	const manifest = `
+	const marker = "TestCompiledVariantsAreSharedThenReleased"
+	tests := []struct {
+		name     string
+		manifest string
+		policy   func() kyvernov1.PolicyInterface
+		// compiled is the shared part of the set's first policy.
+		compiled func(*PolicySet) any
+		cached   func() int
+	}{{
+		name: "ValidatingPolicy",
+		manifest: `
 apiVersion: policies.kyverno.io/v1
 kind: ValidatingPolicy
 metadata: {name: released}
@@ -338,43 +349,93 @@ spec:
   - {name: released, expression: "'TestCompiledVariantsAreSharedThenReleased'"}
   validations:
   - expression: "variables.released != ''"
-`
-	compile := func() *PolicySet {
-		var p policiesv1.ValidatingPolicy
-		if err := yaml.UnmarshalStrict([]byte(manifest), &p); err != nil {
-			t.Fatal(err)
-		}
-		set, err := Compile([]kyvernov1.PolicyInterface{&p})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return set
-	}
-	cached := func() int {
-		n := 0
-		compiledVariants.m.Range(func(k, _ any) bool {
-			if strings.Contains(k.(string), "TestCompiledVariantsAreSharedThenReleased") {
-				n++
+`,
+		policy:   func() kyvernov1.PolicyInterface { return &policiesv1.ValidatingPolicy{} },
+		compiled: func(s *PolicySet) any { return s.policies[0].vpol.variants[0] },
+		cached:   func() int { return cachedEntries(&compiledVariants, marker) },
+	}, {
+		name: "MutatingPolicy",
+		manifest: `
+apiVersion: policies.kyverno.io/v1
+kind: MutatingPolicy
+metadata: {name: released}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  variables:
+  - {name: released, expression: "'TestCompiledVariantsAreSharedThenReleased'"}
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: "Object{metadata: Object.metadata{labels: {'released': variables.released}}}"
+`,
+		policy:   func() kyvernov1.PolicyInterface { return &policiesv1.MutatingPolicy{} },
+		compiled: func(s *PolicySet) any { return s.policies[0].mpol.variants[0] },
+		cached:   func() int { return cachedEntries(&compiledMPolVariants, marker) },
+	}, {
+		name: "ClusterPolicy validate.cel",
+		manifest: `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: released}
+spec:
+  rules:
+  - name: cel
+    match:
+      any:
+      - resources: {kinds: [Pod]}
+    validate:
+      cel:
+        expressions:
+        - expression: "'TestCompiledVariantsAreSharedThenReleased' != ''"
+`,
+		policy:   func() kyvernov1.PolicyInterface { return &kyvernov1.ClusterPolicy{} },
+		compiled: func(s *PolicySet) any { return s.policies[0].rules[0].validate.cel },
+		cached:   func() int { return cachedEntries(&celRules, marker) },
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			compile := func() *PolicySet {
+				p := tt.policy()
+				if err := yaml.UnmarshalStrict([]byte(tt.manifest), p); err != nil {
+					t.Fatal(err)
+				}
+				set, err := Compile([]kyvernov1.PolicyInterface{p})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return set
 			}
-			return true
+			a, b := compile(), compile()
+			if ca, cb := tt.compiled(a), tt.compiled(b); ca == nil || ca != cb {
+				t.Error("the same policy compiled twice did not share its compiled part")
+			}
+			if n := tt.cached(); n != 1 {
+				t.Fatalf("%d cache entries while sets hold the policy, want 1", n)
+			}
+			runtime.KeepAlive(a)
+			runtime.KeepAlive(b)
+			deadline := time.Now().Add(10 * time.Second)
+			for tt.cached() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the cache still holds the compiled part after every set holding it is gone")
+				}
+				runtime.GC()
+				time.Sleep(10 * time.Millisecond)
+			}
 		})
-		return n
 	}
-	a, b := compile(), compile()
-	if a.policies[0].vpol.variants[0] != b.policies[0].vpol.variants[0] {
-		t.Error("the same policy compiled twice did not share its compiled variant")
-	}
-	if n := cached(); n != 1 {
-		t.Fatalf("%d cache entries while sets hold the policy, want 1", n)
-	}
-	runtime.KeepAlive(a)
-	runtime.KeepAlive(b)
-	deadline := time.Now().Add(10 * time.Second)
-	for cached() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the cache still holds the variant after every set holding it is gone")
+}
+
+// cachedEntries counts the entries of c whose source contains marker.
+func cachedEntries[T any](c *weakCache[T], marker string) int {
+	n := 0
+	c.m.Range(func(k, _ any) bool {
+		if strings.Contains(k.(string), marker) {
+			n++
 		}
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
+		return true
+	})
+	return n
 }

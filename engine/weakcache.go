@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"runtime"
 	"sync"
 	"weak"
@@ -31,4 +32,23 @@ func (c *weakCache[T]) get(key string, compile func() (v *T, ok bool)) *T {
 		runtime.AddCleanup(v, func(key string) { c.m.CompareAndDelete(key, wp) }, key)
 	}
 	return v
+}
+
+// compile returns what compile made before from the same source (src's
+// JSON is the key), or calls it. What compile adds faults for is not kept,
+// so each compilation reports them; a source that does not encode is a
+// fault at path. Every compiled CEL policy part goes through here: the
+// variants of ValidatingPolicies, MutatingPolicies and
+// ImageValidatingPolicies, and validate.cel rules.
+func (c *weakCache[T]) compile(src any, path string, f *faults, compile func() *T) *T {
+	key, err := json.Marshal(src)
+	if err != nil {
+		f.add(path, err.Error())
+		return nil
+	}
+	return c.get(string(key), func() (*T, bool) {
+		before := len(f.errs)
+		v := compile()
+		return v, len(f.errs) == before
+	})
 }
