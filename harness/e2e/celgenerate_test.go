@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -66,10 +67,55 @@ spec:
 `
 )
 
-// The celpolicies generate and delete specs run `charter serve
-// --controllers=admission,background,cleanup` with a GeneratingPolicy and
-// a DeletingPolicy installed through the API.
-var _ = Describe("CEL policies: GeneratingPolicy and DeletingPolicy", Label("celpolicies"), Ordered, func() {
+// celMutateExisting are MutatingPolicies with evaluation.mutateExisting:
+// a ConfigMap of e2e-mpolx-a labelled trigger=yes rolls rolled=v2 onto every
+// ConfigMap labelled e2e-mpolx=roll, in any namespace; an update of a
+// Namespace labelled e2e-mpolx=ns labels all such Namespaces privileged
+// (Kyverno's add-privileged-existing-namespaces: no target spec).
+const celMutateExisting = `
+apiVersion: policies.kyverno.io/v1
+kind: MutatingPolicy
+metadata: {name: e2e-mpolx-configmaps}
+spec:
+  evaluation:
+    admission: {enabled: false}
+    mutateExisting: {enabled: true}
+  matchConstraints:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: e2e-mpolx-a}}
+    objectSelector: {matchLabels: {trigger: "yes"}}
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  targetMatchConstraints:
+    objectSelector: {matchLabels: {e2e-mpolx: roll}}
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: ["*"], resources: [configmaps]}
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: "Object{metadata: Object.metadata{labels: {'rolled': 'v2'}}}"
+---
+apiVersion: policies.kyverno.io/v1
+kind: MutatingPolicy
+metadata: {name: e2e-mpolx-namespaces}
+spec:
+  evaluation:
+    mutateExisting: {enabled: true}
+  matchConstraints:
+    objectSelector: {matchLabels: {e2e-mpolx: ns}}
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [namespaces]}
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >-
+        [JSONPatch{op: "add", path: "/metadata/labels/" + jsonpatch.escapeKey("pod-security.kubernetes.io/enforce"), value: "privileged"}]
+`
+
+// The celpolicies generate, mutate-existing and delete specs run `charter
+// serve --controllers=admission,background,cleanup` with a
+// GeneratingPolicy, MutatingPolicies and a DeletingPolicy installed
+// through the API.
+var _ = Describe("CEL policies: GeneratingPolicy, MutatingPolicy mutateExisting and DeletingPolicy", Label("celpolicies"), Ordered, func() {
 	var cl client.Client
 
 	netpol := func(ctx SpecContext, ns string) error {
@@ -135,6 +181,49 @@ var _ = Describe("CEL policies: GeneratingPolicy and DeletingPolicy", Label("cel
 				HaveField("ObservedGeneration", p.Generation),
 			)))
 		}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "GeneratingPolicy Ready")
+	}, SpecTimeout(4*time.Minute))
+
+	It("a MutatingPolicy with mutateExisting rolls a label across existing ConfigMaps and Namespaces", func(ctx SpecContext) {
+		for _, ns := range []string{"e2e-mpolx-a", "e2e-mpolx-b"} {
+			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"e2e-mpolx": "ns"}}}))).To(Succeed())
+			DeferCleanup(func(ctx SpecContext) { _ = cl.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
+			Expect(cl.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings", Labels: map[string]string{"e2e-mpolx": "roll"}}})).To(Succeed())
+		}
+		Expect(cl.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "e2e-mpolx-b", Name: "unselected"}})).To(Succeed())
+		for _, doc := range strings.Split(celMutateExisting, "\n---\n") {
+			var p policiesv1.MutatingPolicy
+			Expect(yaml.UnmarshalStrict([]byte(doc), &p)).To(Succeed())
+			create(ctx, &p)
+		}
+		labels := func(g Gomega, obj client.Object) map[string]string {
+			g.Expect(cl.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+			return obj.GetLabels()
+		}
+		// Admission makes the UpdateRequests once the webhook
+		// configuration follows the policies: trigger until it does.
+		Eventually(func(g Gomega) {
+			trigger := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "e2e-mpolx-a", GenerateName: "trigger-", Labels: map[string]string{"trigger": "yes"}}}
+			g.Expect(cl.Create(ctx, trigger)).To(Succeed())
+			for _, ns := range []string{"e2e-mpolx-a", "e2e-mpolx-b"} {
+				g.Eventually(func(g Gomega) map[string]string {
+					return labels(g, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}})
+				}).WithTimeout(10*time.Second).WithPolling(250*time.Millisecond).Should(HaveKeyWithValue("rolled", "v2"), "ConfigMap %s/settings", ns)
+			}
+		}).WithTimeout(90 * time.Second).Should(Succeed())
+		Expect(labels(Default, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "e2e-mpolx-b", Name: "unselected"}})).NotTo(HaveKey("rolled"))
+
+		Eventually(func(g Gomega) {
+			var ns corev1.Namespace
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: "e2e-mpolx-a"}, &ns)).To(Succeed())
+			ns.Labels["touched"] = time.Now().Format("150405.000")
+			g.Expect(cl.Update(ctx, &ns)).To(Succeed())
+			for _, name := range []string{"e2e-mpolx-a", "e2e-mpolx-b"} {
+				g.Eventually(func(g Gomega) map[string]string {
+					return labels(g, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+				}).WithTimeout(10*time.Second).WithPolling(250*time.Millisecond).Should(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "privileged"), "Namespace %s", name)
+			}
+		}).WithTimeout(90 * time.Second).Should(Succeed())
+		Expect(labels(Default, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: celGenCharterNamespace}})).NotTo(HaveKey("pod-security.kubernetes.io/enforce"))
 	}, SpecTimeout(4*time.Minute))
 
 	It("a DeletingPolicy deletes on schedule", func(ctx SpecContext) {
