@@ -155,17 +155,18 @@ spec:
 `
 )
 
-var _ = Describe("Admission", Label("admission"), Ordered, func() {
+var _ = Describe("Admission", Label("admission"), Ordered, inClusterPriority, func() {
 	var cl client.Client
 
 	BeforeAll(func(ctx SpecContext) {
 		skipUnlessClusterReachesCharter()
 		cl = suite.client
 		for _, ns := range []string{charterNamespace, admissionNamespace} {
-			Expect(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 		}
 		waitDefaultServiceAccounts(ctx, admissionNamespace)
-		startCharter(ctx)
+		// nameException lives in charterNamespace, the install's too.
+		useCharter(ctx, charterNamespace, "admission")
 
 		// The policy webhook is in place before any policy is written.
 		Eventually(func() error {
@@ -354,19 +355,14 @@ func waitDefaultServiceAccounts(ctx context.Context, namespaces ...string) {
 	}
 }
 
-// startCharter runs `charter serve --controllers=admission` out of cluster
-// against the suite's cluster, with URL webhooks to the address at which
-// the cluster reaches this machine, until the spec tree ends; then it
-// stops it and removes its webhook configurations so the cluster admits
-// again.
-func startCharter(ctx context.Context) {
-	startCharterWith(ctx, charterNamespace, "admission")
-}
-
-// startCharterWith is startCharter with charter's namespace, the
-// controllers to run and further serve flags chosen by the caller. It
-// returns what the cleanup does, for specs that stop charter early (a
-// restart); the cleanup then does nothing more.
+// startCharterWith runs `charter serve --controllers=<controllers>` out
+// of cluster against the suite's cluster, in charter's namespace namespace
+// with further serve flags, and URL webhooks to the address at which the
+// cluster reaches this machine, until the spec tree ends; then it stops it
+// and removes its webhook configurations so the cluster admits again. A
+// charter installed in the cluster is uninstalled first. It returns what
+// the cleanup does, for specs that stop charter early (a restart); the
+// cleanup then does nothing more.
 func startCharterWith(ctx context.Context, namespace, controllers string, flags ...string) (stop func(context.Context)) {
 	return startCharterAs(ctx, namespace, controllers, suite.provider.KubeconfigPath(), GinkgoWriter, flags...)
 }
@@ -376,6 +372,7 @@ func startCharterWith(ctx context.Context, namespace, controllers string, flags 
 // goes to. The cleanup still removes the webhook configurations as the
 // suite's admin.
 func startCharterAs(ctx context.Context, namespace, controllers, kubeconfig string, output io.Writer, flags ...string) (stop func(context.Context)) {
+	uninstallCharter(ctx, "charter serve --controllers="+controllers+" runs on this machine for this spec tree, and webhook configurations are cluster-wide")
 	// charter listens at the one address the API server calls, not on
 	// every interface: loopback for local, the Docker bridge for kind. The
 	// host of the URL becomes an IP SAN of its serving certificate.

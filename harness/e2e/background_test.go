@@ -120,8 +120,11 @@ func bgNamespace(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{backgroundLabel: "true"}}}
 }
 
-var _ = Describe("Background: generate and mutate existing", Label("background"), Ordered, func() {
-	var cl client.Client
+var _ = Describe("Background: generate and mutate existing", Label("background"), Ordered, inClusterPriority, func() {
+	var (
+		cl        client.Client
+		charterNS string
+	)
 
 	networkPolicy := func(ctx SpecContext, ns string) (*networkingv1.NetworkPolicy, error) {
 		var np networkingv1.NetworkPolicy
@@ -157,7 +160,7 @@ var _ = Describe("Background: generate and mutate existing", Label("background")
 			ObjectMeta: metav1.ObjectMeta{Namespace: backgroundPlatform, Name: "registry"},
 			StringData: map[string]string{"token": "v1"},
 		}))).To(Succeed())
-		startCharterWith(ctx, backgroundCharterNamespace, "admission,background")
+		charterNS = useCharter(ctx, backgroundCharterNamespace, "admission,background")
 		createPolicy(ctx, bgPolicy(bgDefaultDeny))
 		createPolicy(ctx, bgPolicy(bgCloneSecret))
 	}, NodeTimeout(3*time.Minute))
@@ -181,7 +184,7 @@ var _ = Describe("Background: generate and mutate existing", Label("background")
 		wantNetworkPolicy(ctx, "e2e-bg-new", networkingv1.PolicyTypeIngress)
 		Eventually(func(g Gomega) {
 			var urs kyvernov2.UpdateRequestList
-			g.Expect(cl.List(ctx, &urs, client.InNamespace(backgroundCharterNamespace))).To(Succeed())
+			g.Expect(cl.List(ctx, &urs, client.InNamespace(charterNS))).To(Succeed())
 			g.Expect(urs.Items).To(BeEmpty(), "completed UpdateRequests are removed")
 		}).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 	}, SpecTimeout(2*time.Minute))
@@ -260,8 +263,9 @@ var _ = Describe("Background: generate and mutate existing", Label("background")
 	}, SpecTimeout(90*time.Second))
 
 	It("does not trigger a rule again with its own writes (loop protection)", func(ctx SpecContext) {
-		// charter runs here as the suite's own user: its writes are told
-		// from the test's by their field manager.
+		// charter's writes are told from the test's by its ServiceAccount
+		// in the cluster, or, run here as the suite's own user, by their
+		// field manager.
 		Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e-bg-loop"}}))).To(Succeed())
 		createPolicy(ctx, bgPolicy(bgCopyConfigMaps))
 		var seed string
@@ -349,6 +353,8 @@ var _ = Describe("Background: a forbidden write", Label("background"), Ordered, 
 		}
 		// Admission as the suite's admin; the background controller as the
 		// restricted user, on the same namespace's UpdateRequests.
+		// charter runs on this machine whatever the cluster: its
+		// background controller acts as a restricted user.
 		startCharterWith(ctx, bgForbiddenNamespace, "admission")
 		startCharterAs(ctx, bgForbiddenNamespace, "background", impersonatingKubeconfig(bgRestrictedUser, "system:authenticated"), GinkgoWriter)
 		p := bgPolicy(bgQuotaPolicy)

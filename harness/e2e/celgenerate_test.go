@@ -115,7 +115,7 @@ spec:
 // serve --controllers=admission,background,cleanup` with a
 // GeneratingPolicy, MutatingPolicies and a DeletingPolicy installed
 // through the API.
-var _ = Describe("CEL policies: GeneratingPolicy, MutatingPolicy mutateExisting and DeletingPolicy", Label("celpolicies"), Ordered, func() {
+var _ = Describe("CEL policies: GeneratingPolicy, MutatingPolicy mutateExisting and DeletingPolicy", Label("celpolicies"), Ordered, inClusterPriority, func() {
 	var cl client.Client
 
 	netpol := func(ctx SpecContext, ns string) error {
@@ -146,8 +146,11 @@ var _ = Describe("CEL policies: GeneratingPolicy, MutatingPolicy mutateExisting 
 		} {
 			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, ns))).To(Succeed())
 		}
-		startCharterWith(ctx, celGenCharterNamespace, "admission,background,cleanup")
+		charterNS := useCharter(ctx, celGenCharterNamespace, "admission,background,cleanup")
 		waitPolicyWebhook(ctx)
+		// What the DeletingPolicy deletes, the cleanup controller must be
+		// allowed to, as README tells users to grant it.
+		grantCleanup(ctx, charterNS, celDelNamespace, "configmaps")
 	}, NodeTimeout(3*time.Minute))
 
 	It("a GeneratingPolicy creates a NetworkPolicy per namespace", func(ctx SpecContext) {

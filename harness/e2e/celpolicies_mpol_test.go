@@ -46,7 +46,7 @@ spec:
 // The celpolicies MutatingPolicy specs run `charter serve
 // --controllers=admission` with a MutatingPolicy installed through the API:
 // it becomes Ready and patches the Pods the API server stores.
-var _ = Describe("CEL policies: MutatingPolicy", Label("celpolicies"), Ordered, func() {
+var _ = Describe("CEL policies: MutatingPolicy", Label("celpolicies"), Ordered, inClusterPriority, func() {
 	var cl client.Client
 
 	BeforeAll(func(ctx SpecContext) {
@@ -56,7 +56,7 @@ var _ = Describe("CEL policies: MutatingPolicy", Label("celpolicies"), Ordered, 
 			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 		}
 		waitDefaultServiceAccounts(ctx, mpolNamespace)
-		startCharterWith(ctx, mpolCharterNamespace, "admission")
+		useCharter(ctx, mpolCharterNamespace, "admission")
 		waitPolicyWebhook(ctx)
 		var p policiesv1.MutatingPolicy
 		Expect(yaml.UnmarshalStrict([]byte(mpolDefaults), &p)).To(Succeed())

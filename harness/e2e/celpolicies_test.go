@@ -61,7 +61,7 @@ spec:
 // with ValidatingPolicies installed through the API: Deny refuses at
 // admission with the validation's message, Audit admits and reports the
 // failure, and each policy's status says Ready.
-var _ = Describe("CEL policies", Label("celpolicies"), Ordered, func() {
+var _ = Describe("CEL policies", Label("celpolicies"), Ordered, inClusterPriority, func() {
 	var cl client.Client
 
 	BeforeAll(func(ctx SpecContext) {
@@ -71,7 +71,7 @@ var _ = Describe("CEL policies", Label("celpolicies"), Ordered, func() {
 			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 		}
 		waitDefaultServiceAccounts(ctx, celNamespace)
-		startCharterWith(ctx, celCharterNamespace, "admission,reports")
+		useCharter(ctx, celCharterNamespace, "admission,reports")
 		waitPolicyWebhook(ctx)
 		for _, manifest := range []string{celDenyLatest, celAuditOwner} {
 			var p policiesv1.ValidatingPolicy

@@ -56,6 +56,8 @@ var _ = Describe("Certificate rotation", Label("admission"), Ordered, func() {
 			Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
 		}
 		waitDefaultServiceAccounts(ctx, certsNamespace)
+		// charter runs on this machine whatever the cluster: the specs
+		// read the certificate its one process serves.
 		startCharterWith(ctx, certsCharterNamespace, "admission")
 		// The policy webhook refuses writes until charter serves it.
 		Eventually(func() error {

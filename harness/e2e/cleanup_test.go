@@ -44,6 +44,8 @@ var _ = Describe("Cleanup", Label("cleanup"), Ordered, func() {
 		for _, ns := range []string{cleanupCharterNamespace, cleanupNamespaceA, cleanupNamespaceB, cleanupNamespaceOther} {
 			Expect(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		}
+		// charter runs on this machine whatever the cluster: the specs
+		// stop it and start it again (a restart).
 		stop = startCharterWith(ctx, cleanupCharterNamespace, "admission,cleanup")
 		waitPolicyWebhook(ctx)
 

@@ -3,10 +3,15 @@
 // harness/cluster.FromEnvironment picks: kind when Docker answers, else the
 // local control plane; E2E_PROVIDER=kind|local forces one.
 //
-// Specs that need charter running start `charter serve` on this machine,
-// out of cluster, with URL webhooks at the provider's HostAddress:
-// 127.0.0.1 for local, the kind network's gateway for kind on Linux. Where
-// the cluster cannot reach this machine (kind on Docker Desktop) they skip.
+// Specs that need charter running get it from useCharter: on kind with
+// charter's image (make e2e-kind), charter installed in the cluster by its
+// Helm chart, shared by the spec trees; elsewhere `charter serve` on this
+// machine, out of cluster, with URL webhooks at the provider's
+// HostAddress: 127.0.0.1 for local, the kind network's gateway for kind
+// on Linux. Spec trees that need charter flags of their own, a restricted
+// identity, a restart or something only this machine holds start charter
+// serve here on every cluster (startCharterWith). Where the cluster cannot
+// reach this machine (kind on Docker Desktop) those skip.
 //
 // Run them with `make e2e` (E2E_LABELS=foundation,... filters by label).
 // Specs are labelled by area: foundation, admission, reports, gitops,
@@ -147,6 +152,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	suite.kube = kubernetes.NewForConfigOrDie(suite.config)
 	suite.dynamic = dynamic.NewForConfigOrDie(suite.config)
 	suite.crds = apiextensionsclient.NewForConfigOrDie(suite.config)
+	if _, _, ok := inClusterImage(); ok {
+		// Before any spec: the specs' own timeouts leave no room for it.
+		installCharter(ctx)
+	}
 	suite.setupDone = true
 }, NodeTimeout(10*time.Minute))
 

@@ -3,9 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyreportv1alpha2 "github.com/charter-dev/charter/api/policyreport/v1alpha2"
-	"github.com/charter-dev/charter/harness/cluster"
 	"github.com/charter-dev/charter/harness/install"
 )
 
@@ -101,56 +97,25 @@ spec:
 // Deployments, ServiceAccounts, RBAC and Service-routed webhooks) and
 // disturb it the way a cluster does: a Pod deleted, a leader killed, a
 // rolling upgrade, an uninstall.
-var _ = Describe("In-cluster charter", Label("ha"), Ordered, func() {
+var _ = Describe("In-cluster charter", Label("ha"), Ordered, haPriority, func() {
 	var (
-		cl          client.Client
-		helm        *install.Helm
-		uninstalled bool
+		cl   client.Client
+		helm *install.Helm
 	)
 
 	BeforeAll(func(ctx SpecContext) {
-		image := os.Getenv(EnvCharterImage)
-		loader, ok := suite.provider.(cluster.ImageLoader)
-		if image == "" || !ok {
+		if _, _, ok := inClusterImage(); !ok {
 			Skip(fmt.Sprintf("charter runs in the cluster only with its image (%s, set by make e2e-kind) on a cluster whose nodes run Pods (kind); this is %s", EnvCharterImage, suite.provider.Name()))
 		}
 		cl = suite.client
-
-		By("loading " + image + " into the nodes")
-		archive := filepath.Join(GinkgoT().TempDir(), "charter.tar")
-		out, err := exec.CommandContext(ctx, "docker", "save", "-o", archive, image).CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "docker save %s: %s", image, out)
-		Expect(loader.LoadImageArchive(ctx, archive)).To(Succeed())
-
-		// The out-of-cluster specs keep their certificates in the same
-		// namespace: the install starts from none.
-		deleteNamespaces(ctx, charterNamespace)
-
-		By("installing charter with charts/charter")
-		helm, err = install.NewHelm(suite.provider.KubeconfigPath(), charterNamespace, haRelease, GinkgoWriter.Printf)
-		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			for _, p := range []string{haEnforcePolicy, haAuditPolicy} {
 				Expect(client.IgnoreNotFound(cl.Delete(ctx, clusterPolicy("apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata:\n  name: "+p)))).To(Succeed())
 			}
-			if !uninstalled {
-				Expect(helm.Uninstall(3 * time.Minute)).To(Succeed())
-			}
-			// Whatever the outcome, leave no webhook behind for the specs
-			// that follow, nor the release's namespace.
-			cleanup := exec.CommandContext(ctx, suite.charter, "serve", "--cleanup-webhooks",
-				"--kubeconfig="+suite.provider.KubeconfigPath(), "--namespace="+charterNamespace)
-			out, err := cleanup.CombinedOutput()
-			Expect(err).NotTo(HaveOccurred(), "charter serve --cleanup-webhooks: %s", out)
-			deleteNamespaces(ctx, haNamespace, haReportsNamespace, charterNamespace)
+			deleteNamespaces(ctx, haNamespace, haReportsNamespace)
 		}, NodeTimeout(5*time.Minute))
-		// The chart's CPU requests (100m for each of 11 Pods) leave a
-		// 2-core kind node no room for the surge Pod of a rolling upgrade.
-		values := install.ImageValues(image)
-		for _, controller := range []string{"admissionController", "reportsController", "backgroundController", "cleanupController", "gitsyncController"} {
-			values[controller] = map[string]any{"container": map[string]any{"resources": map[string]any{"requests": map[string]any{"cpu": "10m"}}}}
-		}
-		Expect(helm.Install(ctx, filepath.Join(suite.root, "charts", "charter"), values, 5*time.Minute)).To(Succeed())
+		// The install the other spec trees share, or a new one.
+		helm = installCharter(ctx)
 
 		for _, ns := range []string{haNamespace, haReportsNamespace} {
 			Expect(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
@@ -236,7 +201,7 @@ var _ = Describe("In-cluster charter", Label("ha"), Ordered, func() {
 
 	It("uninstall removes charter's webhook configurations, so the cluster admits again", func(ctx SpecContext) {
 		Expect(helm.Uninstall(3 * time.Minute)).To(Succeed())
-		uninstalled = true
+		inCluster.helm = nil
 		Eventually(func(g Gomega) {
 			g.Expect(charterWebhookConfigurations(ctx)).To(BeEmpty())
 		}).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())

@@ -165,6 +165,9 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 		}
 		waitDefaultServiceAccounts(ctx, rbacNamespace)
+		// The install shares the cluster-scoped RBAC names these specs
+		// apply and delete.
+		uninstallCharter(ctx, "the rbac specs apply charts/charter's RBAC for "+rbacCharterNamespace+" and run charter on this machine with its ServiceAccounts' tokens")
 		skipIfCharterInstalled(ctx)
 
 		By("installing charts/charter's RBAC into " + rbacCharterNamespace)

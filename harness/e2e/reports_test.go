@@ -55,6 +55,8 @@ var _ = Describe("Reports", Label("reports"), Ordered, func() {
 		legacy = reportsPod("legacy", nil)
 		Expect(cl.Create(ctx, legacy)).To(Succeed())
 
+		// charter runs on this machine whatever the cluster: the specs
+		// stop it and start it again (a restart), which they time.
 		stop = startCharterWith(ctx, reportsCharterNamespace, "admission,reports")
 		waitPolicyWebhook(ctx)
 		// namespace-owner matches every Namespace: leave no policy behind
