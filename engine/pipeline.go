@@ -137,7 +137,7 @@ func (in *requestView) document(set *PolicySet) *jsoncontext.Document {
 		if in.gvk.Kind != "" {
 			kind = map[string]any{"group": in.gvk.Group, "version": in.gvk.Version, "kind": in.gvk.Kind}
 		}
-		in.base = jsoncontext.New(set.jp, jsoncontext.RequestDocument(jsoncontext.RequestInfo{
+		in.base = jsoncontext.NewRequest(set.jp, jsoncontext.RequestInfo{
 			Operation:    string(in.op),
 			Object:       in.req.Object,
 			OldObject:    in.req.OldObject,
@@ -149,7 +149,7 @@ func (in *requestView) document(set *PolicySet) *jsoncontext.Document {
 			Roles:        in.req.Roles,
 			ClusterRoles: in.req.ClusterRoles,
 			DryRun:       in.req.DryRun,
-		}))
+		})
 	}
 	return in.base
 }

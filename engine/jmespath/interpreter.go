@@ -111,6 +111,9 @@ type Query struct {
 	// fast evaluates the query without the library when it can (fast.go);
 	// nil when the query has nodes it does not cover.
 	fast *fastNode
+	// roots are the top-level entries of the data the query may read
+	// (roots.go).
+	roots rootReads
 }
 
 // Expression returns the source text of the query.
@@ -158,7 +161,8 @@ func (i *Interpreter) Compile(expr string) (*Query, error) {
 	if err != nil {
 		return nil, &CompileError{Expression: expr, Err: err}
 	}
-	q := &Query{expr: expr, parsed: parsed, opt: gojmespath.WithFunctionCaller(i.caller), fast: compileFastGuarded(expr)}
+	fast, roots := analyzeGuarded(expr)
+	q := &Query{expr: expr, parsed: parsed, opt: gojmespath.WithFunctionCaller(i.caller), fast: fast, roots: roots}
 	if i.cacheSize > 0 {
 		if i.cached.Add(1) > i.cacheSize {
 			// Crude but bounded: drop everything and start over. Policy
@@ -184,20 +188,33 @@ func compileGuarded(expr string) (parsed *gojmespath.JMESPath, err error) {
 	return gojmespath.Compile(expr)
 }
 
-// compileFastGuarded returns the fast form of an expression that parsed,
-// or nil (see fastNode). The library keeps its syntax tree to itself, so
-// the expression is parsed a second time, once per compiled query.
-func compileFastGuarded(expr string) (fast *fastNode) {
+// analyzeGuarded returns the fast form of an expression that parsed, or
+// nil (see fastNode), and the top-level entries it may read. The library
+// keeps its syntax tree to itself, so the expression is parsed a second
+// time, once per compiled query.
+func analyzeGuarded(expr string) (fast *fastNode, roots rootReads) {
 	defer func() {
 		if r := recover(); r != nil {
-			fast = nil
+			fast, roots = nil, rootReads{all: true}
 		}
 	}()
 	ast, err := gojmespath.NewParser().Parse(expr)
 	if err != nil {
-		return nil
+		return nil, rootReads{all: true}
 	}
-	return compileFast(ast)
+	return compileFast(ast), readsOfRoot(ast)
+}
+
+// MayReadRoot reports whether expr, evaluated against a map, may read its
+// top-level entry key: false only when the expression certainly does not
+// (see rootReads), so a document can leave out an entry that is costly to
+// work out until a query needs it (jsoncontext.RootReader).
+func (i *Interpreter) MayReadRoot(expr, key string) bool {
+	q, err := i.Compile(expr)
+	if err != nil {
+		return true
+	}
+	return q.roots.mayRead(key)
 }
 
 // Search compiles (or reuses) expr and evaluates it against data.

@@ -111,3 +111,36 @@ func TestConcurrentSearch(t *testing.T) {
 		}
 	}
 }
+
+// TestMayReadRoot: which top-level entries an expression may read, as the
+// tree interpreter evaluates it; whenever it cannot tell, any.
+func TestMayReadRoot(t *testing.T) {
+	i := New()
+	tests := []struct {
+		expr string
+		want map[string]bool
+	}{
+		{"request.object.metadata.name", map[string]bool{"request": true, "images": false}},
+		{"images.containers.*.tag", map[string]bool{"images": true, "request": false}},
+		{"request.object.spec.volumes[].keys(@)[] || `[]`", map[string]bool{"request": true, "images": false}},
+		{"request.object.spec.containers[?name == 'images'].image", map[string]bool{"request": true, "images": false}},
+		{"length(images.initContainers || `{}`) > `0`", map[string]bool{"images": true}},
+		{"[request.name, serviceAccountName]", map[string]bool{"request": true, "serviceAccountName": true, "images": false}},
+		{"{a: request.name}", map[string]bool{"request": true, "images": false}},
+		{"sort_by(request.object.spec.containers, &images)", map[string]bool{"request": true, "images": false}},
+		{"request | images", map[string]bool{"request": true, "images": false}},
+		{"@", map[string]bool{"images": true, "anything": true}},
+		{"to_string(@)", map[string]bool{"images": true}},
+		{"@ | images", map[string]bool{"images": true}},
+		{"!images", map[string]bool{"images": true, "request": false}},
+		{"`1`", map[string]bool{"images": false}},
+		{"not a (valid expression", map[string]bool{"images": true}},
+	}
+	for _, tc := range tests {
+		for key, want := range tc.want {
+			if got := i.MayReadRoot(tc.expr, key); got != want {
+				t.Errorf("MayReadRoot(%q, %q) = %v, want %v", tc.expr, key, got, want)
+			}
+		}
+	}
+}

@@ -11,6 +11,7 @@ package jsoncontext
 
 import (
 	"strings"
+	"sync"
 )
 
 // Querier evaluates a JMESPath expression against data (see
@@ -19,10 +20,36 @@ type Querier interface {
 	Search(expr string, data any) (any, error)
 }
 
+// RootReader is a Querier that can tell that an expression never reads a
+// top-level entry of the data (engine/jmespath.Interpreter.MayReadRoot): a
+// document then leaves a lazy entry out of the queries that cannot see it.
+type RootReader interface {
+	MayReadRoot(expr, key string) bool
+}
+
 // Document is a layered JSON context document.
 type Document struct {
 	root    map[string]any
 	querier Querier
+	// lazy is a top-level entry worked out on the first read that may
+	// see it (see Lazy), shared by the documents layered on this one;
+	// filled says it is in root (or was left out for good).
+	lazy   *lazyEntry
+	filled bool
+}
+
+// lazyEntry is a top-level entry of a document worked out once, on first
+// use, by compute; a nil value leaves the entry out.
+type lazyEntry struct {
+	key     string
+	once    sync.Once
+	compute func() any
+	value   any
+}
+
+func (l *lazyEntry) get() any {
+	l.once.Do(func() { l.value, l.compute = l.compute(), nil })
+	return l.value
 }
 
 // New returns a document with the given top-level entries, evaluated by q.
@@ -34,6 +61,30 @@ func New(q Querier, root map[string]any) *Document {
 	return &Document{root: root, querier: q}
 }
 
+// Lazy adds the top-level entry key, worked out by compute (nil: no entry)
+// only when a read may see it: a query that names it at the top, or reads
+// the whole document, Get of a path under it, Root, or Set below it. The
+// documents layered on d share the one computation. The request's images
+// are one: most policies never read them, and working them out for every
+// review is a dozen allocations.
+func (d *Document) Lazy(key string, compute func() any) {
+	d.lazy, d.filled = &lazyEntry{key: key, compute: compute}, false
+}
+
+// fill puts the lazy entry in the root, unless the root has it already.
+func (d *Document) fill() {
+	if d.lazy == nil || d.filled {
+		return
+	}
+	d.filled = true
+	if _, ok := d.root[d.lazy.key]; ok {
+		return
+	}
+	if v := d.lazy.get(); v != nil {
+		d.root[d.lazy.key] = v
+	}
+}
+
 // Child returns a document that starts with the same content; what is Set
 // on the child does not show in the parent.
 func (d *Document) Child() *Document {
@@ -41,23 +92,35 @@ func (d *Document) Child() *Document {
 	for k, v := range d.root {
 		root[k] = v
 	}
-	return &Document{root: root, querier: d.querier}
+	return &Document{root: root, querier: d.querier, lazy: d.lazy, filled: d.filled}
 }
 
 // Root returns the top-level map. Callers must not modify it.
-func (d *Document) Root() map[string]any { return d.root }
+func (d *Document) Root() map[string]any {
+	d.fill()
+	return d.root
+}
 
 // Query evaluates a JMESPath expression against the document, so the
 // document can serve as a variables resolver.
 func (d *Document) Query(expr string) (any, error) {
+	if d.lazy != nil && !d.filled {
+		if rr, ok := d.querier.(RootReader); !ok || rr.MayReadRoot(expr, d.lazy.key) {
+			d.fill()
+		}
+	}
 	return d.querier.Search(expr, d.root)
 }
 
 // Get returns the value at a dotted path ("request.operation") and whether
 // it exists. A segment in double quotes is one key (see SplitPath).
 func (d *Document) Get(path string) (any, bool) {
+	keys := SplitPath(path)
+	if d.lazy != nil && keys[0] == d.lazy.key {
+		d.fill()
+	}
 	var cur any = d.root
-	for _, k := range SplitPath(path) {
+	for _, k := range keys {
 		m, ok := cur.(map[string]any)
 		if !ok {
 			return nil, false
@@ -72,7 +135,12 @@ func (d *Document) Get(path string) (any, bool) {
 // SetRoot stores a top-level entry in place, without copying. Use it only
 // on a document fresh from Child that nothing else holds yet (e.g. to add
 // foreach elements).
-func (d *Document) SetRoot(key string, v any) { d.root[key] = v }
+func (d *Document) SetRoot(key string, v any) {
+	if d.lazy != nil && key == d.lazy.key {
+		d.filled = true // replaced: never worked out for this document
+	}
+	d.root[key] = v
+}
 
 // Set stores v at a dotted path ("request.operation", "element"), creating
 // maps as needed. A segment in double quotes is one key, dots included
@@ -80,6 +148,9 @@ func (d *Document) SetRoot(key string, v any) { d.root[key] = v }
 // share them are not affected.
 func (d *Document) Set(path string, v any) {
 	keys := SplitPath(path)
+	if d.lazy != nil && keys[0] == d.lazy.key {
+		d.fill()
+	}
 	d.root = setPath(d.root, keys, v)
 }
 

@@ -131,3 +131,89 @@ func TestDocumentQuotedKey(t *testing.T) {
 		t.Fatal("the quoted key was split at its dots")
 	}
 }
+
+// searchOnly is a Querier that cannot tell what an expression reads.
+type searchOnly struct{ q Querier }
+
+func (s searchOnly) Search(expr string, data any) (any, error) { return s.q.Search(expr, data) }
+
+// TestRequestImagesAreLazy: a request document works its images out only
+// for a read that may see them, once for every document layered on it,
+// and answers exactly as the document with images built up front.
+func TestRequestImagesAreLazy(t *testing.T) {
+	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "web"},
+		"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "ghcr.io/org/app:1.2"}}}}
+	info := RequestInfo{Operation: "CREATE", Object: pod, Name: "web"}
+	jp := jmespath.New()
+	eager := New(jp, RequestDocument(info))
+	lazy := func(q Querier) *Document { return NewRequest(q, info) }
+	computed := func(d *Document) bool { _, ok := d.root["images"]; return ok }
+
+	tests := []struct {
+		name  string
+		read  func(d *Document) (any, error)
+		needs bool
+	}{
+		{"a query of another entry", func(d *Document) (any, error) { return d.Query("request.object.metadata.name") }, false},
+		{"@ inside a projection", func(d *Document) (any, error) {
+			return d.Query("request.object.spec.containers[].keys(@)[] || `[]`")
+		}, false},
+		{"a query naming images", func(d *Document) (any, error) { return d.Query("images.containers.app.tag") }, true},
+		{"images in a function argument", func(d *Document) (any, error) { return d.Query("length(images.containers)") }, true},
+		{"the whole document", func(d *Document) (any, error) { return d.Query("keys(@)") }, true},
+		{"a pipe from the root", func(d *Document) (any, error) { return d.Query("@ | images.containers.app.name") }, true},
+		{"Get under images", func(d *Document) (any, error) { v, _ := d.Get("images.containers.app.registry"); return v, nil }, true},
+		{"Get of another entry", func(d *Document) (any, error) { v, _ := d.Get("request.name"); return v, nil }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := lazy(jp)
+			got, err := tc.read(d)
+			want, wantErr := tc.read(eager)
+			if !reflect.DeepEqual(got, want) || (err == nil) != (wantErr == nil) {
+				t.Errorf("lazy document read %v (%v), want %v (%v) as with images up front", got, err, want, wantErr)
+			}
+			if computed(d) != tc.needs {
+				t.Errorf("images worked out: %v, want %v", computed(d), tc.needs)
+			}
+			// A querier that cannot tell always gets the images.
+			d = lazy(searchOnly{jp})
+			if _, _ = tc.read(d); !computed(d) && strings.HasPrefix(tc.name, "a query") {
+				t.Error("images left out for a querier that cannot tell what an expression reads")
+			}
+		})
+	}
+
+	// Layers share one computation; Set below images keeps the rest of
+	// them; SetRoot replaces them for good.
+	calls := 0
+	base := New(jp, map[string]any{"request": map[string]any{}})
+	base.Lazy("images", func() any {
+		calls++
+		return map[string]any{"containers": map[string]any{"app": map[string]any{"tag": "1.2", "name": "app"}}}
+	})
+	a, b := base.Child(), base.Child()
+	if v, _ := a.Query("images.containers.app.tag"); v != "1.2" {
+		t.Errorf("child reads tag %v", v)
+	}
+	b.Set("images.containers.app.tag", "9")
+	if v, _ := b.Query("images.containers.app.name"); v != "app" {
+		t.Errorf("Set below images lost the rest of them: name %v", v)
+	}
+	if v, _ := b.Query("images.containers.app.tag"); v != "9" {
+		t.Errorf("Set below images: tag %v, want 9", v)
+	}
+	if calls != 1 {
+		t.Errorf("images worked out %d times for one request, want 1", calls)
+	}
+	c := base.Child()
+	c.SetRoot("images", "pinned")
+	if v, _ := c.Query("images"); v != "pinned" {
+		t.Errorf("SetRoot(images) then read %v, want pinned", v)
+	}
+	none := New(jp, map[string]any{})
+	none.Lazy("images", func() any { return nil })
+	if _, ok := none.Root()["images"]; ok {
+		t.Error("a nil lazy value became an entry")
+	}
+}

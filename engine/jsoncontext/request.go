@@ -31,10 +31,45 @@ type RequestInfo struct {
 // On DELETE there is no new object, and request.object refers to the old
 // one, as Kyverno rewrites request.object to request.oldObject there.
 func RequestDocument(r RequestInfo) map[string]any {
-	object := r.Object
-	if object == nil && r.Operation == "DELETE" {
-		object = r.OldObject
+	root := requestRoot(r)
+	if images := requestImages(r); images != nil {
+		root["images"] = images
 	}
+	return root
+}
+
+// NewRequest returns the document of RequestDocument, evaluated by q, with
+// its images worked out only if a read may see them (Document.Lazy).
+func NewRequest(q Querier, r RequestInfo) *Document {
+	d := New(q, requestRoot(r))
+	d.Lazy("images", func() any {
+		if images := requestImages(r); images != nil {
+			return images
+		}
+		return nil
+	})
+	return d
+}
+
+// requestObject is the object the request is about: the old one on DELETE.
+func requestObject(r RequestInfo) map[string]any {
+	if r.Object == nil && r.Operation == "DELETE" {
+		return r.OldObject
+	}
+	return r.Object
+}
+
+func requestImages(r RequestInfo) map[string]any {
+	object := requestObject(r)
+	if object == nil {
+		return nil
+	}
+	return Images(object)
+}
+
+// requestRoot is RequestDocument without images.
+func requestRoot(r RequestInfo) map[string]any {
+	object := requestObject(r)
 	request := map[string]any{
 		"operation":    r.Operation,
 		"object":       jsonOrNil(object),
@@ -57,11 +92,6 @@ func RequestDocument(r RequestInfo) map[string]any {
 		"request":                 request,
 		"serviceAccountName":      saName,
 		"serviceAccountNamespace": saNamespace,
-	}
-	if object != nil {
-		if images := Images(object); images != nil {
-			root["images"] = images
-		}
 	}
 	return root
 }
