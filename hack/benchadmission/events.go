@@ -57,7 +57,7 @@ func (c *countingWriter) counts() eventCounts {
 // default omitted reasons), writing to it; namespace is created for the
 // events about the reviewed Pods. stop stops both.
 func startEventSink(ctx context.Context, namespace string) (*events.Sink, *countingWriter, func(), error) {
-	fmt.Fprintln(os.Stderr, "direct: starting a local control plane for charter's events")
+	fmt.Fprintln(os.Stderr, "starting a local control plane for charter's events")
 	cp, err := controlplane.Start(ctx)
 	if err != nil {
 		return nil, nil, nil, err
