@@ -93,6 +93,9 @@ type evalConfig struct {
 	// imagesVerifiedSince refuses cached image verifications older than
 	// it (see WithImagesVerifiedSince).
 	imagesVerifiedSince time.Time
+	// imageDigestPins makes Mutate pin ImageValidatingPolicies' images
+	// (see WithImageDigestPins).
+	imageDigestPins bool
 	// backgroundChecks stops generate and mutate-existing rules after
 	// their match and preconditions (see WithBackgroundChecks).
 	backgroundChecks bool

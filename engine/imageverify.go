@@ -39,6 +39,8 @@ type podImage struct {
 	// pointer is the JSON pointer of the image field.
 	pointer string
 	info    jsoncontext.ImageInfo
+	// raw is the image as written.
+	raw string
 }
 
 // matchString is the image as results name it: registry/path:tag, or
@@ -97,7 +99,7 @@ func podImages(obj map[string]any) ([]podImage, []string) {
 			if !ok {
 				continue
 			}
-			out = append(out, podImage{pointer: prefix + "/" + group + "/" + strconv.Itoa(i) + "/image", info: info})
+			out = append(out, podImage{pointer: prefix + "/" + group + "/" + strconv.Itoa(i) + "/image", info: info, raw: image})
 		}
 	}
 	var secrets []string

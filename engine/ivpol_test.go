@@ -61,7 +61,10 @@ func (f *fakeImages) VerifySignatures(_ context.Context, c ImageCheck) (ImageVer
 func (f *fakeImages) VerifyAttestations(_ context.Context, c ImageCheck) (ImageVerified, error) {
 	return f.answer(c)
 }
-func (f *fakeImages) ResolveDigest(context.Context, string, ImageCredentials) (string, error) {
+func (f *fakeImages) ResolveDigest(_ context.Context, image string, _ ImageCredentials) (string, error) {
+	if strings.Contains(image, "/down/") {
+		return "", &ImageUnavailableError{Err: errors.New("connection refused")}
+	}
 	return "sha256:1", nil
 }
 
@@ -207,5 +210,40 @@ func TestImageValidatingPolicies(t *testing.T) {
 				t.Errorf("got  %v\nwant %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestImageDigestPins: with WithImageDigestPins (the mutating webhook),
+// Mutate pins the images of policies with mutateDigest that match their
+// matchImageReferences and name no digest; a tag that cannot be resolved
+// is an error of the Deny policy. Without it (the CLI) nothing changes.
+func TestImageDigestPins(t *testing.T) {
+	policies, exceptions := readCELPolicies(t, "ivpol/policies.yaml")
+	set, err := Compile(policies, WithCELExceptions(exceptions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := pod("default", "web", nil, "registry.example.com/app/signed:v1", "nginx:1.27", "registry.example.com/attested@sha256:2", "registry.example.com/down/signed:v1")
+	loaders := WithLoaders(Loaders{ImageVerifier: &fakeImages{}})
+	resp := set.Mutate(context.Background(), &Request{Operation: kyvernov1.Create, Object: obj}, loaders, WithImageDigestPins())
+	var images []string
+	for _, c := range resp.Object["spec"].(map[string]any)["containers"].([]any) {
+		images = append(images, c.(map[string]any)["image"].(string))
+	}
+	want := []string{"registry.example.com/app/signed:v1@sha256:1", "nginx:1.27", "registry.example.com/attested@sha256:2", "registry.example.com/down/signed:v1"}
+	if !reflect.DeepEqual(images, want) {
+		t.Errorf("images %v, want %v", images, want)
+	}
+	var errs []string
+	for _, e := range resp.Errors() {
+		errs = append(errs, e.Policy.Key+": "+e.Rule.Message)
+	}
+	wantErrs := []string{"check-signed: failed to update digest: connection refused", "requires-only: failed to update digest: connection refused"}
+	if !reflect.DeepEqual(errs, wantErrs) || !resp.Blocked() {
+		t.Errorf("errors %q (blocked %v), want %q, blocked", errs, resp.Blocked(), wantErrs)
+	}
+	plain := set.Mutate(context.Background(), &Request{Operation: kyvernov1.Create, Object: obj}, loaders)
+	if len(plain.Patch) != 0 || len(plain.Policies) != 0 {
+		t.Errorf("without WithImageDigestPins: patch %v, policies %v", plain.Patch, plain.Policies)
 	}
 }

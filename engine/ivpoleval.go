@@ -422,53 +422,17 @@ func (p *Policy) validateImages(ctx context.Context, in *requestView, cfg *evalC
 // failurePolicy Ignore). matched lists the images the policy selected.
 func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *evalConfig, v *ivpolVariant, rr *RuleResponse) (o outcome, matched []string, respond bool) {
 	ip := p.ivpol
-	ci := in.celInputs()
-	obj := in.req.Object
-	if obj == nil {
-		obj = in.req.OldObject
-	}
-	_, pullSecrets := podImages(obj)
-	verification := &imageVerification{ctx: ctx, policy: p, cfg: cfg, req: in.ivpolState(), payloads: map[[2]string]map[string]any{},
-		creds: ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds}}
-	attestors := make(map[string]any, len(ip.attestors))
-	for n := range ip.attestors {
-		attestors[n] = attestorRef{name: n}
-	}
-	attestations := make(map[string]string, len(ip.attestations))
-	for n := range ip.attestations {
-		attestations[n] = n
-	}
-	act := &ivpolActivation{
-		vpolActivation: vpolActivation{
-			celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
-			libs:          newLibReceivers(ctx, &cfg.loaders, ip.namespace),
-			exceptions:    types.DefaultTypeAdapter.NativeToValue(map[string]any{"allowedImages": []any{}, "allowedValues": []any{}}),
-		},
-		verification: verification,
-		images:       types.DefaultTypeAdapter.NativeToValue(map[string][]string{}),
-		attestors:    types.DefaultTypeAdapter.NativeToValue(attestors),
-		attestations: types.DefaultTypeAdapter.NativeToValue(attestations),
-	}
-	cctx := v.compiler.CreateContext(ctx)
-	act.variables = cctx.Variables(act)
-	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
-
+	e, act, obj := p.imageEvaluator(ctx, in, cfg, v)
 	// matchConditions run before exceptions here, unlike the other kinds.
-	var condErrs []string
-	for i := range v.conditions {
-		val, err := e.eval(&v.conditions[i])
-		switch {
-		case err != nil:
-			condErrs = append(condErrs, err.Error())
-		case val != types.True:
-			return outcome{}, nil, false
-		}
-	}
-	if len(condErrs) > 0 {
+	hold, err := e.imageConditions(v)
+	if err != nil {
 		if ip.ignore {
 			return outcome{}, nil, false
 		}
-		return errorf("failed to evaluate policy: %s", strings.Join(condErrs, "; ")), nil, true
+		return errorf("failed to evaluate policy: %v", err), nil, true
+	}
+	if !hold {
+		return outcome{}, nil, false
 	}
 	// Any exception that holds exempts the request: images and
 	// allowedValues play no part for this kind.
@@ -551,6 +515,143 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *evalC
 		}
 	}
 	return result, matched, true
+}
+
+// imageEvaluator builds the CEL evaluation of a policy variant over the
+// request, and returns the object whose images it reads (the old object
+// when there is no new one).
+func (p *Policy) imageEvaluator(ctx context.Context, in *requestView, cfg *evalConfig, v *ivpolVariant) (*celEvaluator, *ivpolActivation, map[string]any) {
+	ip := p.ivpol
+	ci := in.celInputs()
+	obj := in.req.Object
+	if obj == nil {
+		obj = in.req.OldObject
+	}
+	_, pullSecrets := podImages(obj)
+	verification := &imageVerification{ctx: ctx, policy: p, cfg: cfg, req: in.ivpolState(), payloads: map[[2]string]map[string]any{},
+		creds: ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds}}
+	attestors := make(map[string]any, len(ip.attestors))
+	for n := range ip.attestors {
+		attestors[n] = attestorRef{name: n}
+	}
+	attestations := make(map[string]string, len(ip.attestations))
+	for n := range ip.attestations {
+		attestations[n] = n
+	}
+	act := &ivpolActivation{
+		vpolActivation: vpolActivation{
+			celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
+			libs:          newLibReceivers(ctx, &cfg.loaders, ip.namespace),
+			exceptions:    types.DefaultTypeAdapter.NativeToValue(map[string]any{"allowedImages": []any{}, "allowedValues": []any{}}),
+		},
+		verification: verification,
+		images:       types.DefaultTypeAdapter.NativeToValue(map[string][]string{}),
+		attestors:    types.DefaultTypeAdapter.NativeToValue(attestors),
+		attestations: types.DefaultTypeAdapter.NativeToValue(attestations),
+	}
+	cctx := v.compiler.CreateContext(ctx)
+	act.variables = cctx.Variables(act)
+	return &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}, act, obj
+}
+
+// imageConditions evaluates the variant's matchConditions: whether all
+// hold, or their errors joined.
+func (e *celEvaluator) imageConditions(v *ivpolVariant) (bool, error) {
+	var errs []string
+	for i := range v.conditions {
+		val, err := e.eval(&v.conditions[i])
+		switch {
+		case err != nil:
+			errs = append(errs, err.Error())
+		case val != types.True:
+			return false, nil
+		}
+	}
+	if len(errs) > 0 {
+		return false, errors.New(strings.Join(errs, "; "))
+	}
+	return true, nil
+}
+
+// WithImageDigestPins makes Mutate pin the images of
+// ImageValidatingPolicies with mutateDigest (the default) to the digest
+// their tag names now, as Kyverno's ivpol mutating webhook does (§3.3.5):
+// the containers', initContainers' and ephemeralContainers' images that
+// match the policy's matchImageReferences and name no digest. Nothing is
+// verified then: the validating phase verifies the pinned digest. The CLI
+// leaves it off, as Kyverno's does.
+func WithImageDigestPins() EvalOption {
+	return func(c *evalConfig) { c.imageDigestPins = true }
+}
+
+// imageDigestPhase pins digests for the ImageValidatingPolicies among the
+// candidates; the first pin of an image wins. A tag that cannot be
+// resolved is an error of a Deny policy (so failurePolicy decides), and
+// the other images are still pinned; an Audit or Warn policy only leaves
+// the image unpinned.
+func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *evalConfig, candidates []*Policy, resp *MutateResponse) *requestView {
+	obj := in.req.Object
+	images, pullSecrets := podImages(obj)
+	if len(images) == 0 {
+		return in
+	}
+	pins := map[string]string{}
+	for _, p := range candidates {
+		ip := p.ivpol
+		if ip == nil || !ip.mutateDigest || !p.scopes(in) {
+			continue
+		}
+		var v *ivpolVariant
+		for _, cand := range ip.variants {
+			if cand.match.matches(in) {
+				v = cand
+				break
+			}
+		}
+		if v != nil && v.lazy != nil {
+			v, _ = v.lazy.compiled()
+		}
+		if v == nil {
+			continue
+		}
+		e, _, _ := p.imageEvaluator(ctx, in, cfg, v)
+		if hold, err := e.imageConditions(v); err != nil || !hold {
+			continue
+		}
+		var errs []string
+		for _, img := range images {
+			if _, done := pins[img.pointer]; done || img.info.Digest != "" {
+				continue
+			}
+			if ok, err := ip.matchesImage(img.raw); err != nil || !ok {
+				continue
+			}
+			verifier := cfg.loaders.ImageVerifier
+			if verifier == nil {
+				errs = append(errs, "no image verifier is configured")
+				continue
+			}
+			digest, err := verifier.ResolveDigest(ctx, img.info.ReferenceWithTag(), ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds})
+			if err != nil {
+				errs = append(errs, err.Error())
+				continue
+			}
+			pins[img.pointer] = img.raw + "@" + digest
+		}
+		if len(errs) > 0 && ip.action == Enforce {
+			rr := RuleResponse{Name: p.source.GetName(), Type: TypeImageVerify, Action: Enforce, Status: StatusError,
+				Message: "failed to update digest: " + strings.Join(errs, "; ")}
+			resp.Policies = append(resp.Policies, PolicyResponse{Policy: p.source, Key: p.key, Rules: []RuleResponse{rr}, Patched: obj})
+		}
+	}
+	if len(pins) == 0 {
+		return in
+	}
+	patched, err := imagePatches(obj, pins)
+	if err != nil {
+		return in
+	}
+	return in.withObject(patched)
 }
 
 // stringList reads a CEL list of strings.

@@ -131,6 +131,9 @@ func (s *PolicySet) Mutate(ctx context.Context, req *Request, opts ...EvalOption
 	in = s.reinvoke(ctx, in, &cfg, reinvoke, resp)
 	if req.Object != nil && req.Operation != kyvernov1.Delete {
 		in = s.verifyImagesPhase(ctx, in, &cfg, candidates, resp)
+		if cfg.imageDigestPins {
+			in = s.imageDigestPhase(ctx, in, &cfg, candidates, resp)
+		}
 	}
 	if req.Object != nil {
 		resp.Object = in.req.Object

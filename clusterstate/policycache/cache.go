@@ -176,7 +176,8 @@ func (c *Cache) Start(ctx context.Context) error {
 	for _, obj := range []client.Object{&kyvernov1.ClusterPolicy{}, &kyvernov1.Policy{},
 		&policiesv1.ValidatingPolicy{}, &policiesv1.NamespacedValidatingPolicy{},
 		&policiesv1.GeneratingPolicy{}, &policiesv1.NamespacedGeneratingPolicy{},
-		&policiesv1.MutatingPolicy{}, &policiesv1.NamespacedMutatingPolicy{}, &kyvernov2.PolicyException{},
+		&policiesv1.MutatingPolicy{}, &policiesv1.NamespacedMutatingPolicy{},
+		&policiesv1.ImageValidatingPolicy{}, &policiesv1.NamespacedImageValidatingPolicy{}, &kyvernov2.PolicyException{},
 		&policiesv1.PolicyException{}, &corev1.Namespace{}} {
 		inf, err := c.reader.GetInformer(ctx, obj)
 		if err != nil {

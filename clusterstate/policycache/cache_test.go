@@ -86,6 +86,14 @@ func (f *fakeCluster) List(_ context.Context, list client.ObjectList, _ ...clien
 			if o, ok := obj.(*policiesv1.NamespacedGeneratingPolicy); ok {
 				l.Items = append(l.Items, *o.DeepCopy())
 			}
+		case *policiesv1.ImageValidatingPolicyList:
+			if o, ok := obj.(*policiesv1.ImageValidatingPolicy); ok {
+				l.Items = append(l.Items, *o.DeepCopy())
+			}
+		case *policiesv1.NamespacedImageValidatingPolicyList:
+			if o, ok := obj.(*policiesv1.NamespacedImageValidatingPolicy); ok {
+				l.Items = append(l.Items, *o.DeepCopy())
+			}
 		default:
 			return fmt.Errorf("fakeCluster: cannot list %T", list)
 		}
@@ -131,7 +139,7 @@ func newFakeCluster(t *testing.T, objs ...client.Object) *fakeCluster {
 		f.put(obj)
 	}
 	for _, obj := range []client.Object{&kyvernov1.ClusterPolicy{}, &kyvernov1.Policy{}, &policiesv1.ValidatingPolicy{}, &policiesv1.NamespacedValidatingPolicy{},
-		&policiesv1.GeneratingPolicy{}, &policiesv1.NamespacedGeneratingPolicy{}, &policiesv1.MutatingPolicy{}, &policiesv1.NamespacedMutatingPolicy{}, &kyvernov2.PolicyException{}, &policiesv1.PolicyException{}, &corev1.Namespace{}} {
+		&policiesv1.GeneratingPolicy{}, &policiesv1.NamespacedGeneratingPolicy{}, &policiesv1.MutatingPolicy{}, &policiesv1.NamespacedMutatingPolicy{}, &policiesv1.ImageValidatingPolicy{}, &policiesv1.NamespacedImageValidatingPolicy{}, &kyvernov2.PolicyException{}, &policiesv1.PolicyException{}, &corev1.Namespace{}} {
 		f.informer(t, obj)
 	}
 	return f

@@ -12,8 +12,9 @@ import (
 
 // ListPolicies lists every policy kind the cache serves, ClusterPolicies,
 // Policies, ValidatingPolicies, NamespacedValidatingPolicies,
-// GeneratingPolicies, NamespacedGeneratingPolicies, MutatingPolicies and
-// NamespacedMutatingPolicies, in that order, so the cache and the controllers that read the same informers
+// GeneratingPolicies, NamespacedGeneratingPolicies, MutatingPolicies,
+// NamespacedMutatingPolicies, ImageValidatingPolicies and
+// NamespacedImageValidatingPolicies, in that order, so the cache and the controllers that read the same informers
 // (policy status) agree on what "every installed policy" is.
 func ListPolicies(ctx context.Context, reader client.Reader, opts ...client.ListOption) ([]kyvernov1.PolicyInterface, error) {
 	var cpols kyvernov1.ClusterPolicyList
@@ -48,7 +49,15 @@ func ListPolicies(ctx context.Context, reader client.Reader, opts ...client.List
 	if err := reader.List(ctx, &nmpols, opts...); err != nil {
 		return nil, fmt.Errorf("listing NamespacedMutatingPolicies: %w", err)
 	}
-	policies := make([]kyvernov1.PolicyInterface, 0, len(cpols.Items)+len(pols.Items)+len(vpols.Items)+len(nvpols.Items)+len(gpols.Items)+len(ngpols.Items)+len(mpols.Items)+len(nmpols.Items))
+	var ivpols policiesv1.ImageValidatingPolicyList
+	if err := reader.List(ctx, &ivpols, opts...); err != nil {
+		return nil, fmt.Errorf("listing ImageValidatingPolicies: %w", err)
+	}
+	var nivpols policiesv1.NamespacedImageValidatingPolicyList
+	if err := reader.List(ctx, &nivpols, opts...); err != nil {
+		return nil, fmt.Errorf("listing NamespacedImageValidatingPolicies: %w", err)
+	}
+	policies := make([]kyvernov1.PolicyInterface, 0, len(cpols.Items)+len(pols.Items)+len(vpols.Items)+len(nvpols.Items)+len(gpols.Items)+len(ngpols.Items)+len(mpols.Items)+len(nmpols.Items)+len(ivpols.Items)+len(nivpols.Items))
 	for i := range cpols.Items {
 		policies = append(policies, &cpols.Items[i])
 	}
@@ -72,6 +81,12 @@ func ListPolicies(ctx context.Context, reader client.Reader, opts ...client.List
 	}
 	for i := range nmpols.Items {
 		policies = append(policies, &nmpols.Items[i])
+	}
+	for i := range ivpols.Items {
+		policies = append(policies, &ivpols.Items[i])
+	}
+	for i := range nivpols.Items {
+		policies = append(policies, &nivpols.Items[i])
 	}
 	return policies, nil
 }

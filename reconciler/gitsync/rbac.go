@@ -31,7 +31,7 @@ package gitsync
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions;cleanuppolicies;clustercleanuppolicies,verbs=get;list;watch;create;update;patch;delete
 // get;list;watch;create;update;patch;delete: the same for Kyverno's CEL
 // policy kinds (policies.kyverno.io/v1) and that group's PolicyException.
-// +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies;namespacedvalidatingpolicies;mutatingpolicies;namespacedmutatingpolicies;generatingpolicies;namespacedgeneratingpolicies;deletingpolicies;namespaceddeletingpolicies;policyexceptions,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies;namespacedvalidatingpolicies;mutatingpolicies;namespacedmutatingpolicies;generatingpolicies;namespacedgeneratingpolicies;deletingpolicies;namespaceddeletingpolicies;imagevalidatingpolicies;namespacedimagevalidatingpolicies;policyexceptions,verbs=get;list;watch;create;update;patch;delete
 // create;patch: sync outcomes are told as events.k8s.io Events on the
 // PolicyRepository, in its namespace.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/imagetest"
 )
@@ -78,4 +79,74 @@ spec:
 	if msg, _ := results[0].(map[string]any)["message"].(string); msg == "" || !strings.Contains(msg, "no signatures found") {
 		t.Errorf("message %q, want the reason", msg)
 	}
+}
+
+// TestBackgroundScanImageValidatingPolicy: an ImageValidatingPolicy's
+// background scan verifies the images of Pods that already run: a signed
+// image passes and an unsigned one fails, under the policy's name and
+// Kyverno's source; once the signature is gone, the next full rescan
+// verifies again and fails the Pod.
+func TestBackgroundScanImageValidatingPolicy(t *testing.T) {
+	reg := imagetest.NewRegistry(t)
+	key := imagetest.NewKey(t)
+	signed := reg.Push(t, "app", "signed")
+	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
+	unsigned := reg.Push(t, "app", "unsigned")
+
+	e := startEnv(t)
+	e.images = imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
+	if _, err := e.cs.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "images"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := map[string]*corev1.Pod{}
+	for name, image := range map[string]string{"signed": signed.DigestRef, "unsigned": unsigned.DigestRef} {
+		pod, err := e.cs.CoreV1().Pods("images").Create(e.ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods[name] = pod
+	}
+	c, _ := e.startController(Options{PolicyDebounce: 100 * time.Millisecond})
+
+	keyJSON, _ := json.Marshal(key.PublicPEM)
+	policy := fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
+kind: ImageValidatingPolicy
+metadata: {name: signed-images}
+spec:
+  validationActions: [Audit]
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [pods]}
+  matchImageReferences: [{glob: "%s/*"}]
+  attestors:
+  - name: release
+    cosign:
+      key: {data: %s}
+      ctlog: {insecureIgnoreTlog: true, insecureIgnoreSCT: true}
+  validations:
+  - expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.release]) > 0)"
+    message: image is not signed by the release key
+`, reg.Host, keyJSON)
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(policy), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.dyn.Resource(policiesv1.GroupVersion.WithResource("imagevalidatingpolicies")).Create(e.ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rep := e.wantResults("the signed image's result", "images", string(pods["signed"].UID), "signed-images/signed-images=pass")
+	results, _, _ := unstructured.NestedSlice(rep.Object, "results")
+	if src, _ := results[0].(map[string]any)["source"].(string); src != "KyvernoImageValidatingPolicy" {
+		t.Errorf("source %q, want KyvernoImageValidatingPolicy", src)
+	}
+	e.wantResults("the unsigned image's result", "images", string(pods["unsigned"].UID), "signed-images/signed-images=fail")
+
+	reg.Unsign(t, signed)
+	if err := c.FullRescan(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.wantResults("the result once the signature is gone", "images", string(pods["signed"].UID), "signed-images/signed-images=fail")
 }

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"sort"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -121,8 +122,17 @@ func backgroundExceptions(exceptions []*kyvernov2.PolicyException) []*kyvernov2.
 	return out
 }
 
+// celValidationRules returns the resource rules of a ValidatingPolicy or
+// an ImageValidatingPolicy, nil for other policies.
+func celValidationRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
+	if rules := engine.ValidatingPolicyRules(p); rules != nil {
+		return rules
+	}
+	return engine.ImageValidatingPolicyRules(p)
+}
+
 func hasValidateRules(p kyvernov1.PolicyInterface) bool {
-	if engine.ValidatingPolicyRules(p) != nil {
+	if celValidationRules(p) != nil {
 		return true
 	}
 	for i := range p.GetSpec().Rules {
@@ -137,7 +147,7 @@ func hasValidateRules(p kyvernov1.PolicyInterface) bool {
 // policyTypes lists the resource types the policy's validate and
 // verifyImages rules (after autogen) can match.
 func policyTypes(p kyvernov1.PolicyInterface, kinds *clusterstate.Kinds) []clusterstate.ResourceType {
-	if celRules := engine.ValidatingPolicyRules(p); celRules != nil {
+	if celRules := celValidationRules(p); celRules != nil {
 		seen := map[schema.GroupVersionResource]bool{}
 		var out []clusterstate.ResourceType
 		for _, r := range celRules {

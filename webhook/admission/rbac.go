@@ -14,12 +14,12 @@ package admission
 // get;list;watch: the policy cache serves the installed policies and
 // exceptions from informers.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions,verbs=get;list;watch
-// +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies;namespacedvalidatingpolicies;generatingpolicies;namespacedgeneratingpolicies;mutatingpolicies;namespacedmutatingpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies;namespacedvalidatingpolicies;generatingpolicies;namespacedgeneratingpolicies;mutatingpolicies;namespacedmutatingpolicies;imagevalidatingpolicies;namespacedimagevalidatingpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policies.kyverno.io,resources=policyexceptions,verbs=get;list;watch
 // get;update;patch: the leader writes each policy's Ready condition and
 // autogen rules into status.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies/status;policies/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies/status;namespacedvalidatingpolicies/status;generatingpolicies/status;namespacedgeneratingpolicies/status;mutatingpolicies/status;namespacedmutatingpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies/status;namespacedvalidatingpolicies/status;generatingpolicies/status;namespacedgeneratingpolicies/status;mutatingpolicies/status;namespacedmutatingpolicies/status;imagevalidatingpolicies/status;namespacedimagevalidatingpolicies/status,verbs=get;update;patch
 // create: the generate and mutate-existing rules an admitted request
 // triggers become UpdateRequests (webhook/updaterequest).
 // +kubebuilder:rbac:groups=kyverno.io,resources=updaterequests,verbs=create

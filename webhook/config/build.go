@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/ttl"
@@ -205,6 +206,14 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 		} else if celRules := engine.GeneratingPolicyRules(p); celRules != nil {
 			// So does a GeneratingPolicy; its one rule has no match kinds.
 			usedV = addResourceRules(validating[fp], celRules, p.IsNamespaced(), validateOps)
+		} else if celRules := engine.ImageValidatingPolicyRules(p); celRules != nil {
+			// So does an ImageValidatingPolicy, which verifies at the
+			// validating webhook and, with mutateDigest, pins digests at
+			// the mutating one.
+			usedV = addResourceRules(validating[fp], celRules, p.IsNamespaced(), validateOps)
+			if ip, ok := p.(policiesv1.ImageValidatingPolicyLike); ok && ip.GetImageValidatingPolicySpec().MutateDigest() {
+				usedM = addResourceRules(mutating[fp], celRules, p.IsNamespaced(), mutateOps)
+			}
 		}
 		if celRules := engine.MutatingPolicyRules(p); celRules != nil {
 			// So does a MutatingPolicy, as a MAP does.
@@ -485,7 +494,7 @@ func (s Settings) policyValidating() *admissionregistrationv1.ValidatingWebhookC
 					Resources: []string{"policyexceptions"}, Scope: &all}},
 				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"policies.kyverno.io"}, APIVersions: []string{"v1"},
 					Resources: []string{"validatingpolicies", "namespacedvalidatingpolicies", "generatingpolicies", "namespacedgeneratingpolicies",
-						"deletingpolicies", "namespaceddeletingpolicies", "mutatingpolicies", "namespacedmutatingpolicies", "policyexceptions"}, Scope: &all}},
+						"deletingpolicies", "namespaceddeletingpolicies", "mutatingpolicies", "namespacedmutatingpolicies", "imagevalidatingpolicies", "namespacedimagevalidatingpolicies", "policyexceptions"}, Scope: &all}},
 				// Cleanup policies are checked for what charter cannot run.
 				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2"},
 					Resources: []string{"cleanuppolicies", "clustercleanuppolicies"}, Scope: &all}},

@@ -331,3 +331,60 @@ func listRules(webhooks any) []string {
 	}
 	return out
 }
+
+// TestBuildImageValidatingPolicy: an ImageValidatingPolicy registers its
+// resource rules (and its Pod controllers') with the validating webhook of
+// its failurePolicy, and with the mutating one only while mutateDigest is
+// on; a namespaced one for namespaced resources.
+func TestBuildImageValidatingPolicy(t *testing.T) {
+	rule := admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{"CREATE", "UPDATE"},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+	}}
+	noPins := false
+	ivpol := &policiesv1.ImageValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "i"}, Spec: policiesv1.ImageValidatingPolicySpec{
+		MatchConstraints:     &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{rule}},
+		AutogenConfiguration: &policiesv1.ImageValidatingPolicyAutogenConfiguration{PodControllers: &policiesv1.PodControllersGenerationConfiguration{Controllers: []string{"deployments"}}},
+	}}
+	nivpol := &policiesv1.NamespacedImageValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "n", Namespace: "team-a"}, Spec: *ivpol.Spec.DeepCopy()}
+	nivpol.Spec.AutogenConfiguration = nil
+	nivpol.Spec.MatchConstraints.ResourceRules[0].Resources = []string{"replicationcontrollers"}
+	nivpol.Spec.ValidationConfigurations = &policiesv1.ValidationConfiguration{MutateDigest: &noPins}
+	cfgs, err := Build([]kyvernov1.PolicyInterface{ivpol, nivpol}, resolver, Settings{Target: Target{URL: "https://x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	validating, mutating := map[string]string{}, map[string]string{}
+	add := func(got map[string]string, name string, r admissionregistrationv1.RuleWithOperations) {
+		for _, res := range r.Resources {
+			got[name+" "+r.APIGroups[0]+"/"+res] = fmt.Sprint(r.Operations, " ", *r.Scope)
+		}
+	}
+	for _, w := range cfgs.Validating.Webhooks {
+		for _, r := range w.Rules {
+			add(validating, w.Name, r)
+		}
+	}
+	for _, w := range cfgs.Mutating.Webhooks {
+		for _, r := range w.Rules {
+			add(mutating, w.Name, r)
+		}
+	}
+	wantValidating := map[string]string{
+		ValidateWebhookFail + " /pods":                     "[CREATE UPDATE] *",
+		ValidateWebhookFail + " /pods/ephemeralcontainers": "[CREATE UPDATE] *",
+		ValidateWebhookFail + " apps/deployments":          "[CREATE UPDATE] *",
+		ValidateWebhookFail + " /replicationcontrollers":   "[CREATE UPDATE] Namespaced",
+	}
+	wantMutating := map[string]string{
+		MutateWebhookFail + " /pods":                     "[CREATE UPDATE] *",
+		MutateWebhookFail + " /pods/ephemeralcontainers": "[CREATE UPDATE] *",
+		MutateWebhookFail + " apps/deployments":          "[CREATE UPDATE] *",
+	}
+	if !reflect.DeepEqual(validating, wantValidating) {
+		t.Errorf("validating rules:\n got %v\nwant %v", validating, wantValidating)
+	}
+	if !reflect.DeepEqual(mutating, wantMutating) {
+		t.Errorf("mutating rules:\n got %v\nwant %v", mutating, wantMutating)
+	}
+}

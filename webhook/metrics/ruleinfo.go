@@ -130,6 +130,10 @@ func expandRules(p kyvernov1.PolicyInterface) []ruleInfo {
 	if _, ok := p.(policiesv1.MutatingPolicyLike); ok {
 		return []ruleInfo{{name: "", typ: "mutate"}}
 	}
+	if _, ok := p.(policiesv1.ImageValidatingPolicyLike); ok {
+		// One result per request, under the policy's name.
+		return []ruleInfo{{name: p.GetName(), typ: "imageVerify"}}
+	}
 	rules, err := autogen.ComputeRules(p)
 	if err != nil {
 		rules = p.GetSpec().Rules

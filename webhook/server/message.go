@@ -71,8 +71,11 @@ func blockedMessage(responses []*engine.Response) string {
 // isCELPolicy reports whether a policy answers in the format of Kyverno's
 // CEL policy webhooks rather than its ClusterPolicy webhook.
 func isCELPolicy(p kyvernov1.PolicyInterface) bool {
-	_, ok := p.(policiesv1.ValidatingPolicyLike)
-	return ok
+	switch p.(type) {
+	case policiesv1.ValidatingPolicyLike, policiesv1.ImageValidatingPolicyLike:
+		return true
+	}
+	return false
 }
 
 // celPolicyMessage is Kyverno's line for a CEL policy's failed or errored

@@ -28,6 +28,11 @@ func NewCatalog(policies []kyvernov1.PolicyInterface) Catalog {
 			c[engine.PolicyKey(p)] = map[string]bool{"": true, engine.RuleException: true, engine.RuleEvaluation: true}
 			continue
 		}
+		if engine.ImageValidatingPolicyRules(p) != nil {
+			// One result per resource, under the policy's name.
+			c[engine.PolicyKey(p)] = map[string]bool{p.GetName(): true, engine.RuleException: true}
+			continue
+		}
 		rules, err := autogen.ComputeRules(p)
 		if err != nil {
 			rules = p.GetSpec().Rules

@@ -21,8 +21,14 @@ const Source = "charter"
 // Kyverno writes it.
 const SourceValidatingPolicy = "KyvernoValidatingPolicy"
 
+// SourceImageValidatingPolicy is the `source` of ImageValidatingPolicy
+// results, as Kyverno writes it.
+const SourceImageValidatingPolicy = "KyvernoImageValidatingPolicy"
+
 // ChartersSource reports whether charter writes results of this source.
-func ChartersSource(s string) bool { return s == Source || s == SourceValidatingPolicy }
+func ChartersSource(s string) bool {
+	return s == Source || s == SourceValidatingPolicy || s == SourceImageValidatingPolicy
+}
 
 // Policy annotations that feed result fields.
 const (
@@ -136,6 +142,8 @@ func result(key string, policy kyvernov1.PolicyInterface, rr *engine.RuleRespons
 	source := Source
 	if engine.ValidatingPolicyRules(policy) != nil {
 		source = SourceValidatingPolicy
+	} else if engine.ImageValidatingPolicyRules(policy) != nil {
+		source = SourceImageValidatingPolicy
 	}
 	r := v1alpha2.PolicyReportResult{
 		Source:     source,

@@ -1,0 +1,161 @@
+package admission
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/imageverify"
+	"github.com/charter-dev/charter/internal/imagetest"
+)
+
+// ivpolManifests are the policies of TestImageValidatingPolicyOnRealAPIServer:
+// an ImageValidatingPolicy on the Pods of namespace shop (Deny; the default
+// mutateDigest, verifyDigest and required) and a
+// NamespacedImageValidatingPolicy of namespace team-a, both trusting the
+// key %[2]s for the images of registry %[1]s.
+const ivpolManifests = `
+apiVersion: policies.kyverno.io/v1
+kind: ImageValidatingPolicy
+metadata: {name: signed-images}
+spec:
+  matchConstraints:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: shop}}
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  matchImageReferences: [{glob: "%[1]s/*"}]
+  attestors:
+  - name: release
+    cosign:
+      key: {data: %[2]s}
+      ctlog: {insecureIgnoreTlog: true, insecureIgnoreSCT: true}
+  validations:
+  - expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.release]) > 0)"
+    message: image is not signed by the release key
+---
+apiVersion: policies.kyverno.io/v1
+kind: NamespacedImageValidatingPolicy
+metadata: {name: team-images, namespace: team-a}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  matchImageReferences: [{glob: "%[1]s/*"}]
+  attestors:
+  - name: release
+    cosign:
+      key: {data: %[2]s}
+      ctlog: {insecureIgnoreTlog: true, insecureIgnoreSCT: true}
+  validations:
+  - expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.release]) > 0)"
+    message: team-a runs signed images only
+`
+
+// TestImageValidatingPolicyOnRealAPIServer: ImageValidatingPolicies
+// installed in the cluster become Ready; a Pod naming a signed image by
+// tag is admitted with the image pinned to the digest its tag names
+// (mutateDigest) and that digest verified; an unsigned image is denied in
+// Kyverno's words; a NamespacedImageValidatingPolicy acts in its own
+// namespace only; a policy charter cannot verify is refused.
+func TestImageValidatingPolicyOnRealAPIServer(t *testing.T) {
+	reg := imagetest.NewRegistry(t)
+	key := imagetest.NewKey(t)
+	signed := reg.Push(t, "app", "signed")
+	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
+	unsigned := reg.Push(t, "app", "unsigned")
+	verifier := imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
+	f := startAdmission(t, withNamespaces("shop", "team-a", "team-b"), withOptions(func(o *Options) {
+		o.State.Loaders.ImageVerifier = verifier
+	}))
+	ctx, cl := f.ctx, f.client
+	pem, _ := json.Marshal(key.PublicPEM)
+	var policies []client.Object
+	for _, doc := range strings.Split(fmt.Sprintf(ivpolManifests, reg.Host, pem), "\n---\n") {
+		var probe struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &probe); err != nil {
+			t.Fatal(err)
+		}
+		var obj client.Object = &policiesv1.ImageValidatingPolicy{}
+		if probe.Kind == policiesv1.NamespacedImageValidatingPolicyKind {
+			obj = &policiesv1.NamespacedImageValidatingPolicy{}
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Fatal(err)
+		}
+		policies = append(policies, obj)
+		eventually(t, "policy "+obj.GetName()+" created", 30*time.Second, func() error { return cl.Create(ctx, obj.DeepCopyObject().(client.Object)) })
+	}
+	for _, p := range policies {
+		eventually(t, "policy "+p.GetName()+" Ready", 30*time.Second, func() error {
+			got := p.DeepCopyObject().(client.Object)
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+				return err
+			}
+			if !got.(kyvernov1.PolicyInterface).IsReady() {
+				return errNotYet("status " + statusOf(got.(kyvernov1.PolicyInterface)))
+			}
+			return nil
+		})
+	}
+	podOf := func(name, ns, image string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}
+	}
+
+	t.Run("an unsigned image is denied in Kyverno's words", func(t *testing.T) {
+		// Once the policy's webhook rules are registered.
+		eventually(t, "unsigned Pod denied", 30*time.Second, func() error {
+			p := podOf("unsigned", "shop", unsigned.Ref)
+			err := cl.Create(ctx, p)
+			if err == nil {
+				_ = cl.Delete(ctx, p)
+				return errNotYet("unsigned Pod admitted")
+			}
+			if want := "Policy signed-images failed: image is not signed by the release key"; !strings.Contains(err.Error(), want) {
+				return fmt.Errorf("got %v, want a denial containing %q", err, want)
+			}
+			return nil
+		})
+	})
+
+	t.Run("a signed image named by tag is pinned to its verified digest", func(t *testing.T) {
+		p := podOf("signed", "shop", signed.Ref)
+		if err := cl.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := p.Spec.Containers[0].Image, signed.Ref+"@"+signed.Digest; got != want {
+			t.Errorf("stored image %s, want %s", got, want)
+		}
+	})
+
+	t.Run("a NamespacedImageValidatingPolicy acts in its own namespace only", func(t *testing.T) {
+		err := cl.Create(ctx, podOf("unsigned", "team-a", unsigned.DigestRef))
+		if want := "Policy team-images failed: team-a runs signed images only"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("team-a: got %v, want a denial containing %q", err, want)
+		}
+		p := podOf("unsigned", "team-b", unsigned.DigestRef)
+		if err := cl.Create(ctx, p); err != nil {
+			t.Errorf("team-b: team-a's policy denied a Pod of team-b: %v", err)
+		}
+	})
+
+	t.Run("a policy charter cannot verify is refused, naming the field", func(t *testing.T) {
+		broken := policies[0].DeepCopyObject().(*policiesv1.ImageValidatingPolicy)
+		broken.ResourceVersion = ""
+		broken.Name = "notary"
+		broken.Spec.Attestors[0] = policiesv1.Attestor{Name: "release", Notary: &policiesv1.Notary{Certs: &policiesv1.StringOrExpression{Value: "PEM"}}}
+		err := cl.Create(ctx, broken)
+		if want := "spec.attestors[0].notary: Notary attestors are not supported by charter"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want a refusal containing %q", err, want)
+		}
+	})
+}
