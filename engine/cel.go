@@ -29,7 +29,7 @@ import (
 // (k8s.io/apiserver's admission CEL plugin), so the libraries, type checks
 // and cost limits are the API server's own.
 type celRule struct {
-	compiler *plugincel.CompositedCompiler
+	compiler *celCompiler
 	// preconditions are the rule's celPreconditions (VAP matchConditions).
 	preconditions []celProgram
 	expressions   []celExpression
@@ -65,24 +65,23 @@ func stringReturn() []*celgo.Type                 { return []*celgo.Type{celgo.S
 func anyReturn() []*celgo.Type                    { return []*celgo.Type{celgo.AnyType} }
 
 // The base environment is built on first use: policy sets without CEL
-// rules never pay for it. sharedCELCompiler serves every rule without
-// variables; a rule with variables needs a compiler of its own, as the
-// compiler carries the variables' declarations.
+// rules never pay for it. celRuleCompiler compiles every validate.cel rule
+// in it.
 var (
-	celEnvOnce        sync.Once
-	celBaseEnv        *environment.EnvSet
-	sharedCELCompiler *plugincel.CompositedCompiler
-	celEnvErr         error
+	celEnvOnce      sync.Once
+	celBaseEnv      *environment.EnvSet
+	celRuleCompiler *celEnvCompiler
+	celEnvErr       error
 )
 
-func celEnv() (*environment.EnvSet, *plugincel.CompositedCompiler, error) {
+func celEnv() (*environment.EnvSet, *celEnvCompiler, error) {
 	celEnvOnce.Do(func() {
 		celBaseEnv, celEnvErr = withLenientOrValue(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 		if celEnvErr == nil {
-			sharedCELCompiler, celEnvErr = plugincel.NewCompositedCompiler(celBaseEnv)
+			celRuleCompiler, celEnvErr = newCELEnvCompiler(celBaseEnv)
 		}
 	})
-	return celBaseEnv, sharedCELCompiler, celEnvErr
+	return celBaseEnv, celRuleCompiler, celEnvErr
 }
 
 // celRules holds the compiled CEL rules still in use, by source, so that
@@ -106,7 +105,7 @@ func (s *PolicySet) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, pa
 
 func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *faults) *celRule {
 	preconditionsOnly := c == nil
-	base, shared, err := celEnv()
+	_, envCompiler, err := celEnv()
 	if err != nil {
 		f.add(path, "CEL environment: "+err.Error())
 		return nil
@@ -116,13 +115,7 @@ func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, 
 		// compiled, with no params and no expressions.
 		c = &kyvernov1.CEL{}
 	}
-	out := &celRule{compiler: shared, paramKind: c.ParamKind, paramRef: c.ParamRef}
-	if len(c.Variables) > 0 {
-		if out.compiler, err = plugincel.NewCompositedCompiler(base); err != nil {
-			f.add(path, "CEL environment: "+err.Error())
-			return nil
-		}
-	}
+	out := &celRule{compiler: envCompiler.forPolicy(), paramKind: c.ParamKind, paramRef: c.ParamRef}
 	// authorizer is declared as in VAP, so expressions that use it compile;
 	// the engine has no authorizer to bind, so using it is a runtime error.
 	decls := plugincel.OptionalVariableDeclarations{HasParams: c.ParamKind != nil, HasAuthorizer: true}

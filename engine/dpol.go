@@ -24,7 +24,7 @@ import (
 // variables, all hold.
 type deletingPolicy struct {
 	match      *constraints
-	compiler   *plugincel.CompositedCompiler
+	compiler   *celCompiler
 	conditions []celProgram
 	resources  []schema.GroupVersionResource
 }
@@ -67,9 +67,9 @@ func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, e
 			f.add("spec.matchConstraints", err.Error())
 		}
 	}
-	env, err := celPolicyEnv()
+	envCompiler, err := celPolicyCompiler()
 	if err == nil {
-		dp.compiler, err = plugincel.NewCompositedCompiler(env)
+		dp.compiler = envCompiler.forPolicy()
 	}
 	if err != nil {
 		f.add("spec", "CEL environment: "+err.Error())

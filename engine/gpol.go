@@ -42,7 +42,7 @@ type generatingPolicy struct {
 	// anyOperation is match for any operation: it tells whether the old
 	// object of a DELETE or UPDATE was a trigger.
 	anyOperation *constraints
-	compiler     *plugincel.CompositedCompiler
+	compiler     *celCompiler
 	conditions   []celProgram
 	generations  []celProgram
 	synchronize  bool
@@ -83,6 +83,16 @@ func generatingPolicyEnv() (*environment.EnvSet, error) {
 	return gpolEnv, gpolEnvErr
 }
 
+// generatingPolicyCompiler compiles the expressions of every generating
+// policy in generatingPolicyEnv.
+var generatingPolicyCompiler = sync.OnceValues(func() (*celEnvCompiler, error) {
+	env, err := generatingPolicyEnv()
+	if err != nil {
+		return nil, err
+	}
+	return newCELEnvCompiler(env)
+})
+
 func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, p *Policy) CompileErrors {
 	spec := src.GetGeneratingPolicySpec()
 	f := &faults{kind: src.GetKind(), name: p.key}
@@ -90,9 +100,9 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 	if src.IsNamespaced() {
 		gp.namespace = p.namespace
 	}
-	env, err := generatingPolicyEnv()
+	envCompiler, err := generatingPolicyCompiler()
 	if err == nil {
-		gp.compiler, err = plugincel.NewCompositedCompiler(env)
+		gp.compiler = envCompiler.forPolicy()
 	}
 	if err != nil {
 		f.add("spec", "CEL environment: "+err.Error())
@@ -160,7 +170,9 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 	if len(f.errs) > 0 {
 		return f.errs
 	}
-	gp.kinds = literalKinds(env, sources)
+	if env, err := generatingPolicyEnv(); err == nil {
+		gp.kinds = literalKinds(env, sources)
+	}
 	p.gpol = gp
 	p.kinds = []string{"*"}
 	return nil

@@ -60,7 +60,7 @@ type imageMatcher struct {
 type ivpolVariant struct {
 	match       *constraints
 	lazy        *lazyIVPolVariant
-	compiler    *plugincel.CompositedCompiler
+	compiler    *celCompiler
 	conditions  []celProgram
 	extractors  []ivpolExtractor
 	validations []celExpression
@@ -462,18 +462,14 @@ func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string
 }
 
 func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, path string, f *faults) *ivpolVariant {
-	env, err := ivpolEnv()
+	envCompiler, err := ivpolCompiler()
 	if err != nil {
 		f.add(path, "CEL environment: "+err.Error())
 		return nil
 	}
-	v := &ivpolVariant{}
+	v := &ivpolVariant{compiler: envCompiler.forPolicy()}
 	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
 		f.add(path+".matchConstraints", err.Error())
-	}
-	if v.compiler, err = plugincel.NewCompositedCompiler(env); err != nil {
-		f.add(path, "CEL environment: "+err.Error())
-		return nil
 	}
 	decls := plugincel.OptionalVariableDeclarations{}
 	compile := func(a *celAccessor, field string) *celProgram {

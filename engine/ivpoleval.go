@@ -65,6 +65,16 @@ func ivpolEnv() (*environment.EnvSet, error) {
 	return ivpolCELEnv, ivpolEnvErr
 }
 
+// ivpolCompiler compiles the expressions of every image validating policy
+// in ivpolEnv.
+var ivpolCompiler = sync.OnceValues(func() (*celEnvCompiler, error) {
+	env, err := ivpolEnv()
+	if err != nil {
+		return nil, err
+	}
+	return newCELEnvCompiler(env)
+})
+
 func toImageVerification(name string) celgo.MacroFactory {
 	return func(eh celgo.MacroExprFactory, _ celast.Expr, args []celast.Expr) (celast.Expr, *celcommon.Error) {
 		return eh.NewMemberCall(name, eh.NewIdent(imageVerificationVar), args...), nil

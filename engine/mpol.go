@@ -48,7 +48,7 @@ type mpolVariant struct {
 	match *constraints
 	// lazy is set on an autogen copy until compiled (compiled()).
 	lazy        *lazyMPolVariant
-	compiler    *plugincel.CompositedCompiler
+	compiler    *celCompiler
 	conditions  []celProgram
 	mutations   []mpolMutation
 	annotations []vpolAnnotation
@@ -134,18 +134,14 @@ func compileMPolVariant(spec *policiesv1.MutatingPolicySpec, path string, f *fau
 }
 
 func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string, f *faults) *mpolVariant {
-	env, err := celPolicyEnv()
+	envCompiler, err := celPolicyCompiler()
 	if err != nil {
 		f.add(path, "CEL environment: "+err.Error())
 		return nil
 	}
-	v := &mpolVariant{}
+	v := &mpolVariant{compiler: envCompiler.forPolicy()}
 	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
 		f.add(path+".matchConstraints", err.Error())
-	}
-	if v.compiler, err = plugincel.NewCompositedCompiler(env); err != nil {
-		f.add(path, "CEL environment: "+err.Error())
-		return nil
 	}
 	decls := plugincel.OptionalVariableDeclarations{}
 	compile := func(a plugincel.ExpressionAccessor, d plugincel.OptionalVariableDeclarations, field string) celgo.Program {

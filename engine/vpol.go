@@ -48,7 +48,7 @@ type vpolVariant struct {
 	match *constraints
 	// lazy is set on an autogen copy until compiled (compiled()).
 	lazy        *lazyVariant
-	compiler    *plugincel.CompositedCompiler
+	compiler    *celCompiler
 	conditions  []celProgram
 	variables   []celVariable
 	validations []celExpression
@@ -66,23 +66,15 @@ var (
 	vpolEnvErr  error
 )
 
-var (
-	vpolCompilerOnce sync.Once
-	vpolCompiler     *plugincel.CompositedCompiler
-	vpolCompilerErr  error
-)
-
-func sharedVPolCompiler() (*plugincel.CompositedCompiler, error) {
-	vpolCompilerOnce.Do(func() {
-		env, err := celPolicyEnv()
-		if err != nil {
-			vpolCompilerErr = err
-			return
-		}
-		vpolCompiler, vpolCompilerErr = plugincel.NewCompositedCompiler(env)
-	})
-	return vpolCompiler, vpolCompilerErr
-}
+// celPolicyCompiler compiles the expressions of every policies.kyverno.io
+// policy and exception in celPolicyEnv.
+var celPolicyCompiler = sync.OnceValues(func() (*celEnvCompiler, error) {
+	env, err := celPolicyEnv()
+	if err != nil {
+		return nil, err
+	}
+	return newCELEnvCompiler(env)
+})
 
 // celPolicyEnv is the environment of policies.kyverno.io policies: VAP's,
 // with the lenient orValue validate.cel has, and Kyverno's libraries.
@@ -167,8 +159,7 @@ func (l *lazyVariant) compiled() (*vpolVariant, string) {
 }
 
 // compiledVariants holds the compiled variants still in use, by source,
-// as celRules does for validate.cel (a variant with variables holds its
-// own extended CEL environment, over a MiB).
+// as celRules does for validate.cel.
 var compiledVariants weakCache[vpolVariant]
 
 func compileVPolVariant(spec *policiesv1.ValidatingPolicySpec, path string, f *faults) *vpolVariant {
@@ -176,25 +167,14 @@ func compileVPolVariant(spec *policiesv1.ValidatingPolicySpec, path string, f *f
 }
 
 func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path string, f *faults) *vpolVariant {
-	env, err := celPolicyEnv()
+	envCompiler, err := celPolicyCompiler()
 	if err != nil {
 		f.add(path, "CEL environment: "+err.Error())
 		return nil
 	}
-	v := &vpolVariant{}
+	v := &vpolVariant{compiler: envCompiler.forPolicy()}
 	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
 		f.add(path+".matchConstraints", err.Error())
-	}
-	if len(spec.Variables) == 0 {
-		// Without variables the compiler holds no state of the policy's:
-		// share one, as validate.cel rules do.
-		v.compiler, err = sharedVPolCompiler()
-	} else {
-		v.compiler, err = plugincel.NewCompositedCompiler(env)
-	}
-	if err != nil {
-		f.add(path, "CEL environment: "+err.Error())
-		return nil
 	}
 	// params and authorizer are never bound for these kinds.
 	decls := plugincel.OptionalVariableDeclarations{}

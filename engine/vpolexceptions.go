@@ -19,7 +19,7 @@ import (
 type celException struct {
 	src        *policiesv1.PolicyException
 	key        string
-	compiler   *plugincel.CompositedCompiler
+	compiler   *celCompiler
 	conditions []celProgram
 	priority   int
 	scope      ExceptionScope
@@ -88,9 +88,9 @@ func (s *PolicySet) compileCELException(src *policiesv1.PolicyException, scope E
 	if v, ok := src.Labels[PriorityLabel]; ok {
 		ex.priority, _ = strconv.Atoi(v)
 	}
-	env, err := celPolicyEnv()
+	envCompiler, err := celPolicyCompiler()
 	if err == nil {
-		ex.compiler, err = plugincel.NewCompositedCompiler(env)
+		ex.compiler = envCompiler.forPolicy()
 	}
 	if err != nil {
 		f.add("spec", "CEL environment: "+err.Error())

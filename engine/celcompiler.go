@@ -1,0 +1,178 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"sync"
+
+	celgo "github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+	"k8s.io/apimachinery/pkg/util/version"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/apiserver/pkg/cel/lazy"
+)
+
+// variablesTypeName is the CEL type of `variables`, as VAP names it.
+const variablesTypeName = "kubernetes.variables"
+
+// celEnvCompiler compiles the expressions of every policy of one CEL
+// environment. VAP's plugincel.NewCompositedCompiler gives each policy its
+// own copy of the environment, because the type of `variables` carries the
+// policy's variables: sixteen extended environments per policy, over a MiB
+// each, built and type-checked apart (most of the CLI's heap over the
+// corpus's CEL suites). Here the environments are built once: an
+// expression that can see no variable compiles in one where `variables`
+// has no field, concurrently; one that can compiles, one at a time, in one
+// whose `variables` type is given the policy's fields for that
+// compilation. A compiled program does not refer back to those fields: at
+// evaluation each policy's variables are its own lazy map.
+type celEnvCompiler struct {
+	plain plugincel.Compiler
+
+	mu       sync.Mutex
+	vars     *apiservercel.DeclType // withVars's `variables`; Fields are those of the policy holding mu
+	withVars plugincel.Compiler
+}
+
+func newCELEnvCompiler(base *environment.EnvSet) (*celEnvCompiler, error) {
+	c := &celEnvCompiler{}
+	for _, into := range []struct {
+		compiler *plugincel.Compiler
+		vars     **apiservercel.DeclType
+	}{{&c.plain, nil}, {&c.withVars, &c.vars}} {
+		vars := apiservercel.NewObjectType(variablesTypeName, map[string]*apiservercel.DeclField{})
+		env, err := base.Extend(environment.VersionedOptions{
+			IntroducedVersion: version.MajorMinor(1, 0),
+			EnvOptions:        []celgo.EnvOption{celgo.Variable("variables", vars.CelType())},
+			DeclTypes:         []*apiservercel.DeclType{vars},
+		})
+		if err != nil {
+			return nil, err
+		}
+		*into.compiler = plugincel.NewCompiler(env)
+		if into.vars != nil {
+			*into.vars = vars
+		}
+	}
+	return c, nil
+}
+
+// forPolicy returns a compiler for one policy's expressions and variables.
+func (c *celEnvCompiler) forPolicy() *celCompiler {
+	return &celCompiler{env: c, vars: apiservercel.NewObjectType(variablesTypeName, map[string]*apiservercel.DeclField{}), compiled: map[string]plugincel.CompilationResult{}}
+}
+
+// celCompiler compiles one policy's expressions, which see the variables
+// stored before them, as plugincel.CompositedCompiler does.
+type celCompiler struct {
+	env      *celEnvCompiler
+	vars     *apiservercel.DeclType // the policy's variables so far
+	compiled map[string]plugincel.CompilationResult
+}
+
+// CompileCELExpression compiles an expression that may use the variables
+// stored so far.
+func (c *celCompiler) CompileCELExpression(a plugincel.ExpressionAccessor, decls plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.CompilationResult {
+	if len(c.vars.Fields) == 0 {
+		return c.env.plain.CompileCELExpression(a, decls, mode)
+	}
+	c.env.mu.Lock()
+	defer c.env.mu.Unlock()
+	c.env.vars.Fields = c.vars.Fields
+	return c.env.withVars.CompileCELExpression(a, decls, mode)
+}
+
+// CompileAndStoreVariable compiles a variable and stores it, compiled or
+// not, so that later expressions may name it (a broken one evaluates to
+// an error).
+func (c *celCompiler) CompileAndStoreVariable(v plugincel.NamedExpressionAccessor, decls plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.CompilationResult {
+	res := c.CompileCELExpression(v, decls, mode)
+	c.vars.Fields[v.GetName()] = apiservercel.NewDeclField(v.GetName(), declTypeOf(res.OutputType), true, nil, nil)
+	c.compiled[v.GetName()] = res
+	return res
+}
+
+// CreateContext starts one evaluation: variables are evaluated at most
+// once, when first used, and charge their cost to the context.
+func (c *celCompiler) CreateContext(parent context.Context) plugincel.CompositionContext {
+	return &celComposition{Context: parent, compiler: c}
+}
+
+// declTypeOf is the declared type of a variable whose expression has the
+// CEL type t: scalars and lists and maps of them keep their type, anything
+// else (objects, a variable that did not compile) is dyn.
+func declTypeOf(t *celgo.Type) *apiservercel.DeclType {
+	if t == nil {
+		return apiservercel.DynType
+	}
+	for _, s := range []struct {
+		cel  *celgo.Type
+		decl *apiservercel.DeclType
+	}{
+		{celgo.AnyType, apiservercel.AnyType}, {celgo.BoolType, apiservercel.BoolType},
+		{celgo.BytesType, apiservercel.BytesType}, {celgo.DoubleType, apiservercel.DoubleType},
+		{celgo.DurationType, apiservercel.DurationType}, {celgo.IntType, apiservercel.IntType},
+		{celgo.NullType, apiservercel.NullType}, {celgo.StringType, apiservercel.StringType},
+		{celgo.TimestampType, apiservercel.TimestampType}, {celgo.UintType, apiservercel.UintType},
+	} {
+		if t == s.cel {
+			return s.decl
+		}
+	}
+	if t.HasTrait(traits.ContainerType) && t.HasTrait(traits.IndexerType) {
+		switch p := t.Parameters(); len(p) {
+		case 1:
+			return apiservercel.NewListType(declTypeOf(p[0]), -1)
+		case 2:
+			return apiservercel.NewMapType(declTypeOf(p[0]), declTypeOf(p[1]), -1)
+		}
+	}
+	return apiservercel.DynType
+}
+
+// celComposition is one evaluation's plugincel.CompositionContext.
+type celComposition struct {
+	context.Context
+	compiler *celCompiler
+	cost     int64
+}
+
+// Variables binds the policy's variables for the activation, each
+// evaluated on first use.
+func (e *celComposition) Variables(activation any) ref.Val {
+	m := lazy.NewMapValue(e.compiler.vars)
+	for name, res := range e.compiler.compiled {
+		m.Append(name, func(*lazy.MapValue) ref.Val { return e.variable(name, res, activation) })
+	}
+	return m
+}
+
+func (e *celComposition) variable(name string, res plugincel.CompilationResult, activation any) ref.Val {
+	if res.Error != nil {
+		return types.NewErr("composited variable %q fails to compile: %v", name, res.Error)
+	}
+	v, details, err := res.Program.ContextEval(e, activation)
+	if details == nil {
+		return types.NewErr("unable to get evaluation details of variable %q", name)
+	}
+	if details.ActualCost() == nil {
+		return types.NewErr("unable to calculate cost of variable %q", name)
+	}
+	e.cost += int64(min(*details.ActualCost(), math.MaxInt64))
+	if err != nil {
+		return types.NewErr("composited variable %q fails to evaluate: %v", name, err)
+	}
+	return v
+}
+
+// GetAndResetCost returns the cost charged by the variables evaluated
+// since the last call.
+func (e *celComposition) GetAndResetCost() int64 {
+	cost := e.cost
+	e.cost = 0
+	return cost
+}
