@@ -142,12 +142,18 @@ func TestMutatingPolicyMutateExisting(t *testing.T) {
 			"team-a/tenant-escape/tenant-escape ConfigMap team-b/t2": {status: "error", message: `a namespaced policy can only mutate its own namespace "team-a", not "team-b"`},
 		},
 	}, {
+		name: "targets by namespaceSelector, less excludeResourceRules", op: kyvernov1.Create, object: object("v1", "LimitRange", "team-b", "l", nil),
+		want: map[string]result{
+			"by-namespace/by-namespace ConfigMap default/b":      {status: "pass", message: "success", patched: "labels map[gold:yes rolled:v2]"},
+			"by-namespace/by-namespace ConfigMap default/frozen": {status: "pass", message: "success", patched: "labels map[frozen:true gold:yes]"},
+		},
+	}, {
 		name: "a namespaced policy ignores another namespace's trigger", op: kyvernov1.Create, object: object("v1", "ServiceAccount", "team-b", "sa", nil),
 		want: map[string]result{},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts := []EvalOption{WithMutateExisting(), WithLoaders(Loaders{Resources: store})}
+			opts := []EvalOption{WithMutateExisting(), WithLoaders(Loaders{Resources: store, Namespaces: nsLabels{"default": {"tier": "gold"}}})}
 			if tt.checks {
 				opts = append(opts, WithBackgroundChecks())
 			}
