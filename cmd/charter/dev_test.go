@@ -15,6 +15,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -197,13 +198,31 @@ func TestDevRunsCharterWithThisCheckoutsDevEnvironment(t *testing.T) {
 	if err := waitForWebhook(ctx, cl); err != nil {
 		t.Fatal(err)
 	}
+	// The background controller runs the library's generate policy: a
+	// namespace created by hand gets its default-deny NetworkPolicy.
+	byHand := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "by-hand"}}
+	if err := cl.Create(ctx, byHand); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var np networkingv1.NetworkPolicy
+		err := cl.Get(ctx, client.ObjectKey{Namespace: "by-hand", Name: "default-deny"}, &np)
+		if err == nil && np.Labels["generate.kyverno.io/policy-name"] == "default-deny-networkpolicy" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("namespace by-hand has no default-deny NetworkPolicy from policy default-deny-networkpolicy after 30 s (err %v, labels %v)", err, np.Labels)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	// The cleanup controller runs too: a TTL-labelled ConfigMap goes.
 	scratch := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "scratch",
 		Labels: map[string]string{"cleanup.kyverno.io/ttl": "1s"}}}
 	if err := cl.Create(ctx, scratch); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline = time.Now().Add(20 * time.Second)
 	for {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(scratch), &corev1.ConfigMap{})
 		if apierrors.IsNotFound(err) {
