@@ -79,6 +79,8 @@ var _ = Describe("CEL policies: ImageValidatingPolicy", Label("celpolicies"), Or
 			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 		}
 		waitDefaultServiceAccounts(ctx, ivpolNamespace)
+		// charter runs on this machine whatever the cluster: it verifies
+		// against the loopback registry.
 		startCharterWith(ctx, ivpolCharterNamespace, "admission,reports")
 		waitPolicyWebhook(ctx)
 		pem, _ := json.Marshal(key.PublicPEM)
