@@ -3,12 +3,14 @@ package admission
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -20,9 +22,10 @@ import (
 
 // ivpolManifests are the policies of TestImageValidatingPolicyOnRealAPIServer:
 // an ImageValidatingPolicy on the Pods of namespace shop (Deny; the default
-// mutateDigest, verifyDigest and required) and a
-// NamespacedImageValidatingPolicy of namespace team-a, both trusting the
-// key %[2]s for the images of registry %[1]s.
+// mutateDigest, verifyDigest and required), a
+// NamespacedImageValidatingPolicy of namespace team-a, and one of namespace
+// audit under [Audit, Warn], all trusting the key %[2]s for the images of
+// registry %[1]s.
 const ivpolManifests = `
 apiVersion: policies.kyverno.io/v1
 kind: ImageValidatingPolicy
@@ -58,6 +61,25 @@ spec:
   validations:
   - expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.release]) > 0)"
     message: team-a runs signed images only
+---
+apiVersion: policies.kyverno.io/v1
+kind: NamespacedImageValidatingPolicy
+metadata: {name: audit-images, namespace: audit}
+spec:
+  validationActions: [Audit, Warn]
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  matchImageReferences: [{glob: "%[1]s/*"}]
+  validationConfigurations: {mutateDigest: false, verifyDigest: false}
+  attestors:
+  - name: release
+    cosign:
+      key: {data: %[2]s}
+      ctlog: {insecureIgnoreTlog: true, insecureIgnoreSCT: true}
+  validations:
+  - expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.release]) > 0)"
+    message: audited, not signed
 `
 
 // TestImageValidatingPolicyOnRealAPIServer: ImageValidatingPolicies
@@ -65,7 +87,8 @@ spec:
 // tag is admitted with the image pinned to the digest its tag names
 // (mutateDigest) and that digest verified; an unsigned image is denied in
 // Kyverno's words; a NamespacedImageValidatingPolicy acts in its own
-// namespace only; a policy charter cannot verify is refused.
+// namespace only; under [Audit, Warn] an unsigned image is admitted with
+// Kyverno's warning; a policy charter cannot verify is refused.
 func TestImageValidatingPolicyOnRealAPIServer(t *testing.T) {
 	reg := imagetest.NewRegistry(t)
 	key := imagetest.NewKey(t)
@@ -73,7 +96,7 @@ func TestImageValidatingPolicyOnRealAPIServer(t *testing.T) {
 	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
 	unsigned := reg.Push(t, "app", "unsigned")
 	verifier := imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
-	f := startAdmission(t, withNamespaces("shop", "team-a", "team-b"), withOptions(func(o *Options) {
+	f := startAdmission(t, withNamespaces("shop", "team-a", "team-b", "audit"), withOptions(func(o *Options) {
 		o.State.Loaders.ImageVerifier = verifier
 	}))
 	ctx, cl := f.ctx, f.client
@@ -145,6 +168,27 @@ func TestImageValidatingPolicyOnRealAPIServer(t *testing.T) {
 		p := podOf("unsigned", "team-b", unsigned.DigestRef)
 		if err := cl.Create(ctx, p); err != nil {
 			t.Errorf("team-b: team-a's policy denied a Pod of team-b: %v", err)
+		}
+	})
+
+	t.Run("Audit and Warn admit an unsigned image with Kyverno's warning, unpinned", func(t *testing.T) {
+		warnings := &warningRecorder{}
+		cfg := rest.CopyConfig(f.cp.RESTConfig())
+		cfg.WarningHandler = warnings
+		warned, err := client.New(cfg, client.Options{Scheme: f.scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := podOf("unsigned", "audit", unsigned.Ref)
+		if err := warned.Create(ctx, p); err != nil {
+			t.Fatalf("Audit denied: %v", err)
+		}
+		if p.Spec.Containers[0].Image != unsigned.Ref {
+			t.Errorf("stored image %s, want it unpinned (mutateDigest false)", p.Spec.Containers[0].Image)
+		}
+		want := "Policy audit-images failed: audited, not signed"
+		if got := warnings.all(); !slices.Contains(got, want) {
+			t.Errorf("warnings %q, want %q", got, want)
 		}
 	})
 
