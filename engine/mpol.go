@@ -125,8 +125,9 @@ func (l *lazyMPolVariant) compiled() (*mpolVariant, string) {
 }
 
 // compiledMPolVariants holds the compiled variants still in use, by
-// source, as compiledVariants does for ValidatingPolicies (a variant holds
-// its own CEL compiler with the variables' declarations).
+// source, as compiledVariants does for ValidatingPolicies: the CLI and
+// every process of the cluster compile the same policy into several sets,
+// and a policy compiled again would type-check every expression again.
 var compiledMPolVariants weakCache[mpolVariant]
 
 func compileMPolVariant(spec *policiesv1.MutatingPolicySpec, path string, f *faults) *mpolVariant {
