@@ -483,8 +483,9 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 // (`... is forbidden: User "system:serviceaccount:..." cannot list ...`).
 var forbiddenInLog = regexp.MustCompile(`(?i)forbidden`)
 
-// skipIfCharterInstalled skips the RBAC specs in a cluster where charter
-// is installed (the kind run installs the chart): its ClusterRoles and
+// skipIfCharterInstalled skips the RBAC specs in a cluster where a charter
+// the suite did not install is installed (the suite's own is uninstalled
+// first, uninstallCharter): its ClusterRoles and
 // ClusterRoleBindings have the names the specs apply and delete, so they
 // would take its RBAC away from the running install, whose own Pods prove
 // the chart's RBAC there.
