@@ -15,12 +15,14 @@ import (
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 )
 
-// fileCache reads and decodes each file once however many suites name it:
-// in a policy library, many suites share policy files. Decoded values are
-// shared between suites and must be treated as read-only.
+// fileCache reads and decodes each file once however many suites that run
+// at the same time name it: in a policy library, many suites share policy
+// files. Decoded values are shared between suites and must be treated as
+// read-only. What no running suite holds any more is collected.
 type fileCache struct {
-	mu      sync.Mutex
-	entries map[string]*cacheEntry
+	entries *weakMap[cacheEntry]
+	// held, in a suite's view (forSuite), keeps what the suite read.
+	held *[]*cacheEntry
 	// root, when set, is the folder every file read must lie in, symbolic
 	// links resolved (Options.Root).
 	root string
@@ -32,18 +34,22 @@ type cacheEntry struct {
 	err   error
 }
 
-func newFileCache() *fileCache { return &fileCache{entries: map[string]*cacheEntry{}} }
+func newFileCache() *fileCache { return &fileCache{entries: &weakMap[cacheEntry]{}} }
+
+// forSuite returns a view of the cache that keeps every file it reads
+// until the view is dropped with the suite's inputs.
+func (c *fileCache) forSuite() *fileCache {
+	view := *c
+	view.held = new([]*cacheEntry)
+	return &view
+}
 
 // get returns decode(path)'s result, computing it once per (what, path).
 func (c *fileCache) get(what, path string, decode func(string) (any, error)) (any, error) {
-	key := what + "\x00" + path
-	c.mu.Lock()
-	e := c.entries[key]
-	if e == nil {
-		e = &cacheEntry{}
-		c.entries[key] = e
+	e := c.entries.get(what + "\x00" + path)
+	if c.held != nil {
+		*c.held = append(*c.held, e)
 	}
-	c.mu.Unlock()
 	e.once.Do(func() {
 		if e.err = c.within(path); e.err == nil {
 			e.value, e.err = decode(path)
@@ -175,6 +181,8 @@ func singleDocument(path string) (manifest.Document, error) {
 
 // inputs is everything a suite's Test points at, read and decoded.
 type inputs struct {
+	// files keeps the files read for the suite shared while it runs.
+	files      *fileCache
 	policies   []kyvernov1.PolicyInterface
 	exceptions []*kyvernov2.PolicyException
 	// celExceptions are policies.kyverno.io PolicyExceptions.
@@ -201,7 +209,8 @@ type inputs struct {
 // Errors name the Test field and the file.
 func loadInputs(s *Suite, cache *fileCache) (*inputs, error) {
 	t := s.Test
-	in := &inputs{}
+	cache = cache.forSuite()
+	in := &inputs{files: cache}
 	resolve := func(p string) string {
 		if filepath.IsAbs(p) {
 			return p

@@ -66,14 +66,12 @@ func (r *SuiteResult) Failed() bool {
 	return false
 }
 
-// Runner evaluates suites. Files read and policy sets compiled are cached
-// across the suites of one Runner.
+// Runner evaluates suites. Files read and policy sets compiled are shared
+// by the suites of one Runner that use them at the same time.
 type Runner struct {
 	opts  Options
 	files *fileCache
-
-	mu   sync.Mutex
-	sets map[string]*compiled
+	sets  weakMap[compiled]
 }
 
 type compiled struct {
@@ -96,7 +94,7 @@ func NewRunner(opts Options) *Runner {
 			files.root = filepath.Clean(opts.Root)
 		}
 	}
-	return &Runner{opts: opts, files: files, sets: map[string]*compiled{}}
+	return &Runner{opts: opts, files: files}
 }
 
 // Run discovers the test files under paths and evaluates every suite in
@@ -199,16 +197,9 @@ func (r *Runner) runSuite(ctx context.Context, res *SuiteResult) {
 }
 
 // compile compiles a suite's policies and exceptions, once per distinct
-// list of files.
+// list of files while a suite uses them.
 func (r *Runner) compile(in *inputs) *compiled {
-	key := strings.Join(in.policyFiles, "\x00")
-	r.mu.Lock()
-	c := r.sets[key]
-	if c == nil {
-		c = &compiled{}
-		r.sets[key] = c
-	}
-	r.mu.Unlock()
+	c := r.sets.get(strings.Join(in.policyFiles, "\x00"))
 	c.once.Do(func() {
 		set, err := engine.Compile(in.policies, engine.WithExceptions(in.exceptions), engine.WithCELExceptions(in.celExceptions))
 		var faults engine.CompileErrors
