@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -9,6 +11,16 @@ import (
 	"github.com/charter-dev/charter/internal/cliapply"
 	"github.com/charter-dev/charter/internal/printer"
 )
+
+// tuneGCForBatch trades memory for speed in charter apply: it allocates a
+// lot while parsing YAML and exits soon after, so collecting less often
+// saves about a fifth of its CPU time for some tens of MiB. An explicit
+// GOGC wins. (charter test no longer does: see there.)
+func tuneGCForBatch() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+}
 
 func newApplyCommand() *cobra.Command {
 	var (
