@@ -73,7 +73,7 @@ func (f *fakeImages) ResolveDigest(_ context.Context, image string, _ ImageCrede
 // matchImageReferences by glob and expression, custom extractors,
 // verifyDigest, signatures and attestations with extractPayload,
 // required across the policies of a request, an unreachable registry as
-// an error, autogen for Pod controllers and the namespaced variant's
+// a fail under required, autogen for Pod controllers and the namespaced variant's
 // scope.
 func TestImageValidatingPolicies(t *testing.T) {
 	policies, exceptions := readCELPolicies(t, "ivpol/policies.yaml")
@@ -130,11 +130,11 @@ func TestImageValidatingPolicies(t *testing.T) {
 			"requires-only":  {"requires-only", "pass", "success"},
 		},
 	}, {
-		name:   "an unreachable registry is an error, not a verdict",
+		name:   "an unreachable registry never passes: required makes it a fail",
 		object: podWith("default", nil, nil, signed, "registry.example.com/down/signed:v1"),
 		want: map[string]result{
 			"check-attested": {"check-attested", "pass", "success"},
-			"check-signed":   {"check-signed", "error", "failed to evaluate policy: failed to verify image registry.example.com/down/signed:v1: connection refused"},
+			"check-signed":   {"check-signed", "fail", "unverified image: failed to verify image registry.example.com/down/signed:v1: connection refused"},
 			"requires-only":  {"requires-only", "fail", "image registry.example.com/down/signed:v1 failed signature or attestation verification"},
 		},
 	}, {

@@ -182,6 +182,9 @@ type imageVerification struct {
 	cfg    *evalConfig
 	creds  ImageCredentials
 	req    *ivpolRequest
+	// unavailable is set once a verification function could not ask the
+	// registry (or the transparency log) about an image.
+	unavailable bool
 	// payloads are the statements verified in this evaluation, by image
 	// and attestation name, for extractPayload.
 	payloads map[[2]string]map[string]any
@@ -270,6 +273,7 @@ func (v *imageVerification) verify(image, attestation string, attestors ref.Val)
 		}
 	}
 	if count == 0 && unavailable != nil {
+		v.unavailable = true
 		return types.NewErr("failed to verify image %s: %v", image, unavailable)
 	}
 	v.req.verified[image] += count
@@ -504,6 +508,12 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *evalC
 		x := &v.validations[i]
 		val, err := e.eval(&x.celProgram)
 		if err != nil {
+			if ip.required && act.verification.unavailable {
+				// An image that could not be verified is never admitted
+				// while the policy requires verified images, whatever the
+				// failurePolicy, as for verifyImages rules.
+				return fail(fmt.Sprintf("unverified image: %v", err)), matched, true
+			}
 			return errorf("failed to evaluate policy: %v", err), matched, true
 		}
 		if val != types.True {

@@ -101,20 +101,32 @@ func TestImageValidatingPolicy(t *testing.T) {
 }
 
 // TestImageValidatingPolicyRegistryUnreachable: a registry that cannot be
-// reached gives an error under Deny (which the webhook denies under
-// failurePolicy Fail), never a pass.
+// reached never passes: with required (the default) the image fails, so
+// failurePolicy Ignore cannot admit it; without, the policy ends in error
+// (which the webhook denies under failurePolicy Fail).
 func TestImageValidatingPolicyRegistryUnreachable(t *testing.T) {
 	f := newFixture(t)
 	key := "key: {data: " + jsonString(f.key.PublicPEM) + "}\nctlog: {insecureIgnoreTlog: true, insecureIgnoreSCT: true}"
-	p := imageValidatingPolicy(t, "127.0.0.1:1/*", key, "images.containers.all(i, verifyImageSignatures(i, [attestors.a]) > 0)")
-	set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp := set.Validate(context.Background(), &engine.Request{Operation: kyvernov1.Create, Object: pod("127.0.0.1:1/app@" + f.signed.Digest)},
-		engine.WithLoaders(engine.Loaders{ImageVerifier: newVerifier()}))
-	rr := onlyRule(t, resp.Policies)
-	if rr.Status != engine.StatusError || rr.Action != engine.Enforce || !strings.HasPrefix(rr.Message, "failed to evaluate policy: failed to verify image 127.0.0.1:1/app@") {
-		t.Fatalf("got %s %s %q", rr.Action, rr.Status, rr.Message)
+	for _, c := range []struct {
+		required bool
+		status   engine.RuleStatus
+		prefix   string
+	}{
+		{true, engine.StatusFail, "unverified image: failed to verify image 127.0.0.1:1/app@"},
+		{false, engine.StatusError, "failed to evaluate policy: failed to verify image 127.0.0.1:1/app@"},
+	} {
+		p := imageValidatingPolicy(t, "127.0.0.1:1/*", key, "images.containers.all(i, verifyImageSignatures(i, [attestors.a]) > 0)").(*policiesv1.ImageValidatingPolicy)
+		required := c.required
+		p.Spec.ValidationConfigurations = &policiesv1.ValidationConfiguration{Required: &required}
+		set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := set.Validate(context.Background(), &engine.Request{Operation: kyvernov1.Create, Object: pod("127.0.0.1:1/app@" + f.signed.Digest)},
+			engine.WithLoaders(engine.Loaders{ImageVerifier: newVerifier()}))
+		rr := onlyRule(t, resp.Policies)
+		if rr.Status != c.status || rr.Action != engine.Enforce || !strings.HasPrefix(rr.Message, c.prefix) {
+			t.Errorf("required %v: got %s %s %q, want %s %q...", c.required, rr.Action, rr.Status, rr.Message, c.status, c.prefix)
+		}
 	}
 }
