@@ -81,7 +81,7 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 		mp.variants = append(mp.variants, v)
 	}
 	if spec.MutateExistingEnabled() {
-		mp.existing = compileMPolExisting(spec, src.GetName(), f)
+		mp.existing = compileMPolExisting(spec, src.GetName(), src.IsNamespaced(), f)
 	}
 	if len(f.errs) > 0 {
 		return f.errs

@@ -17,6 +17,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/generate"
 )
 
 // mpolExisting is the mutate-existing part of a MutatingPolicy with
@@ -47,7 +48,11 @@ type mpolExisting struct {
 // MutatingPolicy. Targets are listed by group, version and resource, so a
 // resource rule that lists them must name them exactly: a wildcard or a
 // subresource is refused here rather than silently matching nothing.
-func compileMPolExisting(spec *policiesv1.MutatingPolicySpec, rule string, f *faults) *mpolExisting {
+//
+// A NamespacedMutatingPolicy (namespaced) that lists a built-in
+// cluster-scoped resource is refused here too; a cluster-scoped object of
+// another resource is refused per target when it is listed.
+func compileMPolExisting(spec *policiesv1.MutatingPolicySpec, rule string, namespaced bool, f *faults) *mpolExisting {
 	ex := &mpolExisting{rule: rule}
 	var err error
 	if ex.trigger, err = compileConstraints(anyOperation(spec.MatchConstraints)); err != nil {
@@ -80,6 +85,10 @@ func compileMPolExisting(spec *policiesv1.MutatingPolicySpec, rule string, f *fa
 					if g == "*" || v == "*" || strings.ContainsAny(res, "*/") {
 						f.add(field, fmt.Sprintf("mutateExisting lists its targets by group, version and resource: %q/%q/%q names none exactly (no wildcards or subresources); "+
 							"list the resources, or select targets with targetMatchConstraints", g, v, res))
+						continue
+					}
+					if cluster, known := generate.KnownResourceScope(g, res, ResourceForKind); namespaced && known && cluster {
+						f.add(field, fmt.Sprintf("a namespaced policy cannot mutate the cluster-scoped resource %q", res))
 						continue
 					}
 					gvr := schema.GroupVersionResource{Group: g, Version: v, Resource: res}

@@ -136,9 +136,7 @@ func TestMutatingPolicyMutateExisting(t *testing.T) {
 		name: "a namespaced policy: its namespace's targets; a cluster-scoped one refused", op: kyvernov1.Create, object: object("v1", "ServiceAccount", "team-a", "sa", nil),
 		want: map[string]result{
 			"team-a/tenant/tenant ConfigMap team-a/t1":               {status: "pass", message: "success", patched: "labels map[tenant:team-a]"},
-			"team-a/tenant/tenant Namespace default":                 {status: "error", message: `a namespaced policy cannot mutate the cluster scope; it acts in namespace "team-a" only`},
-			"team-a/tenant/tenant Namespace kube-system":             {status: "error", message: `a namespaced policy cannot mutate the cluster scope; it acts in namespace "team-a" only`},
-			"team-a/tenant/tenant Namespace team-a":                  {status: "error", message: `a namespaced policy cannot mutate the cluster scope; it acts in namespace "team-a" only`},
+			"team-a/tenant/tenant Widget w1":                         {status: "error", message: `a namespaced policy cannot mutate the cluster scope; it acts in namespace "team-a" only`},
 			"team-a/tenant-escape/tenant-escape ConfigMap team-b/t2": {status: "error", message: `a namespaced policy can only mutate its own namespace "team-a", not "team-b"`},
 		},
 	}, {

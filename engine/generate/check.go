@@ -342,6 +342,17 @@ func KnownScope(apiVersion, kind string) (clusterScoped, known bool) {
 	return cluster, ok
 }
 
+// KnownResourceScope is KnownScope for a resource (a kind's plural, as
+// resource gives it), as a CEL policy's resource rules name them.
+func KnownResourceScope(group, res string, resource func(kind string) string) (clusterScoped, known bool) {
+	for gk, cluster := range scopes {
+		if gk.Group == group && resource(gk.Kind) == res {
+			return cluster, true
+		}
+	}
+	return false, false
+}
+
 // scopes maps built-in kinds to whether they are cluster-scoped.
 var scopes = func() map[schema.GroupKind]bool {
 	m := map[schema.GroupKind]bool{}
