@@ -160,7 +160,7 @@ func TestRequestImagesAreLazy(t *testing.T) {
 		}, false},
 		{"a query naming images", func(d *Document) (any, error) { return d.Query("images.containers.app.tag") }, true},
 		{"images in a function argument", func(d *Document) (any, error) { return d.Query("length(images.containers)") }, true},
-		{"the whole document", func(d *Document) (any, error) { return d.Query("keys(@)") }, true},
+		{"the whole document", func(d *Document) (any, error) { return d.Query("sort(keys(@))") }, true},
 		{"a pipe from the root", func(d *Document) (any, error) { return d.Query("@ | images.containers.app.name") }, true},
 		{"Get under images", func(d *Document) (any, error) { v, _ := d.Get("images.containers.app.registry"); return v, nil }, true},
 		{"Get of another entry", func(d *Document) (any, error) { v, _ := d.Get("request.name"); return v, nil }, false},
