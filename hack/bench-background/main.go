@@ -60,6 +60,9 @@ const (
 func main() {
 	n := flag.Int("namespaces", targetNamespaces, "namespaces to create")
 	flag.Parse()
+	// The managers' own logs would interleave with the figures (and
+	// controller-runtime prints a stack trace when no logger was set).
+	ctrl.SetLogger(logr.Discard())
 	if err := run(*n); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-background:", err)
 		os.Exit(1)
