@@ -222,6 +222,8 @@ func report(w *os.File, results []run) bool {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "PEAK RSS is the kernel's peak; ANON (heap, stacks) and FILE (mapped pages of the binary) are sampled every ms at the largest total seen.")
+	fmt.Fprintln(w, "FILE depends on how the kernel cached the binary: it maps whole large folios, so a binary just written by the linker or long in the page cache")
+	fmt.Fprintln(w, "shows some 10-20 MiB more than a fresh copy of it (cp bin/charter /tmp/c) for the same pages touched; compare binaries copied the same way.")
 	if !ok {
 		fmt.Fprintf(w, "\nclaimed lists (%s) must pass every row: see the failures above\n", strings.Join(corpus.Claimed, ", "))
 	}
