@@ -96,6 +96,9 @@ type evalConfig struct {
 	// imageDigestPins makes Mutate pin ImageValidatingPolicies' images
 	// (see WithImageDigestPins).
 	imageDigestPins bool
+	// deferRequiredImages leaves `required` to SettleRequiredImages (see
+	// WithDeferredRequiredImages).
+	deferRequiredImages bool
 	// backgroundChecks stops generate and mutate-existing rules after
 	// their match and preconditions (see WithBackgroundChecks).
 	backgroundChecks bool
@@ -160,7 +163,7 @@ func (s *PolicySet) Validate(ctx context.Context, req *Request, opts ...EvalOpti
 			resp.Policies = append(resp.Policies, pr)
 		}
 	}
-	in.settleRequiredImages(resp.Policies)
+	in.settleRequiredImages(resp, resp.Policies)
 	return resp
 }
 
@@ -180,7 +183,7 @@ func (p *Policy) Validate(ctx context.Context, req *Request, opts ...EvalOption)
 	cfg := newEvalConfig(opts)
 	in := newRequestView(ctx, req, &cfg)
 	resp := p.validate(ctx, in, &cfg)
-	in.settleRequiredImages([]PolicyResponse{resp})
+	in.settleRequiredImages(nil, []PolicyResponse{resp})
 	return resp
 }
 

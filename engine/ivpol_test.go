@@ -247,3 +247,53 @@ func TestImageDigestPins(t *testing.T) {
 		t.Errorf("without WithImageDigestPins: patch %v, policies %v", plain.Patch, plain.Policies)
 	}
 }
+
+// TestRequiredImagesAcrossSets: the admission webhook evaluates its
+// failurePolicy Fail and Ignore policies as two sets; under
+// WithDeferredRequiredImages, SettleRequiredImages lets an image one set
+// verified satisfy the other's required. Validate and ValidateTimed
+// settle each set on its own otherwise.
+func TestRequiredImagesAcrossSets(t *testing.T) {
+	policies, _ := readCELPolicies(t, "ivpol/policies.yaml")
+	byName := map[string]kyvernov1.PolicyInterface{}
+	for _, p := range policies {
+		byName[p.GetName()] = p
+	}
+	verifying, err := Compile([]kyvernov1.PolicyInterface{byName["check-signed"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requiring, err := Compile([]kyvernov1.PolicyInterface{byName["requires-only"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := &Request{Operation: kyvernov1.Create, Object: pod("default", "web", nil, "registry.example.com/app/signed:v1")}
+	loaders := WithLoaders(Loaders{ImageVerifier: &fakeImages{}})
+	status := func(r *Response) string {
+		if len(r.Policies) != 1 || len(r.Policies[0].Rules) != 1 {
+			t.Fatalf("responses %+v", r.Policies)
+		}
+		return string(r.Policies[0].Rules[0].Status) + " " + r.Policies[0].Rules[0].Message
+	}
+	const alone = "fail image registry.example.com/app/signed:v1 is not verified: no policy performed a signature or attestation check on it"
+	if got := status(requiring.Validate(ctx, req, loaders)); got != alone {
+		t.Errorf("Validate alone: %s, want %s", got, alone)
+	}
+	if got := status(requiring.ValidateTimed(ctx, req, loaders)); got != alone {
+		t.Errorf("ValidateTimed alone: %s, want %s", got, alone)
+	}
+	a := verifying.ValidateTimed(ctx, req, loaders, WithDeferredRequiredImages())
+	b := requiring.Validate(ctx, req, loaders, WithDeferredRequiredImages())
+	SettleRequiredImages(a, b)
+	if got := status(b); got != "pass success" {
+		t.Errorf("settled across sets: %s, want pass", got)
+	}
+	unsigned := &Request{Operation: kyvernov1.Create, Object: pod("default", "web", nil, "registry.example.com/app/unsigned:v1")}
+	a = verifying.Validate(ctx, unsigned, loaders, WithDeferredRequiredImages())
+	b = requiring.Validate(ctx, unsigned, loaders, WithDeferredRequiredImages())
+	SettleRequiredImages(a, b)
+	if got, want := status(b), "fail image registry.example.com/app/unsigned:v1 failed signature or attestation verification"; got != want {
+		t.Errorf("settled across sets, unsigned: %s, want %s", got, want)
+	}
+}

@@ -695,15 +695,58 @@ func stringList(val ref.Val) ([]string, error) {
 // settleRequiredImages fails the passing ImageValidatingPolicies that
 // require their images verified when no policy of the request verified
 // one of them (§3.3.5 step 8). It runs once every policy of the request
-// has.
-func (in *requestView) settleRequiredImages(policies []PolicyResponse) {
+// has; under WithDeferredRequiredImages it leaves the work to
+// SettleRequiredImages and keeps what it needs on resp.
+func (in *requestView) settleRequiredImages(resp *Response, policies []PolicyResponse) {
 	st := in.ivpol
-	if st == nil || len(st.matched) == 0 {
+	if st == nil {
 		return
 	}
+	if in.cfg.deferRequiredImages && resp != nil {
+		resp.images = st
+		return
+	}
+	settleRequired(st, st.matched, policies)
+}
+
+// WithDeferredRequiredImages makes Validate leave ImageValidatingPolicies'
+// `required` unsettled, for SettleRequiredImages to settle across the
+// responses of several sets evaluated for one request (the admission
+// webhook evaluates its failurePolicy Fail and Ignore policies apart): an
+// image one set verified satisfies the other's requirement.
+func WithDeferredRequiredImages() EvalOption {
+	return func(c *evalConfig) { c.deferRequiredImages = true }
+}
+
+// SettleRequiredImages settles `required` across the responses of one
+// request evaluated under WithDeferredRequiredImages.
+func SettleRequiredImages(responses ...*Response) {
+	all := &ivpolRequest{verified: map[string]int{}, checked: map[string]bool{}}
+	for _, r := range responses {
+		if r == nil || r.images == nil {
+			continue
+		}
+		for img, n := range r.images.verified {
+			all.verified[img] += n
+		}
+		for img := range r.images.checked {
+			all.checked[img] = true
+		}
+	}
+	for _, r := range responses {
+		if r != nil && r.images != nil {
+			settleRequired(all, r.images.matched, r.Policies)
+			r.images = nil
+		}
+	}
+}
+
+// settleRequired fails each passing policy (by key in matched) one of
+// whose images st does not count as verified.
+func settleRequired(st *ivpolRequest, matched map[string][]string, policies []PolicyResponse) {
 	for i := range policies {
 		p := &policies[i]
-		images := st.matched[p.Key]
+		images := matched[p.Key]
 		if len(images) == 0 || len(p.Rules) != 1 || p.Rules[0].Status != StatusPass {
 			continue
 		}

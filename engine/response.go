@@ -46,6 +46,10 @@ type Response struct {
 	Resource ResourceRef
 	// Policies holds one entry per policy with at least one rule response.
 	Policies []PolicyResponse
+	// images is what the request's ImageValidatingPolicies verified and
+	// require, kept under WithDeferredRequiredImages until
+	// SettleRequiredImages.
+	images *ivpolRequest
 }
 
 // Blocked reports whether some rule failed with an effective action of

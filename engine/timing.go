@@ -35,5 +35,6 @@ func (s *PolicySet) ValidateTimed(ctx context.Context, req *Request, opts ...Eva
 			resp.Policies = append(resp.Policies, pr)
 		}
 	}
+	in.settleRequiredImages(resp, resp.Policies)
 	return resp
 }

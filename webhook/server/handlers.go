@@ -308,13 +308,18 @@ func (h *handlers) validate(scope setScope) http.HandlerFunc {
 		}
 		sets := scope.sets(snapshot)
 		responses := make([]*engine.Response, 0, len(sets))
-		blocked := false
 		for _, s := range sets {
-			resp := h.validateSet(ctx, s.set, req, mreq)
-			if blocks(resp, s.failClosed) {
+			responses = append(responses, h.validateSet(ctx, s.set, req))
+		}
+		// An image one set's ImageValidatingPolicy verified satisfies
+		// another set's requirement: required is settled across both.
+		engine.SettleRequiredImages(responses...)
+		blocked := false
+		for i, resp := range responses {
+			h.observeSet(resp, mreq)
+			if blocks(resp, sets[i].failClosed) {
 				blocked = true
 			}
-			responses = append(responses, resp)
 		}
 		var out *admissionv1.AdmissionResponse
 		if blocked {

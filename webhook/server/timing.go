@@ -7,19 +7,29 @@ import (
 	"github.com/charter-dev/charter/webhook/metrics"
 )
 
-// validateSet runs the set's validate rules against req and, with metrics
-// on, records kyverno_policy_results_total and
-// kyverno_policy_execution_duration_seconds. The set is evaluated in one
-// call either way, so the request's context document is built once; with
-// metrics the engine also times each policy (PolicySet.ValidateTimed).
-func (h *handlers) validateSet(ctx context.Context, set *engine.PolicySet, req *engine.Request, mreq metrics.Request) *engine.Response {
+// validateSet runs the set's validate rules against req. The set is
+// evaluated in one call, so the request's context document is built once;
+// with metrics on the engine also times each policy
+// (PolicySet.ValidateTimed) for observeSet. ImageValidatingPolicies'
+// `required` is left for engine.SettleRequiredImages, across the sets of
+// the request.
+func (h *handlers) validateSet(ctx context.Context, set *engine.PolicySet, req *engine.Request) *engine.Response {
 	loaders := engine.WithLoaders(h.opts.Loaders)
+	deferred := engine.WithDeferredRequiredImages()
 	if h.opts.Metrics == nil {
-		return set.Validate(ctx, req, loaders)
+		return set.Validate(ctx, req, loaders, deferred)
 	}
-	resp := set.ValidateTimed(ctx, req, loaders)
+	return set.ValidateTimed(ctx, req, loaders, deferred)
+}
+
+// observeSet records kyverno_policy_results_total and
+// kyverno_policy_execution_duration_seconds of a settled response, with
+// metrics on.
+func (h *handlers) observeSet(resp *engine.Response, mreq metrics.Request) {
+	if h.opts.Metrics == nil {
+		return
+	}
 	for i := range resp.Policies {
 		h.opts.Metrics.ObservePolicy(mreq, resp.Policies[i], resp.Policies[i].Duration)
 	}
-	return resp
 }

@@ -37,8 +37,9 @@ func TestValidateSetTimesEachPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 		mreq := metricsRequest(review.Request, metrics.Validating)
-		want := plain.validateSet(context.Background(), snapshot.Fail, req, mreq)
-		got := timed.validateSet(context.Background(), snapshot.Fail, req, mreq)
+		want := plain.validateSet(context.Background(), snapshot.Fail, req)
+		got := timed.validateSet(context.Background(), snapshot.Fail, req)
+		timed.observeSet(got, mreq)
 		if !reflect.DeepEqual(summary(got), summary(want)) || got.Resource != want.Resource {
 			t.Errorf("%s: timed response\n%v %v\nwant\n%v %v", p.name, got.Resource, summary(got), want.Resource, summary(want))
 		}
