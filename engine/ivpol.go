@@ -59,7 +59,7 @@ type imageMatcher struct {
 
 type ivpolVariant struct {
 	match       *constraints
-	lazy        *lazyIVPolVariant
+	lazy        *lazyVariant[policiesv1.ImageValidatingPolicySpec, ivpolVariant]
 	compiler    *celCompiler
 	conditions  []celProgram
 	extractors  []ivpolExtractor
@@ -70,27 +70,6 @@ type ivpolVariant struct {
 type ivpolExtractor struct {
 	name string
 	celProgram
-}
-
-type lazyIVPolVariant struct {
-	spec  *policiesv1.ImageValidatingPolicySpec
-	path  string
-	once  sync.Once
-	v     *ivpolVariant
-	fault string
-}
-
-func (l *lazyIVPolVariant) compiled() (*ivpolVariant, string) {
-	l.once.Do(func() {
-		f := &faults{}
-		v := compileIVPolVariant(l.spec, l.path, f)
-		if len(f.errs) > 0 || v == nil {
-			l.fault = "autogen: " + f.errs.Error()
-			return
-		}
-		l.v = v
-	})
-	return l.v, l.fault
 }
 
 // Built-in image extractors (verify-images.md §6.1).
@@ -154,7 +133,7 @@ func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingP
 			f.add("status.autogen."+t.name+".matchConstraints", err.Error())
 			continue
 		}
-		ip.variants = append(ip.variants, &ivpolVariant{match: m, lazy: &lazyIVPolVariant{spec: out, path: "status.autogen." + t.name}})
+		ip.variants = append(ip.variants, &ivpolVariant{match: m, lazy: newLazyVariant(out, "status.autogen."+t.name, compileIVPolVariant)})
 	}
 	if len(f.errs) > 0 {
 		return f.errs

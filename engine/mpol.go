@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
 
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -47,7 +46,7 @@ type mutatingPolicy struct {
 type mpolVariant struct {
 	match *constraints
 	// lazy is set on an autogen copy until compiled (compiled()).
-	lazy        *lazyMPolVariant
+	lazy        *lazyVariant[policiesv1.MutatingPolicySpec, mpolVariant]
 	compiler    *celCompiler
 	conditions  []celProgram
 	mutations   []mpolMutation
@@ -92,7 +91,7 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 			f.add("status.autogen."+ag.name+".matchConstraints", err.Error())
 			continue
 		}
-		mp.variants = append(mp.variants, &mpolVariant{match: m, lazy: &lazyMPolVariant{spec: ag.spec, path: "status.autogen." + ag.name}})
+		mp.variants = append(mp.variants, &mpolVariant{match: m, lazy: newLazyVariant(ag.spec, "status.autogen."+ag.name, compileMPolVariant)})
 	}
 	if len(f.errs) > 0 {
 		return f.errs
@@ -100,28 +99,6 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 	p.mpol = mp
 	p.kinds = []string{"*"}
 	return nil
-}
-
-// lazyMPolVariant is an autogen copy compiled on first use.
-type lazyMPolVariant struct {
-	spec  *policiesv1.MutatingPolicySpec
-	path  string
-	once  sync.Once
-	v     *mpolVariant
-	fault string
-}
-
-func (l *lazyMPolVariant) compiled() (*mpolVariant, string) {
-	l.once.Do(func() {
-		f := &faults{}
-		v := compileMPolVariant(l.spec, l.path, f)
-		if len(f.errs) > 0 || v == nil {
-			l.fault = "autogen: " + f.errs.Error()
-			return
-		}
-		l.v = v
-	})
-	return l.v, l.fault
 }
 
 // compiledMPolVariants holds the compiled variants still in use, by

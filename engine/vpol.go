@@ -47,7 +47,7 @@ type validatingPolicy struct {
 type vpolVariant struct {
 	match *constraints
 	// lazy is set on an autogen copy until compiled (compiled()).
-	lazy        *lazyVariant
+	lazy        *lazyVariant[policiesv1.ValidatingPolicySpec, vpolVariant]
 	compiler    *celCompiler
 	conditions  []celProgram
 	variables   []celVariable
@@ -126,7 +126,7 @@ func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike,
 			f.add("status.autogen."+ag.name+".matchConstraints", err.Error())
 			continue
 		}
-		vp.variants = append(vp.variants, &vpolVariant{match: m, lazy: &lazyVariant{spec: ag.spec, path: "status.autogen." + ag.name}})
+		vp.variants = append(vp.variants, &vpolVariant{match: m, lazy: newLazyVariant(ag.spec, "status.autogen."+ag.name, compileVPolVariant)})
 	}
 	if len(f.errs) > 0 {
 		return f.errs
@@ -134,28 +134,6 @@ func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike,
 	p.vpol = vp
 	p.kinds = []string{"*"}
 	return nil
-}
-
-// lazyVariant is an autogen copy compiled on first use.
-type lazyVariant struct {
-	spec  *policiesv1.ValidatingPolicySpec
-	path  string
-	once  sync.Once
-	v     *vpolVariant
-	fault string
-}
-
-func (l *lazyVariant) compiled() (*vpolVariant, string) {
-	l.once.Do(func() {
-		f := &faults{}
-		v := compileVPolVariant(l.spec, l.path, f)
-		if len(f.errs) > 0 || v == nil {
-			l.fault = "autogen: " + f.errs.Error()
-			return
-		}
-		l.v = v
-	})
-	return l.v, l.fault
 }
 
 // compiledVariants holds the compiled variants still in use, by source,
