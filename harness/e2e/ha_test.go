@@ -44,7 +44,7 @@ const (
 	// haScanPods is how many Pods the reports leader scans when it is
 	// killed: enough that the scan is still going a moment after the
 	// first report is written.
-	haScanPods = 300
+	haScanPods = 600
 )
 
 const haEnforce = `
@@ -167,11 +167,18 @@ var _ = Describe("In-cluster charter", Label("ha"), Ordered, haPriority, func() 
 
 		leader := leaseHolder(ctx, haReportsLease)
 		Expect(leader).NotTo(BeEmpty(), "no reports leader holds Lease %s", haReportsLease)
+		// The first report is seen through a watch opened before the scan
+		// starts: polling a list of hundreds of reports saw the scan only
+		// once it had finished.
+		reportsGVR := policyreportv1alpha2.GroupVersion.WithResource("policyreports")
+		w, err := suite.dynamic.Resource(reportsGVR).Namespace(haReportsNamespace).Watch(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
 		Expect(cl.Create(ctx, clusterPolicy(haAudit))).To(Succeed())
 
 		By("killing the reports leader " + leader + " at its first report")
-		Eventually(func() int { return len(haReports(ctx)) }).
-			WithTimeout(2 * time.Minute).WithPolling(50 * time.Millisecond).Should(BeNumerically(">", 0))
+		Eventually(w.ResultChan()).WithTimeout(2*time.Minute).Should(Receive(), "a first report")
+		w.Stop()
 		atKill := len(haReports(ctx))
 		Expect(cl.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: charterNamespace, Name: leader}},
 			client.GracePeriodSeconds(0))).To(Succeed())
