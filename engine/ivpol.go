@@ -78,23 +78,10 @@ var builtinExtractors = []string{"containers", "initContainers", "ephemeralConta
 func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingPolicyLike, p *Policy) CompileErrors {
 	spec := src.GetImageValidatingPolicySpec()
 	f := &faults{kind: src.GetKind(), name: p.key}
-	ip := &imageValidatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore, action: Audit,
-		verifyDigest: spec.VerifyDigest(), required: spec.Required(), mutateDigest: spec.MutateDigest()}
+	ip := &imageValidatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
+		action: celValidationAction(spec.ValidationAction, spec.EvaluationConfiguration, f), verifyDigest: spec.VerifyDigest(), required: spec.Required(), mutateDigest: spec.MutateDigest()}
 	if src.IsNamespaced() {
 		ip.namespace = src.GetNamespace()
-	}
-	if spec.HasAction(admissionregistrationv1.Deny) {
-		ip.action = Enforce
-	}
-	for i, a := range spec.ValidationAction {
-		switch a {
-		case admissionregistrationv1.Deny, admissionregistrationv1.Audit, admissionregistrationv1.Warn:
-		default:
-			f.add(fmt.Sprintf("spec.validationActions[%d]", i), fmt.Sprintf("unknown action %q, want Deny, Audit or Warn", a))
-		}
-	}
-	if e := spec.EvaluationConfiguration; e != nil && e.Mode != "" && e.Mode != policiesv1.EvaluationModeKubernetes {
-		f.add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", e.Mode))
 	}
 	if spec.MatchConstraints == nil || len(spec.MatchConstraints.ResourceRules) == 0 {
 		f.add("spec.matchConstraints", "a matchConstraints with at least one resource rule is required")

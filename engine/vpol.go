@@ -88,25 +88,34 @@ func celPolicyEnv() (*environment.EnvSet, error) {
 	return vpolEnv, vpolEnvErr
 }
 
-func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike, p *Policy) CompileErrors {
-	spec := src.GetValidatingPolicySpec()
-	f := &faults{kind: src.GetKind(), name: p.key}
-	vp := &validatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore, action: Audit}
-	if src.IsNamespaced() {
-		vp.namespace = src.GetNamespace()
-	}
-	if spec.HasAction(admissionregistrationv1.Deny) {
-		vp.action = Enforce
-	}
-	for i, a := range spec.ValidationAction {
+// celValidationAction checks the validationActions and evaluation mode of a
+// ValidatingPolicy or ImageValidatingPolicy and returns the action charter
+// takes: Enforce when Deny is among them (the default, [Deny], when none is
+// set), Audit otherwise.
+func celValidationAction(actions []admissionregistrationv1.ValidationAction, eval *policiesv1.EvaluationConfiguration, f *faults) Action {
+	for i, a := range actions {
 		switch a {
 		case admissionregistrationv1.Deny, admissionregistrationv1.Audit, admissionregistrationv1.Warn:
 		default:
 			f.add(fmt.Sprintf("spec.validationActions[%d]", i), fmt.Sprintf("unknown action %q, want Deny, Audit or Warn", a))
 		}
 	}
-	if e := spec.EvaluationConfiguration; e != nil && e.Mode != "" && e.Mode != policiesv1.EvaluationModeKubernetes {
-		f.add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", e.Mode))
+	if eval != nil && eval.Mode != "" && eval.Mode != policiesv1.EvaluationModeKubernetes {
+		f.add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", eval.Mode))
+	}
+	if len(actions) == 0 || slices.Contains(actions, admissionregistrationv1.Deny) {
+		return Enforce
+	}
+	return Audit
+}
+
+func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike, p *Policy) CompileErrors {
+	spec := src.GetValidatingPolicySpec()
+	f := &faults{kind: src.GetKind(), name: p.key}
+	vp := &validatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
+		action: celValidationAction(spec.ValidationAction, spec.EvaluationConfiguration, f)}
+	if src.IsNamespaced() {
+		vp.namespace = src.GetNamespace()
 	}
 	if len(spec.Validations) == 0 && len(spec.AuditAnnotations) == 0 {
 		f.add("spec.validations", "a ValidatingPolicy needs at least one validation or audit annotation")
