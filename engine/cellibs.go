@@ -2,15 +2,13 @@ package engine
 
 import (
 	"context"
-	"crypto/md5" //nolint:gosec // Kyverno's md5() is a checksum helper, not a security boundary.
-	"crypto/rand"
+	"crypto/md5"  //nolint:gosec // Kyverno's md5() is a checksum helper, not a security boundary.
 	"crypto/sha1" //nolint:gosec // as md5.
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"reflect"
 	"strings"
 	"time"
@@ -194,8 +192,11 @@ func kyvernoLibraryOptions() []celgo.EnvOption {
 	opts = append(opts, hash("sha1", func(s string) string { h := sha1.Sum([]byte(s)); return hex.EncodeToString(h[:]) })...) //nolint:gosec
 	opts = append(opts, hash("md5", func(s string) string { h := md5.Sum([]byte(s)); return hex.EncodeToString(h[:]) })...)   //nolint:gosec
 	for _, n := range []string{"random", "random.random"} {
-		opts = append(opts, global(n, celgo.Overload(strings.ReplaceAll(n, ".", "_"), nil, str,
-			celgo.FunctionBinding(func(...ref.Val) ref.Val { return types.String(randomString(8)) }))))
+		id := strings.ReplaceAll(n, ".", "_")
+		opts = append(opts, global(n,
+			celgo.Overload(id+"_void", nil, str,
+				celgo.FunctionBinding(func(...ref.Val) ref.Val { return types.String(randomString(8)) })),
+			celgo.Overload(id+"_regex", []*celgo.Type{str}, str, celgo.UnaryBinding(randomRegex))))
 	}
 	for _, n := range []string{"parseServiceAccount", "user.parseServiceAccount"} {
 		opts = append(opts, global(n, celgo.Overload(strings.ReplaceAll(n, ".", "_")+"_string", []*celgo.Type{str}, dyn,
@@ -500,16 +501,25 @@ func parseServiceAccount(v ref.Val) ref.Val {
 	return types.DefaultTypeAdapter.NativeToValue(out)
 }
 
+// randomRegex is random(regex): a string the regex matches.
+func randomRegex(v ref.Val) ref.Val {
+	pattern, ok := v.(types.String)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(v)
+	}
+	s, err := randomMatching(string(pattern))
+	if err != nil {
+		return types.NewErr("%v", err)
+	}
+	return types.String(s)
+}
+
 const randomAlphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 func randomString(n int) string {
 	b := make([]byte, n)
 	for i := range b {
-		k, err := rand.Int(rand.Reader, big.NewInt(int64(len(randomAlphabet))))
-		if err != nil {
-			return strings.Repeat("0", n)
-		}
-		b[i] = randomAlphabet[k.Int64()]
+		b[i] = randomAlphabet[randomInt(len(randomAlphabet))]
 	}
 	return string(b)
 }
