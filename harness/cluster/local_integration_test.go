@@ -23,8 +23,9 @@ import (
 )
 
 var (
-	clusterPolicies = schema.GroupVersionResource{Group: "kyverno.io", Version: "v1", Resource: "clusterpolicies"}
-	policyReports   = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
+	clusterPolicies  = schema.GroupVersionResource{Group: "kyverno.io", Version: "v1", Resource: "clusterpolicies"}
+	policyReports    = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
+	mutatingPolicies = schema.GroupVersionResource{Group: "policies.kyverno.io", Version: "v1", Resource: "mutatingpolicies"}
 )
 
 // startLocal starts the local provider with charter's CRDs from
@@ -163,6 +164,22 @@ func TestLocalClusterServesCharterAPIs(t *testing.T) {
 		t.Errorf("status update moved generation from %d to %d", generation, cpol.GetGeneration())
 	}
 
+	// A MutatingPolicy that only mutates existing resources: the status
+	// controller writes admission false (it mutates nothing at
+	// admission), and kubectl get mpol shows it.
+	mpol, err := dyn.Resource(mutatingPolicies).Create(ctx, readObject(t, "mutatingpolicy.yaml"), metav1.CreateOptions{FieldValidation: "Strict"})
+	if err != nil {
+		t.Fatalf("creating the MutatingPolicy: %v", err)
+	}
+	for path, v := range map[string]any{"conditions": []any{ready}, "admission": false, "background": true} {
+		if err := unstructured.SetNestedField(mpol.Object, v, "status", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := dyn.Resource(mutatingPolicies).UpdateStatus(ctx, mpol, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("writing the MutatingPolicy status: %v", err)
+	}
+
 	if _, err := dyn.Resource(policyReports).Namespace("default").Create(ctx, readObject(t, "policyreport.yaml"), metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
 		t.Fatalf("creating the PolicyReport: %v", err)
 	}
@@ -179,6 +196,13 @@ func TestLocalClusterServesCharterAPIs(t *testing.T) {
 			path:      "/apis/kyverno.io/v1/clusterpolicies/require-team-label",
 			wantCols:  []string{"NAME", "ADMISSION", "BACKGROUND", "READY", "AGE", "MESSAGE"},
 			wantCells: []string{"require-team-label", "true", "false", "True"},
+			afterAge:  []string{"policy ready"},
+		},
+		{
+			name:      "kubectl get mpol",
+			path:      "/apis/policies.kyverno.io/v1/mutatingpolicies/label-configmaps",
+			wantCols:  []string{"NAME", "ADMISSION", "BACKGROUND", "READY", "AGE", "MESSAGE"},
+			wantCells: []string{"label-configmaps", "false", "true", "True"},
 			afterAge:  []string{"policy ready"},
 		},
 		{

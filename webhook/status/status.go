@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
@@ -181,9 +182,21 @@ func Desired(p kyvernov1.PolicyInterface, v Verdict) *kyvernov1.PolicyStatus {
 	st.RuleCount = ruleCount(p.GetSpec())
 	// What the printer columns show: the spec's setting or its default,
 	// never written back into spec.
-	admission, background := p.GetSpec().AdmissionProcessingEnabled(), p.GetSpec().BackgroundProcessingEnabled()
+	admission, background := actsAtAdmission(p), p.GetSpec().BackgroundProcessingEnabled()
 	st.Admission, st.Background = &admission, &background
 	return st
+}
+
+// actsAtAdmission is what the ADMISSION column says: whether the policy
+// acts on requests at admission. A MutatingPolicy that only mutates
+// existing resources is served at admission to see its triggers (in
+// ClusterPolicy terms its spec says admission), but it changes nothing
+// in the request, so it shows false.
+func actsAtAdmission(p kyvernov1.PolicyInterface) bool {
+	if m, ok := p.(policiesv1.MutatingPolicyLike); ok {
+		return m.GetMutatingPolicySpec().AdmissionEnabled()
+	}
+	return p.GetSpec().AdmissionProcessingEnabled()
 }
 
 // ruleCount counts the spec's rules by type, leaving out autogen-* rules

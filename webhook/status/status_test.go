@@ -29,8 +29,11 @@ func load(t *testing.T, file string) kyvernov1.PolicyInterface {
 		t.Fatal(err)
 	}
 	var p kyvernov1.PolicyInterface = &kyvernov1.ClusterPolicy{}
-	if tm.Kind == kyvernov1.PolicyKind {
+	switch tm.Kind {
+	case kyvernov1.PolicyKind:
 		p = &kyvernov1.Policy{}
+	case policiesv1.MutatingPolicyKind:
+		p = &policiesv1.MutatingPolicy{}
 	}
 	if err := yaml.UnmarshalStrict(data, p); err != nil {
 		t.Fatalf("%s: %v", file, err)
@@ -154,6 +157,16 @@ func TestDesiredShape(t *testing.T) {
 	}
 	if bg := Desired(load(t, "background-only.yaml"), Verdict{Ready: true, Generation: 1}); bg.Admission == nil || *bg.Admission || bg.Background == nil || !*bg.Background {
 		t.Errorf("admission: false policy: admission %v, background %v; want false, true", bg.Admission, bg.Background)
+	}
+
+	// A MutatingPolicy that only mutates existing resources is served at
+	// admission to see its triggers, but mutates nothing there.
+	existing := load(t, "mpol-mutate-existing-only.yaml")
+	if !existing.GetSpec().AdmissionProcessingEnabled() {
+		t.Fatal("the mutate-existing MutatingPolicy is not served at admission: the case below tests nothing")
+	}
+	if st := Desired(existing, Verdict{Ready: true, Generation: 1}); st.Admission == nil || *st.Admission || st.Background == nil || !*st.Background {
+		t.Errorf("mutate-existing-only MutatingPolicy: admission %v, background %v; want false, true", st.Admission, st.Background)
 	}
 
 	team := Desired(load(t, "team-policy.yaml"), Verdict{Ready: true, Generation: 2, Message: MessageReady})

@@ -20,8 +20,11 @@ const (
 // +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=mutatingpolicies,scope=Cluster,shortName=mpol,categories=kyverno;charter
+// +kubebuilder:printcolumn:name="ADMISSION",type=boolean,JSONPath=".status.admission"
+// +kubebuilder:printcolumn:name="BACKGROUND",type=boolean,JSONPath=".status.background"
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 type MutatingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -50,8 +53,11 @@ type MutatingPolicyList struct {
 // +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespacedmutatingpolicies,scope=Namespaced,shortName=nmpol,categories=kyverno;charter
+// +kubebuilder:printcolumn:name="ADMISSION",type=boolean,JSONPath=".status.admission"
+// +kubebuilder:printcolumn:name="BACKGROUND",type=boolean,JSONPath=".status.background"
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 type NamespacedMutatingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
