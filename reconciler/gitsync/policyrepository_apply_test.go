@@ -2,7 +2,6 @@ package gitsync
 
 import (
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -54,9 +53,9 @@ func TestDriftIsCorrected(t *testing.T) {
 	p.Spec.Rules[0].Name = "edited-by-hand"
 	g.Expect(testClient.Update(t.Context(), p)).To(Succeed())
 	g.Eventually(func() string { return getPolicy(t, "drift-a").Spec.Rules[0].Name }).
-		WithTimeout(10 * time.Second).Should(Equal("require-team"))
+		WithTimeout(waitTimeout).Should(Equal("require-team"))
 
 	g.Expect(testClient.Delete(t.Context(), getPolicy(t, "drift-a"))).To(Succeed())
 	g.Eventually(func() *kyvernov1.ClusterPolicy { return getPolicy(t, "drift-a") }).
-		WithTimeout(10 * time.Second).ShouldNot(BeNil())
+		WithTimeout(waitTimeout).ShouldNot(BeNil())
 }

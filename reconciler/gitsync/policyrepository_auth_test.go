@@ -3,7 +3,6 @@ package gitsync
 import (
 	"path/filepath"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -36,7 +35,7 @@ func TestSmartHTTPWithBasicAuth(t *testing.T) {
 	// The remote is asked for the ref every second; while it stays put,
 	// nothing is fetched.
 	packs, lists := server.uploadPacks.Load(), server.refLists.Load()
-	g.Eventually(server.refLists.Load).WithTimeout(10 * time.Second).Should(BeNumerically(">=", lists+3))
+	g.Eventually(server.refLists.Load).WithTimeout(waitTimeout).Should(BeNumerically(">=", lists+3))
 	g.Expect(server.uploadPacks.Load()).To(Equal(packs))
 
 	// A new commit over HTTP updates too, fetching once.

@@ -47,14 +47,14 @@ func TestEvents(t *testing.T) {
 			And(HaveField("Reason", EventNewRevision), HaveField("Type", corev1.EventTypeNormal), HaveField("Note", ContainSubstring(first))),
 			And(HaveField("Reason", EventApplied), HaveField("Note", ContainSubstring("applied revision "+first+": 2 created"))),
 		))
-	}).WithTimeout(10 * time.Second).Should(Succeed())
+	}).WithTimeout(waitTimeout).Should(Succeed())
 
 	second := src.commit(map[string]string{"b.yaml": ""}, nil)
 	readyAt(t, repo, second)
 	g.Eventually(func(g Gomega) {
 		g.Expect(repositoryEvents(g, ns)).To(ContainElement(
 			And(HaveField("Reason", EventPruned), HaveField("Note", Equal("pruned ClusterPolicy/events-b")))))
-	}).WithTimeout(10 * time.Second).Should(Succeed())
+	}).WithTimeout(waitTimeout).Should(Succeed())
 
 	// A revision the API server refuses for now is retried every 200ms.
 	third := src.commit(map[string]string{"c.yaml": `apiVersion: v1
@@ -77,7 +77,7 @@ data: {}
 		}
 		return out
 	}
-	g.Eventually(failed).WithTimeout(10 * time.Second).Should(ConsistOf(And(
+	g.Eventually(failed).WithTimeout(waitTimeout).Should(ConsistOf(And(
 		HaveField("Type", corev1.EventTypeWarning),
 		HaveField("Action", gitopsv1alpha1.ReasonApplyFailed),
 		HaveField("Note", ContainSubstring("c.yaml: ConfigMap/events-no-such-namespace/c")),

@@ -184,6 +184,11 @@ func newPolicyRepository(t *testing.T, ns, url string, mutate ...func(*gitopsv1a
 	return repo
 }
 
+// waitTimeout bounds every wait for the reconciler: generous, as a loaded
+// 2-core CI machine may take seconds per reconcile; a condition that holds
+// ends the wait at once.
+const waitTimeout = 30 * time.Second
+
 // eventually returns the PolicyRepository once cond holds.
 func eventually(t *testing.T, repo *gitopsv1alpha1.PolicyRepository, cond func(g Gomega, r *gitopsv1alpha1.PolicyRepository)) *gitopsv1alpha1.PolicyRepository {
 	t.Helper()
@@ -191,7 +196,7 @@ func eventually(t *testing.T, repo *gitopsv1alpha1.PolicyRepository, cond func(g
 	NewWithT(t).Eventually(func(g Gomega) {
 		g.Expect(testClient.Get(context.Background(), client.ObjectKeyFromObject(repo), got)).To(Succeed())
 		cond(g, got)
-	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	}).WithTimeout(waitTimeout).WithPolling(100 * time.Millisecond).Should(Succeed())
 	return got
 }
 

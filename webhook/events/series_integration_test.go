@@ -36,12 +36,18 @@ func TestSeriesOnRealAPIServer(t *testing.T) {
 	s := NewSink(Options{Writer: w, Workers: 1, SeriesFlush: 50 * time.Millisecond, Log: logr.Discard()})
 	go func() { _ = s.Start(t.Context()) }()
 
+	cs := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	// The API server creates namespace default after it reports ready;
+	// an event there before that is refused and its series dropped.
+	waitFor(t, "namespace default", func() bool {
+		_, err := cs.CoreV1().Namespaces().Get(t.Context(), "default", metav1.GetOptions{})
+		return err == nil
+	})
 	pod := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "default", Name: "web", UID: "pod-uid"}
 	ev := List{{Regarding: pod, Reason: ReasonPolicyViolation, Action: ActionNone, Note: "policy p/r fail: m"}}
 	for range 5 {
 		s.Offer(ev)
 	}
-	cs := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	waitFor(t, "one event with a series of 5", func() bool {
 		list, err := cs.EventsV1().Events("default").List(t.Context(), metav1.ListOptions{})
 		if err != nil {

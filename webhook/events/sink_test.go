@@ -52,9 +52,14 @@ func (r *recorder) written() []*eventsv1.Event {
 	return append([]*eventsv1.Event(nil), r.events...)
 }
 
+// waitTimeout is how long waitFor waits for its condition: generous, as a
+// loaded 2-core CI machine may stall a goroutine or an API call for
+// seconds; a condition that holds ends the wait at once.
+const waitTimeout = time.Minute
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
