@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"slices"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -397,28 +399,22 @@ type Referrer struct {
 
 // AdmissionEnabled is evaluation.admission.enabled, true by default.
 func (s *ImageValidatingPolicySpec) AdmissionEnabled() bool {
-	e := s.EvaluationConfiguration
-	return e == nil || e.Admission == nil || e.Admission.Enabled == nil || *e.Admission.Enabled
+	return s.EvaluationConfiguration.admissionEnabled()
 }
 
 // BackgroundEnabled is evaluation.background.enabled, true by default.
 func (s *ImageValidatingPolicySpec) BackgroundEnabled() bool {
-	e := s.EvaluationConfiguration
-	return e == nil || e.Background == nil || e.Background.Enabled == nil || *e.Background.Enabled
+	return s.EvaluationConfiguration.backgroundEnabled()
 }
 
-// HasAction reports whether the policy has the validation action ([Deny]
-// when none is set).
+// Actions returns the validation actions, [Deny] when none are set.
+func (s *ImageValidatingPolicySpec) Actions() []admissionregistrationv1.ValidationAction {
+	return validationActions(s.ValidationAction)
+}
+
+// HasAction reports whether the policy has the validation action.
 func (s *ImageValidatingPolicySpec) HasAction(a admissionregistrationv1.ValidationAction) bool {
-	if len(s.ValidationAction) == 0 {
-		return a == admissionregistrationv1.Deny
-	}
-	for _, x := range s.ValidationAction {
-		if x == a {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(s.Actions(), a)
 }
 
 // GetFailurePolicy is Fail unless Ignore is set.

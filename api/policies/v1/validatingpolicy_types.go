@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"slices"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -210,32 +212,42 @@ const (
 
 // AdmissionEnabled is evaluation.admission.enabled, true by default.
 func (s *ValidatingPolicySpec) AdmissionEnabled() bool {
-	e := s.EvaluationConfiguration
-	return e == nil || e.Admission == nil || e.Admission.Enabled == nil || *e.Admission.Enabled
+	return s.EvaluationConfiguration.admissionEnabled()
 }
 
 // BackgroundEnabled is evaluation.background.enabled, true by default.
 func (s *ValidatingPolicySpec) BackgroundEnabled() bool {
-	e := s.EvaluationConfiguration
-	return e == nil || e.Background == nil || e.Background.Enabled == nil || *e.Background.Enabled
+	return s.EvaluationConfiguration.backgroundEnabled()
 }
 
 // Actions returns the validation actions, [Deny] when none are set.
 func (s *ValidatingPolicySpec) Actions() []admissionregistrationv1.ValidationAction {
-	if len(s.ValidationAction) == 0 {
-		return []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}
-	}
-	return s.ValidationAction
+	return validationActions(s.ValidationAction)
 }
 
 // HasAction reports whether the policy has the validation action.
 func (s *ValidatingPolicySpec) HasAction(a admissionregistrationv1.ValidationAction) bool {
-	for _, x := range s.Actions() {
-		if x == a {
-			return true
-		}
+	return slices.Contains(s.Actions(), a)
+}
+
+// validationActions is what ValidatingPolicy and ImageValidatingPolicy do
+// with validationActions: as set, or [Deny] when none is.
+func validationActions(set []admissionregistrationv1.ValidationAction) []admissionregistrationv1.ValidationAction {
+	if len(set) == 0 {
+		return []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}
 	}
-	return false
+	return set
+}
+
+// admissionEnabled is admission.enabled, true by default (also when e is
+// nil: no evaluation block at all).
+func (e *EvaluationConfiguration) admissionEnabled() bool {
+	return e == nil || e.Admission == nil || orTrue(e.Admission.Enabled)
+}
+
+// backgroundEnabled is background.enabled, true by default.
+func (e *EvaluationConfiguration) backgroundEnabled() bool {
+	return e == nil || e.Background == nil || orTrue(e.Background.Enabled)
 }
 
 // GetFailurePolicy is Fail unless Ignore is set.
