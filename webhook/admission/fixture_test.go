@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -245,6 +246,54 @@ func eventually(t *testing.T, what string, timeout time.Duration, f func() error
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("%s: still failing after %v: %v", what, timeout, err)
+}
+
+// installReady creates the policies of manifests (YAML documents split by
+// "---", each decoded strictly into its kind's Go type) and waits until
+// each reports Ready. It returns them as created.
+func (f *fixture) installReady(t *testing.T, manifests string) []client.Object {
+	t.Helper()
+	var policies []client.Object
+	for _, doc := range strings.Split(manifests, "\n---\n") {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			t.Fatal(err)
+		}
+		o, err := f.scheme.New(tm.GroupVersionKind())
+		if err != nil {
+			t.Fatalf("policy document of kind %s: %v", tm.Kind, err)
+		}
+		obj := o.(client.Object)
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Fatal(err)
+		}
+		policies = append(policies, obj)
+		eventually(t, "policy "+obj.GetName()+" created", 30*time.Second, func() error {
+			return f.client.Create(f.ctx, obj.DeepCopyObject().(client.Object))
+		})
+	}
+	for _, p := range policies {
+		eventually(t, "policy "+p.GetName()+" Ready", 30*time.Second, func() error {
+			got := p.DeepCopyObject().(client.Object)
+			if err := f.client.Get(f.ctx, client.ObjectKeyFromObject(p), got); err != nil {
+				return err
+			}
+			if !got.(kyvernov1.PolicyInterface).IsReady() {
+				return errNotYet("status " + statusOf(got.(kyvernov1.PolicyInterface)))
+			}
+			return nil
+		})
+	}
+	return policies
+}
+
+// statusOf lists a policy's conditions, for a message.
+func statusOf(p kyvernov1.PolicyInterface) string {
+	var out []string
+	for _, c := range p.GetStatus().Conditions {
+		out = append(out, c.Type+"="+string(c.Status)+" ("+c.Message+")")
+	}
+	return strings.Join(out, ", ")
 }
 
 type errNotYet string

@@ -12,9 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/imagetest"
@@ -101,34 +99,7 @@ func TestImageValidatingPolicyOnRealAPIServer(t *testing.T) {
 	}))
 	ctx, cl := f.ctx, f.client
 	pem, _ := json.Marshal(key.PublicPEM)
-	var policies []client.Object
-	for _, doc := range strings.Split(fmt.Sprintf(ivpolManifests, reg.Host, pem), "\n---\n") {
-		var probe struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &probe); err != nil {
-			t.Fatal(err)
-		}
-		var obj client.Object = &policiesv1.ImageValidatingPolicy{}
-		if probe.Kind == policiesv1.NamespacedImageValidatingPolicyKind {
-			obj = &policiesv1.NamespacedImageValidatingPolicy{}
-		}
-		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-			t.Fatal(err)
-		}
-		policies = append(policies, obj)
-		eventually(t, "policy "+obj.GetName()+" created", 30*time.Second, func() error { return cl.Create(ctx, obj.DeepCopyObject().(client.Object)) })
-	}
-	for _, p := range policies {
-		eventually(t, "policy "+p.GetName()+" Ready", 30*time.Second, func() error {
-			got := p.DeepCopyObject().(client.Object)
-			if err := cl.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
-				return err
-			}
-			if !got.(kyvernov1.PolicyInterface).IsReady() {
-				return errNotYet("status " + statusOf(got.(kyvernov1.PolicyInterface)))
-			}
-			return nil
-		})
-	}
+	policies := f.installReady(t, fmt.Sprintf(ivpolManifests, reg.Host, pem))
 	podOf := func(name, ns, image string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}

@@ -6,10 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
@@ -70,34 +67,7 @@ spec:
 func TestMutatingPolicyOnRealAPIServer(t *testing.T) {
 	f := startAdmission(t, withNamespaces("shop", "team-a", "team-b"))
 	ctx, cl := f.ctx, f.client
-	var policies []client.Object
-	for _, doc := range strings.Split(mpolManifests, "\n---\n") {
-		var probe struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &probe); err != nil {
-			t.Fatal(err)
-		}
-		var obj client.Object = &policiesv1.MutatingPolicy{}
-		if probe.Kind == policiesv1.NamespacedMutatingPolicyKind {
-			obj = &policiesv1.NamespacedMutatingPolicy{}
-		}
-		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-			t.Fatal(err)
-		}
-		policies = append(policies, obj)
-		eventually(t, "policy "+obj.GetName()+" created", 30*time.Second, func() error { return cl.Create(ctx, obj.DeepCopyObject().(client.Object)) })
-	}
-	for _, p := range policies {
-		eventually(t, "policy "+p.GetName()+" Ready", 30*time.Second, func() error {
-			got := p.DeepCopyObject().(client.Object)
-			if err := cl.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
-				return err
-			}
-			if !got.(kyvernov1.PolicyInterface).IsReady() {
-				return errNotYet("status " + statusOf(got.(kyvernov1.PolicyInterface)))
-			}
-			return nil
-		})
-	}
+	policies := f.installReady(t, mpolManifests)
 
 	created := func(t *testing.T, name, ns string, labels map[string]string) *corev1.Pod {
 		t.Helper()
@@ -164,12 +134,4 @@ func TestMutatingPolicyOnRealAPIServer(t *testing.T) {
 			t.Errorf("team-a's policy labelled a Pod of team-b: %v", p.Labels)
 		}
 	})
-}
-
-func statusOf(p kyvernov1.PolicyInterface) string {
-	var out []string
-	for _, c := range p.GetStatus().Conditions {
-		out = append(out, c.Type+"="+string(c.Status)+" ("+c.Message+")")
-	}
-	return strings.Join(out, ", ")
 }
