@@ -11,9 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/internal/imagetest"
 )
@@ -75,32 +73,17 @@ var _ = Describe("CEL policies: ImageValidatingPolicy", Label("celpolicies"), Or
 		reg.Sign(GinkgoT(), signed, key.Signer, imagetest.SignOptions{})
 		unsigned = reg.Push(GinkgoT(), "app", "unsigned")
 
-		for _, ns := range []string{ivpolNamespace, ivpolCharterNamespace} {
-			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
-		}
-		waitDefaultServiceAccounts(ctx, ivpolNamespace)
+		createNamespaces(ctx, ivpolNamespace, ivpolCharterNamespace)
 		// charter runs on this machine whatever the cluster: it verifies
 		// against the loopback registry.
 		startCharterWith(ctx, ivpolCharterNamespace, "admission,reports")
 		waitPolicyWebhook(ctx)
 		pem, _ := json.Marshal(key.PublicPEM)
-		var p policiesv1.ImageValidatingPolicy
-		Expect(yaml.UnmarshalStrict([]byte(fmt.Sprintf(ivpolSigned, reg.Host, pem)), &p)).To(Succeed())
-		Eventually(func() error { return client.IgnoreAlreadyExists(cl.Create(ctx, &p)) }).
-			WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
-		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, &p))).To(Succeed()) })
+		installPolicy(ctx, &policiesv1.ImageValidatingPolicy{}, fmt.Sprintf(ivpolSigned, reg.Host, pem))
 	}, NodeTimeout(3*time.Minute))
 
 	It("marks the ImageValidatingPolicy Ready", func(ctx SpecContext) {
-		p := &policiesv1.ImageValidatingPolicy{}
-		Eventually(func(g Gomega) {
-			g.Expect(cl.Get(ctx, client.ObjectKey{Name: ivpolPolicy}, p)).To(Succeed())
-			g.Expect(p.Status.Conditions).To(ContainElement(And(
-				HaveField("Type", kyvernov1.PolicyConditionReady),
-				HaveField("Status", metav1.ConditionTrue),
-				HaveField("ObservedGeneration", p.Generation),
-			)))
-		}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "ImageValidatingPolicy %s Ready", ivpolPolicy)
+		waitReady(ctx, &policiesv1.ImageValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: ivpolPolicy}})
 	}, SpecTimeout(60*time.Second))
 
 	It("denies an unsigned image, saying why", func(ctx SpecContext) {

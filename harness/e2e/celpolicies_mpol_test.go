@@ -8,9 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
@@ -52,29 +50,14 @@ var _ = Describe("CEL policies: MutatingPolicy", Label("celpolicies"), Ordered, 
 	BeforeAll(func(ctx SpecContext) {
 		skipUnlessClusterReachesCharter()
 		cl = suite.client
-		for _, ns := range []string{mpolNamespace, mpolCharterNamespace} {
-			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
-		}
-		waitDefaultServiceAccounts(ctx, mpolNamespace)
+		createNamespaces(ctx, mpolNamespace, mpolCharterNamespace)
 		useCharter(ctx, mpolCharterNamespace, "admission")
 		waitPolicyWebhook(ctx)
-		var p policiesv1.MutatingPolicy
-		Expect(yaml.UnmarshalStrict([]byte(mpolDefaults), &p)).To(Succeed())
-		Eventually(func() error { return client.IgnoreAlreadyExists(cl.Create(ctx, &p)) }).
-			WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
-		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, &p))).To(Succeed()) })
+		installPolicy(ctx, &policiesv1.MutatingPolicy{}, mpolDefaults)
 	}, NodeTimeout(3*time.Minute))
 
 	It("marks the MutatingPolicy Ready", func(ctx SpecContext) {
-		p := &policiesv1.MutatingPolicy{}
-		Eventually(func(g Gomega) {
-			g.Expect(cl.Get(ctx, client.ObjectKey{Name: mpolPolicy}, p)).To(Succeed())
-			g.Expect(p.Status.Conditions).To(ContainElement(And(
-				HaveField("Type", kyvernov1.PolicyConditionReady),
-				HaveField("Status", metav1.ConditionTrue),
-				HaveField("ObservedGeneration", p.Generation),
-			)))
-		}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "MutatingPolicy %s Ready", mpolPolicy)
+		waitReady(ctx, &policiesv1.MutatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: mpolPolicy}})
 	}, SpecTimeout(60*time.Second))
 
 	It("patches a Pod", func(ctx SpecContext) {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -10,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
@@ -67,18 +67,11 @@ var _ = Describe("CEL policies", Label("celpolicies"), Ordered, inClusterPriorit
 	BeforeAll(func(ctx SpecContext) {
 		skipUnlessClusterReachesCharter()
 		cl = suite.client
-		for _, ns := range []string{celNamespace, celCharterNamespace} {
-			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
-		}
-		waitDefaultServiceAccounts(ctx, celNamespace)
+		createNamespaces(ctx, celNamespace, celCharterNamespace)
 		useCharter(ctx, celCharterNamespace, "admission,reports")
 		waitPolicyWebhook(ctx)
 		for _, manifest := range []string{celDenyLatest, celAuditOwner} {
-			var p policiesv1.ValidatingPolicy
-			Expect(yaml.UnmarshalStrict([]byte(manifest), &p)).To(Succeed())
-			Eventually(func() error { return client.IgnoreAlreadyExists(cl.Create(ctx, &p)) }).
-				WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
-			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, &p))).To(Succeed()) })
+			installPolicy(ctx, &policiesv1.ValidatingPolicy{}, manifest)
 		}
 		// Wait until the Deny policy is served.
 		Eventually(func() error {
@@ -107,15 +100,7 @@ var _ = Describe("CEL policies", Label("celpolicies"), Ordered, inClusterPriorit
 
 	It("marks both policies Ready", func(ctx SpecContext) {
 		for _, name := range []string{celDenyPolicy, celAuditPolicy} {
-			p := &policiesv1.ValidatingPolicy{}
-			Eventually(func(g Gomega) {
-				g.Expect(cl.Get(ctx, client.ObjectKey{Name: name}, p)).To(Succeed())
-				g.Expect(p.Status.Conditions).To(ContainElement(And(
-					HaveField("Type", kyvernov1.PolicyConditionReady),
-					HaveField("Status", metav1.ConditionTrue),
-					HaveField("ObservedGeneration", p.Generation),
-				)))
-			}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "ValidatingPolicy %s Ready", name)
+			waitReady(ctx, &policiesv1.ValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		}
 	}, SpecTimeout(60*time.Second))
 
@@ -136,4 +121,25 @@ func celPod(name, image string, labels map[string]string) *corev1.Pod {
 	p.Namespace = celNamespace
 	p.Spec.Containers[0].Image = image
 	return p
+}
+
+// createNamespaces creates the namespaces a spec tree uses, if missing,
+// and waits for their default ServiceAccounts.
+func createNamespaces(ctx context.Context, names ...string) {
+	GinkgoHelper()
+	for _, ns := range names {
+		Expect(client.IgnoreAlreadyExists(suite.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
+	}
+	waitDefaultServiceAccounts(ctx, names...)
+}
+
+// installPolicy decodes manifest strictly into obj and creates it,
+// retrying while charter's policy webhook does not answer yet; the spec
+// tree's cleanup deletes it.
+func installPolicy(ctx context.Context, obj client.Object, manifest string) {
+	GinkgoHelper()
+	Expect(yaml.UnmarshalStrict([]byte(manifest), obj)).To(Succeed())
+	Eventually(func() error { return client.IgnoreAlreadyExists(suite.client.Create(ctx, obj)) }).
+		WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+	DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(suite.client.Delete(ctx, obj))).To(Succeed()) })
 }

@@ -194,16 +194,24 @@ func refusedByCharterFor(ctx context.Context, obj client.Object, policy string) 
 // controller reports it served: Ready at its current generation.
 func waitPolicyReady(ctx context.Context, name string) *kyvernov1.ClusterPolicy {
 	GinkgoHelper()
-	p := &kyvernov1.ClusterPolicy{}
+	p := &kyvernov1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	waitReady(ctx, p)
+	return p
+}
+
+// waitReady waits until charter reports the policy p names served, of
+// whatever kind p is (ClusterPolicy, ValidatingPolicy, ...): Ready at its
+// current generation. p holds the policy as last read.
+func waitReady(ctx context.Context, p kyvernov1.PolicyInterface) {
+	GinkgoHelper()
 	Eventually(func(g Gomega) {
-		g.Expect(suite.client.Get(ctx, client.ObjectKey{Name: name}, p)).To(Succeed())
-		g.Expect(p.Status.Conditions).To(ContainElement(And(
+		g.Expect(suite.client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		g.Expect(p.GetStatus().Conditions).To(ContainElement(And(
 			HaveField("Type", kyvernov1.PolicyConditionReady),
 			HaveField("Status", metav1.ConditionTrue),
-			HaveField("ObservedGeneration", p.Generation),
+			HaveField("ObservedGeneration", p.GetGeneration()),
 		)))
-	}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Succeed(), "ClusterPolicy %s Ready", name)
-	return p
+	}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Succeed(), "%s %s Ready", p.GetKind(), p.GetName())
 }
 
 // gitopsPod is a Pod in the GitOps specs' namespace.

@@ -303,15 +303,8 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 		}).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 
 		By("enforcing the ValidatingPolicy it applies (policies.kyverno.io, under gitsync's own role)")
-		vp := &policiesv1.ValidatingPolicy{}
-		Eventually(func(g Gomega) {
-			g.Expect(cl.Get(ctx, client.ObjectKey{Name: rbacDenyQuarantined}, vp)).To(Succeed())
-			g.Expect(vp.Status.Conditions).To(ContainElement(And(
-				HaveField("Type", kyvernov1.PolicyConditionReady),
-				HaveField("Status", metav1.ConditionTrue),
-				HaveField("ObservedGeneration", vp.Generation),
-			)))
-		}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "ValidatingPolicy %s Ready", rbacDenyQuarantined)
+		vp := &policiesv1.ValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: rbacDenyQuarantined}}
+		waitReady(ctx, vp)
 		Expect(vp.Labels).To(HaveKeyWithValue(appliedByNameLabel, rbacRepository))
 		Eventually(func(g Gomega) {
 			err := cl.Create(ctx, rbacPod("quarantined", map[string]string{"app.kubernetes.io/name": "web", "team": "web", "quarantined": "true"}), client.DryRunAll)
