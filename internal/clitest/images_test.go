@@ -18,23 +18,10 @@ import (
 // repositories, a signed image passes and an unsigned one fails with the
 // reason.
 func TestVerifyImagesSuite(t *testing.T) {
-	reg := imagetest.NewRegistry(t)
-	key := imagetest.NewKey(t)
-	signed := reg.Push(t, "example/app", "signed")
-	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
-	reg.Push(t, "example/app", "unsigned")
-
+	reg, key := signedAppRegistry(t)
 	dir := t.TempDir()
 	writeImageSuite(t, dir, "ghcr.io/example", key.PublicPEM)
-	runner := NewRunner(Options{FileName: DefaultFileName, ImageVerifier: imageverify.New(imageverify.Options{Mirror: reg.Host})})
-	results, err := runner.Run(context.Background(), []string{dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(results) != 1 || results[0].Err != nil {
-		t.Fatalf("results: %+v", results)
-	}
-	rows := results[0].Rows
+	rows := runMirrored(t, reg, dir)
 	// Each row is checked against both phases' responses, as in
 	// Kyverno's CLI: verification (mutating) and verifyDigest/required
 	// (validating).
@@ -52,7 +39,7 @@ func TestVerifyImagesSuite(t *testing.T) {
 
 	// Without the registry the same suite cannot verify: the rows fail.
 	offline := NewRunner(Options{FileName: DefaultFileName, ImageVerifier: imageverify.New(imageverify.Options{Mirror: "127.0.0.1:1"})})
-	results, err = offline.Run(context.Background(), []string{dir})
+	results, err := offline.Run(context.Background(), []string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +52,7 @@ func TestVerifyImagesSuite(t *testing.T) {
 // verifyImages suite with the verifier it is given; without one the
 // rows cannot pass, so the gate refuses the revision.
 func TestGateVerifiesImages(t *testing.T) {
-	reg := imagetest.NewRegistry(t)
-	key := imagetest.NewKey(t)
-	signed := reg.Push(t, "example/app", "signed")
-	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
-	reg.Push(t, "example/app", "unsigned")
+	reg, key := signedAppRegistry(t)
 	root := t.TempDir()
 	suite := filepath.Join(root, "tests")
 	if err := os.Mkdir(suite, 0o755); err != nil {
@@ -94,12 +77,7 @@ func TestGateVerifiesImages(t *testing.T) {
 func writeImageSuite(t *testing.T, dir, prefix, pem string) {
 	t.Helper()
 	key, _ := json.Marshal(pem)
-	write := func(name, content string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := fileWriter(t, dir)
 	write("policy.yaml", `apiVersion: kyverno.io/v1
 kind: ClusterPolicy
 metadata: {name: signed-images}
@@ -136,4 +114,41 @@ results:
 - {policy: signed-images, rule: check-signature, resources: [signed], kind: Pod, result: pass}
 - {policy: signed-images, rule: check-signature, resources: [unsigned], kind: Pod, result: fail}
 `)
+}
+
+// signedAppRegistry is a registry on loopback holding example/app:signed,
+// signed by the key it returns, and example/app:unsigned.
+func signedAppRegistry(t *testing.T) (*imagetest.Registry, *imagetest.Key) {
+	t.Helper()
+	reg := imagetest.NewRegistry(t)
+	key := imagetest.NewKey(t)
+	signed := reg.Push(t, "example/app", "signed")
+	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
+	reg.Push(t, "example/app", "unsigned")
+	return reg, key
+}
+
+// runMirrored runs the one suite in dir as `charter test --registry
+// <reg>` does, every image pulled from reg, and returns its rows.
+func runMirrored(t *testing.T, reg *imagetest.Registry, dir string) []Row {
+	t.Helper()
+	runner := NewRunner(Options{FileName: DefaultFileName, ImageVerifier: imageverify.New(imageverify.Options{Mirror: reg.Host})})
+	results, err := runner.Run(context.Background(), []string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 || results[0].Err != nil {
+		t.Fatalf("results: %+v", results)
+	}
+	return results[0].Rows
+}
+
+// fileWriter returns a function writing a file named name into dir.
+func fileWriter(t *testing.T, dir string) func(name, content string) {
+	return func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -1,14 +1,8 @@
 package clitest
 
 import (
-	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
-
-	"github.com/charter-dev/charter/imageverify"
-	"github.com/charter-dev/charter/internal/imagetest"
 )
 
 // TestImageValidatingPolicySuite runs a kyverno-test.yaml suite of an
@@ -17,20 +11,10 @@ import (
 // the unsigned one fails with the validation's message, and the
 // NamespacedImageValidatingPolicy answers for its namespace's Pod.
 func TestImageValidatingPolicySuite(t *testing.T) {
-	reg := imagetest.NewRegistry(t)
-	key := imagetest.NewKey(t)
-	signed := reg.Push(t, "example/app", "signed")
-	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
-	reg.Push(t, "example/app", "unsigned")
-
+	reg, key := signedAppRegistry(t)
 	dir := t.TempDir()
 	pem, _ := json.Marshal(key.PublicPEM)
-	write := func(name, content string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := fileWriter(t, dir)
 	attestor := `  attestors:
   - name: key
     cosign:
@@ -84,15 +68,7 @@ results:
 - {isImageValidatingPolicy: true, policy: signed-images, resources: [unsigned, team-a/team-unsigned], kind: Pod, result: fail}
 - {isImageValidatingPolicy: true, policy: team-images, resources: [team-a/team-unsigned], kind: Pod, result: fail}
 `)
-	runner := NewRunner(Options{FileName: DefaultFileName, ImageVerifier: imageverify.New(imageverify.Options{Mirror: reg.Host})})
-	results, err := runner.Run(context.Background(), []string{dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(results) != 1 || results[0].Err != nil {
-		t.Fatalf("results: %+v", results)
-	}
-	rows := results[0].Rows
+	rows := runMirrored(t, reg, dir)
 	if c := count(rows); c.Failed != 0 || c.Passed != 4 {
 		t.Fatalf("rows: %+v", rows)
 	}

@@ -3,8 +3,6 @@ package clitest
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,12 +18,7 @@ import (
 func TestValidateManifestsSuite(t *testing.T) {
 	key := manifesttest.NewKey(t)
 	dir := t.TempDir()
-	write := func(name, content string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := fileWriter(t, dir)
 	pem, _ := json.Marshal(key.PublicPEM)
 	write("policy.yaml", `apiVersion: kyverno.io/v1
 kind: ClusterPolicy
