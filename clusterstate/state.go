@@ -70,6 +70,13 @@ type Option func(*options)
 
 type options struct {
 	cache []policycache.Option
+	http  loaders.HTTPLimits
+}
+
+// WithHTTPLimits bounds what the CEL http library of policies may call
+// (default: loaders.DefaultHTTPBlocklist, no allowlist).
+func WithHTTPLimits(l loaders.HTTPLimits) Option {
+	return func(o *options) { o.http = l }
 }
 
 // WithExceptionNamespaces makes the process honour PolicyExceptions from
@@ -91,13 +98,15 @@ func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opt
 		return nil, fmt.Errorf("clusterstate: client: %w", err)
 	}
 	cache := policycache.New(informers, log.WithName("policycache"), o.cache...)
+	apiCalls := loaders.NewAPICalls(kube)
+	apiCalls.HTTPLimits = o.http
 	return &State{
 		Policies:        cache,
 		CleanupPolicies: cleanuppolicies.New(informers),
 		Loaders: engine.Loaders{
 			Namespaces: cache,
 			ConfigMaps: loaders.ConfigMaps{Client: kube},
-			APICalls:   loaders.NewAPICalls(kube),
+			APICalls:   apiCalls,
 		},
 	}, nil
 }

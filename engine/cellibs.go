@@ -5,11 +5,14 @@ import (
 	"crypto/md5"  //nolint:gosec // Kyverno's md5() is a checksum helper, not a security boundary.
 	"crypto/sha1" //nolint:gosec // as md5.
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,6 +59,9 @@ type libContext struct {
 	// namespaced policies use, to the policy's namespace.
 	namespace string
 	typ       ref.Type
+	// caBundle is what an http receiver made by http.Client(caPEM)
+	// trusts instead of the system roots.
+	caBundle string
 }
 
 func (c *libContext) ConvertToNative(reflect.Type) (any, error) {
@@ -170,6 +176,9 @@ func kyvernoLibraryOptions() []celgo.EnvOption {
 	opts = append(opts, method("Post",
 		member("http_post", []*celgo.Type{httpLibType, str, dyn}, dyn, httpPost),
 		member("http_post_headers", []*celgo.Type{httpLibType, str, dyn, strs}, dyn, httpPost),
+	)...)
+	opts = append(opts, method("Client",
+		member("http_client", []*celgo.Type{httpLibType, str}, httpLibType, httpClient),
 	)...)
 	opts = append(opts, method("GetMetadata",
 		member("image_metadata", []*celgo.Type{imageDataLibType, str}, dyn, imageMetadata),
@@ -382,7 +391,11 @@ func httpGet(args ...ref.Val) ref.Val {
 	if !ok || !ok2 {
 		return types.NewErr("http.Get: want (url[, headers])")
 	}
-	return c.http("GET", s[0], nil)
+	headers, err := httpHeaders(args, 2)
+	if err != nil {
+		return types.NewErr("http.Get: headers: %v", err)
+	}
+	return c.http("GET", s[0], nil, headers)
 }
 
 func httpPost(args ...ref.Val) ref.Val {
@@ -395,11 +408,51 @@ func httpPost(args ...ref.Val) ref.Val {
 	if err != nil {
 		return types.NewErr("http.Post: body: %v", err)
 	}
+	headers, err := httpHeaders(args, 3)
+	if err != nil {
+		return types.NewErr("http.Post: headers: %v", err)
+	}
 	data, _ := jsonValue(body).(map[string]any)
-	return c.http("POST", s[0], data)
+	return c.http("POST", s[0], data, headers)
 }
 
-func (c *libContext) http(method, url string, data map[string]any) ref.Val {
+// httpHeaders reads the optional headers argument at index i, in the
+// order of their names so requests are the same from one call to the
+// next.
+func httpHeaders(args []ref.Val, i int) ([]APICallHeader, error) {
+	if len(args) <= i {
+		return nil, nil
+	}
+	m, err := args[i].ConvertToNative(reflect.TypeFor[map[string]string]())
+	if err != nil {
+		return nil, err
+	}
+	headers := m.(map[string]string)
+	out := make([]APICallHeader, 0, len(headers))
+	for _, k := range slices.Sorted(maps.Keys(headers)) {
+		out = append(out, APICallHeader{Key: k, Value: headers[k]})
+	}
+	return out, nil
+}
+
+// httpClient is http.Client(caPEM): an http receiver whose requests trust
+// the PEM CA bundle, with Kyverno's error for a bundle with no
+// certificate in it.
+func httpClient(args ...ref.Val) ref.Val {
+	c, ok := libReceiver(args[0])
+	s, ok2 := strArgs(args[1:], 1)
+	if !ok || !ok2 {
+		return types.NewErr("http.Client: want (caBundle)")
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM([]byte(s[0])) {
+		return types.NewErr("failed to parse PEM CA bundle for APICall")
+	}
+	client := *c
+	client.caBundle = s[0]
+	return &client
+}
+
+func (c *libContext) http(method, url string, data map[string]any, headers []APICallHeader) ref.Val {
 	if c.namespace != "" {
 		return types.NewErr("http.* is not allowed in namespaced policies")
 	}
@@ -407,7 +460,7 @@ func (c *libContext) http(method, url string, data map[string]any) ref.Val {
 	if l == nil {
 		return types.NewErr("request failed: no HTTP client here")
 	}
-	v, err := l.Call(c.ctx, APICall{URL: url, Method: method, Data: data})
+	v, err := l.Call(c.ctx, APICall{URL: url, Method: method, Data: data, Headers: headers, CABundle: c.caBundle, Library: true})
 	if err != nil {
 		return types.NewErr("request failed: %v", err)
 	}

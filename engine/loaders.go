@@ -64,6 +64,13 @@ type APICall struct {
 	Method string
 	// Data is the POST body built from apiCall.data.
 	Data map[string]any
+	// Library marks a call of the CEL http library (http.Get, http.Post,
+	// http.Client(caPEM).Get, ...) rather than an apiCall context entry:
+	// the caller answers it as Kyverno's library does (a non-2xx answer
+	// is no error; a JSON object comes back with statusCode merged in,
+	// any other body as {body, statusCode}) and may refuse addresses
+	// policies must not reach (cloud metadata, loopback).
+	Library bool
 }
 
 // APICallHeader is one HTTP header of a service call.

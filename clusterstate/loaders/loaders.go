@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -74,10 +75,22 @@ type APICalls struct {
 	REST rest.Interface
 	// ServiceTimeout bounds a Service call (DefaultServiceTimeout when 0).
 	ServiceTimeout time.Duration
+	// HTTPLimits bound what the CEL http library may call (apiCall
+	// entries of ClusterPolicies are not bound by them).
+	HTTPLimits HTTPLimits
 
-	// clients holds one HTTP client per caBundle, so calls to a Service
-	// reuse their connections.
-	clients sync.Map // caBundle string → *http.Client
+	// clients holds one HTTP client per caBundle (and per whether it is
+	// the CEL library's), so calls to a Service reuse their connections.
+	clients sync.Map // clientKey → *http.Client
+
+	guardOnce sync.Once
+	httpGuard *httpGuard
+	guardErr  error
+}
+
+type clientKey struct {
+	caBundle string
+	library  bool
 }
 
 var _ engine.APICaller = (*APICalls)(nil)
@@ -103,6 +116,12 @@ func (a *APICalls) Call(ctx context.Context, call engine.APICall) (any, error) {
 		if body, err = json.Marshal(call.Data); err != nil {
 			return nil, fmt.Errorf("encoding the data: %w", err)
 		}
+	}
+	if call.Library {
+		if call.URL == "" {
+			return nil, errors.New("the CEL http library needs a URL")
+		}
+		return a.libraryCall(ctx, method, call, body)
 	}
 	var (
 		raw []byte
@@ -141,10 +160,23 @@ func (a *APICalls) callAPIServer(ctx context.Context, method, urlPath string, bo
 }
 
 func (a *APICalls) callService(ctx context.Context, method string, call engine.APICall, body []byte) ([]byte, error) {
-	client, err := a.serviceClient(call.CABundle)
+	client, err := a.client(call.CABundle, nil)
 	if err != nil {
 		return nil, err
 	}
+	status, raw, err := a.doService(ctx, client, method, call, body)
+	if err != nil {
+		return nil, err
+	}
+	if !statusOK(status) {
+		return nil, fmt.Errorf("HTTP %d: %s", status, firstLine(raw))
+	}
+	return raw, nil
+}
+
+// doService sends the request and reads the answer, within
+// MaxResponseBytes, whatever its status.
+func (a *APICalls) doService(ctx context.Context, client *http.Client, method string, call engine.APICall, body []byte) (int, []byte, error) {
 	timeout := a.ServiceTimeout
 	if timeout <= 0 {
 		timeout = DefaultServiceTimeout
@@ -157,7 +189,7 @@ func (a *APICalls) callService(ctx context.Context, method string, call engine.A
 	}
 	req, err := http.NewRequestWithContext(ctx, method, call.URL, rd)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
@@ -176,40 +208,47 @@ func (a *APICalls) callService(ctx context.Context, method string, call engine.A
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	// One byte past the limit tells a long answer from one that fits.
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading the answer: %w", err)
+		return 0, nil, fmt.Errorf("reading the answer: %w", err)
 	}
 	if len(raw) > MaxResponseBytes {
-		return nil, fmt.Errorf("the answer is larger than %d bytes", MaxResponseBytes)
+		return 0, nil, fmt.Errorf("the answer is larger than %d bytes", MaxResponseBytes)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, firstLine(raw))
-	}
-	return raw, nil
+	return resp.StatusCode, raw, nil
 }
 
-// serviceClient returns the HTTP client that trusts caBundle (the system
-// roots when it is empty).
-func (a *APICalls) serviceClient(caBundle string) (*http.Client, error) {
-	if c, ok := a.clients.Load(caBundle); ok {
+// client returns the HTTP client that trusts caBundle (the system roots
+// when it is empty) and, when guard is set, dials no blocked address.
+func (a *APICalls) client(caBundle string, guard *httpGuard) (*http.Client, error) {
+	key := clientKey{caBundle: caBundle, library: guard != nil}
+	if c, ok := a.clients.Load(key); ok {
 		return c.(*http.Client), nil
 	}
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caBundle != "" {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM([]byte(caBundle)) {
+			if guard != nil {
+				return nil, errors.New("failed to parse PEM CA bundle for APICall")
+			}
 			return nil, errors.New("service.caBundle holds no PEM certificate")
 		}
 		tlsConfig.RootCAs = pool
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = tlsConfig
-	c, _ := a.clients.LoadOrStore(caBundle, &http.Client{Transport: transport})
+	if guard != nil {
+		// No proxy: the address checked must be the one dialled.
+		transport.Proxy = nil
+		dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: guard.control}
+		transport.DialContext = dialer.DialContext
+	}
+	c, _ := a.clients.LoadOrStore(key, &http.Client{Transport: transport})
 	return c.(*http.Client), nil
 }
 

@@ -36,6 +36,7 @@ import (
 	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/version"
@@ -108,6 +109,8 @@ type serveOptions struct {
 	// exceptionNamespaces are --exception-namespaces: where PolicyExceptions
 	// are honoured from; nil means charter's own namespace.
 	exceptionNamespaces []string
+	// httpLimits are --cel-http-blocklist and --cel-http-allowlist.
+	httpLimits loaders.HTTPLimits
 
 	gitsyncCacheDir string
 	// defaultServiceAccount and noCrossNamespaceRefs confine the
@@ -201,6 +204,10 @@ stopped charter never leaves a cluster unable to admit anything.`,
 		"namespaces whose PolicyExceptions are honoured, by every controller; \"*\" honours them from every namespace (Kyverno's --exceptionNamespace=*). "+
 			"An exception exempts what its match selects in any namespace, so trust only the platform team's namespace. "+
 			"Exceptions from elsewhere are ignored, with a Warning event on them; an empty value honours none. Default: charter's --namespace")
+	f.StringSliceVar(&o.httpLimits.Blocklist, "cel-http-blocklist", loaders.DefaultHTTPBlocklist,
+		"hosts, addresses and CIDR ranges the CEL http library of policies may not call (checked on the URL and on the address dialled); an empty value blocks nothing")
+	f.StringSliceVar(&o.httpLimits.Allowlist, "cel-http-allowlist", nil,
+		"URL prefixes that are the only ones the CEL http library of policies may call (the blocklist still applies); empty allows any")
 	addCertFlags(f, &o)
 	addImageVerifyFlags(f, &o.images)
 	o.reports.AddFlags(f)
@@ -257,6 +264,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	if _, err := exceptionNamespaces(o); err != nil {
 		return err
+	}
+	if err := o.httpLimits.Validate(); err != nil {
+		return fmt.Errorf("--cel-http-blocklist: %w", err)
 	}
 	if err := o.images.check(o.requestTimeout); err != nil {
 		return err
@@ -428,7 +438,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		if err != nil {
 			return nil, nil, err
 		}
-		if state, err = clusterstate.New(mgr, log.WithName("clusterstate"), clusterstate.WithExceptionNamespaces(trusted)); err != nil {
+		if state, err = clusterstate.New(mgr, log.WithName("clusterstate"), clusterstate.WithExceptionNamespaces(trusted), clusterstate.WithHTTPLimits(o.httpLimits)); err != nil {
 			return nil, nil, err
 		}
 		// verifyImages rules, at admission and in background scans.
