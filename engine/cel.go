@@ -187,7 +187,11 @@ func celFault(detail string) string {
 // celInputs are a request's CEL variables other than params and variables,
 // built once per request and shared by every CEL rule.
 type celInputs struct {
-	object, oldObject, request, namespace ref.Val
+	object, oldObject, namespace ref.Val
+	// request is built on first read (requestValue): most policies never
+	// read it, and building it allocates a dozen maps.
+	request ref.Val
+	view    *requestView
 	// adapter wraps the request's values for every expression of every
 	// policy that reads them.
 	adapter *sharedAdapter
@@ -254,14 +258,13 @@ func (in *requestView) celInputs() *celInputs {
 	if in.cel != nil {
 		return in.cel
 	}
-	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, namespace: types.NullValue, adapter: &sharedAdapter{}}
+	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, namespace: types.NullValue, adapter: &sharedAdapter{}, view: in}
 	if in.req.Object != nil {
 		ci.object = ci.adapter.NativeToValue(in.req.Object)
 	}
 	if in.req.OldObject != nil {
 		ci.oldObject = ci.adapter.NativeToValue(in.req.OldObject)
 	}
-	ci.request = ci.adapter.NativeToValue(in.admissionRequest(in.op))
 	if ns := in.res.Namespace; ns != "" && !(in.gvk.Kind == "Namespace" && in.gvk.Group == "") {
 		if l, ok := in.cfg.loaders.Namespaces.(NamespaceObjectLoader); ok {
 			if obj, err := l.NamespaceObject(in.ctx, ns); err == nil && obj != nil {
@@ -286,6 +289,14 @@ func (in *requestView) celInputs() *celInputs {
 	}
 	in.cel = ci
 	return ci
+}
+
+// requestValue is `request`, built on first use.
+func (ci *celInputs) requestValue() ref.Val {
+	if ci.request == nil {
+		ci.request = ci.adapter.NativeToValue(ci.view.admissionRequest(ci.view.op))
+	}
+	return ci.request
 }
 
 // admissionRequest is the AdmissionRequest VAP exposes as `request`:
@@ -330,6 +341,7 @@ type celActivation struct {
 	in        *celInputs
 	object    ref.Val
 	oldObject ref.Val
+	// request nil is the request's own (celInputs.requestValue).
 	request   ref.Val
 	params    ref.Val
 	variables ref.Val
@@ -345,6 +357,9 @@ func (a *celActivation) ResolveName(name string) (any, bool) {
 	case plugincel.OldObjectVarName:
 		return a.oldObject, true
 	case plugincel.RequestVarName:
+		if a.request == nil {
+			return a.in.requestValue(), true
+		}
 		return a.request, true
 	case plugincel.NamespaceVarName:
 		return a.in.namespace, true
@@ -365,6 +380,8 @@ var errCELBudget = errors.New("validation failed due to running out of cost budg
 // celEvaluator runs one rule's programs against one activation within the
 // rule's runtime cost budget (VAP's per-policy budget).
 type celEvaluator struct {
+	// ctx charges the variables of k8s' lazy map (celComposition); nil
+	// when variables are a celVariables, which charges variablesCost.
 	ctx    plugincel.CompositionContext
 	act    interpreter.Activation
 	budget int64
@@ -372,11 +389,20 @@ type celEvaluator struct {
 	variablesCost int64
 }
 
+// eval runs a program. It is Eval, not ContextEval: ContextEval makes a
+// cancellable context per call (two allocations, over fifty a review for
+// the Pod Security set as ValidatingPolicies) only so that a cancelled
+// request interrupts a comprehension. What bounds an expression is the
+// cost limit, which Eval enforces too (per call, and the budget here
+// across the policy's expressions).
 func (e *celEvaluator) eval(p *celProgram) (ref.Val, error) {
-	val, details, err := p.program.ContextEval(e.ctx, e.act)
+	val, details, err := p.program.Eval(e.act)
 	// Variables are evaluated lazily and charge their cost to the context
 	// (or to variablesCost, celVariables).
-	cost := e.ctx.GetAndResetCost() + e.variablesCost
+	cost := e.variablesCost
+	if e.ctx != nil {
+		cost += e.ctx.GetAndResetCost()
+	}
 	e.variablesCost = 0
 	cost += actualCost(details)
 	e.budget -= cost
@@ -434,7 +460,7 @@ func (vd *validator) cel(ctx context.Context, c *celRule, replay bool) outcome {
 // old object as the object of a CREATE.
 func (in *requestView) celActivation(replay bool) *celActivation {
 	ci := in.celInputs()
-	act := &celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue}
+	act := &celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, params: types.NullValue}
 	if replay {
 		act.object = ci.oldObject
 		act.oldObject = types.NullValue

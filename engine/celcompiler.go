@@ -155,7 +155,7 @@ func (e *celComposition) variable(name string, res plugincel.CompilationResult, 
 	if res.Error != nil {
 		return types.NewErr("composited variable %q fails to compile: %v", name, res.Error)
 	}
-	v, details, err := res.Program.ContextEval(e, activation)
+	v, details, err := res.Program.Eval(activation) // not ContextEval: see celEvaluator.eval
 	if details == nil {
 		return types.NewErr("unable to get evaluation details of variable %q", name)
 	}

@@ -35,6 +35,9 @@ type requestView struct {
 	base           *jsoncontext.Document
 	// cel holds the CEL variables of the request, built on first use.
 	cel *celInputs
+	// vpol is the state of the ValidatingPolicy being evaluated, one for
+	// all of them (vpolEvaluation).
+	vpol *vpolEvaluation
 	// ivpol is what the request's ImageValidatingPolicies share, built on
 	// first use.
 	ivpol *ivpolRequest

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -300,14 +301,47 @@ func (p *Policy) validateCEL(ctx context.Context, in *requestView, cfg *evalConf
 	return resp
 }
 
-func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *evalConfig, v *vpolVariant, rr *RuleResponse) outcome {
-	ci := in.celInputs()
-	act := &vpolActivation{
-		celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
-		libs:          newLibReceivers(ctx, &cfg.loaders, p.vpol.namespace),
+// vpolEvaluation is the state of evaluating one ValidatingPolicy against
+// a request. The policies of a request are evaluated one after another,
+// so the request keeps one and each policy resets it (vpolEvaluation):
+// the Pod Security set allocated its activation, evaluator, variables and
+// library receivers seventeen times per review otherwise.
+type vpolEvaluation struct {
+	act  vpolActivation
+	libs libReceivers
+	eval celEvaluator
+	vars celVariables
+}
+
+// vpolEvaluation returns the request's evaluation state, reset for a
+// variant of a policy bound to namespace (of a namespaced policy).
+func (in *requestView) vpolEvaluation(ctx context.Context, cfg *evalConfig, v *vpolVariant, namespace string) *vpolEvaluation {
+	s := in.vpol
+	if s == nil {
+		s = &vpolEvaluation{}
+		in.vpol = s
 	}
-	e := &celEvaluator{ctx: v.compiler.CreateContext(ctx), act: act, budget: celconfig.RuntimeCELCostBudget}
-	act.variables = &celVariables{e: e, defs: v.variables, inputs: ci}
+	ci := in.celInputs()
+	s.libs = libReceivers{ctx: ctx, loaders: &cfg.loaders, namespace: namespace}
+	s.act = vpolActivation{
+		celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, params: types.NullValue, variables: &s.vars},
+		libs:          &s.libs,
+	}
+	s.eval = celEvaluator{act: &s.act, budget: celconfig.RuntimeCELCostBudget}
+	vals := s.vars.vals
+	if cap(vals) < len(v.variables) {
+		vals = make([]ref.Val, len(v.variables))
+	} else {
+		vals = vals[:len(v.variables)]
+		clear(vals)
+	}
+	s.vars = celVariables{e: &s.eval, defs: v.variables, vals: vals, inputs: ci}
+	return s
+}
+
+func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *evalConfig, v *vpolVariant, rr *RuleResponse) outcome {
+	s := in.vpolEvaluation(ctx, cfg, v, p.vpol.namespace)
+	act, e := &s.act, &s.eval
 
 	allowed, exempt, err := p.celExceptions(e, in)
 	if err != nil {
@@ -347,17 +381,16 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 	for i := range v.validations {
 		x := &v.validations[i]
 		val, err := e.eval(&x.celProgram)
-		index := map[string]string{ValidationIndexProperty: fmt.Sprint(i)}
 		if err != nil {
 			o := errorf("error: %v", err)
-			o.props = index
+			o.props = validationIndex(i)
 			return o
 		}
 		if val == types.True {
 			continue
 		}
 		result = fail(e.vpolMessage(x, i))
-		result.props = index
+		result.props = validationIndex(i)
 		break
 	}
 	for i := range v.annotations {
@@ -374,6 +407,12 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 		}
 	}
 	return result
+}
+
+// validationIndex is the properties of a result that names validation i:
+// made only for a failure or an error, not for every validation that holds.
+func validationIndex(i int) map[string]string {
+	return map[string]string{ValidationIndexProperty: strconv.Itoa(i)}
 }
 
 // celVariable is a compiled variable of a policy.
@@ -526,7 +565,7 @@ func (m *celVariables) value(i int) ref.Val {
 			return sv.val
 		}
 	}
-	v, details, err := d.program.ContextEval(m.e.ctx, m.e.act)
+	v, details, err := d.program.Eval(m.e.act) // not ContextEval: see celEvaluator.eval
 	switch {
 	case details == nil || details.ActualCost() == nil:
 		v = types.NewErr("unable to calculate cost of variable %q", d.name)

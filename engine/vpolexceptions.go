@@ -175,8 +175,8 @@ func evalCELExceptions(exs []*celException, kind, name string, e *celEvaluator, 
 		if ex.scope == ExceptionOwnNamespace && ex.src.Namespace != "" && ex.src.Namespace != scope {
 			continue
 		}
-		cctx := ex.compiler.CreateContext(e.ctx)
-		ee := &celEvaluator{ctx: cctx, act: e.act, budget: celconfig.RuntimeCELCostBudget}
+		// An exception has no variables: nothing charges a composition.
+		ee := &celEvaluator{act: e.act, budget: celconfig.RuntimeCELCostBudget}
 		holds := true
 		for i := range ex.conditions {
 			val, err := ee.eval(&ex.conditions[i])
