@@ -44,13 +44,20 @@ type generatingPolicy struct {
 	anyOperation *constraints
 	compiler     *celCompiler
 	conditions   []celProgram
-	generations  []celProgram
+	generations  []gpolGeneration
 	synchronize  bool
 	orphan       bool
 	// kinds are the "apiVersion/Kind" of the objects the expressions
 	// write literally; with synchronize, generating any other kind is an
 	// error, since charter could not find those objects again.
 	kinds []string
+}
+
+// gpolGeneration is one generate entry: an expression (normally
+// generator.Apply) or a template.
+type gpolGeneration struct {
+	expr     *celProgram
+	template *gpolTemplate
 }
 
 // Generator is the receiver type of generator.Apply.
@@ -153,16 +160,38 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 	if len(spec.Generation) == 0 {
 		f.add("spec.generate", "a GeneratingPolicy needs at least one generate entry")
 	}
+	var templateKinds []string
 	for i, g := range spec.Generation {
 		field := fmt.Sprintf("spec.generate[%d]", i)
 		switch {
 		case g.Template != nil && g.Expression != "":
 			f.add(field, "exactly one of expression or template must be set")
 		case g.Template != nil:
-			f.add(field+".template", "generate templates are not supported by charter; write the objects with expression: generator.Apply(namespace, [objects])")
+			// Placeholders are compiled with the policy: a bad one is
+			// refused when the policy is applied.
+			var placeholderFault string
+			tmpl, err := compileTemplate(g.Template, func(expr string) *celProgram {
+				res := gp.compiler.CompileCELExpression(&celAccessor{expr: expr, returns: anyReturn()}, decls, environment.StoredExpressions)
+				if res.Error != nil {
+					if placeholderFault == "" {
+						placeholderFault = celFault(res.Error.Detail)
+					}
+					return nil
+				}
+				return &celProgram{expr: expr, program: res.Program}
+			})
+			switch {
+			case err != nil && placeholderFault != "":
+				f.add(field+".template", err.Error()+": "+placeholderFault)
+			case err != nil:
+				f.add(field+".template", err.Error())
+			default:
+				gp.generations = append(gp.generations, gpolGeneration{template: tmpl})
+				templateKinds = append(templateKinds, templateLiteralKinds(g.Template)...)
+			}
 		default:
 			if prog := compile(&celAccessor{expr: g.Expression, returns: boolReturn()}, field+".expression"); prog != nil {
-				gp.generations = append(gp.generations, celProgram{expr: g.Expression, program: prog})
+				gp.generations = append(gp.generations, gpolGeneration{expr: &celProgram{expr: g.Expression, program: prog}})
 			}
 			sources = append(sources, g.Expression)
 		}
@@ -172,6 +201,11 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 	}
 	if env, err := generatingPolicyEnv(); err == nil {
 		gp.kinds = literalKinds(env, sources)
+	}
+	for _, k := range templateKinds {
+		if !slices.Contains(gp.kinds, k) {
+			gp.kinds = append(gp.kinds, k)
+		}
 	}
 	p.gpol = gp
 	p.kinds = []string{"*"}
@@ -277,13 +311,19 @@ func (p *Policy) evaluateGenerating(e *celEvaluator, act *gpolActivation, in *re
 		o := pass("policy evaluated successfully")
 		return &o
 	}
-	for i := range p.gpol.generations {
-		if _, err := e.eval(&p.gpol.generations[i]); err != nil {
-			o := errorf("failed to evaluate policy: %v", err)
-			return &o
+	for _, g := range p.gpol.generations {
+		var err error
+		if g.template != nil {
+			err = gen.applyTemplate(e, g.template)
+		} else {
+			_, err = e.eval(g.expr)
 		}
 		if gen.err != nil {
 			o := errorf("failed to evaluate policy: failed to generate resources: %v", gen.err)
+			return &o
+		}
+		if err != nil {
+			o := errorf("failed to evaluate policy: %v", err)
 			return &o
 		}
 	}
@@ -414,6 +454,30 @@ func generatorApplyOwnNamespace(args ...ref.Val) ref.Val {
 	return g.apply(g.namespace, args[1])
 }
 
+// applyTemplate renders a template and queues its documents, each into
+// the namespace its metadata names (cel-policy-types.md §3.3.3). A
+// namespaced policy's documents go to its own namespace; one that names
+// another is refused.
+func (g *generatorContext) applyTemplate(e *celEvaluator, t *gpolTemplate) error {
+	docs, err := t.render(e)
+	if err != nil {
+		return err
+	}
+	for _, doc := range docs {
+		meta, _ := doc["metadata"].(map[string]any)
+		ns, _ := meta["namespace"].(string)
+		if g.namespace != "" {
+			if ns != "" && ns != g.namespace {
+				g.fail(fmt.Errorf("cross-namespace generation denied: a namespaced policy generates into its own namespace %q only, not %q", g.namespace, ns))
+				return nil
+			}
+			ns = g.namespace
+		}
+		g.objects = append(g.objects, appliedObject{namespace: ns, object: doc})
+	}
+	return nil
+}
+
 func (g *generatorContext) fail(err error) ref.Val {
 	if g.err == nil {
 		g.err = err
@@ -510,10 +574,21 @@ func GeneratedKinds(p kyvernov1.PolicyInterface) []string {
 	for _, v := range spec.Variables {
 		sources = append(sources, v.Expression)
 	}
+	var templateKinds []string
 	for _, g := range spec.Generation {
+		if g.Template != nil {
+			templateKinds = append(templateKinds, templateLiteralKinds(g.Template)...)
+			continue
+		}
 		sources = append(sources, g.Expression)
 	}
-	return literalKinds(env, sources)
+	out := literalKinds(env, sources)
+	for _, k := range templateKinds {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // GeneratingPolicyRules returns the resource rules a GeneratingPolicy's

@@ -133,7 +133,6 @@ func TestGeneratingPolicyFaults(t *testing.T) {
 	}
 	text := faults.Error()
 	for _, want := range []string{
-		`spec.generate[0].template: generate templates are not supported by charter`,
 		`GeneratingPolicy "not-bool": spec.generate[0].expression`,
 		`GeneratingPolicy "no-match": spec.matchConstraints: a matchConstraints with at least one resource rule is required`,
 	} {

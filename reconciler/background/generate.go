@@ -318,6 +318,8 @@ func (c *Controller) applyDesired(ctx context.Context, d *generate.DesiredObject
 		// A GeneratingPolicy names a namespace for every object it
 		// generates; a cluster-scoped object takes none.
 		u.SetNamespace("")
+	} else if u.GetNamespace() == "" {
+		return fmt.Errorf("rule %s: %s %s is namespaced and names no namespace", d.Rule, u.GetKind(), u.GetName())
 	}
 	cur, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
 	switch {

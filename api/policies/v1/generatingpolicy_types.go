@@ -120,8 +120,8 @@ type Generation struct {
 	// Expression is a CEL expression of type bool.
 	// +optional
 	Expression string `json:"expression,omitempty"`
-	// Template is a YAML template of the objects; charter does not
-	// evaluate templates yet and refuses policies that use them.
+	// Template is a YAML template of the objects, with (( expr ))
+	// placeholders when it interpolates cel.
 	// +optional
 	Template *GenerationTemplate `json:"template,omitempty"`
 }
@@ -130,7 +130,10 @@ type Generation struct {
 type GenerationTemplate struct {
 	// Value is the YAML, several documents allowed.
 	Value string `json:"value"`
-	// Interpolate is none or cel.
+	// Interpolate is none (the default: the YAML is taken as it is) or
+	// cel: a value that is exactly (( expr )) is replaced by the
+	// expression's result, a placeholder inside other text by its scalar
+	// result, and \(( is a literal ((.
 	// +optional
 	Interpolate string `json:"interpolate,omitempty"`
 }
