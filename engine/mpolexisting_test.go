@@ -224,7 +224,7 @@ func fmtMap(v any) string {
 // TestMutatingPolicyMutateExistingRule: in ClusterPolicy terms a
 // mutate-existing MutatingPolicy has one mutate-existing rule named after
 // it, which UpdateRequests and the background controller key their work
-// by; it never runs on policy events, names DELETE only when
+// by; it runs on policy events (creation and changes), names DELETE only when
 // matchConstraints do, and carries skipBackgroundRequests. It is served
 // at admission (its triggers) even with admission disabled.
 func TestMutatingPolicyMutateExistingRule(t *testing.T) {
@@ -238,7 +238,7 @@ func TestMutatingPolicyMutateExistingRule(t *testing.T) {
 		t.Fatalf("rules: %+v", spec.Rules)
 	}
 	r := &spec.Rules[0]
-	if r.Name != "roll-label" || !r.HasMutateExisting() || r.HasMutateStandard() || spec.RuleMutateExistingOnPolicyUpdate(r) || r.NamesOperation(kyvernov1.Delete) || !r.GetSkipBackgroundRequests() {
+	if r.Name != "roll-label" || !r.HasMutateExisting() || r.HasMutateStandard() || !spec.RuleMutateExistingOnPolicyUpdate(r) || r.NamesOperation(kyvernov1.Delete) || !r.GetSkipBackgroundRequests() {
 		t.Errorf("synthetic rule: %+v", r)
 	}
 	if !spec.AdmissionProcessingEnabled() {

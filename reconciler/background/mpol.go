@@ -20,9 +20,12 @@ import (
 // carries them out: the engine selects the targets from
 // targetMatchConstraints (or matchConstraints) through the Resources
 // loader, evaluates each as an UPDATE of itself, and every changed target
-// is written with an Update at the resourceVersion it was read at. As in
-// Kyverno, it does not run on policy events: its triggers are admission
-// requests only.
+// is written with an Update at the resourceVersion it was read at. As
+// Kyverno's policy controller does, it also runs when the policy is
+// created or changed (and on every resync), for every existing object of
+// its matchConstraints' resources that the engine's trigger check (any
+// operation, selectors, matchConditions) selects: its synthetic rule has
+// mutateExistingOnPolicyUpdate.
 
 // targetInScope refuses a patched target outside a namespaced policy's
 // namespace: the engine refuses those already, and the write is where a

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -86,9 +87,10 @@ func ruleOf(p kyvernov1.PolicyInterface, name string) *kyvernov1.Rule {
 // (mutateExistingOnPolicyUpdate); every synchronized generate rule of
 // deletedSince that is gone from cur deletes its downstream objects,
 // unless orphanDownstreamOnPolicyDelete. A kept generate rule whose
-// target changed since deletedSince (generate.TargetsChanged) generates
-// the new target for every trigger it generated for, and the old objects
-// are deleted or released (pruneStale).
+// target changed since deletedSince (generate.TargetsChanged; for a
+// GeneratingPolicy, gpolGenerationChanged) generates the new target for
+// every trigger it generated for, and the old objects are deleted or
+// released (pruneStale).
 func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSince *compiledPolicies) {
 	c := r.c
 	keys := make([]string, 0, len(cur.byKey))
@@ -117,7 +119,8 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 			switch {
 			case rule.HasGenerate():
 				retargeted := false
-				if old := ruleOf(prev, rule.Name); old != nil && old.HasGenerate() && generate.TargetsChanged(old.Generation, rule.Generation) {
+				if old := ruleOf(prev, rule.Name); old != nil && old.HasGenerate() &&
+					(generate.TargetsChanged(old.Generation, rule.Generation) || gpolGenerationChanged(prev, p)) {
 					// The objects generated from the old target are found
 					// through watches of the kinds it wrote.
 					retargeted = true
@@ -174,9 +177,10 @@ func (r *run) enqueueTriggers(ctx context.Context, p kyvernov1.PolicyInterface, 
 	key := engine.PolicyKey(p)
 	for _, sel := range matchKinds(p, rule) {
 		types := c.kinds.Resolve(sel)
-		if _, ok := p.(policiesv1.GeneratingPolicyLike); ok {
-			// A GeneratingPolicy's rule has no kinds: its triggers are
-			// the resources of its matchConstraints (sel is one of them).
+		if matchConstraintsOf(p) != nil {
+			// A GeneratingPolicy's or MutatingPolicy's rule has no kinds:
+			// its triggers are the resources of its matchConstraints (sel
+			// is one of them).
 			types = c.resolveResourceRule(sel)
 		}
 		if len(types) == 0 {
@@ -207,8 +211,8 @@ func (r *run) enqueueTriggers(ctx context.Context, p kyvernov1.PolicyInterface, 
 	}
 }
 
-// resolveResourceRule resolves the resources a GeneratingPolicy's
-// matchConstraints name ("group/version/resource", as matchKinds lists
+// resolveResourceRule resolves the resources a GeneratingPolicy's or
+// MutatingPolicy's matchConstraints name ("group/version/resource", as matchKinds lists
 // them for it).
 func (c *Controller) resolveResourceRule(sel string) []clusterstate.ResourceType {
 	parts := strings.SplitN(sel, "/", 3)
@@ -219,19 +223,17 @@ func (c *Controller) resolveResourceRule(sel string) []clusterstate.ResourceType
 }
 
 // matchKinds lists the kind selectors of a rule's match block; for a
-// GeneratingPolicy's rule, which has none, "group/version/resource" of
-// each of the policy's resource rules.
+// GeneratingPolicy's or MutatingPolicy's rule, which has none,
+// "group/version/resource" of each of the policy's resource rules.
 func matchKinds(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) []string {
-	if gp, ok := p.(policiesv1.GeneratingPolicyLike); ok {
+	if mc := matchConstraintsOf(p); mc != nil {
 		var out []string
-		if mc := gp.GetGeneratingPolicySpec().MatchConstraints; mc != nil {
-			for _, rr := range mc.ResourceRules {
-				for _, g := range rr.APIGroups {
-					for _, v := range rr.APIVersions {
-						for _, res := range rr.Resources {
-							if sel := g + "/" + v + "/" + res; !slices.Contains(out, sel) {
-								out = append(out, sel)
-							}
+		for _, rr := range mc.ResourceRules {
+			for _, g := range rr.APIGroups {
+				for _, v := range rr.APIVersions {
+					for _, res := range rr.Resources {
+						if sel := g + "/" + v + "/" + res; !slices.Contains(out, sel) {
+							out = append(out, sel)
 						}
 					}
 				}
@@ -240,6 +242,18 @@ func matchKinds(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) []string {
 		return out
 	}
 	return matchKindsOfRule(r)
+}
+
+// matchConstraintsOf returns the matchConstraints of a GeneratingPolicy or
+// MutatingPolicy (of either scope), nil for other policies.
+func matchConstraintsOf(p kyvernov1.PolicyInterface) *admissionregistrationv1.MatchResources {
+	switch cp := p.(type) {
+	case policiesv1.GeneratingPolicyLike:
+		return cp.GetGeneratingPolicySpec().MatchConstraints
+	case policiesv1.MutatingPolicyLike:
+		return cp.GetMutatingPolicySpec().MatchConstraints
+	}
+	return nil
 }
 
 // matchKindsOfRule lists the kind selectors of a rule's match block.

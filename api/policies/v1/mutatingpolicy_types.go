@@ -251,9 +251,11 @@ func (s *MutatingPolicySpec) GetReinvocationPolicy() admissionregistrationv1.Rei
 // mutate-existing rule named after the policy, as a GeneratingPolicy has
 // one generate rule: UpdateRequests and the background controller handle
 // it like a ClusterPolicy's mutate-existing rule, while the engine selects
-// the targets from targetMatchConstraints. It never mutates on policy
-// events (mutateExistingOnPolicyUpdate false): Kyverno's MutatingPolicy
-// acts on admission requests only. Such a policy is served at admission
+// the targets from targetMatchConstraints. It also runs for every
+// existing trigger when the policy is created or changed
+// (mutateExistingOnPolicyUpdate true), as Kyverno's policy controller
+// does for a MutatingPolicy with mutateExisting (every object of its
+// matchConstraints is a trigger). Such a policy is served at admission
 // even with evaluation.admission disabled, since its admission requests
 // are its triggers; the engine then patches nothing at admission. It is
 // built on each call, so writing to it changes nothing.
@@ -270,7 +272,7 @@ func (s *MutatingPolicySpec) KyvernoSpec(name string) *kyvernov1.Spec {
 		out.WebhookTimeoutSeconds = &t
 	}
 	if s.MutateExistingEnabled() {
-		onPolicyUpdate := false
+		onPolicyUpdate := true
 		rule := kyvernov1.Rule{
 			Name: name,
 			Mutation: &kyvernov1.Mutation{

@@ -1,0 +1,33 @@
+package background
+
+import (
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+// A GeneratingPolicy (cel-policy-types.md §3.3.3) reaches this controller
+// as one synthetic generate rule named after it
+// (GeneratingPolicySpec.KyvernoSpec): admission's UpdateRequests,
+// generateExisting, synchronize and orphanDownstreamOnPolicyDelete go
+// the way of a ClusterPolicy's generate rule. Its generate rule has no
+// target fields, so a policy edit that changes what it generates is told
+// by gpolGenerationChanged instead of generate.TargetsChanged; it is then
+// retargeted like a ClusterPolicy rule: the new objects are generated for
+// every trigger, and the ones no longer generated are deleted
+// (synchronize without orphanDownstreamOnPolicyDelete) or released.
+
+// gpolGenerationChanged reports whether an edit of a GeneratingPolicy
+// may have changed the objects it generates: its generate entries
+// (expressions or templates) or the variables they read. false for other
+// policies.
+func gpolGenerationChanged(prev, cur kyvernov1.PolicyInterface) bool {
+	p, ok1 := prev.(policiesv1.GeneratingPolicyLike)
+	c, ok2 := cur.(policiesv1.GeneratingPolicyLike)
+	if !ok1 || !ok2 {
+		return false
+	}
+	ps, cs := p.GetGeneratingPolicySpec(), c.GetGeneratingPolicySpec()
+	return !equality.Semantic.DeepEqual(ps.Generation, cs.Generation) || !equality.Semantic.DeepEqual(ps.Variables, cs.Variables)
+}
