@@ -43,12 +43,13 @@ type directOptions struct {
 	rounds       int
 	workers      int
 	noncompliant float64
-	profileDir   string // CPU and allocation profiles per rate, when set
-	profileTag   string // names this mode's profiles: <kind>-<tag><rate>.pprof
-	metrics      bool   // record Prometheus metrics, as charter serve does
-	events       bool   // write Kubernetes Events to a local API server, as charter serve does
-	uniqueNames  bool   // every request names a Pod of its own, as real creations do
-	gcPercent    int    // GOGC of this process, which runs both servers
+	profileDir   string        // CPU and allocation profiles per rate, when set
+	profileTag   string        // names this mode's profiles: <kind>-<tag><rate>.pprof
+	metrics      bool          // record Prometheus metrics, as charter serve does
+	events       bool          // write Kubernetes Events to a local API server, as charter serve does
+	uniqueNames  bool          // every request names a Pod of its own, as real creations do
+	gcPercent    int           // GOGC of this process, which runs both servers
+	stallTrace   time.Duration // write the execution trace around a request slower than this (0: none)
 }
 
 // review is a prepared request body and what must come back.
@@ -213,10 +214,17 @@ func measureRounds(ctx context.Context, o directOptions, targets []*webhookTarge
 			*offset += cfg.Requests()
 		}
 	}
-	stopProfile, err := startProfiles(o.profileDir, o.profileTag+strconv.FormatFloat(o.rate, 'g', -1, 64))
+	rateName := o.profileTag + strconv.FormatFloat(o.rate, 'g', -1, 64)
+	stopProfile, err := startProfiles(o.profileDir, rateName)
 	if err != nil {
 		return err
 	}
+	stalls := newStallTracer(o.profileDir, o.stallTrace)
+	if err := stalls.start(rateName); err != nil {
+		_ = stopProfile()
+		return err
+	}
+	defer stalls.stop()
 	perRound := o.duration / time.Duration(o.rounds)
 	for round := range o.rounds {
 		order := slices.Clone(targets)
@@ -227,7 +235,7 @@ func measureRounds(ctx context.Context, o directOptions, targets []*webhookTarge
 			fmt.Fprintf(os.Stderr, "%g/s: round %d/%d, %s webhook, %s\n", o.rate, round+1, o.rounds, t.name, perRound)
 			// Neither server pays for the other's garbage.
 			runtime.GC()
-			cfg := loadgen.Config{Rate: o.rate, Duration: perRound, Workers: o.workers, Offset: *offset}
+			cfg := loadgen.Config{Rate: o.rate, Duration: perRound, Workers: o.workers, Offset: *offset, Answered: stalls.answered(t.name)}
 			*offset += cfg.Requests()
 			gcBefore, cpuBefore, started := sampleGC(), processCPU(), time.Now()
 			if around != nil {

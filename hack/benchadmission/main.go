@@ -92,6 +92,7 @@ func run() error {
 	fs.BoolVar(&d.metrics, "metrics", true, "direct: charter records Prometheus metrics, as charter serve does")
 	fs.IntVar(&d.gcPercent, "gogc", serveGCPercent, "direct: GOGC of this process, which runs both servers (default: charter serve's)")
 	fs.StringVar(&d.profileDir, "profile-dir", "", "direct and vpol: write a CPU profile (cpu-<rate>.pprof, cpu-vpol-<rate>.pprof) and an allocation profile (allocs-…) of each rate's measured rounds here")
+	fs.DurationVar(&d.stallTrace, "stall-trace", 0, "direct and vpol: with -profile-dir, keep a flight recorder of the Go execution trace over the measured rounds and write the last seconds of it when a request takes longer than this (stall-<rate>-<webhook>-<n>.trace, up to 3 per webhook and rate); 0: none")
 	fs.BoolVar(&d.events, "events", true, "direct: charter writes Kubernetes Events to a local kube-apiserver, as charter serve does by default")
 	fs.BoolVar(&d.uniqueNames, "unique-names", true, "direct: each request names a Pod of its own, as a stream of Pod creations does (false: a few names repeat, and their events aggregate)")
 	fs.Float64Var(&d.noncompliant, "noncompliant", 0.5, "share of requests carrying a non-compliant Pod (0 to 1)")
@@ -178,6 +179,9 @@ func (o directOptions) validate() error {
 	}
 	if o.workers < 1 {
 		errs = append(errs, fmt.Errorf("-workers %d: want at least 1", o.workers))
+	}
+	if o.stallTrace > 0 && o.profileDir == "" {
+		errs = append(errs, fmt.Errorf("-stall-trace %s: name the folder for the traces with -profile-dir", o.stallTrace))
 	}
 	if o.warmup < 0 {
 		errs = append(errs, fmt.Errorf("-warmup %s: want 0 or more", o.warmup))

@@ -33,6 +33,11 @@ type Config struct {
 	// Offset numbers the first request, so consecutive runs can continue
 	// one sequence (the request index picks what is sent).
 	Offset int
+	// Answered, when set, is called by the worker of every answered
+	// request with its index, when it fell due and its latency, before the
+	// worker takes the next one: it must be quick (e.g. a threshold check
+	// that hands a stall to another goroutine).
+	Answered func(i int, due time.Time, latency time.Duration)
 }
 
 // Requests is the number of requests the schedule holds.
@@ -158,6 +163,9 @@ func Run(ctx context.Context, cfg Config, do Func) (*Results, error) {
 					continue
 				}
 				p.lat = append(p.lat, end.Sub(a.due))
+				if cfg.Answered != nil {
+					cfg.Answered(a.i, a.due, end.Sub(a.due))
+				}
 				if err != nil {
 					p.errs = append(p.errs, err)
 				}

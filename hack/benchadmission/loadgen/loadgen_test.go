@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -299,5 +300,49 @@ func TestRunClosedRefusesBadConfig(t *testing.T) {
 	}
 	if _, err := RunClosed(context.Background(), 1, 0, 0, 0, nop); err == nil {
 		t.Error("0 duration accepted")
+	}
+}
+
+// TestAnsweredSeesEveryAnswerWithItsLatency: the hook gets each answered
+// request once, failed ones included, with the latency Results holds.
+func TestAnsweredSeesEveryAnswerWithItsLatency(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[int]time.Duration{}
+	var latencies []time.Duration
+	cfg := Config{Rate: 400, Duration: 100 * time.Millisecond, Workers: 3, Offset: 7,
+		Answered: func(i int, due time.Time, latency time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, dup := seen[i]; dup {
+				t.Errorf("request %d reported twice", i)
+			}
+			if due.IsZero() || latency < 0 {
+				t.Errorf("request %d: due %v, latency %v", i, due, latency)
+			}
+			seen[i] = latency
+			latencies = append(latencies, latency)
+		}}
+	res, err := Run(context.Background(), cfg, func(_ context.Context, i int) error {
+		if i%10 == 0 {
+			return errors.New("refused")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != cfg.Requests() || len(res.Latencies) != len(seen) {
+		t.Fatalf("answered %d, reported %d, scheduled %d", len(res.Latencies), len(seen), cfg.Requests())
+	}
+	for i := 7; i < 7+cfg.Requests(); i++ {
+		if _, ok := seen[i]; !ok {
+			t.Errorf("request %d not reported", i)
+		}
+	}
+	slices.Sort(latencies)
+	got := slices.Clone(res.Latencies)
+	slices.Sort(got)
+	if !slices.Equal(latencies, got) {
+		t.Errorf("reported latencies differ from the results'")
 	}
 }
