@@ -12,14 +12,14 @@ import (
 
 // podSecurityPolicies loads every ClusterPolicy of the Pod Security
 // library in the conformance corpus (baseline and restricted).
-func podSecurityPolicies(b *testing.B) []kyvernov1.PolicyInterface {
+func podSecurityPolicies(b testing.TB) []kyvernov1.PolicyInterface {
 	return podSecurityLibrary(b, "pod-security")
 }
 
 // podSecurityLibrary loads the policies of a Pod Security library folder
 // of the conformance corpus (pod-security, or its CEL edition
 // pod-security-cel): <folder>/{baseline,restricted}/<name>/<name>.yaml.
-func podSecurityLibrary(b *testing.B, folder string) []kyvernov1.PolicyInterface {
+func podSecurityLibrary(b testing.TB, folder string) []kyvernov1.PolicyInterface {
 	root := filepath.Join(corpus.Require(b), "kyverno-policies", folder)
 	var out []kyvernov1.PolicyInterface
 	for _, level := range []string{"baseline", "restricted"} {

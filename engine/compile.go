@@ -24,6 +24,11 @@ type PolicySet struct {
 	// the policies with a rule whose kind selector has a wildcard kind.
 	byKind   map[string][]*Policy
 	wildcard []*Policy
+	// responsesByKind bounds the validate responses the byKind policies
+	// can give a request for a kind, and wildcardResponses those of the
+	// wildcard policies (index): Validate sizes its rule responses by them.
+	responsesByKind   map[string]int
+	wildcardResponses int
 }
 
 // Policy is one compiled policy.

@@ -193,7 +193,7 @@ func TestAssembleMatchesCompile(t *testing.T) {
 // compare. A field added to PolicySet or Policy fails the test until it is
 // listed here, so that Assemble cannot silently fall behind Compile.
 var (
-	policySetFields = []string{"policies", "byKey", "exceptions", "celExceptions", "jp", "byKind", "wildcard"}
+	policySetFields = []string{"policies", "byKey", "exceptions", "celExceptions", "jp", "byKind", "wildcard", "responsesByKind", "wildcardResponses"}
 	policyFields    = []string{"set", "source", "spec", "key", "rules", "unscored", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol"}
 )
 
@@ -228,6 +228,9 @@ func compareSets(t *testing.T, want, got *PolicySet) {
 	}
 	if w, g := policyKeys(want.wildcard), policyKeys(got.wildcard); !reflect.DeepEqual(w, g) {
 		t.Errorf("wildcard policies differ: Compile %v, Assemble %v", w, g)
+	}
+	if !reflect.DeepEqual(want.responsesByKind, got.responsesByKind) || want.wildcardResponses != got.wildcardResponses {
+		t.Errorf("response bounds differ: Compile %v + %d, Assemble %v + %d", want.responsesByKind, want.wildcardResponses, got.responsesByKind, got.wildcardResponses)
 	}
 	if len(want.byKind) != len(got.byKind) {
 		t.Errorf("byKind has %d kinds from Compile, %d from Assemble", len(want.byKind), len(got.byKind))

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -50,11 +51,21 @@ type requestView struct {
 }
 
 // rulesUpFront is how many rule responses Validate makes room for before
-// evaluating n candidate policies: one each and a quarter more, as some
-// policies have more than one rule for a kind (restrict-capabilities-strict
-// answers a Pod with two), up to a bound: a large set's
-// candidates may mostly not respond. More grow the slice as usual.
-func rulesUpFront(n int) int { return min(n+n/4+1, 64) }
+// evaluating a request for kind: at most one per validate (or
+// verifyImages) rule that can select the kind, and one per CEL policy
+// that can, as index counted them (restrict-capabilities-strict answers a
+// Pod with two rules, its autogen rules none), up to a bound: a large
+// set's candidates may mostly not respond. More grow the slice as usual.
+// A review of the Pod Security set needs 18 of the 200-byte responses:
+// room for exactly those is 1 KiB less than a guess from the number of
+// candidate policies.
+func (s *PolicySet) rulesUpFront(kind string) int {
+	n := s.responsesByKind[kind]
+	if len(s.wildcard) > 0 {
+		n += s.wildcardResponses
+	}
+	return min(n, 64)
+}
 
 func newRequestView(ctx context.Context, req *Request, cfg *evalConfig) *requestView {
 	in := &requestView{ctx: ctx, req: req, cfg: cfg, op: req.Operation}
@@ -235,12 +246,36 @@ func (s *PolicySet) index(p *Policy) {
 	for _, k := range p.kinds {
 		if k == "*" || strings.ContainsAny(k, "*?") {
 			s.wildcard = append(s.wildcard, p)
+			s.wildcardResponses += validateResponses(p, "")
 			return
 		}
 	}
+	if s.responsesByKind == nil {
+		s.responsesByKind = map[string]int{}
+	}
 	for _, k := range p.kinds {
 		s.byKind[k] = append(s.byKind[k], p)
+		s.responsesByKind[k] += validateResponses(p, k)
 	}
+}
+
+// validateResponses is the most validate responses p gives a request for
+// kind ("" for any kind): one per validate or verifyImages rule that can
+// select it, one for a ValidatingPolicy or an ImageValidatingPolicy.
+func validateResponses(p *Policy, kind string) int {
+	if p.vpol != nil || p.ivpol != nil {
+		return 1
+	}
+	n := 0
+	for _, r := range p.rules {
+		if r.typ != TypeValidation && r.typ != TypeImageVerify {
+			continue
+		}
+		if kind == "" || r.kindNames == nil || slices.Contains(r.kindNames, kind) {
+			n++
+		}
+	}
+	return n
 }
 
 // policyKinds lists the kind names the rules' match blocks select, "*" when
@@ -324,7 +359,6 @@ func (ev *evaluation) rule(ctx context.Context, r *rule) (RuleResponse, bool) {
 		return RuleResponse{}, false
 	}
 	rr.Status, rr.Message = o.status, o.message
-	rr.PodSecurityChecks = o.checks
 	rr.Warnings = o.warnings
 	if len(o.exceptions) > 0 {
 		rr.Exceptions = exceptionSources(o.exceptions)

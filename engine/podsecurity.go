@@ -55,7 +55,6 @@ func (vd *validator) podSecurity(ps *kyvernov1.PodSecurity, resource map[string]
 	o := fail(result.Message(vd.rule.name))
 	controls := make([]string, 0, len(result.Checks))
 	for _, c := range result.Checks {
-		o.checks = append(o.checks, PodSecurityCheck{ID: c.ID, Reason: c.Reason, Detail: c.Detail, ForbiddenBy: c.Control})
 		controls = append(controls, c.ID)
 	}
 	props["controls"] = strings.Join(controls, ",")

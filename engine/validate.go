@@ -223,7 +223,6 @@ func (s *PolicySet) compileForeach(list []kyvernov1.ForEachValidation, path stri
 type outcome struct {
 	status  RuleStatus
 	message string
-	checks  []PodSecurityCheck
 	// warnings are returned with the admission response.
 	warnings []string
 	props    map[string]string

@@ -1,0 +1,54 @@
+package engine
+
+import (
+	"context"
+	"testing"
+)
+
+// TestRuleResponsesFitTheirBound: Validate makes room for the rule
+// responses of a request up front from what index counted for its kind.
+// Every response fits (the bound holds), and for a Pod through the Pod
+// Security set the room is exact: each policy answers a Pod with its own
+// rules, never with its autogen rules for Pod controllers.
+func TestRuleResponsesFitTheirBound(t *testing.T) {
+	set, err := Compile(podSecurityPolicies(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployment := map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "default"},
+		"spec": map[string]any{"template": map[string]any{
+			"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
+			"spec":     benchPod(0)["spec"],
+		}},
+	}
+	configMap := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": "default"}}
+	for _, tc := range []struct {
+		name   string
+		object map[string]any
+		exact  bool
+	}{
+		{"Pod", benchPod(0), true},
+		{"Deployment", deployment, false},
+		{"ConfigMap", configMap, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kind := tc.object["kind"].(string)
+			for _, validate := range []func(context.Context, *Request, ...EvalOption) *Response{set.Validate, set.ValidateTimed} {
+				resp := validate(context.Background(), &Request{Object: tc.object})
+				n := 0
+				for _, p := range resp.Policies {
+					n += len(p.Rules)
+				}
+				bound := set.rulesUpFront(kind)
+				if n > bound {
+					t.Errorf("%d rule responses, room made for %d", n, bound)
+				}
+				if tc.exact && (n == 0 || n != bound) {
+					t.Errorf("%d rule responses, room made for %d: want exactly as many", n, bound)
+				}
+			}
+		})
+	}
+}
