@@ -87,34 +87,11 @@ func podException(namespace, name, forNamespace string) *kyvernov2.PolicyExcepti
 // once per generation of the exception. The same holds for a
 // policies.kyverno.io PolicyException of a ValidatingPolicy.
 func TestExceptionNamespacesOnAPIServer(t *testing.T) {
-	root, err := controlplane.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cp.Stop() }()
-
-	sch := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme, policiesv1.AddToScheme} {
-		if err := add(sch); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{Scheme: sch, Logger: logr.Discard(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	trusted, err := policycache.ParseExceptionNamespaces([]string{"platform"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	state, err := New(mgr, logr.Discard(), WithExceptionNamespaces(trusted))
+	cp := startControlPlane(t, ctx)
+	mgr := newManager(t, cp, ctrl.Options{})
+	state, err := New(mgr, logr.Discard(), WithExceptionNamespaces(trustPlatform(t)), WithExceptionEvents())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,4 +242,50 @@ func eventually(t *testing.T, what string, check func() error) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("%s: %v", what, err)
+}
+
+// startControlPlane starts etcd and kube-apiserver with charter's CRDs
+// until the test ends.
+func startControlPlane(t *testing.T, ctx context.Context) *controlplane.ControlPlane {
+	t.Helper()
+	root, err := controlplane.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	return cp
+}
+
+// newManager is a manager on cp knowing the kyverno.io and
+// policies.kyverno.io types, without metrics or probes, as o further sets.
+func newManager(t *testing.T, cp *controlplane.ControlPlane, o ctrl.Options) ctrl.Manager {
+	t.Helper()
+	o.Scheme = runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme, policiesv1.AddToScheme} {
+		if err := add(o.Scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.Logger = logr.Discard()
+	o.Metrics = metricsserver.Options{BindAddress: "0"}
+	o.HealthProbeBindAddress = "0"
+	mgr, err := ctrl.NewManager(cp.RESTConfig(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mgr
+}
+
+// trustPlatform is --exception-namespaces=platform.
+func trustPlatform(t *testing.T) policycache.ExceptionNamespaces {
+	t.Helper()
+	trusted, err := policycache.ParseExceptionNamespaces([]string{"platform"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trusted
 }

@@ -1,13 +1,16 @@
 package clusterstate
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -40,7 +43,8 @@ type State struct {
 //
 // An exception from a namespace WithExceptionNamespaces does not trust gets
 // a Warning event (reason ExceptionIgnored) saying why, once per
-// generation of the exception and replica.
+// generation of the exception, from the process built WithExceptionEvents
+// (see there).
 func New(mgr manager.Manager, log logr.Logger, opts ...Option) (*State, error) {
 	sch := mgr.GetScheme()
 	if !sch.Recognizes(kyvernov1.GroupVersion.WithKind("ClusterPolicy")) || !sch.Recognizes(kyvernov2.GroupVersion.WithKind("PolicyException")) ||
@@ -51,15 +55,57 @@ func New(mgr manager.Manager, log logr.Logger, opts ...Option) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	recorder := mgr.GetEventRecorder("charter")
-	s.Policies.OnIgnoredException(func(ig policycache.IgnoredException) {
-		recorder.Eventf(ig.Exception, nil, corev1.EventTypeWarning, ReasonExceptionIgnored, "Ignore", "%s", ig.Reason)
-	})
 	if err := mgr.Add(s.Policies); err != nil {
 		return nil, fmt.Errorf("clusterstate: %w", err)
 	}
+	if o := newOptions(opts); o.exceptionEvents {
+		events := &ignoredExceptionEvents{cache: s.Policies, recorder: mgr.GetEventRecorder("charter")}
+		s.Policies.OnIgnoredException(events.report)
+		if err := mgr.Add(events); err != nil {
+			return nil, fmt.Errorf("clusterstate: %w", err)
+		}
+	}
 	return s, nil
 }
+
+// ignoredExceptionEvents emits the ExceptionIgnored events of a process,
+// from its leader only: every charter process watches the same exceptions
+// and would otherwise emit the same event (nine in a default install). On
+// its election it emits for the exceptions ignored so far, as the cache
+// reported them to it while another replica led; a new leader after a
+// failover so repeats the events of the exceptions ignored at that time,
+// once.
+type ignoredExceptionEvents struct {
+	cache    *policycache.Cache
+	recorder events.EventRecorder
+	leading  atomic.Bool
+}
+
+// report is the cache's OnIgnoredException listener.
+func (e *ignoredExceptionEvents) report(ig policycache.IgnoredException) {
+	if e.leading.Load() {
+		e.emit(ig)
+	}
+}
+
+func (e *ignoredExceptionEvents) emit(ig policycache.IgnoredException) {
+	e.recorder.Eventf(ig.Exception, nil, corev1.EventTypeWarning, ReasonExceptionIgnored, "Ignore", "%s", ig.Reason)
+}
+
+// Start runs once this replica leads.
+func (e *ignoredExceptionEvents) Start(ctx context.Context) error {
+	e.cache.CatchUpIgnored(func(ignored []policycache.IgnoredException) {
+		e.leading.Store(true)
+		for _, ig := range ignored {
+			e.emit(ig)
+		}
+	})
+	<-ctx.Done()
+	return nil
+}
+
+// NeedLeaderElection is true: one replica emits.
+func (e *ignoredExceptionEvents) NeedLeaderElection() bool { return true }
 
 // ReasonExceptionIgnored is the reason of the event on a PolicyException
 // from a namespace charter does not trust.
@@ -69,14 +115,32 @@ const ReasonExceptionIgnored = "ExceptionIgnored"
 type Option func(*options)
 
 type options struct {
-	cache []policycache.Option
-	http  loaders.HTTPLimits
+	cache           []policycache.Option
+	http            loaders.HTTPLimits
+	exceptionEvents bool
 }
 
 // WithHTTPLimits bounds what the CEL http library of policies may call
 // (default: loaders.DefaultHTTPBlocklist, no allowlist).
 func WithHTTPLimits(l loaders.HTTPLimits) Option {
 	return func(o *options) { o.http = l }
+}
+
+func newOptions(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// WithExceptionEvents makes this process emit the ExceptionIgnored events,
+// from the replica that wins the manager's leader election (every replica
+// when the manager does not elect). Give it to one kind of process only,
+// the one that writes policy status (admission): each charter process
+// watches the same exceptions.
+func WithExceptionEvents() Option {
+	return func(o *options) { o.exceptionEvents = true }
 }
 
 // WithExceptionNamespaces makes the process honour PolicyExceptions from
@@ -89,10 +153,7 @@ func WithExceptionNamespaces(ns policycache.ExceptionNamespaces) Option {
 // NewForCache builds a State on informers the caller runs, for programs
 // without a manager (benchmarks); the caller starts s.Policies too.
 func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opts ...Option) (*State, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := newOptions(opts)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("clusterstate: client: %w", err)

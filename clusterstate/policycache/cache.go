@@ -48,10 +48,13 @@ type Cache struct {
 	syncedCh chan struct{}
 
 	// exceptionNamespaces are the namespaces whose exceptions count;
-	// ignoredSeen is what reportIgnored already reported (rebuild's
-	// goroutine only).
+	// ignoredSeen is what reportIgnored already reported and ignoredNow
+	// what the last rebuild left out, both under ignoredMu, which is held
+	// while the OnIgnoredException listeners run (see CatchUpIgnored).
 	exceptionNamespaces ExceptionNamespaces
+	ignoredMu           sync.Mutex
 	ignoredSeen         ignoredOnce
+	ignoredNow          []IgnoredException
 
 	mu                 sync.Mutex
 	ignoredListeners   []func(IgnoredException)
@@ -123,6 +126,17 @@ func (c *Cache) OnIgnoredException(fn func(IgnoredException)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ignoredListeners = append(c.ignoredListeners, fn)
+}
+
+// CatchUpIgnored calls fn with the exceptions ignored as of the last
+// rebuild, while no rebuild reports any: a listener that starts acting
+// only later (on the replica elected leader) acts on what it was told
+// before, through fn, and on what comes after, through its
+// OnIgnoredException listener, each exactly once.
+func (c *Cache) CatchUpIgnored(fn func([]IgnoredException)) {
+	c.ignoredMu.Lock()
+	defer c.ignoredMu.Unlock()
+	fn(c.ignoredNow)
 }
 
 // Installed returns the policies and exceptions installed as of the last
@@ -342,6 +356,9 @@ func (c *Cache) rebuild(ctx context.Context) error {
 // reportIgnored logs and hands to the OnIgnoredException listeners the
 // ignored exceptions not reported at their current generation yet.
 func (c *Cache) reportIgnored(ignored []IgnoredException) {
+	c.ignoredMu.Lock()
+	defer c.ignoredMu.Unlock()
+	c.ignoredNow = ignored
 	fresh := c.ignoredSeen.fresh(ignored)
 	if len(fresh) == 0 {
 		return

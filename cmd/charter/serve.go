@@ -438,7 +438,13 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		if err != nil {
 			return nil, nil, err
 		}
-		if state, err = clusterstate.New(mgr, log.WithName("clusterstate"), clusterstate.WithExceptionNamespaces(trusted), clusterstate.WithHTTPLimits(o.httpLimits)); err != nil {
+		stateOpts := []clusterstate.Option{clusterstate.WithExceptionNamespaces(trusted), clusterstate.WithHTTPLimits(o.httpLimits)}
+		if slices.Contains(o.controllers, controllerAdmission) {
+			// The process writing policy status tells of ignored
+			// exceptions too, from its leader: once, not once per process.
+			stateOpts = append(stateOpts, clusterstate.WithExceptionEvents())
+		}
+		if state, err = clusterstate.New(mgr, log.WithName("clusterstate"), stateOpts...); err != nil {
 			return nil, nil, err
 		}
 		// verifyImages rules, at admission and in background scans.
