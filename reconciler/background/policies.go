@@ -85,8 +85,9 @@ func ruleOf(p kyvernov1.PolicyInterface, name string) *kyvernov1.Rule {
 // synchronized downstream objects, generates for existing triggers
 // (generateExisting) and mutates existing targets
 // (mutateExistingOnPolicyUpdate); every synchronized generate rule of
-// deletedSince that is gone from cur deletes its downstream objects,
-// unless orphanDownstreamOnPolicyDelete. A kept generate rule whose
+// deletedSince that is gone from cur, or is no longer a generate rule
+// there, deletes its downstream objects, unless
+// orphanDownstreamOnPolicyDelete, as if its policy were deleted. A kept generate rule whose
 // target changed since deletedSince (generate.TargetsChanged; for a
 // GeneratingPolicy, gpolGenerationChanged) generates the new target for
 // every trigger it generated for, and the old objects are deleted or
@@ -159,7 +160,10 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 		rules := old.GetSpec().Rules
 		for i := range rules {
 			rule := &rules[i]
-			if !rule.HasGenerate() || !rule.Generation.Synchronize || rule.Generation.OrphanDownstreamOnPolicyDelete || ruleOf(now, rule.Name) != nil {
+			if !rule.HasGenerate() || !rule.Generation.Synchronize || rule.Generation.OrphanDownstreamOnPolicyDelete {
+				continue
+			}
+			if kept := ruleOf(now, rule.Name); kept != nil && kept.HasGenerate() {
 				continue
 			}
 			if err := c.deleteDownstream(ctx, old, rule, nil); err != nil {
