@@ -41,6 +41,10 @@ type celRule struct {
 type celProgram struct {
 	expr    string
 	program celgo.Program
+	// untracked is the program without runtime cost tracking, for a
+	// ValidatingPolicy variant bounded at the request's input size
+	// (celcost.go); nil otherwise.
+	untracked celgo.Program
 }
 
 type celExpression struct {
@@ -198,6 +202,46 @@ type celInputs struct {
 	// sharedVariables are the values of the policies' variables that
 	// depend on the request alone, by canonical expression (celVariables).
 	sharedVariables map[string]sharedVariable
+	// namespaceObject is what namespace wraps.
+	namespaceObject map[string]any
+	// size is inputSize's answer, once asked (-1 before).
+	size int
+}
+
+// inputSize is the size of the longest list, map or string in the
+// request's inputs (object, oldObject, namespaceObject and request), or
+// more than the largest bound of untrackedBounds: what decides whether a
+// bounded ValidatingPolicy variant may run untracked (celcost.go).
+func (ci *celInputs) inputSize() int {
+	if ci.size >= 0 {
+		return ci.size
+	}
+	limit := untrackedBounds[0]
+	in := ci.view
+	u := in.req.UserInfo
+	size := max(len(u.Username), len(u.UID), len(u.Groups), len(u.Extra),
+		len(in.res.Name), len(in.res.Namespace), len(in.req.SubResource), len(in.op),
+		len(in.gvk.Group), len(in.gvk.Version), len(in.gvk.Kind),
+		len(in.req.Resource.Group), len(in.req.Resource.Version), len(in.req.Resource.Resource))
+	for _, g := range u.Groups {
+		size = max(size, len(g))
+	}
+	for k, vals := range u.Extra {
+		size = max(size, len(k), len(vals))
+		for _, v := range vals {
+			size = max(size, len(v))
+		}
+	}
+	for _, obj := range []map[string]any{in.req.Object, in.req.OldObject, ci.namespaceObject} {
+		if size > limit {
+			break
+		}
+		if obj != nil {
+			size = max(size, maxValueSize(obj, limit))
+		}
+	}
+	ci.size = size
+	return size
 }
 
 // sharedAdapter converts a request's unstructured values to CEL values,
@@ -258,7 +302,7 @@ func (in *requestView) celInputs() *celInputs {
 	if in.cel != nil {
 		return in.cel
 	}
-	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, namespace: types.NullValue, adapter: &sharedAdapter{}, view: in}
+	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, namespace: types.NullValue, adapter: &sharedAdapter{}, view: in, size: -1}
 	if in.req.Object != nil {
 		ci.object = ci.adapter.NativeToValue(in.req.Object)
 	}
@@ -268,6 +312,7 @@ func (in *requestView) celInputs() *celInputs {
 	if ns := in.res.Namespace; ns != "" && !(in.gvk.Kind == "Namespace" && in.gvk.Group == "") {
 		if l, ok := in.cfg.loaders.Namespaces.(NamespaceObjectLoader); ok {
 			if obj, err := l.NamespaceObject(in.ctx, ns); err == nil && obj != nil {
+				ci.namespaceObject = obj
 				ci.namespace = ci.adapter.NativeToValue(obj)
 				in.cel = ci
 				return ci
@@ -283,9 +328,8 @@ func (in *requestView) celInputs() *celInputs {
 			}
 			meta["labels"] = l
 		}
-		ci.namespace = ci.adapter.NativeToValue(map[string]any{
-			"apiVersion": "v1", "kind": "Namespace", "metadata": meta,
-		})
+		ci.namespaceObject = map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+		ci.namespace = ci.adapter.NativeToValue(ci.namespaceObject)
 	}
 	in.cel = ci
 	return ci
@@ -387,6 +431,10 @@ type celEvaluator struct {
 	budget int64
 	// variablesCost is what celVariables evaluated since the last eval.
 	variablesCost int64
+	// untracked runs the programs' untracked plans: the variant is
+	// bounded at the request's input size (celcost.go), so no program
+	// can exceed its limits and none is charged.
+	untracked bool
 }
 
 // eval runs a program. It is Eval, not ContextEval: ContextEval makes a
@@ -396,6 +444,14 @@ type celEvaluator struct {
 // cost limit, which Eval enforces too (per call, and the budget here
 // across the policy's expressions).
 func (e *celEvaluator) eval(p *celProgram) (ref.Val, error) {
+	if e.untracked && p.untracked != nil {
+		val, _, err := p.untracked.Eval(e.act)
+		e.variablesCost = 0
+		if err != nil {
+			return nil, err
+		}
+		return val, nil
+	}
 	val, details, err := p.program.Eval(e.act)
 	// Variables are evaluated lazily and charge their cost to the context
 	// (or to variablesCost, celVariables).

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	celgo "github.com/google/cel-go/cel"
@@ -36,7 +38,17 @@ type celEnvCompiler struct {
 	mu       sync.Mutex
 	vars     *apiservercel.DeclType // withVars's `variables`; Fields are those of the policy holding mu
 	withVars plugincel.Compiler
+
+	// plainEnv and withVarsEnv are the environments plain and withVars
+	// extend with the request's variables; checked extends them as
+	// plugincel does, for compileChecked.
+	plainEnv, withVarsEnv *environment.EnvSet
+	checked               func() (checkedEnvs, error)
 }
+
+// checkedEnvs are the environments of compileChecked, without and with
+// the policy's variables.
+type checkedEnvs struct{ plain, withVars *environment.EnvSet }
 
 func newCELEnvCompiler(base *environment.EnvSet) (*celEnvCompiler, error) {
 	c := &celEnvCompiler{}
@@ -56,9 +68,112 @@ func newCELEnvCompiler(base *environment.EnvSet) (*celEnvCompiler, error) {
 		*into.compiler = plugincel.NewCompiler(env)
 		if into.vars != nil {
 			*into.vars = vars
+			c.withVarsEnv = env
+		} else {
+			c.plainEnv = env
 		}
 	}
+	c.checked = sync.OnceValues(func() (envs checkedEnvs, err error) {
+		if envs.plain, err = withRequestVariables(c.plainEnv); err == nil {
+			envs.withVars, err = withRequestVariables(c.withVarsEnv)
+		}
+		return envs, err
+	})
 	return c, nil
+}
+
+// withRequestVariables declares the variables plugincel's compiler
+// declares for an expression without params or authorizer: object,
+// oldObject, namespaceObject and request, with Kubernetes' own types.
+func withRequestVariables(env *environment.EnvSet) (*environment.EnvSet, error) {
+	namespaceType, requestType := plugincel.BuildNamespaceType(), plugincel.BuildRequestType()
+	return env.Extend(environment.VersionedOptions{
+		IntroducedVersion: version.MajorMinor(1, 0),
+		EnvOptions: []celgo.EnvOption{
+			celgo.Variable(plugincel.ObjectVarName, celgo.DynType),
+			celgo.Variable(plugincel.OldObjectVarName, celgo.DynType),
+			celgo.Variable(plugincel.NamespaceVarName, namespaceType.CelType()),
+			celgo.Variable(plugincel.RequestVarName, requestType.CelType()),
+		},
+		DeclTypes: []*apiservercel.DeclType{namespaceType, requestType},
+	}, environment.StrictCostOpt)
+}
+
+// checkedExpression is an expression compiled by compileChecked.
+type checkedExpression struct {
+	plugincel.CompilationResult
+	// ast and env are the checked expression and its environment, for
+	// its cost estimates (boundSizes, estimateMaxCost).
+	ast *celgo.Ast
+	env *celgo.Env
+	// untracked is the program without runtime cost tracking (see
+	// untrackedCost); nil when it could not be planned.
+	untracked celgo.Program
+}
+
+// compileChecked compiles an expression without params or authorizer as
+// CompileCELExpression does, keeping the checked expression, and plans it
+// a second time without cost tracking. Unlike plugincel's, the program is
+// planned without interrupt checks, which only a cancelled context
+// triggers: charter evaluates with Eval (celEvaluator.eval).
+func (c *celCompiler) compileChecked(a plugincel.ExpressionAccessor, mode environment.Type) checkedExpression {
+	fail := func(typ apiservercel.ErrorType, detail string, cause error) checkedExpression {
+		return checkedExpression{CompilationResult: plugincel.CompilationResult{
+			Error: &apiservercel.Error{Type: typ, Detail: detail, Cause: cause}, ExpressionAccessor: a,
+		}}
+	}
+	envs, err := c.env.checked()
+	if err != nil {
+		return fail(apiservercel.ErrorTypeInternal, "unexpected error loading CEL environment: "+err.Error(), nil)
+	}
+	envSet := envs.plain
+	if len(c.vars.Fields) > 0 {
+		c.env.mu.Lock()
+		defer c.env.mu.Unlock()
+		c.env.vars.Fields = c.vars.Fields
+		envSet = envs.withVars
+	}
+	env, err := envSet.Env(mode)
+	if err != nil {
+		return fail(apiservercel.ErrorTypeInternal, "unexpected error loading CEL environment: "+err.Error(), nil)
+	}
+	ast, issues := env.Compile(a.GetExpression())
+	if issues != nil {
+		return fail(apiservercel.ErrorTypeInvalid, "compilation failed: "+issues.String(), apiservercel.NewCompilationError(issues))
+	}
+	returns := a.ReturnTypes()
+	if !slices.ContainsFunc(returns, func(t *celgo.Type) bool {
+		return ast.OutputType().IsExactType(t) || celgo.AnyType.IsExactType(t)
+	}) {
+		if len(returns) == 1 {
+			return fail(apiservercel.ErrorTypeInvalid, fmt.Sprintf("must evaluate to %v but got %v", returns[0], ast.OutputType()), nil)
+		}
+		return fail(apiservercel.ErrorTypeInvalid, fmt.Sprintf("must evaluate to one of %v but got %v", returns, ast.OutputType()), nil)
+	}
+	prog, err := env.Program(ast)
+	if err != nil {
+		return fail(apiservercel.ErrorTypeInternal, "program instantiation failed: "+err.Error(), nil)
+	}
+	out := checkedExpression{CompilationResult: plugincel.CompilationResult{Program: prog, ExpressionAccessor: a, OutputType: ast.OutputType()}, ast: ast}
+	// Estimates read only the checked expression and the cost options,
+	// which the plain environment has too, without the shared variables
+	// type another policy may be changing.
+	if out.env, err = envs.plain.Env(mode); err != nil {
+		out.env = nil
+	}
+	if opt := untrackedCost(); opt != nil {
+		out.untracked, _ = env.Program(ast, opt)
+	}
+	return out
+}
+
+// compileAndStoreChecked is CompileAndStoreVariable through
+// compileChecked.
+func (c *celCompiler) compileAndStoreChecked(v plugincel.NamedExpressionAccessor, mode environment.Type) checkedExpression {
+	res := c.compileChecked(v, mode)
+	c.vars.Fields[v.GetName()] = apiservercel.NewDeclField(v.GetName(), declTypeOf(res.OutputType), true, nil, nil)
+	c.compiled[v.GetName()] = res.CompilationResult
+	return res
 }
 
 // forPolicy returns a compiler for one policy's expressions and variables.

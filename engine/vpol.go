@@ -54,6 +54,9 @@ type vpolVariant struct {
 	variables   []celVariable
 	validations []celExpression
 	annotations []vpolAnnotation
+	// untrackedUpTo is the input bound S within which every program of
+	// the variant runs without cost tracking (celcost.go); 0: never.
+	untrackedUpTo int
 }
 
 type vpolAnnotation struct {
@@ -164,26 +167,30 @@ func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path stri
 	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
 		f.add(path+".matchConstraints", err.Error())
 	}
-	// params and authorizer are never bound for these kinds.
-	decls := plugincel.OptionalVariableDeclarations{}
-	compile := func(a *celAccessor, field string) celgo.Program {
+	// params and authorizer are never bound for these kinds: every
+	// expression compiles through compileChecked, whose checked
+	// expressions give the variant's cost estimates (boundVariant).
+	var checked []vpolChecked
+	compile := func(a *celAccessor, field string) *celProgram {
 		if strings.TrimSpace(a.expr) == "" {
 			f.add(field, "expression must not be empty")
 			return nil
 		}
-		res := v.compiler.CompileCELExpression(a, decls, environment.StoredExpressions)
+		res := v.compiler.compileChecked(a, environment.StoredExpressions)
 		if res.Error != nil {
 			f.add(field, celFault(res.Error.Detail))
 			return nil
 		}
-		return res.Program
+		p := &celProgram{expr: a.expr, program: res.Program, untracked: res.untracked}
+		checked = append(checked, vpolChecked{res: res, program: p})
+		return p
 	}
 	// matchConditions compile before the variables are stored, so they
 	// cannot use them, as in Kyverno.
 	for i, mc := range spec.MatchConditions {
 		field := fmt.Sprintf("%s.matchConditions[%d].expression", path, i)
 		if p := compile(&celAccessor{name: mc.Name, expr: mc.Expression, returns: boolReturn()}, field); p != nil {
-			v.conditions = append(v.conditions, celProgram{expr: mc.Expression, program: p})
+			v.conditions = append(v.conditions, *p)
 		}
 	}
 	for i, vr := range spec.Variables {
@@ -192,21 +199,22 @@ func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path stri
 			f.add(field+".name", "a variable needs a name")
 			continue
 		}
-		res := v.compiler.CompileAndStoreVariable(&celAccessor{name: vr.Name, expr: vr.Expression, returns: anyReturn()}, decls, environment.StoredExpressions)
+		res := v.compiler.compileAndStoreChecked(&celAccessor{name: vr.Name, expr: vr.Expression, returns: anyReturn()}, environment.StoredExpressions)
 		if res.Error != nil {
 			f.add(field+".expression", celFault(res.Error.Detail))
 			continue
 		}
-		v.variables = append(v.variables, celVariable{name: vr.Name, program: res.Program, shared: sharedVariableKey(vr.Expression)})
+		v.variables = append(v.variables, celVariable{name: vr.Name, program: res.Program, untracked: res.untracked, shared: sharedVariableKey(vr.Expression)})
+		checked = append(checked, vpolChecked{res: res, variable: vr.Name})
 	}
 	for i, val := range spec.Validations {
 		field := fmt.Sprintf("%s.validations[%d]", path, i)
 		ce := celExpression{celProgram: celProgram{expr: val.Expression}, message: val.Message}
-		ce.program = compile(&celAccessor{expr: val.Expression, returns: boolReturn()}, field+".expression")
+		if p := compile(&celAccessor{expr: val.Expression, returns: boolReturn()}, field+".expression"); p != nil {
+			ce.celProgram = *p
+		}
 		if val.MessageExpression != "" {
-			if p := compile(&celAccessor{expr: val.MessageExpression, returns: stringReturn()}, field+".messageExpression"); p != nil {
-				ce.messageExpr = &celProgram{expr: val.MessageExpression, program: p}
-			}
+			ce.messageExpr = compile(&celAccessor{expr: val.MessageExpression, returns: stringReturn()}, field+".messageExpression")
 		}
 		v.validations = append(v.validations, ce)
 	}
@@ -222,10 +230,63 @@ func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path stri
 			f.errs[before].Fault += " (wrap the expression in string(...))"
 		}
 		if p != nil {
-			v.annotations = append(v.annotations, vpolAnnotation{key: a.Key, celProgram: celProgram{expr: a.ValueExpression, program: p}})
+			v.annotations = append(v.annotations, vpolAnnotation{key: a.Key, celProgram: *p})
 		}
 	}
+	if len(f.errs) == 0 {
+		v.boundVariant(checked)
+	}
 	return v
+}
+
+// vpolChecked is a compiled expression of a variant and the program or
+// variable it became.
+type vpolChecked struct {
+	res      checkedExpression
+	program  *celProgram // nil for a variable
+	variable string
+}
+
+// boundVariant finds the largest input bound S at which every program of
+// the variant stays within the per-call limit and all of them within the
+// budget (celcost.go), and sets untrackedUpTo to it; with none, or when a
+// program has no untracked plan, the variant is always tracked. A
+// variable's worst case at that bound is what sharing its value charges
+// a tracked policy (celVariables.value).
+func (v *vpolVariant) boundVariant(checked []vpolChecked) {
+	bounds := make([]sizeBounds, len(checked))
+	vars := map[string]uint64{}
+	for i, c := range checked {
+		if c.res.untracked == nil || c.res.env == nil {
+			return
+		}
+		var k uint64
+		bounds[i], k = boundSizes(c.res.ast.NativeRep(), vars)
+		if c.program == nil {
+			vars[c.variable] = k
+		}
+	}
+	costs := make([]uint64, len(checked))
+	for _, s := range untrackedBounds {
+		for i, c := range checked {
+			costs[i] = estimateMaxCost(c.res.env, c.res.ast, bounds[i], s)
+		}
+		if !withinLimits(costs) {
+			continue
+		}
+		v.untrackedUpTo = s
+		for i, c := range checked {
+			if c.program != nil {
+				continue
+			}
+			for j := range v.variables {
+				if v.variables[j].name == c.variable {
+					v.variables[j].maxCost = int64(costs[i])
+				}
+			}
+		}
+		return
+	}
 }
 
 // vpolActivation adds the library receivers and exceptions to a CEL
@@ -327,7 +388,8 @@ func (in *requestView) vpolEvaluation(ctx context.Context, cfg *evalConfig, v *v
 		celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, params: types.NullValue, variables: &s.vars},
 		libs:          &s.libs,
 	}
-	s.eval = celEvaluator{act: &s.act, budget: celconfig.RuntimeCELCostBudget}
+	s.eval = celEvaluator{act: &s.act, budget: celconfig.RuntimeCELCostBudget,
+		untracked: v.untrackedUpTo > 0 && ci.inputSize() <= v.untrackedUpTo}
 	vals := s.vars.vals
 	if cap(vals) < len(v.variables) {
 		vals = make([]ref.Val, len(v.variables))
@@ -419,6 +481,10 @@ func validationIndex(i int) map[string]string {
 type celVariable struct {
 	name    string
 	program celgo.Program
+	// untracked is the program without cost tracking, and maxCost its
+	// worst case within the variant's untrackedUpTo (celcost.go).
+	untracked celgo.Program
+	maxCost   int64
 	// shared is the key under which the variable's value is shared by
 	// every policy of a request: its expression in canonical form, when
 	// it reads nothing but the request (sharedVariableKey); "" otherwise.
@@ -565,14 +631,28 @@ func (m *celVariables) value(i int) ref.Val {
 			return sv.val
 		}
 	}
-	v, details, err := d.program.Eval(m.e.act) // not ContextEval: see celEvaluator.eval
-	switch {
-	case details == nil || details.ActualCost() == nil:
-		v = types.NewErr("unable to calculate cost of variable %q", d.name)
-	case err != nil:
-		v = types.NewErr("composited variable %q fails to evaluate: %v", d.name, err)
+	var v ref.Val
+	var err error
+	var cost int64
+	if m.e.untracked && d.untracked != nil {
+		// Within the variant's bound: its worst case is what another,
+		// tracked, policy sharing the value is charged.
+		v, _, err = d.untracked.Eval(m.e.act)
+		cost = d.maxCost
+		if err != nil {
+			v = types.NewErr("composited variable %q fails to evaluate: %v", d.name, err)
+		}
+	} else {
+		var details *celgo.EvalDetails
+		v, details, err = d.program.Eval(m.e.act) // not ContextEval: see celEvaluator.eval
+		switch {
+		case details == nil || details.ActualCost() == nil:
+			v = types.NewErr("unable to calculate cost of variable %q", d.name)
+		case err != nil:
+			v = types.NewErr("composited variable %q fails to evaluate: %v", d.name, err)
+		}
+		cost = actualCost(details)
 	}
-	cost := actualCost(details)
 	m.e.variablesCost += cost
 	m.vals[i] = v
 	if d.shared != "" && err == nil {
