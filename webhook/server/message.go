@@ -247,13 +247,18 @@ func warnings(responses []*engine.Response) []string {
 	var out []string
 	for _, resp := range responses {
 		for _, p := range resp.Policies {
-			emit := p.Policy.GetSpec().GetEmitWarning()
+			// A CEL policy's GetSpec builds a Spec: read it only for a
+			// response that may warn.
+			emit, emitRead := false, false
 			cel := isCELPolicy(p.Policy)
 			for _, r := range p.Rules {
 				switch r.Status {
 				case engine.StatusFail, engine.StatusError, engine.StatusWarn:
 				default:
 					continue
+				}
+				if !emitRead {
+					emit, emitRead = p.Policy.GetSpec().GetEmitWarning(), true
 				}
 				if cel {
 					// Only validationActions Warn warns: an error let
