@@ -57,9 +57,20 @@ type PolicyRepositoryReconciler struct {
 	// Secrets, which does not justify holding every Secret of the cluster
 	// in an informer.
 	Secrets client.Reader
+	// Installed reads the installed policies a revision updates, for the
+	// update check of their generate rules (check.Updates); the Client when
+	// nil. Setup gives it the manager's uncached reader, as for Secrets.
+	Installed client.Reader
 	// Tests runs the suites of repositories with spec.test; without it such
 	// a repository applies nothing (see testRevision).
 	Tests TestRunner
+}
+
+func (r *PolicyRepositoryReconciler) installed() client.Reader {
+	if r.Installed != nil {
+		return r.Installed
+	}
+	return r.Client
 }
 
 func (r *PolicyRepositoryReconciler) secrets() client.Reader {
@@ -175,6 +186,13 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 	}
 	if err := check.Objects(objs, r.Scheme); err != nil {
 		r.fail(obj, before, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
+		return retry
+	}
+	if err := check.Updates(ctx, objs, r.Scheme, r.installed()); err != nil {
+		// An update policy admission would refuse stalls the revision; a
+		// failed read is retried.
+		var invalid *check.Error
+		r.fail(obj, before, errors.As(err, &invalid), gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
 		return retry
 	}
 	if obj.Spec.Test {

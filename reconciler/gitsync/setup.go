@@ -60,14 +60,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("gitsync cache: %w", err)
 	}
 	r := &PolicyRepositoryReconciler{
-		Client:   mgr.GetClient(),
-		Scheme:   mgr.GetScheme(),
-		Config:   mgr.GetConfig(),
-		Tenancy:  opts.Tenancy,
-		Recorder: mgr.GetEventRecorder(ControllerName),
-		Cache:    &source.Cache{Dir: opts.CacheDir},
-		Secrets:  mgr.GetAPIReader(),
-		Tests:    opts.Tests,
+		Client:    mgr.GetClient(),
+		Scheme:    mgr.GetScheme(),
+		Config:    mgr.GetConfig(),
+		Tenancy:   opts.Tenancy,
+		Recorder:  mgr.GetEventRecorder(ControllerName),
+		Cache:     &source.Cache{Dir: opts.CacheDir},
+		Secrets:   mgr.GetAPIReader(),
+		Installed: mgr.GetAPIReader(),
+		Tests:     opts.Tests,
 	}
 	if err := r.SetupWithManager(mgr, opts); err != nil {
 		return err
