@@ -477,7 +477,11 @@ func imageMetadata(args ...ref.Val) ref.Val {
 	if l == nil {
 		return types.NewErr("failed to get image data: no image registry access here")
 	}
-	data, err := l.ImageData(c.ctx, s[0])
+	// No pull secrets: the policy names none; the process's own
+	// registry credentials (its Docker config and credential helpers)
+	// and anonymous access apply, as for a verifyImages entry without
+	// imageRegistryCredentials.
+	data, err := l.ImageData(c.ctx, s[0], ImageCredentials{})
 	if err != nil {
 		return types.NewErr("failed to get image data: %v", err)
 	}

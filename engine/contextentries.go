@@ -75,7 +75,10 @@ func (ev *evaluation) loadEntry(ctx context.Context, doc *jsoncontext.Document, 
 		if err != nil {
 			return nil, err
 		}
-		data, err := l.Images.ImageData(ctx, ref)
+		// The entry's credentials, with its secrets named in the
+		// resource's namespace, as for verifyImages.
+		creds := ImageCredentials{Namespace: ev.in.res.Namespace, Registry: e.ImageRegistry.ImageRegistryCredentials}
+		data, err := l.Images.ImageData(ctx, ref, creds)
 		if err != nil {
 			return nil, fmt.Errorf("failed to fetch image data for %q: %w", ref, err)
 		}

@@ -322,7 +322,7 @@ func (v *imageVerification) imageData(image string) ref.Val {
 	if l == nil {
 		return types.NewErr("failed to get image data: no image registry access here")
 	}
-	data, err := l.ImageData(v.ctx, image)
+	data, err := l.ImageData(v.ctx, image, v.creds)
 	if err != nil {
 		return types.NewErr("failed to get image data: %v", err)
 	}

@@ -84,11 +84,15 @@ type APICaller interface {
 	Call(ctx context.Context, call APICall) (any, error)
 }
 
-// ImageDataLoader returns the data of an `imageRegistry` context entry for
-// an image reference: {image, resolvedImage, registry, repository,
-// identifier, manifest, configData}.
+// ImageDataLoader returns the registry's data for an image reference, for
+// `imageRegistry` context entries ({image, resolvedImage, registry,
+// repository, identifier, manifest, configData}) and the CEL libraries'
+// image.GetMetadata and getImageData ({image, resolvedImage, registry,
+// repository, identifier, tag, digest, imageIndex, manifest, config}); a
+// loader may answer both with the union. creds are those of the asking
+// entry or policy, as for image verification.
 type ImageDataLoader interface {
-	ImageData(ctx context.Context, reference string) (map[string]any, error)
+	ImageData(ctx context.Context, reference string, creds ImageCredentials) (map[string]any, error)
 }
 
 // GlobalContext returns the data of a GlobalContextEntry by name.

@@ -87,11 +87,8 @@ var unsupportedFeatures = []feature{
 	// the CLI skips these kinds.
 	{name: "ClusterCleanupPolicy", kinds: []string{"ClusterCleanupPolicy"}, path: "spec", where: InCLI},
 	{name: "CleanupPolicy", kinds: []string{"CleanupPolicy"}, path: "spec", where: InCLI},
-	// images (#15): imageRegistry entries have no registry access in the
-	// cluster (the CLI reads them from a values file); custom image
-	// extractors are ignored, so {{images}} would miss the images they
-	// name.
-	{name: "context entry imageRegistry", kinds: kyvernoPolicies, path: "spec.rules[*].**.context[*].imageRegistry", where: InCluster},
+	// images (#15): custom image extractors are ignored, so {{images}}
+	// would miss the images they name.
 	{name: "imageExtractors", kinds: kyvernoPolicies, path: "spec.rules[*].imageExtractors", where: Everywhere},
 	// Nobody yet.
 	{name: "validate.assert", kinds: kyvernoPolicies, path: "spec.rules[*].validate.assert", where: Everywhere},

@@ -14,7 +14,9 @@ import (
 // Cache holds verified results, keyed by the image digest and a hash of
 // the whole check (scope policy/rule, attestor, repository, predicate
 // type): a policy edit, another rule or a tag moved to another digest
-// never hits an old entry. Only successes are stored. Entries expire
+// never hits an old entry. Only successes are stored. It also holds the
+// image data policies read (Verifier.ImageData), keyed by digest, under
+// the same bounds. Entries expire
 // after the TTL and the least recently used go first beyond the size
 // bound. Safe for concurrent use.
 type Cache struct {
@@ -28,7 +30,7 @@ type Cache struct {
 
 type cacheEntry struct {
 	key      string
-	res      engine.ImageVerified
+	val      any // engine.ImageVerified or imageData
 	verified time.Time
 	expires  time.Time
 }
@@ -45,27 +47,35 @@ func NewCache(size int, ttl time.Duration, now func() time.Time) *Cache {
 // Get returns the result stored under key, if it has not expired and was
 // verified at or after since (any time when since is zero).
 func (c *Cache) Get(key string, since time.Time) (engine.ImageVerified, bool) {
+	v, ok := c.get(key, since)
+	res, isResult := v.(engine.ImageVerified)
+	return res, ok && isResult
+}
+
+// Put stores a result.
+func (c *Cache) Put(key string, res engine.ImageVerified) { c.put(key, res) }
+
+func (c *Cache) get(key string, since time.Time) (any, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.entries[key]
 	if !ok {
-		return engine.ImageVerified{}, false
+		return nil, false
 	}
 	e := el.Value.(*cacheEntry)
 	if !c.now().Before(e.expires) {
 		c.order.Remove(el)
 		delete(c.entries, key)
-		return engine.ImageVerified{}, false
+		return nil, false
 	}
 	if e.verified.Before(since) {
-		return engine.ImageVerified{}, false
+		return nil, false
 	}
 	c.order.MoveToFront(el)
-	return e.res, true
+	return e.val, true
 }
 
-// Put stores a result.
-func (c *Cache) Put(key string, res engine.ImageVerified) {
+func (c *Cache) put(key string, val any) {
 	if c.max <= 0 || c.ttl <= 0 {
 		return
 	}
@@ -74,11 +84,11 @@ func (c *Cache) Put(key string, res engine.ImageVerified) {
 	now := c.now()
 	if el, ok := c.entries[key]; ok {
 		e := el.Value.(*cacheEntry)
-		e.res, e.verified, e.expires = res, now, now.Add(c.ttl)
+		e.val, e.verified, e.expires = val, now, now.Add(c.ttl)
 		c.order.MoveToFront(el)
 		return
 	}
-	c.entries[key] = c.order.PushFront(&cacheEntry{key: key, res: res, verified: now, expires: now.Add(c.ttl)})
+	c.entries[key] = c.order.PushFront(&cacheEntry{key: key, val: val, verified: now, expires: now.Add(c.ttl)})
 	for c.order.Len() > c.max {
 		last := c.order.Back()
 		c.order.Remove(last)

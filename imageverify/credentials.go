@@ -25,6 +25,17 @@ type SecretReader interface {
 // reference parses the image and returns the registry options of the
 // check: its keychain and transport.
 func (v *Verifier) reference(ctx context.Context, image string, creds engine.ImageCredentials) (name.Reference, []ociremote.Option, error) {
+	ref, opts, err := v.remoteReference(ctx, image, creds)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ref, []ociremote.Option{ociremote.WithRemoteOptions(opts...)}, nil
+}
+
+// remoteReference is reference for go-containerregistry's remote package:
+// the image on the registry asked (the mirror, when set) and the options
+// that reach it.
+func (v *Verifier) remoteReference(ctx context.Context, image string, creds engine.ImageCredentials) (name.Reference, []remote.Option, error) {
 	ref, err := name.ParseReference(image, v.nameOptions(creds)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("invalid image reference %q: %w", image, err)
@@ -44,10 +55,10 @@ func (v *Verifier) reference(ctx context.Context, image string, creds engine.Ima
 	if err != nil {
 		return nil, nil, err
 	}
-	return ref, []ociremote.Option{ociremote.WithRemoteOptions(
+	return ref, []remote.Option{
 		remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithTransport(v.o.Transport),
 		remote.WithUserAgent("charter"),
-	)}, nil
+	}, nil
 }
 
 func (v *Verifier) nameOptions(creds engine.ImageCredentials) []name.Option {

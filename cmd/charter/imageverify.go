@@ -27,7 +27,7 @@ func defaultImageVerifyOptions() imageVerifyOptions {
 
 func addImageVerifyFlags(f *pflag.FlagSet, o *imageVerifyOptions) {
 	d := defaultImageVerifyOptions()
-	f.IntVar(&o.cacheSize, "image-verify-cache-size", d.cacheSize, "verified image results kept, keyed by image digest and the policy rule's check; 0 disables the cache")
+	f.IntVar(&o.cacheSize, "image-verify-cache-size", d.cacheSize, "verified image results and fetched image data kept, keyed by image digest (and the policy rule's check); 0 disables the cache")
 	f.DurationVar(&o.cacheTTL, "image-verify-cache-ttl", d.cacheTTL, "how long a verified image result is reused before the registry is asked again")
 	f.DurationVar(&o.timeout, "image-verify-timeout", d.timeout, "bound on verifying one image (all its registry requests); must be below --request-timeout so a slow registry gives charter's answer, not the API server's")
 }

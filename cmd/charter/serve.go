@@ -447,8 +447,12 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		if state, err = clusterstate.New(mgr, log.WithName("clusterstate"), stateOpts...); err != nil {
 			return nil, nil, err
 		}
-		// verifyImages rules, at admission and in background scans.
-		state.Loaders.ImageVerifier = o.images.verifier(secretReader{mgr.GetClient()})
+		// verifyImages rules, ImageValidatingPolicies and the image data
+		// policies read (imageRegistry context entries, image.GetMetadata,
+		// getImageData), at admission and in the controllers: one
+		// registry client, credentials and cache.
+		images := o.images.verifier(secretReader{mgr.GetClient()})
+		state.Loaders.ImageVerifier, state.Loaders.Images = images, images
 	}
 
 	// The admission results' queue is created first so admission can hand

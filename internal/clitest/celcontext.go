@@ -91,7 +91,7 @@ func (c *celContext) Resources(_ context.Context, apiVersion, resource, namespac
 }
 
 // ImageData returns the context file's data for the exact reference.
-func (c *celContext) ImageData(_ context.Context, reference string) (map[string]any, error) {
+func (c *celContext) ImageData(_ context.Context, reference string, _ engine.ImageCredentials) (map[string]any, error) {
 	if img, ok := c.images[reference]; ok {
 		return img, nil
 	}
