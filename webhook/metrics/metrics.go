@@ -101,6 +101,11 @@ type Recorder struct {
 	// more than the rest of recording.
 	requestSeries seriesCache[requestKey, *requestSeries]
 	resultSeries  seriesCache[resultKey, *resultSeries]
+
+	// cel are the per-kind metrics of policies.kyverno.io policies
+	// (celkinds.go), celSeries their children.
+	cel       *celCollectors
+	celSeries seriesCache[celKey, *resultSeries]
 }
 
 // New creates the collectors and registers them with reg, along with
@@ -123,11 +128,12 @@ func New(reg prometheus.Registerer, version string) (*Recorder, error) {
 			Help: "Faults in installed policies and exceptions that keep them from serving."}),
 		ruleInfo:   newRuleInfoCollector(),
 		eventDrops: newEventDropsCollector(),
+		cel:        newCELCollectors(),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: Info, ConstLabels: withScope(prometheus.Labels{"version": version}),
 		Help: "Build information."})
 	info.Set(1)
-	for _, c := range []prometheus.Collector{r.requests, r.duration, r.results, r.execution, r.changes, r.auditDropped, r.compileErrors, r.ruleInfo, r.eventDrops, info} {
+	for _, c := range append([]prometheus.Collector{r.requests, r.duration, r.results, r.execution, r.changes, r.auditDropped, r.compileErrors, r.ruleInfo, r.eventDrops, info}, r.cel.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -246,6 +252,7 @@ func (r *Recorder) observeRules(req Request, c cause, p *engine.PolicyResponse, 
 	}
 	key := resultKey{policy: policyLabels(p.Policy), kind: req.Kind, namespace: req.Namespace, operation: req.Operation, cause: c, dryRun: req.DryRun}
 	specMode := key.policy.mode
+	family := familyOf(p.Policy.GetKind())
 	for i := range p.Rules {
 		rr := &p.Rules[i]
 		key.rule, key.result, key.ruleType = rr.Name, rr.Status, rr.Type
@@ -256,6 +263,9 @@ func (r *Recorder) observeRules(req Request, c cause, p *engine.PolicyResponse, 
 		s.results.Inc()
 		if timed {
 			s.executionSeries(r, key).Observe(share)
+		}
+		if family != noFamily {
+			r.observeCEL(family, &key, share, timed)
 		}
 	}
 }

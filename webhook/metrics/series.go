@@ -98,11 +98,17 @@ func (r *Recorder) resultSeriesFor(k resultKey) *resultSeries {
 }
 
 func (s *resultSeries) executionSeries(r *Recorder, k resultKey) prometheus.Observer {
+	return s.observer(r.execution, k.labelValues)
+}
+
+// observer returns the series' child of vec, made from values on first
+// use.
+func (s *resultSeries) observer(vec *prometheus.HistogramVec, values func() []string) prometheus.Observer {
 	if o := s.execution.Load(); o != nil {
 		return *o
 	}
 	// Racing callers get the same child from the vector; either store wins.
-	o := r.execution.WithLabelValues(k.labelValues()...)
+	o := vec.WithLabelValues(values()...)
 	s.execution.Store(&o)
 	return o
 }
