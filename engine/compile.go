@@ -189,6 +189,11 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 	if a := p.spec.ValidationFailureAction; a != "" && !a.IsValid() {
 		fail.add("spec.validationFailureAction", fmt.Sprintf("unknown action %q, want Audit or Enforce", a))
 	}
+	if p.spec.GenerateExistingOnPolicyUpdate != nil {
+		// Kyverno refuses the old name, whatever its value, and no longer
+		// reads it (background-cleanup.md §3.4).
+		fail.add("spec.generateExistingOnPolicyUpdate", "the deprecated field is refused, as in Kyverno: remove it and set generateExisting on each generate rule (spec.rules[*].generate.generateExisting) instead")
+	}
 	rules, err := autogen.ComputeRules(src)
 	if err != nil {
 		fail.add("spec.rules", "autogen: "+err.Error())

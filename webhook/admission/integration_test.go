@@ -37,6 +37,13 @@ func TestAdmissionOnRealAPIServer(t *testing.T) {
 		})
 	})
 
+	t.Run("the deprecated generateExistingOnPolicyUpdate is refused, as in Kyverno", func(t *testing.T) {
+		err := cl.Create(ctx, policyFile(t, "generate-existing-old-name.yaml"))
+		if err == nil || !strings.Contains(err.Error(), `ClusterPolicy "generate-existing-old-name": spec.generateExistingOnPolicyUpdate: the deprecated field is refused`) {
+			t.Errorf("got %v, want a denial naming spec.generateExistingOnPolicyUpdate", err)
+		}
+	})
+
 	enforce := policyFile(t, "require-labels.yaml")
 	if err := cl.Create(ctx, enforce); err != nil {
 		t.Fatal(err)

@@ -118,7 +118,9 @@ type Spec struct {
 	MutateExistingOnPolicyUpdate bool `json:"mutateExistingOnPolicyUpdate,omitempty"`
 
 	// GenerateExistingOnPolicyUpdate is the old name of GenerateExisting.
-	// Deprecated: use generate.generateExisting.
+	// Deprecated: use generate.generateExisting. A policy that sets it, to
+	// any value, is refused (as Kyverno refuses it); it is kept here only to
+	// name it in that error.
 	// +optional
 	GenerateExistingOnPolicyUpdate *bool `json:"generateExistingOnPolicyUpdate,omitempty"`
 
@@ -207,7 +209,7 @@ func (s *Spec) IsGenerateExisting() bool {
 			return *g.GenerateExisting
 		}
 	}
-	return s.GenerateExisting || boolOr(s.GenerateExistingOnPolicyUpdate, false)
+	return s.GenerateExisting
 }
 
 // RuleGenerateExisting reports whether rule generates for existing triggers:
@@ -216,7 +218,7 @@ func (s *Spec) RuleGenerateExisting(rule *Rule) bool {
 	if rule.Generation != nil && rule.Generation.GenerateExisting != nil {
 		return *rule.Generation.GenerateExisting
 	}
-	return s.GenerateExisting || boolOr(s.GenerateExistingOnPolicyUpdate, false)
+	return s.GenerateExisting
 }
 
 // RuleMutateExistingOnPolicyUpdate reports whether rule mutates existing
