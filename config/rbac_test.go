@@ -89,6 +89,7 @@ var reviewed = map[string][]grant{
 		{cluster, "kyverno.io", "updaterequests/status", "get,update,patch", "UpdateRequest state"},
 		{cluster, "kyverno.io", "clusterpolicies/status,policies/status", "get,update,patch", "Background condition naming a forbidden write"},
 		{cluster, "policies.kyverno.io", "generatingpolicies/status,mutatingpolicies/status,namespacedgeneratingpolicies/status,namespacedmutatingpolicies/status", "get,update,patch", "Background condition of CEL policies"},
+		{cluster, "wgpolicyk8s.io", "policyreports,clusterpolicyreports", "get,create,update", "GeneratingPolicy and MutatingPolicy results into their triggers' reports"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector, Namespace triggers"},
 		{cluster, "", "configmaps", "get", "configMap context entries"},
 		{cluster, "", "events", "create,patch", "events on policies"},

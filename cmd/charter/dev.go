@@ -283,8 +283,11 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		maxRequestBytes: 7 << 20,
 		// Audit results at admission reach the reports at once.
 		admissionReports: true,
-		receiverAddr:     opts.receiverAddr,
-		gitsyncWorkers:   2,
+		// So do what GeneratingPolicies generated and MutatingPolicies
+		// patched.
+		backgroundReports: true,
+		receiverAddr:      opts.receiverAddr,
+		gitsyncWorkers:    2,
 		// A dev cluster is small: rescan often so reports follow
 		// namespace label and ConfigMap changes quickly.
 		reports: reportsDevOptions(),

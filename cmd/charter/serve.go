@@ -91,9 +91,13 @@ type serveOptions struct {
 	// admissionReports writes admission's Audit results into the
 	// reports (--admission-reports).
 	admissionReports bool
-	gcPercent        int
-	gcPercentSet     bool // --gc-percent given: it beats $GOGC
-	events           admission.EventOptions
+	// backgroundReports writes the background controller's
+	// GeneratingPolicy and mutate-existing MutatingPolicy results into
+	// their triggers' reports (--background-reports).
+	backgroundReports bool
+	gcPercent         int
+	gcPercentSet      bool // --gc-percent given: it beats $GOGC
+	events            admission.EventOptions
 
 	// certPropagationDelay and certTrimGrace time certificate rotation
 	// (--cert-propagation-delay, --cert-trim-grace); zero means the
@@ -149,7 +153,10 @@ value the cleanup controller could not read is refused.
 reports: background scans and one PolicyReport per resource (leader).
 Admission writes the Audit results of the requests it admits into the same
 reports itself (--admission-reports), so the two may run in separate
-Deployments, each with its own ServiceAccount.
+Deployments, each with its own ServiceAccount; so does the background
+controller with what its GeneratingPolicies generated and its
+mutate-existing MutatingPolicies patched, in their triggers' reports
+(--background-reports).
 
 gitsync: PolicyRepository sync from Git (leader) and, with
 --receiver-addr, the push receiver at /hooks/<namespace>/<name> (every
@@ -194,6 +201,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "once told to stop, go on serving admission this long, closing each connection after its response, before shutting down: in a cluster, the time the Service takes to stop routing to this Pod (the chart sets 10s)")
 	f.Int64Var(&o.maxRequestBytes, "max-request-bytes", 7<<20, "largest AdmissionReview body accepted")
 	f.IntVar(&o.gcPercent, "gc-percent", serveGCPercent, "garbage collector target (GOGC): a larger value collects less often for more memory; when this flag is not given, $GOGC applies, else this default with admission and Go's 100 without. The soft memory limit is $GOMEMLIMIT, else 85% of the container's memory limit")
+	f.BoolVar(&o.backgroundReports, "background-reports", true, "the background controller writes its GeneratingPolicy and mutate-existing MutatingPolicy results (generated-resources, patched-target) into their triggers' PolicyReports")
 	f.BoolVar(&o.admissionReports, "admission-reports", true, "admission writes the Audit results of the requests it admits into their PolicyReports, with or without the reports controller in the process (as Kyverno's --admissionReports)")
 	f.IntVar(&o.auditQueueSize, "audit-queue-size", reports.DefaultAdmissionQueueSize, "admission results waiting for the reports controller; more are dropped (the next scan restores them)")
 	f.StringSliceVar(&o.events.Omit, "omit-events", events.DefaultOmit, "event reasons never emitted (PolicyViolation,PolicyApplied,PolicySkipped,PolicyError); empty emits all")
@@ -461,7 +469,9 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	var audit server.AuditSink
 	runsReports := slices.Contains(o.controllers, controllerReports)
 	writesAdmission := slices.Contains(o.controllers, controllerAdmission) && o.admissionReports
-	if runsReports || writesAdmission {
+	writesBackground := slices.Contains(o.controllers, controllerBackground) && o.backgroundReports
+	var backgroundResults background.Results
+	if runsReports || writesAdmission || writesBackground {
 		rec, err := processMetrics()
 		if err != nil {
 			return nil, nil, fmt.Errorf("metrics: %w", err)
@@ -470,10 +480,17 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		ro.Logger = log.WithName("reports")
 		ro.Metrics = rec
 		ro.State = state
-		if writesAdmission {
+		if writesAdmission || writesBackground {
+			// One queue and writer for the process's admission and
+			// background results.
 			q := reports.NewAdmissionQueue(o.auditQueueSize)
 			ro.Admission = q
-			audit = reportsAuditSink{queue: q}
+			if writesAdmission {
+				audit = reportsAuditSink{queue: q}
+			}
+			if writesBackground {
+				backgroundResults = q
+			}
 		}
 		setup := reports.Setup
 		if !runsReports {
@@ -509,6 +526,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			State: state, Namespace: o.namespace, Logger: log.WithName("background"),
 			LeaderElection: o.leaderElect, LeaseName: ownLease(o.leaseName, controllerBackground), ResyncInterval: o.background.resyncInterval,
 			LeaseDuration: 6 * o.retryPeriod, RenewDeadline: 5 * o.retryPeriod, RetryPeriod: o.retryPeriod,
+			Results: backgroundResults,
 		}); err != nil {
 			return nil, nil, fmt.Errorf("background: %w", err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	policyreportv1alpha2 "github.com/charter-dev/charter/api/policyreport/v1alpha2"
 )
 
 const (
@@ -159,6 +160,20 @@ var _ = Describe("CEL policies: GeneratingPolicy, MutatingPolicy mutateExisting 
 		create(ctx, &p)
 		Eventually(func() error { return netpol(ctx, celGenExisting) }).
 			WithTimeout(60*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "generateExisting: the namespace that was there")
+		// The namespace's report names what the policy generated for it.
+		var existing corev1.Namespace
+		Expect(cl.Get(ctx, client.ObjectKey{Name: celGenExisting}, &existing)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var rep policyreportv1alpha2.ClusterPolicyReport
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: string(existing.UID)}, &rep)).To(Succeed())
+			g.Expect(rep.Results).To(ContainElement(And(
+				HaveField("Source", "KyvernoGeneratingPolicy"),
+				HaveField("Policy", p.Name),
+				HaveField("Rule", p.Name),
+				HaveField("Result", policyreportv1alpha2.PolicyResult("pass")),
+				HaveField("Properties", HaveKeyWithValue("generated-resources", "networking.k8s.io/v1, Kind=NetworkPolicy Name=gpol-default-deny Namespace="+celGenExisting)),
+			)))
+		}).WithTimeout(60*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "the namespace's report: generated-resources")
 
 		// A new namespace reaches charter through its webhook once the
 		// webhook configuration follows the policy.

@@ -84,7 +84,13 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		}
 		return err
 	}
-	if err := c.applyGenerated(ctx, rr, sync); err != nil || !w.pruneStale {
+	err = c.applyGenerated(ctx, rr, sync)
+	if err == nil || rr.Status == engine.StatusError {
+		// What was generated, or why the policy could not say; a failed
+		// write is the UpdateRequest's to tell, and is retried.
+		c.reportRun(p, w.policy, ref, []engine.RuleResponse{*rr})
+	}
+	if err != nil || !w.pruneStale {
 		return err
 	}
 	// The new objects exist before the old ones go (a default-deny

@@ -5,6 +5,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine"
 )
 
 // A GeneratingPolicy (cel-policy-types.md §3.3.3) reaches this controller
@@ -30,4 +31,15 @@ func gpolGenerationChanged(prev, cur kyvernov1.PolicyInterface) bool {
 	}
 	ps, cs := p.GetGeneratingPolicySpec(), c.GetGeneratingPolicySpec()
 	return !equality.Semantic.DeepEqual(ps.Generation, cs.Generation) || !equality.Semantic.DeepEqual(ps.Variables, cs.Variables)
+}
+
+// reportRun hands the responses of a GeneratingPolicy or mutate-existing
+// MutatingPolicy run for a trigger to Options.Results, for the trigger's
+// report (generated-resources, patched-target). A ClusterPolicy's
+// generate and mutate-existing rules are not reported.
+func (c *Controller) reportRun(p kyvernov1.PolicyInterface, key string, trigger triggerRef, rules []engine.RuleResponse) {
+	if c.opts.Results == nil || trigger.UID == "" || len(rules) == 0 || matchConstraintsOf(p) == nil {
+		return
+	}
+	c.opts.Results.Results(trigger.objectRef(), []engine.PolicyResponse{{Policy: p, Key: key, Rules: rules}})
 }

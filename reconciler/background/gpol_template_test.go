@@ -64,11 +64,12 @@ func (e *env) editGeneratingPolicy(name string, edit func(string) string) {
 // new objects and deletes the old ones (synchronize) or releases them
 // (no synchronize: kept, without their generate.kyverno.io labels), with
 // a DownstreamRetargeted event per object; objects the edit did not
-// change stay as they are.
+// change stay as they are. The trigger's report names what the policy
+// generated for it (generated-resources), before and after the edit.
 func TestGeneratingPolicyTemplate(t *testing.T) {
 	e := startEnv(t)
 	e.namespace("tpl-existing")
-	e.startController(Options{})
+	e.startControllerWithReports(Options{})
 	e.createCELPolicies("gpol-template.yaml")
 
 	settings := func(ns, name, team string) error {
@@ -99,6 +100,20 @@ func TestGeneratingPolicyTemplate(t *testing.T) {
 		}
 		return settings("tpl-created", "tpl-created-settings", "shop")
 	})
+	generated := func(names ...string) func() error {
+		return func() error {
+			got, err := e.reportProperty("", created.UID, "KyvernoGeneratingPolicy", "gpol-template", "gpol-template", "pass", "generated-resources")
+			if err != nil {
+				return err
+			}
+			if want := strings.Join(names, "; "); got != want {
+				return fmt.Errorf("generated-resources %q, want %q", got, want)
+			}
+			return nil
+		}
+	}
+	e.eventually("the new namespace's report names what was generated for it", generated(
+		"networking.k8s.io/v1, Kind=NetworkPolicy Name=tpl-deny Namespace=tpl-created", "/v1, Kind=ConfigMap Name=tpl-created-settings Namespace=tpl-created"))
 	np, err := e.tplNetworkPolicy("tpl-existing")
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +136,8 @@ func TestGeneratingPolicyTemplate(t *testing.T) {
 			return e.retargetedEvent("deleted ConfigMap "+ns+"/"+ns+"-settings", "rule gpol-template")
 		})
 	}
+	e.eventually("the report names what the edited policy generates", generated(
+		"networking.k8s.io/v1, Kind=NetworkPolicy Name=tpl-deny Namespace=tpl-created", "/v1, Kind=ConfigMap Name=tpl-created-config Namespace=tpl-created"))
 	if after, err := e.tplNetworkPolicy("tpl-existing"); err != nil || after.UID != np.UID || after.ResourceVersion != np.ResourceVersion {
 		t.Errorf("the NetworkPolicy the edit did not change was touched: %v (uid %s → %s, resourceVersion %s → %s)", err, np.UID, uidOf(after), np.ResourceVersion, rvOf(after))
 	}

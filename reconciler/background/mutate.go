@@ -52,6 +52,8 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 	}
 	resp := compiled.set.Mutate(ctx, snap.request(trigger), engine.WithLoaders(c.loaders), engine.WithMutateExisting())
 	var errs []error
+	var done []engine.RuleResponse
+	writeFailed := false
 	for _, pr := range resp.Policies {
 		if pr.Key != w.policy {
 			continue
@@ -60,6 +62,7 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 			if rr.Name != w.rule {
 				continue
 			}
+			done = append(done, rr)
 			switch rr.Status {
 			case engine.StatusPass:
 				if rr.PatchedTarget == nil {
@@ -67,10 +70,12 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 				}
 				if err := targetInScope(p, rr.PatchedTarget); err != nil {
 					errs = append(errs, err)
+					writeFailed = true
 					continue
 				}
 				if err := c.writeTarget(ctx, rr.PatchedTarget); err != nil {
 					errs = append(errs, err)
+					writeFailed = true
 				}
 			case engine.StatusSkip:
 			default:
@@ -81,6 +86,12 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 				errs = append(errs, fmt.Errorf("failed to mutate existing resource%s, rule %s, response %s: %s", target, rr.Name, rr.Status, rr.Message))
 			}
 		}
+	}
+	if !writeFailed && operationOf(snap) != kyvernov1.Delete {
+		// The run's outcome for the trigger's report, once every patched
+		// target is written (a failed write is retried; the
+		// UpdateRequest tells it). A deleted trigger has no report.
+		c.reportRun(p, w.policy, triggerFromObject(trigger), done)
 	}
 	return errors.Join(errs...)
 }

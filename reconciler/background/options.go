@@ -7,6 +7,8 @@ import (
 
 	"github.com/charter-dev/charter/api/charter"
 	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/generate"
 )
 
 // Options configure the background controller.
@@ -48,6 +50,16 @@ type Options struct {
 	Burst int
 	// Logger receives the controller's logs.
 	Logger logr.Logger
+	// Results, if set, receives the outcome of every GeneratingPolicy and
+	// mutate-existing MutatingPolicy run for a trigger, for the trigger's
+	// PolicyReport (cel-policy-types.md §7).
+	Results Results
+}
+
+// Results takes the background controller's engine responses for a
+// trigger to its report. It must not block.
+type Results interface {
+	Results(trigger generate.ObjectRef, responses []engine.PolicyResponse)
 }
 
 // Defaults.

@@ -28,6 +28,11 @@ package background
 // condition naming the missing permission.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies/status;policies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=policies.kyverno.io,resources=mutatingpolicies/status;namespacedmutatingpolicies/status;generatingpolicies/status;namespacedgeneratingpolicies/status,verbs=get;update;patch
+// get;create;update: what GeneratingPolicies generated and mutate-existing
+// MutatingPolicies patched goes into the triggers' reports (reports'
+// AdmissionWriter in this process, --background-reports): read, then a
+// conditional create or PUT.
+// +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports;clusterpolicyreports,verbs=get;create;update
 // get;list;watch: namespaceSelectors, and Namespaces as triggers.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // get: configMap context entries read the ConfigMap they name.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/generate"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -70,6 +71,14 @@ func (q *AdmissionQueue) Enqueue(resource Resource, responses []engine.PolicyRes
 		q.dropped.Add(1)
 		return false
 	}
+}
+
+// Results takes the background controller's responses for a trigger
+// (its GeneratingPolicy and mutate-existing MutatingPolicy runs) into the
+// queue, so the trigger's report shows them: the queue is the
+// background controller's Options.Results.
+func (q *AdmissionQueue) Results(trigger generate.ObjectRef, responses []engine.PolicyResponse) {
+	q.Enqueue(Resource{APIVersion: trigger.APIVersion, Kind: trigger.Kind, Namespace: trigger.Namespace, Name: trigger.Name, UID: trigger.UID}, responses)
 }
 
 // Dropped counts the admissions dropped because the queue was full.

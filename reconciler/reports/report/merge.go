@@ -28,9 +28,14 @@ func NewCatalog(policies []kyvernov1.PolicyInterface) Catalog {
 			c[engine.PolicyKey(p)] = map[string]bool{"": true, engine.RuleException: true, engine.RuleEvaluation: true}
 			continue
 		}
-		if engine.ImageValidatingPolicyRules(p) != nil {
+		if engine.ImageValidatingPolicyRules(p) != nil || isGeneratingPolicy(p) {
 			// One result per resource, under the policy's name.
 			c[engine.PolicyKey(p)] = map[string]bool{p.GetName(): true, engine.RuleException: true}
+			continue
+		}
+		if isMutatingPolicy(p) {
+			// One mutate-existing result per trigger, rule "".
+			c[engine.PolicyKey(p)] = map[string]bool{"": true, engine.RuleException: true}
 			continue
 		}
 		rules, err := autogen.ComputeRules(p)
@@ -91,7 +96,7 @@ func Merge(existing, incoming []v1alpha2.PolicyReportResult) []v1alpha2.PolicyRe
 			}
 			k := resultKey(r)
 			if j, ok := byKey[k]; ok {
-				if r.Timestamp.Seconds > out[j].Timestamp.Seconds {
+				if later(r.Timestamp, out[j].Timestamp) {
 					out[j] = *r
 				}
 				continue

@@ -25,10 +25,33 @@ const SourceValidatingPolicy = "KyvernoValidatingPolicy"
 // results, as Kyverno writes it.
 const SourceImageValidatingPolicy = "KyvernoImageValidatingPolicy"
 
+// SourceMutatingPolicy is the `source` of MutatingPolicy mutate-existing
+// results, as Kyverno writes it.
+const SourceMutatingPolicy = "KyvernoMutatingPolicy"
+
+// SourceGeneratingPolicy is the `source` of GeneratingPolicy results, as
+// Kyverno writes it.
+const SourceGeneratingPolicy = "KyvernoGeneratingPolicy"
+
 // ChartersSource reports whether charter writes results of this source.
 func ChartersSource(s string) bool {
-	return s == Source || s == SourceValidatingPolicy || s == SourceImageValidatingPolicy
+	switch s {
+	case Source, SourceValidatingPolicy, SourceImageValidatingPolicy, SourceMutatingPolicy, SourceGeneratingPolicy:
+		return true
+	}
+	return false
 }
+
+// Properties of the background controller's results
+// (cel-policy-types.md §7).
+const (
+	// PropertyPatchedTarget names the targets a MutatingPolicy's
+	// mutate-existing run patched.
+	PropertyPatchedTarget = "patched-target"
+	// PropertyGeneratedResources names the objects a GeneratingPolicy
+	// generated.
+	PropertyGeneratedResources = "generated-resources"
+)
 
 // Policy annotations that feed result fields.
 const (
@@ -87,6 +110,12 @@ func (a AllowedResults) String() string {
 // ProcessBackground), stamped with now. Outcomes that allowed does not
 // keep are left out; as in Kyverno the filter sees the engine's outcome
 // before an unscored policy's fail is shown as warn.
+//
+// The background controller's responses for a trigger become results
+// too: a GeneratingPolicy's (rule = the policy's name, with
+// generated-resources) and a MutatingPolicy's mutate-existing run (rule
+// "", with patched-target), whose process is Kyverno's for those kinds
+// whatever process says.
 func Results(policies []engine.PolicyResponse, allowed AllowedResults, process string, now time.Time) []v1alpha2.PolicyReportResult {
 	var out []v1alpha2.PolicyReportResult
 	ts := metav1.Timestamp{Seconds: now.Unix()}
@@ -97,6 +126,10 @@ func Results(policies []engine.PolicyResponse, allowed AllowedResults, process s
 		}
 		ann := pr.Policy.GetAnnotations()
 		scored := ann[engine.ScoredAnnotation] != "false"
+		if r, ok := backgroundResult(pr, allowed, scored, ann, metav1.Timestamp{Seconds: now.Unix(), Nanos: int32(now.Nanosecond())}); ok {
+			out = append(out, r)
+			continue
+		}
 		for j := range pr.Rules {
 			rr := &pr.Rules[j]
 			if rr.Type != engine.TypeValidation && rr.Type != engine.TypeImageVerify {
@@ -140,10 +173,15 @@ func result(key string, policy kyvernov1.PolicyInterface, rr *engine.RuleRespons
 		msg = m
 	}
 	source := Source
-	if engine.ValidatingPolicyRules(policy) != nil {
+	switch {
+	case engine.ValidatingPolicyRules(policy) != nil:
 		source = SourceValidatingPolicy
-	} else if engine.ImageValidatingPolicyRules(policy) != nil {
+	case engine.ImageValidatingPolicyRules(policy) != nil:
 		source = SourceImageValidatingPolicy
+	case isGeneratingPolicy(policy):
+		source = SourceGeneratingPolicy
+	case isMutatingPolicy(policy):
+		source = SourceMutatingPolicy
 	}
 	r := v1alpha2.PolicyReportResult{
 		Source:     source,
