@@ -63,7 +63,6 @@ var reviewed = map[string][]grant{
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector"},
 		{cluster, "", "configmaps", "get", "configMap context entries"},
 		{cluster, "wgpolicyk8s.io", "policyreports,clusterpolicyreports", "get,list,create,update,delete", "one report per resource"},
-		{cluster, "events.k8s.io", "events", "create,patch", "ExceptionIgnored events"},
 		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
 		{"charter", "", "events", "create,patch", "leader election event"},
 		readWorkloads,
@@ -93,7 +92,6 @@ var reviewed = map[string][]grant{
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector, Namespace triggers"},
 		{cluster, "", "configmaps", "get", "configMap context entries"},
 		{cluster, "", "events", "create,patch", "events on policies"},
-		{cluster, "events.k8s.io", "events", "create,patch", "ExceptionIgnored events"},
 		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
 		// background/downstream.yaml, aggregated: what rules generate and mutate.
 		{cluster, "", "configmaps,secrets,resourcequotas,limitranges,serviceaccounts", "get,list,watch,create,update,patch,delete", "downstream objects, clone sources, targets"},

@@ -41,9 +41,6 @@ package background
 // DownstreamExists) are core/v1 Events, in the default namespace for a
 // ClusterPolicy.
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// create;patch: the policy cache tells an untrusted PolicyException that
-// it is ignored with an events.k8s.io Event.
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // get;list;watch;create;update;patch: leader election, with its own
 // Lease in charter's namespace.
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=charter,resources=leases,verbs=get;list;watch;create;update;patch

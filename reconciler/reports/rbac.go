@@ -26,10 +26,6 @@ package reports
 // with a conditional PUT, listed by the sweep, deleted with its policy's
 // last result.
 // +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports;clusterpolicyreports,verbs=get;list;create;update;delete
-// create;patch: the process's cluster state (clusterstate) tells a
-// PolicyException from a namespace charter does not trust that it is
-// ignored, with an events.k8s.io Event in its namespace.
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // get;list;watch;create;update;patch: leader election, with a Lease in
 // charter's namespace.
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=charter,resources=leases,verbs=get;list;watch;create;update;patch
