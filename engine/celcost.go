@@ -37,7 +37,7 @@ import (
 
 // untrackedBounds are the input bounds S tried for a variant, largest
 // first: the largest at which it is bounded is kept.
-var untrackedBounds = []int{4096, 1024, 256, 128, 64}
+var untrackedBounds = []int{4096, 2048, 1024, 512, 256, 128, 64}
 
 // untrackedCost returns a cel.ProgramOption that turns cost tracking off
 // for a program of an environment that turns it on: the Kubernetes base

@@ -267,25 +267,38 @@ func (v *vpolVariant) boundVariant(checked []vpolChecked) {
 		}
 	}
 	costs := make([]uint64, len(checked))
-	for _, s := range untrackedBounds {
+	bounded := func(s int) bool {
 		for i, c := range checked {
 			costs[i] = estimateMaxCost(c.res.env, c.res.ast, bounds[i], s)
 		}
-		if !withinLimits(costs) {
+		return withinLimits(costs)
+	}
+	// Costs grow with S: a variant not bounded at the smallest S (most
+	// that are not bounded at all) costs one estimate, one bounded at the
+	// largest two.
+	smallest := untrackedBounds[len(untrackedBounds)-1]
+	if !bounded(smallest) {
+		return
+	}
+	v.untrackedUpTo = smallest
+	for _, s := range untrackedBounds[:len(untrackedBounds)-1] {
+		if bounded(s) {
+			v.untrackedUpTo = s
+			break
+		}
+	}
+	if v.untrackedUpTo == smallest {
+		bounded(smallest)
+	}
+	for i, c := range checked {
+		if c.program != nil {
 			continue
 		}
-		v.untrackedUpTo = s
-		for i, c := range checked {
-			if c.program != nil {
-				continue
-			}
-			for j := range v.variables {
-				if v.variables[j].name == c.variable {
-					v.variables[j].maxCost = int64(costs[i])
-				}
+		for j := range v.variables {
+			if v.variables[j].name == c.variable {
+				v.variables[j].maxCost = int64(costs[i])
 			}
 		}
-		return
 	}
 }
 
