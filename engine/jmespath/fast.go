@@ -80,61 +80,129 @@ func compileFast(n gojmespath.ASTNode) *fastNode {
 	return out
 }
 
+// fastValue is a value during evaluation: a value of the data (or a
+// literal), held in the interface it came in, or a list the evaluation
+// made, held as a slice. A list made for the node above to iterate (the
+// operand of a flatten or a projection) is never boxed into an interface,
+// and its backing array is handed to the next list the query makes
+// (fastScratch): of the five lists
+// "spec.[ephemeralContainers, initContainers, containers][].ports[].hostPort"
+// makes, only the last is its result.
+type fastValue struct {
+	v    any   // when list is nil
+	list []any // a list the evaluation made (never nil when it did)
+}
+
+// value is the value as the library would hold it.
+func (r fastValue) value() any {
+	if r.list != nil {
+		return r.list
+	}
+	return r.v
+}
+
+// asList returns the value as a list of the data or of the evaluation.
+func (r fastValue) asList() ([]any, bool) {
+	if r.list != nil {
+		return r.list, true
+	}
+	l, ok := r.v.([]any)
+	return l, ok
+}
+
+// isSlice is the library's isSliceType of the value: a made list is one.
+func (r fastValue) isSlice() bool { return r.list != nil || isSlice(r.v) }
+
+// fastScratch keeps, for one evaluation, the backing arrays of lists
+// already consumed by the node above, for the lists made after them. A
+// nil scratch makes every list anew.
+type fastScratch struct {
+	free [4][]any
+	n    int
+}
+
+// get returns an empty list with room for n elements.
+func (s *fastScratch) get(n int) []any {
+	if s != nil {
+		for i := range s.n {
+			if cap(s.free[i]) >= n {
+				l := s.free[i]
+				s.n--
+				s.free[i], s.free[s.n] = s.free[s.n], nil
+				return l[:0]
+			}
+		}
+	}
+	return make([]any, 0, n)
+}
+
+// put takes back a list the evaluation made and nothing holds any more.
+func (s *fastScratch) put(l []any) {
+	if s == nil || s.n == len(s.free) {
+		return
+	}
+	clear(l)
+	s.free[s.n] = l[:0]
+	s.n++
+}
+
 // eval mirrors treeInterpreter.execute node by node (go-jmespath
 // interpreter.go); the comments name what each case copies.
-func (n *fastNode) eval(v any) (any, fastStatus) {
+func (n *fastNode) eval(in fastValue, s *fastScratch) (fastValue, fastStatus) {
 	switch n.typ {
 	case gojmespath.ASTField:
-		if m, ok := v.(map[string]any); ok {
-			if x, ok := m[n.key]; ok {
-				return x, fastOK
+		if in.list == nil {
+			if m, ok := in.v.(map[string]any); ok {
+				if x, ok := m[n.key]; ok {
+					return fastValue{v: x}, fastOK
+				}
+				return fastValue{}, fastNotFound
 			}
-			return nil, fastNotFound
-		}
-		// fieldFromStruct: nil for anything but a struct or a pointer.
-		if v != nil {
-			if k := reflect.TypeOf(v).Kind(); k == reflect.Struct || k == reflect.Pointer {
-				return nil, fastBail
+			// fieldFromStruct: nil for anything but a struct or a pointer.
+			if in.v != nil {
+				if k := reflect.TypeOf(in.v).Kind(); k == reflect.Struct || k == reflect.Pointer {
+					return fastValue{}, fastBail
+				}
 			}
 		}
-		return nil, fastOK
+		return fastValue{}, fastOK
 
 	case gojmespath.ASTSubexpression, gojmespath.ASTIndexExpression:
 		// Every error of the left side, a missing key included, is the
 		// result.
-		left, st := n.children[0].eval(v)
+		left, st := n.children[0].eval(in, s)
 		if st != fastOK {
-			return nil, st
+			return fastValue{}, st
 		}
-		return n.children[1].eval(left)
+		return n.children[1].eval(left, s)
 
 	case gojmespath.ASTFlatten:
 		// Any error of the left side gives nil.
-		left, st := n.children[0].eval(v)
+		left, st := n.children[0].eval(in, s)
 		switch st {
 		case fastBail:
-			return nil, fastBail
+			return fastValue{}, fastBail
 		case fastNotFound:
-			return nil, fastOK
+			return fastValue{}, fastOK
 		}
-		list, ok := left.([]any)
+		list, ok := left.asList()
 		if !ok {
-			if isSlice(left) {
-				return nil, fastBail
+			if left.isSlice() {
+				return fastValue{}, fastBail
 			}
-			return nil, fastOK
+			return fastValue{}, fastOK
 		}
 		size := 0
 		for _, e := range list {
 			if inner, ok := e.([]any); ok {
 				size += len(inner)
 			} else if isSlice(e) {
-				return nil, fastBail
+				return fastValue{}, fastBail
 			} else {
 				size++
 			}
 		}
-		out := make([]any, 0, size)
+		out := s.get(size)
 		for _, e := range list {
 			if inner, ok := e.([]any); ok {
 				out = append(out, inner...)
@@ -142,98 +210,112 @@ func (n *fastNode) eval(v any) (any, fastStatus) {
 				out = append(out, e)
 			}
 		}
-		return out, fastOK
+		if left.list != nil {
+			s.put(left.list)
+		}
+		return fastValue{list: out}, fastOK
 
 	case gojmespath.ASTProjection:
 		// A missing key on the left is nil; nil results are dropped.
-		left, st := n.children[0].eval(v)
+		left, st := n.children[0].eval(in, s)
 		if st == fastBail {
-			return nil, fastBail
+			return fastValue{}, fastBail
 		}
-		list, ok := left.([]any)
+		list, ok := left.asList()
 		if !ok {
-			if isSlice(left) {
-				return nil, fastBail
+			if left.isSlice() {
+				return fastValue{}, fastBail
 			}
-			return nil, fastOK
+			return fastValue{}, fastOK
 		}
-		out := make([]any, 0, len(list))
+		out := s.get(len(list))
 		for _, e := range list {
-			cur, st := n.children[1].eval(e)
+			cur, st := n.children[1].eval(fastValue{v: e}, s)
 			if st == fastBail {
-				return nil, fastBail
+				return fastValue{}, fastBail
 			}
-			if cur != nil {
-				out = append(out, cur)
+			if v := cur.value(); v != nil {
+				out = append(out, v)
 			}
 		}
-		return out, fastOK
+		if left.list != nil {
+			s.put(left.list)
+		}
+		return fastValue{list: out}, fastOK
 
 	case gojmespath.ASTMultiSelectList:
-		if v == nil {
-			return nil, fastOK
+		if in.list == nil && in.v == nil {
+			return fastValue{}, fastOK
 		}
-		out := make([]any, 0, len(n.children))
+		out := s.get(len(n.children))
 		for _, c := range n.children {
-			cur, st := c.eval(v)
+			cur, st := c.eval(in, s)
 			if st == fastBail {
-				return nil, fastBail
+				return fastValue{}, fastBail
 			}
-			out = append(out, cur) // nil on a missing key
+			out = append(out, cur.value()) // nil on a missing key
 		}
-		return out, fastOK
+		return fastValue{list: out}, fastOK
 
 	case gojmespath.ASTOrExpression:
-		matched, st := n.children[0].eval(v)
+		matched, st := n.children[0].eval(in, s)
 		if st == fastBail {
-			return nil, fastBail
+			return fastValue{}, fastBail
 		}
-		isFalse, known := falsy(matched)
+		isFalse, known := true, true
+		if matched.list != nil {
+			isFalse = len(matched.list) == 0
+		} else {
+			isFalse, known = falsy(matched.v)
+		}
 		if !known {
-			return nil, fastBail
+			return fastValue{}, fastBail
 		}
 		if isFalse {
-			if matched, st = n.children[1].eval(v); st == fastBail {
-				return nil, fastBail
+			if matched.list != nil {
+				s.put(matched.list)
+			}
+			if matched, st = n.children[1].eval(in, s); st == fastBail {
+				return fastValue{}, fastBail
 			}
 		}
 		return matched, fastOK
 
 	case gojmespath.ASTLiteral:
-		return n.literal, fastOK
+		return fastValue{v: n.literal}, fastOK
 
 	case gojmespath.ASTIdentity, gojmespath.ASTCurrentNode:
-		return v, fastOK
+		return in, fastOK
 
 	case gojmespath.ASTIndex:
-		list, ok := v.([]any)
+		list, ok := in.asList()
 		if !ok {
-			if isSlice(v) {
-				return nil, fastBail
+			if in.isSlice() {
+				return fastValue{}, fastBail
 			}
-			return nil, fastOK
+			return fastValue{}, fastOK
 		}
 		i := n.index
 		if i < 0 {
 			i += len(list)
 		}
 		if i >= 0 && i < len(list) {
-			return list[i], fastOK
+			return fastValue{v: list[i]}, fastOK
 		}
-		return nil, fastOK
+		return fastValue{}, fastOK
 
 	case gojmespath.ASTPipe:
 		// A missing key in a stage passes nil on.
-		result := v
+		result := in
 		for _, c := range n.children {
 			var st fastStatus
-			if result, st = c.eval(result); st == fastBail {
-				return nil, fastBail
+			if result, st = c.eval(result, s); st == fastBail {
+				return fastValue{}, fastBail
 			}
 		}
 		return result, fastOK
 	}
-	return nil, fastBail
+	return fastValue{}, fastBail
 }
 
 // isSlice is the library's isSliceType.

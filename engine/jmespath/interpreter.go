@@ -133,8 +133,9 @@ func (q *Query) Search(data any) (out any, err error) {
 		}
 	}()
 	if q.fast != nil {
-		if out, st := q.fast.eval(data); st == fastOK {
-			return out, nil
+		var scratch fastScratch
+		if out, st := q.fast.eval(fastValue{v: data}, &scratch); st == fastOK {
+			return out.value(), nil
 		}
 	}
 	return q.parsed.Search(data, q.opt)
