@@ -23,8 +23,8 @@ func anyIn(key, value any) bool {
 	if !ok {
 		return false
 	}
-	for _, k := range keys {
-		if vs.contains(k) {
+	for i := range keys.len() {
+		if vs.contains(keys.at(i)) {
 			return true
 		}
 	}
@@ -36,8 +36,8 @@ func allIn(key, value any) bool {
 	if !ok {
 		return false
 	}
-	for _, k := range keys {
-		if !vs.contains(k) {
+	for i := range keys.len() {
+		if !vs.contains(keys.at(i)) {
 			return false
 		}
 	}
@@ -49,8 +49,8 @@ func anyNotIn(key, value any) bool {
 	if !ok {
 		return false
 	}
-	for _, k := range keys {
-		if !vs.contains(k) {
+	for i := range keys.len() {
+		if !vs.contains(keys.at(i)) {
 			return true
 		}
 	}
@@ -62,33 +62,54 @@ func allNotIn(key, value any) bool {
 	if !ok {
 		return false
 	}
-	for _, k := range keys {
-		if vs.contains(k) {
+	for i := range keys.len() {
+		if vs.contains(keys.at(i)) {
 			return false
 		}
 	}
 	return true
 }
 
-// operands stringifies the key into elements and parses the value into a
-// set; ok is false when either has a type the operators do not take.
-func operands(key, value any) ([]string, valueSet, bool) {
-	var keys []string
+// operands reads the key as its elements and the value as a set; ok is
+// false when either has a type the operators do not take. Neither is
+// copied: the Pod Security policies' deny conditions meet a few set
+// operators per review, and the value lists are the policies' own.
+func operands(key, value any) (keyElements, valueSet, bool) {
+	var keys keyElements
 	switch k := key.(type) {
 	case string:
-		keys = []string{k}
+		keys.one = k
 	case bool, int, int64, float64:
-		keys = []string{fmt.Sprint(k)}
+		keys.one = fmt.Sprint(k)
 	case []any:
-		keys = make([]string, len(k))
-		for i, e := range k {
-			keys[i] = element(e)
-		}
+		keys.list, keys.isList = k, true
 	default:
-		return nil, valueSet{}, false
+		return keyElements{}, valueSet{}, false
 	}
 	vs, ok := parseValueSet(value)
 	return keys, vs, ok
+}
+
+// keyElements is a scalar key (one element) or an array key's elements,
+// stringified as they are read.
+type keyElements struct {
+	one    string
+	list   []any
+	isList bool
+}
+
+func (k keyElements) len() int {
+	if k.isList {
+		return len(k.list)
+	}
+	return 1
+}
+
+func (k keyElements) at(i int) string {
+	if k.isList {
+		return element(k.list[i])
+	}
+	return k.one
 }
 
 // element stringifies one element of a key or value array as fmt.Sprint
@@ -104,11 +125,15 @@ func element(e any) string {
 
 // valueSet is the right-hand side of a set operator.
 type valueSet struct {
+	// list holds an array value's elements, stringified (element) as
+	// they are compared; items a JSON-encoded array's, or a scalar's.
+	list  []any
 	items []string
 	// literal is a string value itself, matched as a wildcard pattern before
 	// its range or JSON reading is tried.
-	literal *string
-	rng     *numberRange
+	literal    string
+	hasLiteral bool
+	rng        *numberRange
 }
 
 type numberRange struct {
@@ -124,22 +149,22 @@ var (
 func parseValueSet(value any) (valueSet, bool) {
 	switch v := value.(type) {
 	case []any:
-		items := make([]string, len(v))
-		for i, e := range v {
-			items[i] = element(e)
-		}
-		return valueSet{items: items}, true
+		return valueSet{list: v}, true
 	case bool, int, int64, float64:
 		return valueSet{items: []string{fmt.Sprint(v)}}, true
 	case string:
-		s := valueSet{literal: &v}
-		if m := notInRangeRE.FindStringSubmatch(v); m != nil {
-			s.rng = &numberRange{lo: m[1], hi: m[2], outside: true}
-			return s, true
-		}
-		if m := inRangeRE.FindStringSubmatch(v); m != nil {
-			s.rng = &numberRange{lo: m[1], hi: m[2]}
-			return s, true
+		s := valueSet{literal: v, hasLiteral: true}
+		// Both range forms hold a '-' between their bounds; the common
+		// value without one skips the expressions.
+		if strings.Contains(v, "-") {
+			if m := notInRangeRE.FindStringSubmatch(v); m != nil {
+				s.rng = &numberRange{lo: m[1], hi: m[2], outside: true}
+				return s, true
+			}
+			if m := inRangeRE.FindStringSubmatch(v); m != nil {
+				s.rng = &numberRange{lo: m[1], hi: m[2]}
+				return s, true
+			}
 		}
 		if strings.HasPrefix(strings.TrimSpace(v), "[") {
 			var arr []string
@@ -154,11 +179,16 @@ func parseValueSet(value any) (valueSet, bool) {
 }
 
 func (s valueSet) contains(k string) bool {
-	if s.literal != nil && (wildcard.Match(*s.literal, k) || wildcard.Match(k, *s.literal)) {
+	if s.hasLiteral && (wildcard.Match(s.literal, k) || wildcard.Match(k, s.literal)) {
 		return true
 	}
 	if s.rng != nil {
 		return s.rng.contains(k)
+	}
+	for _, e := range s.list {
+		if v := element(e); wildcard.Match(v, k) || wildcard.Match(k, v) {
+			return true
+		}
 	}
 	for _, v := range s.items {
 		if wildcard.Match(v, k) || wildcard.Match(k, v) {
