@@ -54,6 +54,9 @@ func (vd *validator) foreach(ctx context.Context, doc *jsoncontext.Document, lis
 // elementScope: true on such an element is an error, as in Kyverno.
 func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe *foreachValidation, elements []any, scope map[string]any, nesting int) (outcome, int) {
 	applied := 0
+	// One child document serves every element in turn: nothing keeps an
+	// element's document once its outcome is known.
+	var edoc *jsoncontext.Document
 	for i, el := range elements {
 		if el == nil {
 			continue
@@ -64,7 +67,11 @@ func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe
 		} else if !ok && fe.elementScope != nil && *fe.elementScope {
 			return errorf("failed to process foreach: cannot use elementScope=true foreach rules for elements that are not maps, expected type=map got type=%T", el), applied
 		}
-		edoc := doc.Child()
+		if edoc == nil {
+			edoc = doc.Child()
+		} else {
+			edoc.Reset(doc)
+		}
 		if err := vd.ev.enterElement(ctx, edoc, vd.rule, fe.context, el, i, nesting); err != nil {
 			return errored("validation failure: failed to load context", err), applied
 		}
@@ -111,10 +118,11 @@ func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe
 // (see pinElementValues).
 func (ev *evaluation) enterElement(ctx context.Context, doc *jsoncontext.Document, r *rule, entries []kyvernov1.ContextEntry, el any, index, nesting int) error {
 	elementN, indexN := elementNames(nesting)
+	i := elementIndex(index)
 	doc.SetRoot("element", el)
-	doc.SetRoot("elementIndex", float64(index))
+	doc.SetRoot("elementIndex", i)
 	doc.SetRoot(elementN, el)
-	doc.SetRoot(indexN, float64(index))
+	doc.SetRoot(indexN, i)
 	perElement := ev.foreachValues(r)
 	if err := ev.loadEntries(ctx, doc, r, entries, perElement); err != nil {
 		return err
@@ -186,6 +194,24 @@ func (ev *evaluation) evalList(doc *jsoncontext.Document, expr string) ([]any, e
 
 // elementNames returns the names of the nesting-specific element variables
 // (element0/elementIndex0, element1/...).
+// elementIndex is index as the JSON number a document holds: boxed once
+// for the first indexes (a float64 in an interface is an allocation, and
+// every foreach element sets two).
+func elementIndex(index int) any {
+	if index < len(elementIndexes) {
+		return elementIndexes[index]
+	}
+	return float64(index)
+}
+
+var elementIndexes = func() []any {
+	out := make([]any, 64)
+	for i := range out {
+		out[i] = float64(i)
+	}
+	return out
+}()
+
 func elementNames(nesting int) (string, string) {
 	if nesting < len(elementVars) {
 		return elementVars[nesting][0], elementVars[nesting][1]

@@ -95,6 +95,19 @@ func (d *Document) Child() *Document {
 	return &Document{root: root, querier: d.querier, lazy: d.lazy, filled: d.filled}
 }
 
+// Reset makes d again what parent.Child() returned, in d's own top-level
+// map: a foreach evaluates its elements one after another, each in a
+// child of the entry's document, and one map serves them all. d must be a
+// child of parent that nothing else holds (see SetRoot), and what was
+// read from it before must not be needed any more.
+func (d *Document) Reset(parent *Document) {
+	clear(d.root)
+	for k, v := range parent.root {
+		d.root[k] = v
+	}
+	d.querier, d.lazy, d.filled = parent.querier, parent.lazy, parent.filled
+}
+
 // Root returns the top-level map. Callers must not modify it.
 func (d *Document) Root() map[string]any {
 	d.fill()

@@ -96,6 +96,41 @@ func TestDocumentLayering(t *testing.T) {
 	}
 }
 
+// TestResetChild: a child reset after Set and SetRoot is what Child gives
+// again (the foreach element loop), and the parent never sees the writes;
+// the lazy entry follows the parent's state.
+func TestResetChild(t *testing.T) {
+	jp := jmespath.New()
+	parent := New(jp, map[string]any{"request": map[string]any{"operation": "CREATE"}})
+	parent.Lazy("images", func() any { return map[string]any{"n": 1.0} })
+	child := parent.Child()
+	child.SetRoot("element", "first")
+	child.Set("request.operation", "UPDATE")
+	child.Set("ctx.value", 2)
+	if v, _ := child.Query("images.n"); v != 1.0 {
+		t.Fatalf("child reads images.n %v", v)
+	}
+	child.Reset(parent)
+	want := parent.Child()
+	if !reflect.DeepEqual(child.root, want.root) || child.filled != want.filled || child.lazy != want.lazy {
+		t.Errorf("reset child root %v filled %v, want %v filled %v", child.root, child.filled, want.root, want.filled)
+	}
+	for _, path := range []string{"element", "ctx"} {
+		if _, ok := child.Get(path); ok {
+			t.Errorf("%s is still set after Reset", path)
+		}
+	}
+	if v, _ := child.Get("request.operation"); v != "CREATE" {
+		t.Errorf("request.operation = %v after Reset", v)
+	}
+	if v, _ := parent.Get("request.operation"); v != "CREATE" {
+		t.Errorf("parent changed: %v", v)
+	}
+	if v, _ := child.Query("images.n"); v != 1.0 {
+		t.Errorf("after Reset the child reads images.n %v", v)
+	}
+}
+
 func TestSplitPath(t *testing.T) {
 	for _, tc := range []struct {
 		path string

@@ -71,7 +71,7 @@ func requestImages(r RequestInfo) map[string]any {
 func requestRoot(r RequestInfo) map[string]any {
 	object := requestObject(r)
 	request := map[string]any{
-		"operation":    r.Operation,
+		"operation":    operation(r.Operation),
 		"object":       jsonOrNil(object),
 		"oldObject":    jsonOrNil(r.OldObject),
 		"namespace":    r.Namespace,
@@ -103,7 +103,32 @@ func jsonOrNil(m map[string]any) any {
 	return m
 }
 
-func stringList(s []string) []any {
+// operation is the request's operation as the document holds it: the
+// four the API server sends are boxed once, not for every review.
+func operation(op string) any {
+	switch op {
+	case "CREATE":
+		return opCreate
+	case "UPDATE":
+		return opUpdate
+	case "DELETE":
+		return opDelete
+	case "CONNECT":
+		return opConnect
+	}
+	return op
+}
+
+var opCreate, opUpdate, opDelete, opConnect any = "CREATE", "UPDATE", "DELETE", "CONNECT"
+
+// emptyList is the document's empty list (no roles, no groups), shared:
+// appending to it makes a new one.
+var emptyList any = []any{}
+
+func stringList(s []string) any {
+	if len(s) == 0 {
+		return emptyList
+	}
 	out := make([]any, len(s))
 	for i, v := range s {
 		out[i] = v
