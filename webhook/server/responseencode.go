@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,19 +72,62 @@ func plainStatus(st *metav1.Status) bool {
 		st.Reason == "" && st.Details == nil && st.Code == 0
 }
 
-// appendJSONString writes s as a JSON string, as encoding/json does: plain
-// when it is printable ASCII that needs no escaping (encoding/json also
-// escapes <, > and & for HTML), else through encoding/json itself.
+// appendJSONString writes s as a JSON string exactly as encoding/json
+// does (with its HTML escaping of <, > and &, \ufffd for invalid UTF-8,
+// and U+2028 and U+2029 escaped), straight into buf: a denial's message
+// has line breaks, and going through json.Marshal for it made a copy per
+// review.
 func appendJSONString(buf *bytes.Buffer, s string) {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s) // a string always encodes
-			buf.Write(b)
-			return
-		}
-	}
 	buf.WriteByte('"')
-	buf.WriteString(s)
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			buf.WriteString(s[start:i])
+			switch b {
+			case '\\', '"':
+				buf.WriteByte('\\')
+				buf.WriteByte(b)
+			case '\b':
+				buf.WriteString(`\b`)
+			case '\f':
+				buf.WriteString(`\f`)
+			case '\n':
+				buf.WriteString(`\n`)
+			case '\r':
+				buf.WriteString(`\r`)
+			case '\t':
+				buf.WriteString(`\t`)
+			default:
+				buf.WriteString(`\u00`)
+				buf.WriteByte(hexDigits[b>>4])
+				buf.WriteByte(hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			buf.WriteString(s[start:i])
+			buf.WriteString(`\ufffd`)
+		case c == '\u2028' || c == '\u2029':
+			buf.WriteString(s[start:i])
+			buf.WriteString(`\u202`)
+			buf.WriteByte(hexDigits[c&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	buf.WriteString(s[start:])
 	buf.WriteByte('"')
 }
+
+const hexDigits = "0123456789abcdef"

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -50,3 +51,36 @@ func TestAppendResponseMatchesEncoder(t *testing.T) {
 
 const blockedMessageForTest = "\n\nresource Pod/default/nginx was blocked due to the following policies \n\n" +
 	"disallow-latest-tag:\n  require-image-tag: 'validation error: An image tag is required. rule require-image-tag failed at path /spec/containers/0/image/'\n"
+
+// TestAppendJSONStringMatchesMarshal: every byte that encoding/json
+// escapes, invalid UTF-8, the separators it escapes and runes it keeps.
+func TestAppendJSONStringMatchesMarshal(t *testing.T) {
+	var all strings.Builder
+	for b := range 0x80 {
+		all.WriteByte(byte(b))
+	}
+	for _, s := range []string{"", "plain", all.String(), "a\nb\r\tc\b\f\x00\x1f\x7f", `"quoted" \ back`, "<html> & more",
+		"é ü 日本 \u2028 \u2029 \u2027 \u202a 😀", "bad \xff utf8 \xe2\x80", "\xc3", "end\xe2\x80\xa8"} {
+		var got bytes.Buffer
+		appendJSONString(&got, s)
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != string(want) {
+			t.Errorf("appendJSONString(%q) = %s, json.Marshal gives %s", s, got.String(), want)
+		}
+	}
+}
+
+func FuzzAppendJSONString(f *testing.F) {
+	f.Add("a\n<b>\u2028\xff")
+	f.Fuzz(func(t *testing.T, s string) {
+		var got bytes.Buffer
+		appendJSONString(&got, s)
+		want, _ := json.Marshal(s)
+		if got.String() != string(want) {
+			t.Errorf("appendJSONString(%q) = %s, json.Marshal gives %s", s, got.String(), want)
+		}
+	})
+}
