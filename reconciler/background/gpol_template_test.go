@@ -16,15 +16,15 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
-// retargetedEvent finds a DownstreamRetargeted event whose message holds
-// every part.
-func (e *env) retargetedEvent(parts ...string) error {
+// retargetedEvent finds a DownstreamRetargeted event about a policy whose
+// message holds every part.
+func (e *env) retargetedEvent(kind, policy string, parts ...string) error {
 	var events corev1.EventList
 	if err := e.cl.List(e.ctx, &events); err != nil {
 		return err
 	}
 	for _, ev := range events.Items {
-		if ev.Reason != ReasonDownstreamRetargeted {
+		if ev.Reason != ReasonDownstreamRetargeted || ev.InvolvedObject.Kind != kind || ev.InvolvedObject.Name != policy {
 			continue
 		}
 		found := true
@@ -35,7 +35,7 @@ func (e *env) retargetedEvent(parts ...string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("no %s event with %q among %d events", ReasonDownstreamRetargeted, parts, len(events.Items))
+	return fmt.Errorf("no %s event on %s %s with %q among %d events", ReasonDownstreamRetargeted, kind, policy, parts, len(events.Items))
 }
 
 // editGeneratingPolicy rewrites the template of a GeneratingPolicy's first
@@ -133,7 +133,7 @@ func TestGeneratingPolicyTemplate(t *testing.T) {
 			if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: ns + "-settings"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("%s/%s-settings still there (err %v)", ns, ns, err)
 			}
-			return e.retargetedEvent("deleted ConfigMap "+ns+"/"+ns+"-settings", "rule gpol-template")
+			return e.retargetedEvent("GeneratingPolicy", "gpol-template", "deleted ConfigMap "+ns+"/"+ns+"-settings", "rule gpol-template")
 		})
 	}
 	e.eventually("the report names what the edited policy generates", generated(
@@ -166,7 +166,7 @@ func TestGeneratingPolicyTemplate(t *testing.T) {
 		if old.Data["version"] != "1" {
 			return fmt.Errorf("the released keep-v1 changed: %v", old.Data)
 		}
-		return e.retargetedEvent("released ConfigMap tpl-existing/keep-v1", "rule gpol-keep")
+		return e.retargetedEvent("GeneratingPolicy", "gpol-keep", "released ConfigMap tpl-existing/keep-v1", "rule gpol-keep")
 	})
 }
 
