@@ -464,7 +464,31 @@ func (c *libContext) http(method, url string, data map[string]any, headers []API
 	if err != nil {
 		return types.NewErr("request failed: %v", err)
 	}
-	return types.DefaultTypeAdapter.NativeToValue(v)
+	return types.DefaultTypeAdapter.NativeToValue(httpAnswer(v))
+}
+
+// httpAnswer shapes a library call's {body, statusCode} as Kyverno's
+// http.* answers live: a JSON object body with statusCode merged in, any
+// other body as {body, statusCode}. The object keeps its whole body under
+// "body" too (unless it has a field of that name), so a policy written
+// against Kyverno's CLI mocks, which answer {body, statusCode}
+// (`.body.allowed`), reads the same in the CLI and in the cluster.
+func httpAnswer(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	body, isObject := m["body"].(map[string]any)
+	if !isObject {
+		return m
+	}
+	out := make(map[string]any, len(body)+2)
+	maps.Copy(out, body)
+	out["statusCode"] = m["statusCode"]
+	if _, ok := out["body"]; !ok {
+		out["body"] = body
+	}
+	return out
 }
 
 func imageMetadata(args ...ref.Val) ref.Val {

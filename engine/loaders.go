@@ -66,10 +66,10 @@ type APICall struct {
 	Data map[string]any
 	// Library marks a call of the CEL http library (http.Get, http.Post,
 	// http.Client(caPEM).Get, ...) rather than an apiCall context entry:
-	// the caller answers it as Kyverno's library does (a non-2xx answer
-	// is no error; a JSON object comes back with statusCode merged in,
-	// any other body as {body, statusCode}) and may refuse addresses
-	// policies must not reach (cloud metadata, loopback).
+	// the caller answers {body: <the decoded JSON answer, null when it
+	// is not JSON>, statusCode: <int>}, a non-2xx status being no error,
+	// and may refuse addresses policies must not reach (cloud metadata,
+	// loopback). The engine shapes the answer as Kyverno's library does.
 	Library bool
 }
 

@@ -133,10 +133,9 @@ func (a *APICalls) guard() (*httpGuard, error) {
 	return a.httpGuard, a.guardErr
 }
 
-// libraryCall performs a CEL http library call and answers as Kyverno's
-// library does: a non-2xx status is no error; a JSON object comes back
-// with statusCode merged in, any other body as {body, statusCode}, and a
-// body that is not JSON as a null body.
+// libraryCall performs a CEL http library call and answers {body,
+// statusCode} (engine.APICall.Library): a non-2xx status is no error and
+// a body that is not JSON is null.
 func (a *APICalls) libraryCall(ctx context.Context, method string, call engine.APICall, body []byte) (any, error) {
 	g, err := a.guard()
 	if err != nil {
@@ -156,10 +155,6 @@ func (a *APICalls) libraryCall(ctx context.Context, method string, call engine.A
 	var decoded any
 	if json.Unmarshal(raw, &decoded) != nil {
 		decoded = nil
-	}
-	if obj, ok := decoded.(map[string]any); ok {
-		obj["statusCode"] = status
-		return obj, nil
 	}
 	return map[string]any{"body": decoded, "statusCode": status}, nil
 }

@@ -40,8 +40,9 @@ func libraryServer(t *testing.T) (srv *httptest.Server, caBundle string) {
 	return srv, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
 }
 
-// TestHTTPLibraryCalls: calls of the CEL http library answer as Kyverno's
-// do (status merged in, non-2xx no error), trust the bundle of
+// TestHTTPLibraryCalls: calls of the CEL http library answer {body,
+// statusCode} (non-2xx no error, a body that is not JSON null), trust the
+// bundle of
 // http.Client(caPEM), and never reach what the blocklist names, even by a
 // name that resolves there.
 func TestHTTPLibraryCalls(t *testing.T) {
@@ -58,11 +59,12 @@ func TestHTTPLibraryCalls(t *testing.T) {
 		err   string
 	}{
 		{
-			name: "a JSON object gets statusCode", calls: open,
+			name: "a JSON object with its status", calls: open,
 			call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Library: true, Method: "POST", Data: map[string]any{"a": "b"},
 				Headers: []engine.APICallHeader{{Key: "X-Team", Value: "shop"}}},
 			check: func(t *testing.T, out map[string]any) {
-				if out["statusCode"] != 200 || out["method"] != "POST" || out["body"] != `{"a":"b"}` || out["team"] != "shop" {
+				body, _ := out["body"].(map[string]any)
+				if out["statusCode"] != 200 || body["method"] != "POST" || body["body"] != `{"a":"b"}` || body["team"] != "shop" {
 					t.Errorf("answer %v", out)
 				}
 			},
@@ -70,7 +72,7 @@ func TestHTTPLibraryCalls(t *testing.T) {
 		{
 			name: "a non-2xx status is an answer, not an error", calls: open, call: lib(srv.URL + "/missing"),
 			check: func(t *testing.T, out map[string]any) {
-				if out["statusCode"] != 404 || out["reason"] != "no such image" {
+				if out["statusCode"] != 404 || out["body"].(map[string]any)["reason"] != "no such image" {
 					t.Errorf("answer %v", out)
 				}
 			},
@@ -162,6 +164,12 @@ spec:
 	withCA := `http.Client(` + strconv.Quote(caBundle) + `).Get("` + srv.URL + `/echo", {"X-Team": "shop"})`
 	if r := eval(t, withCA, "shop"); r.Status != engine.StatusPass {
 		t.Errorf("http.Client(caPEM).Get: %s %q, want pass", r.Status, r.Message)
+	}
+	// The CLI mocks' shape reads the same: the whole body under body.
+	// (A 404 is an answer too.)
+	missing := `http.Client(` + strconv.Quote(caBundle) + `).Get("` + srv.URL + `/missing")`
+	if r := eval(t, `{"statusCode": dyn(200), "team": `+missing+`.body.reason}`, "no such image"); r.Status != engine.StatusPass {
+		t.Errorf(".body.reason: %s %q, want pass", r.Status, r.Message)
 	}
 	if r := eval(t, withCA, "other"); r.Status != engine.StatusFail {
 		t.Errorf("http.Client(caPEM).Get, other team: %s %q, want fail", r.Status, r.Message)

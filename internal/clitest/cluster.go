@@ -48,6 +48,14 @@ func (c *fakeCluster) Call(_ context.Context, call engine.APICall) (any, error) 
 			continue
 		}
 		if (r.URLPath != "" && r.URLPath == call.URLPath) || (r.URL != "" && r.URL == call.URL) {
+			if call.Library {
+				// The CEL http library: Kyverno's mock shape, any status.
+				status := r.Response.StatusCode
+				if status == 0 {
+					status = 200
+				}
+				return map[string]any{"body": r.Response.Body, "statusCode": status}, nil
+			}
 			if r.Response.StatusCode >= 300 {
 				return nil, fmt.Errorf("apiCall %s%s: HTTP %d", call.URL, call.URLPath, r.Response.StatusCode)
 			}
