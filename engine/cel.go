@@ -191,11 +191,12 @@ func celFault(detail string) string {
 // celInputs are a request's CEL variables other than params and variables,
 // built once per request and shared by every CEL rule.
 type celInputs struct {
-	object, oldObject, namespace ref.Val
-	// request is built on first read (requestValue): most policies never
-	// read it, and building it allocates a dozen maps.
-	request ref.Val
-	view    *requestView
+	object, oldObject ref.Val
+	// request and namespace are built on first read (requestValue,
+	// namespaceValue): most policies never read them, and building them
+	// allocates a dozen maps, or looks the namespace up.
+	request, namespace ref.Val
+	view               *requestView
 	// adapter wraps the request's values for every expression of every
 	// policy that reads them.
 	adapter *sharedAdapter
@@ -204,20 +205,43 @@ type celInputs struct {
 	sharedVariables map[string]sharedVariable
 	// namespaceObject is what namespace wraps.
 	namespaceObject map[string]any
-	// size is inputSize's answer, once asked (-1 before).
-	size int
+	// sizes are inputSize's answers by input, once asked (-1 before).
+	sizes [inputCount]int
 }
 
-// inputSize is the size of the longest list, map or string in the
-// request's inputs (object, oldObject, namespaceObject and request), or
-// more than the largest bound of untrackedBounds: what decides whether a
-// bounded ValidatingPolicy variant may run untracked (celcost.go).
-func (ci *celInputs) inputSize() int {
-	if ci.size >= 0 {
-		return ci.size
+// inputSize is the size of the longest list, map or string in the inputs
+// of reads (a set of 1<<input), or more than the largest bound of
+// untrackedBounds: what decides whether a bounded ValidatingPolicy
+// variant, which reads those, may run untracked (celcost.go). Each input
+// is measured once per request.
+func (ci *celInputs) inputSize(reads uint8) int {
+	size := 0
+	for i := range inputCount {
+		if reads&(1<<i) == 0 {
+			continue
+		}
+		if ci.sizes[i] < 0 {
+			ci.sizes[i] = ci.measure(i)
+		}
+		size = max(size, ci.sizes[i])
 	}
+	return size
+}
+
+// measure is inputSize for one input.
+func (ci *celInputs) measure(i int) int {
 	limit := untrackedBounds[0]
 	in := ci.view
+	switch i {
+	case inputObject:
+		return maxValueSize(in.req.Object, limit)
+	case inputOldObject:
+		return maxValueSize(in.req.OldObject, limit)
+	case inputNamespace:
+		ci.namespaceValue()
+		return maxValueSize(ci.namespaceObject, limit)
+	}
+	// request, by the fields admissionRequest reads, without building it.
 	u := in.req.UserInfo
 	size := max(len(u.Username), len(u.UID), len(u.Groups), len(u.Extra),
 		len(in.res.Name), len(in.res.Namespace), len(in.req.SubResource), len(in.op),
@@ -232,15 +256,6 @@ func (ci *celInputs) inputSize() int {
 			size = max(size, len(v))
 		}
 	}
-	for _, obj := range []map[string]any{in.req.Object, in.req.OldObject, ci.namespaceObject} {
-		if size > limit {
-			break
-		}
-		if obj != nil {
-			size = max(size, maxValueSize(obj, limit))
-		}
-	}
-	ci.size = size
 	return size
 }
 
@@ -302,24 +317,37 @@ func (in *requestView) celInputs() *celInputs {
 	if in.cel != nil {
 		return in.cel
 	}
-	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, namespace: types.NullValue, adapter: &sharedAdapter{}, view: in, size: -1}
+	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, adapter: &sharedAdapter{}, view: in, sizes: [inputCount]int{-1, -1, -1, -1}}
 	if in.req.Object != nil {
 		ci.object = ci.adapter.NativeToValue(in.req.Object)
 	}
 	if in.req.OldObject != nil {
 		ci.oldObject = ci.adapter.NativeToValue(in.req.OldObject)
 	}
-	if ns := in.res.Namespace; ns != "" && !(in.gvk.Kind == "Namespace" && in.gvk.Group == "") {
-		if l, ok := in.cfg.loaders.Namespaces.(NamespaceObjectLoader); ok {
-			if obj, err := l.NamespaceObject(in.ctx, ns); err == nil && obj != nil {
-				ci.namespaceObject = obj
-				ci.namespace = ci.adapter.NativeToValue(obj)
-				in.cel = ci
-				return ci
-			}
+	in.cel = ci
+	return ci
+}
+
+// namespaceValue is `namespaceObject`, built on first use: the namespace
+// object from the loader, or what the engine knows of the namespace (its
+// name and labels), or null for a cluster-scoped object or a Namespace.
+func (ci *celInputs) namespaceValue() ref.Val {
+	if ci.namespace != nil {
+		return ci.namespace
+	}
+	ci.namespace = types.NullValue
+	in := ci.view
+	ns := in.res.Namespace
+	if ns == "" || (in.gvk.Kind == "Namespace" && in.gvk.Group == "") {
+		return ci.namespace
+	}
+	if l, ok := in.cfg.loaders.Namespaces.(NamespaceObjectLoader); ok {
+		if obj, err := l.NamespaceObject(in.ctx, ns); err == nil && obj != nil {
+			ci.namespaceObject = obj
 		}
-		// Otherwise the engine knows a namespace by its name and labels; that is the
-		// part of namespaceObject a policy can rely on here.
+	}
+	if ci.namespaceObject == nil {
+		// The part of namespaceObject a policy can rely on here.
 		meta := map[string]any{"name": ns}
 		if labels := in.namespaceLabels(); len(labels) > 0 {
 			l := make(map[string]any, len(labels))
@@ -329,10 +357,9 @@ func (in *requestView) celInputs() *celInputs {
 			meta["labels"] = l
 		}
 		ci.namespaceObject = map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
-		ci.namespace = ci.adapter.NativeToValue(ci.namespaceObject)
 	}
-	in.cel = ci
-	return ci
+	ci.namespace = ci.adapter.NativeToValue(ci.namespaceObject)
+	return ci.namespace
 }
 
 // requestValue is `request`, built on first use.
@@ -406,7 +433,7 @@ func (a *celActivation) ResolveName(name string) (any, bool) {
 		}
 		return a.request, true
 	case plugincel.NamespaceVarName:
-		return a.in.namespace, true
+		return a.in.namespaceValue(), true
 	case plugincel.ParamsVarName:
 		return a.params, true
 	case plugincel.VariableVarName:

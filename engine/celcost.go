@@ -70,11 +70,20 @@ var untrackedCost = sync.OnceValue(func() celgo.ProgramOption {
 // it holds is within S. Values not in the map have no known bound.
 type sizeBounds map[int64]uint64
 
-// inputVars are the variables whose values are the request's inputs,
-// which celInputs.inputSize measures.
-var inputVars = map[string]bool{
-	plugincel.ObjectVarName: true, plugincel.OldObjectVarName: true,
-	plugincel.RequestVarName: true, plugincel.NamespaceVarName: true,
+// The request's inputs, which celInputs.inputSize measures, as bits of a
+// set (1<<input).
+const (
+	inputObject = iota
+	inputOldObject
+	inputNamespace
+	inputRequest
+	inputCount
+)
+
+// inputVars are the variables whose values are the request's inputs.
+var inputVars = map[string]int{
+	plugincel.ObjectVarName: inputObject, plugincel.OldObjectVarName: inputOldObject,
+	plugincel.NamespaceVarName: inputNamespace, plugincel.RequestVarName: inputRequest,
 }
 
 // boundSizes works out the size bounds of a checked expression's values:
@@ -83,16 +92,18 @@ var inputVars = map[string]bool{
 // values; loop variables over a bounded range; `variables.x` by vars
 // (the bound of each earlier variable's value). Anything else, such as a
 // function's result, has none. It returns the bound of the expression's
-// value (0: none).
-func boundSizes(a *celast.AST, vars map[string]uint64) (sizeBounds, uint64) {
+// value (0: none) and the inputs it reads (a set of 1<<input).
+func boundSizes(a *celast.AST, vars map[string]uint64) (sizeBounds, uint64, uint8) {
 	b := &boundWalk{ast: a, vars: vars, bounds: sizeBounds{}, scope: map[string][]uint64{}}
-	return b.bounds, b.walk(a.Expr())
+	k := b.walk(a.Expr())
+	return b.bounds, k, b.reads
 }
 
 type boundWalk struct {
 	ast    *celast.AST
 	vars   map[string]uint64
 	bounds sizeBounds
+	reads  uint8
 	// scope holds the bounds of the loop and accumulator variables in
 	// scope, innermost last (0: none).
 	scope map[string][]uint64
@@ -121,7 +132,8 @@ func (b *boundWalk) bound(e celast.Expr) uint64 {
 		if s := b.scope[name]; len(s) > 0 {
 			return s[len(s)-1]
 		}
-		if inputVars[name] {
+		if i, ok := inputVars[name]; ok {
+			b.reads |= 1 << i
 			return 1
 		}
 		return 0

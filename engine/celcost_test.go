@@ -95,11 +95,11 @@ func TestCostEstimatesBoundActualCost(t *testing.T) {
 		if res.Error != nil {
 			t.Fatalf("%s: %v", expr, res.Error)
 		}
-		bounds, _ := boundSizes(res.ast.NativeRep(), nil)
+		bounds, _, reads := boundSizes(res.ast.NativeRep(), nil)
 		for _, obj := range objects {
 			in := newRequestView(context.Background(), &Request{Object: obj}, &evalConfig{})
 			ci := in.celInputs()
-			s := max(ci.inputSize(), 1)
+			s := max(ci.inputSize(reads), 1)
 			act := &celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, params: types.NullValue}
 			_, details, err := res.Program.Eval(act)
 			if err != nil {

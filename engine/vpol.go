@@ -57,6 +57,9 @@ type vpolVariant struct {
 	// untrackedUpTo is the input bound S within which every program of
 	// the variant runs without cost tracking (celcost.go); 0: never.
 	untrackedUpTo int
+	// reads are the inputs its programs read (a set of 1<<input), which
+	// must be within untrackedUpTo.
+	reads uint8
 }
 
 type vpolAnnotation struct {
@@ -261,7 +264,9 @@ func (v *vpolVariant) boundVariant(checked []vpolChecked) {
 			return
 		}
 		var k uint64
-		bounds[i], k = boundSizes(c.res.ast.NativeRep(), vars)
+		var reads uint8
+		bounds[i], k, reads = boundSizes(c.res.ast.NativeRep(), vars)
+		v.reads |= reads
 		if c.program == nil {
 			vars[c.variable] = k
 		}
@@ -402,7 +407,7 @@ func (in *requestView) vpolEvaluation(ctx context.Context, cfg *evalConfig, v *v
 		libs:          &s.libs,
 	}
 	s.eval = celEvaluator{act: &s.act, budget: celconfig.RuntimeCELCostBudget,
-		untracked: v.untrackedUpTo > 0 && ci.inputSize() <= v.untrackedUpTo}
+		untracked: v.untrackedUpTo > 0 && ci.inputSize(v.reads) <= v.untrackedUpTo}
 	vals := s.vars.vals
 	if cap(vals) < len(v.variables) {
 		vals = make([]ref.Val, len(v.variables))
