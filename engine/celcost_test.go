@@ -164,15 +164,19 @@ func TestValidatingPolicyCostBound(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		containers    int
+		user          string
 		wantUntracked map[string]bool
 		wantStatus    RuleStatus
 	}{
-		{"a small pod", 3, map[string]bool{"bounded": true, "unbounded": false}, StatusPass},
-		{"a pod beyond the bound, within the cost limit", s + 1, map[string]bool{"bounded": false, "unbounded": false}, StatusPass},
-		{"a pod whose loops run away", 3000, map[string]bool{"bounded": false, "unbounded": false}, StatusError},
+		{"a small pod", 3, "", map[string]bool{"bounded": true, "unbounded": false}, StatusPass},
+		// Only the inputs a policy reads count: these read object alone.
+		{"a small pod from a user with a long name", 3, strings.Repeat("u", 2*untrackedBounds[0]), map[string]bool{"bounded": true, "unbounded": false}, StatusPass},
+		{"a pod beyond the bound, within the cost limit", s + 1, "", map[string]bool{"bounded": false, "unbounded": false}, StatusPass},
+		{"a pod whose loops run away", 600, "", map[string]bool{"bounded": false, "unbounded": false}, StatusError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := &Request{Operation: kyvernov1.Create, Object: podOf(tc.containers)}
+			req.UserInfo.Username = tc.user
 			for key, want := range tc.wantUntracked {
 				in := newRequestView(context.Background(), req, &evalConfig{})
 				if got := in.vpolEvaluation(context.Background(), &evalConfig{}, variant(key), "").eval.untracked; got != want {
