@@ -206,11 +206,11 @@ func (c *tmplCompiler) text(s, path string) (tmplNode, error) {
 			lit.WriteString("((")
 			i += 3
 		case strings.HasPrefix(s[i:], "(("):
-			end := strings.Index(s[i+2:], "))")
-			if end < 0 {
-				return tmplNode{}, fmt.Errorf("%s: unterminated placeholder in %q", pathOrRoot(path), s)
+			end, err := placeholderEnd(s, i+2)
+			if err != nil {
+				return tmplNode{}, fmt.Errorf("%s: %w in %q", pathOrRoot(path), err, s)
 			}
-			expr := strings.TrimSpace(s[i+2 : i+2+end])
+			expr := strings.TrimSpace(s[i+2 : end])
 			if expr == "" {
 				return tmplNode{}, fmt.Errorf("%s: empty placeholder in %q", pathOrRoot(path), s)
 			}
@@ -223,7 +223,7 @@ func (c *tmplCompiler) text(s, path string) (tmplNode, error) {
 				lit.Reset()
 			}
 			parts = append(parts, tmplPart{expr: prog})
-			i += 2 + end + 2
+			i = end + 2
 		default:
 			lit.WriteByte(s[i])
 			i++
@@ -241,6 +241,40 @@ func (c *tmplCompiler) text(s, path string) (tmplNode, error) {
 		return tmplNode{kind: tmplSplice, splice: parts[0].expr}, nil
 	}
 	return tmplNode{kind: tmplString, parts: parts}, nil
+}
+
+// placeholderEnd finds the "))" that closes a placeholder whose
+// expression starts at s[from]: the first one outside the expression's
+// own parentheses and string literals, so (( string(f(x)) )) and
+// (( "))".size() )) hold what they seem to.
+func placeholderEnd(s string, from int) (int, error) {
+	depth := 0
+	var quote byte
+	for i := from; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0 && c == '\\':
+			i++
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '(':
+			depth++
+		case c == ')' && depth > 0:
+			depth--
+		case c == ')' && strings.HasPrefix(s[i:], "))"):
+			return i, nil
+		case c == ')':
+			return 0, errors.New("unbalanced parenthesis in placeholder")
+		}
+	}
+	if quote != 0 {
+		return 0, errors.New("unterminated string in placeholder")
+	}
+	return 0, errors.New("unterminated placeholder")
 }
 
 func pathOrRoot(path string) string {
