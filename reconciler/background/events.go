@@ -2,7 +2,6 @@ package background
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -28,17 +27,15 @@ func (c *Controller) policyEvent(key, eventType, reason, message string) {
 	if c.recorder == nil {
 		return
 	}
-	// The installed policy's kind (a GeneratingPolicy's events are about
-	// the GeneratingPolicy, as kubectl describe shows them); a policy gone
-	// from the installed set is taken for a ClusterPolicy or Policy.
-	var obj runtime.Object = kyvernov1.PolicyForKey(key)
-	if p, ok := c.compiled.Load().byKey[key]; ok && matchConstraintsOf(p) != nil {
-		typed := c.statusObject(key)
-		typed.SetUID(p.GetUID())
-		obj = typed
-	} else {
-		obj.(kyvernov1.PolicyInterface).SetUID(c.policyUID(key))
+	obj := kyvernov1.PolicyForKey(key)
+	if matchConstraintsOf(c.compiled.Load().byKey[key]) != nil {
+		// A GeneratingPolicy's or MutatingPolicy's events are about it
+		// (kubectl describe gpol shows them), not about a ClusterPolicy of
+		// its name. A policy gone from the installed set is taken for a
+		// ClusterPolicy or Policy.
+		obj = c.statusObject(key)
 	}
+	obj.SetUID(c.policyUID(key))
 	if eventType == "" {
 		eventType = corev1.EventTypeNormal
 	}
