@@ -94,15 +94,7 @@ func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path strin
 		default:
 			f.add(ep+".type", fmt.Sprintf("type %s is not supported by charter; use type Cosign", iv.GetType()))
 		}
-		if c := iv.ImageRegistryCredentials; c != nil {
-			for _, p := range c.Providers {
-				switch strings.ToLower(string(p)) {
-				case "default", "github":
-				default:
-					f.add(ep+".imageRegistryCredentials.providers", fmt.Sprintf("registry credential provider %q is not built into charter (default and github are); use secrets", p))
-				}
-			}
-		}
+		checkRegistryCredentials(iv.ImageRegistryCredentials, ep+".imageRegistryCredentials", f)
 		for j := range iv.Attestors {
 			checkAttestorSet(&iv.Attestors[j], fmt.Sprintf("%s.attestors[%d]", ep, j), f)
 		}
@@ -330,4 +322,30 @@ func firstImageRule(rules []kyvernov1.Rule) string {
 		}
 	}
 	return ""
+}
+
+// checkRegistryCredentials refuses the credential providers charter does
+// not build in (imageverify links no cloud credential helpers), where an
+// entry names them: a check could only fail at run time.
+func checkRegistryCredentials(c *kyvernov1.ImageRegistryCredentials, path string, f *faults) {
+	if c == nil {
+		return
+	}
+	for _, p := range c.Providers {
+		if !builtInRegistryProvider(string(p)) {
+			f.add(path+".providers", registryProviderFault(string(p)))
+		}
+	}
+}
+
+func builtInRegistryProvider(p string) bool {
+	switch strings.ToLower(p) {
+	case "default", "github":
+		return true
+	}
+	return false
+}
+
+func registryProviderFault(p string) string {
+	return fmt.Sprintf("registry credential provider %q is not built into charter (default and github are); use secrets", p)
 }

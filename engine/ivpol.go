@@ -400,12 +400,11 @@ func compileIVPolCredentials(c *policiesv1.Credentials, f *faults) *kyvernov1.Im
 	}
 	out := &kyvernov1.ImageRegistryCredentials{AllowInsecureRegistry: c.AllowInsecureRegistry, Secrets: c.Secrets}
 	for _, p := range c.Providers {
-		switch strings.ToLower(p) {
-		case "default", "github":
-			out.Providers = append(out.Providers, kyvernov1.ImageRegistryCredentialsProvider(p))
-		default:
-			f.add("spec.credentials.providers", fmt.Sprintf("registry credential provider %q is not built into charter (default and github are); use secrets", p))
+		if !builtInRegistryProvider(p) {
+			f.add("spec.credentials.providers", registryProviderFault(p))
+			continue
 		}
+		out.Providers = append(out.Providers, kyvernov1.ImageRegistryCredentialsProvider(p))
 	}
 	return out
 }

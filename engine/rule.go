@@ -348,6 +348,7 @@ func (s *PolicySet) checkContext(entries []kyvernov1.ContextEntry, path string, 
 			expr, field = e.APICall.JMESPath, ".apiCall.jmesPath"
 		case e.ImageRegistry != nil:
 			expr, field = e.ImageRegistry.JMESPath, ".imageRegistry.jmesPath"
+			checkRegistryCredentials(e.ImageRegistry.ImageRegistryCredentials, p+".imageRegistry.imageRegistryCredentials", f)
 		case e.GlobalReference != nil:
 			expr, field = e.GlobalReference.JMESPath, ".globalReference.jmesPath"
 		}
