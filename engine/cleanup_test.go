@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,45 +50,31 @@ func parseGVK(s string) schema.GroupVersionKind {
 }
 
 func TestCleanupTestdata(t *testing.T) {
-	files, _ := filepath.Glob("testdata/cleanup/*.yaml")
-	if len(files) == 0 {
-		t.Fatal("no testdata")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
+	eachCase(t, "cleanup", func(t *testing.T, tc *cleanupCase) {
+		p, err := CompileCleanupPolicy(decodeCleanupPolicy(t, tc.Policy))
+		if err != nil {
+			t.Fatalf("compile: %v", err)
+		}
+		run, err := p.Prepare(context.Background(), WithLoaders(Loaders{APICalls: fakeAPI(tc.APICalls)}))
+		if err != nil {
+			t.Fatalf("prepare: %v", err)
+		}
+		for i, o := range tc.Objects {
+			ns, _ := o.Object["metadata"].(map[string]any)["namespace"].(string)
+			got, err := run.Selects(CleanupObject{Object: o.Object, Kind: parseGVK(o.Kind),
+				NamespaceLabels: func() map[string]string { return tc.NamespaceLabels[ns] }})
+			verdict := "keep"
+			switch {
+			case err != nil:
+				verdict = "error"
+			case got:
+				verdict = "delete"
 			}
-			var tc cleanupCase
-			if err := yaml.UnmarshalStrict(data, &tc); err != nil {
-				t.Fatal(err)
+			if verdict != o.Want {
+				t.Errorf("objects[%d] (%s %s/%v): %s (err %v), want %s", i, o.Kind, ns, o.Object["metadata"].(map[string]any)["name"], verdict, err, o.Want)
 			}
-			p, err := CompileCleanupPolicy(decodeCleanupPolicy(t, tc.Policy))
-			if err != nil {
-				t.Fatalf("compile: %v", err)
-			}
-			run, err := p.Prepare(context.Background(), WithLoaders(Loaders{APICalls: fakeAPI(tc.APICalls)}))
-			if err != nil {
-				t.Fatalf("prepare: %v", err)
-			}
-			for i, o := range tc.Objects {
-				ns, _ := o.Object["metadata"].(map[string]any)["namespace"].(string)
-				got, err := run.Selects(CleanupObject{Object: o.Object, Kind: parseGVK(o.Kind),
-					NamespaceLabels: func() map[string]string { return tc.NamespaceLabels[ns] }})
-				verdict := "keep"
-				switch {
-				case err != nil:
-					verdict = "error"
-				case got:
-					verdict = "delete"
-				}
-				if verdict != o.Want {
-					t.Errorf("objects[%d] (%s %s/%v): %s (err %v), want %s", i, o.Kind, ns, o.Object["metadata"].(map[string]any)["name"], verdict, err, o.Want)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func TestCleanupPrepareContextError(t *testing.T) {

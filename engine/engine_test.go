@@ -120,53 +120,39 @@ func (v fixedValues) ForeachElements(_ kyvernov1.PolicyInterface, rule string) m
 }
 
 func TestValidateTestdata(t *testing.T) {
-	files, _ := filepath.Glob("testdata/validate/*.yaml")
-	if len(files) == 0 {
-		t.Fatal("no testdata")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tc validateCase
-			if err := yaml.UnmarshalStrict(data, &tc); err != nil {
-				t.Fatal(err)
-			}
-			set, err := Compile(decodePolicies(t, tc.Policies), WithExceptions(tc.Exceptions))
-			if err != nil {
-				t.Fatalf("compile: %v", err)
-			}
-			req := &Request{
-				Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject,
-				SubResource: tc.Request.SubResource, NamespaceLabels: tc.Request.NamespaceLabels,
-				UserInfo: tc.Request.UserInfo, Roles: tc.Request.Roles, ClusterRoles: tc.Request.ClusterRoles,
-			}
-			loaders := Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)}
-			if tc.Objects != nil {
-				loaders.Objects = fixedObjects(tc.Objects)
-			}
-			opts := []EvalOption{WithLoaders(loaders)}
-			if tc.Values != nil || tc.ContextValues != nil || tc.ForeachValues != nil {
-				opts = append(opts, WithValues(fixedValues{tc.Values, tc.ContextValues, tc.ForeachValues}))
-			}
-			resp := set.Validate(context.Background(), req, opts...)
-			var got []wantedResponse
-			for _, p := range resp.Policies {
-				for _, r := range p.Rules {
-					w := wantedResponse{Policy: p.Key, Rule: r.Name, Status: string(r.Status), Message: r.Message, Action: string(r.Action)}
-					var names []string
-					for _, e := range r.Exceptions {
-						names = append(names, e.Name)
-					}
-					w.Exceptions = strings.Join(names, ",")
-					got = append(got, w)
+	eachCase(t, "validate", func(t *testing.T, tc *validateCase) {
+		set, err := Compile(decodePolicies(t, tc.Policies), WithExceptions(tc.Exceptions))
+		if err != nil {
+			t.Fatalf("compile: %v", err)
+		}
+		req := &Request{
+			Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject,
+			SubResource: tc.Request.SubResource, NamespaceLabels: tc.Request.NamespaceLabels,
+			UserInfo: tc.Request.UserInfo, Roles: tc.Request.Roles, ClusterRoles: tc.Request.ClusterRoles,
+		}
+		loaders := Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)}
+		if tc.Objects != nil {
+			loaders.Objects = fixedObjects(tc.Objects)
+		}
+		opts := []EvalOption{WithLoaders(loaders)}
+		if tc.Values != nil || tc.ContextValues != nil || tc.ForeachValues != nil {
+			opts = append(opts, WithValues(fixedValues{tc.Values, tc.ContextValues, tc.ForeachValues}))
+		}
+		resp := set.Validate(context.Background(), req, opts...)
+		var got []wantedResponse
+		for _, p := range resp.Policies {
+			for _, r := range p.Rules {
+				w := wantedResponse{Policy: p.Key, Rule: r.Name, Status: string(r.Status), Message: r.Message, Action: string(r.Action)}
+				var names []string
+				for _, e := range r.Exceptions {
+					names = append(names, e.Name)
 				}
+				w.Exceptions = strings.Join(names, ",")
+				got = append(got, w)
 			}
-			compareResponses(t, got, tc.Want)
-		})
-	}
+		}
+		compareResponses(t, got, tc.Want)
+	})
 }
 
 // compareResponses checks every wanted response; a wanted message or
@@ -217,39 +203,25 @@ type compileCase struct {
 }
 
 func TestCompileErrorsTestdata(t *testing.T) {
-	files, _ := filepath.Glob("testdata/compile/*.yaml")
-	if len(files) == 0 {
-		t.Fatal("no testdata")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
+	eachCase(t, "compile", func(t *testing.T, tc *compileCase) {
+		_, err := Compile(decodePolicies(t, tc.Policies), WithExceptions(tc.Exceptions))
+		var got []string
+		if err != nil {
+			errs, ok := err.(CompileErrors)
+			if !ok {
+				t.Fatalf("error is %T, want CompileErrors", err)
 			}
-			var tc compileCase
-			if err := yaml.UnmarshalStrict(data, &tc); err != nil {
-				t.Fatal(err)
+			for _, e := range errs {
+				got = append(got, e.Error())
 			}
-			_, err = Compile(decodePolicies(t, tc.Policies), WithExceptions(tc.Exceptions))
-			var got []string
-			if err != nil {
-				errs, ok := err.(CompileErrors)
-				if !ok {
-					t.Fatalf("error is %T, want CompileErrors", err)
-				}
-				for _, e := range errs {
-					got = append(got, e.Error())
-				}
-			}
-			sort.Strings(got)
-			want := append([]string(nil), tc.Errors...)
-			sort.Strings(want)
-			if strings.Join(got, "\n") != strings.Join(want, "\n") {
-				t.Errorf("errors\n got:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-			}
-		})
-	}
+		}
+		sort.Strings(got)
+		want := append([]string(nil), tc.Errors...)
+		sort.Strings(want)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("errors\n got:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
+	})
 }
 
 // TestCompileLeavesPoliciesUntouched: `charter test` compiles the same

@@ -3,12 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/charter-dev/charter/engine/mutate"
 )
@@ -34,61 +29,47 @@ type generateCase struct {
 }
 
 func TestGenerateTestdata(t *testing.T) {
-	files, _ := filepath.Glob("testdata/generate/*.yaml")
-	if len(files) == 0 {
-		t.Fatal("no testdata")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
+	eachCase(t, "generate", func(t *testing.T, tc *generateCase) {
+		set, err := Compile(decodePolicies(t, tc.Policies))
+		if err != nil {
+			t.Fatalf("compile: %v", err)
+		}
+		req := &Request{Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject}
+		opts := []EvalOption{WithLoaders(Loaders{Objects: fixedObjects(tc.Existing)})}
+		if tc.CLIGeneration {
+			opts = append(opts, WithCLIGeneration())
+		}
+		if tc.ForeachValues != nil {
+			opts = append(opts, WithValues(fixedValues{foreach: tc.ForeachValues}))
+		}
+		resp := set.Generate(context.Background(), req, opts...)
+		var got []wantedResponse
+		for _, p := range resp.Policies {
+			for _, rr := range p.Rules {
+				got = append(got, wantedResponse{Policy: p.Key, Rule: rr.Name, Status: string(rr.Status), Message: rr.Message})
 			}
-			var tc generateCase
-			if err := yaml.UnmarshalStrict(data, &tc); err != nil {
-				t.Fatal(err)
+		}
+		if g, w := dump(t, got), dump(t, tc.Want); g != w {
+			t.Errorf("responses:\n got: %s\nwant: %s", g, w)
+		}
+		objs := resp.Objects()
+		if len(objs) != len(tc.Generated) {
+			t.Fatalf("got %d generated objects, want %d: %s", len(objs), len(tc.Generated), dump(t, objs))
+		}
+		for i, want := range tc.Generated {
+			got := objs[i]
+			if got.Synchronize != want.Synchronize {
+				t.Errorf("object %d: synchronize %v, want %v", i, got.Synchronize, want.Synchronize)
 			}
-			set, err := Compile(decodePolicies(t, tc.Policies))
-			if err != nil {
-				t.Fatalf("compile: %v", err)
+			obj := got.Object
+			if meta, _ := want.Object["metadata"].(map[string]any); meta["labels"] == nil {
+				obj = withoutLabels(obj)
 			}
-			req := &Request{Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject}
-			opts := []EvalOption{WithLoaders(Loaders{Objects: fixedObjects(tc.Existing)})}
-			if tc.CLIGeneration {
-				opts = append(opts, WithCLIGeneration())
+			if !mutate.Equal(obj, want.Object) {
+				t.Errorf("object %d:\n got: %s\nwant: %s", i, dump(t, obj), dump(t, want.Object))
 			}
-			if tc.ForeachValues != nil {
-				opts = append(opts, WithValues(fixedValues{foreach: tc.ForeachValues}))
-			}
-			resp := set.Generate(context.Background(), req, opts...)
-			var got []wantedResponse
-			for _, p := range resp.Policies {
-				for _, rr := range p.Rules {
-					got = append(got, wantedResponse{Policy: p.Key, Rule: rr.Name, Status: string(rr.Status), Message: rr.Message})
-				}
-			}
-			if g, w := dump(t, got), dump(t, tc.Want); g != w {
-				t.Errorf("responses:\n got: %s\nwant: %s", g, w)
-			}
-			objs := resp.Objects()
-			if len(objs) != len(tc.Generated) {
-				t.Fatalf("got %d generated objects, want %d: %s", len(objs), len(tc.Generated), dump(t, objs))
-			}
-			for i, want := range tc.Generated {
-				got := objs[i]
-				if got.Synchronize != want.Synchronize {
-					t.Errorf("object %d: synchronize %v, want %v", i, got.Synchronize, want.Synchronize)
-				}
-				obj := got.Object
-				if meta, _ := want.Object["metadata"].(map[string]any); meta["labels"] == nil {
-					obj = withoutLabels(obj)
-				}
-				if !mutate.Equal(obj, want.Object) {
-					t.Errorf("object %d:\n got: %s\nwant: %s", i, dump(t, obj), dump(t, want.Object))
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func withoutLabels(obj map[string]any) map[string]any {

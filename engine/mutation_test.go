@@ -3,12 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/mutate"
@@ -58,86 +53,72 @@ func (f fixedObjects) Objects(_ context.Context, q ObjectQuery) ([]map[string]an
 }
 
 func TestMutateTestdata(t *testing.T) {
-	files, _ := filepath.Glob("testdata/mutate/*.yaml")
-	if len(files) == 0 {
-		t.Fatal("no testdata")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tc mutateCase
-			if err := yaml.UnmarshalStrict(data, &tc); err != nil {
-				t.Fatal(err)
-			}
-			set, err := Compile(decodePolicies(t, tc.Policies))
-			if err != nil {
-				t.Fatalf("compile: %v", err)
-			}
-			opts := []EvalOption{WithLoaders(Loaders{Objects: fixedObjects(tc.Existing)})}
-			if tc.MutateExisting {
-				opts = append(opts, WithMutateExisting())
-			}
-			if tc.ForeachValues != nil {
-				opts = append(opts, WithValues(fixedValues{foreach: tc.ForeachValues}))
-			}
-			req := &Request{Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject}
-			before, _ := json.Marshal(req.Object)
-			resp := set.Mutate(context.Background(), req, opts...)
+	eachCase(t, "mutate", func(t *testing.T, tc *mutateCase) {
+		set, err := Compile(decodePolicies(t, tc.Policies))
+		if err != nil {
+			t.Fatalf("compile: %v", err)
+		}
+		opts := []EvalOption{WithLoaders(Loaders{Objects: fixedObjects(tc.Existing)})}
+		if tc.MutateExisting {
+			opts = append(opts, WithMutateExisting())
+		}
+		if tc.ForeachValues != nil {
+			opts = append(opts, WithValues(fixedValues{foreach: tc.ForeachValues}))
+		}
+		req := &Request{Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject}
+		before, _ := json.Marshal(req.Object)
+		resp := set.Mutate(context.Background(), req, opts...)
 
-			var got []wantedResponse
-			var targets []map[string]any
-			for _, p := range resp.Policies {
-				for _, rr := range p.Rules {
-					w := wantedResponse{Policy: p.Key, Rule: rr.Name, Status: string(rr.Status), Message: rr.Message}
-					if rr.Target != nil {
-						w.Target = rr.Target.APIVersion + "/" + rr.Target.Kind + "/" + rr.Target.Namespace + "/" + rr.Target.Name
-					}
-					got = append(got, w)
-					if rr.PatchedTarget != nil {
-						targets = append(targets, rr.PatchedTarget)
-					}
+		var got []wantedResponse
+		var targets []map[string]any
+		for _, p := range resp.Policies {
+			for _, rr := range p.Rules {
+				w := wantedResponse{Policy: p.Key, Rule: rr.Name, Status: string(rr.Status), Message: rr.Message}
+				if rr.Target != nil {
+					w.Target = rr.Target.APIVersion + "/" + rr.Target.Kind + "/" + rr.Target.Namespace + "/" + rr.Target.Name
+				}
+				got = append(got, w)
+				if rr.PatchedTarget != nil {
+					targets = append(targets, rr.PatchedTarget)
 				}
 			}
-			if g, w := dump(t, got), dump(t, tc.Want); g != w {
-				t.Errorf("responses:\n got: %s\nwant: %s", g, w)
+		}
+		if g, w := dump(t, got), dump(t, tc.Want); g != w {
+			t.Errorf("responses:\n got: %s\nwant: %s", g, w)
+		}
+		if resp.Blocked() != tc.Blocked {
+			t.Errorf("Blocked() = %v, want %v", resp.Blocked(), tc.Blocked)
+		}
+		if tc.Object != nil && !mutate.Equal(resp.Object, tc.Object) {
+			t.Errorf("patched object:\n got: %s\nwant: %s", dump(t, resp.Object), dump(t, tc.Object))
+		}
+		if tc.Targets != nil && !mutate.Equal(toAny(targets), toAny(tc.Targets)) {
+			t.Errorf("patched targets:\n got: %s\nwant: %s", dump(t, targets), dump(t, tc.Targets))
+		}
+		if after, _ := json.Marshal(req.Object); string(after) != string(before) {
+			t.Errorf("Mutate modified the request's object")
+		}
+		// The admission patch must turn the request's object into the
+		// patched one.
+		applied := req.Object
+		if len(resp.Patch) > 0 {
+			raw, err := resp.JSONPatch()
+			if err != nil {
+				t.Fatal(err)
 			}
-			if resp.Blocked() != tc.Blocked {
-				t.Errorf("Blocked() = %v, want %v", resp.Blocked(), tc.Blocked)
+			if applied, err = mutate.JSON6902(req.Object, string(raw)); err != nil {
+				t.Fatalf("applying the admission patch: %v", err)
 			}
-			if tc.Object != nil && !mutate.Equal(resp.Object, tc.Object) {
-				t.Errorf("patched object:\n got: %s\nwant: %s", dump(t, resp.Object), dump(t, tc.Object))
+		}
+		if !mutate.Equal(applied, resp.Object) {
+			t.Errorf("admission patch does not produce the patched object:\n got: %s\nwant: %s", dump(t, applied), dump(t, resp.Object))
+		}
+		if tc.Patch != nil {
+			if g, w := dump(t, resp.Patch), dump(t, tc.Patch); g != w {
+				t.Errorf("patch:\n got: %s\nwant: %s", g, w)
 			}
-			if tc.Targets != nil && !mutate.Equal(toAny(targets), toAny(tc.Targets)) {
-				t.Errorf("patched targets:\n got: %s\nwant: %s", dump(t, targets), dump(t, tc.Targets))
-			}
-			if after, _ := json.Marshal(req.Object); string(after) != string(before) {
-				t.Errorf("Mutate modified the request's object")
-			}
-			// The admission patch must turn the request's object into the
-			// patched one.
-			applied := req.Object
-			if len(resp.Patch) > 0 {
-				raw, err := resp.JSONPatch()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if applied, err = mutate.JSON6902(req.Object, string(raw)); err != nil {
-					t.Fatalf("applying the admission patch: %v", err)
-				}
-			}
-			if !mutate.Equal(applied, resp.Object) {
-				t.Errorf("admission patch does not produce the patched object:\n got: %s\nwant: %s", dump(t, applied), dump(t, resp.Object))
-			}
-			if tc.Patch != nil {
-				if g, w := dump(t, resp.Patch), dump(t, tc.Patch); g != w {
-					t.Errorf("patch:\n got: %s\nwant: %s", g, w)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func toAny(objs []map[string]any) []any {

@@ -2,59 +2,40 @@ package engine
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 )
 
 // ValidateTimed answers exactly what Validate answers on every validate
 // case, and times each policy that responded.
 func TestValidateTimedMatchesValidate(t *testing.T) {
-	files, _ := filepath.Glob("testdata/validate/*.yaml")
-	if len(files) == 0 {
-		t.Fatal("no testdata")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
+	eachCase(t, "validate", func(t *testing.T, tc *validateCase) {
+		set, err := Compile(decodePolicies(t, tc.Policies), WithExceptions(tc.Exceptions))
+		if err != nil {
+			t.Fatalf("compile: %v", err)
+		}
+		req := &Request{
+			Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject,
+			SubResource: tc.Request.SubResource, NamespaceLabels: tc.Request.NamespaceLabels,
+			UserInfo: tc.Request.UserInfo, Roles: tc.Request.Roles, ClusterRoles: tc.Request.ClusterRoles,
+		}
+		opts := []EvalOption{WithLoaders(Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)})}
+		if tc.Values != nil || tc.ContextValues != nil || tc.ForeachValues != nil {
+			opts = append(opts, WithValues(fixedValues{tc.Values, tc.ContextValues, tc.ForeachValues}))
+		}
+		want := set.Validate(context.Background(), req, opts...)
+		got := set.ValidateTimed(context.Background(), req, opts...)
+		if len(got.Policies) == 0 {
+			t.Fatal("no policy responded")
+		}
+		for i := range got.Policies {
+			if got.Policies[i].Duration <= 0 {
+				t.Errorf("policy %s: Duration %v, want more than 0", got.Policies[i].Key, got.Policies[i].Duration)
 			}
-			var tc validateCase
-			if err := yaml.UnmarshalStrict(data, &tc); err != nil {
-				t.Fatal(err)
-			}
-			set, err := Compile(decodePolicies(t, tc.Policies), WithExceptions(tc.Exceptions))
-			if err != nil {
-				t.Fatalf("compile: %v", err)
-			}
-			req := &Request{
-				Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject,
-				SubResource: tc.Request.SubResource, NamespaceLabels: tc.Request.NamespaceLabels,
-				UserInfo: tc.Request.UserInfo, Roles: tc.Request.Roles, ClusterRoles: tc.Request.ClusterRoles,
-			}
-			opts := []EvalOption{WithLoaders(Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)})}
-			if tc.Values != nil || tc.ContextValues != nil || tc.ForeachValues != nil {
-				opts = append(opts, WithValues(fixedValues{tc.Values, tc.ContextValues, tc.ForeachValues}))
-			}
-			want := set.Validate(context.Background(), req, opts...)
-			got := set.ValidateTimed(context.Background(), req, opts...)
-			if len(got.Policies) == 0 {
-				t.Fatal("no policy responded")
-			}
-			for i := range got.Policies {
-				if got.Policies[i].Duration <= 0 {
-					t.Errorf("policy %s: Duration %v, want more than 0", got.Policies[i].Key, got.Policies[i].Duration)
-				}
-				got.Policies[i].Duration = 0
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("ValidateTimed\n%+v\nValidate\n%+v", got, want)
-			}
-		})
-	}
+			got.Policies[i].Duration = 0
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("ValidateTimed\n%+v\nValidate\n%+v", got, want)
+		}
+	})
 }
