@@ -1,12 +1,13 @@
 package events
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -33,7 +34,11 @@ func TestSeriesOnRealAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewSink(Options{Writer: w, Workers: 1, SeriesFlush: 50 * time.Millisecond, Log: logr.Discard()})
+	// A loaded CI machine can make the API server slow to answer: more
+	// attempts than the default keep the first create from being dropped,
+	// and the log says what went wrong if it still is.
+	s := NewSink(Options{Writer: w, Workers: 1, SeriesFlush: 50 * time.Millisecond, Attempts: 10,
+		Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1})})
 	go func() { _ = s.Start(t.Context()) }()
 
 	cs := kubernetes.NewForConfigOrDie(cp.RESTConfig())
@@ -48,11 +53,22 @@ func TestSeriesOnRealAPIServer(t *testing.T) {
 	for range 5 {
 		s.Offer(ev)
 	}
+	var seen []string
 	waitFor(t, "one event with a series of 5", func() bool {
 		list, err := cs.EventsV1().Events("default").List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		seen = seen[:0]
+		for _, e := range list.Items {
+			count := int32(1)
+			if e.Series != nil {
+				count = e.Series.Count
+			}
+			seen = append(seen, fmt.Sprintf("%s count %d", e.Name, count))
+		}
 		return len(list.Items) == 1 && list.Items[0].Series != nil && list.Items[0].Series.Count == 5
+	}, func() string {
+		return fmt.Sprintf("events %v, %d dropped, %d repeats counted", seen, s.Dropped(), s.Repeats())
 	})
 }

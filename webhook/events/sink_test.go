@@ -57,11 +57,16 @@ func (r *recorder) written() []*eventsv1.Event {
 // seconds; a condition that holds ends the wait at once.
 const waitTimeout = time.Minute
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitFor polls cond until it holds; on timeout the failure names what
+// was awaited and, when given, what was seen instead.
+func waitFor(t *testing.T, what string, cond func() bool, seen ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for !cond() {
 		if time.Now().After(deadline) {
+			for _, f := range seen {
+				t.Log(f())
+			}
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
