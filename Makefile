@@ -157,8 +157,8 @@ bench-gitops: controlplane build ## Time a push to an enforced policy (receiver 
 	$(GO) run ./hack/benchgitops -charter $(BIN)/charter
 
 .PHONY: bench-admission
-bench-admission: controlplane build ## Admission latency: open loop to the webhook vs a null one at 1,000/s and 3,000/s, events on, CPU and allocation profiles in bin/bench-admission/; Pod Security as ValidatingPolicies vs ClusterPolicies; then via kube-apiserver dry-run (MODE=all|direct|vpol|apiserver RATE=1000,3000 DURATION=20s API_RATE=100).
-	$(GO) run ./hack/benchadmission -charter $(BIN)/charter -profile-dir $(BIN)/bench-admission $(if $(MODE),-mode $(MODE)) $(if $(RATE),-rate $(RATE)) $(if $(DURATION),-duration $(DURATION)) $(if $(API_RATE),-api-rate $(API_RATE))
+bench-admission: controlplane build ## Admission latency: open loop to the webhook vs a null one at 1,000/s and 3,000/s, events on, CPU and allocation profiles in bin/bench-admission/; Pod Security as ValidatingPolicies vs ClusterPolicies; then via kube-apiserver dry-run (MODE=all|direct|vpol|apiserver RATE=1000,3000 DURATION=20s API_RATE=100; STALL=20ms writes an execution trace of each request slower than that, stall-*.trace).
+	$(GO) run ./hack/benchadmission -charter $(BIN)/charter -profile-dir $(BIN)/bench-admission $(if $(MODE),-mode $(MODE)) $(if $(RATE),-rate $(RATE)) $(if $(DURATION),-duration $(DURATION)) $(if $(API_RATE),-api-rate $(API_RATE)) $(if $(STALL),-stall-trace $(STALL))
 
 .PHONY: bench
 bench: ## Run the Go benchmarks and print their figures.
