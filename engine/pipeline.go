@@ -573,7 +573,10 @@ func (ev *evaluation) conditions(doc *jsoncontext.Document, block *conditionBloc
 		if err != nil {
 			return false, err
 		}
-		return conditions.Evaluate(key, c.operator, value)
+		if c.op == "" {
+			return false, &conditions.UnknownOperatorError{Name: c.operator}
+		}
+		return c.op.Evaluate(key, value), nil
 	}
 	var msgs []string
 	if len(block.any) > 0 {

@@ -63,7 +63,11 @@ type condition struct {
 	// a substitution pass.
 	keyExpr, valueExpr string
 	operator           string // canonical spelling, e.g. "AnyIn"
-	message            string
+	// op is the operator parsed once ("" when unknown, a compile fault):
+	// conditions.Evaluate would look the name up, lower-cased, on every
+	// evaluation.
+	op      conditions.Operator
+	message string
 }
 
 // singleVariable returns the expression of an operand that is exactly one
@@ -387,7 +391,7 @@ func compileConditions(block *kyvernov1.AnyAllConditions, path string, f *faults
 			}
 			conds = append(conds, condition{
 				key: key, value: value, keyExpr: singleVariable(key), valueExpr: singleVariable(value),
-				operator: string(op), message: c.Message,
+				operator: string(op), op: op, message: c.Message,
 			})
 		}
 		return conds
