@@ -85,6 +85,9 @@ func (d *jsonValues) value() (any, bool) {
 		a, ok := d.array()
 		return a, ok
 	case c == '"':
+		if v, ok := d.sharedValue(); ok {
+			return v, true
+		}
 		s, ok := d.str(false)
 		return s, ok
 	case c == '-' || c >= '0' && c <= '9':
@@ -326,6 +329,54 @@ func (d *jsonValues) number() (float64, bool) {
 	d.pos = i
 	return f, true
 }
+
+// sharedValue returns, for the plain string at d.pos that is one of
+// sharedValues, its shared interface value: a string decoded into an
+// `any` is two allocations (its bytes and the interface's copy of its
+// header), and a Pod the API server defaulted holds a dozen such values.
+func (d *jsonValues) sharedValue() (any, bool) {
+	start := d.pos + 1
+	end := start
+	for end < len(d.data) && end-start <= maxSharedValue {
+		switch c := d.data[end]; {
+		case c == '"':
+			v, ok := sharedValues[string(d.data[start:end])]
+			if ok {
+				d.pos = end + 1
+			}
+			return v, ok
+		case c == '\\' || c < 0x20 || c >= utf8.RuneSelf:
+			return nil, false
+		}
+		end++
+	}
+	return nil, false
+}
+
+// sharedValues are string values Kubernetes objects repeat (API versions,
+// kinds, the values of the enumerations the API server defaults), boxed
+// once for the process; maxSharedValue is the longest.
+var sharedValues, maxSharedValue = func() (map[string]any, int) {
+	values := []string{
+		"", "v1", "apps/v1", "batch/v1", "Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job",
+		"CronJob", "ReplicationController", "Service", "ConfigMap", "Secret", "Namespace", "ServiceAccount",
+		"TCP", "UDP", "SCTP", "Always", "IfNotPresent", "Never", "OnFailure", "File", "FallbackToLogsOnError",
+		"/dev/termination-log", "ClusterFirst", "ClusterFirstWithHostNet", "Default", "None", "default-scheduler",
+		"default", "RuntimeDefault", "Unconfined", "Localhost", "ALL", "NET_BIND_SERVICE", "PreemptLowerPriority",
+		"Exists", "Equal", "NoSchedule", "NoExecute", "PreferNoSchedule", "node.kubernetes.io/not-ready",
+		"node.kubernetes.io/unreachable", "kube-api-access", "kube-root-ca.crt", "ca.crt", "namespace",
+		"metadata.namespace", "token", "Update", "Apply", "FieldsV1", "BestEffort", "Burstable", "Guaranteed",
+		"Pending", "Running", "RollingUpdate", "25%", "Retain", "Delete", "Orphan", "OrderedReady", "Parallel",
+		"NonIndexed", "Indexed", "Forbid", "Allow", "Replace", "MustRunAsNonRoot", "RunAsAny",
+	}
+	m := make(map[string]any, len(values))
+	longest := 0
+	for _, v := range values {
+		m[v] = v
+		longest = max(longest, len(v))
+	}
+	return m, longest
+}()
 
 // sharedKeys are the object keys of admission reviews and the Pods,
 // workloads and their templates they carry; each is allocated once for

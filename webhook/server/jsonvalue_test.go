@@ -18,6 +18,10 @@ var jsonDocs = []string{
 	"\"caf\xc3\xa9\"", "\"bad\xff\xfeutf8\"", "\"ctl\x01\"", `"\x"`, `"\u12"`,
 	`{"a":1,}`, `[1,]`, `[1 2]`, `{"a" 1}`, `{a:1}`, `01`, `1.`, `.5`, `-`, `1e`, `+1`, `tru`, `nul`, `"open`,
 	`{"a":1} x`, `{"a":1}{}`, `[`, `{`, ``, ` `,
+	// shared values (sharedValues) next to strings that only start or end
+	// like one, escaped ones, and one left open
+	`{"v1":"Pod","kind":["v1","Pod","TCP","","ALL","v1x","v","Po\"d","Pod\u0041","\u0050od","RuntimeDefault ","node.kubernetes.io/unreachable"]}`,
+	`["Pod`, `"TCP"x`, `"default-scheduler"`,
 }
 
 func TestDecodeJSONValueMatchesEncodingJSON(t *testing.T) {
