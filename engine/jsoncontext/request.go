@@ -42,8 +42,13 @@ func RequestDocument(r RequestInfo) map[string]any {
 // its images worked out only if a read may see them (Document.Lazy).
 func NewRequest(q Querier, r RequestInfo) *Document {
 	d := New(q, requestRoot(r))
+	// The closure keeps the object only, not a copy of all of r.
+	object := requestObject(r)
 	d.Lazy("images", func() any {
-		if images := requestImages(r); images != nil {
+		if object == nil {
+			return nil
+		}
+		if images := Images(object); images != nil {
 			return images
 		}
 		return nil
