@@ -14,8 +14,9 @@ import (
 // PolicySet is a compiled, immutable set of policies and exceptions. It is
 // safe for concurrent use.
 type PolicySet struct {
-	policies   []*Policy
-	byKey      map[string]*Policy
+	policies []*Policy
+	// byID indexes the policies by PolicyID.
+	byID       map[string]*Policy
 	exceptions []*exception
 	// celExceptions are the policies.kyverno.io PolicyExceptions.
 	celExceptions []*celException
@@ -37,7 +38,10 @@ type Policy struct {
 	source kyvernov1.PolicyInterface
 	spec   *kyvernov1.Spec
 	key    string
-	rules  []*rule
+	// id is the PolicyID: the key is shared by policies of different
+	// kinds and one name, the id is not.
+	id    string
+	rules []*rule
 	// unscored policies (policies.kyverno.io/scored: "false") report warn
 	// instead of fail.
 	unscored bool
@@ -81,7 +85,7 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 		o(&cfg)
 	}
 	set := &PolicySet{
-		byKey:  make(map[string]*Policy, len(policies)),
+		byID:   make(map[string]*Policy, len(policies)),
 		byKind: map[string][]*Policy{},
 		jp:     jmespath.New(),
 	}
@@ -92,12 +96,12 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 			errs = append(errs, perrs...)
 			continue
 		}
-		if _, dup := set.byKey[p.key]; dup {
+		if _, dup := set.byID[p.id]; dup {
 			errs = append(errs, &CompileError{Kind: src.GetKind(), Name: p.key, Fault: FaultDuplicatePolicy})
 			continue
 		}
 		set.policies = append(set.policies, p)
-		set.byKey[p.key] = p
+		set.byID[p.id] = p
 		set.index(p)
 	}
 	for _, ex := range cfg.exceptions {
@@ -123,12 +127,15 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 }
 
 // FaultDuplicatePolicy is the fault of a policy left out of a set because
-// one before it has the same PolicyKey (a ClusterPolicy and a
-// ValidatingPolicy of one name, say): it is not served.
+// one before it has the same PolicyID: the same kind, namespace and name.
+// The API server never holds two such objects; the CLI, which reads
+// files, can be handed two (and names both files).
 const FaultDuplicatePolicy = "duplicate policy"
 
-// PolicyKey names a policy the way a PolicySet keys it, and reports name
-// it: "<name>" for a ClusterPolicy, "<namespace>/<name>" for a Policy.
+// PolicyKey names a policy the way reports, metrics, events and the CLI
+// name it, as Kyverno does: "<name>" for a cluster-wide policy,
+// "<namespace>/<name>" for a namespaced one, whatever its kind. Policies
+// of different kinds may share a key; PolicyID tells them apart.
 func PolicyKey(p kyvernov1.PolicyInterface) string {
 	if p.IsNamespaced() {
 		return policyNamespace(p) + "/" + p.GetName()
@@ -155,6 +162,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 		source:    src,
 		spec:      src.GetSpec(),
 		key:       PolicyKey(src),
+		id:        PolicyID(src),
 		unscored:  src.GetAnnotations()[ScoredAnnotation] == "false",
 		namespace: policyNamespace(src),
 	}

@@ -34,8 +34,8 @@ func NewCompiler() *Compiler {
 // it from compiling. It is immutable and may be assembled into any number
 // of PolicySets, concurrently.
 type CompiledPolicy struct {
-	kind, key string
-	source    kyvernov1.PolicyInterface
+	kind, key, id string
+	source        kyvernov1.PolicyInterface
 	// policy is the compiled policy, not bound to any set; nil when errs
 	// is not empty. Assemble binds a shallow copy of it to each set: the
 	// compiled rules are shared, only the set and the position differ.
@@ -43,8 +43,13 @@ type CompiledPolicy struct {
 	errs   CompileErrors
 }
 
-// Key returns "name" for a ClusterPolicy and "namespace/name" for a Policy.
+// Key returns the policy's PolicyKey: "name" for a cluster-wide policy,
+// "namespace/name" for a namespaced one, whatever the kind.
 func (u *CompiledPolicy) Key() string { return u.key }
+
+// ID returns the policy's PolicyID, which tells apart policies of
+// different kinds and one key.
+func (u *CompiledPolicy) ID() string { return u.id }
 
 // Source returns the policy the unit was compiled from.
 func (u *CompiledPolicy) Source() kyvernov1.PolicyInterface { return u.source }
@@ -57,7 +62,7 @@ func (u *CompiledPolicy) Errors() CompileErrors { return u.errs }
 // and pre-parses its patterns and expressions. Faults are kept on the unit
 // (see Errors), as Compile would report them.
 func (c *Compiler) Policy(src kyvernov1.PolicyInterface) *CompiledPolicy {
-	u := &CompiledPolicy{kind: src.GetKind(), key: PolicyKey(src), source: src}
+	u := &CompiledPolicy{kind: src.GetKind(), key: PolicyKey(src), id: PolicyID(src), source: src}
 	p, errs := c.scratch().compilePolicy(src)
 	if len(errs) > 0 {
 		u.errs = errs
@@ -129,7 +134,7 @@ func (c *Compiler) CELException(src *policiesv1.PolicyException, scope Exception
 
 // Assemble builds a PolicySet from compiled units, in the order given,
 // exactly as Compile builds one from the units' sources: the set holds
-// every unit without faults (the first of two with the same key), and the
+// every unit without faults (the first of two with the same ID), and the
 // error, when not nil, is a CompileErrors listing the policies' faults in
 // order, then duplicates, then the exceptions' faults. Nothing is
 // compiled again.
@@ -141,7 +146,7 @@ func (c *Compiler) Assemble(policies []*CompiledPolicy, exceptions []*CompiledEx
 			errs = append(errs, u.errs...)
 			continue
 		}
-		if _, dup := set.byKey[u.key]; dup {
+		if _, dup := set.byID[u.id]; dup {
 			errs = append(errs, &CompileError{Kind: u.kind, Name: u.key, Fault: FaultDuplicatePolicy})
 			continue
 		}
@@ -149,7 +154,7 @@ func (c *Compiler) Assemble(policies []*CompiledPolicy, exceptions []*CompiledEx
 		*p = *u.policy
 		p.set = set
 		set.policies = append(set.policies, p)
-		set.byKey[p.key] = p
+		set.byID[p.id] = p
 		set.index(p)
 	}
 	for _, u := range exceptions {
@@ -173,7 +178,7 @@ func (c *Compiler) Assemble(policies []*CompiledPolicy, exceptions []*CompiledEx
 // starting point Compile uses.
 func (c *Compiler) scratch() *PolicySet {
 	return &PolicySet{
-		byKey:  map[string]*Policy{},
+		byID:   map[string]*Policy{},
 		byKind: map[string][]*Policy{},
 		jp:     c.jp,
 	}

@@ -193,8 +193,8 @@ func TestAssembleMatchesCompile(t *testing.T) {
 // compare. A field added to PolicySet or Policy fails the test until it is
 // listed here, so that Assemble cannot silently fall behind Compile.
 var (
-	policySetFields = []string{"policies", "byKey", "exceptions", "celExceptions", "jp", "byKind", "wildcard", "responsesByKind", "wildcardResponses"}
-	policyFields    = []string{"set", "source", "spec", "key", "rules", "unscored", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol"}
+	policySetFields = []string{"policies", "byID", "exceptions", "celExceptions", "jp", "byKind", "wildcard", "responsesByKind", "wildcardResponses"}
+	policyFields    = []string{"set", "source", "spec", "key", "id", "rules", "unscored", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol"}
 )
 
 func checkFieldsKnown(t *testing.T, v any, known []string) {
@@ -240,12 +240,12 @@ func compareSets(t *testing.T, want, got *PolicySet) {
 			t.Errorf("byKind[%s] differs: Compile %v, Assemble %v", kind, w, g)
 		}
 	}
-	if len(want.byKey) != len(got.byKey) {
-		t.Errorf("byKey has %d entries from Compile, %d from Assemble", len(want.byKey), len(got.byKey))
+	if len(want.byID) != len(got.byID) {
+		t.Errorf("byID has %d entries from Compile, %d from Assemble", len(want.byID), len(got.byID))
 	}
 	for i, gp := range got.policies {
-		if got.byKey[gp.key] != gp {
-			t.Errorf("byKey[%s] is not the set's own policy", gp.key)
+		if got.byID[gp.id] != gp {
+			t.Errorf("byID[%s] is not the set's own policy", gp.id)
 		}
 		if gp.set != got {
 			t.Errorf("policy %s is bound to another set", gp.key)

@@ -174,10 +174,10 @@ func (s *PolicySet) Validate(ctx context.Context, req *Request, opts ...EvalOpti
 // Policies returns the compiled policies of the set, in compile order.
 func (s *PolicySet) Policies() []*Policy { return s.policies }
 
-// Lookup returns the compiled policy with the given key ("name" for a
-// ClusterPolicy, "namespace/name" for a Policy).
-func (s *PolicySet) Lookup(key string) (*Policy, bool) {
-	p, ok := s.byKey[key]
+// Lookup returns the compiled policy with the given PolicyID (for a
+// ClusterPolicy or Policy, its key: "name" or "namespace/name").
+func (s *PolicySet) Lookup(id string) (*Policy, bool) {
+	p, ok := s.byID[id]
 	return p, ok
 }
 
@@ -207,7 +207,9 @@ func (s *PolicySet) Unsupported() UnsupportedList {
 // Source returns the policy as it was compiled.
 func (p *Policy) Source() kyvernov1.PolicyInterface { return p.source }
 
-// Key returns "name" for a ClusterPolicy and "namespace/name" for a Policy.
+// Key returns the policy's PolicyKey, what users read: "name" for a
+// cluster-wide policy, "namespace/name" for a namespaced one. Policies of
+// different kinds may share it; see ID.
 func (p *Policy) Key() string { return p.key }
 
 // Rules returns the names of the policy's rules after autogen expansion, in

@@ -268,7 +268,7 @@ func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document
 		return imageOutcome{image: ref, status: StatusError, message: "failed to verify image " + ref + ": no image verifier is configured"}
 	}
 	base := ImageCheck{Image: ref, Repository: iv.Repository, CosignOCI11: iv.CosignOCI11, Credentials: creds,
-		UseCache: iv.IsUseCache(), VerifiedSince: ev.cfg.imagesVerifiedSince, Scope: ev.policy.key + "/" + r.name}
+		UseCache: iv.IsUseCache(), VerifiedSince: ev.cfg.imagesVerifiedSince, Scope: ev.policy.id + "/" + r.name}
 	var digest string
 	for i := range iv.Attestors {
 		d, err := countSet(&iv.Attestors[i], fmt.Sprintf(".attestors[%d]", i), func(a *kyvernov1.Attestor, path string) (string, error) {
@@ -753,7 +753,7 @@ func (s *PolicySet) verifyImagesPhase(ctx context.Context, in *requestView, cfg 
 		}
 		merged := false
 		for i := range resp.Policies {
-			if resp.Policies[i].Key == p.key {
+			if resp.Policies[i].isOf(p) {
 				resp.Policies[i].Rules = append(resp.Policies[i].Rules, rules...)
 				resp.Policies[i].Patched = obj
 				merged = true

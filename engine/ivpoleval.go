@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/charter-dev/charter/api/charter"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 )
 
@@ -261,7 +262,7 @@ func (v *imageVerification) verify(image, attestation string, attestors ref.Val)
 		}
 		for _, a := range at.checks {
 			check := ImageCheck{Image: info.Reference(), Attestor: a, Repository: at.repository, Credentials: v.creds,
-				UseCache: true, VerifiedSince: v.cfg.imagesVerifiedSince, Scope: v.policy.key + "/" + n, PredicateType: ptype}
+				UseCache: true, VerifiedSince: v.cfg.imagesVerifiedSince, Scope: v.policy.id + "/" + n, PredicateType: ptype}
 			if err := v.check(verifier, check, image, attestation); err != nil {
 				if IsImageUnavailable(err) && unavailable == nil {
 					unavailable = err
@@ -741,11 +742,16 @@ func SettleRequiredImages(responses ...*Response) {
 	}
 }
 
-// settleRequired fails each passing policy (by key in matched) one of
-// whose images st does not count as verified.
+// settleRequired fails each passing ImageValidatingPolicy (by key in
+// matched) one of whose images st does not count as verified. Only those
+// kinds' responses are looked up: a ClusterPolicy may share an
+// ImageValidatingPolicy's key.
 func settleRequired(st *ivpolRequest, matched map[string][]string, policies []PolicyResponse) {
 	for i := range policies {
 		p := &policies[i]
+		if _, ivpol := p.Policy.(policiesv1.ImageValidatingPolicyLike); !ivpol {
+			continue
+		}
 		images := matched[p.Key]
 		if len(images) == 0 || len(p.Rules) != 1 || p.Rules[0].Status != StatusPass {
 			continue

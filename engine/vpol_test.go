@@ -17,8 +17,9 @@ import (
 )
 
 // readCELPolicies decodes the policies.kyverno.io documents of a testdata
-// file: policies and PolicyExceptions. file is under testdata/vpol unless
-// it names its folder ("gpol/policies.yaml").
+// file: policies and PolicyExceptions, and kyverno.io ClusterPolicies and
+// Policies beside them. file is under testdata/vpol unless it names its
+// folder ("gpol/policies.yaml").
 func readCELPolicies(t *testing.T, file string) ([]kyvernov1.PolicyInterface, []*policiesv1.PolicyException) {
 	t.Helper()
 	if !strings.Contains(file, "/") {
@@ -37,6 +38,12 @@ func readCELPolicies(t *testing.T, file string) ([]kyvernov1.PolicyInterface, []
 		}
 		var into any
 		switch probe.Kind {
+		case kyvernov1.ClusterPolicyKind:
+			p := &kyvernov1.ClusterPolicy{}
+			policies, into = append(policies, p), p
+		case kyvernov1.PolicyKind:
+			p := &kyvernov1.Policy{}
+			policies, into = append(policies, p), p
 		case policiesv1.ValidatingPolicyKind:
 			p := &policiesv1.ValidatingPolicy{}
 			policies, into = append(policies, p), p

@@ -35,7 +35,8 @@ type Builder struct {
 	compileCELException func(*policiesv1.PolicyException) *engine.CompiledException
 
 	mu sync.Mutex
-	// policies and exceptions are the units of the last build, by key.
+	// policies and exceptions are the units of the last build, by
+	// engine.PolicyID and by exception key.
 	policies      map[string]*engine.CompiledPolicy
 	exceptions    map[string]*engine.CompiledException
 	celExceptions map[string]*engine.CompiledException
@@ -100,15 +101,15 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 		if !p.GetSpec().AdmissionProcessingEnabled() {
 			continue
 		}
-		key := engine.PolicyKey(p)
-		u, ok := b.policies[key]
+		id := engine.PolicyID(p)
+		u, ok := b.policies[id]
 		if ok && sameObject(u.Source().(metav1.Object), p.(metav1.Object), u.Source().GetSpec(), p.GetSpec()) {
 			stats.PoliciesReused++
 		} else {
 			u = b.compilePolicy(p)
 			stats.PoliciesCompiled++
 		}
-		units[key] = u
+		units[id] = u
 		if p.GetSpec().GetFailurePolicy() == kyvernov1.Ignore {
 			ignore = append(ignore, u)
 		} else {
@@ -220,12 +221,12 @@ func sortedExceptions[T metav1.Object](in []T) []T {
 }
 
 // Compiled returns the compiled unit of one admission policy of the
-// snapshot ("name" for a ClusterPolicy, "namespace/name" for a Policy):
-// its faults (Errors, empty when it is served) and the object it was
+// snapshot, by engine.PolicyID (for a ClusterPolicy or Policy its key,
+// "name" or "namespace/name"): its faults (Errors, empty when it is served) and the object it was
 // compiled from (Source, whose generation is the one the faults are of).
 // It is false for a policy the snapshot did not compile: unknown, or with
 // spec.admission: false.
-func (s *Snapshot) Compiled(key string) (*engine.CompiledPolicy, bool) {
-	u, ok := s.units[key]
+func (s *Snapshot) Compiled(id string) (*engine.CompiledPolicy, bool) {
+	u, ok := s.units[id]
 	return u, ok
 }

@@ -76,9 +76,10 @@ func sortedPolicies(in []kyvernov1.PolicyInterface) []kyvernov1.PolicyInterface 
 		if a.GetName() != b.GetName() {
 			return a.GetName() < b.GetName()
 		}
-		// Policies of different kinds may share a name and so a key; the
-		// set serves the first: the kyverno.io kind, then by kind, so the
-		// choice never depends on informer order.
+		// Policies of different kinds may share a name and so a key
+		// (not an ID; the set serves both): the kyverno.io kind first,
+		// then by kind, so the set's order never depends on informer
+		// order.
 		if ra, rb := kindRank(a), kindRank(b); ra != rb {
 			return ra < rb
 		}

@@ -182,6 +182,7 @@ func Run(ctx context.Context, opts Options) (*Outcome, error) {
 // the policies) are passed over with one note.
 func loadPolicies(paths []string, exceptions []*kyvernov2.PolicyException, out *Outcome) (*engine.PolicySet, error) {
 	var policies []kyvernov1.PolicyInterface
+	declared := manifest.Declared{}
 	for _, root := range paths {
 		if root == "-" {
 			return nil, fmt.Errorf("policies cannot be read from stdin; use --resource - for resources")
@@ -215,6 +216,9 @@ func loadPolicies(paths []string, exceptions []*kyvernov2.PolicyException, out *
 			if info.IsDir() && len(p.Policies) == 0 && len(p.Exceptions) == 0 && len(p.Unsupported) == 0 {
 				skipped++
 				continue
+			}
+			if err := declared.Add(f, p.Policies...); err != nil {
+				return nil, err
 			}
 			policies = append(policies, p.Policies...)
 			exceptions = append(exceptions, p.Exceptions...)

@@ -123,6 +123,17 @@ func TestRun(t *testing.T) {
 			},
 			wantWarning: `ClusterPolicy "signed-manifests": spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet`,
 		},
+		{
+			name: "a ClusterPolicy and a ValidatingPolicy of one name both judge, under the one name",
+			opts: Options{PolicyPaths: []string{"testdata/samename/cluster-policy.yaml", "testdata/samename/validating-policy.yaml"}, ResourcePaths: []string{"testdata/samename/pods.yaml"}},
+			want: []string{
+				"Pod/default/latest-labelled disallow-latest/no-latest-tag Enforce fail",
+				"Pod/default/latest-labelled disallow-latest/ Enforce pass",
+				"Pod/default/pinned-unlabelled disallow-latest/no-latest-tag Enforce pass",
+				"Pod/default/pinned-unlabelled disallow-latest/ Enforce fail",
+			},
+			wantBlocked: true,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,6 +178,8 @@ func TestRunErrors(t *testing.T) {
 		{"bad --set", Options{PolicyPaths: []string{"testdata/flags/policies.yaml"}, ResourcePaths: []string{"testdata/flags/pod.yaml"}, Set: []string{"team"}}, `--set "team": want key=value`},
 		{"--exception that is a policy", Options{PolicyPaths: []string{"testdata/flags/policies.yaml"}, ResourcePaths: []string{"testdata/flags/pod.yaml"}, ExceptionPaths: []string{"testdata/flags/policies.yaml"}}, "not PolicyExceptions"},
 		{"--values-file of the wrong kind", Options{PolicyPaths: []string{"testdata/flags/policies.yaml"}, ResourcePaths: []string{"testdata/flags/pod.yaml"}, ValuesFile: "testdata/flags/userinfo.yaml"}, `--values-file: testdata/flags/userinfo.yaml: kind: got "UserInfo", want Values`},
+		{"the same policy in two files", Options{PolicyPaths: []string{"testdata/samename/cluster-policy.yaml", "testdata/samename/again.yaml"}, ResourcePaths: []string{"testdata/samename/pods.yaml"}},
+			"ClusterPolicy disallow-latest is declared twice: in testdata/samename/cluster-policy.yaml and in testdata/samename/again.yaml"},
 		{"resource without kind", Options{PolicyPaths: []string{"testdata/policies"}, ResourcePaths: []string{"-"},
 			Stdin: strings.NewReader("metadata: {name: x}\n")}, "missing apiVersion or kind"},
 	}

@@ -83,8 +83,10 @@ type ruleOutcome struct {
 type evaluation struct {
 	Operation string
 	Resource  resourceKey
-	// Policy is the policy name (without namespace).
-	Policy string
+	// Policy is the policy name (without namespace), and Kind its kind
+	// ("" when unknown): a ClusterPolicy and a ValidatingPolicy may share
+	// the name.
+	Policy, Kind string
 	// Invalid is set when the policy failed to compile, or is of a kind
 	// charter does not evaluate (Unsupported); Rules is empty then.
 	Invalid     string
@@ -124,13 +126,7 @@ func judge(suite string, t *Test, evals []evaluation) []Row {
 		if op == "" {
 			op = "CREATE"
 		}
-		name := exp.PolicyName()
-		var mine []*evaluation
-		for j := range evals {
-			if e := &evals[j]; e.Policy == name && e.Operation == op {
-				mine = append(mine, e)
-			}
-		}
+		mine := evaluationsOf(exp, evals, op)
 		selectors := resourceSelectors(exp)
 		if len(selectors) == 0 {
 			for _, e := range mine {
@@ -159,6 +155,29 @@ func judge(suite string, t *Test, evals []evaluation) []Row {
 		rows[i].ID = i + 1
 	}
 	return rows
+}
+
+// evaluationsOf returns the evaluations of the entry's policy under op.
+// When policies of different kinds share its name, the entry's flags pick
+// the kind (isValidatingPolicy: the ValidatingPolicy, none: the
+// ClusterPolicy or Policy); when none of that kind has the name, every
+// kind's evaluations answer, as before kinds were told apart.
+func evaluationsOf(exp *TestResult, evals []evaluation, op string) []*evaluation {
+	name := exp.PolicyName()
+	kinds := exp.PolicyKinds()
+	var mine, ofKind []*evaluation
+	for j := range evals {
+		if e := &evals[j]; e.Policy == name && e.Operation == op {
+			mine = append(mine, e)
+			if slices.Contains(kinds, e.Kind) {
+				ofKind = append(ofKind, e)
+			}
+		}
+	}
+	if len(ofKind) > 0 {
+		return ofKind
+	}
+	return mine
 }
 
 func judgeEvaluation(exp *TestResult, e *evaluation) []Row {

@@ -217,6 +217,7 @@ func loadInputs(s *Suite, cache *fileCache) (*inputs, error) {
 		}
 		return filepath.Join(s.Dir, p)
 	}
+	declared := manifest.Declared{}
 	for i, p := range t.Policies {
 		if strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://") {
 			return nil, fmt.Errorf("policies[%d]: %s: remote policies are not supported", i, p)
@@ -227,6 +228,9 @@ func loadInputs(s *Suite, cache *fileCache) (*inputs, error) {
 			return nil, fmt.Errorf("policies[%d]: %w", i, err)
 		}
 		pf := v.(*manifest.Policies)
+		if err := declared.Add(path, pf.Policies...); err != nil {
+			return nil, fmt.Errorf("policies[%d]: %w", i, err)
+		}
 		in.policyFiles = append(in.policyFiles, path)
 		for _, other := range pf.Others {
 			in.warnings = append(in.warnings, fmt.Sprintf("policies[%d]: %s is not a policy, ignored", i, other))

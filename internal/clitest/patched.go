@@ -129,7 +129,7 @@ func (s *objectSet) Objects(_ context.Context, q engine.ObjectQuery) ([]map[stri
 }
 
 // outputs is what mutation and generation did to one request, kept to be
-// merged into the evaluations of its policies.
+// merged into the evaluations of its policies (by engine.PolicyID).
 type outputs struct {
 	mutation   map[string]*engine.PolicyResponse
 	generation map[string]*engine.PolicyResponse
@@ -145,24 +145,24 @@ func mutateAndGenerate(ctx context.Context, set *engine.PolicySet, req *engine.R
 	out := &outputs{mutation: map[string]*engine.PolicyResponse{}, generation: map[string]*engine.PolicyResponse{}, resource: resource}
 	m := set.Mutate(ctx, req, append(slices.Clone(opts), engine.WithMutateExisting())...)
 	for i := range m.Policies {
-		out.mutation[m.Policies[i].Key] = &m.Policies[i]
+		out.mutation[m.Policies[i].ID()] = &m.Policies[i]
 	}
 	if req.Object != nil {
 		req.Object = m.Object
 	}
 	g := set.Generate(ctx, req, append(slices.Clone(opts), engine.WithCLIGeneration())...)
 	for i := range g.Policies {
-		out.generation[g.Policies[i].Key] = &g.Policies[i]
+		out.generation[g.Policies[i].ID()] = &g.Policies[i]
 	}
 	return out
 }
 
 // annotate adds the policy's mutate responses (before its validate ones)
 // and generate responses (after) to e, with the patched object.
-func (o *outputs) annotate(e *evaluation, policyKey string, ex *expectations) {
+func (o *outputs) annotate(e *evaluation, policyID string, ex *expectations) {
 	e.expected = ex
 	var rules []ruleOutcome
-	if pr := o.mutation[policyKey]; pr != nil {
+	if pr := o.mutation[policyID]; pr != nil {
 		e.Patched = pr.Patched
 		for _, rr := range pr.Rules {
 			if rr.Target != nil {
@@ -178,7 +178,7 @@ func (o *outputs) annotate(e *evaluation, policyKey string, ex *expectations) {
 		}
 	}
 	rules = append(rules, e.Rules...)
-	if pr := o.generation[policyKey]; pr != nil {
+	if pr := o.generation[policyID]; pr != nil {
 		for _, rr := range pr.Rules {
 			rules = append(rules, outcomeOf(rr))
 		}
@@ -189,7 +189,7 @@ func (o *outputs) annotate(e *evaluation, policyKey string, ex *expectations) {
 // targetEvaluations returns one evaluation per existing resource a
 // mutate-existing rule patched, holding that rule's response and the
 // patched target (spec §5.3).
-func (o *outputs) targetEvaluations(op string, policyName func(key string) string, ex *expectations) []evaluation {
+func (o *outputs) targetEvaluations(op string, ex *expectations) []evaluation {
 	var out []evaluation
 	keys := make([]string, 0, len(o.mutation))
 	for k := range o.mutation {
@@ -197,7 +197,8 @@ func (o *outputs) targetEvaluations(op string, policyName func(key string) strin
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		for _, rr := range o.mutation[k].Rules {
+		pr := o.mutation[k]
+		for _, rr := range pr.Rules {
 			if rr.PatchedTarget == nil {
 				continue
 			}
@@ -205,7 +206,8 @@ func (o *outputs) targetEvaluations(op string, policyName func(key string) strin
 			out = append(out, evaluation{
 				Operation: op,
 				Resource:  resourceKey{APIVersion: t.APIVersion, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name},
-				Policy:    policyName(k),
+				Policy:    pr.Policy.GetName(),
+				Kind:      pr.Policy.GetKind(),
 				Rules:     []ruleOutcome{outcomeOf(rr)},
 				Patched:   rr.PatchedTarget,
 				expected:  ex,

@@ -187,9 +187,9 @@ func (r *Runner) runSuite(ctx context.Context, res *SuiteResult) {
 		return
 	}
 	res.Warnings = append(res.Warnings, c.warnings...)
-	for _, key := range slices.Sorted(maps.Keys(c.invalid)) {
-		fault := c.invalid[key]
-		res.Warnings = append(res.Warnings, fmt.Sprintf("policy %s is invalid: %s", key, fault))
+	for _, id := range slices.Sorted(maps.Keys(c.invalid)) {
+		_, key := engine.ParsePolicyID(id)
+		res.Warnings = append(res.Warnings, fmt.Sprintf("policy %s is invalid: %s", key, c.invalid[id]))
 	}
 	evals := evaluate(ctx, c, in, operations(s.Test), r.opts.ImageVerifier)
 	res.Rows = judge(s.Name(), s.Test, evals)
@@ -212,20 +212,17 @@ func (r *Runner) compile(in *inputs) *compiled {
 					c.err = err
 					return
 				}
-				if f.Fault == "duplicate policy" {
-					// The first policy of that key stands; Kyverno's CLI
-					// also evaluates the first one.
-					c.warnings = append(c.warnings, f.Error())
-					continue
-				}
 				msg := f.Fault
 				if f.Field != "" {
 					msg = f.Field + ": " + f.Fault
 				}
-				if prev := c.invalid[f.Name]; prev != "" {
+				// Keyed by ID: a ClusterPolicy and a ValidatingPolicy of
+				// one name are two policies.
+				id := engine.PolicyIDFor(f.Kind, f.Name)
+				if prev := c.invalid[id]; prev != "" {
 					msg = prev + "; " + msg
 				}
-				c.invalid[f.Name] = msg
+				c.invalid[id] = msg
 			}
 		default:
 			c.err = err
@@ -274,24 +271,24 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string, images
 			req := buildRequest(obj, op, in)
 			out := mutateAndGenerate(ctx, c.set, req, obj, evalOpts)
 			resp := c.set.Validate(ctx, req, evalOpts...)
-			byKey := make(map[string]*engine.PolicyResponse, len(resp.Policies))
+			byID := make(map[string]*engine.PolicyResponse, len(resp.Policies))
 			for i := range resp.Policies {
-				byKey[resp.Policies[i].Key] = &resp.Policies[i]
+				byID[resp.Policies[i].ID()] = &resp.Policies[i]
 			}
 			for _, p := range in.policies {
-				pkey := engine.PolicyKey(p)
-				e := evaluation{Operation: op, Resource: key, Policy: p.GetName()}
-				if fault, bad := c.invalid[pkey]; bad {
+				id := engine.PolicyID(p)
+				e := evaluation{Operation: op, Resource: key, Policy: p.GetName(), Kind: p.GetKind()}
+				if fault, bad := c.invalid[id]; bad {
 					e.Invalid = fault
 					evals = append(evals, e)
 					continue
 				}
-				pr := byKey[pkey]
+				pr := byID[id]
 				// Kyverno's CLI builds each policy's request on its own: a
 				// request.operation of UPDATE or DELETE among the policy's
 				// values for this resource turns the request into one.
 				if valueOp := operationFromValues(in.values.Variables(p, ref)); valueOp != "" && valueOp != op {
-					if compiled, ok := c.set.Lookup(pkey); ok {
+					if compiled, ok := c.set.Lookup(id); ok {
 						own := compiled.Validate(ctx, buildRequest(obj, valueOp, in), evalOpts...)
 						pr = &own
 					}
@@ -302,13 +299,13 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string, images
 						e.Rules[i] = ruleOutcome{Name: rr.Name, Status: string(rr.Status), Message: rr.Message}
 					}
 				}
-				if compiled, ok := c.set.Lookup(pkey); ok {
+				if compiled, ok := c.set.Lookup(id); ok {
 					e.unsupportedRules = cliUnsupported(compiled)
 				}
-				out.annotate(&e, pkey, in.expected)
+				out.annotate(&e, id, in.expected)
 				evals = append(evals, e)
 			}
-			evals = append(evals, out.targetEvaluations(op, policyNameOf, in.expected)...)
+			evals = append(evals, out.targetEvaluations(op, in.expected)...)
 			for _, name := range slices.Sorted(maps.Keys(in.unsupported)) {
 				evals = append(evals, evaluation{Operation: op, Resource: key, Policy: name, Unsupported: true,
 					Invalid: in.unsupported[name] + " is not supported by charter yet"})
@@ -355,14 +352,6 @@ func operationFromValues(vars map[string]any) string {
 		return op
 	}
 	return ""
-}
-
-// policyNameOf returns the name part of a policy key.
-func policyNameOf(key string) string {
-	if _, name, ok := strings.Cut(key, "/"); ok {
-		return name
-	}
-	return key
 }
 
 // buildRequest makes the admission request the CLI simulates for a

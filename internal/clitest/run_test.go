@@ -268,3 +268,35 @@ func TestRunCannotPassVacuously(t *testing.T) {
 		})
 	}
 }
+
+// TestRunSameNameDifferentKinds: a suite holding a ClusterPolicy and a
+// ValidatingPolicy of one name (a migration halfway) judges each expected
+// result against the kind its flags name; the two policies give opposite
+// verdicts on each Pod, so a row judged against the other kind fails.
+// The same policy declared in two files is an error naming both.
+func TestRunSameNameDifferentKinds(t *testing.T) {
+	results := runPaths(t, "testdata/samename/both")
+	if len(results) != 1 || results[0].Err != nil {
+		t.Fatalf("results: %+v", results)
+	}
+	checkRows(t, results[0].Rows, []short{
+		{"no-latest-tag", "v1/Pod/default/latest-labelled", Passed, "Ok"},
+		{"no-latest-tag", "v1/Pod/default/pinned-unlabelled", Passed, "Ok"},
+		{"", "v1/Pod/default/latest-labelled", Passed, "Ok"},
+		{"", "v1/Pod/default/pinned-unlabelled", Passed, "Ok"},
+	})
+	if len(results[0].Warnings) != 0 {
+		t.Errorf("warnings: %v", results[0].Warnings)
+	}
+
+	results = runPaths(t, "testdata/samename/duplicate")
+	if len(results) != 1 || results[0].Err == nil {
+		t.Fatalf("results: %+v, want the suite's error", results)
+	}
+	msg := results[0].Err.Error()
+	for _, want := range []string{"policies[1]", "ClusterPolicy disallow-latest is declared twice", filepath.Join("duplicate", "a.yaml"), filepath.Join("duplicate", "b.yaml")} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
+	}
+}

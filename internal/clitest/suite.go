@@ -14,7 +14,10 @@
 // suite's exceptions (engine.Compile, engine.WithExceptions); the set is
 // shared by the suites evaluated concurrently. A policy with a
 // CompileError has its rows reported as skipped ("Invalid policy") while
-// the rest run; a "duplicate policy" fault is only a warning.
+// the rest run. A policy declared twice (one kind, namespace and name) is
+// an error of the suite naming both files; policies of different kinds
+// may share a name, and an expected result's flags (isValidatingPolicy,
+// ...) pick the kind its row is about.
 //
 // For each operation the results ask for, each resource becomes a request:
 // CREATE of the object; UPDATE with the object as its own old object;
@@ -53,6 +56,9 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
 // DefaultFileName is the test file name `charter test` looks for.
@@ -143,6 +149,28 @@ func (r *TestResult) PolicyName() string {
 		}
 	}
 	return r.Policy
+}
+
+// PolicyKinds are the kinds of policy the entry's flags name:
+// isValidatingPolicy the ValidatingPolicy kinds and so on, no flag
+// kyverno.io's ClusterPolicy and Policy.
+func (r *TestResult) PolicyKinds() []string {
+	switch {
+	case r.IsValidatingPolicy:
+		return []string{policiesv1.ValidatingPolicyKind, policiesv1.NamespacedValidatingPolicyKind}
+	case r.IsMutatingPolicy:
+		return []string{policiesv1.MutatingPolicyKind, policiesv1.NamespacedMutatingPolicyKind}
+	case r.IsGeneratingPolicy:
+		return []string{policiesv1.GeneratingPolicyKind, policiesv1.NamespacedGeneratingPolicyKind}
+	case r.IsImageValidatingPolicy:
+		return []string{policiesv1.ImageValidatingPolicyKind, policiesv1.NamespacedImageValidatingPolicyKind}
+	case r.IsDeletingPolicy:
+		return []string{policiesv1.DeletingPolicyKind, policiesv1.NamespacedDeletingPolicyKind}
+	case r.IsValidatingAdmissionPolicy, r.IsMutatingAdmissionPolicy:
+		// charter does not evaluate these kinds.
+		return nil
+	}
+	return []string{kyvernov1.ClusterPolicyKind, kyvernov1.PolicyKind}
 }
 
 // ResourceSpec selects resources by group, version, kind, namespace and name.

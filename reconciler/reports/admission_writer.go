@@ -212,7 +212,7 @@ func (w *AdmissionWriter) apply(ctx context.Context, p *pendingAdmission) (retry
 	catalog := w.currentCatalog()
 	incoming := make([]v1alpha2.PolicyReportResult, 0, len(p.results))
 	for i := range p.results {
-		if catalog.Has(p.results[i].Policy, p.results[i].Rule) {
+		if catalog.HasResult(&p.results[i]) {
 			incoming = append(incoming, p.results[i])
 		}
 	}

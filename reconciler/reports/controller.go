@@ -659,7 +659,7 @@ type storedReport struct {
 func describe(snap *snapshot, results []v1alpha2.PolicyReportResult) storedReport {
 	d := storedReport{digest: digestOf(results)}
 	for i := range results {
-		if !snap.background[results[i].Policy] {
+		if !snap.background[report.ResultRef(&results[i])] {
 			d.foreign = true
 			break
 		}

@@ -308,7 +308,7 @@ func TestBackgroundReports(t *testing.T) {
 		// compiled it (it debounces policy changes): the results wait for
 		// it instead of being dropped as results of an unknown policy.
 		e.apply("admission-only.yaml")
-		if c.snap.Load().catalog["admission-only"] != nil {
+		if c.snap.Load().catalog[report.Source+"/admission-only"] != nil {
 			t.Log("the controller compiled the policy before the admission came; the wait is not exercised")
 		}
 		responses := evaluateAdmission(t, pod)
@@ -382,6 +382,28 @@ func TestBackgroundReports(t *testing.T) {
 		e.apply("vpol-exception-web.yaml")
 		e.wantResults("the failure skipped by the exception", "reports-test", podUID,
 			"require-team/team-label=fail", "vpol-require-owner/exception=skip")
+	})
+
+	t.Run("a ValidatingPolicy named like a ClusterPolicy is reported beside it", func(t *testing.T) {
+		e.apply("vpol-require-team.yaml")
+		rep := e.wantResults("both require-team policies' failures in the Pod's report", "reports-test", podUID,
+			"require-team/=fail", "require-team/team-label=fail", "vpol-require-owner/exception=skip")
+		var polr v1alpha2.PolicyReport
+		if err := runtimeFromUnstructured(rep, &polr); err != nil {
+			t.Fatal(err)
+		}
+		bySource := map[string]string{}
+		for _, r := range polr.Results {
+			if r.Policy == "require-team" {
+				bySource[r.Source] = r.Message
+			}
+		}
+		if bySource[report.SourceValidatingPolicy] != "annotation team is required" || !strings.Contains(bySource[report.Source], "label") {
+			t.Errorf("require-team results by source: %v, want the ValidatingPolicy's and the ClusterPolicy's own messages", bySource)
+		}
+		if polr.Summary != (v1alpha2.PolicyReportSummary{Fail: 2, Skip: 1}) {
+			t.Errorf("summary %+v, want fail 2, skip 1", polr.Summary)
+		}
 	})
 
 	t.Run("deleting the Pod deletes its report", func(t *testing.T) {

@@ -23,8 +23,8 @@ import (
 type snapshot struct {
 	// set holds the background policies that compiled.
 	set *engine.PolicySet
-	// background holds the keys of the policies in set: a scan's results
-	// are the whole truth for these policies.
+	// background holds the report.PolicyRef of the policies in set: a
+	// scan's results are the whole truth for these policies.
 	background map[string]bool
 	// catalog holds every installed policy (background or not) and its
 	// rules; results of anything else are dropped from reports.
@@ -53,7 +53,7 @@ type exceptionSet struct {
 }
 
 func buildSnapshot(policies []kyvernov1.PolicyInterface, installed exceptionSet, kinds *clusterstate.Kinds) (*snapshot, error) {
-	sort.Slice(policies, func(i, j int) bool { return engine.PolicyKey(policies[i]) < engine.PolicyKey(policies[j]) })
+	sort.Slice(policies, func(i, j int) bool { return engine.PolicyID(policies[i]) < engine.PolicyID(policies[j]) })
 	snap := &snapshot{
 		background: map[string]bool{},
 		catalog:    report.NewCatalog(policies),
@@ -87,13 +87,13 @@ func buildSnapshot(policies []kyvernov1.PolicyInterface, installed exceptionSet,
 	hashes := map[schema.GroupVersionResource]uint64{}
 	for _, p := range set.Policies() {
 		src := p.Source()
-		snap.background[p.Key()] = true
+		snap.background[report.PolicyRef(src)] = true
 		for _, t := range policyTypes(src, kinds) {
 			h := fnv.New64a()
 			var prev [8]byte
 			binary.LittleEndian.PutUint64(prev[:], hashes[t.GVR])
 			h.Write(prev[:])
-			h.Write([]byte(p.Key() + "@" + src.GetResourceVersion() + "\x00"))
+			h.Write([]byte(p.ID() + "@" + src.GetResourceVersion() + "\x00"))
 			hashes[t.GVR] = h.Sum64()
 			snap.types[t.GVR] = typeEntry{ResourceType: t}
 		}

@@ -57,10 +57,10 @@ func policyInventory(reader client.Reader, served servedPolicies) metrics.Policy
 
 // policyReady is the status_ready of p; see policyInventory.
 func policyReady(p kyvernov1.PolicyInterface, s *policycache.Snapshot) bool {
-	key := engine.PolicyKey(p)
+	id := engine.PolicyID(p)
 	if s != nil {
 		for _, set := range []*engine.PolicySet{s.Fail, s.Ignore} {
-			if served, ok := set.Lookup(key); ok && served.Source().GetGeneration() == p.GetGeneration() {
+			if served, ok := set.Lookup(id); ok && served.Source().GetGeneration() == p.GetGeneration() {
 				return true
 			}
 		}

@@ -36,6 +36,8 @@ func loadPolicy(t *testing.T, name string) kyvernov1.PolicyInterface {
 		p = &kyvernov1.Policy{}
 	case policiesv1.NamespacedValidatingPolicyKind:
 		p = &policiesv1.NamespacedValidatingPolicy{}
+	case policiesv1.GeneratingPolicyKind:
+		p = &policiesv1.GeneratingPolicy{}
 	default:
 		t.Fatalf("%s: kind %q is not a policy", name, meta.Kind)
 	}

@@ -17,7 +17,7 @@ import (
 // observable gauge under a counter's name, and so does charter.
 const PolicyRuleInfo = "kyverno_policy_rule_info_total"
 
-var ruleInfoLabels = []string{"rule_name", "rule_type", "policy_namespace", "policy_name", "status_ready",
+var ruleInfoLabels = [...]string{"rule_name", "rule_type", "policy_namespace", "policy_name", "status_ready",
 	"policy_validation_mode", "policy_type", "policy_background_mode"}
 
 // PolicyState is one installed policy as kyverno_policy_rule_info_total
@@ -65,7 +65,7 @@ type ruleInfo struct{ name, typ string }
 func newRuleInfoCollector() *ruleInfoCollector {
 	return &ruleInfoCollector{
 		desc: prometheus.NewDesc(PolicyRuleInfo, "One per rule of every installed policy, autogen rules included.",
-			ruleInfoLabels, scope),
+			ruleInfoLabels[:], scope),
 	}
 }
 
@@ -85,14 +85,24 @@ func (c *ruleInfoCollector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	// Entries of policies deleted or changed since the last scrape go.
 	seen := make(map[ruleCacheKey][]ruleInfo, len(policies))
+	// Policies of different kinds may share a name (a ClusterPolicy with
+	// a generate rule named after it and the GeneratingPolicy of that
+	// name, whose one rule bears its name): the labels carry no kind, so
+	// such a pair gives one series, sent once, since a registry refuses
+	// the whole scrape when a series repeats.
+	sent := map[[len(ruleInfoLabels)]string]bool{}
 	for _, ps := range policies {
 		p := ps.Policy
 		rules := c.rulesOf(p, seen)
 		pl := policyLabels(p)
 		ready := strconv.FormatBool(ps.Ready)
 		for _, rule := range rules {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1,
-				rule.name, rule.typ, pl.namespace, pl.name, ready, pl.mode, pl.typ, pl.background)
+			values := [len(ruleInfoLabels)]string{rule.name, rule.typ, pl.namespace, pl.name, ready, pl.mode, pl.typ, pl.background}
+			if sent[values] {
+				continue
+			}
+			sent[values] = true
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1, values[:]...)
 		}
 	}
 	c.rules = seen

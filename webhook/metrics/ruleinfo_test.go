@@ -84,6 +84,22 @@ kyverno_policy_rule_info_total{` + scoped + `,policy_background_mode="false",pol
 	}
 }
 
+// A ClusterPolicy and a GeneratingPolicy of one name, each with a
+// generate rule of that name, have the same labels: one series, and the
+// scrape does not fail on a repeated one.
+func TestRuleInfoSameNameDifferentKinds(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rec, err := New(reg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := []PolicyState{{Policy: loadPolicy(t, "quota-cp.yaml"), Ready: true}, {Policy: loadPolicy(t, "gpol-quota.yaml"), Ready: true}}
+	rec.SetPolicyInventory(func() ([]PolicyState, error) { return states, nil })
+	if n, err := testutil.GatherAndCount(reg, PolicyRuleInfo); err != nil || n != 1 {
+		t.Errorf("%d series of %s (%v), want 1", n, PolicyRuleInfo, err)
+	}
+}
+
 func TestRuleInfoWithoutInventory(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	if _, err := New(reg, "test"); err != nil {

@@ -15,7 +15,6 @@ package status
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 
@@ -62,10 +61,10 @@ type Verdict struct {
 //     rules enforce (policy admission refuses the enforcing ones; those
 //     that got in another way, or only audit, must not look in force).
 func Decide(p kyvernov1.PolicyInterface, s *policycache.Snapshot) (Verdict, bool) {
-	key := engine.PolicyKey(p)
+	id := engine.PolicyID(p)
 	gen := p.GetGeneration()
 	admission := p.GetSpec().AdmissionProcessingEnabled()
-	if !admission || len(s.Errors.For(p.GetKind(), key)) > 0 {
+	if !admission || len(s.Errors.For(p.GetKind(), engine.PolicyKey(p))) > 0 {
 		// Compile this generation alone: the snapshot's faults may be of
 		// an older one, and admission: false policies are not in it.
 		compiled, faults := compileAlone(p)
@@ -75,41 +74,14 @@ func Decide(p kyvernov1.PolicyInterface, s *policycache.Snapshot) (Verdict, bool
 		if !admission {
 			return compiledVerdict(compiled, gen), true
 		}
-		if v, ok := duplicateVerdict(p, key, s); ok {
-			return v, true
-		}
 		return Verdict{}, false
 	}
 	for _, set := range []*engine.PolicySet{s.Fail, s.Ignore} {
 		if set == nil {
 			continue
 		}
-		if served, ok := set.Lookup(key); ok && served.Source().GetGeneration() == gen {
+		if served, ok := set.Lookup(id); ok && served.Source().GetGeneration() == gen {
 			return compiledVerdict(served, gen), true
-		}
-	}
-	return Verdict{}, false
-}
-
-// duplicateVerdict is the verdict on a policy the snapshot leaves out
-// because another one of the same key (a ClusterPolicy and a
-// ValidatingPolicy of one name) is served instead: not ready, naming the
-// policy served, so that it never looks in force.
-func duplicateVerdict(p kyvernov1.PolicyInterface, key string, s *policycache.Snapshot) (Verdict, bool) {
-	dup := false
-	for _, f := range s.Errors.For(p.GetKind(), key) {
-		dup = dup || f.Fault == engine.FaultDuplicatePolicy
-	}
-	if !dup {
-		return Verdict{}, false
-	}
-	for _, set := range []*engine.PolicySet{s.Fail, s.Ignore} {
-		if set == nil {
-			continue
-		}
-		if served, ok := set.Lookup(key); ok {
-			return Verdict{Generation: p.GetGeneration(), Message: fmt.Sprintf(
-				"not served: %s %s has the same name and is served instead; rename one of them", served.Source().GetKind(), key)}, true
 		}
 	}
 	return Verdict{}, false

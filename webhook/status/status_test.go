@@ -274,10 +274,8 @@ func TestFaultMessage(t *testing.T) {
 	}
 }
 
-// A ClusterPolicy and a ValidatingPolicy of one name share a key: the
-// ClusterPolicy is served whatever the informers' order, and the
-// ValidatingPolicy is not ready, naming the ClusterPolicy, instead of
-// never getting a Ready condition.
+// A ClusterPolicy and a ValidatingPolicy of one name share a key, not an
+// ID: both are served and ready, whatever the informers' order.
 func TestDecideSameNameDifferentKinds(t *testing.T) {
 	cp := load(t, "require-labels.yaml")
 	var vp policiesv1.ValidatingPolicy
@@ -302,7 +300,7 @@ spec:
 			t.Errorf("ClusterPolicy: decided %v, verdict %+v; want ready", decided, got)
 		}
 		got, decided = Decide(&vp, s)
-		want := Verdict{Generation: 4, Message: "not served: ClusterPolicy " + cp.GetName() + " has the same name and is served instead; rename one of them"}
+		want := Verdict{Ready: true, Generation: 4, Message: MessageReady}
 		if !decided || got != want {
 			t.Errorf("ValidatingPolicy: decided %v, verdict %+v; want %+v", decided, got, want)
 		}

@@ -13,47 +13,68 @@ import (
 )
 
 // Catalog knows the installed policies and their rules after autogen
-// expansion. A result whose policy or rule is not in the catalog is
-// dropped from reports (§6.3).
+// expansion, by PolicyRef. A result whose policy or rule is not in the
+// catalog is dropped from reports (§6.3).
 type Catalog map[string]map[string]bool
 
 // NewCatalog indexes the rules of the policies. A policy whose autogen
-// expansion fails keeps only the rules it spells out.
+// expansion fails keeps only the rules it spells out. Each kind writes
+// its own source, so policies of different kinds and one name have their
+// own entries.
 func NewCatalog(policies []kyvernov1.PolicyInterface) Catalog {
 	c := make(Catalog, len(policies))
 	for _, p := range policies {
+		ref := PolicyRef(p)
+		names := c[ref]
+		if names == nil {
+			names = map[string]bool{}
+			c[ref] = names
+		}
 		if engine.ValidatingPolicyRules(p) != nil {
 			// One result per resource, rule "" (or the exception and
 			// evaluation results' names).
-			c[engine.PolicyKey(p)] = map[string]bool{"": true, engine.RuleException: true, engine.RuleEvaluation: true}
+			names[""], names[engine.RuleException], names[engine.RuleEvaluation] = true, true, true
 			continue
 		}
 		if engine.ImageValidatingPolicyRules(p) != nil || isGeneratingPolicy(p) {
 			// One result per resource, under the policy's name.
-			c[engine.PolicyKey(p)] = map[string]bool{p.GetName(): true, engine.RuleException: true}
+			names[p.GetName()], names[engine.RuleException] = true, true
 			continue
 		}
 		if isMutatingPolicy(p) {
 			// One mutate-existing result per trigger, rule "".
-			c[engine.PolicyKey(p)] = map[string]bool{"": true, engine.RuleException: true}
+			names[""], names[engine.RuleException] = true, true
 			continue
 		}
 		rules, err := autogen.ComputeRules(p)
 		if err != nil {
 			rules = p.GetSpec().Rules
 		}
-		names := make(map[string]bool, len(rules))
 		for i := range rules {
 			names[rules[i].Name] = true
 		}
-		key := engine.PolicyKey(p)
-		c[key] = names
 	}
 	return c
 }
 
-// Has reports whether the policy exists and has the rule.
-func (c Catalog) Has(policy, rule string) bool { return c[policy][rule] }
+// Has reports whether the policy (by PolicyRef) exists and has the rule.
+func (c Catalog) Has(ref, rule string) bool { return c[ref][rule] }
+
+// HasResult reports whether the result's policy exists and has its rule.
+func (c Catalog) HasResult(r *v1alpha2.PolicyReportResult) bool {
+	return c.Has(ResultRef(r), r.Rule)
+}
+
+// PolicyRef names a policy the way its report results do: by source and
+// policy, "<source>/<key>". A ClusterPolicy and a ValidatingPolicy of one
+// name share the policy field and differ in source, and Kyverno keys
+// results by both too.
+func PolicyRef(p kyvernov1.PolicyInterface) string {
+	return SourceOf(p) + "/" + engine.PolicyKey(p)
+}
+
+// ResultRef is the PolicyRef of the policy that wrote a result.
+func ResultRef(r *v1alpha2.PolicyReportResult) string { return r.Source + "/" + r.Policy }
 
 // resultKey identifies a result within one report: Kyverno keys
 // kyverno.io results by source, policy and rule (the resource is the
@@ -68,7 +89,7 @@ func Prune(results []v1alpha2.PolicyReportResult, catalog Catalog) []v1alpha2.Po
 	out := make([]v1alpha2.PolicyReportResult, 0, len(results))
 	for i := range results {
 		r := &results[i]
-		if ChartersSource(r.Source) && catalog.Has(r.Policy, r.Rule) {
+		if ChartersSource(r.Source) && catalog.HasResult(r) {
 			out = append(out, *r)
 		}
 	}
@@ -111,7 +132,7 @@ func Merge(existing, incoming []v1alpha2.PolicyReportResult) []v1alpha2.PolicyRe
 
 // ReplaceBackground merges the results of a background scan into a
 // report's results. The scan evaluated the current object against every
-// background policy (scanned names them), so it is the truth for those
+// background policy (scanned names them by PolicyRef), so it is the truth for those
 // policies: their existing results are replaced as a whole, including
 // results of rules that no longer match the resource. (Kyverno keeps such
 // stale results until their rule disappears; charter does not.) Results of
@@ -124,12 +145,12 @@ func ReplaceBackground(existing, scan []v1alpha2.PolicyReportResult, scanned map
 	out := make([]v1alpha2.PolicyReportResult, 0, len(existing)+len(scan))
 	for i := range existing {
 		r := &existing[i]
-		if ChartersSource(r.Source) && !scanned[r.Policy] {
+		if ChartersSource(r.Source) && !scanned[ResultRef(r)] {
 			out = append(out, *r)
 		}
 	}
 	for i := range scan {
-		if catalog.Has(scan[i].Policy, scan[i].Rule) {
+		if catalog.HasResult(&scan[i]) {
 			out = append(out, scan[i])
 		}
 	}

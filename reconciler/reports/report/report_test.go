@@ -3,16 +3,19 @@ package report
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/engine"
 )
@@ -173,9 +176,9 @@ func summary(results []v1alpha2.PolicyReportResult) string {
 }
 
 var catalog = Catalog{
-	"a":    {"r1": true, "r2": true, "autogen-r1": true},
-	"b":    {"r1": true},
-	"ns/c": {"r1": true},
+	Source + "/a":    {"r1": true, "r2": true, "autogen-r1": true},
+	Source + "/b":    {"r1": true},
+	Source + "/ns/c": {"r1": true},
 }
 
 func TestMerge(t *testing.T) {
@@ -243,7 +246,7 @@ func TestReplaceBackground(t *testing.T) {
 		res("newer", "r1", "fail", 10),
 	}
 	scan := []v1alpha2.PolicyReportResult{res("a", "r1", "pass", 5)}
-	got := summary(ReplaceBackground(existing, scan, map[string]bool{"a": true}, catalog))
+	got := summary(ReplaceBackground(existing, scan, map[string]bool{Source + "/a": true}, catalog))
 	if want := "a/r1=pass b/r1=pass newer/r1=fail"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
@@ -352,5 +355,44 @@ func TestDigestSeesEveryField(t *testing.T) {
 				t.Errorf("changing the %s leaves the digest unchanged", tt.name)
 			}
 		})
+	}
+}
+
+// A ClusterPolicy and a ValidatingPolicy of one name: their results share
+// the policy field and differ in source, and neither policy's results
+// replace, prune or overwrite the other's.
+func TestSameNamePoliciesKeepTheirOwnResults(t *testing.T) {
+	cp := &kyvernov1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "same"}, Spec: kyvernov1.Spec{Rules: []kyvernov1.Rule{{Name: "check"}}}}
+	vp := &policiesv1.ValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "same"}, Spec: policiesv1.ValidatingPolicySpec{
+		MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{}}}}}
+	cat := NewCatalog([]kyvernov1.PolicyInterface{cp, vp})
+	if PolicyRef(cp) == PolicyRef(vp) {
+		t.Fatalf("one PolicyRef %q for both", PolicyRef(cp))
+	}
+	cpResult := v1alpha2.PolicyReportResult{Source: Source, Policy: "same", Rule: "check", Result: "fail", Timestamp: metav1.Timestamp{Seconds: 10}}
+	vpResult := v1alpha2.PolicyReportResult{Source: SourceValidatingPolicy, Policy: "same", Rule: "", Result: "pass", Timestamp: metav1.Timestamp{Seconds: 10}}
+	if !cat.HasResult(&cpResult) || !cat.HasResult(&vpResult) {
+		t.Fatalf("catalog %v lacks a result's policy or rule", cat)
+	}
+	if cat.HasResult(&v1alpha2.PolicyReportResult{Source: SourceValidatingPolicy, Policy: "same", Rule: "check"}) {
+		t.Error("the ValidatingPolicy has the ClusterPolicy's rule")
+	}
+	both := []v1alpha2.PolicyReportResult{cpResult, vpResult}
+	if got := Prune(both, cat); len(got) != 2 {
+		t.Errorf("Prune kept %v, want both", got)
+	}
+	if got := Merge([]v1alpha2.PolicyReportResult{cpResult}, []v1alpha2.PolicyReportResult{vpResult}); len(got) != 2 {
+		t.Errorf("Merge gave %v, want both", got)
+	}
+	// A scan of the ValidatingPolicy alone replaces its results only.
+	newer := vpResult
+	newer.Result, newer.Timestamp.Seconds = "fail", 20
+	got := ReplaceBackground(both, []v1alpha2.PolicyReportResult{newer}, map[string]bool{PolicyRef(vp): true}, cat)
+	bySource := map[string]string{}
+	for _, r := range got {
+		bySource[r.Source] = string(r.Result) + "@" + strconv.FormatInt(r.Timestamp.Seconds, 10)
+	}
+	if len(got) != 2 || bySource[Source] != "fail@10" || bySource[SourceValidatingPolicy] != "fail@20" {
+		t.Errorf("ReplaceBackground gave %+v, want the ClusterPolicy's fail kept and the ValidatingPolicy's new fail", got)
 	}
 }

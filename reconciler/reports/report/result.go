@@ -33,6 +33,22 @@ const SourceMutatingPolicy = "KyvernoMutatingPolicy"
 // Kyverno writes it.
 const SourceGeneratingPolicy = "KyvernoGeneratingPolicy"
 
+// SourceOf is the `source` of a policy's results: each kind has its own,
+// which keeps apart the results of policies of one name.
+func SourceOf(p kyvernov1.PolicyInterface) string {
+	switch {
+	case engine.ValidatingPolicyRules(p) != nil:
+		return SourceValidatingPolicy
+	case engine.ImageValidatingPolicyRules(p) != nil:
+		return SourceImageValidatingPolicy
+	case isGeneratingPolicy(p):
+		return SourceGeneratingPolicy
+	case isMutatingPolicy(p):
+		return SourceMutatingPolicy
+	}
+	return Source
+}
+
 // ChartersSource reports whether charter writes results of this source.
 func ChartersSource(s string) bool {
 	switch s {
@@ -172,19 +188,8 @@ func result(key string, policy kyvernov1.PolicyInterface, rr *engine.RuleRespons
 	if m, ok := rr.Properties["message"]; ok {
 		msg = m
 	}
-	source := Source
-	switch {
-	case engine.ValidatingPolicyRules(policy) != nil:
-		source = SourceValidatingPolicy
-	case engine.ImageValidatingPolicyRules(policy) != nil:
-		source = SourceImageValidatingPolicy
-	case isGeneratingPolicy(policy):
-		source = SourceGeneratingPolicy
-	case isMutatingPolicy(policy):
-		source = SourceMutatingPolicy
-	}
 	r := v1alpha2.PolicyReportResult{
-		Source:     source,
+		Source:     SourceOf(policy),
 		Policy:     key,
 		Rule:       rr.Name,
 		Category:   ann[CategoryAnnotation],
