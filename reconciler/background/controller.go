@@ -134,7 +134,7 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, informers crcache.Cache, mapp
 		dyn: dyn, meta: md, mapper: mapper, kube: kube, kinds: clusterstate.NewKinds(disco),
 		recorder: recorder, loaders: lds, installed: make(chan struct{}, 1), faults: newPermissionFaults(),
 	}
-	c.compiled.Store(&compiledPolicies{byKey: map[string]kyvernov1.PolicyInterface{}})
+	c.compiled.Store(&compiledPolicies{byID: map[string]kyvernov1.PolicyInterface{}})
 	opts.State.Policies.OnInstalledChange(func(*policycache.Installed) {
 		select {
 		case c.installed <- struct{}{}:
@@ -219,7 +219,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	// whatever changed while no leader ran.
 	old := c.compiled.Load()
 	cur := c.compile(c.opts.State.Policies.Installed())
-	r.policiesChanged(ctx, &compiledPolicies{byKey: map[string]kyvernov1.PolicyInterface{}}, cur, old)
+	r.policiesChanged(ctx, &compiledPolicies{byID: map[string]kyvernov1.PolicyInterface{}}, cur, old)
 
 	inf, err := c.informer.GetInformer(ctx, &kyvernov2.UpdateRequest{})
 	if err != nil {
@@ -280,7 +280,7 @@ func (c *Controller) lead(ctx context.Context) error {
 		case <-c.installed:
 			prev := c.compiled.Load()
 			next := c.compile(c.opts.State.Policies.Installed())
-			c.faults.forget(next.byKey)
+			c.faults.forget(next.byID)
 			r.policiesChanged(ctx, prev, next, prev)
 		}
 	}

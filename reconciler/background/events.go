@@ -3,8 +3,6 @@ package background
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 )
 
 // Event reasons on policies.
@@ -22,28 +20,24 @@ const (
 	ReasonDownstreamRetargeted = "DownstreamRetargeted"
 )
 
-// policyEvent records an event on a policy by key.
-func (c *Controller) policyEvent(key, eventType, reason, message string) {
+// policyEvent records an event on a policy by engine.PolicyID: about the
+// object of the policy's kind (a GeneratingPolicy's events are about the
+// GeneratingPolicy, as kubectl describe shows them), even once it is gone
+// from the installed set.
+func (c *Controller) policyEvent(id, eventType, reason, message string) {
 	if c.recorder == nil {
 		return
 	}
-	obj := kyvernov1.PolicyForKey(key)
-	if matchConstraintsOf(c.compiled.Load().byKey[key]) != nil {
-		// A GeneratingPolicy's or MutatingPolicy's events are about it
-		// (kubectl describe gpol shows them), not about a ClusterPolicy of
-		// its name. A policy gone from the installed set is taken for a
-		// ClusterPolicy or Policy.
-		obj = c.statusObject(key)
-	}
-	obj.SetUID(c.policyUID(key))
+	obj := statusObject(id)
+	obj.SetUID(c.policyUID(id))
 	if eventType == "" {
 		eventType = corev1.EventTypeNormal
 	}
 	c.recorder.Event(obj, eventType, reason, message)
 }
 
-func (c *Controller) policyUID(key string) types.UID {
-	if p := c.compiled.Load().byKey[key]; p != nil {
+func (c *Controller) policyUID(id string) types.UID {
+	if p := c.compiled.Load().byID[id]; p != nil {
 		return p.GetUID()
 	}
 	return ""

@@ -33,7 +33,7 @@ var errTriggerGone = errors.New("trigger not found")
 // deleted.
 func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) error {
 	compiled := c.compiled.Load()
-	p := compiled.byKey[w.policy]
+	p := compiled.byID[w.policy]
 	rule := ruleOf(p, w.rule)
 	if rule == nil || !rule.HasGenerate() {
 		// The policy or rule went away since; policy sync cleans up.
@@ -233,10 +233,11 @@ func (c *Controller) applyGenerated(ctx context.Context, rr *engine.RuleResponse
 	return errors.Join(errs...)
 }
 
-// ruleResponse finds the response of one rule of one policy.
-func ruleResponse(policies []engine.PolicyResponse, key, rule string) *engine.RuleResponse {
+// ruleResponse finds the response of one rule of one policy (by
+// engine.PolicyID).
+func ruleResponse(policies []engine.PolicyResponse, id, rule string) *engine.RuleResponse {
 	for i := range policies {
-		if policies[i].Key != key {
+		if policies[i].ID() != id {
 			continue
 		}
 		for j := range policies[i].Rules {

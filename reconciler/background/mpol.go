@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine"
 )
 
 // A MutatingPolicy with evaluation.mutateExisting (cel-policy-types.md
@@ -47,30 +47,35 @@ func targetInScope(p kyvernov1.PolicyInterface, target map[string]any) error {
 	return nil
 }
 
-// statusObject is an empty object of the kind of the installed policy
-// key names, to read and patch its status: a ClusterPolicy or Policy
-// unless the installed policy is a policies.kyverno.io one.
-func (c *Controller) statusObject(key string) interface {
+// statusObject is an empty object of the kind, namespace and name an
+// engine.PolicyID names, to read and patch its status or address an
+// event: a ClusterPolicy or Policy for a bare key, else the
+// policies.kyverno.io kind of the background controller's policies.
+func statusObject(id string) interface {
 	client.Object
 	kyvernov1.PolicyInterface
 } {
-	ns, name, namespaced := strings.Cut(key, "/")
-	if !namespaced {
-		ns, name = "", key
+	return policiesv1.PolicyForKind(engine.ParsePolicyID(id)).(interface {
+		client.Object
+		kyvernov1.PolicyInterface
+	})
+}
+
+// downstreamPolicy is the engine.PolicyID of the policy whose generate
+// rule made an object, from the key and rule its labels name. The labels
+// carry no kind (nor do Kyverno's): a ClusterPolicy or Policy with that
+// generate rule comes first, then the GeneratingPolicy of that key.
+func (c *Controller) downstreamPolicy(key, rule string) string {
+	compiled := c.compiled.Load()
+	if r := ruleOf(compiled.byID[key], rule); r != nil && r.HasGenerate() {
+		return key
 	}
-	meta := metav1.ObjectMeta{Namespace: ns, Name: name}
-	switch c.compiled.Load().byKey[key].(type) {
-	case *policiesv1.MutatingPolicy:
-		return &policiesv1.MutatingPolicy{ObjectMeta: meta}
-	case *policiesv1.NamespacedMutatingPolicy:
-		return &policiesv1.NamespacedMutatingPolicy{ObjectMeta: meta}
-	case *policiesv1.GeneratingPolicy:
-		return &policiesv1.GeneratingPolicy{ObjectMeta: meta}
-	case *policiesv1.NamespacedGeneratingPolicy:
-		return &policiesv1.NamespacedGeneratingPolicy{ObjectMeta: meta}
+	kind := policiesv1.GeneratingPolicyKind
+	if strings.Contains(key, "/") {
+		kind = policiesv1.NamespacedGeneratingPolicyKind
 	}
-	if namespaced {
-		return &kyvernov1.Policy{ObjectMeta: meta}
+	if id := engine.PolicyIDFor(kind, key); compiled.byID[id] != nil {
+		return id
 	}
-	return &kyvernov1.ClusterPolicy{ObjectMeta: meta}
+	return key
 }

@@ -21,7 +21,7 @@ import (
 // never overwriting the edit.
 func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snapshot) error {
 	compiled := c.compiled.Load()
-	p := compiled.byKey[w.policy]
+	p := compiled.byID[w.policy]
 	rule := ruleOf(p, w.rule)
 	if rule == nil || !rule.HasMutateExisting() {
 		return nil
@@ -55,7 +55,7 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 	var done []engine.RuleResponse
 	writeFailed := false
 	for _, pr := range resp.Policies {
-		if pr.Key != w.policy {
+		if pr.ID() != w.policy {
 			continue
 		}
 		for _, rr := range pr.Rules {

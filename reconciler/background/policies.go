@@ -22,8 +22,10 @@ import (
 // compiledPolicies is one compiled generation of the policies with
 // generate or mutate-existing rules.
 type compiledPolicies struct {
-	set   *engine.PolicySet
-	byKey map[string]kyvernov1.PolicyInterface
+	set *engine.PolicySet
+	// byID holds the policies by engine.PolicyID: a ClusterPolicy and a
+	// GeneratingPolicy of one name are two policies.
+	byID map[string]kyvernov1.PolicyInterface
 }
 
 // compile builds the set of background policies (generate and
@@ -31,12 +33,12 @@ type compiledPolicies struct {
 // current. A policy that does not compile is left out; its status says
 // why (the policy status controller compiles it too).
 func (c *Controller) compile(in *policycache.Installed) *compiledPolicies {
-	out := &compiledPolicies{byKey: map[string]kyvernov1.PolicyInterface{}}
+	out := &compiledPolicies{byID: map[string]kyvernov1.PolicyInterface{}}
 	var policies []kyvernov1.PolicyInterface
 	for _, p := range in.Policies {
 		if hasBackgroundRules(p) {
 			policies = append(policies, p)
-			out.byKey[engine.PolicyKey(p)] = p
+			out.byID[engine.PolicyID(p)] = p
 		}
 	}
 	set, err := engine.Compile(policies, engine.WithExceptions(in.Exceptions))
@@ -48,7 +50,7 @@ func (c *Controller) compile(in *policycache.Installed) *compiledPolicies {
 	for _, f := range faults {
 		c.log.Info("policy left out of background processing", "fault", f.Error())
 		if f.Kind != "PolicyException" {
-			delete(out.byKey, f.Name)
+			delete(out.byID, engine.PolicyIDFor(f.Kind, f.Name))
 		}
 	}
 	out.set = set
@@ -94,24 +96,24 @@ func ruleOf(p kyvernov1.PolicyInterface, name string) *kyvernov1.Rule {
 // released (pruneStale).
 func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSince *compiledPolicies) {
 	c := r.c
-	keys := make([]string, 0, len(cur.byKey))
-	for k := range cur.byKey {
-		keys = append(keys, k)
+	ids := make([]string, 0, len(cur.byID))
+	for id := range cur.byID {
+		ids = append(ids, id)
 	}
-	sort.Strings(keys)
-	for _, key := range keys {
-		p := cur.byKey[key]
+	sort.Strings(ids)
+	for _, id := range ids {
+		p := cur.byID[id]
 		rules := p.GetSpec().Rules
 		for i := range rules {
 			if rules[i].HasGenerate() {
 				r.watch.ensureDownstream(p, &rules[i])
 			}
 		}
-		if prev, ok := changedSince.byKey[key]; ok && prev.GetUID() == p.GetUID() && prev.GetGeneration() == p.GetGeneration() {
+		if prev, ok := changedSince.byID[id]; ok && prev.GetUID() == p.GetUID() && prev.GetGeneration() == p.GetGeneration() {
 			continue
 		}
 		spec := p.GetSpec()
-		prev := deletedSince.byKey[key]
+		prev := deletedSince.byID[id]
 		if prev != nil && prev.GetUID() != p.GetUID() {
 			prev = nil
 		}
@@ -128,7 +130,7 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 					r.watch.ensureDownstream(prev, old)
 				}
 				if rule.Generation.Synchronize || retargeted {
-					for _, w := range r.watch.downstreamOf(key, rule.Name) {
+					for _, w := range r.watch.downstreamOf(p, rule.Name) {
 						w.pruneStale = retargeted
 						r.work.Add(w)
 					}
@@ -152,8 +154,8 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 			}
 		}
 	}
-	for key, old := range deletedSince.byKey {
-		now := cur.byKey[key]
+	for id, old := range deletedSince.byID {
+		now := cur.byID[id]
 		if now != nil && now.GetUID() != old.GetUID() {
 			now = nil
 		}
@@ -167,7 +169,7 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 				continue
 			}
 			if err := c.deleteDownstream(ctx, old, rule, nil); err != nil {
-				c.log.Error(err, "deleting the downstream objects of a deleted rule", "policy", key, "rule", rule.Name)
+				c.log.Error(err, "deleting the downstream objects of a deleted rule", "policy", id, "rule", rule.Name)
 			}
 		}
 	}
@@ -178,7 +180,7 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 // that keep allows (all when nil); the work evaluates the rule.
 func (r *run) enqueueTriggers(ctx context.Context, p kyvernov1.PolicyInterface, rule *kyvernov1.Rule, typ kyvernov2.RequestType, keep func(*metav1.PartialObjectMetadata) bool) {
 	c := r.c
-	key := engine.PolicyKey(p)
+	key := engine.PolicyID(p)
 	for _, sel := range matchKinds(p, rule) {
 		types := c.kinds.Resolve(sel)
 		if matchConstraintsOf(p) != nil {

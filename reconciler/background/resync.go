@@ -22,8 +22,8 @@ import (
 func (r *run) resync(ctx context.Context) {
 	c := r.c
 	cur := c.compiled.Load()
-	c.log.V(1).Info("resync", "policies", len(cur.byKey))
-	r.policiesChanged(ctx, &compiledPolicies{byKey: map[string]kyvernov1.PolicyInterface{}}, cur, cur)
+	c.log.V(1).Info("resync", "policies", len(cur.byID))
+	r.policiesChanged(ctx, &compiledPolicies{byID: map[string]kyvernov1.PolicyInterface{}}, cur, cur)
 	r.retryFailedUpdateRequests(ctx)
 	c.faults.markDirty(c.faults.tracked()...)
 }

@@ -269,7 +269,7 @@ func (c *Controller) writeCondition(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
-	obj := c.statusObject(key)
+	obj := statusObject(key)
 	if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}

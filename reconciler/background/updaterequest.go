@@ -13,6 +13,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 )
 
@@ -114,7 +115,7 @@ func (c *Controller) reconcileUpdateRequest(ctx context.Context, r *run, key typ
 	}
 	if ur.Status.State == kyvernov2.Failed {
 		c.stats.Failed.Add(1)
-		c.policyEvent(ur.Spec.Policy, "Warning", ReasonUpdateRequestFailed,
+		c.policyEvent(c.requestPolicy(&ur.Spec), "Warning", ReasonUpdateRequestFailed,
 			fmt.Sprintf("UpdateRequest %s/%s (%s for %s) failed after %d attempts: %v", ur.Namespace, ur.Name, ur.Spec.Type, triggerOfSpec(ur.Spec.Resource), attempts, err))
 		return nil
 	}
@@ -126,16 +127,17 @@ func (c *Controller) reconcileUpdateRequest(ctx context.Context, r *run, key typ
 // failures.
 func (c *Controller) carryOut(ctx context.Context, ur *kyvernov2.UpdateRequest) error {
 	snap := snapshotOf(ur)
-	if _, ok := c.compiled.Load().byKey[ur.Spec.Policy]; !ok {
+	id := c.requestPolicy(&ur.Spec)
+	if _, ok := c.compiled.Load().byID[id]; !ok {
 		return fmt.Errorf("policy %s is not installed, or has no generate or mutate-existing rule that compiles", ur.Spec.Policy)
 	}
 	switch ur.Spec.Type {
-	case kyvernov2.Mutate:
-		return c.do(ctx, workItem{typ: kyvernov2.Mutate, policy: ur.Spec.Policy, rule: ur.Spec.Rule, trigger: triggerOfSpec(ur.Spec.Resource)}, snap)
-	case kyvernov2.Generate, "":
+	case kyvernov2.Mutate, kyvernov2.CELMutate:
+		return c.do(ctx, workItem{typ: kyvernov2.Mutate, policy: id, rule: ur.Spec.Rule, trigger: triggerOfSpec(ur.Spec.Resource)}, snap)
+	case kyvernov2.Generate, kyvernov2.CELGenerate, "":
 		var errs []string
 		for _, rc := range ur.Spec.RuleContext {
-			w := workItem{typ: kyvernov2.Generate, policy: ur.Spec.Policy, rule: rc.Rule, trigger: triggerOfSpec(rc.Trigger), deleteDownstream: rc.DeleteDownstream}
+			w := workItem{typ: kyvernov2.Generate, policy: id, rule: rc.Rule, trigger: triggerOfSpec(rc.Trigger), deleteDownstream: rc.DeleteDownstream}
 			if err := c.do(ctx, w, snap); err != nil {
 				errs = append(errs, fmt.Sprintf("rule %s: %v", rc.Rule, err))
 			}
@@ -145,8 +147,29 @@ func (c *Controller) carryOut(ctx context.Context, ur *kyvernov2.UpdateRequest) 
 		}
 		return nil
 	default:
-		return fmt.Errorf("requestType %q is not supported (want generate or mutate)", ur.Spec.Type)
+		return fmt.Errorf("requestType %q is not supported (want generate, mutate, cel-generate or cel-mutate)", ur.Spec.Type)
 	}
+}
+
+// requestPolicy is the engine.PolicyID of the policy an UpdateRequest
+// names: spec.policy is a key, and requestType tells a policies.kyverno.io
+// policy's requests (cel-generate, cel-mutate) from a ClusterPolicy's or
+// Policy's of the same key. A generate or mutate request of a key no
+// ClusterPolicy or Policy holds, written before charter told them apart,
+// names the GeneratingPolicy or MutatingPolicy of that key.
+func (c *Controller) requestPolicy(spec *kyvernov2.UpdateRequestSpec) string {
+	if kind := policiesv1.UpdateRequestPolicyKind(spec); kind != "" {
+		return engine.PolicyIDFor(kind, spec.Policy)
+	}
+	if _, ok := c.compiled.Load().byID[spec.Policy]; ok {
+		return spec.Policy
+	}
+	legacy := *spec
+	legacy.Type = kyvernov2.CELGenerate
+	if spec.Type == kyvernov2.Mutate {
+		legacy.Type = kyvernov2.CELMutate
+	}
+	return engine.PolicyIDFor(policiesv1.UpdateRequestPolicyKind(&legacy), spec.Policy)
 }
 
 func (c *Controller) deleteUpdateRequest(ctx context.Context, ur *kyvernov2.UpdateRequest) error {

@@ -13,6 +13,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
 )
 
@@ -124,6 +125,7 @@ func (w *watches) ensureSource(gvr schema.GroupVersionResource, namespace string
 // for its trigger.
 func (w *watches) requeueDownstream(m *metav1.PartialObjectMetadata) {
 	if item, ok := workOf(m.Labels); ok {
+		item.policy = w.c.downstreamPolicy(item.policy, item.rule)
 		w.queue.Add(item)
 	}
 }
@@ -147,8 +149,9 @@ func (w *watches) requeueClones(uid types.UID) {
 }
 
 // downstreamOf returns the work that re-syncs every downstream object of
-// a rule.
-func (w *watches) downstreamOf(policy, rule string) []workItem {
+// a rule of p.
+func (w *watches) downstreamOf(p kyvernov1.PolicyInterface, rule string) []workItem {
+	key, id := engine.PolicyKey(p), engine.PolicyID(p)
 	w.mu.Lock()
 	infs := make([]cache.SharedIndexInformer, 0, len(w.downstream))
 	for _, inf := range w.downstream {
@@ -157,10 +160,11 @@ func (w *watches) downstreamOf(policy, rule string) []workItem {
 	w.mu.Unlock()
 	var out []workItem
 	for _, inf := range infs {
-		objs, _ := inf.GetIndexer().ByIndex(byRule, policy+"\x00"+rule)
+		objs, _ := inf.GetIndexer().ByIndex(byRule, key+"\x00"+rule)
 		for _, o := range objs {
 			if m := metaOf(o); m != nil {
 				if item, ok := workOf(m.Labels); ok {
+					item.policy = id
 					out = append(out, item)
 				}
 			}
@@ -197,7 +201,8 @@ func (w *watches) downstreamFor(policy, rule string, trigger types.UID) []downst
 }
 
 // workOf is the work of the rule that generated an object, from its
-// labels.
+// labels. Its policy is the key the labels name, which the caller turns
+// into an engine.PolicyID (downstreamPolicy).
 func workOf(l map[string]string) (workItem, bool) {
 	name, rule := l[generate.LabelPolicyName], l[generate.LabelRuleName]
 	if name == "" || rule == "" || l[generate.LabelTriggerUID] == "" {

@@ -9,6 +9,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
 )
 
@@ -52,7 +53,8 @@ func triggerFromLabels(l map[string]string) triggerRef {
 // workItem is one rule to carry out for one trigger. It is comparable, so
 // the queue merges duplicates.
 type workItem struct {
-	typ     kyvernov2.RequestType
+	typ kyvernov2.RequestType
+	// policy is the engine.PolicyID.
 	policy  string
 	rule    string
 	trigger triggerRef
@@ -66,7 +68,11 @@ type workItem struct {
 }
 
 func (w workItem) String() string {
-	return fmt.Sprintf("%s rule %s of policy %s for %s", w.typ, w.rule, w.policy, w.trigger)
+	kind, key := engine.ParsePolicyID(w.policy)
+	if kind == "" {
+		kind = "policy"
+	}
+	return fmt.Sprintf("%s rule %s of %s %s for %s", w.typ, w.rule, kind, key, w.trigger)
 }
 
 // do carries out a work item. snapshot is the admission request of an

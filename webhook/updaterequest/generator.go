@@ -35,6 +35,7 @@ import (
 	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/webhook/server"
 )
@@ -297,7 +298,7 @@ func (g *Generator) generateRequest(pr engine.PolicyResponse, req *engine.Reques
 	if len(contexts) == 0 {
 		return nil
 	}
-	ur := g.newRequest(kyvernov2.Generate, pr.Key, contexts[0].Trigger, snapshot)
+	ur := g.newRequest(requestType(kyvernov2.Generate, pr.Policy), pr.Key, contexts[0].Trigger, snapshot)
 	ur.Labels = map[string]string{LabelGeneratePolicy: pr.Policy.GetName()}
 	ur.Spec.RuleContext = contexts
 	return ur
@@ -305,7 +306,7 @@ func (g *Generator) generateRequest(pr engine.PolicyResponse, req *engine.Reques
 
 func (g *Generator) mutateRequest(pr engine.PolicyResponse, rule string, req *engine.Request, snapshot kyvernov2.UpdateRequestSpecContext) *kyvernov2.UpdateRequest {
 	trigger := triggerOf(req.Object)
-	ur := g.newRequest(kyvernov2.Mutate, pr.Key, trigger, snapshot)
+	ur := g.newRequest(requestType(kyvernov2.Mutate, pr.Policy), pr.Key, trigger, snapshot)
 	ur.Spec.Rule = rule
 	ur.Labels = map[string]string{
 		LabelMutatePolicy:         pr.Policy.GetName(),
@@ -315,6 +316,19 @@ func (g *Generator) mutateRequest(pr engine.PolicyResponse, rule string, req *en
 		LabelMutateTriggerVersion: strings.ReplaceAll(trigger.APIVersion, "/", "-"),
 	}
 	return ur
+}
+
+// requestType is typ for a ClusterPolicy or Policy, Kyverno's cel-generate
+// or cel-mutate for a GeneratingPolicy or MutatingPolicy: spec.policy is
+// the key, which a ClusterPolicy of the same name shares.
+func requestType(typ kyvernov2.RequestType, p kyvernov1.PolicyInterface) kyvernov2.RequestType {
+	switch p.(type) {
+	case policiesv1.GeneratingPolicyLike:
+		return kyvernov2.CELGenerate
+	case policiesv1.MutatingPolicyLike:
+		return kyvernov2.CELMutate
+	}
+	return typ
 }
 
 func (g *Generator) newRequest(typ kyvernov2.RequestType, policy string, trigger kyvernov1.ResourceSpec, snapshot kyvernov2.UpdateRequestSpecContext) *kyvernov2.UpdateRequest {
@@ -373,7 +387,7 @@ func (g *Generator) overThreshold(ur *kyvernov2.UpdateRequest) bool {
 		g.Log.Info("UpdateRequest threshold reached: "+msg, "notCreated", n)
 	}
 	if g.Recorder != nil {
-		g.Recorder.Eventf(kyvernov1.PolicyForKey(ur.Spec.Policy), nil, "Warning", ReasonThresholdReached, "CreateUpdateRequest", "%s", msg)
+		g.Recorder.Eventf(policiesv1.PolicyForKind(policiesv1.UpdateRequestPolicyKind(&ur.Spec), ur.Spec.Policy), nil, "Warning", ReasonThresholdReached, "CreateUpdateRequest", "%s", msg)
 	}
 	return true
 }

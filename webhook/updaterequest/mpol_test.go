@@ -75,7 +75,7 @@ func TestMutatingPolicyUpdateRequests(t *testing.T) {
 			}
 			for _, ur := range urs {
 				s := ur.Spec
-				if s.Type != kyvernov2.Mutate || s.Policy != "label-configmaps" || s.Rule != "label-configmaps" ||
+				if s.Type != kyvernov2.CELMutate || s.Policy != "label-configmaps" || s.Rule != "label-configmaps" ||
 					s.Resource.Name != tc.object || string(s.Resource.UID) != "uid-"+tc.object || s.Resource.Kind != "ConfigMap" {
 					t.Errorf("UpdateRequest spec %+v", s)
 				}

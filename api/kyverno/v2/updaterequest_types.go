@@ -11,13 +11,18 @@ import (
 const UpdateRequestKind = "UpdateRequest"
 
 // RequestType is the kind of rule an UpdateRequest carries out.
-// +kubebuilder:validation:Enum=mutate;generate
+// +kubebuilder:validation:Enum=mutate;generate;cel-generate;cel-mutate
 type RequestType string
 
-// Request types.
+// Request types. CELGenerate and CELMutate are, as Kyverno names them,
+// the requests of a GeneratingPolicy and of a MutatingPolicy's
+// mutate-existing (or of their Namespaced kinds): spec.policy then names
+// that policy, not a ClusterPolicy or Policy of the same name.
 const (
-	Mutate   RequestType = "mutate"
-	Generate RequestType = "generate"
+	Mutate      RequestType = "mutate"
+	Generate    RequestType = "generate"
+	CELGenerate RequestType = "cel-generate"
+	CELMutate   RequestType = "cel-mutate"
 )
 
 // UpdateRequestState is the processing state of an UpdateRequest.
@@ -61,11 +66,13 @@ type UpdateRequest struct {
 
 // UpdateRequestSpec is the work an UpdateRequest asks for.
 type UpdateRequestSpec struct {
-	// Type is the kind of rule: mutate or generate.
+	// Type is the kind of rule: mutate or generate, cel-generate or
+	// cel-mutate for a policies.kyverno.io policy.
 	// +optional
 	Type RequestType `json:"requestType,omitempty"`
 
-	// Policy is the policy's key: "name" or "namespace/name".
+	// Policy is the policy's key: "name" or "namespace/name"; Type tells
+	// its kind.
 	Policy string `json:"policy"`
 
 	// Rule is the rule to apply. Deprecated: use RuleContext.
