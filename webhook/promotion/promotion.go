@@ -47,7 +47,10 @@ func (f Finding) String() string {
 func Findings(reports []v1alpha2.PolicyReport, staged []Policy) []Finding {
 	failClosed := make(map[string]bool, len(staged))
 	for _, p := range staged {
-		failClosed[p.Key] = p.FailClosed
+		// Policies of different kinds may share a key (a ClusterPolicy and
+		// its ValidatingPolicy translation): their results are judged
+		// closed when either policy fails closed.
+		failClosed[p.Key] = failClosed[p.Key] || p.FailClosed
 	}
 	seen := map[Finding]bool{}
 	var out []Finding
