@@ -142,8 +142,8 @@ func TestValidatingPolicyCostBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	variant := func(key string) *vpolVariant {
-		p, _ := set.Lookup(key)
+	variant := func(name string) *vpolVariant {
+		p, _ := set.Lookup(PolicyIDFor(policiesv1.ValidatingPolicyKind, name))
 		return p.vpol.variants[0]
 	}
 	s := variant("bounded").untrackedUpTo
