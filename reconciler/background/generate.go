@@ -88,7 +88,7 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 	if err == nil || rr.Status == engine.StatusError {
 		// What was generated, or why the policy could not say; a failed
 		// write is the UpdateRequest's to tell, and is retried.
-		c.reportRun(p, w.policy, ref, []engine.RuleResponse{*rr})
+		c.reportRun(p, ref, []engine.RuleResponse{*rr})
 	}
 	if err != nil || !w.pruneStale {
 		return err

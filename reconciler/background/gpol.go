@@ -37,9 +37,9 @@ func gpolGenerationChanged(prev, cur kyvernov1.PolicyInterface) bool {
 // MutatingPolicy run for a trigger to Options.Results, for the trigger's
 // report (generated-resources, patched-target). A ClusterPolicy's
 // generate and mutate-existing rules are not reported.
-func (c *Controller) reportRun(p kyvernov1.PolicyInterface, key string, trigger triggerRef, rules []engine.RuleResponse) {
+func (c *Controller) reportRun(p kyvernov1.PolicyInterface, trigger triggerRef, rules []engine.RuleResponse) {
 	if c.opts.Results == nil || trigger.UID == "" || len(rules) == 0 || matchConstraintsOf(p) == nil {
 		return
 	}
-	c.opts.Results.Results(trigger.objectRef(), []engine.PolicyResponse{{Policy: p, Key: key, Rules: rules}})
+	c.opts.Results.Results(trigger.objectRef(), []engine.PolicyResponse{{Policy: p, Key: engine.PolicyKey(p), Rules: rules}})
 }

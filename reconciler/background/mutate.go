@@ -91,7 +91,7 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 		// The run's outcome for the trigger's report, once every patched
 		// target is written (a failed write is retried; the
 		// UpdateRequest tells it). A deleted trigger has no report.
-		c.reportRun(p, w.policy, triggerFromObject(trigger), done)
+		c.reportRun(p, triggerFromObject(trigger), done)
 	}
 	return errors.Join(errs...)
 }
