@@ -89,7 +89,7 @@ func TestBackgroundResults(t *testing.T) {
 	// The catalog knows their rules, so the writers keep the results.
 	catalog := NewCatalog([]kyvernov1.PolicyInterface{gpol, mpol, tenant})
 	for _, r := range got {
-		if !catalog.Has(r.Policy, r.Rule) {
+		if !catalog.HasResult(&r) {
 			t.Errorf("catalog lacks %s/%q", r.Policy, r.Rule)
 		}
 		if !ChartersSource(r.Source) {
