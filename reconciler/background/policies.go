@@ -3,6 +3,7 @@ package background
 import (
 	"context"
 	"errors"
+	"iter"
 	"slices"
 	"sort"
 	"strings"
@@ -26,6 +27,35 @@ type compiledPolicies struct {
 	// byID holds the policies by engine.PolicyID: a ClusterPolicy and a
 	// GeneratingPolicy of one name are two policies.
 	byID map[string]kyvernov1.PolicyInterface
+	// held are the policies still installed that no longer compile, each
+	// as it last compiled (as installed, if it never did here). They run
+	// nothing, and their downstream objects stay: a policy edit that does
+	// not compile is not a deletion (that would delete every synchronized
+	// object, NetworkPolicies included, until the policy is fixed). Once
+	// fixed, or deleted, a held policy is compared with the version that
+	// last compiled.
+	held map[string]kyvernov1.PolicyInterface
+}
+
+// lastCompiled yields every policy as it last compiled: served and held.
+func (cp *compiledPolicies) lastCompiled() iter.Seq2[string, kyvernov1.PolicyInterface] {
+	return func(yield func(string, kyvernov1.PolicyInterface) bool) {
+		for _, m := range []map[string]kyvernov1.PolicyInterface{cp.byID, cp.held} {
+			for id, p := range m {
+				if !yield(id, p) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// last returns the policy of id as it last compiled: served or held.
+func (cp *compiledPolicies) last(id string) kyvernov1.PolicyInterface {
+	if p, ok := cp.byID[id]; ok {
+		return p
+	}
+	return cp.held[id]
 }
 
 // compile builds the set of background policies (generate and
@@ -33,7 +63,7 @@ type compiledPolicies struct {
 // current. A policy that does not compile is left out; its status says
 // why (the policy status controller compiles it too).
 func (c *Controller) compile(in *policycache.Installed) *compiledPolicies {
-	out := &compiledPolicies{byID: map[string]kyvernov1.PolicyInterface{}}
+	out := &compiledPolicies{byID: map[string]kyvernov1.PolicyInterface{}, held: map[string]kyvernov1.PolicyInterface{}}
 	var policies []kyvernov1.PolicyInterface
 	for _, p := range in.Policies {
 		if hasBackgroundRules(p) {
@@ -47,10 +77,19 @@ func (c *Controller) compile(in *policycache.Installed) *compiledPolicies {
 		c.log.Error(err, "compiling background policies; keeping the previous set")
 		return c.compiled.Load()
 	}
+	prev := c.compiled.Load()
 	for _, f := range faults {
 		c.log.Info("policy left out of background processing", "fault", f.Error())
-		if f.Kind != "PolicyException" {
-			delete(out.byID, engine.PolicyIDFor(f.Kind, f.Name))
+		if f.Kind == "PolicyException" {
+			continue
+		}
+		id := engine.PolicyIDFor(f.Kind, f.Name)
+		if p, ok := out.byID[id]; ok {
+			delete(out.byID, id)
+			if last := prev.last(id); last != nil && last.GetUID() == p.GetUID() {
+				p = last
+			}
+			out.held[id] = p
 		}
 	}
 	out.set = set
@@ -113,7 +152,7 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 			continue
 		}
 		spec := p.GetSpec()
-		prev := deletedSince.byID[id]
+		prev := deletedSince.last(id)
 		if prev != nil && prev.GetUID() != p.GetUID() {
 			prev = nil
 		}
@@ -154,7 +193,11 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 			}
 		}
 	}
-	for id, old := range deletedSince.byID {
+	for id, old := range deletedSince.lastCompiled() {
+		if h := cur.held[id]; h != nil && h.GetUID() == old.GetUID() {
+			c.log.Info("policy does not compile; its downstream objects are kept until it is fixed or deleted", "policy", id)
+			continue
+		}
 		now := cur.byID[id]
 		if now != nil && now.GetUID() != old.GetUID() {
 			now = nil
