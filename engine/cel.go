@@ -205,55 +205,59 @@ type celInputs struct {
 	sharedVariables map[string]sharedVariable
 	// namespaceObject is what namespace wraps.
 	namespaceObject map[string]any
-	// sizes are inputSize's answers by input, once asked (-1 before).
-	sizes [inputCount]int
+	// sizes are inputSizes' answers by input, once asked (measured
+	// false before).
+	sizes    [inputCount]inputBound
+	measured [inputCount]bool
 }
 
-// inputSize is the size of the longest list, map or string in the inputs
-// of reads (a set of 1<<input), or more than the largest bound of
-// untrackedBounds: what decides whether a bounded ValidatingPolicy
-// variant, which reads those, may run untracked (celcost.go). Each input
-// is measured once per request.
-func (ci *celInputs) inputSize(reads uint8) int {
-	size := 0
+// inputSizes are the length of the longest string and the size of the
+// largest list or map in the inputs of reads (a set of 1<<input), or past
+// largestBound: what decides whether a bounded ValidatingPolicy variant,
+// which reads those, may run untracked (celcost.go). Each input is
+// measured once per request.
+func (ci *celInputs) inputSizes(reads uint8) inputBound {
+	var size inputBound
 	for i := range inputCount {
 		if reads&(1<<i) == 0 {
 			continue
 		}
-		if ci.sizes[i] < 0 {
-			ci.sizes[i] = ci.measure(i)
+		if !ci.measured[i] {
+			ci.sizes[i], ci.measured[i] = ci.measure(i), true
 		}
-		size = max(size, ci.sizes[i])
+		size.strings = max(size.strings, ci.sizes[i].strings)
+		size.lists = max(size.lists, ci.sizes[i].lists)
 	}
 	return size
 }
 
-// measure is inputSize for one input.
-func (ci *celInputs) measure(i int) int {
-	limit := untrackedBounds[0]
+// measure is inputSizes for one input.
+func (ci *celInputs) measure(i int) inputBound {
 	in := ci.view
 	switch i {
 	case inputObject:
-		return maxValueSize(in.req.Object, limit)
+		return valueSizes(in.req.Object, largestBound)
 	case inputOldObject:
-		return maxValueSize(in.req.OldObject, limit)
+		return valueSizes(in.req.OldObject, largestBound)
 	case inputNamespace:
 		ci.namespaceValue()
-		return maxValueSize(ci.namespaceObject, limit)
+		return valueSizes(ci.namespaceObject, largestBound)
 	}
 	// request, by the fields admissionRequest reads, without building it.
 	u := in.req.UserInfo
-	size := max(len(u.Username), len(u.UID), len(u.Groups), len(u.Extra),
-		len(in.res.Name), len(in.res.Namespace), len(in.req.SubResource), len(in.op),
-		len(in.gvk.Group), len(in.gvk.Version), len(in.gvk.Kind),
-		len(in.req.Resource.Group), len(in.req.Resource.Version), len(in.req.Resource.Resource))
+	size := inputBound{lists: max(len(u.Groups), len(u.Extra)),
+		strings: max(len(u.Username), len(u.UID),
+			len(in.res.Name), len(in.res.Namespace), len(in.req.SubResource), len(in.op),
+			len(in.gvk.Group), len(in.gvk.Version), len(in.gvk.Kind),
+			len(in.req.Resource.Group), len(in.req.Resource.Version), len(in.req.Resource.Resource))}
 	for _, g := range u.Groups {
-		size = max(size, len(g))
+		size.strings = max(size.strings, len(g))
 	}
 	for k, vals := range u.Extra {
-		size = max(size, len(k), len(vals))
+		size.strings = max(size.strings, len(k))
+		size.lists = max(size.lists, len(vals))
 		for _, v := range vals {
-			size = max(size, len(v))
+			size.strings = max(size.strings, len(v))
 		}
 	}
 	return size
@@ -317,7 +321,7 @@ func (in *requestView) celInputs() *celInputs {
 	if in.cel != nil {
 		return in.cel
 	}
-	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, adapter: &sharedAdapter{}, view: in, sizes: [inputCount]int{-1, -1, -1, -1}}
+	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, adapter: &sharedAdapter{}, view: in}
 	if in.req.Object != nil {
 		ci.object = ci.adapter.NativeToValue(in.req.Object)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"reflect"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -27,17 +28,91 @@ import (
 // estimate is over the limit, charter asks cel-go's estimator for an
 // expression's worst case. Policies read `object` as dyn, whose lists and
 // strings have no declared bound, so the estimate is taken under an
-// assumption charter checks per request: that no list, map or string in
-// the request's inputs is longer than a bound S. A ValidatingPolicy
-// variant whose every program stays within the per-call limit at S, and
-// whose programs together stay within the budget, is evaluated without
-// tracking for requests whose inputs are within S; for any other request,
-// and for every variant that is not bounded, programs are tracked as
-// before, and a runaway expression fails closed as before.
+// assumption charter checks per request: that no string in the request's
+// inputs is longer than a bound B.strings, and no list or map has more
+// than B.lists entries. Strings and lists have separate bounds because
+// real objects have long strings (image references with digests, long
+// annotations, script arguments) and short lists, and most expressions'
+// costs grow with one and not the other. A ValidatingPolicy variant whose
+// every program stays within the per-call limit at B, and whose programs
+// together stay within the budget, is evaluated without tracking for
+// requests whose inputs are within B; for any other request, and for
+// every variant that is not bounded, programs are tracked as before, and
+// a runaway expression fails closed as before.
 
-// untrackedBounds are the input bounds S tried for a variant, largest
-// first: the largest at which it is bounded is kept.
-var untrackedBounds = []int{4096, 2048, 1024, 512, 256, 128, 64}
+// inputBound is a bound on a request's inputs: the longest string and the
+// largest list or map. The zero bound holds no request.
+type inputBound struct {
+	strings, lists int
+}
+
+// holds reports whether inputs of the sizes s are within b.
+func (b inputBound) holds(s inputBound) bool {
+	return b.strings > 0 && s.strings <= b.strings && s.lists <= b.lists
+}
+
+// stringBounds and listBounds are the bounds tried for a variant, largest
+// first: of the pairs at which it is bounded, the one with the largest
+// product is kept (boundVariant).
+var (
+	stringBounds = []int{65536, 32768, 16384, 8192, 4096, 2048, 1024}
+	listBounds   = []int{4096, 2048, 1024, 512, 256, 128, 64}
+	// largestBound is what a request is measured against: an input past
+	// it runs every variant tracked.
+	largestBound = inputBound{strings: stringBounds[0], lists: listBounds[0]}
+	// smallestBound is the smallest bound tried, and the size a literal
+	// must be within to count as bounded.
+	smallestBound = inputBound{strings: stringBounds[len(stringBounds)-1], lists: listBounds[len(listBounds)-1]}
+)
+
+// largestBounded returns, of the bounds tried, the one with the largest
+// product (the larger string bound on a tie) at which bounded holds, or
+// the zero bound when it holds at none. Costs grow with both bounds, so it
+// walks the frontier of the pairs that hold, from the largest string
+// bound down, trying the largest list bound first: a variant bounded at
+// the largest pair takes one estimate, one bounded at no pair two, one
+// that only one of the bounds limits at most 12, any other at most
+// 2·|stringBounds|+|listBounds|+2 (TestLargestBounded), each asked once.
+func largestBounded(bounded func(inputBound) bool) inputBound {
+	asked := map[inputBound]bool{}
+	holds := func(b inputBound) bool {
+		ok, seen := asked[b]
+		if !seen {
+			ok = bounded(b)
+			asked[b] = ok
+		}
+		return ok
+	}
+	if holds(largestBound) {
+		return largestBound
+	}
+	if !holds(smallestBound) {
+		return inputBound{}
+	}
+	best := smallestBound
+	// listBounds[j] holds with the current string bound once found: a
+	// smaller string bound holds with it too.
+	j, found := len(listBounds)-1, false
+	for _, str := range stringBounds {
+		if str*listBounds[0] <= best.strings*best.lists {
+			break // no smaller string bound can do better
+		}
+		if !found && !holds(inputBound{strings: str, lists: listBounds[j]}) {
+			continue
+		}
+		found = true
+		if j > 0 && holds(inputBound{strings: str, lists: listBounds[0]}) {
+			j = 0
+		}
+		for j > 0 && holds(inputBound{strings: str, lists: listBounds[j-1]}) {
+			j--
+		}
+		if b := (inputBound{strings: str, lists: listBounds[j]}); b.strings*b.lists > best.strings*best.lists {
+			best = b
+		}
+	}
+	return best
+}
 
 // untrackedCost returns a cel.ProgramOption that turns cost tracking off
 // for a program of an environment that turns it on: the Kubernetes base
@@ -65,12 +140,85 @@ var untrackedCost = sync.OnceValue(func() celgo.ProgramOption {
 })
 
 // sizeBounds are the sizes of an expression's values that the request's
-// input bound S implies, by expression id, as multiples of S: a value
-// with bound k has at most k·S elements (or characters), and everything
-// it holds is within S. Values not in the map have no known bound.
-type sizeBounds map[int64]uint64
+// input bound B implies, by expression id. Values not in sizes have no
+// known bound. Each value's use says which of B's two bounds its size
+// can be (sizeUse).
+//
+// unpriced corrects cel-go's estimate, which prices a field selection
+// only on a map, message or type parameter, never on a dyn value (CRD
+// rules, its other user, have no dyn): at runtime each costs 1. It holds
+// one entry per such selection: the sizes of the ranges of the loops it
+// runs in, whose product bounds how often it runs.
+type sizeBounds struct {
+	sizes    map[int64]sizeBound
+	unpriced [][]valueBound
+}
 
-// The request's inputs, which celInputs.inputSize measures, as bits of a
+type sizeBound struct {
+	size valueBound
+	use  sizeUse
+}
+
+// valueBound bounds a value's size at k·B+n: k·B.strings+n characters
+// when it is a string, k·B.lists+n entries when it is a list or map (n
+// counts what literals add). Unknown: no bound.
+type valueBound struct {
+	k, n  uint64
+	known bool
+}
+
+var (
+	unknownSize = valueBound{}
+	// withinB is the bound of an input and of everything it holds.
+	withinB = valueBound{k: 1, known: true}
+)
+
+func literalSize(n int) valueBound { return valueBound{n: uint64(n), known: true} }
+
+// or bounds either of two values.
+func (v valueBound) or(w valueBound) valueBound {
+	if !v.known || !w.known {
+		return unknownSize
+	}
+	return valueBound{k: max(v.k, w.k), n: max(v.n, w.n), known: true}
+}
+
+// plus bounds the concatenation of two values.
+func (v valueBound) plus(w valueBound) valueBound {
+	if !v.known || !w.known {
+		return unknownSize
+	}
+	return valueBound{k: v.k + w.k, n: v.n + w.n, known: true}
+}
+
+// valueBounds is a value's own bound and the bound of everything it holds, at
+// any depth.
+type valueBounds struct {
+	self, held valueBound
+}
+
+// scalarBounds is the bounds of a value that holds nothing.
+func scalarBounds(v valueBound) valueBounds { return valueBounds{self: v, held: literalSize(0)} }
+
+var (
+	noBounds    = valueBounds{}
+	inputBounds = valueBounds{self: withinB, held: withinB}
+)
+
+// sizeUse is what the expression that reads a value's size can take it
+// as: a dyn value read from an input may be a string or a list, but one
+// iterated over, or passed where every overload the checker chose takes a
+// list or map, is charged as a list (a string there errs), and one passed
+// where every overload takes a string is charged as a string.
+type sizeUse uint8
+
+const (
+	useEither sizeUse = iota
+	useString
+	useList
+)
+
+// The request's inputs, which celInputs.inputSizes measures, as bits of a
 // set (1<<input).
 const (
 	inputObject = iota
@@ -90,43 +238,84 @@ var inputVars = map[string]int{
 // the inputs and everything read from them; lists built by concatenating
 // bounded lists; literals; orValue, conditionals and dyn() of bounded
 // values; loop variables over a bounded range; `variables.x` by vars
-// (the bound of each earlier variable's value). Anything else, such as a
-// function's result, has none. It returns the bound of the expression's
-// value (0: none) and the inputs it reads (a set of 1<<input).
-func boundSizes(a *celast.AST, vars map[string]uint64) (sizeBounds, uint64, uint8) {
-	b := &boundWalk{ast: a, vars: vars, bounds: sizeBounds{}, scope: map[string][]uint64{}}
+// (the bounds of each earlier variable's value). Anything else, such as a
+// function's result, has none. It returns the bounds of the expression's
+// value and the inputs it reads (a set of 1<<input). env is the
+// environment it was checked in, whose overloads say how a call's
+// arguments are used.
+func boundSizes(env *celgo.Env, a *celast.AST, vars map[string]valueBounds) (sizeBounds, valueBounds, uint8) {
+	b := &boundWalk{env: env, ast: a, vars: vars, bounds: sizeBounds{sizes: map[int64]sizeBound{}}, scope: map[string][]valueBounds{}}
 	k := b.walk(a.Expr())
 	return b.bounds, k, b.reads
 }
 
 type boundWalk struct {
+	env    *celgo.Env
 	ast    *celast.AST
-	vars   map[string]uint64
+	vars   map[string]valueBounds
 	bounds sizeBounds
 	reads  uint8
 	// scope holds the bounds of the loop and accumulator variables in
-	// scope, innermost last (0: none).
-	scope map[string][]uint64
+	// scope, innermost last.
+	scope map[string][]valueBounds
+	// loops are the sizes of the ranges of the loops being walked,
+	// outermost first.
+	loops []valueBound
 }
 
-func (b *boundWalk) walk(e celast.Expr) uint64 {
+func (b *boundWalk) walk(e celast.Expr) valueBounds {
 	k := b.bound(e)
-	if k > 0 {
-		b.bounds[e.ID()] = k
+	if k.self.known {
+		b.bounds.sizes[e.ID()] = sizeBound{size: k.self}
 	}
 	return k
 }
 
-func (b *boundWalk) bound(e celast.Expr) uint64 {
+// used records how a bounded value is used (sizeUse).
+func (b *boundWalk) used(e celast.Expr, use sizeUse) {
+	if sb, ok := b.bounds.sizes[e.ID()]; ok {
+		sb.use = use
+		b.bounds.sizes[e.ID()] = sb
+	}
+}
+
+// literalBounds is the bounds of a literal list or map of elements with bounds
+// els.
+func literalBounds(n int, els ...valueBounds) valueBounds {
+	held := literalSize(0)
+	for _, el := range els {
+		held = held.or(el.self).or(el.held)
+	}
+	if !held.known {
+		return noBounds
+	}
+	return valueBounds{self: literalSize(n), held: held}
+}
+
+// heldBounds is the bounds of a value held by one with bounds v.
+func heldBounds(v valueBounds) valueBounds {
+	return valueBounds{self: v.held, held: v.held}
+}
+
+// eitherBounds is the bounds of one of two values.
+func eitherBounds(v, w valueBounds) valueBounds {
+	r := valueBounds{self: v.self.or(w.self), held: v.held.or(w.held)}
+	if !r.self.known || !r.held.known {
+		return noBounds
+	}
+	return r
+}
+
+func (b *boundWalk) bound(e celast.Expr) valueBounds {
 	switch e.Kind() {
 	case celast.LiteralKind:
 		switch v := e.AsLiteral().(type) {
 		case types.String:
-			return literalBound(len(v))
+			return scalarBounds(literalSize(len(v)))
 		case types.Bytes:
-			return literalBound(len(v))
+			return scalarBounds(literalSize(len(v)))
 		}
-		return 1
+		return scalarBounds(literalSize(1))
 	case celast.IdentKind:
 		name := e.AsIdent()
 		if s := b.scope[name]; len(s) > 0 {
@@ -134,101 +323,102 @@ func (b *boundWalk) bound(e celast.Expr) uint64 {
 		}
 		if i, ok := inputVars[name]; ok {
 			b.reads |= 1 << i
-			return 1
+			return inputBounds
 		}
-		return 0
+		return noBounds
 	case celast.SelectKind:
 		sel := e.AsSelect()
 		op := b.walk(sel.Operand())
 		if sel.IsTestOnly() {
-			return 0
+			return noBounds
 		}
-		if op == 0 && sel.Operand().Kind() == celast.IdentKind && sel.Operand().AsIdent() == plugincel.VariableVarName && len(b.scope[plugincel.VariableVarName]) == 0 {
+		switch b.ast.GetType(sel.Operand().ID()).Kind() {
+		case types.MapKind, types.StructKind, types.TypeParamKind:
+		default:
+			b.bounds.unpriced = append(b.bounds.unpriced, slices.Clone(b.loops))
+		}
+		if !op.self.known && sel.Operand().Kind() == celast.IdentKind && sel.Operand().AsIdent() == plugincel.VariableVarName && len(b.scope[plugincel.VariableVarName]) == 0 {
 			return b.vars[sel.FieldName()]
 		}
-		return min(op, 1)
+		return heldBounds(op)
 	case celast.ListKind:
-		all := true
+		els := make([]valueBounds, 0, e.AsList().Size())
 		for _, el := range e.AsList().Elements() {
-			all = b.walk(el) == 1 && all
+			els = append(els, b.walk(el))
 		}
-		if !all {
-			return 0
-		}
-		return literalBound(e.AsList().Size())
+		return literalBounds(e.AsList().Size(), els...)
 	case celast.MapKind:
-		all := true
+		els := make([]valueBounds, 0, 2*e.AsMap().Size())
 		for _, ent := range e.AsMap().Entries() {
 			me := ent.AsMapEntry()
-			all = b.walk(me.Key()) == 1 && all
-			all = b.walk(me.Value()) == 1 && all
+			els = append(els, b.walk(me.Key()), b.walk(me.Value()))
 		}
-		if !all {
-			return 0
-		}
-		return literalBound(e.AsMap().Size())
+		return literalBounds(e.AsMap().Size(), els...)
 	case celast.StructKind:
 		for _, f := range e.AsStruct().Fields() {
 			b.walk(f.AsStructField().Value())
 		}
-		return 0
+		return noBounds
 	case celast.ComprehensionKind:
 		c := e.AsComprehension()
-		elem := min(b.walk(c.IterRange()), 1)
+		rng := b.walk(c.IterRange())
+		b.used(c.IterRange(), useList)
+		elem := heldBounds(rng)
 		b.walk(c.AccuInit())
-		b.push(c.AccuVar(), 0)
+		b.push(c.AccuVar(), noBounds)
 		b.push(c.IterVar(), elem)
 		if c.HasIterVar2() {
 			b.push(c.IterVar2(), elem)
 		}
+		b.loops = append(b.loops, rng.self)
 		b.walk(c.LoopCondition())
 		b.walk(c.LoopStep())
+		b.loops = b.loops[:len(b.loops)-1]
 		if c.HasIterVar2() {
 			b.pop(c.IterVar2())
 		}
 		b.pop(c.IterVar())
 		b.walk(c.Result())
 		b.pop(c.AccuVar())
-		return 0
+		return noBounds
 	case celast.CallKind:
-		return b.call(e.AsCall())
+		return b.call(e)
 	}
-	return 0
+	return noBounds
 }
 
-func (b *boundWalk) call(c celast.CallExpr) uint64 {
-	var target uint64
+func (b *boundWalk) call(e celast.Expr) valueBounds {
+	c := e.AsCall()
+	var target valueBounds
 	if c.IsMemberFunction() {
 		target = b.walk(c.Target())
 	}
-	args := make([]uint64, len(c.Args()))
+	args := make([]valueBounds, len(c.Args()))
 	for i, a := range c.Args() {
 		args[i] = b.walk(a)
 	}
-	both := func(x, y uint64) uint64 {
-		if x == 0 || y == 0 {
-			return 0
-		}
-		return max(x, y)
-	}
+	b.markUses(e)
 	switch c.FunctionName() {
 	case operators.OptSelect, operators.Index, operators.OptIndex:
 		// A value held by a bounded one.
 		if len(args) > 0 {
-			return min(args[0], 1)
+			return heldBounds(args[0])
 		}
 	case operators.Add:
-		// Concatenation: the elements of both, within S each.
-		if len(args) == 2 && args[0] > 0 && args[1] > 0 {
-			return args[0] + args[1]
+		// Concatenation.
+		if len(args) == 2 {
+			r := valueBounds{self: args[0].self.plus(args[1].self), held: args[0].held.or(args[1].held)}
+			if r.self.known && r.held.known {
+				return r
+			}
 		}
 	case operators.Conditional:
 		if len(args) == 3 {
-			return both(args[1], args[2])
+			return eitherBounds(args[1], args[2])
 		}
 	case "orValue", "or":
 		if c.IsMemberFunction() && len(args) == 1 {
-			return both(target, args[0])
+			return eitherBounds(target, args[0])
 		}
 	case "value":
 		if c.IsMemberFunction() && len(args) == 0 {
@@ -239,12 +429,51 @@ func (b *boundWalk) call(c celast.CallExpr) uint64 {
 			return args[0]
 		}
 	case "optional.none":
-		return 1
+		return scalarBounds(literalSize(1))
 	}
-	return 0
+	return noBounds
 }
 
-func (b *boundWalk) push(name string, k uint64) {
+// markUses records how call e uses its operands' sizes: as the overloads
+// the checker chose for it declare their parameters (the target is the
+// first parameter of a member function).
+func (b *boundWalk) markUses(e celast.Expr) {
+	c := e.AsCall()
+	ids := b.ast.GetOverloadIDs(e.ID())
+	if len(ids) == 0 {
+		return
+	}
+	operands := c.Args()
+	if c.IsMemberFunction() {
+		operands = append([]celast.Expr{c.Target()}, operands...)
+	}
+	for i, op := range operands {
+		if _, ok := b.bounds.sizes[op.ID()]; !ok {
+			continue
+		}
+		use, first := useEither, true
+		for _, id := range ids {
+			params := overloadParams(b.env, id)
+			u := useEither
+			if i < len(params) {
+				switch params[i].Kind() {
+				case types.StringKind:
+					u = useString
+				case types.ListKind, types.MapKind:
+					u = useList
+				}
+			}
+			if first {
+				use, first = u, false
+			} else if u != use {
+				use = useEither
+			}
+		}
+		b.used(op, use)
+	}
+}
+
+func (b *boundWalk) push(name string, k valueBounds) {
 	if name != "" {
 		b.scope[name] = append(b.scope[name], k)
 	}
@@ -256,26 +485,35 @@ func (b *boundWalk) pop(name string) {
 	}
 }
 
-// literalBound is the bound of a literal of n elements or characters:
-// within every S tried when n is.
-func literalBound(n int) uint64 {
-	if n <= untrackedBounds[len(untrackedBounds)-1] {
-		return 1
+// overloadParamTypes holds the parameter types of every overload of the
+// environments seen, by overload id (an id names one signature).
+var overloadParamTypes sync.Map
+
+// overloadParams returns the parameter types of the overload id of env.
+func overloadParams(env *celgo.Env, id string) []*types.Type {
+	if p, ok := overloadParamTypes.Load(id); ok {
+		return p.([]*types.Type)
 	}
-	return 0
+	for _, fn := range env.Functions() {
+		for _, o := range fn.OverloadDecls() {
+			overloadParamTypes.LoadOrStore(o.ID(), o.ArgTypes())
+		}
+	}
+	p, _ := overloadParamTypes.LoadOrStore(id, []*types.Type(nil))
+	return p.([]*types.Type)
 }
 
 // boundedSizes is the cost estimator for one expression at one input
-// bound S: Kubernetes' (its library functions' costs) with the sizes of
+// bound B: Kubernetes' (its library functions' costs) with the sizes of
 // sizeBounds.
 type boundedSizes struct {
 	library.CostEstimator
 	bounds sizeBounds
-	s      uint64
+	within inputBound
 }
 
-func newBoundedSizes(bounds sizeBounds, s int) *boundedSizes {
-	e := &boundedSizes{bounds: bounds, s: uint64(s)}
+func newBoundedSizes(bounds sizeBounds, within inputBound) *boundedSizes {
+	e := &boundedSizes{bounds: bounds, within: within}
 	e.SizeEstimator = e
 	return e
 }
@@ -287,25 +525,61 @@ func (e *boundedSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 	if x == nil {
 		return nil
 	}
-	k, ok := e.bounds[x.ID()]
+	sb, ok := e.bounds.sizes[x.ID()]
 	if !ok {
 		return nil
 	}
-	size := uint64(math.MaxUint64)
-	if k <= math.MaxUint64/e.s {
-		size = k * e.s
+	var unit uint64
+	switch sb.use {
+	case useString:
+		unit = uint64(e.within.strings)
+	case useList:
+		unit = uint64(e.within.lists)
+	default:
+		unit = uint64(max(e.within.strings, e.within.lists))
 	}
-	return &checker.SizeEstimate{Max: size}
+	return &checker.SizeEstimate{Max: sb.size.at(int(unit))}
 }
 
 // estimateMaxCost is the worst-case cost of a checked expression when the
-// request's inputs are within s.
-func estimateMaxCost(env *celgo.Env, a *celgo.Ast, bounds sizeBounds, s int) uint64 {
-	est, err := env.EstimateCost(a, newBoundedSizes(bounds, s))
+// request's inputs are within b.
+func estimateMaxCost(env *celgo.Env, a *celgo.Ast, bounds sizeBounds, b inputBound) uint64 {
+	est, err := env.EstimateCost(a, newBoundedSizes(bounds, b))
 	if err != nil {
 		return math.MaxUint64
 	}
-	return est.Max
+	total := est.Max
+	for _, loops := range bounds.unpriced {
+		runs := uint64(1)
+		for _, l := range loops {
+			runs = saturatingMul(runs, l.at(b.lists))
+		}
+		total = saturatingAdd(total, runs)
+	}
+	return total
+}
+
+// at is the size v bounds when B's bound is unit (the most for an
+// unknown bound).
+func (v valueBound) at(unit int) uint64 {
+	if !v.known {
+		return math.MaxUint64
+	}
+	return saturatingAdd(saturatingMul(v.k, uint64(unit)), v.n)
+}
+
+func saturatingMul(x, y uint64) uint64 {
+	if x != 0 && y > math.MaxUint64/x {
+		return math.MaxUint64
+	}
+	return x * y
+}
+
+func saturatingAdd(x, y uint64) uint64 {
+	if x > math.MaxUint64-y {
+		return math.MaxUint64
+	}
+	return x + y
 }
 
 // withinLimits reports whether programs whose worst cases are costs may
@@ -321,33 +595,47 @@ func withinLimits(costs []uint64) bool {
 	return total <= uint64(celconfig.RuntimeCELCostBudget)
 }
 
-// maxValueSize returns the size of the longest list, map or string in v
-// (an unstructured value), or more than limit as soon as one is longer
-// than limit or v holds a value of another type.
-func maxValueSize(v any, limit int) int {
+// valueSizes returns the length of the longest string and the size of
+// the largest list or map in v (an unstructured value), returning as soon
+// as either is past limit's, and past both when v holds a value of
+// another type.
+func valueSizes(v any, limit inputBound) inputBound {
+	var most inputBound
+	valueSizesInto(v, limit, &most)
+	return most
+}
+
+func valueSizesInto(v any, limit inputBound, most *inputBound) bool {
 	switch x := v.(type) {
 	case nil, bool, float64, int64, int, int32, float32:
-		return 0
+		return true
 	case string:
-		return len(x)
+		most.strings = max(most.strings, len(x))
+		return most.strings <= limit.strings
 	case map[string]any:
-		most := len(x)
+		most.lists = max(most.lists, len(x))
+		if most.lists > limit.lists {
+			return false
+		}
 		for k, val := range x {
-			most = max(most, len(k), maxValueSize(val, limit))
-			if most > limit {
-				return most
+			most.strings = max(most.strings, len(k))
+			if most.strings > limit.strings || !valueSizesInto(val, limit, most) {
+				return false
 			}
 		}
-		return most
+		return true
 	case []any:
-		most := len(x)
+		most.lists = max(most.lists, len(x))
+		if most.lists > limit.lists {
+			return false
+		}
 		for _, val := range x {
-			most = max(most, maxValueSize(val, limit))
-			if most > limit {
-				return most
+			if !valueSizesInto(val, limit, most) {
+				return false
 			}
 		}
-		return most
+		return true
 	}
-	return limit + 1
+	most.strings, most.lists = limit.strings+1, limit.lists+1
+	return false
 }

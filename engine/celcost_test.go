@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/google/cel-go/common/types"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -64,42 +66,54 @@ func TestCostEstimatesBoundActualCost(t *testing.T) {
 		"object.metadata.?labels.orValue({}).all(k, k.size() < 64 && object.metadata.labels[k].contains('x') == false)",
 		"object.spec.volumes.all(v, !has(v.hostPath) || v.hostPath.path.endsWith('/tmp'))",
 		"object.metadata.name + '-' + object.metadata.namespace != request.name",
+		// Strings of the inputs read by string functions and compared
+		// with each other: their costs grow with the string bound.
+		"object.spec.containers.all(c, c.image.contains('@sha256:') || c.image.matches('^[a-z./:-]+$'))",
+		"object.spec.containers.all(c, c.?args.orValue([]).all(a, !a.startsWith('--privileged') && a.lowerAscii() != 'x'))",
+		"object.metadata.?annotations.orValue({}).exists(k, object.metadata.annotations[k] == object.metadata.name)",
+		"object.spec.containers.all(c, object.spec.containers.exists(d, d.image == c.image + ''))",
+		"object.spec.containers.all(c, c.name in ['app', 'sidecar'] || c.image + ':' + c.name != object.metadata.name)",
+		"'app' in object.metadata.?labels.orValue({}) && object.metadata.?annotations.orValue({}).all(k, k.size() < 300)",
 	}
-	container := func(i, caps int) map[string]any {
-		add := make([]any, caps)
-		for j := range add {
-			add[j] = fmt.Sprintf("CAP_%d", j)
+	// Objects of n containers (and as many volumes, labels, annotations,
+	// added capabilities and arguments) whose strings are about long
+	// characters: list-heavy ones with short strings, string-heavy ones
+	// with few entries, and both.
+	object := func(n, long int) map[string]any {
+		cs, vols := []any{}, []any{}
+		labels, annotations := map[string]any{}, map[string]any{}
+		for i := range n {
+			add, args := make([]any, n/2), make([]any, n/2)
+			for j := range add {
+				add[j] = fmt.Sprintf("CAP_%d", j)
+				args[j] = fmt.Sprintf("--flag%d=%s", j, strings.Repeat("a", long))
+			}
+			cs = append(cs, map[string]any{"name": fmt.Sprintf("c%d", i), "args": args,
+				"image":           fmt.Sprintf("registry.local/app%d@sha256:%s", i, strings.Repeat("0", max(long-30, 1))),
+				"securityContext": map[string]any{"capabilities": map[string]any{"add": add}}})
+			vols = append(vols, map[string]any{"name": fmt.Sprint("v", i), "hostPath": map[string]any{"path": "/var/tmp" + strings.Repeat("/x", long/2)}})
+			labels[fmt.Sprint("l", i)] = "value"
+			annotations[fmt.Sprint("a", i)] = strings.Repeat("p", long)
 		}
-		return map[string]any{"name": fmt.Sprintf("c%d", i), "image": "registry.local/app" + strings.Repeat("x", i),
-			"securityContext": map[string]any{"capabilities": map[string]any{"add": add}}}
+		return map[string]any{"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": "p" + strings.Repeat("p", long), "namespace": "default", "labels": labels, "annotations": annotations},
+			"spec":     map[string]any{"containers": cs, "initContainers": cs, "volumes": vols}}
 	}
 	objects := []map[string]any{}
-	for _, n := range []int{0, 1, 5, 40} {
-		var cs, vols []any
-		labels := map[string]any{}
-		for i := range n {
-			cs = append(cs, container(i, n/2))
-			vols = append(vols, map[string]any{"name": fmt.Sprint("v", i), "hostPath": map[string]any{"path": "/var/tmp"}})
-			labels[fmt.Sprint("l", i)] = "value"
-		}
-		if cs == nil {
-			cs = []any{}
-			vols = []any{}
-		}
-		objects = append(objects, map[string]any{"apiVersion": "v1", "kind": "Pod",
-			"metadata": map[string]any{"name": "p", "namespace": "default", "labels": labels},
-			"spec":     map[string]any{"containers": cs, "initContainers": cs, "volumes": vols}})
+	for _, shape := range []struct{ n, long int }{{0, 0}, {1, 1}, {5, 1}, {40, 1}, {120, 2}, {1, 2000}, {2, 9000}, {5, 300}, {40, 120}} {
+		objects = append(objects, object(shape.n, shape.long))
 	}
 	for _, expr := range exprs {
 		res := env.forPolicy().compileChecked(&celAccessor{expr: expr, returns: boolReturn()}, environment.StoredExpressions)
 		if res.Error != nil {
 			t.Fatalf("%s: %v", expr, res.Error)
 		}
-		bounds, _, reads := boundSizes(res.ast.NativeRep(), nil)
+		bounds, _, reads := boundSizes(res.env, res.ast.NativeRep(), nil)
 		for _, obj := range objects {
 			in := newRequestView(context.Background(), &Request{Object: obj}, &evalConfig{})
 			ci := in.celInputs()
-			s := max(ci.inputSize(reads), 1)
+			size := ci.inputSizes(reads)
+			s := inputBound{strings: max(size.strings, 1), lists: max(size.lists, 1)}
 			act := &celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, params: types.NullValue}
 			_, details, err := res.Program.Eval(act)
 			if err != nil {
@@ -107,7 +121,7 @@ func TestCostEstimatesBoundActualCost(t *testing.T) {
 			}
 			actual := *details.ActualCost()
 			if est := estimateMaxCost(res.env, res.ast, bounds, s); est < actual {
-				t.Errorf("%s on an object within %d: estimate %d < actual cost %d", expr, s, est, actual)
+				t.Errorf("%s on an object within %+v: estimate %d < actual cost %d", expr, s, est, actual)
 			}
 		}
 	}
@@ -115,10 +129,11 @@ func TestCostEstimatesBoundActualCost(t *testing.T) {
 
 // TestValidatingPolicyCostBound checks when a ValidatingPolicy runs
 // without cost tracking, and that an expression that runs away still
-// fails closed: a policy bounded at a small S runs untracked on a small
-// Pod and tracked, erring at the cost limit, on one beyond S; a policy
-// whose estimate is unbounded (a loop over a list it computes) is always
-// tracked.
+// fails closed: a policy bounded at small bounds runs untracked on a
+// small Pod and tracked on one past either of its bounds (its string
+// bound or its list bound), erring at the cost limit when its loops run
+// away; a policy whose estimate is unbounded (a loop over a list it
+// computes) is always tracked.
 func TestValidatingPolicyCostBound(t *testing.T) {
 	pods := admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
@@ -138,7 +153,10 @@ func TestValidatingPolicyCostBound(t *testing.T) {
 	bounded := policy("bounded", nil, nested)
 	unbounded := policy("unbounded", []admissionregistrationv1.Variable{{Name: "names", Expression: "object.spec.containers.map(c, c.name)"}},
 		"variables.names.all(a, variables.names.exists_one(b, b == a))")
-	set, err := Compile([]kyvernov1.PolicyInterface{bounded, unbounded})
+	// Two nested loops comparing two strings of the input: its cost grows
+	// with both bounds.
+	images := policy("images", nil, "object.spec.containers.all(a, object.spec.containers.exists_one(b, b.image == a.image))")
+	set, err := Compile([]kyvernov1.PolicyInterface{bounded, unbounded, images})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,36 +164,49 @@ func TestValidatingPolicyCostBound(t *testing.T) {
 		p, _ := set.Lookup(PolicyIDFor(policiesv1.ValidatingPolicyKind, name))
 		return p.vpol.variants[0]
 	}
-	s := variant("bounded").untrackedUpTo
-	if s == 0 || s == untrackedBounds[0] {
-		t.Fatalf("bounded policy: untracked up to %d, want a bound below %d (two nested loops)", s, untrackedBounds[0])
+	s := variant("bounded").untrackedWithin
+	if s.lists == 0 || s.lists == largestBound.lists {
+		t.Fatalf("bounded policy: untracked within %+v, want a list bound below %d (two nested loops)", s, largestBound.lists)
 	}
-	if got := variant("unbounded").untrackedUpTo; got != 0 {
-		t.Fatalf("unbounded policy: untracked up to %d, want 0 (a loop over a computed list)", got)
+	if got := variant("unbounded").untrackedWithin; got != (inputBound{}) {
+		t.Fatalf("unbounded policy: untracked within %+v, want none (a loop over a computed list)", got)
 	}
-	podOf := func(n int) map[string]any {
+	si := variant("images").untrackedWithin
+	if si.strings == 0 || si.strings == largestBound.strings {
+		t.Fatalf("images policy: untracked within %+v, want a string bound below %d (strings compared in two nested loops)", si, largestBound.strings)
+	}
+	// Containers with distinct images of about image characters.
+	podOf := func(n, image int) map[string]any {
 		cs := make([]any, n)
 		for i := range cs {
-			cs[i] = map[string]any{"name": fmt.Sprint("c", i), "image": "app"}
+			cs[i] = map[string]any{"name": fmt.Sprint("c", i), "image": fmt.Sprint(i, "-", strings.Repeat("i", image))}
 		}
 		return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p", "namespace": "default"},
 			"spec": map[string]any{"containers": cs}}
 	}
+	all := func(st RuleStatus) map[string]RuleStatus {
+		return map[string]RuleStatus{"bounded": st, "unbounded": st, "images": st}
+	}
 	for _, tc := range []struct {
-		name          string
-		containers    int
-		user          string
-		wantUntracked map[string]bool
-		wantStatus    RuleStatus
+		name              string
+		containers, image int
+		user              string
+		wantUntracked     map[string]bool
+		wantStatus        map[string]RuleStatus
 	}{
-		{"a small pod", 3, "", map[string]bool{"bounded": true, "unbounded": false}, StatusPass},
+		{"a small pod", 3, 3, "", map[string]bool{"bounded": true, "unbounded": false, "images": true}, all(StatusPass)},
 		// Only the inputs a policy reads count: these read object alone.
-		{"a small pod from a user with a long name", 3, strings.Repeat("u", 2*untrackedBounds[0]), map[string]bool{"bounded": true, "unbounded": false}, StatusPass},
-		{"a pod beyond the bound, within the cost limit", s + 1, "", map[string]bool{"bounded": false, "unbounded": false}, StatusPass},
-		{"a pod whose loops run away", 600, "", map[string]bool{"bounded": false, "unbounded": false}, StatusError},
+		{"a small pod from a user with a long name", 3, 3, strings.Repeat("u", 2*largestBound.strings),
+			map[string]bool{"bounded": true, "unbounded": false, "images": true}, all(StatusPass)},
+		{"a pod with images of 100 characters and more", 3, 100, "", map[string]bool{"bounded": true, "images": true}, all(StatusPass)},
+		{"a pod past a list bound, within the cost limit", s.lists + 1, 3, "", map[string]bool{"bounded": false, "unbounded": false}, all(StatusPass)},
+		{"a pod past a string bound, within the cost limit", 2, si.strings + 1, "", map[string]bool{"images": false, "unbounded": false}, all(StatusPass)},
+		{"a pod whose loops run away", 600, 3, "", map[string]bool{"bounded": false, "unbounded": false, "images": false}, all(StatusError)},
+		{"a pod whose string comparisons run away", 40, largestBound.strings + 1, "", map[string]bool{"bounded": false, "images": false},
+			map[string]RuleStatus{"bounded": StatusPass, "unbounded": StatusPass, "images": StatusError}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := &Request{Operation: kyvernov1.Create, Object: podOf(tc.containers)}
+			req := &Request{Operation: kyvernov1.Create, Object: podOf(tc.containers, tc.image)}
 			req.UserInfo.Username = tc.user
 			for key, want := range tc.wantUntracked {
 				in := newRequestView(context.Background(), req, &evalConfig{})
@@ -184,16 +215,147 @@ func TestValidatingPolicyCostBound(t *testing.T) {
 				}
 			}
 			resp := set.Validate(context.Background(), req)
-			if len(resp.Policies) != 2 {
-				t.Fatalf("%d responses, want 2", len(resp.Policies))
+			if len(resp.Policies) != 3 {
+				t.Fatalf("%d responses, want 3", len(resp.Policies))
 			}
 			for _, p := range resp.Policies {
 				r := p.Rules[0]
-				if r.Status != tc.wantStatus {
-					t.Errorf("%s: %s %q, want %s", p.Key, r.Status, r.Message, tc.wantStatus)
+				want := tc.wantStatus[p.Key]
+				if r.Status != want {
+					t.Errorf("%s: %s %q, want %s", p.Key, r.Status, r.Message, want)
 				}
-				if tc.wantStatus == StatusError && !strings.Contains(r.Message, "cost") {
+				if want == StatusError && !strings.Contains(r.Message, "cost") {
 					t.Errorf("%s: %q, want the cost limit named", p.Key, r.Message)
+				}
+			}
+		})
+	}
+}
+
+// TestLargestBounded checks the search for a variant's bound: the pair
+// with the largest product among those that hold, found with few
+// estimates, each asked once.
+func TestLargestBounded(t *testing.T) {
+	worst := 2*len(stringBounds) + len(listBounds) + 2
+	for _, tc := range []struct {
+		name     string
+		holds    func(inputBound) bool
+		want     inputBound
+		maxAsked int
+	}{
+		{"bounded everywhere", func(inputBound) bool { return true }, largestBound, 1},
+		{"bounded nowhere", func(inputBound) bool { return false }, inputBound{}, 2},
+		{"strings only limit", func(b inputBound) bool { return b.strings <= 4096 }, inputBound{strings: 4096, lists: 4096}, 8},
+		{"lists only limit", func(b inputBound) bool { return b.lists <= 256 }, inputBound{strings: 65536, lists: 256}, 12},
+		{"a product limit", func(b inputBound) bool { return b.strings*b.lists <= 1<<20 }, inputBound{strings: 65536, lists: 16}, worst},
+		{"both limit", func(b inputBound) bool { return b.strings <= 8192 && b.lists <= 512 }, inputBound{strings: 8192, lists: 512}, worst},
+		// A tie (2^21 both) keeps the larger string bound.
+		{"a sum limit", func(b inputBound) bool { return b.strings+100*b.lists <= 40000 }, inputBound{strings: 32768, lists: 64}, worst},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked := map[inputBound]int{}
+			got := largestBounded(func(b inputBound) bool {
+				asked[b]++
+				if asked[b] > 1 {
+					t.Errorf("%+v asked twice", b)
+				}
+				return tc.holds(b)
+			})
+			if tc.name == "a product limit" {
+				// No pair of the grid has strings·lists = 2^20 with
+				// lists ≥ 64: the product is at most 2^20, and the
+				// largest such is kept.
+				tc.want = inputBound{strings: 16384, lists: 64}
+			}
+			if got != tc.want {
+				t.Errorf("bound %+v, want %+v", got, tc.want)
+			}
+			if len(asked) > tc.maxAsked {
+				t.Errorf("%d estimates, want at most %d", len(asked), tc.maxAsked)
+			}
+			if got != (inputBound{}) && !tc.holds(got) {
+				t.Errorf("bound %+v does not hold", got)
+			}
+		})
+	}
+}
+
+// TestPodSecurityValidatingPoliciesUntracked checks that the Pod Security
+// set as ValidatingPolicies runs untracked on Pods with the long strings
+// real clusters have (a digest image of about 100 characters, a 2 KB
+// annotation, a 1 KB script) and gives the verdicts it gives tracked, and
+// that a Pod past either bound runs every policy tracked.
+func TestPodSecurityValidatingPoliciesUntracked(t *testing.T) {
+	_, vpols := podSecurityPairs(t)
+	set, err := Compile(vpols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type verdict struct {
+		status  RuleStatus
+		message string
+	}
+	verdicts := func(resp *Response) map[string]verdict {
+		out := map[string]verdict{}
+		for _, p := range resp.Policies {
+			for _, r := range p.Rules {
+				out[p.Key+"/"+r.Name] = verdict{r.Status, r.Message}
+			}
+		}
+		return out
+	}
+	// tracked runs validate with every variant of the set tracked (the
+	// variants are the compiled ones every set of these sources shares:
+	// their bounds are restored after).
+	tracked := func(validate func() *Response) *Response {
+		saved := map[*vpolVariant]inputBound{}
+		for _, p := range vpols {
+			cp, _ := set.Lookup(PolicyID(p))
+			v := cp.vpol.variants[0]
+			saved[v] = v.untrackedWithin
+			v.untrackedWithin = inputBound{}
+		}
+		defer func() {
+			for v, b := range saved {
+				v.untrackedWithin = b
+			}
+		}()
+		return validate()
+	}
+	pastStrings := withLongStrings(benchPod(0))
+	pastStrings["metadata"].(map[string]any)["annotations"].(map[string]any)["big"] = strings.Repeat("x", largestBound.strings+1)
+	pastLists := withLongStrings(benchPod(0))
+	env := make([]any, largestBound.lists+1)
+	for i := range env {
+		env[i] = map[string]any{"name": fmt.Sprint("E", i), "value": "v"}
+	}
+	pastLists["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["env"] = env
+	for _, tc := range []struct {
+		name          string
+		pods          []map[string]any
+		wantUntracked bool
+	}{
+		{"pods with digest images, a 2 KB annotation and a 1 KB script", longStringMix(), true},
+		{"a pod with a string past the string bound", []map[string]any{pastStrings}, false},
+		{"a pod with a list past the list bound", []map[string]any{pastLists}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i, pod := range tc.pods {
+				req := &Request{Operation: kyvernov1.Create, Object: pod,
+					Kind:     schema.GroupVersionKind{Version: "v1", Kind: "Pod"},
+					Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}}
+				for _, p := range vpols {
+					cp, _ := set.Lookup(PolicyID(p))
+					v := cp.vpol.variants[0]
+					in := newRequestView(context.Background(), req, &evalConfig{})
+					if got := in.vpolEvaluation(context.Background(), &evalConfig{}, v, "").eval.untracked; got != tc.wantUntracked {
+						t.Errorf("pod %d, %s (untracked within %+v): untracked %v, want %v", i, p.GetName(), v.untrackedWithin, got, tc.wantUntracked)
+					}
+				}
+				got := verdicts(set.Validate(context.Background(), req))
+				want := verdicts(tracked(func() *Response { return set.Validate(context.Background(), req) }))
+				if len(got) != len(vpols) || !reflect.DeepEqual(got, want) {
+					t.Errorf("pod %d: verdicts %v, tracked %v", i, got, want)
 				}
 			}
 		})

@@ -54,11 +54,11 @@ type vpolVariant struct {
 	variables   []celVariable
 	validations []celExpression
 	annotations []vpolAnnotation
-	// untrackedUpTo is the input bound S within which every program of
-	// the variant runs without cost tracking (celcost.go); 0: never.
-	untrackedUpTo int
+	// untrackedWithin is the input bound within which every program of
+	// the variant runs without cost tracking (celcost.go); zero: never.
+	untrackedWithin inputBound
 	// reads are the inputs its programs read (a set of 1<<input), which
-	// must be within untrackedUpTo.
+	// must be within untrackedWithin.
 	reads uint8
 }
 
@@ -250,50 +250,42 @@ type vpolChecked struct {
 	variable string
 }
 
-// boundVariant finds the largest input bound S at which every program of
+// boundVariant finds the largest input bound at which every program of
 // the variant stays within the per-call limit and all of them within the
-// budget (celcost.go), and sets untrackedUpTo to it; with none, or when a
-// program has no untracked plan, the variant is always tracked. A
+// budget (celcost.go), and sets untrackedWithin to it; with none, or when
+// a program has no untracked plan, the variant is always tracked. A
 // variable's worst case at that bound is what sharing its value charges
 // a tracked policy (celVariables.value).
 func (v *vpolVariant) boundVariant(checked []vpolChecked) {
 	bounds := make([]sizeBounds, len(checked))
-	vars := map[string]uint64{}
+	vars := map[string]valueBounds{}
 	for i, c := range checked {
 		if c.res.untracked == nil || c.res.env == nil {
 			return
 		}
-		var k uint64
+		var k valueBounds
 		var reads uint8
-		bounds[i], k, reads = boundSizes(c.res.ast.NativeRep(), vars)
+		bounds[i], k, reads = boundSizes(c.res.env, c.res.ast.NativeRep(), vars)
 		v.reads |= reads
 		if c.program == nil {
 			vars[c.variable] = k
 		}
 	}
 	costs := make([]uint64, len(checked))
-	bounded := func(s int) bool {
+	var last inputBound
+	bounded := func(b inputBound) bool {
 		for i, c := range checked {
-			costs[i] = estimateMaxCost(c.res.env, c.res.ast, bounds[i], s)
+			costs[i] = estimateMaxCost(c.res.env, c.res.ast, bounds[i], b)
 		}
+		last = b
 		return withinLimits(costs)
 	}
-	// Costs grow with S: a variant not bounded at the smallest S (most
-	// that are not bounded at all) costs one estimate, one bounded at the
-	// largest two.
-	smallest := untrackedBounds[len(untrackedBounds)-1]
-	if !bounded(smallest) {
+	v.untrackedWithin = largestBounded(bounded)
+	if v.untrackedWithin == (inputBound{}) {
 		return
 	}
-	v.untrackedUpTo = smallest
-	for _, s := range untrackedBounds[:len(untrackedBounds)-1] {
-		if bounded(s) {
-			v.untrackedUpTo = s
-			break
-		}
-	}
-	if v.untrackedUpTo == smallest {
-		bounded(smallest)
+	if last != v.untrackedWithin {
+		bounded(v.untrackedWithin)
 	}
 	for i, c := range checked {
 		if c.program != nil {
@@ -407,7 +399,7 @@ func (in *requestView) vpolEvaluation(ctx context.Context, cfg *evalConfig, v *v
 		libs:          &s.libs,
 	}
 	s.eval = celEvaluator{act: &s.act, budget: celconfig.RuntimeCELCostBudget,
-		untracked: v.untrackedUpTo > 0 && ci.inputSize(v.reads) <= v.untrackedUpTo}
+		untracked: v.untrackedWithin.holds(ci.inputSizes(v.reads))}
 	vals := s.vars.vals
 	if cap(vals) < len(v.variables) {
 		vals = make([]ref.Val, len(v.variables))
@@ -500,7 +492,7 @@ type celVariable struct {
 	name    string
 	program celgo.Program
 	// untracked is the program without cost tracking, and maxCost its
-	// worst case within the variant's untrackedUpTo (celcost.go).
+	// worst case within the variant's untrackedWithin (celcost.go).
 	untracked celgo.Program
 	maxCost   int64
 	// shared is the key under which the variable's value is shared by

@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,7 +20,7 @@ import (
 // every ValidatingPolicy of pod-security-vpol/{baseline,restricted} and
 // the ClusterPolicy of the same name in pod-security/, as
 // bench-admission's vpol mode serves them.
-func podSecurityPairs(b *testing.B) (cpols, vpols []kyvernov1.PolicyInterface) {
+func podSecurityPairs(b testing.TB) (cpols, vpols []kyvernov1.PolicyInterface) {
 	root := filepath.Join(corpus.Require(b), "kyverno-policies")
 	for _, level := range []string{"baseline", "restricted"} {
 		dirs, err := os.ReadDir(filepath.Join(root, "pod-security-vpol", level))
@@ -44,6 +46,34 @@ func podSecurityPairs(b *testing.B) (cpols, vpols []kyvernov1.PolicyInterface) {
 		b.Fatalf("%d ValidatingPolicies, %d ClusterPolicies: want pairs", len(vpols), len(cpols))
 	}
 	return cpols, vpols
+}
+
+// withLongStrings is p with the long strings real Pods have: every image
+// referenced by digest (about 100 characters), a 2 KB annotation and a
+// container script of 1 KB.
+func withLongStrings(p map[string]any) map[string]any {
+	p = deepCopyMap(p)
+	meta := p["metadata"].(map[string]any)
+	meta["annotations"] = map[string]any{"example.com/config": strings.Repeat("k=v;", 512)}
+	for i, c := range p["spec"].(map[string]any)["containers"].([]any) {
+		c := c.(map[string]any)
+		c["image"] = fmt.Sprintf("registry.example.com/platform/team-%d/%s@sha256:%064x", i, c["name"], 0xc0ffee+i)
+		c["command"] = []any{"/bin/sh", "-c", strings.Repeat("echo ok && ", 93)}
+	}
+	return p
+}
+
+// deepCopyMap copies an unstructured object.
+func deepCopyMap(m map[string]any) map[string]any {
+	data, err := json.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil {
+		panic(err)
+	}
+	return out
 }
 
 // podSecurityMix is a mix of Pods for the Pod Security set: compliant
@@ -78,6 +108,15 @@ func podSecurityMix() []map[string]any {
 	return pods
 }
 
+// longStringMix is podSecurityMix withLongStrings.
+func longStringMix() []map[string]any {
+	pods := podSecurityMix()
+	for i, p := range pods {
+		pods[i] = withLongStrings(p)
+	}
+	return pods
+}
+
 // BenchmarkValidatePodSecurityForms evaluates the same Pods through the
 // Pod Security set as ClusterPolicies and as their ValidatingPolicy
 // translations, as an admission request for pods: issue 17's target is
@@ -85,16 +124,22 @@ func podSecurityMix() []map[string]any {
 // allocs/op and B/op are deterministic; compare ns/op within one run.
 func BenchmarkValidatePodSecurityForms(b *testing.B) {
 	cpols, vpols := podSecurityPairs(b)
-	pods := podSecurityMix()
 	ctx := context.Background()
 	for _, bc := range []struct {
 		name     string
 		policies []kyvernov1.PolicyInterface
-	}{{"clusterpolicies", cpols}, {"validatingpolicies", vpols}} {
+		pods     []map[string]any
+	}{
+		{"clusterpolicies", cpols, podSecurityMix()}, {"validatingpolicies", vpols, podSecurityMix()},
+		// The same Pods with digest images, a 2 KB annotation and a 1 KB
+		// script, as real clusters have.
+		{"clusterpolicies/long-strings", cpols, longStringMix()}, {"validatingpolicies/long-strings", vpols, longStringMix()},
+	} {
 		set, err := Compile(bc.policies)
 		if err != nil {
 			b.Fatal(err)
 		}
+		pods := bc.pods
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
