@@ -655,24 +655,35 @@ func (e *celEvaluator) message(x *celExpression) string {
 }
 
 // errNoParamLoader is the error of a rule with a paramKind evaluated
-// without an object loader (the admission webhook and background scans
-// have none yet).
-var errNoParamLoader = errors.New("paramKind needs params; not supported in cluster yet")
+// without a loader of params or objects.
+var errNoParamLoader = errors.New("paramKind needs params, and no loader of params was given")
 
 // params returns the parameter objects the rule's paramKind and paramRef
-// select, read through the loader of existing objects, as a VAP binding
+// select, read through the params loader (the cluster's informers) or
+// else the loader of existing objects (the CLI's), as a VAP binding
 // reads them: paramRef.name or paramRef.selector picks them; without
 // paramRef.namespace they are looked for in the request's namespace, or
-// among cluster-scoped objects. None found is an error unless
+// among cluster-scoped objects. A namespaced policy reads params in its
+// own namespace only. None found is an error unless
 // parameterNotFoundAction is Allow.
 func (ev *evaluation) params(ctx context.Context, c *celRule) ([]map[string]any, error) {
-	l := ev.cfg.loaders.Objects
+	l := ev.cfg.loaders.Params
+	if l == nil {
+		l = ev.cfg.loaders.Objects
+	}
 	if l == nil {
 		return nil, errNoParamLoader
 	}
 	q := ObjectQuery{APIVersion: c.paramKind.APIVersion, Kind: c.paramKind.Kind}
 	if ref := c.paramRef; ref != nil {
 		q.Name, q.Namespace, q.Selector = ref.Name, ref.Namespace, ref.Selector
+	}
+	own := ev.readScope()
+	if own != "" {
+		if q.Namespace != "" && q.Namespace != own {
+			return nil, fmt.Errorf("paramRef.namespace: %w", outOfScope("read params of", own, q.Namespace))
+		}
+		q.Namespace = own
 	}
 	sel := labels.Everything()
 	if q.Selector != nil {
@@ -690,10 +701,13 @@ func (ev *evaluation) params(ctx context.Context, c *celRule) ([]map[string]any,
 		if !q.selects(obj, sel) {
 			continue
 		}
-		if q.Namespace == "" {
-			if ns := refOf(obj).Namespace; ns != "" && ns != ev.in.res.Namespace {
-				continue
-			}
+		ns := refOf(obj).Namespace
+		if own != "" && ns != own {
+			// Cluster-scoped params, or a loader that returned more.
+			continue
+		}
+		if q.Namespace == "" && ns != "" && ns != ev.in.res.Namespace {
+			continue
 		}
 		out = append(out, obj)
 	}

@@ -22,6 +22,10 @@ type Loaders struct {
 	// Objects supplies existing objects: mutate-existing targets and the
 	// sources of generate clone and cloneList rules.
 	Objects ObjectLoader
+	// Params serves the params of validate.cel rules with a paramKind
+	// (the cluster's informers of param kinds); when nil, Objects does
+	// (the CLI's objects).
+	Params ObjectLoader
 	// Resources serves resource.* in CEL policies.
 	Resources ResourceLoader
 }
