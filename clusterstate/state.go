@@ -8,10 +8,12 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -19,6 +21,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/cleanuppolicies"
 	"github.com/charter-dev/charter/clusterstate/loaders"
+	"github.com/charter-dev/charter/clusterstate/params"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 )
@@ -31,8 +34,11 @@ type State struct {
 	// CleanupPolicies reads CleanupPolicies and ClusterCleanupPolicies
 	// and tells of their changes.
 	CleanupPolicies *cleanuppolicies.Source
+	// Params are the informers of the param kinds installed policies
+	// name (validate.cel paramKind); New adds them to the manager.
+	Params *params.Informers
 	// Loaders are what the engine reads as it evaluates: namespace labels
-	// from the shared informer, ConfigMaps and API calls from the API
+	// and params from informers, ConfigMaps and API calls from the API
 	// server on every evaluation (see package loaders).
 	Loaders engine.Loaders
 }
@@ -56,6 +62,9 @@ func New(mgr manager.Manager, log logr.Logger, opts ...Option) (*State, error) {
 		return nil, err
 	}
 	if err := mgr.Add(s.Policies); err != nil {
+		return nil, fmt.Errorf("clusterstate: %w", err)
+	}
+	if err := mgr.Add(s.Params); err != nil {
 		return nil, fmt.Errorf("clusterstate: %w", err)
 	}
 	if o := newOptions(opts); o.exceptionEvents {
@@ -118,6 +127,14 @@ type options struct {
 	cache           []policycache.Option
 	http            loaders.HTTPLimits
 	exceptionEvents bool
+	paramsConfig    *rest.Config
+}
+
+// WithParamsConfig reads params, and checks the rights to read them, as
+// cfg's identity rather than the manager's (tests of a restricted
+// identity).
+func WithParamsConfig(cfg *rest.Config) Option {
+	return func(o *options) { o.paramsConfig = cfg }
 }
 
 // WithHTTPLimits bounds what the CEL http library of policies may call
@@ -161,13 +178,44 @@ func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opt
 	cache := policycache.New(informers, log.WithName("policycache"), o.cache...)
 	apiCalls := loaders.NewAPICalls(kube)
 	apiCalls.HTTPLimits = o.http
+	paramInformers, err := newParams(cfg, o.paramsConfig, log)
+	if err != nil {
+		return nil, err
+	}
+	cache.OnInstalledChange(func(in *policycache.Installed) { paramInformers.Watch(params.KindsOf(in.Policies)) })
 	return &State{
 		Policies:        cache,
 		CleanupPolicies: cleanuppolicies.New(informers),
+		Params:          paramInformers,
 		Loaders: engine.Loaders{
 			Namespaces: cache,
 			ConfigMaps: loaders.ConfigMaps{Client: kube},
 			APICalls:   apiCalls,
+			Params:     paramInformers,
 		},
 	}, nil
+}
+
+// newParams builds the param informers, as override's identity when set.
+func newParams(cfg, override *rest.Config, log logr.Logger) (*params.Informers, error) {
+	if override != nil {
+		cfg = override
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clusterstate: params client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clusterstate: params client: %w", err)
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clusterstate: params client: %w", err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("clusterstate: params mapper: %w", err)
+	}
+	return params.New(dyn, mapper, kube.AuthorizationV1().SelfSubjectAccessReviews(), log.WithName("params")), nil
 }

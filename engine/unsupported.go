@@ -80,9 +80,6 @@ var kyvernoPolicies = []string{"ClusterPolicy", "Policy"}
 // spec.useServerSideApply, generate.synchronize, imageRegistryCredentials,
 // ...): a policy using them also uses the feature, which is refused.
 var unsupportedFeatures = []feature{
-	// background (#14) / clusterstate: params are read through the
-	// engine's object loader, which admission and reports lack.
-	{name: "validate.cel params (paramKind)", kinds: kyvernoPolicies, path: "spec.rules[*].validate.cel.paramKind", where: InCluster},
 	// cleanup (#16): the cleanup controller runs them in the cluster;
 	// the CLI skips these kinds.
 	{name: "ClusterCleanupPolicy", kinds: []string{"ClusterCleanupPolicy"}, path: "spec", where: InCLI},

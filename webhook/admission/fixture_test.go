@@ -62,6 +62,7 @@ type fixtureConfig struct {
 	namespaces []string
 	objects    []client.Object
 	tweaks     []func(*Options)
+	state      []func(*rest.Config) clusterstate.Option
 }
 
 type fixtureOption func(*fixtureConfig)
@@ -80,6 +81,12 @@ func withObjects(objs ...client.Object) fixtureOption {
 // withOptions changes the admission Options passed to Setup.
 func withOptions(tweak func(*Options)) fixtureOption {
 	return func(c *fixtureConfig) { c.tweaks = append(c.tweaks, tweak) }
+}
+
+// withStateOption builds charter's clusterstate with the option opt
+// returns for the control plane's administrator config.
+func withStateOption(opt func(admin *rest.Config) clusterstate.Option) fixtureOption {
+	return func(c *fixtureConfig) { c.state = append(c.state, opt) }
 }
 
 // startAdmission starts a control plane with charter's CRDs, creates the
@@ -149,7 +156,11 @@ func startAdmission(t *testing.T, opts ...fixtureOption) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, err := clusterstate.New(mgr, testr.New(t))
+	stateOpts := make([]clusterstate.Option, 0, len(cfg.state))
+	for _, opt := range cfg.state {
+		stateOpts = append(stateOpts, opt(f.cp.RESTConfig()))
+	}
+	state, err := clusterstate.New(mgr, testr.New(t), stateOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -186,7 +186,10 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	}
 	c.Cache.OnChange(func(*policycache.Snapshot) { c.Config.Trigger() })
 	c.Status = status.New(status.Options{Client: mgr.GetClient(), Reader: mgr.GetCache(), Policies: c.Cache,
-		Configured: c.Config.Configured, Interval: o.StatusResync, Log: o.Log.WithName("policy-status")})
+		Configured: c.Config.Configured, Interval: o.StatusResync, Log: o.Log.WithName("policy-status")}, status.WithParams(o.State.Params))
+	if o.State.Params != nil {
+		o.State.Params.OnChange(c.Status.Trigger)
+	}
 	c.Config.OnApplied = c.Status.Trigger
 	c.Cache.OnChange(func(*policycache.Snapshot) { c.Status.Trigger() })
 	var eventSink server.EventSink

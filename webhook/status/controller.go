@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -41,6 +42,32 @@ type Controller struct {
 	configured func(kyvernov1.PolicyInterface) bool
 	log        logr.Logger
 	trigger    chan struct{}
+	// params is WithParams'; nil: no policy reads params.
+	params ParamFaults
+}
+
+// ParamFaults tells why a policy's param kinds cannot be read
+// (params.Informers.Fault): a message, or false while undecided.
+type ParamFaults interface {
+	Fault(p kyvernov1.PolicyInterface) (string, bool)
+}
+
+// ReasonForbidden is the Ready reason of a policy whose param kind charter
+// may not read.
+const ReasonForbidden = "Forbidden"
+
+// Option configures a Controller.
+type Option func(*Controller)
+
+// WithParams makes a policy whose param kinds charter may not read not
+// Ready (reason Forbidden, naming the permission), and leaves a policy
+// whose kinds were not checked yet for a later reconcile.
+func WithParams(p ParamFaults) Option {
+	return func(c *Controller) {
+		if p != nil && !isNilParams(p) {
+			c.params = p
+		}
+	}
 }
 
 // Options configure a Controller.
@@ -65,15 +92,25 @@ type Options struct {
 
 // New returns a controller; call Trigger on every new snapshot
 // (policycache.Cache.OnChange) and add it to a manager.
-func New(o Options) *Controller {
+func New(o Options, opts ...Option) *Controller {
 	if o.Reader == nil {
 		o.Reader = o.Client
 	}
 	if o.Interval <= 0 {
 		o.Interval = DefaultResyncInterval
 	}
-	return &Controller{client: o.Client, reader: o.Reader, policies: o.Policies, interval: o.Interval,
+	c := &Controller{client: o.Client, reader: o.Reader, policies: o.Policies, interval: o.Interval,
 		configured: o.Configured, log: o.Log, trigger: make(chan struct{}, 1)}
+	for _, opt := range opts {
+		opt(c)
+	}
+	return c
+}
+
+// isNilParams is true for a typed nil pointer in the interface.
+func isNilParams(p ParamFaults) bool {
+	v := reflect.ValueOf(p)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // Trigger asks for a reconcile soon. It never blocks, so the policy cache
@@ -144,6 +181,15 @@ func (c *Controller) update(ctx context.Context, p kyvernov1.PolicyInterface, sn
 	v, ok := Decide(p, snap)
 	if !ok {
 		return nil
+	}
+	if v.Ready && c.params != nil {
+		msg, decided := c.params.Fault(p)
+		if !decided {
+			return nil // the param informers look at its kinds first
+		}
+		if msg != "" {
+			v = Verdict{Generation: v.Generation, Reason: ReasonForbidden, Message: msg}
+		}
 	}
 	if v.Ready && p.GetSpec().AdmissionProcessingEnabled() && c.configured != nil && !c.configured(p) {
 		// Ready waits for the webhook configurations (their controller

@@ -95,8 +95,8 @@ func TestDecide(t *testing.T) {
 		{name: "served but using what charter cannot run in the cluster: Unsupported", policy: load(t, "global-context-audit.yaml"),
 			snapshot: snapshot(t, load(t, "global-context-audit.yaml")), wantDecided: true,
 			want: Verdict{Generation: 1, Reason: "Unsupported", Message: "spec.rules[0].context[0].globalReference: context entry globalReference (no GlobalContextEntry support) is not supported by charter in the cluster yet"}},
-		{name: "spec.admission false and unsupported: Unsupported", policy: load(t, "params-background-only.yaml"), snapshot: snapshot(t),
-			wantDecided: true, want: Verdict{Generation: 1, Reason: "Unsupported", Message: "spec.rules[0].validate.cel.paramKind: validate.cel params (paramKind) is not supported by charter in the cluster yet"}},
+		{name: "spec.admission false and unsupported: Unsupported", policy: load(t, "unsupported-background-only.yaml"), snapshot: snapshot(t),
+			wantDecided: true, want: Verdict{Generation: 1, Reason: "Unsupported", Message: "spec.rules[0].context[0].globalReference: context entry globalReference (no GlobalContextEntry support) is not supported by charter in the cluster yet"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

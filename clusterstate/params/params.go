@@ -1,0 +1,324 @@
+// Package params serves the params of validate.cel rules with a paramKind
+// from informers, as a ValidatingAdmissionPolicy's params are: one
+// informer per param kind the installed policies name, started when a
+// policy first names the kind and stopped when none does any more, so
+// admission and background scans never LIST per request.
+//
+// A kind charter may not list and watch gets no informer: its policies
+// are not Ready (Fault names the verb, group and resource) and their rules
+// end in error, never in a silent pass.
+package params
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/client-go/tools/cache"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine"
+)
+
+// recheckInterval is how often a forbidden or unknown kind is looked at
+// again: a ClusterRole granting it may be applied any time.
+const recheckInterval = 15 * time.Second
+
+// syncWait bounds how long an evaluation waits for a new informer's
+// first LIST before its rule ends in error.
+const syncWait = 10 * time.Second
+
+// Informers is the process's set of param informers. It implements
+// engine.ObjectLoader for engine.Loaders.Params.
+type Informers struct {
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+	access authorizationclient.SelfSubjectAccessReviewInterface
+	log    logr.Logger
+
+	mu sync.Mutex
+	// want are the kinds the installed policies name.
+	want  map[schema.GroupVersionKind]bool
+	kinds map[schema.GroupVersionKind]*kindInformer
+	// ctx is Start's; nil before Start.
+	ctx      context.Context
+	poke     chan struct{}
+	onChange []func()
+}
+
+// kindInformer is the informer of one param kind, or why it has none.
+type kindInformer struct {
+	informer cache.SharedIndexInformer
+	stop     context.CancelFunc
+	// fault says why the kind has no informer (forbidden, unknown kind).
+	fault error
+}
+
+// New returns an empty set; add it to the manager (every replica runs it)
+// and call Watch with every new set of installed policies.
+func New(dyn dynamic.Interface, mapper meta.RESTMapper, access authorizationclient.SelfSubjectAccessReviewInterface, log logr.Logger) *Informers {
+	return &Informers{dyn: dyn, mapper: mapper, access: access, log: log,
+		want: map[schema.GroupVersionKind]bool{}, kinds: map[schema.GroupVersionKind]*kindInformer{}, poke: make(chan struct{}, 1)}
+}
+
+// ForbiddenError is a param kind charter may not read.
+type ForbiddenError struct {
+	Verb, Group, Resource string
+}
+
+func (e *ForbiddenError) Error() string {
+	group := e.Group
+	if group == "" {
+		group = `"" (core)`
+	}
+	return fmt.Sprintf("forbidden: charter may not %s %s of API group %s, which a paramKind names; grant it with a ClusterRole labelled "+
+		"rbac.charter.dev/aggregate-to-admission: \"true\" and rbac.charter.dev/aggregate-to-reports: \"true\"", e.Verb, e.Resource, group)
+}
+
+// KindsOf returns the param kinds of the policies' validate.cel rules.
+func KindsOf(policies []kyvernov1.PolicyInterface) map[schema.GroupVersionKind]bool {
+	kinds := map[schema.GroupVersionKind]bool{}
+	for _, p := range policies {
+		for _, gvk := range paramKinds(p) {
+			kinds[gvk] = true
+		}
+	}
+	return kinds
+}
+
+func paramKinds(p kyvernov1.PolicyInterface) []schema.GroupVersionKind {
+	var out []schema.GroupVersionKind
+	for i := range p.GetSpec().Rules {
+		v := p.GetSpec().Rules[i].Validation
+		if v == nil || v.CEL == nil || v.CEL.ParamKind == nil {
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(v.CEL.ParamKind.APIVersion)
+		if err != nil {
+			continue // the policy does not compile; its status says so
+		}
+		out = append(out, gv.WithKind(v.CEL.ParamKind.Kind))
+	}
+	return out
+}
+
+// Watch sets the kinds to keep informers for; Start's loop starts and
+// stops them. It never blocks.
+func (s *Informers) Watch(kinds map[schema.GroupVersionKind]bool) {
+	s.mu.Lock()
+	s.want = kinds
+	s.mu.Unlock()
+	s.trigger()
+}
+
+func (s *Informers) trigger() {
+	select {
+	case s.poke <- struct{}{}:
+	default:
+	}
+}
+
+// OnChange registers fn, called after the set of informers or faults
+// changed (the policy status controller's Trigger).
+func (s *Informers) OnChange(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onChange = append(s.onChange, fn)
+}
+
+// NeedLeaderElection is false: every replica evaluates params.
+func (s *Informers) NeedLeaderElection() bool { return false }
+
+// Start keeps the informers in line with Watch until ctx ends.
+func (s *Informers) Start(ctx context.Context) error {
+	s.mu.Lock()
+	s.ctx = ctx
+	s.mu.Unlock()
+	tick := time.NewTicker(recheckInterval)
+	defer tick.Stop()
+	for {
+		s.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			s.mu.Lock()
+			for _, k := range s.kinds {
+				if k.stop != nil {
+					k.stop()
+				}
+			}
+			s.mu.Unlock()
+			return nil
+		case <-s.poke:
+		case <-tick.C:
+		}
+	}
+}
+
+// reconcile starts the informers of wanted kinds (after checking charter
+// may list and watch them), stops those of kinds no policy names, and
+// looks again at kinds that were forbidden or unknown.
+func (s *Informers) reconcile(ctx context.Context) {
+	s.mu.Lock()
+	want := s.want
+	var todo []schema.GroupVersionKind
+	changed := false
+	for gvk, k := range s.kinds {
+		if !want[gvk] {
+			if k.stop != nil {
+				k.stop()
+			}
+			delete(s.kinds, gvk)
+			changed = true
+		}
+	}
+	for gvk := range want {
+		if k, ok := s.kinds[gvk]; !ok || k.fault != nil {
+			todo = append(todo, gvk)
+		}
+	}
+	s.mu.Unlock()
+	for _, gvk := range todo {
+		k := s.open(ctx, gvk)
+		s.mu.Lock()
+		old, had := s.kinds[gvk]
+		if s.want[gvk] {
+			s.kinds[gvk] = k
+			changed = changed || !had || fmt.Sprint(old.fault) != fmt.Sprint(k.fault)
+		} else if k.stop != nil {
+			k.stop()
+		}
+		s.mu.Unlock()
+	}
+	if changed {
+		s.mu.Lock()
+		fns := append([]func(){}, s.onChange...)
+		s.mu.Unlock()
+		for _, fn := range fns {
+			fn()
+		}
+	}
+}
+
+// open checks access to the kind and starts its informer.
+func (s *Informers) open(ctx context.Context, gvk schema.GroupVersionKind) *kindInformer {
+	mapping, err := s.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return &kindInformer{fault: fmt.Errorf("paramKind %s %s: %w", gvk.GroupVersion(), gvk.Kind, err)}
+	}
+	gvr := mapping.Resource
+	for _, verb := range []string{"list", "watch"} {
+		review, err := s.access.Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			return &kindInformer{fault: fmt.Errorf("paramKind %s %s: checking access: %w", gvk.GroupVersion(), gvk.Kind, err)}
+		}
+		if !review.Status.Allowed {
+			return &kindInformer{fault: &ForbiddenError{Verb: verb, Group: gvr.Group, Resource: gvr.Resource}}
+		}
+	}
+	inf := dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, metav1.NamespaceAll, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
+	ictx, stop := context.WithCancel(ctx)
+	go inf.RunWithContext(ictx)
+	s.log.V(1).Info("param informer started", "resource", gvr.String())
+	return &kindInformer{informer: inf, stop: stop}
+}
+
+var _ engine.ObjectLoader = (*Informers)(nil)
+
+// Objects implements engine.ObjectLoader from the kind's informer: the
+// object named, the objects of a namespace, or all of them. A kind
+// without an informer is an error (forbidden, unknown, or not watched).
+func (s *Informers) Objects(ctx context.Context, q engine.ObjectQuery) ([]map[string]any, error) {
+	gv, err := schema.ParseGroupVersion(q.APIVersion)
+	if err != nil {
+		return nil, fmt.Errorf("apiVersion %q: %w", q.APIVersion, err)
+	}
+	gvk := gv.WithKind(q.Kind)
+	s.mu.Lock()
+	k := s.kinds[gvk]
+	s.mu.Unlock()
+	switch {
+	case k == nil:
+		return nil, fmt.Errorf("params of %s %s are not watched yet", q.APIVersion, q.Kind)
+	case k.fault != nil:
+		return nil, k.fault
+	}
+	if !k.informer.HasSynced() {
+		wctx, cancel := context.WithTimeout(ctx, syncWait)
+		defer cancel()
+		if !cache.WaitForCacheSync(wctx.Done(), k.informer.HasSynced) {
+			return nil, fmt.Errorf("params of %s %s: informer not synced", q.APIVersion, q.Kind)
+		}
+	}
+	store := k.informer.GetIndexer()
+	var items []any
+	switch {
+	case q.Name != "" && q.Namespace != "" && !strings.ContainsAny(q.Name+q.Namespace, "*?"):
+		item, ok, err := store.GetByKey(q.Namespace + "/" + q.Name)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			// A cluster-scoped kind's key has no namespace.
+			if item, ok, err = store.GetByKey(q.Name); err != nil || !ok {
+				return nil, err
+			}
+		}
+		items = []any{item}
+	case q.Namespace != "" && !strings.ContainsAny(q.Namespace, "*?"):
+		if items, err = store.ByIndex(cache.NamespaceIndex, q.Namespace); err != nil {
+			return nil, err
+		}
+		cluster, err := store.ByIndex(cache.NamespaceIndex, "")
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, cluster...)
+	default:
+		items = store.List()
+	}
+	out := make([]map[string]any, 0, len(items))
+	for _, item := range items {
+		if u, ok := item.(*unstructured.Unstructured); ok && (q.Name == "" || u.GetName() == q.Name || strings.ContainsAny(q.Name, "*?")) {
+			out = append(out, u.Object)
+		}
+	}
+	return out, nil
+}
+
+// Fault returns why some param kind of p cannot be read (each once,
+// sorted), and false while a kind p names was not looked at yet.
+func (s *Informers) Fault(p kyvernov1.PolicyInterface) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	for _, gvk := range paramKinds(p) {
+		k, ok := s.kinds[gvk]
+		if !ok {
+			return "", false
+		}
+		if k.fault != nil {
+			seen[k.fault.Error()] = true
+		}
+	}
+	msgs := make([]string, 0, len(seen))
+	for m := range seen {
+		msgs = append(msgs, m)
+	}
+	sort.Strings(msgs)
+	return strings.Join(msgs, "; "), true
+}
