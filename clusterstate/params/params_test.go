@@ -1,0 +1,116 @@
+package params
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine"
+)
+
+var configMaps = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+
+// newInformers returns a running set over a fake API server holding one
+// ConfigMap; allowed answers its access reviews.
+func newInformers(t *testing.T, allowed bool) *Informers {
+	t.Helper()
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "limits", "namespace": "shop"}, "data": map[string]any{"max": "1"}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{{Version: "v1", Resource: "configmaps"}: "ConfigMapList"}, cm)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(configMaps, meta.RESTScopeNamespace)
+	kube := kubefake.NewClientset()
+	kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		review.Status.Allowed = allowed
+		return true, review, nil
+	})
+	s := New(dyn, mapper, kube.AuthorizationV1().SelfSubjectAccessReviews(), logr.Discard())
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { _ = s.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+func policy() kyvernov1.PolicyInterface {
+	return &kyvernov1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: kyvernov1.Spec{Rules: []kyvernov1.Rule{{
+		Name: "r", Validation: &kyvernov1.Validation{CEL: &kyvernov1.CEL{ParamKind: &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"}}},
+	}}}}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: timed out", what)
+}
+
+// TestInformersFollowPolicies: an informer runs while a policy names its
+// kind and serves the objects asked for; it stops when none does.
+func TestInformersFollowPolicies(t *testing.T) {
+	s := newInformers(t, true)
+	p := policy()
+	if _, decided := s.Fault(p); decided {
+		t.Fatal("decided before the kind was looked at")
+	}
+	s.Watch(KindsOf([]kyvernov1.PolicyInterface{p}))
+	waitFor(t, "kind looked at", func() bool { _, d := s.Fault(p); return d })
+	if msg, _ := s.Fault(p); msg != "" {
+		t.Fatalf("fault %q, want none", msg)
+	}
+	for _, tc := range []struct {
+		q    engine.ObjectQuery
+		want int
+	}{
+		{engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "limits"}, 1},
+		{engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop"}, 1},
+		{engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "other"}, 0},
+		{engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "nope"}, 0},
+		{engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"}, 1},
+	} {
+		got, err := s.Objects(t.Context(), tc.q)
+		if err != nil || len(got) != tc.want {
+			t.Errorf("%+v: %d objects, %v; want %d", tc.q, len(got), err, tc.want)
+		}
+	}
+	s.Watch(KindsOf(nil))
+	waitFor(t, "informer stopped", func() bool { _, d := s.Fault(p); return !d })
+	if _, err := s.Objects(t.Context(), engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"}); err == nil || !strings.Contains(err.Error(), "not watched") {
+		t.Errorf("after the last policy went: %v, want not watched", err)
+	}
+}
+
+// TestInformersForbidden: a kind charter may not list gets no informer;
+// the fault names the verb, group and resource, and reads fail.
+func TestInformersForbidden(t *testing.T) {
+	s := newInformers(t, false)
+	p := policy()
+	s.Watch(KindsOf([]kyvernov1.PolicyInterface{p}))
+	waitFor(t, "kind looked at", func() bool { _, d := s.Fault(p); return d })
+	msg, _ := s.Fault(p)
+	if !strings.HasPrefix(msg, `forbidden: charter may not list configmaps of API group "" (core)`) {
+		t.Errorf("fault %q", msg)
+	}
+	if _, err := s.Objects(t.Context(), engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"}); err == nil || err.Error() != msg {
+		t.Errorf("read: %v, want %q", err, msg)
+	}
+}
