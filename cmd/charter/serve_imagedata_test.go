@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -70,19 +69,7 @@ spec:
 		repeatable:  true,
 		images:      defaultImageVerifyOptions(),
 	}
-	mgr, _, err := newControllerManager(cp.RESTConfig(), o, logr.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgrCtx, stop := context.WithCancel(ctx)
-	exited := make(chan error, 1)
-	go func() { exited <- mgr.Start(mgrCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-exited; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	startServeManager(ctx, t, cp.RESTConfig(), o)
 
 	labels := map[string]string{"policy_name": "release-digest", "rule_name": "digest", "resource_kind": "Pod",
 		"rule_execution_cause": metrics.CauseBackground}

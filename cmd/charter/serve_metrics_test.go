@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
@@ -51,19 +52,7 @@ func TestServeReportsRecordsBackgroundScanMetrics(t *testing.T) {
 		retryPeriod: 2 * time.Second,
 		repeatable:  true,
 	}
-	mgr, _, err := newControllerManager(cp.RESTConfig(), o, logr.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgrCtx, stop := context.WithCancel(ctx)
-	exited := make(chan error, 1)
-	go func() { exited <- mgr.Start(mgrCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-exited; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	startServeManager(ctx, t, cp.RESTConfig(), o)
 
 	want := map[string]string{
 		"policy_name": "require-team", "rule_name": "check-team", "rule_result": "fail",
@@ -115,4 +104,23 @@ func registryHas(family string, labels map[string]string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// startServeManager runs the controller manager charter serve builds from
+// o until the test ends, and fails the test if it exits with an error.
+func startServeManager(ctx context.Context, t *testing.T, cfg *rest.Config, o serveOptions) {
+	t.Helper()
+	mgr, _, err := newControllerManager(cfg, o, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgrCtx, stop := context.WithCancel(ctx)
+	exited := make(chan error, 1)
+	go func() { exited <- mgr.Start(mgrCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-exited; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
 }
