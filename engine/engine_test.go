@@ -119,17 +119,22 @@ func (v fixedValues) ForeachElements(_ kyvernov1.PolicyInterface, rule string) m
 	return v.foreach[rule]
 }
 
+// request is the admission request a validate case describes.
+func (tc *validateCase) request() *Request {
+	return &Request{
+		Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject,
+		SubResource: tc.Request.SubResource, NamespaceLabels: tc.Request.NamespaceLabels,
+		UserInfo: tc.Request.UserInfo, Roles: tc.Request.Roles, ClusterRoles: tc.Request.ClusterRoles,
+	}
+}
+
 func TestValidateTestdata(t *testing.T) {
 	eachCase(t, "validate", func(t *testing.T, tc *validateCase) {
 		set, err := Compile(decodePolicies(t, tc.Policies), WithExceptions(tc.Exceptions))
 		if err != nil {
 			t.Fatalf("compile: %v", err)
 		}
-		req := &Request{
-			Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject,
-			SubResource: tc.Request.SubResource, NamespaceLabels: tc.Request.NamespaceLabels,
-			UserInfo: tc.Request.UserInfo, Roles: tc.Request.Roles, ClusterRoles: tc.Request.ClusterRoles,
-		}
+		req := tc.request()
 		loaders := Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)}
 		if tc.Objects != nil {
 			loaders.Objects = fixedObjects(tc.Objects)

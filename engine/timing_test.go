@@ -14,11 +14,7 @@ func TestValidateTimedMatchesValidate(t *testing.T) {
 		if err != nil {
 			t.Fatalf("compile: %v", err)
 		}
-		req := &Request{
-			Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject,
-			SubResource: tc.Request.SubResource, NamespaceLabels: tc.Request.NamespaceLabels,
-			UserInfo: tc.Request.UserInfo, Roles: tc.Request.Roles, ClusterRoles: tc.Request.ClusterRoles,
-		}
+		req := tc.request()
 		opts := []EvalOption{WithLoaders(Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)})}
 		if tc.Values != nil || tc.ContextValues != nil || tc.ForeachValues != nil {
 			opts = append(opts, WithValues(fixedValues{tc.Values, tc.ContextValues, tc.ForeachValues}))
