@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/go-logr/logr"
+
+	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
 )
 
 // TestExceptionEventsFromTheLeaderOnly runs three charter processes on one
@@ -27,7 +29,7 @@ import (
 func TestExceptionEventsFromTheLeaderOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cp := startControlPlane(t, ctx)
+	cp := controlplanetest.Start(ctx, t)
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	for _, ns := range []string{"charter", "platform", "team-b"} {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {

@@ -3,7 +3,6 @@ package clusterstate
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -28,6 +27,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/controlplane"
+	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
 )
 
 const denyPods = `
@@ -89,7 +89,7 @@ func podException(namespace, name, forNamespace string) *kyvernov2.PolicyExcepti
 func TestExceptionNamespacesOnAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cp := startControlPlane(t, ctx)
+	cp := controlplanetest.Start(ctx, t)
 	mgr := newManager(t, cp, ctrl.Options{})
 	state, err := New(mgr, logr.Discard(), WithExceptionNamespaces(trustPlatform(t)), WithExceptionEvents())
 	if err != nil {
@@ -242,22 +242,6 @@ func eventually(t *testing.T, what string, check func() error) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("%s: %v", what, err)
-}
-
-// startControlPlane starts etcd and kube-apiserver with charter's CRDs
-// until the test ends.
-func startControlPlane(t *testing.T, ctx context.Context) *controlplane.ControlPlane {
-	t.Helper()
-	root, err := controlplane.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cp.Stop() })
-	return cp
 }
 
 // newManager is a manager on cp knowing the kyverno.io and
