@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -123,7 +124,11 @@ func (s *PolicySet) Generate(ctx context.Context, req *Request, opts ...EvalOpti
 			continue
 		}
 		if p.gpol != nil {
+			// A GeneratingPolicy is timed for its kind's metrics
+			// (kyverno_generating_policy_execution_duration_seconds).
+			start := time.Now()
 			if pr := p.generateCEL(ctx, req, in, &cfg); pr != nil {
+				pr.Duration = time.Since(start)
 				resp.Policies = append(resp.Policies, *pr)
 			}
 			continue

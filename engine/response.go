@@ -78,7 +78,8 @@ type PolicyResponse struct {
 	// patchedResources.
 	Patched map[string]any
 	// Duration is how long the policy's rules took to evaluate; set by
-	// PolicySet.ValidateTimed only, zero elsewhere.
+	// PolicySet.ValidateTimed, and by PolicySet.Generate for a
+	// GeneratingPolicy; zero elsewhere.
 	Duration time.Duration
 }
 

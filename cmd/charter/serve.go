@@ -522,11 +522,17 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		}
 	}
 	if slices.Contains(o.controllers, controllerBackground) {
+		// GeneratingPolicies are evaluated here only: their
+		// kyverno_generating_policy_* metrics come from this controller.
+		rec, err := processMetrics()
+		if err != nil {
+			return nil, nil, fmt.Errorf("metrics: %w", err)
+		}
 		if _, err := background.Setup(mgr, background.Options{
 			State: state, Namespace: o.namespace, Logger: log.WithName("background"),
 			LeaderElection: o.leaderElect, LeaseName: ownLease(o.leaseName, controllerBackground), ResyncInterval: o.background.resyncInterval,
 			LeaseDuration: 6 * o.retryPeriod, RenewDeadline: 5 * o.retryPeriod, RetryPeriod: o.retryPeriod,
-			Results: backgroundResults,
+			Results: backgroundResults, Metrics: rec,
 		}); err != nil {
 			return nil, nil, fmt.Errorf("background: %w", err)
 		}

@@ -13,14 +13,16 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/webhook/metrics"
 )
 
-// `charter serve --controllers=reports` records the background scans'
-// policy results in controller-runtime's registry, which the manager's
-// metrics endpoint serves: the reports controller gets the process's
-// recorder even without admission.
+// `charter serve --controllers=reports,background` records the background
+// scans' policy results, and the GeneratingPolicy runs of the background
+// controller, in controller-runtime's registry, which the manager's
+// metrics endpoint serves: both controllers get the process's recorder
+// even without admission.
 func TestServeReportsRecordsBackgroundScanMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -43,9 +45,16 @@ func TestServeReportsRecordsBackgroundScanMetrics(t *testing.T) {
 	if err := cl.Create(ctx, teamlessPod("scanned")); err != nil {
 		t.Fatal(err)
 	}
+	var gpol policiesv1.GeneratingPolicy
+	if err := yaml.UnmarshalStrict([]byte(defaultConfigMapGeneratingPolicy), &gpol); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &gpol); err != nil {
+		t.Fatal(err)
+	}
 
 	o := serveOptions{
-		controllers: []string{controllerReports},
+		controllers: []string{controllerReports, controllerBackground},
 		namespace:   "default",
 		metricsAddr: "0",
 		healthAddr:  "0",
@@ -59,9 +68,40 @@ func TestServeReportsRecordsBackgroundScanMetrics(t *testing.T) {
 		"resource_kind": "Pod", "resource_namespace": "default", "resource_request_operation": "create",
 		"rule_execution_cause": metrics.CauseBackground, "dry_run": "false",
 	}
+	waitForSeries(t, metrics.PolicyResultsTotal, want)
+	// generateExisting ran the GeneratingPolicy for namespace default.
+	waitForSeries(t, metrics.GeneratingPolicyResultsTotal, map[string]string{
+		"policy_name": "default-config", "resource_kind": "Namespace", "resource_request_operation": "create",
+		"execution_cause": metrics.CauseBackground, "result": "pass",
+	})
+}
+
+// defaultConfigMapGeneratingPolicy generates a ConfigMap in namespace
+// default, which exists already (generateExisting).
+const defaultConfigMapGeneratingPolicy = `
+apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata:
+  name: default-config
+spec:
+  evaluation:
+    generateExisting:
+      enabled: true
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [namespaces], resourceNames: [default]}
+  generate:
+  - expression: >-
+      generator.Apply("default", [{"apiVersion": dyn("v1"), "kind": dyn("ConfigMap"), "metadata": dyn({"name": "generated"})}])
+`
+
+// waitForSeries waits up to 45s for a series of the family with the
+// labels in controller-runtime's registry.
+func waitForSeries(t *testing.T, family string, labels map[string]string) {
+	t.Helper()
 	deadline := time.Now().Add(45 * time.Second)
 	for {
-		found, err := registryHas(metrics.PolicyResultsTotal, want)
+		found, err := registryHas(family, labels)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +109,7 @@ func TestServeReportsRecordsBackgroundScanMetrics(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s series with %v within 45s", metrics.PolicyResultsTotal, want)
+			t.Fatalf("no %s series with %v within 45s", family, labels)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

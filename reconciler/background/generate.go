@@ -72,7 +72,7 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		return fmt.Errorf("fetching trigger %s: %w", w.trigger, err)
 	}
 	ref := triggerFromObject(trigger)
-	rr := c.generateFor(ctx, compiled, w, snap.request(trigger))
+	rr := c.generateFor(ctx, compiled, w, snap.request(trigger), snap.op())
 	if rr == nil || rr.Status == engine.StatusFail || rr.Status == engine.StatusSkip {
 		// The rule does not apply (any more) to this trigger.
 		var err error
@@ -183,8 +183,9 @@ func releasedLabels(l map[string]string) map[string]any {
 }
 
 // generateFor runs one generate rule of a policy for a request.
-func (c *Controller) generateFor(ctx context.Context, compiled *compiledPolicies, w workItem, req *engine.Request) *engine.RuleResponse {
+func (c *Controller) generateFor(ctx context.Context, compiled *compiledPolicies, w workItem, req *engine.Request, op kyvernov1.AdmissionOperation) *engine.RuleResponse {
 	resp := compiled.set.Generate(ctx, req, engine.WithLoaders(c.loaders))
+	c.observeGenerating(resp, w.policy, op)
 	return ruleResponse(resp.Policies, w.policy, w.rule)
 }
 
@@ -204,7 +205,7 @@ func (c *Controller) generateOnDelete(ctx context.Context, w workItem, snap *sna
 	}
 	req := snap.request(snap.oldObject)
 	req.Operation, req.OldObject = kyvernov1.Delete, snap.oldObject
-	rr := c.generateFor(ctx, c.compiled.Load(), w, req)
+	rr := c.generateFor(ctx, c.compiled.Load(), w, req, kyvernov1.Delete)
 	if rr == nil || rr.Status == engine.StatusFail || rr.Status == engine.StatusSkip {
 		return nil
 	}

@@ -33,6 +33,25 @@ func gpolGenerationChanged(prev, cur kyvernov1.PolicyInterface) bool {
 	return !equality.Semantic.DeepEqual(ps.Generation, cs.Generation) || !equality.Semantic.DeepEqual(ps.Variables, cs.Variables)
 }
 
+// observeGenerating hands the response of the GeneratingPolicy id, if
+// resp holds one, to Options.Metrics: Kyverno counts every
+// GeneratingPolicy run of its background controller
+// (kyverno_generating_policy_*). A ClusterPolicy's generate rules are not
+// counted here.
+func (c *Controller) observeGenerating(resp *engine.GenerateResponse, id string, op kyvernov1.AdmissionOperation) {
+	if c.opts.Metrics == nil {
+		return
+	}
+	for i := range resp.Policies {
+		if pr := &resp.Policies[i]; pr.ID() == id {
+			if _, ok := pr.Policy.(policiesv1.GeneratingPolicyLike); ok {
+				c.opts.Metrics.ObserveGenerating(resp.Resource, string(op), *pr)
+			}
+			return
+		}
+	}
+}
+
 // reportRun hands the responses of a GeneratingPolicy or mutate-existing
 // MutatingPolicy run for a trigger to Options.Results, for the trigger's
 // report (generated-resources, patched-target). A ClusterPolicy's

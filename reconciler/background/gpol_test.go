@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine"
 )
 
 // createCELPolicies creates the GeneratingPolicies, MutatingPolicies and
@@ -80,7 +83,8 @@ func TestGeneratingPolicy(t *testing.T) {
 		e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		e.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old", Labels: map[string]string{"copy": "yes"}}})
 	}
-	e.startController(Options{MaxAttempts: 2, RetryBase: 100 * time.Millisecond})
+	metrics := &generatingMetrics{}
+	e.startController(Options{MaxAttempts: 2, RetryBase: 100 * time.Millisecond, Metrics: metrics})
 	policies := e.createCELPolicies("gpol-netpol.yaml")
 
 	e.eventually("generateExisting: NetworkPolicy in the existing namespace", func() error { return e.gpolNetworkPolicy("existing") })
@@ -91,6 +95,13 @@ func TestGeneratingPolicy(t *testing.T) {
 	created := e.namespace("created")
 	e.admit(kyvernov1.Create, created, nil)
 	e.eventually("NetworkPolicy in the new namespace", func() error { return e.gpolNetworkPolicy("created") })
+	// Each run is counted: generateExisting's for the existing namespace
+	// (no admission operation), the UpdateRequest's with its CREATE.
+	for _, want := range []string{"gpol-netpol Namespace existing  pass", "gpol-netpol Namespace created CREATE pass"} {
+		if !metrics.saw(want) {
+			t.Errorf("no GeneratingPolicy run %q among %q", want, metrics.seen())
+		}
+	}
 
 	var np networkingv1.NetworkPolicy
 	if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "created", Name: "gpol-deny"}, &np); err != nil {
@@ -143,3 +154,29 @@ func TestGeneratingPolicy(t *testing.T) {
 		return nil
 	})
 }
+
+// generatingMetrics records the runs handed to Options.Metrics as
+// "policy kind name operation result".
+type generatingMetrics struct {
+	mu   sync.Mutex
+	runs []string
+}
+
+func (m *generatingMetrics) ObserveGenerating(trigger engine.ResourceRef, op string, p engine.PolicyResponse) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, rr := range p.Rules {
+		if p.Duration <= 0 {
+			rr.Status = "untimed"
+		}
+		m.runs = append(m.runs, fmt.Sprintf("%s %s %s %s %s", p.Policy.GetName(), trigger.Kind, trigger.Name, op, rr.Status))
+	}
+}
+
+func (m *generatingMetrics) seen() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.runs)
+}
+
+func (m *generatingMetrics) saw(run string) bool { return slices.Contains(m.seen(), run) }

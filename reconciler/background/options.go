@@ -54,6 +54,22 @@ type Options struct {
 	// mutate-existing MutatingPolicy run for a trigger, for the trigger's
 	// PolicyReport (cel-policy-types.md §7).
 	Results Results
+	// Metrics, if set, records every GeneratingPolicy run for a trigger
+	// (kyverno_generating_policy_results_total and
+	// _execution_duration_seconds).
+	Metrics Metrics
+}
+
+// Metrics records the background controller's GeneratingPolicy runs.
+// *metrics.Recorder (webhook/metrics) implements it; an interface keeps
+// this package free of Prometheus and lets the process share one
+// recorder.
+type Metrics interface {
+	// ObserveGenerating is handed the response of a GeneratingPolicy for
+	// a trigger, timed (PolicyResponse.Duration), and the admission
+	// operation of the UpdateRequest that asked for it ("" for work of a
+	// policy change, resync or watch).
+	ObserveGenerating(trigger engine.ResourceRef, operation string, p engine.PolicyResponse)
 }
 
 // Results takes the background controller's engine responses for a

@@ -179,6 +179,15 @@ func (c *Controller) deleteUpdateRequest(ctx context.Context, ur *kyvernov2.Upda
 	return nil
 }
 
+// op is the admission operation of the snapshot's request, "" without
+// one (work of a policy change, resync or watch).
+func (s *snapshot) op() kyvernov1.AdmissionOperation {
+	if s == nil {
+		return ""
+	}
+	return s.operation
+}
+
 // operationOf is the snapshot's operation, CREATE without one.
 func operationOf(s *snapshot) kyvernov1.AdmissionOperation {
 	if s == nil || s.operation == "" {

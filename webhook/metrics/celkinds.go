@@ -11,12 +11,16 @@ import (
 
 // Kyverno's CEL engines count their policies' results per kind
 // (admission-reports.md §4): kyverno_validating_policy_*,
-// kyverno_image_validating_policy_* and kyverno_mutating_policy_*, one
-// sample per policy result, with the cause and result as plain labels.
-// charter records those for ValidatingPolicy, ImageValidatingPolicy and
-// MutatingPolicy (and their namespaced kinds) wherever it records their
+// kyverno_image_validating_policy_*, kyverno_mutating_policy_* and
+// kyverno_generating_policy_*, one sample per policy result, with the
+// cause and result as plain labels. charter records those for
+// ValidatingPolicy, ImageValidatingPolicy, MutatingPolicy and
+// GeneratingPolicy (and their namespaced kinds) wherever it records their
 // kyverno_policy_results_total samples, which it keeps too, so one query
-// still sees every policy of the cluster.
+// still sees every policy of the cluster. GeneratingPolicies are
+// evaluated by the background controller only (admission just queues
+// their UpdateRequests), so their results all have the cause
+// background_scan, as in Kyverno (ObserveGenerating).
 
 // celFamily selects the per-kind metrics of a policies.kyverno.io kind;
 // noFamily for ClusterPolicy, Policy and the kinds not evaluated here.
@@ -27,6 +31,7 @@ const (
 	validatingFamily
 	imageValidatingFamily
 	mutatingFamily
+	generatingFamily
 	celFamilies
 )
 
@@ -35,6 +40,7 @@ var celFamilyPrefix = [celFamilies]string{
 	validatingFamily:      "kyverno_validating_policy",
 	imageValidatingFamily: "kyverno_image_validating_policy",
 	mutatingFamily:        "kyverno_mutating_policy",
+	generatingFamily:      "kyverno_generating_policy",
 }
 
 // Per-kind results counters; each has an _execution_duration_seconds
@@ -44,6 +50,7 @@ const (
 	ValidatingPolicyResultsTotal      = "kyverno_validating_policy_results_total"
 	ImageValidatingPolicyResultsTotal = "kyverno_image_validating_policy_results_total"
 	MutatingPolicyResultsTotal        = "kyverno_mutating_policy_results_total"
+	GeneratingPolicyResultsTotal      = "kyverno_generating_policy_results_total"
 	executionDurationSuffix           = "_execution_duration_seconds"
 )
 
@@ -58,6 +65,8 @@ func familyOf(kind string) celFamily {
 		return imageValidatingFamily
 	case policiesv1.MutatingPolicyKind, policiesv1.NamespacedMutatingPolicyKind:
 		return mutatingFamily
+	case policiesv1.GeneratingPolicyKind, policiesv1.NamespacedGeneratingPolicyKind:
+		return generatingFamily
 	}
 	return noFamily
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 )
@@ -72,5 +74,49 @@ kyverno_mutating_policy_results_total{execution_cause="admission_request",` + sc
 	// kinds are counted there too, so one query sees every policy.
 	if n := testutil.CollectAndCount(rec.results, PolicyResultsTotal); n != 5 {
 		t.Errorf("%d series of %s, want 5 (every result above)", n, PolicyResultsTotal)
+	}
+}
+
+// TestGeneratingPolicyMetrics: a GeneratingPolicy run of the background
+// controller is counted in kyverno_generating_policy_results_total, with
+// the cause background_scan whatever the trigger's operation (as Kyverno
+// counts them), and timed by the engine in its histogram; it counts in
+// kyverno_policy_results_total as a generate rule too.
+func TestGeneratingPolicyMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rec, err := New(reg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := engine.Compile([]kyvernov1.PolicyInterface{loadPolicy(t, "gpol-quota.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "web", "uid": "u1"}}
+	resp := set.Generate(context.Background(), &engine.Request{Operation: kyvernov1.Create, Object: ns})
+	if len(resp.Policies) != 1 || resp.Policies[0].Duration <= 0 {
+		t.Fatalf("the engine's response is not one timed policy: %+v", resp.Policies)
+	}
+	rec.ObserveGenerating(resp.Resource, "UPDATE", resp.Policies[0])
+	rec.ObserveGenerating(resp.Resource, "", resp.Policies[0])
+
+	const scoped = `otel_scope_name="kyverno",otel_scope_schema_url="",otel_scope_version=""`
+	want := `
+# HELP kyverno_generating_policy_results_total Results of generating policy kinds, one per policy evaluated.
+# TYPE kyverno_generating_policy_results_total counter
+kyverno_generating_policy_results_total{execution_cause="background_scan",` + scoped + `,policy_background_mode="false",policy_name="quota",policy_namespace="-",policy_validation_mode="audit",resource_kind="Namespace",resource_namespace="",resource_request_operation="create",result="pass"} 1
+kyverno_generating_policy_results_total{execution_cause="background_scan",` + scoped + `,policy_background_mode="false",policy_name="quota",policy_namespace="-",policy_validation_mode="audit",resource_kind="Namespace",resource_namespace="",resource_request_operation="update",result="pass"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), GeneratingPolicyResultsTotal); err != nil {
+		t.Error(err)
+	}
+	if got, err := testutil.GatherAndCount(reg, "kyverno_generating_policy_execution_duration_seconds"); err != nil || got != 2 {
+		t.Errorf("kyverno_generating_policy_execution_duration_seconds: %d series, %v; want 2", got, err)
+	}
+	want = resultsHeader + `kyverno_policy_results_total{dry_run="false",` + scoped + `,policy_background_mode="false",policy_name="quota",policy_namespace="-",policy_type="cluster",policy_validation_mode="audit",resource_kind="Namespace",resource_namespace="",resource_request_operation="create",rule_execution_cause="background_scan",rule_name="quota",rule_result="pass",rule_type="generate"} 1
+kyverno_policy_results_total{dry_run="false",` + scoped + `,policy_background_mode="false",policy_name="quota",policy_namespace="-",policy_type="cluster",policy_validation_mode="audit",resource_kind="Namespace",resource_namespace="",resource_request_operation="update",rule_execution_cause="background_scan",rule_name="quota",rule_result="pass",rule_type="generate"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), PolicyResultsTotal); err != nil {
+		t.Error(err)
 	}
 }

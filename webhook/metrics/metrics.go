@@ -213,6 +213,27 @@ func (r *Recorder) ObserveScan(resp *engine.Response) {
 // results.
 const backgroundOperation = "create"
 
+// ObserveGenerating records one run of a GeneratingPolicy by the
+// background controller for a trigger (resource): its result in
+// kyverno_generating_policy_results_total and kyverno_policy_results_total
+// (rule_type="generate"), with the cause background_scan as Kyverno
+// records every GeneratingPolicy result, and p.Duration (set by
+// engine.PolicySet.Generate) in their execution-time histograms.
+// operation is the trigger's admission operation (CREATE, UPDATE,
+// DELETE), "" for a run that no admission request caused (a policy
+// change, a resync, a downstream object edited), which counts as create,
+// as Kyverno's background request does.
+func (r *Recorder) ObserveGenerating(resource engine.ResourceRef, operation string, p engine.PolicyResponse) {
+	if r == nil || len(p.Rules) == 0 {
+		return
+	}
+	if operation == "" {
+		operation = backgroundOperation
+	}
+	req := Request{Kind: resource.Kind, Namespace: resource.Namespace, Operation: operation}
+	r.observeRules(req, backgroundCause, &p, p.Duration.Seconds()/float64(len(p.Rules)), true)
+}
+
 // ObserveMutation records the results of the mutate rules of one policy
 // set run at admission (rule_type="mutate"), and their execution time:
 // took is how long the whole set's mutation took, since the engine
