@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/charter-dev/charter/api/charter"
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 )
 
@@ -14,8 +16,17 @@ import (
 // summing up the rest as "and N more".
 const DefaultMaxListed = 10
 
+// chartersSource is the `source` of the results charter writes for
+// ClusterPolicies and Policies (reconciler/reports/report.Source).
+const chartersSource = "charter"
+
 // Policy is a staged policy the gate checks.
 type Policy struct {
+	// Kind is the policy's kind: a ClusterPolicy and a ValidatingPolicy
+	// of one name are two policies, each judged by its own results (their
+	// `source` differs) and failure policy. "" is read as ClusterPolicy
+	// or Policy.
+	Kind string
 	// Key is the policy as report results name it: the name of a
 	// ClusterPolicy, "namespace/name" of a Policy.
 	Key string
@@ -23,10 +34,36 @@ type Policy struct {
 	FailClosed bool
 }
 
+// resultOf identifies the results of a policy: by source and policy, as
+// Kyverno keys them too.
+func (p Policy) resultOf() resultID {
+	source := policiesv1.ReportSource(p.Kind)
+	if source == "" {
+		source = chartersSource
+	}
+	return resultID{source: source, policy: p.Key}
+}
+
+// resultID is a result's source and policy.
+type resultID struct{ source, policy string }
+
+// idOf is the resultID of a report result. A result without a source is
+// read as charter's result of a ClusterPolicy or Policy: charter has
+// always written one, so such a result is not from a CEL policy, and
+// reading it so errs toward blocking.
+func idOf(r *v1alpha2.PolicyReportResult) resultID {
+	if r.Source == "" {
+		return resultID{source: chartersSource, policy: r.Policy}
+	}
+	return resultID{source: r.Source, policy: r.Policy}
+}
+
 // Finding is one report result that blocks promotion.
 type Finding struct {
 	// Kind and Name are the resource the result is about.
-	Kind, Name   string
+	Kind, Name string
+	// PolicyKind is the kind of the staged policy whose result it is.
+	PolicyKind   string
 	Policy, Rule string
 	Result       v1alpha2.PolicyResult
 }
@@ -34,8 +71,16 @@ type Finding struct {
 // Resource is "Kind/name", as kubectl names a resource.
 func (f Finding) Resource() string { return f.Kind + "/" + f.Name }
 
+// String names the resource, the policy (with its kind when it is not a
+// ClusterPolicy or Policy, so that policies of one name are told apart),
+// the rule and the result, e.g. "Pod/web (ValidatingPolicy
+// require-labels: fail)".
 func (f Finding) String() string {
-	s := f.Resource() + " (" + f.Policy
+	s := f.Resource() + " ("
+	if f.PolicyKind != "" && f.PolicyKind != kyvernov1.ClusterPolicyKind && f.PolicyKind != kyvernov1.PolicyKind {
+		s += f.PolicyKind + " "
+	}
+	s += f.Policy
 	if f.Rule != "" {
 		s += "/" + f.Rule
 	}
@@ -44,13 +89,16 @@ func (f Finding) String() string {
 
 // Findings returns the results of the reports that block promotion, in a
 // stable order (resource, policy, rule), each once.
+//
+// A result counts for the staged policy of its source and policy name
+// only: a ClusterPolicy and a ValidatingPolicy of one name (a migration
+// under way) are two policies, and the failing results of the unstaged
+// one, or the error results of the one that fails open, do not block the
+// other's promotion.
 func Findings(reports []v1alpha2.PolicyReport, staged []Policy) []Finding {
-	failClosed := make(map[string]bool, len(staged))
+	byResult := make(map[resultID]Policy, len(staged))
 	for _, p := range staged {
-		// Policies of different kinds may share a key (a ClusterPolicy and
-		// its ValidatingPolicy translation): their results are judged
-		// closed when either policy fails closed.
-		failClosed[p.Key] = failClosed[p.Key] || p.FailClosed
+		byResult[p.resultOf()] = p
 	}
 	seen := map[Finding]bool{}
 	var out []Finding
@@ -58,12 +106,12 @@ func Findings(reports []v1alpha2.PolicyReport, staged []Policy) []Finding {
 		rep := &reports[i]
 		for j := range rep.Results {
 			r := &rep.Results[j]
-			closed, isStaged := failClosed[r.Policy]
-			if !isStaged || !blocks(r.Result, closed) {
+			p, isStaged := byResult[idOf(r)]
+			if !isStaged || !blocks(r.Result, p.FailClosed) {
 				continue
 			}
 			kind, name := resourceOf(rep, r)
-			f := Finding{Kind: kind, Name: name, Policy: r.Policy, Rule: r.Rule, Result: r.Result}
+			f := Finding{Kind: kind, Name: name, PolicyKind: p.Kind, Policy: r.Policy, Rule: r.Rule, Result: r.Result}
 			if !seen[f] {
 				seen[f] = true
 				out = append(out, f)
@@ -80,6 +128,9 @@ func Findings(reports []v1alpha2.PolicyReport, staged []Policy) []Finding {
 		}
 		if a.Policy != b.Policy {
 			return a.Policy < b.Policy
+		}
+		if a.PolicyKind != b.PolicyKind {
+			return a.PolicyKind < b.PolicyKind
 		}
 		return a.Rule < b.Rule
 	})

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 )
 
@@ -41,8 +42,11 @@ func loadPolicies(t testing.TB, file string) []kyvernov1.PolicyInterface {
 			t.Fatal(err)
 		}
 		var p kyvernov1.PolicyInterface = &kyvernov1.ClusterPolicy{}
-		if probe.Kind == "Policy" {
+		switch probe.Kind {
+		case kyvernov1.PolicyKind:
 			p = &kyvernov1.Policy{}
+		case policiesv1.ValidatingPolicyKind:
+			p = &policiesv1.ValidatingPolicy{}
 		}
 		if err := json.Unmarshal(raw, p); err != nil {
 			t.Fatalf("%s: %v", file, err)

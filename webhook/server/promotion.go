@@ -129,7 +129,7 @@ func stagedPolicies(s *policycache.Snapshot, namespace string) []promotion.Polic
 		if !charter.IsStaged(src.GetLabels()) || (src.IsNamespaced() && src.GetNamespace() != namespace) {
 			continue
 		}
-		out = append(out, promotion.Policy{Key: p.Key(), FailClosed: src.GetSpec().GetFailurePolicy() != kyvernov1.Ignore})
+		out = append(out, promotion.Policy{Kind: src.GetKind(), Key: p.Key(), FailClosed: src.GetSpec().GetFailurePolicy() != kyvernov1.Ignore})
 	}
 	return out
 }

@@ -101,7 +101,8 @@ func TestPromotion(t *testing.T) {
 				t.Errorf("gate called %v, want %v", gate.calls, tc.wantGateCalled)
 			}
 			if tc.wantGateCalled {
-				want := []promotion.Policy{{Key: "staged", FailClosed: true}, {Key: "shop/local", FailClosed: true}, {Key: "staged-fail-open", FailClosed: false}}
+				want := []promotion.Policy{{Kind: "ClusterPolicy", Key: "staged", FailClosed: true}, {Kind: "Policy", Key: "shop/local", FailClosed: true},
+					{Kind: "ValidatingPolicy", Key: "staged", FailClosed: false}, {Kind: "ClusterPolicy", Key: "staged-fail-open", FailClosed: false}}
 				if gate.calls[0] != "shop" || !reflect.DeepEqual(gate.staged, want) {
 					t.Errorf("gate asked about %q with %+v, want shop with %+v", gate.calls[0], gate.staged, want)
 				}

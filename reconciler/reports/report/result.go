@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/engine"
 )
@@ -17,34 +18,20 @@ import (
 // policies.
 const Source = "charter"
 
-// SourceValidatingPolicy is the `source` of ValidatingPolicy results, as
-// Kyverno writes it.
-const SourceValidatingPolicy = "KyvernoValidatingPolicy"
-
-// SourceImageValidatingPolicy is the `source` of ImageValidatingPolicy
-// results, as Kyverno writes it.
-const SourceImageValidatingPolicy = "KyvernoImageValidatingPolicy"
-
-// SourceMutatingPolicy is the `source` of MutatingPolicy mutate-existing
-// results, as Kyverno writes it.
-const SourceMutatingPolicy = "KyvernoMutatingPolicy"
-
-// SourceGeneratingPolicy is the `source` of GeneratingPolicy results, as
-// Kyverno writes it.
-const SourceGeneratingPolicy = "KyvernoGeneratingPolicy"
+// The `source` of the results of this group's policies, as Kyverno
+// writes it (policiesv1.ReportSource).
+const (
+	SourceValidatingPolicy      = policiesv1.ReportSourceValidatingPolicy
+	SourceImageValidatingPolicy = policiesv1.ReportSourceImageValidatingPolicy
+	SourceMutatingPolicy        = policiesv1.ReportSourceMutatingPolicy
+	SourceGeneratingPolicy      = policiesv1.ReportSourceGeneratingPolicy
+)
 
 // SourceOf is the `source` of a policy's results: each kind has its own,
 // which keeps apart the results of policies of one name.
 func SourceOf(p kyvernov1.PolicyInterface) string {
-	switch {
-	case engine.ValidatingPolicyRules(p) != nil:
-		return SourceValidatingPolicy
-	case engine.ImageValidatingPolicyRules(p) != nil:
-		return SourceImageValidatingPolicy
-	case isGeneratingPolicy(p):
-		return SourceGeneratingPolicy
-	case isMutatingPolicy(p):
-		return SourceMutatingPolicy
+	if s := policiesv1.ReportSource(p.GetKind()); s != "" {
+		return s
 	}
 	return Source
 }
