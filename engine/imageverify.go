@@ -41,6 +41,9 @@ type podImage struct {
 	info    jsoncontext.ImageInfo
 	// raw is the image as written.
 	raw string
+	// transformed says a custom extractor's jmesPath made info from raw:
+	// a digest cannot be written back to pointer.
+	transformed bool
 }
 
 // matchString is the image as results name it: registry/path:tag, or
@@ -149,11 +152,16 @@ func (ev *evaluation) imageAction(r *rule) Action {
 // the cache: the verdict never rests on an annotation.
 func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Document, r *rule, obj map[string]any, mutating bool) imageRun {
 	run := imageRun{pins: map[string]string{}, recorded: map[string]string{}}
-	images, pullSecrets := podImages(obj)
+	found, err := r.verify.images(obj)
+	if err != nil {
+		run.outcomes = append(run.outcomes, imageOutcome{status: StatusError, message: extractorsFailed + ": " + err.Error()})
+		return run
+	}
+	images := found.list
 	if len(images) == 0 {
 		return run
 	}
-	creds := ImageCredentials{Namespace: ev.in.res.Namespace, PullSecrets: pullSecrets}
+	creds := ImageCredentials{Namespace: ev.in.res.Namespace, PullSecrets: found.pullSecrets}
 	for _, e := range r.verify.entries {
 		iv, err := ev.resolveEntry(doc, e)
 		if err != nil {
@@ -222,6 +230,11 @@ func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Documen
 // pinned to the digest that was verified, never to a fresh resolution of
 // its tag (GHSA-2r43-6962-xcw5).
 func (ev *evaluation) pinDigest(ctx context.Context, img podImage, o imageOutcome, creds ImageCredentials, verified bool) imageOutcome {
+	if img.transformed {
+		// Compile refuses jmesPath extractors next to mutateDigest; this
+		// keeps an image that cannot be pinned from passing unpinned.
+		return imageOutcome{image: o.image, status: StatusError, message: fmt.Sprintf("failed to update digest: %s at %s was rewritten by an image extractor's jmesPath, so no digest can be written back there", o.image, img.pointer)}
+	}
 	if verified {
 		if o.digest == "" {
 			return imageOutcome{image: o.image, status: StatusError, message: "failed to update digest: no digest was verified for " + o.image}
@@ -591,7 +604,7 @@ func appendUnique(list []string, s string) []string {
 // imagePatches applies the digest pins to obj.
 func imagePatches(obj map[string]any, pins map[string]string) (map[string]any, error) {
 	for pointer, image := range pins {
-		out, err := withValue(obj, strings.Split(strings.TrimPrefix(pointer, "/"), "/"), image)
+		out, err := withValue(obj, pointerSegments(pointer), image)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", pointer, err)
 		}

@@ -13,6 +13,9 @@ import (
 // verifyImagesRule is a compiled verifyImages rule (verify-images.md §1).
 type verifyImagesRule struct {
 	entries []*imageEntry
+	// extractors are the rule's custom imageExtractors by kind; for those
+	// kinds they replace the standard extractors (§2.3).
+	extractors map[string][]imageExtractor
 	// action is the rule's own failure action: Enforce when any entry
 	// says so, else the first entry that sets one; nil when none does.
 	action *Action
@@ -35,16 +38,15 @@ type imageEntry struct {
 // compileVerifyImages checks a verifyImages rule as Kyverno's policy
 // admission does (§1.4, with its exact details) and as charter must: what
 // charter cannot verify (Notary, SigstoreBundle, KMS and Secret keys,
-// custom image extractors, attestations without attestors) is refused
-// here, never left to look enforced.
+// attestations without attestors) is refused here, never left to look
+// enforced.
 func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path string, f *faults) *verifyImagesRule {
 	out := &verifyImagesRule{}
 	if len(r.ImageExtractors) > 0 {
 		if len(r.VerifyImages) == 0 {
 			f.add(path+".imageExtractors", fmt.Sprintf("Invalid rule spec for rule '%s', imageExtractors can only be defined for verifyImages rule", r.Name))
-		} else {
-			f.add(path+".imageExtractors", "custom imageExtractors are not supported by charter; images are read from containers, initContainers and ephemeralContainers")
 		}
+		out.extractors = s.compileImageExtractors(r, path, f)
 		if usesJMESPath(r.ImageExtractors) && slices.ContainsFunc(r.VerifyImages, func(iv kyvernov1.ImageVerification) bool { return iv.IsMutateDigest() }) {
 			f.add(path+".imageExtractors", "jmespath may not be used in an image extractor when mutating digests with verify images")
 		}

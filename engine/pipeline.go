@@ -387,7 +387,11 @@ func (ev *evaluation) rule(ctx context.Context, r *rule) (RuleResponse, bool) {
 // (see WithCLIGeneration).
 func (ev *evaluation) prelude(ctx context.Context, r *rule, rr *RuleResponse) (*jsoncontext.Document, []*exception, *outcome) {
 	stop := func(o outcome) (*jsoncontext.Document, []*exception, *outcome) { return nil, nil, &o }
-	doc, final := ev.ruleDocument(ctx, ev.document(), r)
+	base, err := ev.imagesDocument(ev.document(), r)
+	if err != nil {
+		return stop(errored(extractorsFailed, err))
+	}
+	doc, final := ev.ruleDocument(ctx, base, r)
 	if final == nil {
 		final = ev.celPreconditions(ctx, r, false)
 	}

@@ -84,9 +84,6 @@ var unsupportedFeatures = []feature{
 	// the CLI skips these kinds.
 	{name: "ClusterCleanupPolicy", kinds: []string{"ClusterCleanupPolicy"}, path: "spec", where: InCLI},
 	{name: "CleanupPolicy", kinds: []string{"CleanupPolicy"}, path: "spec", where: InCLI},
-	// images (#15): custom image extractors are ignored, so {{images}}
-	// would miss the images they name.
-	{name: "imageExtractors", kinds: kyvernoPolicies, path: "spec.rules[*].imageExtractors", where: Everywhere},
 	// Nobody yet.
 	{name: "validate.assert", kinds: kyvernoPolicies, path: "spec.rules[*].validate.assert", where: Everywhere},
 	{name: "context entry globalReference (no GlobalContextEntry support)", kinds: kyvernoPolicies, path: "spec.rules[*].**.context[*].globalReference", where: InCluster},
