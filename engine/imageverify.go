@@ -198,7 +198,14 @@ func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Documen
 			} else {
 				o = imageOutcome{image: ref, status: StatusPass, message: "image verified"}
 			}
-			if mutating && iv.IsMutateDigest() && img.info.Digest == "" && (o.status == StatusPass || !verifies) {
+			pins := mutating && iv.IsMutateDigest() && img.info.Digest == "" && (o.status == StatusPass || !verifies)
+			if mutating && !verifies && !pins {
+				// An entry that neither verifies nor pins this image has
+				// nothing to say in the mutating phase (§2.5 step 3):
+				// verifyDigest and required answer in the validating one.
+				continue
+			}
+			if pins {
 				o = ev.pinDigest(ctx, img, o, creds, verifies)
 				if o.digest != "" && o.status != StatusError {
 					pinned := img.info
