@@ -152,3 +152,43 @@ func fileWriter(t *testing.T, dir string) func(name, content string) {
 		}
 	}
 }
+
+// TestImageExtractorsSuite runs testdata/imageextractors as `charter test
+// --registry <loopback>` does: a verifyImages rule with a custom extractor
+// for Tekton Task steps verifies their signatures (the suite's test key
+// signed example/app:signed only), and one with a jmesPath extractor for
+// Argo-style Workflow templates (docker://…) requires a digest.
+func TestImageExtractorsSuite(t *testing.T) {
+	dir := filepath.Join("testdata", "imageextractors")
+	pem, err := os.ReadFile(filepath.Join(dir, "test-signing.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := imagetest.LoadKey(t, pem)
+	reg := imagetest.NewRegistry(t)
+	signed := reg.Push(t, "example/app", "signed")
+	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
+	reg.Push(t, "example/app", "unsigned")
+
+	rows := runMirrored(t, reg, dir)
+	// Task rows answer both phases (verification, then required);
+	// Workflow rows only the validating one (verifyDigest): an entry
+	// without attestors that pins nothing gives no mutating response.
+	if c := count(rows); c.Failed != 0 || c.Passed != 6 {
+		t.Fatalf("rows: %+v", rows)
+	}
+	want := map[string]string{
+		"ci/build-unsigned": "failed to verify image ghcr.io/example/app:unsigned: .attestors[0].entries[0].keys: no signatures found",
+		"ci/release-by-tag": "missing digest for ghcr.io/example/tool:v2",
+	}
+	for _, r := range rows {
+		for suffix, msg := range want {
+			if strings.HasSuffix(r.Resource, suffix) && r.Message == msg {
+				delete(want, suffix)
+			}
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("no row says %v: %+v", want, rows)
+	}
+}

@@ -129,6 +129,27 @@ func NewKey(t T) *Key {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return keyOf(t, priv)
+}
+
+// LoadKey returns the ECDSA P-256 key of a PEM private key (PKCS#8 or
+// SEC 1): a test key kept in a suite's testdata, whose public half a
+// policy file names.
+func LoadKey(t T, privatePEM []byte) *Key {
+	t.Helper()
+	k, err := cryptoutils.UnmarshalPEMToPrivateKey(privatePEM, cryptoutils.SkipPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, ok := k.(*ecdsa.PrivateKey)
+	if !ok || priv.Curve != elliptic.P256() {
+		t.Fatalf("want an ECDSA P-256 key, got %T", k)
+	}
+	return keyOf(t, priv)
+}
+
+func keyOf(t T, priv *ecdsa.PrivateKey) *Key {
+	t.Helper()
 	sv, err := signature.LoadECDSASignerVerifier(priv, crypto.SHA256)
 	if err != nil {
 		t.Fatal(err)
