@@ -10,11 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/imageverify"
+	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
 	"github.com/charter-dev/charter/internal/imagetest"
 )
 
@@ -149,4 +151,76 @@ spec:
 		t.Fatal(err)
 	}
 	e.wantResults("the result once the signature is gone", "images", string(pods["signed"].UID), "signed-images/signed-images=fail")
+}
+
+// TestBackgroundRescanVerifiesCustomExtractorImages: a verifyImages rule
+// whose custom imageExtractors read Tekton Task steps scans Tasks that
+// already exist: the signed step passes, and once its signature is gone
+// the next full rescan verifies again and fails the Task.
+func TestBackgroundRescanVerifiesCustomExtractorImages(t *testing.T) {
+	reg := imagetest.NewRegistry(t)
+	key := imagetest.NewKey(t)
+	img := reg.Push(t, "app", "v1")
+	reg.Sign(t, img, key.Signer, imagetest.SignOptions{})
+
+	e := startEnv(t)
+	e.images = imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
+	tasks := schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "tasks"}
+	controlplanetest.InstallCRD(e.ctx, t, e.cfg, tasks, "Task")
+	if _, err := e.cs.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	task, err := e.dyn.Resource(tasks).Namespace("ci").Create(e.ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "tekton.dev/v1", "kind": "Task",
+		"metadata": map[string]any{"name": "build"},
+		"spec": map[string]any{"steps": []any{
+			map[string]any{"name": "script-only", "script": "echo hi"},
+			map[string]any{"name": "compile", "image": img.DigestRef},
+		}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := e.startController(Options{PolicyDebounce: 100 * time.Millisecond})
+
+	keyJSON, _ := json.Marshal(key.PublicPEM)
+	policy := fmt.Sprintf(`apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: signed-tasks}
+spec:
+  background: true
+  rules:
+  - name: steps
+    match: {any: [{resources: {kinds: [Task]}}]}
+    imageExtractors:
+      Task:
+      - {path: /spec/steps/*/image, key: name, name: steps}
+    verifyImages:
+    - imageReferences: ["%s/*"]
+      failureAction: Audit
+      mutateDigest: false
+      attestors:
+      - entries:
+        - keys:
+            publicKeys: %s
+            rekor: {url: "http://127.0.0.1:1", ignoreTlog: true}
+`, reg.Host, keyJSON)
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(policy), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.dyn.Resource(kyvernov1.GroupVersion.WithResource("clusterpolicies")).Create(e.ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.wantResults("the signed step's result", "ci", string(task.GetUID()), "signed-tasks/steps=pass")
+
+	reg.Unsign(t, img)
+	if err := c.FullRescan(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep := e.wantResults("the result once the signature is gone", "ci", string(task.GetUID()), "signed-tasks/steps=fail")
+	results, _, _ := unstructured.NestedSlice(rep.Object, "results")
+	if msg, _ := results[0].(map[string]any)["message"].(string); !strings.Contains(msg, img.DigestRef) || !strings.Contains(msg, "no signatures found") {
+		t.Errorf("message %q, want the step's image and the reason", msg)
+	}
 }

@@ -7,13 +7,11 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/charter-dev/charter/imageverify"
+	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
 	"github.com/charter-dev/charter/internal/imagetest"
 )
 
@@ -42,6 +40,8 @@ spec:
             ctlog: {ignoreSCT: true}
 `
 
+var taskGVR = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "tasks"}
+
 // TestImageExtractorsOnRealAPIServer: a verifyImages rule with a custom
 // extractor for a CRD kind (Tekton's Task) is Ready, admits a Task whose
 // steps are signed with each step pinned to the digest verified (a digest
@@ -58,8 +58,8 @@ func TestImageExtractorsOnRealAPIServer(t *testing.T) {
 		o.State.Loaders.ImageVerifier = verifier
 	}))
 	ctx := f.ctx
-	cl := crdClient(t, f)
-	installTaskCRD(t, f, cl)
+	controlplanetest.InstallCRD(ctx, t, f.cp.RESTConfig(), taskGVR, "Task")
+	cl := f.client
 	pem, _ := json.Marshal(key.PublicPEM)
 	f.installReady(t, fmt.Sprintf(taskPolicy, reg.Host, pem))
 
@@ -112,47 +112,5 @@ func TestImageExtractorsOnRealAPIServer(t *testing.T) {
 		if err := cl.Create(ctx, u); err != nil {
 			t.Fatalf("a Task outside the policy's namespaces was denied: %v", err)
 		}
-	})
-}
-
-// crdClient is a client of the fixture's control plane that also knows
-// CustomResourceDefinitions.
-func crdClient(t *testing.T, f *fixture) client.Client {
-	t.Helper()
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{apiextensionsv1.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cl, err := client.New(f.cp.RESTConfig(), client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
-}
-
-// installTaskCRD installs a minimal tekton.dev/v1 Task CRD and waits
-// until Tasks can be listed.
-func installTaskCRD(t *testing.T, f *fixture, cl client.Client) {
-	t.Helper()
-	preserve := true
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "tasks.tekton.dev"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "tekton.dev", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "tasks", Singular: "task", Kind: "Task", ListKind: "TaskList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &preserve}}}},
-		},
-	}
-	if err := cl.Create(f.ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "Tasks served", 30*time.Second, func() error {
-		var list unstructured.UnstructuredList
-		list.SetAPIVersion("tekton.dev/v1")
-		list.SetKind("TaskList")
-		return cl.List(f.ctx, &list, client.InNamespace("ci"))
 	})
 }
