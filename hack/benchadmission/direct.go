@@ -451,8 +451,8 @@ func newWorkload(o directOptions) (*benchWorkload, error) {
 }
 
 // newCharterHandler is charter's admission handler serving snapshot as
-// charter serve does (resource filters, metrics when asked, the audit
-// queue, events to sink when set), its goroutines labelled webhook=name.
+// charter serve does (workload.ServeHandler), its goroutines labelled
+// webhook=name.
 func newCharterHandler(name string, snapshot *policycache.Snapshot, withMetrics bool, sink server.EventSink) (http.Handler, error) {
 	var rec *metrics.Recorder
 	if withMetrics {
@@ -461,20 +461,7 @@ func newCharterHandler(name string, snapshot *policycache.Snapshot, withMetrics 
 			return nil, err
 		}
 	}
-	// The reports controller drains the audit queue in charter; here the
-	// records are dropped as they come, so the queue never fills.
-	audit := server.NewAuditQueue(1024, nil)
-	go func() {
-		for range audit.Records() {
-		}
-	}()
-	return labelled(name, server.NewHandler(server.Options{
-		Policies: workload.Fixed{S: snapshot},
-		Filters:  server.DefaultResourceFilters("charter"),
-		Metrics:  rec,
-		Audit:    audit,
-		Events:   sink,
-	})), nil
+	return labelled(name, workload.ServeHandler(snapshot, rec, sink)), nil
 }
 
 // servedHandler is an admission handler to put under load.
