@@ -120,3 +120,45 @@ kyverno_policy_results_total{dry_run="false",` + scoped + `,policy_background_mo
 		t.Error(err)
 	}
 }
+
+// TestCELPolicyModesAreTheirSpecViews: the mode and background labels of
+// a ValidatingPolicy or ImageValidatingPolicy, read from its own spec, are
+// those of its ClusterPolicy view (GetSpec) for every validationActions
+// and evaluation.background, and recording one allocates nothing once its
+// series exist.
+func TestCELPolicyModesAreTheirSpecViews(t *testing.T) {
+	on, off := true, false
+	actions := [][]admissionregistrationv1.ValidationAction{nil, {admissionregistrationv1.Deny}, {admissionregistrationv1.Audit},
+		{admissionregistrationv1.Warn}, {admissionregistrationv1.Audit, admissionregistrationv1.Warn}, {admissionregistrationv1.Warn, admissionregistrationv1.Deny}}
+	evals := []*policiesv1.EvaluationConfiguration{nil, {Background: &policiesv1.BackgroundConfiguration{Enabled: &on}},
+		{Background: &policiesv1.BackgroundConfiguration{Enabled: &off}}}
+	rec, err := New(prometheus.NewRegistry(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Kind: "Pod", Namespace: "team-a", Operation: "CREATE", Webhook: Validating}
+	for _, a := range actions {
+		for _, e := range evals {
+			meta := metav1.ObjectMeta{Name: "p", Namespace: "team-a"}
+			for _, p := range []kyvernov1.PolicyInterface{
+				&policiesv1.ValidatingPolicy{ObjectMeta: meta, Spec: policiesv1.ValidatingPolicySpec{ValidationAction: a, EvaluationConfiguration: e}},
+				&policiesv1.NamespacedValidatingPolicy{ObjectMeta: meta, Spec: policiesv1.ValidatingPolicySpec{ValidationAction: a, EvaluationConfiguration: e}},
+				&policiesv1.ImageValidatingPolicy{ObjectMeta: meta, Spec: policiesv1.ImageValidatingPolicySpec{ValidationAction: a, EvaluationConfiguration: e}},
+				&policiesv1.NamespacedImageValidatingPolicy{ObjectMeta: meta, Spec: policiesv1.ImageValidatingPolicySpec{ValidationAction: a, EvaluationConfiguration: e}},
+			} {
+				enforce, background := policyModes(p)
+				wantEnforce, wantBackground := specModes(p.GetSpec())
+				if enforce != wantEnforce || background != wantBackground {
+					t.Errorf("%s actions %v background %v: enforce %v background %v, its spec view says %v %v",
+						p.GetKind(), a, e, enforce, background, wantEnforce, wantBackground)
+				}
+				resp := engine.PolicyResponse{Policy: p, Rules: []engine.RuleResponse{{Type: engine.TypeValidation, Status: engine.StatusFail, Action: engine.Enforce}}}
+				observe := func() { rec.ObservePolicy(req, resp, time.Millisecond) }
+				observe() // creates the series
+				if n := testing.AllocsPerRun(20, observe); n != 0 {
+					t.Errorf("%s actions %v background %v: ObservePolicy allocates %v per call, want 0", p.GetKind(), a, e, n)
+				}
+			}
+		}
+	}
+}

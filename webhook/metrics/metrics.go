@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 )
 
@@ -332,23 +334,45 @@ type policyLabelValues struct {
 }
 
 func policyLabels(src kyvernov1.PolicyInterface) policyLabelValues {
-	spec := src.GetSpec()
-	out := policyLabelValues{mode: "audit", typ: "cluster", namespace: "-", name: src.GetName(),
-		background: strconv.FormatBool(spec.BackgroundProcessingEnabled())}
+	enforce, background := policyModes(src)
+	out := policyLabelValues{mode: "audit", typ: "cluster", namespace: "-", name: src.GetName(), background: strconv.FormatBool(background)}
 	if src.IsNamespaced() {
 		out.typ, out.namespace = "namespaced", src.GetNamespace()
 	}
-	// enforce when the spec or any rule enforces.
-	if strings.EqualFold(string(spec.ValidationFailureAction), "enforce") {
+	if enforce {
 		out.mode = "enforce"
 	}
+	return out
+}
+
+// policyModes reports whether a policy enforces and whether it is
+// processed in the background. A ValidatingPolicy or
+// ImageValidatingPolicy answers from its own spec as its GetSpec view
+// (KyvernoSpec) would: that view is built on each call, and the labels are
+// needed for every policy of every admission request.
+func policyModes(src kyvernov1.PolicyInterface) (enforce, background bool) {
+	switch p := src.(type) {
+	case policiesv1.ValidatingPolicyLike:
+		s := p.GetValidatingPolicySpec()
+		return s.HasAction(admissionregistrationv1.Deny), s.BackgroundEnabled()
+	case policiesv1.ImageValidatingPolicyLike:
+		s := p.GetImageValidatingPolicySpec()
+		return s.HasAction(admissionregistrationv1.Deny), s.BackgroundEnabled()
+	}
+	return specModes(src.GetSpec())
+}
+
+// specModes is policyModes of a ClusterPolicy spec: it enforces when the
+// spec or any rule does.
+func specModes(spec *kyvernov1.Spec) (enforce, background bool) {
+	enforce = strings.EqualFold(string(spec.ValidationFailureAction), "enforce")
 	for i := range spec.Rules {
-		if strings.EqualFold(string(spec.RuleFailureAction(&spec.Rules[i])), "enforce") {
-			out.mode = "enforce"
+		if enforce {
 			break
 		}
+		enforce = strings.EqualFold(string(spec.RuleFailureAction(&spec.Rules[i])), "enforce")
 	}
-	return out
+	return enforce, spec.BackgroundProcessingEnabled()
 }
 
 func ruleType(t engine.RuleType) string {
