@@ -214,51 +214,59 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 
 // generateCEL evaluates a GeneratingPolicy for a request. A request whose
 // new object the policy does not select, but whose old object it did
-// (DELETE, or an UPDATE away from the policy), fails with "trigger no
-// longer matches", which tells a controller that a synchronized policy's
-// downstream objects for that trigger must go. Under background checks
-// (the UpdateRequest generator) a selected request passes without its
-// generate expressions being evaluated.
+// (DELETE, or an UPDATE after which the object is no longer one of the
+// policy's resources or no longer passes its matchConditions), fails with
+// "trigger no longer matches", which tells a controller that a
+// synchronized policy's downstream objects for that trigger must go. An
+// UPDATE of a trigger that the policy selects for other operations only
+// (resourceRules operations [CREATE]) gives no response: the trigger
+// still matches. Under background checks (the UpdateRequest generator) a
+// selected request passes without its generate expressions being
+// evaluated.
 func (p *Policy) generateCEL(ctx context.Context, req *Request, in *requestView, cfg *evalConfig) *PolicyResponse {
 	gp := p.gpol
 	rr := RuleResponse{Name: p.source.GetName(), Type: TypeGeneration}
 	pr := &PolicyResponse{Policy: p.source, Key: p.key}
-	if req.Object == nil || !gp.match.matches(in) {
-		if req.OldObject == nil {
-			return nil
+	noLongerMatches := func() *PolicyResponse {
+		rr.Status, rr.Message = StatusFail, "trigger no longer matches"
+		pr.Rules = []RuleResponse{rr}
+		return pr
+	}
+	// old is the old object's view, built only when asked for.
+	var oldView *requestView
+	old := func() *requestView {
+		if oldView == nil && req.OldObject != nil {
+			oldReq := *req
+			oldReq.Object = req.OldObject
+			oldView = newRequestView(ctx, &oldReq, cfg)
 		}
-		oldReq := *req
-		oldReq.Object = req.OldObject
-		old := newRequestView(ctx, &oldReq, cfg)
+		return oldView
+	}
+	if req.Object == nil || !gp.match.matches(in) {
 		switch {
-		case !p.scopes(old):
+		case req.OldObject == nil || !p.scopes(old()):
 			return nil
-		case req.Object == nil && gp.match.matches(old):
+		case req.Object != nil && gp.anyOperation.matches(in):
+			// Still a trigger, of an operation the policy leaves alone.
+			return nil
+		case req.Object == nil && gp.match.matches(old()):
 			// A policy that asks for DELETE generates from the deleted
 			// object.
-			in = old
-		case gp.anyOperation.matches(old):
-			rr.Status, rr.Message = StatusFail, "trigger no longer matches"
-			pr.Rules = []RuleResponse{rr}
-			return pr
+			in = old()
+		case gp.anyOperation.matches(old()):
+			return noLongerMatches()
 		default:
 			return nil
 		}
 	}
-	ci := in.celInputs()
-	gen := &generatorContext{namespace: gp.namespace}
-	act := &gpolActivation{
-		vpolActivation: vpolActivation{
-			celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
-			libs:          newLibReceivers(ctx, &cfg.loaders, gp.namespace),
-		},
-		generator: gen,
-	}
-	cctx := gp.compiler.CreateContext(ctx)
-	act.variables = cctx.Variables(act)
-	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+	e, act, gen := p.gpolEvaluator(ctx, in, cfg)
 	o := p.evaluateGenerating(e, act, in, gen, cfg, &rr)
 	if o == nil {
+		// A matchCondition is false. When the old object of an UPDATE
+		// passed them all, it was a trigger and is no longer one.
+		if req.Object != nil && req.OldObject != nil && p.scopes(old()) && gp.anyOperation.matches(old()) && p.gpolConditionsHold(ctx, old(), cfg) {
+			return noLongerMatches()
+		}
 		return nil
 	}
 	rr.Status, rr.Message = o.status, o.message
@@ -275,6 +283,37 @@ func (p *Policy) generateCEL(ctx context.Context, req *Request, in *requestView,
 	}
 	pr.Rules = []RuleResponse{rr}
 	return pr
+}
+
+// gpolEvaluator returns the CEL evaluation state of the policy for a
+// request view: its activation (object, request, variables, libraries)
+// and the generator that collects what generator.Apply is given.
+func (p *Policy) gpolEvaluator(ctx context.Context, in *requestView, cfg *evalConfig) (*celEvaluator, *gpolActivation, *generatorContext) {
+	gp := p.gpol
+	ci := in.celInputs()
+	gen := &generatorContext{namespace: gp.namespace}
+	act := &gpolActivation{
+		vpolActivation: vpolActivation{
+			celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
+			libs:          newLibReceivers(ctx, &cfg.loaders, gp.namespace),
+		},
+		generator: gen,
+	}
+	cctx := gp.compiler.CreateContext(ctx)
+	act.variables = cctx.Variables(act)
+	return &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}, act, gen
+}
+
+// gpolConditionsHold reports whether every matchCondition of the policy
+// is true for a request view; one that errs does not hold.
+func (p *Policy) gpolConditionsHold(ctx context.Context, in *requestView, cfg *evalConfig) bool {
+	e, _, _ := p.gpolEvaluator(ctx, in, cfg)
+	for i := range p.gpol.conditions {
+		if val, err := e.eval(&p.gpol.conditions[i]); err != nil || val != types.True {
+			return false
+		}
+	}
+	return true
 }
 
 // evaluateGenerating runs exceptions, matchConditions and the generate

@@ -162,3 +162,69 @@ func TestGeneratingPolicyOnlyGenerates(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneratingPolicyTriggerUpdate: an UPDATE after which the trigger no
+// longer passes the matchConditions fails with "trigger no longer
+// matches" (a synchronized policy's downstream objects for it must go),
+// in the UpdateRequest generator's background checks too; an UPDATE of a
+// trigger that a policy selects on CREATE only gives no response from
+// it, however the trigger changed.
+func TestGeneratingPolicyTriggerUpdate(t *testing.T) {
+	policies, _ := readCELPolicies(t, "gpol/triggerupdate.yaml")
+	set, err := Compile(policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := func(labels map[string]any) map[string]any {
+		o := gpolObject("v1", "Namespace", "", "web", nil)
+		if labels != nil {
+			o["metadata"].(map[string]any)["labels"] = labels
+		}
+		return o
+	}
+	on, off := ns(map[string]any{"netpol": "on"}), ns(nil)
+	onMint := ns(map[string]any{"netpol": "on", "flavour": "mint"})
+	for _, tc := range []struct {
+		name     string
+		old, obj map[string]any
+		opts     []EvalOption
+		// want is "policy status: message" per response.
+		want []string
+		// objects are the generated objects' apiVersion/Kind/namespace/name.
+		objects []string
+	}{
+		{name: "condition no longer holds", old: on, obj: off, want: []string{"labelled fail: trigger no longer matches"}},
+		{name: "condition no longer holds, background checks", old: on, obj: off, opts: []EvalOption{WithBackgroundChecks()},
+			want: []string{"labelled fail: trigger no longer matches"}},
+		{name: "condition still holds, new target", old: on, obj: onMint,
+			want: []string{"labelled pass: policy evaluated successfully"}, objects: []string{"v1/ConfigMap/web/cfg-mint"}},
+		{name: "condition holds now", old: off, obj: on,
+			want: []string{"labelled pass: policy evaluated successfully"}, objects: []string{"v1/ConfigMap/web/cfg-plain"}},
+		{name: "condition never held", old: off, obj: off},
+		{name: "deleted: both policies' triggers are gone", old: on,
+			want: []string{"labelled fail: trigger no longer matches", "on-create fail: trigger no longer matches"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			op := kyvernov1.Update
+			if tc.obj == nil {
+				op = kyvernov1.Delete
+			}
+			resp := set.Generate(context.Background(), &Request{Operation: op, Object: tc.obj, OldObject: tc.old}, tc.opts...)
+			var got, objects []string
+			for _, pr := range resp.Policies {
+				for _, rr := range pr.Rules {
+					got = append(got, pr.Key+" "+string(rr.Status)+": "+rr.Message)
+					for _, g := range rr.Generated {
+						objects = append(objects, g.Ref().String())
+					}
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("responses\n got %q\nwant %q", got, tc.want)
+			}
+			if !reflect.DeepEqual(objects, tc.objects) {
+				t.Errorf("objects %q, want %q", objects, tc.objects)
+			}
+		})
+	}
+}

@@ -90,7 +90,7 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		// write is the UpdateRequest's to tell, and is retried.
 		c.reportRun(p, ref, []engine.RuleResponse{*rr})
 	}
-	if err != nil || !w.pruneStale {
+	if err != nil || !(w.pruneStale || gpolSynchronized(p, rule)) {
 		return err
 	}
 	// The new objects exist before the old ones go (a default-deny
@@ -99,8 +99,9 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 }
 
 // pruneStale handles the objects a generate rule generated for a trigger
-// before its target changed (generate.TargetsChanged) and no longer
-// generates (all of them when desired is nil): a rule that synchronizes
+// before its target changed (generate.TargetsChanged; for a synchronized
+// GeneratingPolicy, also a change of the trigger: gpolSynchronized) and
+// no longer generates (all of them when desired is nil): a rule that synchronizes
 // and does not orphan deletes them, as it would when the rule were
 // removed; any other rule releases them, removing every
 // generate.kyverno.io label and app.kubernetes.io/managed-by, so that
@@ -151,8 +152,8 @@ func (c *Controller) pruneStale(ctx context.Context, p kyvernov1.PolicyInterface
 				errs = append(errs, c.describe(err, "delete", mapping, o.meta.Namespace, o.meta.Name))
 				continue
 			}
-			c.policyEvent(engine.PolicyID(p), "Normal", ReasonDownstreamRetargeted, fmt.Sprintf("rule %s now generates other objects: deleted %s %s, which it generated before (synchronize: true)",
-				rule.Name, mapping.GroupVersionKind.Kind, objectName(o.meta.Namespace, o.meta.Name)))
+			c.policyEvent(engine.PolicyID(p), "Normal", ReasonDownstreamRetargeted, fmt.Sprintf("rule %s now generates other objects%s: deleted %s %s, which it generated before (synchronize: true)",
+				rule.Name, forTrigger(trigger), mapping.GroupVersionKind.Kind, objectName(o.meta.Namespace, o.meta.Name)))
 			continue
 		}
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": releasedLabels(o.meta.Labels)}})
@@ -163,10 +164,19 @@ func (c *Controller) pruneStale(ctx context.Context, p kyvernov1.PolicyInterface
 			errs = append(errs, c.describe(err, "patch", mapping, o.meta.Namespace, o.meta.Name))
 			continue
 		}
-		c.policyEvent(engine.PolicyID(p), "Normal", ReasonDownstreamRetargeted, fmt.Sprintf("rule %s now generates other objects: released %s %s, which it generated before (its generate.kyverno.io labels are removed; it is no longer synchronized or deleted with its trigger)",
-			rule.Name, mapping.GroupVersionKind.Kind, objectName(o.meta.Namespace, o.meta.Name)))
+		c.policyEvent(engine.PolicyID(p), "Normal", ReasonDownstreamRetargeted, fmt.Sprintf("rule %s now generates other objects%s: released %s %s, which it generated before (its generate.kyverno.io labels are removed; it is no longer synchronized or deleted with its trigger)",
+			rule.Name, forTrigger(trigger), mapping.GroupVersionKind.Kind, objectName(o.meta.Namespace, o.meta.Name)))
 	}
 	return errors.Join(errs...)
+}
+
+// forTrigger names a trigger in an event's message, when its name is
+// known.
+func forTrigger(t triggerRef) string {
+	if t.Name == "" {
+		return ""
+	}
+	return " for " + t.String()
 }
 
 // releasedLabels is the merge patch of labels that releases a downstream

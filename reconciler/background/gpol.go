@@ -19,6 +19,22 @@ import (
 // every trigger, and the ones no longer generated are deleted
 // (synchronize without orphanDownstreamOnPolicyDelete) or released.
 
+// gpolSynchronized reports whether rule is a synchronized
+// GeneratingPolicy's: its objects for a trigger are what its latest run
+// for the trigger generated. A trigger UPDATE that changes what it
+// generates (another name, namespace or kind, read from the trigger) thus
+// retargets it as a policy edit does: the new objects are applied, then
+// those no longer generated for the trigger are deleted (or released
+// under orphanDownstreamOnPolicyDelete; pruneStale). Every run prunes, so
+// an update admission missed is caught up by the next resync. A trigger
+// that no longer passes the matchConditions has its objects deleted
+// (engine: "trigger no longer matches"), as Kyverno does under
+// synchronize. A ClusterPolicy rule prunes only after a policy edit.
+func gpolSynchronized(p kyvernov1.PolicyInterface, rule *kyvernov1.Rule) bool {
+	_, ok := p.(policiesv1.GeneratingPolicyLike)
+	return ok && rule.Generation.Synchronize
+}
+
 // gpolGenerationChanged reports whether an edit of a GeneratingPolicy
 // may have changed the objects it generates: its generate entries
 // (expressions or templates) or the variables they read. false for other
