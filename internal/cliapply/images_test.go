@@ -2,7 +2,6 @@ package cliapply
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -19,15 +18,7 @@ import (
 // named by tag fail, and the Enforce failures block.
 func TestRunImageExtractors(t *testing.T) {
 	dir := filepath.Join("..", "clitest", "testdata", "imageextractors")
-	pem, err := os.ReadFile(filepath.Join(dir, "test-signing.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := imagetest.LoadKey(t, pem)
-	reg := imagetest.NewRegistry(t)
-	signed := reg.Push(t, "example/app", "signed")
-	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
-	reg.Push(t, "example/app", "unsigned")
+	reg, _, _ := imagetest.NewSignedRegistry(t, "example/app", imagetest.LoadKeyFile(t, filepath.Join(dir, "test-signing.key")))
 
 	out, err := Run(context.Background(), Options{
 		PolicyPaths:   []string{filepath.Join(dir, "policy.yaml")},

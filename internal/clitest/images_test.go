@@ -120,11 +120,8 @@ results:
 // signed by the key it returns, and example/app:unsigned.
 func signedAppRegistry(t *testing.T) (*imagetest.Registry, *imagetest.Key) {
 	t.Helper()
-	reg := imagetest.NewRegistry(t)
 	key := imagetest.NewKey(t)
-	signed := reg.Push(t, "example/app", "signed")
-	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
-	reg.Push(t, "example/app", "unsigned")
+	reg, _, _ := imagetest.NewSignedRegistry(t, "example/app", key)
 	return reg, key
 }
 
@@ -160,16 +157,7 @@ func fileWriter(t *testing.T, dir string) func(name, content string) {
 // Argo-style Workflow templates (docker://…) requires a digest.
 func TestImageExtractorsSuite(t *testing.T) {
 	dir := filepath.Join("testdata", "imageextractors")
-	pem, err := os.ReadFile(filepath.Join(dir, "test-signing.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := imagetest.LoadKey(t, pem)
-	reg := imagetest.NewRegistry(t)
-	signed := reg.Push(t, "example/app", "signed")
-	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
-	reg.Push(t, "example/app", "unsigned")
-
+	reg, _, _ := imagetest.NewSignedRegistry(t, "example/app", imagetest.LoadKeyFile(t, filepath.Join(dir, "test-signing.key")))
 	rows := runMirrored(t, reg, dir)
 	// Task rows answer both phases (verification, then required);
 	// Workflow rows only the validating one (verifyDigest): an entry

@@ -24,6 +24,7 @@ import (
 	"math/big"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -98,6 +99,16 @@ func (r *Registry) Push(t T, repo, tag string) Image {
 	return Image{Ref: ref.String(), Digest: d.String(), DigestRef: r.Host + "/" + repo + "@" + d.String()}
 }
 
+// NewSignedRegistry starts a registry holding <repo>:signed, signed by
+// key, and <repo>:unsigned.
+func NewSignedRegistry(t T, repo string, key *Key) (reg *Registry, signed, unsigned Image) {
+	t.Helper()
+	reg = NewRegistry(t)
+	signed = reg.Push(t, repo, "signed")
+	reg.Sign(t, signed, key.Signer, SignOptions{})
+	return reg, signed, reg.Push(t, repo, "unsigned")
+}
+
 // Tag points repo:tag at the image.
 func (r *Registry) Tag(t T, img Image, tag string) {
 	t.Helper()
@@ -132,11 +143,15 @@ func NewKey(t T) *Key {
 	return keyOf(t, priv)
 }
 
-// LoadKey returns the ECDSA P-256 key of a PEM private key (PKCS#8 or
-// SEC 1): a test key kept in a suite's testdata, whose public half a
-// policy file names.
-func LoadKey(t T, privatePEM []byte) *Key {
+// LoadKeyFile returns the ECDSA P-256 key of a PEM private key file
+// (PKCS#8 or SEC 1): a test key kept in a suite's testdata, whose public
+// half a policy file names.
+func LoadKeyFile(t T, path string) *Key {
 	t.Helper()
+	privatePEM, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	k, err := cryptoutils.UnmarshalPEMToPrivateKey(privatePEM, cryptoutils.SkipPassword)
 	if err != nil {
 		t.Fatal(err)

@@ -20,40 +20,65 @@ import (
 	"github.com/charter-dev/charter/internal/imagetest"
 )
 
-// TestBackgroundRescanVerifiesImagesAgain: a Pod whose image passed
+// TestBackgroundRescanVerifiesImagesAgain: an object whose image passed
 // verification turns to fail on the next full rescan once the image's
 // signature is gone, although the verification cache (an hour here)
-// still holds the pass and neither the Pod nor the policy changed.
+// still holds the pass and neither the object nor the policy changed:
+// a Pod's container (standard extractors) and a Tekton Task's step (a
+// custom imageExtractor of a CRD kind).
 func TestBackgroundRescanVerifiesImagesAgain(t *testing.T) {
-	reg := imagetest.NewRegistry(t)
-	key := imagetest.NewKey(t)
-	img := reg.Push(t, "app", "v1")
-	reg.Sign(t, img, key.Signer, imagetest.SignOptions{})
+	tasks := schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "tasks"}
+	for _, tc := range []struct {
+		name string
+		// rule is the rule's name, match and imageExtractors.
+		rule string
+		// create makes the object running image and returns it.
+		create func(e *env, image string) *unstructured.Unstructured
+	}{{
+		name: "Pod",
+		rule: "  - name: verify\n    match: {any: [{resources: {kinds: [Pod]}}]}\n",
+		create: func(e *env, image string) *unstructured.Unstructured {
+			return e.createObject(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, map[string]any{
+				"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "app"},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": image}}},
+			})
+		},
+	}, {
+		name: "Task step found by a custom extractor",
+		rule: "  - name: verify\n    match: {any: [{resources: {kinds: [Task]}}]}\n    imageExtractors:\n      Task:\n      - {path: /spec/steps/*/image, key: name, name: steps}\n",
+		create: func(e *env, image string) *unstructured.Unstructured {
+			controlplanetest.InstallCRD(e.ctx, e.t, e.cfg, tasks, "Task")
+			return e.createObject(tasks, map[string]any{
+				"apiVersion": "tekton.dev/v1", "kind": "Task", "metadata": map[string]any{"name": "build"},
+				"spec": map[string]any{"steps": []any{
+					map[string]any{"name": "script-only", "script": "echo hi"},
+					map[string]any{"name": "compile", "image": image},
+				}},
+			})
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := imagetest.NewRegistry(t)
+			key := imagetest.NewKey(t)
+			img := reg.Push(t, "app", "v1")
+			reg.Sign(t, img, key.Signer, imagetest.SignOptions{})
 
-	e := startEnv(t)
-	e.images = imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
-	if _, err := e.cs.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "images"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pod, err := e.cs.CoreV1().Pods("images").Create(e.ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "app"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: img.DigestRef}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := e.startController(Options{PolicyDebounce: 100 * time.Millisecond})
+			e := startEnv(t)
+			e.images = imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
+			if _, err := e.cs.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "images"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			obj := tc.create(e, img.DigestRef)
+			c, _ := e.startController(Options{PolicyDebounce: 100 * time.Millisecond})
 
-	keyJSON, _ := json.Marshal(key.PublicPEM)
-	policy := fmt.Sprintf(`apiVersion: kyverno.io/v1
+			keyJSON, _ := json.Marshal(key.PublicPEM)
+			policy := fmt.Sprintf(`apiVersion: kyverno.io/v1
 kind: ClusterPolicy
 metadata: {name: signed-images}
 spec:
   background: true
   rules:
-  - name: verify
-    match: {any: [{resources: {kinds: [Pod]}}]}
-    verifyImages:
+%s    verifyImages:
     - imageReferences: ["%s/*"]
       failureAction: Audit
       mutateDigest: false
@@ -62,25 +87,37 @@ spec:
         - keys:
             publicKeys: %s
             rekor: {url: "http://127.0.0.1:1", ignoreTlog: true}
-`, reg.Host, keyJSON)
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(policy), &u.Object); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.dyn.Resource(kyvernov1.GroupVersion.WithResource("clusterpolicies")).Create(e.ctx, u, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.wantResults("the signed image's result", "images", string(pod.UID), "signed-images/verify=pass")
+`, tc.rule, reg.Host, keyJSON)
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(policy), &u.Object); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.dyn.Resource(kyvernov1.GroupVersion.WithResource("clusterpolicies")).Create(e.ctx, u, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			e.wantResults("the signed image's result", "images", string(obj.GetUID()), "signed-images/verify=pass")
 
-	reg.Unsign(t, img)
-	if err := c.FullRescan(e.ctx); err != nil {
-		t.Fatal(err)
+			reg.Unsign(t, img)
+			if err := c.FullRescan(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			rep := e.wantResults("the result once the signature is gone", "images", string(obj.GetUID()), "signed-images/verify=fail")
+			results, _, _ := unstructured.NestedSlice(rep.Object, "results")
+			if msg, _ := results[0].(map[string]any)["message"].(string); !strings.Contains(msg, img.DigestRef) || !strings.Contains(msg, "no signatures found") {
+				t.Errorf("message %q, want the image and the reason", msg)
+			}
+		})
 	}
-	rep := e.wantResults("the result once the signature is gone", "images", string(pod.UID), "signed-images/verify=fail")
-	results, _, _ := unstructured.NestedSlice(rep.Object, "results")
-	if msg, _ := results[0].(map[string]any)["message"].(string); msg == "" || !strings.Contains(msg, "no signatures found") {
-		t.Errorf("message %q, want the reason", msg)
+}
+
+// createObject creates obj in namespace images.
+func (e *env) createObject(gvr schema.GroupVersionResource, obj map[string]any) *unstructured.Unstructured {
+	e.t.Helper()
+	out, err := e.dyn.Resource(gvr).Namespace("images").Create(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
 	}
+	return out
 }
 
 // TestBackgroundScanImageValidatingPolicy: an ImageValidatingPolicy's
@@ -151,76 +188,4 @@ spec:
 		t.Fatal(err)
 	}
 	e.wantResults("the result once the signature is gone", "images", string(pods["signed"].UID), "signed-images/signed-images=fail")
-}
-
-// TestBackgroundRescanVerifiesCustomExtractorImages: a verifyImages rule
-// whose custom imageExtractors read Tekton Task steps scans Tasks that
-// already exist: the signed step passes, and once its signature is gone
-// the next full rescan verifies again and fails the Task.
-func TestBackgroundRescanVerifiesCustomExtractorImages(t *testing.T) {
-	reg := imagetest.NewRegistry(t)
-	key := imagetest.NewKey(t)
-	img := reg.Push(t, "app", "v1")
-	reg.Sign(t, img, key.Signer, imagetest.SignOptions{})
-
-	e := startEnv(t)
-	e.images = imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
-	tasks := schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "tasks"}
-	controlplanetest.InstallCRD(e.ctx, t, e.cfg, tasks, "Task")
-	if _, err := e.cs.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	task, err := e.dyn.Resource(tasks).Namespace("ci").Create(e.ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "tekton.dev/v1", "kind": "Task",
-		"metadata": map[string]any{"name": "build"},
-		"spec": map[string]any{"steps": []any{
-			map[string]any{"name": "script-only", "script": "echo hi"},
-			map[string]any{"name": "compile", "image": img.DigestRef},
-		}},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := e.startController(Options{PolicyDebounce: 100 * time.Millisecond})
-
-	keyJSON, _ := json.Marshal(key.PublicPEM)
-	policy := fmt.Sprintf(`apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata: {name: signed-tasks}
-spec:
-  background: true
-  rules:
-  - name: steps
-    match: {any: [{resources: {kinds: [Task]}}]}
-    imageExtractors:
-      Task:
-      - {path: /spec/steps/*/image, key: name, name: steps}
-    verifyImages:
-    - imageReferences: ["%s/*"]
-      failureAction: Audit
-      mutateDigest: false
-      attestors:
-      - entries:
-        - keys:
-            publicKeys: %s
-            rekor: {url: "http://127.0.0.1:1", ignoreTlog: true}
-`, reg.Host, keyJSON)
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(policy), &u.Object); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.dyn.Resource(kyvernov1.GroupVersion.WithResource("clusterpolicies")).Create(e.ctx, u, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.wantResults("the signed step's result", "ci", string(task.GetUID()), "signed-tasks/steps=pass")
-
-	reg.Unsign(t, img)
-	if err := c.FullRescan(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	rep := e.wantResults("the result once the signature is gone", "ci", string(task.GetUID()), "signed-tasks/steps=fail")
-	results, _, _ := unstructured.NestedSlice(rep.Object, "results")
-	if msg, _ := results[0].(map[string]any)["message"].(string); !strings.Contains(msg, img.DigestRef) || !strings.Contains(msg, "no signatures found") {
-		t.Errorf("message %q, want the step's image and the reason", msg)
-	}
 }

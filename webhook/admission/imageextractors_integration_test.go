@@ -48,11 +48,8 @@ var taskGVR = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Re
 // patch built from the extractor's path), and denies a Task with an
 // unsigned step in Kyverno's words.
 func TestImageExtractorsOnRealAPIServer(t *testing.T) {
-	reg := imagetest.NewRegistry(t)
 	key := imagetest.NewKey(t)
-	signed := reg.Push(t, "app", "signed")
-	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
-	unsigned := reg.Push(t, "app", "unsigned")
+	reg, signed, unsigned := imagetest.NewSignedRegistry(t, "app", key)
 	verifier := imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
 	f := startAdmission(t, withNamespaces("ci"), withOptions(func(o *Options) {
 		o.State.Loaders.ImageVerifier = verifier
