@@ -23,8 +23,8 @@
 //     happened while no leader ran, and every ResyncInterval, which also
 //     covers a synchronized rule's triggers that admission missed and
 //     gives Failed UpdateRequests one more attempt (resync.go).
-//   - Watches: downstream objects (by their generate.kyverno.io labels) and
-//     clone sources. An edited or deleted downstream object of a
+//   - Watches: downstream objects (by their generate.kyverno.io labels and
+//     LabelPolicyKind, downstream.go) and clone sources. An edited or deleted downstream object of a
 //     synchronized rule is restored, a changed clone source reaches its
 //     copies. Kyverno learns of these only through its webhooks.
 //

@@ -47,7 +47,7 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		return nil
 	}
 	if snap != nil && operationOf(snap) == kyvernov1.Delete {
-		return c.generateOnDelete(ctx, w, snap, rule)
+		return c.generateOnDelete(ctx, w, snap, p, rule)
 	}
 	trigger, err := c.fetchTrigger(ctx, w.trigger)
 	switch {
@@ -84,7 +84,7 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		}
 		return err
 	}
-	err = c.applyGenerated(ctx, rr, sync)
+	err = c.applyGenerated(ctx, p, rr, sync)
 	if err == nil || rr.Status == engine.StatusError {
 		// What was generated, or why the policy could not say; a failed
 		// write is the UpdateRequest's to tell, and is retried.
@@ -104,8 +104,10 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 // no longer generates (all of them when desired is nil): a rule that synchronizes
 // and does not orphan deletes them, as it would when the rule were
 // removed; any other rule releases them, removing every
-// generate.kyverno.io label and app.kubernetes.io/managed-by, so that
-// they no longer look managed and nothing syncs or deletes them later.
+// generate.kyverno.io label, LabelPolicyKind and
+// app.kubernetes.io/managed-by, so that they no longer look managed and
+// nothing syncs or deletes them later. Only p's objects are touched
+// (ownsDownstream), never those of another policy of its name.
 //
 // Kyverno un-labels the old downstream objects whatever the rule's
 // settings (background-cleanup.md §3.4): under synchronize that leaves
@@ -135,9 +137,8 @@ func (c *Controller) pruneStale(ctx context.Context, p kyvernov1.PolicyInterface
 		want[id] = true
 	}
 	remove := rule.Generation.Synchronize && !rule.Generation.OrphanDownstreamOnPolicyDelete
-	key := engine.PolicyKey(p)
 	var errs []error
-	for _, o := range w.downstreamFor(key, rule.Name, trigger.UID) {
+	for _, o := range w.downstreamFor(p, rule.Name, trigger.UID) {
 		if want[objectID{gr: o.gvr.GroupResource(), namespace: o.meta.Namespace, name: o.meta.Name}] {
 			continue
 		}
@@ -180,12 +181,12 @@ func forTrigger(t triggerRef) string {
 }
 
 // releasedLabels is the merge patch of labels that releases a downstream
-// object: every generate.kyverno.io label and Kyverno's managed-by
-// removed.
+// object: every generate.kyverno.io label, LabelPolicyKind and Kyverno's
+// managed-by removed.
 func releasedLabels(l map[string]string) map[string]any {
 	out := map[string]any{}
 	for k, v := range l {
-		if strings.HasPrefix(k, generate.LabelPrefix) || (k == generate.LabelManagedBy && v == generate.ManagedBy) {
+		if strings.HasPrefix(k, generate.LabelPrefix) || k == LabelPolicyKind || (k == generate.LabelManagedBy && v == generate.ManagedBy) {
 			out[k] = nil
 		}
 	}
@@ -203,7 +204,7 @@ func (c *Controller) generateFor(ctx context.Context, compiled *compiledPolicies
 // deleted (its match names the DELETE operation), from the deleted object
 // the UpdateRequest recorded, once the delete really happened
 // (background-cleanup.md §2.7).
-func (c *Controller) generateOnDelete(ctx context.Context, w workItem, snap *snapshot, rule *kyvernov1.Rule) error {
+func (c *Controller) generateOnDelete(ctx context.Context, w workItem, snap *snapshot, p kyvernov1.PolicyInterface, rule *kyvernov1.Rule) error {
 	if snap.oldObject == nil {
 		return fmt.Errorf("the UpdateRequest of the deletion of %s holds no deleted object", w.trigger)
 	}
@@ -219,11 +220,11 @@ func (c *Controller) generateOnDelete(ctx context.Context, w workItem, snap *sna
 	if rr == nil || rr.Status == engine.StatusFail || rr.Status == engine.StatusSkip {
 		return nil
 	}
-	return c.applyGenerated(ctx, rr, rule.Generation.Synchronize)
+	return c.applyGenerated(ctx, p, rr, rule.Generation.Synchronize)
 }
 
-// applyGenerated makes the objects of a rule response exist.
-func (c *Controller) applyGenerated(ctx context.Context, rr *engine.RuleResponse, sync bool) error {
+// applyGenerated makes the objects of a rule response of p exist.
+func (c *Controller) applyGenerated(ctx context.Context, p kyvernov1.PolicyInterface, rr *engine.RuleResponse, sync bool) error {
 	if rr.Status != engine.StatusPass {
 		return errors.New(rr.Message)
 	}
@@ -237,7 +238,7 @@ func (c *Controller) applyGenerated(ctx context.Context, rr *engine.RuleResponse
 				}
 			}
 		}
-		if err := c.applyDesired(ctx, &rr.Generated[i]); err != nil {
+		if err := c.applyDesired(ctx, p, &rr.Generated[i]); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -317,11 +318,15 @@ func (c *Controller) fetchTrigger(ctx context.Context, t triggerRef) (map[string
 	return obj.Object, nil
 }
 
-// applyDesired makes a desired downstream object exist: created when
-// missing; when it exists and the rule synchronizes, brought back in line
-// with server-side apply if it drifted. An object there that the policy
-// did not generate is left alone and the policy gets an event.
-func (c *Controller) applyDesired(ctx context.Context, d *generate.DesiredObject) error {
+// applyDesired makes a desired downstream object of p exist, labelled
+// with p's kind (LabelPolicyKind): created when missing; when it exists
+// and the rule synchronizes, brought back in line with server-side apply
+// if it drifted (which adds the kind label to an object an older charter
+// generated). An object there that the policy did not generate, or that
+// is not provably its (ownsDownstream), is left alone and the policy
+// gets an event.
+func (c *Controller) applyDesired(ctx context.Context, p kyvernov1.PolicyInterface, d *generate.DesiredObject) error {
+	withPolicyKind(d.Object, p)
 	u := &unstructured.Unstructured{Object: d.Object}
 	ri, mapping, err := c.resource(u.GetAPIVersion(), u.GetKind(), u.GetNamespace())
 	if err != nil {
@@ -345,10 +350,10 @@ func (c *Controller) applyDesired(ctx context.Context, d *generate.DesiredObject
 	case err != nil:
 		return c.describe(err, "get", mapping, u.GetNamespace(), u.GetName())
 	default:
-		if !generatedBy(cur.GetLabels(), d.Policy) {
-			c.policyEvent(c.downstreamPolicy(policyKeyOf(d.Policy), d.Rule), "Warning", ReasonDownstreamExists, fmt.Sprintf(
-				"rule %s: %s %s already exists and was not generated by this policy (no %s=%s label); charter leaves it alone instead of taking it over",
-				d.Rule, u.GetKind(), objectName(u.GetNamespace(), u.GetName()), generate.LabelPolicyName, d.Policy.Name))
+		if !c.ownsDownstream(cur.GetLabels(), p, "") {
+			c.policyEvent(engine.PolicyID(p), "Warning", ReasonDownstreamExists, fmt.Sprintf(
+				"rule %s: %s %s already exists and was not generated by this policy (%s); charter leaves it alone instead of taking it over",
+				d.Rule, u.GetKind(), objectName(u.GetNamespace(), u.GetName()), c.foreignDownstream(cur.GetLabels(), p)))
 			return nil
 		}
 		if !d.Synchronize || contains(cur.Object, d.Object) {
@@ -369,19 +374,6 @@ func (c *Controller) applyDesired(ctx context.Context, d *generate.DesiredObject
 	return nil
 }
 
-// generatedBy reports whether an object's labels say the policy generated
-// it.
-func generatedBy(l map[string]string, p generate.PolicyRef) bool {
-	return l[generate.LabelPolicyName] == p.Name && l[generate.LabelPolicyNamespace] == p.Namespace
-}
-
-func policyKeyOf(p generate.PolicyRef) string {
-	if p.Namespace != "" {
-		return p.Namespace + "/" + p.Name
-	}
-	return p.Name
-}
-
 func objectName(namespace, name string) string {
 	if namespace == "" {
 		return name
@@ -391,7 +383,9 @@ func objectName(namespace, name string) string {
 
 // deleteDownstream deletes what a rule generated, for one trigger or
 // (trigger nil) for every trigger, found by its generate.kyverno.io
-// labels among the kinds the rule generates.
+// labels among the kinds the rule generates; of those, only the objects
+// provably the policy's (ownsDownstream: LabelPolicyKind, or no other
+// policy of its name with that rule) go.
 func (c *Controller) deleteDownstream(ctx context.Context, policy kyvernov1.PolicyInterface, rule *kyvernov1.Rule, trigger *triggerRef) error {
 	p := policyRefOf(policy)
 	set := labels.Set{generate.LabelPolicyName: p.Name, generate.LabelPolicyNamespace: p.Namespace, generate.LabelRuleName: rule.Name}
@@ -412,6 +406,9 @@ func (c *Controller) deleteDownstream(ctx context.Context, policy kyvernov1.Poli
 			}
 			for i := range list.Items {
 				o := &list.Items[i]
+				if !c.ownsDownstream(o.Labels, policy, rule.Name) {
+					continue
+				}
 				ri := c.dyn.Resource(t.GVR).Namespace(o.Namespace)
 				c.stats.Writes.Add(1)
 				if err := ri.Delete(ctx, o.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

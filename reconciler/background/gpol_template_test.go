@@ -19,12 +19,18 @@ import (
 // retargetedEvent finds a DownstreamRetargeted event about a policy whose
 // message holds every part.
 func (e *env) retargetedEvent(kind, policy string, parts ...string) error {
+	return e.policyEvent(ReasonDownstreamRetargeted, kind, policy, parts...)
+}
+
+// policyEvent finds an event of the reason about a policy whose message
+// holds every part.
+func (e *env) policyEvent(reason, kind, policy string, parts ...string) error {
 	var events corev1.EventList
 	if err := e.cl.List(e.ctx, &events); err != nil {
 		return err
 	}
 	for _, ev := range events.Items {
-		if ev.Reason != ReasonDownstreamRetargeted || ev.InvolvedObject.Kind != kind || ev.InvolvedObject.Name != policy {
+		if ev.Reason != reason || ev.InvolvedObject.Kind != kind || ev.InvolvedObject.Name != policy {
 			continue
 		}
 		found := true
@@ -35,7 +41,7 @@ func (e *env) retargetedEvent(kind, policy string, parts ...string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("no %s event on %s %s with %q among %d events", ReasonDownstreamRetargeted, kind, policy, parts, len(events.Items))
+	return fmt.Errorf("no %s event on %s %s with %q among %d events", reason, kind, policy, parts, len(events.Items))
 }
 
 // editGeneratingPolicy rewrites the template of a GeneratingPolicy's first

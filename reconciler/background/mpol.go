@@ -2,7 +2,6 @@ package background
 
 import (
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,23 +58,4 @@ func statusObject(id string) interface {
 		client.Object
 		kyvernov1.PolicyInterface
 	})
-}
-
-// downstreamPolicy is the engine.PolicyID of the policy whose generate
-// rule made an object, from the key and rule its labels name. The labels
-// carry no kind (nor do Kyverno's): a ClusterPolicy or Policy with that
-// generate rule comes first, then the GeneratingPolicy of that key.
-func (c *Controller) downstreamPolicy(key, rule string) string {
-	compiled := c.compiled.Load()
-	if r := ruleOf(compiled.byID[key], rule); r != nil && r.HasGenerate() {
-		return key
-	}
-	kind := policiesv1.GeneratingPolicyKind
-	if strings.Contains(key, "/") {
-		kind = policiesv1.NamespacedGeneratingPolicyKind
-	}
-	if id := engine.PolicyIDFor(kind, key); compiled.byID[id] != nil {
-		return id
-	}
-	return key
 }

@@ -18,12 +18,14 @@ import (
 )
 
 // Indexes of the downstream informers.
+// An object is indexed under every engine.PolicyID its labels may name
+// (downstreamOwners); ownsDownstream decides among them.
 const (
-	// byRule: policy key and rule name.
+	// byRule: policy ID and rule name.
 	byRule = "rule"
 	// bySource: the uid of the clone source.
 	bySource = "source"
-	// byTrigger: policy key, rule name and trigger uid.
+	// byTrigger: policy ID, rule name and trigger uid.
 	byTrigger = "trigger"
 )
 
@@ -122,11 +124,21 @@ func (w *watches) ensureSource(gvr schema.GroupVersionResource, namespace string
 }
 
 // requeueDownstream queues the rule that generated a downstream object,
-// for its trigger.
+// for its trigger: the rule of the policy its LabelPolicyKind names, or,
+// without that label, the rule of each policy its labels may name that
+// has it (each brings back only its own objects; ownsDownstream keeps
+// them off an object that is not provably theirs).
 func (w *watches) requeueDownstream(m *metav1.PartialObjectMetadata) {
-	if item, ok := workOf(m.Labels); ok {
-		item.policy = w.c.downstreamPolicy(item.policy, item.rule)
-		w.queue.Add(item)
+	ids, item, ok := downstreamOwners(m.Labels)
+	if !ok {
+		return
+	}
+	compiled := w.c.compiled.Load()
+	for _, id := range ids {
+		if r := ruleOf(compiled.byID[id], item.rule); r != nil && r.HasGenerate() {
+			item.policy = id
+			w.queue.Add(item)
+		}
 	}
 }
 
@@ -151,7 +163,7 @@ func (w *watches) requeueClones(uid types.UID) {
 // downstreamOf returns the work that re-syncs every downstream object of
 // a rule of p.
 func (w *watches) downstreamOf(p kyvernov1.PolicyInterface, rule string) []workItem {
-	key, id := engine.PolicyKey(p), engine.PolicyID(p)
+	id := engine.PolicyID(p)
 	w.mu.Lock()
 	infs := make([]cache.SharedIndexInformer, 0, len(w.downstream))
 	for _, inf := range w.downstream {
@@ -160,9 +172,9 @@ func (w *watches) downstreamOf(p kyvernov1.PolicyInterface, rule string) []workI
 	w.mu.Unlock()
 	var out []workItem
 	for _, inf := range infs {
-		objs, _ := inf.GetIndexer().ByIndex(byRule, key+"\x00"+rule)
+		objs, _ := inf.GetIndexer().ByIndex(byRule, id+"\x00"+rule)
 		for _, o := range objs {
-			if m := metaOf(o); m != nil {
+			if m := metaOf(o); m != nil && w.c.ownsDownstream(m.Labels, p, rule) {
 				if item, ok := workOf(m.Labels); ok {
 					item.policy = id
 					out = append(out, item)
@@ -179,9 +191,10 @@ type downstreamObject struct {
 	meta *metav1.PartialObjectMetadata
 }
 
-// downstreamFor returns the objects a rule generated for one trigger,
-// among the kinds watched.
-func (w *watches) downstreamFor(policy, rule string, trigger types.UID) []downstreamObject {
+// downstreamFor returns the objects a rule of p generated for one
+// trigger, among the kinds watched.
+func (w *watches) downstreamFor(p kyvernov1.PolicyInterface, rule string, trigger types.UID) []downstreamObject {
+	id := engine.PolicyID(p)
 	w.mu.Lock()
 	infs := make(map[schema.GroupVersionResource]cache.SharedIndexInformer, len(w.downstream))
 	for gvr, inf := range w.downstream {
@@ -190,9 +203,9 @@ func (w *watches) downstreamFor(policy, rule string, trigger types.UID) []downst
 	w.mu.Unlock()
 	var out []downstreamObject
 	for gvr, inf := range infs {
-		objs, _ := inf.GetIndexer().ByIndex(byTrigger, policy+"\x00"+rule+"\x00"+string(trigger))
+		objs, _ := inf.GetIndexer().ByIndex(byTrigger, id+"\x00"+rule+"\x00"+string(trigger))
 		for _, o := range objs {
-			if m := metaOf(o); m != nil {
+			if m := metaOf(o); m != nil && w.c.ownsDownstream(m.Labels, p, rule) {
 				out = append(out, downstreamObject{gvr: gvr, meta: m})
 			}
 		}
@@ -202,7 +215,7 @@ func (w *watches) downstreamFor(policy, rule string, trigger types.UID) []downst
 
 // workOf is the work of the rule that generated an object, from its
 // labels. Its policy is the key the labels name, which the caller turns
-// into an engine.PolicyID (downstreamPolicy).
+// into an engine.PolicyID (downstreamOwners).
 func workOf(l map[string]string) (workItem, bool) {
 	name, rule := l[generate.LabelPolicyName], l[generate.LabelRuleName]
 	if name == "" || rule == "" || l[generate.LabelTriggerUID] == "" {
@@ -220,11 +233,12 @@ func indexRule(obj any) ([]string, error) {
 	if m == nil {
 		return nil, nil
 	}
-	item, ok := workOf(m.Labels)
-	if !ok {
-		return nil, nil
+	ids, item, _ := downstreamOwners(m.Labels)
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id + "\x00" + item.rule
 	}
-	return []string{item.policy + "\x00" + item.rule}, nil
+	return out, nil
 }
 
 func indexTrigger(obj any) ([]string, error) {
@@ -232,11 +246,12 @@ func indexTrigger(obj any) ([]string, error) {
 	if m == nil {
 		return nil, nil
 	}
-	item, ok := workOf(m.Labels)
-	if !ok {
-		return nil, nil
+	ids, item, _ := downstreamOwners(m.Labels)
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id + "\x00" + item.rule + "\x00" + string(item.trigger.UID)
 	}
-	return []string{item.policy + "\x00" + item.rule + "\x00" + string(item.trigger.UID)}, nil
+	return out, nil
 }
 
 func indexSource(obj any) ([]string, error) {
