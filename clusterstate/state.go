@@ -8,8 +8,10 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -20,6 +22,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/cleanuppolicies"
+	"github.com/charter-dev/charter/clusterstate/globalcontext"
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/params"
 	"github.com/charter-dev/charter/clusterstate/policycache"
@@ -37,6 +40,10 @@ type State struct {
 	// Params are the informers of the param kinds installed policies
 	// name (validate.cel paramKind); New adds them to the manager.
 	Params *params.Informers
+	// GlobalContext holds the GlobalContextEntries' data (an informer per
+	// kubernetesResource entry, a poller per apiCall entry); New adds it
+	// to the manager. Loaders.GlobalContext reads it.
+	GlobalContext *globalcontext.Store
 	// Loaders are what the engine reads as it evaluates: namespace labels
 	// and params from informers, ConfigMaps and API calls from the API
 	// server on every evaluation (see package loaders).
@@ -65,6 +72,9 @@ func New(mgr manager.Manager, log logr.Logger, opts ...Option) (*State, error) {
 		return nil, fmt.Errorf("clusterstate: %w", err)
 	}
 	if err := mgr.Add(s.Params); err != nil {
+		return nil, fmt.Errorf("clusterstate: %w", err)
+	}
+	if err := mgr.Add(s.GlobalContext); err != nil {
 		return nil, fmt.Errorf("clusterstate: %w", err)
 	}
 	if o := newOptions(opts); o.exceptionEvents {
@@ -128,6 +138,14 @@ type options struct {
 	http            loaders.HTTPLimits
 	exceptionEvents bool
 	paramsConfig    *rest.Config
+	globalConfig    *rest.Config
+}
+
+// WithGlobalContextConfig reads GlobalContextEntries and the resources
+// they name, and checks the rights to, as cfg's identity rather than the
+// manager's (tests of a restricted identity).
+func WithGlobalContextConfig(cfg *rest.Config) Option {
+	return func(o *options) { o.globalConfig = cfg }
 }
 
 // WithParamsConfig reads params, and checks the rights to read them, as
@@ -183,39 +201,72 @@ func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opt
 		return nil, err
 	}
 	cache.OnInstalledChange(func(in *policycache.Installed) { paramInformers.Watch(params.KindsOf(in.Policies)) })
+	global, err := newGlobalContext(cfg, o.globalConfig, apiCalls, log)
+	if err != nil {
+		return nil, err
+	}
 	return &State{
 		Policies:        cache,
 		CleanupPolicies: cleanuppolicies.New(informers),
 		Params:          paramInformers,
+		GlobalContext:   global,
 		Loaders: engine.Loaders{
-			Namespaces: cache,
-			ConfigMaps: loaders.ConfigMaps{Client: kube},
-			APICalls:   apiCalls,
-			Params:     paramInformers,
+			GlobalContext: global,
+			Namespaces:    cache,
+			ConfigMaps:    loaders.ConfigMaps{Client: kube},
+			APICalls:      apiCalls,
+			Params:        paramInformers,
 		},
 	}, nil
 }
 
 // newParams builds the param informers, as override's identity when set.
 func newParams(cfg, override *rest.Config, log logr.Logger) (*params.Informers, error) {
+	c, err := newDynamicClients(cfg, override, "params")
+	if err != nil {
+		return nil, err
+	}
+	return params.New(c.dyn, c.mapper, c.access, log.WithName("params")), nil
+}
+
+// newGlobalContext builds the GlobalContextEntry store, as override's
+// identity when set; its apiCalls are bound by the HTTP limits.
+func newGlobalContext(cfg, override *rest.Config, calls *loaders.APICalls, log logr.Logger) (*globalcontext.Store, error) {
+	c, err := newDynamicClients(cfg, override, "global context")
+	if err != nil {
+		return nil, err
+	}
+	return globalcontext.New(c.dyn, c.mapper, c.access, calls.Guarded(), log.WithName("globalcontext")), nil
+}
+
+// dynamicClients read any resource and check the rights to.
+type dynamicClients struct {
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+	access authorizationclient.SelfSubjectAccessReviewInterface
+}
+
+// newDynamicClients builds them for cfg, or override when set; what names
+// the user in errors.
+func newDynamicClients(cfg, override *rest.Config, what string) (dynamicClients, error) {
 	if override != nil {
 		cfg = override
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("clusterstate: params client: %w", err)
+		return dynamicClients{}, fmt.Errorf("clusterstate: %s client: %w", what, err)
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("clusterstate: params client: %w", err)
+		return dynamicClients{}, fmt.Errorf("clusterstate: %s client: %w", what, err)
 	}
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("clusterstate: params client: %w", err)
+		return dynamicClients{}, fmt.Errorf("clusterstate: %s client: %w", what, err)
 	}
 	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
 	if err != nil {
-		return nil, fmt.Errorf("clusterstate: params mapper: %w", err)
+		return dynamicClients{}, fmt.Errorf("clusterstate: %s mapper: %w", what, err)
 	}
-	return params.New(dyn, mapper, kube.AuthorizationV1().SelfSubjectAccessReviews(), log.WithName("params")), nil
+	return dynamicClients{dyn: dyn, mapper: mapper, access: kube.AuthorizationV1().SelfSubjectAccessReviews()}, nil
 }

@@ -39,6 +39,8 @@ var reviewed = map[string][]grant{
 	"charter-admission": {
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "policy cache informers"},
 		{cluster, "kyverno.io", "clusterpolicies/status,policies/status", "get,update,patch", "policy Ready status"},
+		{cluster, "kyverno.io", "globalcontextentries", "get,list,watch", "GlobalContextEntry data and its reconciler"},
+		{cluster, "kyverno.io", "globalcontextentries/status", "get,update,patch", "GlobalContextEntry Ready status"},
 		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,generatingpolicies,namespacedgeneratingpolicies,mutatingpolicies,namespacedmutatingpolicies,imagevalidatingpolicies,namespacedimagevalidatingpolicies", "get,list,watch", "policy cache informers"},
 		{cluster, "policies.kyverno.io", "policyexceptions", "get,list,watch", "the shared policy cache watches CEL PolicyExceptions"},
 		{cluster, "policies.kyverno.io", "validatingpolicies/status,namespacedvalidatingpolicies/status,generatingpolicies/status,namespacedgeneratingpolicies/status,mutatingpolicies/status,namespacedmutatingpolicies/status,imagevalidatingpolicies/status,namespacedimagevalidatingpolicies/status", "get,update,patch", "policy Ready status"},
@@ -58,6 +60,7 @@ var reviewed = map[string][]grant{
 	},
 	"charter-reports": {
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "background policies"},
+		{cluster, "kyverno.io", "globalcontextentries", "list,watch", "GlobalContextEntry data (clusterstate)"},
 		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,generatingpolicies,namespacedgeneratingpolicies,mutatingpolicies,namespacedmutatingpolicies,imagevalidatingpolicies,namespacedimagevalidatingpolicies", "get,list,watch", "background policies"},
 		{cluster, "policies.kyverno.io", "policyexceptions", "get,list,watch", "the shared policy cache watches CEL PolicyExceptions"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector"},
@@ -82,6 +85,7 @@ var reviewed = map[string][]grant{
 	},
 	"charter-background": {
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "generate and mutate-existing rules"},
+		{cluster, "kyverno.io", "globalcontextentries", "list,watch", "GlobalContextEntry data (clusterstate)"},
 		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,generatingpolicies,namespacedgeneratingpolicies,mutatingpolicies,namespacedmutatingpolicies,imagevalidatingpolicies,namespacedimagevalidatingpolicies", "get,list,watch", "the shared policy cache watches them"},
 		{cluster, "policies.kyverno.io", "policyexceptions", "get,list,watch", "the shared policy cache watches CEL PolicyExceptions"},
 		{cluster, "kyverno.io", "updaterequests", "get,list,watch,delete", "its work queue"},
@@ -105,6 +109,7 @@ var reviewed = map[string][]grant{
 		{cluster, "policies.kyverno.io", "deletingpolicies,namespaceddeletingpolicies", "get,list,watch", "the deleting policies"},
 		{cluster, "policies.kyverno.io", "deletingpolicies/status,namespaceddeletingpolicies/status", "get,update,patch", "last run, Ready/Stalled"},
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "the process's shared policy cache (clusterstate)"},
+		{cluster, "kyverno.io", "globalcontextentries", "list,watch", "GlobalContextEntry data (clusterstate)"},
 		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,generatingpolicies,namespacedgeneratingpolicies,mutatingpolicies,namespacedmutatingpolicies,imagevalidatingpolicies,namespacedimagevalidatingpolicies", "get,list,watch", "the process's shared policy cache (clusterstate)"},
 		{cluster, "policies.kyverno.io", "policyexceptions", "get,list,watch", "the shared policy cache watches CEL PolicyExceptions"},
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector"},

@@ -377,7 +377,10 @@ func (c *libContext) global(name, projection string) ref.Val {
 	}
 	v, err := l.GlobalContextEntry(c.ctx, key)
 	if err != nil {
-		if projection == "" {
+		// An unknown entry is null, as Kyverno's; one that exists but
+		// cannot load, or lacks the projection, is an error: never empty
+		// data that could pass a policy.
+		if projection == "" && errors.Is(err, ErrGlobalContextEntryNotFound) {
 			return types.NullValue
 		}
 		return types.NewErr("failed to get global reference: %v", err)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -99,10 +100,18 @@ type ImageDataLoader interface {
 	ImageData(ctx context.Context, reference string, creds ImageCredentials) (map[string]any, error)
 }
 
-// GlobalContext returns the data of a GlobalContextEntry by name.
+// GlobalContext returns the data of a GlobalContextEntry by name, or of
+// one of its projections by "<entry>.<projection>". An entry that does
+// not exist is an error wrapping ErrGlobalContextEntryNotFound (the CEL
+// globalContext.Get reads it as null); any other error (an entry that
+// cannot load) is a rule error.
 type GlobalContext interface {
 	GlobalContextEntry(ctx context.Context, name string) (any, error)
 }
+
+// ErrGlobalContextEntryNotFound is a GlobalContextEntry that does not
+// exist.
+var ErrGlobalContextEntryNotFound = errors.New("global context entry not found")
 
 // NamespaceLabelsLoader returns the labels of a namespace.
 type NamespaceLabelsLoader interface {

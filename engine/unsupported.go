@@ -86,7 +86,6 @@ var unsupportedFeatures = []feature{
 	{name: "CleanupPolicy", kinds: []string{"CleanupPolicy"}, path: "spec", where: InCLI},
 	// Nobody yet.
 	{name: "validate.assert", kinds: kyvernoPolicies, path: "spec.rules[*].validate.assert", where: Everywhere},
-	{name: "context entry globalReference (no GlobalContextEntry support)", kinds: kyvernoPolicies, path: "spec.rules[*].**.context[*].globalReference", where: InCluster},
 	{name: "the CEL authorizer", kinds: kyvernoPolicies, path: "spec.rules[*].**.expression", where: Everywhere, when: usesCELAuthorizer},
 	{name: "webhookConfiguration.matchConditions", kinds: kyvernoPolicies, path: "spec.webhookConfiguration.matchConditions", where: InCluster},
 }

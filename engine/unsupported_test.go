@@ -112,7 +112,8 @@ func TestUnsupportedTableCovered(t *testing.T) {
 
 // TestUnsupportedCompiled checks that Compile records the findings on the
 // compiled policy and the set, and that they read as the status and the
-// policy admission show them.
+// policy admission show them: an audit-only rule's finding is not
+// enforced.
 func TestUnsupportedCompiled(t *testing.T) {
 	var p kyvernov1.ClusterPolicy
 	if err := yaml.UnmarshalStrict([]byte(`
@@ -124,8 +125,11 @@ spec:
   rules:
   - name: r
     match: {any: [{resources: {kinds: [Pod]}}]}
-    context: [{name: g, globalReference: {name: x}}]
     validate: {assert: {object: {spec: {}}}}
+  - name: audit
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    celPreconditions: [{name: can, expression: "authorizer.group('').resource('pods').check('get').allowed()"}]
+    validate: {failureAction: Audit, deny: {}}
 `), &p); err != nil {
 		t.Fatal(err)
 	}
@@ -138,15 +142,14 @@ spec:
 		t.Fatalf("findings: %v", all)
 	}
 	cli := set.Policies()[0].Unsupported().In(InCLI)
-	if len(cli) != 1 || cli[0].Field != "spec.rules[0].validate.assert" {
+	if len(cli) != 2 || cli[1].Field != "spec.rules[1].celPreconditions[0].expression" || cli[1].Enforce {
 		t.Fatalf("CLI findings: %v", cli)
 	}
-	want := `spec.rules[0].context[0].globalReference: context entry globalReference (no GlobalContextEntry support) is not supported by charter in the cluster yet; ` +
-		`spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet`
+	want := `spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet`
 	if got := all.In(InCluster).Enforced().Messages(); got != want {
 		t.Errorf("messages:\n got %s\nwant %s", got, want)
 	}
-	if got := cli.Error(); got != `ClusterPolicy "verify": spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet` {
+	if got := cli.Enforced().Error(); got != `ClusterPolicy "verify": spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet` {
 		t.Errorf("error: %s", got)
 	}
 }

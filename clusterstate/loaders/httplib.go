@@ -161,3 +161,17 @@ func (a *APICalls) libraryCall(ctx context.Context, method string, call engine.A
 
 // statusOK is whether an apiCall entry's answer counts as an answer.
 func statusOK(status int) bool { return status >= http.StatusOK && status < http.StatusMultipleChoices }
+
+// Guarded returns an APICaller for GlobalContextEntries' apiCalls: a
+// urlPath goes to the API server as an apiCall entry's does; a service
+// URL is bound by the HTTP limits (--cel-http-blocklist, --cel-http-
+// allowlist) as the CEL http library is, since a GlobalContextEntry, like
+// a policy, should not make charter call cloud metadata or loopback. The
+// answer is an apiCall entry's: decoded JSON, a non-2xx status an error.
+func (a *APICalls) Guarded() engine.APICaller { return guardedCalls{a} }
+
+type guardedCalls struct{ a *APICalls }
+
+func (g guardedCalls) Call(ctx context.Context, call engine.APICall) (any, error) {
+	return g.a.call(ctx, call, true)
+}

@@ -103,6 +103,12 @@ func NewAPICalls(kube kubernetes.Interface) *APICalls {
 
 // Call performs the call and returns its decoded JSON answer.
 func (a *APICalls) Call(ctx context.Context, call engine.APICall) (any, error) {
+	return a.call(ctx, call, false)
+}
+
+// call performs the call; guardServices binds a service URL by the HTTP
+// limits (see Guarded).
+func (a *APICalls) call(ctx context.Context, call engine.APICall, guardServices bool) (any, error) {
 	method := strings.ToUpper(call.Method)
 	if method == "" {
 		method = http.MethodGet
@@ -131,7 +137,7 @@ func (a *APICalls) Call(ctx context.Context, call engine.APICall) (any, error) {
 	case call.URLPath != "":
 		raw, err = a.callAPIServer(ctx, method, call.URLPath, body)
 	case call.URL != "":
-		raw, err = a.callService(ctx, method, call, body)
+		raw, err = a.callService(ctx, method, call, body, guardServices)
 	default:
 		return nil, errors.New("neither urlPath nor service.url is set")
 	}
@@ -159,8 +165,18 @@ func (a *APICalls) callAPIServer(ctx context.Context, method, urlPath string, bo
 	return req.Do(ctx).Raw()
 }
 
-func (a *APICalls) callService(ctx context.Context, method string, call engine.APICall, body []byte) ([]byte, error) {
-	client, err := a.client(call.CABundle, nil)
+func (a *APICalls) callService(ctx context.Context, method string, call engine.APICall, body []byte, guarded bool) ([]byte, error) {
+	var guard *httpGuard
+	if guarded {
+		var err error
+		if guard, err = a.guard(); err != nil {
+			return nil, err
+		}
+		if err := guard.checkURL(call.URL); err != nil {
+			return nil, err
+		}
+	}
+	client, err := a.client(call.CABundle, guard)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,7 @@ import (
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	kyvernov2alpha1 "github.com/charter-dev/charter/api/kyverno/v2alpha1"
 	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
@@ -44,6 +45,7 @@ import (
 	"github.com/charter-dev/charter/reconciler/background"
 	"github.com/charter-dev/charter/reconciler/cleanup"
 	"github.com/charter-dev/charter/reconciler/gitsync"
+	"github.com/charter-dev/charter/reconciler/globalcontext"
 	"github.com/charter-dev/charter/reconciler/reports"
 	"github.com/charter-dev/charter/webhook/admission"
 	"github.com/charter-dev/charter/webhook/config"
@@ -142,8 +144,8 @@ and, on the leader, certificate issue and rotation and the webhook
 configurations. Out of cluster, --webhook-url makes the webhooks call the
 server by URL (e.g. https://127.0.0.1:9443); in cluster they name the
 Service. Validate and mutate rules are enforced at admission. A policy
-using a feature charter cannot run in the cluster (validate.assert, a
-globalReference context entry, ...; see the README) is refused when a rule
+using a feature charter cannot run in the cluster (validate.assert, the
+CEL authorizer, ...; see the README) is refused when a rule
 of it enforces, and admitted with a warning when it only audits; either
 way its status is Ready=False, reason Unsupported.
 Cleanup policies are checked too (the schedule with the parser the
@@ -258,7 +260,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 
 func serveScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme, kyvernov2beta1.AddToScheme, policiesv1.AddToScheme, gitopsv1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme, kyvernov2beta1.AddToScheme, kyvernov2alpha1.AddToScheme, policiesv1.AddToScheme, gitopsv1alpha1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, err
 		}
@@ -517,6 +519,11 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			return nil, nil, err
 		}
 		running.admission = c
+		// GlobalContextEntry status, from the admission leader's view of
+		// the entries (every process loads them; one writes status).
+		if err := (&globalcontext.GlobalContextEntryReconciler{Client: mgr.GetClient(), Store: state.GlobalContext}).SetupWithManager(mgr); err != nil {
+			return nil, nil, fmt.Errorf("globalcontextentry: %w", err)
+		}
 		if err := mgr.AddReadyzCheck("admission", admissionReadiness(c.Cache.Synced, c.KeyPair)); err != nil {
 			return nil, nil, err
 		}

@@ -71,12 +71,13 @@ func (c *fakeCluster) Call(_ context.Context, call engine.APICall) (any, error) 
 	return c.get(call.URLPath)
 }
 
-// GlobalContextEntry returns a globalContextEntries mock by name.
+// GlobalContextEntry returns a globalContextEntries mock by name, or one
+// of its projections by "<entry>.<projection>", as the cluster does.
 func (c *fakeCluster) GlobalContextEntry(_ context.Context, name string) (any, error) {
 	if v, ok := c.global[name]; ok {
 		return v, nil
 	}
-	return nil, fmt.Errorf("global context entry %q: not mocked in the test's globalContextEntries", name)
+	return nil, fmt.Errorf("%w: %q is not mocked in the test's globalContextEntries", engine.ErrGlobalContextEntryNotFound, name)
 }
 
 // get serves /api/v1/... and /apis/group/version/... paths: a list of a

@@ -343,6 +343,13 @@ func loadInputs(s *Suite, cache *fileCache) (*inputs, error) {
 				return nil, fmt.Errorf("globalContextEntries[%d] (%s): %w", i, g.Name, err)
 			}
 			in.cluster.global[g.Name] = data
+			// A projection is also read as "<entry>.<projection>", as
+			// in the cluster.
+			if values, ok := data.(map[string]any); ok && len(g.Projections) > 0 {
+				for _, p := range g.Projections {
+					in.cluster.global[g.Name+"."+p.Name] = values[p.Name]
+				}
+			}
 		}
 	}
 	return in, nil

@@ -18,6 +18,11 @@ package background
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies;namespacedvalidatingpolicies;generatingpolicies;namespacedgeneratingpolicies;mutatingpolicies;namespacedmutatingpolicies;imagevalidatingpolicies;namespacedimagevalidatingpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policies.kyverno.io,resources=policyexceptions,verbs=get;list;watch
+// list;watch: globalReference context entries and the CEL globalContext
+// library read GlobalContextEntries, loaded by the process's
+// clusterstate (an informer per kubernetesResource entry: grant those
+// resources through the aggregated view role).
+// +kubebuilder:rbac:groups=kyverno.io,resources=globalcontextentries,verbs=list;watch
 // get;list;watch;delete: UpdateRequests are the controller's queue:
 // admission creates them, the controller deletes them once done.
 // +kubebuilder:rbac:groups=kyverno.io,resources=updaterequests,verbs=get;list;watch;delete

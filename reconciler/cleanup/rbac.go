@@ -25,6 +25,11 @@ package cleanup
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies;namespacedvalidatingpolicies;generatingpolicies;namespacedgeneratingpolicies;mutatingpolicies;namespacedmutatingpolicies;imagevalidatingpolicies;namespacedimagevalidatingpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policies.kyverno.io,resources=policyexceptions,verbs=get;list;watch
+// list;watch: globalReference context entries and the CEL globalContext
+// library read GlobalContextEntries, loaded by the process's
+// clusterstate (an informer per kubernetesResource entry: grant those
+// resources through the aggregated view role).
+// +kubebuilder:rbac:groups=kyverno.io,resources=globalcontextentries,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // get;list;watch: a CRD created or deleted makes the TTL controller
 // rediscover the kinds it watches at once.

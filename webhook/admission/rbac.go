@@ -16,6 +16,14 @@ package admission
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies;policies;policyexceptions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies;namespacedvalidatingpolicies;generatingpolicies;namespacedgeneratingpolicies;mutatingpolicies;namespacedmutatingpolicies;imagevalidatingpolicies;namespacedimagevalidatingpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policies.kyverno.io,resources=policyexceptions,verbs=get;list;watch
+// get;list;watch: globalReference context entries and the CEL
+// globalContext library read GlobalContextEntries, loaded by the
+// process's clusterstate; the leader's GlobalContextEntry reconciler
+// reads them from the manager's cache.
+// +kubebuilder:rbac:groups=kyverno.io,resources=globalcontextentries,verbs=get;list;watch
+// get;update;patch: the leader writes each GlobalContextEntry's Ready
+// condition and lastRefreshTime.
+// +kubebuilder:rbac:groups=kyverno.io,resources=globalcontextentries/status,verbs=get;update;patch
 // get;update;patch: the leader writes each policy's Ready condition and
 // autogen rules into status.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies/status;policies/status,verbs=get;update;patch

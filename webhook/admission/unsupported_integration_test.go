@@ -97,11 +97,11 @@ func TestUnsupportedOnRealAPIServer(t *testing.T) {
 	})
 
 	t.Run("a mutate rule, which has no Audit mode, is refused", func(t *testing.T) {
-		err := cl.Create(ctx, policyFile(t, "mutate-global-context.yaml"))
+		err := cl.Create(ctx, policyFile(t, "mutate-authorized.yaml"))
 		if err == nil {
 			t.Fatal("a mutate policy charter cannot run was admitted: it would mutate nothing")
 		}
-		want := `ClusterPolicy "mutate-global-context": spec.rules[0].context[0].globalReference: context entry globalReference (no GlobalContextEntry support) is not supported by charter in the cluster yet`
+		want := `ClusterPolicy "mutate-authorized": spec.rules[0].celPreconditions[0].expression: the CEL authorizer is not supported by charter anywhere yet`
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%v, want %q", err, want)
 		}
@@ -133,16 +133,16 @@ func TestUnsupportedOnRealAPIServer(t *testing.T) {
 	}
 
 	t.Run("an Audit policy is admitted with a warning, and is not Ready", func(t *testing.T) {
-		p := policyFile(t, "global-context-audit.yaml")
+		p := policyFile(t, "assert-audit.yaml")
 		if err := cl.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		field := "spec.rules[0].context[0].globalReference: context entry globalReference (no GlobalContextEntry support) is not supported by charter in the cluster yet"
-		want := `ClusterPolicy "global-context-audit": ` + field + "; admitted as its rule only audits, and its status shows Ready=False, reason Unsupported"
+		field := notSupported
+		want := `ClusterPolicy "assert-audit": ` + field + "; admitted as its rule only audits, and its status shows Ready=False, reason Unsupported"
 		if got := warnings.all(); len(got) != 1 || got[0] != want {
 			t.Errorf("warnings %q, want [%q]", got, want)
 		}
-		wantUnsupported("global-context-audit", field)
+		wantUnsupported("assert-audit", field)
 	})
 
 	t.Run("an Enforce policy that got in anyway is not Ready", func(t *testing.T) {

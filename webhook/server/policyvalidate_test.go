@@ -141,10 +141,9 @@ spec:
   rules:
   - name: r
     match: {any: [{resources: {kinds: [Pod]}}]}
-    context: [{name: g, globalReference: {name: allowed}}]
-    validate: {deny: {}}
+    validate: {assert: {object: {spec: {}}}}
 `,
-			wantWarning: `Policy "team/global": spec.rules[0].context[0].globalReference: context entry globalReference (no GlobalContextEntry support) is not supported by charter in the cluster yet; admitted as its rule only audits, and its status shows Ready=False, reason Unsupported`,
+			wantWarning: `Policy "team/global": spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet; admitted as its rule only audits, and its status shows Ready=False, reason Unsupported`,
 		},
 		{
 			name: "a policy charter runs in the cluster is admitted without warnings", kind: "ClusterPolicy", wantAllowed: true,

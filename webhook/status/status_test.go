@@ -92,11 +92,11 @@ func TestDecide(t *testing.T) {
 			wantDecided: true, want: Verdict{Ready: true, Generation: 1, Message: "Ready"}},
 		{name: "spec.admission false and invalid: not ready", policy: load(t, "background-only-bad.yaml"), snapshot: snapshot(t),
 			wantDecided: true, want: Verdict{Generation: 1}, wantMessage: `spec.rules[0].validate.pattern.metadata.labels: unknown anchor "~(x)"`},
-		{name: "served but using what charter cannot run in the cluster: Unsupported", policy: load(t, "global-context-audit.yaml"),
-			snapshot: snapshot(t, load(t, "global-context-audit.yaml")), wantDecided: true,
-			want: Verdict{Generation: 1, Reason: "Unsupported", Message: "spec.rules[0].context[0].globalReference: context entry globalReference (no GlobalContextEntry support) is not supported by charter in the cluster yet"}},
+		{name: "served but using what charter cannot run in the cluster: Unsupported", policy: load(t, "assert-audit.yaml"),
+			snapshot: snapshot(t, load(t, "assert-audit.yaml")), wantDecided: true,
+			want: Verdict{Generation: 1, Reason: "Unsupported", Message: "spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet"}},
 		{name: "spec.admission false and unsupported: Unsupported", policy: load(t, "unsupported-background-only.yaml"), snapshot: snapshot(t),
-			wantDecided: true, want: Verdict{Generation: 1, Reason: "Unsupported", Message: "spec.rules[0].context[0].globalReference: context entry globalReference (no GlobalContextEntry support) is not supported by charter in the cluster yet"}},
+			wantDecided: true, want: Verdict{Generation: 1, Reason: "Unsupported", Message: "spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,7 +179,7 @@ func TestDesiredShape(t *testing.T) {
 		t.Errorf("not-ready condition %+v", c)
 	}
 
-	unsupported := Desired(load(t, "global-context-audit.yaml"), Verdict{Generation: 1, Reason: kyvernov1.PolicyReasonUnsupported, Message: "spec.rules[0].context[0]: y"})
+	unsupported := Desired(load(t, "assert-audit.yaml"), Verdict{Generation: 1, Reason: kyvernov1.PolicyReasonUnsupported, Message: "spec.rules[0].context[0]: y"})
 	if c := readyCondition(t, unsupported); c.Status != metav1.ConditionFalse || c.Reason != "Unsupported" || c.Message != "spec.rules[0].context[0]: y" {
 		t.Errorf("unsupported condition %+v", c)
 	}

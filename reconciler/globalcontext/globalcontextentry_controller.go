@@ -1,0 +1,151 @@
+// Package globalcontext writes the status of GlobalContextEntries
+// (kyverno.io/v2alpha1): Ready while policies reading the entry get its
+// data, and when not, why, naming what and where (an invalid field, the
+// resource charter may not list or watch, the API call that failed).
+// The data itself lives in clusterstate/globalcontext, one Store per
+// charter process; this reconciler reports the Store of the admission
+// process, whose leader writes status.
+package globalcontext
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	kyvernov2alpha1 "github.com/charter-dev/charter/api/kyverno/v2alpha1"
+	"github.com/charter-dev/charter/clusterstate/globalcontext"
+)
+
+// loadingRequeue is how soon an entry still loading is looked at again,
+// besides the Store's change notifications.
+const loadingRequeue = 2 * time.Second
+
+// GlobalContextEntryReconciler writes a GlobalContextEntry's conditions
+// (Ready, Reconciling, Stalled), observedGeneration and lastRefreshTime
+// from what the Store knows of it.
+type GlobalContextEntryReconciler struct {
+	client.Client
+	Store *globalcontext.Store
+}
+
+// SetupWithManager runs the reconciler on the manager's leader, on
+// changes of the entries and of their state in the Store.
+func (r *GlobalContextEntryReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	changes := make(chan event.GenericEvent)
+	r.Store.OnChange(func(name string) {
+		// The Store calls from its own goroutines; the controller reads
+		// the channel only once it leads, so never block the Store.
+		go func() {
+			changes <- event.GenericEvent{Object: &kyvernov2alpha1.GlobalContextEntry{ObjectMeta: metav1.ObjectMeta{Name: name}}}
+		}()
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("globalcontextentry").
+		For(&kyvernov2alpha1.GlobalContextEntry{}).
+		WatchesRawSource(source.Channel(changes, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// Reconcile writes the status of one entry.
+func (r *GlobalContextEntryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var gce kyvernov2alpha1.GlobalContextEntry
+	if err := r.Get(ctx, req.NamespacedName, &gce); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := gce.DeepCopy()
+	st, known := r.Store.Status(gce.Name)
+	var result ctrl.Result
+	switch {
+	case !known || st.Generation != gce.Generation || !st.Loaded:
+		markProgressing(&gce, fmt.Sprintf("loading generation %d", gce.Generation))
+		result.RequeueAfter = loadingRequeue
+	case st.Ready:
+		markReady(&gce, readyMessage(&gce))
+	case st.Stalled:
+		markStalled(&gce, st.Reason, st.Message)
+	default:
+		markRetrying(&gce, st.Reason, st.Message)
+	}
+	if !st.LastRefresh.IsZero() && st.Generation == gce.Generation {
+		t := metav1.NewTime(st.LastRefresh.Truncate(time.Second))
+		gce.Status.LastRefreshTime = &t
+	}
+	gce.Status.ObservedGeneration = gce.Generation
+	if apiequalStatus(before, &gce) {
+		return result, nil
+	}
+	if err := r.Status().Patch(ctx, &gce, client.MergeFrom(before)); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return result, nil
+}
+
+// readyMessage says what the entry holds.
+func readyMessage(gce *kyvernov2alpha1.GlobalContextEntry) string {
+	if r := gce.Spec.KubernetesResource; r != nil {
+		where := "every namespace"
+		if r.Namespace != "" {
+			where = "namespace " + r.Namespace
+		}
+		return fmt.Sprintf("watching %s of %s", r.Resource, where)
+	}
+	return fmt.Sprintf("API call answered; refreshed every %s", gce.Spec.APICall.RefreshEvery())
+}
+
+func apiequalStatus(a, b *kyvernov2alpha1.GlobalContextEntry) bool {
+	if a.Status.ObservedGeneration != b.Status.ObservedGeneration || !a.Status.LastRefreshTime.Equal(b.Status.LastRefreshTime) ||
+		len(a.Status.Conditions) != len(b.Status.Conditions) {
+		return false
+	}
+	for _, c := range b.Status.Conditions {
+		old := apimeta.FindStatusCondition(a.Status.Conditions, c.Type)
+		if old == nil || old.Status != c.Status || old.Reason != c.Reason || old.Message != c.Message || old.ObservedGeneration != c.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+func setCondition(obj *kyvernov2alpha1.GlobalContextEntry, typ string, status metav1.ConditionStatus, reason, msg string) {
+	apimeta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: obj.Generation,
+	})
+}
+
+// markProgressing: the entry's current generation is loading.
+func markProgressing(obj *kyvernov2alpha1.GlobalContextEntry, msg string) {
+	setCondition(obj, kyvernov2alpha1.ConditionReconciling, metav1.ConditionTrue, kyvernov2alpha1.ReasonLoading, msg)
+	setCondition(obj, kyvernov2alpha1.ConditionReady, metav1.ConditionUnknown, kyvernov2alpha1.ReasonLoading, msg)
+	apimeta.RemoveStatusCondition(&obj.Status.Conditions, kyvernov2alpha1.ConditionStalled)
+}
+
+// markReady: policies reading the entry get its data.
+func markReady(obj *kyvernov2alpha1.GlobalContextEntry, msg string) {
+	setCondition(obj, kyvernov2alpha1.ConditionReady, metav1.ConditionTrue, kyvernov2alpha1.ReasonSucceeded, msg)
+	apimeta.RemoveStatusCondition(&obj.Status.Conditions, kyvernov2alpha1.ConditionReconciling)
+	apimeta.RemoveStatusCondition(&obj.Status.Conditions, kyvernov2alpha1.ConditionStalled)
+}
+
+// markRetrying: a failure that may pass by itself (an API call that
+// failed is made again at the next refresh).
+func markRetrying(obj *kyvernov2alpha1.GlobalContextEntry, reason, msg string) {
+	setCondition(obj, kyvernov2alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	setCondition(obj, kyvernov2alpha1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
+	apimeta.RemoveStatusCondition(&obj.Status.Conditions, kyvernov2alpha1.ConditionStalled)
+}
+
+// markStalled: the entry cannot load until its spec or charter's rights
+// change.
+func markStalled(obj *kyvernov2alpha1.GlobalContextEntry, reason, msg string) {
+	setCondition(obj, kyvernov2alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	setCondition(obj, kyvernov2alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+	apimeta.RemoveStatusCondition(&obj.Status.Conditions, kyvernov2alpha1.ConditionReconciling)
+}
