@@ -107,8 +107,9 @@ func (f *fixture) deniedWith(t *testing.T, ns, image, want string) {
 
 // TestGlobalContextResourceOnRealAPIServer: a kubernetesResource
 // GlobalContextEntry feeds a ClusterPolicy's globalReference (whole data
-// and a projection) at admission from its informer, and a change of the
-// watched objects changes the verdict with no policy change.
+// and a projection) at admission from its informer, a change of the
+// watched objects changes the verdict with no policy change, and a
+// ValidatingPolicy reads the same entry with globalContext.Get.
 func TestGlobalContextResourceOnRealAPIServer(t *testing.T) {
 	f := startAdmission(t, withNamespaces("platform", "shop"), withObjects(registryHost("ghcr", "ghcr.io"), &corev1.ConfigMap{
 		// A ConfigMap without data.host: counted, not projected.
@@ -130,6 +131,33 @@ func TestGlobalContextResourceOnRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.deniedWith(t, "shop", "docker.io/library/nginx:1", "is not from one of the 2 allowed registries")
+
+	// A ValidatingPolicy reads the entry and a projection with
+	// globalContext.Get; an unknown entry is null.
+	if err := f.client.Delete(f.ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kyverno.io/v1", "kind": "ClusterPolicy", "metadata": map[string]any{"name": "allowed-registries"}}}); err != nil {
+		t.Fatal(err)
+	}
+	f.installReady(t, `apiVersion: policies.kyverno.io/v1
+kind: ValidatingPolicy
+metadata:
+  name: cel-registries
+spec:
+  validationActions: [Deny]
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  variables:
+  - name: hosts
+    expression: globalContext.Get("registries", "hosts")
+  validations:
+  - expression: "variables.hosts.exists(h, object.spec.containers[0].image.startsWith(h + '/'))"
+    messageExpression: "'registry not among ' + string(size(globalContext.Get('registries'))) + ' entries'"
+  - expression: "dyn(globalContext.Get('no-such-entry')) == null"
+    message: an unknown entry is null
+`)
+	eventually(t, "ghcr.io admitted by the ValidatingPolicy", 30*time.Second, func() error { return f.verdict("shop", "ghcr.io/team/app:1") })
+	f.deniedWith(t, "shop", "docker.io/library/nginx:1", "Policy cel-registries failed: registry not among 2 entries")
 }
 
 // TestGlobalContextAPICallOnRealAPIServer: an apiCall GlobalContextEntry
@@ -217,30 +245,3 @@ spec:
 	f.deniedWith(t, "shop", "ghcr.io/team/app:1", "is blocked (--cel-http-blocklist")
 }
 
-// TestGlobalContextCELOnRealAPIServer: a ValidatingPolicy reads an entry
-// and a projection with globalContext.Get; an unknown entry is null.
-func TestGlobalContextCELOnRealAPIServer(t *testing.T) {
-	f := startAdmission(t, withNamespaces("platform", "shop"), withObjects(registryHost("ghcr", "ghcr.io")),
-		withOptions(func(o *Options) { o.Events.Disabled = true }))
-	f.createUnstructured(t, registriesFromConfigMaps)
-	f.installReady(t, `apiVersion: policies.kyverno.io/v1
-kind: ValidatingPolicy
-metadata:
-  name: cel-registries
-spec:
-  validationActions: [Deny]
-  matchConstraints:
-    resourceRules:
-    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
-  variables:
-  - name: hosts
-    expression: globalContext.Get("registries", "hosts")
-  validations:
-  - expression: "variables.hosts.exists(h, object.spec.containers[0].image.startsWith(h + '/'))"
-    messageExpression: "'registry not among ' + string(size(globalContext.Get('registries'))) + ' entries'"
-  - expression: "dyn(globalContext.Get('no-such-entry')) == null"
-    message: an unknown entry is null
-`)
-	eventually(t, "ghcr.io admitted", 30*time.Second, func() error { return f.verdict("shop", "ghcr.io/team/app:1") })
-	f.deniedWith(t, "shop", "docker.io/library/nginx:1", "Policy cel-registries failed: registry not among 1 entries")
-}
