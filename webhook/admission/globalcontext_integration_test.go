@@ -244,4 +244,3 @@ spec:
 	f.installReady(t, registriesPolicy)
 	f.deniedWith(t, "shop", "ghcr.io/team/app:1", "is blocked (--cel-http-blocklist")
 }
-
