@@ -120,8 +120,8 @@ func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, 
 		c = &kyvernov1.CEL{}
 	}
 	out := &celRule{compiler: envCompiler.forPolicy(), paramKind: c.ParamKind, paramRef: c.ParamRef}
-	// authorizer is declared as in VAP, so expressions that use it compile;
-	// the engine has no authorizer to bind, so using it is a runtime error.
+	// authorizer is declared as in VAP; it is bound when the caller hands
+	// an authorizer (celauthz.go), else reading it is a runtime error.
 	decls := plugincel.OptionalVariableDeclarations{HasParams: c.ParamKind != nil, HasAuthorizer: true}
 	compile := func(a *celAccessor, field string, opts plugincel.OptionalVariableDeclarations) celgo.Program {
 		if strings.TrimSpace(a.expr) == "" {
@@ -420,9 +420,14 @@ type celActivation struct {
 	request   ref.Val
 	params    ref.Val
 	variables ref.Val
-	// wantedAuthorizer records that an expression asked for authorizer,
-	// which the engine cannot bind.
+	// wantedAuthorizer records that an expression asked for authorizer
+	// and the evaluation has none to bind.
 	wantedAuthorizer bool
+	// scope is the namespace of a namespaced policy, which its authorizer
+	// checks stay in; "" for a cluster policy.
+	scope string
+	// authorizer and requestResourceAuthorizer are bound on first read.
+	authorizer, requestResourceAuthorizer ref.Val
 }
 
 func (a *celActivation) ResolveName(name string) (any, bool) {
@@ -443,6 +448,9 @@ func (a *celActivation) ResolveName(name string) (any, bool) {
 	case plugincel.VariableVarName:
 		return a.variables, true
 	case plugincel.AuthorizerVarName, plugincel.RequestResourceAuthorizerVarName:
+		if v := a.authorizerValue(name); v != nil {
+			return v, true
+		}
 		a.wantedAuthorizer = true
 	}
 	return nil, false
@@ -519,6 +527,7 @@ func actualCost(details *celgo.EvalDetails) int64 {
 // allowExistingViolations looks at the old object.
 func (vd *validator) cel(ctx context.Context, c *celRule, replay bool) outcome {
 	act := vd.ev.in.celActivation(replay)
+	act.scope = vd.ev.readScope()
 	if c.paramKind == nil {
 		return vd.celWith(ctx, c, act)
 	}
@@ -592,6 +601,7 @@ func (ev *evaluation) celPreconditions(ctx context.Context, r *rule, replay bool
 		return nil
 	}
 	act := ev.in.celActivation(replay)
+	act.scope = ev.readScope()
 	return newCELEvaluator(ctx, r.celPreconditions, act).preconditions(r.celPreconditions, act, r.name)
 }
 
@@ -629,9 +639,11 @@ func (vd *validator) celWith(ctx context.Context, c *celRule, act *celActivation
 }
 
 // errAuthorizer is the outcome of a rule whose expression needs
-// authorizer: an error, not a failure, since the policy is not at fault.
+// authorizer where the evaluation has none (the CLI, background scans and
+// the background controller: authorizer is bound at admission only, as
+// in VAP): an error, not a failure, since the policy is not at fault.
 func errAuthorizer(rule string) outcome {
-	return errorf("rule %s: the CEL authorizer is not supported by charter yet", rule)
+	return errorf("rule %s: the CEL authorizer is only available at admission", rule)
 }
 
 // message is VAP's failure message: messageExpression's result when it

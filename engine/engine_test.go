@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -32,7 +33,10 @@ type validateCase struct {
 		UserInfo        authenticationv1.UserInfo    `json:"userInfo"`
 		Roles           []string                     `json:"roles"`
 		ClusterRoles    []string                     `json:"clusterRoles"`
+		Resource        schema.GroupVersionResource  `json:"resource"`
 	} `json:"request"`
+	// Authorizer, when set, answers the CEL authorizer's checks.
+	Authorizer fakeAuthorizer `json:"authorizer"`
 	// ConfigMaps are keyed "namespace/name"; APICalls by URL path.
 	ConfigMaps map[string]map[string]any `json:"configMaps"`
 	APICalls   map[string]any            `json:"apiCalls"`
@@ -125,6 +129,7 @@ func (tc *validateCase) request() *Request {
 		Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject,
 		SubResource: tc.Request.SubResource, NamespaceLabels: tc.Request.NamespaceLabels,
 		UserInfo: tc.Request.UserInfo, Roles: tc.Request.Roles, ClusterRoles: tc.Request.ClusterRoles,
+		Resource: tc.Request.Resource,
 	}
 }
 
@@ -138,6 +143,9 @@ func TestValidateTestdata(t *testing.T) {
 		loaders := Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)}
 		if tc.Objects != nil {
 			loaders.Objects = fixedObjects(tc.Objects)
+		}
+		if tc.Authorizer != nil {
+			loaders.Authorizer = tc.Authorizer
 		}
 		opts := []EvalOption{WithLoaders(loaders)}
 		if tc.Values != nil || tc.ContextValues != nil || tc.ForeachValues != nil {

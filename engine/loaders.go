@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 )
@@ -29,6 +30,12 @@ type Loaders struct {
 	Params ObjectLoader
 	// Resources serves resource.* in CEL policies.
 	Resources ResourceLoader
+	// Authorizer answers the checks of the CEL `authorizer` variable
+	// (Kubernetes' authz library, as in ValidatingAdmissionPolicy) for
+	// request.userInfo or a service account; when nil the variable is
+	// unbound and a rule reading it ends in error. An error it returns
+	// makes the check's errored() true and allowed() false.
+	Authorizer authorizer.UnconditionalAuthorizer
 }
 
 // ObjectQuery selects existing objects. Namespace and Name may hold the
