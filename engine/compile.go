@@ -30,6 +30,9 @@ type PolicySet struct {
 	// wildcard policies (index): Validate sizes its rule responses by them.
 	responsesByKind   map[string]int
 	wildcardResponses int
+	// webhookConditioned counts the policies with webhook matchConditions;
+	// candidates checks them only when there are some.
+	webhookConditioned int
 }
 
 // Policy is one compiled policy.
@@ -70,6 +73,9 @@ type Policy struct {
 	// ivpol is set for an ImageValidatingPolicy or
 	// NamespacedImageValidatingPolicy, which has no rules (ivpol.go).
 	ivpol *imageValidatingPolicy
+	// webhookConditions are spec.webhookConfiguration.matchConditions
+	// (webhookconditions.go); nil when there are none.
+	webhookConditions *webhookConditions
 }
 
 // ScoredAnnotation set to "false" makes a policy's failures warnings.
@@ -202,6 +208,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 		// reads it (background-cleanup.md §3.4).
 		fail.add("spec.generateExistingOnPolicyUpdate", "the deprecated field is refused, as in Kyverno: remove it and set generateExisting on each generate rule (spec.rules[*].generate.generateExisting) instead")
 	}
+	p.webhookConditions = compileWebhookConditions(p.spec.GetMatchConditions(), fail)
 	rules, err := autogen.ComputeRules(src)
 	if err != nil {
 		fail.add("spec.rules", "autogen: "+err.Error())

@@ -193,8 +193,8 @@ func TestAssembleMatchesCompile(t *testing.T) {
 // compare. A field added to PolicySet or Policy fails the test until it is
 // listed here, so that Assemble cannot silently fall behind Compile.
 var (
-	policySetFields = []string{"policies", "byID", "exceptions", "celExceptions", "jp", "byKind", "wildcard", "responsesByKind", "wildcardResponses"}
-	policyFields    = []string{"set", "source", "spec", "key", "id", "rules", "unscored", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol"}
+	policySetFields = []string{"policies", "byID", "exceptions", "celExceptions", "jp", "byKind", "wildcard", "responsesByKind", "wildcardResponses", "webhookConditioned"}
+	policyFields    = []string{"set", "source", "spec", "key", "id", "rules", "unscored", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol", "webhookConditions"}
 )
 
 func checkFieldsKnown(t *testing.T, v any, known []string) {
@@ -231,6 +231,9 @@ func compareSets(t *testing.T, want, got *PolicySet) {
 	}
 	if !reflect.DeepEqual(want.responsesByKind, got.responsesByKind) || want.wildcardResponses != got.wildcardResponses {
 		t.Errorf("response bounds differ: Compile %v + %d, Assemble %v + %d", want.responsesByKind, want.wildcardResponses, got.responsesByKind, got.wildcardResponses)
+	}
+	if want.webhookConditioned != got.webhookConditioned {
+		t.Errorf("policies with webhook matchConditions: Compile %d, Assemble %d", want.webhookConditioned, got.webhookConditioned)
 	}
 	if len(want.byKind) != len(got.byKind) {
 		t.Errorf("byKind has %d kinds from Compile, %d from Assemble", len(want.byKind), len(got.byKind))

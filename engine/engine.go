@@ -102,6 +102,9 @@ type evalConfig struct {
 	// backgroundChecks stops generate and mutate-existing rules after
 	// their match and preconditions (see WithBackgroundChecks).
 	backgroundChecks bool
+	// webhookConditionsMet skips the policies' webhook matchConditions
+	// (see WithWebhookConditionsMet).
+	webhookConditionsMet bool
 }
 
 // WithBackgroundChecks makes Generate, and Mutate under
@@ -186,6 +189,9 @@ func (s *PolicySet) Lookup(id string) (*Policy, bool) {
 func (p *Policy) Validate(ctx context.Context, req *Request, opts ...EvalOption) PolicyResponse {
 	cfg := newEvalConfig(opts)
 	in := newRequestView(ctx, req, &cfg)
+	if !p.webhookConditions.holds(in) {
+		return PolicyResponse{Policy: p.source, Key: p.key}
+	}
 	resp := p.validate(ctx, in, &cfg)
 	in.settleRequiredImages(nil, []PolicyResponse{resp})
 	return resp

@@ -226,6 +226,19 @@ func setAll(doc *jsoncontext.Document, vals map[string]any) {
 // candidates returns the policies with a rule that can match the request's
 // kind, in compile order.
 func (s *PolicySet) candidates(in *requestView) []*Policy {
+	out := s.byKindCandidates(in)
+	if s.webhookConditioned == 0 || in.cfg.webhookConditionsMet {
+		return out
+	}
+	// A policy whose webhook matchConditions do not hold for the request
+	// is no candidate (webhookconditions.go); out may be an index slice,
+	// so the kept policies go to a copy.
+	return slices.DeleteFunc(slices.Clone(out), func(p *Policy) bool { return !p.webhookConditions.holds(in) })
+}
+
+// byKindCandidates returns the policies whose rules can select the
+// request's kind, in compile order.
+func (s *PolicySet) byKindCandidates(in *requestView) []*Policy {
 	byKind := s.byKind[in.gvk.Kind]
 	if len(s.wildcard) == 0 {
 		return byKind
@@ -243,6 +256,9 @@ func (s *PolicySet) candidates(in *requestView) []*Policy {
 
 func (s *PolicySet) index(p *Policy) {
 	p.order = len(s.policies) - 1
+	if p.webhookConditions != nil {
+		s.webhookConditioned++
+	}
 	for _, k := range p.kinds {
 		if k == "*" || strings.ContainsAny(k, "*?") {
 			s.wildcard = append(s.wildcard, p)

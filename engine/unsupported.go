@@ -87,7 +87,6 @@ var unsupportedFeatures = []feature{
 	// Nobody yet.
 	{name: "validate.assert", kinds: kyvernoPolicies, path: "spec.rules[*].validate.assert", where: Everywhere},
 	{name: "the CEL authorizer", kinds: kyvernoPolicies, path: "spec.rules[*].**.expression", where: Everywhere, when: usesCELAuthorizer},
-	{name: "webhookConfiguration.matchConditions", kinds: kyvernoPolicies, path: "spec.webhookConfiguration.matchConditions", where: InCluster},
 }
 
 // Unsupported is one feature of a policy that charter cannot run

@@ -42,9 +42,9 @@ type Builder struct {
 	celExceptions map[string]*engine.CompiledException
 	// last is the last snapshot built, and the unit lists it was
 	// assembled from.
-	last                 *Snapshot
-	lastFail, lastIgnore []*engine.CompiledPolicy
-	lastExceptions       []*engine.CompiledException
+	last                           *Snapshot
+	lastFail, lastIgnore, lastFine []*engine.CompiledPolicy
+	lastExceptions                 []*engine.CompiledException
 }
 
 // BuildStats says what one Build did.
@@ -96,7 +96,9 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 	var stats BuildStats
 
 	units := make(map[string]*engine.CompiledPolicy, len(policies))
-	var fail, ignore []*engine.CompiledPolicy
+	// fine are the policies with webhook matchConditions, each served
+	// in a set of its own (Snapshot.FineGrained).
+	var fail, ignore, fine []*engine.CompiledPolicy
 	for _, p := range sortedPolicies(policies) {
 		if !p.GetSpec().AdmissionProcessingEnabled() {
 			continue
@@ -110,7 +112,9 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 			stats.PoliciesCompiled++
 		}
 		units[id] = u
-		if p.GetSpec().GetFailurePolicy() == kyvernov1.Ignore {
+		if engine.HasWebhookConditions(p) {
+			fine = append(fine, u)
+		} else if p.GetSpec().GetFailurePolicy() == kyvernov1.Ignore {
 			ignore = append(ignore, u)
 		} else {
 			fail = append(fail, u)
@@ -146,16 +150,30 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 	}
 	b.policies, b.exceptions, b.celExceptions = units, exUnits, celUnits
 
-	if b.last != nil && sameUnits(fail, b.lastFail) && sameUnits(ignore, b.lastIgnore) && sameUnits(exList, b.lastExceptions) {
+	if b.last != nil && sameUnits(fail, b.lastFail) && sameUnits(ignore, b.lastIgnore) && sameUnits(fine, b.lastFine) &&
+		sameUnits(exList, b.lastExceptions) {
 		return b.last, stats
 	}
 	stats.Changed = true
 	s := &Snapshot{units: units}
-	// The exceptions are bound to both sets; their faults are reported
+	// The exceptions are bound to every set; their faults are reported
 	// once.
 	s.Fail = b.assemble(s, fail, exList, true)
 	s.Ignore = b.assemble(s, ignore, exList, false)
-	b.last, b.lastFail, b.lastIgnore, b.lastExceptions = s, fail, ignore, exList
+	for _, u := range fine {
+		if s.FineGrained == nil {
+			s.FineGrained = make(map[string]FineGrainedSet, len(fine))
+		}
+		set := b.assemble(s, []*engine.CompiledPolicy{u}, exList, false)
+		if len(set.Policies()) == 0 {
+			// It did not compile (its faults are in s.Errors): no webhook
+			// is written for it.
+			continue
+		}
+		src := u.Source()
+		s.FineGrained[engine.PolicyKey(src)] = FineGrainedSet{Set: set, FailClosed: src.GetSpec().GetFailurePolicy() != kyvernov1.Ignore}
+	}
+	b.last, b.lastFail, b.lastIgnore, b.lastFine, b.lastExceptions = s, fail, ignore, fine, exList
 	return s, stats
 }
 

@@ -11,6 +11,8 @@
 package policycache
 
 import (
+	"maps"
+	"slices"
 	"sort"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -29,6 +31,12 @@ type Snapshot struct {
 	Fail *engine.PolicySet
 	// Ignore holds the policies whose failurePolicy is Ignore.
 	Ignore *engine.PolicySet
+	// FineGrained holds, by PolicyKey, each policy with
+	// spec.webhookConfiguration.matchConditions in a set of its own: the
+	// API server sends it only the requests its conditions select, through
+	// a webhook of its own (Kyverno's fine-grained webhook), so it is in
+	// neither Fail nor Ignore.
+	FineGrained map[string]FineGrainedSet
 	// Errors lists the policies and exceptions that did not compile; they
 	// are left out of the sets. Policy status reports them.
 	Errors engine.CompileErrors
@@ -56,11 +64,31 @@ func Empty() *Snapshot {
 	return s
 }
 
+// FineGrainedSet is the set of one policy with webhook matchConditions.
+type FineGrainedSet struct {
+	Set *engine.PolicySet
+	// FailClosed is true when the policy's failurePolicy is Fail.
+	FailClosed bool
+}
+
+// Sets returns every set of the snapshot: Fail, Ignore, then the
+// fine-grained ones by key.
+func (s *Snapshot) Sets() []*engine.PolicySet {
+	out := make([]*engine.PolicySet, 0, 2+len(s.FineGrained))
+	out = append(out, s.Fail, s.Ignore)
+	for _, k := range slices.Sorted(maps.Keys(s.FineGrained)) {
+		out = append(out, s.FineGrained[k].Set)
+	}
+	return out
+}
+
 // Policies returns every compiled policy of the snapshot.
 func (s *Snapshot) Policies() []*engine.Policy {
-	out := make([]*engine.Policy, 0, len(s.Fail.Policies())+len(s.Ignore.Policies()))
-	out = append(out, s.Fail.Policies()...)
-	return append(out, s.Ignore.Policies()...)
+	var out []*engine.Policy
+	for _, set := range s.Sets() {
+		out = append(out, set.Policies()...)
+	}
+	return out
 }
 
 func sortedPolicies(in []kyvernov1.PolicyInterface) []kyvernov1.PolicyInterface {

@@ -307,6 +307,21 @@ func statusOf(p kyvernov1.PolicyInterface) string {
 	return strings.Join(out, ", ")
 }
 
+// deniedBy returns a check for eventually: nil once create is denied by
+// webhook with message in its error.
+func deniedBy(webhook, message string, create func() error) func() error {
+	return func() error {
+		err := create()
+		if err == nil {
+			return errNotYet("admitted")
+		}
+		if !strings.Contains(err.Error(), `admission webhook "`+webhook+`" denied the request`) || !strings.Contains(err.Error(), message) {
+			return err
+		}
+		return nil
+	}
+}
+
 type errNotYet string
 
 func (e errNotYet) Error() string { return string(e) }

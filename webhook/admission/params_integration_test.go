@@ -61,16 +61,7 @@ func TestParamsOnRealAPIServer(t *testing.T) {
 
 	verdict := func(ns string) error { return cl.Create(ctx, twoContainers(ns), client.DryRunAll) }
 	denied := func(ns, want string) func() error {
-		return func() error {
-			err := verdict(ns)
-			if err == nil {
-				return errNotYet("admitted")
-			}
-			if !strings.Contains(err.Error(), `admission webhook "validate.charter.svc-fail" denied the request`) || !strings.Contains(err.Error(), want) {
-				return err
-			}
-			return nil
-		}
+		return deniedBy("validate.charter.svc-fail", want, func() error { return verdict(ns) })
 	}
 	t.Run("the param's data denies", func(t *testing.T) {
 		eventually(t, "denied by limits", 30*time.Second, denied("shop", "at most 1 containers"))

@@ -59,7 +59,7 @@ func policyInventory(reader client.Reader, served servedPolicies) metrics.Policy
 func policyReady(p kyvernov1.PolicyInterface, s *policycache.Snapshot) bool {
 	id := engine.PolicyID(p)
 	if s != nil {
-		for _, set := range []*engine.PolicySet{s.Fail, s.Ignore} {
+		for _, set := range s.Sets() {
 			if served, ok := set.Lookup(id); ok && served.Source().GetGeneration() == p.GetGeneration() {
 				return true
 			}

@@ -181,6 +181,26 @@ func (w *webhookRules) rules() []admissionregistrationv1.RuleWithOperations {
 	return out
 }
 
+// fineGrained is the webhook of one policy with
+// spec.webhookConfiguration.matchConditions (admission-reports.md §2.3):
+// named <base>-<fp>-finegrained-<name> (or -<namespace>-<name>), on path
+// /<validate|mutate>/<fp>/finegrained/<name> (or /<namespace>/<name>),
+// carrying the policy's conditions, so the API server sends it only the
+// requests they select.
+type fineGrained struct {
+	key        string
+	fp         kyvernov1.FailurePolicyType
+	conditions []admissionregistrationv1.MatchCondition
+	validating *webhookRules
+	mutating   *webhookRules
+}
+
+// suffix is what the webhook's name and path add to the group's:
+// "-finegrained-ns-name" and "/finegrained/ns/name".
+func (f *fineGrained) suffix() (name, path string) {
+	return "-finegrained-" + strings.ReplaceAll(f.key, "/", "-"), "/finegrained/" + f.key
+}
+
 // Build computes the webhook configurations for the policies. Policies
 // with spec.admission false are left out. A kind that does not resolve is
 // listed in Unresolved and skipped; a resolver error fails the build, so a
@@ -189,6 +209,7 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 	validating := map[kyvernov1.FailurePolicyType]*webhookRules{kyvernov1.Fail: newWebhookRules(), kyvernov1.Ignore: newWebhookRules()}
 	mutating := map[kyvernov1.FailurePolicyType]*webhookRules{kyvernov1.Fail: newWebhookRules(), kyvernov1.Ignore: newWebhookRules()}
 	unresolved := map[string][]string{}
+	var fine []*fineGrained
 	for _, p := range policies {
 		spec := p.GetSpec()
 		if !spec.AdmissionProcessingEnabled() {
@@ -199,6 +220,15 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 			fp = kyvernov1.Fail
 		}
 		key := engine.PolicyKey(p)
+		// A policy with webhook matchConditions has webhooks of its own;
+		// the others share their failure policy's.
+		validating, mutating := validating, mutating
+		if engine.HasWebhookConditions(p) {
+			f := &fineGrained{key: key, fp: fp, conditions: spec.GetMatchConditions(), validating: newWebhookRules(), mutating: newWebhookRules()}
+			fine = append(fine, f)
+			validating = map[kyvernov1.FailurePolicyType]*webhookRules{fp: f.validating}
+			mutating = map[kyvernov1.FailurePolicyType]*webhookRules{fp: f.mutating}
+		}
 		usedV, usedM := false, false
 		if celRules := engine.ValidatingPolicyRules(p); celRules != nil {
 			// A ValidatingPolicy names its resources, as a VAP does.
@@ -270,13 +300,13 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 			mutating[fp].raise(timeout)
 		}
 	}
-	validatingCfg := s.validating(validating)
+	validatingCfg := s.validating(validating, fine)
 	if s.Promotion && anyStaged(policies) {
 		validatingCfg.Webhooks = append(validatingCfg.Webhooks, s.promotionWebhook())
 	}
 	return &Configurations{
 		Validating:       validatingCfg,
-		Mutating:         s.mutating(mutating),
+		Mutating:         s.mutating(mutating, fine),
 		PolicyValidating: s.policyValidating(),
 		Unresolved:       unresolved,
 	}, nil
@@ -422,52 +452,79 @@ func objectMeta(name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Labels: map[string]string{ManagedByLabel: ManagedByValue}}
 }
 
-func (s Settings) validating(groups map[kyvernov1.FailurePolicyType]*webhookRules) *admissionregistrationv1.ValidatingWebhookConfiguration {
+// resourceWebhook is one resource webhook to write: a failure policy's
+// shared one, or a policy's own (conditions set).
+type resourceWebhook struct {
+	name, path string
+	fp         kyvernov1.FailurePolicyType
+	rules      *webhookRules
+	conditions []admissionregistrationv1.MatchCondition
+}
+
+// resourceWebhooks lists the webhooks of one configuration by name, as
+// Kyverno sorts them: the Fail group's, the policies' own of Fail, the
+// Ignore group's, the policies' own of Ignore. base is "validate" or
+// "mutate"; fineRules picks a fine-grained policy's rules for it.
+func resourceWebhooks(base string, groups map[kyvernov1.FailurePolicyType]*webhookRules, fine []*fineGrained, fineRules func(*fineGrained) *webhookRules) []resourceWebhook {
+	var out []resourceWebhook
+	for _, fp := range []kyvernov1.FailurePolicyType{kyvernov1.Fail, kyvernov1.Ignore} {
+		name := base + ".charter.svc-" + strings.ToLower(string(fp))
+		path := "/" + base + "/" + strings.ToLower(string(fp))
+		out = append(out, resourceWebhook{name: name, path: path, fp: fp, rules: groups[fp]})
+		var own []resourceWebhook
+		for _, f := range fine {
+			if f.fp != fp {
+				continue
+			}
+			n, p := f.suffix()
+			own = append(own, resourceWebhook{name: name + n, path: path + p, fp: fp, rules: fineRules(f), conditions: f.conditions})
+		}
+		sort.Slice(own, func(i, j int) bool { return own[i].name < own[j].name })
+		out = append(out, own...)
+	}
+	return out
+}
+
+func (s Settings) validating(groups map[kyvernov1.FailurePolicyType]*webhookRules, fine []*fineGrained) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: objectMeta(ResourceValidatingName),
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{}}
 	sideEffects := admissionregistrationv1.SideEffectClassNoneOnDryRun
 	equivalent := admissionregistrationv1.Equivalent
-	for _, g := range []struct {
-		name, path string
-		fp         kyvernov1.FailurePolicyType
-	}{{ValidateWebhookFail, "/validate/fail", kyvernov1.Fail}, {ValidateWebhookIgnore, "/validate/ignore", kyvernov1.Ignore}} {
-		rules := groups[g.fp].rules()
+	for _, g := range resourceWebhooks("validate", groups, fine, func(f *fineGrained) *webhookRules { return f.validating }) {
+		rules := g.rules.rules()
 		if len(rules) == 0 {
 			continue
 		}
 		fp := admissionregistrationv1.FailurePolicyType(g.fp)
-		timeout := groups[g.fp].timeout
+		timeout := g.rules.timeout
 		cfg.Webhooks = append(cfg.Webhooks, admissionregistrationv1.ValidatingWebhook{
 			Name: g.name, ClientConfig: s.Target.clientConfig(g.path, s.CABundle), Rules: rules,
 			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.namespaceSelector(),
 			ObjectSelector: &metav1.LabelSelector{}, SideEffects: &sideEffects, TimeoutSeconds: &timeout,
-			AdmissionReviewVersions: []string{"v1"},
+			AdmissionReviewVersions: []string{"v1"}, MatchConditions: g.conditions,
 		})
 	}
 	return cfg
 }
 
-func (s Settings) mutating(groups map[kyvernov1.FailurePolicyType]*webhookRules) *admissionregistrationv1.MutatingWebhookConfiguration {
+func (s Settings) mutating(groups map[kyvernov1.FailurePolicyType]*webhookRules, fine []*fineGrained) *admissionregistrationv1.MutatingWebhookConfiguration {
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: objectMeta(ResourceMutatingName),
 		Webhooks: []admissionregistrationv1.MutatingWebhook{}}
 	sideEffects := admissionregistrationv1.SideEffectClassNoneOnDryRun
 	equivalent := admissionregistrationv1.Equivalent
 	reinvoke := admissionregistrationv1.IfNeededReinvocationPolicy
-	for _, g := range []struct {
-		name, path string
-		fp         kyvernov1.FailurePolicyType
-	}{{MutateWebhookFail, "/mutate/fail", kyvernov1.Fail}, {MutateWebhookIgnore, "/mutate/ignore", kyvernov1.Ignore}} {
-		rules := groups[g.fp].rules()
+	for _, g := range resourceWebhooks("mutate", groups, fine, func(f *fineGrained) *webhookRules { return f.mutating }) {
+		rules := g.rules.rules()
 		if len(rules) == 0 {
 			continue
 		}
 		fp := admissionregistrationv1.FailurePolicyType(g.fp)
-		timeout := groups[g.fp].timeout
+		timeout := g.rules.timeout
 		cfg.Webhooks = append(cfg.Webhooks, admissionregistrationv1.MutatingWebhook{
 			Name: g.name, ClientConfig: s.Target.clientConfig(g.path, s.CABundle), Rules: rules,
 			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.namespaceSelector(),
 			ObjectSelector: &metav1.LabelSelector{}, SideEffects: &sideEffects, TimeoutSeconds: &timeout,
-			AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: &reinvoke,
+			AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: &reinvoke, MatchConditions: g.conditions,
 		})
 	}
 	return cfg

@@ -388,3 +388,57 @@ func TestBuildImageValidatingPolicy(t *testing.T) {
 		t.Errorf("mutating rules:\n got %v\nwant %v", mutating, wantMutating)
 	}
 }
+
+// TestBuildFineGrained: a policy with webhook matchConditions gets a
+// webhook of its own in each configuration its rules need, carrying its
+// conditions only, on its own path, named after it (a Policy's with its
+// namespace), sorted after its failure policy's shared webhook; the
+// shared webhooks carry no conditions and none of its kinds.
+func TestBuildFineGrained(t *testing.T) {
+	ignore := kyvernov1.Ignore
+	timeout := int32(20)
+	conditions := []admissionregistrationv1.MatchCondition{{Name: "team", Expression: "object.metadata.labels['team'] == 'a'"}}
+	mutateRule := kyvernov1.Rule{Name: "m",
+		MatchResources: kyvernov1.MatchResources{Any: kyvernov1.ResourceFilters{{ResourceDescription: kyvernov1.ResourceDescription{Kinds: []string{"Deployment"}}}}},
+		Mutation:       &kyvernov1.Mutation{}}
+	nsPolicy := &kyvernov1.Policy{TypeMeta: metav1.TypeMeta{APIVersion: "kyverno.io/v1", Kind: "Policy"},
+		ObjectMeta: metav1.ObjectMeta{Name: "shop-pods", Namespace: "shop"},
+		Spec: kyvernov1.Spec{Rules: []kyvernov1.Rule{validateRule(nil, "Pod")},
+			WebhookConfiguration: &kyvernov1.WebhookConfiguration{FailurePolicy: &ignore, MatchConditions: conditions}}}
+	policies := []kyvernov1.PolicyInterface{
+		clusterPolicy("pods", validateRule(nil, "Pod"), nil),
+		clusterPolicy("team-a", validateRule(nil, "Namespace"), func(s *kyvernov1.Spec) {
+			s.WebhookConfiguration = &kyvernov1.WebhookConfiguration{MatchConditions: conditions, TimeoutSeconds: &timeout}
+		}),
+		clusterPolicy("team-a-mutate", mutateRule, func(s *kyvernov1.Spec) {
+			s.WebhookConfiguration = &kyvernov1.WebhookConfiguration{MatchConditions: conditions}
+		}),
+		nsPolicy,
+	}
+	cfgs, err := Build(policies, resolver, Settings{Target: Target{URL: "https://127.0.0.1:9443"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hook struct {
+		name, url  string
+		resources  []string
+		conditions []admissionregistrationv1.MatchCondition
+		timeout    int32
+	}
+	var got []hook
+	for _, w := range cfgs.Validating.Webhooks {
+		got = append(got, hook{w.Name, *w.ClientConfig.URL, w.Rules[0].Resources, w.MatchConditions, *w.TimeoutSeconds})
+	}
+	for _, w := range cfgs.Mutating.Webhooks {
+		got = append(got, hook{w.Name, *w.ClientConfig.URL, w.Rules[0].Resources, w.MatchConditions, *w.TimeoutSeconds})
+	}
+	want := []hook{
+		{"validate.charter.svc-fail", "https://127.0.0.1:9443/validate/fail", []string{"pods", "pods/ephemeralcontainers", "replicationcontrollers"}, nil, 10},
+		{"validate.charter.svc-fail-finegrained-team-a", "https://127.0.0.1:9443/validate/fail/finegrained/team-a", []string{"namespaces"}, conditions, 20},
+		{"validate.charter.svc-ignore-finegrained-shop-shop-pods", "https://127.0.0.1:9443/validate/ignore/finegrained/shop/shop-pods", []string{"pods", "pods/ephemeralcontainers", "replicationcontrollers"}, conditions, 10},
+		{"mutate.charter.svc-fail-finegrained-team-a-mutate", "https://127.0.0.1:9443/mutate/fail/finegrained/team-a-mutate", []string{"deployments"}, conditions, 10},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("webhooks:\n got %+v\nwant %+v", got, want)
+	}
+}

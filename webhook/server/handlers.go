@@ -30,6 +30,12 @@ const (
 	PathValidateFail   = "/validate/fail"
 	PathValidateIgnore = "/validate/ignore"
 	PathPolicyValidate = "/policyvalidate"
+
+	// FineGrainedSegment ends the path prefix of a policy's own webhook
+	// (a policy with spec.webhookConfiguration.matchConditions):
+	// /validate/fail/finegrained/<name>, or .../<namespace>/<name> for a
+	// Policy. That path sees that one policy only.
+	FineGrainedSegment = "/finegrained/"
 	PathPolicyMutate   = "/policymutate"
 	PathLiveness       = "/health/liveness"
 	PathReadiness      = "/health/readiness"
@@ -149,6 +155,8 @@ func NewHandler(opts Options) http.Handler {
 	for _, r := range []route{
 		{PathValidate, true, scopeAll}, {PathValidateFail, true, scopeFail}, {PathValidateIgnore, true, scopeIgnore},
 		{PathMutate, false, scopeAll}, {PathMutateFail, false, scopeFail}, {PathMutateIgnore, false, scopeIgnore},
+		{PathValidateFail + FineGrainedSegment, true, scopeFineGrained}, {PathValidateIgnore + FineGrainedSegment, true, scopeFineGrained},
+		{PathMutateFail + FineGrainedSegment, false, scopeFineGrained}, {PathMutateIgnore + FineGrainedSegment, false, scopeFineGrained},
 	} {
 		var hf http.HandlerFunc
 		switch {
@@ -202,6 +210,8 @@ const (
 	scopeAll setScope = iota
 	scopeFail
 	scopeIgnore
+	// scopeFineGrained is one policy's own webhook: the path names it.
+	scopeFineGrained
 )
 
 // scopedSet is a policy set and whether its errors deny (failurePolicy
@@ -211,14 +221,26 @@ type scopedSet struct {
 	failClosed bool
 }
 
-func (sc setScope) sets(s *policycache.Snapshot) []scopedSet {
+// sets returns the sets a request on path evaluates. On a fine-grained
+// path it is the named policy's own set, with the policy's current
+// failurePolicy; a policy the snapshot does not serve (deleted, or not
+// compiled yet in this replica) is an error, which denies, as Kyverno's
+// does.
+func (sc setScope) sets(s *policycache.Snapshot, path string) ([]scopedSet, error) {
 	switch sc {
 	case scopeFail:
-		return []scopedSet{{s.Fail, true}}
+		return []scopedSet{{s.Fail, true}}, nil
 	case scopeIgnore:
-		return []scopedSet{{s.Ignore, false}}
+		return []scopedSet{{s.Ignore, false}}, nil
+	case scopeFineGrained:
+		_, key, _ := strings.Cut(path, FineGrainedSegment)
+		fg, ok := s.FineGrained[key]
+		if !ok {
+			return nil, fmt.Errorf("failed to fetch policy with key: key %s: no policy with webhook matchConditions of that name is installed", key)
+		}
+		return []scopedSet{{fg.Set, fg.FailClosed}}, nil
 	}
-	return []scopedSet{{s.Fail, true}, {s.Ignore, false}}
+	return []scopedSet{{s.Fail, true}, {s.Ignore, false}}, nil
 }
 
 // requestContext bounds the evaluation by the server's timeout and the API
@@ -306,7 +328,12 @@ func (h *handlers) validate(scope setScope) http.HandlerFunc {
 			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
 			return
 		}
-		sets := scope.sets(snapshot)
+		sets, err := scope.sets(snapshot, r.URL.Path)
+		if err != nil {
+			writeResponse(w, denied(ar.UID, err.Error()))
+			h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
+			return
+		}
 		responses := make([]*engine.Response, 0, len(sets))
 		for _, s := range sets {
 			responses = append(responses, h.validateSet(ctx, s.set, req))
@@ -431,9 +458,15 @@ func (h *handlers) mutate(scope setScope) http.HandlerFunc {
 			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
 			return
 		}
+		sets, err := scope.sets(snapshot, r.URL.Path)
+		if err != nil {
+			writeResponse(w, denied(ar.UID, err.Error()))
+			h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
+			return
+		}
 		var patches [][]byte
 		var warns []string
-		for _, s := range scope.sets(snapshot) {
+		for _, s := range sets {
 			res, err := h.opts.Mutator.Mutate(ctx, s.set, req, s.failClosed)
 			if err != nil {
 				if s.failClosed {

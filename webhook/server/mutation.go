@@ -36,7 +36,7 @@ func (m EngineMutator) Mutate(ctx context.Context, set *engine.PolicySet, req *e
 	if m.Observe != nil {
 		start = time.Now()
 	}
-	resp := set.Mutate(ctx, req, engine.WithLoaders(m.Loaders), engine.WithImageDigestPins())
+	resp := set.Mutate(ctx, req, engine.WithLoaders(m.Loaders), engine.WithImageDigestPins(), engine.WithWebhookConditionsMet())
 	if m.Observe != nil {
 		m.Observe(req, resp, time.Since(start))
 	}

@@ -16,10 +16,13 @@ import (
 func (h *handlers) validateSet(ctx context.Context, set *engine.PolicySet, req *engine.Request) *engine.Response {
 	loaders := engine.WithLoaders(h.opts.Loaders)
 	deferred := engine.WithDeferredRequiredImages()
+	// A policy with webhook matchConditions is only ever in the set of its
+	// own webhook, whose conditions the API server has evaluated.
+	met := engine.WithWebhookConditionsMet()
 	if h.opts.Metrics == nil {
-		return set.Validate(ctx, req, loaders, deferred)
+		return set.Validate(ctx, req, loaders, deferred, met)
 	}
-	return set.ValidateTimed(ctx, req, loaders, deferred)
+	return set.ValidateTimed(ctx, req, loaders, deferred, met)
 }
 
 // observeSet records kyverno_policy_results_total and

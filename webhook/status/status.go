@@ -76,7 +76,7 @@ func Decide(p kyvernov1.PolicyInterface, s *policycache.Snapshot) (Verdict, bool
 		}
 		return Verdict{}, false
 	}
-	for _, set := range []*engine.PolicySet{s.Fail, s.Ignore} {
+	for _, set := range s.Sets() {
 		if set == nil {
 			continue
 		}

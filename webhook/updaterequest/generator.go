@@ -233,7 +233,7 @@ func (g *Generator) Build(ctx context.Context, rec server.BackgroundRecord) []*k
 		if set == nil {
 			continue
 		}
-		resp := set.Generate(ctx, req, engine.WithLoaders(g.Loaders), engine.WithBackgroundChecks())
+		resp := set.Generate(ctx, req, engine.WithLoaders(g.Loaders), engine.WithBackgroundChecks(), engine.WithWebhookConditionsMet())
 		for _, pr := range resp.Policies {
 			if ur := g.generateRequest(pr, req, snapshot, skip); ur != nil {
 				out = append(out, ur)
@@ -250,7 +250,10 @@ func (g *Generator) Build(ctx context.Context, rec server.BackgroundRecord) []*k
 		if mreq.Object == nil {
 			continue
 		}
-		mresp := set.Mutate(ctx, mreq, engine.WithLoaders(g.Loaders), engine.WithMutateExisting(), engine.WithBackgroundChecks())
+		mresp := set.Mutate(ctx, mreq, engine.WithLoaders(g.Loaders), engine.WithMutateExisting(), engine.WithBackgroundChecks(),
+			// The request came through the webhooks, whose conditions the API
+			// server has evaluated.
+			engine.WithWebhookConditionsMet())
 		for _, pr := range mresp.Policies {
 			for _, rr := range pr.Rules {
 				rule := ruleOf(pr.Policy, rr.Name)
