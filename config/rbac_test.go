@@ -4,6 +4,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -248,11 +249,7 @@ func (r *rendered) clusterRoleRules(t *testing.T, name string) []rbacv1.PolicyRu
 		t.Errorf("aggregated ClusterRole %s declares rules of its own; the aggregation controller overwrites them", name)
 	}
 	var rules []rbacv1.PolicyRule
-	names := make([]string, 0, len(r.clusterRoles))
-	for n := range r.clusterRoles {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(r.clusterRoles))
 	for _, sel := range role.AggregationRule.ClusterRoleSelectors {
 		s, err := metav1.LabelSelectorAsSelector(&sel)
 		if err != nil {

@@ -3,7 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -149,11 +150,9 @@ func pinElementValues(doc *jsoncontext.Document, vals map[string][]any, index in
 	if len(vals) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(vals))
-	for k := range vals {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	// Sized up front: this runs per request.
+	keys := slices.AppendSeq(make([]string, 0, len(vals)), maps.Keys(vals))
+	slices.Sort(keys)
 	for _, k := range keys {
 		list := vals[k]
 		if index >= len(list) {

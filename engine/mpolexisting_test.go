@@ -2,9 +2,10 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -201,11 +202,7 @@ func TestMutatingPolicyMutateExisting(t *testing.T) {
 // fmtMap prints a map[string]any with sorted keys, as %v would.
 func fmtMap(v any) string {
 	m, _ := v.(map[string]any)
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	var b strings.Builder
 	b.WriteString("map[")
 	for i, k := range keys {

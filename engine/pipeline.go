@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -213,11 +214,9 @@ func (ev *evaluation) resourceValues() map[string]any {
 // setAll stores values by dotted key, in key order so the result does not
 // depend on map iteration.
 func setAll(doc *jsoncontext.Document, vals map[string]any) {
-	keys := make([]string, 0, len(vals))
-	for k := range vals {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	// Sized up front: this runs per request.
+	keys := slices.AppendSeq(make([]string, 0, len(vals)), maps.Keys(vals))
+	slices.Sort(keys)
 	for _, k := range keys {
 		doc.Set(k, vals[k])
 	}

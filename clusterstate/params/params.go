@@ -12,7 +12,8 @@ package params
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -315,10 +316,6 @@ func (s *Informers) Fault(p kyvernov1.PolicyInterface) (string, bool) {
 			seen[k.fault.Error()] = true
 		}
 	}
-	msgs := make([]string, 0, len(seen))
-	for m := range seen {
-		msgs = append(msgs, m)
-	}
-	sort.Strings(msgs)
+	msgs := slices.Sorted(maps.Keys(seen))
 	return strings.Join(msgs, "; "), true
 }

@@ -8,8 +8,9 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 
 	"sigs.k8s.io/yaml"
@@ -54,11 +55,9 @@ func fnItems(a []any) (any, error) {
 	keyName, valName := a[1].(string), a[2].(string)
 	switch coll := a[0].(type) {
 	case map[string]any:
-		keys := make([]string, 0, len(coll))
-		for k := range coll {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		// Sized up front: this runs per request.
+		keys := slices.AppendSeq(make([]string, 0, len(coll)), maps.Keys(coll))
+		slices.Sort(keys)
 		out := make([]any, len(keys))
 		for i, k := range keys {
 			out[i] = map[string]any{keyName: k, valName: coll[k]}

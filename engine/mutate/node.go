@@ -2,8 +2,9 @@ package mutate
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -190,10 +191,8 @@ func normaliseNumber(v any) any {
 }
 
 func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	// Sized up front: this runs per request.
+	keys := slices.AppendSeq(make([]string, 0, len(m)), maps.Keys(m))
+	slices.Sort(keys)
 	return keys
 }

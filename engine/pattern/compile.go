@@ -2,8 +2,8 @@ package pattern
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -189,11 +189,7 @@ func (b *builder) mapNode(m map[string]any, parentKey, grandKey string) *node {
 	labels := grandKey == "metadata" && (parentKey == "labels" || parentKey == "annotations")
 	// Visit keys in order so that Compile reports the same problem first
 	// every time.
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	for _, raw := range keys {
 		value := m[raw]
 		if hasVariable(raw) {

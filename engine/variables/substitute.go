@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -162,11 +163,9 @@ func (s *substituter) walk(doc any, marker string, leaf leafFunc) (out any, chan
 			return t, false, nil
 		}
 		// Sorted keys make the first reported error deterministic.
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		// Sized up front: this runs per request.
+		keys := slices.AppendSeq(make([]string, 0, len(t)), maps.Keys(t))
+		slices.Sort(keys)
 		var m map[string]any // allocated on the first change
 		for _, k := range keys {
 			v := t[k]

@@ -14,13 +14,14 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,11 +112,7 @@ func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 func (w *writeCounter) breakdown() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	keys := make([]string, 0, len(w.requests))
-	for k := range w.requests {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(w.requests))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s=%d", k, w.requests[k])
@@ -516,11 +513,7 @@ func (c cpuTimes) since(before cpuTimes) cpuTimes {
 }
 
 func (c cpuTimes) String() string {
-	names := make([]string, 0, len(c))
-	for name := range c {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(c))
 	parts := make([]string, len(names))
 	for i, name := range names {
 		parts[i] = fmt.Sprintf("%s %s", name, c[name].Round(time.Millisecond))

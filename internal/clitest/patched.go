@@ -3,6 +3,7 @@ package clitest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -191,11 +192,7 @@ func (o *outputs) annotate(e *evaluation, policyID string, ex *expectations) {
 // patched target (spec §5.3).
 func (o *outputs) targetEvaluations(op string, ex *expectations) []evaluation {
 	var out []evaluation
-	keys := make([]string, 0, len(o.mutation))
-	for k := range o.mutation {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(o.mutation))
 	for _, k := range keys {
 		pr := o.mutation[k]
 		for _, rr := range pr.Rules {

@@ -5,7 +5,9 @@ package helmchart
 
 import (
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -73,11 +75,7 @@ func Render(dir string, o Options) (*Rendered, error) {
 		}
 		out.CRDs = append(out.CRDs, objs...)
 	}
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(files))
 	for _, name := range names {
 		if !strings.HasSuffix(name, ".yaml") || strings.HasPrefix(path.Base(name), "_") {
 			continue // NOTES.txt, helpers

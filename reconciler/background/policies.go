@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -135,11 +135,7 @@ func ruleOf(p kyvernov1.PolicyInterface, name string) *kyvernov1.Rule {
 // released (pruneStale).
 func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSince *compiledPolicies) {
 	c := r.c
-	ids := make([]string, 0, len(cur.byID))
-	for id := range cur.byID {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(cur.byID))
 	for _, id := range ids {
 		p := cur.byID[id]
 		rules := p.GetSpec().Rules

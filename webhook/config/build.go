@@ -10,6 +10,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -165,11 +166,7 @@ func (w *webhookRules) rules() []admissionregistrationv1.RuleWithOperations {
 	})
 	out := make([]admissionregistrationv1.RuleWithOperations, 0, len(keys))
 	for _, k := range keys {
-		resources := make([]string, 0, len(w.resources[k]))
-		for r := range w.resources[k] {
-			resources = append(resources, r)
-		}
-		sort.Strings(resources)
+		resources := slices.Sorted(maps.Keys(w.resources[k]))
 		var ops []admissionregistrationv1.OperationType
 		for _, op := range strings.Split(k.ops, ",") {
 			ops = append(ops, admissionregistrationv1.OperationType(op))

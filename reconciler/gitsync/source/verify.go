@@ -3,7 +3,8 @@ package source
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/go-git/go-git/v5"
@@ -38,11 +39,7 @@ func VerifyHead(dir, commit string, keyRings map[string][]byte) (string, error) 
 	if strings.TrimSpace(c.PGPSignature) == "" {
 		return "", &VerificationError{Commit: commit, Reason: "the commit is not signed"}
 	}
-	names := make([]string, 0, len(keyRings))
-	for name := range keyRings {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(keyRings))
 	var errs []error
 	for _, name := range names {
 		entity, err := c.Verify(string(keyRings[name]))

@@ -3,7 +3,8 @@ package report
 import (
 	"encoding/json"
 	"hash/fnv"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -176,11 +177,9 @@ func Digest(results []v1alpha2.PolicyReportResult) string {
 		}
 		buf = strconv.AppendBool(buf, r.Scored)
 		buf = strconv.AppendInt(buf, int64(len(r.Properties)), 10)
-		keys := make([]string, 0, len(r.Properties))
-		for k := range r.Properties {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		// Sized up front: this runs per request.
+		keys := slices.AppendSeq(make([]string, 0, len(r.Properties)), maps.Keys(r.Properties))
+		slices.Sort(keys)
 		for _, k := range keys {
 			buf = appendString(appendString(buf, k), r.Properties[k])
 		}
