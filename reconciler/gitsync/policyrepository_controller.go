@@ -95,6 +95,14 @@ func (r *PolicyRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	if obj.Spec.Suspend {
 		logger.V(1).Info("suspended; nothing fetched or applied")
+		// observedGeneration reaching the generation that suspended it
+		// says the suspension was seen: no sync starts after it (kstatus'
+		// signal that a controller has read a spec).
+		if obj.Status.ObservedGeneration != obj.Generation {
+			base := obj.DeepCopy()
+			obj.Status.ObservedGeneration = obj.Generation
+			return ctrl.Result{}, r.patchStatus(ctx, base, obj)
+		}
 		return ctrl.Result{}, nil
 	}
 

@@ -20,8 +20,12 @@ func TestSuspendHolds(t *testing.T) {
 	r := eventually(t, repo, func(Gomega, *gitopsv1alpha1.PolicyRepository) {})
 	r.Spec.Suspend = true
 	g.Expect(testClient.Update(t.Context(), r)).To(Succeed())
-	// Let the reconciler see the suspension before the next commit.
-	time.Sleep(time.Second)
+	// The reconciler has seen the suspension once it observed the
+	// generation that asks for it; only then may the next commit land.
+	suspended := r.Generation
+	eventually(t, repo, func(g Gomega, got *gitopsv1alpha1.PolicyRepository) {
+		g.Expect(got.Status.ObservedGeneration).To(Equal(suspended))
+	})
 
 	second := src.commit(map[string]string{"suspend.yaml": policy("suspend-a", "held")}, nil)
 	g.Consistently(func(g Gomega) {
