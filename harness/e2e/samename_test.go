@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,9 +30,9 @@ const (
 
 // A user moving to the CEL kinds one policy at a time has a ClusterPolicy
 // and its translation installed together under one name. The
-// ClusterPolicy e2e-same-labels enforces a team label on the Pods of
+// ClusterPolicy e2e-same-labels audits a team label on the Pods of
 // e2e-samename; the ValidatingPolicy e2e-same-labels audits an owner
-// label there. The ClusterPolicy and the GeneratingPolicy e2e-same-gen
+// label there, and is staged (charter.dev/staged) for promotion. The ClusterPolicy and the GeneratingPolicy e2e-same-gen
 // each keep a ConfigMap in every namespace labelled e2e-samename-gen;
 // the ClusterPolicy's rule is named like the policy, as the
 // GeneratingPolicy's one rule is, so Kyverno's labels of the two
@@ -41,8 +43,7 @@ apiVersion: kyverno.io/v1
 kind: ClusterPolicy
 metadata: {name: e2e-same-labels}
 spec:
-  validationFailureAction: Enforce
-  background: true
+  validationFailureAction: Audit
   rules:
   - name: team
     match: {any: [{resources: {kinds: [Pod], namespaces: [e2e-samename]}}]}
@@ -70,7 +71,9 @@ spec:
 	sameNameValidatingPolicy = `
 apiVersion: policies.kyverno.io/v1
 kind: ValidatingPolicy
-metadata: {name: e2e-same-labels}
+metadata:
+  name: e2e-same-labels
+  labels: {charter.dev/staged: "true"}
 spec:
   validationActions: [Audit]
   matchConstraints:
@@ -105,7 +108,8 @@ spec:
 // --controllers=admission,reports,background` with same-name pairs of a
 // ClusterPolicy and a CEL policy installed through the API: both of a
 // pair are served and Ready, the reports keep their results apart by
-// source, and deleting one leaves the other's generated objects.
+// source, promotion is gated on the staged one's results only, and
+// deleting one leaves the other's generated objects.
 var _ = Describe("Same-name ClusterPolicies and CEL policies", Label("samename"), Ordered, inClusterPriority, func() {
 	var cl client.Client
 
@@ -153,9 +157,12 @@ var _ = Describe("Same-name ClusterPolicies and CEL policies", Label("samename")
 		installPolicy(ctx, &kyvernov1.ClusterPolicy{}, sameNameGenClusterPolicy)
 		installPolicy(ctx, &policiesv1.ValidatingPolicy{}, sameNameValidatingPolicy)
 		installPolicy(ctx, &policiesv1.GeneratingPolicy{}, sameNameGeneratingPolicy)
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(cl.Delete(ctx, sameNamePod("neither", nil)))).To(Succeed())
+		})
 	}, NodeTimeout(3*time.Minute))
 
-	It("serves both policies of a name, each Ready", func(ctx SpecContext) {
+	It("serves both policies of a name, each Ready, and reports both results told apart by source", func(ctx SpecContext) {
 		for _, p := range []kyvernov1.PolicyInterface{
 			&kyvernov1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: sameNameValidate}},
 			&policiesv1.ValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: sameNameValidate}},
@@ -164,30 +171,64 @@ var _ = Describe("Same-name ClusterPolicies and CEL policies", Label("samename")
 		} {
 			waitReady(ctx, p)
 		}
-		// The ClusterPolicy enforces: a Pod without team is refused with
-		// its message.
-		Eventually(func() error {
-			return refusedByCharter(ctx, sameNamePod("no-team", map[string]string{"owner": "a"}))
-		}).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
-		err := cl.Create(ctx, sameNamePod("no-team", map[string]string{"owner": "a"}))
-		Expect(err).To(MatchError(ContainSubstring("the ClusterPolicy wants a team label")))
-		Expect(err.Error()).NotTo(ContainSubstring("owner label"))
-	}, SpecTimeout(2*time.Minute))
-
-	It("reports both results under the name, told apart by source", func(ctx SpecContext) {
-		// The ValidatingPolicy audits: a Pod with team and no owner is
-		// admitted; its report holds the ClusterPolicy's pass and the
-		// ValidatingPolicy's failure.
-		pod := sameNamePod("no-owner", map[string]string{"team": "a"})
+		// Both audit: a Pod with neither label is admitted, and its report
+		// holds a failure of each, under the one name.
+		// (The next spec deletes it.)
+		pod := sameNamePod("neither", nil)
 		Expect(cl.Create(ctx, pod)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, pod))).To(Succeed()) })
-		rep := waitReport(ctx, pod, sameNameValidate+"/team=pass", sameNameValidate+"/=fail")
+		rep := waitReport(ctx, pod, sameNameValidate+"/team=fail", sameNameValidate+"/=fail")
 		Expect(rep.Results).To(ContainElements(
-			And(HaveField("Source", "charter"), HaveField("Policy", sameNameValidate), HaveField("Rule", "team"), HaveField("Result", BeEquivalentTo("pass"))),
-			And(HaveField("Source", "KyvernoValidatingPolicy"), HaveField("Policy", sameNameValidate), HaveField("Result", BeEquivalentTo("fail")),
+			And(HaveField("Source", "charter"), HaveField("Policy", sameNameValidate), HaveField("Rule", "team"),
+				HaveField("Message", ContainSubstring("the ClusterPolicy wants a team label"))),
+			And(HaveField("Source", "KyvernoValidatingPolicy"), HaveField("Policy", sameNameValidate), HaveField("Rule", ""),
 				HaveField("Message", "the ValidatingPolicy wants an owner label")),
 		))
-	}, SpecTimeout(90*time.Second))
+	}, SpecTimeout(2*time.Minute))
+
+	It("gates promotion on the staged policy's results only, not on its namesake's", func(ctx SpecContext) {
+		// The gate exists once the staged policy is in the webhook
+		// configuration.
+		Eventually(func(g Gomega) {
+			var v admissionregistrationv1.ValidatingWebhookConfiguration
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: resourceValidatingName}, &v)).To(Succeed())
+			g.Expect(v.Webhooks).To(ContainElement(HaveField("Name", "promotion.charter.svc")))
+		}).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		setEnforcement := func(ctx context.Context, value string) error {
+			var ns corev1.Namespace
+			if err := cl.Get(ctx, client.ObjectKey{Name: sameNameNamespace}, &ns); err != nil {
+				return err
+			}
+			if value == "" {
+				delete(ns.Labels, "charter.dev/enforcement")
+			} else {
+				ns.Labels["charter.dev/enforcement"] = value
+			}
+			return cl.Update(ctx, &ns)
+		}
+		DeferCleanup(func(ctx SpecContext) { Expect(setEnforcement(ctx, "")).To(Succeed()) })
+
+		// The staged ValidatingPolicy fails on Pod neither: refused,
+		// naming that result with its kind, and not the unstaged
+		// ClusterPolicy's failure of the same name.
+		err := setEnforcement(ctx, "enforce")
+		Expect(err).To(MatchError(ContainSubstring("Pod/neither (ValidatingPolicy " + sameNameValidate + ": fail)")))
+		Expect(err.Error()).To(ContainSubstring("1 result of a staged policy fails there"))
+
+		// Pod neither given an owner: only the unstaged ClusterPolicy
+		// fails there now, and promotion is admitted; then the staged
+		// ValidatingPolicy denies there while the ClusterPolicy still
+		// audits.
+		var pod corev1.Pod
+		Expect(cl.Get(ctx, client.ObjectKey{Namespace: sameNameNamespace, Name: "neither"}, &pod)).To(Succeed())
+		pod.Labels = map[string]string{"owner": "a"}
+		Expect(cl.Update(ctx, &pod)).To(Succeed())
+		waitReport(ctx, &pod, sameNameValidate+"/team=fail", sameNameValidate+"/=pass")
+		Eventually(func() error { return setEnforcement(ctx, "enforce") }).
+			WithTimeout(30*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), "promotion admitted once only the unstaged ClusterPolicy fails")
+		Eventually(func() error { return refusedByCharter(ctx, sameNamePod("no-owner", map[string]string{"team": "a"})) }).
+			WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		Expect(cl.Create(ctx, sameNamePod("no-team-2", map[string]string{"owner": "a"}), client.DryRunAll)).To(Succeed())
+	}, SpecTimeout(2*time.Minute))
 
 	It("deleting one policy of a name leaves the other's generated objects", func(ctx SpecContext) {
 		cpol := configMap(ctx, "from-cpol", "cpol", kyvernov1.ClusterPolicyKind)
