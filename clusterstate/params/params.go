@@ -57,6 +57,10 @@ type Informers struct {
 	ctx      context.Context
 	poke     chan struct{}
 	onChange []func()
+	// onParam are told of every change of a param object; gens count
+	// them per kind (Generation).
+	onParam []func(schema.GroupVersionKind)
+	gens    map[schema.GroupVersionKind]uint64
 }
 
 // kindInformer is the informer of one param kind, or why it has none.
@@ -71,7 +75,8 @@ type kindInformer struct {
 // and call Watch with every new set of installed policies.
 func New(dyn dynamic.Interface, mapper meta.RESTMapper, access authorizationclient.SelfSubjectAccessReviewInterface, log logr.Logger) *Informers {
 	return &Informers{dyn: dyn, mapper: mapper, access: access, log: log,
-		want: map[schema.GroupVersionKind]bool{}, kinds: map[schema.GroupVersionKind]*kindInformer{}, poke: make(chan struct{}, 1)}
+		want: map[schema.GroupVersionKind]bool{}, kinds: map[schema.GroupVersionKind]*kindInformer{}, poke: make(chan struct{}, 1),
+		gens: map[schema.GroupVersionKind]uint64{}}
 }
 
 // ForbiddenError is a param kind charter may not read.
@@ -98,6 +103,10 @@ func KindsOf(policies []kyvernov1.PolicyInterface) map[schema.GroupVersionKind]b
 	}
 	return kinds
 }
+
+// KindsOfPolicy returns the param kinds of a policy's validate.cel rules
+// (with repeats).
+func KindsOfPolicy(p kyvernov1.PolicyInterface) []schema.GroupVersionKind { return paramKinds(p) }
 
 func paramKinds(p kyvernov1.PolicyInterface) []schema.GroupVersionKind {
 	var out []schema.GroupVersionKind
@@ -137,6 +146,38 @@ func (s *Informers) OnChange(fn func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.onChange = append(s.onChange, fn)
+}
+
+// OnParamChange registers fn, called with the kind of a param object
+// created, updated or deleted after its informer's first list, once the
+// informer's store holds the change: a background scan that reads the
+// kind's params from then on sees it. The objects of a kind's first list
+// (a policy began to name the kind) are no change.
+func (s *Informers) OnParamChange(fn func(schema.GroupVersionKind)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onParam = append(s.onParam, fn)
+}
+
+// Generation counts the changes of a kind's param objects OnParamChange
+// told of: a result computed with the params of generation n is stale
+// once it is higher. 0 for a kind without changes.
+func (s *Informers) Generation(gvk schema.GroupVersionKind) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gens[gvk]
+}
+
+// paramChanged counts a change of a kind's params and tells every
+// OnParamChange subscriber.
+func (s *Informers) paramChanged(gvk schema.GroupVersionKind) {
+	s.mu.Lock()
+	s.gens[gvk]++
+	fns := slices.Clone(s.onParam)
+	s.mu.Unlock()
+	for _, fn := range fns {
+		fn(gvk)
+	}
 }
 
 // NeedLeaderElection is false: every replica evaluates params.
@@ -232,6 +273,26 @@ func (s *Informers) open(ctx context.Context, gvk schema.GroupVersionKind) *kind
 	}
 	inf := dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, metav1.NamespaceAll, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
+	// Handlers run after the store holds the change (client-go updates
+	// the indexer before it notifies).
+	changed := func() { s.paramChanged(gvk) }
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(_ any, initial bool) {
+			if !initial {
+				changed()
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*unstructured.Unstructured)
+			n, ok2 := newObj.(*unstructured.Unstructured)
+			if !ok1 || !ok2 || o.GetResourceVersion() != n.GetResourceVersion() {
+				changed()
+			}
+		},
+		DeleteFunc: func(any) { changed() },
+	}); err != nil {
+		return &kindInformer{fault: fmt.Errorf("paramKind %s %s: watching: %w", gvk.GroupVersion(), gvk.Kind, err)}
+	}
 	ictx, stop := context.WithCancel(ctx)
 	go inf.RunWithContext(ictx)
 	s.log.V(1).Info("param informer started", "resource", gvr.String())

@@ -25,8 +25,8 @@ import (
 var configMaps = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 
 // newInformers returns a running set over a fake API server holding one
-// ConfigMap; allowed answers its access reviews.
-func newInformers(t *testing.T, allowed bool) *Informers {
+// ConfigMap, and the server's client; allowed answers its access reviews.
+func newInformers(t *testing.T, allowed bool) (*Informers, *dynamicfake.FakeDynamicClient) {
 	t.Helper()
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "limits", "namespace": "shop"}, "data": map[string]any{"max": "1"}}}
@@ -45,7 +45,7 @@ func newInformers(t *testing.T, allowed bool) *Informers {
 	done := make(chan struct{})
 	go func() { _ = s.Start(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return s
+	return s, dyn
 }
 
 func policy() kyvernov1.PolicyInterface {
@@ -67,7 +67,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestInformersFollowPolicies: an informer runs while a policy names its
 // kind and serves the objects asked for; it stops when none does.
 func TestInformersFollowPolicies(t *testing.T) {
-	s := newInformers(t, true)
+	s, _ := newInformers(t, true)
 	p := policy()
 	if _, decided := s.Fault(p); decided {
 		t.Fatal("decided before the kind was looked at")
@@ -102,7 +102,7 @@ func TestInformersFollowPolicies(t *testing.T) {
 // TestInformersForbidden: a kind charter may not list gets no informer;
 // the fault names the verb, group and resource, and reads fail.
 func TestInformersForbidden(t *testing.T) {
-	s := newInformers(t, false)
+	s, _ := newInformers(t, false)
 	p := policy()
 	s.Watch(KindsOf([]kyvernov1.PolicyInterface{p}))
 	waitFor(t, "kind looked at", func() bool { _, d := s.Fault(p); return d })
@@ -112,5 +112,57 @@ func TestInformersForbidden(t *testing.T) {
 	}
 	if _, err := s.Objects(t.Context(), engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"}); err == nil || err.Error() != msg {
 		t.Errorf("read: %v, want %q", err, msg)
+	}
+}
+
+// TestParamChanges: a param object created, updated or deleted after the
+// informer's first list is told to OnParamChange, once the informer serves
+// it, and counted in the kind's Generation; the first list is no change.
+func TestParamChanges(t *testing.T) {
+	s, dyn := newInformers(t, true)
+	changes := make(chan schema.GroupVersionKind, 10)
+	s.OnParamChange(func(gvk schema.GroupVersionKind) {
+		// What a subscriber reads now holds the change.
+		got, _ := s.Objects(t.Context(), engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "limits"})
+		if len(got) == 1 && got[0]["data"].(map[string]any)["max"] == "1" {
+			t.Errorf("a change told before the informer held it")
+		}
+		changes <- gvk
+	})
+	p := policy()
+	s.Watch(KindsOf([]kyvernov1.PolicyInterface{p}))
+	waitFor(t, "kind looked at", func() bool { _, d := s.Fault(p); return d })
+	waitFor(t, "informer synced", func() bool {
+		got, err := s.Objects(t.Context(), engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"})
+		return err == nil && len(got) == 1
+	})
+	if g := s.Generation(configMaps); g != 0 {
+		t.Errorf("generation %d after the first list, want 0", g)
+	}
+	cms := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("shop")
+	cm, err := cms.Get(t.Context(), "limits", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Object["data"] = map[string]any{"max": "2"}
+	cm.SetResourceVersion("2")
+	if _, err := cms.Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(t.Context(), "limits", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		select {
+		case gvk := <-changes:
+			if gvk != configMaps {
+				t.Errorf("change %d of %v, want %v", i, gvk, configMaps)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d changes told, want 2", i)
+		}
+	}
+	if g := s.Generation(configMaps); g != 2 {
+		t.Errorf("generation %d, want 2", g)
 	}
 }

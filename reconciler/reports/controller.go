@@ -364,6 +364,16 @@ func (c *Controller) Start(ctx context.Context) error {
 // installed policies and waits for its first sync.
 func (c *Controller) subscribe(ctx context.Context) error {
 	c.cluster.Policies.OnInstalledChange(func(*policycache.Installed) { c.signalPolicyChange() })
+	if c.cluster.Params != nil {
+		// A param object changed: the policies that read its kind are
+		// fingerprinted with its generation, so their resource types are
+		// rescanned (debounced as policy changes are); others are not.
+		c.cluster.Params.OnParamChange(func(gvk schema.GroupVersionKind) {
+			if snap := c.snap.Load(); snap != nil && snap.paramKinds[gvk] {
+				c.signalPolicyChange()
+			}
+		})
+	}
 	if !c.cluster.Policies.WaitForSync(ctx) {
 		return fmt.Errorf("reports: the policy cache did not sync: %w", ctx.Err())
 	}
@@ -406,7 +416,11 @@ func (c *Controller) applyPolicies(ctx context.Context, firstSweep func() error)
 		}
 		c.log.Error(err, "refreshing discovery; using the previous answer")
 	}
-	snap, err := buildSnapshot(policies, exceptions, c.kinds)
+	var paramGens paramGenerations
+	if c.cluster.Params != nil {
+		paramGens = c.cluster.Params
+	}
+	snap, err := buildSnapshot(policies, exceptions, c.kinds, paramGens)
 	if err != nil {
 		return err
 	}

@@ -51,6 +51,11 @@
 //     deleted. The sweep reads the API server's watch cache as it stands
 //     (conditional writes make a stale copy harmless); on start it runs
 //     while the policy informers sync, and scans wait for it.
+//   - A policy that reads validate.cel params is fingerprinted with the
+//     generation of each param kind it reads (clusterstate/params counts
+//     the changes of the kind's objects): a param created, edited or
+//     deleted rescans, like a policy change, the resource types of those
+//     policies only.
 //   - With Options.Metrics, each evaluation (not each skipped resource)
 //     records Kyverno's kyverno_policy_results_total and
 //     kyverno_policy_execution_duration_seconds, cause background_scan,

@@ -10,8 +10,10 @@ import (
 )
 
 // TestBackgroundReportsParams: a background scan reads validate.cel params
-// from the param kind's informer, as admission does, and a full rescan
-// sees a param's new data.
+// from the param kind's informer, as admission does, and a param's
+// change, update or delete, rescans at once (no full rescan) the resource
+// types of the policies that read its kind, and only those: the
+// Namespaces another policy scans are not evaluated again.
 func TestBackgroundReportsParams(t *testing.T) {
 	e := startEnv(t)
 	if _, err := e.cs.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "reports-test"}}, metav1.CreateOptions{}); err != nil {
@@ -24,22 +26,44 @@ func TestBackgroundReportsParams(t *testing.T) {
 	}
 	pod := e.apply("pod.yaml")
 	c, _ := e.startController(Options{Admission: NewAdmissionQueue(10), PolicyDebounce: 100 * time.Millisecond})
+	e.apply("namespace-owner.yaml")
 	e.apply("params-max-containers.yaml")
 	e.wantResults("the Pod's report with the param's limit of 0", "reports-test", string(pod.GetUID()), "params-max-containers/max-containers=fail")
+	ns, err := e.cs.CoreV1().Namespaces().Get(e.ctx, "reports-test", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wantResults("the namespace's report", "", string(ns.UID), "namespace-owner/owner-label=fail")
+	settled := func() int64 {
+		// Nothing is evaluated for a while: the scans are done.
+		for {
+			before := c.Stats().Evaluations.Load()
+			time.Sleep(time.Second)
+			if n := c.Stats().Evaluations.Load(); n == before {
+				return n
+			}
+		}
+	}
+	evaluated := settled()
 
 	limits.Data["maxContainers"] = "1"
 	if _, err := e.cs.CoreV1().ConfigMaps("reports-test").Update(e.ctx, limits, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually("a rescan with the param's limit of 1", func() error {
-		if err := c.FullRescan(e.ctx); err != nil {
-			return err
-		}
+	e.wantResults("the param's update: limit of 1", "reports-test", string(pod.GetUID()), "params-max-containers/max-containers=pass")
+	if n := settled() - evaluated; n != 1 {
+		t.Errorf("the param's update evaluated %d resources, want 1 (the Pod; the Namespaces are not the param's policy's)", n)
+	}
+
+	if err := e.cs.CoreV1().ConfigMaps("reports-test").Delete(e.ctx, "limits", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the param's deletion: no params, parameterNotFoundAction Deny", func() error {
 		got, _, err := e.results("reports-test", string(pod.GetUID()))
 		if err != nil {
 			return err
 		}
-		if len(got) != 1 || got[0] != "params-max-containers/max-containers=pass" {
+		if len(got) != 1 || got[0] != "params-max-containers/max-containers=error" && got[0] != "params-max-containers/max-containers=fail" {
 			return fmt.Errorf("results %v", got)
 		}
 		return nil

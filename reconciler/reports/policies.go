@@ -3,6 +3,7 @@ package reports
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"sort"
 
@@ -13,6 +14,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/clusterstate/params"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/reconciler/reports/report"
@@ -35,6 +37,16 @@ type snapshot struct {
 	types map[schema.GroupVersionResource]typeEntry
 	// compileErrors are the faults of policies left out of set.
 	compileErrors engine.CompileErrors
+	// paramKinds are the param kinds the policies in set read
+	// (validate.cel paramKind): a change of such a param is a change of
+	// those policies.
+	paramKinds map[schema.GroupVersionKind]bool
+}
+
+// paramGenerations counts the changes of each param kind's objects
+// (*params.Informers).
+type paramGenerations interface {
+	Generation(schema.GroupVersionKind) uint64
 }
 
 type typeEntry struct {
@@ -42,8 +54,6 @@ type typeEntry struct {
 	fingerprint uint64
 }
 
-// buildSnapshot compiles the background policies and works out which
-// resource types they need watched.
 // exceptionSet is the installed exceptions of both groups. The
 // policies.kyverno.io ones come from trusted namespaces (the policy
 // cache leaves out the others) and act in any namespace.
@@ -52,12 +62,17 @@ type exceptionSet struct {
 	cel     []*policiesv1.PolicyException
 }
 
-func buildSnapshot(policies []kyvernov1.PolicyInterface, installed exceptionSet, kinds *clusterstate.Kinds) (*snapshot, error) {
+// buildSnapshot compiles the background policies and works out which
+// resource types they need watched. A policy that reads params (validate.cel paramKind) is fingerprinted
+// with the generation of each param kind it reads (paramGens, when not
+// nil), so that a param change rescans the types of those policies only.
+func buildSnapshot(policies []kyvernov1.PolicyInterface, installed exceptionSet, kinds *clusterstate.Kinds, paramGens paramGenerations) (*snapshot, error) {
 	sort.Slice(policies, func(i, j int) bool { return engine.PolicyID(policies[i]) < engine.PolicyID(policies[j]) })
 	snap := &snapshot{
 		background: map[string]bool{},
 		catalog:    report.NewCatalog(policies),
 		types:      map[schema.GroupVersionResource]typeEntry{},
+		paramKinds: map[schema.GroupVersionKind]bool{},
 	}
 	var background []kyvernov1.PolicyInterface
 	for _, p := range policies {
@@ -88,12 +103,19 @@ func buildSnapshot(policies []kyvernov1.PolicyInterface, installed exceptionSet,
 	for _, p := range set.Policies() {
 		src := p.Source()
 		snap.background[report.PolicyRef(src)] = true
+		version := p.ID() + "@" + src.GetResourceVersion()
+		for _, gvk := range params.KindsOfPolicy(src) {
+			snap.paramKinds[gvk] = true
+			if paramGens != nil {
+				version += fmt.Sprintf(" %s@%d", gvk, paramGens.Generation(gvk))
+			}
+		}
 		for _, t := range policyTypes(src, kinds) {
 			h := fnv.New64a()
 			var prev [8]byte
 			binary.LittleEndian.PutUint64(prev[:], hashes[t.GVR])
 			h.Write(prev[:])
-			h.Write([]byte(p.ID() + "@" + src.GetResourceVersion() + "\x00"))
+			h.Write([]byte(version + "\x00"))
 			hashes[t.GVR] = h.Sum64()
 			snap.types[t.GVR] = typeEntry{ResourceType: t}
 		}
