@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"strings"
 	"sync"
-	"unsafe"
 
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -263,57 +261,6 @@ func (ci *celInputs) measure(i int) inputBound {
 	return size
 }
 
-// sharedAdapter converts a request's unstructured values to CEL values,
-// each map and list once: every policy reading object.spec.containers then
-// walks the same wrappers instead of allocating its own on each access
-// (a set of CEL policies reads the same few fields many times over). A
-// wrapper only views its map or list, so one changed in place (mutation)
-// reads as changed. Values are keyed by their map or backing array, which
-// the wrapper held here keeps alive, so an address is never reused for
-// another value while it is a key. One request's evaluation is sequential:
-// the adapter is not safe for concurrent use.
-type sharedAdapter struct {
-	wrapped map[sharedKey]ref.Val
-}
-
-type sharedKey struct {
-	p unsafe.Pointer
-	n int // length of a list; -1 for a map
-}
-
-func (a *sharedAdapter) NativeToValue(v any) ref.Val {
-	var key sharedKey
-	switch x := v.(type) {
-	case map[string]any:
-		if x == nil {
-			break
-		}
-		key = sharedKey{p: reflect.ValueOf(x).UnsafePointer(), n: -1}
-	case []any:
-		if len(x) == 0 {
-			break
-		}
-		key = sharedKey{p: unsafe.Pointer(unsafe.SliceData(x)), n: len(x)}
-	}
-	if key.p == nil {
-		return types.DefaultTypeAdapter.NativeToValue(v)
-	}
-	if w, ok := a.wrapped[key]; ok {
-		return w
-	}
-	var w ref.Val
-	if m, ok := v.(map[string]any); ok {
-		w = types.NewStringInterfaceMap(a, m)
-	} else {
-		w = types.NewDynamicList(a, v)
-	}
-	if a.wrapped == nil {
-		a.wrapped = map[sharedKey]ref.Val{}
-	}
-	a.wrapped[key] = w
-	return w
-}
-
 // celInputs builds the request's CEL variables on first use. The objects
 // are wrapped, not copied: the CEL adapter reads the unstructured maps in
 // place.
@@ -321,7 +268,7 @@ func (in *requestView) celInputs() *celInputs {
 	if in.cel != nil {
 		return in.cel
 	}
-	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, adapter: &sharedAdapter{}, view: in}
+	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, adapter: newSharedAdapter(), view: in}
 	if in.req.Object != nil {
 		ci.object = ci.adapter.NativeToValue(in.req.Object)
 	}

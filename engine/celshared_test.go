@@ -3,48 +3,194 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
+	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	"google.golang.org/protobuf/types/known/structpb"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 )
 
 // TestSharedAdapterWrapsEachValueOnce: the request's maps and lists are
-// wrapped once for every expression that reads them, a changed map reads
-// as changed, and different maps and lists (a shorter view of the same
-// array too) stay apart.
+// wrapped once for every expression that reads them (reading them again
+// allocates nothing), a changed map reads as changed, and a map or list
+// replaced under its key or index (a shorter view of the same array too)
+// gets a wrapper of its own.
 func TestSharedAdapterWrapsEachValueOnce(t *testing.T) {
 	a := &sharedAdapter{}
-	spec := map[string]any{"replicas": int64(1)}
 	list := []any{"a", "b", "c"}
-	if a.NativeToValue(spec) != a.NativeToValue(spec) {
+	spec := map[string]any{"replicas": int64(1), "list": list,
+		"containers": []any{map[string]any{"name": "a"}, map[string]any{"name": "b"}}}
+	root := a.NativeToValue(map[string]any{"spec": spec}).(traits.Mapper)
+	get := func(m ref.Val, key string) ref.Val { return m.(traits.Mapper).Get(types.String(key)) }
+	at := func(l ref.Val, i int) ref.Val { return l.(traits.Lister).Get(types.Int(i)) }
+	if get(root, "spec") != get(root, "spec") {
 		t.Error("one map wrapped twice")
 	}
-	if a.NativeToValue(list) != a.NativeToValue(list) {
+	if get(get(root, "spec"), "list") != get(get(root, "spec"), "list") {
 		t.Error("one list wrapped twice")
 	}
-	if a.NativeToValue(list) == a.NativeToValue(list[:2]) {
-		t.Error("a shorter view of a list shares its wrapper")
+	containers := get(get(root, "spec"), "containers")
+	if at(containers, 1) != at(containers, 1) {
+		t.Error("one list element wrapped twice")
 	}
-	if got := a.NativeToValue(list[:2]).(traits.Sizer).Size(); got != types.Int(2) {
-		t.Errorf("shorter view has size %v, want 2", got)
+	if n := testing.AllocsPerRun(20, func() { at(get(get(root, "spec"), "containers"), 1) }); n != 0 {
+		t.Errorf("reading object.spec.containers[1] again allocates %v times, want 0", n)
 	}
-	if a.NativeToValue(spec) == a.NativeToValue(map[string]any{"replicas": int64(1)}) {
-		t.Error("two maps share a wrapper")
-	}
-	wrapped := a.NativeToValue(spec).(traits.Mapper)
+	wrapped := get(root, "spec").(traits.Mapper)
 	spec["replicas"] = int64(3)
 	if got := wrapped.Get(types.String("replicas")); got != types.Int(3) {
 		t.Errorf("changed map reads %v, want 3", got)
+	}
+	old := get(wrapped, "list")
+	spec["list"] = list[:2]
+	if shorter := get(wrapped, "list"); shorter == old || shorter.(traits.Sizer).Size() != types.Int(2) {
+		t.Errorf("a shorter view of a list reads as the list it was: size %v", shorter.(traits.Sizer).Size())
+	}
+	spec["containers"].([]any)[1] = map[string]any{"name": "c"}
+	if got := get(at(containers, 1), "name"); got != types.String("c") {
+		t.Errorf("replaced list element reads %v, want c", got)
 	}
 	if a.NativeToValue([]any{}).(traits.Sizer).Size() != types.Int(0) || a.NativeToValue(map[string]any(nil)) == nil {
 		t.Error("empty values")
 	}
 	if a.NativeToValue("s") != types.String("s") || a.NativeToValue(int64(2)) != types.Int(2) {
 		t.Error("scalars are not converted as by the default adapter")
+	}
+}
+
+// TestCELValuesAsCELGo: every expression over a request's object gives
+// the same value, or the same error, through charter's wrappers
+// (sharedAdapter) as through cel-go's own (types.DefaultTypeAdapter), and
+// the wrappers convert to native and JSON values as cel-go's do.
+func TestCELValuesAsCELGo(t *testing.T) {
+	base, err := policyBaseEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := base.Extend(celgo.Variable("object", celgo.DynType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	object := func() map[string]any {
+		return map[string]any{
+			"metadata": map[string]any{"name": "web", "labels": map[string]any{"app": "web", "tier": "db"}},
+			"spec": map[string]any{
+				"replicas": int64(3), "hostNetwork": false, "args": []any{"b", "a", "c"},
+				"containers": []any{
+					map[string]any{"name": "a", "ports": []any{map[string]any{"containerPort": int64(80)}},
+						"securityContext": map[string]any{"privileged": true, "capabilities": map[string]any{"drop": []any{"ALL"}}}},
+					map[string]any{"name": "b"},
+				},
+				"initContainers": []any{map[string]any{"name": "i", "securityContext": map[string]any{}}},
+				"empty":          []any{},
+				"nothing":        map[string]any{},
+				"unset":          nil,
+			},
+		}
+	}
+	for _, expr := range []string{
+		"object.spec.containers.all(c, c.?securityContext.?privileged.orValue(false) == false)",
+		"object.spec.containers.map(c, c.name)",
+		"object.spec.containers.filter(c, has(c.ports)).size()",
+		"object.spec.containers.exists_one(c, c.name == 'a')",
+		"object.spec.containers.exists(c, c.?securityContext.?capabilities.?drop.orValue([]).exists_one(x, x == 'ALL'))",
+		"object.spec.containers + object.spec.?initContainers.orValue([]) + object.spec.?ephemeralContainers.orValue([])",
+		"(object.spec.containers + object.spec.initContainers).map(c, c.name)",
+		"(object.spec.containers + object.spec.initContainers)[2].name",
+		"(object.spec.containers + object.spec.initContainers)[7]",
+		"(object.spec.containers + object.spec.initContainers) == (object.spec.containers + object.spec.initContainers)",
+		"(object.spec.containers + object.spec.initContainers) == object.spec.containers",
+		"object.spec.initContainers[0] in (object.spec.containers + object.spec.initContainers)",
+		"'c' in object.spec.args + ['x']",
+		"[1, 2] + object.spec.args",
+		"object.spec.args + object.spec.empty",
+		"object.spec.empty + object.spec.args",
+		"object.spec.containers[0] == object.spec.containers[0]",
+		"object.spec.containers == object.spec.containers",
+		"object.spec.containers[0] in object.spec.containers",
+		"{'name': 'b'} in object.spec.containers",
+		"'app' in object.metadata.labels",
+		"object.metadata.labels.all(k, k.size() > 2)",
+		"object.metadata.labels.filter(k, k == 'app')",
+		"object.metadata.labels.exists(k, object.metadata.labels[k] == 'db')",
+		"object.metadata.labels.size() + size(object.spec.args)",
+		"object.metadata.labels == {'app': 'web', 'tier': 'db'}",
+		"{'tier': 'db', 'app': 'web'} == object.metadata.labels",
+		"object.metadata.labels == {'app': 'web'}",
+		"object.spec == {'a': 1}",
+		"object.spec.nothing == {}",
+		"has(object.spec.hostNetwork) && !has(object.spec.nope)",
+		"object.spec.nope",
+		"object.spec.containers[9]",
+		"object.spec.containers['x']",
+		"object.spec.containers[-1]",
+		"object.metadata.labels[1]",
+		"object.spec.unset == null",
+		"object.spec.containers.map(c, c.securityContext.privileged)",
+		"object.spec.containers.all(c, c.ports.all(p, p.containerPort > 0))",
+		"type(object) == map && type(object.spec.containers) == list && type(object.spec.containers + object.spec.initContainers) == list",
+		"dyn(object.spec.containers).size() == 2",
+		"object.spec.args.join(',')",
+		"object.spec.args.isSorted()",
+		"object.spec.args.sum()",
+		"string(object.spec.replicas) + object.metadata.name",
+		"object.spec.?containers[0].?name.orValue('') == 'a'",
+		"object.spec.containers.map(c, c.?ports.orValue([]).size())",
+		"cel.bind(all, object.spec.containers + object.spec.initContainers, all.size() == 3 && all[2].name == 'i')",
+		"object.spec.nothing.size() == 0 && object.spec.empty.size() == 0",
+	} {
+		ast, iss := env.Compile(expr)
+		if iss.Err() != nil {
+			t.Fatalf("%s: %v", expr, iss.Err())
+		}
+		prg, err := env.Program(ast)
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		eval := func(obj ref.Val) (ref.Val, error) {
+			val, _, err := prg.Eval(map[string]any{"object": obj})
+			return val, err
+		}
+		theirs, theirErr := eval(types.DefaultTypeAdapter.NativeToValue(object()))
+		ours, ourErr := eval((&sharedAdapter{}).NativeToValue(object()))
+		switch {
+		case theirErr != nil || ourErr != nil:
+			if fmt.Sprint(theirErr) != fmt.Sprint(ourErr) {
+				t.Errorf("%s: error %v, cel-go's %v", expr, ourErr, theirErr)
+			}
+		case ours.Type() != theirs.Type() || ours.Equal(theirs) != types.True || theirs.Equal(ours) != types.True:
+			t.Errorf("%s = %v (%s), cel-go's %v (%s)", expr, ours, ours.Type(), theirs, theirs.Type())
+		case types.Format(ours) != types.Format(theirs) && ours.Type() != types.MapType:
+			t.Errorf("%s formats as %s, cel-go's as %s", expr, types.Format(ours), types.Format(theirs))
+		}
+	}
+	ours, theirs := (&sharedAdapter{}).NativeToValue(object()), types.DefaultTypeAdapter.NativeToValue(object())
+	for _, typ := range []reflect.Type{reflect.TypeFor[any](), reflect.TypeFor[map[string]any](), reflect.TypeFor[*structpb.Value](), reflect.TypeFor[*structpb.Struct]()} {
+		o, oErr := ours.ConvertToNative(typ)
+		c, cErr := theirs.ConvertToNative(typ)
+		if fmt.Sprint(oErr) != fmt.Sprint(cErr) || !reflect.DeepEqual(fmt.Sprint(o), fmt.Sprint(c)) {
+			t.Errorf("ConvertToNative(%s) = %v, %v; cel-go's %v, %v", typ, o, oErr, c, cErr)
+		}
+	}
+	list := ours.(traits.Mapper).Get(types.String("spec")).(traits.Mapper).Get(types.String("containers"))
+	concat := list.(traits.Adder).Add(ours.(traits.Mapper).Get(types.String("spec")).(traits.Mapper).Get(types.String("initContainers")))
+	for _, l := range []ref.Val{list, concat} {
+		for _, typ := range []reflect.Type{reflect.TypeFor[[]any](), reflect.TypeFor[*structpb.ListValue](), reflect.TypeFor[[]map[string]any]()} {
+			got, err := l.ConvertToNative(typ)
+			if err != nil || reflect.ValueOf(got).Type() != typ {
+				t.Errorf("%T ConvertToNative(%s) = %v, %v", l, typ, got, err)
+			}
+		}
+		if l.(traits.Lister).Iterator().Type() != types.IteratorType {
+			t.Errorf("%T: iterator type", l)
+		}
 	}
 }
 
