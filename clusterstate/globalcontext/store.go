@@ -247,18 +247,12 @@ func (s *Store) retryFaulted(ctx context.Context) {
 
 // open validates the entry's spec and starts its source.
 func (s *Store) open(ctx context.Context, e *entry) {
-	if faults := e.spec.Validate(); len(faults) > 0 {
+	projections, faults := compile(s.jp, &e.spec)
+	if len(faults) > 0 {
 		e.fail(kyvernov2alpha1.ReasonInvalidSpec, strings.Join(faults, "; "), true)
 		return
 	}
-	for i, p := range e.spec.Projections {
-		q, err := s.jp.Compile(p.JMESPath)
-		if err != nil {
-			e.fail(kyvernov2alpha1.ReasonInvalidSpec, fmt.Sprintf("spec.projections[%d].jmesPath: %q: %v", i, p.JMESPath, err), true)
-			return
-		}
-		e.projections = append(e.projections, projection{name: p.Name, query: q})
-	}
+	e.projections = projections
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -272,6 +266,32 @@ func (s *Store) open(ctx context.Context, e *entry) {
 	case e.spec.APICall != nil:
 		go s.poll(ectx, e)
 	}
+}
+
+// Check returns what is wrong with an entry's spec, each fault naming its
+// field, as the Store reports it (reason InvalidSpec) and policy
+// admission refuses it; nil when it is valid.
+func Check(spec *kyvernov2alpha1.GlobalContextEntrySpec) []string {
+	_, faults := compile(jmespath.New(), spec)
+	return faults
+}
+
+// compile validates the spec and compiles its projections.
+func compile(jp *jmespath.Interpreter, spec *kyvernov2alpha1.GlobalContextEntrySpec) ([]projection, []string) {
+	faults := spec.Validate()
+	var projections []projection
+	for i, p := range spec.Projections {
+		if p.JMESPath == "" {
+			continue // Validate said so
+		}
+		q, err := jp.Compile(p.JMESPath)
+		if err != nil {
+			faults = append(faults, fmt.Sprintf("spec.projections[%d].jmesPath: %q: %v", i, p.JMESPath, err))
+			continue
+		}
+		projections = append(projections, projection{name: p.Name, query: q})
+	}
+	return projections, faults
 }
 
 // ForbiddenError is a resource charter may not read.

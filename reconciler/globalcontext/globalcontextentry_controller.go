@@ -28,6 +28,13 @@ import (
 // besides the Store's change notifications.
 const loadingRequeue = 2 * time.Second
 
+// changeBuffer is how many Store changes wait for the controller.
+const changeBuffer = 256
+
+// resync is how often a settled entry's status is compared with the
+// Store again, in case a change notification was dropped.
+const resync = time.Minute
+
 // GlobalContextEntryReconciler writes a GlobalContextEntry's conditions
 // (Ready, Reconciling, Stalled), observedGeneration and lastRefreshTime
 // from what the Store knows of it.
@@ -39,13 +46,15 @@ type GlobalContextEntryReconciler struct {
 // SetupWithManager runs the reconciler on the manager's leader, on
 // changes of the entries and of their state in the Store.
 func (r *GlobalContextEntryReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	changes := make(chan event.GenericEvent)
+	changes := make(chan event.GenericEvent, changeBuffer)
 	r.Store.OnChange(func(name string) {
-		// The Store calls from its own goroutines; the controller reads
-		// the channel only once it leads, so never block the Store.
-		go func() {
-			changes <- event.GenericEvent{Object: &kyvernov2alpha1.GlobalContextEntry{ObjectMeta: metav1.ObjectMeta{Name: name}}}
-		}()
+		// Never block the Store. The controller reads the channel only
+		// while it leads; a change dropped before that is no loss, since
+		// on election the controller's informer enqueues every entry.
+		select {
+		case changes <- event.GenericEvent{Object: &kyvernov2alpha1.GlobalContextEntry{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
+		default:
+		}
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("globalcontextentry").
@@ -62,7 +71,7 @@ func (r *GlobalContextEntryReconciler) Reconcile(ctx context.Context, req ctrl.R
 	}
 	before := gce.DeepCopy()
 	st, known := r.Store.Status(gce.Name)
-	var result ctrl.Result
+	result := ctrl.Result{RequeueAfter: resync}
 	switch {
 	case !known || st.Generation != gce.Generation || !st.Loaded:
 		markProgressing(&gce, fmt.Sprintf("loading generation %d", gce.Generation))

@@ -121,6 +121,17 @@ func TestGlobalContextResourceOnRealAPIServer(t *testing.T) {
 	eventually(t, "ghcr.io admitted", 30*time.Second, func() error { return f.verdict("shop", "ghcr.io/team/app:1") })
 	f.deniedWith(t, "shop", "docker.io/library/nginx:1", "docker.io/library/nginx:1 is not from one of the 2 allowed registries")
 
+	// Policy admission refuses an invalid entry, naming the field.
+	var bad unstructured.Unstructured
+	if err := yaml.Unmarshal([]byte(strings.Replace(strings.Replace(registriesFromConfigMaps, "name: registries", "name: bad", 1),
+		`"[?data.host].data.host"`, `"[?data.host"`, 1)), &bad.Object); err != nil {
+		t.Fatal(err)
+	}
+	err := f.client.Create(f.ctx, &bad)
+	if want := `admission webhook "validate-policy.charter.svc" denied the request: GlobalContextEntry "bad": spec.projections[0].jmesPath: "[?data.host": `; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("creating an invalid entry: %v, want %q", err, want)
+	}
+
 	if err := f.client.Create(f.ctx, registryHost("dockerhub", "docker.io")); err != nil {
 		t.Fatal(err)
 	}

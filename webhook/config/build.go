@@ -528,7 +528,8 @@ func (s Settings) mutating(groups map[kyvernov1.FailurePolicyType]*webhookRules,
 }
 
 // policyValidating routes ClusterPolicy, Policy, PolicyException,
-// CleanupPolicy and ClusterCleanupPolicy writes to /policyvalidate,
+// CleanupPolicy, ClusterCleanupPolicy and GlobalContextEntry writes to
+// /policyvalidate,
 // failing closed so an invalid policy, or one charter cannot enforce,
 // never lands, and labelled objects to /verifyttl (ttlWebhook).
 func (s Settings) policyValidating() *admissionregistrationv1.ValidatingWebhookConfiguration {
@@ -549,6 +550,10 @@ func (s Settings) policyValidating() *admissionregistrationv1.ValidatingWebhookC
 				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"policies.kyverno.io"}, APIVersions: []string{"v1"},
 					Resources: []string{"validatingpolicies", "namespacedvalidatingpolicies", "generatingpolicies", "namespacedgeneratingpolicies",
 						"deletingpolicies", "namespaceddeletingpolicies", "mutatingpolicies", "namespacedmutatingpolicies", "imagevalidatingpolicies", "namespacedimagevalidatingpolicies", "policyexceptions"}, Scope: &all}},
+				// GlobalContextEntries are checked as the Store loads them
+				// (Kyverno's /globalcontextvalidate).
+				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2alpha1"},
+					Resources: []string{"globalcontextentries"}, Scope: &all}},
 				// Cleanup policies are checked for what charter cannot run.
 				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2"},
 					Resources: []string{"cleanuppolicies", "clustercleanuppolicies"}, Scope: &all}},

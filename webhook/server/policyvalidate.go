@@ -5,19 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	kyvernov2alpha1 "github.com/charter-dev/charter/api/kyverno/v2alpha1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/strict"
+	"github.com/charter-dev/charter/clusterstate/globalcontext"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
 )
 
 // policyValidate refuses a ClusterPolicy, Policy, PolicyException,
-// CleanupPolicy or ClusterCleanupPolicy that does not compile, with the engine's field-path errors, e.g.
+// CleanupPolicy or ClusterCleanupPolicy that does not compile, or a
+// GlobalContextEntry whose spec is invalid (what Kyverno's
+// /globalcontextvalidate checks), with field-path errors, e.g.
 //
 //	ClusterPolicy "x": spec.rules[2].validate.pattern.spec.containers[0]: unknown anchor "~(x)"
 //
@@ -152,6 +157,15 @@ func checkPolicyObject(kind string, raw []byte) (engine.UnsupportedList, error) 
 			return nil, err
 		}
 		return engine.UnsupportedFeatures(p), nil
+	case kyvernov2alpha1.GlobalContextEntryKind:
+		gce := &kyvernov2alpha1.GlobalContextEntry{}
+		if err := strict.Unmarshal(raw, gce); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
+		}
+		if faults := globalcontext.Check(&gce.Spec); len(faults) > 0 {
+			return nil, fmt.Errorf("%s %q: %s", kind, objectName(raw), strings.Join(faults, "; "))
+		}
+		return nil, nil
 	case "PolicyException":
 		ex := &kyvernov2.PolicyException{}
 		if err := strict.Unmarshal(raw, ex); err != nil {

@@ -183,6 +183,41 @@ spec:
 `,
 			wantMessage: []string{`CleanupPolicy "team/cron": spec.schedule: invalid schedule "*/5 * * *"`},
 		},
+		{
+			name: "a valid GlobalContextEntry is admitted", kind: "GlobalContextEntry", wantAllowed: true,
+			manifest: `
+apiVersion: kyverno.io/v2alpha1
+kind: GlobalContextEntry
+metadata: {name: registries}
+spec:
+  kubernetesResource: {version: v1, resource: configmaps, namespace: platform}
+  projections: [{name: hosts, jmesPath: "[].data.host"}]
+`,
+		},
+		{
+			name: "an invalid GlobalContextEntry is refused naming each field", kind: "GlobalContextEntry",
+			manifest: `
+apiVersion: kyverno.io/v2alpha1
+kind: GlobalContextEntry
+metadata: {name: registries}
+spec:
+  apiCall: {urlPath: api/v1/namespaces, refreshInterval: 1m}
+  projections: [{name: a.b, jmesPath: "["}]
+`,
+			wantMessage: []string{`GlobalContextEntry "registries": spec.apiCall.urlPath: "api/v1/namespaces": want an absolute path such as /api/v1/namespaces; ` +
+				`spec.projections[0].name: "a.b": must not contain a dot (policies read it as <entry>.<projection>); spec.projections[0].jmesPath: "[": `},
+		},
+		{
+			name: "a GlobalContextEntry with an unknown field is refused", kind: "GlobalContextEntry",
+			manifest: `
+apiVersion: kyverno.io/v2alpha1
+kind: GlobalContextEntry
+metadata: {name: typo}
+spec:
+  kubernetesResource: {version: v1, resources: configmaps}
+`,
+			wantMessage: []string{`GlobalContextEntry "typo": unknown field "spec.kubernetesResource.resources"`},
+		},
 	}
 	trusted, err := policycache.ParseExceptionNamespaces([]string{"charter"})
 	if err != nil {
