@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/webhook/config"
 )
 
@@ -123,4 +125,21 @@ func waitForWebhook(ctx context.Context, cl client.Client) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// describeUpdateRequests lists the UpdateRequests in the cluster with their
+// state, for a failure message that says whether admission asked for the
+// background work and what became of it.
+func describeUpdateRequests(ctx context.Context, cl client.Client) string {
+	var urs kyvernov2.UpdateRequestList
+	if err := cl.List(ctx, &urs); err != nil {
+		return fmt.Sprintf("UpdateRequests: %v", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d UpdateRequests:", len(urs.Items))
+	for _, ur := range urs.Items {
+		fmt.Fprintf(&b, "\n  %s/%s %s policy=%s trigger=%s/%s/%s state=%s %s", ur.Namespace, ur.Name, ur.Spec.Type, ur.Spec.Policy,
+			ur.Spec.Resource.Kind, ur.Spec.Resource.Namespace, ur.Spec.Resource.Name, ur.Status.State, ur.Status.Message)
+	}
+	return b.String()
 }
