@@ -27,18 +27,27 @@ func (e *env) relabel(ns *corev1.Namespace, labels map[string]string) *corev1.Na
 	return cur
 }
 
-// wantOnlyFollowed waits until the NetworkPolicies gpol-follow generated for the
-// trigger are exactly want ("namespace/name").
+// wantOnlyFollowed waits until the objects gpol-follow generated for the
+// trigger are exactly want ("Kind namespace/name"; NetworkPolicies, then
+// ConfigMaps).
 func (e *env) wantOnlyFollowed(trigger *corev1.Namespace, want ...string) {
 	e.t.Helper()
-	e.eventually(fmt.Sprintf("NetworkPolicies of %s: %v", trigger.Name, want), func() error {
+	e.eventually(fmt.Sprintf("objects of %s: %v", trigger.Name, want), func() error {
+		generated := client.MatchingLabels{"generate.kyverno.io/policy-name": "gpol-follow", "generate.kyverno.io/trigger-uid": string(trigger.UID)}
 		var nps networkingv1.NetworkPolicyList
-		if err := e.cl.List(e.ctx, &nps, client.MatchingLabels{"generate.kyverno.io/policy-name": "gpol-follow", "generate.kyverno.io/trigger-uid": string(trigger.UID)}); err != nil {
+		if err := e.cl.List(e.ctx, &nps, generated); err != nil {
+			return err
+		}
+		var cms corev1.ConfigMapList
+		if err := e.cl.List(e.ctx, &cms, generated); err != nil {
 			return err
 		}
 		var got []string
 		for _, np := range nps.Items {
-			got = append(got, np.Namespace+"/"+np.Name)
+			got = append(got, "NetworkPolicy "+np.Namespace+"/"+np.Name)
+		}
+		for _, cm := range cms.Items {
+			got = append(got, "ConfigMap "+cm.Namespace+"/"+cm.Name)
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			return fmt.Errorf("found %v", got)
@@ -49,8 +58,8 @@ func (e *env) wantOnlyFollowed(trigger *corev1.Namespace, want ...string) {
 
 // TestGeneratingPolicyTriggerUpdate: a synchronized GeneratingPolicy
 // follows its trigger's updates on a real API server. An UPDATE that
-// changes the generated object's name or namespace generates the new
-// object and deletes the old one, with a DownstreamRetargeted event
+// changes the generated object's name, namespace or kind generates the
+// new object and deletes the old one, with a DownstreamRetargeted event
 // naming the trigger; an UPDATE after which the trigger no longer passes
 // the matchConditions deletes what was generated for it; another
 // trigger's object is left alone throughout.
@@ -67,19 +76,23 @@ func TestGeneratingPolicyTriggerUpdate(t *testing.T) {
 		nss = append(nss, ns)
 	}
 	web, shop := nss[0], nss[1]
-	e.wantOnlyFollowed(web, "web/deny-a")
-	e.wantOnlyFollowed(shop, "shop/deny-a")
+	e.wantOnlyFollowed(web, "NetworkPolicy web/deny-a")
+	e.wantOnlyFollowed(shop, "NetworkPolicy shop/deny-a")
 
 	// Another name.
 	web = e.relabel(web, map[string]string{"netpol": "on", "flavour": "b"})
-	e.wantOnlyFollowed(web, "web/deny-b")
+	e.wantOnlyFollowed(web, "NetworkPolicy web/deny-b")
 	e.eventually("a DownstreamRetargeted event names the trigger and the deleted object", func() error {
 		return e.retargetedEvent("GeneratingPolicy", "gpol-follow", "for Namespace web", "deleted NetworkPolicy web/deny-a")
 	})
 
 	// Another namespace.
 	web = e.relabel(web, map[string]string{"netpol": "on", "flavour": "b", "into": "elsewhere"})
-	e.wantOnlyFollowed(web, "elsewhere/deny-b")
+	e.wantOnlyFollowed(web, "NetworkPolicy elsewhere/deny-b")
+
+	// Another kind.
+	web = e.relabel(web, map[string]string{"netpol": "on", "flavour": "b", "into": "elsewhere", "as": "configmap"})
+	e.wantOnlyFollowed(web, "ConfigMap elsewhere/deny-b")
 
 	// No longer passing the matchConditions.
 	e.relabel(web, map[string]string{"netpol": "off"})
