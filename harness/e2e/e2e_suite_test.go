@@ -41,6 +41,7 @@ import (
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	kyvernov2alpha1 "github.com/charter-dev/charter/api/kyverno/v2alpha1"
 	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	policyreportv1alpha2 "github.com/charter-dev/charter/api/policyreport/v1alpha2"
@@ -97,6 +98,7 @@ func init() {
 	utilruntime.Must(kyvernov1.AddToScheme(scheme))
 	utilruntime.Must(kyvernov2.AddToScheme(scheme))
 	utilruntime.Must(kyvernov2beta1.AddToScheme(scheme))
+	utilruntime.Must(kyvernov2alpha1.AddToScheme(scheme))
 	utilruntime.Must(policiesv1.AddToScheme(scheme))
 	utilruntime.Must(policyreportv1alpha2.AddToScheme(scheme))
 	utilruntime.Must(gitopsv1alpha1.AddToScheme(scheme))
