@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -48,6 +49,12 @@ type State struct {
 	// and params from informers, ConfigMaps and API calls from the API
 	// server on every evaluation (see package loaders).
 	Loaders engine.Loaders
+	// Authorizer answers the CEL `authorizer` of policies with
+	// SubjectAccessReviews (WithCELAuthorizer; nil without). It is not in
+	// Loaders: only admission hands it to the engine, as
+	// ValidatingAdmissionPolicy binds authorizer at admission only (a
+	// background scan has no requesting user).
+	Authorizer authorizer.UnconditionalAuthorizer
 }
 
 // New builds the process's State on the manager's shared informers and
@@ -139,6 +146,14 @@ type options struct {
 	exceptionEvents bool
 	paramsConfig    *rest.Config
 	globalConfig    *rest.Config
+	authorizer      *loaders.AuthorizerOptions
+}
+
+// WithCELAuthorizer builds State.Authorizer, which asks the API server
+// (SubjectAccessReview create, with the manager's identity) and caches its
+// answers as o says.
+func WithCELAuthorizer(o loaders.AuthorizerOptions) Option {
+	return func(opts *options) { opts.authorizer = &o }
 }
 
 // WithGlobalContextConfig reads GlobalContextEntries and the resources
@@ -205,7 +220,14 @@ func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opt
 	if err != nil {
 		return nil, err
 	}
+	var authz authorizer.UnconditionalAuthorizer
+	if o.authorizer != nil {
+		if authz, err = loaders.NewAuthorizer(kube.AuthorizationV1(), *o.authorizer); err != nil {
+			return nil, fmt.Errorf("clusterstate: %w", err)
+		}
+	}
 	return &State{
+		Authorizer:      authz,
 		Policies:        cache,
 		CleanupPolicies: cleanuppolicies.New(informers),
 		Params:          paramInformers,

@@ -48,6 +48,7 @@ var reviewed = map[string][]grant{
 		{cluster, "", "namespaces", "get,list,watch", "namespaceSelector, enforcement label"},
 		{cluster, "", "configmaps", "get", "configMap context entries"},
 		{cluster, "rbac.authorization.k8s.io", "rolebindings,clusterrolebindings", "get,list,watch", "roles/clusterRoles in match"},
+		{cluster, "authorization.k8s.io", "subjectaccessreviews", "create", "the CEL authorizer of validate.cel rules"},
 		{cluster, "admissionregistration.k8s.io", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "get,list,watch,create,update,patch,delete", "writes and cleans up its webhook configurations"},
 		{cluster, "events.k8s.io", "events", "create,patch", "admission decision events"},
 		{cluster, "wgpolicyk8s.io", "policyreports", "get,list", "promotion gate reads reports"},

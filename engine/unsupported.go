@@ -86,7 +86,9 @@ var unsupportedFeatures = []feature{
 	{name: "CleanupPolicy", kinds: []string{"CleanupPolicy"}, path: "spec", where: InCLI},
 	// Nobody yet.
 	{name: "validate.assert", kinds: kyvernoPolicies, path: "spec.rules[*].validate.assert", where: Everywhere},
-	{name: "the CEL authorizer", kinds: kyvernoPolicies, path: "spec.rules[*].**.expression", where: Everywhere, when: usesCELAuthorizer},
+	// The CEL authorizer is bound at admission, to the requesting user
+	// (celauthz.go); the CLI has no authorizer (nor a user) to answer it.
+	{name: "the CEL authorizer", kinds: kyvernoPolicies, path: "spec.rules[*].**.expression", where: InCLI, when: usesCELAuthorizer},
 }
 
 // Unsupported is one feature of a policy that charter cannot run
@@ -354,8 +356,8 @@ func toJSONValue(v any) (any, error) {
 	return out, err
 }
 
-// usesCELAuthorizer holds for a CEL expression that reads authorizer, for
-// which charter has no implementation (the rule gives an error result).
+// usesCELAuthorizer holds for a CEL expression that reads authorizer,
+// which only admission binds (elsewhere the rule gives an error result).
 // An expression that does not parse is left to the compiler's fault.
 func usesCELAuthorizer(value any, _ map[string]any) bool {
 	expr, ok := value.(string)

@@ -143,9 +143,11 @@ admission: the HTTPS admission server (every replica), the policy cache,
 and, on the leader, certificate issue and rotation and the webhook
 configurations. Out of cluster, --webhook-url makes the webhooks call the
 server by URL (e.g. https://127.0.0.1:9443); in cluster they name the
-Service. Validate and mutate rules are enforced at admission. A policy
-using a feature charter cannot run in the cluster (validate.assert, the
-CEL authorizer, ...; see the README) is refused when a rule
+Service. Validate and mutate rules are enforced at admission, where the CEL
+authorizer of validate.cel asks SubjectAccessReviews for the requesting
+user (cached 10s). A policy
+using a feature charter cannot run in the cluster (validate.assert, ...;
+see the README) is refused when a rule
 of it enforces, and admitted with a warning when it only audits; either
 way its status is Ready=False, reason Unsupported.
 Cleanup policies are checked too (the schedule with the parser the
@@ -453,6 +455,9 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			// The process writing policy status tells of ignored
 			// exceptions too, from its leader: once, not once per process.
 			stateOpts = append(stateOpts, clusterstate.WithExceptionEvents())
+			// The CEL authorizer of policies asks SubjectAccessReviews
+			// for the requesting user, at admission only.
+			stateOpts = append(stateOpts, clusterstate.WithCELAuthorizer(loaders.DefaultAuthorizerOptions))
 		}
 		if state, err = clusterstate.New(mgr, log.WithName("clusterstate"), stateOpts...); err != nil {
 			return nil, nil, err

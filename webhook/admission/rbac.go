@@ -46,6 +46,10 @@ package admission
 // requests it admitted into the resource's report (reports'
 // AdmissionWriter): read, then a conditional create or PUT.
 // +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports;clusterpolicyreports,verbs=get;create;update
+// create: the CEL authorizer of validate.cel rules asks what the
+// requesting user (or a service account a policy names) may do, with a
+// SubjectAccessReview per check its cache does not answer.
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // get;list;watch: a rule's roles/clusterRoles match the requester's
 // bindings, read from informers.
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings;clusterrolebindings,verbs=get;list;watch

@@ -216,8 +216,10 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	// reports from the API server, not from a cache.
 	promotionGate := &promotion.Gate{Reports: promotion.ReportReader{Reader: mgr.GetAPIReader()}}
 	// Context entries read ConfigMaps and call the API server or a
-	// Service as the request is evaluated (clusterstate/loaders).
+	// Service as the request is evaluated (clusterstate/loaders). The CEL
+	// authorizer is bound at admission only.
 	lookups := o.State.Loaders
+	lookups.Authorizer = o.State.Authorizer
 	var mutator server.Mutator = server.EngineMutator{Loaders: lookups}
 	if o.Metrics != nil {
 		mutator = meteredMutator(lookups, o.Metrics)
