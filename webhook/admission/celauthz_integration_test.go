@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,8 @@ import (
 )
 
 // deleterPolicy admits a Pod only from a user who may delete Pods in its
-// namespace, asked through the CEL authorizer.
+// namespace, asked through the CEL authorizer, and labels it trusted (a
+// mutate rule's celPrecondition asking the same).
 const deleterPolicy = `apiVersion: kyverno.io/v1
 kind: ClusterPolicy
 metadata:
@@ -31,6 +33,22 @@ spec:
         expressions:
         - expression: "authorizer.group('').resource('pods').namespace(object.metadata.namespace).check('delete').allowed()"
           message: "only users who may delete pods may create them"
+---
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata:
+  name: label-deleters
+spec:
+  background: false
+  rules:
+  - name: trusted
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    celPreconditions:
+    - name: may-delete
+      expression: "authorizer.group('').resource('pods').namespace(object.metadata.namespace).check('delete').allowed()"
+    mutate:
+      patchStrategicMerge:
+        metadata: {labels: {trusted: "yes"}}
 `
 
 // podRole is a Role on Pods in ns with verbs, bound to subjects.
@@ -49,7 +67,7 @@ func userSubject(name string) rbacv1.Subject {
 
 // TestCELAuthorizerOnRealAPIServer: the CEL authorizer asks the API server
 // (SubjectAccessReview) about the requesting user: a user who may delete
-// Pods is admitted, one who may only create them is denied with the
+// Pods is admitted and labelled by the mutate rule, one who may only create them is denied with the
 // rule's message, a user allowed through a group is admitted (groups
 // reach the review), and a grant made later is honoured once the denied
 // answer's cache entry expires.
@@ -86,6 +104,18 @@ func TestCELAuthorizerOnRealAPIServer(t *testing.T) {
 	alice, bob, carol := f.impersonate(t, "alice"), f.impersonate(t, "bob"), f.impersonate(t, "carol", "shop-admins")
 	t.Run("a user who may delete pods is admitted", func(t *testing.T) {
 		eventually(t, "alice admitted", 30*time.Second, func() error { return create(alice, "web") })
+	})
+	t.Run("a mutate rule's celPrecondition asks the authorizer too", func(t *testing.T) {
+		eventually(t, "alice's pod labelled", 30*time.Second, func() error {
+			p := podIn("web", "shop", nil)
+			if err := alice.Create(ctx, p, client.DryRunAll); err != nil {
+				return err
+			}
+			if p.Labels["trusted"] != "yes" {
+				return fmt.Errorf("labels %v, want trusted=yes", p.Labels)
+			}
+			return nil
+		})
 	})
 	t.Run("a user who may not is denied", func(t *testing.T) {
 		eventually(t, "bob denied", 30*time.Second, denied(bob))

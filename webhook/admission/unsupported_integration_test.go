@@ -96,17 +96,6 @@ func TestUnsupportedOnRealAPIServer(t *testing.T) {
 		t.Logf("kubectl apply: %s", out.String())
 	})
 
-	t.Run("a mutate rule, which has no Audit mode, is refused", func(t *testing.T) {
-		err := cl.Create(ctx, policyFile(t, "mutate-authorized.yaml"))
-		if err == nil {
-			t.Fatal("a mutate policy charter cannot run was admitted: it would mutate nothing")
-		}
-		want := `ClusterPolicy "mutate-authorized": spec.rules[0].celPreconditions[0].expression: the CEL authorizer is not supported by charter anywhere yet`
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("%v, want %q", err, want)
-		}
-	})
-
 	condition := func(name string) (*metav1.Condition, error) {
 		var p kyvernov1.ClusterPolicy
 		if err := cl.Get(ctx, client.ObjectKey{Name: name}, &p); err != nil {

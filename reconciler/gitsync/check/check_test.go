@@ -63,7 +63,6 @@ func TestObjects(t *testing.T) {
 		{file: "bad-exception.yaml", want: []string{`repo/bad-exception.yaml: PolicyException "team-a/allow-all": spec.exceptions: an exception needs at least one policy`}},
 		{file: "unsupported.yaml", want: []string{
 			`repo/unsupported.yaml: ClusterPolicy "verify-assert": spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet`,
-			`repo/unsupported.yaml: ClusterPolicy "mutate-authorized": spec.rules[0].celPreconditions[0].expression: the CEL authorizer is not supported by charter anywhere yet`,
 		}},
 		{file: "unsupported-audit.yaml"},
 	}
