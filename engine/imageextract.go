@@ -211,9 +211,19 @@ func (x *imageExtractor) extract(v any, at []string, fields []string, found func
 	}
 	at = append(at[:len(at):len(at)], x.value)
 	pointer := jsonPointer(at)
-	raw, ok := m[x.value].(string)
-	if !ok || raw == "" {
+	var raw string
+	switch v := m[x.value].(type) {
+	case nil:
 		// No image here (Kyverno: "the image may not be present").
+		return nil
+	case string:
+		raw = v
+	default:
+		// Kyverno skips it as absent; an extractor pointed at an object
+		// (image: {repository, tag}) would then pass what it never read.
+		return fmt.Errorf("%s is %s, not a string image reference", pointer, jsonKind(v))
+	}
+	if raw == "" {
 		return nil
 	}
 	key := pointer
