@@ -61,15 +61,7 @@ func TestGeneratingPolicy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := set.Generate(context.Background(), tc.req, tc.opts...)
-			var got, objects []string
-			for _, pr := range resp.Policies {
-				for _, rr := range pr.Rules {
-					got = append(got, pr.Key+"/"+rr.Name+" "+string(rr.Status)+": "+rr.Message)
-					for _, g := range rr.Generated {
-						objects = append(objects, g.Ref().String())
-					}
-				}
-			}
+			got, objects := generateOutcomes(resp, func(pr PolicyResponse, rr RuleResponse) string { return pr.Key + "/" + rr.Name })
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("responses\n got %q\nwant %q", got, tc.want)
 			}
@@ -210,15 +202,7 @@ func TestGeneratingPolicyTriggerUpdate(t *testing.T) {
 				op = kyvernov1.Delete
 			}
 			resp := set.Generate(context.Background(), &Request{Operation: op, Object: tc.obj, OldObject: tc.old}, tc.opts...)
-			var got, objects []string
-			for _, pr := range resp.Policies {
-				for _, rr := range pr.Rules {
-					got = append(got, pr.Key+" "+string(rr.Status)+": "+rr.Message)
-					for _, g := range rr.Generated {
-						objects = append(objects, g.Ref().String())
-					}
-				}
-			}
+			got, objects := generateOutcomes(resp, func(pr PolicyResponse, _ RuleResponse) string { return pr.Key })
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("responses\n got %q\nwant %q", got, tc.want)
 			}
@@ -227,4 +211,19 @@ func TestGeneratingPolicyTriggerUpdate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// generateOutcomes lists a Generate response as "<name> <status>:
+// <message>" per rule response, name given by name, and the generated
+// objects' references in order.
+func generateOutcomes(resp *GenerateResponse, name func(PolicyResponse, RuleResponse) string) (got, objects []string) {
+	for _, pr := range resp.Policies {
+		for _, rr := range pr.Rules {
+			got = append(got, name(pr, rr)+" "+string(rr.Status)+": "+rr.Message)
+			for _, g := range rr.Generated {
+				objects = append(objects, g.Ref().String())
+			}
+		}
+	}
+	return got, objects
 }
