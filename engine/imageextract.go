@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -187,11 +186,9 @@ func (x *imageExtractor) extract(v any, at []string, fields []string, found func
 				}
 			}
 		case map[string]any:
-			keys := make([]string, 0, len(t))
-			for k := range t {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
+			// Sized up front: this runs per request.
+			keys := slices.AppendSeq(make([]string, 0, len(t)), maps.Keys(t))
+			slices.Sort(keys)
 			for _, k := range keys {
 				if err := x.extract(t[k], append(at, k), fields[1:], found); err != nil {
 					return err
