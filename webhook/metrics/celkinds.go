@@ -118,11 +118,21 @@ func (r *Recorder) celSeriesFor(k celKey) *resultSeries {
 }
 
 // observeCEL records one result of a policies.kyverno.io policy in its
-// kind's family.
-func (r *Recorder) observeCEL(family celFamily, key *resultKey, share float64, timed bool) {
-	k := celKey{family: family, mode: key.policy.mode, background: key.policy.background, policyNS: key.policy.namespace,
-		policyName: key.policy.name, kind: key.kind, namespace: key.namespace, operation: key.operation, cause: key.cause, result: key.result}
-	s := r.celSeriesFor(k)
+// kind's family. series is the result's series in kyverno_policy_results_total,
+// which keeps the family's series it maps to: found once, not looked up
+// again for every result (a ValidatingPolicy records both on every
+// request).
+func (r *Recorder) observeCEL(family celFamily, key *resultKey, series *resultSeries, share float64, timed bool) {
+	s := series.cel[family].Load()
+	var k celKey
+	if s == nil || timed && s.execution.Load() == nil {
+		k = celKey{family: family, mode: key.policy.mode, background: key.policy.background, policyNS: key.policy.namespace,
+			policyName: key.policy.name, kind: key.kind, namespace: key.namespace, operation: key.operation, cause: key.cause, result: key.result}
+	}
+	if s == nil {
+		s = r.celSeriesFor(k)
+		series.cel[family].Store(s)
+	}
 	s.results.Inc()
 	if timed {
 		s.observer(r.cel.execution[family], k.labelValues).Observe(share)

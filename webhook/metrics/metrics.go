@@ -288,7 +288,7 @@ func (r *Recorder) observeRules(req Request, c cause, p *engine.PolicyResponse, 
 			s.executionSeries(r, key).Observe(share)
 		}
 		if family != noFamily {
-			r.observeCEL(family, &key, share, timed)
+			r.observeCEL(family, &key, s, share, timed)
 		}
 	}
 }

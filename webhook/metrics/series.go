@@ -88,6 +88,9 @@ func (k *resultKey) labelValues() []string {
 type resultSeries struct {
 	results   prometheus.Counter
 	execution atomic.Pointer[prometheus.Observer]
+	// cel are, for a series of kyverno_policy_results_total, the series
+	// of each CEL family its results also count in (observeCEL).
+	cel [celFamilies]atomic.Pointer[resultSeries]
 }
 
 func (r *Recorder) resultSeriesFor(k resultKey) *resultSeries {
