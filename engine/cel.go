@@ -197,10 +197,10 @@ type celInputs struct {
 	view               *requestView
 	// adapter wraps the request's values for every expression of every
 	// policy that reads them.
-	adapter *sharedAdapter
+	adapter sharedAdapter
 	// sharedVariables are the values of the policies' variables that
 	// depend on the request alone, by canonical expression (celVariables).
-	sharedVariables map[string]sharedVariable
+	sharedVariables sharedValues
 	// namespaceObject is what namespace wraps.
 	namespaceObject map[string]any
 	// sizes are inputSizes' answers by input, once asked (measured
@@ -268,7 +268,8 @@ func (in *requestView) celInputs() *celInputs {
 	if in.cel != nil {
 		return in.cel
 	}
-	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, adapter: newSharedAdapter(), view: in}
+	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, view: in}
+	ci.adapter.useHints()
 	if in.req.Object != nil {
 		ci.object = ci.adapter.NativeToValue(in.req.Object)
 	}

@@ -312,7 +312,7 @@ func TestSharedVariablesComputedOncePerRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inputs := &celInputs{namespace: types.NullValue, adapter: &sharedAdapter{}}
+	inputs := &celInputs{namespace: types.NullValue}
 	inputs.object = inputs.adapter.NativeToValue(map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"image": "a"}, map[string]any{"image": "b"}}}})
 	evaluate := func(defsExpr map[string]string, expr string) (*celEvaluator, *celVariables) {
 		compiler, err := plugincel.NewCompositedCompiler(env)
@@ -330,7 +330,7 @@ func TestSharedVariablesComputedOncePerRequest(t *testing.T) {
 			if res.Error != nil {
 				t.Fatal(res.Error)
 			}
-			defs = append(defs, celVariable{name: name, program: res.Program, shared: sharedVariableKey(e)})
+			defs = append(defs, celVariable{name: name, program: res.Program, shared: sharedKeyOf(e)})
 		}
 		res := compiler.CompileCELExpression(&celAccessor{expr: expr, returns: boolReturn()}, decls, environment.StoredExpressions)
 		if res.Error != nil {
@@ -347,13 +347,14 @@ func TestSharedVariablesComputedOncePerRequest(t *testing.T) {
 	}
 	first, v1 := evaluate(map[string]string{"images": "object.spec.containers.map(c, c.image)", "count": "variables.images.size()"}, "variables.count == 2")
 	second, v2 := evaluate(map[string]string{"images": "object.spec.containers.map(c,   c.image)"}, "variables.images == ['a', 'b']")
-	if len(inputs.sharedVariables) != 1 {
-		t.Fatalf("%d shared values, want the one of images (count reads a variable)", len(inputs.sharedVariables))
+	if inputs.sharedVariables.len() != 1 {
+		t.Fatalf("%d shared values, want the one of images (count reads a variable)", inputs.sharedVariables.len())
 	}
 	if v1.vals[0] != v2.vals[0] {
 		t.Error("the second policy computed images again")
 	}
-	if spentFirst, spentSecond := 1<<40-first.budget, 1<<40-second.budget; spentSecond < inputs.sharedVariables[v1.defs[0].shared].cost || spentFirst <= spentSecond {
-		t.Errorf("budget spent: first policy %d, second %d, images cost %d: a shared value is charged to each policy", spentFirst, spentSecond, inputs.sharedVariables[v1.defs[0].shared].cost)
+	images, _ := inputs.sharedVariables.get(v1.defs[0].shared)
+	if spentFirst, spentSecond := 1<<40-first.budget, 1<<40-second.budget; spentSecond < images.cost || spentFirst <= spentSecond {
+		t.Errorf("budget spent: first policy %d, second %d, images cost %d: a shared value is charged to each policy", spentFirst, spentSecond, images.cost)
 	}
 }

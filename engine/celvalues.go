@@ -40,12 +40,11 @@ var slabHints struct {
 	maps, lists, kids, iters, concatIters, elems atomic.Int32
 }
 
-// newSharedAdapter returns an adapter whose slabs start at their hints.
-func newSharedAdapter() *sharedAdapter {
-	a := &sharedAdapter{}
+// useHints makes the adapter's slabs start at their hints (a zero
+// adapter's start small and grow).
+func (a *sharedAdapter) useHints() {
 	a.maps.hint, a.lists.hint, a.kids.hint = &slabHints.maps, &slabHints.lists, &slabHints.kids
 	a.iters.hint, a.concatIters.hint, a.elems.hint = &slabHints.iters, &slabHints.concatIters, &slabHints.elems
-	return a
 }
 
 // NativeToValue wraps v afresh (the roots of a request's values: object,
@@ -169,11 +168,12 @@ func sameList(x, y []any) bool {
 }
 
 // slab hands out T's from chunks. The first chunk of a request is as
-// large as its kind's hint, what requests needed lately: grown by half
-// again whenever a request needs more, shrunk by a sixteenth by each
-// request, so that a chunk fits the request it serves without holding
-// much more than it uses (the bytes a request allocates decide how often
-// the garbage collector runs).
+// large as its kind's hint, what requests needed lately: each request
+// that needs more moves the hint a quarter of the way up to its need,
+// each request moves it down by a sixteenth, so that the first chunk fits
+// most requests without holding much more than they use (the bytes a
+// request allocates decide how often the garbage collector runs); a
+// request needing more gets small chunks, as it needs them.
 type slab[T any] struct {
 	free []T
 	used int
@@ -223,11 +223,9 @@ func (s *slab[T]) grow(n int) {
 		size = h
 		s.hint.Store(int32(h - h/16))
 	default:
-		want := s.used + s.used/2 + n
-		if h := s.hint.Load(); int32(want) > h {
-			s.hint.CompareAndSwap(h, int32(min(want, slabMax)))
+		if h, need := int(s.hint.Load()), s.used+n; need > h {
+			s.hint.CompareAndSwap(int32(h), int32(min(h+(need-h+3)/4, slabMax)))
 		}
-		size = s.used
 	}
 	s.free = make([]T, min(max(size, n, slabMin), slabMax))
 }

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"unique"
 
 	celgo "github.com/google/cel-go/cel"
 	celast "github.com/google/cel-go/common/ast"
@@ -207,7 +209,7 @@ func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path stri
 			f.add(field+".expression", celFault(res.Error.Detail))
 			continue
 		}
-		v.variables = append(v.variables, celVariable{name: vr.Name, program: res.Program, untracked: res.untracked, shared: sharedVariableKey(vr.Expression)})
+		v.variables = append(v.variables, celVariable{name: vr.Name, program: res.Program, untracked: res.untracked, shared: sharedKeyOf(vr.Expression)})
 		checked = append(checked, vpolChecked{res: res, variable: vr.Name})
 	}
 	for i, val := range spec.Validations {
@@ -465,6 +467,7 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 		result.props = validationIndex(i)
 		break
 	}
+	owned := false // result.props may be validationIndex's, which is shared
 	for i := range v.annotations {
 		a := &v.annotations[i]
 		val, err := e.eval(&a.celProgram)
@@ -472,8 +475,10 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 			return errorf("error: audit annotation %s: %v", a.key, err)
 		}
 		if s, ok := val.(types.String); ok && s != "" {
-			if result.props == nil {
-				result.props = map[string]string{}
+			if !owned {
+				props := make(map[string]string, len(result.props)+1)
+				maps.Copy(props, result.props)
+				result.props, owned = props, true
 			}
 			result.props[a.key] = string(s)
 		}
@@ -481,9 +486,23 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 	return result
 }
 
+// validationIndexes are the properties naming each of the first
+// validations, made once and shared by every result naming one: like
+// every RuleResponse.Properties, they are read, never written.
+var validationIndexes = func() (out [32]map[string]string) {
+	for i := range out {
+		out[i] = map[string]string{ValidationIndexProperty: strconv.Itoa(i)}
+	}
+	return out
+}()
+
 // validationIndex is the properties of a result that names validation i:
-// made only for a failure or an error, not for every validation that holds.
+// needed only for a failure or an error, not for every validation that
+// holds.
 func validationIndex(i int) map[string]string {
+	if i < len(validationIndexes) {
+		return validationIndexes[i]
+	}
 	return map[string]string{ValidationIndexProperty: strconv.Itoa(i)}
 }
 
@@ -497,16 +516,63 @@ type celVariable struct {
 	maxCost   int64
 	// shared is the key under which the variable's value is shared by
 	// every policy of a request: its expression in canonical form, when
-	// it reads nothing but the request (sharedVariableKey); "" otherwise.
-	shared string
+	// it reads nothing but the request (sharedVariableKey); the zero
+	// handle otherwise.
+	shared unique.Handle[string]
+}
+
+// sharedKeyOf is the handle of sharedVariableKey(expr), zero when the
+// variable is not shared.
+func sharedKeyOf(expr string) unique.Handle[string] {
+	if key := sharedVariableKey(expr); key != "" {
+		return unique.Make(key)
+	}
+	return unique.Handle[string]{}
 }
 
 // sharedVariable is a variable's value computed for one request, and
 // what computing it cost.
 type sharedVariable struct {
+	key  unique.Handle[string]
 	val  ref.Val
 	cost int64
 }
+
+// sharedValues are the values of a request's shared variables, by key.
+// The first sharedInline are in a slice found by comparing handles (a key
+// is an expression, long to hash; a set declares few), the rest in a map.
+type sharedValues struct {
+	few  []sharedVariable
+	more map[unique.Handle[string]]sharedVariable
+}
+
+const sharedInline = 16
+
+func (s *sharedValues) get(key unique.Handle[string]) (sharedVariable, bool) {
+	for i := range s.few {
+		if s.few[i].key == key {
+			return s.few[i], true
+		}
+	}
+	sv, ok := s.more[key]
+	return sv, ok
+}
+
+func (s *sharedValues) put(sv sharedVariable) {
+	if len(s.few) < sharedInline {
+		if s.few == nil {
+			s.few = make([]sharedVariable, 0, sharedInline/2)
+		}
+		s.few = append(s.few, sv)
+		return
+	}
+	if s.more == nil {
+		s.more = map[unique.Handle[string]]sharedVariable{}
+	}
+	s.more[sv.key] = sv
+}
+
+func (s *sharedValues) len() int { return len(s.few) + len(s.more) }
 
 // requestInputs are the variables that mean the same in every policy of a
 // request.
@@ -632,8 +698,8 @@ func (m *celVariables) value(i int) ref.Val {
 		return v
 	}
 	d := &m.defs[i]
-	if d.shared != "" {
-		if sv, ok := m.inputs.sharedVariables[d.shared]; ok {
+	if d.shared != (unique.Handle[string]{}) {
+		if sv, ok := m.inputs.sharedVariables.get(d.shared); ok {
 			// Charged as if computed here: a policy's budget does not
 			// depend on which policies ran before it.
 			m.e.variablesCost += sv.cost
@@ -665,11 +731,8 @@ func (m *celVariables) value(i int) ref.Val {
 	}
 	m.e.variablesCost += cost
 	m.vals[i] = v
-	if d.shared != "" && err == nil {
-		if m.inputs.sharedVariables == nil {
-			m.inputs.sharedVariables = map[string]sharedVariable{}
-		}
-		m.inputs.sharedVariables[d.shared] = sharedVariable{val: v, cost: cost}
+	if d.shared != (unique.Handle[string]{}) && err == nil {
+		m.inputs.sharedVariables.put(sharedVariable{key: d.shared, val: v, cost: cost})
 	}
 	return v
 }

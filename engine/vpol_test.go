@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -280,6 +281,13 @@ func TestValidatingPolicies(t *testing.T) {
 			for key := range tt.want {
 				if !got[key] {
 					t.Errorf("%s did not respond", key)
+				}
+			}
+			// The properties naming a validation are shared: an audit
+			// annotation beside one must not have been written into them.
+			for i, props := range validationIndexes {
+				if len(props) != 1 || props[ValidationIndexProperty] != strconv.Itoa(i) {
+					t.Fatalf("validationIndexes[%d] = %v", i, props)
 				}
 			}
 		})
