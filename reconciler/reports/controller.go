@@ -581,9 +581,10 @@ func fixedSnapshot(snap *snapshot) func() (*snapshot, error) {
 	return func() (*snapshot, error) { return snap, nil }
 }
 
-// sweep reads every report charter manages: results of policies or rules
-// that are gone are dropped (a report left empty is deleted), and what the
-// report holds is remembered so scans need not read it again. It asks
+// sweep reads every report charter manages: a report whose resource is
+// gone is deleted (see gone.go), results of policies or rules that are
+// gone are dropped (a report left empty is deleted), and what the report
+// holds is remembered so scans need not read it again. It asks
 // policies for the policy set once it has a report to look at.
 func (c *Controller) sweep(ctx context.Context, policies func() (*snapshot, error)) error {
 	c.mu.Lock()
@@ -604,6 +605,13 @@ func (c *Controller) sweep(ctx context.Context, policies func() (*snapshot, erro
 		scope.Namespace = u.GetNamespace()
 		unlock := c.lock(scope.UID)
 		defer unlock()
+		if c.resourceGoneFor(ctx, scope) {
+			if err := c.deleteReportLocked(ctx, scope); err != nil {
+				return fmt.Errorf("sweeping the report of %s, which is gone: %w", scope, err)
+			}
+			c.log.Info("deleted the report of a resource that is gone", "report", scope.String())
+			return nil
+		}
 		results, rv := parsed.Results, u.GetResourceVersion()
 		// A report written since the list was taken is read again, rather
 		// than an older one remembered than the one known.

@@ -60,6 +60,8 @@ type env struct {
 	cntr *writeCounter
 	// images, when set, verifies the images of verifyImages rules.
 	images engine.ImageVerifier
+	// wrap, when set, wraps the transport of the controllers started next.
+	wrap func(http.RoundTripper) http.RoundTripper
 }
 
 func startEnv(t *testing.T) *env {
@@ -77,9 +79,25 @@ func startEnv(t *testing.T) *env {
 // does, through a client whose report writes are counted.
 func (e *env) startController(opts Options) (*Controller, context.CancelFunc) {
 	e.t.Helper()
+	c, stop := e.runController(opts)
+	e.eventually("the controller's first scan", func() error {
+		if !c.Synced() {
+			return fmt.Errorf("not synced")
+		}
+		return nil
+	})
+	return c, stop
+}
+
+// runController is startController without waiting for the first scan.
+func (e *env) runController(opts Options) (*Controller, context.CancelFunc) {
+	e.t.Helper()
 	cfg := rest.CopyConfig(e.cfg)
 	e.cntr = &writeCounter{}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { e.cntr.next = rt; return e.cntr })
+	if e.wrap != nil {
+		cfg.Wrap(e.wrap)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: e.scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		e.t.Fatal(err)
@@ -101,12 +119,6 @@ func (e *env) startController(opts Options) (*Controller, context.CancelFunc) {
 		if ctx.Err() == nil {
 			stop()
 		}
-	})
-	e.eventually("the controller's first scan", func() error {
-		if !c.Synced() {
-			return fmt.Errorf("not synced")
-		}
-		return nil
 	})
 	return c, stop
 }

@@ -51,6 +51,12 @@
 //     deleted. The sweep reads the API server's watch cache as it stands
 //     (conditional writes make a stale copy harmless); on start it runs
 //     while the policy informers sync, and scans wait for it.
+//   - The sweep also deletes the report of a resource that is gone (or
+//     was recreated under the same name with a new UID) without a delete
+//     event having been seen: on a control plane without a garbage
+//     collector nothing else would. It decides only from a synced
+//     informer confirmed by a live GET; reports met before their type's
+//     first scan wait for it (gone.go).
 //   - A policy that reads validate.cel params is fingerprinted with the
 //     generation of each param kind it reads (clusterstate/params counts
 //     the changes of the kind's objects): a param created, edited or

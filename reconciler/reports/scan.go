@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -31,6 +32,12 @@ type watcher struct {
 	scanMu sync.Mutex
 	// scanned is set when the first scan completed.
 	scanned atomic.Bool
+
+	// deferredMu guards ready and deferred: reports whose resource the
+	// watcher could not yet answer for (see gone.go).
+	deferredMu sync.Mutex
+	ready      bool
+	deferred   map[types.UID]report.Scope
 }
 
 // newMetadataInformer returns a metadata-only informer whose cache keeps
@@ -101,6 +108,7 @@ func (c *Controller) startWatcher(ctx context.Context, t clusterstate.ResourceTy
 		if err := w.scan(wctx, c, false); err != nil && wctx.Err() == nil {
 			c.log.Error(err, "initial background scan", "resource", t.GVR)
 		}
+		c.collectDeferred(wctx, w)
 		w.scanned.Store(true)
 	}()
 	c.log.Info("watching for background scans", "resource", t.GVR.String())
@@ -189,6 +197,12 @@ func (c *Controller) handleEvent(ctx context.Context, key eventKey) error {
 func (c *Controller) resourceGone(ctx context.Context, scope report.Scope) error {
 	unlock := c.lock(scope.UID)
 	defer unlock()
+	return c.deleteReportLocked(ctx, scope)
+}
+
+// deleteReportLocked deletes a report whatever it holds and forgets the
+// resource; the caller holds the resource's lock.
+func (c *Controller) deleteReportLocked(ctx context.Context, scope report.Scope) error {
 	c.stats.Writes.Add(1)
 	if err := c.reports.delete(ctx, scope); err != nil {
 		return err
