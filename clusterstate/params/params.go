@@ -19,10 +19,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -59,7 +61,7 @@ type Informers struct {
 	onChange []func()
 	// onParam are told of every change of a param object; gens count
 	// them per kind (Generation).
-	onParam []func(schema.GroupVersionKind)
+	onParam []func(schema.GroupVersionKind, metav1.Object)
 	gens    map[schema.GroupVersionKind]uint64
 }
 
@@ -108,6 +110,51 @@ func KindsOf(policies []kyvernov1.PolicyInterface) map[schema.GroupVersionKind]b
 // (with repeats).
 func KindsOfPolicy(p kyvernov1.PolicyInterface) []schema.GroupVersionKind { return paramKinds(p) }
 
+// Reads reports whether a policy's validate.cel rules may read obj, an
+// object of the param kind gvk: a rule's paramKind is gvk and its
+// paramRef may select obj (its name, namespace and selector, as set; a
+// namespaced Policy reads its own namespace only). A paramRef without a
+// namespace reads the request's, so it may select obj in any namespace.
+// nil obj (unknown) may be read.
+func Reads(p kyvernov1.PolicyInterface, gvk schema.GroupVersionKind, obj metav1.Object) bool {
+	if obj == nil {
+		return true
+	}
+	if ns := p.GetNamespace(); ns != "" && obj.GetNamespace() != "" && obj.GetNamespace() != ns {
+		return false
+	}
+	for i := range p.GetSpec().Rules {
+		v := p.GetSpec().Rules[i].Validation
+		if v == nil || v.CEL == nil || v.CEL.ParamKind == nil {
+			continue
+		}
+		if gv, err := schema.ParseGroupVersion(v.CEL.ParamKind.APIVersion); err != nil || gv.WithKind(v.CEL.ParamKind.Kind) != gvk {
+			continue
+		}
+		if refSelects(v.CEL.ParamRef, obj) {
+			return true
+		}
+	}
+	return false
+}
+
+// refSelects reports whether a paramRef may select obj; what cannot be
+// told (no paramRef, an invalid selector) may.
+func refSelects(ref *admissionregistrationv1.ParamRef, obj metav1.Object) bool {
+	switch {
+	case ref == nil:
+		return true
+	case ref.Namespace != "" && obj.GetNamespace() != "" && ref.Namespace != obj.GetNamespace():
+		return false
+	case ref.Name != "":
+		return ref.Name == obj.GetName()
+	case ref.Selector != nil:
+		sel, err := metav1.LabelSelectorAsSelector(ref.Selector)
+		return err != nil || sel.Matches(labels.Set(obj.GetLabels()))
+	}
+	return true
+}
+
 func paramKinds(p kyvernov1.PolicyInterface) []schema.GroupVersionKind {
 	var out []schema.GroupVersionKind
 	for i := range p.GetSpec().Rules {
@@ -148,12 +195,14 @@ func (s *Informers) OnChange(fn func()) {
 	s.onChange = append(s.onChange, fn)
 }
 
-// OnParamChange registers fn, called with the kind of a param object
-// created, updated or deleted after its informer's first list, once the
-// informer's store holds the change: a background scan that reads the
-// kind's params from then on sees it. The objects of a kind's first list
-// (a policy began to name the kind) are no change.
-func (s *Informers) OnParamChange(fn func(schema.GroupVersionKind)) {
+// OnParamChange registers fn, called with the kind and the object (nil
+// when unknown) of a param object created, updated or deleted after its
+// informer's first list, once the informer's store holds the change: a
+// background scan that reads the kind's params from then on sees it. The
+// objects of a kind's first list (a policy began to name the kind) are no
+// change. Every object of the kind is told of, also those no paramRef
+// names (Reads tells them apart).
+func (s *Informers) OnParamChange(fn func(schema.GroupVersionKind, metav1.Object)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.onParam = append(s.onParam, fn)
@@ -170,13 +219,13 @@ func (s *Informers) Generation(gvk schema.GroupVersionKind) uint64 {
 
 // paramChanged counts a change of a kind's params and tells every
 // OnParamChange subscriber.
-func (s *Informers) paramChanged(gvk schema.GroupVersionKind) {
+func (s *Informers) paramChanged(gvk schema.GroupVersionKind, obj metav1.Object) {
 	s.mu.Lock()
 	s.gens[gvk]++
 	fns := slices.Clone(s.onParam)
 	s.mu.Unlock()
 	for _, fn := range fns {
-		fn(gvk)
+		fn(gvk, obj)
 	}
 }
 
@@ -275,21 +324,27 @@ func (s *Informers) open(ctx context.Context, gvk schema.GroupVersionKind) *kind
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
 	// Handlers run after the store holds the change (client-go updates
 	// the indexer before it notifies).
-	changed := func() { s.paramChanged(gvk) }
+	changed := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		m, _ := obj.(metav1.Object)
+		s.paramChanged(gvk, m)
+	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(_ any, initial bool) {
+		AddFunc: func(obj any, initial bool) {
 			if !initial {
-				changed()
+				changed(obj)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*unstructured.Unstructured)
 			n, ok2 := newObj.(*unstructured.Unstructured)
 			if !ok1 || !ok2 || o.GetResourceVersion() != n.GetResourceVersion() {
-				changed()
+				changed(newObj)
 			}
 		},
-		DeleteFunc: func(any) { changed() },
+		DeleteFunc: changed,
 	}); err != nil {
 		return &kindInformer{fault: fmt.Errorf("paramKind %s %s: watching: %w", gvk.GroupVersion(), gvk.Kind, err)}
 	}

@@ -121,7 +121,7 @@ func TestInformersForbidden(t *testing.T) {
 func TestParamChanges(t *testing.T) {
 	s, dyn := newInformers(t, true)
 	changes := make(chan schema.GroupVersionKind, 10)
-	s.OnParamChange(func(gvk schema.GroupVersionKind) {
+	s.OnParamChange(func(gvk schema.GroupVersionKind, _ metav1.Object) {
 		// What a subscriber reads now holds the change.
 		got, _ := s.Objects(t.Context(), engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "limits"})
 		if len(got) == 1 && got[0]["data"].(map[string]any)["max"] == "1" {
@@ -164,5 +164,46 @@ func TestParamChanges(t *testing.T) {
 	}
 	if g := s.Generation(configMaps); g != 2 {
 		t.Errorf("generation %d, want 2", g)
+	}
+}
+
+// TestReads: a param object may be read by a policy when a rule's
+// paramKind is its kind and the rule's paramRef may select it (name,
+// namespace, selector); a namespaced Policy reads its own namespace only.
+func TestReads(t *testing.T) {
+	withRef := func(ns string, ref *admissionregistrationv1.ParamRef) kyvernov1.PolicyInterface {
+		rule := kyvernov1.Rule{Name: "r", Validation: &kyvernov1.Validation{CEL: &kyvernov1.CEL{
+			ParamKind: &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"}, ParamRef: ref}}}
+		if ns != "" {
+			return &kyvernov1.Policy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}, Spec: kyvernov1.Spec{Rules: []kyvernov1.Rule{rule}}}
+		}
+		return &kyvernov1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: kyvernov1.Spec{Rules: []kyvernov1.Rule{rule}}}
+	}
+	cm := func(ns, name string, lbls map[string]string) metav1.Object {
+		return &metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbls}
+	}
+	byName := &admissionregistrationv1.ParamRef{Name: "limits"}
+	bySelector := &admissionregistrationv1.ParamRef{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"params": "yes"}}}
+	for _, tc := range []struct {
+		name string
+		p    kyvernov1.PolicyInterface
+		gvk  schema.GroupVersionKind
+		obj  metav1.Object
+		want bool
+	}{
+		{"by name, in any namespace", withRef("", byName), configMaps, cm("shop", "limits", nil), true},
+		{"another name", withRef("", byName), configMaps, cm("shop", "other", nil), false},
+		{"by name in a namespace", withRef("", &admissionregistrationv1.ParamRef{Name: "limits", Namespace: "platform"}), configMaps, cm("shop", "limits", nil), false},
+		{"by selector", withRef("", bySelector), configMaps, cm("shop", "any", map[string]string{"params": "yes"}), true},
+		{"not selected", withRef("", bySelector), configMaps, cm("shop", "any", nil), false},
+		{"a namespaced Policy, its namespace", withRef("shop", byName), configMaps, cm("shop", "limits", nil), true},
+		{"a namespaced Policy, another namespace", withRef("shop", byName), configMaps, cm("web", "limits", nil), false},
+		{"another kind", withRef("", byName), schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, cm("shop", "limits", nil), false},
+		{"no paramRef", withRef("", nil), configMaps, cm("shop", "other", nil), true},
+		{"object unknown", withRef("", byName), configMaps, nil, true},
+	} {
+		if got := Reads(tc.p, tc.gvk, tc.obj); got != tc.want {
+			t.Errorf("%s: Reads %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -368,8 +369,10 @@ func (c *Controller) subscribe(ctx context.Context) error {
 		// A param object changed: the policies that read its kind are
 		// fingerprinted with its generation, so their resource types are
 		// rescanned (debounced as policy changes are); others are not.
-		c.cluster.Params.OnParamChange(func(gvk schema.GroupVersionKind) {
-			if snap := c.snap.Load(); snap != nil && snap.paramKinds[gvk] {
+		// An object of the kind that no policy's paramRef can select
+		// (most ConfigMaps, for a ConfigMap paramKind) rescans nothing.
+		c.cluster.Params.OnParamChange(func(gvk schema.GroupVersionKind, obj metav1.Object) {
+			if snap := c.snap.Load(); snap != nil && snap.readsParam(gvk, obj) {
 				c.signalPolicyChange()
 			}
 		})

@@ -13,7 +13,8 @@ import (
 // from the param kind's informer, as admission does, and a param's
 // change, update or delete, rescans at once (no full rescan) the resource
 // types of the policies that read its kind, and only those: the
-// Namespaces another policy scans are not evaluated again.
+// Namespaces another policy scans are not evaluated again, and an object
+// of the kind that no paramRef names rescans nothing.
 func TestBackgroundReportsParams(t *testing.T) {
 	e := startEnv(t)
 	if _, err := e.cs.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "reports-test"}}, metav1.CreateOptions{}); err != nil {
@@ -45,6 +46,22 @@ func TestBackgroundReportsParams(t *testing.T) {
 		}
 	}
 	evaluated := settled()
+
+	// A ConfigMap no paramRef names is no param: its changes rescan
+	// nothing (ConfigMaps change all the time in a cluster).
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "reports-test"}, Data: map[string]string{"maxContainers": "5"}}
+	if other, err = e.cs.CoreV1().ConfigMaps("reports-test").Create(e.ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other.Data["maxContainers"] = "6"
+	if _, err := e.cs.CoreV1().ConfigMaps("reports-test").Update(e.ctx, other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // well past PolicyDebounce
+	if n := settled() - evaluated; n != 0 {
+		t.Errorf("changes of a ConfigMap no paramRef names evaluated %d resources, want 0", n)
+	}
+	evaluated = settled()
 
 	limits.Data["maxContainers"] = "1"
 	if _, err := e.cs.CoreV1().ConfigMaps("reports-test").Update(e.ctx, limits, metav1.UpdateOptions{}); err != nil {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -37,10 +39,16 @@ type snapshot struct {
 	types map[schema.GroupVersionResource]typeEntry
 	// compileErrors are the faults of policies left out of set.
 	compileErrors engine.CompileErrors
-	// paramKinds are the param kinds the policies in set read
-	// (validate.cel paramKind): a change of such a param is a change of
-	// those policies.
-	paramKinds map[schema.GroupVersionKind]bool
+	// paramReaders are the policies in set that read params
+	// (validate.cel paramKind): a change of a param one of them may read
+	// (params.Reads) is a change of that policy.
+	paramReaders []kyvernov1.PolicyInterface
+}
+
+// readsParam reports whether a policy of the snapshot may read obj, a
+// param object of kind gvk.
+func (s *snapshot) readsParam(gvk schema.GroupVersionKind, obj metav1.Object) bool {
+	return slices.ContainsFunc(s.paramReaders, func(p kyvernov1.PolicyInterface) bool { return params.Reads(p, gvk, obj) })
 }
 
 // paramGenerations counts the changes of each param kind's objects
@@ -72,7 +80,6 @@ func buildSnapshot(policies []kyvernov1.PolicyInterface, installed exceptionSet,
 		background: map[string]bool{},
 		catalog:    report.NewCatalog(policies),
 		types:      map[schema.GroupVersionResource]typeEntry{},
-		paramKinds: map[schema.GroupVersionKind]bool{},
 	}
 	var background []kyvernov1.PolicyInterface
 	for _, p := range policies {
@@ -104,8 +111,11 @@ func buildSnapshot(policies []kyvernov1.PolicyInterface, installed exceptionSet,
 		src := p.Source()
 		snap.background[report.PolicyRef(src)] = true
 		version := p.ID() + "@" + src.GetResourceVersion()
-		for _, gvk := range params.KindsOfPolicy(src) {
-			snap.paramKinds[gvk] = true
+		paramKinds := params.KindsOfPolicy(src)
+		if len(paramKinds) > 0 {
+			snap.paramReaders = append(snap.paramReaders, src)
+		}
+		for _, gvk := range paramKinds {
 			if paramGens != nil {
 				version += fmt.Sprintf(" %s@%d", gvk, paramGens.Generation(gvk))
 			}
