@@ -421,6 +421,23 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 			WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(Satisfy(apierrors.IsNotFound), "ConfigMap %s/ttl", rbacNamespace)
 	}, SpecTimeout(60*time.Second))
 
+	It("answers the CEL authorizer with SubjectAccessReviews, which admission's role may create", func(ctx SpecContext) {
+		p := rbacPolicy("deleters-only.yaml")
+		Expect(cl.Create(ctx, p)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, p))).To(Succeed()) })
+		waitPolicyReady(ctx, p.Name)
+		labels := func(authz string) map[string]string {
+			return map[string]string{"e2e-authz": authz, "app.kubernetes.io/name": "authz", "owner": "e2e", "team": "e2e"}
+		}
+		// charter evaluates the policy: a ServiceAccount without grants
+		// may not delete Pods.
+		Eventually(func() error {
+			return refusedByCharterFor(ctx, rbacPod("nobody", labels("nobody")), p.Name)
+		}).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		// Admitted only if every review was made and answered.
+		Expect(cl.Create(ctx, rbacPod("authz", labels("true")), client.DryRunAll)).To(Succeed())
+	}, SpecTimeout(60*time.Second))
+
 	It("lets the uninstall hook's ServiceAccount delete charter's webhook configurations", func(ctx SpecContext) {
 		var before admissionregistrationv1.ValidatingWebhookConfigurationList
 		Expect(cl.List(ctx, &before, client.MatchingLabels{webhookconfig.ManagedByLabel: webhookconfig.ManagedByValue})).To(Succeed())
