@@ -168,12 +168,13 @@ func sameList(x, y []any) bool {
 }
 
 // slab hands out T's from chunks. The first chunk of a request is as
-// large as its kind's hint, what requests needed lately: each request
-// that needs more moves the hint a quarter of the way up to its need,
-// each request moves it down by a sixteenth, so that the first chunk fits
-// most requests without holding much more than they use (the bytes a
-// request allocates decide how often the garbage collector runs); a
-// request needing more gets small chunks, as it needs them.
+// large as its kind's hint, about what requests needed lately: each
+// request that needs more moves the hint a quarter of the way up to its
+// need, each request moves it down by a sixty-fourth, so that the first
+// chunk fits most requests without holding much more than they use (the
+// bytes a request allocates decide how often the garbage collector runs);
+// a request needing more gets further chunks, half as large as what it
+// has used. Hints are kept in sixteenths, so that they shrink smoothly.
 type slab[T any] struct {
 	free []T
 	used int
@@ -214,17 +215,17 @@ func (s *slab[T]) take(n int) []T {
 
 // grow starts a chunk holding at least n.
 func (s *slab[T]) grow(n int) {
-	size := slabMin
+	size := s.used / 2
 	switch {
 	case s.hint == nil:
-		size = max(s.used, slabMin)
+		size = s.used
 	case s.used == 0:
-		h := int(s.hint.Load())
-		size = h
-		s.hint.Store(int32(h - h/16))
+		h := s.hint.Load()
+		size = int(h+15) / 16
+		s.hint.Store(h - h/64)
 	default:
-		if h, need := int(s.hint.Load()), s.used+n; need > h {
-			s.hint.CompareAndSwap(int32(h), int32(min(h+(need-h+3)/4, slabMax)))
+		if h, need := s.hint.Load(), int32(16*(s.used+n)); need > h {
+			s.hint.CompareAndSwap(h, min(h+(need-h)/4, 16*slabMax))
 		}
 	}
 	s.free = make([]T, min(max(size, n, slabMin), slabMax))
