@@ -335,6 +335,8 @@ var _ = Describe("Background: a forbidden write", Label("background"), Ordered, 
 			ObjectMeta: metav1.ObjectMeta{Name: bgRestrictedClusterRol},
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{"kyverno.io"}, Resources: []string{"clusterpolicies", "policies", "policyexceptions"}, Verbs: []string{"get", "list", "watch"}},
+				// clusterstate loads GlobalContextEntries, as charter-background may.
+				{APIGroups: []string{"kyverno.io"}, Resources: []string{"globalcontextentries"}, Verbs: []string{"list", "watch"}},
 				{APIGroups: []string{"policies.kyverno.io"}, Resources: []string{"validatingpolicies", "namespacedvalidatingpolicies", "generatingpolicies", "namespacedgeneratingpolicies", "mutatingpolicies", "namespacedmutatingpolicies", "imagevalidatingpolicies", "namespacedimagevalidatingpolicies", "policyexceptions"}, Verbs: []string{"get", "list", "watch"}},
 				{APIGroups: []string{"kyverno.io"}, Resources: []string{"updaterequests", "updaterequests/status"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 				{APIGroups: []string{"kyverno.io"}, Resources: []string{"clusterpolicies/status"}, Verbs: []string{"get", "update", "patch"}},
