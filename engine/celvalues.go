@@ -50,29 +50,43 @@ func (a *sharedAdapter) useHints() {
 // NativeToValue wraps v afresh (the roots of a request's values: object,
 // oldObject, request, namespaceObject, each built once per request).
 func (a *sharedAdapter) NativeToValue(v any) ref.Val {
-	switch x := v.(type) {
-	case map[string]any:
-		if x != nil {
-			return a.newMap(x)
-		}
-	case []any:
-		if len(x) > 0 {
-			return a.newList(x)
-		}
+	if c := a.wrap(v); c != nil {
+		return c
 	}
 	return types.DefaultTypeAdapter.NativeToValue(v)
 }
 
-func (a *sharedAdapter) newMap(m map[string]any) *celMap {
-	w := a.maps.new()
-	w.a, w.m = a, m
-	return w
+// wrap returns a new wrapper of a map or a non-empty list, nil for any
+// other value (converted as cel-go's adapter converts it).
+func (a *sharedAdapter) wrap(v any) ref.Val {
+	switch x := v.(type) {
+	case map[string]any:
+		if x != nil {
+			w := a.maps.new()
+			w.a, w.m = a, x
+			return w
+		}
+	case []any:
+		if len(x) > 0 {
+			w := a.lists.new()
+			w.a, w.l = a, x
+			return w
+		}
+	}
+	return nil
 }
 
-func (a *sharedAdapter) newList(l []any) *celList {
-	w := a.lists.new()
-	w.a, w.l = a, l
-	return w
+// wraps reports whether c is a wrapper of v, still the same map or list.
+func wraps(c ref.Val, v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		w, ok := c.(*celMap)
+		return ok && sameMap(w.m, x)
+	case []any:
+		w, ok := c.(*celList)
+		return ok && sameList(w.l, x)
+	}
+	return false
 }
 
 // maxKids bounds the wrapped children a map keeps: finding one is a walk
@@ -83,80 +97,45 @@ const maxKids = 8
 // kid returns the CEL value of v, a value of the map of w: the wrapper of
 // a map or list made when it was first read, else a new one.
 func (a *sharedAdapter) kid(w *celMap, v any) ref.Val {
-	switch x := v.(type) {
-	case map[string]any:
-		if x == nil {
-			break
-		}
-		n := 0
-		for k := w.kids; k != nil; k, n = k.next, n+1 {
-			if c, ok := k.val.(*celMap); ok && sameMap(c.m, x) {
-				return c
-			}
-		}
-		c := a.newMap(x)
-		a.link(w, c, n)
-		return c
-	case []any:
-		if len(x) == 0 {
-			break
-		}
-		n := 0
-		for k := w.kids; k != nil; k, n = k.next, n+1 {
-			if c, ok := k.val.(*celList); ok && sameList(c.l, x) {
-				return c
-			}
-		}
-		c := a.newList(x)
-		a.link(w, c, n)
-		return c
+	switch v.(type) {
+	case map[string]any, []any:
+	default:
+		return types.DefaultTypeAdapter.NativeToValue(v)
 	}
-	return types.DefaultTypeAdapter.NativeToValue(v)
-}
-
-// link makes c a wrapped child of w, which has n.
-func (a *sharedAdapter) link(w *celMap, c ref.Val, n int) {
-	if n >= maxKids {
-		return
+	n := 0
+	for k := w.kids; k != nil; k, n = k.next, n+1 {
+		if wraps(k.val, v) {
+			return k.val
+		}
 	}
-	k := a.kids.new()
-	k.val, k.next = c, w.kids
-	w.kids = k
+	c := a.wrap(v)
+	if c == nil {
+		return types.DefaultTypeAdapter.NativeToValue(v)
+	}
+	if n < maxKids {
+		k := a.kids.new()
+		k.val, k.next = c, w.kids
+		w.kids = k
+	}
+	return c
 }
 
 // elem returns the CEL value of element i of the list of w: a map or
 // list is wrapped once, while it stays the element there.
 func (a *sharedAdapter) elem(w *celList, i int) ref.Val {
 	v := w.l[i]
-	switch x := v.(type) {
-	case map[string]any:
-		if x == nil {
-			break
-		}
-		if w.elems == nil {
-			w.elems = a.elems.take(len(w.l))
-		}
-		if c, ok := w.elems[i].(*celMap); ok && sameMap(c.m, x) {
-			return c
-		}
-		c := a.newMap(x)
-		w.elems[i] = c
-		return c
-	case []any:
-		if len(x) == 0 {
-			break
-		}
-		if w.elems == nil {
-			w.elems = a.elems.take(len(w.l))
-		}
-		if c, ok := w.elems[i].(*celList); ok && sameList(c.l, x) {
-			return c
-		}
-		c := a.newList(x)
-		w.elems[i] = c
-		return c
+	if w.elems != nil && wraps(w.elems[i], v) {
+		return w.elems[i]
 	}
-	return types.DefaultTypeAdapter.NativeToValue(v)
+	c := a.wrap(v)
+	if c == nil {
+		return types.DefaultTypeAdapter.NativeToValue(v)
+	}
+	if w.elems == nil {
+		w.elems = a.elems.take(len(w.l))
+	}
+	w.elems[i] = c
+	return c
 }
 
 func sameMap(x, y map[string]any) bool {
