@@ -172,6 +172,9 @@ type eventKey struct {
 	namespace, name string
 	// deleted carries the UID of a deleted resource.
 	deleted types.UID
+	// recheck carries the UID of a report's resource found gone while the
+	// report was younger than Options.GoneGracePeriod (see gone.go).
+	recheck types.UID
 }
 
 // New returns a reports controller that talks to the API server at cfg
@@ -608,7 +611,7 @@ func (c *Controller) sweep(ctx context.Context, policies func() (*snapshot, erro
 		scope.Namespace = u.GetNamespace()
 		unlock := c.lock(scope.UID)
 		defer unlock()
-		if c.resourceGoneFor(ctx, scope) {
+		if c.resourceGoneFor(ctx, seenReport{scope, u.GetCreationTimestamp().Time}) {
 			if err := c.deleteReportLocked(ctx, scope); err != nil {
 				return fmt.Errorf("sweeping the report of %s, which is gone: %w", scope, err)
 			}

@@ -27,19 +27,56 @@ import (
 // the report's UID is then looked up with a live GET, and only a NotFound
 // or another UID (deleted and recreated under the same name) deletes the
 // report. Reports seen before that are kept aside and answered right
-// after the watcher's first scan (collectDeferred). Reports of kinds no
-// watcher scans are left to the garbage collector and to the sweep's
-// pruning of removed policies' results, as before.
+// after the watcher's first scan (collectDeferred). A report younger than
+// Options.GoneGracePeriod is looked at again once it is that old: the
+// admission writer may have written it for a CREATE the API server has
+// not stored yet. Reports of kinds no watcher scans are left to the
+// garbage collector and to the sweep's pruning of removed policies'
+// results, as before.
 
 // resourceGoneFor reports whether the resource a report describes no
-// longer exists (or exists under another UID). It answers false whenever
-// it cannot be sure.
-func (c *Controller) resourceGoneFor(ctx context.Context, scope report.Scope) bool {
-	w := c.watcherFor(scope)
-	if w == nil || !w.deferUnlessReady(scope) {
+// longer exists (or exists under another UID), so that the report goes
+// now. It answers false whenever it cannot be sure yet.
+func (c *Controller) resourceGoneFor(ctx context.Context, seen seenReport) bool {
+	w := c.watcherFor(seen.scope)
+	if w == nil || !w.deferUnlessReady(seen) {
 		return false
 	}
-	return c.confirmGone(ctx, w, scope)
+	return c.goneNow(ctx, w, seen)
+}
+
+// goneNow reports whether the report's resource is gone and the report
+// old enough to delete; a young report of a missing resource is queued to
+// be looked at again once it is old enough.
+func (c *Controller) goneNow(ctx context.Context, w *watcher, seen seenReport) bool {
+	if !c.confirmGone(ctx, w, seen.scope) {
+		return false
+	}
+	if wait := c.opts.GoneGracePeriod - c.now().Sub(seen.created); wait > 0 {
+		c.events.AddAfter(eventKey{gvr: w.t.GVR, namespace: seen.scope.Namespace, name: seen.scope.Name, recheck: seen.scope.UID}, wait)
+		return false
+	}
+	return true
+}
+
+// recheckGone deletes the report of a resource found gone while the
+// report was young, if it is still gone.
+func (c *Controller) recheckGone(ctx context.Context, key eventKey) error {
+	c.mu.Lock()
+	w := c.watchers[key.gvr]
+	c.mu.Unlock()
+	if w == nil {
+		return nil // no longer scanned
+	}
+	scope := report.Scope{APIVersion: w.t.APIVersion(), Kind: w.t.Kind, Namespace: key.namespace, Name: key.name, UID: key.recheck}
+	if !c.confirmGone(ctx, w, scope) {
+		return nil
+	}
+	if err := c.resourceGone(ctx, scope); err != nil {
+		return err
+	}
+	c.log.Info("deleted the report of a resource that is gone", "report", scope.String())
+	return nil
 }
 
 // confirmGone asks the synced informer, then the API server, whether the
@@ -85,16 +122,16 @@ func (c *Controller) watcherFor(scope report.Scope) *watcher {
 // deferUnlessReady reports whether the watcher can answer for the
 // report's resource now; until its first scan is done it keeps the report
 // aside for collectDeferred and answers false.
-func (w *watcher) deferUnlessReady(scope report.Scope) bool {
+func (w *watcher) deferUnlessReady(seen seenReport) bool {
 	w.deferredMu.Lock()
 	defer w.deferredMu.Unlock()
 	if w.ready {
 		return true
 	}
 	if w.deferred == nil {
-		w.deferred = map[types.UID]report.Scope{}
+		w.deferred = map[types.UID]seenReport{}
 	}
-	w.deferred[scope.UID] = scope
+	w.deferred[seen.scope.UID] = seen
 	return false
 }
 
@@ -106,16 +143,16 @@ func (c *Controller) collectDeferred(ctx context.Context, w *watcher) {
 	deferred := w.deferred
 	w.deferred, w.ready = nil, true
 	w.deferredMu.Unlock()
-	for _, scope := range deferred {
-		if !c.confirmGone(ctx, w, scope) {
+	for _, seen := range deferred {
+		if !c.goneNow(ctx, w, seen) {
 			continue
 		}
-		if err := c.resourceGone(ctx, scope); err != nil {
+		if err := c.resourceGone(ctx, seen.scope); err != nil {
 			if ctx.Err() == nil {
-				c.log.Error(err, "deleting the report of a resource that is gone", "report", scope.String())
+				c.log.Error(err, "deleting the report of a resource that is gone", "report", seen.scope.String())
 			}
 			continue
 		}
-		c.log.Info("deleted the report of a resource that is gone", "report", scope.String())
+		c.log.Info("deleted the report of a resource that is gone", "report", seen.scope.String())
 	}
 }

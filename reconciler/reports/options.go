@@ -58,6 +58,12 @@ type Options struct {
 	// kyverno_policy_execution_duration_seconds with
 	// rule_execution_cause="background_scan"). Nil records nothing.
 	Metrics Metrics
+	// GoneGracePeriod is how old a report must be before the controller
+	// deletes it for want of its resource, when no delete event was seen
+	// (default 30s, the longest a webhook may take): the admission writer
+	// writes the report of a CREATE before the API server has stored the
+	// object, which a GET in between finds missing.
+	GoneGracePeriod time.Duration
 }
 
 // Metrics records the results of background evaluations.
@@ -82,11 +88,15 @@ const (
 	DefaultBurst                  = 600
 	DefaultPageSize               = 500
 	DefaultPolicyDebounce         = time.Second
+	DefaultGoneGracePeriod        = 30 * time.Second
 )
 
 func (o Options) withDefaults() Options {
 	if o.BackgroundScanInterval <= 0 {
 		o.BackgroundScanInterval = DefaultBackgroundScanInterval
+	}
+	if o.GoneGracePeriod <= 0 {
+		o.GoneGracePeriod = DefaultGoneGracePeriod
 	}
 	if o.Workers <= 0 {
 		o.Workers = DefaultWorkers

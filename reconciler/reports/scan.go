@@ -37,7 +37,14 @@ type watcher struct {
 	// watcher could not yet answer for (see gone.go).
 	deferredMu sync.Mutex
 	ready      bool
-	deferred   map[types.UID]report.Scope
+	deferred   map[types.UID]seenReport
+}
+
+// seenReport is a report a sweep met: its resource, and when it was
+// created.
+type seenReport struct {
+	scope   report.Scope
+	created time.Time
 }
 
 // newMetadataInformer returns a metadata-only informer whose cache keeps
@@ -165,6 +172,9 @@ func (c *Controller) processEvent(ctx context.Context) bool {
 func (c *Controller) handleEvent(ctx context.Context, key eventKey) error {
 	if key.deleted != "" {
 		return c.resourceGone(ctx, report.Scope{Namespace: key.namespace, Name: key.name, UID: key.deleted})
+	}
+	if key.recheck != "" {
+		return c.recheckGone(ctx, key)
 	}
 	snap := c.snap.Load()
 	entry, ok := snap.types[key.gvr]
