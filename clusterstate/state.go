@@ -55,6 +55,9 @@ type State struct {
 	// ValidatingAdmissionPolicy binds authorizer at admission only (a
 	// background scan has no requesting user).
 	Authorizer authorizer.UnconditionalAuthorizer
+	// HTTPLimits are what the CEL http library of policies may call
+	// (WithHTTPLimits), which Loaders.APICalls enforces.
+	HTTPLimits loaders.HTTPLimits
 }
 
 // New builds the process's State on the manager's shared informers and
@@ -239,6 +242,7 @@ func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opt
 			APICalls:      apiCalls,
 			Params:        paramInformers,
 		},
+		HTTPLimits: o.http,
 	}, nil
 }
 

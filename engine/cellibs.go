@@ -456,14 +456,11 @@ func httpClient(args ...ref.Val) ref.Val {
 }
 
 func (c *libContext) http(method, url string, data map[string]any, headers []APICallHeader) ref.Val {
-	if c.namespace != "" {
-		return types.NewErr("http.* is not allowed in namespaced policies")
-	}
 	l := c.loaders.APICalls
 	if l == nil {
 		return types.NewErr("request failed: no HTTP client here")
 	}
-	v, err := l.Call(c.ctx, APICall{URL: url, Method: method, Data: data, Headers: headers, CABundle: c.caBundle, Library: true})
+	v, err := l.Call(c.ctx, APICall{URL: url, Method: method, Data: data, Headers: headers, CABundle: c.caBundle, Library: true, Namespace: c.namespace})
 	if err != nil {
 		return types.NewErr("request failed: %v", err)
 	}

@@ -361,7 +361,13 @@ func toJSONValue(v any) (any, error) {
 // An expression that does not parse is left to the compiler's fault.
 func usesCELAuthorizer(value any, _ map[string]any) bool {
 	expr, ok := value.(string)
-	if !ok || !strings.Contains(expr, "authorizer") {
+	return ok && celReadsIdent(expr, "authorizer")
+}
+
+// celReadsIdent reports whether the CEL expression reads the identifier
+// (a variable or library receiver); one that does not parse does not.
+func celReadsIdent(expr, ident string) bool {
+	if !strings.Contains(expr, ident) {
 		return false
 	}
 	parsed, errs := celparser.Parse(celcommon.NewTextSource(expr))
@@ -370,7 +376,7 @@ func usesCELAuthorizer(value any, _ map[string]any) bool {
 	}
 	found := false
 	celast.PreOrderVisit(parsed.Expr(), celast.NewExprVisitor(func(e celast.Expr) {
-		if e.Kind() == celast.IdentKind && e.AsIdent() == "authorizer" {
+		if e.Kind() == celast.IdentKind && e.AsIdent() == ident {
 			found = true
 		}
 	}))

@@ -3,6 +3,7 @@ package loaders
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -29,7 +30,17 @@ type HTTPLimits struct {
 	// Allowlist, when not empty, holds the URL prefixes that are the
 	// only ones a call may name (the blocklist still applies to them).
 	Allowlist []string
+	// AllowNamespacedPolicies lets namespaced policies call the library
+	// (--allow-http-in-namespaced-policies); off, as Kyverno's
+	// --allowHTTPInNamespacedPolicies, their calls fail.
+	AllowNamespacedPolicies bool
 }
+
+// NamespacedHTTPRefusal is the fault of a namespaced policy's CEL http
+// call, and of such a policy at admission, while
+// HTTPLimits.AllowNamespacedPolicies is off; Kyverno's text with charter's
+// flag.
+const NamespacedHTTPRefusal = "http.* is not allowed in namespaced policies; set --allow-http-in-namespaced-policies to enable"
 
 // Validate reports an entry of the blocklist that is neither a host, an
 // address nor a CIDR range.
@@ -137,6 +148,9 @@ func (a *APICalls) guard() (*httpGuard, error) {
 // statusCode} (engine.APICall.Library): a non-2xx status is no error and
 // a body that is not JSON is null.
 func (a *APICalls) libraryCall(ctx context.Context, method string, call engine.APICall, body []byte) (any, error) {
+	if call.Namespace != "" && !a.HTTPLimits.AllowNamespacedPolicies {
+		return nil, errors.New(NamespacedHTTPRefusal)
+	}
 	g, err := a.guard()
 	if err != nil {
 		return nil, err

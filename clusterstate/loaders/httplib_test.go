@@ -110,6 +110,18 @@ func TestHTTPLibraryCalls(t *testing.T) {
 			},
 		},
 		{name: "not http", calls: open, call: lib("file:///etc/passwd"), err: "want an http or https URL"},
+		{name: "a namespaced policy's call, not allowed", calls: open, call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Library: true, Namespace: "shop"},
+			err: "http.* is not allowed in namespaced policies; set --allow-http-in-namespaced-policies to enable"},
+		{
+			name:  "a namespaced policy's call, allowed",
+			calls: &APICalls{HTTPLimits: HTTPLimits{Blocklist: []string{}, AllowNamespacedPolicies: true}},
+			call:  engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Library: true, Namespace: "shop"},
+			check: func(t *testing.T, out map[string]any) {
+				if out["statusCode"] != 200 {
+					t.Errorf("answer %v", out)
+				}
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

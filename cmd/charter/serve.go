@@ -220,6 +220,8 @@ stopped charter never leaves a cluster unable to admit anything.`,
 		"hosts, addresses and CIDR ranges the CEL http library of policies may not call (checked on the URL and on the address dialled); an empty value blocks nothing")
 	f.StringSliceVar(&o.httpLimits.Allowlist, "cel-http-allowlist", nil,
 		"URL prefixes that are the only ones the CEL http library of policies may call (the blocklist still applies); empty allows any")
+	f.BoolVar(&o.httpLimits.AllowNamespacedPolicies, "allow-http-in-namespaced-policies", false,
+		"namespaced policies (NamespacedValidatingPolicy, ...) may call the CEL http library; off, as Kyverno's --allowHTTPInNamespacedPolicies, such a policy is refused at admission and its calls fail")
 	addCertFlags(f, &o)
 	addImageVerifyFlags(f, &o.images)
 	o.reports.AddFlags(f)

@@ -241,10 +241,13 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		Promotion:  promotionGate,
 		// /policyvalidate warns of exceptions the cache will ignore.
 		ExceptionNamespaces: &exceptionNamespaces,
-		Events:              eventSink,
-		MaxRequestBytes:     o.MaxRequestBytes,
-		RequestTimeout:      o.RequestTimeout,
-		Null:                o.Null,
+		// The loaders refuse such policies' calls; admission refuses the
+		// policies themselves.
+		HTTPInNamespacedPolicies: o.State.HTTPLimits.AllowNamespacedPolicies,
+		Events:                   eventSink,
+		MaxRequestBytes:          o.MaxRequestBytes,
+		RequestTimeout:           o.RequestTimeout,
+		Null:                     o.Null,
 		Ready: func() error {
 			if !c.Cache.Synced() && !o.Null {
 				return errors.New("policy cache not synced")

@@ -148,4 +148,25 @@ func TestValidatingPolicyOnRealAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+
+	t.Run("a namespaced policy calling http.* is refused", func(t *testing.T) {
+		var p policiesv1.NamespacedValidatingPolicy
+		if err := yaml.UnmarshalStrict([]byte(`
+apiVersion: policies.kyverno.io/v1
+kind: NamespacedValidatingPolicy
+metadata: {name: remote, namespace: closed}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  validations:
+  - expression: "http.Get('https://verdicts.example/' + object.metadata.name).allowed == true"
+`), &p); err != nil {
+			t.Fatal(err)
+		}
+		err := cl.Create(ctx, &p)
+		want := `NamespacedValidatingPolicy "closed/remote": spec.validations[0].expression: http.* is not allowed in namespaced policies; set --allow-http-in-namespaced-policies to enable`
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("got %v, want the policy webhook's refusal %q", err, want)
+		}
+	})
 }

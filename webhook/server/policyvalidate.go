@@ -15,6 +15,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/strict"
 	"github.com/charter-dev/charter/clusterstate/globalcontext"
+	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
 )
@@ -64,6 +65,10 @@ func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, denied(ar.UID, err.Error()))
 		return
 	}
+	if msg := h.namespacedHTTP(ar.Kind.Group, ar.Kind.Kind, ar.Object); msg != "" {
+		writeResponse(w, denied(ar.UID, msg))
+		return
+	}
 	unsupported = unsupported.In(engine.InCluster)
 	if enforced := unsupported.Enforced(); len(enforced) > 0 {
 		writeResponse(w, denied(ar.UID, enforced.Error()))
@@ -85,6 +90,32 @@ func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
 		warnings = append(warnings, u.Error()+"; admitted as its rule only audits, and its status shows Ready=False, reason Unsupported")
 	}
 	writeResponse(w, allowed(ar.UID, warnings))
+}
+
+// namespacedHTTP refuses a namespaced policies.kyverno.io policy whose
+// expressions call the CEL http library, unless the process allows it
+// (HTTPInNamespacedPolicies), as Kyverno refuses it without
+// --allowHTTPInNamespacedPolicies: a namespace's policy must not make
+// charter call out on its behalf. It names the policy and every field,
+// e.g. NamespacedValidatingPolicy "shop/x": spec.validations[0].expression:
+// http.* is not allowed ...; "" admits.
+func (h *handlers) namespacedHTTP(group, kind string, raw []byte) string {
+	if h.opts.HTTPInNamespacedPolicies || group != policiesv1.Group || !strings.HasPrefix(kind, "Namespaced") {
+		return ""
+	}
+	var obj map[string]any
+	if json.Unmarshal(raw, &obj) != nil {
+		return ""
+	}
+	fields := engine.HTTPLibraryFields(obj)
+	if len(fields) == 0 {
+		return ""
+	}
+	msgs := make([]string, len(fields))
+	for i, f := range fields {
+		msgs[i] = fmt.Sprintf("%s %q: %s: %s", kind, objectName(raw), f, loaders.NamespacedHTTPRefusal)
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // untrustedException warns, as Kyverno does ("PolicyException resource
