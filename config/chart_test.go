@@ -158,7 +158,8 @@ var knobsOn = map[string]any{
 	"image":            map[string]any{"repository": "registry.example/charter", "tag": "v1.2.3", "pullPolicy": "Always"},
 	"imagePullSecrets": []any{map[string]any{"name": "pull"}},
 	"config":           map[string]any{"excludedNamespaces": []any{"monitoring", "istio-system"}},
-	"features":         map[string]any{"policyExceptions": map[string]any{"namespace": "platform,security"}},
+	"features": map[string]any{"policyExceptions": map[string]any{"namespace": "platform,security"},
+		"celHTTP": map[string]any{"blocklist": []any{"169.254.169.254", "10.0.0.0/8"}, "allowlist": []any{"https://verdicts.example/"}, "allowInNamespacedPolicies": true}},
 	"admissionController": map[string]any{
 		"replicas":            5,
 		"podDisruptionBudget": map[string]any{"minAvailable": 2, "maxUnavailable": nil},
@@ -409,11 +410,14 @@ func TestChartKnobs(t *testing.T) {
 		{"podAnnotations", admission.Spec.Template.Annotations, map[string]string{"example.com/a": "b"}},
 		{"memory limit", c.Resources.Limits.Memory().String(), "2Gi"},
 		{"args", c.Args, []string{"serve", "--controllers=admission", "--leader-election-id=charter-admission", "--service=charter-svc", "--service-port=8443", "--drain-delay=10s",
-			"--webhook-excluded-namespaces=monitoring,istio-system", "--exception-namespaces=platform,security", "--request-timeout=5s"}},
+			"--webhook-excluded-namespaces=monitoring,istio-system", "--exception-namespaces=platform,security",
+			"--cel-http-blocklist=169.254.169.254,10.0.0.0/8", "--cel-http-allowlist=https://verdicts.example/", "--allow-http-in-namespaced-policies", "--request-timeout=5s"}},
 		{"reports replicas", *deployment("reports").Spec.Replicas, int32(1)},
 		{"reports affinity replaces anti-affinity", deployment("reports").Spec.Template.Spec.Affinity.PodAntiAffinity == nil, true},
 		{"background anti-affinity off", deployment("background").Spec.Template.Spec.Affinity == nil, true},
 		{"cleanup exceptions", deployment("cleanup").Spec.Template.Spec.Containers[0].Args[3], "--exception-namespaces=platform,security"},
+		{"reports CEL http", deployment("reports").Spec.Template.Spec.Containers[0].Args[4:],
+			[]string{"--cel-http-blocklist=169.254.169.254,10.0.0.0/8", "--cel-http-allowlist=https://verdicts.example/", "--allow-http-in-namespaced-policies"}},
 		{"gitsync args", deployment("gitsync").Spec.Template.Spec.Containers[0].Args[3:], []string{"--gitsync-cache-dir=/var/cache/charter", "--receiver-addr=:9292",
 			"--default-service-account=policy-deployer", "--no-cross-namespace-refs"}},
 		{"gitsync cache size", deployment("gitsync").Spec.Template.Spec.Volumes[0].EmptyDir.SizeLimit.String(), "5Gi"},
@@ -432,6 +436,20 @@ func TestChartKnobs(t *testing.T) {
 	sm := byKey["ServiceMonitor monitoring/charter-admission"]
 	if got := sm.GetLabels()["release"]; got != "prom" {
 		t.Errorf("ServiceMonitor additionalLabels: release=%q", got)
+	}
+
+	// An empty blocklist blocks nothing, which charter's default (null:
+	// no flag) does not mean.
+	open := renderChart(t, "charter", map[string]any{"features": map[string]any{"celHTTP": map[string]any{"blocklist": []any{}}}})
+	for _, u := range open.Objects {
+		if u.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		if want := u.GetName() != "charter-gitsync"; slices.Contains(args, "--cel-http-blocklist=") != want {
+			t.Errorf("%s: blocklist [] renders args %q; want --cel-http-blocklist= among them: %v", u.GetName(), args, want)
+		}
 	}
 
 	off := renderChart(t, "charter", map[string]any{

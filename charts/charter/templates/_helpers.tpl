@@ -34,6 +34,23 @@ app.kubernetes.io/component: {{ . }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
+{{/* The CEL http library's flags (features.celHTTP), which every
+controller that evaluates policies gets; nothing for the defaults. */}}
+{{- define "charter.celHTTPArgs" -}}
+{{- $h := .Values.features.celHTTP }}
+{{- $args := list }}
+{{- if kindIs "slice" $h.blocklist }}
+{{- $args = append $args (printf "--cel-http-blocklist=%s" (join "," $h.blocklist)) }}
+{{- end }}
+{{- with $h.allowlist }}
+{{- $args = append $args (printf "--cel-http-allowlist=%s" (join "," .)) }}
+{{- end }}
+{{- if $h.allowInNamespacedPolicies }}
+{{- $args = append $args "--allow-http-in-namespaced-policies" }}
+{{- end }}
+{{- toYaml $args }}
+{{- end }}
+
 {{/* --exception-namespaces, which every controller that reads exceptions gets. */}}
 {{- define "charter.exceptionNamespaces" -}}
 --exception-namespaces={{ .Values.features.policyExceptions.namespace | default "$(POD_NAMESPACE)" }}
