@@ -74,6 +74,22 @@ spec:
     validate:
       message: "audited"
       pattern: {metadata: {name: "?*"}}
+---
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata:
+  name: mark
+spec:
+  background: false
+  webhookConfiguration:
+    matchConditions:
+    - name: in-mut
+      expression: "object != null && object.metadata.namespace == 'mut' && object.metadata.name.startsWith('m-')"
+  rules:
+  - name: mark
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    mutate:
+      patchStrategicMerge: {metadata: {labels: {marked: "yes"}}}
 `
 
 // TestWebhookMatchConditionsOnRealAPIServer: a policy with
@@ -83,7 +99,7 @@ spec:
 // never sees the others. A condition that cannot be evaluated follows
 // the policy's failurePolicy, in the API server.
 func TestWebhookMatchConditionsOnRealAPIServer(t *testing.T) {
-	f := startAdmission(t, withNamespaces("shop", "errs"), withOptions(func(o *Options) { o.Events.Disabled = true }))
+	f := startAdmission(t, withNamespaces("shop", "errs", "mut"), withOptions(func(o *Options) { o.Events.Disabled = true }))
 	ctx, cl := f.ctx, f.client
 	f.installReady(t, conditionedPolicies)
 
@@ -159,6 +175,29 @@ func TestWebhookMatchConditionsOnRealAPIServer(t *testing.T) {
 		}
 		if err := create("tiered", "errs", map[string]string{"tier": "y"}); err != nil {
 			t.Errorf("a Pod whose condition is false: %v", err)
+		}
+	})
+	t.Run("a mutate policy's own mutating webhook patches only what its conditions select", func(t *testing.T) {
+		eventually(t, "m- Pod marked", 30*time.Second, func() error {
+			p := podIn("m-1", "mut", nil)
+			if err := cl.Create(ctx, p, client.DryRunAll); err != nil {
+				return err
+			}
+			if p.Labels["marked"] != "yes" {
+				return errNotYet(fmt.Sprintf("labels %v", p.Labels))
+			}
+			return nil
+		})
+		p := podIn("other", "mut", nil)
+		if err := cl.Create(ctx, p, client.DryRunAll); err != nil || p.Labels["marked"] != "" {
+			t.Errorf("a Pod the conditions do not select: %v, labels %v", err, p.Labels)
+		}
+		var mwc admissionregistrationv1.MutatingWebhookConfiguration
+		if err := cl.Get(ctx, client.ObjectKey{Name: config.ResourceMutatingName}, &mwc); err != nil {
+			t.Fatal(err)
+		}
+		if len(mwc.Webhooks) != 1 || mwc.Webhooks[0].Name != "mutate.charter.svc-fail-finegrained-mark" {
+			t.Errorf("mutating webhooks %+v, want mutate.charter.svc-fail-finegrained-mark alone", mwc.Webhooks)
 		}
 	})
 	t.Run("the shared webhooks do not carry the conditioned policies", func(t *testing.T) {
