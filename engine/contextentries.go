@@ -84,12 +84,18 @@ func (ev *evaluation) loadEntry(ctx context.Context, doc *jsoncontext.Document, 
 		}
 		return ev.applyJMESPath(doc, e.ImageRegistry.JMESPath, map[string]any(data))
 	case e.GlobalReference != nil:
-		if l.GlobalContext == nil {
-			return nil, fmt.Errorf("no global context to read entry %q", e.GlobalReference.Name)
-		}
-		data, err := l.GlobalContext.GlobalContextEntry(ctx, e.GlobalReference.Name)
+		// The name may hold variables, as Kyverno substitutes the whole
+		// reference ("{{ request.namespace }}-quota").
+		name, err := ev.substituteString(doc, e.GlobalReference.Name)
 		if err != nil {
-			return nil, fmt.Errorf("failed to read global context entry %q: %w", e.GlobalReference.Name, err)
+			return nil, err
+		}
+		if l.GlobalContext == nil {
+			return nil, fmt.Errorf("no global context to read entry %q", name)
+		}
+		data, err := l.GlobalContext.GlobalContextEntry(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("failed to read global context entry %q: %w", name, err)
 		}
 		return ev.applyJMESPath(doc, e.GlobalReference.JMESPath, data)
 	}

@@ -51,7 +51,8 @@ func TestRunValuesSuite(t *testing.T) {
 // TestRunGlobalValuesSuite: a values file of kind Value is read like one of
 // kind Values, and a globalContextEntries mock with fieldPath and
 // projections serves the map of projection names to results, and each
-// projection by "<entry>.<projection>", as the cluster does.
+// projection by "<entry>.<projection>", as the cluster does; a
+// globalReference name may hold variables.
 func TestRunGlobalValuesSuite(t *testing.T) {
 	results := runPaths(t, "testdata/globalvalues")
 	if len(results) != 1 || results[0].Err != nil {
@@ -65,6 +66,8 @@ func TestRunGlobalValuesSuite(t *testing.T) {
 		{"team-from-values", "v1/Pod/default/from-dockerhub", Passed, "Ok"},
 		{"projection-by-name", "v1/Pod/default/from-ghcr", Passed, "Ok"},
 		{"projection-by-name", "v1/Pod/default/from-dockerhub", Passed, "Ok"},
+		{"entry-per-namespace", "v1/Pod/default/from-ghcr", Passed, "Ok"},
+		{"entry-per-namespace", "v1/Pod/default/from-dockerhub", Passed, "Ok"},
 	})
 	if msg := rows[1].Message; msg != "docker.io/library/nginx:1 is not from one of 2 registries" {
 		t.Errorf("fail message %q", msg)
