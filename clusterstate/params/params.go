@@ -59,10 +59,8 @@ type Informers struct {
 	ctx      context.Context
 	poke     chan struct{}
 	onChange []func()
-	// onParam are told of every change of a param object; gens count
-	// them per kind (Generation).
+	// onParam are told of every change of a param object.
 	onParam []func(schema.GroupVersionKind, metav1.Object)
-	gens    map[schema.GroupVersionKind]uint64
 }
 
 // kindInformer is the informer of one param kind, or why it has none.
@@ -77,8 +75,7 @@ type kindInformer struct {
 // and call Watch with every new set of installed policies.
 func New(dyn dynamic.Interface, mapper meta.RESTMapper, access authorizationclient.SelfSubjectAccessReviewInterface, log logr.Logger) *Informers {
 	return &Informers{dyn: dyn, mapper: mapper, access: access, log: log,
-		want: map[schema.GroupVersionKind]bool{}, kinds: map[schema.GroupVersionKind]*kindInformer{}, poke: make(chan struct{}, 1),
-		gens: map[schema.GroupVersionKind]uint64{}}
+		want: map[schema.GroupVersionKind]bool{}, kinds: map[schema.GroupVersionKind]*kindInformer{}, poke: make(chan struct{}, 1)}
 }
 
 // ForbiddenError is a param kind charter may not read.
@@ -208,20 +205,10 @@ func (s *Informers) OnParamChange(fn func(schema.GroupVersionKind, metav1.Object
 	s.onParam = append(s.onParam, fn)
 }
 
-// Generation counts the changes of a kind's param objects OnParamChange
-// told of: a result computed with the params of generation n is stale
-// once it is higher. 0 for a kind without changes.
-func (s *Informers) Generation(gvk schema.GroupVersionKind) uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.gens[gvk]
-}
-
-// paramChanged counts a change of a kind's params and tells every
-// OnParamChange subscriber.
+// paramChanged tells every OnParamChange subscriber of a change of a
+// kind's params.
 func (s *Informers) paramChanged(gvk schema.GroupVersionKind, obj metav1.Object) {
 	s.mu.Lock()
-	s.gens[gvk]++
 	fns := slices.Clone(s.onParam)
 	s.mu.Unlock()
 	for _, fn := range fns {

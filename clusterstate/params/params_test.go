@@ -117,17 +117,21 @@ func TestInformersForbidden(t *testing.T) {
 
 // TestParamChanges: a param object created, updated or deleted after the
 // informer's first list is told to OnParamChange, once the informer serves
-// it, and counted in the kind's Generation; the first list is no change.
+// it, with the object; the first list is no change.
 func TestParamChanges(t *testing.T) {
 	s, dyn := newInformers(t, true)
-	changes := make(chan schema.GroupVersionKind, 10)
-	s.OnParamChange(func(gvk schema.GroupVersionKind, _ metav1.Object) {
+	changes := make(chan string, 10)
+	s.OnParamChange(func(gvk schema.GroupVersionKind, obj metav1.Object) {
 		// What a subscriber reads now holds the change.
 		got, _ := s.Objects(t.Context(), engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "limits"})
 		if len(got) == 1 && got[0]["data"].(map[string]any)["max"] == "1" {
 			t.Errorf("a change told before the informer held it")
 		}
-		changes <- gvk
+		name := "<nil>"
+		if obj != nil {
+			name = obj.GetNamespace() + "/" + obj.GetName()
+		}
+		changes <- gvk.String() + " " + name
 	})
 	p := policy()
 	s.Watch(KindsOf([]kyvernov1.PolicyInterface{p}))
@@ -136,8 +140,8 @@ func TestParamChanges(t *testing.T) {
 		got, err := s.Objects(t.Context(), engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"})
 		return err == nil && len(got) == 1
 	})
-	if g := s.Generation(configMaps); g != 0 {
-		t.Errorf("generation %d after the first list, want 0", g)
+	if n := len(changes); n != 0 {
+		t.Errorf("%d changes told for the first list, want none", n)
 	}
 	cms := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("shop")
 	cm, err := cms.Get(t.Context(), "limits", metav1.GetOptions{})
@@ -154,16 +158,16 @@ func TestParamChanges(t *testing.T) {
 	}
 	for i := range 2 {
 		select {
-		case gvk := <-changes:
-			if gvk != configMaps {
-				t.Errorf("change %d of %v, want %v", i, gvk, configMaps)
+		case got := <-changes:
+			if want := configMaps.String() + " shop/limits"; got != want {
+				t.Errorf("change %d: %q, want %q", i, got, want)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%d changes told, want 2", i)
 		}
 	}
-	if g := s.Generation(configMaps); g != 2 {
-		t.Errorf("generation %d, want 2", g)
+	if n := len(changes); n != 0 {
+		t.Errorf("%d changes told beyond the update and the delete", n)
 	}
 }
 

@@ -96,6 +96,8 @@ type Controller struct {
 	cluster *clusterstate.State
 
 	snap atomic.Pointer[snapshot]
+	// paramGens count the changes of params the policies read.
+	paramGens paramGenerations
 	// rescanStarted is when the last full rescan began: image
 	// verifications cached before it are not used, so every image is
 	// verified again once per BackgroundScanInterval (see
@@ -376,6 +378,7 @@ func (c *Controller) subscribe(ctx context.Context) error {
 		// (most ConfigMaps, for a ConfigMap paramKind) rescans nothing.
 		c.cluster.Params.OnParamChange(func(gvk schema.GroupVersionKind, obj metav1.Object) {
 			if snap := c.snap.Load(); snap != nil && snap.readsParam(gvk, obj) {
+				c.paramGens.bump(gvk)
 				c.signalPolicyChange()
 			}
 		})
@@ -422,11 +425,7 @@ func (c *Controller) applyPolicies(ctx context.Context, firstSweep func() error)
 		}
 		c.log.Error(err, "refreshing discovery; using the previous answer")
 	}
-	var paramGens paramGenerations
-	if c.cluster.Params != nil {
-		paramGens = c.cluster.Params
-	}
-	snap, err := buildSnapshot(policies, exceptions, c.kinds, paramGens)
+	snap, err := buildSnapshot(policies, exceptions, c.kinds, &c.paramGens)
 	if err != nil {
 		return err
 	}

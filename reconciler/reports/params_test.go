@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 )
 
 // TestBackgroundReportsParams: a background scan reads validate.cel params
@@ -60,6 +62,25 @@ func TestBackgroundReportsParams(t *testing.T) {
 	time.Sleep(2 * time.Second) // well past PolicyDebounce
 	if n := settled() - evaluated; n != 0 {
 		t.Errorf("changes of a ConfigMap no paramRef names evaluated %d resources, want 0", n)
+	}
+	// Nor do they count as a change of the params policy when another
+	// policy changes: only that policy's Namespaces are evaluated again.
+	policies := e.dyn.Resource(kyvernov1.GroupVersion.WithResource("clusterpolicies"))
+	owner, err := policies.Get(e.ctx, "namespace-owner", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner.SetAnnotations(map[string]string{"edited": "yes"})
+	if _, err := policies.Update(e.ctx, owner, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	namespaces, err := e.cs.CoreV1().Namespaces().List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if n := settled() - evaluated; n != int64(len(namespaces.Items)) {
+		t.Errorf("an edit of namespace-owner evaluated %d resources, want %d (its Namespaces; not the params policy's Pod)", n, len(namespaces.Items))
 	}
 	evaluated = settled()
 

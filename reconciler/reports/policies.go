@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sort"
+	"sync"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,10 +52,33 @@ func (s *snapshot) readsParam(gvk schema.GroupVersionKind, obj metav1.Object) bo
 	return slices.ContainsFunc(s.paramReaders, func(p kyvernov1.PolicyInterface) bool { return params.Reads(p, gvk, obj) })
 }
 
-// paramGenerations counts the changes of each param kind's objects
-// (*params.Informers).
-type paramGenerations interface {
-	Generation(schema.GroupVersionKind) uint64
+// paramGenerations counts, per param kind, the changes of the param
+// objects a background policy may read (params.Reads), as the controller
+// saw them: a policy's fingerprint folds in the count of each kind it
+// reads, so such a change rescans its types, and a change of an object no
+// policy reads (most ConfigMaps) changes no fingerprint.
+type paramGenerations struct {
+	mu   sync.Mutex
+	gens map[schema.GroupVersionKind]uint64
+}
+
+func (g *paramGenerations) bump(gvk schema.GroupVersionKind) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gens == nil {
+		g.gens = map[schema.GroupVersionKind]uint64{}
+	}
+	g.gens[gvk]++
+}
+
+// Generation is the count of a kind's changes; 0 for g nil.
+func (g *paramGenerations) Generation(gvk schema.GroupVersionKind) uint64 {
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gens[gvk]
 }
 
 type typeEntry struct {
@@ -74,7 +98,7 @@ type exceptionSet struct {
 // resource types they need watched. A policy that reads params (validate.cel paramKind) is fingerprinted
 // with the generation of each param kind it reads (paramGens, when not
 // nil), so that a param change rescans the types of those policies only.
-func buildSnapshot(policies []kyvernov1.PolicyInterface, installed exceptionSet, kinds *clusterstate.Kinds, paramGens paramGenerations) (*snapshot, error) {
+func buildSnapshot(policies []kyvernov1.PolicyInterface, installed exceptionSet, kinds *clusterstate.Kinds, paramGens *paramGenerations) (*snapshot, error) {
 	sort.Slice(policies, func(i, j int) bool { return engine.PolicyID(policies[i]) < engine.PolicyID(policies[j]) })
 	snap := &snapshot{
 		background: map[string]bool{},
@@ -116,9 +140,7 @@ func buildSnapshot(policies []kyvernov1.PolicyInterface, installed exceptionSet,
 			snap.paramReaders = append(snap.paramReaders, src)
 		}
 		for _, gvk := range paramKinds {
-			if paramGens != nil {
-				version += fmt.Sprintf(" %s@%d", gvk, paramGens.Generation(gvk))
-			}
+			version += fmt.Sprintf(" %s@%d", gvk, paramGens.Generation(gvk))
 		}
 		for _, t := range policyTypes(src, kinds) {
 			h := fnv.New64a()
