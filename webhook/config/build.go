@@ -9,6 +9,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -196,6 +198,37 @@ type fineGrained struct {
 // "-finegrained-ns-name" and "/finegrained/ns/name".
 func (f *fineGrained) suffix() (name, path string) {
 	return "-finegrained-" + strings.ReplaceAll(f.key, "/", "-"), "/finegrained/" + f.key
+}
+
+// maxWebhookNameLength is the API server's limit on a webhook's name (a
+// DNS subdomain).
+const maxWebhookNameLength = 253
+
+// uniqueWebhookNames makes the policies' own webhook names valid and
+// distinct: the API server refuses a whole configuration when one name is
+// longer than a DNS subdomain or two names are equal, which would take
+// every policy's webhook down with it. A Policy "b" in namespace "team-a"
+// and a ClusterPolicy "team-a-b" both read "-finegrained-team-a-b", and a
+// long policy name in a long namespace overflows; such a name keeps as
+// much of its readable form as fits and ends in a hash of the policy's
+// key, which differs for every policy. keys[i] is own[i]'s policy key.
+func uniqueWebhookNames(own []resourceWebhook, keys []string) {
+	count := make(map[string]int, len(own))
+	for _, w := range own {
+		count[w.name]++
+	}
+	for i := range own {
+		if count[own[i].name] == 1 && len(own[i].name) <= maxWebhookNameLength {
+			continue
+		}
+		sum := sha256.Sum256([]byte(keys[i]))
+		tail := "-" + hex.EncodeToString(sum[:5])
+		readable := own[i].name
+		if len(readable) > maxWebhookNameLength-len(tail) {
+			readable = strings.TrimRight(readable[:maxWebhookNameLength-len(tail)], "-.")
+		}
+		own[i].name = readable + tail
+	}
 }
 
 // Build computes the webhook configurations for the policies. Policies
@@ -469,13 +502,16 @@ func resourceWebhooks(base string, groups map[kyvernov1.FailurePolicyType]*webho
 		path := "/" + base + "/" + strings.ToLower(string(fp))
 		out = append(out, resourceWebhook{name: name, path: path, fp: fp, rules: groups[fp]})
 		var own []resourceWebhook
+		var keys []string
 		for _, f := range fine {
 			if f.fp != fp {
 				continue
 			}
 			n, p := f.suffix()
 			own = append(own, resourceWebhook{name: name + n, path: path + p, fp: fp, rules: fineRules(f), conditions: f.conditions})
+			keys = append(keys, f.key)
 		}
+		uniqueWebhookNames(own, keys)
 		sort.Slice(own, func(i, j int) bool { return own[i].name < own[j].name })
 		out = append(out, own...)
 	}

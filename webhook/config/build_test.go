@@ -442,3 +442,51 @@ func TestBuildFineGrained(t *testing.T) {
 		t.Errorf("webhooks:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// TestFineGrainedNamesAreValidAndDistinct: the policies' own webhooks never
+// share a name (a Policy "b" in "team-a" and a ClusterPolicy "team-a-b")
+// and never pass the API server's 253-character limit, so one policy cannot
+// make the API server refuse the configuration every policy's webhook is in.
+func TestFineGrainedNamesAreValidAndDistinct(t *testing.T) {
+	conditions := []admissionregistrationv1.MatchCondition{{Name: "team", Expression: "true"}}
+	withConditions := func(s *kyvernov1.Spec) {
+		s.WebhookConfiguration = &kyvernov1.WebhookConfiguration{MatchConditions: conditions}
+	}
+	namespaced := func(ns, name string) *kyvernov1.Policy {
+		return &kyvernov1.Policy{TypeMeta: metav1.TypeMeta{APIVersion: "kyverno.io/v1", Kind: "Policy"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: kyvernov1.Spec{Rules: []kyvernov1.Rule{validateRule(nil, "Pod")},
+				WebhookConfiguration: &kyvernov1.WebhookConfiguration{MatchConditions: conditions}}}
+	}
+	long := strings.Repeat("p", 240)
+	policies := []kyvernov1.PolicyInterface{
+		clusterPolicy("team-a-b", validateRule(nil, "Pod"), withConditions),
+		namespaced("team-a", "b"),
+		clusterPolicy("plain", validateRule(nil, "Pod"), withConditions),
+		namespaced(strings.Repeat("n", 63), long),
+		namespaced(strings.Repeat("n", 63), long+"q"),
+	}
+	cfgs, err := Build(policies, resolver, Settings{Target: Target{URL: "https://127.0.0.1:9443"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	paths := map[string]bool{}
+	for _, w := range cfgs.Validating.Webhooks {
+		if len(w.Name) > 253 {
+			t.Errorf("webhook name of %d characters: %s", len(w.Name), w.Name)
+		}
+		if seen[w.Name] {
+			t.Errorf("two webhooks named %s", w.Name)
+		}
+		seen[w.Name] = true
+		paths[*w.ClientConfig.URL] = true
+	}
+	if len(cfgs.Validating.Webhooks) != 5 || len(paths) != 5 {
+		t.Fatalf("want the 5 policies' own webhooks on distinct paths (the shared one has no rules), got %d webhooks on %d paths", len(cfgs.Validating.Webhooks), len(paths))
+	}
+	// A name that is already distinct and short enough stays readable.
+	if !seen["validate.charter.svc-fail-finegrained-plain"] {
+		t.Errorf("the readable name of ClusterPolicy plain changed: %v", seen)
+	}
+}
