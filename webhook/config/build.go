@@ -20,6 +20,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
@@ -200,10 +201,6 @@ func (f *fineGrained) suffix() (name, path string) {
 	return "-finegrained-" + strings.ReplaceAll(f.key, "/", "-"), "/finegrained/" + f.key
 }
 
-// maxWebhookNameLength is the API server's limit on a webhook's name (a
-// DNS subdomain).
-const maxWebhookNameLength = 253
-
 // uniqueWebhookNames makes the policies' own webhook names valid and
 // distinct: the API server refuses a whole configuration when one name is
 // longer than a DNS subdomain or two names are equal, which would take
@@ -218,14 +215,14 @@ func uniqueWebhookNames(own []resourceWebhook, keys []string) {
 		count[w.name]++
 	}
 	for i := range own {
-		if count[own[i].name] == 1 && len(own[i].name) <= maxWebhookNameLength {
+		if count[own[i].name] == 1 && len(own[i].name) <= validation.DNS1123SubdomainMaxLength {
 			continue
 		}
 		sum := sha256.Sum256([]byte(keys[i]))
 		tail := "-" + hex.EncodeToString(sum[:5])
 		readable := own[i].name
-		if len(readable) > maxWebhookNameLength-len(tail) {
-			readable = strings.TrimRight(readable[:maxWebhookNameLength-len(tail)], "-.")
+		if len(readable) > validation.DNS1123SubdomainMaxLength-len(tail) {
+			readable = strings.TrimRight(readable[:validation.DNS1123SubdomainMaxLength-len(tail)], "-.")
 		}
 		own[i].name = readable + tail
 	}
