@@ -31,11 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
-	kyvernov2alpha1 "github.com/charter-dev/charter/api/kyverno/v2alpha1"
-	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
-	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/api/versions"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycache"
@@ -264,7 +260,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 
 func serveScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme, kyvernov2beta1.AddToScheme, kyvernov2alpha1.AddToScheme, policiesv1.AddToScheme, gitopsv1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, versions.AddToScheme, gitopsv1alpha1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, err
 		}

@@ -561,8 +561,8 @@ func (s Settings) mutating(groups map[kyvernov1.FailurePolicyType]*webhookRules,
 }
 
 // policyValidating routes ClusterPolicy, Policy, PolicyException,
-// CleanupPolicy, ClusterCleanupPolicy and GlobalContextEntry writes to
-// /policyvalidate,
+// CleanupPolicy, ClusterCleanupPolicy and GlobalContextEntry writes, in
+// every version charter serves (api/versions), to /policyvalidate,
 // failing closed so an invalid policy, or one charter cannot enforce,
 // never lands, and labelled objects to /verifyttl (ttlWebhook).
 func (s Settings) policyValidating() *admissionregistrationv1.ValidatingWebhookConfiguration {
@@ -576,19 +576,19 @@ func (s Settings) policyValidating() *admissionregistrationv1.ValidatingWebhookC
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name: PolicyWebhook, ClientConfig: s.Target.clientConfig("/policyvalidate", s.CABundle),
 			Rules: []admissionregistrationv1.RuleWithOperations{
-				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v1"},
+				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v1", "v2beta1"},
 					Resources: []string{"clusterpolicies", "policies"}, Scope: &all}},
 				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2", "v2beta1"},
 					Resources: []string{"policyexceptions"}, Scope: &all}},
-				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"policies.kyverno.io"}, APIVersions: []string{"v1"},
+				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"policies.kyverno.io"}, APIVersions: []string{"v1", "v1beta1", "v1alpha1"},
 					Resources: []string{"validatingpolicies", "namespacedvalidatingpolicies", "generatingpolicies", "namespacedgeneratingpolicies",
 						"deletingpolicies", "namespaceddeletingpolicies", "mutatingpolicies", "namespacedmutatingpolicies", "imagevalidatingpolicies", "namespacedimagevalidatingpolicies", "policyexceptions"}, Scope: &all}},
 				// GlobalContextEntries are checked as the Store loads them
 				// (Kyverno's /globalcontextvalidate).
-				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2alpha1"},
+				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2alpha1", "v2beta1", "v2"},
 					Resources: []string{"globalcontextentries"}, Scope: &all}},
 				// Cleanup policies are checked for what charter cannot run.
-				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2"},
+				{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{"kyverno.io"}, APIVersions: []string{"v2", "v2beta1"},
 					Resources: []string{"cleanuppolicies", "clustercleanuppolicies"}, Scope: &all}},
 			},
 			FailurePolicy: &fp, MatchPolicy: &equivalent, SideEffects: &sideEffects, TimeoutSeconds: &timeout,

@@ -1,6 +1,7 @@
 // Package v2 holds the kyverno.io/v2 API: PolicyException, CleanupPolicy,
-// ClusterCleanupPolicy and UpdateRequest, with Kyverno's field names and wire
-// format. It reuses the kyverno.io/v1 building blocks (resource filters,
+// ClusterCleanupPolicy and UpdateRequest, with Kyverno's field names and
+// wire format, and serves GlobalContextEntry as kyverno.io/v2 (the
+// kyverno.io/v2alpha1 type embedded). It reuses the kyverno.io/v1 building blocks (resource filters,
 // conditions, context entries) so the engine matches both alike.
 //
 // +kubebuilder:object:generate=true
@@ -30,6 +31,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&CleanupPolicy{}, &CleanupPolicyList{},
 		&ClusterCleanupPolicy{}, &ClusterCleanupPolicyList{},
 		&UpdateRequest{}, &UpdateRequestList{},
+		&GlobalContextEntry{}, &GlobalContextEntryList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

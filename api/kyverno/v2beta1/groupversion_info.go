@@ -1,7 +1,13 @@
-// Package v2beta1 serves the kyverno.io/v2beta1 PolicyException, the
-// version most published Kyverno exceptions are still written in. Its wire
-// format is that of kyverno.io/v2, so the spec is the v2 type and
-// conversion is a copy; v2 is the storage version.
+// Package v2beta1 serves kyverno.io/v2beta1: PolicyException, the version
+// most published Kyverno exceptions are still written in, ClusterPolicy and
+// Policy (hub and storage kyverno.io/v1), CleanupPolicy and
+// ClusterCleanupPolicy (hub and storage kyverno.io/v2) and
+// GlobalContextEntry (hub and storage kyverno.io/v2alpha1). Each has the
+// schema of its hub version, so conversion is a copy (strategy None):
+// Kyverno's own v2beta1 schemas of ClusterPolicy and CleanupPolicy are a
+// stricter subset of the hub's, so every object Kyverno admits in v2beta1
+// is admitted here too, and nothing written in one version is lost when
+// read in another.
 //
 // +kubebuilder:object:generate=true
 // +groupName=kyverno.io
@@ -25,7 +31,14 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &PolicyException{}, &PolicyExceptionList{})
+	s.AddKnownTypes(GroupVersion,
+		&PolicyException{}, &PolicyExceptionList{},
+		&ClusterPolicy{}, &ClusterPolicyList{},
+		&Policy{}, &PolicyList{},
+		&CleanupPolicy{}, &CleanupPolicyList{},
+		&ClusterCleanupPolicy{}, &ClusterCleanupPolicyList{},
+		&GlobalContextEntry{}, &GlobalContextEntryList{},
+	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -3,6 +3,7 @@ package v2beta1
 import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // PolicyException is the kyverno.io/v2beta1 form of a PolicyException.
@@ -27,6 +28,9 @@ func (e *PolicyException) ToV2() *kyvernov2.PolicyException {
 	out.Kind = kyvernov2.PolicyExceptionKind
 	return out
 }
+
+// Hub returns a copy of the exception as a kyverno.io/v2 PolicyException.
+func (e *PolicyException) Hub() runtime.Object { return e.ToV2() }
 
 // PolicyExceptionList is a list of PolicyException.
 //

@@ -18,7 +18,6 @@ const (
 // successor of ClusterCleanupPolicy.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=deletingpolicies,scope=Cluster,shortName=dpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="SCHEDULE",type=string,JSONPath=".spec.schedule"
@@ -50,7 +49,6 @@ type DeletingPolicyList struct {
 // own namespace: the successor of CleanupPolicy.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespaceddeletingpolicies,scope=Namespaced,shortName=ndpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="SCHEDULE",type=string,JSONPath=".spec.schedule"

@@ -18,7 +18,6 @@ const (
 // with generateExisting, already exist.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=generatingpolicies,scope=Cluster,shortName=gpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
@@ -48,7 +47,6 @@ type GeneratingPolicyList struct {
 // triggers of its own namespace and generates only into it.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespacedgeneratingpolicies,scope=Namespaced,shortName=ngpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

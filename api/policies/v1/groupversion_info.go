@@ -3,9 +3,10 @@
 // NamespacedMutatingPolicy, GeneratingPolicy,
 // NamespacedGeneratingPolicy, DeletingPolicy, NamespacedDeletingPolicy,
 // ImageValidatingPolicy, NamespacedImageValidatingPolicy and that group's
-// PolicyException, with Kyverno's field names and wire format. Kyverno's
-// v1alpha1 and v1beta1 spellings of these kinds have the same schema; the
-// CLI decodes them into these types too.
+// PolicyException, with Kyverno's field names and wire format. These are
+// the hub types charter's code works with; v1beta1 (the storage version,
+// as in Kyverno 1.19) and v1alpha1 embed them, so every version has one
+// schema (api/policies/v1beta1, api/policies/v1alpha1).
 //
 // The policies carry charter's PolicyStatus (conditions, Ready), as
 // ClusterPolicies do, so the status, report and admission controllers

@@ -21,7 +21,6 @@ const (
 // verification functions, in every namespace.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=imagevalidatingpolicies,scope=Cluster,shortName=ivpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
@@ -51,7 +50,6 @@ type ImageValidatingPolicyList struct {
 // only on resources of its own namespace.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespacedimagevalidatingpolicies,scope=Namespaced,shortName=nivpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -17,7 +17,6 @@ const (
 // or JSONPatch), in every namespace and for cluster-scoped resources.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=mutatingpolicies,scope=Cluster,shortName=mpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="ADMISSION",type=boolean,JSONPath=".status.admission"
@@ -50,7 +49,6 @@ type MutatingPolicyList struct {
 // of its own namespace.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespacedmutatingpolicies,scope=Namespaced,shortName=nmpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="ADMISSION",type=boolean,JSONPath=".status.admission"

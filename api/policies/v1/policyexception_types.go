@@ -14,7 +14,6 @@ import (
 // as kyverno.io PolicyExceptions do.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:resource:path=policyexceptions,scope=Namespaced,shortName=celpolex,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type PolicyException struct {

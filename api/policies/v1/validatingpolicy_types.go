@@ -20,7 +20,6 @@ const (
 // namespace and for cluster-scoped resources.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=validatingpolicies,scope=Cluster,shortName=vpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
@@ -50,7 +49,6 @@ type ValidatingPolicyList struct {
 // resources of its own namespace.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespacedvalidatingpolicies,scope=Namespaced,shortName=nvpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -71,3 +71,55 @@ func TestObjectsExpandsListsAndDefaultsNamespaces(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// TestDecodePoliciesEveryServedVersion: every version Kyverno 1.19 serves
+// decodes into the hub type, and a version it does not serve (v1alpha1 of
+// a Namespaced kind) is a policy charter does not evaluate, as in Kyverno's
+// CLI.
+func TestDecodePoliciesEveryServedVersion(t *testing.T) {
+	docs, err := Split([]byte(`apiVersion: policies.kyverno.io/v1alpha1
+kind: ValidatingPolicy
+metadata: {name: alpha}
+spec: {validations: [{expression: "true"}]}
+---
+apiVersion: policies.kyverno.io/v1beta1
+kind: NamespacedValidatingPolicy
+metadata: {name: beta, namespace: team-a}
+spec: {validations: [{expression: "true"}]}
+---
+apiVersion: kyverno.io/v2beta1
+kind: ClusterPolicy
+metadata: {name: cpol}
+spec: {rules: []}
+---
+apiVersion: policies.kyverno.io/v1alpha1
+kind: PolicyException
+metadata: {name: ex, namespace: team-a}
+spec: {policyRefs: [{name: alpha, kind: ValidatingPolicy}]}
+---
+apiVersion: policies.kyverno.io/v1alpha1
+kind: NamespacedValidatingPolicy
+metadata: {name: never-served, namespace: team-a}
+spec: {validations: [{expression: "true"}]}
+`), "versions.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := DecodePolicies(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, pol := range p.Policies {
+		got = append(got, pol.GetKind()+"/"+pol.GetName())
+	}
+	if want := "ValidatingPolicy/alpha NamespacedValidatingPolicy/beta ClusterPolicy/cpol"; strings.Join(got, " ") != want {
+		t.Errorf("policies: %v, want %s", got, want)
+	}
+	if len(p.CELExceptions) != 1 || p.CELExceptions[0].Spec.PolicyRefs[0].Name != "alpha" {
+		t.Errorf("CEL exceptions: %v", p.CELExceptions)
+	}
+	if p.Unsupported["never-served"] != "policies.kyverno.io/v1alpha1 NamespacedValidatingPolicy" {
+		t.Errorf("unsupported: %v", p.Unsupported)
+	}
+}

@@ -10,16 +10,15 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/api/versions"
 )
 
-// isCELVersion reports the policies.kyverno.io versions charter reads:
-// v1alpha1, v1beta1 and v1 share one schema.
-func isCELVersion(apiVersion string) bool {
-	switch apiVersion {
-	case policiesv1.Group + "/v1", policiesv1.Group + "/v1beta1", policiesv1.Group + "/v1alpha1":
-		return true
-	}
-	return false
+// isCELVersion reports whether charter serves kind in the
+// policies.kyverno.io apiVersion, as Kyverno 1.19 does (api/versions):
+// v1alpha1 (cluster-scoped kinds and PolicyException), v1beta1 and v1
+// share one schema, so each decodes into the v1 type.
+func isCELVersion(apiVersion, kind string) bool {
+	return versions.Served(schema.FromAPIVersionAndKind(apiVersion, kind))
 }
 
 // decodeCEL decodes a policies.kyverno.io document of any served version
@@ -79,13 +78,13 @@ func DecodePolicies(docs []Document) (*Policies, error) {
 				ex.Namespace = "default"
 			}
 			out.Exceptions = append(out.Exceptions, ex)
-		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.ValidatingPolicyKind:
+		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.ValidatingPolicyKind:
 			p := &policiesv1.ValidatingPolicy{}
 			if err := decodeCEL(d, p); err != nil {
 				return nil, err
 			}
 			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.NamespacedValidatingPolicyKind:
+		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.NamespacedValidatingPolicyKind:
 			p := &policiesv1.NamespacedValidatingPolicy{}
 			if err := decodeCEL(d, p); err != nil {
 				return nil, err
@@ -94,13 +93,13 @@ func DecodePolicies(docs []Document) (*Policies, error) {
 				p.Namespace = "default"
 			}
 			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.MutatingPolicyKind:
+		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.MutatingPolicyKind:
 			p := &policiesv1.MutatingPolicy{}
 			if err := decodeCEL(d, p); err != nil {
 				return nil, err
 			}
 			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.NamespacedMutatingPolicyKind:
+		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.NamespacedMutatingPolicyKind:
 			p := &policiesv1.NamespacedMutatingPolicy{}
 			if err := decodeCEL(d, p); err != nil {
 				return nil, err
@@ -109,13 +108,13 @@ func DecodePolicies(docs []Document) (*Policies, error) {
 				p.Namespace = "default"
 			}
 			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.GeneratingPolicyKind:
+		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.GeneratingPolicyKind:
 			p := &policiesv1.GeneratingPolicy{}
 			if err := decodeCEL(d, p); err != nil {
 				return nil, err
 			}
 			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.NamespacedGeneratingPolicyKind:
+		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.NamespacedGeneratingPolicyKind:
 			p := &policiesv1.NamespacedGeneratingPolicy{}
 			if err := decodeCEL(d, p); err != nil {
 				return nil, err
@@ -124,13 +123,13 @@ func DecodePolicies(docs []Document) (*Policies, error) {
 				p.Namespace = "default"
 			}
 			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.ImageValidatingPolicyKind:
+		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.ImageValidatingPolicyKind:
 			p := &policiesv1.ImageValidatingPolicy{}
 			if err := decodeCEL(d, p); err != nil {
 				return nil, err
 			}
 			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.NamespacedImageValidatingPolicyKind:
+		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.NamespacedImageValidatingPolicyKind:
 			p := &policiesv1.NamespacedImageValidatingPolicy{}
 			if err := decodeCEL(d, p); err != nil {
 				return nil, err
@@ -139,7 +138,7 @@ func DecodePolicies(docs []Document) (*Policies, error) {
 				p.Namespace = "default"
 			}
 			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion) && kind == policiesv1.PolicyExceptionKind:
+		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.PolicyExceptionKind:
 			ex := &policiesv1.PolicyException{}
 			if err := decodeCEL(d, ex); err != nil {
 				return nil, err

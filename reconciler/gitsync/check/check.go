@@ -23,9 +23,9 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
-	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/strict"
+	"github.com/charter-dev/charter/api/versions"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/reconciler/gitsync/build"
 )
@@ -102,7 +102,9 @@ func Objects(objs []build.Object, scheme *runtime.Scheme) error {
 			faults = append(faults, Fault{File: o.File, Object: ref, Message: err.Error()})
 			continue
 		}
-		switch v := typed.(type) {
+		// Every served version is checked as its hub type
+		// (policies.kyverno.io/v1alpha1 as v1, ...).
+		switch v := versions.ToHub(typed).(type) {
 		case *kyvernov1.ClusterPolicy:
 			faults = append(faults, compilePolicy(v, "ClusterPolicy/"+v.GetName(), o.File, policyFiles)...)
 		case *kyvernov1.Policy:
@@ -146,10 +148,6 @@ func Objects(objs []build.Object, scheme *runtime.Scheme) error {
 				}
 				faults = append(faults, compileFaults(err, map[string]string{key: o.File})...)
 			}
-		case *kyvernov2beta1.PolicyException:
-			ex := v.ToV2()
-			exceptions = append(exceptions, ex)
-			exceptionFiles[exceptionKey(ex)] = o.File
 		}
 	}
 	if len(exceptions) > 0 {

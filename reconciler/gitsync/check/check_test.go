@@ -13,18 +13,14 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
-	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/api/versions"
 	"github.com/charter-dev/charter/reconciler/gitsync/build"
 )
 
 func testScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(kyvernov1.AddToScheme(s))
-	utilruntime.Must(kyvernov2.AddToScheme(s))
-	utilruntime.Must(policiesv1.AddToScheme(s))
+	utilruntime.Must(versions.AddToScheme(s))
 	return s
 }
 
@@ -65,6 +61,11 @@ func TestObjects(t *testing.T) {
 			`repo/unsupported.yaml: ClusterPolicy "verify-assert": spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet`,
 		}},
 		{file: "unsupported-audit.yaml"},
+		{file: "older-versions.yaml", want: []string{
+			`repo/older-versions.yaml: ValidatingPolicy "not-bool": spec.validations[0].expression: must evaluate to bool but got dyn`,
+			`repo/older-versions.yaml: ClusterPolicy "empty": spec.rules: a policy needs at least one rule`,
+			`repo/older-versions.yaml: PolicyException "team-a/allow-all": spec.exceptions: an exception needs at least one policy`,
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
