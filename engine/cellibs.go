@@ -375,7 +375,7 @@ func (c *libContext) global(name, projection string) ref.Val {
 	if projection != "" {
 		key = name + "." + projection
 	}
-	v, err := l.GlobalContextEntry(c.ctx, key)
+	v, err := readGlobalContext(c.ctx, l, key, c.namespace)
 	if err != nil {
 		// An unknown entry is null, as Kyverno's; one that exists but
 		// cannot load, or lacks the projection, is an error: never empty

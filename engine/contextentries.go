@@ -77,7 +77,7 @@ func (ev *evaluation) loadEntry(ctx context.Context, doc *jsoncontext.Document, 
 		}
 		// The entry's credentials, with its secrets named in the
 		// resource's namespace, as for verifyImages.
-		creds := ImageCredentials{Namespace: ev.in.res.Namespace, Registry: e.ImageRegistry.ImageRegistryCredentials}
+		creds := ImageCredentials{Namespace: ev.in.res.Namespace, Registry: e.ImageRegistry.ImageRegistryCredentials, Scope: ev.readScope()}
 		data, err := l.Images.ImageData(ctx, ref, creds)
 		if err != nil {
 			return nil, fmt.Errorf("failed to fetch image data for %q: %w", ref, err)
@@ -93,7 +93,7 @@ func (ev *evaluation) loadEntry(ctx context.Context, doc *jsoncontext.Document, 
 		if l.GlobalContext == nil {
 			return nil, fmt.Errorf("no global context to read entry %q", name)
 		}
-		data, err := l.GlobalContext.GlobalContextEntry(ctx, name)
+		data, err := readGlobalContext(ctx, l.GlobalContext, name, ev.readScope())
 		if err != nil {
 			return nil, fmt.Errorf("failed to read global context entry %q: %w", name, err)
 		}

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -60,6 +62,25 @@ type ImageCredentials struct {
 	Namespace   string
 	PullSecrets []string
 	Registry    *kyvernov1.ImageRegistryCredentials
+	// Scope is the namespace of the namespaced policy asking, "" for a
+	// cluster-wide one. Registry secrets are read with charter's
+	// identity, so a namespaced policy may name only its own
+	// namespace's (CheckSecretScope).
+	Scope string
+}
+
+// CheckSecretScope refuses a registry secret ("name", in namespace, or
+// "namespace/name") outside scope, the namespace of the namespaced policy
+// naming it ("" for a cluster-wide policy, which may name any).
+func CheckSecretScope(scope, namespace, secret string) error {
+	ns, name, ok := strings.Cut(secret, "/")
+	if !ok {
+		ns, name = namespace, secret
+	}
+	if scope == "" || ns == scope {
+		return nil
+	}
+	return fmt.Errorf("a namespaced policy can only use registry secrets of its own namespace %q, not %s/%s", scope, ns, name)
 }
 
 // ImageVerified is what an ImageVerifier accepted.

@@ -161,7 +161,7 @@ func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Documen
 	if len(images) == 0 {
 		return run
 	}
-	creds := ImageCredentials{Namespace: ev.in.res.Namespace, PullSecrets: found.pullSecrets}
+	creds := ImageCredentials{Namespace: ev.in.res.Namespace, PullSecrets: found.pullSecrets, Scope: ev.readScope()}
 	for _, e := range r.verify.entries {
 		iv, err := ev.resolveEntry(doc, e)
 		if err != nil {

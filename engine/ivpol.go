@@ -96,6 +96,9 @@ func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingP
 	ip.attestors = compileIVPolAttestors(spec.Attestors, f)
 	ip.attestations = compileIVPolAttestations(spec.Attestations, f)
 	ip.creds = compileIVPolCredentials(spec.Credentials, f)
+	if ip.creds != nil && ip.namespace != "" {
+		checkSecretsScope(ip.namespace, ip.creds.Secrets, "spec.credentials.secrets", f)
+	}
 	if v := compileIVPolVariant(spec, "spec", f); v != nil {
 		ip.variants = append(ip.variants, v)
 	}

@@ -550,7 +550,7 @@ func (p *Policy) imageEvaluator(ctx context.Context, in *requestView, cfg *evalC
 	}
 	_, pullSecrets := podImages(obj)
 	verification := &imageVerification{ctx: ctx, policy: p, cfg: cfg, req: in.ivpolState(), payloads: map[[2]string]map[string]any{},
-		creds: ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds}}
+		creds: ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace}}
 	attestors := make(map[string]any, len(ip.attestors))
 	for n := range ip.attestors {
 		attestors[n] = attestorRef{name: n}
@@ -652,7 +652,7 @@ func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *
 				errs = append(errs, "no image verifier is configured")
 				continue
 			}
-			digest, err := verifier.ResolveDigest(ctx, img.info.ReferenceWithTag(), ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds})
+			digest, err := verifier.ResolveDigest(ctx, img.info.ReferenceWithTag(), ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace})
 			if err != nil {
 				errs = append(errs, err.Error())
 				continue

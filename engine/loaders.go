@@ -121,6 +121,27 @@ type GlobalContext interface {
 	GlobalContextEntry(ctx context.Context, name string) (any, error)
 }
 
+// NamespacedGlobalContext is a GlobalContext that decides which entries a
+// namespaced policy may read: an entry holds whatever charter loaded with
+// its own identity (any namespace's objects, any API answer), so the
+// cluster's store serves a namespaced policy only the entries that opt
+// in. The engine asks it for every read of a namespaced policy, with the
+// policy's namespace; a GlobalContext without it (the CLI's mocks) is
+// read as is.
+type NamespacedGlobalContext interface {
+	GlobalContext
+	GlobalContextEntryForNamespace(ctx context.Context, name, namespace string) (any, error)
+}
+
+// readGlobalContext reads an entry for a policy acting in scope ("" for a
+// cluster-wide policy).
+func readGlobalContext(ctx context.Context, l GlobalContext, name, scope string) (any, error) {
+	if n, ok := l.(NamespacedGlobalContext); ok && scope != "" {
+		return n.GlobalContextEntryForNamespace(ctx, name, scope)
+	}
+	return l.GlobalContextEntry(ctx, name)
+}
+
 // ErrGlobalContextEntryNotFound is a GlobalContextEntry that does not
 // exist.
 var ErrGlobalContextEntryNotFound = errors.New("global context entry not found")

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,7 +26,10 @@ type scopeCase struct {
 	// ConfigMaps are keyed "namespace/name"; APICalls by URL path.
 	ConfigMaps map[string]map[string]any `json:"configMaps"`
 	APICalls   map[string]any            `json:"apiCalls"`
-	Cases      []struct {
+	// GlobalContext holds entries by name; only those OpenToNamespaced
+	// are served to namespaced policies.
+	GlobalContext map[string]scopedGlobalEntry `json:"globalContext"`
+	Cases         []struct {
 		Name    string `json:"name"`
 		Request struct {
 			caseRequest `json:",inline"`
@@ -59,7 +63,8 @@ func TestNamespacedPolicyScope(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: compile: %v", file, err)
 		}
-		loaders := Loaders{Objects: fixedObjects(sc.Existing), ConfigMaps: fakeConfigMaps(sc.ConfigMaps), APICalls: fakeAPI(sc.APICalls)}
+		loaders := Loaders{Objects: fixedObjects(sc.Existing), ConfigMaps: fakeConfigMaps(sc.ConfigMaps), APICalls: fakeAPI(sc.APICalls),
+			GlobalContext: scopedGlobalContext(sc.GlobalContext)}
 		opts := []EvalOption{WithLoaders(loaders), WithMutateExisting()}
 		for _, c := range sc.Cases {
 			t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml")+"/"+c.Name, func(t *testing.T) {
@@ -89,6 +94,30 @@ func TestNamespacedPolicyScope(t *testing.T) {
 			})
 		}
 	}
+}
+
+type scopedGlobalEntry struct {
+	Data             any  `json:"data"`
+	OpenToNamespaced bool `json:"openToNamespaced"`
+}
+
+// scopedGlobalContext is a NamespacedGlobalContext as the cluster's store
+// decides: a namespaced policy reads only the entries open to it.
+type scopedGlobalContext map[string]scopedGlobalEntry
+
+func (g scopedGlobalContext) GlobalContextEntry(ctx context.Context, name string) (any, error) {
+	e, ok := g[name]
+	if !ok {
+		return nil, ErrGlobalContextEntryNotFound
+	}
+	return e.Data, nil
+}
+
+func (g scopedGlobalContext) GlobalContextEntryForNamespace(ctx context.Context, name, namespace string) (any, error) {
+	if e, ok := g[name]; ok && !e.OpenToNamespaced {
+		return nil, errors.New("not open to namespaced policies")
+	}
+	return g.GlobalContextEntry(ctx, name)
 }
 
 func responseLines(policies []PolicyResponse) []string {

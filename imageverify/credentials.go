@@ -73,7 +73,11 @@ func (v *Verifier) nameOptions(creds engine.ImageCredentials) []name.Option {
 // imagePullSecrets (in its namespace) and the entry's secrets
 // ("name" in the Pod's namespace or "namespace/name"), then the providers
 // the entry names (default: the node's Docker config and its credential
-// helpers; github: GITHUB_TOKEN), then anonymous access.
+// helpers; github: GITHUB_TOKEN), then anonymous access. A namespaced
+// policy's secrets must be of its own namespace: charter reads them with
+// its own identity, so another tenant's pull secret would otherwise
+// authenticate this tenant's registry calls (and a registry of its
+// choosing would receive the credentials).
 func (v *Verifier) keychain(ctx context.Context, creds engine.ImageCredentials) (authn.Keychain, error) {
 	var chains []authn.Keychain
 	var refs [][2]string
@@ -83,6 +87,9 @@ func (v *Verifier) keychain(ctx context.Context, creds engine.ImageCredentials) 
 	providers := []kyvernov1.ImageRegistryCredentialsProvider{"default"}
 	if r := creds.Registry; r != nil {
 		for _, s := range r.Secrets {
+			if err := engine.CheckSecretScope(creds.Scope, creds.Namespace, s); err != nil {
+				return nil, fmt.Errorf("failed to fetch secrets: %w", err)
+			}
 			ns, n, ok := strings.Cut(s, "/")
 			if !ok {
 				ns, n = creds.Namespace, s

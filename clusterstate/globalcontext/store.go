@@ -107,10 +107,15 @@ type Store struct {
 	// call; it doubles each try.
 	retryBackoff time.Duration
 
-	mu       sync.Mutex
-	entries  map[string]*entry
-	ctx      context.Context // Start's; nil before
-	onChange []func(name string)
+	mu      sync.Mutex
+	entries map[string]*entry
+	// openToNamespaced holds the entries labelled
+	// ReadableByNamespacedPoliciesLabel=true. A label change moves no
+	// generation, so it is kept apart from the entries, which reload
+	// only when their spec changes.
+	openToNamespaced map[string]bool
+	ctx              context.Context // Start's; nil before
+	onChange         []func(name string)
 }
 
 // New returns a Store reading GlobalContextEntries and the resources they
@@ -118,10 +123,10 @@ type Store struct {
 // calls through calls. Add it to the manager.
 func New(dyn dynamic.Interface, mapper meta.RESTMapper, access authorizationclient.SelfSubjectAccessReviewInterface, calls APICaller, log logr.Logger) *Store {
 	return &Store{dyn: dyn, mapper: mapper, access: access, calls: calls, jp: jmespath.New(), log: log,
-		retryBackoff: time.Second, entries: map[string]*entry{}}
+		retryBackoff: time.Second, entries: map[string]*entry{}, openToNamespaced: map[string]bool{}}
 }
 
-var _ engine.GlobalContext = (*Store)(nil)
+var _ engine.NamespacedGlobalContext = (*Store)(nil)
 
 // NeedLeaderElection is false: every replica evaluates policies.
 func (s *Store) NeedLeaderElection() bool { return false }
@@ -190,6 +195,7 @@ func (s *Store) set(obj any) {
 	var gce kyvernov2alpha1.GlobalContextEntry
 	err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &gce)
 	s.mu.Lock()
+	s.openToNamespaced[u.GetName()] = u.GetLabels()[ReadableByNamespacedPoliciesLabel] == "true"
 	old := s.entries[u.GetName()]
 	if old != nil && old.generation == u.GetGeneration() {
 		s.mu.Unlock()
@@ -215,6 +221,7 @@ func (s *Store) delete(name string) {
 	s.mu.Lock()
 	e := s.entries[name]
 	delete(s.entries, name)
+	delete(s.openToNamespaced, name)
 	s.mu.Unlock()
 	if e != nil {
 		e.stop()
@@ -458,15 +465,52 @@ func (s *Store) callWithRetries(ctx context.Context, call engine.APICall, tries 
 	return nil, fmt.Errorf("%d tries: %w", tries, err)
 }
 
+// ReadableByNamespacedPoliciesLabel, set to "true" on a
+// GlobalContextEntry, lets namespaced policies (Policy,
+// NamespacedValidatingPolicy, ...) read it. Without it only cluster-wide
+// policies may: an entry holds what charter loaded with its own identity,
+// from every namespace or any API path, which a tenant's policy could
+// otherwise echo in a message or report.
+const ReadableByNamespacedPoliciesLabel = "charter.dev/readable-by-namespaced-policies"
+
+// NotReadableError is a namespaced policy's read of an entry that does not
+// carry ReadableByNamespacedPoliciesLabel=true.
+type NotReadableError struct {
+	Entry, Namespace string
+}
+
+func (e *NotReadableError) Error() string {
+	return fmt.Sprintf("global context entry %q is not readable by namespaced policies (this policy is in namespace %q): only an entry labelled %s: \"true\" is",
+		e.Entry, e.Namespace, ReadableByNamespacedPoliciesLabel)
+}
+
 // GlobalContextEntry implements engine.GlobalContext: key is an entry's
 // name, or "<entry>.<projection>" for one of its projections.
 func (s *Store) GlobalContextEntry(ctx context.Context, key string) (any, error) {
+	return s.read(ctx, key, "")
+}
+
+// GlobalContextEntryForNamespace implements engine.NamespacedGlobalContext:
+// an entry without ReadableByNamespacedPoliciesLabel=true is a
+// NotReadableError; one that does not exist is not found, as for every
+// policy.
+func (s *Store) GlobalContextEntryForNamespace(ctx context.Context, key, namespace string) (any, error) {
+	return s.read(ctx, key, namespace)
+}
+
+// read reads an entry for a policy of namespace ("" for a cluster-wide
+// one).
+func (s *Store) read(ctx context.Context, key, namespace string) (any, error) {
 	name, proj, _ := strings.Cut(key, ".")
 	s.mu.Lock()
 	e := s.entries[name]
+	open := s.openToNamespaced[name]
 	s.mu.Unlock()
 	if e == nil {
 		return nil, fmt.Errorf("%w: %q", engine.ErrGlobalContextEntryNotFound, name)
+	}
+	if namespace != "" && !open {
+		return nil, &NotReadableError{Entry: name, Namespace: namespace}
 	}
 	if !e.isLoaded() {
 		wctx, cancel := context.WithTimeout(ctx, firstLoadWait)

@@ -150,3 +150,45 @@ func TestInvalidEntry(t *testing.T) {
 		t.Errorf("e.p = %v, %v", v, err)
 	}
 }
+
+// TestNamespacedPolicyReads: a namespaced policy reads an entry only while
+// it carries charter.dev/readable-by-namespaced-policies: "true"; the
+// label takes effect without a new generation, and a cluster-wide policy
+// reads the entry either way.
+func TestNamespacedPolicyReads(t *testing.T) {
+	calls := &scriptedCalls{answers: []any{map[string]any{"token": "s3cret"}}}
+	s := New(nil, nil, nil, calls, logr.Discard())
+	obj := entryObject(t, "platform", 1, `{apiCall: {urlPath: /api/v1/namespaces/platform/secrets}}`)
+	s.set(obj)
+	defer s.delete("platform")
+	waitLoaded(t, s, "platform")
+	ctx := context.Background()
+
+	if v, err := s.GlobalContextEntry(ctx, "platform"); err != nil || fmt.Sprint(v) != "map[token:s3cret]" {
+		t.Errorf("cluster-wide read: %v, %v", v, err)
+	}
+	for _, labels := range []map[string]string{nil, {ReadableByNamespacedPoliciesLabel: "yes"}} {
+		obj.SetLabels(labels)
+		s.set(obj)
+		v, err := s.GlobalContextEntryForNamespace(ctx, "platform", "team-a")
+		var nr *NotReadableError
+		if v != nil || !errors.As(err, &nr) ||
+			err.Error() != `global context entry "platform" is not readable by namespaced policies (this policy is in namespace "team-a"): only an entry labelled charter.dev/readable-by-namespaced-policies: "true" is` {
+			t.Errorf("labels %v: read by team-a: %v, %v; want NotReadableError", labels, v, err)
+		}
+		if _, err := s.GlobalContextEntryForNamespace(ctx, "platform.anything", "team-a"); !errors.As(err, &nr) {
+			t.Errorf("labels %v: a projection read by team-a: %v; want NotReadableError", labels, err)
+		}
+	}
+	obj.SetLabels(map[string]string{ReadableByNamespacedPoliciesLabel: "true"})
+	s.set(obj)
+	if v, err := s.GlobalContextEntryForNamespace(ctx, "platform", "team-a"); err != nil || fmt.Sprint(v) != "map[token:s3cret]" {
+		t.Errorf("opted in: read by team-a: %v, %v", v, err)
+	}
+	if _, err := s.GlobalContextEntryForNamespace(ctx, "missing", "team-a"); !errors.Is(err, engine.ErrGlobalContextEntryNotFound) {
+		t.Errorf("missing entry read by team-a: %v; want not found", err)
+	}
+	if len(calls.calls) != 1 {
+		t.Errorf("a label change reloaded the entry: %d calls", len(calls.calls))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -94,10 +95,28 @@ func TestAgainstAPIServer(t *testing.T) {
 		if n := strings.Join(names(list), ","); err != nil || !strings.Contains(n, "registries") || !strings.Contains(n, "other") {
 			t.Errorf("Resources of default: %v, %v", n, err)
 		}
-		// A cluster-scoped resource has no namespaces: all of it is listed.
-		list, err = objs.Resources(ctx, "v1", "namespaces", "default")
+		// A cluster-scoped resource is listed whole without a namespace,
+		// and refused with one: a namespaced policy always names its own
+		// namespace, and must not read ClusterRoleBindings or Nodes.
+		list, err = objs.Resources(ctx, "v1", "namespaces", "")
 		if n := strings.Join(names(list), ","); err != nil || !strings.Contains(n, "kube-system") {
 			t.Errorf("Resources of namespaces: %v, %v", n, err)
+		}
+		var scoped *ClusterScopedLookupError
+		for _, lookup := range []func() (any, error){
+			func() (any, error) {
+				return objs.Resources(ctx, "rbac.authorization.k8s.io/v1", "clusterrolebindings", "default")
+			},
+			func() (any, error) { return objs.Resources(ctx, "v1", "namespaces", "default") },
+			func() (any, error) { return objs.Resource(ctx, "v1", "namespaces", "default", "kube-system") },
+			func() (any, error) {
+				return objs.Resource(ctx, "rbac.authorization.k8s.io/v1", "clusterroles", "default", "cluster-admin")
+			},
+		} {
+			got, err := lookup()
+			if !errors.As(err, &scoped) || !strings.Contains(err.Error(), "cluster-scoped") {
+				t.Errorf("a namespaced lookup of a cluster-scoped resource: %v, %v; want a ClusterScopedLookupError", got, err)
+			}
 		}
 		if _, err := objs.Resources(ctx, "v1", "nosuchresources", ""); err == nil {
 			t.Error("an unknown resource listed without error")

@@ -103,9 +103,7 @@ func (o Objects) Resource(ctx context.Context, apiVersion, resource, namespace, 
 
 // Resources implements engine.ResourceLoader (resource.List, a
 // MutatingPolicy's mutate-existing targets): a LIST of the namespace, or
-// of every namespace when namespace is "". A cluster-scoped resource has
-// no namespaces: all of its objects are listed, and the engine refuses
-// them to a namespaced policy by their empty namespace.
+// of every namespace when namespace is "".
 func (o Objects) Resources(ctx context.Context, apiVersion, resource, namespace string) ([]map[string]any, error) {
 	ri, err := o.resourceInterface(apiVersion, resource, namespace)
 	if err != nil {
@@ -114,8 +112,25 @@ func (o Objects) Resources(ctx context.Context, apiVersion, resource, namespace 
 	return list(ctx, ri, metav1.ListOptions{})
 }
 
+// ClusterScopedLookupError is a lookup in a namespace of a resource that
+// has none. A namespaced policy's resource.Get and resource.List always
+// name its own namespace (the engine refuses any other), so this is what
+// keeps such a policy from reading cluster-scoped objects
+// (ClusterRoleBindings, Nodes, Namespaces) with charter's identity: the
+// namespace is never ignored.
+type ClusterScopedLookupError struct {
+	Resource  string
+	Namespace string
+}
+
+func (e *ClusterScopedLookupError) Error() string {
+	return fmt.Sprintf("%s is cluster-scoped: a lookup in namespace %q cannot read it (a namespaced policy reads only namespaced resources of its own namespace)",
+		e.Resource, e.Namespace)
+}
+
 // resourceInterface is the client of a resource, in namespace when it is
-// namespaced and namespace is set.
+// namespaced and namespace is set. A namespace given for a cluster-scoped
+// resource is a ClusterScopedLookupError.
 func (o Objects) resourceInterface(apiVersion, resource, namespace string) (dynamic.ResourceInterface, error) {
 	if strings.Contains(resource, "/") {
 		return nil, fmt.Errorf("resource %q: subresources cannot be read", resource)
@@ -134,7 +149,13 @@ func (o Objects) resourceInterface(apiVersion, resource, namespace string) (dyna
 		return nil, fmt.Errorf("%s: %w", gvr.String(), err)
 	}
 	res := o.Client.Resource(mapping.Resource)
-	if mapping.Scope.Name() == meta.RESTScopeNameNamespace && namespace != "" {
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		if namespace != "" {
+			return nil, &ClusterScopedLookupError{Resource: gvr.GroupResource().String(), Namespace: namespace}
+		}
+		return res, nil
+	}
+	if namespace != "" {
 		return res.Namespace(namespace), nil
 	}
 	return res, nil
