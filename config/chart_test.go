@@ -159,7 +159,8 @@ var knobsOn = map[string]any{
 	"imagePullSecrets": []any{map[string]any{"name": "pull"}},
 	"config":           map[string]any{"excludedNamespaces": []any{"monitoring", "istio-system"}},
 	"features": map[string]any{"policyExceptions": map[string]any{"namespace": "platform,security"},
-		"celHTTP": map[string]any{"blocklist": []any{"169.254.169.254", "10.0.0.0/8"}, "allowlist": []any{"https://verdicts.example/"}, "allowInNamespacedPolicies": true}},
+		"celHTTP":   map[string]any{"blocklist": []any{"169.254.169.254", "10.0.0.0/8"}, "allowlist": []any{"https://verdicts.example/"}, "allowInNamespacedPolicies": true},
+		"promotion": map[string]any{"downgrade": "deny"}},
 	"admissionController": map[string]any{
 		"replicas":            5,
 		"podDisruptionBudget": map[string]any{"minAvailable": 2, "maxUnavailable": nil},
@@ -410,7 +411,7 @@ func TestChartKnobs(t *testing.T) {
 		{"podAnnotations", admission.Spec.Template.Annotations, map[string]string{"example.com/a": "b"}},
 		{"memory limit", c.Resources.Limits.Memory().String(), "2Gi"},
 		{"args", c.Args, []string{"serve", "--controllers=admission", "--leader-election-id=charter-admission", "--service=charter-svc", "--service-port=8443", "--drain-delay=10s",
-			"--webhook-excluded-namespaces=monitoring,istio-system", "--exception-namespaces=platform,security",
+			"--webhook-excluded-namespaces=monitoring,istio-system", "--promotion-downgrade=deny", "--exception-namespaces=platform,security",
 			"--cel-http-blocklist=169.254.169.254,10.0.0.0/8", "--cel-http-allowlist=https://verdicts.example/", "--allow-http-in-namespaced-policies", "--request-timeout=5s"}},
 		{"reports replicas", *deployment("reports").Spec.Replicas, int32(1)},
 		{"reports affinity replaces anti-affinity", deployment("reports").Spec.Template.Spec.Affinity.PodAntiAffinity == nil, true},

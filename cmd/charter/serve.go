@@ -47,6 +47,7 @@ import (
 	"github.com/charter-dev/charter/webhook/config"
 	"github.com/charter-dev/charter/webhook/events"
 	"github.com/charter-dev/charter/webhook/metrics"
+	"github.com/charter-dev/charter/webhook/promotion"
 	"github.com/charter-dev/charter/webhook/server"
 )
 
@@ -113,6 +114,8 @@ type serveOptions struct {
 	exceptionNamespaces []string
 	// httpLimits are --cel-http-blocklist and --cel-http-allowlist.
 	httpLimits loaders.HTTPLimits
+	// promotionDowngrade is --promotion-downgrade: allow or deny.
+	promotionDowngrade string
 
 	gitsyncCacheDir string
 	// defaultServiceAccount and noCrossNamespaceRefs confine the
@@ -218,6 +221,8 @@ stopped charter never leaves a cluster unable to admit anything.`,
 		"URL prefixes that are the only ones the CEL http library of policies may call (the blocklist still applies); empty allows any")
 	f.BoolVar(&o.httpLimits.AllowNamespacedPolicies, "allow-http-in-namespaced-policies", false,
 		"namespaced policies (NamespacedValidatingPolicy, ...) may call the CEL http library; off, as Kyverno's --allowHTTPInNamespacedPolicies, such a policy is refused at admission and its calls fail")
+	f.StringVar(&o.promotionDowngrade, "promotion-downgrade", promotion.DowngradeAllow,
+		"whether a namespace labelled charter.dev/enforcement=enforce may go back to Audit (label set to audit or removed): allow (with a Warning event on the Namespace naming the user) or deny")
 	addCertFlags(f, &o)
 	addImageVerifyFlags(f, &o.images)
 	o.reports.AddFlags(f)
@@ -277,6 +282,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	if err := o.httpLimits.Validate(); err != nil {
 		return fmt.Errorf("--cel-http-blocklist: %w", err)
+	}
+	if o.promotionDowngrade != promotion.DowngradeAllow && o.promotionDowngrade != promotion.DowngradeDeny {
+		return fmt.Errorf("--promotion-downgrade: %q: want %s or %s", o.promotionDowngrade, promotion.DowngradeAllow, promotion.DowngradeDeny)
 	}
 	if err := o.images.check(o.requestTimeout); err != nil {
 		return err
@@ -516,7 +524,8 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			RequestTimeout: o.requestTimeout, MaxRequestBytes: o.maxRequestBytes, DrainDelay: o.drainDelay,
 			Metrics: rec, Audit: audit, Events: o.events, Log: log.WithName("admission"), State: state,
 			CertPropagationDelay: o.certPropagationDelay, CertTrimGrace: o.certTrimGrace,
-			Background: o.background.updateRequestConfig(context.Background(), cfg, o, log),
+			Background:    o.background.updateRequestConfig(context.Background(), cfg, o, log),
+			DenyDowngrade: o.promotionDowngrade == promotion.DowngradeDeny,
 		})
 		if err != nil {
 			return nil, nil, err

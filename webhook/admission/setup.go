@@ -83,7 +83,11 @@ type Options struct {
 	// Background configures the UpdateRequests admission creates for
 	// generate and mutate-existing rules.
 	Background updaterequest.Config
-	Log        logr.Logger
+	// DenyDowngrade refuses a namespace's move from
+	// charter.dev/enforcement=enforce back to Audit
+	// (--promotion-downgrade=deny).
+	DenyDowngrade bool
+	Log           logr.Logger
 }
 
 // EventOptions configure admission Events (admission-reports.md §3.3).
@@ -214,7 +218,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	}
 	// Promotions are rare and must see the latest results: the gate lists
 	// reports from the API server, not from a cache.
-	promotionGate := &promotion.Gate{Reports: promotion.ReportReader{Reader: mgr.GetAPIReader()}}
+	promotionGate := &promotion.Gate{Reports: promotion.ReportReader{Reader: mgr.GetAPIReader()}, DenyDowngrade: o.DenyDowngrade}
 	// Context entries read ConfigMaps and call the API server or a
 	// Service as the request is evaluated (clusterstate/loaders). The CEL
 	// authorizer is bound at admission only.

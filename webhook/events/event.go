@@ -30,6 +30,9 @@ const (
 	ReasonPolicyApplied   = "PolicyApplied"
 	ReasonPolicyError     = "PolicyError"
 	ReasonPolicySkipped   = "PolicySkipped"
+	// ReasonEnforcementDowngraded is charter's: a Namespace moved from
+	// charter.dev/enforcement=enforce back to Audit, and who did it.
+	ReasonEnforcementDowngraded = "EnforcementDowngraded"
 )
 
 // Actions, as Kyverno names them.

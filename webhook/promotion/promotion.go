@@ -20,6 +20,15 @@ const DefaultMaxListed = 10
 // ClusterPolicies and Policies (reconciler/reports/report.Source).
 const chartersSource = "charter"
 
+// DowngradeAllow and DowngradeDeny are the values of charter serve
+// --promotion-downgrade: whether a namespace may move from
+// charter.dev/enforcement=enforce back to Audit (the label set to audit
+// or removed). Either way the move leaves an Event naming the user.
+const (
+	DowngradeAllow = "allow"
+	DowngradeDeny  = "deny"
+)
+
 // Policy is a staged policy the gate checks.
 type Policy struct {
 	// Kind is the policy's kind: a ClusterPolicy and a ValidatingPolicy
@@ -196,6 +205,33 @@ type Gate struct {
 	Reports ReportLister
 	// MaxListed caps the results a denial names (DefaultMaxListed).
 	MaxListed int
+	// DenyDowngrade refuses a namespace's move from enforce back to
+	// Audit (--promotion-downgrade=deny).
+	DenyDowngrade bool
+}
+
+// DowngradeDenial returns the denial of user moving the namespace from
+// charter.dev/enforcement=enforce to newValue ("" when the label is
+// removed), or "" when downgrades are allowed.
+func (g *Gate) DowngradeDenial(namespace, user, newValue string) string {
+	if !g.DenyDowngrade {
+		return ""
+	}
+	return fmt.Sprintf("namespace %q: %s %s denied to user %q: charter serve --promotion-downgrade=deny keeps a namespace that enforces from going back to Audit",
+		namespace, charter.EnforcementLabel, downgradeText(newValue), user)
+}
+
+// DowngradeNote is the text of the Event that records a downgrade.
+func DowngradeNote(namespace, user, newValue string) string {
+	return fmt.Sprintf("user %q moved namespace %q back to Audit: %s %s; staged policies no longer enforce there",
+		user, namespace, charter.EnforcementLabel, downgradeText(newValue))
+}
+
+func downgradeText(newValue string) string {
+	if newValue == "" {
+		return "removed (was " + charter.EnforcementEnforce + ")"
+	}
+	return "changed from " + charter.EnforcementEnforce + " to " + newValue
 }
 
 // Check returns the denial for promoting the namespace, or "" when its

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"net/http"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
+	"github.com/charter-dev/charter/webhook/events"
 	"github.com/charter-dev/charter/webhook/promotion"
 )
 
@@ -22,6 +26,15 @@ const PathPromotion = "/promotion"
 // there (*promotion.Gate). It returns the denial, or "" to admit.
 type PromotionGate interface {
 	Check(ctx context.Context, namespace string, staged []promotion.Policy) (string, error)
+	// DowngradeDenial returns the denial of user moving the namespace
+	// from enforce to newValue (audit, or "" for the label removed), or
+	// "" to admit it.
+	DowngradeDenial(namespace, user, newValue string) string
+}
+
+// eventOfferer queues Events off the admission path (events.Sink).
+type eventOfferer interface {
+	Offer(events.Batch) bool
 }
 
 // routePromotion serves PathPromotion when a gate is configured; without
@@ -64,6 +77,10 @@ func (h *handlers) promotion(w http.ResponseWriter, r *http.Request) {
 		name = ar.Name
 	}
 	_, oldValue, _ := enforcementLabel(ar.OldObject)
+	if oldValue == charter.EnforcementEnforce && (newValue == "" || newValue == charter.EnforcementAudit) {
+		h.downgrade(w, ar, name, newValue)
+		return
+	}
 	switch {
 	case newValue == oldValue || newValue == "" || newValue == charter.EnforcementAudit:
 		writeResponse(w, allowed(ar.UID, nil))
@@ -92,6 +109,37 @@ func (h *handlers) promotion(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeResponse(w, allowed(ar.UID, nil))
 	}
+}
+
+// downgrade answers a namespace's move from enforce back to Audit: refused
+// under --promotion-downgrade=deny, else admitted with a Warning Event on
+// the Namespace naming the user, so the move leaves a trace (a dry run
+// leaves none).
+func (h *handlers) downgrade(w http.ResponseWriter, ar *admissionRequest[json.RawMessage], namespace, newValue string) {
+	user := ar.UserInfo.Username
+	if denial := h.opts.Promotion.DowngradeDenial(namespace, user, newValue); denial != "" {
+		writeResponse(w, denied(ar.UID, denial))
+		return
+	}
+	if o, ok := h.opts.Events.(eventOfferer); ok && !ar.dryRun() {
+		o.Offer(events.List{{
+			Regarding: corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: namespace, UID: namespaceUID(ar.OldObject)},
+			Reason:    events.ReasonEnforcementDowngraded, Action: "Enforcement Downgraded",
+			Note: promotion.DowngradeNote(namespace, user, newValue),
+		}})
+	}
+	writeResponse(w, allowed(ar.UID, nil))
+}
+
+// namespaceUID reads a Namespace's UID from its raw object.
+func namespaceUID(raw json.RawMessage) types.UID {
+	var ns struct {
+		Metadata struct {
+			UID types.UID `json:"uid"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(raw, &ns)
+	return ns.Metadata.UID
 }
 
 // noStagedPolicyWarning is the admission warning for a namespace labelled

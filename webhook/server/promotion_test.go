@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/charter-dev/charter/clusterstate/policycache"
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/webhook/events"
 	"github.com/charter-dev/charter/webhook/promotion"
 )
 
@@ -20,6 +22,11 @@ type recordingGate struct {
 	err    error
 	calls  []string
 	staged []promotion.Policy
+}
+
+// DowngradeDenial answers as promotion.Gate does: downgrades are allowed.
+func (g *recordingGate) DowngradeDenial(namespace, user, newValue string) string {
+	return (&promotion.Gate{}).DowngradeDenial(namespace, user, newValue)
 }
 
 func (g *recordingGate) Check(_ context.Context, ns string, staged []promotion.Policy) (string, error) {
@@ -153,6 +160,87 @@ func TestPromotionWithoutStagedPolicyWarns(t *testing.T) {
 			}
 			if called := len(gate.calls) > 0; called == tc.warn {
 				t.Errorf("gate called: %v, want %v", called, !tc.warn)
+			}
+		})
+	}
+}
+
+// offeredEvents records the Events the server offers its sink.
+type offeredEvents struct{ events []events.Event }
+
+func (o *offeredEvents) Validated(*engine.Request, []*engine.Response, bool) {}
+
+func (o *offeredEvents) Offer(b events.Batch) bool {
+	for e := range b.Events() {
+		o.events = append(o.events, *e)
+	}
+	return true
+}
+
+// TestPromotionDowngrade: moving a namespace from enforce back to Audit
+// (the label set to audit, or removed) leaves a Warning Event on the
+// Namespace naming the user, unless it is a dry run; under
+// --promotion-downgrade=deny it is refused, naming the user and the flag.
+// Other label changes leave no such Event.
+func TestPromotionDowngrade(t *testing.T) {
+	snapshot, err := policycache.Build(loadPolicies(t, "testdata/promotion-policies.yaml"), nil)
+	if err != nil || len(snapshot.Errors) > 0 {
+		t.Fatalf("test policies: %v %v", err, snapshot.Errors)
+	}
+	const label = "charter.dev/enforcement"
+	enforce := map[string]string{label: "enforce"}
+	audit := map[string]string{label: "audit"}
+	for _, tc := range []struct {
+		name     string
+		old, new map[string]string
+		deny     bool
+		dryRun   bool
+		want     string // the Event's note, or the denial with deny
+	}{
+		{name: "to audit", old: enforce, new: audit,
+			want: `user "alice" moved namespace "shop" back to Audit: charter.dev/enforcement changed from enforce to audit; staged policies no longer enforce there`},
+		{name: "label removed", old: enforce, new: map[string]string{},
+			want: `user "alice" moved namespace "shop" back to Audit: charter.dev/enforcement removed (was enforce); staged policies no longer enforce there`},
+		{name: "dry run", old: enforce, new: audit, dryRun: true},
+		{name: "audit label removed", old: audit, new: map[string]string{}},
+		{name: "denied: to audit", old: enforce, new: audit, deny: true,
+			want: `namespace "shop": charter.dev/enforcement changed from enforce to audit denied to user "alice": charter serve --promotion-downgrade=deny keeps a namespace that enforces from going back to Audit`},
+		{name: "denied: label removed", old: enforce, new: map[string]string{}, deny: true,
+			want: `namespace "shop": charter.dev/enforcement removed (was enforce) denied to user "alice": charter serve --promotion-downgrade=deny keeps a namespace that enforces from going back to Audit`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := &offeredEvents{}
+			h := NewHandler(Options{Policies: staticSnapshots{snapshot}, Promotion: &promotion.Gate{DenyDowngrade: tc.deny}, Events: sink})
+			body := namespaceReview("UPDATE", tc.old, tc.new)
+			if tc.dryRun {
+				body = []byte(strings.Replace(string(body), `"operation":"UPDATE"`, `"operation":"UPDATE","dryRun":true`, 1))
+			}
+			resp := decision(t, h, PathPromotion, body)
+			if tc.deny {
+				if resp.Allowed || resp.Result == nil || resp.Result.Message != tc.want {
+					t.Errorf("allowed = %v (%+v), want denied with %q", resp.Allowed, resp.Result, tc.want)
+				}
+				if len(sink.events) != 0 {
+					t.Errorf("a refused downgrade left events %+v", sink.events)
+				}
+				return
+			}
+			if !resp.Allowed {
+				t.Fatalf("denied: %+v", resp.Result)
+			}
+			if tc.want == "" {
+				if len(sink.events) != 0 {
+					t.Errorf("events %+v, want none", sink.events)
+				}
+				return
+			}
+			if len(sink.events) != 1 {
+				t.Fatalf("events %+v, want one", sink.events)
+			}
+			e := sink.events[0]
+			if e.Regarding.Kind != "Namespace" || e.Regarding.Name != "shop" || e.Reason != events.ReasonEnforcementDowngraded ||
+				e.Type() != "Warning" || e.Note != tc.want {
+				t.Errorf("event %+v, want a Warning %s on Namespace shop: %q", e, events.ReasonEnforcementDowngraded, tc.want)
 			}
 		})
 	}
