@@ -392,6 +392,12 @@ func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appl
 		if apiVersion == "" || kind == "" || name == "" {
 			return nil, fmt.Errorf("generated object %d has no apiVersion, kind or metadata.name", i)
 		}
+		if cluster, known := generate.KnownScope(apiVersion, kind); gp.namespace != "" && known && cluster {
+			// The object goes where generator.Apply put it: a namespaced
+			// policy's namespace, which a cluster-scoped object is in
+			// none of.
+			return nil, fmt.Errorf("generated object %d: %s %s is cluster-scoped: a namespaced policy generates only into its own namespace %s", i, kind, name, gp.namespace)
+		}
 		if gp.synchronize && !slices.Contains(gp.kinds, apiVersion+"/"+kind) {
 			return nil, fmt.Errorf("%s %s: with synchronize, charter must find what a policy generated again; write the apiVersion and kind of every generated object literally in the policy (found: %s)",
 				apiVersion, kind, strings.Join(gp.kinds, ", "))

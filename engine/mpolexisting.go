@@ -225,7 +225,11 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *ev
 			rr.Properties = o.props
 		}
 		if o.status == StatusPass && patched != nil && !reflect.DeepEqual(patched, t.object) {
-			rr.PatchedTarget = patched
+			if err := CheckRetarget(ex.rule, ref, patched); err != nil {
+				rr.Status, rr.Message = StatusError, err.Error()
+			} else {
+				rr.PatchedTarget = patched
+			}
 		}
 		out = append(out, rr)
 	}

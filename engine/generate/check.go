@@ -161,8 +161,10 @@ func (c *checker) pattern(path string, p *kyvernov1.GeneratePattern) {
 		c.identity(path, p)
 		if v, err := kyvernov1.FromJSON(p.RawData); err != nil {
 			c.add(path+".data", err.Error())
-		} else if _, ok := v.(map[string]any); !ok && !isVariable(v) {
+		} else if m, ok := v.(map[string]any); !ok && !isVariable(v) {
 			c.add(path+".data", fmt.Sprintf("must be an object, got %s", typeName(v)))
+		} else if k, _ := m["kind"].(string); ok && c.opts.PolicyNamespace != "" && k != "" && k != p.Kind && !hasVars(k, p.Kind) {
+			c.add(path+".data.kind", fmt.Sprintf("%s differs from the declared kind %s: a namespaced policy generates only the kind its rule declares", k, p.Kind))
 		}
 		c.targetScope(path, p.APIVersion, p.Kind, p.Namespace)
 	case "clone":

@@ -114,6 +114,22 @@ func Generate(ctx context.Context, policy PolicyRef, rule *kyvernov1.Rule, trigg
 	return g.pattern(doc, &rule.Generation.GeneratePattern, "/generate", nil)
 }
 
+// KindChangedError refuses a namespaced policy's data pattern whose
+// data.kind differs from the kind the rule declares: Kyverno generates
+// data's kind (mutate-generate-semantics.md §10, row 51), but a tenant's
+// rule may write only the object it declares.
+type KindChangedError struct {
+	Rule string
+	// Field is the JSON pointer of data.kind in the rule.
+	Field          string
+	Declared, Data string
+}
+
+func (e *KindChangedError) Error() string {
+	return fmt.Sprintf("rule %s: %s changes the generated object's kind from %s to %s; a namespaced policy generates only the apiVersion, kind, name and namespace its rule declares",
+		e.Rule, e.Field, e.Declared, e.Data)
+}
+
 // GeneratesWhenSkipped reports whether Kyverno's CLI still generates for
 // the rule when its preconditions do not hold (§9.4, row 50): the CLI runs
 // the generator for every generate response, and only plain patterns
@@ -214,6 +230,12 @@ func (g *generator) pattern(doc *jsoncontext.Document, p *kyvernov1.GeneratePatt
 		body, ok := rp.data.(map[string]any)
 		if !ok {
 			return nil, fmt.Errorf("%s/data: resolved to %s, want an object", path, typeName(rp.data))
+		}
+		if k, _ := body["kind"].(string); k != "" && k != rp.target.Kind && g.policy.Namespace != "" {
+			// Kyverno lets data.kind win (row 51); for a namespaced policy
+			// the object written must be the one it declares, whose scope
+			// and namespace were checked.
+			return nil, &KindChangedError{Rule: g.rule, Field: path + "/data/kind", Declared: rp.target.Kind, Data: k}
 		}
 		obj := g.desired(deepCopyMap(body), rp.target, FromData, nil, pos)
 		return []DesiredObject{obj}, nil

@@ -326,6 +326,9 @@ func (c *Controller) fetchTrigger(ctx context.Context, t triggerRef) (map[string
 // is not provably its (ownsDownstream), is left alone and the policy
 // gets an event.
 func (c *Controller) applyDesired(ctx context.Context, p kyvernov1.PolicyInterface, d *generate.DesiredObject) error {
+	if err := checkGeneratedScope(d); err != nil {
+		return err
+	}
 	withPolicyKind(d.Object, p)
 	u := &unstructured.Unstructured{Object: d.Object}
 	ri, mapping, err := c.resource(u.GetAPIVersion(), u.GetKind(), u.GetNamespace())

@@ -68,7 +68,7 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 				if rr.PatchedTarget == nil {
 					continue
 				}
-				if err := targetInScope(p, rr.PatchedTarget); err != nil {
+				if err := checkPatchedTarget(p, &rr); err != nil {
 					errs = append(errs, err)
 					writeFailed = true
 					continue
