@@ -288,6 +288,10 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		backgroundReports: true,
 		receiverAddr:      opts.receiverAddr,
 		gitsyncWorkers:    2,
+		// dev's repositories are folders of this machine (file://),
+		// synced as fast as a developer commits.
+		gitsyncAllowFileURLs: true,
+		gitsyncMinInterval:   time.Second,
 		// A dev cluster is small: rescan often so reports follow
 		// namespace label and ConfigMap changes quickly.
 		reports: reportsDevOptions(),

@@ -41,6 +41,7 @@ import (
 	"github.com/charter-dev/charter/reconciler/background"
 	"github.com/charter-dev/charter/reconciler/cleanup"
 	"github.com/charter-dev/charter/reconciler/gitsync"
+	"github.com/charter-dev/charter/reconciler/gitsync/source"
 	"github.com/charter-dev/charter/reconciler/globalcontext"
 	"github.com/charter-dev/charter/reconciler/reports"
 	"github.com/charter-dev/charter/webhook/admission"
@@ -124,6 +125,13 @@ type serveOptions struct {
 	noCrossNamespaceRefs  bool
 	gitsyncWorkers        int
 	receiverAddr          string
+	// gitsyncLimits bound each checkout; gitsyncMinInterval is the
+	// fastest a repository syncs; gitsyncAllowFileURLs lets every
+	// namespace's repositories read file:// (charter dev).
+	gitsyncMaxSize       int64
+	gitsyncMaxFiles      int
+	gitsyncMinInterval   time.Duration
+	gitsyncAllowFileURLs bool
 
 	// repeatable lets one process build this manager more than once
 	// (dev's tests do): controller names then repeat, which
@@ -233,6 +241,10 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.StringVar(&o.defaultServiceAccount, "default-service-account", "", "ServiceAccount (of the repository's namespace) that gitsync impersonates for a PolicyRepository outside charter's namespace whose spec.serviceAccountName is empty")
 	f.BoolVar(&o.noCrossNamespaceRefs, "no-cross-namespace-refs", false, "a PolicyRepository outside charter's namespace may write only namespaced objects of its own namespace, whatever its ServiceAccount may do")
 	f.StringVar(&o.receiverAddr, "receiver-addr", "", "address of the Git push receiver (/hooks/<namespace>/<name>); empty disables it")
+	f.Int64Var(&o.gitsyncMaxSize, "gitsync-max-repository-size", gitsync.DefaultMaxRepositorySize, "most bytes one PolicyRepository checkout may hold, Git objects included; a larger revision stalls with reason LimitExceeded; 0 for no limit")
+	f.IntVar(&o.gitsyncMaxFiles, "gitsync-max-files", gitsync.DefaultMaxFiles, "most files one PolicyRepository checkout may hold; a revision with more stalls with reason LimitExceeded; 0 for no limit")
+	f.DurationVar(&o.gitsyncMinInterval, "gitsync-min-interval", gitsync.DefaultMinInterval, "shortest spec.interval and spec.retryInterval a PolicyRepository syncs at; a shorter one is raised to it, and its Ready message says so")
+	f.BoolVar(&o.gitsyncAllowFileURLs, "gitsync-allow-file-urls", false, "let PolicyRepositories of every namespace use file:// URLs, which read this machine's disk (charter dev sets it); without it only those in charter's namespace may")
 	return cmd
 }
 
@@ -561,7 +573,10 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			CacheDir: o.gitsyncCacheDir, MaxConcurrentReconciles: o.gitsyncWorkers, ReceiverAddr: o.receiverAddr,
 			Tenancy: gitsync.Tenancy{
 				Namespace: o.namespace, DefaultServiceAccount: o.defaultServiceAccount, NoCrossNamespaceRefs: o.noCrossNamespaceRefs,
+				AllowFileURLs: o.gitsyncAllowFileURLs,
 			},
+			Limits:      source.Limits{MaxSize: o.gitsyncMaxSize, MaxFiles: o.gitsyncMaxFiles},
+			MinInterval: o.gitsyncMinInterval,
 			// The gate verifies images with the node's registry
 			// credentials only: a repository's suites must not make
 			// charter read pull secrets in other namespaces.

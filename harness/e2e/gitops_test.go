@@ -107,7 +107,8 @@ var _ = Describe("GitOps", Label("gitops"), Ordered, func() {
 		p := waitPolicyReady(ctx, gitopsRequireAppName)
 		Expect(p.Labels).To(HaveKeyWithValue(appliedByNameLabel, gitopsRepository))
 		Expect(p.Labels).To(HaveKeyWithValue(appliedByNamespaceLabel, gitopsCharterNamespace))
-		Expect(p.ManagedFields).To(ContainElement(HaveField("Manager", "charter")))
+		// Each repository applies under a field manager of its own.
+		Expect(p.ManagedFields).To(ContainElement(HaveField("Manager", "charter/"+gitopsCharterNamespace+"/"+gitopsRepository)))
 
 		// The webhook serves the policy once the policy cache has it.
 		Eventually(func() error {

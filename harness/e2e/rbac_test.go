@@ -188,7 +188,10 @@ var _ = Describe("RBAC", Label("rbac"), Ordered, func() {
 			// namespaces, webhook exclusions, ...), leader election on as
 			// in cluster, so that its Lease is written under the same
 			// RBAC too (a later flag wins over startCharterAs's).
-			flags := append(slices.Clone(serveFlags[c]), "--leader-elect=true", "--gitsync-cache-dir="+GinkgoT().TempDir())
+			// The tenant's repository below is a folder of this machine
+			// (file://), which only charter dev's flag allows outside
+			// charter's namespace.
+			flags := append(slices.Clone(serveFlags[c]), "--leader-elect=true", "--gitsync-cache-dir="+GinkgoT().TempDir(), "--gitsync-allow-file-urls")
 			stops = append(stops, startCharterAs(ctx, rbacCharterNamespace, c, kubeconfigs[c],
 				io.MultiWriter(GinkgoWriter, output), flags...))
 		}

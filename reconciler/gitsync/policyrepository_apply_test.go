@@ -30,7 +30,7 @@ func TestFirstCommitAppliedThenNewCommitUpdates(t *testing.T) {
 	g.Expect(p).NotTo(BeNil())
 	g.Expect(p.Labels).To(HaveKeyWithValue(apply.OwnerNameLabel, "policies"))
 	g.Expect(p.Labels).To(HaveKeyWithValue(apply.OwnerNamespaceLabel, ns))
-	g.Expect(p.ManagedFields).To(ContainElement(HaveField("Manager", apply.FieldManager)))
+	g.Expect(p.ManagedFields).To(ContainElement(HaveField("Manager", "charter/"+ns+"/policies")))
 	g.Expect(condition(got, gitopsv1alpha1.ConditionReady).Message).To(ContainSubstring(rev1))
 
 	rev2 := src.commit(map[string]string{"policies/apply-a.yaml": policy("apply-a", "cost-center")}, nil)

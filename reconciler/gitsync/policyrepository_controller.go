@@ -64,6 +64,10 @@ type PolicyRepositoryReconciler struct {
 	// Tests runs the suites of repositories with spec.test; without it such
 	// a repository applies nothing (see testRevision).
 	Tests TestRunner
+	// MinInterval is the shortest interval and retry interval a
+	// repository syncs at, whatever its spec asks (serve
+	// --gitsync-min-interval); no floor when zero.
+	MinInterval time.Duration
 }
 
 func (r *PolicyRepositoryReconciler) installed() client.Reader {
@@ -132,7 +136,8 @@ func (r *PolicyRepositoryReconciler) patchStatus(ctx context.Context, base, obj 
 func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1alpha1.PolicyRepository) ctrl.Result {
 	ctx, cancel := context.WithTimeout(parent, obj.Spec.GetTimeout())
 	defer cancel()
-	interval, retry := ctrl.Result{RequeueAfter: obj.Spec.GetInterval()}, ctrl.Result{RequeueAfter: obj.Spec.GetRetryInterval()}
+	every, clamped := r.intervals(obj)
+	interval, retry := ctrl.Result{RequeueAfter: every.interval}, ctrl.Result{RequeueAfter: every.retry}
 	// A new spec or an explicit request re-runs even a revision known bad.
 	forced := obj.Generation != obj.Status.ObservedGeneration || requestedAt(obj) != obj.Status.LastHandledReconcileAt
 	// The outcome of the previous attempt, before this one marks progress.
@@ -141,6 +146,10 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 		before = *c
 	}
 
+	if err := r.Tenancy.checkURL(obj); err != nil {
+		r.fail(obj, before, true, gitopsv1alpha1.ReasonNotPermitted, err)
+		return retry
+	}
 	auth, err := r.auth(ctx, obj)
 	if err != nil {
 		r.fail(obj, before, false, gitopsv1alpha1.ReasonFetchFailed, err)
@@ -167,6 +176,12 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 
 	dir, _, err := r.Cache.Checkout(ctx, obj.Namespace+"/"+obj.Name, obj.Spec.URL, rev, auth)
 	if err != nil {
+		// A commit over the limits stays over them.
+		var lerr *source.LimitError
+		if errors.As(err, &lerr) {
+			r.fail(obj, before, true, gitopsv1alpha1.ReasonLimitExceeded, fmt.Errorf("revision %s: %w", revision, err))
+			return retry
+		}
 		r.fail(obj, before, false, gitopsv1alpha1.ReasonFetchFailed, err)
 		return retry
 	}
@@ -181,7 +196,7 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 		return retry
 	}
 
-	objs, err := build.Build(dir, obj.Spec.Path)
+	objs, err := build.Build(ctx, dir, obj.Spec.Path)
 	if err != nil {
 		r.fail(obj, before, true, gitopsv1alpha1.ReasonBuildFailed, fmt.Errorf("revision %s: %w", revision, err))
 		return retry
@@ -243,7 +258,7 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 			return retry
 		}
 	}
-	applier := &apply.Applier{Client: cl, Owner: client.ObjectKeyFromObject(obj)}
+	applier := &apply.Applier{Client: cl, Owner: client.ObjectKeyFromObject(obj), Force: obj.Spec.Force, Inventory: obj.Status.Inventory}
 	if err := applier.CheckPrune(ctx, stale); err != nil {
 		r.applyFailed(obj, before, revision, who, err)
 		return retry
@@ -274,12 +289,38 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 		r.event(obj, corev1.EventTypeNormal, EventApplied, "Apply", "applied revision %s: %s", revision, changes.Summary())
 	}
 	obj.Status.LastAppliedRevision = revision
-	markReady(obj, fmt.Sprintf("applied revision %s (%d objects)", revision, len(objs)))
+	markReady(obj, fmt.Sprintf("applied revision %s (%d objects)%s", revision, len(objs), clamped))
 	return interval
 }
 
+// syncIntervals are how often a repository syncs.
+type syncIntervals struct{ interval, retry time.Duration }
+
+// intervals returns obj's interval and retry interval, raised to
+// MinInterval, and, when one was raised, the note that says so in the
+// Ready message.
+func (r *PolicyRepositoryReconciler) intervals(obj *gitopsv1alpha1.PolicyRepository) (syncIntervals, string) {
+	every := syncIntervals{interval: obj.Spec.GetInterval(), retry: obj.Spec.GetRetryInterval()}
+	var raised []string
+	if every.interval < r.MinInterval {
+		raised = append(raised, fmt.Sprintf("spec.interval %s", every.interval))
+		every.interval = r.MinInterval
+	}
+	if every.retry < r.MinInterval {
+		if obj.Spec.RetryInterval != nil {
+			raised = append(raised, fmt.Sprintf("spec.retryInterval %s", every.retry))
+		}
+		every.retry = r.MinInterval
+	}
+	if len(raised) == 0 {
+		return every, ""
+	}
+	return every, fmt.Sprintf("; %s is below charter's minimum interval %s (serve --gitsync-min-interval): syncing every %s", strings.Join(raised, " and "), r.MinInterval, r.MinInterval)
+}
+
 // applyFailed records a revision the API server refused. A refusal in the
-// dry-run wrote nothing: an invalid object or a write the identity may
+// dry-run wrote nothing: an object that would take over what another
+// field manager holds, an invalid object or a write the identity may
 // not make (RBAC) stalls, naming the file, the object and the server's
 // words (verb, resource, namespace); it is tried again at the retry
 // interval, since granting the ServiceAccount more is a fix that changes
@@ -287,6 +328,8 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 func (r *PolicyRepositoryReconciler) applyFailed(obj *gitopsv1alpha1.PolicyRepository, before metav1.Condition, revision, who string, err error) {
 	var aerr *apply.Error
 	switch {
+	case errors.As(err, &aerr) && aerr.DryRun && aerr.Conflict():
+		r.fail(obj, before, true, gitopsv1alpha1.ReasonConflict, fmt.Errorf("revision %s, applied as field manager %s: %w", revision, apply.FieldManagerOf(client.ObjectKeyFromObject(obj)), err))
 	case errors.As(err, &aerr) && aerr.DryRun && aerr.Forbidden():
 		r.fail(obj, before, true, gitopsv1alpha1.ReasonForbidden, fmt.Errorf("revision %s, applied as %s: %w", revision, who, err))
 	case errors.As(err, &aerr) && aerr.DryRun && aerr.Invalid():

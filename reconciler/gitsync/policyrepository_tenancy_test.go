@@ -141,7 +141,7 @@ func TestTenantServiceAccountRBACDecidesWhatApplies(t *testing.T) {
 	readyAt(t, repo, rev1)
 	a := getNamespaced(t, &kyvernov1.Policy{}, ns, "sa-a")
 	g.Expect(a).NotTo(BeNil())
-	g.Expect(a.ManagedFields).To(ContainElement(HaveField("Manager", apply.FieldManager)))
+	g.Expect(a.ManagedFields).To(ContainElement(HaveField("Manager", apply.FieldManagerOf(client.ObjectKeyFromObject(repo)))))
 
 	// A ClusterPolicy next to an allowed Policy: neither applies.
 	rev2 := src.commit(map[string]string{

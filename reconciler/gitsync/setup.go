@@ -40,7 +40,20 @@ type Options struct {
 	Tenancy Tenancy
 	// Tests runs the suites of repositories with spec.test.
 	Tests TestRunner
+	// Limits bound each checkout (size, files).
+	Limits source.Limits
+	// MinInterval is the shortest interval a repository syncs at.
+	MinInterval time.Duration
 }
+
+// Defaults of charter serve's gitsync limits, near Flux's
+// source-controller: a policy repository is small, and a tenant's must not
+// fill charter's disk or make it poll a remote as fast as it can.
+const (
+	DefaultMaxRepositorySize = 50 << 20
+	DefaultMaxFiles          = 10000
+	DefaultMinInterval       = 10 * time.Second
+)
 
 // Setup registers the PolicyRepository reconciler with mgr and, when
 // opts.ReceiverAddr is set, the push receiver. The reconciler runs only on
@@ -65,10 +78,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Config:    mgr.GetConfig(),
 		Tenancy:   opts.Tenancy,
 		Recorder:  mgr.GetEventRecorder(ControllerName),
-		Cache:     &source.Cache{Dir: opts.CacheDir},
+		Cache:     &source.Cache{Dir: opts.CacheDir, Limits: opts.Limits},
 		Secrets:   mgr.GetAPIReader(),
 		Installed: mgr.GetAPIReader(),
 		Tests:     opts.Tests,
+
+		MinInterval: opts.MinInterval,
 	}
 	if err := r.SetupWithManager(mgr, opts); err != nil {
 		return err

@@ -97,7 +97,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(cacheDir)
-	if err := Setup(mgr, Options{CacheDir: cacheDir, Tenancy: Tenancy{Namespace: charterNamespace}, Tests: clitest.RepositoryTests{}}); err != nil {
+	if err := Setup(mgr, Options{CacheDir: cacheDir, Tenancy: Tenancy{Namespace: charterNamespace, AllowFileURLs: true}, Tests: clitest.RepositoryTests{}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

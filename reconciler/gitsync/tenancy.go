@@ -2,6 +2,7 @@ package gitsync
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -28,6 +29,25 @@ type Tenancy struct {
 	// namespaced objects of its own namespace, whatever its ServiceAccount
 	// may do.
 	NoCrossNamespaceRefs bool
+	// AllowFileURLs lets repositories of every namespace use file://
+	// URLs, which read charter's own disk (charter dev sets it: its
+	// repositories are folders of the developer's machine). Without it,
+	// only repositories in Namespace may.
+	AllowFileURLs bool
+}
+
+// checkURL refuses a file:// URL of a repository outside charter's
+// namespace: it would have charter read any Git repository on its own
+// disk (another repository's checkout in its cache, a mounted volume) and
+// apply it as the tenant.
+func (t Tenancy) checkURL(obj *gitopsv1alpha1.PolicyRepository) error {
+	if t.AllowFileURLs || obj.Namespace == t.Namespace {
+		return nil
+	}
+	if u, err := url.Parse(obj.Spec.URL); err == nil && strings.EqualFold(u.Scheme, "file") {
+		return fmt.Errorf("spec.url: a file:// URL reads charter's own disk; only repositories in charter's namespace %s may use one (or under charter dev), not one in %s", t.Namespace, obj.Namespace)
+	}
+	return nil
 }
 
 // writer is who one repository writes as and where it may write.

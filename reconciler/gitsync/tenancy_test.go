@@ -3,6 +3,7 @@ package gitsync
 import (
 	"errors"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -116,4 +117,51 @@ func TestCheckOwnNamespace(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestFileURLsOnlyInCharterNamespace(t *testing.T) {
+	repo := func(ns, url string) *gitopsv1alpha1.PolicyRepository {
+		return &gitopsv1alpha1.PolicyRepository{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r"},
+			Spec:       gitopsv1alpha1.PolicyRepositorySpec{URL: url},
+		}
+	}
+	tests := []struct {
+		name    string
+		tenancy Tenancy
+		repo    *gitopsv1alpha1.PolicyRepository
+		refused bool
+	}{
+		{"platform repository reads file://", Tenancy{Namespace: "charter"}, repo("charter", "file:///srv/policies"), false},
+		{"tenant repository may not", Tenancy{Namespace: "charter"}, repo("team-a", "file:///var/cache/charter/other"), true},
+		{"nor in capitals", Tenancy{Namespace: "charter"}, repo("team-a", "FILE:///srv/policies"), true},
+		{"tenant over https", Tenancy{Namespace: "charter"}, repo("team-a", "https://git.example.com/team-a.git"), false},
+		{"charter dev allows every namespace", Tenancy{Namespace: "charter", AllowFileURLs: true}, repo("team-a", "file:///srv/policies"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.tenancy.checkURL(tt.repo)
+			if !tt.refused {
+				NewWithT(t).Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			NewWithT(t).Expect(err).To(MatchError(And(ContainSubstring("spec.url"), ContainSubstring("charter's namespace charter"), ContainSubstring("not one in team-a"))))
+		})
+	}
+}
+
+func TestIntervalsAreRaisedToTheMinimum(t *testing.T) {
+	g := NewWithT(t)
+	r := &PolicyRepositoryReconciler{MinInterval: 10 * time.Second}
+	obj := &gitopsv1alpha1.PolicyRepository{Spec: gitopsv1alpha1.PolicyRepositorySpec{
+		Interval: &metav1.Duration{Duration: time.Millisecond}, RetryInterval: &metav1.Duration{Duration: time.Millisecond},
+	}}
+	every, note := r.intervals(obj)
+	g.Expect(every).To(Equal(syncIntervals{interval: 10 * time.Second, retry: 10 * time.Second}))
+	g.Expect(note).To(ContainSubstring("spec.interval 1ms and spec.retryInterval 1ms is below charter's minimum interval 10s"))
+
+	obj.Spec.Interval, obj.Spec.RetryInterval = &metav1.Duration{Duration: time.Minute}, nil
+	every, note = r.intervals(obj)
+	g.Expect(every).To(Equal(syncIntervals{interval: time.Minute, retry: time.Minute}))
+	g.Expect(note).To(BeEmpty())
 }

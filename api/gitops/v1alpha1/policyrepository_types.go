@@ -46,6 +46,13 @@ const (
 	// revision to the ServiceAccount the repository runs as, in the
 	// dry-run before anything is written; nothing is applied.
 	ReasonForbidden = "Forbidden"
+	// ReasonConflict: an object of the revision would take over fields,
+	// or an existing object, that another field manager holds, and
+	// spec.force is not set; nothing is applied.
+	ReasonConflict = "Conflict"
+	// ReasonLimitExceeded: the revision's checkout holds more bytes or
+	// files than charter's gitsync limits allow; nothing is applied.
+	ReasonLimitExceeded = "LimitExceeded"
 )
 
 // Defaults applied by the reconciler when a field is absent (never written
@@ -158,6 +165,17 @@ type PolicyRepositorySpec struct {
 	// Prune deletes objects that left the repository; true when absent.
 	// +optional
 	Prune *bool `json:"prune,omitempty"`
+
+	// Force lets the repository take over what another field manager
+	// holds, as Flux's Kustomization spec.force: fields another manager
+	// (a person, the platform, another repository) applied with other
+	// values, and objects that exist but are not in the repository's
+	// inventory. Without it, such an object stalls the revision with
+	// reason Conflict, naming the object, its fields and the other
+	// manager, and nothing of the revision applies. Each repository
+	// applies under its own field manager, charter/<namespace>/<name>.
+	// +optional
+	Force bool `json:"force,omitempty"`
 
 	// Suspend stops syncing; objects already applied stay.
 	// +optional

@@ -10,6 +10,8 @@ package apply
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -21,18 +23,43 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 	"github.com/charter-dev/charter/reconciler/gitsync/build"
 	"github.com/charter-dev/charter/reconciler/gitsync/inventory"
 )
 
-// FieldManager is charter's server-side apply field manager.
-const FieldManager = "charter"
+// LegacyFieldManager is the field manager every repository applied with
+// before each got its own (FieldManagerOf). A repository takes over the
+// fields it still holds on objects of its own inventory, so objects an
+// older charter applied keep being updated and pruned by the repository
+// that owns them.
+const LegacyFieldManager = "charter"
+
+// maxFieldManager is the longest field manager the API server accepts.
+const maxFieldManager = 128
+
+// FieldManagerOf is the server-side apply field manager of one
+// PolicyRepository, charter/<namespace>/<name>: each repository owns the
+// fields it applies, so one repository can neither take over nor prune
+// what another manager (a person, the platform, another repository)
+// placed. A name too long for the API server keeps what fits and ends in
+// a hash of the whole.
+func FieldManagerOf(owner client.ObjectKey) string {
+	m := "charter/" + owner.Namespace + "/" + owner.Name
+	if len(m) <= maxFieldManager {
+		return m
+	}
+	sum := sha256.Sum256([]byte(m))
+	suffix := "-" + hex.EncodeToString(sum[:8])
+	return m[:maxFieldManager-len(suffix)] + suffix
+}
 
 // PruneAnnotation set to PruneDisabled on an object keeps it when it leaves
 // the repository.
@@ -187,6 +214,17 @@ type Applier struct {
 	// Owner is the PolicyRepository; its name and namespace label every
 	// applied object.
 	Owner client.ObjectKey
+	// FieldManager applies the revision; FieldManagerOf(Owner) when empty.
+	FieldManager string
+	// Force takes over the fields other managers hold, and objects that
+	// exist and are not in Inventory (spec.force). Without it such an
+	// object stops the revision with a *ConflictError.
+	Force bool
+	// Inventory lists the objects the repository applied last
+	// (status.inventory). An object of the revision that exists already
+	// is updated only if it is listed here, and only listed objects have
+	// LegacyFieldManager's fields taken over.
+	Inventory *gitopsv1alpha1.ResourceInventory
 	// CRDTimeout bounds the wait for CRDs of the revision to be
 	// established; 30s when zero.
 	CRDTimeout time.Duration
@@ -199,6 +237,22 @@ type Applier struct {
 
 // DefaultConcurrency is the Applier's default of requests in flight.
 const DefaultConcurrency = 8
+
+func (a *Applier) manager() string {
+	if a.FieldManager != "" {
+		return a.FieldManager
+	}
+	return FieldManagerOf(a.Owner)
+}
+
+// inventoried reports whether u is in the repository's inventory.
+func (a *Applier) inventoried(u *unstructured.Unstructured) bool {
+	if a.Inventory == nil {
+		return false
+	}
+	id := inventory.Ref(u).ID
+	return slices.ContainsFunc(a.Inventory.Entries, func(e gitopsv1alpha1.ResourceRef) bool { return e.ID == id })
+}
 
 // Apply dry-runs, then applies objs in stages. When the dry-run fails,
 // nothing is written.
@@ -222,10 +276,13 @@ func (a *Applier) Apply(ctx context.Context, objs []build.Object) (ChangeSet, er
 	// Dry-run everything; keep aside what waits on this revision's own
 	// Namespaces and CRDs.
 	dryRV := map[string]string{}
+	// forced are the objects whose only conflicts are with
+	// LegacyFieldManager: they are applied with force.
+	forced := map[string]bool{}
 	var deferred []build.Object
 	var errs []*ObjectError
 	all := slices.Concat(staged...)
-	for i, r := range a.patchAll(ctx, all, true) {
+	for i, r := range a.dryRunAll(ctx, all, forced) {
 		o := all[i]
 		switch {
 		case r.err == nil:
@@ -243,7 +300,7 @@ func (a *Applier) Apply(ctx context.Context, objs []build.Object) (ChangeSet, er
 	var changes ChangeSet
 	apply := func(stage []build.Object) error {
 		var failed []*ObjectError
-		for i, r := range a.patchAll(ctx, stage, false) {
+		for i, r := range a.patchAll(ctx, stage, false, forced) {
 			o := stage[i]
 			if r.err != nil {
 				failed = append(failed, &ObjectError{File: o.File, Object: key(o.Unstructured), Err: r.err})
@@ -264,7 +321,7 @@ func (a *Applier) Apply(ctx context.Context, objs []build.Object) (ChangeSet, er
 			return changes, err
 		}
 	}
-	for i, r := range a.patchAll(ctx, deferred, true) {
+	for i, r := range a.dryRunAll(ctx, deferred, forced) {
 		o := deferred[i]
 		if r.err != nil {
 			errs = append(errs, &ObjectError{File: o.File, Object: key(o.Unstructured), Err: r.err})
@@ -283,6 +340,60 @@ func (a *Applier) Apply(ctx context.Context, objs []build.Object) (ChangeSet, er
 	return changes, nil
 }
 
+// dryRunAll dry-runs objs and checks that none takes over what is not
+// the repository's: a conflict with another manager, or an existing
+// object outside the inventory that another manager holds, becomes a
+// *ConflictError unless Force. An object of the inventory whose only
+// conflicts are with LegacyFieldManager is dry-run again with force and
+// recorded in forced, so that its apply takes them over too.
+func (a *Applier) dryRunAll(ctx context.Context, objs []build.Object, forced map[string]bool) []patchResult {
+	results := a.patchAll(ctx, objs, true, forced)
+	for i, r := range results {
+		o := objs[i]
+		if r.err != nil && !a.Force && a.inventoried(o.Unstructured) && onlyConflictsWith(r.err, LegacyFieldManager) {
+			forced[key(o.Unstructured)] = true
+			rv, managed, err := a.patch(ctx, o, true, true)
+			r = patchResult{rv: rv, managed: managed, err: err}
+		}
+		switch {
+		case r.err != nil && !a.Force && apierrors.IsConflict(r.err):
+			r.err = conflictOf(r.err)
+		case r.err == nil && !a.Force && r.rv != "" && !a.inventoried(o.Unstructured):
+			if others := a.othersOf(r.managed); len(others) > 0 {
+				r.err = &ConflictError{Existing: true, Managers: others}
+			}
+		}
+		results[i] = r
+	}
+	return results
+}
+
+// othersOf returns the managers other than the repository's that hold
+// fields of an object (status writers aside), each with the fields it
+// shares with the repository's, or all of its own when it shares none.
+func (a *Applier) othersOf(managed []metav1.ManagedFieldsEntry) []ManagerFields {
+	var ours *fieldpath.Set
+	for _, e := range managed {
+		if e.Manager == a.manager() && e.Subresource == "" {
+			ours = fieldSet(e.FieldsV1)
+		}
+	}
+	var others []ManagerFields
+	for _, e := range managed {
+		if e.Manager == a.manager() || e.Subresource != "" {
+			continue
+		}
+		theirs := fieldSet(e.FieldsV1)
+		if ours != nil {
+			if shared := theirs.Intersection(ours); !shared.Empty() {
+				theirs = shared
+			}
+		}
+		others = append(others, ManagerFields{Manager: e.Manager, Fields: leaves(theirs)})
+	}
+	return others
+}
+
 // label marks o as applied by the owner.
 func (a *Applier) label(u *unstructured.Unstructured) {
 	labels := u.GetLabels()
@@ -296,13 +407,15 @@ func (a *Applier) label(u *unstructured.Unstructured) {
 
 // patchResult is the outcome of one patch.
 type patchResult struct {
-	rv  string
-	err error
+	rv      string
+	managed []metav1.ManagedFieldsEntry
+	err     error
 }
 
 // patchAll patches objs, up to Concurrency at a time, and returns their
-// results in the order of objs.
-func (a *Applier) patchAll(ctx context.Context, objs []build.Object, dryRun bool) []patchResult {
+// results in the order of objs. The objects forced names, and every
+// object when Force, are applied with force.
+func (a *Applier) patchAll(ctx context.Context, objs []build.Object, dryRun bool, forced map[string]bool) []patchResult {
 	results := make([]patchResult, len(objs))
 	workers := a.Concurrency
 	if workers <= 0 {
@@ -313,8 +426,8 @@ func (a *Applier) patchAll(ctx context.Context, objs []build.Object, dryRun bool
 	for range min(workers, len(objs)) {
 		wg.Go(func() {
 			for i := range next {
-				rv, err := a.patch(ctx, objs[i], dryRun)
-				results[i] = patchResult{rv: rv, err: err}
+				rv, managed, err := a.patch(ctx, objs[i], dryRun, a.Force || forced[key(objs[i].Unstructured)])
+				results[i] = patchResult{rv: rv, managed: managed, err: err}
 			}
 		})
 	}
@@ -326,21 +439,25 @@ func (a *Applier) patchAll(ctx context.Context, objs []build.Object, dryRun bool
 	return results
 }
 
-// patch server-side applies o and returns the resulting resourceVersion.
-// It uses Patch with client.Apply rather than Client.Apply because only
-// patch options carry fieldValidation: Strict makes the server refuse
-// unknown fields instead of dropping them with a warning.
-func (a *Applier) patch(ctx context.Context, o build.Object, dryRun bool) (string, error) {
+// patch server-side applies o and returns the resulting resourceVersion
+// and managed fields. It uses Patch with client.Apply rather than
+// Client.Apply because only patch options carry fieldValidation: Strict
+// makes the server refuse unknown fields instead of dropping them with a
+// warning.
+func (a *Applier) patch(ctx context.Context, o build.Object, dryRun, force bool) (string, []metav1.ManagedFieldsEntry, error) {
 	u := o.DeepCopy()
-	opts := []client.PatchOption{client.FieldOwner(FieldManager), client.ForceOwnership, client.FieldValidation("Strict")}
+	opts := []client.PatchOption{client.FieldOwner(a.manager()), client.FieldValidation("Strict")}
+	if force {
+		opts = append(opts, client.ForceOwnership)
+	}
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
 	}
 	//nolint:staticcheck // see above: Client.Apply has no fieldValidation.
 	if err := a.Client.Patch(ctx, u, client.Apply, opts...); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return u.GetResourceVersion(), nil
+	return u.GetResourceVersion(), u.GetManagedFields(), nil
 }
 
 // actionOf infers the outcome: a dry-run of a new object has no
@@ -408,8 +525,10 @@ func (a *Applier) waitEstablished(ctx context.Context, objs []build.Object) erro
 }
 
 // Prune deletes the stale objects, last stage first. It skips objects that
-// opt out with the prune annotation, that another owner took over, and
-// CRDs (deleting one deletes every object of its kind).
+// opt out with the prune annotation, that another owner took over (the
+// owner labels name another repository, or another field manager holds
+// fields of it, see manages), and CRDs (deleting one
+// deletes every object of its kind).
 func (a *Applier) Prune(ctx context.Context, stale []gitopsv1alpha1.ResourceRef) (ChangeSet, error) {
 	return a.prune(ctx, stale, false)
 }
@@ -459,6 +578,7 @@ func (a *Applier) prune(ctx context.Context, stale []gitopsv1alpha1.ResourceRef,
 		switch {
 		case u.GetAnnotations()[PruneAnnotation] == PruneDisabled,
 			labels[OwnerNameLabel] != a.Owner.Name || labels[OwnerNamespaceLabel] != a.Owner.Namespace,
+			!a.manages(u),
 			u.GetKind() == "CustomResourceDefinition":
 			changes = append(changes, Change{Object: k, Action: Skipped})
 			continue
@@ -473,6 +593,25 @@ func (a *Applier) prune(ctx context.Context, stale []gitopsv1alpha1.ResourceRef,
 		return nil, &Error{DryRun: true, Errs: dryRunErrs}
 	}
 	return changes, errors.Join(errs...)
+}
+
+// manages reports whether the repository alone holds u: its own field
+// manager or, for objects an older charter applied, LegacyFieldManager
+// (stale objects all come from the inventory) holds fields of it, and no
+// other manager does (status writers aside). An object someone else
+// took over, or now shares, is theirs to delete.
+func (a *Applier) manages(u *unstructured.Unstructured) bool {
+	ours := false
+	for _, e := range u.GetManagedFields() {
+		switch {
+		case e.Subresource != "":
+		case e.Manager == a.manager() || e.Manager == LegacyFieldManager:
+			ours = true
+		default:
+			return false
+		}
+	}
+	return ours
 }
 
 func key(u *unstructured.Unstructured) string {

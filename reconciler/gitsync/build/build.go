@@ -12,6 +12,7 @@
 package build
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -55,8 +56,33 @@ func (e *Error) Error() string { return fmt.Sprintf("kustomize build %s: %v", e.
 func (e *Error) Unwrap() error { return e.Err }
 
 // Build renders dir (slash-separated, relative to root; "" or "." for the
-// root) of the repository checked out at root.
-func Build(root, dir string) ([]Object, error) {
+// root) of the repository checked out at root, within ctx: kustomize takes
+// no context, so the build runs on a goroutine of its own and Build
+// returns ctx's error when ctx ends first. A kustomization that names
+// anything remote is refused before kustomize runs (*RemoteError), so the
+// build itself reads nothing but the repository's files.
+func Build(ctx context.Context, root, dir string) ([]Object, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type result struct {
+		objs []Object
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		objs, err := build(root, dir)
+		done <- result{objs, err}
+	}()
+	select {
+	case r := <-done:
+		return r.objs, r.err
+	case <-ctx.Done():
+		return nil, &Error{Path: strings.TrimPrefix(path.Clean("/"+filepath.ToSlash(dir)), "/"), Err: fmt.Errorf("not done in time: %w", context.Cause(ctx))}
+	}
+}
+
+func build(root, dir string) ([]Object, error) {
 	dir = path.Clean("/" + strings.TrimPrefix(filepath.ToSlash(dir), "./"))
 	if objs, ok, err := buildPlain(root, dir); ok {
 		if err != nil {
@@ -78,6 +104,9 @@ func buildKustomize(root, dir string) ([]Object, error) {
 		return nil, &Error{Path: strings.TrimPrefix(dir, "/"), Err: errors.New("no such folder in the repository")}
 	}
 	if err := prepareKustomization(fsys, dir); err != nil {
+		return nil, &Error{Path: strings.TrimPrefix(dir, "/"), Err: err}
+	}
+	if err := checkLocal(fsys, dir); err != nil {
 		return nil, &Error{Path: strings.TrimPrefix(dir, "/"), Err: err}
 	}
 	opts := krusty.MakeDefaultOptions()

@@ -1,6 +1,7 @@
 package build
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -43,7 +44,7 @@ func TestBuild(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			objs, err := Build("testdata/repo", tt.dir)
+			objs, err := Build(context.Background(), "testdata/repo", tt.dir)
 			g.Expect(err).NotTo(HaveOccurred())
 			got := map[string]string{}
 			for _, o := range objs {
@@ -57,7 +58,7 @@ func TestBuild(t *testing.T) {
 
 func TestBuildErrorsNameTheFolder(t *testing.T) {
 	g := NewWithT(t)
-	_, err := Build("testdata/repo", "env/missing")
+	_, err := Build(context.Background(), "testdata/repo", "env/missing")
 	var be *Error
 	g.Expect(errors.As(err, &be)).To(BeTrue())
 	g.Expect(err.Error()).To(ContainSubstring("env/missing: no such folder"))
@@ -65,7 +66,7 @@ func TestBuildErrorsNameTheFolder(t *testing.T) {
 
 func TestBuildCannotReadOutsideTheRepository(t *testing.T) {
 	g := NewWithT(t)
-	_, err := Build("testdata/repo/env", "dev")
+	_, err := Build(context.Background(), "testdata/repo/env", "dev")
 	// ../../policies is outside the copied repository root.
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring("policies/require-labels/require-labels.yaml"))
@@ -76,7 +77,7 @@ func TestBuildCannotReadOutsideTheRepository(t *testing.T) {
 // int, or DeepCopy panics.
 func TestBuiltObjectsDeepCopy(t *testing.T) {
 	g := NewWithT(t)
-	objs, err := Build("../../..", "environments/dev")
+	objs, err := Build(context.Background(), "../../..", "environments/dev")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(objs).NotTo(BeEmpty())
 	for _, o := range objs {
@@ -148,7 +149,7 @@ func TestPlainFolderFaultsNameTheFile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
-			_, err := Build("testdata/repo", tt.dir)
+			_, err := Build(context.Background(), "testdata/repo", tt.dir)
 			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tt.err)))
 		})
 	}
@@ -163,7 +164,7 @@ func TestEnvironmentsStageTheRestrictedSet(t *testing.T) {
 	for _, env := range []string{"dev", "staging", "prod"} {
 		t.Run(env, func(t *testing.T) {
 			g := NewWithT(t)
-			objs, err := Build("../../..", "environments/"+env)
+			objs, err := Build(context.Background(), "../../..", "environments/"+env)
 			g.Expect(err).NotTo(HaveOccurred())
 			var staged []string
 			for _, o := range objs {

@@ -1,6 +1,7 @@
 package build
 
 import (
+	"context"
 	"testing"
 )
 
@@ -9,7 +10,7 @@ import (
 // policy of charter's library (policies/generate, policies/mutate), so a
 // policy added there reaches dev or this test says which is missing.
 func TestDevEnvironmentHasTheLibrarysBackgroundPolicies(t *testing.T) {
-	dev, err := Build("../../..", "environments/dev")
+	dev, err := Build(context.Background(), "../../..", "environments/dev")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,7 +19,7 @@ func TestDevEnvironmentHasTheLibrarysBackgroundPolicies(t *testing.T) {
 		inDev[o.GetKind()+"/"+o.GetName()] = true
 	}
 	for _, dir := range []string{"policies/generate", "policies/mutate"} {
-		library, err := Build("../../..", dir)
+		library, err := Build(context.Background(), "../../..", dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,7 +56,7 @@ spec:
 	utilruntime.Must(kyvernov2.AddToScheme(sch))
 	b.ResetTimer()
 	for b.Loop() {
-		objs, err := build.Build(root, "policies")
+		objs, err := build.Build(context.Background(), root, "policies")
 		if err != nil {
 			b.Fatal(err)
 		}

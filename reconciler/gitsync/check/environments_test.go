@@ -1,6 +1,7 @@
 package check
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -31,7 +32,7 @@ func TestEnvironments(t *testing.T) {
 	for _, env := range []string{"dev", "staging", "prod"} {
 		t.Run(env, func(t *testing.T) {
 			g := NewWithT(t)
-			objs, err := build.Build(root, "environments/"+env)
+			objs, err := build.Build(context.Background(), root, "environments/"+env)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(Objects(objs, testScheme())).To(Succeed())
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -69,6 +70,58 @@ func LsRemote(ctx context.Context, rawURL string, ref Ref, auth *Auth) (Revision
 type Cache struct {
 	// Dir is the cache's root folder.
 	Dir string
+	// Limits bound what one checkout may hold; zero fields bound nothing.
+	Limits Limits
+}
+
+// Limits bound a checkout, as Flux's source-controller bounds its
+// artifacts: a repository of a namespace's tenant must not fill the disk
+// or memory of charter's gitsync.
+type Limits struct {
+	// MaxSize is the most bytes a checkout may hold, its Git objects
+	// included.
+	MaxSize int64
+	// MaxFiles is the most files its work tree may hold.
+	MaxFiles int
+}
+
+// LimitError is a checkout over the Limits. Nothing of it is kept.
+type LimitError struct {
+	What         string
+	Limit, Found int64
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("the checkout holds more than %d %s (at least %d): over charter's limit", e.Limit, e.What, e.Found)
+}
+
+// check measures the checkout in dir against l, stopping at the first
+// limit passed.
+func (l Limits) check(dir string) error {
+	if l.MaxSize <= 0 && l.MaxFiles <= 0 {
+		return nil
+	}
+	var size, files int64
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		size += info.Size()
+		if l.MaxSize > 0 && size > l.MaxSize {
+			return &LimitError{What: "bytes", Limit: l.MaxSize, Found: size}
+		}
+		if rel, _ := filepath.Rel(dir, p); !strings.HasPrefix(rel, ".git"+string(filepath.Separator)) {
+			files++
+			if l.MaxFiles > 0 && files > int64(l.MaxFiles) {
+				return &LimitError{What: "files", Limit: int64(l.MaxFiles), Found: files}
+			}
+		}
+		return nil
+	})
 }
 
 // Checkout returns a folder holding rev's tree, cloning it unless the cache
@@ -92,6 +145,9 @@ func (c *Cache) Checkout(ctx context.Context, key, rawURL string, rev Revision, 
 	}
 	defer os.RemoveAll(tmp)
 	if err := clone(ctx, tmp, rawURL, rev, auth); err != nil {
+		return "", false, err
+	}
+	if err := c.Limits.check(tmp); err != nil {
 		return "", false, err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, completeMarker), nil, 0o600); err != nil {
