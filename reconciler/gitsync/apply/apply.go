@@ -221,9 +221,11 @@ type Applier struct {
 	// object stops the revision with a *ConflictError.
 	Force bool
 	// Inventory lists the objects the repository applied last
-	// (status.inventory). An object of the revision that exists already
-	// is updated only if it is listed here, and only listed objects have
-	// LegacyFieldManager's fields taken over.
+	// (status.inventory). An object of the revision that another manager
+	// holds is updated only if it is listed here and labelled with the
+	// repository (or with Force); such an object is applied with force,
+	// which corrects drift and takes over what LegacyFieldManager holds
+	// of it.
 	Inventory *gitopsv1alpha1.ResourceInventory
 	// CRDTimeout bounds the wait for CRDs of the revision to be
 	// established; 30s when zero.
@@ -276,8 +278,8 @@ func (a *Applier) Apply(ctx context.Context, objs []build.Object) (ChangeSet, er
 	// Dry-run everything; keep aside what waits on this revision's own
 	// Namespaces and CRDs.
 	dryRV := map[string]string{}
-	// forced are the objects whose only conflicts are with
-	// LegacyFieldManager: they are applied with force.
+	// forced are the repository's own objects that someone else changed
+	// since: they are applied with force (drift correction).
 	forced := map[string]bool{}
 	var deferred []build.Object
 	var errs []*ObjectError
@@ -341,31 +343,54 @@ func (a *Applier) Apply(ctx context.Context, objs []build.Object) (ChangeSet, er
 }
 
 // dryRunAll dry-runs objs and checks that none takes over what is not
-// the repository's: a conflict with another manager, or an existing
-// object outside the inventory that another manager holds, becomes a
-// *ConflictError unless Force. An object of the inventory whose only
-// conflicts are with LegacyFieldManager is dry-run again with force and
-// recorded in forced, so that its apply takes them over too.
+// the repository's. An object that conflicts with another manager's
+// fields, or that exists and another manager holds, becomes a
+// *ConflictError unless Force, or unless it is the repository's own: in
+// its inventory and, live, labelled with it (status.inventory alone is
+// not proof: whoever may write a repository's status could list anything
+// there). The repository's own objects are dry-run again with force and
+// recorded in forced, so that their apply sets back what someone changed
+// by hand (drift) or what an older charter holds under
+// LegacyFieldManager.
 func (a *Applier) dryRunAll(ctx context.Context, objs []build.Object, forced map[string]bool) []patchResult {
 	results := a.patchAll(ctx, objs, true, forced)
 	for i, r := range results {
 		o := objs[i]
-		if r.err != nil && !a.Force && a.inventoried(o.Unstructured) && onlyConflictsWith(r.err, LegacyFieldManager) {
+		if a.Force {
+			continue
+		}
+		switch {
+		case r.err != nil && apierrors.IsConflict(r.err):
+			if !a.owns(ctx, o.Unstructured) {
+				r.err = conflictOf(r.err)
+				break
+			}
 			forced[key(o.Unstructured)] = true
 			rv, managed, err := a.patch(ctx, o, true, true)
 			r = patchResult{rv: rv, managed: managed, err: err}
-		}
-		switch {
-		case r.err != nil && !a.Force && apierrors.IsConflict(r.err):
-			r.err = conflictOf(r.err)
-		case r.err == nil && !a.Force && r.rv != "" && !a.inventoried(o.Unstructured):
-			if others := a.othersOf(r.managed); len(others) > 0 {
+		case r.err == nil && r.rv != "":
+			if others := a.othersOf(r.managed); len(others) > 0 && !a.owns(ctx, o.Unstructured) {
 				r.err = &ConflictError{Existing: true, Managers: others}
 			}
 		}
 		results[i] = r
 	}
 	return results
+}
+
+// owns reports whether u is the repository's own: in its inventory, and
+// live, labelled with it. An object it cannot read is not.
+func (a *Applier) owns(ctx context.Context, u *unstructured.Unstructured) bool {
+	if !a.inventoried(u) {
+		return false
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(u.GroupVersionKind())
+	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(u), live); err != nil {
+		return false
+	}
+	labels := live.GetLabels()
+	return labels[OwnerNameLabel] == a.Owner.Name && labels[OwnerNamespaceLabel] == a.Owner.Namespace
 }
 
 // othersOf returns the managers other than the repository's that hold
@@ -426,7 +451,8 @@ func (a *Applier) patchAll(ctx context.Context, objs []build.Object, dryRun bool
 	for range min(workers, len(objs)) {
 		wg.Go(func() {
 			for i := range next {
-				rv, managed, err := a.patch(ctx, objs[i], dryRun, a.Force || forced[key(objs[i].Unstructured)])
+				o := objs[i]
+				rv, managed, err := a.patch(ctx, o, dryRun, a.Force || forced[key(o.Unstructured)])
 				results[i] = patchResult{rv: rv, managed: managed, err: err}
 			}
 		})

@@ -115,18 +115,6 @@ func conflictCauses(err error) []conflictCause {
 	return out
 }
 
-// onlyConflictsWith reports whether err is an apply conflict with manager
-// alone.
-func onlyConflictsWith(err error, manager string) bool {
-	causes := conflictCauses(err)
-	for _, c := range causes {
-		if c.manager != manager {
-			return false
-		}
-	}
-	return len(causes) > 0
-}
-
 // fieldSet parses a managed fields entry; an entry that does not parse
 // counts as empty.
 func fieldSet(f *metav1.FieldsV1) *fieldpath.Set {
