@@ -129,20 +129,7 @@ func TestLegacyFieldManagerIsTakenOverForInventoriedObjects(t *testing.T) {
 	}
 	//nolint:staticcheck // as the older charter applied it.
 	g.Expect(testClient.Patch(ctx, legacy, client.Apply, client.FieldOwner(apply.LegacyFieldManager), client.ForceOwnership)).To(Succeed())
-	eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
-		g.Expect(r.Status.ObservedGeneration).To(Equal(r.Generation))
-	})
-	g.Expect(testClient.Get(ctx, client.ObjectKeyFromObject(repo), repo)).To(Succeed())
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion("v1")
-	u.SetKind("ConfigMap")
-	u.SetNamespace(ns)
-	u.SetName("legacy")
-	repo.Status.Inventory = inventory.New([]*unstructured.Unstructured{u})
-	g.Expect(testClient.Status().Update(ctx, repo)).To(Succeed())
-	g.Expect(testClient.Get(ctx, client.ObjectKeyFromObject(repo), repo)).To(Succeed())
-	repo.Spec.Suspend = false
-	g.Expect(testClient.Update(ctx, repo)).To(Succeed())
+	resumeWithInventory(t, repo, "legacy")
 
 	// The commit changes the value "charter" holds: taken over.
 	rev := src.commit(map[string]string{"settings.yaml": configMap(ns, "legacy", "v2")}, nil)
@@ -152,6 +139,53 @@ func TestLegacyFieldManagerIsTakenOverForInventoriedObjects(t *testing.T) {
 	rev = src.commit(map[string]string{"settings.yaml": "", "other.yaml": configMap(ns, "other", "x")}, nil)
 	readyAt(t, repo, rev)
 	g.Eventually(func() string { return settingOf(t, ns, "legacy") }).WithTimeout(waitTimeout).Should(Equal("<gone>"))
+}
+
+// resumeWithInventory lists ConfigMaps of the repository's namespace in
+// its status.inventory, as an earlier sync would have, and resumes it.
+func resumeWithInventory(t *testing.T, repo *gitopsv1alpha1.PolicyRepository, names ...string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
+		g.Expect(r.Status.ObservedGeneration).To(Equal(r.Generation))
+	})
+	g.Expect(testClient.Get(ctx, client.ObjectKeyFromObject(repo), repo)).To(Succeed())
+	var objs []*unstructured.Unstructured
+	for _, name := range names {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind("ConfigMap")
+		u.SetNamespace(repo.Namespace)
+		u.SetName(name)
+		objs = append(objs, u)
+	}
+	repo.Status.Inventory = inventory.New(objs)
+	g.Expect(testClient.Status().Update(ctx, repo)).To(Succeed())
+	g.Expect(testClient.Get(ctx, client.ObjectKeyFromObject(repo), repo)).To(Succeed())
+	repo.Spec.Suspend = false
+	g.Expect(testClient.Update(ctx, repo)).To(Succeed())
+}
+
+// An inventory that lists what the repository never applied (whoever may
+// write its status could forge one) takes nothing over: the platform's
+// ConfigMap, listed there, conflicts, and leaving the repository it is
+// not pruned.
+func TestForgedInventoryTakesNothingOver(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	placeConfigMap(t, ns, "platform-listed", "platform")
+	src := newGitRepo(t)
+	rev := src.commit(map[string]string{"settings.yaml": configMap(ns, "platform-listed", "tenant")}, nil)
+	repo := newPolicyRepository(t, ns, src.fileURL(), func(r *gitopsv1alpha1.PolicyRepository) { r.Spec.Suspend = true })
+	resumeWithInventory(t, repo, "platform-listed")
+	got := stalledWith(t, repo, rev, gitopsv1alpha1.ReasonConflict)
+	g.Expect(condition(got, gitopsv1alpha1.ConditionReady).Message).To(ContainSubstring(".data.setting held by field manager \"" + platformManager + "\""))
+	g.Expect(settingOf(t, ns, "platform-listed")).To(Equal("platform"))
+
+	rev = src.commit(map[string]string{"settings.yaml": "", "other.yaml": configMap(ns, "tenant-own", "x")}, nil)
+	readyAt(t, repo, rev)
+	g.Consistently(func() string { return settingOf(t, ns, "platform-listed") }).Should(Equal("platform"))
 }
 
 // An object of the inventory that another manager now also holds is not
