@@ -150,7 +150,6 @@ func resumeWithInventory(t *testing.T, repo *gitopsv1alpha1.PolicyRepository, na
 	eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
 		g.Expect(r.Status.ObservedGeneration).To(Equal(r.Generation))
 	})
-	g.Expect(testClient.Get(ctx, client.ObjectKeyFromObject(repo), repo)).To(Succeed())
 	var objs []*unstructured.Unstructured
 	for _, name := range names {
 		u := &unstructured.Unstructured{}
@@ -160,11 +159,21 @@ func resumeWithInventory(t *testing.T, repo *gitopsv1alpha1.PolicyRepository, na
 		u.SetName(name)
 		objs = append(objs, u)
 	}
-	repo.Status.Inventory = inventory.New(objs)
-	g.Expect(testClient.Status().Update(ctx, repo)).To(Succeed())
-	g.Expect(testClient.Get(ctx, client.ObjectKeyFromObject(repo), repo)).To(Succeed())
-	repo.Spec.Suspend = false
-	g.Expect(testClient.Update(ctx, repo)).To(Succeed())
+	// The reconciler writes status too: retry on a conflict.
+	g.Eventually(func() error {
+		if err := testClient.Get(ctx, client.ObjectKeyFromObject(repo), repo); err != nil {
+			return err
+		}
+		repo.Status.Inventory = inventory.New(objs)
+		return testClient.Status().Update(ctx, repo)
+	}).WithTimeout(waitTimeout).Should(Succeed())
+	g.Eventually(func() error {
+		if err := testClient.Get(ctx, client.ObjectKeyFromObject(repo), repo); err != nil {
+			return err
+		}
+		repo.Spec.Suspend = false
+		return testClient.Update(ctx, repo)
+	}).WithTimeout(waitTimeout).Should(Succeed())
 }
 
 // An inventory that lists what the repository never applied (whoever may
