@@ -46,8 +46,9 @@ type State struct {
 	// to the manager. Loaders.GlobalContext reads it.
 	GlobalContext *globalcontext.Store
 	// Loaders are what the engine reads as it evaluates: namespace labels
-	// and params from informers, ConfigMaps and API calls from the API
-	// server on every evaluation (see package loaders).
+	// and params from informers, ConfigMaps, API calls and the objects of
+	// CEL policies' resource library from the API server on every
+	// evaluation (see package loaders).
 	Loaders engine.Loaders
 	// Authorizer answers the CEL `authorizer` of policies with
 	// SubjectAccessReviews (WithCELAuthorizer; nil without). It is not in
@@ -223,6 +224,12 @@ func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opt
 	if err != nil {
 		return nil, err
 	}
+	// resource.Get and resource.List of CEL policies read live objects,
+	// at admission as in a background scan (Kyverno's resource library).
+	objects, err := newDynamicClients(cfg, nil, "resource library")
+	if err != nil {
+		return nil, err
+	}
 	var authz authorizer.UnconditionalAuthorizer
 	if o.authorizer != nil {
 		if authz, err = loaders.NewAuthorizer(kube.AuthorizationV1(), *o.authorizer); err != nil {
@@ -241,6 +248,7 @@ func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opt
 			ConfigMaps:    loaders.ConfigMaps{Client: kube},
 			APICalls:      apiCalls,
 			Params:        paramInformers,
+			Resources:     loaders.Objects{Client: objects.dyn, Mapper: objects.mapper},
 		},
 		HTTPLimits: o.http,
 	}, nil

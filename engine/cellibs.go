@@ -160,23 +160,24 @@ func kyvernoLibraryOptions() []celgo.EnvOption {
 		celgo.Variable(httpVar, httpLibType),
 		celgo.Variable(exceptionsVar, celgo.MapType(celgo.StringType, celgo.ListType(celgo.StringType))),
 	}
-	opts = append(opts, method("Get",
+	opts = append(opts, method("Get", append([]func(string) celgo.FunctionOpt{
 		member("resource_get", []*celgo.Type{resourceLibType, str, str, str, str}, dyn, resourceGet),
 		member("resource_get_ns", []*celgo.Type{resourceLibType, str, str, str}, dyn, resourceGetOwnNamespace),
 		member("global_get", []*celgo.Type{globalContextLibType, str}, dyn, globalGet),
 		member("global_get_projection", []*celgo.Type{globalContextLibType, str, str}, dyn, globalGetProjection),
 		member("http_get", []*celgo.Type{httpLibType, str}, dyn, httpGet),
 		member("http_get_headers", []*celgo.Type{httpLibType, str, strs}, dyn, httpGet),
-	)...)
-	opts = append(opts, method("List",
+	}, resourceGetGVROverloads()...)...)...)
+	opts = append(opts, method("List", append([]func(string) celgo.FunctionOpt{
 		member("resource_list", []*celgo.Type{resourceLibType, str, str, str}, dyn, resourceList),
 		member("resource_list_labels", []*celgo.Type{resourceLibType, str, str, str, strs}, dyn, resourceList),
 		member("resource_list_ns", []*celgo.Type{resourceLibType, str, str}, dyn, resourceListOwnNamespace),
-	)...)
-	opts = append(opts, method("Post",
+	}, resourceListGVROverloads()...)...)...)
+	opts = append(opts, method("Post", append([]func(string) celgo.FunctionOpt{
 		member("http_post", []*celgo.Type{httpLibType, str, dyn}, dyn, httpPost),
 		member("http_post_headers", []*celgo.Type{httpLibType, str, dyn, strs}, dyn, httpPost),
-	)...)
+	}, resourcePostOverloads()...)...)...)
+	opts = append(opts, resourceWriteOptions()...)
 	opts = append(opts, method("Client",
 		member("http_client", []*celgo.Type{httpLibType, str}, httpLibType, httpClient),
 	)...)
