@@ -40,13 +40,15 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		return nil
 	}
 	sync := rule.Generation.Synchronize
-	if w.deleteDownstream {
-		if sync {
-			return c.deleteDownstream(ctx, p, rule, &w.trigger)
-		}
+	if w.deleteDownstream && !sync {
 		return nil
 	}
-	if snap != nil && operationOf(snap) == kyvernov1.Delete {
+	// An UpdateRequest's word that the trigger went away or stopped
+	// matching (deleteDownstream) is not taken on trust: the review it
+	// came from may be forged. The trigger is read below, and its
+	// downstream objects go only when it is gone or the rule no longer
+	// applies to it as it is.
+	if snap != nil && operationOf(snap) == kyvernov1.Delete && !w.deleteDownstream {
 		return c.generateOnDelete(ctx, w, snap, p, rule)
 	}
 	trigger, err := c.fetchTrigger(ctx, w.trigger)
@@ -55,7 +57,7 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		// Admission saw the CREATE before the object was stored: it may not
 		// be visible yet, or another webhook denied it.
 		return fmt.Errorf("%s with uid %s not found (yet); if the admission request was denied, this UpdateRequest fails for good", w.trigger, w.trigger.UID)
-	case errors.Is(err, errTriggerGone) && rule.NamesOperation(kyvernov1.Delete):
+	case errors.Is(err, errTriggerGone) && rule.NamesOperation(kyvernov1.Delete) && !w.deleteDownstream:
 		// A rule that generates on DELETE made its objects from a trigger
 		// that is gone by design: they stay.
 		return nil

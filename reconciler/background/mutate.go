@@ -26,29 +26,9 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 	if rule == nil || !rule.HasMutateExisting() {
 		return nil
 	}
-	var trigger map[string]any
-	switch op := operationOf(snap); {
-	case snap != nil && op == kyvernov1.Delete:
-		trigger = snap.oldObject
-	case snap != nil && op != kyvernov1.Create && snap.object != nil:
-		trigger = snap.object
-	default:
-		obj, err := c.fetchTrigger(ctx, w.trigger)
-		switch {
-		case errors.Is(err, errTriggerGone) && snap != nil && snap.object != nil:
-			trigger = snap.object
-		case errors.Is(err, errTriggerGone) && snap != nil:
-			return fmt.Errorf("%s with uid %s not found (yet)", w.trigger, w.trigger.UID)
-		case errors.Is(err, errTriggerGone):
-			return nil
-		case err != nil:
-			return fmt.Errorf("fetching trigger %s: %w", w.trigger, err)
-		default:
-			trigger = obj
-		}
-	}
-	if trigger == nil {
-		return fmt.Errorf("the UpdateRequest of %s holds no trigger object", w.trigger)
+	trigger, err := c.mutateTrigger(ctx, w, snap)
+	if err != nil || trigger == nil {
+		return err
 	}
 	resp := compiled.set.Mutate(ctx, snap.request(trigger), engine.WithLoaders(c.loaders), engine.WithMutateExisting())
 	var errs []error

@@ -99,10 +99,15 @@ func (c *Controller) reconcileUpdateRequest(ctx context.Context, r *run, key typ
 	}
 	attempts := ur.Status.RetryCount + 1
 	ur.Status.RetryCount = attempts
-	if attempts >= c.opts.MaxAttempts {
+	var notLive *errTriggerNotLive
+	switch {
+	case errors.As(err, &notLive):
+		ur.Status.State = kyvernov2.Skip
+		ur.Status.Message = err.Error()
+	case attempts >= c.opts.MaxAttempts:
 		ur.Status.State = kyvernov2.Failed
 		ur.Status.Message = fmt.Sprintf("failed after %d attempts: %v", attempts, err)
-	} else {
+	default:
 		ur.Status.State = kyvernov2.Pending
 		ur.Status.Message = fmt.Sprintf("attempt %d of %d failed, retrying in %s: %v", attempts, c.opts.MaxAttempts, c.retryDelay(attempts), err)
 	}
@@ -112,6 +117,9 @@ func (c *Controller) reconcileUpdateRequest(ctx context.Context, r *run, key typ
 		}
 		// Another leader wrote it first: read it again.
 		return uerr
+	}
+	if ur.Status.State == kyvernov2.Skip {
+		return nil
 	}
 	if ur.Status.State == kyvernov2.Failed {
 		c.stats.Failed.Add(1)
@@ -177,6 +185,55 @@ func (c *Controller) deleteUpdateRequest(ctx context.Context, ur *kyvernov2.Upda
 		return err
 	}
 	return nil
+}
+
+// errTriggerNotLive says an UpdateRequest named a trigger of an UPDATE
+// that the API server does not hold (any more): it was deleted since, was
+// replaced under its name (another uid), or never existed, because the
+// admission review the request came from was forged. Only an object read
+// from the API server drives a write, so the request is skipped: its
+// state goes to Skip with this message.
+type errTriggerNotLive struct {
+	trigger triggerRef
+	reason  error
+}
+
+func (e *errTriggerNotLive) Error() string {
+	return fmt.Sprintf("%s with uid %s is not in the cluster (%v): the UpdateRequest is not acted on, as only a trigger read from the API server drives a write", e.trigger, e.trigger.UID, e.reason)
+}
+
+// mutateTrigger is the trigger a mutate-existing rule runs for, read from
+// the API server, never taken on trust from the UpdateRequest: anything
+// that reaches the webhook may post a review of an object that does not
+// exist. The UpdateRequest of a CREATE waits (fails and is retried) until
+// its object is stored; that of an UPDATE is skipped when its object is
+// gone or has another uid; that of a DELETE runs on the deleted object it
+// recorded only once the API server no longer has it. nil without an
+// error: work of a watch or policy change whose trigger is gone.
+func (c *Controller) mutateTrigger(ctx context.Context, w workItem, snap *snapshot) (map[string]any, error) {
+	op := operationOf(snap)
+	obj, err := c.fetchTrigger(ctx, w.trigger)
+	gone := errors.Is(err, errTriggerGone)
+	switch {
+	case err != nil && !gone:
+		return nil, fmt.Errorf("fetching trigger %s: %w", w.trigger, err)
+	case snap != nil && op == kyvernov1.Delete && !gone:
+		return nil, fmt.Errorf("%s with uid %s still exists in the cluster; the delete request may have been rejected by the API server", w.trigger, w.trigger.UID)
+	case snap != nil && op == kyvernov1.Delete:
+		if snap.oldObject == nil {
+			return nil, fmt.Errorf("the UpdateRequest of the deletion of %s holds no deleted object", w.trigger)
+		}
+		return snap.oldObject, nil
+	case !gone:
+		return obj, nil
+	case snap == nil:
+		return nil, nil
+	case op == kyvernov1.Create:
+		// Admission saw the CREATE before the object was stored.
+		return nil, fmt.Errorf("%s with uid %s not found (yet); if the admission request was denied, or never came from the API server, this UpdateRequest fails for good", w.trigger, w.trigger.UID)
+	default:
+		return nil, &errTriggerNotLive{trigger: w.trigger, reason: err}
+	}
 }
 
 // op is the admission operation of the snapshot's request, "" without
