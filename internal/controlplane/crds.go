@@ -30,8 +30,11 @@ import (
 // harness installs.
 const FieldManager = "charter-harness"
 
-// crdEstablishTimeout bounds the wait for installed CRDs to be served.
-const crdEstablishTimeout = 30 * time.Second
+// crdEstablishTimeout bounds the wait for installed CRDs to be served. The
+// CRDs serve up to three versions each (Kyverno's), and on 2 cores shared
+// with other builds the API server took longer than 30 s to establish them
+// all: two minutes is a bound on a wedged server, not a performance target.
+const crdEstablishTimeout = 2 * time.Minute
 
 // ReadCRDs reads every CustomResourceDefinition in the given files and
 // folders (a folder's *.yaml, *.yml and *.json files, not its subfolders;
