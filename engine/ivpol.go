@@ -105,25 +105,13 @@ func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingP
 	if len(f.errs) > 0 {
 		return f.errs
 	}
-	var pc *policiesv1.PodControllersGenerationConfiguration
-	if ag := spec.AutogenConfiguration; ag != nil {
-		pc = ag.PodControllers
-	}
-	for _, t := range podControllerTargets(spec.MatchConstraints, pc) {
-		c := spec.DeepCopy()
-		c.MatchConstraints, c.AutogenConfiguration = nil, nil
-		out := &policiesv1.ImageValidatingPolicySpec{}
-		if !rewriteObjectRefs(c, t.prefix, out) {
-			continue
-		}
-		out.MatchConstraints = spec.MatchConstraints.DeepCopy()
-		out.MatchConstraints.ResourceRules = t.rules
-		m, err := compileConstraints(out.MatchConstraints)
+	for _, ag := range ivpolAutogen(spec) {
+		m, err := compileConstraints(ag.spec.MatchConstraints)
 		if err != nil {
-			f.add("status.autogen."+t.name+".matchConstraints", err.Error())
+			f.add("status.autogen."+ag.name+".matchConstraints", err.Error())
 			continue
 		}
-		ip.variants = append(ip.variants, &ivpolVariant{match: m, lazy: newLazyVariant(out, "status.autogen."+t.name, compileIVPolVariant)})
+		ip.variants = append(ip.variants, &ivpolVariant{match: m, lazy: newLazyVariant(ag.spec, "status.autogen."+ag.name, compileIVPolVariant)})
 	}
 	if len(f.errs) > 0 {
 		return f.errs
@@ -529,6 +517,35 @@ func (ip *imageValidatingPolicy) matchesImage(image string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// ivpolAutogenVariant is an ImageValidatingPolicy spec rewritten for
+// some Pod controllers.
+type ivpolAutogenVariant struct {
+	name string
+	spec *policiesv1.ImageValidatingPolicySpec
+}
+
+// ivpolAutogen returns the policy's copies for Pod controllers, with
+// object.X read under their Pod template as vpolAutogen's.
+func ivpolAutogen(spec *policiesv1.ImageValidatingPolicySpec) []ivpolAutogenVariant {
+	var pc *policiesv1.PodControllersGenerationConfiguration
+	if ag := spec.AutogenConfiguration; ag != nil {
+		pc = ag.PodControllers
+	}
+	var out []ivpolAutogenVariant
+	for _, t := range podControllerTargets(spec.MatchConstraints, pc) {
+		c := spec.DeepCopy()
+		c.MatchConstraints, c.AutogenConfiguration = nil, nil
+		s := &policiesv1.ImageValidatingPolicySpec{}
+		if !rewriteObjectRefs(c, t.prefix, s) {
+			continue
+		}
+		s.MatchConstraints = spec.MatchConstraints.DeepCopy()
+		s.MatchConstraints.ResourceRules = t.rules
+		out = append(out, ivpolAutogenVariant{name: t.name, spec: s})
+	}
+	return out
 }
 
 // ImageValidatingPolicyRules returns the resource rules an

@@ -279,7 +279,7 @@ func TestBuilderCompilesOnlyWhatChanged(t *testing.T) {
 		{name: "status write, same generation", apply: func() {
 			policies[0] = edit(policies[0], false, func(p kyvernov1.PolicyInterface) {
 				ready := true
-				p.GetStatus().Ready = &ready
+				p.(kyvernov1.StatusHolder).GetStatus().Ready = &ready
 			})
 		}},
 		{name: "one policy's message edited", changed: true, compile: []string{"policy " + first.GetName()}, apply: func() {

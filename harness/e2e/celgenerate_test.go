@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	policyreportv1alpha2 "github.com/charter-dev/charter/api/policyreport/v1alpha2"
 )
@@ -193,11 +192,7 @@ var _ = Describe("CEL policies: GeneratingPolicy, MutatingPolicy mutateExisting 
 
 		Eventually(func(g Gomega) {
 			g.Expect(cl.Get(ctx, client.ObjectKey{Name: p.Name}, &p)).To(Succeed())
-			g.Expect(p.Status.Conditions).To(ContainElement(And(
-				HaveField("Type", kyvernov1.PolicyConditionReady),
-				HaveField("Status", metav1.ConditionTrue),
-				HaveField("ObservedGeneration", p.Generation),
-			)))
+			g.Expect(policiesv1.ReadyAt(&p)).To(BeTrue(), "conditionStatus %+v at generation %d", p.Status.ConditionStatus, p.Generation)
 		}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "GeneratingPolicy Ready")
 	}, SpecTimeout(4*time.Minute))
 

@@ -28,6 +28,7 @@ import (
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
 // Names of the GitOps specs. charter runs with its own namespace, so these
@@ -207,11 +208,9 @@ func waitReady(ctx context.Context, p kyvernov1.PolicyInterface) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		g.Expect(suite.client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-		g.Expect(p.GetStatus().Conditions).To(ContainElement(And(
-			HaveField("Type", kyvernov1.PolicyConditionReady),
-			HaveField("Status", metav1.ConditionTrue),
-			HaveField("ObservedGeneration", p.GetGeneration()),
-		)))
+		// Ready condition (ClusterPolicy, Policy) or
+		// status.conditionStatus (the policies.kyverno.io kinds).
+		g.Expect(policiesv1.ReadyAt(p)).To(BeTrue(), "%s %s status at generation %d", p.GetKind(), p.GetName(), p.GetGeneration())
 	}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Succeed(), "%s %s Ready", p.GetKind(), p.GetName())
 }
 

@@ -124,10 +124,16 @@ func TestMutatingPolicyForbiddenWrite(t *testing.T) {
 		if err := e.cl.Get(e.ctx, client.ObjectKey{Name: "mpol-label-namespaces"}, &p); err != nil {
 			return nil, err
 		}
-		if c := meta.FindStatusCondition(p.Status.Conditions, ConditionBackground); c != nil {
+		// A policies.kyverno.io policy gets it as Kyverno's
+		// RBACPermissionsGranted, in status.conditionStatus.
+		cs := p.Status.ConditionStatus
+		if c := meta.FindStatusCondition(cs.Conditions, policiesv1.ConditionRBACPermissionsGranted); c != nil {
+			if c.Status == metav1.ConditionFalse && (cs.IsReady() || cs.Message == "") {
+				return nil, fmt.Errorf("RBACPermissionsGranted False but conditionStatus ready %v, message %q", cs.IsReady(), cs.Message)
+			}
 			return c, nil
 		}
-		return nil, fmt.Errorf("no %s condition: %+v", ConditionBackground, p.Status.Conditions)
+		return nil, fmt.Errorf("no %s condition: %+v", policiesv1.ConditionRBACPermissionsGranted, cs.Conditions)
 	}
 	trigger := func() {
 		t.Helper()

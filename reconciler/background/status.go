@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
 // The condition the background controller writes on a policy whose
@@ -28,6 +29,8 @@ const (
 	// the policy's rules is forbidden, naming the verb, group, kind and
 	// namespaces; True (ReasonPermitted) once the writes that failed went
 	// through. Policies that never hit a forbidden write do not get it.
+	// The policies.kyverno.io kinds get it as Kyverno's
+	// RBACPermissionsGranted, in status.conditionStatus.
 	ConditionBackground = "Background"
 	// ReasonForbidden: charter's background controller lacks a permission
 	// the policy's rules need.
@@ -261,9 +264,12 @@ func (r *run) writeStatuses(ctx context.Context) {
 }
 
 // writeCondition brings a policy's Background condition in line with its
-// faults. The write is a merge patch of the status conditional on the
-// resourceVersion read, so it never drops a condition another controller
-// (the policy status controller's Ready) wrote meanwhile.
+// faults: on a ClusterPolicy or Policy the Background condition, on a
+// policies.kyverno.io policy Kyverno's RBACPermissionsGranted in
+// status.conditionStatus (its ready and message summarised again). The
+// write is a merge patch of the status conditional on the resourceVersion
+// read, so it never drops a condition another controller (the policy
+// status controller's Ready or PolicyCached) wrote meanwhile.
 func (c *Controller) writeCondition(ctx context.Context, key string) error {
 	want, ok := c.faults.condition(key)
 	if !ok {
@@ -273,8 +279,21 @@ func (c *Controller) writeCondition(ctx context.Context, key string) error {
 	if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	st := obj.GetStatus()
-	cur := meta.FindStatusCondition(st.Conditions, ConditionBackground)
+	var conditions []metav1.Condition
+	set := func(metav1.Condition) {}
+	switch p := obj.(type) {
+	case policiesv1.StatusHolder:
+		want.Type = policiesv1.ConditionRBACPermissionsGranted
+		cs := &p.GetStatus().ConditionStatus
+		conditions, set = cs.Conditions, cs.SetCondition
+	case kyvernov1.StatusHolder:
+		st := p.GetStatus()
+		conditions = st.Conditions
+		set = func(c metav1.Condition) { meta.SetStatusCondition(&st.Conditions, c) }
+	default:
+		return fmt.Errorf("%s %s: no status to write the %s condition into", obj.GetKind(), key, want.Type)
+	}
+	cur := meta.FindStatusCondition(conditions, want.Type)
 	switch {
 	case want.Status == metav1.ConditionTrue && (cur == nil || cur.Status == metav1.ConditionTrue):
 		// Nothing was ever said, or the recovery already was.
@@ -286,7 +305,7 @@ func (c *Controller) writeCondition(ctx context.Context, key string) error {
 	}
 	orig := obj.DeepCopyObject().(client.Object)
 	want.ObservedGeneration = obj.GetGeneration()
-	meta.SetStatusCondition(&st.Conditions, want)
+	set(want)
 	if err := c.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -300,8 +300,15 @@ func (f *fixture) installReady(t *testing.T, manifests string) []client.Object {
 
 // statusOf lists a policy's conditions, for a message.
 func statusOf(p kyvernov1.PolicyInterface) string {
+	var conditions []metav1.Condition
+	switch p := p.(type) {
+	case kyvernov1.StatusHolder:
+		conditions = p.GetStatus().Conditions
+	case policiesv1.StatusHolder:
+		conditions = p.GetStatus().ConditionStatus.Conditions
+	}
 	var out []string
-	for _, c := range p.GetStatus().Conditions {
+	for _, c := range conditions {
 		out = append(out, c.Type+"="+string(c.Status)+" ("+c.Message+")")
 	}
 	return strings.Join(out, ", ")

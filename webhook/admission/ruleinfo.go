@@ -4,11 +4,10 @@ import (
 	"context"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/webhook/metrics"
@@ -65,6 +64,5 @@ func policyReady(p kyvernov1.PolicyInterface, s *policycache.Snapshot) bool {
 			}
 		}
 	}
-	cond := meta.FindStatusCondition(p.GetStatus().Conditions, kyvernov1.PolicyConditionReady)
-	return cond != nil && cond.ObservedGeneration == p.GetGeneration() && cond.Status == metav1.ConditionTrue
+	return policiesv1.ReadyAt(p)
 }

@@ -24,7 +24,7 @@ func (s staticServed) Synced() bool                    { return s.synced }
 func (s staticServed) Snapshot() *policycache.Snapshot { return s.snapshot }
 
 func withReady(p kyvernov1.PolicyInterface, status metav1.ConditionStatus, observed int64) {
-	p.GetStatus().Conditions = []metav1.Condition{{Type: kyvernov1.PolicyConditionReady, Status: status, ObservedGeneration: observed,
+	p.(kyvernov1.StatusHolder).GetStatus().Conditions = []metav1.Condition{{Type: kyvernov1.PolicyConditionReady, Status: status, ObservedGeneration: observed,
 		Reason: "Succeeded", LastTransitionTime: metav1.Now()}}
 }
 

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 )
@@ -197,21 +198,33 @@ func (c *Controller) update(ctx context.Context, p kyvernov1.PolicyInterface, sn
 		// spec.admission false has no webhook to wait for.
 		return nil
 	}
-	desired := Desired(p, v)
-	if !Changed(p.GetStatus(), desired) {
-		return nil
-	}
 	obj, ok := p.(client.Object)
 	if !ok {
 		return fmt.Errorf("%s %s: not a client.Object", p.GetKind(), engine.PolicyKey(p))
 	}
 	orig := obj.DeepCopyObject().(client.Object)
-	*p.GetStatus() = *desired
+	switch p := p.(type) {
+	case policiesv1.StatusHolder:
+		desired := DesiredPolicyStatus(p, v)
+		if !Changed(p.GetStatus(), desired) {
+			return nil
+		}
+		*p.GetStatus() = *desired
+	case kyvernov1.StatusHolder:
+		desired := Desired(p, v)
+		if !Changed(p.GetStatus(), desired) {
+			return nil
+		}
+		*p.GetStatus() = *desired
+	default:
+		return fmt.Errorf("%s %s: no status charter knows how to write", p.GetKind(), engine.PolicyKey(p))
+	}
 	// A merge patch of the status alone, conditional on the
 	// resourceVersion read: a merge patch replaces the whole conditions
 	// list, so a stale read must not drop a condition another controller
-	// wrote meanwhile (the background controller's Background); a conflict
-	// is retried on the next reconcile.
+	// wrote meanwhile (the background controller's Background or
+	// RBACPermissionsGranted); a conflict is retried on the next
+	// reconcile.
 	if err := c.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil

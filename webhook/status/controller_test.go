@@ -82,7 +82,7 @@ func TestReconcileWritesOnlyChanges(t *testing.T) {
 	if len(writes) != len(want) || writes[valid.Name] != 1 || writes[invalid.Name] != 1 || writes[team.Name] != 1 {
 		t.Fatalf("writes %v, want %v (the policy the snapshot lacks waits)", writes, want)
 	}
-	check := func(p kyvernov1.PolicyInterface, key client.ObjectKey, ready bool) {
+	check := func(p kyvernov1.StatusHolder, key client.ObjectKey, ready bool) {
 		t.Helper()
 		if err := cl.Get(ctx, key, p.(client.Object)); err != nil {
 			t.Fatal(err)

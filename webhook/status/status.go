@@ -1,12 +1,20 @@
-// Package status writes the status of every ClusterPolicy and Policy from
-// what the admission controller's policy cache actually serves: a Ready
-// condition (True "Succeeded"/"Ready" once the policy is compiled and in
-// force; False "Failed" with the engine's field-path faults when it does
-// not compile; False "Unsupported" naming each field whose feature charter
-// cannot run in the cluster, engine.UnsupportedFeatures), the rules autogen generated for Pod controllers, and the
-// rule counts, in Kyverno's shape (admission-reports.md §5), so
-// `kubectl get cpol`, Argo CD health checks and other tools that read them
-// keep working.
+// Package status writes the status of every policy from what the
+// admission controller's policy cache actually serves, in the shape
+// Kyverno gives each kind, so `kubectl get`, Argo CD's built-in health
+// checks and other tools that read it keep working:
+//
+//   - ClusterPolicy and Policy: a Ready condition (True "Succeeded"/"Ready"
+//     once the policy is compiled and in force; False "Failed" with the
+//     engine's field-path faults when it does not compile; False
+//     "Unsupported" naming each field whose feature charter cannot run in
+//     the cluster, engine.UnsupportedFeatures), the rules autogen generated
+//     for Pod controllers, and the rule counts (admission-reports.md §5).
+//   - the policies.kyverno.io kinds: status.conditionStatus, ready only
+//     while every condition is True: PolicyCached (True once served; False
+//     with charter's reason and message when not), WebhookConfigured (True
+//     once the webhook configurations carry the generation; policies never
+//     served at admission have none); and status.autogen.configs, the
+//     copies for Pod controllers.
 //
 // Status goes through the status subresource and only when it changes:
 // the policy's spec, and therefore its generation, is never touched.
@@ -125,13 +133,13 @@ func faultMessage(faults engine.CompileErrors) string {
 	return strings.Join(msgs, "; ")
 }
 
-// Desired returns p's status with the verdict applied: the Ready condition
-// (its lastTransitionTime moves only when its status flips), the
-// deprecated status.ready cleared as Kyverno does, the autogen rules, the
-// rule counts and the admission and background settings with their
-// defaults applied. Fields charter does not own (validatingadmissionpolicy)
-// are kept.
-func Desired(p kyvernov1.PolicyInterface, v Verdict) *kyvernov1.PolicyStatus {
+// Desired returns a ClusterPolicy's or Policy's status with the verdict
+// applied: the Ready condition (its lastTransitionTime moves only when its
+// status flips), the deprecated status.ready cleared as Kyverno does, the
+// autogen rules, the rule counts and the admission and background settings
+// with their defaults applied. Fields charter does not own
+// (validatingadmissionpolicy) are kept.
+func Desired(p kyvernov1.StatusHolder, v Verdict) *kyvernov1.PolicyStatus {
 	st := p.GetStatus().DeepCopy()
 	cond := metav1.Condition{
 		Type:               kyvernov1.PolicyConditionReady,
@@ -141,10 +149,7 @@ func Desired(p kyvernov1.PolicyInterface, v Verdict) *kyvernov1.PolicyStatus {
 		ObservedGeneration: v.Generation,
 	}
 	if !v.Ready {
-		cond.Status, cond.Reason = metav1.ConditionFalse, kyvernov1.PolicyReasonFailed
-		if v.Reason != "" {
-			cond.Reason = v.Reason
-		}
+		cond.Status, cond.Reason = metav1.ConditionFalse, v.reason()
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
 	st.Ready = nil
@@ -156,6 +161,73 @@ func Desired(p kyvernov1.PolicyInterface, v Verdict) *kyvernov1.PolicyStatus {
 	// never written back into spec.
 	admission, background := actsAtAdmission(p), p.GetSpec().BackgroundProcessingEnabled()
 	st.Admission, st.Background = &admission, &background
+	return st
+}
+
+// reason is the reason of a not-ready verdict (default Failed).
+func (v Verdict) reason() string {
+	if v.Reason != "" {
+		return v.Reason
+	}
+	return kyvernov1.PolicyReasonFailed
+}
+
+// Messages of the True conditions charter writes on the policies.kyverno.io
+// kinds; WebhookConfigured's is Kyverno's.
+const (
+	MessageWebhookConfigured = "Webhook configured."
+	MessagePolicyCached      = "Policy is compiled and served."
+)
+
+// DesiredPolicyStatus returns a policies.kyverno.io policy's status with
+// the verdict applied, in Kyverno's shape: PolicyCached says whether the
+// policy is served (False with charter's reason and message when not),
+// WebhookConfigured is True for a served policy that acts at admission
+// (Decide's caller waits for the webhook configurations before a Ready
+// verdict) and absent otherwise, so the first False condition Argo CD
+// shows is charter's reason. conditionStatus.ready and message summarise
+// every condition, including those another controller wrote
+// (RBACPermissionsGranted), and status.autogen.configs holds the copies
+// for Pod controllers.
+func DesiredPolicyStatus(p policiesv1.StatusHolder, v Verdict) *policiesv1.PolicyStatus {
+	st := p.GetStatus().DeepCopy()
+	cs := &st.ConditionStatus
+	if v.Ready {
+		cs.SetCondition(metav1.Condition{Type: policiesv1.ConditionPolicyCached, Status: metav1.ConditionTrue,
+			Reason: policiesv1.ReasonSucceeded, Message: MessagePolicyCached, ObservedGeneration: v.Generation})
+		if p.GetSpec().AdmissionProcessingEnabled() {
+			cs.SetCondition(metav1.Condition{Type: policiesv1.ConditionWebhookConfigured, Status: metav1.ConditionTrue,
+				Reason: policiesv1.ReasonSucceeded, Message: MessageWebhookConfigured, ObservedGeneration: v.Generation})
+		} else {
+			cs.RemoveCondition(policiesv1.ConditionWebhookConfigured)
+		}
+	} else {
+		cs.SetCondition(metav1.Condition{Type: policiesv1.ConditionPolicyCached, Status: metav1.ConditionFalse,
+			Reason: v.reason(), Message: v.Message, ObservedGeneration: v.Generation})
+		cs.RemoveCondition(policiesv1.ConditionWebhookConfigured)
+	}
+	// A condition another controller wrote (RBACPermissionsGranted: the
+	// writes of generate or mutate-existing rules) describes writes that
+	// already happened, and stays true of the new generation until that
+	// controller sees otherwise. Left at the old generation, Argo CD would
+	// wait for it forever ("status to reflect latest generation").
+	for i := range cs.Conditions {
+		if cs.Conditions[i].ObservedGeneration < v.Generation {
+			cs.Conditions[i].ObservedGeneration = v.Generation
+		}
+	}
+	// The copies are published even for a policy that does not compile:
+	// its faults may point into status.autogen.
+	if configs, err := engine.AutogenConfigs(p); err == nil {
+		st.Autogen.Configs = configs
+	}
+	st.Generated = false
+	st.Admission, st.Background = nil, nil
+	if _, ok := p.(policiesv1.MutatingPolicyLike); ok {
+		// The ADMISSION and BACKGROUND columns of MutatingPolicy.
+		admission, background := actsAtAdmission(p), p.GetSpec().BackgroundProcessingEnabled()
+		st.Admission, st.Background = &admission, &background
+	}
 	return st
 }
 
@@ -187,7 +259,7 @@ func ruleCount(spec *kyvernov1.Spec) kyvernov1.RuleCountStatus {
 // Changed reports whether two statuses differ as the API server stores
 // them: compared as JSON, so nil and empty lists, or raw patterns that
 // came back reformatted, never look like a change and cause a write loop.
-func Changed(current, desired *kyvernov1.PolicyStatus) bool {
+func Changed[S kyvernov1.PolicyStatus | policiesv1.PolicyStatus](current, desired *S) bool {
 	return !sameJSON(current, desired)
 }
 

@@ -34,6 +34,8 @@ func load(t *testing.T, file string) kyvernov1.PolicyInterface {
 		p = &kyvernov1.Policy{}
 	case policiesv1.MutatingPolicyKind:
 		p = &policiesv1.MutatingPolicy{}
+	case policiesv1.ValidatingPolicyKind:
+		p = &policiesv1.ValidatingPolicy{}
 	}
 	if err := yaml.UnmarshalStrict(data, p); err != nil {
 		t.Fatalf("%s: %v", file, err)
@@ -127,7 +129,7 @@ func readyCondition(t *testing.T, st *kyvernov1.PolicyStatus) metav1.Condition {
 }
 
 func TestDesiredShape(t *testing.T) {
-	p := load(t, "require-labels.yaml")
+	p := load(t, "require-labels.yaml").(kyvernov1.StatusHolder)
 	st := Desired(p, Verdict{Ready: true, Generation: 1, Message: MessageReady})
 	c := readyCondition(t, st)
 	if c.Status != metav1.ConditionTrue || c.Reason != "Succeeded" || c.Message != "Ready" || c.ObservedGeneration != 1 || c.LastTransitionTime.IsZero() {
@@ -155,7 +157,7 @@ func TestDesiredShape(t *testing.T) {
 	if p.GetSpec().Admission != nil || p.GetSpec().Background != nil {
 		t.Errorf("Desired wrote the defaults into spec: admission %v, background %v", p.GetSpec().Admission, p.GetSpec().Background)
 	}
-	if bg := Desired(load(t, "background-only.yaml"), Verdict{Ready: true, Generation: 1}); bg.Admission == nil || *bg.Admission || bg.Background == nil || !*bg.Background {
+	if bg := Desired(load(t, "background-only.yaml").(kyvernov1.StatusHolder), Verdict{Ready: true, Generation: 1}); bg.Admission == nil || *bg.Admission || bg.Background == nil || !*bg.Background {
 		t.Errorf("admission: false policy: admission %v, background %v; want false, true", bg.Admission, bg.Background)
 	}
 
@@ -165,28 +167,28 @@ func TestDesiredShape(t *testing.T) {
 	if !existing.GetSpec().AdmissionProcessingEnabled() {
 		t.Fatal("the mutate-existing MutatingPolicy is not served at admission: the case below tests nothing")
 	}
-	if st := Desired(existing, Verdict{Ready: true, Generation: 1}); st.Admission == nil || *st.Admission || st.Background == nil || !*st.Background {
+	if st := DesiredPolicyStatus(existing.(policiesv1.StatusHolder), Verdict{Ready: true, Generation: 1}); st.Admission == nil || *st.Admission || st.Background == nil || !*st.Background {
 		t.Errorf("mutate-existing-only MutatingPolicy: admission %v, background %v; want false, true", st.Admission, st.Background)
 	}
 
-	team := Desired(load(t, "team-policy.yaml"), Verdict{Ready: true, Generation: 2, Message: MessageReady})
+	team := Desired(load(t, "team-policy.yaml").(kyvernov1.StatusHolder), Verdict{Ready: true, Generation: 2, Message: MessageReady})
 	if team.RuleCount != (kyvernov1.RuleCountStatus{Validate: 1, Mutate: 1}) || len(team.Autogen.Rules) != 0 {
 		t.Errorf("ConfigMap policy: rulecount %+v, autogen %d rules", team.RuleCount, len(team.Autogen.Rules))
 	}
 
-	bad := Desired(load(t, "bad-anchor.yaml"), Verdict{Generation: 1, Message: "spec.rules[0]: x"})
+	bad := Desired(load(t, "bad-anchor.yaml").(kyvernov1.StatusHolder), Verdict{Generation: 1, Message: "spec.rules[0]: x"})
 	if c := readyCondition(t, bad); c.Status != metav1.ConditionFalse || c.Reason != "Failed" || c.Message != "spec.rules[0]: x" {
 		t.Errorf("not-ready condition %+v", c)
 	}
 
-	unsupported := Desired(load(t, "assert-audit.yaml"), Verdict{Generation: 1, Reason: kyvernov1.PolicyReasonUnsupported, Message: "spec.rules[0].context[0]: y"})
+	unsupported := Desired(load(t, "assert-audit.yaml").(kyvernov1.StatusHolder), Verdict{Generation: 1, Reason: kyvernov1.PolicyReasonUnsupported, Message: "spec.rules[0].context[0]: y"})
 	if c := readyCondition(t, unsupported); c.Status != metav1.ConditionFalse || c.Reason != "Unsupported" || c.Message != "spec.rules[0].context[0]: y" {
 		t.Errorf("unsupported condition %+v", c)
 	}
 }
 
 func TestDesiredKeepsWhatCharterDoesNotOwn(t *testing.T) {
-	p := load(t, "require-labels.yaml")
+	p := load(t, "require-labels.yaml").(kyvernov1.StatusHolder)
 	ready := true
 	p.GetStatus().Ready = &ready
 	p.GetStatus().ValidatingAdmissionPolicy = kyvernov1.ValidatingAdmissionPolicyStatus{Generated: false, Message: "not generated"}
@@ -204,7 +206,7 @@ func TestDesiredKeepsWhatCharterDoesNotOwn(t *testing.T) {
 // would make: each change is seen once, and what the API server hands
 // back never looks like a change (no write loops).
 func TestChangeDetection(t *testing.T) {
-	p := load(t, "require-labels.yaml")
+	p := load(t, "require-labels.yaml").(kyvernov1.StatusHolder)
 	ready := Verdict{Ready: true, Generation: 1, Message: MessageReady}
 
 	first := Desired(p, ready)
@@ -277,7 +279,7 @@ func TestFaultMessage(t *testing.T) {
 // A ClusterPolicy and a ValidatingPolicy of one name share a key, not an
 // ID: both are served and ready, whatever the informers' order.
 func TestDecideSameNameDifferentKinds(t *testing.T) {
-	cp := load(t, "require-labels.yaml")
+	cp := load(t, "require-labels.yaml").(kyvernov1.StatusHolder)
 	var vp policiesv1.ValidatingPolicy
 	if err := yaml.UnmarshalStrict([]byte(`
 apiVersion: policies.kyverno.io/v1
@@ -305,4 +307,94 @@ spec:
 			t.Errorf("ValidatingPolicy: decided %v, verdict %+v; want %+v", decided, got, want)
 		}
 	}
+}
+
+// TestDesiredPolicyStatus: a policies.kyverno.io policy gets Kyverno's
+// status.conditionStatus, ready only while every condition is True, each
+// condition about the verdict's generation, and its autogen copies in
+// status.autogen.configs.
+func TestDesiredPolicyStatus(t *testing.T) {
+	p := load(t, "vpol-pods.yaml").(policiesv1.StatusHolder)
+	cond := func(st *policiesv1.PolicyStatus, typ string) *metav1.Condition {
+		return meta.FindStatusCondition(st.ConditionStatus.Conditions, typ)
+	}
+
+	ready := DesiredPolicyStatus(p, Verdict{Ready: true, Generation: 2, Message: MessageReady})
+	cs := ready.ConditionStatus
+	if !cs.IsReady() || cs.Message != "" || !cs.ReadyAt(2) {
+		t.Errorf("served: conditionStatus %+v, want ready at generation 2 with no message", cs)
+	}
+	for typ, msg := range map[string]string{policiesv1.ConditionPolicyCached: MessagePolicyCached, policiesv1.ConditionWebhookConfigured: MessageWebhookConfigured} {
+		if c := cond(ready, typ); c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Succeeded" || c.Message != msg || c.ObservedGeneration != 2 {
+			t.Errorf("served: %s condition %+v", typ, c)
+		}
+	}
+	if len(ready.Autogen.Configs) != 2 {
+		t.Fatalf("autogen configs %v, want defaults and cronjobs", ready.Autogen.Configs)
+	}
+	var kinds []string
+	for _, name := range []string{"defaults", "cronjobs"} {
+		c := ready.Autogen.Configs[name]
+		for _, tg := range c.Targets {
+			kinds = append(kinds, tg.Kind)
+		}
+		if c.Spec == nil || !strings.Contains(string(c.Spec.Raw), "object.spec.") {
+			t.Errorf("autogen %s spec %v: want the validations read under the Pod template", name, c.Spec)
+		}
+	}
+	if got := strings.Join(kinds, ","); got != "DaemonSet,Deployment,ReplicaSet,StatefulSet,Job,CronJob" {
+		t.Errorf("autogen targets %s", got)
+	}
+
+	// Not served: not ready, PolicyCached False with charter's reason and
+	// message, which conditionStatus.message repeats; WebhookConfigured
+	// goes, so the first False condition is charter's reason.
+	*p.GetStatus() = *roundTripStatus(t, ready)
+	refused := DesiredPolicyStatus(p, Verdict{Generation: 3, Reason: kyvernov1.PolicyReasonUnsupported, Message: "spec.validations[0].expression: x"})
+	cs = refused.ConditionStatus
+	if cs.IsReady() || cs.Ready == nil || cs.Message != "spec.validations[0].expression: x" {
+		t.Errorf("refused: conditionStatus %+v, want not ready with charter's message", cs)
+	}
+	if c := cond(refused, policiesv1.ConditionPolicyCached); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Unsupported" || c.ObservedGeneration != 3 {
+		t.Errorf("refused: PolicyCached %+v", c)
+	}
+	if c := cond(refused, policiesv1.ConditionWebhookConfigured); c != nil {
+		t.Errorf("refused: WebhookConfigured kept: %+v", c)
+	}
+	if !Changed(p.GetStatus(), refused) {
+		t.Error("ready to refused is no change")
+	}
+
+	// A condition the background controller wrote stays, counts in ready
+	// and message, and is restated for the new generation.
+	*p.GetStatus() = *roundTripStatus(t, ready)
+	p.GetStatus().ConditionStatus.SetCondition(metav1.Condition{Type: policiesv1.ConditionRBACPermissionsGranted, Status: metav1.ConditionFalse,
+		Reason: "Forbidden", Message: "may not create ConfigMap", ObservedGeneration: 2})
+	next := DesiredPolicyStatus(p, Verdict{Ready: true, Generation: 4, Message: MessageReady})
+	if c := cond(next, policiesv1.ConditionRBACPermissionsGranted); c == nil || c.ObservedGeneration != 4 || c.Status != metav1.ConditionFalse {
+		t.Errorf("background condition %+v, want kept at generation 4", c)
+	}
+	if next.ConditionStatus.IsReady() || next.ConditionStatus.Message != "may not create ConfigMap" {
+		t.Errorf("with a False RBACPermissionsGranted: conditionStatus %+v, want not ready naming it", next.ConditionStatus)
+	}
+
+	// What the API server hands back is no change: no write loop.
+	*p.GetStatus() = *roundTripStatus(t, ready)
+	if again := DesiredPolicyStatus(p, Verdict{Ready: true, Generation: 2, Message: MessageReady}); Changed(p.GetStatus(), again) {
+		t.Errorf("the same verdict on the stored status is a change:\nstored  %+v\ndesired %+v", p.GetStatus(), again)
+	}
+}
+
+// roundTripStatus is st as the API server stores and returns it.
+func roundTripStatus(t *testing.T, st *policiesv1.PolicyStatus) *policiesv1.PolicyStatus {
+	t.Helper()
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out policiesv1.PolicyStatus
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
 }

@@ -258,7 +258,7 @@ func TestImageVerificationDefaults(t *testing.T) {
 
 func TestPolicyInterface(t *testing.T) {
 	tests := []struct {
-		policy     kyvernov1.PolicyInterface
+		policy     kyvernov1.StatusHolder
 		kind       string
 		namespaced bool
 	}{

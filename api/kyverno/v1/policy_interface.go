@@ -17,21 +17,30 @@ type PolicyInterface interface {
 
 	// GetSpec returns the policy's spec (not a copy).
 	GetSpec() *Spec
-	// GetStatus returns the policy's status (not a copy).
-	GetStatus() *PolicyStatus
 	// IsNamespaced is true for Policy, false for ClusterPolicy.
 	IsNamespaced() bool
 	// GetKind returns "ClusterPolicy" or "Policy".
 	GetKind() string
-	// IsReady reports whether the Ready condition is True.
+	// IsReady reports whether the status says the policy is in force.
 	IsReady() bool
 	// CreateDeepCopy returns a deep copy as a PolicyInterface.
 	CreateDeepCopy() PolicyInterface
 }
 
+// StatusHolder is a ClusterPolicy or Policy: a policy with this package's
+// PolicyStatus (the policies.kyverno.io kinds have Kyverno's
+// status.conditionStatus shape instead).
+//
+// +kubebuilder:object:generate=false
+type StatusHolder interface {
+	PolicyInterface
+	// GetStatus returns the policy's status (not a copy).
+	GetStatus() *PolicyStatus
+}
+
 var (
-	_ PolicyInterface = (*ClusterPolicy)(nil)
-	_ PolicyInterface = (*Policy)(nil)
+	_ StatusHolder = (*ClusterPolicy)(nil)
+	_ StatusHolder = (*Policy)(nil)
 )
 
 // PolicyForKey returns an empty ClusterPolicy ("name") or Policy

@@ -20,7 +20,7 @@ const (
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=generatingpolicies,scope=Cluster,shortName=gpol,categories=kyverno;charter
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type GeneratingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -31,7 +31,7 @@ type GeneratingPolicy struct {
 
 	// Status is what charter observed about the policy.
 	// +optional
-	Status kyvernov1.PolicyStatus `json:"status,omitzero"`
+	Status PolicyStatus `json:"status,omitzero"`
 }
 
 // GeneratingPolicyList is a list of GeneratingPolicy.
@@ -49,7 +49,7 @@ type GeneratingPolicyList struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespacedgeneratingpolicies,scope=Namespaced,shortName=ngpol,categories=kyverno;charter
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type NamespacedGeneratingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -60,7 +60,7 @@ type NamespacedGeneratingPolicy struct {
 
 	// Status is what charter observed about the policy.
 	// +optional
-	Status kyvernov1.PolicyStatus `json:"status,omitzero"`
+	Status PolicyStatus `json:"status,omitzero"`
 }
 
 // NamespacedGeneratingPolicyList is a list of NamespacedGeneratingPolicy.
@@ -250,7 +250,7 @@ func (p *GeneratingPolicy) GetGeneratingPolicySpec() *GeneratingPolicySpec { ret
 func (p *GeneratingPolicy) GetSpec() *kyvernov1.Spec { return p.Spec.KyvernoSpec(p.Name) }
 
 // GetStatus returns the policy's status.
-func (p *GeneratingPolicy) GetStatus() *kyvernov1.PolicyStatus { return &p.Status }
+func (p *GeneratingPolicy) GetStatus() *PolicyStatus { return &p.Status }
 
 // IsNamespaced is false.
 func (p *GeneratingPolicy) IsNamespaced() bool { return false }
@@ -258,8 +258,8 @@ func (p *GeneratingPolicy) IsNamespaced() bool { return false }
 // GetKind returns "GeneratingPolicy".
 func (p *GeneratingPolicy) GetKind() string { return GeneratingPolicyKind }
 
-// IsReady reports whether the Ready condition is True.
-func (p *GeneratingPolicy) IsReady() bool { return p.Status.IsReady() }
+// IsReady reports whether status.conditionStatus.ready is true.
+func (p *GeneratingPolicy) IsReady() bool { return p.Status.ConditionStatus.IsReady() }
 
 // CreateDeepCopy returns a deep copy as a PolicyInterface.
 func (p *GeneratingPolicy) CreateDeepCopy() kyvernov1.PolicyInterface { return p.DeepCopy() }
@@ -274,7 +274,7 @@ func (p *NamespacedGeneratingPolicy) GetGeneratingPolicySpec() *GeneratingPolicy
 func (p *NamespacedGeneratingPolicy) GetSpec() *kyvernov1.Spec { return p.Spec.KyvernoSpec(p.Name) }
 
 // GetStatus returns the policy's status.
-func (p *NamespacedGeneratingPolicy) GetStatus() *kyvernov1.PolicyStatus { return &p.Status }
+func (p *NamespacedGeneratingPolicy) GetStatus() *PolicyStatus { return &p.Status }
 
 // IsNamespaced is true: the policy acts in its own namespace only.
 func (p *NamespacedGeneratingPolicy) IsNamespaced() bool { return true }
@@ -282,8 +282,8 @@ func (p *NamespacedGeneratingPolicy) IsNamespaced() bool { return true }
 // GetKind returns "NamespacedGeneratingPolicy".
 func (p *NamespacedGeneratingPolicy) GetKind() string { return NamespacedGeneratingPolicyKind }
 
-// IsReady reports whether the Ready condition is True.
-func (p *NamespacedGeneratingPolicy) IsReady() bool { return p.Status.IsReady() }
+// IsReady reports whether status.conditionStatus.ready is true.
+func (p *NamespacedGeneratingPolicy) IsReady() bool { return p.Status.ConditionStatus.IsReady() }
 
 // CreateDeepCopy returns a deep copy as a PolicyInterface.
 func (p *NamespacedGeneratingPolicy) CreateDeepCopy() kyvernov1.PolicyInterface {

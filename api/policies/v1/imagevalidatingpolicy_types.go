@@ -23,7 +23,7 @@ const (
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=imagevalidatingpolicies,scope=Cluster,shortName=ivpol,categories=kyverno;charter
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type ImageValidatingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -34,7 +34,7 @@ type ImageValidatingPolicy struct {
 
 	// Status is what charter observed about the policy.
 	// +optional
-	Status kyvernov1.PolicyStatus `json:"status,omitzero"`
+	Status PolicyStatus `json:"status,omitzero"`
 }
 
 // ImageValidatingPolicyList is a list of ImageValidatingPolicy.
@@ -52,7 +52,7 @@ type ImageValidatingPolicyList struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespacedimagevalidatingpolicies,scope=Namespaced,shortName=nivpol,categories=kyverno;charter
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type NamespacedImageValidatingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -63,7 +63,7 @@ type NamespacedImageValidatingPolicy struct {
 
 	// Status is what charter observed about the policy.
 	// +optional
-	Status kyvernov1.PolicyStatus `json:"status,omitzero"`
+	Status PolicyStatus `json:"status,omitzero"`
 }
 
 // NamespacedImageValidatingPolicyList is a list of
@@ -477,7 +477,7 @@ func (p *ImageValidatingPolicy) GetImageValidatingPolicySpec() *ImageValidatingP
 func (p *ImageValidatingPolicy) GetSpec() *kyvernov1.Spec { return p.Spec.KyvernoSpec() }
 
 // GetStatus returns the policy's status.
-func (p *ImageValidatingPolicy) GetStatus() *kyvernov1.PolicyStatus { return &p.Status }
+func (p *ImageValidatingPolicy) GetStatus() *PolicyStatus { return &p.Status }
 
 // IsNamespaced is false.
 func (p *ImageValidatingPolicy) IsNamespaced() bool { return false }
@@ -485,8 +485,8 @@ func (p *ImageValidatingPolicy) IsNamespaced() bool { return false }
 // GetKind returns "ImageValidatingPolicy".
 func (p *ImageValidatingPolicy) GetKind() string { return ImageValidatingPolicyKind }
 
-// IsReady reports whether the Ready condition is True.
-func (p *ImageValidatingPolicy) IsReady() bool { return p.Status.IsReady() }
+// IsReady reports whether status.conditionStatus.ready is true.
+func (p *ImageValidatingPolicy) IsReady() bool { return p.Status.ConditionStatus.IsReady() }
 
 // CreateDeepCopy returns a deep copy as a PolicyInterface.
 func (p *ImageValidatingPolicy) CreateDeepCopy() kyvernov1.PolicyInterface { return p.DeepCopy() }
@@ -500,7 +500,7 @@ func (p *NamespacedImageValidatingPolicy) GetImageValidatingPolicySpec() *ImageV
 func (p *NamespacedImageValidatingPolicy) GetSpec() *kyvernov1.Spec { return p.Spec.KyvernoSpec() }
 
 // GetStatus returns the policy's status.
-func (p *NamespacedImageValidatingPolicy) GetStatus() *kyvernov1.PolicyStatus { return &p.Status }
+func (p *NamespacedImageValidatingPolicy) GetStatus() *PolicyStatus { return &p.Status }
 
 // IsNamespaced is true: the policy acts in its own namespace only.
 func (p *NamespacedImageValidatingPolicy) IsNamespaced() bool { return true }
@@ -510,8 +510,8 @@ func (p *NamespacedImageValidatingPolicy) GetKind() string {
 	return NamespacedImageValidatingPolicyKind
 }
 
-// IsReady reports whether the Ready condition is True.
-func (p *NamespacedImageValidatingPolicy) IsReady() bool { return p.Status.IsReady() }
+// IsReady reports whether status.conditionStatus.ready is true.
+func (p *NamespacedImageValidatingPolicy) IsReady() bool { return p.Status.ConditionStatus.IsReady() }
 
 // CreateDeepCopy returns a deep copy as a PolicyInterface.
 func (p *NamespacedImageValidatingPolicy) CreateDeepCopy() kyvernov1.PolicyInterface {

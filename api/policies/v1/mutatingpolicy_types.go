@@ -21,9 +21,9 @@ const (
 // +kubebuilder:resource:path=mutatingpolicies,scope=Cluster,shortName=mpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="ADMISSION",type=boolean,JSONPath=".status.admission"
 // +kubebuilder:printcolumn:name="BACKGROUND",type=boolean,JSONPath=".status.background"
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
-// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditionStatus.message`
 type MutatingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -33,7 +33,7 @@ type MutatingPolicy struct {
 
 	// Status is what charter observed about the policy.
 	// +optional
-	Status kyvernov1.PolicyStatus `json:"status,omitzero"`
+	Status PolicyStatus `json:"status,omitzero"`
 }
 
 // MutatingPolicyList is a list of MutatingPolicy.
@@ -53,9 +53,9 @@ type MutatingPolicyList struct {
 // +kubebuilder:resource:path=namespacedmutatingpolicies,scope=Namespaced,shortName=nmpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="ADMISSION",type=boolean,JSONPath=".status.admission"
 // +kubebuilder:printcolumn:name="BACKGROUND",type=boolean,JSONPath=".status.background"
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
-// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditionStatus.message`
 type NamespacedMutatingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -65,7 +65,7 @@ type NamespacedMutatingPolicy struct {
 
 	// Status is what charter observed about the policy.
 	// +optional
-	Status kyvernov1.PolicyStatus `json:"status,omitzero"`
+	Status PolicyStatus `json:"status,omitzero"`
 }
 
 // NamespacedMutatingPolicyList is a list of NamespacedMutatingPolicy.
@@ -334,7 +334,7 @@ func (p *MutatingPolicy) GetMutatingPolicySpec() *MutatingPolicySpec { return &p
 func (p *MutatingPolicy) GetSpec() *kyvernov1.Spec { return p.Spec.KyvernoSpec(p.Name) }
 
 // GetStatus returns the policy's status.
-func (p *MutatingPolicy) GetStatus() *kyvernov1.PolicyStatus { return &p.Status }
+func (p *MutatingPolicy) GetStatus() *PolicyStatus { return &p.Status }
 
 // IsNamespaced is false.
 func (p *MutatingPolicy) IsNamespaced() bool { return false }
@@ -342,8 +342,8 @@ func (p *MutatingPolicy) IsNamespaced() bool { return false }
 // GetKind returns "MutatingPolicy".
 func (p *MutatingPolicy) GetKind() string { return MutatingPolicyKind }
 
-// IsReady reports whether the Ready condition is True.
-func (p *MutatingPolicy) IsReady() bool { return p.Status.IsReady() }
+// IsReady reports whether status.conditionStatus.ready is true.
+func (p *MutatingPolicy) IsReady() bool { return p.Status.ConditionStatus.IsReady() }
 
 // CreateDeepCopy returns a deep copy as a PolicyInterface.
 func (p *MutatingPolicy) CreateDeepCopy() kyvernov1.PolicyInterface { return p.DeepCopy() }
@@ -356,7 +356,7 @@ func (p *NamespacedMutatingPolicy) GetMutatingPolicySpec() *MutatingPolicySpec {
 func (p *NamespacedMutatingPolicy) GetSpec() *kyvernov1.Spec { return p.Spec.KyvernoSpec(p.Name) }
 
 // GetStatus returns the policy's status.
-func (p *NamespacedMutatingPolicy) GetStatus() *kyvernov1.PolicyStatus { return &p.Status }
+func (p *NamespacedMutatingPolicy) GetStatus() *PolicyStatus { return &p.Status }
 
 // IsNamespaced is true: the policy acts in its own namespace only.
 func (p *NamespacedMutatingPolicy) IsNamespaced() bool { return true }
@@ -364,8 +364,8 @@ func (p *NamespacedMutatingPolicy) IsNamespaced() bool { return true }
 // GetKind returns "NamespacedMutatingPolicy".
 func (p *NamespacedMutatingPolicy) GetKind() string { return NamespacedMutatingPolicyKind }
 
-// IsReady reports whether the Ready condition is True.
-func (p *NamespacedMutatingPolicy) IsReady() bool { return p.Status.IsReady() }
+// IsReady reports whether status.conditionStatus.ready is true.
+func (p *NamespacedMutatingPolicy) IsReady() bool { return p.Status.ConditionStatus.IsReady() }
 
 // CreateDeepCopy returns a deep copy as a PolicyInterface.
 func (p *NamespacedMutatingPolicy) CreateDeepCopy() kyvernov1.PolicyInterface {

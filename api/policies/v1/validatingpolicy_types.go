@@ -22,7 +22,7 @@ const (
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=validatingpolicies,scope=Cluster,shortName=vpol,categories=kyverno;charter
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type ValidatingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -33,7 +33,7 @@ type ValidatingPolicy struct {
 
 	// Status is what charter observed about the policy.
 	// +optional
-	Status kyvernov1.PolicyStatus `json:"status,omitzero"`
+	Status PolicyStatus `json:"status,omitzero"`
 }
 
 // ValidatingPolicyList is a list of ValidatingPolicy.
@@ -51,7 +51,7 @@ type ValidatingPolicyList struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespacedvalidatingpolicies,scope=Namespaced,shortName=nvpol,categories=kyverno;charter
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type NamespacedValidatingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -62,7 +62,7 @@ type NamespacedValidatingPolicy struct {
 
 	// Status is what charter observed about the policy.
 	// +optional
-	Status kyvernov1.PolicyStatus `json:"status,omitzero"`
+	Status PolicyStatus `json:"status,omitzero"`
 }
 
 // NamespacedValidatingPolicyList is a list of NamespacedValidatingPolicy.
@@ -310,7 +310,7 @@ func (p *ValidatingPolicy) GetValidatingPolicySpec() *ValidatingPolicySpec { ret
 func (p *ValidatingPolicy) GetSpec() *kyvernov1.Spec { return p.Spec.KyvernoSpec() }
 
 // GetStatus returns the policy's status.
-func (p *ValidatingPolicy) GetStatus() *kyvernov1.PolicyStatus { return &p.Status }
+func (p *ValidatingPolicy) GetStatus() *PolicyStatus { return &p.Status }
 
 // IsNamespaced is false.
 func (p *ValidatingPolicy) IsNamespaced() bool { return false }
@@ -318,8 +318,8 @@ func (p *ValidatingPolicy) IsNamespaced() bool { return false }
 // GetKind returns "ValidatingPolicy".
 func (p *ValidatingPolicy) GetKind() string { return ValidatingPolicyKind }
 
-// IsReady reports whether the Ready condition is True.
-func (p *ValidatingPolicy) IsReady() bool { return p.Status.IsReady() }
+// IsReady reports whether status.conditionStatus.ready is true.
+func (p *ValidatingPolicy) IsReady() bool { return p.Status.ConditionStatus.IsReady() }
 
 // CreateDeepCopy returns a deep copy as a PolicyInterface.
 func (p *ValidatingPolicy) CreateDeepCopy() kyvernov1.PolicyInterface { return p.DeepCopy() }
@@ -334,7 +334,7 @@ func (p *NamespacedValidatingPolicy) GetValidatingPolicySpec() *ValidatingPolicy
 func (p *NamespacedValidatingPolicy) GetSpec() *kyvernov1.Spec { return p.Spec.KyvernoSpec() }
 
 // GetStatus returns the policy's status.
-func (p *NamespacedValidatingPolicy) GetStatus() *kyvernov1.PolicyStatus { return &p.Status }
+func (p *NamespacedValidatingPolicy) GetStatus() *PolicyStatus { return &p.Status }
 
 // IsNamespaced is true: the policy acts in its own namespace only.
 func (p *NamespacedValidatingPolicy) IsNamespaced() bool { return true }
@@ -342,8 +342,8 @@ func (p *NamespacedValidatingPolicy) IsNamespaced() bool { return true }
 // GetKind returns "NamespacedValidatingPolicy".
 func (p *NamespacedValidatingPolicy) GetKind() string { return NamespacedValidatingPolicyKind }
 
-// IsReady reports whether the Ready condition is True.
-func (p *NamespacedValidatingPolicy) IsReady() bool { return p.Status.IsReady() }
+// IsReady reports whether status.conditionStatus.ready is true.
+func (p *NamespacedValidatingPolicy) IsReady() bool { return p.Status.ConditionStatus.IsReady() }
 
 // CreateDeepCopy returns a deep copy as a PolicyInterface.
 func (p *NamespacedValidatingPolicy) CreateDeepCopy() kyvernov1.PolicyInterface {
