@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -28,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
@@ -80,11 +82,12 @@ func runScript(t *testing.T, script string, obj client.Object) health {
 	return got
 }
 
-// testScheme knows every kind of testdata/cluster.
+// testScheme knows every kind of testdata/cluster and what charter's
+// controllers read.
 func testScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, kyvernov1.AddToScheme, policiesv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kyvernov1.AddToScheme, kyvernov2.AddToScheme, policiesv1.AddToScheme} {
 		if err := add(s); err != nil {
 			t.Fatal(err)
 		}
@@ -280,9 +283,12 @@ func TestBuiltinHealthChecksOnRealAPIServer(t *testing.T) {
 	ready, refused := clusterObjects(t, s, "ready.yaml"), clusterObjects(t, s, "refused.yaml")
 	all := append(append([]kyvernov1.PolicyInterface{}, ready...), refused...)
 	for _, p := range all {
+		gvk := p.GetObjectKind().GroupVersionKind()
 		if err := cl.Create(ctx, p.(client.Object)); err != nil {
 			t.Fatalf("creating %s %s: %v", p.GetKind(), p.GetName(), err)
 		}
+		// The typed client drops apiVersion and kind; Argo CD reads them.
+		p.GetObjectKind().SetGroupVersionKind(gvk)
 		if got := builtinHealth(t, p.(client.Object)); got.Status != "Progressing" || got.Message != progressingMessage(p.GetKind()) {
 			t.Errorf("%s %s before charter ran: Argo CD says %s %q, want Progressing", p.GetKind(), p.GetName(), got.Status, got.Message)
 		}
