@@ -15,7 +15,7 @@ import (
 // +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=validatingpolicies,scope=Cluster,shortName=vpol,categories=kyverno;charter
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type ValidatingPolicy struct {
 	policiesv1.ValidatingPolicy `json:",inline"`
@@ -45,7 +45,7 @@ func (p *ValidatingPolicy) Hub() runtime.Object {
 // +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespacedvalidatingpolicies,scope=Namespaced,shortName=nvpol,categories=kyverno;charter
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type NamespacedValidatingPolicy struct {
 	policiesv1.NamespacedValidatingPolicy `json:",inline"`
@@ -77,9 +77,9 @@ func (p *NamespacedValidatingPolicy) Hub() runtime.Object {
 // +kubebuilder:resource:path=mutatingpolicies,scope=Cluster,shortName=mpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="ADMISSION",type=boolean,JSONPath=".status.admission"
 // +kubebuilder:printcolumn:name="BACKGROUND",type=boolean,JSONPath=".status.background"
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
-// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditionStatus.message`
 type MutatingPolicy struct {
 	policiesv1.MutatingPolicy `json:",inline"`
 }
@@ -110,9 +110,9 @@ func (p *MutatingPolicy) Hub() runtime.Object {
 // +kubebuilder:resource:path=namespacedmutatingpolicies,scope=Namespaced,shortName=nmpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="ADMISSION",type=boolean,JSONPath=".status.admission"
 // +kubebuilder:printcolumn:name="BACKGROUND",type=boolean,JSONPath=".status.background"
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
-// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditionStatus.message`
 type NamespacedMutatingPolicy struct {
 	policiesv1.NamespacedMutatingPolicy `json:",inline"`
 }
@@ -141,7 +141,7 @@ func (p *NamespacedMutatingPolicy) Hub() runtime.Object {
 // +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=generatingpolicies,scope=Cluster,shortName=gpol,categories=kyverno;charter
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type GeneratingPolicy struct {
 	policiesv1.GeneratingPolicy `json:",inline"`
@@ -171,7 +171,7 @@ func (p *GeneratingPolicy) Hub() runtime.Object {
 // +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespacedgeneratingpolicies,scope=Namespaced,shortName=ngpol,categories=kyverno;charter
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type NamespacedGeneratingPolicy struct {
 	policiesv1.NamespacedGeneratingPolicy `json:",inline"`
@@ -263,7 +263,7 @@ func (p *NamespacedDeletingPolicy) Hub() runtime.Object {
 // +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=imagevalidatingpolicies,scope=Cluster,shortName=ivpol,categories=kyverno;charter
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type ImageValidatingPolicy struct {
 	policiesv1.ImageValidatingPolicy `json:",inline"`
@@ -293,7 +293,7 @@ func (p *ImageValidatingPolicy) Hub() runtime.Object {
 // +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespacedimagevalidatingpolicies,scope=Namespaced,shortName=nivpol,categories=kyverno;charter
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type NamespacedImageValidatingPolicy struct {
 	policiesv1.NamespacedImageValidatingPolicy `json:",inline"`
