@@ -158,7 +158,7 @@ var knobsOn = map[string]any{
 	"image":            map[string]any{"repository": "registry.example/charter", "tag": "v1.2.3", "pullPolicy": "Always"},
 	"imagePullSecrets": []any{map[string]any{"name": "pull"}},
 	"config":           map[string]any{"excludedNamespaces": []any{"monitoring", "istio-system"}},
-	"features": map[string]any{"policyExceptions": map[string]any{"namespace": "platform,security"},
+	"features": map[string]any{"policyExceptions": map[string]any{"namespace": "platform,security"}, "namespacedPolicies": map[string]any{"serviceAccount": "tenant-policies"},
 		"celHTTP":   map[string]any{"blocklist": []any{"169.254.169.254", "10.0.0.0/8"}, "allowlist": []any{"https://verdicts.example/"}, "allowInNamespacedPolicies": true},
 		"promotion": map[string]any{"downgrade": "deny"}},
 	"admissionController": map[string]any{
@@ -417,6 +417,9 @@ func TestChartKnobs(t *testing.T) {
 		{"reports affinity replaces anti-affinity", deployment("reports").Spec.Template.Spec.Affinity.PodAntiAffinity == nil, true},
 		{"background anti-affinity off", deployment("background").Spec.Template.Spec.Affinity == nil, true},
 		{"cleanup exceptions", deployment("cleanup").Spec.Template.Spec.Containers[0].Args[3], "--exception-namespaces=platform,security"},
+		{"cleanup namespaced-policy ServiceAccount", slices.Contains(deployment("cleanup").Spec.Template.Spec.Containers[0].Args, "--namespaced-policy-service-account=tenant-policies"), true},
+		{"background namespaced-policy ServiceAccount", slices.Contains(deployment("background").Spec.Template.Spec.Containers[0].Args, "--namespaced-policy-service-account=tenant-policies"), true},
+		{"no namespaced-policy ServiceAccount for admission", slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--namespaced-policy-service-account") }), false},
 		{"reports CEL http", deployment("reports").Spec.Template.Spec.Containers[0].Args[4:],
 			[]string{"--cel-http-blocklist=169.254.169.254,10.0.0.0/8", "--cel-http-allowlist=https://verdicts.example/", "--allow-http-in-namespaced-policies"}},
 		{"gitsync args", deployment("gitsync").Spec.Template.Spec.Containers[0].Args[3:], []string{"--gitsync-cache-dir=/var/cache/charter", "--receiver-addr=:9292",

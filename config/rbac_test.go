@@ -99,11 +99,14 @@ var reviewed = map[string][]grant{
 		{cluster, "", "configmaps", "get", "configMap context entries"},
 		{cluster, "", "events", "create,patch", "events on policies"},
 		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
-		// background/downstream.yaml, aggregated: what rules generate and mutate.
-		{cluster, "", "configmaps,secrets,resourcequotas,limitranges,serviceaccounts", "get,list,watch,create,update,patch,delete", "downstream objects, clone sources, targets"},
-		{cluster, "networking.k8s.io", "networkpolicies,ingresses", "get,list,watch,create,update,patch,delete", "downstream objects"},
+		{cluster, "", "serviceaccounts", "get", "a namespaced policy's ServiceAccount must exist"},
+		// background/impersonate.yaml: namespaced policies write as their namespace's ServiceAccount.
+		{cluster, "", "serviceaccounts", "impersonate", "namespaced policies write as charter-policy of their namespace"},
+		// background/downstream.yaml, aggregated: what cluster-scoped policies generate and mutate (Kyverno's chart defaults).
+		{cluster, "", "configmaps,resourcequotas,limitranges", "get,list,watch,create,update,patch,delete", "downstream objects, clone sources, targets"},
+		{cluster, "networking.k8s.io", "networkpolicies,ingresses,ingressclasses", "get,list,watch,create,update,patch,delete", "downstream objects"},
 		{cluster, "rbac.authorization.k8s.io", "roles,rolebindings", "get,list,watch,create,update,patch,delete", "downstream objects"},
-		{cluster, "", "namespaces", "update,patch", "mutate-existing targets"},
+		{cluster, "resource.k8s.io", "resourceclaims,resourceclaimtemplates", "get,list,watch,create,update,patch,delete", "downstream objects"},
 	},
 	"charter-cleanup": {
 		{cluster, "kyverno.io", "cleanuppolicies,clustercleanuppolicies", "get,list,watch", "the cleanup policies"},
@@ -118,6 +121,9 @@ var reviewed = map[string][]grant{
 		{cluster, "apiextensions.k8s.io", "customresourcedefinitions", "get,list,watch", "TTL kinds rediscovered as CRDs come and go"},
 		{cluster, "authorization.k8s.io", "selfsubjectaccessreviews", "create", "TTL kinds: may it list, watch and delete"},
 		{cluster, "events.k8s.io", "events", "create,patch", "deletion, dry-run and invalid TTL events"},
+		{cluster, "", "serviceaccounts", "get", "a namespaced policy's ServiceAccount must exist"},
+		// cleanup/impersonate.yaml: namespaced policies list and delete as their namespace's ServiceAccount.
+		{cluster, "", "serviceaccounts", "impersonate", "namespaced policies delete as charter-policy of their namespace"},
 		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
 		{"charter", "", "events", "create,patch", "leader election event"},
 	},

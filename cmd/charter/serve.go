@@ -36,6 +36,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/internal/clitest"
+	"github.com/charter-dev/charter/internal/impersonate"
 	"github.com/charter-dev/charter/internal/version"
 	"github.com/charter-dev/charter/internal/workdir"
 	"github.com/charter-dev/charter/reconciler/background"
@@ -118,6 +119,11 @@ type serveOptions struct {
 	// promotionDowngrade is --promotion-downgrade: allow or deny.
 	promotionDowngrade string
 
+	// policyServiceAccount is --namespaced-policy-service-account: the
+	// ServiceAccount background and cleanup writes for a namespaced policy
+	// impersonate, in its namespace.
+	policyServiceAccount string
+
 	gitsyncCacheDir string
 	// defaultServiceAccount and noCrossNamespaceRefs confine the
 	// PolicyRepositories outside charter's namespace.
@@ -184,6 +190,14 @@ and objects whose cleanup.kyverno.io/ttl label expired, under its own
 Lease (<leader-election-id>-cleanup). charter's namespace and kube-system
 are never cleaned up unless --cleanup-excluded-namespaces says otherwise.
 
+background and cleanup act for a namespaced policy (Policy, CleanupPolicy,
+NamespacedGeneratingPolicy, NamespacedMutatingPolicy,
+NamespacedDeletingPolicy) as the ServiceAccount
+--namespaced-policy-service-account of its namespace, impersonated, so
+Kubernetes RBAC decides what it writes and deletes; a missing
+ServiceAccount or a refused request fails the rule or run, naming both.
+Cluster-scoped policies act with charter's own identity.
+
 --cleanup-webhooks deletes charter's webhook configurations and exits, so a
 stopped charter never leaves a cluster unable to admit anything.`,
 		Args: cobra.NoArgs,
@@ -236,6 +250,8 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	o.reports.AddFlags(f)
 	o.cleanup.AddFlags(f)
 	o.background.addFlags(f)
+	f.StringVar(&o.policyServiceAccount, "namespaced-policy-service-account", impersonate.DefaultServiceAccount,
+		"ServiceAccount, in a namespaced policy's namespace, that the background and cleanup controllers impersonate for the policy's writes and deletes (Policy, CleanupPolicy, Namespaced*Policy): RBAC decides what the policy may do, never charter's own rights")
 	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default: a new folder in the temporary folder, removed on exit)")
 	f.IntVar(&o.gitsyncWorkers, "gitsync-workers", 2, "PolicyRepositories synced at once")
 	f.StringVar(&o.defaultServiceAccount, "default-service-account", "", "ServiceAccount (of the repository's namespace) that gitsync impersonates for a PolicyRepository outside charter's namespace whose spec.serviceAccountName is empty")
@@ -563,7 +579,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			State: state, Namespace: o.namespace, Logger: log.WithName("background"),
 			LeaderElection: o.leaderElect, LeaseName: ownLease(o.leaseName, controllerBackground), ResyncInterval: o.background.resyncInterval,
 			LeaseDuration: 6 * o.retryPeriod, RenewDeadline: 5 * o.retryPeriod, RetryPeriod: o.retryPeriod,
-			Results: backgroundResults, Metrics: rec,
+			Results: backgroundResults, Metrics: rec, PolicyServiceAccount: o.policyServiceAccount,
 		}); err != nil {
 			return nil, nil, fmt.Errorf("background: %w", err)
 		}
@@ -588,7 +604,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	if slices.Contains(o.controllers, controllerCleanup) {
 		co := o.cleanup
 		co.Namespace, co.LeaderElect, co.LeaseName, co.RetryPeriod = o.namespace, o.leaderElect, ownLease(o.leaseName, controllerCleanup), o.retryPeriod
-		co.Log, co.State = log.WithName("cleanup"), state
+		co.Log, co.State, co.PolicyServiceAccount = log.WithName("cleanup"), state, o.policyServiceAccount
 		if err := cleanup.Setup(mgr, co); err != nil {
 			return nil, nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +45,11 @@ var _ = Describe("Cleanup", Label("cleanup"), Ordered, func() {
 		for _, ns := range []string{cleanupCharterNamespace, cleanupNamespaceA, cleanupNamespaceB, cleanupNamespaceOther} {
 			Expect(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		}
+		// own-namespace.yaml, a CleanupPolicy of e2e-cleanup-a, deletes
+		// as that namespace's charter-policy, which its owner lets delete
+		// its ConfigMaps.
+		grantPolicyServiceAccount(ctx, cleanupNamespaceA, rbacv1.PolicyRule{
+			APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "delete"}})
 		// charter runs on this machine whatever the cluster: the specs
 		// stop it and start it again (a restart).
 		stop = startCharterWith(ctx, cleanupCharterNamespace, "admission,cleanup")

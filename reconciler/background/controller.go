@@ -35,6 +35,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/impersonate"
 )
 
 // Setup adds the background controller to the manager. It runs on every
@@ -58,12 +59,14 @@ type Controller struct {
 	informer crcache.Cache
 	reader   client.Reader
 	dyn      dynamic.Interface
-	meta     metadata.Interface
-	mapper   meta.RESTMapper
-	kube     kubernetes.Interface
-	kinds    *clusterstate.Kinds
-	recorder record.EventRecorder
-	loaders  engine.Loaders
+	// impersonated write for namespaced policies (impersonate.go).
+	impersonated *impersonate.Clients
+	meta         metadata.Interface
+	mapper       meta.RESTMapper
+	kube         kubernetes.Interface
+	kinds        *clusterstate.Kinds
+	recorder     record.EventRecorder
+	loaders      engine.Loaders
 
 	compiled atomic.Pointer[compiledPolicies]
 	// faults are the forbidden writes behind each policy's Background
@@ -124,6 +127,10 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, informers crcache.Cache, mapp
 	if err != nil {
 		return nil, fmt.Errorf("background: discovery client: %w", err)
 	}
+	impersonated, err := impersonate.New(cfg, opts.PolicyServiceAccount)
+	if err != nil {
+		return nil, fmt.Errorf("background: %w", err)
+	}
 	lds := opts.State.Loaders
 	// Objects serve mutate-existing targets and clone sources; as
 	// Resources, a MutatingPolicy's targets and resource.* of CEL policies.
@@ -131,7 +138,7 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, informers crcache.Cache, mapp
 	lds.Objects, lds.Resources = objects, objects
 	c := &Controller{
 		opts: opts, log: opts.Logger, client: cl, informer: informers, reader: informers,
-		dyn: dyn, meta: md, mapper: mapper, kube: kube, kinds: clusterstate.NewKinds(disco),
+		dyn: dyn, impersonated: impersonated, meta: md, mapper: mapper, kube: kube, kinds: clusterstate.NewKinds(disco),
 		recorder: recorder, loaders: lds, installed: make(chan struct{}, 1), faults: newPermissionFaults(),
 	}
 	c.compiled.Store(&compiledPolicies{byID: map[string]kyvernov1.PolicyInterface{}})

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/charter-dev/charter/internal/impersonate"
 )
 
 // ForbiddenError is a write (or read) charter's background controller is
@@ -19,7 +22,14 @@ type ForbiddenError struct {
 	Resource  string
 	Kind      string
 	Namespace string
-	Err       error
+	// ServiceAccount ("namespace/name") is set when the request was made
+	// for a namespaced policy, as that ServiceAccount (impersonate.go);
+	// empty when charter made it as itself.
+	ServiceAccount string
+	// MissingServiceAccount: ServiceAccount does not exist, so nothing
+	// was sent.
+	MissingServiceAccount bool
+	Err                   error
 }
 
 func (e *ForbiddenError) Error() string {
@@ -31,8 +41,31 @@ func (e *ForbiddenError) Error() string {
 	if e.Namespace != "" {
 		where = "in namespace " + e.Namespace
 	}
-	return fmt.Sprintf("forbidden: charter's background controller may not %s %s (group %s, resource %s) %s; grant it with a ClusterRole labelled %s: \"true\" (%v)",
-		e.Verb, e.Kind, group, e.Resource, where, AggregateLabel, e.Err)
+	what := fmt.Sprintf("%s %s (group %s, resource %s) %s", e.Verb, e.Kind, group, e.Resource, where)
+	if e.ServiceAccount != "" {
+		return fmt.Sprintf("forbidden: %s %s; %s (%v)", serviceAccountSubject(e.ServiceAccount, e.MissingServiceAccount), what, serviceAccountHint(e.ServiceAccount, e.MissingServiceAccount), e.Err)
+	}
+	return fmt.Sprintf("forbidden: charter's background controller may not %s; grant it with a ClusterRole labelled %s: \"true\" (%v)",
+		what, AggregateLabel, e.Err)
+}
+
+// serviceAccountSubject says who was refused when a namespaced policy's
+// ServiceAccount was ("namespace/name"), up to the verb.
+func serviceAccountSubject(sa string, missing bool) string {
+	if missing {
+		return "ServiceAccount " + sa + ", as which charter acts for the namespaced policies of its namespace, does not exist, so it may not"
+	}
+	return "ServiceAccount " + sa + ", as which charter acts for the namespaced policies of its namespace, may not"
+}
+
+// serviceAccountHint says how to let a namespaced policy's ServiceAccount
+// do what it was refused.
+func serviceAccountHint(sa string, missing bool) string {
+	ns, _, _ := strings.Cut(sa, "/")
+	if missing {
+		return "create it and bind it a Role in namespace " + ns + " that allows it"
+	}
+	return "bind it a Role in namespace " + ns + " that allows it (charter's own rights are never used for a namespaced policy)"
 }
 
 func (e *ForbiddenError) Unwrap() error { return e.Err }
@@ -50,8 +83,12 @@ func (c *Controller) describe(err error, verb string, mapping *meta.RESTMapping,
 		return nil
 	}
 	if apierrors.IsForbidden(err) {
-		return &ForbiddenError{Verb: verb, Group: mapping.Resource.Group, Resource: mapping.Resource.Resource,
+		fe := &ForbiddenError{Verb: verb, Group: mapping.Resource.Group, Resource: mapping.Resource.Resource,
 			Kind: mapping.GroupVersionKind.Kind, Namespace: namespace, Err: err}
+		if ie, ok := impersonate.As(err); ok {
+			fe.ServiceAccount, fe.MissingServiceAccount, fe.Err = ie.ServiceAccount(), ie.Missing, ie.Err
+		}
+		return fe
 	}
 	what := objectName(namespace, name)
 	switch {

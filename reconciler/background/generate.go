@@ -139,6 +139,10 @@ func (c *Controller) pruneStale(ctx context.Context, p kyvernov1.PolicyInterface
 		want[id] = true
 	}
 	remove := rule.Generation.Synchronize && !rule.Generation.OrphanDownstreamOnPolicyDelete
+	dyn, err := c.writer(p)
+	if err != nil {
+		return err
+	}
 	var errs []error
 	for _, o := range w.downstreamFor(p, rule.Name, trigger.UID) {
 		if want[objectID{gr: o.gvr.GroupResource(), namespace: o.meta.Namespace, name: o.meta.Name}] {
@@ -148,7 +152,7 @@ func (c *Controller) pruneStale(ctx context.Context, p kyvernov1.PolicyInterface
 		if gvk, err := c.mapper.KindFor(o.gvr); err == nil {
 			mapping.GroupVersionKind = gvk
 		}
-		ri := c.dyn.Resource(o.gvr).Namespace(o.meta.Namespace)
+		ri := dyn.Resource(o.gvr).Namespace(o.meta.Namespace)
 		c.stats.Writes.Add(1)
 		if remove {
 			if err := ri.Delete(ctx, o.meta.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -333,7 +337,7 @@ func (c *Controller) applyDesired(ctx context.Context, p kyvernov1.PolicyInterfa
 	}
 	withPolicyKind(d.Object, p)
 	u := &unstructured.Unstructured{Object: d.Object}
-	ri, mapping, err := c.resource(u.GetAPIVersion(), u.GetKind(), u.GetNamespace())
+	ri, mapping, err := c.writeResource(p, u.GetAPIVersion(), u.GetKind(), u.GetNamespace())
 	if err != nil {
 		return err
 	}
@@ -400,6 +404,10 @@ func (c *Controller) deleteDownstream(ctx context.Context, policy kyvernov1.Poli
 		set[generate.LabelTriggerUID] = string(trigger.UID)
 	}
 	selector := labels.SelectorFromSet(set).String()
+	dyn, err := c.writer(policy)
+	if err != nil {
+		return err
+	}
 	var errs []error
 	for _, kind := range generatedKinds(policy, rule) {
 		types := c.kinds.Resolve(kind)
@@ -414,7 +422,7 @@ func (c *Controller) deleteDownstream(ctx context.Context, policy kyvernov1.Poli
 				if !c.ownsDownstream(o.Labels, policy, rule.Name) {
 					continue
 				}
-				ri := c.dyn.Resource(t.GVR).Namespace(o.Namespace)
+				ri := dyn.Resource(t.GVR).Namespace(o.Namespace)
 				c.stats.Writes.Add(1)
 				if err := ri.Delete(ctx, o.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 					errs = append(errs, c.describe(err, "delete", &meta.RESTMapping{Resource: t.GVR, GroupVersionKind: t.GVR.GroupVersion().WithKind(t.Kind)}, o.Namespace, o.Name))

@@ -83,6 +83,9 @@ func TestGeneratingPolicy(t *testing.T) {
 		e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		e.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old", Labels: map[string]string{"copy": "yes"}}})
 	}
+	// team-a's NamespacedGeneratingPolicy writes as team-a's
+	// charter-policy, which the tenant lets write ConfigMaps.
+	e.grantPolicyServiceAccount("team-a")
 	metrics := &generatingMetrics{}
 	e.startController(Options{MaxAttempts: 2, RetryBase: 100 * time.Millisecond, Metrics: metrics})
 	policies := e.createCELPolicies("gpol-netpol.yaml")

@@ -25,6 +25,9 @@ func TestMutatingPolicyRunsOnPolicyChange(t *testing.T) {
 		e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		e.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings", Labels: map[string]string{"roll": "yes"}}})
 	}
+	// mp-tenant's NamespacedMutatingPolicy writes as mp-tenant's
+	// charter-policy, which the tenant lets write ConfigMaps.
+	e.grantPolicyServiceAccount("mp-tenant")
 	// The triggers exist before the policies.
 	trigger := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "mp-two", Name: "trigger", Labels: map[string]string{"trigger": "yes"}}}
 	e.create(trigger)

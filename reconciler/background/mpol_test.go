@@ -38,6 +38,9 @@ func TestMutatingPolicyMutateExisting(t *testing.T) {
 		e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"roll": "yes"}}})
 		e.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings", Labels: map[string]string{"roll": "yes"}}})
 	}
+	// mp-tenant's NamespacedMutatingPolicy writes as mp-tenant's
+	// charter-policy, which the tenant lets write ConfigMaps.
+	e.grantPolicyServiceAccount("mp-tenant")
 	e.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "mp-one", Name: "frozen", Labels: map[string]string{"roll": "yes", "frozen": "true"}}})
 	e.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "mp-two", Name: "unselected"}})
 	c, _ := e.startController(Options{MaxAttempts: 2, RetryBase: 100 * time.Millisecond})

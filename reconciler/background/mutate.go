@@ -53,7 +53,7 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 					writeFailed = true
 					continue
 				}
-				if err := c.writeTarget(ctx, rr.PatchedTarget); err != nil {
+				if err := c.writeTarget(ctx, p, rr.PatchedTarget); err != nil {
 					errs = append(errs, err)
 					writeFailed = true
 				}
@@ -76,11 +76,11 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 	return errors.Join(errs...)
 }
 
-// writeTarget updates a patched target, conditional on the
-// resourceVersion it was read at.
-func (c *Controller) writeTarget(ctx context.Context, obj map[string]any) error {
+// writeTarget updates a patched target of p, conditional on the
+// resourceVersion it was read at, as p's writer.
+func (c *Controller) writeTarget(ctx context.Context, p kyvernov1.PolicyInterface, obj map[string]any) error {
 	u := &unstructured.Unstructured{Object: obj}
-	ri, mapping, err := c.resource(u.GetAPIVersion(), u.GetKind(), u.GetNamespace())
+	ri, mapping, err := c.writeResource(p, u.GetAPIVersion(), u.GetKind(), u.GetNamespace())
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/internal/impersonate"
 )
 
 // Options configure the background controller.
@@ -48,6 +49,13 @@ type Options struct {
 	// 400).
 	QPS   float32
 	Burst int
+	// PolicyServiceAccount is the ServiceAccount, in a namespaced
+	// policy's namespace, that the policy's writes impersonate, so that
+	// Kubernetes RBAC decides them (default
+	// impersonate.DefaultServiceAccount, "charter-policy"; serve
+	// --namespaced-policy-service-account). Cluster-scoped policies write
+	// with charter's own identity.
+	PolicyServiceAccount string
 	// Logger receives the controller's logs.
 	Logger logr.Logger
 	// Results, if set, receives the outcome of every GeneratingPolicy and
@@ -125,6 +133,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Burst <= 0 {
 		o.Burst = DefaultBurst
+	}
+	if o.PolicyServiceAccount == "" {
+		o.PolicyServiceAccount = impersonate.DefaultServiceAccount
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()

@@ -2,16 +2,26 @@ package background
 
 // The background controller's own permissions: `make manifests` generates
 // them into config/rbac/background/role.yaml for the charter-background
-// ServiceAccount. What generate and mutate-existing rules read and write
-// downstream is not listed here: it comes through the aggregated
-// ClusterRole charter-background-aggregate, which gathers every
-// ClusterRole labelled rbac.charter.dev/aggregate-to-background: "true"
-// (config/rbac/background/downstream.yaml ships the default kinds,
-// Secrets included), so an operator widens what policies may generate
-// without editing charter's roles; a write that is still forbidden fails
-// its UpdateRequest naming the verb, group, resource and namespace
-// (ForbiddenError). One marker per reason; the comment above each says
-// why.
+// ServiceAccount. What the generate and mutate-existing rules of
+// cluster-scoped policies read and write downstream is not listed here:
+// it comes through the aggregated ClusterRole charter-background-aggregate,
+// which gathers every ClusterRole labelled
+// rbac.charter.dev/aggregate-to-background: "true"
+// (config/rbac/background/downstream.yaml ships Kyverno's defaults:
+// ConfigMaps, ResourceQuotas, LimitRanges, NetworkPolicies, Ingresses,
+// IngressClasses, Roles, RoleBindings, ResourceClaims; no Secrets, no
+// ServiceAccounts, no Namespace writes), so an operator widens what
+// policies may generate without editing charter's roles; a write that is
+// still forbidden fails its UpdateRequest naming the verb, group,
+// resource and namespace (ForbiddenError). Namespaced policies write as a
+// ServiceAccount of their namespace (impersonate.go), which
+// config/rbac/background/impersonate.yaml lets charter impersonate. One
+// marker per reason; the comment above each says why.
+//
+// get: a namespaced policy acts as the ServiceAccount
+// --namespaced-policy-service-account of its namespace; a missing one
+// fails the write naming it, never falls back to charter's identity.
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 //
 // get;list;watch: generate and mutate-existing rules and their
 // exceptions come from the process's policy cache (clusterstate).

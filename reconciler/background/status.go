@@ -174,12 +174,19 @@ func (f *permissionFaults) wrote(policy string, c metav1.Condition) {
 // forbiddenMessage names each missing permission once, with the rules and
 // namespaces that need it, e.g. `rule quota: may not create ResourceQuota
 // (group core, resource resourcequotas) in namespaces a, b and 3 more`.
+//
+// A namespaced policy's writes are refused to its ServiceAccount, not to
+// charter: those are told apart, naming the ServiceAccount.
 func forbiddenMessage(byKey map[faultKey][]*ForbiddenError) string {
-	type permission struct{ rule, verb, group, resource, kind string }
+	type permission struct {
+		rule, verb, group, resource, kind string
+		serviceAccount                    string
+		missing                           bool
+	}
 	namespaces := map[permission]map[string]bool{}
 	for key, faults := range byKey {
 		for _, fe := range faults {
-			p := permission{key.rule, fe.Verb, fe.Group, fe.Resource, fe.Kind}
+			p := permission{key.rule, fe.Verb, fe.Group, fe.Resource, fe.Kind, fe.ServiceAccount, fe.MissingServiceAccount}
 			if namespaces[p] == nil {
 				namespaces[p] = map[string]bool{}
 			}
@@ -189,17 +196,27 @@ func forbiddenMessage(byKey map[faultKey][]*ForbiddenError) string {
 	perms := slices.SortedFunc(maps.Keys(namespaces), func(a, b permission) int {
 		return strings.Compare(a.rule+a.verb+a.group+a.resource, b.rule+b.verb+b.group+b.resource)
 	})
-	parts := make([]string, 0, len(perms))
+	var charters []string
+	var accounts []string
 	for _, p := range perms {
 		group := p.group
 		if group == "" {
 			group = "core"
 		}
-		parts = append(parts, fmt.Sprintf("rule %s: may not %s %s (group %s, resource %s) %s",
-			p.rule, p.verb, p.kind, group, p.resource, where(slices.Sorted(maps.Keys(namespaces[p])))))
+		what := fmt.Sprintf("%s %s (group %s, resource %s) %s", p.verb, p.kind, group, p.resource, where(slices.Sorted(maps.Keys(namespaces[p]))))
+		if p.serviceAccount == "" {
+			charters = append(charters, fmt.Sprintf("rule %s: may not %s", p.rule, what))
+			continue
+		}
+		accounts = append(accounts, fmt.Sprintf("rule %s: %s %s; %s", p.rule, serviceAccountSubject(p.serviceAccount, p.missing), what, serviceAccountHint(p.serviceAccount, p.missing)))
 	}
-	return fmt.Sprintf("forbidden: charter's background controller %s; grant it with a ClusterRole labelled %s: \"true\"",
-		strings.Join(parts, "; "), AggregateLabel)
+	var out []string
+	if len(charters) > 0 {
+		out = append(out, fmt.Sprintf("charter's background controller %s; grant it with a ClusterRole labelled %s: \"true\"",
+			strings.Join(charters, "; "), AggregateLabel))
+	}
+	out = append(out, accounts...)
+	return "forbidden: " + strings.Join(out, "; ")
 }
 
 // where names up to three namespaces ("" is cluster-wide).

@@ -29,6 +29,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine/ttl"
 	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
+	"github.com/charter-dev/charter/internal/impersonate/impersonatetest"
 )
 
 // env is a control plane with charter's CRDs.
@@ -55,7 +56,21 @@ func startEnv(t *testing.T) *env {
 	for _, ns := range []string{"charter", "team-a", "team-b"} {
 		e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
+	// Namespaced policies of team-a and team-b delete as their
+	// namespace's charter-policy, as a tenant would grant it.
+	for _, ns := range []string{"team-a", "team-b"} {
+		e.grantPolicyServiceAccount(ns)
+	}
 	return e
+}
+
+// grantPolicyServiceAccount creates the ServiceAccount namespaced policies
+// of ns act as, with a namespace owner's rights (impersonatetest.Grant).
+func (e *env) grantPolicyServiceAccount(ns string) {
+	e.t.Helper()
+	if err := impersonatetest.Grant(e.ctx, e.cl, ns); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 func testScheme(t *testing.T) *runtime.Scheme {

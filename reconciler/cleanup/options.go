@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/internal/impersonate"
 )
 
 // Defaults.
@@ -54,6 +55,13 @@ type Options struct {
 	// 1000: a TTL wave of 10,000 objects is 10,000 deletes).
 	QPS   float32
 	Burst int
+	// PolicyServiceAccount is the ServiceAccount, in a namespaced
+	// policy's namespace (CleanupPolicy, NamespacedDeletingPolicy), as
+	// which the policy's runs list and delete: Kubernetes RBAC decides,
+	// never charter's own rights (default
+	// impersonate.DefaultServiceAccount). Cluster-scoped policies and TTLs
+	// act with charter's identity.
+	PolicyServiceAccount string
 	// DisableTTL turns the TTL label off.
 	DisableTTL bool
 	Log        logr.Logger
@@ -98,6 +106,9 @@ func (o *Options) defaults() {
 	}
 	if o.Burst <= 0 {
 		o.Burst = 2 * int(o.QPS)
+	}
+	if o.PolicyServiceAccount == "" {
+		o.PolicyServiceAccount = impersonate.DefaultServiceAccount
 	}
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()

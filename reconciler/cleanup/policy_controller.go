@@ -24,6 +24,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/cleanuppolicies"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/impersonate"
 )
 
 // Condition types and reasons of a cleanup policy's status.
@@ -48,15 +49,19 @@ const (
 
 // policyController runs cleanup policies on their schedules.
 type policyController struct {
-	o        *Options
-	source   *cleanuppolicies.Source
-	client   client.Client // status writes
-	dyn      dynamic.Interface
-	disco    discovery.DiscoveryInterface
-	loaders  engine.Loaders
-	recorder events.EventRecorder
-	m        *metrics
-	now      func() time.Time
+	o      *Options
+	source *cleanuppolicies.Source
+	client client.Client // status writes
+	// dyn lists and deletes for cluster-scoped policies, with charter's
+	// identity; impersonated for namespaced ones, as their namespace's
+	// ServiceAccount (writerFor).
+	dyn          dynamic.Interface
+	impersonated *impersonate.Clients
+	disco        discovery.DiscoveryInterface
+	loaders      engine.Loaders
+	recorder     events.EventRecorder
+	m            *metrics
+	now          func() time.Time
 
 	queue workqueue.TypedRateLimitingInterface[cleanuppolicies.Key]
 
@@ -234,6 +239,10 @@ func (c *policyController) runPolicy(ctx context.Context, p *engine.CleanupPolic
 			return 0, fmt.Errorf("namespace %s is excluded from cleanup", namespace)
 		}
 	}
+	dyn, err := c.writerFor(src)
+	if err != nil {
+		return 0, err
+	}
 	var errs []error
 	deleted := 0
 	type selection struct {
@@ -263,7 +272,7 @@ func (c *policyController) runPolicy(ctx context.Context, p *engine.CleanupPolic
 				errs = append(errs, fmt.Errorf("kind %q is cluster-scoped: a namespaced CleanupPolicy acts only in its own namespace and cannot delete it", sel))
 				continue
 			}
-			n, err := c.runType(ctx, p, run, sel, t, namespace)
+			n, err := c.runType(ctx, dyn, p, run, sel, t, namespace)
 			deleted += n
 			if err != nil {
 				errs = append(errs, err)
@@ -326,13 +335,28 @@ func (c *policyController) resolveResource(gvr schema.GroupVersionResource) ([]a
 	return nil, fmt.Errorf("resource %q: the API server serves no such resource that can be listed and deleted", gvr.String())
 }
 
-func (c *policyController) runType(ctx context.Context, p *engine.CleanupPolicy, run *engine.CleanupRun, sel string, t apiType, namespace string) (int, error) {
+// writerFor is the client that lists and deletes for src: charter's own
+// for a cluster-scoped policy; for a namespaced one, the ServiceAccount
+// Options.PolicyServiceAccount of its namespace, impersonated, so that
+// Kubernetes RBAC decides what a tenant's policy may delete. There is no
+// fallback to charter's identity: a missing ServiceAccount or a refused
+// request fails the run naming the ServiceAccount.
+func (c *policyController) writerFor(src kyvernov2.CleanupPolicyInterface) (dynamic.Interface, error) {
+	if !src.IsNamespaced() {
+		return c.dyn, nil
+	}
+	return c.impersonated.For(src.GetNamespace())
+}
+
+// runType lists the objects of one type (in namespace, for a namespaced
+// policy) with dyn and deletes what the policy selects.
+func (c *policyController) runType(ctx context.Context, dyn dynamic.Interface, p *engine.CleanupPolicy, run *engine.CleanupRun, sel string, t apiType, namespace string) (int, error) {
 	src := p.Source()
 	var errs []error
 	deleted := 0
 	opts := metav1.ListOptions{Limit: c.o.PageSize}
 	for {
-		list, err := c.dyn.Resource(t.GVR).Namespace(namespace).List(ctx, opts)
+		list, err := dyn.Resource(t.GVR).Namespace(namespace).List(ctx, opts)
 		if err != nil {
 			c.m.errors.WithLabelValues(c.labels(src, sel, namespace)...).Inc()
 			return deleted, fmt.Errorf("listing %s: %w", t.GVR.String(), err)
@@ -347,7 +371,7 @@ func (c *policyController) runType(ctx context.Context, p *engine.CleanupPolicy,
 			if !ok {
 				continue
 			}
-			if err := c.delete(ctx, p, sel, t, obj); err != nil {
+			if err := c.delete(ctx, dyn, p, sel, t, obj); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -382,7 +406,7 @@ func (c *policyController) selects(ctx context.Context, run *engine.CleanupRun, 
 	}})
 }
 
-func (c *policyController) delete(ctx context.Context, p *engine.CleanupPolicy, sel string, t apiType, obj *unstructured.Unstructured) error {
+func (c *policyController) delete(ctx context.Context, dyn dynamic.Interface, p *engine.CleanupPolicy, sel string, t apiType, obj *unstructured.Unstructured) error {
 	src := p.Source()
 	target := fmt.Sprintf("%s/%s/%s", t.Kind, obj.GetNamespace(), obj.GetName())
 	related := &corev1.ObjectReference{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
@@ -393,7 +417,7 @@ func (c *policyController) delete(ctx context.Context, p *engine.CleanupPolicy, 
 	}
 	uid := obj.GetUID()
 	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: src.GetSpec().DeletionPropagationPolicy}
-	err := c.dyn.Resource(t.GVR).Namespace(obj.GetNamespace()).Delete(ctx, obj.GetName(), opts)
+	err := dyn.Resource(t.GVR).Namespace(obj.GetNamespace()).Delete(ctx, obj.GetName(), opts)
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		return nil

@@ -8,8 +8,15 @@ package cleanup
 // rbac.charter.dev/aggregate-to-cleanup: "true" (list, watch and delete;
 // charter ships none), so an operator decides what may be cleaned up. The
 // TTL controller watches only kinds it may list, watch and delete
-// cluster-wide, and asks the API server which those are. One marker per
-// reason; the comment above each says why.
+// cluster-wide, and asks the API server which those are. A namespaced
+// CleanupPolicy or NamespacedDeletingPolicy lists and deletes as the
+// ServiceAccount --namespaced-policy-service-account of its namespace
+// (config/rbac/cleanup/impersonate.yaml), never with charter's rights.
+// One marker per reason; the comment above each says why.
+//
+// get: a missing ServiceAccount of a namespaced policy fails its run
+// naming it.
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 //
 // get;list;watch: cleanup policies are read from the shared informers
 // (clusterstate).

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/impersonate"
 	"github.com/charter-dev/charter/internal/leaderelect"
 )
 
@@ -48,6 +49,10 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("cleanup: %w", err)
 	}
+	impersonated, err := impersonate.New(cfg, o.PolicyServiceAccount)
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
 	m, err := processMetrics()
 	if err != nil {
 		return fmt.Errorf("cleanup metrics: %w", err)
@@ -65,7 +70,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		// Cleanup policies load apiCall and globalReference entries only
 		// (configMap and imageRegistry are refused), and read namespace
 		// labels for namespaceSelectors.
-		policies: &policyController{o: &o, source: o.State.CleanupPolicies, client: mgr.GetClient(), dyn: dyn, disco: disco,
+		policies: &policyController{o: &o, source: o.State.CleanupPolicies, client: mgr.GetClient(), dyn: dyn, impersonated: impersonated, disco: disco,
 			loaders: engine.Loaders{APICalls: o.State.Loaders.APICalls, Namespaces: o.State.Loaders.Namespaces, GlobalContext: o.State.Loaders.GlobalContext}, m: m},
 		ttl: newTTLController(&o, meta, disco, kube, nil, m),
 	}
