@@ -174,7 +174,8 @@ func WithParamsConfig(cfg *rest.Config) Option {
 	return func(o *options) { o.paramsConfig = cfg }
 }
 
-// WithHTTPLimits bounds what the CEL http library of policies may call
+// WithHTTPLimits bounds what policies' outbound calls (apiCall service
+// URLs, the CEL http library, GlobalContextEntry apiCalls) may reach
 // (default: loaders.DefaultHTTPBlocklist, no allowlist).
 func WithHTTPLimits(l loaders.HTTPLimits) Option {
 	return func(o *options) { o.http = l }
@@ -264,13 +265,13 @@ func newParams(cfg, override *rest.Config, log logr.Logger) (*params.Informers, 
 }
 
 // newGlobalContext builds the GlobalContextEntry store, as override's
-// identity when set; its apiCalls are bound by the HTTP limits.
+// identity when set; its apiCalls pass the egress guard as policies' do.
 func newGlobalContext(cfg, override *rest.Config, calls *loaders.APICalls, log logr.Logger) (*globalcontext.Store, error) {
 	c, err := newDynamicClients(cfg, override, "global context")
 	if err != nil {
 		return nil, err
 	}
-	return globalcontext.New(c.dyn, c.mapper, c.access, calls.Guarded(), log.WithName("globalcontext")), nil
+	return globalcontext.New(c.dyn, c.mapper, c.access, calls, log.WithName("globalcontext")), nil
 }
 
 // dynamicClients read any resource and check the rights to.

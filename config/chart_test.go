@@ -160,7 +160,8 @@ var knobsOn = map[string]any{
 	"config":           map[string]any{"excludedNamespaces": []any{"monitoring", "istio-system"}},
 	"features": map[string]any{"policyExceptions": map[string]any{"namespace": "platform,security"}, "namespacedPolicies": map[string]any{"serviceAccount": "tenant-policies"},
 		"celHTTP":   map[string]any{"blocklist": []any{"169.254.169.254", "10.0.0.0/8"}, "allowlist": []any{"https://verdicts.example/"}, "allowInNamespacedPolicies": true},
-		"promotion": map[string]any{"downgrade": "deny"}},
+		"promotion": map[string]any{"downgrade": "deny"},
+		"egress":    map[string]any{"allow": []any{"10.0.0.5:5000", "192.168.0.0/16"}, "maxResponseBytes": 1048576}},
 	"admissionController": map[string]any{
 		"replicas":            5,
 		"podDisruptionBudget": map[string]any{"minAvailable": 2, "maxUnavailable": nil},
@@ -412,7 +413,8 @@ func TestChartKnobs(t *testing.T) {
 		{"memory limit", c.Resources.Limits.Memory().String(), "2Gi"},
 		{"args", c.Args, []string{"serve", "--controllers=admission", "--leader-election-id=charter-admission", "--service=charter-svc", "--service-port=8443", "--drain-delay=10s",
 			"--webhook-excluded-namespaces=monitoring,istio-system", "--promotion-downgrade=deny", "--exception-namespaces=platform,security",
-			"--cel-http-blocklist=169.254.169.254,10.0.0.0/8", "--cel-http-allowlist=https://verdicts.example/", "--allow-http-in-namespaced-policies", "--request-timeout=5s"}},
+			"--cel-http-blocklist=169.254.169.254,10.0.0.0/8", "--cel-http-allowlist=https://verdicts.example/", "--allow-http-in-namespaced-policies",
+			"--egress-allow=10.0.0.5:5000,192.168.0.0/16", "--egress-max-response-bytes=1048576", "--request-timeout=5s"}},
 		{"reports replicas", *deployment("reports").Spec.Replicas, int32(1)},
 		{"reports affinity replaces anti-affinity", deployment("reports").Spec.Template.Spec.Affinity.PodAntiAffinity == nil, true},
 		{"background anti-affinity off", deployment("background").Spec.Template.Spec.Affinity == nil, true},
@@ -421,8 +423,11 @@ func TestChartKnobs(t *testing.T) {
 		{"background namespaced-policy ServiceAccount", slices.Contains(deployment("background").Spec.Template.Spec.Containers[0].Args, "--namespaced-policy-service-account=tenant-policies"), true},
 		{"no namespaced-policy ServiceAccount for admission", slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--namespaced-policy-service-account") }), false},
 		{"reports CEL http", deployment("reports").Spec.Template.Spec.Containers[0].Args[4:],
-			[]string{"--cel-http-blocklist=169.254.169.254,10.0.0.0/8", "--cel-http-allowlist=https://verdicts.example/", "--allow-http-in-namespaced-policies"}},
-		{"gitsync args", deployment("gitsync").Spec.Template.Spec.Containers[0].Args[3:], []string{"--gitsync-cache-dir=/var/cache/charter", "--receiver-addr=:9292",
+			[]string{"--cel-http-blocklist=169.254.169.254,10.0.0.0/8", "--cel-http-allowlist=https://verdicts.example/", "--allow-http-in-namespaced-policies",
+				"--egress-allow=10.0.0.5:5000,192.168.0.0/16", "--egress-max-response-bytes=1048576"}},
+		{"gitsync args", deployment("gitsync").Spec.Template.Spec.Containers[0].Args[3:], []string{
+			"--cel-http-blocklist=169.254.169.254,10.0.0.0/8", "--cel-http-allowlist=https://verdicts.example/", "--allow-http-in-namespaced-policies",
+			"--egress-allow=10.0.0.5:5000,192.168.0.0/16", "--egress-max-response-bytes=1048576", "--gitsync-cache-dir=/var/cache/charter", "--receiver-addr=:9292",
 			"--default-service-account=policy-deployer", "--no-cross-namespace-refs"}},
 		{"gitsync cache size", deployment("gitsync").Spec.Template.Spec.Volumes[0].EmptyDir.SizeLimit.String(), "5Gi"},
 		{"hook image", byKey["Job charter/charter-webhooks-cleanup"] != nil, true},
@@ -443,7 +448,8 @@ func TestChartKnobs(t *testing.T) {
 	}
 
 	// An empty blocklist blocks nothing, which charter's default (null:
-	// no flag) does not mean.
+	// no flag) does not mean; every controller gets it (gitsync's check
+	// and image verification pass the egress guard too).
 	open := renderChart(t, "charter", map[string]any{"features": map[string]any{"celHTTP": map[string]any{"blocklist": []any{}}}})
 	for _, u := range open.Objects {
 		if u.GetKind() != "Deployment" {
@@ -451,8 +457,8 @@ func TestChartKnobs(t *testing.T) {
 		}
 		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 		args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
-		if want := u.GetName() != "charter-gitsync"; slices.Contains(args, "--cel-http-blocklist=") != want {
-			t.Errorf("%s: blocklist [] renders args %q; want --cel-http-blocklist= among them: %v", u.GetName(), args, want)
+		if !slices.Contains(args, "--cel-http-blocklist=") {
+			t.Errorf("%s: blocklist [] renders args %q; want --cel-http-blocklist= among them", u.GetName(), args)
 		}
 	}
 

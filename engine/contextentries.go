@@ -171,6 +171,9 @@ func (ev *evaluation) loadAPICall(ctx context.Context, doc *jsoncontext.Document
 			return nil, err
 		}
 		call.CABundle = c.Service.CABundle
+		// Whose call it is: the cluster's loaders refuse a namespaced
+		// policy's service call unless the process allows it.
+		call.Namespace = ev.readScope()
 		for _, h := range c.Service.Headers {
 			value, err := ev.substituteString(doc, h.Value)
 			if err != nil {

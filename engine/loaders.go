@@ -83,10 +83,11 @@ type APICall struct {
 	// and may refuse addresses policies must not reach (cloud metadata,
 	// loopback). The engine shapes the answer as Kyverno's library does.
 	Library bool
-	// Namespace is, for a Library call, the namespace of the namespaced
-	// policy making it; empty for a cluster-wide policy. Kyverno lets a
-	// namespaced policy call http.* only when allowed
-	// (--allowHTTPInNamespacedPolicies): the caller decides.
+	// Namespace is, for a Library call or a service URL, the namespace of
+	// the namespaced policy making it; empty for a cluster-wide policy.
+	// Kyverno lets a namespaced policy call http.* only when allowed
+	// (--allowHTTPInNamespacedPolicies), and charter holds its apiCall
+	// service URLs to the same: the caller decides.
 	Namespace string
 }
 

@@ -34,7 +34,7 @@ spec:
       pattern: {metadata: {labels: {app: "?*"}}}
 `)
 	images := policy(b, keyEntry(reg.Host+"/app*", key.PublicPEM, ""))
-	v := imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
+	v := imageverify.New(imageverify.Options{Egress: imagetest.LoopbackEgress(), Cache: imageverify.NewCache(100, time.Hour, nil)})
 	opts := []engine.EvalOption{engine.WithLoaders(engine.Loaders{ImageVerifier: v})}
 	for _, c := range []struct {
 		name     string

@@ -185,7 +185,7 @@ func TestImageDataInPolicies(t *testing.T) {
 	pushLabelled(t, reg, "app", "shop", "shop")
 	pushLabelled(t, reg, "app", "other", "other")
 	secrets := &secretsAsked{}
-	v := imageverify.New(imageverify.Options{Secrets: secrets, Cache: imageverify.NewCache(10, time.Hour, nil)})
+	v := imageverify.New(imageverify.Options{Egress: imagetest.LoopbackEgress(), Secrets: secrets, Cache: imageverify.NewCache(10, time.Hour, nil)})
 
 	var vpol policiesv1.ValidatingPolicy
 	mustYAML(t, `apiVersion: policies.kyverno.io/v1

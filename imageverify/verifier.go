@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/egress"
 )
 
 // Verifier verifies images with cosign. It is safe for concurrent use.
@@ -47,7 +48,17 @@ type Options struct {
 	// Secrets reads the pull secrets checks name; nil reads none (a check
 	// naming secrets then fails to run).
 	Secrets SecretReader
-	// Transport carries registry requests; nil uses remote.DefaultTransport.
+	// Egress guards every registry and transparency-log request: the
+	// image of a Pod names its registry and a policy its Rekor URL, so a
+	// tenant chooses where charter connects. nil means egress's defaults
+	// (no loopback, unspecified, link-local, cloud metadata or node
+	// address, checked on the address dialled and every redirect); tests
+	// with a registry on loopback allow its address, and the CLI passes
+	// egress.Open().
+	Egress *egress.Guard
+	// Transport, when set, carries registry requests instead of
+	// remote.DefaultTransport under Egress: the caller answers for what
+	// it reaches (tests that count requests).
 	Transport http.RoundTripper
 	// Timeout bounds one verification (all its registry requests); it
 	// must sit below the webhook timeout so charter, not the API server,
@@ -74,12 +85,33 @@ func New(o Options) *Verifier {
 		o.Timeout = 5 * time.Second
 	}
 	if o.Transport == nil {
-		o.Transport = remote.DefaultTransport
+		o.Transport = guardedTransport(o.Egress)
 	}
 	if o.FulcioRoots == nil {
 		o.FulcioRoots = PublicFulcioRoots
 	}
 	return &Verifier{o: o, cache: o.Cache}
+}
+
+// guardedTransport is go-containerregistry's default transport under g
+// (egress's defaults when nil). A default guard that cannot be built (the
+// node's addresses unreadable) refuses every request rather than guard
+// nothing.
+func guardedTransport(g *egress.Guard) http.RoundTripper {
+	if g == nil {
+		var err error
+		if g, err = egress.New(); err != nil {
+			return refuseAll{err}
+		}
+	}
+	base, _ := remote.DefaultTransport.(*http.Transport)
+	return g.Transport(base)
+}
+
+type refuseAll struct{ err error }
+
+func (r refuseAll) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, fmt.Errorf("egress guard: %w", r.err)
 }
 
 // ResolveDigest returns the digest the reference points to now.
@@ -247,7 +279,8 @@ func (v *Verifier) verifyWith(ctx context.Context, digest name.Digest, check eng
 // classify marks errors that say the verification could not run (the
 // registry unreachable, overloaded or failing, or the time budget spent)
 // as engine.ImageUnavailableError; everything else is a verdict on the
-// image. Kyverno treats only *net.OpError so (§8.10).
+// image. Kyverno treats only *net.OpError so (§8.10); charter adds
+// addresses the egress guard refuses.
 func classify(err error) error {
 	if err == nil || engine.IsImageUnavailable(err) {
 		return err
@@ -257,6 +290,9 @@ func classify(err error) error {
 	var terr *transport.Error
 	var netErr net.Error
 	switch {
+	// A refused address is a registry charter may not reach: unreachable,
+	// not a verdict on the image.
+	case egress.IsBlocked(err):
 	case errors.As(err, &op), errors.As(err, &dns):
 	case errors.As(err, &netErr) && netErr.Timeout():
 	case errors.As(err, &terr) && (terr.StatusCode == http.StatusTooManyRequests || terr.StatusCode >= 500):

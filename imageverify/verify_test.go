@@ -179,7 +179,7 @@ func onlyRule(t *testing.T, policies []engine.PolicyResponse) engine.RuleRespons
 }
 
 func newVerifier() *imageverify.Verifier {
-	return imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
+	return imageverify.New(imageverify.Options{Egress: imagetest.LoopbackEgress(), Cache: imageverify.NewCache(100, time.Hour, nil)})
 }
 
 func TestMustPass(t *testing.T) {
@@ -501,6 +501,31 @@ func TestRegistryUnreachable(t *testing.T) {
 	}
 }
 
+// TestEgressGuardsRegistriesAndRekor: a Pod's image names the registry
+// and a policy its Rekor URL, so by default (no Options.Egress) the
+// verifier refuses loopback, link-local and the cloud metadata address on
+// the address dialled, and verifies only once the registry's address is
+// let through explicitly.
+func TestEgressGuardsRegistriesAndRekor(t *testing.T) {
+	f := newFixture(t)
+	entry := keyEntry(f.reg.Host+"/app*", f.key.PublicPEM, "")
+	m, _ := run(t, imageverify.New(imageverify.Options{}), policy(t, entry), pod(f.signed.DigestRef))
+	if rr := onlyRule(t, m.Policies); rr.Status != engine.StatusError || !strings.Contains(rr.Message, "address 127.0.0.1 is blocked (127.0.0.0/8: loopback)") {
+		t.Fatalf("loopback registry under the default guard: %s %q, want an error naming the blocked address", rr.Status, rr.Message)
+	}
+	m, _ = run(t, imageverify.New(imageverify.Options{Egress: f.reg.Egress()}), policy(t, entry), pod(f.signed.DigestRef))
+	if rr := onlyRule(t, m.Policies); rr.Status != engine.StatusPass {
+		t.Fatalf("the registry let through: %s %q, want pass", rr.Status, rr.Message)
+	}
+	// The transparency log a policy names is held by the same guard.
+	rekor := strings.Replace(keyEntry(f.reg.Host+"/app*", f.key.PublicPEM, ""), `rekor: {url: "http://127.0.0.1:1", ignoreTlog: true}`,
+		`rekor: {url: "http://169.254.169.254", pubkey: `+jsonString(f.rekor.PublicPEM)+`}`, 1)
+	m, _ = run(t, imageverify.New(imageverify.Options{Egress: f.reg.Egress()}), policy(t, rekor), pod(f.signed.DigestRef))
+	if rr := onlyRule(t, m.Policies); rr.Status == engine.StatusPass || !strings.Contains(rr.Message, "address 169.254.169.254 is blocked") {
+		t.Fatalf("Rekor at the metadata address: %s %q, want refused naming the address", rr.Status, rr.Message)
+	}
+}
+
 // TestPublicFulcioRoots: a keyless attestor without roots trusts the
 // public-good Fulcio CA, as in Kyverno. The test stands in a local CA
 // for it; when the roots cannot be had the rule ends in error (denied
@@ -527,7 +552,7 @@ func TestPublicFulcioRoots(t *testing.T) {
 		{"roots unavailable", roots(nil, errors.New("TUF mirror unreachable")), engine.StatusError, "failed to get the Fulcio roots: TUF mirror unreachable"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v := imageverify.New(imageverify.Options{FulcioRoots: c.roots})
+			v := imageverify.New(imageverify.Options{Egress: imagetest.LoopbackEgress(), FulcioRoots: c.roots})
 			m, _ := run(t, v, policy(t, entry), pod(f.keyless.Ref))
 			if rr := onlyRule(t, m.Policies); rr.Status != c.status || !strings.Contains(rr.Message, c.msg) {
 				t.Fatalf("%s %q, want %s containing %q", rr.Status, rr.Message, c.status, c.msg)

@@ -5,35 +5,69 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
-	"syscall"
+	"time"
 
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/egress"
 )
 
-// DefaultHTTPBlocklist is what the CEL http library may not reach unless
-// the process says otherwise, as Kyverno's default: the cloud metadata
-// endpoints and loopback. IP ranges are also checked against the address
-// actually dialled, so a name that resolves into them is refused too.
-var DefaultHTTPBlocklist = []string{"169.254.169.254", "169.254.169.253", "metadata.google.internal", "127.0.0.0/8", "::1/128"}
+// DefaultHTTPBlocklist is what no outbound call of a policy (apiCall
+// service URLs, the CEL http library, GlobalContextEntry apiCalls) nor
+// image verification may reach unless the process says otherwise:
+// egress.DefaultBlocklist (loopback, unspecified, link-local, the cloud
+// metadata addresses, the node's own addresses).
+var DefaultHTTPBlocklist = egress.DefaultBlocklist
 
-// HTTPLimits are what the CEL http library of policies may call.
+// HTTPLimits are what the outbound calls charter makes for policies may
+// reach: charter serve's --cel-http-blocklist, --cel-http-allowlist,
+// --egress-allow, --egress-max-response-bytes and
+// --allow-http-in-namespaced-policies, held by the one egress guard.
 type HTTPLimits struct {
-	// Blocklist holds host names, IP addresses and CIDR ranges no call
-	// may reach; nil means DefaultHTTPBlocklist, an empty list blocks
-	// nothing.
+	// Blocklist holds host names, IP addresses, CIDR ranges and
+	// egress.NodeAddresses no call may reach; nil means
+	// DefaultHTTPBlocklist, an empty list blocks nothing.
 	Blocklist []string
 	// Allowlist, when not empty, holds the URL prefixes that are the
-	// only ones a call may name (the blocklist still applies to them).
+	// only ones a policy's call may name (the blocklist still applies to
+	// them); matched on the parsed scheme, host, port and path. It does
+	// not bind image registries, which the Pod's image names.
 	Allowlist []string
-	// AllowNamespacedPolicies lets namespaced policies call the library
-	// (--allow-http-in-namespaced-policies); off, as Kyverno's
-	// --allowHTTPInNamespacedPolicies, their calls fail.
+	// AllowedAddresses are let through despite the blocklist
+	// ("127.0.0.1:5000", a CIDR range): a registry or service on
+	// loopback in tests and benches.
+	AllowedAddresses []string
+	// MaxResponseBytes bounds an answer (egress.DefaultMaxResponseBytes
+	// when 0).
+	MaxResponseBytes int64
+	// AllowNamespacedPolicies lets namespaced policies call out (CEL
+	// http, apiCall service URLs) (--allow-http-in-namespaced-policies);
+	// off, as Kyverno's --allowHTTPInNamespacedPolicies, their calls fail.
 	AllowNamespacedPolicies bool
+}
+
+// The flags behind HTTPLimits, named in refusals.
+var flagHints = egress.Hints{
+	Blocklist:        "--cel-http-blocklist",
+	AllowAddress:     "--egress-allow",
+	Allowlist:        "--cel-http-allowlist",
+	MaxResponseBytes: "--egress-max-response-bytes",
+}
+
+// Guard builds the egress guard of policies' calls, each bounded by
+// timeout (egress.DefaultTimeout when 0).
+func (l HTTPLimits) Guard(timeout time.Duration) (*egress.Guard, error) {
+	return egress.New(egress.WithBlocklist(l.Blocklist), egress.WithAllowlist(l.Allowlist),
+		egress.WithAllowedAddresses(l.AllowedAddresses), egress.WithMaxResponseBytes(l.MaxResponseBytes),
+		egress.WithTimeout(timeout), egress.WithHints(flagHints))
+}
+
+// RegistryGuard builds the egress guard of image verification (registries,
+// transparency logs): the blocklist and allowed addresses, not the
+// allowlist of policies' URLs. Its time is bounded by the verifier.
+func (l HTTPLimits) RegistryGuard() (*egress.Guard, error) {
+	return egress.New(egress.WithBlocklist(l.Blocklist), egress.WithAllowedAddresses(l.AllowedAddresses), egress.WithHints(flagHints))
 }
 
 // NamespacedHTTPRefusal is the fault of a namespaced policy's CEL http
@@ -42,106 +76,21 @@ type HTTPLimits struct {
 // flag.
 const NamespacedHTTPRefusal = "http.* is not allowed in namespaced policies; set --allow-http-in-namespaced-policies to enable"
 
-// Validate reports an entry of the blocklist that is neither a host, an
-// address nor a CIDR range.
+// NamespacedCallRefusal is the fault of a namespaced policy's apiCall
+// service URL, at admission and when called, while
+// HTTPLimits.AllowNamespacedPolicies is off.
+const NamespacedCallRefusal = "a namespaced policy may not call out (charter serve --allow-http-in-namespaced-policies)"
+
+// Validate reports a setting of the limits that does not parse, naming it.
 func (l HTTPLimits) Validate() error {
-	_, err := newHTTPGuard(l)
+	_, err := l.Guard(0)
 	return err
 }
 
-// httpGuard is HTTPLimits parsed.
-type httpGuard struct {
-	hosts     map[string]bool
-	prefixes  []netip.Prefix
-	allowlist []string
-}
-
-func newHTTPGuard(l HTTPLimits) (*httpGuard, error) {
-	block := l.Blocklist
-	if block == nil {
-		block = DefaultHTTPBlocklist
-	}
-	g := &httpGuard{hosts: map[string]bool{}, allowlist: l.Allowlist}
-	for _, e := range block {
-		e = strings.TrimSpace(e)
-		switch {
-		case e == "":
-		case strings.Contains(e, "/"):
-			p, err := netip.ParsePrefix(e)
-			if err != nil {
-				return nil, fmt.Errorf("http blocklist entry %q: %w", e, err)
-			}
-			g.prefixes = append(g.prefixes, p.Masked())
-		default:
-			if ip, err := netip.ParseAddr(e); err == nil {
-				g.prefixes = append(g.prefixes, netip.PrefixFrom(ip, ip.BitLen()))
-				continue
-			}
-			g.hosts[strings.ToLower(e)] = true
-		}
-	}
-	return g, nil
-}
-
-// checkURL refuses a URL outside the allowlist or naming a blocked host.
-func (g *httpGuard) checkURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return err
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%s: want an http or https URL", raw)
-	}
-	if len(g.allowlist) > 0 && !hasAnyPrefix(raw, g.allowlist) {
-		return fmt.Errorf("%s is not in the allowed URL prefixes (--cel-http-allowlist)", raw)
-	}
-	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-	if g.hosts[host] {
-		return fmt.Errorf("host %s is blocked (--cel-http-blocklist)", host)
-	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		return g.checkIP(ip)
-	}
-	return nil
-}
-
-func (g *httpGuard) checkIP(ip netip.Addr) error {
-	ip = ip.Unmap()
-	for _, p := range g.prefixes {
-		if p.Contains(ip) {
-			return fmt.Errorf("address %s is blocked (--cel-http-blocklist %s)", ip, p)
-		}
-	}
-	return nil
-}
-
-// control checks the address a connection is about to dial, after name
-// resolution.
-func (g *httpGuard) control(_, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return err
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return err
-	}
-	return g.checkIP(ip)
-}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
-}
-
 // guard returns the parsed limits, parsed on first use.
-func (a *APICalls) guard() (*httpGuard, error) {
-	a.guardOnce.Do(func() { a.httpGuard, a.guardErr = newHTTPGuard(a.HTTPLimits) })
-	return a.httpGuard, a.guardErr
+func (a *APICalls) guard() (*egress.Guard, error) {
+	a.guardOnce.Do(func() { a.egress, a.guardErr = a.HTTPLimits.Guard(a.ServiceTimeout) })
+	return a.egress, a.guardErr
 }
 
 // libraryCall performs a CEL http library call and answers {body,
@@ -151,18 +100,7 @@ func (a *APICalls) libraryCall(ctx context.Context, method string, call engine.A
 	if call.Namespace != "" && !a.HTTPLimits.AllowNamespacedPolicies {
 		return nil, errors.New(NamespacedHTTPRefusal)
 	}
-	g, err := a.guard()
-	if err != nil {
-		return nil, err
-	}
-	if err := g.checkURL(call.URL); err != nil {
-		return nil, err
-	}
-	client, err := a.client(call.CABundle, g)
-	if err != nil {
-		return nil, err
-	}
-	status, raw, err := a.doService(ctx, client, method, call, body)
+	status, raw, err := a.send(ctx, method, call, body, true)
 	if err != nil {
 		return nil, err
 	}
@@ -173,19 +111,72 @@ func (a *APICalls) libraryCall(ctx context.Context, method string, call engine.A
 	return map[string]any{"body": decoded, "statusCode": status}, nil
 }
 
+// send checks the URL, then sends the request through the guarded client
+// that trusts call.CABundle.
+func (a *APICalls) send(ctx context.Context, method string, call engine.APICall, body []byte, library bool) (int, []byte, error) {
+	g, err := a.guard()
+	if err != nil {
+		return 0, nil, err
+	}
+	u, err := url.Parse(call.URL)
+	if err != nil {
+		return 0, nil, err
+	}
+	// Checked here for a plain error before any connection; the client's
+	// transport checks it again, with every redirect and the address
+	// dialled.
+	if err := g.CheckURL(u); err != nil {
+		return 0, nil, err
+	}
+	client, err := a.client(call.CABundle, g, library)
+	if err != nil {
+		return 0, nil, err
+	}
+	return a.doService(ctx, client, g, method, call, body)
+}
+
 // statusOK is whether an apiCall entry's answer counts as an answer.
-func statusOK(status int) bool { return status >= http.StatusOK && status < http.StatusMultipleChoices }
+func statusOK(status int) bool { return status >= 200 && status < 300 }
 
-// Guarded returns an APICaller for GlobalContextEntries' apiCalls: a
-// urlPath goes to the API server as an apiCall entry's does; a service
-// URL is bound by the HTTP limits (--cel-http-blocklist, --cel-http-
-// allowlist) as the CEL http library is, since a GlobalContextEntry, like
-// a policy, should not make charter call cloud metadata or loopback. The
-// answer is an apiCall entry's: decoded JSON, a non-2xx status an error.
-func (a *APICalls) Guarded() engine.APICaller { return guardedCalls{a} }
+// serviceRefusal is the fault of a namespaced policy's service call while
+// the process does not allow it.
+func (a *APICalls) serviceRefusal(call engine.APICall) error {
+	if call.Namespace != "" && !a.HTTPLimits.AllowNamespacedPolicies {
+		return fmt.Errorf("%s: %s", call.URL, NamespacedCallRefusal)
+	}
+	return nil
+}
 
-type guardedCalls struct{ a *APICalls }
+// CallFault is a place where a namespaced policy calls out while the
+// process does not allow it.
+type CallFault struct {
+	// Field is the path in the policy, e.g.
+	// spec.rules[0].context[1].apiCall.service.url.
+	Field   string
+	Message string
+}
 
-func (g guardedCalls) Call(ctx context.Context, call engine.APICall) (any, error) {
-	return g.a.call(ctx, call, true)
+func (f CallFault) String() string { return f.Field + ": " + f.Message }
+
+// NamespacedCallFaults returns every place a namespaced policy (kind of
+// group, in its JSON form) calls out: apiCall service URLs of a kyverno.io
+// Policy or CleanupPolicy (in any context list), CEL http expressions of a
+// policies.kyverno.io Namespaced* kind. nil for a cluster-wide kind. The
+// policy webhook and the GitOps pre-apply check refuse a policy with any,
+// unless the process allows them (--allow-http-in-namespaced-policies);
+// APICalls refuses the calls themselves too.
+func NamespacedCallFaults(group, kind string, obj map[string]any) []CallFault {
+	var fields []string
+	msg := NamespacedCallRefusal
+	switch {
+	case group == "kyverno.io" && (kind == "Policy" || kind == "CleanupPolicy"):
+		fields = engine.ServiceCallFields(obj)
+	case group == "policies.kyverno.io" && strings.HasPrefix(kind, "Namespaced"):
+		fields, msg = engine.HTTPLibraryFields(obj), NamespacedHTTPRefusal
+	}
+	faults := make([]CallFault, len(fields))
+	for i, f := range fields {
+		faults[i] = CallFault{Field: f, Message: msg}
+	}
+	return faults
 }

@@ -96,6 +96,22 @@ func TestHTTPLibraryCalls(t *testing.T) {
 		{name: "without the bundle the server is not trusted", calls: open, call: engine.APICall{URL: srv.URL + "/echo", Library: true}, err: "certificate"},
 		{name: "a bundle without a certificate", calls: open, call: engine.APICall{URL: srv.URL + "/echo", CABundle: "junk", Library: true}, err: "failed to parse PEM CA bundle for APICall"},
 		{name: "loopback is blocked by default", calls: &APICalls{}, call: lib(srv.URL + "/echo"), err: "address 127.0.0.1 is blocked"},
+		{name: "loopback as an IPv4-mapped IPv6 address", calls: &APICalls{}, call: lib("https://[::ffff:127.0.0.1]:" + port + "/echo"), err: "address 127.0.0.1 is blocked"},
+		{name: "the unspecified address", calls: &APICalls{}, call: lib("https://0.0.0.0:" + port + "/echo"), err: "address 0.0.0.0 is blocked"},
+		{name: "the unspecified IPv6 address", calls: &APICalls{}, call: lib("https://[::]:" + port + "/echo"), err: "address :: is blocked"},
+		{name: "AWS's IPv6 metadata address", calls: &APICalls{}, call: lib("http://[fd00:ec2::254]/latest/meta-data/"), err: "address fd00:ec2::254 is blocked"},
+		{name: "Alibaba's metadata address", calls: &APICalls{}, call: lib("http://100.100.100.200/latest/meta-data/"), err: "address 100.100.100.200 is blocked"},
+		{name: "the rest of link-local", calls: &APICalls{}, call: lib("http://169.254.1.1/"), err: "address 169.254.1.1 is blocked"},
+		{
+			name: "loopback explicitly allowed", calls: &APICalls{HTTPLimits: HTTPLimits{AllowedAddresses: []string{"127.0.0.1:" + port}}}, call: lib(srv.URL + "/echo"),
+			check: func(t *testing.T, out map[string]any) {
+				if out["statusCode"] != 200 {
+					t.Errorf("answer %v", out)
+				}
+			},
+		},
+		{name: "an allowlist is not a string prefix", calls: &APICalls{HTTPLimits: HTTPLimits{Blocklist: []string{}, Allowlist: []string{srv.URL + "/echo"}}},
+			call: lib(srv.URL + "/echoes"), err: "not in the allowed URL prefixes"},
 		{name: "a name that resolves to loopback is blocked when dialled", calls: &APICalls{}, call: lib("https://localhost:" + port + "/echo"), err: "is blocked"},
 		{name: "the metadata endpoint is blocked by name", calls: &APICalls{}, call: lib("http://metadata.google.internal/computeMetadata/v1/"), err: "host metadata.google.internal is blocked"},
 		{name: "the metadata address is blocked", calls: &APICalls{}, call: lib("http://169.254.169.254/latest/meta-data/"), err: "address 169.254.169.254 is blocked"},

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -32,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/egress"
 )
 
 // ConfigMaps serves `configMap` context entries with a GET of the
@@ -58,39 +58,37 @@ func (c ConfigMaps) ConfigMap(ctx context.Context, namespace, name string) (map[
 }
 
 // Limits of a Service call: how long it may take and how much of its
-// answer is read. A policy's context entry runs inside an admission
-// request, whose own deadline (the webhook's timeout) bounds it too.
+// answer is read (HTTPLimits.MaxResponseBytes sets another). A policy's
+// context entry runs inside an admission request, whose own deadline (the
+// webhook's timeout) bounds it too.
 const (
-	DefaultServiceTimeout = 10 * time.Second
-	MaxResponseBytes      = 10 << 20
+	DefaultServiceTimeout = egress.DefaultTimeout
+	MaxResponseBytes      = egress.DefaultMaxResponseBytes
 )
 
-// APICalls serves `apiCall` context entries: a urlPath is a request to
-// the API server with charter's own identity (so charter's RBAC decides
-// what policies may read), a service URL an HTTPS request to that URL,
-// trusting the entry's caBundle.
+// APICalls serves `apiCall` context entries, GlobalContextEntry apiCalls
+// and the CEL http library: a urlPath is a request to the API server with
+// charter's own identity (so charter's RBAC decides what policies may
+// read), a service URL an HTTP(S) request to that URL, trusting the
+// entry's caBundle, through the egress guard (HTTPLimits): no loopback,
+// cloud metadata or node address, checked on the address dialled and on
+// every redirect, bounded in time and size.
 type APICalls struct {
 	// REST reaches the API server; any client of it will do, the path of
 	// the entry replaces the client's own.
 	REST rest.Interface
 	// ServiceTimeout bounds a Service call (DefaultServiceTimeout when 0).
 	ServiceTimeout time.Duration
-	// HTTPLimits bound what the CEL http library may call (apiCall
-	// entries of ClusterPolicies are not bound by them).
+	// HTTPLimits bound what every service URL may reach.
 	HTTPLimits HTTPLimits
 
-	// clients holds one HTTP client per caBundle (and per whether it is
-	// the CEL library's), so calls to a Service reuse their connections.
-	clients sync.Map // clientKey → *http.Client
+	// clients holds one HTTP client per caBundle, so calls to a Service
+	// reuse their connections.
+	clients sync.Map // caBundle → *http.Client
 
 	guardOnce sync.Once
-	httpGuard *httpGuard
+	egress    *egress.Guard
 	guardErr  error
-}
-
-type clientKey struct {
-	caBundle string
-	library  bool
 }
 
 var _ engine.APICaller = (*APICalls)(nil)
@@ -103,12 +101,6 @@ func NewAPICalls(kube kubernetes.Interface) *APICalls {
 
 // Call performs the call and returns its decoded JSON answer.
 func (a *APICalls) Call(ctx context.Context, call engine.APICall) (any, error) {
-	return a.call(ctx, call, false)
-}
-
-// call performs the call; guardServices binds a service URL by the HTTP
-// limits (see Guarded).
-func (a *APICalls) call(ctx context.Context, call engine.APICall, guardServices bool) (any, error) {
 	method := strings.ToUpper(call.Method)
 	if method == "" {
 		method = http.MethodGet
@@ -137,7 +129,7 @@ func (a *APICalls) call(ctx context.Context, call engine.APICall, guardServices 
 	case call.URLPath != "":
 		raw, err = a.callAPIServer(ctx, method, call.URLPath, body)
 	case call.URL != "":
-		raw, err = a.callService(ctx, method, call, body, guardServices)
+		raw, err = a.callService(ctx, method, call, body)
 	default:
 		return nil, errors.New("neither urlPath nor service.url is set")
 	}
@@ -165,22 +157,11 @@ func (a *APICalls) callAPIServer(ctx context.Context, method, urlPath string, bo
 	return req.Do(ctx).Raw()
 }
 
-func (a *APICalls) callService(ctx context.Context, method string, call engine.APICall, body []byte, guarded bool) ([]byte, error) {
-	var guard *httpGuard
-	if guarded {
-		var err error
-		if guard, err = a.guard(); err != nil {
-			return nil, err
-		}
-		if err := guard.checkURL(call.URL); err != nil {
-			return nil, err
-		}
-	}
-	client, err := a.client(call.CABundle, guard)
-	if err != nil {
+func (a *APICalls) callService(ctx context.Context, method string, call engine.APICall, body []byte) ([]byte, error) {
+	if err := a.serviceRefusal(call); err != nil {
 		return nil, err
 	}
-	status, raw, err := a.doService(ctx, client, method, call, body)
+	status, raw, err := a.send(ctx, method, call, body, false)
 	if err != nil {
 		return nil, err
 	}
@@ -190,14 +171,10 @@ func (a *APICalls) callService(ctx context.Context, method string, call engine.A
 	return raw, nil
 }
 
-// doService sends the request and reads the answer, within
-// MaxResponseBytes, whatever its status.
-func (a *APICalls) doService(ctx context.Context, client *http.Client, method string, call engine.APICall, body []byte) (int, []byte, error) {
-	timeout := a.ServiceTimeout
-	if timeout <= 0 {
-		timeout = DefaultServiceTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// doService sends the request and reads the answer, within the guard's
+// bounds, whatever its status.
+func (a *APICalls) doService(ctx context.Context, client *http.Client, g *egress.Guard, method string, call engine.APICall, body []byte) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.Timeout())
 	defer cancel()
 	var rd io.Reader
 	if body != nil {
@@ -227,44 +204,32 @@ func (a *APICalls) doService(ctx context.Context, client *http.Client, method st
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	// One byte past the limit tells a long answer from one that fits.
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	raw, err := g.ReadBody(resp.Body)
 	if err != nil {
-		return 0, nil, fmt.Errorf("reading the answer: %w", err)
-	}
-	if len(raw) > MaxResponseBytes {
-		return 0, nil, fmt.Errorf("the answer is larger than %d bytes", MaxResponseBytes)
+		return 0, nil, err
 	}
 	return resp.StatusCode, raw, nil
 }
 
-// client returns the HTTP client that trusts caBundle (the system roots
-// when it is empty) and, when guard is set, dials no blocked address.
-func (a *APICalls) client(caBundle string, guard *httpGuard) (*http.Client, error) {
-	key := clientKey{caBundle: caBundle, library: guard != nil}
-	if c, ok := a.clients.Load(key); ok {
+// client returns the guarded HTTP client that trusts caBundle (the system
+// roots when it is empty); library says whose words a bad bundle gets
+// (the CEL library's are Kyverno's).
+func (a *APICalls) client(caBundle string, g *egress.Guard, library bool) (*http.Client, error) {
+	if c, ok := a.clients.Load(caBundle); ok {
 		return c.(*http.Client), nil
 	}
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caBundle != "" {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM([]byte(caBundle)) {
-			if guard != nil {
+			if library {
 				return nil, errors.New("failed to parse PEM CA bundle for APICall")
 			}
 			return nil, errors.New("service.caBundle holds no PEM certificate")
 		}
 		tlsConfig.RootCAs = pool
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = tlsConfig
-	if guard != nil {
-		// No proxy: the address checked must be the one dialled.
-		transport.Proxy = nil
-		dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: guard.control}
-		transport.DialContext = dialer.DialContext
-	}
-	c, _ := a.clients.LoadOrStore(key, &http.Client{Transport: transport})
+	c, _ := a.clients.LoadOrStore(caBundle, g.Client(tlsConfig))
 	return c.(*http.Client), nil
 }
 

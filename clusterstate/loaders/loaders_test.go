@@ -203,6 +203,8 @@ func TestServiceCalls(t *testing.T) {
 			http.Error(w, "registry unavailable\nmore detail", http.StatusServiceUnavailable)
 		case "/text":
 			_, _ = io.WriteString(w, "not json")
+		case "/to-metadata":
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
 		case "/huge":
 			_, _ = w.Write([]byte(`"`))
 			_, _ = w.Write([]byte(strings.Repeat("x", MaxResponseBytes)))
@@ -211,10 +213,15 @@ func TestServiceCalls(t *testing.T) {
 	}))
 	defer srv.Close()
 	caBundle := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
-	calls := &APICalls{}
+	// The server is on loopback, which the guard lets through only when
+	// told to.
+	allowed := []string{strings.TrimPrefix(srv.URL, "https://")}
+	calls := &APICalls{HTTPLimits: HTTPLimits{AllowedAddresses: allowed}}
+	namespaced := &APICalls{HTTPLimits: HTTPLimits{AllowedAddresses: allowed, AllowNamespacedPolicies: true}}
 
 	tests := []struct {
 		name  string
+		calls *APICalls
 		call  engine.APICall
 		check func(t *testing.T, out map[string]any)
 		err   string
@@ -253,10 +260,30 @@ func TestServiceCalls(t *testing.T) {
 		{name: "an answer over the limit", call: engine.APICall{URL: srv.URL + "/huge", CABundle: caBundle}, err: "larger than"},
 		{name: "a server the bundle does not vouch for", call: engine.APICall{URL: srv.URL + "/echo"}, err: "certificate"},
 		{name: "a bundle without a certificate", call: engine.APICall{URL: srv.URL + "/echo", CABundle: "junk"}, err: "service.caBundle holds no PEM certificate"},
+		{name: "loopback is blocked unless allowed", calls: &APICalls{}, call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle},
+			err: "address 127.0.0.1 is blocked (--cel-http-blocklist 127.0.0.0/8: loopback; --egress-allow lets an address through)"},
+		{name: "the metadata endpoint is blocked", call: engine.APICall{URL: "http://169.254.169.254/latest/meta-data/iam/"},
+			err: "address 169.254.169.254 is blocked (--cel-http-blocklist 169.254.0.0/16: link-local, cloud metadata"},
+		{name: "a redirect to the metadata endpoint is blocked", call: engine.APICall{URL: srv.URL + "/to-metadata", CABundle: caBundle},
+			err: "address 169.254.169.254 is blocked"},
+		{name: "a namespaced policy's service call, not allowed", call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Namespace: "shop"},
+			err: "a namespaced policy may not call out (charter serve --allow-http-in-namespaced-policies)"},
+		{
+			name: "a namespaced policy's service call, allowed", calls: namespaced, call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Namespace: "shop"},
+			check: func(t *testing.T, out map[string]any) {
+				if out["method"] != "GET" {
+					t.Errorf("answer %v", out)
+				}
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			checkCall(t, calls, tc.call, tc.check, tc.err)
+			c := tc.calls
+			if c == nil {
+				c = calls
+			}
+			checkCall(t, c, tc.call, tc.check, tc.err)
 		})
 	}
 }

@@ -53,7 +53,13 @@ func (c *clusterSource) configure(_ context.Context, opts *cliapply.Options) err
 		return fmt.Errorf("--cluster: discovery at %s: %w", cfg.Host, err)
 	}
 	opts.Loaders.ConfigMaps = loaders.ConfigMaps{Client: c.kube}
-	opts.Loaders.APICalls = loaders.NewAPICalls(c.kube)
+	calls := loaders.NewAPICalls(c.kube)
+	// The CLI runs on the user's own machine with the user's own reach,
+	// as Kyverno's CLI does: its calls are not held by the egress guard
+	// that charter serve applies, and a namespaced policy's run as they
+	// would in Kyverno's CLI.
+	calls.HTTPLimits = loaders.HTTPLimits{Blocklist: []string{}, AllowNamespacedPolicies: true}
+	opts.Loaders.APICalls = calls
 	opts.Loaders.Namespaces = c
 	opts.Loaders.Objects = c
 	if len(opts.ResourcePaths) == 0 {

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/charter-dev/charter/imageverify"
+	"github.com/charter-dev/charter/internal/egress"
 )
 
 // imageVerifyOptions configure image verification (verifyImages rules).
@@ -33,13 +34,14 @@ func addImageVerifyFlags(f *pflag.FlagSet, o *imageVerifyOptions) {
 }
 
 // verifier returns the image verifier of a process; secrets, when not
-// nil, reads the pull secrets checks name.
-func (o imageVerifyOptions) verifier(secrets imageverify.SecretReader) *imageverify.Verifier {
+// nil, reads the pull secrets checks name; guard is the egress guard of
+// its registry and Rekor requests (loaders.HTTPLimits.RegistryGuard).
+func (o imageVerifyOptions) verifier(secrets imageverify.SecretReader, guard *egress.Guard) *imageverify.Verifier {
 	var cache *imageverify.Cache
 	if o.cacheSize > 0 && o.cacheTTL > 0 {
 		cache = imageverify.NewCache(o.cacheSize, o.cacheTTL, nil)
 	}
-	return imageverify.New(imageverify.Options{Secrets: secrets, Cache: cache, Timeout: o.timeout})
+	return imageverify.New(imageverify.Options{Secrets: secrets, Cache: cache, Timeout: o.timeout, Egress: guard})
 }
 
 func (o imageVerifyOptions) check(requestTimeout time.Duration) error {
@@ -64,10 +66,12 @@ func (r secretReader) Secret(ctx context.Context, namespace, name string) (*core
 // cliImageVerifier verifies images for `charter apply` and `charter
 // test`: against each image's own registry with the local Docker
 // credentials, or against registry (host[:port]) when it is given, which
-// then serves every image's repository.
+// then serves every image's repository. The CLI runs on the user's own
+// machine with the user's own reach, as Kyverno's CLI does, so its egress
+// is open: a local registry on loopback is what --registry is for.
 func cliImageVerifier(registry string) *imageverify.Verifier {
 	return imageverify.New(imageverify.Options{Mirror: registry, Timeout: 30 * time.Second,
-		Cache: imageverify.NewCache(1000, time.Hour, nil)})
+		Cache: imageverify.NewCache(1000, time.Hour, nil), Egress: egress.Open()})
 }
 
 const registryFlagHelp = "verify the images of verifyImages rules against this registry (host[:port]) instead of each image's own, e.g. a local registry holding the same repositories; plain HTTP on loopback"

@@ -36,6 +36,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/internal/clitest"
+	"github.com/charter-dev/charter/internal/egress"
 	"github.com/charter-dev/charter/internal/impersonate"
 	"github.com/charter-dev/charter/internal/version"
 	"github.com/charter-dev/charter/internal/workdir"
@@ -114,7 +115,9 @@ type serveOptions struct {
 	// exceptionNamespaces are --exception-namespaces: where PolicyExceptions
 	// are honoured from; nil means charter's own namespace.
 	exceptionNamespaces []string
-	// httpLimits are --cel-http-blocklist and --cel-http-allowlist.
+	// httpLimits are the egress guard's settings: --cel-http-blocklist,
+	// --cel-http-allowlist, --egress-allow, --egress-max-response-bytes and
+	// --allow-http-in-namespaced-policies.
 	httpLimits loaders.HTTPLimits
 	// promotionDowngrade is --promotion-downgrade: allow or deny.
 	promotionDowngrade string
@@ -238,11 +241,15 @@ stopped charter never leaves a cluster unable to admit anything.`,
 			"An exception exempts what its match selects in any namespace, so trust only the platform team's namespace. "+
 			"Exceptions from elsewhere are ignored, with a Warning event on them; an empty value honours none. Default: charter's --namespace")
 	f.StringSliceVar(&o.httpLimits.Blocklist, "cel-http-blocklist", loaders.DefaultHTTPBlocklist,
-		"hosts, addresses and CIDR ranges the CEL http library of policies may not call (checked on the URL and on the address dialled); an empty value blocks nothing")
+		"hosts, addresses, CIDR ranges and "+egress.NodeAddresses+" (this node's own addresses) that no outbound call may reach: apiCall service URLs, the CEL http library, GlobalContextEntry apiCalls, image registries and Rekor. Checked on the URL, on every redirect and on the address dialled; an empty value blocks nothing")
 	f.StringSliceVar(&o.httpLimits.Allowlist, "cel-http-allowlist", nil,
-		"URL prefixes that are the only ones the CEL http library of policies may call (the blocklist still applies); empty allows any")
+		"URL prefixes (scheme://host[:port][/path], compared parsed, path by whole segments) that are the only ones a policy's calls may name: apiCall service URLs, the CEL http library, GlobalContextEntry apiCalls (not image registries); the blocklist still applies. Empty allows any")
+	f.StringSliceVar(&o.httpLimits.AllowedAddresses, "egress-allow", nil,
+		"addresses let through despite --cel-http-blocklist: address, address:port ([v6]:port) or CIDR range, e.g. 127.0.0.1:5000 for a registry on loopback. Empty: none")
+	f.Int64Var(&o.httpLimits.MaxResponseBytes, "egress-max-response-bytes", egress.DefaultMaxResponseBytes,
+		"largest answer read from an apiCall service URL, the CEL http library or a GlobalContextEntry apiCall")
 	f.BoolVar(&o.httpLimits.AllowNamespacedPolicies, "allow-http-in-namespaced-policies", false,
-		"namespaced policies (NamespacedValidatingPolicy, ...) may call the CEL http library; off, as Kyverno's --allowHTTPInNamespacedPolicies, such a policy is refused at admission and its calls fail")
+		"namespaced policies may call out: the CEL http library (NamespacedValidatingPolicy, ...) and apiCall service URLs (Policy, CleanupPolicy); off, as Kyverno's --allowHTTPInNamespacedPolicies, such a policy is refused at admission (and by the GitOps check), naming each field, and its calls fail")
 	f.StringVar(&o.promotionDowngrade, "promotion-downgrade", promotion.DowngradeAllow,
 		"whether a namespace labelled charter.dev/enforcement=enforce may go back to Audit (label set to audit or removed): allow (with a Warning event on the Namespace naming the user) or deny")
 	addCertFlags(f, &o)
@@ -309,7 +316,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	if err := o.httpLimits.Validate(); err != nil {
-		return fmt.Errorf("--cel-http-blocklist: %w", err)
+		return fmt.Errorf("egress (--cel-http-blocklist, --cel-http-allowlist, --egress-allow): %w", err)
 	}
 	if o.promotionDowngrade != promotion.DowngradeAllow && o.promotionDowngrade != promotion.DowngradeDeny {
 		return fmt.Errorf("--promotion-downgrade: %q: want %s or %s", o.promotionDowngrade, promotion.DowngradeAllow, promotion.DowngradeDeny)
@@ -476,6 +483,12 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	}
 	running := &runningControllers{}
 
+	// Image verification's registries and Rekor pass the egress guard as
+	// policies' calls do, without their URL allowlist.
+	registryGuard, err := o.httpLimits.RegistryGuard()
+	if err != nil {
+		return nil, nil, fmt.Errorf("egress: %w", err)
+	}
 	// One source of installed policies, namespace labels and loaders for
 	// every controller of the process: a policy change is watched once.
 	var state *clusterstate.State
@@ -500,7 +513,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		// policies read (imageRegistry context entries, image.GetMetadata,
 		// getImageData), at admission and in the controllers: one
 		// registry client, credentials and cache.
-		images := o.images.verifier(secretReader{mgr.GetClient()})
+		images := o.images.verifier(secretReader{mgr.GetClient()}, registryGuard)
 		state.Loaders.ImageVerifier, state.Loaders.Images = images, images
 	}
 
@@ -589,14 +602,15 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			CacheDir: o.gitsyncCacheDir, MaxConcurrentReconciles: o.gitsyncWorkers, ReceiverAddr: o.receiverAddr,
 			Tenancy: gitsync.Tenancy{
 				Namespace: o.namespace, DefaultServiceAccount: o.defaultServiceAccount, NoCrossNamespaceRefs: o.noCrossNamespaceRefs,
-				AllowFileURLs: o.gitsyncAllowFileURLs,
+				AllowFileURLs:        o.gitsyncAllowFileURLs,
+				AllowNamespacedCalls: o.httpLimits.AllowNamespacedPolicies,
 			},
 			Limits:      source.Limits{MaxSize: o.gitsyncMaxSize, MaxFiles: o.gitsyncMaxFiles},
 			MinInterval: o.gitsyncMinInterval,
 			// The gate verifies images with the node's registry
 			// credentials only: a repository's suites must not make
 			// charter read pull secrets in other namespaces.
-			Tests: clitest.RepositoryTests{ImageVerifier: o.images.verifier(nil)},
+			Tests: clitest.RepositoryTests{ImageVerifier: o.images.verifier(nil, registryGuard)},
 		}); err != nil {
 			return nil, nil, fmt.Errorf("gitsync: %w", err)
 		}

@@ -76,7 +76,7 @@ var _ = Describe("CEL policies: ImageValidatingPolicy", Label("celpolicies"), Or
 		createNamespaces(ctx, ivpolNamespace, ivpolCharterNamespace)
 		// charter runs on this machine whatever the cluster: it verifies
 		// against the loopback registry.
-		startCharterWith(ctx, ivpolCharterNamespace, "admission,reports")
+		startCharterWith(ctx, ivpolCharterNamespace, "admission,reports", "--egress-allow="+reg.Host)
 		waitPolicyWebhook(ctx)
 		pem, _ := json.Marshal(key.PublicPEM)
 		installPolicy(ctx, &policiesv1.ImageValidatingPolicy{}, fmt.Sprintf(ivpolSigned, reg.Host, pem))

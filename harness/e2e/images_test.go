@@ -106,7 +106,9 @@ var _ = Describe("Image verification", Label("images"), Ordered, func() {
 			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 		}
 		waitDefaultServiceAccounts(ctx, imagesEnforce, imagesAudit, imagesIgnore)
-		startCharterWith(ctx, imagesCharterNamespace, "admission,reports")
+		// charter blocks loopback by default: the test registry is let
+		// through by name.
+		startCharterWith(ctx, imagesCharterNamespace, "admission,reports", "--egress-allow="+reg.Host)
 		waitPolicyWebhook(ctx)
 
 		policies := []string{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/imageverify"
+	"github.com/charter-dev/charter/internal/egress"
 	"github.com/charter-dev/charter/internal/imagetest"
 )
 
@@ -23,7 +24,7 @@ func TestRunImageExtractors(t *testing.T) {
 	out, err := Run(context.Background(), Options{
 		PolicyPaths:   []string{filepath.Join(dir, "policy.yaml")},
 		ResourcePaths: []string{filepath.Join(dir, "resources.yaml")},
-		Loaders:       engine.Loaders{ImageVerifier: imageverify.New(imageverify.Options{Mirror: reg.Host})},
+		Loaders:       engine.Loaders{ImageVerifier: imageverify.New(imageverify.Options{Mirror: reg.Host, Egress: egress.Open()})},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/charter-dev/charter/imageverify"
+	"github.com/charter-dev/charter/internal/egress"
 	"github.com/charter-dev/charter/internal/imagetest"
 )
 
@@ -38,7 +39,7 @@ func TestVerifyImagesSuite(t *testing.T) {
 	}
 
 	// Without the registry the same suite cannot verify: the rows fail.
-	offline := NewRunner(Options{FileName: DefaultFileName, ImageVerifier: imageverify.New(imageverify.Options{Mirror: "127.0.0.1:1"})})
+	offline := NewRunner(Options{FileName: DefaultFileName, ImageVerifier: imageverify.New(imageverify.Options{Mirror: "127.0.0.1:1", Egress: egress.Open()})})
 	results, err := offline.Run(context.Background(), []string{dir})
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func TestGateVerifiesImages(t *testing.T) {
 	}
 	writeImageSuite(t, suite, reg.Host+"/example", key.PublicPEM)
 
-	failures, err := RepositoryTests{ImageVerifier: imageverify.New(imageverify.Options{})}.RunTests(context.Background(), root, suite)
+	failures, err := RepositoryTests{ImageVerifier: imageverify.New(imageverify.Options{Egress: reg.Egress()})}.RunTests(context.Background(), root, suite)
 	if err != nil || len(failures) != 0 {
 		t.Fatalf("gate with a verifier: failures %v, err %v", failures, err)
 	}
@@ -129,7 +130,7 @@ func signedAppRegistry(t *testing.T) (*imagetest.Registry, *imagetest.Key) {
 // <reg>` does, every image pulled from reg, and returns its rows.
 func runMirrored(t *testing.T, reg *imagetest.Registry, dir string) []Row {
 	t.Helper()
-	runner := NewRunner(Options{FileName: DefaultFileName, ImageVerifier: imageverify.New(imageverify.Options{Mirror: reg.Host})})
+	runner := NewRunner(Options{FileName: DefaultFileName, ImageVerifier: imageverify.New(imageverify.Options{Mirror: reg.Host, Egress: egress.Open()})})
 	results, err := runner.Run(context.Background(), []string{dir})
 	if err != nil {
 		t.Fatal(err)

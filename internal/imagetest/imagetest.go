@@ -42,6 +42,8 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/dsse"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
+
+	"github.com/charter-dev/charter/internal/egress"
 )
 
 // T is what the helpers need of a test: testing.TB and Ginkgo's
@@ -531,3 +533,24 @@ func KeyID(t T, pub crypto.PublicKey) string {
 }
 
 func discard() *log.Logger { return log.New(io.Discard, "", 0) }
+
+// LoopbackEgress is the egress guard of verifiers in tests: the default
+// blocklist with loopback (where this package's registries listen)
+// explicitly let through. Image verification refuses loopback otherwise.
+func LoopbackEgress() *egress.Guard {
+	g, err := egress.New(egress.WithAllowedAddresses([]string{"127.0.0.0/8"}))
+	if err != nil {
+		panic(err)
+	}
+	return g
+}
+
+// Egress is the egress guard that lets a verifier reach this registry,
+// and nothing else the default blocklist refuses.
+func (r *Registry) Egress() *egress.Guard {
+	g, err := egress.New(egress.WithAllowedAddresses([]string{r.Host}))
+	if err != nil {
+		panic(err)
+	}
+	return g
+}

@@ -207,7 +207,7 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 			revision, obj.Spec.Path, inventory.Len(obj.Status.Inventory), obj.Status.LastAppliedRevision))
 		return retry
 	}
-	if err := check.Objects(objs, r.Scheme); err != nil {
+	if err := check.Objects(objs, r.Scheme, check.AllowNamespacedCalls(r.Tenancy.AllowNamespacedCalls)); err != nil {
 		r.fail(obj, before, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
 		return retry
 	}

@@ -34,6 +34,11 @@ type Tenancy struct {
 	// repositories are folders of the developer's machine). Without it,
 	// only repositories in Namespace may.
 	AllowFileURLs bool
+	// AllowNamespacedCalls admits revisions with namespaced policies that
+	// call out (apiCall service URLs, CEL http), as policy admission does
+	// under charter serve --allow-http-in-namespaced-policies; off, the
+	// pre-apply check refuses them (check.AllowNamespacedCalls).
+	AllowNamespacedCalls bool
 }
 
 // checkURL refuses a file:// URL of a repository outside charter's

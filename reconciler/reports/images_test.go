@@ -64,7 +64,7 @@ func TestBackgroundRescanVerifiesImagesAgain(t *testing.T) {
 			reg.Sign(t, img, key.Signer, imagetest.SignOptions{})
 
 			e := startEnv(t)
-			e.images = imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
+			e.images = imageverify.New(imageverify.Options{Egress: reg.Egress(), Cache: imageverify.NewCache(100, time.Hour, nil)})
 			if _, err := e.cs.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "images"}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -133,7 +133,7 @@ func TestBackgroundScanImageValidatingPolicy(t *testing.T) {
 	unsigned := reg.Push(t, "app", "unsigned")
 
 	e := startEnv(t)
-	e.images = imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
+	e.images = imageverify.New(imageverify.Options{Egress: reg.Egress(), Cache: imageverify.NewCache(100, time.Hour, nil)})
 	if _, err := e.cs.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "images"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func TestImageDataOnRealAPIServer(t *testing.T) {
 	reg := imagetest.NewRegistry(t)
 	release := reg.Push(t, "app", "release")
 	other := reg.Push(t, "app", "other")
-	images := imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
+	images := imageverify.New(imageverify.Options{Egress: reg.Egress(), Cache: imageverify.NewCache(100, time.Hour, nil)})
 	f := startAdmission(t, withNamespaces("cel", "cpol"), withOptions(func(o *Options) {
 		o.State.Loaders.ImageVerifier, o.State.Loaders.Images = images, images
 	}))

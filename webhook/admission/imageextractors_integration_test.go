@@ -50,7 +50,7 @@ var taskGVR = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Re
 func TestImageExtractorsOnRealAPIServer(t *testing.T) {
 	key := imagetest.NewKey(t)
 	reg, signed, unsigned := imagetest.NewSignedRegistry(t, "app", key)
-	verifier := imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
+	verifier := imageverify.New(imageverify.Options{Egress: reg.Egress(), Cache: imageverify.NewCache(100, time.Hour, nil)})
 	f := startAdmission(t, withNamespaces("ci"), withOptions(func(o *Options) {
 		o.State.Loaders.ImageVerifier = verifier
 	}))

@@ -93,7 +93,7 @@ func TestImageValidatingPolicyOnRealAPIServer(t *testing.T) {
 	signed := reg.Push(t, "app", "signed")
 	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
 	unsigned := reg.Push(t, "app", "unsigned")
-	verifier := imageverify.New(imageverify.Options{Cache: imageverify.NewCache(100, time.Hour, nil)})
+	verifier := imageverify.New(imageverify.Options{Egress: reg.Egress(), Cache: imageverify.NewCache(100, time.Hour, nil)})
 	f := startAdmission(t, withNamespaces("shop", "team-a", "team-b", "audit"), withOptions(func(o *Options) {
 		o.State.Loaders.ImageVerifier = verifier
 	}))

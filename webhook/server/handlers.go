@@ -106,9 +106,10 @@ type Options struct {
 	// PolicyExceptions the process honours: /policyvalidate admits an
 	// exception from elsewhere with a warning that it will be ignored.
 	ExceptionNamespaces *policycache.ExceptionNamespaces
-	// HTTPInNamespacedPolicies admits namespaced CEL policies whose
-	// expressions call the http library; off, /policyvalidate refuses
-	// them, as Kyverno does without --allowHTTPInNamespacedPolicies.
+	// HTTPInNamespacedPolicies admits namespaced policies that call out
+	// (CEL http, apiCall service URLs: loaders.NamespacedCallFaults); off,
+	// /policyvalidate refuses them, as Kyverno refuses namespaced CEL http
+	// without --allowHTTPInNamespacedPolicies.
 	HTTPInNamespacedPolicies bool
 	// Events receives every validated, non-dry-run request's outcome for
 	// Kubernetes Events (events.Sink); nil emits none.

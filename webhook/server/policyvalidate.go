@@ -92,28 +92,31 @@ func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
 	writeResponse(w, allowed(ar.UID, warnings))
 }
 
-// namespacedHTTP refuses a namespaced policies.kyverno.io policy whose
-// expressions call the CEL http library, unless the process allows it
-// (HTTPInNamespacedPolicies), as Kyverno refuses it without
-// --allowHTTPInNamespacedPolicies: a namespace's policy must not make
-// charter call out on its behalf. It names the policy and every field,
-// e.g. NamespacedValidatingPolicy "shop/x": spec.validations[0].expression:
-// http.* is not allowed ...; "" admits.
+// namespacedHTTP refuses a namespaced policy that calls out, unless the
+// process allows it (HTTPInNamespacedPolicies): a policies.kyverno.io
+// Namespaced* policy whose expressions call the CEL http library, as
+// Kyverno refuses it without --allowHTTPInNamespacedPolicies, and a
+// kyverno.io Policy or CleanupPolicy with an apiCall service URL in any
+// context: a namespace's policy must not make charter call out on its
+// behalf (loaders.NamespacedCallFaults, which the GitOps pre-apply check
+// asks too). It names the policy and every field, e.g. Policy "shop/x":
+// spec.rules[0].context[1].apiCall.service.url: a namespaced policy may
+// not call out (...); "" admits.
 func (h *handlers) namespacedHTTP(group, kind string, raw []byte) string {
-	if h.opts.HTTPInNamespacedPolicies || group != policiesv1.Group || !strings.HasPrefix(kind, "Namespaced") {
+	if h.opts.HTTPInNamespacedPolicies {
 		return ""
 	}
 	var obj map[string]any
 	if json.Unmarshal(raw, &obj) != nil {
 		return ""
 	}
-	fields := engine.HTTPLibraryFields(obj)
-	if len(fields) == 0 {
+	faults := loaders.NamespacedCallFaults(group, kind, obj)
+	if len(faults) == 0 {
 		return ""
 	}
-	msgs := make([]string, len(fields))
-	for i, f := range fields {
-		msgs[i] = fmt.Sprintf("%s %q: %s: %s", kind, objectName(raw), f, loaders.NamespacedHTTPRefusal)
+	msgs := make([]string, len(faults))
+	for i, f := range faults {
+		msgs[i] = fmt.Sprintf("%s %q: %s", kind, objectName(raw), f)
 	}
 	return strings.Join(msgs, "; ")
 }

@@ -34,8 +34,8 @@ app.kubernetes.io/component: {{ . }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
-{{/* The CEL http library's flags (features.celHTTP), which every
-controller that evaluates policies gets; nothing for the defaults. */}}
+{{/* The egress guard's flags (features.celHTTP, features.egress), which
+every controller gets; nothing for the defaults. */}}
 {{- define "charter.celHTTPArgs" -}}
 {{- $h := .Values.features.celHTTP }}
 {{- $args := list }}
@@ -47,6 +47,13 @@ controller that evaluates policies gets; nothing for the defaults. */}}
 {{- end }}
 {{- if $h.allowInNamespacedPolicies }}
 {{- $args = append $args "--allow-http-in-namespaced-policies" }}
+{{- end }}
+{{- $e := .Values.features.egress }}
+{{- with $e.allow }}
+{{- $args = append $args (printf "--egress-allow=%s" (join "," .)) }}
+{{- end }}
+{{- with $e.maxResponseBytes }}
+{{- $args = append $args (printf "--egress-max-response-bytes=%v" (int64 .)) }}
 {{- end }}
 {{- toYaml $args }}
 {{- end }}

@@ -26,6 +26,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/strict"
 	"github.com/charter-dev/charter/api/versions"
+	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/reconciler/gitsync/build"
 )
@@ -74,6 +75,20 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("invalid revision, %d faults: %s", len(msgs), strings.Join(msgs, "; "))
 }
 
+// Option configures Objects.
+type Option func(*options)
+
+type options struct{ allowNamespacedCalls bool }
+
+// AllowNamespacedCalls admits namespaced policies that call out (apiCall
+// service URLs, CEL http), as charter serve
+// --allow-http-in-namespaced-policies does at admission; without it
+// Objects refuses them as policy admission does
+// (loaders.NamespacedCallFaults), naming the file and field.
+func AllowNamespacedCalls(allow bool) Option {
+	return func(o *options) { o.allowNamespacedCalls = allow }
+}
+
 // Objects checks a rendered revision; scheme holds the kinds decoded
 // strictly. It returns *Error when anything is wrong.
 //
@@ -81,7 +96,11 @@ func (e *Error) Error() string {
 // dropped: compiling one needs nothing of the others, and a sync's memory
 // peaks here, with the whole revision decoded, so it should not also hold
 // hundreds of compiled policies at once.
-func Objects(objs []build.Object, scheme *runtime.Scheme) error {
+func Objects(objs []build.Object, scheme *runtime.Scheme, opts ...Option) error {
+	var checks options
+	for _, opt := range opts {
+		opt(&checks)
+	}
 	var faults []Fault
 	var exceptions []*kyvernov2.PolicyException
 	// exceptionFiles maps an exception's engine key, as compile errors
@@ -101,6 +120,11 @@ func Objects(objs []build.Object, scheme *runtime.Scheme) error {
 		if err != nil {
 			faults = append(faults, Fault{File: o.File, Object: ref, Message: err.Error()})
 			continue
+		}
+		if !checks.allowNamespacedCalls {
+			for _, f := range loaders.NamespacedCallFaults(gvk.Group, gvk.Kind, o.Object) {
+				faults = append(faults, Fault{File: o.File, Object: ref, Field: f.Field, Message: f.Message})
+			}
 		}
 		// Every served version is checked as its hub type
 		// (policies.kyverno.io/v1alpha1 as v1, ...).

@@ -91,3 +91,21 @@ func TestOneInvalidObjectFailsTheWholeRevision(t *testing.T) {
 	err := Objects(objs, testScheme())
 	g.Expect(err).To(MatchError(ContainSubstring(`invalid revision: repo/no-rules.yaml: ClusterPolicy "empty"`)))
 }
+
+// TestNamespacedCalls: a revision with a namespaced policy that calls out
+// is refused as policy admission refuses it, naming the file and field,
+// unless the process allows such calls.
+func TestNamespacedCalls(t *testing.T) {
+	g := NewWithT(t)
+	err := Objects(load(t, "namespaced-calls.yaml"), testScheme())
+	g.Expect(err).To(BeAssignableToTypeOf(&Error{}))
+	var got []string
+	for _, f := range err.(*Error).Faults {
+		got = append(got, f.String())
+	}
+	g.Expect(got).To(Equal([]string{
+		`repo/namespaced-calls.yaml: Policy "team-a/lookup": spec.rules[0].context[0].apiCall.service.url: a namespaced policy may not call out (charter serve --allow-http-in-namespaced-policies)`,
+		`repo/namespaced-calls.yaml: NamespacedValidatingPolicy "team-a/remote": spec.validations[0].expression: http.* is not allowed in namespaced policies; set --allow-http-in-namespaced-policies to enable`,
+	}))
+	g.Expect(Objects(load(t, "namespaced-calls.yaml"), testScheme(), AllowNamespacedCalls(true))).To(Succeed())
+}

@@ -1,0 +1,299 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+// Namespaces and names of the egress specs: charter's own namespace of
+// each charter the specs run, and the attacker's, where the attacker is
+// a namespace admin and nothing more.
+const (
+	egressCharterNamespace     = "e2e-sec-egress-charter"
+	egressOpenCharterNamespace = "e2e-sec-egress-open-charter"
+	egressTeam                 = "e2e-sec-egress-team"
+	egressAttacker             = "e2e-sec-egress-attacker"
+	egressPolicyRole           = "e2e-sec-egress-policies"
+	egressLookupPolicy         = "e2e-sec-egress-lookup"
+	egressSecret               = "s3cr3t-node-token"
+)
+
+// egressServers are what the attacker aims at, on this machine's
+// loopback where charter serve runs: token serves a secret, as a node
+// agent or a metadata service would; front is a service charter is
+// allowed to call (--egress-allow), which answers at /public and
+// redirects /redirect to token.
+type egressServers struct {
+	token, front *httptest.Server
+}
+
+func startEgressServers() egressServers {
+	GinkgoHelper()
+	token := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]string{"token": egressSecret})
+	}))
+	DeferCleanup(token.Close)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, token.URL+"/token", http.StatusFound)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"token": "public-answer"})
+	}))
+	DeferCleanup(front.Close)
+	return egressServers{token: token, front: front}
+}
+
+func (s egressServers) port(srv *httptest.Server) string {
+	u, err := url.Parse(srv.URL)
+	Expect(err).NotTo(HaveOccurred())
+	return u.Port()
+}
+
+// egressAttackerClient is a client of a user who is admin of egressTeam
+// (the built-in admin ClusterRole, plus the right to write the policy
+// kinds in that namespace, as Kyverno's aggregated roles give) and
+// nothing else.
+func egressAttackerClient(ctx context.Context) client.Client {
+	GinkgoHelper()
+	cl := suite.client
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: egressPolicyRole},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"kyverno.io"}, Resources: []string{"policies", "cleanuppolicies"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"policies.kyverno.io"}, Resources: []string{"namespacedvalidatingpolicies"}, Verbs: []string{"*"}},
+		},
+	}
+	Expect(client.IgnoreAlreadyExists(cl.Create(ctx, role))).To(Succeed())
+	for _, b := range []*rbacv1.RoleBinding{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "attacker-admin", Namespace: egressTeam},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: egressAttacker}},
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "attacker-policies", Namespace: egressTeam},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: egressPolicyRole},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: egressAttacker}},
+		},
+	} {
+		Expect(client.IgnoreAlreadyExists(cl.Create(ctx, b))).To(Succeed())
+	}
+	cfg := rest.CopyConfig(suite.config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: egressAttacker, Groups: []string{"system:authenticated"}}
+	attacker, err := client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return attacker
+}
+
+// egressLookup is the platform team's ClusterPolicy that asks a service
+// about a ConfigMap at the endpoint its data names, and tells its answer
+// in the message: the tenant, who writes the ConfigMap, picks the URL.
+const egressLookup = `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: e2e-sec-egress-lookup}
+spec:
+  validationFailureAction: Enforce
+  background: false
+  rules:
+  - name: lookup
+    match:
+      any:
+      - resources:
+          kinds: [ConfigMap]
+          namespaces: [e2e-sec-egress-team]
+          selector: {matchLabels: {e2e-sec-egress: probe}}
+    context:
+    - name: answer
+      apiCall:
+        service: {url: "{{ request.object.data.endpoint }}"}
+    validate:
+      message: "the service answered {{ answer.token }}"
+      deny: {}
+`
+
+// egressTenantPolicy is the attacker's Policy: it fetches the token
+// server and prints the answer in its denial.
+const egressTenantPolicy = `
+apiVersion: kyverno.io/v1
+kind: Policy
+metadata: {name: steal-token, namespace: e2e-sec-egress-team}
+spec:
+  validationFailureAction: Enforce
+  rules:
+  - name: leak
+    match: {any: [{resources: {kinds: [ConfigMap]}}]}
+    context:
+    - name: tok
+      apiCall:
+        service: {url: "http://127.0.0.1:PORT/token"}
+    validate:
+      message: "{{ tok.token }}"
+      deny: {}
+`
+
+// egressTenantCELPolicy is the attacker's NamespacedValidatingPolicy:
+// it reads URL with the CEL http library and prints the answer.
+const egressTenantCELPolicy = `
+apiVersion: policies.kyverno.io/v1
+kind: NamespacedValidatingPolicy
+metadata: {name: NAME, namespace: e2e-sec-egress-team}
+spec:
+  validationActions: [Deny]
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  matchConditions:
+  - name: probe
+    expression: "has(object.metadata.labels) && 'e2e-sec-egress-cel' in object.metadata.labels && object.metadata.labels['e2e-sec-egress-cel'] == 'NAME'"
+  variables:
+  - name: answer
+    expression: "http.Get('URL')"
+  validations:
+  - expression: "false"
+    messageExpression: "'the service answered ' + string(variables.answer.body.token)"
+`
+
+// egressProbe is a ConfigMap of the attacker's namespace that the
+// platform's lookup policy evaluates, asking endpoint.
+func egressProbe(name, endpoint string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: egressTeam, Labels: map[string]string{"e2e-sec-egress": "probe"}},
+		Data:       map[string]string{"endpoint": endpoint},
+	}
+}
+
+// denial dry-runs the creation of obj as cl and returns the refusal's
+// text, "" when it was admitted.
+func denial(ctx context.Context, cl client.Client, obj client.Object) string {
+	if err := cl.Create(ctx, obj, client.DryRunAll); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+var _ = Describe("Security: egress", Label("security"), func() {
+	Context("under charter's defaults", Ordered, func() {
+		var (
+			attacker client.Client
+			servers  egressServers
+		)
+		BeforeAll(func(ctx SpecContext) {
+			skipUnlessClusterReachesCharter()
+			createNamespaces(ctx, egressCharterNamespace, egressTeam)
+			attacker = egressAttackerClient(ctx)
+			servers = startEgressServers()
+			// Only the front service is let through, by address and port.
+			startCharterWith(ctx, egressCharterNamespace, "admission",
+				"--egress-allow=127.0.0.1:"+servers.port(servers.front))
+			waitPolicyWebhook(ctx)
+			installPolicy(ctx, &kyvernov1.ClusterPolicy{}, egressLookup)
+			waitPolicyReady(ctx, egressLookupPolicy)
+			// The lookup is served once an allowed answer comes back in a
+			// denial: the platform's policy does call out.
+			Eventually(func() string {
+				return denial(ctx, attacker, egressProbe("probe-public", servers.front.URL+"/public"))
+			}).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(ContainSubstring("the service answered public-answer"))
+		}, NodeTimeout(3*time.Minute))
+
+		It("refuses a tenant Policy whose apiCall calls a loopback service, naming the field", func(ctx SpecContext) {
+			var p kyvernov1.Policy
+			Expect(yaml.UnmarshalStrict([]byte(strings.ReplaceAll(egressTenantPolicy, "PORT", servers.port(servers.token))), &p)).To(Succeed())
+			err := attacker.Create(ctx, &p)
+			if err == nil {
+				DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(suite.client.Delete(ctx, &p))).To(Succeed()) })
+			}
+			Expect(err).To(MatchError(ContainSubstring(
+				`Policy "e2e-sec-egress-team/steal-token": spec.rules[0].context[0].apiCall.service.url: a namespaced policy may not call out (charter serve --allow-http-in-namespaced-policies)`)))
+			Expect(apierrors.IsNotFound(suite.client.Get(ctx, client.ObjectKeyFromObject(&p), &kyvernov1.Policy{}))).To(BeTrue(), "the Policy was stored")
+		}, SpecTimeout(time.Minute))
+
+		It("keeps a platform policy's service call off loopback and the metadata endpoint, and never shows the answer", func(ctx SpecContext) {
+			for endpoint, blocked := range map[string]string{
+				servers.token.URL + "/token":                               "address 127.0.0.1 is blocked",
+				"http://169.254.169.254/latest/meta-data/":                 "address 169.254.169.254 is blocked",
+				"http://[fd00:ec2::254]/latest/meta-data/":                 "address fd00:ec2::254 is blocked",
+				"http://0.0.0.0:" + servers.port(servers.token) + "/token": "address 0.0.0.0 is blocked",
+			} {
+				msg := denial(ctx, attacker, egressProbe("probe-blocked", endpoint))
+				Expect(msg).To(ContainSubstring(egressLookupPolicy), "endpoint %s", endpoint)
+				Expect(msg).To(ContainSubstring(blocked), "endpoint %s", endpoint)
+				Expect(msg).NotTo(ContainSubstring(egressSecret), "endpoint %s", endpoint)
+			}
+		}, SpecTimeout(2*time.Minute))
+
+		It("refuses a name that resolves to loopback when it is dialled", func(ctx SpecContext) {
+			msg := denial(ctx, attacker, egressProbe("probe-localhost", "http://localhost:"+servers.port(servers.token)+"/token"))
+			Expect(msg).To(ContainSubstring(egressLookupPolicy))
+			Expect(msg).To(Or(ContainSubstring("address 127.0.0.1 is blocked"), ContainSubstring("address ::1 is blocked")))
+			Expect(msg).NotTo(ContainSubstring(egressSecret))
+		}, SpecTimeout(time.Minute))
+
+		It("refuses a redirect from an allowed service to a blocked address", func(ctx SpecContext) {
+			msg := denial(ctx, attacker, egressProbe("probe-redirect", servers.front.URL+"/redirect"))
+			Expect(msg).To(ContainSubstring(egressLookupPolicy))
+			Expect(msg).To(ContainSubstring("address 127.0.0.1 is blocked"))
+			Expect(msg).NotTo(ContainSubstring(egressSecret))
+		}, SpecTimeout(time.Minute))
+	})
+
+	Context("with --allow-http-in-namespaced-policies", Ordered, func() {
+		var (
+			attacker client.Client
+			servers  egressServers
+		)
+		BeforeAll(func(ctx SpecContext) {
+			skipUnlessClusterReachesCharter()
+			createNamespaces(ctx, egressOpenCharterNamespace, egressTeam)
+			attacker = egressAttackerClient(ctx)
+			servers = startEgressServers()
+			startCharterWith(ctx, egressOpenCharterNamespace, "admission", "--allow-http-in-namespaced-policies")
+			waitPolicyWebhook(ctx)
+		}, NodeTimeout(3*time.Minute))
+
+		It("keeps a namespaced policy's CEL http off loopback in any spelling", func(ctx SpecContext) {
+			port := servers.port(servers.token)
+			for i, target := range []string{
+				"http://[::ffff:127.0.0.1]:" + port + "/token",
+				"http://0.0.0.0:" + port + "/token",
+				"http://[::]:" + port + "/token",
+			} {
+				name := fmt.Sprintf("cel-steal-%d", i)
+				p := &policiesv1.NamespacedValidatingPolicy{}
+				manifest := strings.NewReplacer("NAME", name, "URL", target).Replace(egressTenantCELPolicy)
+				Expect(yaml.UnmarshalStrict([]byte(manifest), p)).To(Succeed())
+				Eventually(func() error { return client.IgnoreAlreadyExists(attacker.Create(ctx, p.DeepCopy())) }).
+					WithTimeout(60*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), "allowed in namespaced policies: %s", target)
+				DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(suite.client.Delete(ctx, p))).To(Succeed()) })
+				probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + name, Namespace: egressTeam,
+					Labels: map[string]string{"e2e-sec-egress-cel": name}}}
+				var msg string
+				Eventually(func() string {
+					msg = denial(ctx, attacker, probe)
+					return msg
+				}).WithTimeout(60*time.Second).WithPolling(500*time.Millisecond).Should(ContainSubstring(name), "the policy is served: %s", target)
+				Expect(msg).To(ContainSubstring("is blocked"), "target %s", target)
+				Expect(msg).NotTo(ContainSubstring(egressSecret), "target %s", target)
+			}
+		}, SpecTimeout(4*time.Minute))
+	})
+})
