@@ -171,7 +171,14 @@ func TestLocalClusterServesCharterAPIs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("creating the MutatingPolicy: %v", err)
 	}
-	for path, v := range map[string]any{"conditions": []any{ready}, "admission": false, "background": true} {
+	// The CEL kinds have Kyverno's status shape: status.conditionStatus,
+	// whose message is empty while the policy is ready.
+	cached := map[string]any{
+		"type": "PolicyCached", "status": "True", "reason": "Succeeded", "message": "policy compiled",
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339), "observedGeneration": mpol.GetGeneration(),
+	}
+	conditionStatus := map[string]any{"ready": true, "conditions": []any{cached}}
+	for path, v := range map[string]any{"conditionStatus": conditionStatus, "admission": false, "background": true} {
 		if err := unstructured.SetNestedField(mpol.Object, v, "status", path); err != nil {
 			t.Fatal(err)
 		}
@@ -202,8 +209,8 @@ func TestLocalClusterServesCharterAPIs(t *testing.T) {
 			name:      "kubectl get mpol",
 			path:      "/apis/policies.kyverno.io/v1/mutatingpolicies/label-configmaps",
 			wantCols:  []string{"NAME", "ADMISSION", "BACKGROUND", "READY", "AGE", "MESSAGE"},
-			wantCells: []string{"label-configmaps", "false", "true", "True"},
-			afterAge:  []string{"policy ready"},
+			wantCells: []string{"label-configmaps", "false", "true", "true"},
+			afterAge:  []string{"<nil>"}, // no MESSAGE while ready
 		},
 		{
 			name:      "kubectl get polr",
