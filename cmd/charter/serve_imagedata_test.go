@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/imagetest"
 	"github.com/charter-dev/charter/webhook/metrics"
@@ -68,6 +69,9 @@ spec:
 		retryPeriod: 2 * time.Second,
 		repeatable:  true,
 		images:      defaultImageVerifyOptions(),
+		// The registry listens on loopback, which the egress guard
+		// refuses unless let through (--egress-allow).
+		httpLimits: loaders.HTTPLimits{AllowedAddresses: []string{reg.Host}},
 	}
 	startServeManager(ctx, t, cp.RESTConfig(), o)
 

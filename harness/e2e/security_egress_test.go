@@ -98,6 +98,9 @@ func egressAttackerClient(ctx context.Context) client.Client {
 	} {
 		Expect(client.IgnoreAlreadyExists(cl.Create(ctx, b))).To(Succeed())
 	}
+	// admin is an aggregated ClusterRole: without a controller manager
+	// to fill it in, it holds no rules.
+	aggregateClusterRoles(ctx)
 	cfg := rest.CopyConfig(suite.config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: egressAttacker, Groups: []string{"system:authenticated"}}
 	attacker, err := client.New(cfg, client.Options{Scheme: scheme})

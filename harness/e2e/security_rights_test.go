@@ -155,6 +155,9 @@ var _ = Describe("Security: rights", Label("security"), Ordered, ContinueOnFailu
 			}
 			Expect(client.IgnoreNotFound(cl.Delete(ctx, platform))).To(Succeed())
 		}, NodeTimeout(30*time.Second))
+		// admin, charter-cleanup and charter-background are aggregated
+		// ClusterRoles: fill them in, as a controller manager would.
+		aggregateClusterRoles(ctx)
 
 		By("making " + rightsTenant + " admin of " + rightsNamespace + ", and letting it write Kyverno policies there")
 		author := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: rightsNamespace, Name: "policy-author"}, Rules: []rbacv1.PolicyRule{
