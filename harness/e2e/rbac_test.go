@@ -624,12 +624,22 @@ func serviceAccountKubeconfig(ctx context.Context, namespace, name string) strin
 // clusterrole-aggregation controller does: the local control plane runs
 // no controller manager. On kind that controller writes the same roles at
 // the same time, so each role is read again and written only while it
-// lacks an aggregated rule, retrying on conflict.
+// lacks an aggregated rule, retrying on conflict. Aggregated roles are
+// members of others (edit of admin, view of edit), and a member's rules
+// are its current ones, so the passes repeat as often as roles can nest.
 func aggregateClusterRoles(ctx context.Context) {
 	GinkgoHelper()
 	var roles rbacv1.ClusterRoleList
 	Expect(suite.client.List(ctx, &roles)).To(Succeed())
-	for _, role := range roles.Items {
+	for range 3 {
+		aggregateClusterRolesOnce(ctx, roles.Items)
+	}
+}
+
+// aggregateClusterRolesOnce fills in each aggregated role of roles once.
+func aggregateClusterRolesOnce(ctx context.Context, roles []rbacv1.ClusterRole) {
+	GinkgoHelper()
+	for _, role := range roles {
 		if role.AggregationRule == nil {
 			continue
 		}
@@ -649,7 +659,7 @@ func aggregateClusterRoles(ctx context.Context) {
 					return err
 				}
 				for _, member := range members.Items {
-					if member.Name != agg.Name && member.AggregationRule == nil && s.Matches(labels.Set(member.Labels)) {
+					if member.Name != agg.Name && s.Matches(labels.Set(member.Labels)) {
 						rules = append(rules, member.Rules...)
 					}
 				}
