@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -89,7 +90,7 @@ func (c *Clients) For(namespace string) (dynamic.Interface, error) {
 // UserName is the user name of a ServiceAccount; the API server gives an
 // impersonated one its ServiceAccount groups too.
 func UserName(namespace, name string) string {
-	return "system:serviceaccount:" + namespace + ":" + name
+	return serviceaccount.MakeUsername(namespace, name)
 }
 
 // Error is a request made as a namespaced policy's ServiceAccount that

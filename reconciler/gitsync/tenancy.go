@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -85,18 +86,12 @@ func (t Tenancy) writerOf(obj *gitopsv1alpha1.PolicyRepository) writer {
 	return w
 }
 
-// serviceAccountUser is the user name of a ServiceAccount, which the API
-// server also gives its groups when it is impersonated.
-func serviceAccountUser(namespace, name string) string {
-	return "system:serviceaccount:" + namespace + ":" + name
-}
-
 // impersonating returns a client of cfg that acts as the ServiceAccount
 // namespace/name. It reads nothing from a cache: the ServiceAccount may
 // not list or watch what it writes.
 func impersonating(cfg *rest.Config, c client.Client, namespace, name string) (client.Client, error) {
 	cfg = rest.CopyConfig(cfg)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: serviceAccountUser(namespace, name)}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: serviceaccount.MakeUsername(namespace, name)}
 	return client.New(cfg, client.Options{Scheme: c.Scheme(), Mapper: c.RESTMapper()})
 }
 
