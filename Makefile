@@ -25,7 +25,9 @@ endif
 endif
 E2E_PROVIDER  ?=
 E2E_LABELS    ?=
-GOTEST_FLAGS  ?=
+# go test stops a package after 10 min by default; the e2e suite takes about
+# 6 min on a quiet 2-core machine and more under load, so it gets room.
+GOTEST_FLAGS  ?= -timeout 30m
 
 # Tests never read the developer's git configuration; the control plane
 # binaries built by `make controlplane` are found through KUBEBUILDER_ASSETS.
