@@ -80,7 +80,7 @@ func celEnv() (*environment.EnvSet, *celEnvCompiler, error) {
 	celEnvOnce.Do(func() {
 		celBaseEnv, celEnvErr = withLenientOrValue(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 		if celEnvErr == nil {
-			celRuleCompiler, celEnvErr = newCELEnvCompiler(celBaseEnv)
+			celRuleCompiler, celEnvErr = newCELEnvCompiler(celBaseEnv, false)
 		}
 	})
 	return celBaseEnv, celRuleCompiler, celEnvErr
@@ -258,6 +258,12 @@ func (ci *celInputs) measure(i int) inputBound {
 			size.strings = max(size.strings, len(v))
 		}
 	}
+	// request.object and request.oldObject are the objects.
+	for _, obj := range []int{inputObject, inputOldObject} {
+		o := ci.inputSizes(1 << obj)
+		size.strings = max(size.strings, o.strings)
+		size.lists = max(size.lists, o.lists)
+	}
 	return size
 }
 
@@ -322,8 +328,8 @@ func (ci *celInputs) requestValue() ref.Val {
 	return ci.request
 }
 
-// admissionRequest is the AdmissionRequest VAP exposes as `request`:
-// everything but the objects, which are `object` and `oldObject`.
+// admissionRequest is the AdmissionRequest exposed as `request`: VAP's,
+// plus the objects, which Kyverno's CEL policies read there too.
 func (in *requestView) admissionRequest(op kyvernov1.AdmissionOperation) map[string]any {
 	gvk := map[string]any{"group": in.gvk.Group, "version": in.gvk.Version, "kind": in.gvk.Kind}
 	gvr := map[string]any{"group": in.req.Resource.Group, "version": in.req.Resource.Version, "resource": in.req.Resource.Resource}
@@ -344,7 +350,18 @@ func (in *requestView) admissionRequest(op kyvernov1.AdmissionOperation) map[str
 		}
 		user["extra"] = extra
 	}
+	// object and oldObject are there for Kyverno's CEL policies, whose
+	// request type declares them (withRequestVariables); VAP's does not.
+	var object, oldObject any
+	if in.req.Object != nil {
+		object = in.req.Object
+	}
+	if in.req.OldObject != nil {
+		oldObject = in.req.OldObject
+	}
 	return map[string]any{
+		"object":             object,
+		"oldObject":          oldObject,
 		"kind":               gvk,
 		"resource":           gvr,
 		"subResource":        in.req.SubResource,

@@ -14,8 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
+	apiservercelcommon "k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/apiserver/pkg/cel/lazy"
+	"k8s.io/apiserver/pkg/cel/library"
+	"k8s.io/apiserver/pkg/cel/mutation"
 )
 
 // variablesTypeName is the CEL type of `variables`, as VAP names it.
@@ -44,14 +47,21 @@ type celEnvCompiler struct {
 	// plugincel does, for compileChecked.
 	plainEnv, withVarsEnv *environment.EnvSet
 	checked               func() (checkedEnvs, error)
+
+	// requestObjects is set for the policies.kyverno.io kinds, whose
+	// `request` holds the objects too (cel-policy-types.md §3.1):
+	// `request.object` and `request.oldObject`, as Kyverno declares them.
+	// Every expression then compiles through compileChecked, since
+	// plugincel's compiler declares VAP's request type of its own.
+	requestObjects bool
 }
 
 // checkedEnvs are the environments of compileChecked, without and with
 // the policy's variables.
-type checkedEnvs struct{ plain, withVars *environment.EnvSet }
+type checkedEnvs struct{ plain, withVars, plainPatch, withVarsPatch *environment.EnvSet }
 
-func newCELEnvCompiler(base *environment.EnvSet) (*celEnvCompiler, error) {
-	c := &celEnvCompiler{}
+func newCELEnvCompiler(base *environment.EnvSet, requestObjects bool) (*celEnvCompiler, error) {
+	c := &celEnvCompiler{requestObjects: requestObjects}
 	for _, into := range []struct {
 		compiler *plugincel.Compiler
 		vars     **apiservercel.DeclType
@@ -74,9 +84,16 @@ func newCELEnvCompiler(base *environment.EnvSet) (*celEnvCompiler, error) {
 		}
 	}
 	c.checked = sync.OnceValues(func() (envs checkedEnvs, err error) {
-		if envs.plain, err = withRequestVariables(c.plainEnv); err == nil {
-			envs.withVars, err = withRequestVariables(c.withVarsEnv)
+		if envs.plain, err = withRequestVariables(c.plainEnv, requestObjects); err != nil {
+			return envs, err
 		}
+		if envs.withVars, err = withRequestVariables(c.withVarsEnv, requestObjects); err != nil {
+			return envs, err
+		}
+		if envs.plainPatch, err = envs.plain.Extend(patchTypes); err != nil {
+			return envs, err
+		}
+		envs.withVarsPatch, err = envs.withVars.Extend(patchTypes)
 		return envs, err
 	})
 	return c, nil
@@ -84,9 +101,16 @@ func newCELEnvCompiler(base *environment.EnvSet) (*celEnvCompiler, error) {
 
 // withRequestVariables declares the variables plugincel's compiler
 // declares for an expression without params or authorizer: object,
-// oldObject, namespaceObject and request, with Kubernetes' own types.
-func withRequestVariables(env *environment.EnvSet) (*environment.EnvSet, error) {
+// oldObject, namespaceObject and request, with Kubernetes' own types;
+// with requestObjects, request also has the fields object and oldObject
+// (dyn), as in Kyverno's CEL policies.
+func withRequestVariables(env *environment.EnvSet, requestObjects bool) (*environment.EnvSet, error) {
 	namespaceType, requestType := plugincel.BuildNamespaceType(), plugincel.BuildRequestType()
+	if requestObjects {
+		for _, name := range []string{plugincel.ObjectVarName, plugincel.OldObjectVarName} {
+			requestType.Fields[name] = apiservercel.NewDeclField(name, apiservercel.DynType, false, nil, nil)
+		}
+	}
 	return env.Extend(environment.VersionedOptions{
 		IntroducedVersion: version.MajorMinor(1, 0),
 		EnvOptions: []celgo.EnvOption{
@@ -97,6 +121,17 @@ func withRequestVariables(env *environment.EnvSet) (*environment.EnvSet, error) 
 		},
 		DeclTypes: []*apiservercel.DeclType{namespaceType, requestType},
 	}, environment.StrictCostOpt)
+}
+
+// patchTypes are what plugincel declares for a MutatingAdmissionPolicy's
+// mutations (its HasPatchTypes): the JSONPatch and Object types, and
+// jsonpatch.escapeKey.
+var patchTypes = environment.VersionedOptions{
+	IntroducedVersion: version.MajorMinor(1, 0),
+	EnvOptions: []celgo.EnvOption{
+		apiservercelcommon.ResolverEnvOption(&mutation.DynamicTypeResolver{}),
+		environment.UnversionedLib(library.JSONPatch),
+	},
 }
 
 // checkedExpression is an expression compiled by compileChecked.
@@ -117,6 +152,12 @@ type checkedExpression struct {
 // planned without interrupt checks, which only a cancelled context
 // triggers: charter evaluates with Eval (celEvaluator.eval).
 func (c *celCompiler) compileChecked(a plugincel.ExpressionAccessor, mode environment.Type) checkedExpression {
+	return c.compileTyped(a, mode, true, false)
+}
+
+// compileTyped is compileChecked; untracked also plans the program
+// without cost tracking, patchTypes declares the mutations' types.
+func (c *celCompiler) compileTyped(a plugincel.ExpressionAccessor, mode environment.Type, untracked, patchTypes bool) checkedExpression {
 	fail := func(typ apiservercel.ErrorType, detail string, cause error) checkedExpression {
 		return checkedExpression{CompilationResult: plugincel.CompilationResult{
 			Error: &apiservercel.Error{Type: typ, Detail: detail, Cause: cause}, ExpressionAccessor: a,
@@ -127,11 +168,17 @@ func (c *celCompiler) compileChecked(a plugincel.ExpressionAccessor, mode enviro
 		return fail(apiservercel.ErrorTypeInternal, "unexpected error loading CEL environment: "+err.Error(), nil)
 	}
 	envSet := envs.plain
+	if patchTypes {
+		envSet = envs.plainPatch
+	}
 	if len(c.vars.Fields) > 0 {
 		c.env.mu.Lock()
 		defer c.env.mu.Unlock()
 		c.env.vars.Fields = c.vars.Fields
 		envSet = envs.withVars
+		if patchTypes {
+			envSet = envs.withVarsPatch
+		}
 	}
 	env, err := envSet.Env(mode)
 	if err != nil {
@@ -161,7 +208,7 @@ func (c *celCompiler) compileChecked(a plugincel.ExpressionAccessor, mode enviro
 	if out.env, err = envs.plain.Env(mode); err != nil {
 		out.env = nil
 	}
-	if opt := untrackedCost(); opt != nil {
+	if opt := untrackedCost(); opt != nil && untracked {
 		out.untracked, _ = env.Program(ast, opt)
 	}
 	return out
@@ -192,6 +239,9 @@ type celCompiler struct {
 // CompileCELExpression compiles an expression that may use the variables
 // stored so far.
 func (c *celCompiler) CompileCELExpression(a plugincel.ExpressionAccessor, decls plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.CompilationResult {
+	if c.env.requestObjects && !decls.HasParams && !decls.HasAuthorizer {
+		return c.compileTyped(a, mode, false, decls.HasPatchTypes).CompilationResult
+	}
 	if len(c.vars.Fields) == 0 {
 		return c.env.plain.CompileCELExpression(a, decls, mode)
 	}

@@ -302,6 +302,9 @@ func pureLibraryOptions() []celgo.EnvOption {
 		// Bindings and Math, which Kyverno adds to the Kubernetes
 		// environment.
 		ext.Encoders(), ext.Bindings(), ext.Math(),
+		// regex.replace, regex.extract and regex.extractAll: cel-go's
+		// Regex, which Kyverno adds too (cel-policy-types.md §3.1).
+		ext.Regex(),
 		// image is also the receiver of image.GetMetadata: a variable and
 		// a global function of the same name live side by side in CEL.
 		global("image", celgo.Overload("kyverno_image_string", []*celgo.Type{str}, imageRefType, celgo.UnaryBinding(parseImageRef))),

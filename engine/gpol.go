@@ -97,7 +97,7 @@ var generatingPolicyCompiler = sync.OnceValues(func() (*celEnvCompiler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newCELEnvCompiler(env)
+	return newCELEnvCompiler(env, true)
 })
 
 func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, p *Policy) CompileErrors {

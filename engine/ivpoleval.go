@@ -73,7 +73,7 @@ var ivpolCompiler = sync.OnceValues(func() (*celEnvCompiler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newCELEnvCompiler(env)
+	return newCELEnvCompiler(env, true)
 })
 
 func toImageVerification(name string) celgo.MacroFactory {

@@ -219,6 +219,10 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *ev
 		if ex.targets != nil && !ex.targets.matches(tv) {
 			continue
 		}
+		// `object` is the target; `request` stays the trigger's, as in
+		// Kyverno: a policy triggered by a DELETE reads the deleted
+		// object as request.oldObject while it patches a target.
+		tv.celInputs().request = in.celInputs().requestValue()
 		o, patched := p.evaluateMPolVariant(ctx, tv, cfg, v, v.targetConditions, &rr)
 		rr.Status, rr.Message = o.status, o.message
 		if len(o.props) > 0 {

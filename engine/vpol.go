@@ -82,7 +82,7 @@ var celPolicyCompiler = sync.OnceValues(func() (*celEnvCompiler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newCELEnvCompiler(env)
+	return newCELEnvCompiler(env, true)
 })
 
 // celPolicyEnv is the environment of policies.kyverno.io policies: VAP's,

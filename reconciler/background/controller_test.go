@@ -178,9 +178,10 @@ func (e *env) wantPolicyTypes(ns string, want ...networkingv1.PolicyType) {
 	})
 }
 
-// admit creates the UpdateRequests admission would for a request, through
-// the webhook's generator and the policies as admission compiles them.
-func (e *env) admit(op kyvernov1.AdmissionOperation, obj, old client.Object) {
+// build returns the UpdateRequests admission would make for a request,
+// through the webhook's generator and the policies as admission compiles
+// them, without creating them.
+func (e *env) build(op kyvernov1.AdmissionOperation, obj, old client.Object) []*kyvernov2.UpdateRequest {
 	e.t.Helper()
 	policies, err := policycache.ListPolicies(e.ctx, e.cl)
 	if err != nil {
@@ -204,7 +205,14 @@ func (e *env) admit(op kyvernov1.AdmissionOperation, obj, old client.Object) {
 	}
 	req := &engine.Request{Operation: op, Object: toMap(obj), OldObject: toMap(old)}
 	gen := updaterequest.NewGenerator(e.cl, charterNamespace, engine.Loaders{}, 0, testr.New(e.t))
-	urs := gen.Build(e.ctx, server.BackgroundRecord{UID: types.UID("admission-" + string(op)), Request: req, Sets: []*engine.PolicySet{set}})
+	return gen.Build(e.ctx, server.BackgroundRecord{UID: types.UID("admission-" + string(op)), Request: req, Sets: []*engine.PolicySet{set}})
+}
+
+// admit creates the UpdateRequests admission would for a request, through
+// the webhook's generator and the policies as admission compiles them.
+func (e *env) admit(op kyvernov1.AdmissionOperation, obj, old client.Object) {
+	e.t.Helper()
+	urs := e.build(op, obj, old)
 	if len(urs) == 0 {
 		e.t.Fatalf("admission of %s %s made no UpdateRequest", op, obj.GetName())
 	}

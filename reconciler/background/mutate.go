@@ -30,7 +30,7 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 	if err != nil || trigger == nil {
 		return err
 	}
-	resp := compiled.set.Mutate(ctx, snap.request(trigger), engine.WithLoaders(c.loaders), engine.WithMutateExisting())
+	resp := compiled.set.Mutate(ctx, snap.mutateRequest(trigger), engine.WithLoaders(c.loaders), engine.WithMutateExisting())
 	var errs []error
 	var done []engine.RuleResponse
 	writeFailed := false

@@ -67,6 +67,20 @@ func (s *snapshot) request(trigger map[string]any) *engine.Request {
 	return req
 }
 
+// mutateRequest builds the engine request of a mutate-existing rule run
+// for a trigger: request as snapshot.request, except that the deletion of
+// the trigger stays a DELETE whose object and old object are the deleted
+// object (background-cleanup.md §4.1), as Kyverno's background context
+// has it, so a rule that matches only DELETE (or checks
+// request.operation) acts on it.
+func (s *snapshot) mutateRequest(trigger map[string]any) *engine.Request {
+	req := s.request(trigger)
+	if s.op() == kyvernov1.Delete {
+		req.Operation, req.OldObject = kyvernov1.Delete, trigger
+	}
+	return req
+}
+
 // reconcileUpdateRequest carries out one UpdateRequest: done, it is
 // deleted; failed, it goes back to Pending with the reason and waits its
 // backoff, or, after MaxAttempts, stays Failed with an event on the
