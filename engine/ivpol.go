@@ -108,10 +108,10 @@ func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingP
 	for _, ag := range ivpolAutogen(spec) {
 		m, err := compileConstraints(ag.spec.MatchConstraints)
 		if err != nil {
-			f.add("status.autogen."+ag.name+".matchConstraints", err.Error())
+			f.add("status.autogen.configs."+ag.name+".spec.matchConstraints", err.Error())
 			continue
 		}
-		ip.variants = append(ip.variants, &ivpolVariant{match: m, lazy: newLazyVariant(ag.spec, "status.autogen."+ag.name, compileIVPolVariant)})
+		ip.variants = append(ip.variants, &ivpolVariant{match: m, lazy: newLazyVariant(ag.spec, "status.autogen.configs."+ag.name+".spec", compileIVPolVariant)})
 	}
 	if len(f.errs) > 0 {
 		return f.errs

@@ -88,10 +88,10 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 	for _, ag := range mpolAutogen(spec) {
 		m, err := compileConstraints(ag.spec.MatchConstraints)
 		if err != nil {
-			f.add("status.autogen."+ag.name+".matchConstraints", err.Error())
+			f.add("status.autogen.configs."+ag.name+".spec.matchConstraints", err.Error())
 			continue
 		}
-		mp.variants = append(mp.variants, &mpolVariant{match: m, lazy: newLazyVariant(ag.spec, "status.autogen."+ag.name, compileMPolVariant)})
+		mp.variants = append(mp.variants, &mpolVariant{match: m, lazy: newLazyVariant(ag.spec, "status.autogen.configs."+ag.name+".spec", compileMPolVariant)})
 	}
 	if len(f.errs) > 0 {
 		return f.errs

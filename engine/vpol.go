@@ -141,10 +141,10 @@ func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike,
 		// and its faults would repeat those of the policy, which compiled.
 		m, err := compileConstraints(ag.spec.MatchConstraints)
 		if err != nil {
-			f.add("status.autogen."+ag.name+".matchConstraints", err.Error())
+			f.add("status.autogen.configs."+ag.name+".spec.matchConstraints", err.Error())
 			continue
 		}
-		vp.variants = append(vp.variants, &vpolVariant{match: m, lazy: newLazyVariant(ag.spec, "status.autogen."+ag.name, compileVPolVariant)})
+		vp.variants = append(vp.variants, &vpolVariant{match: m, lazy: newLazyVariant(ag.spec, "status.autogen.configs."+ag.name+".spec", compileVPolVariant)})
 	}
 	if len(f.errs) > 0 {
 		return f.errs
