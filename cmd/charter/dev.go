@@ -58,6 +58,9 @@ type devOptions struct {
 	branch string
 	// readyTimeout bounds the wait for the first sync.
 	readyTimeout time.Duration
+	// noSync leaves the cluster without a PolicyRepository: nothing but
+	// what the user applies is installed (make conformance-cluster).
+	noSync bool
 
 	webhookPort  int
 	receiverAddr string
@@ -69,8 +72,9 @@ func newDevCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole of charter against a local control plane, until Ctrl-C",
-		Long: `dev starts a real etcd and kube-apiserver on this machine (built by
-'make controlplane'; no Docker needed), installs charter's CRDs, and runs
+		Long: `dev starts a real etcd, kube-apiserver and kube-controller-manager on
+this machine (built by 'make controlplane'; no Docker needed), installs
+charter's CRDs, and runs
 every controller in one process: admission (the API server calls it by
 URL), reports and gitsync. It then points a PolicyRepository at this
 checkout (file://, path environments/dev, the current branch), waits
@@ -99,12 +103,13 @@ charter's webhook configurations and leaves the cluster running.`,
 	f := cmd.Flags()
 	f.StringVar(&opts.kubeconfig, "kubeconfig", "", "use this cluster instead of starting a local control plane")
 	f.StringSliceVar(&opts.crds, "crds", []string{defaultCRDDir}, "CRD files or folders to install")
-	f.StringVar(&opts.binDir, "bin-dir", "", "folder holding etcd and kube-apiserver (default $KUBEBUILDER_ASSETS, else <repo>/bin)")
+	f.StringVar(&opts.binDir, "bin-dir", "", "folder holding etcd, kube-apiserver and kube-controller-manager (default $KUBEBUILDER_ASSETS, else <repo>/bin)")
 	f.BoolVar(&opts.keepLogs, "keep-logs", false, "keep the control plane's work folder (logs, etcd data) on exit")
 	f.StringVar(&opts.repo, "repo", "", "local Git checkout to sync policies from (default: this checkout)")
 	f.StringVar(&opts.path, "path", defaultDevPath, "folder of the repository to build and apply")
 	f.StringVar(&opts.branch, "branch", "", "branch to sync (default: the checkout's current branch)")
 	f.DurationVar(&opts.readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the first sync")
+	f.BoolVar(&opts.noSync, "no-sync", false, "sync no repository: the cluster holds only the policies you apply")
 	f.IntVar(&opts.webhookPort, "webhook-port", 0, "port of the admission server on 127.0.0.1 (default: a free port)")
 	f.StringVar(&opts.receiverAddr, "receiver-addr", "", "address of the Git push receiver (e.g. 127.0.0.1:9292); empty disables it")
 	f.StringVar(&opts.metricsAddr, "metrics-addr", "", "Prometheus metrics address (default: a free port on 127.0.0.1; 0 disables)")
@@ -168,9 +173,12 @@ type devEnvironment struct {
 // the dev environment applied.
 func (e *devEnvironment) up(ctx context.Context, opts devOptions) error {
 	e.title("charter dev")
-	source, err := resolveDevSource(opts)
-	if err != nil {
-		return err
+	var source devSource
+	if !opts.noSync {
+		var err error
+		if source, err = resolveDevSource(opts); err != nil {
+			return err
+		}
 	}
 	if err := e.connect(ctx, opts); err != nil {
 		return err
@@ -195,6 +203,10 @@ func (e *devEnvironment) up(ctx context.Context, opts devOptions) error {
 	if err := e.startControllers(ctx, opts); err != nil {
 		return err
 	}
+	if opts.noSync {
+		e.done("kubeconfig: %s", e.kubeconfigPath)
+		return nil
+	}
 	e.watcher = &branchWatcher{dir: source.dir, branch: source.branch}
 	if err := e.syncRepository(ctx, source, opts.readyTimeout); err != nil {
 		return err
@@ -214,7 +226,9 @@ func (e *devEnvironment) connect(ctx context.Context, opts devOptions) error {
 		return nil
 	}
 
-	cpOpts := []controlplane.Option{controlplane.WithKeepLogs(opts.keepLogs)}
+	// kube-controller-manager finishes namespace deletions and collects
+	// objects whose owners are gone, as a user's cluster does.
+	cpOpts := []controlplane.Option{controlplane.WithKeepLogs(opts.keepLogs), controlplane.WithControllerManager()}
 	if opts.binDir != "" {
 		cpOpts = append(cpOpts, controlplane.WithBinaryDir(opts.binDir))
 	}
@@ -375,6 +389,11 @@ func (e *devEnvironment) openLog() (string, error) {
 // serve runs until ctx ends, asking for a sync whenever the branch moves
 // and printing what became of it.
 func (e *devEnvironment) serve(ctx context.Context) error {
+	if e.watcher == nil {
+		<-ctx.Done()
+		fmt.Fprintln(e.out)
+		return nil
+	}
 	e.watcher.run(ctx, func(rev string) {
 		if err := requestSync(ctx, e.client, client.ObjectKey{Namespace: devNamespace, Name: devRepositoryName}); err != nil {
 			e.fail("commit %s: asking for a sync: %v", shortRevision(rev), err)

@@ -17,7 +17,10 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2/textlogger"
@@ -52,6 +55,7 @@ import (
 	"github.com/charter-dev/charter/webhook/metrics"
 	"github.com/charter-dev/charter/webhook/promotion"
 	"github.com/charter-dev/charter/webhook/server"
+	"github.com/charter-dev/charter/webhook/status"
 )
 
 // The controllers serve can run.
@@ -122,6 +126,10 @@ type serveOptions struct {
 	// promotionDowngrade is --promotion-downgrade: allow or deny.
 	promotionDowngrade string
 
+	// reportsServiceAccount is --reports-service-account: the identity of
+	// the reports controller when it runs in another process, whose read
+	// access the policy status controller checks.
+	reportsServiceAccount string
 	// policyServiceAccount is --namespaced-policy-service-account: the
 	// ServiceAccount background and cleanup writes for a namespaced policy
 	// impersonate, in its namespace.
@@ -259,6 +267,8 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	o.background.addFlags(f)
 	f.StringVar(&o.policyServiceAccount, "namespaced-policy-service-account", impersonate.DefaultServiceAccount,
 		"ServiceAccount, in a namespaced policy's namespace, that the background and cleanup controllers impersonate for the policy's writes and deletes (Policy, CleanupPolicy, Namespaced*Policy): RBAC decides what the policy may do, never charter's own rights")
+	f.StringVar(&o.reportsServiceAccount, "reports-service-account", defaultReportsServiceAccount,
+		"ServiceAccount (in --namespace) the reports controller runs as when it is not in this process: admission's policy status controller asks with SubjectAccessReviews whether it may get, list and watch each policies.kyverno.io policy's resources, for Kyverno's RBACPermissionsGranted condition")
 	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default: a new folder in the temporary folder, removed on exit)")
 	f.IntVar(&o.gitsyncWorkers, "gitsync-workers", 2, "PolicyRepositories synced at once")
 	f.StringVar(&o.defaultServiceAccount, "default-service-account", "", "ServiceAccount (of the repository's namespace) that gitsync impersonates for a PolicyRepository outside charter's namespace whose spec.serviceAccountName is empty")
@@ -559,14 +569,19 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		if err != nil {
 			return nil, nil, fmt.Errorf("metrics: %w", err)
 		}
+		access, err := reportingAccess(cfg, o)
+		if err != nil {
+			return nil, nil, err
+		}
 		c, err := admission.Setup(mgr, admission.Options{
 			Addr: o.webhookAddr, URL: o.webhookURL, Namespace: o.namespace, ExcludedNamespaces: o.webhookExcluded,
 			Service: o.service, ServicePort: o.servicePort, Null: o.nullWebhook,
 			RequestTimeout: o.requestTimeout, MaxRequestBytes: o.maxRequestBytes, DrainDelay: o.drainDelay,
 			Metrics: rec, Audit: audit, Events: o.events, Log: log.WithName("admission"), State: state,
 			CertPropagationDelay: o.certPropagationDelay, CertTrimGrace: o.certTrimGrace,
-			Background:    o.background.updateRequestConfig(context.Background(), cfg, o, log),
-			DenyDowngrade: o.promotionDowngrade == promotion.DowngradeDeny,
+			Background:      o.background.updateRequestConfig(context.Background(), cfg, o, log),
+			DenyDowngrade:   o.promotionDowngrade == promotion.DowngradeDeny,
+			ReportingAccess: access,
 		})
 		if err != nil {
 			return nil, nil, err
@@ -674,4 +689,25 @@ func admissionReadiness(synced func() bool, keyPair keyPairReady) healthz.Checke
 		}
 		return nil
 	}
+}
+
+// defaultReportsServiceAccount is the reports controller's ServiceAccount
+// in config/rbac/reports.
+const defaultReportsServiceAccount = "charter-reports"
+
+// reportingAccess is how the policy status controller learns what the
+// reports controller may read: this process's own rights when the reports
+// controller runs here too, else a SubjectAccessReview for its
+// ServiceAccount (groups as the API server gives a ServiceAccount's token).
+func reportingAccess(cfg *rest.Config, o serveOptions) (status.ReportingAccess, error) {
+	cs, err := authorizationclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("authorization client: %w", err)
+	}
+	if slices.Contains(o.controllers, controllerReports) {
+		return status.SelfAccess{Client: cs}, nil
+	}
+	return status.SubjectAccess{Client: cs,
+		User:   serviceaccount.MakeUsername(o.namespace, o.reportsServiceAccount),
+		Groups: append(serviceaccount.MakeGroupNames(o.namespace), user.AllAuthenticated)}, nil
 }

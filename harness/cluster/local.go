@@ -9,8 +9,10 @@ import (
 	"github.com/charter-dev/charter/internal/controlplane"
 )
 
-// Local is a control plane of etcd and kube-apiserver processes on this
-// machine (see internal/controlplane). It needs the binaries `make
+// Local is a control plane of etcd, kube-apiserver and
+// kube-controller-manager processes on this machine (see
+// internal/controlplane), so that namespaces are deleted and owned objects
+// garbage-collected as on a real cluster. It needs the binaries `make
 // controlplane` builds, and nothing else.
 type Local struct {
 	opts []controlplane.Option
@@ -19,10 +21,13 @@ type Local struct {
 
 var _ Provider = (*Local)(nil)
 
-func newLocal(s settings) *Local { return &Local{opts: s.local} }
+func newLocal(s settings) *Local { return NewLocal(s.local...) }
 
-// NewLocal returns a local provider, not started.
-func NewLocal(opts ...controlplane.Option) *Local { return &Local{opts: opts} }
+// NewLocal returns a local provider, not started, running
+// kube-controller-manager besides opts.
+func NewLocal(opts ...controlplane.Option) *Local {
+	return &Local{opts: append([]controlplane.Option{controlplane.WithControllerManager()}, opts...)}
+}
 
 // Name returns "local".
 func (l *Local) Name() string { return LocalProvider }
@@ -56,7 +61,8 @@ func (l *Local) KubeconfigPath() string {
 // folder, KeepLogs); nil before Start.
 func (l *Local) ControlPlane() *controlplane.ControlPlane { return l.cp }
 
-// ExportLogs copies etcd.log and kube-apiserver.log into dir.
+// ExportLogs copies the control plane's logs (etcd, kube-apiserver,
+// kube-controller-manager) into dir.
 func (l *Local) ExportLogs(_ context.Context, dir string) error {
 	if l.cp == nil {
 		return errors.New("local cluster never started: no logs")

@@ -19,8 +19,9 @@ const AssetsEnv = "KUBEBUILDER_ASSETS"
 
 // The binaries a local control plane needs, by file name.
 const (
-	EtcdBinary      = "etcd"
-	APIServerBinary = "kube-apiserver"
+	EtcdBinary              = "etcd"
+	APIServerBinary         = "kube-apiserver"
+	ControllerManagerBinary = "kube-controller-manager"
 )
 
 // MissingBinariesError says which control plane binaries are absent from a
@@ -31,7 +32,7 @@ type MissingBinariesError struct {
 }
 
 func (e *MissingBinariesError) Error() string {
-	return fmt.Sprintf("control plane binaries missing from %s: %s; run `make controlplane` to build etcd and kube-apiserver into bin/ (or point %s at a folder holding them)",
+	return fmt.Sprintf("control plane binaries missing from %s: %s; run `make controlplane` to build etcd, kube-apiserver and kube-controller-manager into bin/ (or point %s at a folder holding them)",
 		e.Dir, strings.Join(e.Missing, ", "), AssetsEnv)
 }
 
@@ -86,8 +87,9 @@ func isCharterModule(goMod string) bool {
 }
 
 // binaryPaths checks that dir holds executable etcd and kube-apiserver
-// binaries and returns their paths.
-func binaryPaths(dir string) (etcd, apiServer string, err error) {
+// binaries, and kube-controller-manager when withKCM, and returns their
+// paths (kcm empty when not asked for).
+func binaryPaths(dir string, withKCM bool) (etcd, apiServer, kcm string, err error) {
 	var missing []string
 	check := func(name string) string {
 		p := filepath.Join(dir, name)
@@ -103,8 +105,11 @@ func binaryPaths(dir string) (etcd, apiServer string, err error) {
 		return p
 	}
 	etcd, apiServer = check(EtcdBinary), check(APIServerBinary)
-	if len(missing) > 0 {
-		return "", "", &MissingBinariesError{Dir: dir, Missing: missing}
+	if withKCM {
+		kcm = check(ControllerManagerBinary)
 	}
-	return etcd, apiServer, nil
+	if len(missing) > 0 {
+		return "", "", "", &MissingBinariesError{Dir: dir, Missing: missing}
+	}
+	return etcd, apiServer, kcm, nil
 }

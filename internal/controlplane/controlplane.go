@@ -1,7 +1,8 @@
 // Package controlplane runs a real Kubernetes control plane on this machine:
-// etcd and kube-apiserver, built from Go modules by `make controlplane`, with
-// no Docker, no kubelet and no controller manager. Pods are stored and
-// admitted but never run, which is what policy work needs.
+// etcd and kube-apiserver, built from Go modules by `make controlplane`, and
+// on request kube-controller-manager (WithControllerManager), with no Docker
+// and no kubelet. Pods are stored and admitted but never run, which is what
+// policy work needs.
 //
 // Process management is controller-runtime's envtest; this package adds what
 // charter's tests, `charter dev` and the harness need around it: finding the
@@ -62,6 +63,7 @@ type options struct {
 	startTimeout  time.Duration
 	stopTimeout   time.Duration
 	apiServerArgs map[string][]string
+	controllerMgr bool
 }
 
 // WithBinaryDir sets the folder holding etcd and kube-apiserver. The default
@@ -101,6 +103,12 @@ func WithAPIServerFlag(name string, values ...string) Option {
 	}
 }
 
+// WithControllerManager also runs kube-controller-manager (from the same
+// binary folder), so that deleted namespaces are emptied and removed and
+// objects whose owners are gone are garbage-collected, as in a real
+// cluster. Tests that need neither leave it out: it costs a process.
+func WithControllerManager() Option { return func(o *options) { o.controllerMgr = true } }
+
 // ControlPlane is one etcd and one kube-apiserver. The zero value is not
 // usable: call New. A ControlPlane starts once; Stop is safe to call at any
 // time, any number of times, including after a failed Start.
@@ -118,6 +126,7 @@ type ControlPlane struct {
 	staleRemoved []string
 	cfg          *rest.Config
 	kubeconfig   string
+	kcm          *controllerManager
 	started      bool
 	stopped      bool
 }
@@ -140,7 +149,8 @@ func Start(ctx context.Context, opts ...Option) (*ControlPlane, error) {
 	return cp, nil
 }
 
-// Start launches etcd and kube-apiserver on free local ports, writes the
+// Start launches etcd and kube-apiserver on free local ports (and
+// kube-controller-manager when asked for), writes the
 // kubeconfig file and installs the configured CRDs. On failure every process
 // already started is stopped and the work folder is kept so its logs can be
 // read; the error says where they are.
@@ -158,7 +168,7 @@ func (c *ControlPlane) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	etcdPath, apiServerPath, err := binaryPaths(binDir)
+	etcdPath, apiServerPath, kcmPath, err := binaryPaths(binDir, c.opts.controllerMgr)
 	if err != nil {
 		return err
 	}
@@ -171,6 +181,11 @@ func (c *ControlPlane) Start(ctx context.Context) (err error) {
 	}
 	if apiServerPath, err = watchedBinary(binaries, apiServerPath); err != nil {
 		return err
+	}
+	if kcmPath != "" {
+		if kcmPath, err = watchedBinary(binaries, kcmPath); err != nil {
+			return err
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -238,6 +253,12 @@ func (c *ControlPlane) Start(ctx context.Context) (err error) {
 		return err
 	}
 
+	if kcmPath != "" {
+		if err := c.startControllerManager(ctx, kcmPath); err != nil {
+			return err
+		}
+	}
+
 	c.kubeconfig = filepath.Join(c.workDir, "kubeconfig")
 	if err := WriteKubeconfig(cfg, c.kubeconfig); err != nil {
 		return err
@@ -298,7 +319,7 @@ func (c *ControlPlane) openLog(name string) (*os.File, error) {
 func (c *ControlPlane) logTails() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "control plane logs kept in %s", c.LogDir())
-	for _, name := range []string{"etcd.log", "kube-apiserver.log"} {
+	for _, name := range logTailNames() {
 		data, err := os.ReadFile(filepath.Join(c.LogDir(), name))
 		if err != nil || len(data) == 0 {
 			continue
@@ -334,7 +355,8 @@ func (c *ControlPlane) KubeconfigPath() string {
 // WorkDir is the folder holding logs/, pki/, etcd/ and kubeconfig.
 func (c *ControlPlane) WorkDir() string { return c.workDir }
 
-// LogDir is the folder holding etcd.log and kube-apiserver.log.
+// LogDir is the folder holding etcd.log, kube-apiserver.log and
+// kube-controller-manager.log.
 func (c *ControlPlane) LogDir() string { return filepath.Join(c.workDir, "logs") }
 
 // KeepLogs makes Stop leave the work folder in place, typically because a
@@ -379,7 +401,7 @@ func (c *ControlPlane) CopyLogs(dir string) error {
 	return nil
 }
 
-// Stop terminates kube-apiserver then etcd (SIGTERM, then SIGKILL after the
+// Stop terminates kube-controller-manager, kube-apiserver then etcd (SIGTERM, then SIGKILL after the
 // stop timeout), closes the log files and removes the work folder unless the
 // logs are kept or the folder was given by the caller.
 func (c *ControlPlane) Stop() error {
@@ -394,6 +416,11 @@ func (c *ControlPlane) stopLocked() error {
 	}
 	c.stopped = true
 	var errs []error
+	if c.kcm != nil {
+		if err := c.kcm.stop(c.opts.stopTimeout); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.env != nil {
 		if err := c.env.ControlPlane.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stopping the control plane: %w", err))

@@ -70,7 +70,7 @@ func requireBinaries(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := binaryPaths(dir); err != nil {
+	if _, _, _, err := binaryPaths(dir, true); err != nil {
 		t.Fatal(err)
 	}
 	return dir

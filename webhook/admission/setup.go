@@ -73,6 +73,10 @@ type Options struct {
 	ConfigResync time.Duration
 	// StatusResync is the policy status controller's period (default 1 min).
 	StatusResync time.Duration
+	// ReportingAccess answers what the reports controller may read: the
+	// policy status controller writes Kyverno's RBACPermissionsGranted
+	// from it (status.WithReportingAccess). Nil: it does not.
+	ReportingAccess status.ReportingAccess
 	// CertPropagationDelay and CertTrimGrace time certificate rotation
 	// (certs.Renewer's PropagationDelay and TrimGrace); zero means
 	// certs.DefaultPropagationDelay and certs.DefaultTrimGrace.
@@ -190,7 +194,8 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	}
 	c.Cache.OnChange(func(*policycache.Snapshot) { c.Config.Trigger() })
 	c.Status = status.New(status.Options{Client: mgr.GetClient(), Reader: mgr.GetCache(), Policies: c.Cache,
-		Configured: c.Config.Configured, Interval: o.StatusResync, Log: o.Log.WithName("policy-status")}, status.WithParams(o.State.Params))
+		Configured: c.Config.Configured, Interval: o.StatusResync, Log: o.Log.WithName("policy-status")}, status.WithParams(o.State.Params),
+		status.WithReportingAccess(o.ReportingAccess))
 	if o.State.Params != nil {
 		o.State.Params.OnChange(c.Status.Trigger)
 	}

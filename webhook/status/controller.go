@@ -45,6 +45,9 @@ type Controller struct {
 	trigger    chan struct{}
 	// params is WithParams'; nil: no policy reads params.
 	params ParamFaults
+	// reporting is WithReportingAccess'; nil: RBACPermissionsGranted is
+	// left to the background controller.
+	reporting ReportingAccess
 }
 
 // ParamFaults tells why a policy's param kinds cannot be read
@@ -197,6 +200,15 @@ func (c *Controller) update(ctx context.Context, p kyvernov1.PolicyInterface, sn
 		// triggers this one once it wrote them); a policy with
 		// spec.admission false has no webhook to wait for.
 		return nil
+	}
+	if c.reporting != nil {
+		cond, ok, err := reportingCondition(ctx, p, c.reporting, v.Generation)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", p.GetKind(), engine.PolicyKey(p), err)
+		}
+		if ok {
+			v.Reporting = &cond
+		}
 	}
 	obj, ok := p.(client.Object)
 	if !ok {

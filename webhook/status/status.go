@@ -53,6 +53,10 @@ type Verdict struct {
 	// Message says why the policy is not ready: its faults, or the
 	// features charter cannot run.
 	Message string
+	// Reporting is the RBACPermissionsGranted condition of a
+	// policies.kyverno.io policy (WithReportingAccess); nil leaves the
+	// condition as it is.
+	Reporting *metav1.Condition
 }
 
 // Decide returns the verdict on p given the snapshot the policy cache
@@ -205,6 +209,15 @@ func DesiredPolicyStatus(p policiesv1.StatusHolder, v Verdict) *policiesv1.Polic
 		cs.SetCondition(metav1.Condition{Type: policiesv1.ConditionPolicyCached, Status: metav1.ConditionFalse,
 			Reason: v.reason(), Message: v.Message, ObservedGeneration: v.Generation})
 		cs.RemoveCondition(policiesv1.ConditionWebhookConfigured)
+	}
+	// The background controller's RBACPermissionsGranted (a forbidden
+	// write of a generate or mutate-existing rule, reason Forbidden) says
+	// more than reporting access does: it stays until that controller
+	// sees the writes go through.
+	if v.Reporting != nil {
+		if cur := meta.FindStatusCondition(cs.Conditions, policiesv1.ConditionRBACPermissionsGranted); cur == nil || cur.Reason != ReasonForbidden {
+			cs.SetCondition(*v.Reporting)
+		}
 	}
 	// A condition another controller wrote (RBACPermissionsGranted: the
 	// writes of generate or mutate-existing rules) describes writes that

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/charter-dev/charter/internal/corpus"
+)
+
+// chainsawCorpus is Kyverno's chainsaw suite inside the shared corpus.
+func chainsawCorpus(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(corpus.Require(t), "kyverno-chainsaw")
+}
+
+// TestSkipFileNamesTestsOfTheSuite: every entry of skip.yaml names a test
+// of the suite and says why, so the list cannot hide a test that does not
+// exist or skip one without a reason.
+func TestSkipFileNamesTestsOfTheSuite(t *testing.T) {
+	skips, err := loadSkips("skip.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(skips.ImplementationDetails) == 0 {
+		t.Fatal("skip.yaml lists no implementation details")
+	}
+	plan, err := planTests(chainsawCorpus(t), defaultDirs, skips, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run, skipped int
+	for _, d := range plan {
+		run += len(d.tests)
+		skipped += d.skipped
+	}
+	if want := len(skips.ImplementationDetails) + len(skips.Network); skipped != want {
+		t.Errorf("%d tests skipped, skip.yaml lists %d", skipped, want)
+	}
+	if run == 0 {
+		t.Error("no test left to run")
+	}
+}
+
+// TestSkipFileRefusesEntriesWithoutReasonOrTest: an entry without a
+// reason, an unknown field, or a test the suite does not hold is an error
+// naming it.
+func TestSkipFileRefusesEntriesWithoutReasonOrTest(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) string {
+		p := filepath.Join(dir, "skip.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct{ name, body, want string }{
+		{"no reason", "implementationDetails:\n- test: validating-policies/apply-v1\n", `("validating-policies/apply-v1") needs both test and reason`},
+		{"no test", "network:\n- reason: pulls an image\n", "needs both test and reason"},
+		{"unknown field", "implementationDetail: []\n", "implementationDetail"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadSkips(write(tc.body))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("loadSkips = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+	skips, err := loadSkips(write("network:\n- test: validating-policies/no-such-test\n  reason: pulls an image\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := planTests(chainsawCorpus(t), defaultDirs, skips, nil); err == nil || !strings.Contains(err.Error(), "validating-policies/no-such-test") {
+		t.Errorf("planTests with an unknown skip = %v, want an error naming it", err)
+	}
+}
+
+// TestReportCountsChainsawResults reads a report in chainsaw's JSON format:
+// a test with a failed operation fails (its first failing step and error
+// are named), a skipped test is counted as skipped, the rest pass.
+func TestReportCountsChainsawResults(t *testing.T) {
+	out := t.TempDir()
+	report := `{"name":"report-x","tests":[
+	  {"basePath":"/c/validating-policies/a","name":"a","steps":[{"name":"create policy","operations":[{"name":"create","type":"create"}]}]},
+	  {"basePath":"/c/validating-policies/b","name":"b","steps":[
+	    {"name":"create policy","operations":[{"type":"create"}]},
+	    {"name":"wait-ready","operations":[{"type":"assert","failure":{"error":"status.conditionStatus.ready:\n  Invalid value: false: Expected value: true"}}]},
+	    {"name":"later","operations":[{"type":"assert","failure":{"error":"second"}}]}]},
+	  {"basePath":"/c/validating-policies/c","name":"c","skipped":true}]}`
+	if err := os.WriteFile(filepath.Join(out, "report-x.json"), []byte(report), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := readReport("/c", "x", filepath.Join(out, "report-x.json"), dirResult{dir: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.passed != 1 || res.failed != 1 || res.skipped != 1 {
+		t.Fatalf("passed/failed/skipped = %d/%d/%d, want 1/1/1", res.passed, res.failed, res.skipped)
+	}
+	f := res.failures[0]
+	if f.test != "validating-policies/b" || f.step != "wait-ready" || f.err != "status.conditionStatus.ready: Invalid value: false: Expected value: true" {
+		t.Errorf("failure = %+v", f)
+	}
+	var buf bytes.Buffer
+	if n := printSummary(&buf, []dirResult{res}); n != 1 {
+		t.Errorf("printSummary counted %d failures, want 1", n)
+	}
+	for _, want := range []string{"50.0%", "validating-policies/b [step wait-ready]"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
