@@ -25,7 +25,9 @@ endif
 endif
 E2E_PROVIDER  ?=
 E2E_LABELS    ?=
-GOTEST_FLAGS  ?=
+# go test stops a package after 10 min by default; the e2e suite takes about
+# 6 min on a quiet 2-core machine and more under load, so it gets room.
+GOTEST_FLAGS  ?= -timeout 30m
 
 # Tests never read the developer's git configuration; the control plane
 # binaries built by `make controlplane` are found through KUBEBUILDER_ASSETS.
@@ -106,6 +108,9 @@ $(BIN)/kube-apiserver:
 $(BIN)/kube-controller-manager: | $(BIN)/kube-apiserver
 	@echo "building kube-controller-manager from k8s.io/kubernetes (most of its packages are kube-apiserver's, already compiled; progress every 15 s)"
 	$(GO) run ./hack/buildprogress -go $(GO) -C harness/tools -o $(BIN)/kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
+
+$(CONTROLLER_GEN):
+	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 
 # chainsaw, Kyverno's e2e test runner, from its own tool module
 # (hack/chainsaw). v0.2.12 lacks a method Go 1.26's testing asks for: an
