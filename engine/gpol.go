@@ -15,6 +15,7 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"google.golang.org/protobuf/types/known/structpb"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -547,7 +548,10 @@ func (g *generatorContext) apply(namespace string, list ref.Val) ref.Val {
 
 // literalKinds returns the "apiVersion/Kind" of every map literal in the
 // expressions with string-constant (or dyn(string-constant)) apiVersion
-// and kind entries.
+// and kind entries, and of every object a resource.get or resource.list
+// call with a constant apiVersion and built-in resource reads: a clone
+// generates the kind it read (Kyverno's clone tests:
+// generator.Apply(ns, [resource.get("v1", "secrets", ...)])).
 func literalKinds(env *environment.EnvSet, sources []string) []string {
 	e, err := env.Env(environment.StoredExpressions)
 	if err != nil {
@@ -560,6 +564,12 @@ func literalKinds(env *environment.EnvSet, sources []string) []string {
 			continue
 		}
 		celast.PreOrderVisit(parsed.NativeRep().Expr(), celast.NewExprVisitor(func(x celast.Expr) {
+			if k, ok := resourceLibraryKind(x); ok {
+				if !slices.Contains(out, k) {
+					out = append(out, k)
+				}
+				return
+			}
 			if x.Kind() != celast.MapKind {
 				return
 			}
@@ -587,6 +597,40 @@ func literalKinds(env *environment.EnvSet, sources []string) []string {
 		}))
 	}
 	return out
+}
+
+// resourceLibraryKind is the "apiVersion/Kind" of what a call
+// resource.get(apiVersion, resource, ...) or resource.list(apiVersion,
+// resource, ...) reads, when both are constants and the resource is
+// built in.
+func resourceLibraryKind(x celast.Expr) (string, bool) {
+	if x.Kind() != celast.CallKind {
+		return "", false
+	}
+	call := x.AsCall()
+	if !call.IsMemberFunction() || !slices.Contains([]string{"get", "Get", "list", "List"}, call.FunctionName()) || len(call.Args()) < 2 {
+		return "", false
+	}
+	if t := call.Target(); t.Kind() != celast.IdentKind || t.AsIdent() != "resource" {
+		return "", false
+	}
+	apiVersion, ok := constString(call.Args()[0])
+	if !ok {
+		return "", false
+	}
+	res, ok := constString(call.Args()[1])
+	if !ok {
+		return "", false
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return "", false
+	}
+	kind, ok := generate.KnownKindForResource(gv.Group, res, ResourceForKind)
+	if !ok {
+		return "", false
+	}
+	return apiVersion + "/" + kind, true
 }
 
 // constString is a string literal, or dyn() of one.

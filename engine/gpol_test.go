@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/generate"
 )
 
@@ -226,4 +227,25 @@ func generateOutcomes(resp *GenerateResponse, name func(PolicyResponse, RuleResp
 		}
 	}
 	return got, objects
+}
+
+// TestGeneratedKindsOfClones: the kind a clone generates is the kind its
+// resource.get or resource.list call reads, when the call names a
+// built-in resource with constants (so a synchronized clone can find its
+// downstream objects again); a computed or unknown resource names none.
+func TestGeneratedKindsOfClones(t *testing.T) {
+	for _, tc := range []struct {
+		expr string
+		want []string
+	}{
+		{`generator.Apply("ns", [resource.get("v1", "secrets", "default", "s")])`, []string{"v1/Secret"}},
+		{`generator.Apply("ns", resource.List("apps/v1", "deployments", "default").items)`, []string{"apps/v1/Deployment"}},
+		{`generator.Apply("ns", [resource.get("example.com/v1", "widgets", "default", "w")])`, nil},
+		{`generator.Apply("ns", [resource.get("v1", object.metadata.name, "default", "s")])`, nil},
+	} {
+		p := &policiesv1.GeneratingPolicy{Spec: policiesv1.GeneratingPolicySpec{Generation: []policiesv1.Generation{{Expression: tc.expr}}}}
+		if got := GeneratedKinds(p); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: GeneratedKinds = %q, want %q", tc.expr, got, tc.want)
+		}
+	}
 }

@@ -356,6 +356,18 @@ func KnownResourceScope(group, res string, resource func(kind string) string) (c
 }
 
 // scopes maps built-in kinds to whether they are cluster-scoped.
+// KnownKindForResource is the built-in kind of a group's resource (a
+// kind's plural, as resource gives it); false for a resource that is not
+// built in.
+func KnownKindForResource(group, res string, resource func(kind string) string) (string, bool) {
+	for gk := range scopes {
+		if gk.Group == group && resource(gk.Kind) == res {
+			return gk.Kind, true
+		}
+	}
+	return "", false
+}
+
 var scopes = func() map[schema.GroupKind]bool {
 	m := map[schema.GroupKind]bool{}
 	add := func(group string, cluster bool, kinds ...string) {

@@ -1,0 +1,56 @@
+package background
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+)
+
+// TestGeneratingPolicyCloneSynchronized: a GeneratingPolicy with
+// synchronize that clones an object it reads with resource.get (Kyverno's
+// clone/sync tests) creates the copy in the trigger's namespace, and puts
+// it back when it is deleted. charter failed the UpdateRequest instead
+// ("write the apiVersion and kind of every generated object literally"):
+// it knew only the kinds of map literals.
+func TestGeneratingPolicyCloneSynchronized(t *testing.T) {
+	e := startEnv(t)
+	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gpol-clone-source"}, StringData: map[string]string{"foo": "bar"}})
+	t.Cleanup(func() {
+		_ = e.cl.Delete(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gpol-clone-source"}})
+	})
+	e.startController(Options{MaxAttempts: 2, RetryBase: 100 * time.Millisecond})
+	e.createCELPolicies("gpol-clone-sync.yaml")
+
+	trigger := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gpol-clone-target", Labels: map[string]string{"clone": "yes", "bg-test": "true"}}}
+	e.create(trigger)
+	e.admit(kyvernov1.Create, trigger, nil)
+	cloned := func() error {
+		var s corev1.Secret
+		if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "gpol-clone-target", Name: "gpol-clone-source"}, &s); err != nil {
+			return err
+		}
+		if string(s.Data["foo"]) != "bar" {
+			return fmt.Errorf("data %v", s.Data)
+		}
+		if s.Labels["generate.kyverno.io/policy-name"] != "gpol-clone-sync" {
+			return fmt.Errorf("labels %v", s.Labels)
+		}
+		return nil
+	}
+	e.eventually("the Secret cloned into the new namespace", cloned)
+	for _, ur := range e.updateRequests() {
+		if ur.Spec.Policy == "gpol-clone-sync" && ur.Status.Message != "" {
+			t.Errorf("UpdateRequest %s: %s %q", ur.Name, ur.Status.State, ur.Status.Message)
+		}
+	}
+	if err := e.cl.Delete(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "gpol-clone-target", Name: "gpol-clone-source"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("synchronize: the deleted copy is back", cloned)
+}
