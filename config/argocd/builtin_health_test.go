@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -35,6 +36,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
+	"github.com/charter-dev/charter/reconciler/cleanup"
 	"github.com/charter-dev/charter/webhook/admission"
 	"github.com/charter-dev/charter/webhook/status"
 )
@@ -98,13 +100,47 @@ func testScheme(t *testing.T) *runtime.Scheme {
 // clusterObjects decodes testdata/cluster/<file> into typed policies.
 func clusterObjects(t *testing.T, s *runtime.Scheme, file string) []kyvernov1.PolicyInterface {
 	t.Helper()
+	var out []kyvernov1.PolicyInterface
+	for _, obj := range decodeCluster(t, s, file) {
+		p, ok := obj.(kyvernov1.PolicyInterface)
+		if !ok {
+			t.Fatalf("%s: %s is not a policy", file, obj.GetObjectKind().GroupVersionKind())
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// deletingObjects decodes testdata/cluster/deleting.yaml: DeletingPolicy
+// kinds, which the cleanup controller decides on, by the prefix of their
+// name (ready-, refused-).
+func deletingObjects(t *testing.T, s *runtime.Scheme) (ready, refused []policiesv1.DeletingPolicyLike) {
+	t.Helper()
+	for _, obj := range decodeCluster(t, s, "deleting.yaml") {
+		p, ok := obj.(policiesv1.DeletingPolicyLike)
+		if !ok {
+			t.Fatalf("deleting.yaml: %s is not a DeletingPolicy kind", obj.GetObjectKind().GroupVersionKind())
+		}
+		if strings.HasPrefix(p.GetName(), "refused-") {
+			refused = append(refused, p)
+		} else {
+			ready = append(ready, p)
+		}
+	}
+	return ready, refused
+}
+
+// decodeCluster decodes testdata/cluster/<file> into typed objects with
+// their apiVersion and kind set.
+func decodeCluster(t *testing.T, s *runtime.Scheme, file string) []client.Object {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "cluster", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	decoder := serializer.NewCodecFactory(s).UniversalDeserializer()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []kyvernov1.PolicyInterface
+	var out []client.Object
 	for {
 		doc, err := r.Read()
 		if err == io.EOF {
@@ -120,13 +156,39 @@ func clusterObjects(t *testing.T, s *runtime.Scheme, file string) []kyvernov1.Po
 		if err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
-		p, ok := obj.(kyvernov1.PolicyInterface)
+		o, ok := obj.(client.Object)
 		if !ok {
-			t.Fatalf("%s: %s is not a policy", file, gvk)
+			t.Fatalf("%s: %s is not an API object", file, gvk)
 		}
-		p.GetObjectKind().SetGroupVersionKind(*gvk)
-		out = append(out, p)
+		o.GetObjectKind().SetGroupVersionKind(*gvk)
+		out = append(out, o)
 	}
+}
+
+// checkDeletingReady checks Argo CD's built-in verdict on a DeletingPolicy
+// kind charter's cleanup controller scheduled: Healthy, with the first
+// True condition's message (PolicyCached: its next run).
+func checkDeletingReady(t *testing.T, p policiesv1.DeletingPolicyLike) error {
+	got := builtinHealth(t, p.(client.Object))
+	cs := p.GetStatus().ConditionStatus
+	c := apimeta.FindStatusCondition(cs.Conditions, policiesv1.ConditionPolicyCached)
+	if c == nil || !cs.ReadyAt(p.GetGeneration()) || got.Status != "Healthy" || got.Message != c.Message || !strings.HasPrefix(c.Message, "next run at ") {
+		return fmt.Errorf("%s %s: Argo CD says %s %q, want Healthy with PolicyCached's message (conditionStatus %+v)", p.GetKind(), p.GetName(), got.Status, got.Message, cs)
+	}
+	return nil
+}
+
+// checkDeletingRefused checks Argo CD's built-in verdict on a DeletingPolicy
+// kind charter's cleanup controller cannot compile: Degraded, with
+// charter's reason naming the field.
+func checkDeletingRefused(t *testing.T, p policiesv1.DeletingPolicyLike) error {
+	got := builtinHealth(t, p.(client.Object))
+	cs := p.GetStatus().ConditionStatus
+	want := "PolicyCached: " + cs.Message
+	if got.Status != "Degraded" || got.Message != want || cs.IsReady() || !strings.Contains(cs.Message, "spec.schedule") {
+		return fmt.Errorf("%s %s: Argo CD says %s %q, want Degraded %q naming spec.schedule (conditionStatus %+v)", p.GetKind(), p.GetName(), got.Status, got.Message, want, cs)
+	}
+	return nil
 }
 
 // healthyMessage is what Argo CD's built-in check says of a policy
@@ -249,8 +311,9 @@ func TestBuiltinHealthChecksOnCharterStatus(t *testing.T) {
 }
 
 // TestBuiltinHealthChecksOnRealAPIServer: on a real API server, with
-// charter's admission controllers (and so its status controller)
-// running, Argo CD's built-in health checks find one policy of each kind
+// charter's admission controllers (and so its status controller) and its
+// cleanup controller (the DeletingPolicy kinds' status) running, Argo CD's
+// built-in health checks find one policy of each kind
 // Progressing before charter ran, Healthy once charter serves it, Degraded
 // with charter's reason when charter cannot compile it, and Progressing
 // right after an edit.
@@ -281,16 +344,23 @@ func TestBuiltinHealthChecksOnRealAPIServer(t *testing.T) {
 	// Written before charter runs: its policy webhook would refuse the
 	// broken ones.
 	ready, refused := clusterObjects(t, s, "ready.yaml"), clusterObjects(t, s, "refused.yaml")
-	all := append(append([]kyvernov1.PolicyInterface{}, ready...), refused...)
-	for _, p := range all {
-		gvk := p.GetObjectKind().GroupVersionKind()
-		if err := cl.Create(ctx, p.(client.Object)); err != nil {
-			t.Fatalf("creating %s %s: %v", p.GetKind(), p.GetName(), err)
+	readyDeleting, refusedDeleting := deletingObjects(t, s)
+	var all []client.Object
+	for _, p := range append(append([]kyvernov1.PolicyInterface{}, ready...), refused...) {
+		all = append(all, p.(client.Object))
+	}
+	for _, p := range append(append([]policiesv1.DeletingPolicyLike{}, readyDeleting...), refusedDeleting...) {
+		all = append(all, p.(client.Object))
+	}
+	for _, obj := range all {
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		if err := cl.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %s %s: %v", gvk.Kind, obj.GetName(), err)
 		}
 		// The typed client drops apiVersion and kind; Argo CD reads them.
-		p.GetObjectKind().SetGroupVersionKind(gvk)
-		if got := builtinHealth(t, p.(client.Object)); got.Status != "Progressing" || got.Message != progressingMessage(p.GetKind()) {
-			t.Errorf("%s %s before charter ran: Argo CD says %s %q, want Progressing", p.GetKind(), p.GetName(), got.Status, got.Message)
+		obj.GetObjectKind().SetGroupVersionKind(gvk)
+		if got := builtinHealth(t, obj); got.Status != "Progressing" || got.Message != progressingMessage(gvk.Kind) {
+			t.Errorf("%s %s before charter ran: Argo CD says %s %q, want Progressing", gvk.Kind, obj.GetName(), got.Status, got.Message)
 		}
 	}
 
@@ -320,6 +390,33 @@ func TestBuiltinHealthChecksOnRealAPIServer(t *testing.T) {
 				return err
 			}
 			return checkRefused(t, fresh)
+		})
+	}
+	getDeleting := func(p policiesv1.DeletingPolicyLike) (policiesv1.DeletingPolicyLike, error) {
+		obj := p.(client.Object)
+		fresh := obj.DeepCopyObject().(client.Object)
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
+			return nil, err
+		}
+		fresh.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+		return fresh.(policiesv1.DeletingPolicyLike), nil
+	}
+	for _, p := range readyDeleting {
+		eventually(t, p.GetKind()+" "+p.GetName()+" Healthy", func() error {
+			fresh, err := getDeleting(p)
+			if err != nil {
+				return err
+			}
+			return checkDeletingReady(t, fresh)
+		})
+	}
+	for _, p := range refusedDeleting {
+		eventually(t, p.GetKind()+" "+p.GetName()+" refused", func() error {
+			fresh, err := getDeleting(p)
+			if err != nil {
+				return err
+			}
+			return checkDeletingRefused(t, fresh)
 		})
 	}
 
@@ -352,7 +449,8 @@ func TestBuiltinHealthChecksOnRealAPIServer(t *testing.T) {
 }
 
 // startCharter runs charter's admission controllers (policy cache, webhook
-// configuration, status) on a manager until the test ends.
+// configuration, status) and its cleanup controller on a manager until
+// the test ends.
 func startCharter(t *testing.T, cfg *rest.Config, s *runtime.Scheme, namespace string) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -381,6 +479,10 @@ func startCharter(t *testing.T, cfg *rest.Config, s *runtime.Scheme, namespace s
 		StatusResync: 500 * time.Millisecond,
 		Log:          testr.New(t),
 	}); err != nil {
+		t.Fatal(err)
+	}
+	// The cleanup controller decides on the DeletingPolicy kinds.
+	if err := cleanup.Setup(mgr, cleanup.Options{State: state, Namespace: namespace, Log: testr.New(t)}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(t.Context())

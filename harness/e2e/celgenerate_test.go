@@ -258,7 +258,7 @@ var _ = Describe("CEL policies: GeneratingPolicy, MutatingPolicy mutateExisting 
 		Eventually(func(g Gomega) {
 			g.Expect(cl.Get(ctx, client.ObjectKey{Name: p.Name}, &p)).To(Succeed())
 			g.Expect(p.Status.LastExecutionTime).NotTo(BeNil())
-			g.Expect(p.Status.Conditions).To(ContainElement(And(HaveField("Type", "Ready"), HaveField("Status", metav1.ConditionTrue))))
+			g.Expect(p.Status.ConditionStatus.ReadyAt(p.Generation)).To(BeTrue(), "conditionStatus %+v", p.Status.ConditionStatus)
 		}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "DeletingPolicy status")
 	}, SpecTimeout(2*time.Minute))
 

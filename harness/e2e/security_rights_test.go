@@ -244,19 +244,22 @@ var _ = Describe("Security: rights", Label("security"), Ordered, ContinueOnFailu
 			Expect(tenant.Create(ctx, p)).To(Succeed())
 			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, p))).To(Succeed()) })
 		}
-		// Each runs at the next minute.
-		ready := func(g Gomega, obj client.Object, conds func() []metav1.Condition, target string) {
+		// Each runs at the next minute. The CleanupPolicy says so in its
+		// Ready condition, the NamespacedDeletingPolicy in Kyverno's
+		// conditionStatus, as Executed (and RBACPermissionsGranted).
+		ready := func(g Gomega, obj client.Object, conds func() []metav1.Condition, condition, target string) {
 			g.Expect(cl.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
-			c := meta.FindStatusCondition(conds(), "Ready")
-			g.Expect(c).NotTo(BeNil(), "%s: no Ready condition yet", obj.GetName())
+			c := meta.FindStatusCondition(conds(), condition)
+			g.Expect(c).NotTo(BeNil(), "%s: no %s condition yet", obj.GetName(), condition)
 			g.Expect(c.Reason).To(Equal("RunFailed"), "%s: %s", obj.GetName(), c.Message)
 			g.Expect(c.Message).To(ContainSubstring("deleting " + target))
 			g.Expect(c.Message).To(ContainSubstring("as ServiceAccount " + rightsNamespace + "/" + rightsPolicySA))
 			g.Expect(c.Message).To(ContainSubstring("forbidden"))
 		}
 		Eventually(func(g Gomega) {
-			ready(g, quota, func() []metav1.Condition { return quota.Status.Conditions }, "ResourceQuota/"+rightsNamespace+"/"+rightsQuota)
-			ready(g, limits, func() []metav1.Condition { return limits.Status.Conditions }, "LimitRange/"+rightsNamespace+"/"+rightsLimits)
+			ready(g, quota, func() []metav1.Condition { return quota.Status.Conditions }, "Ready", "ResourceQuota/"+rightsNamespace+"/"+rightsQuota)
+			ready(g, limits, func() []metav1.Condition { return limits.Status.ConditionStatus.Conditions }, policiesv1.ConditionExecuted, "LimitRange/"+rightsNamespace+"/"+rightsLimits)
+			g.Expect(limits.Status.ConditionStatus.IsReady()).To(BeFalse())
 		}).WithTimeout(150*time.Second).WithPolling(time.Second).Should(Succeed(), "both runs fail naming the ServiceAccount and the refused delete")
 		Expect(cl.Get(ctx, client.ObjectKey{Namespace: rightsNamespace, Name: rightsQuota}, &corev1.ResourceQuota{})).To(Succeed(), "the platform's ResourceQuota")
 		Expect(cl.Get(ctx, client.ObjectKey{Namespace: rightsNamespace, Name: rightsLimits}, &corev1.LimitRange{})).To(Succeed(), "the platform's LimitRange")

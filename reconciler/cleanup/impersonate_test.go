@@ -90,14 +90,23 @@ spec:
       operations: ["*"]
       resources: [resourcequotas]
 `))
-	e.eventually("the NamespacedDeletingPolicy's run fails naming the ServiceAccount", 20*time.Second, func() error {
+	e.eventually("the NamespacedDeletingPolicy's run fails: RBACPermissionsGranted and Executed False, naming the ServiceAccount", 20*time.Second, func() error {
 		var p policiesv1.NamespacedDeletingPolicy
 		if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "team-a", Name: "purge-quotas"}, &p); err != nil {
 			return err
 		}
-		c := findCondition(p.Status.Conditions, ConditionReady)
-		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "as ServiceAccount team-a/charter-policy") {
-			return fmt.Errorf("Ready %+v", c)
+		cs := p.Status.ConditionStatus
+		if cs.Ready == nil || *cs.Ready || !strings.Contains(cs.Message, "as ServiceAccount team-a/charter-policy") {
+			return fmt.Errorf("conditionStatus %+v", cs)
+		}
+		rbac := findCondition(cs.Conditions, policiesv1.ConditionRBACPermissionsGranted)
+		if rbac == nil || rbac.Status != metav1.ConditionFalse || rbac.Reason != ReasonForbidden || rbac.ObservedGeneration != p.Generation ||
+			!strings.Contains(rbac.Message, "deleting ResourceQuota/team-a/platform") || !strings.Contains(rbac.Message, "forbidden") {
+			return fmt.Errorf("RBACPermissionsGranted %+v", rbac)
+		}
+		run := findCondition(cs.Conditions, policiesv1.ConditionExecuted)
+		if run == nil || run.Status != metav1.ConditionFalse || run.Reason != ReasonRunFailed || run.ObservedGeneration != p.Generation {
+			return fmt.Errorf("Executed %+v", run)
 		}
 		return nil
 	})

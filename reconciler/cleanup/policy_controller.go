@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -126,22 +125,26 @@ func (c *policyController) reconcile(ctx context.Context, key cleanuppolicies.Ke
 	if err != nil {
 		return 0, err
 	}
+	st, err := statusOf(pol)
+	if err != nil {
+		return 0, err
+	}
 	compiled, err := engine.CompileCleanupPolicy(pol)
 	if err != nil {
 		// Admission refuses such policies; one can still predate charter.
 		// It stays Stalled until its spec changes.
-		return 0, c.setStatus(ctx, pol, nil, metav1.ConditionFalse, ReasonInvalidPolicy, err.Error(), true)
+		return 0, c.setStatus(ctx, pol, st, statusUpdate{decision: decidedInvalid, msg: err.Error()})
 	}
 	now := c.now()
 	ref := pol.GetCreationTimestamp().Time
-	if t := pol.GetStatus().LastExecutionTime; t != nil {
+	if t := st.lastExecution(); t != nil {
 		ref = t.Time
 	}
 	due := compiled.Schedule().Next(ref)
 	if now.Before(due) {
-		if ready := apimeta.FindStatusCondition(pol.GetStatus().Conditions, ConditionReady); ready == nil || ready.ObservedGeneration != pol.GetGeneration() {
+		if !st.decidedAt(pol.GetGeneration()) {
 			msg := fmt.Sprintf("next run at %s", due.UTC().Format(time.RFC3339))
-			if err := c.setStatus(ctx, pol, nil, metav1.ConditionTrue, ReasonScheduled, msg, false); err != nil {
+			if err := c.setStatus(ctx, pol, st, statusUpdate{decision: decidedScheduled, msg: msg}); err != nil {
 				return 0, err
 			}
 		}
@@ -151,7 +154,7 @@ func (c *policyController) reconcile(ctx context.Context, key cleanuppolicies.Ke
 	if runErr != nil {
 		// lastExecutionTime stays: the run is due until it succeeds.
 		msg := fmt.Sprintf("run at %s failed (%d objects deleted before): %v", now.UTC().Format(time.RFC3339), deleted, runErr)
-		if err := c.setStatus(ctx, pol, nil, metav1.ConditionFalse, ReasonRunFailed, msg, false); err != nil {
+		if err := c.setStatus(ctx, pol, st, statusUpdate{decision: decidedRunFailed, msg: msg, runErr: runErr}); err != nil {
 			return 0, errors.Join(runErr, err)
 		}
 		return 0, runErr
@@ -162,32 +165,21 @@ func (c *policyController) reconcile(ctx context.Context, key cleanuppolicies.Ke
 		verb = "dry run: would have deleted"
 	}
 	msg := fmt.Sprintf("%s %d objects at %s; next run at %s", verb, deleted, now.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339))
-	if err := c.setStatus(ctx, pol, &now, metav1.ConditionTrue, ReasonSucceeded, msg, false); err != nil {
+	if err := c.setStatus(ctx, pol, st, statusUpdate{decision: decidedRan, msg: msg, ran: now}); err != nil {
 		return 0, err
 	}
 	return max(next.Sub(c.now()), time.Second), nil
 }
 
-// setStatus writes Ready (and Stalled) and, after a successful run,
-// lastExecutionTime.
-func (c *policyController) setStatus(ctx context.Context, pol kyvernov2.CleanupPolicyInterface, ran *time.Time, ready metav1.ConditionStatus, reason, msg string, stalled bool) error {
+// setStatus writes the update into pol's status (st, read from pol) and
+// patches it.
+func (c *policyController) setStatus(ctx context.Context, pol kyvernov2.CleanupPolicyInterface, st policyStatus, u statusUpdate) error {
 	obj, ok := pol.(client.Object)
 	if !ok {
 		return fmt.Errorf("%T is not an API object", pol)
 	}
 	base := obj.DeepCopyObject().(client.Object)
-	st := pol.GetStatus()
-	if ran != nil {
-		t := metav1.NewTime(*ran)
-		st.LastExecutionTime = &t
-	}
-	gen := pol.GetGeneration()
-	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionReady, Status: ready, Reason: reason, Message: msg, ObservedGeneration: gen})
-	stalledStatus, stalledReason := metav1.ConditionFalse, reason
-	if stalled {
-		stalledStatus = metav1.ConditionTrue
-	}
-	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionStalled, Status: stalledStatus, Reason: stalledReason, Message: msg, ObservedGeneration: gen})
+	st.apply(pol.GetGeneration(), u)
 	if err := c.client.Status().Patch(ctx, obj, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("writing the status of %s: %w", CleanupKey(pol), err)
 	}

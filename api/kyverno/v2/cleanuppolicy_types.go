@@ -58,20 +58,30 @@ type CleanupPolicyStatus struct {
 }
 
 // CleanupPolicyInterface is what CleanupPolicy and ClusterCleanupPolicy have
-// in common.
+// in common. The status is not part of it: DeletingPolicies are
+// CleanupPolicyInterface too and keep theirs in Kyverno's
+// policies.kyverno.io shape (CleanupStatusHolder is the other one).
 //
 // +kubebuilder:object:generate=false
 type CleanupPolicyInterface interface {
 	metav1.Object
 	GetSpec() *CleanupPolicySpec
-	GetStatus() *CleanupPolicyStatus
 	GetKind() string
 	IsNamespaced() bool
 }
 
+// CleanupStatusHolder is a cleanup policy with the kyverno.io status:
+// Ready among plain conditions, and lastExecutionTime.
+//
+// +kubebuilder:object:generate=false
+type CleanupStatusHolder interface {
+	CleanupPolicyInterface
+	GetStatus() *CleanupPolicyStatus
+}
+
 var (
-	_ CleanupPolicyInterface = (*CleanupPolicy)(nil)
-	_ CleanupPolicyInterface = (*ClusterCleanupPolicy)(nil)
+	_ CleanupStatusHolder = (*CleanupPolicy)(nil)
+	_ CleanupStatusHolder = (*ClusterCleanupPolicy)(nil)
 )
 
 // CleanupPolicy deletes matching resources in its namespace on a schedule.

@@ -21,7 +21,8 @@ const (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=deletingpolicies,scope=Cluster,shortName=dpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="SCHEDULE",type=string,JSONPath=".spec.schedule"
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditionStatus.message`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type DeletingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -30,10 +31,10 @@ type DeletingPolicy struct {
 	// Spec declares what the policy deletes and when.
 	Spec DeletingPolicySpec `json:"spec"`
 
-	// Status is what charter observed about the policy: Ready and the
-	// last run.
+	// Status is what charter observed about the policy, in Kyverno's
+	// shape: conditionStatus and lastExecutionTime.
 	// +optional
-	Status kyvernov2.CleanupPolicyStatus `json:"status,omitzero"`
+	Status DeletingPolicyStatus `json:"status,omitzero"`
 }
 
 // DeletingPolicyList is a list of DeletingPolicy.
@@ -52,7 +53,8 @@ type DeletingPolicyList struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespaceddeletingpolicies,scope=Namespaced,shortName=ndpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="SCHEDULE",type=string,JSONPath=".spec.schedule"
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditionStatus.message`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type NamespacedDeletingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -61,10 +63,10 @@ type NamespacedDeletingPolicy struct {
 	// Spec declares what the policy deletes and when.
 	Spec DeletingPolicySpec `json:"spec"`
 
-	// Status is what charter observed about the policy: Ready and the
-	// last run.
+	// Status is what charter observed about the policy, in Kyverno's
+	// shape: conditionStatus and lastExecutionTime.
 	// +optional
-	Status kyvernov2.CleanupPolicyStatus `json:"status,omitzero"`
+	Status DeletingPolicyStatus `json:"status,omitzero"`
 }
 
 // NamespacedDeletingPolicyList is a list of NamespacedDeletingPolicy.
@@ -118,6 +120,8 @@ type DeletingPolicyLike interface {
 	kyvernov2.CleanupPolicyInterface
 	// GetDeletingPolicySpec returns the spec (not a copy).
 	GetDeletingPolicySpec() *DeletingPolicySpec
+	// GetStatus returns the status (not a copy).
+	GetStatus() *DeletingPolicyStatus
 }
 
 var (
@@ -139,7 +143,7 @@ func (p *DeletingPolicy) GetDeletingPolicySpec() *DeletingPolicySpec { return &p
 func (p *DeletingPolicy) GetSpec() *kyvernov2.CleanupPolicySpec { return p.Spec.CleanupSpec() }
 
 // GetStatus returns the policy's status.
-func (p *DeletingPolicy) GetStatus() *kyvernov2.CleanupPolicyStatus { return &p.Status }
+func (p *DeletingPolicy) GetStatus() *DeletingPolicyStatus { return &p.Status }
 
 // GetKind returns "DeletingPolicy".
 func (p *DeletingPolicy) GetKind() string { return DeletingPolicyKind }
@@ -156,7 +160,7 @@ func (p *NamespacedDeletingPolicy) GetSpec() *kyvernov2.CleanupPolicySpec {
 }
 
 // GetStatus returns the policy's status.
-func (p *NamespacedDeletingPolicy) GetStatus() *kyvernov2.CleanupPolicyStatus { return &p.Status }
+func (p *NamespacedDeletingPolicy) GetStatus() *DeletingPolicyStatus { return &p.Status }
 
 // GetKind returns "NamespacedDeletingPolicy".
 func (p *NamespacedDeletingPolicy) GetKind() string { return NamespacedDeletingPolicyKind }

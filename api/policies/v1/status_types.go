@@ -29,6 +29,11 @@ const (
 	// Permitted) once those writes went through. Policies that never hit
 	// a forbidden write do not get it.
 	ConditionRBACPermissionsGranted = "RBACPermissionsGranted"
+	// ConditionExecuted is charter's condition of the DeletingPolicy kinds:
+	// True when the latest scheduled run went through, False (reason
+	// RunFailed) naming what failed. Absent until the policy's generation
+	// first ran.
+	ConditionExecuted = "Executed"
 )
 
 // Condition reasons. True conditions say ReasonSucceeded, as Kyverno's

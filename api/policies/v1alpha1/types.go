@@ -109,7 +109,8 @@ func (p *GeneratingPolicy) Hub() runtime.Object {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=deletingpolicies,scope=Cluster,shortName=dpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="SCHEDULE",type=string,JSONPath=".spec.schedule"
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditionStatus.message`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type DeletingPolicy struct {
 	policiesv1.DeletingPolicy `json:",inline"`

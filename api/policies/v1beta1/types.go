@@ -202,7 +202,8 @@ func (p *NamespacedGeneratingPolicy) Hub() runtime.Object {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=deletingpolicies,scope=Cluster,shortName=dpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="SCHEDULE",type=string,JSONPath=".spec.schedule"
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditionStatus.message`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type DeletingPolicy struct {
 	policiesv1.DeletingPolicy `json:",inline"`
@@ -233,7 +234,8 @@ func (p *DeletingPolicy) Hub() runtime.Object {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=namespaceddeletingpolicies,scope=Namespaced,shortName=ndpol,categories=kyverno;charter
 // +kubebuilder:printcolumn:name="SCHEDULE",type=string,JSONPath=".spec.schedule"
-// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditionStatus.ready`
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditionStatus.message`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type NamespacedDeletingPolicy struct {
 	policiesv1.NamespacedDeletingPolicy `json:",inline"`
