@@ -433,3 +433,39 @@ func TestEachDeploymentRunsItsControllerAsItsOwnServiceAccount(t *testing.T) {
 		}
 	}
 }
+
+// TestAggregatedRolesTakeKyvernosLabels: a ClusterRole written to widen
+// one of Kyverno's controllers (rbac.kyverno.io/aggregate-to-<controller>,
+// as Kyverno's chart and its e2e tests' permissions.yaml label them)
+// widens charter's matching controller too, beside charter's own label.
+func TestAggregatedRolesTakeKyvernosLabels(t *testing.T) {
+	r := render(t)
+	for role, wanted := range map[string][]string{
+		"charter-cleanup-aggregate":    {"rbac.charter.dev/aggregate-to-cleanup", "rbac.kyverno.io/aggregate-to-cleanup-controller"},
+		"charter-background-aggregate": {"rbac.charter.dev/aggregate-to-background", "rbac.kyverno.io/aggregate-to-background-controller"},
+		"charter-reports-view":         {"rbac.charter.dev/aggregate-to-reports", "rbac.kyverno.io/aggregate-to-reports-controller"},
+		"charter-admission-view":       {"rbac.charter.dev/aggregate-to-admission", "rbac.kyverno.io/aggregate-to-admission-controller"},
+	} {
+		cr, ok := r.clusterRoles[role]
+		if !ok || cr.AggregationRule == nil {
+			t.Errorf("ClusterRole %s missing or not aggregated", role)
+			continue
+		}
+		for _, label := range wanted {
+			member := labels.Set{label: "true"}
+			selected := false
+			for _, sel := range cr.AggregationRule.ClusterRoleSelectors {
+				s, err := metav1.LabelSelectorAsSelector(&sel)
+				if err != nil {
+					t.Fatalf("ClusterRole %s: %v", role, err)
+				}
+				if s.Matches(member) {
+					selected = true
+				}
+			}
+			if !selected {
+				t.Errorf("ClusterRole %s does not aggregate ClusterRoles labelled %s", role, label)
+			}
+		}
+	}
+}
