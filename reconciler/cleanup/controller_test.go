@@ -95,13 +95,13 @@ func testScheme(t *testing.T) *runtime.Scheme {
 
 // startController runs the controller under a manager, as charter serve
 // does, on its own Lease; stop ends it.
-func (e *env) startController() (stop func()) {
+func (e *env) startController(opts ...clusterstate.Option) (stop func()) {
 	e.t.Helper()
 	mgr, err := ctrl.NewManager(e.cfg, ctrl.Options{Scheme: testScheme(e.t), Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	state, err := clusterstate.New(mgr, logr.Discard())
+	state, err := clusterstate.New(mgr, logr.Discard(), opts...)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -69,9 +69,12 @@ func Setup(mgr manager.Manager, o Options) error {
 		o: &o, eventsClient: eventsClient,
 		// Cleanup policies load apiCall and globalReference entries only
 		// (configMap and imageRegistry are refused), and read namespace
-		// labels for namespaceSelectors.
+		// labels for namespaceSelectors; a DeletingPolicy's conditions
+		// call the http (through APICalls), globalContext and resource
+		// libraries, as Kyverno's cleanup controller lets them.
 		policies: &policyController{o: &o, source: o.State.CleanupPolicies, client: mgr.GetClient(), dyn: dyn, impersonated: impersonated, disco: disco,
-			loaders: engine.Loaders{APICalls: o.State.Loaders.APICalls, Namespaces: o.State.Loaders.Namespaces, GlobalContext: o.State.Loaders.GlobalContext}, m: m},
+			loaders: engine.Loaders{APICalls: o.State.Loaders.APICalls, Namespaces: o.State.Loaders.Namespaces, GlobalContext: o.State.Loaders.GlobalContext,
+				Resources: o.State.Loaders.Resources}, m: m},
 		ttl: newTTLController(&o, meta, disco, kube, nil, m),
 	}
 	c.policies.now = c.ttl.now
