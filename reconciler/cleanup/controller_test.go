@@ -28,6 +28,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine/ttl"
+	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
 	"github.com/charter-dev/charter/internal/impersonate/impersonatetest"
 )
@@ -41,11 +42,11 @@ type env struct {
 	cl  client.Client
 }
 
-func startEnv(t *testing.T) *env {
+func startEnv(t *testing.T, opts ...controlplane.Option) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
-	cp := controlplanetest.Start(ctx, t)
+	cp := controlplanetest.Start(ctx, t, opts...)
 	e := &env{t: t, ctx: ctx, cfg: cp.RESTConfig()}
 	e.cs = kubernetes.NewForConfigOrDie(e.cfg)
 	var err error

@@ -21,14 +21,14 @@ import (
 // Start starts etcd and kube-apiserver with charter's CRDs from
 // config/crd/bases, stops them when the test ends, and keeps their logs
 // (naming the folder) when it failed. ctx bounds the start and the
-// control plane's life.
-func Start(ctx context.Context, t testing.TB) *controlplane.ControlPlane {
+// control plane's life; opts add to it (controlplane.WithControllerManager).
+func Start(ctx context.Context, t testing.TB, opts ...controlplane.Option) *controlplane.ControlPlane {
 	t.Helper()
 	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
+	cp, err := controlplane.Start(ctx, append([]controlplane.Option{controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases"))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
