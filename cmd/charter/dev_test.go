@@ -83,8 +83,10 @@ func startDevLive(t *testing.T, args ...string) (*readyWriter, func() (error, st
 	case <-out.ready:
 	case <-exited:
 		t.Fatalf("charter %s exited before it was ready: %v\n%s", strings.Join(args, " "), runErr, out)
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("charter %s not ready within 2 minutes:\n%s", strings.Join(args, " "), out)
+	// Generous: on a loaded machine the control plane alone can take
+	// a minute to start.
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("charter %s not ready within 5 minutes:\n%s", strings.Join(args, " "), out)
 	}
 	interrupt := func() (error, string) {
 		cancel()
