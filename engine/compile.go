@@ -144,15 +144,15 @@ const FaultDuplicatePolicy = "duplicate policy"
 // of different kinds may share a key; PolicyID tells them apart.
 func PolicyKey(p kyvernov1.PolicyInterface) string {
 	if p.IsNamespaced() {
-		return policyNamespace(p) + "/" + p.GetName()
+		return PolicyNamespace(p) + "/" + p.GetName()
 	}
 	return p.GetName()
 }
 
-// policyNamespace is the namespace a policy acts in: its own for a
+// PolicyNamespace is the namespace a policy acts in: its own for a
 // namespaced policy ("default" when it names none, as Kyverno reads it),
 // "" for a cluster-wide policy.
-func policyNamespace(src kyvernov1.PolicyInterface) string {
+func PolicyNamespace(src kyvernov1.PolicyInterface) string {
 	if !src.IsNamespaced() {
 		return ""
 	}
@@ -170,7 +170,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 		key:       PolicyKey(src),
 		id:        PolicyID(src),
 		unscored:  src.GetAnnotations()[ScoredAnnotation] == "false",
-		namespace: policyNamespace(src),
+		namespace: PolicyNamespace(src),
 	}
 	if vp, ok := src.(policiesv1.ValidatingPolicyLike); ok {
 		if errs := s.compileValidatingPolicy(vp, p); len(errs) > 0 {

@@ -2,6 +2,7 @@ package policycache
 
 import (
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -44,7 +45,27 @@ type Builder struct {
 	// assembled from.
 	last                           *Snapshot
 	lastFail, lastIgnore, lastFine []*engine.CompiledPolicy
+	lastNamespaced                 map[string]*namespaceUnits
 	lastExceptions                 []*engine.CompiledException
+}
+
+// namespaceUnits are the units of one namespace's namespaced policies,
+// by failure policy.
+type namespaceUnits struct {
+	fail, ignore []*engine.CompiledPolicy
+}
+
+func sameNamespaceUnits(a, b map[string]*namespaceUnits) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for ns, ua := range a {
+		ub, ok := b[ns]
+		if !ok || !sameUnits(ua.fail, ub.fail) || !sameUnits(ua.ignore, ub.ignore) {
+			return false
+		}
+	}
+	return true
 }
 
 // BuildStats says what one Build did.
@@ -72,8 +93,8 @@ func NewBuilder() *Builder {
 }
 
 // Build returns the snapshot of the policies that run at admission
-// (spec.admission is not false), split by failure policy, with every
-// exception bound to both sets. Invalid policies and exceptions are left
+// (spec.admission is not false), split by failure policy and the
+// namespaced ones by namespace, with every exception bound to every set. Invalid policies and exceptions are left
 // out and listed in Snapshot.Errors; the rest still serve, so one bad
 // policy never disarms the others. Policies and exceptions are ordered by
 // key, so the result does not depend on informer order.
@@ -97,8 +118,10 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 
 	units := make(map[string]*engine.CompiledPolicy, len(policies))
 	// fine are the policies with webhook matchConditions, each served
-	// in a set of its own (Snapshot.FineGrained).
+	// in a set of its own (Snapshot.FineGrained); namespaced the other
+	// namespaced policies, by namespace (Snapshot.Namespaced).
 	var fail, ignore, fine []*engine.CompiledPolicy
+	namespaced := map[string]*namespaceUnits{}
 	for _, p := range sortedPolicies(policies) {
 		if !p.GetSpec().AdmissionProcessingEnabled() {
 			continue
@@ -112,11 +135,25 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 			stats.PoliciesCompiled++
 		}
 		units[id] = u
-		if engine.HasWebhookConditions(p) {
+		ignores := p.GetSpec().GetFailurePolicy() == kyvernov1.Ignore
+		switch {
+		case engine.HasWebhookConditions(p):
 			fine = append(fine, u)
-		} else if p.GetSpec().GetFailurePolicy() == kyvernov1.Ignore {
+		case p.IsNamespaced():
+			ns := engine.PolicyNamespace(p)
+			nu := namespaced[ns]
+			if nu == nil {
+				nu = &namespaceUnits{}
+				namespaced[ns] = nu
+			}
+			if ignores {
+				nu.ignore = append(nu.ignore, u)
+			} else {
+				nu.fail = append(nu.fail, u)
+			}
+		case ignores:
 			ignore = append(ignore, u)
-		} else {
+		default:
 			fail = append(fail, u)
 		}
 	}
@@ -151,7 +188,7 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 	b.policies, b.exceptions, b.celExceptions = units, exUnits, celUnits
 
 	if b.last != nil && sameUnits(fail, b.lastFail) && sameUnits(ignore, b.lastIgnore) && sameUnits(fine, b.lastFine) &&
-		sameUnits(exList, b.lastExceptions) {
+		sameNamespaceUnits(namespaced, b.lastNamespaced) && sameUnits(exList, b.lastExceptions) {
 		return b.last, stats
 	}
 	stats.Changed = true
@@ -160,6 +197,13 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 	// once.
 	s.Fail = b.assemble(s, fail, exList, true)
 	s.Ignore = b.assemble(s, ignore, exList, false)
+	for _, ns := range slices.Sorted(maps.Keys(namespaced)) {
+		if s.Namespaced == nil {
+			s.Namespaced = make(map[string]NamespaceSets, len(namespaced))
+		}
+		nu := namespaced[ns]
+		s.Namespaced[ns] = NamespaceSets{Fail: b.assemble(s, nu.fail, exList, false), Ignore: b.assemble(s, nu.ignore, exList, false)}
+	}
 	for _, u := range fine {
 		if s.FineGrained == nil {
 			s.FineGrained = make(map[string]FineGrainedSet, len(fine))
@@ -173,7 +217,7 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 		src := u.Source()
 		s.FineGrained[engine.PolicyKey(src)] = FineGrainedSet{Set: set, FailClosed: src.GetSpec().GetFailurePolicy() != kyvernov1.Ignore}
 	}
-	b.last, b.lastFail, b.lastIgnore, b.lastFine, b.lastExceptions = s, fail, ignore, fine, exList
+	b.last, b.lastFail, b.lastIgnore, b.lastFine, b.lastNamespaced, b.lastExceptions = s, fail, ignore, fine, namespaced, exList
 	return s, stats
 }
 

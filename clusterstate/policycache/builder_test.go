@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -115,13 +117,25 @@ func (l *compileLog) take() []string {
 }
 
 // fullSnapshot is the reference: what a snapshot of these inputs is when
-// everything is compiled from scratch with engine.Compile.
+// everything is compiled from scratch with engine.Compile, the namespaced
+// policies by namespace.
 func fullSnapshot(t *testing.T, policies []kyvernov1.PolicyInterface, exceptions []*kyvernov2.PolicyException) *Snapshot {
 	t.Helper()
 	var fail, ignore []kyvernov1.PolicyInterface
+	type byFailurePolicy struct{ fail, ignore []kyvernov1.PolicyInterface }
+	namespaced := map[string]*byFailurePolicy{}
 	for _, p := range sortedPolicies(policies) {
+		ns := namespaced[p.GetNamespace()]
+		if p.IsNamespaced() && ns == nil && p.GetSpec().AdmissionProcessingEnabled() {
+			ns = &byFailurePolicy{}
+			namespaced[p.GetNamespace()] = ns
+		}
 		switch {
 		case !p.GetSpec().AdmissionProcessingEnabled():
+		case p.IsNamespaced() && p.GetSpec().GetFailurePolicy() == kyvernov1.Ignore:
+			ns.ignore = append(ns.ignore, p)
+		case p.IsNamespaced():
+			ns.fail = append(ns.fail, p)
 		case p.GetSpec().GetFailurePolicy() == kyvernov1.Ignore:
 			ignore = append(ignore, p)
 		default:
@@ -130,22 +144,26 @@ func fullSnapshot(t *testing.T, policies []kyvernov1.PolicyInterface, exceptions
 	}
 	exceptions = sortedExceptions(exceptions)
 	s := &Snapshot{}
-	for i, group := range [][]kyvernov1.PolicyInterface{fail, ignore} {
+	compile := func(group []kyvernov1.PolicyInterface, withExceptionFaults bool) *engine.PolicySet {
 		set, err := engine.Compile(group, engine.WithExceptions(exceptions))
 		var faults engine.CompileErrors
 		if err != nil && !errors.As(err, &faults) {
 			t.Fatal(err)
 		}
 		for _, f := range faults {
-			if i == 0 || f.Kind != exceptionKind {
+			if withExceptionFaults || f.Kind != exceptionKind {
 				s.Errors = append(s.Errors, f)
 			}
 		}
-		if i == 0 {
-			s.Fail = set
-		} else {
-			s.Ignore = set
+		return set
+	}
+	s.Fail = compile(fail, true)
+	s.Ignore = compile(ignore, false)
+	for _, ns := range slices.Sorted(maps.Keys(namespaced)) {
+		if s.Namespaced == nil {
+			s.Namespaced = map[string]NamespaceSets{}
 		}
+		s.Namespaced[ns] = NamespaceSets{Fail: compile(namespaced[ns].fail, false), Ignore: compile(namespaced[ns].ignore, false)}
 	}
 	return s
 }
@@ -166,10 +184,22 @@ func sameSnapshot(t *testing.T, got, want *Snapshot, resources []map[string]any)
 	if g, w := got.Errors.Error(), want.Errors.Error(); g != w {
 		t.Errorf("faults differ\n got: %s\nwant: %s", g, w)
 	}
-	for _, pair := range []struct {
+	type setPair struct {
 		name      string
 		got, want *engine.PolicySet
-	}{{"Fail", got.Fail, want.Fail}, {"Ignore", got.Ignore, want.Ignore}} {
+	}
+	pairs := []setPair{{"Fail", got.Fail, want.Fail}, {"Ignore", got.Ignore, want.Ignore}}
+	if g, w := slices.Sorted(maps.Keys(got.Namespaced)), slices.Sorted(maps.Keys(want.Namespaced)); !slices.Equal(g, w) {
+		t.Errorf("namespaces with namespaced sets: got %v, want %v", g, w)
+	}
+	for ns, w := range want.Namespaced {
+		g := got.Namespaced[ns]
+		if g.Fail == nil || g.Ignore == nil {
+			continue
+		}
+		pairs = append(pairs, setPair{ns + " Fail", g.Fail, w.Fail}, setPair{ns + " Ignore", g.Ignore, w.Ignore})
+	}
+	for _, pair := range pairs {
 		if g, w := setKeys(pair.got), setKeys(pair.want); !reflect.DeepEqual(g, w) {
 			t.Errorf("%s set differs\n got: %v\nwant: %v", pair.name, g, w)
 			continue
@@ -319,6 +349,11 @@ func TestBuilderCompilesOnlyWhatChanged(t *testing.T) {
 		}},
 		{name: "namespaced Policy of the same name added", changed: true, compile: []string{"policy team-a/" + first.GetName()}, apply: func() {
 			policies = append(policies, namespaced)
+		}},
+		{name: "a Policy in another namespace added: it alone compiled, in a set of its own", changed: true, compile: []string{"policy team-b/" + first.GetName()}, apply: func() {
+			other := namespaced.DeepCopy()
+			other.Namespace, other.UID = "team-b", "uid-team-b"
+			policies = append(policies, other)
 		}},
 		{name: "policy turned invalid", changed: true, compile: []string{"policy " + first.GetName()}, apply: func() {
 			policies[0] = edit(policies[0], true, func(p kyvernov1.PolicyInterface) {

@@ -23,14 +23,25 @@ import (
 // Snapshot is one compiled generation of the installed policies, split by
 // the webhook failure policy they ask for: the API server calls
 // /validate/fail for the policies of Fail and /validate/ignore for those
-// of Ignore, and each path must see only its own policies.
+// of Ignore, and each path must see only its own policies. Namespaced
+// policies are split by namespace too (Namespaced).
 //
 // A Snapshot is immutable and safe for concurrent use.
 type Snapshot struct {
-	// Fail holds the policies whose failurePolicy is Fail (the default).
+	// Fail holds the cluster-wide policies whose failurePolicy is Fail
+	// (the default).
 	Fail *engine.PolicySet
-	// Ignore holds the policies whose failurePolicy is Ignore.
+	// Ignore holds the cluster-wide policies whose failurePolicy is
+	// Ignore.
 	Ignore *engine.PolicySet
+	// Namespaced holds, by namespace, the namespaced policies (Policy and
+	// the Namespaced policies.kyverno.io kinds) without webhook
+	// matchConditions. They are served on paths of their own
+	// (/validate/fail/namespaced...) through webhooks whose
+	// namespaceSelector selects their namespaces only, so a tenant's
+	// policy never widens a webhook, or slows a request, beyond its own
+	// namespace. A namespace without such policies has no entry.
+	Namespaced map[string]NamespaceSets
 	// FineGrained holds, by PolicyKey, each policy with
 	// spec.webhookConfiguration.matchConditions in a set of its own: the
 	// API server sends it only the requests its conditions select, through
@@ -71,11 +82,26 @@ type FineGrainedSet struct {
 	FailClosed bool
 }
 
-// Sets returns every set of the snapshot: Fail, Ignore, then the
-// fine-grained ones by key.
+// NamespaceSets are the sets of one namespace's namespaced policies, by
+// failure policy; both are set, empty when no policy asks for it.
+type NamespaceSets struct {
+	Fail, Ignore *engine.PolicySet
+}
+
+// Sets returns every set of the snapshot: Fail, the namespaces' Fail by
+// namespace, Ignore, the namespaces' Ignore, then the fine-grained ones by
+// key.
 func (s *Snapshot) Sets() []*engine.PolicySet {
-	out := make([]*engine.PolicySet, 0, 2+len(s.FineGrained))
-	out = append(out, s.Fail, s.Ignore)
+	out := make([]*engine.PolicySet, 0, 2+2*len(s.Namespaced)+len(s.FineGrained))
+	namespaces := slices.Sorted(maps.Keys(s.Namespaced))
+	out = append(out, s.Fail)
+	for _, ns := range namespaces {
+		out = append(out, s.Namespaced[ns].Fail)
+	}
+	out = append(out, s.Ignore)
+	for _, ns := range namespaces {
+		out = append(out, s.Namespaced[ns].Ignore)
+	}
 	for _, k := range slices.Sorted(maps.Keys(s.FineGrained)) {
 		out = append(out, s.FineGrained[k].Set)
 	}

@@ -6,8 +6,8 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -416,18 +416,24 @@ func stopCharter(ctx context.Context, cmd *exec.Cmd, exited <-chan error, namesp
 }
 
 // refusedByCharter dry-runs the creation of obj and succeeds when
-// charter's fail-closed validating webhook refused it; an admission or a
+// charter's fail-closed validating webhook refused it (the shared one, or
+// the one of a namespace's namespaced policies); an admission or a
 // refusal by anything else (the webhook not reachable yet) is an error.
 func refusedByCharter(ctx context.Context, obj client.Object) error {
 	err := suite.client.Create(ctx, obj, client.DryRunAll)
 	if err == nil {
 		return fmt.Errorf("%s/%s admitted", obj.GetNamespace(), obj.GetName())
 	}
-	if !strings.Contains(err.Error(), `admission webhook "`+validateWebhookFail+`" denied the request`) {
+	if !deniedByCharterFail.MatchString(err.Error()) {
 		return err
 	}
 	return nil
 }
+
+// deniedByCharterFail matches a refusal by charter's fail-closed
+// validating webhooks: the shared one, or a namespaced policies' one
+// (named after a hash of its rules).
+var deniedByCharterFail = regexp.MustCompile(`admission webhook "` + regexp.QuoteMeta(validateWebhookFail) + `(-namespaced-[0-9a-f]+)?" denied the request`)
 
 // webhookResources lists the resources the rules of the webhooks name.
 func webhookResources(webhooks []admissionregistrationv1.MutatingWebhook) []string {

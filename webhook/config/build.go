@@ -3,7 +3,8 @@
 // policies: only the groups, resources and operations they match, grouped
 // by failure policy, with the timeout they ask for, a namespaceSelector
 // that leaves kube-system and charter's own namespace alone, and the CA
-// bundle of the serving certificate. The controller runs on the leader,
+// bundle of the serving certificate. Namespaced policies are registered
+// in webhooks that select their own namespace only (namespacedGroups). The controller runs on the leader,
 // rewrites the objects when policies change, recreates them when deleted,
 // and removes them on request (charter serve --cleanup-webhooks).
 package config
@@ -19,6 +20,7 @@ import (
 	"unicode"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -188,7 +190,10 @@ func (w *webhookRules) rules() []admissionregistrationv1.RuleWithOperations {
 // carrying the policy's conditions, so the API server sends it only the
 // requests they select.
 type fineGrained struct {
-	key        string
+	key string
+	// namespace is a namespaced policy's: its webhook selects that
+	// namespace only.
+	namespace  string
 	fp         kyvernov1.FailurePolicyType
 	conditions []admissionregistrationv1.MatchCondition
 	validating *webhookRules
@@ -237,6 +242,7 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 	mutating := map[kyvernov1.FailurePolicyType]*webhookRules{kyvernov1.Fail: newWebhookRules(), kyvernov1.Ignore: newWebhookRules()}
 	unresolved := map[string][]string{}
 	var fine []*fineGrained
+	namespaced := map[string]*namespaceRules{}
 	for _, p := range policies {
 		spec := p.GetSpec()
 		if !spec.AdmissionProcessingEnabled() {
@@ -248,13 +254,21 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 		}
 		key := engine.PolicyKey(p)
 		// A policy with webhook matchConditions has webhooks of its own;
-		// the others share their failure policy's.
+		// a namespaced one shares those of its namespace (and failure
+		// policy); the others share their failure policy's.
 		validating, mutating := validating, mutating
-		if engine.HasWebhookConditions(p) {
-			f := &fineGrained{key: key, fp: fp, conditions: spec.GetMatchConditions(), validating: newWebhookRules(), mutating: newWebhookRules()}
+		ns := engine.PolicyNamespace(p)
+		switch {
+		case engine.HasWebhookConditions(p):
+			f := &fineGrained{key: key, namespace: ns, fp: fp, conditions: spec.GetMatchConditions(), validating: newWebhookRules(), mutating: newWebhookRules()}
 			fine = append(fine, f)
 			validating = map[kyvernov1.FailurePolicyType]*webhookRules{fp: f.validating}
 			mutating = map[kyvernov1.FailurePolicyType]*webhookRules{fp: f.mutating}
+		case p.IsNamespaced():
+			if namespaced[ns] == nil {
+				namespaced[ns] = newNamespaceRules()
+			}
+			validating, mutating = namespaced[ns].validating, namespaced[ns].mutating
 		}
 		usedV, usedM := false, false
 		if celRules := engine.ValidatingPolicyRules(p); celRules != nil {
@@ -301,7 +315,16 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 					}
 					for _, res := range resources {
 						scope := admissionregistrationv1.AllScopes
-						if res.Namespaced || (res.Resource == "*" && p.IsNamespaced()) {
+						if p.IsNamespaced() {
+							// A namespaced policy never sees a
+							// cluster-scoped object, and a
+							// namespaceSelector would not hold
+							// its webhook back from one.
+							if !res.Namespaced && !strings.HasPrefix(res.Resource, "*") {
+								continue
+							}
+							scope = admissionregistrationv1.NamespacedScope
+						} else if res.Namespaced {
 							scope = admissionregistrationv1.NamespacedScope
 						}
 						if isValidating {
@@ -327,13 +350,13 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 			mutating[fp].raise(timeout)
 		}
 	}
-	validatingCfg := s.validating(validating, fine)
+	validatingCfg := s.validating(validating, namespaced, fine)
 	if s.Promotion && anyStaged(policies) {
 		validatingCfg.Webhooks = append(validatingCfg.Webhooks, s.promotionWebhook())
 	}
 	return &Configurations{
 		Validating:       validatingCfg,
-		Mutating:         s.mutating(mutating, fine),
+		Mutating:         s.mutating(mutating, namespaced, fine),
 		PolicyValidating: s.policyValidating(),
 		Unresolved:       unresolved,
 	}, nil
@@ -465,12 +488,19 @@ func isVersion(s string) bool {
 	return rest == ""
 }
 
-func (s Settings) namespaceSelector() *metav1.LabelSelector {
+// namespaceSelector leaves the excluded namespaces out and, when only
+// names namespaces, selects those only, by the name label the API server
+// sets on every Namespace.
+func (s Settings) namespaceSelector(only ...string) *metav1.LabelSelector {
 	sel := &metav1.LabelSelector{}
+	if len(only) > 0 {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: only})
+	}
 	// One NotIn expression per namespace, as Kyverno's chart writes them.
 	for _, ns := range s.ExcludedNamespaces {
 		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
-			Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{ns}})
+			Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{ns}})
 	}
 	return sel
 }
@@ -480,24 +510,29 @@ func objectMeta(name string) metav1.ObjectMeta {
 }
 
 // resourceWebhook is one resource webhook to write: a failure policy's
-// shared one, or a policy's own (conditions set).
+// shared one, namespaced policies' (namespaces set), or a policy's own
+// (conditions set).
 type resourceWebhook struct {
 	name, path string
 	fp         kyvernov1.FailurePolicyType
 	rules      *webhookRules
 	conditions []admissionregistrationv1.MatchCondition
+	// namespaces, when set, are the only namespaces the webhook selects.
+	namespaces []string
 }
 
-// resourceWebhooks lists the webhooks of one configuration by name, as
-// Kyverno sorts them: the Fail group's, the policies' own of Fail, the
-// Ignore group's, the policies' own of Ignore. base is "validate" or
-// "mutate"; fineRules picks a fine-grained policy's rules for it.
-func resourceWebhooks(base string, groups map[kyvernov1.FailurePolicyType]*webhookRules, fine []*fineGrained, fineRules func(*fineGrained) *webhookRules) []resourceWebhook {
+// resourceWebhooks lists the webhooks of one configuration, the shared
+// ones and the policies' own sorted by name as Kyverno sorts them: the
+// Fail group's, the namespaced policies' of Fail, the policies' own of
+// Fail, then the same of Ignore. base is "validate" or "mutate"; pick
+// selects the namespaced and the fine-grained policies' rules of base.
+func resourceWebhooks(base string, groups map[kyvernov1.FailurePolicyType]*webhookRules, namespaced map[string]*namespaceRules, fine []*fineGrained, pick picker) []resourceWebhook {
 	var out []resourceWebhook
 	for _, fp := range []kyvernov1.FailurePolicyType{kyvernov1.Fail, kyvernov1.Ignore} {
 		name := base + ".charter.svc-" + strings.ToLower(string(fp))
 		path := "/" + base + "/" + strings.ToLower(string(fp))
 		out = append(out, resourceWebhook{name: name, path: path, fp: fp, rules: groups[fp]})
+		out = append(out, namespacedGroups(name, path, fp, namespaced, pick)...)
 		var own []resourceWebhook
 		var keys []string
 		for _, f := range fine {
@@ -505,7 +540,11 @@ func resourceWebhooks(base string, groups map[kyvernov1.FailurePolicyType]*webho
 				continue
 			}
 			n, p := f.suffix()
-			own = append(own, resourceWebhook{name: name + n, path: path + p, fp: fp, rules: fineRules(f), conditions: f.conditions})
+			var only []string
+			if f.namespace != "" {
+				only = []string{f.namespace}
+			}
+			own = append(own, resourceWebhook{name: name + n, path: path + p, fp: fp, rules: pick.fine(f), conditions: f.conditions, namespaces: only})
 			keys = append(keys, f.key)
 		}
 		uniqueWebhookNames(own, keys)
@@ -515,12 +554,12 @@ func resourceWebhooks(base string, groups map[kyvernov1.FailurePolicyType]*webho
 	return out
 }
 
-func (s Settings) validating(groups map[kyvernov1.FailurePolicyType]*webhookRules, fine []*fineGrained) *admissionregistrationv1.ValidatingWebhookConfiguration {
+func (s Settings) validating(groups map[kyvernov1.FailurePolicyType]*webhookRules, namespaced map[string]*namespaceRules, fine []*fineGrained) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: objectMeta(ResourceValidatingName),
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{}}
 	sideEffects := admissionregistrationv1.SideEffectClassNoneOnDryRun
 	equivalent := admissionregistrationv1.Equivalent
-	for _, g := range resourceWebhooks("validate", groups, fine, func(f *fineGrained) *webhookRules { return f.validating }) {
+	for _, g := range resourceWebhooks("validate", groups, namespaced, fine, validatingRules) {
 		rules := g.rules.rules()
 		if len(rules) == 0 {
 			continue
@@ -529,7 +568,7 @@ func (s Settings) validating(groups map[kyvernov1.FailurePolicyType]*webhookRule
 		timeout := g.rules.timeout
 		cfg.Webhooks = append(cfg.Webhooks, admissionregistrationv1.ValidatingWebhook{
 			Name: g.name, ClientConfig: s.Target.clientConfig(g.path, s.CABundle), Rules: rules,
-			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.namespaceSelector(),
+			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.namespaceSelector(g.namespaces...),
 			ObjectSelector: &metav1.LabelSelector{}, SideEffects: &sideEffects, TimeoutSeconds: &timeout,
 			AdmissionReviewVersions: []string{"v1"}, MatchConditions: g.conditions,
 		})
@@ -537,13 +576,13 @@ func (s Settings) validating(groups map[kyvernov1.FailurePolicyType]*webhookRule
 	return cfg
 }
 
-func (s Settings) mutating(groups map[kyvernov1.FailurePolicyType]*webhookRules, fine []*fineGrained) *admissionregistrationv1.MutatingWebhookConfiguration {
+func (s Settings) mutating(groups map[kyvernov1.FailurePolicyType]*webhookRules, namespaced map[string]*namespaceRules, fine []*fineGrained) *admissionregistrationv1.MutatingWebhookConfiguration {
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: objectMeta(ResourceMutatingName),
 		Webhooks: []admissionregistrationv1.MutatingWebhook{}}
 	sideEffects := admissionregistrationv1.SideEffectClassNoneOnDryRun
 	equivalent := admissionregistrationv1.Equivalent
 	reinvoke := admissionregistrationv1.IfNeededReinvocationPolicy
-	for _, g := range resourceWebhooks("mutate", groups, fine, func(f *fineGrained) *webhookRules { return f.mutating }) {
+	for _, g := range resourceWebhooks("mutate", groups, namespaced, fine, mutatingRules) {
 		rules := g.rules.rules()
 		if len(rules) == 0 {
 			continue
@@ -552,7 +591,7 @@ func (s Settings) mutating(groups map[kyvernov1.FailurePolicyType]*webhookRules,
 		timeout := g.rules.timeout
 		cfg.Webhooks = append(cfg.Webhooks, admissionregistrationv1.MutatingWebhook{
 			Name: g.name, ClientConfig: s.Target.clientConfig(g.path, s.CABundle), Rules: rules,
-			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.namespaceSelector(),
+			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.namespaceSelector(g.namespaces...),
 			ObjectSelector: &metav1.LabelSelector{}, SideEffects: &sideEffects, TimeoutSeconds: &timeout,
 			AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: &reinvoke, MatchConditions: g.conditions,
 		})

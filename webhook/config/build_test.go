@@ -165,7 +165,7 @@ func sortRules(in []admissionregistrationv1.RuleWithOperations) map[string]admis
 // TestBuildValidatingPolicy registers a ValidatingPolicy's resource rules,
 // with their operations, plus those of its autogen copies, in the
 // fail-closed validating webhook; a NamespacedValidatingPolicy's only for
-// namespaced objects.
+// namespaced objects, in the fail-closed webhook of its namespace.
 func TestBuildValidatingPolicy(t *testing.T) {
 	rule := admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 		Operations: []admissionregistrationv1.OperationType{"CREATE", "UPDATE"},
@@ -181,25 +181,22 @@ func TestBuildValidatingPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfgs.Validating.Webhooks) != 1 || cfgs.Validating.Webhooks[0].Name != ValidateWebhookFail {
-		t.Fatalf("validating webhooks: %+v", cfgs.Validating.Webhooks)
-	}
 	got := map[string]string{}
-	for _, r := range cfgs.Validating.Webhooks[0].Rules {
-		for _, res := range r.Resources {
-			got[r.APIGroups[0]+"/"+res] = fmt.Sprint(r.Operations, " ", *r.Scope)
-		}
+	for _, w := range listRules(cfgs.Validating.Webhooks) {
+		name, r, _ := strings.Cut(w, "|")
+		got[name] = r
 	}
+	teamA := namespacedHook(ValidateWebhookFail, "team-a")
 	want := map[string]string{
-		"/pods":                     "[CREATE UPDATE] *",
-		"/pods/ephemeralcontainers": "[CREATE UPDATE] *",
-		"/configmaps":               "[CREATE UPDATE] Namespaced",
-		"apps/deployments":          "[CREATE UPDATE] *",
-		"apps/daemonsets":           "[CREATE UPDATE] *",
-		"apps/replicasets":          "[CREATE UPDATE] *",
-		"apps/statefulsets":         "[CREATE UPDATE] *",
-		"batch/jobs":                "[CREATE UPDATE] *",
-		"batch/cronjobs":            "[CREATE UPDATE] *",
+		ValidateWebhookFail + " /pods":                     "[CREATE UPDATE] *",
+		ValidateWebhookFail + " /pods/ephemeralcontainers": "[CREATE UPDATE] *",
+		teamA + " /configmaps":                             "[CREATE UPDATE] Namespaced",
+		ValidateWebhookFail + " apps/deployments":          "[CREATE UPDATE] *",
+		ValidateWebhookFail + " apps/daemonsets":           "[CREATE UPDATE] *",
+		ValidateWebhookFail + " apps/replicasets":          "[CREATE UPDATE] *",
+		ValidateWebhookFail + " apps/statefulsets":         "[CREATE UPDATE] *",
+		ValidateWebhookFail + " batch/jobs":                "[CREATE UPDATE] *",
+		ValidateWebhookFail + " batch/cronjobs":            "[CREATE UPDATE] *",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("rules:\n got %v\nwant %v", got, want)
@@ -212,8 +209,8 @@ func TestBuildValidatingPolicy(t *testing.T) {
 // TestBuildMutatingPolicy registers a MutatingPolicy's resource rules, and
 // those of its autogen copies, in the mutating webhook of its failure
 // policy (reinvoked if needed), never in the validating one; a
-// NamespacedMutatingPolicy's only for namespaced objects; a rule with
-// operation "*" as CREATE and UPDATE.
+// NamespacedMutatingPolicy's only for namespaced objects, in the webhook
+// of its namespace; a rule with operation "*" as CREATE and UPDATE.
 func TestBuildMutatingPolicy(t *testing.T) {
 	rule := admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 		Operations: []admissionregistrationv1.OperationType{"CREATE"},
@@ -241,20 +238,20 @@ func TestBuildMutatingPolicy(t *testing.T) {
 		}
 		for _, r := range w.Rules {
 			for _, res := range r.Resources {
-				got[w.Name+" "+r.APIGroups[0]+"/"+res] = fmt.Sprint(r.Operations, " ", *r.Scope)
+				got[hookName(w.Name, w.NamespaceSelector)+" "+r.APIGroups[0]+"/"+res] = fmt.Sprint(r.Operations, " ", *r.Scope)
 			}
 		}
 	}
 	want := map[string]string{
-		MutateWebhookIgnore + " /pods":                     "[CREATE] *",
-		MutateWebhookIgnore + " /pods/ephemeralcontainers": "[CREATE] *",
-		MutateWebhookIgnore + " apps/deployments":          "[CREATE] *",
-		MutateWebhookIgnore + " apps/daemonsets":           "[CREATE] *",
-		MutateWebhookIgnore + " apps/replicasets":          "[CREATE] *",
-		MutateWebhookIgnore + " apps/statefulsets":         "[CREATE] *",
-		MutateWebhookIgnore + " batch/jobs":                "[CREATE] *",
-		MutateWebhookIgnore + " batch/cronjobs":            "[CREATE] *",
-		MutateWebhookFail + " /configmaps":                 "[CREATE UPDATE] Namespaced",
+		MutateWebhookIgnore + " /pods":                               "[CREATE] *",
+		MutateWebhookIgnore + " /pods/ephemeralcontainers":           "[CREATE] *",
+		MutateWebhookIgnore + " apps/deployments":                    "[CREATE] *",
+		MutateWebhookIgnore + " apps/daemonsets":                     "[CREATE] *",
+		MutateWebhookIgnore + " apps/replicasets":                    "[CREATE] *",
+		MutateWebhookIgnore + " apps/statefulsets":                   "[CREATE] *",
+		MutateWebhookIgnore + " batch/jobs":                          "[CREATE] *",
+		MutateWebhookIgnore + " batch/cronjobs":                      "[CREATE] *",
+		namespacedHook(MutateWebhookFail, "team-a") + " /configmaps": "[CREATE UPDATE] Namespaced",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("rules:\n got %v\nwant %v", got, want)
@@ -267,7 +264,8 @@ func TestBuildMutatingPolicy(t *testing.T) {
 // TestBuildMutatingPolicyMutateExisting registers a mutate-existing
 // MutatingPolicy's matchConstraints in the validating webhook, whose
 // allowed requests become UpdateRequests; in the mutating webhook only
-// when it also mutates at admission.
+// when it also mutates at admission; a namespaced one's in the webhooks of
+// its namespace.
 func TestBuildMutatingPolicyMutateExisting(t *testing.T) {
 	on, off := true, false
 	rule := func(res string, ops ...admissionregistrationv1.OperationType) admissionregistrationv1.NamedRuleWithOperations {
@@ -299,13 +297,34 @@ func TestBuildMutatingPolicyMutateExisting(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		ValidateWebhookFail + " /namespaces": "[CREATE UPDATE] *",
-		ValidateWebhookFail + " /configmaps": "[CREATE UPDATE] Namespaced",
-		MutateWebhookFail + " /configmaps":   "[CREATE UPDATE] Namespaced",
+		ValidateWebhookFail + " /namespaces":                           "[CREATE UPDATE] *",
+		namespacedHook(ValidateWebhookFail, "team-a") + " /configmaps": "[CREATE UPDATE] Namespaced",
+		namespacedHook(MutateWebhookFail, "team-a") + " /configmaps":   "[CREATE UPDATE] Namespaced",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("rules:\n got %v\nwant %v", got, want)
 	}
+}
+
+// hookName is a webhook's name, a namespaced policies' one's as
+// namespacedHook names it: its name ends in a hash of its rules.
+func hookName(name string, sel *metav1.LabelSelector) string {
+	base, _, ok := strings.Cut(name, "-namespaced-")
+	if !ok {
+		return name
+	}
+	for _, e := range sel.MatchExpressions {
+		if e.Key == "kubernetes.io/metadata.name" && e.Operator == metav1.LabelSelectorOpIn {
+			return namespacedHook(base, e.Values...)
+		}
+	}
+	return name + "[no namespaces selected]"
+}
+
+// namespacedHook names the webhook of the namespaced policies of the
+// namespaces in a test's expectations.
+func namespacedHook(base string, namespaces ...string) string {
+	return base + "-namespaced" + fmt.Sprint(namespaces)
 }
 
 // listRules lists "webhook group/resource|operations scope" of each
@@ -322,11 +341,11 @@ func listRules(webhooks any) []string {
 	switch ws := webhooks.(type) {
 	case []admissionregistrationv1.ValidatingWebhook:
 		for _, w := range ws {
-			add(w.Name, w.Rules)
+			add(hookName(w.Name, w.NamespaceSelector), w.Rules)
 		}
 	case []admissionregistrationv1.MutatingWebhook:
 		for _, w := range ws {
-			add(w.Name, w.Rules)
+			add(hookName(w.Name, w.NamespaceSelector), w.Rules)
 		}
 	}
 	return out
@@ -335,7 +354,7 @@ func listRules(webhooks any) []string {
 // TestBuildImageValidatingPolicy: an ImageValidatingPolicy registers its
 // resource rules (and its Pod controllers') with the validating webhook of
 // its failurePolicy, and with the mutating one only while mutateDigest is
-// on; a namespaced one for namespaced resources.
+// on; a namespaced one for namespaced resources, in its namespace's.
 func TestBuildImageValidatingPolicy(t *testing.T) {
 	rule := admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 		Operations: []admissionregistrationv1.OperationType{"CREATE", "UPDATE"},
@@ -362,19 +381,19 @@ func TestBuildImageValidatingPolicy(t *testing.T) {
 	}
 	for _, w := range cfgs.Validating.Webhooks {
 		for _, r := range w.Rules {
-			add(validating, w.Name, r)
+			add(validating, hookName(w.Name, w.NamespaceSelector), r)
 		}
 	}
 	for _, w := range cfgs.Mutating.Webhooks {
 		for _, r := range w.Rules {
-			add(mutating, w.Name, r)
+			add(mutating, hookName(w.Name, w.NamespaceSelector), r)
 		}
 	}
 	wantValidating := map[string]string{
-		ValidateWebhookFail + " /pods":                     "[CREATE UPDATE] *",
-		ValidateWebhookFail + " /pods/ephemeralcontainers": "[CREATE UPDATE] *",
-		ValidateWebhookFail + " apps/deployments":          "[CREATE UPDATE] *",
-		ValidateWebhookFail + " /replicationcontrollers":   "[CREATE UPDATE] Namespaced",
+		ValidateWebhookFail + " /pods":                                             "[CREATE UPDATE] *",
+		ValidateWebhookFail + " /pods/ephemeralcontainers":                         "[CREATE UPDATE] *",
+		ValidateWebhookFail + " apps/deployments":                                  "[CREATE UPDATE] *",
+		namespacedHook(ValidateWebhookFail, "team-a") + " /replicationcontrollers": "[CREATE UPDATE] Namespaced",
 	}
 	wantMutating := map[string]string{
 		MutateWebhookFail + " /pods":                     "[CREATE UPDATE] *",
@@ -440,6 +459,13 @@ func TestBuildFineGrained(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("webhooks:\n got %+v\nwant %+v", got, want)
+	}
+	// The Policy's own webhook selects its namespace only.
+	if sel := cfgs.Validating.Webhooks[2].NamespaceSelector; fmt.Sprint(sel.MatchExpressions) != "[{kubernetes.io/metadata.name In [shop]}]" {
+		t.Errorf("%s: namespaceSelector %v, want its namespace only", cfgs.Validating.Webhooks[2].Name, sel.MatchExpressions)
+	}
+	if sel := cfgs.Validating.Webhooks[0].NamespaceSelector; len(sel.MatchExpressions) != 0 {
+		t.Errorf("shared webhook: namespaceSelector %v, want every namespace", sel.MatchExpressions)
 	}
 }
 

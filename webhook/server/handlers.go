@@ -36,9 +36,15 @@ const (
 	// /validate/fail/finegrained/<name>, or .../<namespace>/<name> for a
 	// Policy. That path sees that one policy only.
 	FineGrainedSegment = "/finegrained/"
-	PathPolicyMutate   = "/policymutate"
-	PathLiveness       = "/health/liveness"
-	PathReadiness      = "/health/readiness"
+	// NamespacedSegment ends the path of the webhooks of namespaced
+	// policies (/validate/fail/namespaced): their namespaceSelector
+	// selects the namespaces whose policies they carry, and the path
+	// sees the request namespace's namespaced policies of that failure
+	// policy only.
+	NamespacedSegment = "/namespaced"
+	PathPolicyMutate  = "/policymutate"
+	PathLiveness      = "/health/liveness"
+	PathReadiness     = "/health/readiness"
 
 	// defaultMaxBody fits the largest object the API server stores (3 MiB
 	// in etcd) twice over, as an UPDATE review carries old and new.
@@ -162,6 +168,8 @@ func NewHandler(opts Options) http.Handler {
 		{PathMutate, false, scopeAll}, {PathMutateFail, false, scopeFail}, {PathMutateIgnore, false, scopeIgnore},
 		{PathValidateFail + FineGrainedSegment, true, scopeFineGrained}, {PathValidateIgnore + FineGrainedSegment, true, scopeFineGrained},
 		{PathMutateFail + FineGrainedSegment, false, scopeFineGrained}, {PathMutateIgnore + FineGrainedSegment, false, scopeFineGrained},
+		{PathValidateFail + NamespacedSegment, true, scopeNamespacedFail}, {PathValidateIgnore + NamespacedSegment, true, scopeNamespacedIgnore},
+		{PathMutateFail + NamespacedSegment, false, scopeNamespacedFail}, {PathMutateIgnore + NamespacedSegment, false, scopeNamespacedIgnore},
 	} {
 		var hf http.HandlerFunc
 		switch {
@@ -217,6 +225,10 @@ const (
 	scopeIgnore
 	// scopeFineGrained is one policy's own webhook: the path names it.
 	scopeFineGrained
+	// scopeNamespacedFail and scopeNamespacedIgnore are the request
+	// namespace's namespaced policies of that failure policy.
+	scopeNamespacedFail
+	scopeNamespacedIgnore
 )
 
 // scopedSet is a policy set and whether its errors deny (failurePolicy
@@ -226,17 +238,30 @@ type scopedSet struct {
 	failClosed bool
 }
 
-// sets returns the sets a request on path evaluates. On a fine-grained
-// path it is the named policy's own set, with the policy's current
-// failurePolicy; a policy the snapshot does not serve (deleted, or not
-// compiled yet in this replica) is an error, which denies, as Kyverno's
-// does.
-func (sc setScope) sets(s *policycache.Snapshot, path string) ([]scopedSet, error) {
+// sets returns the sets a request on path in namespace evaluates. On a
+// fine-grained path it is the named policy's own set, with the policy's
+// current failurePolicy; a policy the snapshot does not serve (deleted, or
+// not compiled yet in this replica) is an error, which denies, as
+// Kyverno's does. On a namespaced path it is the namespace's set, none
+// when the namespace has no namespaced policies (any more), as the shared
+// paths serve the policies of the snapshot and no others.
+func (sc setScope) sets(s *policycache.Snapshot, path, namespace string) ([]scopedSet, error) {
+	ns, hasNamespaced := s.Namespaced[namespace]
 	switch sc {
 	case scopeFail:
 		return []scopedSet{{s.Fail, true}}, nil
 	case scopeIgnore:
 		return []scopedSet{{s.Ignore, false}}, nil
+	case scopeNamespacedFail:
+		if !hasNamespaced {
+			return nil, nil
+		}
+		return []scopedSet{{ns.Fail, true}}, nil
+	case scopeNamespacedIgnore:
+		if !hasNamespaced {
+			return nil, nil
+		}
+		return []scopedSet{{ns.Ignore, false}}, nil
 	case scopeFineGrained:
 		_, key, _ := strings.Cut(path, FineGrainedSegment)
 		fg, ok := s.FineGrained[key]
@@ -244,6 +269,9 @@ func (sc setScope) sets(s *policycache.Snapshot, path string) ([]scopedSet, erro
 			return nil, fmt.Errorf("failed to fetch policy with key: key %s: no policy with webhook matchConditions of that name is installed", key)
 		}
 		return []scopedSet{{fg.Set, fg.FailClosed}}, nil
+	}
+	if hasNamespaced {
+		return []scopedSet{{s.Fail, true}, {s.Ignore, false}, {ns.Fail, true}, {ns.Ignore, false}}, nil
 	}
 	return []scopedSet{{s.Fail, true}, {s.Ignore, false}}, nil
 }
@@ -333,7 +361,7 @@ func (h *handlers) validate(scope setScope) http.HandlerFunc {
 			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
 			return
 		}
-		sets, err := scope.sets(snapshot, r.URL.Path)
+		sets, err := scope.sets(snapshot, r.URL.Path, ar.Namespace)
 		if err != nil {
 			writeResponse(w, denied(ar.UID, err.Error()))
 			h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
@@ -463,7 +491,7 @@ func (h *handlers) mutate(scope setScope) http.HandlerFunc {
 			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
 			return
 		}
-		sets, err := scope.sets(snapshot, r.URL.Path)
+		sets, err := scope.sets(snapshot, r.URL.Path, ar.Namespace)
 		if err != nil {
 			writeResponse(w, denied(ar.UID, err.Error()))
 			h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
