@@ -178,8 +178,9 @@ var knobsOn = map[string]any{
 	"reportsController":    map[string]any{"replicas": 1, "serviceMonitor": map[string]any{"enabled": true}, "affinity": map[string]any{"nodeAffinity": map[string]any{}}},
 	"backgroundController": map[string]any{"antiAffinity": map[string]any{"enabled": false}},
 	"cleanupController":    map[string]any{"metricsService": map[string]any{"create": false}},
-	"gitsyncController":    map[string]any{"defaultServiceAccount": "policy-deployer", "noCrossNamespaceRefs": true, "cacheSizeLimit": "5Gi", "receiverService": map[string]any{"port": 8080}},
-	"webhooksCleanup":      map[string]any{"enabled": true},
+	"gitsyncController": map[string]any{"defaultServiceAccount": "policy-deployer", "noCrossNamespaceRefs": true, "cacheSizeLimit": "5Gi", "receiverService": map[string]any{"port": 8080},
+		"maxRepositorySize": 104857600, "maxFiles": 0, "minInterval": "1m", "allowFileURLs": true},
+	"webhooksCleanup": map[string]any{"enabled": true},
 }
 
 // TestInstallsAreSchemaValid decodes every object both install paths
@@ -428,7 +429,10 @@ func TestChartKnobs(t *testing.T) {
 		{"gitsync args", deployment("gitsync").Spec.Template.Spec.Containers[0].Args[3:], []string{
 			"--cel-http-blocklist=169.254.169.254,10.0.0.0/8", "--cel-http-allowlist=https://verdicts.example/", "--allow-http-in-namespaced-policies",
 			"--egress-allow=10.0.0.5:5000,192.168.0.0/16", "--egress-max-response-bytes=1048576", "--gitsync-cache-dir=/var/cache/charter", "--receiver-addr=:9292",
-			"--default-service-account=policy-deployer", "--no-cross-namespace-refs"}},
+			"--default-service-account=policy-deployer", "--no-cross-namespace-refs",
+			"--gitsync-max-repository-size=104857600", "--gitsync-max-files=0", "--gitsync-min-interval=1m", "--gitsync-allow-file-urls"}},
+		{"background impersonates only the namespaced-policy ServiceAccount", impersonated(byKey["ClusterRole charter-background-impersonate"]), []any{"tenant-policies"}},
+		{"cleanup impersonates only the namespaced-policy ServiceAccount", impersonated(byKey["ClusterRole charter-cleanup-impersonate"]), []any{"tenant-policies"}},
 		{"gitsync cache size", deployment("gitsync").Spec.Template.Spec.Volumes[0].EmptyDir.SizeLimit.String(), "5Gi"},
 		{"hook image", byKey["Job charter/charter-webhooks-cleanup"] != nil, true},
 		{"no cleanup metrics Service", byKey["Service charter/charter-cleanup-metrics"] == nil, true},
@@ -476,6 +480,23 @@ func TestChartKnobs(t *testing.T) {
 	}
 }
 
+// impersonated is the resourceNames of the impersonate rule of a
+// rendered ClusterRole; nil when there is none.
+func impersonated(u *unstructured.Unstructured) []any {
+	if u == nil {
+		return nil
+	}
+	rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
+	for _, r := range rules {
+		rule := r.(map[string]any)
+		if verbs, _ := rule["verbs"].([]any); slices.Contains(verbs, any("impersonate")) {
+			names, _ := rule["resourceNames"].([]any)
+			return names
+		}
+	}
+	return nil
+}
+
 // TestChartRefusesContradictoryValues: values that cannot both hold fail
 // the install, naming the values, instead of rendering one of them.
 func TestChartRefusesContradictoryValues(t *testing.T) {
@@ -510,6 +531,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"misspelt knob", map[string]any{"reportsController": map[string]any{"replica": 3}}, "replica"},
 		{"replicas not a number", map[string]any{"admissionController": map[string]any{"replicas": "three"}}, "admissionController"},
 		{"bad pull policy", map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}, "pullPolicy"},
+		{"gitsync minimum interval not a duration", map[string]any{"gitsyncController": map[string]any{"minInterval": "10 seconds"}}, "minInterval"},
+		{"negative gitsync file limit", map[string]any{"gitsyncController": map[string]any{"maxFiles": -1}}, "maxFiles"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := helmchart.Render(chartDir, helmchart.Options{Values: tc.values})

@@ -25,7 +25,9 @@ import (
 const cluster = "*"
 
 // grant is a reviewed permission: verbs on resources of group, cluster-wide
-// (scope cluster) or in one namespace, and why the controller needs it.
+// (scope cluster) or in one namespace, and why the controller needs it. A
+// resource written resource{name} is one object of it only (a rule's
+// resourceNames).
 type grant struct {
 	scope, group, resources, verbs, why string
 }
@@ -101,7 +103,7 @@ var reviewed = map[string][]grant{
 		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
 		{cluster, "", "serviceaccounts", "get", "a namespaced policy's ServiceAccount must exist"},
 		// background/impersonate.yaml: namespaced policies write as their namespace's ServiceAccount.
-		{cluster, "", "serviceaccounts", "impersonate", "namespaced policies write as charter-policy of their namespace"},
+		{cluster, "", "serviceaccounts{charter-policy}", "impersonate", "namespaced policies write as charter-policy of their namespace, and as no other ServiceAccount"},
 		// background/downstream.yaml, aggregated: what cluster-scoped policies generate and mutate (Kyverno's chart defaults).
 		{cluster, "", "configmaps,resourcequotas,limitranges", "get,list,watch,create,update,patch,delete", "downstream objects, clone sources, targets"},
 		{cluster, "networking.k8s.io", "networkpolicies,ingresses,ingressclasses", "get,list,watch,create,update,patch,delete", "downstream objects"},
@@ -123,7 +125,7 @@ var reviewed = map[string][]grant{
 		{cluster, "events.k8s.io", "events", "create,patch", "deletion, dry-run and invalid TTL events"},
 		{cluster, "", "serviceaccounts", "get", "a namespaced policy's ServiceAccount must exist"},
 		// cleanup/impersonate.yaml: namespaced policies list and delete as their namespace's ServiceAccount.
-		{cluster, "", "serviceaccounts", "impersonate", "namespaced policies delete as charter-policy of their namespace"},
+		{cluster, "", "serviceaccounts{charter-policy}", "impersonate", "namespaced policies delete as charter-policy of their namespace, and as no other ServiceAccount"},
 		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
 		{"charter", "", "events", "create,patch", "leader election event"},
 	},
@@ -282,16 +284,20 @@ func (r *rendered) permissions(t *testing.T, account string) map[string]bool {
 			if len(rule.NonResourceURLs) > 0 {
 				t.Errorf("%s via %s: non-resource URLs %v", account, via, rule.NonResourceURLs)
 			}
-			if len(rule.ResourceNames) > 0 {
-				t.Errorf("%s via %s: resourceNames %v are not reviewed here", account, via, rule.ResourceNames)
-			}
 			for _, g := range rule.APIGroups {
 				for _, res := range rule.Resources {
 					for _, v := range rule.Verbs {
 						if g == "*" || res == "*" || v == "*" || strings.Contains(res, "*") {
 							t.Errorf("%s via %s: wildcard in %q %q %q", account, via, g, res, v)
 						}
-						out[permission(scope, g, res, v)] = true
+						if len(rule.ResourceNames) == 0 {
+							out[permission(scope, g, res, v)] = true
+						}
+						// A rule limited to some objects grants those
+						// only: reviewed as resource{name}.
+						for _, name := range rule.ResourceNames {
+							out[permission(scope, g, res+"{"+name+"}", v)] = true
+						}
 					}
 				}
 			}
