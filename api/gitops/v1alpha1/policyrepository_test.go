@@ -43,6 +43,8 @@ func TestSpecDefaults(t *testing.T) {
 	}{
 		{"absent", PolicyRepositorySpec{}, 5 * time.Minute, 5 * time.Minute, time.Minute, true},
 		{"retry follows interval", PolicyRepositorySpec{Interval: &metav1.Duration{Duration: time.Minute}}, time.Minute, time.Minute, time.Minute, true},
+		{"timeout below the minimum, stored before the API server refused it", PolicyRepositorySpec{Timeout: &metav1.Duration{Duration: time.Millisecond}},
+			5 * time.Minute, 5 * time.Minute, MinTimeout, true},
 		{"all set", PolicyRepositorySpec{
 			Interval: &metav1.Duration{Duration: 10 * time.Minute}, RetryInterval: &metav1.Duration{Duration: 30 * time.Second},
 			Timeout: &metav1.Duration{Duration: 2 * time.Minute}, Prune: &f,

@@ -60,6 +60,9 @@ const (
 const (
 	DefaultInterval = 5 * time.Minute
 	DefaultTimeout  = 60 * time.Second
+	// MinTimeout is the shortest spec.timeout (the CRD's validation rule
+	// says 1s too).
+	MinTimeout = time.Second
 )
 
 // ReconcileRequestAnnotation, set to a new value (a timestamp, by
@@ -132,10 +135,12 @@ type PolicyRepositorySpec struct {
 	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
 	RetryInterval *metav1.Duration `json:"retryInterval,omitempty"`
 
-	// Timeout of one fetch, build and apply; 60s when absent.
+	// Timeout of one fetch, build and apply; 60s when absent. At least
+	// 1s: a shorter one could only fail every sync.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="must be at least 1s"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// SecretRef names a Secret in the same namespace with credentials:
@@ -226,7 +231,9 @@ func (s *PolicyRepositorySpec) GetTimeout() time.Duration {
 	if s.Timeout == nil || s.Timeout.Duration <= 0 {
 		return DefaultTimeout
 	}
-	return s.Timeout.Duration
+	// The API server refuses a shorter one; one stored before it did
+	// still gets the minimum.
+	return max(s.Timeout.Duration, MinTimeout)
 }
 
 // IsPrune reports whether objects that left the repository are deleted.
