@@ -164,7 +164,7 @@ func (c *checker) pattern(path string, p *kyvernov1.GeneratePattern) {
 		} else if m, ok := v.(map[string]any); !ok && !isVariable(v) {
 			c.add(path+".data", fmt.Sprintf("must be an object, got %s", typeName(v)))
 		} else if k, _ := m["kind"].(string); ok && c.opts.PolicyNamespace != "" && k != "" && k != p.Kind && !hasVars(k, p.Kind) {
-			c.add(path+".data.kind", fmt.Sprintf("%s differs from the declared kind %s: a namespaced policy generates only the kind its rule declares", k, p.Kind))
+			c.add(path+".data.kind", fmt.Sprintf("a namespaced policy generates only the kind its rule declares, %s, not %s", p.Kind, k))
 		}
 		c.targetScope(path, p.APIVersion, p.Kind, p.Namespace)
 	case "clone":

@@ -1,0 +1,320 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+// The writes specs (issue #27, "the object written is the object read"):
+// a tenant holds namespace-admin rights in secWritesTenantNS and nothing
+// else; secWritesVictimNS is another tenant's Namespace, which it tries to
+// relabel through charter's background controller, whose role may write
+// where no tenant may.
+const (
+	secWritesCharterNS = "e2e-sec-writes-charter"
+	secWritesTenantNS  = "e2e-sec-writes-a"
+	secWritesVictimNS  = "e2e-sec-writes-b"
+	secWritesTenant    = "e2e-sec-writes-tenant"
+	// secWritesLabel is what the attacks try to put on the victim's
+	// Namespace (a tenant would switch Pod Security or
+	// charter.dev/enforcement off the same way).
+	secWritesLabel = "e2e-sec-writes/relabelled"
+	// secWritesPlanted is the ClusterRole the generate attack tries to
+	// write.
+	secWritesPlanted = "e2e-sec-writes-planted"
+)
+
+// secWritesRelabelPolicy is the attack of issue #27 as a tenant writes
+// it: a mutate-existing rule of its own namespace whose patchesJson6902
+// turns its ConfigMap target into the victim's Namespace. It keeps
+// metadata.namespace (the API server drops it from a cluster-scoped
+// object) and blanks uid and resourceVersion, so that the update is
+// unconditional.
+const secWritesRelabelPolicy = `
+apiVersion: kyverno.io/v1
+kind: Policy
+metadata: {name: relabel-namespace, namespace: e2e-sec-writes-a}
+spec:
+  rules:
+  - name: label-ns
+    match: {any: [{resources: {kinds: [ConfigMap], names: [trigger-policy]}}]}
+    mutate:
+      targets:
+      - {apiVersion: v1, kind: ConfigMap, name: settings}
+      patchesJson6902: |-
+        - {op: replace, path: /kind, value: Namespace}
+        - {op: replace, path: /metadata/name, value: e2e-sec-writes-b}
+        - {op: add, path: /metadata/uid, value: ""}
+        - {op: add, path: /metadata/resourceVersion, value: ""}
+        - {op: add, path: /metadata/labels, value: {e2e-sec-writes/relabelled: policy}}
+`
+
+// secWritesRelabelMPol is the same attack through a
+// NamespacedMutatingPolicy's JSONPatch.
+const secWritesRelabelMPol = `
+apiVersion: policies.kyverno.io/v1
+kind: NamespacedMutatingPolicy
+metadata: {name: relabel-namespace, namespace: e2e-sec-writes-a}
+spec:
+  evaluation:
+    admission: {enabled: false}
+    mutateExisting: {enabled: true}
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["configmaps"]}
+  matchConditions:
+  - {name: trigger, expression: "object.metadata.name == 'trigger-mpol'"}
+  targetMatchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: ["v1"], resources: ["configmaps"]}
+    objectSelector: {matchLabels: {target: "yes"}}
+  # Without them, a target would have to pass matchConditions too.
+  targetMatchConditions:
+  - {name: settings, expression: "object.metadata.name == 'settings'"}
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >-
+        [JSONPatch{op: "replace", path: "/kind", value: "Namespace"},
+         JSONPatch{op: "replace", path: "/metadata/name", value: "e2e-sec-writes-b"},
+         JSONPatch{op: "add", path: "/metadata/uid", value: ""},
+         JSONPatch{op: "add", path: "/metadata/resourceVersion", value: ""},
+         JSONPatch{op: "add", path: "/metadata/labels", value: {"e2e-sec-writes/relabelled": "mpol"}}]
+`
+
+// secWritesGenerateKind is a tenant's generate rule that declares a Role
+// of its own namespace, whose scope and namespace charter checks, and
+// writes in data a kind of the attacker's choice: Kyverno lets data.kind
+// win (a ClusterRole, cluster-scoped, granting Namespace patches). KIND is
+// the data.kind: literal, or a variable of the trigger.
+const secWritesGenerateKind = `
+apiVersion: kyverno.io/v1
+kind: Policy
+metadata: {name: NAME, namespace: e2e-sec-writes-a}
+spec:
+  rules:
+  - name: another-kind
+    match: {any: [{resources: {kinds: [ConfigMap], names: [trigger-generate]}}]}
+    generate:
+      apiVersion: rbac.authorization.k8s.io/v1
+      kind: Role
+      name: e2e-sec-writes-planted
+      namespace: e2e-sec-writes-a
+      data:
+        kind: "KIND"
+        rules: [{apiGroups: [""], resources: [namespaces], verbs: [patch]}]
+`
+
+// namespaceAdmin makes user the admin of namespace (the built-in admin
+// ClusterRole, filled in as a controller manager would), with the extra
+// rules of a Role there (the policy kinds it may write, as Kyverno's
+// aggregated roles give), and returns a client acting as that user.
+func namespaceAdmin(ctx context.Context, user, namespace string, extra ...rbacv1.PolicyRule) client.Client {
+	GinkgoHelper()
+	cl := suite.client
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user + "-policies"}, Rules: extra}
+	objs := []client.Object{role}
+	for _, ref := range []rbacv1.RoleRef{
+		{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
+		{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+	} {
+		objs = append(objs, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user + "-" + strings.ToLower(ref.Kind)},
+			RoleRef:    ref,
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		})
+	}
+	for _, obj := range objs {
+		Expect(client.IgnoreAlreadyExists(cl.Create(ctx, obj))).To(Succeed(), "%T %s/%s", obj, namespace, obj.GetName())
+	}
+	aggregateClusterRoles(ctx)
+	cfg := rest.CopyConfig(suite.config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	tenant, err := client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return tenant
+}
+
+// createEventually creates obj as cl, retrying while charter's policy
+// webhook does not answer yet, and deletes it when the spec tree ends.
+func createEventually(ctx context.Context, cl client.Client, obj client.Object) {
+	GinkgoHelper()
+	Eventually(func() error { return client.IgnoreAlreadyExists(cl.Create(ctx, obj)) }).
+		WithTimeout(60*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), "creating %T %s", obj, obj.GetName())
+	DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(suite.client.Delete(ctx, obj))).To(Succeed()) })
+}
+
+// updateRequestsOf lists the UpdateRequests in namespace whose trigger
+// is named trigger, as "state: message".
+func updateRequestsOf(ctx context.Context, g Gomega, namespace, trigger string) []string {
+	var urs kyvernov2.UpdateRequestList
+	g.Expect(suite.client.List(ctx, &urs, client.InNamespace(namespace))).To(Succeed())
+	var out []string
+	for _, ur := range urs.Items {
+		named := ur.Spec.Resource.Name == trigger
+		for _, rc := range ur.Spec.RuleContext {
+			named = named || rc.Trigger.Name == trigger
+		}
+		if named {
+			out = append(out, string(ur.Status.State)+": "+ur.Status.Message)
+		}
+	}
+	return out
+}
+
+// triggerUntilRequested creates the tenant's trigger ConfigMap (again)
+// until charter's webhook has made an UpdateRequest of it (until the
+// webhooks name the new policy, a trigger makes none), or until landed
+// says the attack got through: then the UpdateRequest was carried out and
+// deleted at once.
+func triggerUntilRequested(ctx context.Context, tenant client.Client, namespace, charterNS string, cm *corev1.ConfigMap, landed func(Gomega) bool) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		_ = tenant.Delete(ctx, cm.DeepCopy())
+		g.Expect(tenant.Create(ctx, cm.DeepCopy())).To(Succeed())
+		if landed(g) {
+			return
+		}
+		g.Expect(updateRequestsOf(ctx, g, charterNS, cm.Name)).NotTo(BeEmpty(), "no UpdateRequest of %s/%s yet", namespace, cm.Name)
+	}).WithTimeout(90 * time.Second).WithPolling(3 * time.Second).Should(Succeed())
+}
+
+// updateRequestMessage waits for an UpdateRequest of the trigger whose
+// status message holds want, and returns that message.
+func updateRequestMessage(ctx context.Context, charterNS, trigger, want string) string {
+	GinkgoHelper()
+	var msg string
+	Eventually(func(g Gomega) {
+		seen := updateRequestsOf(ctx, g, charterNS, trigger)
+		for _, s := range seen {
+			if strings.Contains(s, want) {
+				msg = s
+			}
+		}
+		g.Expect(msg).NotTo(BeEmpty(), "UpdateRequests of %s: %q", trigger, seen)
+	}).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+	return msg
+}
+
+// charter runs with the suite admin's rights: what it writes for a
+// cluster-scoped policy, it may write anywhere, as a background
+// controller's role may. The tenant's namespace's charter-policy
+// ServiceAccount, which charter acts as for namespaced policies, is the
+// namespace's admin: what stops these attacks is the check that the object
+// written is the object read, not RBAC. Before it, the relabelling Policy
+// labelled the victim's Namespace and the generate rule wrote a
+// ClusterRole.
+var _ = Describe("Security: writes", Label("security"), Ordered, ContinueOnFailure, func() {
+	var cl, tenant client.Client
+
+	BeforeAll(func(ctx SpecContext) {
+		skipUnlessClusterReachesCharter()
+		cl = suite.client
+		createNamespaces(ctx, secWritesCharterNS, secWritesTenantNS, secWritesVictimNS)
+		By("making " + secWritesTenant + " the admin of " + secWritesTenantNS + ", who may write policies there")
+		tenant = namespaceAdmin(ctx, secWritesTenant, secWritesTenantNS,
+			rbacv1.PolicyRule{APIGroups: []string{kyvernov1.GroupVersion.Group}, Resources: []string{"policies"}, Verbs: []string{"*"}},
+			rbacv1.PolicyRule{APIGroups: []string{policiesv1.GroupVersion.Group}, Resources: []string{"namespacedmutatingpolicies"}, Verbs: []string{"*"}})
+		By("the tenant gives its namespace's " + rightsPolicySA + " all it may: admin")
+		for _, obj := range []client.Object{
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: secWritesTenantNS, Name: rightsPolicySA}},
+			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: secWritesTenantNS, Name: rightsPolicySA},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: secWritesTenantNS, Name: rightsPolicySA}}},
+		} {
+			Expect(client.IgnoreAlreadyExists(tenant.Create(ctx, obj))).To(Succeed(), "%T %s", obj, obj.GetName())
+		}
+		By("checking the tenant may not label the other Namespace itself")
+		victim := &corev1.Namespace{}
+		Expect(cl.Get(ctx, client.ObjectKey{Name: secWritesVictimNS}, victim)).To(Succeed())
+		victim.Labels = map[string]string{secWritesLabel: "by-hand"}
+		Expect(apierrors.IsForbidden(tenant.Update(ctx, victim))).To(BeTrue(), "the tenant may label %s itself", secWritesVictimNS)
+		Expect(client.IgnoreAlreadyExists(tenant.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Namespace: secWritesTenantNS, Name: "settings", Labels: map[string]string{"target": "yes"}}}))).To(Succeed())
+
+		startCharterWith(ctx, secWritesCharterNS, "admission,background")
+	}, NodeTimeout(5*time.Minute))
+
+	// relabelled is the victim Namespace's label the attacks set, "" when
+	// unlabelled. Each attack sets its own value (policy, mpol), so that
+	// one that got through does not fail the next; neverRelabelled checks
+	// the Namespace never gets it.
+	relabelled := func(ctx context.Context, g Gomega) string {
+		ns := &corev1.Namespace{}
+		g.Expect(cl.Get(ctx, client.ObjectKey{Name: secWritesVictimNS}, ns)).To(Succeed())
+		return ns.Labels[secWritesLabel]
+	}
+	landedRelabel := func(ctx context.Context, value string) func(Gomega) bool {
+		return func(g Gomega) bool { return relabelled(ctx, g) == value }
+	}
+	neverRelabelled := func(ctx context.Context, value string) {
+		GinkgoHelper()
+		Consistently(func(g Gomega) string { return relabelled(ctx, g) }).
+			WithTimeout(10*time.Second).WithPolling(time.Second).ShouldNot(Equal(value), "Namespace %s was relabelled", secWritesVictimNS)
+	}
+	plantedClusterRole := func(ctx context.Context) error {
+		return cl.Get(ctx, client.ObjectKey{Name: secWritesPlanted}, &rbacv1.ClusterRole{})
+	}
+
+	It("a Policy cannot relabel another Namespace", func(ctx SpecContext) {
+		var p kyvernov1.Policy
+		Expect(yaml.UnmarshalStrict([]byte(secWritesRelabelPolicy), &p)).To(Succeed())
+		createEventually(ctx, tenant, &p)
+		triggerUntilRequested(ctx, tenant, secWritesTenantNS, secWritesCharterNS,
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: secWritesTenantNS, Name: "trigger-policy"}}, landedRelabel(ctx, "policy"))
+		neverRelabelled(ctx, "policy")
+		updateRequestMessage(ctx, secWritesCharterNS, "trigger-policy",
+			"rule label-ns: the patch changes the target's kind from ConfigMap to Namespace and name from settings to e2e-sec-writes-b; a mutate-existing patch may not change apiVersion, kind, name or namespace")
+	}, SpecTimeout(4*time.Minute))
+
+	It("a NamespacedMutatingPolicy cannot relabel another Namespace", func(ctx SpecContext) {
+		var p policiesv1.NamespacedMutatingPolicy
+		Expect(yaml.UnmarshalStrict([]byte(secWritesRelabelMPol), &p)).To(Succeed())
+		createEventually(ctx, tenant, &p)
+		triggerUntilRequested(ctx, tenant, secWritesTenantNS, secWritesCharterNS,
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: secWritesTenantNS, Name: "trigger-mpol"}}, landedRelabel(ctx, "mpol"))
+		neverRelabelled(ctx, "mpol")
+		updateRequestMessage(ctx, secWritesCharterNS, "trigger-mpol",
+			"the patch changes the target's kind from ConfigMap to Namespace and name from settings to e2e-sec-writes-b")
+	}, SpecTimeout(4*time.Minute))
+
+	It("a Policy's generate rule writes no other kind than it declares", func(ctx SpecContext) {
+		By("a literal data.kind: refused when the Policy is written, naming the field")
+		var literal kyvernov1.Policy
+		Expect(yaml.UnmarshalStrict([]byte(strings.NewReplacer("NAME", "generate-literal-kind", "KIND", "ClusterRole").Replace(secWritesGenerateKind)), &literal)).To(Succeed())
+		err := tenant.Create(ctx, &literal)
+		if err == nil {
+			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, &literal))).To(Succeed()) })
+		}
+		Expect(err).To(MatchError(ContainSubstring(`Policy "e2e-sec-writes-a/generate-literal-kind": spec.rules[0].generate.data.kind: a namespaced policy generates only the kind its rule declares, Role, not ClusterRole`)))
+
+		By("a data.kind from the trigger: the rule fails, nothing is written")
+		var variable kyvernov1.Policy
+		Expect(yaml.UnmarshalStrict([]byte(strings.NewReplacer("NAME", "generate-variable-kind", "KIND", "{{ request.object.data.kind }}").Replace(secWritesGenerateKind)), &variable)).To(Succeed())
+		createEventually(ctx, tenant, &variable)
+		triggerUntilRequested(ctx, tenant, secWritesTenantNS, secWritesCharterNS,
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: secWritesTenantNS, Name: "trigger-generate"}, Data: map[string]string{"kind": "ClusterRole"}},
+			func(Gomega) bool { return plantedClusterRole(ctx) == nil })
+		Consistently(func(g Gomega) {
+			err := plantedClusterRole(ctx)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ClusterRole %s: %v", secWritesPlanted, err)
+		}).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Succeed())
+		updateRequestMessage(ctx, secWritesCharterNS, "trigger-generate",
+			"rule another-kind: /generate/data/kind changes the generated object's kind from Role to ClusterRole; a namespaced policy generates only the apiVersion, kind, name and namespace its rule declares")
+	}, SpecTimeout(4*time.Minute))
+})
