@@ -543,6 +543,7 @@ func ivpolAutogen(spec *policiesv1.ImageValidatingPolicySpec) []ivpolAutogenVari
 		}
 		s.MatchConstraints = spec.MatchConstraints.DeepCopy()
 		s.MatchConstraints.ResourceRules = t.rules
+		s.AutogenConfiguration = spec.AutogenConfiguration.DeepCopy()
 		out = append(out, ivpolAutogenVariant{name: t.name, spec: s})
 	}
 	return out

@@ -934,6 +934,9 @@ func rewriteForController(spec *policiesv1.ValidatingPolicySpec, prefix string, 
 	mc := spec.MatchConstraints.DeepCopy()
 	mc.ResourceRules = rules
 	out.MatchConstraints = mc
+	// Kyverno's copy keeps the policy's autogen settings (status.autogen
+	// shows them); they hold no expression to rewrite.
+	out.AutogenConfiguration = spec.AutogenConfiguration.DeepCopy()
 	return out
 }
 

@@ -192,8 +192,8 @@ func checkDeletingRefused(t *testing.T, p policiesv1.DeletingPolicyLike) error {
 }
 
 // healthyMessage is what Argo CD's built-in check says of a policy
-// charter serves: WebhookConfigured's message for the kinds it reads it
-// of, the first True condition's (PolicyCached) for the others, the Ready
+// charter serves: WebhookConfigured's message for the policies.kyverno.io
+// kinds (the condition it reads, or the first True one), the Ready
 // condition's for ClusterPolicy and a fixed text for Policy.
 func healthyMessage(kind string) string {
 	switch kind {
@@ -201,8 +201,6 @@ func healthyMessage(kind string) string {
 		return status.MessageReady
 	case kyvernov1.PolicyKind:
 		return "Policy is ready"
-	case policiesv1.GeneratingPolicyKind, policiesv1.NamespacedGeneratingPolicyKind:
-		return status.MessagePolicyCached
 	}
 	return status.MessageWebhookConfigured
 }

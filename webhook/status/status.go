@@ -10,11 +10,14 @@
 //     the cluster, engine.UnsupportedFeatures), the rules autogen generated
 //     for Pod controllers, and the rule counts (admission-reports.md §5).
 //   - the policies.kyverno.io kinds: status.conditionStatus, ready only
-//     while every condition is True: PolicyCached (True once served; False
-//     with charter's reason and message when not), WebhookConfigured (True
-//     once the webhook configurations carry the generation; policies never
-//     served at admission have none); and status.autogen.configs, the
-//     copies for Pod controllers.
+//     while every condition is True: PolicyCached (False with charter's
+//     reason and message while charter cannot serve the policy, absent
+//     once it does, as in Kyverno's status), WebhookConfigured (True once
+//     the webhook configurations carry the generation; policies never
+//     served at admission have none), RBACPermissionsGranted (whether the
+//     reports controller may read what the policy matches, see
+//     WithReportingAccess); and status.autogen.configs, the copies for
+//     Pod controllers.
 //
 // Status goes through the status subresource and only when it changes:
 // the policy's spec, and therefore its generation, is never touched.
@@ -176,16 +179,15 @@ func (v Verdict) reason() string {
 	return kyvernov1.PolicyReasonFailed
 }
 
-// Messages of the True conditions charter writes on the policies.kyverno.io
-// kinds; WebhookConfigured's is Kyverno's.
-const (
-	MessageWebhookConfigured = "Webhook configured."
-	MessagePolicyCached      = "Policy is compiled and served."
-)
+// MessageWebhookConfigured is Kyverno's message of a True
+// WebhookConfigured condition.
+const MessageWebhookConfigured = "Webhook configured."
 
 // DesiredPolicyStatus returns a policies.kyverno.io policy's status with
-// the verdict applied, in Kyverno's shape: PolicyCached says whether the
-// policy is served (False with charter's reason and message when not),
+// the verdict applied, in Kyverno's shape: PolicyCached False with
+// charter's reason and message while the policy is not served, gone once
+// it is (a served policy carries Kyverno's conditions only, which
+// Kyverno's own e2e tests count),
 // WebhookConfigured is True for a served policy that acts at admission
 // (Decide's caller waits for the webhook configurations before a Ready
 // verdict) and absent otherwise, so the first False condition Argo CD
@@ -197,8 +199,7 @@ func DesiredPolicyStatus(p policiesv1.StatusHolder, v Verdict) *policiesv1.Polic
 	st := p.GetStatus().DeepCopy()
 	cs := &st.ConditionStatus
 	if v.Ready {
-		cs.SetCondition(metav1.Condition{Type: policiesv1.ConditionPolicyCached, Status: metav1.ConditionTrue,
-			Reason: policiesv1.ReasonSucceeded, Message: MessagePolicyCached, ObservedGeneration: v.Generation})
+		cs.RemoveCondition(policiesv1.ConditionPolicyCached)
 		if p.GetSpec().AdmissionProcessingEnabled() {
 			cs.SetCondition(metav1.Condition{Type: policiesv1.ConditionWebhookConfigured, Status: metav1.ConditionTrue,
 				Reason: policiesv1.ReasonSucceeded, Message: MessageWebhookConfigured, ObservedGeneration: v.Generation})

@@ -18,16 +18,18 @@ const (
 	// configurations in the API server were built from the policy's
 	// generation. Policies never served at admission do not get it.
 	ConditionWebhookConfigured = "WebhookConfigured"
-	// ConditionPolicyCached is True when charter's admission policy cache
-	// compiled the policy's generation and serves it; False, with
-	// charter's reason (ReasonFailed: the field-path faults; ReasonUnsupported:
-	// the fields charter cannot run in the cluster), when it cannot.
+	// ConditionPolicyCached is False while charter's admission policy
+	// cache cannot serve the policy's generation, with charter's reason
+	// (ReasonFailed: the field-path faults; ReasonUnsupported: the fields
+	// charter cannot run in the cluster); absent once it does.
 	ConditionPolicyCached = "PolicyCached"
-	// ConditionRBACPermissionsGranted is False (reason Forbidden) while
+	// ConditionRBACPermissionsGranted is Kyverno's: True ("Policy is ready
+	// for reporting.") when the reports controller may get, list and watch
+	// every resource the policy matches, False naming what it may not
+	// (the policy status controller); False with reason Forbidden while
 	// some write of the policy's generate or mutate-existing rules is
-	// forbidden to charter, naming the permission; True (reason
-	// Permitted) once those writes went through. Policies that never hit
-	// a forbidden write do not get it.
+	// forbidden to charter, naming the permission, until those writes go
+	// through (the background controller).
 	ConditionRBACPermissionsGranted = "RBACPermissionsGranted"
 	// ConditionExecuted is charter's condition of the DeletingPolicy kinds:
 	// True when the latest scheduled run went through, False (reason
@@ -126,8 +128,9 @@ type PolicyStatus struct {
 
 	// Autogen holds the policy's copies for Pod controllers (ValidatingPolicy,
 	// MutatingPolicy and ImageValidatingPolicy kinds), as Kyverno fills it.
+	// Always written, {} when there are none, as Kyverno's is.
 	// +optional
-	Autogen AutogenStatus `json:"autogen,omitzero"`
+	Autogen AutogenStatus `json:"autogen"`
 
 	// Generated is whether a ValidatingAdmissionPolicy or
 	// MutatingAdmissionPolicy was generated from the policy: charter
