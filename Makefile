@@ -10,6 +10,9 @@ VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || ech
 LDFLAGS       := -s -w -X github.com/charter-dev/charter/internal/version.Version=$(VERSION)
 CONTROLLER_GEN_VERSION ?= v0.23.0
 CONTROLLER_GEN := $(BIN)/controller-gen
+# The OpenReports CRDs (Report, ClusterReport) are generated from the
+# OpenReports project's Go types, the module charter writes them with.
+OPENREPORTS_API := github.com/openreports/reports-api/apis/openreports.io/v1alpha1
 KIND_CLUSTER  ?= charter
 # The offline kind node image `make kind-node-image` builds (Kubernetes of
 # hack/kindnode/tools/go.mod); `make e2e-kind` creates its cluster from it.
@@ -24,6 +27,8 @@ KIND_DOCKER_ENV := DOCKER_HOST=unix://$(CHARTER_DOCKER_SOCKET)
 endif
 endif
 E2E_PROVIDER  ?=
+# Flags `make run` hands to charter dev, e.g. DEV_ARGS=--reports-api=openreports.
+DEV_ARGS      ?=
 E2E_LABELS    ?=
 # go test stops a package after 10 min by default; the e2e suite takes about
 # 6 min on a quiet 2-core machine and more under load, so it gets room.
@@ -57,7 +62,7 @@ RBAC_ROLES := admission=./webhook/... reports=./reconciler/reports/... gitsync=.
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs into config/crd and each controller's role into config/rbac/<controller> from the markers.
-	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) crd paths="{./api/...,$(OPENREPORTS_API)}" output:crd:artifacts:config=config/crd/bases
 	@for r in $(RBAC_ROLES); do name=$${r%%=*}; paths=$${r#*=}; \
 	  echo "$(CONTROLLER_GEN) rbac:roleName=charter-$$name paths=$$paths output:rbac:artifacts:config=config/rbac/$$name"; \
 	  $(CONTROLLER_GEN) rbac:roleName=charter-$$name paths=$$paths output:rbac:artifacts:config=config/rbac/$$name || exit 1; \
@@ -219,7 +224,7 @@ bench-apply: build ## Time `charter apply` of the 18 Pod Security policies to 20
 
 .PHONY: run
 run: controlplane build ## The whole of charter on the local control plane: admission, reports, gitsync of environments/dev from this checkout.
-	$(BIN)/charter dev
+	$(BIN)/charter dev $(DEV_ARGS)
 
 .PHONY: kind-create
 kind-create: ## Create a kind cluster named $(KIND_CLUSTER) (needs Docker).

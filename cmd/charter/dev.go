@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/printer"
 	"github.com/charter-dev/charter/webhook/config"
@@ -65,6 +66,8 @@ type devOptions struct {
 	webhookPort  int
 	receiverAddr string
 	metricsAddr  string
+	// reportsAPIs are the report APIs written (--reports-api).
+	reportsAPIs []policyreport.API
 }
 
 func newDevCommand() *cobra.Command {
@@ -113,6 +116,8 @@ charter's webhook configurations and leaves the cluster running.`,
 	f.IntVar(&opts.webhookPort, "webhook-port", 0, "port of the admission server on 127.0.0.1 (default: a free port)")
 	f.StringVar(&opts.receiverAddr, "receiver-addr", "", "address of the Git push receiver (e.g. 127.0.0.1:9292); empty disables it")
 	f.StringVar(&opts.metricsAddr, "metrics-addr", "", "Prometheus metrics address (default: a free port on 127.0.0.1; 0 disables)")
+	opts.reportsAPIs = []policyreport.API{policyreport.WGPolicyK8s}
+	f.Var(policyreport.APIsFlag{APIs: &opts.reportsAPIs}, "reports-api", "the report API results are written to: wgpolicyk8s, openreports or both (as charter serve --reports-api)")
 	return cmd
 }
 
@@ -211,7 +216,7 @@ func (e *devEnvironment) up(ctx context.Context, opts devOptions) error {
 	if err := e.syncRepository(ctx, source, opts.readyTimeout); err != nil {
 		return err
 	}
-	e.ready(source)
+	e.ready(source, opts.reportsAPIs)
 	return nil
 }
 
@@ -308,7 +313,7 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		gitsyncMinInterval:   time.Second,
 		// A dev cluster is small: rescan often so reports follow
 		// namespace label and ConfigMap changes quickly.
-		reports: reportsDevOptions(),
+		reports: reportsDevOptions(opts.reportsAPIs),
 		// Resync generate and mutate-existing policies every minute too.
 		background: backgroundOptions{resyncInterval: time.Minute, threshold: updaterequest.DefaultThreshold},
 		// dev trusts every namespace's PolicyExceptions, as Kyverno's
@@ -446,7 +451,7 @@ func (e *devEnvironment) down() error {
 	return errors.Join(errs...)
 }
 
-func (e *devEnvironment) ready(source devSource) {
+func (e *devEnvironment) ready(source devSource, apis []policyreport.API) {
 	e.done("kubeconfig: %s", e.kubeconfigPath)
 	b := func(s string) string { return printer.Paint(e.color, printer.Bold, s) }
 	samples := relativeToWorkingDir(filepath.Join(source.dir, "examples", "pods"))
@@ -456,9 +461,26 @@ func (e *devEnvironment) ready(source devSource) {
 		b("kubectl get cpol"),
 		b("kubectl apply -f "+filepath.Join(samples, "compliant.yaml")), e.dim("# passes every policy"),
 		b("kubectl apply -f "+filepath.Join(samples, "privileged.yaml")), e.dim("# admitted (dev audits); its report lists the failures"),
-		b("kubectl get polr -A"),
+		b("kubectl get "+reportsResources(apis)+" -A"),
 		b("kubectl apply -f "+filepath.Join(cleanupSamples, "ttl-configmap.yaml")), e.dim("# cleanup.kyverno.io/ttl: 20s, deleted 20 s after creation"),
 		e.dim("Commit a policy change and it reaches the cluster within seconds. Ctrl-C stops charter dev."))
+}
+
+// reportsResources names the reports of the APIs for kubectl get:
+// "polr" (PolicyReports), "reports" (OpenReports' Reports) or both.
+func reportsResources(apis []policyreport.API) string {
+	names := make([]string, 0, len(apis))
+	for _, api := range apis {
+		if api == policyreport.OpenReports {
+			names = append(names, "reports")
+		} else {
+			names = append(names, "polr")
+		}
+	}
+	if len(names) == 0 {
+		return "polr"
+	}
+	return strings.Join(names, ",")
 }
 
 // relativeToWorkingDir shortens path when it is under the working folder.

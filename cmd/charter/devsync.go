@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/reconciler/reports"
 )
@@ -309,6 +310,6 @@ func shortRevision(rev string) string {
 }
 
 // reportsDevOptions are the reports controller's settings in dev.
-func reportsDevOptions() reports.Options {
-	return reports.Options{BackgroundScanInterval: 5 * time.Minute}
+func reportsDevOptions(apis []policyreport.API) reports.Options {
+	return reports.Options{BackgroundScanInterval: 5 * time.Minute, APIs: apis}
 }

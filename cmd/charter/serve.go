@@ -34,6 +34,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/api/versions"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/loaders"
@@ -582,6 +583,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			Background:      o.background.updateRequestConfig(context.Background(), cfg, o, log),
 			DenyDowngrade:   o.promotionDowngrade == promotion.DowngradeDeny,
 			ReportingAccess: access,
+			ReportsAPI:      primaryReportsAPI(o.reports.APIs),
 		})
 		if err != nil {
 			return nil, nil, err
@@ -710,4 +712,13 @@ func reportingAccess(cfg *rest.Config, o serveOptions) (status.ReportingAccess, 
 	return status.SubjectAccess{Client: cs,
 		User:   serviceaccount.MakeUsername(o.namespace, o.reportsServiceAccount),
 		Groups: append(serviceaccount.MakeGroupNames(o.namespace), user.AllAuthenticated)}, nil
+}
+
+// primaryReportsAPI is the report API charter reads its reports back
+// from: the first of --reports-api.
+func primaryReportsAPI(apis []policyreport.API) policyreport.API {
+	if len(apis) == 0 {
+		return policyreport.WGPolicyK8s
+	}
+	return apis[0]
 }

@@ -403,5 +403,7 @@ var scopes = func() map[schema.GroupKind]bool {
 	add("kyverno.io", false, "Policy", "PolicyException", "CleanupPolicy", "UpdateRequest")
 	add("wgpolicyk8s.io", true, "ClusterPolicyReport")
 	add("wgpolicyk8s.io", false, "PolicyReport")
+	add("openreports.io", true, "ClusterReport")
+	add("openreports.io", false, "Report")
 	return m
 }()

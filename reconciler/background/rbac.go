@@ -48,6 +48,10 @@ package background
 // AdmissionWriter in this process, --background-reports): read, then a
 // conditional create or PUT.
 // +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports;clusterpolicyreports,verbs=get;create;update
+// get;create;update;delete: the same in OpenReports
+// (--reports-api=openreports or both); delete when, with both, the
+// OpenReports copy follows a report that went away meanwhile.
+// +kubebuilder:rbac:groups=openreports.io,resources=reports;clusterreports,verbs=get;create;update;delete
 // get;list;watch: namespaceSelectors, and Namespaces as triggers.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // get: configMap context entries read the ConfigMap they name.

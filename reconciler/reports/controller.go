@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
@@ -186,7 +187,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if opts.State == nil {
 		return nil, errors.New("reports: the process's cluster state is required")
 	}
-	cl, err := newClients(cfg, opts.QPS, opts.Burst)
+	cl, err := newClients(cfg, opts.QPS, opts.Burst, opts.APIs, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +223,7 @@ type clients struct {
 	reports reportClient
 }
 
-func newClients(cfg *rest.Config, qps float32, burst int) (clients, error) {
+func newClients(cfg *rest.Config, qps float32, burst int, apis []policyreport.API, log logr.Logger) (clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
@@ -242,11 +243,11 @@ func newClients(cfg *rest.Config, qps float32, burst int) (clients, error) {
 	if err != nil {
 		return clients{}, fmt.Errorf("reports: discovery client: %w", err)
 	}
-	raw, err := newRawClient(cfg)
+	reports, err := newReportClient(cfg, dyn, apis, log)
 	if err != nil {
 		return clients{}, fmt.Errorf("reports: report client: %w", err)
 	}
-	return clients{kube: kube, dyn: dyn, meta: meta, disco: disco, reports: reportClient{dyn: dyn, raw: raw}}, nil
+	return clients{kube: kube, dyn: dyn, meta: meta, disco: disco, reports: reports}, nil
 }
 
 // NeedLeaderElection makes the manager run the controller on the leader
@@ -596,6 +597,19 @@ func (c *Controller) sweep(ctx context.Context, policies func() (*snapshot, erro
 	c.sweeps++
 	gen := c.sweeps
 	c.mu.Unlock()
+	// What each primary report holds after the sweep, for the copies in
+	// the other report APIs to be checked against.
+	var (
+		primariesMu sync.Mutex
+		primaries   = map[types.UID]sweptReport{}
+	)
+	kept := func(scope report.Scope, digest string) {
+		if len(c.reports.copies()) > 0 {
+			primariesMu.Lock()
+			primaries[scope.UID] = sweptReport{scope, digest}
+			primariesMu.Unlock()
+		}
+	}
 	err := c.reports.list(ctx, c.opts.PageSize, func(u *unstructured.Unstructured) error {
 		parsed, err := report.Parse(u)
 		if err != nil {
@@ -644,6 +658,7 @@ func (c *Controller) sweep(ctx context.Context, policies func() (*snapshot, erro
 					st.remember(stored, newRV)
 					st.swept = gen
 				})
+				kept(scope, stored.digest)
 				return nil
 			case !errors.Is(err, errConflict) || attempt == maxConflicts:
 				return fmt.Errorf("sweeping the report of %s: %w", scope, err)
@@ -655,6 +670,9 @@ func (c *Controller) sweep(ctx context.Context, policies func() (*snapshot, erro
 	if err != nil {
 		return err
 	}
+	if err := c.syncCopies(ctx, primaries); err != nil {
+		return err
+	}
 	// A report known to exist that the sweep did not see was deleted by
 	// someone else: read it again before relying on it.
 	c.mu.Lock()
@@ -663,6 +681,61 @@ func (c *Controller) sweep(ctx context.Context, policies func() (*snapshot, erro
 	for _, st := range c.states {
 		if st.reportKnown && st.digest != "" && st.swept != gen {
 			st.reportKnown = false
+		}
+	}
+	return nil
+}
+
+// sweptReport is a primary report as the sweep left it.
+type sweptReport struct {
+	scope  report.Scope
+	digest string
+}
+
+// syncCopies makes the reports of every other API (--reports-api=both)
+// say what the primary reports the sweep left say: a copy that differs
+// or whose primary report is gone follows it, and a primary report with
+// no copy gets one. Copies lag after a copy that failed, or after
+// charter ran with another --reports-api; at every sweep (start, policy
+// removal, full rescan) they catch up. Copies that agree cost a list
+// and no write.
+func (c *Controller) syncCopies(ctx context.Context, primaries map[types.UID]sweptReport) error {
+	for _, a := range c.reports.copies() {
+		var (
+			mu     sync.Mutex
+			stale  []report.Scope
+			copied = map[types.UID]bool{}
+		)
+		err := c.reports.listIn(ctx, a, c.opts.PageSize, func(u *unstructured.Unstructured) error {
+			parsed, err := report.Parse(u)
+			if err != nil {
+				c.log.Error(err, "skipping unreadable report")
+				return nil
+			}
+			scope := parsed.Scope
+			scope.Namespace = u.GetNamespace()
+			digest := digestOf(parsed.Results)
+			mu.Lock()
+			defer mu.Unlock()
+			copied[scope.UID] = true
+			if p, ok := primaries[scope.UID]; !ok || p.digest != digest {
+				stale = append(stale, scope)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for uid, p := range primaries {
+			if !copied[uid] && p.digest != "" {
+				stale = append(stale, p.scope)
+			}
+		}
+		for _, scope := range stale {
+			if err := c.reports.follow(ctx, a, scope); err != nil {
+				return fmt.Errorf("bringing the %s of %s in line: %w", scope.ReportKind(a.api), scope, err)
+			}
+			c.stats.Writes.Add(1)
 		}
 	}
 	return nil

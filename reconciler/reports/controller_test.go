@@ -30,6 +30,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
@@ -215,9 +216,14 @@ func (e *env) deletePolicy(name string) {
 // results reads a resource's report as "policy/rule=result" strings; nil
 // when there is no report.
 func (e *env) results(namespace, uid string) ([]string, *unstructured.Unstructured, error) {
-	ri := e.dyn.Resource(policyReportsGVR).Namespace(namespace)
-	if namespace == "" {
-		ri = e.dyn.Resource(clusterPolicyReportsGVR)
+	return e.resultsIn(policyreport.WGPolicyK8s, namespace, uid)
+}
+
+// resultsIn is results in one report API.
+func (e *env) resultsIn(api policyreport.API, namespace, uid string) ([]string, *unstructured.Unstructured, error) {
+	var ri dynamic.ResourceInterface = e.dyn.Resource(api.Resource(namespace == ""))
+	if namespace != "" {
+		ri = e.dyn.Resource(api.Resource(false)).Namespace(namespace)
 	}
 	u, err := ri.Get(e.ctx, uid, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -239,9 +245,15 @@ func (e *env) results(namespace, uid string) ([]string, *unstructured.Unstructur
 
 func (e *env) wantResults(what, namespace string, uid string, want ...string) *unstructured.Unstructured {
 	e.t.Helper()
+	return e.wantResultsIn(policyreport.WGPolicyK8s, what, namespace, uid, want...)
+}
+
+// wantResultsIn is wantResults in one report API.
+func (e *env) wantResultsIn(api policyreport.API, what, namespace string, uid string, want ...string) *unstructured.Unstructured {
+	e.t.Helper()
 	var last *unstructured.Unstructured
 	e.eventually(what, func() error {
-		got, u, err := e.results(namespace, string(uid))
+		got, u, err := e.resultsIn(api, namespace, string(uid))
 		if err != nil {
 			return err
 		}

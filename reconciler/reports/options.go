@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 
+	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/reconciler/reports/report"
@@ -27,6 +28,11 @@ type Options struct {
 	// (default 16). Writes wait on the API server, not on this process's
 	// CPU, so more of them run than evaluations.
 	WriteWorkers int
+	// APIs are the report APIs written (--reports-api; default
+	// wgpolicyk8s only). The first is the primary one, read back by every
+	// writer; reports in the others are copies that follow it (see
+	// reportClient).
+	APIs []policyreport.API
 	// AllowedResults keeps only these outcomes in reports (default all).
 	AllowedResults report.AllowedResults
 	// QPS and Burst bound the controller's API requests, all clients
@@ -119,13 +125,19 @@ func (o Options) withDefaults() Options {
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
 	}
+	if len(o.APIs) == 0 {
+		o.APIs = []policyreport.API{policyreport.WGPolicyK8s}
+	}
 	return o
 }
 
-// AddFlags registers the controller's flags: --background-scan-interval,
-// --allowed-results, --reports-workers, --reports-write-workers,
+// AddFlags registers the controller's flags: --reports-api,
+// --background-scan-interval, --allowed-results, --reports-workers, --reports-write-workers,
 // --reports-qps, --reports-burst.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.APIs = []policyreport.API{policyreport.WGPolicyK8s}
+	fs.Var(policyreport.APIsFlag{APIs: &o.APIs}, "reports-api",
+		"the report API results are written to: wgpolicyk8s (wgpolicyk8s.io/v1alpha2 PolicyReport, ClusterPolicyReport), openreports (openreports.io/v1alpha1 Report, ClusterReport) or both")
 	fs.DurationVar(&o.BackgroundScanInterval, "background-scan-interval", DefaultBackgroundScanInterval,
 		"time between full background rescans of every watched resource")
 	fs.Var(&allowedResultsFlag{&o.AllowedResults}, "allowed-results",

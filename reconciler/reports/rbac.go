@@ -31,6 +31,8 @@ package reports
 // with a conditional PUT, listed by the sweep, deleted with its policy's
 // last result.
 // +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports;clusterpolicyreports,verbs=get;list;create;update;delete
+// The same in OpenReports (--reports-api=openreports or both).
+// +kubebuilder:rbac:groups=openreports.io,resources=reports;clusterreports,verbs=get;list;create;update;delete
 // get;list;watch;create;update;patch: leader election, with a Lease in
 // charter's namespace.
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=charter,resources=leases,verbs=get;list;watch;create;update;patch

@@ -46,6 +46,10 @@ package admission
 // requests it admitted into the resource's report (reports'
 // AdmissionWriter): read, then a conditional create or PUT.
 // +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports;clusterpolicyreports,verbs=get;create;update
+// get;create;update;delete: the same in OpenReports
+// (--reports-api=openreports or both); delete when, with both, the
+// OpenReports copy follows a report that went away meanwhile.
+// +kubebuilder:rbac:groups=openreports.io,resources=reports;clusterreports,verbs=get;create;update;delete
 // create: the CEL authorizer of validate.cel rules asks what the
 // requesting user (or a service account a policy names) may do, with a
 // SubjectAccessReview per check its cache does not answer.

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/webhook/certs"
@@ -91,7 +92,11 @@ type Options struct {
 	// charter.dev/enforcement=enforce back to Audit
 	// (--promotion-downgrade=deny).
 	DenyDowngrade bool
-	Log           logr.Logger
+	// ReportsAPI is the report API the promotion gate reads charter's
+	// reports from: the primary one of --reports-api (default
+	// wgpolicyk8s).
+	ReportsAPI policyreport.API
+	Log        logr.Logger
 }
 
 // EventOptions configure admission Events (admission-reports.md §3.3).
@@ -223,7 +228,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	}
 	// Promotions are rare and must see the latest results: the gate lists
 	// reports from the API server, not from a cache.
-	promotionGate := &promotion.Gate{Reports: promotion.ReportReader{Reader: mgr.GetAPIReader()}, DenyDowngrade: o.DenyDowngrade}
+	promotionGate := &promotion.Gate{Reports: promotion.ReportReader{Reader: mgr.GetAPIReader(), API: o.ReportsAPI}, DenyDowngrade: o.DenyDowngrade}
 	// Context entries read ConfigMaps and call the API server or a
 	// Service as the request is evaluated (clusterstate/loaders). The CEL
 	// authorizer is bound at admission only.

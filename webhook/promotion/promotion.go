@@ -195,7 +195,8 @@ func Message(namespace string, findings []Finding, max int) string {
 	return b.String()
 }
 
-// ReportLister lists the PolicyReports of a namespace.
+// ReportLister lists charter's reports of a namespace (PolicyReports or
+// OpenReports' Reports), in the v1alpha2 shape.
 type ReportLister interface {
 	PolicyReports(ctx context.Context, namespace string) ([]v1alpha2.PolicyReport, error)
 }
@@ -244,7 +245,7 @@ func (g *Gate) Check(ctx context.Context, namespace string, staged []Policy) (st
 	}
 	reports, err := g.Reports.PolicyReports(ctx, namespace)
 	if err != nil {
-		return "", fmt.Errorf("reading the PolicyReports of namespace %q: %w", namespace, err)
+		return "", fmt.Errorf("reading the reports of namespace %q: %w", namespace, err)
 	}
 	findings := Findings(reports, staged)
 	if len(findings) == 0 {

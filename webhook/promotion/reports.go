@@ -2,12 +2,11 @@ package promotion
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 )
 
@@ -24,28 +23,37 @@ const (
 // resources is read in pages.
 const defaultPageSize = 500
 
-// ReportReader lists charter's PolicyReports of a namespace through a
-// controller-runtime reader. Promotions are rare and must see the latest
-// results, so an uncached reader (manager.GetAPIReader) is the usual
-// choice; a cache reader works too. Reports are read as unstructured
-// objects, so the reader's scheme needs no report types.
+// ReportReader lists charter's reports of a namespace through a
+// controller-runtime reader, in the report API charter reads its reports
+// back from (the first of --reports-api: PolicyReports, or OpenReports'
+// Reports). Promotions are rare and must see the latest results, so an
+// uncached reader (manager.GetAPIReader) is the usual choice; a cache
+// reader works too. Reports are read as unstructured objects, so the
+// reader's scheme needs no report types.
 type ReportReader struct {
 	Reader client.Reader
+	// API is the report API read (default wgpolicyk8s).
+	API policyreport.API
 	// PageSize is the list call's limit (default 500).
 	PageSize int64
 }
 
-// PolicyReports returns the namespace's PolicyReports written by charter.
+// PolicyReports returns the namespace's reports written by charter, of
+// either API, in the v1alpha2 shape the gate judges.
 func (r ReportReader) PolicyReports(ctx context.Context, namespace string) ([]v1alpha2.PolicyReport, error) {
 	limit := r.PageSize
 	if limit <= 0 {
 		limit = defaultPageSize
 	}
+	api := r.API
+	if api == "" {
+		api = policyreport.WGPolicyK8s
+	}
 	var out []v1alpha2.PolicyReport
 	next := ""
 	for {
 		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(v1alpha2.GroupVersion.WithKind("PolicyReportList"))
+		list.SetGroupVersionKind(api.ListKind(false))
 		opts := []client.ListOption{client.InNamespace(namespace),
 			client.MatchingLabels{reportManagedByLabel: reportManagedBy}, client.Limit(limit)}
 		if next != "" {
@@ -55,11 +63,11 @@ func (r ReportReader) PolicyReports(ctx context.Context, namespace string) ([]v1
 			return nil, err
 		}
 		for i := range list.Items {
-			var rep v1alpha2.PolicyReport
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &rep); err != nil {
-				return nil, fmt.Errorf("PolicyReport %s/%s: %w", namespace, list.Items[i].GetName(), err)
+			rep, err := policyreport.Decode(&list.Items[i])
+			if err != nil {
+				return nil, err
 			}
-			out = append(out, rep)
+			out = append(out, *rep)
 		}
 		if next = list.GetContinue(); next == "" {
 			return out, nil

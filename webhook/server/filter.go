@@ -11,8 +11,11 @@ import (
 // resourceFilters format "[Kind[/subresource],namespace,name]" with glob
 // wildcards (admission-reports.md §2.5). "Kind" alone matches only requests
 // without a subresource, "Kind/?*" any subresource, "*/*" everything.
+//
+// Group, which Kyverno's format cannot say, narrows a filter to one API
+// group; "" matches any.
 type ResourceFilter struct {
-	Kind, SubResource, Namespace, Name string
+	Group, Kind, SubResource, Namespace, Name string
 }
 
 // ParseResourceFilters parses "[Kind,ns,name] [Kind/sub,ns,name] ...".
@@ -63,13 +66,21 @@ func DefaultResourceFilters(charterNamespace string) []ResourceFilter {
 	if err != nil {
 		panic("server: default resource filters: " + err.Error())
 	}
-	return filters
+	// charter's own writes of OpenReports (--reports-api): evaluating
+	// them would report on reports. By group, unlike Kyverno's
+	// PolicyReport filters: other APIs have kinds named Report too.
+	return append(filters,
+		ResourceFilter{Group: "openreports.io", Kind: "Report", Namespace: "*", Name: "*"},
+		ResourceFilter{Group: "openreports.io", Kind: "ClusterReport", Namespace: "*", Name: "*"})
 }
 
 // matches reports whether the filter covers a request. For Namespace
 // objects the namespace field also matches the Namespace's own name, so
 // [*/*,kube-system,*] covers the kube-system Namespace too.
-func (f ResourceFilter) matches(kind, subResource, namespace, name string) bool {
+func (f ResourceFilter) matches(group, kind, subResource, namespace, name string) bool {
+	if f.Group != "" && f.Group != group {
+		return false
+	}
 	if f.Kind == "*" && f.SubResource == "*" {
 		// every kind and every subresource, including none
 	} else {
@@ -92,9 +103,9 @@ func (f ResourceFilter) matches(kind, subResource, namespace, name string) bool 
 }
 
 // filtered reports whether any filter covers the request.
-func filtered(filters []ResourceFilter, kind, subResource, namespace, name string) bool {
+func filtered(filters []ResourceFilter, group, kind, subResource, namespace, name string) bool {
 	for _, f := range filters {
-		if f.matches(kind, subResource, namespace, name) {
+		if f.matches(group, kind, subResource, namespace, name) {
 			return true
 		}
 	}

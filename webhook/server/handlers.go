@@ -356,7 +356,7 @@ func (h *handlers) validate(scope setScope) http.HandlerFunc {
 			h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
 			return
 		}
-		if filtered(h.opts.Filters, req.Kind.Kind, ar.SubResource, ar.Namespace, ar.Name) {
+		if filtered(h.opts.Filters, req.Kind.Group, req.Kind.Kind, ar.SubResource, ar.Namespace, ar.Name) {
 			writeResponse(w, allowed(ar.UID, nil))
 			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
 			return
@@ -486,7 +486,7 @@ func (h *handlers) mutate(scope setScope) http.HandlerFunc {
 			h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
 			return
 		}
-		if filtered(h.opts.Filters, req.Kind.Kind, ar.SubResource, ar.Namespace, ar.Name) {
+		if filtered(h.opts.Filters, req.Kind.Group, req.Kind.Kind, ar.SubResource, ar.Namespace, ar.Name) {
 			writeResponse(w, allowed(ar.UID, nil))
 			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
 			return

@@ -7,9 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+
+	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 )
 
@@ -19,12 +22,6 @@ import (
 const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedBy      = "charter"
-)
-
-// Kinds of the report objects.
-const (
-	PolicyReportKind        = "PolicyReport"
-	ClusterPolicyReportKind = "ClusterPolicyReport"
 )
 
 // Scope is the resource a report is about.
@@ -41,13 +38,14 @@ type Scope struct {
 // the same name starts afresh.
 func (s Scope) ReportName() string { return string(s.UID) }
 
-// ReportKind is PolicyReport for a namespaced resource and
-// ClusterPolicyReport for a cluster-scoped one.
-func (s Scope) ReportKind() string {
-	if s.Namespace == "" {
-		return ClusterPolicyReportKind
-	}
-	return PolicyReportKind
+// ReportKind is the kind of the resource's report in api: PolicyReport
+// or Report for a namespaced resource, ClusterPolicyReport or
+// ClusterReport for a cluster-scoped one.
+func (s Scope) ReportKind(api policyreport.API) string { return api.Kind(s.Namespace == "") }
+
+// ReportResource is the API resource of ReportKind(api).
+func (s Scope) ReportResource(api policyreport.API) schema.GroupVersionResource {
+	return api.Resource(s.Namespace == "")
 }
 
 // String names the resource for logs and errors.
@@ -62,14 +60,20 @@ func (s Scope) String() string {
 // the zero creationTimestamp that metav1.ObjectMeta always encodes (server-
 // side apply would claim it) and minus the fields charter never sets.
 // Encoding this struct directly costs a fraction of building an
-// unstructured map and encoding that.
-type wireReport struct {
-	APIVersion string                        `json:"apiVersion"`
-	Kind       string                        `json:"kind"`
-	Metadata   wireMeta                      `json:"metadata"`
-	Scope      *corev1.ObjectReference       `json:"scope"`
-	Summary    v1alpha2.PolicyReportSummary  `json:"summary"`
-	Results    []v1alpha2.PolicyReportResult `json:"results"`
+// unstructured map and encoding that. The summary and results are of the
+// API's own types (S, R): wgpolicyk8s.io's or OpenReports'.
+type wireReport[S, R any] struct {
+	wireHeader
+	Summary S   `json:"summary"`
+	Results []R `json:"results"`
+}
+
+// wireHeader is what the reports of both APIs say alike.
+type wireHeader struct {
+	APIVersion string                  `json:"apiVersion"`
+	Kind       string                  `json:"kind"`
+	Metadata   wireMeta                `json:"metadata"`
+	Scope      *corev1.ObjectReference `json:"scope"`
 }
 
 type wireMeta struct {
@@ -80,15 +84,17 @@ type wireMeta struct {
 	OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
 }
 
-// JSON encodes the report of a resource holding the results: named after
-// the resource's UID, in its namespace, owned by it (so the garbage
-// collector deletes it with the resource), with the resource as its scope
-// and the summary counted from the results. It is the body of a create,
-// or, with the resourceVersion of the report it replaces, of an update.
-func JSON(scope Scope, results []v1alpha2.PolicyReportResult, resourceVersion string) []byte {
-	w := wireReport{
-		APIVersion: v1alpha2.GroupVersion.String(),
-		Kind:       scope.ReportKind(),
+// JSON encodes the report of a resource holding the results, in api:
+// named after the resource's UID, in its namespace, owned by it (so the
+// garbage collector deletes it with the resource), with the resource as
+// its scope and the summary counted from the results. It is the body of a
+// create, or, with the resourceVersion of the report it replaces, of an
+// update. The results are built once, as v1alpha2 results; only here do
+// the APIs part.
+func JSON(api policyreport.API, scope Scope, results []v1alpha2.PolicyReportResult, resourceVersion string) []byte {
+	h := wireHeader{
+		APIVersion: api.GroupVersion().String(),
+		Kind:       scope.ReportKind(api),
 		Metadata: wireMeta{
 			Name:            scope.ReportName(),
 			Namespace:       scope.Namespace,
@@ -108,10 +114,14 @@ func JSON(scope Scope, results []v1alpha2.PolicyReportResult, resourceVersion st
 			Name:       scope.Name,
 			UID:        scope.UID,
 		},
-		Summary: v1alpha2.Summarize(results),
-		Results: results,
 	}
-	data, err := json.Marshal(&w)
+	summary := v1alpha2.Summarize(results)
+	var w any = &wireReport[v1alpha2.PolicyReportSummary, v1alpha2.PolicyReportResult]{h, summary, results}
+	if api == policyreport.OpenReports {
+		w = &wireReport[openreportsv1alpha1.ReportSummary, openreportsv1alpha1.ReportResult]{h,
+			policyreport.ToOpenReportsSummary(summary), policyreport.ToOpenReports(results)}
+	}
+	data, err := json.Marshal(w)
 	if err != nil {
 		// The types are plain structs of strings, numbers and maps.
 		panic(fmt.Sprintf("report: encoding the report of %s: %v", scope, err))
@@ -120,9 +130,9 @@ func JSON(scope Scope, results []v1alpha2.PolicyReportResult, resourceVersion st
 }
 
 // Object is the report JSON builds, as an unstructured object.
-func Object(scope Scope, results []v1alpha2.PolicyReportResult) *unstructured.Unstructured {
+func Object(api policyreport.API, scope Scope, results []v1alpha2.PolicyReportResult) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(JSON(scope, results, "")); err != nil {
+	if err := u.UnmarshalJSON(JSON(api, scope, results, "")); err != nil {
 		panic(fmt.Sprintf("report: decoding the report of %s: %v", scope, err))
 	}
 	return u
@@ -137,13 +147,13 @@ type Parsed struct {
 	ManagedByCharter bool
 }
 
-// Parse reads a stored PolicyReport or ClusterPolicyReport. The scope
+// Parse reads a stored report of either API and either scope. The scope
 // comes from the report's scope field, or from its owner when the scope is
 // missing.
 func Parse(u *unstructured.Unstructured) (*Parsed, error) {
-	var rep v1alpha2.PolicyReport // both kinds share the layout
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &rep); err != nil {
-		return nil, fmt.Errorf("report %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	rep, err := policyreport.Decode(u)
+	if err != nil {
+		return nil, err
 	}
 	p := &Parsed{Results: rep.Results, ManagedByCharter: rep.Labels[ManagedByLabel] == ManagedBy}
 	switch {

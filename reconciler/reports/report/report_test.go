@@ -3,6 +3,7 @@ package report
 import (
 	"context"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/engine"
 )
@@ -275,19 +277,43 @@ func TestDigestIgnoresTimestamps(t *testing.T) {
 }
 
 func TestObjectRoundTrip(t *testing.T) {
-	results := []v1alpha2.PolicyReportResult{res("a", "r1", "fail", 10), res("b", "r1", "pass", 10)}
+	// Every field a result can carry, so that a field one API's types
+	// lose shows as a difference.
+	full := res("a", "r1", "fail", 10)
+	full.Timestamp.Nanos = 7
+	full.Category, full.Severity, full.Scored, full.Message = "Pod Security", v1alpha2.SeverityHigh, true, "privileged"
+	full.Properties = map[string]string{"process": ProcessAdmission}
+	full.Resources = []corev1.ObjectReference{{APIVersion: "v1", Kind: "Pod", Namespace: "team-a", Name: "web", UID: "uid-1"}}
+	full.ResourceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	results := []v1alpha2.PolicyReportResult{full, res("b", "r1", "pass", 10)}
+	pod := Scope{APIVersion: "v1", Kind: "Pod", Namespace: "team-a", Name: "web", UID: "uid-1"}
+	ns := Scope{APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "uid-2"}
 	tests := []struct {
-		scope    Scope
-		wantKind string
+		api            policyreport.API
+		scope          Scope
+		wantAPIVersion string
+		wantKind       string
 	}{
-		{Scope{APIVersion: "v1", Kind: "Pod", Namespace: "team-a", Name: "web", UID: "uid-1"}, PolicyReportKind},
-		{Scope{APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "uid-2"}, ClusterPolicyReportKind},
+		{policyreport.WGPolicyK8s, pod, "wgpolicyk8s.io/v1alpha2", "PolicyReport"},
+		{policyreport.WGPolicyK8s, ns, "wgpolicyk8s.io/v1alpha2", "ClusterPolicyReport"},
+		{policyreport.OpenReports, pod, "openreports.io/v1alpha1", "Report"},
+		{policyreport.OpenReports, ns, "openreports.io/v1alpha1", "ClusterReport"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.wantKind, func(t *testing.T) {
-			u := Object(tt.scope, results)
-			if u.GetKind() != tt.wantKind || u.GetAPIVersion() != "wgpolicyk8s.io/v1alpha2" {
-				t.Errorf("kind %s %s, want %s", u.GetAPIVersion(), u.GetKind(), tt.wantKind)
+			u := Object(tt.api, tt.scope, results)
+			if u.GetKind() != tt.wantKind || u.GetAPIVersion() != tt.wantAPIVersion {
+				t.Errorf("kind %s %s, want %s %s", u.GetAPIVersion(), u.GetKind(), tt.wantAPIVersion, tt.wantKind)
+			}
+			if got := tt.scope.ReportResource(tt.api); got.GroupVersion().String() != tt.wantAPIVersion || got.Resource != strings.ToLower(tt.wantKind)+"s" {
+				t.Errorf("resource %v, want %s %ss", got, tt.wantAPIVersion, strings.ToLower(tt.wantKind))
+			}
+			// The results' fields sit under the same names in both APIs
+			// (OpenReports' Go types call two of them Description and
+			// Subjects).
+			first, _, _ := unstructured.NestedSlice(u.Object, "results")
+			if r, _ := first[0].(map[string]any); r["message"] != "privileged" || r["resources"] == nil || r["severity"] != "high" {
+				t.Errorf("first result %v lacks message, resources or severity", first[0])
 			}
 			if u.GetName() != string(tt.scope.UID) || u.GetNamespace() != tt.scope.Namespace {
 				t.Errorf("named %s/%s, want %s/%s", u.GetNamespace(), u.GetName(), tt.scope.Namespace, tt.scope.UID)
@@ -311,7 +337,7 @@ func TestObjectRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Scope != tt.scope || !p.ManagedByCharter || !Equivalent(p.Results, results) {
+			if p.Scope != tt.scope || !p.ManagedByCharter || !reflect.DeepEqual(p.Results, results) {
 				t.Errorf("parsed %+v, want scope %+v and the results back", p, tt.scope)
 			}
 		})
