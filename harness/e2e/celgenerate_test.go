@@ -112,7 +112,7 @@ spec:
 `
 
 // The celpolicies generate, mutate-existing and delete specs run `charter
-// serve --controllers=admission,background,cleanup` with a
+// serve --controllers=admission,reports,background,cleanup` with a
 // GeneratingPolicy, MutatingPolicies and a DeletingPolicy installed
 // through the API.
 var _ = Describe("CEL policies: GeneratingPolicy, MutatingPolicy mutateExisting and DeletingPolicy", Label("celpolicies"), Ordered, inClusterPriority, func() {
@@ -146,7 +146,7 @@ var _ = Describe("CEL policies: GeneratingPolicy, MutatingPolicy mutateExisting 
 		} {
 			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, ns))).To(Succeed())
 		}
-		charterNS := useCharter(ctx, celGenCharterNamespace, "admission,background,cleanup")
+		charterNS := useCharter(ctx, celGenCharterNamespace, "admission,reports,background,cleanup")
 		waitPolicyWebhook(ctx)
 		// What the DeletingPolicy deletes, the cleanup controller must be
 		// allowed to, as README tells users to grant it.

@@ -42,7 +42,9 @@ spec:
 `
 
 // The celpolicies MutatingPolicy specs run `charter serve
-// --controllers=admission` with a MutatingPolicy installed through the API:
+// --controllers=admission,reports` with a MutatingPolicy installed through the API
+// (Ready needs RBACPermissionsGranted: a reports controller that may read
+// what the policy matches):
 // it becomes Ready and patches the Pods the API server stores.
 var _ = Describe("CEL policies: MutatingPolicy", Label("celpolicies"), Ordered, inClusterPriority, func() {
 	var cl client.Client
@@ -51,7 +53,7 @@ var _ = Describe("CEL policies: MutatingPolicy", Label("celpolicies"), Ordered, 
 		skipUnlessClusterReachesCharter()
 		cl = suite.client
 		createNamespaces(ctx, mpolNamespace, mpolCharterNamespace)
-		useCharter(ctx, mpolCharterNamespace, "admission")
+		useCharter(ctx, mpolCharterNamespace, "admission,reports")
 		waitPolicyWebhook(ctx)
 		installPolicy(ctx, &policiesv1.MutatingPolicy{}, mpolDefaults)
 	}, NodeTimeout(3*time.Minute))
