@@ -367,18 +367,36 @@ func usesCELAuthorizer(value any, _ map[string]any) bool {
 // celReadsIdent reports whether the CEL expression reads the identifier
 // (a variable or library receiver); one that does not parse does not.
 func celReadsIdent(expr, ident string) bool {
+	reads, _ := celIdentRead(expr, ident)
+	return reads
+}
+
+// celOptionalParser parses CEL with the optional syntax (a.?b), which
+// Kyverno's and the API server's environments allow.
+var celOptionalParser = sync.OnceValues(func() (*celparser.Parser, error) {
+	return celparser.NewParser(celparser.EnableOptionalSyntax(true))
+})
+
+// celIdentRead reports whether the CEL expression reads the identifier,
+// and whether it parsed (an expression that does not parse reads
+// nothing).
+func celIdentRead(expr, ident string) (reads, parsed bool) {
 	if !strings.Contains(expr, ident) {
-		return false
+		return false, true
 	}
-	parsed, errs := celparser.Parse(celcommon.NewTextSource(expr))
+	p, err := celOptionalParser()
+	if err != nil {
+		return false, false
+	}
+	ast, errs := p.Parse(celcommon.NewTextSource(expr))
 	if errs != nil && len(errs.GetErrors()) > 0 {
-		return false
+		return false, false
 	}
 	found := false
-	celast.PreOrderVisit(parsed.Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+	celast.PreOrderVisit(ast.Expr(), celast.NewExprVisitor(func(e celast.Expr) {
 		if e.Kind() == celast.IdentKind && e.AsIdent() == ident {
 			found = true
 		}
 	}))
-	return found
+	return found, true
 }

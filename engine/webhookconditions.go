@@ -7,12 +7,15 @@ import (
 
 	"github.com/google/cel-go/common/types"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/utils/lru"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
 // maxWebhookConditions is the API server's limit on a webhook's
@@ -126,15 +129,159 @@ func (w *webhookConditions) holds(in *requestView) bool {
 	return true
 }
 
-// HasWebhookConditions reports whether the policy has
-// spec.webhookConfiguration.matchConditions: at admission it is served
-// through a webhook of its own, which carries them (Kyverno's fine-grained
-// webhook, admission-reports.md §2.3). Only ClusterPolicy and Policy have
-// the field; the CEL kinds' matchConditions are their own (spec.matchConditions).
+// HasWebhookConditions reports whether the policy is served through a
+// webhook of its own that carries conditions for the API server to
+// evaluate (Kyverno's fine-grained webhook, admission-reports.md §2.3,
+// cel-policy-types.md §3.6): a ClusterPolicy or Policy with
+// spec.webhookConfiguration.matchConditions, or a policies.kyverno.io
+// policy with spec.matchConditions the API server can evaluate
+// (WebhookMatchConditions).
 func HasWebhookConditions(p kyvernov1.PolicyInterface) bool {
-	switch p.(type) {
-	case *kyvernov1.ClusterPolicy, *kyvernov1.Policy:
-		return len(p.GetSpec().GetMatchConditions()) > 0
+	return len(WebhookMatchConditions(p)) > 0
+}
+
+// FineGrainedKey names a policy's own webhook (its path ends in it): the
+// PolicyKey of a ClusterPolicy or Policy, as Kyverno's; for the other
+// kinds "<kind>.policies.kyverno.io/<PolicyKey>", lower case. Each segment
+// is a DNS subdomain, as the API server wants of a Service path, and no
+// two policies share one: a namespace name holds no dot, so the kind's
+// segment is never a Policy's namespace, and a ValidatingPolicy and a
+// ClusterPolicy of one name differ.
+func FineGrainedKey(p kyvernov1.PolicyInterface) string {
+	if isKyvernoKind(p.GetKind()) {
+		return PolicyKey(p)
 	}
-	return false
+	return strings.ToLower(p.GetKind()) + "." + policiesv1.GroupVersion.Group + "/" + PolicyKey(p)
+}
+
+// WebhookMatchConditions are the conditions charter's webhook for p
+// carries, nil when p shares a webhook with other policies.
+//
+// A ClusterPolicy's or Policy's are its spec.webhookConfiguration
+// .matchConditions (compiled and checked when the policy is).
+//
+// A policies.kyverno.io policy's spec.matchConditions are its own, and
+// the engine always evaluates all of them; as Kyverno does, the webhook
+// carries those the API server can evaluate too, so a request they reject
+// never reaches charter and one the API server cannot evaluate gets the
+// API server's answer under the policy's failurePolicy (Kyverno's e2e
+// tests expect its message, "expression '…' resulted in error: …"). Left
+// out are conditions the API server's environment does not compile
+// (Kyverno's libraries, such as image()), those reading namespaceObject
+// (null in a webhook's conditions), names the API server refuses, and
+// any past its limit of 64: leaving one out only lets more requests
+// through to the engine, which decides. For a Pod policy with autogen
+// copies the conditions are guarded to Pods (request.resource), since
+// the webhook also receives the Pod controllers, which the engine matches
+// with rewritten conditions of its own.
+func WebhookMatchConditions(p kyvernov1.PolicyInterface) []admissionregistrationv1.MatchCondition {
+	var (
+		conditions []admissionregistrationv1.MatchCondition
+		podOnly    bool
+	)
+	switch t := p.(type) {
+	case *kyvernov1.ClusterPolicy, *kyvernov1.Policy:
+		return p.GetSpec().GetMatchConditions()
+	case policiesv1.ValidatingPolicyLike:
+		spec := t.GetValidatingPolicySpec()
+		conditions, podOnly = spec.MatchConditions, len(vpolAutogen(spec)) > 0
+	case policiesv1.ImageValidatingPolicyLike:
+		spec := t.GetImageValidatingPolicySpec()
+		var pc *policiesv1.PodControllersGenerationConfiguration
+		if ag := spec.AutogenConfiguration; ag != nil {
+			pc = ag.PodControllers
+		}
+		conditions, podOnly = spec.MatchConditions, len(podControllerTargets(spec.MatchConstraints, pc)) > 0
+	case policiesv1.MutatingPolicyLike:
+		spec := t.GetMutatingPolicySpec()
+		conditions, podOnly = spec.MatchConditions, len(mpolAutogen(spec)) > 0
+	case policiesv1.GeneratingPolicyLike:
+		conditions = t.GetGeneratingPolicySpec().MatchConditions
+	default:
+		return nil
+	}
+	var out []admissionregistrationv1.MatchCondition
+	seen := make(map[string]bool, len(conditions))
+	for _, mc := range conditions {
+		if len(out) == maxWebhookConditions {
+			break
+		}
+		expr := strings.TrimSpace(mc.Expression)
+		if seen[mc.Name] || len(validation.IsQualifiedName(mc.Name)) > 0 || !apiServerEvaluates(expr) {
+			continue
+		}
+		seen[mc.Name] = true
+		if podOnly {
+			expr = podRequestGuard + " || (" + expr + ")"
+		}
+		out = append(out, admissionregistrationv1.MatchCondition{Name: mc.Name, Expression: expr})
+	}
+	return out
+}
+
+// WebhookSelectors are the namespaceSelector and objectSelector of a
+// policies.kyverno.io policy's matchConstraints, nil for other kinds and
+// for none. A policy's own webhook (HasWebhookConditions) carries them:
+// the API server evaluates a webhook's matchConditions only for the
+// requests its selectors select, so a condition that errs under
+// failurePolicy Fail never refuses a request outside what the policy
+// matches. They mean the same for a webhook as in matchConstraints.
+func WebhookSelectors(p kyvernov1.PolicyInterface) (namespaceSelector, objectSelector *metav1.LabelSelector) {
+	mc, _ := CELMatchConstraints(p)
+	if mc == nil {
+		return nil, nil
+	}
+	return mc.NamespaceSelector, mc.ObjectSelector
+}
+
+// CELMatchConstraints returns the spec.matchConstraints (nil when unset)
+// of a Validating, ImageValidating, Mutating or GeneratingPolicy, of
+// either scope, and true; for other kinds nil and false.
+func CELMatchConstraints(p kyvernov1.PolicyInterface) (*admissionregistrationv1.MatchResources, bool) {
+	switch t := p.(type) {
+	case policiesv1.ValidatingPolicyLike:
+		return t.GetValidatingPolicySpec().MatchConstraints, true
+	case policiesv1.ImageValidatingPolicyLike:
+		return t.GetImageValidatingPolicySpec().MatchConstraints, true
+	case policiesv1.MutatingPolicyLike:
+		return t.GetMutatingPolicySpec().MatchConstraints, true
+	case policiesv1.GeneratingPolicyLike:
+		return t.GetGeneratingPolicySpec().MatchConstraints, true
+	}
+	return nil, false
+}
+
+// podRequestGuard is true for a request on anything but Pods (their
+// subresources included).
+const podRequestGuard = "!(request.resource.group == '' && request.resource.resource == 'pods')"
+
+// apiServerConditions remembers, by expression, whether the API server
+// evaluates a webhook match condition: the webhook configuration is built
+// again on every policy change, and the policy cache asks too.
+var apiServerConditions = lru.New(4096)
+
+// apiServerEvaluates reports whether expr compiles as a webhook match
+// condition in the API server's environment (webhookConditionsCompiler)
+// and does not read namespaceObject, which the API server declares but
+// binds to null for webhooks.
+func apiServerEvaluates(expr string) bool {
+	if v, ok := apiServerConditions.Get(expr); ok {
+		return v.(bool)
+	}
+	ok := expr != ""
+	if ok {
+		decls := plugincel.OptionalVariableDeclarations{HasAuthorizer: true}
+		res := webhookConditionsCompiler().CompileCELExpression(&celAccessor{name: "condition", expr: expr, returns: boolReturn()}, decls, environment.NewExpressions)
+		ok = res.Error == nil && !mayReadIdent(expr, "namespaceObject")
+	}
+	apiServerConditions.Add(expr, ok)
+	return ok
+}
+
+// mayReadIdent reports whether the CEL expression reads the identifier;
+// one that does not parse (with the optional syntax the API server
+// allows) may.
+func mayReadIdent(expr, ident string) bool {
+	reads, parsed := celIdentRead(expr, ident)
+	return reads || !parsed
 }

@@ -215,7 +215,7 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 			continue
 		}
 		src := u.Source()
-		s.FineGrained[engine.PolicyKey(src)] = FineGrainedSet{Set: set, FailClosed: src.GetSpec().GetFailurePolicy() != kyvernov1.Ignore}
+		s.FineGrained[engine.FineGrainedKey(src)] = FineGrainedSet{Set: set, FailClosed: src.GetSpec().GetFailurePolicy() != kyvernov1.Ignore}
 	}
 	b.last, b.lastFail, b.lastIgnore, b.lastFine, b.lastNamespaced, b.lastExceptions = s, fail, ignore, fine, namespaced, exList
 	return s, stats

@@ -42,8 +42,10 @@ type Snapshot struct {
 	// policy never widens a webhook, or slows a request, beyond its own
 	// namespace. A namespace without such policies has no entry.
 	Namespaced map[string]NamespaceSets
-	// FineGrained holds, by PolicyKey, each policy with
-	// spec.webhookConfiguration.matchConditions in a set of its own: the
+	// FineGrained holds, by engine.FineGrainedKey, each policy whose
+	// webhook carries conditions (engine.HasWebhookConditions: a
+	// ClusterPolicy's spec.webhookConfiguration.matchConditions, a CEL
+	// policy's spec.matchConditions) in a set of its own: the
 	// API server sends it only the requests its conditions select, through
 	// a webhook of its own (Kyverno's fine-grained webhook), so it is in
 	// neither Fail nor Ignore.

@@ -183,12 +183,15 @@ func (w *webhookRules) rules() []admissionregistrationv1.RuleWithOperations {
 	return out
 }
 
-// fineGrained is the webhook of one policy with
-// spec.webhookConfiguration.matchConditions (admission-reports.md §2.3):
-// named <base>-<fp>-finegrained-<name> (or -<namespace>-<name>), on path
-// /<validate|mutate>/<fp>/finegrained/<name> (or /<namespace>/<name>),
-// carrying the policy's conditions, so the API server sends it only the
-// requests they select.
+// fineGrained is the webhook of one policy whose conditions the API
+// server evaluates (engine.WebhookMatchConditions: a ClusterPolicy's
+// spec.webhookConfiguration.matchConditions, admission-reports.md §2.3,
+// or a CEL policy's spec.matchConditions, cel-policy-types.md §3.6):
+// named <base>-<fp>-finegrained-<key> with / as -, on path
+// /<validate|mutate>/<fp>/finegrained/<key> (engine.FineGrainedKey:
+// <name>, <namespace>/<name>, or validatingpolicy.policies.kyverno.io/<name>
+// and the like), carrying those conditions, so the API server sends it
+// only the requests they select.
 type fineGrained struct {
 	key string
 	// namespace is a namespaced policy's: its webhook selects that
@@ -196,8 +199,12 @@ type fineGrained struct {
 	namespace  string
 	fp         kyvernov1.FailurePolicyType
 	conditions []admissionregistrationv1.MatchCondition
-	validating *webhookRules
-	mutating   *webhookRules
+	// namespaceSelector and objectSelector are a CEL policy's
+	// matchConstraints' (engine.WebhookSelectors): the API server
+	// evaluates the conditions only within them.
+	namespaceSelector, objectSelector *metav1.LabelSelector
+	validating                        *webhookRules
+	mutating                          *webhookRules
 }
 
 // suffix is what the webhook's name and path add to the group's:
@@ -260,7 +267,8 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 		ns := engine.PolicyNamespace(p)
 		switch {
 		case engine.HasWebhookConditions(p):
-			f := &fineGrained{key: key, namespace: ns, fp: fp, conditions: spec.GetMatchConditions(), validating: newWebhookRules(), mutating: newWebhookRules()}
+			f := &fineGrained{key: engine.FineGrainedKey(p), namespace: ns, fp: fp, conditions: engine.WebhookMatchConditions(p), validating: newWebhookRules(), mutating: newWebhookRules()}
+			f.namespaceSelector, f.objectSelector = engine.WebhookSelectors(p)
 			fine = append(fine, f)
 			validating = map[kyvernov1.FailurePolicyType]*webhookRules{fp: f.validating}
 			mutating = map[kyvernov1.FailurePolicyType]*webhookRules{fp: f.mutating}
@@ -505,6 +513,28 @@ func (s Settings) namespaceSelector(only ...string) *metav1.LabelSelector {
 	return sel
 }
 
+// webhookNamespaceSelector is namespaceSelector of the webhook's
+// namespaces, narrowed by its own namespaceSelector: both must select.
+func (s Settings) webhookNamespaceSelector(w resourceWebhook) *metav1.LabelSelector {
+	sel := s.namespaceSelector(w.namespaces...)
+	if own := w.namespaceSelector; own != nil {
+		if len(own.MatchLabels) > 0 {
+			sel.MatchLabels = maps.Clone(own.MatchLabels)
+		}
+		sel.MatchExpressions = append(sel.MatchExpressions, own.MatchExpressions...)
+	}
+	return sel
+}
+
+// webhookObjectSelector is the webhook's own objectSelector, or one
+// selecting every object.
+func (w resourceWebhook) webhookObjectSelector() *metav1.LabelSelector {
+	if w.objectSelector != nil {
+		return w.objectSelector.DeepCopy()
+	}
+	return &metav1.LabelSelector{}
+}
+
 func objectMeta(name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Labels: map[string]string{ManagedByLabel: ManagedByValue}}
 }
@@ -519,6 +549,9 @@ type resourceWebhook struct {
 	conditions []admissionregistrationv1.MatchCondition
 	// namespaces, when set, are the only namespaces the webhook selects.
 	namespaces []string
+	// namespaceSelector and objectSelector, when set, narrow the
+	// webhook to a policy's own (fineGrained).
+	namespaceSelector, objectSelector *metav1.LabelSelector
 }
 
 // resourceWebhooks lists the webhooks of one configuration, the shared
@@ -544,7 +577,8 @@ func resourceWebhooks(base string, groups map[kyvernov1.FailurePolicyType]*webho
 			if f.namespace != "" {
 				only = []string{f.namespace}
 			}
-			own = append(own, resourceWebhook{name: name + n, path: path + p, fp: fp, rules: pick.fine(f), conditions: f.conditions, namespaces: only})
+			own = append(own, resourceWebhook{name: name + n, path: path + p, fp: fp, rules: pick.fine(f), conditions: f.conditions, namespaces: only,
+				namespaceSelector: f.namespaceSelector, objectSelector: f.objectSelector})
 			keys = append(keys, f.key)
 		}
 		uniqueWebhookNames(own, keys)
@@ -568,8 +602,8 @@ func (s Settings) validating(groups map[kyvernov1.FailurePolicyType]*webhookRule
 		timeout := g.rules.timeout
 		cfg.Webhooks = append(cfg.Webhooks, admissionregistrationv1.ValidatingWebhook{
 			Name: g.name, ClientConfig: s.Target.clientConfig(g.path, s.CABundle), Rules: rules,
-			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.namespaceSelector(g.namespaces...),
-			ObjectSelector: &metav1.LabelSelector{}, SideEffects: &sideEffects, TimeoutSeconds: &timeout,
+			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.webhookNamespaceSelector(g),
+			ObjectSelector: g.webhookObjectSelector(), SideEffects: &sideEffects, TimeoutSeconds: &timeout,
 			AdmissionReviewVersions: []string{"v1"}, MatchConditions: g.conditions,
 		})
 	}
@@ -591,8 +625,8 @@ func (s Settings) mutating(groups map[kyvernov1.FailurePolicyType]*webhookRules,
 		timeout := g.rules.timeout
 		cfg.Webhooks = append(cfg.Webhooks, admissionregistrationv1.MutatingWebhook{
 			Name: g.name, ClientConfig: s.Target.clientConfig(g.path, s.CABundle), Rules: rules,
-			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.namespaceSelector(g.namespaces...),
-			ObjectSelector: &metav1.LabelSelector{}, SideEffects: &sideEffects, TimeoutSeconds: &timeout,
+			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.webhookNamespaceSelector(g),
+			ObjectSelector: g.webhookObjectSelector(), SideEffects: &sideEffects, TimeoutSeconds: &timeout,
 			AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: &reinvoke, MatchConditions: g.conditions,
 		})
 	}

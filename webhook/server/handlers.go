@@ -32,9 +32,11 @@ const (
 	PathPolicyValidate = "/policyvalidate"
 
 	// FineGrainedSegment ends the path prefix of a policy's own webhook
-	// (a policy with spec.webhookConfiguration.matchConditions):
-	// /validate/fail/finegrained/<name>, or .../<namespace>/<name> for a
-	// Policy. That path sees that one policy only.
+	// (a policy whose webhook carries matchConditions,
+	// engine.HasWebhookConditions): /validate/fail/finegrained/<key>,
+	// the key engine.FineGrainedKey (<name>, <namespace>/<name> for a
+	// Policy, <kind>.policies.kyverno.io/<name> for a CEL policy). That
+	// path sees that one policy only.
 	FineGrainedSegment = "/finegrained/"
 	// NamespacedSegment ends the path of the webhooks of namespaced
 	// policies (/validate/fail/namespaced): their namespaceSelector

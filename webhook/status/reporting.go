@@ -15,6 +15,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine"
 )
 
 // Kyverno's messages of RBACPermissionsGranted on the policies.kyverno.io
@@ -164,17 +165,8 @@ func reportingCondition(ctx context.Context, p kyvernov1.PolicyInterface, access
 // reportedResourceRules are the resource rules of the policy's
 // matchConstraints; false for the kinds Kyverno does not report on.
 func reportedResourceRules(p kyvernov1.PolicyInterface) ([]admissionregistrationv1.NamedRuleWithOperations, bool) {
-	var mc *admissionregistrationv1.MatchResources
-	switch p := p.(type) {
-	case policiesv1.ValidatingPolicyLike:
-		mc = p.GetValidatingPolicySpec().MatchConstraints
-	case policiesv1.ImageValidatingPolicyLike:
-		mc = p.GetImageValidatingPolicySpec().MatchConstraints
-	case policiesv1.MutatingPolicyLike:
-		mc = p.GetMutatingPolicySpec().MatchConstraints
-	case policiesv1.GeneratingPolicyLike:
-		mc = p.GetGeneratingPolicySpec().MatchConstraints
-	default:
+	mc, ok := engine.CELMatchConstraints(p)
+	if !ok {
 		return nil, false
 	}
 	if mc == nil {
