@@ -161,7 +161,7 @@ var knobsOn = map[string]any{
 	"features": map[string]any{"policyExceptions": map[string]any{"namespace": "platform,security"}, "namespacedPolicies": map[string]any{"serviceAccount": "tenant-policies"},
 		"celHTTP":   map[string]any{"blocklist": []any{"169.254.169.254", "10.0.0.0/8"}, "allowlist": []any{"https://verdicts.example/"}, "allowInNamespacedPolicies": true},
 		"promotion": map[string]any{"downgrade": "deny"},
-		"reports":   map[string]any{"api": "both"},
+		"reports":   map[string]any{"api": "both", "managedBy": "kyverno"},
 		"egress":    map[string]any{"allow": []any{"10.0.0.5:5000", "192.168.0.0/16"}, "maxResponseBytes": 1048576}},
 	"admissionController": map[string]any{
 		"replicas":            5,
@@ -416,7 +416,7 @@ func TestChartKnobs(t *testing.T) {
 		{"args", c.Args, []string{"serve", "--controllers=admission", "--leader-election-id=charter-admission", "--service=charter-svc", "--service-port=8443", "--drain-delay=10s",
 			"--webhook-excluded-namespaces=monitoring,istio-system", "--promotion-downgrade=deny", "--exception-namespaces=platform,security",
 			"--cel-http-blocklist=169.254.169.254,10.0.0.0/8", "--cel-http-allowlist=https://verdicts.example/", "--allow-http-in-namespaced-policies",
-			"--egress-allow=10.0.0.5:5000,192.168.0.0/16", "--egress-max-response-bytes=1048576", "--reports-api=both", "--request-timeout=5s"}},
+			"--egress-allow=10.0.0.5:5000,192.168.0.0/16", "--egress-max-response-bytes=1048576", "--reports-api=both", "--reports-managed-by=kyverno", "--request-timeout=5s"}},
 		{"reports replicas", *deployment("reports").Spec.Replicas, int32(1)},
 		{"reports affinity replaces anti-affinity", deployment("reports").Spec.Template.Spec.Affinity.PodAntiAffinity == nil, true},
 		{"background anti-affinity off", deployment("background").Spec.Template.Spec.Affinity == nil, true},
@@ -426,8 +426,9 @@ func TestChartKnobs(t *testing.T) {
 		{"no namespaced-policy ServiceAccount for admission", slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--namespaced-policy-service-account") }), false},
 		{"reports CEL http", deployment("reports").Spec.Template.Spec.Containers[0].Args[4:],
 			[]string{"--cel-http-blocklist=169.254.169.254,10.0.0.0/8", "--cel-http-allowlist=https://verdicts.example/", "--allow-http-in-namespaced-policies",
-				"--egress-allow=10.0.0.5:5000,192.168.0.0/16", "--egress-max-response-bytes=1048576", "--reports-api=both"}},
+				"--egress-allow=10.0.0.5:5000,192.168.0.0/16", "--egress-max-response-bytes=1048576", "--reports-api=both", "--reports-managed-by=kyverno"}},
 		{"background reports API", slices.Contains(deployment("background").Spec.Template.Spec.Containers[0].Args, "--reports-api=both"), true},
+		{"background reports managed-by", slices.Contains(deployment("background").Spec.Template.Spec.Containers[0].Args, "--reports-managed-by=kyverno"), true},
 		{"no reports API for cleanup", slices.ContainsFunc(deployment("cleanup").Spec.Template.Spec.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--reports-api") }), false},
 		{"gitsync args", deployment("gitsync").Spec.Template.Spec.Containers[0].Args[3:], []string{
 			"--cel-http-blocklist=169.254.169.254,10.0.0.0/8", "--cel-http-allowlist=https://verdicts.example/", "--allow-http-in-namespaced-policies",

@@ -29,6 +29,8 @@ import (
 	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/printer"
+	"github.com/charter-dev/charter/reconciler/reports"
+	"github.com/charter-dev/charter/reconciler/reports/report"
 	"github.com/charter-dev/charter/webhook/config"
 	"github.com/charter-dev/charter/webhook/updaterequest"
 )
@@ -68,6 +70,9 @@ type devOptions struct {
 	metricsAddr  string
 	// reportsAPIs are the report APIs written (--reports-api).
 	reportsAPIs []policyreport.API
+	// reportsManagedBy is the managed-by label of the reports
+	// (--reports-managed-by).
+	reportsManagedBy string
 }
 
 func newDevCommand() *cobra.Command {
@@ -118,6 +123,8 @@ charter's webhook configurations and leaves the cluster running.`,
 	f.StringVar(&opts.metricsAddr, "metrics-addr", "", "Prometheus metrics address (default: a free port on 127.0.0.1; 0 disables)")
 	opts.reportsAPIs = []policyreport.API{policyreport.WGPolicyK8s}
 	f.Var(policyreport.APIsFlag{APIs: &opts.reportsAPIs}, "reports-api", "the report API results are written to: wgpolicyk8s, openreports or both (as charter serve --reports-api)")
+	opts.reportsManagedBy = report.ManagedBy
+	f.Var(reports.ManagedByFlag{V: &opts.reportsManagedBy}, "reports-managed-by", "the app.kubernetes.io/managed-by label of the reports: charter, or kyverno (as charter serve --reports-managed-by; make conformance-cluster sets kyverno)")
 	return cmd
 }
 
@@ -313,7 +320,7 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		gitsyncMinInterval:   time.Second,
 		// A dev cluster is small: rescan often so reports follow
 		// namespace label and ConfigMap changes quickly.
-		reports: reportsDevOptions(opts.reportsAPIs),
+		reports: reportsDevOptions(opts.reportsAPIs, opts.reportsManagedBy),
 		// Resync generate and mutate-existing policies every minute too.
 		background: backgroundOptions{resyncInterval: time.Minute, threshold: updaterequest.DefaultThreshold},
 		// dev trusts every namespace's PolicyExceptions, as Kyverno's

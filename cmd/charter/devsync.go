@@ -310,6 +310,6 @@ func shortRevision(rev string) string {
 }
 
 // reportsDevOptions are the reports controller's settings in dev.
-func reportsDevOptions(apis []policyreport.API) reports.Options {
-	return reports.Options{BackgroundScanInterval: 5 * time.Minute, APIs: apis}
+func reportsDevOptions(apis []policyreport.API, managedBy string) reports.Options {
+	return reports.Options{BackgroundScanInterval: 5 * time.Minute, APIs: apis, ManagedBy: managedBy}
 }

@@ -580,10 +580,11 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			RequestTimeout: o.requestTimeout, MaxRequestBytes: o.maxRequestBytes, DrainDelay: o.drainDelay,
 			Metrics: rec, Audit: audit, Events: o.events, Log: log.WithName("admission"), State: state,
 			CertPropagationDelay: o.certPropagationDelay, CertTrimGrace: o.certTrimGrace,
-			Background:      o.background.updateRequestConfig(context.Background(), cfg, o, log),
-			DenyDowngrade:   o.promotionDowngrade == promotion.DowngradeDeny,
-			ReportingAccess: access,
-			ReportsAPI:      primaryReportsAPI(o.reports.APIs),
+			Background:       o.background.updateRequestConfig(context.Background(), cfg, o, log),
+			DenyDowngrade:    o.promotionDowngrade == promotion.DowngradeDeny,
+			ReportingAccess:  access,
+			ReportsAPI:       primaryReportsAPI(o.reports.APIs),
+			ReportsManagedBy: o.reports.ManagedBy,
 		})
 		if err != nil {
 			return nil, nil, err

@@ -1,7 +1,10 @@
 // Command conformance-cluster runs Kyverno's own cluster e2e tests for the
 // CEL policy kinds (chainsaw tests, ../shared/conformance/kyverno-chainsaw)
-// against charter: it starts `charter dev --no-sync` (a local control plane
-// with kube-controller-manager, charter's CRDs, every controller), runs
+// against charter: it starts `charter dev --no-sync
+// --reports-managed-by=kyverno` (a local control plane with
+// kube-controller-manager, charter's CRDs, every controller; reports
+// labelled app.kubernetes.io/managed-by: kyverno, as the suite's asserts
+// select them, as a cluster that replaced Kyverno would run it), runs
 // chainsaw over each test directory with the configuration beside this file,
 // and prints passed and failed per directory and overall, and for each
 // failure the first failing step and its error.
@@ -93,7 +96,7 @@ func runAll(o options, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	printSkips(w, skips)
+	printSkips(w, plan)
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
@@ -111,7 +114,7 @@ func runAll(o options, w io.Writer) error {
 	var results []dirResult
 	for _, d := range plan {
 		if len(d.tests) == 0 {
-			results = append(results, dirResult{dir: d.dir, skipped: d.skipped})
+			results = append(results, dirResult{dir: d.dir, skipped: len(d.skipped)})
 			continue
 		}
 		r, err := runDir(o, d, out, dev.kubeconfig, w)
@@ -160,25 +163,52 @@ func loadSkips(path string) (skipList, error) {
 	return s, nil
 }
 
-func (s skipList) reason(test string) (string, bool) {
-	for _, list := range [][]skip{s.ImplementationDetails, s.Network} {
+// skipCategory is the list of skip.yaml an entry is in.
+type skipCategory int
+
+const (
+	implementationDetail skipCategory = iota
+	network
+)
+
+// skippedTest is a test of the plan that is not run, and why.
+type skippedTest struct {
+	skip
+	category skipCategory
+}
+
+func (s skipList) reason(test string) (skippedTest, bool) {
+	for category, list := range [][]skip{s.ImplementationDetails, s.Network} {
 		for _, e := range list {
 			if e.Test == test {
-				return e.Reason, true
+				return skippedTest{e, skipCategory(category)}, true
 			}
 		}
 	}
-	return "", false
+	return skippedTest{}, false
 }
 
-func printSkips(w io.Writer, s skipList) {
-	fmt.Fprintf(w, "not run: %d tests check a Kyverno implementation detail that is not part of the API\n", len(s.ImplementationDetails))
-	for _, e := range s.ImplementationDetails {
-		fmt.Fprintf(w, "  %s: %s\n", e.Test, strings.TrimSpace(e.Reason))
+// printSkips lists the tests of the plan that are not run (those of the
+// directories and -run asked for, not the whole of skip.yaml), each with
+// why.
+func printSkips(w io.Writer, plan []dirPlan) {
+	headings := map[skipCategory]string{
+		implementationDetail: "check a Kyverno implementation detail that is not part of the API",
+		network:              "need a public registry or cluster DNS (no network here)",
 	}
-	fmt.Fprintf(w, "not run: %d tests pull images from public registries (no network here)\n", len(s.Network))
-	for _, e := range s.Network {
-		fmt.Fprintf(w, "  %s: %s\n", e.Test, strings.TrimSpace(e.Reason))
+	for _, category := range []skipCategory{implementationDetail, network} {
+		var lines []string
+		for _, d := range plan {
+			for _, s := range d.skipped {
+				if s.category == category {
+					lines = append(lines, fmt.Sprintf("  %s: %s", s.Test, strings.TrimSpace(s.Reason)))
+				}
+			}
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "not run: %d tests %s\n%s\n", len(lines), headings[category], strings.Join(lines, "\n"))
 	}
 	fmt.Fprintln(w)
 }
@@ -187,7 +217,7 @@ func printSkips(w io.Writer, s skipList) {
 type dirPlan struct {
 	dir     string
 	tests   []string // paths relative to the corpus
-	skipped int
+	skipped []skippedTest
 }
 
 // planTests lists each directory's tests, leaving out the skipped ones
@@ -211,8 +241,8 @@ func planTests(corpus string, dirs []string, skips skipList, filter *regexp.Rege
 			if filter != nil && !filter.MatchString(rel) {
 				return nil
 			}
-			if _, skipped := skips.reason(rel); skipped {
-				d.skipped++
+			if s, skipped := skips.reason(rel); skipped {
+				d.skipped = append(d.skipped, s)
 				return nil
 			}
 			d.tests = append(d.tests, rel)
@@ -235,7 +265,11 @@ func planTests(corpus string, dirs []string, skips skipList, filter *regexp.Rege
 	return plan, nil
 }
 
-// devProcess is `charter dev --no-sync` running.
+// devArgs are charter's arguments: dev, with no repository synced and
+// the reports labelled as Kyverno labels its own.
+var devArgs = []string{"dev", "--no-sync", "--reports-managed-by=kyverno"}
+
+// devProcess is `charter dev` (devArgs) running.
 type devProcess struct {
 	cmd        *exec.Cmd
 	kubeconfig string
@@ -249,13 +283,13 @@ func startDev(charter, logPath string, w io.Writer) (*devProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(charter, "dev", "--no-sync")
+	cmd := exec.Command(charter, devArgs...)
 	cmd.Stderr = log
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "starting %s dev --no-sync (output: %s)\n", charter, logPath)
+	fmt.Fprintf(w, "starting %s %s (output: %s)\n", charter, strings.Join(devArgs, " "), logPath)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -336,9 +370,9 @@ type reportStep struct {
 var passLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): `)
 
 func runDir(o options, d dirPlan, out, kubeconfig string, w io.Writer) (dirResult, error) {
-	res := dirResult{dir: d.dir, skipped: d.skipped}
+	res := dirResult{dir: d.dir, skipped: len(d.skipped)}
 	logPath := filepath.Join(out, d.dir+".log")
-	fmt.Fprintf(w, "%s: %d tests (%d skipped), chainsaw log %s\n", d.dir, len(d.tests), d.skipped, logPath)
+	fmt.Fprintf(w, "%s: %d tests (%d skipped), chainsaw log %s\n", d.dir, len(d.tests), len(d.skipped), logPath)
 	report, loadErr, err := runChainsaw(o, d.tests, "report-"+d.dir, out, logPath, kubeconfig, w)
 	if err != nil {
 		return res, err

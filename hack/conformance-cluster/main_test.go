@@ -34,7 +34,7 @@ func TestSkipFileNamesTestsOfTheSuite(t *testing.T) {
 	var run, skipped int
 	for _, d := range plan {
 		run += len(d.tests)
-		skipped += d.skipped
+		skipped += len(d.skipped)
 	}
 	if want := len(skips.ImplementationDetails) + len(skips.Network); skipped != want {
 		t.Errorf("%d tests skipped, skip.yaml lists %d", skipped, want)
@@ -110,6 +110,32 @@ func TestReportCountsChainsawResults(t *testing.T) {
 	for _, want := range []string{"50.0%", "validating-policies/b [step wait-ready]"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+// TestSkipsPrintedAreThoseOfThePlan: with -dirs (or -run) limiting the
+// run, the list of tests not run names only the skipped tests of what was
+// asked for, under their reason's heading; a heading without tests is
+// left out.
+func TestSkipsPrintedAreThoseOfThePlan(t *testing.T) {
+	skips, err := loadSkips("skip.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := planTests(chainsawCorpus(t), []string{"namespaced-deleting-policies"}, skips, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printSkips(&out, plan)
+	got := out.String()
+	if !strings.Contains(got, "not run: 1 tests check a Kyverno implementation detail") || !strings.Contains(got, "  namespaced-deleting-policies/schedule: ") {
+		t.Errorf("skips printed for namespaced-deleting-policies:\n%s\nwant its one skipped test", got)
+	}
+	for _, other := range []string{"validating-policies/", "network"} {
+		if strings.Contains(got, "  "+other) || strings.Contains(got, "no network") {
+			t.Errorf("skips printed for namespaced-deleting-policies name %s:\n%s", other, got)
 		}
 	}
 }

@@ -97,7 +97,7 @@ func NewAdmissionWriter(cfg *rest.Config, opts Options) (*AdmissionWriter, error
 	if opts.State == nil {
 		return nil, errors.New("reports: the process's cluster state is required")
 	}
-	cl, err := newClients(cfg, opts.QPS, opts.Burst, opts.APIs, opts.Logger)
+	cl, err := newClients(cfg, opts.QPS, opts.Burst, opts.APIs, opts.ManagedBy, opts.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -187,7 +187,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if opts.State == nil {
 		return nil, errors.New("reports: the process's cluster state is required")
 	}
-	cl, err := newClients(cfg, opts.QPS, opts.Burst, opts.APIs, opts.Logger)
+	cl, err := newClients(cfg, opts.QPS, opts.Burst, opts.APIs, opts.ManagedBy, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ type clients struct {
 	reports reportClient
 }
 
-func newClients(cfg *rest.Config, qps float32, burst int, apis []policyreport.API, log logr.Logger) (clients, error) {
+func newClients(cfg *rest.Config, qps float32, burst int, apis []policyreport.API, managedBy string, log logr.Logger) (clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
@@ -243,7 +243,7 @@ func newClients(cfg *rest.Config, qps float32, burst int, apis []policyreport.AP
 	if err != nil {
 		return clients{}, fmt.Errorf("reports: discovery client: %w", err)
 	}
-	reports, err := newReportClient(cfg, dyn, apis, log)
+	reports, err := newReportClient(cfg, dyn, apis, managedBy, log)
 	if err != nil {
 		return clients{}, fmt.Errorf("reports: report client: %w", err)
 	}

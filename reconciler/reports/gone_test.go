@@ -177,7 +177,7 @@ func TestReportsOfGoneResources(t *testing.T) {
 		}
 		created := time.Now()
 		for _, g := range ghosts {
-			if _, err := e.dyn.Resource(policyreport.WGPolicyK8s.Resource(false)).Namespace(ns).Create(e.ctx, report.Object(policyreport.WGPolicyK8s, g, parsed.Results), metav1.CreateOptions{}); err != nil {
+			if _, err := e.dyn.Resource(policyreport.WGPolicyK8s.Resource(false)).Namespace(ns).Create(e.ctx, report.Object(policyreport.WGPolicyK8s, "", g, parsed.Results), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -33,6 +33,13 @@ type Options struct {
 	// writer; reports in the others are copies that follow it (see
 	// reportClient).
 	APIs []policyreport.API
+	// ManagedBy is the app.kubernetes.io/managed-by label of the reports
+	// written, and the one charter reads as its own
+	// (--reports-managed-by): report.ManagedBy (default) or
+	// report.KyvernoManagedBy, Kyverno's, for a cluster where charter
+	// replaced Kyverno (never while Kyverno runs: both would take the
+	// same reports for theirs).
+	ManagedBy string
 	// AllowedResults keeps only these outcomes in reports (default all).
 	AllowedResults report.AllowedResults
 	// QPS and Burst bound the controller's API requests, all clients
@@ -128,16 +135,22 @@ func (o Options) withDefaults() Options {
 	if len(o.APIs) == 0 {
 		o.APIs = []policyreport.API{policyreport.WGPolicyK8s}
 	}
+	if o.ManagedBy == "" {
+		o.ManagedBy = report.ManagedBy
+	}
 	return o
 }
 
 // AddFlags registers the controller's flags: --reports-api,
-// --background-scan-interval, --allowed-results, --reports-workers, --reports-write-workers,
+// --reports-managed-by, --background-scan-interval, --allowed-results, --reports-workers, --reports-write-workers,
 // --reports-qps, --reports-burst.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.APIs = []policyreport.API{policyreport.WGPolicyK8s}
 	fs.Var(policyreport.APIsFlag{APIs: &o.APIs}, "reports-api",
 		"the report API results are written to: wgpolicyk8s (wgpolicyk8s.io/v1alpha2 PolicyReport, ClusterPolicyReport), openreports (openreports.io/v1alpha1 Report, ClusterReport) or both")
+	o.ManagedBy = report.ManagedBy
+	fs.Var(ManagedByFlag{&o.ManagedBy}, "reports-managed-by",
+		"the app.kubernetes.io/managed-by label of charter's reports: charter, or kyverno (Kyverno's, for a cluster where charter replaced Kyverno: never while Kyverno runs)")
 	fs.DurationVar(&o.BackgroundScanInterval, "background-scan-interval", DefaultBackgroundScanInterval,
 		"time between full background rescans of every watched resource")
 	fs.Var(&allowedResultsFlag{&o.AllowedResults}, "allowed-results",
@@ -147,6 +160,28 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.QPS, "reports-qps", DefaultQPS, "queries per second of the reports controller's API client")
 	fs.IntVar(&o.Burst, "reports-burst", DefaultBurst, "burst of the reports controller's API client")
 }
+
+// ManagedByFlag is --reports-managed-by: report.ManagedBy or
+// report.KyvernoManagedBy, anything else refused.
+type ManagedByFlag struct{ V *string }
+
+func (f ManagedByFlag) String() string {
+	if f.V == nil {
+		return ""
+	}
+	return *f.V
+}
+
+func (f ManagedByFlag) Set(s string) error {
+	v, err := report.ParseManagedBy(s)
+	if err != nil {
+		return fmt.Errorf("--reports-managed-by: %w", err)
+	}
+	*f.V = v
+	return nil
+}
+
+func (f ManagedByFlag) Type() string { return "charter|kyverno" }
 
 type allowedResultsFlag struct{ v *report.AllowedResults }
 

@@ -42,7 +42,10 @@ const FieldManager = "charter-reports"
 type reportClient struct {
 	dyn  dynamic.Interface
 	apis []apiClient
-	log  logr.Logger
+	// managedBy is the app.kubernetes.io/managed-by label of the reports
+	// written, and of those listed as charter's (Options.ManagedBy).
+	managedBy string
+	log       logr.Logger
 }
 
 // apiClient writes the reports of one API.
@@ -51,11 +54,14 @@ type apiClient struct {
 	raw rest.Interface
 }
 
-func newReportClient(cfg *rest.Config, dyn dynamic.Interface, apis []policyreport.API, log logr.Logger) (reportClient, error) {
+func newReportClient(cfg *rest.Config, dyn dynamic.Interface, apis []policyreport.API, managedBy string, log logr.Logger) (reportClient, error) {
 	if len(apis) == 0 {
 		apis = []policyreport.API{policyreport.WGPolicyK8s}
 	}
-	rc := reportClient{dyn: dyn, log: log}
+	if managedBy == "" {
+		managedBy = report.ManagedBy
+	}
+	rc := reportClient{dyn: dyn, managedBy: managedBy, log: log}
 	for _, api := range apis {
 		raw, err := newRawClient(cfg, api.GroupVersion())
 		if err != nil {
@@ -175,7 +181,7 @@ func (c reportClient) writeIn(ctx context.Context, a apiClient, scope report.Sco
 		}
 		return "", c.deleteAt(ctx, a, scope, rv)
 	}
-	body := report.JSON(a.api, scope, results, rv)
+	body := report.JSON(a.api, c.managedBy, scope, results, rv)
 	var req *rest.Request
 	if rv == "" {
 		req = a.path(scope, "").Verb(http.MethodPost)
@@ -286,7 +292,7 @@ func (c reportClient) listIn(ctx context.Context, a apiClient, pageSize int64, f
 	var wg sync.WaitGroup
 	for i, gvr := range gvrs {
 		wg.Go(func() {
-			err := listPages(ctx, c.dyn.Resource(gvr), pageSize, report.ManagedByLabel+"="+report.ManagedBy, anyCachedVersion, func(items []unstructured.Unstructured) error {
+			err := listPages(ctx, c.dyn.Resource(gvr), pageSize, report.ManagedByLabel+"="+c.managedBy, anyCachedVersion, func(items []unstructured.Unstructured) error {
 				for i := range items {
 					if err := fn(&items[i]); err != nil {
 						return err

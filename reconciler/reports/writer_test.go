@@ -35,7 +35,7 @@ func TestConditionalWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cl, err := newClients(e.cfg, 50, 100, apis, logr.Discard())
+		cl, err := newClients(e.cfg, 50, 100, apis, "", logr.Discard())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -96,7 +96,11 @@ type Options struct {
 	// reports from: the primary one of --reports-api (default
 	// wgpolicyk8s).
 	ReportsAPI policyreport.API
-	Log        logr.Logger
+	// ReportsManagedBy is the app.kubernetes.io/managed-by label of
+	// charter's reports, which the promotion gate reads
+	// (--reports-managed-by; default charter).
+	ReportsManagedBy string
+	Log              logr.Logger
 }
 
 // EventOptions configure admission Events (admission-reports.md §3.3).
@@ -228,7 +232,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	}
 	// Promotions are rare and must see the latest results: the gate lists
 	// reports from the API server, not from a cache.
-	promotionGate := &promotion.Gate{Reports: promotion.ReportReader{Reader: mgr.GetAPIReader(), API: o.ReportsAPI}, DenyDowngrade: o.DenyDowngrade}
+	promotionGate := &promotion.Gate{Reports: promotion.ReportReader{Reader: mgr.GetAPIReader(), API: o.ReportsAPI, ManagedBy: o.ReportsManagedBy}, DenyDowngrade: o.DenyDowngrade}
 	// Context entries read ConfigMaps and call the API server or a
 	// Service as the request is evaluated (clusterstate/loaders). The CEL
 	// authorizer is bound at admission only.

@@ -13,7 +13,8 @@ import (
 // The label the reports controller puts on the reports it writes
 // (reconciler/reports/report.ManagedByLabel): the gate judges charter's
 // own results, never another tool's reports that happen to name a policy
-// of the same name.
+// of the same name. Its value is charter's (reportManagedBy) unless the
+// reports controller writes Kyverno's (ReportReader.ManagedBy).
 const (
 	reportManagedByLabel = "app.kubernetes.io/managed-by"
 	reportManagedBy      = "charter"
@@ -36,6 +37,9 @@ type ReportReader struct {
 	API policyreport.API
 	// PageSize is the list call's limit (default 500).
 	PageSize int64
+	// ManagedBy is the app.kubernetes.io/managed-by label of charter's
+	// reports (--reports-managed-by; default charter).
+	ManagedBy string
 }
 
 // PolicyReports returns the namespace's reports written by charter, of
@@ -49,13 +53,17 @@ func (r ReportReader) PolicyReports(ctx context.Context, namespace string) ([]v1
 	if api == "" {
 		api = policyreport.WGPolicyK8s
 	}
+	managedBy := r.ManagedBy
+	if managedBy == "" {
+		managedBy = reportManagedBy
+	}
 	var out []v1alpha2.PolicyReport
 	next := ""
 	for {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(api.ListKind(false))
 		opts := []client.ListOption{client.InNamespace(namespace),
-			client.MatchingLabels{reportManagedByLabel: reportManagedBy}, client.Limit(limit)}
+			client.MatchingLabels{reportManagedByLabel: managedBy}, client.Limit(limit)}
 		if next != "" {
 			opts = append(opts, client.Continue(next))
 		}

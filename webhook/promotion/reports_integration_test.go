@@ -27,7 +27,7 @@ func TestGateDecidesTheSameOnEitherReportAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []string{"shop", "old"} {
+	for _, ns := range []string{"shop", "old", "kyv"} {
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
@@ -97,5 +97,20 @@ func TestGateDecidesTheSameOnEitherReportAPI(t *testing.T) {
 		if got := check(api, "shop"); got != "" {
 			t.Errorf("gate on %s refuses a namespace whose report passes: %q", api, got)
 		}
+	}
+
+	// A report labelled managed-by kyverno is charter's own only when
+	// charter writes Kyverno's label (--reports-managed-by=kyverno).
+	kyv := reportOf(policyreport.WGPolicyK8s, "kyv", "fail")
+	kyv.SetLabels(map[string]string{reportManagedByLabel: "kyverno"})
+	if err := cl.Create(ctx, kyv); err != nil {
+		t.Fatal(err)
+	}
+	if got := check(policyreport.WGPolicyK8s, "kyv"); got != "" {
+		t.Errorf("gate of charter's reports read a report labelled managed-by kyverno: %q", got)
+	}
+	msg, err := (&Gate{Reports: ReportReader{Reader: cl, ManagedBy: "kyverno"}}).Check(ctx, "kyv", staged)
+	if err != nil || msg == "" {
+		t.Errorf("gate with ManagedBy kyverno on a failing report labelled kyverno: %q, %v; want a refusal", msg, err)
 	}
 }

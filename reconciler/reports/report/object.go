@@ -17,12 +17,30 @@ import (
 )
 
 // Labels charter puts on its reports. Kyverno labels its reports
-// app.kubernetes.io/managed-by: kyverno; charter names itself, so that
-// neither tool takes the other's reports for its own.
+// app.kubernetes.io/managed-by: kyverno; charter names itself by default
+// (ManagedBy), so that neither tool takes the other's reports for its
+// own while both run. A cluster that replaced Kyverno with charter may
+// have charter write Kyverno's value instead (KyvernoManagedBy,
+// --reports-managed-by=kyverno), so that what selects Kyverno's reports
+// by the label (dashboards, scripts, Kyverno's own e2e tests) reads
+// charter's, and charter adopts the reports Kyverno left.
 const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedBy      = "charter"
+	ManagedByLabel   = "app.kubernetes.io/managed-by"
+	ManagedBy        = "charter"
+	KyvernoManagedBy = "kyverno"
 )
+
+// ParseManagedBy checks a value for the managed-by label of charter's
+// reports: "" (ManagedBy), ManagedBy or KyvernoManagedBy.
+func ParseManagedBy(s string) (string, error) {
+	switch s {
+	case "", ManagedBy:
+		return ManagedBy, nil
+	case KyvernoManagedBy:
+		return KyvernoManagedBy, nil
+	}
+	return "", fmt.Errorf("%q: the managed-by label of charter's reports is %s or %s", s, ManagedBy, KyvernoManagedBy)
+}
 
 // Scope is the resource a report is about.
 type Scope struct {
@@ -84,14 +102,18 @@ type wireMeta struct {
 	OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
 }
 
-// JSON encodes the report of a resource holding the results, in api:
+// JSON encodes the report of a resource holding the results, in api,
+// labelled app.kubernetes.io/managed-by: managedBy (ManagedBy when ""):
 // named after the resource's UID, in its namespace, owned by it (so the
 // garbage collector deletes it with the resource), with the resource as
 // its scope and the summary counted from the results. It is the body of a
 // create, or, with the resourceVersion of the report it replaces, of an
 // update. The results are built once, as v1alpha2 results; only here do
 // the APIs part.
-func JSON(api policyreport.API, scope Scope, results []v1alpha2.PolicyReportResult, resourceVersion string) []byte {
+func JSON(api policyreport.API, managedBy string, scope Scope, results []v1alpha2.PolicyReportResult, resourceVersion string) []byte {
+	if managedBy == "" {
+		managedBy = ManagedBy
+	}
 	h := wireHeader{
 		APIVersion: api.GroupVersion().String(),
 		Kind:       scope.ReportKind(api),
@@ -99,7 +121,7 @@ func JSON(api policyreport.API, scope Scope, results []v1alpha2.PolicyReportResu
 			Name:            scope.ReportName(),
 			Namespace:       scope.Namespace,
 			ResourceVersion: resourceVersion,
-			Labels:          map[string]string{ManagedByLabel: ManagedBy},
+			Labels:          map[string]string{ManagedByLabel: managedBy},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: scope.APIVersion,
 				Kind:       scope.Kind,
@@ -130,9 +152,9 @@ func JSON(api policyreport.API, scope Scope, results []v1alpha2.PolicyReportResu
 }
 
 // Object is the report JSON builds, as an unstructured object.
-func Object(api policyreport.API, scope Scope, results []v1alpha2.PolicyReportResult) *unstructured.Unstructured {
+func Object(api policyreport.API, managedBy string, scope Scope, results []v1alpha2.PolicyReportResult) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(JSON(api, scope, results, "")); err != nil {
+	if err := u.UnmarshalJSON(JSON(api, managedBy, scope, results, "")); err != nil {
 		panic(fmt.Sprintf("report: decoding the report of %s: %v", scope, err))
 	}
 	return u
@@ -142,9 +164,10 @@ func Object(api policyreport.API, scope Scope, results []v1alpha2.PolicyReportRe
 type Parsed struct {
 	Scope   Scope
 	Results []v1alpha2.PolicyReportResult
-	// ManagedByCharter is false for reports another tool wrote; charter
-	// leaves those alone.
-	ManagedByCharter bool
+	// ManagedBy is the report's app.kubernetes.io/managed-by label: the
+	// writer's own value (ManagedBy, or KyvernoManagedBy when charter
+	// writes Kyverno's) or another tool's.
+	ManagedBy string
 }
 
 // Parse reads a stored report of either API and either scope. The scope
@@ -155,7 +178,7 @@ func Parse(u *unstructured.Unstructured) (*Parsed, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Parsed{Results: rep.Results, ManagedByCharter: rep.Labels[ManagedByLabel] == ManagedBy}
+	p := &Parsed{Results: rep.Results, ManagedBy: rep.Labels[ManagedByLabel]}
 	switch {
 	case rep.Scope != nil:
 		p.Scope = Scope{APIVersion: rep.Scope.APIVersion, Kind: rep.Scope.Kind, Namespace: rep.Scope.Namespace, Name: rep.Scope.Name, UID: rep.Scope.UID}

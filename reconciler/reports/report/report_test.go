@@ -301,7 +301,7 @@ func TestObjectRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.wantKind, func(t *testing.T) {
-			u := Object(tt.api, tt.scope, results)
+			u := Object(tt.api, "", tt.scope, results)
 			if u.GetKind() != tt.wantKind || u.GetAPIVersion() != tt.wantAPIVersion {
 				t.Errorf("kind %s %s, want %s %s", u.GetAPIVersion(), u.GetKind(), tt.wantAPIVersion, tt.wantKind)
 			}
@@ -337,7 +337,7 @@ func TestObjectRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Scope != tt.scope || !p.ManagedByCharter || !reflect.DeepEqual(p.Results, results) {
+			if p.Scope != tt.scope || p.ManagedBy != ManagedBy || !reflect.DeepEqual(p.Results, results) {
 				t.Errorf("parsed %+v, want scope %+v and the results back", p, tt.scope)
 			}
 		})
