@@ -105,6 +105,20 @@ type evalConfig struct {
 	// webhookConditionsMet skips the policies' webhook matchConditions
 	// (see WithWebhookConditionsMet).
 	webhookConditionsMet bool
+	// mutationScan makes Validate report MutatingPolicies (see
+	// WithMutationScan).
+	mutationScan bool
+}
+
+// WithMutationScan makes Validate answer for MutatingPolicies too, as
+// Kyverno's background scan reports them (cel-policy-types.md §3.3.2): a
+// policy that would still change the existing object fails with
+// "mutation is not applied", one that would leave it as it is passes with
+// "success"; matchConditions that do not hold skip it, exceptions and
+// errors answer as at admission. Only the reports controller's scan
+// wants this: at admission a MutatingPolicy mutates and never validates.
+func WithMutationScan() EvalOption {
+	return func(c *evalConfig) { c.mutationScan = true }
 }
 
 // WithBackgroundChecks makes Generate, and Mutate under

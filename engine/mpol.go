@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -257,6 +258,27 @@ func (p *Policy) mutateAdmission(ctx context.Context, in *requestView, cfg *eval
 	}
 	resp.Patched = in.req.Object
 	return resp, in
+}
+
+// scanMutation answers for a MutatingPolicy in a background scan
+// (WithMutationScan): its admission mutations run on the existing object,
+// and a pass that changed the object becomes a failure, since the object
+// in the cluster does not carry the mutation. Only the outcome is kept,
+// as a validation result: the scan patches nothing.
+func (p *Policy) scanMutation(ctx context.Context, in *requestView, cfg *evalConfig) PolicyResponse {
+	resp, _ := p.mutateAdmission(ctx, in, cfg)
+	patched := resp.Patched
+	resp.Patched = nil
+	for i := range resp.Rules {
+		rr := &resp.Rules[i]
+		// A check, not a mutation: reports keep it as a validation's
+		// result (admission's mutation responses they leave out).
+		rr.Type = TypeValidation
+		if rr.Status == StatusPass && rr.Name != RuleException && !reflect.DeepEqual(patched, in.req.Object) {
+			rr.Status, rr.Message = StatusFail, "mutation is not applied"
+		}
+	}
+	return resp
 }
 
 // mpolEvaluator returns an evaluator of the variant's expressions on the

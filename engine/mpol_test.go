@@ -173,3 +173,89 @@ func TestMutatingPolicyReinvocation(t *testing.T) {
 		})
 	}
 }
+
+// TestMutatingPolicyScan: under WithMutationScan, Validate reports each
+// MutatingPolicy on an existing object as Kyverno's background scan does
+// (cel-policy-types.md §3.3.2): fail "mutation is not applied" when the
+// policy would still change it, pass "success" when it carries the
+// mutation already, skip when a matchCondition does not hold, errors as
+// at admission. Each policy is judged on the object as stored, not on an
+// earlier policy's result; without the option MutatingPolicies give
+// Validate nothing.
+func TestMutatingPolicyScan(t *testing.T) {
+	policies, _ := readCELPolicies(t, "mpol/policies.yaml")
+	set, err := Compile(policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutated := pod("default", "web", map[string]any{"team": "platform", "pool": "general"}, "nginx")
+	meta := mutated["metadata"].(map[string]any)
+	meta["annotations"] = map[string]any{"owner": "platform"}
+	spec := mutated["spec"].(map[string]any)
+	spec["priorityClassName"] = "general"
+	spec["containers"].([]any)[0].(map[string]any)["imagePullPolicy"] = "Always"
+	type result struct{ status, message string }
+	tests := []struct {
+		name   string
+		object map[string]any
+		want   map[string]result // by policy key; a policy not listed must not respond
+	}{{
+		name:   "a pod created before the policies: every mutation is missing",
+		object: pod("default", "web", nil, "nginx"),
+		want: map[string]result{
+			"add-team-label": {"fail", "mutation is not applied"},
+			// Judged on the stored object: no team label, so it skips
+			// (at admission it saw add-team-label's result).
+			"pull-always":   {"skip", "skip"},
+			"node-selector": {"fail", "mutation is not applied"},
+		},
+	}, {
+		name:   "a pod that carries every mutation passes",
+		object: mutated,
+		want: map[string]result{
+			"add-team-label": {"pass", "success"},
+			"pull-always":    {"pass", "success"},
+			"node-selector":  {"skip", "skip"},
+		},
+	}, {
+		name: "an error is reported as at admission",
+		object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": "default"},
+			"data": map[string]any{"remove": "yes"}},
+		want: map[string]result{
+			"configmap-patches": {"error", "failed to evaluate policy: JSON Patch: "},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, _ := json.Marshal(tt.object)
+			req := &Request{Operation: kyvernov1.Create, Object: tt.object}
+			if resp := set.Validate(context.Background(), req); len(resp.Policies) != 0 {
+				t.Errorf("without WithMutationScan: got %+v, want no responses", resp.Policies)
+			}
+			resp := set.Validate(context.Background(), req, WithMutationScan())
+			got := map[string]result{}
+			for _, pr := range resp.Policies {
+				if len(pr.Rules) != 1 || pr.Rules[0].Type != TypeValidation {
+					t.Fatalf("%s: want one validation result, got %+v", pr.Key, pr.Rules)
+				}
+				if pr.Patched != nil {
+					t.Errorf("%s: a scan result carries a patched object", pr.Key)
+				}
+				got[pr.Key] = result{string(pr.Rules[0].Status), pr.Rules[0].Message}
+			}
+			for key, w := range tt.want {
+				if g, ok := got[key]; !ok || g.status != w.status || !strings.HasPrefix(g.message, w.message) {
+					t.Errorf("%s: got %+v, want %+v", key, g, w)
+				}
+			}
+			for key, g := range got {
+				if _, ok := tt.want[key]; !ok {
+					t.Errorf("%s: unexpected result %+v", key, g)
+				}
+			}
+			if after, _ := json.Marshal(tt.object); string(after) != string(before) {
+				t.Errorf("the scan changed the object in place: %s", after)
+			}
+		})
+	}
+}

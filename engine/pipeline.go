@@ -278,7 +278,7 @@ func (s *PolicySet) index(p *Policy) {
 // kind ("" for any kind): one per validate or verifyImages rule that can
 // select it, one for a ValidatingPolicy or an ImageValidatingPolicy.
 func validateResponses(p *Policy, kind string) int {
-	if p.vpol != nil || p.ivpol != nil {
+	if p.vpol != nil || p.ivpol != nil || p.mpol != nil {
 		return 1
 	}
 	n := 0
@@ -333,6 +333,12 @@ func (p *Policy) validate(ctx context.Context, in *requestView, cfg *evalConfig)
 	}
 	if p.ivpol != nil {
 		return p.validateImages(ctx, in, cfg)
+	}
+	if p.mpol != nil {
+		if !cfg.mutationScan {
+			return resp
+		}
+		return p.scanMutation(ctx, in, cfg)
 	}
 	ev := &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.object}
 	start := len(in.rules)

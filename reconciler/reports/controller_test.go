@@ -178,6 +178,7 @@ func (e *env) apply(file string) *unstructured.Unstructured {
 		"Pod":                                 {Version: "v1", Resource: "pods"},
 		"PolicyException":                     kyvernov2.GroupVersion.WithResource("policyexceptions"),
 		"ValidatingPolicy":                    policiesv1.GroupVersion.WithResource("validatingpolicies"),
+		"MutatingPolicy":                      policiesv1.GroupVersion.WithResource("mutatingpolicies"),
 		"policies.kyverno.io/PolicyException": policiesv1.GroupVersion.WithResource("policyexceptions"),
 	}[applyKey(u)]
 	if gvr.Resource == "" {

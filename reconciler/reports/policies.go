@@ -176,17 +176,24 @@ func backgroundExceptions(exceptions []*kyvernov2.PolicyException) []*kyvernov2.
 	return out
 }
 
-// celValidationRules returns the resource rules of a ValidatingPolicy or
-// an ImageValidatingPolicy, nil for other policies.
-func celValidationRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
+// celScannedRules returns the resource rules of a ValidatingPolicy, an
+// ImageValidatingPolicy or a MutatingPolicy that mutates at admission,
+// nil for other policies.
+func celScannedRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
 	if rules := engine.ValidatingPolicyRules(p); rules != nil {
 		return rules
 	}
-	return engine.ImageValidatingPolicyRules(p)
+	if rules := engine.ImageValidatingPolicyRules(p); rules != nil {
+		return rules
+	}
+	// A MutatingPolicy that mutates at admission is scanned too: its
+	// result says whether the existing object carries the mutation
+	// (engine.WithMutationScan).
+	return engine.MutatingPolicyRules(p)
 }
 
 func hasValidateRules(p kyvernov1.PolicyInterface) bool {
-	if celValidationRules(p) != nil {
+	if celScannedRules(p) != nil {
 		return true
 	}
 	for i := range p.GetSpec().Rules {
@@ -201,7 +208,7 @@ func hasValidateRules(p kyvernov1.PolicyInterface) bool {
 // policyTypes lists the resource types the policy's validate and
 // verifyImages rules (after autogen) can match.
 func policyTypes(p kyvernov1.PolicyInterface, kinds *clusterstate.Kinds) []clusterstate.ResourceType {
-	if celRules := celValidationRules(p); celRules != nil {
+	if celRules := celScannedRules(p); celRules != nil {
 		seen := map[schema.GroupVersionResource]bool{}
 		var out []clusterstate.ResourceType
 		for _, r := range celRules {

@@ -424,7 +424,7 @@ func (c *Controller) evaluate(ctx context.Context, snap *snapshot, obj *unstruct
 	}
 	defer func() { <-c.sem }()
 	c.stats.Evaluations.Add(1)
-	req, opts := engine.RequestForObject(obj), []engine.EvalOption{engine.WithLoaders(c.loaders())}
+	req, opts := engine.RequestForObject(obj), []engine.EvalOption{engine.WithLoaders(c.loaders()), engine.WithMutationScan()}
 	if t := c.rescanStarted.Load(); t != nil {
 		opts = append(opts, engine.WithImagesVerifiedSince(*t))
 	}

@@ -43,8 +43,9 @@ func NewCatalog(policies []kyvernov1.PolicyInterface) Catalog {
 			continue
 		}
 		if isMutatingPolicy(p) {
-			// One mutate-existing result per trigger, rule "".
-			names[""], names[engine.RuleException] = true, true
+			// One result per resource, rule "": the background scan's,
+			// or a mutate-existing run's for its trigger.
+			names[""], names[engine.RuleException], names[engine.RuleEvaluation] = true, true, true
 			continue
 		}
 		rules, err := autogen.ComputeRules(p)
