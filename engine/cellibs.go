@@ -378,10 +378,12 @@ func (c *libContext) global(name, projection string) ref.Val {
 	}
 	v, err := readGlobalContext(c.ctx, l, key, c.namespace)
 	if err != nil {
-		// An unknown entry is null, as Kyverno's; one that exists but
-		// cannot load, or lacks the projection, is an error: never empty
-		// data that could pass a policy.
-		if projection == "" && errors.Is(err, ErrGlobalContextEntryNotFound) {
+		// An unknown entry is null, with or without a projection, as
+		// Kyverno's (its chainsaw test
+		// validating-policies/context/globalreference-missing-graceful-edge-cases);
+		// one that exists but cannot load, or lacks the projection, is
+		// an error: never empty data that could pass a policy.
+		if errors.Is(err, ErrGlobalContextEntryNotFound) {
 			return types.NullValue
 		}
 		return types.NewErr("failed to get global reference: %v", err)

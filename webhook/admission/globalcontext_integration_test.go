@@ -144,7 +144,8 @@ func TestGlobalContextResourceOnRealAPIServer(t *testing.T) {
 	f.deniedWith(t, "shop", "docker.io/library/nginx:1", "is not from one of the 2 allowed registries")
 
 	// A ValidatingPolicy reads the entry and a projection with
-	// globalContext.Get; an unknown entry is null.
+	// globalContext.Get; an unknown entry is null, and so is a projection
+	// of it.
 	if err := f.client.Delete(f.ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kyverno.io/v1", "kind": "ClusterPolicy", "metadata": map[string]any{"name": "allowed-registries"}}}); err != nil {
 		t.Fatal(err)
@@ -166,6 +167,8 @@ spec:
     messageExpression: "'registry not among ' + string(size(globalContext.Get('registries'))) + ' entries'"
   - expression: "dyn(globalContext.Get('no-such-entry')) == null"
     message: an unknown entry is null
+  - expression: "dyn(globalContext.get('no-such-entry', 'count')) == null"
+    message: an unknown entry's projection is null
 `)
 	eventually(t, "ghcr.io admitted by the ValidatingPolicy", 30*time.Second, func() error { return f.verdict("shop", "ghcr.io/team/app:1") })
 	f.deniedWith(t, "shop", "docker.io/library/nginx:1", "Policy cel-registries failed: registry not among 2 entries")
