@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 )
 
@@ -230,14 +231,24 @@ func policyNoteResource(r engine.ResourceRef) string {
 // allocates it on every call.
 var policyAPIVersion = kyvernov1.GroupVersion.String()
 
+// celPolicyAPIVersion is the version Kyverno's events name a
+// policies.kyverno.io policy in (its e2e tests assert it), whatever
+// version the policy was written in.
+const celPolicyAPIVersion = policiesv1.Group + "/v1beta1"
+
 // policyRef is the reference Kyverno's events use for a policy: kind from
-// the Go type, as informers' objects carry no TypeMeta.
+// the Go type, as informers' objects carry no TypeMeta: ClusterPolicy or
+// Policy of kyverno.io/v1, or the policies.kyverno.io kind
+// (ValidatingPolicy, NamespacedMutatingPolicy, ...).
 func policyRef(p kyvernov1.PolicyInterface) corev1.ObjectReference {
-	kind := kyvernov1.ClusterPolicyKind
-	if p.IsNamespaced() {
+	apiVersion, kind := policyAPIVersion, kyvernov1.ClusterPolicyKind
+	switch k := p.GetKind(); {
+	case k != "" && k != kyvernov1.ClusterPolicyKind && k != kyvernov1.PolicyKind:
+		apiVersion, kind = celPolicyAPIVersion, k
+	case p.IsNamespaced():
 		kind = kyvernov1.PolicyKind
 	}
-	return corev1.ObjectReference{APIVersion: policyAPIVersion, Kind: kind,
+	return corev1.ObjectReference{APIVersion: apiVersion, Kind: kind,
 		Namespace: p.GetNamespace(), Name: p.GetName(), UID: p.GetUID()}
 }
 

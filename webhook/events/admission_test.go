@@ -9,12 +9,15 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 )
 
 var (
 	clusterPolicy = &kyvernov1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "require-labels", UID: "cpol-uid"}}
 	nsPolicy      = &kyvernov1.Policy{ObjectMeta: metav1.ObjectMeta{Name: "team-rules", Namespace: "team", UID: "pol-uid"}}
+	vpol          = &policiesv1.ValidatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "check-labels", UID: "vpol-uid"}}
+	nmpol         = &policiesv1.NamespacedMutatingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "team-mutations", Namespace: "team", UID: "nmpol-uid"}}
 	exception     = &kyvernov2.PolicyException{ObjectMeta: metav1.ObjectMeta{Name: "let-nginx", Namespace: "exceptions", UID: "ex-uid"}}
 
 	podRef     = engine.ResourceRef{APIVersion: "v1", Kind: "Pod", Namespace: "default", Name: "nginx"}
@@ -106,6 +109,27 @@ func TestAdmissionEvents(t *testing.T) {
 			{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionNone,
 				Note: "policy require-labels/unscored fail: validation error: w"},
 		},
+	}, {
+		name: "a policies.kyverno.io policy is named by its own kind, in the version Kyverno's events use",
+		req:  podRequest,
+		responses: response(podRef,
+			engine.PolicyResponse{Policy: vpol, Key: "check-labels", Rules: []engine.RuleResponse{fail("check-labels", "labels required", engine.Audit)}},
+			engine.PolicyResponse{Policy: nmpol, Key: "team/team-mutations", Rules: []engine.RuleResponse{fail("m", "cannot mutate", engine.Audit)}}),
+		want: []Event{{
+			Regarding: corev1.ObjectReference{APIVersion: "policies.kyverno.io/v1beta1", Kind: "ValidatingPolicy", Name: "check-labels", UID: "vpol-uid"},
+			Related:   related(podObj), Reason: ReasonPolicyViolation, Action: ActionNone,
+			Note: "Pod default/nginx: [check-labels] fail; labels required",
+		}, {
+			Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionNone,
+			Note: "policy check-labels/check-labels fail: labels required",
+		}, {
+			Regarding: corev1.ObjectReference{APIVersion: "policies.kyverno.io/v1beta1", Kind: "NamespacedMutatingPolicy", Namespace: "team", Name: "team-mutations", UID: "nmpol-uid"},
+			Related:   related(podObj), Reason: ReasonPolicyViolation, Action: ActionNone,
+			Note: "Pod default/nginx: [m] fail; cannot mutate",
+		}, {
+			Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionNone,
+			Note: "policy team-mutations/m fail: cannot mutate",
+		}},
 	}, {
 		name: "a cluster-scoped resource: no namespace in the note",
 		req:  &engine.Request{Object: map[string]any{"metadata": map[string]any{"name": "ns1", "uid": "ns-uid"}}},
