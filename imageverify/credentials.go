@@ -121,7 +121,7 @@ func (v *Verifier) keychain(ctx context.Context, creds engine.ImageCredentials) 
 	for _, p := range providers {
 		switch strings.ToLower(string(p)) {
 		case "default":
-			chains = append(chains, authn.DefaultKeychain)
+			chains = append(chains, v.o.DefaultKeychain)
 		case "github":
 			chains = append(chains, github.Keychain)
 		default:

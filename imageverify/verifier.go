@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -72,6 +73,12 @@ type Options struct {
 	// without roots trust; nil means PublicFulcioRoots (Sigstore's TUF
 	// repository).
 	FulcioRoots func(context.Context) ([]*x509.Certificate, error)
+	// DefaultKeychain is the "default" credential provider's keychain;
+	// authn.DefaultKeychain (the process's Docker config and credential
+	// helpers) when nil. gitsync passes an empty one: a tenant's
+	// PolicyRepository must not reach a registry with charter's own
+	// credentials.
+	DefaultKeychain authn.Keychain
 	// Mirror, when set ("host[:port]"), is asked instead of every image's
 	// own registry: the same repository, tag and digest there. The CLI's
 	// --registry uses it to verify against a local registry.
@@ -89,6 +96,9 @@ func New(o Options) *Verifier {
 	}
 	if o.FulcioRoots == nil {
 		o.FulcioRoots = PublicFulcioRoots
+	}
+	if o.DefaultKeychain == nil {
+		o.DefaultKeychain = authn.DefaultKeychain
 	}
 	return &Verifier{o: o, cache: o.Cache}
 }

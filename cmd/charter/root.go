@@ -33,5 +33,6 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newTestCommand())
 	root.AddCommand(newApplyCommand())
 	root.AddCommand(newDevCommand())
+	root.AddCommand(newPushCommand())
 	return root
 }

@@ -53,13 +53,15 @@ func markStalled(obj *gitopsv1alpha1.PolicyRepository, reason, msg string) {
 }
 
 // stalledOnContent reports whether obj is stalled by what its last
-// attempted commit contains (it does not build, it is over the limits, or
-// an object in it is invalid): a fault that stays until the repository or the spec changes.
+// attempted commit or artifact contains (it does not build, it is over the
+// limits, an artifact charter does not extract, or an object in it is
+// invalid): a fault that stays until the repository or the spec changes.
 // A failed signature check is not one of them: the keys may change.
 func stalledOnContent(obj *gitopsv1alpha1.PolicyRepository) bool {
 	c := apimeta.FindStatusCondition(obj.Status.Conditions, gitopsv1alpha1.ConditionStalled)
 	return c != nil && c.Status == metav1.ConditionTrue &&
-		(c.Reason == gitopsv1alpha1.ReasonBuildFailed || c.Reason == gitopsv1alpha1.ReasonValidationFailed || c.Reason == gitopsv1alpha1.ReasonLimitExceeded)
+		(c.Reason == gitopsv1alpha1.ReasonBuildFailed || c.Reason == gitopsv1alpha1.ReasonValidationFailed ||
+			c.Reason == gitopsv1alpha1.ReasonLimitExceeded || c.Reason == gitopsv1alpha1.ReasonArtifactInvalid)
 }
 
 func removeCondition(obj *gitopsv1alpha1.PolicyRepository, typ string) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	"github.com/charter-dev/charter/imageverify"
+	"github.com/charter-dev/charter/internal/egress"
 	"github.com/charter-dev/charter/reconciler/gitsync/apply"
 	"github.com/charter-dev/charter/reconciler/gitsync/build"
 	"github.com/charter-dev/charter/reconciler/gitsync/check"
@@ -68,6 +72,19 @@ type PolicyRepositoryReconciler struct {
 	// repository syncs at, whatever its spec asks (serve
 	// --gitsync-min-interval); no floor when zero.
 	MinInterval time.Duration
+	// Egress guards the registries of oci:// repositories and the
+	// transparency logs their signatures are checked in (serve's
+	// registry guard, --egress-allow); egress's defaults when nil.
+	Egress *egress.Guard
+	// RegistryTransport, when set, carries oci:// repositories' registry
+	// requests instead of Egress's transport: the caller answers for
+	// what it reaches (tests and the benchmark count bytes with it).
+	RegistryTransport http.RoundTripper
+	// Signatures verifies OCI artifacts' cosign signatures;
+	// NewSignatureVerifier(Secrets, Egress) when nil.
+	Signatures *imageverify.Verifier
+
+	verifierOnce, transportOnce sync.Once
 }
 
 func (r *PolicyRepositoryReconciler) installed() client.Reader {
@@ -150,17 +167,20 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 		r.fail(obj, before, true, gitopsv1alpha1.ReasonNotPermitted, err)
 		return retry
 	}
-	auth, err := r.auth(ctx, obj)
+	// Who the revision writes as: an oci:// repository also reads its
+	// registry with that ServiceAccount's imagePullSecrets.
+	w := r.Tenancy.writerOf(obj)
+	src, err := r.sourceOf(ctx, obj, w)
 	if err != nil {
-		r.fail(obj, before, false, gitopsv1alpha1.ReasonFetchFailed, err)
+		var serr *specError
+		r.fail(obj, before, errors.As(err, &serr), fetchReasonOf(obj), err)
 		return retry
 	}
-	rev, err := source.LsRemote(ctx, obj.Spec.URL, source.RefFrom(obj.Spec.Ref), auth)
+	revision, err := src.resolve(ctx)
 	if err != nil {
-		r.fail(obj, before, false, gitopsv1alpha1.ReasonFetchFailed, err)
+		r.fail(obj, before, false, src.fetchFailed(), err)
 		return retry
 	}
-	revision := rev.String()
 	if revision == obj.Status.LastAttemptedRevision && stalledOnContent(obj) && !forced {
 		// The commit itself is broken and commits do not change: trying it
 		// again cannot help. Poll at the retry interval, not the interval,
@@ -174,25 +194,21 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 	obj.Status.LastAttemptedRevision = revision
 	markProgressing(obj, "syncing revision "+revision)
 
-	dir, _, err := r.Cache.Checkout(ctx, obj.Namespace+"/"+obj.Name, obj.Spec.URL, rev, auth)
+	dir, err := src.fetch(ctx)
 	if err != nil {
-		// A commit over the limits stays over them.
-		var lerr *source.LimitError
-		if errors.As(err, &lerr) {
-			r.fail(obj, before, true, gitopsv1alpha1.ReasonLimitExceeded, fmt.Errorf("revision %s: %w", revision, err))
-			return retry
-		}
-		r.fail(obj, before, false, gitopsv1alpha1.ReasonFetchFailed, err)
+		// A commit over the limits stays over them, an artifact charter
+		// does not extract stays so under its digest.
+		terminal, reason, err := fetchError(src, revision, err)
+		r.fail(obj, before, terminal, reason, err)
 		return retry
 	}
-	if err := r.verify(ctx, obj, dir, rev); err != nil {
-		// A commit with a bad signature stays bad; a missing secret may
-		// appear.
+	if err := r.verify(ctx, obj, src, dir); err != nil {
+		// A commit or artifact with a bad signature stays bad; a missing
+		// secret may appear, an unreachable registry answer.
 		// Both are rechecked at the retry interval: verifying a cached
 		// checkout is cheap, and adding the signer's key to the Secret
 		// must be enough to recover.
-		var verr *source.VerificationError
-		r.fail(obj, before, errors.As(err, &verr), gitopsv1alpha1.ReasonVerificationFailed, err)
+		r.fail(obj, before, isVerificationVerdict(err), gitopsv1alpha1.ReasonVerificationFailed, err)
 		return retry
 	}
 
@@ -225,10 +241,8 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 		}
 	}
 
-	// Who the revision writes as, and where it may: checked in full, and
-	// dry-run as that identity (prune included), before anything is
-	// written.
-	w := r.Tenancy.writerOf(obj)
+	// Where the revision may write: checked in full, and dry-run as its
+	// identity (prune included), before anything is written.
 	if w.ownNamespaceOnly {
 		if err := checkOwnNamespace(r.RESTMapper(), obj.Namespace, w.why, objs, nil); err != nil {
 			r.fail(obj, before, true, gitopsv1alpha1.ReasonNotPermitted, fmt.Errorf("revision %s: %w", revision, err))
@@ -379,27 +393,19 @@ func (r *PolicyRepositoryReconciler) auth(ctx context.Context, obj *gitopsv1alph
 	return auth, nil
 }
 
-// verify checks the signature of the fetched commit when spec.verify asks
-// for it, and records SourceVerified.
-func (r *PolicyRepositoryReconciler) verify(ctx context.Context, obj *gitopsv1alpha1.PolicyRepository, dir string, rev source.Revision) error {
-	v := obj.Spec.Verify
-	if v == nil {
+// verify checks the signature of the fetched revision when spec.verify
+// asks for it, and records SourceVerified.
+func (r *PolicyRepositoryReconciler) verify(ctx context.Context, obj *gitopsv1alpha1.PolicyRepository, src revisionSource, dir string) error {
+	if obj.Spec.Verify == nil {
 		removeCondition(obj, gitopsv1alpha1.ConditionSourceVerified)
 		return nil
 	}
-	var secret corev1.Secret
-	if err := r.secrets().Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: v.SecretRef.Name}, &secret); err != nil {
-		err = fmt.Errorf("verification secret %s/%s: %w", obj.Namespace, v.SecretRef.Name, err)
-		setCondition(obj, gitopsv1alpha1.ConditionSourceVerified, "False", gitopsv1alpha1.ReasonVerificationFailed, err.Error())
-		return err
-	}
-	signer, err := source.VerifyHead(dir, rev.Commit, secret.Data)
+	msg, err := src.verify(ctx, dir)
 	if err != nil {
 		setCondition(obj, gitopsv1alpha1.ConditionSourceVerified, "False", gitopsv1alpha1.ReasonVerificationFailed, err.Error())
 		return err
 	}
-	setCondition(obj, gitopsv1alpha1.ConditionSourceVerified, "True", gitopsv1alpha1.ReasonSucceeded,
-		fmt.Sprintf("verified signature of commit %s by key %s", rev.Commit, signer))
+	setCondition(obj, gitopsv1alpha1.ConditionSourceVerified, "True", gitopsv1alpha1.ReasonSucceeded, msg)
 	return nil
 }
 

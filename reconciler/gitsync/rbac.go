@@ -20,6 +20,10 @@ package gitsync
 // get: a repository's credentials and verification keys, in the
 // repository's own namespace, read once per sync (never cached).
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+//
+// An oci:// repository without spec.secretRef reads its registry with the
+// imagePullSecrets of the ServiceAccount it runs as.
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 // get;list;watch;create;update;patch;delete: platform repositories
 // declare the Namespaces their policies live in, and prune them.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;patch;delete

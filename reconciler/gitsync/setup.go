@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	"github.com/charter-dev/charter/internal/egress"
 	"github.com/charter-dev/charter/reconciler/gitsync/source"
 )
 
@@ -44,6 +45,10 @@ type Options struct {
 	Limits source.Limits
 	// MinInterval is the shortest interval a repository syncs at.
 	MinInterval time.Duration
+	// Egress guards the registries of oci:// repositories (and the
+	// transparency logs of their keyless signatures); egress's defaults
+	// when nil. charter serve passes its registry guard.
+	Egress *egress.Guard
 }
 
 // Defaults of charter serve's gitsync limits, near Flux's
@@ -84,6 +89,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Tests:     opts.Tests,
 
 		MinInterval: opts.MinInterval,
+		Egress:      opts.Egress,
 	}
 	if err := r.SetupWithManager(mgr, opts); err != nil {
 		return err

@@ -28,6 +28,7 @@ import (
 	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/controlplane"
+	"github.com/charter-dev/charter/internal/imagetest"
 )
 
 // The suite shares one real control plane and one manager running the
@@ -97,7 +98,10 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(cacheDir)
-	if err := Setup(mgr, Options{CacheDir: cacheDir, Tenancy: Tenancy{Namespace: charterNamespace, AllowFileURLs: true}, Tests: clitest.RepositoryTests{}}); err != nil {
+	if err := Setup(mgr, Options{CacheDir: cacheDir, Tenancy: Tenancy{Namespace: charterNamespace, AllowFileURLs: true}, Tests: clitest.RepositoryTests{},
+		// The OCI tests' registries listen on loopback, which the egress
+		// guard lets through only when told.
+		Egress: imagetest.LoopbackEgress()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

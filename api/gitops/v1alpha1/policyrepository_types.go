@@ -21,15 +21,23 @@ const (
 	// ConditionStalled is True when reconciling cannot progress without a
 	// change to the spec or the repository, e.g. an invalid policy.
 	ConditionStalled = "Stalled"
-	// ConditionSourceVerified is True when the commit's signature verified.
+	// ConditionSourceVerified is True when the commit's signature, or the
+	// OCI artifact's cosign signature, verified.
 	ConditionSourceVerified = "SourceVerified"
 )
 
 // Condition reasons of a PolicyRepository.
 const (
-	ReasonSucceeded          = "ReconciliationSucceeded"
-	ReasonProgressing        = "Progressing"
-	ReasonFetchFailed        = "GitOperationFailed"
+	ReasonSucceeded   = "ReconciliationSucceeded"
+	ReasonProgressing = "Progressing"
+	ReasonFetchFailed = "GitOperationFailed"
+	// ReasonOCIFetchFailed: the registry of an oci:// repository could
+	// not be asked or read (Flux's reason for the same).
+	ReasonOCIFetchFailed = "OCIOperationFailed"
+	// ReasonArtifactInvalid: the OCI artifact is not in Flux's format, or
+	// its tarball holds what charter never extracts (a link, a path
+	// outside the folder); nothing is applied.
+	ReasonArtifactInvalid    = "ArtifactInvalid"
 	ReasonBuildFailed        = "BuildFailed"
 	ReasonValidationFailed   = "ValidationFailed"
 	ReasonApplyFailed        = "ApplyFailed"
@@ -105,15 +113,30 @@ type PolicyRepository struct {
 	Status PolicyRepositoryStatus `json:"status,omitzero"`
 }
 
-// PolicyRepositorySpec declares a Git repository and how to sync it.
+// PolicyRepositorySpec declares a Git repository, or an OCI repository of
+// artifacts in Flux's format, and how to sync it.
+//
+// +kubebuilder:validation:XValidation:rule="self.url.startsWith('oci://') || !has(self.ref) || !has(self.ref.digest)",message="spec.ref.digest is for oci:// repositories; a Git repository takes branch, tag, semver or commit"
+// +kubebuilder:validation:XValidation:rule="!self.url.startsWith('oci://') || !has(self.ref) || (!has(self.ref.branch) && !has(self.ref.commit))",message="spec.ref: an oci:// repository takes tag, semver or digest, not branch or commit"
+// +kubebuilder:validation:XValidation:rule="!has(self.insecure) || !self.insecure || self.url.startsWith('oci://')",message="spec.insecure is for oci:// repositories only"
 type PolicyRepositorySpec struct {
-	// URL of the repository: https://, ssh://, git@host:path or file://.
-	// +kubebuilder:validation:Pattern=`^(https?|ssh|file)://.*$|^[^@/]+@[^:]+:.*$`
+	// URL of the repository: https://, ssh://, git@host:path or file://
+	// for Git; oci://<registry>/<repository> for OCI artifacts in Flux's
+	// format (flux push artifact, charter push).
+	// +kubebuilder:validation:Pattern=`^(https?|ssh|file|oci)://.*$|^[^@/]+@[^:]+:.*$`
 	URL string `json:"url"`
 
-	// Ref is the revision to sync; the default branch when absent.
+	// Ref is the revision to sync; for Git the default branch when absent,
+	// for OCI the tag "latest".
 	// +optional
 	Ref *GitRef `json:"ref,omitempty"`
+
+	// Insecure lets an oci:// repository be read over plain HTTP. Only a
+	// loopback registry (localhost, 127.0.0.0/8, ::1) may be: anywhere
+	// else the artifact and the credentials would cross the network in
+	// clear, and the sync is refused.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
 
 	// Path is the folder in the repository that kustomize builds; the
 	// repository root when empty.
@@ -146,11 +169,15 @@ type PolicyRepositorySpec struct {
 	// SecretRef names a Secret in the same namespace with credentials:
 	// for HTTPS, username and password or bearerToken, and ca.crt for a
 	// private CA; for SSH, identity (a private key) and known_hosts, which
-	// is required: host keys are always checked.
+	// is required: host keys are always checked; for OCI, a docker config
+	// (.dockerconfigjson, as kubectl create secret docker-registry writes
+	// it). Without it an oci:// repository uses the imagePullSecrets of
+	// the ServiceAccount it runs as, else anonymous access.
 	// +optional
 	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
 
-	// Verify requires the commit to carry a valid signature.
+	// Verify requires the commit, or the OCI artifact, to carry a valid
+	// signature.
 	// +optional
 	Verify *GitVerification `json:"verify,omitempty"`
 
@@ -240,7 +267,8 @@ func (s *PolicyRepositorySpec) GetTimeout() time.Duration {
 func (s *PolicyRepositorySpec) IsPrune() bool { return s.Prune == nil || *s.Prune }
 
 // GitRef is the revision to sync. At most one of Commit, SemVer, Tag,
-// Branch is used, in that order of precedence.
+// Branch is used, in that order of precedence; for an oci:// repository
+// one of Digest, SemVer, Tag.
 type GitRef struct {
 	// Branch to follow.
 	// +optional
@@ -258,6 +286,12 @@ type GitRef struct {
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{40}([0-9a-f]{24})?$`
 	Commit string `json:"commit,omitempty"`
+
+	// Digest pins an OCI artifact ("sha256:<hex>"); it wins over SemVer
+	// and Tag.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
+	Digest string `json:"digest,omitempty"`
 }
 
 // VerificationMode says which object's signature is verified.
@@ -270,14 +304,56 @@ const (
 	VerifyHead VerificationMode = "HEAD"
 )
 
-// GitVerification requires signed commits.
+// VerificationProvider is how signatures are verified.
+// +kubebuilder:validation:Enum=pgp;cosign
+type VerificationProvider string
+
+// Verification providers.
+const (
+	// ProviderPGP verifies the OpenPGP signature of a Git commit.
+	ProviderPGP VerificationProvider = "pgp"
+	// ProviderCosign verifies cosign signatures of an OCI artifact.
+	ProviderCosign VerificationProvider = "cosign"
+)
+
+// GitVerification requires signed commits, or signed OCI artifacts.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.secretRef) || (has(self.matchOIDCIdentity) && size(self.matchOIDCIdentity) > 0)",message="spec.verify needs secretRef (keys) or matchOIDCIdentity (keyless cosign)"
 type GitVerification struct {
-	// Mode is what is verified; HEAD when absent.
+	// Mode is what is verified; HEAD when absent. Git only.
 	// +optional
 	Mode VerificationMode `json:"mode,omitempty"`
 
-	// SecretRef names a Secret whose values are armored OpenPGP public keys.
-	SecretRef corev1.LocalObjectReference `json:"secretRef"`
+	// Provider verifies the signature: pgp for Git commits, cosign for
+	// OCI artifacts; the one of the URL's kind when absent.
+	// +optional
+	Provider VerificationProvider `json:"provider,omitempty"`
+
+	// SecretRef names a Secret of the same namespace holding the public
+	// keys: for pgp, armored OpenPGP keys; for cosign, PEM public keys
+	// (cosign.pub), one a value. Optional for cosign with
+	// matchOIDCIdentity.
+	// +optional
+	SecretRef corev1.LocalObjectReference `json:"secretRef,omitzero"`
+
+	// MatchOIDCIdentity accepts keyless cosign signatures (a Fulcio
+	// certificate logged in Rekor) whose OIDC issuer and subject match one
+	// entry's regular expressions. cosign only.
+	// +optional
+	MatchOIDCIdentity []OIDCIdentityMatch `json:"matchOIDCIdentity,omitempty"`
+}
+
+// OIDCIdentityMatch is an accepted keyless signer, as Flux's
+// OCIRepository spec.verify.matchOIDCIdentity.
+type OIDCIdentityMatch struct {
+	// Issuer is a regular expression the certificate's OIDC issuer must
+	// match, e.g. ^https://token\.actions\.githubusercontent\.com$.
+	// +kubebuilder:validation:MinLength=1
+	Issuer string `json:"issuer"`
+	// Subject is a regular expression the certificate's subject (an
+	// email or a workflow URL) must match.
+	// +kubebuilder:validation:MinLength=1
+	Subject string `json:"subject"`
 }
 
 // PolicyRepositoryStatus is what charter observed about a PolicyRepository.
@@ -293,7 +369,8 @@ type PolicyRepositoryStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// LastAttemptedRevision is the revision last fetched, as
-	// "<ref>@sha1:<commit>", whether or not it applied.
+	// "<ref>@sha1:<commit>" (Git) or "<tag>@sha256:<digest>" (OCI),
+	// whether or not it applied.
 	// +optional
 	LastAttemptedRevision string `json:"lastAttemptedRevision,omitempty"`
 
@@ -351,3 +428,10 @@ type PolicyRepositoryList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []PolicyRepository `json:"items"`
 }
+
+// OCIScheme starts the URL of a repository of OCI artifacts.
+const OCIScheme = "oci://"
+
+// IsOCI reports whether the repository is an OCI repository of artifacts
+// rather than a Git repository.
+func (s *PolicyRepositorySpec) IsOCI() bool { return strings.HasPrefix(s.URL, OCIScheme) }

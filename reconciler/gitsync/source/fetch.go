@@ -131,20 +131,30 @@ func (c *Cache) Checkout(ctx context.Context, key, rawURL string, rev Revision, 
 	if auth == nil {
 		auth = &Auth{}
 	}
+	return c.Fill(key, rev.Commit, func(tmp string) error { return clone(ctx, tmp, rawURL, rev, auth) })
+}
+
+// Fill returns the cache's folder of key (a repository) and id (one of
+// its revisions: a commit, an artifact digest), calling fill to write it
+// into a temporary folder unless the cache has it already (cached reports
+// which). What fill wrote is checked against the Limits before it takes
+// the folder's place; older folders of the same key are removed once the
+// new one is complete. Every source (Git, OCI) fills the cache through it.
+func (c *Cache) Fill(key, id string, fill func(dir string) error) (dir string, cached bool, err error) {
 	parent := filepath.Join(c.Dir, filepath.FromSlash(key))
-	dir = filepath.Join(parent, rev.Commit)
+	dir = filepath.Join(parent, id)
 	if _, err := os.Stat(filepath.Join(dir, completeMarker)); err == nil {
 		return dir, true, nil
 	}
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return "", false, err
 	}
-	tmp, err := os.MkdirTemp(parent, ".clone-")
+	tmp, err := os.MkdirTemp(parent, ".fill-")
 	if err != nil {
 		return "", false, err
 	}
 	defer os.RemoveAll(tmp)
-	if err := clone(ctx, tmp, rawURL, rev, auth); err != nil {
+	if err := fill(tmp); err != nil {
 		return "", false, err
 	}
 	if err := c.Limits.check(tmp); err != nil {
@@ -159,7 +169,7 @@ func (c *Cache) Checkout(ctx context.Context, key, rawURL string, rev Revision, 
 	}
 	entries, _ := os.ReadDir(parent)
 	for _, e := range entries {
-		if e.Name() != rev.Commit {
+		if e.Name() != id {
 			_ = os.RemoveAll(filepath.Join(parent, e.Name()))
 		}
 	}
