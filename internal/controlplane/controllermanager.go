@@ -59,7 +59,14 @@ func (c *ControlPlane) startControllerManager(ctx context.Context, binary string
 		return err
 	}
 
-	cmd := exec.Command(binary, controllerManagerArgs(kubeconfig, rootCA, filepath.Join(pki, "sa-signer.key"))...)
+	signerCert, signerKey, err := writeCSRSigner(pki)
+	if err != nil {
+		return err
+	}
+	args := append(controllerManagerArgs(kubeconfig, rootCA, filepath.Join(pki, "sa-signer.key")),
+		"--cluster-signing-kube-apiserver-client-cert-file="+signerCert,
+		"--cluster-signing-kube-apiserver-client-key-file="+signerKey)
+	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group, like etcd and kube-apiserver under envtest:
 	// a Ctrl-C meant for `charter dev` must not kill it before Stop does.
