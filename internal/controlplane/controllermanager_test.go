@@ -47,20 +47,7 @@ func TestMissingControllerManagerIsNamed(t *testing.T) {
 // owner is deleted is garbage-collected; without it both stay forever
 // (the namespace Terminating).
 func TestControllerManagerActsAsInARealCluster(t *testing.T) {
-	requireBinaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cp, err := Start(ctx, WithControllerManager())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			cp.KeepLogs()
-			t.Logf("control plane logs kept in %s", cp.LogDir())
-		}
-		_ = cp.Stop()
-	})
+	ctx, cp := startWithControllerManager(t)
 	cs := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}}
@@ -122,4 +109,26 @@ func waitGone(ctx context.Context, t *testing.T, what string, get func() error) 
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// startWithControllerManager starts a control plane with
+// kube-controller-manager for the test, stopped at its end (logs kept
+// when it failed), and a context bounding the test to 5 minutes.
+func startWithControllerManager(t *testing.T) (context.Context, *ControlPlane) {
+	t.Helper()
+	requireBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	cp, err := Start(ctx, WithControllerManager())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			cp.KeepLogs()
+			t.Logf("control plane logs kept in %s", cp.LogDir())
+		}
+		_ = cp.Stop()
+	})
+	return ctx, cp
 }

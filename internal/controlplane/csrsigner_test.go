@@ -3,7 +3,6 @@
 package controlplane
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -28,20 +27,7 @@ import (
 // chainsaw test validating-policies/context/resource/post creates its
 // users so). Without a signer the request is never issued.
 func TestControllerManagerSignsClientCertificates(t *testing.T) {
-	requireBinaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cp, err := Start(ctx, WithControllerManager())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			cp.KeepLogs()
-			t.Logf("control plane logs kept in %s", cp.LogDir())
-		}
-		_ = cp.Stop()
-	})
+	ctx, cp := startWithControllerManager(t)
 	cs := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
