@@ -104,6 +104,12 @@ func runAll(o options, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Some tests write files where they run (validating-policies/context/
+	// resource/post writes keys and certificates into its folder): they
+	// run in a copy, and the suite stays as it is.
+	if o.corpus, err = copySuite(o.corpus, filepath.Join(out, "suite")); err != nil {
+		return err
+	}
 
 	dev, err := startDev(o.charter, filepath.Join(out, "charter-dev.out"), w)
 	if err != nil {
@@ -128,6 +134,39 @@ func runAll(o options, w io.Writer) error {
 		return errFailures
 	}
 	return nil
+}
+
+// copySuite copies the suite folder to dst (emptied first), files
+// writable, and returns dst.
+func copySuite(src, dst string) (string, error) {
+	if err := os.RemoveAll(dst); err != nil {
+		return "", err
+	}
+	err := filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if e.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !e.Type().IsRegular() {
+			return fmt.Errorf("copying the suite: %s is not a regular file", path)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+	if err != nil {
+		return "", fmt.Errorf("copying the suite %s to %s: %w", src, dst, err)
+	}
+	return dst, nil
 }
 
 // skipList is skip.yaml: the tests not run, each with why.

@@ -139,3 +139,27 @@ func TestSkipsPrintedAreThoseOfThePlan(t *testing.T) {
 		}
 	}
 }
+
+// TestCopySuiteLeavesTheSuiteAlone: the tests run in a copy of the suite,
+// whose files are writable; writing there changes nothing in the suite.
+func TestCopySuiteLeavesTheSuiteAlone(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "suite")
+	if err := os.MkdirAll(filepath.Join(src, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	orig := filepath.Join(src, "a", "b", "chainsaw-test.yaml")
+	if err := os.WriteFile(orig, []byte("kind: Test\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	dst, err := copySuite(src, filepath.Join(t.TempDir(), "copy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(dst, "a", "b", "chainsaw-test.yaml")
+	if err := os.WriteFile(copied, []byte("changed by a test\n"), 0o644); err != nil {
+		t.Fatalf("the copy is not writable: %v", err)
+	}
+	if data, err := os.ReadFile(orig); err != nil || string(data) != "kind: Test\n" {
+		t.Errorf("the suite's file reads %q, %v after the copy was written", data, err)
+	}
+}
