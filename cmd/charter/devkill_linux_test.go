@@ -69,8 +69,8 @@ func TestDevKilledLeavesNoControlPlane(t *testing.T) {
 	}()
 	select {
 	case <-out.ready:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("charter dev not ready within 2 minutes:\n%s", out)
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("charter dev not ready within 5 minutes (as startDev waits):\n%s", out)
 	}
 
 	children := childProcesses(t, dev.Process.Pid)

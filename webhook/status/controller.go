@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -170,12 +171,24 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	errs := make([]error, 0, len(policies))
-	for _, p := range policies {
-		errs = append(errs, c.update(ctx, p, snap))
+	// Each update may ask the API server twice (an access review, a
+	// status patch): one at a time, a GitOps revision of hundreds of
+	// policies waited minutes for its last Ready.
+	errs := make([]error, len(policies))
+	var g errgroup.Group
+	g.SetLimit(statusWriters)
+	for i, p := range policies {
+		g.Go(func() error {
+			errs[i] = c.update(ctx, p, snap)
+			return nil
+		})
 	}
+	_ = g.Wait()
 	return errors.Join(errs...)
 }
+
+// statusWriters bounds the status updates of one reconcile in flight.
+const statusWriters = 8
 
 // update writes one policy's status when the verdict changes it.
 func (c *Controller) update(ctx context.Context, p kyvernov1.PolicyInterface, snap *policycache.Snapshot) error {
