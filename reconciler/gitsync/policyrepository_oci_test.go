@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -343,3 +344,68 @@ func TestOCIRepositoryCredentialsOfItsNamespace(t *testing.T) {
 type staticKeychain struct{ auth authn.Authenticator }
 
 func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.auth, nil }
+
+// TestReceiverRegistryWebhooks: Harbor's Auth Header, Docker Hub's token
+// in the URL and GHCR's signed package event each sync an oci://
+// repository at once; a push of another repository, or a wrong token,
+// syncs nothing.
+func TestReceiverRegistryWebhooks(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	token := "registry-hook-token"
+	g.Expect(testClient.Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hook"},
+		Data:       map[string][]byte{ReceiverTokenKey: []byte(token)},
+	})).To(Succeed())
+	o := newOCIRepo(t, imagetest.NewRegistry(t), "team/policies")
+	first, _ := o.push("latest", map[string]string{"a.yaml": policy("oci-hook", "first")})
+	repo := newOCIPolicyRepository(t, ns, o, func(r *gitopsv1alpha1.PolicyRepository) {
+		r.Spec.Interval = &metav1.Duration{Duration: time.Hour}
+		r.Spec.Receiver = &gitopsv1alpha1.Receiver{SecretRef: corev1.LocalObjectReference{Name: "hook"}}
+	})
+	readyAt(t, repo, first)
+
+	srv := httptest.NewServer(NewReceiver(testClient))
+	defer srv.Close()
+	hook := srv.URL + HookPathPrefix + ns + "/policies"
+	post := func(url string, header map[string]string, body string) int {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	harbor := func(repo string) string {
+		return `{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"tag":"latest"}],"repository":{"repo_full_name":"` + repo + `"}}}`
+	}
+	ghcr := `{"action":"published","package":{"name":"policies","package_type":"container"}}`
+
+	g.Expect(post(hook, map[string]string{"Authorization": "wrong"}, harbor("team/policies"))).To(Equal(http.StatusUnauthorized))
+	g.Expect(post(hook+"?token=wrong", nil, `{"repository":{"repo_name":"team/policies"}}`)).To(Equal(http.StatusUnauthorized))
+	g.Expect(post(hook, map[string]string{"Authorization": token}, harbor("team/other"))).To(Equal(http.StatusOK))
+
+	for i, c := range []struct {
+		name   string
+		url    string
+		header map[string]string
+		body   string
+	}{
+		{"Harbor", hook, map[string]string{"Authorization": "Bearer " + token}, harbor("team/policies")},
+		{"Docker Hub", hook + "?token=" + token, nil, `{"push_data":{"tag":"latest"},"repository":{"repo_name":"team/policies"}}`},
+		{"GHCR", hook, map[string]string{"X-Hub-Signature-256": sign([]byte(token), []byte(ghcr)), "X-GitHub-Event": "package"}, ghcr},
+	} {
+		next, _ := o.push("latest", map[string]string{"a.yaml": policy("oci-hook", fmt.Sprintf("push-%d", i))})
+		g.Expect(post(c.url, c.header, c.body)).To(Equal(http.StatusAccepted), c.name)
+		readyAt(t, repo, next)
+	}
+	// The ignored push above requested nothing: the last request is the
+	// GHCR one's, and a push of another repository leaves it.
+	before := eventually(t, repo, func(Gomega, *gitopsv1alpha1.PolicyRepository) {}).Annotations[gitopsv1alpha1.ReconcileRequestAnnotation]
+	g.Expect(post(hook, map[string]string{"Authorization": token}, harbor("team/other"))).To(Equal(http.StatusOK))
+	g.Expect(eventually(t, repo, func(Gomega, *gitopsv1alpha1.PolicyRepository) {}).Annotations[gitopsv1alpha1.ReconcileRequestAnnotation]).To(Equal(before))
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -49,6 +50,12 @@ const (
 	headerGitLabToken = "X-Gitlab-Token"
 	// Generic: HMAC-SHA256 of the body, "sha256=<hex>".
 	headerSignature = "X-Signature"
+	// Harbor: the webhook's "Auth Header", sent as Authorization, the
+	// token itself or "Bearer <token>".
+	headerAuthorization = "Authorization"
+	// Docker Hub signs nothing: its webhook URL carries the token as
+	// ?token=<token>.
+	queryToken = "token"
 )
 
 // maxPayload bounds a push payload; GitHub caps them at 25 MB, pushes are
@@ -112,12 +119,20 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	token := secret.Data[ReceiverTokenKey]
-	if len(token) == 0 || !verified(req.Header, body, token) {
+	if len(token) == 0 || !verified(req, body, token) {
 		http.Error(w, "signature missing or invalid", http.StatusUnauthorized)
 		return
 	}
 	if req.Header.Get(headerGitHubEvent) == "ping" {
 		w.WriteHeader(http.StatusOK)
+		return
+	}
+	// A registry's push of another repository (one webhook often serves
+	// a whole project or organisation) syncs nothing.
+	if other := otherArtifact(&repo, body); other != "" {
+		logger.V(1).Info("push of another repository ignored", "pushed", other)
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "ignored: the push is of "+other+", not of "+repo.Spec.URL+"\n")
 		return
 	}
 
@@ -143,7 +158,8 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // verified checks the request's signature against token, in the form the
 // request carries.
-func verified(h http.Header, body, token []byte) bool {
+func verified(req *http.Request, body, token []byte) bool {
+	h := req.Header
 	switch {
 	case h.Get(headerGitHubSignature) != "":
 		return validHMAC(h.Get(headerGitHubSignature), body, token)
@@ -151,8 +167,61 @@ func verified(h http.Header, body, token []byte) bool {
 		return subtle.ConstantTimeCompare([]byte(h.Get(headerGitLabToken)), token) == 1
 	case h.Get(headerSignature) != "":
 		return validHMAC(h.Get(headerSignature), body, token)
+	case h.Get(headerAuthorization) != "":
+		got := strings.TrimPrefix(h.Get(headerAuthorization), "Bearer ")
+		return subtle.ConstantTimeCompare([]byte(got), token) == 1
+	case req.URL.Query().Get(queryToken) != "":
+		return subtle.ConstantTimeCompare([]byte(req.URL.Query().Get(queryToken)), token) == 1
 	}
 	return false
+}
+
+// registryPush is what charter reads of a registry's push webhook: the
+// repository pushed, as Harbor (event_data.repository.repo_full_name),
+// Docker Hub (repository.repo_name) and GitHub's package events for GHCR
+// (package.name, the last part of the path) name it.
+type registryPush struct {
+	EventData struct {
+		Repository struct {
+			RepoFullName string `json:"repo_full_name"`
+		} `json:"repository"`
+	} `json:"event_data"`
+	Repository struct {
+		RepoName string `json:"repo_name"`
+	} `json:"repository"`
+	Package struct {
+		Name string `json:"name"`
+	} `json:"package"`
+}
+
+// otherArtifact returns the repository a registry's push names when repo
+// is an oci:// repository and the push is of another one; "" when the
+// push is of repo, names none, or repo is a Git repository.
+func otherArtifact(repo *gitopsv1alpha1.PolicyRepository, body []byte) string {
+	if !repo.Spec.IsOCI() {
+		return ""
+	}
+	var p registryPush
+	if json.Unmarshal(body, &p) != nil {
+		return ""
+	}
+	pushed := p.EventData.Repository.RepoFullName
+	if pushed == "" {
+		pushed = p.Repository.RepoName
+	}
+	if pushed == "" {
+		pushed = p.Package.Name
+	}
+	if pushed == "" {
+		return ""
+	}
+	// The URL's path, without the registry host: oci://ghcr.io/org/policies
+	// is org/policies.
+	_, path, _ := strings.Cut(strings.TrimPrefix(repo.Spec.URL, gitopsv1alpha1.OCIScheme), "/")
+	if strings.EqualFold(path, pushed) || strings.HasSuffix(strings.ToLower(path), "/"+strings.ToLower(pushed)) {
+		return ""
+	}
+	return pushed
 }
 
 func validHMAC(header string, body, token []byte) bool {

@@ -231,9 +231,14 @@ type PolicyRepositorySpec struct {
 type Receiver struct {
 	// SecretRef names a Secret in the same namespace whose "token" key is
 	// the webhook's shared secret. A request must prove it knows the token
-	// in one of three forms: GitHub's X-Hub-Signature-256 (HMAC-SHA256 of
-	// the body), GitLab's X-Gitlab-Token (the token itself), or a generic
-	// X-Signature (HMAC-SHA256 of the body, "sha256=<hex>").
+	// in one of these forms: GitHub's X-Hub-Signature-256 (HMAC-SHA256 of
+	// the body; GHCR's package events too), GitLab's X-Gitlab-Token (the
+	// token itself), a generic X-Signature (HMAC-SHA256 of the body,
+	// "sha256=<hex>"), Harbor's Auth Header (Authorization: the token, or
+	// "Bearer <token>"), or, for Docker Hub, which signs nothing, the
+	// token in the URL (?token=<token>). A registry's push of another
+	// repository than an oci:// one's (Harbor's repo_full_name, Docker
+	// Hub's repo_name, GHCR's package name) syncs nothing.
 	SecretRef corev1.LocalObjectReference `json:"secretRef"`
 }
 
