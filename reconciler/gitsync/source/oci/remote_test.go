@@ -3,6 +3,7 @@ package oci
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -195,5 +196,42 @@ func TestParseURL(t *testing.T) {
 	}
 	if _, err := NewRemote("oci://ghcr.io/org/policies:v1"); err == nil || !strings.Contains(err.Error(), "spec.ref") {
 		t.Errorf("NewRemote with a tag in the URL: %v", err)
+	}
+}
+
+// countingTransport counts the requests that download a blob or a
+// manifest body.
+type countingTransport struct {
+	inner                  http.RoundTripper
+	blobGets, manifestGets int
+}
+
+func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/") {
+		c.blobGets++
+	}
+	if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/manifests/") {
+		c.manifestGets++
+	}
+	return c.inner.RoundTrip(req)
+}
+
+// TestResolveDownloadsNothing: polling a tag (HEAD) reads no manifest and
+// no layer, however often: an unchanged artifact costs zero layer bytes.
+func TestResolveDownloadsNothing(t *testing.T) {
+	reg := imagetest.NewRegistry(t)
+	pushFolder(t, newTestRemote(t, reg, "team/policies"), "latest", map[string]string{"a.yaml": "a: 1\n"})
+	counter := &countingTransport{inner: remote.DefaultTransport}
+	r, err := NewRemote("oci://"+reg.Host+"/team/policies", WithInsecure(true), WithTransport(counter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := r.Resolve(context.Background(), Ref{Tag: "latest"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if counter.blobGets != 0 || counter.manifestGets != 0 {
+		t.Errorf("three polls downloaded %d blobs and %d manifests, want none", counter.blobGets, counter.manifestGets)
 	}
 }
