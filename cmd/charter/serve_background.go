@@ -57,7 +57,10 @@ func (b *backgroundOptions) addFlags(f *pflag.FlagSet) {
 // writes are known by their field manager, since charter dev shares the
 // developer's identity.
 func (b *backgroundOptions) updateRequestConfig(ctx context.Context, cfg *rest.Config, o serveOptions, log logr.Logger) updaterequest.Config {
-	out := updaterequest.Config{Threshold: b.threshold}
+	// The namespaced policies' ServiceAccount writes for them in each
+	// namespace: its requests are the controller's own for that
+	// namespace's namespaced policies only.
+	out := updaterequest.Config{Threshold: b.threshold, Own: updaterequest.OwnRequests{NamespacedPolicyServiceAccount: o.policyServiceAccount}}
 	if b.serviceAccount != "" {
 		out.Own.Users = []string{serviceaccount.MakeUsername(o.namespace, b.serviceAccount)}
 	}

@@ -2,16 +2,13 @@ package e2e
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -82,25 +79,8 @@ var _ = Describe("Security: blast radius", Label("security"), Ordered, func() {
 				Expect(client.IgnoreNotFound(cl.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 			}
 		}, NodeTimeout(30*time.Second))
-		// admin is an aggregated ClusterRole: fill it in, as a controller
-		// manager would.
-		aggregateClusterRoles(ctx)
-
 		By("making " + blastTenant + " admin of " + blastTenantNamespace + ", and letting it write Policies there")
-		author := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: blastTenantNamespace, Name: "policy-author"}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{kyvernov1.GroupVersion.Group}, Resources: []string{"policies"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
-		}}
-		Expect(client.IgnoreAlreadyExists(cl.Create(ctx, author))).To(Succeed())
-		for _, role := range []rbacv1.RoleRef{{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"}, {APIGroup: rbacv1.GroupName, Kind: "Role", Name: author.Name}} {
-			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &rbacv1.RoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Namespace: blastTenantNamespace, Name: blastTenant + "-" + strings.ToLower(role.Name)},
-				RoleRef:    role, Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: blastTenant}}}))).To(Succeed())
-		}
-		cfg := rest.CopyConfig(suite.config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: blastTenant, Groups: []string{"system:authenticated"}}
-		var err error
-		tenant, err = client.New(cfg, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
+		tenant = namespaceAdmin(ctx, blastTenant, blastTenantNamespace, policyWriter(kyvernov1.GroupVersion.Group, "policies"))
 
 		stop = startCharterWith(ctx, blastCharterNamespace, "admission")
 	}, NodeTimeout(2*time.Minute))

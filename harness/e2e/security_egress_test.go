@@ -13,10 +13,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -32,7 +30,6 @@ const (
 	egressOpenCharterNamespace = "e2e-sec-egress-open-charter"
 	egressTeam                 = "e2e-sec-egress-team"
 	egressAttacker             = "e2e-sec-egress-attacker"
-	egressPolicyRole           = "e2e-sec-egress-policies"
 	egressLookupPolicy         = "e2e-sec-egress-lookup"
 	egressSecret               = "s3cr3t-node-token"
 )
@@ -67,45 +64,6 @@ func (s egressServers) port(srv *httptest.Server) string {
 	u, err := url.Parse(srv.URL)
 	Expect(err).NotTo(HaveOccurred())
 	return u.Port()
-}
-
-// egressAttackerClient is a client of a user who is admin of egressTeam
-// (the built-in admin ClusterRole, plus the right to write the policy
-// kinds in that namespace, as Kyverno's aggregated roles give) and
-// nothing else.
-func egressAttackerClient(ctx context.Context) client.Client {
-	GinkgoHelper()
-	cl := suite.client
-	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: egressPolicyRole},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"kyverno.io"}, Resources: []string{"policies", "cleanuppolicies"}, Verbs: []string{"*"}},
-			{APIGroups: []string{"policies.kyverno.io"}, Resources: []string{"namespacedvalidatingpolicies"}, Verbs: []string{"*"}},
-		},
-	}
-	Expect(client.IgnoreAlreadyExists(cl.Create(ctx, role))).To(Succeed())
-	for _, b := range []*rbacv1.RoleBinding{
-		{
-			ObjectMeta: metav1.ObjectMeta{Name: "attacker-admin", Namespace: egressTeam},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: egressAttacker}},
-		},
-		{
-			ObjectMeta: metav1.ObjectMeta{Name: "attacker-policies", Namespace: egressTeam},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: egressPolicyRole},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: egressAttacker}},
-		},
-	} {
-		Expect(client.IgnoreAlreadyExists(cl.Create(ctx, b))).To(Succeed())
-	}
-	// admin is an aggregated ClusterRole: without a controller manager
-	// to fill it in, it holds no rules.
-	aggregateClusterRoles(ctx)
-	cfg := rest.CopyConfig(suite.config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: egressAttacker, Groups: []string{"system:authenticated"}}
-	attacker, err := client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-	return attacker
 }
 
 // egressLookup is the platform team's ClusterPolicy that asks a service
@@ -203,7 +161,8 @@ var _ = Describe("Security: egress", Label("security"), func() {
 		BeforeAll(func(ctx SpecContext) {
 			skipUnlessClusterReachesCharter()
 			createNamespaces(ctx, egressCharterNamespace, egressTeam)
-			attacker = egressAttackerClient(ctx)
+			attacker = namespaceAdmin(ctx, egressAttacker, egressTeam,
+				policyWriter(kyvernov1.GroupVersion.Group, "policies", "cleanuppolicies"), policyWriter(policiesv1.GroupVersion.Group, "namespacedvalidatingpolicies"))
 			servers = startEgressServers()
 			// Only the front service is let through, by address and port.
 			startCharterWith(ctx, egressCharterNamespace, "admission",
@@ -267,7 +226,8 @@ var _ = Describe("Security: egress", Label("security"), func() {
 		BeforeAll(func(ctx SpecContext) {
 			skipUnlessClusterReachesCharter()
 			createNamespaces(ctx, egressOpenCharterNamespace, egressTeam)
-			attacker = egressAttackerClient(ctx)
+			attacker = namespaceAdmin(ctx, egressAttacker, egressTeam,
+				policyWriter(kyvernov1.GroupVersion.Group, "policies", "cleanuppolicies"), policyWriter(policiesv1.GroupVersion.Group, "namespacedvalidatingpolicies"))
 			servers = startEgressServers()
 			startCharterWith(ctx, egressOpenCharterNamespace, "admission", "--allow-http-in-namespaced-policies")
 			waitPolicyWebhook(ctx)

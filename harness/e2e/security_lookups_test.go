@@ -129,9 +129,8 @@ var _ = Describe("Security: lookups", Label("security"), Ordered, ContinueOnFail
 	BeforeAll(func(ctx SpecContext) {
 		skipUnlessClusterReachesCharter()
 		createNamespaces(ctx, secLookupsCharterNS, secLookupsTeam, secLookupsOther)
-		attacker = namespaceAdmin(ctx, secLookupsAttacker, secLookupsTeam,
-			rbacv1.PolicyRule{APIGroups: []string{kyvernov1.GroupVersion.Group}, Resources: []string{"policies"}, Verbs: []string{"*"}},
-			rbacv1.PolicyRule{APIGroups: []string{policiesv1.GroupVersion.Group}, Resources: []string{"namespacedvalidatingpolicies", "namespacedimagevalidatingpolicies"}, Verbs: []string{"*"}})
+		attacker = namespaceAdmin(ctx, secLookupsAttacker, secLookupsTeam, policyWriter(kyvernov1.GroupVersion.Group, "policies"),
+			policyWriter(policiesv1.GroupVersion.Group, "namespacedvalidatingpolicies", "namespacedimagevalidatingpolicies"))
 		By("the platform's ClusterRoleBinding, ConfigMaps behind its GlobalContextEntries, and another team's pull Secret")
 		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: secLookupsBinding},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},

@@ -15,9 +15,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
@@ -54,27 +52,7 @@ var _ = Describe("Security: repositories", Label("security"), Ordered, func() {
 		}
 		// admin in the namespace, as a tenant holds it, and the
 		// PolicyRepositories of that namespace.
-		aggregateClusterRoles(ctx)
-		Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &rbacv1.Role{
-			ObjectMeta: metav1.ObjectMeta{Namespace: secReposNamespace, Name: "policy-repositories"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{gitopsv1alpha1.GroupVersion.Group}, Resources: []string{"policyrepositories"},
-				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
-		}))).To(Succeed())
-		for name, ref := range map[string]rbacv1.RoleRef{
-			"attacker-admin":        {APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
-			"attacker-repositories": {APIGroup: rbacv1.GroupName, Kind: "Role", Name: "policy-repositories"},
-		} {
-			Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &rbacv1.RoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Namespace: secReposNamespace, Name: name},
-				RoleRef:    ref,
-				Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: secReposAttacker}},
-			}))).To(Succeed())
-		}
-		cfg := rest.CopyConfig(suite.config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: secReposAttacker}
-		var err error
-		attacker, err = client.New(cfg, client.Options{Scheme: cl.Scheme()})
-		Expect(err).NotTo(HaveOccurred())
+		attacker = namespaceAdmin(ctx, secReposAttacker, secReposNamespace, policyWriter(gitopsv1alpha1.GroupVersion.Group, "policyrepositories"))
 
 		git = newSecReposGitServer(GinkgoT().TempDir())
 		startCharterWith(ctx, secReposCharterNamespace, "gitsync",

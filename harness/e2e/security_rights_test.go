@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -160,32 +158,16 @@ var _ = Describe("Security: rights", Label("security"), Ordered, ContinueOnFailu
 		aggregateClusterRoles(ctx)
 
 		By("making " + rightsTenant + " admin of " + rightsNamespace + ", and letting it write Kyverno policies there")
-		author := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: rightsNamespace, Name: "policy-author"}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{kyvernov1.GroupVersion.Group}, Resources: []string{"policies", "cleanuppolicies"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
-			{APIGroups: []string{policiesv1.GroupVersion.Group}, Resources: []string{"namespaceddeletingpolicies"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
-		}}
-		Expect(cl.Create(ctx, author)).To(Succeed())
-		for _, role := range []rbacv1.RoleRef{{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"}, {APIGroup: rbacv1.GroupName, Kind: "Role", Name: author.Name}} {
-			Expect(cl.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: rightsNamespace, Name: rightsTenant + "-" + strings.ToLower(role.Name)},
-				RoleRef: role, Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: rightsTenant}}})).To(Succeed())
-		}
+		tenant = namespaceAdmin(ctx, rightsTenant, rightsNamespace,
+			policyWriter(kyvernov1.GroupVersion.Group, "policies", "cleanuppolicies"), policyWriter(policiesv1.GroupVersion.Group, "namespaceddeletingpolicies"))
 		By("placing the platform's ResourceQuota and LimitRange in " + rightsNamespace)
 		Expect(cl.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: rightsNamespace, Name: rightsQuota},
 			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")}}})).To(Succeed())
 		Expect(cl.Create(ctx, &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: rightsNamespace, Name: rightsLimits},
 			Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}}})).To(Succeed())
 
-		cfg := rest.CopyConfig(suite.config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: rightsTenant, Groups: []string{"system:authenticated"}}
-		var err error
-		tenant, err = client.New(cfg, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
-
 		By("the tenant gives its namespace's " + rightsPolicySA + " all it may: admin")
-		Expect(tenant.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: rightsNamespace, Name: rightsPolicySA}})).To(Succeed())
-		Expect(tenant.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: rightsNamespace, Name: rightsPolicySA},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: rightsNamespace, Name: rightsPolicySA}}})).To(Succeed())
+		grantPolicyServiceAccountAdmin(ctx, tenant, rightsNamespace)
 		Expect(tenant.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: rightsNamespace, Name: "seed"}})).To(Succeed())
 		// What the attack is about: admin may not change them.
 		Expect(apierrors.IsForbidden(tenant.Delete(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: rightsNamespace, Name: rightsQuota}}, client.DryRunAll))).

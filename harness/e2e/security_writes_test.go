@@ -11,7 +11,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -120,36 +119,6 @@ spec:
         rules: [{apiGroups: [""], resources: [namespaces], verbs: [patch]}]
 `
 
-// namespaceAdmin makes user the admin of namespace (the built-in admin
-// ClusterRole, filled in as a controller manager would), with the extra
-// rules of a Role there (the policy kinds it may write, as Kyverno's
-// aggregated roles give), and returns a client acting as that user.
-func namespaceAdmin(ctx context.Context, user, namespace string, extra ...rbacv1.PolicyRule) client.Client {
-	GinkgoHelper()
-	cl := suite.client
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user + "-policies"}, Rules: extra}
-	objs := []client.Object{role}
-	for _, ref := range []rbacv1.RoleRef{
-		{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
-		{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-	} {
-		objs = append(objs, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user + "-" + strings.ToLower(ref.Kind)},
-			RoleRef:    ref,
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-		})
-	}
-	for _, obj := range objs {
-		Expect(client.IgnoreAlreadyExists(cl.Create(ctx, obj))).To(Succeed(), "%T %s/%s", obj, namespace, obj.GetName())
-	}
-	aggregateClusterRoles(ctx)
-	cfg := rest.CopyConfig(suite.config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	tenant, err := client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-	return tenant
-}
-
 // createEventually creates obj as cl, retrying while charter's policy
 // webhook does not answer yet, and deletes it when the spec tree ends.
 func createEventually(ctx context.Context, cl client.Client, obj client.Object) {
@@ -228,17 +197,9 @@ var _ = Describe("Security: writes", Label("security"), Ordered, ContinueOnFailu
 		createNamespaces(ctx, secWritesCharterNS, secWritesTenantNS, secWritesVictimNS)
 		By("making " + secWritesTenant + " the admin of " + secWritesTenantNS + ", who may write policies there")
 		tenant = namespaceAdmin(ctx, secWritesTenant, secWritesTenantNS,
-			rbacv1.PolicyRule{APIGroups: []string{kyvernov1.GroupVersion.Group}, Resources: []string{"policies"}, Verbs: []string{"*"}},
-			rbacv1.PolicyRule{APIGroups: []string{policiesv1.GroupVersion.Group}, Resources: []string{"namespacedmutatingpolicies"}, Verbs: []string{"*"}})
+			policyWriter(kyvernov1.GroupVersion.Group, "policies"), policyWriter(policiesv1.GroupVersion.Group, "namespacedmutatingpolicies"))
 		By("the tenant gives its namespace's " + rightsPolicySA + " all it may: admin")
-		for _, obj := range []client.Object{
-			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: secWritesTenantNS, Name: rightsPolicySA}},
-			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: secWritesTenantNS, Name: rightsPolicySA},
-				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
-				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: secWritesTenantNS, Name: rightsPolicySA}}},
-		} {
-			Expect(client.IgnoreAlreadyExists(tenant.Create(ctx, obj))).To(Succeed(), "%T %s", obj, obj.GetName())
-		}
+		grantPolicyServiceAccountAdmin(ctx, tenant, secWritesTenantNS)
 		By("checking the tenant may not label the other Namespace itself")
 		victim := &corev1.Namespace{}
 		Expect(cl.Get(ctx, client.ObjectKey{Name: secWritesVictimNS}, victim)).To(Succeed())

@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -112,7 +113,9 @@ type Config struct {
 // kind is also its trigger kind does not feed itself. Kyverno knows the
 // controller by its ServiceAccount only; charter also knows it when it
 // shares an identity (charter dev runs as the developer), by the field
-// manager of its writes, without skipping that identity's other requests.
+// manager of its writes, without skipping that identity's other requests,
+// and when it writes for a namespaced policy as that namespace's
+// ServiceAccount (impersonated), for that namespace's policies only.
 type OwnRequests struct {
 	// Users are identities only the background controller uses, e.g.
 	// system:serviceaccount:charter-system:charter-background: every
@@ -122,19 +125,57 @@ type OwnRequests struct {
 	// other programs: only their requests with the field manager
 	// charter.BackgroundFieldManager are its own.
 	SharedUsers []string
+	// NamespacedPolicyServiceAccount is the ServiceAccount the controller
+	// impersonates in a namespace for its namespaced policies (serve
+	// --namespaced-policy-service-account). A request of
+	// system:serviceaccount:<ns>:<it> is the controller's own for the
+	// namespaced policies of <ns> only: the namespace's owner holds that
+	// ServiceAccount too, so its writes skip nothing of cluster-scoped
+	// policies nor of another namespace's.
+	NamespacedPolicyServiceAccount string
 }
 
-// Match reports whether an admitted request is the background
-// controller's own.
-func (o OwnRequests) Match(rec server.BackgroundRecord) bool {
-	user := rec.Request.UserInfo.Username
-	if user == "" {
-		return false
-	}
-	if slices.Contains(o.Users, user) {
+// OwnScope says for which policies a request is the background
+// controller's own write: every policy, or the namespaced ones of one
+// namespace, or none.
+type OwnScope struct {
+	// All: the request is the controller's own for every policy.
+	All bool
+	// Namespace, when not empty, is the namespace whose namespaced
+	// policies the request is the controller's own for.
+	Namespace string
+}
+
+// Any reports whether the request is the controller's own for some policy.
+func (s OwnScope) Any() bool { return s.All || s.Namespace != "" }
+
+// Covers reports whether the request is the controller's own for p.
+func (s OwnScope) Covers(p kyvernov1.PolicyInterface) bool {
+	if s.All {
 		return true
 	}
-	return rec.FieldManager == charter.BackgroundFieldManager && slices.Contains(o.SharedUsers, user)
+	return s.Namespace != "" && p != nil && p.IsNamespaced() && p.GetNamespace() == s.Namespace
+}
+
+// Match says for which policies an admitted request is the background
+// controller's own.
+func (o OwnRequests) Match(rec server.BackgroundRecord) OwnScope {
+	user := rec.Request.UserInfo.Username
+	if user == "" {
+		return OwnScope{}
+	}
+	if slices.Contains(o.Users, user) {
+		return OwnScope{All: true}
+	}
+	if rec.FieldManager == charter.BackgroundFieldManager && slices.Contains(o.SharedUsers, user) {
+		return OwnScope{All: true}
+	}
+	if o.NamespacedPolicyServiceAccount != "" {
+		if ns, name, err := serviceaccount.SplitUsername(user); err == nil && name == o.NamespacedPolicyServiceAccount {
+			return OwnScope{Namespace: ns}
+		}
+	}
+	return OwnScope{}
 }
 
 var _ server.BackgroundSink = (*Generator)(nil)
@@ -218,14 +259,16 @@ func (g *Generator) Build(ctx context.Context, rec server.BackgroundRecord) []*k
 	req := rec.Request
 	// skip leaves out the rules that ignore the background controller's
 	// own writes, when this is one.
-	skip := func(*kyvernov1.Rule) bool { return false }
-	if g.Own.Match(rec) {
-		if !anyBackgroundRules(rec.Sets, func(r *kyvernov1.Rule) bool { return !r.GetSkipBackgroundRequests() }) {
+	skip := func(kyvernov1.PolicyInterface, *kyvernov1.Rule) bool { return false }
+	if own := g.Own.Match(rec); own.Any() {
+		skip = func(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) bool {
+			return own.Covers(p) && r.GetSkipBackgroundRequests()
+		}
+		if !anyBackgroundRules(rec.Sets, func(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) bool { return !skip(p, r) }) {
 			g.own.Add(1)
 			g.Log.V(2).Info("the background controller's own write: no rule to trigger", "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name)
 			return nil
 		}
-		skip = (*kyvernov1.Rule).GetSkipBackgroundRequests
 	}
 	var out []*kyvernov2.UpdateRequest
 	snapshot := g.snapshot(rec)
@@ -257,7 +300,7 @@ func (g *Generator) Build(ctx context.Context, rec server.BackgroundRecord) []*k
 		for _, pr := range mresp.Policies {
 			for _, rr := range pr.Rules {
 				rule := ruleOf(pr.Policy, rr.Name)
-				if rule == nil || !rule.HasMutateExisting() || rr.Status != engine.StatusPass || skip(rule) {
+				if rule == nil || !rule.HasMutateExisting() || rr.Status != engine.StatusPass || skip(pr.Policy, rule) {
 					continue
 				}
 				if req.Operation == kyvernov1.Delete && !rule.NamesOperation(kyvernov1.Delete) {
@@ -275,11 +318,11 @@ func (g *Generator) Build(ctx context.Context, rec server.BackgroundRecord) []*k
 // failing one (the trigger went away or stopped matching) generates from
 // the deleted object when the rule matches DELETE operations, else deletes
 // the downstream objects of a synchronized rule.
-func (g *Generator) generateRequest(pr engine.PolicyResponse, req *engine.Request, snapshot kyvernov2.UpdateRequestSpecContext, skip func(*kyvernov1.Rule) bool) *kyvernov2.UpdateRequest {
+func (g *Generator) generateRequest(pr engine.PolicyResponse, req *engine.Request, snapshot kyvernov2.UpdateRequestSpecContext, skip func(kyvernov1.PolicyInterface, *kyvernov1.Rule) bool) *kyvernov2.UpdateRequest {
 	var contexts []kyvernov2.RuleContext
 	for _, rr := range pr.Rules {
 		rule := ruleOf(pr.Policy, rr.Name)
-		if rule == nil || !rule.HasGenerate() || skip(rule) {
+		if rule == nil || !rule.HasGenerate() || skip(pr.Policy, rule) {
 			continue
 		}
 		sync := rule.Generation.Synchronize
@@ -469,15 +512,16 @@ func ruleOf(p kyvernov1.PolicyInterface, name string) *kyvernov1.Rule {
 // anyBackgroundRules reports whether a set has a generate or
 // mutate-existing rule (for which also, when given, holds), so that
 // requests no such rule can concern cost nothing more.
-func anyBackgroundRules(sets []*engine.PolicySet, also func(*kyvernov1.Rule) bool) bool {
+func anyBackgroundRules(sets []*engine.PolicySet, also func(kyvernov1.PolicyInterface, *kyvernov1.Rule) bool) bool {
 	for _, s := range sets {
 		if s == nil {
 			continue
 		}
 		for _, p := range s.Policies() {
-			rules := p.Source().GetSpec().Rules
+			src := p.Source()
+			rules := src.GetSpec().Rules
 			for i := range rules {
-				if (rules[i].HasGenerate() || rules[i].HasMutateExisting()) && (also == nil || also(&rules[i])) {
+				if (rules[i].HasGenerate() || rules[i].HasMutateExisting()) && (also == nil || also(src, &rules[i])) {
 					return true
 				}
 			}

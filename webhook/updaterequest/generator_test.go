@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/charter-dev/charter/api/charter"
@@ -98,6 +100,62 @@ func TestOwnRequestsTriggerNothing(t *testing.T) {
 			}
 			if skipped := g.OwnSkipped(); (skipped == 1) != (tc.want == nil) {
 				t.Errorf("OwnSkipped %d", skipped)
+			}
+		})
+	}
+}
+
+// TestTenantServiceAccountWritesAreOwnForItsNamespaceOnly: the background
+// controller writes for a namespaced policy as the ServiceAccount
+// charter-policy of the policy's namespace, so that ServiceAccount's
+// requests are its own for that namespace's namespaced policies (a Policy
+// copying ConfigMaps does not feed itself), and for nothing else. The
+// namespace's owner holds the ServiceAccount too: written as it, a
+// ConfigMap still triggers every cluster-scoped policy, and another
+// namespace's ServiceAccount of that name, or another ServiceAccount of the
+// namespace, is anyone.
+func TestTenantServiceAccountWritesAreOwnForItsNamespaceOnly(t *testing.T) {
+	const policySA = "charter-policy"
+	own := OwnRequests{Users: []string{backgroundSA}, NamespacedPolicyServiceAccount: policySA}
+	cluster := loadPolicy(t, "copy-configmaps.yaml", nil)
+	namespaced := func(ns string) *engine.PolicySet {
+		cp := cluster.Policies()[0].Source().(*kyvernov1.ClusterPolicy)
+		p := &kyvernov1.Policy{ObjectMeta: metav1.ObjectMeta{Name: cp.Name, Namespace: ns}, Spec: *cp.Spec.DeepCopy()}
+		set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	both := []kyvernov2.RequestType{kyvernov2.Generate, kyvernov2.Mutate}
+	for _, tc := range []struct {
+		name string
+		own  OwnRequests
+		user string
+		set  *engine.PolicySet
+		want []kyvernov2.RequestType
+	}{
+		{name: "team-a's ServiceAccount, team-a's Policy", own: own, user: "system:serviceaccount:team-a:charter-policy", set: namespaced("team-a")},
+		{name: "team-a's ServiceAccount, a ClusterPolicy", own: own, user: "system:serviceaccount:team-a:charter-policy", set: cluster, want: both},
+		{name: "team-b's ServiceAccount, team-a's Policy", own: own, user: "system:serviceaccount:team-b:charter-policy", set: namespaced("team-a"), want: both},
+		{name: "another ServiceAccount of team-a, team-a's Policy", own: own, user: "system:serviceaccount:team-a:default", set: namespaced("team-a"), want: both},
+		{name: "a user named like it", own: own, user: "charter-policy", set: namespaced("team-a"), want: both},
+		{name: "no namespaced-policy ServiceAccount configured", own: OwnRequests{Users: []string{backgroundSA}}, user: "system:serviceaccount:team-a:charter-policy", set: namespaced("team-a"), want: both},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewGenerator(nil, "charter-system", engine.Loaders{}, 0, logr.Discard())
+			g.Own = tc.own
+			rec := server.BackgroundRecord{
+				Request: &engine.Request{Operation: kyvernov1.Create, Namespace: "team-a", Object: configMap("settings"),
+					UserInfo: authenticationv1.UserInfo{Username: tc.user}},
+				Sets: []*engine.PolicySet{tc.set},
+			}
+			var got []kyvernov2.RequestType
+			for _, ur := range g.Build(context.Background(), rec) {
+				got = append(got, ur.Spec.Type)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("UpdateRequests of types %v, want %v", got, tc.want)
 			}
 		})
 	}
