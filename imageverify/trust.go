@@ -79,6 +79,12 @@ func (v *Verifier) checkOpts(ctx context.Context, check engine.ImageCheck, kind 
 				return nil, nil, nil, fmt.Errorf("certificate chain too long (%d), maximum allowed is 11", len(chain))
 			}
 			if len(chain) > 0 {
+				// cosign checks the certificate's SCT here: the CT log
+				// keys must be set (and ignoreSCT heeded) before, or it
+				// fetches them itself, past the egress guard.
+				if err := v.ctLog(ctx, co, a.Certificates.CTLog); err != nil {
+					return nil, nil, nil, err
+				}
 				co.SigVerifier, err = cosign.ValidateAndUnpackCertWithChain(certs[0], chain, co)
 			} else {
 				co.SigVerifier, err = signature.LoadVerifier(certs[0].PublicKey, crypto.SHA256)
@@ -155,7 +161,7 @@ func (v *Verifier) transparency(ctx context.Context, co *cosign.CheckOpts, rekor
 		if rekor != nil {
 			pem = rekor.RekorPubKey
 		}
-		keys, err := logKeys(ctx, "Rekor", pem, cosign.GetRekorPubs)
+		keys, err := logKeys(ctx, "Rekor", pem, v.o.PublicTrust.RekorPubs)
 		if err != nil {
 			return nil, err
 		}
@@ -166,22 +172,34 @@ func (v *Verifier) transparency(ctx context.Context, co *cosign.CheckOpts, rekor
 		}
 		co.RekorClient, reach = client, r
 	}
-	pem := ""
-	if ctlog != nil {
-		co.IgnoreSCT, pem = ctlog.IgnoreSCT, ctlog.CTLogPubKey
-	}
-	if !co.IgnoreSCT && co.SigVerifier == nil {
-		keys, err := logKeys(ctx, "CT log", pem, cosign.GetCTLogPubs)
-		if err != nil {
+	if co.SigVerifier == nil {
+		if err := v.ctLog(ctx, co, ctlog); err != nil {
 			return nil, err
 		}
-		co.CTLogPubKeys = keys
 	}
 	return reach, nil
 }
 
+// ctLog sets the CT log check of certificates: on by default, with the
+// policy's key when it gives one, else the public-good keys.
+func (v *Verifier) ctLog(ctx context.Context, co *cosign.CheckOpts, ctlog *kyvernov1.CTLog) error {
+	pem := ""
+	if ctlog != nil {
+		co.IgnoreSCT, pem = ctlog.IgnoreSCT, ctlog.CTLogPubKey
+	}
+	if co.IgnoreSCT || co.CTLogPubKeys != nil {
+		return nil
+	}
+	keys, err := logKeys(ctx, "CT log", pem, v.o.PublicTrust.CTLogPubs)
+	if err != nil {
+		return err
+	}
+	co.CTLogPubKeys = keys
+	return nil
+}
+
 // logKeys returns the policy's key of a transparency log, or the
-// public-good keys from TUF when it gives none.
+// public-good keys (PublicTrust) when it gives none.
 func logKeys(ctx context.Context, log, pem string, public func(context.Context) (*cosign.TrustedTransparencyLogPubKeys, error)) (*cosign.TrustedTransparencyLogPubKeys, error) {
 	if pem == "" {
 		keys, err := public(ctx)
@@ -195,35 +213,6 @@ func logKeys(ctx context.Context, log, pem string, public func(context.Context) 
 		return nil, fmt.Errorf("invalid %s public key: %w", log, err)
 	}
 	return &keys, nil
-}
-
-// PublicFulcioRoots returns the certificates of the public-good Fulcio
-// CA (roots and intermediates) from Sigstore's TUF repository, as cosign
-// does: the local TUF cache ($TUF_ROOT, else ~/.sigstore/root), refreshed
-// from the mirror when its metadata expired. Without network access to
-// the mirror and without a fresh cache it fails, and keyless attestors
-// without roots cannot verify (an error result, never a pass).
-func PublicFulcioRoots(ctx context.Context) ([]*x509.Certificate, error) {
-	client, err := tuf.NewFromEnv(ctx)
-	if err != nil {
-		return nil, err
-	}
-	targets, err := client.GetTargetsByMeta(tuf.Fulcio, []string{"fulcio.crt.pem", "fulcio_v1.crt.pem"})
-	if err != nil {
-		return nil, err
-	}
-	var certs []*x509.Certificate
-	for _, t := range targets {
-		c, err := cryptoutils.UnmarshalCertificatesFromPEM(t.Target)
-		if err != nil {
-			return nil, fmt.Errorf("target %s: %w", t.Name, err)
-		}
-		certs = append(certs, c...)
-	}
-	if len(certs) == 0 {
-		return nil, errors.New("no Fulcio certificates in the TUF repository")
-	}
-	return certs, nil
 }
 
 func hashAlgorithm(name string) (crypto.Hash, error) {

@@ -9,7 +9,8 @@
 // Only what verification needs is linked in: no cloud KMS providers and no
 // cloud credential helpers. Keys come from PEM text; trust roots for
 // keyless signatures come from the policy's roots, else (as in Kyverno)
-// the public-good Fulcio CA's from Sigstore's TUF repository.
+// the public-good Fulcio CA's from Sigstore's TUF repository, fetched
+// through the egress guard (TUFTrust).
 package imageverify
 
 import (
@@ -69,9 +70,12 @@ type Options struct {
 	Cache *Cache
 	// Insecure allows plain-HTTP registries for every check.
 	Insecure bool
+	// PublicTrust is where the Fulcio roots and the Rekor and CT log keys
+	// come from when an attestor names none; nil means a TUFTrust of
+	// Sigstore's public-good TUF repository under Egress.
+	PublicTrust PublicTrust
 	// FulcioRoots returns the CA certificates that keyless attestors
-	// without roots trust; nil means PublicFulcioRoots (Sigstore's TUF
-	// repository).
+	// without roots trust; nil means PublicTrust's.
 	FulcioRoots func(context.Context) ([]*x509.Certificate, error)
 	// DefaultKeychain is the "default" credential provider's keychain;
 	// authn.DefaultKeychain (the process's Docker config and credential
@@ -94,8 +98,11 @@ func New(o Options) *Verifier {
 	if o.Transport == nil {
 		o.Transport = guardedTransport(o.Egress)
 	}
+	if o.PublicTrust == nil {
+		o.PublicTrust = NewTUFTrust(TUFOptions{Egress: o.Egress})
+	}
 	if o.FulcioRoots == nil {
-		o.FulcioRoots = PublicFulcioRoots
+		o.FulcioRoots = o.PublicTrust.FulcioRoots
 	}
 	if o.DefaultKeychain == nil {
 		o.DefaultKeychain = authn.DefaultKeychain

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -18,12 +19,18 @@ type imageVerifyOptions struct {
 	cacheSize int
 	cacheTTL  time.Duration
 	timeout   time.Duration
+	// tufMirror and tufRootFile are where the public Fulcio roots and
+	// Rekor and CT log keys come from (Sigstore's TUF repository), for
+	// attestors that name none; tufRoot is the file's content, read by
+	// check.
+	tufMirror, tufRootFile string
+	tufRoot                []byte
 }
 
 // defaultImageVerifyOptions are the flags' defaults, which charter dev
 // uses too.
 func defaultImageVerifyOptions() imageVerifyOptions {
-	return imageVerifyOptions{cacheSize: 1000, cacheTTL: time.Hour, timeout: 5 * time.Second}
+	return imageVerifyOptions{cacheSize: 1000, cacheTTL: time.Hour, timeout: 5 * time.Second, tufMirror: imageverify.DefaultTUFMirror}
 }
 
 func addImageVerifyFlags(f *pflag.FlagSet, o *imageVerifyOptions) {
@@ -31,6 +38,10 @@ func addImageVerifyFlags(f *pflag.FlagSet, o *imageVerifyOptions) {
 	f.IntVar(&o.cacheSize, "image-verify-cache-size", d.cacheSize, "verified image results and fetched image data kept, keyed by image digest (and the policy rule's check); 0 disables the cache")
 	f.DurationVar(&o.cacheTTL, "image-verify-cache-ttl", d.cacheTTL, "how long a verified image result is reused before the registry is asked again")
 	f.DurationVar(&o.timeout, "image-verify-timeout", d.timeout, "bound on verifying one image (all its registry requests); must be below --request-timeout so a slow registry gives charter's answer, not the API server's")
+	f.StringVar(&o.tufMirror, "sigstore-tuf-mirror", d.tufMirror,
+		"the Sigstore TUF repository the public Fulcio roots and Rekor and CT log keys are read from, for image attestors that name none of their own (keyless without roots, Rekor or CT log without a key); fetched through the egress guard (--cel-http-blocklist, --egress-allow), so a mirror on loopback or a private address must be let through")
+	f.StringVar(&o.tufRootFile, "sigstore-tuf-root", "",
+		"file holding the TUF root.json of --sigstore-tuf-mirror, from which its metadata is verified; empty means Sigstore's public-good root")
 }
 
 // verifier returns the image verifier of a process; secrets, when not
@@ -41,13 +52,27 @@ func (o imageVerifyOptions) verifier(secrets imageverify.SecretReader, guard *eg
 	if o.cacheSize > 0 && o.cacheTTL > 0 {
 		cache = imageverify.NewCache(o.cacheSize, o.cacheTTL, nil)
 	}
-	return imageverify.New(imageverify.Options{Secrets: secrets, Cache: cache, Timeout: o.timeout, Egress: guard})
+	trust := imageverify.NewTUFTrust(imageverify.TUFOptions{Mirror: o.tufMirror, Root: o.tufRoot, Egress: guard})
+	return imageverify.New(imageverify.Options{Secrets: secrets, Cache: cache, Timeout: o.timeout, Egress: guard, PublicTrust: trust})
 }
 
-func (o imageVerifyOptions) check(requestTimeout time.Duration) error {
+// check refuses values verification cannot run with, and reads
+// --sigstore-tuf-root.
+func (o *imageVerifyOptions) check(requestTimeout time.Duration) error {
 	if o.timeout <= 0 || o.timeout >= requestTimeout {
 		return fmt.Errorf("--image-verify-timeout %s must be positive and below --request-timeout %s", o.timeout, requestTimeout)
 	}
+	if o.tufMirror == "" {
+		return fmt.Errorf("--sigstore-tuf-mirror is empty: want the URL of a Sigstore TUF repository (default %s)", imageverify.DefaultTUFMirror)
+	}
+	if u, err := url.Parse(o.tufMirror); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("--sigstore-tuf-mirror %q: want an http or https URL", o.tufMirror)
+	}
+	root, err := imageverify.ReadTUFRoot(o.tufRootFile)
+	if err != nil {
+		return fmt.Errorf("--sigstore-tuf-root: %w", err)
+	}
+	o.tufRoot = root
 	return nil
 }
 
