@@ -28,6 +28,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/params"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/impersonate"
 )
 
 // State is the cluster state one process shares between its controllers.
@@ -151,6 +152,16 @@ type options struct {
 	paramsConfig    *rest.Config
 	globalConfig    *rest.Config
 	authorizer      *loaders.AuthorizerOptions
+	policySA        string
+}
+
+// WithNamespacedPolicyServiceAccount makes resource.Post of a namespaced
+// policy create as the ServiceAccount name of the policy's namespace,
+// impersonated (serve --namespaced-policy-service-account), so that RBAC
+// decides what a tenant's policy may create. Without it such a Post is
+// refused: charter's own rights are never used for it.
+func WithNamespacedPolicyServiceAccount(name string) Option {
+	return func(o *options) { o.policySA = name }
 }
 
 // WithCELAuthorizer builds State.Authorizer, which asks the API server
@@ -231,6 +242,14 @@ func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opt
 	if err != nil {
 		return nil, err
 	}
+	var forNamespace func(string) (dynamic.Interface, error)
+	if o.policySA != "" {
+		clients, err := impersonate.New(cfg, o.policySA)
+		if err != nil {
+			return nil, fmt.Errorf("clusterstate: %w", err)
+		}
+		forNamespace = clients.For
+	}
 	var authz authorizer.UnconditionalAuthorizer
 	if o.authorizer != nil {
 		if authz, err = loaders.NewAuthorizer(kube.AuthorizationV1(), *o.authorizer); err != nil {
@@ -249,7 +268,7 @@ func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opt
 			ConfigMaps:    loaders.ConfigMaps{Client: kube},
 			APICalls:      apiCalls,
 			Params:        paramInformers,
-			Resources:     loaders.Objects{Client: objects.dyn, Mapper: objects.mapper},
+			Resources:     loaders.Objects{Client: objects.dyn, Mapper: objects.mapper, ForNamespace: forNamespace},
 		},
 		HTTPLimits: o.http,
 	}, nil

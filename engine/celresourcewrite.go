@@ -19,9 +19,12 @@ import (
 // ResourceCreator is what a ResourceLoader also implements to serve
 // resource.Post: create obj as a resource of apiVersion (in namespace,
 // "" for a cluster-scoped one) and return what the API server answered.
-// Without it resource.Post is an error.
+// policyNamespace is the namespace of the namespaced policy that asks (""
+// for a cluster-scoped policy): a creator acts for such a policy with the
+// rights of its namespace, never with charter's own. Without it
+// resource.Post is an error.
 type ResourceCreator interface {
-	CreateResource(ctx context.Context, apiVersion, resource, namespace string, obj map[string]any) (map[string]any, error)
+	CreateResource(ctx context.Context, policyNamespace, apiVersion, resource, namespace string, obj map[string]any) (map[string]any, error)
 }
 
 // ResourceMapper is what a ResourceLoader also implements to serve
@@ -156,7 +159,7 @@ func resourcePost(args ...ref.Val) ref.Val {
 	if !ok {
 		return types.NewErr("failed to create resource: data must be an object")
 	}
-	created, err := w.CreateResource(c.ctx, s[0], s[1], namespace, obj)
+	created, err := w.CreateResource(c.ctx, c.namespace, s[0], s[1], namespace, obj)
 	if err != nil {
 		return types.NewErr("failed to create resource: %v", err)
 	}

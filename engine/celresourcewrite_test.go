@@ -20,7 +20,7 @@ type writableResources struct {
 	created []string // "<resource> <namespace>"
 }
 
-func (w *writableResources) CreateResource(_ context.Context, apiVersion, resource, namespace string, obj map[string]any) (map[string]any, error) {
+func (w *writableResources) CreateResource(_ context.Context, _, apiVersion, resource, namespace string, obj map[string]any) (map[string]any, error) {
 	w.created = append(w.created, resource+" "+namespace)
 	if resource == "subjectaccessreviews" {
 		spec, _ := obj["spec"].(map[string]any)

@@ -22,6 +22,11 @@ import (
 type Objects struct {
 	Client dynamic.Interface
 	Mapper meta.RESTMapper
+	// ForNamespace returns the client that resource.Post of a namespaced
+	// policy of namespace creates with: one acting with that namespace's
+	// rights (impersonate.Clients.For, its ServiceAccount). nil refuses
+	// such a Post.
+	ForNamespace func(namespace string) (dynamic.Interface, error)
 }
 
 var _ engine.ObjectLoader = Objects{}

@@ -23,13 +23,25 @@ var (
 // object the API server answered. A namespace given for a cluster-scoped
 // resource is refused, never dropped: the engine passes a namespaced
 // policy's own namespace, and such a policy creates nothing cluster-wide.
-func (o Objects) CreateResource(ctx context.Context, apiVersion, resource, namespace string, obj map[string]any) (map[string]any, error) {
+// For a namespaced policy (policyNamespace set) the create is made with
+// the client of ForNamespace, with that namespace's rights; without
+// ForNamespace it is refused.
+func (o Objects) CreateResource(ctx context.Context, policyNamespace, apiVersion, resource, namespace string, obj map[string]any) (map[string]any, error) {
 	gvr, kind, namespaced, err := o.mapResource(apiVersion, resource)
 	if err != nil {
 		return nil, err
 	}
 	if !namespaced && namespace != "" {
 		return nil, &ClusterScopedLookupError{Resource: gvr.GroupResource().String(), Namespace: namespace}
+	}
+	cl := o.Client
+	if policyNamespace != "" {
+		if o.ForNamespace == nil {
+			return nil, &NoNamespacedWriterError{Namespace: policyNamespace}
+		}
+		if cl, err = o.ForNamespace(policyNamespace); err != nil {
+			return nil, err
+		}
 	}
 	u := &unstructured.Unstructured{Object: obj}
 	if u.GetAPIVersion() == "" {
@@ -38,7 +50,7 @@ func (o Objects) CreateResource(ctx context.Context, apiVersion, resource, names
 	if u.GetKind() == "" {
 		u.SetKind(kind)
 	}
-	ri := o.Client.Resource(gvr)
+	ri := cl.Resource(gvr)
 	if namespaced {
 		if namespace == "" {
 			namespace = u.GetNamespace()
@@ -54,6 +66,15 @@ func (o Objects) CreateResource(ctx context.Context, apiVersion, resource, names
 		return nil, err
 	}
 	return created.Object, nil
+}
+
+// NoNamespacedWriterError is a namespaced policy's resource.Post where no
+// client acts with its namespace's rights: refused, since charter's own
+// rights are never used for a namespaced policy's writes.
+type NoNamespacedWriterError struct{ Namespace string }
+
+func (e *NoNamespacedWriterError) Error() string {
+	return fmt.Sprintf("a namespaced policy of %s creates objects only as its namespace's ServiceAccount, and this process has none to act as (charter serve --namespaced-policy-service-account)", e.Namespace)
 }
 
 // ResourceFor implements engine.ResourceMapper (resource.ToGVR).

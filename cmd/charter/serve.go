@@ -133,7 +133,8 @@ type serveOptions struct {
 	reportsServiceAccount string
 	// policyServiceAccount is --namespaced-policy-service-account: the
 	// ServiceAccount background and cleanup writes for a namespaced policy
-	// impersonate, in its namespace.
+	// impersonate, in its namespace, and whose requests admission takes for
+	// the background controller's own for that namespace's policies.
 	policyServiceAccount string
 
 	gitsyncCacheDir string
@@ -267,7 +268,8 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	o.cleanup.AddFlags(f)
 	o.background.addFlags(f)
 	f.StringVar(&o.policyServiceAccount, "namespaced-policy-service-account", impersonate.DefaultServiceAccount,
-		"ServiceAccount, in a namespaced policy's namespace, that the background and cleanup controllers impersonate for the policy's writes and deletes (Policy, CleanupPolicy, Namespaced*Policy): RBAC decides what the policy may do, never charter's own rights")
+		"ServiceAccount, in a namespaced policy's namespace, that the background and cleanup controllers impersonate for the policy's writes and deletes (Policy, CleanupPolicy, Namespaced*Policy): RBAC decides what the policy may do, never charter's own rights. "+
+			"Admission takes its writes in a namespace for the background controller's own for that namespace's namespaced policies only (loop protection; cluster-scoped policies still see them as anyone's), so every component must be given the same name")
 	f.StringVar(&o.reportsServiceAccount, "reports-service-account", defaultReportsServiceAccount,
 		"ServiceAccount (in --namespace) the reports controller runs as when it is not in this process: admission's policy status controller asks with SubjectAccessReviews whether it may get, list and watch each policies.kyverno.io policy's resources, for Kyverno's RBACPermissionsGranted condition")
 	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default: a new folder in the temporary folder, removed on exit)")
@@ -508,7 +510,11 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		if err != nil {
 			return nil, nil, err
 		}
-		stateOpts := []clusterstate.Option{clusterstate.WithExceptionNamespaces(trusted), clusterstate.WithHTTPLimits(o.httpLimits)}
+		stateOpts := []clusterstate.Option{clusterstate.WithExceptionNamespaces(trusted), clusterstate.WithHTTPLimits(o.httpLimits),
+			// resource.Post of a namespaced policy, at admission, in scans,
+			// in the background and cleanup controllers, acts with its
+			// namespace's rights.
+			clusterstate.WithNamespacedPolicyServiceAccount(o.policyServiceAccount)}
 		if slices.Contains(o.controllers, controllerAdmission) {
 			// The process writing policy status tells of ignored
 			// exceptions too, from its leader: once, not once per process.

@@ -134,7 +134,9 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, informers crcache.Cache, mapp
 	lds := opts.State.Loaders
 	// Objects serve mutate-existing targets and clone sources; as
 	// Resources, a MutatingPolicy's targets and resource.* of CEL policies.
-	objects := loaders.Objects{Client: dyn, Mapper: mapper}
+	// resource.Post of a namespaced policy creates as its namespace's
+	// ServiceAccount, as the controller's other writes for it do.
+	objects := loaders.Objects{Client: dyn, Mapper: mapper, ForNamespace: impersonated.For}
 	lds.Objects, lds.Resources = objects, objects
 	c := &Controller{
 		opts: opts, log: opts.Logger, client: cl, informer: informers, reader: informers,

@@ -2,13 +2,18 @@ package admission
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/charter-dev/charter/clusterstate"
 )
 
 // resourceLibPolicy admits a Pod only when ConfigMap "teams" of its
@@ -135,4 +140,102 @@ func TestResourcePostAtAdmission(t *testing.T) {
 		n++
 		return cl.Create(ctx, cm(fmt.Sprintf("second-%d", n)))
 	}))
+}
+
+// plantQuotaPolicy is a tenant's NamespacedValidatingPolicy that has
+// charter create, at admission of any ConfigMap of team-a, a ResourceQuota
+// of the ConfigMap's name: what the namespace's admin may not create.
+const plantQuotaPolicy = `
+apiVersion: policies.kyverno.io/v1
+kind: NamespacedValidatingPolicy
+metadata: {name: plant-quota, namespace: team-a}
+spec:
+  validationActions: [Deny]
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  variables:
+  - name: planted
+    expression: >-
+      resource.Post('v1', 'resourcequotas', {'apiVersion': dyn('v1'), 'kind': dyn('ResourceQuota'),
+        'metadata': dyn({'name': object.metadata.name}), 'spec': dyn({'hard': {'pods': '1000'}})})
+  validations:
+  - expression: "false"
+    messageExpression: "'planted ' + string(variables.planted.metadata.name)"
+`
+
+// TestNamespacedResourcePostActsAsTheNamespaceServiceAccount: a namespaced
+// policy's resource.Post creates as the ServiceAccount charter-policy of
+// its namespace, impersonated, never with charter's identity (here the
+// control plane's administrator): without the ServiceAccount nothing is
+// created and the error names it; with it, RBAC decides (a Role without
+// resourcequotas create: forbidden, naming the ServiceAccount); once its
+// owner grants it, the policy creates what it asks.
+func TestNamespacedResourcePostActsAsTheNamespaceServiceAccount(t *testing.T) {
+	const ns, sa = "team-a", "charter-policy"
+	f := startAdmission(t, withNamespaces(ns), withStateOption(func(*rest.Config) clusterstate.Option {
+		return clusterstate.WithNamespacedPolicyServiceAccount(sa)
+	}))
+	ctx, cl := f.ctx, f.client
+	f.installReady(t, plantQuotaPolicy)
+	quotaCreated := func(name string) bool {
+		err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ResourceQuota{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	cm := func(name string) func() error {
+		return func() error {
+			return cl.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
+		}
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}}}
+	for _, step := range []struct {
+		name, message string
+		before        func()
+		created       bool
+	}{
+		{name: "no-serviceaccount", message: "ServiceAccount " + ns + "/" + sa + " does not exist"},
+		{name: "forbidden", message: `as ServiceAccount ` + ns + `/` + sa, before: func() {
+			for _, o := range []client.Object{
+				&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}},
+				role,
+				&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa},
+					RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa},
+					Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}}},
+			} {
+				if err := cl.Create(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{name: "granted", message: "planted granted", created: true, before: func() {
+			role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"resourcequotas"}, Verbs: []string{"create"}})
+			if err := cl.Update(ctx, role); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		if step.before != nil {
+			step.before()
+		}
+		// A namespaced policy's webhook is named after its namespaces'
+		// hash: validate.charter.svc-fail-namespaced-<hash>.
+		create := cm(step.name)
+		eventually(t, step.name, 30*time.Second, func() error {
+			err := create()
+			if err == nil {
+				return errNotYet("admitted")
+			}
+			if !strings.Contains(err.Error(), `admission webhook "validate.charter.svc-fail-namespaced-`) || !strings.Contains(err.Error(), step.message) {
+				return err
+			}
+			return nil
+		})
+		if got := quotaCreated(step.name); got != step.created {
+			t.Fatalf("%s: ResourceQuota %s/%s created: %v, want %v", step.name, ns, step.name, got, step.created)
+		}
+	}
 }
