@@ -87,6 +87,7 @@ var reviewed = map[string][]grant{
 		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,mutatingpolicies,namespacedmutatingpolicies,generatingpolicies,namespacedgeneratingpolicies,deletingpolicies,namespaceddeletingpolicies,imagevalidatingpolicies,namespacedimagevalidatingpolicies,policyexceptions", "get,list,watch,create,update,patch,delete", "the CEL policy kinds platform repositories apply and prune"},
 		{cluster, "events.k8s.io", "events", "create,patch", "sync events"},
 		{cluster, "", "serviceaccounts", "impersonate", "tenant repositories apply as their ServiceAccount"},
+		{cluster, "", "serviceaccounts", "get", "an OCI repository pulls with its ServiceAccount's imagePullSecrets"},
 		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
 		{"charter", "", "events", "create,patch", "leader election event"},
 	},
