@@ -32,7 +32,7 @@ DEV_ARGS      ?=
 E2E_LABELS    ?=
 # go test stops a package after 10 min by default; the e2e suite takes about
 # 6 min on a quiet 2-core machine and more under load, so it gets room.
-GOTEST_FLAGS  ?= -timeout 30m
+GOTEST_FLAGS  ?= -timeout 45m
 
 # Tests never read the developer's git configuration; the control plane
 # binaries built by `make controlplane` are found through KUBEBUILDER_ASSETS.

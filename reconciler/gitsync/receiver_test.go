@@ -23,7 +23,7 @@ func sign(token, body []byte) string {
 	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 }
 
-func TestReceiverPushSyncsInSeconds(t *testing.T) {
+func TestReceiverPushSyncsBeforeTheNextPoll(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	token := []byte("receiver-token")
@@ -79,13 +79,13 @@ func TestReceiverPushSyncsInSeconds(t *testing.T) {
 	second := src.commit(map[string]string{"hook.yaml": policy("hook-a", "pushed")}, nil)
 	req, _ := http.NewRequest(http.MethodPost, hook, bytes.NewReader(body))
 	req.Header.Set("X-Hub-Signature-256", sign(token, body))
-	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	g.Expect(err).NotTo(HaveOccurred())
 	resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusAccepted))
+	// With an hour between polls, only the push brings the commit; how
+	// fast is bench-gitops' figure, not an assertion here.
 	readyAt(t, repo, second)
-	g.Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second))
 	// An earlier accepted push may have synced the commit first; this
 	// push's request is handled in its turn.
 	eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
