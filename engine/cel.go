@@ -95,8 +95,8 @@ var celRules weakCache[celRule]
 
 // compileCEL compiles a validate.cel block and the rule's celPreconditions,
 // or returns the rule compiled before from the same source. path is the
-// validate block's field path; rulePath the rule's. A nil c compiles the
-// celPreconditions of a rule of another type.
+// validate block's field path; rulePath the rule's. celPreconditions on a
+// rule of another type are refused (checkRule), as Kyverno refuses them.
 func (s *PolicySet) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *faults) *celRule {
 	src := struct {
 		Pre []admissionregistrationv1.MatchCondition `json:"p,omitempty"`
@@ -106,16 +106,10 @@ func (s *PolicySet) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, pa
 }
 
 func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *faults) *celRule {
-	preconditionsOnly := c == nil
 	_, envCompiler, err := celEnv()
 	if err != nil {
 		f.add(path, "CEL environment: "+err.Error())
 		return nil
-	}
-	if preconditionsOnly {
-		// A rule of another type with celPreconditions: only those are
-		// compiled, with no params and no expressions.
-		c = &kyvernov1.CEL{}
 	}
 	out := &celRule{compiler: envCompiler.forPolicy(), paramKind: c.ParamKind, paramRef: c.ParamRef}
 	// authorizer is declared as in VAP; it is bound when the caller hands
@@ -152,7 +146,7 @@ func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, 
 			out.preconditions = append(out.preconditions, celProgram{expr: mc.Expression, program: p})
 		}
 	}
-	if len(c.Expressions) == 0 && !preconditionsOnly {
+	if len(c.Expressions) == 0 {
 		f.add(path+".cel.expressions", "validate.cel needs at least one expression")
 	}
 	// messageExpression cannot use authorizer, as in VAP.
@@ -555,19 +549,6 @@ func (e *celEvaluator) preconditions(c *celRule, act *celActivation, rule string
 		}
 	}
 	return nil
-}
-
-// celPreconditions evaluates the celPreconditions of a rule that is not a
-// validate.cel rule (those evaluate theirs before their expressions), once
-// its context and preconditions are in: nil when there are none or they
-// all hold, else the rule's outcome.
-func (ev *evaluation) celPreconditions(ctx context.Context, r *rule, replay bool) *outcome {
-	if r.celPreconditions == nil {
-		return nil
-	}
-	act := ev.in.celActivation(replay)
-	act.scope = ev.readScope()
-	return newCELEvaluator(ctx, r.celPreconditions, act).preconditions(r.celPreconditions, act, r.name)
 }
 
 // celWith evaluates the rule against one set of variables.

@@ -208,6 +208,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 		// reads it (background-cleanup.md §3.4).
 		fail.add("spec.generateExistingOnPolicyUpdate", "the deprecated field is refused, as in Kyverno: remove it and set generateExisting on each generate rule (spec.rules[*].generate.generateExisting) instead")
 	}
+	checkSpec(p, fail)
 	p.webhookConditions = compileWebhookConditions(p.spec.GetMatchConditions(), fail)
 	rules, err := autogen.ComputeRules(src)
 	if err != nil {

@@ -66,40 +66,58 @@ var generatorLibType = celgo.OpaqueType("charter.Generator")
 
 const generatorVar = "generator"
 
-var (
-	gpolEnvOnce sync.Once
-	gpolEnv     *environment.EnvSet
-	gpolEnvErr  error
-)
+// generatingPolicyEnv is the environment of a NamespacedGeneratingPolicy:
+// that of policies.kyverno.io policies plus the generator receiver, whose
+// Apply takes the namespace and the list, or the list alone (its own
+// namespace). It parses every generating policy's expressions.
+var generatingPolicyEnv = sync.OnceValues(func() (*environment.EnvSet, error) {
+	return newGeneratingPolicyEnv(true)
+})
 
-// generatingPolicyEnv is the environment of policies.kyverno.io policies
-// plus the generator receiver.
-func generatingPolicyEnv() (*environment.EnvSet, error) {
-	gpolEnvOnce.Do(func() {
-		var base *environment.EnvSet
-		if base, gpolEnvErr = celPolicyEnv(); gpolEnvErr != nil {
-			return
-		}
-		list := celgo.ListType(celgo.DynType)
-		opts := []celgo.EnvOption{celgo.Variable(generatorVar, generatorLibType)}
-		opts = append(opts, method("Apply",
-			member("generator_apply_ns", []*celgo.Type{generatorLibType, celgo.StringType, list}, celgo.BoolType, generatorApply),
-			member("generator_apply_own_ns", []*celgo.Type{generatorLibType, list}, celgo.BoolType, generatorApplyOwnNamespace),
-		)...)
-		gpolEnv, gpolEnvErr = base.Extend(environment.VersionedOptions{IntroducedVersion: version.MajorMinor(1, 0), EnvOptions: opts})
-	})
-	return gpolEnv, gpolEnvErr
-}
+// clusterGeneratingPolicyEnv is the environment of a GeneratingPolicy: its
+// generator.Apply must name the namespace, as in Kyverno, so
+// generator.Apply(list), which could only fail on every request, does
+// not type-check and the policy is refused when it is written.
+var clusterGeneratingPolicyEnv = sync.OnceValues(func() (*environment.EnvSet, error) {
+	return newGeneratingPolicyEnv(false)
+})
 
-// generatingPolicyCompiler compiles the expressions of every generating
-// policy in generatingPolicyEnv.
-var generatingPolicyCompiler = sync.OnceValues(func() (*celEnvCompiler, error) {
-	env, err := generatingPolicyEnv()
+func newGeneratingPolicyEnv(namespaced bool) (*environment.EnvSet, error) {
+	base, err := celPolicyEnv()
 	if err != nil {
 		return nil, err
 	}
-	return newCELEnvCompiler(env, true)
-})
+	list := celgo.ListType(celgo.DynType)
+	overloads := []func(string) celgo.FunctionOpt{
+		member("generator_apply_ns", []*celgo.Type{generatorLibType, celgo.StringType, list}, celgo.BoolType, generatorApply),
+	}
+	if namespaced {
+		overloads = append(overloads, member("generator_apply_own_ns", []*celgo.Type{generatorLibType, list}, celgo.BoolType, generatorApplyOwnNamespace))
+	}
+	opts := []celgo.EnvOption{celgo.Variable(generatorVar, generatorLibType)}
+	opts = append(opts, method("Apply", overloads...)...)
+	return base.Extend(environment.VersionedOptions{IntroducedVersion: version.MajorMinor(1, 0), EnvOptions: opts})
+}
+
+// generatingPolicyCompiler compiles the expressions of every
+// NamespacedGeneratingPolicy, clusterGeneratingPolicyCompiler those of
+// every GeneratingPolicy.
+var (
+	generatingPolicyCompiler = sync.OnceValues(func() (*celEnvCompiler, error) {
+		env, err := generatingPolicyEnv()
+		if err != nil {
+			return nil, err
+		}
+		return newCELEnvCompiler(env, true)
+	})
+	clusterGeneratingPolicyCompiler = sync.OnceValues(func() (*celEnvCompiler, error) {
+		env, err := clusterGeneratingPolicyEnv()
+		if err != nil {
+			return nil, err
+		}
+		return newCELEnvCompiler(env, true)
+	})
+)
 
 func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, p *Policy) CompileErrors {
 	spec := src.GetGeneratingPolicySpec()
@@ -108,7 +126,11 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 	if src.IsNamespaced() {
 		gp.namespace = p.namespace
 	}
-	envCompiler, err := generatingPolicyCompiler()
+	compiler := clusterGeneratingPolicyCompiler
+	if src.IsNamespaced() {
+		compiler = generatingPolicyCompiler
+	}
+	envCompiler, err := compiler()
 	if err == nil {
 		gp.compiler = envCompiler.forPolicy()
 	}

@@ -413,9 +413,6 @@ func (ev *evaluation) prelude(ctx context.Context, r *rule, rr *RuleResponse) (*
 		return stop(errored(extractorsFailed, err))
 	}
 	doc, final := ev.ruleDocument(ctx, base, r)
-	if final == nil {
-		final = ev.celPreconditions(ctx, r, false)
-	}
 	if final != nil {
 		if final.status == StatusSkip {
 			return doc, nil, final
@@ -508,9 +505,6 @@ func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse
 			oldBase.Set("request.oldObject", nil)
 			oldBase.Set("request.operation", string(kyvernov1.Create))
 			oldDoc, final := ev.ruleDocument(ctx, oldBase, r)
-			if final == nil {
-				final = ev.celPreconditions(ctx, r, true)
-			}
 			if final != nil {
 				prior = *final
 			} else {

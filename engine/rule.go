@@ -37,10 +37,6 @@ type rule struct {
 	context   []kyvernov1.ContextEntry
 	// preconditions is nil when the rule has none.
 	preconditions *conditionBlock
-	// celPreconditions are the compiled celPreconditions of a rule that
-	// is not a validate.cel rule (validate.cel compiles its own with its
-	// expressions); nil when there are none.
-	celPreconditions *celRule
 	// handler evaluates the rule once it applies; nil for rule types this
 	// engine does not evaluate yet (the rule then yields no response).
 	validate *validateRule
@@ -136,6 +132,7 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 			return nil
 		}
 		s.checkExpressions(raw, path, f)
+		checkRule(p, r, path, f)
 		if p.spec.BackgroundProcessingEnabled() {
 			checkBackgroundVariables(raw, path, f)
 		}
@@ -148,9 +145,6 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 		} else {
 			cr.preconditions = compileConditions(block, path+".preconditions", f)
 		}
-	}
-	if len(r.CELPreconditions) > 0 && !r.HasValidateCEL() {
-		cr.celPreconditions = s.compileCEL(r, nil, path, path, f)
 	}
 	if r.Validation != nil {
 		cr.validate = s.compileValidate(r, path+".validate", f)

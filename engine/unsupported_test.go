@@ -129,7 +129,7 @@ spec:
   - name: audit
     match: {any: [{resources: {kinds: [Pod]}}]}
     celPreconditions: [{name: can, expression: "authorizer.group('').resource('pods').check('get').allowed()"}]
-    validate: {failureAction: Audit, deny: {}}
+    validate: {failureAction: Audit, cel: {expressions: [{expression: "true"}]}}
 `), &p); err != nil {
 		t.Fatal(err)
 	}

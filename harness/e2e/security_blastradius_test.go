@@ -26,9 +26,9 @@ const (
 	blastProbeMessage     = "blast-radius probe refused"
 )
 
-// blastEverything is the attacker's Policy: every kind, the Namespace
-// kind named too, every operation, failing closed with the longest
-// timeout. It denies only what it is told to (label probe=deny), so it
+// blastEverything is the attacker's Policy: every kind ("*": naming
+// another kind beside it is refused, as Kyverno refuses it), every
+// operation, failing closed with the longest timeout. It denies only what it is told to (label probe=deny), so it
 // costs the attacker nothing while charter is up; its weight is in the
 // webhook it asks for.
 const blastEverything = `apiVersion: kyverno.io/v1
@@ -39,7 +39,7 @@ spec:
   webhookConfiguration: {failurePolicy: Fail, timeoutSeconds: 30}
   rules:
   - name: probe
-    match: {any: [{resources: {kinds: ["*", Namespace]}}]}
+    match: {any: [{resources: {kinds: ["*"]}}]}
     validate:
       failureAction: Enforce
       message: ` + blastProbeMessage + `

@@ -240,6 +240,13 @@ func loadPolicies(paths []string, exceptions []*kyvernov2.PolicyException, out *
 	if err != nil {
 		return nil, fmt.Errorf("invalid policies:\n%w", err)
 	}
+	// The warnings Kyverno gives when it admits a policy (deprecated
+	// operators, ...), as admission gives them.
+	for _, p := range policies {
+		for _, w := range engine.PolicyWarnings(p) {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("%s %q: %s", p.GetKind(), engine.PolicyKey(p), w))
+		}
+	}
 	// What charter does not run in the CLI gives no verdict to trust:
 	// name each such field.
 	for _, u := range set.Unsupported().In(engine.InCLI) {

@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +15,7 @@ import (
 )
 
 // deleterPolicy admits a Pod only from a user who may delete Pods in its
-// namespace, asked through the CEL authorizer, and labels it trusted (a
-// mutate rule's celPrecondition asking the same).
+// namespace, asked through the CEL authorizer.
 const deleterPolicy = `apiVersion: kyverno.io/v1
 kind: ClusterPolicy
 metadata:
@@ -33,22 +31,6 @@ spec:
         expressions:
         - expression: "authorizer.group('').resource('pods').namespace(object.metadata.namespace).check('delete').allowed()"
           message: "only users who may delete pods may create them"
----
-apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata:
-  name: label-deleters
-spec:
-  background: false
-  rules:
-  - name: trusted
-    match: {any: [{resources: {kinds: [Pod]}}]}
-    celPreconditions:
-    - name: may-delete
-      expression: "authorizer.group('').resource('pods').namespace(object.metadata.namespace).check('delete').allowed()"
-    mutate:
-      patchStrategicMerge:
-        metadata: {labels: {trusted: "yes"}}
 `
 
 // podRole is a Role on Pods in ns with verbs, bound to subjects.
@@ -104,18 +86,6 @@ func TestCELAuthorizerOnRealAPIServer(t *testing.T) {
 	alice, bob, carol := f.impersonate(t, "alice"), f.impersonate(t, "bob"), f.impersonate(t, "carol", "shop-admins")
 	t.Run("a user who may delete pods is admitted", func(t *testing.T) {
 		eventually(t, "alice admitted", 30*time.Second, func() error { return create(alice, "web") })
-	})
-	t.Run("a mutate rule's celPrecondition asks the authorizer too", func(t *testing.T) {
-		eventually(t, "alice's pod labelled", 30*time.Second, func() error {
-			p := podIn("web", "shop", nil)
-			if err := alice.Create(ctx, p, client.DryRunAll); err != nil {
-				return err
-			}
-			if p.Labels["trusted"] != "yes" {
-				return fmt.Errorf("labels %v, want trusted=yes", p.Labels)
-			}
-			return nil
-		})
 	})
 	t.Run("a user who may not is denied", func(t *testing.T) {
 		eventually(t, "bob denied", 30*time.Second, denied(bob))

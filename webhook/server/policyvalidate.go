@@ -2,32 +2,33 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
-	kyvernov2alpha1 "github.com/charter-dev/charter/api/kyverno/v2alpha1"
-	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
-	"github.com/charter-dev/charter/api/strict"
-	"github.com/charter-dev/charter/clusterstate/globalcontext"
+	"github.com/charter-dev/charter/api/versions"
 	"github.com/charter-dev/charter/clusterstate/loaders"
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
 )
 
-// policyValidate refuses a ClusterPolicy, Policy, PolicyException,
-// CleanupPolicy or ClusterCleanupPolicy that does not compile, or a
-// GlobalContextEntry whose spec is invalid (what Kyverno's
-// /globalcontextvalidate checks), with field-path errors, e.g.
+// policyValidate refuses a policy of any kind and served version that
+// does not compile (policycheck.Object: every check of Kyverno's policy
+// validation, docs/policy-validation.md), or a GlobalContextEntry whose
+// spec is invalid (what Kyverno's /globalcontextvalidate checks), with
+// field-path errors, e.g.
 //
 //	ClusterPolicy "x": spec.rules[2].validate.pattern.spec.containers[0]: unknown anchor "~(x)"
 //
-// so an invalid policy never reaches the cluster.
+// so an invalid policy never reaches the cluster. The warnings Kyverno
+// gives when it admits a policy (deprecated operators, ...) are returned
+// with the response.
 //
 // A policy that uses a feature charter cannot run in the cluster
 // (engine.UnsupportedFeatures) is refused when that feature's rule
@@ -56,15 +57,13 @@ func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, allowed(ar.UID, nil))
 		return
 	}
-	check := checkPolicyObject
-	if ar.Kind.Group == policiesv1.Group {
-		check = checkCELPolicyObject
-	}
-	unsupported, err := check(ar.Kind.Kind, ar.Object)
+	gvk := schema.GroupVersionKind{Group: ar.Kind.Group, Version: ar.Kind.Version, Kind: ar.Kind.Kind}
+	checked, err := checkPolicyObject(gvk, ar.Object)
 	if err != nil {
 		writeResponse(w, denied(ar.UID, err.Error()))
 		return
 	}
+	unsupported := checked.Unsupported
 	if msg := h.namespacedHTTP(ar.Kind.Group, ar.Kind.Kind, ar.Object); msg != "" {
 		writeResponse(w, denied(ar.UID, msg))
 		return
@@ -74,7 +73,7 @@ func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, denied(ar.UID, enforced.Error()))
 		return
 	}
-	var warnings []string
+	warnings := checked.Warnings
 	if ar.Operation == admissionv1.Update && ar.Kind.Group == kyvernov1.GroupVersion.Group {
 		updateWarnings, err := checkGenerateUpdate(ar.Kind.Kind, ar.OldObject, ar.Object)
 		if err != nil {
@@ -160,119 +159,28 @@ func checkGenerateUpdate(kind string, oldRaw, newRaw []byte) ([]string, error) {
 	return warnings, nil
 }
 
-// checkPolicyObject decodes a policy object strictly and compiles it. It
-// returns the features of a valid policy that charter cannot run.
-func checkPolicyObject(kind string, raw []byte) (engine.UnsupportedList, error) {
-	switch kind {
-	case "ClusterPolicy", "Policy":
-		var p kyvernov1.PolicyInterface = &kyvernov1.ClusterPolicy{}
-		if kind == "Policy" {
-			p = &kyvernov1.Policy{}
+// checkPolicyObject decodes a policy object of a served kind and version
+// strictly, as its hub type, and checks it with policycheck.Object, the
+// check the GitOps pre-apply check and the CLI make too. It returns what
+// the check found beyond faults. A kind charter does not serve is not
+// ours to judge (the webhook configuration sends only the served ones).
+func checkPolicyObject(gvk schema.GroupVersionKind, raw []byte) (policycheck.Result, error) {
+	// The object names its own version; the request's kind may leave it
+	// out.
+	var probe struct{ APIVersion, Kind string }
+	if json.Unmarshal(raw, &probe) == nil && probe.APIVersion != "" && probe.Kind != "" {
+		if gv, err := schema.ParseGroupVersion(probe.APIVersion); err == nil {
+			gvk = gv.WithKind(probe.Kind)
 		}
-		if err := strict.Unmarshal(raw, p); err != nil {
-			return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
-		}
-		set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
-		if err := compileError(err); err != nil {
-			return nil, err
-		}
-		return set.Unsupported(), nil
-	case "ClusterCleanupPolicy", "CleanupPolicy":
-		var p kyvernov2.CleanupPolicyInterface = &kyvernov2.ClusterCleanupPolicy{}
-		if kind == "CleanupPolicy" {
-			p = &kyvernov2.CleanupPolicy{}
-		}
-		if err := strict.Unmarshal(raw, p); err != nil {
-			return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
-		}
-		// The schedule is parsed by the very parser the cleanup
-		// controller runs it with (engine/schedule).
-		if _, err := engine.CompileCleanupPolicy(p); err != nil {
-			return nil, err
-		}
-		return engine.UnsupportedFeatures(p), nil
-	case kyvernov2alpha1.GlobalContextEntryKind:
-		gce := &kyvernov2alpha1.GlobalContextEntry{}
-		if err := strict.Unmarshal(raw, gce); err != nil {
-			return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
-		}
-		if faults := globalcontext.Check(&gce.Spec); len(faults) > 0 {
-			return nil, fmt.Errorf("%s %q: %s", kind, objectName(raw), strings.Join(faults, "; "))
-		}
-		return nil, nil
-	case "PolicyException":
-		ex := &kyvernov2.PolicyException{}
-		if err := strict.Unmarshal(raw, ex); err != nil {
-			return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
-		}
-		_, err := engine.Compile(nil, engine.WithExceptions([]*kyvernov2.PolicyException{ex}))
-		return nil, compileError(err)
 	}
-	// The webhook configuration sends only the kinds above; anything else
-	// is not ours to judge.
-	return nil, nil
-}
-
-// checkCELPolicyObject decodes a policies.kyverno.io object strictly and
-// compiles it.
-func checkCELPolicyObject(kind string, raw []byte) (engine.UnsupportedList, error) {
-	var p kyvernov1.PolicyInterface
-	switch kind {
-	case policiesv1.ValidatingPolicyKind:
-		p = &policiesv1.ValidatingPolicy{}
-	case policiesv1.NamespacedValidatingPolicyKind:
-		p = &policiesv1.NamespacedValidatingPolicy{}
-	case policiesv1.MutatingPolicyKind:
-		p = &policiesv1.MutatingPolicy{}
-	case policiesv1.NamespacedMutatingPolicyKind:
-		p = &policiesv1.NamespacedMutatingPolicy{}
-	case policiesv1.GeneratingPolicyKind:
-		p = &policiesv1.GeneratingPolicy{}
-	case policiesv1.NamespacedGeneratingPolicyKind:
-		p = &policiesv1.NamespacedGeneratingPolicy{}
-	case policiesv1.ImageValidatingPolicyKind:
-		p = &policiesv1.ImageValidatingPolicy{}
-	case policiesv1.NamespacedImageValidatingPolicyKind:
-		p = &policiesv1.NamespacedImageValidatingPolicy{}
-	case policiesv1.DeletingPolicyKind, policiesv1.NamespacedDeletingPolicyKind:
-		var dp kyvernov2.CleanupPolicyInterface = &policiesv1.DeletingPolicy{}
-		if kind == policiesv1.NamespacedDeletingPolicyKind {
-			dp = &policiesv1.NamespacedDeletingPolicy{}
-		}
-		if err := strict.Unmarshal(raw, dp); err != nil {
-			return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
-		}
-		// Compiled as the cleanup controller compiles it: the schedule
-		// that is admitted is the one that runs.
-		_, err := engine.CompileCleanupPolicy(dp)
-		return nil, compileError(err)
-	case policiesv1.PolicyExceptionKind:
-		ex := &policiesv1.PolicyException{}
-		if err := strict.Unmarshal(raw, ex); err != nil {
-			return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
-		}
-		_, err := engine.Compile(nil, engine.WithCELExceptions([]*policiesv1.PolicyException{ex}))
-		return nil, compileError(err)
-	default:
-		return nil, nil
+	if !versions.Served(gvk) {
+		return policycheck.Result{}, nil
 	}
-	if err := strict.Unmarshal(raw, p); err != nil {
-		return nil, fmt.Errorf("%s %q: %w", kind, objectName(raw), err)
+	obj, err := versions.Decode(gvk, raw)
+	if err != nil {
+		return policycheck.Result{}, fmt.Errorf("%s %q: %w", gvk.Kind, objectName(raw), err)
 	}
-	set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
-	if err := compileError(err); err != nil {
-		return nil, err
-	}
-	return set.Unsupported(), nil
-}
-
-// compileError returns the compile faults, or nil when there are none.
-func compileError(err error) error {
-	var faults engine.CompileErrors
-	if errors.As(err, &faults) && len(faults) == 0 {
-		return nil
-	}
-	return err
+	return policycheck.Object(obj)
 }
 
 // objectName returns metadata.name of a raw object for error messages,

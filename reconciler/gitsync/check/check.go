@@ -1,11 +1,12 @@
 // Package check decides whether a rendered revision may be applied. Every
 // object must name its apiVersion, kind and name; every object of a kind
 // charter's scheme knows must decode strictly (no unknown or duplicate
-// field); every Kyverno policy and exception must compile with
-// engine.Compile; and no policy may enforce with a feature charter cannot
-// run in the cluster (engine.UnsupportedFeatures, the same check as policy
-// admission), so a revision never installs a policy that looks enforced
-// while it does nothing. Kinds the scheme does not know are left to the
+// field); every Kyverno policy, exception and GlobalContextEntry must
+// pass policycheck.Object, the very check policy admission makes (every
+// check of Kyverno's policy validation, docs/policy-validation.md); and
+// no policy may enforce with a feature charter cannot run in the cluster
+// (engine.UnsupportedFeatures), so a revision never installs a policy
+// that looks enforced while it does nothing. Kinds the scheme does not know are left to the
 // API server's dry-run, which runs with strict field validation.
 //
 // A revision is applied whole or not at all, so Objects reports every
@@ -22,11 +23,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
-	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/strict"
 	"github.com/charter-dev/charter/api/versions"
 	"github.com/charter-dev/charter/clusterstate/loaders"
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/reconciler/gitsync/build"
 )
@@ -102,12 +102,8 @@ func Objects(objs []build.Object, scheme *runtime.Scheme, opts ...Option) error 
 		opt(&checks)
 	}
 	var faults []Fault
-	var exceptions []*kyvernov2.PolicyException
-	// exceptionFiles maps an exception's engine key, as compile errors
-	// name it, back to its file.
-	exceptionFiles := map[string]string{}
-	// policyFiles maps each policy's engine key to the file that declared
-	// it first.
+	// policyFiles maps each policy's kind, namespace and name to the
+	// file that declared it first.
 	policyFiles := map[string]string{}
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
@@ -126,58 +122,30 @@ func Objects(objs []build.Object, scheme *runtime.Scheme, opts ...Option) error 
 				faults = append(faults, Fault{File: o.File, Object: ref, Field: f.Field, Message: f.Message})
 			}
 		}
+		if typed == nil {
+			continue
+		}
 		// Every served version is checked as its hub type
-		// (policies.kyverno.io/v1alpha1 as v1, ...).
-		switch v := versions.ToHub(typed).(type) {
-		case *kyvernov1.ClusterPolicy:
-			faults = append(faults, compilePolicy(v, "ClusterPolicy/"+v.GetName(), o.File, policyFiles)...)
-		case *kyvernov1.Policy:
-			faults = append(faults, compilePolicy(v, "Policy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
-		case *kyvernov2.PolicyException:
-			exceptions = append(exceptions, v)
-			exceptionFiles[exceptionKey(v)] = o.File
-		case *kyvernov2.ClusterCleanupPolicy:
-			faults = append(faults, unsupportedFaults(engine.UnsupportedFeatures(v), o.File)...)
-		case *kyvernov2.CleanupPolicy:
-			faults = append(faults, unsupportedFaults(engine.UnsupportedFeatures(v), o.File)...)
-		case *policiesv1.ValidatingPolicy:
-			faults = append(faults, compilePolicy(v, "ValidatingPolicy/"+v.GetName(), o.File, policyFiles)...)
-		case *policiesv1.NamespacedValidatingPolicy:
-			faults = append(faults, compilePolicy(v, "NamespacedValidatingPolicy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
-		case *policiesv1.MutatingPolicy:
-			faults = append(faults, compilePolicy(v, "MutatingPolicy/"+v.GetName(), o.File, policyFiles)...)
-		case *policiesv1.NamespacedMutatingPolicy:
-			faults = append(faults, compilePolicy(v, "NamespacedMutatingPolicy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
-		case *policiesv1.GeneratingPolicy:
-			faults = append(faults, compilePolicy(v, "GeneratingPolicy/"+v.GetName(), o.File, policyFiles)...)
-		case *policiesv1.NamespacedGeneratingPolicy:
-			faults = append(faults, compilePolicy(v, "NamespacedGeneratingPolicy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
-		case *policiesv1.ImageValidatingPolicy:
-			faults = append(faults, compilePolicy(v, "ImageValidatingPolicy/"+v.GetName(), o.File, policyFiles)...)
-		case *policiesv1.NamespacedImageValidatingPolicy:
-			faults = append(faults, compilePolicy(v, "NamespacedImageValidatingPolicy/"+v.GetNamespace()+"/"+v.GetName(), o.File, policyFiles)...)
-		case *policiesv1.DeletingPolicy:
-			if _, err := engine.CompileCleanupPolicy(v); err != nil {
-				faults = append(faults, compileFaults(err, map[string]string{"DeletingPolicy/" + v.GetName(): o.File})...)
-			}
-		case *policiesv1.NamespacedDeletingPolicy:
-			if _, err := engine.CompileCleanupPolicy(v); err != nil {
-				faults = append(faults, compileFaults(err, map[string]string{"NamespacedDeletingPolicy/" + v.GetNamespace() + "/" + v.GetName(): o.File})...)
-			}
-		case *policiesv1.PolicyException:
-			if _, err := engine.Compile(nil, engine.WithCELExceptions([]*policiesv1.PolicyException{v})); err != nil {
-				key := "PolicyException/" + v.GetName()
-				if v.GetNamespace() != "" {
-					key = "PolicyException/" + v.GetNamespace() + "/" + v.GetName()
-				}
-				faults = append(faults, compileFaults(err, map[string]string{key: o.File})...)
-			}
+		// (policies.kyverno.io/v1alpha1 as v1, ...), by the check policy
+		// admission makes (policycheck.Object).
+		hub := versions.ToHub(typed)
+		if !policycheck.Checked(hub) {
+			continue
 		}
-	}
-	if len(exceptions) > 0 {
-		if _, err := engine.Compile(nil, engine.WithExceptions(exceptions)); err != nil {
-			faults = append(faults, compileFaults(err, exceptionFiles)...)
+		if p, ok := hub.(kyvernov1.PolicyInterface); ok {
+			key := p.GetKind() + "/" + p.GetNamespace() + "/" + p.GetName()
+			if first, dup := policyFiles[key]; dup {
+				faults = append(faults, Fault{File: o.File, Object: ref, Message: "declared again (first in " + first + ")"})
+				continue
+			}
+			policyFiles[key] = o.File
 		}
+		res, err := policycheck.Object(hub)
+		if err != nil {
+			faults = append(faults, objectFaults(err, o.File, ref)...)
+			continue
+		}
+		faults = append(faults, unsupportedFaults(res.Unsupported, o.File)...)
 	}
 	if len(faults) == 0 {
 		return nil
@@ -186,19 +154,18 @@ func Objects(objs []build.Object, scheme *runtime.Scheme, opts ...Option) error 
 	return &Error{Faults: faults}
 }
 
-// compilePolicy compiles one policy, declared in file; key is how compile
-// errors name it. seen holds the keys compiled so far and their files.
-func compilePolicy(p kyvernov1.PolicyInterface, key, file string, seen map[string]string) []Fault {
-	if first, dup := seen[key]; dup {
-		return []Fault{{File: file, Object: fmt.Sprintf("%s %q", p.GetKind(), strings.TrimPrefix(key, p.GetKind()+"/")),
-			Message: "declared again (first in " + first + ")"}}
+// objectFaults are the faults of one object, declared in file: each
+// compile fault with its field, or the error as it is.
+func objectFaults(err error, file, ref string) []Fault {
+	errs, ok := err.(engine.CompileErrors)
+	if !ok {
+		return []Fault{{File: file, Object: ref, Message: err.Error()}}
 	}
-	seen[key] = file
-	set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
-	if err != nil {
-		return compileFaults(err, map[string]string{key: file})
+	faults := make([]Fault, 0, len(errs))
+	for _, e := range errs {
+		faults = append(faults, Fault{File: file, Object: fmt.Sprintf("%s %q", e.Kind, e.Name), Field: e.Field, Message: e.Fault})
 	}
-	return unsupportedFaults(set.Unsupported(), file)
+	return faults
 }
 
 // unsupportedFaults are the findings that stop a revision: features
@@ -216,13 +183,6 @@ func unsupportedFaults(found engine.UnsupportedList, file string) []Fault {
 		})
 	}
 	return faults
-}
-
-func exceptionKey(ex *kyvernov2.PolicyException) string {
-	if ex.GetNamespace() == "" {
-		return "PolicyException/" + ex.GetName()
-	}
-	return "PolicyException/" + ex.GetNamespace() + "/" + ex.GetName()
 }
 
 // decode strictly decodes o into its typed form when the scheme knows its
@@ -243,24 +203,6 @@ func decode(scheme *runtime.Scheme, gvk schema.GroupVersionKind, o build.Object)
 		return nil, err
 	}
 	return typed, nil
-}
-
-func compileFaults(err error, files map[string]string) []Fault {
-	errs, ok := err.(engine.CompileErrors)
-	if !ok {
-		return []Fault{{Object: "policies", Message: err.Error()}}
-	}
-	faults := make([]Fault, 0, len(errs))
-	for _, e := range errs {
-		key := e.Kind + "/" + e.Name
-		faults = append(faults, Fault{
-			File:    files[key],
-			Object:  fmt.Sprintf("%s %q", e.Kind, e.Name),
-			Field:   e.Field,
-			Message: e.Fault,
-		})
-	}
-	return faults
 }
 
 func describe(o build.Object) string {

@@ -1,0 +1,64 @@
+package cliapply
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/charter-dev/charter/internal/validationcases"
+)
+
+// TestKyvernoPolicyValidation: `charter apply` refuses every policy of
+// engine/testdata/validation that Kyverno refuses, naming the field
+// (except those only the cluster can judge, marked cluster), and
+// warns, as admission does, about every policy Kyverno warns about.
+func TestKyvernoPolicyValidation(t *testing.T) {
+	for _, tc := range validationcases.Load(t) {
+		t.Run(tc.Name, func(t *testing.T) {
+			policy, err := yaml.Marshal(tc.Policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			policyFile := filepath.Join(dir, "policy.yaml")
+			if err := os.WriteFile(policyFile, policy, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := Run(context.Background(), Options{PolicyPaths: []string{policyFile}, ResourcePaths: []string{"-"},
+				Stdin: strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: team}\n")})
+			if kind := tc.Kind(); strings.HasSuffix(kind, "CleanupPolicy") || strings.HasSuffix(kind, "DeletingPolicy") {
+				// The CLI does not run cleanup policies (README, What
+				// charter cannot run yet): it refuses to run one.
+				if err == nil {
+					t.Fatal("charter apply ran a cleanup policy")
+				}
+				return
+			}
+			if tc.Cluster {
+				// Only the cluster refuses it (engine.ClusterFaults): a
+				// values file or --set may define the variable.
+				if err != nil {
+					t.Fatalf("the CLI runs a policy only the cluster refuses: %v", err)
+				}
+				return
+			}
+			if tc.Warning != "" {
+				if err != nil {
+					t.Fatalf("a policy Kyverno only warns about must run: %v", err)
+				}
+				if !slices.ContainsFunc(out.Warnings, func(w string) bool { return strings.Contains(w, tc.Warning) }) {
+					t.Fatalf("warnings %q lack %q", out.Warnings, tc.Warning)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), ": "+tc.Field+": ") {
+				t.Fatalf("got %v, want a refusal naming %s", err, tc.Field)
+			}
+		})
+	}
+}
