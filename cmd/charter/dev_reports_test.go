@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -61,14 +60,7 @@ func TestDevReportsAPIOpenReports(t *testing.T) {
 	if !strings.Contains(out, "kubectl get reports -A") {
 		t.Errorf("the hint does not name OpenReports' reports:\n%s", out)
 	}
-	m := kubeconfigLine.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no kubeconfig path in the output:\n%s", out)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := devRESTConfig(t, out)
 	ctx := context.Background()
 	cl := devTestClient(t, cfg)
 	dyn := dynamic.NewForConfigOrDie(cfg)
@@ -151,7 +143,7 @@ func TestDevReportsAPIOpenReports(t *testing.T) {
 		ns.Labels["charter.dev/enforcement"] = "enforce"
 		return cl.Update(ctx, &ns)
 	}
-	err = setEnforcement()
+	err := setEnforcement()
 	if err == nil || !strings.Contains(err.Error(), `namespace "demo" cannot be labelled charter.dev/enforcement=enforce`) ||
 		!strings.Contains(err.Error(), "Pod/privileged (") {
 		t.Fatalf("promoting demo while the privileged Pod's Report fails: %v, want a refusal naming Pod/privileged", err)

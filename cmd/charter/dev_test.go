@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,6 +35,21 @@ type readyWriter struct {
 	marker string
 	ready  chan struct{}
 	once   sync.Once
+}
+
+// devRESTConfig is the client config of the kubeconfig a charter dev
+// whose output is out names.
+func devRESTConfig(t *testing.T, out string) *rest.Config {
+	t.Helper()
+	m := kubeconfigLine.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no kubeconfig path in the output:\n%s", out)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 func newReadyWriter(marker string) *readyWriter {

@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/charter-dev/charter/internal/controlplane"
@@ -89,14 +88,7 @@ func TestDevConformancePoliciesReachReady(t *testing.T) {
 	}
 
 	out, _ := startDev(t, "dev", "--crds", crdDir(t))
-	m := kubeconfigLine.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no kubeconfig path in the output:\n%s", out)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := devRESTConfig(t, out)
 	cfg.QPS, cfg.Burst = -1, 0
 	ctx := t.Context()
 	cl := devTestClient(t, cfg)
