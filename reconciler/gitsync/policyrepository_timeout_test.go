@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 )
@@ -36,6 +37,10 @@ func TestTimeoutBelowTheMinimumIsRefused(t *testing.T) {
 	if err := testClient.Create(ctx, ok); err != nil {
 		t.Fatalf("create with timeout 1s: %v", err)
 	}
+	// A merge patch carries no resourceVersion: the controller running in
+	// this suite may write the object's finalizer or status meanwhile, and an
+	// Update would then fail with a conflict instead of the validation error.
+	before := ok.DeepCopy()
 	ok.Spec.Timeout = &metav1.Duration{Duration: time.Millisecond}
-	refused("update to timeout 1ms", testClient.Update(ctx, ok))
+	refused("update to timeout 1ms", testClient.Patch(ctx, ok, client.MergeFrom(before)))
 }
