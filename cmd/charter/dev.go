@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/internal/controlplane"
+	"github.com/charter-dev/charter/internal/impersonate"
 	"github.com/charter-dev/charter/internal/printer"
 	"github.com/charter-dev/charter/reconciler/reports"
 	"github.com/charter-dev/charter/reconciler/reports/report"
@@ -73,6 +75,10 @@ type devOptions struct {
 	// reportsManagedBy is the managed-by label of the reports
 	// (--reports-managed-by).
 	reportsManagedBy string
+	// namespacedPolicyRole is the ClusterRole bound to every namespace's
+	// charter-policy ServiceAccount (--namespaced-policy-role); "" binds
+	// nothing.
+	namespacedPolicyRole string
 }
 
 func newDevCommand() *cobra.Command {
@@ -124,6 +130,8 @@ charter's webhook configurations and leaves the cluster running.`,
 	opts.reportsAPIs = []policyreport.API{policyreport.WGPolicyK8s}
 	f.Var(policyreport.APIsFlag{APIs: &opts.reportsAPIs}, "reports-api", "the report API results are written to: wgpolicyk8s, openreports or both (as charter serve --reports-api)")
 	opts.reportsManagedBy = report.ManagedBy
+	f.StringVar(&opts.namespacedPolicyRole, "namespaced-policy-role", "", "bind this ClusterRole, in every namespace, to the ServiceAccount "+impersonate.DefaultServiceAccount+
+		" as which charter acts for the namespace's policies (created if missing), so namespaced generate, mutate-existing and cleanup write as Kyverno's do (make conformance-cluster: cluster-admin, rights within each namespace); default: none, the namespaces' own RBAC decides")
 	f.Var(reports.ManagedByFlag{V: &opts.reportsManagedBy}, "reports-managed-by", "the app.kubernetes.io/managed-by label of the reports: charter, or kyverno (as charter serve --reports-managed-by; make conformance-cluster sets kyverno)")
 	return cmd
 }
@@ -213,6 +221,9 @@ func (e *devEnvironment) up(ctx context.Context, opts devOptions) error {
 		return err
 	}
 	if err := e.startControllers(ctx, opts); err != nil {
+		return err
+	}
+	if err := e.grantNamespacedPolicies(ctx, opts.namespacedPolicyRole); err != nil {
 		return err
 	}
 	if opts.noSync {
@@ -370,6 +381,27 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 	if metricsAddr != "0" {
 		e.done("metrics at http://%s/metrics", metricsAddr)
 	}
+	return nil
+}
+
+// grantNamespacedPolicies starts --namespaced-policy-role's grant, when
+// asked for, and says so: it widens what every namespace's policies may
+// write.
+func (e *devEnvironment) grantNamespacedPolicies(ctx context.Context, role string) error {
+	if role == "" {
+		return nil
+	}
+	kube, err := kubernetes.NewForConfig(e.cfg)
+	if err != nil {
+		return err
+	}
+	g := namespacedPolicyGrant{kube: kube, serviceAccount: impersonate.DefaultServiceAccount, clusterRole: role,
+		log: ctrllog.Log.WithName("namespaced-policy-role")}
+	if err := g.start(ctx); err != nil {
+		return err
+	}
+	e.done("namespaced policies act with ClusterRole %s in their namespace: every namespace's ServiceAccount %s is bound to it %s",
+		role, impersonate.DefaultServiceAccount, e.dim("(--namespaced-policy-role)"))
 	return nil
 }
 

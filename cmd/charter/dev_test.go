@@ -84,8 +84,16 @@ func startDev(t *testing.T, args ...string) (string, func() (error, string)) {
 // startDevLive is startDev returning the output as it grows.
 func startDevLive(t *testing.T, args ...string) (*readyWriter, func() (error, string)) {
 	t.Helper()
+	return startDevUntil(t, "Ctrl-C stops charter dev.", args...)
+}
+
+// startDevUntil is startDevLive for a charter dev that says it is ready
+// with marker: with --no-sync, it prints no hint, and its kubeconfig line
+// is the last.
+func startDevUntil(t *testing.T, marker string, args ...string) (*readyWriter, func() (error, string)) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := newReadyWriter("Ctrl-C stops charter dev.")
+	out := newReadyWriter(marker)
 	cmd := newRootCommand()
 	cmd.SetArgs(args)
 	cmd.SetOut(out)

@@ -304,9 +304,12 @@ func planTests(corpus string, dirs []string, skips skipList, filter *regexp.Rege
 	return plan, nil
 }
 
-// devArgs are charter's arguments: dev, with no repository synced and
-// the reports labelled as Kyverno labels its own.
-var devArgs = []string{"dev", "--no-sync", "--reports-managed-by=kyverno"}
+// devArgs are charter's arguments: dev, with no repository synced, the
+// reports labelled as Kyverno labels its own, every namespace's policies
+// granted what they write there (the suite's namespaces are its own and
+// Kyverno's namespaced policies write with its background controller's
+// rights), and charter's log kept for the failures.
+var devArgs = []string{"dev", "--no-sync", "--reports-managed-by=kyverno", "--namespaced-policy-role=cluster-admin", "--keep-logs"}
 
 // devProcess is `charter dev` (devArgs) running.
 type devProcess struct {
