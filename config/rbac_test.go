@@ -63,6 +63,9 @@ var reviewed = map[string][]grant{
 		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
 		{"charter", "", "events", "create,patch", "leader election event"},
 		readWorkloads,
+		{cluster, "", "serviceaccounts", "get", "a namespaced policy's ServiceAccount must exist (resource.Post)"},
+		// admission/impersonate.yaml: resource.Post of a namespaced policy creates as its namespace's ServiceAccount.
+		{cluster, "", "serviceaccounts{charter-policy}", "impersonate", "resource.Post of a namespaced policy at admission creates as charter-policy of its namespace, and as no other ServiceAccount"},
 	},
 	"charter-reports": {
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions", "get,list,watch", "background policies"},
@@ -76,6 +79,9 @@ var reviewed = map[string][]grant{
 		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},
 		{"charter", "", "events", "create,patch", "leader election event"},
 		readWorkloads,
+		{cluster, "", "serviceaccounts", "get", "a namespaced policy's ServiceAccount must exist (resource.Post)"},
+		// reports/impersonate.yaml: resource.Post of a namespaced policy in a scan creates as its namespace's ServiceAccount.
+		{cluster, "", "serviceaccounts{charter-policy}", "impersonate", "resource.Post of a namespaced policy in a scan creates as charter-policy of its namespace, and as no other ServiceAccount"},
 	},
 	"charter-gitsync": {
 		{cluster, "gitops.charter.dev", "policyrepositories", "get,list,watch,patch", "the watched object; receiver annotation"},

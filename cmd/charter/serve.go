@@ -132,8 +132,9 @@ type serveOptions struct {
 	// access the policy status controller checks.
 	reportsServiceAccount string
 	// policyServiceAccount is --namespaced-policy-service-account: the
-	// ServiceAccount background and cleanup writes for a namespaced policy
-	// impersonate, in its namespace, and whose requests admission takes for
+	// ServiceAccount background and cleanup writes (and resource.Post, at
+	// admission and in scans too) for a namespaced policy impersonate, in
+	// its namespace, and whose requests admission takes for
 	// the background controller's own for that namespace's policies.
 	policyServiceAccount string
 
@@ -268,7 +269,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	o.cleanup.AddFlags(f)
 	o.background.addFlags(f)
 	f.StringVar(&o.policyServiceAccount, "namespaced-policy-service-account", impersonate.DefaultServiceAccount,
-		"ServiceAccount, in a namespaced policy's namespace, that the background and cleanup controllers impersonate for the policy's writes and deletes (Policy, CleanupPolicy, Namespaced*Policy): RBAC decides what the policy may do, never charter's own rights. "+
+		"ServiceAccount, in a namespaced policy's namespace, that charter impersonates for the policy's writes and deletes (Policy, CleanupPolicy, Namespaced*Policy; background and cleanup controllers, and resource.Post at admission and in scans): RBAC decides what the policy may do, never charter's own rights. "+
 			"Admission takes its writes in a namespace for the background controller's own for that namespace's namespaced policies only (loop protection; cluster-scoped policies still see them as anyone's), so every component must be given the same name")
 	f.StringVar(&o.reportsServiceAccount, "reports-service-account", defaultReportsServiceAccount,
 		"ServiceAccount (in --namespace) the reports controller runs as when it is not in this process: admission's policy status controller asks with SubjectAccessReviews whether it may get, list and watch each policies.kyverno.io policy's resources, for Kyverno's RBACPermissionsGranted condition")

@@ -27,6 +27,11 @@ package reports
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // get: configMap context entries read the ConfigMap they name.
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
+// get: resource.Post of a namespaced CEL policy in a scan creates as
+// the ServiceAccount --namespaced-policy-service-account of its
+// namespace, impersonated (config/rbac/reports/impersonate.yaml), and
+// first checks that it exists, so that a missing one is named.
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 // get;list;create;update;delete: one report per resource, written
 // with a conditional PUT, listed by the sweep, deleted with its policy's
 // last result.

@@ -28,6 +28,11 @@ package admission
 // autogen rules into status.
 // +kubebuilder:rbac:groups=kyverno.io,resources=clusterpolicies/status;policies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies/status;namespacedvalidatingpolicies/status;generatingpolicies/status;namespacedgeneratingpolicies/status;mutatingpolicies/status;namespacedmutatingpolicies/status;imagevalidatingpolicies/status;namespacedimagevalidatingpolicies/status,verbs=get;update;patch
+// get: resource.Post of a namespaced CEL policy creates as the
+// ServiceAccount --namespaced-policy-service-account of its namespace,
+// impersonated (config/rbac/admission/impersonate.yaml), and first checks
+// that it exists, so that a missing one is named.
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 // create: the generate and mutate-existing rules an admitted request
 // triggers become UpdateRequests (webhook/updaterequest).
 // +kubebuilder:rbac:groups=kyverno.io,resources=updaterequests,verbs=create
