@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/engine"
@@ -119,7 +121,7 @@ func Merge(existing, incoming []v1alpha2.PolicyReportResult) []v1alpha2.PolicyRe
 			}
 			k := resultKey(r)
 			if j, ok := byKey[k]; ok {
-				if later(r.Timestamp, out[j].Timestamp) {
+				if later(r.Timestamp, out[j].Timestamp) && !SameOutcome(r, &out[j]) {
 					out[j] = *r
 				}
 				continue
@@ -143,26 +145,65 @@ func Merge(existing, incoming []v1alpha2.PolicyReportResult) []v1alpha2.PolicyRe
 // may be older than the admission that wrote them (a policy created a
 // moment ago), and results of policies that are really gone are the
 // sweep's to drop (Prune), which runs whenever the catalog shrinks.
+//
+// A scan result that says what the existing one says (SameOutcome: an
+// admission of the same object a moment before) keeps the existing one,
+// so the report is not rewritten only to move a timestamp and the
+// process: Kyverno writes such a report once (its e2e tests assert
+// metadata.generation 1 after admission and the scan).
 func ReplaceBackground(existing, scan []v1alpha2.PolicyReportResult, scanned map[string]bool, catalog Catalog) []v1alpha2.PolicyReportResult {
 	out := make([]v1alpha2.PolicyReportResult, 0, len(existing)+len(scan))
+	replaced := map[string]*v1alpha2.PolicyReportResult{}
 	for i := range existing {
 		r := &existing[i]
-		if ChartersSource(r.Source) && !scanned[ResultRef(r)] {
+		switch {
+		case !ChartersSource(r.Source):
+		case scanned[ResultRef(r)]:
+			replaced[resultKey(r)] = r
+		default:
 			out = append(out, *r)
 		}
 	}
 	for i := range scan {
-		if catalog.HasResult(&scan[i]) {
-			out = append(out, scan[i])
+		r := &scan[i]
+		if !catalog.HasResult(r) {
+			continue
 		}
+		if old, ok := replaced[resultKey(r)]; ok && SameOutcome(r, old) {
+			r = old
+		}
+		out = append(out, *r)
 	}
 	Sort(out)
 	return out
 }
 
-// Digest fingerprints results without their timestamps: two result lists
-// with the same digest say the same thing, and rewriting one with the
-// other would only move timestamps. The results must be sorted.
+// SameOutcome reports whether two results of one policy and rule say the
+// same about their resource: every field but the timestamp and the
+// process that produced them (admission or background scan).
+func SameOutcome(a, b *v1alpha2.PolicyReportResult) bool {
+	if a.Source != b.Source || a.Policy != b.Policy || a.Rule != b.Rule || a.Category != b.Category ||
+		a.Severity != b.Severity || a.Result != b.Result || a.Message != b.Message || a.Scored != b.Scored {
+		return false
+	}
+	for _, pair := range [][2]map[string]string{{a.Properties, b.Properties}, {b.Properties, a.Properties}} {
+		for k, v := range pair[0] {
+			if k == processProperty {
+				continue
+			}
+			if w, ok := pair[1][k]; !ok || w != v {
+				return false
+			}
+		}
+	}
+	return equality.Semantic.DeepEqual(a.Resources, b.Resources) && equality.Semantic.DeepEqual(a.ResourceSelector, b.ResourceSelector)
+}
+
+// Digest fingerprints results without their timestamps and the process
+// that produced them (SameOutcome): two result lists with the same digest
+// say the same thing, and rewriting one with the other would only move
+// timestamps, or turn an admission's result into the background scan's
+// (Kyverno writes such a report once). The results must be sorted.
 //
 // Every field but the timestamp goes in, each length-prefixed so that no
 // two different lists write the same bytes; the controller digests every
@@ -177,10 +218,11 @@ func Digest(results []v1alpha2.PolicyReportResult) string {
 			buf = appendString(buf, f)
 		}
 		buf = strconv.AppendBool(buf, r.Scored)
-		buf = strconv.AppendInt(buf, int64(len(r.Properties)), 10)
 		// Sized up front: this runs per request.
 		keys := slices.AppendSeq(make([]string, 0, len(r.Properties)), maps.Keys(r.Properties))
+		keys = slices.DeleteFunc(keys, func(k string) bool { return k == processProperty })
 		slices.Sort(keys)
+		buf = strconv.AppendInt(buf, int64(len(keys)), 10)
 		for _, k := range keys {
 			buf = appendString(appendString(buf, k), r.Properties[k])
 		}

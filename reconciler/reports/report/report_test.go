@@ -254,6 +254,42 @@ func TestReplaceBackground(t *testing.T) {
 	}
 }
 
+// An admission result and the scan's of the same verdict differ only in
+// timestamp and process: the scan keeps the admission's, and the digest
+// does not tell them apart, so neither writer rewrites the report (Kyverno
+// writes it once: its e2e tests assert metadata.generation 1).
+func TestScanKeepsTheSameOutcome(t *testing.T) {
+	admitted := res("a", "r1", "fail", 10)
+	admitted.Properties = map[string]string{"process": ProcessAdmission}
+	scanned := res("a", "r1", "fail", 20)
+	scanned.Properties = map[string]string{"process": ProcessBackground}
+	got := ReplaceBackground([]v1alpha2.PolicyReportResult{admitted}, []v1alpha2.PolicyReportResult{scanned}, map[string]bool{Source + "/a": true}, catalog)
+	if len(got) != 1 || got[0].Properties["process"] != ProcessAdmission || got[0].Timestamp.Seconds != 10 {
+		t.Errorf("ReplaceBackground gave %+v, want the admission's result kept", got)
+	}
+	if !Equivalent([]v1alpha2.PolicyReportResult{admitted}, []v1alpha2.PolicyReportResult{scanned}) {
+		t.Error("results differing only in timestamp and process are not equivalent")
+	}
+	admittedLater := admitted
+	admittedLater.Timestamp.Seconds = 30
+	merged := Merge([]v1alpha2.PolicyReportResult{scanned}, []v1alpha2.PolicyReportResult{admittedLater})
+	if len(merged) != 1 || merged[0].Properties["process"] != ProcessBackground {
+		t.Errorf("Merge gave %+v, want the scan's result kept", merged)
+	}
+
+	changed := scanned
+	changed.Result = v1alpha2.StatusPass
+	got = ReplaceBackground([]v1alpha2.PolicyReportResult{admitted}, []v1alpha2.PolicyReportResult{changed}, map[string]bool{Source + "/a": true}, catalog)
+	if len(got) != 1 || got[0].Result != v1alpha2.StatusPass {
+		t.Errorf("ReplaceBackground gave %+v, want the scan's new verdict", got)
+	}
+	withException := scanned
+	withException.Properties = map[string]string{"process": ProcessBackground, "exceptions": "e"}
+	if SameOutcome(&admitted, &withException) {
+		t.Error("results with different properties besides process have the same outcome")
+	}
+}
+
 func TestPrune(t *testing.T) {
 	in := []v1alpha2.PolicyReportResult{res("b", "r1", "pass", 1), res("a", "gone", "fail", 1), res("a", "r1", "fail", 1)}
 	if got, want := summary(Prune(in, catalog)), "a/r1=fail b/r1=pass"; got != want {
@@ -350,7 +386,7 @@ func TestDigestSeesEveryField(t *testing.T) {
 	base := func() v1alpha2.PolicyReportResult {
 		r := res("a", "r1", "fail", 10)
 		r.Message, r.Category, r.Severity, r.Scored = "m", "c", v1alpha2.SeverityHigh, true
-		r.Properties = map[string]string{"process": ProcessBackground}
+		r.Properties = map[string]string{"process": ProcessBackground, "exceptions": "e"}
 		return r
 	}
 	tests := []struct {
@@ -365,8 +401,8 @@ func TestDigestSeesEveryField(t *testing.T) {
 		{"result", func(r *v1alpha2.PolicyReportResult) { r.Result = v1alpha2.StatusPass }},
 		{"scored", func(r *v1alpha2.PolicyReportResult) { r.Scored = false }},
 		{"message", func(r *v1alpha2.PolicyReportResult) { r.Message = "m2" }},
-		{"property value", func(r *v1alpha2.PolicyReportResult) { r.Properties["process"] = ProcessAdmission }},
-		{"property added", func(r *v1alpha2.PolicyReportResult) { r.Properties["exceptions"] = "x" }},
+		{"property value", func(r *v1alpha2.PolicyReportResult) { r.Properties["exceptions"] = "x" }},
+		{"property added", func(r *v1alpha2.PolicyReportResult) { r.Properties["policies"] = "x" }},
 		{"resources", func(r *v1alpha2.PolicyReportResult) { r.Resources = []corev1.ObjectReference{{Kind: "Pod", Name: "p"}} }},
 		{"resource selector", func(r *v1alpha2.PolicyReportResult) { r.ResourceSelector = &metav1.LabelSelector{} }},
 		// Field boundaries: moving text from one field to the next is a change.

@@ -70,6 +70,8 @@ const (
 const (
 	ProcessBackground = "background scan"
 	ProcessAdmission  = "admission review"
+	// processProperty is the property that holds them.
+	processProperty = "process"
 )
 
 // AllowedResults is the set of engine outcomes kept in reports
@@ -158,7 +160,7 @@ func result(key string, policy kyvernov1.PolicyInterface, rr *engine.RuleRespons
 	for k, v := range rr.Properties {
 		props[k] = v
 	}
-	props["process"] = process
+	props[processProperty] = process
 	if len(rr.Exceptions) > 0 {
 		names := make([]string, len(rr.Exceptions))
 		for i, ex := range rr.Exceptions {
