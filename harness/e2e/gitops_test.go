@@ -232,6 +232,30 @@ func waitPolicyRepository(ctx context.Context, pr *gitopsv1alpha1.PolicyReposito
 	return got
 }
 
+// repositoryStalledWith waits until the PolicyRepository is Stalled for
+// reason (at revision, unless empty) and returns its Ready message.
+func repositoryStalledWith(ctx context.Context, pr *gitopsv1alpha1.PolicyRepository, revision, reason string) string {
+	GinkgoHelper()
+	got := waitPolicyRepository(ctx, pr, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
+		if revision != "" {
+			g.Expect(r.Status.LastAttemptedRevision).To(Equal(revision))
+		}
+		g.Expect(prepoCondition(r, gitopsv1alpha1.ConditionStalled)).To(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", reason)))
+	})
+	return prepoCondition(got, gitopsv1alpha1.ConditionReady).Message
+}
+
+// repositoryReadyAt waits until the PolicyRepository has applied revision
+// and is Ready.
+func repositoryReadyAt(ctx context.Context, pr *gitopsv1alpha1.PolicyRepository, revision string) *gitopsv1alpha1.PolicyRepository {
+	GinkgoHelper()
+	return waitPolicyRepository(ctx, pr, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
+		g.Expect(r.Status.LastAppliedRevision).To(Equal(revision))
+		g.Expect(prepoCondition(r, gitopsv1alpha1.ConditionReady)).To(HaveField("Status", metav1.ConditionTrue))
+	})
+}
+
 func prepoCondition(r *gitopsv1alpha1.PolicyRepository, typ string) *metav1.Condition {
 	for i := range r.Status.Conditions {
 		if r.Status.Conditions[i].Type == typ {

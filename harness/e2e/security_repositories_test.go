@@ -79,25 +79,6 @@ var _ = Describe("Security: repositories", Label("security"), Ordered, func() {
 		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(suite.client.Delete(ctx, pr))).To(Succeed()) })
 		return pr
 	}
-	stalledWith := func(ctx SpecContext, pr *gitopsv1alpha1.PolicyRepository, revision, reason string) string {
-		GinkgoHelper()
-		got := waitPolicyRepository(ctx, pr, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
-			if revision != "" {
-				g.Expect(r.Status.LastAttemptedRevision).To(Equal(revision))
-			}
-			g.Expect(prepoCondition(r, gitopsv1alpha1.ConditionStalled)).To(And(
-				HaveField("Status", metav1.ConditionTrue), HaveField("Reason", reason)))
-		})
-		return prepoCondition(got, gitopsv1alpha1.ConditionReady).Message
-	}
-	readyAt := func(ctx SpecContext, pr *gitopsv1alpha1.PolicyRepository, revision string) *gitopsv1alpha1.PolicyRepository {
-		GinkgoHelper()
-		return waitPolicyRepository(ctx, pr, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
-			g.Expect(r.Status.LastAppliedRevision).To(Equal(revision))
-			g.Expect(prepoCondition(r, gitopsv1alpha1.ConditionReady)).To(HaveField("Status", metav1.ConditionTrue))
-		})
-	}
-
 	It("cannot take over, then prune, a ConfigMap the platform placed in the tenant's namespace", func(ctx SpecContext) {
 		By("the platform placing a ConfigMap in the tenant's namespace")
 		platform := &corev1.ConfigMap{
@@ -113,7 +94,7 @@ var _ = Describe("Security: repositories", Label("security"), Ordered, func() {
 			"settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: platform-settings}\ndata: {egress: open}\n",
 		})
 		pr := newRepository(ctx, "takeover", git.url("takeover"))
-		msg := stalledWith(ctx, pr, rev.name, gitopsv1alpha1.ReasonConflict)
+		msg := repositoryStalledWith(ctx, pr, rev.name, gitopsv1alpha1.ReasonConflict)
 		Expect(msg).To(ContainSubstring("settings.yaml: ConfigMap/" + secReposNamespace + "/platform-settings: conflict: .data.egress held by field manager \"" + secReposPlatformManager + "\""))
 		Expect(msg).To(ContainSubstring("not taken over without spec.force"))
 		Expect(suite.client.Get(ctx, client.ObjectKeyFromObject(platform), platform)).To(Succeed())
@@ -123,7 +104,7 @@ var _ = Describe("Security: repositories", Label("security"), Ordered, func() {
 		rev = commitFiles(repo, map[string]string{
 			"settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: tenant-settings}\ndata: {egress: open}\n",
 		})
-		readyAt(ctx, pr, rev.name)
+		repositoryReadyAt(ctx, pr, rev.name)
 		Consistently(func(g Gomega) {
 			g.Expect(suite.client.Get(ctx, client.ObjectKeyFromObject(platform), platform)).To(Succeed())
 			g.Expect(platform.Data).To(HaveKeyWithValue("egress", "restricted"))
@@ -143,7 +124,7 @@ var _ = Describe("Security: repositories", Label("security"), Ordered, func() {
 			"kustomization.yaml": "configMapGenerator:\n- name: stolen\n  files: [creds=" + secret.URL + "/latest/meta-data/credentials]\n",
 		})
 		pr := newRepository(ctx, "fetch", git.url("fetch"))
-		msg := stalledWith(ctx, pr, rev.name, gitopsv1alpha1.ReasonBuildFailed)
+		msg := repositoryStalledWith(ctx, pr, rev.name, gitopsv1alpha1.ReasonBuildFailed)
 		Expect(msg).To(ContainSubstring(`kustomization.yaml: configMapGenerator[0].files[0]: "creds=` + secret.URL + `/latest/meta-data/credentials" is remote`))
 		Expect(requests.Load()).To(BeZero(), "charter fetched the URL")
 		var cms corev1.ConfigMapList
@@ -162,7 +143,7 @@ var _ = Describe("Security: repositories", Label("security"), Ordered, func() {
 			pr.Spec.Interval = &metav1.Duration{Duration: time.Millisecond}
 			pr.Spec.RetryInterval = &metav1.Duration{Duration: time.Millisecond}
 		})
-		got := readyAt(ctx, pr, rev.name)
+		got := repositoryReadyAt(ctx, pr, rev.name)
 		Expect(prepoCondition(got, gitopsv1alpha1.ConditionReady).Message).To(ContainSubstring(
 			"spec.interval 1ms and spec.retryInterval 1ms is below charter's minimum interval 5s (serve --gitsync-min-interval): syncing every 5s"))
 
@@ -178,7 +159,7 @@ var _ = Describe("Security: repositories", Label("security"), Ordered, func() {
 			"settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-disk}\ndata: {a: b}\n",
 		})
 		pr := newRepository(ctx, "disk", "file://"+repo.dir)
-		msg := stalledWith(ctx, pr, "", gitopsv1alpha1.ReasonNotPermitted)
+		msg := repositoryStalledWith(ctx, pr, "", gitopsv1alpha1.ReasonNotPermitted)
 		Expect(msg).To(ContainSubstring("spec.url: a file:// URL reads charter's own disk; only repositories in charter's namespace " + secReposCharterNamespace + " may use one"))
 		err := suite.client.Get(ctx, client.ObjectKey{Namespace: secReposNamespace, Name: "from-disk"}, &corev1.ConfigMap{})
 		Expect(client.IgnoreNotFound(err)).To(Succeed())

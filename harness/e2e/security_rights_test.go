@@ -272,13 +272,5 @@ func rightsBackgroundCondition(ctx context.Context, g Gomega, p *kyvernov1.Polic
 // rules bound to it, as the README tells a namespace's owner to.
 func grantPolicyServiceAccount(ctx context.Context, namespace string, rules ...rbacv1.PolicyRule) {
 	GinkgoHelper()
-	for _, obj := range []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: rightsPolicySA}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: rightsPolicySA}, Rules: rules},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: rightsPolicySA},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: rightsPolicySA},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: rightsPolicySA}}},
-	} {
-		Expect(client.IgnoreAlreadyExists(suite.client.Create(ctx, obj))).To(Succeed(), "%T %s/%s", obj, namespace, obj.GetName())
-	}
+	grantServiceAccount(ctx, namespace, rightsPolicySA, rules...)
 }

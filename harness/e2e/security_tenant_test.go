@@ -96,3 +96,18 @@ func serviceAccountClient(ctx context.Context, tenant client.Client, namespace, 
 	Expect(err).NotTo(HaveOccurred())
 	return cl
 }
+
+// grantServiceAccount creates the ServiceAccount namespace/name and a Role
+// of rules, of the same name, bound to it.
+func grantServiceAccount(ctx context.Context, namespace, name string, rules ...rbacv1.PolicyRule) {
+	GinkgoHelper()
+	for _, obj := range []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Rules: rules},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}}},
+	} {
+		Expect(client.IgnoreAlreadyExists(suite.client.Create(ctx, obj))).To(Succeed(), "%T %s/%s", obj, namespace, obj.GetName())
+	}
+}
