@@ -563,7 +563,26 @@ func (g *generatorContext) apply(namespace string, list ref.Val) ref.Val {
 		if !ok {
 			return g.fail(fmt.Errorf("object %d is a %T, not a map", i, item))
 		}
-		g.objects = append(g.objects, appliedObject{namespace: namespace, object: obj})
+		// A list (what resource.List returns) stands for its items, as
+		// in Kyverno: generator.Apply(ns, [resource.List(...)]) clones
+		// every object listed (its chainsaw test
+		// generating-policies/clone/nosync/generate-secrets).
+		items, isList := obj["items"]
+		if !isList {
+			g.objects = append(g.objects, appliedObject{namespace: namespace, object: obj})
+			continue
+		}
+		list, ok := items.([]any)
+		if !ok {
+			return g.fail(fmt.Errorf("object %d: items is a %T, not a list", i, items))
+		}
+		for j, it := range list {
+			o, ok := it.(map[string]any)
+			if !ok {
+				return g.fail(fmt.Errorf("object %d: item %d is a %T, not a map", i, j, it))
+			}
+			g.objects = append(g.objects, appliedObject{namespace: namespace, object: o})
+		}
 	}
 	return types.True
 }
