@@ -185,7 +185,7 @@ bench-cleanup: controlplane ## TTL label at scale: time to delete 10,000 objects
 	$(GO) run ./hack/bench-cleanup -objects $(or $(OBJECTS),100000) -wave $(or $(WAVE),10000)
 
 .PHONY: bench-gitops
-bench-gitops: controlplane build ## Time a push to an enforced policy (receiver → Pod refused) and the sync of 500 policies (time, peak RSS).
+bench-gitops: controlplane build ## Time a push to an enforced policy over Git (receiver → Pod refused) and OCI (charter push format + registry webhook → Pod refused; blob bytes an unchanged poll pulls), and the sync of 500 policies (time, peak RSS).
 	$(GO) run ./hack/benchgitops -charter $(BIN)/charter
 
 .PHONY: bench-admission

@@ -102,7 +102,7 @@ func (b *bench) pushToEnforced(ctx context.Context, proc *charterProcess, runs i
 		if err != nil {
 			return nil, err
 		}
-		r, err := b.pushRound(ctx, proc, pr, rev, name)
+		r, err := b.pushRound(ctx, proc, pr, rev, name, func(ctx context.Context) error { return callReceiver(ctx, proc.receiver, pr) })
 		if err != nil {
 			return nil, fmt.Errorf("round %d: %w", i+1, err)
 		}
@@ -112,13 +112,14 @@ func (b *bench) pushToEnforced(ctx context.Context, proc *charterProcess, runs i
 	return rounds, nil
 }
 
-// pushRound calls the receiver and times, in parallel, the repository
-// turning Ready at rev and charter refusing a Pod for policy.
-func (b *bench) pushRound(ctx context.Context, proc *charterProcess, pr *gitopsv1alpha1.PolicyRepository, rev, policy string) (pushRound, error) {
+// pushRound runs trigger (the receiver call, or the push and the
+// registry's webhook) and times from its start, in parallel, the
+// repository turning Ready at rev and charter refusing a Pod for policy.
+func (b *bench) pushRound(ctx context.Context, proc *charterProcess, pr *gitopsv1alpha1.PolicyRepository, rev, policy string, trigger func(context.Context) error) (pushRound, error) {
 	ctx, cancel := context.WithTimeout(ctx, roundTimeout)
 	defer cancel()
 	start := time.Now()
-	if err := callReceiver(ctx, proc.receiver, pr); err != nil {
+	if err := trigger(ctx); err != nil {
 		return pushRound{}, err
 	}
 	var (

@@ -34,23 +34,23 @@ type charterProcess struct {
 // $KUBECONFIG, the way an in-cluster charter gets its configuration: then
 // controller-runtime leaves client-side rate limiting to the API server's
 // priority and fairness, as it does in a Deployment.
-func startCharter(ctx context.Context, bin, kubeconfig, work, controllers string) (*charterProcess, error) {
+func startCharter(ctx context.Context, bin, kubeconfig, work, controllers string, flags ...string) (*charterProcess, error) {
 	webhook, health, receiver := freePort(), freePort(), freePort()
 	logPath := filepath.Join(work, "charter-"+strings.ReplaceAll(controllers, ",", "-")+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve", "--controllers="+controllers,
-		"--namespace="+charterNamespace,
-		"--webhook-addr=127.0.0.1:"+webhook,
-		"--webhook-url=https://127.0.0.1:"+webhook,
+	cmd := exec.Command(bin, append([]string{"serve", "--controllers=" + controllers,
+		"--namespace=" + charterNamespace,
+		"--webhook-addr=127.0.0.1:" + webhook,
+		"--webhook-url=https://127.0.0.1:" + webhook,
 		"--metrics-addr=0",
-		"--health-addr=127.0.0.1:"+health,
-		"--receiver-addr=127.0.0.1:"+receiver,
-		"--gitsync-cache-dir="+filepath.Join(work, "cache"),
+		"--health-addr=127.0.0.1:" + health,
+		"--receiver-addr=127.0.0.1:" + receiver,
+		"--gitsync-cache-dir=" + filepath.Join(work, "cache"),
 		"--leader-elect=false",
-	)
+	}, flags...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

@@ -8,7 +8,12 @@
 //     that breaks the policy is refused by charter's webhook; repeated
 //     -runs times, min/median/max printed;
 //
-//  2. a repository of -policies generated policies: the time from creating
+//  2. the same through an OCI PolicyRepository: an artifact in Flux's
+//     format pushed to a registry on loopback and Docker Hub's webhook
+//     called, the clock started before the push; then polls of the
+//     unchanged tag, and the blob bytes they pulled (the goal is none);
+//
+//  3. a repository of -policies generated policies: the time from creating
 //     its PolicyRepository to Ready, and charter's peak resident memory.
 //
 //     go run ./hack/benchgitops -charter bin/charter
@@ -38,17 +43,18 @@ func main() {
 	charter := flag.String("charter", "bin/charter", "charter binary to run")
 	runs := flag.Int("runs", 5, "push-to-enforced rounds")
 	policies := flag.Int("policies", 500, "policies in the large repository")
+	polls := flag.Int("polls", 5, "polls of an unchanged OCI tag whose pulled bytes are counted")
 	keep := flag.Bool("keep", false, "keep the work folder (charter's log, the repositories)")
 	largeControllers := flag.String("large-controllers", "gitsync", "controllers of the charter process that syncs the large repository; "+
 		"gitsync alone measures the sync, admission,gitsync the whole process (its policy cache compiles every policy too)")
 	flag.Parse()
-	if err := run(*charter, *runs, *policies, *keep, *largeControllers); err != nil {
+	if err := run(*charter, *runs, *policies, *polls, *keep, *largeControllers); err != nil {
 		fmt.Fprintln(os.Stderr, "benchgitops:", err)
 		os.Exit(1)
 	}
 }
 
-func run(charterBin string, runs, nPolicies int, keep bool, largeControllers string) error {
+func run(charterBin string, runs, nPolicies, polls int, keep bool, largeControllers string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if runs < 1 || nPolicies < 1 {
@@ -89,9 +95,16 @@ func run(charterBin string, runs, nPolicies int, keep bool, largeControllers str
 	if err := b.prepare(ctx); err != nil {
 		return err
 	}
+	reg, err := startRegistry()
+	if err != nil {
+		return err
+	}
+	defer reg.stop()
 	const pushControllers = "admission,gitsync"
 	fmt.Println("starting charter serve --controllers=" + pushControllers)
-	proc, err := startCharter(ctx, charterBin, cp.KubeconfigPath(), work, pushControllers)
+	// The egress guard blocks loopback: the registry's address is let
+	// through, as an operator does for a registry on loopback.
+	proc, err := startCharter(ctx, charterBin, cp.KubeconfigPath(), work, pushControllers, "--egress-allow="+reg.host)
 	if err != nil {
 		return err
 	}
@@ -102,6 +115,10 @@ func run(charterBin string, runs, nPolicies int, keep bool, largeControllers str
 	push, err := b.pushToEnforced(ctx, proc, runs)
 	if err != nil {
 		return fmt.Errorf("push to enforced: %w (charter's log: %s)", err, proc.logPath)
+	}
+	ociPush, err := b.ociPushToEnforced(ctx, proc, reg, runs, polls)
+	if err != nil {
+		return fmt.Errorf("OCI push to enforced: %w (charter's log: %s)", err, proc.logPath)
 	}
 
 	if largeControllers != pushControllers {
@@ -121,7 +138,7 @@ func run(charterBin string, runs, nPolicies int, keep bool, largeControllers str
 		return fmt.Errorf("%d policies: %w (charter's log: %s)", nPolicies, err, proc.logPath)
 	}
 	large.controllers = largeControllers
-	printTable(os.Stdout, runs, push, nPolicies, large)
+	printTable(os.Stdout, runs, push, ociPush, nPolicies, large)
 	return nil
 }
 
@@ -145,15 +162,7 @@ type largeResult struct {
 	rssBefore, rssPeak, hwm int64
 }
 
-func printTable(w *os.File, runs int, push []pushRound, nPolicies int, large largeResult) {
-	ready := make([]time.Duration, len(push))
-	policyReady := make([]time.Duration, len(push))
-	enforced := make([]time.Duration, len(push))
-	for i, r := range push {
-		ready[i], policyReady[i], enforced[i] = r.ready, r.policyReady, r.enforced
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%-42s %9s %9s %9s %10s\n", fmt.Sprintf("push to enforced (%d runs)", runs), "min", "median", "max", "target")
+func printTable(w *os.File, runs int, push []pushRound, ociPush ociResult, nPolicies int, large largeResult) {
 	row := func(name string, ds []time.Duration, target time.Duration) {
 		lo, med, hi := stats(ds)
 		t := ""
@@ -162,9 +171,28 @@ func printTable(w *os.File, runs int, push []pushRound, nPolicies int, large lar
 		}
 		fmt.Fprintf(w, "  %-40s %9s %9s %9s %10s\n", name, ms(lo), ms(med), ms(hi), t)
 	}
-	row("receiver call -> PolicyRepository Ready", ready, 0)
-	row("receiver call -> ClusterPolicy Ready", policyReady, 0)
-	row("receiver call -> bad Pod refused", enforced, targetPushToEnforced)
+	rounds := func(title, start string, push []pushRound) {
+		ready := make([]time.Duration, len(push))
+		policyReady := make([]time.Duration, len(push))
+		enforced := make([]time.Duration, len(push))
+		for i, r := range push {
+			ready[i], policyReady[i], enforced[i] = r.ready, r.policyReady, r.enforced
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "%-42s %9s %9s %9s %10s\n", fmt.Sprintf("%s (%d runs)", title, runs), "min", "median", "max", "target")
+		row(start+" -> PolicyRepository Ready", ready, 0)
+		row(start+" -> ClusterPolicy Ready", policyReady, 0)
+		row(start+" -> bad Pod refused", enforced, targetPushToEnforced)
+	}
+	rounds("Git: push to enforced", "receiver call", push)
+	rounds("OCI: push to enforced", "push", ociPush.rounds)
+	perPoll := int64(0)
+	if ociPush.unchangedPolls > 0 {
+		perPoll = ociPush.blobBytes / int64(ociPush.unchangedPolls)
+	}
+	fmt.Fprintf(w, "  %-40s %29s %10s\n", fmt.Sprintf("blob bytes per unchanged poll (%d polls)", ociPush.unchangedPolls),
+		fmt.Sprintf("%d B", perPoll), fmt.Sprintf("0 B %s", verdict(ociPush.blobBytes == 0)))
+	fmt.Fprintf(w, "  %-40s %29s\n", fmt.Sprintf("blob bytes the %d pushes pulled", len(ociPush.rounds)), fmt.Sprintf("%d B", ociPush.pushBlobBytes))
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-42s %29s %10s\n", fmt.Sprintf("sync of %d policies", nPolicies), "", "target")
 	fmt.Fprintf(w, "  %-40s %29s\n", "charter serve --controllers=", large.controllers)
