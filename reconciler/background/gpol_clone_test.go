@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,4 +85,39 @@ func TestGeneratingPolicyCloneList(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestGeneratingPolicyNoSyncLeavesDeletedDownstream: without synchronize,
+// a copy the user deletes stays deleted, as Kyverno's
+// generating-policies/clone/nosync/nosync-delete-downstream expects;
+// charter generated it again at once (the downstream watch queued the
+// rule whatever its synchronize). A namespace created afterwards still
+// gets its copies, which also shows the deletion was seen by then.
+func TestGeneratingPolicyNoSyncLeavesDeletedDownstream(t *testing.T) {
+	e := startEnv(t)
+	e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gpol-list-source"}})
+	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "gpol-list-source", Name: "first"}, StringData: map[string]string{"name": "first"}})
+	e.startController(Options{MaxAttempts: 2, RetryBase: 100 * time.Millisecond})
+	e.createCELPolicies("gpol-clone-list.yaml")
+
+	copied := func(ns string) func() error {
+		return func() error {
+			return e.cl.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "first"}, &corev1.Secret{})
+		}
+	}
+	first := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gpol-nosync-a", Labels: map[string]string{"clone-list": "yes", "bg-test": "true"}}}
+	e.create(first)
+	e.admit(kyvernov1.Create, first, nil)
+	e.eventually("the Secret cloned into the first namespace", copied("gpol-nosync-a"))
+	if err := e.cl.Delete(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "gpol-nosync-a", Name: "first"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	second := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gpol-nosync-b", Labels: map[string]string{"clone-list": "yes", "bg-test": "true"}}}
+	e.create(second)
+	e.admit(kyvernov1.Create, second, nil)
+	e.eventually("the Secret cloned into the second namespace", copied("gpol-nosync-b"))
+	if err := copied("gpol-nosync-a")(); !apierrors.IsNotFound(err) {
+		t.Errorf("the deleted copy: %v, want it to stay deleted (no synchronize)", err)
+	}
 }

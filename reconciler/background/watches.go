@@ -127,7 +127,10 @@ func (w *watches) ensureSource(gvr schema.GroupVersionResource, namespace string
 // for its trigger: the rule of the policy its LabelPolicyKind names, or,
 // without that label, the rule of each policy its labels may name that
 // has it (each brings back only its own objects; ownsDownstream keeps
-// them off an object that is not provably theirs).
+// them off an object that is not provably theirs). Only a rule that
+// synchronizes: without synchronize, a downstream object deleted or
+// edited, or its clone source changed, stays as it is, as in Kyverno
+// (its chainsaw tests generating-policies/*/nosync/nosync-delete-downstream).
 func (w *watches) requeueDownstream(m *metav1.PartialObjectMetadata) {
 	ids, item, ok := downstreamOwners(m.Labels)
 	if !ok {
@@ -135,7 +138,7 @@ func (w *watches) requeueDownstream(m *metav1.PartialObjectMetadata) {
 	}
 	compiled := w.c.compiled.Load()
 	for _, id := range ids {
-		if r := ruleOf(compiled.byID[id], item.rule); r != nil && r.HasGenerate() {
+		if r := ruleOf(compiled.byID[id], item.rule); r != nil && r.HasGenerate() && r.Generation.Synchronize {
 			item.policy = id
 			w.queue.Add(item)
 		}
