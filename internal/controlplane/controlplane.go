@@ -259,8 +259,16 @@ func (c *ControlPlane) Start(ctx context.Context) (err error) {
 		}
 	}
 
+	// The kubeconfig's user is the administrator as kubeadm and kind name
+	// it: what kubectl's requests say in userInfo, which policies read
+	// (Kyverno's chainsaw test mutating-policies/context/userinfo/admission
+	// expects kubernetes-admin). RESTConfig stays envtest's own admin.
+	admin, err := c.env.ControlPlane.AddUser(envtest.User{Name: KubeconfigUser, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("creating the %s user: %w", KubeconfigUser, err)
+	}
 	c.kubeconfig = filepath.Join(c.workDir, "kubeconfig")
-	if err := WriteKubeconfig(cfg, c.kubeconfig); err != nil {
+	if err := WriteKubeconfig(admin.Config(), c.kubeconfig); err != nil {
 		return err
 	}
 	if len(c.opts.crdDirs) > 0 {
@@ -344,8 +352,13 @@ func (c *ControlPlane) RESTConfig() *rest.Config {
 	return rest.CopyConfig(c.cfg)
 }
 
-// KubeconfigPath is the kubeconfig file for the administrator, usable by
-// kubectl. It is empty before a successful Start.
+// KubeconfigUser is the user of KubeconfigPath's file, in group
+// system:masters, named as kubeadm and kind name the administrator.
+const KubeconfigUser = "kubernetes-admin"
+
+// KubeconfigPath is the kubeconfig file for the administrator
+// (KubeconfigUser), usable by kubectl. It is empty before a successful
+// Start.
 func (c *ControlPlane) KubeconfigPath() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -102,6 +103,15 @@ func TestControlPlaneLifecycle(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(kcfg)
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
 		t.Fatalf("reading namespace default through the kubeconfig file: %v", err)
+	}
+	// Its user is named as kubeadm and kind name the administrator:
+	// policies reading request.userInfo see what they see there.
+	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := review.Status.UserInfo; u.Username != KubeconfigUser || !slices.Contains(u.Groups, "system:masters") {
+		t.Errorf("the kubeconfig file's user is %s %v, want %s in system:masters", u.Username, u.Groups, KubeconfigUser)
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "stored", Namespace: "default"},
