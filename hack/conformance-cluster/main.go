@@ -12,8 +12,9 @@
 //	go run ./hack/conformance-cluster -charter bin/charter -chainsaw bin/chainsaw [-dirs validating-policies,...] [-run REGEXP]
 //
 // Tests listed in skip.yaml are not run: the file says, for each, why (a
-// Kyverno implementation detail that is not part of the API, or an image
-// pulled from a public registry, which this machine cannot reach). The
+// Kyverno implementation detail that is not part of the API, an image
+// pulled from a public registry, which this machine cannot reach, or a Pod
+// that must run, which needs a node the local control plane lacks). The
 // list is printed first. It exits non-zero when a test that ran failed.
 package main
 
@@ -176,6 +177,9 @@ type skipList struct {
 	ImplementationDetails []skip `json:"implementationDetails"`
 	// Network are tests that pull images from public registries.
 	Network []skip `json:"network"`
+	// Node are tests that need a Pod to run (status.phase Running, exec
+	// into it): the local control plane has no kubelet.
+	Node []skip `json:"node"`
 }
 
 type skip struct {
@@ -192,7 +196,7 @@ func loadSkips(path string) (skipList, error) {
 	if err := yaml.UnmarshalStrict(data, &s); err != nil {
 		return s, fmt.Errorf("%s: %w", path, err)
 	}
-	for _, list := range [][]skip{s.ImplementationDetails, s.Network} {
+	for _, list := range s.lists() {
 		for i, e := range list {
 			if e.Test == "" || strings.TrimSpace(e.Reason) == "" {
 				return s, fmt.Errorf("%s: entry %d (%q) needs both test and reason", path, i, e.Test)
@@ -208,7 +212,13 @@ type skipCategory int
 const (
 	implementationDetail skipCategory = iota
 	network
+	node
 )
+
+// lists are skip.yaml's lists, in skipCategory order.
+func (s skipList) lists() [][]skip {
+	return [][]skip{s.ImplementationDetails, s.Network, s.Node}
+}
 
 // skippedTest is a test of the plan that is not run, and why.
 type skippedTest struct {
@@ -217,7 +227,7 @@ type skippedTest struct {
 }
 
 func (s skipList) reason(test string) (skippedTest, bool) {
-	for category, list := range [][]skip{s.ImplementationDetails, s.Network} {
+	for category, list := range s.lists() {
 		for _, e := range list {
 			if e.Test == test {
 				return skippedTest{e, skipCategory(category)}, true
@@ -234,8 +244,9 @@ func printSkips(w io.Writer, plan []dirPlan) {
 	headings := map[skipCategory]string{
 		implementationDetail: "check a Kyverno implementation detail that is not part of the API",
 		network:              "need a public registry or cluster DNS (no network here)",
+		node:                 "need a node to run a Pod (the local control plane has no kubelet)",
 	}
-	for _, category := range []skipCategory{implementationDetail, network} {
+	for _, category := range []skipCategory{implementationDetail, network, node} {
 		var lines []string
 		for _, d := range plan {
 			for _, s := range d.skipped {
@@ -293,7 +304,7 @@ func planTests(corpus string, dirs []string, skips skipList, filter *regexp.Rege
 		plan = append(plan, d)
 	}
 	if len(dirs) == len(defaultDirs) {
-		for _, list := range [][]skip{skips.ImplementationDetails, skips.Network} {
+		for _, list := range skips.lists() {
 			for _, e := range list {
 				if !all[e.Test] {
 					return nil, fmt.Errorf("skip list names %s, which is no test of %s", e.Test, corpus)
