@@ -73,7 +73,7 @@ var kyvernoPolicies = []string{"ClusterPolicy", "Policy"}
 // where from Everywhere to InCluster when only the CLI gained it) in the
 // change that makes it work: removing an entry is a one-line change (plus
 // the want lines of testdata/unsupported that name it, and its row in the
-// README's "What charter cannot run yet").
+// docs/policies.md's "What charter cannot run yet").
 //
 // Fields that only tune a feature listed here are not listed on their own
 // (spec.generateExisting, spec.mutateExistingOnPolicyUpdate,

@@ -41,7 +41,7 @@ admission would for a CREATE: mutate rules first, then validate rules on the
 mutated resource, then generate rules. Print a verdict per resource and rule;
 --print-resources adds the mutated resources and the generated objects.
 A rule that uses a feature charter does not run (validate.assert, the
-CEL authorizer, ...; see the README) is named in a warning on stderr: its
+CEL authorizer, ...; see docs/policies.md) is named in a warning on stderr: its
 verdict is not the one Kyverno would give.
 
 POLICY and --resource name files or directories (searched recursively for

@@ -21,7 +21,7 @@ import (
 	"github.com/charter-dev/charter/internal/controlplane"
 )
 
-// applyExample creates the objects of one of the README's example files,
+// applyExample creates the objects of one of the example files the README's tour uses,
 // as kubectl apply -f does on a fresh cluster.
 func applyExample(ctx context.Context, t *testing.T, cl client.Client, path string) {
 	t.Helper()
@@ -48,7 +48,7 @@ func applyExample(ctx context.Context, t *testing.T, cl client.Client, path stri
 	}
 }
 
-// TestDevReportsAPIOpenReports walks the README's walkthrough on
+// TestDevReportsAPIOpenReports walks the README's tour on
 // `charter dev --reports-api=openreports`: the hint names OpenReports'
 // reports, the two example Pods get an openreports.io Report each (the
 // privileged one failing, the compliant one not), no wgpolicyk8s report

@@ -61,7 +61,7 @@ func (p *conformancePolicy) String() string {
 // `kubectl apply` would, and either reaches Ready (status.conditionStatus
 // .ready for the policies.kyverno.io kinds, the Ready condition for the
 // kyverno.io ones; PolicyExceptions have no status: admitted is all) or is
-// refused for a reason README's "What charter cannot run yet" lists, or
+// refused for a reason docs/policies.md's "What charter cannot run yet" lists, or
 // is a manifest Kyverno's own chainsaw test expects to be refused. A
 // policy admitted that never reports Ready fails, with its status.
 // Documents that are identical are created once; namespaced ones go to
@@ -75,7 +75,7 @@ func TestDevConformancePoliciesReachReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cannot, err := corpus.ReadCannotRun(filepath.Join(root, "README.md"))
+	cannot, err := corpus.ReadCannotRun(filepath.Join(root, corpus.CannotRunDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestDevConformancePoliciesReachReady(t *testing.T) {
 	if err := waitForWebhook(ctx, cl); err != nil {
 		t.Fatal(err)
 	}
-	// The namespace of a tenant as README's Tenancy section sets one up:
+	// The namespace of a tenant as docs/tenancy.md sets one up:
 	// its namespaced cleanup policies act as its ServiceAccount
 	// charter-policy, which holds the namespace's admin rights.
 	for _, obj := range []client.Object{
@@ -153,7 +153,7 @@ func TestDevConformancePoliciesReachReady(t *testing.T) {
 			counts["refused, as Kyverno's test expects"]++
 		default:
 			if r := cannot.Lists(p.refusal); r != "" {
-				counts["refused for a reason README lists"]++
+				counts["refused for a reason docs/policies.md lists"]++
 				seen[r] = true
 				continue
 			}
@@ -162,7 +162,7 @@ func TestDevConformancePoliciesReachReady(t *testing.T) {
 	}
 	for _, r := range cannot.Refusals {
 		if !seen[r] {
-			failures = append(failures, fmt.Sprintf("| README | %q refuses no document of the corpus now: remove its line from \"What charter cannot run yet\" |", r))
+			failures = append(failures, fmt.Sprintf("| docs/policies.md | %q refuses no document of the corpus now: remove its line from \"What charter cannot run yet\" |", r))
 		}
 	}
 
@@ -216,7 +216,7 @@ func TestDevConformancePoliciesReachReady(t *testing.T) {
 	t.Logf("%d policy documents, %d distinct: %s", len(docs), len(policies), strings.Join(summary, ", "))
 	if len(failures) > 0 {
 		sort.Strings(failures)
-		t.Errorf("%d of %d distinct policies neither reached Ready nor were refused for a reason README lists:\n| document | outcome |\n|---|---|\n%s",
+		t.Errorf("%d of %d distinct policies neither reached Ready nor were refused for a reason docs/policies.md lists:\n| document | outcome |\n|---|---|\n%s",
 			len(failures), len(policies), strings.Join(failures, "\n"))
 	}
 }

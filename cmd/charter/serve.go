@@ -174,7 +174,7 @@ Service. Validate and mutate rules are enforced at admission, where the CEL
 authorizer of validate.cel asks SubjectAccessReviews for the requesting
 user (cached 10s). A policy
 using a feature charter cannot run in the cluster (validate.assert, ...;
-see the README) is refused when a rule
+see docs/policies.md) is refused when a rule
 of it enforces, and admitted with a warning when it only audits; either
 way its status is Ready=False, reason Unsupported.
 Cleanup policies are checked too (the schedule with the parser the

@@ -149,7 +149,7 @@ var _ = Describe("CEL policies: GeneratingPolicy, MutatingPolicy mutateExisting 
 		charterNS := useCharter(ctx, celGenCharterNamespace, "admission,reports,background,cleanup")
 		waitPolicyWebhook(ctx)
 		// What the DeletingPolicy deletes, the cleanup controller must be
-		// allowed to, as README tells users to grant it.
+		// allowed to, as config/rbac/README.md tells users to grant it.
 		grantCleanup(ctx, charterNS, celDelNamespace, "configmaps")
 	}, NodeTimeout(3*time.Minute))
 

@@ -136,7 +136,7 @@ func uninstallCharter(ctx context.Context, why string) {
 }
 
 // grantCleanup lets charter's cleanup controller delete resources (core
-// group) the way README tells users to: a ClusterRole labelled
+// group) the way config/rbac/README.md tells users to: a ClusterRole labelled
 // rbac.charter.dev/aggregate-to-cleanup, which the cluster aggregates into
 // charter-cleanup-aggregate. It waits until the controller's ServiceAccount
 // in namespace may delete them in target, where the cluster aggregates

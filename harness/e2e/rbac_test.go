@@ -54,7 +54,7 @@ const (
 	rbacGeneratedNamespace = "e2e-rbac-generated"
 	rbacGenerateName       = "rbac-generate-default-deny"
 	// rbacCleanupRole lets the cleanup controller delete ConfigMaps, by
-	// aggregation into charter-cleanup-aggregate, as README tells users
+	// aggregation into charter-cleanup-aggregate, as config/rbac/README.md tells users
 	// to grant what TTLs may delete.
 	rbacCleanupRole = "e2e-rbac-cleanup-configmaps"
 	// rbacExcludedNamespace is the chart's config.excludedNamespaces:

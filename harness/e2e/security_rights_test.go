@@ -269,7 +269,7 @@ func rightsBackgroundCondition(ctx context.Context, g Gomega, p *kyvernov1.Polic
 
 // grantPolicyServiceAccount creates, in namespace, the ServiceAccount
 // charter impersonates for the namespaced policies there and a Role of
-// rules bound to it, as the README tells a namespace's owner to.
+// rules bound to it, as docs/tenancy.md tells a namespace's owner to.
 func grantPolicyServiceAccount(ctx context.Context, namespace string, rules ...rbacv1.PolicyRule) {
 	GinkgoHelper()
 	grantServiceAccount(ctx, namespace, rightsPolicySA, rules...)

@@ -65,7 +65,7 @@ func clientAs(who rest.ImpersonationConfig) client.Client {
 	return cl
 }
 
-// grantPolicyServiceAccountAdmin is what a tenant does, as the README
+// grantPolicyServiceAccountAdmin is what a tenant does, as docs/tenancy.md
 // tells a namespace's owner to: it creates its namespace's ServiceAccount
 // that charter impersonates for the namespaced policies there
 // (rightsPolicySA) and gives it all the tenant may, admin.

@@ -32,8 +32,8 @@ func TestKyvernoPolicyValidation(t *testing.T) {
 			out, err := Run(context.Background(), Options{PolicyPaths: []string{policyFile}, ResourcePaths: []string{"-"},
 				Stdin: strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: team}\n")})
 			if kind := tc.Kind(); strings.HasSuffix(kind, "CleanupPolicy") || strings.HasSuffix(kind, "DeletingPolicy") {
-				// The CLI does not run cleanup policies (README, What
-				// charter cannot run yet): it refuses to run one.
+				// The CLI does not run cleanup policies (docs/policies.md,
+				// What charter cannot run yet): it refuses to run one.
 				if err == nil {
 					t.Fatal("charter apply ran a cleanup policy")
 				}

@@ -3,7 +3,6 @@ package corpus
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -170,7 +169,11 @@ func chainsawFiles(dir string) (refused, asserted map[string]bool, err error) {
 	return refused, asserted, nil
 }
 
-// CannotRun is what README's "What charter cannot run yet" section lists:
+// CannotRunDoc is the page, relative to the module root, whose "What
+// charter cannot run yet" section ReadCannotRun reads.
+const CannotRunDoc = "docs/policies.md"
+
+// CannotRun is what docs/policies.md's "What charter cannot run yet" section lists:
 // the features of its table (the code spans of the first column), and the
 // refusals of its list of what charter refuses today (the first code span
 // of each line: a text charter's refusal contains).
@@ -179,14 +182,14 @@ type CannotRun struct {
 	Refusals []string
 }
 
-// readmeSection is the README section CannotRun reads; readmeRefusals
+// readmeSection is the section of CannotRunDoc CannotRun reads; readmeRefusals
 // starts its list of refusals.
 const (
 	readmeSection  = "\n## What charter cannot run yet\n"
 	readmeRefusals = "Refused today, one reason a line"
 )
 
-// ReadCannotRun reads the README at path.
+// ReadCannotRun reads the page at path (CannotRunDoc under the module root).
 func ReadCannotRun(path string) (CannotRun, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -224,12 +227,12 @@ func ReadCannotRun(path string) (CannotRun, error) {
 		}
 	}
 	if len(out.Features) == 0 {
-		return CannotRun{}, errors.New(`README's "What charter cannot run yet" table lists no feature`)
+		return CannotRun{}, fmt.Errorf(`%s: the "What charter cannot run yet" table lists no feature`, path)
 	}
 	return out, nil
 }
 
-// Lists returns the README entry a refusal is for: a feature of the
+// Lists returns the entry of the page a refusal is for: a feature of the
 // table, when charter refused it as not supported, or a line of the
 // list; "" when it lists none.
 func (c CannotRun) Lists(refusal string) string {

@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-// TestReadCannotRun: README's section gives the table's features and the
+// TestReadCannotRun: the page's section gives the table's features and the
 // refusal list's texts, and Lists accepts a refusal only for them: a
 // feature when charter said it is not supported, a list text anywhere in
 // the refusal.
 func TestReadCannotRun(t *testing.T) {
-	got, err := ReadCannotRun(filepath.Join("testdata", "README.md"))
+	got, err := ReadCannotRun(filepath.Join("testdata", "policies.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,14 +36,14 @@ func TestReadCannotRun(t *testing.T) {
 	}
 }
 
-// TestReadCannotRunFailsClosed: a README without the section, or a
+// TestReadCannotRunFailsClosed: a page without the section, or a
 // refusal line without its text in a code span, is an error.
 func TestReadCannotRunFailsClosed(t *testing.T) {
 	for name, text := range map[string]string{
 		"no section":   "# x\n\n## Other\n",
 		"no code span": "## What charter cannot run yet\n\n| feature |\n|---|\n| `a` |\n\nRefused today, one reason a line:\n\n- plain words\n",
 	} {
-		path := filepath.Join(t.TempDir(), "README.md")
+		path := filepath.Join(t.TempDir(), "policies.md")
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -24,7 +24,7 @@ import (
 // policy manifests of kyverno-chainsaw, in the versions they are written
 // in) is created, as `kubectl apply` would, on a real API server with
 // charter's CRDs and policy webhook, and must be admitted, or refused
-// only for a reason README's "What charter cannot run yet" lists, or be
+// only for a reason docs/policies.md's "What charter cannot run yet" lists, or be
 // a manifest Kyverno's own test expects to be refused. Creates are
 // server-side dry runs, so policies of the same name in different folders
 // do not collide; the policies' Ready state is not waited for here
@@ -42,7 +42,7 @@ func TestConformancePoliciesApply(t *testing.T) {
 	if len(docs) < 300 {
 		t.Fatalf("only %d policy documents found", len(docs))
 	}
-	cannot, err := corpus.ReadCannotRun(filepath.Join(root, "README.md"))
+	cannot, err := corpus.ReadCannotRun(filepath.Join(root, corpus.CannotRunDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestConformancePoliciesApply(t *testing.T) {
 		case d.KyvernoRefuses:
 			counts["refused, as Kyverno's test expects"]++
 		case cannot.Lists(createErr.Error()) != "":
-			counts["refused for a reason README lists"]++
+			counts["refused for a reason docs/policies.md lists"]++
 		default:
 			failures = append(failures, fmt.Sprintf("| %s | %s |", d, strings.ReplaceAll(createErr.Error(), "\n", " ")))
 		}
@@ -115,7 +115,7 @@ func TestConformancePoliciesApply(t *testing.T) {
 	sort.Strings(summary)
 	t.Logf("%d policy documents: %s", len(docs), strings.Join(summary, ", "))
 	if len(failures) > 0 {
-		t.Errorf("%d of %d policy documents were refused for a reason README does not list:\n| document | refusal |\n|---|---|\n%s",
+		t.Errorf("%d of %d policy documents were refused for a reason docs/policies.md does not list:\n| document | refusal |\n|---|---|\n%s",
 			len(failures), len(docs), strings.Join(failures, "\n"))
 	}
 }

@@ -32,7 +32,7 @@ var NamespaceOwnerRules = func() []rbacv1.PolicyRule {
 
 // Grant creates, in namespace, the ServiceAccount charter impersonates for
 // the namespaced policies there (impersonate.DefaultServiceAccount) and a
-// Role of NamespaceOwnerRules bound to it, as the README tells a
+// Role of NamespaceOwnerRules bound to it, as docs/tenancy.md tells a
 // namespace's owner to.
 func Grant(ctx context.Context, c client.Client, namespace string) error {
 	name := impersonate.DefaultServiceAccount
