@@ -48,6 +48,9 @@ type generatingPolicy struct {
 	generations  []gpolGeneration
 	synchronize  bool
 	orphan       bool
+	// reapply is useServerSideApply: existing objects are applied again
+	// on every run, without synchronize too.
+	reapply bool
 	// kinds are the "apiVersion/Kind" of the objects the expressions
 	// write literally; with synchronize, generating any other kind is an
 	// error, since charter could not find those objects again.
@@ -122,7 +125,7 @@ var (
 func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, p *Policy) CompileErrors {
 	spec := src.GetGeneratingPolicySpec()
 	f := &faults{kind: src.GetKind(), name: p.key}
-	gp := &generatingPolicy{synchronize: spec.SynchronizeEnabled(), orphan: spec.OrphanDownstreamOnPolicyDeleteEnabled()}
+	gp := &generatingPolicy{synchronize: spec.SynchronizeEnabled(), orphan: spec.OrphanDownstreamOnPolicyDeleteEnabled(), reapply: spec.UseServerSideApply}
 	if src.IsNamespaced() {
 		gp.namespace = p.namespace
 	}
@@ -454,7 +457,7 @@ func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appl
 		om["labels"] = merged
 		out = append(out, GeneratedObject{
 			Object: obj, Policy: policy, Rule: p.source.GetName(), Trigger: trigger, From: generate.FromData,
-			Synchronize: gp.synchronize, OrphanDownstreamOnPolicyDelete: gp.orphan,
+			Synchronize: gp.synchronize, OrphanDownstreamOnPolicyDelete: gp.orphan, Reapply: gp.reapply,
 		})
 	}
 	return out, nil

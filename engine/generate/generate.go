@@ -60,6 +60,12 @@ type DesiredObject struct {
 	// OrphanDownstreamOnPolicyDelete: with Synchronize, keep the object when
 	// the policy or rule is deleted.
 	OrphanDownstreamOnPolicyDelete bool
+	// Reapply: apply the object (server-side) whenever the rule runs,
+	// even without Synchronize, taking back the fields it sets and leaving
+	// other managers' fields: a GeneratingPolicy's useServerSideApply,
+	// as Kyverno does on the trigger's UPDATE (its chainsaw test
+	// generating-policies/ssa/update).
+	Reapply bool
 
 	// ForEach is the position of the foreach element that produced the
 	// object; nil outside generate.foreach.

@@ -365,7 +365,7 @@ func (c *Controller) applyDesired(ctx context.Context, p kyvernov1.PolicyInterfa
 				d.Rule, u.GetKind(), objectName(u.GetNamespace(), u.GetName()), c.foreignDownstream(cur.GetLabels(), p)))
 			return nil
 		}
-		if !d.Synchronize || contains(cur.Object, d.Object) {
+		if !(d.Synchronize || d.Reapply) || contains(cur.Object, d.Object) {
 			return nil
 		}
 	}
