@@ -89,9 +89,6 @@ func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingP
 	if len(spec.Validations) == 0 {
 		f.add("spec.validations", "an ImageValidatingPolicy needs at least one validation")
 	}
-	if len(spec.Attestors) == 0 {
-		f.add("spec.attestors", "an ImageValidatingPolicy needs at least one attestor")
-	}
 	ip.refs = compileImageMatchers(spec.MatchImageReferences, f)
 	ip.attestors = compileIVPolAttestors(spec.Attestors, f)
 	ip.attestations = compileIVPolAttestations(spec.Attestations, f)

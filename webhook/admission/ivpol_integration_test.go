@@ -80,13 +80,34 @@ spec:
     message: audited, not signed
 `
 
+// ivpolWithoutAttestors pins the images of registry %[1]s in namespace
+// pins to their digest and verifies nothing, as Kyverno's chainsaw test
+// image-validating-policies/mutate-digest's policy does.
+const ivpolWithoutAttestors = `
+apiVersion: policies.kyverno.io/v1
+kind: ImageValidatingPolicy
+metadata: {name: pin-digests}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: pins}}
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  matchImageReferences: [{glob: "%[1]s/**"}]
+  validationConfigurations: {mutateDigest: true, verifyDigest: false, required: false}
+  attestors: []
+  validations:
+  - expression: "true"
+`
+
 // TestImageValidatingPolicyOnRealAPIServer: ImageValidatingPolicies
 // installed in the cluster become Ready; a Pod naming a signed image by
 // tag is admitted with the image pinned to the digest its tag names
 // (mutateDigest) and that digest verified; an unsigned image is denied in
 // Kyverno's words; a NamespacedImageValidatingPolicy acts in its own
 // namespace only; under [Audit, Warn] an unsigned image is admitted with
-// Kyverno's warning; a policy charter cannot verify is refused.
+// Kyverno's warning; a policy without attestors only pins digests; a
+// policy charter cannot verify is refused.
 func TestImageValidatingPolicyOnRealAPIServer(t *testing.T) {
 	reg := imagetest.NewRegistry(t)
 	key := imagetest.NewKey(t)
@@ -94,7 +115,7 @@ func TestImageValidatingPolicyOnRealAPIServer(t *testing.T) {
 	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
 	unsigned := reg.Push(t, "app", "unsigned")
 	verifier := imageverify.New(imageverify.Options{Egress: reg.Egress(), Cache: imageverify.NewCache(100, time.Hour, nil)})
-	f := startAdmission(t, withNamespaces("shop", "team-a", "team-b", "audit"), withOptions(func(o *Options) {
+	f := startAdmission(t, withNamespaces("shop", "team-a", "team-b", "audit", "pins"), withOptions(func(o *Options) {
 		o.State.Loaders.ImageVerifier = verifier
 	}))
 	ctx, cl := f.ctx, f.client
@@ -161,6 +182,25 @@ func TestImageValidatingPolicyOnRealAPIServer(t *testing.T) {
 		if got := warnings.all(); !slices.Contains(got, want) {
 			t.Errorf("warnings %q, want %q", got, want)
 		}
+	})
+
+	t.Run("a policy without attestors is Ready and pins digests only", func(t *testing.T) {
+		// Kyverno's chainsaw tests image-validating-policies/mutate-digest
+		// and mutate-digest-disabled: no attestors, validations that
+		// verify nothing; charter refused the policy.
+		f.installReady(t, fmt.Sprintf(ivpolWithoutAttestors, reg.Host))
+		// Once the policy's webhook rules are registered.
+		eventually(t, "unsigned Pod pinned", 30*time.Second, func() error {
+			p := podOf("unsigned", "pins", unsigned.Ref)
+			if err := cl.Create(ctx, p); err != nil {
+				return err
+			}
+			if got, want := p.Spec.Containers[0].Image, unsigned.Ref+"@"+unsigned.Digest; got != want {
+				_ = cl.Delete(ctx, p)
+				return errNotYet(fmt.Sprintf("stored image %s, want %s (mutateDigest)", got, want))
+			}
+			return nil
+		})
 	})
 
 	t.Run("a policy charter cannot verify is refused, naming the field", func(t *testing.T) {
