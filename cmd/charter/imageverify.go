@@ -52,8 +52,14 @@ func (o imageVerifyOptions) verifier(secrets imageverify.SecretReader, guard *eg
 	if o.cacheSize > 0 && o.cacheTTL > 0 {
 		cache = imageverify.NewCache(o.cacheSize, o.cacheTTL, nil)
 	}
-	trust := imageverify.NewTUFTrust(imageverify.TUFOptions{Mirror: o.tufMirror, Root: o.tufRoot, Egress: guard})
-	return imageverify.New(imageverify.Options{Secrets: secrets, Cache: cache, Timeout: o.timeout, Egress: guard, PublicTrust: trust})
+	return imageverify.New(imageverify.Options{Secrets: secrets, Cache: cache, Timeout: o.timeout, Egress: guard, PublicTrust: o.publicTrust(guard)})
+}
+
+// publicTrust is the Sigstore trust of --sigstore-tuf-mirror and
+// --sigstore-tuf-root, fetched through guard: admission's image
+// verification and gitsync's keyless artifact verification share it.
+func (o imageVerifyOptions) publicTrust(guard *egress.Guard) imageverify.PublicTrust {
+	return imageverify.NewTUFTrust(imageverify.TUFOptions{Mirror: o.tufMirror, Root: o.tufRoot, Egress: guard})
 }
 
 // check refuses values verification cannot run with, and reads

@@ -633,6 +633,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			Limits:      source.Limits{MaxSize: o.gitsyncMaxSize, MaxFiles: o.gitsyncMaxFiles},
 			MinInterval: o.gitsyncMinInterval,
 			Egress:      registryGuard,
+			PublicTrust: o.images.publicTrust(registryGuard),
 			// The gate verifies images with the node's registry
 			// credentials only: a repository's suites must not make
 			// charter read pull secrets in other namespaces.

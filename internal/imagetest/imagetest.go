@@ -450,6 +450,9 @@ type Identity struct {
 	// NotBefore and NotAfter bound the certificate's validity (default:
 	// from a minute ago for an hour).
 	NotBefore, NotAfter time.Time
+	// SCT, when set, is the CT log whose SCT the certificate embeds, as
+	// Fulcio's do: what a verifier that does not ignore SCTs wants.
+	SCT *Rekor
 }
 
 // Leaf issues a short-lived code-signing certificate and returns its key
@@ -498,8 +501,10 @@ func (ca *CA) Leaf(t T, id Identity) (signature.SignerVerifier, []byte) {
 	for oid, v := range id.Extensions {
 		ext(oid, []byte(v))
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
+	var der []byte
+	if id.SCT != nil {
+		der = ca.withEmbeddedSCT(t, tmpl, &key.PublicKey, id.SCT)
+	} else if der, err = x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key); err != nil {
 		t.Fatal(err)
 	}
 	sv, err := signature.LoadECDSASignerVerifier(key, crypto.SHA256)

@@ -189,7 +189,7 @@ func (o *ociSource) verify(ctx context.Context, _ string) (string, error) {
 func (r *PolicyRepositoryReconciler) signatures() *imageverify.Verifier {
 	r.verifierOnce.Do(func() {
 		if r.Signatures == nil {
-			r.Signatures = NewSignatureVerifier(r.secrets(), r.Egress)
+			r.Signatures = NewSignatureVerifier(r.secrets(), r.Egress, r.PublicTrust)
 		}
 	})
 	return r.Signatures

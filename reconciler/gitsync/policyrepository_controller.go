@@ -80,8 +80,13 @@ type PolicyRepositoryReconciler struct {
 	// requests instead of Egress's transport: the caller answers for
 	// what it reaches (tests and the benchmark count bytes with it).
 	RegistryTransport http.RoundTripper
+	// PublicTrust is where keyless verification reads Sigstore's Fulcio
+	// roots and Rekor and CT log keys (serve --sigstore-tuf-mirror and
+	// --sigstore-tuf-root); Sigstore's public TUF repository, through
+	// Egress, when nil.
+	PublicTrust imageverify.PublicTrust
 	// Signatures verifies OCI artifacts' cosign signatures;
-	// NewSignatureVerifier(Secrets, Egress) when nil.
+	// NewSignatureVerifier(Secrets, Egress, PublicTrust) when nil.
 	Signatures *imageverify.Verifier
 
 	verifierOnce, transportOnce sync.Once

@@ -26,6 +26,7 @@ import (
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/imagetest"
 	"github.com/charter-dev/charter/reconciler/gitsync/source/oci"
 )
@@ -225,6 +226,53 @@ func TestOCIRepositoryVerifiesCosignSignatures(t *testing.T) {
 	request(t, repo)
 	readyAt(t, repo, resigned)
 	g.Expect(getPolicy(t, "oci-signed").Spec.Rules[0].Name).To(Equal("require-signed-again"))
+}
+
+// TestOCIRepositoryVerifiesKeylessSignatures: an artifact signed keyless
+// (a Fulcio-style certificate embedding an SCT, logged in Rekor with a
+// bundle) applies when its identity matches spec.verify.matchOIDCIdentity,
+// verified offline against the Sigstore trust charter is given
+// (--sigstore-tuf-mirror: here a TUF repository on loopback); another
+// identity, or a certificate no CT log has seen, stalls with
+// VerificationFailed and the last good artifact stays applied.
+func TestOCIRepositoryVerifiesKeylessSignatures(t *testing.T) {
+	g := NewWithT(t)
+	ca, log := imagetest.NewCA(t, "keyless fulcio"), imagetest.NewRekor(t)
+	tuf := imagetest.NewTUFRepository(t, ca, log)
+	suiteTrust.use(t, imageverify.NewTUFTrust(imageverify.TUFOptions{Mirror: tuf.URL, Root: tuf.Root, Egress: imagetest.LoopbackEgress()}))
+	reg := imagetest.NewRegistry(t)
+	o := newOCIRepo(t, reg, "team/keyless")
+	sign := func(img imagetest.Image, id imagetest.Identity) {
+		leaf, cert := ca.Leaf(t, id)
+		reg.Sign(t, img, leaf, imagetest.SignOptions{Cert: cert, Chain: []byte(ca.RootPEM), Rekor: log})
+	}
+	const issuer = "https://token.actions.githubusercontent.com"
+	release := imagetest.Identity{Email: "release@example.com", Issuer: issuer, SCT: log}
+
+	ns := newNamespace(t)
+	signed, img := o.push("latest", map[string]string{"a.yaml": policy("oci-keyless", "team")})
+	sign(img, release)
+	repo := newOCIPolicyRepository(t, ns, o, func(r *gitopsv1alpha1.PolicyRepository) {
+		pollRarelyRetryOften(r)
+		r.Spec.Verify = &gitopsv1alpha1.GitVerification{Provider: gitopsv1alpha1.ProviderCosign,
+			MatchOIDCIdentity: []gitopsv1alpha1.OIDCIdentityMatch{{Issuer: `^https://token\.actions\.githubusercontent\.com$`, Subject: `^release@example\.com$`}}}
+	})
+	got := readyAt(t, repo, signed)
+	g.Expect(condition(got, gitopsv1alpha1.ConditionSourceVerified).Message).To(ContainSubstring("verified cosign signature of " + signed + " by keyless identity"))
+	g.Expect(tuf.Requests()).To(BeNumerically(">", 0), "the configured TUF repository was not asked")
+
+	intruder, iimg := o.push("latest", map[string]string{"a.yaml": policy("oci-keyless", "intruder")})
+	sign(iimg, imagetest.Identity{Email: "intruder@example.com", Issuer: issuer, SCT: log})
+	request(t, repo)
+	stalledWith(t, repo, intruder, gitopsv1alpha1.ReasonVerificationFailed)
+	g.Expect(getPolicy(t, "oci-keyless").Spec.Rules[0].Name).To(Equal("require-team"))
+
+	unlogged, uimg := o.push("latest", map[string]string{"a.yaml": policy("oci-keyless", "unlogged")})
+	sign(uimg, imagetest.Identity{Email: "release@example.com", Issuer: issuer})
+	request(t, repo)
+	got = stalledWith(t, repo, unlogged, gitopsv1alpha1.ReasonVerificationFailed)
+	g.Expect(condition(got, gitopsv1alpha1.ConditionSourceVerified).Message).To(ContainSubstring("SCT"))
+	g.Expect(getPolicy(t, "oci-keyless").Spec.Rules[0].Name).To(Equal("require-team"))
 }
 
 // request asks for a sync at once, as the receiver does.

@@ -27,12 +27,14 @@ const (
 // NewSignatureVerifier returns the verifier of OCI artifacts' cosign
 // signatures: imageverify's, with its digest-keyed cache, reading pull
 // secrets with secrets, reaching registries and transparency logs
-// through guard (egress's defaults when nil), and never with charter's own
-// registry credentials.
-func NewSignatureVerifier(secrets client.Reader, guard *egress.Guard) *imageverify.Verifier {
+// through guard (egress's defaults when nil), keyless signatures checked
+// against trust (Sigstore's public TUF repository when nil), and never
+// with charter's own registry credentials.
+func NewSignatureVerifier(secrets client.Reader, guard *egress.Guard, trust imageverify.PublicTrust) *imageverify.Verifier {
 	return imageverify.New(imageverify.Options{
 		Secrets:         secretReader{secrets},
 		Egress:          guard,
+		PublicTrust:     trust,
 		Cache:           imageverify.NewCache(signatureCacheSize, signatureCacheTTL, nil),
 		DefaultKeychain: authn.NewMultiKeychain(),
 		Timeout:         30 * time.Second,

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/egress"
 	"github.com/charter-dev/charter/reconciler/gitsync/source"
 )
@@ -49,6 +50,10 @@ type Options struct {
 	// transparency logs of their keyless signatures); egress's defaults
 	// when nil. charter serve passes its registry guard.
 	Egress *egress.Guard
+	// PublicTrust is the Sigstore trust keyless artifact signatures are
+	// checked against (serve's --sigstore-tuf-mirror/--sigstore-tuf-root);
+	// Sigstore's public TUF repository when nil.
+	PublicTrust imageverify.PublicTrust
 }
 
 // Defaults of charter serve's gitsync limits, near Flux's
@@ -90,6 +95,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 
 		MinInterval: opts.MinInterval,
 		Egress:      opts.Egress,
+		PublicTrust: opts.PublicTrust,
 	}
 	if err := r.SetupWithManager(mgr, opts); err != nil {
 		return err

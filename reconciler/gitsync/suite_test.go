@@ -2,15 +2,19 @@ package gitsync
 
 import (
 	"context"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
+	"github.com/sigstore/cosign/v2/pkg/cosign"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -26,6 +30,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
+	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/imagetest"
@@ -101,7 +106,7 @@ func runSuite(m *testing.M) int {
 	if err := Setup(mgr, Options{CacheDir: cacheDir, Tenancy: Tenancy{Namespace: charterNamespace, AllowFileURLs: true}, Tests: clitest.RepositoryTests{},
 		// The OCI tests' registries listen on loopback, which the egress
 		// guard lets through only when told.
-		Egress: imagetest.LoopbackEgress()}); err != nil {
+		Egress: imagetest.LoopbackEgress(), PublicTrust: suiteTrust}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -235,4 +240,54 @@ func getPolicy(t *testing.T, name string) *kyvernov1.ClusterPolicy {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// suiteTrust is the Sigstore trust of the suite's reconciler, as serve's
+// --sigstore-tuf-mirror sets it: a test verifying keyless signatures
+// points it at its own TUF repository for its duration.
+var suiteTrust = &testTrust{}
+
+type testTrust struct {
+	mu    sync.Mutex
+	trust imageverify.PublicTrust
+}
+
+func (s *testTrust) use(t *testing.T, trust imageverify.PublicTrust) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trust = trust
+	t.Cleanup(func() { s.mu.Lock(); defer s.mu.Unlock(); s.trust = nil })
+}
+
+func (s *testTrust) current() (imageverify.PublicTrust, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.trust == nil {
+		return nil, errors.New("no Sigstore trust configured for this test")
+	}
+	return s.trust, nil
+}
+
+func (s *testTrust) FulcioRoots(ctx context.Context) ([]*x509.Certificate, error) {
+	tr, err := s.current()
+	if err != nil {
+		return nil, err
+	}
+	return tr.FulcioRoots(ctx)
+}
+
+func (s *testTrust) RekorPubs(ctx context.Context) (*cosign.TrustedTransparencyLogPubKeys, error) {
+	tr, err := s.current()
+	if err != nil {
+		return nil, err
+	}
+	return tr.RekorPubs(ctx)
+}
+
+func (s *testTrust) CTLogPubs(ctx context.Context) (*cosign.TrustedTransparencyLogPubKeys, error) {
+	tr, err := s.current()
+	if err != nil {
+		return nil, err
+	}
+	return tr.CTLogPubs(ctx)
 }
