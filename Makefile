@@ -168,6 +168,10 @@ e2e: controlplane build ## Run the Ginkgo e2e suites (E2E_PROVIDER=kind|local, E
 e2e-kind: image kind-node-image ## make e2e E2E_PROVIDER=kind on the offline node image, plus charter from its image in the cluster (label ha). Slow: not in CI.
 	$(KIND_DOCKER_ENV) KIND_NODE_IMAGE=$(KIND_NODE_IMAGE) E2E_CHARTER_IMAGE=$(IMG) $(MAKE) e2e E2E_PROVIDER=kind
 
+.PHONY: test-reliability
+test-reliability: controlplane ## Fuzz every target FUZZTIME each (default 30s), run the seed corpora and the bad input, fault and overload tests; print part, figure, target, ok (RELIABILITY_MODE=short: about a minute, as in CI).
+	$(GO) run ./hack/reliability -mode $(or $(RELIABILITY_MODE),full) $(if $(FUZZTIME),-fuzztime $(FUZZTIME))
+
 .PHONY: bench-background
 bench-background: controlplane ## Generate a NetworkPolicy for 1,000 new namespaces, one controller restart halfway: time, peak memory, writes, lost UpdateRequests (NAMESPACES=1000).
 	$(GO) run ./hack/bench-background -namespaces $(or $(NAMESPACES),1000)

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// TestEveryFuzzTargetIsListed: a fuzz function added anywhere in the
+// repository is fuzzed by make test-reliability, and every listed one
+// exists.
+func TestEveryFuzzTargetIsListed(t *testing.T) {
+	root := filepath.Join("..", "..")
+	found := map[string]bool{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Fuzz") {
+				rel, err := filepath.Rel(root, filepath.Dir(p))
+				if err != nil {
+					return err
+				}
+				found["./"+filepath.ToSlash(rel)+" "+fn.Name.Name] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, ft := range fuzzTargets {
+		listed[ft.pkg+" "+ft.name] = true
+	}
+	var missing, gone []string
+	for k := range found {
+		if !listed[k] {
+			missing = append(missing, k)
+		}
+	}
+	for k := range listed {
+		if !found[k] {
+			gone = append(gone, k)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(gone)
+	if len(missing) > 0 || len(gone) > 0 {
+		t.Fatalf("fuzzTargets is out of date: not listed %v; listed but not found %v", missing, gone)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

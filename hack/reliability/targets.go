@@ -1,0 +1,53 @@
+package main
+
+// fuzzTarget is one fuzz function of the repository. quick targets are
+// the ones the short mode fuzzes: their packages are small, so the
+// fuzzer's instrumented build and its executions are fast.
+type fuzzTarget struct {
+	pkg, name string
+	quick     bool
+}
+
+// fuzzTargets is every fuzz function in the repository
+// (TestEveryFuzzTargetIsListed keeps it so), by what it feeds.
+var fuzzTargets = []fuzzTarget{
+	// AdmissionReview decoding and every admission path.
+	{pkg: "./webhook/server", name: "FuzzDecodeReview"},
+	{pkg: "./webhook/server", name: "FuzzHandlers"},
+	{pkg: "./webhook/server", name: "FuzzAppendJSONString"},
+	// Policy decoding and Compile, every kind: the GitOps check (the one
+	// policy admission makes) and the CLI's decoding.
+	{pkg: "./reconciler/gitsync/check", name: "FuzzObjects"},
+	{pkg: "./internal/clitest", name: "FuzzDecodePolicies"},
+	// kyverno-test.yaml decoding.
+	{pkg: "./internal/clitest", name: "FuzzDecodeTest"},
+	// Kustomize input of a revision.
+	{pkg: "./reconciler/gitsync/build", name: "FuzzBuild"},
+	// CEL evaluation with hostile objects and cost limits.
+	{pkg: "./engine", name: "FuzzCELValidation"},
+	// Patterns and anchors.
+	{pkg: "./engine/pattern", name: "FuzzValidate", quick: true},
+	{pkg: "./engine/pattern", name: "FuzzStringPattern"},
+	{pkg: "./engine/mutate", name: "FuzzStrategicMerge"},
+	{pkg: "./engine/wildcard", name: "FuzzMatch"},
+	{pkg: "./engine/conditions", name: "FuzzEvaluate"},
+	{pkg: "./engine/conditions", name: "FuzzMayBeDuration"},
+	// JMESPath and variable substitution.
+	{pkg: "./engine/jmespath", name: "FuzzSearch", quick: true},
+	{pkg: "./engine/jmespath", name: "FuzzFastMatchesLibrary"},
+	{pkg: "./engine/variables", name: "FuzzSubstitute", quick: true},
+}
+
+// part is a set of tests that report figures (internal/reliability).
+// short parts run in the short mode too.
+type part struct {
+	name    string
+	pkg     string
+	run     string
+	target  string
+	timeout string
+	short   bool
+}
+
+// parts are the bad input, fault and overload measurements.
+var parts = []part{}
