@@ -493,8 +493,19 @@ func (e *devEnvironment) down() error {
 func (e *devEnvironment) ready(source devSource, apis []policyreport.API) {
 	e.done("kubeconfig: %s", e.kubeconfigPath)
 	b := func(s string) string { return printer.Paint(e.color, printer.Bold, s) }
-	samples := relativeToWorkingDir(filepath.Join(source.dir, "examples", "pods"))
-	cleanupSamples := relativeToWorkingDir(filepath.Join(source.dir, "examples", "cleanup"))
+	wd, _ := os.Getwd()
+	examples := devExamplesDir(source.dir, wd)
+	if examples == "" {
+		fmt.Fprintf(e.out, "\nTry:\n\n  %s\n  %s\n  %s\n\n%s\n%s\n",
+			b("export KUBECONFIG="+e.kubeconfigPath),
+			b("kubectl get cpol"),
+			b("kubectl get "+reportsResources(apis)+" -A"),
+			e.dim(fmt.Sprintf("%s holds no examples/ folder, nor does %s: charter's example Pods are in charter's repository (examples/pods); apply resources of your own to see the policies act.", source.dir, wd)),
+			e.dim("Commit a policy change and it reaches the cluster within seconds. Ctrl-C stops charter dev."))
+		return
+	}
+	samples := relativeToWorkingDir(filepath.Join(examples, "examples", "pods"))
+	cleanupSamples := relativeToWorkingDir(filepath.Join(examples, "examples", "cleanup"))
 	fmt.Fprintf(e.out, "\nTry:\n\n  %s\n  %s\n  %s   %s\n  %s  %s\n  %s\n  %s  %s\n\n%s\n",
 		b("export KUBECONFIG="+e.kubeconfigPath),
 		b("kubectl get cpol"),
@@ -503,6 +514,32 @@ func (e *devEnvironment) ready(source devSource, apis []policyreport.API) {
 		b("kubectl get "+reportsResources(apis)+" -A"),
 		b("kubectl apply -f "+filepath.Join(cleanupSamples, "ttl-configmap.yaml")), e.dim("# cleanup.kyverno.io/ttl: 20s, deleted 20 s after creation"),
 		e.dim("Commit a policy change and it reaches the cluster within seconds. Ctrl-C stops charter dev."))
+}
+
+// devExampleFiles are the files the banner's Try lines apply.
+var devExampleFiles = []string{"examples/pods/compliant.yaml", "examples/pods/privileged.yaml", "examples/cleanup/ttl-configmap.yaml"}
+
+// devExamplesDir is the folder whose examples/ the banner's Try lines
+// name: the synced checkout's, else the working folder's (charter's
+// checkout, when --repo names a repository of one's own), else "" (the
+// banner then names no file: every file it names exists).
+func devExamplesDir(dirs ...string) string {
+	for _, dir := range dirs {
+		if dir == "" {
+			continue
+		}
+		found := true
+		for _, f := range devExampleFiles {
+			if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f))); err != nil {
+				found = false
+				break
+			}
+		}
+		if found {
+			return dir
+		}
+	}
+	return ""
 }
 
 // reportsResources names the reports of the APIs for kubectl get:

@@ -1,8 +1,10 @@
 // Command buildprogress builds one Go main package with `go build -v` and
 // prints how far the build has got every few seconds, instead of nothing
-// for the 6 to 15 minutes kube-apiserver takes to compile the first time:
+// for the 6 to 15 minutes kube-apiserver takes to compile the first time,
+// or the 6 minutes charter itself takes on a fresh machine:
 //
 //	go run ./hack/buildprogress -C harness/tools -o bin/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+//	CGO_ENABLED=0 go run ./hack/buildprogress -ldflags '-s -w' -o bin/charter ./cmd/charter
 //
 // The package count it prints against is `go list -deps`: packages already
 // in Go's build cache are not compiled again, so a build may end below it.
@@ -30,16 +32,22 @@ func main() {
 	out := fs.String("o", "", "output binary (absolute, or relative to -C)")
 	every := fs.Duration("every", 15*time.Second, "how often to print progress")
 	goCmd := fs.String("go", "go", "the go command")
+	ldflags := fs.String("ldflags", "", "go build's -ldflags")
 	if err := fs.Parse(os.Args[1:]); err != nil || fs.NArg() != 1 || *out == "" {
-		fmt.Fprintln(os.Stderr, "usage: buildprogress [-C dir] [-every 15s] [-go go] -o output package")
+		fmt.Fprintln(os.Stderr, "usage: buildprogress [-C dir] [-every 15s] [-go go] [-ldflags flags] -o output package")
 		os.Exit(2)
 	}
 	pkg := fs.Arg(0)
-	os.Exit(run(*goCmd, *dir, *out, pkg, *every, os.Stdout, os.Stderr))
+	var buildFlags []string
+	if *ldflags != "" {
+		buildFlags = append(buildFlags, "-ldflags", *ldflags)
+	}
+	os.Exit(run(*goCmd, *dir, *out, pkg, buildFlags, *every, os.Stdout, os.Stderr))
 }
 
-// run builds pkg into out and returns go build's exit status.
-func run(goCmd, dir, out, pkg string, every time.Duration, stdout, stderr io.Writer) int {
+// run builds pkg into out, with buildFlags after go build's own, and
+// returns go build's exit status.
+func run(goCmd, dir, out, pkg string, buildFlags []string, every time.Duration, stdout, stderr io.Writer) int {
 	name := filepath.Base(out)
 	list := exec.Command(goCmd, "list", "-deps", pkg)
 	list.Dir, list.Stderr = dir, stderr
@@ -50,7 +58,8 @@ func run(goCmd, dir, out, pkg string, every time.Duration, stdout, stderr io.Wri
 	}
 	total := bytes.Count(deps, []byte("\n"))
 
-	build := exec.Command(goCmd, "build", "-v", "-trimpath", "-o", out, pkg)
+	args := append([]string{"build", "-v", "-trimpath"}, buildFlags...)
+	build := exec.Command(goCmd, append(args, "-o", out, pkg)...)
 	build.Dir = dir
 	pipe, err := build.StderrPipe()
 	if err != nil {

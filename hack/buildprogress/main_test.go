@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,14 +37,16 @@ func TestRunBuildsAndPrints(t *testing.T) {
 		}
 	}
 	write("go.mod", "module example.com/hello\n\ngo 1.22\n")
-	write("main.go", "package main\n\nfunc main() {}\n")
+	write("main.go", "package main\n\nvar version = \"none\"\n\nfunc main() { println(version) }\n")
 	var out, errs bytes.Buffer
 	bin := filepath.Join(dir, "hello")
-	if code := run("go", dir, bin, "example.com/hello", time.Millisecond, &out, &errs); code != 0 {
+	if code := run("go", dir, bin, "example.com/hello", []string{"-ldflags", "-X main.version=v9"}, time.Millisecond, &out, &errs); code != 0 {
 		t.Fatalf("exit %d: %s %s", code, out.String(), errs.String())
 	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Errorf("no binary: %v", err)
+	// The build flags reach go build: the binary says the version the
+	// -ldflags set, as make build's LDFLAGS set charter's.
+	if said, err := exec.Command(bin).CombinedOutput(); err != nil || strings.TrimSpace(string(said)) != "v9" {
+		t.Errorf("the binary says %q (%v), want v9 from -ldflags", said, err)
 	}
 	if !strings.Contains(out.String(), "  hello: built in ") {
 		t.Errorf("no final line in %q", out.String())
@@ -52,7 +55,7 @@ func TestRunBuildsAndPrints(t *testing.T) {
 	write("main.go", "package main\n\nfunc main() { undefined() }\n")
 	out.Reset()
 	errs.Reset()
-	if code := run("go", dir, bin, "example.com/hello", time.Second, &out, &errs); code == 0 {
+	if code := run("go", dir, bin, "example.com/hello", nil, time.Second, &out, &errs); code == 0 {
 		t.Fatal("a build that does not compile exited 0")
 	}
 	if !strings.Contains(errs.String(), "undefined: undefined") || !strings.Contains(errs.String(), "hello: build failed after") {
