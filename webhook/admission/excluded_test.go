@@ -11,9 +11,9 @@ func TestWebhookExcludedNamespaces(t *testing.T) {
 		asked []string
 		want  []string
 	}{
-		{"none asked", nil, []string{"kube-system", "charter"}},
-		{"added after the fixed ones", []string{"monitoring", "istio-system"}, []string{"kube-system", "charter", "monitoring", "istio-system"}},
-		{"fixed ones and repeats once", []string{"charter", "kube-system", "ops", "ops", ""}, []string{"kube-system", "charter", "ops"}},
+		{"none asked", nil, []string{"kube-system", "charter", "kube-node-lease", "kube-public"}},
+		{"added after the fixed ones", []string{"monitoring", "istio-system"}, []string{"kube-system", "charter", "kube-node-lease", "kube-public", "monitoring", "istio-system"}},
+		{"fixed ones and repeats once", []string{"charter", "kube-system", "kube-node-lease", "ops", "ops", ""}, []string{"kube-system", "charter", "kube-node-lease", "kube-public", "ops"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := webhookExcludedNamespaces("charter", tc.asked); !slices.Equal(got, tc.want) {

@@ -369,9 +369,14 @@ func newUpdateRequests(mgr manager.Manager, o Options) (*updaterequest.Generator
 
 // webhookExcludedNamespaces are the namespaces the webhooks' namespaceSelector
 // leaves out: kube-system and charter's own always (charter must never
-// block what it needs to run), then the ones asked for, once each.
+// block what it needs to run), kube-node-lease (the kubelets' heartbeats:
+// blocked, every node goes NotReady) and kube-public, whose requests
+// charter's request filter admits unevaluated anyway
+// (server.DefaultResourceFilters), so routing them could only let a
+// charter outage under failurePolicy Fail block them; then the ones asked
+// for, once each.
 func webhookExcludedNamespaces(namespace string, asked []string) []string {
-	out := []string{"kube-system", namespace}
+	out := []string{"kube-system", namespace, "kube-node-lease", "kube-public"}
 	for _, ns := range asked {
 		if ns != "" && !slices.Contains(out, ns) {
 			out = append(out, ns)

@@ -134,6 +134,10 @@ func newWebhookRules() *webhookRules {
 }
 
 func (w *webhookRules) add(r Resource, scope admissionregistrationv1.ScopeType, ops []admissionregistrationv1.OperationType) {
+	if isNodes(r.Group, r.Resource) {
+		// Never routed: see notNodes.
+		return
+	}
 	names := make([]string, len(ops))
 	for i, op := range ops {
 		names[i] = string(op)
@@ -588,6 +592,56 @@ func resourceWebhooks(base string, groups map[kyvernov1.FailurePolicyType]*webho
 	return out
 }
 
+// notNodes keeps Node objects away from a webhook whose rules name every
+// resource ("*"): charter's request filter admits Nodes unevaluated
+// (server.DefaultResourceFilters), so routing them would only let a
+// charter outage under failurePolicy Fail stop kubelets from registering
+// and updating their Nodes (kyverno#16177). Rules that name nodes are not
+// registered at all (webhookRules.add).
+var notNodes = admissionregistrationv1.MatchCondition{
+	Name:       "charter.dev/not-nodes",
+	Expression: "!(request.resource.group == '' && request.resource.resource == 'nodes')",
+}
+
+// maxMatchConditions is how many matchConditions the API server accepts
+// on one webhook.
+const maxMatchConditions = 64
+
+// isNodes reports whether a rule's group and resource name Nodes or a
+// subresource of theirs.
+func isNodes(group, resource string) bool {
+	return group == "" && (resource == "nodes" || strings.HasPrefix(resource, "nodes/"))
+}
+
+// matchConditions are a webhook's conditions: its own, and notNodes when
+// its rules may match Nodes. A policy's own webhook may already hold the
+// most conditions the API server accepts; notNodes then joins the first,
+// since a configuration the API server refuses would take every policy's
+// webhook down.
+func matchConditions(rules []admissionregistrationv1.RuleWithOperations, own []admissionregistrationv1.MatchCondition) []admissionregistrationv1.MatchCondition {
+	if !mayMatchNodes(rules) {
+		return own
+	}
+	if len(own) < maxMatchConditions {
+		return append(slices.Clone(own), notNodes)
+	}
+	out := slices.Clone(own)
+	out[0].Expression = "(" + notNodes.Expression + ") && (" + out[0].Expression + ")"
+	return out
+}
+
+// mayMatchNodes reports whether a rule names every resource of the core
+// group.
+func mayMatchNodes(rules []admissionregistrationv1.RuleWithOperations) bool {
+	for _, r := range rules {
+		if (slices.Contains(r.APIGroups, "") || slices.Contains(r.APIGroups, "*")) &&
+			(slices.Contains(r.Resources, "*") || slices.Contains(r.Resources, "*/*")) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s Settings) validating(groups map[kyvernov1.FailurePolicyType]*webhookRules, namespaced map[string]*namespaceRules, fine []*fineGrained) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: objectMeta(ResourceValidatingName),
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{}}
@@ -604,7 +658,7 @@ func (s Settings) validating(groups map[kyvernov1.FailurePolicyType]*webhookRule
 			Name: g.name, ClientConfig: s.Target.clientConfig(g.path, s.CABundle), Rules: rules,
 			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.webhookNamespaceSelector(g),
 			ObjectSelector: g.webhookObjectSelector(), SideEffects: &sideEffects, TimeoutSeconds: &timeout,
-			AdmissionReviewVersions: []string{"v1"}, MatchConditions: g.conditions,
+			AdmissionReviewVersions: []string{"v1"}, MatchConditions: matchConditions(rules, g.conditions),
 		})
 	}
 	return cfg
@@ -627,7 +681,7 @@ func (s Settings) mutating(groups map[kyvernov1.FailurePolicyType]*webhookRules,
 			Name: g.name, ClientConfig: s.Target.clientConfig(g.path, s.CABundle), Rules: rules,
 			FailurePolicy: &fp, MatchPolicy: &equivalent, NamespaceSelector: s.webhookNamespaceSelector(g),
 			ObjectSelector: g.webhookObjectSelector(), SideEffects: &sideEffects, TimeoutSeconds: &timeout,
-			AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: &reinvoke, MatchConditions: g.conditions,
+			AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: &reinvoke, MatchConditions: matchConditions(rules, g.conditions),
 		})
 	}
 	return cfg
