@@ -123,6 +123,13 @@ var _ = Describe("Image verification", Label("images"), Ordered, func() {
 				WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, p))).To(Succeed()) })
 		}
+		// Ready: the mutating webhook that pins digests is configured too,
+		// not only the validating one the probe below meets (the first
+		// spec once found the digest unpinned and was refused "missing
+		// digest").
+		for _, manifest := range policies {
+			waitReady(ctx, clusterPolicy(manifest))
+		}
 		// Served once the unsigned image is refused in the Enforce
 		// namespace.
 		Eventually(func() error {
