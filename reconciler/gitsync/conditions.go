@@ -4,6 +4,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/charter-dev/charter/api/conditions"
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 )
 
@@ -12,44 +13,29 @@ import (
 const reasonProgressingWithRetry = "ProgressingWithRetry"
 
 func setCondition(obj *gitopsv1alpha1.PolicyRepository, typ string, status metav1.ConditionStatus, reason, msg string) {
-	apimeta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
-		Type:               typ,
-		Status:             status,
-		Reason:             reason,
-		Message:            msg,
-		ObservedGeneration: obj.Generation,
-	})
+	conditions.Set(&obj.Status.Conditions, obj.Generation, typ, status, reason, msg)
 }
 
 // markProgressing says a revision is being fetched or applied.
 func markProgressing(obj *gitopsv1alpha1.PolicyRepository, msg string) {
-	setCondition(obj, gitopsv1alpha1.ConditionReconciling, metav1.ConditionTrue, gitopsv1alpha1.ReasonProgressing, msg)
-	if !apimeta.IsStatusConditionTrue(obj.Status.Conditions, gitopsv1alpha1.ConditionReady) {
-		setCondition(obj, gitopsv1alpha1.ConditionReady, metav1.ConditionUnknown, gitopsv1alpha1.ReasonProgressing, msg)
-	}
+	conditions.MarkReconciling(&obj.Status.Conditions, obj.Generation, gitopsv1alpha1.ReasonProgressing, msg)
 }
 
 // markReady records a revision applied in full.
 func markReady(obj *gitopsv1alpha1.PolicyRepository, msg string) {
-	setCondition(obj, gitopsv1alpha1.ConditionReady, metav1.ConditionTrue, gitopsv1alpha1.ReasonSucceeded, msg)
-	apimeta.RemoveStatusCondition(&obj.Status.Conditions, gitopsv1alpha1.ConditionReconciling)
-	apimeta.RemoveStatusCondition(&obj.Status.Conditions, gitopsv1alpha1.ConditionStalled)
+	conditions.MarkReady(&obj.Status.Conditions, obj.Generation, gitopsv1alpha1.ReasonSucceeded, msg)
 }
 
 // markRetrying records a failure that may pass by itself (network, API
 // server): Ready False, still Reconciling.
 func markRetrying(obj *gitopsv1alpha1.PolicyRepository, reason, msg string) {
-	setCondition(obj, gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
-	setCondition(obj, gitopsv1alpha1.ConditionReconciling, metav1.ConditionTrue, reasonProgressingWithRetry, msg)
-	apimeta.RemoveStatusCondition(&obj.Status.Conditions, gitopsv1alpha1.ConditionStalled)
+	conditions.MarkRetrying(&obj.Status.Conditions, obj.Generation, reason, reasonProgressingWithRetry, msg)
 }
 
 // markStalled records a revision that cannot apply until the repository
 // or the spec changes.
 func markStalled(obj *gitopsv1alpha1.PolicyRepository, reason, msg string) {
-	setCondition(obj, gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
-	setCondition(obj, gitopsv1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
-	apimeta.RemoveStatusCondition(&obj.Status.Conditions, gitopsv1alpha1.ConditionReconciling)
+	conditions.MarkStalled(&obj.Status.Conditions, obj.Generation, reason, msg)
 }
 
 // stalledOnContent reports whether obj is stalled by what its last
@@ -65,5 +51,5 @@ func stalledOnContent(obj *gitopsv1alpha1.PolicyRepository) bool {
 }
 
 func removeCondition(obj *gitopsv1alpha1.PolicyRepository, typ string) {
-	apimeta.RemoveStatusCondition(&obj.Status.Conditions, typ)
+	conditions.Delete(&obj.Status.Conditions, typ)
 }

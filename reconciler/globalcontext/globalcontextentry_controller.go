@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/charter-dev/charter/api/conditions"
 	kyvernov2alpha1 "github.com/charter-dev/charter/api/kyverno/v2alpha1"
 	"github.com/charter-dev/charter/clusterstate/globalcontext"
 )
@@ -123,38 +124,29 @@ func apiequalStatus(a, b *kyvernov2alpha1.GlobalContextEntry) bool {
 	return true
 }
 
-func setCondition(obj *kyvernov2alpha1.GlobalContextEntry, typ string, status metav1.ConditionStatus, reason, msg string) {
-	apimeta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: obj.Generation,
-	})
-}
-
-// markProgressing: the entry's current generation is loading.
+// markProgressing: the entry's current generation is loading; policies
+// get no data meanwhile (Ready Unknown even when it was True: the data
+// loaded belongs to another spec).
 func markProgressing(obj *kyvernov2alpha1.GlobalContextEntry, msg string) {
-	setCondition(obj, kyvernov2alpha1.ConditionReconciling, metav1.ConditionTrue, kyvernov2alpha1.ReasonLoading, msg)
-	setCondition(obj, kyvernov2alpha1.ConditionReady, metav1.ConditionUnknown, kyvernov2alpha1.ReasonLoading, msg)
-	apimeta.RemoveStatusCondition(&obj.Status.Conditions, kyvernov2alpha1.ConditionStalled)
+	conds, gen := &obj.Status.Conditions, obj.Generation
+	conditions.Set(conds, gen, conditions.Reconciling, metav1.ConditionTrue, kyvernov2alpha1.ReasonLoading, msg)
+	conditions.Set(conds, gen, conditions.Ready, metav1.ConditionUnknown, kyvernov2alpha1.ReasonLoading, msg)
+	conditions.Delete(conds, conditions.Stalled)
 }
 
 // markReady: policies reading the entry get its data.
 func markReady(obj *kyvernov2alpha1.GlobalContextEntry, msg string) {
-	setCondition(obj, kyvernov2alpha1.ConditionReady, metav1.ConditionTrue, kyvernov2alpha1.ReasonSucceeded, msg)
-	apimeta.RemoveStatusCondition(&obj.Status.Conditions, kyvernov2alpha1.ConditionReconciling)
-	apimeta.RemoveStatusCondition(&obj.Status.Conditions, kyvernov2alpha1.ConditionStalled)
+	conditions.MarkReady(&obj.Status.Conditions, obj.Generation, kyvernov2alpha1.ReasonSucceeded, msg)
 }
 
 // markRetrying: a failure that may pass by itself (an API call that
 // failed is made again at the next refresh).
 func markRetrying(obj *kyvernov2alpha1.GlobalContextEntry, reason, msg string) {
-	setCondition(obj, kyvernov2alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
-	setCondition(obj, kyvernov2alpha1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
-	apimeta.RemoveStatusCondition(&obj.Status.Conditions, kyvernov2alpha1.ConditionStalled)
+	conditions.MarkRetrying(&obj.Status.Conditions, obj.Generation, reason, reason, msg)
 }
 
 // markStalled: the entry cannot load until its spec or charter's rights
 // change.
 func markStalled(obj *kyvernov2alpha1.GlobalContextEntry, reason, msg string) {
-	setCondition(obj, kyvernov2alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
-	setCondition(obj, kyvernov2alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
-	apimeta.RemoveStatusCondition(&obj.Status.Conditions, kyvernov2alpha1.ConditionReconciling)
+	conditions.MarkStalled(&obj.Status.Conditions, obj.Generation, reason, msg)
 }

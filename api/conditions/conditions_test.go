@@ -1,0 +1,60 @@
+package conditions
+
+import (
+	"testing"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// want is a condition as a test expects it: "" status means absent.
+type want struct {
+	status metav1.ConditionStatus
+	reason string
+}
+
+// TestMarks: each mark, from a start that holds the other conditions,
+// leaves Ready, Reconciling and Stalled as kstatus reads them.
+func TestMarks(t *testing.T) {
+	ready := func(c *[]metav1.Condition) { MarkReady(c, 1, "Succeeded", "ok") }
+	stalled := func(c *[]metav1.Condition) { MarkStalled(c, 1, "BuildFailed", "bad") }
+	for _, tc := range []struct {
+		name                    string
+		start                   func(*[]metav1.Condition)
+		mark                    func(*[]metav1.Condition)
+		ready, reconcile, stall want
+	}{
+		{"ready after stalled", stalled, func(c *[]metav1.Condition) { MarkReady(c, 2, "Succeeded", "ok") },
+			want{metav1.ConditionTrue, "Succeeded"}, want{}, want{}},
+		{"reconciling keeps a True Ready", ready, func(c *[]metav1.Condition) { MarkReconciling(c, 2, "Progressing", "fetching") },
+			want{metav1.ConditionTrue, "Succeeded"}, want{metav1.ConditionTrue, "Progressing"}, want{}},
+		{"reconciling makes a False Ready Unknown and keeps Stalled", stalled, func(c *[]metav1.Condition) { MarkReconciling(c, 2, "Progressing", "fetching") },
+			want{metav1.ConditionUnknown, "Progressing"}, want{metav1.ConditionTrue, "Progressing"}, want{metav1.ConditionTrue, "BuildFailed"}},
+		{"retrying after stalled", stalled, func(c *[]metav1.Condition) { MarkRetrying(c, 2, "FetchFailed", "ProgressingWithRetry", "no network") },
+			want{metav1.ConditionFalse, "FetchFailed"}, want{metav1.ConditionTrue, "ProgressingWithRetry"}, want{}},
+		{"stalled while reconciling", func(c *[]metav1.Condition) { MarkReconciling(c, 1, "Progressing", "x") }, func(c *[]metav1.Condition) { MarkStalled(c, 2, "Conflict", "taken") },
+			want{metav1.ConditionFalse, "Conflict"}, want{}, want{metav1.ConditionTrue, "Conflict"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conds []metav1.Condition
+			tc.start(&conds)
+			tc.mark(&conds)
+			for typ, w := range map[string]want{Ready: tc.ready, Reconciling: tc.reconcile, Stalled: tc.stall} {
+				c := apimeta.FindStatusCondition(conds, typ)
+				switch {
+				case w.status == "" && c != nil:
+					t.Errorf("%s present: %+v", typ, *c)
+				case w.status == "":
+				case c == nil:
+					t.Errorf("%s absent, want %s/%s", typ, w.status, w.reason)
+				case c.Status != w.status || c.Reason != w.reason:
+					t.Errorf("%s = %s/%s, want %s/%s", typ, c.Status, c.Reason, w.status, w.reason)
+				}
+			}
+			// The mark's own writes speak for its generation.
+			if c := apimeta.FindStatusCondition(conds, Reconciling); c != nil && c.ObservedGeneration != 2 {
+				t.Errorf("Reconciling written for generation %d, want 2", c.ObservedGeneration)
+			}
+		})
+	}
+}
