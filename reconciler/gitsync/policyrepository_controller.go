@@ -37,6 +37,9 @@ const (
 	EventApplied     = "Applied"
 	EventPruned      = "Pruned"
 	EventFailed      = "Failed"
+	// EventPolicyWarning is a warning Kyverno gives when it admits a
+	// policy of the revision, one event each.
+	EventPolicyWarning = "PolicyWarning"
 )
 
 // PolicyRepositoryReconciler syncs PolicyRepositories.
@@ -228,7 +231,8 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 			revision, obj.Spec.Path, inventory.Len(obj.Status.Inventory), obj.Status.LastAppliedRevision))
 		return retry
 	}
-	if err := check.Objects(objs, r.Scheme, check.AllowNamespacedCalls(r.Tenancy.AllowNamespacedCalls)); err != nil {
+	var warnings []check.Fault
+	if err := check.Objects(objs, r.Scheme, check.AllowNamespacedCalls(r.Tenancy.AllowNamespacedCalls), check.Warnings(&warnings)); err != nil {
 		r.fail(obj, before, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
 		return retry
 	}
@@ -307,9 +311,36 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 	if obj.Status.LastAppliedRevision != revision || changes.Changed() {
 		r.event(obj, corev1.EventTypeNormal, EventApplied, "Apply", "applied revision %s: %s", revision, changes.Summary())
 	}
+	if obj.Status.LastAppliedRevision != revision {
+		// As kubectl apply shows the policy webhook's warnings: once,
+		// when the revision is applied, not at every resync.
+		for _, w := range warnings {
+			r.event(obj, corev1.EventTypeWarning, EventPolicyWarning, "Check", "revision %s: %s", revision, w)
+		}
+	}
 	obj.Status.LastAppliedRevision = revision
-	markReady(obj, fmt.Sprintf("applied revision %s (%d objects)%s", revision, len(objs), clamped))
+	markReady(obj, fmt.Sprintf("applied revision %s (%d objects)%s%s", revision, len(objs), clamped, warnedAbout(warnings)))
 	return interval
+}
+
+// maxReadyWarnings is how many policy warnings the Ready message quotes;
+// the events hold them all.
+const maxReadyWarnings = 3
+
+// warnedAbout is the Ready message's note of a revision's policy warnings.
+func warnedAbout(warnings []check.Fault) string {
+	if len(warnings) == 0 {
+		return ""
+	}
+	quoted := make([]string, 0, maxReadyWarnings)
+	for _, w := range warnings[:min(len(warnings), maxReadyWarnings)] {
+		quoted = append(quoted, w.String())
+	}
+	more := ""
+	if n := len(warnings) - len(quoted); n > 0 {
+		more = fmt.Sprintf("; and %d more", n)
+	}
+	return fmt.Sprintf("; %d policy warnings (events %s): %s%s", len(warnings), EventPolicyWarning, strings.Join(quoted, "; "), more)
 }
 
 // syncIntervals are how often a repository syncs.

@@ -88,3 +88,57 @@ data: {}
 		g.Expect(events[0].Series).To(BeNil())
 	}).WithTimeout(2 * time.Second).Should(Succeed())
 }
+
+// TestPolicyWarnings: a revision holding a policy Kyverno admits with a
+// warning (a deprecated operator) applies, as policy admission admits it;
+// the warning, naming the file, is a Warning event PolicyWarning and is
+// in the Ready message, as kubectl apply would have shown it. A resync of
+// the same revision repeats no event.
+func TestPolicyWarnings(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	src := newGitRepo(t)
+	rev := src.commit(map[string]string{"deprecated.yaml": `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata:
+  name: warned-deprecated-operator
+spec:
+  background: false
+  rules:
+  - name: r
+    match:
+      any:
+      - resources:
+          kinds: [Pod]
+    validate:
+      failureAction: Audit
+      deny:
+        conditions:
+          any:
+          - key: "{{request.object.metadata.name}}"
+            operator: In
+            value: [a]
+`}, nil)
+	repo := newPolicyRepository(t, ns, src.fileURL(), func(r *gitopsv1alpha1.PolicyRepository) {
+		r.Spec.Interval = &metav1.Duration{Duration: 200 * time.Millisecond}
+	})
+	got := readyAt(t, repo, rev)
+	const warning = "Operator In has been deprecated"
+	g.Expect(condition(got, gitopsv1alpha1.ConditionReady).Message).To(And(
+		ContainSubstring("1 policy warnings"), ContainSubstring(`deprecated.yaml: ClusterPolicy "warned-deprecated-operator": `+warning)))
+	g.Expect(getPolicy(t, "warned-deprecated-operator")).NotTo(BeNil())
+	warned := func(g Gomega) []eventsv1.Event {
+		var out []eventsv1.Event
+		for _, e := range repositoryEvents(g, ns) {
+			if e.Reason == EventPolicyWarning {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	g.Eventually(warned).WithTimeout(waitTimeout).Should(ConsistOf(And(
+		HaveField("Type", corev1.EventTypeWarning),
+		HaveField("Note", And(ContainSubstring("revision "+rev), ContainSubstring("deprecated.yaml"), ContainSubstring(warning))))))
+	// Resyncs every 200ms of the same revision.
+	g.Consistently(warned).WithTimeout(2 * time.Second).Should(HaveLen(1))
+}

@@ -78,7 +78,10 @@ func (e *Error) Error() string {
 // Option configures Objects.
 type Option func(*options)
 
-type options struct{ allowNamespacedCalls bool }
+type options struct {
+	allowNamespacedCalls bool
+	warnings             *[]Fault
+}
 
 // AllowNamespacedCalls admits namespaced policies that call out (apiCall
 // service URLs, CEL http), as charter serve
@@ -87,6 +90,15 @@ type options struct{ allowNamespacedCalls bool }
 // (loaders.NamespacedCallFaults), naming the file and field.
 func AllowNamespacedCalls(allow bool) Option {
 	return func(o *options) { o.allowNamespacedCalls = allow }
+}
+
+// Warnings collects into dst the warnings Kyverno gives when it admits a
+// policy of the revision (deprecated operators, lower-case actions, ...:
+// engine.PolicyWarnings), each naming the file and the object. They do
+// not stop the revision, as they do not stop policy admission; whoever
+// applies it should still see them.
+func Warnings(dst *[]Fault) Option {
+	return func(o *options) { o.warnings = dst }
 }
 
 // Objects checks a rendered revision; scheme holds the kinds decoded
@@ -146,6 +158,11 @@ func Objects(objs []build.Object, scheme *runtime.Scheme, opts ...Option) error 
 			continue
 		}
 		faults = append(faults, unsupportedFaults(res.Unsupported, o.File)...)
+		if checks.warnings != nil {
+			for _, w := range res.Warnings {
+				*checks.warnings = append(*checks.warnings, Fault{File: o.File, Object: ref, Message: w})
+			}
+		}
 	}
 	if len(faults) == 0 {
 		return nil

@@ -2,6 +2,7 @@ package check
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,17 +14,24 @@ import (
 // TestKyvernoPolicyValidation: a revision holding any policy of
 // engine/testdata/validation that Kyverno refuses is not applied, its
 // fault naming the file and the field; one holding a policy Kyverno only
-// warns about applies. It is the check policy admission makes.
+// warns about applies, and the warning is given, naming the file. It is
+// the check policy admission makes.
 func TestKyvernoPolicyValidation(t *testing.T) {
 	for _, tc := range validationcases.Load(t) {
 		t.Run(tc.Name, func(t *testing.T) {
 			const repoFile = "policies/policy.yaml"
-			err := Objects([]build.Object{{Unstructured: &unstructured.Unstructured{Object: tc.Policy}, File: repoFile}}, testScheme())
+			var warnings []Fault
+			err := Objects([]build.Object{{Unstructured: &unstructured.Unstructured{Object: tc.Policy}, File: repoFile}}, testScheme(), Warnings(&warnings))
 			if tc.Warning != "" {
 				if err != nil {
 					t.Fatalf("a policy Kyverno only warns about must apply: %v", err)
 				}
-				return
+				for _, w := range warnings {
+					if w.File == repoFile && strings.Contains(w.Message, tc.Warning) {
+						return
+					}
+				}
+				t.Fatalf("warnings %v: none in %s says %q", warnings, repoFile, tc.Warning)
 			}
 			var revErr *Error
 			if !errors.As(err, &revErr) {
