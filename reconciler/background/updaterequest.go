@@ -57,12 +57,20 @@ func decodeRaw(raw []byte) map[string]any {
 }
 
 // request builds the engine request of a rule run for a trigger: the
-// requester of the snapshot, if any, and a CREATE of the trigger as it is
-// now (background mode).
+// requester of the snapshot, if any, and the trigger as it is now. Work
+// without an admission request (a policy change, a resync) runs as a
+// CREATE (background mode); an UPDATE stays an UPDATE whose old object is
+// the one the admission request held, as Kyverno's background context
+// takes the operation and request.* from the UpdateRequest
+// (background-cleanup.md §2.7), so a rule that matches UPDATE only, or
+// reads request.oldObject, acts on it.
 func (s *snapshot) request(trigger map[string]any) *engine.Request {
 	req := &engine.Request{Operation: kyvernov1.Create, Object: trigger}
 	if s != nil {
 		req.UserInfo, req.Roles, req.ClusterRoles = s.userInfo, s.roles, s.clusterRoles
+		if s.operation == kyvernov1.Update && s.oldObject != nil {
+			req.Operation, req.OldObject = kyvernov1.Update, s.oldObject
+		}
 	}
 	return req
 }
