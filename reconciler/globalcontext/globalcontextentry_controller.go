@@ -73,16 +73,21 @@ func (r *GlobalContextEntryReconciler) Reconcile(ctx context.Context, req ctrl.R
 	before := gce.DeepCopy()
 	st, known := r.Store.Status(gce.Name)
 	result := ctrl.Result{RequeueAfter: resync}
+	conds, gen := &gce.Status.Conditions, gce.Generation
 	switch {
 	case !known || st.Generation != gce.Generation || !st.Loaded:
 		markProgressing(&gce, fmt.Sprintf("loading generation %d", gce.Generation))
 		result.RequeueAfter = loadingRequeue
 	case st.Ready:
-		markReady(&gce, readyMessage(&gce))
+		// Policies reading the entry get its data.
+		conditions.MarkReady(conds, gen, kyvernov2alpha1.ReasonSucceeded, readyMessage(&gce))
 	case st.Stalled:
-		markStalled(&gce, st.Reason, st.Message)
+		// The entry cannot load until its spec or charter's rights change.
+		conditions.MarkStalled(conds, gen, st.Reason, st.Message)
 	default:
-		markRetrying(&gce, st.Reason, st.Message)
+		// A failure that may pass by itself: an API call that failed is
+		// made again at the next refresh.
+		conditions.MarkRetrying(conds, gen, st.Reason, st.Reason, st.Message)
 	}
 	if !st.LastRefresh.IsZero() && st.Generation == gce.Generation {
 		t := metav1.NewTime(st.LastRefresh.Truncate(time.Second))
@@ -132,21 +137,4 @@ func markProgressing(obj *kyvernov2alpha1.GlobalContextEntry, msg string) {
 	conditions.Set(conds, gen, conditions.Reconciling, metav1.ConditionTrue, kyvernov2alpha1.ReasonLoading, msg)
 	conditions.Set(conds, gen, conditions.Ready, metav1.ConditionUnknown, kyvernov2alpha1.ReasonLoading, msg)
 	conditions.Delete(conds, conditions.Stalled)
-}
-
-// markReady: policies reading the entry get its data.
-func markReady(obj *kyvernov2alpha1.GlobalContextEntry, msg string) {
-	conditions.MarkReady(&obj.Status.Conditions, obj.Generation, kyvernov2alpha1.ReasonSucceeded, msg)
-}
-
-// markRetrying: a failure that may pass by itself (an API call that
-// failed is made again at the next refresh).
-func markRetrying(obj *kyvernov2alpha1.GlobalContextEntry, reason, msg string) {
-	conditions.MarkRetrying(&obj.Status.Conditions, obj.Generation, reason, reason, msg)
-}
-
-// markStalled: the entry cannot load until its spec or charter's rights
-// change.
-func markStalled(obj *kyvernov2alpha1.GlobalContextEntry, reason, msg string) {
-	conditions.MarkStalled(&obj.Status.Conditions, obj.Generation, reason, msg)
 }
