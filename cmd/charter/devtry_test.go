@@ -37,7 +37,7 @@ func TestDevTryLinesNameFilesThatExist(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Chdir(c.workDir)
 			var out bytes.Buffer
-			e := &devEnvironment{out: &out, kubeconfigPath: "/tmp/kubeconfig"}
+			e := &devEnvironment{out: &out, kubeconfigPath: filepath.Join(t.TempDir(), "kubeconfig")}
 			e.ready(devSource{dir: c.repo}, nil)
 			banner := out.String()
 			if !strings.Contains(banner, "kubectl get cpol") || !strings.Contains(banner, "kubectl get polr -A") {
