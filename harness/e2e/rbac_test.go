@@ -744,9 +744,8 @@ func commitFiles(repo *e2eGitRepo, files map[string]string) rbacRevision {
 	GinkgoHelper()
 	wt, err := repo.repo.Worktree()
 	Expect(err).NotTo(HaveOccurred())
-	for file, content := range files {
-		Expect(os.MkdirAll(filepath.Join(repo.dir, filepath.Dir(file)), 0o755)).To(Succeed())
-		Expect(os.WriteFile(filepath.Join(repo.dir, file), []byte(content), 0o644)).To(Succeed())
+	writeFiles(repo.dir, files)
+	for file := range files {
 		_, err = wt.Add(file)
 		Expect(err).NotTo(HaveOccurred())
 	}
