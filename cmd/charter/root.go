@@ -34,5 +34,6 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newApplyCommand())
 	root.AddCommand(newDevCommand())
 	root.AddCommand(newPushCommand())
+	root.AddCommand(newConvertCommand())
 	return root
 }

@@ -200,37 +200,40 @@ func (r *Runner) runSuite(ctx context.Context, res *SuiteResult) {
 // list of files while a suite uses them.
 func (r *Runner) compile(in *inputs) *compiled {
 	c := r.sets.get(strings.Join(in.policyFiles, "\x00"))
-	c.once.Do(func() {
-		set, err := engine.Compile(in.policies, engine.WithExceptions(in.exceptions), engine.WithCELExceptions(in.celExceptions))
-		var faults engine.CompileErrors
-		switch {
-		case err == nil:
-		case errors.As(err, &faults):
-			c.invalid = map[string]string{}
-			for _, f := range faults {
-				if f.Kind == "PolicyException" {
-					c.err = err
-					return
-				}
-				msg := f.Fault
-				if f.Field != "" {
-					msg = f.Field + ": " + f.Fault
-				}
-				// Keyed by ID: a ClusterPolicy and a ValidatingPolicy of
-				// one name are two policies.
-				id := engine.PolicyIDFor(f.Kind, f.Name)
-				if prev := c.invalid[id]; prev != "" {
-					msg = prev + "; " + msg
-				}
-				c.invalid[id] = msg
-			}
-		default:
-			c.err = err
-			return
-		}
-		c.set = set
-	})
+	c.once.Do(func() { c.build(in) })
 	return c
+}
+
+// build compiles the inputs' policies and exceptions into c.
+func (c *compiled) build(in *inputs) {
+	set, err := engine.Compile(in.policies, engine.WithExceptions(in.exceptions), engine.WithCELExceptions(in.celExceptions))
+	var faults engine.CompileErrors
+	switch {
+	case err == nil:
+	case errors.As(err, &faults):
+		c.invalid = map[string]string{}
+		for _, f := range faults {
+			if f.Kind == "PolicyException" {
+				c.err = err
+				return
+			}
+			msg := f.Fault
+			if f.Field != "" {
+				msg = f.Field + ": " + f.Fault
+			}
+			// Keyed by ID: a ClusterPolicy and a ValidatingPolicy of
+			// one name are two policies.
+			id := engine.PolicyIDFor(f.Kind, f.Name)
+			if prev := c.invalid[id]; prev != "" {
+				msg = prev + "; " + msg
+			}
+			c.invalid[id] = msg
+		}
+	default:
+		c.err = err
+		return
+	}
+	c.set = set
 }
 
 // operations lists the operations the suite's results ask for; each is a

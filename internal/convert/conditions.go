@@ -1,0 +1,237 @@
+package convert
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/wildcard"
+)
+
+var wholeVariable = regexp.MustCompile(`^\{\{-?\s*(.*?)\s*\}\}$`)
+
+// operand converts a condition key or value: a "{{ expr }}" string is the
+// expression's value, anything else a literal.
+func (s *jmesScope) operand(v any) (jmesValue, error) {
+	if str, ok := v.(string); ok {
+		if m := wholeVariable.FindStringSubmatch(strings.TrimSpace(str)); m != nil && !strings.Contains(m[1], "{{") {
+			return s.convert(m[1])
+		}
+		if strings.Contains(str, "{{") {
+			return jmesValue{}, cannot("variable inside the string %q", str)
+		}
+	}
+	return literalValue(v)
+}
+
+// conditions converts {any, all} blocks: true when the conditions hold.
+func (s *jmesScope) conditions(c *kyvernov1.AnyAllConditions) (expr, error) {
+	if c == nil {
+		return celTrue, nil
+	}
+	var anyOf, allOf []expr
+	for _, cond := range c.AnyConditions {
+		e, err := s.condition(cond)
+		if err != nil {
+			return expr{}, err
+		}
+		anyOf = append(anyOf, e)
+	}
+	for _, cond := range c.AllConditions {
+		e, err := s.condition(cond)
+		if err != nil {
+			return expr{}, err
+		}
+		allOf = append(allOf, e)
+	}
+	anyExpr := celTrue
+	if len(anyOf) > 0 {
+		anyExpr = or(anyOf...)
+	}
+	return and(anyExpr, and(allOf...)), nil
+}
+
+func (s *jmesScope) rawConditions(raw any) (expr, error) {
+	if raw == nil {
+		return celTrue, nil
+	}
+	data, err := json.Marshal(raw)
+	if err != nil {
+		return expr{}, err
+	}
+	var c kyvernov1.AnyAllConditions
+	if list, ok := raw.([]any); ok {
+		data, _ = json.Marshal(map[string]any{"all": list})
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return expr{}, cannot("conditions: %v", err)
+	}
+	return s.conditions(&c)
+}
+
+func (s *jmesScope) condition(c kyvernov1.Condition) (expr, error) {
+	rawKey, err := c.Key()
+	if err != nil {
+		return expr{}, err
+	}
+	rawValue, err := c.Value()
+	if err != nil {
+		return expr{}, err
+	}
+	key, err := s.operand(rawKey)
+	if err != nil {
+		return expr{}, err
+	}
+	value, err := s.operand(rawValue)
+	if err != nil {
+		return expr{}, err
+	}
+	switch strings.ToLower(string(c.Operator)) {
+	case "equals", "equal":
+		return equalsExpr(key, value)
+	case "notequals", "notequal":
+		e, err := equalsExpr(key, value)
+		return not(e), err
+	case "anyin", "in":
+		return membership(key, value, "exists", false)
+	case "allin":
+		return membership(key, value, "all", false)
+	case "anynotin", "notin":
+		return membership(key, value, "exists", true)
+	case "allnotin":
+		return membership(key, value, "all", true)
+	case "greaterthan", "durationgreaterthan":
+		return orderExpr(key, value, ">")
+	case "greaterthanorequals", "durationgreaterthanorequals":
+		return orderExpr(key, value, ">=")
+	case "lessthan", "durationlessthan":
+		return orderExpr(key, value, "<")
+	case "lessthanorequals", "durationlessthanorequals":
+		return orderExpr(key, value, "<=")
+	}
+	return expr{}, cannot("operator %q", c.Operator)
+}
+
+// equalsExpr: Equals compares by wildcard when the value is a string
+// pattern, by quantity or duration when both sides read as one.
+func equalsExpr(key, value jmesValue) (expr, error) {
+	if ks, ok := key.lit.(string); ok && key.hasLit && value.hasLit {
+		// Both literal: fold.
+		if vs, ok := value.lit.(string); ok {
+			return boolExpr(wildcard.Match(vs, ks)), nil
+		}
+	}
+	if vs, ok := value.lit.(string); ok && value.hasLit {
+		if isDuration(vs) || (looksQuantity(vs) && !looksNumeric(vs)) {
+			return expr{}, cannot("Equals with the quantity or duration %q", vs)
+		}
+		return globExpr(key.e, vs), nil
+	}
+	if value.hasLit {
+		if _, isMap := value.lit.(map[string]any); isMap {
+			return expr{}, cannot("Equals with a map value")
+		}
+	}
+	return rel(key.e, "==", value.e), nil
+}
+
+func boolExpr(b bool) expr {
+	if b {
+		return celTrue
+	}
+	return celFalse
+}
+
+func looksQuantity(s string) bool {
+	_, err := resource.ParseQuantity(s)
+	return err == nil
+}
+
+// membership converts AnyIn, AllIn, AnyNotIn and AllNotIn. Kyverno
+// matches wildcards in both directions; the converter handles a value
+// list with wildcards (the usual case) and refuses ranges.
+func membership(key, value jmesValue, quantifier string, negate bool) (expr, error) {
+	var items []string
+	switch lit := value.lit.(type) {
+	case []any:
+		for _, it := range lit {
+			s, ok := it.(string)
+			if !ok {
+				v, _ := literal(it)
+				s = v.s
+			}
+			items = append(items, s)
+		}
+	case string:
+		if strings.HasPrefix(strings.TrimSpace(lit), "[") {
+			var list []string
+			if err := json.Unmarshal([]byte(lit), &list); err != nil {
+				return expr{}, cannot("value %q", lit)
+			}
+			items = list
+		} else {
+			if rangeRE.MatchString(lit) {
+				return expr{}, cannot("range value %q", lit)
+			}
+			items = []string{lit}
+		}
+	}
+	if !value.hasLit {
+		if !value.list {
+			return expr{}, cannot("membership in a value that may be a string or a list")
+		}
+	}
+	member := func(x expr) expr {
+		if !value.hasLit {
+			return rel(x, "in", value.e)
+		}
+		var plain []string
+		var globs []expr
+		for _, it := range items {
+			if wildcard.ContainsWildcard(it) {
+				globs = append(globs, globExpr(x, it))
+			} else {
+				plain = append(plain, it)
+			}
+		}
+		var parts []expr
+		switch len(plain) {
+		case 0:
+		case 1:
+			parts = append(parts, rel(x, "==", str(plain[0])))
+		default:
+			parts = append(parts, rel(x, "in", strList(plain)))
+		}
+		return or(append(parts, globs...)...)
+	}
+	if !key.list {
+		if negate {
+			return not(member(key.e)), nil
+		}
+		return member(key.e), nil
+	}
+	x := "item"
+	body := member(atom(x))
+	if negate {
+		body = not(body)
+	}
+	return macro(key.e, quantifier, x, body), nil
+}
+
+func orderExpr(key, value jmesValue, op string) (expr, error) {
+	if vs, ok := value.lit.(string); ok && value.hasLit {
+		switch {
+		case looksNumeric(vs):
+			return rel(key.e, op, atom(vs)), nil
+		case isDuration(vs):
+			return rel(fn("duration", key.e), op, fn("duration", str(vs))), nil
+		case looksQuantity(vs):
+			return rel(call(fn("quantity", key.e), "compareTo", fn("quantity", str(vs))), op, atom("0")), nil
+		}
+		return expr{}, cannot("ordering against %q", vs)
+	}
+	return rel(key.e, op, value.e), nil
+}

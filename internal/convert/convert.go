@@ -1,0 +1,319 @@
+// Package convert translates Kyverno ClusterPolicies and Policies into
+// Kyverno's CEL policy kinds (policies.kyverno.io): validate rules into a
+// ValidatingPolicy (a Policy into a NamespacedValidatingPolicy).
+//
+// The converter is pure: it reads policy objects and returns objects. What
+// it cannot express in CEL with the same verdicts it lists per rule with a
+// reason, and the caller decides whether a partial result is written.
+// Whether the result gives the same verdicts is proved elsewhere
+// (cmd/charter convert --verify runs the policy's own tests on both).
+//
+// Rules that share their match, preconditions and failure action become
+// one policy whose validations run in rule order, as a ClusterPolicy's
+// first failing rule decides its verdict; rules that differ become one
+// policy each, named <policy>-<rule>.
+package convert
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+// Problem is a part of a policy that did not convert.
+type Problem struct {
+	// Rule is the rule's name, or "" for the policy as a whole.
+	Rule   string
+	Reason string
+}
+
+func (p Problem) String() string {
+	if p.Rule == "" {
+		return p.Reason
+	}
+	return "rule " + p.Rule + ": " + p.Reason
+}
+
+// Output is one converted policy and the source rules it holds.
+type Output struct {
+	Object runtime.Object
+	Name   string
+	Kind   string
+	Rules  []string
+}
+
+// Result is the conversion of one source policy.
+type Result struct {
+	Source   kyvernov1.PolicyInterface
+	Outputs  []Output
+	Problems []Problem
+	// Notes are losses that do not change a verdict (a message whose
+	// variables could not be rendered in CEL).
+	Notes []string
+}
+
+// Clean reports whether every rule converted.
+func (r *Result) Clean() bool { return len(r.Problems) == 0 }
+
+// Convert translates one ClusterPolicy or Policy.
+func Convert(p kyvernov1.PolicyInterface) *Result {
+	res := &Result{Source: p}
+	spec := p.GetSpec()
+	if len(spec.ValidationFailureActionOverrides) > 0 {
+		res.Problems = append(res.Problems, Problem{Reason: "validationFailureActionOverrides: per-namespace actions have no field in the CEL kinds; use charter's staged promotion (charter.dev/enforcement namespace label)"})
+	}
+	if spec.ApplyRules != nil && *spec.ApplyRules == kyvernov1.ApplyOne {
+		res.Problems = append(res.Problems, Problem{Reason: "applyRules: One stops at the first matching rule; the CEL kinds have no equivalent"})
+	}
+	var rules []*convertedRule
+	for i := range spec.Rules {
+		r := &spec.Rules[i]
+		cr, err := convertRule(p, r)
+		if err != nil {
+			res.Problems = append(res.Problems, Problem{Rule: r.Name, Reason: err.Error()})
+			continue
+		}
+		res.Notes = append(res.Notes, cr.notes...)
+		rules = append(rules, cr)
+	}
+	if len(rules) == 0 && len(res.Problems) == 0 {
+		res.Problems = append(res.Problems, Problem{Reason: "no rules"})
+	}
+	groups := groupRules(rules)
+	for _, g := range groups {
+		name := p.GetName()
+		if len(groups) > 1 {
+			name = dnsName(p.GetName() + "-" + g[0].name)
+		}
+		res.Outputs = append(res.Outputs, buildPolicy(p, name, g))
+	}
+	return res
+}
+
+// convertedRule is one validate rule in CEL terms.
+type convertedRule struct {
+	name             string
+	matchConstraints *admissionregistrationv1.MatchResources
+	matchConditions  []admissionregistrationv1.MatchCondition
+	variables        []admissionregistrationv1.Variable
+	validations      []admissionregistrationv1.Validation
+	auditAnnotations []admissionregistrationv1.AuditAnnotation
+	actions          []admissionregistrationv1.ValidationAction
+	notes            []string
+}
+
+// groupKey is what rules must share to live in one policy.
+func (r *convertedRule) groupKey() string {
+	b, _ := json.Marshal([]any{r.matchConstraints, r.matchConditions, r.actions})
+	return string(b)
+}
+
+func groupRules(rules []*convertedRule) [][]*convertedRule {
+	var groups [][]*convertedRule
+	index := map[string]int{}
+	for _, r := range rules {
+		k := r.groupKey()
+		if i, ok := index[k]; ok && !clashingVariables(groups[i], r) {
+			groups[i] = append(groups[i], r)
+			continue
+		}
+		index[k] = len(groups)
+		groups = append(groups, []*convertedRule{r})
+	}
+	return groups
+}
+
+func clashingVariables(group []*convertedRule, r *convertedRule) bool {
+	seen := map[string]string{}
+	for _, g := range group {
+		for _, v := range g.variables {
+			seen[v.Name] = v.Expression
+		}
+	}
+	for _, v := range r.variables {
+		if e, ok := seen[v.Name]; ok && e != v.Expression {
+			return true
+		}
+	}
+	return false
+}
+
+func dnsName(s string) string {
+	s = strings.ToLower(s)
+	var b strings.Builder
+	for _, r := range s {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-.")
+	if len(out) > 253 {
+		out = out[:253]
+	}
+	return out
+}
+
+// policyAnnotations are the source's annotations the converted policy
+// keeps: the policies.kyverno.io catalogue ones (title, category,
+// severity, description) and any not Kyverno's own.
+func policyAnnotations(p kyvernov1.PolicyInterface) map[string]string {
+	out := map[string]string{}
+	for k, v := range p.GetAnnotations() {
+		switch {
+		case k == "pod-policies.kyverno.io/autogen-controllers", k == "kubectl.kubernetes.io/last-applied-configuration":
+		case k == "policies.kyverno.io/minversion", k == "kyverno.io/kyverno-version":
+		default:
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func buildPolicy(p kyvernov1.PolicyInterface, name string, rules []*convertedRule) Output {
+	first := rules[0]
+	spec := policiesv1.ValidatingPolicySpec{
+		MatchConstraints: first.matchConstraints,
+		MatchConditions:  first.matchConditions,
+		ValidationAction: first.actions,
+	}
+	seenVar := map[string]bool{}
+	var names []string
+	for _, r := range rules {
+		names = append(names, r.name)
+		for _, v := range r.variables {
+			if !seenVar[v.Name] {
+				seenVar[v.Name] = true
+				spec.Variables = append(spec.Variables, v)
+			}
+		}
+		spec.Validations = append(spec.Validations, r.validations...)
+		spec.AuditAnnotations = append(spec.AuditAnnotations, r.auditAnnotations...)
+	}
+	src := p.GetSpec()
+	if fp := failurePolicy(src); fp != nil {
+		v := admissionregistrationv1.FailurePolicyType(*fp)
+		spec.FailurePolicy = &v
+	}
+	if t := timeout(src); t != nil {
+		spec.WebhookConfiguration = &policiesv1.WebhookConfiguration{TimeoutSeconds: t}
+	}
+	if src.Background != nil && !*src.Background || src.Admission != nil && !*src.Admission {
+		eval := &policiesv1.EvaluationConfiguration{}
+		if src.Background != nil && !*src.Background {
+			f := false
+			eval.Background = &policiesv1.BackgroundConfiguration{Enabled: &f}
+		}
+		if src.Admission != nil && !*src.Admission {
+			f := false
+			eval.Admission = &policiesv1.AdmissionConfiguration{Enabled: &f}
+		}
+		spec.EvaluationConfiguration = eval
+	}
+	if controllers, set := autogenControllers(p); set {
+		spec.AutogenConfiguration = &policiesv1.ValidatingPolicyAutogenConfiguration{
+			PodControllers: &policiesv1.PodControllersGenerationConfiguration{Controllers: controllers},
+		}
+	}
+	meta := metav1.ObjectMeta{Name: name, Annotations: policyAnnotations(p), Labels: p.GetLabels()}
+	out := Output{Name: name, Rules: names}
+	if p.IsNamespaced() {
+		meta.Namespace = p.GetNamespace()
+		obj := &policiesv1.NamespacedValidatingPolicy{ObjectMeta: meta, Spec: spec}
+		obj.APIVersion, obj.Kind = policiesv1.GroupVersion.String(), policiesv1.NamespacedValidatingPolicyKind
+		out.Object, out.Kind = obj, obj.Kind
+	} else {
+		obj := &policiesv1.ValidatingPolicy{ObjectMeta: meta, Spec: spec}
+		obj.APIVersion, obj.Kind = policiesv1.GroupVersion.String(), policiesv1.ValidatingPolicyKind
+		out.Object, out.Kind = obj, obj.Kind
+	}
+	return out
+}
+
+func failurePolicy(s *kyvernov1.Spec) *kyvernov1.FailurePolicyType {
+	if s.WebhookConfiguration != nil && s.WebhookConfiguration.FailurePolicy != nil {
+		return s.WebhookConfiguration.FailurePolicy
+	}
+	return s.FailurePolicy
+}
+
+func timeout(s *kyvernov1.Spec) *int32 {
+	if s.WebhookConfiguration != nil && s.WebhookConfiguration.TimeoutSeconds != nil {
+		return s.WebhookConfiguration.TimeoutSeconds
+	}
+	return s.WebhookTimeoutSeconds
+}
+
+// controllerResources maps Kyverno's autogen controller kinds to the CEL
+// kinds' podControllers names.
+var controllerResources = map[string]string{
+	"DaemonSet": "daemonsets", "Deployment": "deployments", "ReplicaSet": "replicasets",
+	"StatefulSet": "statefulsets", "Job": "jobs", "CronJob": "cronjobs",
+}
+
+// autogenControllers reads pod-policies.kyverno.io/autogen-controllers:
+// "none" is an empty list (no autogen); a list maps to resources; unset
+// leaves the CEL default (all controllers).
+func autogenControllers(p kyvernov1.PolicyInterface) ([]string, bool) {
+	v, ok := p.GetAnnotations()["pod-policies.kyverno.io/autogen-controllers"]
+	if !ok {
+		return nil, false
+	}
+	out := []string{}
+	if strings.TrimSpace(v) == "none" {
+		return out, true
+	}
+	for _, k := range strings.Split(v, ",") {
+		if r, ok := controllerResources[strings.TrimSpace(k)]; ok {
+			out = append(out, r)
+		}
+	}
+	sort.Strings(out)
+	return out, true
+}
+
+func actionsFor(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) ([]admissionregistrationv1.ValidationAction, error) {
+	v := r.Validation
+	if len(v.FailureActionOverrides) > 0 {
+		return nil, cannot("failureActionOverrides: per-namespace actions have no field in the CEL kinds; use charter's staged promotion (charter.dev/enforcement namespace label)")
+	}
+	action := p.GetSpec().ValidationFailureAction
+	if v.FailureAction != nil {
+		action = *v.FailureAction
+	}
+	var out []admissionregistrationv1.ValidationAction
+	switch strings.ToLower(string(action)) {
+	case "enforce":
+		out = append(out, admissionregistrationv1.Deny)
+	default:
+		out = append(out, admissionregistrationv1.Audit)
+	}
+	if w := p.GetSpec().EmitWarning; w != nil && *w {
+		out = append(out, admissionregistrationv1.Warn)
+	}
+	return out, nil
+}
+
+func wrap(err error, format string, args ...any) error {
+	if u, ok := err.(*unconvertible); ok {
+		return cannot("%s: %s", fmt.Sprintf(format, args...), u.reason)
+	}
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
+}
+
+func jsonString(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}

@@ -1,0 +1,373 @@
+package convert
+
+import (
+	"strings"
+
+	gojmespath "github.com/kyverno/go-jmespath"
+)
+
+// jmesValue is a JMESPath expression converted to CEL. list is set when
+// the value is known to be a list (a projection or list literal), which
+// the condition operators need to pick between scalar and list forms.
+type jmesValue struct {
+	e    expr
+	list bool
+	// lit holds the decoded value of a literal, for operators that read
+	// wildcards, ranges or quantities in their value.
+	lit    any
+	hasLit bool
+}
+
+// jmesScope is what names mean in an expression: the foreach element's
+// variable, and the context variables converted to CEL variables.
+type jmesScope struct {
+	element   string
+	variables map[string]bool
+	vars      *iterNames
+}
+
+func (s *jmesScope) convert(src string) (jmesValue, error) {
+	n, err := gojmespath.NewParser().Parse(src)
+	if err != nil {
+		return jmesValue{}, cannot("JMESPath %q: %v", src, err)
+	}
+	v, err := s.node(n, nil, false)
+	if err != nil {
+		var u *unconvertible
+		if asUnconvertible(err, &u) {
+			return jmesValue{}, cannot("JMESPath %q: %s", src, u.reason)
+		}
+		return jmesValue{}, err
+	}
+	return v, nil
+}
+
+func asUnconvertible(err error, out **unconvertible) bool {
+	u, ok := err.(*unconvertible)
+	if ok {
+		*out = u
+	}
+	return ok
+}
+
+// node converts n. cur is the current node inside a projection or filter
+// (nil at the top, where bare fields name roots); optional renders field
+// access that tolerates a missing key (inside ||), as JMESPath does there.
+func (s *jmesScope) node(n gojmespath.ASTNode, cur *expr, optional bool) (jmesValue, error) {
+	switch n.NodeType {
+	case gojmespath.ASTLiteral:
+		return literalValue(n.Value)
+	case gojmespath.ASTField, gojmespath.ASTSubexpression, gojmespath.ASTIndexExpression:
+		return s.path(n, cur, optional)
+	case gojmespath.ASTCurrentNode, gojmespath.ASTIdentity:
+		if cur == nil {
+			return jmesValue{}, cannot("@ at the top level")
+		}
+		return jmesValue{e: *cur}, nil
+	case gojmespath.ASTOrExpression:
+		left, err := s.node(n.Children[0], cur, true)
+		if err != nil {
+			return jmesValue{}, err
+		}
+		right, err := s.node(n.Children[1], cur, optional)
+		if err != nil {
+			return jmesValue{}, err
+		}
+		if strings.Contains(left.e.s, ".?") && !strings.Contains(left.e.s, ".orValue(") {
+			return jmesValue{e: call(left.e, "orValue", right.e), list: left.list && right.list}, nil
+		}
+		return jmesValue{}, cannot("|| on a value that is not a path")
+	case gojmespath.ASTAndExpression, gojmespath.ASTNotExpression:
+		var parts []expr
+		for _, c := range n.Children {
+			v, err := s.node(c, cur, optional)
+			if err != nil {
+				return jmesValue{}, err
+			}
+			parts = append(parts, v.e)
+		}
+		if n.NodeType == gojmespath.ASTNotExpression {
+			return jmesValue{e: not(parts[0])}, nil
+		}
+		return jmesValue{e: and(parts...)}, nil
+	case gojmespath.ASTComparator:
+		l, err := s.node(n.Children[0], cur, true)
+		if err != nil {
+			return jmesValue{}, err
+		}
+		r, err := s.node(n.Children[1], cur, true)
+		if err != nil {
+			return jmesValue{}, err
+		}
+		ops := map[string]string{"tEQ": "==", "tNE": "!=", "tLT": "<", "tLTE": "<=", "tGT": ">", "tGTE": ">="}
+		op, ok := ops[toString(n.Value)]
+		if !ok {
+			return jmesValue{}, cannot("comparator %v", n.Value)
+		}
+		if op == "==" || op == "!=" {
+			// JMESPath tolerates a missing key in a comparison; an
+			// optional on either side compares with null.
+			l.e, r.e = orNull(l.e), orNull(r.e)
+		}
+		return jmesValue{e: rel(l.e, op, r.e)}, nil
+	case gojmespath.ASTProjection, gojmespath.ASTFilterProjection:
+		return s.projection(n, cur)
+	case gojmespath.ASTFlatten:
+		return s.node(n.Children[0], cur, optional)
+	case gojmespath.ASTFunctionExpression:
+		return s.function(n, cur)
+	case gojmespath.ASTPipe:
+		return jmesValue{}, cannot("pipe")
+	}
+	return jmesValue{}, cannot("%s", n.NodeType)
+}
+
+func orNull(e expr) expr {
+	if strings.Contains(e.s, ".?") && !strings.HasSuffix(e.s, ")") {
+		return call(e, "orValue", atom("null"))
+	}
+	return e
+}
+
+func toString(v any) string {
+	if s, ok := v.(interface{ String() string }); ok {
+		return s.String()
+	}
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return ""
+}
+
+func literalValue(v any) (jmesValue, error) {
+	if l, ok := v.([]any); ok {
+		var parts []string
+		for _, e := range l {
+			x, ok := literal(e)
+			if !ok {
+				return jmesValue{}, cannot("list literal of non-scalars")
+			}
+			parts = append(parts, x.s)
+		}
+		return jmesValue{e: atom("[" + strings.Join(parts, ", ") + "]"), list: true, lit: v, hasLit: true}, nil
+	}
+	x, ok := literal(v)
+	if !ok {
+		return jmesValue{}, cannot("literal %v", v)
+	}
+	return jmesValue{e: x, lit: v, hasLit: true}, nil
+}
+
+// fieldChain flattens a chain of fields, subexpressions and indexes.
+func fieldChain(n gojmespath.ASTNode) ([]any, bool) {
+	switch n.NodeType {
+	case gojmespath.ASTField:
+		return []any{n.Value.(string)}, true
+	case gojmespath.ASTSubexpression, gojmespath.ASTIndexExpression:
+		var out []any
+		for _, c := range n.Children {
+			part, ok := fieldChain(c)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, part...)
+		}
+		return out, true
+	case gojmespath.ASTIndex:
+		return []any{n.Value}, true
+	}
+	return nil, false
+}
+
+// path converts a chain of fields to CEL, mapping Kyverno's roots to the
+// CEL policy's: request.object is object, element is the foreach variable.
+func (s *jmesScope) path(n gojmespath.ASTNode, cur *expr, optional bool) (jmesValue, error) {
+	chain, ok := fieldChain(n)
+	if !ok {
+		// A subexpression whose right side is a projection:
+		// a.b[*].c parses as Subexpression(a.b, Projection(...)).
+		if n.NodeType == gojmespath.ASTSubexpression && len(n.Children) == 2 {
+			left, err := s.node(n.Children[0], cur, optional)
+			if err != nil {
+				return jmesValue{}, err
+			}
+			return s.node(n.Children[1], &left.e, optional)
+		}
+		return jmesValue{}, cannot("path %s", n.NodeType)
+	}
+	var base expr
+	rest := chain
+	if cur != nil {
+		base = *cur
+	} else {
+		first, _ := chain[0].(string)
+		switch {
+		case first == "request" && len(chain) > 1 && (chain[1] == "object" || chain[1] == "oldObject"):
+			base, rest = atom(chain[1].(string)), chain[2:]
+		case first == "request" && len(chain) > 1:
+			switch chain[1] {
+			case "operation", "namespace", "name":
+				base, rest = atom("request."+chain[1].(string)), chain[2:]
+			case "userInfo":
+				base, rest = atom("request.userInfo"), chain[2:]
+			case "kind":
+				base, rest = atom("request.kind"), chain[2:]
+			default:
+				return jmesValue{}, cannot("request.%v", chain[1])
+			}
+			optional = false
+		case first == "element" && s.element != "":
+			base, rest = atom(s.element), chain[1:]
+		case s.variables[first]:
+			base, rest = atom("variables."+first), chain[1:]
+		default:
+			return jmesValue{}, cannot("variable %q", first)
+		}
+	}
+	e := base
+	for _, part := range rest {
+		switch p := part.(type) {
+		case string:
+			if optional {
+				if isIdent(p) {
+					e = atom(e.at(precAtom) + ".?" + p)
+				} else {
+					e = atom(e.at(precAtom) + "[?" + str(p).s + "]")
+				}
+			} else {
+				e = field(e, p)
+			}
+		case int:
+			e = atom(e.at(precAtom) + "[" + itoa(p) + "]")
+		default:
+			return jmesValue{}, cannot("index %v", part)
+		}
+	}
+	return jmesValue{e: e}, nil
+}
+
+func itoa(i int) string {
+	v, _ := literal(i)
+	return v.s
+}
+
+// projection converts list[].f and list[?cond].f to map and filter.
+func (s *jmesScope) projection(n gojmespath.ASTNode, cur *expr) (jmesValue, error) {
+	left, err := s.node(n.Children[0], cur, false)
+	if err != nil {
+		return jmesValue{}, err
+	}
+	if left.list && strings.Contains(left.e.s, ".map(") {
+		return jmesValue{}, cannot("nested projection")
+	}
+	x := s.vars.name(lastSegment(left.e.s))
+	defer s.vars.release(x)
+	xe := atom(x)
+	list := left.e
+	if n.NodeType == gojmespath.ASTFilterProjection {
+		cond, err := s.node(n.Children[2], &xe, true)
+		if err != nil {
+			return jmesValue{}, err
+		}
+		list = macro(list, "filter", x, cond.e)
+	}
+	right := n.Children[1]
+	if right.NodeType == gojmespath.ASTIdentity || right.NodeType == gojmespath.ASTCurrentNode {
+		return jmesValue{e: list, list: true}, nil
+	}
+	chain, ok := fieldChain(right)
+	if !ok {
+		return jmesValue{}, cannot("projection of %s", right.NodeType)
+	}
+	// JMESPath leaves out elements where the path is missing.
+	var guards []expr
+	e := xe
+	for _, part := range chain {
+		key, ok := part.(string)
+		if !ok {
+			return jmesValue{}, cannot("index in a projection")
+		}
+		guards = append(guards, has(e, key))
+		e = field(e, key)
+	}
+	guard := and(guards...)
+	if len(guards) > 0 && !isAlwaysThere(chain) {
+		list = macro(list, "filter", x, guard)
+	}
+	return jmesValue{e: macro(list, "map", x, e), list: true}, nil
+}
+
+// isAlwaysThere says whether a projected field is one every element has
+// (a container's name and image).
+func isAlwaysThere(chain []any) bool {
+	return len(chain) == 1 && (chain[0] == "name" || chain[0] == "image")
+}
+
+func (s *jmesScope) function(n gojmespath.ASTNode, cur *expr) (jmesValue, error) {
+	name := toString(n.Value)
+	args := make([]jmesValue, len(n.Children))
+	for i, c := range n.Children {
+		v, err := s.node(c, cur, false)
+		if err != nil {
+			return jmesValue{}, err
+		}
+		args[i] = v
+	}
+	arity := func(k int) error {
+		if len(args) != k {
+			return cannot("%s with %d arguments", name, len(args))
+		}
+		return nil
+	}
+	switch name {
+	case "length":
+		if err := arity(1); err != nil {
+			return jmesValue{}, err
+		}
+		return jmesValue{e: fn("size", orEmpty(args[0]))}, nil
+	case "starts_with", "ends_with":
+		if err := arity(2); err != nil {
+			return jmesValue{}, err
+		}
+		m := map[string]string{"starts_with": "startsWith", "ends_with": "endsWith"}[name]
+		return jmesValue{e: call(args[0].e, m, args[1].e)}, nil
+	case "contains":
+		if err := arity(2); err != nil {
+			return jmesValue{}, err
+		}
+		if args[0].list {
+			return jmesValue{e: rel(args[1].e, "in", args[0].e)}, nil
+		}
+		return jmesValue{}, cannot("contains on a value that may be a string or a list")
+	case "to_string":
+		if err := arity(1); err != nil {
+			return jmesValue{}, err
+		}
+		return jmesValue{e: fn("string", args[0].e)}, nil
+	case "to_upper", "to_lower":
+		if err := arity(1); err != nil {
+			return jmesValue{}, err
+		}
+		return jmesValue{e: call(args[0].e, map[string]string{"to_upper": "upperAscii", "to_lower": "lowerAscii"}[name])}, nil
+	case "keys":
+		if err := arity(1); err != nil {
+			return jmesValue{}, err
+		}
+		return jmesValue{e: macro(args[0].e, "map", "key", atom("key")), list: true}, nil
+	case "regex_match":
+		if err := arity(2); err != nil {
+			return jmesValue{}, err
+		}
+		return jmesValue{e: call(fn("string", args[1].e), "matches", args[0].e)}, nil
+	}
+	return jmesValue{}, cannot("function %s()", name)
+}
+
+// orEmpty gives an optional list a default, as length() of a missing
+// key is an error in Kyverno only at the top level.
+func orEmpty(v jmesValue) expr {
+	if strings.Contains(v.e.s, ".?") && !strings.HasSuffix(v.e.s, ")") {
+		return call(v.e, "orValue", atom("[]"))
+	}
+	return v.e
+}

@@ -1,0 +1,226 @@
+package convert
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/internal/clitest"
+	"github.com/charter-dev/charter/internal/clitest/manifest"
+)
+
+// Verdict is a policy's overall answer for one resource: the first rule
+// that fails or errors decides (as a CEL policy stops at its first failing
+// validation); else pass when a rule passed; else skip. A policy that
+// does not match the resource at all counts as skip: neither blocks nor
+// reports a failure.
+func Verdict(rules []clitest.RuleOutcome) string {
+	passed := false
+	for _, r := range rules {
+		switch r.Status {
+		case "fail", "error", "warn":
+			return r.Status
+		case "pass":
+			passed = true
+		}
+	}
+	if passed {
+		return "pass"
+	}
+	return "skip"
+}
+
+// Mismatch is a resource on which a policy and its conversion disagree.
+type Mismatch struct {
+	Suite, Operation, Resource string
+	// Policy is the converted policy's name.
+	Policy              string
+	Original, Converted string
+	// Detail holds the messages of both sides.
+	Detail string
+}
+
+// Verification is the outcome of running a source policy's suites on both
+// forms.
+type Verification struct {
+	Suites     []string
+	Compared   int
+	Mismatches []Mismatch
+	// Errors are suites that could not run.
+	Errors []string
+}
+
+// Equal reports whether every compared verdict matched and something was
+// compared.
+func (v *Verification) Equal() bool {
+	return v.Compared > 0 && len(v.Mismatches) == 0 && len(v.Errors) == 0
+}
+
+// Verifier runs kyverno-test.yaml suites on policies and their
+// conversions.
+type Verifier struct {
+	Runner *clitest.Runner
+	// FileName is the test file name (kyverno-test.yaml).
+	FileName string
+}
+
+// Verify discovers the suites under paths, and for each that names a
+// converted policy, runs the suite's resources through the originals and
+// through the conversions and compares verdicts per converted policy,
+// resource and operation. results are keyed by the source policy's
+// identity (see Key).
+func (v *Verifier) Verify(ctx context.Context, paths []string, results map[string]*Result) (map[string]*Verification, error) {
+	files, err := clitest.Discover(paths, v.FileName)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*Verification{}
+	for _, f := range files {
+		for _, s := range clitest.LoadFile(f) {
+			if s.Err != nil || s.Test == nil {
+				continue
+			}
+			v.verifySuite(ctx, s, results, out)
+		}
+	}
+	return out, nil
+}
+
+// Key identifies a source policy: kind/namespace/name.
+func Key(p kyvernov1.PolicyInterface) string {
+	return p.GetKind() + "/" + p.GetNamespace() + "/" + p.GetName()
+}
+
+func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results map[string]*Result, out map[string]*Verification) {
+	// The suite's own policies, read as the suite reads them.
+	var policies []kyvernov1.PolicyInterface
+	repl := &clitest.Replacement{}
+	var converted []*Result
+	for _, p := range s.Test.Policies {
+		path := p
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(s.Dir, p)
+		}
+		docs, err := manifest.ReadFile(path)
+		if err != nil {
+			return
+		}
+		pf, err := manifest.DecodePolicies(docs)
+		if err != nil {
+			return
+		}
+		policies = append(policies, pf.Policies...)
+		repl.CELExceptions = append(repl.CELExceptions, pf.CELExceptions...)
+		if len(pf.Exceptions) > 0 {
+			// kyverno.io exceptions name ClusterPolicy rules; they are
+			// not converted yet, so such suites are not comparable.
+			return
+		}
+	}
+	if len(s.Test.Exceptions) > 0 {
+		return
+	}
+	for _, p := range policies {
+		r, ok := results[Key(p)]
+		if !ok || len(r.Outputs) == 0 {
+			repl.Policies = append(repl.Policies, p)
+			continue
+		}
+		converted = append(converted, r)
+		for _, o := range r.Outputs {
+			repl.Policies = append(repl.Policies, o.Object.(kyvernov1.PolicyInterface))
+		}
+	}
+	if len(converted) == 0 {
+		return
+	}
+	name := s.Name()
+	record := func(r *Result) *Verification {
+		k := Key(r.Source)
+		if out[k] == nil {
+			out[k] = &Verification{}
+		}
+		vr := out[k]
+		if !slices.Contains(vr.Suites, name) {
+			vr.Suites = append(vr.Suites, name)
+		}
+		return vr
+	}
+	original, err := v.Runner.EvaluateWith(ctx, s, nil)
+	if err == nil {
+		var conv []clitest.PolicyOutcome
+		conv, err = v.Runner.EvaluateWith(ctx, s, repl)
+		if err == nil {
+			compare(name, original, conv, converted, record)
+			return
+		}
+	}
+	for _, r := range converted {
+		vr := record(r)
+		vr.Errors = append(vr.Errors, err.Error())
+	}
+}
+
+type outcomeKey struct{ op, resource, kind, policy string }
+
+func compare(suite string, original, conv []clitest.PolicyOutcome, converted []*Result, record func(*Result) *Verification) {
+	byKey := map[outcomeKey]clitest.PolicyOutcome{}
+	for _, o := range conv {
+		byKey[outcomeKey{o.Operation, o.Resource, o.Kind, o.Policy}] = o
+	}
+	for _, r := range converted {
+		vr := record(r)
+		src := r.Source
+		for _, o := range original {
+			if o.Policy != src.GetName() || o.Kind != src.GetKind() {
+				continue
+			}
+			for _, out := range r.Outputs {
+				var rules []clitest.RuleOutcome
+				for _, rr := range o.Rules {
+					if slices.Contains(out.Rules, sourceRule(rr.Name)) {
+						rules = append(rules, rr)
+					}
+				}
+				c := byKey[outcomeKey{o.Operation, o.Resource, out.Kind, out.Name}]
+				want, got := Verdict(rules), Verdict(c.Rules)
+				if o.Invalid != "" {
+					want = "invalid"
+				}
+				if c.Invalid != "" {
+					got = "invalid: " + c.Invalid
+				}
+				vr.Compared++
+				if want != got {
+					vr.Mismatches = append(vr.Mismatches, Mismatch{
+						Suite: suite, Operation: o.Operation, Resource: o.Resource, Policy: out.Name,
+						Original: want, Converted: got, Detail: messages(rules) + " | " + messages(c.Rules),
+					})
+				}
+			}
+		}
+	}
+}
+
+// sourceRule maps an autogen rule's name to the rule it came from.
+func sourceRule(name string) string {
+	for _, prefix := range []string{"autogen-cronjob-", "autogen-"} {
+		if strings.HasPrefix(name, prefix) {
+			return strings.TrimPrefix(name, prefix)
+		}
+	}
+	return name
+}
+
+func messages(rules []clitest.RuleOutcome) string {
+	var parts []string
+	for _, r := range rules {
+		if r.Message != "" && r.Status != "pass" {
+			parts = append(parts, fmt.Sprintf("%s %s: %s", r.Name, r.Status, r.Message))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
