@@ -23,8 +23,9 @@ import (
 	"github.com/charter-dev/charter/engine"
 )
 
-// createCELPolicies creates the GeneratingPolicies, MutatingPolicies and
-// their Namespaced variants of a testdata file.
+// createCELPolicies creates the GeneratingPolicies, MutatingPolicies,
+// their Namespaced variants and the policies.kyverno.io PolicyExceptions
+// of a testdata file.
 func (e *env) createCELPolicies(file string) []client.Object {
 	e.t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", file))
@@ -47,6 +48,8 @@ func (e *env) createCELPolicies(file string) []client.Object {
 			obj = &policiesv1.MutatingPolicy{}
 		case policiesv1.NamespacedMutatingPolicyKind:
 			obj = &policiesv1.NamespacedMutatingPolicy{}
+		case policiesv1.PolicyExceptionKind:
+			obj = &policiesv1.PolicyException{}
 		default:
 			e.t.Fatalf("%s: kind %q", file, probe.Kind)
 		}

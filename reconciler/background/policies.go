@@ -59,7 +59,7 @@ func (cp *compiledPolicies) last(id string) kyvernov1.PolicyInterface {
 }
 
 // compile builds the set of background policies (generate and
-// mutate-existing rules, with the installed exceptions) and makes it
+// mutate-existing rules, with both groups' installed exceptions) and makes it
 // current. A policy that does not compile is left out; its status says
 // why (the policy status controller compiles it too).
 func (c *Controller) compile(in *policycache.Installed) *compiledPolicies {
@@ -71,7 +71,11 @@ func (c *Controller) compile(in *policycache.Installed) *compiledPolicies {
 			out.byID[engine.PolicyID(p)] = p
 		}
 	}
-	set, err := engine.Compile(policies, engine.WithExceptions(in.Exceptions))
+	// Both groups' exceptions spare what they select, as at admission and
+	// in reports; the cache hands over trusted ones only, which act in any
+	// namespace.
+	set, err := engine.Compile(policies, engine.WithExceptions(in.Exceptions),
+		engine.WithScopedCELExceptions(engine.ExceptionAnyNamespace, in.CELExceptions))
 	var faults engine.CompileErrors
 	if err != nil && !errors.As(err, &faults) {
 		c.log.Error(err, "compiling background policies; keeping the previous set")
