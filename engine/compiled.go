@@ -58,6 +58,15 @@ func (u *CompiledPolicy) Source() kyvernov1.PolicyInterface { return u.source }
 // out of every set it is assembled into.
 func (u *CompiledPolicy) Errors() CompileErrors { return u.errs }
 
+// Unsupported returns the features of the policy charter cannot run
+// somewhere, as Policy.Unsupported; nil for a unit with faults.
+func (u *CompiledPolicy) Unsupported() UnsupportedList {
+	if u.policy == nil {
+		return nil
+	}
+	return u.policy.unsupported
+}
+
 // Policy compiles one policy: it validates it, expands its autogen rules
 // and pre-parses its patterns and expressions. Faults are kept on the unit
 // (see Errors), as Compile would report them.

@@ -47,6 +47,7 @@ type Builder struct {
 	lastFail, lastIgnore, lastFine []*engine.CompiledPolicy
 	lastNamespaced                 map[string]*namespaceUnits
 	lastExceptions                 []*engine.CompiledException
+	lastBackground, lastReports    viewUnits
 }
 
 // namespaceUnits are the units of one namespace's namespaced policies,
@@ -78,6 +79,10 @@ type BuildStats struct {
 	// Changed is false when the snapshot is the previous one: no object
 	// was added, changed or removed.
 	Changed bool
+	// AdmissionChanged is true when the admission sets are new, false
+	// when only what the controllers see changed (e.g. a policy with
+	// spec.admission: false): the webhook configuration need not change.
+	AdmissionChanged bool
 }
 
 // NewBuilder returns a Builder with no units yet: its first Build compiles
@@ -92,10 +97,13 @@ func NewBuilder() *Builder {
 		}}
 }
 
-// Build returns the snapshot of the policies that run at admission
-// (spec.admission is not false), split by failure policy and the
-// namespaced ones by namespace, with every exception bound to every set. Invalid policies and exceptions are left
-// out and listed in Snapshot.Errors; the rest still serve, so one bad
+// Build returns the snapshot of the installed policies: those that run at
+// admission (spec.admission is not false) split by failure policy and the
+// namespaced ones by namespace, with every exception bound to every set,
+// and the controllers' views (Snapshot.Background, Snapshot.Reports).
+// Every policy is compiled once, whichever sets it is in. Invalid
+// admission policies and exceptions are left out and listed in
+// Snapshot.Errors (a view lists its own); the rest still serve, so one bad
 // policy never disarms the others. Policies and exceptions are ordered by
 // key, so the result does not depend on informer order.
 //
@@ -122,10 +130,8 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 	// namespaced policies, by namespace (Snapshot.Namespaced).
 	var fail, ignore, fine []*engine.CompiledPolicy
 	namespaced := map[string]*namespaceUnits{}
+	var background, reports viewUnits
 	for _, p := range sortedPolicies(policies) {
-		if !p.GetSpec().AdmissionProcessingEnabled() {
-			continue
-		}
 		id := engine.PolicyID(p)
 		u, ok := b.policies[id]
 		if ok && sameObject(u.Source().(metav1.Object), p.(metav1.Object), u.Source().GetSpec(), p.GetSpec()) {
@@ -135,6 +141,15 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 			stats.PoliciesCompiled++
 		}
 		units[id] = u
+		if HasBackgroundRules(p) {
+			background.policies = append(background.policies, u)
+		}
+		if IsScanned(p) {
+			reports.policies = append(reports.policies, u)
+		}
+		if !p.GetSpec().AdmissionProcessingEnabled() {
+			continue
+		}
 		ignores := p.GetSpec().GetFailurePolicy() == kyvernov1.Ignore
 		switch {
 		case engine.HasWebhookConditions(p):
@@ -171,6 +186,13 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 		}
 		exUnits[key] = u
 		exList = append(exList, u)
+		background.exceptions = append(background.exceptions, u)
+		// Kyverno binds an exception with spec.background: false to
+		// admission only (admission-reports.md §7): a scan reports the
+		// resource's real result for it.
+		if ex.Spec.BackgroundProcessingEnabled() {
+			reports.exceptions = append(reports.exceptions, u)
+		}
 	}
 	celUnits := make(map[string]*engine.CompiledException, len(in.CELExceptions))
 	for _, ex := range sortedExceptions(in.CELExceptions) {
@@ -184,15 +206,51 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 		}
 		celUnits[key] = u
 		exList = append(exList, u)
+		background.exceptions = append(background.exceptions, u)
+		reports.exceptions = append(reports.exceptions, u)
 	}
 	b.policies, b.exceptions, b.celExceptions = units, exUnits, celUnits
+	reports.policies = byPolicyID(reports.policies)
 
-	if b.last != nil && sameUnits(fail, b.lastFail) && sameUnits(ignore, b.lastIgnore) && sameUnits(fine, b.lastFine) &&
-		sameNamespaceUnits(namespaced, b.lastNamespaced) && sameUnits(exList, b.lastExceptions) {
+	admissionSame := b.last != nil && sameUnits(fail, b.lastFail) && sameUnits(ignore, b.lastIgnore) && sameUnits(fine, b.lastFine) &&
+		sameNamespaceUnits(namespaced, b.lastNamespaced) && sameUnits(exList, b.lastExceptions)
+	backgroundSame := b.last != nil && background.same(b.lastBackground)
+	reportsSame := b.last != nil && reports.same(b.lastReports)
+	if admissionSame && backgroundSame && reportsSame && maps.Equal(units, b.last.units) {
 		return b.last, stats
 	}
 	stats.Changed = true
-	s := &Snapshot{units: units}
+	var s *Snapshot
+	if admissionSame {
+		// Only what the controllers see changed: the admission sets stay.
+		last := *b.last
+		s = &last
+	} else {
+		stats.AdmissionChanged = true
+		s = b.assembleAdmission(fail, ignore, fine, namespaced, exList)
+	}
+	s.units, s.Installed, s.Generation = units, in, 0
+	// A view whose units are the same is the same view: its controller
+	// sees the same set.
+	if backgroundSame {
+		s.Background = b.last.Background
+	} else {
+		s.Background = b.assembleView(background)
+	}
+	if reportsSame {
+		s.Reports = b.last.Reports
+	} else {
+		s.Reports = b.assembleView(reports)
+	}
+	b.last, b.lastFail, b.lastIgnore, b.lastFine, b.lastNamespaced, b.lastExceptions = s, fail, ignore, fine, namespaced, exList
+	b.lastBackground, b.lastReports = background, reports
+	return s, stats
+}
+
+// assembleAdmission builds the admission sets of a new snapshot from
+// their units.
+func (b *Builder) assembleAdmission(fail, ignore, fine []*engine.CompiledPolicy, namespaced map[string]*namespaceUnits, exList []*engine.CompiledException) *Snapshot {
+	s := &Snapshot{}
 	// The exceptions are bound to every set; their faults are reported
 	// once.
 	s.Fail = b.assemble(s, fail, exList, true)
@@ -217,8 +275,7 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 		src := u.Source()
 		s.FineGrained[engine.FineGrainedKey(src)] = FineGrainedSet{Set: set, FailClosed: src.GetSpec().GetFailurePolicy() != kyvernov1.Ignore}
 	}
-	b.last, b.lastFail, b.lastIgnore, b.lastFine, b.lastNamespaced, b.lastExceptions = s, fail, ignore, fine, namespaced, exList
-	return s, stats
+	return s
 }
 
 // assemble builds one set from units and appends its faults to s.Errors,
@@ -282,12 +339,12 @@ func sortedExceptions[T metav1.Object](in []T) []T {
 	return out
 }
 
-// Compiled returns the compiled unit of one admission policy of the
-// snapshot, by engine.PolicyID (for a ClusterPolicy or Policy its key,
-// "name" or "namespace/name"): its faults (Errors, empty when it is served) and the object it was
-// compiled from (Source, whose generation is the one the faults are of).
-// It is false for a policy the snapshot did not compile: unknown, or with
-// spec.admission: false.
+// Compiled returns the compiled unit of one installed policy of the
+// snapshot, admission or not, by engine.PolicyID (for a ClusterPolicy or
+// Policy its key, "name" or "namespace/name"): its faults (Errors, empty
+// when it compiles) and the object it was compiled from (Source, whose
+// generation is the one the faults are of). It is false for a policy the
+// snapshot does not know.
 func (s *Snapshot) Compiled(id string) (*engine.CompiledPolicy, bool) {
 	u, ok := s.units[id]
 	return u, ok

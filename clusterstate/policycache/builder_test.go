@@ -360,7 +360,7 @@ func TestBuilderCompilesOnlyWhatChanged(t *testing.T) {
 				p.GetSpec().Rules[0].MatchResources = kyvernov1.MatchResources{}
 			})
 		}},
-		{name: "policy set to admission: false: compiled by nobody", changed: true, apply: func() {
+		{name: "policy set to admission: false: compiled once more, for the controllers' views", changed: true, compile: []string{"policy " + engine.PolicyKey(lib.policies[2])}, apply: func() {
 			i := at(engine.PolicyKey(lib.policies[2]))
 			policies[i] = edit(policies[i], true, func(p kyvernov1.PolicyInterface) { p.GetSpec().Admission = &no })
 		}},
@@ -416,8 +416,8 @@ func TestBuilderCompilesOnlyWhatChanged(t *testing.T) {
 	if len(prev.Errors.For("ClusterPolicy", first.GetName())) == 0 {
 		t.Errorf("Errors has no faults for %s", first.GetName())
 	}
-	if _, ok := prev.Compiled(engine.PolicyKey(lib.policies[2])); ok {
-		t.Errorf("an admission: false policy has a unit")
+	if u, ok := prev.Compiled(engine.PolicyKey(lib.policies[2])); !ok || u.Source().GetSpec().AdmissionProcessingEnabled() {
+		t.Errorf("Compiled(%s) = %v, %v: want the unit of the admission: false policy, for its status", engine.PolicyKey(lib.policies[2]), u, ok)
 	}
 	if u, ok := prev.Compiled("team-a/" + first.GetName()); !ok || len(u.Errors()) != 0 {
 		t.Errorf("Compiled(team-a/%s) = %v, %v: want the valid namespaced policy", first.GetName(), u, ok)

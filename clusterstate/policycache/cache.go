@@ -59,6 +59,7 @@ type Cache struct {
 	mu                 sync.Mutex
 	ignoredListeners   []func(IgnoredException)
 	listeners          []func(*Snapshot)
+	subscribers        []func(*Snapshot)
 	changeListeners    []func(kyvernov1.PolicyInterface, PolicyChange)
 	installedListeners []func(*Installed)
 }
@@ -172,11 +173,23 @@ func (c *Cache) Snapshot() *Snapshot { return c.current.Load() }
 func (c *Cache) Synced() bool { return c.synced.Load() }
 
 // OnChange registers fn to be called, from the cache's goroutine, with each
-// new snapshot (the webhook configuration and status controllers use it).
+// new snapshot whose admission sets changed (the webhook configuration and
+// status controllers use it).
 func (c *Cache) OnChange(fn func(*Snapshot)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.listeners = append(c.listeners, fn)
+}
+
+// Subscribe registers fn to be called, from the cache's goroutine, with
+// every new snapshot, whatever changed in it: the controllers that
+// evaluate its views (reports, background) subscribe, and compile
+// nothing of their own. A burst of changes is one snapshot (the cache
+// debounces). fn must not block.
+func (c *Cache) Subscribe(fn func(*Snapshot)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.subscribers = append(c.subscribers, fn)
 }
 
 // NeedLeaderElection is false: every replica serves admission.
@@ -335,14 +348,20 @@ func (c *Cache) rebuild(ctx context.Context) error {
 	// s is new and not shared yet: numbering it is its last write.
 	s.Generation = c.current.Load().Generation + 1
 	c.current.Store(s)
-	for _, f := range s.Errors {
-		c.log.Info("policy left out of admission: it does not compile", "fault", f.Error())
+	if stats.AdmissionChanged {
+		for _, f := range s.Errors {
+			c.log.Info("policy left out of admission: it does not compile", "fault", f.Error())
+		}
 	}
 	c.log.V(1).Info("policy snapshot published", "generation", s.Generation, "policies", len(s.Policies()), "exceptions", len(exceptions)+len(celExceptions),
 		"policiesCompiled", stats.PoliciesCompiled, "policiesReused", stats.PoliciesReused,
 		"exceptionsCompiled", stats.ExceptionsCompiled, "exceptionsReused", stats.ExceptionsReused, "took", time.Since(start))
 	c.mu.Lock()
-	listeners := append([]func(*Snapshot){}, c.listeners...)
+	var listeners []func(*Snapshot)
+	if stats.AdmissionChanged {
+		listeners = append(listeners, c.listeners...)
+	}
+	listeners = append(listeners, c.subscribers...)
 	c.mu.Unlock()
 	for _, fn := range listeners {
 		fn(s)

@@ -1,13 +1,14 @@
 // Package policycache is the one watch of installed policies in a
-// process: informers on ClusterPolicy, Policy, the policies.kyverno.io
-// kinds, both groups' PolicyExceptions and Namespace feed a debounced
-// recompile, and the result is published as an
-// immutable Snapshot of the admission policies swapped in atomically, so
+// process, and the one compile of them: informers on ClusterPolicy,
+// Policy, the policies.kyverno.io kinds, both groups' PolicyExceptions and
+// Namespace feed a debounced rebuild that compiles what changed, and the
+// result is published as an immutable Snapshot swapped in atomically, so
 // in-flight requests never wait for a compile and never see half of one.
-// Every rebuild also publishes the Installed objects with a change
-// notification, from which the other controllers of the process (reports,
-// background, cleanup) compile their own sets instead of watching
-// policies again.
+// The Snapshot holds the admission sets and the views the other
+// controllers of the process evaluate (reports, background), which
+// subscribe to it (Cache.Subscribe) instead of compiling their own; every
+// rebuild also publishes the Installed objects, for those that read the
+// objects themselves (cleanup, params).
 package policycache
 
 import (
@@ -24,7 +25,10 @@ import (
 // the webhook failure policy they ask for: the API server calls
 // /validate/fail for the policies of Fail and /validate/ignore for those
 // of Ignore, and each path must see only its own policies. Namespaced
-// policies are split by namespace too (Namespaced).
+// policies are split by namespace too (Namespaced). It also carries the
+// views the other controllers of the process evaluate (Background,
+// Reports) and every policy's compiled unit (Compiled, which policy status
+// reads): all assembled from one compile of each policy and exception.
 //
 // A Snapshot is immutable and safe for concurrent use.
 type Snapshot struct {
@@ -55,8 +59,19 @@ type Snapshot struct {
 	Errors engine.CompileErrors
 	// Generation counts the snapshots a Cache has published, starting at 1.
 	Generation uint64
-	// units are the compiled units of the admission policies, by key
-	// (see Compiled).
+	// Background is the background controller's view: every policy with
+	// generate or mutate-existing rules (HasBackgroundRules), admission or
+	// not, bound to the exceptions of both groups.
+	Background ControllerView
+	// Reports is the background scan's view: every policy it evaluates
+	// (IsScanned), by engine.PolicyID, bound to the kyverno.io exceptions
+	// with spec.background (default true) and to the policies.kyverno.io
+	// exceptions.
+	Reports ControllerView
+	// Installed is what the snapshot was built from.
+	Installed *Installed
+	// units are the compiled units of every installed policy, by
+	// engine.PolicyID (see Compiled).
 	units map[string]*engine.CompiledPolicy
 }
 

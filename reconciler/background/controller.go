@@ -76,8 +76,9 @@ type Controller struct {
 	triggerNames triggerNames
 	// watch is the current leadership term's watches.
 	watch atomic.Pointer[watches]
-	// installed wakes the running leader's policy loop.
-	installed chan struct{}
+	// snapshots wakes the running leader's policy loop: the policy cache
+	// published a new snapshot.
+	snapshots chan struct{}
 
 	stats Stats
 }
@@ -141,12 +142,12 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, informers crcache.Cache, mapp
 	c := &Controller{
 		opts: opts, log: opts.Logger, client: cl, informer: informers, reader: informers,
 		dyn: dyn, impersonated: impersonated, meta: md, mapper: mapper, kube: kube, kinds: clusterstate.NewKinds(disco),
-		recorder: recorder, loaders: lds, installed: make(chan struct{}, 1), faults: newPermissionFaults(),
+		recorder: recorder, loaders: lds, snapshots: make(chan struct{}, 1), faults: newPermissionFaults(),
 	}
 	c.compiled.Store(&compiledPolicies{byID: map[string]kyvernov1.PolicyInterface{}})
-	opts.State.Policies.OnInstalledChange(func(*policycache.Installed) {
+	opts.State.Policies.Subscribe(func(*policycache.Snapshot) {
 		select {
-		case c.installed <- struct{}{}:
+		case c.snapshots <- struct{}{}:
 		default:
 		}
 	})
@@ -227,7 +228,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	// The first policy sync treats every policy as new: it catches up on
 	// whatever changed while no leader ran.
 	old := c.compiled.Load()
-	cur := c.compile(c.opts.State.Policies.Installed())
+	cur := c.take(c.opts.State.Policies.Snapshot())
 	r.policiesChanged(ctx, &compiledPolicies{byID: map[string]kyvernov1.PolicyInterface{}}, cur, old)
 
 	inf, err := c.informer.GetInformer(ctx, &kyvernov2.UpdateRequest{})
@@ -286,9 +287,9 @@ func (c *Controller) lead(ctx context.Context) error {
 			return nil
 		case <-resync.C:
 			r.resync(ctx)
-		case <-c.installed:
+		case <-c.snapshots:
 			prev := c.compiled.Load()
-			next := c.compile(c.opts.State.Policies.Installed())
+			next := c.take(c.opts.State.Policies.Snapshot())
 			c.faults.forget(next.byID)
 			r.policiesChanged(ctx, prev, next, prev)
 		}

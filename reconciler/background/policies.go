@@ -2,7 +2,6 @@ package background
 
 import (
 	"context"
-	"errors"
 	"iter"
 	"maps"
 	"slices"
@@ -58,57 +57,32 @@ func (cp *compiledPolicies) last(id string) kyvernov1.PolicyInterface {
 	return cp.held[id]
 }
 
-// compile builds the set of background policies (generate and
-// mutate-existing rules, with both groups' installed exceptions) and makes it
-// current. A policy that does not compile is left out; its status says
-// why (the policy status controller compiles it too).
-func (c *Controller) compile(in *policycache.Installed) *compiledPolicies {
-	out := &compiledPolicies{byID: map[string]kyvernov1.PolicyInterface{}, held: map[string]kyvernov1.PolicyInterface{}}
-	var policies []kyvernov1.PolicyInterface
-	for _, p := range in.Policies {
-		if hasBackgroundRules(p) {
-			policies = append(policies, p)
-			out.byID[engine.PolicyID(p)] = p
-		}
-	}
-	// Both groups' exceptions spare what they select, as at admission and
-	// in reports; the cache hands over trusted ones only, which act in any
-	// namespace.
-	set, err := engine.Compile(policies, engine.WithExceptions(in.Exceptions),
-		engine.WithScopedCELExceptions(engine.ExceptionAnyNamespace, in.CELExceptions))
-	var faults engine.CompileErrors
-	if err != nil && !errors.As(err, &faults) {
-		c.log.Error(err, "compiling background policies; keeping the previous set")
-		return c.compiled.Load()
+// take makes the background view of a policy snapshot current: the
+// policies with generate or mutate-existing rules, bound to both groups'
+// exceptions, as the process's policy cache compiled them
+// (policycache.Snapshot.Background). A policy that does not compile is
+// held; its status says why (the policy status controller reads the same
+// snapshot).
+func (c *Controller) take(s *policycache.Snapshot) *compiledPolicies {
+	view := s.Background
+	out := &compiledPolicies{set: view.Set, byID: map[string]kyvernov1.PolicyInterface{}, held: map[string]kyvernov1.PolicyInterface{}}
+	for _, f := range view.Errors {
+		c.log.Info("policy left out of background processing", "fault", f.Error())
 	}
 	prev := c.compiled.Load()
-	for _, f := range faults {
-		c.log.Info("policy left out of background processing", "fault", f.Error())
-		if f.Kind == "PolicyException" {
+	for _, u := range view.Units {
+		id, p := u.ID(), u.Source()
+		if _, served := view.Set.Lookup(id); served {
+			out.byID[id] = p
 			continue
 		}
-		id := engine.PolicyIDFor(f.Kind, f.Name)
-		if p, ok := out.byID[id]; ok {
-			delete(out.byID, id)
-			if last := prev.last(id); last != nil && last.GetUID() == p.GetUID() {
-				p = last
-			}
-			out.held[id] = p
+		if last := prev.last(id); last != nil && last.GetUID() == p.GetUID() {
+			p = last
 		}
+		out.held[id] = p
 	}
-	out.set = set
 	c.compiled.Store(out)
 	return out
-}
-
-func hasBackgroundRules(p kyvernov1.PolicyInterface) bool {
-	rules := p.GetSpec().Rules
-	for i := range rules {
-		if rules[i].HasGenerate() || rules[i].HasMutateExisting() {
-			return true
-		}
-	}
-	return false
 }
 
 // ruleOf finds a rule of a policy by name.

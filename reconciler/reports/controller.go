@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +23,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/clusterstate"
@@ -129,7 +127,10 @@ type Controller struct {
 	writeSem  chan struct{}
 	scanSlots chan struct{}
 
-	policyChanged chan struct{}
+	// policyChanged says the policy cache published a new snapshot (it
+	// gathers bursts of policy changes itself); paramChanged that a param
+	// object a policy reads changed, gathered here for PolicyDebounce.
+	policyChanged, paramChanged chan struct{}
 
 	stats Stats
 }
@@ -207,8 +208,8 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		sem:           make(chan struct{}, opts.Workers),
 		writeSem:      make(chan struct{}, opts.WriteWorkers),
 		scanSlots:     make(chan struct{}, opts.Workers+opts.WriteWorkers),
-		policyChanged: make(chan struct{}, 1),
-		firstSwept:    make(chan struct{}),
+		policyChanged: make(chan struct{}, 1), paramChanged: make(chan struct{}, 1),
+		firstSwept: make(chan struct{}),
 	}, nil
 }
 
@@ -345,19 +346,23 @@ func (c *Controller) Start(ctx context.Context) error {
 			c.stopWatchers()
 			return nil
 		case <-c.policyChanged:
-			// Gather a burst of policy changes (a GitOps sync applies many)
-			// into one recompile.
+			if err := c.applyPolicies(ctx, nil); err != nil {
+				c.log.Error(err, "applying policy changes")
+			}
+		case <-c.paramChanged:
+			// Gather a burst of param changes into one pass over the
+			// fingerprints.
 			select {
 			case <-time.After(c.opts.PolicyDebounce):
 			case <-ctx.Done():
 				continue
 			}
 			select {
-			case <-c.policyChanged:
+			case <-c.paramChanged:
 			default:
 			}
 			if err := c.applyPolicies(ctx, nil); err != nil {
-				c.log.Error(err, "applying policy changes")
+				c.log.Error(err, "applying param changes")
 			}
 		case <-ticker.C:
 			if err := c.FullRescan(ctx); err != nil && ctx.Err() == nil {
@@ -367,10 +372,10 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 }
 
-// subscribe asks the process's policy source for every change to the
-// installed policies and waits for its first sync.
+// subscribe asks the process's policy cache for every new snapshot and
+// waits for its first sync.
 func (c *Controller) subscribe(ctx context.Context) error {
-	c.cluster.Policies.OnInstalledChange(func(*policycache.Installed) { c.signalPolicyChange() })
+	c.cluster.Policies.Subscribe(func(*policycache.Snapshot) { signal(c.policyChanged) })
 	if c.cluster.Params != nil {
 		// A param object changed: the policies that read its kind are
 		// fingerprinted with its generation, so their resource types are
@@ -380,7 +385,7 @@ func (c *Controller) subscribe(ctx context.Context) error {
 		c.cluster.Params.OnParamChange(func(gvk schema.GroupVersionKind, obj metav1.Object) {
 			if snap := c.snap.Load(); snap != nil && snap.readsParam(gvk, obj) {
 				c.paramGens.bump(gvk)
-				c.signalPolicyChange()
+				signal(c.paramChanged)
 			}
 		})
 	}
@@ -395,21 +400,15 @@ func (c *Controller) subscribe(ctx context.Context) error {
 	return nil
 }
 
-func (c *Controller) signalPolicyChange() {
+// signal wakes the loop waiting on ch, unless it is woken already.
+func signal(ch chan struct{}) {
 	select {
-	case c.policyChanged <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
 
-// installedPolicies returns the policies and exceptions the process's
-// policy source holds, in slices of the controller's own.
-func (c *Controller) installedPolicies() ([]kyvernov1.PolicyInterface, exceptionSet) {
-	in := c.cluster.Policies.Installed()
-	return slices.Clone(in.Policies), exceptionSet{kyverno: slices.Clone(in.Exceptions), cel: slices.Clone(in.CELExceptions)}
-}
-
-// applyPolicies compiles the installed policies and brings watches,
+// applyPolicies takes the policy cache's current snapshot and brings watches,
 // reports and results in line: new resource types are watched and
 // scanned, types whose policies changed are rescanned (resources whose
 // fingerprint is unchanged are skipped), types no policy matches any more
@@ -418,7 +417,7 @@ func (c *Controller) installedPolicies() ([]kyvernov1.PolicyInterface, exception
 // is handed the first sweep, already under way, to finish once the
 // policies are compiled.
 func (c *Controller) applyPolicies(ctx context.Context, firstSweep func() error) error {
-	policies, exceptions := c.installedPolicies()
+	policies := c.cluster.Policies.Snapshot()
 	// CRDs come and go: let discovery see the current kinds.
 	if err := c.kinds.Refresh(); err != nil {
 		if c.snap.Load() == nil {
@@ -426,16 +425,13 @@ func (c *Controller) applyPolicies(ctx context.Context, firstSweep func() error)
 		}
 		c.log.Error(err, "refreshing discovery; using the previous answer")
 	}
-	snap, err := buildSnapshot(policies, exceptions, c.kinds, &c.paramGens)
-	if err != nil {
-		return err
-	}
+	snap := buildSnapshot(policies, c.kinds, &c.paramGens)
 	for _, f := range snap.compileErrors {
 		c.log.Info("policy left out of background scans", "error", f.Error())
 	}
 	old := c.snap.Swap(snap)
-	c.log.Info("policies compiled", "installed", len(policies), "background", len(snap.background),
-		"exceptions", len(exceptions.kyverno)+len(exceptions.cel), "resourceTypes", len(snap.types), "invalid", len(snap.compileErrors))
+	c.log.Info("policies taken", "generation", policies.Generation, "installed", len(policies.Installed.Policies), "background", len(snap.background),
+		"exceptions", len(policies.Installed.Exceptions)+len(policies.Installed.CELExceptions), "resourceTypes", len(snap.types), "invalid", len(snap.compileErrors))
 
 	first := old == nil
 	if !first && leftBackground(old, snap) {

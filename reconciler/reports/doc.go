@@ -5,9 +5,11 @@
 //
 // How it works, and why it stays small:
 //
-//   - Policies, Policies and PolicyExceptions are watched; every change
-//     (debounced) compiles the background-enabled policies into one
-//     engine.PolicySet and works out, per watched resource type, a
+//   - The controller watches no policy and compiles none: it subscribes
+//     to the process's policy cache, whose every snapshot carries the
+//     background scan's set (policycache.Snapshot.Reports: the
+//     background-enabled policies, compiled once per process, with both
+//     groups' exceptions), and works out, per watched resource type, a
 //     fingerprint of the policies that can match it.
 //   - Each resource type that a background policy's validate rules name
 //     (after autogen) is watched with a metadata-only informer, stripped of

@@ -2,22 +2,18 @@ package reports
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
-	"sort"
 	"sync"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
-	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/params"
+	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/reconciler/reports/report"
@@ -86,44 +82,35 @@ type typeEntry struct {
 	fingerprint uint64
 }
 
-// exceptionSet is the installed exceptions of both groups. The
-// policies.kyverno.io ones come from trusted namespaces (the policy
-// cache leaves out the others) and act in any namespace.
-type exceptionSet struct {
-	kyverno []*kyvernov2.PolicyException
-	cel     []*policiesv1.PolicyException
-}
-
-// buildSnapshot compiles the background policies and works out which
-// resource types they need watched. A policy that reads params (validate.cel paramKind) is fingerprinted
-// with the generation of each param kind it reads (paramGens, when not
-// nil), so that a param change rescans the types of those policies only.
-func buildSnapshot(policies []kyvernov1.PolicyInterface, installed exceptionSet, kinds *clusterstate.Kinds, paramGens *paramGenerations) (*snapshot, error) {
-	sort.Slice(policies, func(i, j int) bool { return engine.PolicyID(policies[i]) < engine.PolicyID(policies[j]) })
+// buildSnapshot takes the background scan's view of a policy snapshot
+// (policycache.Snapshot.Reports: the policies and exceptions as the
+// process's policy cache compiled them) and works out which resource
+// types its policies need watched. A policy that reads params
+// (validate.cel paramKind) is fingerprinted with the generation of each
+// param kind it reads (paramGens, when not nil), so that a param change
+// rescans the types of those policies only.
+func buildSnapshot(policies *policycache.Snapshot, kinds *clusterstate.Kinds, paramGens *paramGenerations) *snapshot {
+	in := policies.Installed
 	snap := &snapshot{
-		background: map[string]bool{},
-		catalog:    report.NewCatalog(policies),
-		types:      map[schema.GroupVersionResource]typeEntry{},
+		set:           policies.Reports.Set,
+		compileErrors: policies.Reports.Errors,
+		background:    map[string]bool{},
+		catalog:       report.NewCatalog(in.Policies),
+		types:         map[schema.GroupVersionResource]typeEntry{},
 	}
-	var background []kyvernov1.PolicyInterface
-	for _, p := range policies {
-		if p.GetSpec().BackgroundProcessingEnabled() && hasValidateRules(p) {
-			background = append(background, p)
-		}
-	}
-	exceptions := backgroundExceptions(installed.kyverno)
-	set, err := engine.Compile(background, engine.WithExceptions(exceptions),
-		engine.WithScopedCELExceptions(engine.ExceptionAnyNamespace, installed.cel))
-	if err != nil && !errors.As(err, &snap.compileErrors) {
-		return nil, err
-	}
-	snap.set = set
+	set := snap.set
 
+	// Only the exceptions the scan applies go into its fingerprints, so
+	// editing an admission-only exception (spec.background: false)
+	// rescans nothing.
 	exHash := fnv.New64a()
-	for _, ex := range exceptions {
+	for _, ex := range in.Exceptions {
+		if !ex.Spec.BackgroundProcessingEnabled() {
+			continue
+		}
 		exHash.Write([]byte(ex.Namespace + "/" + ex.Name + "@" + ex.ResourceVersion + "\x00"))
 	}
-	for _, ex := range installed.cel {
+	for _, ex := range in.CELExceptions {
 		exHash.Write([]byte("policies.kyverno.io:" + ex.Namespace + "/" + ex.Name + "@" + ex.ResourceVersion + "\x00"))
 	}
 	exSum := exHash.Sum64()
@@ -156,59 +143,13 @@ func buildSnapshot(policies []kyvernov1.PolicyInterface, installed exceptionSet,
 		e.fingerprint = hashes[gvr] ^ exSum
 		snap.types[gvr] = e
 	}
-	return snap, nil
-}
-
-// backgroundExceptions keeps the exceptions that apply in background
-// scans: Kyverno binds an exception with spec.background: false to
-// admission only (admission-reports.md §7), so a scan must report the
-// resource's real result for it. The engine applies every exception it is
-// compiled with; choosing them is the caller's job. Only these exceptions
-// go into the scan's fingerprints, so editing an admission-only exception
-// rescans nothing.
-func backgroundExceptions(exceptions []*kyvernov2.PolicyException) []*kyvernov2.PolicyException {
-	out := make([]*kyvernov2.PolicyException, 0, len(exceptions))
-	for _, ex := range exceptions {
-		if ex.Spec.BackgroundProcessingEnabled() {
-			out = append(out, ex)
-		}
-	}
-	return out
-}
-
-// celScannedRules returns the resource rules of a ValidatingPolicy, an
-// ImageValidatingPolicy or a MutatingPolicy that mutates at admission,
-// nil for other policies.
-func celScannedRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
-	if rules := engine.ValidatingPolicyRules(p); rules != nil {
-		return rules
-	}
-	if rules := engine.ImageValidatingPolicyRules(p); rules != nil {
-		return rules
-	}
-	// A MutatingPolicy that mutates at admission is scanned too: its
-	// result says whether the existing object carries the mutation
-	// (engine.WithMutationScan).
-	return engine.MutatingPolicyRules(p)
-}
-
-func hasValidateRules(p kyvernov1.PolicyInterface) bool {
-	if celScannedRules(p) != nil {
-		return true
-	}
-	for i := range p.GetSpec().Rules {
-		r := &p.GetSpec().Rules[i]
-		if r.HasValidate() || r.HasVerifyImages() {
-			return true
-		}
-	}
-	return false
+	return snap
 }
 
 // policyTypes lists the resource types the policy's validate and
 // verifyImages rules (after autogen) can match.
 func policyTypes(p kyvernov1.PolicyInterface, kinds *clusterstate.Kinds) []clusterstate.ResourceType {
-	if celRules := celScannedRules(p); celRules != nil {
+	if celRules := policycache.CELScannedRules(p); celRules != nil {
 		seen := map[schema.GroupVersionResource]bool{}
 		var out []clusterstate.ResourceType
 		for _, r := range celRules {

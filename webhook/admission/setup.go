@@ -209,7 +209,9 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		o.State.Params.OnChange(c.Status.Trigger)
 	}
 	c.Config.OnApplied = c.Status.Trigger
-	c.Cache.OnChange(func(*policycache.Snapshot) { c.Status.Trigger() })
+	// Every snapshot, not only those that change admission: it holds the
+	// verdict on policies with spec.admission: false too.
+	c.Cache.Subscribe(func(*policycache.Snapshot) { c.Status.Trigger() })
 	var eventSink server.EventSink
 	if !o.Events.Disabled && !o.Null {
 		if c.Events, err = newEventSink(mgr, o); err != nil {

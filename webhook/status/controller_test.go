@@ -134,7 +134,8 @@ func TestReadyWaitsForWebhookConfiguration(t *testing.T) {
 		WithStatusSubresource(&kyvernov1.ClusterPolicy{}).Build()
 	ctx := context.Background()
 	var objs []kyvernov1.PolicyInterface
-	for _, name := range []string{valid.Name, invalid.Name} {
+	// The cache compiles every installed policy, admission or not.
+	for _, name := range []string{valid.Name, invalid.Name, backgroundOnly.Name} {
 		var p kyvernov1.ClusterPolicy
 		if err := cl.Get(ctx, client.ObjectKey{Name: name}, &p); err != nil {
 			t.Fatal(err)

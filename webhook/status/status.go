@@ -25,7 +25,6 @@ package status
 
 import (
 	"encoding/json"
-	"errors"
 	"reflect"
 	"strings"
 
@@ -78,51 +77,37 @@ type Verdict struct {
 func Decide(p kyvernov1.PolicyInterface, s *policycache.Snapshot) (Verdict, bool) {
 	id := engine.PolicyID(p)
 	gen := p.GetGeneration()
-	admission := p.GetSpec().AdmissionProcessingEnabled()
-	if !admission || len(s.Errors.For(p.GetKind(), engine.PolicyKey(p))) > 0 {
-		// Compile this generation alone: the snapshot's faults may be of
-		// an older one, and admission: false policies are not in it.
-		compiled, faults := compileAlone(p)
-		if len(faults) > 0 {
-			return Verdict{Generation: gen, Message: faultMessage(faults)}, true
-		}
-		if !admission {
-			return compiledVerdict(compiled, gen), true
-		}
+	// The snapshot compiled every installed policy, admission or not; its
+	// unit says whether this generation compiles.
+	u, ok := s.Compiled(id)
+	if !ok || u.Source().GetGeneration() != gen {
 		return Verdict{}, false
+	}
+	if faults := u.Errors(); len(faults) > 0 {
+		return Verdict{Generation: gen, Message: faultMessage(faults)}, true
+	}
+	if !p.GetSpec().AdmissionProcessingEnabled() {
+		return unitVerdict(u.Unsupported(), gen), true
 	}
 	for _, set := range s.Sets() {
 		if set == nil {
 			continue
 		}
 		if served, ok := set.Lookup(id); ok && served.Source().GetGeneration() == gen {
-			return compiledVerdict(served, gen), true
+			return unitVerdict(served.Unsupported(), gen), true
 		}
 	}
 	return Verdict{}, false
 }
 
-// compiledVerdict is the verdict on a policy that compiles: ready, unless
-// it uses features charter cannot run in the cluster.
-func compiledVerdict(p *engine.Policy, gen int64) Verdict {
-	if unsupported := p.Unsupported().In(engine.InCluster); len(unsupported) > 0 {
+// unitVerdict is the verdict on a policy that compiles, given what of it
+// charter cannot run: ready, unless it uses features charter cannot run in
+// the cluster.
+func unitVerdict(unsupported engine.UnsupportedList, gen int64) Verdict {
+	if unsupported := unsupported.In(engine.InCluster); len(unsupported) > 0 {
 		return Verdict{Generation: gen, Reason: kyvernov1.PolicyReasonUnsupported, Message: unsupported.Messages()}
 	}
 	return Verdict{Ready: true, Generation: gen, Message: MessageReady}
-}
-
-// compileAlone compiles p on its own and returns it compiled, or its
-// faults.
-func compileAlone(p kyvernov1.PolicyInterface) (*engine.Policy, engine.CompileErrors) {
-	set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
-	if err == nil {
-		return set.Policies()[0], nil
-	}
-	var faults engine.CompileErrors
-	if errors.As(err, &faults) {
-		return nil, faults
-	}
-	return nil, engine.CompileErrors{{Kind: p.GetKind(), Name: engine.PolicyKey(p), Fault: err.Error()}}
 }
 
 // faultMessage lists the faults by field path, e.g.

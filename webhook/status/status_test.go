@@ -92,13 +92,14 @@ func TestDecide(t *testing.T) {
 		{name: "new, not in the snapshot yet: wait", policy: valid, snapshot: snapshot(t)},
 		{name: "spec.admission false: ready when it compiles", policy: load(t, "background-only.yaml"), snapshot: snapshot(t, load(t, "background-only.yaml")),
 			wantDecided: true, want: Verdict{Ready: true, Generation: 1, Message: "Ready"}},
-		{name: "spec.admission false and invalid: not ready", policy: load(t, "background-only-bad.yaml"), snapshot: snapshot(t),
+		{name: "spec.admission false and invalid: not ready", policy: load(t, "background-only-bad.yaml"), snapshot: snapshot(t, load(t, "background-only-bad.yaml")),
 			wantDecided: true, want: Verdict{Generation: 1}, wantMessage: `spec.rules[0].validate.pattern.metadata.labels: unknown anchor "~(x)"`},
 		{name: "served but using what charter cannot run in the cluster: Unsupported", policy: load(t, "assert-audit.yaml"),
 			snapshot: snapshot(t, load(t, "assert-audit.yaml")), wantDecided: true,
 			want: Verdict{Generation: 1, Reason: "Unsupported", Message: "spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet"}},
-		{name: "spec.admission false and unsupported: Unsupported", policy: load(t, "unsupported-background-only.yaml"), snapshot: snapshot(t),
+		{name: "spec.admission false and unsupported: Unsupported", policy: load(t, "unsupported-background-only.yaml"), snapshot: snapshot(t, load(t, "unsupported-background-only.yaml")),
 			wantDecided: true, want: Verdict{Generation: 1, Reason: "Unsupported", Message: "spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet"}},
+		{name: "spec.admission false, not in the snapshot yet: wait", policy: load(t, "background-only-bad.yaml"), snapshot: snapshot(t)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
