@@ -17,6 +17,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
@@ -180,7 +181,7 @@ func Run(ctx context.Context, opts Options) (*Outcome, error) {
 // that holds something other than policies gets a warning; the files of a
 // folder that hold no policy at all (tests, values, resources kept beside
 // the policies) are passed over with one note.
-func loadPolicies(paths []string, exceptions []*kyvernov2.PolicyException, out *Outcome) (*engine.PolicySet, error) {
+func loadPolicies(paths []string, exceptions exceptionsOf, out *Outcome) (*engine.PolicySet, error) {
 	var policies []kyvernov1.PolicyInterface
 	declared := manifest.Declared{}
 	for _, root := range paths {
@@ -213,7 +214,7 @@ func loadPolicies(paths []string, exceptions []*kyvernov2.PolicyException, out *
 				}
 				return nil, err
 			}
-			if info.IsDir() && len(p.Policies) == 0 && len(p.Exceptions) == 0 && len(p.Unsupported) == 0 {
+			if info.IsDir() && len(p.Policies) == 0 && len(p.Exceptions) == 0 && len(p.CELExceptions) == 0 && len(p.Unsupported) == 0 {
 				skipped++
 				continue
 			}
@@ -221,7 +222,7 @@ func loadPolicies(paths []string, exceptions []*kyvernov2.PolicyException, out *
 				return nil, err
 			}
 			policies = append(policies, p.Policies...)
-			exceptions = append(exceptions, p.Exceptions...)
+			exceptions.add(p)
 			for name, kind := range p.Unsupported {
 				out.Warnings = append(out.Warnings, fmt.Sprintf("policy %s (%s) is not supported yet, skipped", name, kind))
 			}
@@ -236,7 +237,9 @@ func loadPolicies(paths []string, exceptions []*kyvernov2.PolicyException, out *
 	if len(policies) == 0 {
 		return nil, fmt.Errorf("no ClusterPolicy or Policy found in %v", paths)
 	}
-	set, err := engine.Compile(policies, engine.WithExceptions(exceptions))
+	// A policies.kyverno.io PolicyException acts in its own namespace
+	// only, as in charter test.
+	set, err := engine.Compile(policies, engine.WithExceptions(exceptions.kyverno), engine.WithCELExceptions(exceptions.cel))
 	if err != nil {
 		return nil, fmt.Errorf("invalid policies:\n%w", err)
 	}
@@ -282,33 +285,45 @@ func mayHoldPolicy(file string) bool {
 	return strings.Contains(text, "kyverno.io/") && !strings.Contains(text, "cli.kyverno.io/")
 }
 
-// loadExceptions reads the PolicyExceptions of --exception files and
-// folders; a document that is not one is an error.
-func loadExceptions(paths []string) ([]*kyvernov2.PolicyException, error) {
+// exceptionsOf are the PolicyExceptions of both groups read.
+type exceptionsOf struct {
+	kyverno []*kyvernov2.PolicyException
+	cel     []*policiesv1.PolicyException
+}
+
+func (e *exceptionsOf) add(p *manifest.Policies) {
+	e.kyverno = append(e.kyverno, p.Exceptions...)
+	e.cel = append(e.cel, p.CELExceptions...)
+}
+
+// loadExceptions reads the PolicyExceptions (kyverno.io and
+// policies.kyverno.io) of --exception files and folders; a document that
+// is not one is an error.
+func loadExceptions(paths []string) (exceptionsOf, error) {
+	var out exceptionsOf
 	if len(paths) == 0 {
-		return nil, nil
+		return out, nil
 	}
 	files, err := manifest.Files(paths)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
-	var out []*kyvernov2.PolicyException
 	for _, f := range files {
 		docs, err := manifest.ReadFile(f)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		p, err := manifest.DecodePolicies(docs)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		if len(p.Policies) > 0 || len(p.Unsupported) > 0 || len(p.Others) > 0 {
-			return nil, fmt.Errorf("--exception %s: holds documents that are not PolicyExceptions", f)
+			return out, fmt.Errorf("--exception %s: holds documents that are not PolicyExceptions", f)
 		}
-		out = append(out, p.Exceptions...)
+		out.add(p)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--exception %v: no PolicyException found", paths)
+	if len(out.kyverno) == 0 && len(out.cel) == 0 {
+		return out, fmt.Errorf("--exception %v: no PolicyException found", paths)
 	}
 	return out, nil
 }

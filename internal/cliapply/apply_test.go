@@ -134,6 +134,23 @@ func TestRun(t *testing.T) {
 			},
 			wantBlocked: true,
 		},
+		{
+			name: "--exception applies a policies.kyverno.io PolicyException",
+			opts: Options{PolicyPaths: []string{"testdata/samename/validating-policy.yaml"}, ResourcePaths: []string{"testdata/samename/pods.yaml"},
+				ExceptionPaths: []string{"testdata/celexception/exception.yaml"}},
+			want: []string{
+				"Pod/default/latest-labelled disallow-latest/ Enforce pass",
+				"Pod/default/pinned-unlabelled disallow-latest/exception Enforce skip",
+			},
+		},
+		{
+			name: "a policies.kyverno.io PolicyException among the policies applies",
+			opts: Options{PolicyPaths: []string{"testdata/samename/validating-policy.yaml", "testdata/celexception"}, ResourcePaths: []string{"testdata/samename/pods.yaml"}},
+			want: []string{
+				"Pod/default/latest-labelled disallow-latest/ Enforce pass",
+				"Pod/default/pinned-unlabelled disallow-latest/exception Enforce skip",
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
