@@ -1,7 +1,8 @@
 // Package gitsync keeps a cluster in step with PolicyRepositories: each
 // one names a Git repository, a ref and a folder; the reconciler asks the
 // remote where the ref points, fetches that commit, builds the folder with
-// kustomize, checks every object (policies through engine.Compile), and
+// kustomize, checks every object (policies through policycheck.Object, the
+// check policy admission makes), and
 // applies the revision whole or not at all with server-side apply, then
 // prunes what left it.
 //

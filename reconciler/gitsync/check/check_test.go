@@ -57,6 +57,7 @@ func TestObjects(t *testing.T) {
 		{file: "bad-vpol.yaml", want: []string{`repo/bad-vpol.yaml: ValidatingPolicy "not-bool": spec.validations[0].expression: must evaluate to bool but got dyn`}},
 		{file: "bad-mpol.yaml", want: []string{`repo/bad-mpol.yaml: MutatingPolicy "not-an-object": spec.mutations[0].applyConfiguration.expression: must evaluate to Object but got dyn`}},
 		{file: "bad-exception.yaml", want: []string{`repo/bad-exception.yaml: PolicyException "team-a/allow-all": spec.exceptions: an exception needs at least one policy`}},
+		{file: "bad-schedule.yaml", want: []string{`repo/bad-schedule.yaml: ClusterCleanupPolicy "stale-configmaps": spec.schedule: invalid schedule "61 * * * *": end of range (61) above maximum (59): 61`}},
 		{file: "unsupported.yaml", want: []string{
 			`repo/unsupported.yaml: ClusterPolicy "verify-assert": spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet`,
 		}},
