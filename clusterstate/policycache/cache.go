@@ -17,6 +17,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 )
 
 // DefaultDebounce is how long the cache waits for the changes to stop
@@ -200,12 +201,11 @@ func (c *Cache) NeedLeaderElection() bool { return false }
 // burst of changes until ctx ends. A rebuild compiles only the policies
 // and exceptions that changed (see Builder).
 func (c *Cache) Start(ctx context.Context) error {
-	for _, obj := range []client.Object{&kyvernov1.ClusterPolicy{}, &kyvernov1.Policy{},
-		&policiesv1.ValidatingPolicy{}, &policiesv1.NamespacedValidatingPolicy{},
-		&policiesv1.GeneratingPolicy{}, &policiesv1.NamespacedGeneratingPolicy{},
-		&policiesv1.MutatingPolicy{}, &policiesv1.NamespacedMutatingPolicy{},
-		&policiesv1.ImageValidatingPolicy{}, &policiesv1.NamespacedImageValidatingPolicy{}, &kyvernov2.PolicyException{},
-		&policiesv1.PolicyException{}, &corev1.Namespace{}} {
+	var watched []client.Object
+	for _, k := range append(policycheck.Kinds(policycheck.RolePolicy), policycheck.Kinds(policycheck.RoleException)...) {
+		watched = append(watched, k.New())
+	}
+	for _, obj := range append(watched, &corev1.Namespace{}) {
 		inf, err := c.reader.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("policy cache: informer for %T: %w", obj, err)

@@ -6,11 +6,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/versions"
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 )
 
 // isCELVersion reports whether charter serves kind in the
@@ -23,12 +25,12 @@ func isCELVersion(apiVersion, kind string) bool {
 
 // decodeCEL decodes a policies.kyverno.io document of any served version
 // into the v1 type.
-func decodeCEL(d Document, into interface{ SetGroupVersionKind(schema.GroupVersionKind) }) error {
+func decodeCEL(d Document, into client.Object) error {
 	if err := DecodeDocument(d, into); err != nil {
 		return err
 	}
 	_, kind := d.TypeMeta()
-	into.SetGroupVersionKind(policiesv1.GroupVersion.WithKind(kind))
+	into.GetObjectKind().SetGroupVersionKind(policiesv1.GroupVersion.WithKind(kind))
 	return nil
 }
 
@@ -46,107 +48,44 @@ type Policies struct {
 	Others []string
 }
 
-// DecodePolicies sorts documents into kyverno.io ClusterPolicies, Policies
-// and PolicyExceptions. A Policy without a namespace is put in "default".
+// DecodePolicies sorts documents into the policies and PolicyExceptions
+// of the kinds charter serves (policycheck.Kinds: ClusterPolicy, Policy,
+// the policies.kyverno.io policies in a version charter serves, and both
+// groups' PolicyExceptions), each decoded into its hub type. A namespaced
+// one without a namespace is put in "default".
 func DecodePolicies(docs []Document) (*Policies, error) {
 	out := &Policies{}
 	for _, d := range docs {
 		apiVersion, kind := d.TypeMeta()
 		group, _, _ := strings.Cut(apiVersion, "/")
+		k, evaluated := policycheck.Lookup(group, kind)
+		evaluated = evaluated && (k.Role == policycheck.RolePolicy || k.Role == policycheck.RoleException)
+		// kyverno.io kinds are read whatever their version; the
+		// policies.kyverno.io ones in the versions charter serves only.
+		if group == policiesv1.Group && !isCELVersion(apiVersion, kind) {
+			evaluated = false
+		}
 		switch {
-		case group == "kyverno.io" && kind == "ClusterPolicy":
-			p := &kyvernov1.ClusterPolicy{}
-			if err := DecodeDocument(d, p); err != nil {
+		case evaluated:
+			obj := k.New()
+			decode := DecodeDocument
+			if group == policiesv1.Group {
+				decode = func(d Document, into any) error { return decodeCEL(d, into.(client.Object)) }
+			}
+			if err := decode(d, obj); err != nil {
 				return nil, err
 			}
-			out.Policies = append(out.Policies, p)
-		case group == "kyverno.io" && kind == "Policy":
-			p := &kyvernov1.Policy{}
-			if err := DecodeDocument(d, p); err != nil {
-				return nil, err
+			if k.Namespaced && obj.GetNamespace() == "" {
+				obj.SetNamespace("default")
 			}
-			if p.Namespace == "" {
-				p.Namespace = "default"
+			switch o := obj.(type) {
+			case kyvernov1.PolicyInterface:
+				out.Policies = append(out.Policies, o)
+			case *kyvernov2.PolicyException:
+				out.Exceptions = append(out.Exceptions, o)
+			case *policiesv1.PolicyException:
+				out.CELExceptions = append(out.CELExceptions, o)
 			}
-			out.Policies = append(out.Policies, p)
-		case group == "kyverno.io" && kind == "PolicyException":
-			ex := &kyvernov2.PolicyException{}
-			if err := DecodeDocument(d, ex); err != nil {
-				return nil, err
-			}
-			if ex.Namespace == "" {
-				ex.Namespace = "default"
-			}
-			out.Exceptions = append(out.Exceptions, ex)
-		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.ValidatingPolicyKind:
-			p := &policiesv1.ValidatingPolicy{}
-			if err := decodeCEL(d, p); err != nil {
-				return nil, err
-			}
-			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.NamespacedValidatingPolicyKind:
-			p := &policiesv1.NamespacedValidatingPolicy{}
-			if err := decodeCEL(d, p); err != nil {
-				return nil, err
-			}
-			if p.Namespace == "" {
-				p.Namespace = "default"
-			}
-			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.MutatingPolicyKind:
-			p := &policiesv1.MutatingPolicy{}
-			if err := decodeCEL(d, p); err != nil {
-				return nil, err
-			}
-			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.NamespacedMutatingPolicyKind:
-			p := &policiesv1.NamespacedMutatingPolicy{}
-			if err := decodeCEL(d, p); err != nil {
-				return nil, err
-			}
-			if p.Namespace == "" {
-				p.Namespace = "default"
-			}
-			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.GeneratingPolicyKind:
-			p := &policiesv1.GeneratingPolicy{}
-			if err := decodeCEL(d, p); err != nil {
-				return nil, err
-			}
-			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.NamespacedGeneratingPolicyKind:
-			p := &policiesv1.NamespacedGeneratingPolicy{}
-			if err := decodeCEL(d, p); err != nil {
-				return nil, err
-			}
-			if p.Namespace == "" {
-				p.Namespace = "default"
-			}
-			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.ImageValidatingPolicyKind:
-			p := &policiesv1.ImageValidatingPolicy{}
-			if err := decodeCEL(d, p); err != nil {
-				return nil, err
-			}
-			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.NamespacedImageValidatingPolicyKind:
-			p := &policiesv1.NamespacedImageValidatingPolicy{}
-			if err := decodeCEL(d, p); err != nil {
-				return nil, err
-			}
-			if p.Namespace == "" {
-				p.Namespace = "default"
-			}
-			out.Policies = append(out.Policies, p)
-		case group == policiesv1.Group && isCELVersion(apiVersion, kind) && kind == policiesv1.PolicyExceptionKind:
-			ex := &policiesv1.PolicyException{}
-			if err := decodeCEL(d, ex); err != nil {
-				return nil, err
-			}
-			if ex.Namespace == "" {
-				ex.Namespace = "default"
-			}
-			out.CELExceptions = append(out.CELExceptions, ex)
 		case apiVersion == "" || kind == "":
 			return nil, fmt.Errorf("%s: missing apiVersion or kind", d.Where())
 		case isPolicyKind(group, kind):
