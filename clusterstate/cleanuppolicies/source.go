@@ -17,6 +17,7 @@ import (
 
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 )
 
 // Key names a cleanup policy: Namespace is empty for a
@@ -71,7 +72,8 @@ func (s *Source) Get(ctx context.Context, k Key) (kyvernov2.CleanupPolicyInterfa
 // It returns a function that stops the notifications.
 func (s *Source) Watch(ctx context.Context, changed func(Key)) (func(), error) {
 	var regs []func()
-	for _, obj := range []client.Object{&kyvernov2.ClusterCleanupPolicy{}, &kyvernov2.CleanupPolicy{}, &policiesv1.DeletingPolicy{}, &policiesv1.NamespacedDeletingPolicy{}} {
+	for _, k := range policycheck.Kinds(policycheck.RoleCleanup) {
+		obj := k.New()
 		inf, err := s.cache.GetInformer(ctx, obj)
 		if err != nil {
 			return nil, fmt.Errorf("watching %T: %w", obj, err)
