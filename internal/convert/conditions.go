@@ -89,6 +89,19 @@ func (s *jmesScope) condition(c kyvernov1.Condition) (expr, error) {
 	if err != nil {
 		return expr{}, err
 	}
+	if key.fallback != nil {
+		// "request.operation || 'BACKGROUND'": the default only shows in
+		// a background scan, where the field is empty; when the value
+		// names neither, both read the same and the field alone will do.
+		for _, v := range literalStrings(value) {
+			if v == "" || v == *key.fallback {
+				return expr{}, cannot("condition on the default %q of a request field", *key.fallback)
+			}
+		}
+		if !value.hasLit {
+			return expr{}, cannot("condition on the default %q of a request field", *key.fallback)
+		}
+	}
 	switch strings.ToLower(string(c.Operator)) {
 	case "equals", "equal":
 		return equalsExpr(key, value)
@@ -215,6 +228,11 @@ func membership(key, value jmesValue, quantifier string, negate bool) (expr, err
 	}
 	x := "item"
 	body := member(atom(x))
+	if name := fieldName(key.e.s); value.hasLit && (name == "verbs" || name == "resources" || name == "apiGroups") {
+		// Kyverno matches wildcards both ways: an RBAC rule's "*" is in
+		// every list.
+		body = or(rel(atom(x), "==", str("*")), body)
+	}
 	if negate {
 		body = not(body)
 	}
@@ -234,4 +252,30 @@ func orderExpr(key, value jmesValue, op string) (expr, error) {
 		return expr{}, cannot("ordering against %q", vs)
 	}
 	return rel(key.e, op, value.e), nil
+}
+
+// literalStrings lists the strings a literal value holds.
+func literalStrings(v jmesValue) []string {
+	switch lit := v.lit.(type) {
+	case string:
+		return []string{lit}
+	case []any:
+		var out []string
+		for _, e := range lit {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// fieldName is the last field an expression reads: apiGroups for
+// rule.?apiGroups.orValue([]).
+func fieldName(e string) string {
+	if i := strings.LastIndex(e, ".orValue("); i >= 0 && strings.HasSuffix(e, ")") {
+		e = e[:i]
+	}
+	return strings.TrimPrefix(lastSegment(e), "?")
 }

@@ -16,6 +16,7 @@ package convert
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -26,6 +27,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine"
 )
 
 // Problem is a part of a policy that did not convert.
@@ -95,7 +97,30 @@ func Convert(p kyvernov1.PolicyInterface) *Result {
 		}
 		res.Outputs = append(res.Outputs, buildPolicy(p, name, g))
 	}
+	res.Problems = append(res.Problems, compileProblems(res.Outputs)...)
 	return res
+}
+
+// compileProblems compiles the converted policies with charter's engine:
+// an output that does not compile is not written, whatever the rules
+// said.
+func compileProblems(outputs []Output) []Problem {
+	var out []Problem
+	for _, o := range outputs {
+		_, err := engine.Compile([]kyvernov1.PolicyInterface{o.Object.(kyvernov1.PolicyInterface)})
+		if err == nil {
+			continue
+		}
+		var faults engine.CompileErrors
+		if errors.As(err, &faults) {
+			for _, f := range faults {
+				out = append(out, Problem{Reason: fmt.Sprintf("converted %s %s does not compile: %s: %s", o.Kind, o.Name, f.Field, f.Fault)})
+			}
+			continue
+		}
+		out = append(out, Problem{Reason: fmt.Sprintf("converted %s %s does not compile: %v", o.Kind, o.Name, err)})
+	}
+	return out
 }
 
 // convertedRule is one validate rule in CEL terms.

@@ -16,11 +16,23 @@ type jmesValue struct {
 	// wildcards, ranges or quantities in their value.
 	lit    any
 	hasLit bool
+	// projected marks the result of a projection (map over a list), whose
+	// elements may be lists that [] flattens.
+	projected bool
+	// fallback is the default of "request.operation || 'BACKGROUND'":
+	// the request field is never missing, only empty in a background
+	// scan, which conditions check against (see jmesScope.condition).
+	fallback *string
 }
 
 // jmesScope is what names mean in an expression: the foreach element's
 // variable, and the context variables converted to CEL variables.
 type jmesScope struct {
+	// pinned is set while converting an expression that writes
+	// request."object": quoted, Kyverno's autogen leaves it alone, so it
+	// reads the controller's own fields; pinned paths are written
+	// object['metadata'], which CEL autogen does not rewrite either.
+	pinned    bool
 	element   string
 	variables map[string]bool
 	vars      *iterNames
@@ -31,6 +43,8 @@ func (s *jmesScope) convert(src string) (jmesValue, error) {
 	if err != nil {
 		return jmesValue{}, cannot("JMESPath %q: %v", src, err)
 	}
+	s.pinned = strings.Contains(src, `request."object"`)
+	defer func() { s.pinned = false }()
 	v, err := s.node(n, nil, false)
 	if err != nil {
 		var u *unconvertible
@@ -53,7 +67,7 @@ func asUnconvertible(err error, out **unconvertible) bool {
 // node converts n. cur is the current node inside a projection or filter
 // (nil at the top, where bare fields name roots); optional renders field
 // access that tolerates a missing key (inside ||), as JMESPath does there.
-func (s *jmesScope) node(n gojmespath.ASTNode, cur *expr, optional bool) (jmesValue, error) {
+func (s *jmesScope) node(n gojmespath.ASTNode, cur *jmesValue, optional bool) (jmesValue, error) {
 	switch n.NodeType {
 	case gojmespath.ASTLiteral:
 		return literalValue(n.Value)
@@ -63,20 +77,9 @@ func (s *jmesScope) node(n gojmespath.ASTNode, cur *expr, optional bool) (jmesVa
 		if cur == nil {
 			return jmesValue{}, cannot("@ at the top level")
 		}
-		return jmesValue{e: *cur}, nil
+		return *cur, nil
 	case gojmespath.ASTOrExpression:
-		left, err := s.node(n.Children[0], cur, true)
-		if err != nil {
-			return jmesValue{}, err
-		}
-		right, err := s.node(n.Children[1], cur, optional)
-		if err != nil {
-			return jmesValue{}, err
-		}
-		if strings.Contains(left.e.s, ".?") && !strings.Contains(left.e.s, ".orValue(") {
-			return jmesValue{e: call(left.e, "orValue", right.e), list: left.list && right.list}, nil
-		}
-		return jmesValue{}, cannot("|| on a value that is not a path")
+		return s.orExpression(n, cur, optional)
 	case gojmespath.ASTAndExpression, gojmespath.ASTNotExpression:
 		var parts []expr
 		for _, c := range n.Children {
@@ -111,13 +114,28 @@ func (s *jmesScope) node(n gojmespath.ASTNode, cur *expr, optional bool) (jmesVa
 		}
 		return jmesValue{e: rel(l.e, op, r.e)}, nil
 	case gojmespath.ASTProjection, gojmespath.ASTFilterProjection:
-		return s.projection(n, cur)
+		return s.projection(n, cur, optional)
 	case gojmespath.ASTFlatten:
-		return s.node(n.Children[0], cur, optional)
+		v, err := s.node(n.Children[0], cur, optional)
+		if err != nil {
+			return jmesValue{}, err
+		}
+		if v.projected {
+			// A projection of lists: [] flattens one level.
+			return jmesValue{e: call(v.e, "flatten"), list: true}, nil
+		}
+		v.list = true
+		return v, nil
+	case gojmespath.ASTMultiSelectList:
+		return s.multiSelect(n, cur)
 	case gojmespath.ASTFunctionExpression:
 		return s.function(n, cur)
 	case gojmespath.ASTPipe:
-		return jmesValue{}, cannot("pipe")
+		left, err := s.node(n.Children[0], cur, optional)
+		if err != nil {
+			return jmesValue{}, err
+		}
+		return s.node(n.Children[1], &left, optional)
 	}
 	return jmesValue{}, cannot("%s", n.NodeType)
 }
@@ -181,7 +199,7 @@ func fieldChain(n gojmespath.ASTNode) ([]any, bool) {
 
 // path converts a chain of fields to CEL, mapping Kyverno's roots to the
 // CEL policy's: request.object is object, element is the foreach variable.
-func (s *jmesScope) path(n gojmespath.ASTNode, cur *expr, optional bool) (jmesValue, error) {
+func (s *jmesScope) path(n gojmespath.ASTNode, cur *jmesValue, optional bool) (jmesValue, error) {
 	chain, ok := fieldChain(n)
 	if !ok {
 		// A subexpression whose right side is a projection:
@@ -191,19 +209,24 @@ func (s *jmesScope) path(n gojmespath.ASTNode, cur *expr, optional bool) (jmesVa
 			if err != nil {
 				return jmesValue{}, err
 			}
-			return s.node(n.Children[1], &left.e, optional)
+			return s.node(n.Children[1], &left, optional)
 		}
 		return jmesValue{}, cannot("path %s", n.NodeType)
 	}
 	var base expr
 	rest := chain
 	if cur != nil {
-		base = *cur
+		base = cur.e
 	} else {
 		first, _ := chain[0].(string)
 		switch {
 		case first == "request" && len(chain) > 1 && (chain[1] == "object" || chain[1] == "oldObject"):
 			base, rest = atom(chain[1].(string)), chain[2:]
+			if s.pinned && chain[1] == "object" && len(rest) > 0 {
+				if key, ok := rest[0].(string); ok {
+					base, rest = atom("object["+str(key).s+"]"), rest[1:]
+				}
+			}
 		case first == "request" && len(chain) > 1:
 			switch chain[1] {
 			case "operation", "namespace", "name":
@@ -243,7 +266,20 @@ func (s *jmesScope) path(n gojmespath.ASTNode, cur *expr, optional bool) (jmesVa
 			return jmesValue{}, cannot("index %v", part)
 		}
 	}
-	return jmesValue{e: e}, nil
+	last, _ := chain[len(chain)-1].(string)
+	return jmesValue{e: e, list: knownLists[last]}, nil
+}
+
+// knownLists are Kubernetes fields that hold lists, for the operators
+// that treat a list key differently from a scalar one (AnyIn: any
+// element).
+var knownLists = map[string]bool{
+	"resources": true, "verbs": true, "apiGroups": true, "resourceNames": true, "nonResourceURLs": true,
+	"containers": true, "initContainers": true, "ephemeralContainers": true, "volumes": true,
+	"volumeMounts": true, "args": true, "command": true, "env": true, "envFrom": true, "ports": true,
+	"rules": true, "subjects": true, "finalizers": true, "tolerations": true, "hostAliases": true,
+	"imagePullSecrets": true, "drop": true, "add": true, "externalIPs": true, "tls": true, "hosts": true,
+	"paths": true, "secrets": true, "accessModes": true, "sysctls": true, "topologySpreadConstraints": true,
 }
 
 func itoa(i int) string {
@@ -252,24 +288,25 @@ func itoa(i int) string {
 }
 
 // projection converts list[].f and list[?cond].f to map and filter.
-func (s *jmesScope) projection(n gojmespath.ASTNode, cur *expr) (jmesValue, error) {
-	left, err := s.node(n.Children[0], cur, false)
+func (s *jmesScope) projection(n gojmespath.ASTNode, cur *jmesValue, optional bool) (jmesValue, error) {
+	left, err := s.node(n.Children[0], cur, optional)
 	if err != nil {
 		return jmesValue{}, err
 	}
-	if left.list && strings.Contains(left.e.s, ".map(") {
-		return jmesValue{}, cannot("nested projection")
+	if optional && strings.Contains(left.e.s, ".?") && !strings.HasSuffix(left.e.s, ")") {
+		// Under ||: a missing list projects to nothing.
+		left.e = call(left.e, "orValue", atom("[]"))
 	}
-	x := s.vars.name(lastSegment(left.e.s))
+	x := s.vars.name(lastSegment(strings.TrimSuffix(left.e.s, ".flatten()")))
 	defer s.vars.release(x)
-	xe := atom(x)
+	xv := jmesValue{e: atom(x)}
 	list := left.e
 	if n.NodeType == gojmespath.ASTFilterProjection {
-		cond, err := s.node(n.Children[2], &xe, true)
+		cond, err := s.filterCondition(n.Children[2], &xv)
 		if err != nil {
 			return jmesValue{}, err
 		}
-		list = macro(list, "filter", x, cond.e)
+		list = macro(list, "filter", x, cond)
 	}
 	right := n.Children[1]
 	if right.NodeType == gojmespath.ASTIdentity || right.NodeType == gojmespath.ASTCurrentNode {
@@ -281,7 +318,7 @@ func (s *jmesScope) projection(n gojmespath.ASTNode, cur *expr) (jmesValue, erro
 	}
 	// JMESPath leaves out elements where the path is missing.
 	var guards []expr
-	e := xe
+	e := xv.e
 	for _, part := range chain {
 		key, ok := part.(string)
 		if !ok {
@@ -290,11 +327,84 @@ func (s *jmesScope) projection(n gojmespath.ASTNode, cur *expr) (jmesValue, erro
 		guards = append(guards, has(e, key))
 		e = field(e, key)
 	}
-	guard := and(guards...)
 	if len(guards) > 0 && !isAlwaysThere(chain) {
-		list = macro(list, "filter", x, guard)
+		list = macro(list, "filter", x, and(guards...))
 	}
-	return jmesValue{e: macro(list, "map", x, e), list: true}, nil
+	return jmesValue{e: macro(list, "map", x, e), list: true, projected: true}, nil
+}
+
+// filterCondition converts a filter's condition; a bare field is a test
+// of its presence (JMESPath truthiness, for the usual case).
+func (s *jmesScope) filterCondition(n gojmespath.ASTNode, cur *jmesValue) (expr, error) {
+	if chain, ok := fieldChain(n); ok && len(chain) == 1 {
+		if key, ok := chain[0].(string); ok {
+			return has(cur.e, key), nil
+		}
+	}
+	v, err := s.node(n, cur, true)
+	return v.e, err
+}
+
+// multiSelect converts [a, b, c] over the current node, flattened by the
+// [] that follows it in practice: the lists concatenated, a missing one
+// as empty.
+func (s *jmesScope) multiSelect(n gojmespath.ASTNode, cur *jmesValue) (jmesValue, error) {
+	if cur == nil {
+		return jmesValue{}, cannot("multi-select list at the top level")
+	}
+	var parts []string
+	for _, c := range n.Children {
+		chain, ok := fieldChain(c)
+		if !ok || len(chain) != 1 {
+			return jmesValue{}, cannot("multi-select of %s", c.NodeType)
+		}
+		key, _ := chain[0].(string)
+		if key == "containers" {
+			parts = append(parts, field(cur.e, key).s)
+			continue
+		}
+		v, err := s.path(c, cur, true)
+		if err != nil {
+			return jmesValue{}, err
+		}
+		parts = append(parts, call(v.e, "orValue", atom("[]")).s)
+	}
+	return jmesValue{e: expr{strings.Join(parts, " + "), precAdd}, list: true}, nil
+}
+
+// orExpression converts a || b. JMESPath returns b when a is missing or
+// empty; the converter handles a default for a missing path, the empty
+// list after a projection, and the default of a request field.
+func (s *jmesScope) orExpression(n gojmespath.ASTNode, cur *jmesValue, optional bool) (jmesValue, error) {
+	left, err := s.node(n.Children[0], cur, true)
+	if err != nil {
+		return jmesValue{}, err
+	}
+	right, err := s.node(n.Children[1], cur, optional)
+	if err != nil {
+		return jmesValue{}, err
+	}
+	emptyList := right.hasLit && isEmptyList(right.lit)
+	switch {
+	case strings.HasPrefix(left.e.s, "request.") && !strings.Contains(left.e.s, "(") && right.hasLit:
+		if fb, ok := right.lit.(string); ok {
+			left.fallback = &fb
+			return left, nil
+		}
+	case emptyList && (left.projected || strings.HasSuffix(left.e.s, ".orValue([])")):
+		return left, nil
+	case strings.Contains(left.e.s, ".?") && !strings.HasSuffix(left.e.s, ")"):
+		if left.list && right.hasLit && (right.lit == "" || emptyList) {
+			return jmesValue{e: call(left.e, "orValue", atom("[]")), list: true}, nil
+		}
+		return jmesValue{e: call(left.e, "orValue", right.e), list: left.list && right.list}, nil
+	}
+	return jmesValue{}, cannot("|| with a default on a value that is not a path")
+}
+
+func isEmptyList(v any) bool {
+	l, ok := v.([]any)
+	return ok && len(l) == 0
 }
 
 // isAlwaysThere says whether a projected field is one every element has
@@ -303,13 +413,21 @@ func isAlwaysThere(chain []any) bool {
 	return len(chain) == 1 && (chain[0] == "name" || chain[0] == "image")
 }
 
-func (s *jmesScope) function(n gojmespath.ASTNode, cur *expr) (jmesValue, error) {
+func (s *jmesScope) function(n gojmespath.ASTNode, cur *jmesValue) (jmesValue, error) {
 	name := toString(n.Value)
 	args := make([]jmesValue, len(n.Children))
 	for i, c := range n.Children {
 		v, err := s.node(c, cur, false)
 		if err != nil {
 			return jmesValue{}, err
+		}
+		if strings.Contains(v.e.s, ".?") && !strings.HasSuffix(v.e.s, ")") {
+			// A function reads a missing key as null.
+			if v.list {
+				v.e = call(v.e, "orValue", atom("[]"))
+			} else {
+				v.e = call(v.e, "orValue", atom("null"))
+			}
 		}
 		args[i] = v
 	}
@@ -353,7 +471,9 @@ func (s *jmesScope) function(n gojmespath.ASTNode, cur *expr) (jmesValue, error)
 		if err := arity(1); err != nil {
 			return jmesValue{}, err
 		}
-		return jmesValue{e: macro(args[0].e, "map", "key", atom("key")), list: true}, nil
+		// A map's keys: "in", all(), exists() and size() read a map by
+		// its keys.
+		return jmesValue{e: args[0].e, list: true}, nil
 	case "regex_match":
 		if err := arity(2); err != nil {
 			return jmesValue{}, err

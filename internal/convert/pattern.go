@@ -21,23 +21,40 @@ import (
 // check holds. Most patterns cannot skip: their cond is true.
 type outcome struct {
 	cond, check expr
+	// skipPasses says check holds whenever cond does not (a list whose
+	// elements all skip passes every element's test), so that "pass or
+	// skip" is check alone.
+	skipPasses bool
+}
+
+// skipping marks o as one whose check holds when it skips, if from does.
+func (o outcome) skipping(from outcome) outcome {
+	o.skipPasses = from.skipPasses
+	return o
 }
 
 func (o outcome) pass() expr { return and(o.cond, o.check) }
 
 // passOrSkip holds for every result but fail.
-func (o outcome) passOrSkip() expr { return implies(o.cond, o.check) }
+func (o outcome) passOrSkip() expr {
+	if o.skipPasses {
+		return o.check
+	}
+	return implies(o.cond, o.check)
+}
 
 // then appends a step evaluated after o: the first step that does not
 // pass decides, as Kyverno walks a pattern map.
 func (o outcome) then(next outcome) outcome {
 	switch {
+	case o.cond.isTrue() && o.check.isTrue():
+		return next
 	case next.cond.isTrue():
-		return outcome{o.cond, and(o.check, next.check)}
+		return outcome{cond: o.cond, check: and(o.check, next.check)}
 	case o.check.isTrue():
-		return outcome{and(o.cond, next.cond), next.check}
+		return outcome{cond: and(o.cond, next.cond), check: next.check}
 	}
-	return outcome{and(o.cond, or(not(o.check), next.cond)), and(o.check, next.cond, next.check)}
+	return outcome{cond: and(o.cond, or(not(o.check), next.cond)), check: and(o.check, next.cond, next.check)}
 }
 
 // unconvertible is a reason a construct has no CEL form here.
@@ -67,8 +84,15 @@ func (t *patternTranslator) translate(pat any, v expr, p string) (outcome, error
 	case []any:
 		return t.array(x, v, p)
 	}
+	if knownLists[lastSegment(p)] || lastSegment(p) == "supplementalGroups" {
+		// A scalar pattern on a list applies to every element.
+		x := t.vars.name(lastSegment(p))
+		defer t.vars.release(x)
+		check, err := scalarCheck(pat, atom(x), p+"[]")
+		return outcome{cond: celTrue, check: macro(v, "all", x, check)}, err
+	}
 	check, err := scalarCheck(pat, v, p)
-	return outcome{celTrue, check}, err
+	return outcome{cond: celTrue, check: check}, err
 }
 
 type patternField struct {
@@ -144,7 +168,7 @@ func (t *patternTranslator) mapping(m map[string]any, v expr, p string) (outcome
 	if err != nil {
 		return outcome{}, err
 	}
-	out := outcome{celTrue, celTrue}
+	out := outcome{cond: celTrue, check: celTrue}
 	for _, f := range fields {
 		step, err := t.field(f, v, p)
 		if err != nil {
@@ -168,12 +192,12 @@ func (t *patternTranslator) field(f patternField, v expr, p string) (outcome, er
 	if f.anchor == anchor.None {
 		if s, ok := f.value.(string); ok && s == "*" {
 			// A plain key whose pattern is "*" must be present.
-			return outcome{celTrue, present}, nil
+			return outcome{cond: celTrue, check: present}, nil
 		}
 	}
 	switch f.anchor {
 	case anchor.Negation:
-		return outcome{celTrue, not(present)}, nil
+		return outcome{cond: celTrue, check: not(present)}, nil
 	case anchor.Existence:
 		list, ok := f.value.([]any)
 		if !ok || len(list) == 0 {
@@ -192,7 +216,7 @@ func (t *patternTranslator) field(f patternField, v expr, p string) (outcome, er
 			}
 			each = append(each, macro(cv, "exists", x, o.pass()))
 		}
-		return outcome{celTrue, implies(present, and(each...))}, nil
+		return outcome{cond: celTrue, check: implies(present, and(each...))}, nil
 	}
 	child, err := t.translate(f.value, cv, cp)
 	if err != nil {
@@ -200,11 +224,11 @@ func (t *patternTranslator) field(f patternField, v expr, p string) (outcome, er
 	}
 	switch f.anchor {
 	case anchor.Condition:
-		return outcome{and(present, child.pass()), celTrue}, nil
+		return outcome{cond: and(present, child.pass()), check: celTrue}, nil
 	case anchor.Global:
-		return outcome{implies(present, child.pass()), celTrue}, nil
+		return outcome{cond: implies(present, child.pass()), check: celTrue}, nil
 	case anchor.Equality:
-		return outcome{implies(present, child.cond), implies(present, child.check)}, nil
+		return outcome{cond: implies(present, child.cond), check: implies(present, child.check)}.skipping(child), nil
 	}
 	// A plain key: when absent, the resource value is null, which a scalar
 	// pattern may accept ("<1" does: null counts as 0) and a map or list
@@ -219,9 +243,9 @@ func (t *patternTranslator) field(f patternField, v expr, p string) (outcome, er
 		return child, nil
 	}
 	if absentPasses {
-		return outcome{implies(present, child.cond), implies(present, child.check)}, nil
+		return outcome{cond: implies(present, child.cond), check: implies(present, child.check)}.skipping(child), nil
 	}
-	return outcome{implies(present, child.cond), and(present, child.check)}, nil
+	return outcome{cond: implies(present, child.cond), check: and(present, child.check)}.skipping(child), nil
 }
 
 // wildcardKey handles a key with * or ? under metadata labels or
@@ -241,7 +265,7 @@ func (t *patternTranslator) wildcardKey(f patternField, v expr, p string) (outco
 		return outcome{}, err
 	}
 	match := globExpr(atom("key"), f.key)
-	return outcome{celTrue, macro(v, "exists", "key", and(match, child))}, nil
+	return outcome{cond: celTrue, check: macro(v, "exists", "key", and(match, child))}, nil
 }
 
 func lastSegment(s string) string {
@@ -264,12 +288,15 @@ func (t *patternTranslator) array(list []any, v expr, p string) (outcome, error)
 			return outcome{}, err
 		}
 		if e.cond.isTrue() {
-			return outcome{celTrue, macro(v, "all", x, e.check)}, nil
+			return outcome{cond: celTrue, check: macro(v, "all", x, e.check)}, nil
 		}
 		// Elements that skip are ignored; when every element skips the
 		// list skips.
-		applies := or(rel(fn("size", v), "==", atom("0")), macro(v, "exists", x, e.cond))
-		return outcome{applies, macro(v, "all", x, e.passOrSkip())}, nil
+		applies := macro(v, "exists", x, e.cond)
+		if !t.present[p] {
+			applies = or(rel(fn("size", v), "==", atom("0")), applies)
+		}
+		return outcome{cond: applies, check: macro(v, "all", x, e.passOrSkip()), skipPasses: true}, nil
 	case []any:
 		return outcome{}, cannot("nested pattern lists at %s compare by position", p)
 	}
@@ -277,7 +304,7 @@ func (t *patternTranslator) array(list []any, v expr, p string) (outcome, error)
 	if err != nil {
 		return outcome{}, err
 	}
-	return outcome{celTrue, macro(v, "all", x, check)}, nil
+	return outcome{cond: celTrue, check: macro(v, "all", x, check)}, nil
 }
 
 // scalarCheck converts a scalar pattern (validate-semantics.md §3) on the
@@ -385,8 +412,12 @@ func underResources(p string) bool {
 func equality(operand string, v expr, p string) (expr, error) {
 	if !underMetadataMap(p) {
 		switch {
-		case operand == "true" || operand == "false":
+		case (operand == "true" || operand == "false") && booleanFields[lastSegment(p)]:
 			return rel(v, "==", atom(operand)), nil
+		case operand == "true" || operand == "false":
+			// The value may be a bool or a string: Kyverno compares
+			// their text.
+			return rel(fn("string", v), "==", str(operand)), nil
 		case looksNumeric(operand) && !underResources(p):
 			if n, err := strconv.ParseInt(operand, 10, 64); err == nil {
 				return rel(v, "==", atom(strconv.FormatInt(n, 10))), nil
@@ -476,7 +507,7 @@ func (n *iterNames) name(listKey string) string {
 	if n.inUse == nil {
 		n.inUse = map[string]bool{}
 	}
-	base := singular(listKey)
+	base := identOnly(singular(listKey))
 	name := base
 	for i := 2; n.inUse[name] || !isIdent(name) || reservedRoot[name]; i++ {
 		name = base + strconv.Itoa(i)
@@ -513,4 +544,28 @@ func singular(key string) string {
 // every container has.
 func containerIdentity(p string) bool {
 	return strings.HasSuffix(p, "ontainers[].image") || strings.HasSuffix(p, "ontainers[].name")
+}
+
+// identOnly keeps the identifier characters of s ("item" when none are
+// left), so that numbering it always ends in a valid name.
+func identOnly(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || b.Len() > 0 && r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 || celReserved[b.String()] {
+		return "item"
+	}
+	return b.String()
+}
+
+// booleanFields are Kubernetes fields that hold a bool, which a "true"
+// or "false" pattern compares as one.
+var booleanFields = map[string]bool{
+	"privileged": true, "allowPrivilegeEscalation": true, "readOnlyRootFilesystem": true, "runAsNonRoot": true,
+	"hostNetwork": true, "hostPID": true, "hostIPC": true, "hostUsers": true, "automountServiceAccountToken": true,
+	"shareProcessNamespace": true, "stdin": true, "tty": true, "readOnly": true, "enableServiceLinks": true,
+	"setHostnameAsFQDN": true, "optional": true, "hostProcess": true, "suspend": true,
 }

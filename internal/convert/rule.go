@@ -90,7 +90,7 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 		if err != nil {
 			return nil, wrap(err, "deny")
 		}
-		result = outcome{celTrue, not(denied)}
+		result = outcome{cond: celTrue, check: not(denied)}
 	case v.RawPattern != nil:
 		pat, err := kyvernov1.FromJSON(v.RawPattern)
 		if err != nil {
@@ -219,7 +219,7 @@ func anyPattern(pt *patternTranslator, raw any, v expr, p string) (outcome, erro
 		conds = append(conds, o.cond)
 		passes = append(passes, o.pass())
 	}
-	return outcome{or(conds...), or(passes...)}, nil
+	return outcome{cond: or(conds...), check: or(passes...)}, nil
 }
 
 // foreach converts validate.foreach entries: each applies to the elements
@@ -243,7 +243,7 @@ func foreach(pt *patternTranslator, scope *jmesScope, entries []kyvernov1.ForEac
 		}
 		x := pt.vars.name(fe.List)
 		inner := &jmesScope{element: x, variables: scope.variables, vars: scope.vars}
-		elem := outcome{celTrue, celTrue}
+		elem := outcome{cond: celTrue, check: celTrue}
 		if fe.AnyAllConditions != nil {
 			pre, err := inner.conditions(fe.AnyAllConditions)
 			if err != nil {
@@ -259,7 +259,7 @@ func foreach(pt *patternTranslator, scope *jmesScope, entries []kyvernov1.ForEac
 			if err == nil {
 				var denied expr
 				denied, err = inner.rawConditions(raw)
-				body = outcome{celTrue, not(denied)}
+				body = outcome{cond: celTrue, check: not(denied)}
 			}
 			if err != nil {
 				pt.vars.release(x)
@@ -302,7 +302,7 @@ func foreach(pt *patternTranslator, scope *jmesScope, entries []kyvernov1.ForEac
 		}
 		conds = append(conds, applies)
 	}
-	return outcome{or(conds...), and(checks...)}, nil
+	return outcome{cond: or(conds...), check: and(checks...)}, nil
 }
 
 var optionalSegment = regexp.MustCompile(`\.\?([A-Za-z_][A-Za-z0-9_]*)`)
