@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
@@ -167,14 +166,11 @@ func convertTable(w io.Writer, sources []convertSource, verifications map[string
 		if !r.Clean() && len(failed) == 0 {
 			converted = 0
 		}
-		var kinds []string
-		for _, o := range r.Outputs {
-			kinds = append(kinds, o.Kind+"/"+o.Name)
-		}
+		kinds := outputSummary(r.Outputs)
 		if r.Clean() {
 			clean++
 		}
-		row := []string{policyName(r), strconv.Itoa(rules), strconv.Itoa(converted), strings.Join(kinds, ",")}
+		row := []string{policyName(r), strconv.Itoa(rules), strconv.Itoa(converted), kinds}
 		if verify {
 			cell := "-"
 			if v := verifications[convert.Key(r.Source)]; v != nil {
@@ -224,6 +220,7 @@ func policyName(r *convert.Result) string {
 
 func printConverted(w, errw io.Writer, format string, sources []convertSource, partial bool) error {
 	var objs []map[string]any
+	var written []*convert.Result
 	for _, s := range sources {
 		r := s.result
 		for _, p := range r.Problems {
@@ -232,6 +229,7 @@ func printConverted(w, errw io.Writer, format string, sources []convertSource, p
 		if !r.Clean() && !partial {
 			continue
 		}
+		written = append(written, r)
 		for _, o := range r.Outputs {
 			m, err := convert.ObjectMap(o.Object)
 			if err != nil {
@@ -240,65 +238,60 @@ func printConverted(w, errw io.Writer, format string, sources []convertSource, p
 			objs = append(objs, m)
 		}
 	}
-	if format == "json" {
-		if len(objs) == 1 {
-			return printer.WriteObject(w, "json", objs[0])
-		}
-		return printer.WriteObject(w, "json", map[string]any{"apiVersion": "v1", "kind": "List", "items": objs})
-	}
-	for i, m := range objs {
-		if i > 0 {
-			fmt.Fprintln(w, "---")
-		}
-		b, err := yaml.Marshal(m)
+	if format == "yaml" {
+		b, err := yamlStream(written)
 		if err != nil {
 			return err
 		}
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
+		_, err = w.Write(b)
+		return err
 	}
-	return nil
+	if len(objs) == 1 {
+		return printer.WriteObject(w, "json", objs[0])
+	}
+	return printer.WriteObject(w, "json", map[string]any{"apiVersion": "v1", "kind": "List", "items": objs})
+}
+
+// yamlStream renders the results' policies as one YAML stream.
+func yamlStream(results []*convert.Result) ([]byte, error) {
+	var out []byte
+	for _, r := range results {
+		b, err := r.YAML()
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > 0 && len(b) > 0 {
+			out = append(out, "---\n"...)
+		}
+		out = append(out, b...)
+	}
+	return out, nil
 }
 
 // writeConverted writes each source file's converted policies to the same
 // path relative to the argument it was found under, in dir.
 func writeConverted(dir string, roots []string, sources []convertSource, partial bool) error {
-	byFile := map[string][]map[string]any{}
+	byFile := map[string][]*convert.Result{}
 	var order []string
 	for _, s := range sources {
-		r := s.result
-		if !r.Clean() && !partial {
+		if !s.result.Clean() && !partial || len(s.result.Outputs) == 0 {
 			continue
 		}
-		for _, o := range r.Outputs {
-			m, err := convert.ObjectMap(o.Object)
-			if err != nil {
-				return err
-			}
-			if _, ok := byFile[s.file]; !ok {
-				order = append(order, s.file)
-			}
-			byFile[s.file] = append(byFile[s.file], m)
+		if _, ok := byFile[s.file]; !ok {
+			order = append(order, s.file)
 		}
+		byFile[s.file] = append(byFile[s.file], s.result)
 	}
 	for _, f := range order {
+		b, err := yamlStream(byFile[f])
+		if err != nil {
+			return err
+		}
 		target := filepath.Join(dir, relativeTo(roots, f))
 		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 			return err
 		}
-		var b strings.Builder
-		for i, m := range byFile[f] {
-			if i > 0 {
-				b.WriteString("---\n")
-			}
-			y, err := yaml.Marshal(m)
-			if err != nil {
-				return err
-			}
-			b.Write(y)
-		}
-		if err := os.WriteFile(target, []byte(b.String()), 0o644); err != nil {
+		if err := os.WriteFile(target, b, 0o644); err != nil {
 			return err
 		}
 	}
@@ -327,4 +320,23 @@ func kubernetesObjects(docs []manifest.Document) []manifest.Document {
 		}
 	}
 	return out
+}
+
+// outputSummary names the kinds written and how many of each:
+// "ValidatingPolicy", "2 ValidatingPolicy".
+func outputSummary(outputs []convert.Output) string {
+	count := map[string]int{}
+	var kinds []string
+	for _, o := range outputs {
+		if count[o.Kind] == 0 {
+			kinds = append(kinds, o.Kind)
+		}
+		count[o.Kind]++
+	}
+	for i, k := range kinds {
+		if count[k] > 1 {
+			kinds[i] = strconv.Itoa(count[k]) + " " + k
+		}
+	}
+	return strings.Join(kinds, ", ")
 }

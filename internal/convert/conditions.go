@@ -201,24 +201,7 @@ func membership(key, value jmesValue, quantifier string, negate bool) (expr, err
 		if !value.hasLit {
 			return rel(x, "in", value.e)
 		}
-		var plain []string
-		var globs []expr
-		for _, it := range items {
-			if wildcard.ContainsWildcard(it) {
-				globs = append(globs, globExpr(x, it))
-			} else {
-				plain = append(plain, it)
-			}
-		}
-		var parts []expr
-		switch len(plain) {
-		case 0:
-		case 1:
-			parts = append(parts, rel(x, "==", str(plain[0])))
-		default:
-			parts = append(parts, rel(x, "in", strList(plain)))
-		}
-		return or(append(parts, globs...)...)
+		return anyGlob(x, items)
 	}
 	if !key.list {
 		if negate {

@@ -44,158 +44,39 @@ func (e expr) at(p int) string {
 	return e.s
 }
 
-func and(parts ...expr) expr {
-	var kept []string
+func and(parts ...expr) expr { return fold(parts, celTrue, " && ", precAnd) }
+
+func or(parts ...expr) expr { return fold(parts, celFalse, " || ", precOr) }
+
+// fold joins parts with a logical operator whose identity is unit (true
+// for &&, false for ||): units drop out, the other constant decides.
+func fold(parts []expr, unit expr, op string, prec int) expr {
+	var kept []expr
 	for _, p := range parts {
 		switch {
-		case p.isFalse():
-			return celFalse
-		case p.isTrue():
+		case p.s == unit.s:
 			continue
+		case p.isTrue() || p.isFalse():
+			return p
 		}
-		kept = append(kept, p.at(precAnd))
+		kept = append(kept, p)
 	}
 	switch len(kept) {
 	case 0:
-		return celTrue
+		return unit
 	case 1:
-		return parse1(kept[0])
+		return kept[0]
 	}
-	return expr{strings.Join(kept, " && "), precAnd}
+	ss := make([]string, len(kept))
+	for i, k := range kept {
+		ss[i] = k.at(prec)
+	}
+	return expr{strings.Join(ss, op), prec}
 }
 
-func or(parts ...expr) expr {
-	var kept []string
-	for _, p := range parts {
-		switch {
-		case p.isTrue():
-			return celTrue
-		case p.isFalse():
-			continue
-		}
-		kept = append(kept, p.at(precOr))
-	}
-	switch len(kept) {
-	case 0:
-		return celFalse
-	case 1:
-		return parse1(kept[0])
-	}
-	return expr{strings.Join(kept, " || "), precOr}
-}
-
-// parse1 undoes the parentheses a single survivor of and/or got.
-func parse1(s string) expr {
-	if strings.HasPrefix(s, "(") && strings.HasSuffix(s, ")") && balanced(s[1:len(s)-1]) {
-		inner := s[1 : len(s)-1]
-		return expr{inner, guessPrec(inner)}
-	}
-	return expr{s, guessPrec(s)}
-}
-
-// balanced reports whether s has no parenthesis closed before it opened,
-// so that "(a) || (b)" is not mistaken for one parenthesised expression.
-func balanced(s string) bool {
-	depth := 0
-	inQuote := byte(0)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case inQuote != 0:
-			if c == '\\' {
-				i++
-			} else if c == inQuote {
-				inQuote = 0
-			}
-		case c == '\'' || c == '"':
-			inQuote = c
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-			if depth < 0 {
-				return false
-			}
-		}
-	}
-	return depth == 0
-}
-
-// guessPrec finds the loosest operator outside parentheses and quotes.
-func guessPrec(s string) int {
-	depth, inQuote, p := 0, byte(0), precAtom
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case inQuote != 0:
-			if c == '\\' {
-				i++
-			} else if c == inQuote {
-				inQuote = 0
-			}
-			continue
-		case c == '\'' || c == '"':
-			inQuote = c
-			continue
-		case c == '(' || c == '[' || c == '{':
-			depth++
-			continue
-		case c == ')' || c == ']' || c == '}':
-			depth--
-			continue
-		}
-		if depth > 0 {
-			continue
-		}
-		rest := s[i:]
-		switch {
-		case c == '?':
-			p = min(p, precTernary)
-		case strings.HasPrefix(rest, "||"):
-			p = min(p, precOr)
-			i++
-		case strings.HasPrefix(rest, "&&"):
-			p = min(p, precAnd)
-			i++
-		case strings.HasPrefix(rest, "==") || strings.HasPrefix(rest, "!=") || strings.HasPrefix(rest, "<=") || strings.HasPrefix(rest, ">="):
-			p = min(p, precRel)
-			i++
-		case c == '<' || c == '>' || strings.HasPrefix(rest, " in "):
-			p = min(p, precRel)
-		case (c == '+' || c == '-') && i > 0:
-			p = min(p, precAdd)
-		case c == '!' && i == 0:
-			p = min(p, precUnary)
-		}
-	}
-	return p
-}
-
-func not(e expr) expr {
-	switch {
-	case e.isTrue():
-		return celFalse
-	case e.isFalse():
-		return celTrue
-	}
-	if strings.HasPrefix(e.s, "!") && e.prec == precUnary {
-		inner := e.s[1:]
-		return parse1(inner)
-	}
-	// Negate a comparison in place rather than wrapping it: !(a == b) is
-	// a != b.
-	if e.prec == precRel {
-		for _, swap := range [][2]string{{" == ", " != "}, {" != ", " == "}} {
-			if strings.Count(e.s, swap[0]) == 1 && !strings.ContainsAny(e.s, "<>") && topLevel(e.s, swap[0]) {
-				return expr{strings.Replace(e.s, swap[0], swap[1], 1), precRel}
-			}
-		}
-	}
-	return expr{"!" + e.at(precUnary), precUnary}
-}
-
-// topLevel reports whether op occurs outside parentheses and quotes.
-func topLevel(s, op string) bool {
+// scan calls visit for each byte of s outside quoted strings, with the
+// bracket depth there; visit returns how many bytes to skip after it.
+func scan(s string, visit func(i, depth int) int) {
 	depth, inQuote := 0, byte(0)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -212,14 +93,66 @@ func topLevel(s, op string) bool {
 			continue
 		case c == '(' || c == '[' || c == '{':
 			depth++
+			continue
 		case c == ')' || c == ']' || c == '}':
 			depth--
+			continue
 		}
-		if depth == 0 && strings.HasPrefix(s[i:], op) {
-			return true
+		i += visit(i, depth)
+	}
+}
+
+// enclosed reports whether s is one parenthesised group: "(a || b)" but
+// not "(a) || (b)".
+func enclosed(s string) bool {
+	if !strings.HasPrefix(s, "(") || !strings.HasSuffix(s, ")") {
+		return false
+	}
+	closes := 0
+	scan(s[1:len(s)-1], func(i, depth int) int {
+		if depth < 0 {
+			closes++
+		}
+		return 0
+	})
+	return closes == 0 && strings.Count(s, "(") == strings.Count(s, ")")
+}
+
+// splitTopLevel splits s on op outside brackets and quotes.
+func splitTopLevel(s, op string) []string {
+	var parts []string
+	start := 0
+	scan(s, func(i, depth int) int {
+		if depth == 0 && i >= start && strings.HasPrefix(s[i:], op) {
+			parts = append(parts, s[start:i])
+			start = i + len(op)
+			return len(op) - 1
+		}
+		return 0
+	})
+	return append(parts, s[start:])
+}
+
+func not(e expr) expr {
+	switch {
+	case e.isTrue():
+		return celFalse
+	case e.isFalse():
+		return celTrue
+	}
+	if e.prec == precUnary && strings.HasPrefix(e.s, "!") && enclosed(e.s[1:]) {
+		return expr{e.s[2 : len(e.s)-1], precTernary}
+	}
+	// Negate a comparison in place rather than wrapping it: !(a == b) is
+	// a != b.
+	if e.prec == precRel {
+		for _, swap := range [][2]string{{" == ", " != "}, {" != ", " == "}} {
+			if strings.Count(e.s, swap[0]) == 1 && !strings.ContainsAny(e.s, "<>") && len(splitTopLevel(e.s, swap[0])) == 2 {
+				return expr{strings.Replace(e.s, swap[0], swap[1], 1), precRel}
+			}
 		}
 	}
-	return false
+	return expr{"!" + e.at(precUnary), precUnary}
 }
 
 // implies is "if c then e", written as CEL reads best: !c || e.

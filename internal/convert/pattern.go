@@ -509,7 +509,7 @@ func (n *iterNames) name(listKey string) string {
 	}
 	base := identOnly(singular(listKey))
 	name := base
-	for i := 2; n.inUse[name] || !isIdent(name) || reservedRoot[name]; i++ {
+	for i := 2; n.inUse[name] || reservedRoot[name]; i++ {
 		name = base + strconv.Itoa(i)
 	}
 	n.inUse[name] = true

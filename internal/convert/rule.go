@@ -401,33 +401,3 @@ func layout(s string) string {
 	}
 	return s
 }
-
-// splitTopLevel splits s on op outside parentheses, brackets and quotes.
-func splitTopLevel(s, op string) []string {
-	var parts []string
-	depth, inQuote, start := 0, byte(0), 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case inQuote != 0:
-			if c == '\\' {
-				i++
-			} else if c == inQuote {
-				inQuote = 0
-			}
-			continue
-		case c == '\'' || c == '"':
-			inQuote = c
-		case c == '(' || c == '[' || c == '{':
-			depth++
-		case c == ')' || c == ']' || c == '}':
-			depth--
-		}
-		if depth == 0 && inQuote == 0 && strings.HasPrefix(s[i:], op) {
-			parts = append(parts, s[start:i])
-			i += len(op) - 1
-			start = i + 1
-		}
-	}
-	return append(parts, s[start:])
-}
