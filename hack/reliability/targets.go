@@ -49,5 +49,16 @@ type part struct {
 	short   bool
 }
 
-// parts are the bad input, fault and overload measurements.
-var parts = []part{}
+// parts are the bad input, fault and overload measurements. Each test
+// reports its figures through internal/reliability; the target here is
+// the row printed when a test fails before it reports one.
+var parts = []part{
+	// Bad input corpus (internal/reliability/testdata/badinput).
+	{name: "bad input: admission", pkg: "./webhook/admission", run: "^TestReliabilityBadInputAdmission$",
+		target: "every error clear, 0 changes", timeout: "10m", short: true},
+	{name: "bad input: Git revisions", pkg: "./reconciler/gitsync", run: "^TestReliabilityBadRevisions$",
+		target: "every error clear, 0 changes", timeout: "10m", short: true},
+	// Faults.
+	{name: "fault: charter absent, failurePolicy Fail", pkg: "./webhook/admission", run: "^TestReliabilityCharterAbsent$",
+		target: "all admitted, elsewhere refused", timeout: "10m", short: true},
+}

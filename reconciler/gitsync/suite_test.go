@@ -22,14 +22,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
-	kyvernov2beta1 "github.com/charter-dev/charter/api/kyverno/v2beta1"
+	"github.com/charter-dev/charter/api/versions"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/controlplane"
@@ -41,6 +41,9 @@ import (
 // names.
 var (
 	testClient client.Client
+	// testConfig is the control plane's administrator: what a test reads
+	// the whole cluster with.
+	testConfig *rest.Config
 	testScheme = runtime.NewScheme()
 )
 
@@ -57,9 +60,10 @@ func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(testScheme))
 	utilruntime.Must(apiextensionsv1.AddToScheme(testScheme))
 	utilruntime.Must(gitopsv1alpha1.AddToScheme(testScheme))
-	utilruntime.Must(kyvernov1.AddToScheme(testScheme))
-	utilruntime.Must(kyvernov2.AddToScheme(testScheme))
-	utilruntime.Must(kyvernov2beta1.AddToScheme(testScheme))
+	// Every served version of every Kyverno kind, as charter serve's
+	// scheme has them: the pre-apply check decodes and compiles only the
+	// kinds its scheme knows.
+	utilruntime.Must(versions.AddToScheme(testScheme))
 }
 
 func TestMain(m *testing.M) {
@@ -88,6 +92,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer cp.Stop()
+	testConfig = cp.RESTConfig()
 
 	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
 		Scheme:  testScheme,

@@ -49,6 +49,13 @@ func buildPlain(root, dir string) (objs []Object, ok bool, err error) {
 	seen := map[string]string{}
 	for _, f := range files {
 		rel := strings.TrimPrefix(path.Join(strings.TrimPrefix(dir, "/"), filepath.ToSlash(strings.TrimPrefix(f, abs))), "/")
+		if info, err := os.Stat(f); err != nil {
+			return nil, true, err
+		} else if info.Size() > maxFileSize {
+			// Refused, not skipped: a manifest left out would apply the
+			// revision without its objects and say nothing (#31 bad input).
+			return nil, true, fmt.Errorf("%s: a manifest of %d bytes, over the %d a manifest file may hold", rel, info.Size(), maxFileSize)
+		}
 		decoded, err := decodeFile(f, rel)
 		if err != nil {
 			return nil, true, err
@@ -126,7 +133,8 @@ func identity(u *unstructured.Unstructured) string {
 
 // listPlain lists the manifests under dir as plainResources does, as
 // absolute paths, and the sub-folders with a kustomization. Only regular
-// files count: a symbolic link may point out of the repository.
+// files count: a symbolic link may point out of the repository. Files of
+// any size are listed: buildPlain refuses one too large.
 func listPlain(fsys filesys.FileSystem, dir string) (files, kustomized []string, err error) {
 	resources, err := plainResources(fsys, dir)
 	if err != nil {
@@ -140,7 +148,7 @@ func listPlain(fsys filesys.FileSystem, dir string) (files, kustomized []string,
 			return nil, nil, err
 		case info.IsDir():
 			kustomized = append(kustomized, p)
-		case info.Mode().IsRegular() && info.Size() <= maxFileSize:
+		case info.Mode().IsRegular():
 			files = append(files, p)
 		}
 	}
