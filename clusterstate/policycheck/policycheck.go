@@ -5,6 +5,12 @@
 // run it, so what is admitted is what runs, and returns the faults
 // (engine.CompileErrors, each naming the field), the features charter
 // cannot run, and the warnings Kyverno gives when it admits the object.
+//
+// It also holds the kind table (Kinds, Lookup): every kind charter serves,
+// with its scope and role, from which the policy cache's informers, the
+// cleanup source and the CLI's decoding take their kinds; and
+// CleanupPolicy, the one compile of a cleanup policy, which the cleanup
+// controller runs.
 package policycheck
 
 import (
@@ -52,7 +58,7 @@ func Object(obj runtime.Object) (Result, error) {
 		// ClusterCleanupPolicy, CleanupPolicy, DeletingPolicy and
 		// NamespacedDeletingPolicy, compiled as the cleanup controller
 		// compiles them: the schedule admitted is the one that runs.
-		if _, err := engine.CompileCleanupPolicy(o); err != nil {
+		if _, err := CleanupPolicy(o); err != nil {
 			return Result{}, err
 		}
 		return Result{Unsupported: engine.UnsupportedFeatures(o)}, nil
@@ -77,6 +83,15 @@ func Object(obj runtime.Object) (Result, error) {
 		}
 	}
 	return Result{}, nil
+}
+
+// CleanupPolicy compiles a ClusterCleanupPolicy, CleanupPolicy,
+// DeletingPolicy or NamespacedDeletingPolicy: its schedule parsed, its
+// match and conditions checked. The cleanup controller runs what it
+// returns, and Object admits what it accepts, so the two never disagree
+// on a schedule.
+func CleanupPolicy(p kyvernov2.CleanupPolicyInterface) (*engine.CleanupPolicy, error) {
+	return engine.CompileCleanupPolicy(p)
 }
 
 // faultsOrNil returns the compile faults, or nil when there are none.

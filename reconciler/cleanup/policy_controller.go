@@ -22,6 +22,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/cleanuppolicies"
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/impersonate"
 )
@@ -129,7 +130,7 @@ func (c *policyController) reconcile(ctx context.Context, key cleanuppolicies.Ke
 	if err != nil {
 		return 0, err
 	}
-	compiled, err := engine.CompileCleanupPolicy(pol)
+	compiled, err := policycheck.CleanupPolicy(pol)
 	if err != nil {
 		// Admission refuses such policies; one can still predate charter.
 		// It stays Stalled until its spec changes.
