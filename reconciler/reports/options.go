@@ -63,8 +63,11 @@ type Options struct {
 	// Logger receives the controller's logs (default: discarded; Setup
 	// uses the manager's logger).
 	Logger logr.Logger
-	// PolicyDebounce is how long policy changes are gathered before the
-	// policy set is recompiled (default 1s).
+	// PolicyDebounce is how long changes of the param objects policies
+	// read are gathered before the scan's fingerprints are worked out
+	// again (default 1s). Policy changes come gathered already: the
+	// process's policy cache debounces them and publishes one snapshot
+	// per burst.
 	PolicyDebounce time.Duration
 	// Metrics, when set, records the rule results and execution times of
 	// every background evaluation (kyverno_policy_results_total and
