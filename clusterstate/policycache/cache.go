@@ -65,11 +65,11 @@ type Cache struct {
 	installedListeners []func(*Installed)
 }
 
-// Installed is every ClusterPolicy, Policy and PolicyException installed,
-// as one rebuild of the cache read them from the informers: the policies
-// that do not run at admission too, for the controllers that compile
-// their own sets from them (reports: background policies; background:
-// generate and mutate-existing rules). It is immutable: never modify the
+// Installed is every policy and PolicyException installed, as one rebuild
+// of the cache read them from the informers: the policies that do not run
+// at admission too, for those that read the objects themselves (the
+// params informers, the reports' catalog, DeletingPolicy runs); the
+// compiled sets are in the Snapshot. It is immutable: never modify the
 // objects.
 type Installed struct {
 	// Policies are sorted: ClusterPolicies first, then Policies by
