@@ -186,8 +186,18 @@ func membership(key, value jmesValue, quantifier string, negate bool) (expr, err
 			}
 			items = list
 		} else {
-			if rangeRE.MatchString(lit) {
-				return expr{}, cannot("range value %q", lit)
+			if m := rangeRE.FindStringSubmatch(lit); m != nil {
+				if !looksNumeric(m[1]) || !looksNumeric(m[3]) {
+					return expr{}, cannot("range value %q", lit)
+				}
+				inRange := func(x expr) expr {
+					r := and(rel(x, ">=", atom(m[1])), rel(x, "<=", atom(m[3])))
+					if m[2] == "!-" {
+						return not(r)
+					}
+					return r
+				}
+				return quantify(key, quantifier, negate, inRange), nil
 			}
 			items = []string{lit}
 		}
@@ -203,15 +213,21 @@ func membership(key, value jmesValue, quantifier string, negate bool) (expr, err
 		}
 		return anyGlob(x, items)
 	}
+	return quantify(key, quantifier, negate, member), nil
+}
+
+// quantify applies a membership test to a key: to the key itself when it
+// is a scalar, else to any (exists) or every (all) element.
+func quantify(key jmesValue, quantifier string, negate bool, member func(expr) expr) expr {
 	if !key.list {
 		if negate {
-			return not(member(key.e)), nil
+			return not(member(key.e))
 		}
-		return member(key.e), nil
+		return member(key.e)
 	}
 	x := "item"
 	body := member(atom(x))
-	if name := fieldName(key.e.s); value.hasLit && (name == "verbs" || name == "resources" || name == "apiGroups") {
+	if name := fieldName(key.e.s); name == "verbs" || name == "resources" || name == "apiGroups" {
 		// Kyverno matches wildcards both ways: an RBAC rule's "*" is in
 		// every list.
 		body = or(rel(atom(x), "==", str("*")), body)
@@ -219,7 +235,7 @@ func membership(key, value jmesValue, quantifier string, negate bool) (expr, err
 	if negate {
 		body = not(body)
 	}
-	return macro(key.e, quantifier, x, body), nil
+	return macro(key.e, quantifier, x, body)
 }
 
 func orderExpr(key, value jmesValue, op string) (expr, error) {

@@ -23,6 +23,13 @@ type jmesValue struct {
 	// the request field is never missing, only empty in a background
 	// scan, which conditions check against (see jmesScope.condition).
 	fallback *string
+	// boolean marks a comparison or logical expression.
+	boolean bool
+	// elemStr marks a list of strings (keys(), split()).
+	elemStr bool
+	// str marks a value known to be a string (a map key from keys(), a
+	// field that always holds one), for contains().
+	str bool
 }
 
 // jmesScope is what names mean in an expression: the foreach element's
@@ -90,9 +97,9 @@ func (s *jmesScope) node(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 			parts = append(parts, v.e)
 		}
 		if n.NodeType == gojmespath.ASTNotExpression {
-			return jmesValue{e: not(parts[0])}, nil
+			return jmesValue{e: not(parts[0]), boolean: true}, nil
 		}
-		return jmesValue{e: and(parts...)}, nil
+		return jmesValue{e: and(parts...), boolean: true}, nil
 	case gojmespath.ASTComparator:
 		l, err := s.node(n.Children[0], cur, true)
 		if err != nil {
@@ -112,7 +119,7 @@ func (s *jmesScope) node(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 			// optional on either side compares with null.
 			l.e, r.e = orNull(l.e), orNull(r.e)
 		}
-		return jmesValue{e: rel(l.e, op, r.e)}, nil
+		return jmesValue{e: rel(l.e, op, r.e), boolean: true}, nil
 	case gojmespath.ASTProjection, gojmespath.ASTFilterProjection:
 		return s.projection(n, cur, optional)
 	case gojmespath.ASTFlatten:
@@ -239,6 +246,9 @@ func (s *jmesScope) path(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 				return jmesValue{}, cannot("request.%v", chain[1])
 			}
 			optional = false
+		case first == "serviceAccountName" && len(chain) == 1:
+			// Kyverno's name of a service account user.
+			return jmesValue{e: atom("(request.userInfo.username.startsWith('system:serviceaccount:') ? request.userInfo.username.split(':')[3] : '')"), str: true}, nil
 		case first == "element" && s.element != "":
 			base, rest = atom(s.element), chain[1:]
 		case s.variables[first]:
@@ -267,7 +277,13 @@ func (s *jmesScope) path(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 		}
 	}
 	last, _ := chain[len(chain)-1].(string)
-	return jmesValue{e: e, list: knownLists[last]}, nil
+	return jmesValue{e: e, list: knownLists[last], str: knownStrings[last]}, nil
+}
+
+// knownStrings are Kubernetes fields that hold a string.
+var knownStrings = map[string]bool{
+	"host": true, "name": true, "image": true, "path": true, "namespace": true, "mountPath": true,
+	"hostname": true, "serviceAccountName": true, "priorityClassName": true, "runtimeClassName": true,
 }
 
 // knownLists are Kubernetes fields that hold lists, for the operators
@@ -299,7 +315,7 @@ func (s *jmesScope) projection(n gojmespath.ASTNode, cur *jmesValue, optional bo
 	}
 	x := s.vars.name(lastSegment(strings.TrimSuffix(left.e.s, ".flatten()")))
 	defer s.vars.release(x)
-	xv := jmesValue{e: atom(x)}
+	xv := jmesValue{e: atom(x), str: left.elemStr}
 	list := left.e
 	if n.NodeType == gojmespath.ASTFilterProjection {
 		cond, err := s.filterCondition(n.Children[2], &xv)
@@ -310,11 +326,16 @@ func (s *jmesScope) projection(n gojmespath.ASTNode, cur *jmesValue, optional bo
 	}
 	right := n.Children[1]
 	if right.NodeType == gojmespath.ASTIdentity || right.NodeType == gojmespath.ASTCurrentNode {
-		return jmesValue{e: list, list: true}, nil
+		return jmesValue{e: list, list: true, elemStr: left.elemStr}, nil
 	}
 	chain, ok := fieldChain(right)
 	if !ok {
-		return jmesValue{}, cannot("projection of %s", right.NodeType)
+		// A function or expression of each element (drop[].to_upper(@)).
+		v, err := s.node(right, &xv, false)
+		if err != nil {
+			return jmesValue{}, err
+		}
+		return jmesValue{e: macro(list, "map", x, v.e), list: true, projected: true}, nil
 	}
 	// JMESPath leaves out elements where the path is missing.
 	var guards []expr
@@ -384,14 +405,16 @@ func (s *jmesScope) orExpression(n gojmespath.ASTNode, cur *jmesValue, optional 
 	if err != nil {
 		return jmesValue{}, err
 	}
-	emptyList := right.hasLit && isEmptyList(right.lit)
+	emptyList := right.hasLit && (isEmptyList(right.lit) || left.list && right.lit == "")
 	switch {
+	case left.boolean && right.boolean:
+		return jmesValue{e: or(left.e, right.e), boolean: true}, nil
 	case strings.HasPrefix(left.e.s, "request.") && !strings.Contains(left.e.s, "(") && right.hasLit:
 		if fb, ok := right.lit.(string); ok {
 			left.fallback = &fb
 			return left, nil
 		}
-	case emptyList && (left.projected || strings.HasSuffix(left.e.s, ".orValue([])")):
+	case emptyList && (left.projected || strings.HasSuffix(left.e.s, ".orValue([])") || strings.HasSuffix(left.e.s, ".flatten()")):
 		return left, nil
 	case strings.Contains(left.e.s, ".?") && !strings.HasSuffix(left.e.s, ")"):
 		if left.list && right.hasLit && (right.lit == "" || emptyList) {
@@ -448,37 +471,56 @@ func (s *jmesScope) function(n gojmespath.ASTNode, cur *jmesValue) (jmesValue, e
 			return jmesValue{}, err
 		}
 		m := map[string]string{"starts_with": "startsWith", "ends_with": "endsWith"}[name]
-		return jmesValue{e: call(args[0].e, m, args[1].e)}, nil
+		return jmesValue{e: call(args[0].e, m, args[1].e), boolean: true}, nil
 	case "contains":
 		if err := arity(2); err != nil {
 			return jmesValue{}, err
 		}
 		if args[0].list {
-			return jmesValue{e: rel(args[1].e, "in", args[0].e)}, nil
+			return jmesValue{e: rel(args[1].e, "in", args[0].e), boolean: true}, nil
+		}
+		if args[0].str {
+			return jmesValue{e: call(args[0].e, "contains", args[1].e), boolean: true}, nil
 		}
 		return jmesValue{}, cannot("contains on a value that may be a string or a list")
 	case "to_string":
 		if err := arity(1); err != nil {
 			return jmesValue{}, err
 		}
-		return jmesValue{e: fn("string", args[0].e)}, nil
+		return jmesValue{e: fn("string", args[0].e), str: true}, nil
 	case "to_upper", "to_lower":
 		if err := arity(1); err != nil {
 			return jmesValue{}, err
 		}
-		return jmesValue{e: call(args[0].e, map[string]string{"to_upper": "upperAscii", "to_lower": "lowerAscii"}[name])}, nil
+		return jmesValue{e: call(args[0].e, map[string]string{"to_upper": "upperAscii", "to_lower": "lowerAscii"}[name]), str: true}, nil
 	case "keys":
 		if err := arity(1); err != nil {
 			return jmesValue{}, err
 		}
-		// A map's keys: "in", all(), exists() and size() read a map by
-		// its keys.
-		return jmesValue{e: args[0].e, list: true}, nil
+		return jmesValue{e: macro(args[0].e, "map", "key", atom("key")), list: true, elemStr: true}, nil
+	case "sort":
+		if err := arity(1); err != nil {
+			return jmesValue{}, err
+		}
+		return jmesValue{e: call(args[0].e, "sort"), list: true}, nil
+	case "split":
+		if err := arity(2); err != nil {
+			return jmesValue{}, err
+		}
+		return jmesValue{e: call(args[0].e, "split", args[1].e), list: true, elemStr: true}, nil
+	case "to_array":
+		if err := arity(1); err != nil {
+			return jmesValue{}, err
+		}
+		if args[0].list {
+			return args[0], nil
+		}
+		return jmesValue{e: atom("[" + args[0].e.s + "]"), list: true}, nil
 	case "regex_match":
 		if err := arity(2); err != nil {
 			return jmesValue{}, err
 		}
-		return jmesValue{e: call(fn("string", args[1].e), "matches", args[0].e)}, nil
+		return jmesValue{e: call(fn("string", args[1].e), "matches", args[0].e), boolean: true}, nil
 	}
 	return jmesValue{}, cannot("function %s()", name)
 }

@@ -37,10 +37,11 @@ var groupVersions = map[string][2]string{
 // version/Kind, group/version/Kind) into a resource rule.
 func kindRule(sel string) (admissionregistrationv1.NamedRuleWithOperations, error) {
 	var rule admissionregistrationv1.NamedRuleWithOperations
-	if sel == "*" || strings.ContainsAny(sel, "*?") {
+	parts := strings.Split(sel, "/")
+	wildVersion := len(parts) == 3 && parts[1] == "*" && !strings.ContainsAny(parts[0]+parts[2], "*?")
+	if sel == "*" || strings.ContainsAny(sel, "*?") && !wildVersion {
 		return rule, cannot("kind %q: wildcard kinds have no resource rule", sel)
 	}
-	parts := strings.Split(sel, "/")
 	var group, version, kind, sub string
 	switch len(parts) {
 	case 1:
@@ -290,9 +291,16 @@ func exclude(m *kyvernov1.MatchResources, mr *admissionregistrationv1.MatchResou
 		if len(d.Kinds) > 0 {
 			onlyKinds := f.UserInfo.IsEmpty() && len(d.Names) == 0 && d.Name == "" && len(d.Namespaces) == 0 && d.Selector == nil && d.NamespaceSelector == nil && len(d.Annotations) == 0 && len(d.Operations) == 0
 			if !onlyKinds {
-				return cannot("exclude filter with kinds and other fields")
+				var kinds []string
+				for _, k := range d.Kinds {
+					kinds = append(kinds, lastPart(k))
+				}
+				parts = append(parts, anyGlob(atom("request.kind.kind"), kinds))
 			}
 			for _, k := range d.Kinds {
+				if !onlyKinds {
+					break
+				}
 				rule, err := kindRule(k)
 				if err != nil {
 					return wrap(err, "exclude")
@@ -300,7 +308,9 @@ func exclude(m *kyvernov1.MatchResources, mr *admissionregistrationv1.MatchResou
 				rule.Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}
 				mr.ExcludeResourceRules = mergeRule(mr.ExcludeResourceRules, rule)
 			}
-			continue
+			if onlyKinds {
+				continue
+			}
 		}
 		if len(d.Namespaces) > 0 {
 			parts = append(parts, anyGlob(atom("request.namespace"), d.Namespaces))

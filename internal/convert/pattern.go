@@ -254,7 +254,9 @@ func (t *patternTranslator) wildcardKey(f patternField, v expr, p string) (outco
 	if !strings.HasSuffix(p, "metadata.labels") && !strings.HasSuffix(p, "metadata.annotations") {
 		return outcome{}, cannot("wildcard key %q outside metadata.labels or metadata.annotations", f.raw)
 	}
-	if f.anchor != anchor.None {
+	switch f.anchor {
+	case anchor.None, anchor.Equality, anchor.Negation:
+	default:
 		return outcome{}, cannot("wildcard key %q with an anchor", f.raw)
 	}
 	if _, isMap := f.value.(map[string]any); isMap {
@@ -265,6 +267,14 @@ func (t *patternTranslator) wildcardKey(f patternField, v expr, p string) (outco
 		return outcome{}, err
 	}
 	match := globExpr(atom("key"), f.key)
+	switch f.anchor {
+	case anchor.Negation:
+		return outcome{cond: celTrue, check: not(macro(v, "exists", "key", match))}, nil
+	case anchor.Equality:
+		// Every key the wildcard matches must hold the value (Kyverno
+		// checks the first it finds).
+		return outcome{cond: celTrue, check: macro(v, "all", "key", implies(match, child))}, nil
+	}
 	return outcome{cond: celTrue, check: macro(v, "exists", "key", and(match, child))}, nil
 }
 
