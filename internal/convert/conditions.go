@@ -5,19 +5,26 @@ import (
 	"regexp"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/wildcard"
 )
 
-var wholeVariable = regexp.MustCompile(`^\{\{-?\s*(.*?)\s*\}\}$`)
+var (
+	wholeVariable = regexp.MustCompile(`^\{\{-?\s*(.*?)\s*\}\}$`)
+	identifierRE  = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+)
 
 // operand converts a condition key or value: a "{{ expr }}" string is the
 // expression's value, anything else a literal.
 func (s *jmesScope) operand(v any) (jmesValue, error) {
 	if str, ok := v.(string); ok {
 		if m := wholeVariable.FindStringSubmatch(strings.TrimSpace(str)); m != nil && !strings.Contains(m[1], "{{") {
+			if shared, ok := s.shared[m[1]]; ok {
+				return shared, nil
+			}
 			return s.convert(m[1])
 		}
 		if strings.Contains(str, "{{") {
@@ -168,15 +175,19 @@ func looksQuantity(s string) bool {
 // list with wildcards (the usual case) and refuses ranges.
 func membership(key, value jmesValue, quantifier string, negate bool) (expr, error) {
 	var items []string
+	var others []expr
 	switch lit := value.lit.(type) {
 	case []any:
 		for _, it := range lit {
-			s, ok := it.(string)
-			if !ok {
-				v, _ := literal(it)
-				s = v.s
+			if s, ok := it.(string); ok {
+				items = append(items, s)
+				continue
 			}
-			items = append(items, s)
+			v, ok := literal(it)
+			if !ok {
+				return expr{}, cannot("a list value holding %v", it)
+			}
+			others = append(others, v)
 		}
 	case string:
 		if strings.HasPrefix(strings.TrimSpace(lit), "[") {
@@ -211,7 +222,14 @@ func membership(key, value jmesValue, quantifier string, negate bool) (expr, err
 		if !value.hasLit {
 			return rel(x, "in", value.e)
 		}
-		return anyGlob(x, items)
+		var alts []expr
+		if len(items) > 0 {
+			alts = append(alts, anyGlob(x, items))
+		}
+		for _, o := range others {
+			alts = append(alts, rel(x, "==", o))
+		}
+		return or(alts...)
 	}
 	return quantify(key, quantifier, negate, member), nil
 }
@@ -277,4 +295,74 @@ func fieldName(e string) string {
 		e = e[:i]
 	}
 	return strings.TrimPrefix(lastSegment(e), "?")
+}
+
+// shareRepeatedKeys binds each JMESPath that two or more conditions read,
+// and that converts to more than a field path, to a CEL variable named
+// after its last field, so the validation reads variables.hostPorts
+// rather than the same projection twice. Only the element-free paths of
+// validations qualify: matchConditions cannot read variables.
+func (s *jmesScope) shareRepeatedKeys(raw any, out *convertedRule) {
+	counts := map[string]int{}
+	var order []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if k, ok := x["key"].(string); ok {
+				if m := wholeVariable.FindStringSubmatch(strings.TrimSpace(k)); m != nil {
+					if counts[m[1]] == 0 {
+						order = append(order, m[1])
+					}
+					counts[m[1]]++
+				}
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(raw)
+	for _, src := range order {
+		if counts[src] < 2 || strings.Contains(src, "element") {
+			continue
+		}
+		jv, err := s.convert(src)
+		if err != nil || !strings.Contains(jv.e.s, "(") {
+			continue
+		}
+		name := identOnly(lastField(src))
+		for taken := true; taken; {
+			taken = false
+			for _, v := range out.variables {
+				if v.Name == name {
+					name, taken = name+"2", true
+				}
+			}
+		}
+		out.variables = append(out.variables, admissionregistrationv1.Variable{Name: name, Expression: jv.e.s})
+		if s.shared == nil {
+			s.shared = map[string]jmesValue{}
+		}
+		jv.e = atom("variables." + name)
+		s.shared[src] = jv
+	}
+}
+
+// lastField is the last plain field name of a JMESPath expression:
+// hostPort for spec.containers[].ports[].hostPort.
+func lastField(src string) string {
+	fields := identifierRE.FindAllString(src, -1)
+	for i := len(fields) - 1; i >= 0; i-- {
+		switch fields[i] {
+		case "length", "request", "object", "keys", "to_upper", "to_lower":
+			continue
+		}
+		return fields[i]
+	}
+	return "value"
 }

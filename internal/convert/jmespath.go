@@ -42,7 +42,10 @@ type jmesScope struct {
 	pinned    bool
 	element   string
 	variables map[string]bool
-	vars      *iterNames
+	// shared are repeated condition keys bound to CEL variables
+	// (shareRepeatedKeys).
+	shared map[string]jmesValue
+	vars   *iterNames
 }
 
 func (s *jmesScope) convert(src string) (jmesValue, error) {
@@ -330,7 +333,21 @@ func (s *jmesScope) projection(n gojmespath.ASTNode, cur *jmesValue, optional bo
 	}
 	chain, ok := fieldChain(right)
 	if !ok {
-		// A function or expression of each element (drop[].to_upper(@)).
+		// A function or expression of each element (drop[].to_upper(@));
+		// elements missing the field it starts from are left out.
+		if right.NodeType == gojmespath.ASTSubexpression {
+			if prefix, ok := fieldChain(right.Children[0]); ok {
+				var guards []expr
+				e := xv.e
+				for _, part := range prefix {
+					if key, ok := part.(string); ok {
+						guards = append(guards, has(e, key))
+						e = field(e, key)
+					}
+				}
+				list = macro(list, "filter", x, and(guards...))
+			}
+		}
 		v, err := s.node(right, &xv, false)
 		if err != nil {
 			return jmesValue{}, err
@@ -440,7 +457,10 @@ func (s *jmesScope) function(n gojmespath.ASTNode, cur *jmesValue) (jmesValue, e
 	name := toString(n.Value)
 	args := make([]jmesValue, len(n.Children))
 	for i, c := range n.Children {
-		v, err := s.node(c, cur, false)
+		// A function reads a missing list as null: its projections
+		// project nothing.
+		projection := c.NodeType == gojmespath.ASTProjection || c.NodeType == gojmespath.ASTFlatten || c.NodeType == gojmespath.ASTFilterProjection
+		v, err := s.node(c, cur, projection)
 		if err != nil {
 			return jmesValue{}, err
 		}

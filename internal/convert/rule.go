@@ -58,7 +58,9 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 	for _, k := range kinds {
 		podOnly = podOnly && k == "Pod"
 	}
-	pt := &patternTranslator{present: map[string]bool{"metadata": true}, vars: scope.vars}
+	// Every object has metadata, but the template a Pod rule reads in a
+	// controller (autogen) may not.
+	pt := &patternTranslator{present: map[string]bool{"metadata": !podOnly}, vars: scope.vars}
 	if podOnly {
 		pt.present["spec"], pt.present["spec.containers"] = true, true
 	}
@@ -86,6 +88,7 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 		if err != nil {
 			return nil, err
 		}
+		scope.shareRepeatedKeys(raw, out)
 		denied, err := scope.rawConditions(raw)
 		if err != nil {
 			return nil, wrap(err, "deny")
