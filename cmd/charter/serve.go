@@ -94,6 +94,7 @@ type serveOptions struct {
 	requestTimeout  time.Duration
 	drainDelay      time.Duration
 	maxRequestBytes int64
+	maxInFlight     int
 	auditQueueSize  int
 	// admissionReports writes admission's Audit results into the
 	// reports (--admission-reports).
@@ -239,6 +240,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.DurationVar(&o.requestTimeout, "request-timeout", 10*time.Second, "bound on evaluating one admission request")
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "once told to stop, go on serving admission this long, closing each connection after its response, before shutting down: in a cluster, the time the Service takes to stop routing to this Pod (the chart sets 10s)")
 	f.Int64Var(&o.maxRequestBytes, "max-request-bytes", 7<<20, "largest AdmissionReview body accepted")
+	f.IntVar(&o.maxInFlight, "max-in-flight", 0, "admission reviews evaluated at once; as many more wait up to 500ms for a slot, the rest are shed with 429 Too Many Requests and the webhook's failurePolicy applies (0: 16 per CPU; negative: no bound)")
 	f.IntVar(&o.gcPercent, "gc-percent", serveGCPercent, "garbage collector target (GOGC): a larger value collects less often for more memory; when this flag is not given, $GOGC applies, else this default with admission and Go's 100 without. The soft memory limit is $GOMEMLIMIT, else 85% of the container's memory limit")
 	f.BoolVar(&o.backgroundReports, "background-reports", true, "the background controller writes its GeneratingPolicy and mutate-existing MutatingPolicy results (generated-resources, patched-target) into their triggers' PolicyReports")
 	f.BoolVar(&o.admissionReports, "admission-reports", true, "admission writes the Audit results of the requests it admits into their PolicyReports, with or without the reports controller in the process (as Kyverno's --admissionReports)")
@@ -584,7 +586,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		c, err := admission.Setup(mgr, admission.Options{
 			Addr: o.webhookAddr, URL: o.webhookURL, Namespace: o.namespace, ExcludedNamespaces: o.webhookExcluded,
 			Service: o.service, ServicePort: o.servicePort, Null: o.nullWebhook,
-			RequestTimeout: o.requestTimeout, MaxRequestBytes: o.maxRequestBytes, DrainDelay: o.drainDelay,
+			RequestTimeout: o.requestTimeout, MaxRequestBytes: o.maxRequestBytes, MaxInFlight: o.maxInFlight, DrainDelay: o.drainDelay,
 			Metrics: rec, Audit: audit, Events: o.events, Log: log.WithName("admission"), State: state,
 			CertPropagationDelay: o.certPropagationDelay, CertTrimGrace: o.certTrimGrace,
 			Background:       o.background.updateRequestConfig(context.Background(), cfg, o, log),

@@ -266,7 +266,7 @@ func goCommand(args ...string) *exec.Cmd {
 		goTool = "go"
 	}
 	cmd := exec.Command(goTool, args...)
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=true")
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=true", reliability.MeasureEnv+"=1")
 	return cmd
 }
 

@@ -61,4 +61,8 @@ var parts = []part{
 	// Faults.
 	{name: "fault: charter absent, failurePolicy Fail", pkg: "./webhook/admission", run: "^TestReliabilityCharterAbsent$",
 		target: "all admitted, elsewhere refused", timeout: "10m", short: true},
+	// Overload: full mode only, its figures are the machine's load as
+	// much as charter's (a CI machine runs other jobs).
+	{name: "overload", pkg: "./webhook/server", run: "^TestReliabilityOverload$",
+		target: "load shed, 0 failed, recovered", timeout: "5m"},
 }

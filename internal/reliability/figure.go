@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 )
@@ -61,4 +62,20 @@ func Parse(line string) (Figure, bool) {
 		return Figure{}, false
 	}
 	return f, true
+}
+
+// MeasureEnv is set by make test-reliability (hack/reliability) for the
+// tests it runs.
+const MeasureEnv = "CHARTER_RELIABILITY"
+
+// Measure skips t unless make test-reliability runs it: a test that
+// measures the machine (its capacity, latency under load) belongs to the
+// reliability table, where the mode and the machine's load are printed
+// with its figures, not to make test, whose verdicts must not depend on
+// what else the machine runs.
+func Measure(t testing.TB) {
+	t.Helper()
+	if os.Getenv(MeasureEnv) == "" {
+		t.Skipf("measures this machine: make test-reliability runs it (%s=1)", MeasureEnv)
+	}
 }

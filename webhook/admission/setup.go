@@ -62,6 +62,8 @@ type Options struct {
 	// RequestTimeout and MaxRequestBytes bound each request.
 	RequestTimeout  time.Duration
 	MaxRequestBytes int64
+	// MaxInFlight bounds the reviews evaluated at once (server.Options).
+	MaxInFlight int
 	// Metrics records admission metrics; nil records nothing.
 	Metrics *metrics.Recorder
 	// Audit receives allowed requests' results for the reports controller.
@@ -266,6 +268,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		HTTPInNamespacedPolicies: o.State.HTTPLimits.AllowNamespacedPolicies,
 		Events:                   eventSink,
 		MaxRequestBytes:          o.MaxRequestBytes,
+		MaxInFlight:              o.MaxInFlight,
 		RequestTimeout:           o.RequestTimeout,
 		Null:                     o.Null,
 		Ready: func() error {

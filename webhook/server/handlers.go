@@ -124,6 +124,11 @@ type Options struct {
 	Events EventSink
 	// MaxRequestBytes bounds an AdmissionReview body (default 7 MiB).
 	MaxRequestBytes int64
+	// MaxInFlight bounds the reviews evaluated at once (default
+	// DefaultMaxInFlightPerCPU per CPU; negative: no bound). As many more
+	// may wait up to a second for a slot; the rest are shed with 429 Too
+	// Many Requests (inflight.go). Health checks are never bounded.
+	MaxInFlight int
 	// RequestTimeout bounds the evaluation of one request (default 10 s).
 	// The API server's ?timeout= is honoured when it is shorter.
 	RequestTimeout time.Duration
@@ -152,6 +157,13 @@ type handlers struct {
 // NewHandler returns the HTTP handler with every route of the admission
 // server.
 func NewHandler(opts Options) http.Handler {
+	h, _ := newHandler(opts)
+	return h
+}
+
+// newHandler is NewHandler, with the in-flight limit it set (nil for
+// none), which tests watch.
+func newHandler(opts Options) (http.Handler, *inFlightLimit) {
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = defaultMaxBody
 	}
@@ -188,6 +200,11 @@ func NewHandler(opts Options) http.Handler {
 	mux.Handle(PathVerifyTTL, recoverPanics(http.HandlerFunc(h.verifyTTL), opts.Log))
 	h.routePromotion(mux)
 	mux.Handle(PathPolicyMutate, recoverPanics(http.HandlerFunc(h.null), opts.Log))
+	// Every path but the health checks is a review, bounded by the
+	// in-flight limit; the kubelet's probes must answer however busy.
+	reviews, limit := mux, newInFlightLimit(opts.MaxInFlight)
+	mux = http.NewServeMux()
+	mux.Handle("/", limit.wrap(reviews))
 	mux.HandleFunc(PathLiveness, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc(PathReadiness, func(w http.ResponseWriter, _ *http.Request) {
 		if opts.Ready != nil {
@@ -198,7 +215,7 @@ func NewHandler(opts Options) http.Handler {
 		}
 		w.WriteHeader(http.StatusOK)
 	})
-	return mux
+	return mux, limit
 }
 
 // recoverPanics turns a panic in a handler into a 500 naming it, so one bad
