@@ -195,8 +195,11 @@ func checkCharterCommand(t *testing.T, where string, args []string) {
 		return
 	}
 	name := cmd.Name()
-	if name != "test" && name != "apply" {
+	if name != "test" && name != "apply" && name != "convert" {
 		return
+	}
+	if name == "convert" {
+		args = convertOutputToTemp(t, args)
 	}
 	for _, a := range args {
 		if placeholder.MatchString(a) || strings.Contains(a, "://") || a == "--cluster" {
@@ -277,4 +280,17 @@ func makeTargets(t *testing.T, path string) map[string]bool {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// convertOutputToTemp points a charter convert -o DIR example at a
+// temporary folder, so that running the docs writes nothing into the
+// checkout.
+func convertOutputToTemp(t *testing.T, args []string) []string {
+	out := append([]string(nil), args...)
+	for i := 0; i+1 < len(out); i++ {
+		if (out[i] == "-o" || out[i] == "--output") && out[i+1] != "json" && out[i+1] != "yaml" {
+			out[i+1] = t.TempDir()
+		}
+	}
+	return out
 }

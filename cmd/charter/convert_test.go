@@ -1,0 +1,69 @@
+package main
+
+import (
+	"errors"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/charter-dev/charter/internal/clitest/manifest"
+	"github.com/charter-dev/charter/internal/controlplane"
+)
+
+// TestConvertVerifiesTheValidatePolicyLibrary: the validate policies of
+// policies/ convert cleanly, and their own kyverno-test suites give the
+// same verdict for every resource on the original and the conversion;
+// --check passes; -o DIR writes each policy file's conversion at the same
+// relative path, as documents charter decodes as ValidatingPolicies.
+func TestConvertVerifiesTheValidatePolicyLibrary(t *testing.T) {
+	root, err := controlplane.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := []string{filepath.Join(root, "policies", "best-practices"), filepath.Join(root, "policies", "pod-security")}
+	out := t.TempDir()
+	stdout, stderr, err := runCharter(t, append([]string{"convert", "--verify", "--check", "-o", out}, lib...)...)
+	if err != nil {
+		t.Fatalf("convert --check failed: %v\n%s%s", err, stdout, stderr)
+	}
+	m := regexp.MustCompile(`Converted cleanly: (\d+) of (\d+) policies; verdicts equal: (\d+) of (\d+) verified`).FindStringSubmatch(stdout)
+	if m == nil || m[1] != m[2] || m[3] != m[4] || m[1] != m[3] || m[1] == "0" {
+		t.Fatalf("want every policy converted and verified, got:\n%s", stdout)
+	}
+	written := filepath.Join(out, "disallow-latest-tag", "disallow-latest-tag.yaml")
+	docs, err := manifest.ReadFile(written)
+	if err != nil {
+		t.Fatalf("-o %s: %v", out, err)
+	}
+	pf, err := manifest.DecodePolicies(docs)
+	if err != nil || len(pf.Policies) != 1 || pf.Policies[0].GetKind() != "ValidatingPolicy" {
+		t.Fatalf("%s: want one ValidatingPolicy, got %v (%v)", written, pf, err)
+	}
+}
+
+// TestConvertCheckFailsOnWhatDoesNotConvert: --check exits 1 and the table
+// names each rule that did not convert with its reason; -o yaml prints
+// nothing of that policy without --partial, and its converted rules with
+// it.
+func TestConvertCheckFailsOnWhatDoesNotConvert(t *testing.T) {
+	policy := filepath.Join("..", "..", "internal", "convert", "testdata", "unconvertible", "policy.yaml")
+	stdout, _, err := runCharter(t, "convert", "--check", policy)
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != 1 {
+		t.Fatalf("want exit 1, got %v\n%s", err, stdout)
+	}
+	for _, want := range []string{"rule baseline: validate.podSecurity", "rule add-label: mutate rules"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+	stdout, stderr, err := runCharter(t, "convert", "-o", "yaml", policy)
+	if err != nil || strings.TrimSpace(stdout) != "" || !strings.Contains(stderr, "podSecurity") {
+		t.Errorf("without --partial: err %v, stdout %q, stderr %q", err, stdout, stderr)
+	}
+	stdout, _, err = runCharter(t, "convert", "--partial", "-o", "yaml", policy)
+	if err != nil || !strings.Contains(stdout, "kind: ValidatingPolicy") || !strings.Contains(stdout, "app.kubernetes.io/name") {
+		t.Errorf("with --partial: err %v, stdout:\n%s", err, stdout)
+	}
+}
