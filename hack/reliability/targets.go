@@ -61,6 +61,8 @@ var parts = []part{
 	// Faults.
 	{name: "fault: charter absent, failurePolicy Fail", pkg: "./webhook/admission", run: "^TestReliabilityCharterAbsent$",
 		target: "all admitted, elsewhere refused", timeout: "10m", short: true},
+	{name: "fault: Git server down for five intervals", pkg: "./reconciler/gitsync", run: "^TestReliabilityGitServerDown$",
+		target: "kept, 0 changes, said, recovered within 1 interval", timeout: "10m", short: true},
 	// Overload: full mode only, its figures are the machine's load as
 	// much as charter's (a CI machine runs other jobs).
 	{name: "overload", pkg: "./webhook/server", run: "^TestReliabilityOverload$",
