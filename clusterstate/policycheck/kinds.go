@@ -1,6 +1,9 @@
 package policycheck
 
 import (
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -38,6 +41,8 @@ type Kind struct {
 	// of them.
 	New     func() client.Object
 	NewList func() client.ObjectList
+	// check is Object for the kind's objects.
+	check func(client.Object) (Result, error)
 }
 
 // Plural is the kind's plural, for messages ("listing Policies").
@@ -54,40 +59,58 @@ func (k Kind) Plural() string {
 // policy cache, policy admission, the GitOps pre-apply check and the CLI
 // read their kinds here.
 var table = []Kind{
-	{Group: kyvernov1.GroupVersion.Group, Kind: kyvernov1.ClusterPolicyKind, Role: RolePolicy,
+	{Group: kyvernov1.GroupVersion.Group, Kind: kyvernov1.ClusterPolicyKind, Role: RolePolicy, check: checkPolicy,
 		New: func() client.Object { return &kyvernov1.ClusterPolicy{} }, NewList: func() client.ObjectList { return &kyvernov1.ClusterPolicyList{} }},
-	{Group: kyvernov1.GroupVersion.Group, Kind: kyvernov1.PolicyKind, Namespaced: true, Role: RolePolicy,
+	{Group: kyvernov1.GroupVersion.Group, Kind: kyvernov1.PolicyKind, Namespaced: true, Role: RolePolicy, check: checkPolicy,
 		New: func() client.Object { return &kyvernov1.Policy{} }, NewList: func() client.ObjectList { return &kyvernov1.PolicyList{} }},
-	{Group: policiesv1.Group, Kind: policiesv1.ValidatingPolicyKind, Role: RolePolicy,
+	{Group: policiesv1.Group, Kind: policiesv1.ValidatingPolicyKind, Role: RolePolicy, check: checkPolicy,
 		New: func() client.Object { return &policiesv1.ValidatingPolicy{} }, NewList: func() client.ObjectList { return &policiesv1.ValidatingPolicyList{} }},
-	{Group: policiesv1.Group, Kind: policiesv1.NamespacedValidatingPolicyKind, Namespaced: true, Role: RolePolicy,
+	{Group: policiesv1.Group, Kind: policiesv1.NamespacedValidatingPolicyKind, Namespaced: true, Role: RolePolicy, check: checkPolicy,
 		New: func() client.Object { return &policiesv1.NamespacedValidatingPolicy{} }, NewList: func() client.ObjectList { return &policiesv1.NamespacedValidatingPolicyList{} }},
-	{Group: policiesv1.Group, Kind: policiesv1.GeneratingPolicyKind, Role: RolePolicy,
+	{Group: policiesv1.Group, Kind: policiesv1.GeneratingPolicyKind, Role: RolePolicy, check: checkPolicy,
 		New: func() client.Object { return &policiesv1.GeneratingPolicy{} }, NewList: func() client.ObjectList { return &policiesv1.GeneratingPolicyList{} }},
-	{Group: policiesv1.Group, Kind: policiesv1.NamespacedGeneratingPolicyKind, Namespaced: true, Role: RolePolicy,
+	{Group: policiesv1.Group, Kind: policiesv1.NamespacedGeneratingPolicyKind, Namespaced: true, Role: RolePolicy, check: checkPolicy,
 		New: func() client.Object { return &policiesv1.NamespacedGeneratingPolicy{} }, NewList: func() client.ObjectList { return &policiesv1.NamespacedGeneratingPolicyList{} }},
-	{Group: policiesv1.Group, Kind: policiesv1.MutatingPolicyKind, Role: RolePolicy,
+	{Group: policiesv1.Group, Kind: policiesv1.MutatingPolicyKind, Role: RolePolicy, check: checkPolicy,
 		New: func() client.Object { return &policiesv1.MutatingPolicy{} }, NewList: func() client.ObjectList { return &policiesv1.MutatingPolicyList{} }},
-	{Group: policiesv1.Group, Kind: policiesv1.NamespacedMutatingPolicyKind, Namespaced: true, Role: RolePolicy,
+	{Group: policiesv1.Group, Kind: policiesv1.NamespacedMutatingPolicyKind, Namespaced: true, Role: RolePolicy, check: checkPolicy,
 		New: func() client.Object { return &policiesv1.NamespacedMutatingPolicy{} }, NewList: func() client.ObjectList { return &policiesv1.NamespacedMutatingPolicyList{} }},
-	{Group: policiesv1.Group, Kind: policiesv1.ImageValidatingPolicyKind, Role: RolePolicy,
+	{Group: policiesv1.Group, Kind: policiesv1.ImageValidatingPolicyKind, Role: RolePolicy, check: checkPolicy,
 		New: func() client.Object { return &policiesv1.ImageValidatingPolicy{} }, NewList: func() client.ObjectList { return &policiesv1.ImageValidatingPolicyList{} }},
-	{Group: policiesv1.Group, Kind: policiesv1.NamespacedImageValidatingPolicyKind, Namespaced: true, Role: RolePolicy,
+	{Group: policiesv1.Group, Kind: policiesv1.NamespacedImageValidatingPolicyKind, Namespaced: true, Role: RolePolicy, check: checkPolicy,
 		New: func() client.Object { return &policiesv1.NamespacedImageValidatingPolicy{} }, NewList: func() client.ObjectList { return &policiesv1.NamespacedImageValidatingPolicyList{} }},
-	{Group: kyvernov2.GroupVersion.Group, Kind: kyvernov2.PolicyExceptionKind, Namespaced: true, Role: RoleException,
+	{Group: kyvernov2.GroupVersion.Group, Kind: kyvernov2.PolicyExceptionKind, Namespaced: true, Role: RoleException, check: checkException,
 		New: func() client.Object { return &kyvernov2.PolicyException{} }, NewList: func() client.ObjectList { return &kyvernov2.PolicyExceptionList{} }},
-	{Group: policiesv1.Group, Kind: policiesv1.PolicyExceptionKind, Namespaced: true, Role: RoleException,
+	{Group: policiesv1.Group, Kind: policiesv1.PolicyExceptionKind, Namespaced: true, Role: RoleException, check: checkCELException,
 		New: func() client.Object { return &policiesv1.PolicyException{} }, NewList: func() client.ObjectList { return &policiesv1.PolicyExceptionList{} }},
-	{Group: kyvernov2.GroupVersion.Group, Kind: kyvernov2.ClusterCleanupPolicyKind, Role: RoleCleanup,
+	{Group: kyvernov2.GroupVersion.Group, Kind: kyvernov2.ClusterCleanupPolicyKind, Role: RoleCleanup, check: checkCleanup,
 		New: func() client.Object { return &kyvernov2.ClusterCleanupPolicy{} }, NewList: func() client.ObjectList { return &kyvernov2.ClusterCleanupPolicyList{} }},
-	{Group: kyvernov2.GroupVersion.Group, Kind: kyvernov2.CleanupPolicyKind, Namespaced: true, Role: RoleCleanup,
+	{Group: kyvernov2.GroupVersion.Group, Kind: kyvernov2.CleanupPolicyKind, Namespaced: true, Role: RoleCleanup, check: checkCleanup,
 		New: func() client.Object { return &kyvernov2.CleanupPolicy{} }, NewList: func() client.ObjectList { return &kyvernov2.CleanupPolicyList{} }},
-	{Group: policiesv1.Group, Kind: policiesv1.DeletingPolicyKind, Role: RoleCleanup,
+	{Group: policiesv1.Group, Kind: policiesv1.DeletingPolicyKind, Role: RoleCleanup, check: checkCleanup,
 		New: func() client.Object { return &policiesv1.DeletingPolicy{} }, NewList: func() client.ObjectList { return &policiesv1.DeletingPolicyList{} }},
-	{Group: policiesv1.Group, Kind: policiesv1.NamespacedDeletingPolicyKind, Namespaced: true, Role: RoleCleanup,
+	{Group: policiesv1.Group, Kind: policiesv1.NamespacedDeletingPolicyKind, Namespaced: true, Role: RoleCleanup, check: checkCleanup,
 		New: func() client.Object { return &policiesv1.NamespacedDeletingPolicy{} }, NewList: func() client.ObjectList { return &policiesv1.NamespacedDeletingPolicyList{} }},
-	{Group: kyvernov2alpha1.GroupVersion.Group, Kind: kyvernov2alpha1.GlobalContextEntryKind, Role: RoleGlobalContext,
+	{Group: kyvernov2alpha1.GroupVersion.Group, Kind: kyvernov2alpha1.GlobalContextEntryKind, Role: RoleGlobalContext, check: checkGlobalContext,
 		New: func() client.Object { return &kyvernov2alpha1.GlobalContextEntry{} }, NewList: func() client.ObjectList { return &kyvernov2alpha1.GlobalContextEntryList{} }},
+}
+
+// byType indexes the table by hub type, for Object and Checked.
+var byType = func() map[reflect.Type]int {
+	m := make(map[reflect.Type]int, len(table))
+	for i, k := range table {
+		m[reflect.TypeOf(k.New())] = i
+	}
+	return m
+}()
+
+// kindOf returns the kind of a hub object.
+func kindOf(obj runtime.Object) (Kind, bool) {
+	i, ok := byType[reflect.TypeOf(obj)]
+	if !ok {
+		return Kind{}, false
+	}
+	return table[i], true
 }
 
 // Kinds returns the kinds of a role, in the table's order.

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
@@ -38,49 +39,65 @@ type Result struct {
 	Warnings []string
 }
 
-// Checked reports whether Object judges objects of obj's type.
+// Checked reports whether Object judges objects of obj's type: the hub
+// types of the kind table.
 func Checked(obj runtime.Object) bool {
-	switch obj.(type) {
-	case kyvernov1.PolicyInterface, kyvernov2.CleanupPolicyInterface,
-		*kyvernov2.PolicyException, *policiesv1.PolicyException, *kyvernov2alpha1.GlobalContextEntry:
-		return true
-	}
-	return false
+	_, ok := kindOf(obj)
+	return ok
 }
 
-// Object checks one object, given as its hub type (versions.Decode). The
-// error is engine.CompileErrors when the object compiles to faults, a
-// plain error naming the object otherwise (a GlobalContextEntry). Objects
-// of other types are not judged: Result{}, nil.
+// Object checks one object, given as its hub type (versions.Decode), by
+// its kind's check in the kind table. The error is engine.CompileErrors
+// when the object compiles to faults, a plain error naming the object
+// otherwise (a GlobalContextEntry). Objects of other types are not judged:
+// Result{}, nil.
 func Object(obj runtime.Object) (Result, error) {
-	switch o := obj.(type) {
-	case kyvernov2.CleanupPolicyInterface:
-		// ClusterCleanupPolicy, CleanupPolicy, DeletingPolicy and
-		// NamespacedDeletingPolicy, compiled as the cleanup controller
-		// compiles them: the schedule admitted is the one that runs.
-		if _, err := CleanupPolicy(o); err != nil {
-			return Result{}, err
-		}
-		return Result{Unsupported: engine.UnsupportedFeatures(o)}, nil
-	case kyvernov1.PolicyInterface:
-		set, err := engine.Compile([]kyvernov1.PolicyInterface{o})
-		if err := faultsOrNil(err); err != nil {
-			return Result{}, err
-		}
-		if faults := engine.ClusterFaults(o); len(faults) > 0 {
-			return Result{}, faults
-		}
-		return Result{Unsupported: set.Unsupported(), Warnings: engine.PolicyWarnings(o)}, nil
-	case *kyvernov2.PolicyException:
-		_, err := engine.Compile(nil, engine.WithExceptions([]*kyvernov2.PolicyException{o}))
-		return Result{}, faultsOrNil(err)
-	case *policiesv1.PolicyException:
-		_, err := engine.Compile(nil, engine.WithCELExceptions([]*policiesv1.PolicyException{o}))
-		return Result{}, faultsOrNil(err)
-	case *kyvernov2alpha1.GlobalContextEntry:
-		if faults := globalcontext.Check(&o.Spec); len(faults) > 0 {
-			return Result{}, fmt.Errorf("%s %q: %s", kyvernov2alpha1.GlobalContextEntryKind, o.GetName(), strings.Join(faults, "; "))
-		}
+	k, ok := kindOf(obj)
+	if !ok {
+		return Result{}, nil
+	}
+	return k.check(obj.(client.Object))
+}
+
+// checkPolicy compiles a policy of any kind alone, as the controllers will
+// run it, and adds the faults only the cluster has (engine.ClusterFaults).
+func checkPolicy(obj client.Object) (Result, error) {
+	p := obj.(kyvernov1.PolicyInterface)
+	set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
+	if err := faultsOrNil(err); err != nil {
+		return Result{}, err
+	}
+	if faults := engine.ClusterFaults(p); len(faults) > 0 {
+		return Result{}, faults
+	}
+	return Result{Unsupported: set.Unsupported(), Warnings: engine.PolicyWarnings(p)}, nil
+}
+
+func checkException(obj client.Object) (Result, error) {
+	_, err := engine.Compile(nil, engine.WithExceptions([]*kyvernov2.PolicyException{obj.(*kyvernov2.PolicyException)}))
+	return Result{}, faultsOrNil(err)
+}
+
+func checkCELException(obj client.Object) (Result, error) {
+	_, err := engine.Compile(nil, engine.WithCELExceptions([]*policiesv1.PolicyException{obj.(*policiesv1.PolicyException)}))
+	return Result{}, faultsOrNil(err)
+}
+
+// checkCleanup compiles a ClusterCleanupPolicy, CleanupPolicy,
+// DeletingPolicy or NamespacedDeletingPolicy as the cleanup controller
+// compiles it (CleanupPolicy): the schedule admitted is the one that runs.
+func checkCleanup(obj client.Object) (Result, error) {
+	p := obj.(kyvernov2.CleanupPolicyInterface)
+	if _, err := CleanupPolicy(p); err != nil {
+		return Result{}, err
+	}
+	return Result{Unsupported: engine.UnsupportedFeatures(p)}, nil
+}
+
+func checkGlobalContext(obj client.Object) (Result, error) {
+	e := obj.(*kyvernov2alpha1.GlobalContextEntry)
+	if faults := globalcontext.Check(&e.Spec); len(faults) > 0 {
+		return Result{}, fmt.Errorf("%s %q: %s", kyvernov2alpha1.GlobalContextEntryKind, e.GetName(), strings.Join(faults, "; "))
 	}
 	return Result{}, nil
 }
