@@ -26,10 +26,7 @@ func TestBrokenCommitChangesNothingAndSaysWhereThenTheFixRecovers(t *testing.T) 
 		"policies/invalid-b.yaml": brokenPolicy("invalid-b"),
 		"policies/invalid-c.yaml": policy("invalid-c", "team"),
 	}, nil)
-	got := eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
-		g.Expect(r.Status.LastAttemptedRevision).To(Equal(broken))
-		g.Expect(condition(r, gitopsv1alpha1.ConditionStalled).Status).To(Equal(metav1.ConditionTrue))
-	})
+	got := stalledAt(t, repo, broken)
 	ready := condition(got, gitopsv1alpha1.ConditionReady)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.Reason).To(Equal(gitopsv1alpha1.ReasonValidationFailed))

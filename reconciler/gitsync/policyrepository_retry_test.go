@@ -32,10 +32,7 @@ func TestNewerRevisionPreemptsAStalledOne(t *testing.T) {
 	src := newGitRepo(t)
 	broken := src.commit(map[string]string{"p.yaml": brokenPolicy("preempt-stalled")}, nil)
 	repo := newPolicyRepository(t, ns, src.fileURL(), pollRarelyRetryOften)
-	eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
-		g.Expect(r.Status.LastAttemptedRevision).To(Equal(broken))
-		g.Expect(condition(r, gitopsv1alpha1.ConditionStalled).Status).To(Equal(metav1.ConditionTrue))
-	})
+	stalledAt(t, repo, broken)
 	g.Expect(getPolicy(t, "preempt-stalled")).To(BeNil())
 	// Let a few polls find the broken revision unchanged first.
 	time.Sleep(2500 * time.Millisecond)

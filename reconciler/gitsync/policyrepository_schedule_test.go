@@ -32,10 +32,7 @@ spec:
 `,
 	}, nil)
 	repo := newPolicyRepository(t, ns, src.fileURL())
-	got := eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
-		g.Expect(r.Status.LastAttemptedRevision).To(Equal(bad))
-		g.Expect(condition(r, gitopsv1alpha1.ConditionStalled).Status).To(Equal(metav1.ConditionTrue))
-	})
+	got := stalledAt(t, repo, bad)
 	ready := condition(got, gitopsv1alpha1.ConditionReady)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.Reason).To(Equal(gitopsv1alpha1.ReasonValidationFailed))

@@ -69,10 +69,7 @@ func TestTestGate(t *testing.T) {
 	g.Expect(getPolicy(t, "gate-labels").Spec.Rules[0].Validation.Message).To(Equal("label team is required"))
 
 	broken := src.commit(map[string]string{"policies/policy.yaml": gatePolicy("owner")}, nil)
-	got := eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
-		g.Expect(r.Status.LastAttemptedRevision).To(Equal(broken))
-		g.Expect(condition(r, gitopsv1alpha1.ConditionStalled).Status).To(Equal(metav1.ConditionTrue))
-	})
+	got := stalledAt(t, repo, broken)
 	ready := condition(got, gitopsv1alpha1.ConditionReady)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.Reason).To(Equal(gitopsv1alpha1.ReasonTestFailed))
@@ -102,10 +99,7 @@ spec: {containers: [{name: c, image: nginx:1}]}
 	other := newPolicyRepository(t, newNamespace(t), untested.fileURL(), func(r *gitopsv1alpha1.PolicyRepository) {
 		r.Spec.Path, r.Spec.Test = "policies", true
 	})
-	got = eventually(t, other, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
-		g.Expect(r.Status.LastAttemptedRevision).To(Equal(rev))
-		g.Expect(condition(r, gitopsv1alpha1.ConditionStalled).Status).To(Equal(metav1.ConditionTrue))
-	})
+	got = stalledAt(t, other, rev)
 	g.Expect(condition(got, gitopsv1alpha1.ConditionReady).Reason).To(Equal(gitopsv1alpha1.ReasonTestFailed))
 	g.Expect(condition(got, gitopsv1alpha1.ConditionReady).Message).To(ContainSubstring("could not run: no kyverno-test.yaml found"))
 	g.Expect(getPolicy(t, "gate-untested")).To(BeNil())

@@ -45,10 +45,7 @@ func TestEnforcedUnsupportedFeatureStallsTheRevision(t *testing.T) {
 		"policies/unsupported-a.yaml": policy("unsupported-a", "changed"),
 		"policies/verify.yaml":        assertPolicy("unsupported-verify", "Enforce"),
 	}, nil)
-	got := eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
-		g.Expect(r.Status.LastAttemptedRevision).To(Equal(stopped))
-		g.Expect(condition(r, gitopsv1alpha1.ConditionStalled).Status).To(Equal(metav1.ConditionTrue))
-	})
+	got := stalledAt(t, repo, stopped)
 	ready := condition(got, gitopsv1alpha1.ConditionReady)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.Reason).To(Equal(gitopsv1alpha1.ReasonValidationFailed))

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 )
@@ -55,10 +54,7 @@ func TestImmutableGenerateChangeStallsBeforeApplying(t *testing.T) {
 		"policies/a-update.yaml":   policy("update-a", "changed"),
 		"policies/b-generate.yaml": generatePolicy("update-b", "tagged"),
 	}, nil)
-	got := eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
-		g.Expect(r.Status.LastAttemptedRevision).To(Equal(bad))
-		g.Expect(condition(r, gitopsv1alpha1.ConditionStalled).Status).To(Equal(metav1.ConditionTrue))
-	})
+	got := stalledAt(t, repo, bad)
 	ready := condition(got, gitopsv1alpha1.ConditionReady)
 	g.Expect(ready.Reason).To(Equal(gitopsv1alpha1.ReasonValidationFailed))
 	g.Expect(ready.Message).To(ContainSubstring(`policies/b-generate.yaml: ClusterPolicy "update-b": spec.rules[0] (generate rule "marker"): ` +

@@ -224,6 +224,16 @@ func readyAt(t *testing.T, repo *gitopsv1alpha1.PolicyRepository, revision strin
 	})
 }
 
+// stalledAt waits until the repository attempted revision and is Stalled
+// on it.
+func stalledAt(t *testing.T, repo *gitopsv1alpha1.PolicyRepository, revision string) *gitopsv1alpha1.PolicyRepository {
+	t.Helper()
+	return eventually(t, repo, func(g Gomega, r *gitopsv1alpha1.PolicyRepository) {
+		g.Expect(r.Status.LastAttemptedRevision).To(Equal(revision))
+		g.Expect(condition(r, gitopsv1alpha1.ConditionStalled).Status).To(Equal(metav1.ConditionTrue))
+	})
+}
+
 func condition(r *gitopsv1alpha1.PolicyRepository, typ string) metav1.Condition {
 	for _, c := range r.Status.Conditions {
 		if c.Type == typ {
