@@ -58,6 +58,8 @@ var parts = []part{
 		target: "every error clear, 0 changes", timeout: "10m", short: true},
 	{name: "bad input: Git revisions", pkg: "./reconciler/gitsync", run: "^TestReliabilityBadRevisions$",
 		target: "every error clear, 0 changes", timeout: "10m", short: true},
+	{name: "bad input: CLI files", pkg: "./cmd/charter", run: "^TestReliabilityBadCLIFiles$",
+		target: "every error clear, 0 changes", timeout: "10m", short: true},
 	// Faults.
 	{name: "fault: charter absent, failurePolicy Fail", pkg: "./webhook/admission", run: "^TestReliabilityCharterAbsent$",
 		target: "all admitted, elsewhere refused", timeout: "10m", short: true},

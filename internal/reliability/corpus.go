@@ -195,35 +195,43 @@ func (t *Tally) Report(tb testing.TB, part string) {
 	})
 }
 
-// BadRevision is one file of testdata/badinput/revisions: files that,
-// committed on top of a good revision, make a revision charter must
-// refuse whole, its status holding every text of Want.
-type BadRevision struct {
+// BadFiles is one file of testdata/badinput/revisions or
+// testdata/badinput/cli: files that charter must refuse, its error holding
+// every text of Want. A revision is a good one plus Files; a CLI run
+// writes Files to a folder and runs charter with Args, "{dir}" standing
+// for that folder.
+type BadFiles struct {
 	// File is the corpus file's name.
 	File string `json:"-"`
-	// Want are the texts the refusal must hold: the repository file and
-	// what is wrong in it.
+	// Args are charter's arguments (CLI runs only).
+	Args []string `json:"args"`
+	// Want are the texts the refusal must hold: the file and what is
+	// wrong in it.
 	Want []string `json:"want"`
-	// Files are the repository files (path → content) the revision adds
-	// or replaces.
+	// Files are the files (path → content) to write.
 	Files map[string]string `json:"files"`
 }
 
 // BadRevisions reads every file of testdata/badinput/revisions.
-func BadRevisions(t testing.TB) []BadRevision {
+func BadRevisions(t testing.TB) []BadFiles { return badFiles(t, "revisions", false) }
+
+// BadCLIRuns reads every file of testdata/badinput/cli.
+func BadCLIRuns(t testing.TB) []BadFiles { return badFiles(t, "cli", true) }
+
+func badFiles(t testing.TB, dir string, withArgs bool) []BadFiles {
 	t.Helper()
-	var out []BadRevision
-	for _, file := range corpusFiles(t, "revisions") {
+	var out []BadFiles
+	for _, file := range corpusFiles(t, dir) {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := BadRevision{File: filepath.Base(file)}
+		r := BadFiles{File: filepath.Base(file)}
 		if err := yaml.UnmarshalStrict(data, &r); err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
-		if len(r.Want) == 0 || len(r.Files) == 0 {
-			t.Fatalf("%s: a bad revision needs want and files", file)
+		if len(r.Want) == 0 || len(r.Files) == 0 || withArgs != (len(r.Args) > 0) {
+			t.Fatalf("%s: needs want and files, and args for a CLI run only", file)
 		}
 		out = append(out, r)
 	}

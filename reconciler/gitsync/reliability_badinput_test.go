@@ -35,13 +35,13 @@ func TestReliabilityBadRevisions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	everyPolicy := reliability.BadRevision{File: "every bad policy in one revision", Files: map[string]string{}}
+	everyPolicy := reliability.BadFiles{File: "every bad policy in one revision", Files: map[string]string{}}
 	for _, p := range reliability.BadPolicies(t) {
 		path := "policies/bad/" + p.File
 		everyPolicy.Files[path] = string(p.YAML(t))
 		everyPolicy.Want = append(everyPolicy.Want, path+": "+p.Kind(), p.Field)
 	}
-	huge := reliability.BadRevision{
+	huge := reliability.BadFiles{
 		File:  "a 5 MiB manifest",
 		Files: map[string]string{"policies/huge.yaml": hugeConfigMap(5 << 20)},
 		Want:  []string{"policies/huge.yaml"},
