@@ -20,6 +20,9 @@ type PolicyOutcome struct {
 	// Invalid is set when the policy did not compile.
 	Invalid string
 	Rules   []RuleOutcome
+	// Patched is the object after the policy's mutations, nil when it
+	// has none.
+	Patched map[string]any
 }
 
 // RuleOutcome is one rule response: pass, fail, warn, error or skip.
@@ -56,7 +59,7 @@ func (r *Runner) EvaluateWith(ctx context.Context, s *Suite, repl *Replacement) 
 	evals := evaluate(ctx, c, in, operations(s.Test), r.opts.ImageVerifier)
 	out := make([]PolicyOutcome, 0, len(evals))
 	for _, e := range evals {
-		o := PolicyOutcome{Operation: e.Operation, Resource: e.Resource.String(), Policy: e.Policy, Kind: e.Kind, Invalid: e.Invalid}
+		o := PolicyOutcome{Operation: e.Operation, Resource: e.Resource.String(), Policy: e.Policy, Kind: e.Kind, Invalid: e.Invalid, Patched: e.Patched}
 		for _, rule := range e.Rules {
 			o.Rules = append(o.Rules, RuleOutcome{Name: rule.Name, Status: rule.Status, Message: rule.Message})
 		}

@@ -132,12 +132,15 @@ type convertedRule struct {
 	validations      []admissionregistrationv1.Validation
 	auditAnnotations []admissionregistrationv1.AuditAnnotation
 	actions          []admissionregistrationv1.ValidationAction
-	notes            []string
+	// mutate rules carry mutations instead of validations.
+	mutate    bool
+	mutations []admissionregistrationv1.Mutation
+	notes     []string
 }
 
 // groupKey is what rules must share to live in one policy.
 func (r *convertedRule) groupKey() string {
-	b, _ := json.Marshal([]any{r.matchConstraints, r.matchConditions, r.actions})
+	b, _ := json.Marshal([]any{r.mutate, r.matchConstraints, r.matchConditions, r.actions})
 	return string(b)
 }
 
@@ -209,6 +212,9 @@ func policyAnnotations(p kyvernov1.PolicyInterface) map[string]string {
 
 func buildPolicy(p kyvernov1.PolicyInterface, name string, rules []*convertedRule) Output {
 	first := rules[0]
+	if first.mutate {
+		return buildMutatingPolicy(p, name, rules)
+	}
 	spec := policiesv1.ValidatingPolicySpec{
 		MatchConstraints: first.matchConstraints,
 		MatchConditions:  first.matchConditions,
@@ -341,4 +347,52 @@ func wrap(err error, format string, args ...any) error {
 func jsonString(v any) (string, error) {
 	b, err := json.Marshal(v)
 	return string(b), err
+}
+
+// buildMutatingPolicy writes mutate rules as a MutatingPolicy whose
+// mutations run in rule order.
+func buildMutatingPolicy(p kyvernov1.PolicyInterface, name string, rules []*convertedRule) Output {
+	first := rules[0]
+	spec := policiesv1.MutatingPolicySpec{
+		MatchConstraints: first.matchConstraints,
+		MatchConditions:  first.matchConditions,
+	}
+	var names []string
+	seenVar := map[string]bool{}
+	for _, r := range rules {
+		names = append(names, r.name)
+		for _, v := range r.variables {
+			if !seenVar[v.Name] {
+				seenVar[v.Name] = true
+				spec.Variables = append(spec.Variables, v)
+			}
+		}
+		spec.Mutations = append(spec.Mutations, r.mutations...)
+	}
+	src := p.GetSpec()
+	if fp := failurePolicy(src); fp != nil {
+		v := admissionregistrationv1.FailurePolicyType(*fp)
+		spec.FailurePolicy = &v
+	}
+	if t := timeout(src); t != nil {
+		spec.WebhookConfiguration = &policiesv1.WebhookConfiguration{TimeoutSeconds: t}
+	}
+	if controllers, set := autogenControllers(p); set {
+		spec.AutogenConfiguration = &policiesv1.MutatingPolicyAutogenConfiguration{
+			PodControllers: &policiesv1.PodControllersGenerationConfiguration{Controllers: controllers},
+		}
+	}
+	meta := metav1.ObjectMeta{Name: name, Annotations: policyAnnotations(p), Labels: p.GetLabels()}
+	out := Output{Name: name, Rules: names}
+	if p.IsNamespaced() {
+		meta.Namespace = p.GetNamespace()
+		obj := &policiesv1.NamespacedMutatingPolicy{ObjectMeta: meta, Spec: spec}
+		obj.APIVersion, obj.Kind = policiesv1.GroupVersion.String(), "NamespacedMutatingPolicy"
+		out.Object, out.Kind = obj, obj.Kind
+	} else {
+		obj := &policiesv1.MutatingPolicy{ObjectMeta: meta, Spec: spec}
+		obj.APIVersion, obj.Kind = policiesv1.GroupVersion.String(), "MutatingPolicy"
+		out.Object, out.Kind = obj, obj.Kind
+	}
+	return out
 }

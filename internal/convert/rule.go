@@ -12,8 +12,9 @@ import (
 
 func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule, error) {
 	switch {
+	case r.Mutation != nil && r.Mutation.IsMutateExisting():
+		return nil, cannot("mutate.targets (mutate existing) have no converter yet")
 	case r.Mutation != nil:
-		return nil, cannot("mutate rules convert to a MutatingPolicy, which charter convert does not write yet")
 	case r.Generation != nil:
 		return nil, cannot("generate rules convert to a GeneratingPolicy, which charter convert does not write yet")
 	case len(r.VerifyImages) > 0:
@@ -22,11 +23,13 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 		return nil, cannot("no validate, mutate, generate or verifyImages")
 	}
 	out := &convertedRule{name: r.Name}
-	actions, err := actionsFor(p, r)
-	if err != nil {
-		return nil, err
+	if r.Validation != nil {
+		actions, err := actionsFor(p, r)
+		if err != nil {
+			return nil, err
+		}
+		out.actions = actions
 	}
-	out.actions = actions
 	kinds, err := matchConstraints(r, out)
 	if err != nil {
 		return nil, err
@@ -63,6 +66,15 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 	pt := &patternTranslator{present: map[string]bool{"metadata": !podOnly}, vars: scope.vars}
 	if podOnly {
 		pt.present["spec"], pt.present["spec.containers"] = true, true
+	}
+	if r.Mutation != nil {
+		out.mutate = true
+		mutations, err := convertMutation(r.Mutation, scope, pt.present)
+		if err != nil {
+			return nil, err
+		}
+		out.mutations = mutations
+		return out, nil
 	}
 	v := r.Validation
 	message, notes := messageFor(v.Message, scope)

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -193,6 +194,15 @@ func compare(suite string, original, conv []clitest.PolicyOutcome, converted []*
 				if c.Invalid != "" {
 					got = "invalid: " + c.Invalid
 				}
+				if strings.HasSuffix(out.Kind, "MutatingPolicy") {
+					// What a mutation does is its patch: a ClusterPolicy
+					// reports "skip" where it patched nothing, a
+					// MutatingPolicy "pass"; neither changes the object.
+					want, got = mutationVerdict(want), mutationVerdict(got)
+					if want == got && !samePatch(o.Patched, c.Patched) {
+						want, got = want+", patched "+summary(o.Patched), got+", patched "+summary(c.Patched)
+					}
+				}
 				vr.Compared++
 				if want != got {
 					vr.Mismatches = append(vr.Mismatches, Mismatch{
@@ -223,4 +233,31 @@ func messages(rules []clitest.RuleOutcome) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// samePatch compares two mutation results as charter test compares a
+// patched resource; no result (nothing patched) equals no result.
+func samePatch(a, b map[string]any) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return clitest.SameResource(a, b)
+}
+
+func summary(obj map[string]any) string {
+	if obj == nil {
+		return "nothing"
+	}
+	b, _ := json.Marshal(obj["spec"])
+	if len(b) > 300 {
+		b = append(b[:300], "..."...)
+	}
+	return string(b)
+}
+
+func mutationVerdict(v string) string {
+	if v == "skip" || v == "pass" {
+		return "applied"
+	}
+	return v
 }
