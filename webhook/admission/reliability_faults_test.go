@@ -1,8 +1,13 @@
 package admission
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/charter-dev/charter/internal/reliability"
+	"github.com/charter-dev/charter/webhook/certs"
 )
 
 // failClosedEverywhere fails closed (failurePolicy Fail, the default) on
@@ -138,4 +144,117 @@ func TestReliabilityCharterAbsent(t *testing.T) {
 // configMap is an unlabelled ConfigMap.
 func configMap(ns, name string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"a": "b"}}
+}
+
+// rotationPolicy refuses unlabelled Pods in namespace rotation, failing
+// closed: a review charter does not answer is a refused write.
+const rotationPolicy = `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata:
+  name: rotation-require-name
+spec:
+  background: false
+  rules:
+  - name: check-name
+    match: {any: [{resources: {kinds: [Pod], namespaces: [rotation]}}]}
+    validate:
+      failureAction: Enforce
+      message: "label app.kubernetes.io/name is required"
+      pattern: {metadata: {labels: {app.kubernetes.io/name: "?*"}}}`
+
+// TestReliabilityCertificateRotation (issue #31, faults): while four
+// writers send dry-run Pods through the API server to charter's
+// fail-closed webhook, charter's serving certificate is reissued three
+// times: its TLS Secret deleted, its CA Secret deleted (a new CA), both.
+// Every review must be answered by charter, admitted or refused by the
+// policy: a TLS failure or a failed webhook call is a failed admission.
+func TestReliabilityCertificateRotation(t *testing.T) {
+	f := startAdmission(t, withNamespaces("rotation"))
+	ctx, cl := f.ctx, f.client
+	f.installReady(t, rotationPolicy)
+	rotationPod := func(name string, good bool) *corev1.Pod {
+		p := pod(name, nil)
+		p.Namespace = "rotation"
+		if good {
+			p.Labels = map[string]string{"app.kubernetes.io/name": "web"}
+		}
+		return p
+	}
+	eventually(t, "an unlabelled Pod refused", 30*time.Second, deniedBy("validate.charter.svc-fail", "label app.kubernetes.io/name is required",
+		func() error { return cl.Create(ctx, rotationPod("probe", false), client.DryRunAll) }))
+
+	var answered, admitted atomic.Int64
+	var mu sync.Mutex
+	var failures []string
+	streamCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; streamCtx.Err() == nil; i++ {
+				good := (i+w)%2 == 0
+				err := cl.Create(streamCtx, rotationPod(fmt.Sprintf("w%d-%d", w, i), good), client.DryRunAll)
+				switch {
+				case streamCtx.Err() != nil:
+					return
+				case err == nil && good:
+					admitted.Add(1)
+				case err != nil && !good && strings.Contains(err.Error(), "label app.kubernetes.io/name is required"):
+				default:
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("good=%t: %v", good, err))
+					mu.Unlock()
+				}
+				answered.Add(1)
+			}
+		})
+	}
+	caSecret, tlsSecret := certs.SecretNames("charter-svc", charterNamespace)
+	served := func() *x509.Certificate {
+		conn, err := tls.Dial("tcp", f.options.Addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only reads which certificate is served
+		if err != nil {
+			return nil
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0]
+	}
+	waitAnswers := func(n int64) {
+		from := answered.Load()
+		eventually(t, fmt.Sprintf("%d more reviews answered", n), 60*time.Second, func() error {
+			if answered.Load() < from+n {
+				return errNotYet(fmt.Sprintf("%d answered", answered.Load()-from))
+			}
+			return nil
+		})
+	}
+	waitAnswers(40)
+	rotations := [][]string{{tlsSecret}, {caSecret}, {caSecret, tlsSecret}}
+	for _, deleted := range rotations {
+		before := served()
+		for _, name := range deleted {
+			if err := cl.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: charterNamespace, Name: name}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, "a new certificate served after deleting "+strings.Join(deleted, ", "), 60*time.Second, func() error {
+			if now := served(); now == nil || now.Equal(before) {
+				return errNotYet("the old certificate is still served")
+			}
+			return nil
+		})
+		waitAnswers(40)
+	}
+	stop()
+	wg.Wait()
+	for i, f := range failures {
+		if i < 5 {
+			t.Log("failed: " + f)
+		}
+	}
+	reliability.Report(t, reliability.Figure{
+		Part: "fault: serving certificate rotated under load",
+		Figure: fmt.Sprintf("%d failed admissions of %d (%d admitted) through %d reissues (TLS Secret, CA Secret, both deleted)",
+			len(failures), answered.Load(), admitted.Load(), len(rotations)),
+		Target: "0 failed",
+		OK:     len(failures) == 0 && admitted.Load() > 0,
+	})
 }
