@@ -79,6 +79,10 @@ type devOptions struct {
 	// charter-policy ServiceAccount (--namespaced-policy-role); "" binds
 	// nothing.
 	namespacedPolicyRole string
+	// cleanupServiceAccount, "namespace/name", is the ServiceAccount as
+	// which the cleanup controller acts for every policy
+	// (--cleanup-service-account); "" keeps serve's identities.
+	cleanupServiceAccount string
 }
 
 func newDevCommand() *cobra.Command {
@@ -132,6 +136,8 @@ charter's webhook configurations and leaves the cluster running.`,
 	opts.reportsManagedBy = report.ManagedBy
 	f.StringVar(&opts.namespacedPolicyRole, "namespaced-policy-role", "", "bind this ClusterRole, in every namespace, to the ServiceAccount "+impersonate.DefaultServiceAccount+
 		" as which charter acts for the namespace's policies (created if missing), so namespaced generate, mutate-existing and cleanup write as Kyverno's do (make conformance-cluster: cluster-admin, rights within each namespace); default: none, the namespaces' own RBAC decides")
+	f.StringVar(&opts.cleanupServiceAccount, "cleanup-service-account", "", "namespace/name of a ServiceAccount (created if missing) as which cleanup policies and DeletingPolicies, cluster-scoped and namespaced, list and delete, "+
+		"as Kyverno's cleanup controller acts with its own rights (make conformance-cluster: kyverno/kyverno-cleanup-controller, which Kyverno's tests grant rights to); default: charter's identity, and "+impersonate.DefaultServiceAccount+" of a namespaced policy's namespace")
 	f.Var(reports.ManagedByFlag{V: &opts.reportsManagedBy}, "reports-managed-by", "the app.kubernetes.io/managed-by label of the reports: charter, or kyverno (as charter serve --reports-managed-by; make conformance-cluster sets kyverno)")
 	return cmd
 }
@@ -220,6 +226,9 @@ func (e *devEnvironment) up(ctx context.Context, opts devOptions) error {
 	if err := e.ensureNamespace(ctx); err != nil {
 		return err
 	}
+	if err := e.ensureCleanupServiceAccount(ctx, opts.cleanupServiceAccount); err != nil {
+		return err
+	}
 	if err := e.startControllers(ctx, opts); err != nil {
 		return err
 	}
@@ -277,6 +286,30 @@ func (e *devEnvironment) ensureNamespace(ctx context.Context) error {
 	if err := e.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", devNamespace, err)
 	}
+	return nil
+}
+
+// ensureCleanupServiceAccount creates --cleanup-service-account's
+// ServiceAccount and its namespace when missing, labelled as dev's grants
+// are, with no rights: what it may delete is what the cluster binds to it.
+func (e *devEnvironment) ensureCleanupServiceAccount(ctx context.Context, sa string) error {
+	if sa == "" {
+		return nil
+	}
+	ns, name, ok := strings.Cut(sa, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("--cleanup-service-account %q: want namespace/name", sa)
+	}
+	labels := map[string]string{"app.kubernetes.io/managed-by": devGrantManagedBy}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}},
+	} {
+		if err := e.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("--cleanup-service-account: creating %s: %w", sa, err)
+		}
+	}
+	e.done("cleanup policies list and delete as ServiceAccount %s, with the rights the cluster binds to it %s", sa, e.dim("(--cleanup-service-account)"))
 	return nil
 }
 
@@ -342,6 +375,7 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		// verifyImages as serve's defaults: cached by digest and check.
 		images: defaultImageVerifyOptions(),
 	}
+	so.cleanup.ServiceAccount = opts.cleanupServiceAccount
 	if e.cp != nil {
 		// In the control plane's folder, removed with it, even when
 		// dev is killed (at the next start: see controlplane).

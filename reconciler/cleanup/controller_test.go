@@ -40,6 +40,8 @@ type env struct {
 	cfg *rest.Config
 	cs  kubernetes.Interface
 	cl  client.Client
+	// serviceAccount is the controller's Options.ServiceAccount.
+	serviceAccount string
 }
 
 func startEnv(t *testing.T, opts ...controlplane.Option) *env {
@@ -106,7 +108,7 @@ func (e *env) startController(opts ...clusterstate.Option) (stop func()) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := Setup(mgr, Options{State: state, Namespace: "charter", LeaderElect: true, RetryPeriod: 500 * time.Millisecond, DiscoveryInterval: 5 * time.Second, MaxRetryDelay: 500 * time.Millisecond}); err != nil {
+	if err := Setup(mgr, Options{State: state, Namespace: "charter", LeaderElect: true, RetryPeriod: 500 * time.Millisecond, DiscoveryInterval: 5 * time.Second, MaxRetryDelay: 500 * time.Millisecond, ServiceAccount: e.serviceAccount}); err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(e.ctx)

@@ -62,6 +62,18 @@ type Options struct {
 	// impersonate.DefaultServiceAccount). Cluster-scoped policies and TTLs
 	// act with charter's identity.
 	PolicyServiceAccount string
+	// ServiceAccount, "namespace/name", is when set the ServiceAccount as
+	// which every cleanup policy's runs list and delete, cluster-scoped
+	// and namespaced alike, impersonated instead of charter's identity
+	// and PolicyServiceAccount: Kyverno's cleanup controller acts with its
+	// own ServiceAccount's rights for every policy, and Kyverno's e2e
+	// tests grant them to it or withhold them (charter dev
+	// --cleanup-service-account; make conformance-cluster names
+	// kyverno/kyverno-cleanup-controller). A namespaced policy still
+	// lists only its own namespace. The ServiceAccount must exist. TTL
+	// labels keep charter's identity. Empty (the default, and serve's):
+	// the identities above.
+	ServiceAccount string
 	// DisableTTL turns the TTL label off.
 	DisableTTL bool
 	Log        logr.Logger

@@ -57,11 +57,14 @@ type policyController struct {
 	// ServiceAccount (writerFor).
 	dyn          dynamic.Interface
 	impersonated *impersonate.Clients
-	disco        discovery.DiscoveryInterface
-	loaders      engine.Loaders
-	recorder     events.EventRecorder
-	m            *metrics
-	now          func() time.Time
+	// actAs, when set (Options.ServiceAccount), lists and deletes for
+	// every policy instead.
+	actAs    dynamic.Interface
+	disco    discovery.DiscoveryInterface
+	loaders  engine.Loaders
+	recorder events.EventRecorder
+	m        *metrics
+	now      func() time.Time
 
 	queue workqueue.TypedRateLimitingInterface[cleanuppolicies.Key]
 
@@ -334,7 +337,12 @@ func (c *policyController) resolveResource(gvr schema.GroupVersionResource) ([]a
 // Kubernetes RBAC decides what a tenant's policy may delete. There is no
 // fallback to charter's identity: a missing ServiceAccount or a refused
 // request fails the run naming the ServiceAccount.
+//
+// Options.ServiceAccount, when set, acts for every policy instead.
 func (c *policyController) writerFor(src kyvernov2.CleanupPolicyInterface) (dynamic.Interface, error) {
+	if c.actAs != nil {
+		return c.actAs, nil
+	}
 	if !src.IsNamespaced() {
 		return c.dyn, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"k8s.io/client-go/discovery"
@@ -53,6 +54,10 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("cleanup: %w", err)
 	}
+	actAs, err := serviceAccountClient(cfg, o.ServiceAccount)
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
 	m, err := processMetrics()
 	if err != nil {
 		return fmt.Errorf("cleanup metrics: %w", err)
@@ -72,7 +77,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		// labels for namespaceSelectors; a DeletingPolicy's conditions
 		// call the http (through APICalls), globalContext and resource
 		// libraries, as Kyverno's cleanup controller lets them.
-		policies: &policyController{o: &o, source: o.State.CleanupPolicies, client: mgr.GetClient(), dyn: dyn, impersonated: impersonated, disco: disco,
+		policies: &policyController{o: &o, source: o.State.CleanupPolicies, client: mgr.GetClient(), dyn: dyn, impersonated: impersonated, actAs: actAs, disco: disco,
 			loaders: engine.Loaders{APICalls: o.State.Loaders.APICalls, Namespaces: o.State.Loaders.Namespaces, GlobalContext: o.State.Loaders.GlobalContext,
 				Resources: o.State.Loaders.Resources}, m: m},
 		ttl: newTTLController(&o, meta, disco, kube, nil, m),
@@ -121,4 +126,21 @@ func (c *controller) run(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// serviceAccountClient is the client that impersonates Options.ServiceAccount
+// ("namespace/name"), nil when it is empty.
+func serviceAccountClient(cfg *rest.Config, sa string) (dynamic.Interface, error) {
+	if sa == "" {
+		return nil, nil
+	}
+	ns, name, ok := strings.Cut(sa, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("ServiceAccount %q: want namespace/name", sa)
+	}
+	clients, err := impersonate.New(cfg, name)
+	if err != nil {
+		return nil, err
+	}
+	return clients.For(ns)
 }
