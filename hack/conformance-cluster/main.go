@@ -61,10 +61,11 @@ func main() {
 	dirs := flag.String("dirs", strings.Join(defaultDirs, ","), "comma-separated test directories of -dir to run")
 	run := flag.String("run", "", "run only the tests whose path (relative to -dir) matches this regular expression")
 	out := flag.String("out", "bin/conformance-cluster", "folder for chainsaw's reports and logs")
+	plugins := flag.String("plugins", filepath.Join(here, "kubectl-plugins"), "folder of the kubectl plugins the tests run (kubectl evict), first on chainsaw's PATH")
 	flag.Parse()
 	if err := runAll(options{
 		charter: *charter, chainsaw: *chainsaw, corpus: *corpus, config: *config,
-		skipFile: *skipFile, dirs: strings.Split(*dirs, ","), run: *run, out: *out,
+		skipFile: *skipFile, dirs: strings.Split(*dirs, ","), run: *run, out: *out, plugins: *plugins,
 	}, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance-cluster:", err)
 		os.Exit(1)
@@ -73,7 +74,10 @@ func main() {
 
 type options struct {
 	charter, chainsaw, corpus, config, skipFile, run, out string
-	dirs                                                  []string
+	// plugins is the folder of kubectl plugins put first on chainsaw's
+	// PATH ("" for none).
+	plugins string
+	dirs    []string
 }
 
 // errFailures says that the run went through but tests failed.
@@ -92,6 +96,11 @@ func runAll(o options, w io.Writer) error {
 	}
 	if o.corpus, err = filepath.Abs(o.corpus); err != nil {
 		return err
+	}
+	if o.plugins != "" {
+		if o.plugins, err = filepath.Abs(o.plugins); err != nil {
+			return err
+		}
 	}
 	plan, err := planTests(o.corpus, o.dirs, skips, filter)
 	if err != nil {
@@ -319,8 +328,12 @@ func planTests(corpus string, dirs []string, skips skipList, filter *regexp.Rege
 // reports labelled as Kyverno labels its own, every namespace's policies
 // granted what they write there (the suite's namespaces are its own and
 // Kyverno's namespaced policies write with its background controller's
-// rights), and charter's log kept for the failures.
-var devArgs = []string{"dev", "--no-sync", "--reports-managed-by=kyverno", "--namespaced-policy-role=cluster-admin", "--keep-logs"}
+// rights), cleanup policies deleting as Kyverno's cleanup controller's
+// ServiceAccount (the suite's DeletingPolicy tests bind it the rights to
+// delete, or withhold them and expect nothing deleted), and charter's log
+// kept for the failures.
+var devArgs = []string{"dev", "--no-sync", "--reports-managed-by=kyverno", "--namespaced-policy-role=cluster-admin",
+	"--cleanup-service-account=kyverno/kyverno-cleanup-controller", "--keep-logs"}
 
 // devProcess is `charter dev` (devArgs) running.
 type devProcess struct {
@@ -476,6 +489,11 @@ func runChainsaw(o options, tests []string, name, out, logPath, kubeconfig strin
 	}
 	cmd := exec.Command(o.chainsaw, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	if o.plugins != "" {
+		// Kyverno's CI installs kubectl plugins some tests run (kubectl
+		// evict); ours stand in for them.
+		cmd.Env = append(cmd.Env, "PATH="+o.plugins+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
