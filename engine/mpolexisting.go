@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	celgo "github.com/google/cel-go/cel"
@@ -217,7 +218,21 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *ev
 		}
 		tv := newRequestView(ctx, treq, cfg)
 		if ex.targets != nil && !ex.targets.matches(tv) {
-			continue
+			// A target rule may select a subresource of the target's
+			// resource (pods/resize): the target is then evaluated as an
+			// UPDATE of that subresource, and written through it.
+			tv = nil
+			for _, sub := range ex.subresourcesOf(t.resource.Resource) {
+				sreq := *treq
+				sreq.SubResource = sub
+				if sv := newRequestView(ctx, &sreq, cfg); ex.targets.matches(sv) {
+					tv, rr.TargetSubresource = sv, sub
+					break
+				}
+			}
+			if tv == nil {
+				continue
+			}
 		}
 		// `object` is the target; `request` stays the trigger's, as in
 		// Kyverno: a policy triggered by a DELETE reads the deleted
@@ -236,6 +251,24 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *ev
 			}
 		}
 		out = append(out, rr)
+	}
+	return out
+}
+
+// subresourcesOf returns the subresources of resource (or of every
+// resource: "*/resize") that the target rules name, in their order.
+func (ex *mpolExisting) subresourcesOf(resource string) []string {
+	if ex.targets == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range ex.targets.src.ResourceRules {
+		for _, res := range r.Resources {
+			base, sub, ok := strings.Cut(res, "/")
+			if ok && (base == resource || base == "*") && sub != "" && sub != "*" && !slices.Contains(out, sub) {
+				out = append(out, sub)
+			}
+		}
 	}
 	return out
 }

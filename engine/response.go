@@ -108,9 +108,12 @@ type RuleResponse struct {
 	Properties map[string]string
 	// Target is, for a mutate-existing rule, the existing resource this
 	// response is about (one response per target); PatchedTarget is that
-	// resource patched, set when the status is pass.
-	Target        *ResourceRef
-	PatchedTarget map[string]any
+	// resource patched, set when the status is pass; TargetSubresource
+	// is the subresource it is written through when the policy's target
+	// rules select it as one (a MutatingPolicy's pods/resize: "resize").
+	Target            *ResourceRef
+	PatchedTarget     map[string]any
+	TargetSubresource string
 	// Generated are, for a generate rule that passed, the downstream
 	// objects it wants to exist.
 	Generated []GeneratedObject

@@ -53,7 +53,7 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 					writeFailed = true
 					continue
 				}
-				if err := c.writeTarget(ctx, p, rr.PatchedTarget); err != nil {
+				if err := c.writeTarget(ctx, p, rr.PatchedTarget, rr.TargetSubresource); err != nil {
 					errs = append(errs, err)
 					writeFailed = true
 				}
@@ -77,15 +77,20 @@ func (c *Controller) mutateExisting(ctx context.Context, w workItem, snap *snaps
 }
 
 // writeTarget updates a patched target of p, conditional on the
-// resourceVersion it was read at, as p's writer.
-func (c *Controller) writeTarget(ctx context.Context, p kyvernov1.PolicyInterface, obj map[string]any) error {
+// resourceVersion it was read at, as p's writer: through subresource when
+// the policy selected the target as one (pods/resize), else the object.
+func (c *Controller) writeTarget(ctx context.Context, p kyvernov1.PolicyInterface, obj map[string]any, subresource string) error {
 	u := &unstructured.Unstructured{Object: obj}
 	ri, mapping, err := c.writeResource(p, u.GetAPIVersion(), u.GetKind(), u.GetNamespace())
 	if err != nil {
 		return err
 	}
 	c.stats.Writes.Add(1)
-	_, err = ri.Update(ctx, u, metav1.UpdateOptions{FieldManager: FieldManager})
+	var subresources []string
+	if subresource != "" {
+		subresources = []string{subresource}
+	}
+	_, err = ri.Update(ctx, u, metav1.UpdateOptions{FieldManager: FieldManager}, subresources...)
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("%s %s changed while it was mutated; mutating it again: %w", u.GetKind(), objectName(u.GetNamespace(), u.GetName()), err)
 	}

@@ -60,7 +60,7 @@ func TestMutateExistingTargets(t *testing.T) {
 	}
 	obj["apiVersion"], obj["kind"] = "v1", "ConfigMap"
 	obj["metadata"].(map[string]any)["labels"] = map[string]any{"version": "stale"}
-	err = c.writeTarget(e.ctx, nil, obj)
+	err = c.writeTarget(e.ctx, nil, obj, "")
 	if err == nil || !strings.Contains(err.Error(), "changed while it was mutated") {
 		t.Fatalf("stale write: err %v, want a conflict", err)
 	}
