@@ -226,7 +226,7 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 		return f.errs
 	}
 	if env, err := generatingPolicyEnv(); err == nil {
-		gp.kinds = literalKinds(env, sources)
+		gp.kinds = literalKinds(env, sources, triggerKinds(spec.MatchConstraints))
 	}
 	for _, k := range templateKinds {
 		if !slices.Contains(gp.kinds, k) {
@@ -418,6 +418,11 @@ func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appl
 		if apiVersion == "" || kind == "" || name == "" {
 			return nil, fmt.Errorf("generated object %d has no apiVersion, kind or metadata.name", i)
 		}
+		if _, err := schema.ParseGroupVersion(apiVersion); err != nil {
+			// Kyverno's reports/error-generating-resource: an error
+			// result, not a write that fails and is retried.
+			return nil, fmt.Errorf("generated object %d (%s %s): %w", i, kind, name, err)
+		}
 		if cluster, known := generate.KnownScope(apiVersion, kind); gp.namespace != "" && known && cluster {
 			// The object goes where generator.Apply put it: a namespaced
 			// policy's namespace, which a cluster-scoped object is in
@@ -431,6 +436,17 @@ func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appl
 		if om == nil {
 			om = map[string]any{}
 			obj["metadata"] = om
+		}
+		// An object that came from the cluster (resource.get or
+		// resource.list: it has a uid and a resourceVersion, which a
+		// literal has no reason to carry) is a clone of it, as Kyverno
+		// tells them apart: its source-uid label lets a controller
+		// follow the source, which a synchronized policy's clone does
+		// (changed, it is copied again; deleted, the clone goes).
+		var source *generate.ObjectRef
+		if srcUID, _ := om["uid"].(string); srcUID != "" && om["resourceVersion"] != nil {
+			srcNamespace, _ := om["namespace"].(string)
+			source = &generate.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: srcNamespace, Name: name, UID: k8stypes.UID(srcUID)}
 		}
 		for _, k := range []string{"uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "selfLink", "deletionTimestamp"} {
 			delete(om, k)
@@ -454,9 +470,14 @@ func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appl
 		for k, v := range generate.DownstreamLabels(policy, p.source.GetName(), trigger) {
 			merged[k] = v
 		}
+		from := generate.FromData
+		if source != nil {
+			from = generate.FromClone
+			merged[generate.LabelSourceUID] = string(source.UID)
+		}
 		om["labels"] = merged
 		out = append(out, GeneratedObject{
-			Object: obj, Policy: policy, Rule: p.source.GetName(), Trigger: trigger, From: generate.FromData,
+			Object: obj, Policy: policy, Rule: p.source.GetName(), Trigger: trigger, From: from, Source: source,
 			Synchronize: gp.synchronize, OrphanDownstreamOnPolicyDelete: gp.orphan, Reapply: gp.reapply,
 		})
 	}
@@ -595,8 +616,11 @@ func (g *generatorContext) apply(namespace string, list ref.Val) ref.Val {
 // and kind entries, and of every object a resource.get or resource.list
 // call with a constant apiVersion and built-in resource reads: a clone
 // generates the kind it read (Kyverno's clone tests:
-// generator.Apply(ns, [resource.get("v1", "secrets", ...)])).
-func literalKinds(env *environment.EnvSet, sources []string) []string {
+// generator.Apply(ns, [resource.get("v1", "secrets", ...)])). A map
+// literal whose apiVersion and kind are the trigger's (object.apiVersion,
+// object.kind: a copy of the trigger made field by field, Kyverno's
+// clone/sync/sync-modify-trigger) generates the trigger kinds given.
+func literalKinds(env *environment.EnvSet, sources []string, triggers []string) []string {
 	e, err := env.Env(environment.StoredExpressions)
 	if err != nil {
 		return nil
@@ -618,11 +642,18 @@ func literalKinds(env *environment.EnvSet, sources []string) []string {
 				return
 			}
 			var apiVersion, kind string
+			var triggerAPIVersion, triggerKind bool
 			for _, ent := range x.AsMap().Entries() {
 				me := ent.AsMapEntry()
 				key, ok := constString(me.Key())
 				if !ok {
 					continue
+				}
+				switch {
+				case key == "apiVersion" && isObjectField(me.Value(), "apiVersion"):
+					triggerAPIVersion = true
+				case key == "kind" && isObjectField(me.Value(), "kind"):
+					triggerKind = true
 				}
 				val, ok := constString(me.Value())
 				if !ok {
@@ -633,6 +664,13 @@ func literalKinds(env *environment.EnvSet, sources []string) []string {
 					apiVersion = val
 				case "kind":
 					kind = val
+				}
+			}
+			if triggerAPIVersion && triggerKind {
+				for _, k := range triggers {
+					if !slices.Contains(out, k) {
+						out = append(out, k)
+					}
 				}
 			}
 			if apiVersion != "" && kind != "" && !slices.Contains(out, apiVersion+"/"+kind) {
@@ -677,6 +715,51 @@ func resourceLibraryKind(x celast.Expr) (string, bool) {
 	return apiVersion + "/" + kind, true
 }
 
+// isObjectField reports whether x is object.<field>, or dyn() of it.
+func isObjectField(x celast.Expr, field string) bool {
+	if x.Kind() == celast.CallKind && x.AsCall().FunctionName() == "dyn" && len(x.AsCall().Args()) == 1 {
+		x = x.AsCall().Args()[0]
+	}
+	if x.Kind() != celast.SelectKind || x.AsSelect().FieldName() != field {
+		return false
+	}
+	op := x.AsSelect().Operand()
+	return op.Kind() == celast.IdentKind && op.AsIdent() == "object"
+}
+
+// triggerKinds are the "apiVersion/Kind" of the built-in resources the
+// resource rules of mc name with a constant group, version and resource
+// (no wildcards, no subresources).
+func triggerKinds(mc *admissionregistrationv1.MatchResources) []string {
+	if mc == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range mc.ResourceRules {
+		for _, g := range r.APIGroups {
+			for _, v := range r.APIVersions {
+				for _, res := range r.Resources {
+					if g == "*" || v == "*" || strings.ContainsAny(res, "*/") {
+						continue
+					}
+					kind, ok := generate.KnownKindForResource(g, res, ResourceForKind)
+					if !ok {
+						continue
+					}
+					apiVersion := v
+					if g != "" {
+						apiVersion = g + "/" + v
+					}
+					if k := apiVersion + "/" + kind; !slices.Contains(out, k) {
+						out = append(out, k)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
 // constString is a string literal, or dyn() of one.
 func constString(x celast.Expr) (string, bool) {
 	if x.Kind() == celast.CallKind && x.AsCall().FunctionName() == "dyn" && len(x.AsCall().Args()) == 1 {
@@ -715,7 +798,7 @@ func GeneratedKinds(p kyvernov1.PolicyInterface) []string {
 		}
 		sources = append(sources, g.Expression)
 	}
-	out := literalKinds(env, sources)
+	out := literalKinds(env, sources, triggerKinds(spec.MatchConstraints))
 	for _, k := range templateKinds {
 		if !slices.Contains(out, k) {
 			out = append(out, k)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/generate"
@@ -233,19 +235,71 @@ func generateOutcomes(resp *GenerateResponse, name func(PolicyResponse, RuleResp
 // resource.get or resource.list call reads, when the call names a
 // built-in resource with constants (so a synchronized clone can find its
 // downstream objects again); a computed or unknown resource names none.
+// A copy of the trigger written field by field (apiVersion: object.apiVersion,
+// kind: object.kind) generates the kinds matchConstraints names.
 func TestGeneratedKindsOfClones(t *testing.T) {
+	secrets := []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets", "pods/status"}}}}}
+	deployments := []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}}}}}
 	for _, tc := range []struct {
-		expr string
-		want []string
+		expr  string
+		rules []admissionregistrationv1.NamedRuleWithOperations
+		want  []string
 	}{
-		{`generator.Apply("ns", [resource.get("v1", "secrets", "default", "s")])`, []string{"v1/Secret"}},
-		{`generator.Apply("ns", resource.List("apps/v1", "deployments", "default").items)`, []string{"apps/v1/Deployment"}},
-		{`generator.Apply("ns", [resource.get("example.com/v1", "widgets", "default", "w")])`, nil},
-		{`generator.Apply("ns", [resource.get("v1", object.metadata.name, "default", "s")])`, nil},
+		{`generator.Apply("ns", [resource.get("v1", "secrets", "default", "s")])`, nil, []string{"v1/Secret"}},
+		{`generator.Apply("ns", resource.List("apps/v1", "deployments", "default").items)`, nil, []string{"apps/v1/Deployment"}},
+		{`generator.Apply("ns", [resource.get("example.com/v1", "widgets", "default", "w")])`, nil, nil},
+		{`generator.Apply("ns", [resource.get("v1", object.metadata.name, "default", "s")])`, nil, nil},
+		{`generator.Apply("ns", [{"apiVersion": object.apiVersion, "kind": object.kind, "metadata": dyn({"name": "copy"})}])`, secrets, []string{"v1/Secret"}},
+		{`generator.Apply("ns", [{"apiVersion": dyn(object.apiVersion), "kind": dyn(object.kind), "metadata": dyn({"name": "copy"})}])`, deployments, []string{"apps/v1/Deployment"}},
+		{`generator.Apply("ns", [{"apiVersion": "v1", "kind": object.kind, "metadata": dyn({"name": "copy"})}])`, secrets, nil},
 	} {
 		p := &policiesv1.GeneratingPolicy{Spec: policiesv1.GeneratingPolicySpec{Generation: []policiesv1.Generation{{Expression: tc.expr}}}}
+		if tc.rules != nil {
+			p.Spec.MatchConstraints = &admissionregistrationv1.MatchResources{ResourceRules: tc.rules}
+		}
 		if got := GeneratedKinds(p); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: GeneratedKinds = %q, want %q", tc.expr, got, tc.want)
 		}
+	}
+}
+
+// TestGeneratingPolicyClones: an object handed to generator.Apply that came
+// from the cluster (uid and resourceVersion) is a clone: its source is
+// recorded and its copy labelled with the source's uid, so a synchronized
+// policy's copy follows the source and goes with it. An object whose
+// apiVersion is no group/version is an error result, as Kyverno reports
+// it, not a write left to fail.
+func TestGeneratingPolicyClones(t *testing.T) {
+	policies, _ := readCELPolicies(t, "gpol/clone.yaml")
+	set, err := Compile(policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := gpolObject("v1", "ConfigMap", "default", "settings", map[string]any{"data": map[string]any{"k": "v"}})
+	cm["metadata"].(map[string]any)["resourceVersion"] = "42"
+	objs := set.Generate(context.Background(), &Request{Operation: kyvernov1.Create, Object: cm}).Objects()
+	if len(objs) != 1 {
+		t.Fatalf("objects %v", objs)
+	}
+	d := objs[0]
+	want := generate.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: "settings", UID: "uid-settings"}
+	if d.From != generate.FromClone || d.Source == nil || *d.Source != want {
+		t.Errorf("from %s, source %+v, want a clone of %+v", d.From, d.Source, want)
+	}
+	meta := d.Object["metadata"].(map[string]any)
+	if meta["namespace"] != "copies" || meta["uid"] != nil || meta["resourceVersion"] != nil {
+		t.Errorf("copy's metadata %v", meta)
+	}
+	if got := meta["labels"].(map[string]any)[generate.LabelSourceUID]; got != "uid-settings" {
+		t.Errorf("source-uid label %v", got)
+	}
+
+	resp := set.Generate(context.Background(), &Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Secret", "default", "s", nil)})
+	got, _ := generateOutcomes(resp, func(pr PolicyResponse, rr RuleResponse) string { return pr.Key })
+	wantOutcome := []string{"bad-apiversion error: failed to evaluate policy: generated object 0 (NetworkPolicy deny): unexpected GroupVersion string: networking.k8s.io/apps/v1"}
+	if !reflect.DeepEqual(got, wantOutcome) {
+		t.Errorf("responses\n got %q\nwant %q", got, wantOutcome)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
 )
@@ -40,8 +41,13 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		return nil
 	}
 	sync := rule.Generation.Synchronize
-	if w.deleteDownstream && !sync {
+	if (w.deleteDownstream || w.sourceGone != "") && !sync {
 		return nil
+	}
+	if w.sourceGone != "" {
+		// A synchronized GeneratingPolicy's clones go with their
+		// source (requeueClones).
+		return c.deleteClones(ctx, p, rule, w.trigger, w.sourceGone)
 	}
 	// An UpdateRequest's word that the trigger went away or stopped
 	// matching (deleteDownstream) is not taken on trust: the review it
@@ -76,7 +82,11 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 	ref := triggerFromObject(trigger)
 	rr := c.generateFor(ctx, compiled, w, snap.request(trigger), snap.op())
 	if rr == nil || rr.Status == engine.StatusFail || rr.Status == engine.StatusSkip {
-		// The rule does not apply (any more) to this trigger.
+		// The rule does not apply (any more) to this trigger. A
+		// PolicyException's skip is the trigger's result.
+		if rr != nil && rr.Name == engine.RuleException {
+			c.reportRun(p, ref, []engine.RuleResponse{*rr})
+		}
 		var err error
 		if sync {
 			err = c.deleteDownstream(ctx, p, rule, &ref)
@@ -258,8 +268,11 @@ func ruleResponse(policies []engine.PolicyResponse, id, rule string) *engine.Rul
 		if policies[i].ID() != id {
 			continue
 		}
+		_, gpol := policies[i].Policy.(policiesv1.GeneratingPolicyLike)
 		for j := range policies[i].Rules {
-			if policies[i].Rules[j].Name == rule {
+			// A GeneratingPolicy's one rule answers as "exception" when a
+			// PolicyException decided it.
+			if name := policies[i].Rules[j].Name; name == rule || gpol && name == engine.RuleException {
 				return &policies[i].Rules[j]
 			}
 		}
@@ -396,12 +409,28 @@ func objectName(namespace, name string) string {
 // provably the policy's (ownsDownstream: LabelPolicyKind, or no other
 // policy of its name with that rule) go.
 func (c *Controller) deleteDownstream(ctx context.Context, policy kyvernov1.PolicyInterface, rule *kyvernov1.Rule, trigger *triggerRef) error {
+	return c.deleteLabelled(ctx, policy, rule, trigger, nil)
+}
+
+// deleteClones deletes what a rule generated for a trigger by cloning
+// the source of uid (its generate.kyverno.io/source-uid label), once the
+// source is gone.
+func (c *Controller) deleteClones(ctx context.Context, policy kyvernov1.PolicyInterface, rule *kyvernov1.Rule, trigger triggerRef, uid types.UID) error {
+	return c.deleteLabelled(ctx, policy, rule, &trigger, labels.Set{generate.LabelSourceUID: string(uid)})
+}
+
+// deleteLabelled is deleteDownstream of the objects that also carry the
+// labels extra.
+func (c *Controller) deleteLabelled(ctx context.Context, policy kyvernov1.PolicyInterface, rule *kyvernov1.Rule, trigger *triggerRef, extra labels.Set) error {
 	p := policyRefOf(policy)
 	set := labels.Set{generate.LabelPolicyName: p.Name, generate.LabelPolicyNamespace: p.Namespace, generate.LabelRuleName: rule.Name}
 	if trigger != nil {
 		// Kyverno matches the trigger by uid, namespace, kind, group and
 		// version; the uid alone is unique.
 		set[generate.LabelTriggerUID] = string(trigger.UID)
+	}
+	for k, v := range extra {
+		set[k] = v
 	}
 	selector := labels.SelectorFromSet(set).String()
 	dyn, err := c.writer(policy)

@@ -18,10 +18,16 @@ import (
 // clone/sync tests) creates the copy in the trigger's namespace, and puts
 // it back when it is deleted. charter failed the UpdateRequest instead
 // ("write the apiVersion and kind of every generated object literally"):
-// it knew only the kinds of map literals.
+// it knew only the kinds of map literals. The copy carries its source's
+// uid (generate.kyverno.io/source-uid), follows the source's edits, and
+// goes when the source is deleted, as Kyverno's
+// clone/sync/sync-modify-source and sync-delete-source expect; charter
+// left the copy of a deleted source in place (its runs failed reading
+// the source).
 func TestGeneratingPolicyCloneSynchronized(t *testing.T) {
 	e := startEnv(t)
-	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gpol-clone-source"}, StringData: map[string]string{"foo": "bar"}})
+	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gpol-clone-source"}, StringData: map[string]string{"foo": "bar"}}
+	e.create(source)
 	t.Cleanup(func() {
 		_ = e.cl.Delete(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gpol-clone-source"}})
 	})
@@ -54,6 +60,38 @@ func TestGeneratingPolicyCloneSynchronized(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.eventually("synchronize: the deleted copy is back", cloned)
+	var copied corev1.Secret
+	if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "gpol-clone-target", Name: "gpol-clone-source"}, &copied); err != nil {
+		t.Fatal(err)
+	}
+	if got := copied.Labels["generate.kyverno.io/source-uid"]; got != string(source.UID) {
+		t.Errorf("source-uid label %q, want the source's uid %q", got, source.UID)
+	}
+
+	source.StringData = map[string]string{"foo": "baz"}
+	if err := e.cl.Update(e.ctx, source); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the copy follows the edited source", func() error {
+		var s corev1.Secret
+		if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "gpol-clone-target", Name: "gpol-clone-source"}, &s); err != nil {
+			return err
+		}
+		if string(s.Data["foo"]) != "baz" {
+			return fmt.Errorf("data %v", s.Data)
+		}
+		return nil
+	})
+	if err := e.cl.Delete(e.ctx, source); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the copy goes with its source", func() error {
+		err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "gpol-clone-target", Name: "gpol-clone-source"}, &corev1.Secret{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("copy still there (%v)", err)
+	})
 }
 
 // TestGeneratingPolicyCloneList: generator.Apply given the list

@@ -79,12 +79,12 @@ func (w *watches) ensureDownstream(p kyvernov1.PolicyInterface, rule *kyvernov1.
 					UpdateFunc: func(oldObj, newObj any) {
 						o, n := metaOf(oldObj), metaOf(newObj)
 						if o != nil && n != nil && o.ResourceVersion != n.ResourceVersion {
-							w.requeueDownstream(n)
+							w.requeueDownstream(n, "")
 						}
 					},
 					DeleteFunc: func(obj any) {
 						if m := metaOf(obj); m != nil {
-							w.requeueDownstream(m)
+							w.requeueDownstream(m, "")
 						}
 					},
 				})
@@ -110,12 +110,12 @@ func (w *watches) ensureSource(gvr schema.GroupVersionResource, namespace string
 		UpdateFunc: func(oldObj, newObj any) {
 			o, n := metaOf(oldObj), metaOf(newObj)
 			if o != nil && n != nil && o.ResourceVersion != n.ResourceVersion {
-				w.requeueClones(n.UID)
+				w.requeueClones(n.UID, false)
 			}
 		},
 		DeleteFunc: func(obj any) {
 			if m := metaOf(obj); m != nil {
-				w.requeueClones(m.UID)
+				w.requeueClones(m.UID, true)
 			}
 		},
 	})
@@ -131,22 +131,43 @@ func (w *watches) ensureSource(gvr schema.GroupVersionResource, namespace string
 // synchronizes: without synchronize, a downstream object deleted or
 // edited, or its clone source changed, stays as it is, as in Kyverno
 // (its chainsaw tests generating-policies/*/nosync/nosync-delete-downstream).
-func (w *watches) requeueDownstream(m *metav1.PartialObjectMetadata) {
+//
+// sourceGone, when not empty, is the uid of the deleted clone source of
+// m: a GeneratingPolicy's item carries it.
+func (w *watches) requeueDownstream(m *metav1.PartialObjectMetadata, sourceGone types.UID) {
 	ids, item, ok := downstreamOwners(m.Labels)
 	if !ok {
 		return
 	}
 	compiled := w.c.compiled.Load()
 	for _, id := range ids {
-		if r := ruleOf(compiled.byID[id], item.rule); r != nil && r.HasGenerate() && r.Generation.Synchronize {
+		p := compiled.byID[id]
+		if r := ruleOf(p, item.rule); r != nil && r.HasGenerate() && r.Generation.Synchronize {
 			item.policy = id
+			item.sourceGone = ""
+			if gpolSynchronized(p, r) {
+				item.sourceGone = sourceGone
+			}
 			w.queue.Add(item)
 		}
 	}
 }
 
-// requeueClones queues the rules whose copies came from a source.
-func (w *watches) requeueClones(uid types.UID) {
+// sourceGoneIf is uid when the source was deleted, else "".
+func sourceGoneIf(deleted bool, uid types.UID) types.UID {
+	if deleted {
+		return uid
+	}
+	return ""
+}
+
+// requeueClones queues the rules whose copies came from a source. When
+// the source was deleted, a GeneratingPolicy's copies are queued to be
+// deleted (sourceGone): its run would only fail to read the source, and
+// Kyverno deletes a synchronized GeneratingPolicy's clones with their
+// source (its chainsaw test generating-policies/clone/sync/sync-delete-source).
+// A ClusterPolicy's clone rule runs again and finds its source gone.
+func (w *watches) requeueClones(uid types.UID, deleted bool) {
 	w.mu.Lock()
 	infs := make([]cache.SharedIndexInformer, 0, len(w.downstream))
 	for _, inf := range w.downstream {
@@ -157,7 +178,7 @@ func (w *watches) requeueClones(uid types.UID) {
 		objs, _ := inf.GetIndexer().ByIndex(bySource, string(uid))
 		for _, o := range objs {
 			if m := metaOf(o); m != nil {
-				w.requeueDownstream(m)
+				w.requeueDownstream(m, sourceGoneIf(deleted, uid))
 			}
 		}
 	}

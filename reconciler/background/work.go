@@ -65,6 +65,10 @@ type workItem struct {
 	// objects it generated for the trigger that it no longer generates
 	// are deleted or released (pruneStale in generate.go).
 	pruneStale bool
+	// sourceGone: the clone source of this uid was deleted; a
+	// synchronized GeneratingPolicy deletes its clones of it for the
+	// trigger (deleteClones in generate.go).
+	sourceGone types.UID
 }
 
 func (w workItem) String() string {

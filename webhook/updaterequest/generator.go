@@ -322,13 +322,32 @@ func (g *Generator) generateRequest(pr engine.PolicyResponse, req *engine.Reques
 	var contexts []kyvernov2.RuleContext
 	for _, rr := range pr.Rules {
 		rule := ruleOf(pr.Policy, rr.Name)
+		exempted := false
+		if _, gpol := pr.Policy.(policiesv1.GeneratingPolicyLike); gpol && rr.Name == engine.RuleException {
+			// A PolicyException decided the GeneratingPolicy's one rule
+			// (named after it): the background controller evaluates it
+			// again and reports the exception's skip or pass, as Kyverno
+			// reports it for the trigger.
+			rule, exempted = ruleOf(pr.Policy, pr.Policy.GetName()), true
+		}
 		if rule == nil || !rule.HasGenerate() || skip(pr.Policy, rule) {
 			continue
 		}
 		sync := rule.Generation.Synchronize
 		switch rr.Status {
+		case engine.StatusSkip:
+			if exempted && req.Object != nil {
+				contexts = append(contexts, kyvernov2.RuleContext{Rule: rule.Name, Trigger: triggerOf(req.Object), Synchronize: &sync})
+			}
 		case engine.StatusPass:
-			contexts = append(contexts, kyvernov2.RuleContext{Rule: rr.Name, Trigger: triggerOf(req.Object), Synchronize: &sync})
+			// A GeneratingPolicy that asks for DELETE passes for the
+			// deleted object (a DELETE has no new one): that is the
+			// trigger.
+			obj := req.Object
+			if obj == nil {
+				obj = req.OldObject
+			}
+			contexts = append(contexts, kyvernov2.RuleContext{Rule: rule.Name, Trigger: triggerOf(obj), Synchronize: &sync})
 		case engine.StatusFail:
 			switch {
 			case req.OldObject == nil:

@@ -15,6 +15,7 @@ import (
 	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/webhook/server"
 )
@@ -202,6 +203,52 @@ func TestDeleteContexts(t *testing.T) {
 			for _, rc := range contexts {
 				if rc.Trigger.UID != "uid-settings" || rc.DeleteDownstream != tc.deleteDownstream {
 					t.Errorf("rule context %+v, want the deleted object as trigger, deleteDownstream %v", rc, tc.deleteDownstream)
+				}
+			}
+		})
+	}
+}
+
+// TestGeneratingPolicyDeleteTrigger: a GeneratingPolicy that asks for
+// DELETE passes for the deleted object, which is then the UpdateRequest's
+// trigger (a DELETE carries no new object: an empty trigger would leave
+// the background controller nothing to generate from); its CREATE makes
+// no UpdateRequest.
+func TestGeneratingPolicyDeleteTrigger(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "gpol-on-delete.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p policiesv1.GeneratingPolicy
+	if err := yaml.UnmarshalStrict(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	set, err := engine.Compile([]kyvernov1.PolicyInterface{&p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		req     *engine.Request
+		wantURs int
+	}{
+		{name: "DELETE", req: &engine.Request{Operation: kyvernov1.Delete, OldObject: configMap("settings")}, wantURs: 1},
+		{name: "CREATE", req: &engine.Request{Operation: kyvernov1.Create, Object: configMap("settings")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewGenerator(nil, "charter-system", engine.Loaders{}, 0, logr.Discard())
+			tc.req.UserInfo = authenticationv1.UserInfo{Username: "alice"}
+			urs := g.Build(context.Background(), server.BackgroundRecord{Request: tc.req, Sets: []*engine.PolicySet{set}})
+			if len(urs) != tc.wantURs {
+				t.Fatalf("%d UpdateRequests, want %d: %+v", len(urs), tc.wantURs, urs)
+			}
+			for _, ur := range urs {
+				s := ur.Spec
+				if s.Type != kyvernov2.CELGenerate || s.Resource.Name != "settings" || len(s.RuleContext) != 1 {
+					t.Fatalf("UpdateRequest spec %+v", s)
+				}
+				if rc := s.RuleContext[0]; rc.Trigger.UID != "uid-settings" || rc.Trigger.Kind != "ConfigMap" || rc.Trigger.Namespace != "team-a" || rc.DeleteDownstream {
+					t.Errorf("rule context %+v, want the deleted ConfigMap as trigger and no deleteDownstream", rc)
 				}
 			}
 		})
