@@ -183,14 +183,6 @@ func (e *env) wantPolicyTypes(ns string, want ...networkingv1.PolicyType) {
 // them, without creating them.
 func (e *env) build(op kyvernov1.AdmissionOperation, obj, old client.Object) []*kyvernov2.UpdateRequest {
 	e.t.Helper()
-	policies, err := policycache.ListPolicies(e.ctx, e.cl)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	set, err := engine.Compile(policies)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	toMap := func(o client.Object) map[string]any {
 		if o == nil {
 			return nil
@@ -203,9 +195,22 @@ func (e *env) build(op kyvernov1.AdmissionOperation, obj, old client.Object) []*
 		m["apiVersion"], m["kind"] = gvk[0].GroupVersion().String(), gvk[0].Kind
 		return m
 	}
-	req := &engine.Request{Operation: op, Object: toMap(obj), OldObject: toMap(old)}
+	return e.buildRequest(&engine.Request{Operation: op, Object: toMap(obj), OldObject: toMap(old)})
+}
+
+// buildRequest is build of an engine request.
+func (e *env) buildRequest(req *engine.Request) []*kyvernov2.UpdateRequest {
+	e.t.Helper()
+	policies, err := policycache.ListPolicies(e.ctx, e.cl)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	set, err := engine.Compile(policies)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	gen := updaterequest.NewGenerator(e.cl, charterNamespace, engine.Loaders{}, 0, testr.New(e.t))
-	return gen.Build(e.ctx, server.BackgroundRecord{UID: types.UID("admission-" + string(op)), Request: req, Sets: []*engine.PolicySet{set}})
+	return gen.Build(e.ctx, server.BackgroundRecord{UID: types.UID("admission-" + string(req.Operation)), Request: req, Sets: []*engine.PolicySet{set}})
 }
 
 // admit creates the UpdateRequests admission would for a request, through
@@ -216,6 +221,12 @@ func (e *env) admit(op kyvernov1.AdmissionOperation, obj, old client.Object) {
 	if len(urs) == 0 {
 		e.t.Fatalf("admission of %s %s made no UpdateRequest", op, obj.GetName())
 	}
+	e.createUpdateRequests(urs)
+}
+
+// createUpdateRequests creates UpdateRequests as the generator does.
+func (e *env) createUpdateRequests(urs []*kyvernov2.UpdateRequest) {
+	e.t.Helper()
 	for _, ur := range urs {
 		e.create(ur)
 		// As the generator does: Pending after the create, unless the

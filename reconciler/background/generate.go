@@ -41,7 +41,7 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 		return nil
 	}
 	sync := rule.Generation.Synchronize
-	if (w.deleteDownstream || w.sourceGone != "") && !sync {
+	if (w.deleteDownstream || w.sourceGone != "" || w.fromDownstream) && !sync {
 		return nil
 	}
 	if w.sourceGone != "" {
@@ -57,7 +57,10 @@ func (c *Controller) generate(ctx context.Context, w workItem, snap *snapshot) e
 	if snap != nil && operationOf(snap) == kyvernov1.Delete && !w.deleteDownstream {
 		return c.generateOnDelete(ctx, w, snap, p, rule)
 	}
-	trigger, err := c.fetchTrigger(ctx, w.trigger)
+	trigger, err := snap.subresourceTrigger(), error(nil)
+	if trigger == nil {
+		trigger, err = c.fetchTrigger(ctx, w.trigger)
+	}
 	switch {
 	case errors.Is(err, errTriggerGone) && snap != nil && operationOf(snap) == kyvernov1.Create:
 		// Admission saw the CREATE before the object was stored: it may not

@@ -9,6 +9,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -19,9 +20,14 @@ import (
 
 // snapshot is what an UpdateRequest recorded of its admission request.
 type snapshot struct {
-	operation    kyvernov1.AdmissionOperation
-	object       map[string]any
-	oldObject    map[string]any
+	operation kyvernov1.AdmissionOperation
+	object    map[string]any
+	oldObject map[string]any
+	// resource and subResource are the admission request's when it was
+	// about a subresource (pods/eviction): its object is then the
+	// trigger (subresourceTrigger).
+	resource     schema.GroupVersionResource
+	subResource  string
 	userInfo     authenticationv1.UserInfo
 	roles        []string
 	clusterRoles []string
@@ -38,6 +44,10 @@ func snapshotOf(ur *kyvernov2.UpdateRequest) *snapshot {
 		s.operation = kyvernov1.AdmissionOperation(ar.Operation)
 		s.object = decodeRaw(ar.Object.Raw)
 		s.oldObject = decodeRaw(ar.OldObject.Raw)
+		if ar.SubResource != "" {
+			s.resource = schema.GroupVersionResource{Group: ar.Resource.Group, Version: ar.Resource.Version, Resource: ar.Resource.Resource}
+			s.subResource = ar.SubResource
+		}
 	}
 	if s.operation == "" && ctx.AdmissionRequestInfo != nil {
 		s.operation = kyvernov1.AdmissionOperation(ctx.AdmissionRequestInfo.Operation)
@@ -68,11 +78,23 @@ func (s *snapshot) request(trigger map[string]any) *engine.Request {
 	req := &engine.Request{Operation: kyvernov1.Create, Object: trigger}
 	if s != nil {
 		req.UserInfo, req.Roles, req.ClusterRoles = s.userInfo, s.roles, s.clusterRoles
+		req.Resource, req.SubResource = s.resource, s.subResource
 		if s.operation == kyvernov1.Update && s.oldObject != nil {
 			req.Operation, req.OldObject = kyvernov1.Update, s.oldObject
 		}
 	}
 	return req
+}
+
+// subresourceTrigger returns the object of an admission request about a
+// subresource (an Eviction of pods/eviction, a PodExecOptions of
+// pods/exec): the trigger itself, which cannot be read back from the API
+// server as other triggers are; nil for other requests.
+func (s *snapshot) subresourceTrigger() map[string]any {
+	if s == nil || s.subResource == "" {
+		return nil
+	}
+	return s.object
 }
 
 // mutateRequest builds the engine request of a mutate-existing rule run

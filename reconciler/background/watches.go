@@ -3,6 +3,7 @@ package background
 import (
 	"context"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -38,7 +39,7 @@ type watches struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	c      *Controller
-	queue  workqueue.TypedInterface[workItem]
+	queue  workqueue.TypedDelayingInterface[workItem]
 
 	mu         sync.Mutex
 	downstream map[schema.GroupVersionResource]cache.SharedIndexInformer
@@ -50,7 +51,13 @@ type sourceKey struct {
 	namespace string
 }
 
-func newWatches(ctx context.Context, c *Controller, queue workqueue.TypedInterface[workItem]) *watches {
+// downstreamSettle is how long the work a downstream object's change
+// queues waits: long enough for a policy edit made just before it to
+// reach the compiled policies (the policy cache gathers changes for up to
+// a second), so the work acts on the policy as it is now (fromDownstream).
+const downstreamSettle = 2 * time.Second
+
+func newWatches(ctx context.Context, c *Controller, queue workqueue.TypedDelayingInterface[workItem]) *watches {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &watches{ctx: ctx, cancel: cancel, c: c, queue: queue,
 		downstream: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
@@ -144,11 +151,12 @@ func (w *watches) requeueDownstream(m *metav1.PartialObjectMetadata, sourceGone 
 		p := compiled.byID[id]
 		if r := ruleOf(p, item.rule); r != nil && r.HasGenerate() && r.Generation.Synchronize {
 			item.policy = id
+			item.fromDownstream = true
 			item.sourceGone = ""
 			if gpolSynchronized(p, r) {
 				item.sourceGone = sourceGone
 			}
-			w.queue.Add(item)
+			w.queue.AddAfter(item, downstreamSettle)
 		}
 	}
 }

@@ -69,6 +69,13 @@ type workItem struct {
 	// synchronized GeneratingPolicy deletes its clones of it for the
 	// trigger (deleteClones in generate.go).
 	sourceGone types.UID
+	// fromDownstream: a downstream object of the rule, or its clone
+	// source, changed (watches). The item acts only if the rule
+	// synchronizes when it runs, not when it was queued: a policy edit
+	// turning synchronize off just before a downstream object is deleted
+	// may reach the controller after the deletion does (Kyverno's
+	// update-policy-to-disable-sync tests).
+	fromDownstream bool
 }
 
 func (w workItem) String() string {
