@@ -265,8 +265,16 @@ func (p *Policy) mutateAdmission(ctx context.Context, in *requestView, cfg *eval
 // and a pass that changed the object becomes a failure, since the object
 // in the cluster does not carry the mutation. Only the outcome is kept,
 // as a validation result: the scan patches nothing.
+//
+// A mutate-existing policy's target that its admission rules do not
+// select is checked with the target conditions (scanTarget), as Kyverno's
+// scan reports a mutate-existing target (its chainsaw test
+// mutating-policies/reporting/existing-admission-flow).
 func (p *Policy) scanMutation(ctx context.Context, in *requestView, cfg *evalConfig) PolicyResponse {
 	resp, _ := p.mutateAdmission(ctx, in, cfg)
+	if len(resp.Rules) == 0 {
+		resp = p.scanTarget(ctx, in, cfg)
+	}
 	patched := resp.Patched
 	resp.Patched = nil
 	for i := range resp.Rules {
@@ -279,6 +287,56 @@ func (p *Policy) scanMutation(ctx context.Context, in *requestView, cfg *evalCon
 		}
 	}
 	return resp
+}
+
+// scanTarget is scanMutation's answer for an existing object that a
+// mutate-existing policy's target rules (targetMatchConstraints' resource
+// rules and selectors) select: the mutations run on it after the target
+// conditions, with the object as both object and target. No response for
+// any other object, or for a policy whose targets are only what its
+// target expression names.
+func (p *Policy) scanTarget(ctx context.Context, in *requestView, cfg *evalConfig) PolicyResponse {
+	resp := PolicyResponse{Policy: p.source, Key: p.key, Patched: in.req.Object}
+	ex := p.mpol.existing
+	if ex == nil || ex.targets == nil || in.req.Object == nil || len(p.mpol.variants) == 0 || !ex.targets.matches(in) {
+		return resp
+	}
+	v := p.mpol.variants[0]
+	rr := RuleResponse{Name: "", Type: TypeMutation}
+	o, patched := p.evaluateMPolVariant(ctx, in, cfg, v, v.targetConditions, &rr)
+	rr.Status, rr.Message = o.status, o.message
+	if len(o.props) > 0 {
+		rr.Properties = o.props
+	}
+	if o.status == StatusPass && patched != nil {
+		resp.Patched = patched
+	}
+	resp.Rules = []RuleResponse{rr}
+	return resp
+}
+
+// MutatingPolicyScanRules returns the resource rules of the objects the
+// background scan checks a MutatingPolicy on (WithMutationScan): those it
+// mutates at admission (MutatingPolicyRules) and, for a policy that also
+// mutates existing targets, its targets' (targetMatchConstraints'
+// resource rules, else matchConstraints'). A policy that does not mutate
+// at admission is not scanned, as before: nil, as for other policies.
+func MutatingPolicyScanRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
+	out := MutatingPolicyRules(p)
+	if out == nil {
+		return nil
+	}
+	spec := p.(policiesv1.MutatingPolicyLike).GetMutatingPolicySpec()
+	if !spec.MutateExistingEnabled() {
+		return out
+	}
+	if tmc := spec.TargetMatchConstraints; tmc != nil && len(tmc.ResourceRules) > 0 {
+		return append(out, tmc.ResourceRules...)
+	}
+	if spec.MatchConstraints != nil {
+		out = append(out, spec.MatchConstraints.ResourceRules...)
+	}
+	return out
 }
 
 // mpolEvaluator returns an evaluator of the variant's expressions on the

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -257,5 +258,55 @@ func TestMutatingPolicyScan(t *testing.T) {
 				t.Errorf("the scan changed the object in place: %s", after)
 			}
 		})
+	}
+}
+
+// TestMutatingPolicyScanTargets: the background scan checks a
+// mutate-existing policy's targets too (those its target rules select;
+// its admission rules select none of them): a target without the
+// mutation fails "mutation is not applied", one with it passes "success",
+// an object the target rules do not select gets no result. The scan
+// answered for the trigger kinds only, so Kyverno's
+// mutating-policies/reporting/existing-admission-flow found no report for
+// the target. MutatingPolicyScanRules names the target resources for the
+// scan to list.
+func TestMutatingPolicyScanTargets(t *testing.T) {
+	policies, _ := readCELPolicies(t, "mpol/existing-scan.yaml")
+	set, err := Compile(policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := func(ns string, labels map[string]any) map[string]any {
+		meta := map[string]any{"name": "settings", "namespace": ns}
+		if labels != nil {
+			meta["labels"] = labels
+		}
+		return map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
+	}
+	for _, tc := range []struct {
+		name   string
+		object map[string]any
+		want   []string
+	}{
+		{name: "a target without the mutation", object: cm("team-a", nil), want: []string{"fail: mutation is not applied"}},
+		{name: "a target with the mutation", object: cm("team-a", map[string]any{"foo": "bar"}), want: []string{"pass: success"}},
+		{name: "not a target", object: cm("team-b", nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := set.Validate(context.Background(), &Request{Operation: kyvernov1.Create, Object: tc.object}, WithMutationScan())
+			var got []string
+			for _, pr := range resp.Policies {
+				for _, rr := range pr.Rules {
+					got = append(got, string(rr.Status)+": "+rr.Message)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("results %q, want %q", got, tc.want)
+			}
+		})
+	}
+	rules := MutatingPolicyScanRules(policies[0])
+	if len(rules) != 2 || rules[0].Resources[0] != "namespaces" || rules[1].Resources[0] != "configmaps" {
+		t.Errorf("MutatingPolicyScanRules = %+v, want the namespaces rule and the configmaps target rule", rules)
 	}
 }

@@ -56,10 +56,10 @@ func CELScannedRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.Name
 	if rules := engine.ImageValidatingPolicyRules(p); rules != nil {
 		return rules
 	}
-	// A MutatingPolicy that mutates at admission is scanned too: its
-	// result says whether the existing object carries the mutation
-	// (engine.WithMutationScan).
-	return engine.MutatingPolicyRules(p)
+	// A MutatingPolicy that mutates at admission, or existing targets, is
+	// scanned too: its result says whether the existing object carries
+	// the mutation (engine.WithMutationScan).
+	return engine.MutatingPolicyScanRules(p)
 }
 
 func hasScannedRules(p kyvernov1.PolicyInterface) bool {
