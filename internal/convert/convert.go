@@ -135,12 +135,16 @@ type convertedRule struct {
 	// mutate rules carry mutations instead of validations.
 	mutate    bool
 	mutations []admissionregistrationv1.Mutation
-	notes     []string
+	// kind is "generate" for generate rules, which carry generations.
+	kind         string
+	generations  []policiesv1.Generation
+	generateEval *policiesv1.GeneratingPolicyEvaluationConfiguration
+	notes        []string
 }
 
 // groupKey is what rules must share to live in one policy.
 func (r *convertedRule) groupKey() string {
-	b, _ := json.Marshal([]any{r.mutate, r.matchConstraints, r.matchConditions, r.actions})
+	b, _ := json.Marshal([]any{r.mutate, r.kind, r.generateEval, r.matchConstraints, r.matchConditions, r.actions})
 	return string(b)
 }
 
@@ -214,6 +218,9 @@ func buildPolicy(p kyvernov1.PolicyInterface, name string, rules []*convertedRul
 	first := rules[0]
 	if first.mutate {
 		return buildMutatingPolicy(p, name, rules)
+	}
+	if first.kind == "generate" {
+		return buildGeneratingPolicy(p, name, rules)
 	}
 	spec := policiesv1.ValidatingPolicySpec{
 		MatchConstraints: first.matchConstraints,

@@ -441,6 +441,12 @@ func celValue(v any) (expr, error) {
 // one field a line, indented by nesting, as a person writes an
 // ApplyConfiguration.
 func formatObjects(s string) string {
+	return formatBraces(s, isIdentByte)
+}
+
+// formatBraces breaks the braces whose preceding byte opens passes: one
+// entry a line, indented by nesting.
+func formatBraces(s string, opens func(prev byte) bool) string {
 	var b strings.Builder
 	var stack []bool // per open bracket: is it an object literal's brace
 	depth := 0
@@ -462,7 +468,7 @@ func formatObjects(s string) string {
 		case c == '\'' || c == '"':
 			inQuote = c
 			b.WriteByte(c)
-		case c == '{' && i > 0 && isIdentByte(s[i-1]) && i+1 < len(s) && s[i+1] != '}':
+		case c == '{' && (i == 0 || opens(s[i-1])) && i+1 < len(s) && s[i+1] != '}':
 			stack = append(stack, true)
 			depth++
 			b.WriteByte(c)

@@ -14,9 +14,7 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 	switch {
 	case r.Mutation != nil && r.Mutation.IsMutateExisting():
 		return nil, cannot("mutate.targets (mutate existing) have no converter yet")
-	case r.Mutation != nil:
-	case r.Generation != nil:
-		return nil, cannot("generate rules convert to a GeneratingPolicy, which charter convert does not write yet")
+	case r.Mutation != nil, r.Generation != nil:
 	case len(r.VerifyImages) > 0:
 		return nil, cannot("verifyImages rules convert to an ImageValidatingPolicy, which charter convert does not write yet")
 	case r.Validation == nil:
@@ -66,6 +64,13 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 	pt := &patternTranslator{present: map[string]bool{"metadata": !podOnly}, vars: scope.vars}
 	if podOnly {
 		pt.present["spec"], pt.present["spec.containers"] = true, true
+	}
+	if r.Generation != nil {
+		out.kind = "generate"
+		if err := convertGeneration(r.Generation, scope, out); err != nil {
+			return nil, wrap(err, "generate")
+		}
+		return out, nil
 	}
 	if r.Mutation != nil {
 		out.mutate = true

@@ -1,0 +1,199 @@
+package convert
+
+import (
+	"sort"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+)
+
+// convertGeneration turns a generate rule's data into a GeneratingPolicy
+// generation: the downstream object as a CEL variable, applied in its
+// namespace with generator.Apply.
+func convertGeneration(g *kyvernov1.Generation, scope *jmesScope, out *convertedRule) error {
+	switch {
+	case len(g.ForEachGeneration) > 0:
+		return cannot("foreach has no converter yet")
+	case g.Clone.Name != "" || len(g.CloneList.Kinds) > 0:
+		return cannot("clone and cloneList have no converter yet (resource.Get and generator.Apply)")
+	case g.RawData == nil:
+		return cannot("no data")
+	}
+	data, err := kyvernov1.FromJSON(g.RawData)
+	if err != nil {
+		return err
+	}
+	obj, ok := data.(map[string]any)
+	if !ok {
+		return cannot("data is not an object")
+	}
+	meta := map[string]any{}
+	if m, ok := obj["metadata"].(map[string]any); ok {
+		for k, v := range m {
+			meta[k] = v
+		}
+	}
+	meta["name"] = g.Name
+	full := map[string]any{"apiVersion": g.APIVersion, "kind": g.Kind, "metadata": meta}
+	for k, v := range obj {
+		if k != "metadata" {
+			full[k] = v
+		}
+	}
+	body, err := templateValue(full, scope)
+	if err != nil {
+		return err
+	}
+	ns, err := scope.operand(g.Namespace)
+	if err != nil {
+		return err
+	}
+	name := identOnly(lowerFirst(g.Kind))
+	out.variables = append(out.variables, admissionregistrationv1.Variable{Name: name, Expression: formatMaps(body.s)})
+	out.generations = append(out.generations, policiesv1.Generation{
+		Expression: "generator.Apply(" + ns.e.s + ", [variables." + name + "])",
+	})
+	eval := &policiesv1.GeneratingPolicyEvaluationConfiguration{}
+	if g.Synchronize {
+		eval.Synchronize = &policiesv1.EnabledConfiguration{Enabled: true}
+	}
+	if g.GenerateExisting != nil && *g.GenerateExisting {
+		eval.GenerateExisting = &policiesv1.EnabledConfiguration{Enabled: true}
+	}
+	if g.OrphanDownstreamOnPolicyDelete {
+		eval.OrphanDownstreamOnPolicyDelete = &policiesv1.EnabledConfiguration{Enabled: true}
+	}
+	if *eval != (policiesv1.GeneratingPolicyEvaluationConfiguration{}) {
+		out.generateEval = eval
+	}
+	return nil
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return "downstream"
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}
+
+// templateValue renders a decoded JSON value as a CEL literal whose
+// "{{ }}" strings are their converted expressions. A map or list whose
+// members differ in type has them wrapped in dyn(): CEL literals are
+// homogeneous.
+func templateValue(v any, scope *jmesScope) (expr, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		values := make([]any, len(keys))
+		for i, k := range keys {
+			values[i] = x[k]
+		}
+		members, err := templateMembers(values, scope)
+		if err != nil {
+			return expr{}, err
+		}
+		entries := make([]string, len(keys))
+		for i, k := range keys {
+			entries[i] = str(k).s + ": " + members[i]
+		}
+		return atom("{" + strings.Join(entries, ", ") + "}"), nil
+	case []any:
+		members, err := templateMembers(x, scope)
+		if err != nil {
+			return expr{}, err
+		}
+		return atom("[" + strings.Join(members, ", ") + "]"), nil
+	case string:
+		if strings.Contains(x, "{{") {
+			jv, err := scope.operand(x)
+			if err != nil {
+				return expr{}, err
+			}
+			return fn("dyn", jv.e), nil
+		}
+	}
+	lit, ok := literal(v)
+	if !ok {
+		return expr{}, cannot("value %v", v)
+	}
+	return lit, nil
+}
+
+// templateMembers renders the members of a map or list, wrapped in dyn()
+// when they are not all of one scalar type.
+func templateMembers(values []any, scope *jmesScope) ([]string, error) {
+	kinds := map[string]bool{}
+	out := make([]string, len(values))
+	for i, v := range values {
+		e, err := templateValue(v, scope)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = e.s
+		switch v.(type) {
+		case string:
+			kinds["string"] = true
+		case float64, int64, int:
+			kinds["number"] = true
+		case bool:
+			kinds["bool"] = true
+		default:
+			kinds["other"] = true
+		}
+	}
+	if len(kinds) > 1 || kinds["other"] {
+		for i, s := range out {
+			if !strings.HasPrefix(s, "dyn(") {
+				out[i] = "dyn(" + s + ")"
+			}
+		}
+	}
+	return out, nil
+}
+
+// formatMaps lays out a map literal one entry a line, as formatObjects
+// does typed literals.
+func formatMaps(s string) string {
+	return formatBraces(s, func(prev byte) bool { return !isIdentByte(prev) })
+}
+
+// buildGeneratingPolicy writes generate rules as a GeneratingPolicy.
+func buildGeneratingPolicy(p kyvernov1.PolicyInterface, name string, rules []*convertedRule) Output {
+	first := rules[0]
+	spec := policiesv1.GeneratingPolicySpec{
+		MatchConstraints:        first.matchConstraints,
+		MatchConditions:         first.matchConditions,
+		EvaluationConfiguration: first.generateEval,
+	}
+	var names []string
+	for _, r := range rules {
+		names = append(names, r.name)
+		spec.Variables = append(spec.Variables, r.variables...)
+		spec.Generation = append(spec.Generation, r.generations...)
+	}
+	if t := timeout(p.GetSpec()); t != nil {
+		spec.WebhookConfiguration = &policiesv1.WebhookConfiguration{TimeoutSeconds: t}
+	}
+	spec.UseServerSideApply = p.GetSpec().UseServerSideApply
+	meta := metav1.ObjectMeta{Name: name, Annotations: policyAnnotations(p), Labels: p.GetLabels()}
+	out := Output{Name: name, Rules: names}
+	if p.IsNamespaced() {
+		meta.Namespace = p.GetNamespace()
+		obj := &policiesv1.NamespacedGeneratingPolicy{ObjectMeta: meta, Spec: spec}
+		obj.APIVersion, obj.Kind = policiesv1.GroupVersion.String(), "NamespacedGeneratingPolicy"
+		out.Object, out.Kind = obj, obj.Kind
+	} else {
+		obj := &policiesv1.GeneratingPolicy{ObjectMeta: meta, Spec: spec}
+		obj.APIVersion, obj.Kind = policiesv1.GroupVersion.String(), "GeneratingPolicy"
+		out.Object, out.Kind = obj, obj.Kind
+	}
+	return out
+}
