@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 	"github.com/charter-dev/charter/internal/convert"
@@ -62,6 +63,7 @@ table gains a VERDICTS EQUAL column and the mismatches are listed.
 				return err
 			}
 			var sources []convertSource
+			var exceptions []exceptionSource
 			for _, f := range files {
 				docs, err := manifest.ReadFile(f)
 				if err != nil {
@@ -76,16 +78,27 @@ table gains a VERDICTS EQUAL column and the mismatches are listed.
 						sources = append(sources, convertSource{file: f, result: convert.Convert(p)})
 					}
 				}
+				for _, ex := range pf.Exceptions {
+					exceptions = append(exceptions, exceptionSource{file: f, exception: ex})
+				}
 			}
-			if len(sources) == 0 {
-				return fmt.Errorf("no ClusterPolicy or Policy found under %s", strings.Join(paths, ", "))
+			if len(sources) == 0 && len(exceptions) == 0 {
+				return fmt.Errorf("no ClusterPolicy, Policy or kyverno.io PolicyException found under %s", strings.Join(paths, ", "))
+			}
+			// Exceptions name the converted policies that hold their rules.
+			converted := map[string]*convert.Result{}
+			for _, s := range sources {
+				converted[s.result.Key()] = s.result
+			}
+			for _, e := range exceptions {
+				sources = append(sources, convertSource{file: e.file, result: convert.ConvertException(e.exception, converted)})
 			}
 			var verifications map[string]*convert.Verification
 			if verify {
 				results := map[string]*convert.Result{}
 				for _, s := range sources {
-					if s.result.Clean() || partial {
-						results[convert.Key(s.result.Source)] = s.result
+					if (s.result.Clean() || partial) && s.result.Source != nil {
+						results[s.result.Key()] = s.result
 					}
 				}
 				v := &convert.Verifier{Runner: clitest.NewRunner(clitest.Options{FileName: fileName}), FileName: fileName}
@@ -132,12 +145,17 @@ type convertSource struct {
 	result *convert.Result
 }
 
+type exceptionSource struct {
+	file      string
+	exception *kyvernov2.PolicyException
+}
+
 func allClean(sources []convertSource, verifications map[string]*convert.Verification, verify bool) bool {
 	for _, s := range sources {
 		if !s.result.Clean() {
 			return false
 		}
-		if v := verifications[convert.Key(s.result.Source)]; verify && v != nil && !v.Equal() {
+		if v := verifications[s.result.Key()]; verify && v != nil && !v.Equal() {
 			return false
 		}
 	}
@@ -155,7 +173,7 @@ func convertTable(w io.Writer, sources []convertSource, verifications map[string
 	var mismatches []convert.Mismatch
 	for _, s := range sources {
 		r := s.result
-		rules := len(r.Source.GetSpec().Rules)
+		rules := r.Rules()
 		failed := map[string]bool{}
 		for _, p := range r.Problems {
 			if p.Rule != "" {
@@ -173,7 +191,7 @@ func convertTable(w io.Writer, sources []convertSource, verifications map[string
 		row := []string{policyName(r), strconv.Itoa(rules), strconv.Itoa(converted), kinds}
 		if verify {
 			cell := "-"
-			if v := verifications[convert.Key(r.Source)]; v != nil {
+			if v := verifications[r.Key()]; v != nil {
 				verified++
 				switch {
 				case v.Equal():
@@ -185,7 +203,7 @@ func convertTable(w io.Writer, sources []convertSource, verifications map[string
 					cell = fmt.Sprintf("no (%d of %d differ)", len(v.Mismatches), v.Compared)
 				}
 				mismatches = append(mismatches, v.Mismatches...)
-			} else if r.Clean() {
+			} else if r.Clean() && r.Source != nil {
 				cell = "no test"
 			}
 			row = append(row, cell)
@@ -211,12 +229,7 @@ func convertTable(w io.Writer, sources []convertSource, verifications map[string
 	return nil
 }
 
-func policyName(r *convert.Result) string {
-	if ns := r.Source.GetNamespace(); ns != "" {
-		return ns + "/" + r.Source.GetName()
-	}
-	return r.Source.GetName()
-}
+func policyName(r *convert.Result) string { return r.Name() }
 
 func printConverted(w, errw io.Writer, format string, sources []convertSource, partial bool) error {
 	var objs []map[string]any

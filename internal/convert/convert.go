@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 )
@@ -54,12 +55,45 @@ type Output struct {
 
 // Result is the conversion of one source policy.
 type Result struct {
-	Source   kyvernov1.PolicyInterface
-	Outputs  []Output
-	Problems []Problem
+	// Source is the policy converted; Exception is set instead for a
+	// converted PolicyException.
+	Source    kyvernov1.PolicyInterface
+	Exception *kyvernov2.PolicyException
+	Outputs   []Output
+	Problems  []Problem
 	// Notes are losses that do not change a verdict (a message whose
 	// variables could not be rendered in CEL).
 	Notes []string
+}
+
+// Key identifies the source: kind/namespace/name.
+func (r *Result) Key() string {
+	if r.Exception != nil {
+		return "PolicyException/" + r.Exception.Namespace + "/" + r.Exception.Name
+	}
+	return Key(r.Source)
+}
+
+// Name is the source's name, namespace/name when namespaced.
+func (r *Result) Name() string {
+	ns, name := "", ""
+	if r.Exception != nil {
+		ns, name = r.Exception.Namespace, r.Exception.Name
+	} else {
+		ns, name = r.Source.GetNamespace(), r.Source.GetName()
+	}
+	if ns != "" {
+		return ns + "/" + name
+	}
+	return name
+}
+
+// Rules counts the source's rules (an exception's entries).
+func (r *Result) Rules() int {
+	if r.Exception != nil {
+		return len(r.Exception.Spec.Exceptions)
+	}
+	return len(r.Source.GetSpec().Rules)
 }
 
 // Clean reports whether every rule converted.

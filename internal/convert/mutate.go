@@ -88,7 +88,18 @@ type overlay struct {
 
 // stringMaps are fields whose values are maps of strings, written as CEL
 // map literals rather than typed objects.
-var stringMaps = map[string]bool{"labels": true, "annotations": true, "nodeSelector": true, "data": true, "stringData": true}
+var stringMaps = map[string]bool{"labels": true, "annotations": true, "data": true, "stringData": true, "requests": true, "limits": true}
+
+// atomicFields are fields server-side apply replaces whole (atomic lists,
+// maps and structs), which an ApplyConfiguration may not set: overlays
+// that write them need a JSONPatch, which the converter does not write
+// from an overlay.
+var atomicFields = map[string]bool{
+	"nodeSelector": true, "drop": true, "add": true, "options": true, "envFrom": true, "labelSelector": true,
+	"matchLabels": true, "matchExpressions": true, "preferredDuringSchedulingIgnoredDuringExecution": true,
+	"requiredDuringSchedulingIgnoredDuringExecution": true, "tolerations": true, "nameservers": true,
+	"searches": true, "args": true, "command": true, "finalizers": true, "topologySpreadConstraints": true,
+}
 
 // object renders a map overlay applied to the object at v as a typed
 // literal (Object.spec{...}); cond is what its conditional anchors
@@ -116,6 +127,9 @@ func (o *overlay) object(m map[string]any, v expr, typ, p string) (expr, expr, e
 		}
 		switch {
 		case anchored && a.Kind == anchor.Condition:
+			if hasVariables(val) {
+				return expr{}, expr{}, cannot("conditional anchor %q with a variable", raw)
+			}
 			pt := &patternTranslator{present: o.present, vars: o.scope.vars}
 			out, err := pt.translate(val, cv, cp)
 			if err != nil {
@@ -129,6 +143,9 @@ func (o *overlay) object(m map[string]any, v expr, typ, p string) (expr, expr, e
 		if !isIdent(key) {
 			return expr{}, expr{}, cannot("field %q is not a CEL identifier", key)
 		}
+		if atomicFields[key] {
+			return expr{}, expr{}, cannot("%s is replaced whole by server-side apply: an ApplyConfiguration may not set it", cp)
+		}
 		value, vcond, err := o.value(val, cv, typ+"."+key, cp)
 		if err != nil {
 			return expr{}, expr{}, err
@@ -140,6 +157,12 @@ func (o *overlay) object(m map[string]any, v expr, typ, p string) (expr, expr, e
 			fields = append(fields, "?"+key+": "+ternary(and(o.presentChain(v), present), atom("optional.none()"), fn("optional.of", value)).s)
 			continue
 		}
+		if _, isList := val.([]any); isList && strings.HasPrefix(value.s, cv.s+".") && !present.isTrue() {
+			// A list patched element by element: nothing when the
+			// resource has none.
+			fields = append(fields, "?"+key+": "+ternary(and(o.presentChain(v), present), fn("optional.of", value), atom("optional.none()")).s)
+			continue
+		}
 		fields = append(fields, key+": "+value.s)
 	}
 	return atom(typ + "{" + strings.Join(fields, ", ") + "}"), cond, nil
@@ -148,17 +171,16 @@ func (o *overlay) object(m map[string]any, v expr, typ, p string) (expr, expr, e
 // presentChain is the has() test of v itself (every step below object),
 // so that a has() below it does not fail on a missing parent.
 func (o *overlay) presentChain(v expr) expr {
-	s := v.s
-	if !strings.HasPrefix(s, "object.") {
+	parts := strings.Split(v.s, ".")
+	if len(parts) < 2 || strings.ContainsAny(v.s, "()[]?'") {
 		return celTrue
 	}
-	parts := strings.Split(strings.TrimPrefix(s, "object."), ".")
 	var tests []expr
-	base := atom("object")
+	base := atom(parts[0])
 	path := ""
-	for _, part := range parts {
+	for _, part := range parts[1:] {
 		path = join(path, part)
-		if !o.present[path] {
+		if parts[0] != "object" || !o.present[path] {
 			tests = append(tests, has(base, part))
 		}
 		base = field(base, part)
@@ -332,6 +354,11 @@ func foreachMutation(fe kyvernov1.ForEachMutation, scope *jmesScope, present map
 		return admissionregistrationv1.Mutation{}, cannot("list %q is not a path of the object", fe.List)
 	}
 	path := strings.TrimPrefix(src, "request.object.")
+	for _, seg := range strings.Split(path, ".") {
+		if !isIdent(seg) {
+			return admissionregistrationv1.Mutation{}, cannot("list %q is not a path of the object", fe.List)
+		}
+	}
 	patch, err := kyvernov1.FromJSON(fe.RawPatchStrategicMerge)
 	if err != nil {
 		return admissionregistrationv1.Mutation{}, err
@@ -351,16 +378,6 @@ func foreachMutation(fe kyvernov1.ForEachMutation, scope *jmesScope, present map
 	if err != nil {
 		return mu, err
 	}
-	if !present[path] {
-		// A missing list: nothing to patch (and no empty list written).
-		segs := strings.Split(path, ".")
-		parent := "object"
-		for _, s := range segs[:len(segs)-1] {
-			parent += "." + s
-		}
-		guard := has(atom(parent), segs[len(segs)-1])
-		mu.ApplyConfiguration.Expression = guard.s + " ? " + mu.ApplyConfiguration.Expression + " : Object{}"
-	}
 	return mu, nil
 }
 
@@ -373,6 +390,11 @@ func jsonPatch(src string, scope *jmesScope) (admissionregistrationv1.Mutation, 
 	}
 	var parts []string
 	for i, op := range ops {
+		// Kyverno creates a missing parent on add and ignores a missing
+		// path on remove; CEL's JSONPatch fails on both.
+		if path, _ := op["path"].(string); strings.HasSuffix(path, "/-") || op["op"] == "remove" {
+			return admissionregistrationv1.Mutation{}, cannot("patch %d (%v %s) fails in a JSONPatch where the path is missing", i, op["op"], path)
+		}
 		var fields []string
 		for _, k := range []string{"op", "path", "from", "value"} {
 			v, ok := op[k]

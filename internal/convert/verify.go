@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 )
@@ -98,6 +100,7 @@ func Key(p kyvernov1.PolicyInterface) string {
 func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results map[string]*Result, out map[string]*Verification) {
 	// The suite's own policies, read as the suite reads them.
 	var policies []kyvernov1.PolicyInterface
+	var exceptions []*kyvernov2.PolicyException
 	repl := &clitest.Replacement{}
 	var converted []*Result
 	for _, p := range s.Test.Policies {
@@ -115,14 +118,33 @@ func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results ma
 		}
 		policies = append(policies, pf.Policies...)
 		repl.CELExceptions = append(repl.CELExceptions, pf.CELExceptions...)
-		if len(pf.Exceptions) > 0 {
-			// kyverno.io exceptions name ClusterPolicy rules; they are
-			// not converted yet, so such suites are not comparable.
+		exceptions = append(exceptions, pf.Exceptions...)
+	}
+	for _, p := range s.Test.Exceptions {
+		path := p
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(s.Dir, p)
+		}
+		docs, err := manifest.ReadFile(path)
+		if err != nil {
 			return
 		}
+		pf, err := manifest.DecodePolicies(docs)
+		if err != nil {
+			return
+		}
+		repl.CELExceptions = append(repl.CELExceptions, pf.CELExceptions...)
+		exceptions = append(exceptions, pf.Exceptions...)
 	}
-	if len(s.Test.Exceptions) > 0 {
-		return
+	// kyverno.io exceptions name ClusterPolicy rules: the conversion runs
+	// with theirs converted, and a suite whose exceptions do not convert
+	// is not comparable.
+	for _, ex := range exceptions {
+		r := ConvertException(ex, results)
+		if !r.Clean() {
+			return
+		}
+		repl.CELExceptions = append(repl.CELExceptions, r.Outputs[0].Object.(*policiesv1.PolicyException))
 	}
 	for _, p := range policies {
 		r, ok := results[Key(p)]
@@ -140,7 +162,7 @@ func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results ma
 	}
 	name := s.Name()
 	record := func(r *Result) *Verification {
-		k := Key(r.Source)
+		k := r.Key()
 		if out[k] == nil {
 			out[k] = &Verification{}
 		}
