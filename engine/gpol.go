@@ -55,6 +55,9 @@ type generatingPolicy struct {
 	// write literally; with synchronize, generating any other kind is an
 	// error, since charter could not find those objects again.
 	kinds []string
+	// annotations are the auditAnnotations, evaluated after the generate
+	// entries into the result's properties.
+	annotations []vpolAnnotation
 }
 
 // gpolGeneration is one generate entry: an expression (normally
@@ -220,6 +223,17 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 				gp.generations = append(gp.generations, gpolGeneration{expr: &celProgram{expr: g.Expression, program: prog}})
 			}
 			sources = append(sources, g.Expression)
+		}
+	}
+	for i, a := range spec.AuditAnnotations {
+		field := fmt.Sprintf("spec.auditAnnotations[%d]", i)
+		if a.Key == "" {
+			f.add(field+".key", "an audit annotation needs a key")
+		}
+		// object is dyn in a GeneratingPolicy's environment: a string is
+		// checked when the annotation is evaluated.
+		if prog := compile(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType, celgo.DynType}}, field+".valueExpression"); prog != nil {
+			gp.annotations = append(gp.annotations, vpolAnnotation{key: a.Key, celProgram: celProgram{expr: a.ValueExpression, program: prog}})
 		}
 	}
 	if len(f.errs) > 0 {
@@ -393,6 +407,25 @@ func (p *Policy) evaluateGenerating(e *celEvaluator, act *gpolActivation, in *re
 		}
 	}
 	o := pass("policy evaluated successfully")
+	for i := range p.gpol.annotations {
+		a := &p.gpol.annotations[i]
+		val, err := e.eval(&a.celProgram)
+		if err != nil {
+			o := errorf("failed to evaluate policy: audit annotation %s: %v", a.key, err)
+			return &o
+		}
+		s, ok := val.(types.String)
+		if !ok && val != types.NullValue {
+			o := errorf("failed to evaluate policy: audit annotation %s: a string or null, not %s", a.key, val.Type().TypeName())
+			return &o
+		}
+		if s != "" {
+			if o.props == nil {
+				o.props = map[string]string{}
+			}
+			o.props[a.key] = string(s)
+		}
+	}
 	return &o
 }
 

@@ -303,3 +303,32 @@ func TestGeneratingPolicyClones(t *testing.T) {
 		t.Errorf("responses\n got %q\nwant %q", got, wantOutcome)
 	}
 }
+
+// TestGeneratingPolicyAuditAnnotations: a GeneratingPolicy's
+// auditAnnotations are evaluated after its generate entries, and their
+// non-empty values are the result's properties (Kyverno's
+// reports/audit-annotations); charter's schema had no such field, and the
+// policy was refused. An annotation without a key is refused.
+func TestGeneratingPolicyAuditAnnotations(t *testing.T) {
+	policies, _ := readCELPolicies(t, "gpol/audit.yaml")
+	set, err := Compile(policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := gpolObject("v1", "Namespace", "", "web", nil)
+	ns["metadata"].(map[string]any)["labels"] = map[string]any{"env": "staging"}
+	resp := set.Generate(context.Background(), &Request{Operation: kyvernov1.Create, Object: ns})
+	if len(resp.Policies) != 1 || len(resp.Policies[0].Rules) != 1 {
+		t.Fatalf("responses %+v", resp.Policies)
+	}
+	rr := resp.Policies[0].Rules[0]
+	want := map[string]string{"namespace": "web", "env": "staging"}
+	if rr.Status != StatusPass || !reflect.DeepEqual(rr.Properties, want) || len(rr.Generated) != 1 {
+		t.Errorf("%s %q, properties %v (want %v), %d objects", rr.Status, rr.Message, rr.Properties, want, len(rr.Generated))
+	}
+
+	policies[0].(*policiesv1.GeneratingPolicy).Spec.AuditAnnotations[0].Key = ""
+	if _, err := Compile(policies); err == nil || !strings.Contains(err.Error(), "spec.auditAnnotations[0].key: an audit annotation needs a key") {
+		t.Errorf("compiling an annotation without a key: %v", err)
+	}
+}

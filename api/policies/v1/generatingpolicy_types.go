@@ -110,6 +110,13 @@ type GeneratingPolicySpec struct {
 	// Generation lists what the policy generates, in order.
 	// +listType=atomic
 	Generation []Generation `json:"generate"`
+
+	// AuditAnnotations are CEL expressions whose string values go into the
+	// trigger's report result as properties, evaluated after the generate
+	// entries.
+	// +listType=atomic
+	// +optional
+	AuditAnnotations []admissionregistrationv1.AuditAnnotation `json:"auditAnnotations,omitempty"`
 }
 
 // Generation is one generate entry: a CEL expression, normally
