@@ -115,7 +115,15 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	testClient = mgr.GetClient()
+	// The tests read what the reconciler wrote straight from the API
+	// server: the manager's cached client serves each kind from its own
+	// informer, so a repository's status could be seen applied before
+	// the policy it applied reached the policy informer (TestTestGate
+	// read the previous revision's ClusterPolicy so, under load).
+	if testClient, err = client.New(cp.RESTConfig(), client.Options{Scheme: testScheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if err := testClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: charterNamespace}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
