@@ -71,4 +71,7 @@ var parts = []part{
 	// charter's (a CI machine runs other jobs).
 	{name: "overload", pkg: "./webhook/server", run: "^TestReliabilityOverload$",
 		target: "load shed, 0 failed, recovered", timeout: "5m"},
+	// Full mode only: $SOAK minutes (default 10).
+	{name: "soak", pkg: "./webhook/server", run: "^TestReliabilitySoak$",
+		target: "RSS and goroutines flat, p99 drift ≤ 20%, 0 errors", timeout: "3h"},
 }

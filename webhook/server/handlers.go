@@ -125,9 +125,9 @@ type Options struct {
 	// MaxRequestBytes bounds an AdmissionReview body (default 7 MiB).
 	MaxRequestBytes int64
 	// MaxInFlight bounds the reviews evaluated at once (default
-	// DefaultMaxInFlightPerCPU per CPU; negative: no bound). As many more
-	// may wait up to a second for a slot; the rest are shed with 429 Too
-	// Many Requests (inflight.go). Health checks are never bounded.
+	// DefaultMaxInFlightPerCPU per CPU; negative: no bound). 32 times as
+	// many more may wait up to 2 s for a slot; the rest are shed
+	// with 429 Too Many Requests (inflight.go). Health checks are never bounded.
 	MaxInFlight int
 	// RequestTimeout bounds the evaluation of one request (default 10 s).
 	// The API server's ?timeout= is honoured when it is shorter.

@@ -10,13 +10,14 @@ import (
 )
 
 // TestInFlightLimitShedsBeyondSlotsAndWaitingRoom: with every slot taken,
-// as many reviews again wait for one and the next is shed at once; a
+// reviews wait for one until the waiting room is full, and the next is
+// shed at once; a
 // waiting review gets the slot that comes free, one that waits too long
 // is shed; each shed review is a 429 naming the limit and its flag.
 func TestInFlightLimitShedsBeyondSlotsAndWaitingRoom(t *testing.T) {
 	release := make(chan struct{})
 	limit := newInFlightLimit(2)
-	limit.wait = 2 * time.Second
+	limit.wait, limit.waitRoom = 2*time.Second, 2
 	h := limit.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-release
 		w.WriteHeader(http.StatusOK)
@@ -94,8 +95,8 @@ func TestInFlightLimitDefaultsAndOff(t *testing.T) {
 	if l := newInFlightLimit(-1); l != nil {
 		t.Errorf("MaxInFlight -1: a limit of %d, want none", cap(l.slots))
 	}
-	if l := newInFlightLimit(0); cap(l.slots) < DefaultMaxInFlightPerCPU {
-		t.Errorf("MaxInFlight 0: a limit of %d, want %d per CPU", cap(l.slots), DefaultMaxInFlightPerCPU)
+	if l := newInFlightLimit(0); cap(l.slots) < DefaultMaxInFlightPerCPU || l.waitRoom != waitingPerSlot*int64(cap(l.slots)) {
+		t.Errorf("MaxInFlight 0: a limit of %d, %d waiting; want %d per CPU, %d waiting a slot", cap(l.slots), l.waitRoom, DefaultMaxInFlightPerCPU, waitingPerSlot)
 	}
 }
 
