@@ -3,6 +3,7 @@ package convert
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -91,6 +92,11 @@ func (s *jmesScope) condition(c kyvernov1.Condition) (expr, error) {
 	key, err := s.operand(rawKey)
 	if err != nil {
 		return expr{}, err
+	}
+	if key.e.s == "request.operation" {
+		if e, known := s.operationCondition(c.Operator, rawValue); known {
+			return e, nil
+		}
 	}
 	value, err := s.operand(rawValue)
 	if err != nil {
@@ -365,4 +371,54 @@ func lastField(src string) string {
 		return fields[i]
 	}
 	return "value"
+}
+
+// operationCondition decides a condition on request.operation when it
+// holds, or fails, for every operation the policy matches (its
+// matchConstraints): "request.operation NotEquals DELETE" under
+// operations CREATE and UPDATE says nothing, and is left out.
+func (s *jmesScope) operationCondition(op kyvernov1.ConditionOperator, value any) (expr, bool) {
+	if len(s.operations) == 0 {
+		return expr{}, false
+	}
+	var values []string
+	switch v := value.(type) {
+	case string:
+		values = []string{v}
+	case []any:
+		for _, e := range v {
+			str, ok := e.(string)
+			if !ok {
+				return expr{}, false
+			}
+			values = append(values, str)
+		}
+	default:
+		return expr{}, false
+	}
+	for _, v := range values {
+		if wildcard.ContainsWildcard(v) {
+			return expr{}, false
+		}
+	}
+	holds := func(operation string) (bool, bool) {
+		in := slices.Contains(values, operation)
+		switch strings.ToLower(string(op)) {
+		case "equals", "equal", "anyin", "allin", "in":
+			return in, true
+		case "notequals", "notequal", "anynotin", "allnotin", "notin":
+			return !in, true
+		}
+		return false, false
+	}
+	first, ok := holds(s.operations[0])
+	if !ok {
+		return expr{}, false
+	}
+	for _, o := range s.operations[1:] {
+		if h, _ := holds(o); h != first {
+			return expr{}, false
+		}
+	}
+	return boolExpr(first), true
 }

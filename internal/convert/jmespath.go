@@ -45,7 +45,10 @@ type jmesScope struct {
 	// shared are repeated condition keys bound to CEL variables
 	// (shareRepeatedKeys).
 	shared map[string]jmesValue
-	vars   *iterNames
+	// operations are those the policy's matchConstraints select, which
+	// decide conditions on request.operation (operationCondition).
+	operations []string
+	vars       *iterNames
 }
 
 func (s *jmesScope) convert(src string) (jmesValue, error) {

@@ -3,6 +3,7 @@ package convert
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -32,7 +33,7 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 	if err != nil {
 		return nil, err
 	}
-	scope := &jmesScope{variables: map[string]bool{}, vars: &iterNames{}}
+	scope := &jmesScope{variables: map[string]bool{}, vars: &iterNames{}, operations: matchedOperations(out.matchConstraints)}
 	for _, c := range r.Context {
 		if err := contextVariable(c, scope, out); err != nil {
 			return nil, wrap(err, "context %s", c.Name)
@@ -420,4 +421,29 @@ func layout(s string) string {
 		}
 	}
 	return s
+}
+
+// matchedOperations lists the operations every resource rule selects,
+// and "" for a background scan; none when they differ or include "*".
+func matchedOperations(mr *admissionregistrationv1.MatchResources) []string {
+	if mr == nil || len(mr.ResourceRules) == 0 {
+		return nil
+	}
+	var ops []string
+	for i, r := range mr.ResourceRules {
+		var these []string
+		for _, o := range r.Operations {
+			if o == admissionregistrationv1.OperationAll {
+				return nil
+			}
+			these = append(these, string(o))
+		}
+		if i > 0 && !slices.Equal(ops, these) {
+			return nil
+		}
+		ops = these
+	}
+	// A background scan has no operation: a condition must hold for it
+	// too to be left out.
+	return append(ops, "")
 }
