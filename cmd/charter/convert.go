@@ -81,9 +81,16 @@ table gains a VERDICTS EQUAL column and the mismatches are listed.
 				for _, ex := range pf.Exceptions {
 					exceptions = append(exceptions, exceptionSource{file: f, exception: ex})
 				}
+				cleanups, err := cleanupPolicies(docs)
+				if err != nil {
+					return err
+				}
+				for _, c := range cleanups {
+					sources = append(sources, convertSource{file: f, result: convert.ConvertCleanup(c)})
+				}
 			}
 			if len(sources) == 0 && len(exceptions) == 0 {
-				return fmt.Errorf("no ClusterPolicy, Policy or kyverno.io PolicyException found under %s", strings.Join(paths, ", "))
+				return fmt.Errorf("no ClusterPolicy, Policy, cleanup policy or kyverno.io PolicyException found under %s", strings.Join(paths, ", "))
 			}
 			// Exceptions name the converted policies that hold their rules.
 			converted := map[string]*convert.Result{}
@@ -352,4 +359,33 @@ func outputSummary(outputs []convert.Output) string {
 		}
 	}
 	return strings.Join(kinds, ", ")
+}
+
+// cleanupPolicies decodes the kyverno.io ClusterCleanupPolicies and
+// CleanupPolicies among docs.
+func cleanupPolicies(docs []manifest.Document) ([]kyvernov2.CleanupPolicyInterface, error) {
+	var out []kyvernov2.CleanupPolicyInterface
+	for _, d := range docs {
+		apiVersion, kind := d.TypeMeta()
+		if !strings.HasPrefix(apiVersion, "kyverno.io/") {
+			continue
+		}
+		var p kyvernov2.CleanupPolicyInterface
+		switch kind {
+		case kyvernov2.ClusterCleanupPolicyKind:
+			p = &kyvernov2.ClusterCleanupPolicy{}
+		case kyvernov2.CleanupPolicyKind:
+			p = &kyvernov2.CleanupPolicy{}
+		default:
+			continue
+		}
+		if err := manifest.DecodeDocument(d, p); err != nil {
+			return nil, err
+		}
+		if p.IsNamespaced() && p.GetNamespace() == "" {
+			p.SetNamespace("default")
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }

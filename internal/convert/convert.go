@@ -59,8 +59,10 @@ type Result struct {
 	// converted PolicyException.
 	Source    kyvernov1.PolicyInterface
 	Exception *kyvernov2.PolicyException
-	Outputs   []Output
-	Problems  []Problem
+	// Cleanup is set instead for a converted cleanup policy.
+	Cleanup  kyvernov2.CleanupPolicyInterface
+	Outputs  []Output
+	Problems []Problem
 	// Notes are losses that do not change a verdict (a message whose
 	// variables could not be rendered in CEL).
 	Notes []string
@@ -68,18 +70,24 @@ type Result struct {
 
 // Key identifies the source: kind/namespace/name.
 func (r *Result) Key() string {
-	if r.Exception != nil {
+	switch {
+	case r.Exception != nil:
 		return "PolicyException/" + r.Exception.Namespace + "/" + r.Exception.Name
+	case r.Cleanup != nil:
+		return r.Cleanup.GetKind() + "/" + r.Cleanup.GetNamespace() + "/" + r.Cleanup.GetName()
 	}
 	return Key(r.Source)
 }
 
 // Name is the source's name, namespace/name when namespaced.
 func (r *Result) Name() string {
-	ns, name := "", ""
-	if r.Exception != nil {
+	var ns, name string
+	switch {
+	case r.Exception != nil:
 		ns, name = r.Exception.Namespace, r.Exception.Name
-	} else {
+	case r.Cleanup != nil:
+		ns, name = r.Cleanup.GetNamespace(), r.Cleanup.GetName()
+	default:
 		ns, name = r.Source.GetNamespace(), r.Source.GetName()
 	}
 	if ns != "" {
@@ -90,8 +98,11 @@ func (r *Result) Name() string {
 
 // Rules counts the source's rules (an exception's entries).
 func (r *Result) Rules() int {
-	if r.Exception != nil {
+	switch {
+	case r.Exception != nil:
 		return len(r.Exception.Spec.Exceptions)
+	case r.Cleanup != nil:
+		return 1
 	}
 	return len(r.Source.GetSpec().Rules)
 }

@@ -45,6 +45,8 @@ type jmesScope struct {
 	// shared are repeated condition keys bound to CEL variables
 	// (shareRepeatedKeys).
 	shared map[string]jmesValue
+	// target names the resource (a cleanup policy's conditions).
+	target bool
 	// operations are those the policy's matchConstraints select, which
 	// decide conditions on request.operation (operationCondition).
 	operations []string
@@ -252,6 +254,8 @@ func (s *jmesScope) path(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 				return jmesValue{}, cannot("request.%v", chain[1])
 			}
 			optional = false
+		case first == "target" && s.target:
+			base, rest = atom("object"), chain[1:]
 		case first == "serviceAccountName" && len(chain) == 1:
 			// Kyverno's name of a service account user.
 			return jmesValue{e: atom("(request.userInfo.username.startsWith('system:serviceaccount:') ? request.userInfo.username.split(':')[3] : '')"), str: true}, nil
