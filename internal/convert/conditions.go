@@ -16,12 +16,17 @@ import (
 var (
 	wholeVariable = regexp.MustCompile(`^\{\{-?\s*(.*?)\s*\}\}$`)
 	identifierRE  = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+	// nestedVariable is a quoted variable inside an expression.
+	nestedVariable = regexp.MustCompile(`'\{\{-?\s*(.*?)\s*\}\}'`)
 )
 
 // operand converts a condition key or value: a "{{ expr }}" string is the
 // expression's value, anything else a literal.
 func (s *jmesScope) operand(v any) (jmesValue, error) {
 	if str, ok := v.(string); ok {
+		// Kyverno substitutes a quoted inner '{{ x }}' first, as the text
+		// of x's value: x itself reads the same.
+		str = nestedVariable.ReplaceAllString(str, "($1)")
 		if m := wholeVariable.FindStringSubmatch(strings.TrimSpace(str)); m != nil && !strings.Contains(m[1], "{{") {
 			if shared, ok := s.shared[m[1]]; ok {
 				return shared, nil

@@ -208,6 +208,8 @@ func fieldChain(n gojmespath.ASTNode) ([]any, bool) {
 		return out, true
 	case gojmespath.ASTIndex:
 		return []any{n.Value}, true
+	case gojmespath.ASTIdentity, gojmespath.ASTCurrentNode:
+		return nil, true
 	}
 	return nil, false
 }
@@ -230,6 +232,9 @@ func (s *jmesScope) path(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 	}
 	var base expr
 	rest := chain
+	if cur == nil && len(chain) == 0 {
+		return jmesValue{}, cannot("@ at the top level")
+	}
 	if cur != nil {
 		base = cur.e
 	} else {
@@ -285,6 +290,9 @@ func (s *jmesScope) path(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 		default:
 			return jmesValue{}, cannot("index %v", part)
 		}
+	}
+	if len(chain) == 0 {
+		return jmesValue{e: e}, nil
 	}
 	last, _ := chain[len(chain)-1].(string)
 	return jmesValue{e: e, list: knownLists[last], str: knownStrings[last]}, nil
@@ -438,7 +446,8 @@ func (s *jmesScope) orExpression(n gojmespath.ASTNode, cur *jmesValue, optional 
 			left.fallback = &fb
 			return left, nil
 		}
-	case emptyList && (left.projected || strings.HasSuffix(left.e.s, ".orValue([])") || strings.HasSuffix(left.e.s, ".flatten()")):
+	case emptyList && left.list && (left.projected || strings.HasSuffix(left.e.s, ")")):
+		// A projection or filter is never missing: at worst empty.
 		return left, nil
 	case strings.Contains(left.e.s, ".?") && !strings.HasSuffix(left.e.s, ")"):
 		if left.list && right.hasLit && (right.lit == "" || emptyList) {
