@@ -267,32 +267,20 @@ func buildPolicy(p kyvernov1.PolicyInterface, name string, rules []*convertedRul
 	if first.kind == "generate" {
 		return buildGeneratingPolicy(p, name, rules)
 	}
+	c := commonParts(p, name, rules)
 	spec := policiesv1.ValidatingPolicySpec{
-		MatchConstraints: first.matchConstraints,
-		MatchConditions:  first.matchConditions,
-		ValidationAction: first.actions,
+		MatchConstraints:     first.matchConstraints,
+		MatchConditions:      first.matchConditions,
+		ValidationAction:     first.actions,
+		Variables:            c.variables,
+		FailurePolicy:        c.failurePolicy,
+		WebhookConfiguration: c.webhook,
 	}
-	seenVar := map[string]bool{}
-	var names []string
 	for _, r := range rules {
-		names = append(names, r.name)
-		for _, v := range r.variables {
-			if !seenVar[v.Name] {
-				seenVar[v.Name] = true
-				spec.Variables = append(spec.Variables, v)
-			}
-		}
 		spec.Validations = append(spec.Validations, r.validations...)
 		spec.AuditAnnotations = append(spec.AuditAnnotations, r.auditAnnotations...)
 	}
 	src := p.GetSpec()
-	if fp := failurePolicy(src); fp != nil {
-		v := admissionregistrationv1.FailurePolicyType(*fp)
-		spec.FailurePolicy = &v
-	}
-	if t := timeout(src); t != nil {
-		spec.WebhookConfiguration = &policiesv1.WebhookConfiguration{TimeoutSeconds: t}
-	}
 	if src.Background != nil && !*src.Background || src.Admission != nil && !*src.Admission {
 		eval := &policiesv1.EvaluationConfiguration{}
 		if src.Background != nil && !*src.Background {
@@ -305,24 +293,60 @@ func buildPolicy(p kyvernov1.PolicyInterface, name string, rules []*convertedRul
 		}
 		spec.EvaluationConfiguration = eval
 	}
-	if controllers, set := autogenControllers(p); set {
-		spec.AutogenConfiguration = &policiesv1.ValidatingPolicyAutogenConfiguration{
-			PodControllers: &policiesv1.PodControllersGenerationConfiguration{Controllers: controllers},
+	if c.podControllers != nil {
+		spec.AutogenConfiguration = &policiesv1.ValidatingPolicyAutogenConfiguration{PodControllers: c.podControllers}
+	}
+	if p.IsNamespaced() {
+		return c.output(&policiesv1.NamespacedValidatingPolicy{ObjectMeta: c.meta, Spec: spec}, policiesv1.NamespacedValidatingPolicyKind)
+	}
+	return c.output(&policiesv1.ValidatingPolicy{ObjectMeta: c.meta, Spec: spec}, policiesv1.ValidatingPolicyKind)
+}
+
+// common is what a converted policy of any kind takes from its source
+// policy and rules.
+type common struct {
+	name           string
+	rules          []string
+	variables      []admissionregistrationv1.Variable
+	failurePolicy  *admissionregistrationv1.FailurePolicyType
+	webhook        *policiesv1.WebhookConfiguration
+	podControllers *policiesv1.PodControllersGenerationConfiguration
+	meta           metav1.ObjectMeta
+}
+
+func commonParts(p kyvernov1.PolicyInterface, name string, rules []*convertedRule) common {
+	c := common{name: name, meta: metav1.ObjectMeta{Name: name, Annotations: policyAnnotations(p), Labels: p.GetLabels()}}
+	if p.IsNamespaced() {
+		c.meta.Namespace = p.GetNamespace()
+	}
+	seen := map[string]bool{}
+	for _, r := range rules {
+		c.rules = append(c.rules, r.name)
+		for _, v := range r.variables {
+			if !seen[v.Name] {
+				seen[v.Name] = true
+				c.variables = append(c.variables, v)
+			}
 		}
 	}
-	meta := metav1.ObjectMeta{Name: name, Annotations: policyAnnotations(p), Labels: p.GetLabels()}
-	out := Output{Name: name, Rules: names}
-	if p.IsNamespaced() {
-		meta.Namespace = p.GetNamespace()
-		obj := &policiesv1.NamespacedValidatingPolicy{ObjectMeta: meta, Spec: spec}
-		obj.APIVersion, obj.Kind = policiesv1.GroupVersion.String(), policiesv1.NamespacedValidatingPolicyKind
-		out.Object, out.Kind = obj, obj.Kind
-	} else {
-		obj := &policiesv1.ValidatingPolicy{ObjectMeta: meta, Spec: spec}
-		obj.APIVersion, obj.Kind = policiesv1.GroupVersion.String(), policiesv1.ValidatingPolicyKind
-		out.Object, out.Kind = obj, obj.Kind
+	src := p.GetSpec()
+	if fp := failurePolicy(src); fp != nil {
+		v := admissionregistrationv1.FailurePolicyType(*fp)
+		c.failurePolicy = &v
 	}
-	return out
+	if t := timeout(src); t != nil {
+		c.webhook = &policiesv1.WebhookConfiguration{TimeoutSeconds: t}
+	}
+	if controllers, set := autogenControllers(p); set {
+		c.podControllers = &policiesv1.PodControllersGenerationConfiguration{Controllers: controllers}
+	}
+	return c
+}
+
+// output names the converted object's kind and wraps it.
+func (c common) output(obj runtime.Object, kind string) Output {
+	obj.GetObjectKind().SetGroupVersionKind(policiesv1.GroupVersion.WithKind(kind))
+	return Output{Object: obj, Name: c.name, Kind: kind, Rules: c.rules}
 }
 
 func failurePolicy(s *kyvernov1.Spec) *kyvernov1.FailurePolicyType {
@@ -404,47 +428,22 @@ func jsonString(v any) (string, error) {
 // buildMutatingPolicy writes mutate rules as a MutatingPolicy whose
 // mutations run in rule order.
 func buildMutatingPolicy(p kyvernov1.PolicyInterface, name string, rules []*convertedRule) Output {
-	first := rules[0]
+	c := commonParts(p, name, rules)
 	spec := policiesv1.MutatingPolicySpec{
-		MatchConstraints: first.matchConstraints,
-		MatchConditions:  first.matchConditions,
+		MatchConstraints:     rules[0].matchConstraints,
+		MatchConditions:      rules[0].matchConditions,
+		Variables:            c.variables,
+		FailurePolicy:        c.failurePolicy,
+		WebhookConfiguration: c.webhook,
 	}
-	var names []string
-	seenVar := map[string]bool{}
 	for _, r := range rules {
-		names = append(names, r.name)
-		for _, v := range r.variables {
-			if !seenVar[v.Name] {
-				seenVar[v.Name] = true
-				spec.Variables = append(spec.Variables, v)
-			}
-		}
 		spec.Mutations = append(spec.Mutations, r.mutations...)
 	}
-	src := p.GetSpec()
-	if fp := failurePolicy(src); fp != nil {
-		v := admissionregistrationv1.FailurePolicyType(*fp)
-		spec.FailurePolicy = &v
+	if c.podControllers != nil {
+		spec.AutogenConfiguration = &policiesv1.MutatingPolicyAutogenConfiguration{PodControllers: c.podControllers}
 	}
-	if t := timeout(src); t != nil {
-		spec.WebhookConfiguration = &policiesv1.WebhookConfiguration{TimeoutSeconds: t}
-	}
-	if controllers, set := autogenControllers(p); set {
-		spec.AutogenConfiguration = &policiesv1.MutatingPolicyAutogenConfiguration{
-			PodControllers: &policiesv1.PodControllersGenerationConfiguration{Controllers: controllers},
-		}
-	}
-	meta := metav1.ObjectMeta{Name: name, Annotations: policyAnnotations(p), Labels: p.GetLabels()}
-	out := Output{Name: name, Rules: names}
 	if p.IsNamespaced() {
-		meta.Namespace = p.GetNamespace()
-		obj := &policiesv1.NamespacedMutatingPolicy{ObjectMeta: meta, Spec: spec}
-		obj.APIVersion, obj.Kind = policiesv1.GroupVersion.String(), "NamespacedMutatingPolicy"
-		out.Object, out.Kind = obj, obj.Kind
-	} else {
-		obj := &policiesv1.MutatingPolicy{ObjectMeta: meta, Spec: spec}
-		obj.APIVersion, obj.Kind = policiesv1.GroupVersion.String(), "MutatingPolicy"
-		out.Object, out.Kind = obj, obj.Kind
+		return c.output(&policiesv1.NamespacedMutatingPolicy{ObjectMeta: c.meta, Spec: spec}, "NamespacedMutatingPolicy")
 	}
-	return out
+	return c.output(&policiesv1.MutatingPolicy{ObjectMeta: c.meta, Spec: spec}, "MutatingPolicy")
 }

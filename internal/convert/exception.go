@@ -128,7 +128,7 @@ func filterCondition(f kyvernov1.ResourceFilter) (expr, error) {
 		names = append(names, d.Name)
 	}
 	if len(names) > 0 {
-		parts = append(parts, anyGlob(atom("request.name"), names))
+		parts = append(parts, anyGlob(atom("object.metadata.name"), names))
 	}
 	if len(d.Operations) > 0 {
 		var ops []string

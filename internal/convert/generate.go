@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
@@ -85,6 +84,23 @@ func lowerFirst(s string) string {
 // members differ in type has them wrapped in dyn(): CEL literals are
 // homogeneous.
 func templateValue(v any, scope *jmesScope) (expr, error) {
+	return renderValue(v, dynIfMixed, func(s string) (expr, error) {
+		if !strings.Contains(s, "{{") {
+			lit, _ := literal(s)
+			return lit, nil
+		}
+		jv, err := scope.operand(s)
+		if err != nil {
+			return expr{}, err
+		}
+		return fn("dyn", jv.e), nil
+	})
+}
+
+// renderValue renders a decoded JSON value as a CEL literal: strings
+// through str, the members of each map and list through members (given
+// the rendered members and their values).
+func renderValue(v any, members func([]string, []any) []string, str func(string) (expr, error)) (expr, error) {
 	switch x := v.(type) {
 	case map[string]any:
 		keys := make([]string, 0, len(x))
@@ -96,29 +112,24 @@ func templateValue(v any, scope *jmesScope) (expr, error) {
 		for i, k := range keys {
 			values[i] = x[k]
 		}
-		members, err := templateMembers(values, scope)
+		rendered, err := renderMembers(values, members, str)
 		if err != nil {
 			return expr{}, err
 		}
 		entries := make([]string, len(keys))
 		for i, k := range keys {
-			entries[i] = str(k).s + ": " + members[i]
+			key, _ := literal(k)
+			entries[i] = key.s + ": " + rendered[i]
 		}
 		return atom("{" + strings.Join(entries, ", ") + "}"), nil
 	case []any:
-		members, err := templateMembers(x, scope)
+		rendered, err := renderMembers(x, members, str)
 		if err != nil {
 			return expr{}, err
 		}
-		return atom("[" + strings.Join(members, ", ") + "]"), nil
+		return atom("[" + strings.Join(rendered, ", ") + "]"), nil
 	case string:
-		if strings.Contains(x, "{{") {
-			jv, err := scope.operand(x)
-			if err != nil {
-				return expr{}, err
-			}
-			return fn("dyn", jv.e), nil
-		}
+		return str(x)
 	}
 	lit, ok := literal(v)
 	if !ok {
@@ -127,17 +138,23 @@ func templateValue(v any, scope *jmesScope) (expr, error) {
 	return lit, nil
 }
 
-// templateMembers renders the members of a map or list, wrapped in dyn()
-// when they are not all of one scalar type.
-func templateMembers(values []any, scope *jmesScope) ([]string, error) {
-	kinds := map[string]bool{}
+func renderMembers(values []any, members func([]string, []any) []string, str func(string) (expr, error)) ([]string, error) {
 	out := make([]string, len(values))
 	for i, v := range values {
-		e, err := templateValue(v, scope)
+		e, err := renderValue(v, members, str)
 		if err != nil {
 			return nil, err
 		}
 		out[i] = e.s
+	}
+	return members(out, values), nil
+}
+
+// dynIfMixed wraps members in dyn() unless they are all scalars of one
+// type.
+func dynIfMixed(out []string, values []any) []string {
+	kinds := map[string]bool{}
+	for _, v := range values {
 		switch v.(type) {
 		case string:
 			kinds["string"] = true
@@ -156,7 +173,7 @@ func templateMembers(values []any, scope *jmesScope) ([]string, error) {
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // formatMaps lays out a map literal one entry a line, as formatObjects
@@ -167,33 +184,20 @@ func formatMaps(s string) string {
 
 // buildGeneratingPolicy writes generate rules as a GeneratingPolicy.
 func buildGeneratingPolicy(p kyvernov1.PolicyInterface, name string, rules []*convertedRule) Output {
-	first := rules[0]
+	c := commonParts(p, name, rules)
 	spec := policiesv1.GeneratingPolicySpec{
-		MatchConstraints:        first.matchConstraints,
-		MatchConditions:         first.matchConditions,
-		EvaluationConfiguration: first.generateEval,
+		MatchConstraints:        rules[0].matchConstraints,
+		MatchConditions:         rules[0].matchConditions,
+		EvaluationConfiguration: rules[0].generateEval,
+		Variables:               c.variables,
+		WebhookConfiguration:    c.webhook,
+		UseServerSideApply:      p.GetSpec().UseServerSideApply,
 	}
-	var names []string
 	for _, r := range rules {
-		names = append(names, r.name)
-		spec.Variables = append(spec.Variables, r.variables...)
 		spec.Generation = append(spec.Generation, r.generations...)
 	}
-	if t := timeout(p.GetSpec()); t != nil {
-		spec.WebhookConfiguration = &policiesv1.WebhookConfiguration{TimeoutSeconds: t}
-	}
-	spec.UseServerSideApply = p.GetSpec().UseServerSideApply
-	meta := metav1.ObjectMeta{Name: name, Annotations: policyAnnotations(p), Labels: p.GetLabels()}
-	out := Output{Name: name, Rules: names}
 	if p.IsNamespaced() {
-		meta.Namespace = p.GetNamespace()
-		obj := &policiesv1.NamespacedGeneratingPolicy{ObjectMeta: meta, Spec: spec}
-		obj.APIVersion, obj.Kind = policiesv1.GroupVersion.String(), "NamespacedGeneratingPolicy"
-		out.Object, out.Kind = obj, obj.Kind
-	} else {
-		obj := &policiesv1.GeneratingPolicy{ObjectMeta: meta, Spec: spec}
-		obj.APIVersion, obj.Kind = policiesv1.GroupVersion.String(), "GeneratingPolicy"
-		out.Object, out.Kind = obj, obj.Kind
+		return c.output(&policiesv1.NamespacedGeneratingPolicy{ObjectMeta: c.meta, Spec: spec}, "NamespacedGeneratingPolicy")
 	}
-	return out
+	return c.output(&policiesv1.GeneratingPolicy{ObjectMeta: c.meta, Spec: spec}, "GeneratingPolicy")
 }

@@ -284,23 +284,12 @@ func exclude(m *kyvernov1.MatchResources, mr *admissionregistrationv1.MatchResou
 	var conds []expr
 	for _, f := range fs {
 		d := f.ResourceDescription
-		var parts []expr
 		if len(d.Kinds) > 0 && all {
 			return cannot("exclude.all with kinds")
 		}
-		if len(d.Kinds) > 0 {
-			onlyKinds := f.UserInfo.IsEmpty() && len(d.Names) == 0 && d.Name == "" && len(d.Namespaces) == 0 && d.Selector == nil && d.NamespaceSelector == nil && len(d.Annotations) == 0 && len(d.Operations) == 0
-			if !onlyKinds {
-				var kinds []string
-				for _, k := range d.Kinds {
-					kinds = append(kinds, lastPart(k))
-				}
-				parts = append(parts, anyGlob(atom("request.kind.kind"), kinds))
-			}
+		onlyKinds := f.UserInfo.IsEmpty() && len(d.Names) == 0 && d.Name == "" && len(d.Namespaces) == 0 && d.Selector == nil && d.NamespaceSelector == nil && len(d.Annotations) == 0 && len(d.Operations) == 0
+		if len(d.Kinds) > 0 && onlyKinds {
 			for _, k := range d.Kinds {
-				if !onlyKinds {
-					break
-				}
 				rule, err := kindRule(k)
 				if err != nil {
 					return wrap(err, "exclude")
@@ -308,41 +297,16 @@ func exclude(m *kyvernov1.MatchResources, mr *admissionregistrationv1.MatchResou
 				rule.Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}
 				mr.ExcludeResourceRules = mergeRule(mr.ExcludeResourceRules, rule)
 			}
-			if onlyKinds {
-				continue
-			}
+			continue
 		}
-		if len(d.Namespaces) > 0 {
-			parts = append(parts, anyGlob(atom("request.namespace"), d.Namespaces))
+		c, err := filterCondition(f)
+		if err != nil {
+			return wrap(err, "exclude")
 		}
-		names := d.Names
-		if d.Name != "" {
-			names = append(names, d.Name)
-		}
-		if len(names) > 0 {
-			parts = append(parts, anyGlob(atom("object.metadata.name"), names))
-		}
-		if len(d.Operations) > 0 {
-			var ops []string
-			for _, o := range d.Operations {
-				ops = append(ops, string(o))
-			}
-			parts = append(parts, anyGlob(atom("request.operation"), ops))
-		}
-		if d.Selector != nil || d.NamespaceSelector != nil || len(d.Annotations) > 0 {
-			return cannot("exclude by selector or annotations")
-		}
-		if !f.UserInfo.IsEmpty() {
-			c, err := userCondition(f.UserInfo)
-			if err != nil {
-				return wrap(err, "exclude")
-			}
-			parts = append(parts, c)
-		}
-		if len(parts) == 0 {
+		if c.isTrue() {
 			return cannot("empty exclude filter")
 		}
-		conds = append(conds, and(parts...))
+		conds = append(conds, c)
 	}
 	if len(conds) == 0 {
 		return nil

@@ -425,38 +425,10 @@ func jsonPatch(src string, scope *jmesScope) (admissionregistrationv1.Mutation, 
 
 // celValue renders any decoded JSON value as a CEL literal.
 func celValue(v any) (expr, error) {
-	switch x := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var entries []string
-		for _, k := range keys {
-			e, err := celValue(x[k])
-			if err != nil {
-				return expr{}, err
-			}
-			entries = append(entries, str(k).s+": "+e.s)
-		}
-		return atom("{" + strings.Join(entries, ", ") + "}"), nil
-	case []any:
-		var items []string
-		for _, it := range x {
-			e, err := celValue(it)
-			if err != nil {
-				return expr{}, err
-			}
-			items = append(items, e.s)
-		}
-		return atom("[" + strings.Join(items, ", ") + "]"), nil
-	}
-	lit, ok := literal(v)
-	if !ok {
-		return expr{}, cannot("value %v", v)
-	}
-	return lit, nil
+	return renderValue(v, func(members []string, _ []any) []string { return members }, func(s string) (expr, error) {
+		lit, _ := literal(s)
+		return lit, nil
+	})
 }
 
 // formatObjects lays out typed object literals (Object.spec{a: 1, b: 2})

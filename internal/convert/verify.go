@@ -104,15 +104,7 @@ func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results ma
 	repl := &clitest.Replacement{}
 	var converted []*Result
 	for _, p := range s.Test.Policies {
-		path := p
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(s.Dir, p)
-		}
-		docs, err := manifest.ReadFile(path)
-		if err != nil {
-			return
-		}
-		pf, err := manifest.DecodePolicies(docs)
+		pf, err := readSuiteFile(s, p)
 		if err != nil {
 			return
 		}
@@ -121,15 +113,7 @@ func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results ma
 		exceptions = append(exceptions, pf.Exceptions...)
 	}
 	for _, p := range s.Test.Exceptions {
-		path := p
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(s.Dir, p)
-		}
-		docs, err := manifest.ReadFile(path)
-		if err != nil {
-			return
-		}
-		pf, err := manifest.DecodePolicies(docs)
+		pf, err := readSuiteFile(s, p)
 		if err != nil {
 			return
 		}
@@ -282,4 +266,17 @@ func mutationVerdict(v string) string {
 		return "applied"
 	}
 	return v
+}
+
+// readSuiteFile reads a policy or exception file a suite names, relative
+// to the suite's folder.
+func readSuiteFile(s *clitest.Suite, p string) (*manifest.Policies, error) {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(s.Dir, p)
+	}
+	docs, err := manifest.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	return manifest.DecodePolicies(docs)
 }
