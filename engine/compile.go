@@ -76,6 +76,10 @@ type Policy struct {
 	// webhookConditions are spec.webhookConfiguration.matchConditions
 	// (webhookconditions.go); nil when there are none.
 	webhookConditions *webhookConditions
+	// readsRoles is true when a rule matches or excludes by roles or
+	// clusterRoles, or reads request.roles or request.clusterRoles: only
+	// then does the admission server resolve the requester's roles.
+	readsRoles bool
 }
 
 // ScoredAnnotation set to "false" makes a policy's failures warnings.

@@ -194,7 +194,7 @@ func TestAssembleMatchesCompile(t *testing.T) {
 // listed here, so that Assemble cannot silently fall behind Compile.
 var (
 	policySetFields = []string{"policies", "byID", "exceptions", "celExceptions", "jp", "byKind", "wildcard", "responsesByKind", "wildcardResponses", "webhookConditioned"}
-	policyFields    = []string{"set", "source", "spec", "key", "id", "rules", "unscored", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol", "webhookConditions"}
+	policyFields    = []string{"set", "source", "spec", "key", "id", "rules", "unscored", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol", "webhookConditions", "readsRoles"}
 )
 
 func checkFieldsKnown(t *testing.T, v any, known []string) {

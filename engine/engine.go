@@ -224,6 +224,12 @@ func (s *PolicySet) Unsupported() UnsupportedList {
 	return out
 }
 
+// ReadsRoles reports whether the policy matches or excludes by roles or
+// clusterRoles, or reads request.roles or request.clusterRoles: whether
+// evaluating it needs the requester's roles resolved (Request.Roles and
+// ClusterRoles). It is decided once, when the policy is compiled.
+func (p *Policy) ReadsRoles() bool { return p.readsRoles }
+
 // Source returns the policy as it was compiled.
 func (p *Policy) Source() kyvernov1.PolicyInterface { return p.source }
 

@@ -124,6 +124,9 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 	if r.ExcludeResources != nil {
 		s.checkMatch(path+".exclude", r.ExcludeResources, false, f)
 	}
+	if matchesByRoles(&r.MatchResources) || matchesByRoles(r.ExcludeResources) {
+		p.readsRoles = true
+	}
 
 	if !generated {
 		raw, err := ruleJSON(r)
@@ -132,6 +135,9 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 			return nil
 		}
 		s.checkExpressions(raw, path, f)
+		if !p.readsRoles && readsRoleVariables(raw) {
+			p.readsRoles = true
+		}
 		checkRule(p, r, path, f)
 		if p.spec.BackgroundProcessingEnabled() {
 			checkBackgroundVariables(raw, path, f)
@@ -260,6 +266,37 @@ func validMatchSelector(sel *metav1.LabelSelector) bool {
 		labels[wildcardAsLabel.Replace(k)] = wildcardAsLabel.Replace(v)
 	}
 	return validSelector(&metav1.LabelSelector{MatchLabels: labels, MatchExpressions: sel.MatchExpressions})
+}
+
+// matchesByRoles reports whether a match or exclude block selects by the
+// requester's roles or cluster roles.
+func matchesByRoles(m *kyvernov1.MatchResources) bool {
+	filters, _ := m.Filters()
+	for _, f := range filters {
+		if len(f.Roles) > 0 || len(f.ClusterRoles) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// roleVariables are the variables that need the requester's roles
+// resolved.
+var roleVariables = []string{"request.roles", "request.clusterRoles"}
+
+// readsRoleVariables reports whether any string (or key) of a rule's JSON
+// form mentions a role variable. It looks for the names anywhere, not only
+// inside {{ }}, so that an expression written any way still gets its roles.
+func readsRoleVariables(raw map[string]any) bool {
+	found := false
+	walkStrings(raw, "", func(_, str string) {
+		for _, v := range roleVariables {
+			if strings.Contains(str, v) {
+				found = true
+			}
+		}
+	})
+	return found
 }
 
 // backgroundOnlyAdmission are variables that exist only in admission

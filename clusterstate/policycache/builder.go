@@ -275,6 +275,7 @@ func (b *Builder) assembleAdmission(fail, ignore, fine []*engine.CompiledPolicy,
 		src := u.Source()
 		s.FineGrained[engine.FineGrainedKey(src)] = FineGrainedSet{Set: set, FailClosed: src.GetSpec().GetFailurePolicy() != kyvernov1.Ignore}
 	}
+	s.readsRoles = slices.ContainsFunc(s.Policies(), (*engine.Policy).ReadsRoles)
 	return s
 }
 

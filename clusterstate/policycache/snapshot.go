@@ -73,7 +73,16 @@ type Snapshot struct {
 	// units are the compiled units of every installed policy, by
 	// engine.PolicyID (see Compiled).
 	units map[string]*engine.CompiledPolicy
+	// readsRoles is whether a policy of the admission sets reads the
+	// requester's roles (see ReadsRoles).
+	readsRoles bool
 }
+
+// ReadsRoles reports whether any policy the snapshot serves at admission
+// matches by, or reads, the requester's roles or cluster roles
+// (engine.Policy.ReadsRoles); when none does, the admission server skips
+// the RBAC lookups. It is decided when the snapshot is built.
+func (s *Snapshot) ReadsRoles() bool { return s != nil && s.readsRoles }
 
 // Build compiles the policies that run at admission into a Snapshot, as
 // a fresh Builder does (see Builder.Build). The error is always nil; it is

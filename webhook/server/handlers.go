@@ -150,8 +150,7 @@ type EventSink interface {
 
 // handlers holds the request handlers of one server.
 type handlers struct {
-	opts        Options
-	rolesNeeded rolesCache
+	opts Options
 }
 
 // NewHandler returns the HTTP handler with every route of the admission

@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"sync"
-	"sync/atomic"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -325,65 +324,11 @@ func (h *handlers) engineRequest(ctx context.Context, ar *admissionRequest[map[s
 		UserInfo:    ar.UserInfo,
 		DryRun:      ar.dryRun(),
 	}
-	if h.opts.Roles != nil && h.rolesNeeded.of(snapshot) {
+	if h.opts.Roles != nil && snapshot.ReadsRoles() {
 		req.Roles, req.ClusterRoles, err = h.opts.Roles.Roles(ctx, ar.UserInfo)
 		if err != nil {
 			return nil, fmt.Errorf("resolving the roles of user %q: %w", ar.UserInfo.Username, err)
 		}
 	}
 	return req, nil
-}
-
-// rolesCache remembers, for the current snapshot, whether any of its
-// policies refers to the requester's roles or cluster roles; when none
-// does, requests skip the RBAC lookups.
-type rolesCache struct {
-	last atomic.Pointer[rolesVerdict]
-}
-
-type rolesVerdict struct {
-	snapshot *policycache.Snapshot
-	needed   bool
-}
-
-func (c *rolesCache) of(s *policycache.Snapshot) bool {
-	if s == nil {
-		return false
-	}
-	if v := c.last.Load(); v != nil && v.snapshot == s {
-		return v.needed
-	}
-	v := &rolesVerdict{snapshot: s}
-	for _, p := range s.Policies() {
-		if usesRoles(p.Source()) {
-			v.needed = true
-			break
-		}
-	}
-	c.last.Store(v)
-	return v.needed
-}
-
-// usesRoles reports whether a policy matches or excludes by roles or
-// clusterRoles, or reads request.roles or request.clusterRoles.
-func usesRoles(p kyvernov1.PolicyInterface) bool {
-	for i := range p.GetSpec().Rules {
-		r := &p.GetSpec().Rules[i]
-		for _, m := range []*kyvernov1.MatchResources{&r.MatchResources, r.ExcludeResources} {
-			if m == nil {
-				continue
-			}
-			filters, _ := m.Filters()
-			for _, f := range filters {
-				if len(f.Roles) > 0 || len(f.ClusterRoles) > 0 {
-					return true
-				}
-			}
-		}
-		raw, err := json.Marshal(r)
-		if err != nil || bytes.Contains(raw, []byte("request.roles")) || bytes.Contains(raw, []byte("request.clusterRoles")) {
-			return true
-		}
-	}
-	return false
 }

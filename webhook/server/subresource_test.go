@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -237,17 +236,17 @@ func TestRolesAndClusterRolesAtAdmission(t *testing.T) {
 	})
 }
 
-func TestUsesRoles(t *testing.T) {
-	policies := loadPolicies(t, "testdata/roles-policies.yaml")
-	policies = append(policies, loadPolicies(t, "testdata/subresource-policies.yaml")...)
-	var got []string
-	for _, p := range policies {
-		if usesRoles(p) {
-			got = append(got, p.GetName())
+// TestSnapshotReadsRoles checks the snapshot's compile-time verdict the
+// handlers ask before resolving roles.
+func TestSnapshotReadsRoles(t *testing.T) {
+	for file, want := range map[string]bool{
+		"testdata/roles-policies.yaml":       true,
+		"testdata/subresource-policies.yaml": false,
+		"testdata/policies.yaml":             false,
+	} {
+		if got := snapshotOf(t, file).ReadsRoles(); got != want {
+			t.Errorf("%s: ReadsRoles() = %v, want %v", file, got, want)
 		}
-	}
-	if want := []string{"operators-only"}; !slices.Equal(got, want) {
-		t.Errorf("policies using roles = %q, want %q", got, want)
 	}
 }
 
