@@ -146,8 +146,11 @@ func filterCondition(f kyvernov1.ResourceFilter) (expr, error) {
 			parts = append(parts, and(fn("has", labels), has(labels, k), rel(field(labels, k), "==", str(d.Selector.MatchLabels[k]))))
 		}
 	}
-	if d.NamespaceSelector != nil || len(d.Annotations) > 0 {
-		return expr{}, cannot("namespaceSelector or annotations")
+	if len(d.Annotations) > 0 {
+		parts = append(parts, annotationsCondition(d.Annotations))
+	}
+	if d.NamespaceSelector != nil {
+		return expr{}, cannot("namespaceSelector")
 	}
 	if !f.UserInfo.IsEmpty() {
 		c, err := userCondition(f.UserInfo)
@@ -166,4 +169,19 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// annotationsCondition tests that the object has every annotation, its
+// value matching the wildcard given.
+func annotationsCondition(want map[string]string) expr {
+	annotations := atom("object.metadata.annotations")
+	parts := []expr{fn("has", annotations)}
+	for _, k := range sortedKeys(want) {
+		if wildcard.ContainsWildcard(k) {
+			parts = append(parts, macro(annotations, "exists", "key", and(globExpr(atom("key"), k), globExpr(atom("object.metadata.annotations[key]"), want[k]))))
+			continue
+		}
+		parts = append(parts, has(annotations, k), globExpr(field(annotations, k), want[k]))
+	}
+	return and(parts...)
 }

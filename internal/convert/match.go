@@ -114,6 +114,7 @@ func matchConstraints(r *kyvernov1.Rule, out *convertedRule) ([]string, error) {
 	mr := &admissionregistrationv1.MatchResources{}
 	var kinds []string
 	var shared *kyvernov1.ResourceFilter
+	differ := false
 	for i := range fs {
 		f := fs[i]
 		rest := f
@@ -121,7 +122,7 @@ func matchConstraints(r *kyvernov1.Rule, out *convertedRule) ([]string, error) {
 		if shared == nil {
 			shared = &rest
 		} else if !sameFilter(*shared, rest) {
-			return nil, cannot("match filters differ in more than kinds and operations")
+			differ = true
 		}
 		for _, k := range f.ResourceDescription.Kinds {
 			rule, err := kindRule(k)
@@ -136,6 +137,24 @@ func matchConstraints(r *kyvernov1.Rule, out *convertedRule) ([]string, error) {
 	if len(mr.ResourceRules) == 0 {
 		return nil, cannot("match names no kinds")
 	}
+	if differ {
+		// Filters that differ in more than kinds: the resource rules
+		// select every kind, and a matchCondition which filter applies.
+		var alts []expr
+		for _, f := range fs {
+			c, err := filterCondition(f)
+			if err != nil {
+				return nil, wrap(err, "match")
+			}
+			alts = append(alts, c)
+		}
+		addCondition(out, "match", or(alts...))
+		if err := exclude(r.ExcludeResources, mr, out); err != nil {
+			return nil, err
+		}
+		out.matchConstraints = mr
+		return kinds, nil
+	}
 	d := shared.ResourceDescription
 	if !shared.UserInfo.IsEmpty() {
 		cond, err := userCondition(shared.UserInfo)
@@ -145,7 +164,7 @@ func matchConstraints(r *kyvernov1.Rule, out *convertedRule) ([]string, error) {
 		addCondition(out, "match-user", cond)
 	}
 	if len(d.Annotations) > 0 {
-		return nil, cannot("match.resources.annotations")
+		addCondition(out, "match-annotations", annotationsCondition(d.Annotations))
 	}
 	names := d.Names
 	if d.Name != "" {
