@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -189,9 +188,9 @@ func newHandler(opts Options) (http.Handler, *inFlightLimit) {
 		case opts.Null:
 			hf = h.null
 		case r.validating:
-			hf = h.validate(r.scope)
+			hf = h.serveAdmission(metrics.Validating, validator{h, r.scope})
 		default:
-			hf = h.mutate(r.scope)
+			hf = h.serveAdmission(metrics.Mutating, mutator{h, r.scope})
 		}
 		mux.Handle(r.path, recoverPanics(hf, opts.Log))
 	}
@@ -215,23 +214,6 @@ func newHandler(opts Options) (http.Handler, *inFlightLimit) {
 		w.WriteHeader(http.StatusOK)
 	})
 	return mux, limit
-}
-
-// recoverPanics turns a panic in a handler into a 500 naming it, so one bad
-// request never takes the connection (or the process) down with it.
-func recoverPanics(next http.Handler, log logr.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				log.Error(fmt.Errorf("%v", v), "panic while handling admission request", "path", r.URL.Path)
-				writeError(w, &httpError{code: http.StatusInternalServerError, reason: fmt.Sprintf("internal error handling %s: %v", r.URL.Path, v)})
-			}
-		}()
-		next.ServeHTTP(w, r)
-	})
 }
 
 // setScope selects the policy sets a path evaluates.
@@ -294,129 +276,73 @@ func (sc setScope) sets(s *policycache.Snapshot, path, namespace string) ([]scop
 	return []scopedSet{{s.Fail, true}, {s.Ignore, false}}, nil
 }
 
-// requestContext bounds the evaluation by the server's timeout and the API
-// server's ?timeout=, whichever is shorter.
-func (h *handlers) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
-	timeout := h.opts.RequestTimeout
-	if q := r.URL.RawQuery; q != "" {
-		if d, err := time.ParseDuration(queryValue(q, "timeout")); err == nil && d > 0 && d < timeout {
-			timeout = d
-		}
-	}
-	return context.WithTimeout(r.Context(), timeout)
+// validator decides the validating paths of one scope: deny when an
+// Enforce rule fails, or when an Enforce rule errors under failurePolicy
+// Fail; otherwise allow with the warnings the policies ask for, and hand the
+// results to the reports queue unless the request is a dry run.
+type validator struct {
+	h     *handlers
+	scope setScope
 }
 
-// queryValue is url.ParseQuery(rawQuery).Get(key) without building the
-// map of every parameter (the API server sends ?timeout=10s on every
-// review): the first value of the first well-formed pair whose unescaped
-// key is key, unescaped; "" when there is none. Like ParseQuery, it skips
-// pairs holding a semicolon and pairs whose key or value does not
-// unescape. A query of many parameters goes to ParseQuery itself, which
-// refuses more than its limit (GODEBUG urlmaxqueryparams).
-func queryValue(rawQuery, key string) string {
-	if strings.Count(rawQuery, "&") >= 64 {
-		v, _ := url.ParseQuery(rawQuery)
-		return v.Get(key)
+func (v validator) Handle(ctx context.Context, rr reviewRequest) *admissionv1.AdmissionResponse {
+	h, ar := v.h, rr.ar
+	req, sets, decided := h.admit(ctx, rr, v.scope)
+	if decided != nil {
+		return decided
 	}
-	for rawQuery != "" {
-		var pair string
-		pair, rawQuery, _ = strings.Cut(rawQuery, "&")
-		if pair == "" || strings.Contains(pair, ";") {
-			continue
-		}
-		k, v, _ := strings.Cut(pair, "=")
-		k, err := url.QueryUnescape(k)
-		if err != nil || k != key {
-			continue
-		}
-		if v, err = url.QueryUnescape(v); err != nil {
-			continue
-		}
-		return v
+	responses := make([]*engine.Response, 0, len(sets))
+	for _, s := range sets {
+		responses = append(responses, h.validateSet(ctx, s.set, req))
 	}
-	return ""
+	// An image one set's ImageValidatingPolicy verified satisfies
+	// another set's requirement: required is settled across both.
+	engine.SettleRequiredImages(responses...)
+	blocked := false
+	for i, resp := range responses {
+		h.observeSet(resp, rr.metrics)
+		if blocks(resp, sets[i].failClosed) {
+			blocked = true
+		}
+	}
+	var out *admissionv1.AdmissionResponse
+	if blocked {
+		out = denied(ar.UID, blockedMessage(deniedBy(responses, sets)))
+	} else {
+		out = allowed(ar.UID, warnings(responses))
+		if h.opts.Audit != nil && !req.DryRun && hasResults(responses) {
+			h.opts.Audit.Offer(AuditRecord{UID: ar.UID, Request: req, Responses: responses, Time: rr.received})
+		}
+		if h.opts.Background != nil && !req.DryRun {
+			h.opts.Background.Admitted(BackgroundRecord{UID: ar.UID, Request: req, Sets: setsOf(sets), FieldManager: ar.fieldManager()})
+		}
+	}
+	if h.opts.Events != nil && !req.DryRun && hasResults(responses) {
+		h.opts.Events.Validated(req, responses, blocked)
+	}
+	return out
 }
 
-// null allows every request without evaluating anything.
-func (h *handlers) null(w http.ResponseWriter, r *http.Request) {
-	var review rawReview
-	if err := decodeReview(r, h.opts.MaxRequestBytes, &review); err != nil {
-		writeError(w, err)
-		return
+// admit prepares what every decision starts from: the engine request
+// against the current snapshot and the sets the path evaluates. A non-nil
+// response has decided the request already: a denial when it cannot be
+// evaluated (roles, kind or the path's policy unknown), an allow when a
+// resource filter excludes it.
+func (h *handlers) admit(ctx context.Context, rr reviewRequest, scope setScope) (*engine.Request, []scopedSet, *admissionv1.AdmissionResponse) {
+	ar := rr.ar
+	snapshot := h.opts.Policies.Snapshot()
+	req, err := h.engineRequest(ctx, ar, snapshot)
+	if err != nil {
+		return nil, nil, denied(ar.UID, err.Error())
 	}
-	writeResponse(w, allowed(review.Request.UID, nil))
-}
-
-func metricsRequest(ar *admissionRequest[map[string]any], webhook string) metrics.Request {
-	return metrics.Request{Kind: ar.Kind.Kind, Namespace: ar.Namespace, Operation: string(ar.Operation), Webhook: webhook, DryRun: ar.dryRun()}
-}
-
-// validate answers the validating webhook: deny when an Enforce rule fails,
-// or when an Enforce rule errors under failurePolicy Fail; otherwise allow
-// with the warnings the policies ask for, and hand the results to the
-// reports queue unless the request is a dry run.
-func (h *handlers) validate(scope setScope) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		var review unstructuredReview
-		if err := decodeReview(r, h.opts.MaxRequestBytes, &review); err != nil {
-			writeError(w, err)
-			return
-		}
-		ar := review.Request
-		mreq := metricsRequest(ar, metrics.Validating)
-		ctx, cancel := h.requestContext(r)
-		defer cancel()
-		snapshot := h.opts.Policies.Snapshot()
-		req, err := h.engineRequest(ctx, ar, snapshot)
-		if err != nil {
-			writeResponse(w, denied(ar.UID, err.Error()))
-			h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
-			return
-		}
-		if filtered(h.opts.Filters, req.Kind.Group, req.Kind.Kind, ar.SubResource, ar.Namespace, ar.Name) {
-			writeResponse(w, allowed(ar.UID, nil))
-			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
-			return
-		}
-		sets, err := scope.sets(snapshot, r.URL.Path, ar.Namespace)
-		if err != nil {
-			writeResponse(w, denied(ar.UID, err.Error()))
-			h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
-			return
-		}
-		responses := make([]*engine.Response, 0, len(sets))
-		for _, s := range sets {
-			responses = append(responses, h.validateSet(ctx, s.set, req))
-		}
-		// An image one set's ImageValidatingPolicy verified satisfies
-		// another set's requirement: required is settled across both.
-		engine.SettleRequiredImages(responses...)
-		blocked := false
-		for i, resp := range responses {
-			h.observeSet(resp, mreq)
-			if blocks(resp, sets[i].failClosed) {
-				blocked = true
-			}
-		}
-		var out *admissionv1.AdmissionResponse
-		if blocked {
-			out = denied(ar.UID, blockedMessage(deniedBy(responses, sets)))
-		} else {
-			out = allowed(ar.UID, warnings(responses))
-			if h.opts.Audit != nil && !req.DryRun && hasResults(responses) {
-				h.opts.Audit.Offer(AuditRecord{UID: ar.UID, Request: req, Responses: responses, Time: start})
-			}
-			if h.opts.Background != nil && !req.DryRun {
-				h.opts.Background.Admitted(BackgroundRecord{UID: ar.UID, Request: req, Sets: setsOf(sets), FieldManager: ar.fieldManager()})
-			}
-		}
-		if h.opts.Events != nil && !req.DryRun && hasResults(responses) {
-			h.opts.Events.Validated(req, responses, blocked)
-		}
-		writeResponse(w, out)
-		h.opts.Metrics.ObserveRequest(mreq, out.Allowed, time.Since(start))
+	if filtered(h.opts.Filters, req.Kind.Group, req.Kind.Kind, ar.SubResource, ar.Namespace, ar.Name) {
+		return nil, nil, allowed(ar.UID, nil)
 	}
+	sets, err := scope.sets(snapshot, rr.path, ar.Namespace)
+	if err != nil {
+		return nil, nil, denied(ar.UID, err.Error())
+	}
+	return req, sets, nil
 }
 
 // deniedBy returns the responses of sets as a denial names them: an error
@@ -477,81 +403,54 @@ func hasResults(responses []*engine.Response) bool {
 	return false
 }
 
-// mutate answers the mutating webhook with the JSON patch of the mutate
-// rules. Only CREATE, UPDATE and CONNECT are mutated; DELETE is admitted
-// untouched.
-func (h *handlers) mutate(scope setScope) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		var review unstructuredReview
-		if err := decodeReview(r, h.opts.MaxRequestBytes, &review); err != nil {
-			writeError(w, err)
-			return
-		}
-		ar := review.Request
-		mreq := metricsRequest(ar, metrics.Mutating)
-		if h.opts.Mutator == nil || ar.Operation == admissionv1.Delete {
-			writeResponse(w, allowed(ar.UID, nil))
-			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
-			return
-		}
-		ctx, cancel := h.requestContext(r)
-		defer cancel()
-		snapshot := h.opts.Policies.Snapshot()
-		req, err := h.engineRequest(ctx, ar, snapshot)
-		if err != nil {
-			writeResponse(w, denied(ar.UID, err.Error()))
-			h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
-			return
-		}
-		if filtered(h.opts.Filters, req.Kind.Group, req.Kind.Kind, ar.SubResource, ar.Namespace, ar.Name) {
-			writeResponse(w, allowed(ar.UID, nil))
-			h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
-			return
-		}
-		sets, err := scope.sets(snapshot, r.URL.Path, ar.Namespace)
-		if err != nil {
-			writeResponse(w, denied(ar.UID, err.Error()))
-			h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
-			return
-		}
-		var patches [][]byte
-		var warns []string
-		for _, s := range sets {
-			res, err := h.opts.Mutator.Mutate(ctx, s.set, req, s.failClosed)
-			if err != nil {
-				if s.failClosed {
-					writeResponse(w, denied(ar.UID, "mutation failed: "+err.Error()))
-					h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
-					return
-				}
-				warns = append(warns, "mutation skipped: "+err.Error())
-				continue
-			}
-			if res.Denial != "" {
-				writeResponse(w, denied(ar.UID, res.Denial))
-				h.opts.Metrics.ObserveRequest(mreq, false, time.Since(start))
-				return
-			}
-			if len(res.Patch) > 0 {
-				patches = append(patches, res.Patch)
-				if res.Object != nil {
-					// The next set mutates what this one produced.
-					next := *req
-					next.Object = res.Object
-					req = &next
-				}
-			}
-			warns = append(warns, res.Warnings...)
-		}
-		out := allowed(ar.UID, warns)
-		if patch := joinPatches(patches); len(patch) > 0 {
-			pt := admissionv1.PatchTypeJSONPatch
-			out.Patch, out.PatchType = patch, &pt
-		}
-		writeResponse(w, out)
-		h.opts.Metrics.ObserveRequest(mreq, true, time.Since(start))
+// mutator decides the mutating paths of one scope: the JSON patch of the
+// mutate rules. Only CREATE, UPDATE and CONNECT are mutated; DELETE is
+// admitted untouched.
+type mutator struct {
+	h     *handlers
+	scope setScope
+}
+
+func (m mutator) Handle(ctx context.Context, rr reviewRequest) *admissionv1.AdmissionResponse {
+	h, ar := m.h, rr.ar
+	if h.opts.Mutator == nil || ar.Operation == admissionv1.Delete {
+		return allowed(ar.UID, nil)
 	}
+	req, sets, decided := h.admit(ctx, rr, m.scope)
+	if decided != nil {
+		return decided
+	}
+	var patches [][]byte
+	var warns []string
+	for _, s := range sets {
+		res, err := h.opts.Mutator.Mutate(ctx, s.set, req, s.failClosed)
+		if err != nil {
+			if s.failClosed {
+				return denied(ar.UID, "mutation failed: "+err.Error())
+			}
+			warns = append(warns, "mutation skipped: "+err.Error())
+			continue
+		}
+		if res.Denial != "" {
+			return denied(ar.UID, res.Denial)
+		}
+		if len(res.Patch) > 0 {
+			patches = append(patches, res.Patch)
+			if res.Object != nil {
+				// The next set mutates what this one produced.
+				next := *req
+				next.Object = res.Object
+				req = &next
+			}
+		}
+		warns = append(warns, res.Warnings...)
+	}
+	out := allowed(ar.UID, warns)
+	if patch := joinPatches(patches); len(patch) > 0 {
+		pt := admissionv1.PatchTypeJSONPatch
+		out.Patch, out.PatchType = patch, &pt
+	}
+	return out
 }
 
 // joinPatches concatenates JSON patch arrays. On the bare /mutate path the
