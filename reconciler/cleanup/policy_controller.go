@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/charter-dev/charter/api/conditions"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/cleanuppolicies"
@@ -30,7 +31,7 @@ import (
 // Condition types and reasons of a cleanup policy's status.
 const (
 	ConditionReady   = kyvernov2.CleanupConditionReady
-	ConditionStalled = "Stalled"
+	ConditionStalled = conditions.Stalled
 
 	ReasonScheduled     = "Scheduled"
 	ReasonSucceeded     = "Succeeded"

@@ -9,6 +9,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/charter-dev/charter/api/conditions"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
@@ -88,12 +89,14 @@ func (s cleanupStatus) apply(generation int64, u statusUpdate) {
 		t := metav1.NewTime(u.ran)
 		s.st.LastExecutionTime = &t
 	}
-	apimeta.SetStatusCondition(&s.st.Conditions, metav1.Condition{Type: ConditionReady, Status: ready, Reason: reason, Message: u.msg, ObservedGeneration: generation})
+	conditions.Set(&s.st.Conditions, generation, ConditionReady, ready, reason, u.msg)
+	// Stalled stays written as False while the policy is not stalled:
+	// readers of the cleanup kinds' status see both conditions always.
 	stalledStatus := metav1.ConditionFalse
 	if stalled {
 		stalledStatus = metav1.ConditionTrue
 	}
-	apimeta.SetStatusCondition(&s.st.Conditions, metav1.Condition{Type: ConditionStalled, Status: stalledStatus, Reason: reason, Message: u.msg, ObservedGeneration: generation})
+	conditions.Set(&s.st.Conditions, generation, ConditionStalled, stalledStatus, reason, u.msg)
 }
 
 // deletingStatus is a DeletingPolicy's or NamespacedDeletingPolicy's, in
