@@ -47,15 +47,7 @@ func TestReliabilityOverload(t *testing.T) {
 	// test's own HTTP client and the server's accept loop would take the
 	// CPU the server is measured for, and the queue would form in front
 	// of the server rather than in it.
-	send := func() sample {
-		start := time.Now()
-		w := post(h, PathValidateFail, body)
-		s := sample{at: start, latency: time.Since(start), code: w.Code}
-		if s.code != http.StatusOK {
-			s.err = w.Body.String()
-		}
-		return s
-	}
+	send := func() sample { return timedPost(h, PathValidateFail, body) }
 
 	capacity := measureCapacity(send, 2*cap(limit.slots), 2*time.Second)
 	if capacity < 10 {
@@ -122,6 +114,18 @@ type sample struct {
 	latency time.Duration
 	code    int
 	err     string
+}
+
+// timedPost posts one review to h and records when it was sent, how
+// long its answer took, and the answer's body when it was no 200.
+func timedPost(h http.Handler, path string, body []byte) sample {
+	start := time.Now()
+	w := post(h, path, body)
+	s := sample{at: start, latency: time.Since(start), code: w.Code}
+	if s.code != http.StatusOK {
+		s.err = w.Body.String()
+	}
+	return s
 }
 
 // measureCapacity is the reviews per second answered to senders

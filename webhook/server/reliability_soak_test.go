@@ -69,14 +69,7 @@ func TestReliabilitySoak(t *testing.T) {
 	var sent atomic.Int64
 	send := func() sample {
 		n := sent.Add(1)
-		body, path := reviews[n%2], paths[(n/2)%2]
-		start := time.Now()
-		w := post(h, path, body)
-		s := sample{at: start, latency: time.Since(start), code: w.Code}
-		if s.code != http.StatusOK {
-			s.err = w.Body.String()
-		}
-		return s
+		return timedPost(h, paths[(n/2)%2], reviews[n%2])
 	}
 
 	type minute struct {
