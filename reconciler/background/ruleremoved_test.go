@@ -20,7 +20,6 @@ import (
 // the third rule's ConfigMap is untouched.
 func TestRuleNoLongerGenerating(t *testing.T) {
 	e := startEnv(t)
-	e.namespace("stops-generating")
 	e.startController(Options{})
 	rule := func(doc string) kyvernov1.Rule {
 		t.Helper()
@@ -47,6 +46,10 @@ generate:
 	e.applyPolicy("default-deny.yaml", func(p *kyvernov1.ClusterPolicy) {
 		p.Spec.Rules = append(p.Spec.Rules, configMapRule("orphaned", true), configMapRule("kept", false))
 	})
+	// The trigger comes after the policy, through admission: the two
+	// ConfigMap rules have no generateExisting, and a trigger older than
+	// the policy is one they must leave alone.
+	e.admit(kyvernov1.Create, e.namespace("stops-generating"), nil)
 	configMap := func(name string) error {
 		var cm corev1.ConfigMap
 		return e.cl.Get(e.ctx, client.ObjectKey{Namespace: "stops-generating", Name: name}, &cm)
