@@ -212,6 +212,10 @@ func (c *ControlPlane) Start(ctx context.Context) (err error) {
 		Out:     apiServerLog,
 		Err:     apiServerLog,
 	}
+	// Without a grace period, a stopping kube-apiserver waits on open
+	// watches (charter's informers, a test's) until the stop timeout
+	// kills it; with one, it ends them and waits at most that long.
+	apiServer.Configure().Set("shutdown-watch-termination-grace-period", "5s")
 	for name, values := range c.opts.apiServerArgs {
 		apiServer.Configure().Set(name, values...)
 	}
@@ -459,6 +463,35 @@ func (c *ControlPlane) stopLocked() error {
 	}
 	c.lock = nil
 	return errors.Join(errs...)
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after the
+// stop timeout) and starts it again on the same port, with the same
+// certificates, users and etcd: what clients see of an API server
+// restarted in place (an upgrade, a crash). RESTConfig and KubeconfigPath
+// stay valid; watches end and requests fail while it is down. It returns
+// once the new process is healthy. Other methods wait for it.
+func (c *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.env == nil || c.cfg == nil || c.stopped {
+		return errors.New("restarting kube-apiserver: the control plane is not running")
+	}
+	apiServer := c.env.ControlPlane.APIServer
+	// envtest's Stop and Start keep the port (SecurePort, set by the
+	// first Start), the certificates in CertDir (written only when
+	// missing) and the client CA its users were signed with.
+	if err := apiServer.Stop(); err != nil {
+		return fmt.Errorf("stopping kube-apiserver: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("restarting kube-apiserver: stopped, not started again: %w", err)
+	}
+	if err := apiServer.Start(); err != nil {
+		c.keep = true
+		return fmt.Errorf("starting kube-apiserver again: %w\n%s", err, c.logTails())
+	}
+	return nil
 }
 
 // WriteKubeconfig writes a kubeconfig file for cfg, with one cluster, user

@@ -209,3 +209,76 @@ func TestFailedStartStopsEverythingAndKeepsLogs(t *testing.T) {
 		t.Errorf("kube-apiserver.log gone after a failed start: %v", err)
 	}
 }
+
+// RestartAPIServer replaces the kube-apiserver process in place: a watch
+// opened before it ends, and afterwards the same clients (the kubeconfig
+// file's user, RESTConfig's) reach the new process on the same port,
+// which serves what etcd kept.
+func TestRestartAPIServer(t *testing.T) {
+	requireBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cp, err := Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			cp.KeepLogs()
+			t.Logf("control plane logs kept in %s", cp.LogDir())
+		}
+		_ = cp.Stop()
+	})
+	kcfg, err := clientcmd.BuildConfigFromFlags("", cp.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile := kubernetes.NewForConfigOrDie(kcfg)
+	before, err := fromFile.CoreV1().ConfigMaps("default").Create(ctx,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before-restart"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, err := fromFile.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{ResourceVersion: before.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
+	host := cp.RESTConfig().Host
+
+	restarted := time.Now()
+	if err := cp.RestartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kube-apiserver restarted in %s", time.Since(restarted).Round(time.Millisecond))
+	// The old process is gone: its watch ended (the channel closes).
+	for range watch.ResultChan() {
+	}
+	if got := cp.RESTConfig().Host; got != host {
+		t.Errorf("RESTConfig's host changed from %s to %s", host, got)
+	}
+	admin := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	for name, cs := range map[string]kubernetes.Interface{"kubeconfig file": fromFile, "RESTConfig": admin} {
+		got, err := cs.CoreV1().ConfigMaps("default").Get(ctx, before.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("through the %s after the restart: %v", name, err)
+		}
+		if got.UID != before.UID {
+			t.Errorf("through the %s: ConfigMap %s has UID %s after the restart, %s before: etcd's data was not kept", name, before.Name, got.UID, before.UID)
+		}
+	}
+	if _, err := admin.CoreV1().ConfigMaps("default").Create(ctx,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-restart"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("writing after the restart: %v", err)
+	}
+
+	if err := cp.Stop(); err != nil {
+		t.Fatalf("Stop after a restart: %v", err)
+	}
+	if _, err := admin.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err == nil {
+		t.Error("the restarted API server still answers after Stop")
+	}
+	if err := cp.RestartAPIServer(ctx); err == nil {
+		t.Error("RestartAPIServer after Stop succeeded")
+	}
+}
