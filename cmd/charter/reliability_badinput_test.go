@@ -60,12 +60,6 @@ func TestReliabilityBadCLIFiles(t *testing.T) {
 		tally.Refused(r.File, run(r.File, t.TempDir(), r.Files, r.Args), r.Want...)
 	}
 	for _, p := range reliability.BadPolicies(t) {
-		if p.File == "clusterpolicy-unknown-field.yaml" {
-			// Known gap (docs/reliability.md): charter apply and charter
-			// test decode policies as Kyverno's CLI does, dropping an
-			// unknown field; the cluster's ways in refuse it.
-			continue
-		}
 		dir := t.TempDir()
 		refusal := run("apply "+p.File, dir, map[string]string{p.File: string(p.YAML(t)), "pod.yaml": reliabilityPod},
 			[]string{"apply", filepath.Join(dir, p.File), "--resource", filepath.Join(dir, "pod.yaml")})

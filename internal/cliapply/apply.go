@@ -184,6 +184,9 @@ func Run(ctx context.Context, opts Options) (*Outcome, error) {
 func loadPolicies(paths []string, exceptions exceptionsOf, out *Outcome) (*engine.PolicySet, error) {
 	var policies []kyvernov1.PolicyInterface
 	declared := manifest.Declared{}
+	// fileOf names the file of each policy and exception read, by kind
+	// and key, so a compile fault names where to look.
+	fileOf := map[string]string{}
 	for _, root := range paths {
 		if root == "-" {
 			return nil, fmt.Errorf("policies cannot be read from stdin; use --resource - for resources")
@@ -223,6 +226,15 @@ func loadPolicies(paths []string, exceptions exceptionsOf, out *Outcome) (*engin
 			}
 			policies = append(policies, p.Policies...)
 			exceptions.add(p)
+			for _, pol := range p.Policies {
+				fileOf[pol.GetKind()+" "+engine.PolicyKey(pol)] = f
+			}
+			for _, ex := range p.Exceptions {
+				fileOf["PolicyException "+ex.Namespace+"/"+ex.Name] = f
+			}
+			for _, ex := range p.CELExceptions {
+				fileOf["PolicyException "+ex.Namespace+"/"+ex.Name] = f
+			}
 			for name, kind := range p.Unsupported {
 				out.Warnings = append(out.Warnings, fmt.Sprintf("policy %s (%s) is not supported yet, skipped", name, kind))
 			}
@@ -241,7 +253,7 @@ func loadPolicies(paths []string, exceptions exceptionsOf, out *Outcome) (*engin
 	// only, as in charter test.
 	set, err := engine.Compile(policies, engine.WithExceptions(exceptions.kyverno), engine.WithCELExceptions(exceptions.cel))
 	if err != nil {
-		return nil, fmt.Errorf("invalid policies:\n%w", err)
+		return nil, fmt.Errorf("invalid policies:\n%w", inFiles(err, fileOf))
 	}
 	// The warnings Kyverno gives when it admits a policy (deprecated
 	// operators, ...), as admission gives them.
@@ -261,6 +273,36 @@ func loadPolicies(paths []string, exceptions exceptionsOf, out *Outcome) (*engin
 	}
 	return set, nil
 }
+
+// inFiles puts the file each compile fault's object was read from before
+// the fault ("policies/x.yaml: ClusterPolicy "x": spec.rules[0]...: ..."):
+// in a folder of policies the kind and name alone take a search. Faults of
+// objects read from no file (exceptions given with --exception are named
+// by their flag) and errors that are not compile faults pass unchanged.
+func inFiles(err error, fileOf map[string]string) error {
+	faults, ok := err.(engine.CompileErrors)
+	if !ok {
+		return err
+	}
+	lines := make([]string, len(faults))
+	for i, f := range faults {
+		lines[i] = f.Error()
+		if file, ok := fileOf[f.Kind+" "+f.Name]; ok {
+			lines[i] = file + ": " + lines[i]
+		}
+	}
+	return &filedFaults{faults: faults, text: strings.Join(lines, "\n")}
+}
+
+// filedFaults is engine.CompileErrors with the file of each fault in its
+// text; errors.As still finds the faults.
+type filedFaults struct {
+	faults engine.CompileErrors
+	text   string
+}
+
+func (e *filedFaults) Error() string { return e.text }
+func (e *filedFaults) Unwrap() error { return e.faults }
 
 // holdsPolicy reports whether documents include a kyverno.io or
 // policies.kyverno.io one: a folder's file that does is read strictly.

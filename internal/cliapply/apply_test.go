@@ -199,6 +199,10 @@ func TestRunErrors(t *testing.T) {
 			"ClusterPolicy disallow-latest is declared twice: in testdata/samename/cluster-policy.yaml and in testdata/samename/again.yaml"},
 		{"resource without kind", Options{PolicyPaths: []string{"testdata/policies"}, ResourcePaths: []string{"-"},
 			Stdin: strings.NewReader("metadata: {name: x}\n")}, "missing apiVersion or kind"},
+		{"a policy with an unknown field", Options{PolicyPaths: []string{"testdata/invalid/unknown-field.yaml"}, ResourcePaths: []string{"testdata/resources/pods.yaml"}},
+			`testdata/invalid/unknown-field.yaml (document 2): ClusterPolicy require-labels: unknown field "spec.rules[0].validat"`},
+		{"an invalid policy in a folder", Options{PolicyPaths: []string{"testdata/invalid/folder"}, ResourcePaths: []string{"testdata/resources/pods.yaml"}},
+			`testdata/invalid/folder/bad-anchor.yaml: ClusterPolicy "require-team": spec.rules[0].validate.pattern.metadata.labels`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

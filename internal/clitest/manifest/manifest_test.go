@@ -123,3 +123,57 @@ spec: {validations: [{expression: "true"}]}
 		t.Errorf("unsupported: %v", p.Unsupported)
 	}
 }
+
+// TestDecodePoliciesIsStrict: a policy document is decoded as policy
+// admission and the GitOps check decode it, so an unknown or duplicated
+// field is refused, naming the file and document, the kind and name, and
+// the field, in every group and served version.
+func TestDecodePoliciesIsStrict(t *testing.T) {
+	tests := []struct {
+		name, doc string
+		want      []string
+	}{
+		{"unknown field in a ClusterPolicy", `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: require-labels}
+spec:
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validat: {pattern: {metadata: {name: "?*"}}}
+`, []string{"policies/x.yaml (document 2): ClusterPolicy require-labels:", `unknown field "spec.rules[0].validat"`}},
+		{"unknown field in a served older version", `apiVersion: kyverno.io/v2beta1
+kind: Policy
+metadata: {name: p, namespace: team-a}
+spec: {rulez: []}
+`, []string{"policies/x.yaml (document 2): Policy team-a/p:", `unknown field "spec.rulez"`}},
+		{"unknown field in a CEL policy", `apiVersion: policies.kyverno.io/v1beta1
+kind: ValidatingPolicy
+metadata: {name: vp}
+spec: {validations: [{expresion: "true"}]}
+`, []string{"ValidatingPolicy vp:", `unknown field "spec.validations[0].expresion"`}},
+		{"unknown field in a PolicyException", `apiVersion: kyverno.io/v2
+kind: PolicyException
+metadata: {name: ex, namespace: team-a}
+spec: {exceptions: [{policyName: p, ruleNames: [r]}], matchh: {}}
+`, []string{"PolicyException team-a/ex:", `unknown field "spec.matchh"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A first document, so the index in the message is seen.
+			docs, err := Split([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\n"+tt.doc), "policies/x.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = DecodePolicies(docs)
+			if err == nil {
+				t.Fatalf("DecodePolicies() = nil, want an error containing %q", tt.want)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("DecodePolicies() = %v, want it to contain %q", err, want)
+				}
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/api/strict"
 	"github.com/charter-dev/charter/api/versions"
 	"github.com/charter-dev/charter/clusterstate/policycheck"
 )
@@ -23,15 +24,50 @@ func isCELVersion(apiVersion, kind string) bool {
 	return versions.Served(schema.FromAPIVersionAndKind(apiVersion, kind))
 }
 
-// decodeCEL decodes a policies.kyverno.io document of any served version
-// into the v1 type.
-func decodeCEL(d Document, into client.Object) error {
-	if err := DecodeDocument(d, into); err != nil {
-		return err
+// decodeStrictly decodes a document of kind k into its hub type as policy
+// admission and the GitOps check decode it: strictly, so a field the
+// kind's schema does not know, or one given twice, is refused rather than
+// dropped (Kyverno's CLI refuses an unknown field too). A served version
+// is decoded as itself and converted (api/versions); a kyverno.io version
+// charter does not serve is read as the hub type. The error names the
+// document (file and index), the kind and name, and the field.
+func decodeStrictly(d Document, k policycheck.Kind) (client.Object, error) {
+	apiVersion, kind := d.TypeMeta()
+	data, err := d.JSON()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.Where(), err)
 	}
-	_, kind := d.TypeMeta()
-	into.GetObjectKind().SetGroupVersionKind(policiesv1.GroupVersion.WithKind(kind))
-	return nil
+	gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
+	var obj client.Object
+	if versions.Served(gvk) {
+		decoded, derr := versions.Decode(gvk, data)
+		if derr == nil {
+			obj = decoded.(client.Object)
+		}
+		err = derr
+	} else {
+		obj = k.New()
+		err = strict.Unmarshal(data, obj)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s %s: %w", d.Where(), kind, documentName(d), err)
+	}
+	return obj, nil
+}
+
+// documentName is metadata.namespace/name of a document, or its name
+// alone, for error messages; "(no name)" when it has none.
+func documentName(d Document) string {
+	obj, _ := d.Value.(map[string]any)
+	meta, _ := obj["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	if name == "" {
+		name = "(no name)"
+	}
+	if ns, _ := meta["namespace"].(string); ns != "" {
+		return ns + "/" + name
+	}
+	return name
 }
 
 // Policies is what a set of policy documents holds.
@@ -51,7 +87,8 @@ type Policies struct {
 // DecodePolicies sorts documents into the policies and PolicyExceptions
 // of the kinds charter serves (policycheck.Kinds: ClusterPolicy, Policy,
 // the policies.kyverno.io policies in a version charter serves, and both
-// groups' PolicyExceptions), each decoded into its hub type. A namespaced
+// groups' PolicyExceptions), each decoded strictly into its hub type
+// (decodeStrictly: an unknown field is an error). A namespaced
 // one without a namespace is put in "default".
 func DecodePolicies(docs []Document) (*Policies, error) {
 	out := &Policies{}
@@ -67,12 +104,8 @@ func DecodePolicies(docs []Document) (*Policies, error) {
 		}
 		switch {
 		case evaluated:
-			obj := k.New()
-			decode := DecodeDocument
-			if group == policiesv1.Group {
-				decode = func(d Document, into any) error { return decodeCEL(d, into.(client.Object)) }
-			}
-			if err := decode(d, obj); err != nil {
+			obj, err := decodeStrictly(d, k)
+			if err != nil {
 				return nil, err
 			}
 			if k.Namespaced && obj.GetNamespace() == "" {
