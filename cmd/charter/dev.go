@@ -136,8 +136,10 @@ charter's webhook configurations and leaves the cluster running.`,
 	opts.reportsManagedBy = report.ManagedBy
 	f.StringVar(&opts.namespacedPolicyRole, "namespaced-policy-role", "", "bind this ClusterRole, in every namespace, to the ServiceAccount "+impersonate.DefaultServiceAccount+
 		" as which charter acts for the namespace's policies (created if missing), so namespaced generate, mutate-existing and cleanup write as Kyverno's do (make conformance-cluster: cluster-admin, rights within each namespace); default: none, the namespaces' own RBAC decides")
-	f.StringVar(&opts.cleanupServiceAccount, "cleanup-service-account", "", "namespace/name of a ServiceAccount (created if missing) as which cleanup policies and DeletingPolicies, cluster-scoped and namespaced, list and delete, "+
-		"as Kyverno's cleanup controller acts with its own rights (make conformance-cluster: kyverno/kyverno-cleanup-controller, which Kyverno's tests grant rights to); default: charter's identity, and "+impersonate.DefaultServiceAccount+" of a namespaced policy's namespace")
+	f.StringVar(&opts.cleanupServiceAccount, "cleanup-service-account", "", "namespace/name of a ServiceAccount (created if missing) as which every cleanup policy and DeletingPolicy lists and deletes, "+
+		"as Kyverno's cleanup controller acts with its own rights (make conformance-cluster: kyverno/kyverno-cleanup-controller, which Kyverno's tests grant rights to). "+
+		"Namespaced ones (CleanupPolicy, NamespacedDeletingPolicy) then act as this ServiceAccount too, with its rights, not as "+impersonate.DefaultServiceAccount+" of their namespace: "+
+		"what RBAC grants in their namespace no longer bounds them (they still select only their own namespace's resources); default: charter's identity, and "+impersonate.DefaultServiceAccount+" of a namespaced policy's namespace")
 	f.Var(reports.ManagedByFlag{V: &opts.reportsManagedBy}, "reports-managed-by", "the app.kubernetes.io/managed-by label of the reports: charter, or kyverno (as charter serve --reports-managed-by; make conformance-cluster sets kyverno)")
 	return cmd
 }

@@ -171,12 +171,46 @@ func copySuite(src, dst string) (string, error) {
 		if err != nil {
 			return err
 		}
+		if linked, ok, err := flattenedLink(src, path, data); err != nil {
+			return err
+		} else if ok {
+			data = linked
+		}
 		return os.WriteFile(target, data, 0o644)
 	})
 	if err != nil {
 		return "", fmt.Errorf("copying the suite %s to %s: %w", src, dst, err)
 	}
 	return dst, nil
+}
+
+// flattenedLink reads through a symbolic link of Kyverno's repository
+// that reached the suite as a plain file: Git stores a link as a blob
+// holding its target path, and a copy made without links keeps that text
+// (namespaced-*-policies/_step-templates/create-policy.yaml reads
+// "../../_step-templates/create-policy.yaml"), which chainsaw cannot load
+// as a step template. A file whose whole content is one relative path
+// naming another regular file inside the suite is such a link: ok is
+// true and linked is that file's content, as a checkout with links
+// would read. Anything else is left as it is.
+func flattenedLink(suite, path string, data []byte) (linked []byte, ok bool, err error) {
+	text := string(data)
+	if len(data) == 0 || len(data) > 512 || strings.ContainsAny(text, "\n\r\t :") || !strings.HasPrefix(text, "../") {
+		return nil, false, nil
+	}
+	target := filepath.Join(filepath.Dir(path), filepath.FromSlash(text))
+	rel, err := filepath.Rel(suite, target)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return nil, false, nil
+	}
+	info, err := os.Lstat(target)
+	if err != nil || !info.Mode().IsRegular() {
+		return nil, false, nil
+	}
+	if linked, err = os.ReadFile(target); err != nil {
+		return nil, false, fmt.Errorf("reading %s, the target of %s: %w", target, path, err)
+	}
+	return linked, true, nil
 }
 
 // skipList is skip.yaml: the tests not run, each with why.

@@ -163,3 +163,68 @@ func TestCopySuiteLeavesTheSuiteAlone(t *testing.T) {
 		t.Errorf("the suite's file reads %q, %v after the copy was written", data, err)
 	}
 }
+
+// TestCopySuiteReadsThroughFlattenedLinks: a file of the suite that is a
+// symbolic link of Kyverno's repository stored as its target path is
+// copied as the file it names, as a checkout with links reads it; a file
+// that only looks like a path is copied as it is.
+func TestCopySuiteReadsThroughFlattenedLinks(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "suite")
+	write := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(src, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const template = "kind: StepTemplate\nmetadata: {name: create-policy}\n"
+	write("_step-templates/create-policy.yaml", template)
+	files := []struct{ rel, content, want string }{
+		{"ns/_step-templates/create-policy.yaml", "../../_step-templates/create-policy.yaml", template},
+		{"ns/_step-templates/missing.yaml", "../../_step-templates/missing.yaml", "../../_step-templates/missing.yaml"},
+		{"ns/outside.yaml", "../../../etc/hostname", "../../../etc/hostname"},
+		{"ns/two-lines.yaml", "../../_step-templates/create-policy.yaml\n", "../../_step-templates/create-policy.yaml\n"},
+		{"ns/test/chainsaw-test.yaml", "kind: Test\n", "kind: Test\n"},
+	}
+	for _, f := range files {
+		write(f.rel, f.content)
+	}
+	dst, err := copySuite(src, filepath.Join(t.TempDir(), "copy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		got, err := os.ReadFile(filepath.Join(dst, filepath.FromSlash(f.rel)))
+		if err != nil || string(got) != f.want {
+			t.Errorf("%s: copied as %q, %v; want %q", f.rel, got, err, f.want)
+		}
+	}
+}
+
+// TestCopySuiteRestoresTheNamespacedStepTemplates: the corpus's
+// namespaced-*-policies/_step-templates are such links; their copies are
+// the suite's step templates (namespaced-validating-policies/
+// match-conditions/failure-policy/default loads them).
+func TestCopySuiteRestoresTheNamespacedStepTemplates(t *testing.T) {
+	src := chainsawCorpus(t)
+	dst, err := copySuite(src, filepath.Join(t.TempDir(), "suite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"namespaced-validating-policies", "namespaced-mutating-policies", "namespaced-generating-policies"} {
+		matches, err := filepath.Glob(filepath.Join(dst, dir, "_step-templates", "*.yaml"))
+		if err != nil || len(matches) == 0 {
+			t.Fatalf("%s: no step templates copied (%v)", dir, err)
+		}
+		for _, m := range matches {
+			got, _ := os.ReadFile(m)
+			want, err := os.ReadFile(filepath.Join(src, "_step-templates", filepath.Base(m)))
+			if err != nil || !bytes.Equal(got, want) || !strings.Contains(string(got), "kind: StepTemplate") {
+				t.Errorf("%s: copied as %q, want the suite's _step-templates/%s", m, got, filepath.Base(m))
+			}
+		}
+	}
+}
