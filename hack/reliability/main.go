@@ -50,6 +50,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "reliability: -mode %q: want full or short\n", *mode)
 		os.Exit(2)
 	}
+	runMode = *mode
 	start := time.Now()
 	var rows []reliability.Figure
 	rows = append(rows, runSeeds(fuzzTargets)...)
@@ -258,6 +259,9 @@ func goTestJSON(pkg, run, timeout string) testResult {
 	return res
 }
 
+// runMode is the mode the tests are told (reliability.ModeEnv).
+var runMode = "full"
+
 // goCommand is the go tool, run from the repository root (make runs this
 // from there; go run keeps the working directory).
 func goCommand(args ...string) *exec.Cmd {
@@ -266,7 +270,7 @@ func goCommand(args ...string) *exec.Cmd {
 		goTool = "go"
 	}
 	cmd := exec.Command(goTool, args...)
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=true", reliability.MeasureEnv+"=1")
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=true", reliability.MeasureEnv+"=1", reliability.ModeEnv+"="+runMode)
 	return cmd
 }
 

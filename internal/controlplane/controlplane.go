@@ -356,6 +356,19 @@ func (c *ControlPlane) RESTConfig() *rest.Config {
 	return rest.CopyConfig(c.cfg)
 }
 
+// EtcdURL is etcd's client URL (plain HTTP, on this machine), which also
+// serves etcd's metrics at /metrics: how many keys it holds
+// (etcd_debugging_mvcc_keys_total), read by tests that watch the
+// cluster's storage grow. It is empty before a successful Start.
+func (c *ControlPlane) EtcdURL() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cfg == nil || c.env.ControlPlane.Etcd.URL == nil {
+		return ""
+	}
+	return c.env.ControlPlane.Etcd.URL.String()
+}
+
 // KubeconfigUser is the user of KubeconfigPath's file, in group
 // system:masters, named as kubeadm and kind name the administrator.
 const KubeconfigUser = "kubernetes-admin"

@@ -3,6 +3,8 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -270,6 +272,17 @@ func TestRestartAPIServer(t *testing.T) {
 	if _, err := admin.CoreV1().ConfigMaps("default").Create(ctx,
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-restart"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("writing after the restart: %v", err)
+	}
+
+	// etcd, which the restart left alone, serves its key count.
+	resp, err := http.Get(cp.EtcdURL() + "/metrics")
+	if err != nil {
+		t.Fatalf("etcd's metrics at %s: %v", cp.EtcdURL(), err)
+	}
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !strings.Contains(string(metrics), "etcd_debugging_mvcc_keys_total") {
+		t.Errorf("etcd's metrics at %s (err %v) hold no etcd_debugging_mvcc_keys_total", cp.EtcdURL(), err)
 	}
 
 	if err := cp.Stop(); err != nil {

@@ -79,3 +79,12 @@ func Measure(t testing.TB) {
 		t.Skipf("measures this machine: make test-reliability runs it (%s=1)", MeasureEnv)
 	}
 }
+
+// ModeEnv is the mode make test-reliability runs in, short or full, set
+// for the tests it runs: a fault test does the real thing in the full
+// mode and a cheap version of it (a restart, a kill, at a lower rate) in
+// the short one, which CI runs.
+const ModeEnv = "CHARTER_RELIABILITY_MODE"
+
+// Full reports whether make test-reliability runs in its full mode.
+func Full() bool { return os.Getenv(ModeEnv) == "full" }
