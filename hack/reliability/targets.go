@@ -62,8 +62,12 @@ var parts = []part{
 	{name: "bad input: Git revisions; fault: Git server down", pkg: "./reconciler/gitsync",
 		run: "^TestReliability(BadRevisions|GitServerDown)$", target: "every error clear, 0 changes; kept, said, recovered within 1 interval",
 		timeout: "10m", short: true},
-	{name: "bad input: CLI files", pkg: "./cmd/charter", run: "^TestReliabilityBadCLIFiles$",
-		target: "every error clear, 0 changes", timeout: "10m", short: true},
+	// With the faults that run charter serve as a child process: in
+	// the short mode a kill of each and a restart at 100 reviews/s, in
+	// the full mode N=1,000 and 500 reviews/s.
+	{name: "bad input: CLI files; faults: charter killed, kube-apiserver restarted", pkg: "./cmd/charter",
+		run:    "^TestReliability(BadCLIFiles|CharterKilled|APIServerRestart)$",
+		target: "every error clear, 0 changes; each done once, none missed; 0 failed, reports converge", timeout: "30m", short: true},
 	// Full mode only: a minute of load on the API server.
 	{name: "fault: serving certificate rotated under load", pkg: "./webhook/admission", run: "^TestReliabilityCertificateRotation$",
 		target: "0 failed", timeout: "10m"},
@@ -74,4 +78,8 @@ var parts = []part{
 	// Full mode only: $SOAK minutes (default 10).
 	{name: "soak", pkg: "./webhook/server", run: "^TestReliabilitySoak$",
 		target: "RSS and goroutines flat, p99 drift ≤ 20%, 0 errors", timeout: "3h"},
+	// Full mode only: $SOAK minutes through the API server, charter
+	// serve with every policy kind.
+	{name: "soak through the API server, every kind", pkg: "./cmd/charter", run: "^TestReliabilitySoakAPIServer$",
+		target: "etcd keys, reports and RSS flat, 0 errors", timeout: "3h"},
 }
