@@ -75,7 +75,9 @@ table gains a VERDICTS EQUAL column and the mismatches are listed.
 				}
 				for _, p := range pf.Policies {
 					if k := p.GetKind(); k == "ClusterPolicy" || k == "Policy" {
-						sources = append(sources, convertSource{file: f, result: convert.Convert(p)})
+						r := convert.Convert(p)
+						r.File = f
+						sources = append(sources, convertSource{file: f, result: r})
 					}
 				}
 				for _, ex := range pf.Exceptions {
@@ -86,7 +88,9 @@ table gains a VERDICTS EQUAL column and the mismatches are listed.
 					return err
 				}
 				for _, c := range cleanups {
-					sources = append(sources, convertSource{file: f, result: convert.ConvertCleanup(c)})
+					r := convert.ConvertCleanup(c)
+					r.File = f
+					sources = append(sources, convertSource{file: f, result: r})
 				}
 			}
 			if len(sources) == 0 && len(exceptions) == 0 {
@@ -98,14 +102,16 @@ table gains a VERDICTS EQUAL column and the mismatches are listed.
 				converted[s.result.Key()] = s.result
 			}
 			for _, e := range exceptions {
-				sources = append(sources, convertSource{file: e.file, result: convert.ConvertException(e.exception, converted)})
+				r := convert.ConvertException(e.exception, converted)
+				r.File = e.file
+				sources = append(sources, convertSource{file: e.file, result: r})
 			}
 			var verifications map[string]*convert.Verification
 			if verify {
 				results := map[string]*convert.Result{}
 				for _, s := range sources {
 					if (s.result.Clean() || partial) && s.result.Source != nil {
-						results[s.result.Key()] = s.result
+						results[s.result.SourceKey()] = s.result
 					}
 				}
 				v := &convert.Verifier{Runner: clitest.NewRunner(clitest.Options{FileName: fileName}), FileName: fileName}
@@ -162,7 +168,7 @@ func allClean(sources []convertSource, verifications map[string]*convert.Verific
 		if !s.result.Clean() {
 			return false
 		}
-		if v := verifications[s.result.Key()]; verify && v != nil && !v.Equal() {
+		if v := verifications[s.result.SourceKey()]; verify && v != nil && !v.Equal() {
 			return false
 		}
 	}
@@ -198,7 +204,7 @@ func convertTable(w io.Writer, sources []convertSource, verifications map[string
 		row := []string{policyName(r), strconv.Itoa(rules), strconv.Itoa(converted), kinds}
 		if verify {
 			cell := "-"
-			if v := verifications[r.Key()]; v != nil {
+			if v := verifications[r.SourceKey()]; v != nil {
 				verified++
 				switch {
 				case v.Equal():

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -60,7 +61,11 @@ type Result struct {
 	Source    kyvernov1.PolicyInterface
 	Exception *kyvernov2.PolicyException
 	// Cleanup is set instead for a converted cleanup policy.
-	Cleanup  kyvernov2.CleanupPolicyInterface
+	Cleanup kyvernov2.CleanupPolicyInterface
+	// File is the file the source was read from, set by the caller; with
+	// Key it tells apart policies of one name in different files (a
+	// library's ClusterPolicy and its CEL-rule twin).
+	File     string
 	Outputs  []Output
 	Problems []Problem
 	// Notes are losses that do not change a verdict (a message whose
@@ -77,6 +82,17 @@ func (r *Result) Key() string {
 		return r.Cleanup.GetKind() + "/" + r.Cleanup.GetNamespace() + "/" + r.Cleanup.GetName()
 	}
 	return Key(r.Source)
+}
+
+// SourceKey identifies the source and the file it came from.
+func (r *Result) SourceKey() string { return FileKey(r.File, r.Key()) }
+
+// FileKey joins a file's absolute path and a source key (see Key).
+func FileKey(file, key string) string {
+	if abs, err := filepath.Abs(file); err == nil && file != "" {
+		file = abs
+	}
+	return file + "#" + key
 }
 
 // Name is the source's name, namespace/name when namespaced.

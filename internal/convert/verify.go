@@ -73,8 +73,10 @@ type Verifier struct {
 // Verify discovers the suites under paths, and for each that names a
 // converted policy, runs the suite's resources through the originals and
 // through the conversions and compares verdicts per converted policy,
-// resource and operation. results are keyed by the source policy's
-// identity (see Key).
+// resource and operation. results are keyed by the source policy's file
+// and identity (see Result.SourceKey): a suite reads its policies from its
+// own files, so two policies of one name in different folders are each
+// compared on their own suites. The verifications are keyed the same way.
 func (v *Verifier) Verify(ctx context.Context, paths []string, results map[string]*Result) (map[string]*Verification, error) {
 	files, err := clitest.Discover(paths, v.FileName)
 	if err != nil {
@@ -103,10 +105,17 @@ func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results ma
 	var exceptions []*kyvernov2.PolicyException
 	repl := &clitest.Replacement{}
 	var converted []*Result
+	// The suite's converted policies by Key, as its exceptions name them.
+	suiteResults := map[string]*Result{}
 	for _, p := range s.Test.Policies {
 		pf, err := readSuiteFile(s, p)
 		if err != nil {
 			return
+		}
+		for _, pol := range pf.Policies {
+			if r, ok := results[FileKey(suitePath(s, p), Key(pol))]; ok {
+				suiteResults[Key(pol)] = r
+			}
 		}
 		policies = append(policies, pf.Policies...)
 		repl.CELExceptions = append(repl.CELExceptions, pf.CELExceptions...)
@@ -124,14 +133,14 @@ func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results ma
 	// with theirs converted, and a suite whose exceptions do not convert
 	// is not comparable.
 	for _, ex := range exceptions {
-		r := ConvertException(ex, results)
+		r := ConvertException(ex, suiteResults)
 		if !r.Clean() {
 			return
 		}
 		repl.CELExceptions = append(repl.CELExceptions, r.Outputs[0].Object.(*policiesv1.PolicyException))
 	}
 	for _, p := range policies {
-		r, ok := results[Key(p)]
+		r, ok := suiteResults[Key(p)]
 		if !ok || len(r.Outputs) == 0 {
 			repl.Policies = append(repl.Policies, p)
 			continue
@@ -146,7 +155,7 @@ func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results ma
 	}
 	name := s.Name()
 	record := func(r *Result) *Verification {
-		k := r.Key()
+		k := r.SourceKey()
 		if out[k] == nil {
 			out[k] = &Verification{}
 		}
@@ -271,12 +280,17 @@ func mutationVerdict(v string) string {
 // readSuiteFile reads a policy or exception file a suite names, relative
 // to the suite's folder.
 func readSuiteFile(s *clitest.Suite, p string) (*manifest.Policies, error) {
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(s.Dir, p)
-	}
-	docs, err := manifest.ReadFile(p)
+	docs, err := manifest.ReadFile(suitePath(s, p))
 	if err != nil {
 		return nil, err
 	}
 	return manifest.DecodePolicies(docs)
+}
+
+// suitePath resolves a file a suite names against the suite's folder.
+func suitePath(s *clitest.Suite, p string) string {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(s.Dir, p)
+	}
+	return p
 }
