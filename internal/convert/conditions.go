@@ -120,7 +120,11 @@ func (s *jmesScope) condition(c kyvernov1.Condition) (expr, error) {
 			return expr{}, cannot("condition on the default %q of a request field", *key.fallback)
 		}
 	}
-	switch strings.ToLower(string(c.Operator)) {
+	op := strings.ToLower(string(c.Operator))
+	if (op == "equals" || op == "equal" || op == "notequals" || op == "notequal") && !value.hasLit && s.readsCluster(value.e) {
+		return expr{}, cannot("%s a value read from the cluster: Kyverno matches it as a wildcard pattern and across types, CEL's == does not", c.Operator)
+	}
+	switch op {
 	case "equals", "equal":
 		return equalsExpr(key, value)
 	case "notequals", "notequal":

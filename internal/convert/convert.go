@@ -52,6 +52,8 @@ type Output struct {
 	Name   string
 	Kind   string
 	Rules  []string
+	// ClusterReads are the variables that read the cluster.
+	ClusterReads []ClusterRead
 }
 
 // Result is the conversion of one source policy.
@@ -201,6 +203,9 @@ type convertedRule struct {
 	generations  []policiesv1.Generation
 	generateEval *policiesv1.GeneratingPolicyEvaluationConfiguration
 	notes        []string
+	// clusterReads are the context entries converted to resource.Get
+	// and resource.List variables.
+	clusterReads []ClusterRead
 }
 
 // groupKey is what rules must share to live in one policy.
@@ -328,6 +333,7 @@ type common struct {
 	webhook        *policiesv1.WebhookConfiguration
 	podControllers *policiesv1.PodControllersGenerationConfiguration
 	meta           metav1.ObjectMeta
+	clusterReads   []ClusterRead
 }
 
 func commonParts(p kyvernov1.PolicyInterface, name string, rules []*convertedRule) common {
@@ -338,6 +344,7 @@ func commonParts(p kyvernov1.PolicyInterface, name string, rules []*convertedRul
 	seen := map[string]bool{}
 	for _, r := range rules {
 		c.rules = append(c.rules, r.name)
+		c.clusterReads = append(c.clusterReads, r.clusterReads...)
 		for _, v := range r.variables {
 			if !seen[v.Name] {
 				seen[v.Name] = true
@@ -362,7 +369,7 @@ func commonParts(p kyvernov1.PolicyInterface, name string, rules []*convertedRul
 // output names the converted object's kind and wraps it.
 func (c common) output(obj runtime.Object, kind string) Output {
 	obj.GetObjectKind().SetGroupVersionKind(policiesv1.GroupVersion.WithKind(kind))
-	return Output{Object: obj, Name: c.name, Kind: kind, Rules: c.rules}
+	return Output{Object: obj, Name: c.name, Kind: kind, Rules: c.rules, ClusterReads: c.clusterReads}
 }
 
 func failurePolicy(s *kyvernov1.Spec) *kyvernov1.FailurePolicyType {

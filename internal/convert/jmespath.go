@@ -51,16 +51,30 @@ type jmesScope struct {
 	// decide conditions on request.operation (operationCondition).
 	operations []string
 	vars       *iterNames
+	// refs are the variables quoted inside an API call's JMESPath,
+	// replaced by names that read as roots anywhere (convertOver).
+	refs map[string]expr
+	// cluster are the variables that read the cluster (clusterVariable).
+	cluster map[string]bool
+	// lists are the variables known to hold a list.
+	lists map[string]bool
 }
 
 func (s *jmesScope) convert(src string) (jmesValue, error) {
-	n, err := gojmespath.NewParser().Parse(src)
+	return s.convertAt(src, src, nil)
+}
+
+// convertAt converts the JMESPath text with cur as its current node (nil:
+// bare fields name roots); src is the text as the policy wrote it, for
+// the reason when it does not convert.
+func (s *jmesScope) convertAt(src, text string, cur *jmesValue) (jmesValue, error) {
+	n, err := gojmespath.NewParser().Parse(text)
 	if err != nil {
 		return jmesValue{}, cannot("JMESPath %q: %v", src, err)
 	}
-	s.pinned = strings.Contains(src, `request."object"`)
+	s.pinned = strings.Contains(text, `request."object"`)
 	defer func() { s.pinned = false }()
-	v, err := s.node(n, nil, false)
+	v, err := s.node(n, cur, false)
 	if err != nil {
 		var u *unconvertible
 		if asUnconvertible(err, &u) {
@@ -156,7 +170,7 @@ func (s *jmesScope) node(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 }
 
 func orNull(e expr) expr {
-	if strings.Contains(e.s, ".?") && !strings.HasSuffix(e.s, ")") {
+	if isOptional(e) {
 		return call(e, "orValue", atom("null"))
 	}
 	return e
@@ -183,6 +197,10 @@ func literalValue(v any) (jmesValue, error) {
 			parts = append(parts, x.s)
 		}
 		return jmesValue{e: atom("[" + strings.Join(parts, ", ") + "]"), list: true, lit: v, hasLit: true}, nil
+	}
+	if m, ok := v.(map[string]any); ok && len(m) == 0 {
+		// The default of a map: `{}`.
+		return jmesValue{e: atom("{}"), lit: v, hasLit: true}, nil
 	}
 	x, ok := literal(v)
 	if !ok {
@@ -235,7 +253,15 @@ func (s *jmesScope) path(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 	if cur == nil && len(chain) == 0 {
 		return jmesValue{}, cannot("@ at the top level")
 	}
-	if cur != nil {
+	ref, isRef := expr{}, false
+	if len(chain) > 0 {
+		if name, ok := chain[0].(string); ok {
+			ref, isRef = s.refs[name]
+		}
+	}
+	if isRef {
+		base, rest = ref, chain[1:]
+	} else if cur != nil {
 		base = cur.e
 	} else {
 		first, _ := chain[0].(string)
@@ -294,6 +320,9 @@ func (s *jmesScope) path(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 	if len(chain) == 0 {
 		return jmesValue{e: e}, nil
 	}
+	if first, _ := chain[0].(string); len(chain) == 1 && cur == nil && s.lists[first] && strings.HasPrefix(e.s, "variables.") {
+		return jmesValue{e: e, list: true}, nil
+	}
 	last, _ := chain[len(chain)-1].(string)
 	return jmesValue{e: e, list: knownLists[last], str: knownStrings[last]}, nil
 }
@@ -327,7 +356,7 @@ func (s *jmesScope) projection(n gojmespath.ASTNode, cur *jmesValue, optional bo
 	if err != nil {
 		return jmesValue{}, err
 	}
-	if optional && strings.Contains(left.e.s, ".?") && !strings.HasSuffix(left.e.s, ")") {
+	if optional && isOptional(left.e) {
 		// Under ||: a missing list projects to nothing.
 		left.e = call(left.e, "orValue", atom("[]"))
 	}
@@ -449,7 +478,7 @@ func (s *jmesScope) orExpression(n gojmespath.ASTNode, cur *jmesValue, optional 
 	case emptyList && left.list && (left.projected || strings.HasSuffix(left.e.s, ")")):
 		// A projection or filter is never missing: at worst empty.
 		return left, nil
-	case strings.Contains(left.e.s, ".?") && !strings.HasSuffix(left.e.s, ")"):
+	case isOptional(left.e):
 		if left.list && right.hasLit && (right.lit == "" || emptyList) {
 			return jmesValue{e: call(left.e, "orValue", atom("[]")), list: true}, nil
 		}
@@ -480,7 +509,7 @@ func (s *jmesScope) function(n gojmespath.ASTNode, cur *jmesValue) (jmesValue, e
 		if err != nil {
 			return jmesValue{}, err
 		}
-		if strings.Contains(v.e.s, ".?") && !strings.HasSuffix(v.e.s, ")") {
+		if isOptional(v.e) {
 			// A function reads a missing key as null.
 			if v.list {
 				v.e = call(v.e, "orValue", atom("[]"))
@@ -552,6 +581,14 @@ func (s *jmesScope) function(n gojmespath.ASTNode, cur *jmesValue) (jmesValue, e
 			return args[0], nil
 		}
 		return jmesValue{e: atom("[" + args[0].e.s + "]"), list: true}, nil
+	case "label_match":
+		// label_match(selector, labels): every key of the selector is a
+		// label with its value.
+		if err := arity(2); err != nil {
+			return jmesValue{}, err
+		}
+		sel, labels := args[0].e, args[1].e
+		return jmesValue{e: macro(sel, "all", "key", and(rel(atom("key"), "in", labels), rel(atom(labels.at(precAtom)+"[key]"), "==", atom(sel.at(precAtom)+"[key]")))), boolean: true}, nil
 	case "regex_match":
 		if err := arity(2); err != nil {
 			return jmesValue{}, err
@@ -564,8 +601,14 @@ func (s *jmesScope) function(n gojmespath.ASTNode, cur *jmesValue) (jmesValue, e
 // orEmpty gives an optional list a default, as length() of a missing
 // key is an error in Kyverno only at the top level.
 func orEmpty(v jmesValue) expr {
-	if strings.Contains(v.e.s, ".?") && !strings.HasSuffix(v.e.s, ")") {
+	if isOptional(v.e) {
 		return call(v.e, "orValue", atom("[]"))
 	}
 	return v.e
+}
+
+// isOptional reports whether e is an optional path (a.?b, a[?'b']) that
+// still needs its orValue().
+func isOptional(e expr) bool {
+	return (strings.Contains(e.s, ".?") || strings.Contains(e.s, "[?")) && !strings.HasSuffix(e.s, ")")
 }

@@ -236,6 +236,12 @@ func (o *overlay) stringMap(m map[string]any, v expr) (expr, expr, error) {
 		if err != nil {
 			return expr{}, expr{}, err
 		}
+		if s, ok := m[raw].(string); ok && strings.Contains(s, "{{") {
+			// A variable's type is dyn; the map holds strings.
+			if jv, err := o.scope.operand(s); err == nil && !jv.str {
+				value = fn("string", value)
+			}
+		}
 		if anchored {
 			absent := not(and(o.presentChain(v), has(v, key)))
 			entries = append(entries, "?"+str(key).s+": "+ternary(absent, fn("optional.of", value), atom("optional.none()")).s)
@@ -373,7 +379,7 @@ func foreachMutation(fe kyvernov1.ForEachMutation, scope *jmesScope, present map
 	if err != nil {
 		return admissionregistrationv1.Mutation{}, err
 	}
-	inner := &jmesScope{element: x, variables: scope.variables, vars: scope.vars}
+	inner := &jmesScope{element: x, variables: scope.variables, vars: scope.vars, cluster: scope.cluster, lists: scope.lists}
 	mu, err := applyConfiguration(patch, inner, present, &perElement{path: path, list: list.e, x: x})
 	if err != nil {
 		return mu, err

@@ -47,7 +47,9 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 		if err != nil {
 			return nil, err
 		}
-		if len(scope.variables) > 0 && usesAny(raw, scope.variables) {
+		// A MutatingPolicy's matchConditions see its variables; a
+		// ValidatingPolicy's do not.
+		if r.Mutation == nil && len(scope.variables) > 0 && usesAny(raw, scope.variables) {
 			return nil, cannot("preconditions read context variables, which matchConditions cannot see")
 		}
 		pre, err := scope.rawConditions(raw)
@@ -183,9 +185,17 @@ func contextVariable(c kyvernov1.ContextEntry, scope *jmesScope, out *convertedR
 	switch {
 	case c.Variable != nil:
 	case c.ConfigMap != nil:
-		return cannot("configMap context entries read the cluster (resource.Get in CEL); not converted yet")
+		e, err := configMapRead(c.ConfigMap, scope)
+		if err != nil {
+			return err
+		}
+		return clusterVariable(c.Name, jmesValue{e: e}, scope, out)
 	case c.APICall != nil:
-		return cannot("apiCall context entries have no converter yet")
+		v, err := apiCallRead(c.APICall, scope)
+		if err != nil {
+			return err
+		}
+		return clusterVariable(c.Name, v, scope, out)
 	case c.ImageRegistry != nil:
 		return cannot("imageRegistry context entries have no converter yet")
 	case c.GlobalReference != nil:
@@ -263,7 +273,7 @@ func foreach(pt *patternTranslator, scope *jmesScope, entries []kyvernov1.ForEac
 			return outcome{}, wrap(err, "entry %d list", i)
 		}
 		x := pt.vars.name(fe.List)
-		inner := &jmesScope{element: x, variables: scope.variables, vars: scope.vars}
+		inner := &jmesScope{element: x, variables: scope.variables, vars: scope.vars, cluster: scope.cluster, lists: scope.lists}
 		elem := outcome{cond: celTrue, check: celTrue}
 		if fe.AnyAllConditions != nil {
 			pre, err := inner.conditions(fe.AnyAllConditions)
@@ -375,27 +385,11 @@ func messageFor(msg string, scope *jmesScope) (message, []string) {
 	if !strings.Contains(msg, "{{") {
 		return message{text: msg}, nil
 	}
-	var parts []expr
-	last := 0
-	for _, m := range variableRef.FindAllStringSubmatchIndex(msg, -1) {
-		if m[0] > last {
-			parts = append(parts, str(msg[last:m[0]]))
-		}
-		jv, err := scope.convert(msg[m[2]:m[3]])
-		if err != nil {
-			return message{text: variableRef.ReplaceAllString(msg, "$1")}, []string{"message " + msg + ": kept as text, " + err.Error()}
-		}
-		parts = append(parts, fn("string", jv.e))
-		last = m[1]
+	e, err := templateString(msg, scope)
+	if err != nil {
+		return message{text: variableRef.ReplaceAllString(msg, "$1")}, []string{"message " + msg + ": kept as text, " + err.Error()}
 	}
-	if last < len(msg) {
-		parts = append(parts, str(msg[last:]))
-	}
-	ss := make([]string, len(parts))
-	for i, p := range parts {
-		ss[i] = p.s
-	}
-	return message{text: strings.Join(ss, " + "), isExpr: true}, nil
+	return message{text: e.s, isExpr: true}, nil
 }
 
 // elementTranslator translates patterns on the elements of a foreach

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -139,20 +142,6 @@ func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results ma
 		}
 		repl.CELExceptions = append(repl.CELExceptions, r.Outputs[0].Object.(*policiesv1.PolicyException))
 	}
-	for _, p := range policies {
-		r, ok := suiteResults[Key(p)]
-		if !ok || len(r.Outputs) == 0 {
-			repl.Policies = append(repl.Policies, p)
-			continue
-		}
-		converted = append(converted, r)
-		for _, o := range r.Outputs {
-			repl.Policies = append(repl.Policies, o.Object.(kyvernov1.PolicyInterface))
-		}
-	}
-	if len(converted) == 0 {
-		return
-	}
 	name := s.Name()
 	record := func(r *Result) *Verification {
 		k := r.SourceKey()
@@ -164,6 +153,29 @@ func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results ma
 			vr.Suites = append(vr.Suites, name)
 		}
 		return vr
+	}
+	// A values file that does not read fails the suite's run below.
+	mocks, _ := readSuiteMocks(s)
+	for _, p := range policies {
+		r, ok := suiteResults[Key(p)]
+		if !ok || len(r.Outputs) == 0 {
+			repl.Policies = append(repl.Policies, p)
+			continue
+		}
+		converted = append(converted, r)
+		for _, o := range r.Outputs {
+			// The suite's mocks of the original's context entries feed
+			// the variables that read the cluster in their place.
+			mocked, err := withMocks(o, p.GetName(), mocks)
+			if err != nil {
+				record(r).Errors = append(record(r).Errors, err.Error())
+				mocked = o.Object.(kyvernov1.PolicyInterface)
+			}
+			repl.Policies = append(repl.Policies, mocked)
+		}
+	}
+	if len(converted) == 0 {
+		return
 	}
 	original, err := v.Runner.EvaluateWith(ctx, s, nil)
 	if err == nil {
@@ -293,4 +305,174 @@ func suitePath(s *clitest.Suite, p string) string {
 		p = filepath.Join(s.Dir, p)
 	}
 	return p
+}
+
+// suiteMocks are the values a suite gives the original's context
+// entries: globalValues, each rule's values, and each resource's values
+// (which Kyverno picks by the resource's name).
+type suiteMocks struct {
+	global map[string]any
+	// rules[policy][rule], resources[policy][resource name].
+	rules, resources map[string]map[string]map[string]any
+}
+
+func readSuiteMocks(s *clitest.Suite) (*suiteMocks, error) {
+	var specs []*clitest.ValuesSpec
+	if s.Test.Variables != "" {
+		spec, err := clitest.ReadValuesFile(suitePath(s, s.Test.Variables))
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, spec)
+	}
+	if s.Test.Values != nil {
+		specs = append(specs, s.Test.Values)
+	}
+	m := &suiteMocks{global: map[string]any{}, rules: map[string]map[string]map[string]any{}, resources: map[string]map[string]map[string]any{}}
+	add := func(into map[string]map[string]map[string]any, policy, name string, values map[string]any) {
+		if into[policy] == nil {
+			into[policy] = map[string]map[string]any{}
+		}
+		if into[policy][name] == nil {
+			into[policy][name] = map[string]any{}
+		}
+		maps.Copy(into[policy][name], values)
+	}
+	for _, spec := range specs {
+		maps.Copy(m.global, spec.GlobalValues)
+		for _, p := range spec.Policies {
+			for _, r := range p.Rules {
+				add(m.rules, p.Name, r.Name, r.Values)
+			}
+			for _, r := range p.Resources {
+				add(m.resources, p.Name, r.Name, r.Values)
+			}
+		}
+	}
+	return m, nil
+}
+
+// mockValue is what values mock for one variable: its own key, or the
+// dotted keys under it assembled into a map. ok is false when nothing
+// mocks it.
+func mockValue(values map[string]any, name string) (any, bool) {
+	if v, ok := values[name]; ok {
+		return v, true
+	}
+	var out map[string]any
+	for k, v := range values {
+		rest, found := strings.CutPrefix(k, name+".")
+		if !found {
+			continue
+		}
+		if out == nil {
+			out = map[string]any{}
+		}
+		m := out
+		parts := strings.Split(rest, ".")
+		for _, p := range parts[:len(parts)-1] {
+			next, _ := m[p].(map[string]any)
+			if next == nil {
+				next = map[string]any{}
+				m[p] = next
+			}
+			m = next
+		}
+		m[parts[len(parts)-1]] = v
+	}
+	return out, out != nil
+}
+
+// mockExpr renders a mocked value as CEL. A count's mock is text ("1")
+// that Kyverno's operators read as a number: it is the number.
+func mockExpr(v any, read ClusterRead) (expr, error) {
+	if s, isStr := v.(string); isStr && read.Numeric {
+		if n, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+			v = n
+		}
+	}
+	return templateValue(v, &jmesScope{})
+}
+
+// mocked is the CEL that stands for one cluster read in a suite: the
+// per-resource mocks chosen by the object's name, else the rule's (or
+// global) mock, else the read itself.
+func (m *suiteMocks) mocked(read ClusterRead, source string, readExpr string) (string, bool, error) {
+	values := map[string]any{}
+	maps.Copy(values, m.global)
+	maps.Copy(values, m.rules[source][read.Rule])
+	fallback := atom(readExpr)
+	mocked := false
+	if v, ok := mockValue(values, read.Variable); ok {
+		e, err := mockExpr(v, read)
+		if err != nil {
+			return "", false, err
+		}
+		fallback, mocked = e, true
+	}
+	var names []string
+	perResource := map[string]expr{}
+	for name, values := range m.resources[source] {
+		if v, ok := mockValue(values, read.Variable); ok {
+			e, err := mockExpr(v, read)
+			if err != nil {
+				return "", false, err
+			}
+			names = append(names, name)
+			perResource[name] = e
+		}
+	}
+	if len(names) == 0 {
+		return fallback.s, mocked, nil
+	}
+	slices.Sort(names)
+	entries := make([]string, len(names))
+	for i, n := range names {
+		entries[i] = str(n).s + ": " + perResource[n].s
+	}
+	return "{" + strings.Join(entries, ", ") + "}[?object.metadata.name].orValue(" + fallback.s + ")", true, nil
+}
+
+// withMocks returns the converted policy with the variable of each
+// cluster read the suite mocks for the source rule set to the mocked
+// value; the policy itself when nothing is mocked.
+func withMocks(o Output, source string, m *suiteMocks) (kyvernov1.PolicyInterface, error) {
+	policy := o.Object.(kyvernov1.PolicyInterface)
+	if m == nil || len(o.ClusterReads) == 0 {
+		return policy, nil
+	}
+	obj, err := ObjectMap(o.Object)
+	if err != nil {
+		return nil, err
+	}
+	spec, _ := obj["spec"].(map[string]any)
+	vars, _ := spec["variables"].([]any)
+	changed := false
+	for _, read := range o.ClusterReads {
+		for _, v := range vars {
+			vm, ok := v.(map[string]any)
+			if !ok || vm["name"] != read.Variable {
+				continue
+			}
+			e, did, err := m.mocked(read, source, vm["expression"].(string))
+			if err != nil {
+				return nil, fmt.Errorf("mock of %s: %w", read.Variable, err)
+			}
+			if did {
+				vm["expression"], changed = e, true
+			}
+		}
+	}
+	if !changed {
+		return policy, nil
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	out := reflect.New(reflect.TypeOf(o.Object).Elem()).Interface().(kyvernov1.PolicyInterface)
+	if err := json.Unmarshal(b, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -1,0 +1,241 @@
+package convert
+
+import (
+	"regexp"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+)
+
+// ClusterRead is a converted context entry that reads the cluster: a CEL
+// variable computed with resource.Get or resource.List. A kyverno-test
+// suite mocks the entry for the original through its rule values; the
+// verifier feeds the same values to this variable.
+type ClusterRead struct {
+	// Rule is the source rule; Variable the entry's (and the CEL
+	// variable's) name.
+	Rule, Variable string
+	// Numeric marks a count (a JMESPath ending in length()): a suite's
+	// mock of it is text ("1") that Kyverno's operators read as a
+	// number.
+	Numeric bool
+}
+
+// configMapRead is resource.Get of the ConfigMap; Kyverno's configMap
+// entry holds the whole object, its data under .data.
+func configMapRead(cm *kyvernov1.ConfigMapReference, scope *jmesScope) (expr, error) {
+	ns := cm.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	nsExpr, err := templateString(ns, scope)
+	if err != nil {
+		return expr{}, wrap(err, "namespace")
+	}
+	nameExpr, err := templateString(cm.Name, scope)
+	if err != nil {
+		return expr{}, wrap(err, "name")
+	}
+	return fn("resource.Get", str("v1"), str("configmaps"), nsExpr, nameExpr), nil
+}
+
+// apiCallRead converts a GET of a Kubernetes API path to resource.Get (a
+// named object) or resource.List (a collection, whose items the jmesPath
+// reads), then the jmesPath over that result.
+func apiCallRead(call *kyvernov1.ContextAPICall, scope *jmesScope) (jmesValue, error) {
+	switch {
+	case call.Service != nil:
+		return jmesValue{}, cannot("apiCall to a service: http.Get in CEL, which a suite cannot mock")
+	case call.Method != "" && call.Method != kyvernov1.MethodGet:
+		return jmesValue{}, cannot("apiCall method %s", call.Method)
+	case call.Default != nil:
+		return jmesValue{}, cannot("apiCall default: resource.Get errs where Kyverno falls back")
+	}
+	read, err := apiPathRead(call.URLPath, scope)
+	if err != nil {
+		return jmesValue{}, err
+	}
+	if call.JMESPath == "" {
+		return read, nil
+	}
+	return scope.convertOver(call.JMESPath, read)
+}
+
+// apiPathRead parses /api/v1[/namespaces/NS]/RESOURCE[/NAME] and
+// /apis/GROUP/VERSION/... into a resource.Get or resource.List call.
+func apiPathRead(urlPath string, scope *jmesScope) (jmesValue, error) {
+	if strings.Contains(urlPath, "?") {
+		return jmesValue{}, cannot("apiCall urlPath %q: query parameters", urlPath)
+	}
+	parts, err := pathSegments(strings.Trim(urlPath, "/"))
+	if err != nil {
+		return jmesValue{}, cannot("apiCall urlPath %q: %v", urlPath, err)
+	}
+	var apiVersion string
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		apiVersion, parts = parts[1], parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		apiVersion, parts = parts[1]+"/"+parts[2], parts[3:]
+	default:
+		return jmesValue{}, cannot("apiCall urlPath %q is not a Kubernetes API path", urlPath)
+	}
+	if strings.Contains(apiVersion, "{{") {
+		return jmesValue{}, cannot("apiCall urlPath %q: a variable API version", urlPath)
+	}
+	namespace := str("")
+	// /api/v1/namespaces/NS/RESOURCE...: a namespaced resource; a path of
+	// just namespaces[/NAME] reads Namespaces themselves.
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		ns, err := templateString(parts[1], scope)
+		if err != nil {
+			return jmesValue{}, wrap(err, "apiCall urlPath %q", urlPath)
+		}
+		namespace, parts = ns, parts[2:]
+	}
+	av := str(apiVersion)
+	switch len(parts) {
+	case 1:
+		if strings.Contains(parts[0], "{{") {
+			return jmesValue{}, cannot("apiCall urlPath %q: a variable resource", urlPath)
+		}
+		return jmesValue{e: fn("resource.List", av, str(parts[0]), namespace)}, nil
+	case 2:
+		name, err := templateString(parts[1], scope)
+		if err != nil {
+			return jmesValue{}, wrap(err, "apiCall urlPath %q", urlPath)
+		}
+		return jmesValue{e: fn("resource.Get", av, str(parts[0]), namespace, name)}, nil
+	}
+	return jmesValue{}, cannot("apiCall urlPath %q: a subresource or a path resource.Get cannot read", urlPath)
+}
+
+// pathSegments splits a path on "/" outside "{{ }}".
+func pathSegments(p string) ([]string, error) {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(p); i++ {
+		switch {
+		case strings.HasPrefix(p[i:], "{{"):
+			depth++
+			i++
+		case strings.HasPrefix(p[i:], "}}"):
+			depth--
+			i++
+		case p[i] == '/' && depth == 0:
+			out = append(out, p[start:i])
+			start = i + 1
+		}
+	}
+	if depth != 0 {
+		return nil, cannot("unbalanced {{ }}")
+	}
+	return append(out, p[start:]), nil
+}
+
+// templateString converts a string that may hold "{{ }}" variables to a
+// CEL string expression: a literal, one variable, or their concatenation.
+func templateString(s string, scope *jmesScope) (expr, error) {
+	if !strings.Contains(s, "{{") {
+		return str(s), nil
+	}
+	var parts []expr
+	last := 0
+	for _, m := range variableRef.FindAllStringSubmatchIndex(s, -1) {
+		if m[0] > last {
+			parts = append(parts, str(s[last:m[0]]))
+		}
+		jv, err := scope.convert(s[m[2]:m[3]])
+		if err != nil {
+			return expr{}, err
+		}
+		if jv.str {
+			parts = append(parts, jv.e)
+		} else {
+			parts = append(parts, fn("string", jv.e))
+		}
+		last = m[1]
+	}
+	if last < len(s) {
+		parts = append(parts, str(s[last:]))
+	}
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	ss := make([]string, len(parts))
+	for i, p := range parts {
+		ss[i] = p.at(precAdd + 1)
+	}
+	return expr{strings.Join(ss, " + "), precAdd}, nil
+}
+
+// innerVariable is a variable quoted inside a JMESPath expression:
+// '{{ x }}' (its value as a string) or `{{ x }}` (its value as JSON).
+var innerVariable = regexp.MustCompile("'\\{\\{-?\\s*([^{}]*?)\\s*\\}\\}'|`\\{\\{-?\\s*([^{}]*?)\\s*\\}\\}`")
+
+// convertOver converts a JMESPath applied to the value of over (an API
+// call's result). The variables Kyverno substitutes into its text first
+// become references to their converted expressions, which a filter over
+// the result's items reads as roots, not as the item's fields.
+func (s *jmesScope) convertOver(src string, over jmesValue) (jmesValue, error) {
+	if s.refs == nil {
+		s.refs = map[string]expr{}
+	}
+	var failed error
+	text := innerVariable.ReplaceAllStringFunc(src, func(m string) string {
+		sub := innerVariable.FindStringSubmatch(m)
+		inner := sub[1] + sub[2]
+		jv, err := s.convert(inner)
+		if err != nil {
+			failed = err
+			return m
+		}
+		name := "charterRef" + itoa(len(s.refs))
+		s.refs[name] = jv.e
+		return name
+	})
+	if failed != nil {
+		return jmesValue{}, failed
+	}
+	if strings.Contains(text, "{{") {
+		return jmesValue{}, cannot("JMESPath %q: a variable outside quotes", src)
+	}
+	// The read is the expression's current node: "items[...]" reads its
+	// items.
+	return s.convertAt(src, text, &over)
+}
+
+// clusterVariable adds the converted read as the entry's CEL variable and
+// records it for the verifier.
+func clusterVariable(name string, v jmesValue, scope *jmesScope, out *convertedRule) error {
+	if !isIdent(name) {
+		return cannot("name is not a CEL identifier")
+	}
+	scope.variables[name] = true
+	if scope.cluster == nil {
+		scope.cluster = map[string]bool{}
+	}
+	scope.cluster[name] = true
+	if v.list {
+		if scope.lists == nil {
+			scope.lists = map[string]bool{}
+		}
+		scope.lists[name] = true
+	}
+	out.variables = append(out.variables, admissionregistrationv1.Variable{Name: name, Expression: v.e.s})
+	out.clusterReads = append(out.clusterReads, ClusterRead{Rule: out.name, Variable: name, Numeric: strings.HasPrefix(v.e.s, "size(")})
+	return nil
+}
+
+// readsCluster reports whether e reads a variable converted from a
+// context entry that reads the cluster.
+func (s *jmesScope) readsCluster(e expr) bool {
+	for name := range s.cluster {
+		if regexp.MustCompile(`\bvariables\.` + name + `\b`).MatchString(e.s) {
+			return true
+		}
+	}
+	return false
+}
