@@ -319,6 +319,9 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 		}
 	}
 	obj.Status.LastAppliedRevision = revision
+	if c := obj.Status.Conversion; c == nil || c.Revision != revision {
+		obj.Status.Conversion = conversionOf(objs, revision)
+	}
 	markReady(obj, fmt.Sprintf("applied revision %s (%d objects)%s%s", revision, len(objs), clamped, warnedAbout(warnings)))
 	return interval
 }

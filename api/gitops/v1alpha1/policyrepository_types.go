@@ -100,6 +100,8 @@ const ReceiverTokenKey = "token"
 // +kubebuilder:printcolumn:name="REVISION",type=string,JSONPath=".status.lastAppliedRevision"
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="STATUS",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="CONVERTIBLE",type=integer,JSONPath=".status.conversion.convertible",priority=1
+// +kubebuilder:printcolumn:name="POLICIES",type=integer,JSONPath=".status.conversion.total",priority=1
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type PolicyRepository struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -392,6 +394,45 @@ type PolicyRepositoryStatus struct {
 	// annotation that was handled.
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+
+	// Conversion counts the ClusterPolicies and Policies of
+	// LastAppliedRevision that `charter convert` writes cleanly as
+	// Kyverno's CEL kinds: the migration debt of ClusterPolicy's
+	// deprecation. Absent when the revision holds none.
+	// +optional
+	Conversion *ConversionStatus `json:"conversion,omitempty"`
+}
+
+// ConversionStatus counts a revision's policies that convert to the CEL
+// kinds (policies.kyverno.io).
+type ConversionStatus struct {
+	// Revision is the revision counted.
+	Revision string `json:"revision"`
+
+	// Total is the number of ClusterPolicies and Policies.
+	Total int32 `json:"total"`
+
+	// Convertible is how many of them convert cleanly.
+	Convertible int32 `json:"convertible"`
+
+	// Unconvertible names the first of those that do not (at most
+	// MaxUnconvertibleListed), each with the first reason `charter
+	// convert` gives.
+	// +optional
+	Unconvertible []UnconvertiblePolicy `json:"unconvertible,omitempty"`
+}
+
+// MaxUnconvertibleListed bounds ConversionStatus.Unconvertible, so a
+// repository of hundreds of policies keeps a small status.
+const MaxUnconvertibleListed = 10
+
+// UnconvertiblePolicy is a policy that does not convert, and why.
+type UnconvertiblePolicy struct {
+	// Name is the policy's name, namespace/name for a Policy.
+	Name string `json:"name"`
+
+	// Reason is the first problem `charter convert` reports.
+	Reason string `json:"reason"`
 }
 
 // ResourceInventory lists applied objects.
