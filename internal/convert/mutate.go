@@ -23,11 +23,11 @@ func convertMutation(m *kyvernov1.Mutation, scope *jmesScope, present map[string
 		if err != nil {
 			return nil, err
 		}
-		mu, err := applyConfiguration(patch, scope, present, nil)
+		mus, err := overlayMutations(patch, scope, present)
 		if err != nil {
 			return nil, wrap(err, "patchStrategicMerge")
 		}
-		out = append(out, mu)
+		out = append(out, mus...)
 	}
 	if m.PatchesJSON6902 != "" {
 		mu, err := jsonPatch(m.PatchesJSON6902, scope)
@@ -69,6 +69,13 @@ func applyConfiguration(patch any, scope *jmesScope, present map[string]bool, ea
 	if err != nil {
 		return admissionregistrationv1.Mutation{}, err
 	}
+	if len(ov.patches) > 0 {
+		return admissionregistrationv1.Mutation{}, cannot("a field server-side apply replaces whole, in a foreach")
+	}
+	return applyMutation(body, cond), nil
+}
+
+func applyMutation(body, cond expr) admissionregistrationv1.Mutation {
 	e := body
 	if !cond.isTrue() {
 		e = ternary(cond, body, atom("Object{}"))
@@ -76,7 +83,39 @@ func applyConfiguration(patch any, scope *jmesScope, present map[string]bool, ea
 	return admissionregistrationv1.Mutation{
 		PatchType:          admissionregistrationv1.PatchTypeApplyConfiguration,
 		ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: formatObjects(e.s)},
-	}, nil
+	}
+}
+
+// overlayMutations converts a patchStrategicMerge overlay: an
+// ApplyConfiguration for what server-side apply merges as the overlay
+// does, then a JSONPatch for the fields it replaces whole (atomic maps and
+// lists), which an ApplyConfiguration may not set.
+func overlayMutations(patch any, scope *jmesScope, present map[string]bool) ([]admissionregistrationv1.Mutation, error) {
+	root, ok := patch.(map[string]any)
+	if !ok {
+		return nil, cannot("the overlay is not a map")
+	}
+	ov := &overlay{scope: scope, present: present, atomicPatches: true}
+	body, cond, err := ov.object(root, atom("object"), "Object", "")
+	if err != nil {
+		return nil, err
+	}
+	var out []admissionregistrationv1.Mutation
+	if body.s != "Object{}" {
+		out = append(out, applyMutation(body, cond))
+	}
+	if len(ov.patches) > 0 {
+		// One operation list a line.
+		ops := concat(ov.patches, " +\n")
+		if !cond.isTrue() {
+			ops = ternary(cond, ops, atom("[]"))
+		}
+		out = append(out, admissionregistrationv1.Mutation{
+			PatchType: admissionregistrationv1.PatchTypeJSONPatch,
+			JSONPatch: &admissionregistrationv1.JSONPatch{Expression: ops.s},
+		})
+	}
+	return out, nil
 }
 
 // overlay translates a strategic merge overlay.
@@ -84,7 +123,25 @@ type overlay struct {
 	scope   *jmesScope
 	present map[string]bool
 	each    *perElement
+	// atomicPatches lets fields server-side apply replaces whole become
+	// JSONPatch operations (patches, CEL lists to concatenate) where the
+	// overlay replaces them too (replacedLists) or sets keys of a map
+	// (atomicMaps); under a +(key) anchor or a list they are refused.
+	atomicPatches bool
+	patches       []expr
+	underAdd      int
 }
+
+// replacedLists are atomic lists without a merge key: the overlay
+// replaces them whole, as a JSONPatch add does.
+var replacedLists = map[string]bool{
+	"drop": true, "add": true, "options": true, "nameservers": true, "searches": true, "args": true,
+	"command": true, "envFrom": true, "tolerations": true, "preferredDuringSchedulingIgnoredDuringExecution": true,
+}
+
+// atomicMaps are maps server-side apply replaces whole; the overlay sets
+// its keys, as one JSONPatch add per key does.
+var atomicMaps = map[string]bool{"nodeSelector": true, "matchLabels": true}
 
 // stringMaps are fields whose values are maps of strings, written as CEL
 // map literals rather than typed objects.
@@ -144,14 +201,29 @@ func (o *overlay) object(m map[string]any, v expr, typ, p string) (expr, expr, e
 			return expr{}, expr{}, cannot("field %q is not a CEL identifier", key)
 		}
 		if atomicFields[key] {
-			return expr{}, expr{}, cannot("%s is replaced whole by server-side apply: an ApplyConfiguration may not set it", cp)
+			ops, err := o.atomicPatch(val, v, key, cp, anchored)
+			if err != nil {
+				return expr{}, expr{}, err
+			}
+			o.patches = append(o.patches, ops...)
+			continue
+		}
+		if anchored {
+			o.underAdd++
 		}
 		value, vcond, err := o.value(val, cv, typ+"."+key, cp)
+		if anchored {
+			o.underAdd--
+		}
 		if err != nil {
 			return expr{}, expr{}, err
 		}
 		if !vcond.isTrue() {
 			return expr{}, expr{}, cannot("conditional anchor below %s outside a list", cp)
+		}
+		if value.s == typ+"."+key+"{}" {
+			// Only fields written as JSONPatch below: nothing to apply.
+			continue
 		}
 		if anchored { // +(key): only when the resource has none.
 			fields = append(fields, "?"+key+": "+ternary(and(o.presentChain(v), present), atom("optional.none()"), fn("optional.of", value)).s)
@@ -498,4 +570,79 @@ func formatBraces(s string, opens func(prev byte) bool) string {
 
 func isIdentByte(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// atomicPatch writes an overlay's field that server-side apply replaces
+// whole as JSONPatch operations: the missing parents created, then the
+// list replaced or the map's keys set. +(key) adds the field only when the
+// resource has none.
+func (o *overlay) atomicPatch(val any, parent expr, key, p string, anchored bool) ([]expr, error) {
+	_, isList := val.([]any)
+	m, isMap := val.(map[string]any)
+	switch {
+	case !o.atomicPatches || o.underAdd > 0 || strings.Contains(p, "[]"):
+		return nil, cannot("%s is replaced whole by server-side apply: an ApplyConfiguration may not set it", p)
+	case isList && !replacedLists[key], isMap && !atomicMaps[key], !isList && !isMap:
+		return nil, cannot("%s is replaced whole by server-side apply, and the overlay merges it", p)
+	case holdsAnchors(val):
+		return nil, cannot("anchors below %s, which server-side apply replaces whole", p)
+	}
+	pointer := "/" + strings.ReplaceAll(p, ".", "/")
+	var ops []expr
+	// The parents the resource may lack, outermost first.
+	parts := strings.Split(p, ".")
+	base, at := atom("object"), ""
+	for _, part := range parts[:len(parts)-1] {
+		at = join(at, part)
+		if !o.present[at] {
+			ops = append(ops, ternary(o.presentChain(field(base, part)), atom("[]"), atom("[JSONPatch{op: 'add', path: "+str("/"+strings.ReplaceAll(at, ".", "/")).s+", value: {}}]")))
+		}
+		base = field(base, part)
+	}
+	add := func(path string, v any) (string, error) {
+		value, err := templateValue(v, o.scope)
+		if err != nil {
+			return "", err
+		}
+		return "JSONPatch{op: 'add', path: " + str(path).s + ", value: " + value.s + "}", nil
+	}
+	var adds []string
+	if isList {
+		op, err := add(pointer, val)
+		if err != nil {
+			return nil, err
+		}
+		adds = append(adds, op)
+	} else {
+		if !o.present[p] {
+			ops = append(ops, ternary(o.presentChain(field(parent, key)), atom("[]"), atom("[JSONPatch{op: 'add', path: "+str(pointer).s+", value: {}}]")))
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			escaped := strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			op, err := add(pointer+"/"+escaped, m[k])
+			if err != nil {
+				return nil, err
+			}
+			adds = append(adds, op)
+		}
+	}
+	ops = append(ops, atom("["+strings.Join(adds, ", ")+"]"))
+	if anchored {
+		return []expr{ternary(and(o.presentChain(parent), has(parent, key)), atom("[]"), concat(ops, " + "))}, nil
+	}
+	return ops, nil
+}
+
+// concat joins lists with +, each parenthesised where it needs.
+func concat(lists []expr, sep string) expr {
+	parts := make([]string, len(lists))
+	for i, l := range lists {
+		parts[i] = l.at(precAdd + 1)
+	}
+	return expr{strings.Join(parts, sep), precAdd}
 }
