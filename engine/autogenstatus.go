@@ -42,6 +42,11 @@ func AutogenConfigs(p kyvernov1.PolicyInterface) (map[string]policiesv1.AutogenC
 		}
 	case policiesv1.ImageValidatingPolicyLike:
 		for _, ag := range ivpolAutogen(p.GetImageValidatingPolicySpec()) {
+			// Kyverno's CRD defaults validationConfigurations in the spec
+			// its copies are made of; charter leaves the spec as applied
+			// and publishes the values it acts on.
+			md, vd, rq := ag.spec.MutateDigest(), ag.spec.VerifyDigest(), ag.spec.Required()
+			ag.spec.ValidationConfigurations = &policiesv1.ValidationConfiguration{MutateDigest: &md, VerifyDigest: &vd, Required: &rq}
 			copies = append(copies, copyOf{ag.name, ag.spec, ag.spec.MatchConstraints})
 		}
 	}

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"strings"
@@ -54,6 +57,41 @@ type ImageCheck struct {
 	// Scope names the policy and rule asking ("<policy key>/<rule>"); a
 	// cached result answers only the same scope.
 	Scope string
+	// Type is the verifier the attestor names: "" (or Cosign) for cosign,
+	// Notary for an ImageValidatingPolicy's notary attestor, whose trusted
+	// certificates are Attestor.Certificates.Certificate (PEM) and whose
+	// attestations are OCI 1.1 referrers of type PredicateType.
+	Type kyvernov1.ImageVerificationType
+	// TSACertificates are a notary attestor's timestamp authority roots
+	// (PEM); when set, signatures must carry a timestamp they issued.
+	TSACertificates string
+}
+
+// ParseCertificates reads every PEM certificate of text; text with none,
+// or with a block that is no certificate, is an error.
+func ParseCertificates(text string) ([]*x509.Certificate, error) {
+	rest := bytes.TrimSpace([]byte(text))
+	var out []*x509.Certificate
+	for len(rest) > 0 {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return nil, errors.New("not PEM certificates")
+		}
+		if block.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("a PEM %q block where certificates belong", block.Type)
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("invalid certificate: %w", err)
+		}
+		out = append(out, c)
+		rest = bytes.TrimSpace(rest)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no PEM certificate")
+	}
+	return out, nil
 }
 
 // ImageCredentials are the registry credentials of one check: the Pod's

@@ -37,8 +37,8 @@ type imageValidatingPolicy struct {
 	// attestors by name, each the charter attestors it stands for (one
 	// per keyless identity: the attestor verifies when any does).
 	attestors map[string]*ivpolAttestor
-	// attestations maps a name to its in-toto predicate type.
-	attestations map[string]string
+	// attestations by name.
+	attestations map[string]ivpolAttestation
 	verifyDigest bool
 	required     bool
 	mutateDigest bool
@@ -49,6 +49,18 @@ type ivpolAttestor struct {
 	name       string
 	checks     []kyvernov1.Attestor
 	repository string
+	// notary marks a notary attestor: checks hold its certificates, tsa
+	// its timestamp authorities' (PEM).
+	notary bool
+	tsa    string
+}
+
+// ivpolAttestation is one attestation a policy names: an in-toto
+// statement of a predicate type (cosign) or an OCI 1.1 referrer of an
+// artifact type (notary).
+type ivpolAttestation struct {
+	typ      string
+	referrer bool
 }
 
 // imageMatcher is one matchImageReferences entry.
@@ -221,19 +233,51 @@ func compileIVPolAttestors(list []policiesv1.Attestor, f *faults) map[string]*iv
 			f.add(path+".name", fmt.Sprintf("duplicate attestor name %q", a.Name))
 			continue
 		}
+		var at *ivpolAttestor
 		switch {
+		case (a.Notary == nil) == (a.Cosign == nil):
+			f.add(path, "an attestor needs exactly one of cosign or notary")
+			continue
 		case a.Notary != nil:
-			f.add(path+".notary", "Notary attestors are not supported by charter; use a cosign attestor")
-			continue
-		case a.Cosign == nil:
-			f.add(path, "an attestor needs cosign")
-			continue
+			at = compileNotaryAttestor(a.Name, a.Notary, path+".notary", f)
+		default:
+			at = compileCosignAttestor(a.Name, a.Cosign, path+".cosign", f)
 		}
-		if at := compileCosignAttestor(a.Name, a.Cosign, path+".cosign", f); at != nil {
+		if at != nil {
 			out[a.Name] = at
 		}
 	}
 	return out
+}
+
+// compileNotaryAttestor reads a notary attestor: certs, the certificates
+// signing chains must end in, and tsaCerts, the timestamp authorities'
+// roots, each PEM given as a value.
+func compileNotaryAttestor(name string, n *policiesv1.Notary, path string, f *faults) *ivpolAttestor {
+	before := len(f.errs)
+	pemOf := func(field string, v *policiesv1.StringOrExpression, required bool) string {
+		switch {
+		case v != nil && v.Expression != "":
+			f.add(path+"."+field+".expression", "certificate expressions are not supported by charter; give the PEM in value")
+		case v == nil || v.Value == "":
+			if required {
+				f.add(path+"."+field, "a notary attestor needs the PEM certificates signatures must chain to")
+			}
+		default:
+			if _, err := ParseCertificates(v.Value); err != nil {
+				f.add(path+"."+field+".value", err.Error())
+			}
+			return v.Value
+		}
+		return ""
+	}
+	certs := pemOf("certs", n.Certs, true)
+	tsa := pemOf("tsaCerts", n.TSACerts, false)
+	if len(f.errs) > before {
+		return nil
+	}
+	return &ivpolAttestor{name: name, notary: true, tsa: tsa,
+		checks: []kyvernov1.Attestor{{Certificates: &kyvernov1.CertificateAttestor{Certificate: certs}}}}
 }
 
 func compileCosignAttestor(name string, c *policiesv1.Cosign, path string, f *faults) *ivpolAttestor {
@@ -356,8 +400,8 @@ func compileCosignAttestor(name string, c *policiesv1.Cosign, path string, f *fa
 	return at
 }
 
-func compileIVPolAttestations(list []policiesv1.Attestation, f *faults) map[string]string {
-	out := map[string]string{}
+func compileIVPolAttestations(list []policiesv1.Attestation, f *faults) map[string]ivpolAttestation {
+	out := map[string]ivpolAttestation{}
 	for i, a := range list {
 		path := fmt.Sprintf("spec.attestations[%d]", i)
 		if a.Name == "" {
@@ -369,14 +413,16 @@ func compileIVPolAttestations(list []policiesv1.Attestation, f *faults) map[stri
 			continue
 		}
 		switch {
-		case a.Referrer != nil && a.InToto == nil:
-			f.add(path+".referrer", "referrer attestations are verified by Notary, which charter does not support; use an intoto attestation")
-		case a.InToto == nil || a.Referrer != nil:
+		case (a.InToto == nil) == (a.Referrer == nil):
 			f.add(path, "exactly one of intoto or referrer is required")
+		case a.Referrer != nil && a.Referrer.Type == "":
+			f.add(path+".referrer.type", "an artifact type is required")
+		case a.Referrer != nil:
+			out[a.Name] = ivpolAttestation{typ: a.Referrer.Type, referrer: true}
 		case a.InToto.Type == "":
 			f.add(path+".intoto.type", "a predicate type is required")
 		default:
-			out[a.Name] = a.InToto.Type
+			out[a.Name] = ivpolAttestation{typ: a.InToto.Type}
 		}
 	}
 	return out

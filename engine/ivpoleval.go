@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/charter-dev/charter/api/charter"
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 )
@@ -188,7 +189,7 @@ type imageVerification struct {
 	unavailable bool
 	// payloads are the statements verified in this evaluation, by image
 	// and attestation name, for extractPayload.
-	payloads map[[2]string]map[string]any
+	payloads map[[2]string]any
 }
 
 func (v *imageVerification) ConvertToNative(reflect.Type) (any, error) {
@@ -230,10 +231,10 @@ func (v *imageVerification) verify(image, attestation string, attestors ref.Val)
 	if err != nil {
 		return types.WrapErr(err)
 	}
-	var ptype string
+	var att ivpolAttestation
 	if attestation != "" {
 		var ok bool
-		if ptype, ok = ip.attestations[attestation]; !ok {
+		if att, ok = ip.attestations[attestation]; !ok {
 			return types.NewErr("attestation not found in policy: %s", attestation)
 		}
 	}
@@ -260,9 +261,21 @@ func (v *imageVerification) verify(image, attestation string, attestors ref.Val)
 		if at == nil {
 			return types.NewErr("attestor not found in policy: %s", n)
 		}
+		// Each verifier has one kind of attestation (§6.2).
+		if attestation != "" && at.notary && !att.referrer {
+			return types.NewErr("notary verifier only supports oci 1.1 referrers as attestations")
+		}
+		if attestation != "" && !at.notary && att.referrer {
+			return types.NewErr("cosign verifier only supports intoto referrers as attestations")
+		}
+		typ := kyvernov1.Cosign
+		if at.notary {
+			typ = kyvernov1.Notary
+		}
 		for _, a := range at.checks {
 			check := ImageCheck{Image: info.Reference(), Attestor: a, Repository: at.repository, Credentials: v.creds,
-				UseCache: true, VerifiedSince: v.cfg.imagesVerifiedSince, Scope: v.policy.id + "/" + n, PredicateType: ptype}
+				UseCache: true, VerifiedSince: v.cfg.imagesVerifiedSince, Scope: v.policy.id + "/" + n, PredicateType: att.typ,
+				Type: typ, TSACertificates: at.tsa}
 			if err := v.check(verifier, check, image, attestation); err != nil {
 				if IsImageUnavailable(err) && unavailable == nil {
 					unavailable = err
@@ -282,7 +295,9 @@ func (v *imageVerification) verify(image, attestation string, attestors ref.Val)
 }
 
 // check asks the verifier one question; for an attestation it keeps the
-// first statement of the type for extractPayload.
+// first statement of the type for extractPayload: an in-toto statement
+// whole, a referrer's predicate (its layer's JSON), as Kyverno's
+// extractPayload returns them.
 func (v *imageVerification) check(verifier ImageVerifier, c ImageCheck, image, attestation string) error {
 	if c.PredicateType == "" {
 		_, err := verifier.VerifySignatures(v.ctx, c)
@@ -293,10 +308,16 @@ func (v *imageVerification) check(verifier ImageVerifier, c ImageCheck, image, a
 		return err
 	}
 	for _, st := range res.Statements {
-		if t, _ := st["predicateType"].(string); t == c.PredicateType {
+		var payload any = st
+		t, _ := st["predicateType"].(string)
+		if c.Type == kyvernov1.Notary {
+			t, _ = st["type"].(string)
+			payload = st["predicate"]
+		}
+		if t == c.PredicateType {
 			key := [2]string{image, attestation}
-			if v.payloads[key] == nil {
-				v.payloads[key] = st
+			if _, done := v.payloads[key]; !done {
+				v.payloads[key] = payload
 			}
 			return nil
 		}
@@ -308,11 +329,15 @@ func (v *imageVerification) check(verifier ImageVerifier, c ImageCheck, image, a
 // verified earlier in this evaluation: never an unverified one (Kyverno
 // #17130).
 func (v *imageVerification) extractPayload(image, attestation string) ref.Val {
-	if _, ok := v.policy.ivpol.attestations[attestation]; !ok {
+	att, ok := v.policy.ivpol.attestations[attestation]
+	if !ok {
 		return types.NewErr("attestation not found in policy: %s", attestation)
 	}
-	st := v.payloads[[2]string{image, attestation}]
-	if st == nil {
+	st, ok := v.payloads[[2]string{image, attestation}]
+	switch {
+	case !ok && att.referrer:
+		return types.NewErr("referrer attestation payload cannot be fetched before verifying the referrer attestation")
+	case !ok:
 		return types.NewErr("intoto attestation payload cannot be fetch before verifying intoto attestation")
 	}
 	return types.DefaultTypeAdapter.NativeToValue(st)
@@ -549,7 +574,7 @@ func (p *Policy) imageEvaluator(ctx context.Context, in *requestView, cfg *evalC
 		obj = in.req.OldObject
 	}
 	_, pullSecrets := podImages(obj)
-	verification := &imageVerification{ctx: ctx, policy: p, cfg: cfg, req: in.ivpolState(), payloads: map[[2]string]map[string]any{},
+	verification := &imageVerification{ctx: ctx, policy: p, cfg: cfg, req: in.ivpolState(), payloads: map[[2]string]any{},
 		creds: ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace}}
 	attestors := make(map[string]any, len(ip.attestors))
 	for n := range ip.attestors {

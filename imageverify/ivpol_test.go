@@ -18,6 +18,14 @@ import (
 // attestation, and one validation.
 func imageValidatingPolicy(t *testing.T, refs, attestor, validation string) kyvernov1.PolicyInterface {
 	t.Helper()
+	return ivpolOf(t, refs, "- name: a\n  cosign:\n"+indent(attestor, 4), fmt.Sprintf("- name: slsa\n  intoto: {type: %q}\n", slsa), validation)
+}
+
+// ivpolOf is an ImageValidatingPolicy on Pods of the images refs
+// matches, with the attestors and attestations given (each the YAML of
+// its list) and one validation, failing with "not verified".
+func ivpolOf(t *testing.T, refs, attestors, attestations, validation string) kyvernov1.PolicyInterface {
+	t.Helper()
 	doc := fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
 kind: ImageValidatingPolicy
 metadata: {name: check-images}
@@ -27,16 +35,13 @@ spec:
     - {apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"]}
   matchImageReferences: [{glob: %q}]
   attestors:
-  - name: a
-    cosign:
 %s
   attestations:
-  - name: slsa
-    intoto: {type: %q}
+%s
   validations:
   - expression: %q
     message: not verified
-`, refs, indent(attestor, 6), slsa, validation)
+`, refs, indent(attestors, 2), indent(attestations, 2), validation)
 	var p policiesv1.ImageValidatingPolicy
 	if err := yaml.UnmarshalStrict([]byte(doc), &p); err != nil {
 		t.Fatalf("policy: %v\n%s", err, doc)

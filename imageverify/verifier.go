@@ -32,6 +32,7 @@ import (
 	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
 	"golang.org/x/sync/singleflight"
 
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/egress"
 )
@@ -232,6 +233,9 @@ func repository(image string) string {
 }
 
 func (v *Verifier) verifyDigest(ctx context.Context, digest name.Digest, check engine.ImageCheck, kind checkKind, opts []ociremote.Option) (engine.ImageVerified, error) {
+	if check.Type == kyvernov1.Notary {
+		return v.verifyNotary(ctx, digest, check, kind)
+	}
 	co, id, reach, err := v.checkOpts(ctx, check, kind)
 	if err != nil {
 		return engine.ImageVerified{}, err

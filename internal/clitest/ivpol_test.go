@@ -3,23 +3,44 @@ package clitest
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/charter-dev/charter/internal/imagetest"
 )
 
 // TestImageValidatingPolicySuite runs a kyverno-test.yaml suite of an
 // ImageValidatingPolicy (isImageValidatingPolicy rows) against a loopback
-// registry, as `charter test --registry` does: the signed image passes,
-// the unsigned one fails with the validation's message, and the
+// registry, as `charter test --registry` does, with a cosign attestor and
+// with a notary one (an image signed with notation's signer by a
+// certificate of the trusted CA): the signed image passes, the unsigned
+// one fails with the validation's message, and the
 // NamespacedImageValidatingPolicy answers for its namespace's Pod.
 func TestImageValidatingPolicySuite(t *testing.T) {
-	reg, key := signedAppRegistry(t)
+	t.Run("cosign", func(t *testing.T) {
+		reg, key := signedAppRegistry(t)
+		pem, _ := json.Marshal(key.PublicPEM)
+		imageValidatingPolicySuite(t, reg, "cosign:\n      key: {data: "+string(pem)+"}\n      ctlog: {insecureIgnoreTlog: true, insecureIgnoreSCT: true}")
+	})
+	t.Run("notary", func(t *testing.T) {
+		reg := imagetest.NewRegistry(t)
+		ca := imagetest.NewCA(t, "notary CA")
+		reg.NotarySign(t, reg.Push(t, "example/app", "signed").DigestRef, ca.NotarySigner(t, "release"))
+		reg.Push(t, "example/app", "unsigned")
+		pem, _ := json.Marshal(ca.RootPEM)
+		imageValidatingPolicySuite(t, reg, "notary: {certs: {value: "+string(pem)+"}}")
+	})
+}
+
+// imageValidatingPolicySuite runs TestImageValidatingPolicySuite with
+// the attestor named key (its YAML after "- name: key") against reg,
+// which holds example/app:signed, signed as the attestor verifies, and
+// example/app:unsigned.
+func imageValidatingPolicySuite(t *testing.T, reg *imagetest.Registry, attestor string) {
+	t.Helper()
 	dir := t.TempDir()
-	pem, _ := json.Marshal(key.PublicPEM)
 	write := fileWriter(t, dir)
-	attestor := `  attestors:
+	attestor = `  attestors:
   - name: key
-    cosign:
-      key: {data: ` + string(pem) + `}
-      ctlog: {insecureIgnoreTlog: true, insecureIgnoreSCT: true}
+    ` + attestor + `
   validations:
   - expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.key]) > 0)"
     message: image is not signed by the release key

@@ -121,17 +121,37 @@ func (e *env) createObject(gvr schema.GroupVersionResource, obj map[string]any) 
 }
 
 // TestBackgroundScanImageValidatingPolicy: an ImageValidatingPolicy's
-// background scan verifies the images of Pods that already run: a signed
-// image passes and an unsigned one fails, under the policy's name and
-// Kyverno's source; once the signature is gone, the next full rescan
-// verifies again and fails the Pod.
+// background scan verifies the images of Pods that already run, with a
+// cosign or a notary attestor: a signed image passes and an unsigned one
+// fails, under the policy's name and Kyverno's source; once the signature
+// is gone (cosign) or no longer verifies (notary, tampered with), the
+// next full rescan verifies again and fails the Pod.
 func TestBackgroundScanImageValidatingPolicy(t *testing.T) {
-	reg := imagetest.NewRegistry(t)
-	key := imagetest.NewKey(t)
-	signed := reg.Push(t, "app", "signed")
-	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
-	unsigned := reg.Push(t, "app", "unsigned")
+	t.Run("cosign", func(t *testing.T) {
+		reg := imagetest.NewRegistry(t)
+		key := imagetest.NewKey(t)
+		signed := reg.Push(t, "app", "signed")
+		reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
+		keyJSON, _ := json.Marshal(key.PublicPEM)
+		attestor := fmt.Sprintf("cosign:\n      key: {data: %s}\n      ctlog: {insecureIgnoreTlog: true, insecureIgnoreSCT: true}", keyJSON)
+		backgroundImageScan(t, reg, signed, attestor, func() { reg.Unsign(t, signed) })
+	})
+	t.Run("notary", func(t *testing.T) {
+		reg := imagetest.NewRegistry(t)
+		ca := imagetest.NewCA(t, "notary CA")
+		signed := reg.Push(t, "app", "signed")
+		reg.NotarySign(t, signed.DigestRef, ca.NotarySigner(t, "release"))
+		caJSON, _ := json.Marshal(ca.RootPEM)
+		backgroundImageScan(t, reg, signed, fmt.Sprintf("notary: {certs: {value: %s}}", caJSON), func() { reg.NotaryTamper(t, signed.DigestRef) })
+	})
+}
 
+// backgroundImageScan runs TestBackgroundScanImageValidatingPolicy for
+// one attestor (YAML under its name): signed verifies, an unsigned image
+// of reg does not, nor signed once spoil has run.
+func backgroundImageScan(t *testing.T, reg *imagetest.Registry, signed imagetest.Image, attestor string, spoil func()) {
+	t.Helper()
+	unsigned := reg.Push(t, "app", "unsigned")
 	e := startEnv(t)
 	e.images = imageverify.New(imageverify.Options{Egress: reg.Egress(), Cache: imageverify.NewCache(100, time.Hour, nil)})
 	if _, err := e.cs.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "images"}}, metav1.CreateOptions{}); err != nil {
@@ -150,7 +170,6 @@ func TestBackgroundScanImageValidatingPolicy(t *testing.T) {
 	}
 	c, _ := e.startController(Options{PolicyDebounce: 100 * time.Millisecond})
 
-	keyJSON, _ := json.Marshal(key.PublicPEM)
 	policy := fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
 kind: ImageValidatingPolicy
 metadata: {name: signed-images}
@@ -162,13 +181,11 @@ spec:
   matchImageReferences: [{glob: "%s/*"}]
   attestors:
   - name: release
-    cosign:
-      key: {data: %s}
-      ctlog: {insecureIgnoreTlog: true, insecureIgnoreSCT: true}
+    %s
   validations:
   - expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.release]) > 0)"
     message: image is not signed by the release key
-`, reg.Host, keyJSON)
+`, reg.Host, attestor)
 	u := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(policy), &u.Object); err != nil {
 		t.Fatal(err)
@@ -183,7 +200,7 @@ spec:
 	}
 	e.wantResults("the unsigned image's result", "images", string(pods["unsigned"].UID), "signed-images/signed-images=fail")
 
-	reg.Unsign(t, signed)
+	spoil()
 	if err := c.FullRescan(e.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,9 @@ import (
 // mutateDigest, verifyDigest and required), a
 // NamespacedImageValidatingPolicy of namespace team-a, and one of namespace
 // audit under [Audit, Warn], all trusting the key %[2]s for the images of
-// registry %[1]s.
+// registry %[1]s; and a NamespacedImageValidatingPolicy of namespace notary
+// whose notary attestor trusts the CA %[3]s for the image's signature and
+// its signed SBOM referrer.
 const ivpolManifests = `
 apiVersion: policies.kyverno.io/v1
 kind: ImageValidatingPolicy
@@ -78,6 +80,26 @@ spec:
   validations:
   - expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.release]) > 0)"
     message: audited, not signed
+---
+apiVersion: policies.kyverno.io/v1
+kind: NamespacedImageValidatingPolicy
+metadata: {name: notary-images, namespace: notary}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  matchImageReferences: [{glob: "%[1]s/*"}]
+  attestors:
+  - name: notary
+    notary: {certs: {value: %[3]s}}
+  attestations:
+  - name: sbom
+    referrer: {type: application/vnd.cyclonedx+json}
+  validations:
+  - expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.notary]) > 0)"
+    message: image is not signed by the notary CA
+  - expression: "images.containers.all(i, verifyAttestationSignatures(i, attestations.sbom, [attestors.notary]) > 0 && extractPayload(i, attestations.sbom).bomFormat == 'CycloneDX')"
+    message: image has no signed SBOM
 `
 
 // ivpolWithoutAttestors pins the images of registry %[1]s in namespace
@@ -106,21 +128,28 @@ spec:
 // (mutateDigest) and that digest verified; an unsigned image is denied in
 // Kyverno's words; a NamespacedImageValidatingPolicy acts in its own
 // namespace only; under [Audit, Warn] an unsigned image is admitted with
-// Kyverno's warning; a policy without attestors only pins digests; a
-// policy charter cannot verify is refused.
+// Kyverno's warning; a notary attestor verifies Notary signatures and
+// signed referrers; a policy without attestors only pins digests; a
+// policy whose attestor cannot verify anything is refused.
 func TestImageValidatingPolicyOnRealAPIServer(t *testing.T) {
 	reg := imagetest.NewRegistry(t)
 	key := imagetest.NewKey(t)
 	signed := reg.Push(t, "app", "signed")
 	reg.Sign(t, signed, key.Signer, imagetest.SignOptions{})
 	unsigned := reg.Push(t, "app", "unsigned")
+	ca := imagetest.NewCA(t, "notary CA")
+	notarySigner := ca.NotarySigner(t, "release")
+	notarized := reg.Push(t, "app", "notarized")
+	reg.NotarySign(t, notarized.DigestRef, notarySigner)
+	reg.NotarySign(t, reg.Attach(t, notarized, "application/vnd.cyclonedx+json", map[string]any{"bomFormat": "CycloneDX"}).DigestRef, notarySigner)
 	verifier := imageverify.New(imageverify.Options{Egress: reg.Egress(), Cache: imageverify.NewCache(100, time.Hour, nil)})
-	f := startAdmission(t, withNamespaces("shop", "team-a", "team-b", "audit", "pins"), withOptions(func(o *Options) {
+	f := startAdmission(t, withNamespaces("shop", "team-a", "team-b", "audit", "pins", "notary"), withOptions(func(o *Options) {
 		o.State.Loaders.ImageVerifier = verifier
 	}))
 	ctx, cl := f.ctx, f.client
 	pem, _ := json.Marshal(key.PublicPEM)
-	policies := f.installReady(t, fmt.Sprintf(ivpolManifests, reg.Host, pem))
+	caPEM, _ := json.Marshal(ca.RootPEM)
+	policies := f.installReady(t, fmt.Sprintf(ivpolManifests, reg.Host, pem, caPEM))
 	podOf := func(name, ns, image string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}
@@ -160,6 +189,20 @@ func TestImageValidatingPolicyOnRealAPIServer(t *testing.T) {
 		p := podOf("unsigned", "team-b", unsigned.DigestRef)
 		if err := cl.Create(ctx, p); err != nil {
 			t.Errorf("team-b: team-a's policy denied a Pod of team-b: %v", err)
+		}
+	})
+
+	t.Run("a notary attestor admits an image with its signed SBOM and denies an unsigned one", func(t *testing.T) {
+		if err := cl.Create(ctx, podOf("notarized", "notary", notarized.DigestRef)); err != nil {
+			t.Errorf("notarized image denied: %v", err)
+		}
+		err := cl.Create(ctx, podOf("unsigned", "notary", unsigned.DigestRef))
+		if want := "Policy notary-images failed: image is not signed by the notary CA"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("unsigned image: got %v, want a denial containing %q", err, want)
+		}
+		err = cl.Create(ctx, podOf("cosigned", "notary", signed.DigestRef))
+		if want := "Policy notary-images failed: image is not signed by the notary CA"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("cosign-signed image: got %v, want a denial containing %q", err, want)
 		}
 	})
 
@@ -203,13 +246,13 @@ func TestImageValidatingPolicyOnRealAPIServer(t *testing.T) {
 		})
 	})
 
-	t.Run("a policy charter cannot verify is refused, naming the field", func(t *testing.T) {
+	t.Run("a policy whose attestor cannot verify anything is refused, naming the field", func(t *testing.T) {
 		broken := policies[0].DeepCopyObject().(*policiesv1.ImageValidatingPolicy)
 		broken.ResourceVersion = ""
 		broken.Name = "notary"
 		broken.Spec.Attestors[0] = policiesv1.Attestor{Name: "release", Notary: &policiesv1.Notary{Certs: &policiesv1.StringOrExpression{Value: "PEM"}}}
 		err := cl.Create(ctx, broken)
-		if want := "spec.attestors[0].notary: Notary attestors are not supported by charter"; err == nil || !strings.Contains(err.Error(), want) {
+		if want := "spec.attestors[0].notary.certs.value: not PEM certificates"; err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want a refusal containing %q", err, want)
 		}
 	})

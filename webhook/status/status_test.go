@@ -2,6 +2,7 @@ package status
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,8 @@ func load(t *testing.T, file string) kyvernov1.PolicyInterface {
 		p = &policiesv1.MutatingPolicy{}
 	case policiesv1.ValidatingPolicyKind:
 		p = &policiesv1.ValidatingPolicy{}
+	case policiesv1.ImageValidatingPolicyKind:
+		p = &policiesv1.ImageValidatingPolicy{}
 	}
 	if err := yaml.UnmarshalStrict(data, p); err != nil {
 		t.Fatalf("%s: %v", file, err)
@@ -435,5 +438,33 @@ func TestAutogenStatusShape(t *testing.T) {
 	}
 	if !strings.Contains(string(data), `"autogen":{}`) {
 		t.Errorf("status without copies: %s, want \"autogen\":{}", data)
+	}
+}
+
+// TestImageValidatingPolicyAutogenValidationConfigurations: each autogen
+// copy of an ImageValidatingPolicy publishes the validationConfigurations
+// charter acts on, the defaults filled in, as Kyverno's copies carry its
+// CRD's defaults (chainsaw image-validating-policies/autogen/
+// should-autogen); the policy's own spec is left as applied.
+func TestImageValidatingPolicyAutogenValidationConfigurations(t *testing.T) {
+	p := load(t, "ivpol-autogen.yaml").(*policiesv1.ImageValidatingPolicy)
+	st := DesiredPolicyStatus(p, Verdict{Ready: true, Generation: 1})
+	if len(st.Autogen.Configs) == 0 {
+		t.Fatal("no autogen copies")
+	}
+	for name, c := range st.Autogen.Configs {
+		var spec struct {
+			ValidationConfigurations map[string]bool `json:"validationConfigurations"`
+		}
+		if err := json.Unmarshal(c.Spec.Raw, &spec); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]bool{"mutateDigest": false, "verifyDigest": true, "required": true}
+		if !maps.Equal(spec.ValidationConfigurations, want) {
+			t.Errorf("configs.%s.spec.validationConfigurations = %v, want %v", name, spec.ValidationConfigurations, want)
+		}
+	}
+	if vc := p.Spec.ValidationConfigurations; vc == nil || vc.VerifyDigest != nil || vc.Required != nil {
+		t.Errorf("the policy's spec.validationConfigurations became %+v", vc)
 	}
 }
