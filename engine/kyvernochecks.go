@@ -121,6 +121,7 @@ func checkRule(p *Policy, r *kyvernov1.Rule, path string, f *faults) {
 			f.add(path+"."+block.name, fmt.Sprintf("rule %q should not have variables in %s section", r.Name, block.name))
 		}
 	}
+	checkMatchKinds(r, path, f)
 	checkWildcardKinds(p, r, path, f)
 	checkBackgroundSubresources(p, r, path, f)
 	checkContextEntries(r, path+".context", f)
@@ -228,6 +229,36 @@ func kindLists(r *kyvernov1.Rule, path string) map[string][]string {
 	add(path+".match", &r.MatchResources)
 	add(path+".exclude", r.ExcludeResources)
 	return out
+}
+
+// checkMatchKinds refuses, as Kyverno's validateMatchKindHelper does, a
+// match filter that names resources without a kind: the kind attribute
+// is mandatory. A filter with no resources at all has its own fault
+// ("match resources not specified").
+func checkMatchKinds(r *kyvernov1.Rule, path string, f *faults) {
+	check := func(d *kyvernov1.ResourceDescription, p string) {
+		if len(d.Kinds) > 0 || d.IsEmpty() {
+			return
+		}
+		if ruleOnlyTouchesMetadata(r) {
+			f.add(p+".kinds", "at least one element must be specified in a kind block, the kind attribute is mandatory when working with the resources element")
+		} else {
+			f.add(p+".kinds", "policy can only deal with the metadata field of the resource if the rule does not match any kind")
+		}
+	}
+	m := &r.MatchResources
+	switch {
+	case len(m.Any) > 0:
+		for i := range m.Any {
+			check(&m.Any[i].ResourceDescription, fmt.Sprintf("%s.match.any[%d].resources", path, i))
+		}
+	case len(m.All) > 0:
+		for i := range m.All {
+			check(&m.All[i].ResourceDescription, fmt.Sprintf("%s.match.all[%d].resources", path, i))
+		}
+	default:
+		check(&m.ResourceDescription, path+".match.resources")
+	}
 }
 
 // checkWildcardKinds makes Kyverno's checks of a rule that matches every

@@ -139,8 +139,14 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 			p.readsRoles = true
 		}
 		checkRule(p, r, path, f)
-		if p.spec.BackgroundProcessingEnabled() {
-			checkBackgroundVariables(raw, path, f)
+		checkElementOutsideForeach(raw, path, f)
+		switch {
+		case p.spec.BackgroundProcessingEnabled():
+			checkBackgroundVariables(raw, path, inBackground, f)
+		case r.HasMutate() && p.spec.RuleMutateExistingOnPolicyUpdate(r):
+			// A policy update has no requesting user either; with
+			// background on, that check has said it already.
+			checkBackgroundVariables(raw, path, onPolicyUpdate, f)
 		}
 	}
 	s.checkContext(r.Context, path+".context", f)
@@ -303,15 +309,30 @@ func readsRoleVariables(raw map[string]any) bool {
 // requests; a background scan has no user and cannot resolve them.
 var backgroundOnlyAdmission = []string{"request.userInfo", "request.roles", "request.clusterRoles", "serviceAccountName", "serviceAccountNamespace"}
 
-// checkBackgroundVariables rejects, for a policy with background processing
-// on (the default), rules that depend on who sends the request: user
-// variables, or roles, clusterRoles and subjects in match/exclude.
-func checkBackgroundVariables(raw map[string]any, path string, f *faults) {
+// userlessMode is a way a rule runs without a requesting user, as its
+// faults name it.
+type userlessMode struct{ in, off string }
+
+var (
+	// inBackground: background scans and generate-existing.
+	inBackground = userlessMode{in: "in background mode", off: "set spec.background to false"}
+	// onPolicyUpdate: mutate-existing when the policy is written
+	// (Kyverno's ValidateOnPolicyUpdate: "only select variables are
+	// allowed in on policy update").
+	onPolicyUpdate = userlessMode{in: "on policy update", off: "set spec.mutateExistingOnPolicyUpdate to false"}
+)
+
+// checkBackgroundVariables rejects, for a rule that runs without a
+// requesting user (background processing on, the default, or
+// mutate-existing on policy update), what depends on who sends the
+// request: user variables, or roles, clusterRoles and subjects in
+// match/exclude.
+func checkBackgroundVariables(raw map[string]any, path string, mode userlessMode, f *faults) {
 	walkStrings(raw, path, func(p, str string) {
 		for _, expr := range variables.Find(str) {
 			for _, v := range backgroundOnlyAdmission {
 				if strings.HasPrefix(expr, v) || strings.Contains(expr, " "+v) || strings.Contains(expr, "("+v) {
-					f.add(p, fmt.Sprintf("variable {{%s}} is not available in background mode; set spec.background to false", expr))
+					f.add(p, fmt.Sprintf("variable {{%s}} is not available %s; %s", expr, mode.in, mode.off))
 					return
 				}
 			}
@@ -319,23 +340,41 @@ func checkBackgroundVariables(raw map[string]any, path string, f *faults) {
 	})
 	for _, block := range []string{"match", "exclude"} {
 		m, _ := raw[block].(map[string]any)
-		checkUserInfo(m, path+"."+block, f)
+		checkUserInfo(m, path+"."+block, mode, f)
 		for _, list := range []string{"any", "all"} {
 			entries, _ := m[list].([]any)
 			for i, e := range entries {
 				em, _ := e.(map[string]any)
-				checkUserInfo(em, fmt.Sprintf("%s.%s.%s[%d]", path, block, list, i), f)
+				checkUserInfo(em, fmt.Sprintf("%s.%s.%s[%d]", path, block, list, i), mode, f)
 			}
 		}
 	}
 }
 
-func checkUserInfo(m map[string]any, path string, f *faults) {
+func checkUserInfo(m map[string]any, path string, mode userlessMode, f *faults) {
 	for _, k := range []string{"roles", "clusterRoles", "subjects"} {
 		if _, ok := m[k]; ok {
-			f.add(path+"."+k, "user information cannot be matched in background mode; set spec.background to false")
+			f.add(path+"."+k, fmt.Sprintf("user information cannot be matched %s; %s", mode.in, mode.off))
 		}
 	}
+}
+
+// checkElementOutsideForeach refuses, as Kyverno's
+// ValidateElementInForEach does, a variable naming the foreach element
+// ({{element...}}, {{elementIndex}}) where no foreach declares one: it
+// could never resolve, so the rule would fail on every request.
+func checkElementOutsideForeach(raw map[string]any, path string, f *faults) {
+	walkStrings(raw, path, func(p, str string) {
+		if strings.Contains(p, ".foreach[") {
+			return
+		}
+		for _, expr := range variables.Find(str) {
+			if strings.HasPrefix(strings.TrimSpace(expr), "element") {
+				f.add(p, fmt.Sprintf("variable {{%s}} present outside of foreach", strings.TrimSpace(expr)))
+				return
+			}
+		}
+	})
 }
 
 // walkStrings calls fn with the field path of every string (and map key)

@@ -43,7 +43,7 @@ func TestRunValuesSuite(t *testing.T) {
 	}
 	rows := results[0].Rows
 	checkRows(t, rows, want)
-	if msg := rows[1].Message; msg != "validation failure: container debug runs as root" {
+	if msg := rows[1].Message; msg != "validation failure: a container runs as root" {
 		t.Errorf("fail message %q", msg)
 	}
 }
