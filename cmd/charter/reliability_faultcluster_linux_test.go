@@ -193,8 +193,6 @@ func (f *faultCluster) startCharter(controllers string, flags ...string) *charte
 		"--webhook-url=https://" + f.webhookAddr,
 		"--metrics-addr=0",
 		"--health-addr=" + p.health,
-		// A killed leader's Leases expire after 6 s, not 12.
-		"--leader-election-retry-period=1s",
 	}, flags...)
 	logFile, err := os.Create(p.log)
 	if err != nil {

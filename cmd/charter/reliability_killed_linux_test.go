@@ -25,6 +25,9 @@ import (
 	"github.com/charter-dev/charter/internal/reliability"
 )
 
+// fastLeases makes a killed leader's Leases expire after 6 s, not 12.
+const fastLeases = "--leader-election-retry-period=1s"
+
 // generatePolicyFile generates a default-deny NetworkPolicy in every new
 // Namespace: what the kill test interrupts.
 const generatePolicyFile = "policies/generate/default-deny-networkpolicy/default-deny-networkpolicy.yaml"
@@ -82,7 +85,7 @@ type faultOutcome struct {
 
 func killMidGenerate(t *testing.T, f *faultCluster, policies []*unstructured.Unstructured, n int) faultOutcome {
 	ctx := f.ctx
-	admission := f.startCharter(controllerAdmission)
+	admission := f.startCharter(controllerAdmission, fastLeases)
 	admission.waitHealthy(t)
 	f.waitReady(policies)
 	if err := waitForWebhook(ctx, f.cl); err != nil {
@@ -110,14 +113,14 @@ func killMidGenerate(t *testing.T, f *faultCluster, policies []*unstructured.Uns
 	// from here on is an event of this watch, in etcd's order.
 	events := f.tally(&networkingv1.NetworkPolicyList{}, "")
 	defer events.stop()
-	worker := f.startCharter(controllerAdmission + "," + controllerBackground)
+	worker := f.startCharter(controllerAdmission+","+controllerBackground, fastLeases)
 	events.waitFirst(t, worker, watch.Added)
 	worker.kill(t)
 	doneAtKill := len(f.generated(names))
 	pendingAtKill := len(f.updateRequests())
 
 	restarted := time.Now()
-	next := f.startCharter(controllerAdmission + "," + controllerBackground)
+	next := f.startCharter(controllerAdmission+","+controllerBackground, fastLeases)
 	waitFor(t, fmt.Sprintf("a NetworkPolicy in each of the %d Namespaces and no UpdateRequest left", n), 5*time.Minute, func() error {
 		if got := len(f.generated(names)); got < n {
 			return fmt.Errorf("%d of %d NetworkPolicies", got, n)
@@ -168,13 +171,13 @@ func killMidCleanup(t *testing.T, f *faultCluster, n int) faultOutcome {
 
 	events := f.tally(&corev1.ConfigMapList{}, ns)
 	defer events.stop()
-	worker := f.startCharter(controllerCleanup)
+	worker := f.startCharter(controllerCleanup, fastLeases)
 	events.waitFirst(t, worker, watch.Deleted)
 	worker.kill(t)
 	leftAtKill := len(f.configMaps(ns, true))
 
 	restarted := time.Now()
-	next := f.startCharter(controllerCleanup)
+	next := f.startCharter(controllerCleanup, fastLeases)
 	waitFor(t, fmt.Sprintf("the %d expired ConfigMaps deleted", n), 5*time.Minute, func() error {
 		if left := len(f.configMaps(ns, true)); left > 0 {
 			return fmt.Errorf("%d left", left)
