@@ -227,13 +227,17 @@ func (l *reviewLoad) stop() *reviewLoad {
 
 type reviewSummary struct {
 	sent, answered, failed, apiServer int
-	rate                              float64
-	p99                               time.Duration
-	failures                          []string
+	// shed are the reviews the API server's priority and fairness
+	// refused (429) before any webhook saw them.
+	shed     int
+	rate     float64
+	p99      time.Duration
+	failures []string
 }
 
 // summarize sorts the reviews: answered by charter (the good admitted,
-// the bad refused by the policy); failed (a webhook call that failed, a
+// the bad refused by the policy); shed by the API server's priority and
+// fairness; failed (a webhook call that failed, a
 // wrong verdict, or anything else that went wrong before the API server
 // went down at down); refused by the API server itself, down or starting
 // (connections refused or reset, its own "not ready").
@@ -257,6 +261,8 @@ func (l *reviewLoad) summarize(down time.Time) reviewSummary {
 		case verdict == nil:
 			s.answered++
 			latencies = append(latencies, r.end.Sub(r.start))
+		case apierrors.IsTooManyRequests(r.err) && !strings.Contains(r.err.Error(), "webhook"):
+			s.shed++
 		case r.err != nil && !r.end.Before(down) && !strings.Contains(r.err.Error(), "failed calling webhook") && !strings.Contains(r.err.Error(), "denied the request"):
 			s.apiServer++
 		default:
