@@ -71,3 +71,19 @@ func TestConvertCheckFailsOnWhatDoesNotConvert(t *testing.T) {
 		t.Errorf("with --partial: err %v, stdout:\n%s", err, stdout)
 	}
 }
+
+// TestConvertVerifiesClones: generate clone and cloneList convert to
+// GeneratingPolicies reading their sources with resource.Get and
+// resource.List, and the suite (its sources as cluster resources, which
+// the original's clone and the conversion's reads both see) gives the same
+// verdicts on both.
+func TestConvertVerifiesClones(t *testing.T) {
+	dir := filepath.Join("..", "..", "internal", "convert", "testdata", "clone")
+	stdout, stderr, err := runCharter(t, "convert", "--verify", "--check", dir)
+	if err != nil {
+		t.Fatalf("convert --verify --check: %v\n%s%s", err, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "verdicts equal: 1 of 1 verified") || !strings.Contains(stdout, "2 GeneratingPolicy") {
+		t.Fatalf("want the clone policy converted to two GeneratingPolicies and verified:\n%s", stdout)
+	}
+}

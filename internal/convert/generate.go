@@ -8,6 +8,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine"
 )
 
 // convertGeneration turns a generate rule's data into a GeneratingPolicy
@@ -18,7 +19,7 @@ func convertGeneration(g *kyvernov1.Generation, scope *jmesScope, out *converted
 	case len(g.ForEachGeneration) > 0:
 		return cannot("foreach has no converter yet")
 	case g.Clone.Name != "" || len(g.CloneList.Kinds) > 0:
-		return cannot("clone and cloneList have no converter yet (resource.Get and generator.Apply)")
+		return convertClone(g, scope, out)
 	case g.RawData == nil:
 		return cannot("no data")
 	}
@@ -56,6 +57,82 @@ func convertGeneration(g *kyvernov1.Generation, scope *jmesScope, out *converted
 	out.generations = append(out.generations, policiesv1.Generation{
 		Expression: "generator.Apply(" + ns.e.s + ", [variables." + name + "])",
 	})
+	generateEvaluation(g, out)
+	return nil
+}
+
+// convertClone turns clone (one object) and cloneList (every object of
+// some kinds, by label) into reads of the source, applied in the
+// downstream namespace: generator.Apply(ns, [resource.Get(...)]), a
+// resource.List standing for its items.
+func convertClone(g *kyvernov1.Generation, scope *jmesScope, out *convertedRule) error {
+	ns, err := templateString(g.Namespace, scope)
+	if err != nil {
+		return wrap(err, "namespace")
+	}
+	var reads []string
+	var name string
+	if g.Clone.Name != "" {
+		// generator.Apply keeps the source's name.
+		if g.Name != "" && g.Name != g.Clone.Name {
+			return cannot("clone of %s as %s: generator.Apply keeps the source's name", g.Clone.Name, g.Name)
+		}
+		if g.Kind == "" || g.APIVersion == "" {
+			return cannot("clone without the kind and apiVersion of the object")
+		}
+		srcNS, err := templateString(g.Clone.Namespace, scope)
+		if err != nil {
+			return wrap(err, "clone.namespace")
+		}
+		srcName, err := templateString(g.Clone.Name, scope)
+		if err != nil {
+			return wrap(err, "clone.name")
+		}
+		name = "source" + identOnly(g.Kind)
+		reads = append(reads, fn("resource.Get", str(g.APIVersion), str(engine.ResourceForKind(g.Kind)), srcNS, srcName).s)
+	} else {
+		cl := g.CloneList
+		srcNS, err := templateString(cl.Namespace, scope)
+		if err != nil {
+			return wrap(err, "cloneList.namespace")
+		}
+		var labels []expr
+		if cl.Selector != nil {
+			if len(cl.Selector.MatchExpressions) > 0 {
+				return cannot("cloneList.selector.matchExpressions: resource.List selects by labels only")
+			}
+			keys := make([]string, 0, len(cl.Selector.MatchLabels))
+			for k := range cl.Selector.MatchLabels {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			entries := make([]string, len(keys))
+			for i, k := range keys {
+				entries[i] = str(k).s + ": " + str(cl.Selector.MatchLabels[k]).s
+			}
+			labels = append(labels, atom("{"+strings.Join(entries, ", ")+"}"))
+		}
+		for _, k := range cl.Kinds {
+			i := strings.LastIndex(k, "/")
+			if i < 0 || strings.Contains(k, "*") {
+				return cannot("cloneList kind %q: want apiVersion/Kind", k)
+			}
+			args := append([]expr{str(k[:i]), str(engine.ResourceForKind(k[i+1:])), srcNS}, labels...)
+			reads = append(reads, fn("resource.List", args...).s)
+		}
+		name = "sources"
+	}
+	out.variables = append(out.variables, admissionregistrationv1.Variable{Name: name, Expression: "[" + strings.Join(reads, ", ") + "]"})
+	out.generations = append(out.generations, policiesv1.Generation{
+		Expression: "generator.Apply(" + ns.s + ", variables." + name + ")",
+	})
+	generateEvaluation(g, out)
+	return nil
+}
+
+// generateEvaluation carries synchronize, generateExisting and
+// orphanDownstreamOnPolicyDelete over.
+func generateEvaluation(g *kyvernov1.Generation, out *convertedRule) {
 	eval := &policiesv1.GeneratingPolicyEvaluationConfiguration{}
 	if g.Synchronize {
 		eval.Synchronize = &policiesv1.EnabledConfiguration{Enabled: true}
@@ -69,7 +146,6 @@ func convertGeneration(g *kyvernov1.Generation, scope *jmesScope, out *converted
 	if *eval != (policiesv1.GeneratingPolicyEvaluationConfiguration{}) {
 		out.generateEval = eval
 	}
-	return nil
 }
 
 func lowerFirst(s string) string {
