@@ -83,6 +83,11 @@ type devOptions struct {
 	// which the cleanup controller acts for every policy
 	// (--cleanup-service-account); "" keeps serve's identities.
 	cleanupServiceAccount string
+	// reportsServiceAccount, "namespace/name", is the ServiceAccount as
+	// which background scans read what they evaluate, and whose rights
+	// RBACPermissionsGranted reports (--reports-service-account); ""
+	// keeps the dev process's identity.
+	reportsServiceAccount string
 }
 
 func newDevCommand() *cobra.Command {
@@ -140,6 +145,8 @@ charter's webhook configurations and leaves the cluster running.`,
 		"as Kyverno's cleanup controller acts with its own rights (make conformance-cluster: kyverno/kyverno-cleanup-controller, which Kyverno's tests grant rights to). "+
 		"Namespaced ones (CleanupPolicy, NamespacedDeletingPolicy) then act as this ServiceAccount too, with its rights, not as "+impersonate.DefaultServiceAccount+" of their namespace: "+
 		"what RBAC grants in their namespace no longer bounds them (they still select only their own namespace's resources); default: charter's identity, and "+impersonate.DefaultServiceAccount+" of a namespaced policy's namespace")
+	f.StringVar(&opts.reportsServiceAccount, "reports-service-account", "", "namespace/name of a ServiceAccount (created if missing, without rights) as which background scans list, watch and get the resources they evaluate, "+
+		"as Kyverno's reports controller reads with its own rights: the policies' RBACPermissionsGranted then says what it may not read (a SubjectAccessReview for it), and what it may not read is not scanned; reports are still written by charter; default: the dev process's identity")
 	f.Var(reports.ManagedByFlag{V: &opts.reportsManagedBy}, "reports-managed-by", "the app.kubernetes.io/managed-by label of the reports: charter, or kyverno (as charter serve --reports-managed-by; make conformance-cluster sets kyverno)")
 	return cmd
 }
@@ -228,7 +235,10 @@ func (e *devEnvironment) up(ctx context.Context, opts devOptions) error {
 	if err := e.ensureNamespace(ctx); err != nil {
 		return err
 	}
-	if err := e.ensureCleanupServiceAccount(ctx, opts.cleanupServiceAccount); err != nil {
+	if err := e.ensureServiceAccount(ctx, "--reports-service-account", opts.reportsServiceAccount, "background scans read as ServiceAccount %s, with the rights the cluster binds to it"); err != nil {
+		return err
+	}
+	if err := e.ensureServiceAccount(ctx, "--cleanup-service-account", opts.cleanupServiceAccount, "cleanup policies list and delete as ServiceAccount %s, with the rights the cluster binds to it"); err != nil {
 		return err
 	}
 	if err := e.startControllers(ctx, opts); err != nil {
@@ -291,16 +301,18 @@ func (e *devEnvironment) ensureNamespace(ctx context.Context) error {
 	return nil
 }
 
-// ensureCleanupServiceAccount creates --cleanup-service-account's
-// ServiceAccount and its namespace when missing, labelled as dev's grants
-// are, with no rights: what it may delete is what the cluster binds to it.
-func (e *devEnvironment) ensureCleanupServiceAccount(ctx context.Context, sa string) error {
+// ensureServiceAccount creates the ServiceAccount a flag names
+// (--cleanup-service-account, --reports-service-account) and its
+// namespace when missing, labelled as dev's grants are, with no rights:
+// what it may do is what the cluster binds to it. says is what dev
+// prints of it, %s the ServiceAccount.
+func (e *devEnvironment) ensureServiceAccount(ctx context.Context, flag, sa, says string) error {
 	if sa == "" {
 		return nil
 	}
-	ns, name, ok := strings.Cut(sa, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return fmt.Errorf("--cleanup-service-account %q: want namespace/name", sa)
+	ns, name, err := impersonate.ParseServiceAccount(sa)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
 	}
 	labels := map[string]string{"app.kubernetes.io/managed-by": devGrantManagedBy}
 	for _, obj := range []client.Object{
@@ -308,10 +320,10 @@ func (e *devEnvironment) ensureCleanupServiceAccount(ctx context.Context, sa str
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}},
 	} {
 		if err := e.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("--cleanup-service-account: creating %s: %w", sa, err)
+			return fmt.Errorf("%s: creating %s: %w", flag, sa, err)
 		}
 	}
-	e.done("cleanup policies list and delete as ServiceAccount %s, with the rights the cluster binds to it %s", sa, e.dim("(--cleanup-service-account)"))
+	e.done(says+" %s", sa, e.dim("("+flag+")"))
 	return nil
 }
 
@@ -378,6 +390,7 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 		images: defaultImageVerifyOptions(),
 	}
 	so.cleanup.ServiceAccount = opts.cleanupServiceAccount
+	so.reports.ServiceAccount = opts.reportsServiceAccount
 	if e.cp != nil {
 		// In the control plane's folder, removed with it, even when
 		// dev is killed (at the next start: see controlplane).

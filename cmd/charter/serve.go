@@ -711,19 +711,28 @@ const defaultReportsServiceAccount = "charter-reports"
 
 // reportingAccess is how the policy status controller learns what the
 // reports controller may read: this process's own rights when the reports
-// controller runs here too, else a SubjectAccessReview for its
-// ServiceAccount (groups as the API server gives a ServiceAccount's token).
+// controller runs here too with its own identity, else a
+// SubjectAccessReview for the ServiceAccount its scans read as (the
+// reports options' ServiceAccount, or --reports-service-account of
+// another Deployment; groups as the API server gives a ServiceAccount's
+// token).
 func reportingAccess(cfg *rest.Config, o serveOptions) (status.ReportingAccess, error) {
 	cs, err := authorizationclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("authorization client: %w", err)
 	}
+	ns, name := o.namespace, o.reportsServiceAccount
 	if slices.Contains(o.controllers, controllerReports) {
-		return status.SelfAccess{Client: cs}, nil
+		if o.reports.ServiceAccount == "" {
+			return status.SelfAccess{Client: cs}, nil
+		}
+		if ns, name, err = impersonate.ParseServiceAccount(o.reports.ServiceAccount); err != nil {
+			return nil, err
+		}
 	}
 	return status.SubjectAccess{Client: cs,
-		User:   serviceaccount.MakeUsername(o.namespace, o.reportsServiceAccount),
-		Groups: append(serviceaccount.MakeGroupNames(o.namespace), user.AllAuthenticated)}, nil
+		User:   serviceaccount.MakeUsername(ns, name),
+		Groups: append(serviceaccount.MakeGroupNames(ns), user.AllAuthenticated)}, nil
 }
 
 // primaryReportsAPI is the report API charter reads its reports back

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,6 +85,30 @@ func (c *Clients) For(namespace string) (dynamic.Interface, error) {
 	}
 	out := &client{Interface: d, account: account{own: c.own, namespace: namespace, name: c.serviceAccount}}
 	c.byNamespace[namespace] = out
+	return out, nil
+}
+
+// ParseServiceAccount reads "namespace/name", as the flags naming one
+// ServiceAccount for every policy take it.
+func ParseServiceAccount(s string) (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(s, "/")
+	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("ServiceAccount %q: want namespace/name", s)
+	}
+	return namespace, name, nil
+}
+
+// Config is cfg acting as the ServiceAccount "namespace/name" (the API
+// server adds its ServiceAccount groups), for clients that only read as
+// it: a ServiceAccount that does not exist is refused by RBAC like one
+// without rights.
+func Config(cfg *rest.Config, serviceAccount string) (*rest.Config, error) {
+	ns, name, err := ParseServiceAccount(serviceAccount)
+	if err != nil {
+		return nil, err
+	}
+	out := rest.CopyConfig(cfg)
+	out.Impersonate = rest.ImpersonationConfig{UserName: UserName(ns, name)}
 	return out, nil
 }
 

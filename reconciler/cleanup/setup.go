@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"k8s.io/client-go/discovery"
@@ -134,9 +133,9 @@ func serviceAccountClient(cfg *rest.Config, sa string) (dynamic.Interface, error
 	if sa == "" {
 		return nil, nil
 	}
-	ns, name, ok := strings.Cut(sa, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return nil, fmt.Errorf("ServiceAccount %q: want namespace/name", sa)
+	ns, name, err := impersonate.ParseServiceAccount(sa)
+	if err != nil {
+		return nil, err
 	}
 	clients, err := impersonate.New(cfg, name)
 	if err != nil {

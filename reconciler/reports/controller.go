@@ -28,6 +28,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/impersonate"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -83,9 +84,12 @@ func setup(mgr manager.Manager, opts Options) (*Controller, error) {
 // Controller is the reports controller. Create it with New and run it with
 // Start (or hand it to a manager with Setup).
 type Controller struct {
-	opts    Options
-	log     logr.Logger
-	dyn     dynamic.Interface
+	opts Options
+	log  logr.Logger
+	dyn  dynamic.Interface
+	// scan and meta read the resources scans evaluate: as
+	// Options.ServiceAccount when set, else as dyn.
+	scan    dynamic.Interface
 	meta    metadata.Interface
 	kinds   *clusterstate.Kinds
 	reports reportClient
@@ -192,11 +196,18 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	scan, meta := cl.dyn, cl.meta
+	if opts.ServiceAccount != "" {
+		if scan, meta, err = scanClients(cfg, opts); err != nil {
+			return nil, err
+		}
+	}
 	return &Controller{
 		opts:     opts,
 		log:      opts.Logger,
 		dyn:      cl.dyn,
-		meta:     cl.meta,
+		scan:     scan,
+		meta:     meta,
 		kinds:    clusterstate.NewKinds(cl.disco),
 		reports:  cl.reports,
 		now:      time.Now,
@@ -249,6 +260,26 @@ func newClients(cfg *rest.Config, qps float32, burst int, apis []policyreport.AP
 		return clients{}, fmt.Errorf("reports: report client: %w", err)
 	}
 	return clients{kube: kube, dyn: dyn, meta: meta, disco: disco, reports: reports}, nil
+}
+
+// scanClients are the clients scans read resources with as
+// Options.ServiceAccount, under the same limits as the controller's own.
+func scanClients(cfg *rest.Config, opts Options) (dynamic.Interface, metadata.Interface, error) {
+	cfg, err := impersonate.Config(cfg, opts.ServiceAccount)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reports: %w", err)
+	}
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reports: dynamic client: %w", err)
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reports: metadata client: %w", err)
+	}
+	return dyn, meta, nil
 }
 
 // NeedLeaderElection makes the manager run the controller on the leader

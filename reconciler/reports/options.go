@@ -74,6 +74,15 @@ type Options struct {
 	// kyverno_policy_execution_duration_seconds with
 	// rule_execution_cause="background_scan"). Nil records nothing.
 	Metrics Metrics
+	// ServiceAccount, "namespace/name", is when set the ServiceAccount
+	// as which scans list, watch and get the resources they evaluate
+	// (impersonated), as Kyverno's reports controller reads with its own
+	// ServiceAccount's rights: what RBAC withholds from it is not
+	// scanned, and the policy status's RBACPermissionsGranted asks about
+	// it (charter dev --reports-service-account). Reports are written
+	// with the controller's own identity. Empty (the default, and
+	// serve's): the controller's identity.
+	ServiceAccount string
 	// GoneGracePeriod is how old a report must be before the controller
 	// deletes it for want of its resource, when no delete event was seen
 	// (default 30s, the longest a webhook may take): the admission writer

@@ -184,7 +184,7 @@ func (c *Controller) handleEvent(ctx context.Context, key eventKey) error {
 	if !ok || w == nil {
 		return nil // no longer watched
 	}
-	var ri = c.dyn.Resource(key.gvr).Namespace(key.namespace)
+	var ri = c.scan.Resource(key.gvr).Namespace(key.namespace)
 	obj, err := ri.Get(ctx, key.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil // the delete event follows
@@ -246,7 +246,7 @@ func (w *watcher) scan(ctx context.Context, c *Controller, force bool) error {
 	go func() {
 		defer close(pages)
 		// At least as new as the informer: what it has seen is listed.
-		listed <- listPages(listCtx, c.dyn.Resource(w.t.GVR), c.opts.PageSize, "", w.informer.LastSyncResourceVersion(), func(items []unstructured.Unstructured) error {
+		listed <- listPages(listCtx, c.scan.Resource(w.t.GVR), c.opts.PageSize, "", w.informer.LastSyncResourceVersion(), func(items []unstructured.Unstructured) error {
 			select {
 			case pages <- items:
 				return nil
