@@ -558,6 +558,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			// One queue and writer for the process's admission and
 			// background results.
 			q := reports.NewAdmissionQueue(o.auditQueueSize)
+			q.OnDrop(rec.AuditDropped)
 			ro.Admission = q
 			if writesAdmission {
 				audit = reportsAuditSink{queue: q}

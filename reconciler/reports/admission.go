@@ -6,6 +6,7 @@ import (
 
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/internal/droplog"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -43,6 +44,11 @@ type AdmissionQueue struct {
 	items   chan admissionItem
 	dropped atomic.Int64
 	now     func() time.Time
+	// onDrop counts a drop in the process's metrics; dropLog says it in
+	// the log. Both are set before admission starts (OnDrop, and the
+	// writer that drains the queue).
+	onDrop  func()
+	dropLog atomic.Pointer[droplog.Log]
 }
 
 var _ AdmissionResults = (*AdmissionQueue)(nil)
@@ -68,8 +74,25 @@ func (q *AdmissionQueue) Enqueue(resource Resource, responses []engine.PolicyRes
 	case q.items <- admissionItem{resource: resource, responses: responses, at: q.now()}:
 		return true
 	default:
-		q.dropped.Add(1)
+		q.drop(resource, "queue full")
 		return false
+	}
+}
+
+// OnDrop has f called for every admission's results dropped, by a full
+// queue or by its writer's bound on resources waiting for their report
+// (charter serve counts them in charter_audit_queue_dropped_total). Call
+// it before the queue is used.
+func (q *AdmissionQueue) OnDrop(f func()) { q.onDrop = f }
+
+// drop counts and logs the results of one admission given up.
+func (q *AdmissionQueue) drop(resource Resource, why string) {
+	q.dropped.Add(1)
+	if q.onDrop != nil {
+		q.onDrop()
+	}
+	if l := q.dropLog.Load(); l != nil {
+		l.Dropped("why", why, "resource", resource.String())
 	}
 }
 
@@ -81,5 +104,7 @@ func (q *AdmissionQueue) Results(trigger generate.ObjectRef, responses []engine.
 	q.Enqueue(Resource{APIVersion: trigger.APIVersion, Kind: trigger.Kind, Namespace: trigger.Namespace, Name: trigger.Name, UID: trigger.UID}, responses)
 }
 
-// Dropped counts the admissions dropped because the queue was full.
+// Dropped counts the admissions whose results were dropped: the queue
+// was full, or so many resources waited for their reports that the
+// writer took no more (MaxPendingResources).
 func (q *AdmissionQueue) Dropped() int64 { return q.dropped.Load() }

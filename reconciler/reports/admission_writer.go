@@ -20,6 +20,7 @@ import (
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
+	"github.com/charter-dev/charter/internal/droplog"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -41,6 +42,16 @@ const policyLag = 30 * time.Second
 // admissionWriters is how many resources' admission results are merged at
 // once.
 const admissionWriters = 2
+
+// DefaultMaxPendingResources bounds the resources whose admission results
+// wait for their report write: a request admitted but never stored
+// (another webhook denied it) waits up to admissionTimeout, retried every
+// admissionRetry, and at a thousand such requests a second, unbounded,
+// they would pile up to 120,000 and their retries take the API server's
+// time from admission. Results of a resource beyond the bound are dropped,
+// counted and logged; those of background policies come back with the
+// next scan.
+const DefaultMaxPendingResources = 5000
 
 // AdmissionWriter merges the admission webhook's Audit results into the
 // per-resource reports. Unlike the Controller it is not leader-elected:
@@ -74,7 +85,11 @@ type AdmissionWriter struct {
 
 	mu      sync.Mutex
 	pending map[types.UID]*pendingAdmission
-	work    workqueue.TypedRateLimitingInterface[types.UID]
+	// held are the resources the writer has results of, pending or
+	// being written: at most maxPending.
+	held       map[types.UID]bool
+	maxPending int
+	work       workqueue.TypedRateLimitingInterface[types.UID]
 
 	writes atomic.Int64
 }
@@ -101,16 +116,24 @@ func NewAdmissionWriter(cfg *rest.Config, opts Options) (*AdmissionWriter, error
 	if err != nil {
 		return nil, err
 	}
+	log := opts.Logger.WithName("admission")
+	opts.Admission.dropLog.Store(droplog.New(log, "admission results dropped: their resources' reports miss them until the next scan (background policies) or admission", 0))
+	maxPending := opts.MaxPendingResources
+	if maxPending <= 0 {
+		maxPending = DefaultMaxPendingResources
+	}
 	return &AdmissionWriter{
-		queue:    opts.Admission,
-		allowed:  opts.AllowedResults,
-		log:      opts.Logger.WithName("admission"),
-		meta:     cl.meta,
-		kinds:    clusterstate.NewKinds(cl.disco),
-		reports:  cl.reports,
-		now:      time.Now,
-		policies: opts.State.Policies,
-		pending:  map[types.UID]*pendingAdmission{},
+		queue:      opts.Admission,
+		maxPending: maxPending,
+		allowed:    opts.AllowedResults,
+		log:        log,
+		meta:       cl.meta,
+		kinds:      clusterstate.NewKinds(cl.disco),
+		reports:    cl.reports,
+		now:        time.Now,
+		policies:   opts.State.Policies,
+		pending:    map[types.UID]*pendingAdmission{},
+		held:       map[types.UID]bool{},
 		work: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "reports-admission"}),
 	}, nil
@@ -163,8 +186,14 @@ func (w *AdmissionWriter) drain(ctx context.Context) {
 			w.mu.Lock()
 			p := w.pending[item.resource.UID]
 			if p == nil {
+				if !w.held[item.resource.UID] && len(w.held) >= w.maxPending {
+					w.mu.Unlock()
+					w.queue.drop(item.resource, fmt.Sprintf("%d resources wait for their reports", w.maxPending))
+					continue
+				}
 				p = &pendingAdmission{scope: item.resource, first: w.now()}
 				w.pending[item.resource.UID] = p
+				w.held[item.resource.UID] = true
 			}
 			p.results = append(p.results, results...)
 			w.mu.Unlock()
@@ -201,7 +230,14 @@ func (w *AdmissionWriter) processNext(ctx context.Context) bool {
 		}
 		w.mu.Unlock()
 		w.work.AddAfter(uid, admissionRetry)
+		return true
 	}
+	w.mu.Lock()
+	if w.pending[uid] == nil {
+		// No results came meanwhile: the writer is done with it.
+		delete(w.held, uid)
+	}
+	w.mu.Unlock()
 	return true
 }
 

@@ -55,6 +55,10 @@ type Options struct {
 	// webhook runs elsewhere; results of background policies land in
 	// reports at the next background scan of the resource).
 	Admission *AdmissionQueue
+	// MaxPendingResources bounds the resources whose admission results
+	// wait for their report write (default DefaultMaxPendingResources);
+	// results of a resource beyond it are dropped, counted and logged.
+	MaxPendingResources int
 	// State is the process's shared cluster state (clusterstate.New): the
 	// controller and its AdmissionWriter take the installed policies, their
 	// change notifications, namespace labels and the context-entry loaders

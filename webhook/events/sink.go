@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/droplog"
 )
 
 // Defaults, as Kyverno's flags have them (admission-reports.md §3.3).
@@ -134,6 +135,10 @@ type Sink struct {
 
 	spam         *spamFilter
 	spamFiltered atomic.Uint64
+
+	// queueFull says the batches a full queue drops in the log, at most
+	// once per droplog.DefaultInterval.
+	queueFull *droplog.Log
 }
 
 // NewSink returns a sink; Start it (or add it to a manager) to write.
@@ -176,20 +181,23 @@ func NewSink(o Options) *Sink {
 		o.SpamInterval = DefaultSpamInterval
 	}
 	s := &Sink{o: o, queue: make(chan Batch, o.MaxQueued), omit: map[string]bool{}, series: map[seriesKey]*series{},
-		spam: newSpamFilter(o.SpamBurst, o.SpamInterval)}
+		spam:      newSpamFilter(o.SpamBurst, o.SpamInterval),
+		queueFull: droplog.New(o.Log, "events dropped: the event queue is full (charter_events_queue_dropped_total counts the batches)", 0)}
 	for _, r := range o.Omit {
 		s.omit[r] = true
 	}
 	return s
 }
 
-// Offer queues a batch without blocking and reports whether it fit.
+// Offer queues a batch without blocking and reports whether it fit; a
+// batch that does not is counted and said in the log.
 func (s *Sink) Offer(b Batch) bool {
 	select {
 	case s.queue <- b:
 		return true
 	default:
 		s.queueDropped.Add(1)
+		s.queueFull.Dropped("queued", s.o.MaxQueued)
 		return false
 	}
 }

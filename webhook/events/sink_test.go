@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -75,7 +76,9 @@ func waitFor(t *testing.T, what string, cond func() bool, seen ...func() string)
 
 func startSink(t *testing.T, o Options) *Sink {
 	t.Helper()
-	o.Log = logr.Discard()
+	if o.Log.GetSink() == nil {
+		o.Log = logr.Discard()
+	}
 	s := NewSink(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -156,7 +159,12 @@ func TestSinkNameCollisionRetriesAtOnce(t *testing.T) {
 
 func TestSinkOfferNeverBlocks(t *testing.T) {
 	w := &recorder{block: make(chan struct{})}
-	s := startSink(t, Options{Writer: w, Workers: 1, MaxQueued: 2})
+	var (
+		mu    sync.Mutex
+		lines []string
+	)
+	log := funcr.New(func(_, args string) { mu.Lock(); lines = append(lines, args); mu.Unlock() }, funcr.Options{})
+	s := startSink(t, Options{Writer: w, Workers: 1, MaxQueued: 2, Log: log})
 	defer close(w.block)
 	ev := List{{Regarding: podObj, Reason: ReasonPolicyViolation, Action: ActionResourcePassed}}
 	// One batch is taken by the blocked worker, two fill the queue.
@@ -172,6 +180,13 @@ func TestSinkOfferNeverBlocks(t *testing.T) {
 	}
 	if s.QueueDropped() != 2 {
 		t.Errorf("queue dropped %d, want 2", s.QueueDropped())
+	}
+	// Said in the log, the first drop at once; the second, within the
+	// interval, waits for the next line.
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) != 1 || !strings.Contains(lines[0], "events dropped: the event queue is full") || !strings.Contains(lines[0], `"dropped"=1`) {
+		t.Errorf("log lines %q, want one saying the first drop", lines)
 	}
 }
 

@@ -125,7 +125,7 @@ func New(reg prometheus.Registerer, version string) (*Recorder, error) {
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: PolicyChangesTotal, ConstLabels: scope,
 			Help: "Policy creations, spec updates and deletions seen."}, changeLabels),
 		auditDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: AuditQueueDroppedTotal,
-			Help: "Audit results dropped because the queue to the reports controller was full."}),
+			Help: "Admission results dropped before their report: the queue to the report writer was full, or too many resources waited for their reports."}),
 		compileErrors: prometheus.NewGauge(prometheus.GaugeOpts{Name: PolicyCompileErrorsTotal,
 			Help: "Faults in installed policies and exceptions that keep them from serving."}),
 		ruleInfo:   newRuleInfoCollector(),

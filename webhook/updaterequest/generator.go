@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/droplog"
 	"github.com/charter-dev/charter/webhook/server"
 )
 
@@ -75,10 +77,14 @@ type Generator struct {
 
 	queue   chan server.BackgroundRecord
 	dropped atomic.Int64
-	failed  atomic.Int64
-	created atomic.Int64
-	own     atomic.Int64
-	over    atomic.Int64
+	// dropLog says the drops of a full queue in the log, a line per
+	// interval rather than one per request.
+	dropLog     *droplog.Log
+	dropLogOnce sync.Once
+	failed      atomic.Int64
+	created     atomic.Int64
+	own         atomic.Int64
+	over        atomic.Int64
 
 	// Count counts the existing UpdateRequests for the threshold; the
 	// Generator runs it.
@@ -199,8 +205,10 @@ func (g *Generator) Admitted(rec server.BackgroundRecord) bool {
 		return true
 	default:
 		g.dropped.Add(1)
-		g.Log.Info("UpdateRequest queue full: admitted request dropped; its generate and mutate-existing rules run at the next policy resync",
-			"kind", rec.Request.Kind.Kind, "namespace", rec.Request.Namespace, "name", rec.Request.Name)
+		g.dropLogOnce.Do(func() {
+			g.dropLog = droplog.New(g.Log, "UpdateRequest queue full: admitted requests dropped; their generate and mutate-existing rules run at the next policy resync", 0)
+		})
+		g.dropLog.Dropped("kind", rec.Request.Kind.Kind, "namespace", rec.Request.Namespace, "name", rec.Request.Name)
 		return false
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -252,5 +254,29 @@ func TestGeneratingPolicyDeleteTrigger(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAdmittedDropsWhenFullWithoutBlocking: a full queue refuses the
+// admitted request at once, counts it, and says it in the log once per
+// interval, not once per request.
+func TestAdmittedDropsWhenFullWithoutBlocking(t *testing.T) {
+	set := loadPolicy(t, "copy-configmaps.yaml", nil)
+	var lines []string
+	log := funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{})
+	g := NewGenerator(nil, "charter-system", engine.Loaders{}, 1, log)
+	rec := server.BackgroundRecord{
+		Request: &engine.Request{Operation: kyvernov1.Create, Object: configMap("settings"), UserInfo: authenticationv1.UserInfo{Username: "alice"}},
+		Sets:    []*engine.PolicySet{set},
+	}
+	got := []bool{g.Admitted(rec), g.Admitted(rec), g.Admitted(rec)}
+	if want := []bool{true, false, false}; !slices.Equal(got, want) {
+		t.Fatalf("Admitted = %v, want %v (no worker runs: the queue of 1 stays full)", got, want)
+	}
+	if _, _, dropped := g.Counts(); dropped != 2 {
+		t.Errorf("dropped %d, want 2", dropped)
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "UpdateRequest queue full") || !strings.Contains(lines[0], `"dropped"=1`) {
+		t.Errorf("log lines %q, want one line for the first drop (the second waits for the next interval)", lines)
 	}
 }
