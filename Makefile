@@ -196,8 +196,12 @@ bench-gitops: controlplane build ## Time a push to an enforced policy over Git (
 	$(GO) run ./hack/benchgitops -charter $(BIN)/charter
 
 .PHONY: bench-admission
-bench-admission: controlplane build ## Admission latency: open loop to the webhook vs a null one at 1,000/s and 3,000/s, events on, CPU and allocation profiles in bin/bench-admission/; Pod Security as ValidatingPolicies vs ClusterPolicies; then via kube-apiserver dry-run (MODE=all|direct|vpol|apiserver RATE=1000,3000 DURATION=20s API_RATE=100; STALL=20ms writes an execution trace of each request slower than that, stall-*.trace).
+bench-admission: controlplane build ## Admission latency: open loop to the webhook vs a null one at 1,000/s and 3,000/s, events on, CPU and allocation profiles in bin/bench-admission/; Pod Security as ValidatingPolicies vs ClusterPolicies; then via kube-apiserver dry-run; MODE=dev|split: charter as run (charter dev --path environments/staging, or admission and reports+background apart), API writes per admission (MODE=all|direct|vpol|apiserver|dev|split RATE=1000,3000 DURATION=20s API_RATE=100; STALL=20ms writes an execution trace of each request slower than that, stall-*.trace).
 	$(GO) run ./hack/benchadmission -charter $(BIN)/charter -profile-dir $(BIN)/bench-admission $(if $(MODE),-mode $(MODE)) $(if $(RATE),-rate $(RATE)) $(if $(DURATION),-duration $(DURATION)) $(if $(API_RATE),-api-rate $(API_RATE)) $(if $(STALL),-stall-trace $(STALL))
+
+.PHONY: bench-scale
+bench-scale: controlplane build ## Cost curves, each point in this run, growth smallest -> largest vs issue 33's goals: admission p99 and CPU/review at 1,000/s by policies; scan time, memory, API-server CPU, etcd bytes by Pods; GitOps revision by policies; generate by namespaces (SCALE=small|full CURVES=admission,reports,gitops,generate; logs in bin/bench-scale/).
+	$(GO) run ./hack/benchscale -scale $(or $(SCALE),small) -charter $(BIN)/charter -go $(GO) -out $(BIN)/bench-scale $(if $(CURVES),-curves $(CURVES))
 
 .PHONY: bench
 bench: ## Run the Go benchmarks and print their figures.

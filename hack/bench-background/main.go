@@ -40,6 +40,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/hack/benchscale/figures"
 	"github.com/charter-dev/charter/internal/benchmem"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/printer"
@@ -59,11 +60,13 @@ const (
 
 func main() {
 	n := flag.Int("namespaces", targetNamespaces, "namespaces to create")
+	pointFile := flag.String("point-file", "", "also write the figures as a point of make bench-scale's generate curve (JSON) to this file")
+	wait := flag.Duration("wait", 3*time.Minute, "longest wait, after the last namespace, for every NetworkPolicy")
 	flag.Parse()
 	// The managers' own logs would interleave with the figures (and
 	// controller-runtime prints a stack trace when no logger was set).
 	ctrl.SetLogger(logr.Discard())
-	if err := run(*n); err != nil {
+	if err := run(*n, *wait, *pointFile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-background:", err)
 		os.Exit(1)
 	}
@@ -82,7 +85,7 @@ func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	return w.next.RoundTrip(req)
 }
 
-func run(n int) error {
+func run(n int, wait time.Duration, pointFile string) error {
 	ctx := context.Background()
 	root, err := controlplane.ModuleRoot()
 	if err != nil {
@@ -182,7 +185,7 @@ func run(n int) error {
 	created := time.Now()
 	fmt.Printf("created %d namespaces and their UpdateRequests in %s (controller restarted %d time)\n", n, created.Sub(start).Round(time.Millisecond), restarts)
 
-	deadline := created.Add(3 * time.Minute)
+	deadline := created.Add(wait)
 	var done int
 	for time.Now().Before(deadline) {
 		var nps networkingv1.NetworkPolicyList
@@ -226,7 +229,15 @@ func run(n int) error {
 	t.AddCells(printer.Cell{Text: "UpdateRequests lost (1 restart)"}, printer.Cell{Text: strconv.Itoa(lost)},
 		printer.Cell{Text: "0"}, verdict(lost == 0))
 	fmt.Println()
-	return t.Write(os.Stdout, printer.ColorEnabled(os.Stdout))
+	if err := t.Write(os.Stdout, printer.ColorEnabled(os.Stdout)); err != nil {
+		return err
+	}
+	return figures.Write(pointFile, figures.Point{Curve: "generate", Size: n, Figures: map[string]float64{
+		"seconds":            elapsed.Seconds(),
+		"peak_mib":           benchmem.MiB(peak.Total.Load()),
+		"writes_per_trigger": perTrigger,
+		"lost":               float64(lost),
+	}})
 }
 
 // admitNamespace creates a namespace and the UpdateRequests admission

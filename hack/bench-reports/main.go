@@ -42,12 +42,14 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/hack/benchscale/figures"
 	"github.com/charter-dev/charter/internal/benchmem"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/printer"
@@ -63,8 +65,12 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the controller's first scan to this file")
 	serverProfile := flag.String("server-cpuprofile", "", "write a 30 s CPU profile of kube-apiserver during the first scan to this file")
 	sample := flag.String("sample-report", "", "write one report, as stored, to this file")
+	pointFile := flag.String("point-file", "", "also write the figures as a point of make bench-scale's reports curve (JSON) to this file")
 	flag.Parse()
-	if err := run(*pods, *namespaces, *policyDir, reports.Options{Workers: *workers, WriteWorkers: *writeWorkers}, profiles{*cpuProfile, *serverProfile, *sample}); err != nil {
+	// The informers log through controller-runtime, which otherwise
+	// prints a stack trace saying no logger was set.
+	crlog.SetLogger(logger())
+	if err := run(*pods, *namespaces, *policyDir, reports.Options{Workers: *workers, WriteWorkers: *writeWorkers}, profiles{*cpuProfile, *serverProfile, *sample}, *pointFile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-reports:", err)
 		os.Exit(1)
 	}
@@ -124,7 +130,7 @@ func (w *writeCounter) breakdown() string {
 // names are not written.
 type profiles struct{ controller, server, sampleReport string }
 
-func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof profiles) error {
+func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof profiles, pointFile string) error {
 	cpuProfile := prof.controller
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -154,6 +160,11 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 		return err
 	}
 	fmt.Printf("applied %d policies from %s in Audit\n", n, policyDir)
+	// etcd's database before any report, so the reports' share shows.
+	etcdBefore, err := figures.ReadEtcdDB(ctx, cp.EtcdURL())
+	if err != nil {
+		return err
+	}
 
 	// Only the controller allocates from here on.
 	runtime.GC()
@@ -230,6 +241,10 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	if err != nil {
 		return err
 	}
+	etcdAfter, err := figures.ReadEtcdDB(ctx, cp.EtcdURL())
+	if err != nil {
+		return err
+	}
 	if prof.sampleReport != "" {
 		if err := writeSampleReport(ctx, dyn, prof.sampleReport); err != nil {
 			return err
@@ -273,8 +288,22 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	if count < int64(nPods) {
 		return fmt.Errorf("only %d of %d reports written", count, nPods)
 	}
+	fmt.Printf("etcd database (its metrics):    %.1f MiB in use, %.1f MiB file after the first scan (%.1f MiB in use, %.1f MiB file before it)\n",
+		benchmem.MiB(uint64(etcdAfter.InUse)), benchmem.MiB(uint64(etcdAfter.Total)), benchmem.MiB(uint64(etcdBefore.InUse)), benchmem.MiB(uint64(etcdBefore.Total)))
 	printTargets(os.Stdout, nPods, firstScan, peak.Total.Load(), rescanWrites)
-	return nil
+	return figures.Write(pointFile, figures.Point{Curve: "reports", Size: nPods, Figures: map[string]float64{
+		"seconds":                  firstScan.Seconds(),
+		"controller_peak_mib":      benchmem.MiB(peak.Total.Load()),
+		"apiserver_cpu_s":          serverCPU["kube-apiserver"].Seconds(),
+		"etcd_cpu_s":               serverCPU["etcd"].Seconds(),
+		"controller_cpu_s":         controllerCPU.Seconds(),
+		"etcd_in_use_bytes":        etcdAfter.InUse,
+		"etcd_total_bytes":         etcdAfter.Total,
+		"etcd_in_use_bytes_before": etcdBefore.InUse,
+		"reports":                  float64(count),
+		"writes":                   float64(firstWrites),
+		"rescan_writes":            float64(rescanWrites),
+	}})
 }
 
 // The targets for 10,000 Pods on 2 cores.

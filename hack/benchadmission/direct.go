@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,14 +62,19 @@ type review struct {
 
 // webhookTarget is one admission server under load and its figures.
 type webhookTarget struct {
-	name    string
-	url     string
-	client  *http.Client
-	null    bool // allows everything, so every decision expected is "allowed"
-	reviews func(i int) *review
-	results loadgen.Results
-	gc      gcUsage       // over its measured rounds
-	cpu     time.Duration // this process's CPU time during its measured rounds
+	name   string
+	url    string
+	client *http.Client
+	null   bool // allows everything, so every decision expected is "allowed"
+	// unchecked: the decisions are counted (denied), not checked
+	// against the Pod's own (the stack modes run a whole environment,
+	// whose audited policies admit some non-compliant Pods).
+	unchecked bool
+	denied    atomic.Int64
+	reviews   func(i int) *review
+	results   loadgen.Results
+	gc        gcUsage       // over its measured rounds
+	cpu       time.Duration // this process's CPU time during its measured rounds
 }
 
 // rateResult is what one rate measured.
@@ -105,11 +111,7 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 	if err != nil {
 		return err
 	}
-	typed, err := workload.Typed(policies)
-	if err != nil {
-		return err
-	}
-	snapshot, err := workload.Snapshot(typed)
+	snapshot, err := workload.SnapshotOf(policies)
 	if err != nil {
 		return err
 	}
@@ -117,16 +119,11 @@ func runDirect(ctx context.Context, o directOptions, p *printer) error {
 	if err != nil {
 		return err
 	}
-	var sink server.EventSink
-	var writes *countingWriter
-	if o.events {
-		s, cw, stop, err := startEventSink(ctx, "bench")
-		if err != nil {
-			return err
-		}
-		defer stop()
-		sink, writes = s, cw
+	sink, writes, stopEvents, err := eventSinkFor(ctx, o)
+	if err != nil {
+		return err
 	}
+	defer stopEvents()
 	charterHandler, err := newCharterHandler("charter", snapshot, o.metrics, sink)
 	if err != nil {
 		return err
@@ -624,6 +621,12 @@ func (t *webhookTarget) send(ctx context.Context, rv *review) error {
 	}
 	if ans.Response.UID != rv.uid {
 		return failed(kindHTTP, "answer for uid %q to request %q", ans.Response.UID, rv.uid)
+	}
+	if t.unchecked {
+		if !ans.Response.Allowed {
+			t.denied.Add(1)
+		}
+		return nil
 	}
 	want := t.null || rv.pod.Compliant
 	switch {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/webhook/events"
+	"github.com/charter-dev/charter/webhook/server"
 )
 
 // countingWriter counts the API writes of the event sink: creates, and
@@ -97,4 +98,17 @@ func startEventSink(ctx context.Context, namespace string) (*events.Sink, *count
 		}
 	}
 	return sink, counting, stop, nil
+}
+
+// eventSinkFor is startEventSink when the bench writes events (-events),
+// and nothing to start otherwise: stop is then a no-op and the writer nil.
+func eventSinkFor(ctx context.Context, o directOptions) (server.EventSink, *countingWriter, func(), error) {
+	if !o.events {
+		return nil, nil, func() {}, nil
+	}
+	sink, writes, stop, err := startEventSink(ctx, "bench")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return sink, writes, stop, nil
 }

@@ -77,10 +77,11 @@ func run() error {
 	// nothing here.
 	fs := flag.NewFlagSet("bench-admission", flag.ExitOnError)
 	var (
-		mode   = fs.String("mode", "all", "direct, vpol, apiserver, both (direct and apiserver) or all")
+		mode   = fs.String("mode", "all", "direct, vpol, apiserver, both (direct and apiserver), all (those three); policies (cost by installed policies), dev or split (charter as run, with a null webhook) are not part of all")
 		corpus = fs.String("corpus", filepath.Join(root, "..", "shared", "conformance", "kyverno-policies"), "vpol: the conformance corpus's policy folder, with pod-security/ and pod-security-vpol/")
 		d      = directOptions{}
 		a      = apiOptions{}
+		po     = policiesOptions{counts: []int{20, 200, 1000}}
 	)
 	fs.StringVar(&d.policyDir, "policies", filepath.Join(root, "policies", "pod-security"), "folder of the policies to enforce (<name>/<name>.yaml)")
 	d.rates = envRates("BENCH_RATE", []float64{1000, 3000})
@@ -103,6 +104,9 @@ func run() error {
 	fs.DurationVar(&a.warmup, "api-warmup", 3*time.Second, "apiserver: warm-up before each measurement")
 	fs.StringVar(&a.charter, "charter", filepath.Join(root, "bin", "charter"), "apiserver: the charter binary (make build)")
 	fs.BoolVar(&a.keepLogs, "keep-logs", false, "apiserver: keep the control plane's and charter's logs")
+	fs.Var((*intList)(&po.counts), "policy-counts", "policies: installed policies at each point of the curve, comma-separated (at least the 17 enforced ones)")
+	fs.StringVar(&po.libraryDir, "library", filepath.Join(root, "policies"), "policies: charter's policy library, whose ClusterPolicies are copied to make up the counts")
+	fs.StringVar(&po.pointFile, "point-file", "", "policies: also write the curve's points here as JSON (make bench-scale reads them)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -125,29 +129,32 @@ func run() error {
 	// that takes its time, kills the process as usual.
 	go func() { <-ctx.Done(); stop() }()
 	p := newPrinter(os.Stdout)
-	err = runModes(ctx, *mode, d, a, *corpus, p)
+	err = runModes(ctx, *mode, d, a, po, *corpus, p)
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("interrupted (everything it started is stopped): %w", err)
 	}
 	return err
 }
 
-func runModes(ctx context.Context, mode string, d directOptions, a apiOptions, corpus string, p *printer) error {
+func runModes(ctx context.Context, mode string, d directOptions, a apiOptions, po policiesOptions, corpus string, p *printer) error {
 	runs := map[string]func() error{
 		"direct":    func() error { return runDirect(ctx, d, p) },
 		"vpol":      func() error { return runVPol(ctx, d, corpus, p) },
 		"apiserver": func() error { return runAPIServer(ctx, a, p) },
+		"policies":  func() error { return runPolicies(ctx, d, po, p) },
+		"dev":       func() error { return runStack(ctx, "dev", d, a, p) },
+		"split":     func() error { return runStack(ctx, "split", d, a, p) },
 	}
 	var names []string
 	switch mode {
-	case "direct", "vpol", "apiserver":
+	case "direct", "vpol", "apiserver", "policies", "dev", "split":
 		names = []string{mode}
 	case "both":
 		names = []string{"direct", "apiserver"}
 	case "all":
 		names = []string{"direct", "vpol", "apiserver"}
 	default:
-		return fmt.Errorf("-mode %q: want direct, vpol, apiserver, both or all", mode)
+		return fmt.Errorf("-mode %q: want direct, vpol, apiserver, both, all, policies, dev or split", mode)
 	}
 	for _, name := range names {
 		if err := runs[name](); err != nil {

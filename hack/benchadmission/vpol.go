@@ -8,7 +8,6 @@ import (
 
 	"github.com/charter-dev/charter/hack/benchadmission/loadgen"
 	"github.com/charter-dev/charter/hack/benchadmission/workload"
-	"github.com/charter-dev/charter/webhook/server"
 )
 
 // vpolP99Target is issue 17's target: admission with the Pod Security set
@@ -38,15 +37,11 @@ func runVPol(ctx context.Context, o directOptions, corpus string, p *printer) er
 	if err != nil {
 		return err
 	}
-	var sink server.EventSink
-	if o.events {
-		s, _, stop, err := startEventSink(ctx, "bench")
-		if err != nil {
-			return err
-		}
-		defer stop()
-		sink = s
+	sink, _, stopEvents, err := eventSinkFor(ctx, o)
+	if err != nil {
+		return err
 	}
+	defer stopEvents()
 	cpHandler, err := newCharterHandler("clusterpolicy", cpSnapshot, o.metrics, sink)
 	if err != nil {
 		return err

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charter-dev/charter/hack/benchscale/figures"
 	"github.com/charter-dev/charter/internal/controlplane"
 )
 
@@ -47,14 +48,16 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the work folder (charter's log, the repositories)")
 	largeControllers := flag.String("large-controllers", "gitsync", "controllers of the charter process that syncs the large repository; "+
 		"gitsync alone measures the sync, admission,gitsync the whole process (its policy cache compiles every policy too)")
+	largeOnly := flag.Bool("large-only", false, "measure the sync of the large repository alone (no push rounds), as make bench-scale does")
+	pointFile := flag.String("point-file", "", "also write the large sync's figures as a point of make bench-scale's GitOps curve (JSON) to this file")
 	flag.Parse()
-	if err := run(*charter, *runs, *policies, *polls, *keep, *largeControllers); err != nil {
+	if err := run(*charter, *runs, *policies, *polls, *keep, *largeControllers, *largeOnly, *pointFile); err != nil {
 		fmt.Fprintln(os.Stderr, "benchgitops:", err)
 		os.Exit(1)
 	}
 }
 
-func run(charterBin string, runs, nPolicies, polls int, keep bool, largeControllers string) error {
+func run(charterBin string, runs, nPolicies, polls int, keep bool, largeControllers string, largeOnly bool, pointFile string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if runs < 1 || nPolicies < 1 {
@@ -95,23 +98,32 @@ func run(charterBin string, runs, nPolicies, polls int, keep bool, largeControll
 	if err := b.prepare(ctx); err != nil {
 		return err
 	}
+	if largeOnly {
+		proc, err := startReady(ctx, charterBin, cp.KubeconfigPath(), work, largeControllers)
+		if err != nil {
+			return err
+		}
+		defer proc.stop()
+		large, err := syncLarge(ctx, b, proc, nPolicies, largeControllers)
+		if err != nil {
+			return err
+		}
+		printLarge(os.Stdout, nPolicies, large)
+		return writePoint(pointFile, nPolicies, large)
+	}
 	reg, err := startRegistry()
 	if err != nil {
 		return err
 	}
 	defer reg.stop()
 	const pushControllers = "admission,gitsync"
-	fmt.Println("starting charter serve --controllers=" + pushControllers)
 	// The egress guard blocks loopback: the registry's address is let
 	// through, as an operator does for a registry on loopback.
-	proc, err := startCharter(ctx, charterBin, cp.KubeconfigPath(), work, pushControllers, "--egress-allow="+reg.host)
+	proc, err := startReady(ctx, charterBin, cp.KubeconfigPath(), work, pushControllers, "--egress-allow="+reg.host)
 	if err != nil {
 		return err
 	}
 	defer proc.stop()
-	if err := proc.waitReady(ctx, time.Minute); err != nil {
-		return err
-	}
 	push, err := b.pushToEnforced(ctx, proc, runs)
 	if err != nil {
 		return fmt.Errorf("push to enforced: %w (charter's log: %s)", err, proc.logPath)
@@ -124,22 +136,52 @@ func run(charterBin string, runs, nPolicies, polls int, keep bool, largeControll
 	if largeControllers != pushControllers {
 		// A fresh process, so its memory is the large sync's alone.
 		proc.stop()
-		fmt.Println("starting charter serve --controllers=" + largeControllers)
-		if proc, err = startCharter(ctx, charterBin, cp.KubeconfigPath(), work, largeControllers); err != nil {
+		if proc, err = startReady(ctx, charterBin, cp.KubeconfigPath(), work, largeControllers); err != nil {
 			return err
 		}
 		defer proc.stop()
-		if err := proc.waitReady(ctx, time.Minute); err != nil {
-			return err
-		}
 	}
+	large, err := syncLarge(ctx, b, proc, nPolicies, largeControllers)
+	if err != nil {
+		return err
+	}
+	printTable(os.Stdout, runs, push, ociPush, nPolicies, large)
+	return writePoint(pointFile, nPolicies, large)
+}
+
+// startReady starts charter serve with controllers and waits until it is
+// ready.
+func startReady(ctx context.Context, charterBin, kubeconfig, work, controllers string, flags ...string) (*charterProcess, error) {
+	fmt.Println("starting charter serve --controllers=" + controllers)
+	proc, err := startCharter(ctx, charterBin, kubeconfig, work, controllers, flags...)
+	if err != nil {
+		return nil, err
+	}
+	if err := proc.waitReady(ctx, time.Minute); err != nil {
+		proc.stop()
+		return nil, err
+	}
+	return proc, nil
+}
+
+// syncLarge measures the sync of nPolicies by proc, which runs controllers.
+func syncLarge(ctx context.Context, b *bench, proc *charterProcess, nPolicies int, controllers string) (largeResult, error) {
 	large, err := b.largeSync(ctx, proc, nPolicies)
 	if err != nil {
-		return fmt.Errorf("%d policies: %w (charter's log: %s)", nPolicies, err, proc.logPath)
+		return large, fmt.Errorf("%d policies: %w (charter's log: %s)", nPolicies, err, proc.logPath)
 	}
-	large.controllers = largeControllers
-	printTable(os.Stdout, runs, push, ociPush, nPolicies, large)
-	return nil
+	large.controllers = controllers
+	return large, nil
+}
+
+// writePoint writes the large sync as a point of make bench-scale's GitOps
+// curve.
+func writePoint(path string, nPolicies int, large largeResult) error {
+	return figures.Write(path, figures.Point{Curve: "gitops", Size: nPolicies, Figures: map[string]float64{
+		"seconds":        large.ready.Seconds(),
+		"rss_peak_mib":   float64(large.rssPeak) / (1 << 20),
+		"rss_before_mib": float64(large.rssBefore) / (1 << 20),
+	}})
 }
 
 // pushRound is one push-to-enforced measurement.
@@ -193,6 +235,11 @@ func printTable(w *os.File, runs int, push []pushRound, ociPush ociResult, nPoli
 	fmt.Fprintf(w, "  %-40s %29s %10s\n", fmt.Sprintf("blob bytes per unchanged poll (%d polls)", ociPush.unchangedPolls),
 		fmt.Sprintf("%d B", perPoll), fmt.Sprintf("0 B %s", verdict(ociPush.blobBytes == 0)))
 	fmt.Fprintf(w, "  %-40s %29s\n", fmt.Sprintf("blob bytes the %d pushes pulled", len(ociPush.rounds)), fmt.Sprintf("%d B", ociPush.pushBlobBytes))
+	printLarge(w, nPolicies, large)
+}
+
+// printLarge prints the sync of the large repository against its targets.
+func printLarge(w *os.File, nPolicies int, large largeResult) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-42s %29s %10s\n", fmt.Sprintf("sync of %d policies", nPolicies), "", "target")
 	fmt.Fprintf(w, "  %-40s %29s\n", "charter serve --controllers=", large.controllers)

@@ -6,13 +6,8 @@ package workload
 import (
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"sort"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
@@ -25,38 +20,15 @@ import (
 // validate.failureAction, which would win over it, is removed. The files
 // are not changed. Policies come back sorted by name.
 func EnforcedPolicies(dir string) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() || filepath.Base(path) != filepath.Base(filepath.Dir(path))+".yaml" {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(data, &u.Object); err != nil {
-			return fmt.Errorf("policy %s: %w", path, err)
-		}
-		if u.GetKind() != "ClusterPolicy" {
-			return nil
-		}
-		if err := enforce(u); err != nil {
-			return fmt.Errorf("policy %s: %w", path, err)
-		}
-		out = append(out, u)
-		return nil
-	})
+	out, err := LibraryPolicies(dir)
 	if err != nil {
 		return nil, err
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no ClusterPolicy found under %s (expected <name>/<name>.yaml files)", dir)
+	for _, u := range out {
+		if err := enforce(u); err != nil {
+			return nil, fmt.Errorf("policy %s: %w", u.GetName(), err)
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
 	return out, nil
 }
 
@@ -119,3 +91,13 @@ type Fixed struct{ S *policycache.Snapshot }
 
 // Snapshot implements server.Snapshots.
 func (f Fixed) Snapshot() *policycache.Snapshot { return f.S }
+
+// SnapshotOf is Typed then Snapshot: the policies read from files,
+// compiled into the snapshot charter's admission server evaluates.
+func SnapshotOf(policies []*unstructured.Unstructured) (*policycache.Snapshot, error) {
+	typed, err := Typed(policies)
+	if err != nil {
+		return nil, err
+	}
+	return Snapshot(typed)
+}
