@@ -2,11 +2,14 @@ package convert
 
 import (
 	"regexp"
+	"sort"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine"
 )
 
 // ClusterRead is a converted context entry that reads the cluster: a CEL
@@ -238,4 +241,62 @@ func (s *jmesScope) readsCluster(e expr) bool {
 		}
 	}
 	return false
+}
+
+// mutateTargets converts one mutate-existing target to the expression
+// that reads it, evaluated with object as the trigger: resource.Get of a
+// named target, resource.List of a kind (by the selector's labels).
+func mutateTargets(targets []kyvernov1.TargetResourceSpec, scope *jmesScope) (*policiesv1.TargetMatchConstraints, error) {
+	if len(targets) != 1 {
+		return nil, cannot("%d targets: a MutatingPolicy reads its targets with one expression", len(targets))
+	}
+	t := targets[0]
+	switch {
+	case len(t.Context) > 0 || t.RawAnyAllConditions != nil:
+		return nil, cannot("a target's context or preconditions")
+	case t.UID != "":
+		return nil, cannot("a target by uid")
+	case t.APIVersion == "" || t.Kind == "" || strings.ContainsAny(t.APIVersion+t.Kind, "*{"):
+		return nil, cannot("a target needs a literal apiVersion and kind")
+	}
+	resource := str(engine.ResourceForKind(t.Kind))
+	ns, err := templateString(t.Namespace, scope)
+	if err != nil {
+		return nil, wrap(err, "namespace")
+	}
+	var read expr
+	if t.Name != "" {
+		if t.Selector != nil {
+			return nil, cannot("a target with both a name and a selector")
+		}
+		name, err := templateString(t.Name, scope)
+		if err != nil {
+			return nil, wrap(err, "name")
+		}
+		read = fn("resource.Get", str(t.APIVersion), resource, ns, name)
+	} else {
+		args := []expr{str(t.APIVersion), resource, ns}
+		if t.Selector != nil {
+			if len(t.Selector.MatchExpressions) > 0 {
+				return nil, cannot("selector.matchExpressions: resource.List selects by labels only")
+			}
+			args = append(args, labelsLiteral(t.Selector.MatchLabels))
+		}
+		read = fn("resource.List", args...)
+	}
+	return &policiesv1.TargetMatchConstraints{Expression: read.s}, nil
+}
+
+// labelsLiteral is a CEL map of labels, keys in order.
+func labelsLiteral(labels map[string]string) expr {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	entries := make([]string, len(keys))
+	for i, k := range keys {
+		entries[i] = str(k).s + ": " + str(labels[k]).s
+	}
+	return atom("{" + strings.Join(entries, ", ") + "}")
 }

@@ -206,11 +206,13 @@ type convertedRule struct {
 	// clusterReads are the context entries converted to resource.Get
 	// and resource.List variables.
 	clusterReads []ClusterRead
+	// targets are a mutate-existing rule's targets.
+	targets *policiesv1.TargetMatchConstraints
 }
 
 // groupKey is what rules must share to live in one policy.
 func (r *convertedRule) groupKey() string {
-	b, _ := json.Marshal([]any{r.mutate, r.kind, r.generateEval, r.matchConstraints, r.matchConditions, r.actions})
+	b, _ := json.Marshal([]any{r.mutate, r.kind, r.generateEval, r.matchConstraints, r.matchConditions, r.actions, r.targets})
 	return string(b)
 }
 
@@ -464,6 +466,16 @@ func buildMutatingPolicy(p kyvernov1.PolicyInterface, name string, rules []*conv
 	}
 	if c.podControllers != nil {
 		spec.AutogenConfiguration = &policiesv1.MutatingPolicyAutogenConfiguration{PodControllers: c.podControllers}
+	}
+	if t := rules[0].targets; t != nil {
+		// Mutate existing: a matching request patches the targets, not
+		// itself.
+		enabled, disabled := true, false
+		spec.TargetMatchConstraints = t
+		spec.EvaluationConfiguration = &policiesv1.MutatingPolicyEvaluationConfiguration{
+			MutateExisting: &policiesv1.MutateExistingConfiguration{Enabled: &enabled},
+			Admission:      &policiesv1.AdmissionConfiguration{Enabled: &disabled},
+		}
 	}
 	if p.IsNamespaced() {
 		return c.output(&policiesv1.NamespacedMutatingPolicy{ObjectMeta: c.meta, Spec: spec}, "NamespacedMutatingPolicy")

@@ -101,16 +101,7 @@ func convertClone(g *kyvernov1.Generation, scope *jmesScope, out *convertedRule)
 			if len(cl.Selector.MatchExpressions) > 0 {
 				return cannot("cloneList.selector.matchExpressions: resource.List selects by labels only")
 			}
-			keys := make([]string, 0, len(cl.Selector.MatchLabels))
-			for k := range cl.Selector.MatchLabels {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			entries := make([]string, len(keys))
-			for i, k := range keys {
-				entries[i] = str(k).s + ": " + str(cl.Selector.MatchLabels[k]).s
-			}
-			labels = append(labels, atom("{"+strings.Join(entries, ", ")+"}"))
+			labels = append(labels, labelsLiteral(cl.Selector.MatchLabels))
 		}
 		for _, k := range cl.Kinds {
 			i := strings.LastIndex(k, "/")

@@ -13,8 +13,8 @@ import (
 
 func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule, error) {
 	switch {
-	case r.Mutation != nil && r.Mutation.IsMutateExisting():
-		return nil, cannot("mutate.targets (mutate existing) have no converter yet")
+	case r.Mutation != nil && r.Mutation.IsMutateExisting() && p.GetSpec().RuleMutateExistingOnPolicyUpdate(r):
+		return nil, cannot("mutateExistingOnPolicyUpdate: a MutatingPolicy patches its targets on requests only")
 	case r.Mutation != nil, r.Generation != nil:
 	case len(r.VerifyImages) > 0:
 		return nil, cannot("verifyImages rules convert to an ImageValidatingPolicy, which charter convert does not write yet")
@@ -77,6 +77,22 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 	}
 	if r.Mutation != nil {
 		out.mutate = true
+		if r.Mutation.IsMutateExisting() {
+			// The patches apply to each target, which the CEL policy
+			// reads as object.
+			targets, err := mutateTargets(r.Mutation.Targets, scope)
+			if err != nil {
+				return nil, wrap(err, "mutate.targets")
+			}
+			out.targets = targets
+			if len(out.matchConditions) > 0 {
+				return nil, cannot("mutate.targets with preconditions or match filters that become matchConditions: a MutatingPolicy judges each target by them too")
+			}
+			if hasVariables(r.Mutation.RawPatchStrategicMerge) || strings.Contains(r.Mutation.PatchesJSON6902, "{{") || len(r.Mutation.ForEachMutation) > 0 {
+				return nil, cannot("mutate.targets with a patch that holds variables or a foreach: in the CEL policy object is the target, not the trigger")
+			}
+			pt.present = map[string]bool{"metadata": true}
+		}
 		mutations, err := convertMutation(r.Mutation, scope, pt.present)
 		if err != nil {
 			return nil, err
