@@ -8,7 +8,7 @@
 //	go run ./hack/reliability [-mode full|short] [-fuzztime 30s]
 //
 // The full mode fuzzes each target for -fuzztime (minutes in all). The
-// short mode, which .ci/run runs, is about a minute: the seed corpora, a
+// short mode, which .ci/run runs, is a few minutes: the seed corpora, a
 // few seconds of fuzzing of the quickest targets, and the parts that need
 // no more than a minute.
 //
@@ -37,7 +37,7 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "full", "full, or short (about a minute, for CI)")
+	mode := flag.String("mode", "full", "full, or short (a few minutes, for CI)")
 	fuzztime := flag.Duration("fuzztime", 30*time.Second, "how long each fuzz target runs in the full mode")
 	flag.Parse()
 	var p plan
