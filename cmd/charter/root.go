@@ -35,5 +35,6 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newDevCommand())
 	root.AddCommand(newPushCommand())
 	root.AddCommand(newConvertCommand())
+	root.AddCommand(newReportsServerCommand())
 	return root
 }

@@ -216,6 +216,9 @@ func (c *ControlPlane) Start(ctx context.Context) (err error) {
 	// watches (charter's informers, a test's) until the stop timeout
 	// kills it; with one, it ends them and waits at most that long.
 	apiServer.Configure().Set("shutdown-watch-termination-grace-period", "5s")
+	if err := configureFrontProxy(apiServer, filepath.Join(c.workDir, "front-proxy")); err != nil {
+		return err
+	}
 	for name, values := range c.opts.apiServerArgs {
 		apiServer.Configure().Set(name, values...)
 	}
