@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -193,7 +194,7 @@ func runStack(ctx context.Context, mode string, d directOptions, a apiOptions, p
 	if err != nil {
 		return err
 	}
-	charter := &webhookTarget{name: "charter", url: url + "?timeout=10s", reviews: w.at, client: httpClient(caBundle, d.workers), unchecked: true}
+	charter := &webhookTarget{name: "charter", url: url + "?timeout=10s", reviews: withObjectUID(w.at), client: httpClient(caBundle, d.workers), unchecked: true}
 	if err := charter.warm(ctx, min(d.workers, 16)); err != nil {
 		return err
 	}
@@ -518,4 +519,24 @@ func printStackSummary(p *printer, mode string, results []stackResult) {
 			fmt.Sprintf("%.3f", total/float64(max(r.requests, 1)))})
 	}
 	p.table([]string{"RATE", "NULL P99", "CHARTER P99", "RATIO", "GOAL", "", "WRITES/ADMISSION"}, rows)
+}
+
+// objectUIDPrefix starts the metadata.uid the stack modes give each
+// review's Pod.
+const objectUIDPrefix = "bench-object-"
+
+// withObjectUID gives request i's Pod the metadata.uid the API server
+// assigns before it calls validating webhooks on a CREATE, as
+// bench-object-<i>: charter hands the Audit results of an allowed request
+// with a uid to its admission-report writer, so the writer works as it
+// does in a cluster. The API server never stores these Pods: the writer
+// waits for each (bounded, reports.DefaultMaxPendingResources) and writes
+// no report.
+func withObjectUID(at func(i int) *review) func(i int) *review {
+	return func(i int) *review {
+		rv := at(i)
+		marker := []byte(`"metadata":{`)
+		body := bytes.Replace(rv.body, marker, []byte(`"metadata":{"uid":"`+objectUIDPrefix+strconv.Itoa(i)+`",`), 1)
+		return &review{body: body, uid: rv.uid, pod: rv.pod}
+	}
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -48,6 +50,34 @@ func TestStackGoals(t *testing.T) {
 	} {
 		if got, ok := stackGoal(tc.mode, tc.rate); got != tc.want || ok != tc.ok {
 			t.Errorf("stackGoal(%s, %g) = %v, %v; want %v, %v", tc.mode, tc.rate, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestWithObjectUID: each request's Pod carries a uid of its own in the
+// review's object, where charter's audit sink reads it.
+func TestWithObjectUID(t *testing.T) {
+	w, err := newWorkload(directOptions{noncompliant: 0.5, uniqueNames: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := withObjectUID(w.at)
+	for _, i := range []int{0, 7} {
+		var review struct {
+			Request struct {
+				Object struct {
+					Metadata struct{ Name, UID string } `json:"metadata"`
+				} `json:"object"`
+			} `json:"request"`
+		}
+		if err := json.Unmarshal(at(i).body, &review); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := review.Request.Object.Metadata.UID, objectUIDPrefix+strconv.Itoa(i); got != want {
+			t.Errorf("request %d: object uid %q, want %q", i, got, want)
+		}
+		if review.Request.Object.Metadata.Name == "" {
+			t.Errorf("request %d: the Pod lost its name", i)
 		}
 	}
 }
