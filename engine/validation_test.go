@@ -29,6 +29,10 @@ type validationCase struct {
 	// Cluster marks a check only the cluster makes (ClusterFaults): the
 	// CLI runs the policy, as a values file may define what it names.
 	Cluster bool `json:"cluster,omitempty"`
+	// Discovery marks a check that asks the cluster's discovery
+	// (clusterstate/policycheck.KindFaults): the engine alone admits the
+	// policy, knowing no cluster.
+	Discovery bool `json:"discovery,omitempty"`
 	// Warning is a warning the admitted policy must be given.
 	Warning string          `json:"warning,omitempty"`
 	Policy  json.RawMessage `json:"policy"`
@@ -37,7 +41,8 @@ type validationCase struct {
 // TestKyvernoPolicyValidation: every policy of testdata/validation is
 // refused by Compile (or, for a cluster case, by ClusterFaults) with a
 // fault naming the expected field, or, for a warning case, compiles and
-// is given the warning by PolicyWarnings.
+// is given the warning by PolicyWarnings. A discovery case compiles: only
+// the cluster's discovery refuses it (its admission and GitOps tests).
 // Admission, the GitOps pre-apply check and the CLI all compile through
 // Compile; their own tests run the same files.
 func TestKyvernoPolicyValidation(t *testing.T) {
@@ -63,6 +68,13 @@ func TestKyvernoPolicyValidation(t *testing.T) {
 			if faults := ClusterFaults(policies[0]); len(faults) > 0 {
 				err = faults
 			}
+		}
+		if tc.Discovery {
+			// Only the cluster knows which kinds it serves.
+			if err != nil {
+				t.Fatalf("a discovery case compiles without a cluster: %v", err)
+			}
+			return
 		}
 		if tc.Warning != "" {
 			if err != nil {

@@ -52,3 +52,26 @@ func TestReadCannotRunFailsClosed(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyKindsNotServed: a refusal counts as Kyverno's own on this
+// cluster only when every fault is a kind the cluster does not serve.
+func TestOnlyKindsNotServed(t *testing.T) {
+	notServed := `ClusterPolicy "vpa": spec.rules[0].match.any[0].resources.kinds[0]: unable to convert GVK to GVR for kinds VerticalPodAutoscaler: ` + kindNotServed
+	tests := []struct {
+		name, refusal string
+		want          bool
+	}{
+		{"one kind not served", `admission webhook "validate-policy.charter.svc" denied the request: ` + notServed, true},
+		{"two kinds not served", notServed + "\n" + notServed, true},
+		{"another fault too", notServed + "\n" + `ClusterPolicy "vpa": spec.rules[1].validate: one of pattern, anyPattern, deny, foreach, cel must be specified`, false},
+		{"another fault only", `admission webhook "validate-policy.charter.svc" denied the request: ClusterPolicy "x": spec.admission: disabling both admission and background processing is not allowed`, false},
+		{"empty", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := OnlyKindsNotServed(tt.refusal); got != tt.want {
+				t.Errorf("OnlyKindsNotServed(%q) = %v, want %v", tt.refusal, got, tt.want)
+			}
+		})
+	}
+}

@@ -24,6 +24,10 @@ type Case struct {
 	Warning string `json:"warning"`
 	// Cluster marks a check only the cluster makes (engine.ClusterFaults).
 	Cluster bool `json:"cluster"`
+	// Discovery marks a check that asks the cluster's discovery
+	// (policycheck.KindFaults): policy admission and the GitOps check
+	// make it, the CLI does not, as Kyverno's CLI does not.
+	Discovery bool `json:"discovery"`
 	// Policy is the object.
 	Policy map[string]any `json:"policy"`
 }

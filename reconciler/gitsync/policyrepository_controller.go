@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/egress"
 	"github.com/charter-dev/charter/reconciler/gitsync/apply"
@@ -54,6 +55,10 @@ type PolicyRepositoryReconciler struct {
 	// Config is the client's configuration, from which clients that
 	// impersonate a repository's ServiceAccount are made.
 	Config *rest.Config
+	// Cluster answers the pre-apply check's questions to the cluster (the
+	// kinds policies name: policycheck.InCluster), as policy admission
+	// asks them; nil leaves them to policy admission.
+	Cluster policycheck.Cluster
 	// Tenancy decides who each repository writes as.
 	Tenancy  Tenancy
 	Recorder events.EventRecorder
@@ -232,7 +237,7 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 		return retry
 	}
 	var warnings []check.Fault
-	if err := check.Objects(objs, r.Scheme, check.AllowNamespacedCalls(r.Tenancy.AllowNamespacedCalls), check.Warnings(&warnings)); err != nil {
+	if err := check.Objects(objs, r.Scheme, check.AllowNamespacedCalls(r.Tenancy.AllowNamespacedCalls), check.Warnings(&warnings), check.Cluster(r.Cluster)); err != nil {
 		r.fail(obj, before, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
 		return retry
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/egress"
 	"github.com/charter-dev/charter/reconciler/gitsync/source"
@@ -82,7 +84,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := os.MkdirAll(opts.CacheDir, 0o700); err != nil {
 		return fmt.Errorf("gitsync cache: %w", err)
 	}
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("gitsync: discovery client: %w", err)
+	}
 	r := &PolicyRepositoryReconciler{
+		Cluster:   policycheck.NewDiscoveryCluster(dc),
 		Client:    mgr.GetClient(),
 		Scheme:    mgr.GetScheme(),
 		Config:    mgr.GetConfig(),

@@ -26,6 +26,7 @@ import (
 	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/webhook/certs"
 	"github.com/charter-dev/charter/webhook/config"
 	"github.com/charter-dev/charter/webhook/events"
@@ -266,11 +267,14 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		// The loaders refuse such policies' calls; admission refuses the
 		// policies themselves.
 		HTTPInNamespacedPolicies: o.State.HTTPLimits.AllowNamespacedPolicies,
-		Events:                   eventSink,
-		MaxRequestBytes:          o.MaxRequestBytes,
-		MaxInFlight:              o.MaxInFlight,
-		RequestTimeout:           o.RequestTimeout,
-		Null:                     o.Null,
+		// /policyvalidate asks discovery for the kinds rules name, as
+		// Kyverno's policy validation does.
+		Cluster:         policycheck.NewDiscoveryCluster(dc),
+		Events:          eventSink,
+		MaxRequestBytes: o.MaxRequestBytes,
+		MaxInFlight:     o.MaxInFlight,
+		RequestTimeout:  o.RequestTimeout,
+		Null:            o.Null,
 		Ready: func() error {
 			if !c.Cache.Synced() && !o.Null {
 				return errors.New("policy cache not synced")

@@ -12,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/charter-dev/charter/clusterstate/policycache"
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/webhook/metrics"
 	"github.com/charter-dev/charter/webhook/userinfo"
@@ -113,6 +114,9 @@ type Options struct {
 	// PolicyExceptions the process honours: /policyvalidate admits an
 	// exception from elsewhere with a warning that it will be ignored.
 	ExceptionNamespaces *policycache.ExceptionNamespaces
+	// Cluster answers /policyvalidate's questions to the cluster (the
+	// kinds it serves: policycheck.KindFaults); nil asks nothing.
+	Cluster policycheck.Cluster
 	// HTTPInNamespacedPolicies admits namespaced policies that call out
 	// (CEL http, apiCall service URLs: loaders.NamespacedCallFaults); off,
 	// /policyvalidate refuses them, as Kyverno refuses namespaced CEL http

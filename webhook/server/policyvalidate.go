@@ -58,7 +58,7 @@ func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gvk := schema.GroupVersionKind{Group: ar.Kind.Group, Version: ar.Kind.Version, Kind: ar.Kind.Kind}
-	checked, err := checkPolicyObject(gvk, ar.Object)
+	checked, err := checkPolicyObject(gvk, ar.Object, h.opts.Cluster)
 	if err != nil {
 		writeResponse(w, denied(ar.UID, err.Error()))
 		return
@@ -160,11 +160,13 @@ func checkGenerateUpdate(kind string, oldRaw, newRaw []byte) ([]string, error) {
 }
 
 // checkPolicyObject decodes a policy object of a served kind and version
-// strictly, as its hub type, and checks it with policycheck.Object, the
-// check the GitOps pre-apply check and the CLI make too. It returns what
-// the check found beyond faults. A kind charter does not serve is not
-// ours to judge (the webhook configuration sends only the served ones).
-func checkPolicyObject(gvk schema.GroupVersionKind, raw []byte) (policycheck.Result, error) {
+// strictly, as its hub type, and checks it with policycheck.InCluster, the
+// check the GitOps pre-apply check and the CLI make too, with what only
+// the cluster can tell (the kinds it serves) when cluster is set. It
+// returns what the check found beyond faults. A kind charter does not
+// serve is not ours to judge (the webhook configuration sends only the
+// served ones).
+func checkPolicyObject(gvk schema.GroupVersionKind, raw []byte, cluster policycheck.Cluster) (policycheck.Result, error) {
 	// The object names its own version; the request's kind may leave it
 	// out.
 	var probe struct{ APIVersion, Kind string }
@@ -180,7 +182,7 @@ func checkPolicyObject(gvk schema.GroupVersionKind, raw []byte) (policycheck.Res
 	if err != nil {
 		return policycheck.Result{}, fmt.Errorf("%s %q: %w", gvk.Kind, objectName(raw), err)
 	}
-	return policycheck.Object(obj)
+	return policycheck.InCluster(obj, cluster)
 }
 
 // objectName returns metadata.name of a raw object for error messages,

@@ -2,7 +2,7 @@
 // object must name its apiVersion, kind and name; every object of a kind
 // charter's scheme knows must decode strictly (no unknown or duplicate
 // field); every Kyverno policy, exception and GlobalContextEntry must
-// pass policycheck.Object, the very check policy admission makes (every
+// pass policycheck.InCluster, the very check policy admission makes (every
 // check of Kyverno's policy validation, docs/policy-validation.md); and
 // no policy may enforce with a feature charter cannot run in the cluster
 // (engine.UnsupportedFeatures), so a revision never installs a policy
@@ -81,6 +81,16 @@ type Option func(*options)
 type options struct {
 	allowNamespacedCalls bool
 	warnings             *[]Fault
+	cluster              policycheck.Cluster
+}
+
+// Cluster has Objects ask the cluster what Kyverno's policy validation
+// asks it (policycheck.InCluster: the kinds rules name are served), as
+// policy admission does; the kinds the revision's own
+// CustomResourceDefinitions define count as served. Without it those
+// checks are left to policy admission.
+func Cluster(c policycheck.Cluster) Option {
+	return func(o *options) { o.cluster = c }
 }
 
 // AllowNamespacedCalls admits namespaced policies that call out (apiCall
@@ -112,6 +122,10 @@ func Objects(objs []build.Object, scheme *runtime.Scheme, opts ...Option) error 
 	var checks options
 	for _, opt := range opts {
 		opt(&checks)
+	}
+	var cluster policycheck.Cluster
+	if checks.cluster != nil {
+		cluster = withRevisionCRDs{cluster: checks.cluster, defined: revisionCRDKinds(objs)}
 	}
 	var faults []Fault
 	// policyFiles maps each policy's kind, namespace and name to the
@@ -152,7 +166,7 @@ func Objects(objs []build.Object, scheme *runtime.Scheme, opts ...Option) error 
 			}
 			policyFiles[key] = o.File
 		}
-		res, err := policycheck.Object(hub)
+		res, err := policycheck.InCluster(hub, cluster)
 		if err != nil {
 			faults = append(faults, objectFaults(err, o.File, ref)...)
 			continue
