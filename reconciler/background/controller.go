@@ -4,27 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -36,6 +30,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/impersonate"
+	"github.com/charter-dev/charter/reconciler/internal/runner"
 )
 
 // Setup adds the background controller to the manager. It runs on every
@@ -55,6 +50,7 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 type Controller struct {
 	opts     Options
 	log      logr.Logger
+	cfg      *rest.Config // with opts.QPS and Burst
 	client   client.Client
 	informer crcache.Cache
 	reader   client.Reader
@@ -140,7 +136,7 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, informers crcache.Cache, mapp
 	objects := loaders.Objects{Client: dyn, Mapper: mapper, ForNamespace: impersonated.For}
 	lds.Objects, lds.Resources = objects, objects
 	c := &Controller{
-		opts: opts, log: opts.Logger, client: cl, informer: informers, reader: informers,
+		opts: opts, log: opts.Logger, cfg: cfg, client: cl, informer: informers, reader: informers,
 		dyn: dyn, impersonated: impersonated, meta: md, mapper: mapper, kube: kube, kinds: clusterstate.NewKinds(disco),
 		recorder: recorder, loaders: lds, snapshots: make(chan struct{}, 1), faults: newPermissionFaults(),
 	}
@@ -163,44 +159,17 @@ func (c *Controller) Start(ctx context.Context) error {
 	if !c.opts.State.Policies.WaitForSync(ctx) {
 		return nil
 	}
-	if !c.opts.LeaderElection {
-		return c.lead(ctx)
-	}
-	host, _ := os.Hostname()
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: c.opts.Namespace, Name: c.opts.LeaseName},
-		Client:     c.kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())},
-	}
-	for ctx.Err() == nil {
-		var runErr error
-		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: lock, LeaseDuration: c.opts.LeaseDuration, RenewDeadline: c.opts.RenewDeadline, RetryPeriod: c.opts.RetryPeriod,
-			ReleaseOnCancel: true, Name: c.opts.LeaseName,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(ctx context.Context) {
-					c.log.Info("leading: processing UpdateRequests", "lease", c.opts.LeaseName)
-					runErr = c.lead(ctx)
-				},
-				OnStoppedLeading: func() { c.log.Info("stopped leading", "lease", c.opts.LeaseName) },
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("background: leader election: %w", err)
-		}
-		le.Run(ctx)
-		if runErr != nil {
-			return runErr
-		}
-	}
-	return nil
+	return runner.NewLease(c.cfg, runner.LeaseOptions{
+		Enabled: c.opts.LeaderElection, Namespace: c.opts.Namespace, Name: c.opts.LeaseName,
+		LeaseDuration: c.opts.LeaseDuration, RenewDeadline: c.opts.RenewDeadline, RetryPeriod: c.opts.RetryPeriod, Log: c.log,
+	}, c.lead).Start(ctx)
 }
 
 // run is one leadership term: its queues and watches live as long as it.
 type run struct {
 	c     *Controller
-	urs   workqueue.TypedRateLimitingInterface[types.NamespacedName]
-	work  workqueue.TypedRateLimitingInterface[workItem]
+	urs   *runner.Queue[types.NamespacedName]
+	work  *runner.Queue[workItem]
 	watch *watches
 	// retryFailed are Failed UpdateRequests the resync gives one more
 	// attempt.
@@ -213,13 +182,15 @@ func (c *Controller) lead(ctx context.Context) error {
 	if err := c.kinds.Refresh(); err != nil {
 		return fmt.Errorf("background: %w", err)
 	}
-	r := &run{
-		c: c,
-		urs: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
-			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "background-updaterequests"}),
-		work: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[workItem](),
-			workqueue.TypedRateLimitingQueueConfig[workItem]{Name: "background-work"}),
-	}
+	r := &run{c: c, urs: runner.New(runner.Options[types.NamespacedName]{Name: "background-updaterequests", Workers: c.opts.Workers})}
+	// Work that is not an UpdateRequest (watch events, policy syncs) is
+	// given up after maxWorkRetries: the next policy change or leader
+	// start does it again.
+	r.work = runner.New(runner.Options[workItem]{Name: "background-work", Workers: c.opts.Workers, MaxRetries: maxWorkRetries,
+		GiveUp: func(w workItem, err error) {
+			c.log.Error(err, "giving up until the next policy change", "work", w.String())
+			c.policyEvent(w.policy, "Warning", ReasonBackgroundFailed, fmt.Sprintf("%s failed: %v", w, err))
+		}})
 	r.watch = newWatches(ctx, c, r.work)
 	defer r.urs.ShutDown()
 	defer r.work.ShutDown()
@@ -266,23 +237,14 @@ func (c *Controller) lead(ctx context.Context) error {
 	// unwritten.
 	c.faults.markDirty(c.faults.tracked()...)
 	wg.Go(func() { r.writeStatuses(ctx) })
-	for range c.opts.Workers {
-		wg.Go(func() {
-			for r.processUpdateRequest(ctx) {
-			}
-		})
-		wg.Go(func() {
-			for r.processWork(ctx) {
-			}
-		})
-	}
+	wg.Go(func() { r.urs.Run(ctx, r.handleUpdateRequest) })
+	wg.Go(func() { r.work.Run(ctx, r.handleWork) })
 	resync := time.NewTicker(c.opts.ResyncInterval)
 	defer resync.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			r.urs.ShutDown()
-			r.work.ShutDown()
+			// The queues shut down with ctx.
 			wg.Wait()
 			return nil
 		case <-resync.C:
@@ -296,20 +258,13 @@ func (c *Controller) lead(ctx context.Context) error {
 	}
 }
 
-// processUpdateRequest takes one UpdateRequest from the queue.
-func (r *run) processUpdateRequest(ctx context.Context) bool {
-	key, quit := r.urs.Get()
-	if quit {
-		return false
-	}
-	defer r.urs.Done(key)
-	if err := r.c.reconcileUpdateRequest(ctx, r, key); err != nil && ctx.Err() == nil {
+// handleUpdateRequest reconciles one UpdateRequest; an error retries it.
+func (r *run) handleUpdateRequest(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
+	err := r.c.reconcileUpdateRequest(ctx, r, key)
+	if err != nil && ctx.Err() == nil {
 		r.c.log.V(1).Info("UpdateRequest: retrying", "name", key.String(), "error", err.Error())
-		r.urs.AddRateLimited(key)
-		return true
 	}
-	r.urs.Forget(key)
-	return true
+	return 0, err
 }
 
 // maxWorkRetries bounds the retries of work that is not an UpdateRequest
@@ -317,26 +272,14 @@ func (r *run) processUpdateRequest(ctx context.Context) bool {
 // does it again.
 const maxWorkRetries = 8
 
-// processWork takes one work item from the queue.
-func (r *run) processWork(ctx context.Context) bool {
-	w, quit := r.work.Get()
-	if quit {
-		return false
-	}
-	defer r.work.Done(w)
+// handleWork does one work item; an error retries it up to
+// maxWorkRetries times.
+func (r *run) handleWork(ctx context.Context, w workItem) (time.Duration, error) {
 	err := r.c.do(ctx, w, nil)
-	switch {
-	case err == nil || ctx.Err() != nil:
-		r.work.Forget(w)
-	case r.work.NumRequeues(w) < maxWorkRetries:
+	if err != nil && ctx.Err() == nil && r.work.Retries(w) < maxWorkRetries {
 		r.c.log.V(1).Info("retrying", "work", w.String(), "error", err.Error())
-		r.work.AddRateLimited(w)
-	default:
-		r.work.Forget(w)
-		r.c.log.Error(err, "giving up until the next policy change", "work", w.String())
-		r.c.policyEvent(w.policy, "Warning", ReasonBackgroundFailed, fmt.Sprintf("%s failed: %v", w, err))
 	}
-	return true
+	return 0, err
 }
 
 // retryDelay is the backoff before attempt n+1 of an UpdateRequest.

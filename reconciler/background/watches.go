@@ -10,12 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/reconciler/internal/runner"
 )
 
 // Indexes of the downstream informers.
@@ -39,7 +39,7 @@ type watches struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	c      *Controller
-	queue  workqueue.TypedDelayingInterface[workItem]
+	queue  *runner.Queue[workItem]
 
 	mu         sync.Mutex
 	downstream map[schema.GroupVersionResource]cache.SharedIndexInformer
@@ -57,7 +57,7 @@ type sourceKey struct {
 // a second), so the work acts on the policy as it is now (fromDownstream).
 const downstreamSettle = 2 * time.Second
 
-func newWatches(ctx context.Context, c *Controller, queue workqueue.TypedDelayingInterface[workItem]) *watches {
+func newWatches(ctx context.Context, c *Controller, queue *runner.Queue[workItem]) *watches {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &watches{ctx: ctx, cancel: cancel, c: c, queue: queue,
 		downstream: map[schema.GroupVersionResource]cache.SharedIndexInformer{},

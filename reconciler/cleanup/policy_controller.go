@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/charter-dev/charter/api/conditions"
@@ -26,6 +25,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/impersonate"
+	"github.com/charter-dev/charter/reconciler/internal/runner"
 )
 
 // Condition types and reasons of a cleanup policy's status.
@@ -67,57 +67,36 @@ type policyController struct {
 	m        *metrics
 	now      func() time.Time
 
-	queue workqueue.TypedRateLimitingInterface[cleanuppolicies.Key]
+	queue *runner.Queue[cleanuppolicies.Key]
 
 	mu    sync.Mutex
 	types []apiType
 }
 
 func (c *policyController) run(ctx context.Context) error {
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[cleanuppolicies.Key](5*time.Second, c.o.MaxRetryDelay),
-		workqueue.TypedRateLimitingQueueConfig[cleanuppolicies.Key]{Name: "cleanup-policies"})
+	// A policy is retried with backoff up to MaxRetryDelay for as long as
+	// it fails: it is never dropped from the schedule.
+	c.queue = runner.New(runner.Options[cleanuppolicies.Key]{Name: "cleanup-policies", Workers: c.o.PolicyWorkers, MaxDelay: c.o.MaxRetryDelay})
 	defer c.queue.ShutDown()
 	stop, err := c.source.Watch(ctx, func(k cleanuppolicies.Key) { c.queue.Add(k) })
 	if err != nil {
 		return err
 	}
 	defer stop()
-	var wg sync.WaitGroup
-	for range c.o.PolicyWorkers {
-		wg.Go(func() {
-			for c.next(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	c.queue.Run(ctx, c.handle)
 	return nil
 }
 
-func (c *policyController) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
+// handle reconciles one policy and counts it in Kyverno's controller
+// metrics.
+func (c *policyController) handle(ctx context.Context, key cleanuppolicies.Key) (time.Duration, error) {
 	c.m.reconciles.WithLabelValues(policyControllerName).Inc()
 	after, err := c.reconcile(ctx, key)
-	switch {
-	case err != nil:
-		c.m.requeues.WithLabelValues(policyControllerName, strconv.Itoa(c.queue.NumRequeues(key)+1)).Inc()
-		// Retried with backoff up to MaxRetryDelay, for as long as it
-		// fails: a policy is never dropped from the schedule.
+	if err != nil {
+		c.m.requeues.WithLabelValues(policyControllerName, strconv.Itoa(c.queue.Retries(key)+1)).Inc()
 		c.o.Log.Error(err, "cleanup policy run failed; retrying", "policy", key.String())
-		c.queue.AddRateLimited(key)
-	case after > 0:
-		c.queue.Forget(key)
-		c.queue.AddAfter(key, after)
-	default:
-		c.queue.Forget(key)
 	}
-	return true
+	return after, err
 }
 
 // reconcile runs the policy if it is due and returns when to look again

@@ -19,9 +19,9 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/charter-dev/charter/engine/ttl"
+	"github.com/charter-dev/charter/reconciler/internal/runner"
 )
 
 // Event reasons of the TTL controller.
@@ -57,7 +57,7 @@ type ttlController struct {
 	m        *metrics
 	now      func() time.Time
 
-	queue workqueue.TypedRateLimitingInterface[ttlKey]
+	queue *runner.Queue[ttlKey]
 	poke  chan struct{}
 
 	mu      sync.Mutex
@@ -79,20 +79,15 @@ func newTTLController(o *Options, meta metadata.Interface, disco discovery.Disco
 // run discovers the types to watch, now and then every DiscoveryInterval
 // or when a CRD changes, and deletes expired objects until ctx ends.
 func (c *ttlController) run(ctx context.Context) error {
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[ttlKey](time.Second, time.Minute),
-		workqueue.TypedRateLimitingQueueConfig[ttlKey]{Name: "cleanup-ttl"})
+	// An expired object whose delete fails is retried with backoff until
+	// it is gone.
+	c.queue = runner.New(runner.Options[ttlKey]{Name: "cleanup-ttl", Workers: c.o.TTLWorkers, MaxDelay: c.o.MaxRetryDelay})
 	defer c.queue.ShutDown()
 	defer c.stopAll()
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for range c.o.TTLWorkers {
-		wg.Go(func() {
-			for c.next(ctx) {
-			}
-		})
-	}
+	wg.Go(func() { c.queue.Run(ctx, c.handle) })
 	stopCRDs := c.watchCRDs(ctx)
 	defer stopCRDs()
 
@@ -238,22 +233,17 @@ func (c *ttlController) stopAll() {
 	}
 }
 
-func (c *ttlController) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
+// handle reconciles one object and counts it in Kyverno's controller
+// metrics.
+func (c *ttlController) handle(ctx context.Context, key ttlKey) (time.Duration, error) {
 	name := key.w.name
 	c.m.reconciles.WithLabelValues(name).Inc()
 	if err := c.reconcile(ctx, key); err != nil {
-		c.m.requeues.WithLabelValues(name, strconv.Itoa(c.queue.NumRequeues(key)+1)).Inc()
+		c.m.requeues.WithLabelValues(name, strconv.Itoa(c.queue.Retries(key)+1)).Inc()
 		c.o.Log.Error(err, "TTL: deleting an expired object; retrying", "resource", key.w.t.GVR.String(), "object", key.key)
-		c.queue.AddRateLimited(key)
-		return true
+		return 0, err
 	}
-	c.queue.Forget(key)
-	return true
+	return 0, nil
 }
 
 // reconcile deletes the object if its TTL has expired, else waits for

@@ -15,12 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/internal/droplog"
+	"github.com/charter-dev/charter/reconciler/internal/runner"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -89,7 +89,7 @@ type AdmissionWriter struct {
 	// being written: at most maxPending.
 	held       map[types.UID]bool
 	maxPending int
-	work       workqueue.TypedRateLimitingInterface[types.UID]
+	work       *runner.Queue[types.UID]
 
 	writes atomic.Int64
 }
@@ -134,8 +134,7 @@ func NewAdmissionWriter(cfg *rest.Config, opts Options) (*AdmissionWriter, error
 		policies:   opts.State.Policies,
 		pending:    map[types.UID]*pendingAdmission{},
 		held:       map[types.UID]bool{},
-		work: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
-			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "reports-admission"}),
+		work:       runner.New(runner.Options[types.UID]{Name: "reports-admission", Workers: admissionWriters}),
 	}, nil
 }
 
@@ -159,14 +158,8 @@ func (w *AdmissionWriter) Start(ctx context.Context) error {
 	}
 
 	var wg sync.WaitGroup
-	for range admissionWriters {
-		wg.Go(func() {
-			for w.processNext(ctx) {
-			}
-		})
-	}
+	wg.Go(func() { w.work.Run(ctx, w.processNext) })
 	w.drain(ctx)
-	w.work.ShutDown()
 	wg.Wait()
 	return nil
 }
@@ -202,18 +195,16 @@ func (w *AdmissionWriter) drain(ctx context.Context) {
 	}
 }
 
-func (w *AdmissionWriter) processNext(ctx context.Context) bool {
-	uid, quit := w.work.Get()
-	if quit {
-		return false
-	}
-	defer w.work.Done(uid)
+// processNext writes a resource's pending results; results it could
+// not write yet are looked at again after admissionRetry, until
+// admissionTimeout.
+func (w *AdmissionWriter) processNext(ctx context.Context, uid types.UID) (time.Duration, error) {
 	w.mu.Lock()
 	p := w.pending[uid]
 	delete(w.pending, uid)
 	w.mu.Unlock()
 	if p == nil {
-		return true
+		return 0, nil
 	}
 	retry, err := w.apply(ctx, p)
 	if err != nil && ctx.Err() == nil {
@@ -229,8 +220,7 @@ func (w *AdmissionWriter) processNext(ctx context.Context) bool {
 			w.pending[uid] = p
 		}
 		w.mu.Unlock()
-		w.work.AddAfter(uid, admissionRetry)
-		return true
+		return admissionRetry, nil
 	}
 	w.mu.Lock()
 	if w.pending[uid] == nil {
@@ -238,7 +228,7 @@ func (w *AdmissionWriter) processNext(ctx context.Context) bool {
 		delete(w.held, uid)
 	}
 	w.mu.Unlock()
-	return true
+	return 0, nil
 }
 
 // apply merges pending admission results into the resource's report. It

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/charter-dev/charter/api/policyreport"
@@ -29,6 +28,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/impersonate"
+	"github.com/charter-dev/charter/reconciler/internal/runner"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -123,7 +123,7 @@ type Controller struct {
 	// locks serialise work on one resource (scan, event, admission).
 	locks [64]sync.Mutex
 
-	events workqueue.TypedRateLimitingInterface[eventKey]
+	events *runner.Queue[eventKey]
 	// sem bounds evaluations (CPU), writeSem report writes (waiting on the
 	// API server), and scanSlots the resources a scan has in flight, so
 	// that evaluation goes on while writes wait.
@@ -203,19 +203,18 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		}
 	}
 	return &Controller{
-		opts:     opts,
-		log:      opts.Logger,
-		dyn:      cl.dyn,
-		scan:     scan,
-		meta:     meta,
-		kinds:    clusterstate.NewKinds(cl.disco),
-		reports:  cl.reports,
-		now:      time.Now,
-		cluster:  opts.State,
-		states:   map[types.UID]*resourceState{},
-		watchers: map[schema.GroupVersionResource]*watcher{},
-		events: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[eventKey](),
-			workqueue.TypedRateLimitingQueueConfig[eventKey]{Name: "reports-resources"}),
+		opts:          opts,
+		log:           opts.Logger,
+		dyn:           cl.dyn,
+		scan:          scan,
+		meta:          meta,
+		kinds:         clusterstate.NewKinds(cl.disco),
+		reports:       cl.reports,
+		now:           time.Now,
+		cluster:       opts.State,
+		states:        map[types.UID]*resourceState{},
+		watchers:      map[schema.GroupVersionResource]*watcher{},
+		events:        runner.New(runner.Options[eventKey]{Name: "reports-resources", Workers: opts.Workers}),
 		sem:           make(chan struct{}, opts.Workers),
 		writeSem:      make(chan struct{}, opts.WriteWorkers),
 		scanSlots:     make(chan struct{}, opts.Workers+opts.WriteWorkers),
@@ -360,19 +359,14 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 
 	var wg sync.WaitGroup
-	for range c.opts.Workers {
-		wg.Go(func() {
-			for c.processEvent(ctx) {
-			}
-		})
-	}
+	wg.Go(func() { c.events.Run(ctx, c.processEvent) })
 
 	ticker := time.NewTicker(c.opts.BackgroundScanInterval)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			c.events.ShutDown()
+			// The queue shuts down with ctx.
 			wg.Wait()
 			c.stopWatchers()
 			return nil

@@ -149,24 +149,13 @@ func (c *Controller) resourceDeleted(gvr schema.GroupVersionResource, obj any) {
 	c.events.Add(eventKey{gvr: gvr, namespace: m.Namespace, name: m.Name, deleted: m.UID})
 }
 
-// processEvent handles one queued resource event; false means the queue
-// shut down.
-func (c *Controller) processEvent(ctx context.Context) bool {
-	key, quit := c.events.Get()
-	if quit {
-		return false
-	}
-	defer c.events.Done(key)
+// processEvent handles one queued resource event; an error retries it.
+func (c *Controller) processEvent(ctx context.Context, key eventKey) (time.Duration, error) {
 	err := c.handleEvent(ctx, key)
-	switch {
-	case err == nil:
-		c.events.Forget(key)
-	case ctx.Err() != nil:
-	default:
+	if err != nil && ctx.Err() == nil {
 		c.log.Error(err, "background scan of one resource", "resource", key.gvr.Resource, "namespace", key.namespace, "name", key.name)
-		c.events.AddRateLimited(key)
 	}
-	return true
+	return 0, err
 }
 
 func (c *Controller) handleEvent(ctx context.Context, key eventKey) error {

@@ -1,9 +1,4 @@
-// Package leaderelect runs work under a Lease of its own, beside the
-// manager's: each leader-only controller (cleanup, background) holds its
-// own Lease, as Kyverno's controllers do, so the replica that leads
-// cleanup need not be the one that leads reports, and one controller's
-// lost lease never stops another.
-package leaderelect
+package runner
 
 import (
 	"context"
@@ -19,42 +14,53 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// Options name the Lease and time the election. LeaseDuration is
-// 6×RetryPeriod and RenewDeadline 5×RetryPeriod, as charter serve's
-// manager has them.
-type Options struct {
+// LeaseOptions name a controller's Lease and time its election. Zero
+// durations default from RetryPeriod (2s): LeaseDuration 6×RetryPeriod
+// and RenewDeadline 5×RetryPeriod, as charter serve's manager has them.
+type LeaseOptions struct {
 	// Enabled false runs the work at once, without a Lease
 	// (--leader-elect=false).
-	Enabled     bool
-	Namespace   string
-	Name        string
-	RetryPeriod time.Duration
-	Log         logr.Logger
+	Enabled                                   bool
+	Namespace                                 string
+	Name                                      string
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	Log                                       logr.Logger
 }
 
-// Runnable runs work while this process holds the Lease: work's context
-// ends when the lease is lost, and the process campaigns again once work
-// has returned. It is a manager.Runnable that does not need the manager's
-// own election.
-type Runnable struct {
+// Lease runs work while this process holds a Lease of the controller's
+// own, beside the manager's: each leader-only controller (cleanup,
+// background) holds its own Lease, as Kyverno's controllers do, so the
+// replica that leads cleanup need not be the one that leads reports, and
+// one controller's lost lease never stops another. Work's context ends
+// when the lease is lost, and the process campaigns again once work has
+// returned. It is a manager.Runnable that does not need the manager's own
+// election.
+type Lease struct {
 	cfg  *rest.Config
-	o    Options
+	o    LeaseOptions
 	work func(ctx context.Context) error
 }
 
-// New returns a Runnable for work.
-func New(cfg *rest.Config, o Options, work func(ctx context.Context) error) *Runnable {
+// NewLease returns a Lease for work.
+func NewLease(cfg *rest.Config, o LeaseOptions, work func(ctx context.Context) error) *Lease {
 	if o.RetryPeriod <= 0 {
 		o.RetryPeriod = 2 * time.Second
 	}
-	return &Runnable{cfg: cfg, o: o, work: work}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = 6 * o.RetryPeriod
+	}
+	if o.RenewDeadline <= 0 {
+		o.RenewDeadline = 5 * o.RetryPeriod
+	}
+	return &Lease{cfg: cfg, o: o, work: work}
 }
 
-// NeedLeaderElection is false: the Runnable elects on its own Lease.
-func (r *Runnable) NeedLeaderElection() bool { return false }
+// NeedLeaderElection is false: the Lease elects on its own.
+func (r *Lease) NeedLeaderElection() bool { return false }
 
-// Start campaigns for the Lease until ctx ends.
-func (r *Runnable) Start(ctx context.Context) error {
+// Start campaigns for the Lease until ctx ends, and runs the work while
+// it holds it (at once, without a Lease, when not Enabled).
+func (r *Lease) Start(ctx context.Context) error {
 	if !r.o.Enabled {
 		return r.work(ctx)
 	}
@@ -75,8 +81,8 @@ func (r *Runnable) Start(ctx context.Context) error {
 		leading := make(chan context.Context, 1)
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
-			LeaseDuration:   6 * r.o.RetryPeriod,
-			RenewDeadline:   5 * r.o.RetryPeriod,
+			LeaseDuration:   r.o.LeaseDuration,
+			RenewDeadline:   r.o.RenewDeadline,
 			RetryPeriod:     r.o.RetryPeriod,
 			ReleaseOnCancel: true,
 			Name:            r.o.Name,

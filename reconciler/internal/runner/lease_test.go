@@ -1,4 +1,4 @@
-package leaderelect
+package runner
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/charter-dev/charter/internal/controlplane"
 )
 
-// TestOneLeaderAtATime runs two Runnables on one Lease: only one works
+// TestOneLeaderAtATime runs two Leases of one name on one Lease: only one works
 // at a time, and the other takes over when the first stops.
 func TestOneLeaderAtATime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -30,11 +30,11 @@ func TestOneLeaderAtATime(t *testing.T) {
 	}
 	var working, maxWorking atomic.Int32
 	var worked [2]atomic.Bool
-	opts := Options{Enabled: true, Namespace: "charter", Name: "charter-test", RetryPeriod: 200 * time.Millisecond, Log: logr.Discard()}
+	opts := LeaseOptions{Enabled: true, Namespace: "charter", Name: "charter-test", RetryPeriod: 200 * time.Millisecond, Log: logr.Discard()}
 	run := func(i int) (stop func()) {
 		c, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		r := New(cp.RESTConfig(), opts, func(leading context.Context) error {
+		r := NewLease(cp.RESTConfig(), opts, func(leading context.Context) error {
 			worked[i].Store(true)
 			n := working.Add(1)
 			if n > maxWorking.Load() {
