@@ -24,11 +24,11 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/cleanuppolicies"
 	"github.com/charter-dev/charter/clusterstate/globalcontext"
+	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/params"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
-	"github.com/charter-dev/charter/internal/impersonate"
 )
 
 // State is the cluster state one process shares between its controllers.

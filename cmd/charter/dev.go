@@ -28,8 +28,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/charter-dev/charter/api/policyreport"
+	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/internal/controlplane"
-	"github.com/charter-dev/charter/internal/impersonate"
 	"github.com/charter-dev/charter/internal/printer"
 	"github.com/charter-dev/charter/reconciler/reports"
 	"github.com/charter-dev/charter/reconciler/reports/report"

@@ -24,9 +24,9 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/corpus"
-	"github.com/charter-dev/charter/internal/impersonate"
 )
 
 // conformanceNamespace holds the corpus's namespaced policies.

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/charter-dev/charter/internal/impersonate"
+	"github.com/charter-dev/charter/clusterstate/impersonate"
 )
 
 // mutateExistingPolicy is Kyverno's e2e test

@@ -26,10 +26,10 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
-	"github.com/charter-dev/charter/internal/impersonate"
 	"github.com/charter-dev/charter/reconciler/internal/runner"
 )
 

@@ -9,7 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 
-	"github.com/charter-dev/charter/internal/impersonate"
+	"github.com/charter-dev/charter/clusterstate/impersonate"
 )
 
 // ForbiddenError is a write (or read) charter's background controller is

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/internal/impersonate/impersonatetest"
+	"github.com/charter-dev/charter/clusterstate/impersonate/impersonatetest"
 )
 
 // grantPolicyServiceAccount creates the ServiceAccount namespaced policies

@@ -7,9 +7,9 @@ import (
 
 	"github.com/charter-dev/charter/api/charter"
 	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
-	"github.com/charter-dev/charter/internal/impersonate"
 )
 
 // Options configure the background controller.

@@ -27,10 +27,10 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/clusterstate/impersonate/impersonatetest"
 	"github.com/charter-dev/charter/engine/ttl"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
-	"github.com/charter-dev/charter/internal/impersonate/impersonatetest"
 )
 
 // env is a control plane with charter's CRDs.

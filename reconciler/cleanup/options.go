@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/charter-dev/charter/clusterstate"
-	"github.com/charter-dev/charter/internal/impersonate"
+	"github.com/charter-dev/charter/clusterstate/impersonate"
 )
 
 // Defaults.

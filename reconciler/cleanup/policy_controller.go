@@ -22,9 +22,9 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/cleanuppolicies"
+	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/engine"
-	"github.com/charter-dev/charter/internal/impersonate"
 	"github.com/charter-dev/charter/reconciler/internal/runner"
 )
 

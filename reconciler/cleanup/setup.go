@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/engine"
-	"github.com/charter-dev/charter/internal/impersonate"
 	"github.com/charter-dev/charter/reconciler/internal/runner"
 )
 

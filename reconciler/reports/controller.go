@@ -25,9 +25,9 @@ import (
 	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/clusterstate"
+	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
-	"github.com/charter-dev/charter/internal/impersonate"
 	"github.com/charter-dev/charter/reconciler/internal/runner"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )

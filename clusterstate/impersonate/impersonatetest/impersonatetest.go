@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/charter-dev/charter/internal/impersonate"
+	"github.com/charter-dev/charter/clusterstate/impersonate"
 )
 
 // NamespaceOwnerRules are what the admin ClusterRole allows a namespace's
