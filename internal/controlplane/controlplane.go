@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -482,7 +483,7 @@ func (c *ControlPlane) stopLocked() error {
 }
 
 // RestartAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after the
-// stop timeout) and starts it again on the same port, with the same
+// stop timeout, as a kubelet does) and starts it again on the same port, with the same
 // certificates, users and etcd: what clients see of an API server
 // restarted in place (an upgrade, a crash). RESTConfig and KubeconfigPath
 // stay valid; watches end and requests fail while it is down. It returns
@@ -498,7 +499,13 @@ func (c *ControlPlane) RestartAPIServer(ctx context.Context) error {
 	// first Start), the certificates in CertDir (written only when
 	// missing) and the client CA its users were signed with.
 	if err := apiServer.Stop(); err != nil {
-		return fmt.Errorf("stopping kube-apiserver: %w", err)
+		// A kube-apiserver draining heavy load can outlive the stop
+		// timeout; envtest then kills it (SIGKILL), as a kubelet would.
+		// Once its port is free it is gone, and starts again.
+		addr := net.JoinHostPort(apiServer.SecureServing.Address, apiServer.SecureServing.Port)
+		if waitErr := waitPortFree(ctx, addr, c.opts.stopTimeout); waitErr != nil {
+			return fmt.Errorf("stopping kube-apiserver: %w", errors.Join(err, waitErr))
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("restarting kube-apiserver: stopped, not started again: %w", err)
@@ -508,6 +515,26 @@ func (c *ControlPlane) RestartAPIServer(ctx context.Context) error {
 		return fmt.Errorf("starting kube-apiserver again: %w\n%s", err, c.logTails())
 	}
 	return nil
+}
+
+// waitPortFree waits until nothing accepts connections at addr.
+func waitPortFree(ctx context.Context, addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return nil
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still accepts connections %s after SIGKILL", addr, within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // WriteKubeconfig writes a kubeconfig file for cfg, with one cluster, user
