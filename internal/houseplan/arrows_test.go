@@ -32,8 +32,10 @@ var mayImport = map[string][]string{
 	// charter dev runs too; cmd may not import harness, so it lives in
 	// internal/.
 	"harness": {"api/", "internal/controlplane", "internal/workdir"},
-	// The CLI's own packages (suite runner, printers, control plane).
-	"internal": {"api/", "engine/", "clusterstate/", "imageverify/"},
+	// The CLI's own packages (suite runner, printers, control plane,
+	// the reports server), which may read the generated manifests
+	// config/ embeds (config/crd).
+	"internal": {"api/", "engine/", "clusterstate/", "imageverify/", "config/"},
 	// The binary and the build and benchmark helpers wire every room.
 	"cmd":    {"api/", "engine/", "clusterstate/", "imageverify/", "webhook/", "reconciler/", "internal/"},
 	"hack":   {"api/", "engine/", "clusterstate/", "imageverify/", "webhook/", "reconciler/", "internal/"},
