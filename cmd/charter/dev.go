@@ -75,6 +75,9 @@ type devOptions struct {
 	// reportsManagedBy is the managed-by label of the reports
 	// (--reports-managed-by).
 	reportsManagedBy string
+	// reportsStore is where reports are kept (--reports-store): etcd
+	// (as custom resources) or PostgreSQL (behind charter reports-server).
+	reportsStore string
 	// namespacedPolicyRole is the ClusterRole bound to every namespace's
 	// charter-policy ServiceAccount (--namespaced-policy-role); "" binds
 	// nothing.
@@ -147,6 +150,7 @@ charter's webhook configurations and leaves the cluster running.`,
 		"what RBAC grants in their namespace no longer bounds them (they still select only their own namespace's resources); default: charter's identity, and "+impersonate.DefaultServiceAccount+" of a namespaced policy's namespace")
 	f.StringVar(&opts.reportsServiceAccount, "reports-service-account", "", "namespace/name of a ServiceAccount (created if missing, without rights) as which background scans list, watch and get the resources they evaluate, "+
 		"as Kyverno's reports controller reads with its own rights: the policies' RBACPermissionsGranted then says what it may not read (a SubjectAccessReview for it), and what it may not read is not scanned; reports are still written by charter; default: the dev process's identity")
+	f.StringVar(&opts.reportsStore, "reports-store", reportsStoreEtcd, "where reports are kept: etcd (custom resources), or postgres (a local PostgreSQL behind charter reports-server, an aggregated API)")
 	f.Var(reports.ManagedByFlag{V: &opts.reportsManagedBy}, "reports-managed-by", "the app.kubernetes.io/managed-by label of the reports: charter, or kyverno (as charter serve --reports-managed-by; make conformance-cluster sets kyverno)")
 	return cmd
 }
@@ -195,6 +199,8 @@ type devEnvironment struct {
 	client         client.Client
 
 	logFile *os.File
+	// log writes to logFile.
+	log logr.Logger
 	// removeGitsyncCache removes gitsync's checkouts once the
 	// controllers stopped.
 	removeGitsyncCache func()
@@ -202,6 +208,9 @@ type devEnvironment struct {
 	stopControllers func() error
 	// watcher follows the synced branch; nil when there is none.
 	watcher *branchWatcher
+	// reportsStore is PostgreSQL and the reports server
+	// (--reports-store=postgres); nil otherwise.
+	reportsStore *devReportsStore
 }
 
 // up brings the cluster to the point where charter runs against it with
@@ -215,15 +224,21 @@ func (e *devEnvironment) up(ctx context.Context, opts devOptions) error {
 			return err
 		}
 	}
+	if err := validateReportsStore(opts.reportsStore, opts.kubeconfig); err != nil {
+		return err
+	}
 	if err := e.connect(ctx, opts); err != nil {
 		return err
 	}
 	if len(opts.crds) > 0 {
-		crds, err := controlplane.InstallCRDs(ctx, e.cfg, opts.crds...)
-		if err != nil {
+		if err := e.installCRDs(ctx, opts); err != nil {
 			return err
 		}
-		e.done("%d CRDs installed from %s", len(crds), joinPaths(opts.crds))
+	}
+	if opts.reportsStore == reportsStorePostgres {
+		if err := e.startReportsStore(ctx); err != nil {
+			return err
+		}
 	}
 	sch, err := serveScheme()
 	if err != nil {
@@ -331,13 +346,10 @@ func (e *devEnvironment) ensureServiceAccount(ctx context.Context, flag, sa, say
 // exactly as `charter serve --controllers=admission,reports,gitsync` would
 // out of cluster, logging to a file so the terminal stays readable.
 func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) error {
-	logPath, err := e.openLog()
+	logPath, err := e.logToFile()
 	if err != nil {
 		return err
 	}
-	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(e.logFile)))
-	klog.SetLogger(log)
-	ctrllog.SetLogger(log)
 
 	port := opts.webhookPort
 	if port == 0 {
@@ -399,7 +411,7 @@ func (e *devEnvironment) startControllers(ctx context.Context, opts devOptions) 
 	if e.removeGitsyncCache, err = processGitsyncCache(&so); err != nil {
 		return err
 	}
-	mgr, running, err := newControllerManager(e.cfg, so, log)
+	mgr, running, err := newControllerManager(e.cfg, so, e.log)
 	if err != nil {
 		return err
 	}
@@ -456,6 +468,22 @@ func (e *devEnvironment) grantNamespacedPolicies(ctx context.Context, role strin
 
 // openLog creates charter.log in the control plane's log folder, or in a
 // new temporary folder for a cluster that is not ours (kept on exit).
+// logToFile sends klog's and controller-runtime's logs (the controllers',
+// the reports server's) to charter's log file, and returns its path.
+func (e *devEnvironment) logToFile() (string, error) {
+	if e.logFile != nil {
+		return e.logFile.Name(), nil
+	}
+	path, err := e.openLog()
+	if err != nil {
+		return "", err
+	}
+	e.log = textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(e.logFile)))
+	klog.SetLogger(e.log)
+	ctrllog.SetLogger(e.log)
+	return path, nil
+}
+
 func (e *devEnvironment) openLog() (string, error) {
 	dir := ""
 	if e.cp != nil {
@@ -520,6 +548,11 @@ func (e *devEnvironment) down() error {
 	}
 	if e.removeGitsyncCache != nil {
 		e.removeGitsyncCache()
+	}
+	if e.reportsStore != nil {
+		if err := e.reportsStore.shutdown(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if e.logFile != nil {
 		_ = e.logFile.Close()

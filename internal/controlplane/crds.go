@@ -127,21 +127,27 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, paths ...string) ([]*api
 	if err != nil {
 		return nil, err
 	}
+	return crds, ApplyCRDs(ctx, cfg, crds)
+}
+
+// ApplyCRDs is InstallCRDs for CRDs already read (ReadCRDs), for a caller
+// that installs some of them only.
+func ApplyCRDs(ctx context.Context, cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) error {
 	client, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	crdClient := client.ApiextensionsV1().CustomResourceDefinitions()
 	force := true
 	for _, crd := range crds {
 		body, err := applyBody(crd)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		_, err = crdClient.Patch(ctx, crd.Name, types.ApplyPatchType, body,
 			metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
 		if err != nil {
-			return nil, fmt.Errorf("applying CRD %s: %w", crd.Name, err)
+			return fmt.Errorf("applying CRD %s: %w", crd.Name, err)
 		}
 	}
 
@@ -158,10 +164,10 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, paths ...string) ([]*api
 			return crdCondition(got, apiextensionsv1.Established) && crdCondition(got, apiextensionsv1.NamesAccepted), nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("CRD %s not established within %s: %s", crd.Name, crdEstablishTimeout, describeConditions(last))
+			return fmt.Errorf("CRD %s not established within %s: %s", crd.Name, crdEstablishTimeout, describeConditions(last))
 		}
 	}
-	return crds, nil
+	return nil
 }
 
 // applyBody is the CRD as an apply request: status is the server's to write,

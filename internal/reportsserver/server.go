@@ -132,6 +132,10 @@ func (o *Options) New(ctx context.Context) (*Server, error) {
 	}
 	cfg := genericapiserver.NewRecommendedConfig(Codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	// kube-apiserver holds watches open through the server (its garbage
+	// collector's, informers'): end them on stop rather than wait the
+	// default minute (the request timeout) for them.
+	cfg.ShutdownWatchTerminationGracePeriod = 2 * time.Second
 	if err := o.SecureServing.ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
 		return nil, err
 	}
@@ -157,6 +161,7 @@ func (o *Options) New(ctx context.Context) (*Server, error) {
 		db.Close()
 		return nil, err
 	}
+	generic.ShutdownTimeout = 5 * time.Second
 	if err := installResources(generic, db, resources); err != nil {
 		db.Close()
 		return nil, err
