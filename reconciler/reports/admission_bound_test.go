@@ -100,3 +100,12 @@ func TestAdmissionQueueFullDropsWithoutBlocking(t *testing.T) {
 		t.Fatalf("Dropped() = %d, OnDrop calls %d; want 1 and 1", q.Dropped(), drops.Load())
 	}
 }
+
+// TestRetryAfterGrows: 2 s, then twice the last wait, up to 8 s.
+func TestRetryAfterGrows(t *testing.T) {
+	for attempts, want := range map[int]time.Duration{0: 2 * time.Second, 1: 2 * time.Second, 2: 4 * time.Second, 3: 8 * time.Second, 4: 8 * time.Second, 50: 8 * time.Second} {
+		if got := retryAfter(attempts); got != want {
+			t.Errorf("retryAfter(%d) = %s, want %s", attempts, got, want)
+		}
+	}
+}
