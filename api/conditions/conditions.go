@@ -3,10 +3,15 @@
 // Reconciling and Stalled (kstatus' abnormal-true polarity), each written
 // with the generation it speaks for. A controller says what happened
 // (MarkReady, MarkReconciling, MarkRetrying, MarkStalled); the helper
-// keeps the three conditions consistent with each other.
+// keeps the three conditions consistent with each other. The
+// policies.kyverno.io kinds keep Kyverno's status.conditionStatus shape,
+// whose ready and message summarise the conditions: SetSummarized and
+// DeleteSummarized write those.
 package conditions
 
 import (
+	"strings"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -79,4 +84,48 @@ func MarkStalled(conds *[]metav1.Condition, generation int64, reason, msg string
 	Set(conds, generation, Ready, metav1.ConditionFalse, reason, msg)
 	Set(conds, generation, Stalled, metav1.ConditionTrue, reason, msg)
 	Delete(conds, Reconciling)
+}
+
+// Summary is Kyverno's shape of the conditions of the policies.kyverno.io
+// kinds (status.conditionStatus): the conditions, plus ready (every
+// condition True) and message (the messages of the others) summarising
+// them, which Argo CD's built-in health checks and kubectl's columns
+// read. *policiesv1.ConditionStatus is one.
+type Summary interface {
+	// SummarizedConditions are the conditions the summary is of.
+	SummarizedConditions() *[]metav1.Condition
+	// SetSummary writes ready and message.
+	SetSummary(ready bool, message string)
+}
+
+// SetSummarized writes one condition into a Summary, as Set does, and
+// summarises ready and message again from every condition: each writer of
+// a condition leaves the summary true of the conditions others wrote.
+func SetSummarized(s Summary, generation int64, typ string, status metav1.ConditionStatus, reason, msg string) {
+	Set(s.SummarizedConditions(), generation, typ, status, reason, msg)
+	summarize(s)
+}
+
+// DeleteSummarized removes the condition of type typ, if any, and
+// summarises again.
+func DeleteSummarized(s Summary, typ string) {
+	Delete(s.SummarizedConditions(), typ)
+	summarize(s)
+}
+
+// summarize sets ready (there are conditions and every one is True) and
+// message (the messages of those that are not, in order, joined by "; ").
+func summarize(s Summary) {
+	conds := *s.SummarizedConditions()
+	ready := len(conds) > 0
+	var msgs []string
+	for _, c := range conds {
+		if c.Status != metav1.ConditionTrue {
+			ready = false
+			if c.Message != "" {
+				msgs = append(msgs, c.Message)
+			}
+		}
+	}
+	s.SetSummary(ready, strings.Join(msgs, "; "))
 }

@@ -58,3 +58,37 @@ func TestMarks(t *testing.T) {
 		})
 	}
 }
+
+// summary is a Summary as the policies.kyverno.io kinds hold one.
+type summary struct {
+	conds   []metav1.Condition
+	ready   *bool
+	message string
+}
+
+func (s *summary) SummarizedConditions() *[]metav1.Condition { return &s.conds }
+func (s *summary) SetSummary(ready bool, message string)     { s.ready, s.message = &ready, message }
+
+// TestSummarized: ready and message follow every condition, whoever wrote
+// it, and a removed condition no longer counts.
+func TestSummarized(t *testing.T) {
+	s := &summary{}
+	SetSummarized(s, 1, "PolicyCached", metav1.ConditionTrue, "Succeeded", "")
+	if s.ready == nil || !*s.ready || s.message != "" {
+		t.Fatalf("one True condition: ready %v, message %q", s.ready, s.message)
+	}
+	s.conds = append(s.conds, metav1.Condition{Type: "RBACPermissionsGranted", Status: metav1.ConditionFalse, Message: "forbidden"})
+	SetSummarized(s, 1, "Executed", metav1.ConditionFalse, "RunFailed", "run failed")
+	if *s.ready || s.message != "forbidden; run failed" {
+		t.Errorf("two False conditions: ready %v, message %q", *s.ready, s.message)
+	}
+	DeleteSummarized(s, "RBACPermissionsGranted")
+	DeleteSummarized(s, "Executed")
+	if !*s.ready || s.message != "" {
+		t.Errorf("after removing the False ones: ready %v, message %q", *s.ready, s.message)
+	}
+	DeleteSummarized(s, "PolicyCached")
+	if *s.ready {
+		t.Error("no conditions: ready")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/charter-dev/charter/api/conditions"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
@@ -296,21 +297,26 @@ func (c *Controller) writeCondition(ctx context.Context, key string) error {
 	if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	var conditions []metav1.Condition
+	var current []metav1.Condition
 	set := func(metav1.Condition) {}
 	switch p := obj.(type) {
 	case policiesv1.StatusHolder:
 		want.Type = policiesv1.ConditionRBACPermissionsGranted
 		cs := &p.GetStatus().ConditionStatus
-		conditions, set = cs.Conditions, cs.SetCondition
+		current = cs.Conditions
+		set = func(c metav1.Condition) {
+			conditions.SetSummarized(cs, c.ObservedGeneration, c.Type, c.Status, c.Reason, c.Message)
+		}
 	case kyvernov1.StatusHolder:
 		st := p.GetStatus()
-		conditions = st.Conditions
-		set = func(c metav1.Condition) { meta.SetStatusCondition(&st.Conditions, c) }
+		current = st.Conditions
+		set = func(c metav1.Condition) {
+			conditions.Set(&st.Conditions, c.ObservedGeneration, c.Type, c.Status, c.Reason, c.Message)
+		}
 	default:
 		return fmt.Errorf("%s %s: no status to write the %s condition into", obj.GetKind(), key, want.Type)
 	}
-	cur := meta.FindStatusCondition(conditions, want.Type)
+	cur := meta.FindStatusCondition(current, want.Type)
 	switch {
 	case want.Status == metav1.ConditionTrue && (cur == nil || cur.Status == metav1.ConditionTrue):
 		// Nothing was ever said, or the recovery already was.

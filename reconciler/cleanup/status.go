@@ -77,26 +77,24 @@ func (s cleanupStatus) decidedAt(generation int64) bool {
 	return ready != nil && ready.ObservedGeneration == generation
 }
 
+// apply writes Ready, and Stalled only while the policy is stalled (an
+// invalid spec: no retry helps until it changes), as Flux and kstatus
+// read it: an abnormal-true condition, absent when not True.
 func (s cleanupStatus) apply(generation int64, u statusUpdate) {
-	ready, reason, stalled := metav1.ConditionTrue, ReasonScheduled, false
 	switch u.decision {
 	case decidedInvalid:
-		ready, reason, stalled = metav1.ConditionFalse, ReasonInvalidPolicy, true
+		conditions.MarkStalled(&s.st.Conditions, generation, ReasonInvalidPolicy, u.msg)
 	case decidedRunFailed:
-		ready, reason = metav1.ConditionFalse, ReasonRunFailed
+		// The run is retried with backoff: failed, not stalled.
+		conditions.Set(&s.st.Conditions, generation, ConditionReady, metav1.ConditionFalse, ReasonRunFailed, u.msg)
+		conditions.Delete(&s.st.Conditions, ConditionStalled)
 	case decidedRan:
-		reason = ReasonSucceeded
 		t := metav1.NewTime(u.ran)
 		s.st.LastExecutionTime = &t
+		conditions.MarkReady(&s.st.Conditions, generation, ReasonSucceeded, u.msg)
+	default:
+		conditions.MarkReady(&s.st.Conditions, generation, ReasonScheduled, u.msg)
 	}
-	conditions.Set(&s.st.Conditions, generation, ConditionReady, ready, reason, u.msg)
-	// Stalled stays written as False while the policy is not stalled:
-	// readers of the cleanup kinds' status see both conditions always.
-	stalledStatus := metav1.ConditionFalse
-	if stalled {
-		stalledStatus = metav1.ConditionTrue
-	}
-	conditions.Set(&s.st.Conditions, generation, ConditionStalled, stalledStatus, reason, u.msg)
 }
 
 // deletingStatus is a DeletingPolicy's or NamespacedDeletingPolicy's, in
@@ -121,7 +119,7 @@ func (s deletingStatus) decidedAt(generation int64) bool {
 func (s deletingStatus) apply(generation int64, u statusUpdate) {
 	cs := &s.st.ConditionStatus
 	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
-		cs.SetCondition(metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: generation})
+		conditions.SetSummarized(cs, generation, typ, status, reason, msg)
 	}
 	if u.decision == decidedInvalid {
 		set(policiesv1.ConditionPolicyCached, metav1.ConditionFalse, ReasonInvalidPolicy, u.msg)
@@ -145,7 +143,7 @@ func (s deletingStatus) apply(generation int64, u statusUpdate) {
 	// on it forever.
 	for _, c := range append([]metav1.Condition(nil), cs.Conditions...) {
 		if c.ObservedGeneration < generation {
-			cs.RemoveCondition(c.Type)
+			conditions.DeleteSummarized(cs, c.Type)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/charter-dev/charter/api/conditions"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
@@ -55,7 +56,7 @@ func TestDesiredPolicyStatusReportingCondition(t *testing.T) {
 
 	forbidden := metav1.Condition{Type: policiesv1.ConditionRBACPermissionsGranted, Status: metav1.ConditionFalse,
 		Reason: ReasonForbidden, Message: "create configmaps in ns-a: forbidden", ObservedGeneration: 2}
-	p.GetStatus().ConditionStatus.SetCondition(forbidden)
+	conditions.SetSummarized(&p.GetStatus().ConditionStatus, 2, forbidden.Type, forbidden.Status, forbidden.Reason, forbidden.Message)
 	st = DesiredPolicyStatus(p, Verdict{Ready: true, Generation: 2, Reporting: ok})
 	if c := meta.FindStatusCondition(st.ConditionStatus.Conditions, policiesv1.ConditionRBACPermissionsGranted); c == nil || c.Reason != ReasonForbidden {
 		t.Errorf("the background controller's Forbidden was replaced: %+v", c)

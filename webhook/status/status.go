@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/charter-dev/charter/api/conditions"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
@@ -133,17 +134,11 @@ func faultMessage(faults engine.CompileErrors) string {
 // (validatingadmissionpolicy) are kept.
 func Desired(p kyvernov1.StatusHolder, v Verdict) *kyvernov1.PolicyStatus {
 	st := p.GetStatus().DeepCopy()
-	cond := metav1.Condition{
-		Type:               kyvernov1.PolicyConditionReady,
-		Status:             metav1.ConditionTrue,
-		Reason:             kyvernov1.PolicyReasonSucceeded,
-		Message:            v.Message,
-		ObservedGeneration: v.Generation,
-	}
+	status, reason := metav1.ConditionTrue, kyvernov1.PolicyReasonSucceeded
 	if !v.Ready {
-		cond.Status, cond.Reason = metav1.ConditionFalse, v.reason()
+		status, reason = metav1.ConditionFalse, v.reason()
 	}
-	meta.SetStatusCondition(&st.Conditions, cond)
+	conditions.Set(&st.Conditions, v.Generation, kyvernov1.PolicyConditionReady, status, reason, v.Message)
 	st.Ready = nil
 	// The generated rules are published even for a policy that does not
 	// compile: its faults may point into status.autogen.rules.
@@ -184,17 +179,16 @@ func DesiredPolicyStatus(p policiesv1.StatusHolder, v Verdict) *policiesv1.Polic
 	st := p.GetStatus().DeepCopy()
 	cs := &st.ConditionStatus
 	if v.Ready {
-		cs.RemoveCondition(policiesv1.ConditionPolicyCached)
+		conditions.DeleteSummarized(cs, policiesv1.ConditionPolicyCached)
 		if p.GetSpec().AdmissionProcessingEnabled() {
-			cs.SetCondition(metav1.Condition{Type: policiesv1.ConditionWebhookConfigured, Status: metav1.ConditionTrue,
-				Reason: policiesv1.ReasonSucceeded, Message: MessageWebhookConfigured, ObservedGeneration: v.Generation})
+			conditions.SetSummarized(cs, v.Generation, policiesv1.ConditionWebhookConfigured, metav1.ConditionTrue,
+				policiesv1.ReasonSucceeded, MessageWebhookConfigured)
 		} else {
-			cs.RemoveCondition(policiesv1.ConditionWebhookConfigured)
+			conditions.DeleteSummarized(cs, policiesv1.ConditionWebhookConfigured)
 		}
 	} else {
-		cs.SetCondition(metav1.Condition{Type: policiesv1.ConditionPolicyCached, Status: metav1.ConditionFalse,
-			Reason: v.reason(), Message: v.Message, ObservedGeneration: v.Generation})
-		cs.RemoveCondition(policiesv1.ConditionWebhookConfigured)
+		conditions.SetSummarized(cs, v.Generation, policiesv1.ConditionPolicyCached, metav1.ConditionFalse, v.reason(), v.Message)
+		conditions.DeleteSummarized(cs, policiesv1.ConditionWebhookConfigured)
 	}
 	// The background controller's RBACPermissionsGranted (a forbidden
 	// write of a generate or mutate-existing rule, reason Forbidden) says
@@ -202,7 +196,8 @@ func DesiredPolicyStatus(p policiesv1.StatusHolder, v Verdict) *policiesv1.Polic
 	// sees the writes go through.
 	if v.Reporting != nil {
 		if cur := meta.FindStatusCondition(cs.Conditions, policiesv1.ConditionRBACPermissionsGranted); cur == nil || cur.Reason != ReasonForbidden {
-			cs.SetCondition(*v.Reporting)
+			r := v.Reporting
+			conditions.SetSummarized(cs, r.ObservedGeneration, r.Type, r.Status, r.Reason, r.Message)
 		}
 	}
 	// A condition another controller wrote (RBACPermissionsGranted: the

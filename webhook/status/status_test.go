@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/charter-dev/charter/api/conditions"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
@@ -374,8 +375,8 @@ func TestDesiredPolicyStatus(t *testing.T) {
 	// A condition the background controller wrote stays, counts in ready
 	// and message, and is restated for the new generation.
 	*p.GetStatus() = *roundTripStatus(t, ready)
-	p.GetStatus().ConditionStatus.SetCondition(metav1.Condition{Type: policiesv1.ConditionRBACPermissionsGranted, Status: metav1.ConditionFalse,
-		Reason: "Forbidden", Message: "may not create ConfigMap", ObservedGeneration: 2})
+	conditions.SetSummarized(&p.GetStatus().ConditionStatus, 2, policiesv1.ConditionRBACPermissionsGranted, metav1.ConditionFalse,
+		"Forbidden", "may not create ConfigMap")
 	next := DesiredPolicyStatus(p, Verdict{Ready: true, Generation: 4, Message: MessageReady})
 	if c := cond(next, policiesv1.ConditionRBACPermissionsGranted); c == nil || c.ObservedGeneration != 4 || c.Status != metav1.ConditionFalse {
 		t.Errorf("background condition %+v, want kept at generation 4", c)

@@ -1,8 +1,6 @@
 package v1
 
 import (
-	"strings"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -86,35 +84,13 @@ func (s *ConditionStatus) ReadyAt(generation int64) bool {
 	return true
 }
 
-// SetCondition sets one condition (its lastTransitionTime moves only when
-// its status flips) and summarises ready and message from all of them,
-// so each writer of a condition leaves the summary true to the rest.
-func (s *ConditionStatus) SetCondition(c metav1.Condition) {
-	meta.SetStatusCondition(&s.Conditions, c)
-	s.summarize()
-}
+// SummarizedConditions are the conditions ready and message summarise
+// (api/conditions writes them with SetSummarized).
+func (s *ConditionStatus) SummarizedConditions() *[]metav1.Condition { return &s.Conditions }
 
-// RemoveCondition drops a condition and summarises again.
-func (s *ConditionStatus) RemoveCondition(conditionType string) {
-	meta.RemoveStatusCondition(&s.Conditions, conditionType)
-	s.summarize()
-}
-
-// summarize sets ready (every condition True) and message (the False
-// conditions' messages, in order).
-func (s *ConditionStatus) summarize() {
-	ready := len(s.Conditions) > 0
-	var msgs []string
-	for _, c := range s.Conditions {
-		if c.Status != metav1.ConditionTrue {
-			ready = false
-			if c.Message != "" {
-				msgs = append(msgs, c.Message)
-			}
-		}
-	}
-	s.Ready = &ready
-	s.Message = strings.Join(msgs, "; ")
+// SetSummary writes ready and message.
+func (s *ConditionStatus) SetSummary(ready bool, message string) {
+	s.Ready, s.Message = &ready, message
 }
 
 // PolicyStatus is the status of ValidatingPolicy, MutatingPolicy,
