@@ -118,6 +118,31 @@ func (s *Store) getState(ctx context.Context, key string, v reflect.Value, ignor
 	return st, nil
 }
 
+// startWrite is the common start of Delete and GuaranteedUpdate: the
+// checked key, the type of object out points to, and the state the write
+// starts from, the suggested cached object's when there is one (it may be
+// stale), else the stored one's.
+func (s *Store) startWrite(ctx context.Context, key string, out, cachedExistingObject runtime.Object, ignoreNotFound bool) (string, reflect.Value, *objState, error) {
+	key, err := s.prepareKey(key, false)
+	if err != nil {
+		return "", reflect.Value{}, nil, err
+	}
+	v, err := conversion.EnforcePtr(out)
+	if err != nil {
+		return "", reflect.Value{}, nil, fmt.Errorf("unable to convert output object to pointer: %w", err)
+	}
+	var st *objState
+	if cachedExistingObject != nil {
+		st, err = s.stateOf(cachedExistingObject)
+	} else {
+		st, err = s.getState(ctx, key, v, ignoreNotFound)
+	}
+	if err != nil {
+		return "", reflect.Value{}, nil, err
+	}
+	return key, v, st, nil
+}
+
 // stateOf is the state a cached object suggests.
 func (s *Store) stateOf(obj runtime.Object) (*objState, error) {
 	rv, err := s.versioner.ObjectResourceVersion(obj)
@@ -140,20 +165,7 @@ func (s *Store) stateOf(obj runtime.Object) (*objState, error) {
 // write came between).
 func (s *Store) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
 	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, _ storage.DeleteOptions) error {
-	key, err := s.prepareKey(key, false)
-	if err != nil {
-		return err
-	}
-	v, err := conversion.EnforcePtr(out)
-	if err != nil {
-		return fmt.Errorf("unable to convert output object to pointer: %w", err)
-	}
-	var st *objState
-	if cachedExistingObject != nil {
-		st, err = s.stateOf(cachedExistingObject)
-	} else {
-		st, err = s.getState(ctx, key, v, false)
-	}
+	key, v, st, err := s.startWrite(ctx, key, out, cachedExistingObject, false)
 	if err != nil {
 		return err
 	}
@@ -254,20 +266,7 @@ func (s *Store) checkMinimumRV(minimum string, current int64) error {
 // lands on the version tryUpdate saw.
 func (s *Store) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
 	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
-	key, err := s.prepareKey(key, false)
-	if err != nil {
-		return err
-	}
-	v, err := conversion.EnforcePtr(destination)
-	if err != nil {
-		return fmt.Errorf("unable to convert output object to pointer: %w", err)
-	}
-	var st *objState
-	if cachedExistingObject != nil {
-		st, err = s.stateOf(cachedExistingObject)
-	} else {
-		st, err = s.getState(ctx, key, v, ignoreNotFound)
-	}
+	key, v, st, err := s.startWrite(ctx, key, destination, cachedExistingObject, ignoreNotFound)
 	if err != nil {
 		return err
 	}

@@ -16,15 +16,8 @@ import (
 // removes (keeping it, with its log, when the test failed).
 func Start(t testing.TB) *localpg.Server {
 	t.Helper()
-	skipWithoutPostgres(t)
-	dir, err := localpg.TempDir("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := localpg.Start(context.Background(), dir)
-	if err != nil {
-		t.Fatalf("starting PostgreSQL in %s: %v", dir, err)
-	}
+	srv := StartShared(t)
+	dir := srv.Dir()
 	t.Cleanup(func() {
 		if err := srv.Stop(); err != nil {
 			t.Error(err)
