@@ -538,7 +538,12 @@ func (a *Applier) waitEstablished(ctx context.Context, objs []build.Object) erro
 			}
 			for _, c := range crd.Status.Conditions {
 				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
+					// Established comes before discovery serves the new
+					// group; the dry-run of the kind's objects needs the
+					// REST mapper to know it.
+					gk, _ := crdGroupKind(o.Unstructured)
+					_, err := a.Client.RESTMapper().RESTMapping(gk)
+					return err == nil, nil
 				}
 			}
 			return false, nil
