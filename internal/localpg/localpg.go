@@ -246,9 +246,13 @@ func freePort() (int, error) {
 // when empty) that the server's user can reach: mode 0711 rather than
 // os.MkdirTemp's 0700, since under root the server runs as another user.
 // The parent itself must be reachable by that user (the temporary folder
-// is).
+// is). It first removes the folders of killed servers there
+// (RemoveStaleDirs).
 func TempDir(parent string) (string, error) {
-	dir, err := os.MkdirTemp(parent, "charter-postgres-")
+	// A folder it cannot check is left where it is: that must not keep a
+	// new server from starting.
+	_, _ = RemoveStaleDirs(parent)
+	dir, err := os.MkdirTemp(parent, strings.TrimSuffix(dirPattern, "*"))
 	if err != nil {
 		return "", fmt.Errorf("creating the PostgreSQL folder: %w", err)
 	}
