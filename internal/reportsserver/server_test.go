@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,6 +20,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -258,6 +263,10 @@ func TestReportsServerThroughAggregator(t *testing.T) {
 		}
 	})
 
+	t.Run("a tenant reads its own namespace's reports only", func(t *testing.T) {
+		tenantReadsOwnNamespaceOnly(ctx, t, cfg, srv)
+	})
+
 	t.Run("reports are rows in PostgreSQL", func(t *testing.T) {
 		var n int
 		if err := srv.DB().Pool().QueryRow(ctx, `SELECT count(*) FROM charter_objects WHERE key LIKE '/wgpolicyk8s.io/policyreports/apps/%'`).Scan(&n); err != nil {
@@ -276,3 +285,129 @@ func itemNames(list *unstructured.UnstructuredList) string {
 	}
 	return strings.Join(out, ",")
 }
+
+// tenantReadsOwnNamespaceOnly is issue #27's tenant against the reports
+// server: the ServiceAccount apps/report-reader, whose Role lets it get,
+// list and watch the PolicyReports of its namespace "apps" and nothing
+// else, and whose token its namespace's admin may request, tries to read
+// another namespace's reports (they name its workloads and their
+// failures). It tries through the aggregated API, as kubectl does, and
+// straight at the server's port, which a Pod reaches through its Service
+// without passing kube-apiserver's own authorisation; there it also
+// claims to be system:admin by the front proxy's headers. Every attempt is
+// refused, while the reads of its own namespace succeed.
+func tenantReadsOwnNamespaceOnly(ctx context.Context, t *testing.T, admin *rest.Config, srv *Server) {
+	t.Helper()
+	const own, other, reader = "apps", "other-team", "report-reader"
+	kube := kubernetes.NewForConfigOrDie(admin)
+	for _, ns := range []string{own, other} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := dynamic.NewForConfigOrDie(admin).Resource(polr).Namespace(other).Create(ctx, report(polr, "PolicyReport", other, "payments", nil, "fail"), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating PolicyReport %s/payments: %v", other, err)
+	}
+	for _, err := range []error{
+		create(ctx, kube.CoreV1().ServiceAccounts(own).Create, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: reader}}),
+		create(ctx, kube.RbacV1().Roles(own).Create, &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: reader},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{polr.Group}, Resources: []string{polr.Resource}, Verbs: []string{"get", "list", "watch"}}},
+		}),
+		create(ctx, kube.RbacV1().RoleBindings(own).Create, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: reader},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: reader},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: own, Name: reader}},
+		}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	token, err := kube.CoreV1().ServiceAccounts(own).CreateToken(ctx, reader, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggregated := rest.AnonymousClientConfig(admin)
+	aggregated.BearerToken = token.Status.Token
+	direct := &rest.Config{
+		Host:            fmt.Sprintf("https://127.0.0.1:%d", srv.Port()),
+		TLSClientConfig: rest.TLSClientConfig{CAData: srv.CABundle()},
+		BearerToken:     token.Status.Token,
+	}
+	// Headers a front proxy sets; without its client certificate they
+	// must count for nothing.
+	posing := rest.CopyConfig(direct)
+	posing.BearerToken = ""
+	posing.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			r = r.Clone(r.Context())
+			r.Header.Set("X-Remote-User", "system:admin")
+			r.Header.Set("X-Remote-Group", "system:masters")
+			return rt.RoundTrip(r)
+		})
+	}
+
+	for path, cfg := range map[string]*rest.Config{"through the aggregator": aggregated, "at the server's port": direct} {
+		as := dynamic.NewForConfigOrDie(cfg)
+		// RBAC reaches the authorisers through informers, and the server
+		// caches a denial for a while: wait until the reader reads its
+		// own namespace, which also shows the refusals below are RBAC's,
+		// not a server refusing every tenant.
+		for {
+			if _, err = as.Resource(polr).Namespace(own).List(ctx, metav1.ListOptions{}); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: the reader never listed the PolicyReports of its own namespace %s: %v", path, own, err)
+			case <-time.After(time.Second):
+			}
+		}
+		if _, err := as.Resource(polr).Namespace(own).Get(ctx, "pod-0", metav1.GetOptions{}); err != nil {
+			t.Fatalf("%s: the reader's get of %s/pod-0: %v", path, own, err)
+		}
+		for attempt, err := range reportReads(ctx, as, other) {
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("%s: the reader's %s: %v, want Forbidden", path, attempt, err)
+			}
+		}
+	}
+	for attempt, err := range reportReads(ctx, dynamic.NewForConfigOrDie(posing), other) {
+		if !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
+			t.Errorf("posing as system:admin by the front proxy's headers at the server's port: %s: %v, want Forbidden or Unauthorized", attempt, err)
+		}
+	}
+}
+
+// reportReads tries every read of the reports of namespace other, and of
+// all namespaces, and returns what each answered.
+func reportReads(ctx context.Context, as dynamic.Interface, other string) map[string]error {
+	out := map[string]error{}
+	_, out["list "+other] = as.Resource(polr).Namespace(other).List(ctx, metav1.ListOptions{})
+	_, out["get "+other+"/payments"] = as.Resource(polr).Namespace(other).Get(ctx, "payments", metav1.GetOptions{})
+	_, out["list across namespaces"] = as.Resource(polr).List(ctx, metav1.ListOptions{})
+	_, out["list clusterpolicyreports"] = as.Resource(cpolr).List(ctx, metav1.ListOptions{})
+	for name, ri := range map[string]dynamic.ResourceInterface{"watch " + other: as.Resource(polr).Namespace(other), "watch across namespaces": as.Resource(polr)} {
+		w, err := ri.Watch(ctx, metav1.ListOptions{})
+		if err == nil {
+			w.Stop()
+		}
+		out[name] = err
+	}
+	return out
+}
+
+// create calls a typed client's Create, taking an existing object as
+// created.
+func create[T any](ctx context.Context, fn func(context.Context, T, metav1.CreateOptions) (T, error), obj T) error {
+	_, err := fn(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
