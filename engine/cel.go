@@ -115,37 +115,9 @@ func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, 
 	// authorizer is declared as in VAP; it is bound when the caller hands
 	// an authorizer (celauthz.go), else reading it is a runtime error.
 	decls := plugincel.OptionalVariableDeclarations{HasParams: c.ParamKind != nil, HasAuthorizer: true}
-	compile := func(a *celAccessor, field string, opts plugincel.OptionalVariableDeclarations) celgo.Program {
-		if strings.TrimSpace(a.expr) == "" {
-			f.add(field, "expression must not be empty")
-			return nil
-		}
-		res := out.compiler.CompileCELExpression(a, opts, environment.StoredExpressions)
-		if res.Error != nil {
-			f.add(field, celFault(res.Error.Detail))
-			return nil
-		}
-		return res.Program
-	}
-	for i, v := range c.Variables {
-		field := fmt.Sprintf("%s.cel.variables[%d]", path, i)
-		if v.Name == "" {
-			f.add(field+".name", "a variable needs a name")
-			continue
-		}
-		// The compiler stores every variable, compiled or not, so later
-		// expressions may name it; a broken one is reported here.
-		res := out.compiler.CompileAndStoreVariable(&celAccessor{name: v.Name, expr: v.Expression, returns: anyReturn()}, decls, environment.StoredExpressions)
-		if res.Error != nil {
-			f.add(field+".expression", celFault(res.Error.Detail))
-		}
-	}
-	for i, mc := range r.CELPreconditions {
-		field := fmt.Sprintf("%s.celPreconditions[%d].expression", rulePath, i)
-		if p := compile(&celAccessor{name: mc.Name, expr: mc.Expression, returns: boolReturn()}, field, decls); p != nil {
-			out.preconditions = append(out.preconditions, celProgram{expr: mc.Expression, program: p})
-		}
-	}
+	fields := celFields{compiler: out.compiler, decls: decls, f: f}
+	fields.variables(c.Variables, path+".cel.variables")
+	out.preconditions = fields.conditions(r.CELPreconditions, rulePath+".celPreconditions")
 	if len(c.Expressions) == 0 {
 		f.add(path+".cel.expressions", "validate.cel needs at least one expression")
 	}
@@ -155,9 +127,9 @@ func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, 
 	for i, e := range c.Expressions {
 		field := fmt.Sprintf("%s.cel.expressions[%d]", path, i)
 		ce := celExpression{celProgram: celProgram{expr: e.Expression}, message: e.Message}
-		ce.program = compile(&celAccessor{expr: e.Expression, returns: boolReturn()}, field+".expression", decls)
+		ce.program = fields.program(&celAccessor{expr: e.Expression, returns: boolReturn()}, field+".expression")
 		if e.MessageExpression != "" {
-			if p := compile(&celAccessor{expr: e.MessageExpression, returns: stringReturn()}, field+".messageExpression", msgDecls); p != nil {
+			if p := fields.programWith(&celAccessor{expr: e.MessageExpression, returns: stringReturn()}, field+".messageExpression", msgDecls); p != nil {
 				ce.messageExpr = &celProgram{expr: e.MessageExpression, program: p}
 			}
 		}

@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"strings"
 
-	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
-	"k8s.io/apiserver/pkg/cel/environment"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
@@ -75,31 +72,9 @@ func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, e
 		f.add("spec", "CEL environment: "+err.Error())
 		return nil, f.errs
 	}
-	decls := plugincel.OptionalVariableDeclarations{}
-	for i, v := range spec.Variables {
-		field := fmt.Sprintf("spec.variables[%d]", i)
-		if v.Name == "" {
-			f.add(field+".name", "a variable needs a name")
-			continue
-		}
-		res := dp.compiler.CompileAndStoreVariable(&celAccessor{name: v.Name, expr: v.Expression, returns: anyReturn()}, decls, environment.StoredExpressions)
-		if res.Error != nil {
-			f.add(field+".expression", celFault(res.Error.Detail))
-		}
-	}
-	for i, c := range spec.Conditions {
-		field := fmt.Sprintf("spec.conditions[%d].expression", i)
-		if strings.TrimSpace(c.Expression) == "" {
-			f.add(field, "expression must not be empty")
-			continue
-		}
-		res := dp.compiler.CompileCELExpression(&celAccessor{name: c.Name, expr: c.Expression, returns: []*celgo.Type{celgo.BoolType}}, decls, environment.StoredExpressions)
-		if res.Error != nil {
-			f.add(field, celFault(res.Error.Detail))
-			continue
-		}
-		dp.conditions = append(dp.conditions, celProgram{expr: c.Expression, program: res.Program})
-	}
+	fields := celFields{compiler: dp.compiler, f: f}
+	fields.variables(spec.Variables, "spec.variables")
+	dp.conditions = fields.conditions(spec.Conditions, "spec.conditions")
 	if len(f.errs) > 0 {
 		return nil, f.errs
 	}

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
-	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 
@@ -153,38 +152,16 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 		}
 		gp.anyOperation, _ = compileConstraints(anyOp)
 	}
-	decls := plugincel.OptionalVariableDeclarations{}
-	compile := func(a *celAccessor, field string) celgo.Program {
-		if strings.TrimSpace(a.expr) == "" {
-			f.add(field, "expression must not be empty")
-			return nil
-		}
-		res := gp.compiler.CompileCELExpression(a, decls, environment.StoredExpressions)
-		if res.Error != nil {
-			f.add(field, celFault(res.Error.Detail))
-			return nil
-		}
-		return res.Program
-	}
+	fields := celFields{compiler: gp.compiler, f: f}
 	// matchConditions compile before the variables: they cannot use them,
 	// as in Kyverno.
-	for i, mc := range spec.MatchConditions {
-		if prog := compile(&celAccessor{name: mc.Name, expr: mc.Expression, returns: boolReturn()}, fmt.Sprintf("spec.matchConditions[%d].expression", i)); prog != nil {
-			gp.conditions = append(gp.conditions, celProgram{expr: mc.Expression, program: prog})
-		}
-	}
+	gp.conditions = fields.conditions(spec.MatchConditions, "spec.matchConditions")
+	fields.variables(spec.Variables, "spec.variables")
 	var sources []string
-	for i, v := range spec.Variables {
-		field := fmt.Sprintf("spec.variables[%d]", i)
-		if v.Name == "" {
-			f.add(field+".name", "a variable needs a name")
-			continue
+	for _, v := range spec.Variables {
+		if v.Name != "" {
+			sources = append(sources, v.Expression)
 		}
-		res := gp.compiler.CompileAndStoreVariable(&celAccessor{name: v.Name, expr: v.Expression, returns: anyReturn()}, decls, environment.StoredExpressions)
-		if res.Error != nil {
-			f.add(field+".expression", celFault(res.Error.Detail))
-		}
-		sources = append(sources, v.Expression)
 	}
 	if len(spec.Generation) == 0 {
 		f.add("spec.generate", "a GeneratingPolicy needs at least one generate entry")
@@ -200,7 +177,7 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 			// refused when the policy is applied.
 			var placeholderFault string
 			tmpl, err := compileTemplate(g.Template, func(expr string) *celProgram {
-				res := gp.compiler.CompileCELExpression(&celAccessor{expr: expr, returns: anyReturn()}, decls, environment.StoredExpressions)
+				res := gp.compiler.CompileCELExpression(&celAccessor{expr: expr, returns: anyReturn()}, fields.decls, environment.StoredExpressions)
 				if res.Error != nil {
 					if placeholderFault == "" {
 						placeholderFault = celFault(res.Error.Detail)
@@ -219,7 +196,7 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 				templateKinds = append(templateKinds, templateLiteralKinds(g.Template)...)
 			}
 		default:
-			if prog := compile(&celAccessor{expr: g.Expression, returns: boolReturn()}, field+".expression"); prog != nil {
+			if prog := fields.program(&celAccessor{expr: g.Expression, returns: boolReturn()}, field+".expression"); prog != nil {
 				gp.generations = append(gp.generations, gpolGeneration{expr: &celProgram{expr: g.Expression, program: prog}})
 			}
 			sources = append(sources, g.Expression)
@@ -232,7 +209,7 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 		}
 		// object is dyn in a GeneratingPolicy's environment: a string is
 		// checked when the annotation is evaluated.
-		if prog := compile(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType, celgo.DynType}}, field+".valueExpression"); prog != nil {
+		if prog := fields.program(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType, celgo.DynType}}, field+".valueExpression"); prog != nil {
 			gp.annotations = append(gp.annotations, vpolAnnotation{key: a.Key, celProgram: celProgram{expr: a.ValueExpression, program: prog}})
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/gobwas/glob"
 	celgo "github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -470,35 +469,15 @@ func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, pat
 	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
 		f.add(path+".matchConstraints", err.Error())
 	}
-	decls := plugincel.OptionalVariableDeclarations{}
+	fields := celFields{compiler: v.compiler, f: f}
 	compile := func(a *celAccessor, field string) *celProgram {
-		if strings.TrimSpace(a.expr) == "" {
-			f.add(field, "expression must not be empty")
-			return nil
+		if p := fields.program(a, field); p != nil {
+			return &celProgram{expr: a.expr, program: p}
 		}
-		res := v.compiler.CompileCELExpression(a, decls, environment.StoredExpressions)
-		if res.Error != nil {
-			f.add(field, celFault(res.Error.Detail))
-			return nil
-		}
-		return &celProgram{expr: a.expr, program: res.Program}
+		return nil
 	}
-	for i, mc := range spec.MatchConditions {
-		if p := compile(&celAccessor{name: mc.Name, expr: mc.Expression, returns: boolReturn()}, fmt.Sprintf("%s.matchConditions[%d].expression", path, i)); p != nil {
-			v.conditions = append(v.conditions, *p)
-		}
-	}
-	for i, vr := range spec.Variables {
-		field := fmt.Sprintf("%s.variables[%d]", path, i)
-		if vr.Name == "" {
-			f.add(field+".name", "a variable needs a name")
-			continue
-		}
-		res := v.compiler.CompileAndStoreVariable(&celAccessor{name: vr.Name, expr: vr.Expression, returns: anyReturn()}, decls, environment.StoredExpressions)
-		if res.Error != nil {
-			f.add(field+".expression", celFault(res.Error.Detail))
-		}
-	}
+	v.conditions = fields.conditions(spec.MatchConditions, path+".matchConditions")
+	fields.variables(spec.Variables, path+".variables")
 	seen := map[string]bool{}
 	for _, n := range builtinExtractors {
 		seen[n] = true

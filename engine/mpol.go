@@ -20,7 +20,6 @@ import (
 	mappatch "k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/cel/environment"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
@@ -123,37 +122,11 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 		f.add(path+".matchConstraints", err.Error())
 	}
 	decls := plugincel.OptionalVariableDeclarations{}
-	compile := func(a plugincel.ExpressionAccessor, d plugincel.OptionalVariableDeclarations, field string) celgo.Program {
-		if strings.TrimSpace(a.GetExpression()) == "" {
-			f.add(field, "expression must not be empty")
-			return nil
-		}
-		res := v.compiler.CompileCELExpression(a, d, environment.StoredExpressions)
-		if res.Error != nil {
-			f.add(field, celFault(res.Error.Detail))
-			return nil
-		}
-		return res.Program
-	}
+	fields := celFields{compiler: v.compiler, decls: decls, f: f}
 	// Variables compile first: a MutatingPolicy's matchConditions may use
 	// them, as in Kyverno.
-	for i, vr := range spec.Variables {
-		field := fmt.Sprintf("%s.variables[%d]", path, i)
-		if vr.Name == "" {
-			f.add(field+".name", "a variable needs a name")
-			continue
-		}
-		res := v.compiler.CompileAndStoreVariable(&celAccessor{name: vr.Name, expr: vr.Expression, returns: anyReturn()}, decls, environment.StoredExpressions)
-		if res.Error != nil {
-			f.add(field+".expression", celFault(res.Error.Detail))
-		}
-	}
-	for i, mc := range spec.MatchConditions {
-		field := fmt.Sprintf("%s.matchConditions[%d].expression", path, i)
-		if p := compile(&celAccessor{name: mc.Name, expr: mc.Expression, returns: boolReturn()}, decls, field); p != nil {
-			v.conditions = append(v.conditions, celProgram{expr: mc.Expression, program: p})
-		}
-	}
+	fields.variables(spec.Variables, path+".variables")
+	v.conditions = fields.conditions(spec.MatchConditions, path+".matchConditions")
 	patchDecls := decls
 	patchDecls.HasPatchTypes = true
 	for i, m := range spec.Mutations {
@@ -176,7 +149,7 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 			f.add(field+".patchType", fmt.Sprintf("unknown patchType %q, want ApplyConfiguration or JSONPatch", m.PatchType))
 			continue
 		}
-		if p := compile(a, patchDecls, field); p != nil {
+		if p := fields.programWith(a, field, patchDecls); p != nil {
 			v.mutations = append(v.mutations, mpolMutation{
 				applyConfiguration: m.PatchType == admissionregistrationv1.PatchTypeApplyConfiguration,
 				celProgram:         celProgram{expr: a.GetExpression(), program: p},
@@ -184,14 +157,14 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 		}
 	}
 	if spec.MutateExistingEnabled() {
-		compileTargetSelection(v, spec, path, decls, f)
+		compileTargetSelection(v, spec, path, fields)
 	}
 	for i, a := range spec.AuditAnnotations {
 		field := fmt.Sprintf("%s.auditAnnotations[%d]", path, i)
 		if a.Key == "" {
 			f.add(field+".key", "an audit annotation needs a key")
 		}
-		if p := compile(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, decls, field+".valueExpression"); p != nil {
+		if p := fields.program(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, field+".valueExpression"); p != nil {
 			v.annotations = append(v.annotations, vpolAnnotation{key: a.Key, celProgram: celProgram{expr: a.ValueExpression, program: p}})
 		}
 	}

@@ -7,14 +7,11 @@ import (
 	"slices"
 	"strings"
 
-	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"google.golang.org/protobuf/types/known/structpb"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
-	"k8s.io/apiserver/pkg/cel/environment"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
@@ -120,21 +117,9 @@ func anyOperation(mc *admissionregistrationv1.MatchResources) *admissionregistra
 // compileTargetSelection compiles, with the variant's compiler (so that
 // they see the variables), the target expression and targetMatchConditions
 // of a mutate-existing policy.
-func compileTargetSelection(v *mpolVariant, spec *policiesv1.MutatingPolicySpec, path string, decls plugincel.OptionalVariableDeclarations, f *faults) {
-	compile := func(expr string, returns []*celgo.Type, field string) celgo.Program {
-		if strings.TrimSpace(expr) == "" {
-			f.add(field, "expression must not be empty")
-			return nil
-		}
-		res := v.compiler.CompileCELExpression(&celAccessor{expr: expr, returns: returns}, decls, environment.StoredExpressions)
-		if res.Error != nil {
-			f.add(field, celFault(res.Error.Detail))
-			return nil
-		}
-		return res.Program
-	}
+func compileTargetSelection(v *mpolVariant, spec *policiesv1.MutatingPolicySpec, path string, fields celFields) {
 	if tmc := spec.TargetMatchConstraints; tmc != nil && strings.TrimSpace(tmc.Expression) != "" {
-		if p := compile(tmc.Expression, anyReturn(), path+".targetMatchConstraints.expression"); p != nil {
+		if p := fields.program(&celAccessor{expr: tmc.Expression, returns: anyReturn()}, path+".targetMatchConstraints.expression"); p != nil {
 			v.targetExpr = &celProgram{expr: tmc.Expression, program: p}
 		}
 	}
@@ -146,12 +131,7 @@ func compileTargetSelection(v *mpolVariant, spec *policiesv1.MutatingPolicySpec,
 		v.targetConditions = v.conditions
 		return
 	}
-	for i, mc := range spec.TargetMatchConditions {
-		field := fmt.Sprintf("%s.targetMatchConditions[%d].expression", path, i)
-		if p := compile(mc.Expression, boolReturn(), field); p != nil {
-			v.targetConditions = append(v.targetConditions, celProgram{expr: mc.Expression, program: p})
-		}
-	}
+	v.targetConditions = fields.conditions(spec.TargetMatchConditions, path+".targetMatchConditions")
 }
 
 // mutateExistingCEL is a mutate-existing MutatingPolicy's answer to a
