@@ -62,10 +62,12 @@ func main() {
 	run := flag.String("run", "", "run only the tests whose path (relative to -dir) matches this regular expression")
 	out := flag.String("out", "bin/conformance-cluster", "folder for chainsaw's reports and logs")
 	plugins := flag.String("plugins", filepath.Join(here, "kubectl-plugins"), "folder of the kubectl plugins the tests run (kubectl evict), first on chainsaw's PATH")
+	reportsRBAC := flag.String("reports-rbac", filepath.Join(here, "reports-controller-rbac.yaml"), "the rights of Kyverno's reports ServiceAccount, applied once charter dev is up")
 	flag.Parse()
 	if err := runAll(options{
 		charter: *charter, chainsaw: *chainsaw, corpus: *corpus, config: *config,
 		skipFile: *skipFile, dirs: strings.Split(*dirs, ","), run: *run, out: *out, plugins: *plugins,
+		reportsRBAC: *reportsRBAC,
 	}, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance-cluster:", err)
 		os.Exit(1)
@@ -77,7 +79,9 @@ type options struct {
 	// plugins is the folder of kubectl plugins put first on chainsaw's
 	// PATH ("" for none).
 	plugins string
-	dirs    []string
+	// reportsRBAC is the file of the rights of reportsServiceAccount.
+	reportsRBAC string
+	dirs        []string
 }
 
 // errFailures says that the run went through but tests failed.
@@ -126,6 +130,9 @@ func runAll(o options, w io.Writer) error {
 		return err
 	}
 	defer dev.stop(w)
+	if err := applyManifest(dev.kubeconfig, o.reportsRBAC, w); err != nil {
+		return err
+	}
 
 	var results []dirResult
 	for _, d := range plan {
@@ -359,7 +366,11 @@ func planTests(corpus string, dirs []string, skips skipList, filter *regexp.Rege
 }
 
 // devArgs are charter's arguments: dev, with no repository synced, the
-// reports labelled as Kyverno labels its own, every namespace's policies
+// reports labelled as Kyverno labels its own, background scans reading
+// as Kyverno's reports controller ServiceAccount (with the rights of
+// reports-controller-rbac.yaml, widened by the suite's permissions.yaml
+// files: their RBACPermissionsGranted asserts ask about it), every
+// namespace's policies
 // granted what they write there (the suite's namespaces are its own and
 // Kyverno's namespaced policies write with its background controller's
 // rights), cleanup policies deleting as Kyverno's cleanup controller's
@@ -367,7 +378,24 @@ func planTests(corpus string, dirs []string, skips skipList, filter *regexp.Rege
 // delete, or withhold them and expect nothing deleted), and charter's log
 // kept for the failures.
 var devArgs = []string{"dev", "--no-sync", "--reports-managed-by=kyverno", "--namespaced-policy-role=cluster-admin",
-	"--cleanup-service-account=kyverno/kyverno-cleanup-controller", "--keep-logs"}
+	"--cleanup-service-account=kyverno/kyverno-cleanup-controller", "--reports-service-account=" + reportsServiceAccount, "--keep-logs"}
+
+// reportsServiceAccount is Kyverno's reports controller ServiceAccount,
+// the subject of reports-controller-rbac.yaml.
+const reportsServiceAccount = "kyverno/kyverno-reports-controller"
+
+// applyManifest applies a manifest file to the cluster of kubeconfig with
+// kubectl, as a user of the suite would, and says so on w.
+func applyManifest(kubeconfig, path string, w io.Writer) error {
+	cmd := exec.Command("kubectl", "apply", "-f", path)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl apply -f %s: %w: %s", path, err, strings.TrimSpace(string(out)))
+	}
+	fmt.Fprintf(w, "applied %s\n\n", path)
+	return nil
+}
 
 // devProcess is `charter dev` (devArgs) running.
 type devProcess struct {
