@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/charter-dev/charter/internal/workdir"
 )
 
 // dirPattern names the folders TempDir makes.
@@ -24,31 +26,7 @@ const dirPattern = "charter-postgres-*"
 // whose postmaster runs, and one this user did not make: another live
 // run's folder is never touched.
 func RemoveStaleDirs(parent string) ([]string, error) {
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	dirs, err := filepath.Glob(filepath.Join(parent, dirPattern))
-	if err != nil {
-		return nil, err
-	}
-	var removed []string
-	var errs []error
-	for _, dir := range dirs {
-		stale, err := staleDir(dir)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !stale {
-			continue
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("removing the stale PostgreSQL folder %s: %w", dir, err))
-			continue
-		}
-		removed = append(removed, dir)
-	}
-	return removed, errors.Join(errs...)
+	return workdir.RemoveStaleMatching(parent, dirPattern, "PostgreSQL folder", staleDir)
 }
 
 // staleDir tells whether dir holds the data of a server that was killed.

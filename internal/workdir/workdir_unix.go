@@ -56,31 +56,7 @@ func Unlock(f *os.File, keep bool) error {
 // them, and returns their paths. Folders in use, kept on purpose (no lock
 // file), or owned by another user are left alone.
 func RemoveStale(parent, pattern string) ([]string, error) {
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	dirs, err := filepath.Glob(filepath.Join(parent, pattern))
-	if err != nil {
-		return nil, err
-	}
-	var removed []string
-	var errs []error
-	for _, dir := range dirs {
-		stale, err := isStaleWorkDir(dir)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !stale {
-			continue
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("removing the stale work folder %s: %w", dir, err))
-			continue
-		}
-		removed = append(removed, dir)
-	}
-	return removed, errors.Join(errs...)
+	return RemoveStaleMatching(parent, pattern, "work folder", isStaleWorkDir)
 }
 
 func isStaleWorkDir(dir string) (bool, error) {
