@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +19,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,6 +36,11 @@ const (
 	secReposPlatformManager = "platform-team"
 	// secReposMinInterval is charter's --gitsync-min-interval here.
 	secReposMinInterval = 5 * time.Second
+	// secReposMaxFiles and secReposMaxBytes are charter's
+	// --gitsync-max-files and --gitsync-max-repository-size here: what a
+	// revision of the other specs holds, with room to spare.
+	secReposMaxFiles = 20
+	secReposMaxBytes = 1 << 20
 )
 
 // The attacker holds the admin ClusterRole in one namespace, and may keep
@@ -57,7 +67,9 @@ var _ = Describe("Security: repositories", Label("security"), Ordered, func() {
 		git = newSecReposGitServer(GinkgoT().TempDir())
 		startCharterWith(ctx, secReposCharterNamespace, "gitsync",
 			"--gitsync-cache-dir="+GinkgoT().TempDir(),
-			"--gitsync-min-interval="+secReposMinInterval.String())
+			"--gitsync-min-interval="+secReposMinInterval.String(),
+			"--gitsync-max-files="+strconv.Itoa(secReposMaxFiles),
+			"--gitsync-max-repository-size="+strconv.Itoa(secReposMaxBytes))
 	}, NodeTimeout(2*time.Minute))
 
 	// newRepository creates, as the attacker, a PolicyRepository of the
@@ -153,6 +165,52 @@ var _ = Describe("Security: repositories", Label("security"), Ordered, func() {
 		Expect(git.refLists("fast") - before).To(BeNumerically("<=", 3))
 	}, SpecTimeout(90*time.Second))
 
+	It("cannot give charter a sync that times out after a millisecond", func(ctx SpecContext) {
+		pr := &gitopsv1alpha1.PolicyRepository{
+			ObjectMeta: metav1.ObjectMeta{Namespace: secReposNamespace, Name: "hasty"},
+			Spec: gitopsv1alpha1.PolicyRepositorySpec{
+				URL:     git.url("hasty"),
+				Ref:     &gitopsv1alpha1.GitRef{Branch: "main"},
+				Timeout: &metav1.Duration{Duration: time.Millisecond},
+			},
+		}
+		err := attacker.Create(ctx, pr)
+		if err == nil {
+			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(suite.client.Delete(ctx, pr))).To(Succeed()) })
+		}
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "creating a PolicyRepository with spec.timeout 1ms: %v", err)
+		Expect(err).To(MatchError(And(ContainSubstring("spec.timeout"), ContainSubstring("must be at least 1s"))))
+	}, SpecTimeout(30*time.Second))
+
+	It("cannot make charter check out a repository of more files or bytes than it allows", func(ctx SpecContext) {
+		for _, attack := range []struct {
+			name, over string
+			files      map[string]string
+		}{
+			{name: "many-files", over: fmt.Sprintf("more than %d files", secReposMaxFiles), files: secReposConfigMaps("many-files", secReposMaxFiles+5)},
+			{name: "large", over: fmt.Sprintf("more than %d bytes", secReposMaxBytes), files: func() map[string]string {
+				files := secReposConfigMaps("large", 1)
+				// Random, so that Git's compression does not shrink it.
+				padding := make([]byte, secReposMaxBytes)
+				_, err := rand.Read(padding)
+				Expect(err).NotTo(HaveOccurred())
+				files["padding.txt"] = hex.EncodeToString(padding)
+				return files
+			}()},
+		} {
+			By("committing a revision of " + attack.over + " to repository " + attack.name)
+			rev := commitFiles(git.newRepository(attack.name), attack.files)
+			pr := newRepository(ctx, attack.name, git.url(attack.name))
+			msg := repositoryStalledWith(ctx, pr, rev.name, gitopsv1alpha1.ReasonLimitExceeded)
+			Expect(msg).To(ContainSubstring("revision %s: the checkout holds %s", rev.name, attack.over))
+			var cms corev1.ConfigMapList
+			Expect(suite.client.List(ctx, &cms, client.InNamespace(secReposNamespace))).To(Succeed())
+			for _, cm := range cms.Items {
+				Expect(cm.Name).NotTo(HavePrefix(attack.name), "a ConfigMap of the revision over the limit was applied")
+			}
+		}
+	}, SpecTimeout(2*time.Minute))
+
 	It("cannot make charter read a repository from its own disk over file://", func(ctx SpecContext) {
 		repo := newE2EGitRepo(filepath.Join(GinkgoT().TempDir(), "on-charters-disk"))
 		commitFiles(repo, map[string]string{
@@ -227,3 +285,14 @@ func (s *secReposGitServer) newRepository(name string) *e2eGitRepo {
 func (s *secReposGitServer) url(name string) string { return s.base + name }
 
 func (s *secReposGitServer) refLists(name string) int { return int(s.counter(name).Load()) }
+
+// secReposConfigMaps are n files of a repository, each a ConfigMap named
+// prefix-<i>.
+func secReposConfigMaps(prefix string, n int) map[string]string {
+	files := map[string]string{}
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		files[name+".yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + "}\ndata: {a: b}\n"
+	}
+	return files
+}
