@@ -72,18 +72,30 @@ func TestConvertCheckFailsOnWhatDoesNotConvert(t *testing.T) {
 	}
 }
 
-// TestConvertVerifiesClones: generate clone and cloneList convert to
-// GeneratingPolicies reading their sources with resource.Get and
-// resource.List, and the suite (its sources as cluster resources, which
-// the original's clone and the conversion's reads both see) gives the same
-// verdicts on both.
-func TestConvertVerifiesClones(t *testing.T) {
-	dir := filepath.Join("..", "..", "internal", "convert", "testdata", "clone")
-	stdout, stderr, err := runCharter(t, "convert", "--verify", "--check", dir)
-	if err != nil {
-		t.Fatalf("convert --verify --check: %v\n%s%s", err, stdout, stderr)
+// TestConvertVerifiesTestdataSuites: each testdata case with its own
+// kyverno-test suite converts cleanly and gives the same verdicts on the
+// original and the conversion, with the output kinds the table names.
+func TestConvertVerifiesTestdataSuites(t *testing.T) {
+	cases := []struct{ dir, output string }{
+		// generate clone and cloneList read their sources with
+		// resource.Get and resource.List; the suite's sources are
+		// cluster resources that both the original's clone and the
+		// conversion's reads see.
+		{"clone", "2 GeneratingPolicy"},
+		// a quoted '{{ element.name }}' inside a filter, a boolean's
+		// truthiness, lists missing on some resources.
+		{"foreach-filter", "ValidatingPolicy"},
 	}
-	if !strings.Contains(stdout, "verdicts equal: 1 of 1 verified") || !strings.Contains(stdout, "2 GeneratingPolicy") {
-		t.Fatalf("want the clone policy converted to two GeneratingPolicies and verified:\n%s", stdout)
+	for _, c := range cases {
+		t.Run(c.dir, func(t *testing.T) {
+			dir := filepath.Join("..", "..", "internal", "convert", "testdata", c.dir)
+			stdout, stderr, err := runCharter(t, "convert", "--verify", "--check", dir)
+			if err != nil {
+				t.Fatalf("convert --verify --check: %v\n%s%s", err, stdout, stderr)
+			}
+			if !strings.Contains(stdout, "verdicts equal: 1 of 1 verified") || !strings.Contains(stdout, c.output) {
+				t.Fatalf("want the policy converted to %s and verified:\n%s", c.output, stdout)
+			}
+		})
 	}
 }

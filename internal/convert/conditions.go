@@ -25,16 +25,31 @@ var (
 func (s *jmesScope) operand(v any) (jmesValue, error) {
 	if str, ok := v.(string); ok {
 		// Kyverno substitutes a quoted inner '{{ x }}' first, as the text
-		// of x's value: x itself reads the same.
-		str = nestedVariable.ReplaceAllString(str, "($1)")
+		// of x's value: x itself reads the same, from the root even
+		// inside a filter ([?name == '{{ element.name }}']).
+		written, failed := str, error(nil)
+		str = nestedVariable.ReplaceAllStringFunc(str, func(m string) string {
+			ref, err := s.rootRef(nestedVariable.FindStringSubmatch(m)[1])
+			if err != nil {
+				failed = err
+			}
+			return ref
+		})
+		if failed != nil {
+			return jmesValue{}, failed
+		}
 		if m := wholeVariable.FindStringSubmatch(strings.TrimSpace(str)); m != nil && !strings.Contains(m[1], "{{") {
 			if shared, ok := s.shared[m[1]]; ok {
 				return shared, nil
 			}
-			return s.convert(m[1])
+			src := m[1]
+			if w := wholeVariable.FindStringSubmatch(strings.TrimSpace(written)); w != nil {
+				src = w[1]
+			}
+			return s.convertAt(src, m[1], nil)
 		}
 		if strings.Contains(str, "{{") {
-			return jmesValue{}, cannot("variable inside the string %q", str)
+			return jmesValue{}, cannot("variable inside the string %q", written)
 		}
 	}
 	return literalValue(v)

@@ -183,21 +183,15 @@ var innerVariable = regexp.MustCompile("'\\{\\{-?\\s*([^{}]*?)\\s*\\}\\}'|`\\{\\
 // become references to their converted expressions, which a filter over
 // the result's items reads as roots, not as the item's fields.
 func (s *jmesScope) convertOver(src string, over jmesValue) (jmesValue, error) {
-	if s.refs == nil {
-		s.refs = map[string]expr{}
-	}
 	var failed error
 	text := innerVariable.ReplaceAllStringFunc(src, func(m string) string {
 		sub := innerVariable.FindStringSubmatch(m)
-		inner := sub[1] + sub[2]
-		jv, err := s.convert(inner)
+		ref, err := s.rootRef(sub[1] + sub[2])
 		if err != nil {
 			failed = err
 			return m
 		}
-		name := "charterRef" + itoa(len(s.refs))
-		s.refs[name] = jv.e
-		return name
+		return ref
 	})
 	if failed != nil {
 		return jmesValue{}, failed
@@ -208,6 +202,21 @@ func (s *jmesScope) convertOver(src string, over jmesValue) (jmesValue, error) {
 	// The read is the expression's current node: "items[...]" reads its
 	// items.
 	return s.convertAt(src, text, &over)
+}
+
+// rootRef converts the variable src at the top level and returns a name
+// that reads as that value anywhere in the expression it is put in.
+func (s *jmesScope) rootRef(src string) (string, error) {
+	jv, err := s.convert(src)
+	if err != nil {
+		return "", err
+	}
+	if s.refs == nil {
+		s.refs = map[string]expr{}
+	}
+	name := "charterRef" + itoa(len(s.refs))
+	s.refs[name] = jv.e
+	return name, nil
 }
 
 // clusterVariable adds the converted read as the entry's CEL variable and

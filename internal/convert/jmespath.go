@@ -116,6 +116,11 @@ func (s *jmesScope) node(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 			if err != nil {
 				return jmesValue{}, err
 			}
+			if !v.boolean {
+				if v, err = truthy(c, v); err != nil {
+					return jmesValue{}, err
+				}
+			}
 			parts = append(parts, v.e)
 		}
 		if n.NodeType == gojmespath.ASTNotExpression {
@@ -167,6 +172,31 @@ func (s *jmesScope) node(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 		return s.node(n.Children[1], &left, optional)
 	}
 	return jmesValue{}, cannot("%s", n.NodeType)
+}
+
+// truthy converts an operand of && or ! that is not itself a condition:
+// JMESPath tests its truthiness (false, null, "", [] and {} are false). A
+// field that holds a boolean (a volume mount's readOnly) is false when
+// missing; other values are refused rather than guessed.
+func truthy(n gojmespath.ASTNode, v jmesValue) (jmesValue, error) {
+	chain, ok := fieldChain(n)
+	if ok && len(chain) > 0 {
+		if last, _ := chain[len(chain)-1].(string); knownBools[last] {
+			e := v.e
+			if isOptional(e) {
+				e = call(e, "orValue", celFalse)
+			}
+			return jmesValue{e: e, boolean: true}, nil
+		}
+	}
+	return jmesValue{}, cannot("truthiness of %s, which may not be a boolean", v.e)
+}
+
+// knownBools are Kubernetes fields that hold a boolean.
+var knownBools = map[string]bool{
+	"readOnly": true, "privileged": true, "allowPrivilegeEscalation": true, "readOnlyRootFilesystem": true,
+	"runAsNonRoot": true, "hostNetwork": true, "hostPID": true, "hostIPC": true, "hostProcess": true,
+	"automountServiceAccountToken": true, "stdin": true, "tty": true, "shareProcessNamespace": true,
 }
 
 func orNull(e expr) expr {
@@ -359,6 +389,16 @@ func (s *jmesScope) projection(n gojmespath.ASTNode, cur *jmesValue, optional bo
 	if optional && isOptional(left.e) {
 		// Under ||: a missing list projects to nothing.
 		left.e = call(left.e, "orValue", atom("[]"))
+	} else if chain, ok := fieldChain(n.Children[0]); ok && len(chain) > 0 && !isOptional(left.e) {
+		// A projection over a missing list is null, which filters and
+		// foreach lists read as nothing: the list's last step is
+		// optional (a Pod's containers and a list's items are always
+		// there).
+		if key, ok := chain[len(chain)-1].(string); ok && key != "containers" && key != "items" {
+			if prefix, ok := strings.CutSuffix(left.e.s, field(atom(""), key).s); ok && prefix != "" {
+				left.e = call(atom(prefix+optionalStep(key)), "orValue", atom("[]"))
+			}
+		}
 	}
 	x := s.vars.name(lastSegment(strings.TrimSuffix(left.e.s, ".flatten()")))
 	defer s.vars.release(x)
@@ -379,7 +419,10 @@ func (s *jmesScope) projection(n gojmespath.ASTNode, cur *jmesValue, optional bo
 	if !ok {
 		// A function or expression of each element (drop[].to_upper(@));
 		// elements missing the field it starts from are left out.
-		if right.NodeType == gojmespath.ASTSubexpression {
+		switch right.NodeType {
+		case gojmespath.ASTSubexpression, gojmespath.ASTProjection, gojmespath.ASTFilterProjection:
+			// The projection over a missing list (volumeMounts[?...])
+			// is null too, and left out.
 			if prefix, ok := fieldChain(right.Children[0]); ok {
 				var guards []expr
 				e := xv.e
@@ -413,6 +456,14 @@ func (s *jmesScope) projection(n gojmespath.ASTNode, cur *jmesValue, optional bo
 		list = macro(list, "filter", x, and(guards...))
 	}
 	return jmesValue{e: macro(list, "map", x, e), list: true, projected: true}, nil
+}
+
+// optionalStep is the optional selection of key: .?key, or [?'key'].
+func optionalStep(key string) string {
+	if isIdent(key) {
+		return ".?" + key
+	}
+	return "[?" + str(key).s + "]"
 }
 
 // filterCondition converts a filter's condition; a bare field is a test
