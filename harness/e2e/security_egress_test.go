@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -28,6 +30,7 @@ import (
 const (
 	egressCharterNamespace     = "e2e-sec-egress-charter"
 	egressOpenCharterNamespace = "e2e-sec-egress-open-charter"
+	egressListCharterNamespace = "e2e-sec-egress-allowlist-charter"
 	egressTeam                 = "e2e-sec-egress-team"
 	egressAttacker             = "e2e-sec-egress-attacker"
 	egressLookupPolicy         = "e2e-sec-egress-lookup"
@@ -216,6 +219,69 @@ var _ = Describe("Security: egress", Label("security"), func() {
 			Expect(msg).To(ContainSubstring("address 127.0.0.1 is blocked"))
 			Expect(msg).NotTo(ContainSubstring(egressSecret))
 		}, SpecTimeout(time.Minute))
+	})
+
+	// The platform lets its policies call loopback services
+	// (--egress-allow=127.0.0.0/8), as it would its internal network, and
+	// relies on --cel-http-allowlist to hold them to its API under /api
+	// and its status page on port 80. The attacker picks the URL of the
+	// platform's lookup policy and tries URLs that a string prefix of an
+	// allowed one would admit.
+	Context("with --cel-http-allowlist", Ordered, func() {
+		var (
+			attacker client.Client
+			api      *httptest.Server
+			// other listens on 127.0.0.12, a host whose URL starts with
+			// the allowed http://127.0.0.1.
+			other *httptest.Server
+		)
+		BeforeAll(func(ctx SpecContext) {
+			skipUnlessClusterReachesCharter()
+			createNamespaces(ctx, egressListCharterNamespace, egressTeam)
+			attacker = namespaceAdmin(ctx, egressAttacker, egressTeam,
+				policyWriter(kyvernov1.GroupVersion.Group, "policies", "cleanuppolicies"), policyWriter(policiesv1.GroupVersion.Group, "namespacedvalidatingpolicies"))
+			// api answers its API, under /api/ once dot segments are
+			// resolved as a server does, and the secret anywhere else.
+			api = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				token := egressSecret
+				if strings.HasPrefix(path.Clean(r.URL.Path), "/api/") {
+					token = "public-answer"
+				}
+				_ = json.NewEncoder(w).Encode(map[string]string{"token": token})
+			}))
+			DeferCleanup(api.Close)
+			other = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_ = json.NewEncoder(w).Encode(map[string]string{"token": egressSecret})
+			}))
+			l, err := net.Listen("tcp", "127.0.0.12:0")
+			Expect(err).NotTo(HaveOccurred())
+			other.Listener = l
+			other.Start()
+			DeferCleanup(other.Close)
+			startCharterWith(ctx, egressListCharterNamespace, "admission",
+				"--egress-allow=127.0.0.0/8", "--cel-http-allowlist="+api.URL+"/api,http://127.0.0.1")
+			waitPolicyWebhook(ctx)
+			installPolicy(ctx, &kyvernov1.ClusterPolicy{}, egressLookup)
+			waitPolicyReady(ctx, egressLookupPolicy)
+			Eventually(func() string {
+				return denial(ctx, attacker, egressProbe("probe-allowed", api.URL+"/api/public"))
+			}).WithTimeout(60*time.Second).WithPolling(500*time.Millisecond).Should(ContainSubstring("the service answered public-answer"), "an allowed URL is called")
+		}, NodeTimeout(3*time.Minute))
+
+		It("refuses a URL that merely starts with an allowed one", func(ctx SpecContext) {
+			otherPort := strings.TrimPrefix(other.URL, "http://127.0.0.12:")
+			for _, endpoint := range []string{
+				api.URL + "/api.evil/token",
+				api.URL + "/api/../secret",
+				"http://127.0.0.12:" + otherPort + "/token",
+				"http://127.0.0.1:80@127.0.0.12:" + otherPort + "/token",
+			} {
+				msg := denial(ctx, attacker, egressProbe("probe-prefix", endpoint))
+				Expect(msg).To(ContainSubstring(egressLookupPolicy), "endpoint %s", endpoint)
+				Expect(msg).To(ContainSubstring("is blocked (not in the allowed URL prefixes"), "endpoint %s", endpoint)
+				Expect(msg).NotTo(ContainSubstring(egressSecret), "endpoint %s", endpoint)
+			}
+		}, SpecTimeout(2*time.Minute))
 	})
 
 	Context("with --allow-http-in-namespaced-policies", Ordered, func() {
