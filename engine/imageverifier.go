@@ -58,9 +58,10 @@ type ImageCheck struct {
 	// cached result answers only the same scope.
 	Scope string
 	// Type is the verifier the attestor names: "" (or Cosign) for cosign,
-	// Notary for an ImageValidatingPolicy's notary attestor, whose trusted
-	// certificates are Attestor.Certificates.Certificate (PEM) and whose
-	// attestations are OCI 1.1 referrers of type PredicateType.
+	// Notary for an ImageValidatingPolicy's notary attestor or a
+	// ClusterPolicy's type Notary entry, whose trusted certificates are
+	// Attestor.Certificates (PEM: Certificate and CertificateChain) and
+	// whose attestations are OCI 1.1 referrers of type PredicateType.
 	Type kyvernov1.ImageVerificationType
 	// TSACertificates are a notary attestor's timestamp authority roots
 	// (PEM); when set, signatures must carry a timestamp they issued.

@@ -289,6 +289,9 @@ func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document
 	}
 	base := ImageCheck{Image: ref, Repository: iv.Repository, CosignOCI11: iv.CosignOCI11, Credentials: creds,
 		UseCache: iv.IsUseCache(), VerifiedSince: ev.cfg.imagesVerifiedSince, Scope: ev.policy.id + "/" + r.name}
+	if iv.GetType() == kyvernov1.Notary {
+		base.Type = kyvernov1.Notary
+	}
 	var digest string
 	for i := range iv.Attestors {
 		d, err := countSet(&iv.Attestors[i], fmt.Sprintf(".attestors[%d]", i), func(a *kyvernov1.Attestor, path string) (string, error) {
@@ -398,7 +401,7 @@ func (ev *evaluation) verifyAttestation(ctx context.Context, doc *jsoncontext.Do
 			}
 			var matching []map[string]any
 			for _, s := range res.Statements {
-				if t, _ := s["predicateType"].(string); t == ptype {
+				if statementType(c, s) == ptype {
 					matching = append(matching, s)
 				}
 			}
@@ -453,6 +456,18 @@ func (ev *evaluation) attestationConditions(doc *jsoncontext.Document, blocks []
 		}
 	}
 	return nil
+}
+
+// statementType is the attestation type of a verified statement: an
+// in-toto statement's predicateType, or, for a notary check, the
+// artifactType of the OCI 1.1 referrer it was read from (§3.5).
+func statementType(c ImageCheck, statement map[string]any) string {
+	key := "predicateType"
+	if c.Type == kyvernov1.Notary {
+		key = "type"
+	}
+	t, _ := statement[key].(string)
+	return t
 }
 
 // countError is an attestor set that did not reach its count.

@@ -37,7 +37,7 @@ type imageEntry struct {
 
 // compileVerifyImages checks a verifyImages rule as Kyverno's policy
 // admission does (§1.4, with its exact details) and as charter must: what
-// charter cannot verify (Notary, SigstoreBundle, KMS and Secret keys,
+// charter cannot verify (SigstoreBundle, KMS and Secret keys,
 // attestations without attestors) is refused here, never left to look
 // enforced.
 func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path string, f *faults) *verifyImagesRule {
@@ -81,18 +81,7 @@ func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path strin
 		switch iv.GetType() {
 		case kyvernov1.Cosign:
 		case kyvernov1.Notary:
-			for j := range iv.Attestors {
-				for k, a := range iv.Attestors[j].Entries {
-					ap := fmt.Sprintf("%s.attestors[%d].entries[%d]", ep, j, k)
-					if a.Keyless != nil {
-						f.add(ap+".keyless", "Keyless field is not allowed for type notary")
-					}
-					if a.Keys != nil {
-						f.add(ap+".keys", "Keys field is not allowed for type notary")
-					}
-				}
-			}
-			f.add(ep+".type", "type Notary is not supported by charter; use type Cosign")
+			checkNotaryAttestors(iv, ep, f)
 		default:
 			f.add(ep+".type", fmt.Sprintf("type %s is not supported by charter; use type Cosign", iv.GetType()))
 		}
@@ -239,6 +228,56 @@ func checkAttestorSet(set *kyvernov1.AttestorSet, path string, f *faults) {
 func checkTransparency(_ *kyvernov1.Rekor, ct *kyvernov1.CTLog, path string, f *faults) {
 	if ct != nil && ct.TSACertChain != "" {
 		f.add(path+".ctlog.tsaCertChain", "signed timestamps (tsaCertChain) are not supported by charter")
+	}
+}
+
+// checkNotaryAttestors checks the attestors of a type Notary entry, its
+// own and its attestations': Kyverno refuses keys and keyless there (§1.4),
+// and its notary verifier reads certificates only (§3.5), cert and
+// certChain together forming the trusted CA store. An entry without
+// certificates, or with PEM that holds no certificate, could never
+// verify anything: it is refused here, naming the field, rather than
+// failing every image (Kyverno dereferences the missing certificates of
+// an attestation's entry, §8.9). Certificates given by a variable are
+// read when the rule runs.
+func checkNotaryAttestors(iv *kyvernov1.ImageVerification, ep string, f *faults) {
+	var check func(set *kyvernov1.AttestorSet, path string)
+	check = func(set *kyvernov1.AttestorSet, path string) {
+		for k := range set.Entries {
+			a := &set.Entries[k]
+			ap := fmt.Sprintf("%s.entries[%d]", path, k)
+			switch {
+			case a.Attestor != nil:
+				// A nested set that does not decode is refused by
+				// checkAttestorSet.
+				if nested, err := nestedAttestorSet(a); err == nil {
+					check(nested, ap+".attestor")
+				}
+			case a.Keyless != nil:
+				f.add(ap+".keyless", "Keyless field is not allowed for type notary")
+			case a.Keys != nil:
+				f.add(ap+".keys", "Keys field is not allowed for type notary")
+			case a.Certificates == nil:
+				f.add(ap+".certificates", "type notary verifies with certificates: cert or certChain required")
+			default:
+				for _, c := range []struct{ field, text string }{{"cert", a.Certificates.Certificate}, {"certChain", a.Certificates.CertificateChain}} {
+					if c.text == "" || variables.HasVariables(c.text) {
+						continue
+					}
+					if _, err := ParseCertificates(c.text); err != nil {
+						f.add(ap+".certificates."+c.field, err.Error())
+					}
+				}
+			}
+		}
+	}
+	for j := range iv.Attestors {
+		check(&iv.Attestors[j], fmt.Sprintf("%s.attestors[%d]", ep, j))
+	}
+	for i := range iv.Attestations {
+		for j := range iv.Attestations[i].Attestors {
+			check(&iv.Attestations[i].Attestors[j], fmt.Sprintf("%s.attestations[%d].attestors[%d]", ep, i, j))
+		}
 	}
 }
 

@@ -37,18 +37,30 @@ func (v *Verifier) verifyNotary(ctx context.Context, digest name.Digest, check e
 	return res, nil
 }
 
-// notaryTrust reads the certificates of a notary attestor's check.
+// notaryTrust reads the certificates of a notary check: an
+// ImageValidatingPolicy attestor's certs (Attestor.Certificates.
+// Certificate), or a ClusterPolicy type Notary entry's cert and certChain,
+// which Kyverno puts in one CA trust store (§3.5).
 func notaryTrust(check engine.ImageCheck) (notary.Trust, error) {
 	var trust notary.Trust
 	if check.Attestor.Certificates == nil {
 		return trust, fmt.Errorf("a notary attestor needs certificates")
 	}
-	certs, err := engine.ParseCertificates(check.Attestor.Certificates.Certificate)
-	if err != nil {
-		return trust, fmt.Errorf("notary certs: %w", err)
+	for _, c := range []struct{ field, text string }{{"cert", check.Attestor.Certificates.Certificate}, {"certChain", check.Attestor.Certificates.CertificateChain}} {
+		if c.text == "" {
+			continue
+		}
+		certs, err := engine.ParseCertificates(c.text)
+		if err != nil {
+			return trust, fmt.Errorf("notary %s: %w", c.field, err)
+		}
+		trust.Certs = append(trust.Certs, certs...)
 	}
-	trust.Certs = certs
+	if len(trust.Certs) == 0 {
+		return trust, fmt.Errorf("a notary attestor needs certificates")
+	}
 	if check.TSACertificates != "" {
+		var err error
 		if trust.TSACerts, err = engine.ParseCertificates(check.TSACertificates); err != nil {
 			return trust, fmt.Errorf("notary tsaCerts: %w", err)
 		}

@@ -24,8 +24,9 @@ import (
 // verification turns to fail on the next full rescan once the image's
 // signature is gone, although the verification cache (an hour here)
 // still holds the pass and neither the object nor the policy changed:
-// a Pod's container (standard extractors) and a Tekton Task's step (a
-// custom imageExtractor of a CRD kind).
+// a Pod's container (standard extractors; cosign, and a type Notary entry
+// whose Notary signature is then tampered with) and a Tekton Task's step
+// (a custom imageExtractor of a CRD kind).
 func TestBackgroundRescanVerifiesImagesAgain(t *testing.T) {
 	tasks := schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "tasks"}
 	for _, tc := range []struct {
@@ -34,9 +35,22 @@ func TestBackgroundRescanVerifiesImagesAgain(t *testing.T) {
 		rule string
 		// create makes the object running image and returns it.
 		create func(e *env, image string) *unstructured.Unstructured
+		// notary signs with a Notary signature and verifies with a
+		// type Notary entry (verify-images.md §3.5), not cosign.
+		notary bool
 	}{{
 		name: "Pod",
 		rule: "  - name: verify\n    match: {any: [{resources: {kinds: [Pod]}}]}\n",
+		create: func(e *env, image string) *unstructured.Unstructured {
+			return e.createObject(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, map[string]any{
+				"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "app"},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": image}}},
+			})
+		},
+	}, {
+		name:   "Pod, type Notary",
+		rule:   "  - name: verify\n    match: {any: [{resources: {kinds: [Pod]}}]}\n",
+		notary: true,
 		create: func(e *env, image string) *unstructured.Unstructured {
 			return e.createObject(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, map[string]any{
 				"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "app"},
@@ -59,9 +73,25 @@ func TestBackgroundRescanVerifiesImagesAgain(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := imagetest.NewRegistry(t)
-			key := imagetest.NewKey(t)
 			img := reg.Push(t, "app", "v1")
-			reg.Sign(t, img, key.Signer, imagetest.SignOptions{})
+			// entry is the verifyImages entry's type and attestors;
+			// spoil leaves img without a signature that verifies, and
+			// reason is what the failure then says.
+			var entry, reason string
+			var spoil func()
+			if tc.notary {
+				ca := imagetest.NewCA(t, "notary CA")
+				reg.NotarySign(t, img.DigestRef, ca.NotarySigner(t, "release"))
+				certJSON, _ := json.Marshal(ca.RootPEM)
+				entry = fmt.Sprintf("      type: Notary\n      attestors:\n      - entries:\n        - certificates:\n            cert: %s\n", certJSON)
+				spoil, reason = func() { reg.NotaryTamper(t, img.DigestRef) }, ".attestors[0].entries[0].certificates: failed to verify image"
+			} else {
+				key := imagetest.NewKey(t)
+				reg.Sign(t, img, key.Signer, imagetest.SignOptions{})
+				keyJSON, _ := json.Marshal(key.PublicPEM)
+				entry = fmt.Sprintf("      attestors:\n      - entries:\n        - keys:\n            publicKeys: %s\n            rekor: {url: \"http://127.0.0.1:1\", ignoreTlog: true}\n", keyJSON)
+				spoil, reason = func() { reg.Unsign(t, img) }, "no signatures found"
+			}
 
 			e := startEnv(t)
 			e.images = imageverify.New(imageverify.Options{Egress: reg.Egress(), Cache: imageverify.NewCache(100, time.Hour, nil)})
@@ -71,7 +101,6 @@ func TestBackgroundRescanVerifiesImagesAgain(t *testing.T) {
 			obj := tc.create(e, img.DigestRef)
 			c, _ := e.startController(Options{PolicyDebounce: 100 * time.Millisecond})
 
-			keyJSON, _ := json.Marshal(key.PublicPEM)
 			policy := fmt.Sprintf(`apiVersion: kyverno.io/v1
 kind: ClusterPolicy
 metadata: {name: signed-images}
@@ -82,12 +111,7 @@ spec:
     - imageReferences: ["%s/*"]
       failureAction: Audit
       mutateDigest: false
-      attestors:
-      - entries:
-        - keys:
-            publicKeys: %s
-            rekor: {url: "http://127.0.0.1:1", ignoreTlog: true}
-`, tc.rule, reg.Host, keyJSON)
+%s`, tc.rule, reg.Host, entry)
 			u := &unstructured.Unstructured{}
 			if err := yaml.Unmarshal([]byte(policy), &u.Object); err != nil {
 				t.Fatal(err)
@@ -97,14 +121,14 @@ spec:
 			}
 			e.wantResults("the signed image's result", "images", string(obj.GetUID()), "signed-images/verify=pass")
 
-			reg.Unsign(t, img)
+			spoil()
 			if err := c.FullRescan(e.ctx); err != nil {
 				t.Fatal(err)
 			}
 			rep := e.wantResults("the result once the signature is gone", "images", string(obj.GetUID()), "signed-images/verify=fail")
 			results, _, _ := unstructured.NestedSlice(rep.Object, "results")
-			if msg, _ := results[0].(map[string]any)["message"].(string); !strings.Contains(msg, img.DigestRef) || !strings.Contains(msg, "no signatures found") {
-				t.Errorf("message %q, want the image and the reason", msg)
+			if msg, _ := results[0].(map[string]any)["message"].(string); !strings.Contains(msg, img.DigestRef) || !strings.Contains(msg, reason) {
+				t.Errorf("message %q, want the image and the reason (%q)", msg, reason)
 			}
 		})
 	}
