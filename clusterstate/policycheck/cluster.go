@@ -10,7 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/wildcard"
@@ -37,27 +40,29 @@ type Cluster interface {
 	Resolve(sel match.KindSelector) ([]ServedKind, error)
 }
 
-// InCluster checks obj as Object does, then, for a ClusterPolicy or
-// Policy, what only the cluster can tell (KindFaults). A nil cluster
-// checks nothing more. A cluster that cannot answer is an error: a
-// policy is not admitted unchecked.
+// InCluster checks obj as Object does, then what only the cluster can
+// tell: KindFaults for a ClusterPolicy or Policy, CleanupKindFaults for a
+// CleanupPolicy. A nil cluster checks nothing more. A cluster that cannot
+// answer is an error: a policy is not admitted unchecked.
 func InCluster(obj runtime.Object, cluster Cluster) (Result, error) {
 	res, err := Object(obj)
 	if err != nil || cluster == nil {
 		return res, err
 	}
-	var p kyvernov1.PolicyInterface
+	var faults engine.CompileErrors
 	switch o := obj.(type) {
 	case *kyvernov1.ClusterPolicy:
-		p = o
+		faults, err = KindFaults(o, cluster)
 	case *kyvernov1.Policy:
-		p = o
+		faults, err = KindFaults(o, cluster)
+	case *kyvernov2.CleanupPolicy:
+		faults, err = CleanupKindFaults(o, cluster)
 	default:
 		return res, nil
 	}
-	faults, err := KindFaults(p, cluster)
 	if err != nil {
-		return Result{}, fmt.Errorf("%s %q: asking the cluster for the kinds it serves: %w", p.GetKind(), engine.PolicyKey(p), err)
+		k, _ := kindOf(obj)
+		return Result{}, fmt.Errorf("%s %q: asking the cluster for the kinds it serves: %w", k.Kind, obj.(client.Object).GetName(), err)
 	}
 	if len(faults) > 0 {
 		return Result{}, faults
@@ -69,49 +74,107 @@ func InCluster(obj runtime.Object, cluster Cluster) (Result, error) {
 const KindNotServed = "the cluster serves no such kind"
 
 // KindFaults are the faults of a ClusterPolicy or Policy that Kyverno's
-// policy validation finds by asking the cluster's discovery
-// (pkg/validation/policy validKinds): every kind a rule matches or
-// excludes, "*" aside, must be served ("unable to convert GVK to GVR for
-// kinds ..."). Each fault names the kind's field. (Kyverno also refuses a
-// namespaced Policy that names a cluster-scoped kind, "Cluster wide
-// resource ... not allowed in namespaced policy"; charter admits it and
-// never applies it to cluster-scoped objects: docs/policy-validation.md.)
+// policy validation finds by asking the cluster's discovery, each naming
+// the kind's field:
+//   - every kind a rule matches or excludes, "*" aside, must be served
+//     (pkg/validation/policy validKinds: "unable to convert GVK to GVR for
+//     kinds ...");
+//   - a namespaced Policy may not name a cluster-scoped kind
+//     (api/kyverno/v1 ResourceDescription.Validate: "Cluster wide resource
+//     'Namespace' not allowed in namespaced policy"). The engine never
+//     applies a namespaced policy to a cluster-scoped object either
+//     (engine/scope.go); the refusal tells the tenant so when it writes it.
 func KindFaults(p kyvernov1.PolicyInterface, cluster Cluster) (engine.CompileErrors, error) {
-	var faults engine.CompileErrors
 	kind := kyvernov1.ClusterPolicyKind
 	if p.IsNamespaced() {
 		kind = kyvernov1.PolicyKind
 	}
-	add := func(field, fault string) {
-		faults = append(faults, &engine.CompileError{Kind: kind, Name: engine.PolicyKey(p), Field: field, Fault: fault})
-	}
+	var blocks []block
 	for i, rule := range p.GetSpec().Rules {
-		blocks := []struct {
-			path string
-			m    *kyvernov1.MatchResources
-		}{{"match", &rule.MatchResources}, {"exclude", rule.ExcludeResources}}
-		for _, b := range blocks {
-			if b.m == nil {
-				continue
-			}
-			for _, d := range descriptions(fmt.Sprintf("spec.rules[%d].%s", i, b.path), b.m) {
-				for k, sel := range d.kinds {
-					if sel == "*" {
-						continue
-					}
-					served, err := cluster.Resolve(match.ParseKind(sel))
-					if err != nil {
-						return nil, err
-					}
-					field := fmt.Sprintf("%s.kinds[%d]", d.path, k)
-					if len(served) == 0 {
-						add(field, fmt.Sprintf("unable to convert GVK to GVR for kinds %s: %s", sel, KindNotServed))
-					}
+		blocks = append(blocks, ruleBlocks(fmt.Sprintf("spec.rules[%d]", i), &rule.MatchResources, rule.ExcludeResources)...)
+	}
+	return blockFaults(kind, engine.PolicyKey(p), p.IsNamespaced(), true, blocks, cluster)
+}
+
+// CleanupKindFaults are the faults of a CleanupPolicy that Kyverno's
+// cleanup policy validation finds by asking discovery: it may not name a
+// cluster-scoped kind (CleanupPolicySpec.Validate, "Cluster wide resource
+// '<kind>' not allowed in namespaced policy"). Kyverno does not ask
+// whether a cleanup policy's kinds are served; neither does this.
+func CleanupKindFaults(p *kyvernov2.CleanupPolicy, cluster Cluster) (engine.CompileErrors, error) {
+	spec := p.GetSpec()
+	blocks := []block{{"spec.match", spec.MatchResources.Any, spec.MatchResources.All, nil}}
+	if spec.ExcludeResources != nil {
+		blocks = append(blocks, block{"spec.exclude", spec.ExcludeResources.Any, spec.ExcludeResources.All, nil})
+	}
+	return blockFaults(kyvernov2.CleanupPolicyKind, p.Namespace+"/"+p.Name, true, false, blocks, cluster)
+}
+
+// ClusterWideInNamespaced is the fault of a namespaced policy naming a
+// cluster-scoped kind, in Kyverno's words.
+func ClusterWideInNamespaced(sel string) string {
+	return fmt.Sprintf("Cluster wide resource '%s' not allowed in namespaced policy", sel)
+}
+
+// block is a match or exclude block with its field path: its any and all
+// filters, and the older inline form's description (nil when the kind has
+// none).
+type block struct {
+	path     string
+	any, all kyvernov1.ResourceFilters
+	inline   *kyvernov1.ResourceDescription
+}
+
+func ruleBlocks(path string, match *kyvernov1.MatchResources, exclude *kyvernov1.MatchResources) []block {
+	out := []block{{path + ".match", match.Any, match.All, &match.ResourceDescription}}
+	if exclude != nil {
+		out = append(out, block{path + ".exclude", exclude.Any, exclude.All, &exclude.ResourceDescription})
+	}
+	return out
+}
+
+// blockFaults asks the cluster about every kind selector of the blocks:
+// whether it is served (when served is true), and, for a namespaced
+// policy, whether it names a cluster-scoped kind. As Kyverno, which looks
+// the selector up as written among the cluster-scoped kinds ("Namespace",
+// "v1/Namespace"), a selector with a wildcard or a subresource is not
+// judged cluster-wide.
+func blockFaults(kind, name string, namespaced, served bool, blocks []block, cluster Cluster) (engine.CompileErrors, error) {
+	var faults engine.CompileErrors
+	for _, b := range blocks {
+		for _, d := range descriptions(b) {
+			for k, sel := range d.kinds {
+				if sel == "*" {
+					continue
+				}
+				parsed := match.ParseKind(sel)
+				found, err := cluster.Resolve(parsed)
+				if err != nil {
+					return nil, err
+				}
+				fault := ""
+				switch {
+				case len(found) == 0 && served:
+					fault = fmt.Sprintf("unable to convert GVK to GVR for kinds %s: %s", sel, KindNotServed)
+				case namespaced && parsed.SubResource == "" && !strings.ContainsAny(sel, "*?") && anyClusterScoped(found):
+					fault = ClusterWideInNamespaced(sel)
+				}
+				if fault != "" {
+					faults = append(faults, &engine.CompileError{Kind: kind, Name: name, Field: fmt.Sprintf("%s.kinds[%d]", d.path, k), Fault: fault})
 				}
 			}
 		}
 	}
 	return faults, nil
+}
+
+func anyClusterScoped(kinds []ServedKind) bool {
+	for _, k := range kinds {
+		if k.Subresource == "" && !k.Namespaced {
+			return true
+		}
+	}
+	return false
 }
 
 // description is the kinds of one resource description of a block, with
@@ -121,17 +184,20 @@ type description struct {
 	kinds []string
 }
 
-// descriptions are the resource descriptions of a match or exclude
-// block: each any and all filter's, and the older inline form's.
-func descriptions(path string, m *kyvernov1.MatchResources) []description {
+// descriptions are the resource descriptions of a block: each any and all
+// filter's, and the older inline form's.
+func descriptions(b block) []description {
 	var out []description
-	for i, f := range m.Any {
-		out = append(out, description{fmt.Sprintf("%s.any[%d].resources", path, i), f.ResourceDescription.Kinds})
+	for i, f := range b.any {
+		out = append(out, description{fmt.Sprintf("%s.any[%d].resources", b.path, i), f.ResourceDescription.Kinds})
 	}
-	for i, f := range m.All {
-		out = append(out, description{fmt.Sprintf("%s.all[%d].resources", path, i), f.ResourceDescription.Kinds})
+	for i, f := range b.all {
+		out = append(out, description{fmt.Sprintf("%s.all[%d].resources", b.path, i), f.ResourceDescription.Kinds})
 	}
-	return append(out, description{path + ".resources", m.ResourceDescription.Kinds})
+	if b.inline != nil {
+		out = append(out, description{b.path + ".resources", b.inline.Kinds})
+	}
+	return out
 }
 
 // Matches reports whether a selector names k. Group and version "*" (or

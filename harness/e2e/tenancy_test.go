@@ -33,7 +33,7 @@ metadata: {name: team-rules, namespace: e2e-team-a}
 spec:
   rules:
   - name: no-blocked-pods
-    match: {any: [{resources: {kinds: [Pod, Namespace], selector: {matchLabels: {blocked: "true"}}}}]}
+    match: {any: [{resources: {kinds: [Pod], selector: {matchLabels: {blocked: "true"}}}}]}
     validate:
       failureAction: Enforce
       message: team-a allows no blocked Pods
@@ -51,6 +51,24 @@ spec:
         metadata:
           labels:
             tenant: team-a
+`
+
+// teamANamespacePolicy is team-a trying to block Namespaces, its own
+// among them: a namespaced Policy may not name a cluster-scoped kind
+// (Kyverno's "Cluster wide resource ... not allowed in namespaced
+// policy"), and the engine would never apply it to one.
+const teamANamespacePolicy = `
+apiVersion: kyverno.io/v1
+kind: Policy
+metadata: {name: block-namespaces, namespace: e2e-team-a}
+spec:
+  rules:
+  - name: no-blocked-namespaces
+    match: {any: [{resources: {kinds: [Pod, Namespace], selector: {matchLabels: {blocked: "true"}}}}]}
+    validate:
+      failureAction: Enforce
+      message: team-a blocks Namespaces
+      deny: {}
 `
 
 // tenantsAudit is the platform team's ClusterPolicy for both tenants, so
@@ -109,7 +127,16 @@ var _ = Describe("Tenancy", Label("tenancy"), Ordered, inClusterPriority, func()
 		Expect(cl.Create(ctx, tenantPod(teamB, "blocked", true))).To(Succeed())
 	}, SpecTimeout(30*time.Second))
 
-	It("never blocks a cluster-scoped object, its own Namespace included", func(ctx SpecContext) {
+	It("refuses a Policy naming a cluster-scoped kind, and never blocks its own Namespace", func(ctx SpecContext) {
+		By("team-a's Policy naming Namespace is refused when written, as Kyverno refuses it")
+		var p kyvernov1.Policy
+		Expect(yaml.UnmarshalStrict([]byte(teamANamespacePolicy), &p)).To(Succeed())
+		err := cl.Create(ctx, &p)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring(`admission webhook "` + policyValidationWebhook + `" denied the request`))
+		Expect(err.Error()).To(ContainSubstring(`spec.rules[0].match.any[0].resources.kinds[1]: Cluster wide resource 'Namespace' not allowed in namespaced policy`))
+
+		By("team-a's own Namespace, labelled as team-a's Policy blocks Pods, takes the update")
 		var ns corev1.Namespace
 		Expect(cl.Get(ctx, client.ObjectKey{Name: teamA}, &ns)).To(Succeed())
 		ns.Labels = map[string]string{"blocked": "true"}

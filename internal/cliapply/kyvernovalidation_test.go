@@ -70,3 +70,41 @@ func TestKyvernoPolicyValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestNamespacedPolicyNeverSeesClusterScoped: the CLI, which asks no
+// cluster and so runs a namespaced Policy naming a cluster-scoped kind
+// (namespaced-cluster-kind, which admission and the GitOps check refuse),
+// never applies it to a cluster-scoped object: the Namespace gets no
+// verdict from it, a Pod of the policy's namespace does.
+func TestNamespacedPolicyNeverSeesClusterScoped(t *testing.T) {
+	var tc *validationcases.Case
+	for _, c := range validationcases.Load(t) {
+		if c.Name == "namespaced-cluster-kind" {
+			tc = c
+		}
+	}
+	if tc == nil {
+		t.Fatal("no namespaced-cluster-kind case")
+	}
+	policy, err := yaml.Marshal(tc.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policyFile, policy, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	resources := "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n---\n" +
+		"apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: team}\nspec: {containers: [{name: c, image: nginx}]}\n"
+	out, err := Run(context.Background(), Options{PolicyPaths: []string{policyFile}, ResourcePaths: []string{"-"}, Stdin: strings.NewReader(resources)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, v := range out.Verdicts {
+		kinds = append(kinds, v.Resource.Kind+"="+v.Result)
+	}
+	if !slices.Equal(kinds, []string{"Pod=pass"}) {
+		t.Fatalf("verdicts %v, want the Pod's only", kinds)
+	}
+}

@@ -15,8 +15,8 @@ import (
 	"github.com/charter-dev/charter/reconciler/gitsync/build"
 )
 
-// fakeDiscovery serves Pods (with exec), Namespaces and apps/v1
-// Deployments (with scale), as an API server's discovery lists them.
+// fakeDiscovery serves Pods (with exec), Namespaces, apps/v1 Deployments
+// (with scale) and ClusterRoles, as an API server's discovery lists them.
 func fakeDiscovery() discovery.DiscoveryInterface {
 	return &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: []*metav1.APIResourceList{
 		{GroupVersion: "v1", APIResources: []metav1.APIResource{
@@ -27,6 +27,9 @@ func fakeDiscovery() discovery.DiscoveryInterface {
 		{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{
 			{Name: "deployments", Kind: "Deployment", Namespaced: true},
 			{Name: "deployments/scale", Kind: "Scale", Group: "autoscaling", Version: "v1", Namespaced: true},
+		}},
+		{GroupVersion: "rbac.authorization.k8s.io/v1", APIResources: []metav1.APIResource{
+			{Name: "clusterroles", Kind: "ClusterRole"},
 		}},
 	}}}
 }
