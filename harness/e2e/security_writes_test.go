@@ -119,6 +119,74 @@ spec:
         rules: [{apiGroups: [""], resources: [namespaces], verbs: [patch]}]
 `
 
+// secWritesGenerateNamespace is a tenant's generate rule whose namespace
+// comes from its trigger: the attacker names another tenant's namespace
+// there, which charter can only check when the rule runs.
+const secWritesGenerateNamespace = `
+apiVersion: kyverno.io/v1
+kind: Policy
+metadata: {name: generate-variable-namespace, namespace: e2e-sec-writes-a}
+spec:
+  rules:
+  - name: another-namespace
+    match: {any: [{resources: {kinds: [ConfigMap], names: [trigger-generate-ns]}}]}
+    generate:
+      apiVersion: v1
+      kind: ConfigMap
+      name: e2e-sec-writes-planted
+      namespace: "{{ request.object.data.namespace }}"
+      data:
+        data: {by: policy}
+`
+
+// secWritesNGPol is a tenant's NamespacedGeneratingPolicy that generates
+// OBJECTS with the generator expression APPLY when the ConfigMap TRIGGER
+// of its namespace is created.
+const secWritesNGPol = `
+apiVersion: policies.kyverno.io/v1
+kind: NamespacedGeneratingPolicy
+metadata: {name: NAME, namespace: e2e-sec-writes-a}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["configmaps"]}
+  matchConditions:
+  - {name: trigger, expression: "object.metadata.name == 'TRIGGER'"}
+  variables:
+  - name: planted
+    expression: >-
+      OBJECTS
+  generate:
+  - expression: APPLY
+`
+
+// secWritesNGPolAttacks are the NamespacedGeneratingPolicy's attempts to
+// write outside its namespace: what generator.Apply is given, the
+// refusal charter records on the UpdateRequest ("" when the object is
+// written into the policy's own namespace instead), and the object that
+// must never exist.
+var secWritesNGPolAttacks = []struct {
+	name, objects, apply, refusal string
+	never                         client.Object
+}{{
+	name:    "ngpol-other-namespace",
+	objects: `[{"apiVersion": dyn("v1"), "kind": dyn("ConfigMap"), "metadata": dyn({"name": "e2e-sec-writes-planted-ngpol"}), "data": dyn({"by": "ngpol"})}]`,
+	apply:   `generator.Apply("e2e-sec-writes-b", variables.planted)`,
+	refusal: `cross-namespace generation denied: a namespaced policy generates into its own namespace "e2e-sec-writes-a" only, not "e2e-sec-writes-b"`,
+	never:   &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: secWritesVictimNS, Name: secWritesPlanted + "-ngpol"}},
+}, {
+	name:    "ngpol-cluster-scoped",
+	objects: `[{"apiVersion": dyn("rbac.authorization.k8s.io/v1"), "kind": dyn("ClusterRole"), "metadata": dyn({"name": "e2e-sec-writes-planted"}), "rules": dyn([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["patch"]}])}]`,
+	apply:   `generator.Apply(variables.planted)`,
+	refusal: `ClusterRole e2e-sec-writes-planted is cluster-scoped: a namespaced policy generates only into its own namespace e2e-sec-writes-a`,
+	never:   &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: secWritesPlanted}},
+}, {
+	name:    "ngpol-object-namespace",
+	objects: `[{"apiVersion": dyn("v1"), "kind": dyn("ConfigMap"), "metadata": dyn({"name": "e2e-sec-writes-planted-meta", "namespace": "e2e-sec-writes-b"}), "data": dyn({"by": "ngpol"})}]`,
+	apply:   `generator.Apply(variables.planted)`,
+	never:   &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: secWritesVictimNS, Name: secWritesPlanted + "-meta"}},
+}}
+
 // createEventually creates obj as cl, retrying while charter's policy
 // webhook does not answer yet, and deletes it when the spec tree ends.
 func createEventually(ctx context.Context, cl client.Client, obj client.Object) {
@@ -197,7 +265,7 @@ var _ = Describe("Security: writes", Label("security"), Ordered, ContinueOnFailu
 		createNamespaces(ctx, secWritesCharterNS, secWritesTenantNS, secWritesVictimNS)
 		By("making " + secWritesTenant + " the admin of " + secWritesTenantNS + ", who may write policies there")
 		tenant = namespaceAdmin(ctx, secWritesTenant, secWritesTenantNS,
-			policyWriter(kyvernov1.GroupVersion.Group, "policies"), policyWriter(policiesv1.GroupVersion.Group, "namespacedmutatingpolicies"))
+			policyWriter(kyvernov1.GroupVersion.Group, "policies"), policyWriter(policiesv1.GroupVersion.Group, "namespacedmutatingpolicies", "namespacedgeneratingpolicies"))
 		By("the tenant gives its namespace's " + rightsPolicySA + " all it may: admin")
 		grantPolicyServiceAccountAdmin(ctx, tenant, secWritesTenantNS)
 		By("checking the tenant may not label the other Namespace itself")
@@ -278,4 +346,52 @@ var _ = Describe("Security: writes", Label("security"), Ordered, ContinueOnFailu
 		updateRequestMessage(ctx, secWritesCharterNS, "trigger-generate",
 			"rule another-kind: /generate/data/kind changes the generated object's kind from Role to ClusterRole; a namespaced policy generates only the apiVersion, kind, name and namespace its rule declares")
 	}, SpecTimeout(4*time.Minute))
+
+	It("a Policy's generate rule writes into no other namespace than its own", func(ctx SpecContext) {
+		var p kyvernov1.Policy
+		Expect(yaml.UnmarshalStrict([]byte(secWritesGenerateNamespace), &p)).To(Succeed())
+		createEventually(ctx, tenant, &p)
+		planted := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: secWritesVictimNS, Name: secWritesPlanted}}
+		triggerUntilRequested(ctx, tenant, secWritesTenantNS, secWritesCharterNS,
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: secWritesTenantNS, Name: "trigger-generate-ns"}, Data: map[string]string{"namespace": secWritesVictimNS}},
+			func(Gomega) bool { return cl.Get(ctx, client.ObjectKeyFromObject(planted), planted) == nil })
+		neverWritten(ctx, planted)
+		updateRequestMessage(ctx, secWritesCharterNS, "trigger-generate-ns",
+			`rule another-namespace: failed to generate resources: a namespaced policy can only generate into its own namespace "e2e-sec-writes-a", not "e2e-sec-writes-b"`)
+	}, SpecTimeout(4*time.Minute))
+
+	It("a NamespacedGeneratingPolicy writes into no other namespace, and no cluster-scoped object", func(ctx SpecContext) {
+		for _, attack := range secWritesNGPolAttacks {
+			By(attack.name + ": " + attack.apply)
+			var p policiesv1.NamespacedGeneratingPolicy
+			manifest := strings.NewReplacer("NAME", attack.name, "TRIGGER", "trigger-"+attack.name, "OBJECTS", attack.objects, "APPLY", attack.apply).Replace(secWritesNGPol)
+			Expect(yaml.UnmarshalStrict([]byte(manifest), &p)).To(Succeed())
+			createEventually(ctx, tenant, &p)
+			trigger := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: secWritesTenantNS, Name: "trigger-" + attack.name}}
+			exists := func(obj client.Object) bool {
+				return cl.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)) == nil
+			}
+			// Where charter writes the object into the policy's own
+			// namespace, the UpdateRequest is gone at once.
+			home := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: secWritesTenantNS, Name: attack.never.GetName()}}
+			triggerUntilRequested(ctx, tenant, secWritesTenantNS, secWritesCharterNS, trigger,
+				func(Gomega) bool { return exists(attack.never) || (attack.refusal == "" && exists(home)) })
+			if attack.refusal != "" {
+				updateRequestMessage(ctx, secWritesCharterNS, trigger.Name, attack.refusal)
+			} else {
+				By("the object is written into the policy's own namespace instead")
+				Eventually(func() bool { return exists(home) }).WithTimeout(90*time.Second).WithPolling(time.Second).Should(BeTrue(), "%s/%s", home.Namespace, home.Name)
+			}
+			neverWritten(ctx, attack.never)
+		}
+	}, SpecTimeout(8*time.Minute))
 })
+
+// neverWritten checks, for a while, that obj does not exist.
+func neverWritten(ctx context.Context, obj client.Object) {
+	GinkgoHelper()
+	Consistently(func(g Gomega) {
+		err := suite.client.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s: %v", obj, client.ObjectKeyFromObject(obj), err)
+	}).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Succeed())
+}
