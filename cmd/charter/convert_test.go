@@ -2,13 +2,16 @@ package main
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 	"github.com/charter-dev/charter/internal/controlplane"
+	"github.com/charter-dev/charter/internal/corpus"
 )
 
 // TestConvertVerifiesThePolicyLibrary: every policy of policies/ converts
@@ -29,8 +32,7 @@ func TestConvertVerifiesThePolicyLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("convert --check failed: %v\n%s%s", err, stdout, stderr)
 	}
-	m := regexp.MustCompile(`Converted cleanly: (\d+) of (\d+) policies; verdicts equal: (\d+) of (\d+) verified`).FindStringSubmatch(stdout)
-	if m == nil || m[1] != m[2] || m[3] != m[4] || m[1] != m[3] || m[1] == "0" {
+	if !everyPolicyVerified(stdout) {
 		t.Fatalf("want every policy converted and verified, got:\n%s", stdout)
 	}
 	written := filepath.Join(out, "best-practices", "disallow-latest-tag", "disallow-latest-tag.yaml")
@@ -56,7 +58,7 @@ func TestConvertCheckFailsOnWhatDoesNotConvert(t *testing.T) {
 		t.Fatalf("want exit 1, got %v\n%s", err, stdout)
 	}
 	// Two of its three rules convert (the mutate rule and a validate
-	// rule); podSecurity does not.
+	// rule); podSecurity at v1.24 does not.
 	for _, want := range []string{`rule baseline: validate\.podSecurity`, `mixed\s+3\s+2\s`} {
 		if !regexp.MustCompile(want).MatchString(stdout) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
@@ -85,6 +87,9 @@ func TestConvertVerifiesTestdataSuites(t *testing.T) {
 		// a quoted '{{ element.name }}' inside a filter, a boolean's
 		// truthiness, lists missing on some resources.
 		{"foreach-filter", "ValidatingPolicy"},
+		// podSecurity at both levels, with exclusions by control and by
+		// image, on Pods for the relaxations of the latest version.
+		{"podsecurity", "verdicts equal: 4 of 4"},
 	}
 	for _, c := range cases {
 		t.Run(c.dir, func(t *testing.T) {
@@ -93,9 +98,81 @@ func TestConvertVerifiesTestdataSuites(t *testing.T) {
 			if err != nil {
 				t.Fatalf("convert --verify --check: %v\n%s%s", err, stdout, stderr)
 			}
-			if !strings.Contains(stdout, "verdicts equal: 1 of 1 verified") || !strings.Contains(stdout, c.output) {
+			if !everyPolicyVerified(stdout) || !strings.Contains(stdout, c.output) {
 				t.Fatalf("want the policy converted to %s and verified:\n%s", c.output, stdout)
 			}
 		})
 	}
+}
+
+// everyPolicyVerified reads the summary line of convert --verify: every
+// policy converted cleanly and every one verified equal, at least one.
+func everyPolicyVerified(stdout string) bool {
+	m := regexp.MustCompile(`Converted cleanly: (\d+) of (\d+) policies; verdicts equal: (\d+) of (\d+) verified`).FindStringSubmatch(stdout)
+	return m != nil && m[1] == m[2] && m[3] == m[4] && m[1] == m[3] && m[1] != "0"
+}
+
+// TestConvertPodSecurityMatchesTheEngine: the podSecurity policies of
+// testdata/podsecurity (both levels, with and without exclusions) give the
+// same verdict converted as the engine's Pod Security Standards check on
+// every Pod of the corpus's pod-security suites (one suite each: their Pods
+// share names), several hundred Pods that each break one control.
+func TestConvertPodSecurityMatchesTheEngine(t *testing.T) {
+	dir, err := corpus.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := filepath.Join("..", "..", "internal", "convert", "testdata", "podsecurity")
+	var policyFiles []string
+	for _, name := range []string{"policy.yaml", "baseline.yaml"} {
+		data, err := os.ReadFile(filepath.Join(policies, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		policyFiles = append(policyFiles, string(data))
+	}
+	sources, err := filepath.Glob(filepath.Join(dir, "kyverno-policies", "pod-security", "*", "*", ".kyverno-test", "resource.yaml"))
+	if err != nil || len(sources) < 10 {
+		t.Fatalf("want the pod-security suites' resources, found %d (%v)", len(sources), err)
+	}
+	work := t.TempDir()
+	for i, src := range sources {
+		resources, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		suite := filepath.Join(work, strconv.Itoa(i))
+		files := map[string]string{
+			"policies.yaml":  strings.Join(policyFiles, "\n---\n"),
+			"resources.yaml": string(resources),
+			"kyverno-test.yaml": "apiVersion: cli.kyverno.io/v1alpha1\nkind: Test\nmetadata:\n  name: podsecurity\n" +
+				"policies: [policies.yaml]\nresources: [resources.yaml]\n" +
+				// A suite runs the operations its results name; verify
+				// compares every resource, whatever the results expect.
+				"results:\n- {policy: baseline, rule: baseline, kind: Pod, resources: [any], result: pass}\n",
+		}
+		if err := os.MkdirAll(suite, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(suite, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	stdout, stderr, err := runCharter(t, "convert", "--verify", "--check", work)
+	if err != nil || !everyPolicyVerified(stdout) {
+		t.Fatalf("convert --verify --check: %v\n%s%s", err, stdout, stderr)
+	}
+	// Each policy is compared on every suite's Pods (and the Pod
+	// templates of its controllers).
+	compared := 0
+	for _, m := range regexp.MustCompile(`yes \((\d+)\)`).FindAllStringSubmatch(stdout, -1) {
+		n, _ := strconv.Atoi(m[1])
+		compared += n
+	}
+	if want := 4 * 500; compared < want {
+		t.Errorf("want at least %d verdicts compared, got %d:\n%s", want, compared, stdout)
+	}
+	t.Logf("%d verdicts compared", compared)
 }

@@ -114,7 +114,10 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 		out.auditAnnotations = append(out.auditAnnotations, v.CEL.AuditAnnotations...)
 		return out, nil
 	case v.PodSecurity != nil:
-		return nil, cannot("validate.podSecurity: the CEL kinds have no Pod Security Standards check")
+		if err := podSecurity(v.PodSecurity, string(v.PodSecurity.Level), out); err != nil {
+			return nil, wrap(err, "validate.podSecurity")
+		}
+		return out, nil
 	case v.Manifests != nil:
 		return nil, cannot("validate.manifests: the CEL kinds do not verify signed manifests")
 	case v.Assert != nil:
