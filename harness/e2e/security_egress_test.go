@@ -10,11 +10,13 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +24,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/internal/imagetest"
 )
 
 // Namespaces and names of the egress specs: charter's own namespace of
@@ -137,6 +140,36 @@ spec:
     messageExpression: "'the service answered ' + string(variables.answer.body.token)"
 `
 
+// egressAttackerRules are the policy kinds the attacker may write in its
+// namespace, the same in every spec tree (its Role is created once).
+func egressAttackerRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		policyWriter(kyvernov1.GroupVersion.Group, "policies", "cleanuppolicies"),
+		policyWriter(policiesv1.GroupVersion.Group, "namespacedvalidatingpolicies", "namespacedimagevalidatingpolicies"),
+	}
+}
+
+// egressNotaryPolicy is the attacker's NamespacedImageValidatingPolicy:
+// a Notary attestor trusting its own CA (CERTS, a JSON string) for every
+// image of its namespace's Pods, so that charter fetches the signatures
+// of whatever registry a Pod's image names.
+const egressNotaryPolicy = `
+apiVersion: policies.kyverno.io/v1
+kind: NamespacedImageValidatingPolicy
+metadata: {name: notary-probe, namespace: e2e-sec-egress-team}
+spec:
+  validationActions: [Deny]
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  matchImageReferences: [{glob: "*"}]
+  attestors:
+  - name: notary
+    notary: {certs: {value: CERTS}}
+  validations:
+  - expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.notary]) > 0)"
+    message: image is not signed by the tenant's CA
+`
+
 // egressProbe is a ConfigMap of the attacker's namespace that the
 // platform's lookup policy evaluates, asking endpoint.
 func egressProbe(name, endpoint string) *corev1.ConfigMap {
@@ -164,8 +197,7 @@ var _ = Describe("Security: egress", Label("security"), func() {
 		BeforeAll(func(ctx SpecContext) {
 			skipUnlessClusterReachesCharter()
 			createNamespaces(ctx, egressCharterNamespace, egressTeam)
-			attacker = namespaceAdmin(ctx, egressAttacker, egressTeam,
-				policyWriter(kyvernov1.GroupVersion.Group, "policies", "cleanuppolicies"), policyWriter(policiesv1.GroupVersion.Group, "namespacedvalidatingpolicies"))
+			attacker = namespaceAdmin(ctx, egressAttacker, egressTeam, egressAttackerRules()...)
 			servers = startEgressServers()
 			// Only the front service is let through, by address and port.
 			startCharterWith(ctx, egressCharterNamespace, "admission",
@@ -206,6 +238,43 @@ var _ = Describe("Security: egress", Label("security"), func() {
 			}
 		}, SpecTimeout(2*time.Minute))
 
+		It("keeps a namespaced image policy's Notary verification off loopback services in any spelling", func(ctx SpecContext) {
+			// A loopback service that would answer as a registry; it
+			// counts what reaches it.
+			var requests atomic.Int32
+			service := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				requests.Add(1)
+				w.WriteHeader(http.StatusNotFound)
+			}))
+			DeferCleanup(service.Close)
+			certs, err := json.Marshal(imagetest.NewCA(GinkgoT(), "tenant CA").RootPEM)
+			Expect(err).NotTo(HaveOccurred())
+			var p policiesv1.NamespacedImageValidatingPolicy
+			Expect(yaml.UnmarshalStrict([]byte(strings.ReplaceAll(egressNotaryPolicy, "CERTS", string(certs))), &p)).To(Succeed())
+			createEventually(ctx, attacker, &p)
+
+			// The Notary signatures of an image are read from the registry
+			// its reference names: the attacker's Pods name the service in
+			// every spelling that reaches it. A failed verification only
+			// counts as unsigned (no reason reaches the denial, as in
+			// Kyverno), so what shows the guard is that the service is
+			// never called.
+			digest := "@sha256:" + strings.Repeat("ab", 32)
+			port := servers.port(service)
+			for _, image := range []string{
+				"127.0.0.1:" + port + "/app" + digest,
+				"localhost:" + port + "/app" + digest,
+				"0.0.0.0:" + port + "/app" + digest,
+			} {
+				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notary-probe", Namespace: egressTeam},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}
+				// Served once the policy's webhook rules are registered.
+				Eventually(func() string { return denial(ctx, attacker, pod) }).
+					WithTimeout(60*time.Second).WithPolling(500*time.Millisecond).Should(ContainSubstring("Policy notary-probe failed: image is not signed by the tenant's CA"), "image %s", image)
+			}
+			Expect(requests.Load()).To(BeZero(), "charter called the loopback service as a registry")
+		}, SpecTimeout(3*time.Minute))
+
 		It("refuses a name that resolves to loopback when it is dialled", func(ctx SpecContext) {
 			msg := denial(ctx, attacker, egressProbe("probe-localhost", "http://localhost:"+servers.port(servers.token)+"/token"))
 			Expect(msg).To(ContainSubstring(egressLookupPolicy))
@@ -238,8 +307,7 @@ var _ = Describe("Security: egress", Label("security"), func() {
 		BeforeAll(func(ctx SpecContext) {
 			skipUnlessClusterReachesCharter()
 			createNamespaces(ctx, egressListCharterNamespace, egressTeam)
-			attacker = namespaceAdmin(ctx, egressAttacker, egressTeam,
-				policyWriter(kyvernov1.GroupVersion.Group, "policies", "cleanuppolicies"), policyWriter(policiesv1.GroupVersion.Group, "namespacedvalidatingpolicies"))
+			attacker = namespaceAdmin(ctx, egressAttacker, egressTeam, egressAttackerRules()...)
 			// api answers its API, under /api/ once dot segments are
 			// resolved as a server does, and the secret anywhere else.
 			api = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -292,8 +360,7 @@ var _ = Describe("Security: egress", Label("security"), func() {
 		BeforeAll(func(ctx SpecContext) {
 			skipUnlessClusterReachesCharter()
 			createNamespaces(ctx, egressOpenCharterNamespace, egressTeam)
-			attacker = namespaceAdmin(ctx, egressAttacker, egressTeam,
-				policyWriter(kyvernov1.GroupVersion.Group, "policies", "cleanuppolicies"), policyWriter(policiesv1.GroupVersion.Group, "namespacedvalidatingpolicies"))
+			attacker = namespaceAdmin(ctx, egressAttacker, egressTeam, egressAttackerRules()...)
 			servers = startEgressServers()
 			startCharterWith(ctx, egressOpenCharterNamespace, "admission", "--allow-http-in-namespaced-policies")
 			waitPolicyWebhook(ctx)
