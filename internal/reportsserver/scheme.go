@@ -1,6 +1,8 @@
 package reportsserver
 
 import (
+	"slices"
+
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +19,23 @@ var (
 	Scheme = runtime.NewScheme()
 	Codecs = serializer.NewCodecFactory(Scheme)
 )
+
+// withoutProtobuf is a NegotiatedSerializer that does not offer protobuf:
+// the report types have no protobuf encoding (as custom resources have
+// none), and a client that prefers it, as kube-controller-manager's
+// namespace and garbage collectors do, must be answered in JSON, its
+// second choice, rather than get an error: otherwise a namespace holding
+// reports is never deleted.
+type withoutProtobuf struct{ runtime.NegotiatedSerializer }
+
+func (s withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo {
+	return slices.DeleteFunc(slices.Clone(s.NegotiatedSerializer.SupportedMediaTypes()), func(info runtime.SerializerInfo) bool {
+		return info.MediaType == runtime.ContentTypeProtobuf
+	})
+}
+
+// serving is what the server negotiates responses with.
+var serving runtime.NegotiatedSerializer = withoutProtobuf{Codecs}
 
 func init() {
 	utilruntime.Must(v1alpha2.AddToScheme(Scheme))

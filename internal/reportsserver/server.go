@@ -131,6 +131,7 @@ func (o *Options) New(ctx context.Context) (*Server, error) {
 		return nil, err
 	}
 	cfg := genericapiserver.NewRecommendedConfig(Codecs)
+	cfg.Serializer = serving
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	// kube-apiserver holds watches open through the server (its garbage
 	// collector's, informers'): end them on stop rather than wait the
@@ -209,6 +210,7 @@ func installResources(server *genericapiserver.GenericAPIServer, db *reportsstor
 		info, ok := groups[res.gvr.Group]
 		if !ok {
 			g := genericapiserver.NewDefaultAPIGroupInfo(res.gvr.Group, Scheme, metav1.ParameterCodec, Codecs)
+			g.NegotiatedSerializer = serving
 			info = &g
 			groups[res.gvr.Group] = info
 			order = append(order, res.gvr.Group)

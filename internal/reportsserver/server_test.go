@@ -3,6 +3,7 @@ package reportsserver
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -135,6 +137,38 @@ func TestReportsServerThroughAggregator(t *testing.T) {
 		}
 		if fmt.Sprint(short["policyreports"]) != "[polr]" || fmt.Sprint(short["clusterpolicyreports"]) != "[cpolr]" {
 			t.Fatalf("short names %v, want policyreports [polr], clusterpolicyreports [cpolr]", short)
+		}
+	})
+
+	// kube-controller-manager's namespace and garbage collectors ask for
+	// protobuf first: JSON must answer them, or a namespace holding
+	// reports is never deleted.
+	t.Run("a client preferring protobuf gets JSON", func(t *testing.T) {
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/apis/wgpolicyk8s.io/v1alpha2/namespaces/apps/policyreports", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", "application/vnd.kubernetes.protobuf, application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || !strings.Contains(string(body), `"pod-0"`) {
+			t.Fatalf("HTTP %d, Content-Type %q: %.300s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+		meta, err := metadata.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := meta.Resource(polr).Namespace("apps").List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 3 {
+			t.Fatalf("the metadata client's list: %v items, err %v; want 3", list, err)
 		}
 	})
 
