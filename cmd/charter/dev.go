@@ -31,6 +31,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/printer"
+	"github.com/charter-dev/charter/internal/reportsserver"
 	"github.com/charter-dev/charter/reconciler/reports"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 	"github.com/charter-dev/charter/webhook/config"
@@ -210,7 +211,7 @@ type devEnvironment struct {
 	watcher *branchWatcher
 	// reportsStore is PostgreSQL and the reports server
 	// (--reports-store=postgres); nil otherwise.
-	reportsStore *devReportsStore
+	reportsStore *reportsserver.Local
 }
 
 // up brings the cluster to the point where charter runs against it with
@@ -550,7 +551,7 @@ func (e *devEnvironment) down() error {
 		e.removeGitsyncCache()
 	}
 	if e.reportsStore != nil {
-		if err := e.reportsStore.shutdown(); err != nil {
+		if err := e.reportsStore.Shutdown(); err != nil {
 			errs = append(errs, err)
 		}
 	}

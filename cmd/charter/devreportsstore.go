@@ -4,17 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
 	"github.com/charter-dev/charter/internal/controlplane"
-	"github.com/charter-dev/charter/internal/localpg"
 	"github.com/charter-dev/charter/internal/reportsserver"
 )
 
@@ -23,23 +16,6 @@ const (
 	reportsStoreEtcd     = "etcd"
 	reportsStorePostgres = "postgres"
 )
-
-// The Service the APIServices of dev's reports server point at: an
-// ExternalName for localhost, the local control plane having no cluster
-// network.
-const (
-	devReportsServerNamespace = "charter-system"
-	devReportsServerService   = "charter-reports-server"
-)
-
-// devReportsStore is the PostgreSQL server and the reports server that
-// `charter dev --reports-store=postgres` runs beside the control plane.
-type devReportsStore struct {
-	dir    string
-	pg     *localpg.Server
-	stop   context.CancelFunc
-	served chan error
-}
 
 func validateReportsStore(store, kubeconfig string) error {
 	switch store {
@@ -54,17 +30,6 @@ func validateReportsStore(store, kubeconfig string) error {
 	return fmt.Errorf("--reports-store %q: want %s or %s", store, reportsStoreEtcd, reportsStorePostgres)
 }
 
-// reportCRD tells the CRDs of the report APIs, which reports-server serves
-// instead: kube-apiserver would otherwise keep serving them from etcd
-// beside the APIServices.
-func reportCRD(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	gvs, err := reportsserver.GroupVersions()
-	if err != nil {
-		return false
-	}
-	return slices.ContainsFunc(gvs, func(gv schema.GroupVersion) bool { return gv.Group == crd.Spec.Group })
-}
-
 // installCRDs installs the CRDs of paths, but for the report APIs' when
 // reports go to PostgreSQL.
 func (e *devEnvironment) installCRDs(ctx context.Context, opts devOptions) error {
@@ -73,7 +38,7 @@ func (e *devEnvironment) installCRDs(ctx context.Context, opts devOptions) error
 		return err
 	}
 	if opts.reportsStore == reportsStorePostgres {
-		crds = slices.DeleteFunc(crds, reportCRD)
+		crds = slices.DeleteFunc(crds, reportsserver.ServesCRD)
 	}
 	if err := controlplane.ApplyCRDs(ctx, e.cfg, crds); err != nil {
 		return err
@@ -86,64 +51,17 @@ func (e *devEnvironment) installCRDs(ctx context.Context, opts devOptions) error
 // registers the report APIs with kube-apiserver.
 func (e *devEnvironment) startReportsStore(ctx context.Context) error {
 	started := time.Now()
+	// The reports server logs through klog: to dev's log file, not the
+	// console.
 	if _, err := e.logToFile(); err != nil {
 		return err
 	}
-	dir, err := localpg.TempDir("")
+	local, err := reportsserver.StartLocal(ctx, e.cfg, e.kubeconfigPath)
+	e.reportsStore = local
 	if err != nil {
 		return err
 	}
-	s := &devReportsStore{dir: dir, served: make(chan error, 1)}
-	e.reportsStore = s
-	if s.pg, err = localpg.Start(ctx, filepath.Join(dir, "postgres")); err != nil {
-		return fmt.Errorf("starting PostgreSQL for the reports: %w", err)
-	}
-	o := reportsserver.NewOptions()
-	o.DSN = s.pg.DSN()
-	o.Kubeconfig = e.kubeconfigPath
-	o.ServingNames = []string{devReportsServerService + "." + devReportsServerNamespace + ".svc"}
-	o.SecureServing.ServerCert.CertDirectory = filepath.Join(dir, "certs")
-	if o.SecureServing.Listener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-		return err
-	}
-	srv, err := o.New(ctx)
-	if err != nil {
-		return err
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	s.stop = stop
-	go func() { s.served <- srv.Run(runCtx) }()
-	regCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := reportsserver.Register(regCtx, e.cfg, reportsserver.Registration{
-		Namespace: devReportsServerNamespace, Service: devReportsServerService, ExternalName: "localhost",
-		Port: srv.Port(), CABundle: srv.CABundle(),
-	}); err != nil {
-		return err
-	}
-	e.done("reports in PostgreSQL, served by charter reports-server on 127.0.0.1:%d, in %s %s", srv.Port(),
-		time.Since(started).Round(100*time.Millisecond), e.dim("(data: "+s.pg.Dir()+")"))
+	e.done("reports in PostgreSQL, served by charter reports-server on 127.0.0.1:%d, in %s %s", local.Port(),
+		time.Since(started).Round(100*time.Millisecond), e.dim("(data: "+local.DataDir()+")"))
 	return nil
-}
-
-// shutdown stops the reports server, then PostgreSQL, and removes their folder.
-func (s *devReportsStore) shutdown() error {
-	var errs []error
-	if s.stop != nil {
-		s.stop()
-		if err := <-s.served; err != nil {
-			errs = append(errs, fmt.Errorf("reports server: %w", err))
-		}
-	}
-	if s.pg != nil {
-		if err := s.pg.Stop(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) == 0 {
-		if err := os.RemoveAll(s.dir); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
