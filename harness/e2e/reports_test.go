@@ -89,7 +89,7 @@ var _ = Describe("Reports", Label("reports"), Ordered, func() {
 	}, SpecTimeout(60*time.Second))
 
 	It("lists reports with kubectl's KIND, NAME, PASS, FAIL, WARN, ERROR and SKIP columns", func(ctx SpecContext) {
-		table := reportsTable(ctx)
+		table := reportsTable(ctx, reportsNamespace)
 		var names []string
 		for _, c := range table.ColumnDefinitions {
 			names = append(names, c.Name)
@@ -241,12 +241,12 @@ func sorted(s []string) []string {
 	return out
 }
 
-// reportsTable lists the PolicyReports of the specs' namespace as the
-// server-side table kubectl prints.
-func reportsTable(ctx context.Context) *metav1.Table {
+// reportsTable lists the PolicyReports of namespace as the server-side
+// table kubectl prints.
+func reportsTable(ctx context.Context, namespace string) *metav1.Table {
 	GinkgoHelper()
 	data, err := suite.kube.CoreV1().RESTClient().Get().
-		AbsPath("/apis/wgpolicyk8s.io/v1alpha2/namespaces", reportsNamespace, "policyreports").
+		AbsPath("/apis/wgpolicyk8s.io/v1alpha2/namespaces", namespace, "policyreports").
 		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").
 		DoRaw(ctx)
 	Expect(err).NotTo(HaveOccurred())
