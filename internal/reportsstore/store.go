@@ -424,8 +424,6 @@ func (s *Store) GetList(ctx context.Context, key string, opts storage.ListOption
 			r.from, r.fromInclusive = from, !afterLast
 		}
 	}
-	query := s.rangeQuery(r, listRV < current)
-
 	newItem := newItemFunc(items)
 	limit := opts.Predicate.Limit
 	paging := opts.Recursive && limit > 0
@@ -436,6 +434,10 @@ func (s *Store) GetList(ctx context.Context, key string, opts storage.ListOption
 	)
 scan:
 	for {
+		// Built again for every chunk: after the first, the range starts
+		// after the last key read (r.fromInclusive false), which an
+		// inclusive bound would read twice.
+		query := s.rangeQuery(r, listRV < current)
 		rows, err := tx.Query(ctx, query+` ORDER BY key LIMIT $4`, r.from, r.to, listRV, listChunk)
 		if err != nil {
 			return storageError(key, err)

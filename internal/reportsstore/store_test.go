@@ -165,3 +165,67 @@ func mustRV(t *testing.T, rv string) int64 {
 	}
 	return int64(n)
 }
+
+// TestListAcrossChunks: a list reads listChunk rows per query; one longer
+// than a chunk holds every object once, now and at a past
+// resourceVersion, in one page or in pages of listChunk+1.
+func TestListAcrossChunks(t *testing.T) {
+	ctx, s := podStore(t)
+	const n = 2*listChunk + 3
+	for i := range n {
+		pod := &example.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("pod-%04d", i)}}
+		if err := s.Create(ctx, "/pods/ns/"+pod.Name, pod, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created, err := s.GetCurrentResourceVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A write after them makes a list at created read the past.
+	later := &example.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pod-later"}}
+	if err := s.Create(ctx, "/pods/ns/pod-later", later, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		rv    string
+		limit int64
+		want  int
+	}{
+		{"now, one page", "", 0, n + 1},
+		{"now, pages", "", listChunk + 1, n + 1},
+		{"in the past, one page", fmt.Sprint(created), 0, n},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seen := map[string]bool{}
+			opts := storage.ListOptions{ResourceVersion: tc.rv, Predicate: storage.Everything, Recursive: true}
+			if tc.rv != "" {
+				opts.ResourceVersionMatch = metav1.ResourceVersionMatchExact
+			}
+			opts.Predicate.Limit = tc.limit
+			for pages := 0; ; pages++ {
+				if pages > n {
+					t.Fatal("the pages never end")
+				}
+				var list example.PodList
+				if err := s.GetList(ctx, "/pods/", opts, &list); err != nil {
+					t.Fatal(err)
+				}
+				for _, pod := range list.Items {
+					if seen[pod.Name] {
+						t.Fatalf("%s listed twice", pod.Name)
+					}
+					seen[pod.Name] = true
+				}
+				if list.Continue == "" {
+					break
+				}
+				opts.Predicate.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = list.Continue, "", ""
+			}
+			if len(seen) != tc.want {
+				t.Errorf("%d objects listed, want %d", len(seen), tc.want)
+			}
+		})
+	}
+}
