@@ -5,7 +5,16 @@
 // written, the controller's peak memory, and its report writes during the
 // first scan and during a second full rescan with nothing changed.
 //
+// -stores etcd,postgres measures the same scan twice in this one run,
+// each on a control plane of its own: with reports as custom resources in
+// etcd, then with reports in PostgreSQL behind charter reports-server (an
+// aggregated API, in this process, as `charter dev --reports-store=postgres`
+// runs it), and prints what the reports cost etcd and kube-apiserver in
+// each against issue 33's goal (etcd bytes for reports at least 70% lower,
+// time to every report no worse).
+//
 //	go run ./hack/bench-reports -pods 10000
+//	go run ./hack/bench-reports -pods 10000 -stores etcd,postgres
 package main
 
 import (
@@ -31,6 +40,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/stdr"
+	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,6 +51,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
@@ -53,6 +64,7 @@ import (
 	"github.com/charter-dev/charter/internal/benchmem"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/printer"
+	"github.com/charter-dev/charter/internal/reportsserver"
 	"github.com/charter-dev/charter/reconciler/reports"
 )
 
@@ -65,15 +77,95 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the controller's first scan to this file")
 	serverProfile := flag.String("server-cpuprofile", "", "write a 30 s CPU profile of kube-apiserver during the first scan to this file")
 	sample := flag.String("sample-report", "", "write one report, as stored, to this file")
-	pointFile := flag.String("point-file", "", "also write the figures as a point of make bench-scale's reports curve (JSON) to this file")
+	pointFile := flag.String("point-file", "", "also write the figures as a point of make bench-scale's reports curve (JSON) to this file (reports-store curve with -stores etcd,postgres)")
+	storesFlag := flag.String("stores", storeEtcd, "where reports are kept, comma-separated to measure each in turn: etcd (custom resources), postgres (charter reports-server)")
 	flag.Parse()
 	// The informers log through controller-runtime, which otherwise
-	// prints a stack trace saying no logger was set.
+	// prints a stack trace saying no logger was set; the reports server
+	// through klog.
 	crlog.SetLogger(logger())
-	if err := run(*pods, *namespaces, *policyDir, reports.Options{Workers: *workers, WriteWorkers: *writeWorkers}, profiles{*cpuProfile, *serverProfile, *sample}, *pointFile); err != nil {
+	klog.SetLogger(logger())
+	stores, err := parseStores(*storesFlag)
+	if err == nil {
+		err = runStores(stores, *pods, *namespaces, *policyDir, reports.Options{Workers: *workers, WriteWorkers: *writeWorkers}, profiles{*cpuProfile, *serverProfile, *sample}, *pointFile)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-reports:", err)
 		os.Exit(1)
 	}
+}
+
+// The stores reports can be kept in.
+const (
+	storeEtcd     = "etcd"
+	storePostgres = "postgres"
+)
+
+func parseStores(flagValue string) ([]string, error) {
+	var stores []string
+	for store := range strings.SplitSeq(flagValue, ",") {
+		store = strings.TrimSpace(store)
+		if store != storeEtcd && store != storePostgres {
+			return nil, fmt.Errorf("-stores: %q is not etcd or postgres", store)
+		}
+		if slices.Contains(stores, store) {
+			return nil, fmt.Errorf("-stores: %s named twice", store)
+		}
+		stores = append(stores, store)
+	}
+	return stores, nil
+}
+
+// runStores measures the scan with reports in each store, in turn, and
+// writes the point: the reports curve's for one store; for several, the
+// reports-store curve's, each figure prefixed with its store.
+func runStores(stores []string, nPods, nNamespaces int, policyDir string, opts reports.Options, prof profiles, pointFile string) error {
+	if len(stores) == 1 {
+		figs, err := run(stores[0], nPods, nNamespaces, policyDir, opts, prof)
+		if err != nil {
+			return err
+		}
+		return figures.Write(pointFile, figures.Point{Curve: "reports", Size: nPods, Figures: figs})
+	}
+	all := map[string]float64{}
+	for _, store := range stores {
+		fmt.Printf("\n=== reports in %s\n", store)
+		figs, err := run(store, nPods, nNamespaces, policyDir, opts, prof)
+		if err != nil {
+			return fmt.Errorf("reports in %s: %w", store, err)
+		}
+		for k, v := range figs {
+			all[store+"_"+k] = v
+		}
+	}
+	if slices.Contains(stores, storeEtcd) && slices.Contains(stores, storePostgres) {
+		printStoreGoals(os.Stdout, all)
+	}
+	return figures.Write(pointFile, figures.Point{Curve: "reports-store", Size: nPods, Figures: all})
+}
+
+// printStoreGoals prints issue 33's goal of reports in PostgreSQL against
+// reports in etcd (figures.StoreComparison).
+func printStoreGoals(w io.Writer, figs map[string]float64) {
+	color := printer.ColorEnabled(w)
+	verdict := func(met bool) printer.Cell {
+		if met {
+			return printer.Cell{Text: "met", Style: printer.Green}
+		}
+		return printer.Cell{Text: "MISSED", Style: printer.Red}
+	}
+	cut, timeRatio := figures.StoreComparison(figs)
+	t := printer.NewTable("goal", "reports in etcd", "reports in PostgreSQL", "figure", "want", "result")
+	t.AddCells(printer.Cell{Text: "etcd bytes the reports added"},
+		printer.Cell{Text: fmt.Sprintf("%.2f MiB", figs["etcd_reports_etcd_bytes"]/(1<<20))},
+		printer.Cell{Text: fmt.Sprintf("%.2f MiB", figs["postgres_reports_etcd_bytes"]/(1<<20))},
+		printer.Cell{Text: fmt.Sprintf("%.1f%% lower", 100*cut)},
+		printer.Cell{Text: fmt.Sprintf(">= %.0f%% lower", 100*figures.StoreEtcdBytesCut)}, verdict(cut >= figures.StoreEtcdBytesCut))
+	t.AddCells(printer.Cell{Text: "time until every report"},
+		printer.Cell{Text: fmt.Sprintf("%.1f s", figs["etcd_seconds"])}, printer.Cell{Text: fmt.Sprintf("%.1f s", figs["postgres_seconds"])},
+		printer.Cell{Text: fmt.Sprintf("%.2fx", timeRatio)}, printer.Cell{Text: "<= 1x (no worse)"}, verdict(timeRatio <= 1))
+	fmt.Fprintln(w)
+	_ = t.Write(w, color)
 }
 
 // writeCounter counts report writes (anything but GET on wgpolicyk8s.io)
@@ -130,20 +222,48 @@ func (w *writeCounter) breakdown() string {
 // names are not written.
 type profiles struct{ controller, server, sampleReport string }
 
-func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof profiles, pointFile string) error {
+// run measures one scan with reports in store and returns its figures.
+func run(store string, nPods, nNamespaces int, policyDir string, opts reports.Options, prof profiles) (map[string]float64, error) {
 	cpuProfile := prof.controller
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	root, err := controlplane.ModuleRoot()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Println("starting the local control plane")
-	cp, err := controlplane.Start(ctx, controlplane.WithCRDs(filepath.Join(root, "config", "crd", "bases")))
+	cp, err := controlplane.Start(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { _ = cp.Stop() }()
+	crds, err := controlplane.ReadCRDs(filepath.Join(root, "config", "crd", "bases"))
+	if err != nil {
+		return nil, err
+	}
+	var pg *reportsDB
+	if store == storePostgres {
+		crds = slices.DeleteFunc(crds, reportsserver.ServesCRD)
+	}
+	if err := controlplane.ApplyCRDs(ctx, cp.RESTConfig(), crds); err != nil {
+		return nil, err
+	}
+	if store == storePostgres {
+		local, err := reportsserver.StartLocal(ctx, cp.RESTConfig(), cp.KubeconfigPath())
+		defer func() {
+			if err := local.Shutdown(); err != nil {
+				fmt.Fprintln(os.Stderr, "bench-reports: stopping the reports server:", err)
+			}
+		}()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Printf("reports in PostgreSQL (%s), served by charter reports-server in this process on 127.0.0.1:%d\n", local.DataDir(), local.Port())
+		if pg, err = openReportsDB(ctx, local.DSN()); err != nil {
+			return nil, err
+		}
+		defer pg.close()
+	}
 
 	cfg := rest.CopyConfig(cp.RESTConfig())
 	cfg.QPS, cfg.Burst = 2000, 4000
@@ -152,18 +272,22 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 
 	start := time.Now()
 	if err := createPods(ctx, cs, nPods, nNamespaces); err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Printf("created %d Pods in %d namespaces in %s\n", nPods, nNamespaces, time.Since(start).Round(time.Millisecond))
 	n, err := applyPolicies(ctx, dyn, filepath.Join(root, policyDir))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Printf("applied %d policies from %s in Audit\n", n, policyDir)
 	// etcd's database before any report, so the reports' share shows.
 	etcdBefore, err := figures.ReadEtcdDB(ctx, cp.EtcdURL())
 	if err != nil {
-		return err
+		return nil, err
+	}
+	pgBefore, err := pg.size(ctx)
+	if err != nil {
+		return nil, err
 	}
 
 	// Only the controller allocates from here on.
@@ -185,22 +309,22 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	// its manager's informers.
 	state, err := startClusterState(cctx, ccfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	opts.State = state
 	c, err := reports.New(ccfg, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	done := make(chan error, 1)
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	children := childCPU()
@@ -217,7 +341,7 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	for !c.Synced() {
 		select {
 		case err := <-done:
-			return fmt.Errorf("controller stopped: %v", err)
+			return nil, fmt.Errorf("controller stopped: %v", err)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -229,7 +353,7 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	serverCPU := childCPU().since(children)
 	select {
 	case err := <-done:
-		return fmt.Errorf("controller stopped: %v", err)
+		return nil, fmt.Errorf("controller stopped: %v", err)
 	default:
 	}
 	firstWrites := counter.writes.Load()
@@ -239,21 +363,25 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 
 	count, err := countReports(ctx, cp.RESTConfig())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	etcdAfter, err := figures.ReadEtcdDB(ctx, cp.EtcdURL())
 	if err != nil {
-		return err
+		return nil, err
+	}
+	pgAfter, err := pg.size(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if prof.sampleReport != "" {
 		if err := writeSampleReport(ctx, dyn, prof.sampleReport); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	writesBefore := counter.writes.Load()
 	rescanStart := time.Now()
 	if err := c.FullRescan(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	rescan := time.Since(rescanStart)
 	rescanWrites := counter.writes.Load() - writesBefore
@@ -264,6 +392,9 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	fmt.Printf("reports written:                %d (for %d Pods)\n", count, nPods)
 	fmt.Printf("time until every report:        %s (first write after %s)\n", firstScan.Round(time.Millisecond),
 		time.Unix(0, counter.firstWrite.Load()).Sub(scanStart).Round(time.Millisecond))
+	if store == storePostgres {
+		fmt.Println("(the reports server runs in this process: the controller's memory and CPU below include it)")
+	}
 	fmt.Printf("controller peak memory (Go):    %.1f MiB (baseline before start %.1f MiB, peak heap in use %.1f MiB)\n",
 		benchmem.MiB(peak.Total.Load()), benchmem.MiB(baseline), benchmem.MiB(peak.Heap.Load()))
 	fmt.Printf("CPU during the first scan:      controller %s, %s\n", controllerCPU.Round(time.Millisecond), serverCPU)
@@ -286,12 +417,15 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 	fmt.Printf("full rescan, nothing changed:   %s, %d API writes, %d evaluations\n",
 		rescan.Round(time.Millisecond), rescanWrites, c.Stats().Evaluations.Load())
 	if count < int64(nPods) {
-		return fmt.Errorf("only %d of %d reports written", count, nPods)
+		return nil, fmt.Errorf("only %d of %d reports written", count, nPods)
 	}
 	fmt.Printf("etcd database (its metrics):    %.1f MiB in use, %.1f MiB file after the first scan (%.1f MiB in use, %.1f MiB file before it)\n",
 		benchmem.MiB(uint64(etcdAfter.InUse)), benchmem.MiB(uint64(etcdAfter.Total)), benchmem.MiB(uint64(etcdBefore.InUse)), benchmem.MiB(uint64(etcdBefore.Total)))
+	if pg != nil {
+		fmt.Printf("PostgreSQL database:            %.1f MiB after the first scan (%.1f MiB before it)\n", pgAfter/(1<<20), pgBefore/(1<<20))
+	}
 	printTargets(os.Stdout, nPods, firstScan, peak.Total.Load(), rescanWrites)
-	return figures.Write(pointFile, figures.Point{Curve: "reports", Size: nPods, Figures: map[string]float64{
+	return map[string]float64{
 		"seconds":                  firstScan.Seconds(),
 		"controller_peak_mib":      benchmem.MiB(peak.Total.Load()),
 		"apiserver_cpu_s":          serverCPU["kube-apiserver"].Seconds(),
@@ -303,7 +437,13 @@ func run(nPods, nNamespaces int, policyDir string, opts reports.Options, prof pr
 		"reports":                  float64(count),
 		"writes":                   float64(firstWrites),
 		"rescan_writes":            float64(rescanWrites),
-	}})
+		// What the reports added to etcd's database: about all of it
+		// with reports in etcd, what else the scan wrote otherwise.
+		"reports_etcd_bytes": etcdAfter.InUse - etcdBefore.InUse,
+		"postgres_cpu_s":     serverCPU["postgres"].Seconds(),
+		"postgres_bytes":     pgAfter,
+		"reports_pg_bytes":   pgAfter - pgBefore,
+	}, nil
 }
 
 // The issue's targets for 10,000 Pods on 2 cores.
@@ -499,13 +639,16 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// childCPU is the CPU time each running child of this process (etcd and
-// kube-apiserver) has used, by command name, read from /proc; empty where
-// there is no /proc.
+// childCPU is the CPU time the running children of this process (etcd,
+// kube-apiserver, postgres) and their children (postgres's backends) have
+// used, by command name, read from /proc; empty where there is no /proc.
 func childCPU() cpuTimes {
-	self := strconv.Itoa(os.Getpid())
+	type proc struct {
+		ppid, name string
+		cpu        time.Duration
+	}
+	procs := map[string]proc{}
 	dirs, _ := os.ReadDir("/proc")
-	out := cpuTimes{}
 	for _, d := range dirs {
 		if _, err := strconv.Atoi(d.Name()); err != nil {
 			continue
@@ -517,14 +660,21 @@ func childCPU() cpuTimes {
 		// Fields after the parenthesised command: state ppid ... utime(14) stime(15).
 		s := string(data)
 		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fields) < 13 || fields[1] != self {
+		if len(fields) < 13 {
 			continue
 		}
 		u, _ := strconv.ParseInt(fields[11], 10, 64)
 		st, _ := strconv.ParseInt(fields[12], 10, 64)
 		name := s[strings.IndexByte(s, '(')+1 : strings.LastIndexByte(s, ')')]
 		// USER_HZ is 100 on every Linux this runs on.
-		out[name] += time.Duration(u+st) * 10 * time.Millisecond
+		procs[d.Name()] = proc{ppid: fields[1], name: name, cpu: time.Duration(u+st) * 10 * time.Millisecond}
+	}
+	self := strconv.Itoa(os.Getpid())
+	out := cpuTimes{}
+	for _, p := range procs {
+		if p.ppid == self || procs[p.ppid].ppid == self {
+			out[p.name] += p.cpu
+		}
 	}
 	return out
 }
@@ -579,3 +729,29 @@ func startClusterState(ctx context.Context, cfg *rest.Config) (*clusterstate.Sta
 	}()
 	return state, nil
 }
+
+// reportsDB reads the size of the reports server's PostgreSQL database; a
+// nil one (reports in etcd) reads 0.
+type reportsDB struct{ conn *pgx.Conn }
+
+func openReportsDB(ctx context.Context, dsn string) (*reportsDB, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the reports' PostgreSQL: %w", err)
+	}
+	return &reportsDB{conn: conn}, nil
+}
+
+// size is the database's size on disk in bytes (pg_database_size).
+func (db *reportsDB) size(ctx context.Context) (float64, error) {
+	if db == nil {
+		return 0, nil
+	}
+	var n int64
+	if err := db.conn.QueryRow(ctx, "SELECT pg_database_size(current_database())").Scan(&n); err != nil {
+		return 0, fmt.Errorf("the reports' PostgreSQL database size: %w", err)
+	}
+	return float64(n), nil
+}
+
+func (db *reportsDB) close() { _ = db.conn.Close(context.Background()) }

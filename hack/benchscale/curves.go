@@ -75,14 +75,16 @@ func planFor(scale string) (plan, error) {
 	case "small":
 		// Admission needs no API server: its points are the issue's at
 		// every scale, measured for less time.
-		return plan{"admission": {20, 200, 1000}, "reports": {500, 1000, 2000}, "gitops": {10, 100, 300}, "generate": {100, 500}}, nil
+		return plan{"admission": {20, 200, 1000}, "reports": {500, 1000, 2000}, "reports-store": {1000, 2000}, "gitops": {10, 100, 300}, "generate": {100, 500}}, nil
 	case "full":
-		return plan{"admission": {20, 200, 1000}, "reports": {1000, 10000, 50000}, "gitops": {10, 100, 1000}, "generate": {1000, 5000}}, nil
+		return plan{"admission": {20, 200, 1000}, "reports": {1000, 10000, 50000}, "reports-store": {10000, 50000}, "gitops": {10, 100, 1000}, "generate": {1000, 5000}}, nil
 	}
 	return nil, fmt.Errorf("-scale %q: want small or full", scale)
 }
 
-func curveNames() []string { return []string{"admission", "reports", "gitops", "generate"} }
+func curveNames() []string {
+	return []string{"admission", "reports", "reports-store", "gitops", "generate"}
+}
 
 // selectCurves returns the named curves with the plan's sizes, in the
 // order of curveNames.
@@ -153,6 +155,17 @@ func allCurves(p plan, full bool) []curve {
 			goals: reportsGoals,
 		},
 		{
+			name: "reports-store", title: "Reports in etcd against reports in PostgreSQL (charter reports-server), the same scan by Pods", unit: "Pods",
+			bench: "hack/bench-reports",
+			columns: []column{
+				{"ETCD: TIME", "etcd_seconds", seconds}, {"PG: TIME", "postgres_seconds", seconds},
+				{"ETCD: REPORTS' ETCD BYTES", "etcd_reports_etcd_bytes", bytesMiB}, {"PG: REPORTS' ETCD BYTES", "postgres_reports_etcd_bytes", bytesMiB},
+				{"ETCD: KUBE-APISERVER CPU", "etcd_apiserver_cpu_s", seconds}, {"PG: KUBE-APISERVER CPU", "postgres_apiserver_cpu_s", seconds},
+				{"PG: POSTGRES CPU", "postgres_postgres_cpu_s", seconds}, {"PG: DATABASE GROWTH", "postgres_reports_pg_bytes", bytesMiB},
+			},
+			goals: reportsStoreGoals,
+		},
+		{
 			name: "gitops", title: "GitOps revision by policies in the repository (charter serve --controllers=gitsync)", unit: "policies",
 			bench: "hack/benchgitops",
 			columns: []column{
@@ -177,6 +190,8 @@ func allCurves(p plan, full bool) []curve {
 			c.invocations = func(string) []invocation { return []invocation{{label: "all", args: args}} }
 		case "reports":
 			c.invocations = perSize(c.sizes, "pods")
+		case "reports-store":
+			c.invocations = perSize(c.sizes, "pods", "-stores", "etcd,postgres")
 		case "gitops":
 			sizes := c.sizes
 			c.invocations = func(charter string) []invocation {
@@ -213,6 +228,26 @@ func reportsGoals(points []figures.Point) []goal {
 		})
 	}
 	return out
+}
+
+// reportsStoreGoals judges the largest point: the reports' etcd bytes at
+// least 70% lower in PostgreSQL, the time to every report no worse. The
+// issue sets them at 10,000 and 50,000 Pods; smaller points are judged the
+// same way, with their size said.
+func reportsStoreGoals(points []figures.Point) []goal {
+	last := points[len(points)-1]
+	cut, timeRatio := figures.StoreComparison(last.Figures)
+	cutMet, timeMet := cut >= figures.StoreEtcdBytesCut, timeRatio <= 1
+	return []goal{
+		{
+			what:   fmt.Sprintf("etcd bytes of the reports at %d Pods, PostgreSQL against etcd", last.Size),
+			figure: strconv.FormatFloat(100*cut, 'f', 1, 64) + "% lower", want: fmt.Sprintf("≥ %g%% lower", 100*figures.StoreEtcdBytesCut), met: &cutMet,
+		},
+		{
+			what:   fmt.Sprintf("time to every report at %d Pods, PostgreSQL / etcd", last.Size),
+			figure: ratio(timeRatio) + "x", want: "≤ 1x (no worse)", met: &timeMet,
+		},
+	}
 }
 
 // printCurve prints one curve: a row per point, the growth between the

@@ -16,8 +16,8 @@ func TestPlans(t *testing.T) {
 		scale string
 		want  map[string][]int
 	}{
-		{"full", map[string][]int{"admission": {20, 200, 1000}, "reports": {1000, 10000, 50000}, "gitops": {10, 100, 1000}, "generate": {1000, 5000}}},
-		{"small", map[string][]int{"admission": {20, 200, 1000}, "reports": {500, 1000, 2000}, "gitops": {10, 100, 300}, "generate": {100, 500}}},
+		{"full", map[string][]int{"admission": {20, 200, 1000}, "reports": {1000, 10000, 50000}, "reports-store": {10000, 50000}, "gitops": {10, 100, 1000}, "generate": {1000, 5000}}},
+		{"small", map[string][]int{"admission": {20, 200, 1000}, "reports": {500, 1000, 2000}, "reports-store": {1000, 2000}, "gitops": {10, 100, 300}, "generate": {100, 500}}},
 	} {
 		t.Run(tc.scale, func(t *testing.T) {
 			p, err := planFor(tc.scale)
@@ -45,7 +45,7 @@ func TestPlans(t *testing.T) {
 
 func TestSelectCurvesRefusesUnknown(t *testing.T) {
 	p, _ := planFor("small")
-	if _, err := selectCurves(p, "reports,latency"); err == nil || !strings.Contains(err.Error(), `"latency" is not one of admission, reports, gitops, generate`) {
+	if _, err := selectCurves(p, "reports,latency"); err == nil || !strings.Contains(err.Error(), `"latency" is not one of admission, reports, reports-store, gitops, generate`) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -54,15 +54,16 @@ func TestSelectCurvesRefusesUnknown(t *testing.T) {
 // others one process per size, each with the flag of its size.
 func TestInvocations(t *testing.T) {
 	p, _ := planFor("small")
-	curves, err := selectCurves(p, "admission,reports,gitops,generate")
+	curves, err := selectCurves(p, "admission,reports,reports-store,gitops,generate")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"admission": {"-mode policies -policy-counts 20,200,1000 -rate 1000 -events=false -duration 8s -warmup 2s -rounds 2"},
-		"reports":   {"-pods 500", "-pods 1000", "-pods 2000"},
-		"gitops":    {"-policies 10 -large-only -charter bin/charter", "-policies 100 -large-only -charter bin/charter", "-policies 300 -large-only -charter bin/charter"},
-		"generate":  {"-namespaces 100 -wait 15m", "-namespaces 500 -wait 15m"},
+		"admission":     {"-mode policies -policy-counts 20,200,1000 -rate 1000 -events=false -duration 8s -warmup 2s -rounds 2"},
+		"reports":       {"-pods 500", "-pods 1000", "-pods 2000"},
+		"reports-store": {"-pods 1000 -stores etcd,postgres", "-pods 2000 -stores etcd,postgres"},
+		"gitops":        {"-policies 10 -large-only -charter bin/charter", "-policies 100 -large-only -charter bin/charter", "-policies 300 -large-only -charter bin/charter"},
+		"generate":      {"-namespaces 100 -wait 15m", "-namespaces 500 -wait 15m"},
 	}
 	for _, c := range curves {
 		var got []string
@@ -84,7 +85,7 @@ func point(curve string, size int, figs map[string]float64) figures.Point {
 // goal only at 50,000 Pods.
 func TestPrintCurve(t *testing.T) {
 	p, _ := planFor("small")
-	curves, _ := selectCurves(p, "admission,reports,gitops")
+	curves, _ := selectCurves(p, "admission,reports,reports-store,gitops")
 	byName := map[string]curve{}
 	for _, c := range curves {
 		byName[c.name] = c
@@ -124,6 +125,26 @@ func TestPrintCurve(t *testing.T) {
 				point("reports", 50000, map[string]float64{"seconds": 200, "controller_peak_mib": 250}),
 			},
 			want: []string{"controller memory at 50000 Pods: 250.0 MiB (want ≤ 300 MiB) met", "40.00x (want ≤ 78.32x"},
+		},
+		{
+			name: "reports in PostgreSQL within the goal", curve: "reports-store",
+			points: []figures.Point{
+				point("reports-store", 2000, map[string]float64{"etcd_seconds": 20, "postgres_seconds": 18,
+					"etcd_reports_etcd_bytes": 16 << 20, "postgres_reports_etcd_bytes": 1 << 20}),
+			},
+			want: []string{"16.0 MiB", "goal: etcd bytes of the reports at 2000 Pods, PostgreSQL against etcd: 93.8% lower (want ≥ 70% lower) met",
+				"goal: time to every report at 2000 Pods, PostgreSQL / etcd: 0.90x (want ≤ 1x (no worse)) met"},
+		},
+		{
+			name: "reports in PostgreSQL beyond it", curve: "reports-store",
+			points: []figures.Point{
+				point("reports-store", 1000, map[string]float64{"etcd_seconds": 10, "postgres_seconds": 9,
+					"etcd_reports_etcd_bytes": 8 << 20, "postgres_reports_etcd_bytes": 0}),
+				point("reports-store", 10000, map[string]float64{"etcd_seconds": 50, "postgres_seconds": 60,
+					"etcd_reports_etcd_bytes": 80 << 20, "postgres_reports_etcd_bytes": 40 << 20}),
+			},
+			want: []string{"at 10000 Pods, PostgreSQL against etcd: 50.0% lower (want ≥ 70% lower) MISSED",
+				"at 10000 Pods, PostgreSQL / etcd: 1.20x (want ≤ 1x (no worse)) MISSED"},
 		},
 		{
 			name: "no goal", curve: "gitops",

@@ -126,3 +126,23 @@ func gauges(sc *bufio.Scanner, names ...string) (map[string]float64, error) {
 	}
 	return out, nil
 }
+
+// Issue 33's goal for reports in PostgreSQL against reports in etcd: the
+// bytes the reports add to etcd's database at least 70% fewer (Kyverno's
+// reports-server published 70.1%), the time to every report no longer.
+const StoreEtcdBytesCut = 0.70
+
+// StoreComparison reads a reports-store point's figures (bench-reports
+// -stores etcd,postgres: each figure prefixed with its store) and returns
+// how much less etcd the reports took in PostgreSQL (1 - postgres/etcd of
+// reports_etcd_bytes; 0 when reports in etcd added nothing) and the time
+// to every report in PostgreSQL over the time in etcd.
+func StoreComparison(figs map[string]float64) (etcdBytesCut, timeRatio float64) {
+	if etcd := figs["etcd_reports_etcd_bytes"]; etcd > 0 {
+		etcdBytesCut = 1 - figs["postgres_reports_etcd_bytes"]/etcd
+	}
+	if etcd := figs["etcd_seconds"]; etcd > 0 {
+		timeRatio = figs["postgres_seconds"] / etcd
+	}
+	return etcdBytesCut, timeRatio
+}
