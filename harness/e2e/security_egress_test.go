@@ -229,6 +229,8 @@ var _ = Describe("Security: egress", Label("security"), func() {
 				servers.token.URL + "/token":                               "address 127.0.0.1 is blocked",
 				"http://169.254.169.254/latest/meta-data/":                 "address 169.254.169.254 is blocked",
 				"http://[fd00:ec2::254]/latest/meta-data/":                 "address fd00:ec2::254 is blocked",
+				"http://169.254.170.2/v2/credentials":                      "address 169.254.170.2 is blocked",
+				"http://100.100.100.200/latest/meta-data/":                 "address 100.100.100.200 is blocked",
 				"http://0.0.0.0:" + servers.port(servers.token) + "/token": "address 0.0.0.0 is blocked",
 			} {
 				msg := denial(ctx, attacker, egressProbe("probe-blocked", endpoint))
