@@ -1,8 +1,11 @@
 package config
 
 import (
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +26,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/charter-dev/charter/internal/helmchart"
+	"github.com/charter-dev/charter/internal/reportsserver"
 )
 
 // chartDir is charter's Helm chart, from this folder.
@@ -513,6 +518,10 @@ func TestChartRefusesContradictoryValues(t *testing.T) {
 	}{
 		{"PDB minAvailable and maxUnavailable", map[string]any{"admissionController": map[string]any{"podDisruptionBudget": map[string]any{"minAvailable": 1, "maxUnavailable": 1}}},
 			"admissionController.podDisruptionBudget: set minAvailable or maxUnavailable, not both"},
+		{"reports server without PostgreSQL", map[string]any{"reportsServer": map[string]any{"enabled": true}},
+			"reportsServer.enabled needs the PostgreSQL connection string"},
+		{"reports server with two connection strings", map[string]any{"reportsServer": map[string]any{"enabled": true, "dsn": "postgres://db", "dsnSecretRef": map[string]any{"name": "pg"}}},
+			"reportsServer: set dsn or dsnSecretRef.name, not both"},
 		{"ServiceMonitor without metrics Service", map[string]any{"reportsController": map[string]any{"metricsService": map[string]any{"create": false}, "serviceMonitor": map[string]any{"enabled": true}}},
 			"reportsController.serviceMonitor.enabled needs reportsController.metricsService.create"},
 	} {
@@ -538,6 +547,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"replicas not a number", map[string]any{"admissionController": map[string]any{"replicas": "three"}}, "admissionController"},
 		{"bad pull policy", map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}, "pullPolicy"},
 		{"gitsync minimum interval not a duration", map[string]any{"gitsyncController": map[string]any{"minInterval": "10 seconds"}}, "minInterval"},
+		{"reports server's retention not a duration", map[string]any{"reportsServer": map[string]any{"eventRetention": "a while"}}, "eventRetention"},
 		{"negative gitsync file limit", map[string]any{"gitsyncController": map[string]any{"maxFiles": -1}}, "maxFiles"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -547,4 +557,219 @@ func TestChartRefusesBadValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reportsServerValues turn charter reports-server on, its PostgreSQL
+// connection string in the user's Secret pg, key url.
+var reportsServerValues = map[string]any{"reportsServer": map[string]any{
+	"enabled": true, "dsnSecretRef": map[string]any{"name": "pg", "key": "url"},
+	"replicas": 2, "eventRetention": "30m", "extraArgs": []any{"--v=2"},
+}}
+
+// reportsServerReviewed is what charter reports-server's ServiceAccount
+// may do: delegate each request's authentication and authorisation to
+// kube-apiserver, as any aggregated API server, through Kubernetes' own
+// roles (bootstrapRoles).
+var reportsServerReviewed = map[string][]grant{
+	"charter-reports-server": {
+		{cluster, "authentication.k8s.io", "tokenreviews", "create", "delegated authentication of bearer tokens (system:auth-delegator)"},
+		{cluster, "authorization.k8s.io", "subjectaccessreviews", "create", "delegated authorisation of each request (system:auth-delegator)"},
+		{"kube-system", "", "configmaps{extension-apiserver-authentication}", "get,list,watch", "the front proxy's client CA and headers (extension-apiserver-authentication-reader)"},
+	},
+}
+
+// bootstrapRoles adds the roles kube-apiserver's bootstrap policy makes,
+// which the chart binds charter reports-server to, with their rules.
+func bootstrapRoles(r *rendered) {
+	r.clusterRoles["system:auth-delegator"] = &rbacv1.ClusterRole{Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	}}
+	r.roles["kube-system/extension-apiserver-authentication-reader"] = &rbacv1.Role{Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"extension-apiserver-authentication"}, Verbs: []string{"get", "list", "watch"}},
+	}}
+}
+
+// TestChartReportsServerRBAC: with reportsServer.enabled, its
+// ServiceAccount holds the reviewed delegation only, and the controllers
+// what they held.
+func TestChartReportsServerRBAC(t *testing.T) {
+	want := maps.Clone(reviewed)
+	maps.Copy(want, reportsServerReviewed)
+	for _, ns := range []string{"charter", "policy-system"} {
+		t.Run(ns, func(t *testing.T) {
+			r := collect(t, renderChart(t, ns, reportsServerValues).Objects)
+			bootstrapRoles(r)
+			checkReviewed(t, r, ns, want)
+		})
+	}
+}
+
+// apiService is apiregistration.k8s.io/v1 APIService's spec, decoded
+// strictly (no Go type of it here).
+type apiService struct {
+	Group                string `json:"group"`
+	Version              string `json:"version"`
+	GroupPriorityMinimum int    `json:"groupPriorityMinimum"`
+	VersionPriority      int    `json:"versionPriority"`
+	CABundle             []byte `json:"caBundle"`
+	Service              struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+		Port      int32  `json:"port"`
+	} `json:"service"`
+}
+
+// TestChartReportsServer: reportsServer.enabled installs charter
+// reports-server, wired as kube-apiserver needs it, and leaves the report
+// CRDs out; off, the chart installs them.
+func TestChartReportsServer(t *testing.T) {
+	reportCRDs := func(r *helmchart.Rendered) []string {
+		var names []string
+		for _, u := range append(slices.Clone(r.CRDs), r.Objects...) {
+			if u.GetKind() != "CustomResourceDefinition" {
+				continue
+			}
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &crd); err != nil {
+				t.Fatal(err)
+			}
+			if reportsserver.ServesCRD(&crd) {
+				names = append(names, crd.Name)
+			}
+		}
+		sort.Strings(names)
+		return names
+	}
+	if got, want := reportCRDs(renderChart(t, "charter", nil)), []string{"clusterpolicyreports.wgpolicyk8s.io", "clusterreports.openreports.io", "policyreports.wgpolicyk8s.io", "reports.openreports.io"}; !slices.Equal(got, want) {
+		t.Errorf("report CRDs by default: %v, want %v", got, want)
+	}
+
+	const ns = "policy-system"
+	r := renderChart(t, ns, reportsServerValues)
+	if got := reportCRDs(r); len(got) != 0 {
+		t.Errorf("reportsServer.enabled still installs the report CRDs %v", got)
+	}
+	byKey := map[string]*unstructured.Unstructured{}
+	var apiServices []*unstructured.Unstructured
+	for _, u := range r.Objects {
+		byKey[key(u)] = u
+		if u.GetKind() == "APIService" {
+			apiServices = append(apiServices, u)
+			continue
+		}
+		if _, err := decodeStrict(u); err != nil {
+			t.Errorf("%s: %v", key(u), err)
+		}
+	}
+	var d appsv1.Deployment
+	var svc corev1.Service
+	var tls corev1.Secret
+	for obj, k := range map[any]string{&d: "Deployment " + ns + "/charter-reports-server", &svc: "Service " + ns + "/charter-reports-server", &tls: "Secret " + ns + "/charter-reports-server-tls"} {
+		u, ok := byKey[k]
+		if !ok {
+			t.Fatalf("no %s", k)
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+	for _, check := range []struct {
+		what      string
+		got, want any
+	}{
+		{"replicas", *d.Spec.Replicas, int32(2)},
+		{"ServiceAccount", pod.ServiceAccountName, "charter-reports-server"},
+		{"args", c.Args, []string{"reports-server", "--secure-port=8443", "--tls-cert-file=/etc/charter/tls/tls.crt", "--tls-private-key-file=/etc/charter/tls/tls.key", "--event-retention=30m", "--v=2"}},
+		{"DSN from the user's Secret", c.Env, []corev1.EnvVar{{Name: reportsserver.DSNEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "pg"}, Key: "url"}}}}},
+		{"serving certificate volume", pod.Volumes[0].Secret.SecretName, tls.Name},
+		{"no chart-made DSN Secret", byKey["Secret "+ns+"/charter-reports-server-dsn"] == nil, true},
+		{"Service selects the Pods", labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)), true},
+		{"Service targets the container's port", slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == svc.Spec.Ports[0].TargetPort.StrVal }), true},
+		{"auth-delegator binding", byKey["ClusterRoleBinding charter-reports-server-auth-delegator"] != nil, true},
+		{"authentication reader binding in kube-system", byKey["RoleBinding kube-system/charter-reports-server-auth-reader"] != nil, true},
+	} {
+		if diff := cmp.Diff(check.want, check.got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", check.what, diff)
+		}
+	}
+	for _, probe := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Scheme != corev1.URISchemeHTTPS || probe.HTTPGet.Port.StrVal != "https" {
+			t.Errorf("probe %+v: want HTTPS on the serving port", probe)
+		}
+	}
+
+	// One APIService per group version the server serves, each routed to
+	// the Service and trusting the CA that signed its certificate for the
+	// Service's name, which is what kube-apiserver verifies.
+	gvs, err := reportsserver.GroupVersions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := tlsLeaf(tls.Data["tls.crt"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, u := range apiServices {
+		names = append(names, u.GetName())
+		var spec apiService
+		b, _ := json.Marshal(u.Object["spec"])
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&spec); err != nil {
+			t.Errorf("%s: %v", key(u), err)
+			continue
+		}
+		if u.GetName() != spec.Version+"."+spec.Group || spec.Service.Name != svc.Name || spec.Service.Namespace != ns || spec.Service.Port != svc.Spec.Ports[0].Port {
+			t.Errorf("%s: %+v does not route to Service %s/%s port %d", key(u), spec, ns, svc.Name, svc.Spec.Ports[0].Port)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(spec.CABundle) {
+			t.Errorf("%s: caBundle holds no PEM certificate", key(u))
+			continue
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "charter-reports-server." + ns + ".svc"}); err != nil {
+			t.Errorf("%s: the serving certificate does not verify against its caBundle: %v", key(u), err)
+		}
+	}
+	var want []string
+	for _, gv := range gvs {
+		want = append(want, gv.Version+"."+gv.Group)
+	}
+	sort.Strings(names)
+	sort.Strings(want)
+	if !slices.Equal(names, want) {
+		t.Errorf("APIServices %v, want one per group version reports-server serves %v", names, want)
+	}
+
+	// A connection string in the values goes to a Secret of the chart's.
+	inline := renderChart(t, ns, map[string]any{"reportsServer": map[string]any{"enabled": true, "dsn": "postgres://reports@db/reports"}})
+	for _, u := range inline.Objects {
+		switch key(u) {
+		case "Secret " + ns + "/charter-reports-server-dsn":
+			if got, _, _ := unstructured.NestedString(u.Object, "stringData", "dsn"); got != "postgres://reports@db/reports" {
+				t.Errorf("the chart's DSN Secret holds %q", got)
+			}
+		case "Deployment " + ns + "/charter-reports-server":
+			containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			env, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
+			secret, _, _ := unstructured.NestedString(env[0].(map[string]any), "valueFrom", "secretKeyRef", "name")
+			if secret != "charter-reports-server-dsn" {
+				t.Errorf("with reportsServer.dsn the DSN comes from Secret %q", secret)
+			}
+		}
+	}
+}
+
+// tlsLeaf parses the first certificate of a PEM bundle.
+func tlsLeaf(data []byte) (*x509.Certificate, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("no PEM block")
+	}
+	return x509.ParseCertificate(block.Bytes)
 }
