@@ -87,6 +87,11 @@ func TestConvertVerifiesTestdataSuites(t *testing.T) {
 		// a quoted '{{ element.name }}' inside a filter, a boolean's
 		// truthiness, lists missing on some resources.
 		{"foreach-filter", "ValidatingPolicy"},
+		// foreach context entries read for each element (an apiCall of
+		// the suite's cluster resources, an imageRegistry read the suite
+		// mocks), a multi-select hash, a pattern value that is the
+		// requester's service account (from the suite's user info).
+		{"foreach-context", "3 ValidatingPolicy"},
 		// podSecurity at both levels, with exclusions by control and by
 		// image, on Pods for the relaxations of the latest version.
 		{"podsecurity", "verdicts equal: 4 of 4"},

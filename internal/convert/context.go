@@ -24,6 +24,10 @@ type ClusterRead struct {
 	// mock of it is text ("1") that Kyverno's operators read as a
 	// number.
 	Numeric bool
+	// Inline is the read's CEL where it is bound for each foreach
+	// element (cel.bind) rather than a policy variable: a mock takes the
+	// place of this text.
+	Inline string `json:",omitempty"`
 }
 
 // configMapRead is resource.Get of the ConfigMap; Kyverno's configMap
@@ -242,14 +246,126 @@ func clusterVariable(name string, v jmesValue, scope *jmesScope, out *convertedR
 }
 
 // readsCluster reports whether e reads a variable converted from a
-// context entry that reads the cluster.
+// context entry that reads the cluster, or a name bound to such a read
+// for each foreach element.
 func (s *jmesScope) readsCluster(e expr) bool {
 	for name := range s.cluster {
 		if regexp.MustCompile(`\bvariables\.` + name + `\b`).MatchString(e.s) {
 			return true
 		}
 	}
+	for name := range s.boundCluster {
+		if regexp.MustCompile(`(^|[^.\w])` + name + `\b`).MatchString(e.s) {
+			return true
+		}
+	}
 	return false
+}
+
+// elementBinds are a foreach entry's context entries, evaluated for each
+// element: cel.bind(name, value, ...) around what reads them.
+type elementBinds []struct {
+	name  string
+	value expr
+}
+
+// around binds the names e reads, in the order of the entries (a later
+// entry may read an earlier one).
+func (b elementBinds) around(e expr) expr {
+	if e.isTrue() || e.isFalse() {
+		return e
+	}
+	for i := len(b) - 1; i >= 0; i-- {
+		if regexp.MustCompile(`(^|[^.\w])` + b[i].name + `\b`).MatchString(e.s) {
+			e = fn("cel.bind", atom(b[i].name), b[i].value, e)
+		}
+	}
+	return e
+}
+
+// elementContext converts a foreach entry's context entries, which Kyverno
+// loads again for each element: variables, configMap and apiCall reads
+// (resource.Get/List) and imageRegistry reads (image.GetMetadata) of the
+// element. Each becomes a name the entry's conditions read, bound around
+// them; a read is recorded for the verifier, which feeds a suite's mock of
+// the entry in place of the read's text.
+func elementContext(entries []kyvernov1.ContextEntry, inner *jmesScope, out *convertedRule) (elementBinds, error) {
+	var binds elementBinds
+	for _, c := range entries {
+		if !isIdent(c.Name) || reservedRoot[c.Name] || inner.variables[c.Name] {
+			return nil, cannot("%s: the name is not a CEL identifier free to bind", c.Name)
+		}
+		var v jmesValue
+		var err error
+		read := true
+		switch {
+		case c.Variable != nil:
+			read = false
+			switch {
+			case c.Variable.JMESPath != "" && c.Variable.Value == nil && c.Variable.Default == nil:
+				v, err = inner.convert(c.Variable.JMESPath)
+			default:
+				err = cannot("a variable with a value or a default")
+			}
+		case c.ConfigMap != nil:
+			v.e, err = configMapRead(c.ConfigMap, inner)
+		case c.APICall != nil:
+			v, err = apiCallRead(c.APICall, inner)
+		case c.ImageRegistry != nil:
+			v, err = imageRegistryRead(c.ImageRegistry, inner)
+		default:
+			err = cannot("a context entry of this kind")
+		}
+		if err != nil {
+			return nil, wrap(err, "%s", c.Name)
+		}
+		if inner.refs == nil {
+			inner.refs = map[string]expr{}
+		}
+		inner.refs[c.Name] = atom(c.Name)
+		if v.list {
+			if inner.lists == nil {
+				inner.lists = map[string]bool{}
+			}
+			inner.lists[c.Name] = true
+		}
+		if read {
+			if inner.boundCluster == nil {
+				inner.boundCluster = map[string]bool{}
+			}
+			inner.boundCluster[c.Name] = true
+			out.clusterReads = append(out.clusterReads, ClusterRead{Rule: out.name, Variable: c.Name, Numeric: strings.HasPrefix(v.e.s, "size("), Inline: v.e.s})
+		}
+		binds = append(binds, struct {
+			name  string
+			value expr
+		}{c.Name, v.e})
+	}
+	return binds, nil
+}
+
+// imageRegistryRead is image.GetMetadata of the reference, the object
+// Kyverno's imageRegistry entry holds, then the jmesPath over it.
+func imageRegistryRead(r *kyvernov1.ImageRegistry, scope *jmesScope) (jmesValue, error) {
+	if r.ImageRegistryCredentials != nil {
+		return jmesValue{}, cannot("imageRegistry credentials: image.GetMetadata reads with the controller's")
+	}
+	ref, err := templateString(r.Reference, scope)
+	if err != nil {
+		return jmesValue{}, wrap(err, "reference")
+	}
+	read := fn("image.GetMetadata", ref)
+	if r.JMESPath == "" {
+		return jmesValue{e: read}, nil
+	}
+	// The jmesPath may read the metadata more than once: it is read
+	// once, bound to a name.
+	v, err := scope.convertOver(r.JMESPath, jmesValue{e: atom("metadata")})
+	if err != nil {
+		return jmesValue{}, err
+	}
+	v.e = fn("cel.bind", atom("metadata"), read, v.e)
+	return v, nil
 }
 
 // mutateTargets converts one mutate-existing target to the expression

@@ -56,6 +56,9 @@ type jmesScope struct {
 	refs map[string]expr
 	// cluster are the variables that read the cluster (clusterVariable).
 	cluster map[string]bool
+	// boundCluster are the names bound to a read of the cluster for each
+	// foreach element (elementContext).
+	boundCluster map[string]bool
 	// lists are the variables known to hold a list.
 	lists map[string]bool
 }
@@ -162,6 +165,8 @@ func (s *jmesScope) node(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 		return v, nil
 	case gojmespath.ASTMultiSelectList:
 		return s.multiSelect(n, cur)
+	case gojmespath.ASTMultiSelectHash:
+		return s.multiSelectHash(n, cur)
 	case gojmespath.ASTFunctionExpression:
 		return s.function(n, cur)
 	case gojmespath.ASTPipe:
@@ -319,7 +324,7 @@ func (s *jmesScope) path(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 			base, rest = atom("object"), chain[1:]
 		case first == "serviceAccountName" && len(chain) == 1:
 			// Kyverno's name of a service account user.
-			return jmesValue{e: atom("(request.userInfo.username.startsWith('system:serviceaccount:') ? request.userInfo.username.split(':')[3] : '')"), str: true}, nil
+			return jmesValue{e: atom(serviceAccountNameCEL), str: true}, nil
 		case first == "element" && s.element != "":
 			base, rest = atom(s.element), chain[1:]
 		case s.variables[first]:
@@ -356,6 +361,10 @@ func (s *jmesScope) path(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 	last, _ := chain[len(chain)-1].(string)
 	return jmesValue{e: e, list: knownLists[last], str: knownStrings[last]}, nil
 }
+
+// serviceAccountNameCEL is Kyverno's serviceAccountName variable: the
+// name of the service account making the request, "" for other users.
+const serviceAccountNameCEL = "(request.userInfo.username.startsWith('system:serviceaccount:') ? request.userInfo.username.split(':')[3] : '')"
 
 // knownStrings are Kubernetes fields that hold a string.
 var knownStrings = map[string]bool{
@@ -493,7 +502,13 @@ func (s *jmesScope) multiSelect(n gojmespath.ASTNode, cur *jmesValue) (jmesValue
 		}
 		key, _ := chain[0].(string)
 		if key == "containers" {
-			parts = append(parts, field(cur.e, key).s)
+			e := field(cur.e, key)
+			if isOptional(e) {
+				// Under ||, the path to a Pod's containers is read
+				// optionally too.
+				e = call(e, "orValue", atom("[]"))
+			}
+			parts = append(parts, e.s)
 			continue
 		}
 		v, err := s.path(c, cur, true)
@@ -503,6 +518,29 @@ func (s *jmesScope) multiSelect(n gojmespath.ASTNode, cur *jmesValue) (jmesValue
 		parts = append(parts, call(v.e, "orValue", atom("[]")).s)
 	}
 	return jmesValue{e: expr{strings.Join(parts, " + "), precAdd}, list: true}, nil
+}
+
+// multiSelectHash converts {a: x, b: y} to a CEL map. JMESPath sets a
+// missing value to null; the map leaves its key out ({?'a': x.?f}),
+// which the paths that read it next (a.?f || default) read the same.
+func (s *jmesScope) multiSelectHash(n gojmespath.ASTNode, cur *jmesValue) (jmesValue, error) {
+	var entries []string
+	for _, kv := range n.Children {
+		key, ok := kv.Value.(string)
+		if kv.NodeType != gojmespath.ASTKeyValPair || !ok || len(kv.Children) != 1 {
+			return jmesValue{}, cannot("multi-select hash entry %s", kv.NodeType)
+		}
+		v, err := s.node(kv.Children[0], cur, true)
+		if err != nil {
+			return jmesValue{}, err
+		}
+		if isOptional(v.e) {
+			entries = append(entries, "?"+str(key).s+": "+v.e.s)
+		} else {
+			entries = append(entries, str(key).s+": "+v.e.s)
+		}
+	}
+	return jmesValue{e: atom("{" + strings.Join(entries, ", ") + "}")}, nil
 }
 
 // orExpression converts a || b. JMESPath returns b when a is missing or

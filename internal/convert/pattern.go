@@ -328,10 +328,60 @@ func scalarCheck(pat any, v expr, p string) (expr, error) {
 		return rel(v, "==", lit), nil
 	case string:
 		return stringPattern(x, v, p)
+	case nameValue:
+		return rel(v, "==", x.e), nil
 	case map[string]any:
 		return celTrue, nil
 	}
 	return expr{}, cannot("pattern value %v at %s", pat, p)
+}
+
+// nameValue is a pattern value that is a whole variable holding a
+// Kubernetes name ("{{ serviceAccountName }}"): Kyverno substitutes it
+// before reading the pattern, and a name holds none of the pattern's
+// operators or wildcards, so the field must equal it.
+type nameValue struct{ e expr }
+
+// nameVariables are the variables whose values are Kubernetes names.
+var nameVariables = map[string]bool{
+	"serviceAccountName": true, "request.namespace": true,
+	"request.object.metadata.name": true, "request.object.metadata.namespace": true,
+}
+
+// withNameValues replaces the pattern values that are a whole name
+// variable by their CEL; other variables stay, for hasVariables to refuse.
+func withNameValues(pat any, scope *jmesScope) (any, error) {
+	switch x := pat.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, v := range x {
+			nv, err := withNameValues(v, scope)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = nv
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, v := range x {
+			nv, err := withNameValues(v, scope)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = nv
+		}
+		return out, nil
+	case string:
+		if m := wholeVariable.FindStringSubmatch(strings.TrimSpace(x)); m != nil && nameVariables[m[1]] {
+			v, err := scope.convert(m[1])
+			if err != nil {
+				return nil, err
+			}
+			return nameValue{v.e}, nil
+		}
+	}
+	return pat, nil
 }
 
 var rangeRE = regexp.MustCompile(`^([-+]?\d+(?:\.\d+)?[A-Za-z]*)(!?-)([-+]?\d+(?:\.\d+)?[A-Za-z]*)$`)

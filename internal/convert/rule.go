@@ -135,6 +135,9 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 		result = outcome{cond: celTrue, check: not(denied)}
 	case v.RawPattern != nil:
 		pat, err := kyvernov1.FromJSON(v.RawPattern)
+		if err == nil {
+			pat, err = withNameValues(pat, scope)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +158,7 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 			return nil, wrap(err, "anyPattern")
 		}
 	case len(v.ForEachValidation) > 0:
-		result, err = foreach(pt, scope, v.ForEachValidation)
+		result, err = foreach(pt, scope, v.ForEachValidation, out)
 		if err != nil {
 			return nil, wrap(err, "foreach")
 		}
@@ -172,7 +175,24 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 		val.Message = message.text
 	}
 	out.validations = append(out.validations, val)
+	requestVariables(out)
 	return out, nil
+}
+
+// requestVariables records the built-in variables Kyverno derives from the
+// request (serviceAccountName) that the rule reads, whose suite values
+// the verifier feeds in place of their CEL, as it does a context entry's.
+func requestVariables(out *convertedRule) {
+	var texts []string
+	for _, c := range out.matchConditions {
+		texts = append(texts, c.Expression)
+	}
+	for _, v := range out.validations {
+		texts = append(texts, v.Expression)
+	}
+	if strings.Contains(strings.Join(texts, "\n"), serviceAccountNameCEL) {
+		out.clusterReads = append(out.clusterReads, ClusterRead{Rule: out.name, Variable: "serviceAccountName", Inline: serviceAccountNameCEL})
+	}
 }
 
 func addCondition(out *convertedRule, name string, e expr) {
@@ -275,12 +295,9 @@ func anyPattern(pt *patternTranslator, raw any, v expr, p string) (outcome, erro
 // foreach converts validate.foreach entries: each applies to the elements
 // of its list; an element that skips (unmet preconditions or conditional
 // anchors) is ignored, and an entry whose list is missing or empty skips.
-func foreach(pt *patternTranslator, scope *jmesScope, entries []kyvernov1.ForEachValidation) (outcome, error) {
+func foreach(pt *patternTranslator, scope *jmesScope, entries []kyvernov1.ForEachValidation, out *convertedRule) (outcome, error) {
 	var conds, checks []expr
 	for i, fe := range entries {
-		if len(fe.Context) > 0 {
-			return outcome{}, cannot("entry %d: per-element context", i)
-		}
 		if fe.ForEachValidation != nil {
 			return outcome{}, cannot("entry %d: nested foreach", i)
 		}
@@ -293,6 +310,11 @@ func foreach(pt *patternTranslator, scope *jmesScope, entries []kyvernov1.ForEac
 		}
 		x := pt.vars.name(fe.List)
 		inner := &jmesScope{element: x, variables: scope.variables, vars: scope.vars, cluster: scope.cluster, lists: scope.lists}
+		binds, err := elementContext(fe.Context, inner, out)
+		if err != nil {
+			pt.vars.release(x)
+			return outcome{}, wrap(err, "entry %d context", i)
+		}
 		elem := outcome{cond: celTrue, check: celTrue}
 		if fe.AnyAllConditions != nil {
 			pre, err := inner.conditions(fe.AnyAllConditions)
@@ -342,8 +364,8 @@ func foreach(pt *patternTranslator, scope *jmesScope, entries []kyvernov1.ForEac
 		}
 		elem = elem.then(body)
 		pt.vars.release(x)
-		checks = append(checks, macro(list, "all", x, elem.passOrSkip()))
-		applies := macro(list, "exists", x, elem.cond)
+		checks = append(checks, macro(list, "all", x, binds.around(elem.passOrSkip())))
+		applies := macro(list, "exists", x, binds.around(elem.cond))
 		if elem.cond.isTrue() {
 			applies = rel(fn("size", list), ">", atom("0"))
 			if always {

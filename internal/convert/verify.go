@@ -456,6 +456,27 @@ func withMocks(o Output, source string, m *suiteMocks) (kyvernov1.PolicyInterfac
 	vars, _ := spec["variables"].([]any)
 	changed := false
 	for _, read := range o.ClusterReads {
+		if read.Inline != "" {
+			// A read bound for each foreach element: the mock takes the
+			// place of its text wherever the policy's expressions hold it.
+			e, did, err := m.mocked(read, source, read.Inline)
+			if err != nil {
+				return nil, fmt.Errorf("mock of %s: %w", read.Variable, err)
+			}
+			if did {
+				for _, list := range []string{"validations", "matchConditions", "variables"} {
+					items, _ := spec[list].([]any)
+					for _, item := range items {
+						if im, ok := item.(map[string]any); ok {
+							if text, ok := im["expression"].(string); ok && strings.Contains(text, read.Inline) {
+								im["expression"], changed = strings.ReplaceAll(text, read.Inline, e), true
+							}
+						}
+					}
+				}
+			}
+			continue
+		}
 		for _, v := range vars {
 			vm, ok := v.(map[string]any)
 			if !ok || vm["name"] != read.Variable {
