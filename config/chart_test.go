@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -218,6 +219,18 @@ func TestInstallsAreSchemaValid(t *testing.T) {
 	}
 }
 
+// decodeSpecStrict decodes the spec of an object of a kind with no Go
+// type here into spec, refusing unknown fields.
+func decodeSpecStrict(u *unstructured.Unstructured, spec any) error {
+	b, err := json.Marshal(u.Object["spec"])
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(spec)
+}
+
 // checkServiceMonitor: the ServiceMonitor selects, in the namespaces it
 // names, exactly one Service with the port it scrapes.
 func checkServiceMonitor(t *testing.T, sm *unstructured.Unstructured, objs []*unstructured.Unstructured) {
@@ -231,10 +244,7 @@ func checkServiceMonitor(t *testing.T, sm *unstructured.Unstructured, objs []*un
 			Port, Interval, ScrapeTimeout string
 		} `json:"endpoints"`
 	}
-	b, _ := json.Marshal(sm.Object["spec"])
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
+	if err := decodeSpecStrict(sm, &spec); err != nil {
 		t.Errorf("%s: %v", key(sm), err)
 		return
 	}
@@ -717,10 +727,7 @@ func TestChartReportsServer(t *testing.T) {
 	for _, u := range apiServices {
 		names = append(names, u.GetName())
 		var spec apiService
-		b, _ := json.Marshal(u.Object["spec"])
-		dec := json.NewDecoder(strings.NewReader(string(b)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&spec); err != nil {
+		if err := decodeSpecStrict(u, &spec); err != nil {
 			t.Errorf("%s: %v", key(u), err)
 			continue
 		}
