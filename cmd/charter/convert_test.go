@@ -90,8 +90,9 @@ func TestConvertVerifiesTestdataSuites(t *testing.T) {
 		// foreach context entries read for each element (an apiCall of
 		// the suite's cluster resources, an imageRegistry read the suite
 		// mocks), a multi-select hash, a pattern value that is the
-		// requester's service account (from the suite's user info).
-		{"foreach-context", "3 ValidatingPolicy"},
+		// requester's service account (from the suite's user info), the
+		// registries of the images variable.
+		{"foreach-context", "4 ValidatingPolicy"},
 		// podSecurity at both levels, with exclusions by control and by
 		// image, on Pods for the relaxations of the latest version.
 		{"podsecurity", "verdicts equal: 4 of 4"},

@@ -167,6 +167,8 @@ func (s *jmesScope) node(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 		return s.multiSelect(n, cur)
 	case gojmespath.ASTMultiSelectHash:
 		return s.multiSelectHash(n, cur)
+	case gojmespath.ASTValueProjection:
+		return s.imageRegistries(n, cur)
 	case gojmespath.ASTFunctionExpression:
 		return s.function(n, cur)
 	case gojmespath.ASTPipe:
@@ -518,6 +520,31 @@ func (s *jmesScope) multiSelect(n gojmespath.ASTNode, cur *jmesValue) (jmesValue
 		parts = append(parts, call(v.e, "orValue", atom("[]")).s)
 	}
 	return jmesValue{e: expr{strings.Join(parts, " + "), precAdd}, list: true}, nil
+}
+
+// imageRegistries converts images.<list>.*.registry, the registries of a
+// Pod's container images as Kyverno's images variable parses them: the
+// first path element when it holds a "." or a ":" or is localhost, else
+// docker.io (CEL's image().registry() says index.docker.io). Kyverno
+// leaves out an image that does not parse; the CEL reads it too.
+func (s *jmesScope) imageRegistries(n gojmespath.ASTNode, cur *jmesValue) (jmesValue, error) {
+	left, lok := fieldChain(n.Children[0])
+	right, rok := fieldChain(n.Children[1])
+	if cur != nil || !lok || !rok || len(left) != 2 || left[0] != "images" || len(right) != 1 || right[0] != "registry" {
+		return jmesValue{}, cannot("value projection other than images.<containers>.*.registry")
+	}
+	list, _ := left[1].(string)
+	var containers expr
+	switch list {
+	case "containers":
+		containers = atom("object.spec.containers")
+	case "initContainers", "ephemeralContainers":
+		containers = call(atom("object.spec.?"+list), "orValue", atom("[]"))
+	default:
+		return jmesValue{}, cannot("images.%s", list)
+	}
+	registry := atom("cel.bind(first, container.image.split('/')[0], container.image.contains('/') && (first.contains('.') || first.contains(':') || first == 'localhost') ? first : 'docker.io')")
+	return jmesValue{e: macro(containers, "map", "container", registry), list: true, elemStr: true}, nil
 }
 
 // multiSelectHash converts {a: x, b: y} to a CEL map. JMESPath sets a
