@@ -193,15 +193,19 @@ var _ = Describe("Security: egress", Label("security"), func() {
 		var (
 			attacker client.Client
 			servers  egressServers
+			// registry is where the tenant pushes its signed images.
+			registry *imagetest.Registry
 		)
 		BeforeAll(func(ctx SpecContext) {
 			skipUnlessClusterReachesCharter()
 			createNamespaces(ctx, egressCharterNamespace, egressTeam)
 			attacker = namespaceAdmin(ctx, egressAttacker, egressTeam, egressAttackerRules()...)
 			servers = startEgressServers()
-			// Only the front service is let through, by address and port.
+			registry = imagetest.NewRegistry(GinkgoT())
+			// Only the front service and the registry are let through, by
+			// address and port.
 			startCharterWith(ctx, egressCharterNamespace, "admission",
-				"--egress-allow=127.0.0.1:"+servers.port(servers.front))
+				"--egress-allow=127.0.0.1:"+servers.port(servers.front)+","+registry.Host)
 			waitPolicyWebhook(ctx)
 			installPolicy(ctx, &kyvernov1.ClusterPolicy{}, egressLookup)
 			waitPolicyReady(ctx, egressLookupPolicy)
@@ -240,20 +244,32 @@ var _ = Describe("Security: egress", Label("security"), func() {
 			}
 		}, SpecTimeout(2*time.Minute))
 
-		It("keeps a namespaced image policy's Notary verification off loopback services in any spelling", func(ctx SpecContext) {
-			// A loopback service that would answer as a registry; it
-			// counts what reaches it.
+		// notaryProbe creates, as the attacker, its Notary policy
+		// trusting ca, and returns a loopback service that counts the
+		// requests that reach it.
+		notaryProbe := func(ctx SpecContext, ca *imagetest.CA) (*httptest.Server, *atomic.Int32) {
+			GinkgoHelper()
 			var requests atomic.Int32
 			service := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				requests.Add(1)
 				w.WriteHeader(http.StatusNotFound)
 			}))
 			DeferCleanup(service.Close)
-			certs, err := json.Marshal(imagetest.NewCA(GinkgoT(), "tenant CA").RootPEM)
+			certs, err := json.Marshal(ca.RootPEM)
 			Expect(err).NotTo(HaveOccurred())
 			var p policiesv1.NamespacedImageValidatingPolicy
 			Expect(yaml.UnmarshalStrict([]byte(strings.ReplaceAll(egressNotaryPolicy, "CERTS", string(certs))), &p)).To(Succeed())
 			createEventually(ctx, attacker, &p)
+			return service, &requests
+		}
+		notaryPod := func(image string) *corev1.Pod {
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notary-probe", Namespace: egressTeam},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}
+		}
+		const unsigned = "Policy notary-probe failed: image is not signed by the tenant's CA"
+
+		It("keeps a namespaced image policy's Notary verification off loopback services in any spelling", func(ctx SpecContext) {
+			service, requests := notaryProbe(ctx, imagetest.NewCA(GinkgoT(), "tenant CA"))
 
 			// The Notary signatures of an image are read from the registry
 			// its reference names: the attacker's Pods name the service in
@@ -268,13 +284,31 @@ var _ = Describe("Security: egress", Label("security"), func() {
 				"localhost:" + port + "/app" + digest,
 				"0.0.0.0:" + port + "/app" + digest,
 			} {
-				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notary-probe", Namespace: egressTeam},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}
 				// Served once the policy's webhook rules are registered.
-				Eventually(func() string { return denial(ctx, attacker, pod) }).
-					WithTimeout(60*time.Second).WithPolling(500*time.Millisecond).Should(ContainSubstring("Policy notary-probe failed: image is not signed by the tenant's CA"), "image %s", image)
+				Eventually(func() string { return denial(ctx, attacker, notaryPod(image)) }).
+					WithTimeout(60*time.Second).WithPolling(500*time.Millisecond).Should(ContainSubstring(unsigned), "image %s", image)
 			}
 			Expect(requests.Load()).To(BeZero(), "charter called the loopback service as a registry")
+		}, SpecTimeout(3*time.Minute))
+
+		It("keeps a namespaced image policy's Notary revocation checks off the loopback URLs its certificate names", func(ctx SpecContext) {
+			ca := imagetest.NewCA(GinkgoT(), "tenant CA")
+			service, requests := notaryProbe(ctx, ca)
+			By("an unsigned image: denied once the policy is served")
+			bare := registry.Push(GinkgoT(), "tenant/app", "unsigned")
+			Eventually(func() string { return denial(ctx, attacker, notaryPod(bare.DigestRef)) }).
+				WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(ContainSubstring(unsigned))
+
+			By("an image the tenant signed with a certificate naming no revocation URL: admitted")
+			plain := registry.Push(GinkgoT(), "tenant/app", "plain")
+			registry.NotarySign(GinkgoT(), plain.DigestRef, ca.NotarySigner(GinkgoT(), "tenant"))
+			Expect(denial(ctx, attacker, notaryPod(plain.DigestRef))).To(BeEmpty())
+
+			By("one signed with a certificate naming the loopback service as its OCSP responder and CRL: charter never calls it")
+			revocable := registry.Push(GinkgoT(), "tenant/app", "revocable")
+			registry.NotarySign(GinkgoT(), revocable.DigestRef, ca.NotarySignerWithRevocation(GinkgoT(), "tenant", service.URL+"/ocsp", service.URL+"/crl"))
+			Expect(denial(ctx, attacker, notaryPod(revocable.DigestRef))).To(ContainSubstring(unsigned))
+			Expect(requests.Load()).To(BeZero(), "charter fetched the revocation URLs on loopback")
 		}, SpecTimeout(3*time.Minute))
 
 		It("refuses a name that resolves to loopback when it is dialled", func(ctx SpecContext) {

@@ -32,6 +32,21 @@ type NotarySigner struct {
 // signer with the chain leaf, CA.
 func (ca *CA) NotarySigner(t T, cn string) *NotarySigner {
 	t.Helper()
+	return ca.notarySigner(t, cn, nil)
+}
+
+// NotarySignerWithRevocation is NotarySigner whose certificate names
+// ocsp as its OCSP responder and crl as its CRL distribution point, the
+// URLs a verifier fetches to check it is not revoked.
+func (ca *CA) NotarySignerWithRevocation(t T, cn, ocsp, crl string) *NotarySigner {
+	t.Helper()
+	return ca.notarySigner(t, cn, func(c *x509.Certificate) {
+		c.OCSPServer, c.CRLDistributionPoints = []string{ocsp}, []string{crl}
+	})
+}
+
+func (ca *CA) notarySigner(t T, cn string, mutate func(*x509.Certificate)) *NotarySigner {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +55,9 @@ func (ca *CA) NotarySigner(t T, cn string) *NotarySigner {
 		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn, Organization: []string{"charter test"}},
 		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning},
+	}
+	if mutate != nil {
+		mutate(tmpl)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
