@@ -156,6 +156,7 @@ var atomicFields = map[string]bool{
 	"matchLabels": true, "matchExpressions": true, "preferredDuringSchedulingIgnoredDuringExecution": true,
 	"requiredDuringSchedulingIgnoredDuringExecution": true, "tolerations": true, "nameservers": true,
 	"searches": true, "args": true, "command": true, "finalizers": true, "topologySpreadConstraints": true,
+	"imagePullSecrets": true,
 }
 
 // object renders a map overlay applied to the object at v as a typed
