@@ -55,16 +55,7 @@ var _ = Describe("Reports in PostgreSQL", Label("reports-server"), Ordered, func
 	)
 
 	BeforeAll(func(ctx SpecContext) {
-		skipUnlessClusterReachesCharter()
-		if suite.provider.Name() != cluster.LocalProvider {
-			Skip("the reports server runs on this machine, which only the local control plane's API server reaches as localhost")
-		}
-		if _, err := localpg.BinDir(); errors.Is(err, localpg.ErrNotInstalled) {
-			if os.Getenv(localpg.RequireEnv) != "" {
-				Fail(fmt.Sprintf("%v (%s is set)", err, localpg.RequireEnv))
-			}
-			Skip(fmt.Sprintf("%v; set %s to make this a failure", err, localpg.RequireEnv))
-		}
+		skipUnlessReportsServerRuns()
 		local = serveReportsFromPostgres(ctx)
 		// Deleted before the reports server stops: its reports go with it.
 		DeferCleanup(func(ctx SpecContext) { deleteNamespaces(ctx, reportsServerTourNS) }, NodeTimeout(3*time.Minute))
@@ -188,9 +179,25 @@ var _ = Describe("Reports in PostgreSQL", Label("reports-server"), Ordered, func
 })
 
 // serveReportsFromPostgres takes the report CRDs out of the suite's
-// cluster and serves the report APIs from PostgreSQL instead, until the
-// spec tree ends; then it puts the CRDs back.
+// cluster and serves the report APIs from PostgreSQL instead
+// (reportsserver.StartLocal), until the spec tree ends.
 func serveReportsFromPostgres(ctx context.Context) *reportsserver.Local {
+	GinkgoHelper()
+	gvs := takeReportCRDsOut(ctx)
+	By("serving the report APIs from PostgreSQL")
+	local, err := reportsserver.StartLocal(ctx, suite.config, suite.provider.KubeconfigPath())
+	DeferCleanup(func(ctx SpecContext) {
+		deleteReportAPIServices(ctx, gvs)
+		Expect(local.Shutdown()).To(Succeed())
+	}, NodeTimeout(2*time.Minute))
+	Expect(err).NotTo(HaveOccurred())
+	return local
+}
+
+// takeReportCRDsOut deletes the report CRDs from the suite's cluster and
+// waits until kube-apiserver no longer serves their group versions, which
+// it returns; the spec tree's end puts them back.
+func takeReportCRDsOut(ctx context.Context) []schema.GroupVersion {
 	GinkgoHelper()
 	crds, err := controlplane.ReadCRDs(suite.crdDir)
 	Expect(err).NotTo(HaveOccurred())
@@ -218,17 +225,33 @@ func serveReportsFromPostgres(ctx context.Context) *reportsserver.Local {
 			return apierrors.IsNotFound(err)
 		}).WithTimeout(2*time.Minute).WithPolling(250*time.Millisecond).Should(BeTrue(), "APIService %s of the deleted CRDs", name)
 	}
+	return gvs
+}
 
-	By("serving the report APIs from PostgreSQL")
-	local, err := reportsserver.StartLocal(ctx, suite.config, suite.provider.KubeconfigPath())
-	DeferCleanup(func(ctx SpecContext) {
-		for _, gv := range gvs {
-			Expect(client.IgnoreNotFound(suite.dynamic.Resource(apiServicesResource).Delete(ctx, gv.Version+"."+gv.Group, metav1.DeleteOptions{}))).To(Succeed())
+// deleteReportAPIServices deletes the reports server's APIServices, so
+// that kube-apiserver stops routing to it before it stops.
+func deleteReportAPIServices(ctx context.Context, gvs []schema.GroupVersion) {
+	GinkgoHelper()
+	for _, gv := range gvs {
+		Expect(client.IgnoreNotFound(suite.dynamic.Resource(apiServicesResource).Delete(ctx, gv.Version+"."+gv.Group, metav1.DeleteOptions{}))).To(Succeed())
+	}
+}
+
+// skipUnlessReportsServerRuns skips a spec tree where the reports server
+// cannot run beside the cluster: it needs the local control plane, whose
+// API server reaches this machine as localhost, and PostgreSQL (a failure
+// instead when CHARTER_REQUIRE_POSTGRES is set).
+func skipUnlessReportsServerRuns() {
+	skipUnlessClusterReachesCharter()
+	if suite.provider.Name() != cluster.LocalProvider {
+		Skip("the reports server runs on this machine, which only the local control plane's API server reaches as localhost")
+	}
+	if _, err := localpg.BinDir(); errors.Is(err, localpg.ErrNotInstalled) {
+		if os.Getenv(localpg.RequireEnv) != "" {
+			Fail(fmt.Sprintf("%v (%s is set)", err, localpg.RequireEnv))
 		}
-		Expect(local.Shutdown()).To(Succeed())
-	}, NodeTimeout(2*time.Minute))
-	Expect(err).NotTo(HaveOccurred())
-	return local
+		Skip(fmt.Sprintf("%v; set %s to make this a failure", err, localpg.RequireEnv))
+	}
 }
 
 // applyEnvironment creates the objects of one of this checkout's
