@@ -23,6 +23,8 @@ import (
 // version, or one of its subresources.
 type ServedKind struct {
 	Group, Version, Kind string
+	// Resource is the kind's resource (plural) name: "deployments".
+	Resource string
 	// Subresource is "" for the resource itself ("status", "scale",
 	// "exec" for its subresources).
 	Subresource string
@@ -40,8 +42,17 @@ type Cluster interface {
 	Resolve(sel match.KindSelector) ([]ServedKind, error)
 }
 
+// WriterCluster is a Cluster that also knows who carries out
+// ClusterPolicies' generate and mutate-existing rules (nil: nobody is
+// asked).
+type WriterCluster interface {
+	Cluster
+	BackgroundWriter() *Writer
+}
+
 // InCluster checks obj as Object does, then what only the cluster can
-// tell: KindFaults for a ClusterPolicy or Policy, CleanupKindFaults for a
+// tell: KindFaults for a ClusterPolicy or Policy, and for a ClusterPolicy
+// WriteFaults when the cluster is a WriterCluster; CleanupKindFaults for a
 // CleanupPolicy. A nil cluster checks nothing more. A cluster that cannot
 // answer is an error: a policy is not admitted unchecked.
 func InCluster(obj runtime.Object, cluster Cluster) (Result, error) {
@@ -53,6 +64,9 @@ func InCluster(obj runtime.Object, cluster Cluster) (Result, error) {
 	switch o := obj.(type) {
 	case *kyvernov1.ClusterPolicy:
 		faults, err = KindFaults(o, cluster)
+		if wc, ok := cluster.(WriterCluster); ok && err == nil && len(faults) == 0 && wc.BackgroundWriter() != nil {
+			faults, err = WriteFaults(o, cluster, wc.BackgroundWriter())
+		}
 	case *kyvernov1.Policy:
 		faults, err = KindFaults(o, cluster)
 	case *kyvernov2.CleanupPolicy:
@@ -223,6 +237,8 @@ func Matches(sel match.KindSelector, k ServedKind) bool {
 type DiscoveryCluster struct {
 	client discovery.DiscoveryInterface
 
+	writer *Writer
+
 	mu    sync.Mutex
 	kinds []ServedKind
 	known bool
@@ -232,6 +248,17 @@ type DiscoveryCluster struct {
 func NewDiscoveryCluster(client discovery.DiscoveryInterface) *DiscoveryCluster {
 	return &DiscoveryCluster{client: client}
 }
+
+// WithBackgroundWriter makes d a WriterCluster: InCluster asks whether w
+// may write what a ClusterPolicy's generate and mutate-existing rules
+// name (WriteFaults).
+func (d *DiscoveryCluster) WithBackgroundWriter(w *Writer) *DiscoveryCluster {
+	d.writer = w
+	return d
+}
+
+// BackgroundWriter implements WriterCluster.
+func (d *DiscoveryCluster) BackgroundWriter() *Writer { return d.writer }
 
 // Resolve implements Cluster.
 func (d *DiscoveryCluster) Resolve(sel match.KindSelector) ([]ServedKind, error) {
@@ -276,7 +303,7 @@ func (d *DiscoveryCluster) discover() ([]ServedKind, error) {
 		for _, r := range list.APIResources {
 			parent, sub, _ := strings.Cut(r.Name, "/")
 			if kind := parents[parent]; kind != "" {
-				kinds = append(kinds, ServedKind{Group: gv.Group, Version: gv.Version, Kind: kind, Subresource: sub, Namespaced: r.Namespaced})
+				kinds = append(kinds, ServedKind{Group: gv.Group, Version: gv.Version, Kind: kind, Resource: parent, Subresource: sub, Namespaced: r.Namespaced})
 			}
 		}
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycache"
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/egress"
 	"github.com/charter-dev/charter/internal/version"
@@ -584,6 +585,10 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		if err != nil {
 			return nil, nil, err
 		}
+		writer, err := backgroundWriter(cfg, o)
+		if err != nil {
+			return nil, nil, err
+		}
 		c, err := admission.Setup(mgr, admission.Options{
 			Addr: o.webhookAddr, URL: o.webhookURL, Namespace: o.namespace, ExcludedNamespaces: o.webhookExcluded,
 			Service: o.service, ServicePort: o.servicePort, Null: o.nullWebhook,
@@ -593,6 +598,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			Background:       o.background.updateRequestConfig(context.Background(), cfg, o, log),
 			DenyDowngrade:    o.promotionDowngrade == promotion.DowngradeDeny,
 			ReportingAccess:  access,
+			BackgroundWriter: writer,
 			ReportsAPI:       primaryReportsAPI(o.reports.APIs),
 			ReportsManagedBy: o.reports.ManagedBy,
 		})
@@ -734,6 +740,28 @@ func reportingAccess(cfg *rest.Config, o serveOptions) (status.ReportingAccess, 
 	return status.SubjectAccess{Client: cs,
 		User:   serviceaccount.MakeUsername(ns, name),
 		Groups: append(serviceaccount.MakeGroupNames(ns), user.AllAuthenticated)}, nil
+}
+
+// backgroundWriter is who policy admission asks about when it checks
+// what a ClusterPolicy's generate and mutate-existing rules write: this
+// process's own identity when the background controller runs here too,
+// else a SubjectAccessReview for --background-service-account (groups as
+// the API server gives a ServiceAccount's token).
+func backgroundWriter(cfg *rest.Config, o serveOptions) (*policycheck.Writer, error) {
+	cs, err := authorizationclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("authorization client: %w", err)
+	}
+	if slices.Contains(o.controllers, controllerBackground) {
+		return &policycheck.Writer{User: "charter's background controller (this process)", Access: status.SelfAccess{Client: cs}}, nil
+	}
+	ns, name := o.namespace, o.background.serviceAccount
+	if name == "" {
+		return nil, nil
+	}
+	username := serviceaccount.MakeUsername(ns, name)
+	return &policycheck.Writer{User: username, Access: status.SubjectAccess{Client: cs, User: username,
+		Groups: append(serviceaccount.MakeGroupNames(ns), user.AllAuthenticated)}}, nil
 }
 
 // primaryReportsAPI is the report API charter reads its reports back

@@ -44,7 +44,8 @@ func (b *backgroundOptions) check() error {
 func (b *backgroundOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&b.serviceAccount, "background-service-account", "charter-background",
 		"ServiceAccount (in --namespace) the background controller runs as: admission ignores its writes for rules with skipBackgroundRequests (the default), so a generated or mutated object never triggers its own rule again. "+
-			"When the controller runs in the admission process, that process's own writes with field manager charter-background are ignored too, whatever its identity")
+			"When the controller runs in the admission process, that process's own writes with field manager charter-background are ignored too, whatever its identity. "+
+			"When it runs in another process, policy admission asks with SubjectAccessReviews whether this ServiceAccount may write what a ClusterPolicy's generate and mutate-existing rules name, and refuses the policy otherwise, as Kyverno does")
 	f.DurationVar(&b.resyncInterval, "background-resync-interval", background.DefaultResync,
 		"how often the background controller goes over every generate and mutate-existing policy without a new trigger: drifted synchronized objects are restored, generateExisting and mutateExistingOnPolicyUpdate rules run again, triggers of synchronized rules that admission missed are covered, Failed UpdateRequests get one more attempt")
 	f.IntVar(&b.threshold, "update-request-threshold", updaterequest.DefaultThreshold,

@@ -62,6 +62,7 @@ type fixtureConfig struct {
 	namespaces []string
 	objects    []client.Object
 	tweaks     []func(*Options)
+	adminTweak []func(*rest.Config, *Options)
 	state      []func(*rest.Config) clusterstate.Option
 }
 
@@ -81,6 +82,13 @@ func withObjects(objs ...client.Object) fixtureOption {
 // withOptions changes the admission Options passed to Setup.
 func withOptions(tweak func(*Options)) fixtureOption {
 	return func(c *fixtureConfig) { c.tweaks = append(c.tweaks, tweak) }
+}
+
+// withAdminOptions changes the admission Options passed to Setup, given
+// the control plane's administrator config (for clients the options
+// hold).
+func withAdminOptions(tweak func(admin *rest.Config, o *Options)) fixtureOption {
+	return func(c *fixtureConfig) { c.adminTweak = append(c.adminTweak, tweak) }
 }
 
 // withStateOption builds charter's clusterstate with the option opt
@@ -175,6 +183,9 @@ func startAdmission(t *testing.T, opts ...fixtureOption) *fixture {
 	}
 	for _, tweak := range cfg.tweaks {
 		tweak(&f.options)
+	}
+	for _, tweak := range cfg.adminTweak {
+		tweak(f.cp.RESTConfig(), &f.options)
 	}
 	if _, err := Setup(mgr, f.options); err != nil {
 		t.Fatal(err)

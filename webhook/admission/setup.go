@@ -81,6 +81,11 @@ type Options struct {
 	// policy status controller writes Kyverno's RBACPermissionsGranted
 	// from it (status.WithReportingAccess). Nil: it does not.
 	ReportingAccess status.ReportingAccess
+	// BackgroundWriter is who carries out ClusterPolicies' generate and
+	// mutate-existing rules: /policyvalidate refuses a ClusterPolicy
+	// naming a kind it may not write, as Kyverno asks about its background
+	// controller (policycheck.WriteFaults). Nil: it is not asked.
+	BackgroundWriter *policycheck.Writer
 	// CertPropagationDelay and CertTrimGrace time certificate rotation
 	// (certs.Renewer's PropagationDelay and TrimGrace); zero means
 	// certs.DefaultPropagationDelay and certs.DefaultTrimGrace.
@@ -251,6 +256,10 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	if c.UpdateRequests, err = newUpdateRequests(mgr, o); err != nil {
 		return nil, err
 	}
+	// /policyvalidate asks what Kyverno's policy validation asks the
+	// cluster: the kinds it serves, and whether the background controller
+	// may write what ClusterPolicies generate and mutate.
+	policyCluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(o.BackgroundWriter)
 	handler := server.NewHandler(server.Options{
 		Background: c.UpdateRequests,
 		Policies:   c.Cache,
@@ -269,7 +278,7 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		HTTPInNamespacedPolicies: o.State.HTTPLimits.AllowNamespacedPolicies,
 		// /policyvalidate asks discovery for the kinds rules name, as
 		// Kyverno's policy validation does.
-		Cluster:         policycheck.NewDiscoveryCluster(dc),
+		Cluster:         policyCluster,
 		Events:          eventSink,
 		MaxRequestBytes: o.MaxRequestBytes,
 		MaxInFlight:     o.MaxInFlight,

@@ -41,6 +41,7 @@ func revisionCRDKinds(objs []build.Object) []policycheck.ServedKind {
 		}
 		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
 		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+		plural, _, _ := unstructured.NestedString(o.Object, "spec", "names", "plural")
 		scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
 		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
 		for _, v := range versions {
@@ -49,7 +50,7 @@ func revisionCRDKinds(objs []build.Object) []policycheck.ServedKind {
 			if served, _ := version["served"].(bool); !served || name == "" {
 				continue
 			}
-			k := policycheck.ServedKind{Group: group, Version: name, Kind: kind, Namespaced: scope != "Cluster"}
+			k := policycheck.ServedKind{Group: group, Version: name, Kind: kind, Resource: plural, Namespaced: scope != "Cluster"}
 			out = append(out, k)
 			subresources, _ := version["subresources"].(map[string]any)
 			for _, sub := range []string{"status", "scale"} {

@@ -1,0 +1,201 @@
+package policycheck
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/variables"
+)
+
+// Access answers whether an identity may do what attrs say: a
+// SubjectAccessReview for another identity, a SelfSubjectAccessReview for
+// this process's own (webhook/status SubjectAccess and SelfAccess are
+// both one); reason is the authorizer's, often empty.
+type Access interface {
+	Allowed(ctx context.Context, attrs authorizationv1.ResourceAttributes) (allowed bool, reason string, err error)
+}
+
+// Writer is the identity that carries out a ClusterPolicy's generate and
+// mutate-existing rules: charter's background controller.
+type Writer struct {
+	// User names it in a refusal, as Kyverno names its background
+	// controller's ServiceAccount
+	// ("system:serviceaccount:charter:charter-background").
+	User   string
+	Access Access
+}
+
+// writerCheckTimeout bounds the SubjectAccessReviews of one policy.
+const writerCheckTimeout = 10 * time.Second
+
+// WriteFaults are the faults of a ClusterPolicy whose generate or
+// mutate-existing rules name a kind its background controller may not
+// write, as Kyverno's policy validation finds them (pkg/policy/generate
+// and pkg/policy/mutate validateAuth, a SubjectAccessReview per verb):
+//   - a generate rule needs get and create on its kind (each cloneList
+//     kind) in its namespace, and update and delete too with synchronize:
+//     refused at the rule's generate (or cloneList kind) field with
+//     "<user> requires permissions get,create for resource v1/ConfigMap in
+//     namespace team";
+//   - a mutate-existing target needs get and update: refused at the
+//     target with "auth check fails, additional privileges are required
+//     for the service account '<user>': ...".
+//
+// A kind, apiVersion, namespace or name with variables is asked without
+// it (a kind with variables is not asked at all, as Kyverno skips it); so
+// is a kind the cluster does not serve, which the background controller
+// reports when the rule runs. Namespaced Policies are not asked: their
+// writes are made as their namespace's charter-policy ServiceAccount,
+// whose rights the background controller checks at run time
+// (docs/policy-validation.md).
+func WriteFaults(p *kyvernov1.ClusterPolicy, cluster Cluster, w *Writer) (engine.CompileErrors, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), writerCheckTimeout)
+	defer cancel()
+	var faults engine.CompileErrors
+	add := func(field, fault string) {
+		faults = append(faults, &engine.CompileError{Kind: kyvernov1.ClusterPolicyKind, Name: p.GetName(), Field: field, Fault: fault})
+	}
+	for i, rule := range p.Spec.Rules {
+		path := fmt.Sprintf("spec.rules[%d]", i)
+		if g := rule.Generation; g != nil {
+			verbs := []string{"get", "create"}
+			if g.Synchronize {
+				verbs = append(verbs, "update", "delete")
+			}
+			patterns := []struct {
+				path string
+				p    kyvernov1.GeneratePattern
+			}{{path + ".generate", g.GeneratePattern}}
+			for j, fe := range g.ForEachGeneration {
+				patterns = append(patterns, struct {
+					path string
+					p    kyvernov1.GeneratePattern
+				}{fmt.Sprintf("%s.generate.foreach[%d]", path, j), fe.GeneratePattern})
+			}
+			for _, gp := range patterns {
+				if len(gp.p.CloneList.Kinds) == 0 {
+					msg, err := w.missing(ctx, cluster, verbs, gp.p.APIVersion, gp.p.Kind, gp.p.Namespace, gp.p.Name)
+					if err != nil {
+						return nil, err
+					}
+					if msg != "" {
+						add(gp.path, msg)
+					}
+					continue
+				}
+				for k, kind := range gp.p.CloneList.Kinds {
+					apiVersion, kind := splitCloneKind(kind)
+					msg, err := w.missing(ctx, cluster, verbs, apiVersion, kind, gp.p.Namespace, "")
+					if err != nil {
+						return nil, err
+					}
+					if msg != "" {
+						add(fmt.Sprintf("%s.cloneList.kinds[%d]", gp.path, k), msg)
+					}
+				}
+			}
+		}
+		if m := rule.Mutation; m != nil {
+			for j, t := range m.Targets {
+				msg, err := w.missing(ctx, cluster, []string{"get", "update"}, t.APIVersion, t.Kind, t.Namespace, t.Name)
+				if err != nil {
+					return nil, err
+				}
+				if msg != "" {
+					add(fmt.Sprintf("%s.mutate.targets[%d]", path, j),
+						fmt.Sprintf("auth check fails, additional privileges are required for the service account '%s': %s", w.User, msg))
+				}
+			}
+		}
+	}
+	return faults, nil
+}
+
+// splitCloneKind splits a cloneList kind ("v1/Secret",
+// "networking.k8s.io/v1/NetworkPolicy", "ConfigMap") into its apiVersion
+// and kind.
+func splitCloneKind(s string) (apiVersion, kind string) {
+	if i := strings.LastIndex(s, "/"); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	return "", s
+}
+
+// missing asks whether the writer may do each verb on the kind, in
+// namespace, on name, and returns Kyverno's message naming the verbs it
+// may not ("" when it may do them all, or when the kind cannot be asked
+// about).
+func (w *Writer) missing(ctx context.Context, cluster Cluster, verbs []string, apiVersion, kind, namespace, name string) (string, error) {
+	if kind == "" || variables.IsVariable(kind) || variables.IsVariable(apiVersion) {
+		return "", nil
+	}
+	sel := match.ParseKind(kind)
+	var gv *schema.GroupVersion
+	if apiVersion != "" {
+		parsed, err := schema.ParseGroupVersion(apiVersion)
+		if err != nil {
+			return "", nil // the compile check names a bad apiVersion
+		}
+		gv = &parsed
+	}
+	found, err := cluster.Resolve(sel)
+	if err != nil {
+		return "", err
+	}
+	var res ServedKind
+	for _, k := range found {
+		// A selector's empty group matches any group; the core group is
+		// "" here.
+		if k.Resource != "" && (gv == nil || k.Group == gv.Group && k.Version == gv.Version) {
+			res = k
+			break
+		}
+	}
+	if res.Resource == "" {
+		return "", nil
+	}
+	if variables.IsVariable(namespace) || !res.Namespaced {
+		namespace = ""
+	}
+	if variables.IsVariable(name) {
+		name = ""
+	}
+	var failed []string
+	for _, verb := range verbs {
+		ok, _, err := w.Access.Allowed(ctx, authorizationv1.ResourceAttributes{
+			Verb: verb, Group: res.Group, Version: res.Version, Resource: res.Resource, Subresource: sel.SubResource,
+			Namespace: namespace, Name: name})
+		if err != nil {
+			return "", fmt.Errorf("asking whether %s may %s %s: %w", w.User, verb, res.Resource, err)
+		}
+		if !ok {
+			failed = append(failed, verb)
+		}
+	}
+	if len(failed) == 0 {
+		return "", nil
+	}
+	gvk := res.Kind
+	if res.Version != "" {
+		gvk = res.Version + "/" + gvk
+	}
+	if res.Group != "" {
+		gvk = res.Group + "/" + gvk
+	}
+	if sel.SubResource != "" {
+		gvk += "/" + sel.SubResource
+	}
+	msg := fmt.Sprintf("%s requires permissions %s for resource %s", w.User, strings.Join(failed, ","), gvk)
+	if namespace != "" {
+		msg += " in namespace " + namespace
+	}
+	return msg, nil
+}
