@@ -544,6 +544,14 @@ func (s *Store) Status(name string) (Status, bool) {
 	return e.status(), true
 }
 
+// EntryReady reports whether the entry exists and its reads get data
+// (policycheck.GlobalContextEntries: policy admission warns of a rule
+// reading an entry that is not, as Kyverno does).
+func (s *Store) EntryReady(name string) bool {
+	st, ok := s.Status(name)
+	return ok && st.Ready
+}
+
 // projection is a compiled spec.projections entry.
 type projection struct {
 	name  string

@@ -81,6 +81,11 @@ func InCluster(obj runtime.Object, cluster Cluster) (Result, error) {
 	if len(faults) > 0 {
 		return Result{}, faults
 	}
+	if gc, ok := cluster.(GlobalContextCluster); ok && gc.GlobalContextEntries() != nil {
+		if p, ok := obj.(kyvernov1.PolicyInterface); ok {
+			res.Warnings = append(res.Warnings, GlobalContextWarnings(p, gc.GlobalContextEntries())...)
+		}
+	}
 	return res, nil
 }
 
@@ -237,7 +242,8 @@ func Matches(sel match.KindSelector, k ServedKind) bool {
 type DiscoveryCluster struct {
 	client discovery.DiscoveryInterface
 
-	writer *Writer
+	writer  *Writer
+	entries GlobalContextEntries
 
 	mu    sync.Mutex
 	kinds []ServedKind
@@ -259,6 +265,17 @@ func (d *DiscoveryCluster) WithBackgroundWriter(w *Writer) *DiscoveryCluster {
 
 // BackgroundWriter implements WriterCluster.
 func (d *DiscoveryCluster) BackgroundWriter() *Writer { return d.writer }
+
+// WithGlobalContext makes d a GlobalContextCluster: InCluster warns of
+// the GlobalContextEntries a ClusterPolicy's or Policy's rules read that
+// entries does not hold Ready (GlobalContextWarnings).
+func (d *DiscoveryCluster) WithGlobalContext(entries GlobalContextEntries) *DiscoveryCluster {
+	d.entries = entries
+	return d
+}
+
+// GlobalContextEntries implements GlobalContextCluster.
+func (d *DiscoveryCluster) GlobalContextEntries() GlobalContextEntries { return d.entries }
 
 // Resolve implements Cluster.
 func (d *DiscoveryCluster) Resolve(sel match.KindSelector) ([]ServedKind, error) {

@@ -257,9 +257,13 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		return nil, err
 	}
 	// /policyvalidate asks what Kyverno's policy validation asks the
-	// cluster: the kinds it serves, and whether the background controller
-	// may write what ClusterPolicies generate and mutate.
+	// cluster: the kinds it serves, whether the background controller may
+	// write what ClusterPolicies generate and mutate, and which
+	// GlobalContextEntries are Ready (a warning).
 	policyCluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(o.BackgroundWriter)
+	if o.State.GlobalContext != nil {
+		policyCluster.WithGlobalContext(o.State.GlobalContext)
+	}
 	handler := server.NewHandler(server.Options{
 		Background: c.UpdateRequests,
 		Policies:   c.Cache,
