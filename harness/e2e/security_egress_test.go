@@ -170,6 +170,42 @@ spec:
     message: image is not signed by the tenant's CA
 `
 
+// egressRekorPolicy is the attacker's NamespacedImageValidatingPolicy
+// whose cosign attestor trusts its key (KEY, a JSON string) and names the
+// Rekor log at REKOR, with that log's key, so that charter asks REKOR for
+// the log entries of a signature.
+const egressRekorPolicy = `
+apiVersion: policies.kyverno.io/v1
+kind: NamespacedImageValidatingPolicy
+metadata: {name: rekor-probe, namespace: e2e-sec-egress-team}
+spec:
+  validationActions: [Deny]
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  matchImageReferences: [{glob: "*"}]
+  attestors:
+  - name: cosign
+    cosign:
+      key: {data: KEY}
+      ctlog: {url: "REKOR", rekorPubKey: KEY}
+  validations:
+  - expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.cosign]) > 0)"
+    message: image is not signed by the tenant's key
+`
+
+// countingService is a loopback service that answers 404 to everything
+// and counts the requests that reach it.
+func countingService() (*httptest.Server, *atomic.Int32) {
+	GinkgoHelper()
+	var requests atomic.Int32
+	service := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	DeferCleanup(service.Close)
+	return service, &requests
+}
+
 // egressProbe is a ConfigMap of the attacker's namespace that the
 // platform's lookup policy evaluates, asking endpoint.
 func egressProbe(name, endpoint string) *corev1.ConfigMap {
@@ -249,18 +285,13 @@ var _ = Describe("Security: egress", Label("security"), func() {
 		// requests that reach it.
 		notaryProbe := func(ctx SpecContext, ca *imagetest.CA) (*httptest.Server, *atomic.Int32) {
 			GinkgoHelper()
-			var requests atomic.Int32
-			service := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				requests.Add(1)
-				w.WriteHeader(http.StatusNotFound)
-			}))
-			DeferCleanup(service.Close)
+			service, requests := countingService()
 			certs, err := json.Marshal(ca.RootPEM)
 			Expect(err).NotTo(HaveOccurred())
 			var p policiesv1.NamespacedImageValidatingPolicy
 			Expect(yaml.UnmarshalStrict([]byte(strings.ReplaceAll(egressNotaryPolicy, "CERTS", string(certs))), &p)).To(Succeed())
 			createEventually(ctx, attacker, &p)
-			return service, &requests
+			return service, requests
 		}
 		notaryPod := func(image string) *corev1.Pod {
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notary-probe", Namespace: egressTeam},
@@ -309,6 +340,30 @@ var _ = Describe("Security: egress", Label("security"), func() {
 			registry.NotarySign(GinkgoT(), revocable.DigestRef, ca.NotarySignerWithRevocation(GinkgoT(), "tenant", service.URL+"/ocsp", service.URL+"/crl"))
 			Expect(denial(ctx, attacker, notaryPod(revocable.DigestRef))).To(ContainSubstring(unsigned))
 			Expect(requests.Load()).To(BeZero(), "charter fetched the revocation URLs on loopback")
+		}, SpecTimeout(3*time.Minute))
+
+		It("keeps a namespaced image policy's Rekor lookups off the loopback URL its attestor names", func(ctx SpecContext) {
+			service, requests := countingService()
+			key := imagetest.NewKey(GinkgoT())
+			pem, err := json.Marshal(key.PublicPEM)
+			Expect(err).NotTo(HaveOccurred())
+			var p policiesv1.NamespacedImageValidatingPolicy
+			Expect(yaml.UnmarshalStrict([]byte(strings.NewReplacer("KEY", string(pem), "REKOR", service.URL).Replace(egressRekorPolicy)), &p)).To(Succeed())
+			createEventually(ctx, attacker, &p)
+			const unsignedByKey = "Policy rekor-probe failed: image is not signed by the tenant's key"
+
+			By("an unsigned image: denied once the policy is served")
+			bare := registry.Push(GinkgoT(), "tenant/logged", "unsigned")
+			Eventually(func() string { return denial(ctx, attacker, notaryPod(bare.DigestRef)) }).
+				WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(ContainSubstring(unsignedByKey))
+
+			By("an image the tenant signed, without a Rekor bundle: its log entry would be looked up at the policy's Rekor URL, which charter never calls")
+			signed := registry.Push(GinkgoT(), "tenant/logged", "signed")
+			registry.Sign(GinkgoT(), signed, key.Signer, imagetest.SignOptions{})
+			msg := denial(ctx, attacker, notaryPod(signed.DigestRef))
+			Expect(msg).To(ContainSubstring("Policy rekor-probe failed"))
+			Expect(msg).To(ContainSubstring(service.URL + "/api/v1/log/entries/retrieve\": address 127.0.0.1 is blocked"))
+			Expect(requests.Load()).To(BeZero(), "charter called the Rekor URL on loopback")
 		}, SpecTimeout(3*time.Minute))
 
 		It("refuses a name that resolves to loopback when it is dialled", func(ctx SpecContext) {
