@@ -399,16 +399,22 @@ func startCharterAs(ctx context.Context, namespace, controllers, kubeconfig stri
 	return stop
 }
 
-// stopCharter stops charter serve and removes its webhook configurations.
-func stopCharter(ctx context.Context, cmd *exec.Cmd, exited <-chan error, namespace string) {
-	GinkgoHelper()
+// terminate stops a process this suite started (exited receives its
+// Wait): SIGTERM, then SIGKILL after grace.
+func terminate(cmd *exec.Cmd, exited <-chan error, grace time.Duration) {
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
-	case <-time.After(45 * time.Second):
+	case <-time.After(grace):
 		_ = cmd.Process.Kill()
 		<-exited
 	}
+}
+
+// stopCharter stops charter serve and removes its webhook configurations.
+func stopCharter(ctx context.Context, cmd *exec.Cmd, exited <-chan error, namespace string) {
+	GinkgoHelper()
+	terminate(cmd, exited, 45*time.Second)
 	cleanup := exec.CommandContext(ctx, suite.charter, "serve", "--cleanup-webhooks",
 		"--kubeconfig="+suite.provider.KubeconfigPath(), "--namespace="+namespace)
 	out, err := cleanup.CombinedOutput()

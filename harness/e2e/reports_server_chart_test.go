@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -99,15 +98,7 @@ var _ = Describe("Reports in PostgreSQL, as the Helm chart serves them", Label("
 		Expect(cmd.Start()).To(Succeed())
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		DeferCleanup(func(ctx SpecContext) {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-		}, NodeTimeout(time.Minute))
+		DeferCleanup(func(SpecContext) { terminate(cmd, exited, 30*time.Second) }, NodeTimeout(time.Minute))
 
 		By("routing the report APIs to it by the chart's APIServices")
 		service := &corev1.Service{
