@@ -93,6 +93,10 @@ func TestConvertVerifiesTestdataSuites(t *testing.T) {
 		// requester's service account (from the suite's user info), the
 		// registries of the images variable.
 		{"foreach-context", "4 ValidatingPolicy"},
+		// mutate existing: the trigger's verdict and each target's patched
+		// object, the targets given as cluster resources (which the
+		// MutatingPolicy's resource.List reads, as the original does).
+		{"mutate-existing", "MutatingPolicy"},
 		// podSecurity at both levels, with exclusions by control and by
 		// image, on Pods for the relaxations of the latest version.
 		{"podsecurity", "verdicts equal: 4 of 4"},
