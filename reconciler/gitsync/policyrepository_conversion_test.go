@@ -9,9 +9,9 @@ import (
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 )
 
-// podSecurityPolicy holds a podSecurity rule, which the CEL kinds cannot
-// express.
-func podSecurityPolicy(name string) string {
+// clusterRolesPolicy excludes by clusterRoles, which no CEL kind can see
+// (a request carries the user's name and groups, not their roles).
+func clusterRolesPolicy(name string) string {
 	return fmt.Sprintf(`apiVersion: kyverno.io/v1
 kind: ClusterPolicy
 metadata:
@@ -19,16 +19,18 @@ metadata:
 spec:
   background: false
   rules:
-  - name: baseline
+  - name: admins-only
     match:
       any:
       - resources:
-          kinds: [Pod]
+          kinds: [ConfigMap]
+    exclude:
+      any:
+      - clusterRoles: [cluster-admin]
     validate:
       failureAction: Audit
-      podSecurity:
-        level: baseline
-        version: latest
+      message: only cluster admins
+      deny: {}
 `, name)
 }
 
@@ -42,7 +44,7 @@ func TestStatusCountsConvertiblePolicies(t *testing.T) {
 	src := newGitRepo(t)
 	rev1 := src.commit(map[string]string{
 		"conv-a.yaml": policy("conv-a", "team"),
-		"conv-b.yaml": podSecurityPolicy("conv-b"),
+		"conv-b.yaml": clusterRolesPolicy("conv-b"),
 	}, nil)
 	repo := newPolicyRepository(t, ns, src.fileURL())
 
@@ -51,7 +53,7 @@ func TestStatusCountsConvertiblePolicies(t *testing.T) {
 		Revision: rev1, Total: 2, Convertible: 1,
 		Unconvertible: []gitopsv1alpha1.UnconvertiblePolicy{{
 			Name:   "conv-b",
-			Reason: "rule baseline: validate.podSecurity: the CEL kinds have no Pod Security Standards check",
+			Reason: "rule admins-only: exclude: roles and clusterRoles are not visible to CEL",
 		}},
 	}))
 
