@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os/exec"
 	"regexp"
@@ -455,9 +456,24 @@ func webhookResources(webhooks []admissionregistrationv1.MutatingWebhook) []stri
 // freePort is a TCP port free on the loopback address.
 func freePort() int { return freePortOn("127.0.0.1") }
 
-// freePortOn is a TCP port free on the address host.
+// freePortOn is a TCP port free on the address host, for a process the
+// suite starts next to listen on. It is picked below Linux's ephemeral
+// range (32768 and up): a port the kernel hands out for ":0" is also the
+// one it hands the next outgoing connection, and under load one of the
+// control plane's took it before charter could listen on it ("address
+// already in use"). Ports this low are given only to whoever names them.
 func freePortOn(host string) int {
 	GinkgoHelper()
+	const low, high = 20000, 32768
+	for range 200 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(low+rand.IntN(high-low))))
+		if err != nil {
+			continue
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		Expect(ln.Close()).To(Succeed())
+		return port
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	Expect(err).NotTo(HaveOccurred())
 	defer ln.Close()
