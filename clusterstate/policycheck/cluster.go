@@ -81,10 +81,16 @@ func InCluster(obj runtime.Object, cluster Cluster) (Result, error) {
 	if len(faults) > 0 {
 		return Result{}, faults
 	}
-	if gc, ok := cluster.(GlobalContextCluster); ok && gc.GlobalContextEntries() != nil {
-		if p, ok := obj.(kyvernov1.PolicyInterface); ok {
-			res.Warnings = append(res.Warnings, GlobalContextWarnings(p, gc.GlobalContextEntries())...)
+	p, isPolicy := obj.(kyvernov1.PolicyInterface)
+	if gc, ok := cluster.(GlobalContextCluster); ok && isPolicy && gc.GlobalContextEntries() != nil {
+		res.Warnings = append(res.Warnings, GlobalContextWarnings(p, gc.GlobalContextEntries())...)
+	}
+	if cc, ok := cluster.(CELTypeCluster); ok && isPolicy {
+		warnings, err := cc.CELTypeWarnings(p)
+		if err != nil {
+			return Result{}, fmt.Errorf("%s %q: type-checking its CEL expressions: %w", p.GetKind(), engine.PolicyKey(p), err)
 		}
+		res.Warnings = append(res.Warnings, warnings...)
 	}
 	return res, nil
 }
@@ -242,8 +248,10 @@ func Matches(sel match.KindSelector, k ServedKind) bool {
 type DiscoveryCluster struct {
 	client discovery.DiscoveryInterface
 
-	writer  *Writer
-	entries GlobalContextEntries
+	writer   *Writer
+	entries  GlobalContextEntries
+	celTypes bool
+	schemas  *cachedSchemas
 
 	mu    sync.Mutex
 	kinds []ServedKind

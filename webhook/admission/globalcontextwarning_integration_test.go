@@ -3,13 +3,10 @@ package admission
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
 
@@ -21,29 +18,13 @@ import (
 func TestGlobalContextEntryWarningOnRealAPIServer(t *testing.T) {
 	f := startAdmission(t, withNamespaces("platform"), withObjects(registryHost("ghcr", "ghcr.io")),
 		withOptions(func(o *Options) { o.Events.Disabled = true }))
-	warnings := &warningCollector{}
-	cfg := rest.CopyConfig(f.cp.RESTConfig())
-	cfg.WarningHandler = warnings
-	cl, err := client.New(cfg, client.Options{Scheme: f.scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, warnings := f.warningClient(t)
 	var policy unstructured.Unstructured
 	if err := yaml.Unmarshal([]byte(registriesPolicy), &policy.Object); err != nil {
 		t.Fatal(err)
 	}
 	entryWarnings := func() ([]string, error) {
-		warnings.take()
-		if err := cl.Create(f.ctx, policy.DeepCopy(), client.DryRunAll); err != nil {
-			return nil, err
-		}
-		var got []string
-		for _, w := range warnings.take() {
-			if strings.HasPrefix(w, "Global context entry") {
-				got = append(got, w)
-			}
-		}
-		return got, nil
+		return warnings.dryRun(f.ctx, cl, policy.DeepCopy(), "Global context entry")
 	}
 
 	want := []string{

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"sync"
@@ -35,13 +36,26 @@ func (c *warningCollector) take() []string {
 	return out
 }
 
-// TestKyvernoPolicyValidationOnRealAPIServer: every policy of
-// engine/testdata/validation (the checks docs/policy-validation.md lists)
-// is refused by /policyvalidate on a real API server, the denial naming
-// the field, and every warning case is admitted with Kyverno's warning.
-func TestKyvernoPolicyValidationOnRealAPIServer(t *testing.T) {
-	cases := validationcases.Load(t)
-	f := startAdmission(t, withNamespaces("team"))
+// dryRun creates obj with a dry run as cl, whose warnings c keeps, and
+// returns the warnings the API server relayed that start with prefix.
+func (c *warningCollector) dryRun(ctx context.Context, cl client.Client, obj client.Object, prefix string) ([]string, error) {
+	c.take()
+	if err := cl.Create(ctx, obj, client.DryRunAll); err != nil {
+		return nil, err
+	}
+	var got []string
+	for _, w := range c.take() {
+		if strings.HasPrefix(w, prefix) {
+			got = append(got, w)
+		}
+	}
+	return got, nil
+}
+
+// warningClient is a client of the control plane's administrator that
+// keeps the warnings the API server relays.
+func (f *fixture) warningClient(t *testing.T) (client.Client, *warningCollector) {
+	t.Helper()
 	warnings := &warningCollector{}
 	cfg := rest.CopyConfig(f.cp.RESTConfig())
 	cfg.WarningHandler = warnings
@@ -49,6 +63,17 @@ func TestKyvernoPolicyValidationOnRealAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cl, warnings
+}
+
+// TestKyvernoPolicyValidationOnRealAPIServer: every policy of
+// engine/testdata/validation (the checks docs/policy-validation.md lists)
+// is refused by /policyvalidate on a real API server, the denial naming
+// the field, and every warning case is admitted with Kyverno's warning.
+func TestKyvernoPolicyValidationOnRealAPIServer(t *testing.T) {
+	cases := validationcases.Load(t)
+	f := startAdmission(t, withNamespaces("team"))
+	cl, warnings := f.warningClient(t)
 	first := true
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {

@@ -259,8 +259,9 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	// /policyvalidate asks what Kyverno's policy validation asks the
 	// cluster: the kinds it serves, whether the background controller may
 	// write what ClusterPolicies generate and mutate, and which
-	// GlobalContextEntries are Ready (a warning).
-	policyCluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(o.BackgroundWriter)
+	// GlobalContextEntries are Ready and whether validate.cel expressions
+	// type-check against the schemas of the kinds they match (warnings).
+	policyCluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(o.BackgroundWriter).WithCELTypeChecks()
 	if o.State.GlobalContext != nil {
 		policyCluster.WithGlobalContext(o.State.GlobalContext)
 	}
