@@ -280,16 +280,19 @@ var _ = Describe("Security: egress", Label("security"), func() {
 			}
 		}, SpecTimeout(2*time.Minute))
 
-		// notaryProbe creates, as the attacker, its Notary policy
-		// trusting ca, and returns a loopback service that counts the
-		// requests that reach it.
-		notaryProbe := func(ctx SpecContext, ca *imagetest.CA) (*httptest.Server, *atomic.Int32) {
+		// notaryProbe creates, as the attacker, its Notary policy of that
+		// name trusting ca, and returns a loopback service that counts the
+		// requests that reach it. Each spec names its own policy: a
+		// policy of the last spec's name may still be there (createEventually
+		// takes AlreadyExists for done), and would judge with its CA.
+		notaryProbe := func(ctx SpecContext, name string, ca *imagetest.CA) (*httptest.Server, *atomic.Int32) {
 			GinkgoHelper()
 			service, requests := countingService()
 			certs, err := json.Marshal(ca.RootPEM)
 			Expect(err).NotTo(HaveOccurred())
 			var p policiesv1.NamespacedImageValidatingPolicy
 			Expect(yaml.UnmarshalStrict([]byte(strings.ReplaceAll(egressNotaryPolicy, "CERTS", string(certs))), &p)).To(Succeed())
+			p.Name = name
 			createEventually(ctx, attacker, &p)
 			return service, requests
 		}
@@ -297,10 +300,12 @@ var _ = Describe("Security: egress", Label("security"), func() {
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notary-probe", Namespace: egressTeam},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}
 		}
-		const unsigned = "Policy notary-probe failed: image is not signed by the tenant's CA"
+		// unsignedBy is the denial of an image the policy name finds unsigned.
+		unsignedBy := func(name string) string { return "Policy " + name + " failed: image is not signed by the tenant's CA" }
 
 		It("keeps a namespaced image policy's Notary verification off loopback services in any spelling", func(ctx SpecContext) {
-			service, requests := notaryProbe(ctx, imagetest.NewCA(GinkgoT(), "tenant CA"))
+			service, requests := notaryProbe(ctx, "notary-probe", imagetest.NewCA(GinkgoT(), "tenant CA"))
+			unsigned := unsignedBy("notary-probe")
 
 			// The Notary signatures of an image are read from the registry
 			// its reference names: the attacker's Pods name the service in
@@ -324,7 +329,8 @@ var _ = Describe("Security: egress", Label("security"), func() {
 
 		It("keeps a namespaced image policy's Notary revocation checks off the loopback URLs its certificate names", func(ctx SpecContext) {
 			ca := imagetest.NewCA(GinkgoT(), "tenant CA")
-			service, requests := notaryProbe(ctx, ca)
+			service, requests := notaryProbe(ctx, "notary-revocation", ca)
+			unsigned := unsignedBy("notary-revocation")
 			By("an unsigned image: denied once the policy is served")
 			bare := registry.Push(GinkgoT(), "tenant/app", "unsigned")
 			Eventually(func() string { return denial(ctx, attacker, notaryPod(bare.DigestRef)) }).
