@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/cel/openapi/resolver"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -52,6 +50,7 @@ func (d *DiscoveryCluster) CELTypeWarnings(p kyvernov1.PolicyInterface) ([]strin
 	}
 	cel := rule.Validation.CEL
 	var resourceRules []admissionregistrationv1.NamedRuleWithOperations
+	var matched []ServedKind
 	for _, desc := range descriptions(ruleBlocks("spec.rules[0]", &rule.MatchResources, nil)[0]) {
 		for _, sel := range desc.kinds {
 			parsed := match.ParseKind(sel)
@@ -63,6 +62,7 @@ func (d *DiscoveryCluster) CELTypeWarnings(p kyvernov1.PolicyInterface) ([]strin
 				return nil, err
 			}
 			for _, k := range found {
+				matched = append(matched, k)
 				resourceRules = append(resourceRules, admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{k.Group}, APIVersions: []string{k.Version}, Resources: []string{k.Resource}},
@@ -73,11 +73,7 @@ func (d *DiscoveryCluster) CELTypeWarnings(p kyvernov1.PolicyInterface) ([]strin
 	if len(resourceRules) == 0 {
 		return nil, nil
 	}
-	mapper, err := d.restMapper()
-	if err != nil {
-		return nil, err
-	}
-	checker := &validating.TypeChecker{SchemaResolver: d.schemaResolver(), RestMapper: mapper}
+	checker := &validating.TypeChecker{SchemaResolver: d.schemaResolver(), RestMapper: kindsMapper(matched)}
 	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: p.GetName()},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
@@ -187,20 +183,18 @@ func (d *DiscoveryCluster) WithCELTypeChecks() *DiscoveryCluster {
 	return d
 }
 
-// restMapper maps the matched resources to their kinds for the type
-// checker, from the API server's discovery.
-func (d *DiscoveryCluster) restMapper() (meta.RESTMapper, error) {
-	groups, err := restmapper.GetAPIGroupResources(d.client)
-	if err != nil && !discoveryPartial(err) {
-		return nil, err
+// kindsMapper maps the matched resources to their kinds for the type
+// checker. Resolve has already found them in d's discovery answer, so no
+// second discovery of every group is made for each policy written.
+func kindsMapper(kinds []ServedKind) meta.RESTMapper {
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for _, k := range kinds {
+		scope := meta.RESTScopeRoot
+		if k.Namespaced {
+			scope = meta.RESTScopeNamespace
+		}
+		gv := schema.GroupVersion{Group: k.Group, Version: k.Version}
+		mapper.AddSpecific(gv.WithKind(k.Kind), gv.WithResource(k.Resource), gv.WithResource(strings.ToLower(k.Kind)), scope)
 	}
-	return restmapper.NewDiscoveryRESTMapper(groups), nil
-}
-
-// discoveryPartial reports whether err only says that some groups could
-// not be discovered (an aggregated API that is down), which leaves the
-// rest usable.
-func discoveryPartial(err error) bool {
-	_, ok := err.(*discovery.ErrGroupDiscoveryFailed)
-	return ok
+	return mapper
 }
