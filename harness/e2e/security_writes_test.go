@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -189,10 +190,36 @@ var secWritesNGPolAttacks = []struct {
 
 // createEventually creates obj as cl, retrying while charter's policy
 // webhook does not answer yet, and deletes it when the spec tree ends.
+//
+// AlreadyExists counts as created only when the object found is the one
+// an earlier attempt of this call made (a timed-out Create that the API
+// server carried out). An object made before this call, or one still being
+// deleted, is another spec's: running against it would test that spec's
+// object (CI run 3 of 8d7608d judged a Notary spec by the previous spec's
+// policy of the same name), so it fails the spec and names the object.
 func createEventually(ctx context.Context, cl client.Client, obj client.Object) {
 	GinkgoHelper()
-	Eventually(func() error { return client.IgnoreAlreadyExists(cl.Create(ctx, obj)) }).
-		WithTimeout(60*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), "creating %T %s", obj, obj.GetName())
+	// API timestamps have whole seconds: anything created before the second
+	// this call began is not ours.
+	began := time.Now().Truncate(time.Second)
+	Eventually(func() error {
+		err := cl.Create(ctx, obj)
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		found := obj.DeepCopyObject().(client.Object)
+		if err := suite.client.Get(ctx, client.ObjectKeyFromObject(obj), found); err != nil {
+			return err
+		}
+		if found.GetDeletionTimestamp() != nil {
+			return fmt.Errorf("%T %s is still being deleted by an earlier spec", obj, obj.GetName())
+		}
+		if found.GetCreationTimestamp().Time.Before(began) {
+			return StopTrying(fmt.Sprintf("%T %s already existed (created %s), before this spec created it: give the spec's object a name of its own",
+				obj, client.ObjectKeyFromObject(obj), found.GetCreationTimestamp().UTC().Format(time.RFC3339)))
+		}
+		return nil
+	}).WithTimeout(60*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), "creating %T %s", obj, obj.GetName())
 	DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(suite.client.Delete(ctx, obj))).To(Succeed()) })
 }
 
