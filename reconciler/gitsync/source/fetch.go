@@ -92,7 +92,15 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("the checkout holds more than %d %s (at least %d): over charter's limit", e.Limit, e.What, e.Found)
+	return fmt.Sprintf("the checkout holds more than %d %s (at least %d): over charter's limit, set by charter serve --%s (Helm value gitsyncController.%s)",
+		e.Limit, e.What, e.Found, limitSetting[e.What].flag, limitSetting[e.What].helm)
+}
+
+// limitSetting names, for each kind of limit, where an administrator
+// raises it, so the Stalled message a tenant reads says whom to ask for what.
+var limitSetting = map[string]struct{ flag, helm string }{
+	"bytes": {"gitsync-max-repository-size", "maxRepositorySize"},
+	"files": {"gitsync-max-files", "maxFiles"},
 }
 
 // check measures the checkout in dir against l, stopping at the first
