@@ -9,6 +9,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // celFuzzPolicy is a ValidatingPolicy on ConfigMaps whose variable and
@@ -92,13 +93,13 @@ func FuzzCELValidation(f *testing.F) {
 
 		set, err := Compile([]kyvernov1.PolicyInterface{celFuzzPolicy(t, expression)})
 		if err != nil {
-			var faults CompileErrors
+			var faults fault.List
 			if !errors.As(err, &faults) || len(faults) == 0 {
 				t.Fatalf("Compile failed without faults: %T %v", err, err)
 			}
-			for _, fault := range faults {
-				if !strings.HasPrefix(fault.Field, "spec.") || fault.Fault == "" {
-					t.Fatalf("a fault that does not name its field: %+v", fault)
+			for _, f := range faults {
+				if !strings.HasPrefix(f.Field, "spec.") || f.Fault == "" {
+					t.Fatalf("a fault that does not name its field: %+v", f)
 				}
 			}
 			return

@@ -51,7 +51,7 @@ func CleanupPolicyKey(p kyvernov2.CleanupPolicyInterface) string {
 }
 
 // CompileCleanupPolicy checks a cleanup policy and compiles it. The error,
-// a CompileErrors, names every fault with its field path, e.g.
+// a fault.List, names every fault with its field path, e.g.
 //
 //	ClusterCleanupPolicy "x": spec.schedule: invalid schedule "61 * * * *": ...
 //

@@ -12,6 +12,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 type cleanupCase struct {
@@ -113,7 +114,7 @@ func TestCompileCleanupFaults(t *testing.T) {
 			if err == nil {
 				t.Fatal("compiled, want faults")
 			}
-			faults, ok := err.(CompileErrors)
+			faults, ok := err.(fault.List)
 			if !ok || len(faults) != len(tc.Want) {
 				t.Fatalf("got %d faults, want %d:\n%v", len(faults), len(tc.Want), err)
 			}

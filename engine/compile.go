@@ -8,6 +8,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jmespath"
 )
 
@@ -86,7 +87,7 @@ type Policy struct {
 const ScoredAnnotation = "policies.kyverno.io/scored"
 
 // Compile checks and compiles the policies. It returns a set of every valid
-// policy and, when some policy or exception is invalid, a CompileErrors
+// policy and, when some policy or exception is invalid, a fault.List
 // listing every fault. Callers that need all-or-nothing (gitsync) treat any
 // error as fatal; the CLI reports the invalid policies and runs the rest.
 func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*PolicySet, error) {
@@ -99,7 +100,7 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 		byKind: map[string][]*Policy{},
 		jp:     jmespath.New(),
 	}
-	var errs CompileErrors
+	var errs fault.List
 	for _, src := range policies {
 		p, perrs := set.compilePolicy(src)
 		if len(perrs) > 0 {
@@ -107,7 +108,7 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 			continue
 		}
 		if _, dup := set.byID[p.id]; dup {
-			errs = append(errs, &CompileError{Kind: src.GetKind(), Name: p.key, Fault: FaultDuplicatePolicy})
+			errs = append(errs, &fault.Fault{Kind: src.GetKind(), Name: p.key, Fault: FaultDuplicatePolicy})
 			continue
 		}
 		set.policies = append(set.policies, p)
@@ -166,7 +167,7 @@ func PolicyNamespace(src kyvernov1.PolicyInterface) string {
 	return "default"
 }
 
-func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, CompileErrors) {
+func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault.List) {
 	p := &Policy{
 		set:       s,
 		source:    src,
@@ -258,11 +259,11 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, Compi
 // faults collects compile errors of one object.
 type faults struct {
 	kind, name string
-	errs       CompileErrors
+	errs       fault.List
 }
 
-func (f *faults) add(field, fault string) {
-	f.errs = append(f.errs, &CompileError{Kind: f.kind, Name: f.name, Field: field, Fault: fault})
+func (f *faults) add(field, what string) {
+	f.errs = append(f.errs, &fault.Fault{Kind: f.kind, Name: f.name, Field: field, Fault: what})
 }
 
 // ruleJSON returns the plain JSON form of a rule, for walks that check every

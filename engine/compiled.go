@@ -4,6 +4,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jmespath"
 )
 
@@ -40,7 +41,7 @@ type CompiledPolicy struct {
 	// is not empty. Assemble binds a shallow copy of it to each set: the
 	// compiled rules are shared, only the set and the position differ.
 	policy *Policy
-	errs   CompileErrors
+	errs   fault.List
 }
 
 // Key returns the policy's PolicyKey: "name" for a cluster-wide policy,
@@ -56,7 +57,7 @@ func (u *CompiledPolicy) Source() kyvernov1.PolicyInterface { return u.source }
 
 // Errors returns the policy's compile faults; a unit with faults is left
 // out of every set it is assembled into.
-func (u *CompiledPolicy) Errors() CompileErrors { return u.errs }
+func (u *CompiledPolicy) Errors() fault.List { return u.errs }
 
 // Unsupported returns the features of the policy charter cannot run
 // somewhere, as Policy.Unsupported; nil for a unit with faults.
@@ -97,7 +98,7 @@ type CompiledException struct {
 	// PolicyException.
 	celSource *policiesv1.PolicyException
 	celEx     *celException
-	errs      CompileErrors
+	errs      fault.List
 }
 
 // Key returns "name" or "namespace/name".
@@ -112,7 +113,7 @@ func (u *CompiledException) Source() *kyvernov2.PolicyException { return u.sourc
 func (u *CompiledException) CELSource() *policiesv1.PolicyException { return u.celSource }
 
 // Errors returns the exception's compile faults.
-func (u *CompiledException) Errors() CompileErrors { return u.errs }
+func (u *CompiledException) Errors() fault.List { return u.errs }
 
 // Exception compiles one PolicyException.
 func (c *Compiler) Exception(src *kyvernov2.PolicyException) *CompiledException {
@@ -144,19 +145,19 @@ func (c *Compiler) CELException(src *policiesv1.PolicyException, scope Exception
 // Assemble builds a PolicySet from compiled units, in the order given,
 // exactly as Compile builds one from the units' sources: the set holds
 // every unit without faults (the first of two with the same ID), and the
-// error, when not nil, is a CompileErrors listing the policies' faults in
+// error, when not nil, is a fault.List listing the policies' faults in
 // order, then duplicates, then the exceptions' faults. Nothing is
 // compiled again.
 func (c *Compiler) Assemble(policies []*CompiledPolicy, exceptions []*CompiledException) (*PolicySet, error) {
 	set := c.scratch()
-	var errs CompileErrors
+	var errs fault.List
 	for _, u := range policies {
 		if len(u.errs) > 0 {
 			errs = append(errs, u.errs...)
 			continue
 		}
 		if _, dup := set.byID[u.id]; dup {
-			errs = append(errs, &CompileError{Kind: u.kind, Name: u.key, Fault: FaultDuplicatePolicy})
+			errs = append(errs, &fault.Fault{Kind: u.kind, Name: u.key, Fault: FaultDuplicatePolicy})
 			continue
 		}
 		p := new(Policy)

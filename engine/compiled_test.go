@@ -16,6 +16,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/internal/corpus"
 )
 
@@ -160,9 +161,9 @@ func errorLines(err error) string {
 	if err == nil {
 		return ""
 	}
-	errs, ok := err.(CompileErrors)
+	errs, ok := err.(fault.List)
 	if !ok {
-		return "not CompileErrors: " + err.Error()
+		return "not fault.List: " + err.Error()
 	}
 	return errs.Error()
 }
@@ -332,7 +333,7 @@ func TestCompiledPolicyKeepsItsFaults(t *testing.T) {
 		}
 		policies := decodePolicies(t, tc.Policies)
 		_, err = Compile(policies)
-		all, _ := err.(CompileErrors)
+		all, _ := err.(fault.List)
 		for _, p := range policies {
 			u := c.Policy(p)
 			want := all.For(p.GetKind(), PolicyKey(p))

@@ -12,6 +12,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/schedule"
 )
 
@@ -173,7 +174,7 @@ func (r *CleanupRun) WithExceptions(exceptions []*policiesv1.PolicyException, sc
 		return nil
 	}
 	set := &PolicySet{}
-	var errs CompileErrors
+	var errs fault.List
 	for _, src := range exceptions {
 		ex, faults := set.compileCELException(src, scope)
 		if len(faults) > 0 {

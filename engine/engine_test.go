@@ -16,6 +16,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // validateCase is one testdata/validate/*.yaml file: policies (and
@@ -220,9 +221,9 @@ func TestCompileErrorsTestdata(t *testing.T) {
 		_, err := Compile(decodePolicies(t, tc.Policies), WithExceptions(tc.Exceptions))
 		var got []string
 		if err != nil {
-			errs, ok := err.(CompileErrors)
+			errs, ok := err.(fault.List)
 			if !ok {
-				t.Fatalf("error is %T, want CompileErrors", err)
+				t.Fatalf("error is %T, want fault.List", err)
 			}
 			for _, e := range errs {
 				got = append(got, e.Error())

@@ -6,6 +6,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/match"
 )
@@ -20,7 +21,7 @@ type exception struct {
 
 const exceptionKind = "PolicyException"
 
-func (s *PolicySet) compileException(src *kyvernov2.PolicyException) (*exception, CompileErrors) {
+func (s *PolicySet) compileException(src *kyvernov2.PolicyException) (*exception, fault.List) {
 	key := src.Name
 	if src.Namespace != "" {
 		key = src.Namespace + "/" + src.Name

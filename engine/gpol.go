@@ -23,6 +23,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 )
 
@@ -124,7 +125,7 @@ var (
 	})
 )
 
-func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, p *Policy) CompileErrors {
+func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, p *Policy) fault.List {
 	spec := src.GetGeneratingPolicySpec()
 	f := &faults{kind: src.GetKind(), name: p.key}
 	gp := &generatingPolicy{synchronize: spec.SynchronizeEnabled(), orphan: spec.OrphanDownstreamOnPolicyDeleteEnabled(), reapply: spec.UseServerSideApply}

@@ -11,6 +11,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 )
 
@@ -122,7 +123,7 @@ func TestGeneratingPolicyDownstream(t *testing.T) {
 func TestGeneratingPolicyFaults(t *testing.T) {
 	policies, _ := readCELPolicies(t, "gpol/faults.yaml")
 	_, err := Compile(policies)
-	var faults CompileErrors
+	var faults fault.List
 	if !errors.As(err, &faults) {
 		t.Fatalf("err = %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 )
 
@@ -89,7 +90,7 @@ func TestGeneratingPolicyTemplates(t *testing.T) {
 			p := casePolicy(t, i, tc)
 			set, err := Compile([]kyvernov1.PolicyInterface{p})
 			if tc.CompileError != "" {
-				var faults CompileErrors
+				var faults fault.List
 				if !errors.As(err, &faults) || !strings.Contains(faults.Error(), tc.CompileError) {
 					t.Fatalf("compile error %v, want one containing %q", err, tc.CompileError)
 				}

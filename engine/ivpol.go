@@ -14,6 +14,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // imageValidatingPolicy is a compiled ImageValidatingPolicy or
@@ -86,7 +87,7 @@ type ivpolExtractor struct {
 // Built-in image extractors (verify-images.md §6.1).
 var builtinExtractors = []string{"containers", "initContainers", "ephemeralContainers"}
 
-func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingPolicyLike, p *Policy) CompileErrors {
+func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingPolicyLike, p *Policy) fault.List {
 	spec := src.GetImageValidatingPolicySpec()
 	f := &faults{kind: src.GetKind(), name: p.key}
 	ip := &imageValidatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,

@@ -14,6 +14,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/variables"
 	"github.com/charter-dev/charter/engine/wildcard"
@@ -494,7 +495,7 @@ var variableRoot = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*`)
 // error on every request it matches. Policy admission and the GitOps
 // check refuse it (policycheck.Object), as Kyverno's policy validation
 // does; the CLI does not, since a values file or --set may define it.
-func ClusterFaults(p kyvernov1.PolicyInterface) CompileErrors {
+func ClusterFaults(p kyvernov1.PolicyInterface) fault.List {
 	spec := p.GetSpec()
 	if spec == nil {
 		return nil

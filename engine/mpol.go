@@ -23,6 +23,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // mutatingPolicy is a compiled MutatingPolicy or NamespacedMutatingPolicy
@@ -63,7 +64,7 @@ type mpolMutation struct {
 	celProgram
 }
 
-func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *Policy) CompileErrors {
+func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *Policy) fault.List {
 	spec := src.GetMutatingPolicySpec()
 	f := &faults{kind: src.GetKind(), name: p.key}
 	mp := &mutatingPolicy{reinvoke: spec.GetReinvocationPolicy() == admissionregistrationv1.IfNeededReinvocationPolicy, admission: spec.AdmissionEnabled()}

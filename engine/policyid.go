@@ -26,7 +26,7 @@ func PolicyID(p kyvernov1.PolicyInterface) string {
 }
 
 // PolicyIDFor is the PolicyID of the policy of that kind and PolicyKey,
-// e.g. of a CompileError's Kind and Name.
+// e.g. of a fault.Fault's Kind and Name.
 func PolicyIDFor(kind, key string) string {
 	if isKyvernoKind(kind) {
 		return key

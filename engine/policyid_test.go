@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // TestSameNamePolicies compiles every ordered pair of policies of one
@@ -125,7 +126,7 @@ func TestSamePolicyTwice(t *testing.T) {
 	for _, p := range policies {
 		t.Run(p.GetKind(), func(t *testing.T) {
 			set, err := Compile([]kyvernov1.PolicyInterface{p, p})
-			var faults CompileErrors
+			var faults fault.List
 			if !errors.As(err, &faults) || len(faults) != 1 || faults[0].Fault != FaultDuplicatePolicy ||
 				faults[0].Kind != p.GetKind() || faults[0].Name != PolicyKey(p) {
 				t.Fatalf("Compile of the %s twice: %v, want one %q fault naming it", p.GetKind(), err, FaultDuplicatePolicy)

@@ -94,7 +94,7 @@ var unsupportedFeatures = []feature{
 // Unsupported is one feature of a policy that charter cannot run
 // somewhere.
 type Unsupported struct {
-	// Kind and Name name the policy as CompileError does.
+	// Kind and Name name the policy as fault.Fault does.
 	Kind, Name string
 	// Field is where the feature is used, e.g. spec.rules[0].validate.assert.
 	Field string

@@ -11,6 +11,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/api/versions"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // validationCase is one testdata/validation/*.yaml file: one policy that
@@ -60,7 +61,7 @@ func TestKyvernoPolicyValidation(t *testing.T) {
 				}
 				return
 			}
-			faults, _ := err.(CompileErrors)
+			faults, _ := err.(fault.List)
 			for _, f := range faults {
 				if f.Field == tc.Field && strings.Contains(strings.ToLower(f.Fault), strings.ToLower(tc.Message)) {
 					return
@@ -94,7 +95,7 @@ func TestKyvernoPolicyValidation(t *testing.T) {
 			}
 			t.Fatalf("warnings %q lack %q", warnings, tc.Warning)
 		}
-		faults, ok := err.(CompileErrors)
+		faults, ok := err.(fault.List)
 		if !ok || len(faults) == 0 {
 			t.Fatalf("admitted; want a refusal at %s: %s (err %v)", tc.Field, tc.Message, err)
 		}

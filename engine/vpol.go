@@ -27,6 +27,7 @@ import (
 	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // validatingPolicy is a compiled ValidatingPolicy or
@@ -118,7 +119,7 @@ func celValidationAction(actions []admissionregistrationv1.ValidationAction, eva
 	return Audit
 }
 
-func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike, p *Policy) CompileErrors {
+func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike, p *Policy) fault.List {
 	spec := src.GetValidatingPolicySpec()
 	f := &faults{kind: src.GetKind(), name: p.key}
 	vp := &validatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // celException is a compiled policies.kyverno.io PolicyException
@@ -62,7 +63,7 @@ func WithScopedCELExceptions(scope ExceptionScope, exceptions []*policiesv1.Poli
 	}
 }
 
-func (s *PolicySet) compileCELException(src *policiesv1.PolicyException, scope ExceptionScope) (*celException, CompileErrors) {
+func (s *PolicySet) compileCELException(src *policiesv1.PolicyException, scope ExceptionScope) (*celException, fault.List) {
 	key := src.Name
 	if src.Namespace != "" {
 		key = src.Namespace + "/" + src.Name

@@ -13,6 +13,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // Builder builds Snapshots incrementally. It keeps the compiled unit
@@ -283,7 +284,7 @@ func (b *Builder) assembleAdmission(fail, ignore, fine []*engine.CompiledPolicy,
 // leaving out the exceptions' faults unless withExceptions.
 func (b *Builder) assemble(s *Snapshot, policies []*engine.CompiledPolicy, exceptions []*engine.CompiledException, withExceptions bool) *engine.PolicySet {
 	set, err := b.compiler.Assemble(policies, exceptions)
-	if faults, ok := err.(engine.CompileErrors); ok {
+	if faults, ok := err.(fault.List); ok {
 		for _, f := range faults {
 			if withExceptions || f.Kind != exceptionKind {
 				s.Errors = append(s.Errors, f)

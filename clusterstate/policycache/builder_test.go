@@ -24,6 +24,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // library is charter's own policy library (policies/) with the resources
@@ -146,7 +147,7 @@ func fullSnapshot(t *testing.T, policies []kyvernov1.PolicyInterface, exceptions
 	s := &Snapshot{}
 	compile := func(group []kyvernov1.PolicyInterface, withExceptionFaults bool) *engine.PolicySet {
 		set, err := engine.Compile(group, engine.WithExceptions(exceptions))
-		var faults engine.CompileErrors
+		var faults fault.List
 		if err != nil && !errors.As(err, &faults) {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // Snapshot is one compiled generation of the installed policies, split by
@@ -56,7 +57,7 @@ type Snapshot struct {
 	FineGrained map[string]FineGrainedSet
 	// Errors lists the policies and exceptions that did not compile; they
 	// are left out of the sets. Policy status reports them.
-	Errors engine.CompileErrors
+	Errors fault.List
 	// Generation counts the snapshots a Cache has published, starting at 1.
 	Generation uint64
 	// Background is the background controller's view: every policy with

@@ -7,6 +7,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // ControllerView is the set one controller of the process evaluates,
@@ -24,7 +25,7 @@ type ControllerView struct {
 	Units []*engine.CompiledPolicy
 	// Errors are the faults of the view's policies and exceptions that
 	// did not compile.
-	Errors engine.CompileErrors
+	Errors fault.List
 }
 
 // HasBackgroundRules reports whether a policy has generate or
@@ -97,7 +98,7 @@ func byPolicyID(units []*engine.CompiledPolicy) []*engine.CompiledPolicy {
 func (b *Builder) assembleView(v viewUnits) ControllerView {
 	set, err := b.compiler.Assemble(v.policies, v.exceptions)
 	out := ControllerView{Set: set, Units: v.policies}
-	if faults, ok := err.(engine.CompileErrors); ok {
+	if faults, ok := err.(fault.List); ok {
 		out.Errors = faults
 	}
 	return out

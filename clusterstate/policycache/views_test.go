@@ -17,7 +17,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/versions"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // loadInstalled reads testdata files into Installed, as an API server
@@ -78,7 +78,7 @@ func viewPolicies(v ControllerView) (units, served []string) {
 }
 
 // faultNames lists the kind and name of each fault.
-func faultNames(faults engine.CompileErrors) []string {
+func faultNames(faults fault.List) []string {
 	var out []string
 	for _, f := range faults {
 		if s := f.Kind + " " + f.Name; !slices.Contains(out, s) {

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/variables"
 )
@@ -56,12 +56,12 @@ const writerCheckTimeout = 10 * time.Second
 // writes are made as their namespace's charter-policy ServiceAccount,
 // whose rights the background controller checks at run time
 // (docs/policy-validation.md).
-func WriteFaults(p *kyvernov1.ClusterPolicy, cluster Cluster, w *Writer) (engine.CompileErrors, error) {
+func WriteFaults(p *kyvernov1.ClusterPolicy, cluster Cluster, w *Writer) (fault.List, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), writerCheckTimeout)
 	defer cancel()
-	var faults engine.CompileErrors
-	add := func(field, fault string) {
-		faults = append(faults, &engine.CompileError{Kind: kyvernov1.ClusterPolicyKind, Name: p.GetName(), Field: field, Fault: fault})
+	var faults fault.List
+	add := func(field, what string) {
+		faults = append(faults, &fault.Fault{Kind: kyvernov1.ClusterPolicyKind, Name: p.GetName(), Field: field, Fault: what})
 	}
 	for i, rule := range p.Spec.Rules {
 		path := fmt.Sprintf("spec.rules[%d]", i)

@@ -15,6 +15,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/wildcard"
 )
@@ -60,7 +61,7 @@ func InCluster(obj runtime.Object, cluster Cluster) (Result, error) {
 	if err != nil || cluster == nil {
 		return res, err
 	}
-	var faults engine.CompileErrors
+	var faults fault.List
 	switch o := obj.(type) {
 	case *kyvernov1.ClusterPolicy:
 		faults, err = KindFaults(o, cluster)
@@ -109,7 +110,7 @@ const KindNotServed = "the cluster serves no such kind"
 //     'Namespace' not allowed in namespaced policy"). The engine never
 //     applies a namespaced policy to a cluster-scoped object either
 //     (engine/scope.go); the refusal tells the tenant so when it writes it.
-func KindFaults(p kyvernov1.PolicyInterface, cluster Cluster) (engine.CompileErrors, error) {
+func KindFaults(p kyvernov1.PolicyInterface, cluster Cluster) (fault.List, error) {
 	kind := kyvernov1.ClusterPolicyKind
 	if p.IsNamespaced() {
 		kind = kyvernov1.PolicyKind
@@ -126,7 +127,7 @@ func KindFaults(p kyvernov1.PolicyInterface, cluster Cluster) (engine.CompileErr
 // cluster-scoped kind (CleanupPolicySpec.Validate, "Cluster wide resource
 // '<kind>' not allowed in namespaced policy"). Kyverno does not ask
 // whether a cleanup policy's kinds are served; neither does this.
-func CleanupKindFaults(p *kyvernov2.CleanupPolicy, cluster Cluster) (engine.CompileErrors, error) {
+func CleanupKindFaults(p *kyvernov2.CleanupPolicy, cluster Cluster) (fault.List, error) {
 	spec := p.GetSpec()
 	blocks := []block{{"spec.match", spec.MatchResources.Any, spec.MatchResources.All, nil}}
 	if spec.ExcludeResources != nil {
@@ -164,8 +165,8 @@ func ruleBlocks(path string, match *kyvernov1.MatchResources, exclude *kyvernov1
 // the selector up as written among the cluster-scoped kinds ("Namespace",
 // "v1/Namespace"), a selector with a wildcard or a subresource is not
 // judged cluster-wide.
-func blockFaults(kind, name string, namespaced, served bool, blocks []block, cluster Cluster) (engine.CompileErrors, error) {
-	var faults engine.CompileErrors
+func blockFaults(kind, name string, namespaced, served bool, blocks []block, cluster Cluster) (fault.List, error) {
+	var faults fault.List
 	for _, b := range blocks {
 		for _, d := range descriptions(b) {
 			for k, sel := range d.kinds {
@@ -177,15 +178,15 @@ func blockFaults(kind, name string, namespaced, served bool, blocks []block, clu
 				if err != nil {
 					return nil, err
 				}
-				fault := ""
+				what := ""
 				switch {
 				case len(found) == 0 && served:
-					fault = fmt.Sprintf("unable to convert GVK to GVR for kinds %s: %s", sel, KindNotServed)
+					what = fmt.Sprintf("unable to convert GVK to GVR for kinds %s: %s", sel, KindNotServed)
 				case namespaced && parsed.SubResource == "" && !strings.ContainsAny(sel, "*?") && anyClusterScoped(found):
-					fault = ClusterWideInNamespaced(sel)
+					what = ClusterWideInNamespaced(sel)
 				}
-				if fault != "" {
-					faults = append(faults, &engine.CompileError{Kind: kind, Name: name, Field: fmt.Sprintf("%s.kinds[%d]", d.path, k), Fault: fault})
+				if what != "" {
+					faults = append(faults, &fault.Fault{Kind: kind, Name: name, Field: fmt.Sprintf("%s.kinds[%d]", d.path, k), Fault: what})
 				}
 			}
 		}

@@ -3,7 +3,7 @@
 // share: for every kind charter serves, written in any served version and
 // decoded to its hub type, it compiles the object as the controllers will
 // run it, so what is admitted is what runs, and returns the faults
-// (engine.CompileErrors, each naming the field), the features charter
+// (fault.List, each naming the field), the features charter
 // cannot run, and the warnings Kyverno gives when it admits the object.
 //
 // It also holds the kind table (Kinds, Lookup): every kind charter serves,
@@ -26,6 +26,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/globalcontext"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // Result is what a valid object carries beyond its validity.
@@ -47,7 +48,7 @@ func Checked(obj runtime.Object) bool {
 }
 
 // Object checks one object, given as its hub type (versions.Decode), by
-// its kind's check in the kind table. The error is engine.CompileErrors
+// its kind's check in the kind table. The error is fault.List
 // when the object compiles to faults, a plain error naming the object
 // otherwise (a GlobalContextEntry). Objects of other types are not judged:
 // Result{}, nil.
@@ -113,7 +114,7 @@ func CleanupPolicy(p kyvernov2.CleanupPolicyInterface) (*engine.CleanupPolicy, e
 
 // faultsOrNil returns the compile faults, or nil when there are none.
 func faultsOrNil(err error) error {
-	if faults, ok := err.(engine.CompileErrors); ok && len(faults) == 0 {
+	if faults, ok := err.(fault.List); ok && len(faults) == 0 {
 		return nil
 	}
 	return err

@@ -19,6 +19,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 )
@@ -280,7 +281,7 @@ func loadPolicies(paths []string, exceptions exceptionsOf, out *Outcome) (*engin
 // objects read from no file (exceptions given with --exception are named
 // by their flag) and errors that are not compile faults pass unchanged.
 func inFiles(err error, fileOf map[string]string) error {
-	faults, ok := err.(engine.CompileErrors)
+	faults, ok := err.(fault.List)
 	if !ok {
 		return err
 	}
@@ -294,10 +295,10 @@ func inFiles(err error, fileOf map[string]string) error {
 	return &filedFaults{faults: faults, text: strings.Join(lines, "\n")}
 }
 
-// filedFaults is engine.CompileErrors with the file of each fault in its
+// filedFaults is fault.List with the file of each fault in its
 // text; errors.As still finds the faults.
 type filedFaults struct {
-	faults engine.CompileErrors
+	faults fault.List
 	text   string
 }
 

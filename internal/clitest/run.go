@@ -16,6 +16,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // Options configure a Run.
@@ -207,7 +208,7 @@ func (r *Runner) compile(in *inputs) *compiled {
 // build compiles the inputs' policies and exceptions into c.
 func (c *compiled) build(in *inputs) {
 	set, err := engine.Compile(in.policies, engine.WithExceptions(in.exceptions), engine.WithCELExceptions(in.celExceptions))
-	var faults engine.CompileErrors
+	var faults fault.List
 	switch {
 	case err == nil:
 	case errors.As(err, &faults):

@@ -11,6 +11,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 	"github.com/charter-dev/charter/internal/corpus"
 )
@@ -105,7 +106,7 @@ func TestClusterPolicyAndValidatingPolicyPairsAgree(t *testing.T) {
 			}
 			cset, err := engine.Compile(cpols)
 			if err != nil {
-				var faults engine.CompileErrors
+				var faults fault.List
 				if !errors.As(err, &faults) {
 					t.Fatalf("%s: %v", cpolDir, err)
 				}

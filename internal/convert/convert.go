@@ -30,6 +30,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // Problem is a part of a policy that did not convert.
@@ -174,7 +175,7 @@ func compileProblems(outputs []Output) []Problem {
 		if err == nil {
 			continue
 		}
-		var faults engine.CompileErrors
+		var faults fault.List
 		if errors.As(err, &faults) {
 			for _, f := range faults {
 				out = append(out, Problem{Reason: fmt.Sprintf("converted %s %s does not compile: %s: %s", o.Kind, o.Name, f.Field, f.Fault)})

@@ -120,7 +120,7 @@ spec:
 `, name, label, label, label)
 }
 
-// brokenPolicy has no rules, which engine.Compile refuses.
+// brokenPolicy has no rules, which the kind table's check (policycheck.Object) refuses.
 func brokenPolicy(name string) string {
 	return fmt.Sprintf(`apiVersion: kyverno.io/v1
 kind: ClusterPolicy

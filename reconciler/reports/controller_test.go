@@ -34,6 +34,7 @@ import (
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/enginetest"
 	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
@@ -464,10 +465,7 @@ func evaluateAdmission(t *testing.T, pod *unstructured.Unstructured) []engine.Po
 	if err := yaml.Unmarshal(data, &p); err != nil {
 		t.Fatal(err)
 	}
-	set, err := engine.Compile([]kyvernov1.PolicyInterface{&p})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := enginetest.Set(t, &p)
 	req := engine.RequestForObject(pod)
 	req.UserInfo.Username = "alice"
 	return set.Validate(context.Background(), req).Policies

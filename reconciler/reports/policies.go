@@ -16,6 +16,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -35,7 +36,7 @@ type snapshot struct {
 	// evaluated under the same fingerprint need not be evaluated again.
 	types map[schema.GroupVersionResource]typeEntry
 	// compileErrors are the faults of policies left out of set.
-	compileErrors engine.CompileErrors
+	compileErrors fault.List
 	// paramReaders are the policies in set that read params
 	// (validate.cel paramKind): a change of a param one of them may read
 	// (params.Reads) is a change of that policy.

@@ -15,6 +15,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/enginetest"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
@@ -88,9 +89,6 @@ func evaluateAdmissionOf(t *testing.T, pod *unstructured.Unstructured, file stri
 	if err := yaml.Unmarshal(data, &p); err != nil {
 		t.Fatal(err)
 	}
-	set, err := engine.Compile([]kyvernov1.PolicyInterface{&p})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := enginetest.Set(t, &p)
 	return set.Validate(context.Background(), engine.RequestForObject(pod)).Policies
 }

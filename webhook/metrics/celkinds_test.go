@@ -14,6 +14,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/enginetest"
 )
 
 // TestCELKindMetrics: results of ValidatingPolicies,
@@ -88,10 +89,7 @@ func TestGeneratingPolicyMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := engine.Compile([]kyvernov1.PolicyInterface{loadPolicy(t, "gpol-quota.yaml")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := enginetest.Set(t, loadPolicy(t, "gpol-quota.yaml"))
 	ns := map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "web", "uid": "u1"}}
 	resp := set.Generate(context.Background(), &engine.Request{Operation: kyvernov1.Create, Object: ns})
 	if len(resp.Policies) != 1 || resp.Policies[0].Duration <= 0 {

@@ -8,18 +8,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/charter-dev/charter/api/charter"
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/enginetest"
 )
 
 // policy_validation_mode counts the action taken: a staged Audit policy
 // denies in a namespace labelled enforce, and is counted "enforce" there
 // and "audit" elsewhere.
 func TestValidationModeIsTheActionTaken(t *testing.T) {
-	set, err := engine.Compile([]kyvernov1.PolicyInterface{loadPolicy(t, "staged-require-team.yaml")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := enginetest.Set(t, loadPolicy(t, "staged-require-team.yaml"))
 	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "web", "namespace": "prod"}}
 	tests := []struct {
 		name     string

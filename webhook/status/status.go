@@ -37,6 +37,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // MessageReady is the Ready condition's message when the policy serves,
@@ -114,7 +115,7 @@ func unitVerdict(unsupported engine.UnsupportedList, gen int64) Verdict {
 // faultMessage lists the faults by field path, e.g.
 // `spec.rules[0].validate.pattern.spec.containers[0]: unknown anchor "~(x)"`;
 // the policy itself needs no naming on its own status.
-func faultMessage(faults engine.CompileErrors) string {
+func faultMessage(faults fault.List) string {
 	msgs := make([]string, len(faults))
 	for i, f := range faults {
 		if f.Field == "" {

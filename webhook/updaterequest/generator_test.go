@@ -19,6 +19,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/enginetest"
 	"github.com/charter-dev/charter/webhook/server"
 )
 
@@ -40,10 +41,7 @@ func loadPolicy(t *testing.T, file string, edit func(*kyvernov1.ClusterPolicy)) 
 	if edit != nil {
 		edit(&p)
 	}
-	set, err := engine.Compile([]kyvernov1.PolicyInterface{&p})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := enginetest.Set(t, &p)
 	return set
 }
 
@@ -124,10 +122,7 @@ func TestTenantServiceAccountWritesAreOwnForItsNamespaceOnly(t *testing.T) {
 	namespaced := func(ns string) *engine.PolicySet {
 		cp := cluster.Policies()[0].Source().(*kyvernov1.ClusterPolicy)
 		p := &kyvernov1.Policy{ObjectMeta: metav1.ObjectMeta{Name: cp.Name, Namespace: ns}, Spec: *cp.Spec.DeepCopy()}
-		set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
-		if err != nil {
-			t.Fatal(err)
-		}
+		set := enginetest.Set(t, p)
 		return set
 	}
 	both := []kyvernov2.RequestType{kyvernov2.Generate, kyvernov2.Mutate}
@@ -225,10 +220,7 @@ func TestGeneratingPolicyDeleteTrigger(t *testing.T) {
 	if err := yaml.UnmarshalStrict(data, &p); err != nil {
 		t.Fatal(err)
 	}
-	set, err := engine.Compile([]kyvernov1.PolicyInterface{&p})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := enginetest.Set(t, &p)
 	for _, tc := range []struct {
 		name    string
 		req     *engine.Request

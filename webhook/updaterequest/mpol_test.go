@@ -14,6 +14,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/enginetest"
 	"github.com/charter-dev/charter/webhook/server"
 )
 
@@ -36,10 +37,7 @@ func TestMutatingPolicyUpdateRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Spec.EvaluationConfiguration.SkipBackgroundRequests = &skipOwn
-		set, err := engine.Compile([]kyvernov1.PolicyInterface{&p})
-		if err != nil {
-			t.Fatal(err)
-		}
+		set := enginetest.Set(t, &p)
 		return set
 	}
 	for _, tc := range []struct {

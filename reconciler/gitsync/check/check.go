@@ -28,6 +28,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/reconciler/gitsync/build"
 )
 
@@ -188,7 +189,7 @@ func Objects(objs []build.Object, scheme *runtime.Scheme, opts ...Option) error 
 // objectFaults are the faults of one object, declared in file: each
 // compile fault with its field, or the error as it is.
 func objectFaults(err error, file, ref string) []Fault {
-	errs, ok := err.(engine.CompileErrors)
+	errs, ok := err.(fault.List)
 	if !ok {
 		return []Fault{{File: file, Object: ref, Message: err.Error()}}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/charter-dev/charter/api/policyreport"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/enginetest"
 )
 
 func loadPolicies(t *testing.T) []kyvernov1.PolicyInterface {
@@ -50,10 +51,7 @@ func loadPolicies(t *testing.T) []kyvernov1.PolicyInterface {
 
 func evaluatePod(t *testing.T, policies []kyvernov1.PolicyInterface) []engine.PolicyResponse {
 	t.Helper()
-	set, err := engine.Compile(policies)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := enginetest.Set(t, policies...)
 	data, err := os.ReadFile("testdata/pod.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -1,16 +1,22 @@
-package engine
+// Package fault holds the faults a policy compile finds: one Fault names
+// the object, the field path and what is wrong; a List is every fault of a
+// compile and is returned as its error. It is a leaf so that the engine
+// root, each policy kind's package under engine/ and their callers (the
+// kind table, status writers, the GitOps check) share one type.
+package fault
 
 import (
 	"fmt"
 	"strings"
 )
 
-// CompileError is one fault found by Compile, naming the policy, the field
-// path and the fault:
+// Fault is one fault found by a compile, naming the policy, the field path
+// and the fault:
 //
 //	ClusterPolicy "x": spec.rules[2].validate.pattern.spec.containers[0]: unknown anchor "~(x)"
-type CompileError struct {
-	// Kind is ClusterPolicy, Policy or PolicyException.
+type Fault struct {
+	// Kind is the object's kind: ClusterPolicy, Policy, PolicyException,
+	// ValidatingPolicy, ...
 	Kind string
 	// Name is "name" or "namespace/name".
 	Name string
@@ -20,18 +26,18 @@ type CompileError struct {
 	Fault string
 }
 
-func (e *CompileError) Error() string {
+func (e *Fault) Error() string {
 	if e.Field == "" {
 		return fmt.Sprintf("%s %q: %s", e.Kind, e.Name, e.Fault)
 	}
 	return fmt.Sprintf("%s %q: %s: %s", e.Kind, e.Name, e.Field, e.Fault)
 }
 
-// CompileErrors is every fault Compile found; Compile returns it as its error
+// List is every fault a compile found; a compile returns it as its error
 // when it is not empty.
-type CompileErrors []*CompileError
+type List []*Fault
 
-func (es CompileErrors) Error() string {
+func (es List) Error() string {
 	msgs := make([]string, len(es))
 	for i, e := range es {
 		msgs[i] = e.Error()
@@ -40,8 +46,8 @@ func (es CompileErrors) Error() string {
 }
 
 // For returns the faults of one object ("name" or "namespace/name").
-func (es CompileErrors) For(kind, name string) CompileErrors {
-	var out CompileErrors
+func (es List) For(kind, name string) List {
+	var out List
 	for _, e := range es {
 		if e.Kind == kind && e.Name == name {
 			out = append(out, e)
