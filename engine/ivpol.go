@@ -114,14 +114,10 @@ func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingP
 	if len(f.errs) > 0 {
 		return f.errs
 	}
-	for _, ag := range ivpolAutogen(spec) {
-		m, err := compileConstraints(ag.spec.MatchConstraints)
-		if err != nil {
-			f.add("status.autogen.configs."+ag.name+".spec.matchConstraints", err.Error())
-			continue
-		}
-		ip.variants = append(ip.variants, &ivpolVariant{match: m, lazy: newLazyVariant(ag.spec, "status.autogen.configs."+ag.name+".spec", compileIVPolVariant)})
-	}
+	ip.variants = appendAutogenVariants(ip.variants, ivpolAutogen(spec), compileIVPolVariant,
+		func(m *constraints, l *lazyVariant[policiesv1.ImageValidatingPolicySpec, ivpolVariant]) *ivpolVariant {
+			return &ivpolVariant{match: m, lazy: l}
+		}, f)
 	if len(f.errs) > 0 {
 		return f.errs
 	}
@@ -542,21 +538,14 @@ func (ip *imageValidatingPolicy) matchesImage(image string) (bool, error) {
 	return false, nil
 }
 
-// ivpolAutogenVariant is an ImageValidatingPolicy spec rewritten for
-// some Pod controllers.
-type ivpolAutogenVariant struct {
-	name string
-	spec *policiesv1.ImageValidatingPolicySpec
-}
-
 // ivpolAutogen returns the policy's copies for Pod controllers, with
 // object.X read under their Pod template as vpolAutogen's.
-func ivpolAutogen(spec *policiesv1.ImageValidatingPolicySpec) []ivpolAutogenVariant {
+func ivpolAutogen(spec *policiesv1.ImageValidatingPolicySpec) []autogenCopy[policiesv1.ImageValidatingPolicySpec] {
 	var pc *policiesv1.PodControllersGenerationConfiguration
 	if ag := spec.AutogenConfiguration; ag != nil {
 		pc = ag.PodControllers
 	}
-	var out []ivpolAutogenVariant
+	var out []autogenCopy[policiesv1.ImageValidatingPolicySpec]
 	for _, t := range podControllerTargets(spec.MatchConstraints, pc) {
 		c := spec.DeepCopy()
 		c.MatchConstraints, c.AutogenConfiguration = nil, nil
@@ -567,7 +556,7 @@ func ivpolAutogen(spec *policiesv1.ImageValidatingPolicySpec) []ivpolAutogenVari
 		s.MatchConstraints = spec.MatchConstraints.DeepCopy()
 		s.MatchConstraints.ResourceRules = t.rules
 		s.AutogenConfiguration = spec.AutogenConfiguration.DeepCopy()
-		out = append(out, ivpolAutogenVariant{name: t.name, spec: s})
+		out = append(out, autogenCopy[policiesv1.ImageValidatingPolicySpec]{name: t.name, spec: s, match: s.MatchConstraints})
 	}
 	return out
 }

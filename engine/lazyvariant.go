@@ -1,6 +1,10 @@
 package engine
 
-import "sync"
+import (
+	"sync"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+)
 
 // lazyVariant is a CEL policy's autogen copy (its spec S rewritten for
 // some Pod controllers), compiled into a V when a controller first comes
@@ -31,4 +35,31 @@ func (l *lazyVariant[S, V]) compiled() (*V, string) {
 		l.v = v
 	})
 	return l.v, l.fault
+}
+
+// autogenCopy is a CEL policy's spec S rewritten for some Pod controllers
+// (vpolAutogen, mpolAutogen, ivpolAutogen), named by its key in
+// status.autogen.configs.
+type autogenCopy[S any] struct {
+	name  string
+	spec  *S
+	match *admissionregistrationv1.MatchResources
+}
+
+// appendAutogenVariants appends to variants a variant V for each autogen
+// copy: its matchConstraints compiled now, so the set knows which
+// requests select it, and the rest deferred to a lazyVariant. A copy whose
+// matchConstraints do not compile is a fault at its status.autogen path.
+func appendAutogenVariants[S, V any](variants []*V, copies []autogenCopy[S],
+	compile func(*S, string, *faults) *V, variant func(*constraints, *lazyVariant[S, V]) *V, f *faults) []*V {
+	for _, c := range copies {
+		path := "status.autogen.configs." + c.name + ".spec"
+		m, err := compileConstraints(c.match)
+		if err != nil {
+			f.add(path+".matchConstraints", err.Error())
+			continue
+		}
+		variants = append(variants, variant(m, newLazyVariant(c.spec, path, compile)))
+	}
+	return variants
 }

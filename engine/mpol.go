@@ -86,14 +86,10 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 	if len(f.errs) > 0 {
 		return f.errs
 	}
-	for _, ag := range mpolAutogen(spec) {
-		m, err := compileConstraints(ag.spec.MatchConstraints)
-		if err != nil {
-			f.add("status.autogen.configs."+ag.name+".spec.matchConstraints", err.Error())
-			continue
-		}
-		mp.variants = append(mp.variants, &mpolVariant{match: m, lazy: newLazyVariant(ag.spec, "status.autogen.configs."+ag.name+".spec", compileMPolVariant)})
-	}
+	mp.variants = appendAutogenVariants(mp.variants, mpolAutogen(spec), compileMPolVariant,
+		func(m *constraints, l *lazyVariant[policiesv1.MutatingPolicySpec, mpolVariant]) *mpolVariant {
+			return &mpolVariant{match: m, lazy: l}
+		}, f)
 	if len(f.errs) > 0 {
 		return f.errs
 	}
@@ -479,13 +475,6 @@ func MutatingPolicyRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.
 	return out
 }
 
-// mpolAutogenVariant is a MutatingPolicy spec rewritten for some Pod
-// controllers.
-type mpolAutogenVariant struct {
-	name string
-	spec *policiesv1.MutatingPolicySpec
-}
-
 var (
 	// podFieldRef finds the Pod fields a MutatingPolicy reads or sets:
 	// object.spec, object.metadata.labels/annotations (and oldObject's),
@@ -503,7 +492,7 @@ var (
 // names Pod paths that no rewrite can move safely, so a policy with one
 // gets no autogen copies: its Pod mutations are not replayed on
 // controllers, where Kyverno's would fail.
-func mpolAutogen(spec *policiesv1.MutatingPolicySpec) []mpolAutogenVariant {
+func mpolAutogen(spec *policiesv1.MutatingPolicySpec) []autogenCopy[policiesv1.MutatingPolicySpec] {
 	for _, m := range spec.Mutations {
 		if m.PatchType != admissionregistrationv1.PatchTypeApplyConfiguration {
 			return nil
@@ -513,7 +502,7 @@ func mpolAutogen(spec *policiesv1.MutatingPolicySpec) []mpolAutogenVariant {
 	if ag := spec.AutogenConfiguration; ag != nil {
 		pc = ag.PodControllers
 	}
-	var out []mpolAutogenVariant
+	var out []autogenCopy[policiesv1.MutatingPolicySpec]
 	for _, t := range podControllerTargets(spec.MatchConstraints, pc) {
 		c := spec.DeepCopy()
 		c.AutogenConfiguration = nil
@@ -531,7 +520,7 @@ func mpolAutogen(spec *policiesv1.MutatingPolicySpec) []mpolAutogenVariant {
 				ac.Expression = wrapRootObject(rewritePodFields(ac.Expression, t.prefix), t.prefix)
 			}
 		}
-		out = append(out, mpolAutogenVariant{name: t.name, spec: c})
+		out = append(out, autogenCopy[policiesv1.MutatingPolicySpec]{name: t.name, spec: c, match: c.MatchConstraints})
 	}
 	return out
 }

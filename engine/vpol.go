@@ -136,17 +136,10 @@ func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike,
 	if len(f.errs) > 0 {
 		return f.errs
 	}
-	for _, ag := range vpolAutogen(spec) {
-		// A generated copy is compiled when a controller first comes to
-		// it: most sets never see one (the CLI compiles a set per suite),
-		// and its faults would repeat those of the policy, which compiled.
-		m, err := compileConstraints(ag.spec.MatchConstraints)
-		if err != nil {
-			f.add("status.autogen.configs."+ag.name+".spec.matchConstraints", err.Error())
-			continue
-		}
-		vp.variants = append(vp.variants, &vpolVariant{match: m, lazy: newLazyVariant(ag.spec, "status.autogen.configs."+ag.name+".spec", compileVPolVariant)})
-	}
+	vp.variants = appendAutogenVariants(vp.variants, vpolAutogen(spec), compileVPolVariant,
+		func(m *constraints, l *lazyVariant[policiesv1.ValidatingPolicySpec, vpolVariant]) *vpolVariant {
+			return &vpolVariant{match: m, lazy: l}
+		}, f)
 	if len(f.errs) > 0 {
 		return f.errs
 	}
@@ -811,12 +804,6 @@ func (e *celEvaluator) vpolMessage(x *celExpression, i int) string {
 	return fmt.Sprintf("CEL expression validation failed at index %d", i)
 }
 
-// autogenVariant is a policy spec rewritten for some Pod controllers.
-type autogenVariant struct {
-	name string
-	spec *policiesv1.ValidatingPolicySpec
-}
-
 // Pod controllers of autogen, by the resource name that selects them.
 var (
 	defaultsControllers = []struct{ group, resource string }{
@@ -833,15 +820,15 @@ var (
 // meaning, as in Kyverno, and so does object.metadata.name (Kyverno
 // rewrites it to the template's, which has none, so that an expression
 // naming the object errs on every controller).
-func vpolAutogen(spec *policiesv1.ValidatingPolicySpec) []autogenVariant {
+func vpolAutogen(spec *policiesv1.ValidatingPolicySpec) []autogenCopy[policiesv1.ValidatingPolicySpec] {
 	var pc *policiesv1.PodControllersGenerationConfiguration
 	if ag := spec.AutogenConfiguration; ag != nil {
 		pc = ag.PodControllers
 	}
-	var out []autogenVariant
+	var out []autogenCopy[policiesv1.ValidatingPolicySpec]
 	for _, t := range podControllerTargets(spec.MatchConstraints, pc) {
 		if s := rewriteForController(spec, t.prefix, t.rules); s != nil {
-			out = append(out, autogenVariant{name: t.name, spec: s})
+			out = append(out, autogenCopy[policiesv1.ValidatingPolicySpec]{name: t.name, spec: s, match: s.MatchConstraints})
 		}
 	}
 	return out
