@@ -488,7 +488,7 @@ func (e *countError) Unwrap() error { return e.unavailable }
 // returns the digest an entry verified. Errors carry the entry's path,
 // e.g. ".attestors[0].entries[1].keyless: subject mismatch: …".
 func countSet(set *kyvernov1.AttestorSet, path string, check func(a *kyvernov1.Attestor, path string) (string, error)) (string, error) {
-	entries := expandKeys(set.Entries)
+	entries := kyvernov1.SplitPublicKeys(set.Entries)
 	required := len(entries)
 	if set.Count != nil && *set.Count > 0 {
 		required = *set.Count
@@ -543,29 +543,6 @@ func attestorKind(a *kyvernov1.Attestor) string {
 		return ".keyless"
 	}
 	return ".attestor"
-}
-
-// expandKeys splits a publicKeys block holding several PEM keys into one
-// entry per key.
-func expandKeys(entries []kyvernov1.Attestor) []kyvernov1.Attestor {
-	var out []kyvernov1.Attestor
-	for _, a := range entries {
-		if a.Keys == nil || strings.Count(a.Keys.PublicKeys, "-----END PUBLIC KEY-----") < 2 {
-			out = append(out, a)
-			continue
-		}
-		for _, part := range strings.SplitAfter(a.Keys.PublicKeys, "-----END PUBLIC KEY-----") {
-			if strings.TrimSpace(part) == "" {
-				continue
-			}
-			keys := *a.Keys
-			keys.PublicKeys = strings.TrimSpace(part)
-			one := a
-			one.Keys = &keys
-			out = append(out, one)
-		}
-	}
-	return out
 }
 
 // imageRuleOutcome folds the outcomes of a rule's images into one rule

@@ -57,7 +57,7 @@ func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path strin
 	effective := normalizeAction(p.spec.ValidationFailureAction)
 	for i := range r.VerifyImages {
 		ep := fmt.Sprintf("%s.verifyImages[%d]", path, i)
-		e := &imageEntry{index: i, iv: convertDeprecated(r.VerifyImages[i])}
+		e := &imageEntry{index: i, iv: r.VerifyImages[i].Folded()}
 		iv := &e.iv
 		if iv.FailureAction != nil && iv.FailureAction.IsValid() {
 			a := normalizeAction(*iv.FailureAction)
@@ -122,36 +122,6 @@ func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path strin
 		out.entries = append(out.entries, e)
 	}
 	return out
-}
-
-// convertDeprecated folds the v1 fields image, key, roots, subject,
-// issuer, additionalExtensions and annotations into imageReferences and
-// attestors, as Kyverno does before every use (§1.3).
-func convertDeprecated(iv kyvernov1.ImageVerification) kyvernov1.ImageVerification {
-	if iv.Image != "" {
-		iv.ImageReferences = append(append([]string(nil), iv.ImageReferences...), iv.Image)
-	}
-	if iv.Key == "" && iv.Issuer == "" && len(iv.Annotations) == 0 {
-		return iv
-	}
-	entry := kyvernov1.Attestor{Annotations: iv.Annotations}
-	if iv.Key != "" {
-		entry.Keys = &kyvernov1.StaticKeyAttestor{PublicKeys: iv.Key}
-	} else {
-		entry.Keyless = &kyvernov1.KeylessAttestor{Issuer: iv.Issuer, Subject: iv.Subject, Roots: iv.Roots, AdditionalExtensions: iv.AdditionalExtensions}
-	}
-	set := kyvernov1.AttestorSet{Entries: []kyvernov1.Attestor{entry}}
-	if len(iv.Attestations) > 0 {
-		atts := make([]kyvernov1.Attestation, len(iv.Attestations))
-		copy(atts, iv.Attestations)
-		for i := range atts {
-			atts[i].Attestors = append(append([]kyvernov1.AttestorSet(nil), atts[i].Attestors...), set)
-		}
-		iv.Attestations = atts
-	} else {
-		iv.Attestors = append(append([]kyvernov1.AttestorSet(nil), iv.Attestors...), set)
-	}
-	return iv
 }
 
 // checkAttestorSet applies §1.4's checks to a set and its entries,

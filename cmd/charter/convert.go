@@ -24,15 +24,17 @@ func newConvertCommand() *cobra.Command {
 		verify   bool
 		check    bool
 		fileName string
+		registry string
 	)
 	cmd := &cobra.Command{
 		Use:   "convert FILE|DIR...",
 		Short: "Convert ClusterPolicies and Policies to Kyverno's CEL policy kinds, and prove the result equal",
 		Long: `Convert kyverno.io ClusterPolicies and Policies into policies.kyverno.io
 kinds: validate rules become a ValidatingPolicy (a Policy becomes a
-NamespacedValidatingPolicy). Rules that share match, preconditions and
-failure action become one policy; others one policy each, named
-<policy>-<rule>.
+NamespacedValidatingPolicy), mutate rules a MutatingPolicy, generate rules
+a GeneratingPolicy, verifyImages rules an ImageValidatingPolicy each.
+Rules that share match, preconditions and failure action become one
+policy; others one policy each, named <policy>-<rule>.
 
 Directories are read recursively (hidden folders such as .kyverno-test
 skipped). What cannot convert is listed per rule with the reason, and that
@@ -49,6 +51,10 @@ the conversion, and requires the same verdict for every resource and
 operation. A policy's verdict is its first failing or erroring rule, else
 pass if a rule passed, else skip (not matching at all counts as skip). The
 table gains a VERDICTS EQUAL column and the mismatches are listed.
+
+A verifyImages rule becomes an ImageValidatingPolicy; --verify verifies
+the suite's images against their registries (or --registry) for both
+forms, each image pinned to its digest as admission pins it.
 
 --check exits 1 when a policy does not convert cleanly (or, with
 --verify, when a verdict differs): for CI.`,
@@ -114,7 +120,11 @@ table gains a VERDICTS EQUAL column and the mismatches are listed.
 						results[s.result.SourceKey()] = s.result
 					}
 				}
-				v := &convert.Verifier{Runner: clitest.NewRunner(clitest.Options{FileName: fileName}), FileName: fileName}
+				// Images are pinned to their digest as admission pins them
+				// for an ImageValidatingPolicy (its mutating webhook) and
+				// for a verifyImages rule.
+				runner := clitest.NewRunner(clitest.Options{FileName: fileName, ImageVerifier: cliImageVerifier(registry), ImageDigestPins: true})
+				v := &convert.Verifier{Runner: runner, FileName: fileName}
 				verifications, err = v.Verify(cmd.Context(), paths, results)
 				if err != nil {
 					return err
@@ -150,6 +160,7 @@ table gains a VERDICTS EQUAL column and the mismatches are listed.
 	f.BoolVar(&verify, "verify", false, "run the kyverno-test.yaml suites found under the arguments on both forms and compare verdicts")
 	f.BoolVar(&check, "check", false, "exit 1 when a policy does not convert cleanly (with --verify: or a verdict differs)")
 	f.StringVarP(&fileName, "file-name", "f", clitest.DefaultFileName, "name of the test files --verify looks for")
+	f.StringVar(&registry, "registry", "", "with --verify: "+registryFlagHelp)
 	return cmd
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/corpus"
+	"github.com/charter-dev/charter/internal/imagetest"
 )
 
 // TestConvertVerifiesThePolicyLibrary: every policy of policies/ converts
@@ -185,4 +186,80 @@ func TestConvertPodSecurityMatchesTheEngine(t *testing.T) {
 		t.Errorf("want at least %d verdicts compared, got %d:\n%s", want, compared, stdout)
 	}
 	t.Logf("%d verdicts compared", compared)
+}
+
+// TestConvertVerifiesImageVerification: the verifyImages rules of
+// testdata/verify-images (a release key; either of two keys, one of
+// them required; keyless under a test CA; a provenance attestation with
+// a condition on its predicate) convert to ImageValidatingPolicies that
+// give the same verdict as the original for every resource of the suite,
+// both verified against a loopback registry holding its images signed
+// as their tags say (charter convert --verify --registry): signed images
+// admitted, unsigned ones, other keys, another identity, another builder
+// and a missing attestation refused, an image no rule names ignored. The
+// suite's own expectations of the original hold too (charter test).
+func TestConvertVerifiesImageVerification(t *testing.T) {
+	dir := filepath.Join("..", "..", "internal", "convert", "testdata", "verify-images")
+	reg := verifyImagesRegistry(t, dir)
+	stdout, stderr, err := runCharter(t, "convert", "--verify", "--check", "--registry", reg.Host, dir)
+	if err != nil {
+		t.Fatalf("convert --verify --check: %v\n%s%s", err, stdout, stderr)
+	}
+	// 14 resources, compared for each of the four converted policies.
+	if !everyPolicyVerified(stdout) || !strings.Contains(stdout, "4 ImageValidatingPolicy") || !strings.Contains(stdout, "yes (56)") {
+		t.Fatalf("want four ImageValidatingPolicies verified on every resource:\n%s", stdout)
+	}
+	t.Log(stdout)
+	stdout, stderr, err = runCharter(t, "test", "--registry", reg.Host, dir)
+	if err != nil {
+		t.Fatalf("charter test of the original: %v\n%s%s", err, stdout, stderr)
+	}
+}
+
+// verifyImagesRegistry starts the registry of testdata/verify-images:
+// each image signed or attested as its tag says, with the suite's test
+// keys and a keyless certificate its test CA issues now.
+func verifyImagesRegistry(t *testing.T, dir string) *imagetest.Registry {
+	t.Helper()
+	release := imagetest.LoadKeyFile(t, filepath.Join(dir, "release.key"))
+	backup := imagetest.LoadKeyFile(t, filepath.Join(dir, "backup.key"))
+	ca := imagetest.LoadCA(t, filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"))
+	keyless := func(email string) func(*imagetest.Registry, imagetest.Image) {
+		return func(reg *imagetest.Registry, img imagetest.Image) {
+			signer, cert := ca.Leaf(t, imagetest.Identity{Email: email, Issuer: "https://token.example.com"})
+			reg.Sign(t, img, signer, imagetest.SignOptions{Cert: cert, Chain: []byte(ca.RootPEM)})
+		}
+	}
+	signedBy := func(key *imagetest.Key) func(*imagetest.Registry, imagetest.Image) {
+		return func(reg *imagetest.Registry, img imagetest.Image) {
+			reg.Sign(t, img, key.Signer, imagetest.SignOptions{})
+		}
+	}
+	builtBy := func(builder string) func(*imagetest.Registry, imagetest.Image) {
+		return func(reg *imagetest.Registry, img imagetest.Image) {
+			st := imagetest.Statement(img, "https://slsa.dev/provenance/v0.2", map[string]any{"builder": map[string]any{"id": builder}})
+			reg.Attest(t, img, release.Signer, st, nil)
+		}
+	}
+	unsigned := func(*imagetest.Registry, imagetest.Image) {}
+	images := []struct {
+		repo, tag string
+		sign      func(*imagetest.Registry, imagetest.Image)
+	}{
+		{"example/app", "signed", signedBy(release)},
+		{"example/app", "unsigned", unsigned},
+		{"example/app", "backup-signed", signedBy(backup)},
+		{"example/tool", "backup-signed", signedBy(backup)},
+		{"example/tool", "unsigned", unsigned},
+		{"example/keyless", "signed", keyless("dev@example.com")},
+		{"example/keyless", "outsider", keyless("dev@example.net")},
+		{"example/built", "ci", builtBy("https://ci.example.com/builder")},
+		{"example/built", "elsewhere", builtBy("https://elsewhere.example.net/builder")},
+		{"example/built", "unattested", unsigned},
+	}
+	reg := imagetest.NewRegistry(t)
+	for _, img := range images {
+		img.sign(reg, reg.Push(t, img.repo, img.tag))
+	}
+	return reg
 }

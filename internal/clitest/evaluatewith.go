@@ -56,7 +56,7 @@ func (r *Runner) EvaluateWith(ctx context.Context, s *Suite, repl *Replacement) 
 	if c.err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Name(), c.err)
 	}
-	evals := evaluate(ctx, c, in, operations(s.Test), r.opts.ImageVerifier)
+	evals := evaluate(ctx, c, in, operations(s.Test), r.opts)
 	out := make([]PolicyOutcome, 0, len(evals))
 	for _, e := range evals {
 		o := PolicyOutcome{Operation: e.Operation, Resource: e.Resource.String(), Policy: e.Policy, Kind: e.Kind, Invalid: e.Invalid, Patched: e.Patched}

@@ -36,6 +36,13 @@ type Options struct {
 	// ImageVerifier verifies images for verifyImages rules; without one
 	// such rules end in error.
 	ImageVerifier engine.ImageVerifier
+	// ImageDigestPins pins the images of ImageValidatingPolicies with
+	// mutateDigest to their digest before validation, as their mutating
+	// webhook does at admission (engine.WithImageDigestPins). Kyverno's
+	// CLI does not; charter convert --verify does, so a converted
+	// verifyImages rule is compared as admission runs it, the
+	// ClusterPolicy pinning its images in the CLI too.
+	ImageDigestPins bool
 }
 
 // SuiteResult is the outcome of one suite.
@@ -192,7 +199,7 @@ func (r *Runner) runSuite(ctx context.Context, res *SuiteResult) {
 		_, key := engine.ParsePolicyID(id)
 		res.Warnings = append(res.Warnings, fmt.Sprintf("policy %s is invalid: %s", key, c.invalid[id]))
 	}
-	evals := evaluate(ctx, c, in, operations(s.Test), r.opts.ImageVerifier)
+	evals := evaluate(ctx, c, in, operations(s.Test), r.opts)
 	res.Rows = judge(s.Name(), s.Test, evals)
 	res.CheckedNothing = checkedNothing(s.Test, res.Rows)
 }
@@ -255,9 +262,9 @@ func operations(t *Test) []string {
 
 // evaluate runs every resource of the suite through the policy set once per
 // operation and records one evaluation per policy × resource.
-func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string, images engine.ImageVerifier) []evaluation {
+func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string, opts Options) []evaluation {
 	loaders := engine.Loaders{
-		ImageVerifier: images,
+		ImageVerifier: opts.ImageVerifier,
 		ConfigMaps:    in.cluster,
 		APICalls:      in.cluster,
 		GlobalContext: in.cluster,
@@ -267,6 +274,9 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string, images
 		Images:        in.celContext,
 	}
 	evalOpts := []engine.EvalOption{engine.WithLoaders(loaders), engine.WithValues(in.values)}
+	if opts.ImageDigestPins {
+		evalOpts = append(evalOpts, engine.WithImageDigestPins())
+	}
 	var evals []evaluation
 	for _, op := range ops {
 		for _, obj := range in.resources {

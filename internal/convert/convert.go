@@ -209,10 +209,17 @@ type convertedRule struct {
 	clusterReads []ClusterRead
 	// targets are a mutate-existing rule's targets.
 	targets *policiesv1.TargetMatchConstraints
+	// image is set for a verifyImages rule, which becomes an
+	// ImageValidatingPolicy of its own.
+	image *imageRule
 }
 
 // groupKey is what rules must share to live in one policy.
 func (r *convertedRule) groupKey() string {
+	if r.image != nil {
+		// Each verifyImages rule names its own attestors and images.
+		return "verifyImages/" + r.name
+	}
 	b, _ := json.Marshal([]any{r.mutate, r.kind, r.generateEval, r.matchConstraints, r.matchConditions, r.actions, r.targets})
 	return string(b)
 }
@@ -290,6 +297,9 @@ func buildPolicy(p kyvernov1.PolicyInterface, name string, rules []*convertedRul
 	}
 	if first.kind == "generate" {
 		return buildGeneratingPolicy(p, name, rules)
+	}
+	if first.image != nil {
+		return buildImageValidatingPolicy(p, name, rules)
 	}
 	c := commonParts(p, name, rules)
 	spec := policiesv1.ValidatingPolicySpec{

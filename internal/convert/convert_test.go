@@ -15,7 +15,8 @@ var update = flag.Bool("update", false, "rewrite the want files of testdata/")
 
 // TestConvert converts each testdata/<case>/policy.yaml and compares the
 // result with want.yaml, and the problems with problems.txt (absent when
-// the policy converts cleanly).
+// the policy converts cleanly). The result decodes strictly as the
+// policies.kyverno.io kinds it names, as kubectl apply reads them.
 func TestConvert(t *testing.T) {
 	dirs, err := filepath.Glob("testdata/*/policy.yaml")
 	if err != nil || len(dirs) == 0 {
@@ -33,6 +34,13 @@ func TestConvert(t *testing.T) {
 			var problems []string
 			for _, pr := range res.Problems {
 				problems = append(problems, pr.String())
+			}
+			docs, err := manifest.Split(got, "converted "+dir)
+			if err == nil {
+				_, err = manifest.DecodePolicies(docs)
+			}
+			if err != nil {
+				t.Errorf("the converted policies do not decode: %v", err)
 			}
 			compareFile(t, filepath.Join(dir, "want.yaml"), string(got))
 			compareFile(t, filepath.Join(dir, "problems.txt"), strings.Join(problems, "\n"))

@@ -61,6 +61,9 @@ type jmesScope struct {
 	boundCluster map[string]bool
 	// lists are the variables known to hold a list.
 	lists map[string]bool
+	// root, when set, is what other names are fields of: a verifyImages
+	// attestation's conditions read the predicate's fields as roots.
+	root string
 }
 
 func (s *jmesScope) convert(src string) (jmesValue, error) {
@@ -331,6 +334,8 @@ func (s *jmesScope) path(n gojmespath.ASTNode, cur *jmesValue, optional bool) (j
 			base, rest = atom(s.element), chain[1:]
 		case s.variables[first]:
 			base, rest = atom("variables."+first), chain[1:]
+		case s.root != "":
+			base = atom(s.root)
 		default:
 			return jmesValue{}, cannot("variable %q", first)
 		}

@@ -17,7 +17,9 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 		return nil, cannot("mutateExistingOnPolicyUpdate: a MutatingPolicy patches its targets on requests only")
 	case r.Mutation != nil, r.Generation != nil:
 	case len(r.VerifyImages) > 0:
-		return nil, cannot("verifyImages rules convert to an ImageValidatingPolicy, which charter convert does not write yet")
+		if len(r.Context) > 0 {
+			return nil, cannot("context: a verifyImages rule's context feeds variables into its attestors, which an ImageValidatingPolicy's attestors cannot read")
+		}
 	case r.Validation == nil:
 		return nil, cannot("no validate, mutate, generate or verifyImages")
 	}
@@ -28,6 +30,9 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 			return nil, err
 		}
 		out.actions = actions
+	}
+	if len(r.VerifyImages) > 0 {
+		out.actions = imageActions(p, r)
 	}
 	kinds, err := matchConstraints(r, out)
 	if err != nil {
@@ -57,6 +62,12 @@ func convertRule(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) (*convertedRule
 			return nil, wrap(err, "preconditions")
 		}
 		addCondition(out, "preconditions", pre)
+	}
+	if len(r.VerifyImages) > 0 {
+		if err := convertVerifyImages(r, out); err != nil {
+			return nil, wrap(err, "verifyImages")
+		}
+		return out, nil
 	}
 	podOnly := len(kinds) > 0
 	for _, k := range kinds {

@@ -437,6 +437,27 @@ func NewCA(t T, cn string) *CA {
 	return &CA{cert: cert, key: key, RootPEM: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))}
 }
 
+// LoadCA returns the CA of a PEM certificate file and its ECDSA P-256
+// key file: a test CA kept in a suite's testdata, whose certificate a
+// policy's keyless.roots holds.
+func LoadCA(t T, certPath, keyPath string) *CA {
+	t.Helper()
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		t.Fatalf("%s: no PEM certificate", certPath)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatalf("%s: %v", certPath, err)
+	}
+	key := LoadKeyFile(t, keyPath)
+	return &CA{cert: cert, key: key.private, RootPEM: string(certPEM)}
+}
+
 // Identity is what a keyless leaf certificate says about its signer.
 type Identity struct {
 	// Email or URI is the SAN.
