@@ -43,7 +43,7 @@ func convertVerifyImages(r *kyvernov1.Rule, out *convertedRule) error {
 	if len(r.VerifyImages) > 1 {
 		return cannot("%d verifyImages entries: an ImageValidatingPolicy has one matchImageReferences for all its validations", len(r.VerifyImages))
 	}
-	iv := foldDeprecated(r.VerifyImages[0])
+	iv := r.VerifyImages[0].Folded()
 	switch {
 	case iv.GetType() == kyvernov1.SigstoreBundle:
 		return cannot("type SigstoreBundle: charter verifies cosign and notary signatures only")
@@ -184,35 +184,6 @@ func imageActions(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) []admissionreg
 	return out
 }
 
-// foldDeprecated moves the v1 fields image, key, issuer, subject, roots,
-// additionalExtensions and annotations into imageReferences and an
-// attestor set, as Kyverno does before every use (§1.3).
-func foldDeprecated(iv kyvernov1.ImageVerification) kyvernov1.ImageVerification {
-	if iv.Image != "" {
-		iv.ImageReferences = append(append([]string(nil), iv.ImageReferences...), iv.Image)
-	}
-	if iv.Key == "" && iv.Issuer == "" && len(iv.Annotations) == 0 {
-		return iv
-	}
-	entry := kyvernov1.Attestor{Annotations: iv.Annotations}
-	if iv.Key != "" {
-		entry.Keys = &kyvernov1.StaticKeyAttestor{PublicKeys: iv.Key}
-	} else {
-		entry.Keyless = &kyvernov1.KeylessAttestor{Issuer: iv.Issuer, Subject: iv.Subject, Roots: iv.Roots, AdditionalExtensions: iv.AdditionalExtensions}
-	}
-	set := kyvernov1.AttestorSet{Entries: []kyvernov1.Attestor{entry}}
-	if len(iv.Attestations) == 0 {
-		iv.Attestors = append(append([]kyvernov1.AttestorSet(nil), iv.Attestors...), set)
-		return iv
-	}
-	atts := append([]kyvernov1.Attestation(nil), iv.Attestations...)
-	for i := range atts {
-		atts[i].Attestors = append(append([]kyvernov1.AttestorSet(nil), atts[i].Attestors...), set)
-	}
-	iv.Attestations = atts
-	return iv
-}
-
 // imageReferences turns Kyverno's image references into globs.
 // Kyverno matches a reference against the image normalised
 // (registry/path:tag, or registry/path@digest with the tag dropped,
@@ -285,10 +256,7 @@ type attestorNames struct {
 // attestors of ir, and refs lists them for a verification function;
 // required is how many must verify (count, else all).
 func (n *attestorNames) set(s *kyvernov1.AttestorSet, notary bool, ir *imageRule) (refs string, required int, err error) {
-	entries, err := splitKeys(s.Entries)
-	if err != nil {
-		return "", 0, err
-	}
+	entries := kyvernov1.SplitPublicKeys(s.Entries)
 	if len(entries) == 0 {
 		return "", 0, cannot("no entries")
 	}
@@ -348,30 +316,6 @@ func attestorKind(a policiesv1.Attestor) string {
 		return "certificate"
 	}
 	return "key"
-}
-
-// splitKeys splits a publicKeys block of several PEM keys into one entry
-// per key, as Kyverno does before counting.
-func splitKeys(entries []kyvernov1.Attestor) ([]kyvernov1.Attestor, error) {
-	const end = "-----END PUBLIC KEY-----"
-	var out []kyvernov1.Attestor
-	for _, a := range entries {
-		if a.Keys == nil || strings.Count(a.Keys.PublicKeys, end) < 2 {
-			out = append(out, a)
-			continue
-		}
-		for _, part := range strings.SplitAfter(a.Keys.PublicKeys, end) {
-			if strings.TrimSpace(part) == "" {
-				continue
-			}
-			keys := *a.Keys
-			keys.PublicKeys = strings.TrimSpace(part)
-			one := a
-			one.Keys = &keys
-			out = append(out, one)
-		}
-	}
-	return out, nil
 }
 
 // attestor converts one entry into a cosign or notary attestor.
@@ -517,21 +461,10 @@ func exactOrPattern(w string) (exact, pattern string) {
 	if !strings.ContainsAny(w, "*?") {
 		return w, ""
 	}
-	var b strings.Builder
-	b.WriteString("^")
-	for _, r := range w {
-		switch r {
-		case '*':
-			b.WriteString(".*")
-		case '?':
-			b.WriteString(".")
-		default:
-			b.WriteString(regexp.QuoteMeta(string(r)))
-		}
-	}
-	b.WriteString("$")
-	return "", b.String()
+	return "", globRegexp(w)
 }
+
+var typeWords = regexp.MustCompile(`[A-Za-z][A-Za-z]+`)
 
 // attestationName names an attestation for attestations.<name>: its
 // Kyverno name when that is an identifier, else the last word of its
@@ -545,7 +478,7 @@ func attestationName(a *kyvernov1.Attestation, i int, taken map[string]bool) str
 		if typ == "" {
 			typ = a.PredicateType
 		}
-		parts := regexp.MustCompile(`[A-Za-z][A-Za-z]+`).FindAllString(typ, -1)
+		parts := typeWords.FindAllString(typ, -1)
 		for j := len(parts) - 1; j >= 0 && name == ""; j-- {
 			if !slices.Contains([]string{"https", "http", "www", "dev", "io", "com", "org"}, parts[j]) {
 				name = parts[j]
