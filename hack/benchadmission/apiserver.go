@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/charter-dev/charter/hack/benchadmission/loadgen"
+	"github.com/charter-dev/charter/hack/benchadmission/policymix"
 	"github.com/charter-dev/charter/hack/benchadmission/workload"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/webhook/config"
@@ -102,7 +103,7 @@ func runAPIServer(ctx context.Context, o apiOptions, p *printer) (err error) {
 	if st, err := os.Stat(o.charter); err != nil || st.IsDir() {
 		return fmt.Errorf("charter binary %s not found: run make build (or pass -charter)", o.charter)
 	}
-	policies, err := workload.EnforcedPolicies(o.policyDir)
+	policies, err := policymix.EnforcedPolicies(o.policyDir)
 	if err != nil {
 		return err
 	}

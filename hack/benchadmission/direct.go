@@ -28,6 +28,7 @@ import (
 
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/hack/benchadmission/loadgen"
+	"github.com/charter-dev/charter/hack/benchadmission/policymix"
 	"github.com/charter-dev/charter/hack/benchadmission/workload"
 	"github.com/charter-dev/charter/webhook/certs"
 	"github.com/charter-dev/charter/webhook/metrics"
@@ -107,7 +108,7 @@ func p99Target(rate float64) float64 {
 // and prints the figures. With events on, charter writes its Kubernetes
 // Events to a local control plane as charter serve does.
 func runDirect(ctx context.Context, o directOptions, p *printer) error {
-	policies, err := workload.EnforcedPolicies(o.policyDir)
+	policies, err := policymix.EnforcedPolicies(o.policyDir)
 	if err != nil {
 		return err
 	}

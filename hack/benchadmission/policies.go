@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/charter-dev/charter/hack/benchadmission/loadgen"
+	"github.com/charter-dev/charter/hack/benchadmission/policymix"
 	"github.com/charter-dev/charter/hack/benchadmission/workload"
 	"github.com/charter-dev/charter/hack/benchscale/figures"
 	"github.com/charter-dev/charter/webhook/server"
@@ -37,7 +38,7 @@ type policiesPoint struct {
 
 // runPolicies measures, at the first -rate, charter serving the Pod
 // Security set in Enforce plus generated policies up to each count
-// (workload.ScaledPolicies: copies of the library's policies, most not
+// (policymix.ScaledPolicies: copies of the library's policies, most not
 // matching the Pods), against the null webhook in the same rounds, and
 // prints how p99 and CPU per review grow from the smallest count to the
 // largest.
@@ -46,11 +47,11 @@ func runPolicies(ctx context.Context, o directOptions, po policiesOptions, p *pr
 		fmt.Fprintf(os.Stderr, "policies mode measures at the first rate only: %g/s\n", o.rates[0])
 	}
 	o.rate = o.rates[0]
-	enforced, err := workload.EnforcedPolicies(o.policyDir)
+	enforced, err := policymix.EnforcedPolicies(o.policyDir)
 	if err != nil {
 		return err
 	}
-	library, err := workload.LibraryPolicies(po.libraryDir)
+	library, err := policymix.LibraryPolicies(po.libraryDir)
 	if err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func runPolicies(ctx context.Context, o directOptions, po policiesOptions, p *pr
 	var points []policiesPoint
 	offset := 0
 	for _, count := range po.counts {
-		policies, err := workload.ScaledPolicies(enforced, library, count)
+		policies, err := policymix.ScaledPolicies(enforced, library, count)
 		if err != nil {
 			return err
 		}
@@ -149,7 +150,7 @@ func printPolicies(p *printer, o directOptions, points []policiesPoint) {
 	}
 	p.printf("\n%s\n", p.style(fmt.Sprintf("Admission cost by installed policies at %g/s (direct, POST /validate/fail)", o.rate), bold))
 	p.printf("the 17 Pod Security policies in Enforce, then copies of the library's policies in Audit (one in %d matching the Pods, the others another kind or another namespace); %s per webhook in %d rounds against the null webhook\n\n",
-		workload.MatchingEvery, o.duration, o.rounds)
+		policymix.MatchingEvery, o.duration, o.rounds)
 	rows := make([][]string, 0, len(points))
 	for _, pt := range points {
 		rows = append(rows, []string{strconv.Itoa(pt.count), ms(pt.null.P99), ms(pt.charter.P50), ms(pt.charter.P99),

@@ -18,6 +18,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
+	"github.com/charter-dev/charter/hack/benchadmission/policymix"
 	"github.com/charter-dev/charter/webhook/events"
 	"github.com/charter-dev/charter/webhook/metrics"
 	"github.com/charter-dev/charter/webhook/server"
@@ -31,11 +32,11 @@ import (
 // policy by policy (engine.PolicySet.ValidateTimed) for the duration
 // histograms.
 func BenchmarkValidateHandler(b *testing.B) {
-	policies, err := EnforcedPolicies(policyDir)
+	policies, err := policymix.EnforcedPolicies(policyDir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	typed, err := Typed(policies)
+	typed, err := policymix.Typed(policies)
 	if err != nil {
 		b.Fatal(err)
 	}

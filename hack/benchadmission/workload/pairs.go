@@ -12,6 +12,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/hack/benchadmission/policymix"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 )
 
@@ -100,10 +101,10 @@ func enforcedClusterPolicy(path string) (kyvernov1.PolicyInterface, error) {
 	if u.GetKind() != "ClusterPolicy" {
 		return nil, fmt.Errorf("%s: a %s, want a ClusterPolicy", path, u.GetKind())
 	}
-	if err := enforce(u); err != nil {
+	if err := policymix.Enforce(u); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	typed, err := Typed([]*unstructured.Unstructured{u})
+	typed, err := policymix.Typed([]*unstructured.Unstructured{u})
 	if err != nil {
 		return nil, err
 	}

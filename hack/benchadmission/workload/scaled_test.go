@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/charter-dev/charter/hack/benchadmission/policymix"
 	"github.com/charter-dev/charter/webhook/server"
 )
 
@@ -20,17 +21,17 @@ const libraryDir = "../../../policies"
 // others half on another kind, half in a namespace of their own), and
 // every benchmark Pod still getting its decision.
 func TestScaledPolicies(t *testing.T) {
-	enforced, err := EnforcedPolicies(policyDir)
+	enforced, err := policymix.EnforcedPolicies(policyDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	library, err := LibraryPolicies(libraryDir)
+	library, err := policymix.LibraryPolicies(libraryDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []int{len(enforced), 20, 200, 1000} {
 		t.Run("n"+strconv.Itoa(n), func(t *testing.T) {
-			policies, err := ScaledPolicies(enforced, library, n)
+			policies, err := policymix.ScaledPolicies(enforced, library, n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +64,7 @@ func TestScaledPolicies(t *testing.T) {
 				}
 			}
 			generated := n - len(enforced)
-			wantUnchanged := (generated + MatchingEvery - 1) / MatchingEvery
+			wantUnchanged := (generated + policymix.MatchingEvery - 1) / policymix.MatchingEvery
 			if unchanged != wantUnchanged {
 				t.Errorf("%d generated policies left matching, want %d of %d", unchanged, wantUnchanged, generated)
 			}
@@ -85,15 +86,15 @@ func TestScaledPolicies(t *testing.T) {
 }
 
 func TestScaledPoliciesRefusesFewerThanEnforced(t *testing.T) {
-	enforced, err := EnforcedPolicies(policyDir)
+	enforced, err := policymix.EnforcedPolicies(policyDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = ScaledPolicies(enforced, nil, len(enforced)-1)
+	_, err = policymix.ScaledPolicies(enforced, nil, len(enforced)-1)
 	if err == nil || !strings.Contains(err.Error(), "want at least the 17 enforced ones") {
 		t.Fatalf("err = %v, want one naming the enforced count", err)
 	}
-	if _, err := ScaledPolicies(enforced, nil, len(enforced)+1); err == nil || !strings.Contains(err.Error(), "no library policies") {
+	if _, err := policymix.ScaledPolicies(enforced, nil, len(enforced)+1); err == nil || !strings.Contains(err.Error(), "no library policies") {
 		t.Fatalf("err = %v, want one saying there is nothing to copy", err)
 	}
 }

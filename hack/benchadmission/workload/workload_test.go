@@ -16,13 +16,14 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/hack/benchadmission/policymix"
 	"github.com/charter-dev/charter/webhook/server"
 )
 
 const policyDir = "../../../policies/pod-security"
 
 func TestEnforcedPolicies(t *testing.T) {
-	policies, err := EnforcedPolicies(policyDir)
+	policies, err := policymix.EnforcedPolicies(policyDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestEnforcedPolicies(t *testing.T) {
 }
 
 func TestEnforcedPoliciesEmptyFolder(t *testing.T) {
-	_, err := EnforcedPolicies(t.TempDir())
+	_, err := policymix.EnforcedPolicies(t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "no ClusterPolicy found") {
 		t.Fatalf("err = %v, want one saying no policy was found", err)
 	}
@@ -55,11 +56,11 @@ func TestEnforcedPoliciesEmptyFolder(t *testing.T) {
 // benchmark counts any other decision as an error, so the table must be
 // right.
 func TestPodsGetTheirDecision(t *testing.T) {
-	policies, err := EnforcedPolicies(policyDir)
+	policies, err := policymix.EnforcedPolicies(policyDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	typed, err := Typed(policies)
+	typed, err := policymix.Typed(policies)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,12 @@
-package workload
+// Package policymix is what policies the admission benchmark installs:
+// charter's Pod Security policies switched to Enforce, and generated
+// copies of its library up to a count, most of them not matching the
+// benchmark's Pods, as in a real cluster. It does not depend on the
+// engine, so that the engine's own benchmarks can evaluate the same mix.
+package policymix
 
 import (
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -10,6 +16,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 )
 
 // MatchingEvery is how often a generated policy still matches the
@@ -53,6 +61,46 @@ func LibraryPolicies(dir string) ([]*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("no ClusterPolicy found under %s (expected <name>/<name>.yaml files)", dir)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return out, nil
+}
+
+// EnforcedPolicies reads every ClusterPolicy under dir laid out as
+// charter's library is (<dir>/**/<name>/<name>.yaml; the kyverno-test.yaml
+// and resources.yaml beside it are skipped) and switches it to Enforce:
+// spec.validationFailureAction is set to Enforce and every rule-level
+// validate.failureAction, which would win over it, is removed. The files
+// are not changed. Policies come back sorted by name.
+func EnforcedPolicies(dir string) ([]*unstructured.Unstructured, error) {
+	out, err := LibraryPolicies(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range out {
+		if err := Enforce(u); err != nil {
+			return nil, fmt.Errorf("policy %s: %w", u.GetName(), err)
+		}
+	}
+	return out, nil
+}
+
+// Enforce sets the policy's failure action to Enforce in place.
+func Enforce(u *unstructured.Unstructured) error { return setAction(u, kyvernov1.Enforce) }
+
+// Typed converts policies read by EnforcedPolicies into the API types the
+// engine compiles.
+func Typed(policies []*unstructured.Unstructured) ([]kyvernov1.PolicyInterface, error) {
+	out := make([]kyvernov1.PolicyInterface, 0, len(policies))
+	for _, u := range policies {
+		raw, err := json.Marshal(u.Object)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", u.GetName(), err)
+		}
+		p := &kyvernov1.ClusterPolicy{}
+		if err := json.Unmarshal(raw, p); err != nil {
+			return nil, fmt.Errorf("policy %s: %w", u.GetName(), err)
+		}
+		out = append(out, p)
+	}
 	return out, nil
 }
 
@@ -101,10 +149,13 @@ func ScaledPolicies(enforced, library []*unstructured.Unstructured, n int) ([]*u
 	return out, nil
 }
 
-// audit sets the policy's failure action to Audit in place, removing the
+// audit sets the policy's failure action to Audit in place.
+func audit(u *unstructured.Unstructured) error { return setAction(u, kyvernov1.Audit) }
+
+// setAction sets the policy's failure action in place, removing the
 // rule-level ones that would win over it.
-func audit(u *unstructured.Unstructured) error {
-	if err := unstructured.SetNestedField(u.Object, "Audit", "spec", "validationFailureAction"); err != nil {
+func setAction(u *unstructured.Unstructured, action kyvernov1.ValidationFailureAction) error {
+	if err := unstructured.SetNestedField(u.Object, string(action), "spec", "validationFailureAction"); err != nil {
 		return err
 	}
 	return eachRule(u, func(rule map[string]any) {
