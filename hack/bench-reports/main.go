@@ -35,7 +35,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -328,7 +327,7 @@ func run(store string, nPods, nNamespaces int, policyDir string, opts reports.Op
 		}
 	}
 	children := childCPU()
-	ownCPU := processCPU()
+	ownCPU := benchmem.ProcessCPU()
 	scanStart := time.Now()
 	go func() { done <- c.Start(cctx) }()
 	if prof.server != "" {
@@ -349,7 +348,7 @@ func run(store string, nPods, nNamespaces int, policyDir string, opts reports.Op
 	if cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
-	controllerCPU := processCPU() - ownCPU
+	controllerCPU := benchmem.ProcessCPU() - ownCPU
 	serverCPU := childCPU().since(children)
 	select {
 	case err := <-done:
@@ -630,13 +629,6 @@ func writeSampleReport(ctx context.Context, dyn dynamic.Interface, file string) 
 		return err
 	}
 	return os.WriteFile(file, data, 0o644)
-}
-
-// processCPU is the CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // childCPU is the CPU time the running children of this process (etcd,

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -30,6 +29,7 @@ import (
 	"github.com/charter-dev/charter/hack/benchadmission/loadgen"
 	"github.com/charter-dev/charter/hack/benchadmission/policymix"
 	"github.com/charter-dev/charter/hack/benchadmission/workload"
+	"github.com/charter-dev/charter/internal/benchmem"
 	"github.com/charter-dev/charter/webhook/certs"
 	"github.com/charter-dev/charter/webhook/metrics"
 	"github.com/charter-dev/charter/webhook/server"
@@ -235,7 +235,7 @@ func measureRounds(ctx context.Context, o directOptions, targets []*webhookTarge
 			runtime.GC()
 			cfg := loadgen.Config{Rate: o.rate, Duration: perRound, Workers: o.workers, Offset: *offset, Answered: stalls.answered(t.name)}
 			*offset += cfg.Requests()
-			gcBefore, cpuBefore, started := sampleGC(), processCPU(), time.Now()
+			gcBefore, cpuBefore, started := sampleGC(), benchmem.ProcessCPU(), time.Now()
 			if around != nil {
 				around(t, started, false)
 			}
@@ -245,7 +245,7 @@ func measureRounds(ctx context.Context, o directOptions, targets []*webhookTarge
 				return err
 			}
 			t.gc = t.gc.add(sampleGC().since(gcBefore))
-			t.cpu += processCPU() - cpuBefore
+			t.cpu += benchmem.ProcessCPU() - cpuBefore
 			t.results.Merge(res)
 			if around != nil {
 				around(t, started, true)
@@ -380,15 +380,6 @@ func printRate(p *printer, o directOptions, policies, shapes int, targets []*web
 	if r.charterRate < 0.95*r.rate {
 		p.printf("charter answered %.0f/s of the %g/s offered: the server (or this machine) fell behind\n", r.charterRate, r.rate)
 	}
-}
-
-// processCPU is the CPU time this process has used, user and system.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func perReview(d time.Duration, requests int) string {

@@ -1,5 +1,5 @@
-// Package benchmem samples this process's memory for the make bench-*
-// programs that run a controller in process.
+// Package benchmem samples this process's memory (and CPU) for the make
+// bench-* programs that run a controller in process.
 package benchmem
 
 import (
