@@ -22,15 +22,11 @@ type PolicySet struct {
 	// celExceptions are the policies.kyverno.io PolicyExceptions.
 	celExceptions []*celException
 	jp            *jmespath.Interpreter
-	// byKind indexes policies by the kinds their rules name; wildcard holds
-	// the policies with a rule whose kind selector has a wildcard kind.
-	byKind   map[string][]*Policy
-	wildcard []*Policy
-	// responsesByKind bounds the validate responses the byKind policies
-	// can give a request for a kind, and wildcardResponses those of the
-	// wildcard policies (index): Validate sizes its rule responses by them.
-	responsesByKind   map[string]int
-	wildcardResponses int
+	// byKind indexes policies by the kinds their rules name, then by the
+	// namespaces they can act in (candidates.go); wildcard holds the
+	// policies with a rule whose kind selector has a wildcard kind.
+	byKind   map[string]*kindIndex
+	wildcard kindIndex
 	// webhookConditioned counts the policies with webhook matchConditions;
 	// candidates checks them only when there are some.
 	webhookConditioned int
@@ -96,9 +92,8 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 		o(&cfg)
 	}
 	set := &PolicySet{
-		byID:   make(map[string]*Policy, len(policies)),
-		byKind: map[string][]*Policy{},
-		jp:     jmespath.New(),
+		byID: make(map[string]*Policy, len(policies)),
+		jp:   jmespath.New(),
 	}
 	var errs fault.List
 	for _, src := range policies {

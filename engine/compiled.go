@@ -188,8 +188,7 @@ func (c *Compiler) Assemble(policies []*CompiledPolicy, exceptions []*CompiledEx
 // starting point Compile uses.
 func (c *Compiler) scratch() *PolicySet {
 	return &PolicySet{
-		byID:   map[string]*Policy{},
-		byKind: map[string][]*Policy{},
-		jp:     c.jp,
+		byID: map[string]*Policy{},
+		jp:   c.jp,
 	}
 }

@@ -119,7 +119,7 @@ func (s *PolicySet) Generate(ctx context.Context, req *Request, opts ...EvalOpti
 	in := newRequestView(ctx, req, &cfg)
 	resp := &GenerateResponse{Resource: in.resourceRef()}
 	var old *requestView
-	for _, p := range s.candidates(in) {
+	for _, p := range s.candidatesIn(in, in.oldInOtherNamespace()) {
 		if !p.scopes(in) {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
@@ -116,10 +117,18 @@ func (s *PolicySet) Mutate(ctx context.Context, req *Request, opts ...EvalOption
 	cfg := newEvalConfig(opts)
 	in := newRequestView(ctx, req, &cfg)
 	resp := &MutateResponse{Resource: in.resourceRef(), Object: req.Object}
+	first := in
 	candidates := s.candidates(in)
 	var reinvoke []reinvocation
-	for _, p := range candidates {
+	for i := 0; i < len(candidates); i++ {
+		p := candidates[i]
 		pr, out := p.mutate(ctx, in, &cfg)
+		if out != in && !sameBuckets(in, out) {
+			// A rule moved the object to another namespace: the policies
+			// after p are those that can select it there.
+			later := slices.DeleteFunc(slices.Clone(s.candidates(out)), func(q *Policy) bool { return q.order <= p.order })
+			candidates = slices.Concat(candidates[:i+1], later)
+		}
 		in = out
 		if len(pr.Rules) > 0 {
 			if p.mpol != nil && p.mpol.reinvoke {
@@ -129,6 +138,9 @@ func (s *PolicySet) Mutate(ctx context.Context, req *Request, opts ...EvalOption
 		}
 	}
 	in = s.reinvoke(ctx, in, &cfg, reinvoke, resp)
+	if !sameBuckets(first, in) {
+		candidates = s.candidates(in)
+	}
 	if req.Object != nil && req.Operation != kyvernov1.Delete {
 		in = s.verifyImagesPhase(ctx, in, &cfg, candidates, resp)
 		if cfg.imageDigestPins {

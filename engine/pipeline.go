@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -51,23 +50,6 @@ type requestView struct {
 	rules []RuleResponse
 }
 
-// rulesUpFront is how many rule responses Validate makes room for before
-// evaluating a request for kind: at most one per validate (or
-// verifyImages) rule that can select the kind, and one per CEL policy
-// that can, as index counted them (restrict-capabilities-strict answers a
-// Pod with two rules, its autogen rules none), up to a bound: a large
-// set's candidates may mostly not respond. More grow the slice as usual.
-// A review of the Pod Security set needs 18 of the 200-byte responses:
-// room for exactly those is 1 KiB less than a guess from the number of
-// candidate policies.
-func (s *PolicySet) rulesUpFront(kind string) int {
-	n := s.responsesByKind[kind]
-	if len(s.wildcard) > 0 {
-		n += s.wildcardResponses
-	}
-	return min(n, 64)
-}
-
 func newRequestView(ctx context.Context, req *Request, cfg *evalConfig) *requestView {
 	in := &requestView{ctx: ctx, req: req, cfg: cfg, op: req.Operation}
 	if in.op == "" {
@@ -84,13 +66,7 @@ func newRequestView(ctx context.Context, req *Request, cfg *evalConfig) *request
 		in.gvk = schema.FromAPIVersionAndKind(apiVersion, kind)
 	}
 	meta, _ := in.object["metadata"].(map[string]any)
-	name, namespace := req.Name, req.Namespace
-	if name == "" {
-		name, _ = meta["name"].(string)
-	}
-	if namespace == "" {
-		namespace, _ = meta["namespace"].(string)
-	}
+	name, namespace := requestIdentity(req, meta)
 	in.nsLabels, in.nsLabelsLoaded = req.NamespaceLabels, req.NamespaceLabels != nil
 	in.scope = scopeNamespace(req, in.gvk)
 	in.res = match.Resource{
@@ -107,6 +83,41 @@ func newRequestView(ctx context.Context, req *Request, cfg *evalConfig) *request
 		ClusterRoles:    req.ClusterRoles,
 	}
 	return in
+}
+
+// requestIdentity is the name and namespace a request's object is
+// matched by: the request's, or where it names none, the object's
+// metadata's.
+func requestIdentity(req *Request, meta map[string]any) (name, namespace string) {
+	name, namespace = req.Name, req.Namespace
+	if name == "" {
+		name, _ = meta["name"].(string)
+	}
+	if namespace == "" {
+		namespace, _ = meta["namespace"].(string)
+	}
+	return name, namespace
+}
+
+// sameBuckets reports whether two views of a request read the same
+// buckets of the index: the namespace they are matched in and their scope
+// agree.
+func sameBuckets(a, b *requestView) bool {
+	return a.scope == b.scope && match.NamespaceOf(&a.res) == match.NamespaceOf(&b.res)
+}
+
+// oldInOtherNamespace reports whether the request's old object is matched
+// in another namespace than its new one, which only a request that names
+// neither can say (as `charter test` may give one): Generate matches the
+// old object too, so it then reads the candidates of every namespace.
+func (in *requestView) oldInOtherNamespace() bool {
+	if in.req.Object == nil || in.req.OldObject == nil {
+		return false
+	}
+	meta, _ := in.req.OldObject["metadata"].(map[string]any)
+	old := match.Resource{Kind: in.gvk}
+	old.Name, old.Namespace = requestIdentity(in.req, meta)
+	return match.NamespaceOf(&old) != match.NamespaceOf(&in.res)
 }
 
 func stringMap(v any) map[string]string {
@@ -219,58 +230,6 @@ func setAll(doc *jsoncontext.Document, vals map[string]any) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		doc.Set(k, vals[k])
-	}
-}
-
-// candidates returns the policies with a rule that can match the request's
-// kind, in compile order.
-func (s *PolicySet) candidates(in *requestView) []*Policy {
-	out := s.byKindCandidates(in)
-	if s.webhookConditioned == 0 || in.cfg.webhookConditionsMet {
-		return out
-	}
-	// A policy whose webhook matchConditions do not hold for the request
-	// is no candidate (webhookconditions.go); out may be an index slice,
-	// so the kept policies go to a copy.
-	return slices.DeleteFunc(slices.Clone(out), func(p *Policy) bool { return !p.webhookConditions.holds(in) })
-}
-
-// byKindCandidates returns the policies whose rules can select the
-// request's kind, in compile order.
-func (s *PolicySet) byKindCandidates(in *requestView) []*Policy {
-	byKind := s.byKind[in.gvk.Kind]
-	if len(s.wildcard) == 0 {
-		return byKind
-	}
-	if len(byKind) == 0 {
-		return s.wildcard
-	}
-	// Merge the two lists back into compile order.
-	out := make([]*Policy, 0, len(byKind)+len(s.wildcard))
-	out = append(out, byKind...)
-	out = append(out, s.wildcard...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].order < out[j].order })
-	return out
-}
-
-func (s *PolicySet) index(p *Policy) {
-	p.order = len(s.policies) - 1
-	if p.webhookConditions != nil {
-		s.webhookConditioned++
-	}
-	for _, k := range p.kinds {
-		if k == "*" || strings.ContainsAny(k, "*?") {
-			s.wildcard = append(s.wildcard, p)
-			s.wildcardResponses += validateResponses(p, "")
-			return
-		}
-	}
-	if s.responsesByKind == nil {
-		s.responsesByKind = map[string]int{}
-	}
-	for _, k := range p.kinds {
-		s.byKind[k] = append(s.byKind[k], p)
-		s.responsesByKind[k] += validateResponses(p, k)
 	}
 }
 

@@ -34,14 +34,13 @@ func TestRuleResponsesFitTheirBound(t *testing.T) {
 		{"ConfigMap", configMap, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kind := tc.object["kind"].(string)
 			for _, validate := range []func(context.Context, *Request, ...EvalOption) *Response{set.Validate, set.ValidateTimed} {
 				resp := validate(context.Background(), &Request{Object: tc.object})
 				n := 0
 				for _, p := range resp.Policies {
 					n += len(p.Rules)
 				}
-				bound := set.rulesUpFront(kind)
+				bound := set.rulesUpFront(newRequestView(context.Background(), &Request{Object: tc.object}, &evalConfig{}))
 				if n > bound {
 					t.Errorf("%d rule responses, room made for %d", n, bound)
 				}

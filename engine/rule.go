@@ -511,10 +511,7 @@ func matchKindNames(m *kyvernov1.MatchResources) []string {
 		}
 		for _, k := range kinds {
 			name := match.ParseKind(k).Kind
-			// Beyond wildcards, wildcard.Match reads invalid UTF-8 as
-			// U+FFFD on both sides; only a name without either compares
-			// as plain equality.
-			if wildcard.ContainsWildcard(name) || !utf8.ValidString(name) || strings.ContainsRune(name, utf8.RuneError) {
+			if !exactPattern(name) {
 				return nil
 			}
 			if !slices.Contains(out, name) {
@@ -523,4 +520,11 @@ func matchKindNames(m *kyvernov1.MatchResources) []string {
 		}
 	}
 	return out
+}
+
+// exactPattern reports whether wildcard.Match(pattern, s) is pattern == s:
+// beyond wildcards, wildcard.Match reads invalid UTF-8 as U+FFFD on both
+// sides, so only a pattern without either compares as plain equality.
+func exactPattern(pattern string) bool {
+	return !wildcard.ContainsWildcard(pattern) && utf8.ValidString(pattern) && !strings.ContainsRune(pattern, utf8.RuneError)
 }

@@ -38,6 +38,9 @@ type scopeCase struct {
 		Validate []string `json:"validate"`
 		Mutate   []string `json:"mutate"`
 		Generate []string `json:"generate"`
+		// LeftOut are the keys of policies the index must leave out of
+		// the request's candidates.
+		LeftOut []string `json:"leftOut"`
 	} `json:"cases"`
 }
 
@@ -91,7 +94,33 @@ func TestNamespacedPolicyScope(t *testing.T) {
 				}
 				checkLines(t, "Policy.Validate", responseLines(one), c.Validate)
 				checkLines(t, "Policy.Mutate", responseLines(oneMutate), c.Mutate)
+				checkCandidates(t, set, req, c.LeftOut)
 			})
+		}
+	}
+}
+
+// checkCandidates checks the policy index for the request: it leaves out
+// the policies named, and only policies that cannot respond (out of
+// scope, or no rule selecting the request).
+func checkCandidates(t *testing.T, set *PolicySet, req *Request, leftOut []string) {
+	t.Helper()
+	in := newRequestView(context.Background(), req, &evalConfig{})
+	candidates := set.candidates(in)
+	for _, key := range leftOut {
+		if !slices.ContainsFunc(set.Policies(), func(p *Policy) bool { return p.key == key }) {
+			t.Errorf("policy index: no policy %s to leave out", key)
+		}
+	}
+	for _, p := range set.Policies() {
+		if slices.Contains(candidates, p) {
+			if slices.Contains(leftOut, p.key) {
+				t.Errorf("policy index: %s is a candidate, want it left out", p.key)
+			}
+			continue
+		}
+		if p.scopes(in) && slices.ContainsFunc(p.rules, func(r *rule) bool { return r.selects(&in.res) }) {
+			t.Errorf("policy index left out %s, whose rules select the request", p.key)
 		}
 	}
 }

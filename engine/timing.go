@@ -26,7 +26,7 @@ func (s *PolicySet) ValidateTimed(ctx context.Context, req *Request, opts ...Eva
 	// Security policies would otherwise grow the slice five times.
 	resp.Policies = make([]PolicyResponse, 0, len(candidates))
 	// And for their rule responses, in one slice (rulesUpFront).
-	in.rules = make([]RuleResponse, 0, s.rulesUpFront(in.gvk.Kind))
+	in.rules = make([]RuleResponse, 0, s.rulesUpFront(in))
 	for _, p := range candidates {
 		start := time.Now()
 		pr := p.validate(ctx, in, &cfg)

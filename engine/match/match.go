@@ -105,15 +105,8 @@ func description(d *kyvernov1.ResourceDescription, r *Resource) bool {
 	if len(d.Names) > 0 && !anyWildcard(d.Names, r.Name) {
 		return false
 	}
-	if len(d.Namespaces) > 0 {
-		ns := r.Namespace
-		// A Namespace object is matched by its own name.
-		if r.Kind.Kind == "Namespace" && r.Kind.Group == "" {
-			ns = r.Name
-		}
-		if !anyWildcard(d.Namespaces, ns) {
-			return false
-		}
+	if len(d.Namespaces) > 0 && !anyWildcard(d.Namespaces, NamespaceOf(r)) {
+		return false
 	}
 	if len(d.Annotations) > 0 && !annotations(d.Annotations, r.Annotations) {
 		return false
@@ -147,6 +140,15 @@ func description(d *kyvernov1.ResourceDescription, r *Resource) bool {
 		}
 	}
 	return true
+}
+
+// NamespaceOf is the name a filter's namespaces are matched against: the
+// resource's namespace, or, for a Namespace object, its own name.
+func NamespaceOf(r *Resource) string {
+	if r.Kind.Kind == "Namespace" && r.Kind.Group == "" {
+		return r.Name
+	}
+	return r.Namespace
 }
 
 func user(u *kyvernov1.UserInfo, r *Resource) bool {
