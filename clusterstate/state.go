@@ -123,7 +123,9 @@ func (e *ignoredExceptionEvents) emit(ig policycache.IgnoredException) {
 	e.recorder.Eventf(ig.Exception, nil, corev1.EventTypeWarning, ReasonExceptionIgnored, "Ignore", "%s", ig.Reason)
 }
 
-// Start runs once this replica leads.
+// Start runs while this replica leads: at each term (the process
+// campaigns again after a lost Lease), it catches up as a new leader
+// would, and stops emitting at the term's end.
 func (e *ignoredExceptionEvents) Start(ctx context.Context) error {
 	e.cache.CatchUpIgnored(func(ignored []policycache.IgnoredException) {
 		e.leading.Store(true)
@@ -132,6 +134,7 @@ func (e *ignoredExceptionEvents) Start(ctx context.Context) error {
 		}
 	})
 	<-ctx.Done()
+	e.leading.Store(false)
 	return nil
 }
 

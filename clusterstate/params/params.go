@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/clusterstate/internal/listeners"
 	"github.com/charter-dev/charter/engine"
 )
 
@@ -60,7 +61,7 @@ type Informers struct {
 	poke     chan struct{}
 	onChange []func()
 	// onParam are told of every change of a param object.
-	onParam []func(schema.GroupVersionKind, metav1.Object)
+	onParam listeners.Set[func(schema.GroupVersionKind, metav1.Object)]
 }
 
 // kindInformer is the informer of one param kind, or why it has none.
@@ -198,20 +199,15 @@ func (s *Informers) OnChange(fn func()) {
 // background scan that reads the kind's params from then on sees it. The
 // objects of a kind's first list (a policy began to name the kind) are no
 // change. Every object of the kind is told of, also those no paramRef
-// names (Reads tells them apart).
-func (s *Informers) OnParamChange(fn func(schema.GroupVersionKind, metav1.Object)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.onParam = append(s.onParam, fn)
+// names (Reads tells them apart). A listener that stops removes itself.
+func (s *Informers) OnParamChange(fn func(schema.GroupVersionKind, metav1.Object)) (remove func()) {
+	return s.onParam.Add(fn)
 }
 
 // paramChanged tells every OnParamChange subscriber of a change of a
 // kind's params.
 func (s *Informers) paramChanged(gvk schema.GroupVersionKind, obj metav1.Object) {
-	s.mu.Lock()
-	fns := slices.Clone(s.onParam)
-	s.mu.Unlock()
-	for _, fn := range fns {
+	for _, fn := range s.onParam.All() {
 		fn(gvk, obj)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/clusterstate/internal/listeners"
 	"github.com/charter-dev/charter/clusterstate/policycheck"
 )
 
@@ -60,7 +61,7 @@ type Cache struct {
 	mu                 sync.Mutex
 	ignoredListeners   []func(IgnoredException)
 	listeners          []func(*Snapshot)
-	subscribers        []func(*Snapshot)
+	subscribers        listeners.Set[func(*Snapshot)]
 	changeListeners    []func(kyvernov1.PolicyInterface, PolicyChange)
 	installedListeners []func(*Installed)
 }
@@ -186,11 +187,10 @@ func (c *Cache) OnChange(fn func(*Snapshot)) {
 // every new snapshot, whatever changed in it: the controllers that
 // evaluate its views (reports, background) subscribe, and compile
 // nothing of their own. A burst of changes is one snapshot (the cache
-// debounces). fn must not block.
-func (c *Cache) Subscribe(fn func(*Snapshot)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.subscribers = append(c.subscribers, fn)
+// debounces). fn must not block. A subscriber that stops (a controller
+// whose term of leadership ended) unsubscribes.
+func (c *Cache) Subscribe(fn func(*Snapshot)) (unsubscribe func()) {
+	return c.subscribers.Add(fn)
 }
 
 // NeedLeaderElection is false: every replica serves admission.
@@ -361,7 +361,7 @@ func (c *Cache) rebuild(ctx context.Context) error {
 	if stats.AdmissionChanged {
 		listeners = append(listeners, c.listeners...)
 	}
-	listeners = append(listeners, c.subscribers...)
+	listeners = append(listeners, c.subscribers.All()...)
 	c.mu.Unlock()
 	for _, fn := range listeners {
 		fn(s)

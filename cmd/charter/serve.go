@@ -43,6 +43,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/egress"
+	"github.com/charter-dev/charter/internal/leadership"
 	"github.com/charter-dev/charter/internal/version"
 	"github.com/charter-dev/charter/internal/workdir"
 	"github.com/charter-dev/charter/reconciler/background"
@@ -470,22 +471,18 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	if err != nil {
 		return nil, nil, err
 	}
-	lease, renew := 6*o.retryPeriod, 5*o.retryPeriod
 	shutdown := 30 * time.Second
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        sch,
-		Logger:                        log,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress:        o.healthAddr,
-		LeaderElection:                o.leaderElect && managerElects(o.controllers),
-		LeaderElectionID:              o.leaseName,
-		LeaderElectionNamespace:       o.namespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &lease,
-		RenewDeadline:                 &renew,
-		RetryPeriod:                   &o.retryPeriod,
-		GracefulShutdownTimeout:       &shutdown,
-		Controller:                    ctrlconfig.Controller{SkipNameValidation: &o.repeatable},
+	// The manager does not elect: its election ends the process when the
+	// Lease is lost (a renewal that missed its deadline under load), and
+	// admission with it. The leader-only work runs in a leadership.Group
+	// under the --leader-election-id Lease instead, which campaigns again.
+	realMgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  sch,
+		Logger:                  log,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.healthAddr,
+		GracefulShutdownTimeout: &shutdown,
+		Controller:              ctrlconfig.Controller{SkipNameValidation: &o.repeatable},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			// Only charter's own Secrets (certificates) are watched; do
 			// not cache the cluster's.
@@ -498,6 +495,15 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	if err != nil {
 		return nil, nil, fmt.Errorf("manager: %w", err)
 	}
+	leader := leadership.NewGroup(cfg, leadership.LeaseOptions{
+		Enabled: o.leaderElect && managerElects(o.controllers), Namespace: o.namespace, Name: o.leaseName,
+		LeaseDuration: 6 * o.retryPeriod, RenewDeadline: 5 * o.retryPeriod, RetryPeriod: o.retryPeriod, Log: log.WithName("leader"),
+	})
+	if err := realMgr.Add(leader); err != nil {
+		return nil, nil, err
+	}
+	// Every setup below adds to mgr: what needs a leader joins the group.
+	mgr := leader.Manager(realMgr)
 	running := &runningControllers{}
 
 	// Image verification's registries and Rekor pass the egress guard as

@@ -30,6 +30,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/leadership"
 	"github.com/charter-dev/charter/reconciler/internal/runner"
 )
 
@@ -159,7 +160,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	if !c.opts.State.Policies.WaitForSync(ctx) {
 		return nil
 	}
-	return runner.NewLease(c.cfg, runner.LeaseOptions{
+	return leadership.NewLease(c.cfg, leadership.LeaseOptions{
 		Enabled: c.opts.LeaderElection, Namespace: c.opts.Namespace, Name: c.opts.LeaseName,
 		LeaseDuration: c.opts.LeaseDuration, RenewDeadline: c.opts.RenewDeadline, RetryPeriod: c.opts.RetryPeriod, Log: c.log,
 	}, c.lead).Start(ctx)

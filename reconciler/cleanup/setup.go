@@ -16,7 +16,7 @@ import (
 
 	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/engine"
-	"github.com/charter-dev/charter/reconciler/internal/runner"
+	"github.com/charter-dev/charter/internal/leadership"
 )
 
 // EventSource is the reportingController of the controller's events, as
@@ -84,7 +84,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	c.policies.now = c.ttl.now
 	scheme := mgr.GetScheme()
 	c.newRecorder = func(b events.EventBroadcaster) events.EventRecorder { return b.NewRecorder(scheme, EventSource) }
-	return mgr.Add(runner.NewLease(mgr.GetConfig(), runner.LeaseOptions{
+	return mgr.Add(leadership.NewLease(mgr.GetConfig(), leadership.LeaseOptions{
 		Enabled: o.LeaderElect, Namespace: o.Namespace, Name: o.LeaseName, RetryPeriod: o.RetryPeriod, Log: o.Log,
 	}, c.run))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/egress"
+	"github.com/charter-dev/charter/internal/leadership"
 	"github.com/charter-dev/charter/reconciler/gitsync/source"
 )
 
@@ -122,13 +123,21 @@ func (r *PolicyRepositoryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opt
 	if workers <= 0 {
 		workers = 2
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
-		For(&gitopsv1alpha1.PolicyRepository{}, builder.WithPredicates(
-			predicate.Or(predicate.GenerationChangedPredicate{}, syncRequested{}),
-		)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Complete(r)
+	// Built anew at each term of leadership: a controller starts once
+	// only, and charter serve campaigns again after a lost Lease.
+	controllers, err := leadership.PerTerm(mgr, func(m ctrl.Manager) error {
+		return ctrl.NewControllerManagedBy(m).
+			Named(ControllerName).
+			For(&gitopsv1alpha1.PolicyRepository{}, builder.WithPredicates(
+				predicate.Or(predicate.GenerationChangedPredicate{}, syncRequested{}),
+			)).
+			WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+			Complete(r)
+	})
+	if err != nil {
+		return err
+	}
+	return mgr.Add(controllers)
 }
 
 // receiverServer serves the receiver for as long as the manager runs.

@@ -23,6 +23,7 @@ import (
 	"github.com/charter-dev/charter/api/conditions"
 	kyvernov2alpha1 "github.com/charter-dev/charter/api/kyverno/v2alpha1"
 	"github.com/charter-dev/charter/clusterstate/globalcontext"
+	"github.com/charter-dev/charter/internal/leadership"
 )
 
 // loadingRequeue is how soon an entry still loading is looked at again,
@@ -57,11 +58,19 @@ func (r *GlobalContextEntryReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		default:
 		}
 	})
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("globalcontextentry").
-		For(&kyvernov2alpha1.GlobalContextEntry{}).
-		WatchesRawSource(source.Channel(changes, &handler.EnqueueRequestForObject{})).
-		Complete(r)
+	// Built anew at each term of leadership (a controller starts once
+	// only); the Store's listener above is registered once.
+	controllers, err := leadership.PerTerm(mgr, func(m ctrl.Manager) error {
+		return ctrl.NewControllerManagedBy(m).
+			Named("globalcontextentry").
+			For(&kyvernov2alpha1.GlobalContextEntry{}).
+			WatchesRawSource(source.Channel(changes, &handler.EnqueueRequestForObject{})).
+			Complete(r)
+	})
+	if err != nil {
+		return err
+	}
+	return mgr.Add(controllers)
 }
 
 // Reconcile writes the status of one entry.

@@ -28,18 +28,35 @@ import (
 	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/internal/leadership"
 	"github.com/charter-dev/charter/reconciler/internal/runner"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
 
 // Setup adds the reports controller to the manager. The controller runs
-// only on the leader (the manager's leader election), so `charter serve
-// --controllers=reports` may run several replicas. With an admission queue
+// only on the leader (the manager's leader election, or the
+// leadership.Group charter serve gives it), so `charter serve
+// --controllers=reports` may run several replicas; a new Controller runs
+// at each term of leadership (leadership.PerTerm), since one's queue, watches and
+// knowledge of the reports end with its term. With an admission queue
 // (Options.Admission) it adds an AdmissionWriter too, which every replica
 // runs: admission results reach reports whichever replica admitted.
 func Setup(mgr manager.Manager, opts Options) error {
-	_, err := setup(mgr, opts)
-	return err
+	opts = withLogger(mgr, opts)
+	controllers, err := leadership.PerTerm(mgr, func(m manager.Manager) error {
+		c, err := New(m.GetConfig(), opts)
+		if err != nil {
+			return err
+		}
+		return m.Add(c)
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(controllers); err != nil {
+		return err
+	}
+	return addAdmissionWriter(mgr, opts)
 }
 
 // SetupAdmissionWriter adds only the AdmissionWriter to the manager: a
@@ -48,9 +65,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 // the Audit results of the requests it admits into their reports, those of
 // background: false policies included, which no scan produces.
 func SetupAdmissionWriter(mgr manager.Manager, opts Options) error {
-	if opts.Logger.GetSink() == nil {
-		opts.Logger = mgr.GetLogger().WithName("reports")
-	}
+	opts = withLogger(mgr, opts)
 	w, err := NewAdmissionWriter(mgr.GetConfig(), opts)
 	if err != nil {
 		return err
@@ -58,10 +73,10 @@ func SetupAdmissionWriter(mgr manager.Manager, opts Options) error {
 	return mgr.Add(w)
 }
 
+// setup adds one Controller, for the whole life of the manager, and
+// returns it: the tests' Setup, which read its Stats.
 func setup(mgr manager.Manager, opts Options) (*Controller, error) {
-	if opts.Logger.GetSink() == nil {
-		opts.Logger = mgr.GetLogger().WithName("reports")
-	}
+	opts = withLogger(mgr, opts)
 	c, err := New(mgr.GetConfig(), opts)
 	if err != nil {
 		return nil, err
@@ -69,16 +84,26 @@ func setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	if err := mgr.Add(c); err != nil {
 		return nil, err
 	}
-	if opts.Admission != nil {
-		w, err := NewAdmissionWriter(mgr.GetConfig(), opts)
-		if err != nil {
-			return nil, err
-		}
-		if err := mgr.Add(w); err != nil {
-			return nil, err
-		}
+	return c, addAdmissionWriter(mgr, opts)
+}
+
+func withLogger(mgr manager.Manager, opts Options) Options {
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = mgr.GetLogger().WithName("reports")
 	}
-	return c, nil
+	return opts
+}
+
+// addAdmissionWriter adds the AdmissionWriter of opts.Admission, if any.
+func addAdmissionWriter(mgr manager.Manager, opts Options) error {
+	if opts.Admission == nil {
+		return nil
+	}
+	w, err := NewAdmissionWriter(mgr.GetConfig(), opts)
+	if err != nil {
+		return err
+	}
+	return mgr.Add(w)
 }
 
 // Controller is the reports controller. Create it with New and run it with
@@ -344,7 +369,9 @@ func (c *Controller) Start(ctx context.Context) error {
 		})
 	}()
 	// Discovery runs in applyPolicies, once the policies are known.
-	if err := c.subscribe(ctx); err != nil {
+	unsubscribe, err := c.subscribe(ctx)
+	defer unsubscribe()
+	if err != nil {
 		return err
 	}
 	c.log.V(1).Info("policy cache synced", "took", time.Since(started).String())
@@ -398,31 +425,38 @@ func (c *Controller) Start(ctx context.Context) error {
 }
 
 // subscribe asks the process's policy cache for every new snapshot and
-// waits for its first sync.
-func (c *Controller) subscribe(ctx context.Context) error {
-	c.cluster.Policies.Subscribe(func(*policycache.Snapshot) { signal(c.policyChanged) })
+// waits for its first sync. unsubscribe ends it: a controller runs for one
+// term of leadership (Setup), and the process's caches must not keep a
+// stopped one.
+func (c *Controller) subscribe(ctx context.Context) (unsubscribe func(), err error) {
+	removes := []func(){c.cluster.Policies.Subscribe(func(*policycache.Snapshot) { signal(c.policyChanged) })}
+	unsubscribe = func() {
+		for _, remove := range removes {
+			remove()
+		}
+	}
 	if c.cluster.Params != nil {
 		// A param object changed: the policies that read its kind are
 		// fingerprinted with its generation, so their resource types are
 		// rescanned (debounced as policy changes are); others are not.
 		// An object of the kind that no policy's paramRef can select
 		// (most ConfigMaps, for a ConfigMap paramKind) rescans nothing.
-		c.cluster.Params.OnParamChange(func(gvk schema.GroupVersionKind, obj metav1.Object) {
+		removes = append(removes, c.cluster.Params.OnParamChange(func(gvk schema.GroupVersionKind, obj metav1.Object) {
 			if snap := c.snap.Load(); snap != nil && snap.readsParam(gvk, obj) {
 				c.paramGens.bump(gvk)
 				signal(c.paramChanged)
 			}
-		})
+		}))
 	}
 	if !c.cluster.Policies.WaitForSync(ctx) {
-		return fmt.Errorf("reports: the policy cache did not sync: %w", ctx.Err())
+		return unsubscribe, fmt.Errorf("reports: the policy cache did not sync: %w", ctx.Err())
 	}
 	// The installed policies are applied below by Start itself.
 	select {
 	case <-c.policyChanged:
 	default:
 	}
-	return nil
+	return unsubscribe, nil
 }
 
 // signal wakes the loop waiting on ch, unless it is woken already.

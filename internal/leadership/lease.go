@@ -1,8 +1,14 @@
-package runner
+// Package leadership runs a process's leader-only work under Leases that
+// are campaigned for again when lost, so that losing one (a renewal that
+// missed its deadline under load, an API server restarted) pauses that
+// work only, never the process: admission, which every replica serves,
+// goes on answering.
+package leadership
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -64,7 +70,7 @@ func (r *Lease) Start(ctx context.Context) error {
 	if !r.o.Enabled {
 		return r.work(ctx)
 	}
-	cs, err := kubernetes.NewForConfig(r.cfg)
+	cs, err := kubernetes.NewForConfig(leaseConfig(r.cfg))
 	if err != nil {
 		return fmt.Errorf("leader election %s: %w", r.o.Name, err)
 	}
@@ -118,4 +124,18 @@ func (r *Lease) Start(ctx context.Context) error {
 		stopRun()
 	}
 	return nil
+}
+
+// leaseConfig is the configuration of a Lease's client: the process's,
+// with a connection and a rate limit of its own. client-go shares one
+// transport, so one HTTP/2 connection, among the clients of a process
+// whose TLS settings are equal, unless a client dials for itself; under
+// load (admission writing UpdateRequests and reports, scans listing) a
+// renewal would wait behind the process's other requests and miss its
+// deadline. A renewal is one request a retry period.
+func leaseConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	c.RateLimiter, c.QPS, c.Burst = nil, 5, 10
+	return c
 }
