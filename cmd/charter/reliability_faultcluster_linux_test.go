@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -265,6 +266,46 @@ func (p *charterProcess) stop(t *testing.T) {
 		<-p.exited
 	}
 }
+
+// running reports whether the process has not exited.
+func (p *charterProcess) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// leaseTerms reads the process's log for the terms of leadership it began
+// and ended, by Lease (internal/leadership logs "leading" and "stopped
+// leading" with the Lease's namespace/name), and says whether it leads
+// each Lease it ever led at the end: a Lease lost (under load, while the
+// API server was away) must be led again, the process never exiting.
+func (p *charterProcess) leaseTerms(t *testing.T) (lost map[string]int, leadsAll bool) {
+	t.Helper()
+	data, err := os.ReadFile(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began, lost := map[string]int{}, map[string]int{}
+	for _, m := range leaseTerm.FindAllStringSubmatch(string(data), -1) {
+		if m[1] == "leading" {
+			began[m[2]]++
+		} else {
+			lost[m[2]]++
+		}
+	}
+	leadsAll = len(began) > 0
+	for lease, n := range began {
+		if n != lost[lease]+1 {
+			leadsAll = false
+		}
+	}
+	return lost, leadsAll
+}
+
+var leaseTerm = regexp.MustCompile(`"(leading|stopped leading)"[^\n]* lease="([^"]+)"`)
 
 func (p *charterProcess) tail(n int) string {
 	data, err := os.ReadFile(p.log)

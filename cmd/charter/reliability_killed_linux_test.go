@@ -51,7 +51,7 @@ const cleanupNamespace = "killed-cleanup"
 // controller starts, which is killed at the first deletion.
 func TestReliabilityCharterKilled(t *testing.T) {
 	reliability.Measure(t)
-	n := 100
+	n := 50
 	if reliability.Full() {
 		n = 1000
 	}

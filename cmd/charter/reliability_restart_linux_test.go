@@ -60,14 +60,14 @@ spec:
 // refused was refused before it went down; the controllers resumed: each
 // Namespace got its NetworkPolicy, created once, through one
 // UpdateRequest, none left; each ConfigMap its report, with one result.
-// charter runs without leader election, so that a Lease not renewed
-// while the API server is away mixes no change of leader into this
-// fault.
+// charter runs as deployed, with leader election: its Leases, not renewed
+// while the API server is away, are lost, and the process must go on
+// serving admission throughout and lead again (it never exits).
 func TestReliabilityAPIServerRestart(t *testing.T) {
 	reliability.Measure(t)
 	// duration is the load's, restart aside: a third before it, the rest
 	// after.
-	rate, duration := 100, 30*time.Second
+	rate, duration := 100, 15*time.Second
 	if reliability.Full() {
 		rate, duration = 500, 90*time.Second
 	}
@@ -76,7 +76,9 @@ func TestReliabilityAPIServerRestart(t *testing.T) {
 	policies := f.apply(restartPolicies + "\n---\n" + repoFile(t, generatePolicyFile))
 	f.createNamespace("load")
 	f.createNamespace("scanned")
-	charter := f.startCharter(strings.Join([]string{controllerAdmission, controllerBackground, controllerReports}, ","), "--leader-elect=false")
+	// A renew deadline of 2.5 s: shorter than any restart, so the
+	// Leases are lost while the API server is away.
+	charter := f.startCharter(strings.Join([]string{controllerAdmission, controllerBackground, controllerReports}, ","), "--leader-election-retry-period=500ms")
 	charter.waitHealthy(t)
 	f.waitReady(policies)
 	waitFor(t, "an unlabelled Pod refused by charter", 2*time.Minute, func() error {
@@ -126,7 +128,12 @@ func TestReliabilityAPIServerRestart(t *testing.T) {
 	twice, missed := onceEach(nsNames, func(ns string) int { return writes.created[ns+"/default-deny"] })
 	urTwice, urLost := onceEach(nsNames, func(ns string) int { return requests[ns] })
 	s := reviews.summarize(down)
-	ok := s.failed == 0 && s.answered > 0 && len(twice)+len(missed)+len(urLost)+len(urTwice) == 0
+	alive := charter.running()
+	lost, leads := charter.leaseTerms(t)
+	ok := alive && leads && s.failed == 0 && s.answered > 0 && len(twice)+len(missed)+len(urLost)+len(urTwice) == 0
+	if !alive {
+		t.Logf("charter exited (%v):\n%s", charter.err, charter.tail(30))
+	}
 	for i, fl := range s.failures {
 		if i < 5 {
 			t.Log("failed: " + fl)
@@ -137,10 +144,11 @@ func TestReliabilityAPIServerRestart(t *testing.T) {
 	}
 	reliability.Report(t, reliability.Figure{
 		Part: "fault: kube-apiserver restarted under load",
-		Figure: fmt.Sprintf("%s down %s; %d reviews at %.0f/s (asked %d/s): %d answered by charter (p99 %s), %d failed, %d refused by the API server (down or starting); %d Namespaces (%d refused while it was down, created after): %d NetworkPolicies created once, %d twice, %d never, %d UpdateRequests lost, %d duplicated, 0 left; %d ConfigMaps, each reported once",
+		Figure: fmt.Sprintf("%s down %s; %d reviews at %.0f/s (asked %d/s): %d answered by charter (p99 %s), %d failed, %d refused by the API server (down or starting); charter %s, Leases lost %v and led again: %t; %d Namespaces (%d refused while it was down, created after): %d NetworkPolicies created once, %d twice, %d never, %d UpdateRequests lost, %d duplicated, 0 left; %d ConfigMaps, each reported once",
 			"kube-apiserver", up.Sub(down).Round(100*time.Millisecond), s.sent, s.rate, rate, s.answered, s.p99, s.failed, s.apiServer,
+			map[bool]string{true: "ran throughout", false: "EXITED"}[alive], lost, leads,
 			len(nsNames), namespaces.retried, len(nsNames)-len(twice)-len(missed), len(twice), len(missed), len(urLost), len(urTwice), len(cmNames)),
-		Target: "0 failed; each UpdateRequest done once; reports converge",
+		Target: "0 failed, charter never exits and leads again; each UpdateRequest done once; reports converge",
 		OK:     ok,
 	})
 }

@@ -65,11 +65,11 @@ func TestReliabilitySoakAPIServer(t *testing.T) {
 	f := startFaultCluster(ctx, t, controlplane.WithControllerManager())
 	f.createNamespace("soak")
 	policies := f.apply(repoFile(t, "internal/reliability/testdata/faults/every-kind.yaml"))
-	// Without leader election: on this shared machine, at 500 reviews a
-	// second, a leader could not renew its Lease within the renew
-	// deadline (10 s) and exited (docs/reliability.md), which would end
-	// the soak, not measure it.
-	charter := f.startCharter(strings.Join([]string{controllerAdmission, controllerReports, controllerBackground, controllerCleanup}, ","), "--leader-elect=false")
+	// With leader election, as deployed: a Lease not renewed in time under
+	// the load is lost and led again (internal/leadership), never the
+	// process; the figure says how often.
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(testPort(t))
+	charter := f.startCharter(strings.Join([]string{controllerAdmission, controllerReports, controllerBackground, controllerCleanup}, ","), "--metrics-addr="+metricsAddr)
 	charter.waitHealthy(t)
 	f.waitReady(policies)
 	probe := reviewPod("soak", "probe", false)
@@ -92,21 +92,23 @@ func TestReliabilitySoakAPIServer(t *testing.T) {
 	began := time.Now()
 	for time.Since(began) < duration {
 		time.Sleep(15 * time.Second)
-		samples = append(samples, f.soakSample(t, charter, time.Since(began)))
+		samples = append(samples, f.soakSample(t, charter, metricsAddr, time.Since(began)))
 	}
 	reviews := load.stop()
 	churn.stop()
 
 	var trace []string
 	for _, s := range samples {
-		trace = append(trace, fmt.Sprintf("%s: %d keys, %d Events, %d reports, %d MiB", s.at.Round(time.Second), s.keys, s.events, s.reports, s.rss>>20))
+		trace = append(trace, fmt.Sprintf("%s: %d keys, %d Events, %d reports, %d MiB, %d goroutines", s.at.Round(time.Second), s.keys, s.events, s.reports, s.rss>>20, s.goroutines))
 	}
 	t.Logf("every 15 s:\n%s", strings.Join(trace, "\n"))
 	warm := meanOf(samples, warmUp, warmUp+time.Minute)
 	end := meanOf(samples, duration-time.Minute, duration+time.Minute)
 	sum := reviews.summarize(time.Now())
 	flat := func(start, end int64) bool { return end <= start+start/10 }
-	ok := sum.failed == 0 && sum.apiServer == 0 && sum.answered > 0 && flat(warm.keys, end.keys) && flat(warm.reports, end.reports) && flat(warm.rss, end.rss)
+	lost, leads := charter.leaseTerms(t)
+	ok := sum.failed == 0 && sum.apiServer == 0 && sum.answered > 0 && flat(warm.keys, end.keys) && flat(warm.reports, end.reports) && flat(warm.rss, end.rss) &&
+		flat(warm.goroutines, end.goroutines) && leads
 	for i, fl := range sum.failures {
 		if i < 5 {
 			t.Log("failed: " + fl)
@@ -114,10 +116,10 @@ func TestReliabilitySoakAPIServer(t *testing.T) {
 	}
 	reliability.Report(t, reliability.Figure{
 		Part: "soak through the API server, every kind",
-		Figure: fmt.Sprintf("%d min, %d reviews at %.0f/s: %d failed, %d refused by the API server, %d shed by its priority and fairness (p99 %s); minute after the %s warm-up → last minute: etcd keys %d → %d (Events aside: %d → %d), PolicyReports %d → %d, charter RSS %d → %d MiB; %d Namespaces and %d ConfigMaps churned",
+		Figure: fmt.Sprintf("%d min, %d reviews at %.0f/s: %d failed, %d refused by the API server, %d shed by its priority and fairness (p99 %s); minute after the %s warm-up → last minute: etcd keys %d → %d (Events aside: %d → %d), PolicyReports %d → %d, charter RSS %d → %d MiB, goroutines %d → %d; Leases lost %v, all led again at the end: %t; %d Namespaces and %d ConfigMaps churned",
 			minutes, sum.sent, sum.rate, sum.failed, sum.apiServer, sum.shed, sum.p99, warmUp, warm.keys, end.keys, warm.events, end.events,
-			warm.reports, end.reports, warm.rss>>20, end.rss>>20, churn.namespaces, churn.configMaps),
-		Target: "etcd keys, reports and RSS flat (≤ +10%), 0 errors",
+			warm.reports, end.reports, warm.rss>>20, end.rss>>20, warm.goroutines, end.goroutines, lost, leads, churn.namespaces, churn.configMaps),
+		Target: "etcd keys, reports, RSS and goroutines flat (≤ +10%), 0 errors",
 		OK:     ok,
 	})
 }
@@ -125,9 +127,14 @@ func TestReliabilitySoakAPIServer(t *testing.T) {
 // soakSample reads the cluster and charter, at time at into the soak.
 // A read the loaded API server does not answer is tried again for a
 // minute: the sample is late, not lost.
-func (f *faultCluster) soakSample(t *testing.T, charter *charterProcess, at time.Duration) soakSample {
+func (f *faultCluster) soakSample(t *testing.T, charter *charterProcess, metricsAddr string, at time.Duration) soakSample {
 	t.Helper()
 	s := soakSample{at: at, rss: processRSS(t, charter)}
+	waitFor(t, "charter's goroutines", time.Minute, func() error {
+		n, err := goroutines(metricsAddr)
+		s.goroutines = n
+		return err
+	})
 	waitFor(t, "a sample of etcd's keys, the Events and the PolicyReports", time.Minute, func() error {
 		keys, err := f.etcdKeys()
 		if err != nil {
@@ -153,7 +160,7 @@ func (f *faultCluster) soakSample(t *testing.T, charter *charterProcess, at time
 type soakSample struct {
 	at                    time.Duration
 	keys, events, reports int64
-	rss                   int64
+	rss, goroutines       int64
 }
 
 // meanOf is the mean of the samples taken from from to until.
@@ -164,11 +171,11 @@ func meanOf(samples []soakSample, from, until time.Duration) soakSample {
 		if s.at < from || s.at >= until {
 			continue
 		}
-		m.keys, m.events, m.reports, m.rss = m.keys+s.keys, m.events+s.events, m.reports+s.reports, m.rss+s.rss
+		m.keys, m.events, m.reports, m.rss, m.goroutines = m.keys+s.keys, m.events+s.events, m.reports+s.reports, m.rss+s.rss, m.goroutines+s.goroutines
 		n++
 	}
 	if n > 0 {
-		m.keys, m.events, m.reports, m.rss = m.keys/n, m.events/n, m.reports/n, m.rss/n
+		m.keys, m.events, m.reports, m.rss, m.goroutines = m.keys/n, m.events/n, m.reports/n, m.rss/n, m.goroutines/n
 	}
 	return m
 }
@@ -233,22 +240,33 @@ func (c *soakChurn) stop() {
 
 // etcdKeys is etcd's key count (etcd_debugging_mvcc_keys_total).
 func (f *faultCluster) etcdKeys() (int64, error) {
-	resp, err := http.Get(f.cp.EtcdURL() + "/metrics")
+	return scrapeGauge(f.cp.EtcdURL()+"/metrics", "etcd_debugging_mvcc_keys_total")
+}
+
+// goroutines is charter's go_goroutines, from its metrics server.
+func goroutines(metricsAddr string) (int64, error) {
+	return scrapeGauge("http://"+metricsAddr+"/metrics", "go_goroutines")
+}
+
+// scrapeGauge reads the value of an unlabelled series from a Prometheus
+// text endpoint.
+func scrapeGauge(url, name string) (int64, error) {
+	resp, err := http.Get(url)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "etcd_debugging_mvcc_keys_total "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			n, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				return 0, fmt.Errorf("etcd_debugging_mvcc_keys_total %q: %w", v, err)
+				return 0, fmt.Errorf("%s %q: %w", name, v, err)
 			}
 			return int64(n), nil
 		}
 	}
-	return 0, fmt.Errorf("etcd's metrics at %s hold no etcd_debugging_mvcc_keys_total", f.cp.EtcdURL())
+	return 0, fmt.Errorf("the metrics at %s hold no %s", url, name)
 }
 
 // processRSS is p's resident memory, from /proc.
