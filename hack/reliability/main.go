@@ -5,7 +5,7 @@
 // table: part, figure, target, ok. It exits non-zero when a target is
 // missed.
 //
-//	go run ./hack/reliability [-mode full|short] [-fuzztime 30s]
+//	go run ./hack/reliability [-mode full|short] [-fuzztime 30s] [-parts regexp]
 //
 // The full mode fuzzes each target for -fuzztime (minutes in all) and runs
 // every part. The short mode, which .ci/run runs, is about a minute of
@@ -13,6 +13,10 @@
 // of the quickest target, the admission bad input and charter absent with
 // failurePolicy Fail, the CLI's bad input, a kill mid-generate and
 // mid-cleanup and a kube-apiserver restart under load.
+//
+// -parts runs only the parts whose names match, of the mode's, and no
+// fuzzing: `make test-reliability RELIABILITY_PARTS=soak SOAK=10` is the two
+// soaks alone.
 //
 // Fuzzing runs one worker (-parallel 1): the machine is shared, and a
 // fuzzer takes every core it is given. A crash leaves its input in the
@@ -41,6 +45,7 @@ import (
 func main() {
 	mode := flag.String("mode", "full", "full, or short (about a minute of tests, for CI)")
 	fuzztime := flag.Duration("fuzztime", 30*time.Second, "how long each fuzz target runs in the full mode")
+	only := flag.String("parts", "", "run only the parts whose names match this regular expression, and no fuzzing")
 	flag.Parse()
 	var p plan
 	switch *mode {
@@ -52,10 +57,19 @@ func main() {
 		fmt.Fprintf(os.Stderr, "reliability: -mode %q: want full or short\n", *mode)
 		os.Exit(2)
 	}
+	if *only != "" {
+		var err error
+		if p, err = p.only(*only); err != nil {
+			fmt.Fprintf(os.Stderr, "reliability: -parts: %v\n", err)
+			os.Exit(2)
+		}
+	}
 	runMode = *mode
 	start := time.Now()
 	var rows []reliability.Figure
-	rows = append(rows, runSeeds(fuzzTargets)...)
+	if p.seeds {
+		rows = append(rows, runSeeds(fuzzTargets)...)
+	}
 	for _, ft := range p.fuzz {
 		rows = append(rows, runFuzz(ft, p.fuzztime))
 	}
@@ -70,21 +84,43 @@ func main() {
 	}
 }
 
-// plan is what a mode runs beyond the seed corpora.
+// plan is what a mode runs.
 type plan struct {
+	seeds    bool
 	fuzz     []fuzzTarget
 	fuzztime time.Duration
 	parts    []part
 }
 
 func fullPlan(fuzztime time.Duration) plan {
-	return plan{fuzz: fuzzTargets, fuzztime: fuzztime, parts: parts}
+	return plan{seeds: true, fuzz: fuzzTargets, fuzztime: fuzztime, parts: parts}
+}
+
+// only keeps the parts of p whose names match expr, without the seeds
+// and the fuzzing; a pattern that matches none is an error naming them.
+func (p plan) only(expr string) (plan, error) {
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return plan{}, err
+	}
+	var kept []part
+	var names []string
+	for _, pt := range p.parts {
+		names = append(names, strconv.Quote(pt.name))
+		if re.MatchString(pt.name) {
+			kept = append(kept, pt)
+		}
+	}
+	if len(kept) == 0 {
+		return plan{}, fmt.Errorf("%q matches none of this mode's parts: %s", expr, strings.Join(names, ", "))
+	}
+	return plan{parts: kept}, nil
 }
 
 // shortPlan fuzzes the target marked quick for a few seconds and runs the
 // parts marked short.
 func shortPlan() plan {
-	p := plan{fuzztime: 5 * time.Second}
+	p := plan{seeds: true, fuzztime: 5 * time.Second}
 	for _, ft := range fuzzTargets {
 		if ft.quick {
 			p.fuzz = append(p.fuzz, ft)

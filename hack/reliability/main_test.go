@@ -6,9 +6,11 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestEveryFuzzTargetIsListed: a fuzz function added anywhere in the
@@ -72,5 +74,22 @@ func TestThousands(t *testing.T) {
 		if got := thousands(n); got != want {
 			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+func TestOnlyParts(t *testing.T) {
+	p, err := fullPlan(time.Second).only("^soak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, pt := range p.parts {
+		names = append(names, pt.name)
+	}
+	if want := []string{"soak", "soak through the API server, every kind"}; !slices.Equal(names, want) || p.seeds || len(p.fuzz) > 0 {
+		t.Errorf("-parts ^soak: parts %q, seeds %t, %d fuzz targets; want %q alone", names, p.seeds, len(p.fuzz), want)
+	}
+	if _, err := shortPlan().only("^soak"); err == nil || !strings.Contains(err.Error(), `"bad input: admission; fault: charter absent"`) {
+		t.Errorf("-parts ^soak in the short mode: %v, want an error naming the mode's parts", err)
 	}
 }
