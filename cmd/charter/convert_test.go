@@ -209,7 +209,6 @@ func TestConvertVerifiesImageVerification(t *testing.T) {
 	if !everyPolicyVerified(stdout) || !strings.Contains(stdout, "4 ImageValidatingPolicy") || !strings.Contains(stdout, "yes (56)") {
 		t.Fatalf("want four ImageValidatingPolicies verified on every resource:\n%s", stdout)
 	}
-	t.Log(stdout)
 	stdout, stderr, err = runCharter(t, "test", "--registry", reg.Host, dir)
 	if err != nil {
 		t.Fatalf("charter test of the original: %v\n%s%s", err, stdout, stderr)

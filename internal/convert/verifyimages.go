@@ -12,6 +12,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/wildcard"
 )
 
 // imageRule is a verifyImages rule in ImageValidatingPolicy terms
@@ -109,6 +110,11 @@ func convertVerifyImages(r *kyvernov1.Rule, out *convertedRule) error {
 		if len(a.Conditions) == 0 {
 			continue
 		}
+		if typ == "https://cosign.sigstore.dev/attestation/v1" {
+			// Kyverno parses this predicate's Data text as JSON before
+			// its conditions read it (§3.4); extractPayload does not.
+			return cannot("attestations[%d]: conditions on cosign's custom predicate, whose Data Kyverno reads as JSON", i)
+		}
 		// Kyverno merges the predicate into the root of the conditions'
 		// context (§3.4): {{ builder.id }} is predicate.builder.id.
 		payload := "extractPayload(image, attestations." + name + ")"
@@ -186,16 +192,23 @@ func imageActions(p kyvernov1.PolicyInterface, r *kyvernov1.Rule) []admissionreg
 
 // imageReferences turns Kyverno's image references into globs.
 // Kyverno matches a reference against the image normalised
-// (registry/path:tag, or registry/path@digest with the tag dropped,
-// docker.io added when the image names no registry, §2.3), an
-// ImageValidatingPolicy against the image as written (§6.1). The two
-// agree for a reference that names its registry (not Docker Hub) and
-// either ends in * after the repository path, with no tag part, or is a
-// whole reference with a tag or a digest; others are refused.
+// (registry/path:tag, :latest when the image names no tag, or
+// registry/path@digest with the tag dropped, docker.io added when the
+// image names no registry, §2.3), an ImageValidatingPolicy against the
+// image as written, after its admission pinned a tag to tag@digest
+// (§6.1, §6.3). The globs select what Kyverno selects, and the pinned
+// forms of those images, for a reference that names its registry (not
+// Docker Hub) and either ends in * after the repository path, or names a
+// repository and a tag, tag pattern or digest; others are refused. A
+// tag reference therefore also selects the image written with that tag
+// and a digest (repo:1.0@sha256:…), which Kyverno lets through
+// unverified: the converted policy verifies it.
 func imageReferences(refs []string) ([]policiesv1.MatchImageReference, error) {
 	var out []policiesv1.MatchImageReference
-	add := func(glob string) {
-		out = append(out, policiesv1.MatchImageReference{Glob: glob})
+	add := func(globs ...string) {
+		for _, g := range globs {
+			out = append(out, policiesv1.MatchImageReference{Glob: g})
+		}
 	}
 	for _, ref := range refs {
 		if ref == "*" {
@@ -213,22 +226,42 @@ func imageReferences(refs []string) ([]policiesv1.MatchImageReference, error) {
 		case strings.ContainsAny(ref, `[]{}\`):
 			return nil, cannot("%q holds a glob character ([, ], {, } or \\) that Kyverno's wildcards read literally", ref)
 		}
-		wild := strings.ContainsAny(path, "*?")
-		tagged := strings.ContainsAny(path, ":@")
+		// Every normalised image holds a : after its repository path (a
+		// tag, or sha256: of a digest): prefix*:* selects as prefix* does.
+		if stem, ok := strings.CutSuffix(path, "*:*"); ok && !strings.ContainsAny(stem, ":@") {
+			path = stem + "*"
+			ref = registry + "/" + path
+		}
+		rest, digest, pinned := strings.Cut(path, "@")
+		repo, tag, tagged := strings.Cut(rest, ":")
+		name := registry + "/" + repo
 		switch {
-		case wild && !tagged && strings.HasSuffix(path, "*") && wildcardsInPath(path):
+		case !tagged && !pinned && strings.HasSuffix(path, "*") && wildcardsInPath(path):
 			add(ref)
-		case wild:
-			return nil, cannot("%q: Kyverno matches a tag or digest part normalised (the tag dropped when the image names a digest), an ImageValidatingPolicy the image as written", ref)
-		case strings.Contains(path, "@"):
-			// Kyverno drops the tag of repo:tag@digest before matching.
-			name, digest, _ := strings.Cut(ref, "@")
-			add(ref)
-			add(name + ":*@" + digest)
-		case tagged && !strings.HasSuffix(path, ":latest"):
-			add(ref)
+		case !tagged && !pinned:
+			return nil, cannot("%q names no tag or digest: Kyverno reads an image without a tag as :latest, so it matches no image", ref)
+		case strings.ContainsAny(repo, "*?"):
+			return nil, cannot("%q: a wildcard in the repository of a tag or digest reference may reach into the tag, which Kyverno matches normalised and an ImageValidatingPolicy as written", ref)
+		case pinned && tagged:
+			return nil, cannot("%q: Kyverno drops the tag of an image that names a digest, so this reference matches no image", ref)
+		case pinned:
+			// repo@digest, also written repo:tag@digest.
+			if strings.ContainsAny(digest, "*?") {
+				return nil, cannot("%q: a digest pattern", ref)
+			}
+			add(ref, name+":*@"+digest)
+		case strings.Contains(tag, "/"):
+			return nil, cannot("%q: a tag pattern that reaches into the repository path", ref)
 		default:
-			return nil, cannot("%q: Kyverno reads an image without a tag as :latest, an ImageValidatingPolicy as written", ref)
+			// repo:tag, also pinned to repo:tag@digest; an untagged
+			// image is Kyverno's repo:latest, pinned to repo@digest.
+			add(ref)
+			if !strings.HasSuffix(tag, "*") {
+				add(ref + "@*")
+			}
+			if wildcard.Match(tag, "latest") {
+				add(name, name+"@*")
+			}
 		}
 	}
 	return out, nil

@@ -12,14 +12,20 @@ import (
 )
 
 // TestImageReferencesMatchAsKyvernoDoes: a verifyImages reference becomes
-// globs over the image as written that select exactly the images Kyverno
-// selects by matching the reference against the image normalised
-// (registry/path:tag, or registry/path@digest without the tag); a
-// reference for which no such globs exist is refused with its reason.
+// globs over the image as written that select the images Kyverno selects
+// by matching the reference against the image normalised
+// (registry/path:tag, or registry/path@digest without the tag), and the
+// pinned form (image@digest) an ImageValidatingPolicy's admission gives
+// each of them; beyond those, a reference that names no digest may only
+// also select an image written with a digest, which Kyverno lets through
+// unverified. A reference for which no such globs exist is refused with
+// its reason.
 func TestImageReferencesMatchAsKyvernoDoes(t *testing.T) {
 	const digest = "sha256:4bf7c8b16a9b3d0e36a9c0ac3b9a2a5ac12b7fba8c1a4b7e8e9b4a0b51d1c3f2"
 	images := []struct{ written, normalised string }{
 		{"ghcr.io/example/app:1.0", "ghcr.io/example/app:1.0"},
+		{"ghcr.io/example/app:v1", "ghcr.io/example/app:v1"},
+		{"ghcr.io/example/app:latest", "ghcr.io/example/app:latest"},
 		{"ghcr.io/example/app", "ghcr.io/example/app:latest"},
 		{"ghcr.io/example/app:1.0@" + digest, "ghcr.io/example/app@" + digest},
 		{"ghcr.io/example/app@" + digest, "ghcr.io/example/app@" + digest},
@@ -35,17 +41,22 @@ func TestImageReferencesMatchAsKyvernoDoes(t *testing.T) {
 	}{
 		{ref: "*"},
 		{ref: "ghcr.io/example/*"},
+		{ref: "ghcr.io/example/*:*"},
 		{ref: "ghcr.io/example/app*"},
 		{ref: "ghcr.io/*/app*"},
 		{ref: "localhost:5000/*"},
+		{ref: "localhost:5000/app:*"},
+		{ref: "ghcr.io/example/app:*"},
+		{ref: "ghcr.io/example/app:v?"},
 		{ref: "ghcr.io/example/app:1.0"},
+		{ref: "ghcr.io/example/app:latest"},
 		{ref: "ghcr.io/example/app@" + digest},
 		{ref: "docker.io/*", refused: "Docker Hub"},
 		{ref: "nginx*", refused: "names no registry"},
-		{ref: "ghcr.io/example/app:1.*", refused: "tag or digest part"},
-		{ref: "ghcr.io/example/app?", refused: "tag or digest part"},
-		{ref: "ghcr.io/example/app", refused: "without a tag"},
-		{ref: "ghcr.io/example/app:latest", refused: "without a tag"},
+		{ref: "ghcr.io/example/app?", refused: "names no tag or digest"},
+		{ref: "ghcr.io/example/app", refused: "names no tag or digest"},
+		{ref: "ghcr.io/example/*/app:1.0", refused: "wildcard in the repository"},
+		{ref: "ghcr.io/example/app:1.0@" + digest, refused: "matches no image"},
 		{ref: "*.io/example/*", refused: "wildcard registry"},
 		{ref: "ghcr.io/example/[ab]pp*", refused: "glob character"},
 	}
@@ -61,11 +72,18 @@ func TestImageReferencesMatchAsKyvernoDoes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			selects := func(img string) bool {
+				return slices.ContainsFunc(refs, func(r policiesv1.MatchImageReference) bool { return glob.MustCompile(r.Glob).Match(img) })
+			}
 			for _, img := range images {
 				want := wildcard.Match(c.ref, img.normalised)
-				got := slices.ContainsFunc(refs, func(r policiesv1.MatchImageReference) bool { return glob.MustCompile(r.Glob).Match(img.written) })
-				if got != want {
-					t.Errorf("%s: globs %v match %v, Kyverno %v", img.written, refs, got, want)
+				got := selects(img.written)
+				stricter := !want && got && strings.Contains(img.written, "@") && !strings.Contains(c.ref, "@")
+				if got != want && !stricter {
+					t.Errorf("%s: globs %v select it: %v, Kyverno: %v", img.written, refs, got, want)
+				}
+				if pinned := img.written + "@" + digest; want && !strings.Contains(img.written, "@") && !selects(pinned) {
+					t.Errorf("%s: globs %v miss its pinned form %s", img.written, refs, pinned)
 				}
 			}
 		})
