@@ -77,7 +77,9 @@ func main() {
 		rows = append(rows, runPart(part)...)
 	}
 	failed := printTable(os.Stdout, rows)
-	fmt.Printf("\n%s mode, %s\n", *mode, time.Since(start).Round(time.Second))
+	// The tests' own time, apart from building them: what the short
+	// mode's minute is counted in.
+	fmt.Printf("\n%s mode, %s, of which tests %s\n", *mode, time.Since(start).Round(time.Second), testTime.Round(time.Second))
 	if failed > 0 {
 		fmt.Printf("%d of %d targets missed\n", failed, len(rows))
 		os.Exit(1)
@@ -186,6 +188,7 @@ func runFuzz(ft fuzzTarget, d time.Duration) reliability.Figure {
 	part := "fuzz: " + ft.name + " (" + strings.TrimPrefix(ft.pkg, "./") + ")"
 	out, err := goCommand("test", "-run", "^$", "-fuzz", "^"+ft.name+"$", "-fuzztime", d.String(),
 		"-parallel", "1", "-timeout", (d + 30*time.Minute).String(), ft.pkg).CombinedOutput()
+	testTime += d
 	execs := "0"
 	if m := execsLine.FindAllSubmatch(out, -1); len(m) > 0 {
 		execs = string(m[len(m)-1][1])
@@ -242,10 +245,15 @@ func runPart(p part) []reliability.Figure {
 
 // testEvent is one line of go test -json.
 type testEvent struct {
-	Action string
-	Test   string
-	Output string
+	Action  string
+	Test    string
+	Output  string
+	Elapsed float64 // seconds, on a test's or a package's pass or fail
 }
+
+// testTime adds up the time the test binaries ran (a package's elapsed
+// time) and fuzzed, builds aside.
+var testTime time.Duration
 
 type testResult struct {
 	events []testEvent
@@ -287,6 +295,9 @@ func goTestJSON(pkg, run, timeout string) testResult {
 		var ev testEvent
 		if json.Unmarshal(sc.Bytes(), &ev) == nil {
 			res.events = append(res.events, ev)
+			if ev.Test == "" && (ev.Action == "pass" || ev.Action == "fail") {
+				testTime += time.Duration(ev.Elapsed * float64(time.Second))
+			}
 			if ev.Action == "output" && os.Getenv("RELIABILITY_VERBOSE") != "" {
 				fmt.Fprint(os.Stderr, ev.Output)
 			}
