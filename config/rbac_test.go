@@ -92,6 +92,8 @@ var reviewed = map[string][]grant{
 		{cluster, "kyverno.io", "clusterpolicies,policies,policyexceptions,cleanuppolicies,clustercleanuppolicies", "get,list,watch,create,update,patch,delete", "what platform repositories apply and prune"},
 		{cluster, "policies.kyverno.io", "validatingpolicies,namespacedvalidatingpolicies,mutatingpolicies,namespacedmutatingpolicies,generatingpolicies,namespacedgeneratingpolicies,deletingpolicies,namespaceddeletingpolicies,imagevalidatingpolicies,namespacedimagevalidatingpolicies,policyexceptions", "get,list,watch,create,update,patch,delete", "the CEL policy kinds platform repositories apply and prune"},
 		{cluster, "events.k8s.io", "events", "create,patch", "sync events"},
+		{cluster, "authorization.k8s.io", "subjectaccessreviews", "create", "pre-apply check: may the background controller write a ClusterPolicy's targets"},
+		{cluster, "kyverno.io", "globalcontextentries", "get", "pre-apply check: warn of a globalReference to an entry that is not Ready"},
 		{cluster, "", "serviceaccounts", "impersonate", "tenant repositories apply as their ServiceAccount"},
 		{cluster, "", "serviceaccounts", "get", "an OCI repository pulls with its ServiceAccount's imagePullSecrets"},
 		{"charter", "coordination.k8s.io", "leases", "get,list,watch,create,update,patch", "leader election"},

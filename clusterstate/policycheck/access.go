@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/variables"
@@ -134,21 +135,58 @@ func splitCloneKind(s string) (apiVersion, kind string) {
 // may not ("" when it may do them all, or when the kind cannot be asked
 // about).
 func (w *Writer) missing(ctx context.Context, cluster Cluster, verbs []string, apiVersion, kind, namespace, name string) (string, error) {
+	t, ok, err := resolveTarget(cluster, apiVersion, kind, namespace, name)
+	if err != nil || !ok {
+		return "", err
+	}
+	failed, err := w.denied(ctx, t, verbs)
+	if err != nil || len(failed) == 0 {
+		return "", err
+	}
+	gvk := t.res.Kind
+	if t.res.Version != "" {
+		gvk = t.res.Version + "/" + gvk
+	}
+	if t.res.Group != "" {
+		gvk = t.res.Group + "/" + gvk
+	}
+	if t.subresource != "" {
+		gvk += "/" + t.subresource
+	}
+	msg := fmt.Sprintf("%s requires permissions %s for resource %s", w.User, strings.Join(failed, ","), gvk)
+	if t.namespace != "" {
+		msg += " in namespace " + t.namespace
+	}
+	return msg, nil
+}
+
+// target is the served resource a rule names, where it is asked about.
+type target struct {
+	res                          ServedKind
+	subresource, namespace, name string
+}
+
+// resolveTarget finds the served resource of a kind (and apiVersion, when
+// given). ok is false when it cannot be asked about: a kind or apiVersion
+// with variables, or one the cluster does not serve. A namespace with
+// variables, or of a cluster-scoped kind, is dropped (every namespace);
+// so is a name with variables.
+func resolveTarget(cluster Cluster, apiVersion, kind, namespace, name string) (target, bool, error) {
 	if kind == "" || variables.IsVariable(kind) || variables.IsVariable(apiVersion) {
-		return "", nil
+		return target{}, false, nil
 	}
 	sel := match.ParseKind(kind)
 	var gv *schema.GroupVersion
 	if apiVersion != "" {
 		parsed, err := schema.ParseGroupVersion(apiVersion)
 		if err != nil {
-			return "", nil // the compile check names a bad apiVersion
+			return target{}, false, nil // the compile check names a bad apiVersion
 		}
 		gv = &parsed
 	}
 	found, err := cluster.Resolve(sel)
 	if err != nil {
-		return "", err
+		return target{}, false, err
 	}
 	var res ServedKind
 	for _, k := range found {
@@ -160,7 +198,7 @@ func (w *Writer) missing(ctx context.Context, cluster Cluster, verbs []string, a
 		}
 	}
 	if res.Resource == "" {
-		return "", nil
+		return target{}, false, nil
 	}
 	if variables.IsVariable(namespace) || !res.Namespaced {
 		namespace = ""
@@ -168,34 +206,79 @@ func (w *Writer) missing(ctx context.Context, cluster Cluster, verbs []string, a
 	if variables.IsVariable(name) {
 		name = ""
 	}
+	return target{res: res, subresource: sel.SubResource, namespace: namespace, name: name}, true, nil
+}
+
+// denied asks about each verb on t and returns those w may not do.
+func (w *Writer) denied(ctx context.Context, t target, verbs []string) ([]string, error) {
 	var failed []string
 	for _, verb := range verbs {
 		ok, _, err := w.Access.Allowed(ctx, authorizationv1.ResourceAttributes{
-			Verb: verb, Group: res.Group, Version: res.Version, Resource: res.Resource, Subresource: sel.SubResource,
-			Namespace: namespace, Name: name})
+			Verb: verb, Group: t.res.Group, Version: t.res.Version, Resource: t.res.Resource, Subresource: t.subresource,
+			Namespace: t.namespace, Name: t.name})
 		if err != nil {
-			return "", fmt.Errorf("asking whether %s may %s %s: %w", w.User, verb, res.Resource, err)
+			return nil, fmt.Errorf("asking whether %s may %s %s: %w", w.User, verb, t.res.Resource, err)
 		}
 		if !ok {
 			failed = append(failed, verb)
 		}
 	}
-	if len(failed) == 0 {
-		return "", nil
+	return failed, nil
+}
+
+// DeleteFaults are the faults of a ClusterCleanupPolicy whose match names
+// a kind charter's cleanup controller (d) may not delete or list, as
+// Kyverno's cleanup policy validation finds them
+// (pkg/validation/cleanuppolicy validateAuth: a SubjectAccessReview for
+// its cleanup controller per kind and name of each match filter, delete
+// first, then list): refused at the kind's field with "cleanup controller
+// has no permission to delete kind Pod" (or "to list kind Pod"). A kind
+// with variables or one the cluster does not serve is not asked, as in
+// WriteFaults. A namespaced CleanupPolicy is not asked: charter deletes
+// for it as its namespace's charter-policy ServiceAccount, whose rights
+// the cleanup controller meets when it runs (docs/policy-validation.md).
+func DeleteFaults(p *kyvernov2.ClusterCleanupPolicy, cluster Cluster, d *Writer) (fault.List, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), writerCheckTimeout)
+	defer cancel()
+	var faults fault.List
+	m := p.Spec.MatchResources
+	for _, desc := range descriptions(block{"spec.match", m.Any, m.All, nil}) {
+		names := desc.names
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		for k, kind := range desc.kinds {
+			refusal, err := d.cannotDelete(ctx, cluster, kind, names)
+			if err != nil {
+				return nil, err
+			}
+			if refusal != "" {
+				faults = append(faults, &fault.Fault{Kind: kyvernov2.ClusterCleanupPolicyKind, Name: p.GetName(),
+					Field: fmt.Sprintf("%s.kinds[%d]", desc.path, k), Fault: refusal})
+			}
+		}
 	}
-	gvk := res.Kind
-	if res.Version != "" {
-		gvk = res.Version + "/" + gvk
+	return faults, nil
+}
+
+// cannotDelete is Kyverno's message for the first of delete and list that
+// d may not do on kind, for any of names ("" for every name); "" when it
+// may do both.
+func (d *Writer) cannotDelete(ctx context.Context, cluster Cluster, kind string, names []string) (string, error) {
+	for _, name := range names {
+		t, ok, err := resolveTarget(cluster, "", kind, "", name)
+		if err != nil || !ok {
+			return "", err
+		}
+		for _, verb := range []string{"delete", "list"} {
+			failed, err := d.denied(ctx, t, []string{verb})
+			if err != nil {
+				return "", err
+			}
+			if len(failed) > 0 {
+				return fmt.Sprintf("cleanup controller has no permission to %s kind %s", verb, kind), nil
+			}
+		}
 	}
-	if res.Group != "" {
-		gvk = res.Group + "/" + gvk
-	}
-	if sel.SubResource != "" {
-		gvk += "/" + sel.SubResource
-	}
-	msg := fmt.Sprintf("%s requires permissions %s for resource %s", w.User, strings.Join(failed, ","), gvk)
-	if namespace != "" {
-		msg += " in namespace " + namespace
-	}
-	return msg, nil
+	return "", nil
 }

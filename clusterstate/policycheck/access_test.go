@@ -2,6 +2,8 @@ package policycheck
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 )
 
 // denyAll refuses everything and keeps what it was asked.
@@ -97,5 +100,76 @@ spec:
 		"get /configmaps ns=team name=settings", "update /configmaps ns=team name=settings",
 	}, "\n"); got != exp {
 		t.Errorf("asked:\n%s\nwant:\n%s", got, exp)
+	}
+}
+
+// allowVerbs allows the verbs it holds and keeps what it was asked.
+type allowVerbs struct {
+	verbs []string
+	asked []string
+}
+
+func (a *allowVerbs) Allowed(_ context.Context, attrs authorizationv1.ResourceAttributes) (bool, string, error) {
+	a.asked = append(a.asked, attrs.Verb+" "+attrs.Resource+" ns="+attrs.Namespace+" name="+attrs.Name)
+	return slices.Contains(a.verbs, attrs.Verb), "", nil
+}
+
+// TestDeleteFaultsAskWhatThePolicyDeletes: each kind of a
+// ClusterCleanupPolicy's match is asked about as Kyverno asks (delete,
+// then list, per name), and refused at its field with the first verb
+// denied; a kind with variables and one the cluster does not serve are
+// not asked.
+func TestDeleteFaultsAskWhatThePolicyDeletes(t *testing.T) {
+	disco := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: []*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{
+			{Name: "pods", Kind: "Pod", Namespaced: true},
+			{Name: "configmaps", Kind: "ConfigMap", Namespaced: true},
+		}},
+	}}}
+	var p kyvernov2.ClusterCleanupPolicy
+	if err := yaml.UnmarshalStrict([]byte(`
+metadata: {name: stale}
+spec:
+  schedule: "0 * * * *"
+  match:
+    any:
+    - resources: {kinds: [Pod, "{{request.object.kind}}", Widget], names: [a, b]}
+    all:
+    - resources: {kinds: [ConfigMap]}
+`), &p); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		allowed []string
+		want    map[string]string
+		asked   []string
+	}{
+		{nil, map[string]string{
+			"spec.match.any[0].resources.kinds[0]": "cleanup controller has no permission to delete kind Pod",
+			"spec.match.all[0].resources.kinds[0]": "cleanup controller has no permission to delete kind ConfigMap",
+		}, []string{"delete pods ns= name=a", "delete configmaps ns= name="}},
+		{[]string{"delete"}, map[string]string{
+			"spec.match.any[0].resources.kinds[0]": "cleanup controller has no permission to list kind Pod",
+			"spec.match.all[0].resources.kinds[0]": "cleanup controller has no permission to list kind ConfigMap",
+		}, []string{"delete pods ns= name=a", "list pods ns= name=a", "delete configmaps ns= name=", "list configmaps ns= name="}},
+		{[]string{"delete", "list"}, map[string]string{}, []string{
+			"delete pods ns= name=a", "list pods ns= name=a", "delete pods ns= name=b", "list pods ns= name=b",
+			"delete configmaps ns= name=", "list configmaps ns= name="}},
+	} {
+		access := &allowVerbs{verbs: c.allowed}
+		faults, err := DeleteFaults(&p, NewDiscoveryCluster(disco), &Writer{User: "cleanup", Access: access})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, f := range faults {
+			got[f.Field] = f.Fault
+		}
+		if !maps.Equal(got, c.want) {
+			t.Errorf("allowed %v: faults %v, want %v", c.allowed, got, c.want)
+		}
+		if !slices.Equal(access.asked, c.asked) {
+			t.Errorf("allowed %v: asked %q, want %q", c.allowed, access.asked, c.asked)
+		}
 	}
 }

@@ -51,10 +51,18 @@ type WriterCluster interface {
 	BackgroundWriter() *Writer
 }
 
+// DeleterCluster is a Cluster that also knows who carries out
+// ClusterCleanupPolicies (nil: nobody is asked).
+type DeleterCluster interface {
+	Cluster
+	CleanupDeleter() *Writer
+}
+
 // InCluster checks obj as Object does, then what only the cluster can
 // tell: KindFaults for a ClusterPolicy or Policy, and for a ClusterPolicy
 // WriteFaults when the cluster is a WriterCluster; CleanupKindFaults for a
-// CleanupPolicy. A nil cluster checks nothing more. A cluster that cannot
+// CleanupPolicy; DeleteFaults for a ClusterCleanupPolicy when the cluster
+// is a DeleterCluster. A nil cluster checks nothing more. A cluster that cannot
 // answer is an error: a policy is not admitted unchecked.
 func InCluster(obj runtime.Object, cluster Cluster) (Result, error) {
 	res, err := Object(obj)
@@ -72,6 +80,10 @@ func InCluster(obj runtime.Object, cluster Cluster) (Result, error) {
 		faults, err = KindFaults(o, cluster)
 	case *kyvernov2.CleanupPolicy:
 		faults, err = CleanupKindFaults(o, cluster)
+	case *kyvernov2.ClusterCleanupPolicy:
+		if dc, ok := cluster.(DeleterCluster); ok && dc.CleanupDeleter() != nil {
+			faults, err = DeleteFaults(o, cluster, dc.CleanupDeleter())
+		}
 	default:
 		return res, nil
 	}
@@ -208,6 +220,8 @@ func anyClusterScoped(kinds []ServedKind) bool {
 type description struct {
 	path  string
 	kinds []string
+	// names are the filter's names (not the deprecated name).
+	names []string
 }
 
 // descriptions are the resource descriptions of a block: each any and all
@@ -215,13 +229,13 @@ type description struct {
 func descriptions(b block) []description {
 	var out []description
 	for i, f := range b.any {
-		out = append(out, description{fmt.Sprintf("%s.any[%d].resources", b.path, i), f.ResourceDescription.Kinds})
+		out = append(out, description{fmt.Sprintf("%s.any[%d].resources", b.path, i), f.ResourceDescription.Kinds, f.ResourceDescription.Names})
 	}
 	for i, f := range b.all {
-		out = append(out, description{fmt.Sprintf("%s.all[%d].resources", b.path, i), f.ResourceDescription.Kinds})
+		out = append(out, description{fmt.Sprintf("%s.all[%d].resources", b.path, i), f.ResourceDescription.Kinds, f.ResourceDescription.Names})
 	}
 	if b.inline != nil {
-		out = append(out, description{b.path + ".resources", b.inline.Kinds})
+		out = append(out, description{b.path + ".resources", b.inline.Kinds, b.inline.Names})
 	}
 	return out
 }
@@ -250,6 +264,7 @@ type DiscoveryCluster struct {
 	client discovery.DiscoveryInterface
 
 	writer   *Writer
+	deleter  *Writer
 	entries  GlobalContextEntries
 	celTypes bool
 	schemas  *cachedSchemas
@@ -274,6 +289,16 @@ func (d *DiscoveryCluster) WithBackgroundWriter(w *Writer) *DiscoveryCluster {
 
 // BackgroundWriter implements WriterCluster.
 func (d *DiscoveryCluster) BackgroundWriter() *Writer { return d.writer }
+
+// WithCleanupDeleter makes d a DeleterCluster: InCluster asks whether w
+// may delete and list what a ClusterCleanupPolicy matches (DeleteFaults).
+func (d *DiscoveryCluster) WithCleanupDeleter(w *Writer) *DiscoveryCluster {
+	d.deleter = w
+	return d
+}
+
+// CleanupDeleter implements DeleterCluster.
+func (d *DiscoveryCluster) CleanupDeleter() *Writer { return d.deleter }
 
 // WithGlobalContext makes d a GlobalContextCluster: InCluster warns of
 // the GlobalContextEntries a ClusterPolicy's or Policy's rules read that

@@ -1,10 +1,16 @@
 package policycheck
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	kyvernov2alpha1 "github.com/charter-dev/charter/api/kyverno/v2alpha1"
 	"github.com/charter-dev/charter/engine/variables"
 )
 
@@ -49,4 +55,27 @@ func GlobalContextWarnings(p kyvernov1.PolicyInterface, entries GlobalContextEnt
 		}
 	}
 	return warnings
+}
+
+// GlobalContextStatus answers EntryReady from the entries' status as the
+// API server holds it (their Ready condition, which the admission
+// leader writes from its own store): for a process that does not load
+// the entries itself, as gitsync's pre-apply check. A read that fails
+// answers not Ready, which costs a warning only.
+type GlobalContextStatus struct {
+	Reader client.Reader
+}
+
+// globalContextReadTimeout bounds the read of one entry.
+const globalContextReadTimeout = 10 * time.Second
+
+// EntryReady implements GlobalContextEntries.
+func (s GlobalContextStatus) EntryReady(name string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), globalContextReadTimeout)
+	defer cancel()
+	var e kyvernov2alpha1.GlobalContextEntry
+	if err := s.Reader.Get(ctx, client.ObjectKey{Name: name}, &e); err != nil {
+		return false
+	}
+	return meta.IsStatusConditionTrue(e.Status.Conditions, kyvernov2alpha1.ConditionReady)
 }

@@ -140,6 +140,11 @@ type serveOptions struct {
 	// its namespace, and whose requests admission takes for
 	// the background controller's own for that namespace's policies.
 	policyServiceAccount string
+	// cleanupServiceAccount is --cleanup-service-account: the identity of
+	// the cleanup controller when it runs in another process, whose
+	// delete and list rights policy admission and gitsync's pre-apply
+	// check ask about for a ClusterCleanupPolicy.
+	cleanupServiceAccount string
 
 	gitsyncCacheDir string
 	// defaultServiceAccount and noCrossNamespaceRefs confine the
@@ -277,6 +282,8 @@ stopped charter never leaves a cluster unable to admit anything.`,
 			"Admission takes its writes in a namespace for the background controller's own for that namespace's namespaced policies only (loop protection; cluster-scoped policies still see them as anyone's), so every component must be given the same name")
 	f.StringVar(&o.reportsServiceAccount, "reports-service-account", defaultReportsServiceAccount,
 		"ServiceAccount (in --namespace) the reports controller runs as when it is not in this process: admission's policy status controller asks with SubjectAccessReviews whether it may get, list and watch each policies.kyverno.io policy's resources, for Kyverno's RBACPermissionsGranted condition")
+	f.StringVar(&o.cleanupServiceAccount, "cleanup-service-account", "charter-cleanup",
+		"ServiceAccount (in --namespace) the cleanup controller runs as when it is not in this process: policy admission and gitsync's pre-apply check ask with SubjectAccessReviews whether it may delete and list each kind a ClusterCleanupPolicy matches, and refuse the policy otherwise, as Kyverno does (when the controller runs here, this process's own rights are asked)")
 	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default: a new folder in the temporary folder, removed on exit)")
 	f.IntVar(&o.gitsyncWorkers, "gitsync-workers", 2, "PolicyRepositories synced at once")
 	f.StringVar(&o.defaultServiceAccount, "default-service-account", "", "ServiceAccount (of the repository's namespace) that gitsync impersonates for a PolicyRepository outside charter's namespace whose spec.serviceAccountName is empty")
@@ -591,7 +598,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		if err != nil {
 			return nil, nil, err
 		}
-		writer, err := backgroundWriter(cfg, o)
+		writer, deleter, err := backgroundAndCleanup(cfg, o)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -605,6 +612,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			DenyDowngrade:    o.promotionDowngrade == promotion.DowngradeDeny,
 			ReportingAccess:  access,
 			BackgroundWriter: writer,
+			CleanupDeleter:   deleter,
 			ReportsAPI:       primaryReportsAPI(o.reports.APIs),
 			ReportsManagedBy: o.reports.ManagedBy,
 		})
@@ -638,8 +646,15 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		}
 	}
 	if slices.Contains(o.controllers, controllerGitSync) {
+		// The pre-apply check asks about the background and cleanup
+		// controllers' rights as policy admission does.
+		writer, deleter, err := backgroundAndCleanup(cfg, o)
+		if err != nil {
+			return nil, nil, err
+		}
 		if err := gitsync.Setup(mgr, gitsync.Options{
 			CacheDir: o.gitsyncCacheDir, MaxConcurrentReconciles: o.gitsyncWorkers, ReceiverAddr: o.receiverAddr,
+			BackgroundWriter: writer, CleanupDeleter: deleter,
 			Tenancy: gitsync.Tenancy{
 				Namespace: o.namespace, DefaultServiceAccount: o.defaultServiceAccount, NoCrossNamespaceRefs: o.noCrossNamespaceRefs,
 				AllowFileURLs:        o.gitsyncAllowFileURLs,
@@ -748,26 +763,39 @@ func reportingAccess(cfg *rest.Config, o serveOptions) (status.ReportingAccess, 
 		Groups: append(serviceaccount.MakeGroupNames(ns), user.AllAuthenticated)}, nil
 }
 
-// backgroundWriter is who policy admission asks about when it checks
-// what a ClusterPolicy's generate and mutate-existing rules write: this
-// process's own identity when the background controller runs here too,
-// else a SubjectAccessReview for --background-service-account (groups as
-// the API server gives a ServiceAccount's token).
-func backgroundWriter(cfg *rest.Config, o serveOptions) (*policycheck.Writer, error) {
+// backgroundAndCleanup are who policy admission and gitsync's pre-apply
+// check ask about when they check what a ClusterPolicy's generate and
+// mutate-existing rules write (the background controller, else
+// --background-service-account) and what a ClusterCleanupPolicy deletes
+// (the cleanup controller, else --cleanup-service-account).
+func backgroundAndCleanup(cfg *rest.Config, o serveOptions) (writer, deleter *policycheck.Writer, err error) {
+	if writer, err = controllerIdentity(cfg, o, controllerBackground, o.background.serviceAccount); err != nil {
+		return nil, nil, err
+	}
+	if deleter, err = controllerIdentity(cfg, o, controllerCleanup, o.cleanupServiceAccount); err != nil {
+		return nil, nil, err
+	}
+	return writer, deleter, nil
+}
+
+// controllerIdentity is the identity controller acts with: this process's
+// own when it runs here, else serviceAccount of charter's namespace,
+// asked about with SubjectAccessReviews (groups as the API server gives a
+// ServiceAccount's token); nil when there is none to ask.
+func controllerIdentity(cfg *rest.Config, o serveOptions, controller, serviceAccount string) (*policycheck.Writer, error) {
 	cs, err := authorizationclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("authorization client: %w", err)
 	}
-	if slices.Contains(o.controllers, controllerBackground) {
-		return &policycheck.Writer{User: "charter's background controller (this process)", Access: status.SelfAccess{Client: cs}}, nil
+	if slices.Contains(o.controllers, controller) {
+		return &policycheck.Writer{User: "charter's " + controller + " controller (this process)", Access: status.SelfAccess{Client: cs}}, nil
 	}
-	ns, name := o.namespace, o.background.serviceAccount
-	if name == "" {
+	if serviceAccount == "" {
 		return nil, nil
 	}
-	username := serviceaccount.MakeUsername(ns, name)
+	username := serviceaccount.MakeUsername(o.namespace, serviceAccount)
 	return &policycheck.Writer{User: username, Access: status.SubjectAccess{Client: cs, User: username,
-		Groups: append(serviceaccount.MakeGroupNames(ns), user.AllAuthenticated)}}, nil
+		Groups: append(serviceaccount.MakeGroupNames(o.namespace), user.AllAuthenticated)}}, nil
 }
 
 // primaryReportsAPI is the report API charter reads its reports back

@@ -38,8 +38,8 @@ const (
 	EventApplied     = "Applied"
 	EventPruned      = "Pruned"
 	EventFailed      = "Failed"
-	// EventPolicyWarning is a warning Kyverno gives when it admits a
-	// policy of the revision, one event each.
+	// EventPolicyWarning holds the warnings Kyverno gives when it admits
+	// a policy of the revision, one event per policy (related to it).
 	EventPolicyWarning = "PolicyWarning"
 )
 
@@ -319,8 +319,13 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 	if obj.Status.LastAppliedRevision != revision {
 		// As kubectl apply shows the policy webhook's warnings: once,
 		// when the revision is applied, not at every resync.
-		for _, w := range warnings {
-			r.event(obj, corev1.EventTypeWarning, EventPolicyWarning, "Check", "revision %s: %s", revision, w)
+		// The recorder merges events of one reason, action and related
+		// object into a series that keeps the first note: each policy's
+		// warnings are one event, related to the policy.
+		if r.Recorder != nil {
+			for _, pw := range warningsByPolicy(warnings) {
+				r.Recorder.Eventf(obj, pw.ref, corev1.EventTypeWarning, EventPolicyWarning, "Check", "revision %s: %s", revision, pw.note)
+			}
 		}
 	}
 	obj.Status.LastAppliedRevision = revision
@@ -349,6 +354,34 @@ func warnedAbout(warnings []check.Fault) string {
 		more = fmt.Sprintf("; and %d more", n)
 	}
 	return fmt.Sprintf("; %d policy warnings (events %s): %s%s", len(warnings), EventPolicyWarning, strings.Join(quoted, "; "), more)
+}
+
+// policyWarnings are the warnings of one policy of a revision.
+type policyWarnings struct {
+	ref  *corev1.ObjectReference
+	note string
+}
+
+// warningsByPolicy groups warnings by the policy they are about, in the
+// order the policies first appear: "file: Kind "name": w1; w2".
+func warningsByPolicy(warnings []check.Fault) []policyWarnings {
+	var out []policyWarnings
+	at := map[corev1.ObjectReference]int{}
+	for _, w := range warnings {
+		var key corev1.ObjectReference
+		if w.Ref != nil {
+			key = *w.Ref
+		}
+		i, seen := at[key]
+		if !seen {
+			i = len(out)
+			at[key] = i
+			out = append(out, policyWarnings{ref: w.Ref, note: w.String()})
+			continue
+		}
+		out[i].note += "; " + w.Message
+	}
+	return out
 }
 
 // syncIntervals are how often a repository syncs.

@@ -36,6 +36,14 @@ package gitsync
 // get;list;watch;create;update;patch;delete: the same for Kyverno's CEL
 // policy kinds (policies.kyverno.io/v1) and that group's PolicyException.
 // +kubebuilder:rbac:groups=policies.kyverno.io,resources=validatingpolicies;namespacedvalidatingpolicies;mutatingpolicies;namespacedmutatingpolicies;generatingpolicies;namespacedgeneratingpolicies;deletingpolicies;namespaceddeletingpolicies;imagevalidatingpolicies;namespacedimagevalidatingpolicies;policyexceptions,verbs=get;list;watch;create;update;patch;delete
+// create: the pre-apply check asks, as policy admission does, whether
+// the background controller may write what a ClusterPolicy's generate and
+// mutate-existing rules name (a SubjectAccessReview per verb).
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// get: the pre-apply check warns of a globalReference whose
+// GlobalContextEntry is not Ready, as policy admission does (read once
+// per reference, never cached).
+// +kubebuilder:rbac:groups=kyverno.io,resources=globalcontextentries,verbs=get
 // create;patch: sync outcomes are told as events.k8s.io Events on the
 // PolicyRepository, in its namespace.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -57,6 +57,16 @@ type Options struct {
 	// checked against (serve's --sigstore-tuf-mirror/--sigstore-tuf-root);
 	// Sigstore's public TUF repository when nil.
 	PublicTrust imageverify.PublicTrust
+	// BackgroundWriter is who carries out ClusterPolicies' generate and
+	// mutate-existing rules: the pre-apply check refuses a revision whose
+	// ClusterPolicy names a target it may not write, as policy admission
+	// does (policycheck.WriteFaults). nil leaves that check to admission.
+	// charter serve passes admission's (serve.go backgroundWriter).
+	BackgroundWriter *policycheck.Writer
+	// CleanupDeleter is who carries out ClusterCleanupPolicies: the
+	// pre-apply check refuses one matching a kind it may not delete or
+	// list, as policy admission does (policycheck.DeleteFaults).
+	CleanupDeleter *policycheck.Writer
 }
 
 // Defaults of charter serve's gitsync limits, near Flux's
@@ -89,8 +99,16 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("gitsync: discovery client: %w", err)
 	}
+	// The pre-apply check asks the cluster what policy admission asks it
+	// (webhook/admission's policyCluster): the kinds rules name, whether
+	// the background controller may write ClusterPolicies' targets and the
+	// cleanup controller delete what ClusterCleanupPolicies match, which
+	// GlobalContextEntries are Ready (their status: this process may not
+	// load them) and whether validate.cel expressions type-check.
+	cluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(opts.BackgroundWriter).WithCleanupDeleter(opts.CleanupDeleter).WithCELTypeChecks().
+		WithGlobalContext(policycheck.GlobalContextStatus{Reader: mgr.GetAPIReader()})
 	r := &PolicyRepositoryReconciler{
-		Cluster:   policycheck.NewDiscoveryCluster(dc),
+		Cluster:   cluster,
 		Client:    mgr.GetClient(),
 		Scheme:    mgr.GetScheme(),
 		Config:    mgr.GetConfig(),

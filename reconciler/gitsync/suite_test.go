@@ -21,6 +21,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,10 +33,12 @@ import (
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/api/versions"
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/imagetest"
+	"github.com/charter-dev/charter/webhook/status"
 )
 
 // The suite shares one real control plane and one manager running the
@@ -108,7 +113,18 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(cacheDir)
+	authz, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if err := Setup(mgr, Options{CacheDir: cacheDir, Tenancy: Tenancy{Namespace: charterNamespace, AllowFileURLs: true}, Tests: clitest.RepositoryTests{},
+		// The pre-apply check asks what backgroundUser may write and
+		// cleanupUser delete, as charter serve's gitsync asks about
+		// charter-background and charter-cleanup; bindControllers gives
+		// them ConfigMaps.
+		BackgroundWriter: controllerIdentity(authz, backgroundUser),
+		CleanupDeleter:   controllerIdentity(authz, cleanupUser),
 		// The OCI tests' registries listen on loopback, which the egress
 		// guard lets through only when told.
 		Egress: imagetest.LoopbackEgress(), PublicTrust: suiteTrust}); err != nil {
@@ -128,6 +144,10 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if err := bindControllers(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "binding the controllers' ServiceAccounts:", err)
+		return 1
+	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
@@ -140,6 +160,42 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 	}
 	return code
+}
+
+// backgroundUser and cleanupUser are the background and cleanup
+// controllers' ServiceAccounts the pre-apply check asks about.
+var (
+	backgroundUser = serviceaccount.MakeUsername(charterNamespace, "charter-background")
+	cleanupUser    = serviceaccount.MakeUsername(charterNamespace, "charter-cleanup")
+)
+
+// controllerIdentity asks the API server what username may do, as
+// charter serve asks about a controller running in another process.
+func controllerIdentity(cs kubernetes.Interface, username string) *policycheck.Writer {
+	return &policycheck.Writer{User: username, Access: status.SubjectAccess{Client: cs.AuthorizationV1(), User: username,
+		Groups: append(serviceaccount.MakeGroupNames(charterNamespace), user.AllAuthenticated)}}
+}
+
+// bindControllers lets the background and cleanup controllers'
+// ServiceAccounts write and delete ConfigMaps anywhere, as charter's
+// config/rbac/background/downstream.yaml does for the background
+// controller, and nothing else a test generates or deletes.
+func bindControllers(ctx context.Context) error {
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "gitsync-test-controllers"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
+	}
+	if err := testClient.Create(ctx, role); err != nil {
+		return err
+	}
+	return testClient.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "gitsync-test-controllers"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{
+			{Kind: rbacv1.ServiceAccountKind, Namespace: charterNamespace, Name: "charter-background"},
+			{Kind: rbacv1.ServiceAccountKind, Namespace: charterNamespace, Name: "charter-cleanup"},
+		},
+	})
 }
 
 // testLogger is silent unless GITSYNC_TEST_DEBUG is set.

@@ -86,6 +86,11 @@ type Options struct {
 	// naming a kind it may not write, as Kyverno asks about its background
 	// controller (policycheck.WriteFaults). Nil: it is not asked.
 	BackgroundWriter *policycheck.Writer
+	// CleanupDeleter is who carries out ClusterCleanupPolicies:
+	// /policyvalidate refuses one matching a kind it may not delete or
+	// list, as Kyverno asks about its cleanup controller
+	// (policycheck.DeleteFaults). Nil: it is not asked.
+	CleanupDeleter *policycheck.Writer
 	// CertPropagationDelay and CertTrimGrace time certificate rotation
 	// (certs.Renewer's PropagationDelay and TrimGrace); zero means
 	// certs.DefaultPropagationDelay and certs.DefaultTrimGrace.
@@ -258,10 +263,11 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	}
 	// /policyvalidate asks what Kyverno's policy validation asks the
 	// cluster: the kinds it serves, whether the background controller may
-	// write what ClusterPolicies generate and mutate, and which
+	// write what ClusterPolicies generate and mutate and the cleanup
+	// controller delete what ClusterCleanupPolicies match, and which
 	// GlobalContextEntries are Ready and whether validate.cel expressions
 	// type-check against the schemas of the kinds they match (warnings).
-	policyCluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(o.BackgroundWriter).WithCELTypeChecks()
+	policyCluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(o.BackgroundWriter).WithCleanupDeleter(o.CleanupDeleter).WithCELTypeChecks()
 	if o.State.GlobalContext != nil {
 		policyCluster.WithGlobalContext(o.State.GlobalContext)
 	}

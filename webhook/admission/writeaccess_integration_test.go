@@ -95,9 +95,7 @@ func TestClusterPolicyWritesNeedTheBackgroundControllersRights(t *testing.T) {
 	const sa = "charter-background"
 	username := serviceaccount.MakeUsername(charterNamespace, sa)
 	f := startAdmission(t, withNamespaces("team"), withAdminOptions(func(admin *rest.Config, o *Options) {
-		cs := kubernetes.NewForConfigOrDie(admin)
-		o.BackgroundWriter = &policycheck.Writer{User: username, Access: status.SubjectAccess{Client: cs.AuthorizationV1(), User: username,
-			Groups: append(serviceaccount.MakeGroupNames(charterNamespace), user.AllAuthenticated)}}
+		o.BackgroundWriter = controllerIdentity(admin, sa)
 	}))
 	policies := map[string]*unstructured.Unstructured{}
 	for _, doc := range strings.Split(writeAccessPolicies, "\n---\n") {
@@ -140,9 +138,29 @@ func TestClusterPolicyWritesNeedTheBackgroundControllersRights(t *testing.T) {
 			username+` requires permissions get,update for resource v1/ConfigMap in namespace team`))
 	eventually(t, "namespaced Policy admitted", 30*time.Second, admitted("Policy/generate-configmap"))
 
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "background-configmaps"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "background-configmaps"},
+	grantClusterRole(t, f, "background-configmaps", sa, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}})
+	eventually(t, "generate admitted once granted", 30*time.Second, admitted("ClusterPolicy/generate-configmap"))
+	eventually(t, "mutate-existing admitted once granted", 30*time.Second, admitted("ClusterPolicy/mutate-configmap"))
+	eventually(t, "synchronized generate still refused for delete", 30*time.Second, refused("ClusterPolicy/generate-configmap-sync",
+		`spec.rules[0].generate: `+username+` requires permissions delete for resource v1/ConfigMap in namespace team`))
+}
+
+// controllerIdentity asks the API server, as admin, what the
+// ServiceAccount sa of charter's namespace may do, as charter serve asks
+// about a controller running in another process.
+func controllerIdentity(admin *rest.Config, sa string) *policycheck.Writer {
+	username := serviceaccount.MakeUsername(charterNamespace, sa)
+	cs := kubernetes.NewForConfigOrDie(admin)
+	return &policycheck.Writer{User: username, Access: status.SubjectAccess{Client: cs.AuthorizationV1(), User: username,
+		Groups: append(serviceaccount.MakeGroupNames(charterNamespace), user.AllAuthenticated)}}
+}
+
+// grantClusterRole binds a new ClusterRole name holding rule to the
+// ServiceAccount sa of charter's namespace.
+func grantClusterRole(t *testing.T, f *fixture, name, sa string, rule rbacv1.PolicyRule) {
+	t.Helper()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{rule}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: charterNamespace, Name: sa}}}
 	if err := f.client.Create(f.ctx, role); err != nil {
@@ -151,8 +169,4 @@ func TestClusterPolicyWritesNeedTheBackgroundControllersRights(t *testing.T) {
 	if err := f.client.Create(f.ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "generate admitted once granted", 30*time.Second, admitted("ClusterPolicy/generate-configmap"))
-	eventually(t, "mutate-existing admitted once granted", 30*time.Second, admitted("ClusterPolicy/mutate-configmap"))
-	eventually(t, "synchronized generate still refused for delete", 30*time.Second, refused("ClusterPolicy/generate-configmap-sync",
-		`spec.rules[0].generate: `+username+` requires permissions delete for resource v1/ConfigMap in namespace team`))
 }

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -42,6 +43,8 @@ type Fault struct {
 	Field string
 	// Message says what is wrong.
 	Message string
+	// Ref is the object a warning is about (Warnings); nil for faults.
+	Ref *corev1.ObjectReference
 }
 
 func (f Fault) String() string {
@@ -175,7 +178,8 @@ func Objects(objs []build.Object, scheme *runtime.Scheme, opts ...Option) error 
 		faults = append(faults, unsupportedFaults(res.Unsupported, o.File)...)
 		if checks.warnings != nil {
 			for _, w := range res.Warnings {
-				*checks.warnings = append(*checks.warnings, Fault{File: o.File, Object: ref, Message: w})
+				*checks.warnings = append(*checks.warnings, Fault{File: o.File, Object: ref, Message: w,
+					Ref: &corev1.ObjectReference{APIVersion: o.GetAPIVersion(), Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()}})
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package check
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/reconciler/gitsync/build"
@@ -11,7 +12,13 @@ import (
 // withRevisionCRDs is the cluster as it will be once the revision is
 // applied: what it serves now, and the kinds the revision's
 // CustomResourceDefinitions define, so a revision that brings a CRD and
-// a policy on its kind is judged as the API server will see them.
+// a policy on its kind is judged as the API server will see them. The
+// rest of what policy admission asks the cluster (who writes a
+// ClusterPolicy's generate and mutate-existing targets, who deletes what a
+// ClusterCleanupPolicy matches, which
+// GlobalContextEntries are Ready, whether validate.cel expressions
+// type-check) it asks the cluster it wraps, when that one can answer:
+// policycheck.InCluster makes the same checks as at /policyvalidate.
 type withRevisionCRDs struct {
 	cluster policycheck.Cluster
 	defined []policycheck.ServedKind
@@ -63,4 +70,39 @@ func revisionCRDKinds(objs []build.Object) []policycheck.ServedKind {
 		}
 	}
 	return out
+}
+
+// BackgroundWriter implements policycheck.WriterCluster.
+func (c withRevisionCRDs) BackgroundWriter() *policycheck.Writer {
+	if wc, ok := c.cluster.(policycheck.WriterCluster); ok {
+		return wc.BackgroundWriter()
+	}
+	return nil
+}
+
+// CleanupDeleter implements policycheck.DeleterCluster.
+func (c withRevisionCRDs) CleanupDeleter() *policycheck.Writer {
+	if dc, ok := c.cluster.(policycheck.DeleterCluster); ok {
+		return dc.CleanupDeleter()
+	}
+	return nil
+}
+
+// GlobalContextEntries implements policycheck.GlobalContextCluster.
+func (c withRevisionCRDs) GlobalContextEntries() policycheck.GlobalContextEntries {
+	if gc, ok := c.cluster.(policycheck.GlobalContextCluster); ok {
+		return gc.GlobalContextEntries()
+	}
+	return nil
+}
+
+// CELTypeWarnings implements policycheck.CELTypeCluster. A kind only the
+// revision's CRDs define has no schema on the API server yet, so it is
+// not type-checked, as policy admission would not check it either before
+// the CRD is served.
+func (c withRevisionCRDs) CELTypeWarnings(p kyvernov1.PolicyInterface) ([]string, error) {
+	if cc, ok := c.cluster.(policycheck.CELTypeCluster); ok {
+		return cc.CELTypeWarnings(p)
+	}
+	return nil, nil
 }
