@@ -118,6 +118,9 @@ func (s *PolicySet) index(p *Policy) {
 	if p.webhookConditions != nil {
 		s.webhookConditioned++
 	}
+	if p.spec != nil && slices.ContainsFunc(p.spec.Rules, isBackgroundRule) {
+		s.background = append(s.background, p)
+	}
 	for _, k := range p.kinds {
 		if k == "*" || strings.ContainsAny(k, "*?") {
 			s.wildcard.add(p, validateResponses(p, ""))
@@ -260,3 +263,11 @@ func matchNamespaces(m *kyvernov1.MatchResources) ([]string, bool) {
 	}
 	return out, true
 }
+
+// BackgroundPolicies returns the policies of the set with a generate or
+// mutate-existing rule in their spec, in compile order: the admission
+// server asks on every admitted request whether the background controller
+// has work, and that must not cost a look at every installed policy.
+func (s *PolicySet) BackgroundPolicies() []*Policy { return s.background }
+
+func isBackgroundRule(r kyvernov1.Rule) bool { return r.HasGenerate() || r.HasMutateExisting() }

@@ -27,6 +27,9 @@ type PolicySet struct {
 	// policies with a rule whose kind selector has a wildcard kind.
 	byKind   map[string]*kindIndex
 	wildcard kindIndex
+	// background are the policies with a generate or mutate-existing
+	// rule (BackgroundPolicies).
+	background []*Policy
 	// webhookConditioned counts the policies with webhook matchConditions;
 	// candidates checks them only when there are some.
 	webhookConditioned int

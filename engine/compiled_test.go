@@ -194,7 +194,7 @@ func TestAssembleMatchesCompile(t *testing.T) {
 // compare. A field added to PolicySet or Policy fails the test until it is
 // listed here, so that Assemble cannot silently fall behind Compile.
 var (
-	policySetFields = []string{"policies", "byID", "exceptions", "celExceptions", "jp", "byKind", "wildcard", "webhookConditioned"}
+	policySetFields = []string{"policies", "byID", "exceptions", "celExceptions", "jp", "byKind", "wildcard", "background", "webhookConditioned"}
 	policyFields    = []string{"set", "source", "spec", "key", "id", "rules", "unscored", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol", "webhookConditions", "readsRoles"}
 )
 
@@ -246,6 +246,9 @@ func compareSets(t *testing.T, want, got *PolicySet) {
 	}
 	if w, g := indexKeys(&want.wildcard), indexKeys(&got.wildcard); !reflect.DeepEqual(w, g) {
 		t.Errorf("wildcard policies differ: Compile %v, Assemble %v", w, g)
+	}
+	if w, g := policyKeys(want.background), policyKeys(got.background); !reflect.DeepEqual(w, g) {
+		t.Errorf("policies with background rules differ: Compile %v, Assemble %v", w, g)
 	}
 	if want.webhookConditioned != got.webhookConditioned {
 		t.Errorf("policies with webhook matchConditions: Compile %d, Assemble %d", want.webhookConditioned, got.webhookConditioned)

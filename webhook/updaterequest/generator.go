@@ -538,13 +538,17 @@ func ruleOf(p kyvernov1.PolicyInterface, name string) *kyvernov1.Rule {
 
 // anyBackgroundRules reports whether a set has a generate or
 // mutate-existing rule (for which also, when given, holds), so that
-// requests no such rule can concern cost nothing more.
+// requests no such rule can concern cost nothing more. It reads only the
+// sets' BackgroundPolicies, not every policy installed.
 func anyBackgroundRules(sets []*engine.PolicySet, also func(kyvernov1.PolicyInterface, *kyvernov1.Rule) bool) bool {
 	for _, s := range sets {
 		if s == nil {
 			continue
 		}
-		for _, p := range s.Policies() {
+		if also == nil && len(s.BackgroundPolicies()) > 0 {
+			return true
+		}
+		for _, p := range s.BackgroundPolicies() {
 			src := p.Source()
 			rules := src.GetSpec().Rules
 			for i := range rules {
