@@ -191,7 +191,9 @@ func TestConvertPodSecurityMatchesTheEngine(t *testing.T) {
 // TestConvertVerifiesImageVerification: the verifyImages rules of
 // testdata/verify-images (a release key; either of two keys, one of
 // them required; keyless under a test CA; a provenance attestation with
-// a condition on its predicate) convert to ImageValidatingPolicies that
+// a condition on its predicate; notation signatures and a signed SBOM
+// referrer under the test CA), and a Policy's under Audit, convert to
+// ImageValidatingPolicies (a NamespacedImageValidatingPolicy) that
 // give the same verdict as the original for every resource of the suite,
 // both verified against a loopback registry holding its images signed
 // as their tags say (charter convert --verify --registry): signed images
@@ -205,9 +207,15 @@ func TestConvertVerifiesImageVerification(t *testing.T) {
 	if err != nil {
 		t.Fatalf("convert --verify --check: %v\n%s%s", err, stdout, stderr)
 	}
-	// 14 resources, compared for each of the four converted policies.
-	if !everyPolicyVerified(stdout) || !strings.Contains(stdout, "4 ImageValidatingPolicy") || !strings.Contains(stdout, "yes (56)") {
-		t.Fatalf("want four ImageValidatingPolicies verified on every resource:\n%s", stdout)
+	// 19 resources, compared for each of the ClusterPolicy's five
+	// converted policies and the Policy's one.
+	for _, want := range []string{`verify-images\s+5\s+5\s+5 ImageValidatingPolicy\s+yes \(95\)`, `team-a/team-images\s+1\s+1\s+NamespacedImageValidatingPolicy\s+yes \(19\)`} {
+		if !regexp.MustCompile(want).MatchString(stdout) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !everyPolicyVerified(stdout) {
+		t.Fatalf("want every policy converted and verified on every resource:\n%s", stdout)
 	}
 	stdout, stderr, err = runCharter(t, "test", "--registry", reg.Host, dir)
 	if err != nil {
@@ -240,6 +248,16 @@ func verifyImagesRegistry(t *testing.T, dir string) *imagetest.Registry {
 			reg.Attest(t, img, release.Signer, st, nil)
 		}
 	}
+	notary := ca.NotarySigner(t, "release")
+	notarized := func(sbom bool) func(*imagetest.Registry, imagetest.Image) {
+		return func(reg *imagetest.Registry, img imagetest.Image) {
+			reg.NotarySign(t, img.DigestRef, notary)
+			if sbom {
+				att := reg.Attach(t, img, "application/vnd.cyclonedx+json", map[string]any{"bomFormat": "CycloneDX"})
+				reg.NotarySign(t, att.DigestRef, notary)
+			}
+		}
+	}
 	unsigned := func(*imagetest.Registry, imagetest.Image) {}
 	images := []struct {
 		repo, tag string
@@ -255,6 +273,9 @@ func verifyImagesRegistry(t *testing.T, dir string) *imagetest.Registry {
 		{"example/built", "ci", builtBy("https://ci.example.com/builder")},
 		{"example/built", "elsewhere", builtBy("https://elsewhere.example.net/builder")},
 		{"example/built", "unattested", unsigned},
+		{"example/notarized", "sbom", notarized(true)},
+		{"example/notarized", "no-sbom", notarized(false)},
+		{"example/notarized", "unsigned", unsigned},
 	}
 	reg := imagetest.NewRegistry(t)
 	for _, img := range images {

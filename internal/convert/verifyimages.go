@@ -513,7 +513,7 @@ func attestationName(a *kyvernov1.Attestation, i int, taken map[string]bool) str
 		}
 		parts := typeWords.FindAllString(typ, -1)
 		for j := len(parts) - 1; j >= 0 && name == ""; j-- {
-			if !slices.Contains([]string{"https", "http", "www", "dev", "io", "com", "org"}, parts[j]) {
+			if !slices.Contains([]string{"https", "http", "www", "dev", "io", "com", "org", "application", "vnd", "json", "yaml", "schema", "attestation"}, parts[j]) {
 				name = parts[j]
 			}
 		}
