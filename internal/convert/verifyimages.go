@@ -57,6 +57,9 @@ func convertVerifyImages(r *kyvernov1.Rule, out *convertedRule) error {
 	case len(iv.Attestors) == 0 && len(iv.Attestations) == 0:
 		return cannot("a verifyImages entry with no attestors or attestations verifies nothing; an ImageValidatingPolicy needs a validation")
 	}
+	if err := imageOperations(out.matchConstraints); err != nil {
+		return err
+	}
 	refs, err := imageReferences(iv.ImageReferences)
 	if err != nil {
 		return wrap(err, "imageReferences")
@@ -158,6 +161,35 @@ func convertVerifyImages(r *kyvernov1.Rule, out *convertedRule) error {
 		}
 	}
 	out.image = ir
+	return nil
+}
+
+// imageOperations keeps CREATE and UPDATE in the resource rules: Kyverno
+// verifies images on those only (its mutating webhook, and the validating
+// one never for DELETE, §2.1), while an ImageValidatingPolicy matching
+// DELETE would verify the old object's images.
+func imageOperations(mc *admissionregistrationv1.MatchResources) error {
+	if mc == nil {
+		return nil
+	}
+	for i := range mc.ResourceRules {
+		r := &mc.ResourceRules[i]
+		var kept []admissionregistrationv1.OperationType
+		for _, op := range r.Operations {
+			switch op {
+			case admissionregistrationv1.OperationAll:
+				kept = []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
+			case admissionregistrationv1.Create, admissionregistrationv1.Update:
+				if !slices.Contains(kept, op) {
+					kept = append(kept, op)
+				}
+			}
+		}
+		if len(kept) == 0 {
+			return cannot("match selects neither CREATE nor UPDATE, the only operations Kyverno verifies images on")
+		}
+		r.Operations = kept
+	}
 	return nil
 }
 
@@ -389,11 +421,9 @@ func attestor(a *kyvernov1.Attestor, notary bool) (policiesv1.Attestor, error) {
 		case hasVariables(k.PublicKeys):
 			return policiesv1.Attestor{}, cannot("keys.publicKeys from variables: an ImageValidatingPolicy's key is data or a CEL expression")
 		}
-		hash := k.SignatureAlgorithm
-		if hash == "" {
-			hash = a.SignatureAlgorithm
-		}
-		co.Key = &policiesv1.Key{Data: k.PublicKeys, HashAlgorithm: hash}
+		// The hash is keys.signatureAlgorithm's: Kyverno's cosign
+		// verifier does not read the attestor-level field (§1.2).
+		co.Key = &policiesv1.Key{Data: k.PublicKeys, HashAlgorithm: k.SignatureAlgorithm}
 		rekor, ctlog = k.Rekor, k.CTLog
 	case a.Certificates != nil:
 		c := a.Certificates
