@@ -20,6 +20,7 @@ import (
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/celenv"
 )
 
 // celRule is a compiled validate.cel block plus the rule's celPreconditions.
@@ -78,7 +79,7 @@ var (
 
 func celEnv() (*environment.EnvSet, *celEnvCompiler, error) {
 	celEnvOnce.Do(func() {
-		celBaseEnv, celEnvErr = withLenientOrValue(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+		celBaseEnv, celEnvErr = celenv.WithLenientOrValue(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 		if celEnvErr == nil {
 			celRuleCompiler, celEnvErr = newCELEnvCompiler(celBaseEnv, false)
 		}
@@ -90,7 +91,7 @@ func celEnv() (*environment.EnvSet, *celEnvCompiler, error) {
 // compiling the same rule again (every Git revision recompiles its policies;
 // Compile and Compiler.Assemble compile the same policy apart) reuses the
 // programs instead of type-checking them again. Entries go when nothing
-// holds the rule any more.
+// Holds the rule any more.
 var celRules weakCache[celRule]
 
 // compileCEL compiles a validate.cel block and the rule's celPreconditions,
@@ -163,7 +164,7 @@ type celInputs struct {
 	view               *requestView
 	// adapter wraps the request's values for every expression of every
 	// policy that reads them.
-	adapter sharedAdapter
+	adapter celenv.SharedAdapter
 	// sharedVariables are the values of the policies' variables that
 	// depend on the request alone, by canonical expression (celVariables).
 	sharedVariables sharedValues
@@ -171,64 +172,64 @@ type celInputs struct {
 	namespaceObject map[string]any
 	// sizes are inputSizes' answers by input, once asked (measured
 	// false before).
-	sizes    [inputCount]inputBound
-	measured [inputCount]bool
+	sizes    [celenv.InputCount]celenv.InputBound
+	measured [celenv.InputCount]bool
 }
 
 // inputSizes are the length of the longest string and the size of the
 // largest list or map in the inputs of reads (a set of 1<<input), or past
-// largestBound: what decides whether a bounded ValidatingPolicy variant,
+// celenv.LargestBound: what decides whether a bounded ValidatingPolicy variant,
 // which reads those, may run untracked (celcost.go). Each input is
 // measured once per request.
-func (ci *celInputs) inputSizes(reads uint8) inputBound {
-	var size inputBound
-	for i := range inputCount {
+func (ci *celInputs) inputSizes(reads uint8) celenv.InputBound {
+	var size celenv.InputBound
+	for i := range celenv.InputCount {
 		if reads&(1<<i) == 0 {
 			continue
 		}
 		if !ci.measured[i] {
 			ci.sizes[i], ci.measured[i] = ci.measure(i), true
 		}
-		size.strings = max(size.strings, ci.sizes[i].strings)
-		size.lists = max(size.lists, ci.sizes[i].lists)
+		size.Strings = max(size.Strings, ci.sizes[i].Strings)
+		size.Lists = max(size.Lists, ci.sizes[i].Lists)
 	}
 	return size
 }
 
 // measure is inputSizes for one input.
-func (ci *celInputs) measure(i int) inputBound {
+func (ci *celInputs) measure(i int) celenv.InputBound {
 	in := ci.view
 	switch i {
-	case inputObject:
-		return valueSizes(in.req.Object, largestBound)
-	case inputOldObject:
-		return valueSizes(in.req.OldObject, largestBound)
-	case inputNamespace:
+	case celenv.InputObject:
+		return celenv.ValueSizes(in.req.Object, celenv.LargestBound)
+	case celenv.InputOldObject:
+		return celenv.ValueSizes(in.req.OldObject, celenv.LargestBound)
+	case celenv.InputNamespace:
 		ci.namespaceValue()
-		return valueSizes(ci.namespaceObject, largestBound)
+		return celenv.ValueSizes(ci.namespaceObject, celenv.LargestBound)
 	}
 	// request, by the fields admissionRequest reads, without building it.
 	u := in.req.UserInfo
-	size := inputBound{lists: max(len(u.Groups), len(u.Extra)),
-		strings: max(len(u.Username), len(u.UID),
+	size := celenv.InputBound{Lists: max(len(u.Groups), len(u.Extra)),
+		Strings: max(len(u.Username), len(u.UID),
 			len(in.res.Name), len(in.res.Namespace), len(in.req.SubResource), len(in.op),
 			len(in.gvk.Group), len(in.gvk.Version), len(in.gvk.Kind),
 			len(in.req.Resource.Group), len(in.req.Resource.Version), len(in.req.Resource.Resource))}
 	for _, g := range u.Groups {
-		size.strings = max(size.strings, len(g))
+		size.Strings = max(size.Strings, len(g))
 	}
 	for k, vals := range u.Extra {
-		size.strings = max(size.strings, len(k))
-		size.lists = max(size.lists, len(vals))
+		size.Strings = max(size.Strings, len(k))
+		size.Lists = max(size.Lists, len(vals))
 		for _, v := range vals {
-			size.strings = max(size.strings, len(v))
+			size.Strings = max(size.Strings, len(v))
 		}
 	}
 	// request.object and request.oldObject are the objects.
-	for _, obj := range []int{inputObject, inputOldObject} {
+	for _, obj := range []int{celenv.InputObject, celenv.InputOldObject} {
 		o := ci.inputSizes(1 << obj)
-		size.strings = max(size.strings, o.strings)
-		size.lists = max(size.lists, o.lists)
+		size.Strings = max(size.Strings, o.Strings)
+		size.Lists = max(size.Lists, o.Lists)
 	}
 	return size
 }
@@ -241,7 +242,7 @@ func (in *requestView) celInputs() *celInputs {
 		return in.cel
 	}
 	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, view: in}
-	ci.adapter.useHints()
+	ci.adapter.UseHints()
 	if in.req.Object != nil {
 		ci.object = ci.adapter.NativeToValue(in.req.Object)
 	}

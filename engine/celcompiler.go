@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/charter-dev/charter/engine/celenv"
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -138,11 +139,11 @@ var patchTypes = environment.VersionedOptions{
 type checkedExpression struct {
 	plugincel.CompilationResult
 	// ast and env are the checked expression and its environment, for
-	// its cost estimates (boundSizes, estimateMaxCost).
+	// its cost estimates (celenv.BoundSizes, celenv.EstimateMaxCost).
 	ast *celgo.Ast
 	env *celgo.Env
 	// untracked is the program without runtime cost tracking (see
-	// untrackedCost); nil when it could not be planned.
+	// celenv.UntrackedCost); nil when it could not be planned.
 	untracked celgo.Program
 }
 
@@ -208,7 +209,7 @@ func (c *celCompiler) compileTyped(a plugincel.ExpressionAccessor, mode environm
 	if out.env, err = envs.plain.Env(mode); err != nil {
 		out.env = nil
 	}
-	if opt := untrackedCost(); opt != nil && untracked {
+	if opt := celenv.UntrackedCost(); opt != nil && untracked {
 		out.untracked, _ = env.Program(ast, opt)
 	}
 	return out

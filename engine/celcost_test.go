@@ -14,16 +14,17 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/celenv"
 )
 
 // TestUntrackedCostOption checks that charter can still plan a program
 // without cost tracking in the Kubernetes environment, which tracks every
-// program: when a cel-go upgrade moves what untrackedCost clears, every
+// program: when a cel-go upgrade moves what celenv.UntrackedCost clears, every
 // ValidatingPolicy is evaluated tracked (correct, but slower) and this
 // test says so.
 func TestUntrackedCostOption(t *testing.T) {
-	if untrackedCost() == nil {
-		t.Fatal("untrackedCost found no evalOpts field in cel-go's program: every program is tracked; update untrackedCost for this cel-go")
+	if celenv.UntrackedCost() == nil {
+		t.Fatal("celenv.UntrackedCost found no evalOpts field in cel-go's program: every program is tracked; update celenv.UntrackedCost for this cel-go")
 	}
 	env, err := celPolicyCompiler()
 	if err != nil {
@@ -108,19 +109,19 @@ func TestCostEstimatesBoundActualCost(t *testing.T) {
 		if res.Error != nil {
 			t.Fatalf("%s: %v", expr, res.Error)
 		}
-		bounds, _, reads := boundSizes(res.env, res.ast.NativeRep(), nil)
+		bounds, _, reads := celenv.BoundSizes(res.env, res.ast.NativeRep(), nil)
 		for _, obj := range objects {
 			in := newRequestView(context.Background(), &Request{Object: obj}, &evalConfig{})
 			ci := in.celInputs()
 			size := ci.inputSizes(reads)
-			s := inputBound{strings: max(size.strings, 1), lists: max(size.lists, 1)}
+			s := celenv.InputBound{Strings: max(size.Strings, 1), Lists: max(size.Lists, 1)}
 			act := &celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, params: types.NullValue}
 			_, details, err := res.Program.Eval(act)
 			if err != nil {
 				t.Fatalf("%s: %v", expr, err)
 			}
 			actual := *details.ActualCost()
-			if est := estimateMaxCost(res.env, res.ast, bounds, s); est < actual {
+			if est := celenv.EstimateMaxCost(res.env, res.ast, bounds, s); est < actual {
 				t.Errorf("%s on an object within %+v: estimate %d < actual cost %d", expr, s, est, actual)
 			}
 		}
@@ -165,15 +166,15 @@ func TestValidatingPolicyCostBound(t *testing.T) {
 		return p.vpol.variants[0]
 	}
 	s := variant("bounded").untrackedWithin
-	if s.lists == 0 || s.lists == largestBound.lists {
-		t.Fatalf("bounded policy: untracked within %+v, want a list bound below %d (two nested loops)", s, largestBound.lists)
+	if s.Lists == 0 || s.Lists == celenv.LargestBound.Lists {
+		t.Fatalf("bounded policy: untracked within %+v, want a list bound below %d (two nested loops)", s, celenv.LargestBound.Lists)
 	}
-	if got := variant("unbounded").untrackedWithin; got != (inputBound{}) {
+	if got := variant("unbounded").untrackedWithin; got != (celenv.InputBound{}) {
 		t.Fatalf("unbounded policy: untracked within %+v, want none (a loop over a computed list)", got)
 	}
 	si := variant("images").untrackedWithin
-	if si.strings == 0 || si.strings == largestBound.strings {
-		t.Fatalf("images policy: untracked within %+v, want a string bound below %d (strings compared in two nested loops)", si, largestBound.strings)
+	if si.Strings == 0 || si.Strings == celenv.LargestBound.Strings {
+		t.Fatalf("images policy: untracked within %+v, want a string bound below %d (strings compared in two nested loops)", si, celenv.LargestBound.Strings)
 	}
 	// Containers with distinct images of about image characters.
 	podOf := func(n, image int) map[string]any {
@@ -196,13 +197,13 @@ func TestValidatingPolicyCostBound(t *testing.T) {
 	}{
 		{"a small pod", 3, 3, "", map[string]bool{"bounded": true, "unbounded": false, "images": true}, all(StatusPass)},
 		// Only the inputs a policy reads count: these read object alone.
-		{"a small pod from a user with a long name", 3, 3, strings.Repeat("u", 2*largestBound.strings),
+		{"a small pod from a user with a long name", 3, 3, strings.Repeat("u", 2*celenv.LargestBound.Strings),
 			map[string]bool{"bounded": true, "unbounded": false, "images": true}, all(StatusPass)},
 		{"a pod with images of 100 characters and more", 3, 100, "", map[string]bool{"bounded": true, "images": true}, all(StatusPass)},
-		{"a pod past a list bound, within the cost limit", s.lists + 1, 3, "", map[string]bool{"bounded": false, "unbounded": false}, all(StatusPass)},
-		{"a pod past a string bound, within the cost limit", 2, si.strings + 1, "", map[string]bool{"images": false, "unbounded": false}, all(StatusPass)},
+		{"a pod past a list bound, within the cost limit", s.Lists + 1, 3, "", map[string]bool{"bounded": false, "unbounded": false}, all(StatusPass)},
+		{"a pod past a string bound, within the cost limit", 2, si.Strings + 1, "", map[string]bool{"images": false, "unbounded": false}, all(StatusPass)},
 		{"a pod whose loops run away", 600, 3, "", map[string]bool{"bounded": false, "unbounded": false, "images": false}, all(StatusError)},
-		{"a pod whose string comparisons run away", 40, largestBound.strings + 1, "", map[string]bool{"bounded": false, "images": false},
+		{"a pod whose string comparisons run away", 40, celenv.LargestBound.Strings + 1, "", map[string]bool{"bounded": false, "images": false},
 			map[string]RuleStatus{"bounded": StatusPass, "unbounded": StatusPass, "images": StatusError}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -227,54 +228,6 @@ func TestValidatingPolicyCostBound(t *testing.T) {
 				if want == StatusError && !strings.Contains(r.Message, "cost") {
 					t.Errorf("%s: %q, want the cost limit named", p.Key, r.Message)
 				}
-			}
-		})
-	}
-}
-
-// TestLargestBounded checks the search for a variant's bound: the pair
-// with the largest product among those that hold, found with few
-// estimates, each asked once.
-func TestLargestBounded(t *testing.T) {
-	worst := 2*len(stringBounds) + len(listBounds) + 2
-	for _, tc := range []struct {
-		name     string
-		holds    func(inputBound) bool
-		want     inputBound
-		maxAsked int
-	}{
-		{"bounded everywhere", func(inputBound) bool { return true }, largestBound, 1},
-		{"bounded nowhere", func(inputBound) bool { return false }, inputBound{}, 2},
-		{"strings only limit", func(b inputBound) bool { return b.strings <= 4096 }, inputBound{strings: 4096, lists: 4096}, 8},
-		{"lists only limit", func(b inputBound) bool { return b.lists <= 256 }, inputBound{strings: 65536, lists: 256}, 12},
-		{"a product limit", func(b inputBound) bool { return b.strings*b.lists <= 1<<20 }, inputBound{strings: 65536, lists: 16}, worst},
-		{"both limit", func(b inputBound) bool { return b.strings <= 8192 && b.lists <= 512 }, inputBound{strings: 8192, lists: 512}, worst},
-		// A tie (2^21 both) keeps the larger string bound.
-		{"a sum limit", func(b inputBound) bool { return b.strings+100*b.lists <= 40000 }, inputBound{strings: 32768, lists: 64}, worst},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			asked := map[inputBound]int{}
-			got := largestBounded(func(b inputBound) bool {
-				asked[b]++
-				if asked[b] > 1 {
-					t.Errorf("%+v asked twice", b)
-				}
-				return tc.holds(b)
-			})
-			if tc.name == "a product limit" {
-				// No pair of the grid has strings·lists = 2^20 with
-				// lists ≥ 64: the product is at most 2^20, and the
-				// largest such is kept.
-				tc.want = inputBound{strings: 16384, lists: 64}
-			}
-			if got != tc.want {
-				t.Errorf("bound %+v, want %+v", got, tc.want)
-			}
-			if len(asked) > tc.maxAsked {
-				t.Errorf("%d estimates, want at most %d", len(asked), tc.maxAsked)
-			}
-			if got != (inputBound{}) && !tc.holds(got) {
-				t.Errorf("bound %+v does not hold", got)
 			}
 		})
 	}
@@ -308,12 +261,12 @@ func TestPodSecurityValidatingPoliciesUntracked(t *testing.T) {
 	// variants are the compiled ones every set of these sources shares:
 	// their bounds are restored after).
 	tracked := func(validate func() *Response) *Response {
-		saved := map[*vpolVariant]inputBound{}
+		saved := map[*vpolVariant]celenv.InputBound{}
 		for _, p := range vpols {
 			cp, _ := set.Lookup(PolicyID(p))
 			v := cp.vpol.variants[0]
 			saved[v] = v.untrackedWithin
-			v.untrackedWithin = inputBound{}
+			v.untrackedWithin = celenv.InputBound{}
 		}
 		defer func() {
 			for v, b := range saved {
@@ -323,9 +276,9 @@ func TestPodSecurityValidatingPoliciesUntracked(t *testing.T) {
 		return validate()
 	}
 	pastStrings := withLongStrings(benchPod(0))
-	pastStrings["metadata"].(map[string]any)["annotations"].(map[string]any)["big"] = strings.Repeat("x", largestBound.strings+1)
+	pastStrings["metadata"].(map[string]any)["annotations"].(map[string]any)["big"] = strings.Repeat("x", celenv.LargestBound.Strings+1)
 	pastLists := withLongStrings(benchPod(0))
-	env := make([]any, largestBound.lists+1)
+	env := make([]any, celenv.LargestBound.Lists+1)
 	for i := range env {
 		env[i] = map[string]any{"name": fmt.Sprint("E", i), "value": "v"}
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charter-dev/charter/engine/celenv"
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -121,31 +122,6 @@ func withKyvernoLibraries(env *environment.EnvSet) (*environment.EnvSet, error) 
 	})
 }
 
-func member(id string, args []*celgo.Type, result *celgo.Type, fn func(args ...ref.Val) ref.Val) func(string) celgo.FunctionOpt {
-	return func(prefix string) celgo.FunctionOpt {
-		return celgo.MemberOverload(prefix+"_"+id, args, result, celgo.FunctionBinding(fn))
-	}
-}
-
-// method declares a receiver method in both spellings, with overload ids
-// that differ between them.
-func method(name string, overloads ...func(string) celgo.FunctionOpt) []celgo.EnvOption {
-	lower := strings.ToLower(name[:1]) + name[1:]
-	var out []celgo.EnvOption
-	for _, n := range []string{name, lower} {
-		opts := make([]celgo.FunctionOpt, len(overloads))
-		for i, o := range overloads {
-			opts[i] = o(n)
-		}
-		out = append(out, celgo.Function(n, opts...))
-	}
-	return out
-}
-
-func global(name string, overloads ...celgo.FunctionOpt) celgo.EnvOption {
-	return celgo.Function(name, overloads...)
-}
-
 var (
 	str  = celgo.StringType
 	dyn  = celgo.DynType
@@ -160,34 +136,34 @@ func kyvernoLibraryOptions() []celgo.EnvOption {
 		celgo.Variable(httpVar, httpLibType),
 		celgo.Variable(exceptionsVar, celgo.MapType(celgo.StringType, celgo.ListType(celgo.StringType))),
 	}
-	opts = append(opts, method("Get", append([]func(string) celgo.FunctionOpt{
-		member("resource_get", []*celgo.Type{resourceLibType, str, str, str, str}, dyn, resourceGet),
-		member("resource_get_ns", []*celgo.Type{resourceLibType, str, str, str}, dyn, resourceGetOwnNamespace),
-		member("global_get", []*celgo.Type{globalContextLibType, str}, dyn, globalGet),
-		member("global_get_projection", []*celgo.Type{globalContextLibType, str, str}, dyn, globalGetProjection),
-		member("http_get", []*celgo.Type{httpLibType, str}, dyn, httpGet),
-		member("http_get_headers", []*celgo.Type{httpLibType, str, strs}, dyn, httpGet),
+	opts = append(opts, celenv.Method("Get", append([]func(string) celgo.FunctionOpt{
+		celenv.Member("resource_get", []*celgo.Type{resourceLibType, str, str, str, str}, dyn, resourceGet),
+		celenv.Member("resource_get_ns", []*celgo.Type{resourceLibType, str, str, str}, dyn, resourceGetOwnNamespace),
+		celenv.Member("global_get", []*celgo.Type{globalContextLibType, str}, dyn, globalGet),
+		celenv.Member("global_get_projection", []*celgo.Type{globalContextLibType, str, str}, dyn, globalGetProjection),
+		celenv.Member("http_get", []*celgo.Type{httpLibType, str}, dyn, httpGet),
+		celenv.Member("http_get_headers", []*celgo.Type{httpLibType, str, strs}, dyn, httpGet),
 	}, resourceGetGVROverloads()...)...)...)
-	opts = append(opts, method("List", append([]func(string) celgo.FunctionOpt{
-		member("resource_list", []*celgo.Type{resourceLibType, str, str, str}, dyn, resourceList),
-		member("resource_list_labels", []*celgo.Type{resourceLibType, str, str, str, strs}, dyn, resourceList),
-		member("resource_list_ns", []*celgo.Type{resourceLibType, str, str}, dyn, resourceListOwnNamespace),
+	opts = append(opts, celenv.Method("List", append([]func(string) celgo.FunctionOpt{
+		celenv.Member("resource_list", []*celgo.Type{resourceLibType, str, str, str}, dyn, resourceList),
+		celenv.Member("resource_list_labels", []*celgo.Type{resourceLibType, str, str, str, strs}, dyn, resourceList),
+		celenv.Member("resource_list_ns", []*celgo.Type{resourceLibType, str, str}, dyn, resourceListOwnNamespace),
 	}, resourceListGVROverloads()...)...)...)
-	opts = append(opts, method("Post", append([]func(string) celgo.FunctionOpt{
-		member("http_post", []*celgo.Type{httpLibType, str, dyn}, dyn, httpPost),
-		member("http_post_headers", []*celgo.Type{httpLibType, str, dyn, strs}, dyn, httpPost),
+	opts = append(opts, celenv.Method("Post", append([]func(string) celgo.FunctionOpt{
+		celenv.Member("http_post", []*celgo.Type{httpLibType, str, dyn}, dyn, httpPost),
+		celenv.Member("http_post_headers", []*celgo.Type{httpLibType, str, dyn, strs}, dyn, httpPost),
 	}, resourcePostOverloads()...)...)...)
 	opts = append(opts, resourceWriteOptions()...)
-	opts = append(opts, method("Client",
-		member("http_client", []*celgo.Type{httpLibType, str}, httpLibType, httpClient),
+	opts = append(opts, celenv.Method("Client",
+		celenv.Member("http_client", []*celgo.Type{httpLibType, str}, httpLibType, httpClient),
 	)...)
-	opts = append(opts, method("GetMetadata",
-		member("image_metadata", []*celgo.Type{imageDataLibType, str}, dyn, imageMetadata),
+	opts = append(opts, celenv.Method("GetMetadata",
+		celenv.Member("image_metadata", []*celgo.Type{imageDataLibType, str}, dyn, imageMetadata),
 	)...)
 	hash := func(name string, h func(string) string) []celgo.EnvOption {
 		var out []celgo.EnvOption
 		for _, n := range []string{name, "hash." + name} {
-			out = append(out, global(n, celgo.Overload(strings.ReplaceAll(n, ".", "_")+"_string", []*celgo.Type{str}, str,
+			out = append(out, celenv.Global(n, celgo.Overload(strings.ReplaceAll(n, ".", "_")+"_string", []*celgo.Type{str}, str,
 				celgo.UnaryBinding(func(v ref.Val) ref.Val {
 					s, ok := v.(types.String)
 					if !ok {
@@ -203,22 +179,22 @@ func kyvernoLibraryOptions() []celgo.EnvOption {
 	opts = append(opts, hash("md5", func(s string) string { h := md5.Sum([]byte(s)); return hex.EncodeToString(h[:]) })...)   //nolint:gosec
 	for _, n := range []string{"random", "random.random"} {
 		id := strings.ReplaceAll(n, ".", "_")
-		opts = append(opts, global(n,
+		opts = append(opts, celenv.Global(n,
 			celgo.Overload(id+"_void", nil, str,
 				celgo.FunctionBinding(func(...ref.Val) ref.Val { return types.String(randomString(8)) })),
 			celgo.Overload(id+"_regex", []*celgo.Type{str}, str, celgo.UnaryBinding(randomRegex))))
 	}
 	for _, n := range []string{"parseServiceAccount", "user.parseServiceAccount"} {
-		opts = append(opts, global(n, celgo.Overload(strings.ReplaceAll(n, ".", "_")+"_string", []*celgo.Type{str}, dyn,
+		opts = append(opts, celenv.Global(n, celgo.Overload(strings.ReplaceAll(n, ".", "_")+"_string", []*celgo.Type{str}, dyn,
 			celgo.UnaryBinding(parseServiceAccount))))
 	}
 	opts = append(opts,
-		global("json.unmarshal", celgo.Overload("json_unmarshal_string", []*celgo.Type{str}, dyn, celgo.UnaryBinding(jsonUnmarshal))),
-		global("json.marshal", celgo.Overload("json_marshal_dyn", []*celgo.Type{dyn}, str, celgo.UnaryBinding(jsonMarshal))),
-		global("yaml.parse", celgo.Overload("yaml_parse_string", []*celgo.Type{str}, dyn, celgo.UnaryBinding(yamlParse))),
-		global("time.now", celgo.Overload("time_now", nil, celgo.TimestampType,
+		celenv.Global("json.unmarshal", celgo.Overload("json_unmarshal_string", []*celgo.Type{str}, dyn, celgo.UnaryBinding(jsonUnmarshal))),
+		celenv.Global("json.marshal", celgo.Overload("json_marshal_dyn", []*celgo.Type{dyn}, str, celgo.UnaryBinding(jsonMarshal))),
+		celenv.Global("yaml.parse", celgo.Overload("yaml_parse_string", []*celgo.Type{str}, dyn, celgo.UnaryBinding(yamlParse))),
+		celenv.Global("time.now", celgo.Overload("time_now", nil, celgo.TimestampType,
 			celgo.FunctionBinding(func(...ref.Val) ref.Val { return types.Timestamp{Time: time.Now().UTC()} }))),
-		global("time.truncate", celgo.Overload("time_truncate", []*celgo.Type{celgo.TimestampType, celgo.DurationType}, celgo.TimestampType,
+		celenv.Global("time.truncate", celgo.Overload("time_truncate", []*celgo.Type{celgo.TimestampType, celgo.DurationType}, celgo.TimestampType,
 			celgo.BinaryBinding(func(ts, d ref.Val) ref.Val {
 				t, ok1 := ts.(types.Timestamp)
 				dur, ok2 := d.(types.Duration)
@@ -227,7 +203,7 @@ func kyvernoLibraryOptions() []celgo.EnvOption {
 				}
 				return types.Timestamp{Time: t.Time.Truncate(dur.Duration)}
 			}))),
-		global("time.toCron", celgo.Overload("time_to_cron", []*celgo.Type{celgo.TimestampType}, str,
+		celenv.Global("time.toCron", celgo.Overload("time_to_cron", []*celgo.Type{celgo.TimestampType}, str,
 			celgo.UnaryBinding(func(ts ref.Val) ref.Val {
 				t, ok := ts.(types.Timestamp)
 				if !ok {
@@ -237,7 +213,7 @@ func kyvernoLibraryOptions() []celgo.EnvOption {
 				return types.String(fmt.Sprintf("%d %d %d %d %d", u.Minute(), u.Hour(), u.Day(), int(u.Month()), int(u.Weekday())))
 			}))),
 	)
-	return append(opts, pureLibraryOptions()...)
+	return append(opts, celenv.PureLibraryOptions()...)
 }
 
 func libReceiver(v ref.Val) (*libContext, bool) {
@@ -591,7 +567,7 @@ func randomRegex(v ref.Val) ref.Val {
 	if !ok {
 		return types.MaybeNoSuchOverloadErr(v)
 	}
-	s, err := randomMatching(string(pattern))
+	s, err := celenv.RandomMatching(string(pattern))
 	if err != nil {
 		return types.NewErr("%v", err)
 	}
@@ -603,7 +579,7 @@ const randomAlphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
 func randomString(n int) string {
 	b := make([]byte, n)
 	for i := range b {
-		b[i] = randomAlphabet[randomInt(len(randomAlphabet))]
+		b[i] = randomAlphabet[celenv.RandomInt(len(randomAlphabet))]
 	}
 	return string(b)
 }

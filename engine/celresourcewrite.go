@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 
+	"github.com/charter-dev/charter/engine/celenv"
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -40,8 +41,8 @@ var gvrType = celgo.MapType(celgo.StringType, celgo.StringType)
 
 func resourceWriteOptions() []celgo.EnvOption {
 	var opts []celgo.EnvOption
-	opts = append(opts, method("ToGVR",
-		member("resource_to_gvr", []*celgo.Type{resourceLibType, str, str}, gvrType, resourceToGVR),
+	opts = append(opts, celenv.Method("ToGVR",
+		celenv.Member("resource_to_gvr", []*celgo.Type{resourceLibType, str, str}, gvrType, resourceToGVR),
 	)...)
 	return opts
 }
@@ -49,8 +50,8 @@ func resourceWriteOptions() []celgo.EnvOption {
 // resourcePostOverloads extend the method Post (which http shares).
 func resourcePostOverloads() []func(string) celgo.FunctionOpt {
 	return []func(string) celgo.FunctionOpt{
-		member("resource_post", []*celgo.Type{resourceLibType, str, str, dyn}, dyn, resourcePost),
-		member("resource_post_ns", []*celgo.Type{resourceLibType, str, str, str, dyn}, dyn, resourcePost),
+		celenv.Member("resource_post", []*celgo.Type{resourceLibType, str, str, dyn}, dyn, resourcePost),
+		celenv.Member("resource_post_ns", []*celgo.Type{resourceLibType, str, str, str, dyn}, dyn, resourcePost),
 	}
 }
 
@@ -58,14 +59,14 @@ func resourcePostOverloads() []func(string) celgo.FunctionOpt {
 // place of apiVersion and resource.
 func resourceGetGVROverloads() []func(string) celgo.FunctionOpt {
 	return []func(string) celgo.FunctionOpt{
-		member("resource_get_gvr", []*celgo.Type{resourceLibType, gvrType, str, str}, dyn, resourceGetGVR),
+		celenv.Member("resource_get_gvr", []*celgo.Type{resourceLibType, gvrType, str, str}, dyn, resourceGetGVR),
 	}
 }
 
 func resourceListGVROverloads() []func(string) celgo.FunctionOpt {
 	return []func(string) celgo.FunctionOpt{
-		member("resource_list_gvr", []*celgo.Type{resourceLibType, gvrType, str}, dyn, resourceListGVR),
-		member("resource_list_gvr_labels", []*celgo.Type{resourceLibType, gvrType, str, strs}, dyn, resourceListGVR),
+		celenv.Member("resource_list_gvr", []*celgo.Type{resourceLibType, gvrType, str}, dyn, resourceListGVR),
+		celenv.Member("resource_list_gvr_labels", []*celgo.Type{resourceLibType, gvrType, str, strs}, dyn, resourceListGVR),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/charter-dev/charter/engine/celenv"
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -23,7 +24,7 @@ import (
 // replaced under its key or index (a shorter view of the same array too)
 // gets a wrapper of its own.
 func TestSharedAdapterWrapsEachValueOnce(t *testing.T) {
-	a := &sharedAdapter{}
+	a := &celenv.SharedAdapter{}
 	list := []any{"a", "b", "c"}
 	spec := map[string]any{"replicas": int64(1), "list": list,
 		"containers": []any{map[string]any{"name": "a"}, map[string]any{"name": "b"}}}
@@ -67,7 +68,7 @@ func TestSharedAdapterWrapsEachValueOnce(t *testing.T) {
 
 // TestCELValuesAsCELGo: every expression over a request's object gives
 // the same value, or the same error, through charter's wrappers
-// (sharedAdapter) as through cel-go's own (types.DefaultTypeAdapter), and
+// (celenv.SharedAdapter) as through cel-go's own (types.DefaultTypeAdapter), and
 // the wrappers convert to native and JSON values as cel-go's do.
 func TestCELValuesAsCELGo(t *testing.T) {
 	base, err := policyBaseEnv()
@@ -159,7 +160,7 @@ func TestCELValuesAsCELGo(t *testing.T) {
 			return val, err
 		}
 		theirs, theirErr := eval(types.DefaultTypeAdapter.NativeToValue(object()))
-		ours, ourErr := eval((&sharedAdapter{}).NativeToValue(object()))
+		ours, ourErr := eval((&celenv.SharedAdapter{}).NativeToValue(object()))
 		switch {
 		case theirErr != nil || ourErr != nil:
 			if fmt.Sprint(theirErr) != fmt.Sprint(ourErr) {
@@ -171,7 +172,7 @@ func TestCELValuesAsCELGo(t *testing.T) {
 			t.Errorf("%s formats as %s, cel-go's as %s", expr, types.Format(ours), types.Format(theirs))
 		}
 	}
-	ours, theirs := (&sharedAdapter{}).NativeToValue(object()), types.DefaultTypeAdapter.NativeToValue(object())
+	ours, theirs := (&celenv.SharedAdapter{}).NativeToValue(object()), types.DefaultTypeAdapter.NativeToValue(object())
 	for _, typ := range []reflect.Type{reflect.TypeFor[any](), reflect.TypeFor[map[string]any](), reflect.TypeFor[*structpb.Value](), reflect.TypeFor[*structpb.Struct]()} {
 		o, oErr := ours.ConvertToNative(typ)
 		c, cErr := theirs.ConvertToNative(typ)

@@ -23,6 +23,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/celenv"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 )
@@ -95,13 +96,13 @@ func newGeneratingPolicyEnv(namespaced bool) (*environment.EnvSet, error) {
 	}
 	list := celgo.ListType(celgo.DynType)
 	overloads := []func(string) celgo.FunctionOpt{
-		member("generator_apply_ns", []*celgo.Type{generatorLibType, celgo.StringType, list}, celgo.BoolType, generatorApply),
+		celenv.Member("generator_apply_ns", []*celgo.Type{generatorLibType, celgo.StringType, list}, celgo.BoolType, generatorApply),
 	}
 	if namespaced {
-		overloads = append(overloads, member("generator_apply_own_ns", []*celgo.Type{generatorLibType, list}, celgo.BoolType, generatorApplyOwnNamespace))
+		overloads = append(overloads, celenv.Member("generator_apply_own_ns", []*celgo.Type{generatorLibType, list}, celgo.BoolType, generatorApplyOwnNamespace))
 	}
 	opts := []celgo.EnvOption{celgo.Variable(generatorVar, generatorLibType)}
-	opts = append(opts, method("Apply", overloads...)...)
+	opts = append(opts, celenv.Method("Apply", overloads...)...)
 	return base.Extend(environment.VersionedOptions{IntroducedVersion: version.MajorMinor(1, 0), EnvOptions: opts})
 }
 

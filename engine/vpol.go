@@ -27,6 +27,7 @@ import (
 	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/celenv"
 	"github.com/charter-dev/charter/engine/fault"
 )
 
@@ -59,7 +60,7 @@ type vpolVariant struct {
 	annotations []vpolAnnotation
 	// untrackedWithin is the input bound within which every program of
 	// the variant runs without cost tracking (celcost.go); zero: never.
-	untrackedWithin inputBound
+	untrackedWithin celenv.InputBound
 	// reads are the inputs its programs read (a set of 1<<input), which
 	// must be within untrackedWithin.
 	reads uint8
@@ -253,31 +254,31 @@ type vpolChecked struct {
 // variable's worst case at that bound is what sharing its value charges
 // a tracked policy (celVariables.value).
 func (v *vpolVariant) boundVariant(checked []vpolChecked) {
-	bounds := make([]sizeBounds, len(checked))
-	vars := map[string]valueBounds{}
+	bounds := make([]celenv.SizeBounds, len(checked))
+	vars := map[string]celenv.ValueBounds{}
 	for i, c := range checked {
 		if c.res.untracked == nil || c.res.env == nil {
 			return
 		}
-		var k valueBounds
+		var k celenv.ValueBounds
 		var reads uint8
-		bounds[i], k, reads = boundSizes(c.res.env, c.res.ast.NativeRep(), vars)
+		bounds[i], k, reads = celenv.BoundSizes(c.res.env, c.res.ast.NativeRep(), vars)
 		v.reads |= reads
 		if c.program == nil {
 			vars[c.variable] = k
 		}
 	}
 	costs := make([]uint64, len(checked))
-	var last inputBound
-	bounded := func(b inputBound) bool {
+	var last celenv.InputBound
+	bounded := func(b celenv.InputBound) bool {
 		for i, c := range checked {
-			costs[i] = estimateMaxCost(c.res.env, c.res.ast, bounds[i], b)
+			costs[i] = celenv.EstimateMaxCost(c.res.env, c.res.ast, bounds[i], b)
 		}
 		last = b
-		return withinLimits(costs)
+		return celenv.WithinLimits(costs)
 	}
-	v.untrackedWithin = largestBounded(bounded)
-	if v.untrackedWithin == (inputBound{}) {
+	v.untrackedWithin = celenv.LargestBounded(bounded)
+	if v.untrackedWithin == (celenv.InputBound{}) {
 		return
 	}
 	if last != v.untrackedWithin {
@@ -395,7 +396,7 @@ func (in *requestView) vpolEvaluation(ctx context.Context, cfg *evalConfig, v *v
 		libs:          &s.libs,
 	}
 	s.eval = celEvaluator{act: &s.act, budget: celconfig.RuntimeCELCostBudget,
-		untracked: v.untrackedWithin.holds(ci.inputSizes(v.reads))}
+		untracked: v.untrackedWithin.Holds(ci.inputSizes(v.reads))}
 	vals := s.vars.vals
 	if cap(vals) < len(v.variables) {
 		vals = make([]ref.Val, len(v.variables))

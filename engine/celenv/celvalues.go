@@ -1,4 +1,4 @@
-package engine
+package celenv
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 	"github.com/google/cel-go/common/types/traits"
 )
 
-// sharedAdapter converts a request's unstructured values to CEL values
+// SharedAdapter converts a request's unstructured values to CEL values
 // for every expression of every policy that reads them. A map or list is
 // wrapped once per request: its wrapper keeps the wrappers of the maps and
 // lists under it (celMap.kids, celList.elems), so every policy reading
@@ -26,7 +26,7 @@ import (
 // (types.NewStringInterfaceMap, types.NewDynamicList; TestCELValuesAsCELGo).
 // One request's evaluation is sequential: the adapter is not safe for
 // concurrent use.
-type sharedAdapter struct {
+type SharedAdapter struct {
 	maps        slab[celMap]
 	lists       slab[celList]
 	kids        slab[celKid]
@@ -40,16 +40,16 @@ var slabHints struct {
 	maps, lists, kids, iters, concatIters, elems atomic.Int32
 }
 
-// useHints makes the adapter's slabs start at their hints (a zero
+// UseHints makes the adapter's slabs start at their hints (a zero
 // adapter's start small and grow).
-func (a *sharedAdapter) useHints() {
+func (a *SharedAdapter) UseHints() {
 	a.maps.hint, a.lists.hint, a.kids.hint = &slabHints.maps, &slabHints.lists, &slabHints.kids
 	a.iters.hint, a.concatIters.hint, a.elems.hint = &slabHints.iters, &slabHints.concatIters, &slabHints.elems
 }
 
 // NativeToValue wraps v afresh (the roots of a request's values: object,
 // oldObject, request, namespaceObject, each built once per request).
-func (a *sharedAdapter) NativeToValue(v any) ref.Val {
+func (a *SharedAdapter) NativeToValue(v any) ref.Val {
 	if c := a.wrap(v); c != nil {
 		return c
 	}
@@ -58,7 +58,7 @@ func (a *sharedAdapter) NativeToValue(v any) ref.Val {
 
 // wrap returns a new wrapper of a map or a non-empty list, nil for any
 // other value (converted as cel-go's adapter converts it).
-func (a *sharedAdapter) wrap(v any) ref.Val {
+func (a *SharedAdapter) wrap(v any) ref.Val {
 	switch x := v.(type) {
 	case map[string]any:
 		if x != nil {
@@ -96,7 +96,7 @@ const maxKids = 8
 
 // kid returns the CEL value of v, a value of the map of w: the wrapper of
 // a map or list made when it was first read, else a new one.
-func (a *sharedAdapter) kid(w *celMap, v any) ref.Val {
+func (a *SharedAdapter) kid(w *celMap, v any) ref.Val {
 	switch v.(type) {
 	case map[string]any, []any:
 	default:
@@ -122,7 +122,7 @@ func (a *sharedAdapter) kid(w *celMap, v any) ref.Val {
 
 // elem returns the CEL value of element i of the list of w: a map or
 // list is wrapped once, while it stays the element there.
-func (a *sharedAdapter) elem(w *celList, i int) ref.Val {
+func (a *SharedAdapter) elem(w *celList, i int) ref.Val {
 	v := w.l[i]
 	if w.elems != nil && wraps(w.elems[i], v) {
 		return w.elems[i]
@@ -219,7 +219,7 @@ type celKid struct {
 // celMap is a request's map[string]any as a CEL map, as
 // types.NewStringInterfaceMap makes it.
 type celMap struct {
-	a    *sharedAdapter
+	a    *SharedAdapter
 	m    map[string]any
 	kids *celKid
 }
@@ -350,7 +350,7 @@ func (celIterator) Value() any                     { return nil }
 // celList is a request's []any as a CEL list, as types.NewDynamicList
 // makes it.
 type celList struct {
-	a *sharedAdapter
+	a *SharedAdapter
 	l []any
 	// elems are the wrapped maps and lists of l, by index (nil until one
 	// is read).
@@ -453,7 +453,7 @@ func listsEqual(l traits.Lister, other ref.Val, keepErr bool) ref.Val {
 }
 
 // concatLists is prev + next as cel-go adds lists.
-func concatLists(a *sharedAdapter, prev traits.Lister, next ref.Val) ref.Val {
+func concatLists(a *SharedAdapter, prev traits.Lister, next ref.Val) ref.Val {
 	n, ok := next.(traits.Lister)
 	if !ok {
 		return types.MaybeNoSuchOverloadErr(next)
@@ -471,7 +471,7 @@ func concatLists(a *sharedAdapter, prev traits.Lister, next ref.Val) ref.Val {
 // celConcat is a list added to another, a view of both, as cel-go's
 // concatenated list.
 type celConcat struct {
-	a          *sharedAdapter
+	a          *SharedAdapter
 	prev, next traits.Lister
 	size       types.Int
 	value      []any

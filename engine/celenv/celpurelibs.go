@@ -1,4 +1,4 @@
-package engine
+package celenv
 
 import (
 	"bytes"
@@ -296,7 +296,7 @@ type rsaKey struct {
 	E int
 }
 
-func pureLibraryOptions() []celgo.EnvOption {
+func PureLibraryOptions() []celgo.EnvOption {
 	opts := []celgo.EnvOption{
 		// base64.encode/decode, cel.bind and math.*: cel-go's Encoders,
 		// Bindings and Math, which Kyverno adds to the Kubernetes
@@ -307,23 +307,23 @@ func pureLibraryOptions() []celgo.EnvOption {
 		ext.Regex(),
 		// image is also the receiver of image.GetMetadata: a variable and
 		// a global function of the same name live side by side in CEL.
-		global("image", celgo.Overload("kyverno_image_string", []*celgo.Type{str}, imageRefType, celgo.UnaryBinding(parseImageRef))),
-		global("parseImageReference", celgo.Overload("kyverno_parse_image_reference_string", []*celgo.Type{str}, imageRefType, celgo.UnaryBinding(parseImageRef))),
-		global("isImage", celgo.Overload("kyverno_is_image_string", []*celgo.Type{str}, celgo.BoolType, celgo.UnaryBinding(isImageRef))),
+		Global("image", celgo.Overload("kyverno_image_string", []*celgo.Type{str}, imageRefType, celgo.UnaryBinding(parseImageRef))),
+		Global("parseImageReference", celgo.Overload("kyverno_parse_image_reference_string", []*celgo.Type{str}, imageRefType, celgo.UnaryBinding(parseImageRef))),
+		Global("isImage", celgo.Overload("kyverno_is_image_string", []*celgo.Type{str}, celgo.BoolType, celgo.UnaryBinding(isImageRef))),
 		imageMethod("registry", str, func(i imageRef) ref.Val { return types.String(i.ref.Context().RegistryStr()) }),
 		imageMethod("repository", str, func(i imageRef) ref.Val { return types.String(i.ref.Context().RepositoryStr()) }),
 		imageMethod("identifier", str, func(i imageRef) ref.Val { return types.String(i.identifier()) }),
 		imageMethod("tag", str, func(i imageRef) ref.Val { return types.String(i.tag()) }),
 		imageMethod("digest", str, func(i imageRef) ref.Val { return types.String(i.digest()) }),
 		imageMethod("containsDigest", celgo.BoolType, func(i imageRef) ref.Val { return types.Bool(i.digest() != "") }),
-		global("math.round", celgo.Overload("kyverno_math_round_double_int", []*celgo.Type{celgo.DoubleType, celgo.IntType}, celgo.DoubleType, celgo.BinaryBinding(mathRound))),
-		global("x509.decode", celgo.Overload("kyverno_x509_decode_string", []*celgo.Type{str}, dyn, celgo.UnaryBinding(x509Decode))),
-		global("gzip.compress", celgo.Overload("kyverno_gzip_compress_string", []*celgo.Type{str}, celgo.BytesType, celgo.UnaryBinding(gzipCompress))),
-		global("gzip.decompress", celgo.Overload("kyverno_gzip_decompress_bytes", []*celgo.Type{celgo.BytesType}, str, celgo.UnaryBinding(gzipDecompress))),
+		Global("math.round", celgo.Overload("kyverno_math_round_double_int", []*celgo.Type{celgo.DoubleType, celgo.IntType}, celgo.DoubleType, celgo.BinaryBinding(mathRound))),
+		Global("x509.decode", celgo.Overload("kyverno_x509_decode_string", []*celgo.Type{str}, dyn, celgo.UnaryBinding(x509Decode))),
+		Global("gzip.compress", celgo.Overload("kyverno_gzip_compress_string", []*celgo.Type{str}, celgo.BytesType, celgo.UnaryBinding(gzipCompress))),
+		Global("gzip.decompress", celgo.Overload("kyverno_gzip_decompress_bytes", []*celgo.Type{celgo.BytesType}, str, celgo.UnaryBinding(gzipDecompress))),
 	}
 	for _, n := range []string{"listObjToMap", "transform.listObjToMap"} {
 		anyList := celgo.ListType(dyn)
-		opts = append(opts, global(n, celgo.Overload("kyverno_"+strings.ReplaceAll(n, ".", "_"), []*celgo.Type{anyList, anyList, str, str}, dyn,
+		opts = append(opts, Global(n, celgo.Overload("kyverno_"+strings.ReplaceAll(n, ".", "_"), []*celgo.Type{anyList, anyList, str, str}, dyn,
 			celgo.FunctionBinding(listObjToMap))))
 	}
 	return opts

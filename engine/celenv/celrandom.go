@@ -1,4 +1,4 @@
-package engine
+package celenv
 
 import (
 	"crypto/rand"
@@ -26,8 +26,8 @@ const randomRepeatSpan = 8
 // checked, so a draw may miss them.
 const randomRegexTries = 32
 
-// randomMatching returns a random string that pattern matches.
-func randomMatching(pattern string) (string, error) {
+// RandomMatching returns a random string that pattern matches.
+func RandomMatching(pattern string) (string, error) {
 	re, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
 		return "", fmt.Errorf("random: invalid regex %q: %w", pattern, err)
@@ -58,7 +58,7 @@ func generateRegex(b *strings.Builder, re *syntax.Regexp) error {
 		// Zero-width: checked by the matcher afterwards.
 	case syntax.OpLiteral:
 		for _, r := range re.Rune {
-			if re.Flags&syntax.FoldCase != 0 && randomInt(2) == 0 {
+			if re.Flags&syntax.FoldCase != 0 && RandomInt(2) == 0 {
 				r = unicode.SimpleFold(r)
 			}
 			b.WriteRune(r)
@@ -70,12 +70,12 @@ func generateRegex(b *strings.Builder, re *syntax.Regexp) error {
 		}
 		b.WriteRune(r)
 	case syntax.OpAnyCharNotNL, syntax.OpAnyChar:
-		b.WriteByte(byte(' ' + randomInt('~'-' '+1)))
+		b.WriteByte(byte(' ' + RandomInt('~'-' '+1)))
 	case syntax.OpCapture:
 		return generateRegex(b, re.Sub[0])
 	case syntax.OpStar, syntax.OpPlus, syntax.OpQuest, syntax.OpRepeat:
 		lo, hi := repeatBounds(re)
-		for range lo + randomInt(hi-lo+1) {
+		for range lo + RandomInt(hi-lo+1) {
 			if err := generateRegex(b, re.Sub[0]); err != nil {
 				return err
 			}
@@ -87,7 +87,7 @@ func generateRegex(b *strings.Builder, re *syntax.Regexp) error {
 			}
 		}
 	case syntax.OpAlternate:
-		return generateRegex(b, re.Sub[randomInt(len(re.Sub))])
+		return generateRegex(b, re.Sub[RandomInt(len(re.Sub))])
 	default:
 		return fmt.Errorf("unsupported regex construct %s", re)
 	}
@@ -145,7 +145,7 @@ func drawRune(class []rune) (rune, bool) {
 	if total == 0 {
 		return 0, false
 	}
-	k := randomInt(total)
+	k := RandomInt(total)
 	for i := 0; i+1 < len(class); i += 2 {
 		n := int(class[i+1]-class[i]) + 1
 		if k < n {
@@ -156,8 +156,8 @@ func drawRune(class []rune) (rune, bool) {
 	return 0, false
 }
 
-// randomInt is uniform in [0, n); n must be positive.
-func randomInt(n int) int {
+// RandomInt is uniform in [0, n); n must be positive.
+func RandomInt(n int) int {
 	k, err := rand.Int(rand.Reader, big.NewInt(int64(n)))
 	if err != nil {
 		return 0

@@ -1,4 +1,4 @@
-package engine
+package celenv
 
 import (
 	"math"
@@ -29,8 +29,8 @@ import (
 // expression's worst case. Policies read `object` as dyn, whose lists and
 // strings have no declared bound, so the estimate is taken under an
 // assumption charter checks per request: that no string in the request's
-// inputs is longer than a bound B.strings, and no list or map has more
-// than B.lists entries. Strings and lists have separate bounds because
+// inputs is longer than a bound B.Strings, and no list or map has more
+// than B.Lists entries. Strings and lists have separate bounds because
 // real objects have long strings (image references with digests, long
 // annotations, script arguments) and short lists, and most expressions'
 // costs grow with one and not the other. A ValidatingPolicy variant whose
@@ -40,15 +40,15 @@ import (
 // every variant that is not bounded, programs are tracked as before, and
 // a runaway expression fails closed as before.
 
-// inputBound is a bound on a request's inputs: the longest string and the
+// InputBound is a bound on a request's inputs: the longest string and the
 // largest list or map. The zero bound holds no request.
-type inputBound struct {
-	strings, lists int
+type InputBound struct {
+	Strings, Lists int
 }
 
-// holds reports whether inputs of the sizes s are within b.
-func (b inputBound) holds(s inputBound) bool {
-	return b.strings > 0 && s.strings <= b.strings && s.lists <= b.lists
+// Holds reports whether inputs of the sizes s are within b.
+func (b InputBound) Holds(s InputBound) bool {
+	return b.Strings > 0 && s.Strings <= b.Strings && s.Lists <= b.Lists
 }
 
 // stringBounds and listBounds are the bounds tried for a variant, largest
@@ -57,15 +57,15 @@ func (b inputBound) holds(s inputBound) bool {
 var (
 	stringBounds = []int{65536, 32768, 16384, 8192, 4096, 2048, 1024}
 	listBounds   = []int{4096, 2048, 1024, 512, 256, 128, 64}
-	// largestBound is what a request is measured against: an input past
+	// LargestBound is what a request is measured against: an input past
 	// it runs every variant tracked.
-	largestBound = inputBound{strings: stringBounds[0], lists: listBounds[0]}
+	LargestBound = InputBound{Strings: stringBounds[0], Lists: listBounds[0]}
 	// smallestBound is the smallest bound tried, and the size a literal
 	// must be within to count as bounded.
-	smallestBound = inputBound{strings: stringBounds[len(stringBounds)-1], lists: listBounds[len(listBounds)-1]}
+	smallestBound = InputBound{Strings: stringBounds[len(stringBounds)-1], Lists: listBounds[len(listBounds)-1]}
 )
 
-// largestBounded returns, of the bounds tried, the one with the largest
+// LargestBounded returns, of the bounds tried, the one with the largest
 // product (the larger string bound on a tie) at which bounded holds, or
 // the zero bound when it holds at none. Costs grow with both bounds, so it
 // walks the frontier of the pairs that hold, from the largest string
@@ -73,9 +73,9 @@ var (
 // the largest pair takes one estimate, one bounded at no pair two, one
 // that only one of the bounds limits at most 12, any other at most
 // 2·|stringBounds|+|listBounds|+2 (TestLargestBounded), each asked once.
-func largestBounded(bounded func(inputBound) bool) inputBound {
-	asked := map[inputBound]bool{}
-	holds := func(b inputBound) bool {
+func LargestBounded(bounded func(InputBound) bool) InputBound {
+	asked := map[InputBound]bool{}
+	holds := func(b InputBound) bool {
 		ok, seen := asked[b]
 		if !seen {
 			ok = bounded(b)
@@ -83,45 +83,45 @@ func largestBounded(bounded func(inputBound) bool) inputBound {
 		}
 		return ok
 	}
-	if holds(largestBound) {
-		return largestBound
+	if holds(LargestBound) {
+		return LargestBound
 	}
 	if !holds(smallestBound) {
-		return inputBound{}
+		return InputBound{}
 	}
 	best := smallestBound
 	// listBounds[j] holds with the current string bound once found: a
 	// smaller string bound holds with it too.
 	j, found := len(listBounds)-1, false
 	for _, str := range stringBounds {
-		if str*listBounds[0] <= best.strings*best.lists {
+		if str*listBounds[0] <= best.Strings*best.Lists {
 			break // no smaller string bound can do better
 		}
-		if !found && !holds(inputBound{strings: str, lists: listBounds[j]}) {
+		if !found && !holds(InputBound{Strings: str, Lists: listBounds[j]}) {
 			continue
 		}
 		found = true
-		if j > 0 && holds(inputBound{strings: str, lists: listBounds[0]}) {
+		if j > 0 && holds(InputBound{Strings: str, Lists: listBounds[0]}) {
 			j = 0
 		}
-		for j > 0 && holds(inputBound{strings: str, lists: listBounds[j-1]}) {
+		for j > 0 && holds(InputBound{Strings: str, Lists: listBounds[j-1]}) {
 			j--
 		}
-		if b := (inputBound{strings: str, lists: listBounds[j]}); b.strings*b.lists > best.strings*best.lists {
+		if b := (InputBound{Strings: str, Lists: listBounds[j]}); b.Strings*b.Lists > best.Strings*best.Lists {
 			best = b
 		}
 	}
 	return best
 }
 
-// untrackedCost returns a cel.ProgramOption that turns cost tracking off
+// UntrackedCost returns a cel.ProgramOption that turns cost tracking off
 // for a program of an environment that turns it on: the Kubernetes base
 // environment sets cel.EvalOptions(cel.OptTrackCost) for every program and
 // cel-go has no option to unset an evaluation flag. It clears the flag on
 // the program being planned, by the field cel-go keeps it in. It returns
 // nil when that field is not there (a cel-go upgrade changed it): every
 // program is then tracked, which TestUntrackedCostOption reports.
-var untrackedCost = sync.OnceValue(func() celgo.ProgramOption {
+var UntrackedCost = sync.OnceValue(func() celgo.ProgramOption {
 	optType := reflect.TypeFor[celgo.ProgramOption]()
 	if optType.NumIn() != 1 || optType.In(0).Kind() != reflect.Pointer || optType.NumOut() != 2 {
 		return nil
@@ -139,7 +139,7 @@ var untrackedCost = sync.OnceValue(func() celgo.ProgramOption {
 	return opt.Interface().(celgo.ProgramOption)
 })
 
-// sizeBounds are the sizes of an expression's values that the request's
+// SizeBounds are the sizes of an expression's values that the request's
 // input bound B implies, by expression id. Values not in sizes have no
 // known bound. Each value's use says which of B's two bounds its size
 // can be (sizeUse).
@@ -149,7 +149,7 @@ var untrackedCost = sync.OnceValue(func() celgo.ProgramOption {
 // rules, its other user, have no dyn): at runtime each costs 1. It holds
 // one entry per such selection: the sizes of the ranges of the loops it
 // runs in, whose product bounds how often it runs.
-type sizeBounds struct {
+type SizeBounds struct {
 	sizes    map[int64]sizeBound
 	unpriced [][]valueBound
 }
@@ -159,8 +159,8 @@ type sizeBound struct {
 	use  sizeUse
 }
 
-// valueBound bounds a value's size at k·B+n: k·B.strings+n characters
-// when it is a string, k·B.lists+n entries when it is a list or map (n
+// valueBound bounds a value's size at k·B+n: k·B.Strings+n characters
+// when it is a string, k·B.Lists+n entries when it is a list or map (n
 // counts what literals add). Unknown: no bound.
 type valueBound struct {
 	k, n  uint64
@@ -191,18 +191,18 @@ func (v valueBound) plus(w valueBound) valueBound {
 	return valueBound{k: v.k + w.k, n: v.n + w.n, known: true}
 }
 
-// valueBounds is a value's own bound and the bound of everything it holds, at
+// ValueBounds is a value's own bound and the bound of everything it holds, at
 // any depth.
-type valueBounds struct {
+type ValueBounds struct {
 	self, held valueBound
 }
 
 // scalarBounds is the bounds of a value that holds nothing.
-func scalarBounds(v valueBound) valueBounds { return valueBounds{self: v, held: literalSize(0)} }
+func scalarBounds(v valueBound) ValueBounds { return ValueBounds{self: v, held: literalSize(0)} }
 
 var (
-	noBounds    = valueBounds{}
-	inputBounds = valueBounds{self: withinB, held: withinB}
+	noBounds    = ValueBounds{}
+	inputBounds = ValueBounds{self: withinB, held: withinB}
 )
 
 // sizeUse is what the expression that reads a value's size can take it
@@ -221,20 +221,20 @@ const (
 // The request's inputs, which celInputs.inputSizes measures, as bits of a
 // set (1<<input).
 const (
-	inputObject = iota
-	inputOldObject
-	inputNamespace
+	InputObject = iota
+	InputOldObject
+	InputNamespace
 	inputRequest
-	inputCount
+	InputCount
 )
 
 // inputVars are the variables whose values are the request's inputs.
 var inputVars = map[string]int{
-	plugincel.ObjectVarName: inputObject, plugincel.OldObjectVarName: inputOldObject,
-	plugincel.NamespaceVarName: inputNamespace, plugincel.RequestVarName: inputRequest,
+	plugincel.ObjectVarName: InputObject, plugincel.OldObjectVarName: InputOldObject,
+	plugincel.NamespaceVarName: InputNamespace, plugincel.RequestVarName: inputRequest,
 }
 
-// boundSizes works out the size bounds of a checked expression's values:
+// BoundSizes works out the size bounds of a checked expression's values:
 // the inputs and everything read from them; lists built by concatenating
 // bounded lists; literals; orValue, conditionals and dyn() of bounded
 // values; loop variables over a bounded range; `variables.x` by vars
@@ -243,8 +243,8 @@ var inputVars = map[string]int{
 // value and the inputs it reads (a set of 1<<input). env is the
 // environment it was checked in, whose overloads say how a call's
 // arguments are used.
-func boundSizes(env *celgo.Env, a *celast.AST, vars map[string]valueBounds) (sizeBounds, valueBounds, uint8) {
-	b := &boundWalk{env: env, ast: a, vars: vars, bounds: sizeBounds{sizes: map[int64]sizeBound{}}, scope: map[string][]valueBounds{}}
+func BoundSizes(env *celgo.Env, a *celast.AST, vars map[string]ValueBounds) (SizeBounds, ValueBounds, uint8) {
+	b := &boundWalk{env: env, ast: a, vars: vars, bounds: SizeBounds{sizes: map[int64]sizeBound{}}, scope: map[string][]ValueBounds{}}
 	k := b.walk(a.Expr())
 	return b.bounds, k, b.reads
 }
@@ -252,18 +252,18 @@ func boundSizes(env *celgo.Env, a *celast.AST, vars map[string]valueBounds) (siz
 type boundWalk struct {
 	env    *celgo.Env
 	ast    *celast.AST
-	vars   map[string]valueBounds
-	bounds sizeBounds
+	vars   map[string]ValueBounds
+	bounds SizeBounds
 	reads  uint8
 	// scope holds the bounds of the loop and accumulator variables in
 	// scope, innermost last.
-	scope map[string][]valueBounds
+	scope map[string][]ValueBounds
 	// loops are the sizes of the ranges of the loops being walked,
 	// outermost first.
 	loops []valueBound
 }
 
-func (b *boundWalk) walk(e celast.Expr) valueBounds {
+func (b *boundWalk) walk(e celast.Expr) ValueBounds {
 	k := b.bound(e)
 	if k.self.known {
 		b.bounds.sizes[e.ID()] = sizeBound{size: k.self}
@@ -281,7 +281,7 @@ func (b *boundWalk) used(e celast.Expr, use sizeUse) {
 
 // literalBounds is the bounds of a literal list or map of elements with bounds
 // els.
-func literalBounds(n int, els ...valueBounds) valueBounds {
+func literalBounds(n int, els ...ValueBounds) ValueBounds {
 	held := literalSize(0)
 	for _, el := range els {
 		held = held.or(el.self).or(el.held)
@@ -289,24 +289,24 @@ func literalBounds(n int, els ...valueBounds) valueBounds {
 	if !held.known {
 		return noBounds
 	}
-	return valueBounds{self: literalSize(n), held: held}
+	return ValueBounds{self: literalSize(n), held: held}
 }
 
 // heldBounds is the bounds of a value held by one with bounds v.
-func heldBounds(v valueBounds) valueBounds {
-	return valueBounds{self: v.held, held: v.held}
+func heldBounds(v ValueBounds) ValueBounds {
+	return ValueBounds{self: v.held, held: v.held}
 }
 
 // eitherBounds is the bounds of one of two values.
-func eitherBounds(v, w valueBounds) valueBounds {
-	r := valueBounds{self: v.self.or(w.self), held: v.held.or(w.held)}
+func eitherBounds(v, w ValueBounds) ValueBounds {
+	r := ValueBounds{self: v.self.or(w.self), held: v.held.or(w.held)}
 	if !r.self.known || !r.held.known {
 		return noBounds
 	}
 	return r
 }
 
-func (b *boundWalk) bound(e celast.Expr) valueBounds {
+func (b *boundWalk) bound(e celast.Expr) ValueBounds {
 	switch e.Kind() {
 	case celast.LiteralKind:
 		switch v := e.AsLiteral().(type) {
@@ -342,13 +342,13 @@ func (b *boundWalk) bound(e celast.Expr) valueBounds {
 		}
 		return heldBounds(op)
 	case celast.ListKind:
-		els := make([]valueBounds, 0, e.AsList().Size())
+		els := make([]ValueBounds, 0, e.AsList().Size())
 		for _, el := range e.AsList().Elements() {
 			els = append(els, b.walk(el))
 		}
 		return literalBounds(e.AsList().Size(), els...)
 	case celast.MapKind:
-		els := make([]valueBounds, 0, 2*e.AsMap().Size())
+		els := make([]ValueBounds, 0, 2*e.AsMap().Size())
 		for _, ent := range e.AsMap().Entries() {
 			me := ent.AsMapEntry()
 			els = append(els, b.walk(me.Key()), b.walk(me.Value()))
@@ -387,13 +387,13 @@ func (b *boundWalk) bound(e celast.Expr) valueBounds {
 	return noBounds
 }
 
-func (b *boundWalk) call(e celast.Expr) valueBounds {
+func (b *boundWalk) call(e celast.Expr) ValueBounds {
 	c := e.AsCall()
-	var target valueBounds
+	var target ValueBounds
 	if c.IsMemberFunction() {
 		target = b.walk(c.Target())
 	}
-	args := make([]valueBounds, len(c.Args()))
+	args := make([]ValueBounds, len(c.Args()))
 	for i, a := range c.Args() {
 		args[i] = b.walk(a)
 	}
@@ -407,7 +407,7 @@ func (b *boundWalk) call(e celast.Expr) valueBounds {
 	case operators.Add:
 		// Concatenation.
 		if len(args) == 2 {
-			r := valueBounds{self: args[0].self.plus(args[1].self), held: args[0].held.or(args[1].held)}
+			r := ValueBounds{self: args[0].self.plus(args[1].self), held: args[0].held.or(args[1].held)}
 			if r.self.known && r.held.known {
 				return r
 			}
@@ -473,7 +473,7 @@ func (b *boundWalk) markUses(e celast.Expr) {
 	}
 }
 
-func (b *boundWalk) push(name string, k valueBounds) {
+func (b *boundWalk) push(name string, k ValueBounds) {
 	if name != "" {
 		b.scope[name] = append(b.scope[name], k)
 	}
@@ -505,14 +505,14 @@ func overloadParams(env *celgo.Env, id string) []*types.Type {
 
 // boundedSizes is the cost estimator for one expression at one input
 // bound B: Kubernetes' (its library functions' costs) with the sizes of
-// sizeBounds.
+// SizeBounds.
 type boundedSizes struct {
 	library.CostEstimator
-	bounds sizeBounds
-	within inputBound
+	bounds SizeBounds
+	within InputBound
 }
 
-func newBoundedSizes(bounds sizeBounds, within inputBound) *boundedSizes {
+func newBoundedSizes(bounds SizeBounds, within InputBound) *boundedSizes {
 	e := &boundedSizes{bounds: bounds, within: within}
 	e.SizeEstimator = e
 	return e
@@ -532,18 +532,18 @@ func (e *boundedSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 	var unit uint64
 	switch sb.use {
 	case useString:
-		unit = uint64(e.within.strings)
+		unit = uint64(e.within.Strings)
 	case useList:
-		unit = uint64(e.within.lists)
+		unit = uint64(e.within.Lists)
 	default:
-		unit = uint64(max(e.within.strings, e.within.lists))
+		unit = uint64(max(e.within.Strings, e.within.Lists))
 	}
 	return &checker.SizeEstimate{Max: sb.size.at(int(unit))}
 }
 
-// estimateMaxCost is the worst-case cost of a checked expression when the
+// EstimateMaxCost is the worst-case cost of a checked expression when the
 // request's inputs are within b.
-func estimateMaxCost(env *celgo.Env, a *celgo.Ast, bounds sizeBounds, b inputBound) uint64 {
+func EstimateMaxCost(env *celgo.Env, a *celgo.Ast, bounds SizeBounds, b InputBound) uint64 {
 	est, err := env.EstimateCost(a, newBoundedSizes(bounds, b))
 	if err != nil {
 		return math.MaxUint64
@@ -552,7 +552,7 @@ func estimateMaxCost(env *celgo.Env, a *celgo.Ast, bounds sizeBounds, b inputBou
 	for _, loops := range bounds.unpriced {
 		runs := uint64(1)
 		for _, l := range loops {
-			runs = saturatingMul(runs, l.at(b.lists))
+			runs = saturatingMul(runs, l.at(b.Lists))
 		}
 		total = saturatingAdd(total, runs)
 	}
@@ -590,10 +590,10 @@ func saturatingAdd(x, y uint64) uint64 {
 // limits all the same.
 const untrackedMargin = 2
 
-// withinLimits reports whether programs whose worst cases are costs may
+// WithinLimits reports whether programs whose worst cases are costs may
 // run untracked: each within half the per-call limit, all within half the
 // budget (untrackedMargin).
-func withinLimits(costs []uint64) bool {
+func WithinLimits(costs []uint64) bool {
 	var total uint64
 	for _, c := range costs {
 		if c > celconfig.PerCallLimit/untrackedMargin {
@@ -604,38 +604,38 @@ func withinLimits(costs []uint64) bool {
 	return total <= uint64(celconfig.RuntimeCELCostBudget)/untrackedMargin
 }
 
-// valueSizes returns the length of the longest string and the size of
+// ValueSizes returns the length of the longest string and the size of
 // the largest list or map in v (an unstructured value), returning as soon
 // as either is past limit's, and past both when v holds a value of
 // another type.
-func valueSizes(v any, limit inputBound) inputBound {
-	var most inputBound
+func ValueSizes(v any, limit InputBound) InputBound {
+	var most InputBound
 	valueSizesInto(v, limit, &most)
 	return most
 }
 
-func valueSizesInto(v any, limit inputBound, most *inputBound) bool {
+func valueSizesInto(v any, limit InputBound, most *InputBound) bool {
 	switch x := v.(type) {
 	case nil, bool, float64, int64, int, int32, float32:
 		return true
 	case string:
-		most.strings = max(most.strings, len(x))
-		return most.strings <= limit.strings
+		most.Strings = max(most.Strings, len(x))
+		return most.Strings <= limit.Strings
 	case map[string]any:
-		most.lists = max(most.lists, len(x))
-		if most.lists > limit.lists {
+		most.Lists = max(most.Lists, len(x))
+		if most.Lists > limit.Lists {
 			return false
 		}
 		for k, val := range x {
-			most.strings = max(most.strings, len(k))
-			if most.strings > limit.strings || !valueSizesInto(val, limit, most) {
+			most.Strings = max(most.Strings, len(k))
+			if most.Strings > limit.Strings || !valueSizesInto(val, limit, most) {
 				return false
 			}
 		}
 		return true
 	case []any:
-		most.lists = max(most.lists, len(x))
-		if most.lists > limit.lists {
+		most.Lists = max(most.Lists, len(x))
+		if most.Lists > limit.Lists {
 			return false
 		}
 		for _, val := range x {
@@ -645,6 +645,6 @@ func valueSizesInto(v any, limit inputBound, most *inputBound) bool {
 		}
 		return true
 	}
-	most.strings, most.lists = limit.strings+1, limit.lists+1
+	most.Strings, most.Lists = limit.Strings+1, limit.Lists+1
 	return false
 }

@@ -1,4 +1,4 @@
-package engine
+package celenv
 
 import (
 	celgo "github.com/google/cel-go/cel"
@@ -22,8 +22,8 @@ import (
 // implements.
 const lenientOrValueID = "charter_lenient_orValue"
 
-// withLenientOrValue extends a CEL environment with the rewrite.
-func withLenientOrValue(env *environment.EnvSet) (*environment.EnvSet, error) {
+// WithLenientOrValue extends a CEL environment with the rewrite.
+func WithLenientOrValue(env *environment.EnvSet) (*environment.EnvSet, error) {
 	return env.Extend(environment.VersionedOptions{
 		IntroducedVersion: version.MajorMinor(1, 0),
 		EnvOptions: []celgo.EnvOption{
