@@ -18,9 +18,9 @@ import (
 	"github.com/charter-dev/charter/engine/wildcard"
 )
 
-// DryRunAnnotation set to "true" on a cleanup policy makes the controller
+// dryRunAnnotation set to "true" on a cleanup policy makes the controller
 // report what the policy would delete instead of deleting it.
-const DryRunAnnotation = "charter.dev/dry-run"
+const dryRunAnnotation = "charter.dev/dry-run"
 
 // CleanupPolicy is a compiled CleanupPolicy or ClusterCleanupPolicy: its
 // schedule, the kinds it lists and what it deletes of them. It is
@@ -41,9 +41,9 @@ type CleanupPolicy struct {
 	dpol *deletingPolicy
 }
 
-// CleanupPolicyKey names a cleanup policy: "<name>" for a
+// cleanupPolicyKey names a cleanup policy: "<name>" for a
 // ClusterCleanupPolicy, "<namespace>/<name>" for a CleanupPolicy.
-func CleanupPolicyKey(p kyvernov2.CleanupPolicyInterface) string {
+func cleanupPolicyKey(p kyvernov2.CleanupPolicyInterface) string {
 	if p.IsNamespaced() {
 		return p.GetNamespace() + "/" + p.GetName()
 	}
@@ -62,7 +62,7 @@ func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy,
 		return compileDeletingPolicy(dp)
 	}
 	spec := src.GetSpec()
-	p := &CleanupPolicy{source: src, key: CleanupPolicyKey(src), context: spec.Context, jp: jmespath.New()}
+	p := &CleanupPolicy{source: src, key: cleanupPolicyKey(src), context: spec.Context, jp: jmespath.New()}
 	f := &faults{kind: src.GetKind(), name: p.key}
 
 	s, err := schedule.Parse(spec.Schedule)

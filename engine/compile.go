@@ -106,7 +106,7 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 			continue
 		}
 		if _, dup := set.byID[p.id]; dup {
-			errs = append(errs, &fault.Fault{Kind: src.GetKind(), Name: p.key, Fault: FaultDuplicatePolicy})
+			errs = append(errs, &fault.Fault{Kind: src.GetKind(), Name: p.key, Fault: faultDuplicatePolicy})
 			continue
 		}
 		set.policies = append(set.policies, p)
@@ -135,11 +135,11 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 	return set, nil
 }
 
-// FaultDuplicatePolicy is the fault of a policy left out of a set because
+// faultDuplicatePolicy is the fault of a policy left out of a set because
 // one before it has the same PolicyID: the same kind, namespace and name.
 // The API server never holds two such objects; the CLI, which reads
 // files, can be handed two (and names both files).
-const FaultDuplicatePolicy = "duplicate policy"
+const faultDuplicatePolicy = "duplicate policy"
 
 // PolicyKey names a policy the way reports, metrics, events and the CLI
 // name it, as Kyverno does: "<name>" for a cluster-wide policy,

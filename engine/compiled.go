@@ -157,7 +157,7 @@ func (c *Compiler) Assemble(policies []*CompiledPolicy, exceptions []*CompiledEx
 			continue
 		}
 		if _, dup := set.byID[u.id]; dup {
-			errs = append(errs, &fault.Fault{Kind: u.kind, Name: u.key, Fault: FaultDuplicatePolicy})
+			errs = append(errs, &fault.Fault{Kind: u.kind, Name: u.key, Fault: faultDuplicatePolicy})
 			continue
 		}
 		p := new(Policy)

@@ -31,7 +31,7 @@ type deletingPolicy struct {
 // cleanup controller schedules like a CleanupPolicy.
 func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, error) {
 	spec := src.GetDeletingPolicySpec()
-	p := &CleanupPolicy{source: src, key: CleanupPolicyKey(src)}
+	p := &CleanupPolicy{source: src, key: cleanupPolicyKey(src)}
 	f := &faults{kind: src.GetKind(), name: p.key}
 	s, err := schedule.Parse(spec.Schedule)
 	if err != nil {
@@ -85,14 +85,14 @@ func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, e
 
 // checkDryRun reads the charter.dev/dry-run annotation.
 func checkDryRun(annotations map[string]string, f *faults) bool {
-	switch v := annotations[DryRunAnnotation]; v {
+	switch v := annotations[dryRunAnnotation]; v {
 	case "", "false":
 		return false
 	case "true":
 		return true
 	default:
 		// A typo must not turn a rehearsal into deletions.
-		f.add("metadata.annotations["+DryRunAnnotation+"]", fmt.Sprintf("%q is neither \"true\" nor \"false\"", v))
+		f.add("metadata.annotations["+dryRunAnnotation+"]", fmt.Sprintf("%q is neither \"true\" nor \"false\"", v))
 		return false
 	}
 }

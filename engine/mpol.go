@@ -444,10 +444,10 @@ func applyMutation(ctx context.Context, in *requestView, m *mpolMutation, val re
 
 var mutationObjectInterfaces = admission.NewObjectInterfacesFromScheme(runtime.NewScheme())
 
-// MutatingPolicyReinvoked reports whether a MutatingPolicy asks to be run
+// mutatingPolicyReinvoked reports whether a MutatingPolicy asks to be run
 // again when a later mutation changed the object (reinvocationPolicy
 // IfNeeded); false for every other policy.
-func MutatingPolicyReinvoked(p kyvernov1.PolicyInterface) bool {
+func mutatingPolicyReinvoked(p kyvernov1.PolicyInterface) bool {
 	mp, ok := p.(policiesv1.MutatingPolicyLike)
 	return ok && mp.GetMutatingPolicySpec().GetReinvocationPolicy() == admissionregistrationv1.IfNeededReinvocationPolicy
 }

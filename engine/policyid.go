@@ -20,7 +20,7 @@ import (
 // PolicyException policyName); every other kind's ID is "<Kind>:<key>"
 // (no name or namespace holds a colon). Two objects of one kind share an
 // ID only when they are the same object, which the API server never
-// holds twice; the CLI reads files and can (see FaultDuplicatePolicy).
+// holds twice; the CLI reads files and can (see faultDuplicatePolicy).
 func PolicyID(p kyvernov1.PolicyInterface) string {
 	return PolicyIDFor(p.GetKind(), PolicyKey(p))
 }

@@ -127,9 +127,9 @@ func TestSamePolicyTwice(t *testing.T) {
 		t.Run(p.GetKind(), func(t *testing.T) {
 			set, err := Compile([]kyvernov1.PolicyInterface{p, p})
 			var faults fault.List
-			if !errors.As(err, &faults) || len(faults) != 1 || faults[0].Fault != FaultDuplicatePolicy ||
+			if !errors.As(err, &faults) || len(faults) != 1 || faults[0].Fault != faultDuplicatePolicy ||
 				faults[0].Kind != p.GetKind() || faults[0].Name != PolicyKey(p) {
-				t.Fatalf("Compile of the %s twice: %v, want one %q fault naming it", p.GetKind(), err, FaultDuplicatePolicy)
+				t.Fatalf("Compile of the %s twice: %v, want one %q fault naming it", p.GetKind(), err, faultDuplicatePolicy)
 			}
 			if n := len(set.Policies()); n != 1 {
 				t.Errorf("%d policies served, want 1", n)

@@ -320,9 +320,9 @@ const (
 	RuleEvaluation = "evaluation"
 )
 
-// ValidationIndexProperty is the report property naming the validation
+// validationIndexProperty is the report property naming the validation
 // that failed or errored (0-based).
-const ValidationIndexProperty = "cel.validationIndex"
+const validationIndexProperty = "cel.validationIndex"
 
 // validateCEL evaluates a ValidatingPolicy: the first variant whose
 // matchConstraints select the request, then exceptions, matchConditions,
@@ -486,7 +486,7 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 // every RuleResponse.Properties, they are read, never written.
 var validationIndexes = func() (out [32]map[string]string) {
 	for i := range out {
-		out[i] = map[string]string{ValidationIndexProperty: strconv.Itoa(i)}
+		out[i] = map[string]string{validationIndexProperty: strconv.Itoa(i)}
 	}
 	return out
 }()
@@ -498,7 +498,7 @@ func validationIndex(i int) map[string]string {
 	if i < len(validationIndexes) {
 		return validationIndexes[i]
 	}
-	return map[string]string{ValidationIndexProperty: strconv.Itoa(i)}
+	return map[string]string{validationIndexProperty: strconv.Itoa(i)}
 }
 
 // celVariable is a compiled variable of a policy.

@@ -166,21 +166,21 @@ func TestValidatingPolicies(t *testing.T) {
 		name:   "unlabelled pod: messageExpression",
 		object: pod("default", "web", nil, "registry.local/web"),
 		want: map[string]result{
-			"team-label":         {"", "fail", "pod web needs a team label", map[string]string{ValidationIndexProperty: "0"}},
+			"team-label":         {"", "fail", "pod web needs a team label", map[string]string{validationIndexProperty: "0"}},
 			"allowed-registries": {"", "pass", "success", nil},
 		},
 	}, {
 		name:   "second validation fails without a message: its index",
 		object: pod("default", "web", map[string]any{"team": "nobody"}, "registry.local/web"),
 		want: map[string]result{
-			"team-label":         {"", "fail", "CEL expression validation failed at index 1", map[string]string{ValidationIndexProperty: "1", "team": "nobody"}},
+			"team-label":         {"", "fail", "CEL expression validation failed at index 1", map[string]string{validationIndexProperty: "1", "team": "nobody"}},
 			"allowed-registries": {"", "pass", "success", nil},
 		},
 	}, {
 		name:   "a validation that cannot evaluate is an error",
 		object: pod("default", "web", map[string]any{"team": "crash"}, "registry.local/web"),
 		want: map[string]result{
-			"team-label":         {"", "error", "error: ", map[string]string{ValidationIndexProperty: "2"}},
+			"team-label":         {"", "error", "error: ", map[string]string{validationIndexProperty: "2"}},
 			"allowed-registries": {"", "pass", "success", nil},
 		},
 	}, {
@@ -209,7 +209,7 @@ func TestValidatingPolicies(t *testing.T) {
 		object: pod("default", "web", map[string]any{"team": "a"}, "docker.io/x"),
 		want: map[string]result{
 			"team-label":         {"", "pass", "success", map[string]string{"team": "a"}},
-			"allowed-registries": {"", "fail", "image from an unknown registry", map[string]string{ValidationIndexProperty: "0"}},
+			"allowed-registries": {"", "fail", "image from an unknown registry", map[string]string{validationIndexProperty: "0"}},
 		},
 	}, {
 		name:   "the namespaced policy acts in team-a, the team-b exception only there",
@@ -217,7 +217,7 @@ func TestValidatingPolicies(t *testing.T) {
 		want: map[string]result{
 			"team-label":         {"", "pass", "success", map[string]string{"team": "a"}},
 			"allowed-registries": {"", "pass", "success", nil},
-			"team-a/team-a-only": {"", "fail", "team-a refuses every Pod", map[string]string{ValidationIndexProperty: "0"}},
+			"team-a/team-a-only": {"", "fail", "team-a refuses every Pod", map[string]string{validationIndexProperty: "0"}},
 		},
 	}, {
 		name:   "an exception with no conditions exempts in its namespace",
@@ -246,7 +246,7 @@ func TestValidatingPolicies(t *testing.T) {
 		name:   "autogen: the Pod policy judges the Deployment's template",
 		object: deployment,
 		want: map[string]result{
-			"team-label":         {"", "fail", "pod web needs a team label", map[string]string{ValidationIndexProperty: "0"}},
+			"team-label":         {"", "fail", "pod web needs a team label", map[string]string{validationIndexProperty: "0"}},
 			"allowed-registries": {"", "pass", "success", nil},
 		},
 	}}
@@ -286,7 +286,7 @@ func TestValidatingPolicies(t *testing.T) {
 			// The properties naming a validation are shared: an audit
 			// annotation beside one must not have been written into them.
 			for i, props := range validationIndexes {
-				if len(props) != 1 || props[ValidationIndexProperty] != strconv.Itoa(i) {
+				if len(props) != 1 || props[validationIndexProperty] != strconv.Itoa(i) {
 					t.Fatalf("validationIndexes[%d] = %v", i, props)
 				}
 			}

@@ -41,21 +41,21 @@ const (
 	ExceptionAnyNamespace
 )
 
-// PriorityLabel orders exceptions that exempt the same request: the
+// priorityLabel orders exceptions that exempt the same request: the
 // highest decides the result (skip or pass).
-const PriorityLabel = "polex.kyverno.io/priority"
+const priorityLabel = "polex.kyverno.io/priority"
 
 // WithCELExceptions makes policies.kyverno.io PolicyExceptions part of the
 // set. An exception acts only on requests in its own namespace
 // (ExceptionOwnNamespace).
 func WithCELExceptions(exceptions []*policiesv1.PolicyException) CompileOption {
-	return WithScopedCELExceptions(ExceptionOwnNamespace, exceptions)
+	return withScopedCELExceptions(ExceptionOwnNamespace, exceptions)
 }
 
-// WithScopedCELExceptions makes policies.kyverno.io PolicyExceptions part
+// withScopedCELExceptions makes policies.kyverno.io PolicyExceptions part
 // of the set, acting in scope: the controllers compile the exceptions of
 // trusted namespaces with ExceptionAnyNamespace.
-func WithScopedCELExceptions(scope ExceptionScope, exceptions []*policiesv1.PolicyException) CompileOption {
+func withScopedCELExceptions(scope ExceptionScope, exceptions []*policiesv1.PolicyException) CompileOption {
 	return func(c *compileConfig) {
 		for _, ex := range exceptions {
 			c.celExceptions = append(c.celExceptions, scopedCELException{src: ex, scope: scope})
@@ -86,7 +86,7 @@ func (s *PolicySet) compileCELException(src *policiesv1.PolicyException, scope E
 		f.add("spec.reportResult", fmt.Sprintf("unknown result %q, want skip or pass", src.Spec.ReportResult))
 	}
 	ex := &celException{src: src, key: key, scope: scope}
-	if v, ok := src.Labels[PriorityLabel]; ok {
+	if v, ok := src.Labels[priorityLabel]; ok {
 		ex.priority, _ = strconv.Atoi(v)
 	}
 	envCompiler, err := celPolicyCompiler()
