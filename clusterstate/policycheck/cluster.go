@@ -98,6 +98,15 @@ func InCluster(obj runtime.Object, cluster Cluster) (Result, error) {
 	if gc, ok := cluster.(GlobalContextCluster); ok && isPolicy && gc.GlobalContextEntries() != nil {
 		res.Warnings = append(res.Warnings, GlobalContextWarnings(p, gc.GlobalContextEntries())...)
 	}
+	if rc, ok := cluster.(ReaderCluster); ok && isPolicy && rc.ReportsReader() != nil {
+		// Only warnings hang on the answer: a cluster that cannot give it
+		// does not stop the policy, and says so.
+		warnings, err := ReadWarnings(p, cluster, rc.ReportsReader())
+		if err != nil {
+			warnings = []string{fmt.Sprintf("could not ask what %s may read: %v", rc.ReportsReader().User, err)}
+		}
+		res.Warnings = append(res.Warnings, warnings...)
+	}
 	if cc, ok := cluster.(CELTypeCluster); ok && isPolicy {
 		warnings, err := cc.CELTypeWarnings(p)
 		if err != nil {
@@ -265,6 +274,7 @@ type DiscoveryCluster struct {
 
 	writer   *Writer
 	deleter  *Writer
+	reader   *Writer
 	entries  GlobalContextEntries
 	celTypes bool
 	schemas  *cachedSchemas
@@ -299,6 +309,17 @@ func (d *DiscoveryCluster) WithCleanupDeleter(w *Writer) *DiscoveryCluster {
 
 // CleanupDeleter implements DeleterCluster.
 func (d *DiscoveryCluster) CleanupDeleter() *Writer { return d.deleter }
+
+// WithReportsReader makes d a ReaderCluster: InCluster warns of the kinds
+// a ClusterPolicy's or Policy's validate and mutate rules match that w
+// may not read (ReadWarnings).
+func (d *DiscoveryCluster) WithReportsReader(w *Writer) *DiscoveryCluster {
+	d.reader = w
+	return d
+}
+
+// ReportsReader implements ReaderCluster.
+func (d *DiscoveryCluster) ReportsReader() *Writer { return d.reader }
 
 // WithGlobalContext makes d a GlobalContextCluster: InCluster warns of
 // the GlobalContextEntries a ClusterPolicy's or Policy's rules read that

@@ -281,7 +281,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 		"ServiceAccount, in a namespaced policy's namespace, that charter impersonates for the policy's writes and deletes (Policy, CleanupPolicy, Namespaced*Policy; background and cleanup controllers, and resource.Post at admission and in scans): RBAC decides what the policy may do, never charter's own rights. "+
 			"Admission takes its writes in a namespace for the background controller's own for that namespace's namespaced policies only (loop protection; cluster-scoped policies still see them as anyone's), so every component must be given the same name")
 	f.StringVar(&o.reportsServiceAccount, "reports-service-account", defaultReportsServiceAccount,
-		"ServiceAccount (in --namespace) the reports controller runs as when it is not in this process: admission's policy status controller asks with SubjectAccessReviews whether it may get, list and watch each policies.kyverno.io policy's resources, for Kyverno's RBACPermissionsGranted condition")
+		"ServiceAccount (in --namespace) the reports controller runs as when it is not in this process: admission's policy status controller asks with SubjectAccessReviews whether it may get, list and watch each policies.kyverno.io policy's resources, for Kyverno's RBACPermissionsGranted condition; policy admission and gitsync's pre-apply check warn, as Kyverno does, of a ClusterPolicy's or Policy's validate and mutate rules matching a kind it may not get, list and watch")
 	f.StringVar(&o.cleanupServiceAccount, "cleanup-service-account", "charter-cleanup",
 		"ServiceAccount (in --namespace) the cleanup controller runs as when it is not in this process: policy admission and gitsync's pre-apply check ask with SubjectAccessReviews whether it may delete and list each kind a ClusterCleanupPolicy matches, and refuse the policy otherwise, as Kyverno does (when the controller runs here, this process's own rights are asked)")
 	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default: a new folder in the temporary folder, removed on exit)")
@@ -611,6 +611,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			Background:       o.background.updateRequestConfig(context.Background(), cfg, o, log),
 			DenyDowngrade:    o.promotionDowngrade == promotion.DowngradeDeny,
 			ReportingAccess:  access,
+			ReportsReader:    reportsReader(access),
 			BackgroundWriter: writer,
 			CleanupDeleter:   deleter,
 			ReportsAPI:       primaryReportsAPI(o.reports.APIs),
@@ -652,9 +653,13 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		if err != nil {
 			return nil, nil, err
 		}
+		access, err := reportingAccess(cfg, o)
+		if err != nil {
+			return nil, nil, err
+		}
 		if err := gitsync.Setup(mgr, gitsync.Options{
 			CacheDir: o.gitsyncCacheDir, MaxConcurrentReconciles: o.gitsyncWorkers, ReceiverAddr: o.receiverAddr,
-			BackgroundWriter: writer, CleanupDeleter: deleter,
+			BackgroundWriter: writer, CleanupDeleter: deleter, ReportsReader: reportsReader(access),
 			Tenancy: gitsync.Tenancy{
 				Namespace: o.namespace, DefaultServiceAccount: o.defaultServiceAccount, NoCrossNamespaceRefs: o.noCrossNamespaceRefs,
 				AllowFileURLs:        o.gitsyncAllowFileURLs,
@@ -761,6 +766,18 @@ func reportingAccess(cfg *rest.Config, o serveOptions) (status.ReportingAccess, 
 	return status.SubjectAccess{Client: cs,
 		User:   serviceaccount.MakeUsername(ns, name),
 		Groups: append(serviceaccount.MakeGroupNames(ns), user.AllAuthenticated)}, nil
+}
+
+// reportsReader is who policy admission and gitsync's pre-apply check ask
+// about when they warn of kinds validate and mutate rules match that the
+// reports controller may not read: reportingAccess's identity, its
+// answers kept a while (status.Cached), as every policy written asks.
+func reportsReader(access status.ReportingAccess) *policycheck.Writer {
+	user := "charter's reports controller (this process)"
+	if sa, ok := access.(status.SubjectAccess); ok {
+		user = sa.User
+	}
+	return &policycheck.Writer{User: user, Access: status.Cached(access)}
 }
 
 // backgroundAndCleanup are who policy admission and gitsync's pre-apply

@@ -67,6 +67,10 @@ type Options struct {
 	// pre-apply check refuses one matching a kind it may not delete or
 	// list, as policy admission does (policycheck.DeleteFaults).
 	CleanupDeleter *policycheck.Writer
+	// ReportsReader is who reads what validate and mutate rules match for
+	// reports: the pre-apply check warns of a kind it may not read, as
+	// policy admission does (policycheck.ReadWarnings).
+	ReportsReader *policycheck.Writer
 }
 
 // Defaults of charter serve's gitsync limits, near Flux's
@@ -102,10 +106,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	// The pre-apply check asks the cluster what policy admission asks it
 	// (webhook/admission's policyCluster): the kinds rules name, whether
 	// the background controller may write ClusterPolicies' targets and the
-	// cleanup controller delete what ClusterCleanupPolicies match, which
+	// cleanup controller delete what ClusterCleanupPolicies match, whether
+	// the reports controller may read what rules match, which
 	// GlobalContextEntries are Ready (their status: this process may not
 	// load them) and whether validate.cel expressions type-check.
-	cluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(opts.BackgroundWriter).WithCleanupDeleter(opts.CleanupDeleter).WithCELTypeChecks().
+	cluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(opts.BackgroundWriter).WithCleanupDeleter(opts.CleanupDeleter).
+		WithReportsReader(opts.ReportsReader).WithCELTypeChecks().
 		WithGlobalContext(policycheck.GlobalContextStatus{Reader: mgr.GetAPIReader()})
 	r := &PolicyRepositoryReconciler{
 		Cluster:   cluster,

@@ -91,6 +91,11 @@ type Options struct {
 	// list, as Kyverno asks about its cleanup controller
 	// (policycheck.DeleteFaults). Nil: it is not asked.
 	CleanupDeleter *policycheck.Writer
+	// ReportsReader is who reads what validate and mutate rules match for
+	// reports: /policyvalidate warns of a kind it may not get, list and
+	// watch, as Kyverno asks about its reports controller
+	// (policycheck.ReadWarnings). Nil: it is not asked.
+	ReportsReader *policycheck.Writer
 	// CertPropagationDelay and CertTrimGrace time certificate rotation
 	// (certs.Renewer's PropagationDelay and TrimGrace); zero means
 	// certs.DefaultPropagationDelay and certs.DefaultTrimGrace.
@@ -264,10 +269,12 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 	// /policyvalidate asks what Kyverno's policy validation asks the
 	// cluster: the kinds it serves, whether the background controller may
 	// write what ClusterPolicies generate and mutate and the cleanup
-	// controller delete what ClusterCleanupPolicies match, and which
+	// controller delete what ClusterCleanupPolicies match, whether the
+	// reports controller may read what rules match (warnings), which
 	// GlobalContextEntries are Ready and whether validate.cel expressions
 	// type-check against the schemas of the kinds they match (warnings).
-	policyCluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(o.BackgroundWriter).WithCleanupDeleter(o.CleanupDeleter).WithCELTypeChecks()
+	policyCluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(o.BackgroundWriter).WithCleanupDeleter(o.CleanupDeleter).
+		WithReportsReader(o.ReportsReader).WithCELTypeChecks()
 	if o.State.GlobalContext != nil {
 		policyCluster.WithGlobalContext(o.State.GlobalContext)
 	}

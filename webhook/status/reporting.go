@@ -103,6 +103,15 @@ type cachedAnswer struct {
 	at      time.Time
 }
 
+// Cached keeps each of a's answers as long as the policy status
+// controller keeps them: what policy admission asks of the reports
+// controller for each policy written (policycheck.ReadWarnings), a
+// handful of SubjectAccessReviews per kind, is asked again for most
+// policies.
+func Cached(a ReportingAccess) ReportingAccess {
+	return newCachedAccess(a, reportingAccessCacheWindow)
+}
+
 func newCachedAccess(next ReportingAccess, window time.Duration) *cachedAccess {
 	return &cachedAccess{next: next, window: window, now: time.Now, seen: map[authorizationv1.ResourceAttributes]cachedAnswer{}}
 }

@@ -15,8 +15,8 @@ import (
 // a policy on its kind is judged as the API server will see them. The
 // rest of what policy admission asks the cluster (who writes a
 // ClusterPolicy's generate and mutate-existing targets, who deletes what a
-// ClusterCleanupPolicy matches, which
-// GlobalContextEntries are Ready, whether validate.cel expressions
+// ClusterCleanupPolicy matches, who reads what rules match for reports,
+// which GlobalContextEntries are Ready, whether validate.cel expressions
 // type-check) it asks the cluster it wraps, when that one can answer:
 // policycheck.InCluster makes the same checks as at /policyvalidate.
 type withRevisionCRDs struct {
@@ -84,6 +84,14 @@ func (c withRevisionCRDs) BackgroundWriter() *policycheck.Writer {
 func (c withRevisionCRDs) CleanupDeleter() *policycheck.Writer {
 	if dc, ok := c.cluster.(policycheck.DeleterCluster); ok {
 		return dc.CleanupDeleter()
+	}
+	return nil
+}
+
+// ReportsReader implements policycheck.ReaderCluster.
+func (c withRevisionCRDs) ReportsReader() *policycheck.Writer {
+	if rc, ok := c.cluster.(policycheck.ReaderCluster); ok {
+		return rc.ReportsReader()
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 package check
 
 import (
+	"context"
 	"errors"
 	"testing"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
@@ -90,4 +92,51 @@ func object(t *testing.T, file, doc string) build.Object {
 		t.Fatal(err)
 	}
 	return build.Object{Unstructured: &unstructured.Unstructured{Object: obj}, File: file}
+}
+
+// denyAll refuses everything.
+type denyAll struct{}
+
+func (denyAll) Allowed(context.Context, authorizationv1.ResourceAttributes) (bool, string, error) {
+	return false, "", nil
+}
+
+// TestRevisionAsksWhatAdmissionAsks: the revision's cluster passes on
+// what policy admission asks beyond the kinds served: a
+// ClusterCleanupPolicy matching a kind the cleanup controller may not
+// delete is a fault naming the file and field, a policy matching a kind
+// the reports controller may not read a warning naming the file.
+func TestRevisionAsksWhatAdmissionAsks(t *testing.T) {
+	cleanup := object(t, "cleanup/pods.yaml", `
+apiVersion: kyverno.io/v2
+kind: ClusterCleanupPolicy
+metadata: {name: pods}
+spec:
+  schedule: "0 * * * *"
+  match: {any: [{resources: {kinds: [Pod]}}]}
+`)
+	policy := object(t, "policies/pods.yaml", `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: pods}
+spec:
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    validate: {failureAction: Audit, pattern: {metadata: {name: "?*"}}}
+`)
+	deny := &policycheck.Writer{User: "controller", Access: denyAll{}}
+	cluster := Cluster(policycheck.NewDiscoveryCluster(fakeDiscovery()).WithCleanupDeleter(deny).WithReportsReader(deny))
+	var warnings []Fault
+	err := Objects([]build.Object{cleanup, policy}, testScheme(), cluster, Warnings(&warnings))
+	var revErr *Error
+	if !errors.As(err, &revErr) || len(revErr.Faults) != 1 {
+		t.Fatalf("got %v, want the cleanup policy refused", err)
+	}
+	if f := revErr.Faults[0]; f.File != "cleanup/pods.yaml" || f.Field != "spec.match.any[0].resources.kinds[0]" || f.Message != "cleanup controller has no permission to delete kind Pod" {
+		t.Errorf("fault %v", f)
+	}
+	if len(warnings) != 1 || warnings[0].File != "policies/pods.yaml" || warnings[0].Message != "controller requires permissions get,list,watch for resource v1/Namespace" {
+		t.Errorf("warnings %v", warnings)
+	}
 }
