@@ -108,13 +108,7 @@ func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingP
 	if ip.creds != nil && ip.namespace != "" {
 		checkSecretsScope(ip.namespace, ip.creds.Secrets, "spec.credentials.secrets", f)
 	}
-	if v := compileIVPolVariant(spec, "spec", f); v != nil {
-		ip.variants = append(ip.variants, v)
-	}
-	if len(f.errs) > 0 {
-		return f.errs
-	}
-	ip.variants = appendAutogenVariants(ip.variants, ivpolAutogen(spec), compileIVPolVariant,
+	ip.variants = compileVariants(spec, ivpolAutogen, compileIVPolVariant,
 		func(m *constraints, l *lazyVariant[policiesv1.ImageValidatingPolicySpec, ivpolVariant]) *ivpolVariant {
 			return &ivpolVariant{match: m, lazy: l}
 		}, f)

@@ -63,3 +63,18 @@ func appendAutogenVariants[S, V any](variants []*V, copies []autogenCopy[S],
 	}
 	return variants
 }
+
+// compileVariants compiles a CEL policy's spec into its first variant
+// and, when that has no fault, adds its autogen copies (autogen) as lazy
+// variants (appendAutogenVariants). The faults are in f.
+func compileVariants[S, V any](spec *S, autogen func(*S) []autogenCopy[S], compile func(*S, string, *faults) *V,
+	variant func(*constraints, *lazyVariant[S, V]) *V, f *faults) []*V {
+	var variants []*V
+	if v := compile(spec, "spec", f); v != nil {
+		variants = append(variants, v)
+	}
+	if len(f.errs) > 0 {
+		return variants
+	}
+	return appendAutogenVariants(variants, autogen(spec), compile, variant, f)
+}

@@ -131,13 +131,7 @@ func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike,
 	if len(spec.Validations) == 0 && len(spec.AuditAnnotations) == 0 {
 		f.add("spec.validations", "a ValidatingPolicy needs at least one validation or audit annotation")
 	}
-	if v := compileVPolVariant(spec, "spec", f); v != nil {
-		vp.variants = append(vp.variants, v)
-	}
-	if len(f.errs) > 0 {
-		return f.errs
-	}
-	vp.variants = appendAutogenVariants(vp.variants, vpolAutogen(spec), compileVPolVariant,
+	vp.variants = compileVariants(spec, vpolAutogen, compileVPolVariant,
 		func(m *constraints, l *lazyVariant[policiesv1.ValidatingPolicySpec, vpolVariant]) *vpolVariant {
 			return &vpolVariant{match: m, lazy: l}
 		}, f)
