@@ -8,10 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -139,7 +142,7 @@ func (c *Cache) Checkout(ctx context.Context, key, rawURL string, rev Revision, 
 	if auth == nil {
 		auth = &Auth{}
 	}
-	return c.Fill(key, rev.Commit, func(tmp string) error { return clone(ctx, tmp, rawURL, rev, auth) })
+	return c.Fill(key, rev.Commit, func(tmp string) error { return clone(ctx, tmp, rawURL, rev, auth, c.Limits) })
 }
 
 // Fill returns the cache's folder of key (a repository) and id (one of
@@ -185,8 +188,9 @@ func (c *Cache) Fill(key, id string, fill func(dir string) error) (dir string, c
 }
 
 // clone checks rev out into dir. Branches and tags are cloned shallow (one
-// commit); a pinned commit needs the history that holds it.
-func clone(ctx context.Context, dir, rawURL string, rev Revision, auth *Auth) error {
+// commit); a pinned commit needs the history that holds it. What the clone
+// writes is counted against limits as it is written (boundedFS).
+func clone(ctx context.Context, dir, rawURL string, rev Revision, auth *Auth, limits Limits) error {
 	opts := &git.CloneOptions{
 		URL:           rawURL,
 		Auth:          auth.Method,
@@ -198,7 +202,15 @@ func clone(ctx context.Context, dir, rawURL string, rev Revision, auth *Auth) er
 	if !rev.pinned {
 		opts.Depth = 1
 	}
-	repo, err := git.PlainCloneContext(ctx, dir, false, opts)
+	worktree := newBoundedFS(osfs.New(dir), limits)
+	dotGit, err := worktree.Chroot(git.GitDirName)
+	if err != nil {
+		return err
+	}
+	repo, err := git.CloneContext(ctx, filesystem.NewStorage(dotGit, cache.NewObjectLRUDefault()), worktree, opts)
+	if lerr := (*LimitError)(nil); errors.As(err, &lerr) {
+		return lerr
+	}
 	if err != nil {
 		return auth.fail("clone", rawURL, err)
 	}
@@ -218,7 +230,11 @@ func clone(ctx context.Context, dir, rawURL string, rev Revision, auth *Auth) er
 	if err != nil {
 		return err
 	}
-	if err := wt.Checkout(&git.CheckoutOptions{Hash: plumbing.NewHash(rev.Commit), Force: true}); err != nil {
+	err = wt.Checkout(&git.CheckoutOptions{Hash: plumbing.NewHash(rev.Commit), Force: true})
+	if lerr := (*LimitError)(nil); errors.As(err, &lerr) {
+		return lerr
+	}
+	if err != nil {
 		where := "the default branch"
 		if rev.Name != "" {
 			where = "branch " + rev.Name
