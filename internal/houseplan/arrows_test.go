@@ -23,11 +23,12 @@ var mayImport = map[string][]string{
 	"engine": {"api/"},
 	// Every room below cmd that dials on a policy's behalf shares the one
 	// egress guard (DESIGN.md, Tenancy); the rooms with bounded queues
-	// share how their drops are logged.
+	// share how their drops are logged; the controllers that run only on
+	// the leader share the one Lease that pauses them (internal/leadership).
 	"clusterstate": {"api/", "engine/", "internal/egress", "internal/droplog"},
 	"imageverify":  {"api/", "engine/", "internal/egress", "internal/droplog"},
 	"webhook":      {"api/", "engine/", "clusterstate/", "imageverify/", "internal/egress", "internal/droplog"},
-	"reconciler":   {"api/", "engine/", "clusterstate/", "imageverify/", "internal/egress", "internal/droplog"},
+	"reconciler":   {"api/", "engine/", "clusterstate/", "imageverify/", "internal/egress", "internal/droplog", "internal/leadership"},
 	// The local provider is charter's embedded control plane, which
 	// charter dev runs too; cmd may not import harness, so it lives in
 	// internal/.
@@ -45,7 +46,7 @@ var mayImport = map[string][]string{
 // leaves are the internal/ packages other rooms may import: each imports
 // no charter package but other leaves, so it carries no policy knowledge
 // and no arrow through it points back up.
-var leaves = []string{"internal/egress", "internal/droplog", "internal/controlplane", "internal/workdir"}
+var leaves = []string{"internal/egress", "internal/droplog", "internal/controlplane", "internal/workdir", "internal/leadership"}
 
 // open are the forbidden arrows known and not yet removed, each with what
 // removes it: the test logs them instead of failing, and fails when one is
