@@ -29,9 +29,11 @@ import (
 // webhook then denies never stores it. Kyverno waits 2 minutes too.
 // The first retry comes after admissionRetry, each later one after twice
 // the last, up to admissionRetryMax: an object stored late is still found
-// within seconds, and one never stored costs about 17 GET pairs over the
-// 2 minutes instead of 60 (at 1,000 such requests a second the reads of
-// the fixed 2 s wait were the API server's busiest work).
+// within seconds, and one never stored is looked up about 17 times over
+// the 2 minutes instead of 60. A look-up is one in the kind's watch
+// (admission_watch.go), or, for a kind the writer cannot watch, a GET of
+// the report and one of the object (at 1,000 such requests a second the
+// reads of a fixed 2 s wait were the API server's busiest work).
 const (
 	admissionRetry    = 2 * time.Second
 	admissionRetryMax = 8 * time.Second
@@ -99,6 +101,9 @@ type AdmissionWriter struct {
 	catalog atomic.Pointer[report.Catalog]
 	stale   atomic.Bool
 
+	// watches tell whether a resource is stored.
+	watches *objectWatches
+
 	mu      sync.Mutex
 	pending map[types.UID]*pendingAdmission
 	// held are the resources the writer has results of, pending or
@@ -146,6 +151,7 @@ func NewAdmissionWriter(cfg *rest.Config, opts Options) (*AdmissionWriter, error
 		allowed:    opts.AllowedResults,
 		log:        log,
 		meta:       cl.meta,
+		watches:    &objectWatches{meta: cl.meta, log: log},
 		kinds:      clusterstate.NewKinds(cl.disco),
 		reports:    cl.reports,
 		now:        time.Now,
@@ -175,6 +181,7 @@ func (w *AdmissionWriter) Start(ctx context.Context) error {
 		return nil
 	}
 
+	w.watches.start(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { w.work.Run(ctx, w.processNext) })
 	w.drain(ctx)
@@ -268,15 +275,25 @@ func (w *AdmissionWriter) apply(ctx context.Context, p *pendingAdmission) (retry
 	if len(incoming) == 0 {
 		return false, nil
 	}
+	// Only a stored resource gets a report: the object of a CREATE may
+	// not be stored yet, or never (another webhook denied it). The kind's
+	// watch says which without a read (admission_watch.go).
+	gvr, err := w.resourceFor(p.scope)
+	if err != nil {
+		return false, err
+	}
+	answer := w.watches.stored(gvr, p.scope)
+	switch answer {
+	case storedUnknown, storedNo:
+		return true, nil
+	}
 	for attempt := 0; ; attempt++ {
 		existing, rv, found, err := w.reports.get(ctx, p.scope)
 		if err != nil {
 			return false, err
 		}
-		if !found {
-			// Only a stored resource gets a report: the object of a CREATE
-			// may not be stored yet, or never (another webhook denied it).
-			stored, err := w.stored(ctx, p.scope)
+		if !found && answer == storedAsk {
+			stored, err := w.stored(ctx, gvr, p.scope)
 			if err != nil || !stored {
 				return true, err
 			}
@@ -293,14 +310,14 @@ func (w *AdmissionWriter) apply(ctx context.Context, p *pendingAdmission) (retry
 	}
 }
 
-// stored reports whether the resource is stored under the scope's UID.
-func (w *AdmissionWriter) stored(ctx context.Context, scope report.Scope) (bool, error) {
-	gvr, err := w.resourceFor(scope)
-	if err != nil {
-		return false, err
-	}
+// stored asks the API server whether the resource is stored under the
+// scope's UID, for a kind the writer cannot watch.
+func (w *AdmissionWriter) stored(ctx context.Context, gvr schema.GroupVersionResource, scope report.Scope) (bool, error) {
 	ri := w.meta.Resource(gvr)
-	var m *metav1.PartialObjectMetadata
+	var (
+		m   *metav1.PartialObjectMetadata
+		err error
+	)
 	if scope.Namespace != "" {
 		m, err = ri.Namespace(scope.Namespace).Get(ctx, scope.Name, metav1.GetOptions{})
 	} else {
