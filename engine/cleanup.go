@@ -59,6 +59,9 @@ func cleanupPolicyKey(p kyvernov2.CleanupPolicyInterface) string {
 // through here, so the schedule that is admitted is the one that runs.
 func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy, error) {
 	if dp, ok := src.(policiesv1.DeletingPolicyLike); ok {
+		if errs := celPolicyFaults(dp, cleanupPolicyKey(dp)); len(errs) > 0 {
+			return nil, errs
+		}
 		return compileDeletingPolicy(dp)
 	}
 	spec := src.GetSpec()

@@ -175,6 +175,9 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 		unscored:  src.GetAnnotations()[ScoredAnnotation] == "false",
 		namespace: PolicyNamespace(src),
 	}
+	if errs := celPolicyFaults(src, p.key); len(errs) > 0 {
+		return nil, errs
+	}
 	if vp, ok := src.(policiesv1.ValidatingPolicyLike); ok {
 		if errs := s.compileValidatingPolicy(vp, p); len(errs) > 0 {
 			return nil, errs
