@@ -12,7 +12,7 @@
 //     the GitOps pre-apply check and the CLI share;
 //   - namespace labels, from the same informers, for namespaceSelectors;
 //   - loaders: what the engine's context entries read (ConfigMaps, API
-//     calls), handed to the engine through engine.Loaders.
+//     calls), handed to the engine through loader.Loaders.
 //
 // State bundles them; cmd/charter builds one per process and hands it to
 // admission, reports, background and cleanup.

@@ -28,7 +28,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/params"
 	"github.com/charter-dev/charter/clusterstate/policycache"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // State is the cluster state one process shares between its controllers.
@@ -50,7 +50,7 @@ type State struct {
 	// and params from informers, ConfigMaps, API calls and the objects of
 	// CEL policies' resource library from the API server on every
 	// evaluation (see package loaders).
-	Loaders engine.Loaders
+	Loaders loader.Loaders
 	// Authorizer answers the CEL `authorizer` of policies with
 	// SubjectAccessReviews (WithCELAuthorizer; nil without). It is not in
 	// Loaders: only admission hands it to the engine, as
@@ -265,7 +265,7 @@ func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opt
 		CleanupPolicies: cleanuppolicies.New(informers),
 		Params:          paramInformers,
 		GlobalContext:   global,
-		Loaders: engine.Loaders{
+		Loaders: loader.Loaders{
 			GlobalContext: global,
 			Namespaces:    cache,
 			ConfigMaps:    loaders.ConfigMaps{Client: kube},

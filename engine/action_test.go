@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // actionCase is one testdata/action/*.yaml file: policies, and the
@@ -67,8 +69,8 @@ func TestActionTestdata(t *testing.T) {
 				pod := map[string]any{"apiVersion": "v1", "kind": "Pod",
 					"metadata": map[string]any{"name": "p", "namespace": c.Namespace}}
 				req := &Request{Object: pod, NamespaceLabels: c.NamespaceLabels}
-				loader := &namespaceLabels{namespace: c.Namespace, labels: c.LoaderLabels}
-				resp := set.Validate(context.Background(), req, WithLoaders(Loaders{Namespaces: loader}))
+				nsLoader := &namespaceLabels{namespace: c.Namespace, labels: c.LoaderLabels}
+				resp := set.Validate(context.Background(), req, WithLoaders(loader.Loaders{Namespaces: nsLoader}))
 				got := map[string]string{}
 				for _, p := range resp.Policies {
 					for _, r := range p.Rules {
@@ -86,8 +88,8 @@ func TestActionTestdata(t *testing.T) {
 				for k, g := range got {
 					t.Errorf("unexpected response %s (action %s)", k, g)
 				}
-				if c.NamespaceLabels != nil && loader.lookups > 0 {
-					t.Errorf("namespace labels looked up %d times although the request carries them", loader.lookups)
+				if c.NamespaceLabels != nil && nsLoader.lookups > 0 {
+					t.Errorf("namespace labels looked up %d times although the request carries them", nsLoader.lookups)
 				}
 			})
 		}
@@ -104,13 +106,13 @@ func TestActionLooksUpNamespaceOnlyForStaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loader := &namespaceLabels{namespace: "a", labels: map[string]string{"charter.dev/enforcement": "enforce"}}
+	nsLoader := &namespaceLabels{namespace: "a", labels: map[string]string{"charter.dev/enforcement": "enforce"}}
 	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p", "namespace": "a"}}
-	resp := set.Validate(context.Background(), &Request{Object: pod}, WithLoaders(Loaders{Namespaces: loader}))
+	resp := set.Validate(context.Background(), &Request{Object: pod}, WithLoaders(loader.Loaders{Namespaces: nsLoader}))
 	if n := len(resp.Policies); n != 1 || resp.Policies[0].Rules[0].Action != Audit {
 		t.Fatalf("responses %+v, want one Audit rule", resp.Policies)
 	}
-	if loader.lookups != 0 {
-		t.Errorf("namespace labels looked up %d times for an unstaged policy", loader.lookups)
+	if nsLoader.lookups != 0 {
+		t.Errorf("namespace labels looked up %d times for an unstaged policy", nsLoader.lookups)
 	}
 }

@@ -8,15 +8,16 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // recordingAPI answers every call with answer and keeps the calls.
 type recordingAPI struct {
 	answer any
-	calls  []APICall
+	calls  []loader.APICall
 }
 
-func (r *recordingAPI) Call(_ context.Context, c APICall) (any, error) {
+func (r *recordingAPI) Call(_ context.Context, c loader.APICall) (any, error) {
 	r.calls = append(r.calls, c)
 	return r.answer, nil
 }
@@ -63,14 +64,14 @@ spec:
 	pod := map[string]any{"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": "web", "namespace": "default", "labels": map[string]any{"team": "t0ken"}},
 		"spec":     map[string]any{"containers": []any{map[string]any{"name": "c", "image": "nginx"}}}}
-	resp := set.Validate(context.Background(), &Request{Operation: kyvernov1.Create, Object: pod}, WithLoaders(Loaders{APICalls: api}))
+	resp := set.Validate(context.Background(), &Request{Operation: kyvernov1.Create, Object: pod}, WithLoaders(loader.Loaders{APICalls: api}))
 	if len(resp.Policies) != 1 || resp.Policies[0].Rules[0].Status != StatusFail {
 		t.Fatalf("responses %+v, want the rule to fail on the service's answer", resp.Policies)
 	}
 	if len(api.calls) != 1 {
 		t.Fatalf("%d calls", len(api.calls))
 	}
-	want := []APICallHeader{{Key: "Authorization", Value: "Bearer t0ken"}, {Key: "X-Static", Value: "plain"}}
+	want := []loader.APICallHeader{{Key: "Authorization", Value: "Bearer t0ken"}, {Key: "X-Static", Value: "plain"}}
 	if got := api.calls[0].Headers; !reflect.DeepEqual(got, want) {
 		t.Errorf("headers %+v, want %+v", got, want)
 	}

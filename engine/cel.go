@@ -21,6 +21,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // celRule is a compiled validate.cel block plus the rule's celPreconditions.
@@ -266,7 +267,7 @@ func (ci *celInputs) namespaceValue() ref.Val {
 	if ns == "" || (in.gvk.Kind == "Namespace" && in.gvk.Group == "") {
 		return ci.namespace
 	}
-	if l, ok := in.cfg.loaders.Namespaces.(NamespaceObjectLoader); ok {
+	if l, ok := in.cfg.loaders.Namespaces.(loader.NamespaceObjectLoader); ok {
 		if obj, err := l.NamespaceObject(in.ctx, ns); err == nil && obj != nil {
 			ci.namespaceObject = obj
 		}
@@ -605,7 +606,7 @@ func (ev *evaluation) params(ctx context.Context, c *celRule) ([]map[string]any,
 	if l == nil {
 		return nil, errNoParamLoader
 	}
-	q := ObjectQuery{APIVersion: c.paramKind.APIVersion, Kind: c.paramKind.Kind}
+	q := loader.ObjectQuery{APIVersion: c.paramKind.APIVersion, Kind: c.paramKind.Kind}
 	if ref := c.paramRef; ref != nil {
 		q.Name, q.Namespace, q.Selector = ref.Name, ref.Namespace, ref.Selector
 	}
@@ -629,7 +630,7 @@ func (ev *evaluation) params(ctx context.Context, c *celRule) ([]map[string]any,
 	}
 	var out []map[string]any
 	for _, obj := range objs {
-		if !q.selects(obj, sel) {
+		if !querySelects(q, obj, sel) {
 			continue
 		}
 		ns := refOf(obj).Namespace

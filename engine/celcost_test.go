@@ -15,6 +15,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // TestUntrackedCostOption checks that charter can still plan a program
@@ -162,7 +163,7 @@ func TestValidatingPolicyCostBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	variant := func(name string) *vpolVariant {
-		p, _ := set.Lookup(PolicyIDFor(policiesv1.ValidatingPolicyKind, name))
+		p, _ := set.Lookup(policyid.For(policiesv1.ValidatingPolicyKind, name))
 		return p.vpol.variants[0]
 	}
 	s := variant("bounded").untrackedWithin
@@ -263,7 +264,7 @@ func TestPodSecurityValidatingPoliciesUntracked(t *testing.T) {
 	tracked := func(validate func() *Response) *Response {
 		saved := map[*vpolVariant]celenv.InputBound{}
 		for _, p := range vpols {
-			cp, _ := set.Lookup(PolicyID(p))
+			cp, _ := set.Lookup(policyid.Of(p))
 			v := cp.vpol.variants[0]
 			saved[v] = v.untrackedWithin
 			v.untrackedWithin = celenv.InputBound{}
@@ -298,7 +299,7 @@ func TestPodSecurityValidatingPoliciesUntracked(t *testing.T) {
 					Kind:     schema.GroupVersionKind{Version: "v1", Kind: "Pod"},
 					Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}}
 				for _, p := range vpols {
-					cp, _ := set.Lookup(PolicyID(p))
+					cp, _ := set.Lookup(policyid.Of(p))
 					v := cp.vpol.variants[0]
 					in := newRequestView(context.Background(), req, &evalConfig{})
 					if got := in.vpolEvaluation(context.Background(), &evalConfig{}, v, "").eval.untracked; got != tc.wantUntracked {

@@ -5,6 +5,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // HTTPLibraryFields returns the field paths of the CEL expressions of a
@@ -21,9 +24,9 @@ func HTTPLibraryFields(obj map[string]any) []string {
 		switch t := v.(type) {
 		case map[string]any:
 			for _, k := range slices.Sorted(maps.Keys(t)) {
-				field := joinPath(path, k)
+				field := fault.JoinPath(path, k)
 				if s, ok := t[k].(string); ok && (k == "expression" || strings.HasSuffix(k, "Expression")) {
-					if celReadsIdent(s, httpVar) {
+					if celenv.ReadsIdent(s, httpVar) {
 						out = append(out, field)
 					}
 					continue
@@ -58,7 +61,7 @@ func ServiceCallFields(obj map[string]any) []string {
 			if inContext {
 				if call, ok := t["apiCall"].(map[string]any); ok {
 					if svc, ok := call["service"].(map[string]any); ok && svc != nil {
-						out = append(out, joinPath(joinPath(joinPath(path, "apiCall"), "service"), "url"))
+						out = append(out, fault.JoinPath(fault.JoinPath(fault.JoinPath(path, "apiCall"), "service"), "url"))
 					}
 				}
 				return
@@ -68,7 +71,7 @@ func ServiceCallFields(obj map[string]any) []string {
 				case "data", "patchStrategicMerge", "patchesJson6902", "pattern", "anyPattern", "cloneList", "clone":
 					continue
 				}
-				field := joinPath(path, k)
+				field := fault.JoinPath(path, k)
 				if list, ok := t[k].([]any); ok && k == "context" {
 					for i, e := range list {
 						walk(fmt.Sprintf("%s[%d]", field, i), e, true)

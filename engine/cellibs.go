@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/loader"
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -55,7 +56,7 @@ const (
 // reach the world through the evaluation's loaders.
 type libContext struct {
 	ctx     context.Context
-	loaders *Loaders
+	loaders *loader.Loaders
 	// namespace binds the methods without a namespace argument, which
 	// namespaced policies use, to the policy's namespace.
 	namespace string
@@ -79,14 +80,14 @@ func (c *libContext) Value() any              { return c }
 // expression first names them: most policies use none.
 type libReceivers struct {
 	ctx     context.Context
-	loaders *Loaders
+	loaders *loader.Loaders
 	// namespace binds the methods without a namespace argument to the
 	// policy's namespace (see libContext).
 	namespace                     string
 	resource, image, global, http *libContext
 }
 
-func newLibReceivers(ctx context.Context, l *Loaders, namespace string) *libReceivers {
+func newLibReceivers(ctx context.Context, l *loader.Loaders, namespace string) *libReceivers {
 	return &libReceivers{ctx: ctx, loaders: l, namespace: namespace}
 }
 
@@ -359,7 +360,7 @@ func (c *libContext) global(name, projection string) ref.Val {
 		// validating-policies/context/globalreference-missing-graceful-edge-cases);
 		// one that exists but cannot load, or lacks the projection, is
 		// an error: never empty data that could pass a policy.
-		if errors.Is(err, ErrGlobalContextEntryNotFound) {
+		if errors.Is(err, loader.ErrGlobalContextEntryNotFound) {
 			return types.NullValue
 		}
 		return types.NewErr("failed to get global reference: %v", err)
@@ -401,7 +402,7 @@ func httpPost(args ...ref.Val) ref.Val {
 // httpHeaders reads the optional headers argument at index i, in the
 // order of their names so requests are the same from one call to the
 // next.
-func httpHeaders(args []ref.Val, i int) ([]APICallHeader, error) {
+func httpHeaders(args []ref.Val, i int) ([]loader.APICallHeader, error) {
 	if len(args) <= i {
 		return nil, nil
 	}
@@ -410,9 +411,9 @@ func httpHeaders(args []ref.Val, i int) ([]APICallHeader, error) {
 		return nil, err
 	}
 	headers := m.(map[string]string)
-	out := make([]APICallHeader, 0, len(headers))
+	out := make([]loader.APICallHeader, 0, len(headers))
 	for _, k := range slices.Sorted(maps.Keys(headers)) {
-		out = append(out, APICallHeader{Key: k, Value: headers[k]})
+		out = append(out, loader.APICallHeader{Key: k, Value: headers[k]})
 	}
 	return out, nil
 }
@@ -434,12 +435,12 @@ func httpClient(args ...ref.Val) ref.Val {
 	return &client
 }
 
-func (c *libContext) http(method, url string, data map[string]any, headers []APICallHeader) ref.Val {
+func (c *libContext) http(method, url string, data map[string]any, headers []loader.APICallHeader) ref.Val {
 	l := c.loaders.APICalls
 	if l == nil {
 		return types.NewErr("request failed: no HTTP client here")
 	}
-	v, err := l.Call(c.ctx, APICall{URL: url, Method: method, Data: data, Headers: headers, CABundle: c.caBundle, Library: true, Namespace: c.namespace})
+	v, err := l.Call(c.ctx, loader.APICall{URL: url, Method: method, Data: data, Headers: headers, CABundle: c.caBundle, Library: true, Namespace: c.namespace})
 	if err != nil {
 		return types.NewErr("request failed: %v", err)
 	}
@@ -484,7 +485,7 @@ func imageMetadata(args ...ref.Val) ref.Val {
 	// registry credentials (its Docker config and credential helpers)
 	// and anonymous access apply, as for a verifyImages entry without
 	// imageRegistryCredentials.
-	data, err := l.ImageData(c.ctx, s[0], ImageCredentials{})
+	data, err := l.ImageData(c.ctx, s[0], loader.ImageCredentials{})
 	if err != nil {
 		return types.NewErr("failed to get image data: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/celenv"
 	"github.com/charter-dev/charter/engine/fault"
 )
 
@@ -46,7 +47,7 @@ func celPolicyFaults(src any, name string) fault.List {
 			// A MutatingAdmissionPolicy's matchConditions cannot read
 			// variables (cel-policy-types.md §2.3).
 			for i, mc := range s.MatchConditions {
-				if celReadsIdent(mc.Expression, "variables") {
+				if celenv.ReadsIdent(mc.Expression, "variables") {
 					c.add(field.Invalid(field.NewPath(fmt.Sprintf("spec.matchConditions[%d].expression", i)), mc.Expression,
 						"variables cannot be referenced in matchConditions when spec.autogen.mutatingAdmissionPolicy.enabled is true"))
 				}

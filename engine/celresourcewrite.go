@@ -1,10 +1,10 @@
 package engine
 
 import (
-	"context"
 	"reflect"
 
 	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/loader"
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -16,23 +16,6 @@ import (
 // SubjectAccessReview, whose answer is the object returned) and
 // resource.ToGVR maps a kind to its resource, which resource.Get and
 // resource.List also take in place of apiVersion and resource.
-
-// ResourceCreator is what a ResourceLoader also implements to serve
-// resource.Post: create obj as a resource of apiVersion (in namespace,
-// "" for a cluster-scoped one) and return what the API server answered.
-// policyNamespace is the namespace of the namespaced policy that asks (""
-// for a cluster-scoped policy): a creator acts for such a policy with the
-// rights of its namespace, never with charter's own. Without it
-// resource.Post is an error.
-type ResourceCreator interface {
-	CreateResource(ctx context.Context, policyNamespace, apiVersion, resource, namespace string, obj map[string]any) (map[string]any, error)
-}
-
-// ResourceMapper is what a ResourceLoader also implements to serve
-// resource.ToGVR: the resource of a kind, from the cluster's discovery.
-type ResourceMapper interface {
-	ResourceFor(apiVersion, kind string) (schema.GroupVersionResource, error)
-}
 
 var reflectMapStringString = reflect.TypeFor[map[string]string]()
 
@@ -118,7 +101,7 @@ func resourceToGVR(args ...ref.Val) ref.Val {
 	if !ok || !ok2 {
 		return types.NewErr("resource.ToGVR: want (apiVersion, kind)")
 	}
-	m, ok := c.loaders.Resources.(ResourceMapper)
+	m, ok := c.loaders.Resources.(loader.ResourceMapper)
 	if !ok {
 		return types.NewErr("failed to map kind to resource: no resource mapper (resource.ToGVR is not available here)")
 	}
@@ -148,7 +131,7 @@ func resourcePost(args ...ref.Val) ref.Val {
 	if c.namespace != "" && namespace != c.namespace {
 		return types.NewErr("failed to create resource: a namespaced policy creates objects only in its own namespace %q", c.namespace)
 	}
-	w, ok := c.loaders.Resources.(ResourceCreator)
+	w, ok := c.loaders.Resources.(loader.ResourceCreator)
 	if !ok {
 		return types.NewErr("failed to create resource: no resource writer (resource.Post is not available here)")
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // writableResources is a resourceMap that also serves resource.Post (it
@@ -53,7 +54,7 @@ func TestResourcePostAndToGVR(t *testing.T) {
 	configMap := func(ns string) map[string]any {
 		return map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": ns}}
 	}
-	verdicts := func(l Loaders, user string, ns string) map[string]RuleResponse {
+	verdicts := func(l loader.Loaders, user string, ns string) map[string]RuleResponse {
 		req := &Request{Operation: kyvernov1.Create, Object: configMap(ns), UserInfo: authenticationv1.UserInfo{Username: user}}
 		resp := set.Validate(context.Background(), req, WithLoaders(l))
 		out := map[string]RuleResponse{}
@@ -65,22 +66,22 @@ func TestResourcePostAndToGVR(t *testing.T) {
 	pods := resourceMap{pod("default", "web", nil, "nginx")}
 
 	w := &writableResources{resourceMap: pods}
-	got := verdicts(Loaders{Resources: w}, "admin", "default")
+	got := verdicts(loader.Loaders{Resources: w}, "admin", "default")
 	if r := got["may-delete-namespace"]; r.Status != StatusPass {
 		t.Errorf("admin's SubjectAccessReview: %s %q, want pass", r.Status, r.Message)
 	}
 	if r := got["pod-by-gvr"]; r.Status != StatusPass {
 		t.Errorf("resource.get by GVR of an existing Pod: %s %q, want pass", r.Status, r.Message)
 	}
-	if r := verdicts(Loaders{Resources: w}, "someone", "default")["may-delete-namespace"]; r.Status != StatusFail || r.Message != "not allowed" {
+	if r := verdicts(loader.Loaders{Resources: w}, "someone", "default")["may-delete-namespace"]; r.Status != StatusFail || r.Message != "not allowed" {
 		t.Errorf("someone's SubjectAccessReview: %s %q, want fail \"not allowed\"", r.Status, r.Message)
 	}
-	if r := verdicts(Loaders{Resources: w}, "admin", "other")["pod-by-gvr"]; r.Status != StatusFail {
+	if r := verdicts(loader.Loaders{Resources: w}, "admin", "other")["pod-by-gvr"]; r.Status != StatusFail {
 		t.Errorf("resource.get by GVR of a missing Pod: %s %q, want fail", r.Status, r.Message)
 	}
 
 	w = &writableResources{resourceMap: pods}
-	got = verdicts(Loaders{Resources: w}, "admin", "team-a")
+	got = verdicts(loader.Loaders{Resources: w}, "admin", "team-a")
 	if r := got["posts-elsewhere"]; r.Status != StatusError || !strings.Contains(r.Message, `only in its own namespace "team-a"`) {
 		t.Errorf("namespaced policy posting to another namespace: %s %q, want an error", r.Status, r.Message)
 	}
@@ -94,7 +95,7 @@ func TestResourcePostAndToGVR(t *testing.T) {
 	}
 
 	// The CLI's objects read but do not write.
-	got = verdicts(Loaders{Resources: pods}, "admin", "default")
+	got = verdicts(loader.Loaders{Resources: pods}, "admin", "default")
 	if r := got["may-delete-namespace"]; r.Status != StatusError || !strings.Contains(r.Message, "resource.Post is not available here") {
 		t.Errorf("resource.Post without a writer: %s %q, want an error", r.Status, r.Message)
 	}

@@ -13,6 +13,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 type cleanupCase struct {
@@ -56,7 +57,7 @@ func TestCleanupTestdata(t *testing.T) {
 		if err != nil {
 			t.Fatalf("compile: %v", err)
 		}
-		run, err := p.Prepare(context.Background(), WithLoaders(Loaders{APICalls: fakeAPI(tc.APICalls)}))
+		run, err := p.Prepare(context.Background(), WithLoaders(loader.Loaders{APICalls: fakeAPI(tc.APICalls)}))
 		if err != nil {
 			t.Fatalf("prepare: %v", err)
 		}
@@ -88,7 +89,7 @@ func TestCleanupPrepareContextError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Prepare(context.Background(), WithLoaders(Loaders{APICalls: fakeAPI{}})); err == nil || !strings.Contains(err.Error(), `context entry "gone"`) {
+	if _, err := p.Prepare(context.Background(), WithLoaders(loader.Loaders{APICalls: fakeAPI{}})); err == nil || !strings.Contains(err.Error(), `context entry "gone"`) {
 		t.Fatalf("Prepare = %v, want the context entry's error", err)
 	}
 }

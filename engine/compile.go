@@ -10,6 +10,8 @@ import (
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jmespath"
+	"github.com/charter-dev/charter/engine/policyid"
+	"github.com/charter-dev/charter/engine/unsupported"
 )
 
 // PolicySet is a compiled, immutable set of policies and exceptions. It is
@@ -60,7 +62,7 @@ type Policy struct {
 	namespace string
 	// unsupported are the features charter cannot run somewhere
 	// (unsupported.go).
-	unsupported UnsupportedList
+	unsupported unsupported.List
 	// vpol is set for a ValidatingPolicy or NamespacedValidatingPolicy,
 	// which has no rules (vpol.go).
 	vpol *validatingPolicy
@@ -141,39 +143,15 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 // files, can be handed two (and names both files).
 const faultDuplicatePolicy = "duplicate policy"
 
-// PolicyKey names a policy the way reports, metrics, events and the CLI
-// name it, as Kyverno does: "<name>" for a cluster-wide policy,
-// "<namespace>/<name>" for a namespaced one, whatever its kind. Policies
-// of different kinds may share a key; PolicyID tells them apart.
-func PolicyKey(p kyvernov1.PolicyInterface) string {
-	if p.IsNamespaced() {
-		return PolicyNamespace(p) + "/" + p.GetName()
-	}
-	return p.GetName()
-}
-
-// PolicyNamespace is the namespace a policy acts in: its own for a
-// namespaced policy ("default" when it names none, as Kyverno reads it),
-// "" for a cluster-wide policy.
-func PolicyNamespace(src kyvernov1.PolicyInterface) string {
-	if !src.IsNamespaced() {
-		return ""
-	}
-	if ns := src.GetNamespace(); ns != "" {
-		return ns
-	}
-	return "default"
-}
-
 func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault.List) {
 	p := &Policy{
 		set:       s,
 		source:    src,
 		spec:      src.GetSpec(),
-		key:       PolicyKey(src),
-		id:        PolicyID(src),
+		key:       policyid.Key(src),
+		id:        policyid.Of(src),
 		unscored:  src.GetAnnotations()[ScoredAnnotation] == "false",
-		namespace: PolicyNamespace(src),
+		namespace: policyid.Namespace(src),
 	}
 	if errs := celPolicyFaults(src, p.key); len(errs) > 0 {
 		return nil, errs
@@ -253,7 +231,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 		return nil, fail.errs
 	}
 	p.kinds = policyKinds(p.rules)
-	p.unsupported = UnsupportedFeatures(src)
+	p.unsupported = unsupported.Features(src)
 	return p, nil
 }
 
@@ -282,16 +260,4 @@ func toJSONMap(v any) (map[string]any, error) {
 		return nil, err
 	}
 	return m, nil
-}
-
-// joinPath appends a JSON key to a field path, quoting keys that would
-// read ambiguously.
-func joinPath(path, key string) string {
-	if strings.ContainsAny(key, ".[]") || key == "" {
-		return fmt.Sprintf("%s[%q]", path, key)
-	}
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }

@@ -6,6 +6,8 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jmespath"
+	"github.com/charter-dev/charter/engine/policyid"
+	"github.com/charter-dev/charter/engine/unsupported"
 )
 
 // Compiler compiles policies and exceptions one at a time into reusable
@@ -61,7 +63,7 @@ func (u *CompiledPolicy) Errors() fault.List { return u.errs }
 
 // Unsupported returns the features of the policy charter cannot run
 // somewhere, as Policy.Unsupported; nil for a unit with faults.
-func (u *CompiledPolicy) Unsupported() UnsupportedList {
+func (u *CompiledPolicy) Unsupported() unsupported.List {
 	if u.policy == nil {
 		return nil
 	}
@@ -72,7 +74,7 @@ func (u *CompiledPolicy) Unsupported() UnsupportedList {
 // and pre-parses its patterns and expressions. Faults are kept on the unit
 // (see Errors), as Compile would report them.
 func (c *Compiler) Policy(src kyvernov1.PolicyInterface) *CompiledPolicy {
-	u := &CompiledPolicy{kind: src.GetKind(), key: PolicyKey(src), id: PolicyID(src), source: src}
+	u := &CompiledPolicy{kind: src.GetKind(), key: policyid.Key(src), id: policyid.Of(src), source: src}
 	p, errs := c.scratch().compilePolicy(src)
 	if len(errs) > 0 {
 		u.errs = errs

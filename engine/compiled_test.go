@@ -17,6 +17,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/internal/corpus"
 )
 
@@ -358,7 +359,7 @@ func TestCompiledPolicyKeepsItsFaults(t *testing.T) {
 		all, _ := err.(fault.List)
 		for _, p := range policies {
 			u := c.Policy(p)
-			want := all.For(p.GetKind(), PolicyKey(p))
+			want := all.For(p.GetKind(), policyid.Key(p))
 			if u.Errors().Error() != want.Error() {
 				t.Errorf("%s: unit faults\n%s\nwant\n%s", u.Key(), u.Errors().Error(), want.Error())
 			}

@@ -7,6 +7,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // loadContext evaluates context entries in order and stores each result
@@ -77,7 +78,7 @@ func (ev *evaluation) loadEntry(ctx context.Context, doc *jsoncontext.Document, 
 		}
 		// The entry's credentials, with its secrets named in the
 		// resource's namespace, as for verifyImages.
-		creds := ImageCredentials{Namespace: ev.in.res.Namespace, Registry: e.ImageRegistry.ImageRegistryCredentials, Scope: ev.readScope()}
+		creds := loader.ImageCredentials{Namespace: ev.in.res.Namespace, Registry: e.ImageRegistry.ImageRegistryCredentials, Scope: ev.readScope()}
 		data, err := l.Images.ImageData(ctx, ref, creds)
 		if err != nil {
 			return nil, fmt.Errorf("failed to fetch image data for %q: %w", ref, err)
@@ -153,7 +154,7 @@ func (ev *evaluation) loadAPICall(ctx context.Context, doc *jsoncontext.Document
 	if ev.cfg.loaders.APICalls == nil {
 		return nil, fmt.Errorf("no API access to call %q", c.URLPath)
 	}
-	call := APICall{Method: string(c.Method)}
+	call := loader.APICall{Method: string(c.Method)}
 	if call.Method == "" {
 		call.Method = string(kyvernov1.MethodGet)
 	}
@@ -179,7 +180,7 @@ func (ev *evaluation) loadAPICall(ctx context.Context, doc *jsoncontext.Document
 			if err != nil {
 				return nil, err
 			}
-			call.Headers = append(call.Headers, APICallHeader{Key: h.Key, Value: value})
+			call.Headers = append(call.Headers, loader.APICallHeader{Key: h.Key, Value: value})
 		}
 	}
 	if len(c.Data) > 0 {
@@ -258,4 +259,13 @@ func isPinned[V any](pinned map[string]V, name string) bool {
 		}
 	}
 	return false
+}
+
+// readGlobalContext reads an entry for a policy acting in scope ("" for a
+// cluster-wide policy).
+func readGlobalContext(ctx context.Context, l loader.GlobalContext, name, scope string) (any, error) {
+	if n, ok := l.(loader.NamespacedGlobalContext); ok && scope != "" {
+		return n.GlobalContextEntryForNamespace(ctx, name, scope)
+	}
+	return l.GlobalContextEntry(ctx, name)
 }

@@ -1,5 +1,10 @@
-// Package engine evaluates Kyverno policies (kyverno.io/v1 ClusterPolicy and
-// Policy) against admission requests and existing resources.
+// Package engine evaluates Kyverno policies against admission requests and
+// existing resources: kyverno.io's ClusterPolicy and Policy, the
+// policies.kyverno.io kinds (Validating, Mutating, Generating,
+// ImageValidating and Deleting policies, cluster-wide and namespaced),
+// and cleanup policies. The root holds the PolicySet contract and the
+// compilers and evaluations; the leaves under engine/ hold what needs none
+// of them (docs/architecture.md lists them).
 //
 // The engine has two phases. Compile checks every policy once (unknown anchors
 // and operators, malformed JMESPath, variables that background mode cannot
@@ -24,7 +29,7 @@
 //
 // The engine is pure: it owns no clients and starts no goroutines. Anything
 // it must look up (ConfigMaps, API calls, image registries, global context,
-// namespace labels) comes through the small interfaces in loaders.go.
+// namespace labels) comes through the small interfaces of engine/loader.
 //
 // # foreach
 //
@@ -57,6 +62,8 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/unsupported"
 )
 
 // CompileOption configures Compile.
@@ -83,7 +90,7 @@ func WithExceptions(exceptions []*kyvernov2.PolicyException) CompileOption {
 type EvalOption func(*evalConfig)
 
 type evalConfig struct {
-	loaders Loaders
+	loaders loader.Loaders
 	values  Values
 	// mutateExisting runs mutate.targets rules (see WithMutateExisting).
 	mutateExisting bool
@@ -135,7 +142,7 @@ func WithBackgroundChecks() EvalOption {
 // WithLoaders hands the evaluation what it needs to resolve context entries
 // (configMap, apiCall, imageRegistry, globalReference) and namespace labels.
 // A context entry whose loader is missing gives an error result.
-func WithLoaders(l Loaders) EvalOption {
+func WithLoaders(l loader.Loaders) EvalOption {
 	return func(c *evalConfig) { c.loaders = l }
 }
 
@@ -212,12 +219,12 @@ func (p *Policy) Validate(ctx context.Context, req *Request, opts ...EvalOption)
 }
 
 // Unsupported returns the features of the policy that charter cannot run
-// somewhere (see UnsupportedFeatures); pick a place with In.
-func (p *Policy) Unsupported() UnsupportedList { return p.unsupported }
+// somewhere (see unsupported.Features); pick a place with In.
+func (p *Policy) Unsupported() unsupported.List { return p.unsupported }
 
 // Unsupported returns the unsupported features of every policy in the set.
-func (s *PolicySet) Unsupported() UnsupportedList {
-	var out UnsupportedList
+func (s *PolicySet) Unsupported() unsupported.List {
+	var out unsupported.List
 	for _, p := range s.policies {
 		out = append(out, p.unsupported...)
 	}
@@ -247,3 +254,6 @@ func (p *Policy) Rules() []string {
 	}
 	return names
 }
+
+// ID returns the policy's PolicyID.
+func (p *Policy) ID() string { return p.id }

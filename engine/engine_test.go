@@ -17,6 +17,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // validateCase is one testdata/validate/*.yaml file: policies (and
@@ -101,7 +102,7 @@ func (f fakeConfigMaps) ConfigMap(_ context.Context, ns, name string) (map[strin
 
 type fakeAPI map[string]any
 
-func (f fakeAPI) Call(_ context.Context, c APICall) (any, error) {
+func (f fakeAPI) Call(_ context.Context, c loader.APICall) (any, error) {
 	v, ok := f[c.URLPath]
 	if !ok {
 		return nil, fmt.Errorf("the server could not find the requested resource")
@@ -141,7 +142,7 @@ func TestValidateTestdata(t *testing.T) {
 			t.Fatalf("compile: %v", err)
 		}
 		req := tc.request()
-		loaders := Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)}
+		loaders := loader.Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)}
 		if tc.Objects != nil {
 			loaders.Objects = fixedObjects(tc.Objects)
 		}

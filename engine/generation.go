@@ -14,11 +14,8 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/generate"
 	"github.com/charter-dev/charter/engine/jsoncontext"
+	"github.com/charter-dev/charter/engine/loader"
 )
-
-// GeneratedObject is a downstream object a generate rule wants to exist,
-// with its policy, rule, trigger, source and synchronize settings.
-type GeneratedObject = generate.DesiredObject
 
 // generateRule is a compiled generate rule.
 type generateRule struct {
@@ -97,8 +94,8 @@ type GenerateResponse struct {
 
 // Objects returns every desired object of the response, in policy and
 // rule order.
-func (r *GenerateResponse) Objects() []GeneratedObject {
-	var out []GeneratedObject
+func (r *GenerateResponse) Objects() []generate.DesiredObject {
+	var out []generate.DesiredObject
 	for _, p := range r.Policies {
 		for _, rr := range p.Rules {
 			out = append(out, rr.Generated...)
@@ -191,7 +188,7 @@ func (s *PolicySet) Generate(ctx context.Context, req *Request, opts ...EvalOpti
 // generate calls engine/generate with the rule's document, the engine's
 // loaders for foreach context entries and compiled preconditions, and the
 // object loader for clone sources.
-func (ev *evaluation) generate(ctx context.Context, doc *jsoncontext.Document, r *rule) ([]GeneratedObject, error) {
+func (ev *evaluation) generate(ctx context.Context, doc *jsoncontext.Document, r *rule) ([]generate.DesiredObject, error) {
 	policy := generate.PolicyRef{Name: ev.policy.source.GetName()}
 	if ev.policy.source.IsNamespaced() {
 		policy.Namespace = ev.policy.source.GetNamespace()
@@ -243,10 +240,10 @@ func (ev *evaluation) foreachConditions(r *rule, entry *kyvernov1.ForEachGenerat
 
 // clusterObjects serves engine/generate's reads through the engine's
 // ObjectLoader.
-type clusterObjects struct{ l ObjectLoader }
+type clusterObjects struct{ l loader.ObjectLoader }
 
 func (c clusterObjects) Get(ctx context.Context, apiVersion, kind, namespace, name string) (map[string]any, error) {
-	q := ObjectQuery{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name}
+	q := loader.ObjectQuery{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name}
 	objs, err := c.l.Objects(ctx, q)
 	if err != nil {
 		return nil, err
@@ -262,7 +259,7 @@ func (c clusterObjects) Get(ctx context.Context, apiVersion, kind, namespace, na
 }
 
 func (c clusterObjects) List(ctx context.Context, apiVersion, kind, namespace string, selector labels.Selector) ([]map[string]any, error) {
-	objs, err := c.l.Objects(ctx, ObjectQuery{APIVersion: apiVersion, Kind: kind, Namespace: namespace})
+	objs, err := c.l.Objects(ctx, loader.ObjectQuery{APIVersion: apiVersion, Kind: kind, Namespace: namespace})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/mutate"
 )
 
@@ -35,7 +36,7 @@ func TestGenerateTestdata(t *testing.T) {
 			t.Fatalf("compile: %v", err)
 		}
 		req := &Request{Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject}
-		opts := []EvalOption{WithLoaders(Loaders{Objects: fixedObjects(tc.Existing)})}
+		opts := []EvalOption{WithLoaders(loader.Loaders{Objects: fixedObjects(tc.Existing)})}
 		if tc.CLIGeneration {
 			opts = append(opts, WithCLIGeneration())
 		}

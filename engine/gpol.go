@@ -26,6 +26,7 @@ import (
 	"github.com/charter-dev/charter/engine/celenv"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/match"
 )
 
 // generatingPolicy is a compiled GeneratingPolicy or
@@ -411,7 +412,7 @@ func (p *Policy) evaluateGenerating(e *celEvaluator, act *gpolActivation, in *re
 // desired turns the collected objects into downstream objects: the
 // namespace generator.Apply named, server-set fields cleared, Kyverno's
 // generate labels (the rule is the policy's name) for the trigger.
-func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appliedObject) ([]GeneratedObject, error) {
+func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appliedObject) ([]generate.DesiredObject, error) {
 	policy := generate.PolicyRef{Name: p.source.GetName()}
 	if p.source.IsNamespaced() {
 		policy.Namespace = p.namespace
@@ -420,7 +421,7 @@ func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appl
 	meta, _ := in.object["metadata"].(map[string]any)
 	uid, _ := meta["uid"].(string)
 	trigger := generate.ObjectRef{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, UID: k8stypes.UID(uid)}
-	out := make([]GeneratedObject, 0, len(collected))
+	out := make([]generate.DesiredObject, 0, len(collected))
 	for i, a := range collected {
 		obj := a.object
 		apiVersion, _ := obj["apiVersion"].(string)
@@ -488,7 +489,7 @@ func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appl
 			merged[generate.LabelSourceUID] = string(source.UID)
 		}
 		om["labels"] = merged
-		out = append(out, GeneratedObject{
+		out = append(out, generate.DesiredObject{
 			Object: obj, Policy: policy, Rule: p.source.GetName(), Trigger: trigger, From: from, Source: source,
 			Synchronize: gp.synchronize, OrphanDownstreamOnPolicyDelete: gp.orphan, Reapply: gp.reapply,
 		})
@@ -720,7 +721,7 @@ func resourceLibraryKind(x celast.Expr) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	kind, ok := generate.KnownKindForResource(gv.Group, res, ResourceForKind)
+	kind, ok := generate.KnownKindForResource(gv.Group, res, match.ResourceForKind)
 	if !ok {
 		return "", false
 	}
@@ -754,7 +755,7 @@ func triggerKinds(mc *admissionregistrationv1.MatchResources) []string {
 					if g == "*" || v == "*" || strings.ContainsAny(res, "*/") {
 						continue
 					}
-					kind, ok := generate.KnownKindForResource(g, res, ResourceForKind)
+					kind, ok := generate.KnownKindForResource(g, res, match.ResourceForKind)
 					if !ok {
 						continue
 					}
@@ -815,29 +816,6 @@ func GeneratedKinds(p kyvernov1.PolicyInterface) []string {
 		if !slices.Contains(out, k) {
 			out = append(out, k)
 		}
-	}
-	return out
-}
-
-// GeneratingPolicyRules returns the resource rules a GeneratingPolicy's
-// admission webhook registers: its matchConstraints' rules, for CREATE,
-// UPDATE and DELETE whatever operations they name, since an UPDATE away
-// from the policy and a DELETE end a synchronized trigger. nil for other
-// policies.
-func GeneratingPolicyRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
-	gp, ok := p.(policiesv1.GeneratingPolicyLike)
-	if !ok {
-		return nil
-	}
-	mc := gp.GetGeneratingPolicySpec().MatchConstraints
-	if mc == nil {
-		return nil
-	}
-	out := make([]admissionregistrationv1.NamedRuleWithOperations, 0, len(mc.ResourceRules))
-	for _, r := range mc.ResourceRules {
-		r = *r.DeepCopy()
-		r.Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}
-		out = append(out, r)
 	}
 	return out
 }

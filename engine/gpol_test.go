@@ -13,6 +13,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/webhookrules"
 )
 
 func gpolObject(apiVersion, kind, namespace, name string, extra map[string]any) map[string]any {
@@ -110,8 +111,8 @@ func TestGeneratingPolicyDownstream(t *testing.T) {
 	if got := GeneratedKinds(policies[0]); !reflect.DeepEqual(got, []string{"networking.k8s.io/v1/NetworkPolicy"}) {
 		t.Errorf("GeneratedKinds = %v", got)
 	}
-	if rules := GeneratingPolicyRules(policies[0]); len(rules) != 1 || len(rules[0].Operations) != 3 {
-		t.Errorf("GeneratingPolicyRules = %+v", rules)
+	if rules := webhookrules.GeneratingPolicy(policies[0]); len(rules) != 1 || len(rules[0].Operations) != 3 {
+		t.Errorf("webhookrules.GeneratingPolicy = %+v", rules)
 	}
 	// The synthetic rule the controllers read.
 	spec := policies[0].GetSpec()

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // extractorCases is one file of testdata/imageextractors: a policy with
@@ -65,18 +66,18 @@ func (f *fakeRegistry) digestOf(image string) string {
 	return f.digests[image]
 }
 
-func (f *fakeRegistry) VerifySignatures(_ context.Context, c ImageCheck) (ImageVerified, error) {
+func (f *fakeRegistry) VerifySignatures(_ context.Context, c loader.ImageCheck) (loader.ImageVerified, error) {
 	if !slices.Contains(f.signed, c.Image) {
-		return ImageVerified{}, errors.New("no signatures found")
+		return loader.ImageVerified{}, errors.New("no signatures found")
 	}
-	return ImageVerified{Digest: f.digestOf(c.Image)}, nil
+	return loader.ImageVerified{Digest: f.digestOf(c.Image)}, nil
 }
 
-func (f *fakeRegistry) VerifyAttestations(context.Context, ImageCheck) (ImageVerified, error) {
-	return ImageVerified{}, errors.New("no attestations in the fake registry")
+func (f *fakeRegistry) VerifyAttestations(context.Context, loader.ImageCheck) (loader.ImageVerified, error) {
+	return loader.ImageVerified{}, errors.New("no attestations in the fake registry")
 }
 
-func (f *fakeRegistry) ResolveDigest(_ context.Context, image string, _ ImageCredentials) (string, error) {
+func (f *fakeRegistry) ResolveDigest(_ context.Context, image string, _ loader.ImageCredentials) (string, error) {
 	if d := f.digests[image]; d != "" {
 		return d, nil
 	}
@@ -97,7 +98,7 @@ func TestImageExtractorsTestdata(t *testing.T) {
 		if r.verify == nil || len(r.verify.extractors) == 0 {
 			t.Fatalf("rule %s has no compiled extractors", r.name)
 		}
-		opts := []EvalOption{WithLoaders(Loaders{ImageVerifier: &fakeRegistry{signed: tc.Signed, digests: tc.Digests}})}
+		opts := []EvalOption{WithLoaders(loader.Loaders{ImageVerifier: &fakeRegistry{signed: tc.Signed, digests: tc.Digests}})}
 		for _, c := range tc.Cases {
 			t.Run(c.Name, func(t *testing.T) {
 				found, err := r.verify.images(c.Resource)

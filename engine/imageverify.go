@@ -11,6 +11,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // Annotations the mutating phase writes, as Kyverno does (§2.7). charter
@@ -18,8 +19,8 @@ import (
 // phase verifies again (through the cache) instead of trusting what a
 // client could have written (§8.3).
 const (
-	AnnotationVerifyImages       = "kyverno.io/verify-images"
-	AnnotationVerifyImagesScoped = "kyverno.io/verify-images-scoped"
+	annotationVerifyImages       = "kyverno.io/verify-images"
+	annotationVerifyImagesScoped = "kyverno.io/verify-images-scoped"
 )
 
 // WithImagesVerifiedSince makes verifyImages rules use only cached
@@ -161,7 +162,7 @@ func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Documen
 	if len(images) == 0 {
 		return run
 	}
-	creds := ImageCredentials{Namespace: ev.in.res.Namespace, PullSecrets: found.pullSecrets, Scope: ev.readScope()}
+	creds := loader.ImageCredentials{Namespace: ev.in.res.Namespace, PullSecrets: found.pullSecrets, Scope: ev.readScope()}
 	for _, e := range r.verify.entries {
 		iv, err := ev.resolveEntry(doc, e)
 		if err != nil {
@@ -236,7 +237,7 @@ func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Documen
 // that only pins) the one the tag points to now. A verified image is
 // pinned to the digest that was verified, never to a fresh resolution of
 // its tag (GHSA-2r43-6962-xcw5).
-func (ev *evaluation) pinDigest(ctx context.Context, img podImage, o imageOutcome, creds ImageCredentials, verified bool) imageOutcome {
+func (ev *evaluation) pinDigest(ctx context.Context, img podImage, o imageOutcome, creds loader.ImageCredentials, verified bool) imageOutcome {
 	if img.transformed {
 		// Compile refuses jmesPath extractors next to mutateDigest; this
 		// keeps an image that cannot be pinned from passing unpinned.
@@ -281,13 +282,13 @@ func (ev *evaluation) resolveEntry(doc *jsoncontext.Document, e *imageEntry) (*k
 
 // verifyImage checks one image against an entry's attestors, then its
 // attestations, then its validate.deny (§2.5 step 3, §3.3, §3.4).
-func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document, r *rule, e *imageEntry, iv *kyvernov1.ImageVerification, img podImage, creds ImageCredentials) imageOutcome {
+func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document, r *rule, e *imageEntry, iv *kyvernov1.ImageVerification, img podImage, creds loader.ImageCredentials) imageOutcome {
 	ref := img.matchString()
 	v := ev.cfg.loaders.ImageVerifier
 	if v == nil {
 		return imageOutcome{image: ref, status: StatusError, message: "failed to verify image " + ref + ": no image verifier is configured"}
 	}
-	base := ImageCheck{Image: ref, Repository: iv.Repository, CosignOCI11: iv.CosignOCI11, Credentials: creds,
+	base := loader.ImageCheck{Image: ref, Repository: iv.Repository, CosignOCI11: iv.CosignOCI11, Credentials: creds,
 		UseCache: iv.IsUseCache(), VerifiedSince: ev.cfg.imagesVerifiedSince, Scope: ev.policy.id + "/" + r.name}
 	if iv.GetType() == kyvernov1.Notary {
 		base.Type = kyvernov1.Notary
@@ -360,7 +361,7 @@ func nonEmpty(ss ...string) []string {
 
 // failOrError is a fail, or an error when the verification could not run.
 func failOrError(ref, msg string, err error) imageOutcome {
-	if IsImageUnavailable(err) {
+	if loader.IsImageUnavailable(err) {
 		return imageOutcome{image: ref, status: StatusError, message: msg}
 	}
 	return imageOutcome{image: ref, status: StatusFail, message: msg}
@@ -370,7 +371,7 @@ func failOrError(ref, msg string, err error) imageOutcome {
 // enough entries whose statements of the type exist and meet the
 // conditions. The first statement's predicate is put in the document
 // under the attestation's name.
-func (ev *evaluation) verifyAttestation(ctx context.Context, doc *jsoncontext.Document, e *imageEntry, iv *kyvernov1.ImageVerification, i int, base ImageCheck, ref string) (string, *imageOutcome) {
+func (ev *evaluation) verifyAttestation(ctx context.Context, doc *jsoncontext.Document, e *imageEntry, iv *kyvernov1.ImageVerification, i int, base loader.ImageCheck, ref string) (string, *imageOutcome) {
 	att := &iv.Attestations[i]
 	ptype := att.Type
 	if ptype == "" {
@@ -461,7 +462,7 @@ func (ev *evaluation) attestationConditions(doc *jsoncontext.Document, blocks []
 // statementType is the attestation type of a verified statement: an
 // in-toto statement's predicateType, or, for a notary check, the
 // artifactType of the OCI 1.1 referrer it was read from (§3.5).
-func statementType(c ImageCheck, statement map[string]any) string {
+func statementType(c loader.ImageCheck, statement map[string]any) string {
 	key := "predicateType"
 	if c.Type == kyvernov1.Notary {
 		key = "type"
@@ -517,7 +518,7 @@ func countSet(set *kyvernov1.AttestorSet, path string, check func(a *kyvernov1.A
 			}
 		}
 		if err != nil {
-			if IsImageUnavailable(err) && ce.unavailable == nil {
+			if loader.IsImageUnavailable(err) && ce.unavailable == nil {
 				ce.unavailable = err
 			}
 			continue
@@ -690,8 +691,8 @@ func imageAnnotations(obj map[string]any, scoped map[string]map[string]map[strin
 			annotations[k] = v
 		}
 	}
-	annotations[AnnotationVerifyImages] = string(flatJSON)
-	annotations[AnnotationVerifyImagesScoped] = string(scopedJSON)
+	annotations[annotationVerifyImages] = string(flatJSON)
+	annotations[annotationVerifyImagesScoped] = string(scopedJSON)
 	out, err := withValue(obj, []string{"metadata", "annotations"}, annotations)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/variables"
 )
 
@@ -179,7 +180,7 @@ func checkAttestorSet(set *kyvernov1.AttestorSet, path string, f *faults) {
 				f.add(ap+".keyless.rekor.url", "An URL is required")
 			}
 			for key := range k.AdditionalExtensions {
-				if _, ok := CertExtensionOID(key); !ok {
+				if _, ok := loader.CertExtensionOID(key); !ok {
 					f.add(ap+".keyless.additionalExtensions", "invalid certificate extension "+key)
 				}
 			}
@@ -234,7 +235,7 @@ func checkNotaryAttestors(iv *kyvernov1.ImageVerification, ep string, f *faults)
 					if c.text == "" || variables.HasVariables(c.text) {
 						continue
 					}
-					if _, err := ParseCertificates(c.text); err != nil {
+					if _, err := loader.ParseCertificates(c.text); err != nil {
 						f.add(ap+".certificates."+c.field, err.Error())
 					}
 				}
@@ -266,31 +267,6 @@ func validSignatureAlgorithm(a string) bool {
 		return true
 	}
 	return false
-}
-
-// certExtensionOIDs name Fulcio's certificate extensions by the keys
-// additionalExtensions accepts (§3.3).
-var certExtensionOIDs = map[string]string{
-	"oidcIssuer":               "1.3.6.1.4.1.57264.1.1",
-	"githubWorkflowTrigger":    "1.3.6.1.4.1.57264.1.2",
-	"githubWorkflowSha":        "1.3.6.1.4.1.57264.1.3",
-	"githubWorkflowName":       "1.3.6.1.4.1.57264.1.4",
-	"githubWorkflowRepository": "1.3.6.1.4.1.57264.1.5",
-	"githubWorkflowRef":        "1.3.6.1.4.1.57264.1.6",
-}
-
-// CertExtensionOID returns the OID an additionalExtensions key names: one
-// of the names below or the OID itself.
-func CertExtensionOID(key string) (string, bool) {
-	if oid, ok := certExtensionOIDs[key]; ok {
-		return oid, true
-	}
-	for _, oid := range certExtensionOIDs {
-		if oid == key {
-			return oid, true
-		}
-	}
-	return "", false
 }
 
 // entryJSON is the entry as plain JSON without the parts evaluated after

@@ -30,8 +30,8 @@ func TestImagePatchesLeaveTheInputAlone(t *testing.T) {
 		t.Fatalf("image %v", got)
 	}
 	ann := out["metadata"].(map[string]any)["annotations"].(map[string]any)
-	if ann["a"] != "b" || ann[AnnotationVerifyImages] != `{"r.io/app@sha256:aa":"pass"}` ||
-		ann[AnnotationVerifyImagesScoped] != `{"policies":{"/p":{"r":{"r.io/app@sha256:aa":"pass"}}},"version":1}` {
+	if ann["a"] != "b" || ann[annotationVerifyImages] != `{"r.io/app@sha256:aa":"pass"}` ||
+		ann[annotationVerifyImagesScoped] != `{"policies":{"/p":{"r":{"r.io/app@sha256:aa":"pass"}}},"version":1}` {
 		t.Fatalf("annotations %v", ann)
 	}
 	if _, err := imagePatches(in, map[string]string{"/spec/containers/3/image": "x"}); err == nil {

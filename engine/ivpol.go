@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 
@@ -14,7 +13,9 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // imageValidatingPolicy is a compiled ImageValidatingPolicy or
@@ -108,7 +109,7 @@ func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingP
 	if ip.creds != nil && ip.namespace != "" {
 		checkSecretsScope(ip.namespace, ip.creds.Secrets, "spec.credentials.secrets", f)
 	}
-	ip.variants = compileVariants(spec, ivpolAutogen, compileIVPolVariant,
+	ip.variants = compileVariants(spec, autogen.ImageValidatingPolicy, compileIVPolVariant,
 		func(m *constraints, l *lazyVariant[policiesv1.ImageValidatingPolicySpec, ivpolVariant]) *ivpolVariant {
 			return &ivpolVariant{match: m, lazy: l}
 		}, f)
@@ -254,7 +255,7 @@ func compileNotaryAttestor(name string, n *policiesv1.Notary, path string, f *fa
 				f.add(path+"."+field, "a notary attestor needs the PEM certificates signatures must chain to")
 			}
 		default:
-			if _, err := ParseCertificates(v.Value); err != nil {
+			if _, err := loader.ParseCertificates(v.Value); err != nil {
 				f.add(path+"."+field+".value", err.Error())
 			}
 			return v.Value
@@ -354,7 +355,7 @@ func compileCosignAttestor(name string, c *policiesv1.Cosign, path string, f *fa
 			f.add(path+".keyless.identities", "keyless needs at least one identity")
 		}
 		for key := range k.AdditionalExtensions {
-			if _, ok := CertExtensionOID(key); !ok {
+			if _, ok := loader.CertExtensionOID(key); !ok {
 				f.add(path+".keyless.additionalExtensions", "invalid certificate extension "+key)
 			}
 		}
@@ -530,51 +531,4 @@ func (ip *imageValidatingPolicy) matchesImage(image string) (bool, error) {
 		}
 	}
 	return false, nil
-}
-
-// ivpolAutogen returns the policy's copies for Pod controllers, with
-// object.X read under their Pod template as vpolAutogen's.
-func ivpolAutogen(spec *policiesv1.ImageValidatingPolicySpec) []autogenCopy[policiesv1.ImageValidatingPolicySpec] {
-	var pc *policiesv1.PodControllersGenerationConfiguration
-	if ag := spec.AutogenConfiguration; ag != nil {
-		pc = ag.PodControllers
-	}
-	var out []autogenCopy[policiesv1.ImageValidatingPolicySpec]
-	for _, t := range podControllerTargets(spec.MatchConstraints, pc) {
-		c := spec.DeepCopy()
-		c.MatchConstraints, c.AutogenConfiguration = nil, nil
-		s := &policiesv1.ImageValidatingPolicySpec{}
-		if !rewriteObjectRefs(c, t.prefix, s) {
-			continue
-		}
-		s.MatchConstraints = spec.MatchConstraints.DeepCopy()
-		s.MatchConstraints.ResourceRules = t.rules
-		s.AutogenConfiguration = spec.AutogenConfiguration.DeepCopy()
-		out = append(out, autogenCopy[policiesv1.ImageValidatingPolicySpec]{name: t.name, spec: s, match: s.MatchConstraints})
-	}
-	return out
-}
-
-// ImageValidatingPolicyRules returns the resource rules an
-// ImageValidatingPolicy's webhooks must register: those of its
-// matchConstraints and of its autogen copies. It returns nil for other
-// policies.
-func ImageValidatingPolicyRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
-	ip, ok := p.(policiesv1.ImageValidatingPolicyLike)
-	if !ok {
-		return nil
-	}
-	spec := ip.GetImageValidatingPolicySpec()
-	if spec.MatchConstraints == nil {
-		return nil
-	}
-	out := slices.Clone(spec.MatchConstraints.ResourceRules)
-	var pc *policiesv1.PodControllersGenerationConfiguration
-	if ag := spec.AutogenConfiguration; ag != nil {
-		pc = ag.PodControllers
-	}
-	for _, t := range podControllerTargets(spec.MatchConstraints, pc) {
-		out = append(out, t.rules...)
-	}
-	return out
 }

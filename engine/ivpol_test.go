@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // TestImageValidatingPolicyFaults checks that an ImageValidatingPolicy
@@ -30,40 +31,40 @@ func TestImageValidatingPolicyFaults(t *testing.T) {
 // path); images under a "down" path cannot be reached.
 type fakeImages struct{ asked []string }
 
-func (f *fakeImages) answer(c ImageCheck) (ImageVerified, error) {
+func (f *fakeImages) answer(c loader.ImageCheck) (loader.ImageVerified, error) {
 	f.asked = append(f.asked, c.Image)
 	if strings.Contains(c.Image, "/down/") {
-		return ImageVerified{}, &ImageUnavailableError{Err: errors.New("connection refused")}
+		return loader.ImageVerified{}, &loader.ImageUnavailableError{Err: errors.New("connection refused")}
 	}
 	ref, _, _ := strings.Cut(c.Image, "@")
 	repo, _, _ := strings.Cut(ref, ":")
 	base := path.Base(repo)
 	if c.Attestor.Keys == nil || c.Attestor.Keys.PublicKeys != "KEY-A" || base != "signed" && base != "attested" {
-		return ImageVerified{}, errors.New("no matching signatures")
+		return loader.ImageVerified{}, errors.New("no matching signatures")
 	}
 	if c.PredicateType == "" {
-		return ImageVerified{Digest: "sha256:1"}, nil
+		return loader.ImageVerified{Digest: "sha256:1"}, nil
 	}
 	if base != "attested" {
-		return ImageVerified{}, errors.New("no matching attestations")
+		return loader.ImageVerified{}, errors.New("no matching attestations")
 	}
 	builder := "ci"
 	if strings.Contains(repo, "/evil/") {
 		builder = "evil"
 	}
-	return ImageVerified{Digest: "sha256:1", Statements: []map[string]any{{
+	return loader.ImageVerified{Digest: "sha256:1", Statements: []map[string]any{{
 		"predicateType": "https://slsa.dev/provenance/v0.2", "predicate": map[string]any{"builder": map[string]any{"id": builder}}}}}, nil
 }
 
-func (f *fakeImages) VerifySignatures(_ context.Context, c ImageCheck) (ImageVerified, error) {
+func (f *fakeImages) VerifySignatures(_ context.Context, c loader.ImageCheck) (loader.ImageVerified, error) {
 	return f.answer(c)
 }
-func (f *fakeImages) VerifyAttestations(_ context.Context, c ImageCheck) (ImageVerified, error) {
+func (f *fakeImages) VerifyAttestations(_ context.Context, c loader.ImageCheck) (loader.ImageVerified, error) {
 	return f.answer(c)
 }
-func (f *fakeImages) ResolveDigest(_ context.Context, image string, _ ImageCredentials) (string, error) {
+func (f *fakeImages) ResolveDigest(_ context.Context, image string, _ loader.ImageCredentials) (string, error) {
 	if strings.Contains(image, "/down/") {
-		return "", &ImageUnavailableError{Err: errors.New("connection refused")}
+		return "", &loader.ImageUnavailableError{Err: errors.New("connection refused")}
 	}
 	return "sha256:1", nil
 }
@@ -197,7 +198,7 @@ func TestImageValidatingPolicies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			images := &fakeImages{}
-			resp := set.Validate(context.Background(), &Request{Operation: kyvernov1.Create, Object: tt.object}, WithLoaders(Loaders{ImageVerifier: images}))
+			resp := set.Validate(context.Background(), &Request{Operation: kyvernov1.Create, Object: tt.object}, WithLoaders(loader.Loaders{ImageVerifier: images}))
 			got := map[string]result{}
 			for _, p := range resp.Policies {
 				if len(p.Rules) != 1 {
@@ -224,7 +225,7 @@ func TestImageDigestPins(t *testing.T) {
 		t.Fatal(err)
 	}
 	obj := pod("default", "web", nil, "registry.example.com/app/signed:v1", "nginx:1.27", "registry.example.com/attested@sha256:2", "registry.example.com/down/signed:v1")
-	loaders := WithLoaders(Loaders{ImageVerifier: &fakeImages{}})
+	loaders := WithLoaders(loader.Loaders{ImageVerifier: &fakeImages{}})
 	resp := set.Mutate(context.Background(), &Request{Operation: kyvernov1.Create, Object: obj}, loaders, WithImageDigestPins())
 	var images []string
 	for _, c := range resp.Object["spec"].(map[string]any)["containers"].([]any) {
@@ -269,7 +270,7 @@ func TestRequiredImagesAcrossSets(t *testing.T) {
 	}
 	ctx := context.Background()
 	req := &Request{Operation: kyvernov1.Create, Object: pod("default", "web", nil, "registry.example.com/app/signed:v1")}
-	loaders := WithLoaders(Loaders{ImageVerifier: &fakeImages{}})
+	loaders := WithLoaders(loader.Loaders{ImageVerifier: &fakeImages{}})
 	status := func(r *Response) string {
 		if len(r.Policies) != 1 || len(r.Policies[0].Rules) != 1 {
 			t.Fatalf("responses %+v", r.Policies)

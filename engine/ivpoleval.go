@@ -22,6 +22,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // The image functions of ImageValidatingPolicies (verify-images.md §6.2)
@@ -182,7 +183,7 @@ type imageVerification struct {
 	ctx    context.Context
 	policy *Policy
 	cfg    *evalConfig
-	creds  ImageCredentials
+	creds  loader.ImageCredentials
 	req    *ivpolRequest
 	// unavailable is set once a verification function could not ask the
 	// registry (or the transparency log) about an image.
@@ -273,11 +274,11 @@ func (v *imageVerification) verify(image, attestation string, attestors ref.Val)
 			typ = kyvernov1.Notary
 		}
 		for _, a := range at.checks {
-			check := ImageCheck{Image: info.Reference(), Attestor: a, Repository: at.repository, Credentials: v.creds,
+			check := loader.ImageCheck{Image: info.Reference(), Attestor: a, Repository: at.repository, Credentials: v.creds,
 				UseCache: true, VerifiedSince: v.cfg.imagesVerifiedSince, Scope: v.policy.id + "/" + n, PredicateType: att.typ,
 				Type: typ, TSACertificates: at.tsa}
 			if err := v.check(verifier, check, image, attestation); err != nil {
-				if IsImageUnavailable(err) && unavailable == nil {
+				if loader.IsImageUnavailable(err) && unavailable == nil {
 					unavailable = err
 				}
 				continue
@@ -298,7 +299,7 @@ func (v *imageVerification) verify(image, attestation string, attestors ref.Val)
 // first statement of the type for extractPayload: an in-toto statement
 // whole, a referrer's predicate (its layer's JSON), as Kyverno's
 // extractPayload returns them.
-func (v *imageVerification) check(verifier ImageVerifier, c ImageCheck, image, attestation string) error {
+func (v *imageVerification) check(verifier loader.ImageVerifier, c loader.ImageCheck, image, attestation string) error {
 	if c.PredicateType == "" {
 		_, err := verifier.VerifySignatures(v.ctx, c)
 		return err
@@ -575,7 +576,7 @@ func (p *Policy) imageEvaluator(ctx context.Context, in *requestView, cfg *evalC
 	}
 	_, pullSecrets := podImages(obj)
 	verification := &imageVerification{ctx: ctx, policy: p, cfg: cfg, req: in.ivpolState(), payloads: map[[2]string]any{},
-		creds: ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace}}
+		creds: loader.ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace}}
 	attestors := make(map[string]any, len(ip.attestors))
 	for n := range ip.attestors {
 		attestors[n] = attestorRef{name: n}
@@ -677,7 +678,7 @@ func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *
 				errs = append(errs, "no image verifier is configured")
 				continue
 			}
-			digest, err := verifier.ResolveDigest(ctx, img.info.ReferenceWithTag(), ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace})
+			digest, err := verifier.ResolveDigest(ctx, img.info.ReferenceWithTag(), loader.ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace})
 			if err != nil {
 				errs = append(errs, err.Error())
 				continue

@@ -16,6 +16,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/engine/variables"
 	"github.com/charter-dev/charter/engine/wildcard"
 )
@@ -500,7 +501,7 @@ func ClusterFaults(p kyvernov1.PolicyInterface) fault.List {
 	if spec == nil {
 		return nil
 	}
-	f := &faults{kind: p.GetKind(), name: PolicyKey(p)}
+	f := &faults{kind: p.GetKind(), name: policyid.Key(p)}
 	for i := range spec.Rules {
 		raw, err := ruleJSON(&spec.Rules[i])
 		if err != nil {

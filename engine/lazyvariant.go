@@ -3,7 +3,7 @@ package engine
 import (
 	"sync"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"github.com/charter-dev/charter/engine/autogen"
 )
 
 // lazyVariant is a CEL policy's autogen copy (its spec S rewritten for
@@ -37,37 +37,28 @@ func (l *lazyVariant[S, V]) compiled() (*V, string) {
 	return l.v, l.fault
 }
 
-// autogenCopy is a CEL policy's spec S rewritten for some Pod controllers
-// (vpolAutogen, mpolAutogen, ivpolAutogen), named by its key in
-// status.autogen.configs.
-type autogenCopy[S any] struct {
-	name  string
-	spec  *S
-	match *admissionregistrationv1.MatchResources
-}
-
 // appendAutogenVariants appends to variants a variant V for each autogen
 // copy: its matchConstraints compiled now, so the set knows which
 // requests select it, and the rest deferred to a lazyVariant. A copy whose
 // matchConstraints do not compile is a fault at its status.autogen path.
-func appendAutogenVariants[S, V any](variants []*V, copies []autogenCopy[S],
+func appendAutogenVariants[S, V any](variants []*V, copies []autogen.Copy[S],
 	compile func(*S, string, *faults) *V, variant func(*constraints, *lazyVariant[S, V]) *V, f *faults) []*V {
 	for _, c := range copies {
-		path := "status.autogen.configs." + c.name + ".spec"
-		m, err := compileConstraints(c.match)
+		path := "status.autogen.configs." + c.Name + ".spec"
+		m, err := compileConstraints(c.Match)
 		if err != nil {
 			f.add(path+".matchConstraints", err.Error())
 			continue
 		}
-		variants = append(variants, variant(m, newLazyVariant(c.spec, path, compile)))
+		variants = append(variants, variant(m, newLazyVariant(c.Spec, path, compile)))
 	}
 	return variants
 }
 
 // compileVariants compiles a CEL policy's spec into its first variant
-// and, when that has no fault, adds its autogen copies (autogen) as lazy
+// and, when that has no fault, adds its autogen copies (copiesOf) as lazy
 // variants (appendAutogenVariants). The faults are in f.
-func compileVariants[S, V any](spec *S, autogen func(*S) []autogenCopy[S], compile func(*S, string, *faults) *V,
+func compileVariants[S, V any](spec *S, copiesOf func(*S) []autogen.Copy[S], compile func(*S, string, *faults) *V,
 	variant func(*constraints, *lazyVariant[S, V]) *V, f *faults) []*V {
 	var variants []*V
 	if v := compile(spec, "spec", f); v != nil {
@@ -76,5 +67,5 @@ func compileVariants[S, V any](spec *S, autogen func(*S) []autogenCopy[S], compi
 	if len(f.errs) > 0 {
 		return variants
 	}
-	return appendAutogenVariants(variants, autogen(spec), compile, variant, f)
+	return appendAutogenVariants(variants, copiesOf(spec), compile, variant, f)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"regexp"
-	"strings"
 
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -23,6 +21,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/fault"
 )
 
@@ -86,7 +85,7 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 	if len(f.errs) > 0 {
 		return f.errs
 	}
-	mp.variants = appendAutogenVariants(mp.variants, mpolAutogen(spec), compileMPolVariant,
+	mp.variants = appendAutogenVariants(mp.variants, autogen.MutatingPolicy(spec), compileMPolVariant,
 		func(m *constraints, l *lazyVariant[policiesv1.MutatingPolicySpec, mpolVariant]) *mpolVariant {
 			return &mpolVariant{match: m, lazy: l}
 		}, f)
@@ -285,30 +284,6 @@ func (p *Policy) scanTarget(ctx context.Context, in *requestView, cfg *evalConfi
 	return resp
 }
 
-// MutatingPolicyScanRules returns the resource rules of the objects the
-// background scan checks a MutatingPolicy on (WithMutationScan): those it
-// mutates at admission (MutatingPolicyRules) and, for a policy that also
-// mutates existing targets, its targets' (targetMatchConstraints'
-// resource rules, else matchConstraints'). A policy that does not mutate
-// at admission is not scanned, as before: nil, as for other policies.
-func MutatingPolicyScanRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
-	out := MutatingPolicyRules(p)
-	if out == nil {
-		return nil
-	}
-	spec := p.(policiesv1.MutatingPolicyLike).GetMutatingPolicySpec()
-	if !spec.MutateExistingEnabled() {
-		return out
-	}
-	if tmc := spec.TargetMatchConstraints; tmc != nil && len(tmc.ResourceRules) > 0 {
-		return append(out, tmc.ResourceRules...)
-	}
-	if spec.MatchConstraints != nil {
-		out = append(out, spec.MatchConstraints.ResourceRules...)
-	}
-	return out
-}
-
 // mpolEvaluator returns an evaluator of the variant's expressions on the
 // request, its variables bound lazily.
 func (p *Policy) mpolEvaluator(ctx context.Context, in *requestView, cfg *evalConfig, v *mpolVariant) *celEvaluator {
@@ -450,146 +425,4 @@ var mutationObjectInterfaces = admission.NewObjectInterfacesFromScheme(runtime.N
 func mutatingPolicyReinvoked(p kyvernov1.PolicyInterface) bool {
 	mp, ok := p.(policiesv1.MutatingPolicyLike)
 	return ok && mp.GetMutatingPolicySpec().GetReinvocationPolicy() == admissionregistrationv1.IfNeededReinvocationPolicy
-}
-
-// MutatingPolicyRules returns the resource rules a MutatingPolicy's
-// admission webhook must register: those of its matchConstraints and of
-// its autogen copies for Pod controllers. It returns nil for other
-// policies.
-func MutatingPolicyRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
-	mp, ok := p.(policiesv1.MutatingPolicyLike)
-	if !ok {
-		return nil
-	}
-	spec := mp.GetMutatingPolicySpec()
-	if spec.MatchConstraints == nil || !spec.AdmissionEnabled() {
-		// A mutate-existing policy without admission patches nothing at
-		// admission: its triggers come through the validating webhook
-		// (MutateExistingTriggerRules).
-		return nil
-	}
-	out := append([]admissionregistrationv1.NamedRuleWithOperations(nil), spec.MatchConstraints.ResourceRules...)
-	for _, ag := range mpolAutogen(spec) {
-		out = append(out, ag.spec.MatchConstraints.ResourceRules...)
-	}
-	return out
-}
-
-var (
-	// podFieldRef finds the Pod fields a MutatingPolicy reads or sets:
-	// object.spec, object.metadata.labels/annotations (and oldObject's),
-	// and the Object.spec/Object.metadata type names of an
-	// ApplyConfiguration.
-	podFieldRef = regexp.MustCompile(`\b(object|oldObject)\.(spec|metadata\.labels|metadata\.annotations)\b|\bObject\.(spec|metadata)\b`)
-	// rootObject is an ApplyConfiguration's root Object{ literal.
-	rootObject = regexp.MustCompile(`(^|[^.\w])Object\s*\{`)
-)
-
-// mpolAutogen returns the policy's copies for Pod controllers
-// (cel-policy-types.md §3.5). Kyverno rewrites only matchConditions and
-// ApplyConfigurations, which leaves variables reading the Pod's fields on
-// a Deployment (§8.12); charter rewrites the variables too. A JSONPatch
-// names Pod paths that no rewrite can move safely, so a policy with one
-// gets no autogen copies: its Pod mutations are not replayed on
-// controllers, where Kyverno's would fail.
-func mpolAutogen(spec *policiesv1.MutatingPolicySpec) []autogenCopy[policiesv1.MutatingPolicySpec] {
-	for _, m := range spec.Mutations {
-		if m.PatchType != admissionregistrationv1.PatchTypeApplyConfiguration {
-			return nil
-		}
-	}
-	var pc *policiesv1.PodControllersGenerationConfiguration
-	if ag := spec.AutogenConfiguration; ag != nil {
-		pc = ag.PodControllers
-	}
-	var out []autogenCopy[policiesv1.MutatingPolicySpec]
-	for _, t := range podControllerTargets(spec.MatchConstraints, pc) {
-		c := spec.DeepCopy()
-		c.AutogenConfiguration = nil
-		mc := spec.MatchConstraints.DeepCopy()
-		mc.ResourceRules = t.rules
-		c.MatchConstraints = mc
-		for i := range c.MatchConditions {
-			c.MatchConditions[i].Expression = rewritePodFields(c.MatchConditions[i].Expression, t.prefix)
-		}
-		for i := range c.Variables {
-			c.Variables[i].Expression = rewritePodFields(c.Variables[i].Expression, t.prefix)
-		}
-		for i := range c.Mutations {
-			if ac := c.Mutations[i].ApplyConfiguration; ac != nil {
-				ac.Expression = wrapRootObject(rewritePodFields(ac.Expression, t.prefix), t.prefix)
-			}
-		}
-		out = append(out, autogenCopy[policiesv1.MutatingPolicySpec]{name: t.name, spec: c, match: c.MatchConstraints})
-	}
-	return out
-}
-
-// rewritePodFields moves the Pod fields an expression names under a
-// controller's template: object.spec becomes object.spec.template.spec,
-// Object.metadata becomes Object.spec.template.metadata.
-func rewritePodFields(expr, prefix string) string {
-	return podFieldRef.ReplaceAllStringFunc(expr, func(m string) string {
-		root, rest, _ := strings.Cut(m, ".")
-		return root + "." + prefix + rest
-	})
-}
-
-// wrapRootObject nests the root Object{...} literal of an
-// ApplyConfiguration under the controller's template:
-// Object{spec: Object.spec{template: Object.spec.template{...}}}.
-func wrapRootObject(expr, prefix string) string {
-	parts := strings.Split(strings.TrimSuffix(prefix, "."), ".")
-	var open, closing strings.Builder
-	typ := "Object"
-	for _, field := range parts {
-		open.WriteString(field + ": " + typ + "." + field + "{")
-		typ += "." + field
-		closing.WriteString("}")
-	}
-	var b strings.Builder
-	last := 0
-	for _, loc := range rootObject.FindAllStringSubmatchIndex(expr, -1) {
-		start := loc[3] // after the character before Object
-		body := strings.Index(expr[start:], "{") + start
-		end := matchingBrace(expr, body)
-		if end < 0 || start < last {
-			continue
-		}
-		b.WriteString(expr[last:start])
-		b.WriteString("Object{" + open.String())
-		b.WriteString(expr[body+1 : end])
-		b.WriteString(closing.String() + "}")
-		last = end + 1
-	}
-	b.WriteString(expr[last:])
-	return b.String()
-}
-
-// matchingBrace returns the index of the brace closing the one at open,
-// skipping quoted strings; -1 when there is none.
-func matchingBrace(s string, open int) int {
-	depth := 0
-	var quote byte
-	for i := open; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == '\\' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case c == '{':
-			depth++
-		case c == '}':
-			depth--
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return -1
 }

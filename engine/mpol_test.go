@@ -11,6 +11,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/webhookrules"
 )
 
 // TestMutatingPolicies covers the MutatingPolicy pipeline
@@ -268,7 +269,7 @@ func TestMutatingPolicyScan(t *testing.T) {
 // an object the target rules do not select gets no result. The scan
 // answered for the trigger kinds only, so Kyverno's
 // mutating-policies/reporting/existing-admission-flow found no report for
-// the target. MutatingPolicyScanRules names the target resources for the
+// the target. webhookrules.MutatingPolicyScan names the target resources for the
 // scan to list.
 func TestMutatingPolicyScanTargets(t *testing.T) {
 	policies, _ := readCELPolicies(t, "mpol/existing-scan.yaml")
@@ -305,8 +306,8 @@ func TestMutatingPolicyScanTargets(t *testing.T) {
 			}
 		})
 	}
-	rules := MutatingPolicyScanRules(policies[0])
+	rules := webhookrules.MutatingPolicyScan(policies[0])
 	if len(rules) != 2 || rules[0].Resources[0] != "namespaces" || rules[1].Resources[0] != "configmaps" {
-		t.Errorf("MutatingPolicyScanRules = %+v, want the namespaces rule and the configmaps target rule", rules)
+		t.Errorf("webhookrules.MutatingPolicyScan = %+v, want the namespaces rule and the configmaps target rule", rules)
 	}
 }

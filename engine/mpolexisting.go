@@ -16,6 +16,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/match"
 )
 
 // mpolExisting is the mutate-existing part of a MutatingPolicy with
@@ -85,7 +86,7 @@ func compileMPolExisting(spec *policiesv1.MutatingPolicySpec, rule string, names
 							"list the resources, or select targets with targetMatchConstraints", g, v, res))
 						continue
 					}
-					if cluster, known := generate.KnownResourceScope(g, res, ResourceForKind); namespaced && known && cluster {
+					if cluster, known := generate.KnownResourceScope(g, res, match.ResourceForKind); namespaced && known && cluster {
 						f.add(field, fmt.Sprintf("a namespaced policy cannot mutate the cluster-scoped resource %q", res))
 						continue
 					}
@@ -301,7 +302,7 @@ func (p *Policy) mpolTargets(ctx context.Context, e *celEvaluator, v *mpolVarian
 				"metadata": map[string]any{"name": r.Name, "namespace": r.Namespace}}})
 			continue
 		}
-		gvr := gv.WithResource(ResourceForKind(r.Kind))
+		gvr := gv.WithResource(match.ResourceForKind(r.Kind))
 		obj, err := l.Resource(ctx, r.APIVersion, gvr.Resource, r.Namespace, r.Name)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s %s: %w", r.Kind, objectName(r.Namespace, r.Name), err)
@@ -348,21 +349,4 @@ func objectName(namespace, name string) string {
 		return name
 	}
 	return namespace + "/" + name
-}
-
-// MutateExistingTriggerRules returns the resource rules whose requests
-// trigger a mutate-existing MutatingPolicy: its matchConstraints' rules,
-// which the validating webhook registers (UpdateRequests are made from
-// allowed requests, after every mutation). It returns nil for other
-// policies.
-func MutateExistingTriggerRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
-	mp, ok := p.(policiesv1.MutatingPolicyLike)
-	if !ok {
-		return nil
-	}
-	spec := mp.GetMutatingPolicySpec()
-	if !spec.MutateExistingEnabled() || spec.MatchConstraints == nil {
-		return nil
-	}
-	return append([]admissionregistrationv1.NamedRuleWithOperations(nil), spec.MatchConstraints.ResourceRules...)
 }

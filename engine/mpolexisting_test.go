@@ -13,6 +13,9 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/webhookrules"
 )
 
 // objectStore serves resource.* and mutate-existing targets from the
@@ -40,7 +43,7 @@ func readObjectStore(t *testing.T, file string) objectStore {
 func (s objectStore) Resource(_ context.Context, apiVersion, resource, namespace, name string) (map[string]any, error) {
 	for _, o := range s {
 		ref := refOf(o)
-		if ref.APIVersion == apiVersion && ResourceForKind(ref.Kind) == resource && ref.Namespace == namespace && ref.Name == name {
+		if ref.APIVersion == apiVersion && match.ResourceForKind(ref.Kind) == resource && ref.Namespace == namespace && ref.Name == name {
 			return o, nil
 		}
 	}
@@ -51,7 +54,7 @@ func (s objectStore) Resources(_ context.Context, apiVersion, resource, namespac
 	var out []map[string]any
 	for _, o := range s {
 		ref := refOf(o)
-		if ref.APIVersion == apiVersion && ResourceForKind(ref.Kind) == resource && (namespace == "" || ref.Namespace == "" || ref.Namespace == namespace) {
+		if ref.APIVersion == apiVersion && match.ResourceForKind(ref.Kind) == resource && (namespace == "" || ref.Namespace == "" || ref.Namespace == namespace) {
 			out = append(out, o)
 		}
 	}
@@ -152,7 +155,7 @@ func TestMutatingPolicyMutateExisting(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts := []EvalOption{WithMutateExisting(), WithLoaders(Loaders{Resources: store, Namespaces: nsLabels{"default": {"tier": "gold"}}})}
+			opts := []EvalOption{WithMutateExisting(), WithLoaders(loader.Loaders{Resources: store, Namespaces: nsLabels{"default": {"tier": "gold"}}})}
 			if tt.checks {
 				opts = append(opts, WithBackgroundChecks())
 			}
@@ -253,10 +256,10 @@ func TestMutatingPolicyMutateExistingRule(t *testing.T) {
 	if rules := mp.GetSpec().Rules; len(rules) != 0 {
 		t.Errorf("without mutateExisting: rules %+v", rules)
 	}
-	if MutatingPolicyRules(byName["roll-label"]) != nil {
+	if webhookrules.MutatingPolicy(byName["roll-label"]) != nil {
 		t.Error("admission disabled: the mutating webhook must not register the policy")
 	}
-	if got := MutateExistingTriggerRules(byName["roll-label"]); len(got) != 1 || got[0].Resources[0] != "configmaps" {
+	if got := webhookrules.MutateExistingTriggers(byName["roll-label"]); len(got) != 1 || got[0].Resources[0] != "configmaps" {
 		t.Errorf("trigger rules: %+v", got)
 	}
 	// Admission patches nothing for a policy with admission disabled.

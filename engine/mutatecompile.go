@@ -10,6 +10,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/mutate"
 	"github.com/charter-dev/charter/engine/variables"
 )
@@ -142,7 +143,7 @@ func checkLabelValues(v any, path string, f *faults) {
 		vals, _ := meta[field].(map[string]any)
 		for k, val := range vals {
 			if _, ok := val.(string); !ok {
-				f.add(joinPath(path+".metadata."+field, k), fmt.Sprintf("%s values must be strings, found %s", field, jsonKind(val)))
+				f.add(fault.JoinPath(path+".metadata."+field, k), fmt.Sprintf("%s values must be strings, found %s", field, jsonKind(val)))
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/mutate"
 )
 
@@ -42,7 +43,7 @@ type mutateCase struct {
 // fixedObjects serves a test's existing objects.
 type fixedObjects []map[string]any
 
-func (f fixedObjects) Objects(_ context.Context, q ObjectQuery) ([]map[string]any, error) {
+func (f fixedObjects) Objects(_ context.Context, q loader.ObjectQuery) ([]map[string]any, error) {
 	var out []map[string]any
 	for _, o := range f {
 		if ref := refOf(o); ref.Kind == q.Kind && ref.APIVersion == q.APIVersion {
@@ -58,7 +59,7 @@ func TestMutateTestdata(t *testing.T) {
 		if err != nil {
 			t.Fatalf("compile: %v", err)
 		}
-		opts := []EvalOption{WithLoaders(Loaders{Objects: fixedObjects(tc.Existing)})}
+		opts := []EvalOption{WithLoaders(loader.Loaders{Objects: fixedObjects(tc.Existing)})}
 		if tc.MutateExisting {
 			opts = append(opts, WithMutateExisting())
 		}

@@ -7,6 +7,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // TestSameNamePolicies compiles every ordered pair of policies of one
@@ -39,19 +40,19 @@ func TestSameNamePolicies(t *testing.T) {
 					if err != nil {
 						t.Fatalf("Compile: %v", err)
 					}
-					if PolicyKey(a) != PolicyKey(b) || PolicyID(a) == PolicyID(b) {
-						t.Fatalf("keys %q, %q and IDs %q, %q: want one key, two IDs", PolicyKey(a), PolicyKey(b), PolicyID(a), PolicyID(b))
+					if policyid.Key(a) != policyid.Key(b) || policyid.Of(a) == policyid.Of(b) {
+						t.Fatalf("keys %q, %q and IDs %q, %q: want one key, two IDs", policyid.Key(a), policyid.Key(b), policyid.Of(a), policyid.Of(b))
 					}
 					answered := answeringPolicies(set, req)
 					for _, p := range []kyvernov1.PolicyInterface{a, b} {
-						compiled, ok := set.Lookup(PolicyID(p))
+						compiled, ok := set.Lookup(policyid.Of(p))
 						if !ok || compiled.Source() != p {
-							t.Fatalf("Lookup(%q) does not find the %s", PolicyID(p), p.GetKind())
+							t.Fatalf("Lookup(%q) does not find the %s", policyid.Of(p), p.GetKind())
 						}
-						if compiled.Key() != PolicyKey(p) || compiled.ID() != PolicyID(p) {
+						if compiled.Key() != policyid.Key(p) || compiled.ID() != policyid.Of(p) {
 							t.Errorf("%s compiled with key %q, ID %q", p.GetKind(), compiled.Key(), compiled.ID())
 						}
-						if !answered[PolicyID(p)] {
+						if !answered[policyid.Of(p)] {
 							t.Errorf("the %s did not answer the Pod; answered: %v", p.GetKind(), answered)
 						}
 					}
@@ -128,28 +129,12 @@ func TestSamePolicyTwice(t *testing.T) {
 			set, err := Compile([]kyvernov1.PolicyInterface{p, p})
 			var faults fault.List
 			if !errors.As(err, &faults) || len(faults) != 1 || faults[0].Fault != faultDuplicatePolicy ||
-				faults[0].Kind != p.GetKind() || faults[0].Name != PolicyKey(p) {
+				faults[0].Kind != p.GetKind() || faults[0].Name != policyid.Key(p) {
 				t.Fatalf("Compile of the %s twice: %v, want one %q fault naming it", p.GetKind(), err, faultDuplicatePolicy)
 			}
 			if n := len(set.Policies()); n != 1 {
 				t.Errorf("%d policies served, want 1", n)
 			}
 		})
-	}
-}
-
-func TestParsePolicyID(t *testing.T) {
-	for _, tc := range []struct{ id, kind, key string }{
-		{"x", "", "x"},
-		{"team/x", "", "team/x"},
-		{"ValidatingPolicy:x", "ValidatingPolicy", "x"},
-		{"NamespacedValidatingPolicy:team/x", "NamespacedValidatingPolicy", "team/x"},
-	} {
-		if kind, key := ParsePolicyID(tc.id); kind != tc.kind || key != tc.key {
-			t.Errorf("ParsePolicyID(%q) = %q, %q; want %q, %q", tc.id, kind, key, tc.kind, tc.key)
-		}
-		if tc.kind != "" && PolicyIDFor(tc.kind, tc.key) != tc.id {
-			t.Errorf("policyID(%q, %q) = %q, want %q", tc.kind, tc.key, PolicyIDFor(tc.kind, tc.key), tc.id)
-		}
 	}
 }

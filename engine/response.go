@@ -5,6 +5,8 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // RuleStatus is the outcome of one rule, as reports show it.
@@ -116,8 +118,23 @@ type RuleResponse struct {
 	TargetSubresource string
 	// Generated are, for a generate rule that passed, the downstream
 	// objects it wants to exist.
-	Generated []GeneratedObject
+	Generated []generate.DesiredObject
 	// Warnings are messages for the admission response beyond the rule's
 	// result, e.g. a verifyImages image skipped by skipImageReferences.
 	Warnings []string
+}
+
+// ID returns the PolicyID of the response's policy: the responses of a
+// ClusterPolicy and a ValidatingPolicy of one name share a Key, not an ID.
+func (r *PolicyResponse) ID() string {
+	if r.Policy == nil {
+		return r.Key
+	}
+	return policyid.For(r.Policy.GetKind(), r.Key)
+}
+
+// isOf reports whether the response is the policy's, without building an
+// ID.
+func (r *PolicyResponse) isOf(p *Policy) bool {
+	return r.Key == p.key && r.Policy != nil && r.Policy.GetKind() == p.source.GetKind()
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // TestRetargetRefused: a mutate-existing patch that changes its target's
@@ -25,7 +26,7 @@ func TestRetargetRefused(t *testing.T) {
 	trigger := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "trigger", "namespace": "team-a", "labels": map[string]any{"trigger": "yes"}}}
 	resp := set.Mutate(context.Background(), &Request{Operation: kyvernov1.Create, Object: trigger},
-		WithLoaders(Loaders{Objects: fixedObjects(store), Resources: store}), WithMutateExisting())
+		WithLoaders(loader.Loaders{Objects: fixedObjects(store), Resources: store}), WithMutateExisting())
 
 	// want is the message of each rule's one response ("" for a pass
 	// whose patched target keeps the identity).
@@ -80,8 +81,8 @@ func TestCheckRetarget(t *testing.T) {
 	}
 	moved := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "settings"}}
 	err := CheckRetarget("r", read, moved)
-	var re *RetargetError
-	if !errors.As(err, &re) || len(re.Changes) != 1 || re.Changes[0] != (IdentityChange{Field: "namespace", From: "team-a", To: ""}) {
+	var re *retargetError
+	if !errors.As(err, &re) || len(re.Changes) != 1 || re.Changes[0] != (identityChange{Field: "namespace", From: "team-a", To: ""}) {
 		t.Fatalf("namespace removed: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/conditions"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/variables"
 	"github.com/charter-dev/charter/engine/wildcard"
@@ -385,7 +386,7 @@ func walkStrings(v any, path string, fn func(path, s string)) {
 		fn(path, t)
 	case map[string]any:
 		for k, child := range t {
-			p := joinPath(path, k)
+			p := fault.JoinPath(path, k)
 			fn(p, k)
 			walkStrings(child, p, fn)
 		}

@@ -10,6 +10,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/variables"
 )
 
@@ -135,7 +136,7 @@ func checkSecretsScope(scope string, secrets []string, path string, f *faults) {
 		if variables.HasVariables(s) {
 			continue
 		}
-		if err := CheckSecretScope(scope, scope, s); err != nil {
+		if err := loader.CheckSecretScope(scope, scope, s); err != nil {
 			f.add(fmt.Sprintf("%s[%d]", path, i), err.Error())
 		}
 	}
@@ -225,7 +226,7 @@ func (s scopedObjects) List(ctx context.Context, apiVersion, kind, namespace str
 
 // checkGeneratedScope refuses generated objects outside a namespaced
 // policy's namespace (a namespace given by a variable).
-func checkGeneratedScope(namespace string, objs []GeneratedObject) error {
+func checkGeneratedScope(namespace string, objs []generate.DesiredObject) error {
 	if namespace == "" {
 		return nil
 	}

@@ -15,6 +15,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // scopeCase is one testdata/scope/*.yaml file: policies, existing objects,
@@ -66,7 +67,7 @@ func TestNamespacedPolicyScope(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: compile: %v", file, err)
 		}
-		loaders := Loaders{Objects: fixedObjects(sc.Existing), ConfigMaps: fakeConfigMaps(sc.ConfigMaps), APICalls: fakeAPI(sc.APICalls),
+		loaders := loader.Loaders{Objects: fixedObjects(sc.Existing), ConfigMaps: fakeConfigMaps(sc.ConfigMaps), APICalls: fakeAPI(sc.APICalls),
 			GlobalContext: scopedGlobalContext(sc.GlobalContext)}
 		opts := []EvalOption{WithLoaders(loaders), WithMutateExisting()}
 		for _, c := range sc.Cases {
@@ -137,7 +138,7 @@ type scopedGlobalContext map[string]scopedGlobalEntry
 func (g scopedGlobalContext) GlobalContextEntry(ctx context.Context, name string) (any, error) {
 	e, ok := g[name]
 	if !ok {
-		return nil, ErrGlobalContextEntryNotFound
+		return nil, loader.ErrGlobalContextEntryNotFound
 	}
 	return e.Data, nil
 }
@@ -215,7 +216,7 @@ func TestCleanupPolicyReadsItsNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 		api := fakeAPI{"/api/v1/namespaces/team-a/configmaps": map[string]any{}, "/api/v1/namespaces/team-b/configmaps": map[string]any{}}
-		_, err = p.Prepare(context.Background(), WithLoaders(Loaders{APICalls: api}))
+		_, err = p.Prepare(context.Background(), WithLoaders(loader.Loaders{APICalls: api}))
 		if (err != nil) != wantErr || (wantErr && !strings.Contains(err.Error(), `own namespace "team-a"`)) {
 			t.Errorf("reading %s's ConfigMaps: %v, want error %v", ns, err, wantErr)
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/charter-dev/charter/engine/jsoncontext"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/wildcard"
 )
 
@@ -45,7 +46,7 @@ func (ev *evaluation) mutateTargets(ctx context.Context, doc *jsoncontext.Docume
 			}
 		}
 		for _, obj := range objs {
-			if !q.selects(obj, sel) {
+			if !querySelects(q, obj, sel) {
 				continue
 			}
 			ref := refOf(obj)
@@ -83,8 +84,8 @@ func (ev *evaluation) mutateTargets(ctx context.Context, doc *jsoncontext.Docume
 
 // targetQuery substitutes the variables of a targets entry. A namespaced
 // Policy only reaches objects in its own namespace.
-func (ev *evaluation) targetQuery(doc *jsoncontext.Document, t *mutateTarget) (ObjectQuery, error) {
-	q := ObjectQuery{}
+func (ev *evaluation) targetQuery(doc *jsoncontext.Document, t *mutateTarget) (loader.ObjectQuery, error) {
+	q := loader.ObjectQuery{}
 	for _, f := range []struct {
 		dst *string
 		src string
@@ -125,8 +126,8 @@ func (ev *evaluation) targetQuery(doc *jsoncontext.Document, t *mutateTarget) (O
 	return q, nil
 }
 
-// selects reports whether obj is one the query asks for.
-func (q ObjectQuery) selects(obj map[string]any, sel labels.Selector) bool {
+// querySelects reports whether obj is one the query asks for.
+func querySelects(q loader.ObjectQuery, obj map[string]any, sel labels.Selector) bool {
 	ref := refOf(obj)
 	if ref.APIVersion != q.APIVersion || ref.Kind != q.Kind {
 		return false
@@ -157,14 +158,14 @@ func refOf(obj map[string]any) ResourceRef {
 	return ref
 }
 
-// RetargetError says a mutate-existing patch would write another object
+// retargetError says a mutate-existing patch would write another object
 // than the target it was given: its apiVersion, kind, namespace or name
 // changed. The write is refused, whatever the policy's kind: the target was
 // selected (and, for a namespaced policy, confined to its namespace) by
 // its identity, and a patch that rewrote the identity would land on an
 // object the selection never chose (a tenant's Policy relabelling
 // another tenant's Namespace).
-type RetargetError struct {
+type retargetError struct {
 	// Rule is the rule (for a MutatingPolicy, its synthetic rule, named
 	// after the policy).
 	Rule string
@@ -172,16 +173,16 @@ type RetargetError struct {
 	Read ResourceRef
 	// Changes are the identity fields that differ, in the order
 	// apiVersion, kind, namespace, name.
-	Changes []IdentityChange
+	Changes []identityChange
 }
 
-// IdentityChange is one identity field of an object and its two values.
-type IdentityChange struct {
+// identityChange is one identity field of an object and its two values.
+type identityChange struct {
 	Field    string
 	From, To string
 }
 
-func (e *RetargetError) Error() string {
+func (e *retargetError) Error() string {
 	parts := make([]string, len(e.Changes))
 	for i, c := range e.Changes {
 		parts[i] = fmt.Sprintf("%s from %s to %s", c.Field, quoteEmpty(c.From), quoteEmpty(c.To))
@@ -199,8 +200,8 @@ func quoteEmpty(s string) string {
 }
 
 // identityChanges lists the identity fields in which two objects differ.
-func identityChanges(read, written ResourceRef) []IdentityChange {
-	var out []IdentityChange
+func identityChanges(read, written ResourceRef) []identityChange {
+	var out []identityChange
 	for _, f := range []struct{ field, from, to string }{
 		{"apiVersion", read.APIVersion, written.APIVersion},
 		{"kind", read.Kind, written.Kind},
@@ -208,7 +209,7 @@ func identityChanges(read, written ResourceRef) []IdentityChange {
 		{"name", read.Name, written.Name},
 	} {
 		if f.from != f.to {
-			out = append(out, IdentityChange{Field: f.field, From: f.from, To: f.to})
+			out = append(out, identityChange{Field: f.field, From: f.from, To: f.to})
 		}
 	}
 	return out
@@ -220,7 +221,7 @@ func identityChanges(read, written ResourceRef) []IdentityChange {
 // write, so that nothing the engine missed is written.
 func CheckRetarget(rule string, read ResourceRef, patched map[string]any) error {
 	if changes := identityChanges(read, refOf(patched)); len(changes) > 0 {
-		return &RetargetError{Rule: rule, Read: read, Changes: changes}
+		return &retargetError{Rule: rule, Read: read, Changes: changes}
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 	"testing"
+
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // ValidateTimed answers exactly what Validate answers on every validate
@@ -15,7 +17,7 @@ func TestValidateTimedMatchesValidate(t *testing.T) {
 			t.Fatalf("compile: %v", err)
 		}
 		req := tc.request()
-		opts := []EvalOption{WithLoaders(Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)})}
+		opts := []EvalOption{WithLoaders(loader.Loaders{ConfigMaps: fakeConfigMaps(tc.ConfigMaps), APICalls: fakeAPI(tc.APICalls)})}
 		if tc.Values != nil || tc.ContextValues != nil || tc.ForeachValues != nil {
 			opts = append(opts, WithValues(fixedValues{tc.Values, tc.ContextValues, tc.ForeachValues}))
 		}

@@ -1,114 +1,13 @@
 package engine
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
-	"slices"
-	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/unsupported"
 )
-
-type unsupportedCase struct {
-	Name   string          `json:"name"`
-	Object json.RawMessage `json:"object"`
-	Want   []string        `json:"want"`
-}
-
-// decodePolicyObject decodes a policy of any kind UnsupportedFeatures
-// knows, strictly.
-func decodePolicyObject(t *testing.T, raw json.RawMessage) any {
-	t.Helper()
-	var meta struct {
-		Kind string `json:"kind"`
-	}
-	if err := json.Unmarshal(raw, &meta); err != nil {
-		t.Fatal(err)
-	}
-	var obj any
-	switch meta.Kind {
-	case "ClusterPolicy":
-		obj = &kyvernov1.ClusterPolicy{}
-	case "Policy":
-		obj = &kyvernov1.Policy{}
-	case "ClusterCleanupPolicy":
-		obj = &kyvernov2.ClusterCleanupPolicy{}
-	case "CleanupPolicy":
-		obj = &kyvernov2.CleanupPolicy{}
-	default:
-		t.Fatalf("unknown kind %q", meta.Kind)
-	}
-	if err := yaml.UnmarshalStrict(raw, obj); err != nil {
-		t.Fatal(err)
-	}
-	return obj
-}
-
-func describeFinding(u *Unsupported) string {
-	where := map[Where]string{InCluster: "cluster", InCLI: "cli", Everywhere: "everywhere"}[u.Where]
-	action := "audit"
-	if u.Enforce {
-		action = "enforce"
-	}
-	return fmt.Sprintf("%s %s %s: %s", where, action, u.Field, u.Feature)
-}
-
-func loadUnsupportedCases(t *testing.T) []unsupportedCase {
-	data, err := os.ReadFile("testdata/unsupported/policies.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Cases []unsupportedCase `json:"cases"`
-	}
-	if err := yaml.UnmarshalStrict(data, &file); err != nil {
-		t.Fatal(err)
-	}
-	return file.Cases
-}
-
-// TestUnsupportedFeatures runs the unsupported-feature table over the
-// policies of testdata/unsupported: each finding names the field where the
-// feature is used, where charter cannot run it, and whether its rule
-// enforces.
-func TestUnsupportedFeatures(t *testing.T) {
-	for _, tc := range loadUnsupportedCases(t) {
-		t.Run(tc.Name, func(t *testing.T) {
-			var got []string
-			for _, u := range UnsupportedFeatures(decodePolicyObject(t, tc.Object)) {
-				got = append(got, describeFinding(u))
-			}
-			slices.Sort(got)
-			want := slices.Clone(tc.Want)
-			slices.Sort(want)
-			if !slices.Equal(got, want) {
-				t.Errorf("findings:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-			}
-		})
-	}
-}
-
-// TestUnsupportedTableCovered checks that every entry of the table is
-// found by some case above, so an entry that stops matching (a renamed
-// field, a broken pattern) cannot go unnoticed.
-func TestUnsupportedTableCovered(t *testing.T) {
-	found := map[string]bool{}
-	for _, tc := range loadUnsupportedCases(t) {
-		for _, u := range UnsupportedFeatures(decodePolicyObject(t, tc.Object)) {
-			found[u.Feature] = true
-		}
-	}
-	for _, f := range unsupportedFeatures {
-		if !found[f.name] {
-			t.Errorf("no case in testdata/unsupported uses %q (%s)", f.name, f.path)
-		}
-	}
-}
 
 // TestUnsupportedCompiled checks that Compile records the findings on the
 // compiled policy and the set, and that they read as the status and the
@@ -141,12 +40,12 @@ spec:
 	if len(all) != 2 {
 		t.Fatalf("findings: %v", all)
 	}
-	cli := set.Policies()[0].Unsupported().In(InCLI)
+	cli := set.Policies()[0].Unsupported().In(unsupported.InCLI)
 	if len(cli) != 2 || cli[1].Field != "spec.rules[1].celPreconditions[0].expression" || cli[1].Enforce {
 		t.Fatalf("CLI findings: %v", cli)
 	}
 	want := `spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet`
-	if got := all.In(InCluster).Enforced().Messages(); got != want {
+	if got := all.In(unsupported.InCluster).Enforced().Messages(); got != want {
 		t.Errorf("messages:\n got %s\nwant %s", got, want)
 	}
 	if got := cli.Enforced().Error(); got != `ClusterPolicy "verify": spec.rules[0].validate.assert: validate.assert is not supported by charter anywhere yet` {

@@ -2,12 +2,10 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,8 +23,8 @@ import (
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/charter-dev/charter/api/charter"
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/celenv"
 	"github.com/charter-dev/charter/engine/fault"
 )
@@ -131,7 +129,7 @@ func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike,
 	if len(spec.Validations) == 0 && len(spec.AuditAnnotations) == 0 {
 		f.add("spec.validations", "a ValidatingPolicy needs at least one validation or audit annotation")
 	}
-	vp.variants = compileVariants(spec, vpolAutogen, compileVPolVariant,
+	vp.variants = compileVariants(spec, autogen.ValidatingPolicy, compileVPolVariant,
 		func(m *constraints, l *lazyVariant[policiesv1.ValidatingPolicySpec, vpolVariant]) *vpolVariant {
 			return &vpolVariant{match: m, lazy: l}
 		}, f)
@@ -797,172 +795,4 @@ func (e *celEvaluator) vpolMessage(x *celExpression, i int) string {
 		return x.message
 	}
 	return fmt.Sprintf("CEL expression validation failed at index %d", i)
-}
-
-// Pod controllers of autogen, by the resource name that selects them.
-var (
-	defaultsControllers = []struct{ group, resource string }{
-		{"apps", "daemonsets"}, {"apps", "deployments"}, {"apps", "replicasets"}, {"apps", "statefulsets"}, {"batch", "jobs"},
-	}
-	objectRef = regexp.MustCompile(`\b(object|oldObject)\.`)
-)
-
-// vpolAutogen returns the policy's copies for Pod controllers
-// (cel-policy-types.md §3.5): when it matches exactly Pods, one copy for
-// daemonsets, deployments, replicasets, statefulsets and jobs, with
-// object.X read as object.spec.template.X, and one for cronjobs under
-// spec.jobTemplate.spec.template. object.metadata.namespace keeps its
-// meaning, as in Kyverno, and so does object.metadata.name (Kyverno
-// rewrites it to the template's, which has none, so that an expression
-// naming the object errs on every controller).
-func vpolAutogen(spec *policiesv1.ValidatingPolicySpec) []autogenCopy[policiesv1.ValidatingPolicySpec] {
-	var pc *policiesv1.PodControllersGenerationConfiguration
-	if ag := spec.AutogenConfiguration; ag != nil {
-		pc = ag.PodControllers
-	}
-	var out []autogenCopy[policiesv1.ValidatingPolicySpec]
-	for _, t := range podControllerTargets(spec.MatchConstraints, pc) {
-		if s := rewriteForController(spec, t.prefix, t.rules); s != nil {
-			out = append(out, autogenCopy[policiesv1.ValidatingPolicySpec]{name: t.name, spec: s, match: s.MatchConstraints})
-		}
-	}
-	return out
-}
-
-// autogenTarget is one autogen copy of a Pod policy: its name (defaults,
-// cronjobs), where the Pod's fields are in those controllers (object.X
-// becomes object.<prefix>X) and the resource rules that select them.
-type autogenTarget struct {
-	name   string
-	prefix string
-	rules  []admissionregistrationv1.NamedRuleWithOperations
-}
-
-// podControllerTargets returns the autogen copies of a policy whose
-// matchConstraints select exactly Pods (cel-policy-types.md §3.5: one
-// resource rule, v1 pods, no resourceNames, no excludeResourceRules, no
-// objectSelector), for the controllers pc selects (unset: all).
-func podControllerTargets(mc *admissionregistrationv1.MatchResources, pc *policiesv1.PodControllersGenerationConfiguration) []autogenTarget {
-	if mc == nil || len(mc.ResourceRules) != 1 || len(mc.ExcludeResourceRules) > 0 || mc.ObjectSelector != nil && (len(mc.ObjectSelector.MatchLabels) > 0 || len(mc.ObjectSelector.MatchExpressions) > 0) {
-		return nil
-	}
-	rule := mc.ResourceRules[0]
-	if len(rule.ResourceNames) > 0 || !slices.Equal(rule.APIGroups, []string{""}) || !slices.Equal(rule.APIVersions, []string{"v1"}) || !slices.Equal(rule.Resources, []string{"pods"}) {
-		return nil
-	}
-	wanted := map[string]bool{}
-	all := true
-	if pc != nil {
-		if pc.Enabled != nil && !*pc.Enabled {
-			return nil
-		}
-		if pc.Controllers != nil {
-			all = false
-			for _, c := range pc.Controllers {
-				wanted[controllerResource(c)] = true
-			}
-		}
-	}
-	var out []autogenTarget
-	byGroup := map[string][]string{}
-	var groups []string
-	for _, c := range defaultsControllers {
-		if all || wanted[c.resource] {
-			if byGroup[c.group] == nil {
-				groups = append(groups, c.group)
-			}
-			byGroup[c.group] = append(byGroup[c.group], c.resource)
-		}
-	}
-	if len(groups) > 0 {
-		var rules []admissionregistrationv1.NamedRuleWithOperations
-		for _, g := range groups {
-			rules = append(rules, controllerRule(rule, g, byGroup[g]))
-		}
-		out = append(out, autogenTarget{name: "defaults", prefix: "spec.template.", rules: rules})
-	}
-	if all || wanted["cronjobs"] {
-		rules := []admissionregistrationv1.NamedRuleWithOperations{controllerRule(rule, "batch", []string{"cronjobs"})}
-		out = append(out, autogenTarget{name: "cronjobs", prefix: "spec.jobTemplate.spec.template.", rules: rules})
-	}
-	return out
-}
-
-// controllerResource normalises a controller name (Deployment,
-// deployments) to its resource name.
-func controllerResource(c string) string {
-	c = strings.ToLower(c)
-	if !strings.HasSuffix(c, "s") {
-		c += "s"
-	}
-	return c
-}
-
-func controllerRule(pod admissionregistrationv1.NamedRuleWithOperations, group string, resources []string) admissionregistrationv1.NamedRuleWithOperations {
-	r := *pod.DeepCopy()
-	r.APIGroups = []string{group}
-	r.APIVersions = []string{"v1"}
-	r.Resources = resources
-	return r
-}
-
-func rewriteForController(spec *policiesv1.ValidatingPolicySpec, prefix string, rules []admissionregistrationv1.NamedRuleWithOperations) *policiesv1.ValidatingPolicySpec {
-	c := spec.DeepCopy()
-	c.MatchConstraints = nil
-	c.AutogenConfiguration = nil
-	out := &policiesv1.ValidatingPolicySpec{}
-	if !rewriteObjectRefs(c, prefix, out) {
-		return nil
-	}
-	mc := spec.MatchConstraints.DeepCopy()
-	mc.ResourceRules = rules
-	out.MatchConstraints = mc
-	// Kyverno's copy keeps the policy's autogen settings (status.autogen
-	// shows them); they hold no expression to rewrite.
-	out.AutogenConfiguration = spec.AutogenConfiguration.DeepCopy()
-	return out
-}
-
-// rewriteObjectRefs decodes into out the JSON of in with every object.X
-// and oldObject.X read as object.<prefix>X, except metadata.namespace and
-// metadata.name (Kyverno's autogen text replacement over the whole spec).
-func rewriteObjectRefs(in any, prefix string, out any) bool {
-	data, err := json.Marshal(in)
-	if err != nil {
-		return false
-	}
-	text := string(data)
-	var b strings.Builder
-	last := 0
-	for _, m := range objectRef.FindAllStringSubmatchIndex(text, -1) {
-		b.WriteString(text[last:m[0]])
-		rest := text[m[1]:]
-		if strings.HasPrefix(rest, "metadata.namespace") || strings.HasPrefix(rest, "metadata.name") {
-			b.WriteString(text[m[0]:m[1]])
-		} else {
-			b.WriteString(text[m[2]:m[3]] + "." + prefix)
-		}
-		last = m[1]
-	}
-	b.WriteString(text[last:])
-	return json.Unmarshal([]byte(b.String()), out) == nil
-}
-
-// ValidatingPolicyRules returns the resource rules a ValidatingPolicy's
-// admission webhook must register: those of its matchConstraints and of its
-// autogen copies for Pod controllers. It returns nil for other policies.
-func ValidatingPolicyRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
-	vp, ok := p.(policiesv1.ValidatingPolicyLike)
-	if !ok {
-		return nil
-	}
-	spec := vp.GetValidatingPolicySpec()
-	if spec.MatchConstraints == nil {
-		return nil
-	}
-	out := append([]admissionregistrationv1.NamedRuleWithOperations(nil), spec.MatchConstraints.ResourceRules...)
-	for _, ag := range vpolAutogen(spec) {
-		out = append(out, ag.spec.MatchConstraints.ResourceRules...)
-	}
-	return out
 }

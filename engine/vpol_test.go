@@ -15,6 +15,8 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/match"
 )
 
 // readCELPolicies decodes the policies.kyverno.io documents of a testdata
@@ -88,7 +90,7 @@ type resourceMap []map[string]any
 func (r resourceMap) Resource(_ context.Context, apiVersion, resource, namespace, name string) (map[string]any, error) {
 	for _, o := range r {
 		meta := o["metadata"].(map[string]any)
-		if o["apiVersion"] == apiVersion && ResourceForKind(o["kind"].(string)) == resource && meta["namespace"] == namespace && meta["name"] == name {
+		if o["apiVersion"] == apiVersion && match.ResourceForKind(o["kind"].(string)) == resource && meta["namespace"] == namespace && meta["name"] == name {
 			return o, nil
 		}
 	}
@@ -131,7 +133,7 @@ func TestValidatingPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loaders := Loaders{
+	loaders := loader.Loaders{
 		Resources: resourceMap{{"apiVersion": "v1", "kind": "ConfigMap",
 			"metadata": map[string]any{"name": "registries", "namespace": "default"},
 			"data":     map[string]any{"list": "registry.local/,ghcr.io/"}}},
@@ -324,7 +326,7 @@ func TestValidatingPolicyPromotion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loaders := WithLoaders(Loaders{Namespaces: nsLabels{"shop": {"charter.dev/enforcement": "enforce"}}})
+	loaders := WithLoaders(loader.Loaders{Namespaces: nsLabels{"shop": {"charter.dev/enforcement": "enforce"}}})
 	for ns, want := range map[string]Action{"shop": Enforce, "dev": Audit} {
 		resp := set.Validate(context.Background(), &Request{Object: pod(ns, "web", nil, "nginx:latest")}, loaders)
 		if len(resp.Policies) != 1 || resp.Policies[0].Rules[0].Action != want || resp.Policies[0].Rules[0].Status != StatusFail {

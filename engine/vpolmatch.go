@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/charter-dev/charter/engine/match"
 )
 
 // constraints are compiled matchConstraints (cel-policy-types.md §3.2):
@@ -103,7 +105,7 @@ func (in *requestView) resource() schema.GroupVersionResource {
 	if in.req.Resource.Resource != "" {
 		return in.req.Resource
 	}
-	return schema.GroupVersionResource{Group: in.gvk.Group, Version: in.gvk.Version, Resource: ResourceForKind(in.gvk.Kind)}
+	return schema.GroupVersionResource{Group: in.gvk.Group, Version: in.gvk.Version, Resource: match.ResourceForKind(in.gvk.Kind)}
 }
 
 func ruleSelects(r *admissionregistrationv1.NamedRuleWithOperations, in *requestView, gvr schema.GroupVersionResource) bool {
@@ -176,36 +178,4 @@ func resourceListed(list []string, resource, sub string) bool {
 		}
 	}
 	return false
-}
-
-// irregularResources are the built-in kinds whose resource name is not the
-// regular plural of the kind.
-var irregularResources = map[string]string{
-	"Endpoints":                        "endpoints",
-	"PodSecurityPolicy":                "podsecuritypolicies",
-	"ComponentStatus":                  "componentstatuses",
-	"PodMetrics":                       "pods",
-	"NodeMetrics":                      "nodes",
-	"SecurityContextConstraints":       "securitycontextconstraints",
-	"ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
-}
-
-// ResourceForKind returns the resource name of a kind by Kubernetes'
-// conventions (lower case, plural), which every built-in kind and most
-// CRDs follow. Offline callers (the CLI) use it where the API server
-// would say.
-func ResourceForKind(kind string) string {
-	if r, ok := irregularResources[kind]; ok {
-		return r
-	}
-	k := strings.ToLower(kind)
-	switch {
-	case k == "":
-		return ""
-	case strings.HasSuffix(k, "s"), strings.HasSuffix(k, "x"), strings.HasSuffix(k, "ch"), strings.HasSuffix(k, "sh"):
-		return k + "es"
-	case strings.HasSuffix(k, "y") && len(k) > 1 && !strings.ContainsRune("aeiou", rune(k[len(k)-2])):
-		return k[:len(k)-1] + "ies"
-	}
-	return k + "s"
 }

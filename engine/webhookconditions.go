@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/cel-go/common/types"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
@@ -16,6 +15,8 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/engine/celenv"
 )
 
 // maxWebhookConditions is the API server's limit on a webhook's
@@ -140,20 +141,6 @@ func HasWebhookConditions(p kyvernov1.PolicyInterface) bool {
 	return len(WebhookMatchConditions(p)) > 0
 }
 
-// FineGrainedKey names a policy's own webhook (its path ends in it): the
-// PolicyKey of a ClusterPolicy or Policy, as Kyverno's; for the other
-// kinds "<kind>.policies.kyverno.io/<PolicyKey>", lower case. Each segment
-// is a DNS subdomain, as the API server wants of a Service path, and no
-// two policies share one: a namespace name holds no dot, so the kind's
-// segment is never a Policy's namespace, and a ValidatingPolicy and a
-// ClusterPolicy of one name differ.
-func FineGrainedKey(p kyvernov1.PolicyInterface) string {
-	if isKyvernoKind(p.GetKind()) {
-		return PolicyKey(p)
-	}
-	return strings.ToLower(p.GetKind()) + "." + policiesv1.GroupVersion.Group + "/" + PolicyKey(p)
-}
-
 // WebhookMatchConditions are the conditions charter's webhook for p
 // carries, nil when p shares a webhook with other policies.
 //
@@ -184,17 +171,17 @@ func WebhookMatchConditions(p kyvernov1.PolicyInterface) []admissionregistration
 		return p.GetSpec().GetMatchConditions()
 	case policiesv1.ValidatingPolicyLike:
 		spec := t.GetValidatingPolicySpec()
-		conditions, podOnly = spec.MatchConditions, len(vpolAutogen(spec)) > 0
+		conditions, podOnly = spec.MatchConditions, len(autogen.ValidatingPolicy(spec)) > 0
 	case policiesv1.ImageValidatingPolicyLike:
 		spec := t.GetImageValidatingPolicySpec()
 		var pc *policiesv1.PodControllersGenerationConfiguration
 		if ag := spec.AutogenConfiguration; ag != nil {
 			pc = ag.PodControllers
 		}
-		conditions, podOnly = spec.MatchConditions, len(podControllerTargets(spec.MatchConstraints, pc)) > 0
+		conditions, podOnly = spec.MatchConditions, len(autogen.PodControllerTargets(spec.MatchConstraints, pc)) > 0
 	case policiesv1.MutatingPolicyLike:
 		spec := t.GetMutatingPolicySpec()
-		conditions, podOnly = spec.MatchConditions, len(mpolAutogen(spec)) > 0
+		conditions, podOnly = spec.MatchConditions, len(autogen.MutatingPolicy(spec)) > 0
 	case policiesv1.GeneratingPolicyLike:
 		conditions = t.GetGeneratingPolicySpec().MatchConditions
 	default:
@@ -217,38 +204,6 @@ func WebhookMatchConditions(p kyvernov1.PolicyInterface) []admissionregistration
 		out = append(out, admissionregistrationv1.MatchCondition{Name: mc.Name, Expression: expr})
 	}
 	return out
-}
-
-// WebhookSelectors are the namespaceSelector and objectSelector of a
-// policies.kyverno.io policy's matchConstraints, nil for other kinds and
-// for none. A policy's own webhook (HasWebhookConditions) carries them:
-// the API server evaluates a webhook's matchConditions only for the
-// requests its selectors select, so a condition that errs under
-// failurePolicy Fail never refuses a request outside what the policy
-// matches. They mean the same for a webhook as in matchConstraints.
-func WebhookSelectors(p kyvernov1.PolicyInterface) (namespaceSelector, objectSelector *metav1.LabelSelector) {
-	mc, _ := CELMatchConstraints(p)
-	if mc == nil {
-		return nil, nil
-	}
-	return mc.NamespaceSelector, mc.ObjectSelector
-}
-
-// CELMatchConstraints returns the spec.matchConstraints (nil when unset)
-// of a Validating, ImageValidating, Mutating or GeneratingPolicy, of
-// either scope, and true; for other kinds nil and false.
-func CELMatchConstraints(p kyvernov1.PolicyInterface) (*admissionregistrationv1.MatchResources, bool) {
-	switch t := p.(type) {
-	case policiesv1.ValidatingPolicyLike:
-		return t.GetValidatingPolicySpec().MatchConstraints, true
-	case policiesv1.ImageValidatingPolicyLike:
-		return t.GetImageValidatingPolicySpec().MatchConstraints, true
-	case policiesv1.MutatingPolicyLike:
-		return t.GetMutatingPolicySpec().MatchConstraints, true
-	case policiesv1.GeneratingPolicyLike:
-		return t.GetGeneratingPolicySpec().MatchConstraints, true
-	}
-	return nil, false
 }
 
 // podRequestGuard is true for a request on anything but Pods (their
@@ -282,6 +237,6 @@ func apiServerEvaluates(expr string) bool {
 // one that does not parse (with the optional syntax the API server
 // allows) may.
 func mayReadIdent(expr, ident string) bool {
-	reads, parsed := celIdentRead(expr, ident)
+	reads, parsed := celenv.IdentRead(expr, ident)
 	return reads || !parsed
 }

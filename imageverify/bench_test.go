@@ -7,6 +7,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/imagetest"
 )
@@ -35,7 +36,7 @@ spec:
 `)
 	images := policy(b, keyEntry(reg.Host+"/app*", key.PublicPEM, ""))
 	v := imageverify.New(imageverify.Options{Egress: imagetest.LoopbackEgress(), Cache: imageverify.NewCache(100, time.Hour, nil)})
-	opts := []engine.EvalOption{engine.WithLoaders(engine.Loaders{ImageVerifier: v})}
+	opts := []engine.EvalOption{engine.WithLoaders(loader.Loaders{ImageVerifier: v})}
 	for _, c := range []struct {
 		name     string
 		policies []kyvernov1.PolicyInterface

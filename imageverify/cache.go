@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // Cache holds verified results, keyed by the image digest and a hash of
@@ -30,7 +30,7 @@ type Cache struct {
 
 type cacheEntry struct {
 	key      string
-	val      any // engine.ImageVerified or imageData
+	val      any // loader.ImageVerified or imageData
 	verified time.Time
 	expires  time.Time
 }
@@ -46,14 +46,14 @@ func NewCache(size int, ttl time.Duration, now func() time.Time) *Cache {
 
 // Get returns the result stored under key, if it has not expired and was
 // verified at or after since (any time when since is zero).
-func (c *Cache) Get(key string, since time.Time) (engine.ImageVerified, bool) {
+func (c *Cache) Get(key string, since time.Time) (loader.ImageVerified, bool) {
 	v, ok := c.get(key, since)
-	res, isResult := v.(engine.ImageVerified)
+	res, isResult := v.(loader.ImageVerified)
 	return res, ok && isResult
 }
 
 // Put stores a result.
-func (c *Cache) Put(key string, res engine.ImageVerified) { c.put(key, res) }
+func (c *Cache) Put(key string, res loader.ImageVerified) { c.put(key, res) }
 
 func (c *Cache) get(key string, since time.Time) (any, bool) {
 	c.mu.Lock()
@@ -107,9 +107,9 @@ func (c *Cache) Len() int {
 // where repository is the image's reference without tag or digest. The
 // credentials are left out: they decide how the registry is reached, not
 // what is accepted.
-func cacheKey(repository, digest string, kind checkKind, check engine.ImageCheck) (string, error) {
+func cacheKey(repository, digest string, kind checkKind, check loader.ImageCheck) (string, error) {
 	c := check
-	c.Image, c.Credentials, c.UseCache, c.VerifiedSince = "", engine.ImageCredentials{}, false, time.Time{}
+	c.Image, c.Credentials, c.UseCache, c.VerifiedSince = "", loader.ImageCredentials{}, false, time.Time{}
 	data, err := json.Marshal(c)
 	if err != nil {
 		return "", err

@@ -4,14 +4,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 func TestCache(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := start
 	c := NewCache(2, time.Hour, func() time.Time { return now })
-	c.Put("a", engine.ImageVerified{Digest: "sha256:a"})
+	c.Put("a", loader.ImageVerified{Digest: "sha256:a"})
 
 	if got, ok := c.Get("a", time.Time{}); !ok || got.Digest != "sha256:a" {
 		t.Fatalf("Get(a) = %v, %v", got, ok)
@@ -23,15 +23,15 @@ func TestCache(t *testing.T) {
 	if _, ok := c.Get("a", start); !ok {
 		t.Fatal("a result verified at since was refused")
 	}
-	c.Put("a", engine.ImageVerified{Digest: "sha256:a"}) // verified again
+	c.Put("a", loader.ImageVerified{Digest: "sha256:a"}) // verified again
 	if _, ok := c.Get("a", now); !ok {
 		t.Fatal("a result verified again was refused")
 	}
 
 	// Least recently used goes first beyond the size bound.
-	c.Put("b", engine.ImageVerified{})
+	c.Put("b", loader.ImageVerified{})
 	c.Get("a", time.Time{})
-	c.Put("c", engine.ImageVerified{})
+	c.Put("c", loader.ImageVerified{})
 	if _, ok := c.Get("b", time.Time{}); ok || c.Len() != 2 {
 		t.Fatalf("b kept beyond the bound (len %d)", c.Len())
 	}

@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // SecretReader reads the pull secrets a check names.
@@ -24,7 +24,7 @@ type SecretReader interface {
 
 // reference parses the image and returns the registry options of the
 // check: its keychain and transport.
-func (v *Verifier) reference(ctx context.Context, image string, creds engine.ImageCredentials) (name.Reference, []ociremote.Option, error) {
+func (v *Verifier) reference(ctx context.Context, image string, creds loader.ImageCredentials) (name.Reference, []ociremote.Option, error) {
 	ref, opts, err := v.remoteReference(ctx, image, creds)
 	if err != nil {
 		return nil, nil, err
@@ -35,7 +35,7 @@ func (v *Verifier) reference(ctx context.Context, image string, creds engine.Ima
 // remoteReference is reference for go-containerregistry's remote package:
 // the image on the registry asked (the mirror, when set) and the options
 // that reach it.
-func (v *Verifier) remoteReference(ctx context.Context, image string, creds engine.ImageCredentials) (name.Reference, []remote.Option, error) {
+func (v *Verifier) remoteReference(ctx context.Context, image string, creds loader.ImageCredentials) (name.Reference, []remote.Option, error) {
 	ref, err := name.ParseReference(image, v.nameOptions(creds)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("invalid image reference %q: %w", image, err)
@@ -61,7 +61,7 @@ func (v *Verifier) remoteReference(ctx context.Context, image string, creds engi
 	}, nil
 }
 
-func (v *Verifier) nameOptions(creds engine.ImageCredentials) []name.Option {
+func (v *Verifier) nameOptions(creds loader.ImageCredentials) []name.Option {
 	opts := []name.Option{name.WeakValidation}
 	if v.o.Insecure || (creds.Registry != nil && creds.Registry.AllowInsecureRegistry) {
 		opts = append(opts, name.Insecure)
@@ -78,7 +78,7 @@ func (v *Verifier) nameOptions(creds engine.ImageCredentials) []name.Option {
 // its own identity, so another tenant's pull secret would otherwise
 // authenticate this tenant's registry calls (and a registry of its
 // choosing would receive the credentials).
-func (v *Verifier) keychain(ctx context.Context, creds engine.ImageCredentials) (authn.Keychain, error) {
+func (v *Verifier) keychain(ctx context.Context, creds loader.ImageCredentials) (authn.Keychain, error) {
 	var chains []authn.Keychain
 	var refs [][2]string
 	for _, s := range creds.PullSecrets {
@@ -87,7 +87,7 @@ func (v *Verifier) keychain(ctx context.Context, creds engine.ImageCredentials) 
 	providers := []kyvernov1.ImageRegistryCredentialsProvider{"default"}
 	if r := creds.Registry; r != nil {
 		for _, s := range r.Secrets {
-			if err := engine.CheckSecretScope(creds.Scope, creds.Namespace, s); err != nil {
+			if err := loader.CheckSecretScope(creds.Scope, creds.Namespace, s); err != nil {
 				return nil, fmt.Errorf("failed to fetch secrets: %w", err)
 			}
 			ns, n, ok := strings.Cut(s, "/")

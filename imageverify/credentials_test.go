@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // recordingSecrets serves empty docker-config Secrets and records which
@@ -42,7 +42,7 @@ func TestKeychainSecretScope(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			secrets := &recordingSecrets{}
 			v := New(Options{Secrets: secrets})
-			_, err := v.keychain(context.Background(), engine.ImageCredentials{Namespace: "team-a", Scope: tc.scope,
+			_, err := v.keychain(context.Background(), loader.ImageCredentials{Namespace: "team-a", Scope: tc.scope,
 				Registry: &kyvernov1.ImageRegistryCredentials{Secrets: tc.secrets}})
 			if tc.err != "" {
 				if err == nil || err.Error() != tc.err {

@@ -13,10 +13,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
-var _ engine.ImageDataLoader = (*Verifier)(nil)
+var _ loader.ImageDataLoader = (*Verifier)(nil)
 
 // imageData is a cached answer of ImageData.
 type imageData map[string]any
@@ -34,7 +34,7 @@ type imageData map[string]any
 // entry's providers), transport, mirror and time bound. A tag is resolved
 // to its digest on every call and the data is cached by digest in the
 // verifier's cache, so a moved tag never serves the old image's data.
-func (v *Verifier) ImageData(ctx context.Context, image string, creds engine.ImageCredentials) (map[string]any, error) {
+func (v *Verifier) ImageData(ctx context.Context, image string, creds loader.ImageCredentials) (map[string]any, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.o.Timeout)
 	defer cancel()
 	ref, err := name.ParseReference(image, v.nameOptions(creds)...)

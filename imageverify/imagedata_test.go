@@ -20,6 +20,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/imagetest"
 )
@@ -96,7 +97,7 @@ func TestImageData(t *testing.T) {
 	ctx := context.Background()
 
 	image := reg.Host + "/app:v1"
-	data, err := v.ImageData(ctx, image, engine.ImageCredentials{})
+	data, err := v.ImageData(ctx, image, loader.ImageCredentials{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,14 +118,14 @@ func TestImageData(t *testing.T) {
 
 	// The answer is a copy: a caller changing it changes no later answer.
 	data["config"].(map[string]any)["config"] = "changed"
-	again, err := v.ImageData(ctx, image, engine.ImageCredentials{})
+	again, err := v.ImageData(ctx, image, loader.ImageCredentials{})
 	if err != nil || labelOf(t, again, "config") != "shop" {
 		t.Fatalf("second answer %v, %v", again["config"], err)
 	}
 	if got := withoutPings(ct.reset()); len(got) != 1 || got[0] != "HEAD /v2/app/manifests/v1" {
 		t.Errorf("a cached tag made requests %v, want one HEAD of its manifest", got)
 	}
-	if d, err := v.ImageData(ctx, reg.Host+"/app@"+digest, engine.ImageCredentials{}); err != nil || d["identifier"] != digest || d["tag"] != "" {
+	if d, err := v.ImageData(ctx, reg.Host+"/app@"+digest, loader.ImageCredentials{}); err != nil || d["identifier"] != digest || d["tag"] != "" {
 		t.Errorf("by digest: identifier %v, tag %v, %v", d["identifier"], d["tag"], err)
 	}
 	if got := ct.reset(); len(got) != 0 {
@@ -132,11 +133,11 @@ func TestImageData(t *testing.T) {
 	}
 
 	pushLabelled(t, reg, "app", "v1", "moved")
-	if d, err := v.ImageData(ctx, image, engine.ImageCredentials{}); err != nil || labelOf(t, d, "config") != "moved" {
+	if d, err := v.ImageData(ctx, image, loader.ImageCredentials{}); err != nil || labelOf(t, d, "config") != "moved" {
 		t.Errorf("after the tag moved: label %v, %v; want the new image's", labelOf(t, d, "config"), err)
 	}
 
-	idx, err := v.ImageData(ctx, reg.Host+"/multi:v1", engine.ImageCredentials{})
+	idx, err := v.ImageData(ctx, reg.Host+"/multi:v1", loader.ImageCredentials{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,10 +145,10 @@ func TestImageData(t *testing.T) {
 		t.Errorf("index: imageIndex %v, config label %v; want the index and the linux/amd64 image's config", idx["imageIndex"], labelOf(t, idx, "config"))
 	}
 
-	if _, err := v.ImageData(ctx, reg.Host+"/app:nope", engine.ImageCredentials{}); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := v.ImageData(ctx, reg.Host+"/app:nope", loader.ImageCredentials{}); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("missing tag: %v, want not found", err)
 	}
-	if _, err := v.ImageData(ctx, "UPPER/case:x", engine.ImageCredentials{}); err == nil || !strings.Contains(err.Error(), `invalid image reference "UPPER/case:x"`) {
+	if _, err := v.ImageData(ctx, "UPPER/case:x", loader.ImageCredentials{}); err == nil || !strings.Contains(err.Error(), `invalid image reference "UPPER/case:x"`) {
 		t.Errorf("bad reference: %v", err)
 	}
 }
@@ -249,7 +250,7 @@ spec:
 			obj := pod(tc.image)
 			obj["metadata"].(map[string]any)["namespace"] = "shop"
 			resp := set.Validate(context.Background(), &engine.Request{Operation: kyvernov1.Create, Object: obj},
-				engine.WithLoaders(engine.Loaders{Images: v, ImageVerifier: v}))
+				engine.WithLoaders(loader.Loaders{Images: v, ImageVerifier: v}))
 			if rr := onlyRule(t, resp.Policies); rr.Status != tc.status {
 				t.Errorf("%s, %s: %s %q, want %s", p.GetName(), tc.image, rr.Status, rr.Message, tc.status)
 			}

@@ -11,6 +11,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // imageValidatingPolicy is an ImageValidatingPolicy on Pods with one
@@ -93,7 +94,7 @@ func TestImageValidatingPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp := set.Validate(context.Background(), &engine.Request{Operation: kyvernov1.Create, Object: pod(c.image)},
-				engine.WithLoaders(engine.Loaders{ImageVerifier: v}))
+				engine.WithLoaders(loader.Loaders{ImageVerifier: v}))
 			rr := onlyRule(t, resp.Policies)
 			if rr.Name != "check-images" || rr.Status != c.status || rr.Message != c.message {
 				t.Fatalf("got %s %s %q, want %s %q", rr.Name, rr.Status, rr.Message, c.status, c.message)
@@ -128,7 +129,7 @@ func TestImageValidatingPolicyRegistryUnreachable(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp := set.Validate(context.Background(), &engine.Request{Operation: kyvernov1.Create, Object: pod("127.0.0.1:1/app@" + f.signed.Digest)},
-			engine.WithLoaders(engine.Loaders{ImageVerifier: newVerifier()}))
+			engine.WithLoaders(loader.Loaders{ImageVerifier: newVerifier()}))
 		rr := onlyRule(t, resp.Policies)
 		if rr.Status != c.status || rr.Action != engine.Enforce || !strings.HasPrefix(rr.Message, c.prefix) {
 			t.Errorf("required %v: got %s %s %q, want %s %q...", c.required, rr.Action, rr.Status, rr.Message, c.status, c.prefix)

@@ -7,16 +7,16 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/notary"
 )
 
-// verifyNotary verifies a notary attestor's check (engine.ImageCheck.Type
+// verifyNotary verifies a notary attestor's check (loader.ImageCheck.Type
 // Notary) of the image at digest: its Notary signature, or its signed OCI
 // 1.1 referrer of type check.PredicateType, through the same registry
 // access (credentials, mirror, egress guard) as cosign's checks.
-func (v *Verifier) verifyNotary(ctx context.Context, digest name.Digest, check engine.ImageCheck, kind checkKind) (engine.ImageVerified, error) {
-	res := engine.ImageVerified{Digest: digest.DigestStr()}
+func (v *Verifier) verifyNotary(ctx context.Context, digest name.Digest, check loader.ImageCheck, kind checkKind) (loader.ImageVerified, error) {
+	res := loader.ImageVerified{Digest: digest.DigestStr()}
 	trust, err := notaryTrust(check)
 	if err != nil {
 		return res, err
@@ -41,7 +41,7 @@ func (v *Verifier) verifyNotary(ctx context.Context, digest name.Digest, check e
 // ImageValidatingPolicy attestor's certs (Attestor.Certificates.
 // Certificate), or a ClusterPolicy type Notary entry's cert and certChain,
 // which Kyverno puts in one CA trust store (§3.5).
-func notaryTrust(check engine.ImageCheck) (notary.Trust, error) {
+func notaryTrust(check loader.ImageCheck) (notary.Trust, error) {
 	var trust notary.Trust
 	if check.Attestor.Certificates == nil {
 		return trust, fmt.Errorf("a notary attestor needs certificates")
@@ -50,7 +50,7 @@ func notaryTrust(check engine.ImageCheck) (notary.Trust, error) {
 		if c.text == "" {
 			continue
 		}
-		certs, err := engine.ParseCertificates(c.text)
+		certs, err := loader.ParseCertificates(c.text)
 		if err != nil {
 			return trust, fmt.Errorf("notary %s: %w", c.field, err)
 		}
@@ -61,7 +61,7 @@ func notaryTrust(check engine.ImageCheck) (notary.Trust, error) {
 	}
 	if check.TSACertificates != "" {
 		var err error
-		if trust.TSACerts, err = engine.ParseCertificates(check.TSACertificates); err != nil {
+		if trust.TSACerts, err = loader.ParseCertificates(check.TSACertificates); err != nil {
 			return trust, fmt.Errorf("notary tsaCerts: %w", err)
 		}
 	}

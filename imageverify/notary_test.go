@@ -8,6 +8,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/imagetest"
 )
 
@@ -72,7 +73,7 @@ func TestImageValidatingPolicyNotary(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp := set.Validate(context.Background(), &engine.Request{Operation: kyvernov1.Create, Object: pod(c.image)},
-				engine.WithLoaders(engine.Loaders{ImageVerifier: v}))
+				engine.WithLoaders(loader.Loaders{ImageVerifier: v}))
 			rr := onlyRule(t, resp.Policies)
 			if rr.Status != c.status || !strings.HasPrefix(rr.Message, c.message) {
 				t.Fatalf("got %s %q, want %s %q", rr.Status, rr.Message, c.status, c.message)

@@ -19,7 +19,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/tuf"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/wildcard"
 )
 
@@ -41,7 +41,7 @@ type identity struct {
 }
 
 // checkOpts turns one attestor into cosign's CheckOpts (§3.1).
-func (v *Verifier) checkOpts(ctx context.Context, check engine.ImageCheck, kind checkKind) (*cosign.CheckOpts, *identity, *logReach, error) {
+func (v *Verifier) checkOpts(ctx context.Context, check loader.ImageCheck, kind checkKind) (*cosign.CheckOpts, *identity, *logReach, error) {
 	a := &check.Attestor
 	co := &cosign.CheckOpts{ExperimentalOCI11: check.CosignOCI11 && kind == kindSignatures}
 	var rekor *kyvernov1.Rekor
@@ -105,7 +105,7 @@ func (v *Verifier) checkOpts(ctx context.Context, check engine.ImageCheck, kind 
 			// Kyverno's default: the public-good Fulcio CA, whose roots
 			// come from Sigstore's TUF repository.
 			if roots, err = v.o.FulcioRoots(ctx); err != nil {
-				return nil, nil, nil, &engine.ImageUnavailableError{Err: fmt.Errorf("failed to get the Fulcio roots: %w", err)}
+				return nil, nil, nil, &loader.ImageUnavailableError{Err: fmt.Errorf("failed to get the Fulcio roots: %w", err)}
 			}
 		} else if roots, err = loadCerts(k.Roots); err != nil || len(roots) == 0 {
 			return nil, nil, nil, fmt.Errorf("failed to load roots: %v", err)
@@ -124,7 +124,7 @@ func (v *Verifier) checkOpts(ctx context.Context, check engine.ImageCheck, kind 
 			}
 		}
 		for key, want := range k.AdditionalExtensions {
-			oid, ok := engine.CertExtensionOID(key)
+			oid, ok := loader.CertExtensionOID(key)
 			if !ok {
 				return nil, nil, nil, fmt.Errorf("invalid certificate extension %s", key)
 			}
@@ -204,7 +204,7 @@ func logKeys(ctx context.Context, log, pem string, public func(context.Context) 
 	if pem == "" {
 		keys, err := public(ctx)
 		if err != nil {
-			return nil, &engine.ImageUnavailableError{Err: fmt.Errorf("failed to get %s public keys: %w", log, err)}
+			return nil, &loader.ImageUnavailableError{Err: fmt.Errorf("failed to get %s public keys: %w", log, err)}
 		}
 		return keys, nil
 	}

@@ -33,7 +33,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/egress"
 )
 
@@ -44,7 +44,7 @@ type Verifier struct {
 	flight singleflight.Group
 }
 
-var _ engine.ImageVerifier = (*Verifier)(nil)
+var _ loader.ImageVerifier = (*Verifier)(nil)
 
 // Options configure a Verifier.
 type Options struct {
@@ -133,7 +133,7 @@ func (r refuseAll) RoundTrip(*http.Request) (*http.Response, error) {
 }
 
 // ResolveDigest returns the digest the reference points to now.
-func (v *Verifier) ResolveDigest(ctx context.Context, image string, creds engine.ImageCredentials) (string, error) {
+func (v *Verifier) ResolveDigest(ctx context.Context, image string, creds loader.ImageCredentials) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.o.Timeout)
 	defer cancel()
 	ref, opts, err := v.reference(ctx, image, creds)
@@ -148,13 +148,13 @@ func (v *Verifier) ResolveDigest(ctx context.Context, image string, creds engine
 }
 
 // VerifySignatures checks the image's signatures against the attestor.
-func (v *Verifier) VerifySignatures(ctx context.Context, check engine.ImageCheck) (engine.ImageVerified, error) {
+func (v *Verifier) VerifySignatures(ctx context.Context, check loader.ImageCheck) (loader.ImageVerified, error) {
 	return v.verify(ctx, check, kindSignatures)
 }
 
 // VerifyAttestations returns the statements the attestor signed for the
 // image.
-func (v *Verifier) VerifyAttestations(ctx context.Context, check engine.ImageCheck) (engine.ImageVerified, error) {
+func (v *Verifier) VerifyAttestations(ctx context.Context, check loader.ImageCheck) (loader.ImageVerified, error) {
 	return v.verify(ctx, check, kindAttestations)
 }
 
@@ -170,12 +170,12 @@ const (
 // finds the old image's result (§8.1 of the spec). An image named by
 // digest is looked up in the cache before anything else: a cache hit
 // parses no reference, builds no keychain and reads no pull secret.
-func (v *Verifier) verify(ctx context.Context, check engine.ImageCheck, kind checkKind) (engine.ImageVerified, error) {
+func (v *Verifier) verify(ctx context.Context, check loader.ImageCheck, kind checkKind) (loader.ImageVerified, error) {
 	var key string
 	if repo, digest, ok := strings.Cut(check.Image, "@"); ok && check.UseCache && v.cache != nil {
 		var err error
 		if key, err = cacheKey(repo, digest, kind, check); err != nil {
-			return engine.ImageVerified{}, err
+			return loader.ImageVerified{}, err
 		}
 		if res, ok := v.cache.Get(key, check.VerifiedSince); ok {
 			res.Cached = true
@@ -186,19 +186,19 @@ func (v *Verifier) verify(ctx context.Context, check engine.ImageCheck, kind che
 	defer cancel()
 	ref, opts, err := v.reference(ctx, check.Image, check.Credentials)
 	if err != nil {
-		return engine.ImageVerified{}, err
+		return loader.ImageVerified{}, err
 	}
 	digest, err := ociremote.ResolveDigest(ref, opts...)
 	if err != nil {
 		var terr *transport.Error
 		if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
-			return engine.ImageVerified{}, fmt.Errorf("image tag not found: %w", err)
+			return loader.ImageVerified{}, fmt.Errorf("image tag not found: %w", err)
 		}
-		return engine.ImageVerified{}, classify(err)
+		return loader.ImageVerified{}, classify(err)
 	}
 	if key == "" {
 		if key, err = cacheKey(repository(check.Image), digest.DigestStr(), kind, check); err != nil {
-			return engine.ImageVerified{}, err
+			return loader.ImageVerified{}, err
 		}
 		if check.UseCache && v.cache != nil {
 			if res, ok := v.cache.Get(key, check.VerifiedSince); ok {
@@ -212,14 +212,14 @@ func (v *Verifier) verify(ctx context.Context, check engine.ImageCheck, kind che
 	out, err, _ := v.flight.Do(key, func() (any, error) {
 		res, err := v.verifyDigest(ctx, digest, check, kind, opts)
 		if err != nil {
-			return engine.ImageVerified{}, classify(err)
+			return loader.ImageVerified{}, classify(err)
 		}
 		if v.cache != nil {
 			v.cache.Put(key, res)
 		}
 		return res, nil
 	})
-	return out.(engine.ImageVerified), err
+	return out.(loader.ImageVerified), err
 }
 
 // repository is the image reference without its tag and digest.
@@ -232,32 +232,32 @@ func repository(image string) string {
 	return image
 }
 
-func (v *Verifier) verifyDigest(ctx context.Context, digest name.Digest, check engine.ImageCheck, kind checkKind, opts []ociremote.Option) (engine.ImageVerified, error) {
+func (v *Verifier) verifyDigest(ctx context.Context, digest name.Digest, check loader.ImageCheck, kind checkKind, opts []ociremote.Option) (loader.ImageVerified, error) {
 	if check.Type == kyvernov1.Notary {
 		return v.verifyNotary(ctx, digest, check, kind)
 	}
 	co, id, reach, err := v.checkOpts(ctx, check, kind)
 	if err != nil {
-		return engine.ImageVerified{}, err
+		return loader.ImageVerified{}, err
 	}
 	res, err := v.verifyWith(ctx, digest, check, kind, co, id, opts)
 	if err != nil && reach.failure() != nil {
 		// The transparency log could not be asked: no verdict.
-		return res, &engine.ImageUnavailableError{Err: err}
+		return res, &loader.ImageUnavailableError{Err: err}
 	}
 	return res, err
 }
 
-func (v *Verifier) verifyWith(ctx context.Context, digest name.Digest, check engine.ImageCheck, kind checkKind, co *cosign.CheckOpts, id *identity, opts []ociremote.Option) (engine.ImageVerified, error) {
+func (v *Verifier) verifyWith(ctx context.Context, digest name.Digest, check loader.ImageCheck, kind checkKind, co *cosign.CheckOpts, id *identity, opts []ociremote.Option) (loader.ImageVerified, error) {
 	co.RegistryClientOpts = opts
 	if check.Repository != "" {
 		repo, err := name.NewRepository(check.Repository, v.nameOptions(check.Credentials)...)
 		if err != nil {
-			return engine.ImageVerified{}, fmt.Errorf("invalid repository %q: %w", check.Repository, err)
+			return loader.ImageVerified{}, fmt.Errorf("invalid repository %q: %w", check.Repository, err)
 		}
 		co.RegistryClientOpts = append(co.RegistryClientOpts, ociremote.WithTargetRepository(repo))
 	}
-	res := engine.ImageVerified{Digest: digest.DigestStr()}
+	res := loader.ImageVerified{Digest: digest.DigestStr()}
 	switch kind {
 	case kindSignatures:
 		co.ClaimVerifier = cosign.SimpleClaimVerifier
@@ -299,11 +299,11 @@ func (v *Verifier) verifyWith(ctx context.Context, digest name.Digest, check eng
 
 // classify marks errors that say the verification could not run (the
 // registry unreachable, overloaded or failing, or the time budget spent)
-// as engine.ImageUnavailableError; everything else is a verdict on the
+// as loader.ImageUnavailableError; everything else is a verdict on the
 // image. Kyverno treats only *net.OpError so (§8.10); charter adds
 // addresses the egress guard refuses.
 func classify(err error) error {
-	if err == nil || engine.IsImageUnavailable(err) {
+	if err == nil || loader.IsImageUnavailable(err) {
 		return err
 	}
 	var op *net.OpError
@@ -320,7 +320,7 @@ func classify(err error) error {
 	default:
 		return err
 	}
-	return &engine.ImageUnavailableError{Err: err}
+	return &loader.ImageUnavailableError{Err: err}
 }
 
 func isNotFound(err error) bool {

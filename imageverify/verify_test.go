@@ -18,6 +18,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/imagetest"
 )
@@ -151,14 +152,14 @@ func pod(images ...string) map[string]any {
 
 // run compiles the policy and runs the mutating phase and then the
 // validating phase on its result, as admission does.
-func run(t *testing.T, v engine.ImageVerifier, p kyvernov1.PolicyInterface, obj map[string]any) (*engine.MutateResponse, *engine.Response) {
+func run(t *testing.T, v loader.ImageVerifier, p kyvernov1.PolicyInterface, obj map[string]any) (*engine.MutateResponse, *engine.Response) {
 	t.Helper()
 	set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
 	ctx := context.Background()
-	opts := []engine.EvalOption{engine.WithLoaders(engine.Loaders{ImageVerifier: v})}
+	opts := []engine.EvalOption{engine.WithLoaders(loader.Loaders{ImageVerifier: v})}
 	m := set.Mutate(ctx, &engine.Request{Operation: kyvernov1.Create, Object: obj}, opts...)
 	val := set.Validate(ctx, &engine.Request{Operation: kyvernov1.Create, Object: m.Object}, opts...)
 	return m, val
@@ -330,10 +331,10 @@ func TestDigestPatchAndAnnotations(t *testing.T) {
 		}
 	}
 	ann := m.Object["metadata"].(map[string]any)["annotations"].(map[string]any)
-	if got, want := ann[engine.AnnotationVerifyImages], `{"`+f.signed.DigestRef+`":"pass"}`; got != want {
+	if got, want := ann["kyverno.io/verify-images"], `{"`+f.signed.DigestRef+`":"pass"}`; got != want {
 		t.Fatalf("verify-images annotation %v, want %s", got, want)
 	}
-	if got, want := ann[engine.AnnotationVerifyImagesScoped], `{"policies":{"/check-images":{"verify":{"`+f.signed.DigestRef+`":"pass"}}},"version":1}`; got != want {
+	if got, want := ann["kyverno.io/verify-images-scoped"], `{"policies":{"/check-images":{"verify":{"`+f.signed.DigestRef+`":"pass"}}},"version":1}`; got != want {
 		t.Fatalf("scoped annotation %v, want %s", got, want)
 	}
 }
@@ -416,7 +417,7 @@ func TestCacheHit(t *testing.T) {
 	// A background rescan started after the cached verification asks the
 	// registry again, once: the resources it scans next share the result.
 	set, _ := engine.Compile([]kyvernov1.PolicyInterface{p})
-	rescan := []engine.EvalOption{engine.WithLoaders(engine.Loaders{ImageVerifier: v}), engine.WithImagesVerifiedSince(time.Now())}
+	rescan := []engine.EvalOption{engine.WithLoaders(loader.Loaders{ImageVerifier: v}), engine.WithImagesVerifiedSince(time.Now())}
 	set.Validate(context.Background(), &engine.Request{Object: pod(f.signed.DigestRef)}, rescan...)
 	if got := ct.reset(); !containsPath(got, ".sig") {
 		t.Fatalf("a rescan used a verification older than its start: %v", got)
@@ -455,8 +456,8 @@ func TestValidatingPhase(t *testing.T) {
 	t.Run("N15 forged annotation", func(t *testing.T) {
 		forged := pod(f.unsigned.DigestRef)
 		forged["metadata"].(map[string]any)["annotations"] = map[string]any{
-			engine.AnnotationVerifyImages:       `{"` + f.unsigned.DigestRef + `":"pass"}`,
-			engine.AnnotationVerifyImagesScoped: `{"version":1,"policies":{"/check-images":{"verify":{"` + f.unsigned.DigestRef + `":"pass"}}}}`,
+			"kyverno.io/verify-images":        `{"` + f.unsigned.DigestRef + `":"pass"}`,
+			"kyverno.io/verify-images-scoped": `{"version":1,"policies":{"/check-images":{"verify":{"` + f.unsigned.DigestRef + `":"pass"}}}}`,
 		}
 		set, err := engine.Compile([]kyvernov1.PolicyInterface{policy(t, keyEntry(host+"/app*", f.key.PublicPEM, ""))})
 		if err != nil {
@@ -464,7 +465,7 @@ func TestValidatingPhase(t *testing.T) {
 		}
 		// The mutating webhook was skipped (failurePolicy Ignore and a
 		// timeout): only the validating phase sees the forged object.
-		val := set.Validate(context.Background(), &engine.Request{Object: forged}, engine.WithLoaders(engine.Loaders{ImageVerifier: v}))
+		val := set.Validate(context.Background(), &engine.Request{Object: forged}, engine.WithLoaders(loader.Loaders{ImageVerifier: v}))
 		if vr := onlyRule(t, val.Policies); vr.Status != engine.StatusFail || !strings.Contains(vr.Message, "no signatures found") || !val.Blocked() {
 			t.Fatalf("validating phase trusted the annotation: %s %q", vr.Status, vr.Message)
 		}

@@ -43,8 +43,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	kyvernov2alpha1 "github.com/charter-dev/charter/api/kyverno/v2alpha1"
-	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/jmespath"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // Resource is the GlobalContextEntry API resource.
@@ -91,11 +91,11 @@ func (f *Fault) Error() string {
 // APICaller makes an apiCall entry's call: a urlPath against the API
 // server, a service URL within the process's HTTP limits.
 type APICaller interface {
-	Call(ctx context.Context, call engine.APICall) (any, error)
+	Call(ctx context.Context, call loader.APICall) (any, error)
 }
 
 // Store is the process's GlobalContextEntry data. It implements
-// engine.GlobalContext.
+// loader.GlobalContext.
 type Store struct {
 	dyn    dynamic.Interface
 	mapper meta.RESTMapper
@@ -126,7 +126,7 @@ func New(dyn dynamic.Interface, mapper meta.RESTMapper, access authorizationclie
 		retryBackoff: time.Second, entries: map[string]*entry{}, openToNamespaced: map[string]bool{}}
 }
 
-var _ engine.NamespacedGlobalContext = (*Store)(nil)
+var _ loader.NamespacedGlobalContext = (*Store)(nil)
 
 // NeedLeaderElection is false: every replica evaluates policies.
 func (s *Store) NeedLeaderElection() bool { return false }
@@ -390,14 +390,14 @@ func gvrString(gvr schema.GroupVersionResource) string {
 // poll makes the entry's API call now and every refresh interval.
 func (s *Store) poll(ctx context.Context, e *entry) {
 	c := e.spec.APICall
-	call := engine.APICall{URLPath: c.URLPath, Method: strings.ToUpper(string(c.Method))}
+	call := loader.APICall{URLPath: c.URLPath, Method: strings.ToUpper(string(c.Method))}
 	if call.Method == "" {
 		call.Method = "GET"
 	}
 	if c.Service != nil {
 		call.URL, call.CABundle = c.Service.URL, c.Service.CABundle
 		for _, h := range c.Service.Headers {
-			call.Headers = append(call.Headers, engine.APICallHeader{Key: h.Key, Value: h.Value})
+			call.Headers = append(call.Headers, loader.APICallHeader{Key: h.Key, Value: h.Value})
 		}
 	}
 	if len(c.Data) > 0 {
@@ -444,7 +444,7 @@ func (s *Store) poll(ctx context.Context, e *entry) {
 	}
 }
 
-func (s *Store) callWithRetries(ctx context.Context, call engine.APICall, tries int) (any, error) {
+func (s *Store) callWithRetries(ctx context.Context, call loader.APICall, tries int) (any, error) {
 	wait := s.retryBackoff
 	var err error
 	for i := 0; i < tries; i++ {
@@ -484,13 +484,13 @@ func (e *NotReadableError) Error() string {
 		e.Entry, e.Namespace, ReadableByNamespacedPoliciesLabel)
 }
 
-// GlobalContextEntry implements engine.GlobalContext: key is an entry's
+// GlobalContextEntry implements loader.GlobalContext: key is an entry's
 // name, or "<entry>.<projection>" for one of its projections.
 func (s *Store) GlobalContextEntry(ctx context.Context, key string) (any, error) {
 	return s.read(ctx, key, "")
 }
 
-// GlobalContextEntryForNamespace implements engine.NamespacedGlobalContext:
+// GlobalContextEntryForNamespace implements loader.NamespacedGlobalContext:
 // an entry without ReadableByNamespacedPoliciesLabel=true is a
 // NotReadableError; one that does not exist is not found, as for every
 // policy.
@@ -507,7 +507,7 @@ func (s *Store) read(ctx context.Context, key, namespace string) (any, error) {
 	open := s.openToNamespaced[name]
 	s.mu.Unlock()
 	if e == nil {
-		return nil, fmt.Errorf("%w: %q", engine.ErrGlobalContextEntryNotFound, name)
+		return nil, fmt.Errorf("%w: %q", loader.ErrGlobalContextEntryNotFound, name)
 	}
 	if namespace != "" && !open {
 		return nil, &NotReadableError{Entry: name, Namespace: namespace}

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov2alpha1 "github.com/charter-dev/charter/api/kyverno/v2alpha1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // scriptedCalls answers the calls of apiCall entries from a script: each
@@ -22,10 +22,10 @@ import (
 type scriptedCalls struct {
 	mu      sync.Mutex
 	answers []any // an error or the data
-	calls   []engine.APICall
+	calls   []loader.APICall
 }
 
-func (c *scriptedCalls) Call(_ context.Context, call engine.APICall) (any, error) {
+func (c *scriptedCalls) Call(_ context.Context, call loader.APICall) (any, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, call)
@@ -99,7 +99,7 @@ func TestAPICallEntry(t *testing.T) {
 	if _, err := s.GlobalContextEntry(ctx, "registries.nope"); err == nil || err.Error() != `global context entry "registries" has no projection "nope"` {
 		t.Errorf("unknown projection: %v", err)
 	}
-	if _, err := s.GlobalContextEntry(ctx, "other"); !errors.Is(err, engine.ErrGlobalContextEntryNotFound) {
+	if _, err := s.GlobalContextEntry(ctx, "other"); !errors.Is(err, loader.ErrGlobalContextEntryNotFound) {
 		t.Errorf("unknown entry: %v", err)
 	}
 	mu.Lock()
@@ -123,7 +123,7 @@ func TestAPICallEntryThatFails(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	_, err := s.GlobalContextEntry(context.Background(), "down")
-	if !IsFault(err) || errors.Is(err, engine.ErrGlobalContextEntryNotFound) || !strings.Contains(err.Error(), want) {
+	if !IsFault(err) || errors.Is(err, loader.ErrGlobalContextEntryNotFound) || !strings.Contains(err.Error(), want) {
 		t.Errorf("read: %v", err)
 	}
 }
@@ -185,7 +185,7 @@ func TestNamespacedPolicyReads(t *testing.T) {
 	if v, err := s.GlobalContextEntryForNamespace(ctx, "platform", "team-a"); err != nil || fmt.Sprint(v) != "map[token:s3cret]" {
 		t.Errorf("opted in: read by team-a: %v, %v", v, err)
 	}
-	if _, err := s.GlobalContextEntryForNamespace(ctx, "missing", "team-a"); !errors.Is(err, engine.ErrGlobalContextEntryNotFound) {
+	if _, err := s.GlobalContextEntryForNamespace(ctx, "missing", "team-a"); !errors.Is(err, loader.ErrGlobalContextEntryNotFound) {
 		t.Errorf("missing entry read by team-a: %v; want not found", err)
 	}
 	if len(calls.calls) != 1 {

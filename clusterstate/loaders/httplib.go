@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/egress"
 )
 
@@ -94,9 +95,9 @@ func (a *APICalls) guard() (*egress.Guard, error) {
 }
 
 // libraryCall performs a CEL http library call and answers {body,
-// statusCode} (engine.APICall.Library): a non-2xx status is no error and
+// statusCode} (loader.APICall.Library): a non-2xx status is no error and
 // a body that is not JSON is null.
-func (a *APICalls) libraryCall(ctx context.Context, method string, call engine.APICall, body []byte) (any, error) {
+func (a *APICalls) libraryCall(ctx context.Context, method string, call loader.APICall, body []byte) (any, error) {
 	if call.Namespace != "" && !a.HTTPLimits.AllowNamespacedPolicies {
 		return nil, errors.New(NamespacedHTTPRefusal)
 	}
@@ -113,7 +114,7 @@ func (a *APICalls) libraryCall(ctx context.Context, method string, call engine.A
 
 // send checks the URL, then sends the request through the guarded client
 // that trusts call.CABundle.
-func (a *APICalls) send(ctx context.Context, method string, call engine.APICall, body []byte, library bool) (int, []byte, error) {
+func (a *APICalls) send(ctx context.Context, method string, call loader.APICall, body []byte, library bool) (int, []byte, error) {
 	g, err := a.guard()
 	if err != nil {
 		return 0, nil, err
@@ -140,7 +141,7 @@ func statusOK(status int) bool { return status >= 200 && status < 300 }
 
 // serviceRefusal is the fault of a namespaced policy's service call while
 // the process does not allow it.
-func (a *APICalls) serviceRefusal(call engine.APICall) error {
+func (a *APICalls) serviceRefusal(call loader.APICall) error {
 	if call.Namespace != "" && !a.HTTPLimits.AllowNamespacedPolicies {
 		return fmt.Errorf("%s: %s", call.URL, NamespacedCallRefusal)
 	}

@@ -17,6 +17,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // libraryServer answers the CEL http library tests over TLS on loopback.
@@ -49,19 +50,19 @@ func TestHTTPLibraryCalls(t *testing.T) {
 	srv, caBundle := libraryServer(t)
 	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 	open := &APICalls{HTTPLimits: HTTPLimits{Blocklist: []string{}}}
-	lib := func(url string) engine.APICall { return engine.APICall{URL: url, CABundle: caBundle, Library: true} }
+	lib := func(url string) loader.APICall { return loader.APICall{URL: url, CABundle: caBundle, Library: true} }
 
 	tests := []struct {
 		name  string
 		calls *APICalls
-		call  engine.APICall
+		call  loader.APICall
 		check func(t *testing.T, out map[string]any)
 		err   string
 	}{
 		{
 			name: "a JSON object with its status", calls: open,
-			call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Library: true, Method: "POST", Data: map[string]any{"a": "b"},
-				Headers: []engine.APICallHeader{{Key: "X-Team", Value: "shop"}}},
+			call: loader.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Library: true, Method: "POST", Data: map[string]any{"a": "b"},
+				Headers: []loader.APICallHeader{{Key: "X-Team", Value: "shop"}}},
 			check: func(t *testing.T, out map[string]any) {
 				body, _ := out["body"].(map[string]any)
 				if out["statusCode"] != 200 || body["method"] != "POST" || body["body"] != `{"a":"b"}` || body["team"] != "shop" {
@@ -93,8 +94,8 @@ func TestHTTPLibraryCalls(t *testing.T) {
 				}
 			},
 		},
-		{name: "without the bundle the server is not trusted", calls: open, call: engine.APICall{URL: srv.URL + "/echo", Library: true}, err: "certificate"},
-		{name: "a bundle without a certificate", calls: open, call: engine.APICall{URL: srv.URL + "/echo", CABundle: "junk", Library: true}, err: "failed to parse PEM CA bundle for APICall"},
+		{name: "without the bundle the server is not trusted", calls: open, call: loader.APICall{URL: srv.URL + "/echo", Library: true}, err: "certificate"},
+		{name: "a bundle without a certificate", calls: open, call: loader.APICall{URL: srv.URL + "/echo", CABundle: "junk", Library: true}, err: "failed to parse PEM CA bundle for APICall"},
 		{name: "loopback is blocked by default", calls: &APICalls{}, call: lib(srv.URL + "/echo"), err: "address 127.0.0.1 is blocked"},
 		{name: "loopback as an IPv4-mapped IPv6 address", calls: &APICalls{}, call: lib("https://[::ffff:127.0.0.1]:" + port + "/echo"), err: "address 127.0.0.1 is blocked"},
 		{name: "the unspecified address", calls: &APICalls{}, call: lib("https://0.0.0.0:" + port + "/echo"), err: "address 0.0.0.0 is blocked"},
@@ -126,12 +127,12 @@ func TestHTTPLibraryCalls(t *testing.T) {
 			},
 		},
 		{name: "not http", calls: open, call: lib("file:///etc/passwd"), err: "want an http or https URL"},
-		{name: "a namespaced policy's call, not allowed", calls: open, call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Library: true, Namespace: "shop"},
+		{name: "a namespaced policy's call, not allowed", calls: open, call: loader.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Library: true, Namespace: "shop"},
 			err: "http.* is not allowed in namespaced policies; set --allow-http-in-namespaced-policies to enable"},
 		{
 			name:  "a namespaced policy's call, allowed",
 			calls: &APICalls{HTTPLimits: HTTPLimits{Blocklist: []string{}, AllowNamespacedPolicies: true}},
-			call:  engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Library: true, Namespace: "shop"},
+			call:  loader.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Library: true, Namespace: "shop"},
 			check: func(t *testing.T, out map[string]any) {
 				if out["statusCode"] != 200 {
 					t.Errorf("answer %v", out)
@@ -183,7 +184,7 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp := set.Validate(context.Background(), &engine.Request{Object: cm(team)}, engine.WithLoaders(engine.Loaders{APICalls: calls}))
+		resp := set.Validate(context.Background(), &engine.Request{Object: cm(team)}, engine.WithLoaders(loader.Loaders{APICalls: calls}))
 		if len(resp.Policies) != 1 || len(resp.Policies[0].Rules) != 1 {
 			t.Fatalf("response %+v, want one result", resp)
 		}
@@ -218,5 +219,5 @@ func TestHTTPLimitsValidate(t *testing.T) {
 		t.Errorf("bad range: %v, want an error naming it", err)
 	}
 	// A call under a bad blocklist fails rather than going anywhere.
-	checkCall(t, &APICalls{HTTPLimits: HTTPLimits{Blocklist: []string{"10.0.0.0/33"}}}, engine.APICall{URL: "https://example.com", Library: true}, nil, `"10.0.0.0/33"`)
+	checkCall(t, &APICalls{HTTPLimits: HTTPLimits{Blocklist: []string{"10.0.0.0/33"}}}, loader.APICall{URL: "https://example.com", Library: true}, nil, `"10.0.0.0/33"`)
 }

@@ -1,7 +1,7 @@
 // Package loaders gives the engine what its context entries look up in a
 // cluster: ConfigMaps for `configMap` entries and the API server or a
 // Service for `apiCall` entries. The engine is pure and is handed these
-// through engine.Loaders; the admission webhook and the reports
+// through loader.Loaders; the admission webhook and the reports
 // controller hand it the same ones, so a policy reads the same data
 // whichever of them evaluates it.
 //
@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/egress"
 )
 
@@ -40,7 +40,7 @@ type ConfigMaps struct {
 	Client kubernetes.Interface
 }
 
-var _ engine.ConfigMapLoader = ConfigMaps{}
+var _ loader.ConfigMapLoader = ConfigMaps{}
 
 // ConfigMap returns the ConfigMap as unstructured content, with its
 // apiVersion and kind, as a policy's JMESPath sees it.
@@ -91,7 +91,7 @@ type APICalls struct {
 	guardErr  error
 }
 
-var _ engine.APICaller = (*APICalls)(nil)
+var _ loader.APICaller = (*APICalls)(nil)
 
 // NewAPICalls returns an APICalls that reaches the API server through
 // kube, with its identity and rate limits.
@@ -100,7 +100,7 @@ func NewAPICalls(kube kubernetes.Interface) *APICalls {
 }
 
 // Call performs the call and returns its decoded JSON answer.
-func (a *APICalls) Call(ctx context.Context, call engine.APICall) (any, error) {
+func (a *APICalls) Call(ctx context.Context, call loader.APICall) (any, error) {
 	method := strings.ToUpper(call.Method)
 	if method == "" {
 		method = http.MethodGet
@@ -157,7 +157,7 @@ func (a *APICalls) callAPIServer(ctx context.Context, method, urlPath string, bo
 	return req.Do(ctx).Raw()
 }
 
-func (a *APICalls) callService(ctx context.Context, method string, call engine.APICall, body []byte) ([]byte, error) {
+func (a *APICalls) callService(ctx context.Context, method string, call loader.APICall, body []byte) ([]byte, error) {
 	if err := a.serviceRefusal(call); err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func (a *APICalls) callService(ctx context.Context, method string, call engine.A
 
 // doService sends the request and reads the answer, within the guard's
 // bounds, whatever its status.
-func (a *APICalls) doService(ctx context.Context, client *http.Client, g *egress.Guard, method string, call engine.APICall, body []byte) (int, []byte, error) {
+func (a *APICalls) doService(ctx context.Context, client *http.Client, g *egress.Guard, method string, call loader.APICall, body []byte) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.Timeout())
 	defer cancel()
 	var rd io.Reader

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/controlplane"
 )
 
@@ -72,7 +72,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 	})
 
-	// Objects as engine.ResourceLoader: resource.* and a MutatingPolicy's
+	// Objects as loader.ResourceLoader: resource.* and a MutatingPolicy's
 	// mutate-existing targets.
 	t.Run("resources", func(t *testing.T) {
 		objs := Objects{Client: dynamic.NewForConfigOrDie(cp.RESTConfig()),
@@ -126,13 +126,13 @@ func TestAgainstAPIServer(t *testing.T) {
 	calls := NewAPICalls(cs)
 	tests := []struct {
 		name  string
-		call  engine.APICall
+		call  loader.APICall
 		check func(t *testing.T, out map[string]any)
 		err   string
 	}{
 		{
 			name: "GET a list with a query",
-			call: engine.APICall{URLPath: "/api/v1/namespaces/default/configmaps?labelSelector=role%3Dallow"},
+			call: loader.APICall{URLPath: "/api/v1/namespaces/default/configmaps?labelSelector=role%3Dallow"},
 			check: func(t *testing.T, out map[string]any) {
 				items, _ := out["items"].([]any)
 				if len(items) != 1 || items[0].(map[string]any)["metadata"].(map[string]any)["name"] != "registries" {
@@ -142,7 +142,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		},
 		{
 			name: "GET one object, method in lower case",
-			call: engine.APICall{Method: "get", URLPath: "/api/v1/namespaces/default/configmaps/other"},
+			call: loader.APICall{Method: "get", URLPath: "/api/v1/namespaces/default/configmaps/other"},
 			check: func(t *testing.T, out map[string]any) {
 				if out["kind"] != "ConfigMap" {
 					t.Errorf("kind = %v", out["kind"])
@@ -151,7 +151,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		},
 		{
 			name: "POST the data as the body",
-			call: engine.APICall{Method: "POST", URLPath: "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", Data: map[string]any{
+			call: loader.APICall{Method: "POST", URLPath: "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", Data: map[string]any{
 				"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
 				"spec": map[string]any{"resourceAttributes": map[string]any{"verb": "get", "resource": "configmaps", "namespace": "default"}},
 			}},
@@ -161,10 +161,10 @@ func TestAgainstAPIServer(t *testing.T) {
 				}
 			},
 		},
-		{name: "a path that is not there", call: engine.APICall{URLPath: "/api/v1/namespaces/default/configmaps/missing"}, err: "could not find the requested resource"},
-		{name: "a relative path", call: engine.APICall{URLPath: "api/v1/namespaces"}, err: "want an absolute path"},
-		{name: "an unknown method", call: engine.APICall{Method: "DELETE", URLPath: "/api/v1/namespaces"}, err: `method "DELETE": want GET or POST`},
-		{name: "nothing to call", call: engine.APICall{}, err: "neither urlPath nor service.url is set"},
+		{name: "a path that is not there", call: loader.APICall{URLPath: "/api/v1/namespaces/default/configmaps/missing"}, err: "could not find the requested resource"},
+		{name: "a relative path", call: loader.APICall{URLPath: "api/v1/namespaces"}, err: "want an absolute path"},
+		{name: "an unknown method", call: loader.APICall{Method: "DELETE", URLPath: "/api/v1/namespaces"}, err: `method "DELETE": want GET or POST`},
+		{name: "nothing to call", call: loader.APICall{}, err: "neither urlPath nor service.url is set"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,7 +173,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	}
 }
 
-func checkCall(t *testing.T, calls *APICalls, call engine.APICall, check func(*testing.T, map[string]any), wantErr string) {
+func checkCall(t *testing.T, calls *APICalls, call loader.APICall, check func(*testing.T, map[string]any), wantErr string) {
 	t.Helper()
 	out, err := calls.Call(context.Background(), call)
 	if wantErr != "" {
@@ -222,13 +222,13 @@ func TestServiceCalls(t *testing.T) {
 	tests := []struct {
 		name  string
 		calls *APICalls
-		call  engine.APICall
+		call  loader.APICall
 		check func(t *testing.T, out map[string]any)
 		err   string
 	}{
 		{
 			name: "GET trusting the caBundle",
-			call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle},
+			call: loader.APICall{URL: srv.URL + "/echo", CABundle: caBundle},
 			check: func(t *testing.T, out map[string]any) {
 				if out["method"] != "GET" || out["body"] != "" {
 					t.Errorf("answer %v, want a GET without a body", out)
@@ -237,7 +237,7 @@ func TestServiceCalls(t *testing.T) {
 		},
 		{
 			name: "POST sends the data as JSON",
-			call: engine.APICall{Method: "POST", URL: srv.URL + "/echo", CABundle: caBundle, Data: map[string]any{"image": "nginx"}},
+			call: loader.APICall{Method: "POST", URL: srv.URL + "/echo", CABundle: caBundle, Data: map[string]any{"image": "nginx"}},
 			check: func(t *testing.T, out map[string]any) {
 				if out["method"] != "POST" || out["contentType"] != "application/json" || out["body"] != `{"image":"nginx"}` {
 					t.Errorf("answer %v", out)
@@ -246,7 +246,7 @@ func TestServiceCalls(t *testing.T) {
 		},
 		{
 			name: "service headers are sent, replacing a default they name",
-			call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Headers: []engine.APICallHeader{
+			call: loader.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Headers: []loader.APICallHeader{
 				{Key: "Authorization", Value: "Bearer t0ken"}, {Key: "accept", Value: "application/json"}, {Key: "Accept", Value: "text/json"},
 			}},
 			check: func(t *testing.T, out map[string]any) {
@@ -255,21 +255,21 @@ func TestServiceCalls(t *testing.T) {
 				}
 			},
 		},
-		{name: "an error status names it and the first line", call: engine.APICall{URL: srv.URL + "/broken", CABundle: caBundle}, err: "HTTP 503: registry unavailable"},
-		{name: "an answer that is not JSON", call: engine.APICall{URL: srv.URL + "/text", CABundle: caBundle}, err: "the answer is not JSON"},
-		{name: "an answer over the limit", call: engine.APICall{URL: srv.URL + "/huge", CABundle: caBundle}, err: "larger than"},
-		{name: "a server the bundle does not vouch for", call: engine.APICall{URL: srv.URL + "/echo"}, err: "certificate"},
-		{name: "a bundle without a certificate", call: engine.APICall{URL: srv.URL + "/echo", CABundle: "junk"}, err: "service.caBundle holds no PEM certificate"},
-		{name: "loopback is blocked unless allowed", calls: &APICalls{}, call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle},
+		{name: "an error status names it and the first line", call: loader.APICall{URL: srv.URL + "/broken", CABundle: caBundle}, err: "HTTP 503: registry unavailable"},
+		{name: "an answer that is not JSON", call: loader.APICall{URL: srv.URL + "/text", CABundle: caBundle}, err: "the answer is not JSON"},
+		{name: "an answer over the limit", call: loader.APICall{URL: srv.URL + "/huge", CABundle: caBundle}, err: "larger than"},
+		{name: "a server the bundle does not vouch for", call: loader.APICall{URL: srv.URL + "/echo"}, err: "certificate"},
+		{name: "a bundle without a certificate", call: loader.APICall{URL: srv.URL + "/echo", CABundle: "junk"}, err: "service.caBundle holds no PEM certificate"},
+		{name: "loopback is blocked unless allowed", calls: &APICalls{}, call: loader.APICall{URL: srv.URL + "/echo", CABundle: caBundle},
 			err: "address 127.0.0.1 is blocked (--cel-http-blocklist 127.0.0.0/8: loopback; --egress-allow lets an address through)"},
-		{name: "the metadata endpoint is blocked", call: engine.APICall{URL: "http://169.254.169.254/latest/meta-data/iam/"},
+		{name: "the metadata endpoint is blocked", call: loader.APICall{URL: "http://169.254.169.254/latest/meta-data/iam/"},
 			err: "address 169.254.169.254 is blocked (--cel-http-blocklist 169.254.0.0/16: link-local, cloud metadata"},
-		{name: "a redirect to the metadata endpoint is blocked", call: engine.APICall{URL: srv.URL + "/to-metadata", CABundle: caBundle},
+		{name: "a redirect to the metadata endpoint is blocked", call: loader.APICall{URL: srv.URL + "/to-metadata", CABundle: caBundle},
 			err: "address 169.254.169.254 is blocked"},
-		{name: "a namespaced policy's service call, not allowed", call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Namespace: "shop"},
+		{name: "a namespaced policy's service call, not allowed", call: loader.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Namespace: "shop"},
 			err: "a namespaced policy may not call out (charter serve --allow-http-in-namespaced-policies)"},
 		{
-			name: "a namespaced policy's service call, allowed", calls: namespaced, call: engine.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Namespace: "shop"},
+			name: "a namespaced policy's service call, allowed", calls: namespaced, call: loader.APICall{URL: srv.URL + "/echo", CABundle: caBundle, Namespace: "shop"},
 			check: func(t *testing.T, out map[string]any) {
 				if out["method"] != "GET" {
 					t.Errorf("answer %v", out)

@@ -11,10 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
-// Objects serves engine.ObjectLoader (mutate-existing targets, clone and
+// Objects serves loader.ObjectLoader (mutate-existing targets, clone and
 // cloneList sources) from the API server: a GET when the query names one
 // object, else a LIST of the namespace (or of every namespace when it is a
 // wildcard) with the query's label selector. The engine filters names and
@@ -29,10 +29,10 @@ type Objects struct {
 	ForNamespace func(namespace string) (dynamic.Interface, error)
 }
 
-var _ engine.ObjectLoader = Objects{}
+var _ loader.ObjectLoader = Objects{}
 
-// Objects implements engine.ObjectLoader.
-func (o Objects) Objects(ctx context.Context, q engine.ObjectQuery) ([]map[string]any, error) {
+// Objects implements loader.ObjectLoader.
+func (o Objects) Objects(ctx context.Context, q loader.ObjectQuery) ([]map[string]any, error) {
 	if strings.Contains(q.Kind, "/") {
 		return nil, fmt.Errorf("kind %q: subresources are not supported as targets or sources", q.Kind)
 	}
@@ -86,9 +86,9 @@ func list(ctx context.Context, ri dynamic.ResourceInterface, opts metav1.ListOpt
 
 func hasWildcard(s string) bool { return strings.ContainsAny(s, "*?") }
 
-var _ engine.ResourceLoader = Objects{}
+var _ loader.ResourceLoader = Objects{}
 
-// Resource implements engine.ResourceLoader (resource.Get, mutate-existing
+// Resource implements loader.ResourceLoader (resource.Get, mutate-existing
 // targets a MutatingPolicy's expression names): a GET of the object, nil
 // when it does not exist.
 func (o Objects) Resource(ctx context.Context, apiVersion, resource, namespace, name string) (map[string]any, error) {
@@ -106,7 +106,7 @@ func (o Objects) Resource(ctx context.Context, apiVersion, resource, namespace, 
 	return obj.Object, nil
 }
 
-// Resources implements engine.ResourceLoader (resource.List, a
+// Resources implements loader.ResourceLoader (resource.List, a
 // MutatingPolicy's mutate-existing targets): a LIST of the namespace, or
 // of every namespace when namespace is "".
 func (o Objects) Resources(ctx context.Context, apiVersion, resource, namespace string) ([]map[string]any, error) {

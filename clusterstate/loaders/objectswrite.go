@@ -9,15 +9,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 var (
-	_ engine.ResourceCreator = Objects{}
-	_ engine.ResourceMapper  = Objects{}
+	_ loader.ResourceCreator = Objects{}
+	_ loader.ResourceMapper  = Objects{}
 )
 
-// CreateResource implements engine.ResourceCreator (resource.Post of CEL
+// CreateResource implements loader.ResourceCreator (resource.Post of CEL
 // policies, typically a SubjectAccessReview): a CREATE of obj, whose
 // apiVersion and kind are set from the resource when absent, and the
 // object the API server answered. A namespace given for a cluster-scoped
@@ -77,7 +77,7 @@ func (e *NoNamespacedWriterError) Error() string {
 	return fmt.Sprintf("a namespaced policy of %s creates objects only as its namespace's ServiceAccount, and this process has none to act as (charter serve --namespaced-policy-service-account)", e.Namespace)
 }
 
-// ResourceFor implements engine.ResourceMapper (resource.ToGVR).
+// ResourceFor implements loader.ResourceMapper (resource.ToGVR).
 func (o Objects) ResourceFor(apiVersion, kind string) (schema.GroupVersionResource, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {

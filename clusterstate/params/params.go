@@ -33,7 +33,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/clusterstate/internal/listeners"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // recheckInterval is how often a forbidden or unknown kind is looked at
@@ -45,7 +45,7 @@ const recheckInterval = 15 * time.Second
 const syncWait = 10 * time.Second
 
 // Informers is the process's set of param informers. It implements
-// engine.ObjectLoader for engine.Loaders.Params.
+// loader.ObjectLoader for loader.Loaders.Params.
 type Informers struct {
 	dyn    dynamic.Interface
 	mapper meta.RESTMapper
@@ -337,12 +337,12 @@ func (s *Informers) open(ctx context.Context, gvk schema.GroupVersionKind) *kind
 	return &kindInformer{informer: inf, stop: stop}
 }
 
-var _ engine.ObjectLoader = (*Informers)(nil)
+var _ loader.ObjectLoader = (*Informers)(nil)
 
-// Objects implements engine.ObjectLoader from the kind's informer: the
+// Objects implements loader.ObjectLoader from the kind's informer: the
 // object named, the objects of a namespace, or all of them. A kind
 // without an informer is an error (forbidden, unknown, or not watched).
-func (s *Informers) Objects(ctx context.Context, q engine.ObjectQuery) ([]map[string]any, error) {
+func (s *Informers) Objects(ctx context.Context, q loader.ObjectQuery) ([]map[string]any, error) {
 	gv, err := schema.ParseGroupVersion(q.APIVersion)
 	if err != nil {
 		return nil, fmt.Errorf("apiVersion %q: %w", q.APIVersion, err)

@@ -19,7 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 var configMaps = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
@@ -78,14 +78,14 @@ func TestInformersFollowPolicies(t *testing.T) {
 		t.Fatalf("fault %q, want none", msg)
 	}
 	for _, tc := range []struct {
-		q    engine.ObjectQuery
+		q    loader.ObjectQuery
 		want int
 	}{
-		{engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "limits"}, 1},
-		{engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop"}, 1},
-		{engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "other"}, 0},
-		{engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "nope"}, 0},
-		{engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"}, 1},
+		{loader.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "limits"}, 1},
+		{loader.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop"}, 1},
+		{loader.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "other"}, 0},
+		{loader.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "nope"}, 0},
+		{loader.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"}, 1},
 	} {
 		got, err := s.Objects(t.Context(), tc.q)
 		if err != nil || len(got) != tc.want {
@@ -94,7 +94,7 @@ func TestInformersFollowPolicies(t *testing.T) {
 	}
 	s.Watch(KindsOf(nil))
 	waitFor(t, "informer stopped", func() bool { _, d := s.Fault(p); return !d })
-	if _, err := s.Objects(t.Context(), engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"}); err == nil || !strings.Contains(err.Error(), "not watched") {
+	if _, err := s.Objects(t.Context(), loader.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"}); err == nil || !strings.Contains(err.Error(), "not watched") {
 		t.Errorf("after the last policy went: %v, want not watched", err)
 	}
 }
@@ -110,7 +110,7 @@ func TestInformersForbidden(t *testing.T) {
 	if !strings.HasPrefix(msg, `forbidden: charter may not list configmaps of API group "" (core)`) {
 		t.Errorf("fault %q", msg)
 	}
-	if _, err := s.Objects(t.Context(), engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"}); err == nil || err.Error() != msg {
+	if _, err := s.Objects(t.Context(), loader.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"}); err == nil || err.Error() != msg {
 		t.Errorf("read: %v, want %q", err, msg)
 	}
 }
@@ -123,7 +123,7 @@ func TestParamChanges(t *testing.T) {
 	changes := make(chan string, 10)
 	s.OnParamChange(func(gvk schema.GroupVersionKind, obj metav1.Object) {
 		// What a subscriber reads now holds the change.
-		got, _ := s.Objects(t.Context(), engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "limits"})
+		got, _ := s.Objects(t.Context(), loader.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "limits"})
 		if len(got) == 1 && got[0]["data"].(map[string]any)["max"] == "1" {
 			t.Errorf("a change told before the informer held it")
 		}
@@ -137,7 +137,7 @@ func TestParamChanges(t *testing.T) {
 	s.Watch(KindsOf([]kyvernov1.PolicyInterface{p}))
 	waitFor(t, "kind looked at", func() bool { _, d := s.Fault(p); return d })
 	waitFor(t, "informer synced", func() bool {
-		got, err := s.Objects(t.Context(), engine.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"})
+		got, err := s.Objects(t.Context(), loader.ObjectQuery{APIVersion: "v1", Kind: "ConfigMap"})
 		return err == nil && len(got) == 1
 	})
 	if n := len(changes); n != 0 {

@@ -14,6 +14,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // Builder builds Snapshots incrementally. It keeps the compiled unit
@@ -38,7 +39,7 @@ type Builder struct {
 
 	mu sync.Mutex
 	// policies and exceptions are the units of the last build, by
-	// engine.PolicyID and by exception key.
+	// policyid.Of and by exception key.
 	policies      map[string]*engine.CompiledPolicy
 	exceptions    map[string]*engine.CompiledException
 	celExceptions map[string]*engine.CompiledException
@@ -133,7 +134,7 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 	namespaced := map[string]*namespaceUnits{}
 	var background, reports viewUnits
 	for _, p := range sortedPolicies(policies) {
-		id := engine.PolicyID(p)
+		id := policyid.Of(p)
 		u, ok := b.policies[id]
 		if ok && sameObject(u.Source().(metav1.Object), p.(metav1.Object), u.Source().GetSpec(), p.GetSpec()) {
 			stats.PoliciesReused++
@@ -156,7 +157,7 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 		case engine.HasWebhookConditions(p):
 			fine = append(fine, u)
 		case p.IsNamespaced():
-			ns := engine.PolicyNamespace(p)
+			ns := policyid.Namespace(p)
 			nu := namespaced[ns]
 			if nu == nil {
 				nu = &namespaceUnits{}
@@ -274,7 +275,7 @@ func (b *Builder) assembleAdmission(fail, ignore, fine []*engine.CompiledPolicy,
 			continue
 		}
 		src := u.Source()
-		s.FineGrained[engine.FineGrainedKey(src)] = FineGrainedSet{Set: set, FailClosed: src.GetSpec().GetFailurePolicy() != kyvernov1.Ignore}
+		s.FineGrained[policyid.FineGrainedKey(src)] = FineGrainedSet{Set: set, FailClosed: src.GetSpec().GetFailurePolicy() != kyvernov1.Ignore}
 	}
 	s.readsRoles = slices.ContainsFunc(s.Policies(), (*engine.Policy).ReadsRoles)
 	return s
@@ -342,7 +343,7 @@ func sortedExceptions[T metav1.Object](in []T) []T {
 }
 
 // Compiled returns the compiled unit of one installed policy of the
-// snapshot, admission or not, by engine.PolicyID (for a ClusterPolicy or
+// snapshot, admission or not, by policyid.Of (for a ClusterPolicy or
 // Policy its key, "name" or "namespace/name"): its faults (Errors, empty
 // when it compiles) and the object it was compiled from (Source, whose
 // generation is the one the faults are of). It is false for a policy the

@@ -25,6 +25,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // library is charter's own policy library (policies/) with the resources
@@ -86,7 +87,7 @@ func countingBuilder() (*Builder, *compileLog) {
 	log := &compileLog{}
 	compilePolicy, compileException := b.compilePolicy, b.compileException
 	b.compilePolicy = func(p kyvernov1.PolicyInterface) *engine.CompiledPolicy {
-		log.add("policy " + engine.PolicyKey(p))
+		log.add("policy " + policyid.Key(p))
 		return compilePolicy(p)
 	}
 	b.compileException = func(ex *kyvernov2.PolicyException) *engine.CompiledException {
@@ -293,7 +294,7 @@ func TestBuilderCompilesOnlyWhatChanged(t *testing.T) {
 	}
 	at := func(key string) int {
 		for i, p := range policies {
-			if engine.PolicyKey(p) == key {
+			if policyid.Key(p) == key {
 				return i
 			}
 		}
@@ -361,16 +362,16 @@ func TestBuilderCompilesOnlyWhatChanged(t *testing.T) {
 				p.GetSpec().Rules[0].MatchResources = kyvernov1.MatchResources{}
 			})
 		}},
-		{name: "policy set to admission: false: compiled once more, for the controllers' views", changed: true, compile: []string{"policy " + engine.PolicyKey(lib.policies[2])}, apply: func() {
-			i := at(engine.PolicyKey(lib.policies[2]))
+		{name: "policy set to admission: false: compiled once more, for the controllers' views", changed: true, compile: []string{"policy " + policyid.Key(lib.policies[2])}, apply: func() {
+			i := at(policyid.Key(lib.policies[2]))
 			policies[i] = edit(policies[i], true, func(p kyvernov1.PolicyInterface) { p.GetSpec().Admission = &no })
 		}},
 		{name: "policy deleted", changed: true, apply: func() {
-			i := at(engine.PolicyKey(lib.policies[3]))
+			i := at(policyid.Key(lib.policies[3]))
 			policies = append(policies[:i:i], policies[i+1:]...)
 		}},
 		{name: "policy deleted and recreated under the same name (new UID)", changed: true, compile: []string{"policy " + lib.policies[4].GetName()}, apply: func() {
-			i := at(engine.PolicyKey(lib.policies[4]))
+			i := at(policyid.Key(lib.policies[4]))
 			policies[i] = edit(policies[i], false, func(p kyvernov1.PolicyInterface) {
 				p.(metav1.Object).SetUID("uid-recreated")
 			})
@@ -417,8 +418,8 @@ func TestBuilderCompilesOnlyWhatChanged(t *testing.T) {
 	if len(prev.Errors.For("ClusterPolicy", first.GetName())) == 0 {
 		t.Errorf("Errors has no faults for %s", first.GetName())
 	}
-	if u, ok := prev.Compiled(engine.PolicyKey(lib.policies[2])); !ok || u.Source().GetSpec().AdmissionProcessingEnabled() {
-		t.Errorf("Compiled(%s) = %v, %v: want the unit of the admission: false policy, for its status", engine.PolicyKey(lib.policies[2]), u, ok)
+	if u, ok := prev.Compiled(policyid.Key(lib.policies[2])); !ok || u.Source().GetSpec().AdmissionProcessingEnabled() {
+		t.Errorf("Compiled(%s) = %v, %v: want the unit of the admission: false policy, for its status", policyid.Key(lib.policies[2]), u, ok)
 	}
 	if u, ok := prev.Compiled("team-a/" + first.GetName()); !ok || len(u.Errors()) != 0 {
 		t.Errorf("Compiled(team-a/%s) = %v, %v: want the valid namespaced policy", first.GetName(), u, ok)

@@ -411,7 +411,7 @@ func (c *Cache) publishInstalled(policies []kyvernov1.PolicyInterface, exception
 }
 
 // NamespaceLabels returns a namespace's labels from the informer, for
-// namespaceSelectors (engine.NamespaceLabelsLoader).
+// namespaceSelectors (loader.NamespaceLabelsLoader).
 func (c *Cache) NamespaceLabels(ctx context.Context, namespace string) (map[string]string, error) {
 	var ns corev1.Namespace
 	if err := c.reader.Get(ctx, types.NamespacedName{Name: namespace}, &ns); err != nil {

@@ -12,7 +12,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 func TestSpecChanged(t *testing.T) {
@@ -62,7 +62,7 @@ type changeLog struct {
 func (l *changeLog) record(p kyvernov1.PolicyInterface, change PolicyChange) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.got = append(l.got, string(change)+" "+p.GetKind()+" "+engine.PolicyKey(p))
+	l.got = append(l.got, string(change)+" "+p.GetKind()+" "+policyid.Key(p))
 }
 
 func (l *changeLog) take() []string {

@@ -47,7 +47,7 @@ type Snapshot struct {
 	// policy never widens a webhook, or slows a request, beyond its own
 	// namespace. A namespace without such policies has no entry.
 	Namespaced map[string]NamespaceSets
-	// FineGrained holds, by engine.FineGrainedKey, each policy whose
+	// FineGrained holds, by policyid.FineGrainedKey, each policy whose
 	// webhook carries conditions (engine.HasWebhookConditions: a
 	// ClusterPolicy's spec.webhookConfiguration.matchConditions, a CEL
 	// policy's spec.matchConditions) in a set of its own: the
@@ -65,14 +65,14 @@ type Snapshot struct {
 	// not, bound to the exceptions of both groups.
 	Background ControllerView
 	// Reports is the background scan's view: every policy it evaluates
-	// (IsScanned), by engine.PolicyID, bound to the kyverno.io exceptions
+	// (IsScanned), by policyid.Of, bound to the kyverno.io exceptions
 	// with spec.background (default true) and to the policies.kyverno.io
 	// exceptions.
 	Reports ControllerView
 	// Installed is what the snapshot was built from.
 	Installed *Installed
 	// units are the compiled units of every installed policy, by
-	// engine.PolicyID (see Compiled).
+	// policyid.Of (see Compiled).
 	units map[string]*engine.CompiledPolicy
 	// readsRoles is whether a policy of the admission sets reads the
 	// requester's roles (see ReadsRoles).

@@ -8,6 +8,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/webhookrules"
 )
 
 // ControllerView is the set one controller of the process evaluates,
@@ -51,16 +52,16 @@ func IsScanned(p kyvernov1.PolicyInterface) bool {
 // ImageValidatingPolicy or a MutatingPolicy that mutates at admission,
 // nil for other policies.
 func CELScannedRules(p kyvernov1.PolicyInterface) []admissionregistrationv1.NamedRuleWithOperations {
-	if rules := engine.ValidatingPolicyRules(p); rules != nil {
+	if rules := webhookrules.ValidatingPolicy(p); rules != nil {
 		return rules
 	}
-	if rules := engine.ImageValidatingPolicyRules(p); rules != nil {
+	if rules := webhookrules.ImageValidatingPolicy(p); rules != nil {
 		return rules
 	}
 	// A MutatingPolicy that mutates at admission, or existing targets, is
 	// scanned too: its result says whether the existing object carries
 	// the mutation (engine.WithMutationScan).
-	return engine.MutatingPolicyScanRules(p)
+	return webhookrules.MutatingPolicyScan(p)
 }
 
 func hasScannedRules(p kyvernov1.PolicyInterface) bool {
@@ -86,7 +87,7 @@ func (v viewUnits) same(o viewUnits) bool {
 	return sameUnits(v.policies, o.policies) && sameUnits(v.exceptions, o.exceptions)
 }
 
-// byPolicyID orders units by engine.PolicyID, as the background scan
+// byPolicyID orders units by policyid.Of, as the background scan
 // always ordered its policies.
 func byPolicyID(units []*engine.CompiledPolicy) []*engine.CompiledPolicy {
 	out := append([]*engine.CompiledPolicy(nil), units...)

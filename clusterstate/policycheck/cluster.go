@@ -14,9 +14,9 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
-	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/engine/wildcard"
 )
 
@@ -110,7 +110,7 @@ func InCluster(obj runtime.Object, cluster Cluster) (Result, error) {
 	if cc, ok := cluster.(CELTypeCluster); ok && isPolicy {
 		warnings, err := cc.CELTypeWarnings(p)
 		if err != nil {
-			return Result{}, fmt.Errorf("%s %q: type-checking its CEL expressions: %w", p.GetKind(), engine.PolicyKey(p), err)
+			return Result{}, fmt.Errorf("%s %q: type-checking its CEL expressions: %w", p.GetKind(), policyid.Key(p), err)
 		}
 		res.Warnings = append(res.Warnings, warnings...)
 	}
@@ -140,7 +140,7 @@ func KindFaults(p kyvernov1.PolicyInterface, cluster Cluster) (fault.List, error
 	for i, rule := range p.GetSpec().Rules {
 		blocks = append(blocks, ruleBlocks(fmt.Sprintf("spec.rules[%d]", i), &rule.MatchResources, rule.ExcludeResources)...)
 	}
-	return blockFaults(kind, engine.PolicyKey(p), p.IsNamespaced(), true, blocks, cluster)
+	return blockFaults(kind, policyid.Key(p), p.IsNamespaced(), true, blocks, cluster)
 }
 
 // CleanupKindFaults are the faults of a CleanupPolicy that Kyverno's

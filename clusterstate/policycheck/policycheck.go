@@ -27,14 +27,15 @@ import (
 	"github.com/charter-dev/charter/clusterstate/globalcontext"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/unsupported"
 )
 
 // Result is what a valid object carries beyond its validity.
 type Result struct {
 	// Unsupported are the features of the object charter cannot run
-	// somewhere (engine.UnsupportedFeatures); each caller decides, by
+	// somewhere (unsupported.Features); each caller decides, by
 	// where it runs, which refuse.
-	Unsupported engine.UnsupportedList
+	Unsupported unsupported.List
 	// Warnings are the warnings Kyverno gives when it admits the object
 	// (engine.PolicyWarnings).
 	Warnings []string
@@ -92,7 +93,7 @@ func checkCleanup(obj client.Object) (Result, error) {
 	if _, err := CleanupPolicy(p); err != nil {
 		return Result{}, err
 	}
-	return Result{Unsupported: engine.UnsupportedFeatures(p)}, nil
+	return Result{Unsupported: unsupported.Features(p)}, nil
 }
 
 func checkGlobalContext(obj client.Object) (Result, error) {

@@ -15,8 +15,8 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/clusterstate/loaders"
-	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/wildcard"
 	"github.com/charter-dev/charter/internal/cliapply"
@@ -68,7 +68,7 @@ func (c *clusterSource) configure(_ context.Context, opts *cliapply.Options) err
 	return nil
 }
 
-// NamespaceLabels reads a namespace's labels (engine.NamespaceLabelsLoader).
+// NamespaceLabels reads a namespace's labels (loader.NamespaceLabelsLoader).
 func (c *clusterSource) NamespaceLabels(ctx context.Context, namespace string) (map[string]string, error) {
 	ns, err := c.kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
 	if err != nil {
@@ -77,10 +77,10 @@ func (c *clusterSource) NamespaceLabels(ctx context.Context, namespace string) (
 	return ns.Labels, nil
 }
 
-// Objects lists existing objects of a kind (engine.ObjectLoader): mutate
+// Objects lists existing objects of a kind (loader.ObjectLoader): mutate
 // targets and generate clone sources. The engine filters names and
 // namespaces with wildcards again.
-func (c *clusterSource) Objects(ctx context.Context, q engine.ObjectQuery) ([]map[string]any, error) {
+func (c *clusterSource) Objects(ctx context.Context, q loader.ObjectQuery) ([]map[string]any, error) {
 	gv, err := schema.ParseGroupVersion(q.APIVersion)
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 	"github.com/sigstore/cosign/v2/pkg/cosign"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/imagetest"
 	"github.com/charter-dev/charter/reconciler/gitsync/source/oci"
@@ -84,7 +84,7 @@ func TestPushSignAndTestAnArtifact(t *testing.T) {
 
 	v := imageverify.New(imageverify.Options{Egress: imagetest.LoopbackEgress()})
 	check := func(pub string) error {
-		_, err := v.VerifySignatures(context.Background(), engine.ImageCheck{
+		_, err := v.VerifySignatures(context.Background(), loader.ImageCheck{
 			Image: reg.Host + "/team/policies@" + digest,
 			Attestor: kyvernov1.Attestor{Keys: &kyvernov1.StaticKeyAttestor{PublicKeys: pub,
 				Rekor: &kyvernov1.Rekor{IgnoreTlog: true}, CTLog: &kyvernov1.CTLog{IgnoreSCT: true}}},

@@ -10,6 +10,12 @@
 // rules follow Kyverno's autogen v1 (see ../../../shared/spec/
 // validate-semantics.md §9 and mutate-generate-semantics.md §7).
 //
+// The CEL kinds (ValidatingPolicy, MutatingPolicy, ImageValidatingPolicy)
+// get copies of their whole spec instead, one for the template controllers
+// and one for CronJob (celpolicies.go, cel-policy-types.md §3.5), which
+// the engine compiles, the webhooks register and status.autogen.configs
+// publishes (Configs).
+//
 // The package is pure: it never changes the policy it is given. charter
 // publishes the generated rules in the policy's status, never in its spec.
 //

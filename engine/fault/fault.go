@@ -55,3 +55,15 @@ func (es List) For(kind, name string) List {
 	}
 	return out
 }
+
+// JoinPath appends a JSON key to a field path, quoting keys that would
+// read ambiguously.
+func JoinPath(path, key string) string {
+	if strings.ContainsAny(key, ".[]") || key == "" {
+		return fmt.Sprintf("%s[%q]", path, key)
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}

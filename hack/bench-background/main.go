@@ -40,6 +40,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/hack/benchscale/figures"
 	"github.com/charter-dev/charter/internal/benchmem"
 	"github.com/charter-dev/charter/internal/controlplane"
@@ -138,7 +139,7 @@ func run(n int, wait time.Duration, pointFile string) error {
 		return err
 	}
 
-	gen := updaterequest.NewGenerator(cl, charterNamespace, engine.Loaders{}, 0, logr.Discard())
+	gen := updaterequest.NewGenerator(cl, charterNamespace, loader.Loaders{}, 0, logr.Discard())
 	var (
 		next     atomic.Int64
 		wg       sync.WaitGroup

@@ -23,6 +23,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/imagetest"
 )
@@ -138,10 +139,10 @@ func main() {
 	}
 	ctx := context.Background()
 	policy := imagePolicy(reg.Host, key.PublicPEM)
-	check := func(img imagetest.Image) engine.ImageCheck {
+	check := func(img imagetest.Image) loader.ImageCheck {
 		var p kyvernov1.ClusterPolicy
 		_ = yaml.Unmarshal([]byte(policy), &p)
-		return engine.ImageCheck{Image: img.DigestRef, Attestor: p.Spec.Rules[0].VerifyImages[0].Attestors[0].Entries[0], Scope: "bench/verify"}
+		return loader.ImageCheck{Image: img.DigestRef, Attestor: p.Spec.Rules[0].VerifyImages[0].Attestors[0].Entries[0], Scope: "bench/verify"}
 	}
 
 	// 1. First-time verification: no cache, every image once.
@@ -160,7 +161,7 @@ func main() {
 	// 2. Cached review: the p99 a verifyImages rule adds over the same
 	// review without it.
 	cached := imageverify.New(imageverify.Options{Egress: reg.Egress(), Cache: imageverify.NewCache(1000, time.Hour, nil)})
-	opts := []engine.EvalOption{engine.WithLoaders(engine.Loaders{ImageVerifier: cached})}
+	opts := []engine.EvalOption{engine.WithLoaders(loader.Loaders{ImageVerifier: cached})}
 	without, with := compile(baseline), compile(baseline, imagePolicy(reg.Host, key.PublicPEM))
 	for i, img := range imgs { // warm the cache
 		if !review(ctx, with, opts, pod(i, img.DigestRef)) {

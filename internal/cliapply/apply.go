@@ -20,6 +20,9 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/policyid"
+	"github.com/charter-dev/charter/engine/unsupported"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 )
@@ -51,7 +54,7 @@ type Options struct {
 	// targets and clone sources need (--cluster); unset loaders give the
 	// usual error results. Namespace labels come from the values file when
 	// Loaders has none.
-	Loaders engine.Loaders
+	Loaders loader.Loaders
 	// Objects are resources evaluated after those of ResourcePaths.
 	Objects []*unstructured.Unstructured
 	// ResourcesFor, when set and no ResourcePaths are given, returns the
@@ -228,7 +231,7 @@ func loadPolicies(paths []string, exceptions exceptionsOf, out *Outcome) (*engin
 			policies = append(policies, p.Policies...)
 			exceptions.add(p)
 			for _, pol := range p.Policies {
-				fileOf[pol.GetKind()+" "+engine.PolicyKey(pol)] = f
+				fileOf[pol.GetKind()+" "+policyid.Key(pol)] = f
 			}
 			for _, ex := range p.Exceptions {
 				fileOf["PolicyException "+ex.Namespace+"/"+ex.Name] = f
@@ -260,12 +263,12 @@ func loadPolicies(paths []string, exceptions exceptionsOf, out *Outcome) (*engin
 	// operators, ...), as admission gives them.
 	for _, p := range policies {
 		for _, w := range engine.PolicyWarnings(p) {
-			out.Warnings = append(out.Warnings, fmt.Sprintf("%s %q: %s", p.GetKind(), engine.PolicyKey(p), w))
+			out.Warnings = append(out.Warnings, fmt.Sprintf("%s %q: %s", p.GetKind(), policyid.Key(p), w))
 		}
 	}
 	// What charter does not run in the CLI gives no verdict to trust:
 	// name each such field.
-	for _, u := range set.Unsupported().In(engine.InCLI) {
+	for _, u := range set.Unsupported().In(unsupported.InCLI) {
 		out.Warnings = append(out.Warnings, u.Error())
 	}
 	out.Policies = len(set.Policies())

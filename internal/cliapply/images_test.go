@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/internal/egress"
 	"github.com/charter-dev/charter/internal/imagetest"
@@ -24,7 +24,7 @@ func TestRunImageExtractors(t *testing.T) {
 	out, err := Run(context.Background(), Options{
 		PolicyPaths:   []string{filepath.Join(dir, "policy.yaml")},
 		ResourcePaths: []string{filepath.Join(dir, "resources.yaml")},
-		Loaders:       engine.Loaders{ImageVerifier: imageverify.New(imageverify.Options{Mirror: reg.Host, Egress: egress.Open()})},
+		Loaders:       loader.Loaders{ImageVerifier: imageverify.New(imageverify.Options{Mirror: reg.Host, Egress: egress.Open()})},
 	})
 	if err != nil {
 		t.Fatal(err)

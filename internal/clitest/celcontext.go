@@ -6,7 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 )
 
@@ -21,8 +22,8 @@ type celContext struct {
 }
 
 var (
-	_ engine.ResourceLoader  = (*celContext)(nil)
-	_ engine.ImageDataLoader = (*celContext)(nil)
+	_ loader.ResourceLoader  = (*celContext)(nil)
+	_ loader.ImageDataLoader = (*celContext)(nil)
 )
 
 // contextFile is a test's context file.
@@ -70,7 +71,7 @@ func decodeContextFile(path string) (any, error) {
 // Resource returns the object, or nil when there is none.
 func (c *celContext) Resource(_ context.Context, apiVersion, resource, namespace, name string) (map[string]any, error) {
 	for _, o := range c.objects {
-		if o.GetAPIVersion() == apiVersion && engine.ResourceForKind(o.GetKind()) == resource &&
+		if o.GetAPIVersion() == apiVersion && match.ResourceForKind(o.GetKind()) == resource &&
 			o.GetNamespace() == namespace && o.GetName() == name {
 			return o.Object, nil
 		}
@@ -82,7 +83,7 @@ func (c *celContext) Resource(_ context.Context, apiVersion, resource, namespace
 func (c *celContext) Resources(_ context.Context, apiVersion, resource, namespace string) ([]map[string]any, error) {
 	out := []map[string]any{}
 	for _, o := range c.objects {
-		if o.GetAPIVersion() == apiVersion && engine.ResourceForKind(o.GetKind()) == resource &&
+		if o.GetAPIVersion() == apiVersion && match.ResourceForKind(o.GetKind()) == resource &&
 			(namespace == "" || o.GetNamespace() == namespace) {
 			out = append(out, o.Object)
 		}
@@ -91,7 +92,7 @@ func (c *celContext) Resources(_ context.Context, apiVersion, resource, namespac
 }
 
 // ImageData returns the context file's data for the exact reference.
-func (c *celContext) ImageData(_ context.Context, reference string, _ engine.ImageCredentials) (map[string]any, error) {
+func (c *celContext) ImageData(_ context.Context, reference string, _ loader.ImageCredentials) (map[string]any, error) {
 	if img, ok := c.images[reference]; ok {
 		return img, nil
 	}

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // fakeCluster stands in for the API server of a suite: it serves the
@@ -21,9 +21,9 @@ type fakeCluster struct {
 }
 
 var (
-	_ engine.ConfigMapLoader = (*fakeCluster)(nil)
-	_ engine.APICaller       = (*fakeCluster)(nil)
-	_ engine.GlobalContext   = (*fakeCluster)(nil)
+	_ loader.ConfigMapLoader = (*fakeCluster)(nil)
+	_ loader.APICaller       = (*fakeCluster)(nil)
+	_ loader.GlobalContext   = (*fakeCluster)(nil)
 )
 
 // ConfigMap returns a ConfigMap from the cluster resources.
@@ -38,7 +38,7 @@ func (c *fakeCluster) ConfigMap(_ context.Context, namespace, name string) (map[
 
 // Call answers an apiCall: a matching apiCallResponses entry, else a GET of
 // an object or a list from the cluster resources.
-func (c *fakeCluster) Call(_ context.Context, call engine.APICall) (any, error) {
+func (c *fakeCluster) Call(_ context.Context, call loader.APICall) (any, error) {
 	method := call.Method
 	if method == "" {
 		method = "GET"
@@ -77,7 +77,7 @@ func (c *fakeCluster) GlobalContextEntry(_ context.Context, name string) (any, e
 	if v, ok := c.global[name]; ok {
 		return v, nil
 	}
-	return nil, fmt.Errorf("%w: %q is not mocked in the test's globalContextEntries", engine.ErrGlobalContextEntryNotFound, name)
+	return nil, fmt.Errorf("%w: %q is not mocked in the test's globalContextEntries", loader.ErrGlobalContextEntryNotFound, name)
 }
 
 // get serves /api/v1/... and /apis/group/version/... paths: a list of a

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // RepositoryTests runs a repository's kyverno-test.yaml suites for the
@@ -13,7 +13,7 @@ import (
 type RepositoryTests struct {
 	// ImageVerifier verifies the images of verifyImages rules; without
 	// one such rows end in error and fail the gate.
-	ImageVerifier engine.ImageVerifier
+	ImageVerifier loader.ImageVerifier
 }
 
 // RunTests runs every suite under dir, reading nothing outside root, and

@@ -2,6 +2,7 @@ package clitest
 
 import (
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // ReadValuesFile reads a values file (kind Values, or Value) for `charter
@@ -30,6 +31,6 @@ func NewValues(specs ...*ValuesSpec) engine.Values { return newSuiteValues(specs
 
 // NewNamespaceLabels serves the namespace labels that values specs give
 // (their namespaceSelector and namespaces lists).
-func NewNamespaceLabels(specs ...*ValuesSpec) engine.NamespaceLabelsLoader {
+func NewNamespaceLabels(specs ...*ValuesSpec) loader.NamespaceLabelsLoader {
 	return newNamespaceLabels(specs...)
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/mutate"
 )
 
@@ -118,7 +119,7 @@ func (s *objectSet) add(o *unstructured.Unstructured) {
 
 // Objects returns the objects of the kind; the engine filters by namespace,
 // name and selector.
-func (s *objectSet) Objects(_ context.Context, q engine.ObjectQuery) ([]map[string]any, error) {
+func (s *objectSet) Objects(_ context.Context, q loader.ObjectQuery) ([]map[string]any, error) {
 	var out []map[string]any
 	for _, o := range s.objs {
 		u := unstructured.Unstructured{Object: o}
@@ -130,7 +131,7 @@ func (s *objectSet) Objects(_ context.Context, q engine.ObjectQuery) ([]map[stri
 }
 
 // outputs is what mutation and generation did to one request, kept to be
-// merged into the evaluations of its policies (by engine.PolicyID).
+// merged into the evaluations of its policies (by policyid.Of).
 type outputs struct {
 	mutation   map[string]*engine.PolicyResponse
 	generation map[string]*engine.PolicyResponse

@@ -17,6 +17,9 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/policyid"
+	"github.com/charter-dev/charter/engine/unsupported"
 )
 
 // Options configure a Run.
@@ -35,7 +38,7 @@ type Options struct {
 	Root string
 	// ImageVerifier verifies images for verifyImages rules; without one
 	// such rules end in error.
-	ImageVerifier engine.ImageVerifier
+	ImageVerifier loader.ImageVerifier
 	// ImageDigestPins pins the images of ImageValidatingPolicies with
 	// mutateDigest to their digest before validation, as their mutating
 	// webhook does at admission (engine.WithImageDigestPins). Kyverno's
@@ -196,7 +199,7 @@ func (r *Runner) runSuite(ctx context.Context, res *SuiteResult) {
 	}
 	res.Warnings = append(res.Warnings, c.warnings...)
 	for _, id := range slices.Sorted(maps.Keys(c.invalid)) {
-		_, key := engine.ParsePolicyID(id)
+		_, key := policyid.Parse(id)
 		res.Warnings = append(res.Warnings, fmt.Sprintf("policy %s is invalid: %s", key, c.invalid[id]))
 	}
 	evals := evaluate(ctx, c, in, operations(s.Test), r.opts)
@@ -231,7 +234,7 @@ func (c *compiled) build(in *inputs) {
 			}
 			// Keyed by ID: a ClusterPolicy and a ValidatingPolicy of
 			// one name are two policies.
-			id := engine.PolicyIDFor(f.Kind, f.Name)
+			id := policyid.For(f.Kind, f.Name)
 			if prev := c.invalid[id]; prev != "" {
 				msg = prev + "; " + msg
 			}
@@ -263,7 +266,7 @@ func operations(t *Test) []string {
 // evaluate runs every resource of the suite through the policy set once per
 // operation and records one evaluation per policy × resource.
 func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string, opts Options) []evaluation {
-	loaders := engine.Loaders{
+	loaders := loader.Loaders{
 		ImageVerifier: opts.ImageVerifier,
 		ConfigMaps:    in.cluster,
 		APICalls:      in.cluster,
@@ -290,7 +293,7 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string, opts O
 				byID[resp.Policies[i].ID()] = &resp.Policies[i]
 			}
 			for _, p := range in.policies {
-				id := engine.PolicyID(p)
+				id := policyid.Of(p)
 				e := evaluation{Operation: op, Resource: key, Policy: p.GetName(), Kind: p.GetKind()}
 				if fault, bad := c.invalid[id]; bad {
 					e.Invalid = fault
@@ -333,7 +336,7 @@ func evaluate(ctx context.Context, c *compiled, in *inputs, ops []string, opts O
 // does not run in the CLI to the findings' messages; a finding outside
 // spec.rules concerns every rule.
 func cliUnsupported(p *engine.Policy) map[string]string {
-	findings := p.Unsupported().In(engine.InCLI)
+	findings := p.Unsupported().In(unsupported.InCLI)
 	if len(findings) == 0 {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 	"github.com/charter-dev/charter/internal/corpus"
 )
@@ -152,7 +153,7 @@ func TestClusterPolicyAndValidatingPolicyPairsAgree(t *testing.T) {
 
 // suiteEvalOptions are the loaders and values a suite's policies see.
 func suiteEvalOptions(in *inputs) []engine.EvalOption {
-	return []engine.EvalOption{engine.WithLoaders(engine.Loaders{
+	return []engine.EvalOption{engine.WithLoaders(loader.Loaders{
 		Namespaces: namespaceSource{in.namespaces, namespaceObjects(in.specs...)},
 		Resources:  in.celContext, Images: in.celContext, Objects: in.existing,
 		ConfigMaps: in.cluster, APICalls: in.cluster, GlobalContext: in.cluster,

@@ -9,7 +9,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/match"
 )
 
 // ClusterRead is a converted context entry that reads the cluster: a CEL
@@ -384,7 +384,7 @@ func mutateTargets(targets []kyvernov1.TargetResourceSpec, scope *jmesScope) (*p
 	case t.APIVersion == "" || t.Kind == "" || strings.ContainsAny(t.APIVersion+t.Kind, "*{"):
 		return nil, cannot("a target needs a literal apiVersion and kind")
 	}
-	resource := str(engine.ResourceForKind(t.Kind))
+	resource := str(match.ResourceForKind(t.Kind))
 	ns, err := templateString(t.Namespace, scope)
 	if err != nil {
 		return nil, wrap(err, "namespace")

@@ -8,7 +8,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/match"
 )
 
 // convertGeneration turns a generate rule's data into a GeneratingPolicy
@@ -89,7 +89,7 @@ func convertClone(g *kyvernov1.Generation, scope *jmesScope, out *convertedRule)
 			return wrap(err, "clone.name")
 		}
 		name = "source" + identOnly(g.Kind)
-		reads = append(reads, fn("resource.Get", str(g.APIVersion), str(engine.ResourceForKind(g.Kind)), srcNS, srcName).s)
+		reads = append(reads, fn("resource.Get", str(g.APIVersion), str(match.ResourceForKind(g.Kind)), srcNS, srcName).s)
 	} else {
 		cl := g.CloneList
 		srcNS, err := templateString(cl.Namespace, scope)
@@ -108,7 +108,7 @@ func convertClone(g *kyvernov1.Generation, scope *jmesScope, out *convertedRule)
 			if i < 0 || strings.Contains(k, "*") {
 				return cannot("cloneList kind %q: want apiVersion/Kind", k)
 			}
-			args := append([]expr{str(k[:i]), str(engine.ResourceForKind(k[i+1:])), srcNS}, labels...)
+			args := append([]expr{str(k[:i]), str(match.ResourceForKind(k[i+1:])), srcNS}, labels...)
 			reads = append(reads, fn("resource.List", args...).s)
 		}
 		name = "sources"

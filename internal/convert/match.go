@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/wildcard"
 )
 
@@ -70,7 +70,7 @@ func kindRule(sel string) (admissionregistrationv1.NamedRuleWithOperations, erro
 	} else if len(parts) == 2 {
 		group = ""
 	}
-	resource := engine.ResourceForKind(kind)
+	resource := match.ResourceForKind(kind)
 	if sub != "" {
 		resource += "/" + sub
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/imagetest"
 	"github.com/charter-dev/charter/internal/notary"
 )
@@ -55,7 +55,7 @@ func newFixture(t *testing.T) *fixture {
 
 func trustOf(t *testing.T, pem string) notary.Trust {
 	t.Helper()
-	certs, err := engine.ParseCertificates(pem)
+	certs, err := loader.ParseCertificates(pem)
 	if err != nil {
 		t.Fatal(err)
 	}

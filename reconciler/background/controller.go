@@ -29,7 +29,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycache"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/leadership"
 	"github.com/charter-dev/charter/reconciler/internal/runner"
 )
@@ -63,7 +63,7 @@ type Controller struct {
 	kube         kubernetes.Interface
 	kinds        *clusterstate.Kinds
 	recorder     record.EventRecorder
-	loaders      engine.Loaders
+	loaders      loader.Loaders
 
 	compiled atomic.Pointer[compiledPolicies]
 	// faults are the forbidden writes behind each policy's Background

@@ -31,6 +31,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/enginetest"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/webhook/server"
 	"github.com/charter-dev/charter/webhook/updaterequest"
@@ -207,7 +208,7 @@ func (e *env) buildRequest(req *engine.Request) []*kyvernov2.UpdateRequest {
 		e.t.Fatal(err)
 	}
 	set := enginetest.Set(e.t, policies...)
-	gen := updaterequest.NewGenerator(e.cl, charterNamespace, engine.Loaders{}, 0, testr.New(e.t))
+	gen := updaterequest.NewGenerator(e.cl, charterNamespace, loader.Loaders{}, 0, testr.New(e.t))
 	return gen.Build(e.ctx, server.BackgroundRecord{UID: types.UID("admission-" + string(req.Operation)), Request: req, Sets: []*engine.PolicySet{set}})
 }
 

@@ -6,8 +6,8 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
-	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // LabelPolicyKind on a downstream object names the kind of the policy
@@ -55,7 +55,7 @@ func (c *Controller) ownsDownstream(l map[string]string, p kyvernov1.PolicyInter
 // name (served, or held because it no longer compiles) when it has a
 // generate rule of that name; nil otherwise.
 func (c *Controller) otherGenerator(p kyvernov1.PolicyInterface, rule string) kyvernov1.PolicyInterface {
-	key, id := engine.PolicyKey(p), engine.PolicyID(p)
+	key, id := policyid.Key(p), policyid.Of(p)
 	for _, other := range legacyOwners(key) {
 		if other == id {
 			continue
@@ -69,7 +69,7 @@ func (c *Controller) otherGenerator(p kyvernov1.PolicyInterface, rule string) ky
 	return nil
 }
 
-// legacyOwners are the engine.PolicyIDs a downstream object without
+// legacyOwners are the policy IDs (policyid.Of) a downstream object without
 // LabelPolicyKind may belong to, from the key its labels name: the
 // ClusterPolicy or Policy of that key, and the GeneratingPolicy (the
 // NamespacedGeneratingPolicy for a "namespace/name" key).
@@ -78,10 +78,10 @@ func legacyOwners(key string) []string {
 	if strings.Contains(key, "/") {
 		kind = policiesv1.NamespacedGeneratingPolicyKind
 	}
-	return []string{key, engine.PolicyIDFor(kind, key)}
+	return []string{key, policyid.For(kind, key)}
 }
 
-// downstreamOwners are the engine.PolicyIDs the labels of a downstream
+// downstreamOwners are the policy IDs (policyid.Of) the labels of a downstream
 // object may name: the one its LabelPolicyKind says, else both
 // legacyOwners. ok is false for an object that names no policy, rule and
 // trigger.
@@ -91,7 +91,7 @@ func downstreamOwners(l map[string]string) (ids []string, item workItem, ok bool
 		return nil, item, false
 	}
 	if kind := l[LabelPolicyKind]; kind != "" {
-		return []string{engine.PolicyIDFor(kind, item.policy)}, item, true
+		return []string{policyid.For(kind, item.policy)}, item, true
 	}
 	return legacyOwners(item.policy), item, true
 }

@@ -10,7 +10,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // TestOwnsDownstream is the ownership rule of downstream objects, without
@@ -90,9 +90,9 @@ func TestOwnsDownstream(t *testing.T) {
 			cp := &compiledPolicies{byID: map[string]kyvernov1.PolicyInterface{}, held: map[string]kyvernov1.PolicyInterface{}}
 			for _, p := range tc.installed {
 				if tc.held {
-					cp.held[engine.PolicyID(p)] = p
+					cp.held[policyid.Of(p)] = p
 				} else {
-					cp.byID[engine.PolicyID(p)] = p
+					cp.byID[policyid.Of(p)] = p
 				}
 			}
 			c := &Controller{}

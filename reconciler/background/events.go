@@ -20,7 +20,7 @@ const (
 	ReasonDownstreamRetargeted = "DownstreamRetargeted"
 )
 
-// policyEvent records an event on a policy by engine.PolicyID: about the
+// policyEvent records an event on a policy by policyid.Of: about the
 // object of the policy's kind (a GeneratingPolicy's events are about the
 // GeneratingPolicy, as kubectl describe shows them), even once it is gone
 // from the installed set.

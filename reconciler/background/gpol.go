@@ -6,6 +6,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // A GeneratingPolicy (cel-policy-types.md §3.3.3) reaches this controller
@@ -76,5 +77,5 @@ func (c *Controller) reportRun(p kyvernov1.PolicyInterface, trigger triggerRef, 
 	if c.opts.Results == nil || trigger.UID == "" || len(rules) == 0 || matchConstraintsOf(p) == nil {
 		return
 	}
-	c.opts.Results.Results(trigger.objectRef(), []engine.PolicyResponse{{Policy: p, Key: engine.PolicyKey(p), Rules: rules}})
+	c.opts.Results.Results(trigger.objectRef(), []engine.PolicyResponse{{Policy: p, Key: policyid.Key(p), Rules: rules}})
 }

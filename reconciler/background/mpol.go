@@ -8,7 +8,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // A MutatingPolicy with evaluation.mutateExisting (cel-policy-types.md
@@ -47,14 +47,14 @@ func targetInScope(p kyvernov1.PolicyInterface, target map[string]any) error {
 }
 
 // statusObject is an empty object of the kind, namespace and name an
-// engine.PolicyID names, to read and patch its status or address an
+// policyid.Of names, to read and patch its status or address an
 // event: a ClusterPolicy or Policy for a bare key, else the
 // policies.kyverno.io kind of the background controller's policies.
 func statusObject(id string) interface {
 	client.Object
 	kyvernov1.PolicyInterface
 } {
-	return policiesv1.PolicyForKind(engine.ParsePolicyID(id)).(interface {
+	return policiesv1.PolicyForKind(policyid.Parse(id)).(interface {
 		client.Object
 		kyvernov1.PolicyInterface
 	})

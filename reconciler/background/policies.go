@@ -17,13 +17,14 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // compiledPolicies is one compiled generation of the policies with
 // generate or mutate-existing rules.
 type compiledPolicies struct {
 	set *engine.PolicySet
-	// byID holds the policies by engine.PolicyID: a ClusterPolicy and a
+	// byID holds the policies by policyid.Of: a ClusterPolicy and a
 	// GeneratingPolicy of one name are two policies.
 	byID map[string]kyvernov1.PolicyInterface
 	// held are the policies still installed that no longer compile, each
@@ -197,7 +198,7 @@ func (r *run) policiesChanged(ctx context.Context, changedSince, cur, deletedSin
 // that keep allows (all when nil); the work evaluates the rule.
 func (r *run) enqueueTriggers(ctx context.Context, p kyvernov1.PolicyInterface, rule *kyvernov1.Rule, typ kyvernov2.RequestType, keep func(*metav1.PartialObjectMetadata) bool) {
 	c := r.c
-	key := engine.PolicyID(p)
+	key := policyid.Of(p)
 	for _, sel := range matchKinds(p, rule) {
 		types := c.kinds.Resolve(sel)
 		if matchConstraintsOf(p) != nil {

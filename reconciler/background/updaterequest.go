@@ -16,6 +16,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // snapshot is what an UpdateRequest recorded of its admission request.
@@ -203,7 +204,7 @@ func (c *Controller) carryOut(ctx context.Context, ur *kyvernov2.UpdateRequest) 
 	}
 }
 
-// requestPolicy is the engine.PolicyID of the policy an UpdateRequest
+// requestPolicy is the policyid.Of of the policy an UpdateRequest
 // names: spec.policy is a key, and requestType tells a policies.kyverno.io
 // policy's requests (cel-generate, cel-mutate) from a ClusterPolicy's or
 // Policy's of the same key. A generate or mutate request of a key no
@@ -211,7 +212,7 @@ func (c *Controller) carryOut(ctx context.Context, ur *kyvernov2.UpdateRequest) 
 // names the GeneratingPolicy or MutatingPolicy of that key.
 func (c *Controller) requestPolicy(spec *kyvernov2.UpdateRequestSpec) string {
 	if kind := policiesv1.UpdateRequestPolicyKind(spec); kind != "" {
-		return engine.PolicyIDFor(kind, spec.Policy)
+		return policyid.For(kind, spec.Policy)
 	}
 	if _, ok := c.compiled.Load().byID[spec.Policy]; ok {
 		return spec.Policy
@@ -221,7 +222,7 @@ func (c *Controller) requestPolicy(spec *kyvernov2.UpdateRequestSpec) string {
 	if spec.Type == kyvernov2.Mutate {
 		legacy.Type = kyvernov2.CELMutate
 	}
-	return engine.PolicyIDFor(policiesv1.UpdateRequestPolicyKind(&legacy), spec.Policy)
+	return policyid.For(policiesv1.UpdateRequestPolicyKind(&legacy), spec.Policy)
 }
 
 func (c *Controller) deleteUpdateRequest(ctx context.Context, ur *kyvernov2.UpdateRequest) error {

@@ -13,13 +13,13 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
-	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/reconciler/internal/runner"
 )
 
 // Indexes of the downstream informers.
-// An object is indexed under every engine.PolicyID its labels may name
+// An object is indexed under every policyid.Of its labels may name
 // (downstreamOwners); ownsDownstream decides among them.
 const (
 	// byRule: policy ID and rule name.
@@ -195,7 +195,7 @@ func (w *watches) requeueClones(uid types.UID, deleted bool) {
 // downstreamOf returns the work that re-syncs every downstream object of
 // a rule of p.
 func (w *watches) downstreamOf(p kyvernov1.PolicyInterface, rule string) []workItem {
-	id := engine.PolicyID(p)
+	id := policyid.Of(p)
 	w.mu.Lock()
 	infs := make([]cache.SharedIndexInformer, 0, len(w.downstream))
 	for _, inf := range w.downstream {
@@ -226,7 +226,7 @@ type downstreamObject struct {
 // downstreamFor returns the objects a rule of p generated for one
 // trigger, among the kinds watched.
 func (w *watches) downstreamFor(p kyvernov1.PolicyInterface, rule string, trigger types.UID) []downstreamObject {
-	id := engine.PolicyID(p)
+	id := policyid.Of(p)
 	w.mu.Lock()
 	infs := make(map[schema.GroupVersionResource]cache.SharedIndexInformer, len(w.downstream))
 	for gvr, inf := range w.downstream {
@@ -247,7 +247,7 @@ func (w *watches) downstreamFor(p kyvernov1.PolicyInterface, rule string, trigge
 
 // workOf is the work of the rule that generated an object, from its
 // labels. Its policy is the key the labels name, which the caller turns
-// into an engine.PolicyID (downstreamOwners).
+// into an policyid.Of (downstreamOwners).
 func workOf(l map[string]string) (workItem, bool) {
 	name, rule := l[generate.LabelPolicyName], l[generate.LabelRuleName]
 	if name == "" || rule == "" || l[generate.LabelTriggerUID] == "" {

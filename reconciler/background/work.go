@@ -9,8 +9,8 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
-	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // triggerRef names a trigger. Name is empty when only the UID is known
@@ -54,7 +54,7 @@ func triggerFromLabels(l map[string]string) triggerRef {
 // the queue merges duplicates.
 type workItem struct {
 	typ kyvernov2.RequestType
-	// policy is the engine.PolicyID.
+	// policy is the policyid.Of.
 	policy  string
 	rule    string
 	trigger triggerRef
@@ -79,7 +79,7 @@ type workItem struct {
 }
 
 func (w workItem) String() string {
-	kind, key := engine.ParsePolicyID(w.policy)
+	kind, key := policyid.Parse(w.policy)
 	if kind == "" {
 		kind = "policy"
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/reconciler/internal/runner"
 )
 
@@ -62,7 +63,7 @@ type policyController struct {
 	// every policy instead.
 	actAs    dynamic.Interface
 	disco    discovery.DiscoveryInterface
-	loaders  engine.Loaders
+	loaders  loader.Loaders
 	recorder events.EventRecorder
 	m        *metrics
 	now      func() time.Time

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/charter-dev/charter/clusterstate/impersonate"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/leadership"
 )
 
@@ -77,7 +77,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		// call the http (through APICalls), globalContext and resource
 		// libraries, as Kyverno's cleanup controller lets them.
 		policies: &policyController{o: &o, source: o.State.CleanupPolicies, client: mgr.GetClient(), dyn: dyn, impersonated: impersonated, actAs: actAs, disco: disco,
-			loaders: engine.Loaders{APICalls: o.State.Loaders.APICalls, Namespaces: o.State.Loaders.Namespaces, GlobalContext: o.State.Loaders.GlobalContext,
+			loaders: loader.Loaders{APICalls: o.State.Loaders.APICalls, Namespaces: o.State.Loaders.Namespaces, GlobalContext: o.State.Loaders.GlobalContext,
 				Resources: o.State.Loaders.Resources}, m: m},
 		ttl: newTTLController(&o, meta, disco, kube, nil, m),
 	}

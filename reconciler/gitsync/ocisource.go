@@ -15,7 +15,7 @@ import (
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/imageverify"
 	"github.com/charter-dev/charter/reconciler/gitsync/source"
 	"github.com/charter-dev/charter/reconciler/gitsync/source/oci"
@@ -162,20 +162,20 @@ func (o *ociSource) verify(ctx context.Context, _ string) (string, error) {
 		return "", &ArtifactVerificationError{Revision: o.rev.String(), Reason: "spec.verify names no keys (secretRef) and no matchOIDCIdentity"}
 	}
 	image := o.remote.Repository().Name() + "@" + o.rev.Digest
-	creds := engine.ImageCredentials{Namespace: o.obj.Namespace, PullSecrets: o.pullSecrets, Scope: o.obj.Namespace}
+	creds := loader.ImageCredentials{Namespace: o.obj.Namespace, PullSecrets: o.pullSecrets, Scope: o.obj.Namespace}
 	if o.obj.Spec.Insecure {
 		creds.Registry = &kyvernov1.ImageRegistryCredentials{AllowInsecureRegistry: true}
 	}
 	var refusals []string
 	for _, a := range attestors {
-		_, err := o.r.signatures().VerifySignatures(ctx, engine.ImageCheck{
+		_, err := o.r.signatures().VerifySignatures(ctx, loader.ImageCheck{
 			Image: image, Attestor: a.Attestor, Credentials: creds, UseCache: true,
 			Scope: "gitops.charter.dev/policyrepository/" + o.obj.Namespace + "/" + o.obj.Name,
 		})
 		if err == nil {
 			return fmt.Sprintf("verified cosign signature of %s by %s", o.rev, a.what), nil
 		}
-		if engine.IsImageUnavailable(err) {
+		if loader.IsImageUnavailable(err) {
 			// No verdict: the registry or the transparency log could not
 			// be asked. Retried, not stalled.
 			return "", fmt.Errorf("verifying %s: %w", o.rev, err)

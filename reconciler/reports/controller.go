@@ -27,7 +27,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/clusterstate/policycache"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/leadership"
 	"github.com/charter-dev/charter/reconciler/internal/runner"
 	"github.com/charter-dev/charter/reconciler/reports/report"
@@ -855,4 +855,4 @@ func (c *Controller) write(ctx context.Context, scope report.Scope, results []v1
 
 // loaders are what context entries read as resources are scanned: the
 // process's, which the admission webhook uses too.
-func (c *Controller) loaders() engine.Loaders { return c.cluster.Loaders }
+func (c *Controller) loaders() loader.Loaders { return c.cluster.Loaders }

@@ -35,6 +35,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/enginetest"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
@@ -61,7 +62,7 @@ type env struct {
 	ctx  context.Context
 	cntr *writeCounter
 	// images, when set, verifies the images of verifyImages rules.
-	images engine.ImageVerifier
+	images loader.ImageVerifier
 	// wrap, when set, wraps the transport of the controllers started next.
 	wrap func(http.RoundTripper) http.RoundTripper
 }

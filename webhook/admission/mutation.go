@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/webhook/metrics"
 	"github.com/charter-dev/charter/webhook/server"
 )
@@ -12,7 +13,7 @@ import (
 // rules' results and execution time (kyverno_policy_results_total and
 // kyverno_policy_execution_duration_seconds with rule_type="mutate") on
 // every evaluation.
-func meteredMutator(loaders engine.Loaders, rec *metrics.Recorder) server.EngineMutator {
+func meteredMutator(loaders loader.Loaders, rec *metrics.Recorder) server.EngineMutator {
 	return server.EngineMutator{
 		Loaders: loaders,
 		Observe: func(req *engine.Request, resp *engine.MutateResponse, elapsed time.Duration) {

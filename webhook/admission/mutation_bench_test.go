@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/charter-dev/charter/clusterstate/policycache"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/webhook/metrics"
 	"github.com/charter-dev/charter/webhook/server"
 )
@@ -27,7 +27,7 @@ func BenchmarkMutator(b *testing.B) {
 		mutator server.Mutator
 	}{
 		{"engine", server.EngineMutator{}},
-		{"metered", meteredMutator(engine.Loaders{}, rec)},
+		{"metered", meteredMutator(loader.Loaders{}, rec)},
 	} {
 		b.Run(m.name, func(b *testing.B) {
 			b.ReportAllocs()

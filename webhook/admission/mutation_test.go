@@ -13,6 +13,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/webhook/metrics"
 	"github.com/charter-dev/charter/webhook/server"
 )
@@ -95,7 +96,7 @@ func TestMeteredMutatorAnswersAsEngineMutator(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, gotErr := meteredMutator(engine.Loaders{}, rec).Mutate(t.Context(), set.set, tc.req, set.failClosed)
+				got, gotErr := meteredMutator(loader.Loaders{}, rec).Mutate(t.Context(), set.set, tc.req, set.failClosed)
 				want, wantErr := server.EngineMutator{}.Mutate(t.Context(), set.set, tc.req, set.failClosed)
 				if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotErr, wantErr) {
 					t.Errorf("failClosed=%v: metered mutator answered\n  %+v, %v\nEngineMutator\n  %+v, %v", set.failClosed, got, gotErr, want, wantErr)

@@ -9,7 +9,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/webhook/metrics"
 )
 
@@ -56,7 +56,7 @@ func policyInventory(reader client.Reader, served servedPolicies) metrics.Policy
 
 // policyReady is the status_ready of p; see policyInventory.
 func policyReady(p kyvernov1.PolicyInterface, s *policycache.Snapshot) bool {
-	id := engine.PolicyID(p)
+	id := policyid.Of(p)
 	if s != nil {
 		for _, set := range s.Sets() {
 			if served, ok := set.Lookup(id); ok && served.Source().GetGeneration() == p.GetGeneration() {

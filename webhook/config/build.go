@@ -28,7 +28,9 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/engine/ttl"
+	"github.com/charter-dev/charter/engine/webhookrules"
 )
 
 // Names of the objects and webhooks charter manages. They follow Kyverno's
@@ -192,7 +194,7 @@ func (w *webhookRules) rules() []admissionregistrationv1.RuleWithOperations {
 // spec.webhookConfiguration.matchConditions, admission-reports.md §2.3,
 // or a CEL policy's spec.matchConditions, cel-policy-types.md §3.6):
 // named <base>-<fp>-finegrained-<key> with / as -, on path
-// /<validate|mutate>/<fp>/finegrained/<key> (engine.FineGrainedKey:
+// /<validate|mutate>/<fp>/finegrained/<key> (policyid.FineGrainedKey:
 // <name>, <namespace>/<name>, or validatingpolicy.policies.kyverno.io/<name>
 // and the like), carrying those conditions, so the API server sends it
 // only the requests they select.
@@ -204,7 +206,7 @@ type fineGrained struct {
 	fp         kyvernov1.FailurePolicyType
 	conditions []admissionregistrationv1.MatchCondition
 	// namespaceSelector and objectSelector are a CEL policy's
-	// matchConstraints' (engine.WebhookSelectors): the API server
+	// matchConstraints' (webhookrules.Selectors): the API server
 	// evaluates the conditions only within them.
 	namespaceSelector, objectSelector *metav1.LabelSelector
 	validating                        *webhookRules
@@ -263,16 +265,16 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 		if fp != kyvernov1.Ignore {
 			fp = kyvernov1.Fail
 		}
-		key := engine.PolicyKey(p)
+		key := policyid.Key(p)
 		// A policy with webhook matchConditions has webhooks of its own;
 		// a namespaced one shares those of its namespace (and failure
 		// policy); the others share their failure policy's.
 		validating, mutating := validating, mutating
-		ns := engine.PolicyNamespace(p)
+		ns := policyid.Namespace(p)
 		switch {
 		case engine.HasWebhookConditions(p):
-			f := &fineGrained{key: engine.FineGrainedKey(p), namespace: ns, fp: fp, conditions: engine.WebhookMatchConditions(p), validating: newWebhookRules(), mutating: newWebhookRules()}
-			f.namespaceSelector, f.objectSelector = engine.WebhookSelectors(p)
+			f := &fineGrained{key: policyid.FineGrainedKey(p), namespace: ns, fp: fp, conditions: engine.WebhookMatchConditions(p), validating: newWebhookRules(), mutating: newWebhookRules()}
+			f.namespaceSelector, f.objectSelector = webhookrules.Selectors(p)
 			fine = append(fine, f)
 			validating = map[kyvernov1.FailurePolicyType]*webhookRules{fp: f.validating}
 			mutating = map[kyvernov1.FailurePolicyType]*webhookRules{fp: f.mutating}
@@ -283,13 +285,13 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 			validating, mutating = namespaced[ns].validating, namespaced[ns].mutating
 		}
 		usedV, usedM := false, false
-		if celRules := engine.ValidatingPolicyRules(p); celRules != nil {
+		if celRules := webhookrules.ValidatingPolicy(p); celRules != nil {
 			// A ValidatingPolicy names its resources, as a VAP does.
 			usedV = addResourceRules(validating[fp], celRules, p.IsNamespaced(), validateOps)
-		} else if celRules := engine.GeneratingPolicyRules(p); celRules != nil {
+		} else if celRules := webhookrules.GeneratingPolicy(p); celRules != nil {
 			// So does a GeneratingPolicy; its one rule has no match kinds.
 			usedV = addResourceRules(validating[fp], celRules, p.IsNamespaced(), validateOps)
-		} else if celRules := engine.ImageValidatingPolicyRules(p); celRules != nil {
+		} else if celRules := webhookrules.ImageValidatingPolicy(p); celRules != nil {
 			// So does an ImageValidatingPolicy, which verifies at the
 			// validating webhook and, with mutateDigest, pins digests at
 			// the mutating one.
@@ -298,11 +300,11 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 				usedM = addResourceRules(mutating[fp], celRules, p.IsNamespaced(), mutateOps)
 			}
 		}
-		if celRules := engine.MutatingPolicyRules(p); celRules != nil {
+		if celRules := webhookrules.MutatingPolicy(p); celRules != nil {
 			// So does a MutatingPolicy, as a MAP does.
 			usedM = addResourceRules(mutating[fp], celRules, p.IsNamespaced(), mutateOps)
 		}
-		if celRules := engine.MutateExistingTriggerRules(p); celRules != nil {
+		if celRules := webhookrules.MutateExistingTriggers(p); celRules != nil {
 			// Its mutate-existing triggers reach the validating webhook,
 			// which makes UpdateRequests of allowed requests.
 			usedV = addResourceRules(validating[fp], celRules, p.IsNamespaced(), validateOps) || usedV

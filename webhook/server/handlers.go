@@ -14,6 +14,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/webhook/metrics"
 	"github.com/charter-dev/charter/webhook/userinfo"
 )
@@ -34,7 +35,7 @@ const (
 	// FineGrainedSegment ends the path prefix of a policy's own webhook
 	// (a policy whose webhook carries matchConditions,
 	// engine.HasWebhookConditions): /validate/fail/finegrained/<key>,
-	// the key engine.FineGrainedKey (<name>, <namespace>/<name> for a
+	// the key policyid.FineGrainedKey (<name>, <namespace>/<name> for a
 	// Policy, <kind>.policies.kyverno.io/<name> for a CEL policy). That
 	// path sees that one policy only.
 	FineGrainedSegment = "/finegrained/"
@@ -85,7 +86,7 @@ type Options struct {
 	// Policies is the source of policy snapshots. Required unless Null.
 	Policies Snapshots
 	// Loaders resolve context entries and namespace labels.
-	Loaders engine.Loaders
+	Loaders loader.Loaders
 	// Mutator runs mutate rules; nil admits mutate requests unchanged.
 	Mutator Mutator
 	// Kinds resolves the parent kind of subresource requests (pods/exec is

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // configMaps answers the tests' ConfigMap context entries, or fails.
@@ -129,7 +130,7 @@ func TestValidateDecisions(t *testing.T) {
 			queue := NewAuditQueue(4, nil)
 			h := NewHandler(Options{
 				Policies: staticSnapshots{snapshot},
-				Loaders:  engine.Loaders{ConfigMaps: configMaps{err: tt.configErr}},
+				Loaders:  loader.Loaders{ConfigMaps: configMaps{err: tt.configErr}},
 				Filters:  DefaultResourceFilters("charter"),
 				Audit:    queue,
 			})

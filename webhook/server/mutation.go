@@ -8,6 +8,7 @@ import (
 
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // EngineMutator is the Mutator that runs the engine's mutate rules
@@ -15,7 +16,7 @@ import (
 // controller, as in Kyverno: admission only patches the request's object.
 type EngineMutator struct {
 	// Loaders resolve context entries and namespace labels.
-	Loaders engine.Loaders
+	Loaders loader.Loaders
 	// Observe, when set, sees every evaluation's rule responses and how
 	// long it took, before the answer is built: the metrics of mutate
 	// rules hang here, so they never change what is answered.

@@ -14,8 +14,8 @@ import (
 	"github.com/charter-dev/charter/api/versions"
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycheck"
-	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/unsupported"
 )
 
 // policyValidate refuses a policy of any kind and served version that
@@ -31,13 +31,13 @@ import (
 // with the response.
 //
 // A policy that uses a feature charter cannot run in the cluster
-// (engine.UnsupportedFeatures) is refused when that feature's rule
+// (unsupported.Features) is refused when that feature's rule
 // enforces, with each field and "not supported by charter", so it never
 // looks enforced while doing nothing; when the rule can only audit, it is
 // admitted with one warning per feature (its results are errors, and its
 // status says Unsupported). Rules without a failure action (generate,
 // mutate) and cleanup policies count as enforcing: see
-// engine.UnsupportedFeatures.
+// unsupported.Features.
 //
 // An update of a ClusterPolicy or Policy that changes an immutable field
 // of a kept generate rule is refused, naming the rule and the fields; one
@@ -63,13 +63,13 @@ func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, denied(ar.UID, err.Error()))
 		return
 	}
-	unsupported := checked.Unsupported
+	found := checked.Unsupported
 	if msg := h.namespacedHTTP(ar.Kind.Group, ar.Kind.Kind, ar.Object); msg != "" {
 		writeResponse(w, denied(ar.UID, msg))
 		return
 	}
-	unsupported = unsupported.In(engine.InCluster)
-	if enforced := unsupported.Enforced(); len(enforced) > 0 {
+	found = found.In(unsupported.InCluster)
+	if enforced := found.Enforced(); len(enforced) > 0 {
 		writeResponse(w, denied(ar.UID, enforced.Error()))
 		return
 	}
@@ -85,7 +85,7 @@ func (h *handlers) policyValidate(w http.ResponseWriter, r *http.Request) {
 	if w := h.untrustedException(ar.Kind.Kind, ar.Object); w != "" {
 		warnings = append(warnings, w)
 	}
-	for _, u := range unsupported {
+	for _, u := range found {
 		warnings = append(warnings, u.Error()+"; admitted as its rule only audits, and its status shows Ready=False, reason Unsupported")
 	}
 	writeResponse(w, allowed(ar.UID, warnings))

@@ -15,7 +15,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // DefaultResyncInterval is how often the leader compares every policy's
@@ -217,7 +217,7 @@ func (c *Controller) update(ctx context.Context, p kyvernov1.PolicyInterface, sn
 	if c.reporting != nil {
 		cond, ok, err := reportingCondition(ctx, p, c.reporting, v.Generation)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", p.GetKind(), engine.PolicyKey(p), err)
+			return fmt.Errorf("%s %s: %w", p.GetKind(), policyid.Key(p), err)
 		}
 		if ok {
 			v.Reporting = &cond
@@ -225,7 +225,7 @@ func (c *Controller) update(ctx context.Context, p kyvernov1.PolicyInterface, sn
 	}
 	obj, ok := p.(client.Object)
 	if !ok {
-		return fmt.Errorf("%s %s: not a client.Object", p.GetKind(), engine.PolicyKey(p))
+		return fmt.Errorf("%s %s: not a client.Object", p.GetKind(), policyid.Key(p))
 	}
 	orig := obj.DeepCopyObject().(client.Object)
 	switch p := p.(type) {
@@ -242,7 +242,7 @@ func (c *Controller) update(ctx context.Context, p kyvernov1.PolicyInterface, sn
 		}
 		*p.GetStatus() = *desired
 	default:
-		return fmt.Errorf("%s %s: no status charter knows how to write", p.GetKind(), engine.PolicyKey(p))
+		return fmt.Errorf("%s %s: no status charter knows how to write", p.GetKind(), policyid.Key(p))
 	}
 	// A merge patch of the status alone, conditional on the
 	// resourceVersion read: a merge patch replaces the whole conditions
@@ -254,8 +254,8 @@ func (c *Controller) update(ctx context.Context, p kyvernov1.PolicyInterface, sn
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("%s %s: writing status: %w", p.GetKind(), engine.PolicyKey(p), err)
+		return fmt.Errorf("%s %s: writing status: %w", p.GetKind(), policyid.Key(p), err)
 	}
-	c.log.V(1).Info("policy status written", "kind", p.GetKind(), "policy", engine.PolicyKey(p), "ready", v.Ready, "generation", v.Generation)
+	c.log.V(1).Info("policy status written", "kind", p.GetKind(), "policy", policyid.Key(p), "ready", v.Ready, "generation", v.Generation)
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/webhookrules"
 )
 
 // Kyverno's messages of RBACPermissionsGranted on the policies.kyverno.io
@@ -174,7 +174,7 @@ func reportingCondition(ctx context.Context, p kyvernov1.PolicyInterface, access
 // reportedResourceRules are the resource rules of the policy's
 // matchConstraints; false for the kinds Kyverno does not report on.
 func reportedResourceRules(p kyvernov1.PolicyInterface) ([]admissionregistrationv1.NamedRuleWithOperations, bool) {
-	mc, ok := engine.CELMatchConstraints(p)
+	mc, ok := webhookrules.MatchConstraints(p)
 	if !ok {
 		return nil, false
 	}

@@ -7,7 +7,7 @@
 //     once the policy is compiled and in force; False "Failed" with the
 //     engine's field-path faults when it does not compile; False
 //     "Unsupported" naming each field whose feature charter cannot run in
-//     the cluster, engine.UnsupportedFeatures), the rules autogen generated
+//     the cluster, unsupported.Features), the rules autogen generated
 //     for Pod controllers, and the rule counts (admission-reports.md §5).
 //   - the policies.kyverno.io kinds: status.conditionStatus, ready only
 //     while every condition is True: PolicyCached (False with charter's
@@ -35,9 +35,10 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/policycache"
-	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/policyid"
+	"github.com/charter-dev/charter/engine/unsupported"
 )
 
 // MessageReady is the Ready condition's message when the policy serves,
@@ -77,7 +78,7 @@ type Verdict struct {
 //     rules enforce (policy admission refuses the enforcing ones; those
 //     that got in another way, or only audit, must not look in force).
 func Decide(p kyvernov1.PolicyInterface, s *policycache.Snapshot) (Verdict, bool) {
-	id := engine.PolicyID(p)
+	id := policyid.Of(p)
 	gen := p.GetGeneration()
 	// The snapshot compiled every installed policy, admission or not; its
 	// unit says whether this generation compiles.
@@ -105,9 +106,9 @@ func Decide(p kyvernov1.PolicyInterface, s *policycache.Snapshot) (Verdict, bool
 // unitVerdict is the verdict on a policy that compiles, given what of it
 // charter cannot run: ready, unless it uses features charter cannot run in
 // the cluster.
-func unitVerdict(unsupported engine.UnsupportedList, gen int64) Verdict {
-	if unsupported := unsupported.In(engine.InCluster); len(unsupported) > 0 {
-		return Verdict{Generation: gen, Reason: kyvernov1.PolicyReasonUnsupported, Message: unsupported.Messages()}
+func unitVerdict(found unsupported.List, gen int64) Verdict {
+	if inCluster := found.In(unsupported.InCluster); len(inCluster) > 0 {
+		return Verdict{Generation: gen, Reason: kyvernov1.PolicyReasonUnsupported, Message: inCluster.Messages()}
 	}
 	return Verdict{Ready: true, Generation: gen, Message: MessageReady}
 }
@@ -213,7 +214,7 @@ func DesiredPolicyStatus(p policiesv1.StatusHolder, v Verdict) *policiesv1.Polic
 	}
 	// The copies are published even for a policy that does not compile:
 	// its faults may point into status.autogen.
-	if configs, err := engine.AutogenConfigs(p); err == nil {
+	if configs, err := autogen.Configs(p); err == nil {
 		st.Autogen.Configs = configs
 	}
 	st.Generated = false

@@ -39,6 +39,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/droplog"
 	"github.com/charter-dev/charter/webhook/server"
 )
@@ -69,7 +70,7 @@ type Generator struct {
 	Namespace string
 	// Loaders serve the rules' context entries and namespace labels while
 	// their preconditions are checked.
-	Loaders engine.Loaders
+	Loaders loader.Loaders
 	// Workers bound the concurrent checks and creates (default 4).
 	Workers int
 	Config
@@ -187,7 +188,7 @@ func (o OwnRequests) Match(rec server.BackgroundRecord) OwnScope {
 var _ server.BackgroundSink = (*Generator)(nil)
 
 // NewGenerator returns a Generator with a queue of size records.
-func NewGenerator(cl client.Client, namespace string, loaders engine.Loaders, size int, log logr.Logger) *Generator {
+func NewGenerator(cl client.Client, namespace string, loaders loader.Loaders, size int, log logr.Logger) *Generator {
 	if size <= 0 {
 		size = DefaultQueueSize
 	}

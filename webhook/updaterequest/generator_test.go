@@ -20,6 +20,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/enginetest"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/webhook/server"
 )
 
@@ -80,7 +81,7 @@ func TestOwnRequestsTriggerNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set := loadPolicy(t, "copy-configmaps.yaml", tc.edit)
-			g := NewGenerator(nil, "charter-system", engine.Loaders{}, 0, logr.Discard())
+			g := NewGenerator(nil, "charter-system", loader.Loaders{}, 0, logr.Discard())
 			g.Own = own
 			rec := server.BackgroundRecord{
 				Request: &engine.Request{Operation: kyvernov1.Create, Object: configMap("settings"),
@@ -141,7 +142,7 @@ func TestTenantServiceAccountWritesAreOwnForItsNamespaceOnly(t *testing.T) {
 		{name: "no namespaced-policy ServiceAccount configured", own: OwnRequests{Users: []string{backgroundSA}}, user: "system:serviceaccount:team-a:charter-policy", set: namespaced("team-a"), want: both},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := NewGenerator(nil, "charter-system", engine.Loaders{}, 0, logr.Discard())
+			g := NewGenerator(nil, "charter-system", loader.Loaders{}, 0, logr.Discard())
 			g.Own = tc.own
 			rec := server.BackgroundRecord{
 				Request: &engine.Request{Operation: kyvernov1.Create, Namespace: "team-a", Object: configMap("settings"),
@@ -184,7 +185,7 @@ func TestDeleteContexts(t *testing.T) {
 		{name: "neither", edit: plain},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := NewGenerator(nil, "charter-system", engine.Loaders{}, 0, logr.Discard())
+			g := NewGenerator(nil, "charter-system", loader.Loaders{}, 0, logr.Discard())
 			rec := server.BackgroundRecord{
 				Request: &engine.Request{Operation: kyvernov1.Delete, OldObject: configMap("settings"),
 					UserInfo: authenticationv1.UserInfo{Username: "alice"}},
@@ -230,7 +231,7 @@ func TestGeneratingPolicyDeleteTrigger(t *testing.T) {
 		{name: "CREATE", req: &engine.Request{Operation: kyvernov1.Create, Object: configMap("settings")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := NewGenerator(nil, "charter-system", engine.Loaders{}, 0, logr.Discard())
+			g := NewGenerator(nil, "charter-system", loader.Loaders{}, 0, logr.Discard())
 			tc.req.UserInfo = authenticationv1.UserInfo{Username: "alice"}
 			urs := g.Build(context.Background(), server.BackgroundRecord{Request: tc.req, Sets: []*engine.PolicySet{set}})
 			if len(urs) != tc.wantURs {
@@ -256,7 +257,7 @@ func TestAdmittedDropsWhenFullWithoutBlocking(t *testing.T) {
 	set := loadPolicy(t, "copy-configmaps.yaml", nil)
 	var lines []string
 	log := funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{})
-	g := NewGenerator(nil, "charter-system", engine.Loaders{}, 1, log)
+	g := NewGenerator(nil, "charter-system", loader.Loaders{}, 1, log)
 	rec := server.BackgroundRecord{
 		Request: &engine.Request{Operation: kyvernov1.Create, Object: configMap("settings"), UserInfo: authenticationv1.UserInfo{Username: "alice"}},
 		Sets:    []*engine.PolicySet{set},

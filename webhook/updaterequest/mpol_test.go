@@ -15,6 +15,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/enginetest"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/webhook/server"
 )
 
@@ -56,7 +57,7 @@ func TestMutatingPolicyUpdateRequests(t *testing.T) {
 		{name: "the controller's own write, skipBackgroundRequests false", op: kyvernov1.Create, object: "settings", user: backgroundSA, optIn: true, wantURs: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := NewGenerator(nil, "charter-system", engine.Loaders{}, 0, logr.Discard())
+			g := NewGenerator(nil, "charter-system", loader.Loaders{}, 0, logr.Discard())
 			g.Own = OwnRequests{Users: []string{backgroundSA}}
 			req := &engine.Request{Operation: tc.op, UserInfo: authenticationv1.UserInfo{Username: tc.user}}
 			if tc.op == kyvernov1.Delete {

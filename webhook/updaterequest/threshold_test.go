@@ -16,7 +16,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
 )
 
@@ -46,7 +46,7 @@ func TestThresholdOnRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	recorder := events.NewFakeRecorder(10)
-	g := NewGenerator(cl, ns, engine.Loaders{}, 0, logr.Discard())
+	g := NewGenerator(cl, ns, loader.Loaders{}, 0, logr.Discard())
 	g.Threshold, g.Count, g.Recorder = 2, NewCount(md, ns), recorder
 	go g.Count.Run(ctx)
 

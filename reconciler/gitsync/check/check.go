@@ -5,7 +5,7 @@
 // pass policycheck.InCluster, the very check policy admission makes (every
 // check of Kyverno's policy validation, docs/policy-validation.md); and
 // no policy may enforce with a feature charter cannot run in the cluster
-// (engine.UnsupportedFeatures), so a revision never installs a policy
+// (unsupported.Features), so a revision never installs a policy
 // that looks enforced while it does nothing. Kinds the scheme does not know are left to the
 // API server's dry-run, which runs with strict field validation.
 //
@@ -28,8 +28,8 @@ import (
 	"github.com/charter-dev/charter/api/versions"
 	"github.com/charter-dev/charter/clusterstate/loaders"
 	"github.com/charter-dev/charter/clusterstate/policycheck"
-	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/unsupported"
 	"github.com/charter-dev/charter/reconciler/gitsync/build"
 )
 
@@ -208,9 +208,9 @@ func objectFaults(err error, file, ref string) []Fault {
 // charter cannot run in the cluster, used by a rule that enforces.
 // Policy admission would refuse the same policy; one that only audits is
 // applied, and its status says Unsupported.
-func unsupportedFaults(found engine.UnsupportedList, file string) []Fault {
+func unsupportedFaults(found unsupported.List, file string) []Fault {
 	var faults []Fault
-	for _, u := range found.In(engine.InCluster).Enforced() {
+	for _, u := range found.In(unsupported.InCluster).Enforced() {
 		faults = append(faults, Fault{
 			File:    file,
 			Object:  fmt.Sprintf("%s %q", u.Kind, u.Name),

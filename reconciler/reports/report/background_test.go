@@ -11,6 +11,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/generate"
 )
 
 func object(apiVersion, kind, namespace, name string) map[string]any {
@@ -40,7 +41,7 @@ func TestBackgroundResults(t *testing.T) {
 	responses := []engine.PolicyResponse{
 		{Policy: gpol, Key: "netpol", Rules: []engine.RuleResponse{{
 			Name: "netpol", Type: engine.TypeGeneration, Status: engine.StatusPass, Message: "policy evaluated successfully",
-			Generated: []engine.GeneratedObject{
+			Generated: []generate.DesiredObject{
 				{Object: object("networking.k8s.io/v1", "NetworkPolicy", "web", "default-deny")},
 				{Object: object("v1", "ConfigMap", "web", "settings")},
 				{Object: object("rbac.authorization.k8s.io/v1", "ClusterRole", "", "web-reader")},

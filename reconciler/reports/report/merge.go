@@ -13,6 +13,8 @@ import (
 	"github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/engine/policyid"
+	"github.com/charter-dev/charter/engine/webhookrules"
 )
 
 // Catalog knows the installed policies and their rules after autogen
@@ -33,13 +35,13 @@ func NewCatalog(policies []kyvernov1.PolicyInterface) Catalog {
 			names = map[string]bool{}
 			c[ref] = names
 		}
-		if engine.ValidatingPolicyRules(p) != nil {
+		if webhookrules.ValidatingPolicy(p) != nil {
 			// One result per resource, rule "" (or the exception and
 			// evaluation results' names).
 			names[""], names[engine.RuleException], names[engine.RuleEvaluation] = true, true, true
 			continue
 		}
-		if engine.ImageValidatingPolicyRules(p) != nil || isGeneratingPolicy(p) {
+		if webhookrules.ImageValidatingPolicy(p) != nil || isGeneratingPolicy(p) {
 			// One result per resource, under the policy's name.
 			names[p.GetName()], names[engine.RuleException] = true, true
 			continue
@@ -74,7 +76,7 @@ func (c Catalog) HasResult(r *v1alpha2.PolicyReportResult) bool {
 // name share the policy field and differ in source, and Kyverno keys
 // results by both too.
 func PolicyRef(p kyvernov1.PolicyInterface) string {
-	return SourceOf(p) + "/" + engine.PolicyKey(p)
+	return SourceOf(p) + "/" + policyid.Key(p)
 }
 
 // ResultRef is the PolicyRef of the policy that wrote a result.

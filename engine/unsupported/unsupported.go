@@ -1,4 +1,10 @@
-package engine
+// Package unsupported is charter's one table of the policy features it
+// does not run yet, and where (the cluster, the CLI or both): Features
+// lists the findings on a policy, each naming the field and whether its
+// rule enforces. Policy admission (/policyvalidate), policy status, the
+// GitOps pre-apply check, the CLI and the engine's compile all read it.
+// It is a leaf of engine/.
+package unsupported
 
 import (
 	"encoding/json"
@@ -10,13 +16,12 @@ import (
 	"strings"
 	"sync"
 
-	celcommon "github.com/google/cel-go/common"
-	celast "github.com/google/cel-go/common/ast"
-	celparser "github.com/google/cel-go/parser"
-
 	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/policyid"
 )
 
 // Where says where charter cannot run a feature yet.
@@ -67,12 +72,12 @@ var kyvernoPolicies = []string{"ClusterPolicy", "Policy"}
 // unsupportedFeatures is every policy feature charter does not run end to
 // end, and where. It is the only such list: policy admission
 // (/policyvalidate), policy status, the GitOps pre-apply check and the CLI
-// all read it through UnsupportedFeatures.
+// all read it through Features.
 //
 // Whoever makes a feature work removes its line here (or narrows its
 // where from Everywhere to InCluster when only the CLI gained it) in the
 // change that makes it work: removing an entry is a one-line change (plus
-// the want lines of testdata/unsupported that name it, and its row in the
+// the want lines of testdata/policies.yaml that name it, and its row in the
 // docs/policies.md's "What charter cannot run yet").
 //
 // Fields that only tune a feature listed here are not listed on their own
@@ -87,13 +92,13 @@ var unsupportedFeatures = []feature{
 	// Nobody yet.
 	{name: "validate.assert", kinds: kyvernoPolicies, path: "spec.rules[*].validate.assert", where: Everywhere},
 	// The CEL authorizer is bound at admission, to the requesting user
-	// (celauthz.go); the CLI has no authorizer (nor a user) to answer it.
+	// (the engine's celauthz.go); the CLI has no authorizer (nor a user) to answer it.
 	{name: "the CEL authorizer", kinds: kyvernoPolicies, path: "spec.rules[*].**.expression", where: InCLI, when: usesCELAuthorizer},
 }
 
-// Unsupported is one feature of a policy that charter cannot run
+// Finding is one feature of a policy that charter cannot run
 // somewhere.
-type Unsupported struct {
+type Finding struct {
 	// Kind and Name name the policy as fault.Fault does.
 	Kind, Name string
 	// Field is where the feature is used, e.g. spec.rules[0].validate.assert.
@@ -103,32 +108,32 @@ type Unsupported struct {
 	// Where charter cannot run it.
 	Where Where
 	// Enforce is true when the feature's rule may deny or change a request
-	// or resource (see UnsupportedFeatures); false when it can only audit.
+	// or resource (see Features); false when it can only audit.
 	Enforce bool
 }
 
 // In reports whether the feature cannot run at w.
-func (u *Unsupported) In(w Where) bool { return u.Where&w != 0 }
+func (u *Finding) In(w Where) bool { return u.Where&w != 0 }
 
 // Message is the finding without the policy's name, as a policy's own
 // status shows it: "spec.rules[0].validate.assert: validate.assert is not
 // supported by charter in the cluster yet".
-func (u *Unsupported) Message() string { return u.Field + ": " + u.Fault() }
+func (u *Finding) Message() string { return u.Field + ": " + u.Fault() }
 
 // Fault says what is not supported, without the field: "verifyImages is
 // not supported by charter in the cluster yet".
-func (u *Unsupported) Fault() string {
+func (u *Finding) Fault() string {
 	return fmt.Sprintf("%s is not supported by charter %s yet", u.Feature, u.Where)
 }
 
-func (u *Unsupported) Error() string { return fmt.Sprintf("%s %q: %s", u.Kind, u.Name, u.Message()) }
+func (u *Finding) Error() string { return fmt.Sprintf("%s %q: %s", u.Kind, u.Name, u.Message()) }
 
-// UnsupportedList is the findings on one or more policies.
-type UnsupportedList []*Unsupported
+// List is the findings on one or more policies.
+type List []*Finding
 
 // In returns the findings that cannot run at w.
-func (l UnsupportedList) In(w Where) UnsupportedList {
-	var out UnsupportedList
+func (l List) In(w Where) List {
+	var out List
 	for _, u := range l {
 		if u.In(w) {
 			out = append(out, u)
@@ -138,8 +143,8 @@ func (l UnsupportedList) In(w Where) UnsupportedList {
 }
 
 // Enforced returns the findings whose rules may deny or change something.
-func (l UnsupportedList) Enforced() UnsupportedList {
-	var out UnsupportedList
+func (l List) Enforced() List {
+	var out List
 	for _, u := range l {
 		if u.Enforce {
 			out = append(out, u)
@@ -149,7 +154,7 @@ func (l UnsupportedList) Enforced() UnsupportedList {
 }
 
 // Messages joins the findings' messages with "; ".
-func (l UnsupportedList) Messages() string {
+func (l List) Messages() string {
 	msgs := make([]string, len(l))
 	for i, u := range l {
 		msgs[i] = u.Message()
@@ -157,7 +162,7 @@ func (l UnsupportedList) Messages() string {
 	return strings.Join(msgs, "; ")
 }
 
-func (l UnsupportedList) Error() string {
+func (l List) Error() string {
 	msgs := make([]string, len(l))
 	for i, u := range l {
 		msgs[i] = u.Error()
@@ -165,7 +170,7 @@ func (l UnsupportedList) Error() string {
 	return strings.Join(msgs, "\n")
 }
 
-// UnsupportedFeatures returns every entry of charter's unsupported-feature
+// Features returns every entry of charter's unsupported-feature
 // table that obj uses, wherever charter cannot run it; callers pick theirs
 // with In. obj is a ClusterPolicy or Policy (kyvernov1.PolicyInterface), a
 // ClusterCleanupPolicy or a CleanupPolicy; other objects have none.
@@ -182,13 +187,13 @@ func (l UnsupportedList) Error() string {
 //     that never denies. They count as enforcing, so such a policy is
 //     refused rather than admitted to look in force while doing nothing;
 //   - a field outside spec.rules enforces when any rule of the policy does.
-func UnsupportedFeatures(obj any) UnsupportedList {
+func Features(obj any) List {
 	var kind, name string
 	var spec any
 	var enforces func(rule int) bool
 	switch p := obj.(type) {
 	case kyvernov1.PolicyInterface:
-		kind, name, spec = p.GetKind(), PolicyKey(p), p.GetSpec()
+		kind, name, spec = p.GetKind(), policyid.Key(p), p.GetSpec()
 		enforces = policyEnforces(p)
 	case kyvernov2.CleanupPolicyInterface:
 		kind, name, spec = p.GetKind(), cleanupKey(p), p.GetSpec()
@@ -209,13 +214,13 @@ func UnsupportedFeatures(obj any) UnsupportedList {
 	if err != nil {
 		return nil
 	}
-	var out UnsupportedList
+	var out List
 	check := func(path string, value any, rule map[string]any, ruleIndex int) {
 		for _, f := range applicable {
 			if !f.re.MatchString(path) || (f.when != nil && !f.when(value, rule)) {
 				continue
 			}
-			out = append(out, &Unsupported{Kind: kind, Name: name, Field: path, Feature: f.name, Where: f.where, Enforce: enforces(ruleIndex)})
+			out = append(out, &Finding{Kind: kind, Name: name, Field: path, Feature: f.name, Where: f.where, Enforce: enforces(ruleIndex)})
 		}
 	}
 	check("spec", raw, nil, -1)
@@ -261,7 +266,7 @@ func walkFields(v any, path string, rule map[string]any, ruleIndex int, fn func(
 			if child == nil {
 				continue
 			}
-			p := joinPath(path, k)
+			p := fault.JoinPath(path, k)
 			fn(p, child, rule, ruleIndex)
 			if !opaqueFields[k] {
 				walkFields(child, p, rule, ruleIndex, fn)
@@ -280,7 +285,7 @@ func walkFields(v any, path string, rule map[string]any, ruleIndex int, fn func(
 }
 
 // policyEnforces returns whether rule i of p may deny or change
-// something (see UnsupportedFeatures); i < 0 asks about the policy.
+// something (see Features); i < 0 asks about the policy.
 func policyEnforces(p kyvernov1.PolicyInterface) func(i int) bool {
 	spec := p.GetSpec()
 	staged := charter.IsStaged(p.GetLabels())
@@ -361,42 +366,5 @@ func toJSONValue(v any) (any, error) {
 // An expression that does not parse is left to the compiler's fault.
 func usesCELAuthorizer(value any, _ map[string]any) bool {
 	expr, ok := value.(string)
-	return ok && celReadsIdent(expr, "authorizer")
-}
-
-// celReadsIdent reports whether the CEL expression reads the identifier
-// (a variable or library receiver); one that does not parse does not.
-func celReadsIdent(expr, ident string) bool {
-	reads, _ := celIdentRead(expr, ident)
-	return reads
-}
-
-// celOptionalParser parses CEL with the optional syntax (a.?b), which
-// Kyverno's and the API server's environments allow.
-var celOptionalParser = sync.OnceValues(func() (*celparser.Parser, error) {
-	return celparser.NewParser(celparser.EnableOptionalSyntax(true))
-})
-
-// celIdentRead reports whether the CEL expression reads the identifier,
-// and whether it parsed (an expression that does not parse reads
-// nothing).
-func celIdentRead(expr, ident string) (reads, parsed bool) {
-	if !strings.Contains(expr, ident) {
-		return false, true
-	}
-	p, err := celOptionalParser()
-	if err != nil {
-		return false, false
-	}
-	ast, errs := p.Parse(celcommon.NewTextSource(expr))
-	if errs != nil && len(errs.GetErrors()) > 0 {
-		return false, false
-	}
-	found := false
-	celast.PreOrderVisit(ast.Expr(), celast.NewExprVisitor(func(e celast.Expr) {
-		if e.Kind() == celast.IdentKind && e.AsIdent() == ident {
-			found = true
-		}
-	}))
-	return found, true
+	return ok && celenv.ReadsIdent(expr, "authorizer")
 }

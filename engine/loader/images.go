@@ -1,4 +1,4 @@
-package engine
+package loader
 
 import (
 	"bytes"
@@ -149,4 +149,29 @@ func (e *ImageUnavailableError) Unwrap() error { return e.Err }
 func IsImageUnavailable(err error) bool {
 	var u *ImageUnavailableError
 	return errors.As(err, &u) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// certExtensionOIDs name Fulcio's certificate extensions by the keys
+// additionalExtensions accepts (verify-images.md §3.3).
+var certExtensionOIDs = map[string]string{
+	"oidcIssuer":               "1.3.6.1.4.1.57264.1.1",
+	"githubWorkflowTrigger":    "1.3.6.1.4.1.57264.1.2",
+	"githubWorkflowSha":        "1.3.6.1.4.1.57264.1.3",
+	"githubWorkflowName":       "1.3.6.1.4.1.57264.1.4",
+	"githubWorkflowRepository": "1.3.6.1.4.1.57264.1.5",
+	"githubWorkflowRef":        "1.3.6.1.4.1.57264.1.6",
+}
+
+// CertExtensionOID returns the OID an additionalExtensions key names: one
+// of the names below or the OID itself.
+func CertExtensionOID(key string) (string, bool) {
+	if oid, ok := certExtensionOIDs[key]; ok {
+		return oid, true
+	}
+	for _, oid := range certExtensionOIDs {
+		if oid == key {
+			return oid, true
+		}
+	}
+	return "", false
 }

@@ -1,4 +1,4 @@
-package engine
+package autogen
 
 import (
 	"encoding/json"
@@ -18,13 +18,13 @@ var podControllerKinds = map[string]string{
 	"statefulsets": "StatefulSet", "jobs": "Job", "cronjobs": "CronJob",
 }
 
-// AutogenConfigs returns a ValidatingPolicy's, MutatingPolicy's or
+// Configs returns a ValidatingPolicy's, MutatingPolicy's or
 // ImageValidatingPolicy's copies for Pod controllers as Kyverno publishes
 // them in status.autogen.configs, by name ("defaults", "cronjobs"): the
 // copies the engine compiles and the webhooks register, each with the
 // kinds it targets. It returns nil for other policies and for policies
 // with no copies.
-func AutogenConfigs(p kyvernov1.PolicyInterface) (map[string]policiesv1.AutogenConfig, error) {
+func Configs(p kyvernov1.PolicyInterface) (map[string]policiesv1.AutogenConfig, error) {
 	type copyOf struct {
 		name string
 		spec any
@@ -33,21 +33,21 @@ func AutogenConfigs(p kyvernov1.PolicyInterface) (map[string]policiesv1.AutogenC
 	var copies []copyOf
 	switch p := p.(type) {
 	case policiesv1.ValidatingPolicyLike:
-		for _, ag := range vpolAutogen(p.GetValidatingPolicySpec()) {
-			copies = append(copies, copyOf{ag.name, ag.spec, ag.spec.MatchConstraints})
+		for _, ag := range ValidatingPolicy(p.GetValidatingPolicySpec()) {
+			copies = append(copies, copyOf{ag.Name, ag.Spec, ag.Spec.MatchConstraints})
 		}
 	case policiesv1.MutatingPolicyLike:
-		for _, ag := range mpolAutogen(p.GetMutatingPolicySpec()) {
-			copies = append(copies, copyOf{ag.name, ag.spec, ag.spec.MatchConstraints})
+		for _, ag := range MutatingPolicy(p.GetMutatingPolicySpec()) {
+			copies = append(copies, copyOf{ag.Name, ag.Spec, ag.Spec.MatchConstraints})
 		}
 	case policiesv1.ImageValidatingPolicyLike:
-		for _, ag := range ivpolAutogen(p.GetImageValidatingPolicySpec()) {
+		for _, ag := range ImageValidatingPolicy(p.GetImageValidatingPolicySpec()) {
 			// Kyverno's CRD defaults validationConfigurations in the spec
 			// its copies are made of; charter leaves the spec as applied
 			// and publishes the values it acts on.
-			md, vd, rq := ag.spec.MutateDigest(), ag.spec.VerifyDigest(), ag.spec.Required()
-			ag.spec.ValidationConfigurations = &policiesv1.ValidationConfiguration{MutateDigest: &md, VerifyDigest: &vd, Required: &rq}
-			copies = append(copies, copyOf{ag.name, ag.spec, ag.spec.MatchConstraints})
+			md, vd, rq := ag.Spec.MutateDigest(), ag.Spec.VerifyDigest(), ag.Spec.Required()
+			ag.Spec.ValidationConfigurations = &policiesv1.ValidationConfiguration{MutateDigest: &md, VerifyDigest: &vd, Required: &rq}
+			copies = append(copies, copyOf{ag.Name, ag.Spec, ag.Spec.MatchConstraints})
 		}
 	}
 	if len(copies) == 0 {

@@ -1,13 +1,12 @@
-package engine
+package loader
 
 import (
 	"context"
 	"errors"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 )
 
 // Loaders resolve context entries and namespace labels. Each is optional: a
@@ -134,15 +133,6 @@ type NamespacedGlobalContext interface {
 	GlobalContextEntryForNamespace(ctx context.Context, name, namespace string) (any, error)
 }
 
-// readGlobalContext reads an entry for a policy acting in scope ("" for a
-// cluster-wide policy).
-func readGlobalContext(ctx context.Context, l GlobalContext, name, scope string) (any, error) {
-	if n, ok := l.(NamespacedGlobalContext); ok && scope != "" {
-		return n.GlobalContextEntryForNamespace(ctx, name, scope)
-	}
-	return l.GlobalContextEntry(ctx, name)
-}
-
 // ErrGlobalContextEntryNotFound is a GlobalContextEntry that does not
 // exist.
 var ErrGlobalContextEntryNotFound = errors.New("global context entry not found")
@@ -150,38 +140,6 @@ var ErrGlobalContextEntryNotFound = errors.New("global context entry not found")
 // NamespaceLabelsLoader returns the labels of a namespace.
 type NamespaceLabelsLoader interface {
 	NamespaceLabels(ctx context.Context, namespace string) (map[string]string, error)
-}
-
-// Values pins variables to fixed values instead of computing or loading
-// them, the way Kyverno's CLI values file does (test-format.md "Values
-// file"). Any method may return nil.
-//
-// Keys are dotted variable paths ("request.operation",
-// "podprioritydict.data.default", "imageData.configData.created"): each
-// value is set at its path, merged into what is there. A context entry
-// named by a key (or by the first segment of one) is not loaded, so values
-// stand in for configMap, apiCall, imageRegistry and globalReference
-// entries and may build only part of one; variable entries are still
-// evaluated after the values and overwrite them, as in Kyverno's CLI.
-type Values interface {
-	// Variables returns variables to set in the context document before the
-	// policy's rules run for this resource: the values file's globalValues
-	// overlaid with policies[].resources[].values. Kyverno's CLI matches
-	// resources by name only.
-	Variables(policy kyvernov1.PolicyInterface, resource ResourceRef) map[string]any
-	// ContextEntries returns the variables to set before the rule's context
-	// entries load (policies[].rules[].values). rule is the rule's own
-	// name; for an autogen rule ("autogen-x", "autogen-cronjob-x") an
-	// implementation may fall back to the values of its source rule, as
-	// values files name the rules written in the policy.
-	ContextEntries(policy kyvernov1.PolicyInterface, rule string) map[string]any
-	// ForeachElements returns per-element variables of the rule's foreach
-	// entries (policies[].rules[].foreachValues): for the element at index
-	// i of any foreach list of the rule (validate, mutate or generate, at
-	// any nesting depth), each key is set to its i-th value after the
-	// element's context entries load. The lists being iterated are not
-	// replaced. A list with no i-th value makes the element an error.
-	ForeachElements(policy kyvernov1.PolicyInterface, rule string) map[string][]any
 }
 
 // ResourceLoader serves the resource.* library of CEL policies: objects by
@@ -199,4 +157,21 @@ type ResourceLoader interface {
 // the namespace's name and labels.
 type NamespaceObjectLoader interface {
 	NamespaceObject(ctx context.Context, namespace string) (map[string]any, error)
+}
+
+// ResourceCreator is what a ResourceLoader also implements to serve
+// resource.Post: create obj as a resource of apiVersion (in namespace,
+// "" for a cluster-scoped one) and return what the API server answered.
+// policyNamespace is the namespace of the namespaced policy that asks (""
+// for a cluster-scoped policy): a creator acts for such a policy with the
+// rights of its namespace, never with charter's own. Without it
+// resource.Post is an error.
+type ResourceCreator interface {
+	CreateResource(ctx context.Context, policyNamespace, apiVersion, resource, namespace string, obj map[string]any) (map[string]any, error)
+}
+
+// ResourceMapper is what a ResourceLoader also implements to serve
+// resource.ToGVR: the resource of a kind, from the cluster's discovery.
+type ResourceMapper interface {
+	ResourceFor(apiVersion, kind string) (schema.GroupVersionResource, error)
 }
