@@ -172,7 +172,7 @@ e2e-kind: image kind-node-image ## make e2e E2E_PROVIDER=kind on the offline nod
 	$(KIND_DOCKER_ENV) KIND_NODE_IMAGE=$(KIND_NODE_IMAGE) E2E_CHARTER_IMAGE=$(IMG) $(MAKE) e2e E2E_PROVIDER=kind
 
 .PHONY: test-reliability
-test-reliability: controlplane ## Fuzz every target FUZZTIME each (default 30s), run the seed corpora and the bad input, fault and overload tests; print part, figure, target, ok (RELIABILITY_MODE=short: about a minute of tests, as in CI; RELIABILITY_PARTS= a regexp of part names to run alone, no fuzzing; SOAK= minutes of the soaks, SOAK_RATE= reviews a second through the API server).
+test-reliability: controlplane ## Fuzz every target FUZZTIME each (default 30s), run the seed corpora and the bad input, fault and overload tests; print part, figure, target, ok (RELIABILITY_MODE=short: a minute of tests on a quiet machine, run at once, as in CI; RELIABILITY_PARTS= a regexp of part names to run alone, no fuzzing; SOAK= minutes of the soaks, SOAK_RATE= reviews a second through the API server).
 	$(GO) run ./hack/reliability -mode $(or $(RELIABILITY_MODE),full) $(if $(FUZZTIME),-fuzztime $(FUZZTIME)) $(if $(RELIABILITY_PARTS),-parts '$(RELIABILITY_PARTS)')
 
 .PHONY: bench-background

@@ -7,12 +7,16 @@
 //
 //	go run ./hack/reliability [-mode full|short] [-fuzztime 30s] [-parts regexp]
 //
+// Both modes first build every test binary they run, once (go test -c),
+// and the fuzzer's instrumented build, then run the tests; the table's
+// last row is the tests' wall time, builds aside, with the machine's load.
 // The full mode fuzzes each target for -fuzztime (minutes in all) and runs
-// every part. The short mode, which .ci/run runs, is about a minute of
-// tests on a quiet machine, builds aside: the seed corpora, 5 s of fuzzing
-// of the quickest target, the admission bad input and charter absent with
+// every part, one at a time. The short mode, which .ci/run runs, is a
+// minute of tests on a quiet machine: the seed corpora, 5 s of fuzzing of
+// the quickest target, the admission bad input and charter absent with
 // failurePolicy Fail, the CLI's bad input, a kill mid-generate and
-// mid-cleanup and a kube-apiserver restart under load.
+// mid-cleanup and a kube-apiserver restart under load, all at once, each
+// test in a process and on a control plane of its own.
 //
 // -parts runs only the parts whose names match, of the mode's, and no
 // fuzzing: `make test-reliability RELIABILITY_PARTS=soak SOAK=10` is the two
@@ -33,9 +37,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -43,7 +51,7 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "full", "full, or short (about a minute of tests, for CI)")
+	mode := flag.String("mode", "full", "full, or short (a minute of tests on a quiet machine, for CI)")
 	fuzztime := flag.Duration("fuzztime", 30*time.Second, "how long each fuzz target runs in the full mode")
 	only := flag.String("parts", "", "run only the parts whose names match this regular expression, and no fuzzing")
 	flag.Parse()
@@ -66,24 +74,49 @@ func main() {
 	}
 	runMode = *mode
 	start := time.Now()
-	var rows []reliability.Figure
-	if p.seeds {
-		rows = append(rows, runSeeds(fuzzTargets)...)
-	}
-	for _, ft := range p.fuzz {
-		rows = append(rows, runFuzz(ft, p.fuzztime))
-	}
-	for _, part := range p.parts {
-		rows = append(rows, runPart(part)...)
-	}
+	rows, tt := p.run()
+	rows = append(rows, wallTimeRow(*mode, p.parallel, tt, time.Since(start)-tt.wall))
 	failed := printTable(os.Stdout, rows)
-	// The tests' own time, apart from building them: what the short
-	// mode's minute is counted in.
-	fmt.Printf("\n%s mode, %s, of which tests %s\n", *mode, time.Since(start).Round(time.Second), testTime.Round(time.Second))
+	fmt.Printf("\n%s mode, %s in all, of which tests %s (wall time; builds before them); each job: %s\n",
+		*mode, time.Since(start).Round(time.Second), tt.wall.Round(time.Second), strings.Join(tt.jobs, ", "))
 	if failed > 0 {
 		fmt.Printf("%d of %d targets missed\n", failed, len(rows))
 		os.Exit(1)
 	}
+}
+
+// wallTimeRow is the table's row of how long the mode's tests took, wall
+// time, builds aside, with their CPU time and the machine's load as they
+// began and ended: a printed figure, never a verdict (the tests' own
+// targets are outcomes; a time depends on what else the machine runs).
+func wallTimeRow(mode string, parallel bool, tt testTime, builds time.Duration) reliability.Figure {
+	how := "one at a time"
+	if parallel {
+		how = "at once"
+	}
+	fig := fmt.Sprintf("%s of tests, run %s, using %s of CPU (builds before them %s)", tt.wall.Round(time.Second), how, tt.cpu.Round(time.Second), builds.Round(time.Second))
+	if tt.loadBefore != "" && tt.loadAfter != "" {
+		fig += fmt.Sprintf("; load %s as they began, %s as they ended", tt.loadBefore, tt.loadAfter)
+	}
+	target := "printed, not asserted"
+	if mode == "short" {
+		target = "about 60 s on a quiet machine; printed, not asserted"
+	}
+	return reliability.Figure{Part: mode + " mode: wall time", Figure: fig, Target: target, OK: true}
+}
+
+// loadAverage is the machine's load over the last minute, "" where
+// /proc/loadavg cannot be read.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
 
 // plan is what a mode runs.
@@ -92,6 +125,11 @@ type plan struct {
 	fuzz     []fuzzTarget
 	fuzztime time.Duration
 	parts    []part
+	// parallel runs the seeds, the fuzzing and each test of the parts at
+	// once, each test in a process (and on a control plane) of its own:
+	// the short mode's minute. The full mode measures one thing at a
+	// time, so that one part's load is not another's figure.
+	parallel bool
 }
 
 func fullPlan(fuzztime time.Duration) plan {
@@ -116,13 +154,13 @@ func (p plan) only(expr string) (plan, error) {
 	if len(kept) == 0 {
 		return plan{}, fmt.Errorf("%q matches none of this mode's parts: %s", expr, strings.Join(names, ", "))
 	}
-	return plan{parts: kept}, nil
+	return plan{parts: kept, parallel: p.parallel}, nil
 }
 
 // shortPlan fuzzes the target marked quick for a few seconds and runs the
-// parts marked short.
+// parts marked short, all at once.
 func shortPlan() plan {
-	p := plan{seeds: true, fuzztime: 5 * time.Second}
+	p := plan{seeds: true, fuzztime: 5 * time.Second, parallel: true}
 	for _, ft := range fuzzTargets {
 		if ft.quick {
 			p.fuzz = append(p.fuzz, ft)
@@ -136,9 +174,159 @@ func shortPlan() plan {
 	return p
 }
 
+// packages are the packages whose test binaries the plan runs.
+func (p plan) packages() []string {
+	var pkgs []string
+	add := func(pkg string) {
+		if !slices.Contains(pkgs, pkg) {
+			pkgs = append(pkgs, pkg)
+		}
+	}
+	if p.seeds {
+		for _, ft := range fuzzTargets {
+			add(ft.pkg)
+		}
+	}
+	for _, pt := range p.parts {
+		add(pt.pkg)
+	}
+	return pkgs
+}
+
+// job is one test run of a plan: its name, and what runs it and
+// returns its rows.
+type job struct {
+	name string
+	run  func() []reliability.Figure
+}
+
+// jobs are the test runs of the plan, in the order of the table.
+func (p plan) jobs(bins testBinaries) []job {
+	var jobs []job
+	if p.seeds {
+		jobs = append(jobs, job{"seed corpora", func() []reliability.Figure { return runSeeds(bins, fuzzTargets) }})
+	}
+	for _, ft := range p.fuzz {
+		jobs = append(jobs, job{ft.name, func() []reliability.Figure { return []reliability.Figure{runFuzz(ft, p.fuzztime)} }})
+	}
+	for _, pt := range p.parts {
+		if !p.parallel {
+			jobs = append(jobs, job{pt.name, func() []reliability.Figure { return runPart(bins, pt, pt.tests) }})
+			continue
+		}
+		for _, test := range pt.tests {
+			jobs = append(jobs, job{test, func() []reliability.Figure { return runPart(bins, pt, []string{test}) }})
+		}
+	}
+	return jobs
+}
+
+// run builds every test binary the plan needs once (and the fuzzer's
+// instrumented build), then runs the tests, at once when p.parallel. It
+// returns the rows and what the tests took (testTime).
+func (p plan) run() ([]reliability.Figure, testTime) {
+	bins, err := buildTests(p.packages())
+	if err == nil {
+		err = warmFuzz(p.fuzz)
+	}
+	if err != nil {
+		return []reliability.Figure{{Part: "build of the test binaries", Figure: err.Error(), Target: "built", OK: false}}, testTime{}
+	}
+	defer os.RemoveAll(bins.dir)
+	jobs := p.jobs(bins)
+	results := make([][]reliability.Figure, len(jobs))
+	took := make([]time.Duration, len(jobs))
+	tt := testTime{loadBefore: loadAverage()}
+	cpuBefore := childrenCPU()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		do := func() {
+			began := time.Now()
+			results[i] = j.run()
+			took[i] = time.Since(began)
+		}
+		if !p.parallel {
+			do()
+			continue
+		}
+		wg.Go(do)
+	}
+	wg.Wait()
+	tt.wall, tt.cpu, tt.loadAfter = time.Since(start), childrenCPU()-cpuBefore, loadAverage()
+	var rows []reliability.Figure
+	for i, r := range results {
+		rows = append(rows, r...)
+		tt.jobs = append(tt.jobs, fmt.Sprintf("%s %s", jobs[i].name, took[i].Round(time.Second)))
+	}
+	return rows, tt
+}
+
+// testTime is what the tests of a mode took: wall time, the CPU time of
+// every process they ran (test binaries, control planes, charter
+// processes: a quiet 2-core machine needs at least half of it as wall
+// time), the machine's load (1-minute average) as they began and ended,
+// and each job's wall time.
+type testTime struct {
+	wall, cpu             time.Duration
+	loadBefore, loadAfter string
+	jobs                  []string
+}
+
+// testBinaries are the test binaries of packages, built once into dir.
+type testBinaries struct {
+	dir  string
+	path map[string]string // by package (./webhook/server)
+}
+
+// buildTests compiles the test binaries of pkgs with one go test -c,
+// which builds them side by side and reuses the build cache. A binary is
+// named after its package's last element, so two packages of one name
+// would clash: TestBinaryNamesAreUnique keeps the lists free of that.
+func buildTests(pkgs []string) (testBinaries, error) {
+	dir, err := os.MkdirTemp("", "charter-reliability-bin-")
+	if err != nil {
+		return testBinaries{}, err
+	}
+	bins := testBinaries{dir: dir, path: map[string]string{}}
+	if len(pkgs) == 0 {
+		return bins, nil
+	}
+	out, err := goCommand(append([]string{"test", "-c", "-o", dir + string(filepath.Separator)}, pkgs...)...).CombinedOutput()
+	if err != nil {
+		os.RemoveAll(dir)
+		return testBinaries{}, fmt.Errorf("go test -c %s: %v: %s", strings.Join(pkgs, " "), err, lastLines(out, 10))
+	}
+	for _, pkg := range pkgs {
+		bin := filepath.Join(dir, binaryName(pkg))
+		if _, err := os.Stat(bin); err != nil {
+			os.RemoveAll(dir)
+			return testBinaries{}, fmt.Errorf("go test -c %s wrote no %s: %v", pkg, filepath.Base(bin), err)
+		}
+		bins.path[pkg] = bin
+	}
+	return bins, nil
+}
+
+// binaryName is what go test -c -o dir/ names a package's test binary.
+func binaryName(pkg string) string { return path.Base(pkg) + ".test" }
+
+// warmFuzz builds what the fuzzer runs (every package instrumented), by
+// fuzzing each target for one execution, so that the fuzzing itself is
+// timed apart from its build.
+func warmFuzz(targets []fuzzTarget) error {
+	for _, ft := range targets {
+		out, err := goCommand("test", "-run", "^$", "-fuzz", "^"+ft.name+"$", "-fuzztime", "1x", "-parallel", "1", ft.pkg).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("building %s instrumented for %s: %v: %s", ft.pkg, ft.name, err, lastLines(out, 10))
+		}
+	}
+	return nil
+}
+
 // runSeeds runs every fuzz target's seeds (f.Add and testdata/fuzz) as
 // plain tests, package by package: a crash once found stays fixed.
-func runSeeds(targets []fuzzTarget) []reliability.Figure {
+func runSeeds(bins testBinaries, targets []fuzzTarget) []reliability.Figure {
 	byPkg := map[string][]string{}
 	var pkgs []string
 	for _, ft := range targets {
@@ -150,7 +338,7 @@ func runSeeds(targets []fuzzTarget) []reliability.Figure {
 	passed, failed := 0, 0
 	var failures []string
 	for _, pkg := range pkgs {
-		res := goTestJSON(pkg, "^("+strings.Join(byPkg[pkg], "|")+")$", "30m")
+		res := runTests(bins, pkg, byPkg[pkg], "30m")
 		for _, ev := range res.events {
 			if !strings.HasPrefix(ev.Test, "Fuzz") || !strings.Contains(ev.Test, "/") {
 				continue
@@ -164,8 +352,8 @@ func runSeeds(targets []fuzzTarget) []reliability.Figure {
 			}
 		}
 		if res.err != nil && failed == 0 {
-			// No seed failed, yet go test did: the build, or a test
-			// binary that did not finish. Its last words say which.
+			// No seed failed, yet the run did: a test binary that did
+			// not finish. Its last words say which.
 			failed++
 			failures = append(failures, pkg+": "+res.err.Error()+": "+res.lastOutput(5))
 		}
@@ -188,7 +376,6 @@ func runFuzz(ft fuzzTarget, d time.Duration) reliability.Figure {
 	part := "fuzz: " + ft.name + " (" + strings.TrimPrefix(ft.pkg, "./") + ")"
 	out, err := goCommand("test", "-run", "^$", "-fuzz", "^"+ft.name+"$", "-fuzztime", d.String(),
 		"-parallel", "1", "-timeout", (d + 30*time.Minute).String(), ft.pkg).CombinedOutput()
-	testTime += d
 	execs := "0"
 	if m := execsLine.FindAllSubmatch(out, -1); len(m) > 0 {
 		execs = string(m[len(m)-1][1])
@@ -210,10 +397,10 @@ func fuzzFigure(execs int, d time.Duration, crashes int) string {
 	return fmt.Sprintf("%s execs in %s, %d crashes", thousands(execs), d, crashes)
 }
 
-// runPart runs one part's tests and returns the figures they reported;
-// a test that failed without one is a row of its own.
-func runPart(p part) []reliability.Figure {
-	res := goTestJSON(p.pkg, p.run, p.timeout)
+// runPart runs tests of one part and returns the figures they
+// reported; a test that failed without one is a row of its own.
+func runPart(bins testBinaries, p part, tests []string) []reliability.Figure {
+	res := runTests(bins, p.pkg, tests, p.timeout)
 	var rows []reliability.Figure
 	failedTests := map[string]bool{}
 	for _, ev := range res.events {
@@ -238,22 +425,21 @@ func runPart(p part) []reliability.Figure {
 				fig += ": " + res.lastOutput(5)
 			}
 		}
-		rows = append(rows, reliability.Figure{Part: p.name, Figure: fig, Target: p.target, OK: false})
+		name := p.name
+		if len(tests) < len(p.tests) {
+			name += " (" + strings.Join(tests, ", ") + ")"
+		}
+		rows = append(rows, reliability.Figure{Part: name, Figure: fig, Target: p.target, OK: false})
 	}
 	return rows
 }
 
-// testEvent is one line of go test -json.
+// testEvent is one line of test2json's output.
 type testEvent struct {
-	Action  string
-	Test    string
-	Output  string
-	Elapsed float64 // seconds, on a test's or a package's pass or fail
+	Action string
+	Test   string
+	Output string
 }
-
-// testTime adds up the time the test binaries ran (a package's elapsed
-// time) and fuzzed, builds aside.
-var testTime time.Duration
 
 type testResult struct {
 	events []testEvent
@@ -261,8 +447,9 @@ type testResult struct {
 	err    error
 }
 
-// lastOutput is the last n lines go test printed: its standard error
-// (a build failure), else the tests' output.
+// lastOutput is the last n lines the run printed: its standard error
+// (test2json's, or a binary that could not start), else the tests'
+// output.
 func (r testResult) lastOutput(n int) string {
 	if len(bytes.TrimSpace(r.stderr)) > 0 {
 		return lastLines(r.stderr, n)
@@ -276,9 +463,16 @@ func (r testResult) lastOutput(n int) string {
 	return lastLines(out.Bytes(), n)
 }
 
-// goTestJSON runs go test -json -count=1 -run run in pkg.
-func goTestJSON(pkg, run, timeout string) testResult {
-	cmd := goCommand("test", "-json", "-count=1", "-run", run, "-timeout", timeout, pkg)
+// runTests runs the tests named of pkg's test binary in the package's
+// folder, as go test -json -count=1 would, and reads its events.
+func runTests(bins testBinaries, pkg string, tests []string, timeout string) testResult {
+	bin, ok := bins.path[pkg]
+	if !ok {
+		return testResult{err: fmt.Errorf("no test binary of %s was built", pkg)}
+	}
+	cmd := goCommand("tool", "test2json", "-t", "-p", strings.TrimPrefix(pkg, "./"), bin,
+		"-test.v=test2json", "-test.paniconexit0", "-test.timeout="+timeout, "-test.run=^("+strings.Join(tests, "|")+")$")
+	cmd.Dir = filepath.FromSlash(pkg)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -295,9 +489,6 @@ func goTestJSON(pkg, run, timeout string) testResult {
 		var ev testEvent
 		if json.Unmarshal(sc.Bytes(), &ev) == nil {
 			res.events = append(res.events, ev)
-			if ev.Test == "" && (ev.Action == "pass" || ev.Action == "fail") {
-				testTime += time.Duration(ev.Elapsed * float64(time.Second))
-			}
 			if ev.Action == "output" && os.Getenv("RELIABILITY_VERBOSE") != "" {
 				fmt.Fprint(os.Stderr, ev.Output)
 			}

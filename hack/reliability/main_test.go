@@ -93,3 +93,35 @@ func TestOnlyParts(t *testing.T) {
 		t.Errorf("-parts ^soak in the short mode: %v, want an error naming the mode's parts", err)
 	}
 }
+
+// TestBinaryNamesAreUnique: go test -c -o dir/ names each test binary
+// after its package's last element, so two packages of one name in the
+// lists would overwrite each other's binary.
+func TestBinaryNamesAreUnique(t *testing.T) {
+	byName := map[string]string{}
+	for _, pkg := range fullPlan(time.Second).packages() {
+		name := binaryName(pkg)
+		if other, ok := byName[name]; ok {
+			t.Errorf("%s and %s both build %s", other, pkg, name)
+		}
+		byName[name] = pkg
+	}
+}
+
+// TestShortModeRunsEachTestApart: the short mode runs its seeds, its
+// fuzzing and each test of its parts as a job of its own, at once; the
+// full mode each part whole, one after another.
+func TestShortModeRunsEachTestApart(t *testing.T) {
+	short := shortPlan()
+	tests := 0
+	for _, pt := range short.parts {
+		tests += len(pt.tests)
+	}
+	if got, want := len(short.jobs(testBinaries{})), 1+len(short.fuzz)+tests; !short.parallel || got != want {
+		t.Errorf("short mode: %d jobs, parallel %t; want %d (seeds, %d fuzz targets, %d tests), parallel", got, short.parallel, want, len(short.fuzz), tests)
+	}
+	full := fullPlan(time.Second)
+	if got, want := len(full.jobs(testBinaries{})), 1+len(full.fuzz)+len(full.parts); full.parallel || got != want {
+		t.Errorf("full mode: %d jobs, parallel %t; want %d, one at a time", got, full.parallel, want)
+	}
+}
