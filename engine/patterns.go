@@ -30,14 +30,16 @@ func compilePatternTree(p any) (*compiledPattern, error) {
 	return &compiledPattern{c: c}, nil
 }
 
+// validate matches the resource; a failure is reported by its path
+// (patternFailMessage), so its message is not made (pattern.Verdict).
 func (cp *compiledPattern) validate(resource map[string]any) patternResult {
-	e := cp.c.Validate(resource)
+	e := cp.c.Verdict(resource)
 	if e == nil {
 		return patternResult{kind: patternPass}
 	}
 	switch e.Kind {
 	case pattern.Fail:
-		return patternResult{kind: patternFail, path: e.Path, msg: e.Msg}
+		return patternResult{kind: patternFail, path: e.Path}
 	case pattern.Skip:
 		return patternResult{kind: patternSkip, path: e.Path, msg: e.Msg}
 	default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
@@ -283,8 +284,10 @@ func (vd *validator) deny(doc *jsoncontext.Document, block *conditionBlock, mess
 	if !denied {
 		return pass(vd.rule.passMessage)
 	}
-	msg := fmt.Sprintf("validation error: rule %s failed", vd.rule.name)
-	if message != "" {
+	var msg string
+	if message == "" {
+		msg = "validation error: rule " + vd.rule.name + " failed"
+	} else {
 		m, err := vd.ev.substituteMessage(doc, message)
 		if err != nil {
 			return errored("failed to substitute variables in deny message", err)
@@ -321,29 +324,38 @@ func (vd *validator) pattern(doc *jsoncontext.Document, resource map[string]any,
 	return fail(patternFailMessage(vd.rule.name, msg, res.path))
 }
 
-// patternFailMessage is Kyverno's message for a failed pattern.
+// patternFailMessage is Kyverno's message for a failed pattern,
+// withRuleMessage(message, "rule <rule> failed at path <path>") made in
+// one concatenation: it is made for every failing pattern.
 func patternFailMessage(rule, message, path string) string {
 	if message == "" {
-		return fmt.Sprintf("validation error: rule %s failed at path %s", rule, path)
+		return "validation error: rule " + rule + " failed at path " + path
 	}
-	return withRuleMessage(message, fmt.Sprintf("rule %s failed at path %s", rule, path))
+	return "validation error: " + message + ruleMessageSeparator(message) + "rule " + rule + " failed at path " + path
 }
 
 // withRuleMessage builds Kyverno's "validation error: <message>. <detail>"
 // text, without doubling a full stop the author already wrote.
 func withRuleMessage(message, detail string) string {
-	switch {
-	case message == "":
+	if message == "" {
 		return "validation error: " + detail
-	case strings.HasSuffix(message, "."):
-		return "validation error: " + message + " " + detail
-	default:
-		return "validation error: " + message + ". " + detail
 	}
+	return "validation error: " + message + ruleMessageSeparator(message) + detail
+}
+
+// ruleMessageSeparator is what goes between a rule's own message and the
+// detail: a space after a full stop the author wrote, else ". ".
+func ruleMessageSeparator(message string) string {
+	if strings.HasSuffix(message, ".") {
+		return " "
+	}
+	return ". "
 }
 
 func (vd *validator) anyPattern(doc *jsoncontext.Document, resource map[string]any, list []*patternSpec, message string) outcome {
-	var failures, skips []string
+	// Room on the stack for the messages of the usual few patterns.
+	var failBuf, skipBuf [4]string
+	failures, skips := failBuf[:0], skipBuf[:0]
 	for i, ps := range list {
 		// A pattern without variables is compiled already; only one with
 		// them needs its path, for substitution errors.
@@ -363,7 +375,7 @@ func (vd *validator) anyPattern(doc *jsoncontext.Document, resource map[string]a
 		case patternInvalid:
 			failures = append(failures, fmt.Sprintf("rule %s[%d] failed: %s", vd.rule.name, i, res.msg))
 		default:
-			failures = append(failures, fmt.Sprintf("rule %s[%d] failed at path %s", vd.rule.name, i, res.path))
+			failures = append(failures, "rule "+vd.rule.name+"["+strconv.Itoa(i)+"] failed at path "+res.path)
 		}
 	}
 	if len(failures) == 0 && len(skips) > 0 {

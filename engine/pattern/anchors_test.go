@@ -61,7 +61,9 @@ func TestAnchors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Validate(mustYAML(t, tc.resource), mustYAML(t, tc.pattern))
+			resource, pattern := mustYAML(t, tc.resource), mustYAML(t, tc.pattern)
+			got := Validate(resource, pattern)
+			checkVerdict(t, resource, pattern, got)
 			if kindOf(got) != tc.want {
 				t.Fatalf("got %s %+v, want %s", kindOf(got), got, tc.want)
 			}

@@ -48,6 +48,7 @@ func TestEdgeCases(t *testing.T) {
 				resource = map[string]any{"spec": resource}
 			}
 			got := Validate(resource, pattern)
+			checkVerdict(t, resource, pattern, got)
 			if kindOf(got) != tc.Want {
 				t.Fatalf("got %s (%+v), want %s", kindOf(got), got, tc.Want)
 			}
@@ -64,5 +65,27 @@ func TestEdgeCases(t *testing.T) {
 				t.Errorf("an Invalid result has path %q", got.Path)
 			}
 		})
+	}
+}
+
+// checkVerdict checks that Compiled.Verdict decides as Validate did (want):
+// the same kind and path, the same message for a skip or an error, and
+// none made for a fail.
+func checkVerdict(t *testing.T, resource, pattern any, want *Error) {
+	t.Helper()
+	c, _ := compile(pattern)
+	got := c.Verdict(resource)
+	if kindOf(got) != kindOf(want) {
+		t.Fatalf("Verdict %s %+v, Validate %s %+v", kindOf(got), got, kindOf(want), want)
+	}
+	if got == nil {
+		return
+	}
+	wantMsg := want.Msg
+	if want.Kind == Fail {
+		wantMsg = ""
+	}
+	if got.Path != want.Path || got.Msg != wantMsg {
+		t.Errorf("Verdict path %q msg %q, want path %q msg %q", got.Path, got.Msg, want.Path, wantMsg)
 	}
 }

@@ -20,7 +20,15 @@ func Validate(resource, pattern any) *Error {
 
 // Validate matches resource (a decoded JSON object: map[string]any, []any,
 // string, float64, bool, nil) against the compiled pattern.
-func (c *Compiled) Validate(resource any) *Error {
+func (c *Compiled) Validate(resource any) *Error { return c.validate(resource, true) }
+
+// Verdict is Validate for callers that report a failure by its path, as
+// Kyverno's validate rules do: the Msg of a Fail is left empty, so no
+// message is made for it (the one of a Skip or an Invalid is made, as
+// they are reported by it). Kind and Path are Validate's.
+func (c *Compiled) Verdict(resource any) *Error { return c.validate(resource, false) }
+
+func (c *Compiled) validate(resource any, failMsg bool) *Error {
 	w := walker{tracked: c.tracked}
 	if c.tracked > len(w.inline)*64/2 {
 		w.big = make([]uint64, 2*((c.tracked+63)/64))
@@ -31,13 +39,15 @@ func (c *Compiled) Validate(resource any) *Error {
 	}
 	switch {
 	case f.kind == skipCondition || f.kind == skipGlobal:
-		return &Error{Kind: Skip, Path: f.path, Msg: f.msg}
-	case f.kind == failNegation:
-		return &Error{Kind: Fail, Path: f.path, Msg: f.msg}
-	case w.missingAnchorKeys() || f.path == "":
-		return &Error{Kind: Invalid, Msg: f.msg}
+		return &Error{Kind: Skip, Path: f.path, Msg: f.message()}
+	case f.kind != failNegation && (w.missingAnchorKeys() || f.path == ""):
+		return &Error{Kind: Invalid, Msg: f.message()}
 	}
-	return &Error{Kind: Fail, Path: f.path, Msg: f.msg}
+	e := &Error{Kind: Fail, Path: f.path}
+	if failMsg {
+		e.Msg = f.message()
+	}
+	return e
 }
 
 // failureKind tells how a failure propagates: Kyverno classifies errors by
@@ -51,16 +61,65 @@ const (
 	skipGlobal                // <(k) unmet: the whole rule is skipped
 )
 
+// failure is why a node did not match. Its message is made only when
+// asked for (message): most failures are reported by their path alone,
+// and a pattern walk may meet many that decide nothing (an element of an
+// existence anchor's list, a branch another one decides).
 type failure struct {
 	kind failureKind
 	path string
 	msg  string
+	// mismatch, when set, makes the message from expected and found
+	// instead of msg.
+	mismatch mismatchKind
+	expected any // the pattern node
+	found    any // the resource node
+	// cause, when set, is the failure this one wraps: the message is
+	// msg, a prefix, then the cause's.
+	cause *failure
 }
+
+// mismatchKind is a failure whose message is made from the pattern and
+// resource nodes.
+type mismatchKind uint8
+
+const (
+	noMismatch mismatchKind = iota
+	// shapeMismatch: a map pattern met something else.
+	shapeMismatch
+	// valueMismatch: a scalar pattern met a value it does not accept.
+	valueMismatch
+)
 
 func (f *failure) skip() bool { return f.kind == skipCondition || f.kind == skipGlobal }
 
+// message is Kyverno's message for the failure.
+func (f *failure) message() string {
+	switch {
+	case f.cause != nil:
+		return f.msg + f.cause.message()
+	case f.mismatch == shapeMismatch:
+		return fmt.Sprintf("pattern and resource have different structures. Path: %s. Expected %T, found %T", f.path, f.expected, f.found)
+	case f.mismatch == valueMismatch:
+		return fmt.Sprintf("resource value '%v' does not match '%v' at path %s", f.found, f.expected, f.path)
+	}
+	return f.msg
+}
+
 func fail(path, format string, args ...any) *failure {
 	return &failure{kind: failPlain, path: path, msg: fmt.Sprintf(format, args...)}
+}
+
+// mismatch is a failPlain failure at path whose message is made from the
+// pattern and resource nodes when it is asked for.
+func mismatch(m mismatchKind, path string, expected, found any) *failure {
+	return &failure{kind: failPlain, path: path, mismatch: m, expected: expected, found: found}
+}
+
+// wrapped is a failure of kind at path whose message is prefix followed
+// by cause's, made when it is asked for.
+func wrapped(kind failureKind, path, prefix string, cause *failure) *failure {
+	return &failure{kind: kind, path: path, msg: prefix, cause: cause}
 }
 
 // walker holds the state of one match: which (k) and ^(k) anchor keys were
@@ -113,8 +172,7 @@ func (w *walker) element(res any, n *node) *failure {
 	case nodeMap:
 		m, ok := res.(map[string]any)
 		if !ok {
-			p := w.path()
-			return fail(p, "pattern and resource have different structures. Path: %s. Expected %T, found %T", p, n.raw, res)
+			return mismatch(shapeMismatch, w.path(), n.raw, res)
 		}
 		return w.mapping(m, n)
 	case nodeArray:
@@ -128,15 +186,13 @@ func (w *walker) element(res any, n *node) *failure {
 		if a, ok := res.([]any); ok {
 			for _, e := range a {
 				if !n.scalar.match(e) {
-					p := w.path()
-					return fail(p, "resource value '%v' does not match '%v' at path %s", res, n.raw, p)
+					return mismatch(valueMismatch, w.path(), n.raw, res)
 				}
 			}
 			return nil
 		}
 		if !n.scalar.match(res) {
-			p := w.path()
-			return fail(p, "resource value '%v' does not match '%v' at path %s", res, n.raw, p)
+			return mismatch(valueMismatch, w.path(), n.raw, res)
 		}
 		return nil
 	}
@@ -188,7 +244,7 @@ func (w *walker) field(res map[string]any, f *field) *failure {
 			return &failure{kind: skipCondition, path: w.path(), msg: "conditional anchor mismatch: conditional anchor key doesn't exist in the resource"}
 		}
 		if e := w.element(value, f.value); e != nil {
-			return &failure{kind: skipCondition, path: e.path, msg: "conditional anchor mismatch: " + e.msg}
+			return wrapped(skipCondition, e.path, "conditional anchor mismatch: ", e)
 		}
 		return nil
 	case anchor.Global:
@@ -196,7 +252,7 @@ func (w *walker) field(res map[string]any, f *field) *failure {
 			return nil
 		}
 		if e := w.element(value, f.value); e != nil {
-			return &failure{kind: skipGlobal, path: e.path, msg: "global anchor mismatch: " + e.msg}
+			return wrapped(skipGlobal, e.path, "global anchor mismatch: ", e)
 		}
 		return nil
 	case anchor.Equality:
@@ -321,7 +377,7 @@ func (s *skipList) result(w *walker) *failure {
 	combined := &failure{kind: skipGlobal, path: w.path()}
 	msgs := make([]string, len(s.skips))
 	for i, f := range s.skips {
-		msgs[i] = f.msg
+		msgs[i] = f.message()
 		if f.kind == skipCondition {
 			combined.kind = skipCondition
 		}
@@ -364,7 +420,17 @@ func (w *walker) segment(i int) segment {
 // "/spec/containers/0/" below it. It is only called to report a failure, so
 // the walk itself builds no strings.
 func (w *walker) path() string {
+	// Sized first: the path is then one allocation, not one per growth.
+	n := 1
+	for i := range w.depth {
+		if s := w.segment(i); s.isIndex {
+			n += decimalDigits(s.index) + 1
+		} else {
+			n += len(s.key) + 1
+		}
+	}
 	var b strings.Builder
+	b.Grow(n)
 	b.WriteByte('/')
 	for i := range w.depth {
 		s := w.segment(i)
@@ -376,6 +442,15 @@ func (w *walker) path() string {
 		b.WriteByte('/')
 	}
 	return b.String()
+}
+
+// decimalDigits is the length of strconv.Itoa(i) for i >= 0.
+func decimalDigits(i int) int {
+	n := 1
+	for ; i >= 10; i /= 10 {
+		n++
+	}
+	return n
 }
 
 // expandKeys resolves wildcard keys of a metadata.labels or
