@@ -133,13 +133,24 @@ func (q *Query) Search(data any) (out any, err error) {
 		}
 	}()
 	if q.fast != nil {
-		var scratch fastScratch
-		if out, st := q.fast.eval(fastValue{v: data}, &scratch); st == fastOK {
+		scratch := scratchPool.Get().(*fastScratch)
+		out, st := q.fast.eval(fastValue{v: data}, scratch)
+		// What the scratch holds is cleared, and the result is never in
+		// it: the lists it keeps serve the next query's intermediate
+		// lists.
+		scratchPool.Put(scratch)
+		if st == fastOK {
 			return out.value(), nil
 		}
 	}
 	return q.parsed.Search(data, q.opt)
 }
+
+// scratchPool keeps fastScratches between queries, with the backing
+// arrays of the intermediate lists the last query on it made: a Pod
+// review's deny conditions and foreach lists made some 50 lists a
+// review, most of them consumed by the node above.
+var scratchPool = sync.Pool{New: func() any { return new(fastScratch) }}
 
 // CompileError reports an expression that does not parse.
 type CompileError struct {
