@@ -56,7 +56,9 @@ func (vd *validator) foreach(ctx context.Context, doc *jsoncontext.Document, lis
 func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe *foreachValidation, elements []any, scope map[string]any, nesting int) (outcome, int) {
 	applied := 0
 	// One child document serves every element in turn: nothing keeps an
-	// element's document once its outcome is known.
+	// element's document once its outcome is known. It is the request's
+	// document of this nesting level (elementDocument), so every foreach
+	// of the review shares it too.
 	var edoc *jsoncontext.Document
 	for i, el := range elements {
 		if el == nil {
@@ -68,11 +70,7 @@ func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe
 		} else if !ok && fe.elementScope != nil && *fe.elementScope {
 			return errorf("failed to process foreach: cannot use elementScope=true foreach rules for elements that are not maps, expected type=map got type=%T", el), applied
 		}
-		if edoc == nil {
-			edoc = doc.Child()
-		} else {
-			edoc.Reset(doc)
-		}
+		edoc = vd.ev.in.elementDocument(edoc, doc, nesting)
 		if err := vd.ev.enterElement(ctx, edoc, vd.rule, fe.context, el, i, nesting); err != nil {
 			return errored("validation failure: failed to load context", err), applied
 		}
@@ -111,6 +109,34 @@ func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe
 	}
 	return pass(""), applied
 }
+
+// elementDocument returns the document a foreach element at the nesting
+// depth is evaluated in, as parent.Child() would: edoc again when it is
+// set (the entry's earlier element), else the request's document of that
+// depth, kept between the foreach entries and rules of the review (a
+// nested foreach uses the next depth's, so its parent is not disturbed).
+// A Pod review through the Pod Security policies made a child document,
+// a map of a dozen entries, per foreach entry of each rule.
+func (in *requestView) elementDocument(edoc, parent *jsoncontext.Document, nesting int) *jsoncontext.Document {
+	if edoc == nil && nesting < len(in.elementDocs) {
+		edoc = in.elementDocs[nesting]
+	}
+	if edoc == nil {
+		edoc = parent.Child()
+		if nesting < maxElementDocs {
+			for len(in.elementDocs) <= nesting {
+				in.elementDocs = append(in.elementDocs, nil)
+			}
+			in.elementDocs[nesting] = edoc
+		}
+		return edoc
+	}
+	edoc.Reset(parent)
+	return edoc
+}
+
+// maxElementDocs is how many nesting depths keep their element document.
+const maxElementDocs = 4
 
 // enterElement prepares doc, a child of the entry's document, for the
 // element at index of a foreach entry at the nesting depth: it sets

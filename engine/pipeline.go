@@ -48,6 +48,12 @@ type requestView struct {
 	// length, so one allocation serves the policies of a review and
 	// appending to one policy's Rules never reaches another's.
 	rules []RuleResponse
+	// rulesBeyond is how many more rule responses the candidates may
+	// give than rules has room for (rulesUpFront, appendRule).
+	rulesBeyond int
+	// elementDocs are the documents of foreach elements, one per
+	// nesting depth (elementDocument).
+	elementDocs []*jsoncontext.Document
 }
 
 func newRequestView(ctx context.Context, req *Request, cfg *evalConfig) *requestView {
@@ -309,7 +315,7 @@ func (p *Policy) validate(ctx context.Context, in *requestView, cfg *evalConfig)
 		if !ok {
 			continue
 		}
-		in.rules = append(in.rules, rr)
+		start = in.appendRule(start, rr)
 		if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != StatusSkip {
 			break
 		}
