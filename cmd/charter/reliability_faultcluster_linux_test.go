@@ -68,6 +68,8 @@ type faultCluster struct {
 	// admission, as a Service's address outlives the Pods behind it.
 	webhookAddr string
 	started     int
+	// charterEnv is added to the environment of every charter started.
+	charterEnv []string
 }
 
 func startFaultCluster(ctx context.Context, t *testing.T, opts ...controlplane.Option) *faultCluster {
@@ -200,7 +202,7 @@ func (f *faultCluster) startCharter(controllers string, flags ...string) *charte
 		f.t.Fatal(err)
 	}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^TestDevHelperProcess$")
-	p.cmd.Env = append(os.Environ(), devHelperEnv+"="+strings.Join(args, "\x1f"))
+	p.cmd.Env = append(append(os.Environ(), f.charterEnv...), devHelperEnv+"="+strings.Join(args, "\x1f"))
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		f.t.Fatal(err)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,7 +87,7 @@ func TestReliabilityAPIServerRestart(t *testing.T) {
 		return refusedByPolicy(f.cl.Create(ctx, reviewPod("load", "probe", false), client.DryRunAll))
 	})
 
-	load := startReviewLoad(ctx, f.cl, "load", rate)
+	load := startReviewLoad(ctx, f.cl, "load", rate, 0)
 	namespaces := keepCreating(ctx, f.cl, 250*time.Millisecond, func(i int) client.Object {
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("restart-gen-%04d", i)}}
 	})
@@ -144,10 +146,10 @@ func TestReliabilityAPIServerRestart(t *testing.T) {
 	}
 	reliability.Report(t, reliability.Figure{
 		Part: "fault: kube-apiserver restarted under load",
-		Figure: fmt.Sprintf("%s down %s; %d reviews at %.0f/s (asked %d/s): %d answered by charter (p99 %s), %d failed, %d refused by the API server (down or starting); charter %s, Leases lost %v and led again: %t; %d Namespaces (%d refused while it was down, created after): %d NetworkPolicies created once, %d twice, %d never, %d UpdateRequests lost, %d duplicated, 0 left; %d ConfigMaps, each reported once",
+		Figure: fmt.Sprintf("%s down %s; %d reviews at %.0f/s (asked %d/s): %d answered by charter (p99 %s), %d failed, %d refused by the API server (down or starting); charter %s, Leases lost %v and led again: %t; %d Namespaces (%d refused while it was down, created after): %d NetworkPolicies created once, %d twice, %d never, %d UpdateRequests lost, %d duplicated, 0 left; %d ConfigMaps, each reported once%s",
 			"kube-apiserver", up.Sub(down).Round(100*time.Millisecond), s.sent, s.rate, rate, s.answered, s.p99, s.failed, s.apiServer,
 			map[bool]string{true: "ran throughout", false: "EXITED"}[alive], lost, leads,
-			len(nsNames), namespaces.retried, len(nsNames)-len(twice)-len(missed), len(twice), len(missed), len(urLost), len(urTwice), len(cmNames)),
+			len(nsNames), namespaces.retried, len(nsNames)-len(twice)-len(missed), len(twice), len(missed), len(urLost), len(urTwice), len(cmNames), failureNote(s)),
 		Target: "0 failed, charter never exits and leads again; each UpdateRequest done once; reports converge",
 		OK:     ok,
 	})
@@ -179,14 +181,20 @@ func refusedByPolicy(err error) error {
 
 // reviewLoad sends dry-run Pods to a namespace through the API server,
 // open loop, at a fixed rate: each on its own, whatever became of the
-// ones before.
+// ones before. With a bound on the reviews outstanding, a review due
+// while that many are unanswered is not sent but counted (unsent): an
+// API server slower than the rate shows as a count, not as a queue
+// growing for the whole run.
 type reviewLoad struct {
-	began  time.Time
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	sent   []review
-	done   chan struct{}
+	began          time.Time
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
+	mu             sync.Mutex
+	sent           []review
+	done           chan struct{}
+	maxOutstanding int64
+	outstanding    atomic.Int64
+	unsent         atomic.Int64
 }
 
 // review is one dry-run request and what became of it.
@@ -196,9 +204,11 @@ type review struct {
 	err        error
 }
 
-func startReviewLoad(ctx context.Context, cl client.Client, namespace string, rate int) *reviewLoad {
+// startReviewLoad sends rate reviews a second, with at most
+// maxOutstanding unanswered (0: no bound).
+func startReviewLoad(ctx context.Context, cl client.Client, namespace string, rate, maxOutstanding int) *reviewLoad {
 	ctx, cancel := context.WithCancel(ctx)
-	l := &reviewLoad{began: time.Now(), cancel: cancel, done: make(chan struct{})}
+	l := &reviewLoad{began: time.Now(), cancel: cancel, done: make(chan struct{}), maxOutstanding: int64(maxOutstanding)}
 	go func() {
 		defer close(l.done)
 		tick := time.NewTicker(time.Second / time.Duration(rate))
@@ -209,7 +219,13 @@ func startReviewLoad(ctx context.Context, cl client.Client, namespace string, ra
 				return
 			case <-tick.C:
 			}
+			if l.maxOutstanding > 0 && l.outstanding.Load() >= l.maxOutstanding {
+				l.unsent.Add(1)
+				continue
+			}
+			l.outstanding.Add(1)
 			l.wg.Go(func() {
+				defer l.outstanding.Add(-1)
 				r := review{start: time.Now(), good: i%2 == 0}
 				r.err = cl.Create(ctx, reviewPod(namespace, fmt.Sprintf("review-%d", i), r.good), client.DryRunAll)
 				r.end = time.Now()
@@ -235,12 +251,18 @@ func (l *reviewLoad) stop() *reviewLoad {
 
 type reviewSummary struct {
 	sent, answered, failed, apiServer int
+	// unsent are the reviews not sent while the bound of outstanding
+	// ones was reached.
+	unsent int
 	// shed are the reviews the API server's priority and fairness
 	// refused (429) before any webhook saw them.
 	shed     int
 	rate     float64
 	p99      time.Duration
 	failures []string
+	// failureKinds counts the failures by their error, numbers and
+	// names aside.
+	failureKinds map[string]int
 }
 
 // summarize sorts the reviews: answered by charter (the good admitted,
@@ -252,7 +274,7 @@ type reviewSummary struct {
 func (l *reviewLoad) summarize(down time.Time) reviewSummary {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := reviewSummary{sent: len(l.sent)}
+	s := reviewSummary{sent: len(l.sent), unsent: int(l.unsent.Load()), failureKinds: map[string]int{}}
 	var latencies []time.Duration
 	var last time.Time
 	for _, r := range l.sent {
@@ -276,6 +298,7 @@ func (l *reviewLoad) summarize(down time.Time) reviewSummary {
 		default:
 			s.failed++
 			s.failures = append(s.failures, fmt.Sprintf("good=%t at %s: %v", r.good, r.start.Format("15:04:05.000"), r.err))
+			s.failureKinds[errorKind(r.err)]++
 		}
 	}
 	if elapsed := last.Sub(l.began).Seconds(); elapsed > 0 {
@@ -402,4 +425,49 @@ func (f *faultCluster) reportedOnce(ns string, names []string, policy string) (i
 		}
 	}
 	return ok, why
+}
+
+// errorKind is an error's text with its numbers and review names made
+// alike, so that failures group by what went wrong.
+func errorKind(err error) string {
+	if err == nil {
+		return "a wrong verdict (admitted)"
+	}
+	return digits.ReplaceAllString(err.Error(), "N")
+}
+
+var digits = regexp.MustCompile(`[0-9]+`)
+
+// topKinds says the commonest failure kinds, with their counts.
+func topKinds(kinds map[string]int, n int) string {
+	type kc struct {
+		kind  string
+		count int
+	}
+	var all []kc
+	for k, c := range kinds {
+		all = append(all, kc{k, c})
+	}
+	slices.SortFunc(all, func(a, b kc) int { return b.count - a.count })
+	var out []string
+	for i, k := range all {
+		if i == n {
+			break
+		}
+		text := k.kind
+		if len(text) > 300 {
+			text = text[:300] + "…"
+		}
+		out = append(out, fmt.Sprintf("%d× %s", k.count, text))
+	}
+	return strings.Join(out, "; ")
+}
+
+// failureNote is "; failures: " and the commonest kinds of failure, or ""
+// when none failed.
+func failureNote(s reviewSummary) string {
+	if s.failed == 0 {
+		return ""
+	}
+	return "; failures: " + topKinds(s.failureKinds, 3)
 }
