@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -26,12 +27,7 @@ import (
 // webhook's Enqueue is not held up.
 func TestAdmissionWriterBoundsWaitingResources(t *testing.T) {
 	e := startEnv(t)
-	if _, err := e.cs.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "reports-test"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.apply("disallow-latest.yaml")
-	pod := e.apply("pod.yaml")
-	responses := evaluateAdmissionOf(t, pod, "disallow-latest.yaml")
+	pod, responses := e.latestPodAdmitted()
 
 	queue := NewAdmissionQueue(10)
 	var drops atomic.Int64
@@ -80,6 +76,20 @@ func TestAdmissionWriterBoundsWaitingResources(t *testing.T) {
 	if results, _, err := e.results("reports-test", string(pod.GetUID())); err != nil || results != nil {
 		t.Errorf("web's report: %v, %v; want none (its results were dropped)", results, err)
 	}
+}
+
+// latestPodAdmitted makes namespace reports-test, policy disallow-latest
+// and Pod web (nginx:latest) in it, and returns the Pod and the responses
+// its admission gets from the policy, as the webhook hands them to the
+// admission writer's queue.
+func (e *env) latestPodAdmitted() (*unstructured.Unstructured, []engine.PolicyResponse) {
+	e.t.Helper()
+	if _, err := e.cs.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "reports-test"}}, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.apply("disallow-latest.yaml")
+	pod := e.apply("pod.yaml")
+	return pod, evaluateAdmissionOf(e.t, pod, "disallow-latest.yaml")
 }
 
 // TestAdmissionQueueFullDropsWithoutBlocking: a full queue refuses at once,

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -63,12 +62,7 @@ func (g *getCounter) count(path string) int {
 // did without the watch, and the stored Pod's result still lands.
 func TestAdmissionWriterWatchesForTheObject(t *testing.T) {
 	e := startEnv(t)
-	if _, err := e.cs.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "reports-test"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.apply("disallow-latest.yaml")
-	pod := e.apply("pod.yaml")
-	responses := evaluateAdmissionOf(t, pod, "disallow-latest.yaml")
+	pod, responses := e.latestPodAdmitted()
 	const (
 		podList = "/api/v1/pods"
 		webGet  = "/api/v1/namespaces/reports-test/pods/web"
