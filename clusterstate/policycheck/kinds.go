@@ -2,6 +2,7 @@ package policycheck
 
 import (
 	"reflect"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,6 +113,9 @@ func kindOf(obj runtime.Object) (Kind, bool) {
 	}
 	return table[i], true
 }
+
+// All returns every kind of the table, in its order.
+func All() []Kind { return slices.Clone(table) }
 
 // Kinds returns the kinds of a role, in the table's order.
 func Kinds(role Role) []Kind {

@@ -3,6 +3,10 @@ package manifest
 import (
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 )
 
 func TestSplitKeepsDocumentNumbers(t *testing.T) {
@@ -175,5 +179,32 @@ spec: {exceptions: [{policyName: p, ruleNames: [r]}], matchh: {}}
 				}
 			}
 		})
+	}
+}
+
+// TestDefaultNamespaceFollowsTheKindTable: a resource of a kind charter
+// serves gets the namespace "default" exactly when the kind table
+// (policycheck) says the kind is namespaced: the CLI keeps no list of
+// Kyverno's kinds of its own (issue #32: it had one, without
+// GlobalContextEntry, which it put in "default").
+func TestDefaultNamespaceFollowsTheKindTable(t *testing.T) {
+	kinds := policycheck.All()
+	if len(kinds) == 0 {
+		t.Fatal("the kind table is empty")
+	}
+	for _, k := range kinds {
+		obj := &unstructured.Unstructured{}
+		obj.SetAPIVersion(k.Group + "/v1")
+		obj.SetKind(k.Kind)
+		obj.SetName("x")
+		DefaultNamespace(obj)
+		want := ""
+		if k.Namespaced {
+			want = "default"
+		}
+		if got := obj.GetNamespace(); got != want || IsClusterScoped(k.Kind) == k.Namespaced {
+			t.Errorf("%s.%s (namespaced %v): namespace %q, want %q; IsClusterScoped %v",
+				k.Kind, k.Group, k.Namespaced, got, want, IsClusterScoped(k.Kind))
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 )
 
 // Objects decodes documents as Kubernetes objects. A List document (kind
@@ -63,15 +65,14 @@ func DecodeDocument(d Document, out any) error {
 	return nil
 }
 
-// clusterScoped lists the kinds of the built-in APIs (and Kyverno's) that
-// have no namespace. Any other kind is taken to be namespaced, as Kyverno's
-// CLI does.
-var clusterScoped = map[string]bool{
+// clusterScoped lists the kinds of the built-in APIs that have no
+// namespace; the kinds charter serves are added from the kind table
+// (policycheck), so this list cannot disagree with it. Any other kind is
+// taken to be namespaced, as Kyverno's CLI does.
+var clusterScoped = withServedKinds(map[string]bool{
 	"APIService":                       true,
 	"CertificateSigningRequest":        true,
-	"ClusterCleanupPolicy":             true,
 	"ClusterImagePolicy":               true,
-	"ClusterPolicy":                    true,
 	"ClusterPolicyReport":              true,
 	"ClusterRole":                      true,
 	"ClusterRoleBinding":               true,
@@ -80,15 +81,11 @@ var clusterScoped = map[string]bool{
 	"CSIDriver":                        true,
 	"CSINode":                          true,
 	"CustomResourceDefinition":         true,
-	"DeletingPolicy":                   true,
 	"DeviceClass":                      true,
 	"FlowSchema":                       true,
-	"GeneratingPolicy":                 true,
-	"ImageValidatingPolicy":            true,
 	"IngressClass":                     true,
 	"MutatingAdmissionPolicy":          true,
 	"MutatingAdmissionPolicyBinding":   true,
-	"MutatingPolicy":                   true,
 	"MutatingWebhookConfiguration":     true,
 	"Namespace":                        true,
 	"Node":                             true,
@@ -107,9 +104,18 @@ var clusterScoped = map[string]bool{
 	"TokenReview":                      true,
 	"ValidatingAdmissionPolicy":        true,
 	"ValidatingAdmissionPolicyBinding": true,
-	"ValidatingPolicy":                 true,
 	"ValidatingWebhookConfiguration":   true,
 	"VolumeAttachment":                 true,
+})
+
+// withServedKinds adds to m every cluster-wide kind of the kind table.
+func withServedKinds(m map[string]bool) map[string]bool {
+	for _, k := range policycheck.All() {
+		if !k.Namespaced {
+			m[k.Kind] = true
+		}
+	}
+	return m
 }
 
 // IsClusterScoped reports whether objects of kind have no namespace.
