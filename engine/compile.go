@@ -61,7 +61,7 @@ type Policy struct {
 	// objects in its own namespace, never cluster-scoped ones.
 	namespace string
 	// unsupported are the features charter cannot run somewhere
-	// (unsupported.go).
+	// (engine/unsupported).
 	unsupported unsupported.List
 	// vpol is set for a ValidatingPolicy or NamespacedValidatingPolicy,
 	// which has no rules (vpol.go).
