@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/charter-dev/charter/engine/loader"
-	"github.com/charter-dev/charter/internal/notary"
+	"github.com/charter-dev/charter/imageverify/notary"
 )
 
 // verifyNotary verifies a notary attestor's check (loader.ImageCheck.Type

@@ -54,7 +54,6 @@ var leaves = []string{"internal/egress", "internal/droplog", "internal/controlpl
 var open = map[string]string{
 	"reconciler/gitsync → internal/convert": "status.conversion converts each applied ClusterPolicy; " +
 		"internal/convert is pure but imports the CLI's internal/clitest: its pure part belongs in engine/",
-	"imageverify → internal/notary": "Notary verification is imageverify's own (nothing else uses it): it belongs in imageverify/notary",
 }
 
 // pkg is what go list says of one package.

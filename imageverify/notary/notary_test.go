@@ -10,8 +10,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/imageverify/notary"
 	"github.com/charter-dev/charter/internal/imagetest"
-	"github.com/charter-dev/charter/internal/notary"
 )
 
 const sbomType = "application/vnd.cyclonedx+json"
