@@ -75,6 +75,7 @@ func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy,
 	p.schedule = s
 
 	p.dryRun = checkDryRun(src.GetAnnotations(), f)
+	checkCleanupSpec(src, f)
 
 	p.match = withoutOperations(spec.MatchResources.V1())
 	p.exclude = withoutOperations(spec.ExcludeResources.V1())
@@ -127,9 +128,7 @@ func checkCleanupFilters(src kyvernov2.CleanupPolicyInterface, spec *kyvernov2.C
 		for i := range filters {
 			p := fmt.Sprintf("%s[%d]", path, i)
 			u, d := &filters[i].UserInfo, &filters[i].ResourceDescription
-			if len(u.Subjects) > 0 || len(u.Roles) > 0 || len(u.ClusterRoles) > 0 {
-				f.add(p, "a cleanup policy cannot match subjects, roles or clusterRoles: there is no request to take them from")
-			}
+			checkNoUserInfo(u, p, "a cleanup policy has no request to take it from", f)
 			if d.Name != "" && len(d.Names) > 0 {
 				f.add(p+".resources", "use either name or names, not both")
 			}

@@ -41,6 +41,7 @@ func (s *PolicySet) compileException(src *kyvernov2.PolicyException) (*exception
 	if src.Spec.Match.IsEmpty() {
 		f.add("spec.match", "an exception needs match with at least one resource filter")
 	}
+	checkExceptionSpec(&src.Spec, f)
 	ex := &exception{src: src, key: key, match: src.Spec.Match.V1()}
 	ex.conditions = compileConditions(src.Spec.Conditions, "spec.conditions", f)
 	if len(f.errs) > 0 {

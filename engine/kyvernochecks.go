@@ -185,13 +185,7 @@ func checkResourceDescription(p *Policy, d *kyvernov1.ResourceDescription, path 
 	if d.Name != "" && len(d.Names) > 0 {
 		f.add(path, "both name and names can not be specified together")
 	}
-	if d.Selector != nil && !selectorHasWildcard(d.Selector) {
-		if sel, err := metav1.LabelSelectorAsSelector(d.Selector); err == nil {
-			if reqs, _ := sel.Requirements(); len(reqs) == 0 {
-				f.add(path+".selector", "the requirements are not specified in selector")
-			}
-		}
-	}
+	checkSelectorRequirements(d.Selector, path+".selector", f)
 	if p.namespace != "" && len(d.Namespaces) > 0 {
 		f.add(path+".namespaces", "filtering namespaces not allowed in namespaced policies")
 	}

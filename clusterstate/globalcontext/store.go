@@ -254,7 +254,7 @@ func (s *Store) retryFaulted(ctx context.Context) {
 
 // open validates the entry's spec and starts its source.
 func (s *Store) open(ctx context.Context, e *entry) {
-	projections, faults := compile(s.jp, &e.spec)
+	projections, faults := compile(s.jp, e.name, &e.spec)
 	if len(faults) > 0 {
 		e.fail(kyvernov2alpha1.ReasonInvalidSpec, strings.Join(faults, "; "), true)
 		return
@@ -275,17 +275,17 @@ func (s *Store) open(ctx context.Context, e *entry) {
 	}
 }
 
-// Check returns what is wrong with an entry's spec, each fault naming its
-// field, as the Store reports it (reason InvalidSpec) and policy
-// admission refuses it; nil when it is valid.
-func Check(spec *kyvernov2alpha1.GlobalContextEntrySpec) []string {
-	_, faults := compile(jmespath.New(), spec)
+// Check returns what is wrong with the spec of the entry named name, each
+// fault "<field>: <what>", as the Store reports it (reason InvalidSpec)
+// and policy admission refuses it; nil when it is valid.
+func Check(name string, spec *kyvernov2alpha1.GlobalContextEntrySpec) []string {
+	_, faults := compile(jmespath.New(), name, spec)
 	return faults
 }
 
 // compile validates the spec and compiles its projections.
-func compile(jp *jmespath.Interpreter, spec *kyvernov2alpha1.GlobalContextEntrySpec) ([]projection, []string) {
-	faults := spec.Validate()
+func compile(jp *jmespath.Interpreter, name string, spec *kyvernov2alpha1.GlobalContextEntrySpec) ([]projection, []string) {
+	faults := spec.ValidateNamed(name)
 	var projections []projection
 	for i, p := range spec.Projections {
 		if p.JMESPath == "" {

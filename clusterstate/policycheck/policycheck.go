@@ -14,9 +14,6 @@
 package policycheck
 
 import (
-	"fmt"
-	"strings"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,10 +46,9 @@ func Checked(obj runtime.Object) bool {
 }
 
 // Object checks one object, given as its hub type (versions.Decode), by
-// its kind's check in the kind table. The error is fault.List
-// when the object compiles to faults, a plain error naming the object
-// otherwise (a GlobalContextEntry). Objects of other types are not judged:
-// Result{}, nil.
+// its kind's check in the kind table. The error is fault.List, each
+// fault naming its field, when the object has faults (a GlobalContextEntry
+// too). Objects of other types are not judged: Result{}, nil.
 func Object(obj runtime.Object) (Result, error) {
 	k, ok := kindOf(obj)
 	if !ok {
@@ -96,10 +92,13 @@ func checkCleanup(obj client.Object) (Result, error) {
 	return Result{Unsupported: unsupported.Features(p)}, nil
 }
 
+// checkGlobalContext checks a GlobalContextEntry's spec as the
+// globalcontext Store loads it (globalcontext.Check); each fault names its
+// field, as a policy's do.
 func checkGlobalContext(obj client.Object) (Result, error) {
 	e := obj.(*kyvernov2alpha1.GlobalContextEntry)
-	if faults := globalcontext.Check(&e.Spec); len(faults) > 0 {
-		return Result{}, fmt.Errorf("%s %q: %s", kyvernov2alpha1.GlobalContextEntryKind, e.GetName(), strings.Join(faults, "; "))
+	if faults := fault.Parse(kyvernov2alpha1.GlobalContextEntryKind, e.GetName(), globalcontext.Check(e.GetName(), &e.Spec)); len(faults) > 0 {
+		return Result{}, faults
 	}
 	return Result{}, nil
 }

@@ -67,3 +67,18 @@ func JoinPath(path, key string) string {
 	}
 	return path + "." + key
 }
+
+// Parse makes a List of faults written "<field>: <what>" (the api types'
+// Validate methods write them so) for one object; a fault without a field
+// is kept whole. nil when there are none.
+func Parse(kind, name string, faults []string) List {
+	var out List
+	for _, f := range faults {
+		field, what, ok := strings.Cut(f, ": ")
+		if !ok {
+			field, what = "", f
+		}
+		out = append(out, &Fault{Kind: kind, Name: name, Field: field, Fault: what})
+	}
+	return out
+}

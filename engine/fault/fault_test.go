@@ -28,3 +28,15 @@ func TestListNamesEveryFaultAndSelectsByObject(t *testing.T) {
 		}
 	}
 }
+
+func TestParseNamesEachField(t *testing.T) {
+	got := Parse("GlobalContextEntry", "e", []string{"spec.apiCall: one of urlPath or service is required", "no field here"})
+	want := "GlobalContextEntry \"e\": spec.apiCall: one of urlPath or service is required\n" +
+		"GlobalContextEntry \"e\": no field here"
+	if len(got) != 2 || got[0].Field != "spec.apiCall" || got.Error() != want {
+		t.Errorf("Parse = %q", got.Error())
+	}
+	if Parse("k", "n", nil) != nil {
+		t.Error("no faults make a nil List")
+	}
+}

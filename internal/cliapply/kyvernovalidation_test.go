@@ -29,9 +29,36 @@ func TestKyvernoPolicyValidation(t *testing.T) {
 			if err := os.WriteFile(policyFile, policy, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			out, err := Run(context.Background(), Options{PolicyPaths: []string{policyFile}, ResourcePaths: []string{"-"},
-				Stdin: strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: team}\n")})
-			if kind := tc.Kind(); strings.HasSuffix(kind, "CleanupPolicy") || strings.HasSuffix(kind, "DeletingPolicy") {
+			opts := Options{PolicyPaths: []string{policyFile}, ResourcePaths: []string{"-"},
+				Stdin: strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: team}\n")}
+			kind := tc.Kind()
+			if kind == "PolicyException" || kind == "GlobalContextEntry" {
+				// An exception is given with --exception, beside a policy
+				// to run; a GlobalContextEntry among the policies.
+				passing := filepath.Join(dir, "passing.yaml")
+				if err := os.WriteFile(passing, []byte(passingPolicy), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				opts.PolicyPaths = []string{passing}
+				if kind == "PolicyException" {
+					opts.ExceptionPaths = []string{policyFile}
+				} else {
+					opts.PolicyPaths = append(opts.PolicyPaths, policyFile)
+				}
+			}
+			out, err := Run(context.Background(), opts)
+			if kind == "GlobalContextEntry" {
+				// The CLI reads no GlobalContextEntry, as Kyverno's CLI
+				// takes none (a values file gives what a rule reads of
+				// one): it says it skipped it and runs the policies.
+				if err != nil || !slices.ContainsFunc(out.Warnings, func(w string) bool {
+					return strings.Contains(w, "GlobalContextEntry") && strings.Contains(w, "skipped")
+				}) {
+					t.Fatalf("got %v, warnings %q; want the entry skipped, named", err, out.Warnings)
+				}
+				return
+			}
+			if strings.HasSuffix(kind, "CleanupPolicy") || strings.HasSuffix(kind, "DeletingPolicy") {
 				// The CLI does not run cleanup policies (docs/policies.md,
 				// What charter cannot run yet): it refuses to run one.
 				if err == nil {
@@ -108,3 +135,16 @@ func TestNamespacedPolicyNeverSeesClusterScoped(t *testing.T) {
 		t.Fatalf("verdicts %v, want the Pod's only", kinds)
 	}
 }
+
+// passingPolicy is a policy the CLI runs beside an exception or a
+// GlobalContextEntry under test.
+const passingPolicy = `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: passing}
+spec:
+  background: false
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [ConfigMap]}}]}
+    validate: {pattern: {metadata: {name: "?*"}}}
+`

@@ -204,8 +204,9 @@ spec:
   apiCall: {urlPath: api/v1/namespaces, refreshInterval: 1m}
   projections: [{name: a.b, jmesPath: "["}]
 `,
-			wantMessage: []string{`GlobalContextEntry "registries": spec.apiCall.urlPath: "api/v1/namespaces": want an absolute path such as /api/v1/namespaces; ` +
-				`spec.projections[0].name: "a.b": must not contain a dot (policies read it as <entry>.<projection>); spec.projections[0].jmesPath: "[": `},
+			wantMessage: []string{`GlobalContextEntry "registries": spec.apiCall.urlPath: "api/v1/namespaces": want an absolute path such as /api/v1/namespaces`,
+				`GlobalContextEntry "registries": spec.projections[0].name: "a.b": must not contain a dot (policies read it as <entry>.<projection>)`,
+				`GlobalContextEntry "registries": spec.projections[0].jmesPath: "[": `},
 		},
 		{
 			name: "a GlobalContextEntry with an unknown field is refused", kind: "GlobalContextEntry",

@@ -186,6 +186,20 @@ func (c *ExternalAPICall) Retries() int {
 	return c.RetryLimit
 }
 
+// ValidateNamed is Validate for the spec of the entry named name: a
+// projection may not take the entry's own name either (Kyverno: "A
+// projection entry requires a name different from the global context
+// entry name"), as policies read the entry by it.
+func (s *GlobalContextEntrySpec) ValidateNamed(name string) []string {
+	faults := s.Validate()
+	for i, p := range s.Projections {
+		if p.Name != "" && p.Name == name {
+			faults = append(faults, fmt.Sprintf("spec.projections[%d].name: %q: must differ from the entry's own name", i, p.Name))
+		}
+	}
+	return faults
+}
+
 // Validate returns what is wrong with the spec, each fault naming its
 // field from spec; nil when it is valid. JMESPath expressions are checked
 // by whoever compiles them.
@@ -199,6 +213,11 @@ func (s *GlobalContextEntrySpec) Validate() []string {
 		add("spec: kubernetesResource and apiCall are mutually exclusive")
 	}
 	if r := s.KubernetesResource; r != nil {
+		if r.Group == "" && r.Version != "" && r.Version != "v1" {
+			// Kyverno: "A Resource entry requires a group"; only the
+			// core group's v1 has none.
+			add("spec.kubernetesResource.group: required: only the core group's version v1 has no group, not %q", r.Version)
+		}
 		if r.Version == "" {
 			add("spec.kubernetesResource.version: required")
 		}
@@ -227,8 +246,10 @@ func (s *GlobalContextEntrySpec) Validate() []string {
 		if len(c.Data) > 0 && strings.ToUpper(string(c.Method)) != "POST" {
 			add("spec.apiCall.data: only a POST call sends data")
 		}
-		if c.RefreshInterval != nil && c.RefreshInterval.Duration < 0 {
-			add("spec.apiCall.refreshInterval: %s: must not be negative", c.RefreshInterval.Duration)
+		if c.RefreshInterval != nil && c.RefreshInterval.Duration <= 0 {
+			// Kyverno: "A Resource entry requires a refresh interval
+			// greater than 0 seconds"; absent, it is the default.
+			add("spec.apiCall.refreshInterval: %s: must be greater than 0 seconds", c.RefreshInterval.Duration)
 		}
 		if c.RetryLimit < 0 {
 			add("spec.apiCall.retryLimit: %d: must not be negative", c.RetryLimit)

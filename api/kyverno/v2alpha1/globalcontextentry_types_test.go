@@ -27,6 +27,10 @@ func TestGlobalContextEntrySpecValidate(t *testing.T) {
 			want: `spec.apiCall.urlPath: "api/v1/pods": want an absolute path such as /api/v1/namespaces`},
 		{name: "service without scheme", spec: `{apiCall: {service: {url: "registry.example"}}}`,
 			want: `spec.apiCall.service.url: "registry.example": want an http or https URL`},
+		{name: "no group beyond core v1", spec: `{kubernetesResource: {version: v2, resource: widgets}}`,
+			want: `spec.kubernetesResource.group: required: only the core group's version v1 has no group, not "v2"`},
+		{name: "zero refresh interval", spec: `{apiCall: {urlPath: /api, refreshInterval: 0s}}`,
+			want: "spec.apiCall.refreshInterval: 0s: must be greater than 0 seconds"},
 		{name: "data with GET", spec: `{apiCall: {urlPath: /api, data: [{key: a, value: 1}]}}`, want: "spec.apiCall.data: only a POST call sends data"},
 		{name: "projections", spec: `{kubernetesResource: {version: v1, resource: pods}, projections: [{name: a.b, jmesPath: x}, {name: c, jmesPath: x}, {name: c, jmesPath: ""}]}`,
 			want: `spec.projections[0].name: "a.b": must not contain a dot (policies read it as <entry>.<projection>); ` +
@@ -53,5 +57,21 @@ func TestExternalAPICallDefaults(t *testing.T) {
 	c.RefreshInterval, c.RetryLimit = &metav1.Duration{Duration: time.Second}, 1
 	if c.RefreshEvery() != time.Second || c.Retries() != 1 {
 		t.Errorf("set %v, %d", c.RefreshEvery(), c.Retries())
+	}
+}
+
+// TestProjectionNamedAsItsEntry: a projection may not take its entry's
+// name, which policies read the entry by.
+func TestProjectionNamedAsItsEntry(t *testing.T) {
+	var spec GlobalContextEntrySpec
+	if err := yaml.UnmarshalStrict([]byte(`{kubernetesResource: {version: v1, resource: pods}, projections: [{name: pods, jmesPath: x}, {name: other, jmesPath: x}]}`), &spec); err != nil {
+		t.Fatal(err)
+	}
+	want := `spec.projections[0].name: "pods": must differ from the entry's own name`
+	if got := strings.Join(spec.ValidateNamed("pods"), "; "); got != want {
+		t.Errorf("faults %q, want %q", got, want)
+	}
+	if got := spec.ValidateNamed("entry"); len(got) > 0 {
+		t.Errorf("faults %q for another name", got)
 	}
 }
