@@ -36,6 +36,7 @@ import (
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/enginetest"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/internal/controlplane"
 	"github.com/charter-dev/charter/internal/controlplane/controlplanetest"
 	"github.com/charter-dev/charter/reconciler/reports/report"
 )
@@ -65,9 +66,11 @@ type env struct {
 	images loader.ImageVerifier
 	// wrap, when set, wraps the transport of the controllers started next.
 	wrap func(http.RoundTripper) http.RoundTripper
+	// etcdURL is the control plane's etcd, for tests that act on it.
+	etcdURL string
 }
 
-func startEnv(t *testing.T) *env {
+func startEnv(t *testing.T, opts ...controlplane.Option) *env {
 	t.Helper()
 	// A ceiling, not a target: the control plane's start and its CRDs
 	// alone took four minutes at load 35 in a fresh-clone CI run
@@ -75,8 +78,8 @@ func startEnv(t *testing.T) *env {
 	// exceeded"); the package's go test timeout still bounds the whole.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
-	cp := controlplanetest.Start(ctx, t)
-	e := &env{t: t, ctx: ctx, cfg: cp.RESTConfig()}
+	cp := controlplanetest.Start(ctx, t, opts...)
+	e := &env{t: t, ctx: ctx, cfg: cp.RESTConfig(), etcdURL: cp.EtcdURL()}
 	e.cs = kubernetes.NewForConfigOrDie(e.cfg)
 	e.dyn = dynamic.NewForConfigOrDie(e.cfg)
 	return e

@@ -112,8 +112,8 @@ func (c *Controller) startWatcher(ctx context.Context, t clusterstate.ResourceTy
 		case <-wctx.Done():
 			return
 		}
-		if err := w.scan(wctx, c, false); err != nil && wctx.Err() == nil {
-			c.log.Error(err, "initial background scan", "resource", t.GVR)
+		if !c.firstScan(wctx, w) {
+			return
 		}
 		c.collectDeferred(wctx, w)
 		w.scanned.Store(true)
@@ -123,6 +123,39 @@ func (c *Controller) startWatcher(ctx context.Context, t clusterstate.ResourceTy
 }
 
 func (w *watcher) stop() { w.cancel() }
+
+// errScanIncomplete marks a scan that did not list every resource of its
+// type (the list failed part way): some resources were never evaluated.
+var errScanIncomplete = errors.New("the scan did not list every resource")
+
+// firstScan runs a type's first scan until it has listed every resource,
+// retrying a scan cut short with a back-off, since nothing else would
+// evaluate the resources it never listed (their informer adds are
+// ignored) and Synced would report a scan that covered part of the type.
+// A resource whose evaluation or report write failed is logged and not
+// retried here, as in every scan. It returns false when ctx ends first.
+func (c *Controller) firstScan(ctx context.Context, w *watcher) bool {
+	backoff := time.Second
+	for {
+		err := w.scan(ctx, c, false)
+		if ctx.Err() != nil {
+			return false
+		}
+		if err == nil {
+			return true
+		}
+		c.log.Error(err, "initial background scan", "resource", w.t.GVR)
+		if !errors.Is(err, errScanIncomplete) {
+			return true
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return false
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
 
 func (c *Controller) resourceChanged(gvr schema.GroupVersionResource, obj any) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
@@ -274,7 +307,7 @@ dispatch:
 		err = lerr
 	}
 	if err != nil {
-		return fmt.Errorf("scanning %s: %w", w.t.GVR.Resource, err)
+		return fmt.Errorf("scanning %s: %w: %w", w.t.GVR.Resource, errScanIncomplete, err)
 	}
 	c.log.V(1).Info("scanned", "resource", w.t.GVR.String(), "force", force, "took", time.Since(start).String())
 	return errors.Join(errs...)

@@ -322,6 +322,19 @@ func listPages(ctx context.Context, ri dynamic.NamespaceableResourceInterface, p
 	}
 	for {
 		page, err := ri.List(ctx, opts)
+		if opts.Continue != "" && apierrors.IsResourceExpired(err) {
+			// A list that takes longer than etcd's compaction interval
+			// (5 minutes by default; a scan of 50,000 Pods on a busy API
+			// server does) loses its consistent snapshot. The API server
+			// then hands back a token that goes on from the same key at the
+			// current version: the rest of the list, inconsistent with its
+			// start. A scan or a sweep takes it: what changed meanwhile
+			// also reaches the controller through its watch.
+			if next := expiredContinue(err); next != "" {
+				opts.Continue = next
+				page, err = ri.List(ctx, opts)
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -335,4 +348,14 @@ func listPages(ctx context.Context, ri dynamic.NamespaceableResourceInterface, p
 		opts.Continue = page.GetContinue()
 		opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
 	}
+}
+
+// expiredContinue is the token an API server's 410 for an expired
+// continuation carries to list the remainder inconsistently, or "".
+func expiredContinue(err error) string {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return ""
+	}
+	return status.Status().ListMeta.Continue
 }
