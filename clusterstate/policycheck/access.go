@@ -71,37 +71,8 @@ func WriteFaults(p *kyvernov1.ClusterPolicy, cluster Cluster, w *Writer) (fault.
 			if g.Synchronize {
 				verbs = append(verbs, "update", "delete")
 			}
-			patterns := []struct {
-				path string
-				p    kyvernov1.GeneratePattern
-			}{{path + ".generate", g.GeneratePattern}}
-			for j, fe := range g.ForEachGeneration {
-				patterns = append(patterns, struct {
-					path string
-					p    kyvernov1.GeneratePattern
-				}{fmt.Sprintf("%s.generate.foreach[%d]", path, j), fe.GeneratePattern})
-			}
-			for _, gp := range patterns {
-				if len(gp.p.CloneList.Kinds) == 0 {
-					msg, err := w.missing(ctx, cluster, verbs, gp.p.APIVersion, gp.p.Kind, gp.p.Namespace, gp.p.Name)
-					if err != nil {
-						return nil, err
-					}
-					if msg != "" {
-						add(gp.path, msg)
-					}
-					continue
-				}
-				for k, kind := range gp.p.CloneList.Kinds {
-					apiVersion, kind := splitCloneKind(kind)
-					msg, err := w.missing(ctx, cluster, verbs, apiVersion, kind, gp.p.Namespace, "")
-					if err != nil {
-						return nil, err
-					}
-					if msg != "" {
-						add(fmt.Sprintf("%s.cloneList.kinds[%d]", gp.path, k), msg)
-					}
-				}
+			if err := w.generateFaults(ctx, cluster, path, g, verbs, add); err != nil {
+				return nil, err
 			}
 		}
 		if m := rule.Mutation; m != nil {
@@ -118,6 +89,57 @@ func WriteFaults(p *kyvernov1.ClusterPolicy, cluster Cluster, w *Writer) (fault.
 		}
 	}
 	return faults, nil
+}
+
+// generateTarget is what a generate rule writes, with the field a
+// refusal names: its generate (or a foreach entry's) kind, or one
+// cloneList kind.
+type generateTarget struct {
+	path, apiVersion, kind, namespace, name string
+}
+
+// generateTargets are the targets of the generate rule at path: its own
+// and each foreach entry's kind, or, for a cloneList, each of its kinds
+// (in the pattern's namespace, any name).
+func generateTargets(path string, g *kyvernov1.Generation) []generateTarget {
+	patterns := []struct {
+		path string
+		p    kyvernov1.GeneratePattern
+	}{{path + ".generate", g.GeneratePattern}}
+	for j, fe := range g.ForEachGeneration {
+		patterns = append(patterns, struct {
+			path string
+			p    kyvernov1.GeneratePattern
+		}{fmt.Sprintf("%s.generate.foreach[%d]", path, j), fe.GeneratePattern})
+	}
+	var out []generateTarget
+	for _, gp := range patterns {
+		if len(gp.p.CloneList.Kinds) == 0 {
+			out = append(out, generateTarget{gp.path, gp.p.APIVersion, gp.p.Kind, gp.p.Namespace, gp.p.Name})
+			continue
+		}
+		for k, kind := range gp.p.CloneList.Kinds {
+			apiVersion, kind := splitCloneKind(kind)
+			out = append(out, generateTarget{fmt.Sprintf("%s.cloneList.kinds[%d]", gp.path, k), apiVersion, kind, gp.p.Namespace, ""})
+		}
+	}
+	return out
+}
+
+// generateFaults asks whether w may do verbs on each target of the
+// generate rule at path (generateTargets) and gives add Kyverno's message
+// for each it may not.
+func (w *Writer) generateFaults(ctx context.Context, cluster Cluster, path string, g *kyvernov1.Generation, verbs []string, add func(field, what string)) error {
+	for _, t := range generateTargets(path, g) {
+		msg, err := w.missing(ctx, cluster, verbs, t.apiVersion, t.kind, t.namespace, t.name)
+		if err != nil {
+			return err
+		}
+		if msg != "" {
+			add(t.path, msg)
+		}
+	}
+	return nil
 }
 
 // splitCloneKind splits a cloneList kind ("v1/Secret",

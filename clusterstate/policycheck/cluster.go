@@ -59,8 +59,9 @@ type DeleterCluster interface {
 }
 
 // InCluster checks obj as Object does, then what only the cluster can
-// tell: KindFaults for a ClusterPolicy or Policy, and for a ClusterPolicy
-// WriteFaults when the cluster is a WriterCluster; CleanupKindFaults for a
+// tell: KindFaults for a ClusterPolicy or Policy, then SyncReadFaults when
+// the cluster is an AdmissionCluster, and for a ClusterPolicy WriteFaults
+// when the cluster is a WriterCluster; CleanupKindFaults for a
 // CleanupPolicy; DeleteFaults for a ClusterCleanupPolicy when the cluster
 // is a DeleterCluster. A nil cluster checks nothing more. A cluster that cannot
 // answer is an error: a policy is not admitted unchecked.
@@ -73,11 +74,17 @@ func InCluster(obj runtime.Object, cluster Cluster) (Result, error) {
 	switch o := obj.(type) {
 	case *kyvernov1.ClusterPolicy:
 		faults, err = KindFaults(o, cluster)
+		if err == nil && len(faults) == 0 {
+			faults, err = syncReadFaults(o, cluster)
+		}
 		if wc, ok := cluster.(WriterCluster); ok && err == nil && len(faults) == 0 && wc.BackgroundWriter() != nil {
 			faults, err = WriteFaults(o, cluster, wc.BackgroundWriter())
 		}
 	case *kyvernov1.Policy:
 		faults, err = KindFaults(o, cluster)
+		if err == nil && len(faults) == 0 {
+			faults, err = syncReadFaults(o, cluster)
+		}
 	case *kyvernov2.CleanupPolicy:
 		faults, err = CleanupKindFaults(o, cluster)
 	case *kyvernov2.ClusterCleanupPolicy:
@@ -272,12 +279,13 @@ func Matches(sel match.KindSelector, k ServedKind) bool {
 type DiscoveryCluster struct {
 	client discovery.DiscoveryInterface
 
-	writer   *Writer
-	deleter  *Writer
-	reader   *Writer
-	entries  GlobalContextEntries
-	celTypes bool
-	schemas  *cachedSchemas
+	writer    *Writer
+	admission *Writer
+	deleter   *Writer
+	reader    *Writer
+	entries   GlobalContextEntries
+	celTypes  bool
+	schemas   *cachedSchemas
 
 	mu    sync.Mutex
 	kinds []ServedKind
@@ -299,6 +307,17 @@ func (d *DiscoveryCluster) WithBackgroundWriter(w *Writer) *DiscoveryCluster {
 
 // BackgroundWriter implements WriterCluster.
 func (d *DiscoveryCluster) BackgroundWriter() *Writer { return d.writer }
+
+// WithAdmissionReader makes d an AdmissionCluster: InCluster asks whether
+// a, the identity serving admission, may list and get what synchronized
+// generate rules write (SyncReadFaults).
+func (d *DiscoveryCluster) WithAdmissionReader(a *Writer) *DiscoveryCluster {
+	d.admission = a
+	return d
+}
+
+// AdmissionReader implements AdmissionCluster.
+func (d *DiscoveryCluster) AdmissionReader() *Writer { return d.admission }
 
 // WithCleanupDeleter makes d a DeleterCluster: InCluster asks whether w
 // may delete and list what a ClusterCleanupPolicy matches (DeleteFaults).

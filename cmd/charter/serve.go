@@ -145,6 +145,11 @@ type serveOptions struct {
 	// delete and list rights policy admission and gitsync's pre-apply
 	// check ask about for a ClusterCleanupPolicy.
 	cleanupServiceAccount string
+	// admissionServiceAccount is --admission-service-account: the
+	// identity serving policy admission when it is not this process,
+	// whose list and get rights gitsync's pre-apply check asks about for
+	// a synchronized generate rule.
+	admissionServiceAccount string
 
 	gitsyncCacheDir string
 	// defaultServiceAccount and noCrossNamespaceRefs confine the
@@ -284,6 +289,8 @@ stopped charter never leaves a cluster unable to admit anything.`,
 		"ServiceAccount (in --namespace) the reports controller runs as when it is not in this process: admission's policy status controller asks with SubjectAccessReviews whether it may get, list and watch each policies.kyverno.io policy's resources, for Kyverno's RBACPermissionsGranted condition; policy admission and gitsync's pre-apply check warn, as Kyverno does, of a ClusterPolicy's or Policy's validate and mutate rules matching a kind it may not get, list and watch")
 	f.StringVar(&o.cleanupServiceAccount, "cleanup-service-account", "charter-cleanup",
 		"ServiceAccount (in --namespace) the cleanup controller runs as when it is not in this process: policy admission and gitsync's pre-apply check ask with SubjectAccessReviews whether it may delete and list each kind a ClusterCleanupPolicy matches, and refuse the policy otherwise, as Kyverno does (when the controller runs here, this process's own rights are asked)")
+	f.StringVar(&o.admissionServiceAccount, "admission-service-account", "charter-admission",
+		"ServiceAccount (in --namespace) policy admission runs as when it is not in this process: gitsync's pre-apply check asks with SubjectAccessReviews whether it may list and get each kind a synchronized generate rule writes, and refuses the policy otherwise, as Kyverno does (when admission runs here, this process's own rights are asked)")
 	f.StringVar(&o.gitsyncCacheDir, "gitsync-cache-dir", "", "folder for PolicyRepository checkouts (default: a new folder in the temporary folder, removed on exit)")
 	f.IntVar(&o.gitsyncWorkers, "gitsync-workers", 2, "PolicyRepositories synced at once")
 	f.StringVar(&o.defaultServiceAccount, "default-service-account", "", "ServiceAccount (of the repository's namespace) that gitsync impersonates for a PolicyRepository outside charter's namespace whose spec.serviceAccountName is empty")
@@ -602,6 +609,10 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		if err != nil {
 			return nil, nil, err
 		}
+		reader, err := controllerIdentity(cfg, o, controllerAdmission, o.admissionServiceAccount)
+		if err != nil {
+			return nil, nil, err
+		}
 		c, err := admission.Setup(mgr, admission.Options{
 			Addr: o.webhookAddr, URL: o.webhookURL, Namespace: o.namespace, ExcludedNamespaces: o.webhookExcluded,
 			Service: o.service, ServicePort: o.servicePort, Null: o.nullWebhook,
@@ -613,6 +624,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 			ReportingAccess:  access,
 			ReportsReader:    reportsReader(access),
 			BackgroundWriter: writer,
+			AdmissionReader:  reader,
 			CleanupDeleter:   deleter,
 			ReportsAPI:       primaryReportsAPI(o.reports.APIs),
 			ReportsManagedBy: o.reports.ManagedBy,
@@ -648,8 +660,13 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 	}
 	if slices.Contains(o.controllers, controllerGitSync) {
 		// The pre-apply check asks about the background and cleanup
-		// controllers' rights as policy admission does.
+		// controllers' rights, and admission's reads, as policy admission
+		// does.
 		writer, deleter, err := backgroundAndCleanup(cfg, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		reader, err := controllerIdentity(cfg, o, controllerAdmission, o.admissionServiceAccount)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -659,7 +676,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		}
 		if err := gitsync.Setup(mgr, gitsync.Options{
 			CacheDir: o.gitsyncCacheDir, MaxConcurrentReconciles: o.gitsyncWorkers, ReceiverAddr: o.receiverAddr,
-			BackgroundWriter: writer, CleanupDeleter: deleter, ReportsReader: reportsReader(access),
+			BackgroundWriter: writer, AdmissionReader: reader, CleanupDeleter: deleter, ReportsReader: reportsReader(access),
 			Tenancy: gitsync.Tenancy{
 				Namespace: o.namespace, DefaultServiceAccount: o.defaultServiceAccount, NoCrossNamespaceRefs: o.noCrossNamespaceRefs,
 				AllowFileURLs:        o.gitsyncAllowFileURLs,

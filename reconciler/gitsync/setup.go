@@ -63,6 +63,12 @@ type Options struct {
 	// does (policycheck.WriteFaults). nil leaves that check to admission.
 	// charter serve passes admission's (serve.go backgroundWriter).
 	BackgroundWriter *policycheck.Writer
+	// AdmissionReader is the identity serving policy admission: the
+	// pre-apply check refuses a revision whose policy has a synchronized
+	// generate rule naming a kind it may not list and get, as policy
+	// admission does (policycheck.SyncReadFaults). nil leaves that check
+	// to admission.
+	AdmissionReader *policycheck.Writer
 	// CleanupDeleter is who carries out ClusterCleanupPolicies: the
 	// pre-apply check refuses one matching a kind it may not delete or
 	// list, as policy admission does (policycheck.DeleteFaults).
@@ -110,7 +116,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	// the reports controller may read what rules match, which
 	// GlobalContextEntries are Ready (their status: this process may not
 	// load them) and whether validate.cel expressions type-check.
-	cluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(opts.BackgroundWriter).WithCleanupDeleter(opts.CleanupDeleter).
+	cluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(opts.BackgroundWriter).WithAdmissionReader(opts.AdmissionReader).WithCleanupDeleter(opts.CleanupDeleter).
 		WithReportsReader(opts.ReportsReader).WithCELTypeChecks().
 		WithGlobalContext(policycheck.GlobalContextStatus{Reader: mgr.GetAPIReader()})
 	r := &PolicyRepositoryReconciler{

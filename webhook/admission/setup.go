@@ -86,6 +86,12 @@ type Options struct {
 	// naming a kind it may not write, as Kyverno asks about its background
 	// controller (policycheck.WriteFaults). Nil: it is not asked.
 	BackgroundWriter *policycheck.Writer
+	// AdmissionReader is the identity serving policy admission: this
+	// process's own (charter serve). /policyvalidate refuses a policy
+	// whose synchronized generate rule names a kind it may not list and
+	// get, as Kyverno asks about its admission controller
+	// (policycheck.SyncReadFaults). Nil: it is not asked.
+	AdmissionReader *policycheck.Writer
 	// CleanupDeleter is who carries out ClusterCleanupPolicies:
 	// /policyvalidate refuses one matching a kind it may not delete or
 	// list, as Kyverno asks about its cleanup controller
@@ -267,13 +273,14 @@ func Setup(mgr manager.Manager, o Options) (*Controller, error) {
 		return nil, err
 	}
 	// /policyvalidate asks what Kyverno's policy validation asks the
-	// cluster: the kinds it serves, whether the background controller may
-	// write what ClusterPolicies generate and mutate and the cleanup
+	// cluster: the kinds it serves, whether this process may list and get
+	// what synchronized generate rules write, whether the background
+	// controller may write what ClusterPolicies generate and mutate and the cleanup
 	// controller delete what ClusterCleanupPolicies match, whether the
 	// reports controller may read what rules match (warnings), which
 	// GlobalContextEntries are Ready and whether validate.cel expressions
 	// type-check against the schemas of the kinds they match (warnings).
-	policyCluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(o.BackgroundWriter).WithCleanupDeleter(o.CleanupDeleter).
+	policyCluster := policycheck.NewDiscoveryCluster(dc).WithBackgroundWriter(o.BackgroundWriter).WithAdmissionReader(o.AdmissionReader).WithCleanupDeleter(o.CleanupDeleter).
 		WithReportsReader(o.ReportsReader).WithCELTypeChecks()
 	if o.State.GlobalContext != nil {
 		policyCluster.WithGlobalContext(o.State.GlobalContext)

@@ -80,6 +80,14 @@ func (c withRevisionCRDs) BackgroundWriter() *policycheck.Writer {
 	return nil
 }
 
+// AdmissionReader implements policycheck.AdmissionCluster.
+func (c withRevisionCRDs) AdmissionReader() *policycheck.Writer {
+	if ac, ok := c.cluster.(policycheck.AdmissionCluster); ok {
+		return ac.AdmissionReader()
+	}
+	return nil
+}
+
 // CleanupDeleter implements policycheck.DeleterCluster.
 func (c withRevisionCRDs) CleanupDeleter() *policycheck.Writer {
 	if dc, ok := c.cluster.(policycheck.DeleterCluster); ok {
