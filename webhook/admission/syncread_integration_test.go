@@ -1,16 +1,12 @@
 package admission
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 )
 
 // syncReadPolicies are a ClusterPolicy and a Policy whose generate rules
@@ -76,49 +72,19 @@ func TestSynchronizedGenerateNeedsAdmissionsReads(t *testing.T) {
 	f := startAdmission(t, withNamespaces("team"), withAdminOptions(func(admin *rest.Config, o *Options) {
 		o.AdmissionReader = controllerIdentity(admin, sa)
 	}))
-	policies := map[string]*unstructured.Unstructured{}
-	for _, doc := range strings.Split(syncReadPolicies, "\n---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		policies[u.GetKind()+"/"+u.GetName()] = u
-	}
-	create := func(key string) error {
-		obj := policies[key].DeepCopy()
-		err := f.client.Create(f.ctx, obj)
-		if err == nil {
-			_ = f.client.Delete(f.ctx, obj)
-		}
-		return err
-	}
-	refused := func(key, want string) func() error {
-		return func() error {
-			err := create(key)
-			if err == nil {
-				return fmt.Errorf("%s admitted; want a refusal with %q", key, want)
-			}
-			if !strings.Contains(err.Error(), want) {
-				return fmt.Errorf("%s: %v; want %q", key, err, want)
-			}
-			return nil
-		}
-	}
-	admitted := func(key string) func() error {
-		return func() error { return create(key) }
-	}
+	probe := newPolicyProbe(t, f, syncReadPolicies)
 	lacks := func(verbs string) string {
 		return `spec.rules[0].generate: ` + username + ` requires permissions ` + verbs + ` for resource v1/ConfigMap in namespace team`
 	}
 
-	eventually(t, "synchronized ClusterPolicy refused", 30*time.Second, refused("ClusterPolicy/sync-configmap", `ClusterPolicy "sync-configmap": `+lacks("list,get")))
-	eventually(t, "synchronized Policy refused", 30*time.Second, refused("Policy/sync-configmap", `Policy "team/sync-configmap": `+lacks("list,get")))
-	eventually(t, "generate without synchronize admitted", 30*time.Second, admitted("ClusterPolicy/once-configmap"))
+	eventually(t, "synchronized ClusterPolicy refused", 30*time.Second, probe.refused("ClusterPolicy/sync-configmap", `ClusterPolicy "sync-configmap": `+lacks("list,get")))
+	eventually(t, "synchronized Policy refused", 30*time.Second, probe.refused("Policy/sync-configmap", `Policy "team/sync-configmap": `+lacks("list,get")))
+	eventually(t, "generate without synchronize admitted", 30*time.Second, probe.admitted("ClusterPolicy/once-configmap"))
 
 	grantClusterRole(t, f, "admission-list-configmaps", sa, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list"}})
-	eventually(t, "refused for get once list is granted", 30*time.Second, refused("ClusterPolicy/sync-configmap", lacks("get")))
+	eventually(t, "refused for get once list is granted", 30*time.Second, probe.refused("ClusterPolicy/sync-configmap", lacks("get")))
 
 	grantClusterRole(t, f, "admission-get-configmaps", sa, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}})
-	eventually(t, "ClusterPolicy admitted once granted", 30*time.Second, admitted("ClusterPolicy/sync-configmap"))
-	eventually(t, "Policy admitted once granted", 30*time.Second, admitted("Policy/sync-configmap"))
+	eventually(t, "ClusterPolicy admitted once granted", 30*time.Second, probe.admitted("ClusterPolicy/sync-configmap"))
+	eventually(t, "Policy admitted once granted", 30*time.Second, probe.admitted("Policy/sync-configmap"))
 }

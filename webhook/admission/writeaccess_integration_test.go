@@ -97,51 +97,21 @@ func TestClusterPolicyWritesNeedTheBackgroundControllersRights(t *testing.T) {
 	f := startAdmission(t, withNamespaces("team"), withAdminOptions(func(admin *rest.Config, o *Options) {
 		o.BackgroundWriter = controllerIdentity(admin, sa)
 	}))
-	policies := map[string]*unstructured.Unstructured{}
-	for _, doc := range strings.Split(writeAccessPolicies, "\n---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		policies[u.GetKind()+"/"+u.GetName()] = u
-	}
-	create := func(key string) error {
-		obj := policies[key].DeepCopy()
-		err := f.client.Create(f.ctx, obj)
-		if err == nil {
-			_ = f.client.Delete(f.ctx, obj)
-		}
-		return err
-	}
-	refused := func(key, want string) func() error {
-		return func() error {
-			err := create(key)
-			if err == nil {
-				return fmt.Errorf("%s admitted; want a refusal with %q", key, want)
-			}
-			if !strings.Contains(err.Error(), want) {
-				return fmt.Errorf("%s: %v; want %q", key, err, want)
-			}
-			return nil
-		}
-	}
-	admitted := func(key string) func() error {
-		return func() error { return create(key) }
-	}
+	probe := newPolicyProbe(t, f, writeAccessPolicies)
 
-	eventually(t, "generate refused", 30*time.Second, refused("ClusterPolicy/generate-configmap",
+	eventually(t, "generate refused", 30*time.Second, probe.refused("ClusterPolicy/generate-configmap",
 		`spec.rules[0].generate: `+username+` requires permissions get,create for resource v1/ConfigMap in namespace team`))
-	eventually(t, "synchronized generate refused", 30*time.Second, refused("ClusterPolicy/generate-configmap-sync",
+	eventually(t, "synchronized generate refused", 30*time.Second, probe.refused("ClusterPolicy/generate-configmap-sync",
 		`spec.rules[0].generate: `+username+` requires permissions get,create,update,delete for resource v1/ConfigMap in namespace team`))
-	eventually(t, "mutate-existing refused", 30*time.Second, refused("ClusterPolicy/mutate-configmap",
+	eventually(t, "mutate-existing refused", 30*time.Second, probe.refused("ClusterPolicy/mutate-configmap",
 		`spec.rules[0].mutate.targets[0]: auth check fails, additional privileges are required for the service account '`+username+`': `+
 			username+` requires permissions get,update for resource v1/ConfigMap in namespace team`))
-	eventually(t, "namespaced Policy admitted", 30*time.Second, admitted("Policy/generate-configmap"))
+	eventually(t, "namespaced Policy admitted", 30*time.Second, probe.admitted("Policy/generate-configmap"))
 
 	grantClusterRole(t, f, "background-configmaps", sa, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}})
-	eventually(t, "generate admitted once granted", 30*time.Second, admitted("ClusterPolicy/generate-configmap"))
-	eventually(t, "mutate-existing admitted once granted", 30*time.Second, admitted("ClusterPolicy/mutate-configmap"))
-	eventually(t, "synchronized generate still refused for delete", 30*time.Second, refused("ClusterPolicy/generate-configmap-sync",
+	eventually(t, "generate admitted once granted", 30*time.Second, probe.admitted("ClusterPolicy/generate-configmap"))
+	eventually(t, "mutate-existing admitted once granted", 30*time.Second, probe.admitted("ClusterPolicy/mutate-configmap"))
+	eventually(t, "synchronized generate still refused for delete", 30*time.Second, probe.refused("ClusterPolicy/generate-configmap-sync",
 		`spec.rules[0].generate: `+username+` requires permissions delete for resource v1/ConfigMap in namespace team`))
 }
 
@@ -169,4 +139,53 @@ func grantClusterRole(t *testing.T, f *fixture, name, sa string, rule rbacv1.Pol
 	if err := f.client.Create(f.ctx, binding); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// policyProbe creates the policies of a multi-document YAML by
+// kind/name, each deleted again once admitted, to ask policy admission
+// whether it refuses them.
+type policyProbe struct {
+	f        *fixture
+	policies map[string]*unstructured.Unstructured
+}
+
+func newPolicyProbe(t *testing.T, f *fixture, docs string) *policyProbe {
+	t.Helper()
+	p := &policyProbe{f: f, policies: map[string]*unstructured.Unstructured{}}
+	for _, doc := range strings.Split(docs, "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		p.policies[u.GetKind()+"/"+u.GetName()] = u
+	}
+	return p
+}
+
+func (p *policyProbe) create(key string) error {
+	obj := p.policies[key].DeepCopy()
+	err := p.f.client.Create(p.f.ctx, obj)
+	if err == nil {
+		_ = p.f.client.Delete(p.f.ctx, obj)
+	}
+	return err
+}
+
+// refused checks that the policy key is refused with want in the error.
+func (p *policyProbe) refused(key, want string) func() error {
+	return func() error {
+		err := p.create(key)
+		if err == nil {
+			return fmt.Errorf("%s admitted; want a refusal with %q", key, want)
+		}
+		if !strings.Contains(err.Error(), want) {
+			return fmt.Errorf("%s: %v; want %q", key, err, want)
+		}
+		return nil
+	}
+}
+
+// admitted checks that the policy key is admitted.
+func (p *policyProbe) admitted(key string) func() error {
+	return func() error { return p.create(key) }
 }
