@@ -1,11 +1,15 @@
 package gitsync
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 )
@@ -61,6 +65,59 @@ func TestBackgroundRightsStallTheRevision(t *testing.T) {
 	fixed := src.commit(map[string]string{"policies/secret.yaml": generatePolicy("clustercheck-secret", "marked")}, nil)
 	readyAt(t, repo, fixed)
 	g.Expect(getPolicy(t, "clustercheck-a").Spec.Rules[0].Name).To(Equal("require-changed"))
+}
+
+// syncGeneratingPolicy is a Policy of namespace ns whose synchronized
+// generate rule writes kind there.
+func syncGeneratingPolicy(ns, kind string) string {
+	return `apiVersion: kyverno.io/v1
+kind: Policy
+metadata:
+  name: clustercheck-sync
+  namespace: ` + ns + `
+spec:
+  rules:
+  - name: copy
+    match:
+      any:
+      - resources:
+          kinds: [Pod]
+    generate:
+      synchronize: true
+      apiVersion: v1
+      kind: ` + kind + `
+      name: copy
+      namespace: ` + ns + `
+      data: {data: {a: b}}
+`
+}
+
+// TestAdmissionReadsStallTheRevision: a revision whose Policy has a
+// synchronized generate rule writing a kind the identity serving policy
+// admission (charter-admission) may not list and get is Stalled naming
+// the file, the policy and the rule's field in Kyverno's words, as policy
+// admission refuses it, and nothing of it applies; a ConfigMap, which
+// that identity may list and get, applies.
+func TestAdmissionReadsStallTheRevision(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	src := newGitRepo(t)
+	bad := src.commit(map[string]string{
+		"policies/a.yaml":    policy("clustercheck-sync-a", "team"),
+		"policies/sync.yaml": syncGeneratingPolicy(ns, "Secret"),
+	}, nil)
+	repo := newPolicyRepository(t, ns, src.fileURL())
+	got := stalledAt(t, repo, bad)
+	ready := condition(got, gitopsv1alpha1.ConditionReady)
+	g.Expect(ready.Reason).To(Equal(gitopsv1alpha1.ReasonValidationFailed))
+	g.Expect(ready.Message).To(ContainSubstring(`policies/sync.yaml: Policy "` + ns + `/clustercheck-sync": spec.rules[0].generate: ` +
+		admissionUser + ` requires permissions list,get for resource v1/Secret in namespace ` + ns))
+	g.Expect(got.Status.LastAppliedRevision).To(BeEmpty())
+	g.Expect(getPolicy(t, "clustercheck-sync-a")).To(BeNil())
+
+	fixed := src.commit(map[string]string{"policies/sync.yaml": syncGeneratingPolicy(ns, "ConfigMap")}, nil)
+	readyAt(t, repo, fixed)
+	g.Expect(getPolicy(t, "clustercheck-sync-a")).NotTo(BeNil())
 }
 
 // TestCleanupRightsStallTheRevision: a revision whose ClusterCleanupPolicy
@@ -172,4 +229,55 @@ spec:
 		And(HaveField("Type", corev1.EventTypeWarning), HaveField("Note", And(ContainSubstring("global.yaml"), ContainSubstring(globalWarning)))),
 		And(HaveField("Type", corev1.EventTypeWarning), HaveField("Note", And(ContainSubstring("cel.yaml"), ContainSubstring(celWarning)))),
 	))
+}
+
+// TestTenantIsToldOnlyOfWhatItMayWrite: the pre-apply check asks the
+// cluster (charter's controllers' rights, GlobalContextEntries) with
+// gitsync's own identity, so a tenant's repository is told its answers
+// only of the objects the repository's ServiceAccount may write, as
+// policy admission tells them only to whoever writes them. A
+// ClusterCleanupPolicy the ServiceAccount may not write is not asked
+// about: the revision stalls on the API server's refusal, and the
+// cleanup controller's rights are not told; a Policy it may write is
+// asked about, and refused in the words admission gives the
+// ServiceAccount.
+func TestTenantIsToldOnlyOfWhatItMayWrite(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newTenantNamespace(t)
+	g.Expect(testClient.Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policy-writer"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"kyverno.io"}, Resources: []string{"policies"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
+	})).To(Succeed())
+	g.Expect(testClient.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "policy-writer"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "deployer"}},
+	})).To(Succeed())
+	src := newGitRepo(t)
+	rev := src.commit(map[string]string{
+		"policies/own.yaml": namespacedPolicy(ns, "told-own"),
+		"cleanup/secrets.yaml": `apiVersion: kyverno.io/v2
+kind: ClusterCleanupPolicy
+metadata:
+  name: told-secrets
+spec:
+  schedule: "0 * * * *"
+  match:
+    any:
+    - resources:
+        kinds: [Secret]
+`,
+	}, nil)
+	repo := newPolicyRepository(t, ns, src.fileURL(), func(r *gitopsv1alpha1.PolicyRepository) { r.Spec.ServiceAccountName = "deployer" })
+	got := stalledWith(t, repo, rev, gitopsv1alpha1.ReasonForbidden)
+	msg := condition(got, gitopsv1alpha1.ConditionReady).Message
+	g.Expect(msg).To(ContainSubstring(fmt.Sprintf(`User "system:serviceaccount:%s:deployer" cannot patch resource "clustercleanuppolicies"`, ns)))
+	g.Expect(msg).NotTo(ContainSubstring("cleanup controller"))
+
+	rev = src.commit(map[string]string{"cleanup/secrets.yaml": "", "policies/sync.yaml": syncGeneratingPolicy(ns, "Secret")}, nil)
+	got = stalledWith(t, repo, rev, gitopsv1alpha1.ReasonValidationFailed)
+	g.Expect(condition(got, gitopsv1alpha1.ConditionReady).Message).To(ContainSubstring(`policies/sync.yaml: Policy "` + ns + `/clustercheck-sync": spec.rules[0].generate: ` +
+		admissionUser + ` requires permissions list,get for resource v1/Secret in namespace ` + ns))
 }

@@ -237,11 +237,25 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 		return retry
 	}
 	var warnings []check.Fault
-	if err := check.Objects(objs, r.Scheme, check.AllowNamespacedCalls(r.Tenancy.AllowNamespacedCalls), check.Warnings(&warnings), check.Cluster(r.Cluster)); err != nil {
+	// Where the revision may write is checked first: what lies outside
+	// is refused before the cluster is asked anything about it.
+	if w.ownNamespaceOnly {
+		if err := checkOwnNamespace(r.RESTMapper(), obj.Namespace, w.why, objs, nil); err != nil {
+			r.fail(obj, before, true, gitopsv1alpha1.ReasonNotPermitted, fmt.Errorf("revision %s: %w", revision, err))
+			return retry
+		}
+	}
+	checks := []check.Option{check.AllowNamespacedCalls(r.Tenancy.AllowNamespacedCalls), check.Warnings(&warnings), check.Cluster(r.Cluster)}
+	if obj.Namespace != r.Tenancy.Namespace && w.serviceAccount != "" {
+		// A tenant's repository is told what the cluster answers only of
+		// what its ServiceAccount may write (writableBy).
+		checks = append(checks, check.AskAbout(r.writableBy(ctx, obj.Namespace, w.serviceAccount)))
+	}
+	if err := check.Objects(objs, r.Scheme, checks...); err != nil {
 		r.fail(obj, before, true, gitopsv1alpha1.ReasonValidationFailed, fmt.Errorf("revision %s: %w", revision, err))
 		return retry
 	}
-	if err := check.Updates(ctx, objs, r.Scheme, r.installed()); err != nil {
+	if err := check.Updates(ctx, objs, r.Scheme, r.installed(), checks...); err != nil {
 		// An update policy admission would refuse stalls the revision; a
 		// failed read is retried.
 		var invalid *check.Error
@@ -255,14 +269,8 @@ func (r *PolicyRepositoryReconciler) sync(parent context.Context, obj *gitopsv1a
 		}
 	}
 
-	// Where the revision may write: checked in full, and dry-run as its
-	// identity (prune included), before anything is written.
-	if w.ownNamespaceOnly {
-		if err := checkOwnNamespace(r.RESTMapper(), obj.Namespace, w.why, objs, nil); err != nil {
-			r.fail(obj, before, true, gitopsv1alpha1.ReasonNotPermitted, fmt.Errorf("revision %s: %w", revision, err))
-			return retry
-		}
-	}
+	// Where the revision may prune: checked in full, and dry-run as its
+	// identity, before anything is written.
 	applied := make([]*unstructured.Unstructured, len(objs))
 	for i := range objs {
 		applied[i] = objs[i].Unstructured

@@ -119,12 +119,13 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	if err := Setup(mgr, Options{CacheDir: cacheDir, Tenancy: Tenancy{Namespace: charterNamespace, AllowFileURLs: true}, Tests: clitest.RepositoryTests{},
-		// The pre-apply check asks what backgroundUser may write and
-		// cleanupUser delete, as charter serve's gitsync asks about
-		// charter-background and charter-cleanup; bindControllers gives
-		// them ConfigMaps.
+		// The pre-apply check asks what backgroundUser may write,
+		// cleanupUser delete and admissionUser list and get, as charter
+		// serve's gitsync asks about charter-background, charter-cleanup
+		// and charter-admission; bindControllers gives them ConfigMaps.
 		BackgroundWriter: controllerIdentity(authz, backgroundUser),
 		CleanupDeleter:   controllerIdentity(authz, cleanupUser),
+		AdmissionReader:  controllerIdentity(authz, admissionUser),
 		// The OCI tests' registries listen on loopback, which the egress
 		// guard lets through only when told.
 		Egress: imagetest.LoopbackEgress(), PublicTrust: suiteTrust}); err != nil {
@@ -162,11 +163,13 @@ func runSuite(m *testing.M) int {
 	return code
 }
 
-// backgroundUser and cleanupUser are the background and cleanup
-// controllers' ServiceAccounts the pre-apply check asks about.
+// backgroundUser, cleanupUser and admissionUser are the background and
+// cleanup controllers' and policy admission's ServiceAccounts the
+// pre-apply check asks about.
 var (
 	backgroundUser = serviceaccount.MakeUsername(charterNamespace, "charter-background")
 	cleanupUser    = serviceaccount.MakeUsername(charterNamespace, "charter-cleanup")
+	admissionUser  = serviceaccount.MakeUsername(charterNamespace, "charter-admission")
 )
 
 // controllerIdentity asks the API server what username may do, as
@@ -194,6 +197,7 @@ func bindControllers(ctx context.Context) error {
 		Subjects: []rbacv1.Subject{
 			{Kind: rbacv1.ServiceAccountKind, Namespace: charterNamespace, Name: "charter-background"},
 			{Kind: rbacv1.ServiceAccountKind, Namespace: charterNamespace, Name: "charter-cleanup"},
+			{Kind: rbacv1.ServiceAccountKind, Namespace: charterNamespace, Name: "charter-admission"},
 		},
 	})
 }

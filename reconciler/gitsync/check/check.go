@@ -86,6 +86,7 @@ type options struct {
 	allowNamespacedCalls bool
 	warnings             *[]Fault
 	cluster              policycheck.Cluster
+	askAbout             func(build.Object) bool
 }
 
 // Cluster has Objects ask the cluster what Kyverno's policy validation
@@ -95,6 +96,17 @@ type options struct {
 // checks are left to policy admission.
 func Cluster(c policycheck.Cluster) Option {
 	return func(o *options) { o.cluster = c }
+}
+
+// AskAbout limits what the Cluster option asks the cluster to the
+// objects ask accepts; the others are checked as without it (their
+// compile faults, no answer of the cluster's). gitsync asks only about
+// the objects the repository's ServiceAccount may write: the answers
+// (what charter's controllers may do, which GlobalContextEntries are
+// Ready) are what policy admission tells whoever writes the object, and
+// the API server lets no one else reach admission.
+func AskAbout(ask func(build.Object) bool) Option {
+	return func(o *options) { o.askAbout = ask }
 }
 
 // AllowNamespacedCalls admits namespaced policies that call out (apiCall
@@ -170,7 +182,11 @@ func Objects(objs []build.Object, scheme *runtime.Scheme, opts ...Option) error 
 			}
 			policyFiles[key] = o.File
 		}
-		res, err := policycheck.InCluster(hub, cluster)
+		asked := cluster
+		if cluster != nil && checks.askAbout != nil && !checks.askAbout(o) {
+			asked = nil
+		}
+		res, err := policycheck.InCluster(hub, asked)
 		if err != nil {
 			faults = append(faults, objectFaults(err, o.File, ref)...)
 			continue

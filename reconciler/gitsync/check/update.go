@@ -21,10 +21,19 @@ import (
 // written. live reads the installed policies (an uncached reader: only the
 // policies of the revision with generate rules are read). It returns
 // *Error naming the file, the policy and the rule, or the error of a read.
-// Run it on a revision Objects accepted.
-func Updates(ctx context.Context, objs []build.Object, scheme *runtime.Scheme, live client.Reader) error {
+// Run it on a revision Objects accepted. Of the options, only AskAbout
+// counts: an object it refuses is not compared with what is installed,
+// which whoever may not write it must not learn.
+func Updates(ctx context.Context, objs []build.Object, scheme *runtime.Scheme, live client.Reader, opts ...Option) error {
+	var checks options
+	for _, opt := range opts {
+		opt(&checks)
+	}
 	var faults []Fault
 	for _, o := range objs {
+		if checks.askAbout != nil && !checks.askAbout(o) {
+			continue
+		}
 		var old kyvernov1.PolicyInterface
 		switch o.GroupVersionKind() {
 		case kyvernov1.GroupVersion.WithKind("ClusterPolicy"):
