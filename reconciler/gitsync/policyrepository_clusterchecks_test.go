@@ -1,15 +1,12 @@
 package gitsync
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 )
@@ -243,18 +240,8 @@ spec:
 // ServiceAccount.
 func TestTenantIsToldOnlyOfWhatItMayWrite(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	ns := newTenantNamespace(t)
-	g.Expect(testClient.Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policy-writer"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"kyverno.io"}, Resources: []string{"policies"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
-	})).To(Succeed())
-	g.Expect(testClient.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "policy-writer"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "deployer"}},
-	})).To(Succeed())
+	grantPolicyWriter(t, ns, "get", "list", "watch", "create", "update", "patch", "delete")
 	src := newGitRepo(t)
 	rev := src.commit(map[string]string{
 		"policies/own.yaml": namespacedPolicy(ns, "told-own"),

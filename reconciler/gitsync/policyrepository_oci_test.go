@@ -20,7 +20,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -330,16 +329,7 @@ func TestOCIRepositoryCredentialsOfItsNamespace(t *testing.T) {
 	rev, _ := o.push("latest", map[string]string{"p.yaml": namespacedPolicy(ns, "oci-private")})
 
 	// The deployer may write Policies in its namespace only.
-	g.Expect(testClient.Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policy-writer"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"kyverno.io"}, Resources: []string{"policies"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
-	})).To(Succeed())
-	g.Expect(testClient.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "policy-writer"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "deployer"}},
-	})).To(Succeed())
+	grantPolicyWriter(t, ns, "get", "list", "watch", "create", "update", "patch", "delete")
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"}}
 	g.Expect(testClient.Create(ctx, sa)).To(Succeed())
 

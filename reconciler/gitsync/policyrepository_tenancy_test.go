@@ -122,18 +122,7 @@ func TestTenantServiceAccountRBACDecidesWhatApplies(t *testing.T) {
 	ns := newTenantNamespace(t)
 	// The deployer may write Policies in its namespace, but not delete
 	// them, and nothing else.
-	g.Expect(testClient.Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policy-writer"},
-		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{"kyverno.io"}, Resources: []string{"policies"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "patch"},
-		}},
-	})).To(Succeed())
-	g.Expect(testClient.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "policy-writer"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "deployer"}},
-	})).To(Succeed())
+	grantPolicyWriter(t, ns, "get", "list", "watch", "create", "update", "patch")
 
 	src := newGitRepo(t)
 	rev1 := src.commit(map[string]string{"policies/a.yaml": namespacedPolicy(ns, "sa-a")}, nil)

@@ -230,6 +230,26 @@ func newTenantNamespace(t *testing.T) string {
 	return ns.Name
 }
 
+// grantPolicyWriter lets the ServiceAccount ns/deployer use verbs on
+// Policies in ns, through the Role policy-writer.
+func grantPolicyWriter(t *testing.T, ns string, verbs ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := testClient.Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policy-writer"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"kyverno.io"}, Resources: []string{"policies"}, Verbs: verbs}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := testClient.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "policy-writer"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "deployer"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // bindClusterRole binds a ClusterRole to the ServiceAccount ns/name
 // cluster-wide.
 func bindClusterRole(t *testing.T, ns, name, role string) {
