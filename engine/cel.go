@@ -21,6 +21,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/loader"
 )
 
@@ -99,7 +100,7 @@ var celRules weakCache[celRule]
 // or returns the rule compiled before from the same source. path is the
 // validate block's field path; rulePath the rule's. celPreconditions on a
 // rule of another type are refused (checkRule), as Kyverno refuses them.
-func (s *PolicySet) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *faults) *celRule {
+func (s *PolicySet) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *fault.Collector) *celRule {
 	src := struct {
 		Pre []admissionregistrationv1.MatchCondition `json:"p,omitempty"`
 		CEL *kyvernov1.CEL                           `json:"c"`
@@ -107,10 +108,10 @@ func (s *PolicySet) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, pa
 	return celRules.compile(src, path+".cel", f, func() *celRule { return compileCELRule(r, c, rulePath, path, f) })
 }
 
-func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *faults) *celRule {
+func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *fault.Collector) *celRule {
 	_, envCompiler, err := celEnv()
 	if err != nil {
-		f.add(path, "CEL environment: "+err.Error())
+		f.Add(path, "CEL environment: "+err.Error())
 		return nil
 	}
 	out := &celRule{compiler: envCompiler.forPolicy(), paramKind: c.ParamKind, paramRef: c.ParamRef}
@@ -121,7 +122,7 @@ func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, 
 	fields.variables(c.Variables, path+".cel.variables")
 	out.preconditions = fields.conditions(r.CELPreconditions, rulePath+".celPreconditions")
 	if len(c.Expressions) == 0 {
-		f.add(path+".cel.expressions", "validate.cel needs at least one expression")
+		f.Add(path+".cel.expressions", "validate.cel needs at least one expression")
 	}
 	// messageExpression cannot use authorizer, as in VAP.
 	msgDecls := decls

@@ -7,6 +7,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // podSecurityCELPolicies loads the CEL edition of the Pod Security library
@@ -47,9 +48,9 @@ func BenchmarkCompileVPolWithVariables(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		f := &faults{}
-		if compileVPolVariantUncached(spec, "spec", f) == nil || len(f.errs) > 0 {
-			b.Fatal(f.errs)
+		f := &fault.Collector{}
+		if compileVPolVariantUncached(spec, "spec", f) == nil || len(f.Errs) > 0 {
+			b.Fatal(f.Errs)
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // celFields compiles the CEL fields of one policy (or one validate.cel
@@ -17,7 +19,7 @@ import (
 type celFields struct {
 	compiler *celCompiler
 	decls    plugincel.OptionalVariableDeclarations
-	f        *faults
+	f        *fault.Collector
 }
 
 // program compiles a at field with the fields' declarations: an empty
@@ -30,12 +32,12 @@ func (c celFields) program(a plugincel.ExpressionAccessor, field string) celgo.P
 // may not use the authorizer, for instance).
 func (c celFields) programWith(a plugincel.ExpressionAccessor, field string, decls plugincel.OptionalVariableDeclarations) celgo.Program {
 	if strings.TrimSpace(a.GetExpression()) == "" {
-		c.f.add(field, "expression must not be empty")
+		c.f.Add(field, "expression must not be empty")
 		return nil
 	}
 	res := c.compiler.CompileCELExpression(a, decls, environment.StoredExpressions)
 	if res.Error != nil {
-		c.f.add(field, celFault(res.Error.Detail))
+		c.f.Add(field, celFault(res.Error.Detail))
 		return nil
 	}
 	return res.Program
@@ -48,12 +50,12 @@ func (c celFields) variables(vars []admissionregistrationv1.Variable, field stri
 	for i, v := range vars {
 		at := fmt.Sprintf("%s[%d]", field, i)
 		if v.Name == "" {
-			c.f.add(at+".name", "a variable needs a name")
+			c.f.Add(at+".name", "a variable needs a name")
 			continue
 		}
 		res := c.compiler.CompileAndStoreVariable(&celAccessor{name: v.Name, expr: v.Expression, returns: anyReturn()}, c.decls, environment.StoredExpressions)
 		if res.Error != nil {
-			c.f.add(at+".expression", celFault(res.Error.Detail))
+			c.f.Add(at+".expression", celFault(res.Error.Detail))
 		}
 	}
 }

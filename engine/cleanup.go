@@ -11,6 +11,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/match"
@@ -66,11 +67,11 @@ func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy,
 	}
 	spec := src.GetSpec()
 	p := &CleanupPolicy{source: src, key: cleanupPolicyKey(src), context: spec.Context, jp: jmespath.New()}
-	f := &faults{kind: src.GetKind(), name: p.key}
+	f := &fault.Collector{Kind: src.GetKind(), Name: p.key}
 
 	s, err := schedule.Parse(spec.Schedule)
 	if err != nil {
-		f.add("spec.schedule", fmt.Sprintf("invalid schedule %q: %v", spec.Schedule, err))
+		f.Add("spec.schedule", fmt.Sprintf("invalid schedule %q: %v", spec.Schedule, err))
 	}
 	p.schedule = s
 
@@ -80,7 +81,7 @@ func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy,
 	p.match = withoutOperations(spec.MatchResources.V1())
 	p.exclude = withoutOperations(spec.ExcludeResources.V1())
 	if spec.MatchResources.IsEmpty() {
-		f.add("spec.match", "a cleanup policy needs match with at least one resource filter")
+		f.Add("spec.match", "a cleanup policy needs match with at least one resource filter")
 	}
 	// A set of policies gives checkMatch and checkContext their JMESPath
 	// interpreter.
@@ -92,7 +93,7 @@ func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy,
 		for i := range spec.ExcludeResources.Any {
 			for j := range spec.MatchResources.Any {
 				if reflect.DeepEqual(spec.ExcludeResources.Any[i], spec.MatchResources.Any[j]) {
-					f.add(fmt.Sprintf("spec.exclude.any[%d]", i), fmt.Sprintf("excludes exactly what spec.match.any[%d] matches: the policy would match an empty set", j))
+					f.Add(fmt.Sprintf("spec.exclude.any[%d]", i), fmt.Sprintf("excludes exactly what spec.match.any[%d] matches: the policy would match an empty set", j))
 				}
 			}
 		}
@@ -102,17 +103,17 @@ func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy,
 	for i, e := range spec.Context {
 		switch {
 		case e.ConfigMap != nil:
-			f.add(fmt.Sprintf("spec.context[%d].configMap", i), "ConfigMap is not allowed in CleanUp Policy")
+			f.Add(fmt.Sprintf("spec.context[%d].configMap", i), "ConfigMap is not allowed in CleanUp Policy")
 		case e.ImageRegistry != nil:
-			f.add(fmt.Sprintf("spec.context[%d].imageRegistry", i), "ImageRegistry is not allowed in CleanUp Policy")
+			f.Add(fmt.Sprintf("spec.context[%d].imageRegistry", i), "ImageRegistry is not allowed in CleanUp Policy")
 		}
 	}
 	p.cond = compileConditions(spec.Conditions, "spec.conditions", f)
 	if raw, err := cleanupJSON(spec); err == nil {
 		set.checkExpressions(raw, "spec", f)
 	}
-	if len(f.errs) > 0 {
-		return nil, f.errs
+	if len(f.Errs) > 0 {
+		return nil, f.Errs
 	}
 	return p, nil
 }
@@ -122,7 +123,7 @@ func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy,
 // names, so each filter must name kinds, without wildcards; user
 // information is for admission requests, which cleanup has none of; and a
 // namespaced policy may not name namespaces, as it acts only in its own.
-func checkCleanupFilters(src kyvernov2.CleanupPolicyInterface, spec *kyvernov2.CleanupPolicySpec, f *faults) []string {
+func checkCleanupFilters(src kyvernov2.CleanupPolicyInterface, spec *kyvernov2.CleanupPolicySpec, f *fault.Collector) []string {
 	var kinds []string
 	check := func(path string, filters kyvernov1.ResourceFilters, isMatch bool) {
 		for i := range filters {
@@ -130,24 +131,24 @@ func checkCleanupFilters(src kyvernov2.CleanupPolicyInterface, spec *kyvernov2.C
 			u, d := &filters[i].UserInfo, &filters[i].ResourceDescription
 			checkNoUserInfo(u, p, "a cleanup policy has no request to take it from", f)
 			if d.Name != "" && len(d.Names) > 0 {
-				f.add(p+".resources", "use either name or names, not both")
+				f.Add(p+".resources", "use either name or names, not both")
 			}
 			if src.IsNamespaced() && len(d.Namespaces) > 0 {
-				f.add(p+".resources.namespaces", "a namespaced CleanupPolicy acts only in its own namespace and cannot name namespaces")
+				f.Add(p+".resources.namespaces", "a namespaced CleanupPolicy acts only in its own namespace and cannot name namespaces")
 			}
 			if !isMatch {
 				continue
 			}
 			if len(d.Kinds) == 0 {
-				f.add(p+".resources.kinds", "a cleanup policy must name the kinds it deletes")
+				f.Add(p+".resources.kinds", "a cleanup policy must name the kinds it deletes")
 			}
 			for j, k := range d.Kinds {
 				if wildcard.ContainsWildcard(k) {
-					f.add(fmt.Sprintf("%s.resources.kinds[%d]", p, j), fmt.Sprintf("kind %q: a cleanup policy must name the kinds it deletes, without wildcards", k))
+					f.Add(fmt.Sprintf("%s.resources.kinds[%d]", p, j), fmt.Sprintf("kind %q: a cleanup policy must name the kinds it deletes, without wildcards", k))
 					continue
 				}
 				if ks := match.ParseKind(k); ks.SubResource != "" {
-					f.add(fmt.Sprintf("%s.resources.kinds[%d]", p, j), fmt.Sprintf("kind %q: subresources cannot be deleted", k))
+					f.Add(fmt.Sprintf("%s.resources.kinds[%d]", p, j), fmt.Sprintf("kind %q: subresources cannot be deleted", k))
 					continue
 				}
 				if !containsString(kinds, k) {

@@ -180,24 +180,24 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 		}
 		return p, nil
 	}
-	fail := &faults{kind: src.GetKind(), name: p.key}
+	fail := &fault.Collector{Kind: src.GetKind(), Name: p.key}
 	if len(p.spec.Rules) == 0 {
-		fail.add("spec.rules", "a policy needs at least one rule")
+		fail.Add("spec.rules", "a policy needs at least one rule")
 	}
 	if a := p.spec.ValidationFailureAction; a != "" && !a.IsValid() {
-		fail.add("spec.validationFailureAction", fmt.Sprintf("unknown action %q, want Audit or Enforce", a))
+		fail.Add("spec.validationFailureAction", fmt.Sprintf("unknown action %q, want Audit or Enforce", a))
 	}
 	if p.spec.GenerateExistingOnPolicyUpdate != nil {
 		// Kyverno refuses the old name, whatever its value, and no longer
 		// reads it (background-cleanup.md §3.4).
-		fail.add("spec.generateExistingOnPolicyUpdate", "the deprecated field is refused, as in Kyverno: remove it and set generateExisting on each generate rule (spec.rules[*].generate.generateExisting) instead")
+		fail.Add("spec.generateExistingOnPolicyUpdate", "the deprecated field is refused, as in Kyverno: remove it and set generateExisting on each generate rule (spec.rules[*].generate.generateExisting) instead")
 	}
 	checkSpec(p, fail)
 	p.webhookConditions = compileWebhookConditions(p.spec.GetMatchConditions(), fail)
 	rules, err := autogen.ComputeRules(src)
 	if err != nil {
-		fail.add("spec.rules", "autogen: "+err.Error())
-		return nil, fail.errs
+		fail.Add("spec.rules", "autogen: "+err.Error())
+		return nil, fail.Errs
 	}
 	specIndex := make(map[string]int, len(p.spec.Rules))
 	for i := range p.spec.Rules {
@@ -214,35 +214,25 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 			// Generated rules are published in status.autogen.rules.
 			path = fmt.Sprintf("status.autogen.rules[%d]", generated)
 			generated++
-			if len(fail.errs) > 0 {
+			if len(fail.Errs) > 0 {
 				// Their faults repeat those of their source rule.
 				continue
 			}
 		}
 		if seen[r.Name] {
-			fail.add(path+".name", fmt.Sprintf("duplicate rule name %q", r.Name))
+			fail.Add(path+".name", fmt.Sprintf("duplicate rule name %q", r.Name))
 		}
 		seen[r.Name] = true
 		if cr := s.compileRule(p, r, path, !strings.HasPrefix(path, "spec."), fail); cr != nil {
 			p.rules = append(p.rules, cr)
 		}
 	}
-	if len(fail.errs) > 0 {
-		return nil, fail.errs
+	if len(fail.Errs) > 0 {
+		return nil, fail.Errs
 	}
 	p.kinds = policyKinds(p.rules)
 	p.unsupported = unsupported.Features(src)
 	return p, nil
-}
-
-// faults collects compile errors of one object.
-type faults struct {
-	kind, name string
-	errs       fault.List
-}
-
-func (f *faults) add(field, what string) {
-	f.errs = append(f.errs, &fault.Fault{Kind: f.kind, Name: f.name, Field: field, Fault: what})
 }
 
 // ruleJSON returns the plain JSON form of a rule, for walks that check every

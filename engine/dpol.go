@@ -32,16 +32,16 @@ type deletingPolicy struct {
 func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, error) {
 	spec := src.GetDeletingPolicySpec()
 	p := &CleanupPolicy{source: src, key: cleanupPolicyKey(src)}
-	f := &faults{kind: src.GetKind(), name: p.key}
+	f := &fault.Collector{Kind: src.GetKind(), Name: p.key}
 	s, err := schedule.Parse(spec.Schedule)
 	if err != nil {
-		f.add("spec.schedule", fmt.Sprintf("invalid schedule %q: %v", spec.Schedule, err))
+		f.Add("spec.schedule", fmt.Sprintf("invalid schedule %q: %v", spec.Schedule, err))
 	}
 	p.schedule = s
 	p.dryRun = checkDryRun(src.GetAnnotations(), f)
 	dp := &deletingPolicy{}
 	if spec.MatchConstraints == nil || len(spec.MatchConstraints.ResourceRules) == 0 {
-		f.add("spec.matchConstraints", "a matchConstraints with at least one resource rule is required")
+		f.Add("spec.matchConstraints", "a matchConstraints with at least one resource rule is required")
 	} else {
 		mc := spec.MatchConstraints.DeepCopy()
 		for i := range mc.ResourceRules {
@@ -51,7 +51,7 @@ func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, e
 			for j, res := range r.Resources {
 				field := fmt.Sprintf("spec.matchConstraints.resourceRules[%d].resources[%d]", i, j)
 				if res == "*" || strings.Contains(res, "/") {
-					f.add(field, fmt.Sprintf("%q: a DeletingPolicy must name the resources it deletes, without wildcards or subresources", res))
+					f.Add(field, fmt.Sprintf("%q: a DeletingPolicy must name the resources it deletes, without wildcards or subresources", res))
 					continue
 				}
 				for _, g := range r.APIGroups {
@@ -62,7 +62,7 @@ func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, e
 			}
 		}
 		if dp.match, err = compileConstraints(mc); err != nil {
-			f.add("spec.matchConstraints", err.Error())
+			f.Add("spec.matchConstraints", err.Error())
 		}
 	}
 	envCompiler, err := celPolicyCompiler()
@@ -70,21 +70,21 @@ func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, e
 		dp.compiler = envCompiler.forPolicy()
 	}
 	if err != nil {
-		f.add("spec", "CEL environment: "+err.Error())
-		return nil, f.errs
+		f.Add("spec", "CEL environment: "+err.Error())
+		return nil, f.Errs
 	}
 	fields := celFields{compiler: dp.compiler, f: f}
 	fields.variables(spec.Variables, "spec.variables")
 	dp.conditions = fields.conditions(spec.Conditions, "spec.conditions")
-	if len(f.errs) > 0 {
-		return nil, f.errs
+	if len(f.Errs) > 0 {
+		return nil, f.Errs
 	}
 	p.dpol = dp
 	return p, nil
 }
 
 // checkDryRun reads the charter.dev/dry-run annotation.
-func checkDryRun(annotations map[string]string, f *faults) bool {
+func checkDryRun(annotations map[string]string, f *fault.Collector) bool {
 	switch v := annotations[dryRunAnnotation]; v {
 	case "", "false":
 		return false
@@ -92,7 +92,7 @@ func checkDryRun(annotations map[string]string, f *faults) bool {
 		return true
 	default:
 		// A typo must not turn a rehearsal into deletions.
-		f.add("metadata.annotations["+dryRunAnnotation+"]", fmt.Sprintf("%q is neither \"true\" nor \"false\"", v))
+		f.Add("metadata.annotations["+dryRunAnnotation+"]", fmt.Sprintf("%q is neither \"true\" nor \"false\"", v))
 		return false
 	}
 }

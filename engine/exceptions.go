@@ -26,26 +26,26 @@ func (s *PolicySet) compileException(src *kyvernov2.PolicyException) (*exception
 	if src.Namespace != "" {
 		key = src.Namespace + "/" + src.Name
 	}
-	f := &faults{kind: exceptionKind, name: key}
+	f := &fault.Collector{Kind: exceptionKind, Name: key}
 	if len(src.Spec.Exceptions) == 0 {
-		f.add("spec.exceptions", "an exception needs at least one policy")
+		f.Add("spec.exceptions", "an exception needs at least one policy")
 	}
 	for i, e := range src.Spec.Exceptions {
 		if e.PolicyName == "" {
-			f.add(fmt.Sprintf("spec.exceptions[%d].policyName", i), "an exception requires a policy name")
+			f.Add(fmt.Sprintf("spec.exceptions[%d].policyName", i), "an exception requires a policy name")
 		}
 		if len(e.RuleNames) == 0 {
-			f.add(fmt.Sprintf("spec.exceptions[%d].ruleNames", i), "an exception requires at least one rule name")
+			f.Add(fmt.Sprintf("spec.exceptions[%d].ruleNames", i), "an exception requires at least one rule name")
 		}
 	}
 	if src.Spec.Match.IsEmpty() {
-		f.add("spec.match", "an exception needs match with at least one resource filter")
+		f.Add("spec.match", "an exception needs match with at least one resource filter")
 	}
 	checkExceptionSpec(&src.Spec, f)
 	ex := &exception{src: src, key: key, match: src.Spec.Match.V1()}
 	ex.conditions = compileConditions(src.Spec.Conditions, "spec.conditions", f)
-	if len(f.errs) > 0 {
-		return nil, f.errs
+	if len(f.Errs) > 0 {
+		return nil, f.Errs
 	}
 	return ex, nil
 }

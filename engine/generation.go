@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/loader"
@@ -27,7 +28,7 @@ type generateRule struct {
 // compileGenerate checks a generate rule (spec §8.1): at most one of data,
 // clone, cloneList or foreach (none generates the bare object), and the target's apiVersion, kind and name
 // unless it is a cloneList (whose copies keep their sources' names).
-func (s *PolicySet) compileGenerate(r *kyvernov1.Rule, path string, f *faults) *generateRule {
+func (s *PolicySet) compileGenerate(r *kyvernov1.Rule, path string, f *fault.Collector) *generateRule {
 	g := r.Generation
 	out := &generateRule{}
 	checkPattern := func(gp *kyvernov1.GeneratePattern, p string) {
@@ -38,39 +39,39 @@ func (s *PolicySet) compileGenerate(r *kyvernov1.Rule, path string, f *faults) *
 		if gp.Clone.Name != "" || gp.Clone.Namespace != "" {
 			sources++
 			if gp.Clone.Name == "" {
-				f.add(p+".clone.name", "a clone needs the name of its source")
+				f.Add(p+".clone.name", "a clone needs the name of its source")
 			}
 		}
 		if len(gp.CloneList.Kinds) > 0 || gp.CloneList.Namespace != "" || gp.CloneList.Selector != nil {
 			sources++
 			if len(gp.CloneList.Kinds) == 0 {
-				f.add(p+".cloneList.kinds", "a cloneList needs at least one kind")
+				f.Add(p+".cloneList.kinds", "a cloneList needs at least one kind")
 			}
 			if gp.CloneList.Selector != nil && !validSelector(gp.CloneList.Selector) {
-				f.add(p+".cloneList.selector", "invalid label selector")
+				f.Add(p+".cloneList.selector", "invalid label selector")
 			}
 		}
 		if sources > 1 {
 			// None is fine: the generated object is bare (apiVersion, kind, metadata).
-			f.add(p, "a generate pattern may have only one of data, clone or cloneList")
+			f.Add(p, "a generate pattern may have only one of data, clone or cloneList")
 		}
 		if len(gp.CloneList.Kinds) == 0 {
 			for _, fld := range []struct{ name, v string }{{"apiVersion", gp.APIVersion}, {"kind", gp.Kind}, {"name", gp.Name}} {
 				if fld.v == "" {
-					f.add(p+"."+fld.name, "a generated resource needs "+fld.name)
+					f.Add(p+"."+fld.name, "a generated resource needs "+fld.name)
 				}
 			}
 		}
 	}
 	if len(g.ForEachGeneration) > 0 {
 		if g.RawData != nil || g.Clone.Name != "" || len(g.CloneList.Kinds) > 0 {
-			f.add(path, "a generate rule may have only one of data, clone, cloneList or foreach")
+			f.Add(path, "a generate rule may have only one of data, clone, cloneList or foreach")
 		}
 		for i := range g.ForEachGeneration {
 			fe := &g.ForEachGeneration[i]
 			fp := fmt.Sprintf("%s.foreach[%d]", path, i)
 			if fe.List == "" {
-				f.add(fp+".list", "foreach needs a list expression")
+				f.Add(fp+".list", "foreach needs a list expression")
 			}
 			s.checkContext(fe.Context, fp+".context", f)
 			out.foreach = append(out.foreach, compileConditions(fe.AnyAllConditions, fp+".preconditions", f))

@@ -129,7 +129,7 @@ var (
 
 func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, p *Policy) fault.List {
 	spec := src.GetGeneratingPolicySpec()
-	f := &faults{kind: src.GetKind(), name: p.key}
+	f := &fault.Collector{Kind: src.GetKind(), Name: p.key}
 	gp := &generatingPolicy{synchronize: spec.SynchronizeEnabled(), orphan: spec.OrphanDownstreamOnPolicyDeleteEnabled(), reapply: spec.UseServerSideApply}
 	if src.IsNamespaced() {
 		gp.namespace = p.namespace
@@ -143,11 +143,11 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 		gp.compiler = envCompiler.forPolicy()
 	}
 	if err != nil {
-		f.add("spec", "CEL environment: "+err.Error())
-		return f.errs
+		f.Add("spec", "CEL environment: "+err.Error())
+		return f.Errs
 	}
 	if gp.match, err = compileConstraints(spec.MatchConstraints); err != nil {
-		f.add("spec.matchConstraints", err.Error())
+		f.Add("spec.matchConstraints", err.Error())
 	} else {
 		anyOp := spec.MatchConstraints.DeepCopy()
 		for i := range anyOp.ResourceRules {
@@ -167,14 +167,14 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 		}
 	}
 	if len(spec.Generation) == 0 {
-		f.add("spec.generate", "a GeneratingPolicy needs at least one generate entry")
+		f.Add("spec.generate", "a GeneratingPolicy needs at least one generate entry")
 	}
 	var templateKinds []string
 	for i, g := range spec.Generation {
 		field := fmt.Sprintf("spec.generate[%d]", i)
 		switch {
 		case g.Template != nil && g.Expression != "":
-			f.add(field, "exactly one of expression or template must be set")
+			f.Add(field, "exactly one of expression or template must be set")
 		case g.Template != nil:
 			// Placeholders are compiled with the policy: a bad one is
 			// refused when the policy is applied.
@@ -191,9 +191,9 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 			})
 			switch {
 			case err != nil && placeholderFault != "":
-				f.add(field+".template", err.Error()+": "+placeholderFault)
+				f.Add(field+".template", err.Error()+": "+placeholderFault)
 			case err != nil:
-				f.add(field+".template", err.Error())
+				f.Add(field+".template", err.Error())
 			default:
 				gp.generations = append(gp.generations, gpolGeneration{template: tmpl})
 				templateKinds = append(templateKinds, templateLiteralKinds(g.Template)...)
@@ -208,7 +208,7 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 	for i, a := range spec.AuditAnnotations {
 		field := fmt.Sprintf("spec.auditAnnotations[%d]", i)
 		if a.Key == "" {
-			f.add(field+".key", "an audit annotation needs a key")
+			f.Add(field+".key", "an audit annotation needs a key")
 		}
 		// object is dyn in a GeneratingPolicy's environment: a string is
 		// checked when the annotation is evaluated.
@@ -216,8 +216,8 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 			gp.annotations = append(gp.annotations, vpolAnnotation{key: a.Key, celProgram: celProgram{expr: a.ValueExpression, program: prog}})
 		}
 	}
-	if len(f.errs) > 0 {
-		return f.errs
+	if len(f.Errs) > 0 {
+		return f.Errs
 	}
 	if env, err := generatingPolicyEnv(); err == nil {
 		gp.kinds = literalKinds(env, sources, triggerKinds(spec.MatchConstraints))

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 )
@@ -37,7 +38,7 @@ type imageExtractor struct {
 // path splits on "/"; without a value its last segment is the value
 // (Kyverno's lookupImageExtractor). A kind with an empty list is kept:
 // it fails at evaluation with Kyverno's "no extractors found for <Kind>".
-func (s *PolicySet) compileImageExtractors(r *kyvernov1.Rule, path string, f *faults) map[string][]imageExtractor {
+func (s *PolicySet) compileImageExtractors(r *kyvernov1.Rule, path string, f *fault.Collector) map[string][]imageExtractor {
 	if len(r.ImageExtractors) == 0 {
 		return nil
 	}
@@ -58,19 +59,19 @@ func (s *PolicySet) compileImageExtractors(r *kyvernov1.Rule, path string, f *fa
 			}
 			if x.value == "" {
 				if len(fields) == 0 {
-					f.add(ep+".path", fmt.Sprintf("rule %q, kind %s: path %q names no field holding the image", r.Name, kind, c.Path))
+					f.Add(ep+".path", fmt.Sprintf("rule %q, kind %s: path %q names no field holding the image", r.Name, kind, c.Path))
 					continue
 				}
 				x.value, x.fields = fields[len(fields)-1], fields[:len(fields)-1]
 			}
 			if x.value == "*" {
-				f.add(ep+".path", fmt.Sprintf("rule %q, kind %s: path %q ends in * and no value names the field holding the image", r.Name, kind, c.Path))
+				f.Add(ep+".path", fmt.Sprintf("rule %q, kind %s: path %q ends in * and no value names the field holding the image", r.Name, kind, c.Path))
 				continue
 			}
 			if c.JMESPath != "" {
 				q, err := s.jp.Compile(c.JMESPath)
 				if err != nil {
-					f.add(ep+".jmesPath", fmt.Sprintf("rule %q, kind %s: invalid jmesPath %q: %v", r.Name, kind, c.JMESPath, unwrapCompile(err)))
+					f.Add(ep+".jmesPath", fmt.Sprintf("rule %q, kind %s: invalid jmesPath %q: %v", r.Name, kind, c.JMESPath, unwrapCompile(err)))
 					continue
 				}
 				x.transform = q

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/variables"
 )
@@ -41,19 +42,19 @@ type imageEntry struct {
 // charter cannot verify (SigstoreBundle, KMS and Secret keys,
 // attestations without attestors) is refused here, never left to look
 // enforced.
-func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path string, f *faults) *verifyImagesRule {
+func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path string, f *fault.Collector) *verifyImagesRule {
 	out := &verifyImagesRule{}
 	if len(r.ImageExtractors) > 0 {
 		if len(r.VerifyImages) == 0 {
-			f.add(path+".imageExtractors", fmt.Sprintf("Invalid rule spec for rule '%s', imageExtractors can only be defined for verifyImages rule", r.Name))
+			f.Add(path+".imageExtractors", fmt.Sprintf("Invalid rule spec for rule '%s', imageExtractors can only be defined for verifyImages rule", r.Name))
 		}
 		out.extractors = s.compileImageExtractors(r, path, f)
 		if usesJMESPath(r.ImageExtractors) && slices.ContainsFunc(r.VerifyImages, func(iv kyvernov1.ImageVerification) bool { return iv.IsMutateDigest() }) {
-			f.add(path+".imageExtractors", "jmespath may not be used in an image extractor when mutating digests with verify images")
+			f.Add(path+".imageExtractors", "jmespath may not be used in an image extractor when mutating digests with verify images")
 		}
 	}
 	if len(r.VerifyImages) > 0 && !p.spec.AdmissionProcessingEnabled() && firstImageRule(p.spec.Rules) == r.Name {
-		f.add("spec.admission", "disabling admission processing is only allowed with validation policies")
+		f.Add("spec.admission", "disabling admission processing is only allowed with validation policies")
 	}
 	effective := normalizeAction(p.spec.ValidationFailureAction)
 	for i := range r.VerifyImages {
@@ -68,14 +69,14 @@ func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path strin
 			}
 		}
 		if effective == Audit && iv.IsMutateDigest() {
-			f.add(ep+".mutateDigest", "mutateDigest must be set to false for \u2018Audit\u2019 failure action")
+			f.Add(ep+".mutateDigest", "mutateDigest must be set to false for \u2018Audit\u2019 failure action")
 		}
 		if len(iv.ImageReferences) == 0 {
-			f.add(ep+".imageReferences", "An image reference is required")
+			f.Add(ep+".imageReferences", "An image reference is required")
 		}
 		for _, ref := range iv.ImageReferences {
 			if variables.HasVariables(ref) {
-				f.add(ep+".imageReferences", fmt.Sprintf("rule %q should not have variables in image reference section", r.Name))
+				f.Add(ep+".imageReferences", fmt.Sprintf("rule %q should not have variables in image reference section", r.Name))
 				break
 			}
 		}
@@ -84,7 +85,7 @@ func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path strin
 		case kyvernov1.Notary:
 			checkNotaryAttestors(iv, ep, f)
 		default:
-			f.add(ep+".type", fmt.Sprintf("type %s is not supported by charter; use type Cosign", iv.GetType()))
+			f.Add(ep+".type", fmt.Sprintf("type %s is not supported by charter; use type Cosign", iv.GetType()))
 		}
 		checkRegistryCredentials(iv.ImageRegistryCredentials, ep+".imageRegistryCredentials", f)
 		for j := range iv.Attestors {
@@ -97,7 +98,7 @@ func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path strin
 			if len(a.Attestors) == 0 {
 				// Kyverno then accepts any signer of the public-good
 				// Fulcio, without SCT (§8.8, kyverno#17125).
-				f.add(ap+".attestors", "an attestation needs attestors: charter does not accept statements from any signer")
+				f.Add(ap+".attestors", "an attestation needs attestors: charter does not accept statements from any signer")
 			}
 			for k := range a.Attestors {
 				checkAttestorSet(&a.Attestors[k], fmt.Sprintf("%s.attestors[%d]", ap, k), f)
@@ -109,14 +110,14 @@ func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path strin
 		if d := iv.Validation.Deny; d != nil {
 			block, err := kyvernov1.ParseConditions(d.RawAnyAllConditions)
 			if err != nil {
-				f.add(ep+".validate.deny.conditions", err.Error())
+				f.Add(ep+".validate.deny.conditions", err.Error())
 			} else {
 				e.deny = compileConditions(block, ep+".validate.deny.conditions", f)
 			}
 		}
 		raw, err := entryJSON(iv)
 		if err != nil {
-			f.add(ep, "cannot encode entry: "+err.Error())
+			f.Add(ep, "cannot encode entry: "+err.Error())
 		} else if variables.HasVariables(raw) {
 			e.raw = raw
 		}
@@ -127,12 +128,12 @@ func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path strin
 
 // checkAttestorSet applies §1.4's checks to a set and its entries,
 // nested sets included.
-func checkAttestorSet(set *kyvernov1.AttestorSet, path string, f *faults) {
+func checkAttestorSet(set *kyvernov1.AttestorSet, path string, f *fault.Collector) {
 	if len(set.Entries) == 0 {
-		f.add(path+".entries", "An entry is required")
+		f.Add(path+".entries", "An entry is required")
 	}
 	if set.Count != nil && *set.Count > len(set.Entries) {
-		f.add(path+".count", "Count cannot exceed length of entries")
+		f.Add(path+".count", "Count cannot exceed length of entries")
 	}
 	for i := range set.Entries {
 		a := &set.Entries[i]
@@ -144,7 +145,7 @@ func checkAttestorSet(set *kyvernov1.AttestorSet, path string, f *faults) {
 			}
 		}
 		if blocks != 1 {
-			f.add(ap, "keys, certificates, keyless, or a nested attestor is required")
+			f.Add(ap, "keys, certificates, keyless, or a nested attestor is required")
 			continue
 		}
 		switch {
@@ -152,43 +153,43 @@ func checkAttestorSet(set *kyvernov1.AttestorSet, path string, f *faults) {
 			k := a.Keys
 			switch {
 			case k.PublicKeys == "" && k.KMS == "" && k.Secret == nil:
-				f.add(ap+".keys", "A public key, kms key or secret is required")
+				f.Add(ap+".keys", "A public key, kms key or secret is required")
 			case k.PublicKeys != "":
 				if !validSignatureAlgorithm(k.SignatureAlgorithm) {
-					f.add(ap+".keys.signatureAlgorithm", "Invalid signature algorithm provided")
+					f.Add(ap+".keys.signatureAlgorithm", "Invalid signature algorithm provided")
 				}
 				if strings.HasPrefix(strings.TrimSpace(k.PublicKeys), "k8s://") {
-					f.add(ap+".keys.publicKeys", "keys from Secrets (k8s://) are not supported by charter; put the PEM key in publicKeys")
+					f.Add(ap+".keys.publicKeys", "keys from Secrets (k8s://) are not supported by charter; put the PEM key in publicKeys")
 				}
 			case k.KMS != "":
-				f.add(ap+".keys.kms", "KMS keys are not supported by charter; put the PEM public key in publicKeys")
+				f.Add(ap+".keys.kms", "KMS keys are not supported by charter; put the PEM public key in publicKeys")
 			default:
-				f.add(ap+".keys.secret", "keys from Secrets are not supported by charter; put the PEM key in publicKeys")
+				f.Add(ap+".keys.secret", "keys from Secrets are not supported by charter; put the PEM key in publicKeys")
 			}
 			checkTransparency(k.Rekor, k.CTLog, ap+".keys", f)
 		case a.Certificates != nil:
 			if a.Certificates.Certificate == "" && a.Certificates.CertificateChain == "" {
-				f.add(ap+".certificates", "cert or certChain required")
+				f.Add(ap+".certificates", "cert or certChain required")
 			}
 			checkTransparency(a.Certificates.Rekor, a.Certificates.CTLog, ap+".certificates", f)
 		case a.Keyless != nil:
 			k := a.Keyless
 			if k.Rekor == nil && k.Roots == "" {
-				f.add(ap+".keyless", "Either Rekor URL or roots are required")
+				f.Add(ap+".keyless", "Either Rekor URL or roots are required")
 			}
 			if k.Rekor != nil && k.Rekor.URL == "" {
-				f.add(ap+".keyless.rekor.url", "An URL is required")
+				f.Add(ap+".keyless.rekor.url", "An URL is required")
 			}
 			for key := range k.AdditionalExtensions {
 				if _, ok := loader.CertExtensionOID(key); !ok {
-					f.add(ap+".keyless.additionalExtensions", "invalid certificate extension "+key)
+					f.Add(ap+".keyless.additionalExtensions", "invalid certificate extension "+key)
 				}
 			}
 			checkTransparency(k.Rekor, k.CTLog, ap+".keyless", f)
 		case a.Attestor != nil:
 			nested, err := nestedAttestorSet(a)
 			if err != nil {
-				f.add(ap+".attestor", err.Error())
+				f.Add(ap+".attestor", err.Error())
 				continue
 			}
 			checkAttestorSet(nested, ap+".attestor", f)
@@ -196,9 +197,9 @@ func checkAttestorSet(set *kyvernov1.AttestorSet, path string, f *faults) {
 	}
 }
 
-func checkTransparency(_ *kyvernov1.Rekor, ct *kyvernov1.CTLog, path string, f *faults) {
+func checkTransparency(_ *kyvernov1.Rekor, ct *kyvernov1.CTLog, path string, f *fault.Collector) {
 	if ct != nil && ct.TSACertChain != "" {
-		f.add(path+".ctlog.tsaCertChain", "signed timestamps (tsaCertChain) are not supported by charter")
+		f.Add(path+".ctlog.tsaCertChain", "signed timestamps (tsaCertChain) are not supported by charter")
 	}
 }
 
@@ -211,7 +212,7 @@ func checkTransparency(_ *kyvernov1.Rekor, ct *kyvernov1.CTLog, path string, f *
 // failing every image (Kyverno dereferences the missing certificates of
 // an attestation's entry, §8.9). Certificates given by a variable are
 // read when the rule runs.
-func checkNotaryAttestors(iv *kyvernov1.ImageVerification, ep string, f *faults) {
+func checkNotaryAttestors(iv *kyvernov1.ImageVerification, ep string, f *fault.Collector) {
 	var check func(set *kyvernov1.AttestorSet, path string)
 	check = func(set *kyvernov1.AttestorSet, path string) {
 		for k := range set.Entries {
@@ -225,18 +226,18 @@ func checkNotaryAttestors(iv *kyvernov1.ImageVerification, ep string, f *faults)
 					check(nested, ap+".attestor")
 				}
 			case a.Keyless != nil:
-				f.add(ap+".keyless", "Keyless field is not allowed for type notary")
+				f.Add(ap+".keyless", "Keyless field is not allowed for type notary")
 			case a.Keys != nil:
-				f.add(ap+".keys", "Keys field is not allowed for type notary")
+				f.Add(ap+".keys", "Keys field is not allowed for type notary")
 			case a.Certificates == nil:
-				f.add(ap+".certificates", "type notary verifies with certificates: cert or certChain required")
+				f.Add(ap+".certificates", "type notary verifies with certificates: cert or certChain required")
 			default:
 				for _, c := range []struct{ field, text string }{{"cert", a.Certificates.Certificate}, {"certChain", a.Certificates.CertificateChain}} {
 					if c.text == "" || variables.HasVariables(c.text) {
 						continue
 					}
 					if _, err := loader.ParseCertificates(c.text); err != nil {
-						f.add(ap+".certificates."+c.field, err.Error())
+						f.Add(ap+".certificates."+c.field, err.Error())
 					}
 				}
 			}
@@ -314,13 +315,13 @@ func firstImageRule(rules []kyvernov1.Rule) string {
 // checkRegistryCredentials refuses the credential providers charter does
 // not build in (imageverify links no cloud credential helpers), where an
 // entry names them: a check could only fail at run time.
-func checkRegistryCredentials(c *kyvernov1.ImageRegistryCredentials, path string, f *faults) {
+func checkRegistryCredentials(c *kyvernov1.ImageRegistryCredentials, path string, f *fault.Collector) {
 	if c == nil {
 		return
 	}
 	for _, p := range c.Providers {
 		if !builtInRegistryProvider(string(p)) {
-			f.add(path+".providers", registryProviderFault(string(p)))
+			f.Add(path+".providers", registryProviderFault(string(p)))
 		}
 	}
 }

@@ -90,17 +90,17 @@ var builtinExtractors = []string{"containers", "initContainers", "ephemeralConta
 
 func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingPolicyLike, p *Policy) fault.List {
 	spec := src.GetImageValidatingPolicySpec()
-	f := &faults{kind: src.GetKind(), name: p.key}
+	f := &fault.Collector{Kind: src.GetKind(), Name: p.key}
 	ip := &imageValidatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
 		action: celValidationAction(spec.ValidationAction, spec.EvaluationConfiguration, f), verifyDigest: spec.VerifyDigest(), required: spec.Required(), mutateDigest: spec.MutateDigest()}
 	if src.IsNamespaced() {
 		ip.namespace = src.GetNamespace()
 	}
 	if spec.MatchConstraints == nil || len(spec.MatchConstraints.ResourceRules) == 0 {
-		f.add("spec.matchConstraints", "a matchConstraints with at least one resource rule is required")
+		f.Add("spec.matchConstraints", "a matchConstraints with at least one resource rule is required")
 	}
 	if len(spec.Validations) == 0 {
-		f.add("spec.validations", "an ImageValidatingPolicy needs at least one validation")
+		f.Add("spec.validations", "an ImageValidatingPolicy needs at least one validation")
 	}
 	ip.refs = compileImageMatchers(spec.MatchImageReferences, f)
 	ip.attestors = compileIVPolAttestors(spec.Attestors, f)
@@ -113,46 +113,46 @@ func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingP
 		func(m *constraints, l *lazyVariant[policiesv1.ImageValidatingPolicySpec, ivpolVariant]) *ivpolVariant {
 			return &ivpolVariant{match: m, lazy: l}
 		}, f)
-	if len(f.errs) > 0 {
-		return f.errs
+	if len(f.Errs) > 0 {
+		return f.Errs
 	}
 	p.ivpol = ip
 	p.kinds = []string{"*"}
 	return nil
 }
 
-func compileImageMatchers(refs []policiesv1.MatchImageReference, f *faults) []imageMatcher {
+func compileImageMatchers(refs []policiesv1.MatchImageReference, f *fault.Collector) []imageMatcher {
 	var out []imageMatcher
 	for i, r := range refs {
 		path := fmt.Sprintf("spec.matchImageReferences[%d]", i)
 		switch {
 		case (r.Glob == "") == (r.Expression == ""):
-			f.add(path, "exactly one of glob or expression is required")
+			f.Add(path, "exactly one of glob or expression is required")
 		case r.Glob != "":
 			g, err := glob.Compile(r.Glob)
 			if err != nil {
-				f.add(path+".glob", err.Error())
+				f.Add(path+".glob", err.Error())
 				continue
 			}
 			out = append(out, imageMatcher{glob: g})
 		default:
 			env, err := imageRefEnv()
 			if err != nil {
-				f.add(path+".expression", "CEL environment: "+err.Error())
+				f.Add(path+".expression", "CEL environment: "+err.Error())
 				continue
 			}
 			ast, iss := env.Compile(r.Expression)
 			if iss.Err() != nil {
-				f.add(path+".expression", celFault(iss.Err().Error()))
+				f.Add(path+".expression", celFault(iss.Err().Error()))
 				continue
 			}
 			if !ast.OutputType().IsExactType(celgo.BoolType) {
-				f.add(path+".expression", fmt.Sprintf("must evaluate to bool, not %s", ast.OutputType()))
+				f.Add(path+".expression", fmt.Sprintf("must evaluate to bool, not %s", ast.OutputType()))
 				continue
 			}
 			prg, err := env.Program(ast)
 			if err != nil {
-				f.add(path+".expression", err.Error())
+				f.Add(path+".expression", err.Error())
 				continue
 			}
 			out = append(out, imageMatcher{expr: &celProgram{expr: r.Expression, program: prg}})
@@ -211,23 +211,23 @@ func identityPattern(exact, re, field string) (string, error) {
 
 // compileIVPolAttestors turns the policy's cosign attestors into charter's
 // verifyImages attestors. What charter cannot verify is refused.
-func compileIVPolAttestors(list []policiesv1.Attestor, f *faults) map[string]*ivpolAttestor {
+func compileIVPolAttestors(list []policiesv1.Attestor, f *fault.Collector) map[string]*ivpolAttestor {
 	out := map[string]*ivpolAttestor{}
 	for i := range list {
 		a := &list[i]
 		path := fmt.Sprintf("spec.attestors[%d]", i)
 		if a.Name == "" {
-			f.add(path+".name", "an attestor needs a name")
+			f.Add(path+".name", "an attestor needs a name")
 			continue
 		}
 		if _, dup := out[a.Name]; dup {
-			f.add(path+".name", fmt.Sprintf("duplicate attestor name %q", a.Name))
+			f.Add(path+".name", fmt.Sprintf("duplicate attestor name %q", a.Name))
 			continue
 		}
 		var at *ivpolAttestor
 		switch {
 		case (a.Notary == nil) == (a.Cosign == nil):
-			f.add(path, "an attestor needs exactly one of cosign or notary")
+			f.Add(path, "an attestor needs exactly one of cosign or notary")
 			continue
 		case a.Notary != nil:
 			at = compileNotaryAttestor(a.Name, a.Notary, path+".notary", f)
@@ -244,19 +244,19 @@ func compileIVPolAttestors(list []policiesv1.Attestor, f *faults) map[string]*iv
 // compileNotaryAttestor reads a notary attestor: certs, the certificates
 // signing chains must end in, and tsaCerts, the timestamp authorities'
 // roots, each PEM given as a value.
-func compileNotaryAttestor(name string, n *policiesv1.Notary, path string, f *faults) *ivpolAttestor {
-	before := len(f.errs)
+func compileNotaryAttestor(name string, n *policiesv1.Notary, path string, f *fault.Collector) *ivpolAttestor {
+	before := len(f.Errs)
 	pemOf := func(field string, v *policiesv1.StringOrExpression, required bool) string {
 		switch {
 		case v != nil && v.Expression != "":
-			f.add(path+"."+field+".expression", "certificate expressions are not supported by charter; give the PEM in value")
+			f.Add(path+"."+field+".expression", "certificate expressions are not supported by charter; give the PEM in value")
 		case v == nil || v.Value == "":
 			if required {
-				f.add(path+"."+field, "a notary attestor needs the PEM certificates signatures must chain to")
+				f.Add(path+"."+field, "a notary attestor needs the PEM certificates signatures must chain to")
 			}
 		default:
 			if _, err := loader.ParseCertificates(v.Value); err != nil {
-				f.add(path+"."+field+".value", err.Error())
+				f.Add(path+"."+field+".value", err.Error())
 			}
 			return v.Value
 		}
@@ -264,40 +264,40 @@ func compileNotaryAttestor(name string, n *policiesv1.Notary, path string, f *fa
 	}
 	certs := pemOf("certs", n.Certs, true)
 	tsa := pemOf("tsaCerts", n.TSACerts, false)
-	if len(f.errs) > before {
+	if len(f.Errs) > before {
 		return nil
 	}
 	return &ivpolAttestor{name: name, notary: true, tsa: tsa,
 		checks: []kyvernov1.Attestor{{Certificates: &kyvernov1.CertificateAttestor{Certificate: certs}}}}
 }
 
-func compileCosignAttestor(name string, c *policiesv1.Cosign, path string, f *faults) *ivpolAttestor {
-	before := len(f.errs)
+func compileCosignAttestor(name string, c *policiesv1.Cosign, path string, f *fault.Collector) *ivpolAttestor {
+	before := len(f.Errs)
 	at := &ivpolAttestor{name: name}
 	if c.TUF != nil {
-		f.add(path+".tuf", "custom TUF repositories are not supported by charter; give keyless.roots and ctlog keys instead")
+		f.Add(path+".tuf", "custom TUF repositories are not supported by charter; give keyless.roots and ctlog keys instead")
 	}
 	if c.TrustedRoot != nil {
-		f.add(path+".trustedRoot", "trusted roots are not supported by charter; give keyless.roots and ctlog keys instead")
+		f.Add(path+".trustedRoot", "trusted roots are not supported by charter; give keyless.roots and ctlog keys instead")
 	}
 	if s := c.Source; s != nil {
 		at.repository = s.Repository
 		if s.TagPrefix != "" {
-			f.add(path+".source.tagPrefix", "signature tag prefixes are not supported by charter")
+			f.Add(path+".source.tagPrefix", "signature tag prefixes are not supported by charter")
 		}
 		if len(s.SignaturePullSecrets) > 0 {
-			f.add(path+".source.PullSecrets", "signature pull secrets are not supported by charter; use spec.credentials.secrets")
+			f.Add(path+".source.PullSecrets", "signature pull secrets are not supported by charter; use spec.credentials.secrets")
 		}
 	}
 	rekor := &kyvernov1.Rekor{}
 	ctlog := &kyvernov1.CTLog{}
 	if l := c.CTLog; l != nil {
 		if l.TSACertChain != "" {
-			f.add(path+".ctlog.tsaCertChain", "signed timestamps (tsaCertChain) are not supported by charter")
+			f.Add(path+".ctlog.tsaCertChain", "signed timestamps (tsaCertChain) are not supported by charter")
 		}
 		if !l.InsecureIgnoreTlog && l.URL == "" {
 			// Kyverno: a ctlog that requires the log names it.
-			f.add(path+".ctlog.url", "rekor URL must be provided")
+			f.Add(path+".ctlog.url", "rekor URL must be provided")
 		}
 		rekor = &kyvernov1.Rekor{URL: l.URL, RekorPubKey: l.RekorPubKey, IgnoreTlog: l.InsecureIgnoreTlog}
 		ctlog = &kyvernov1.CTLog{CTLogPubKey: l.CTLogPubKey, IgnoreSCT: l.InsecureIgnoreSCT}
@@ -309,7 +309,7 @@ func compileCosignAttestor(name string, c *policiesv1.Cosign, path string, f *fa
 		}
 	}
 	if set != 1 {
-		f.add(path, "exactly one of key, keyless or certificate is required")
+		f.Add(path, "exactly one of key, keyless or certificate is required")
 		return nil
 	}
 	base := kyvernov1.Attestor{Annotations: c.Annotations, Repository: at.repository}
@@ -318,14 +318,14 @@ func compileCosignAttestor(name string, c *policiesv1.Cosign, path string, f *fa
 		k := c.Key
 		switch {
 		case k.KMS != "":
-			f.add(path+".key.kms", "KMS keys are not supported by charter; put the PEM public key in key.data")
+			f.Add(path+".key.kms", "KMS keys are not supported by charter; put the PEM public key in key.data")
 		case k.Expression != "":
-			f.add(path+".key.expression", "key expressions are not supported by charter; put the PEM public key in key.data")
+			f.Add(path+".key.expression", "key expressions are not supported by charter; put the PEM public key in key.data")
 		case k.Data == "":
-			f.add(path+".key.data", "a PEM public key is required")
+			f.Add(path+".key.data", "a PEM public key is required")
 		}
 		if !validSignatureAlgorithm(k.HashAlgorithm) {
-			f.add(path+".key.hashAlgorithm", fmt.Sprintf("unknown hash algorithm %q", k.HashAlgorithm))
+			f.Add(path+".key.hashAlgorithm", fmt.Sprintf("unknown hash algorithm %q", k.HashAlgorithm))
 		}
 		a := base
 		a.Keys = &kyvernov1.StaticKeyAttestor{PublicKeys: k.Data, SignatureAlgorithm: k.HashAlgorithm, Rekor: rekor, CTLog: ctlog}
@@ -334,7 +334,7 @@ func compileCosignAttestor(name string, c *policiesv1.Cosign, path string, f *fa
 		cert, chain := c.Certificate.Certificate, c.Certificate.CertificateChain
 		for field, v := range map[string]*policiesv1.StringOrExpression{"cert": cert, "certChain": chain} {
 			if v != nil && v.Expression != "" {
-				f.add(path+".certificate."+field+".expression", "certificate expressions are not supported by charter; give the PEM in value")
+				f.Add(path+".certificate."+field+".expression", "certificate expressions are not supported by charter; give the PEM in value")
 			}
 		}
 		a := base
@@ -346,37 +346,37 @@ func compileCosignAttestor(name string, c *policiesv1.Cosign, path string, f *fa
 			a.Certificates.CertificateChain = chain.Value
 		}
 		if a.Certificates.Certificate == "" && a.Certificates.CertificateChain == "" {
-			f.add(path+".certificate", "cert or certChain is required")
+			f.Add(path+".certificate", "cert or certChain is required")
 		}
 		at.checks = append(at.checks, a)
 	case c.Keyless != nil:
 		k := c.Keyless
 		if len(k.Identities) == 0 {
-			f.add(path+".keyless.identities", "keyless needs at least one identity")
+			f.Add(path+".keyless.identities", "keyless needs at least one identity")
 		}
 		for key := range k.AdditionalExtensions {
 			if _, ok := loader.CertExtensionOID(key); !ok {
-				f.add(path+".keyless.additionalExtensions", "invalid certificate extension "+key)
+				f.Add(path+".keyless.additionalExtensions", "invalid certificate extension "+key)
 			}
 		}
 		for j, id := range k.Identities {
 			ip := fmt.Sprintf("%s.keyless.identities[%d]", path, j)
 			if id.Subject == "" && id.SubjectRegExp == "" {
-				f.add(ip, "an identity needs subject or subjectRegExp")
+				f.Add(ip, "an identity needs subject or subjectRegExp")
 				continue
 			}
 			if id.Issuer == "" && id.IssuerRegExp == "" {
-				f.add(ip, "an identity needs issuer or issuerRegExp")
+				f.Add(ip, "an identity needs issuer or issuerRegExp")
 				continue
 			}
 			subject, err := identityPattern(id.Subject, id.SubjectRegExp, "subject")
 			if err != nil {
-				f.add(ip, err.Error())
+				f.Add(ip, err.Error())
 				continue
 			}
 			issuer, err := identityPattern(id.Issuer, id.IssuerRegExp, "issuer")
 			if err != nil {
-				f.add(ip, err.Error())
+				f.Add(ip, err.Error())
 				continue
 			}
 			a := base
@@ -385,33 +385,33 @@ func compileCosignAttestor(name string, c *policiesv1.Cosign, path string, f *fa
 			at.checks = append(at.checks, a)
 		}
 	}
-	if len(f.errs) > before {
+	if len(f.Errs) > before {
 		return nil
 	}
 	return at
 }
 
-func compileIVPolAttestations(list []policiesv1.Attestation, f *faults) map[string]ivpolAttestation {
+func compileIVPolAttestations(list []policiesv1.Attestation, f *fault.Collector) map[string]ivpolAttestation {
 	out := map[string]ivpolAttestation{}
 	for i, a := range list {
 		path := fmt.Sprintf("spec.attestations[%d]", i)
 		if a.Name == "" {
-			f.add(path+".name", "an attestation needs a name")
+			f.Add(path+".name", "an attestation needs a name")
 			continue
 		}
 		if _, dup := out[a.Name]; dup {
-			f.add(path+".name", fmt.Sprintf("duplicate attestation name %q", a.Name))
+			f.Add(path+".name", fmt.Sprintf("duplicate attestation name %q", a.Name))
 			continue
 		}
 		switch {
 		case (a.InToto == nil) == (a.Referrer == nil):
-			f.add(path, "exactly one of intoto or referrer is required")
+			f.Add(path, "exactly one of intoto or referrer is required")
 		case a.Referrer != nil && a.Referrer.Type == "":
-			f.add(path+".referrer.type", "an artifact type is required")
+			f.Add(path+".referrer.type", "an artifact type is required")
 		case a.Referrer != nil:
 			out[a.Name] = ivpolAttestation{typ: a.Referrer.Type, referrer: true}
 		case a.InToto.Type == "":
-			f.add(path+".intoto.type", "a predicate type is required")
+			f.Add(path+".intoto.type", "a predicate type is required")
 		default:
 			out[a.Name] = ivpolAttestation{typ: a.InToto.Type}
 		}
@@ -419,14 +419,14 @@ func compileIVPolAttestations(list []policiesv1.Attestation, f *faults) map[stri
 	return out
 }
 
-func compileIVPolCredentials(c *policiesv1.Credentials, f *faults) *kyvernov1.ImageRegistryCredentials {
+func compileIVPolCredentials(c *policiesv1.Credentials, f *fault.Collector) *kyvernov1.ImageRegistryCredentials {
 	if c == nil {
 		return nil
 	}
 	out := &kyvernov1.ImageRegistryCredentials{AllowInsecureRegistry: c.AllowInsecureRegistry, Secrets: c.Secrets}
 	for _, p := range c.Providers {
 		if !builtInRegistryProvider(p) {
-			f.add("spec.credentials.providers", registryProviderFault(p))
+			f.Add("spec.credentials.providers", registryProviderFault(p))
 			continue
 		}
 		out.Providers = append(out.Providers, kyvernov1.ImageRegistryCredentialsProvider(p))
@@ -438,7 +438,7 @@ func compileIVPolCredentials(c *policiesv1.Credentials, f *faults) *kyvernov1.Im
 // source, as compiledVariants does for ValidatingPolicies.
 var compiledIVPolVariants weakCache[ivpolVariant]
 
-func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string, f *faults) *ivpolVariant {
+func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string, f *fault.Collector) *ivpolVariant {
 	src := struct {
 		MC  *admissionregistrationv1.MatchResources   `json:"m,omitempty"`
 		C   []admissionregistrationv1.MatchCondition  `json:"c,omitempty"`
@@ -451,15 +451,15 @@ func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string
 	return compiledIVPolVariants.compile(src, path, f, func() *ivpolVariant { return compileIVPolVariantUncached(spec, path, f) })
 }
 
-func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, path string, f *faults) *ivpolVariant {
+func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, path string, f *fault.Collector) *ivpolVariant {
 	envCompiler, err := ivpolCompiler()
 	if err != nil {
-		f.add(path, "CEL environment: "+err.Error())
+		f.Add(path, "CEL environment: "+err.Error())
 		return nil
 	}
 	v := &ivpolVariant{compiler: envCompiler.forPolicy()}
 	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
-		f.add(path+".matchConstraints", err.Error())
+		f.Add(path+".matchConstraints", err.Error())
 	}
 	fields := celFields{compiler: v.compiler, f: f}
 	compile := func(a *celAccessor, field string) *celProgram {
@@ -477,7 +477,7 @@ func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, pat
 	for i, ex := range spec.Images {
 		field := fmt.Sprintf("%s.images[%d]", path, i)
 		if ex.Name == "" || seen[ex.Name] {
-			f.add(field+".name", fmt.Sprintf("image extractor name %q is empty or already taken (built in: %s)", ex.Name, strings.Join(builtinExtractors, ", ")))
+			f.Add(field+".name", fmt.Sprintf("image extractor name %q is empty or already taken (built in: %s)", ex.Name, strings.Join(builtinExtractors, ", ")))
 			continue
 		}
 		seen[ex.Name] = true
@@ -499,7 +499,7 @@ func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, pat
 	for i, a := range spec.AuditAnnotations {
 		field := fmt.Sprintf("%s.auditAnnotations[%d]", path, i)
 		if a.Key == "" {
-			f.add(field+".key", "an audit annotation needs a key")
+			f.Add(field+".key", "an audit annotation needs a key")
 		}
 		if p := compile(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, field+".valueExpression"); p != nil {
 			v.annotations = append(v.annotations, vpolAnnotation{key: a.Key, celProgram: *p})

@@ -8,6 +8,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // This file holds the checks Kyverno makes when a kyverno.io
@@ -27,10 +28,10 @@ const maxPolicyNameLength = 63
 // request to take it from; subjects and roles are well formed; a
 // resource filter names either name or names and a selector with
 // requirements; each podSecurity entry is one Kyverno can apply.
-func checkExceptionSpec(spec *kyvernov2.PolicyExceptionSpec, f *faults) {
+func checkExceptionSpec(spec *kyvernov2.PolicyExceptionSpec, f *fault.Collector) {
 	m := &spec.Match
 	if len(m.Any) > 0 && len(m.All) > 0 {
-		f.add("spec.match", "can't specify any and all together")
+		f.Add("spec.match", "can't specify any and all together")
 	}
 	for _, list := range []struct {
 		name    string
@@ -45,7 +46,7 @@ func checkExceptionSpec(spec *kyvernov2.PolicyExceptionSpec, f *faults) {
 			checkUserInfoEntries(&list.filters[i].UserInfo, p, f)
 			d := &list.filters[i].ResourceDescription
 			if d.Name != "" && len(d.Names) > 0 {
-				f.add(p+".resources", "both name and names can not be specified together")
+				f.Add(p+".resources", "both name and names can not be specified together")
 			}
 			checkSelectorRequirements(d.Selector, p+".resources.selector", f)
 		}
@@ -58,13 +59,13 @@ func checkExceptionSpec(spec *kyvernov2.PolicyExceptionSpec, f *faults) {
 // checkNoUserInfo refuses, at each field, user information where there is
 // no request to take it from (api/kyverno/v1 UserInfo.ValidateNoUserInfo:
 // "Usage of user info is forbidden"); why says where.
-func checkNoUserInfo(u *kyvernov1.UserInfo, path, why string, f *faults) {
+func checkNoUserInfo(u *kyvernov1.UserInfo, path, why string, f *fault.Collector) {
 	for _, field := range []struct {
 		name string
 		set  bool
 	}{{"subjects", len(u.Subjects) > 0}, {"roles", len(u.Roles) > 0}, {"clusterRoles", len(u.ClusterRoles) > 0}} {
 		if field.set {
-			f.add(path+"."+field.name, "Usage of user info is forbidden: "+why)
+			f.Add(path+"."+field.name, "Usage of user info is forbidden: "+why)
 		}
 	}
 }
@@ -73,13 +74,13 @@ func checkNoUserInfo(u *kyvernov1.UserInfo, path, why string, f *faults) {
 // nothing in particular (api/kyverno/v1 ResourceDescription.Validate: "The
 // requirements are not specified in selector"); one with a wildcard is
 // matched as a pattern, not parsed.
-func checkSelectorRequirements(sel *metav1.LabelSelector, path string, f *faults) {
+func checkSelectorRequirements(sel *metav1.LabelSelector, path string, f *fault.Collector) {
 	if sel == nil || selectorHasWildcard(sel) {
 		return
 	}
 	if s, err := metav1.LabelSelectorAsSelector(sel); err == nil {
 		if reqs, _ := s.Requirements(); len(reqs) == 0 {
-			f.add(path, "the requirements are not specified in selector")
+			f.Add(path, "the requirements are not specified in selector")
 		}
 	}
 }
@@ -88,18 +89,18 @@ func checkSelectorRequirements(sel *metav1.LabelSelector, path string, f *faults
 // control exempted (api/kyverno/v1 PodSecurityStandard.Validate): a
 // container-level control names images, a pod-level one does not, and
 // restrictedField and values come together.
-func checkPodSecurityStandard(ps *kyvernov1.PodSecurityStandard, path string, f *faults) {
+func checkPodSecurityStandard(ps *kyvernov1.PodSecurityStandard, path string, f *fault.Collector) {
 	switch {
 	case slices.Contains(pssContainerControls, ps.ControlName) && len(ps.Images) == 0:
-		f.add(path+".controlName", fmt.Sprintf("%q: exclude.images must be specified for the container level control", ps.ControlName))
+		f.Add(path+".controlName", fmt.Sprintf("%q: exclude.images must be specified for the container level control", ps.ControlName))
 	case slices.Contains(pssPodLevelControls, ps.ControlName) && len(ps.Images) != 0:
-		f.add(path+".controlName", fmt.Sprintf("%q: exclude.images must not be specified for the pod level control", ps.ControlName))
+		f.Add(path+".controlName", fmt.Sprintf("%q: exclude.images must not be specified for the pod level control", ps.ControlName))
 	}
 	if ps.RestrictedField != "" && len(ps.Values) == 0 {
-		f.add(path+".values", "values is required with restrictedField")
+		f.Add(path+".values", "values is required with restrictedField")
 	}
 	if ps.RestrictedField == "" && len(ps.Values) != 0 {
-		f.add(path+".restrictedField", "restrictedField is required with values")
+		f.Add(path+".restrictedField", "restrictedField is required with values")
 	}
 }
 
@@ -109,16 +110,16 @@ func checkPodSecurityStandard(ps *kyvernov1.PodSecurityStandard, path string, f 
 // the API server knows (the CRD's enum, judged here for the GitOps check
 // and the CLI too) and each match or exclude filter's selector has
 // requirements (ResourceDescription.Validate).
-func checkCleanupSpec(src kyvernov2.CleanupPolicyInterface, f *faults) {
+func checkCleanupSpec(src kyvernov2.CleanupPolicyInterface, f *fault.Collector) {
 	if n := len(src.GetName()); n > maxPolicyNameLength {
-		f.add("metadata.name", fmt.Sprintf("Too long: may not be more than %d bytes, not %d", maxPolicyNameLength, n))
+		f.Add("metadata.name", fmt.Sprintf("Too long: may not be more than %d bytes, not %d", maxPolicyNameLength, n))
 	}
 	spec := src.GetSpec()
 	if pp := spec.DeletionPropagationPolicy; pp != nil {
 		switch *pp {
 		case metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
 		default:
-			f.add("spec.deletionPropagationPolicy", fmt.Sprintf("Unsupported value %q: supported values: \"Foreground\", \"Background\", \"Orphan\"", *pp))
+			f.Add("spec.deletionPropagationPolicy", fmt.Sprintf("Unsupported value %q: supported values: \"Foreground\", \"Background\", \"Orphan\"", *pp))
 		}
 	}
 	blocks := []struct {

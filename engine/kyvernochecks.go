@@ -28,30 +28,30 @@ import (
 // compiling. docs/policy-validation.md lists every check with its test.
 
 // checkSpec makes Kyverno's policy-level checks.
-func checkSpec(p *Policy, f *faults) {
+func checkSpec(p *Policy, f *fault.Collector) {
 	spec := p.spec
 	if !spec.AdmissionProcessingEnabled() && !spec.BackgroundProcessingEnabled() {
-		f.add("spec.admission", "disabling both admission and background processing is not allowed")
+		f.Add("spec.admission", "disabling both admission and background processing is not allowed")
 	}
 	if !spec.AdmissionProcessingEnabled() && slices.ContainsFunc(spec.Rules, func(r kyvernov1.Rule) bool {
 		// verifyImages has its own refusal (imageverify_compile.go).
 		return r.HasMutate() || r.HasGenerate()
 	}) && !slices.ContainsFunc(spec.Rules, func(r kyvernov1.Rule) bool { return r.HasVerifyImages() }) {
-		f.add("spec.admission", "disabling admission processing is only allowed with validation policies")
+		f.Add("spec.admission", "disabling admission processing is only allowed with validation policies")
 	}
 	if t := spec.WebhookTimeoutSeconds; t != nil && (*t < 1 || *t > 30) {
-		f.add("spec.webhookTimeoutSeconds", fmt.Sprintf("the timeout value must be between 1 and 30 seconds, not %d", *t))
+		f.Add("spec.webhookTimeoutSeconds", fmt.Sprintf("the timeout value must be between 1 and 30 seconds, not %d", *t))
 	}
 	if spec.MutateExistingOnPolicyUpdate {
 		for i := range spec.Rules {
 			if r := &spec.Rules[i]; r.HasMutate() && len(r.Mutation.Targets) == 0 {
-				f.add("spec.mutateExistingOnPolicyUpdate", fmt.Sprintf("rules[%d].mutate.targets has to be specified when mutateExistingOnPolicyUpdate is set", i))
+				f.Add("spec.mutateExistingOnPolicyUpdate", fmt.Sprintf("rules[%d].mutate.targets has to be specified when mutateExistingOnPolicyUpdate is set", i))
 			}
 		}
 	}
 	if p.namespace != "" {
 		if len(spec.ValidationFailureActionOverrides) > 0 {
-			f.add("spec.validationFailureActionOverrides", "use of validationFailureActionOverrides is supported only with ClusterPolicy")
+			f.Add("spec.validationFailureActionOverrides", "use of validationFailureActionOverrides is supported only with ClusterPolicy")
 		}
 		return
 	}
@@ -66,7 +66,7 @@ func checkSpec(p *Policy, f *faults) {
 // checkOverrideNamespaces refuses overrides that give one namespace both
 // actions: the same name under Audit and Enforce, or a wildcard of one
 // action that matches a name or a wildcard of the other.
-func checkOverrideNamespaces(overrides []kyvernov1.ValidationFailureActionOverride, path string, f *faults) {
+func checkOverrideNamespaces(overrides []kyvernov1.ValidationFailureActionOverride, path string, f *fault.Collector) {
 	type seen struct{ names, patterns []string }
 	byAction := map[bool]*seen{true: {}, false: {}}
 	for i, o := range overrides {
@@ -77,23 +77,23 @@ func checkOverrideNamespaces(overrides []kyvernov1.ValidationFailureActionOverri
 			if wildcard.ContainsWildcard(ns) {
 				for _, n := range other.names {
 					if wildcard.Match(ns, n) {
-						f.add(p, fmt.Sprintf("conflicting namespaces found: wildcard pattern %q matches namespace %q of the other action", ns, n))
+						f.Add(p, fmt.Sprintf("conflicting namespaces found: wildcard pattern %q matches namespace %q of the other action", ns, n))
 					}
 				}
 				for _, q := range other.patterns {
 					if wildcard.Match(ns, q) || wildcard.Match(q, ns) {
-						f.add(p, fmt.Sprintf("conflicting namespaces found: wildcard pattern %q conflicts with the pattern %q of the other action", ns, q))
+						f.Add(p, fmt.Sprintf("conflicting namespaces found: wildcard pattern %q conflicts with the pattern %q of the other action", ns, q))
 					}
 				}
 				own.patterns = append(own.patterns, ns)
 				continue
 			}
 			if slices.Contains(other.names, ns) {
-				f.add(p, fmt.Sprintf("conflicting namespaces found: %s is given both Audit and Enforce", ns))
+				f.Add(p, fmt.Sprintf("conflicting namespaces found: %s is given both Audit and Enforce", ns))
 			}
 			for _, q := range other.patterns {
 				if wildcard.Match(q, ns) {
-					f.add(p, fmt.Sprintf("conflicting namespaces found: namespace %q matches wildcard pattern %q of the other action", ns, q))
+					f.Add(p, fmt.Sprintf("conflicting namespaces found: namespace %q matches wildcard pattern %q of the other action", ns, q))
 				}
 			}
 			own.names = append(own.names, ns)
@@ -103,9 +103,9 @@ func checkOverrideNamespaces(overrides []kyvernov1.ValidationFailureActionOverri
 
 // checkRule makes Kyverno's rule-level checks on a rule written in spec
 // (autogen rules repeat their source's faults).
-func checkRule(p *Policy, r *kyvernov1.Rule, path string, f *faults) {
+func checkRule(p *Policy, r *kyvernov1.Rule, path string, f *fault.Collector) {
 	if len(r.CELPreconditions) > 0 && !r.HasValidateCEL() {
-		f.add(path+".celPreconditions", "celPreconditions can only be used with validate.cel")
+		f.Add(path+".celPreconditions", "celPreconditions can only be used with validate.cel")
 	}
 	checkMatchBlock(p, &r.MatchResources, path+".match", f)
 	if r.ExcludeResources != nil {
@@ -120,7 +120,7 @@ func checkRule(p *Policy, r *kyvernov1.Rule, path string, f *faults) {
 		}
 		raw, _ := json.Marshal(block.m)
 		if len(variables.Find(string(raw))) > 0 {
-			f.add(path+"."+block.name, fmt.Sprintf("rule %q should not have variables in %s section", r.Name, block.name))
+			f.Add(path+"."+block.name, fmt.Sprintf("rule %q should not have variables in %s section", r.Name, block.name))
 		}
 	}
 	checkMatchKinds(r, path, f)
@@ -129,10 +129,10 @@ func checkRule(p *Policy, r *kyvernov1.Rule, path string, f *faults) {
 	checkContextEntries(r, path+".context", f)
 	checkOperationValues(r, path, f)
 	if r.HasGenerate() && slices.Contains(r.MatchResources.ResourceDescription.Kinds, r.Generation.Kind) && r.Generation.Kind != "" {
-		f.add(path+".generate.kind", "generation kind and match resource kind should not be the same")
+		f.Add(path+".generate.kind", "generation kind and match resource kind should not be the same")
 	}
 	if r.HasGenerate() && r.Generation.CloneList.Selector != nil && selectorHasWildcard(r.Generation.CloneList.Selector) {
-		f.add(path+".generate.cloneList.selector", "wildcard characters `*/?` not supported")
+		f.Add(path+".generate.cloneList.selector", "wildcard characters `*/?` not supported")
 	}
 	checkPodSecurityControls(r, path, f)
 	checkMatchExcludeConflict(r, path, f)
@@ -140,7 +140,7 @@ func checkRule(p *Policy, r *kyvernov1.Rule, path string, f *faults) {
 
 // checkMatchBlock checks the user information and resource descriptions
 // of a match or exclude block, in every form (inline, any, all).
-func checkMatchBlock(p *Policy, m *kyvernov1.MatchResources, path string, f *faults) {
+func checkMatchBlock(p *Policy, m *kyvernov1.MatchResources, path string, f *fault.Collector) {
 	checkUserInfoEntries(&m.UserInfo, path, f)
 	checkResourceDescription(p, &m.ResourceDescription, path+".resources", f)
 	for _, list := range []struct {
@@ -157,37 +157,37 @@ func checkMatchBlock(p *Policy, m *kyvernov1.MatchResources, path string, f *fau
 
 // checkUserInfoEntries refuses subjects Kubernetes RBAC does not know and
 // roles not written namespace:name.
-func checkUserInfoEntries(u *kyvernov1.UserInfo, path string, f *faults) {
+func checkUserInfoEntries(u *kyvernov1.UserInfo, path string, f *fault.Collector) {
 	for i, s := range u.Subjects {
 		sp := fmt.Sprintf("%s.subjects[%d]", path, i)
 		switch s.Kind {
 		case "":
-			f.add(sp+".kind", "a subject needs a kind: 'User', 'Group', or 'ServiceAccount'")
+			f.Add(sp+".kind", "a subject needs a kind: 'User', 'Group', or 'ServiceAccount'")
 		case rbacv1.UserKind, rbacv1.GroupKind, rbacv1.ServiceAccountKind:
 		default:
-			f.add(sp+".kind", fmt.Sprintf("%q: kind must be 'User', 'Group', or 'ServiceAccount'", s.Kind))
+			f.Add(sp+".kind", fmt.Sprintf("%q: kind must be 'User', 'Group', or 'ServiceAccount'", s.Kind))
 		}
 		if s.Name == "" {
-			f.add(sp+".name", "a subject needs a name")
+			f.Add(sp+".name", "a subject needs a name")
 		}
 		if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == "" {
-			f.add(sp+".namespace", "namespace is required when kind is ServiceAccount")
+			f.Add(sp+".namespace", "namespace is required when kind is ServiceAccount")
 		}
 	}
 	for i, role := range u.Roles {
 		if len(strings.Split(role, ":")) != 2 {
-			f.add(fmt.Sprintf("%s.roles[%d]", path, i), fmt.Sprintf("%q: Role is expected to be in namespace:name format", role))
+			f.Add(fmt.Sprintf("%s.roles[%d]", path, i), fmt.Sprintf("%q: Role is expected to be in namespace:name format", role))
 		}
 	}
 }
 
-func checkResourceDescription(p *Policy, d *kyvernov1.ResourceDescription, path string, f *faults) {
+func checkResourceDescription(p *Policy, d *kyvernov1.ResourceDescription, path string, f *fault.Collector) {
 	if d.Name != "" && len(d.Names) > 0 {
-		f.add(path, "both name and names can not be specified together")
+		f.Add(path, "both name and names can not be specified together")
 	}
 	checkSelectorRequirements(d.Selector, path+".selector", f)
 	if p.namespace != "" && len(d.Namespaces) > 0 {
-		f.add(path+".namespaces", "filtering namespaces not allowed in namespaced policies")
+		f.Add(path+".namespaces", "filtering namespaces not allowed in namespaced policies")
 	}
 }
 
@@ -231,15 +231,15 @@ func kindLists(r *kyvernov1.Rule, path string) map[string][]string {
 // match filter that names resources without a kind: the kind attribute
 // is mandatory. A filter with no resources at all has its own fault
 // ("match resources not specified").
-func checkMatchKinds(r *kyvernov1.Rule, path string, f *faults) {
+func checkMatchKinds(r *kyvernov1.Rule, path string, f *fault.Collector) {
 	check := func(d *kyvernov1.ResourceDescription, p string) {
 		if len(d.Kinds) > 0 || d.IsEmpty() {
 			return
 		}
 		if ruleOnlyTouchesMetadata(r) {
-			f.add(p+".kinds", "at least one element must be specified in a kind block, the kind attribute is mandatory when working with the resources element")
+			f.Add(p+".kinds", "at least one element must be specified in a kind block, the kind attribute is mandatory when working with the resources element")
 		} else {
-			f.add(p+".kinds", "policy can only deal with the metadata field of the resource if the rule does not match any kind")
+			f.Add(p+".kinds", "policy can only deal with the metadata field of the resource if the rule does not match any kind")
 		}
 	}
 	m := &r.MatchResources
@@ -260,20 +260,20 @@ func checkMatchKinds(r *kyvernov1.Rule, path string, f *faults) {
 // checkWildcardKinds makes Kyverno's checks of a rule that matches every
 // kind ("*"): never in background mode, never with another kind, not for
 // generate, verifyImages or validate foreach, and only touching metadata.
-func checkWildcardKinds(p *Policy, r *kyvernov1.Rule, path string, f *faults) {
+func checkWildcardKinds(p *Policy, r *kyvernov1.Rule, path string, f *fault.Collector) {
 	for kp, kinds := range kindLists(r, path) {
 		if !slices.Contains(kinds, "*") {
 			continue
 		}
 		switch {
 		case p.spec.BackgroundProcessingEnabled():
-			f.add(kp, "wildcard policy not allowed in background mode; set spec.background to false to disable background mode for this policy rule")
+			f.Add(kp, "wildcard policy not allowed in background mode; set spec.background to false to disable background mode for this policy rule")
 		case len(kinds) > 1:
-			f.add(kp, "wildcard policy can not deal with more than one kind")
+			f.Add(kp, "wildcard policy can not deal with more than one kind")
 		case r.HasGenerate() || r.HasVerifyImages() || (r.Validation != nil && r.Validation.ForEachValidation != nil):
-			f.add(kp, "wildcard policy does not support rule type")
+			f.Add(kp, "wildcard policy does not support rule type")
 		case !ruleOnlyTouchesMetadata(r):
-			f.add(kp, "policy can only deal with the metadata field of the resource if the rule does not match any kind")
+			f.Add(kp, "policy can only deal with the metadata field of the resource if the rule does not match any kind")
 		}
 	}
 }
@@ -346,7 +346,7 @@ func json6902Paths(text string) []string {
 // subresource is a request, never a stored object, so a scan could never
 // see it. Kyverno finds the subresource through discovery; the selector
 // names it.
-func checkBackgroundSubresources(p *Policy, r *kyvernov1.Rule, path string, f *faults) {
+func checkBackgroundSubresources(p *Policy, r *kyvernov1.Rule, path string, f *fault.Collector) {
 	if !r.HasValidate() || !p.spec.BackgroundProcessingEnabled() {
 		return
 	}
@@ -356,7 +356,7 @@ func checkBackgroundSubresources(p *Policy, r *kyvernov1.Rule, path string, f *f
 		}
 		for i, k := range kinds {
 			if match.ParseKind(k).SubResource != "" {
-				f.add(fmt.Sprintf("%s[%d]", kp, i), fmt.Sprintf("background scan enabled with subresource %s; set spec.background to false", k))
+				f.Add(fmt.Sprintf("%s[%d]", kp, i), fmt.Sprintf("background scan enabled with subresource %s; set spec.background to false", k))
 			}
 		}
 	}
@@ -368,27 +368,27 @@ var reservedContextNames = []string{"images", "request", "serviceAccountName", "
 
 // checkContextEntries makes Kyverno's context entry checks that
 // checkContext does not make as it compiles.
-func checkContextEntries(r *kyvernov1.Rule, path string, f *faults) {
+func checkContextEntries(r *kyvernov1.Rule, path string, f *fault.Collector) {
 	for i, e := range r.Context {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		for _, v := range reservedContextNames {
 			if e.Name == v || strings.HasPrefix(e.Name, v+".") {
-				f.add(p+".name", fmt.Sprintf("entry name %s is invalid as it conflicts with a pre-defined variable %s", e.Name, v))
+				f.Add(p+".name", fmt.Sprintf("entry name %s is invalid as it conflicts with a pre-defined variable %s", e.Name, v))
 			}
 		}
 		if e.ConfigMap != nil {
 			if e.ConfigMap.Name == "" {
-				f.add(p+".configMap.name", "a name is required for configMap context entry")
+				f.Add(p+".configMap.name", "a name is required for configMap context entry")
 			}
 			if e.ConfigMap.Namespace == "" {
-				f.add(p+".configMap.namespace", "a namespace is required for configMap context entry")
+				f.Add(p+".configMap.namespace", "a namespace is required for configMap context entry")
 			}
 		}
 		if e.APICall != nil && e.APICall.URLPath != "" && e.APICall.Service != nil {
-			f.add(p+".apiCall.urlPath", "a URLPath cannot be used for service API calls")
+			f.Add(p+".apiCall.urlPath", "a URLPath cannot be used for service API calls")
 		}
 		if e.Variable != nil && e.Variable.Default != nil && e.Variable.JMESPath == "" {
-			f.add(p+".variable.default", "a variable must define a default value only when a jmesPath expression is defined")
+			f.Add(p+".variable.default", "a variable must define a default value only when a jmesPath expression is defined")
 		}
 	}
 }
@@ -398,7 +398,7 @@ var admissionOperations = []string{"CREATE", "UPDATE", "DELETE", "CONNECT"}
 
 // checkOperationValues refuses a precondition or deny condition on
 // {{request.operation}} whose value no request can have.
-func checkOperationValues(r *kyvernov1.Rule, path string, f *faults) {
+func checkOperationValues(r *kyvernov1.Rule, path string, f *fault.Collector) {
 	check := func(raw *apiextv1.JSON, p string) {
 		block, err := kyvernov1.ParseConditions(raw)
 		if err != nil || block == nil {
@@ -420,13 +420,13 @@ func checkOperationValues(r *kyvernov1.Rule, path string, f *faults) {
 						continue
 					}
 					if !slices.Contains(admissionOperations, v) {
-						f.add(cp, fmt.Sprintf("unknown value '%s' found under the 'value' field. Only the following values are allowed: [CREATE, UPDATE, DELETE, CONNECT]", v))
+						f.Add(cp, fmt.Sprintf("unknown value '%s' found under the 'value' field. Only the following values are allowed: [CREATE, UPDATE, DELETE, CONNECT]", v))
 					}
 				case []any:
 					for j, e := range v {
 						s, _ := e.(string)
 						if !slices.Contains(admissionOperations, s) {
-							f.add(fmt.Sprintf("%s[%d]", cp, j), fmt.Sprintf("unknown value '%v' found under the 'value' field. Only the following values are allowed: [CREATE, UPDATE, DELETE, CONNECT]", e))
+							f.Add(fmt.Sprintf("%s[%d]", cp, j), fmt.Sprintf("unknown value '%v' found under the 'value' field. Only the following values are allowed: [CREATE, UPDATE, DELETE, CONNECT]", e))
 						}
 					}
 				}
@@ -450,7 +450,7 @@ var (
 // checkPodSecurityControls refuses exclusions that cannot apply: a
 // container-level control without images, a pod-level one with images,
 // and a restricted-only control under level baseline.
-func checkPodSecurityControls(r *kyvernov1.Rule, path string, f *faults) {
+func checkPodSecurityControls(r *kyvernov1.Rule, path string, f *fault.Collector) {
 	if r.Validation == nil || r.Validation.PodSecurity == nil {
 		return
 	}
@@ -459,15 +459,15 @@ func checkPodSecurityControls(r *kyvernov1.Rule, path string, f *faults) {
 		p := fmt.Sprintf("%s.validate.podSecurity.exclude[%d].controlName", path, i)
 		switch {
 		case slices.Contains(pssContainerControls, ex.ControlName) && len(ex.Images) == 0:
-			f.add(p, fmt.Sprintf("%q: exclude.images must be specified for the container level control", ex.ControlName))
+			f.Add(p, fmt.Sprintf("%q: exclude.images must be specified for the container level control", ex.ControlName))
 		case slices.Contains(pssPodLevelControls, ex.ControlName) && len(ex.Images) != 0:
-			f.add(p, fmt.Sprintf("%q: exclude.images must not be specified for the pod level control", ex.ControlName))
+			f.Add(p, fmt.Sprintf("%q: exclude.images must not be specified for the pod level control", ex.ControlName))
 		}
 		if ex.ControlName == "Seccomp" || ex.ControlName == "Capabilities" {
 			continue
 		}
 		if string(ps.Level) == "baseline" && slices.Contains(pssRestrictedControls, ex.ControlName) {
-			f.add(p, fmt.Sprintf("%q: invalid control name defined at the given level", ex.ControlName))
+			f.Add(p, fmt.Sprintf("%q: invalid control name defined at the given level", ex.ControlName))
 		}
 	}
 }
@@ -495,7 +495,7 @@ func ClusterFaults(p kyvernov1.PolicyInterface) fault.List {
 	if spec == nil {
 		return nil
 	}
-	f := &faults{kind: p.GetKind(), name: policyid.Key(p)}
+	f := &fault.Collector{Kind: p.GetKind(), Name: policyid.Key(p)}
 	for i := range spec.Rules {
 		raw, err := ruleJSON(&spec.Rules[i])
 		if err != nil {
@@ -503,13 +503,13 @@ func ClusterFaults(p kyvernov1.PolicyInterface) fault.List {
 		}
 		checkUndefinedVariables(raw, fmt.Sprintf("spec.rules[%d]", i), f)
 	}
-	return f.errs
+	return f.Errs
 }
 
 // checkUndefinedVariables refuses a variable that names nothing the rule
 // defines. Attestation conditions are left out, as Kyverno leaves them:
 // their variables come from the attestation payload.
-func checkUndefinedVariables(raw map[string]any, path string, f *faults) {
+func checkUndefinedVariables(raw map[string]any, path string, f *fault.Collector) {
 	var defined []string
 	var collect func(v any)
 	collect = func(v any) {
@@ -558,7 +558,7 @@ func checkUndefinedVariables(raw map[string]any, path string, f *faults) {
 			if slices.ContainsFunc(defined, func(name string) bool { return strings.HasPrefix(expr, name) }) {
 				continue
 			}
-			f.add(p, fmt.Sprintf("variable {{%s}} names nothing the rule defines (no context entry %q, and not request, element, images, serviceAccountName or target): it can never resolve", expr, root))
+			f.Add(p, fmt.Sprintf("variable {{%s}} names nothing the rule defines (no context entry %q, and not request, element, images, serviceAccountName or target): it can never resolve", expr, root))
 		}
 	})
 }
@@ -568,7 +568,7 @@ func checkUndefinedVariables(raw map[string]any, path string, f *faults) {
 // ValidateMatchExcludeConflict does: the same filter in match.any and
 // exclude.any, or an inline exclude that covers the inline match in every
 // respect it names.
-func checkMatchExcludeConflict(r *kyvernov1.Rule, path string, f *faults) {
+func checkMatchExcludeConflict(r *kyvernov1.Rule, path string, f *fault.Collector) {
 	ex := r.ExcludeResources
 	if ex == nil || len(ex.All) > 0 || len(r.MatchResources.All) > 0 {
 		return
@@ -578,7 +578,7 @@ func checkMatchExcludeConflict(r *kyvernov1.Rule, path string, f *faults) {
 		for i := range m.Any {
 			for j := range ex.Any {
 				if reflect.DeepEqual(m.Any[i], ex.Any[j]) {
-					f.add(path, fmt.Sprintf("rule is matching an empty set: match.any[%d] and exclude.any[%d] are the same filter", i, j))
+					f.Add(path, fmt.Sprintf("rule is matching an empty set: match.any[%d] and exclude.any[%d] are the same filter", i, j))
 					return
 				}
 			}
@@ -623,7 +623,7 @@ func checkMatchExcludeConflict(r *kyvernov1.Rule, path string, f *faults) {
 		for _, mn := range mr.Names {
 			for _, en := range er.Names {
 				if wildcard.Match(en, mn) {
-					f.add(path, "rule is matching an empty set: exclude names every name match names")
+					f.Add(path, "rule is matching an empty set: exclude names every name match names")
 					return
 				}
 			}
@@ -639,7 +639,7 @@ func checkMatchExcludeConflict(r *kyvernov1.Rule, path string, f *faults) {
 	if (mr.Annotations == nil) != (er.Annotations == nil) || !reflect.DeepEqual(mr.Annotations, er.Annotations) {
 		return
 	}
-	f.add(path, "rule is matching an empty set: exclude covers everything match selects")
+	f.Add(path, "rule is matching an empty set: exclude covers everything match selects")
 }
 
 // selectorCovers reports, as Kyverno judges it, whether an exclude

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // lazyVariant is a CEL policy's autogen copy (its spec S rewritten for
@@ -13,23 +14,23 @@ import (
 type lazyVariant[S, V any] struct {
 	spec    *S
 	path    string
-	compile func(spec *S, path string, f *faults) *V
+	compile func(spec *S, path string, f *fault.Collector) *V
 	once    sync.Once
 	v       *V
 	fault   string
 }
 
-func newLazyVariant[S, V any](spec *S, path string, compile func(*S, string, *faults) *V) *lazyVariant[S, V] {
+func newLazyVariant[S, V any](spec *S, path string, compile func(*S, string, *fault.Collector) *V) *lazyVariant[S, V] {
 	return &lazyVariant[S, V]{spec: spec, path: path, compile: compile}
 }
 
 // compiled returns the compiled copy, or why it did not compile.
 func (l *lazyVariant[S, V]) compiled() (*V, string) {
 	l.once.Do(func() {
-		f := &faults{}
+		f := &fault.Collector{}
 		v := l.compile(l.spec, l.path, f)
-		if len(f.errs) > 0 || v == nil {
-			l.fault = "autogen: " + f.errs.Error()
+		if len(f.Errs) > 0 || v == nil {
+			l.fault = "autogen: " + f.Errs.Error()
 			return
 		}
 		l.v = v
@@ -42,12 +43,12 @@ func (l *lazyVariant[S, V]) compiled() (*V, string) {
 // requests select it, and the rest deferred to a lazyVariant. A copy whose
 // matchConstraints do not compile is a fault at its status.autogen path.
 func appendAutogenVariants[S, V any](variants []*V, copies []autogen.Copy[S],
-	compile func(*S, string, *faults) *V, variant func(*constraints, *lazyVariant[S, V]) *V, f *faults) []*V {
+	compile func(*S, string, *fault.Collector) *V, variant func(*constraints, *lazyVariant[S, V]) *V, f *fault.Collector) []*V {
 	for _, c := range copies {
 		path := "status.autogen.configs." + c.Name + ".spec"
 		m, err := compileConstraints(c.Match)
 		if err != nil {
-			f.add(path+".matchConstraints", err.Error())
+			f.Add(path+".matchConstraints", err.Error())
 			continue
 		}
 		variants = append(variants, variant(m, newLazyVariant(c.Spec, path, compile)))
@@ -58,13 +59,13 @@ func appendAutogenVariants[S, V any](variants []*V, copies []autogen.Copy[S],
 // compileVariants compiles a CEL policy's spec into its first variant
 // and, when that has no fault, adds its autogen copies (copiesOf) as lazy
 // variants (appendAutogenVariants). The faults are in f.
-func compileVariants[S, V any](spec *S, copiesOf func(*S) []autogen.Copy[S], compile func(*S, string, *faults) *V,
-	variant func(*constraints, *lazyVariant[S, V]) *V, f *faults) []*V {
+func compileVariants[S, V any](spec *S, copiesOf func(*S) []autogen.Copy[S], compile func(*S, string, *fault.Collector) *V,
+	variant func(*constraints, *lazyVariant[S, V]) *V, f *fault.Collector) []*V {
 	var variants []*V
 	if v := compile(spec, "spec", f); v != nil {
 		variants = append(variants, v)
 	}
-	if len(f.errs) > 0 {
+	if len(f.Errs) > 0 {
 		return variants
 	}
 	return appendAutogenVariants(variants, copiesOf(spec), compile, variant, f)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // defaultAnnotationDomain is where k8s-manifest-sigstore (and Kyverno)
@@ -48,19 +49,19 @@ type manifestAttestorSet struct {
 // run: certificates, keyless signing, KMS, Secret references, nested
 // attestors and an OCI repository would need I/O the engine does not do,
 // so such a policy is refused rather than half-verified.
-func compileManifests(m *kyvernov1.Manifests, path string, f *faults) *manifestsRule {
+func compileManifests(m *kyvernov1.Manifests, path string, f *fault.Collector) *manifestsRule {
 	out := &manifestsRule{domain: m.AnnotationDomain, ignores: m.IgnoreFields}
 	if out.domain == "" {
 		out.domain = defaultAnnotationDomain
 	}
 	if m.Repository != "" {
-		f.add(path+".repository", "signatures in an OCI repository are not supported by charter; sign the manifest into its annotations")
+		f.Add(path+".repository", "signatures in an OCI repository are not supported by charter; sign the manifest into its annotations")
 	}
 	if m.DryRunOption.Enable {
-		f.add(path+".dryRun", "dry-run matching is not supported by charter")
+		f.Add(path+".dryRun", "dry-run matching is not supported by charter")
 	}
 	if len(m.Attestors) == 0 {
-		f.add(path+".attestors", "validate.manifests needs at least one attestor")
+		f.Add(path+".attestors", "validate.manifests needs at least one attestor")
 	}
 	for i, set := range m.Attestors {
 		sp := fmt.Sprintf("%s.attestors[%d]", path, i)
@@ -69,20 +70,20 @@ func compileManifests(m *kyvernov1.Manifests, path string, f *faults) *manifests
 			s.count = *set.Count
 		}
 		if len(set.Entries) == 0 {
-			f.add(sp+".entries", "an attestor set needs at least one entry")
+			f.Add(sp+".entries", "an attestor set needs at least one entry")
 		}
 		if s.count < 1 || s.count > len(set.Entries) {
-			f.add(sp+".count", fmt.Sprintf("count %d is not between 1 and the %d entries", s.count, len(set.Entries)))
+			f.Add(sp+".count", fmt.Sprintf("count %d is not between 1 and the %d entries", s.count, len(set.Entries)))
 		}
 		for j, e := range set.Entries {
 			ep := fmt.Sprintf("%s.entries[%d]", sp, j)
 			if e.Keys == nil || e.Certificates != nil || e.Keyless != nil || e.Attestor != nil {
-				f.add(ep, "charter verifies signed manifests with inline public keys (keys.publicKeys) only")
+				f.Add(ep, "charter verifies signed manifests with inline public keys (keys.publicKeys) only")
 				continue
 			}
 			v, err := manifestVerifier(e.Keys)
 			if err != nil {
-				f.add(ep+".keys", err.Error())
+				f.Add(ep+".keys", err.Error())
 				continue
 			}
 			s.verifier = append(s.verifier, v)

@@ -65,16 +65,16 @@ type mpolMutation struct {
 
 func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *Policy) fault.List {
 	spec := src.GetMutatingPolicySpec()
-	f := &faults{kind: src.GetKind(), name: p.key}
+	f := &fault.Collector{Kind: src.GetKind(), Name: p.key}
 	mp := &mutatingPolicy{reinvoke: spec.GetReinvocationPolicy() == admissionregistrationv1.IfNeededReinvocationPolicy, admission: spec.AdmissionEnabled()}
 	if e := spec.EvaluationConfiguration; e != nil && e.Mode != "" && e.Mode != policiesv1.EvaluationModeKubernetes {
-		f.add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", e.Mode))
+		f.Add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", e.Mode))
 	}
 	if !spec.AdmissionEnabled() && !spec.MutateExistingEnabled() {
-		f.add("spec.evaluation", "disabling both admission and mutateExisting evaluation modes is not allowed")
+		f.Add("spec.evaluation", "disabling both admission and mutateExisting evaluation modes is not allowed")
 	}
 	if len(spec.Mutations) == 0 {
-		f.add("spec.mutations", "a MutatingPolicy needs at least one mutation")
+		f.Add("spec.mutations", "a MutatingPolicy needs at least one mutation")
 	}
 	if v := compileMPolVariant(spec, "spec", f); v != nil {
 		mp.variants = append(mp.variants, v)
@@ -82,15 +82,15 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 	if spec.MutateExistingEnabled() {
 		mp.existing = compileMPolExisting(spec, src.GetName(), src.IsNamespaced(), f)
 	}
-	if len(f.errs) > 0 {
-		return f.errs
+	if len(f.Errs) > 0 {
+		return f.Errs
 	}
 	mp.variants = appendAutogenVariants(mp.variants, autogen.MutatingPolicy(spec), compileMPolVariant,
 		func(m *constraints, l *lazyVariant[policiesv1.MutatingPolicySpec, mpolVariant]) *mpolVariant {
 			return &mpolVariant{match: m, lazy: l}
 		}, f)
-	if len(f.errs) > 0 {
-		return f.errs
+	if len(f.Errs) > 0 {
+		return f.Errs
 	}
 	p.mpol = mp
 	p.kinds = []string{"*"}
@@ -103,19 +103,19 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 // and a policy compiled again would type-check every expression again.
 var compiledMPolVariants weakCache[mpolVariant]
 
-func compileMPolVariant(spec *policiesv1.MutatingPolicySpec, path string, f *faults) *mpolVariant {
+func compileMPolVariant(spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *mpolVariant {
 	return compiledMPolVariants.compile(spec, path, f, func() *mpolVariant { return compileMPolVariantUncached(spec, path, f) })
 }
 
-func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string, f *faults) *mpolVariant {
+func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *mpolVariant {
 	envCompiler, err := celPolicyCompiler()
 	if err != nil {
-		f.add(path, "CEL environment: "+err.Error())
+		f.Add(path, "CEL environment: "+err.Error())
 		return nil
 	}
 	v := &mpolVariant{compiler: envCompiler.forPolicy()}
 	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
-		f.add(path+".matchConstraints", err.Error())
+		f.Add(path+".matchConstraints", err.Error())
 	}
 	decls := plugincel.OptionalVariableDeclarations{}
 	fields := celFields{compiler: v.compiler, decls: decls, f: f}
@@ -131,18 +131,18 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 		switch m.PatchType {
 		case admissionregistrationv1.PatchTypeApplyConfiguration:
 			if m.ApplyConfiguration == nil {
-				f.add(field+".applyConfiguration", "patchType ApplyConfiguration needs applyConfiguration")
+				f.Add(field+".applyConfiguration", "patchType ApplyConfiguration needs applyConfiguration")
 				continue
 			}
 			a, field = &mappatch.ApplyConfigurationCondition{Expression: m.ApplyConfiguration.Expression}, field+".applyConfiguration.expression"
 		case admissionregistrationv1.PatchTypeJSONPatch:
 			if m.JSONPatch == nil {
-				f.add(field+".jsonPatch", "patchType JSONPatch needs jsonPatch")
+				f.Add(field+".jsonPatch", "patchType JSONPatch needs jsonPatch")
 				continue
 			}
 			a, field = &mappatch.JSONPatchCondition{Expression: m.JSONPatch.Expression}, field+".jsonPatch.expression"
 		default:
-			f.add(field+".patchType", fmt.Sprintf("unknown patchType %q, want ApplyConfiguration or JSONPatch", m.PatchType))
+			f.Add(field+".patchType", fmt.Sprintf("unknown patchType %q, want ApplyConfiguration or JSONPatch", m.PatchType))
 			continue
 		}
 		if p := fields.programWith(a, field, patchDecls); p != nil {
@@ -158,7 +158,7 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 	for i, a := range spec.AuditAnnotations {
 		field := fmt.Sprintf("%s.auditAnnotations[%d]", path, i)
 		if a.Key == "" {
-			f.add(field+".key", "an audit annotation needs a key")
+			f.Add(field+".key", "an audit annotation needs a key")
 		}
 		if p := fields.program(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, field+".valueExpression"); p != nil {
 			v.annotations = append(v.annotations, vpolAnnotation{key: a.Key, celProgram: celProgram{expr: a.ValueExpression, program: p}})

@@ -15,6 +15,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 	"github.com/charter-dev/charter/engine/match"
 )
@@ -51,7 +52,7 @@ type mpolExisting struct {
 // A NamespacedMutatingPolicy (namespaced) that lists a built-in
 // cluster-scoped resource is refused here too; a cluster-scoped object of
 // another resource is refused per target when it is listed.
-func compileMPolExisting(spec *policiesv1.MutatingPolicySpec, rule string, namespaced bool, f *faults) *mpolExisting {
+func compileMPolExisting(spec *policiesv1.MutatingPolicySpec, rule string, namespaced bool, f *fault.Collector) *mpolExisting {
 	ex := &mpolExisting{rule: rule}
 	var err error
 	if ex.trigger, err = compileConstraints(anyOperation(spec.MatchConstraints)); err != nil {
@@ -66,13 +67,13 @@ func compileMPolExisting(spec *policiesv1.MutatingPolicySpec, rule string, names
 	if tmc != nil && strings.TrimSpace(tmc.Expression) != "" {
 		if len(tmc.ResourceRules) > 0 {
 			if ex.targets, err = compileConstraints(anyOperation(&tmc.MatchResources)); err != nil {
-				f.add(path, err.Error())
+				f.Add(path, err.Error())
 			}
 		}
 		return ex
 	}
 	if ex.targets, err = compileConstraints(anyOperation(src)); err != nil {
-		f.add(path, err.Error())
+		f.Add(path, err.Error())
 		return ex
 	}
 	seen := map[schema.GroupVersionResource]bool{}
@@ -82,12 +83,12 @@ func compileMPolExisting(spec *policiesv1.MutatingPolicySpec, rule string, names
 			for _, v := range r.APIVersions {
 				for _, res := range r.Resources {
 					if g == "*" || v == "*" || strings.ContainsAny(res, "*/") {
-						f.add(field, fmt.Sprintf("mutateExisting lists its targets by group, version and resource: %q/%q/%q names none exactly (no wildcards or subresources); "+
+						f.Add(field, fmt.Sprintf("mutateExisting lists its targets by group, version and resource: %q/%q/%q names none exactly (no wildcards or subresources); "+
 							"list the resources, or select targets with targetMatchConstraints", g, v, res))
 						continue
 					}
 					if cluster, known := generate.KnownResourceScope(g, res, match.ResourceForKind); namespaced && known && cluster {
-						f.add(field, fmt.Sprintf("a namespaced policy cannot mutate the cluster-scoped resource %q", res))
+						f.Add(field, fmt.Sprintf("a namespaced policy cannot mutate the cluster-scoped resource %q", res))
 						continue
 					}
 					gvr := schema.GroupVersionResource{Group: g, Version: v, Resource: res}

@@ -69,7 +69,7 @@ type mutateTarget struct {
 
 // compileMutate checks a mutate rule (Kyverno's policy validation for
 // mutate rules, spec §3 and §4.2) and decodes its patches.
-func (s *PolicySet) compileMutate(r *kyvernov1.Rule, path string, f *faults) *mutateRule {
+func (s *PolicySet) compileMutate(r *kyvernov1.Rule, path string, f *fault.Collector) *mutateRule {
 	m := r.Mutation
 	out := &mutateRule{}
 	forms := 0
@@ -87,28 +87,28 @@ func (s *PolicySet) compileMutate(r *kyvernov1.Rule, path string, f *faults) *mu
 	}
 	switch {
 	case forms == 0:
-		f.add(path, "a mutate rule needs one of patchStrategicMerge, patchesJson6902 or foreach")
+		f.Add(path, "a mutate rule needs one of patchStrategicMerge, patchesJson6902 or foreach")
 	case forms > 1:
-		f.add(path, "a mutate rule may have only one of patchStrategicMerge, patchesJson6902 or foreach")
+		f.Add(path, "a mutate rule may have only one of patchStrategicMerge, patchesJson6902 or foreach")
 	}
 	for i := range m.Targets {
 		t := &m.Targets[i]
 		tp := fmt.Sprintf("%s.targets[%d]", path, i)
 		if t.Kind == "" {
-			f.add(tp+".kind", "a target needs a kind")
+			f.Add(tp+".kind", "a target needs a kind")
 		}
 		if t.APIVersion == "" {
-			f.add(tp+".apiVersion", "a target needs an apiVersion")
+			f.Add(tp+".apiVersion", "a target needs an apiVersion")
 		}
 		if t.Selector != nil && !validSelector(t.Selector) {
-			f.add(tp+".selector", "invalid label selector")
+			f.Add(tp+".selector", "invalid label selector")
 		}
 		s.checkContext(t.Context, tp+".context", f)
 		mt := &mutateTarget{spec: t.TargetSelector, context: t.Context}
 		if t.RawAnyAllConditions != nil {
 			block, err := kyvernov1.ParseConditions(t.RawAnyAllConditions)
 			if err != nil {
-				f.add(tp+".preconditions", err.Error())
+				f.Add(tp+".preconditions", err.Error())
 			} else {
 				mt.preconditions = compileConditions(block, tp+".preconditions", f)
 			}
@@ -118,14 +118,14 @@ func (s *PolicySet) compileMutate(r *kyvernov1.Rule, path string, f *faults) *mu
 	return out
 }
 
-func (s *PolicySet) compileStrategic(raw *apiextv1.JSON, path, pointer string, f *faults) *patch {
+func (s *PolicySet) compileStrategic(raw *apiextv1.JSON, path, pointer string, f *fault.Collector) *patch {
 	var v any
 	if err := json.Unmarshal(raw.Raw, &v); err != nil {
-		f.add(path, "invalid patch: "+err.Error())
+		f.Add(path, "invalid patch: "+err.Error())
 		return nil
 	}
 	if _, ok := v.(map[string]any); !ok {
-		f.add(path, fmt.Sprintf("a strategic merge patch must be an object, found %s", jsonKind(v)))
+		f.Add(path, fmt.Sprintf("a strategic merge patch must be an object, found %s", jsonKind(v)))
 		return nil
 	}
 	checkLabelValues(v, path, f)
@@ -136,14 +136,14 @@ func (s *PolicySet) compileStrategic(raw *apiextv1.JSON, path, pointer string, f
 // patch: the API server would refuse the patched object. (Kyverno's check
 // only looks at one of metadata and spec, picked by map order, spec §2.5
 // Q7; charter always checks.)
-func checkLabelValues(v any, path string, f *faults) {
+func checkLabelValues(v any, path string, f *fault.Collector) {
 	m, _ := v.(map[string]any)
 	meta, _ := m["metadata"].(map[string]any)
 	for _, field := range []string{"labels", "annotations"} {
 		vals, _ := meta[field].(map[string]any)
 		for k, val := range vals {
 			if _, ok := val.(string); !ok {
-				f.add(fault.JoinPath(path+".metadata."+field, k), fmt.Sprintf("%s values must be strings, found %s", field, jsonKind(val)))
+				f.Add(fault.JoinPath(path+".metadata."+field, k), fmt.Sprintf("%s values must be strings, found %s", field, jsonKind(val)))
 			}
 		}
 	}
@@ -173,7 +173,7 @@ var json6902Ops = map[string]bool{"add": true, "remove": true, "replace": true, 
 // compileJSON6902 checks the operations of a patchesJson6902. Variables
 // may stand in values anywhere, and in paths only inside foreach (where
 // {{elementIndex}} is the usual way to address an element), as in Kyverno.
-func (s *PolicySet) compileJSON6902(text, path, pointer string, inForeach bool, f *faults) *patch {
+func (s *PolicySet) compileJSON6902(text, path, pointer string, inForeach bool, f *fault.Collector) *patch {
 	p := &patch{json6902: text, hasVars: variables.HasVariables(text), path: pointer}
 	if p.hasVars && singleVariable(strings.TrimSpace(text)) != "" {
 		// The whole list comes from a variable: nothing to check before it
@@ -186,47 +186,47 @@ func (s *PolicySet) compileJSON6902(text, path, pointer string, inForeach bool, 
 	if len(probe) == 0 || probe[0] != '[' {
 		var err error
 		if probe, err = sigsyaml.YAMLToJSON(probe); err != nil {
-			f.add(path, "failed to convert patchesJSON6902 to JSON: "+err.Error())
+			f.Add(path, "failed to convert patchesJSON6902 to JSON: "+err.Error())
 			return p
 		}
 	}
 	var ops []map[string]any
 	if err := json.Unmarshal(probe, &ops); err != nil {
-		f.add(path, "a patchesJson6902 must be a list of operations: "+err.Error())
+		f.Add(path, "a patchesJson6902 must be a list of operations: "+err.Error())
 		return p
 	}
-	before := len(f.errs)
+	before := len(f.Errs)
 	for i, op := range ops {
 		opPath := fmt.Sprintf("%s[%d]", path, i)
 		kind, _ := op["op"].(string)
 		if !json6902Ops[kind] {
-			f.add(opPath+".op", fmt.Sprintf("unknown operation %q, want add, remove, replace, move, copy or test", kind))
+			f.Add(opPath+".op", fmt.Sprintf("unknown operation %q, want add, remove, replace, move, copy or test", kind))
 			continue
 		}
 		target, _ := op["path"].(string)
 		switch {
 		case strings.Contains(target, variableStandIn):
 			if !inForeach {
-				f.add(opPath+".path", "variables are not allowed in the path of a patchesJson6902 operation outside foreach")
+				f.Add(opPath+".path", "variables are not allowed in the path of a patchesJson6902 operation outside foreach")
 			}
 		case !strings.HasPrefix(target, "/"):
-			f.add(opPath+".path", fmt.Sprintf("path %q must start with /", target))
+			f.Add(opPath+".path", fmt.Sprintf("path %q must start with /", target))
 		}
 		switch kind {
 		case "add", "replace", "test":
 			if _, ok := op["value"]; !ok {
-				f.add(opPath+".value", fmt.Sprintf("a %s operation needs a value", kind))
+				f.Add(opPath+".value", fmt.Sprintf("a %s operation needs a value", kind))
 			}
 		case "move", "copy":
 			if from, _ := op["from"].(string); !strings.HasPrefix(from, "/") && !strings.Contains(from, variableStandIn) {
-				f.add(opPath+".from", fmt.Sprintf("a %s operation needs a from path starting with /", kind))
+				f.Add(opPath+".from", fmt.Sprintf("a %s operation needs a from path starting with /", kind))
 			}
 		}
 	}
-	if len(f.errs) == before && !p.hasVars {
+	if len(f.Errs) == before && !p.hasVars {
 		decoded, err := mutate.DecodeJSON6902(text)
 		if err != nil {
-			f.add(path, err.Error())
+			f.Add(path, err.Error())
 			return p
 		}
 		p.decoded = decoded
@@ -258,7 +258,7 @@ func neutraliseVariables(s string) string {
 	}
 }
 
-func (s *PolicySet) compileForeachMutation(list []kyvernov1.ForEachMutation, path, pointer string, f *faults) []*foreachMutation {
+func (s *PolicySet) compileForeachMutation(list []kyvernov1.ForEachMutation, path, pointer string, f *fault.Collector) []*foreachMutation {
 	out := make([]*foreachMutation, 0, len(list))
 	for i := range list {
 		fe := &list[i]
@@ -266,14 +266,14 @@ func (s *PolicySet) compileForeachMutation(list []kyvernov1.ForEachMutation, pat
 		ptr := fmt.Sprintf("%s/%d", pointer, i)
 		c := &foreachMutation{list: fe.List, order: fe.Order, context: fe.Context}
 		if fe.List == "" {
-			f.add(p+".list", "foreach needs a list expression")
+			f.Add(p+".list", "foreach needs a list expression")
 		} else if !strings.Contains(fe.List, "{{") {
 			if _, err := s.jp.Compile(fe.List); err != nil {
-				f.add(p+".list", fmt.Sprintf("malformed JMESPath %q: %v", fe.List, unwrapCompile(err)))
+				f.Add(p+".list", fmt.Sprintf("malformed JMESPath %q: %v", fe.List, unwrapCompile(err)))
 			}
 		}
 		if fe.Order != nil && *fe.Order != kyvernov1.Ascending && *fe.Order != kyvernov1.Descending {
-			f.add(p+".order", fmt.Sprintf("unknown order %q, want Ascending or Descending", *fe.Order))
+			f.Add(p+".order", fmt.Sprintf("unknown order %q, want Ascending or Descending", *fe.Order))
 		}
 		s.checkContext(fe.Context, p+".context", f)
 		c.preconditions = compileConditions(fe.AnyAllConditions, p+".preconditions", f)
@@ -289,17 +289,17 @@ func (s *PolicySet) compileForeachMutation(list []kyvernov1.ForEachMutation, pat
 		if fe.ForEachMutation != nil {
 			forms++
 			if len(fe.Context) > 0 || fe.AnyAllConditions != nil {
-				f.add(p, "a foreach entry with a nested foreach may not have its own context or preconditions")
+				f.Add(p, "a foreach entry with a nested foreach may not have its own context or preconditions")
 			}
 			var nested []kyvernov1.ForEachMutation
 			if err := json.Unmarshal(fe.ForEachMutation.Raw, &nested); err != nil {
-				f.add(p+".foreach", "invalid nested foreach: "+err.Error())
+				f.Add(p+".foreach", "invalid nested foreach: "+err.Error())
 			} else {
 				c.nested = s.compileForeachMutation(nested, p+".foreach", ptr+"/foreach", f)
 			}
 		}
 		if forms != 1 {
-			f.add(p, "a foreach entry needs exactly one of patchStrategicMerge, patchesJson6902 or foreach")
+			f.Add(p, "a foreach entry needs exactly one of patchStrategicMerge, patchesJson6902 or foreach")
 		}
 		out = append(out, c)
 	}

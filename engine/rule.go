@@ -88,14 +88,14 @@ func singleVariable(v any) string {
 // compileRule compiles one rule. Generated (autogen) rules skip the checks
 // that walk the whole rule: their variables and match blocks are derived
 // from their source rule, which was checked already.
-func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, generated bool, f *faults) *rule {
+func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, generated bool, f *fault.Collector) *rule {
 	cr := &rule{name: r.Name, passMessage: fmt.Sprintf("validation rule '%s' passed.", r.Name), src: r, match: &r.MatchResources, exclude: r.ExcludeResources, context: r.Context}
 	cr.kindNames = matchKindNames(&r.MatchResources)
 	if r.Name == "" {
-		f.add(path+".name", "a rule needs a name")
+		f.Add(path+".name", "a rule needs a name")
 	}
 	if len(r.Name) > 63 {
-		f.add(path+".name", fmt.Sprintf("rule name %q is longer than 63 characters", r.Name))
+		f.Add(path+".name", fmt.Sprintf("rule name %q is longer than 63 characters", r.Name))
 	}
 	var kinds []string
 	if r.HasValidate() {
@@ -116,10 +116,10 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 	}
 	switch len(kinds) {
 	case 0:
-		f.add(path, "a rule needs one of validate, mutate, generate or verifyImages")
+		f.Add(path, "a rule needs one of validate, mutate, generate or verifyImages")
 	case 1:
 	default:
-		f.add(path, fmt.Sprintf("a rule may have only one of validate, mutate, generate or verifyImages, found %s", strings.Join(kinds, ", ")))
+		f.Add(path, fmt.Sprintf("a rule may have only one of validate, mutate, generate or verifyImages, found %s", strings.Join(kinds, ", ")))
 	}
 	s.checkMatch(path+".match", &r.MatchResources, true, f)
 	if r.ExcludeResources != nil {
@@ -132,7 +132,7 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 	if !generated {
 		raw, err := ruleJSON(r)
 		if err != nil {
-			f.add(path, "cannot encode rule: "+err.Error())
+			f.Add(path, "cannot encode rule: "+err.Error())
 			return nil
 		}
 		s.checkExpressions(raw, path, f)
@@ -154,7 +154,7 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 	if r.RawAnyAllConditions != nil {
 		block, err := kyvernov1.ParseConditions(r.RawAnyAllConditions)
 		if err != nil {
-			f.add(path+".preconditions", err.Error())
+			f.Add(path+".preconditions", err.Error())
 		} else {
 			cr.preconditions = compileConditions(block, path+".preconditions", f)
 		}
@@ -177,29 +177,29 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 		if generated {
 			// Autogen rules carry their source rule's entries, which were
 			// checked already.
-			vf = &faults{}
+			vf = &fault.Collector{}
 		}
 		cr.verify = s.compileVerifyImages(p, r, path, vf)
 	}
 	return cr
 }
 
-func (s *PolicySet) checkMatch(path string, m *kyvernov1.MatchResources, required bool, f *faults) {
+func (s *PolicySet) checkMatch(path string, m *kyvernov1.MatchResources, required bool, f *fault.Collector) {
 	if required && m.IsEmpty() {
-		f.add(path, "a rule needs match with at least one resource filter")
+		f.Add(path, "a rule needs match with at least one resource filter")
 		return
 	}
 	inline := !m.UserInfo.IsEmpty() || !m.ResourceDescription.IsEmpty()
 	if inline && (len(m.Any) > 0 || len(m.All) > 0) {
-		f.add(path, "use either any/all or the inline resources form, not both")
+		f.Add(path, "use either any/all or the inline resources form, not both")
 	}
 	if len(m.Any) > 0 && len(m.All) > 0 {
-		f.add(path, "use either any or all, not both")
+		f.Add(path, "use either any or all, not both")
 	}
 	check := func(p string, d *kyvernov1.ResourceDescription) {
 		for i, k := range d.Kinds {
 			if k == "" {
-				f.add(fmt.Sprintf("%s.kinds[%d]", p, i), "empty kind")
+				f.Add(fmt.Sprintf("%s.kinds[%d]", p, i), "empty kind")
 			}
 		}
 		for _, sel := range []struct {
@@ -207,7 +207,7 @@ func (s *PolicySet) checkMatch(path string, m *kyvernov1.MatchResources, require
 			ok   bool
 		}{{"selector", d.Selector == nil || validMatchSelector(d.Selector)}, {"namespaceSelector", d.NamespaceSelector == nil || validMatchSelector(d.NamespaceSelector)}} {
 			if !sel.ok {
-				f.add(p+"."+sel.name, "invalid label selector")
+				f.Add(p+"."+sel.name, "invalid label selector")
 			}
 		}
 	}
@@ -226,14 +226,14 @@ func (s *PolicySet) checkMatch(path string, m *kyvernov1.MatchResources, require
 // variables anywhere in the rule, so a malformed one fails at compile time
 // instead of at the first request. Expressions built from nested variables
 // are only known at evaluation time and are not checked.
-func (s *PolicySet) checkExpressions(raw map[string]any, path string, f *faults) {
+func (s *PolicySet) checkExpressions(raw map[string]any, path string, f *fault.Collector) {
 	walkStrings(raw, path, func(p, str string) {
 		for _, expr := range variables.Find(str) {
 			if expr == "@" || strings.Contains(expr, "{{") {
 				continue
 			}
 			if _, err := s.jp.Compile(expr); err != nil {
-				f.add(p, fmt.Sprintf("malformed JMESPath in variable {{%s}}: %v", expr, unwrapCompile(err)))
+				f.Add(p, fmt.Sprintf("malformed JMESPath in variable {{%s}}: %v", expr, unwrapCompile(err)))
 			}
 		}
 	})
@@ -328,12 +328,12 @@ var (
 // mutate-existing on policy update), what depends on who sends the
 // request: user variables, or roles, clusterRoles and subjects in
 // match/exclude.
-func checkBackgroundVariables(raw map[string]any, path string, mode userlessMode, f *faults) {
+func checkBackgroundVariables(raw map[string]any, path string, mode userlessMode, f *fault.Collector) {
 	walkStrings(raw, path, func(p, str string) {
 		for _, expr := range variables.Find(str) {
 			for _, v := range backgroundOnlyAdmission {
 				if strings.HasPrefix(expr, v) || strings.Contains(expr, " "+v) || strings.Contains(expr, "("+v) {
-					f.add(p, fmt.Sprintf("variable {{%s}} is not available %s; %s", expr, mode.in, mode.off))
+					f.Add(p, fmt.Sprintf("variable {{%s}} is not available %s; %s", expr, mode.in, mode.off))
 					return
 				}
 			}
@@ -352,10 +352,10 @@ func checkBackgroundVariables(raw map[string]any, path string, mode userlessMode
 	}
 }
 
-func checkUserInfo(m map[string]any, path string, mode userlessMode, f *faults) {
+func checkUserInfo(m map[string]any, path string, mode userlessMode, f *fault.Collector) {
 	for _, k := range []string{"roles", "clusterRoles", "subjects"} {
 		if _, ok := m[k]; ok {
-			f.add(path+"."+k, fmt.Sprintf("user information cannot be matched %s; %s", mode.in, mode.off))
+			f.Add(path+"."+k, fmt.Sprintf("user information cannot be matched %s; %s", mode.in, mode.off))
 		}
 	}
 }
@@ -364,14 +364,14 @@ func checkUserInfo(m map[string]any, path string, mode userlessMode, f *faults) 
 // ValidateElementInForEach does, a variable naming the foreach element
 // ({{element...}}, {{elementIndex}}) where no foreach declares one: it
 // could never resolve, so the rule would fail on every request.
-func checkElementOutsideForeach(raw map[string]any, path string, f *faults) {
+func checkElementOutsideForeach(raw map[string]any, path string, f *fault.Collector) {
 	walkStrings(raw, path, func(p, str string) {
 		if strings.Contains(p, ".foreach[") {
 			return
 		}
 		for _, expr := range variables.Find(str) {
 			if strings.HasPrefix(strings.TrimSpace(expr), "element") {
-				f.add(p, fmt.Sprintf("variable {{%s}} present outside of foreach", strings.TrimSpace(expr)))
+				f.Add(p, fmt.Sprintf("variable {{%s}} present outside of foreach", strings.TrimSpace(expr)))
 				return
 			}
 		}
@@ -397,11 +397,11 @@ func walkStrings(v any, path string, fn func(path, s string)) {
 	}
 }
 
-func (s *PolicySet) checkContext(entries []kyvernov1.ContextEntry, path string, f *faults) {
+func (s *PolicySet) checkContext(entries []kyvernov1.ContextEntry, path string, f *fault.Collector) {
 	for i, e := range entries {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		if e.Name == "" {
-			f.add(p+".name", "a context entry needs a name")
+			f.Add(p+".name", "a context entry needs a name")
 		}
 		n := 0
 		for _, set := range []bool{e.ConfigMap != nil, e.APICall != nil, e.ImageRegistry != nil, e.Variable != nil, e.GlobalReference != nil} {
@@ -410,14 +410,14 @@ func (s *PolicySet) checkContext(entries []kyvernov1.ContextEntry, path string, 
 			}
 		}
 		if n != 1 {
-			f.add(p, "a context entry needs exactly one of configMap, apiCall, imageRegistry, variable or globalReference")
+			f.Add(p, "a context entry needs exactly one of configMap, apiCall, imageRegistry, variable or globalReference")
 		}
 		var expr, field string
 		switch {
 		case e.Variable != nil:
 			expr, field = e.Variable.JMESPath, ".variable.jmesPath"
 			if e.Variable.Value == nil && e.Variable.JMESPath == "" {
-				f.add(p+".variable", "a variable needs a value or a jmesPath")
+				f.Add(p+".variable", "a variable needs a value or a jmesPath")
 			}
 		case e.APICall != nil:
 			expr, field = e.APICall.JMESPath, ".apiCall.jmesPath"
@@ -429,13 +429,13 @@ func (s *PolicySet) checkContext(entries []kyvernov1.ContextEntry, path string, 
 		}
 		if expr != "" && !strings.Contains(expr, "{{") {
 			if _, err := s.jp.Compile(expr); err != nil {
-				f.add(p+field, fmt.Sprintf("malformed JMESPath %q: %v", expr, unwrapCompile(err)))
+				f.Add(p+field, fmt.Sprintf("malformed JMESPath %q: %v", expr, unwrapCompile(err)))
 			}
 		}
 	}
 }
 
-func compileConditions(block *kyvernov1.AnyAllConditions, path string, f *faults) *conditionBlock {
+func compileConditions(block *kyvernov1.AnyAllConditions, path string, f *fault.Collector) *conditionBlock {
 	if block == nil {
 		return nil
 	}
@@ -447,15 +447,15 @@ func compileConditions(block *kyvernov1.AnyAllConditions, path string, f *faults
 			cp := fmt.Sprintf("%s[%d]", p, i)
 			op, ok := conditions.Parse(string(c.Operator))
 			if !ok {
-				f.add(cp+".operator", fmt.Sprintf("unknown operator %q", c.Operator))
+				f.Add(cp+".operator", fmt.Sprintf("unknown operator %q", c.Operator))
 			}
 			key, err := c.Key()
 			if err != nil {
-				f.add(cp+".key", err.Error())
+				f.Add(cp+".key", err.Error())
 			}
 			value, err := c.Value()
 			if err != nil {
-				f.add(cp+".value", err.Error())
+				f.Add(cp+".value", err.Error())
 			}
 			if variables.HasVariables(key) || variables.HasVariables(value) || variables.HasVariables(c.Message) {
 				out.hasVars = true

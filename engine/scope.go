@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/variables"
@@ -90,7 +91,7 @@ func scopeNamespace(req *Request, gvk schema.GroupVersionKind) string {
 // cluster-scoped kind, and (through generate.Check) a generated object or
 // clone source outside it. Values with variables are checked per
 // evaluation instead.
-func checkNamespacedRule(p *Policy, r *kyvernov1.Rule, path string, f *faults) {
+func checkNamespacedRule(p *Policy, r *kyvernov1.Rule, path string, f *fault.Collector) {
 	if p.namespace == "" {
 		return
 	}
@@ -99,10 +100,10 @@ func checkNamespacedRule(p *Policy, r *kyvernov1.Rule, path string, f *faults) {
 			t := &r.Mutation.Targets[i]
 			tp := fmt.Sprintf("%s.mutate.targets[%d]", path, i)
 			if cluster, known := generate.KnownScope(t.APIVersion, t.Kind); known && cluster {
-				f.add(tp+".kind", fmt.Sprintf("a namespaced policy cannot target the cluster-scoped kind %s", t.Kind))
+				f.Add(tp+".kind", fmt.Sprintf("a namespaced policy cannot target the cluster-scoped kind %s", t.Kind))
 			}
 			if t.Namespace != "" && !variables.HasVariables(t.Namespace) && t.Namespace != p.namespace {
-				f.add(tp+".namespace", fmt.Sprintf("a namespaced policy can only target its own namespace %q, not %q", p.namespace, t.Namespace))
+				f.Add(tp+".namespace", fmt.Sprintf("a namespaced policy can only target its own namespace %q, not %q", p.namespace, t.Namespace))
 			}
 		}
 	}
@@ -121,7 +122,7 @@ func checkNamespacedRule(p *Policy, r *kyvernov1.Rule, path string, f *faults) {
 		if faults, ok := err.(generate.Faults); ok {
 			for _, g := range faults {
 				if isNamespaceFault(g) {
-					f.add(path+"."+g.Field, g.Message)
+					f.Add(path+"."+g.Field, g.Message)
 				}
 			}
 		}
@@ -131,13 +132,13 @@ func checkNamespacedRule(p *Policy, r *kyvernov1.Rule, path string, f *faults) {
 // checkSecretsScope refuses, at path, the registry secrets a namespaced
 // policy names in another namespace ("team-b/regcred"); a name with
 // variables is checked when evaluated (CheckSecretScope).
-func checkSecretsScope(scope string, secrets []string, path string, f *faults) {
+func checkSecretsScope(scope string, secrets []string, path string, f *fault.Collector) {
 	for i, s := range secrets {
 		if variables.HasVariables(s) {
 			continue
 		}
 		if err := loader.CheckSecretScope(scope, scope, s); err != nil {
-			f.add(fmt.Sprintf("%s[%d]", path, i), err.Error())
+			f.Add(fmt.Sprintf("%s[%d]", path, i), err.Error())
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/variables"
 )
@@ -63,7 +64,7 @@ type foreachValidation struct {
 	nested        []*foreachValidation
 }
 
-func (s *PolicySet) compileValidate(r *kyvernov1.Rule, path string, f *faults) *validateRule {
+func (s *PolicySet) compileValidate(r *kyvernov1.Rule, path string, f *fault.Collector) *validateRule {
 	v := r.Validation
 	out := &validateRule{
 		message:       v.Message,
@@ -73,7 +74,7 @@ func (s *PolicySet) compileValidate(r *kyvernov1.Rule, path string, f *faults) *
 		podSecurity:   v.PodSecurity,
 	}
 	if v.FailureAction != nil && !v.FailureAction.IsValid() {
-		f.add(path+".failureAction", fmt.Sprintf("unknown action %q, want Audit or Enforce", *v.FailureAction))
+		f.Add(path+".failureAction", fmt.Sprintf("unknown action %q, want Audit or Enforce", *v.FailureAction))
 	}
 	n := 0
 	if v.RawPattern != nil {
@@ -108,30 +109,30 @@ func (s *PolicySet) compileValidate(r *kyvernov1.Rule, path string, f *faults) *
 		out.unsupported = "validate.assert"
 	}
 	if n == 0 {
-		f.add(path, "validate needs one of pattern, anyPattern, deny, foreach, podSecurity, cel, manifests or assert")
+		f.Add(path, "validate needs one of pattern, anyPattern, deny, foreach, podSecurity, cel, manifests or assert")
 	} else if n > 1 {
-		f.add(path, "validate may have only one of pattern, anyPattern, deny, foreach, podSecurity, cel, manifests or assert")
+		f.Add(path, "validate may have only one of pattern, anyPattern, deny, foreach, podSecurity, cel, manifests or assert")
 	}
 	return out
 }
 
-func (s *PolicySet) compilePattern(raw []byte, path string, f *faults) *patternSpec {
+func (s *PolicySet) compilePattern(raw []byte, path string, f *fault.Collector) *patternSpec {
 	var p any
 	if err := json.Unmarshal(raw, &p); err != nil {
-		f.add(path, "invalid JSON: "+err.Error())
+		f.Add(path, "invalid JSON: "+err.Error())
 		return nil
 	}
 	return s.patternFrom(p, path, f)
 }
 
-func (s *PolicySet) patternFrom(p any, path string, f *faults) *patternSpec {
+func (s *PolicySet) patternFrom(p any, path string, f *fault.Collector) *patternSpec {
 	ps := &patternSpec{raw: p, hasVars: variables.HasVariables(p)}
 	// A pattern is compiled once here to find its faults (unknown anchors,
 	// empty arrays). One with variables is compiled again per evaluation,
 	// after substitution.
 	c, err := compilePatternTree(p)
 	if err != nil {
-		f.add(patternFieldPath(path, err), patternFault(err))
+		f.Add(patternFieldPath(path, err), patternFault(err))
 		return nil
 	}
 	if !ps.hasVars {
@@ -140,14 +141,14 @@ func (s *PolicySet) patternFrom(p any, path string, f *faults) *patternSpec {
 	return ps
 }
 
-func (s *PolicySet) compileAnyPattern(raw []byte, path string, f *faults) []*patternSpec {
+func (s *PolicySet) compileAnyPattern(raw []byte, path string, f *fault.Collector) []*patternSpec {
 	var list []any
 	if err := json.Unmarshal(raw, &list); err != nil {
-		f.add(path, "anyPattern must be a list of patterns")
+		f.Add(path, "anyPattern must be a list of patterns")
 		return nil
 	}
 	if len(list) == 0 {
-		f.add(path, "anyPattern needs at least one pattern")
+		f.Add(path, "anyPattern needs at least one pattern")
 	}
 	out := make([]*patternSpec, 0, len(list))
 	for i, p := range list {
@@ -158,10 +159,10 @@ func (s *PolicySet) compileAnyPattern(raw []byte, path string, f *faults) []*pat
 	return out
 }
 
-func (s *PolicySet) compileDeny(d *kyvernov1.Deny, path string, f *faults) *conditionBlock {
+func (s *PolicySet) compileDeny(d *kyvernov1.Deny, path string, f *fault.Collector) *conditionBlock {
 	block, err := kyvernov1.ParseConditions(d.RawAnyAllConditions)
 	if err != nil {
-		f.add(path+".conditions", err.Error())
+		f.Add(path+".conditions", err.Error())
 		return nil
 	}
 	if block == nil {
@@ -175,17 +176,17 @@ func (s *PolicySet) compileDeny(d *kyvernov1.Deny, path string, f *faults) *cond
 	return cb
 }
 
-func (s *PolicySet) compileForeach(list []kyvernov1.ForEachValidation, path string, f *faults) []*foreachValidation {
+func (s *PolicySet) compileForeach(list []kyvernov1.ForEachValidation, path string, f *fault.Collector) []*foreachValidation {
 	out := make([]*foreachValidation, 0, len(list))
 	for i := range list {
 		fe := &list[i]
 		p := fmt.Sprintf("%s[%d]", path, i)
 		c := &foreachValidation{list: fe.List, elementScope: fe.ElementScope, context: fe.Context}
 		if fe.List == "" {
-			f.add(p+".list", "foreach needs a list expression")
+			f.Add(p+".list", "foreach needs a list expression")
 		} else if !strings.Contains(fe.List, "{{") {
 			if _, err := s.jp.Compile(fe.List); err != nil {
-				f.add(p+".list", fmt.Sprintf("malformed JMESPath %q: %v", fe.List, unwrapCompile(err)))
+				f.Add(p+".list", fmt.Sprintf("malformed JMESPath %q: %v", fe.List, unwrapCompile(err)))
 			}
 		}
 		s.checkContext(fe.Context, p+".context", f)
@@ -207,13 +208,13 @@ func (s *PolicySet) compileForeach(list []kyvernov1.ForEachValidation, path stri
 			n++
 			var nested []kyvernov1.ForEachValidation
 			if err := json.Unmarshal(fe.ForEachValidation.Raw, &nested); err != nil {
-				f.add(p+".foreach", "invalid nested foreach: "+err.Error())
+				f.Add(p+".foreach", "invalid nested foreach: "+err.Error())
 			} else {
 				c.nested = s.compileForeach(nested, p+".foreach", f)
 			}
 		}
 		if n != 1 {
-			f.add(p, "foreach needs exactly one of pattern, anyPattern, deny or foreach")
+			f.Add(p, "foreach needs exactly one of pattern, anyPattern, deny or foreach")
 		}
 		out = append(out, c)
 	}

@@ -101,16 +101,16 @@ func celPolicyEnv() (*environment.EnvSet, error) {
 // ValidatingPolicy or ImageValidatingPolicy and returns the action charter
 // takes: Enforce when Deny is among them (the default, [Deny], when none is
 // set), Audit otherwise.
-func celValidationAction(actions []admissionregistrationv1.ValidationAction, eval *policiesv1.EvaluationConfiguration, f *faults) Action {
+func celValidationAction(actions []admissionregistrationv1.ValidationAction, eval *policiesv1.EvaluationConfiguration, f *fault.Collector) Action {
 	for i, a := range actions {
 		switch a {
 		case admissionregistrationv1.Deny, admissionregistrationv1.Audit, admissionregistrationv1.Warn:
 		default:
-			f.add(fmt.Sprintf("spec.validationActions[%d]", i), fmt.Sprintf("unknown action %q, want Deny, Audit or Warn", a))
+			f.Add(fmt.Sprintf("spec.validationActions[%d]", i), fmt.Sprintf("unknown action %q, want Deny, Audit or Warn", a))
 		}
 	}
 	if eval != nil && eval.Mode != "" && eval.Mode != policiesv1.EvaluationModeKubernetes {
-		f.add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", eval.Mode))
+		f.Add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", eval.Mode))
 	}
 	if len(actions) == 0 || slices.Contains(actions, admissionregistrationv1.Deny) {
 		return Enforce
@@ -120,21 +120,21 @@ func celValidationAction(actions []admissionregistrationv1.ValidationAction, eva
 
 func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike, p *Policy) fault.List {
 	spec := src.GetValidatingPolicySpec()
-	f := &faults{kind: src.GetKind(), name: p.key}
+	f := &fault.Collector{Kind: src.GetKind(), Name: p.key}
 	vp := &validatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
 		action: celValidationAction(spec.ValidationAction, spec.EvaluationConfiguration, f)}
 	if src.IsNamespaced() {
 		vp.namespace = src.GetNamespace()
 	}
 	if len(spec.Validations) == 0 && len(spec.AuditAnnotations) == 0 {
-		f.add("spec.validations", "a ValidatingPolicy needs at least one validation or audit annotation")
+		f.Add("spec.validations", "a ValidatingPolicy needs at least one validation or audit annotation")
 	}
 	vp.variants = compileVariants(spec, autogen.ValidatingPolicy, compileVPolVariant,
 		func(m *constraints, l *lazyVariant[policiesv1.ValidatingPolicySpec, vpolVariant]) *vpolVariant {
 			return &vpolVariant{match: m, lazy: l}
 		}, f)
-	if len(f.errs) > 0 {
-		return f.errs
+	if len(f.Errs) > 0 {
+		return f.Errs
 	}
 	p.vpol = vp
 	p.kinds = []string{"*"}
@@ -145,19 +145,19 @@ func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike,
 // as celRules does for validate.cel.
 var compiledVariants weakCache[vpolVariant]
 
-func compileVPolVariant(spec *policiesv1.ValidatingPolicySpec, path string, f *faults) *vpolVariant {
+func compileVPolVariant(spec *policiesv1.ValidatingPolicySpec, path string, f *fault.Collector) *vpolVariant {
 	return compiledVariants.compile(spec, path, f, func() *vpolVariant { return compileVPolVariantUncached(spec, path, f) })
 }
 
-func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path string, f *faults) *vpolVariant {
+func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path string, f *fault.Collector) *vpolVariant {
 	envCompiler, err := celPolicyCompiler()
 	if err != nil {
-		f.add(path, "CEL environment: "+err.Error())
+		f.Add(path, "CEL environment: "+err.Error())
 		return nil
 	}
 	v := &vpolVariant{compiler: envCompiler.forPolicy()}
 	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
-		f.add(path+".matchConstraints", err.Error())
+		f.Add(path+".matchConstraints", err.Error())
 	}
 	// params and authorizer are never bound for these kinds: every
 	// expression compiles through compileChecked, whose checked
@@ -165,12 +165,12 @@ func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path stri
 	var checked []vpolChecked
 	compile := func(a *celAccessor, field string) *celProgram {
 		if strings.TrimSpace(a.expr) == "" {
-			f.add(field, "expression must not be empty")
+			f.Add(field, "expression must not be empty")
 			return nil
 		}
 		res := v.compiler.compileChecked(a, environment.StoredExpressions)
 		if res.Error != nil {
-			f.add(field, celFault(res.Error.Detail))
+			f.Add(field, celFault(res.Error.Detail))
 			return nil
 		}
 		p := &celProgram{expr: a.expr, program: res.Program, untracked: res.untracked}
@@ -188,12 +188,12 @@ func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path stri
 	for i, vr := range spec.Variables {
 		field := fmt.Sprintf("%s.variables[%d]", path, i)
 		if vr.Name == "" {
-			f.add(field+".name", "a variable needs a name")
+			f.Add(field+".name", "a variable needs a name")
 			continue
 		}
 		res := v.compiler.compileAndStoreChecked(&celAccessor{name: vr.Name, expr: vr.Expression, returns: anyReturn()}, environment.StoredExpressions)
 		if res.Error != nil {
-			f.add(field+".expression", celFault(res.Error.Detail))
+			f.Add(field+".expression", celFault(res.Error.Detail))
 			continue
 		}
 		v.variables = append(v.variables, celVariable{name: vr.Name, program: res.Program, untracked: res.untracked, shared: sharedKeyOf(vr.Expression)})
@@ -213,19 +213,19 @@ func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path stri
 	for i, a := range spec.AuditAnnotations {
 		field := fmt.Sprintf("%s.auditAnnotations[%d]", path, i)
 		if a.Key == "" {
-			f.add(field+".key", "an audit annotation needs a key")
+			f.Add(field+".key", "an audit annotation needs a key")
 		}
-		before := len(f.errs)
+		before := len(f.Errs)
 		p := compile(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, field+".valueExpression")
-		if len(f.errs) > before && strings.Contains(f.errs[before].Fault, "but got dyn") {
+		if len(f.Errs) > before && strings.Contains(f.Errs[before].Fault, "but got dyn") {
 			// Kyverno refuses dyn here too; say how to fix it.
-			f.errs[before].Fault += " (wrap the expression in string(...))"
+			f.Errs[before].Fault += " (wrap the expression in string(...))"
 		}
 		if p != nil {
 			v.annotations = append(v.annotations, vpolAnnotation{key: a.Key, celProgram: *p})
 		}
 	}
-	if len(f.errs) == 0 {
+	if len(f.Errs) == 0 {
 		v.boundVariant(checked)
 	}
 	return v

@@ -68,22 +68,22 @@ func (s *PolicySet) compileCELException(src *policiesv1.PolicyException, scope E
 	if src.Namespace != "" {
 		key = src.Namespace + "/" + src.Name
 	}
-	f := &faults{kind: "PolicyException", name: key}
+	f := &fault.Collector{Kind: "PolicyException", Name: key}
 	if len(src.Spec.PolicyRefs) == 0 {
-		f.add("spec.policyRefs", "must specify at least one policy ref")
+		f.Add("spec.policyRefs", "must specify at least one policy ref")
 	}
 	for i, r := range src.Spec.PolicyRefs {
 		if r.Name == "" {
-			f.add(fmt.Sprintf("spec.policyRefs[%d].name", i), "must specify policy name")
+			f.Add(fmt.Sprintf("spec.policyRefs[%d].name", i), "must specify policy name")
 		}
 		if r.Kind == "" {
-			f.add(fmt.Sprintf("spec.policyRefs[%d].kind", i), "must specify policy kind")
+			f.Add(fmt.Sprintf("spec.policyRefs[%d].kind", i), "must specify policy kind")
 		}
 	}
 	switch src.Spec.ReportResult {
 	case "", "skip", "pass":
 	default:
-		f.add("spec.reportResult", fmt.Sprintf("unknown result %q, want skip or pass", src.Spec.ReportResult))
+		f.Add("spec.reportResult", fmt.Sprintf("unknown result %q, want skip or pass", src.Spec.ReportResult))
 	}
 	ex := &celException{src: src, key: key, scope: scope}
 	if v, ok := src.Labels[priorityLabel]; ok {
@@ -94,21 +94,21 @@ func (s *PolicySet) compileCELException(src *policiesv1.PolicyException, scope E
 		ex.compiler = envCompiler.forPolicy()
 	}
 	if err != nil {
-		f.add("spec", "CEL environment: "+err.Error())
-		return nil, f.errs
+		f.Add("spec", "CEL environment: "+err.Error())
+		return nil, f.Errs
 	}
 	for i, mc := range src.Spec.MatchConditions {
 		field := fmt.Sprintf("spec.matchConditions[%d].expression", i)
 		res := ex.compiler.CompileCELExpression(&celAccessor{name: mc.Name, expr: mc.Expression, returns: boolReturn()},
 			plugincel.OptionalVariableDeclarations{}, environment.StoredExpressions)
 		if res.Error != nil {
-			f.add(field, celFault(res.Error.Detail))
+			f.Add(field, celFault(res.Error.Detail))
 			continue
 		}
 		ex.conditions = append(ex.conditions, celProgram{expr: mc.Expression, program: res.Program})
 	}
-	if len(f.errs) > 0 {
-		return nil, f.errs
+	if len(f.Errs) > 0 {
+		return nil, f.Errs
 	}
 	return ex, nil
 }

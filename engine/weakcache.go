@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"weak"
+
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // weakCache holds compiled values still in use, by source: the CLI
@@ -45,15 +47,15 @@ func (c *weakCache[T]) get(key string, compile func() (v *T, ok bool)) *T {
 // fault at path. Every compiled CEL policy part goes through here: the
 // variants of ValidatingPolicies, MutatingPolicies and
 // ImageValidatingPolicies, and validate.cel rules.
-func (c *weakCache[T]) compile(src any, path string, f *faults, compile func() *T) *T {
+func (c *weakCache[T]) compile(src any, path string, f *fault.Collector, compile func() *T) *T {
 	key, err := json.Marshal(src)
 	if err != nil {
-		f.add(path, err.Error())
+		f.Add(path, err.Error())
 		return nil
 	}
 	return c.get(string(key), func() (*T, bool) {
-		before := len(f.errs)
+		before := len(f.Errs)
 		v := compile()
-		return v, len(f.errs) == before
+		return v, len(f.Errs) == before
 	})
 }

@@ -17,6 +17,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/fault"
 )
 
 // maxWebhookConditions is the API server's limit on a webhook's
@@ -58,7 +59,7 @@ const webhookConditionsPath = "spec.webhookConfiguration.matchConditions"
 // matchConditions as the API server validates a webhook's: at most 64,
 // each with a unique qualified name and a boolean expression. nil when
 // the policy has none.
-func compileWebhookConditions(conditions []admissionregistrationv1.MatchCondition, f *faults) *webhookConditions {
+func compileWebhookConditions(conditions []admissionregistrationv1.MatchCondition, f *fault.Collector) *webhookConditions {
 	if len(conditions) == 0 {
 		return nil
 	}
@@ -67,10 +68,10 @@ func compileWebhookConditions(conditions []admissionregistrationv1.MatchConditio
 	})
 }
 
-func compileWebhookConditionsOnce(conditions []admissionregistrationv1.MatchCondition, f *faults) *webhookConditions {
+func compileWebhookConditionsOnce(conditions []admissionregistrationv1.MatchCondition, f *fault.Collector) *webhookConditions {
 	const path = webhookConditionsPath
 	if len(conditions) > maxWebhookConditions {
-		f.add(path, fmt.Sprintf("%d conditions: a webhook takes at most %d", len(conditions), maxWebhookConditions))
+		f.Add(path, fmt.Sprintf("%d conditions: a webhook takes at most %d", len(conditions), maxWebhookConditions))
 	}
 	out := &webhookConditions{}
 	decls := plugincel.OptionalVariableDeclarations{HasAuthorizer: true}
@@ -79,23 +80,23 @@ func compileWebhookConditionsOnce(conditions []admissionregistrationv1.MatchCond
 		field := fmt.Sprintf("%s[%d]", path, i)
 		switch {
 		case mc.Name == "":
-			f.add(field+".name", "a match condition needs a name")
+			f.Add(field+".name", "a match condition needs a name")
 		case seen[mc.Name]:
-			f.add(field+".name", fmt.Sprintf("duplicate match condition name %q", mc.Name))
+			f.Add(field+".name", fmt.Sprintf("duplicate match condition name %q", mc.Name))
 		default:
 			for _, msg := range validation.IsQualifiedName(mc.Name) {
-				f.add(field+".name", fmt.Sprintf("%q: %s", mc.Name, msg))
+				f.Add(field+".name", fmt.Sprintf("%q: %s", mc.Name, msg))
 			}
 		}
 		seen[mc.Name] = true
 		expr := strings.TrimSpace(mc.Expression)
 		if expr == "" {
-			f.add(field+".expression", "expression must not be empty")
+			f.Add(field+".expression", "expression must not be empty")
 			continue
 		}
 		res := webhookConditionsCompiler().CompileCELExpression(&celAccessor{name: mc.Name, expr: expr, returns: boolReturn()}, decls, environment.NewExpressions)
 		if res.Error != nil {
-			f.add(field+".expression", celFault(res.Error.Detail))
+			f.Add(field+".expression", celFault(res.Error.Detail))
 			continue
 		}
 		out.programs = append(out.programs, celProgram{expr: expr, program: res.Program})
