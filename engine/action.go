@@ -4,6 +4,7 @@ import (
 	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/wildcard"
 )
 
@@ -20,7 +21,7 @@ import (
 // only promotes: "audit", any other value or no label leave the policy's
 // own action in place, so a namespace owner cannot relax an Enforce
 // policy by labelling the namespace.
-func (ev *evaluation) action(r *rule) Action {
+func (ev *evaluation) action(r *rule) review.Action {
 	v := r.validate
 	if v != nil {
 		if a, ok := ev.override(v.overrides); ok {
@@ -30,7 +31,7 @@ func (ev *evaluation) action(r *rule) Action {
 	spec := ev.policy.spec
 	if ev.promoted() {
 		if _, ok := ev.override(spec.ValidationFailureActionOverrides); !ok {
-			return Enforce
+			return review.Enforce
 		}
 	}
 	if v != nil && v.failureAction != nil && v.failureAction.IsValid() {
@@ -47,23 +48,23 @@ func (ev *evaluation) action(r *rule) Action {
 // only for staged policies; a cluster-scoped resource has none, so staged
 // policies keep their own action on it.
 func (ev *evaluation) promoted() bool {
-	return charter.IsStaged(ev.policy.source.GetLabels()) && charter.Enforces(ev.in.namespaceLabels())
+	return charter.IsStaged(ev.policy.source.GetLabels()) && charter.Enforces(ev.in.NamespaceLabels())
 }
 
 // override returns the action of the first valid override that covers the
 // request's namespace: its namespaces (wildcards) and namespaceSelector
 // must both match when set; an override with neither covers every
 // namespace.
-func (ev *evaluation) override(overrides []kyvernov1.ValidationFailureActionOverride) (Action, bool) {
+func (ev *evaluation) override(overrides []kyvernov1.ValidationFailureActionOverride) (review.Action, bool) {
 	for i := range overrides {
 		o := &overrides[i]
 		if !o.Action.IsValid() {
 			continue
 		}
-		if len(o.Namespaces) > 0 && !anyWildcard(o.Namespaces, ev.in.res.Namespace) {
+		if len(o.Namespaces) > 0 && !anyWildcard(o.Namespaces, ev.in.Res.Namespace) {
 			continue
 		}
-		if o.NamespaceSelector != nil && !match.Selector(o.NamespaceSelector, ev.in.namespaceLabels()) {
+		if o.NamespaceSelector != nil && !match.Selector(o.NamespaceSelector, ev.in.NamespaceLabels()) {
 			continue
 		}
 		return normalizeAction(o.Action), true
@@ -71,11 +72,11 @@ func (ev *evaluation) override(overrides []kyvernov1.ValidationFailureActionOver
 	return "", false
 }
 
-func normalizeAction(a kyvernov1.ValidationFailureAction) Action {
+func normalizeAction(a kyvernov1.ValidationFailureAction) review.Action {
 	if a.Enforce() {
-		return Enforce
+		return review.Enforce
 	}
-	return Audit
+	return review.Audit
 }
 
 func anyWildcard(patterns []string, s string) bool {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // actionCase is one testdata/action/*.yaml file: policies, and the
@@ -68,7 +69,7 @@ func TestActionTestdata(t *testing.T) {
 			t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml")+"/"+c.Name, func(t *testing.T) {
 				pod := map[string]any{"apiVersion": "v1", "kind": "Pod",
 					"metadata": map[string]any{"name": "p", "namespace": c.Namespace}}
-				req := &Request{Object: pod, NamespaceLabels: c.NamespaceLabels}
+				req := &review.Request{Object: pod, NamespaceLabels: c.NamespaceLabels}
 				nsLoader := &namespaceLabels{namespace: c.Namespace, labels: c.LoaderLabels}
 				resp := set.Validate(context.Background(), req, WithLoaders(loader.Loaders{Namespaces: nsLoader}))
 				got := map[string]string{}
@@ -108,8 +109,8 @@ func TestActionLooksUpNamespaceOnlyForStaged(t *testing.T) {
 	}
 	nsLoader := &namespaceLabels{namespace: "a", labels: map[string]string{"charter.dev/enforcement": "enforce"}}
 	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p", "namespace": "a"}}
-	resp := set.Validate(context.Background(), &Request{Object: pod}, WithLoaders(loader.Loaders{Namespaces: nsLoader}))
-	if n := len(resp.Policies); n != 1 || resp.Policies[0].Rules[0].Action != Audit {
+	resp := set.Validate(context.Background(), &review.Request{Object: pod}, WithLoaders(loader.Loaders{Namespaces: nsLoader}))
+	if n := len(resp.Policies); n != 1 || resp.Policies[0].Rules[0].Action != review.Audit {
 		t.Fatalf("responses %+v, want one Audit rule", resp.Policies)
 	}
 	if nsLoader.lookups != 0 {

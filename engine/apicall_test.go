@@ -9,6 +9,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // recordingAPI answers every call with answer and keeps the calls.
@@ -64,8 +65,8 @@ spec:
 	pod := map[string]any{"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": "web", "namespace": "default", "labels": map[string]any{"team": "t0ken"}},
 		"spec":     map[string]any{"containers": []any{map[string]any{"name": "c", "image": "nginx"}}}}
-	resp := set.Validate(context.Background(), &Request{Operation: kyvernov1.Create, Object: pod}, WithLoaders(loader.Loaders{APICalls: api}))
-	if len(resp.Policies) != 1 || resp.Policies[0].Rules[0].Status != StatusFail {
+	resp := set.Validate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: pod}, WithLoaders(loader.Loaders{APICalls: api}))
+	if len(resp.Policies) != 1 || resp.Policies[0].Rules[0].Status != review.StatusFail {
 		t.Fatalf("responses %+v, want the rule to fail on the service's answer", resp.Policies)
 	}
 	if len(api.calls) != 1 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/hack/benchadmission/policymix"
 	"github.com/charter-dev/charter/internal/benchmem"
 	"github.com/charter-dev/charter/internal/corpus"
@@ -103,7 +104,7 @@ func benchValidatePods(b *testing.B, policies []kyvernov1.PolicyInterface) (cpuP
 	i := 0
 	cpu := benchmem.ProcessCPU()
 	for b.Loop() {
-		resp := set.Validate(ctx, &Request{Object: pods[i%len(pods)]})
+		resp := set.Validate(ctx, &review.Request{Object: pods[i%len(pods)]})
 		if len(resp.Policies) == 0 {
 			b.Fatal("no responses")
 		}
@@ -169,7 +170,7 @@ func respondingPolicies(b *testing.B, policies []kyvernov1.PolicyInterface, obje
 		b.Fatal(err)
 	}
 	var out []kyvernov1.PolicyInterface
-	for _, pr := range set.Validate(context.Background(), &Request{Object: object}).Policies {
+	for _, pr := range set.Validate(context.Background(), &review.Request{Object: object}).Policies {
 		out = append(out, pr.Policy)
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // A request is evaluated against the policies that can select it. With a
@@ -101,11 +102,11 @@ func (k *kindIndex) lists(out []*policyList, in *requestView, anyNamespace bool)
 		}
 		return out
 	}
-	if l := k.byNamespace[match.NamespaceOf(&in.res)]; l != nil {
+	if l := k.byNamespace[match.NamespaceOf(&in.Res)]; l != nil {
 		out = append(out, l)
 	}
-	if in.scope != "" {
-		if l := k.byScope[in.scope]; l != nil {
+	if in.Scope != "" {
+		if l := k.byScope[in.Scope]; l != nil {
 			out = append(out, l)
 		}
 	}
@@ -143,7 +144,7 @@ func (s *PolicySet) index(p *Policy) {
 // buckets returns the buckets that can hold policies selecting the
 // request, in buf.
 func (s *PolicySet) buckets(buf []*policyList, in *requestView, anyNamespace bool) []*policyList {
-	if k := s.byKind[in.gvk.Kind]; k != nil {
+	if k := s.byKind[in.GVK.Kind]; k != nil {
 		buf = k.lists(buf, in, anyNamespace)
 	}
 	return s.wildcard.lists(buf, in, anyNamespace)
@@ -179,7 +180,7 @@ func (s *PolicySet) candidatesIn(in *requestView, anyNamespace bool) []*Policy {
 		// bucket of each.
 		out = slices.Compact(out)
 	}
-	if s.webhookConditioned == 0 || in.cfg.webhookConditionsMet {
+	if s.webhookConditioned == 0 || in.Opts.WebhookConditionsMet {
 		return out
 	}
 	// A policy whose webhook matchConditions do not hold for the request
@@ -220,7 +221,7 @@ const ruleBlock = 64
 // policies' Rules point. At 1,000 policies a Pod got about 70 responses,
 // and growing the slice past 64 cost 27 KiB a review, 40% of what the
 // review allocated.
-func (in *requestView) appendRule(start int, rr RuleResponse) int {
+func (in *requestView) appendRule(start int, rr review.RuleResponse) int {
 	if len(in.rules) == cap(in.rules) {
 		moved := len(in.rules) - start
 		// Beyond the candidates' count (or without one), the slice grows
@@ -230,7 +231,7 @@ func (in *requestView) appendRule(start int, rr RuleResponse) int {
 			size = max(min(in.rulesBeyond, ruleBlock), moved+1)
 		}
 		in.rulesBeyond = max(in.rulesBeyond-(size-moved), 0)
-		block := make([]RuleResponse, moved, size)
+		block := make([]review.RuleResponse, moved, size)
 		copy(block, in.rules[start:])
 		in.rules, start = block, 0
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/charter-dev/charter/engine/celenv"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // celRule is a compiled validate.cel block plus the rule's celPreconditions.
@@ -203,20 +204,20 @@ func (ci *celInputs) measure(i int) celenv.InputBound {
 	in := ci.view
 	switch i {
 	case celenv.InputObject:
-		return celenv.ValueSizes(in.req.Object, celenv.LargestBound)
+		return celenv.ValueSizes(in.Req.Object, celenv.LargestBound)
 	case celenv.InputOldObject:
-		return celenv.ValueSizes(in.req.OldObject, celenv.LargestBound)
+		return celenv.ValueSizes(in.Req.OldObject, celenv.LargestBound)
 	case celenv.InputNamespace:
 		ci.namespaceValue()
 		return celenv.ValueSizes(ci.namespaceObject, celenv.LargestBound)
 	}
 	// request, by the fields admissionRequest reads, without building it.
-	u := in.req.UserInfo
+	u := in.Req.UserInfo
 	size := celenv.InputBound{Lists: max(len(u.Groups), len(u.Extra)),
 		Strings: max(len(u.Username), len(u.UID),
-			len(in.res.Name), len(in.res.Namespace), len(in.req.SubResource), len(in.op),
-			len(in.gvk.Group), len(in.gvk.Version), len(in.gvk.Kind),
-			len(in.req.Resource.Group), len(in.req.Resource.Version), len(in.req.Resource.Resource))}
+			len(in.Res.Name), len(in.Res.Namespace), len(in.Req.SubResource), len(in.Op),
+			len(in.GVK.Group), len(in.GVK.Version), len(in.GVK.Kind),
+			len(in.Req.Resource.Group), len(in.Req.Resource.Version), len(in.Req.Resource.Resource))}
 	for _, g := range u.Groups {
 		size.Strings = max(size.Strings, len(g))
 	}
@@ -240,18 +241,18 @@ func (ci *celInputs) measure(i int) celenv.InputBound {
 // are wrapped, not copied: the CEL adapter reads the unstructured maps in
 // place.
 func (in *requestView) celInputs() *celInputs {
-	if in.cel != nil {
-		return in.cel
+	if ci, ok := in.CEL.(*celInputs); ok {
+		return ci
 	}
 	ci := &celInputs{object: types.NullValue, oldObject: types.NullValue, view: in}
 	ci.adapter.UseHints()
-	if in.req.Object != nil {
-		ci.object = ci.adapter.NativeToValue(in.req.Object)
+	if in.Req.Object != nil {
+		ci.object = ci.adapter.NativeToValue(in.Req.Object)
 	}
-	if in.req.OldObject != nil {
-		ci.oldObject = ci.adapter.NativeToValue(in.req.OldObject)
+	if in.Req.OldObject != nil {
+		ci.oldObject = ci.adapter.NativeToValue(in.Req.OldObject)
 	}
-	in.cel = ci
+	in.CEL = ci
 	return ci
 }
 
@@ -264,19 +265,19 @@ func (ci *celInputs) namespaceValue() ref.Val {
 	}
 	ci.namespace = types.NullValue
 	in := ci.view
-	ns := in.res.Namespace
-	if ns == "" || (in.gvk.Kind == "Namespace" && in.gvk.Group == "") {
+	ns := in.Res.Namespace
+	if ns == "" || (in.GVK.Kind == "Namespace" && in.GVK.Group == "") {
 		return ci.namespace
 	}
-	if l, ok := in.cfg.loaders.Namespaces.(loader.NamespaceObjectLoader); ok {
-		if obj, err := l.NamespaceObject(in.ctx, ns); err == nil && obj != nil {
+	if l, ok := in.Opts.Loaders.Namespaces.(loader.NamespaceObjectLoader); ok {
+		if obj, err := l.NamespaceObject(in.Ctx, ns); err == nil && obj != nil {
 			ci.namespaceObject = obj
 		}
 	}
 	if ci.namespaceObject == nil {
 		// The part of namespaceObject a policy can rely on here.
 		meta := map[string]any{"name": ns}
-		if labels := in.namespaceLabels(); len(labels) > 0 {
+		if labels := in.NamespaceLabels(); len(labels) > 0 {
 			l := make(map[string]any, len(labels))
 			for k, v := range labels {
 				l[k] = v
@@ -292,7 +293,7 @@ func (ci *celInputs) namespaceValue() ref.Val {
 // requestValue is `request`, built on first use.
 func (ci *celInputs) requestValue() ref.Val {
 	if ci.request == nil {
-		ci.request = ci.adapter.NativeToValue(ci.view.admissionRequest(ci.view.op))
+		ci.request = ci.adapter.NativeToValue(ci.view.admissionRequest(ci.view.Op))
 	}
 	return ci.request
 }
@@ -300,9 +301,9 @@ func (ci *celInputs) requestValue() ref.Val {
 // admissionRequest is the AdmissionRequest exposed as `request`: VAP's,
 // plus the objects, which Kyverno's CEL policies read there too.
 func (in *requestView) admissionRequest(op kyvernov1.AdmissionOperation) map[string]any {
-	gvk := map[string]any{"group": in.gvk.Group, "version": in.gvk.Version, "kind": in.gvk.Kind}
-	gvr := map[string]any{"group": in.req.Resource.Group, "version": in.req.Resource.Version, "resource": in.req.Resource.Resource}
-	u := in.req.UserInfo
+	gvk := map[string]any{"group": in.GVK.Group, "version": in.GVK.Version, "kind": in.GVK.Kind}
+	gvr := map[string]any{"group": in.Req.Resource.Group, "version": in.Req.Resource.Version, "resource": in.Req.Resource.Resource}
+	u := in.Req.UserInfo
 	groups := make([]any, len(u.Groups))
 	for i, g := range u.Groups {
 		groups[i] = g
@@ -322,26 +323,26 @@ func (in *requestView) admissionRequest(op kyvernov1.AdmissionOperation) map[str
 	// object and oldObject are there for Kyverno's CEL policies, whose
 	// request type declares them (withRequestVariables); VAP's does not.
 	var object, oldObject any
-	if in.req.Object != nil {
-		object = in.req.Object
+	if in.Req.Object != nil {
+		object = in.Req.Object
 	}
-	if in.req.OldObject != nil {
-		oldObject = in.req.OldObject
+	if in.Req.OldObject != nil {
+		oldObject = in.Req.OldObject
 	}
 	return map[string]any{
 		"object":             object,
 		"oldObject":          oldObject,
 		"kind":               gvk,
 		"resource":           gvr,
-		"subResource":        in.req.SubResource,
+		"subResource":        in.Req.SubResource,
 		"requestKind":        gvk,
 		"requestResource":    gvr,
-		"requestSubResource": in.req.SubResource,
-		"name":               in.res.Name,
-		"namespace":          in.res.Namespace,
+		"requestSubResource": in.Req.SubResource,
+		"name":               in.Res.Name,
+		"namespace":          in.Res.Namespace,
 		"operation":          string(op),
 		"userInfo":           user,
-		"dryRun":             in.req.DryRun,
+		"dryRun":             in.Req.DryRun,
 	}
 }
 
@@ -459,7 +460,7 @@ func actualCost(details *celgo.EvalDetails) int64 {
 //
 // replay evaluates the old object as the object of a CREATE, the way
 // allowExistingViolations looks at the old object.
-func (vd *validator) cel(ctx context.Context, c *celRule, replay bool) outcome {
+func (vd *validator) cel(ctx context.Context, c *celRule, replay bool) review.Outcome {
 	act := vd.ev.in.celActivation(replay)
 	act.scope = vd.ev.readScope()
 	if c.paramKind == nil {
@@ -467,19 +468,19 @@ func (vd *validator) cel(ctx context.Context, c *celRule, replay bool) outcome {
 	}
 	params, err := vd.ev.params(ctx, c)
 	if err != nil {
-		return errorf("rule %s: %v", vd.rule.name, err)
+		return review.Errorf("rule %s: %v", vd.rule.name, err)
 	}
 	if len(params) == 0 {
 		// parameterNotFoundAction: Allow lets the request through
 		// without evaluating, as a VAP binding does.
-		return skip("no params found")
+		return review.Skip("no params found")
 	}
 	// With several params (a paramRef.selector), the rule is evaluated
 	// against each, as VAP does; the first that does not pass decides.
-	var o outcome
+	var o review.Outcome
 	for _, p := range params {
 		act.params = types.DefaultTypeAdapter.NativeToValue(p)
-		if o = vd.celWith(ctx, c, act); o.status != StatusPass {
+		if o = vd.celWith(ctx, c, act); o.Status != review.StatusPass {
 			return o
 		}
 	}
@@ -508,18 +509,18 @@ func newCELEvaluator(ctx context.Context, c *celRule, act *celActivation) *celEv
 
 // preconditions evaluates the rule's celPreconditions: nil when they all
 // hold, a skip when one does not, an error when one cannot be evaluated.
-func (e *celEvaluator) preconditions(c *celRule, act *celActivation, rule string) *outcome {
+func (e *celEvaluator) preconditions(c *celRule, act *celActivation, rule string) *review.Outcome {
 	for i := range c.preconditions {
 		val, err := e.eval(&c.preconditions[i])
 		if err != nil {
-			o := errorf("failed to evaluate celPreconditions: %v", err)
+			o := review.Errorf("failed to evaluate celPreconditions: %v", err)
 			if act.wantedAuthorizer {
 				o = errAuthorizer(rule)
 			}
 			return &o
 		}
 		if val != types.True {
-			o := skip("cel preconditions not met")
+			o := review.Skip("cel preconditions not met")
 			return &o
 		}
 	}
@@ -527,7 +528,7 @@ func (e *celEvaluator) preconditions(c *celRule, act *celActivation, rule string
 }
 
 // celWith evaluates the rule against one set of variables.
-func (vd *validator) celWith(ctx context.Context, c *celRule, act *celActivation) outcome {
+func (vd *validator) celWith(ctx context.Context, c *celRule, act *celActivation) review.Outcome {
 	e := newCELEvaluator(ctx, c, act)
 	if o := e.preconditions(c, act, vd.rule.name); o != nil {
 		return *o
@@ -545,26 +546,26 @@ func (vd *validator) celWith(ctx context.Context, c *celRule, act *celActivation
 			// disallow-all-secrets and disallow-secrets-from-env-vars
 			// expect fail from an expression that cannot evaluate).
 			if errors.Is(err, errCELBudget) {
-				return fail(err.Error())
+				return review.Fail(err.Error())
 			}
-			return fail(fmt.Sprintf("expression '%s' resulted in error: %v", x.expr, err))
+			return review.Fail(fmt.Sprintf("expression '%s' resulted in error: %v", x.expr, err))
 		}
 		if val == types.True {
 			continue
 		}
-		return fail(e.message(x))
+		return review.Fail(e.message(x))
 	}
 	// Kyverno's CEL handler, like its podSecurity one, capitalises the
 	// pass message.
-	return pass("Validation rule '" + vd.rule.name + "' passed.")
+	return review.Pass("Validation rule '" + vd.rule.name + "' passed.")
 }
 
 // errAuthorizer is the outcome of a rule whose expression needs
 // authorizer where the evaluation has none (the CLI, background scans and
 // the background controller: authorizer is bound at admission only, as
 // in VAP): an error, not a failure, since the policy is not at fault.
-func errAuthorizer(rule string) outcome {
-	return errorf("rule %s: the CEL authorizer is only available at admission", rule)
+func errAuthorizer(rule string) review.Outcome {
+	return review.Errorf("rule %s: the CEL authorizer is only available at admission", rule)
 }
 
 // message is VAP's failure message: messageExpression's result when it
@@ -600,9 +601,9 @@ var errNoParamLoader = errors.New("paramKind needs params, and no loader of para
 // own namespace only. None found is an error unless
 // parameterNotFoundAction is Allow.
 func (ev *evaluation) params(ctx context.Context, c *celRule) ([]map[string]any, error) {
-	l := ev.cfg.loaders.Params
+	l := ev.cfg.Loaders.Params
 	if l == nil {
-		l = ev.cfg.loaders.Objects
+		l = ev.cfg.Loaders.Objects
 	}
 	if l == nil {
 		return nil, errNoParamLoader
@@ -639,7 +640,7 @@ func (ev *evaluation) params(ctx context.Context, c *celRule) ([]map[string]any,
 			// Cluster-scoped params, or a loader that returned more.
 			continue
 		}
-		if q.Namespace == "" && ns != "" && ns != ev.in.res.Namespace {
+		if q.Namespace == "" && ns != "" && ns != ev.in.Res.Namespace {
 			continue
 		}
 		out = append(out, obj)

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/cel/library"
+
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // The CEL `authorizer` of validate.cel rules (and of any rule's
@@ -30,13 +32,13 @@ var errNoRequestingUser = errors.New("the request has no user to authorize (requ
 // activation, or nil when the evaluation has no authorizer.
 func (a *celActivation) authorizerValue(name string) ref.Val {
 	in := a.in.view
-	l := in.cfg.loaders.Authorizer
+	l := in.Opts.Loaders.Authorizer
 	if l == nil {
 		return nil
 	}
 	if a.authorizer == nil {
-		u := requestingUser(in.req)
-		bound := boundAuthorizer{ctx: in.ctx, authorizer: l, scope: a.scope}
+		u := requestingUser(in.Req)
+		bound := boundAuthorizer{ctx: in.Ctx, authorizer: l, scope: a.scope}
 		a.authorizer = library.NewAuthorizerVal(u, bound)
 		a.requestResourceAuthorizer = library.NewResourceAuthorizerVal(u, bound, requestResource{in})
 	}
@@ -47,7 +49,7 @@ func (a *celActivation) authorizerValue(name string) ref.Val {
 }
 
 // requestingUser is request.userInfo as the authorizer sees it.
-func requestingUser(req *Request) user.Info {
+func requestingUser(req *review.Request) user.Info {
 	u := req.UserInfo
 	var extra map[string][]string
 	if len(u.Extra) > 0 {
@@ -86,9 +88,9 @@ func (b boundAuthorizer) Authorize(_ context.Context, attr authorizer.Attributes
 // checks it: its group and resource, subresource, namespace and name.
 type requestResource struct{ in *requestView }
 
-func (r requestResource) GetName() string      { return r.in.res.Name }
-func (r requestResource) GetNamespace() string { return r.in.res.Namespace }
+func (r requestResource) GetName() string      { return r.in.Res.Name }
+func (r requestResource) GetNamespace() string { return r.in.Res.Namespace }
 func (r requestResource) GetResource() schema.GroupVersionResource {
-	return r.in.req.Resource
+	return r.in.Req.Resource
 }
-func (r requestResource) GetSubresource() string { return r.in.req.SubResource }
+func (r requestResource) GetSubresource() string { return r.in.Req.SubResource }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/charter-dev/charter/engine/celenv"
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -20,6 +19,8 @@ import (
 	"k8s.io/apiserver/pkg/cel/lazy"
 	"k8s.io/apiserver/pkg/cel/library"
 	"k8s.io/apiserver/pkg/cel/mutation"
+
+	"github.com/charter-dev/charter/engine/celenv"
 )
 
 // variablesTypeName is the CEL type of `variables`, as VAP names it.

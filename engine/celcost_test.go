@@ -16,6 +16,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/celenv"
 	"github.com/charter-dev/charter/engine/policyid"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // TestUntrackedCostOption checks that charter can still plan a program
@@ -112,7 +113,7 @@ func TestCostEstimatesBoundActualCost(t *testing.T) {
 		}
 		bounds, _, reads := celenv.BoundSizes(res.env, res.ast.NativeRep(), nil)
 		for _, obj := range objects {
-			in := newRequestView(context.Background(), &Request{Object: obj}, &evalConfig{})
+			in := newRequestView(context.Background(), &review.Request{Object: obj}, &review.Options{})
 			ci := in.celInputs()
 			size := ci.inputSizes(reads)
 			s := celenv.InputBound{Strings: max(size.Strings, 1), Lists: max(size.Lists, 1)}
@@ -186,33 +187,33 @@ func TestValidatingPolicyCostBound(t *testing.T) {
 		return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p", "namespace": "default"},
 			"spec": map[string]any{"containers": cs}}
 	}
-	all := func(st RuleStatus) map[string]RuleStatus {
-		return map[string]RuleStatus{"bounded": st, "unbounded": st, "images": st}
+	all := func(st review.RuleStatus) map[string]review.RuleStatus {
+		return map[string]review.RuleStatus{"bounded": st, "unbounded": st, "images": st}
 	}
 	for _, tc := range []struct {
 		name              string
 		containers, image int
 		user              string
 		wantUntracked     map[string]bool
-		wantStatus        map[string]RuleStatus
+		wantStatus        map[string]review.RuleStatus
 	}{
-		{"a small pod", 3, 3, "", map[string]bool{"bounded": true, "unbounded": false, "images": true}, all(StatusPass)},
+		{"a small pod", 3, 3, "", map[string]bool{"bounded": true, "unbounded": false, "images": true}, all(review.StatusPass)},
 		// Only the inputs a policy reads count: these read object alone.
 		{"a small pod from a user with a long name", 3, 3, strings.Repeat("u", 2*celenv.LargestBound.Strings),
-			map[string]bool{"bounded": true, "unbounded": false, "images": true}, all(StatusPass)},
-		{"a pod with images of 100 characters and more", 3, 100, "", map[string]bool{"bounded": true, "images": true}, all(StatusPass)},
-		{"a pod past a list bound, within the cost limit", s.Lists + 1, 3, "", map[string]bool{"bounded": false, "unbounded": false}, all(StatusPass)},
-		{"a pod past a string bound, within the cost limit", 2, si.Strings + 1, "", map[string]bool{"images": false, "unbounded": false}, all(StatusPass)},
-		{"a pod whose loops run away", 600, 3, "", map[string]bool{"bounded": false, "unbounded": false, "images": false}, all(StatusError)},
+			map[string]bool{"bounded": true, "unbounded": false, "images": true}, all(review.StatusPass)},
+		{"a pod with images of 100 characters and more", 3, 100, "", map[string]bool{"bounded": true, "images": true}, all(review.StatusPass)},
+		{"a pod past a list bound, within the cost limit", s.Lists + 1, 3, "", map[string]bool{"bounded": false, "unbounded": false}, all(review.StatusPass)},
+		{"a pod past a string bound, within the cost limit", 2, si.Strings + 1, "", map[string]bool{"images": false, "unbounded": false}, all(review.StatusPass)},
+		{"a pod whose loops run away", 600, 3, "", map[string]bool{"bounded": false, "unbounded": false, "images": false}, all(review.StatusError)},
 		{"a pod whose string comparisons run away", 40, celenv.LargestBound.Strings + 1, "", map[string]bool{"bounded": false, "images": false},
-			map[string]RuleStatus{"bounded": StatusPass, "unbounded": StatusPass, "images": StatusError}},
+			map[string]review.RuleStatus{"bounded": review.StatusPass, "unbounded": review.StatusPass, "images": review.StatusError}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := &Request{Operation: kyvernov1.Create, Object: podOf(tc.containers, tc.image)}
+			req := &review.Request{Operation: kyvernov1.Create, Object: podOf(tc.containers, tc.image)}
 			req.UserInfo.Username = tc.user
 			for key, want := range tc.wantUntracked {
-				in := newRequestView(context.Background(), req, &evalConfig{})
-				if got := in.vpolEvaluation(context.Background(), &evalConfig{}, variant(key), "").eval.untracked; got != want {
+				in := newRequestView(context.Background(), req, &review.Options{})
+				if got := in.vpolEvaluation(context.Background(), &review.Options{}, variant(key), "").eval.untracked; got != want {
 					t.Errorf("%s: untracked %v, want %v", key, got, want)
 				}
 			}
@@ -226,7 +227,7 @@ func TestValidatingPolicyCostBound(t *testing.T) {
 				if r.Status != want {
 					t.Errorf("%s: %s %q, want %s", p.Key, r.Status, r.Message, want)
 				}
-				if want == StatusError && !strings.Contains(r.Message, "cost") {
+				if want == review.StatusError && !strings.Contains(r.Message, "cost") {
 					t.Errorf("%s: %q, want the cost limit named", p.Key, r.Message)
 				}
 			}
@@ -246,7 +247,7 @@ func TestPodSecurityValidatingPoliciesUntracked(t *testing.T) {
 		t.Fatal(err)
 	}
 	type verdict struct {
-		status  RuleStatus
+		status  review.RuleStatus
 		message string
 	}
 	verdicts := func(resp *Response) map[string]verdict {
@@ -295,14 +296,14 @@ func TestPodSecurityValidatingPoliciesUntracked(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for i, pod := range tc.pods {
-				req := &Request{Operation: kyvernov1.Create, Object: pod,
+				req := &review.Request{Operation: kyvernov1.Create, Object: pod,
 					Kind:     schema.GroupVersionKind{Version: "v1", Kind: "Pod"},
 					Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}}
 				for _, p := range vpols {
 					cp, _ := set.Lookup(policyid.Of(p))
 					v := cp.vpol.variants[0]
-					in := newRequestView(context.Background(), req, &evalConfig{})
-					if got := in.vpolEvaluation(context.Background(), &evalConfig{}, v, "").eval.untracked; got != tc.wantUntracked {
+					in := newRequestView(context.Background(), req, &review.Options{})
+					if got := in.vpolEvaluation(context.Background(), &review.Options{}, v, "").eval.untracked; got != tc.wantUntracked {
 						t.Errorf("pod %d, %s (untracked within %+v): untracked %v, want %v", i, p.GetName(), v.untrackedWithin, got, tc.wantUntracked)
 					}
 				}

@@ -10,6 +10,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // celFuzzPolicy is a ValidatingPolicy on ConfigMaps whose variable and
@@ -104,13 +105,13 @@ func FuzzCELValidation(f *testing.F) {
 			}
 			return
 		}
-		resp := set.Validate(context.Background(), &Request{Operation: kyvernov1.Create, Object: obj})
+		resp := set.Validate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: obj})
 		if len(resp.Policies) != 1 || len(resp.Policies[0].Rules) != 1 {
 			t.Fatalf("want one policy with one result, got %+v", resp.Policies)
 		}
 		switch r := resp.Policies[0].Rules[0]; r.Status {
-		case StatusPass, StatusFail:
-		case StatusError:
+		case review.StatusPass, review.StatusFail:
+		case review.StatusError:
 			if r.Message == "" {
 				t.Fatal("an error result without a message")
 			}

@@ -2,8 +2,8 @@ package engine
 
 import (
 	"context"
-	"crypto/md5"  //nolint:gosec // Kyverno's md5() is a checksum helper, not a security boundary.
-	"crypto/sha1" //nolint:gosec // as md5.
+	"crypto/md5"
+	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -16,8 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charter-dev/charter/engine/celenv"
-	"github.com/charter-dev/charter/engine/loader"
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -26,6 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"sigs.k8s.io/yaml"
+
+	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // Kyverno's CEL libraries for policies.kyverno.io policies (spec
@@ -318,7 +320,7 @@ func (c *libContext) list(apiVersion, resource, namespace string, sel map[string
 	items := make([]any, 0, len(objs))
 	for _, o := range objs {
 		meta, _ := o["metadata"].(map[string]any)
-		if len(sel) > 0 && !selector.Matches(labels.Set(stringMap(meta["labels"]))) {
+		if len(sel) > 0 && !selector.Matches(labels.Set(review.StringMap(meta["labels"]))) {
 			continue
 		}
 		items = append(items, o)

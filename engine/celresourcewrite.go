@@ -3,12 +3,13 @@ package engine
 import (
 	"reflect"
 
-	"github.com/charter-dev/charter/engine/celenv"
-	"github.com/charter-dev/charter/engine/loader"
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/loader"
 )
 
 // The parts of Kyverno's resource library beyond reading objects (spec

@@ -11,6 +11,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // writableResources is a resourceMap that also serves resource.Post (it
@@ -54,10 +55,10 @@ func TestResourcePostAndToGVR(t *testing.T) {
 	configMap := func(ns string) map[string]any {
 		return map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": ns}}
 	}
-	verdicts := func(l loader.Loaders, user string, ns string) map[string]RuleResponse {
-		req := &Request{Operation: kyvernov1.Create, Object: configMap(ns), UserInfo: authenticationv1.UserInfo{Username: user}}
+	verdicts := func(l loader.Loaders, user string, ns string) map[string]review.RuleResponse {
+		req := &review.Request{Operation: kyvernov1.Create, Object: configMap(ns), UserInfo: authenticationv1.UserInfo{Username: user}}
 		resp := set.Validate(context.Background(), req, WithLoaders(l))
-		out := map[string]RuleResponse{}
+		out := map[string]review.RuleResponse{}
 		for _, p := range resp.Policies {
 			out[p.Policy.GetName()] = p.Rules[0]
 		}
@@ -67,25 +68,25 @@ func TestResourcePostAndToGVR(t *testing.T) {
 
 	w := &writableResources{resourceMap: pods}
 	got := verdicts(loader.Loaders{Resources: w}, "admin", "default")
-	if r := got["may-delete-namespace"]; r.Status != StatusPass {
+	if r := got["may-delete-namespace"]; r.Status != review.StatusPass {
 		t.Errorf("admin's SubjectAccessReview: %s %q, want pass", r.Status, r.Message)
 	}
-	if r := got["pod-by-gvr"]; r.Status != StatusPass {
+	if r := got["pod-by-gvr"]; r.Status != review.StatusPass {
 		t.Errorf("resource.get by GVR of an existing Pod: %s %q, want pass", r.Status, r.Message)
 	}
-	if r := verdicts(loader.Loaders{Resources: w}, "someone", "default")["may-delete-namespace"]; r.Status != StatusFail || r.Message != "not allowed" {
+	if r := verdicts(loader.Loaders{Resources: w}, "someone", "default")["may-delete-namespace"]; r.Status != review.StatusFail || r.Message != "not allowed" {
 		t.Errorf("someone's SubjectAccessReview: %s %q, want fail \"not allowed\"", r.Status, r.Message)
 	}
-	if r := verdicts(loader.Loaders{Resources: w}, "admin", "other")["pod-by-gvr"]; r.Status != StatusFail {
+	if r := verdicts(loader.Loaders{Resources: w}, "admin", "other")["pod-by-gvr"]; r.Status != review.StatusFail {
 		t.Errorf("resource.get by GVR of a missing Pod: %s %q, want fail", r.Status, r.Message)
 	}
 
 	w = &writableResources{resourceMap: pods}
 	got = verdicts(loader.Loaders{Resources: w}, "admin", "team-a")
-	if r := got["posts-elsewhere"]; r.Status != StatusError || !strings.Contains(r.Message, `only in its own namespace "team-a"`) {
+	if r := got["posts-elsewhere"]; r.Status != review.StatusError || !strings.Contains(r.Message, `only in its own namespace "team-a"`) {
 		t.Errorf("namespaced policy posting to another namespace: %s %q, want an error", r.Status, r.Message)
 	}
-	if r := got["posts-at-home"]; r.Status != StatusPass {
+	if r := got["posts-at-home"]; r.Status != review.StatusPass {
 		t.Errorf("namespaced policy posting to its own namespace: %s %q, want pass", r.Status, r.Message)
 	}
 	for _, c := range w.created {
@@ -96,10 +97,10 @@ func TestResourcePostAndToGVR(t *testing.T) {
 
 	// The CLI's objects read but do not write.
 	got = verdicts(loader.Loaders{Resources: pods}, "admin", "default")
-	if r := got["may-delete-namespace"]; r.Status != StatusError || !strings.Contains(r.Message, "resource.Post is not available here") {
+	if r := got["may-delete-namespace"]; r.Status != review.StatusError || !strings.Contains(r.Message, "resource.Post is not available here") {
 		t.Errorf("resource.Post without a writer: %s %q, want an error", r.Status, r.Message)
 	}
-	if r := got["pod-by-gvr"]; r.Status != StatusError || !strings.Contains(r.Message, "resource.ToGVR is not available here") {
+	if r := got["pod-by-gvr"]; r.Status != review.StatusError || !strings.Contains(r.Message, "resource.ToGVR is not available here") {
 		t.Errorf("resource.ToGVR without a mapper: %s %q, want an error", r.Status, r.Message)
 	}
 }

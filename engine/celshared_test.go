@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/charter-dev/charter/engine/celenv"
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -16,6 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/charter-dev/charter/engine/celenv"
 )
 
 // TestSharedAdapterWrapsEachValueOnce: the request's maps and lists are

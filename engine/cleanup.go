@@ -15,6 +15,7 @@ import (
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/schedule"
 	"github.com/charter-dev/charter/engine/wildcard"
 )
@@ -234,7 +235,7 @@ type CleanupRun struct {
 // loaders (WithLoaders; other options are ignored).
 func (p *CleanupPolicy) Prepare(ctx context.Context, opts ...EvalOption) (*CleanupRun, error) {
 	cfg := newEvalConfig(opts)
-	cfg.values = nil
+	cfg.Values = nil
 	if p.dpol != nil {
 		return p.prepareDeleting(ctx, &cfg), nil
 	}
@@ -279,7 +280,7 @@ func (r *CleanupRun) Selects(o CleanupObject) (bool, error) {
 	}
 	res := match.Resource{
 		Kind: o.Kind, Name: name, Namespace: namespace,
-		Labels: stringMap(meta["labels"]), Annotations: stringMap(meta["annotations"]),
+		Labels: review.StringMap(meta["labels"]), Annotations: review.StringMap(meta["annotations"]),
 		NamespaceLabels: o.NamespaceLabels,
 	}
 	if !match.Selects(&r.policy.match, &r.policy.exclude, &res) {

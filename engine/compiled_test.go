@@ -18,6 +18,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/policyid"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/internal/corpus"
 )
 
@@ -323,7 +324,7 @@ func compareEvaluations(t *testing.T, want, got *PolicySet, resources []map[stri
 			continue
 		}
 		meta, _ := res["metadata"].(map[string]any)
-		req := &Request{Operation: kyvernov1.Create, Object: res}
+		req := &review.Request{Operation: kyvernov1.Create, Object: res}
 		if i%2 == 1 {
 			req.Operation, req.OldObject = kyvernov1.Update, res
 		}
@@ -451,7 +452,7 @@ func TestAssembledSetsShareUnitsConcurrently(t *testing.T) {
 					set = s
 				}
 				for _, res := range lib.resources[:min(40, len(lib.resources))] {
-					req := &Request{Operation: kyvernov1.Create, Object: res}
+					req := &review.Request{Operation: kyvernov1.Create, Object: res}
 					set.Validate(context.Background(), req)
 					set.Mutate(context.Background(), req)
 				}

@@ -16,6 +16,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/internal/corpus"
 )
 
@@ -58,7 +59,7 @@ type suiteValues struct {
 	} `json:"namespaceSelector"`
 }
 
-func (v *suiteValues) Variables(p kyvernov1.PolicyInterface, r ResourceRef) map[string]any {
+func (v *suiteValues) Variables(p kyvernov1.PolicyInterface, r review.ResourceRef) map[string]any {
 	out := map[string]any{}
 	for k, val := range v.GlobalValues {
 		out[k] = val
@@ -204,13 +205,13 @@ func runSuite(t *testing.T, dir string, tally *conformanceTally) {
 		resources = append(resources, readDocs(t, filepath.Join(dir, f))...)
 	}
 	type key struct{ op, policy, resource string }
-	responses := map[key][]RuleResponse{}
+	responses := map[key][]review.RuleResponse{}
 	for _, op := range []string{"CREATE", "UPDATE", "DELETE"} {
 		for _, res := range resources {
 			meta, _ := res["metadata"].(map[string]any)
 			name, _ := meta["name"].(string)
 			ns, _ := meta["namespace"].(string)
-			req := &Request{Operation: kyvernov1.AdmissionOperation(op), Object: res, UserInfo: user.UserInfo, Roles: user.Roles, ClusterRoles: user.ClusterRoles}
+			req := &review.Request{Operation: kyvernov1.AdmissionOperation(op), Object: res, UserInfo: user.UserInfo, Roles: user.Roles, ClusterRoles: user.ClusterRoles}
 			switch op {
 			case "UPDATE":
 				req.OldObject = res
@@ -223,7 +224,7 @@ func runSuite(t *testing.T, dir string, tally *conformanceTally) {
 			if values != nil {
 				// As kyverno test does, an operation pinned by the values
 				// file is the request's operation.
-				ref := ResourceRef{Name: name}
+				ref := review.ResourceRef{Name: name}
 				for _, p := range set.Policies() {
 					if o, ok := values.Variables(p.Source(), ref)["request.operation"].(string); ok && op == "CREATE" && o == "UPDATE" {
 						req.Operation, req.OldObject = kyvernov1.Update, res

@@ -39,7 +39,7 @@ func (ev *evaluation) loadEntries(ctx context.Context, doc *jsoncontext.Document
 }
 
 func (ev *evaluation) loadEntry(ctx context.Context, doc *jsoncontext.Document, e *kyvernov1.ContextEntry) (any, error) {
-	l := ev.cfg.loaders
+	l := ev.cfg.Loaders
 	switch {
 	case e.Variable != nil:
 		return ev.loadVariable(doc, e.Variable)
@@ -78,7 +78,7 @@ func (ev *evaluation) loadEntry(ctx context.Context, doc *jsoncontext.Document, 
 		}
 		// The entry's credentials, with its secrets named in the
 		// resource's namespace, as for verifyImages.
-		creds := loader.ImageCredentials{Namespace: ev.in.res.Namespace, Registry: e.ImageRegistry.ImageRegistryCredentials, Scope: ev.readScope()}
+		creds := loader.ImageCredentials{Namespace: ev.in.Res.Namespace, Registry: e.ImageRegistry.ImageRegistryCredentials, Scope: ev.readScope()}
 		data, err := l.Images.ImageData(ctx, ref, creds)
 		if err != nil {
 			return nil, fmt.Errorf("failed to fetch image data for %q: %w", ref, err)
@@ -151,7 +151,7 @@ func (ev *evaluation) loadVariable(doc *jsoncontext.Document, v *kyvernov1.Varia
 }
 
 func (ev *evaluation) loadAPICall(ctx context.Context, doc *jsoncontext.Document, c *kyvernov1.ContextAPICall) (any, error) {
-	if ev.cfg.loaders.APICalls == nil {
+	if ev.cfg.Loaders.APICalls == nil {
 		return nil, fmt.Errorf("no API access to call %q", c.URLPath)
 	}
 	call := loader.APICall{Method: string(c.Method)}
@@ -200,7 +200,7 @@ func (ev *evaluation) loadAPICall(ctx context.Context, doc *jsoncontext.Document
 	if err != nil {
 		return nil, err
 	}
-	data, err := ev.cfg.loaders.APICalls.Call(ctx, call)
+	data, err := ev.cfg.Loaders.APICalls.Call(ctx, call)
 	if err != nil {
 		if def != nil {
 			return def, nil

@@ -13,6 +13,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/schedule"
 )
 
@@ -111,7 +112,7 @@ func (p *CleanupPolicy) Resources() []schema.GroupVersionResource {
 // and conditions; all true deletes it.
 func (r *CleanupRun) selectsCEL(o CleanupObject, namespace string) (bool, error) {
 	dp := r.policy.dpol
-	req := &Request{Operation: kyvernov1.Create, Object: o.Object, Kind: o.Kind, Resource: o.Resource}
+	req := &review.Request{Operation: kyvernov1.Create, Object: o.Object, Kind: o.Kind, Resource: o.Resource}
 	if namespace != "" && o.NamespaceLabels != nil {
 		req.NamespaceLabels = o.NamespaceLabels()
 		if req.NamespaceLabels == nil {
@@ -127,7 +128,7 @@ func (r *CleanupRun) selectsCEL(o CleanupObject, namespace string) (bool, error)
 	// A DeletingPolicy has no request: oldObject and request are null.
 	act := &vpolActivation{
 		celActivation: celActivation{in: ci, object: ci.object, oldObject: types.NullValue, request: types.NullValue, params: types.NullValue},
-		libs:          newLibReceivers(r.ctx, &cfg.loaders, r.ev.namespace),
+		libs:          newLibReceivers(r.ctx, &cfg.Loaders, r.ev.namespace),
 	}
 	cctx := dp.compiler.CreateContext(r.ctx)
 	act.variables = cctx.Variables(act)
@@ -155,7 +156,7 @@ func (r *CleanupRun) selectsCEL(o CleanupObject, namespace string) (bool, error)
 
 // prepareDeleting starts a run of a DeletingPolicy: it has no context
 // entries to load.
-func (p *CleanupPolicy) prepareDeleting(ctx context.Context, cfg *evalConfig) *CleanupRun {
+func (p *CleanupPolicy) prepareDeleting(ctx context.Context, cfg *review.Options) *CleanupRun {
 	ev := &evaluation{set: &PolicySet{}, cfg: cfg}
 	if p.source.IsNamespaced() {
 		ev.namespace = p.source.GetNamespace()

@@ -57,12 +57,12 @@ package engine
 
 import (
 	"context"
-	"time"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/unsupported"
 )
 
@@ -87,35 +87,7 @@ func WithExceptions(exceptions []*kyvernov2.PolicyException) CompileOption {
 }
 
 // EvalOption configures one evaluation.
-type EvalOption func(*evalConfig)
-
-type evalConfig struct {
-	loaders loader.Loaders
-	values  Values
-	// mutateExisting runs mutate.targets rules (see WithMutateExisting).
-	mutateExisting bool
-	// cliGeneration generates for skipped foreach rules (see
-	// WithCLIGeneration).
-	cliGeneration bool
-	// imagesVerifiedSince refuses cached image verifications older than
-	// it (see WithImagesVerifiedSince).
-	imagesVerifiedSince time.Time
-	// imageDigestPins makes Mutate pin ImageValidatingPolicies' images
-	// (see WithImageDigestPins).
-	imageDigestPins bool
-	// deferRequiredImages leaves `required` to SettleRequiredImages (see
-	// WithDeferredRequiredImages).
-	deferRequiredImages bool
-	// backgroundChecks stops generate and mutate-existing rules after
-	// their match and preconditions (see WithBackgroundChecks).
-	backgroundChecks bool
-	// webhookConditionsMet skips the policies' webhook matchConditions
-	// (see WithWebhookConditionsMet).
-	webhookConditionsMet bool
-	// mutationScan makes Validate report MutatingPolicies (see
-	// WithMutationScan).
-	mutationScan bool
-}
+type EvalOption func(*review.Options)
 
 // WithMutationScan makes Validate answer for MutatingPolicies too, as
 // Kyverno's background scan reports them (cel-policy-types.md §3.3.2): a
@@ -125,7 +97,7 @@ type evalConfig struct {
 // errors answer as at admission. Only the reports controller's scan
 // wants this: at admission a MutatingPolicy mutates and never validates.
 func WithMutationScan() EvalOption {
-	return func(c *evalConfig) { c.mutationScan = true }
+	return func(c *review.Options) { c.MutationScan = true }
 }
 
 // WithBackgroundChecks makes Generate, and Mutate under
@@ -136,20 +108,20 @@ func WithMutationScan() EvalOption {
 // read. Admission uses it to decide which UpdateRequests to create; the
 // background controller then does the work.
 func WithBackgroundChecks() EvalOption {
-	return func(c *evalConfig) { c.backgroundChecks = true }
+	return func(c *review.Options) { c.BackgroundChecks = true }
 }
 
 // WithLoaders hands the evaluation what it needs to resolve context entries
 // (configMap, apiCall, imageRegistry, globalReference) and namespace labels.
 // A context entry whose loader is missing gives an error result.
 func WithLoaders(l loader.Loaders) EvalOption {
-	return func(c *evalConfig) { c.loaders = l }
+	return func(c *review.Options) { c.Loaders = l }
 }
 
 // WithValues pins variables and context entries to fixed values, the way
 // Kyverno's CLI values file does (see Values).
-func WithValues(v Values) EvalOption {
-	return func(c *evalConfig) { c.values = v }
+func WithValues(v review.Values) EvalOption {
+	return func(c *review.Options) { c.Values = v }
 }
 
 // WithCLIGeneration makes Generate do what Kyverno's CLI does with a
@@ -162,11 +134,11 @@ func WithValues(v Values) EvalOption {
 // controller generate for passing rules only, so their GenerateResponse
 // never carries objects on a skipped rule.
 func WithCLIGeneration() EvalOption {
-	return func(c *evalConfig) { c.cliGeneration = true }
+	return func(c *review.Options) { c.CLIGeneration = true }
 }
 
-func newEvalConfig(opts []EvalOption) evalConfig {
-	var c evalConfig
+func newEvalConfig(opts []EvalOption) review.Options {
+	var c review.Options
 	for _, o := range opts {
 		o(&c)
 	}
@@ -176,16 +148,16 @@ func newEvalConfig(opts []EvalOption) evalConfig {
 // Validate evaluates the validate rules of every policy in the set that can
 // match the request and returns one PolicyResponse per policy that produced
 // at least one rule response, in the order the policies were compiled.
-func (s *PolicySet) Validate(ctx context.Context, req *Request, opts ...EvalOption) *Response {
+func (s *PolicySet) Validate(ctx context.Context, req *review.Request, opts ...EvalOption) *Response {
 	cfg := newEvalConfig(opts)
 	in := newRequestView(ctx, req, &cfg)
-	resp := &Response{Resource: in.resourceRef()}
+	resp := &Response{Resource: in.ResourceRef()}
 	candidates := s.candidates(in)
 	// Room for every candidate's response up front: appended one by one,
 	// the responses of a Pod Security review would be copied five times
 	// over (5 KiB of garbage where 1.2 KiB are kept).
-	resp.Policies = make([]PolicyResponse, 0, len(candidates))
-	in.rules = make([]RuleResponse, 0, s.rulesUpFront(in))
+	resp.Policies = make([]review.PolicyResponse, 0, len(candidates))
+	in.rules = make([]review.RuleResponse, 0, s.rulesUpFront(in))
 	for _, p := range candidates {
 		if pr := p.validate(ctx, in, &cfg); len(pr.Rules) > 0 {
 			resp.Policies = append(resp.Policies, pr)
@@ -207,14 +179,14 @@ func (s *PolicySet) Lookup(id string) (*Policy, bool) {
 
 // Validate evaluates this policy's validate rules against the request. The
 // response has no rules when none matched.
-func (p *Policy) Validate(ctx context.Context, req *Request, opts ...EvalOption) PolicyResponse {
+func (p *Policy) Validate(ctx context.Context, req *review.Request, opts ...EvalOption) review.PolicyResponse {
 	cfg := newEvalConfig(opts)
 	in := newRequestView(ctx, req, &cfg)
 	if !p.webhookConditions.holds(in) {
-		return PolicyResponse{Policy: p.source, Key: p.key}
+		return review.PolicyResponse{Policy: p.source, Key: p.key}
 	}
 	resp := p.validate(ctx, in, &cfg)
-	in.settleRequiredImages(nil, []PolicyResponse{resp})
+	in.settleRequiredImages(nil, []review.PolicyResponse{resp})
 	return resp
 }
 

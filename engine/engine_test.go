@@ -18,6 +18,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // validateCase is one testdata/validate/*.yaml file: policies (and
@@ -117,7 +118,9 @@ type fixedValues struct {
 	foreach       map[string]map[string][]any
 }
 
-func (v fixedValues) Variables(kyvernov1.PolicyInterface, ResourceRef) map[string]any { return v.vars }
+func (v fixedValues) Variables(kyvernov1.PolicyInterface, review.ResourceRef) map[string]any {
+	return v.vars
+}
 func (v fixedValues) ContextEntries(kyvernov1.PolicyInterface, string) map[string]any {
 	return v.entries
 }
@@ -126,8 +129,8 @@ func (v fixedValues) ForeachElements(_ kyvernov1.PolicyInterface, rule string) m
 }
 
 // request is the admission request a validate case describes.
-func (tc *validateCase) request() *Request {
-	return &Request{
+func (tc *validateCase) request() *review.Request {
+	return &review.Request{
 		Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject,
 		SubResource: tc.Request.SubResource, NamespaceLabels: tc.Request.NamespaceLabels,
 		UserInfo: tc.Request.UserInfo, Roles: tc.Request.Roles, ClusterRoles: tc.Request.ClusterRoles,

@@ -59,7 +59,7 @@ func (ev *evaluation) exceptions(doc *jsoncontext.Document, r *rule) ([]*excepti
 		if !ex.src.Spec.Contains(ev.policy.key, r.name) {
 			continue
 		}
-		if !match.Matches(&ex.match, &ev.in.res) {
+		if !match.Matches(&ex.match, &ev.in.Res) {
 			continue
 		}
 		ok, _, err := ev.conditions(doc, ex.conditions)

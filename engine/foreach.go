@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/jsoncontext"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // foreach runs validate.foreach entries (validate-semantics.md §7) with
@@ -18,7 +18,7 @@ import (
 // enclosing element inside a nested foreach whose elements are not scoped.
 // It reports false when no element of any entry applied at the top level:
 // such a rule produces no response at all.
-func (vd *validator) foreach(ctx context.Context, doc *jsoncontext.Document, list []*foreachValidation, scope map[string]any, nesting int) (outcome, bool) {
+func (vd *validator) foreach(ctx context.Context, doc *jsoncontext.Document, list []*foreachValidation, scope map[string]any, nesting int) (review.Outcome, bool) {
 	applied := 0
 	var listErr error
 	for _, fe := range list {
@@ -30,21 +30,21 @@ func (vd *validator) foreach(ctx context.Context, doc *jsoncontext.Document, lis
 			continue
 		}
 		o, count := vd.elements(ctx, doc, fe, elements, scope, nesting)
-		if o.status != StatusPass {
+		if o.Status != review.StatusPass {
 			return o, true
 		}
 		applied += count
 	}
 	if applied == 0 {
 		if listErr != nil {
-			return errored("failed to evaluate foreach list", listErr), true
+			return review.Errored("failed to evaluate foreach list", listErr), true
 		}
 		if nesting == 0 {
-			return outcome{}, false
+			return review.Outcome{}, false
 		}
-		return skip("rule skipped"), true
+		return review.Skip("rule skipped"), true
 	}
-	return pass("rule passed"), true
+	return review.Pass("rule passed"), true
 }
 
 // elements evaluates one foreach entry for each element and returns the
@@ -53,7 +53,7 @@ func (vd *validator) foreach(ctx context.Context, doc *jsoncontext.Document, lis
 // A map element becomes the scope its patterns are checked against unless
 // elementScope is false; any other element leaves the enclosing scope, and
 // elementScope: true on such an element is an error, as in Kyverno.
-func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe *foreachValidation, elements []any, scope map[string]any, nesting int) (outcome, int) {
+func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe *foreachValidation, elements []any, scope map[string]any, nesting int) (review.Outcome, int) {
 	applied := 0
 	// One child document serves every element in turn: nothing keeps an
 	// element's document once its outcome is known. It is the request's
@@ -68,11 +68,11 @@ func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe
 		if m, ok := el.(map[string]any); ok && (fe.elementScope == nil || *fe.elementScope) {
 			resource = m
 		} else if !ok && fe.elementScope != nil && *fe.elementScope {
-			return errorf("failed to process foreach: cannot use elementScope=true foreach rules for elements that are not maps, expected type=map got type=%T", el), applied
+			return review.Errorf("failed to process foreach: cannot use elementScope=true foreach rules for elements that are not maps, expected type=map got type=%T", el), applied
 		}
 		edoc = vd.ev.in.elementDocument(edoc, doc, nesting)
 		if err := vd.ev.enterElement(ctx, edoc, vd.rule, fe.context, el, i, nesting); err != nil {
-			return errored("validation failure: failed to load context", err), applied
+			return review.Errored("validation failure: failed to load context", err), applied
 		}
 		ok, _, err := vd.ev.conditions(edoc, fe.preconditions)
 		if err != nil || !ok {
@@ -80,7 +80,7 @@ func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe
 			// does not apply.
 			continue
 		}
-		var o outcome
+		var o review.Outcome
 		switch {
 		case fe.deny != nil:
 			o = vd.deny(edoc, fe.deny, vd.v.message)
@@ -96,18 +96,18 @@ func (vd *validator) elements(ctx context.Context, doc *jsoncontext.Document, fe
 		default:
 			continue
 		}
-		switch o.status {
-		case StatusSkip:
+		switch o.Status {
+		case review.StatusSkip:
 			continue
-		case StatusPass:
+		case review.StatusPass:
 			applied++
-		case StatusError:
-			return outcome{status: StatusError, message: "validation failure: " + o.message}, applied
+		case review.StatusError:
+			return review.Outcome{Status: review.StatusError, Message: "validation failure: " + o.Message}, applied
 		default:
-			return fail("validation failure: " + o.message), applied
+			return review.Fail("validation failure: " + o.Message), applied
 		}
 	}
-	return pass(""), applied
+	return review.Pass(""), applied
 }
 
 // elementDocument returns the document a foreach element at the nesting
@@ -159,10 +159,10 @@ func (ev *evaluation) enterElement(ctx context.Context, doc *jsoncontext.Documen
 
 // foreachValues returns the rule's foreachValues from the Values hook.
 func (ev *evaluation) foreachValues(r *rule) map[string][]any {
-	if ev.cfg.values == nil {
+	if ev.cfg.Values == nil {
 		return nil
 	}
-	return ev.cfg.values.ForeachElements(ev.policy.source, r.name)
+	return ev.cfg.Values.ForeachElements(ev.policy.source, r.name)
 }
 
 // pinElementValues sets each variable of a rule's foreachValues (Values

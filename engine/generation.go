@@ -16,6 +16,7 @@ import (
 	"github.com/charter-dev/charter/engine/generate"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // generateRule is a compiled generate rule.
@@ -86,11 +87,11 @@ func (s *PolicySet) compileGenerate(r *kyvernov1.Rule, path string, f *fault.Col
 // GenerateResponse holds the results of the generate rules of a PolicySet
 // for one trigger.
 type GenerateResponse struct {
-	Resource ResourceRef
+	Resource review.ResourceRef
 	// Policies holds one entry per policy with at least one rule response;
 	// RuleResponse.Generated lists each passing rule's desired objects
 	// (and, under WithCLIGeneration, those of skipped foreach rules).
-	Policies []PolicyResponse
+	Policies []review.PolicyResponse
 }
 
 // Objects returns every desired object of the response, in policy and
@@ -112,10 +113,10 @@ func (r *GenerateResponse) Objects() []generate.DesiredObject {
 // did (DELETE, or an UPDATE away from the rule), the rule fails: that tells
 // a controller the downstream objects of a synchronized rule must go.
 // Clone sources come from Loaders.Objects.
-func (s *PolicySet) Generate(ctx context.Context, req *Request, opts ...EvalOption) *GenerateResponse {
+func (s *PolicySet) Generate(ctx context.Context, req *review.Request, opts ...EvalOption) *GenerateResponse {
 	cfg := newEvalConfig(opts)
 	in := newRequestView(ctx, req, &cfg)
-	resp := &GenerateResponse{Resource: in.resourceRef()}
+	resp := &GenerateResponse{Resource: in.ResourceRef()}
 	var old *requestView
 	for _, p := range s.candidatesIn(in, in.oldInOtherNamespace()) {
 		if !p.scopes(in) {
@@ -131,14 +132,14 @@ func (s *PolicySet) Generate(ctx context.Context, req *Request, opts ...EvalOpti
 			}
 			continue
 		}
-		pr := PolicyResponse{Policy: p.source, Key: p.key}
-		ev := &evaluation{set: p.set, policy: p, in: in, cfg: &cfg, object: in.object}
+		pr := review.PolicyResponse{Policy: p.source, Key: p.key}
+		ev := &evaluation{set: p.set, policy: p, in: in, cfg: &cfg, object: in.Object}
 		for _, r := range p.rules {
-			if r.typ != TypeGeneration || r.generate == nil {
+			if r.typ != review.TypeGeneration || r.generate == nil {
 				continue
 			}
-			rr := RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties}
-			matchesNew := req.Object != nil && r.selects(&in.res)
+			rr := review.RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties}
+			matchesNew := req.Object != nil && r.selects(&in.Res)
 			if !matchesNew {
 				if req.OldObject == nil {
 					continue
@@ -148,34 +149,34 @@ func (s *PolicySet) Generate(ctx context.Context, req *Request, opts ...EvalOpti
 					oldReq.Object = req.OldObject
 					old = newRequestView(ctx, &oldReq, &cfg)
 				}
-				if !r.selects(&old.res) {
+				if !r.selects(&old.Res) {
 					continue
 				}
-				rr.Status, rr.Message = StatusFail, "trigger no longer matches"
+				rr.Status, rr.Message = review.StatusFail, "trigger no longer matches"
 				pr.Rules = append(pr.Rules, rr)
 				continue
 			}
 			doc, _, final := ev.prelude(ctx, r, &rr)
 			if final != nil {
-				rr.Status, rr.Message = final.status, final.message
-				if cfg.cliGeneration && doc != nil && final.status == StatusSkip && generate.GeneratesWhenSkipped(r.src) {
+				rr.Status, rr.Message = final.Status, final.Message
+				if cfg.CLIGeneration && doc != nil && final.Status == review.StatusSkip && generate.GeneratesWhenSkipped(r.src) {
 					// Kyverno's CLI quirk (WithCLIGeneration): its generator
 					// fails silently, so errors produce nothing here either.
 					rr.Generated, _ = ev.generate(ctx, doc, r)
 				}
-			} else if cfg.backgroundChecks {
-				rr.Status = StatusPass
+			} else if cfg.BackgroundChecks {
+				rr.Status = review.StatusPass
 			} else {
 				objs, err := ev.generate(ctx, doc, r)
 				switch {
 				case err != nil:
-					rr.Status, rr.Message = StatusError, "failed to generate resources: "+err.Error()
+					rr.Status, rr.Message = review.StatusError, "failed to generate resources: "+err.Error()
 				default:
-					rr.Status, rr.Generated = StatusPass, objs
+					rr.Status, rr.Generated = review.StatusPass, objs
 				}
 			}
 			pr.Rules = append(pr.Rules, rr)
-			if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != StatusSkip {
+			if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != review.StatusSkip {
 				break
 			}
 		}
@@ -194,8 +195,8 @@ func (ev *evaluation) generate(ctx context.Context, doc *jsoncontext.Document, r
 	if ev.policy.source.IsNamespaced() {
 		policy.Namespace = ev.policy.source.GetNamespace()
 	}
-	ref := ev.in.resourceRef()
-	meta, _ := ev.in.object["metadata"].(map[string]any)
+	ref := ev.in.ResourceRef()
+	meta, _ := ev.in.Object["metadata"].(map[string]any)
 	uid, _ := meta["uid"].(string)
 	trigger := generate.ObjectRef{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, UID: types.UID(uid)}
 	env := generate.Env{
@@ -216,7 +217,7 @@ func (ev *evaluation) generate(ctx context.Context, doc *jsoncontext.Document, r
 			return ok, err
 		}),
 	}
-	if l := ev.cfg.loaders.Objects; l != nil {
+	if l := ev.cfg.Loaders.Objects; l != nil {
 		env.Objects = clusterObjects{l}
 		if ns := ev.policy.namespace; ns != "" {
 			env.Objects = scopedObjects{ClusterObjects: env.Objects, namespace: ns}
@@ -271,7 +272,7 @@ func (c clusterObjects) List(ctx context.Context, apiVersion, kind, namespace st
 			continue
 		}
 		meta, _ := o["metadata"].(map[string]any)
-		if selector != nil && !selector.Matches(labels.Set(stringMap(meta["labels"]))) {
+		if selector != nil && !selector.Matches(labels.Set(review.StringMap(meta["labels"]))) {
 			continue
 		}
 		out = append(out, o)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/mutate"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // generateCase is one testdata/generate/*.yaml file: policies run through
@@ -35,7 +36,7 @@ func TestGenerateTestdata(t *testing.T) {
 		if err != nil {
 			t.Fatalf("compile: %v", err)
 		}
-		req := &Request{Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject}
+		req := &review.Request{Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject}
 		opts := []EvalOption{WithLoaders(loader.Loaders{Objects: fixedObjects(tc.Existing)})}
 		if tc.CLIGeneration {
 			opts = append(opts, WithCLIGeneration())

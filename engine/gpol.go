@@ -27,6 +27,7 @@ import (
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // generatingPolicy is a compiled GeneratingPolicy or
@@ -243,13 +244,13 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 // still matches. Under background checks (the UpdateRequest generator) a
 // selected request passes without its generate expressions being
 // evaluated.
-func (p *Policy) generateCEL(ctx context.Context, req *Request, in *requestView, cfg *evalConfig) *PolicyResponse {
+func (p *Policy) generateCEL(ctx context.Context, req *review.Request, in *requestView, cfg *review.Options) *review.PolicyResponse {
 	gp := p.gpol
-	rr := RuleResponse{Name: p.source.GetName(), Type: TypeGeneration}
-	pr := &PolicyResponse{Policy: p.source, Key: p.key}
-	noLongerMatches := func() *PolicyResponse {
-		rr.Status, rr.Message = StatusFail, "trigger no longer matches"
-		pr.Rules = []RuleResponse{rr}
+	rr := review.RuleResponse{Name: p.source.GetName(), Type: review.TypeGeneration}
+	pr := &review.PolicyResponse{Policy: p.source, Key: p.key}
+	noLongerMatches := func() *review.PolicyResponse {
+		rr.Status, rr.Message = review.StatusFail, "trigger no longer matches"
+		pr.Rules = []review.RuleResponse{rr}
 		return pr
 	}
 	// old is the old object's view, built only when asked for.
@@ -289,33 +290,33 @@ func (p *Policy) generateCEL(ctx context.Context, req *Request, in *requestView,
 		}
 		return nil
 	}
-	rr.Status, rr.Message = o.status, o.message
-	if len(o.props) > 0 {
-		rr.Properties = o.props
+	rr.Status, rr.Message = o.Status, o.Message
+	if len(o.Props) > 0 {
+		rr.Properties = o.Props
 	}
-	if rr.Status == StatusPass && !cfg.backgroundChecks {
+	if rr.Status == review.StatusPass && !cfg.BackgroundChecks {
 		objs, err := gp.desired(p, in, gen.objects)
 		if err != nil {
-			rr.Status, rr.Message = StatusError, "failed to evaluate policy: "+err.Error()
+			rr.Status, rr.Message = review.StatusError, "failed to evaluate policy: "+err.Error()
 		} else {
 			rr.Generated = objs
 		}
 	}
-	pr.Rules = []RuleResponse{rr}
+	pr.Rules = []review.RuleResponse{rr}
 	return pr
 }
 
 // gpolEvaluator returns the CEL evaluation state of the policy for a
 // request view: its activation (object, request, variables, libraries)
 // and the generator that collects what generator.Apply is given.
-func (p *Policy) gpolEvaluator(ctx context.Context, in *requestView, cfg *evalConfig) (*celEvaluator, *gpolActivation, *generatorContext) {
+func (p *Policy) gpolEvaluator(ctx context.Context, in *requestView, cfg *review.Options) (*celEvaluator, *gpolActivation, *generatorContext) {
 	gp := p.gpol
 	ci := in.celInputs()
 	gen := &generatorContext{namespace: gp.namespace}
 	act := &gpolActivation{
 		vpolActivation: vpolActivation{
 			celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
-			libs:          newLibReceivers(ctx, &cfg.loaders, gp.namespace),
+			libs:          newLibReceivers(ctx, &cfg.Loaders, gp.namespace),
 		},
 		generator: gen,
 	}
@@ -326,7 +327,7 @@ func (p *Policy) gpolEvaluator(ctx context.Context, in *requestView, cfg *evalCo
 
 // gpolConditionsHold reports whether every matchCondition of the policy
 // is true for a request view; one that errs does not hold.
-func (p *Policy) gpolConditionsHold(ctx context.Context, in *requestView, cfg *evalConfig) bool {
+func (p *Policy) gpolConditionsHold(ctx context.Context, in *requestView, cfg *review.Options) bool {
 	e, _, _ := p.gpolEvaluator(ctx, in, cfg)
 	for i := range p.gpol.conditions {
 		if val, err := e.eval(&p.gpol.conditions[i]); err != nil || val != types.True {
@@ -339,35 +340,35 @@ func (p *Policy) gpolConditionsHold(ctx context.Context, in *requestView, cfg *e
 // evaluateGenerating runs exceptions, matchConditions and the generate
 // expressions; nil means the policy does not apply (a false
 // matchCondition gives no response, as in Kyverno).
-func (p *Policy) evaluateGenerating(e *celEvaluator, act *gpolActivation, in *requestView, gen *generatorContext, cfg *evalConfig, rr *RuleResponse) *outcome {
+func (p *Policy) evaluateGenerating(e *celEvaluator, act *gpolActivation, in *requestView, gen *generatorContext, cfg *review.Options, rr *review.RuleResponse) *review.Outcome {
 	allowed, exempt, err := p.celExceptions(e, in)
 	if err != nil {
 		rr.Name = RuleException
-		o := errorf("failed to evaluate exception: %v", err)
+		o := review.Errorf("failed to evaluate exception: %v", err)
 		return &o
 	}
 	if exempt != nil {
 		rr.Name = RuleException
-		o := skip("rule is skipped due to policy exception: " + exempt.keys())
+		o := review.Skip("rule is skipped due to policy exception: " + exempt.keys())
 		if exempt.pass {
-			o = pass("rule is passed due to policy exception: " + exempt.keys())
+			o = review.Pass("rule is passed due to policy exception: " + exempt.keys())
 		}
-		o.props = map[string]string{"exceptions": exempt.names()}
+		o.Props = map[string]string{"exceptions": exempt.names()}
 		return &o
 	}
 	act.exceptions = allowed
 	for i := range p.gpol.conditions {
 		val, err := e.eval(&p.gpol.conditions[i])
 		if err != nil {
-			o := errorf("failed to evaluate policy: %v", err)
+			o := review.Errorf("failed to evaluate policy: %v", err)
 			return &o
 		}
 		if val != types.True {
 			return nil
 		}
 	}
-	if cfg.backgroundChecks {
-		o := pass("policy evaluated successfully")
+	if cfg.BackgroundChecks {
+		o := review.Pass("policy evaluated successfully")
 		return &o
 	}
 	for _, g := range p.gpol.generations {
@@ -378,32 +379,32 @@ func (p *Policy) evaluateGenerating(e *celEvaluator, act *gpolActivation, in *re
 			_, err = e.eval(g.expr)
 		}
 		if gen.err != nil {
-			o := errorf("failed to evaluate policy: failed to generate resources: %v", gen.err)
+			o := review.Errorf("failed to evaluate policy: failed to generate resources: %v", gen.err)
 			return &o
 		}
 		if err != nil {
-			o := errorf("failed to evaluate policy: %v", err)
+			o := review.Errorf("failed to evaluate policy: %v", err)
 			return &o
 		}
 	}
-	o := pass("policy evaluated successfully")
+	o := review.Pass("policy evaluated successfully")
 	for i := range p.gpol.annotations {
 		a := &p.gpol.annotations[i]
 		val, err := e.eval(&a.celProgram)
 		if err != nil {
-			o := errorf("failed to evaluate policy: audit annotation %s: %v", a.key, err)
+			o := review.Errorf("failed to evaluate policy: audit annotation %s: %v", a.key, err)
 			return &o
 		}
 		s, ok := val.(types.String)
 		if !ok && val != types.NullValue {
-			o := errorf("failed to evaluate policy: audit annotation %s: a string or null, not %s", a.key, val.Type().TypeName())
+			o := review.Errorf("failed to evaluate policy: audit annotation %s: a string or null, not %s", a.key, val.Type().TypeName())
 			return &o
 		}
 		if s != "" {
-			if o.props == nil {
-				o.props = map[string]string{}
+			if o.Props == nil {
+				o.Props = map[string]string{}
 			}
-			o.props[a.key] = string(s)
+			o.Props[a.key] = string(s)
 		}
 	}
 	return &o
@@ -417,8 +418,8 @@ func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appl
 	if p.source.IsNamespaced() {
 		policy.Namespace = p.namespace
 	}
-	ref := in.resourceRef()
-	meta, _ := in.object["metadata"].(map[string]any)
+	ref := in.ResourceRef()
+	meta, _ := in.Object["metadata"].(map[string]any)
 	uid, _ := meta["uid"].(string)
 	trigger := generate.ObjectRef{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, UID: k8stypes.UID(uid)}
 	out := make([]generate.DesiredObject, 0, len(collected))

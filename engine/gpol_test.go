@@ -13,6 +13,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/webhookrules"
 )
 
@@ -40,33 +41,33 @@ func TestGeneratingPolicy(t *testing.T) {
 	ns := gpolObject("v1", "Namespace", "", "web", nil)
 	for _, tc := range []struct {
 		name string
-		req  *Request
+		req  *review.Request
 		opts []EvalOption
 		// want is "policy/rule status: message" per response.
 		want []string
 		// objects are the generated objects' apiVersion/Kind/namespace/name.
 		objects []string
 	}{
-		{name: "namespace created", req: &Request{Operation: kyvernov1.Create, Object: ns},
+		{name: "namespace created", req: &review.Request{Operation: kyvernov1.Create, Object: ns},
 			want:    []string{"netpol/netpol pass: policy evaluated successfully"},
 			objects: []string{"networking.k8s.io/v1/NetworkPolicy/web/default-deny"}},
-		{name: "matchCondition false: no response", req: &Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Namespace", "", "kube-x", nil)}},
-		{name: "background checks: pass without generating", req: &Request{Operation: kyvernov1.Create, Object: ns}, opts: []EvalOption{WithBackgroundChecks()},
+		{name: "matchCondition false: no response", req: &review.Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Namespace", "", "kube-x", nil)}},
+		{name: "background checks: pass without generating", req: &review.Request{Operation: kyvernov1.Create, Object: ns}, opts: []EvalOption{WithBackgroundChecks()},
 			want: []string{"netpol/netpol pass: policy evaluated successfully"}},
-		{name: "namespace deleted: trigger no longer matches", req: &Request{Operation: kyvernov1.Delete, OldObject: ns},
+		{name: "namespace deleted: trigger no longer matches", req: &review.Request{Operation: kyvernov1.Delete, OldObject: ns},
 			want: []string{"netpol/netpol fail: trigger no longer matches"}},
-		{name: "namespaced policy in its namespace", req: &Request{Operation: kyvernov1.Create, Object: gpolObject("apps/v1", "Deployment", "team-a", "app", nil)},
+		{name: "namespaced policy in its namespace", req: &review.Request{Operation: kyvernov1.Create, Object: gpolObject("apps/v1", "Deployment", "team-a", "app", nil)},
 			want:    []string{"team-a/cm/cm pass: policy evaluated successfully"},
 			objects: []string{"v1/ConfigMap/team-a/app-cm"}},
-		{name: "namespaced policy ignores other namespaces", req: &Request{Operation: kyvernov1.Create, Object: gpolObject("apps/v1", "Deployment", "team-b", "app", nil)}},
-		{name: "namespaced policy cannot generate elsewhere", req: &Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Secret", "team-a", "s", nil)},
+		{name: "namespaced policy ignores other namespaces", req: &review.Request{Operation: kyvernov1.Create, Object: gpolObject("apps/v1", "Deployment", "team-b", "app", nil)}},
+		{name: "namespaced policy cannot generate elsewhere", req: &review.Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Secret", "team-a", "s", nil)},
 			want: []string{`team-a/escape/escape error: failed to evaluate policy: failed to generate resources: cross-namespace generation denied: a namespaced policy generates into its own namespace "team-a" only, not "kube-system"`}},
-		{name: "synchronized kind not written literally", req: &Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "ConfigMap", "default", "c", map[string]any{"data": map[string]any{"kind": "Secret"}})},
+		{name: "synchronized kind not written literally", req: &review.Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "ConfigMap", "default", "c", map[string]any{"data": map[string]any{"kind": "Secret"}})},
 			want: []string{"dynamic-kind/dynamic-kind error: failed to evaluate policy: v1 Secret: with synchronize, charter must find what a policy generated again; write the apiVersion and kind of every generated object literally in the policy (found: )"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := set.Generate(context.Background(), tc.req, tc.opts...)
-			got, objects := generateOutcomes(resp, func(pr PolicyResponse, rr RuleResponse) string { return pr.Key + "/" + rr.Name })
+			got, objects := generateOutcomes(resp, func(pr review.PolicyResponse, rr review.RuleResponse) string { return pr.Key + "/" + rr.Name })
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("responses\n got %q\nwant %q", got, tc.want)
 			}
@@ -86,7 +87,7 @@ func TestGeneratingPolicyDownstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := set.Generate(context.Background(), &Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Namespace", "", "web", nil)})
+	resp := set.Generate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Namespace", "", "web", nil)})
 	objs := resp.Objects()
 	if len(objs) != 1 {
 		t.Fatalf("objects %v", objs)
@@ -147,7 +148,7 @@ func TestGeneratingPolicyOnlyGenerates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Namespace", "", "web", nil)}
+	req := &review.Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Namespace", "", "web", nil)}
 	for _, pr := range set.Validate(context.Background(), req).Policies {
 		if len(pr.Rules) > 0 {
 			t.Errorf("Validate: %s answered %+v", pr.Key, pr.Rules)
@@ -206,8 +207,8 @@ func TestGeneratingPolicyTriggerUpdate(t *testing.T) {
 			if tc.obj == nil {
 				op = kyvernov1.Delete
 			}
-			resp := set.Generate(context.Background(), &Request{Operation: op, Object: tc.obj, OldObject: tc.old}, tc.opts...)
-			got, objects := generateOutcomes(resp, func(pr PolicyResponse, _ RuleResponse) string { return pr.Key })
+			resp := set.Generate(context.Background(), &review.Request{Operation: op, Object: tc.obj, OldObject: tc.old}, tc.opts...)
+			got, objects := generateOutcomes(resp, func(pr review.PolicyResponse, _ review.RuleResponse) string { return pr.Key })
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("responses\n got %q\nwant %q", got, tc.want)
 			}
@@ -221,7 +222,7 @@ func TestGeneratingPolicyTriggerUpdate(t *testing.T) {
 // generateOutcomes lists a Generate response as "<name> <status>:
 // <message>" per rule response, name given by name, and the generated
 // objects' references in order.
-func generateOutcomes(resp *GenerateResponse, name func(PolicyResponse, RuleResponse) string) (got, objects []string) {
+func generateOutcomes(resp *GenerateResponse, name func(review.PolicyResponse, review.RuleResponse) string) (got, objects []string) {
 	for _, pr := range resp.Policies {
 		for _, rr := range pr.Rules {
 			got = append(got, name(pr, rr)+" "+string(rr.Status)+": "+rr.Message)
@@ -281,7 +282,7 @@ func TestGeneratingPolicyClones(t *testing.T) {
 	}
 	cm := gpolObject("v1", "ConfigMap", "default", "settings", map[string]any{"data": map[string]any{"k": "v"}})
 	cm["metadata"].(map[string]any)["resourceVersion"] = "42"
-	objs := set.Generate(context.Background(), &Request{Operation: kyvernov1.Create, Object: cm}).Objects()
+	objs := set.Generate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: cm}).Objects()
 	if len(objs) != 1 {
 		t.Fatalf("objects %v", objs)
 	}
@@ -298,8 +299,8 @@ func TestGeneratingPolicyClones(t *testing.T) {
 		t.Errorf("source-uid label %v", got)
 	}
 
-	resp := set.Generate(context.Background(), &Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Secret", "default", "s", nil)})
-	got, _ := generateOutcomes(resp, func(pr PolicyResponse, rr RuleResponse) string { return pr.Key })
+	resp := set.Generate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: gpolObject("v1", "Secret", "default", "s", nil)})
+	got, _ := generateOutcomes(resp, func(pr review.PolicyResponse, rr review.RuleResponse) string { return pr.Key })
 	wantOutcome := []string{"bad-apiversion error: failed to evaluate policy: generated object 0 (NetworkPolicy deny): unexpected GroupVersion string: networking.k8s.io/apps/v1"}
 	if !reflect.DeepEqual(got, wantOutcome) {
 		t.Errorf("responses\n got %q\nwant %q", got, wantOutcome)
@@ -319,13 +320,13 @@ func TestGeneratingPolicyAuditAnnotations(t *testing.T) {
 	}
 	ns := gpolObject("v1", "Namespace", "", "web", nil)
 	ns["metadata"].(map[string]any)["labels"] = map[string]any{"env": "staging"}
-	resp := set.Generate(context.Background(), &Request{Operation: kyvernov1.Create, Object: ns})
+	resp := set.Generate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: ns})
 	if len(resp.Policies) != 1 || len(resp.Policies[0].Rules) != 1 {
 		t.Fatalf("responses %+v", resp.Policies)
 	}
 	rr := resp.Policies[0].Rules[0]
 	want := map[string]string{"namespace": "web", "env": "staging"}
-	if rr.Status != StatusPass || !reflect.DeepEqual(rr.Properties, want) || len(rr.Generated) != 1 {
+	if rr.Status != review.StatusPass || !reflect.DeepEqual(rr.Properties, want) || len(rr.Generated) != 1 {
 		t.Errorf("%s %q, properties %v (want %v), %d objects", rr.Status, rr.Message, rr.Properties, want, len(rr.Generated))
 	}
 

@@ -17,6 +17,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // templateCase is one case of testdata/gpol/templates.yaml.
@@ -101,18 +102,18 @@ func TestGeneratingPolicyTemplates(t *testing.T) {
 			}
 			meta := tc.Trigger["metadata"].(map[string]any)
 			meta["uid"] = "uid-trigger"
-			resp := set.Generate(context.Background(), &Request{Operation: kyvernov1.Create, Object: tc.Trigger})
+			resp := set.Generate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: tc.Trigger})
 			if len(resp.Policies) != 1 || len(resp.Policies[0].Rules) != 1 {
 				t.Fatalf("responses %+v", resp.Policies)
 			}
 			rr := resp.Policies[0].Rules[0]
 			if tc.Error != "" {
-				if rr.Status != StatusError || !strings.Contains(rr.Message, tc.Error) {
+				if rr.Status != review.StatusError || !strings.Contains(rr.Message, tc.Error) {
 					t.Fatalf("%s: %s, want error containing %q", rr.Status, rr.Message, tc.Error)
 				}
 				return
 			}
-			if rr.Status != StatusPass {
+			if rr.Status != review.StatusPass {
 				t.Fatalf("%s: %s", rr.Status, rr.Message)
 			}
 			var got []map[string]any

@@ -98,7 +98,7 @@ func (ev *evaluation) imagesDocument(base *jsoncontext.Document, r *rule) (*json
 	if r.verify == nil || len(r.verify.extractors) == 0 {
 		return base, nil
 	}
-	obj := ev.in.req.Object
+	obj := ev.in.Req.Object
 	if obj == nil {
 		// DELETE: no image is verified, none is read.
 		return base, nil

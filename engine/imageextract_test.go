@@ -12,6 +12,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // extractorCases is one file of testdata/imageextractors: a policy with
@@ -46,8 +47,8 @@ type extractorCase struct {
 
 type phaseWant struct {
 	// Status is "" when the rule must give no response.
-	Status  RuleStatus `json:"status"`
-	Message string     `json:"message"`
+	Status  review.RuleStatus `json:"status"`
+	Message string            `json:"message"`
 	// Images are the images at these pointers after the phase.
 	Images map[string]string `json:"images"`
 }
@@ -125,12 +126,12 @@ func TestImageExtractorsTestdata(t *testing.T) {
 				}
 				obj := c.Resource
 				if c.Mutate != nil {
-					m := set.Mutate(context.Background(), &Request{Operation: kyvernov1.Create, Object: obj}, opts...)
+					m := set.Mutate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: obj}, opts...)
 					checkPhase(t, "mutating", m.Policies, m.Object, c.Mutate)
 					obj = m.Object
 				}
 				if c.Validate != nil {
-					v := set.Validate(context.Background(), &Request{Operation: kyvernov1.Create, Object: obj}, opts...)
+					v := set.Validate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: obj}, opts...)
 					checkPhase(t, "validating", v.Policies, obj, c.Validate)
 				}
 			})
@@ -138,9 +139,9 @@ func TestImageExtractorsTestdata(t *testing.T) {
 	})
 }
 
-func checkPhase(t *testing.T, phase string, policies []PolicyResponse, obj map[string]any, want *phaseWant) {
+func checkPhase(t *testing.T, phase string, policies []review.PolicyResponse, obj map[string]any, want *phaseWant) {
 	t.Helper()
-	var rules []RuleResponse
+	var rules []review.RuleResponse
 	for _, p := range policies {
 		rules = append(rules, p.Rules...)
 	}

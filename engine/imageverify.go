@@ -12,6 +12,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // Annotations the mutating phase writes, as Kyverno does (§2.7). charter
@@ -31,7 +32,7 @@ const (
 // admission turns the report to fail on the next rescan (§8.5, Kyverno
 // #7525) without a registry round trip per resource.
 func WithImagesVerifiedSince(t time.Time) EvalOption {
-	return func(c *evalConfig) { c.imagesVerifiedSince = t }
+	return func(c *review.Options) { c.ImagesVerifiedSince = t }
 }
 
 // podImage is one container image of a resource, where it is and how it
@@ -121,7 +122,7 @@ func podImages(obj map[string]any) ([]podImage, []string) {
 // imageOutcome is the result of one entry for one image.
 type imageOutcome struct {
 	image   string
-	status  RuleStatus
+	status  review.RuleStatus
 	message string
 	// digest is the digest verified (or resolved for mutateDigest).
 	digest string
@@ -140,7 +141,7 @@ type imageRun struct {
 }
 
 // imageAction is the effective action of a verifyImages rule.
-func (ev *evaluation) imageAction(r *rule) Action {
+func (ev *evaluation) imageAction(r *rule) review.Action {
 	if a := r.verify.action; a != nil && !ev.promoted() {
 		return *a
 	}
@@ -155,18 +156,18 @@ func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Documen
 	run := imageRun{pins: map[string]string{}, recorded: map[string]string{}}
 	found, err := r.verify.images(obj)
 	if err != nil {
-		run.outcomes = append(run.outcomes, imageOutcome{status: StatusError, message: extractorsFailed + ": " + err.Error()})
+		run.outcomes = append(run.outcomes, imageOutcome{status: review.StatusError, message: extractorsFailed + ": " + err.Error()})
 		return run
 	}
 	images := found.list
 	if len(images) == 0 {
 		return run
 	}
-	creds := loader.ImageCredentials{Namespace: ev.in.res.Namespace, PullSecrets: found.pullSecrets, Scope: ev.readScope()}
+	creds := loader.ImageCredentials{Namespace: ev.in.Res.Namespace, PullSecrets: found.pullSecrets, Scope: ev.readScope()}
 	for _, e := range r.verify.entries {
 		iv, err := ev.resolveEntry(doc, e)
 		if err != nil {
-			run.outcomes = append(run.outcomes, imageOutcome{status: StatusError, message: "failed to substitute variables: " + err.Error()})
+			run.outcomes = append(run.outcomes, imageOutcome{status: review.StatusError, message: "failed to substitute variables: " + err.Error()})
 			continue
 		}
 		creds.Registry = iv.ImageRegistryCredentials
@@ -176,30 +177,30 @@ func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Documen
 				continue
 			}
 			if img.matches(iv.SkipImageReferences) {
-				o := imageOutcome{image: ref, status: StatusSkip, warn: true,
+				o := imageOutcome{image: ref, status: review.StatusSkip, warn: true,
 					message: fmt.Sprintf("skipping image reference image %s, policy %s ruleName %s", ref, ev.policy.key, r.name)}
 				run.outcomes = append(run.outcomes, o)
 				run.recorded[ref] = "skip"
 				continue
 			}
 			if !mutating && iv.IsVerifyDigest() && img.info.Digest == "" {
-				run.outcomes = append(run.outcomes, imageOutcome{image: ref, status: StatusFail, message: "missing digest for " + ref})
+				run.outcomes = append(run.outcomes, imageOutcome{image: ref, status: review.StatusFail, message: "missing digest for " + ref})
 				continue
 			}
 			verifies := len(iv.Attestors) > 0 || len(iv.Attestations) > 0
 			var o imageOutcome
 			if verifies {
 				o = ev.verifyImage(ctx, doc, r, e, iv, img, creds)
-				if !mutating && o.status == StatusError && iv.IsRequired() {
+				if !mutating && o.status == review.StatusError && iv.IsRequired() {
 					// An image that could not be verified is never
 					// admitted when the rule requires verified images,
 					// whatever the failurePolicy (§2.10, N16).
-					o = imageOutcome{image: ref, status: StatusFail, message: "unverified image " + ref + ": " + o.message}
+					o = imageOutcome{image: ref, status: review.StatusFail, message: "unverified image " + ref + ": " + o.message}
 				}
 			} else {
-				o = imageOutcome{image: ref, status: StatusPass, message: "image verified"}
+				o = imageOutcome{image: ref, status: review.StatusPass, message: "image verified"}
 			}
-			pins := mutating && iv.IsMutateDigest() && img.info.Digest == "" && (o.status == StatusPass || !verifies)
+			pins := mutating && iv.IsMutateDigest() && img.info.Digest == "" && (o.status == review.StatusPass || !verifies)
 			if mutating && !verifies && !pins {
 				// An entry that neither verifies nor pins this image has
 				// nothing to say in the mutating phase (§2.5 step 3):
@@ -208,7 +209,7 @@ func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Documen
 			}
 			if pins {
 				o = ev.pinDigest(ctx, img, o, creds, verifies)
-				if o.digest != "" && o.status != StatusError {
+				if o.digest != "" && o.status != review.StatusError {
 					pinned := img.info
 					pinned.Digest = o.digest
 					run.pins[img.pointer] = pinned.ReferenceWithTag() + "@" + o.digest
@@ -219,9 +220,9 @@ func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Documen
 			}
 			if verifies {
 				switch o.status {
-				case StatusPass:
+				case review.StatusPass:
 					run.recorded[ref] = "pass"
-				case StatusSkip:
+				case review.StatusSkip:
 					run.recorded[ref] = "skip"
 				default:
 					run.recorded[ref] = "fail"
@@ -241,23 +242,23 @@ func (ev *evaluation) pinDigest(ctx context.Context, img podImage, o imageOutcom
 	if img.transformed {
 		// Compile refuses jmesPath extractors next to mutateDigest; this
 		// keeps an image that cannot be pinned from passing unpinned.
-		return imageOutcome{image: o.image, status: StatusError, message: fmt.Sprintf("failed to update digest: %s at %s was rewritten by an image extractor's jmesPath, so no digest can be written back there", o.image, img.pointer)}
+		return imageOutcome{image: o.image, status: review.StatusError, message: fmt.Sprintf("failed to update digest: %s at %s was rewritten by an image extractor's jmesPath, so no digest can be written back there", o.image, img.pointer)}
 	}
 	if verified {
 		if o.digest == "" {
-			return imageOutcome{image: o.image, status: StatusError, message: "failed to update digest: no digest was verified for " + o.image}
+			return imageOutcome{image: o.image, status: review.StatusError, message: "failed to update digest: no digest was verified for " + o.image}
 		}
 		return o
 	}
-	v := ev.cfg.loaders.ImageVerifier
+	v := ev.cfg.Loaders.ImageVerifier
 	if v == nil {
-		return imageOutcome{image: o.image, status: StatusError, message: "failed to update digest: no image verifier is configured"}
+		return imageOutcome{image: o.image, status: review.StatusError, message: "failed to update digest: no image verifier is configured"}
 	}
 	d, err := v.ResolveDigest(ctx, img.info.ReferenceWithTag(), creds)
 	if err != nil {
-		return imageOutcome{image: o.image, status: StatusError, message: "failed to update digest: " + err.Error()}
+		return imageOutcome{image: o.image, status: review.StatusError, message: "failed to update digest: " + err.Error()}
 	}
-	return imageOutcome{image: o.image, status: StatusPass, message: "mutated image digest", digest: d}
+	return imageOutcome{image: o.image, status: review.StatusPass, message: "mutated image digest", digest: d}
 }
 
 // resolveEntry substitutes the entry's variables, when it has any.
@@ -284,12 +285,12 @@ func (ev *evaluation) resolveEntry(doc *jsoncontext.Document, e *imageEntry) (*k
 // attestations, then its validate.deny (§2.5 step 3, §3.3, §3.4).
 func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document, r *rule, e *imageEntry, iv *kyvernov1.ImageVerification, img podImage, creds loader.ImageCredentials) imageOutcome {
 	ref := img.matchString()
-	v := ev.cfg.loaders.ImageVerifier
+	v := ev.cfg.Loaders.ImageVerifier
 	if v == nil {
-		return imageOutcome{image: ref, status: StatusError, message: "failed to verify image " + ref + ": no image verifier is configured"}
+		return imageOutcome{image: ref, status: review.StatusError, message: "failed to verify image " + ref + ": no image verifier is configured"}
 	}
 	base := loader.ImageCheck{Image: ref, Repository: iv.Repository, CosignOCI11: iv.CosignOCI11, Credentials: creds,
-		UseCache: iv.IsUseCache(), VerifiedSince: ev.cfg.imagesVerifiedSince, Scope: ev.policy.id + "/" + r.name}
+		UseCache: iv.IsUseCache(), VerifiedSince: ev.cfg.ImagesVerifiedSince, Scope: ev.policy.id + "/" + r.name}
 	if iv.GetType() == kyvernov1.Notary {
 		base.Type = kyvernov1.Notary
 	}
@@ -330,7 +331,7 @@ func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document
 	if e.deny != nil {
 		denied, cmsg, err := ev.conditions(doc, e.deny)
 		if err != nil {
-			return imageOutcome{image: ref, status: StatusError, message: "failed to check deny conditions: " + err.Error()}
+			return imageOutcome{image: ref, status: review.StatusError, message: "failed to check deny conditions: " + err.Error()}
 		}
 		if denied {
 			text := strings.Join(nonEmpty(iv.Validation.Message, cmsg), "; ")
@@ -339,14 +340,14 @@ func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document
 			} else if s, err := ev.substituteMessage(doc, text); err == nil {
 				text = s
 			}
-			return imageOutcome{image: ref, status: StatusFail, message: "validation in verifyImages failed: " + text}
+			return imageOutcome{image: ref, status: review.StatusFail, message: "validation in verifyImages failed: " + text}
 		}
 		msg = "verifyImages validation is passed in " + r.name + " rule"
 	}
 	if digest == "" {
 		digest = img.info.Digest
 	}
-	return imageOutcome{image: ref, status: StatusPass, message: msg, digest: digest}
+	return imageOutcome{image: ref, status: review.StatusPass, message: msg, digest: digest}
 }
 
 func nonEmpty(ss ...string) []string {
@@ -362,9 +363,9 @@ func nonEmpty(ss ...string) []string {
 // failOrError is a fail, or an error when the verification could not run.
 func failOrError(ref, msg string, err error) imageOutcome {
 	if loader.IsImageUnavailable(err) {
-		return imageOutcome{image: ref, status: StatusError, message: msg}
+		return imageOutcome{image: ref, status: review.StatusError, message: msg}
 	}
-	return imageOutcome{image: ref, status: StatusFail, message: msg}
+	return imageOutcome{image: ref, status: review.StatusFail, message: msg}
 }
 
 // verifyAttestation checks attestations[i]: every attestor set must have
@@ -378,9 +379,9 @@ func (ev *evaluation) verifyAttestation(ctx context.Context, doc *jsoncontext.Do
 		ptype = att.PredicateType
 	}
 	if ptype == "" {
-		return "", &imageOutcome{image: ref, status: StatusFail, message: fmt.Sprintf(".attestations[%d]: missing type", i)}
+		return "", &imageOutcome{image: ref, status: review.StatusFail, message: fmt.Sprintf(".attestations[%d]: missing type", i)}
 	}
-	v := ev.cfg.loaders.ImageVerifier
+	v := ev.cfg.Loaders.ImageVerifier
 	var digest string
 	var named bool
 	for k := range att.Attestors {
@@ -549,11 +550,11 @@ func attestorKind(a *kyvernov1.Attestor) string {
 // imageRuleOutcome folds the outcomes of a rule's images into one rule
 // result: error before fail before pass before skip, each with the
 // messages of its images.
-func imageRuleOutcome(run imageRun, validating bool) (outcome, []string, bool) {
+func imageRuleOutcome(run imageRun, validating bool) (review.Outcome, []string, bool) {
 	if len(run.outcomes) == 0 {
-		return outcome{}, nil, false
+		return review.Outcome{}, nil, false
 	}
-	byStatus := map[RuleStatus][]string{}
+	byStatus := map[review.RuleStatus][]string{}
 	var warnings []string
 	for _, o := range run.outcomes {
 		byStatus[o.status] = appendUnique(byStatus[o.status], o.message)
@@ -561,31 +562,31 @@ func imageRuleOutcome(run imageRun, validating bool) (outcome, []string, bool) {
 			warnings = append(warnings, o.message)
 		}
 	}
-	for _, s := range []RuleStatus{StatusError, StatusFail} {
+	for _, s := range []review.RuleStatus{review.StatusError, review.StatusFail} {
 		if msgs := byStatus[s]; len(msgs) > 0 {
-			return outcome{status: s, message: strings.Join(msgs, "; ")}, warnings, true
+			return review.Outcome{Status: s, Message: strings.Join(msgs, "; ")}, warnings, true
 		}
 	}
-	if msgs := byStatus[StatusPass]; len(msgs) > 0 {
+	if msgs := byStatus[review.StatusPass]; len(msgs) > 0 {
 		if validating {
 			msg := "image verified"
 			if skipped := skippedImages(run); skipped != "" {
 				msg += ", skipped images: " + skipped
 			}
-			return outcome{status: StatusPass, message: msg}, warnings, true
+			return review.Outcome{Status: review.StatusPass, Message: msg}, warnings, true
 		}
-		return outcome{status: StatusPass, message: strings.Join(msgs, "; ")}, warnings, true
+		return review.Outcome{Status: review.StatusPass, Message: strings.Join(msgs, "; ")}, warnings, true
 	}
 	if validating {
-		return outcome{status: StatusSkip, message: "image skipped, skipped images: " + skippedImages(run)}, warnings, true
+		return review.Outcome{Status: review.StatusSkip, Message: "image skipped, skipped images: " + skippedImages(run)}, warnings, true
 	}
-	return outcome{status: StatusSkip, message: strings.Join(byStatus[StatusSkip], "; ")}, warnings, true
+	return review.Outcome{Status: review.StatusSkip, Message: strings.Join(byStatus[review.StatusSkip], "; ")}, warnings, true
 }
 
 func skippedImages(run imageRun) string {
 	var out []string
 	for _, o := range run.outcomes {
-		if o.status == StatusSkip {
+		if o.status == review.StatusSkip {
 			out = appendUnique(out, o.image)
 		}
 	}
@@ -713,23 +714,23 @@ func scopedPolicyKey(p *Policy) string {
 // after all mutate rules, as Kyverno's mutating webhook does (§2.2): their
 // responses join each policy's response, verified images are pinned to
 // the digest verified, and the statuses are recorded in the annotations.
-func (s *PolicySet) verifyImagesPhase(ctx context.Context, in *requestView, cfg *evalConfig, candidates []*Policy, resp *MutateResponse) *requestView {
+func (s *PolicySet) verifyImagesPhase(ctx context.Context, in *requestView, cfg *review.Options, candidates []*Policy, resp *MutateResponse) *requestView {
 	scoped := map[string]map[string]map[string]string{}
-	obj := in.req.Object
+	obj := in.Req.Object
 	for _, p := range candidates {
 		var ev *evaluation
-		var rules []RuleResponse
+		var rules []review.RuleResponse
 		for _, r := range p.rules {
-			if r.typ != TypeImageVerify || r.verify == nil || !r.selects(&in.res) {
+			if r.typ != review.TypeImageVerify || r.verify == nil || !r.selects(&in.Res) {
 				continue
 			}
 			if ev == nil || ev.in != in {
-				ev = &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.object}
+				ev = &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.Object}
 			}
-			rr := RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties, Action: ev.imageAction(r)}
+			rr := review.RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties, Action: ev.imageAction(r)}
 			doc, _, final := ev.prelude(ctx, r, &rr)
 			if final != nil {
-				rr.Status, rr.Message = final.status, final.message
+				rr.Status, rr.Message = final.Status, final.Message
 				rules = append(rules, rr)
 				continue
 			}
@@ -738,13 +739,13 @@ func (s *PolicySet) verifyImagesPhase(ctx context.Context, in *requestView, cfg 
 			if !has {
 				continue
 			}
-			rr.Status, rr.Message, rr.Warnings = o.status, o.message, warnings
-			if rr.Status == StatusFail && p.unscored {
-				rr.Status = StatusWarn
+			rr.Status, rr.Message, rr.Warnings = o.Status, o.Message, warnings
+			if rr.Status == review.StatusFail && p.unscored {
+				rr.Status = review.StatusWarn
 			}
 			patched, err := imagePatches(obj, run.pins)
 			if err != nil {
-				rr.Status, rr.Message = StatusError, "failed to update digest: "+err.Error()
+				rr.Status, rr.Message = review.StatusError, "failed to update digest: "+err.Error()
 			} else if len(run.pins) > 0 {
 				obj = patched
 				in = in.withObject(obj)
@@ -757,7 +758,7 @@ func (s *PolicySet) verifyImagesPhase(ctx context.Context, in *requestView, cfg 
 				scoped[key][r.name] = run.recorded
 			}
 			rules = append(rules, rr)
-			if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != StatusSkip {
+			if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != review.StatusSkip {
 				break
 			}
 		}
@@ -766,14 +767,14 @@ func (s *PolicySet) verifyImagesPhase(ctx context.Context, in *requestView, cfg 
 		}
 		merged := false
 		for i := range resp.Policies {
-			if resp.Policies[i].isOf(p) {
+			if responseOf(&resp.Policies[i], p) {
 				resp.Policies[i].Rules = append(resp.Policies[i].Rules, rules...)
 				resp.Policies[i].Patched = obj
 				merged = true
 			}
 		}
 		if !merged {
-			resp.Policies = append(resp.Policies, PolicyResponse{Policy: p.source, Key: p.key, Rules: rules, Patched: obj})
+			resp.Policies = append(resp.Policies, review.PolicyResponse{Policy: p.source, Key: p.key, Rules: rules, Patched: obj})
 		}
 	}
 	if annotated, err := imageAnnotations(obj, scoped); err == nil && len(scoped) > 0 {

@@ -9,6 +9,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/variables"
 )
 
@@ -20,7 +21,7 @@ type verifyImagesRule struct {
 	extractors map[string][]imageExtractor
 	// action is the rule's own failure action: Enforce when any entry
 	// says so, else the first entry that sets one; nil when none does.
-	action *Action
+	action *review.Action
 }
 
 // imageEntry is one verifyImages entry with Kyverno's deprecated fields
@@ -64,11 +65,11 @@ func (s *PolicySet) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path strin
 		if iv.FailureAction != nil && iv.FailureAction.IsValid() {
 			a := normalizeAction(*iv.FailureAction)
 			effective = a
-			if out.action == nil || a == Enforce {
+			if out.action == nil || a == review.Enforce {
 				out.action = &a
 			}
 		}
-		if effective == Audit && iv.IsMutateDigest() {
+		if effective == review.Audit && iv.IsMutateDigest() {
 			f.Add(ep+".mutateDigest", "mutateDigest must be set to false for \u2018Audit\u2019 failure action")
 		}
 		if len(iv.ImageReferences) == 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // imageValidatingPolicy is a compiled ImageValidatingPolicy or
@@ -32,7 +33,7 @@ type imageValidatingPolicy struct {
 	// controllers.
 	variants []*ivpolVariant
 	ignore   bool
-	action   Action
+	action   review.Action
 	// refs select the images the policy verifies; none selects all.
 	refs []imageMatcher
 	// attestors by name, each the charter attestors it stands for (one

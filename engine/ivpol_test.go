@@ -10,6 +10,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // TestImageValidatingPolicyFaults checks that an ImageValidatingPolicy
@@ -198,7 +199,7 @@ func TestImageValidatingPolicies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			images := &fakeImages{}
-			resp := set.Validate(context.Background(), &Request{Operation: kyvernov1.Create, Object: tt.object}, WithLoaders(loader.Loaders{ImageVerifier: images}))
+			resp := set.Validate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: tt.object}, WithLoaders(loader.Loaders{ImageVerifier: images}))
 			got := map[string]result{}
 			for _, p := range resp.Policies {
 				if len(p.Rules) != 1 {
@@ -226,7 +227,7 @@ func TestImageDigestPins(t *testing.T) {
 	}
 	obj := pod("default", "web", nil, "registry.example.com/app/signed:v1", "nginx:1.27", "registry.example.com/attested@sha256:2", "registry.example.com/down/signed:v1")
 	loaders := WithLoaders(loader.Loaders{ImageVerifier: &fakeImages{}})
-	resp := set.Mutate(context.Background(), &Request{Operation: kyvernov1.Create, Object: obj}, loaders, WithImageDigestPins())
+	resp := set.Mutate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: obj}, loaders, WithImageDigestPins())
 	var images []string
 	for _, c := range resp.Object["spec"].(map[string]any)["containers"].([]any) {
 		images = append(images, c.(map[string]any)["image"].(string))
@@ -243,7 +244,7 @@ func TestImageDigestPins(t *testing.T) {
 	if !reflect.DeepEqual(errs, wantErrs) || !resp.Blocked() {
 		t.Errorf("errors %q (blocked %v), want %q, blocked", errs, resp.Blocked(), wantErrs)
 	}
-	plain := set.Mutate(context.Background(), &Request{Operation: kyvernov1.Create, Object: obj}, loaders)
+	plain := set.Mutate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: obj}, loaders)
 	if len(plain.Patch) != 0 || len(plain.Policies) != 0 {
 		t.Errorf("without WithImageDigestPins: patch %v, policies %v", plain.Patch, plain.Policies)
 	}
@@ -269,7 +270,7 @@ func TestRequiredImagesAcrossSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	req := &Request{Operation: kyvernov1.Create, Object: pod("default", "web", nil, "registry.example.com/app/signed:v1")}
+	req := &review.Request{Operation: kyvernov1.Create, Object: pod("default", "web", nil, "registry.example.com/app/signed:v1")}
 	loaders := WithLoaders(loader.Loaders{ImageVerifier: &fakeImages{}})
 	status := func(r *Response) string {
 		if len(r.Policies) != 1 || len(r.Policies[0].Rules) != 1 {
@@ -290,7 +291,7 @@ func TestRequiredImagesAcrossSets(t *testing.T) {
 	if got := status(b); got != "pass success" {
 		t.Errorf("settled across sets: %s, want pass", got)
 	}
-	unsigned := &Request{Operation: kyvernov1.Create, Object: pod("default", "web", nil, "registry.example.com/app/unsigned:v1")}
+	unsigned := &review.Request{Operation: kyvernov1.Create, Object: pod("default", "web", nil, "registry.example.com/app/unsigned:v1")}
 	a = verifying.Validate(ctx, unsigned, loaders, WithDeferredRequiredImages())
 	b = requiring.Validate(ctx, unsigned, loaders, WithDeferredRequiredImages())
 	SettleRequiredImages(a, b)

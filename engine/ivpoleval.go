@@ -23,6 +23,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // The image functions of ImageValidatingPolicies (verify-images.md §6.2)
@@ -171,10 +172,12 @@ type ivpolRequest struct {
 }
 
 func (in *requestView) ivpolState() *ivpolRequest {
-	if in.ivpol == nil {
-		in.ivpol = &ivpolRequest{verified: map[string]int{}, checked: map[string]bool{}, matched: map[string][]string{}}
+	st, ok := in.IVPol.(*ivpolRequest)
+	if !ok {
+		st = &ivpolRequest{verified: map[string]int{}, checked: map[string]bool{}, matched: map[string][]string{}}
+		in.IVPol = st
 	}
-	return in.ivpol
+	return st
 }
 
 // imageVerification is the receiver of the image functions in one
@@ -182,7 +185,7 @@ func (in *requestView) ivpolState() *ivpolRequest {
 type imageVerification struct {
 	ctx    context.Context
 	policy *Policy
-	cfg    *evalConfig
+	cfg    *review.Options
 	creds  loader.ImageCredentials
 	req    *ivpolRequest
 	// unavailable is set once a verification function could not ask the
@@ -250,7 +253,7 @@ func (v *imageVerification) verify(image, attestation string, attestors ref.Val)
 	if !ok {
 		return types.NewErr("invalid image reference %q", image)
 	}
-	verifier := v.cfg.loaders.ImageVerifier
+	verifier := v.cfg.Loaders.ImageVerifier
 	if verifier == nil {
 		return types.NewErr("failed to verify image %s: no image verifier is configured", image)
 	}
@@ -275,7 +278,7 @@ func (v *imageVerification) verify(image, attestation string, attestors ref.Val)
 		}
 		for _, a := range at.checks {
 			check := loader.ImageCheck{Image: info.Reference(), Attestor: a, Repository: at.repository, Credentials: v.creds,
-				UseCache: true, VerifiedSince: v.cfg.imagesVerifiedSince, Scope: v.policy.id + "/" + n, PredicateType: att.typ,
+				UseCache: true, VerifiedSince: v.cfg.ImagesVerifiedSince, Scope: v.policy.id + "/" + n, PredicateType: att.typ,
 				Type: typ, TSACertificates: at.tsa}
 			if err := v.check(verifier, check, image, attestation); err != nil {
 				if loader.IsImageUnavailable(err) && unavailable == nil {
@@ -345,7 +348,7 @@ func (v *imageVerification) extractPayload(image, attestation string) ref.Val {
 }
 
 func (v *imageVerification) imageData(image string) ref.Val {
-	l := v.cfg.loaders.Images
+	l := v.cfg.Loaders.Images
 	if l == nil {
 		return types.NewErr("failed to get image data: no image registry access here")
 	}
@@ -411,8 +414,8 @@ func builtinImages(obj map[string]any) map[string][]string {
 // validateImages evaluates an ImageValidatingPolicy (§3.3.5): one result
 // named after the policy, or none when its matchConstraints or
 // matchConditions leave the request alone.
-func (p *Policy) validateImages(ctx context.Context, in *requestView, cfg *evalConfig) PolicyResponse {
-	resp := PolicyResponse{Policy: p.source, Key: p.key}
+func (p *Policy) validateImages(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
+	resp := review.PolicyResponse{Policy: p.source, Key: p.key}
 	ip := p.ivpol
 	var v *ivpolVariant
 	for _, cand := range ip.variants {
@@ -424,16 +427,16 @@ func (p *Policy) validateImages(ctx context.Context, in *requestView, cfg *evalC
 	if v == nil {
 		return resp
 	}
-	rr := RuleResponse{Name: p.source.GetName(), Type: TypeImageVerify, Action: ip.action}
-	if charter.IsStaged(p.source.GetLabels()) && charter.Enforces(in.namespaceLabels()) {
-		rr.Action = Enforce
+	rr := review.RuleResponse{Name: p.source.GetName(), Type: review.TypeImageVerify, Action: ip.action}
+	if charter.IsStaged(p.source.GetLabels()) && charter.Enforces(in.NamespaceLabels()) {
+		rr.Action = review.Enforce
 	}
-	var o outcome
+	var o review.Outcome
 	var matched []string
 	if v.lazy != nil {
 		var fault string
 		if v, fault = v.lazy.compiled(); v == nil {
-			o = errorf("failed to compile policy: %s", fault)
+			o = review.Errorf("failed to compile policy: %s", fault)
 		}
 	}
 	if v != nil {
@@ -442,14 +445,14 @@ func (p *Policy) validateImages(ctx context.Context, in *requestView, cfg *evalC
 			return resp
 		}
 	}
-	rr.Status, rr.Message = o.status, o.message
-	if len(o.props) > 0 {
-		rr.Properties = o.props
+	rr.Status, rr.Message = o.Status, o.Message
+	if len(o.Props) > 0 {
+		rr.Properties = o.Props
 	}
-	if rr.Status == StatusFail && p.unscored {
-		rr.Status = StatusWarn
+	if rr.Status == review.StatusFail && p.unscored {
+		rr.Status = review.StatusWarn
 	}
-	if rr.Status == StatusPass && ip.required && len(matched) > 0 {
+	if rr.Status == review.StatusPass && ip.required && len(matched) > 0 {
 		in.ivpolState().matched[p.key] = matched
 	}
 	start := len(in.rules)
@@ -461,30 +464,30 @@ func (p *Policy) validateImages(ctx context.Context, in *requestView, cfg *evalC
 // evaluateImages runs the policy's pipeline; respond is false when the
 // policy gives no result (a matchCondition false, or in error under
 // failurePolicy Ignore). matched lists the images the policy selected.
-func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *evalConfig, v *ivpolVariant, rr *RuleResponse) (o outcome, matched []string, respond bool) {
+func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *review.Options, v *ivpolVariant, rr *review.RuleResponse) (o review.Outcome, matched []string, respond bool) {
 	ip := p.ivpol
 	e, act, obj := p.imageEvaluator(ctx, in, cfg, v)
 	// matchConditions run before exceptions here, unlike the other kinds.
 	hold, err := e.imageConditions(v)
 	if err != nil {
 		if ip.ignore {
-			return outcome{}, nil, false
+			return review.Outcome{}, nil, false
 		}
-		return errorf("failed to evaluate policy: %v", err), nil, true
+		return review.Errorf("failed to evaluate policy: %v", err), nil, true
 	}
 	if !hold {
-		return outcome{}, nil, false
+		return review.Outcome{}, nil, false
 	}
 	// Any exception that holds exempts the request: images and
 	// allowedValues play no part for this kind.
-	_, exempt, err := evalCELExceptions(p.set.celExceptions, p.source.GetKind(), p.source.GetName(), e, in.scope, true)
+	_, exempt, err := evalCELExceptions(p.set.celExceptions, p.source.GetKind(), p.source.GetName(), e, in.Scope, true)
 	if err != nil {
-		return errorf("failed to evaluate policy: %v", err), nil, true
+		return review.Errorf("failed to evaluate policy: %v", err), nil, true
 	}
 	if exempt != nil {
 		rr.Name = RuleException
-		o := skip("rule is skipped due to policy exception: " + exempt.keys())
-		o.props = map[string]string{"exceptions": exempt.names()}
+		o := review.Skip("rule is skipped due to policy exception: " + exempt.keys())
+		o.Props = map[string]string{"exceptions": exempt.names()}
 		return o, nil, true
 	}
 
@@ -494,11 +497,11 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *evalC
 		x := &v.extractors[i]
 		val, err := e.eval(&x.celProgram)
 		if err != nil {
-			return errorf("failed to evaluate policy: images.%s: %v", x.name, err), nil, true
+			return review.Errorf("failed to evaluate policy: images.%s: %v", x.name, err), nil, true
 		}
 		list, err := stringList(val)
 		if err != nil {
-			return errorf("failed to evaluate policy: images.%s: %v", x.name, err), nil, true
+			return review.Errorf("failed to evaluate policy: images.%s: %v", x.name, err), nil, true
 		}
 		byName[x.name] = list
 		order = append(order, x.name)
@@ -509,7 +512,7 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *evalC
 		for _, img := range byName[n] {
 			ok, err := ip.matchesImage(img)
 			if err != nil {
-				return errorf("failed to evaluate policy: %v", err), nil, true
+				return review.Errorf("failed to evaluate policy: %v", err), nil, true
 			}
 			if !ok {
 				continue
@@ -526,11 +529,11 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *evalC
 	if ip.verifyDigest {
 		for _, img := range matched {
 			if info, ok := jsoncontext.ParseImage(img); !ok || info.Digest == "" {
-				return fail("image " + img + " does not have a digest"), matched, true
+				return review.Fail("image " + img + " does not have a digest"), matched, true
 			}
 		}
 	}
-	result := pass("success")
+	result := review.Pass("success")
 	for i := range v.validations {
 		x := &v.validations[i]
 		val, err := e.eval(&x.celProgram)
@@ -539,12 +542,12 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *evalC
 				// An image that could not be verified is never admitted
 				// while the policy requires verified images, whatever the
 				// failurePolicy, as for verifyImages rules.
-				return fail(fmt.Sprintf("unverified image: %v", err)), matched, true
+				return review.Fail(fmt.Sprintf("unverified image: %v", err)), matched, true
 			}
-			return errorf("failed to evaluate policy: %v", err), matched, true
+			return review.Errorf("failed to evaluate policy: %v", err), matched, true
 		}
 		if val != types.True {
-			result = fail(e.vpolMessage(x, i))
+			result = review.Fail(e.vpolMessage(x, i))
 			break
 		}
 	}
@@ -552,13 +555,13 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *evalC
 		a := &v.annotations[i]
 		val, err := e.eval(&a.celProgram)
 		if err != nil {
-			return errorf("failed to evaluate policy: audit annotation %s: %v", a.key, err), matched, true
+			return review.Errorf("failed to evaluate policy: audit annotation %s: %v", a.key, err), matched, true
 		}
 		if s, ok := val.(types.String); ok && s != "" {
-			if result.props == nil {
-				result.props = map[string]string{}
+			if result.Props == nil {
+				result.Props = map[string]string{}
 			}
-			result.props[a.key] = string(s)
+			result.Props[a.key] = string(s)
 		}
 	}
 	return result, matched, true
@@ -567,16 +570,16 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *evalC
 // imageEvaluator builds the CEL evaluation of a policy variant over the
 // request, and returns the object whose images it reads (the old object
 // when there is no new one).
-func (p *Policy) imageEvaluator(ctx context.Context, in *requestView, cfg *evalConfig, v *ivpolVariant) (*celEvaluator, *ivpolActivation, map[string]any) {
+func (p *Policy) imageEvaluator(ctx context.Context, in *requestView, cfg *review.Options, v *ivpolVariant) (*celEvaluator, *ivpolActivation, map[string]any) {
 	ip := p.ivpol
 	ci := in.celInputs()
-	obj := in.req.Object
+	obj := in.Req.Object
 	if obj == nil {
-		obj = in.req.OldObject
+		obj = in.Req.OldObject
 	}
 	_, pullSecrets := podImages(obj)
 	verification := &imageVerification{ctx: ctx, policy: p, cfg: cfg, req: in.ivpolState(), payloads: map[[2]string]any{},
-		creds: loader.ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace}}
+		creds: loader.ImageCredentials{Namespace: in.Res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace}}
 	attestors := make(map[string]any, len(ip.attestors))
 	for n := range ip.attestors {
 		attestors[n] = attestorRef{name: n}
@@ -588,7 +591,7 @@ func (p *Policy) imageEvaluator(ctx context.Context, in *requestView, cfg *evalC
 	act := &ivpolActivation{
 		vpolActivation: vpolActivation{
 			celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
-			libs:          newLibReceivers(ctx, &cfg.loaders, ip.namespace),
+			libs:          newLibReceivers(ctx, &cfg.Loaders, ip.namespace),
 			exceptions:    types.DefaultTypeAdapter.NativeToValue(map[string]any{"allowedImages": []any{}, "allowedValues": []any{}}),
 		},
 		verification: verification,
@@ -628,7 +631,7 @@ func (e *celEvaluator) imageConditions(v *ivpolVariant) (bool, error) {
 // verified then: the validating phase verifies the pinned digest. The CLI
 // leaves it off, as Kyverno's does.
 func WithImageDigestPins() EvalOption {
-	return func(c *evalConfig) { c.imageDigestPins = true }
+	return func(c *review.Options) { c.ImageDigestPins = true }
 }
 
 // imageDigestPhase pins digests for the ImageValidatingPolicies among the
@@ -636,8 +639,8 @@ func WithImageDigestPins() EvalOption {
 // resolved is an error of a Deny policy (so failurePolicy decides), and
 // the other images are still pinned; an Audit or Warn policy only leaves
 // the image unpinned.
-func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *evalConfig, candidates []*Policy, resp *MutateResponse) *requestView {
-	obj := in.req.Object
+func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *review.Options, candidates []*Policy, resp *MutateResponse) *requestView {
+	obj := in.Req.Object
 	images, pullSecrets := podImages(obj)
 	if len(images) == 0 {
 		return in
@@ -673,22 +676,22 @@ func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *
 			if ok, err := ip.matchesImage(img.raw); err != nil || !ok {
 				continue
 			}
-			verifier := cfg.loaders.ImageVerifier
+			verifier := cfg.Loaders.ImageVerifier
 			if verifier == nil {
 				errs = append(errs, "no image verifier is configured")
 				continue
 			}
-			digest, err := verifier.ResolveDigest(ctx, img.info.ReferenceWithTag(), loader.ImageCredentials{Namespace: in.res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace})
+			digest, err := verifier.ResolveDigest(ctx, img.info.ReferenceWithTag(), loader.ImageCredentials{Namespace: in.Res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace})
 			if err != nil {
 				errs = append(errs, err.Error())
 				continue
 			}
 			pins[img.pointer] = img.raw + "@" + digest
 		}
-		if len(errs) > 0 && ip.action == Enforce {
-			rr := RuleResponse{Name: p.source.GetName(), Type: TypeImageVerify, Action: Enforce, Status: StatusError,
+		if len(errs) > 0 && ip.action == review.Enforce {
+			rr := review.RuleResponse{Name: p.source.GetName(), Type: review.TypeImageVerify, Action: review.Enforce, Status: review.StatusError,
 				Message: "failed to update digest: " + strings.Join(errs, "; ")}
-			resp.Policies = append(resp.Policies, PolicyResponse{Policy: p.source, Key: p.key, Rules: []RuleResponse{rr}, Patched: obj})
+			resp.Policies = append(resp.Policies, review.PolicyResponse{Policy: p.source, Key: p.key, Rules: []review.RuleResponse{rr}, Patched: obj})
 		}
 	}
 	if len(pins) == 0 {
@@ -724,12 +727,12 @@ func stringList(val ref.Val) ([]string, error) {
 // one of them (§3.3.5 step 8). It runs once every policy of the request
 // has; under WithDeferredRequiredImages it leaves the work to
 // SettleRequiredImages and keeps what it needs on resp.
-func (in *requestView) settleRequiredImages(resp *Response, policies []PolicyResponse) {
-	st := in.ivpol
+func (in *requestView) settleRequiredImages(resp *Response, policies []review.PolicyResponse) {
+	st, _ := in.IVPol.(*ivpolRequest)
 	if st == nil {
 		return
 	}
-	if in.cfg.deferRequiredImages && resp != nil {
+	if in.Opts.DeferRequiredImages && resp != nil {
 		resp.images = st
 		return
 	}
@@ -742,7 +745,7 @@ func (in *requestView) settleRequiredImages(resp *Response, policies []PolicyRes
 // webhook evaluates its failurePolicy Fail and Ignore policies apart): an
 // image one set verified satisfies the other's requirement.
 func WithDeferredRequiredImages() EvalOption {
-	return func(c *evalConfig) { c.deferRequiredImages = true }
+	return func(c *review.Options) { c.DeferRequiredImages = true }
 }
 
 // SettleRequiredImages settles `required` across the responses of one
@@ -772,14 +775,14 @@ func SettleRequiredImages(responses ...*Response) {
 // matched) one of whose images st does not count as verified. Only those
 // kinds' responses are looked up: a ClusterPolicy may share an
 // ImageValidatingPolicy's key.
-func settleRequired(st *ivpolRequest, matched map[string][]string, policies []PolicyResponse) {
+func settleRequired(st *ivpolRequest, matched map[string][]string, policies []review.PolicyResponse) {
 	for i := range policies {
 		p := &policies[i]
 		if _, ivpol := p.Policy.(policiesv1.ImageValidatingPolicyLike); !ivpol {
 			continue
 		}
 		images := matched[p.Key]
-		if len(images) == 0 || len(p.Rules) != 1 || p.Rules[0].Status != StatusPass {
+		if len(images) == 0 || len(p.Rules) != 1 || p.Rules[0].Status != review.StatusPass {
 			continue
 		}
 		for _, img := range images {
@@ -791,9 +794,9 @@ func settleRequired(st *ivpolRequest, matched map[string][]string, policies []Po
 				msg = "image " + img + " failed signature or attestation verification"
 			}
 			r := &p.Rules[0]
-			r.Status, r.Message = StatusFail, msg
+			r.Status, r.Message = review.StatusFail, msg
 			if p.Policy.GetAnnotations()[ScoredAnnotation] == "false" {
-				r.Status = StatusWarn
+				r.Status = review.StatusWarn
 			}
 			break
 		}

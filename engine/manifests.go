@@ -20,6 +20,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // defaultAnnotationDomain is where k8s-manifest-sigstore (and Kyverno)
@@ -118,21 +119,21 @@ func manifestVerifier(k *kyvernov1.StaticKeyAttestor) (signature.Verifier, error
 // must verify with enough keys of every attestor set, and the signed
 // manifest of the same kind and name must match the resource, apart from
 // ignored and volatile fields.
-func (m *manifestsRule) verify(rule string, resource map[string]any) outcome {
+func (m *manifestsRule) verify(rule string, resource map[string]any) review.Outcome {
 	meta, _ := resource["metadata"].(map[string]any)
 	ann, _ := meta["annotations"].(map[string]any)
 	msgB64, _ := ann[m.domain+"/message"].(string)
 	sigB64, _ := ann[m.domain+"/signature"].(string)
 	if msgB64 == "" || sigB64 == "" {
-		return fail(fmt.Sprintf("validation error: rule %s failed: the resource is not signed: annotations %s/message and %s/signature are required", rule, m.domain, m.domain))
+		return review.Fail(fmt.Sprintf("validation error: rule %s failed: the resource is not signed: annotations %s/message and %s/signature are required", rule, m.domain, m.domain))
 	}
 	payload, err := decodeManifestMessage(msgB64)
 	if err != nil {
-		return fail(fmt.Sprintf("validation error: rule %s failed: annotation %s/message: %v", rule, m.domain, err))
+		return review.Fail(fmt.Sprintf("validation error: rule %s failed: annotation %s/message: %v", rule, m.domain, err))
 	}
 	sig, err := decodeManifestSignature(sigB64)
 	if err != nil {
-		return fail(fmt.Sprintf("validation error: rule %s failed: annotation %s/signature: %v", rule, m.domain, err))
+		return review.Fail(fmt.Sprintf("validation error: rule %s failed: annotation %s/signature: %v", rule, m.domain, err))
 	}
 	for i, set := range m.sets {
 		ok := 0
@@ -142,22 +143,22 @@ func (m *manifestsRule) verify(rule string, resource map[string]any) outcome {
 			}
 		}
 		if ok < set.count {
-			return fail(fmt.Sprintf("validation error: rule %s failed: .attestors[%d]: %d of %d required signatures verified", rule, i, ok, set.count))
+			return review.Fail(fmt.Sprintf("validation error: rule %s failed: .attestors[%d]: %d of %d required signatures verified", rule, i, ok, set.count))
 		}
 	}
 	docs, err := signedManifests(payload)
 	if err != nil {
-		return fail(fmt.Sprintf("validation error: rule %s failed: signed message: %v", rule, err))
+		return review.Fail(fmt.Sprintf("validation error: rule %s failed: signed message: %v", rule, err))
 	}
 	signed := findManifest(docs, resource)
 	if signed == nil {
-		return fail(fmt.Sprintf("validation error: rule %s failed: the signed message holds no manifest of %s %s", rule, resource["kind"], meta["name"]))
+		return review.Fail(fmt.Sprintf("validation error: rule %s failed: the signed message holds no manifest of %s %s", rule, resource["kind"], meta["name"]))
 	}
 	ignored := m.ignoredFields(resource)
 	if diff := manifestDiff(signed, resource, "", "", ignored); diff != "" {
-		return fail(fmt.Sprintf("validation error: rule %s failed: the resource differs from its signed manifest at %s", rule, diff))
+		return review.Fail(fmt.Sprintf("validation error: rule %s failed: the resource differs from its signed manifest at %s", rule, diff))
 	}
-	return pass("manifest verified")
+	return review.Pass("manifest verified")
 }
 
 // decodeManifestMessage turns the message annotation (base64 of a gzip

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/internal/manifesttest"
 )
 
@@ -17,11 +18,11 @@ type manifestCases struct {
 	Policy json.RawMessage `json:"policy"`
 	Signed map[string]any  `json:"signed"`
 	Cases  []struct {
-		Name     string         `json:"name"`
-		SignWith string         `json:"signWith"`
-		Resource map[string]any `json:"resource"`
-		Want     RuleStatus     `json:"want"`
-		Message  string         `json:"message"`
+		Name     string            `json:"name"`
+		SignWith string            `json:"signWith"`
+		Resource map[string]any    `json:"resource"`
+		Want     review.RuleStatus `json:"want"`
+		Message  string            `json:"message"`
 	} `json:"cases"`
 }
 
@@ -67,7 +68,7 @@ func TestValidateManifests(t *testing.T) {
 				}
 				meta["annotations"] = a
 			}
-			resp := set.Validate(context.Background(), &Request{Operation: kyvernov1.Create, Object: obj})
+			resp := set.Validate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: obj})
 			if len(resp.Policies) != 1 || len(resp.Policies[0].Rules) != 1 {
 				t.Fatalf("response: %+v", resp.Policies)
 			}

@@ -23,6 +23,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // mutatingPolicy is a compiled MutatingPolicy or NamespacedMutatingPolicy
@@ -177,13 +178,13 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 // targets instead (mutateExistingCEL), after its admission response when
 // it also mutates at admission and the run is not admission's background
 // check (the CLI shows both).
-func (p *Policy) mutateCEL(ctx context.Context, in *requestView, cfg *evalConfig) (PolicyResponse, *requestView) {
-	if !cfg.mutateExisting || p.mpol.existing == nil {
+func (p *Policy) mutateCEL(ctx context.Context, in *requestView, cfg *review.Options) (review.PolicyResponse, *requestView) {
+	if !cfg.MutateExisting || p.mpol.existing == nil {
 		return p.mutateAdmission(ctx, in, cfg)
 	}
 	existing := p.mutateExistingCEL(ctx, in, cfg)
-	if cfg.backgroundChecks {
-		return PolicyResponse{Policy: p.source, Key: p.key, Patched: in.req.Object, Rules: existing}, in
+	if cfg.BackgroundChecks {
+		return review.PolicyResponse{Policy: p.source, Key: p.key, Patched: in.Req.Object, Rules: existing}, in
 	}
 	resp, out := p.mutateAdmission(ctx, in, cfg)
 	resp.Rules = append(resp.Rules, existing...)
@@ -192,9 +193,9 @@ func (p *Policy) mutateCEL(ctx context.Context, in *requestView, cfg *evalConfig
 
 // mutateAdmission evaluates a MutatingPolicy on the request's object as
 // admission does; see mutateCEL.
-func (p *Policy) mutateAdmission(ctx context.Context, in *requestView, cfg *evalConfig) (PolicyResponse, *requestView) {
-	resp := PolicyResponse{Policy: p.source, Key: p.key, Patched: in.req.Object}
-	if !p.mpol.admission || in.req.Object == nil || in.op == kyvernov1.Delete {
+func (p *Policy) mutateAdmission(ctx context.Context, in *requestView, cfg *review.Options) (review.PolicyResponse, *requestView) {
+	resp := review.PolicyResponse{Policy: p.source, Key: p.key, Patched: in.Req.Object}
+	if !p.mpol.admission || in.Req.Object == nil || in.Op == kyvernov1.Delete {
 		return resp, in
 	}
 	var v *mpolVariant
@@ -207,25 +208,25 @@ func (p *Policy) mutateAdmission(ctx context.Context, in *requestView, cfg *eval
 	if v == nil {
 		return resp, in
 	}
-	rr := RuleResponse{Name: "", Type: TypeMutation}
+	rr := review.RuleResponse{Name: "", Type: review.TypeMutation}
 	if v.lazy != nil {
 		var fault string
 		if v, fault = v.lazy.compiled(); v == nil {
-			rr.Name, rr.Status, rr.Message = RuleEvaluation, StatusError, fault
-			resp.Rules = []RuleResponse{rr}
+			rr.Name, rr.Status, rr.Message = RuleEvaluation, review.StatusError, fault
+			resp.Rules = []review.RuleResponse{rr}
 			return resp, in
 		}
 	}
 	o, patched := p.evaluateMPolVariant(ctx, in, cfg, v, v.conditions, &rr)
-	rr.Status, rr.Message = o.status, o.message
-	if len(o.props) > 0 {
-		rr.Properties = o.props
+	rr.Status, rr.Message = o.Status, o.Message
+	if len(o.Props) > 0 {
+		rr.Properties = o.Props
 	}
-	resp.Rules = []RuleResponse{rr}
-	if o.status == StatusPass && patched != nil {
+	resp.Rules = []review.RuleResponse{rr}
+	if o.Status == review.StatusPass && patched != nil {
 		in = in.withObject(patched)
 	}
-	resp.Patched = in.req.Object
+	resp.Patched = in.Req.Object
 	return resp, in
 }
 
@@ -239,7 +240,7 @@ func (p *Policy) mutateAdmission(ctx context.Context, in *requestView, cfg *eval
 // select is checked with the target conditions (scanTarget), as Kyverno's
 // scan reports a mutate-existing target (its chainsaw test
 // mutating-policies/reporting/existing-admission-flow).
-func (p *Policy) scanMutation(ctx context.Context, in *requestView, cfg *evalConfig) PolicyResponse {
+func (p *Policy) scanMutation(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
 	resp, _ := p.mutateAdmission(ctx, in, cfg)
 	if len(resp.Rules) == 0 {
 		resp = p.scanTarget(ctx, in, cfg)
@@ -250,9 +251,9 @@ func (p *Policy) scanMutation(ctx context.Context, in *requestView, cfg *evalCon
 		rr := &resp.Rules[i]
 		// A check, not a mutation: reports keep it as a validation's
 		// result (admission's mutation responses they leave out).
-		rr.Type = TypeValidation
-		if rr.Status == StatusPass && rr.Name != RuleException && !reflect.DeepEqual(patched, in.req.Object) {
-			rr.Status, rr.Message = StatusFail, "mutation is not applied"
+		rr.Type = review.TypeValidation
+		if rr.Status == review.StatusPass && rr.Name != RuleException && !reflect.DeepEqual(patched, in.Req.Object) {
+			rr.Status, rr.Message = review.StatusFail, "mutation is not applied"
 		}
 	}
 	return resp
@@ -264,33 +265,33 @@ func (p *Policy) scanMutation(ctx context.Context, in *requestView, cfg *evalCon
 // conditions, with the object as both object and target. No response for
 // any other object, or for a policy whose targets are only what its
 // target expression names.
-func (p *Policy) scanTarget(ctx context.Context, in *requestView, cfg *evalConfig) PolicyResponse {
-	resp := PolicyResponse{Policy: p.source, Key: p.key, Patched: in.req.Object}
+func (p *Policy) scanTarget(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
+	resp := review.PolicyResponse{Policy: p.source, Key: p.key, Patched: in.Req.Object}
 	ex := p.mpol.existing
-	if ex == nil || ex.targets == nil || in.req.Object == nil || len(p.mpol.variants) == 0 || !ex.targets.matches(in) {
+	if ex == nil || ex.targets == nil || in.Req.Object == nil || len(p.mpol.variants) == 0 || !ex.targets.matches(in) {
 		return resp
 	}
 	v := p.mpol.variants[0]
-	rr := RuleResponse{Name: "", Type: TypeMutation}
+	rr := review.RuleResponse{Name: "", Type: review.TypeMutation}
 	o, patched := p.evaluateMPolVariant(ctx, in, cfg, v, v.targetConditions, &rr)
-	rr.Status, rr.Message = o.status, o.message
-	if len(o.props) > 0 {
-		rr.Properties = o.props
+	rr.Status, rr.Message = o.Status, o.Message
+	if len(o.Props) > 0 {
+		rr.Properties = o.Props
 	}
-	if o.status == StatusPass && patched != nil {
+	if o.Status == review.StatusPass && patched != nil {
 		resp.Patched = patched
 	}
-	resp.Rules = []RuleResponse{rr}
+	resp.Rules = []review.RuleResponse{rr}
 	return resp
 }
 
 // mpolEvaluator returns an evaluator of the variant's expressions on the
 // request, its variables bound lazily.
-func (p *Policy) mpolEvaluator(ctx context.Context, in *requestView, cfg *evalConfig, v *mpolVariant) *celEvaluator {
+func (p *Policy) mpolEvaluator(ctx context.Context, in *requestView, cfg *review.Options, v *mpolVariant) *celEvaluator {
 	ci := in.celInputs()
 	act := &vpolActivation{
 		celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
-		libs:          newLibReceivers(ctx, &cfg.loaders, p.namespace),
+		libs:          newLibReceivers(ctx, &cfg.Loaders, p.namespace),
 		exceptions:    types.DefaultTypeAdapter.NativeToValue([]any{}),
 	}
 	cctx := v.compiler.CreateContext(ctx)
@@ -301,22 +302,22 @@ func (p *Policy) mpolEvaluator(ctx context.Context, in *requestView, cfg *evalCo
 // evaluateMPolVariant runs exceptions, conditions (matchConditions at
 // admission, the target conditions for a mutate-existing target) and the
 // mutations on the request's object.
-func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *evalConfig, v *mpolVariant, conditions []celProgram, rr *RuleResponse) (outcome, map[string]any) {
+func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *review.Options, v *mpolVariant, conditions []celProgram, rr *review.RuleResponse) (review.Outcome, map[string]any) {
 	e := p.mpolEvaluator(ctx, in, cfg, v)
 	act := e.act.(*vpolActivation)
 
 	allowed, exempt, err := p.celExceptions(e, in)
 	if err != nil {
 		rr.Name = RuleException
-		return errorf("failed to evaluate exception: %v", err), nil
+		return review.Errorf("failed to evaluate exception: %v", err), nil
 	}
 	if exempt != nil {
 		rr.Name = RuleException
-		o := skip("rule is skipped due to policy exception: " + exempt.keys())
+		o := review.Skip("rule is skipped due to policy exception: " + exempt.keys())
 		if exempt.pass {
-			o = pass("rule is passed due to policy exception: " + exempt.keys())
+			o = review.Pass("rule is passed due to policy exception: " + exempt.keys())
 		}
-		o.props = map[string]string{"exceptions": exempt.names()}
+		o.Props = map[string]string{"exceptions": exempt.names()}
 		return o, nil
 	}
 	act.exceptions = allowed
@@ -325,12 +326,12 @@ func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *
 		val, err := e.eval(&conditions[i])
 		switch {
 		case err != nil:
-			return errorf("failed to evaluate policy: %v", err), nil
+			return review.Errorf("failed to evaluate policy: %v", err), nil
 		case val != types.True:
-			return skip("skip"), nil
+			return review.Skip("skip"), nil
 		}
 	}
-	obj := in.req.Object
+	obj := in.Req.Object
 	for i := range v.mutations {
 		m := &v.mutations[i]
 		if i > 0 {
@@ -342,28 +343,28 @@ func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *
 		}
 		val, err := e.eval(&m.celProgram)
 		if err != nil {
-			return errorf("failed to evaluate policy: %v", err), nil
+			return review.Errorf("failed to evaluate policy: %v", err), nil
 		}
 		out, err := applyMutation(ctx, in, m, val, obj)
 		if err != nil {
-			return errorf("failed to evaluate policy: %v", err), nil
+			return review.Errorf("failed to evaluate policy: %v", err), nil
 		}
 		obj = out
 	}
-	result := pass("success")
+	result := review.Pass("success")
 	if len(v.annotations) > 0 {
 		act.object = types.DefaultTypeAdapter.NativeToValue(obj)
 		for i := range v.annotations {
 			a := &v.annotations[i]
 			val, err := e.eval(&a.celProgram)
 			if err != nil {
-				return errorf("failed to evaluate policy: audit annotation %s: %v", a.key, err), nil
+				return review.Errorf("failed to evaluate policy: audit annotation %s: %v", a.key, err), nil
 			}
 			if s, ok := val.(types.String); ok && s != "" {
-				if result.props == nil {
-					result.props = map[string]string{}
+				if result.Props == nil {
+					result.Props = map[string]string{}
 				}
-				result.props[a.key] = string(s)
+				result.Props[a.key] = string(s)
 			}
 		}
 	}
@@ -396,13 +397,13 @@ func applyMutation(ctx context.Context, in *requestView, m *mpolMutation, val re
 	current := &unstructured.Unstructured{Object: obj}
 	gvk := current.GroupVersionKind()
 	var old runtime.Object
-	if in.req.OldObject != nil {
-		old = &unstructured.Unstructured{Object: in.req.OldObject}
+	if in.Req.OldObject != nil {
+		old = &unstructured.Unstructured{Object: in.Req.OldObject}
 	}
-	attrs := admission.NewAttributesRecord(current, old, gvk, in.res.Namespace, in.res.Name, in.resource(), in.req.SubResource,
-		admission.Operation(in.op), nil, in.req.DryRun, &user.DefaultInfo{Name: in.req.UserInfo.Username, UID: in.req.UserInfo.UID, Groups: in.req.UserInfo.Groups})
+	attrs := admission.NewAttributesRecord(current, old, gvk, in.Res.Namespace, in.Res.Name, in.Resource(), in.Req.SubResource,
+		admission.Operation(in.Op), nil, in.Req.DryRun, &user.DefaultInfo{Name: in.Req.UserInfo.Username, UID: in.Req.UserInfo.UID, Groups: in.Req.UserInfo.Groups})
 	out, err := patcher.Patch(ctx, mappatch.Request{
-		MatchedResource:     in.resource(),
+		MatchedResource:     in.Resource(),
 		VersionedAttributes: &admission.VersionedAttributes{Attributes: attrs, VersionedObject: admission.NewLazyObject(current), VersionedOldObject: admission.NewLazyObject(old), VersionedKind: gvk},
 		ObjectInterfaces:    mutationObjectInterfaces,
 		TypeConverter:       mutationTypeConverter(),

@@ -11,6 +11,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/webhookrules"
 )
 
@@ -99,12 +100,12 @@ func TestMutatingPolicies(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := &Request{Operation: kyvernov1.Create, Object: tt.object}
+			req := &review.Request{Operation: kyvernov1.Create, Object: tt.object}
 			before, _ := json.Marshal(tt.object)
 			resp := set.Mutate(context.Background(), req)
 			got := map[string]result{}
 			for _, pr := range resp.Policies {
-				if len(pr.Rules) != 1 || pr.Rules[0].Name != "" || pr.Rules[0].Type != TypeMutation {
+				if len(pr.Rules) != 1 || pr.Rules[0].Name != "" || pr.Rules[0].Type != review.TypeMutation {
 					t.Fatalf("%s: want one mutation result with rule \"\", got %+v", pr.Key, pr.Rules)
 				}
 				got[pr.Key] = result{string(pr.Rules[0].Status), pr.Rules[0].Message}
@@ -160,13 +161,13 @@ func TestMutatingPolicyReinvocation(t *testing.T) {
 				t.Fatal(err)
 			}
 			cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": "default"}}
-			resp := set.Mutate(context.Background(), &Request{Operation: kyvernov1.Create, Object: cm})
+			resp := set.Mutate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: cm})
 			want := map[string]any{"IfNeeded": "gold", "Never": "none"}[policy]
 			meta := resp.Object["metadata"].(map[string]any)
 			if got := meta["annotations"].(map[string]any)["tier"]; got != want {
 				t.Errorf("annotation tier = %v, want %v (object %v)", got, want, resp.Object)
 			}
-			if len(resp.Policies) != 2 || resp.Policies[0].Key != "copy-tier" || resp.Policies[0].Rules[0].Status != StatusPass {
+			if len(resp.Policies) != 2 || resp.Policies[0].Key != "copy-tier" || resp.Policies[0].Rules[0].Status != review.StatusPass {
 				t.Fatalf("responses: %+v", resp.Policies)
 			}
 			if got := resp.Policies[0].Patched["metadata"].(map[string]any)["annotations"].(map[string]any)["tier"]; got != want {
@@ -230,14 +231,14 @@ func TestMutatingPolicyScan(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before, _ := json.Marshal(tt.object)
-			req := &Request{Operation: kyvernov1.Create, Object: tt.object}
+			req := &review.Request{Operation: kyvernov1.Create, Object: tt.object}
 			if resp := set.Validate(context.Background(), req); len(resp.Policies) != 0 {
 				t.Errorf("without WithMutationScan: got %+v, want no responses", resp.Policies)
 			}
 			resp := set.Validate(context.Background(), req, WithMutationScan())
 			got := map[string]result{}
 			for _, pr := range resp.Policies {
-				if len(pr.Rules) != 1 || pr.Rules[0].Type != TypeValidation {
+				if len(pr.Rules) != 1 || pr.Rules[0].Type != review.TypeValidation {
 					t.Fatalf("%s: want one validation result, got %+v", pr.Key, pr.Rules)
 				}
 				if pr.Patched != nil {
@@ -294,7 +295,7 @@ func TestMutatingPolicyScanTargets(t *testing.T) {
 		{name: "not a target", object: cm("team-b", nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := set.Validate(context.Background(), &Request{Operation: kyvernov1.Create, Object: tc.object}, WithMutationScan())
+			resp := set.Validate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: tc.object}, WithMutationScan())
 			var got []string
 			for _, pr := range resp.Policies {
 				for _, rr := range pr.Rules {

@@ -18,6 +18,7 @@ import (
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // mpolExisting is the mutate-existing part of a MutatingPolicy with
@@ -145,58 +146,58 @@ func compileTargetSelection(v *mpolVariant, spec *policiesv1.MutatingPolicySpec,
 // targetMatchConditions (or matchConditions) do not hold, error when the
 // policy fails on it or a namespaced policy's target lies outside its
 // namespace. The trigger itself is never changed here.
-func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *evalConfig) []RuleResponse {
+func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *review.Options) []review.RuleResponse {
 	ex := p.mpol.existing
 	v := p.mpol.variants[0]
-	if in.req.Object == nil {
+	if in.Req.Object == nil {
 		return nil
 	}
 	match := ex.trigger
-	if cfg.backgroundChecks {
+	if cfg.BackgroundChecks {
 		match = v.match
 	}
 	if !match.matches(in) {
 		return nil
 	}
-	base := RuleResponse{Name: ex.rule, Type: TypeMutation}
-	answer := func(o outcome) []RuleResponse {
+	base := review.RuleResponse{Name: ex.rule, Type: review.TypeMutation}
+	answer := func(o review.Outcome) []review.RuleResponse {
 		rr := base
-		rr.Status, rr.Message = o.status, o.message
-		return []RuleResponse{rr}
+		rr.Status, rr.Message = o.Status, o.Message
+		return []review.RuleResponse{rr}
 	}
 	e := p.mpolEvaluator(ctx, in, cfg, v)
 	for i := range v.conditions {
 		val, err := e.eval(&v.conditions[i])
 		switch {
 		case err != nil:
-			return answer(errorf("failed to evaluate policy: %v", err))
+			return answer(review.Errorf("failed to evaluate policy: %v", err))
 		case val != types.True:
-			if cfg.backgroundChecks {
+			if cfg.BackgroundChecks {
 				return nil
 			}
-			return answer(skip("skip"))
+			return answer(review.Skip("skip"))
 		}
 	}
-	if cfg.backgroundChecks {
-		return answer(pass("success"))
+	if cfg.BackgroundChecks {
+		return answer(review.Pass("success"))
 	}
 	targets, err := p.mpolTargets(ctx, e, v, ex, cfg)
 	if err != nil {
-		return answer(errorf("failed to select targets: %v", err))
+		return answer(review.Errorf("failed to select targets: %v", err))
 	}
-	var out []RuleResponse
+	var out []review.RuleResponse
 	for _, t := range targets {
 		rr := base
 		ref := refOf(t.object)
 		rr.Target = &ref
 		if p.namespace != "" && ref.Namespace != p.namespace {
-			rr.Status, rr.Message = StatusError, outOfScope("mutate", p.namespace, ref.Namespace).Error()
+			rr.Status, rr.Message = review.StatusError, outOfScope("mutate", p.namespace, ref.Namespace).Error()
 			out = append(out, rr)
 			continue
 		}
-		treq := &Request{
+		treq := &review.Request{
 			Operation: kyvernov1.Update, Object: t.object, OldObject: t.object, Resource: t.resource,
-			UserInfo: in.req.UserInfo, Roles: in.req.Roles, ClusterRoles: in.req.ClusterRoles,
+			UserInfo: in.Req.UserInfo, Roles: in.Req.Roles, ClusterRoles: in.Req.ClusterRoles,
 		}
 		tv := newRequestView(ctx, treq, cfg)
 		if ex.targets != nil && !ex.targets.matches(tv) {
@@ -221,13 +222,13 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *ev
 		// object as request.oldObject while it patches a target.
 		tv.celInputs().request = in.celInputs().requestValue()
 		o, patched := p.evaluateMPolVariant(ctx, tv, cfg, v, v.targetConditions, &rr)
-		rr.Status, rr.Message = o.status, o.message
-		if len(o.props) > 0 {
-			rr.Properties = o.props
+		rr.Status, rr.Message = o.Status, o.Message
+		if len(o.Props) > 0 {
+			rr.Properties = o.Props
 		}
-		if o.status == StatusPass && patched != nil && !reflect.DeepEqual(patched, t.object) {
+		if o.Status == review.StatusPass && patched != nil && !reflect.DeepEqual(patched, t.object) {
 			if err := CheckRetarget(ex.rule, ref, patched); err != nil {
-				rr.Status, rr.Message = StatusError, err.Error()
+				rr.Status, rr.Message = review.StatusError, err.Error()
 			} else {
 				rr.PatchedTarget = patched
 			}
@@ -265,8 +266,8 @@ type mpolTarget struct {
 // (evaluated with object = the trigger), each read again so that its
 // resourceVersion is current, or every object of the target resources (in
 // a namespaced policy's namespace only).
-func (p *Policy) mpolTargets(ctx context.Context, e *celEvaluator, v *mpolVariant, ex *mpolExisting, cfg *evalConfig) ([]mpolTarget, error) {
-	l := cfg.loaders.Resources
+func (p *Policy) mpolTargets(ctx context.Context, e *celEvaluator, v *mpolVariant, ex *mpolExisting, cfg *review.Options) ([]mpolTarget, error) {
+	l := cfg.Loaders.Resources
 	if l == nil {
 		return nil, fmt.Errorf("no loader for existing resources")
 	}
@@ -317,7 +318,7 @@ func (p *Policy) mpolTargets(ctx context.Context, e *celEvaluator, v *mpolVarian
 
 // targetRefs names the objects a target expression returned: one object,
 // or a list of them under items.
-func targetRefs(val ref.Val) ([]ResourceRef, error) {
+func targetRefs(val ref.Val) ([]review.ResourceRef, error) {
 	native, err := val.ConvertToNative(reflect.TypeFor[*structpb.Value]())
 	if err != nil {
 		return nil, fmt.Errorf("want map(string, any), got %s", val.Type().TypeName())
@@ -328,13 +329,13 @@ func targetRefs(val ref.Val) ([]ResourceRef, error) {
 	}
 	items, hasItems := m["items"]
 	if !hasItems {
-		return []ResourceRef{refOf(m)}, nil
+		return []review.ResourceRef{refOf(m)}, nil
 	}
 	list, ok := items.([]any)
 	if !ok {
 		return nil, fmt.Errorf("items: want a list of objects")
 	}
-	out := make([]ResourceRef, 0, len(list))
+	out := make([]review.ResourceRef, 0, len(list))
 	for i, it := range list {
 		obj, ok := it.(map[string]any)
 		if !ok {

@@ -15,6 +15,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/webhookrules"
 )
 
@@ -159,7 +160,7 @@ func TestMutatingPolicyMutateExisting(t *testing.T) {
 			if tt.checks {
 				opts = append(opts, WithBackgroundChecks())
 			}
-			resp := set.Mutate(context.Background(), &Request{Operation: tt.op, Object: tt.object, OldObject: tt.object}, opts...)
+			resp := set.Mutate(context.Background(), &review.Request{Operation: tt.op, Object: tt.object, OldObject: tt.object}, opts...)
 			got := map[string]result{}
 			for _, pr := range resp.Policies {
 				for _, rr := range pr.Rules {
@@ -268,7 +269,7 @@ func TestMutatingPolicyMutateExistingRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": "default", "labels": map[string]any{"trigger": "yes"}}}
-	if resp := set.Mutate(context.Background(), &Request{Operation: kyvernov1.Create, Object: cm}); len(resp.Policies) != 0 || len(resp.Patch) != 0 {
+	if resp := set.Mutate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: cm}); len(resp.Policies) != 0 || len(resp.Patch) != 0 {
 		t.Errorf("admission with admission disabled: %+v", resp)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/mutate"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/variables"
 )
 
@@ -17,11 +18,11 @@ import (
 // PolicySet against one request.
 type MutateResponse struct {
 	// Resource is the object evaluated.
-	Resource ResourceRef
+	Resource review.ResourceRef
 	// Policies holds one entry per policy with at least one rule response,
 	// in compile order. PolicyResponse.Patched is the object after that
 	// policy's rules (and every earlier policy's).
-	Policies []PolicyResponse
+	Policies []review.PolicyResponse
 	// Object is the request's object with every patch applied; the
 	// request's object itself when nothing changed.
 	Object map[string]any
@@ -42,7 +43,7 @@ func (r *MutateResponse) Errors() []PolicyRuleResponse {
 	var out []PolicyRuleResponse
 	for i := range r.Policies {
 		for _, rr := range r.Policies[i].Rules {
-			if rr.Status == StatusError {
+			if rr.Status == review.StatusError {
 				out = append(out, PolicyRuleResponse{Policy: &r.Policies[i], Rule: rr})
 			}
 		}
@@ -65,7 +66,7 @@ func (r *MutateResponse) Blocked() bool {
 	}
 	for _, p := range r.Policies {
 		for _, rr := range p.Rules {
-			if rr.Type == TypeImageVerify && rr.Status == StatusFail && rr.Action == Enforce {
+			if rr.Type == review.TypeImageVerify && rr.Status == review.StatusFail && rr.Action == review.Enforce {
 				return true
 			}
 		}
@@ -90,8 +91,8 @@ func (r *MutateResponse) PatchedTargets() []map[string]any {
 
 // PolicyRuleResponse is a rule response with the policy it belongs to.
 type PolicyRuleResponse struct {
-	Policy *PolicyResponse
-	Rule   RuleResponse
+	Policy *review.PolicyResponse
+	Rule   review.RuleResponse
 }
 
 // WithMutateExisting makes Mutate run mutate-existing rules
@@ -99,7 +100,7 @@ type PolicyRuleResponse struct {
 // background controller and the CLI do. Admission leaves it off: there
 // such rules produce no response, as in Kyverno.
 func WithMutateExisting() EvalOption {
-	return func(c *evalConfig) { c.mutateExisting = true }
+	return func(c *review.Options) { c.MutateExisting = true }
 }
 
 // Mutate runs the mutate rules of every policy that can match the request,
@@ -113,10 +114,10 @@ func WithMutateExisting() EvalOption {
 // object, which silently disables every later rule and policy (spec §1.5);
 // no policy author means that, and admission still denies the request
 // through Errors when the policy's failurePolicy is Fail.
-func (s *PolicySet) Mutate(ctx context.Context, req *Request, opts ...EvalOption) *MutateResponse {
+func (s *PolicySet) Mutate(ctx context.Context, req *review.Request, opts ...EvalOption) *MutateResponse {
 	cfg := newEvalConfig(opts)
 	in := newRequestView(ctx, req, &cfg)
-	resp := &MutateResponse{Resource: in.resourceRef(), Object: req.Object}
+	resp := &MutateResponse{Resource: in.ResourceRef(), Object: req.Object}
 	first := in
 	candidates := s.candidates(in)
 	var reinvoke []reinvocation
@@ -132,7 +133,7 @@ func (s *PolicySet) Mutate(ctx context.Context, req *Request, opts ...EvalOption
 		in = out
 		if len(pr.Rules) > 0 {
 			if p.mpol != nil && p.mpol.reinvoke {
-				reinvoke = append(reinvoke, reinvocation{policy: p, index: len(resp.Policies), after: in.req.Object})
+				reinvoke = append(reinvoke, reinvocation{policy: p, index: len(resp.Policies), after: in.Req.Object})
 			}
 			resp.Policies = append(resp.Policies, pr)
 		}
@@ -143,12 +144,12 @@ func (s *PolicySet) Mutate(ctx context.Context, req *Request, opts ...EvalOption
 	}
 	if req.Object != nil && req.Operation != kyvernov1.Delete {
 		in = s.verifyImagesPhase(ctx, in, &cfg, candidates, resp)
-		if cfg.imageDigestPins {
+		if cfg.ImageDigestPins {
 			in = s.imageDigestPhase(ctx, in, &cfg, candidates, resp)
 		}
 	}
 	if req.Object != nil {
-		resp.Object = in.req.Object
+		resp.Object = in.Req.Object
 		resp.Patch = mutate.Diff(req.Object, resp.Object)
 	}
 	return resp
@@ -166,9 +167,9 @@ type reinvocation struct {
 // later policy changed the object it left, as the API server reinvokes a
 // MutatingAdmissionPolicy; its new response replaces the first. One round,
 // as in Kubernetes: a policy that keeps fighting another does not loop.
-func (s *PolicySet) reinvoke(ctx context.Context, in *requestView, cfg *evalConfig, pending []reinvocation, resp *MutateResponse) *requestView {
+func (s *PolicySet) reinvoke(ctx context.Context, in *requestView, cfg *review.Options, pending []reinvocation, resp *MutateResponse) *requestView {
 	for _, r := range pending {
-		if reflect.DeepEqual(r.after, in.req.Object) {
+		if reflect.DeepEqual(r.after, in.Req.Object) {
 			continue
 		}
 		pr, out := r.policy.mutate(ctx, in, cfg)
@@ -182,7 +183,7 @@ func (s *PolicySet) reinvoke(ctx context.Context, in *requestView, cfg *evalConf
 
 // Mutate runs this policy's mutate rules against the request; see
 // PolicySet.Mutate.
-func (p *Policy) Mutate(ctx context.Context, req *Request, opts ...EvalOption) PolicyResponse {
+func (p *Policy) Mutate(ctx context.Context, req *review.Request, opts ...EvalOption) review.PolicyResponse {
 	cfg := newEvalConfig(opts)
 	pr, _ := p.mutate(ctx, newRequestView(ctx, req, &cfg), &cfg)
 	return pr
@@ -197,7 +198,7 @@ type Evaluation struct {
 
 // Evaluate runs mutation first, across all policies, and then validation
 // on the mutated object, as admission does.
-func (s *PolicySet) Evaluate(ctx context.Context, req *Request, opts ...EvalOption) *Evaluation {
+func (s *PolicySet) Evaluate(ctx context.Context, req *review.Request, opts ...EvalOption) *Evaluation {
 	m := s.Mutate(ctx, req, opts...)
 	mutated := *req
 	if req.Object != nil {
@@ -208,10 +209,10 @@ func (s *PolicySet) Evaluate(ctx context.Context, req *Request, opts ...EvalOpti
 
 // mutate runs the policy's mutate rules and returns its response and the
 // request view of the resulting object.
-func (p *Policy) mutate(ctx context.Context, in *requestView, cfg *evalConfig) (PolicyResponse, *requestView) {
-	resp := PolicyResponse{Policy: p.source, Key: p.key}
+func (p *Policy) mutate(ctx context.Context, in *requestView, cfg *review.Options) (review.PolicyResponse, *requestView) {
+	resp := review.PolicyResponse{Policy: p.source, Key: p.key}
 	if !p.scopes(in) {
-		resp.Patched = in.req.Object
+		resp.Patched = in.Req.Object
 		return resp, in
 	}
 	if p.mpol != nil {
@@ -219,40 +220,40 @@ func (p *Policy) mutate(ctx context.Context, in *requestView, cfg *evalConfig) (
 	}
 	var ev *evaluation
 	for _, r := range p.rules {
-		if r.typ != TypeMutation || r.mutate == nil {
+		if r.typ != review.TypeMutation || r.mutate == nil {
 			continue
 		}
 		existing := len(r.mutate.targets) > 0
-		if existing && !cfg.mutateExisting {
+		if existing && !cfg.MutateExisting {
 			continue
 		}
-		if !existing && in.req.Object == nil {
+		if !existing && in.Req.Object == nil {
 			// Nothing to patch (DELETE).
 			continue
 		}
-		if !r.selects(&in.res) {
+		if !r.selects(&in.Res) {
 			continue
 		}
 		if ev == nil || ev.in != in {
-			ev = &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.object}
+			ev = &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.Object}
 		}
-		rr := RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties}
+		rr := review.RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties}
 		doc, _, final := ev.prelude(ctx, r, &rr)
-		var responses []RuleResponse
+		var responses []review.RuleResponse
 		switch {
 		case final != nil:
-			rr.Status, rr.Message = final.status, final.message
+			rr.Status, rr.Message = final.Status, final.Message
 			responses = append(responses, rr)
-		case existing && cfg.backgroundChecks:
-			rr.Status = StatusPass
+		case existing && cfg.BackgroundChecks:
+			rr.Status = review.StatusPass
 			responses = append(responses, rr)
 		case existing:
 			responses = ev.mutateTargets(ctx, doc, r, rr)
 		default:
-			res := ev.mutateObject(ctx, doc, r, in.object)
+			res := ev.mutateObject(ctx, doc, r, in.Object)
 			rr.Status, rr.Message = res.status, res.message
 			responses = append(responses, rr)
-			if res.status == StatusPass {
+			if res.status == review.StatusPass {
 				in = in.withObject(res.object)
 			}
 		}
@@ -261,13 +262,13 @@ func (p *Policy) mutate(ctx context.Context, in *requestView, cfg *evalConfig) (
 			break
 		}
 	}
-	resp.Patched = in.req.Object
+	resp.Patched = in.Req.Object
 	return resp, in
 }
 
-func anyApplied(rrs []RuleResponse) bool {
+func anyApplied(rrs []review.RuleResponse) bool {
 	for _, rr := range rrs {
-		if rr.Status != StatusSkip {
+		if rr.Status != review.StatusSkip {
 			return true
 		}
 	}
@@ -277,26 +278,22 @@ func anyApplied(rrs []RuleResponse) bool {
 // withObject returns the view of the same request with a new object, as
 // the next mutate rule sees it.
 func (in *requestView) withObject(obj map[string]any) *requestView {
-	req := *in.req
-	req.Object = obj
-	out := newRequestView(in.ctx, &req, in.cfg)
-	if in.nsLabelsLoaded {
-		out.nsLabels, out.nsLabelsLoaded = in.nsLabels, true
-	}
+	out := new(requestView)
+	out.InitWithObject(&in.View, obj)
 	return out
 }
 
 // patchResult is the outcome of applying a mutate rule (or a part of it)
 // to an object.
 type patchResult struct {
-	status  RuleStatus
+	status  review.RuleStatus
 	message string
 	// object is the patched object on pass, the input otherwise.
 	object map[string]any
 }
 
 func patchError(msg string, err error) patchResult {
-	return patchResult{status: StatusError, message: msg + ": " + err.Error()}
+	return patchResult{status: review.StatusError, message: msg + ": " + err.Error()}
 }
 
 // substitutionFailed is Kyverno's error for a variable that could not be
@@ -319,15 +316,15 @@ func (ev *evaluation) mutateObject(ctx context.Context, doc *jsoncontext.Documen
 			return *failed
 		}
 		if applied == 0 {
-			return patchResult{status: StatusSkip, message: "0 elements processed", object: resource}
+			return patchResult{status: review.StatusSkip, message: "0 elements processed", object: resource}
 		}
-		return patchResult{status: StatusPass, message: mutatedMessage(patched), object: patched}
+		return patchResult{status: review.StatusPass, message: mutatedMessage(patched), object: patched}
 	}
 	if m.patch == nil {
-		return patchResult{status: StatusError, message: "rule " + r.name + " has no patch"}
+		return patchResult{status: review.StatusError, message: "rule " + r.name + " has no patch"}
 	}
 	res := ev.applyPatch(doc, m.patch, resource)
-	if res.status == StatusPass {
+	if res.status == review.StatusPass {
 		res.message = mutatedMessage(res.object)
 	}
 	return res
@@ -336,7 +333,7 @@ func (ev *evaluation) mutateObject(ctx context.Context, doc *jsoncontext.Documen
 // applyPatch substitutes the variables of one patch and applies it. An
 // unchanged result (or a condition anchor that does not hold) is a skip.
 func (ev *evaluation) applyPatch(doc *jsoncontext.Document, p *patch, resource map[string]any) patchResult {
-	unchanged := patchResult{status: StatusSkip, message: "no patches applied", object: resource}
+	unchanged := patchResult{status: review.StatusSkip, message: "no patches applied", object: resource}
 	var out map[string]any
 	if p.strategic != nil {
 		body := p.strategic
@@ -366,7 +363,7 @@ func (ev *evaluation) applyPatch(doc *jsoncontext.Document, p *patch, resource m
 				}
 				s, ok := v.(string)
 				if !ok {
-					return patchResult{status: StatusError, message: fmt.Sprintf("failed to patch resource: patchesJson6902 resolved to %s, not text", jsonKind(v))}
+					return patchResult{status: review.StatusError, message: fmt.Sprintf("failed to patch resource: patchesJson6902 resolved to %s, not text", jsonKind(v))}
 				}
 				text = s
 			}
@@ -383,7 +380,7 @@ func (ev *evaluation) applyPatch(doc *jsoncontext.Document, p *patch, resource m
 	if mutate.Equal(resource, out) {
 		return unchanged
 	}
-	return patchResult{status: StatusPass, object: out}
+	return patchResult{status: review.StatusPass, object: out}
 }
 
 // mutatedMessage is Kyverno's pass message: "mutated Kind/name in
@@ -413,7 +410,7 @@ func (ev *evaluation) mutateForeach(ctx context.Context, doc *jsoncontext.Docume
 		}
 		patched, changed, failed := ev.mutateElements(ctx, doc, r, fe, elements, resource, nesting)
 		if failed != nil {
-			res := patchResult{status: StatusError, message: "failed to mutate elements: " + failed.message}
+			res := patchResult{status: review.StatusError, message: "failed to mutate elements: " + failed.message}
 			return nil, 0, &res
 		}
 		if changed {
@@ -469,9 +466,9 @@ func (ev *evaluation) mutateElements(ctx context.Context, doc *jsoncontext.Docum
 		}
 		res := ev.applyPatch(edoc, fe.patch, patched)
 		switch res.status {
-		case StatusError:
+		case review.StatusError:
 			return nil, false, &res
-		case StatusPass:
+		case review.StatusPass:
 			patched = res.object
 		}
 	}

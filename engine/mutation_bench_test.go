@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // benchMutatePolicy has three mutate rules on Deployments: an add-if-absent
@@ -88,7 +89,7 @@ func BenchmarkMutateDeployment(b *testing.B) {
 	}
 	obj := benchDeployment()
 	ctx := context.Background()
-	req := &Request{Object: obj}
+	req := &review.Request{Object: obj}
 	if resp := set.Mutate(ctx, req); len(resp.Patch) == 0 || len(resp.Policies[0].Rules) != 3 {
 		b.Fatalf("unexpected response: %+v", resp)
 	}

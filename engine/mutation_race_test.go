@@ -9,6 +9,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/mutate"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // TestMutateConcurrentUse runs one PolicySet from several goroutines (run
@@ -23,12 +24,12 @@ func TestMutateConcurrentUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	want := set.Mutate(ctx, &Request{Object: benchDeployment()}).Object
+	want := set.Mutate(ctx, &review.Request{Object: benchDeployment()}).Object
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			for range 20 {
-				got := set.Mutate(ctx, &Request{Object: benchDeployment()}).Object
+				got := set.Mutate(ctx, &review.Request{Object: benchDeployment()}).Object
 				if !mutate.Equal(got, want) {
 					t.Errorf("concurrent Mutate gave a different object")
 					return

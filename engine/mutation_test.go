@@ -8,6 +8,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/mutate"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // caseRequest is the admission request a mutate or generate testdata case
@@ -66,7 +67,7 @@ func TestMutateTestdata(t *testing.T) {
 		if tc.ForeachValues != nil {
 			opts = append(opts, WithValues(fixedValues{foreach: tc.ForeachValues}))
 		}
-		req := &Request{Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject}
+		req := &review.Request{Operation: tc.Request.Operation, Object: tc.Request.Object, OldObject: tc.Request.OldObject}
 		before, _ := json.Marshal(req.Object)
 		resp := set.Mutate(context.Background(), req, opts...)
 

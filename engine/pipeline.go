@@ -7,47 +7,27 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/conditions"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/variables"
 )
 
 // requestView is a Request with everything derived from it worked out once
-// and shared by every policy and rule: identity, match input, and (built
-// on first use) the base context document.
+// and shared by every policy and rule (review.View), plus what the
+// ClusterPolicy pipeline keeps of it: the base context document and the
+// rule responses.
 type requestView struct {
-	ctx    context.Context
-	req    *Request
-	cfg    *evalConfig
-	op     kyvernov1.AdmissionOperation
-	object map[string]any // the new object, or the old one on DELETE
-	gvk    schema.GroupVersionKind
-	res    match.Resource
-	// scope is the namespace the request acts in for namespaced policies
-	// (scopeNamespace), "" for a cluster-scoped object.
-	scope string
-
-	nsLabels       map[string]string
-	nsLabelsLoaded bool
-	base           *jsoncontext.Document
-	// cel holds the CEL variables of the request, built on first use.
-	cel *celInputs
-	// vpol is the state of the ValidatingPolicy being evaluated, one for
-	// all of them (vpolEvaluation).
-	vpol *vpolEvaluation
-	// ivpol is what the request's ImageValidatingPolicies share, built on
-	// first use.
-	ivpol *ivpolRequest
+	review.View
+	base *jsoncontext.Document
 
 	// rules backs the rule responses of every policy evaluated over this
 	// view: each policy's Rules is a window of it, capped at its own
 	// length, so one allocation serves the policies of a review and
 	// appending to one policy's Rules never reaches another's.
-	rules []RuleResponse
+	rules []review.RuleResponse
 	// rulesBeyond is how many more rule responses the candidates may
 	// give than rules has room for (rulesUpFront, appendRule).
 	rulesBeyond int
@@ -56,60 +36,17 @@ type requestView struct {
 	elementDocs []*jsoncontext.Document
 }
 
-func newRequestView(ctx context.Context, req *Request, cfg *evalConfig) *requestView {
-	in := &requestView{ctx: ctx, req: req, cfg: cfg, op: req.Operation}
-	if in.op == "" {
-		in.op = kyvernov1.Create
-	}
-	in.object = req.Object
-	if in.object == nil {
-		in.object = req.OldObject
-	}
-	in.gvk = req.Kind
-	if in.gvk.Kind == "" && in.object != nil {
-		apiVersion, _ := in.object["apiVersion"].(string)
-		kind, _ := in.object["kind"].(string)
-		in.gvk = schema.FromAPIVersionAndKind(apiVersion, kind)
-	}
-	meta, _ := in.object["metadata"].(map[string]any)
-	name, namespace := requestIdentity(req, meta)
-	in.nsLabels, in.nsLabelsLoaded = req.NamespaceLabels, req.NamespaceLabels != nil
-	in.scope = scopeNamespace(req, in.gvk)
-	in.res = match.Resource{
-		Kind:            in.gvk,
-		SubResource:     req.SubResource,
-		Name:            name,
-		Namespace:       namespace,
-		Labels:          stringMap(meta["labels"]),
-		Annotations:     stringMap(meta["annotations"]),
-		NamespaceLabels: in.namespaceLabels,
-		Operation:       in.op,
-		UserInfo:        req.UserInfo,
-		Roles:           req.Roles,
-		ClusterRoles:    req.ClusterRoles,
-	}
+func newRequestView(ctx context.Context, req *review.Request, cfg *review.Options) *requestView {
+	in := new(requestView)
+	in.Init(ctx, req, cfg)
 	return in
-}
-
-// requestIdentity is the name and namespace a request's object is
-// matched by: the request's, or where it names none, the object's
-// metadata's.
-func requestIdentity(req *Request, meta map[string]any) (name, namespace string) {
-	name, namespace = req.Name, req.Namespace
-	if name == "" {
-		name, _ = meta["name"].(string)
-	}
-	if namespace == "" {
-		namespace, _ = meta["namespace"].(string)
-	}
-	return name, namespace
 }
 
 // sameBuckets reports whether two views of a request read the same
 // buckets of the index: the namespace they are matched in and their scope
 // agree.
 func sameBuckets(a, b *requestView) bool {
-	return a.scope == b.scope && match.NamespaceOf(&a.res) == match.NamespaceOf(&b.res)
+	return a.Scope == b.Scope && match.NamespaceOf(&a.Res) == match.NamespaceOf(&b.Res)
 }
 
 // oldInOtherNamespace reports whether the request's old object is matched
@@ -117,48 +54,13 @@ func sameBuckets(a, b *requestView) bool {
 // neither can say (as `charter test` may give one): Generate matches the
 // old object too, so it then reads the candidates of every namespace.
 func (in *requestView) oldInOtherNamespace() bool {
-	if in.req.Object == nil || in.req.OldObject == nil {
+	if in.Req.Object == nil || in.Req.OldObject == nil {
 		return false
 	}
-	meta, _ := in.req.OldObject["metadata"].(map[string]any)
-	old := match.Resource{Kind: in.gvk}
-	old.Name, old.Namespace = requestIdentity(in.req, meta)
-	return match.NamespaceOf(&old) != match.NamespaceOf(&in.res)
-}
-
-func stringMap(v any) map[string]string {
-	m, _ := v.(map[string]any)
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, val := range m {
-		if s, ok := val.(string); ok {
-			out[k] = s
-		}
-	}
-	return out
-}
-
-// namespaceLabels returns the labels of the request's namespace, looking
-// them up through the loader on first use. A lookup failure counts as no
-// labels, so namespaceSelectors do not match.
-func (in *requestView) namespaceLabels() map[string]string {
-	if !in.nsLabelsLoaded {
-		in.nsLabelsLoaded = true
-		if l := in.cfg.loaders.Namespaces; l != nil && in.res.Namespace != "" {
-			in.nsLabels, _ = l.NamespaceLabels(in.ctx, in.res.Namespace)
-		}
-	}
-	return in.nsLabels
-}
-
-func (in *requestView) resourceRef() ResourceRef {
-	apiVersion, _ := in.object["apiVersion"].(string)
-	if apiVersion == "" {
-		apiVersion = in.gvk.GroupVersion().String()
-	}
-	return ResourceRef{APIVersion: apiVersion, Kind: in.gvk.Kind, Namespace: in.res.Namespace, Name: in.res.Name}
+	meta, _ := in.Req.OldObject["metadata"].(map[string]any)
+	old := match.Resource{Kind: in.GVK}
+	old.Name, old.Namespace = review.RequestIdentity(in.Req, meta)
+	return match.NamespaceOf(&old) != match.NamespaceOf(&in.Res)
 }
 
 // document returns the base context document of the request, building it
@@ -166,21 +68,21 @@ func (in *requestView) resourceRef() ResourceRef {
 func (in *requestView) document(set *PolicySet) *jsoncontext.Document {
 	if in.base == nil {
 		var kind map[string]any
-		if in.gvk.Kind != "" {
-			kind = map[string]any{"group": in.gvk.Group, "version": in.gvk.Version, "kind": in.gvk.Kind}
+		if in.GVK.Kind != "" {
+			kind = map[string]any{"group": in.GVK.Group, "version": in.GVK.Version, "kind": in.GVK.Kind}
 		}
 		in.base = jsoncontext.NewRequest(set.jp, jsoncontext.RequestInfo{
-			Operation:    string(in.op),
-			Object:       in.req.Object,
-			OldObject:    in.req.OldObject,
-			Namespace:    in.res.Namespace,
-			Name:         in.res.Name,
+			Operation:    string(in.Op),
+			Object:       in.Req.Object,
+			OldObject:    in.Req.OldObject,
+			Namespace:    in.Res.Namespace,
+			Name:         in.Res.Name,
 			Kind:         kind,
-			SubResource:  in.req.SubResource,
-			UserInfo:     in.req.UserInfo,
-			Roles:        in.req.Roles,
-			ClusterRoles: in.req.ClusterRoles,
-			DryRun:       in.req.DryRun,
+			SubResource:  in.Req.SubResource,
+			UserInfo:     in.Req.UserInfo,
+			Roles:        in.Req.Roles,
+			ClusterRoles: in.Req.ClusterRoles,
+			DryRun:       in.Req.DryRun,
 		})
 	}
 	return in.base
@@ -194,7 +96,7 @@ type evaluation struct {
 	// policy (a namespaced CleanupPolicy's run); see readScope.
 	namespace string
 	in        *requestView
-	cfg       *evalConfig
+	cfg       *review.Options
 	object    map[string]any
 	// doc is the policy's document: the request's base document plus the
 	// values pinned for this policy and resource; built on first use.
@@ -221,8 +123,8 @@ func (ev *evaluation) document() *jsoncontext.Document {
 func (ev *evaluation) resourceValues() map[string]any {
 	if !ev.valuesLoaded {
 		ev.valuesLoaded = true
-		if ev.cfg.values != nil {
-			ev.values = ev.cfg.values.Variables(ev.policy.source, ev.in.resourceRef())
+		if ev.cfg.Values != nil {
+			ev.values = ev.cfg.Values.Variables(ev.policy.source, ev.in.ResourceRef())
 		}
 	}
 	return ev.values
@@ -248,7 +150,7 @@ func validateResponses(p *Policy, kind string) int {
 	}
 	n := 0
 	for _, r := range p.rules {
-		if r.typ != TypeValidation && r.typ != TypeImageVerify {
+		if r.typ != review.TypeValidation && r.typ != review.TypeImageVerify {
 			continue
 		}
 		if kind == "" || r.kindNames == nil || slices.Contains(r.kindNames, kind) {
@@ -288,8 +190,8 @@ func policyKinds(rules []*rule) []string {
 }
 
 // validate evaluates the policy's validate rules.
-func (p *Policy) validate(ctx context.Context, in *requestView, cfg *evalConfig) PolicyResponse {
-	resp := PolicyResponse{Policy: p.source, Key: p.key}
+func (p *Policy) validate(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
+	resp := review.PolicyResponse{Policy: p.source, Key: p.key}
 	if !p.scopes(in) {
 		return resp
 	}
@@ -300,15 +202,15 @@ func (p *Policy) validate(ctx context.Context, in *requestView, cfg *evalConfig)
 		return p.validateImages(ctx, in, cfg)
 	}
 	if p.mpol != nil {
-		if !cfg.mutationScan {
+		if !cfg.MutationScan {
 			return resp
 		}
 		return p.scanMutation(ctx, in, cfg)
 	}
-	ev := &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.object}
+	ev := &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.Object}
 	start := len(in.rules)
 	for _, r := range p.rules {
-		if r.typ != TypeValidation && r.typ != TypeImageVerify {
+		if r.typ != review.TypeValidation && r.typ != review.TypeImageVerify {
 			continue
 		}
 		rr, ok := ev.rule(ctx, r)
@@ -316,7 +218,7 @@ func (p *Policy) validate(ctx context.Context, in *requestView, cfg *evalConfig)
 			continue
 		}
 		start = in.appendRule(start, rr)
-		if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != StatusSkip {
+		if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != review.StatusSkip {
 			break
 		}
 	}
@@ -329,38 +231,38 @@ func (p *Policy) validate(ctx context.Context, in *requestView, cfg *evalConfig)
 // rule runs the shared pipeline for one rule: match/exclude → context →
 // preconditions → exceptions → handler. It reports false when the rule
 // does not apply and so produces no response.
-func (ev *evaluation) rule(ctx context.Context, r *rule) (RuleResponse, bool) {
-	if !r.selects(&ev.in.res) {
-		return RuleResponse{}, false
+func (ev *evaluation) rule(ctx context.Context, r *rule) (review.RuleResponse, bool) {
+	if !r.selects(&ev.in.Res) {
+		return review.RuleResponse{}, false
 	}
-	rr := RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties}
+	rr := review.RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties}
 	switch r.typ {
-	case TypeValidation:
+	case review.TypeValidation:
 		rr.Action = ev.action(r)
-	case TypeImageVerify:
+	case review.TypeImageVerify:
 		rr.Action = ev.imageAction(r)
 	}
 	o, ok := ev.ruleOutcome(ctx, r, &rr)
 	if !ok {
-		return RuleResponse{}, false
+		return review.RuleResponse{}, false
 	}
-	rr.Status, rr.Message = o.status, o.message
-	rr.Warnings = o.warnings
-	if len(o.exceptions) > 0 {
-		rr.Exceptions = exceptionSources(o.exceptions)
+	rr.Status, rr.Message = o.Status, o.Message
+	rr.Warnings = o.Warnings
+	if len(o.Exceptions) > 0 {
+		rr.Exceptions = o.Exceptions
 	}
-	if len(o.props) > 0 {
-		props := make(map[string]string, len(rr.Properties)+len(o.props))
+	if len(o.Props) > 0 {
+		props := make(map[string]string, len(rr.Properties)+len(o.Props))
 		for k, v := range rr.Properties {
 			props[k] = v
 		}
-		for k, v := range o.props {
+		for k, v := range o.Props {
 			props[k] = v
 		}
 		rr.Properties = props
 	}
-	if rr.Status == StatusFail && ev.policy.unscored {
-		rr.Status = StatusWarn
+	if rr.Status == review.StatusFail && ev.policy.unscored {
+		rr.Status = review.StatusWarn
 	}
 	return rr, true
 }
@@ -371,26 +273,26 @@ func (ev *evaluation) rule(ctx context.Context, r *rule) (RuleResponse, bool) {
 // rule stops there (context error, preconditions not met, excepted). When
 // the preconditions do not hold, the document comes back with the outcome
 // (see WithCLIGeneration).
-func (ev *evaluation) prelude(ctx context.Context, r *rule, rr *RuleResponse) (*jsoncontext.Document, []*exception, *outcome) {
-	stop := func(o outcome) (*jsoncontext.Document, []*exception, *outcome) { return nil, nil, &o }
+func (ev *evaluation) prelude(ctx context.Context, r *rule, rr *review.RuleResponse) (*jsoncontext.Document, []*exception, *review.Outcome) {
+	stop := func(o review.Outcome) (*jsoncontext.Document, []*exception, *review.Outcome) { return nil, nil, &o }
 	base, err := ev.imagesDocument(ev.document(), r)
 	if err != nil {
-		return stop(errored(extractorsFailed, err))
+		return stop(review.Errored(extractorsFailed, err))
 	}
 	doc, final := ev.ruleDocument(ctx, base, r)
 	if final != nil {
-		if final.status == StatusSkip {
+		if final.Status == review.StatusSkip {
 			return doc, nil, final
 		}
 		return stop(*final)
 	}
 	exceptions, err := ev.exceptions(doc, r)
 	if err != nil {
-		return stop(errored("failed to evaluate policy exceptions", err))
+		return stop(review.Errored("failed to evaluate policy exceptions", err))
 	}
 	if len(exceptions) > 0 && !exceptionsArePodSecurity(exceptions, r) {
 		rr.Exceptions = exceptionSources(exceptions)
-		return stop(skip("rule is skipped due to policy exceptions" + exceptionKeys(exceptions)))
+		return stop(review.Skip("rule is skipped due to policy exceptions" + exceptionKeys(exceptions)))
 	}
 	return doc, exceptions, nil
 }
@@ -400,7 +302,7 @@ func (ev *evaluation) prelude(ctx context.Context, r *rule, rr *RuleResponse) (*
 // there, its outcome: an error when the context or the preconditions
 // cannot be evaluated, a skip (with the document) when the preconditions
 // do not hold.
-func (ev *evaluation) ruleDocument(ctx context.Context, base *jsoncontext.Document, r *rule) (*jsoncontext.Document, *outcome) {
+func (ev *evaluation) ruleDocument(ctx context.Context, base *jsoncontext.Document, r *rule) (*jsoncontext.Document, *review.Outcome) {
 	doc := base
 	if len(r.context) > 0 || ev.ruleValues(r) != nil {
 		doc = doc.Child()
@@ -408,54 +310,54 @@ func (ev *evaluation) ruleDocument(ctx context.Context, base *jsoncontext.Docume
 			setAll(doc, vals)
 		}
 		if err := ev.loadContext(ctx, doc, r, r.context); err != nil {
-			o := errored("failed to load context", err)
+			o := review.Errored("failed to load context", err)
 			return nil, &o
 		}
 	}
 	if r.preconditions != nil {
 		ok, _, err := ev.conditions(doc, r.preconditions)
 		if err != nil {
-			o := errored("failed to evaluate preconditions", err)
+			o := review.Errored("failed to evaluate preconditions", err)
 			return nil, &o
 		}
 		if !ok {
-			o := skip("preconditions not met")
+			o := review.Skip("preconditions not met")
 			return doc, &o
 		}
 	}
 	return doc, nil
 }
 
-func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse) (outcome, bool) {
+func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *review.RuleResponse) (review.Outcome, bool) {
 	doc, exceptions, final := ev.prelude(ctx, r, rr)
 	if final != nil {
 		return *final, true
 	}
-	if r.typ == TypeImageVerify {
-		if ev.in.op == kyvernov1.Delete || ev.in.req.Object == nil || r.verify == nil {
-			return outcome{}, false
+	if r.typ == review.TypeImageVerify {
+		if ev.in.Op == kyvernov1.Delete || ev.in.Req.Object == nil || r.verify == nil {
+			return review.Outcome{}, false
 		}
-		o, warnings, has := imageRuleOutcome(ev.verifyImages(ctx, doc, r, ev.in.req.Object, false), true)
-		o.warnings = warnings
+		o, warnings, has := imageRuleOutcome(ev.verifyImages(ctx, doc, r, ev.in.Req.Object, false), true)
+		o.Warnings = warnings
 		return o, has
 	}
-	if ev.in.op == kyvernov1.Delete && r.validate.shapeOnly() {
+	if ev.in.Op == kyvernov1.Delete && r.validate.shapeOnly() {
 		// Kyverno checks the shape of an object that is being deleted
 		// against no pattern: deleting a non-compliant object is no
 		// violation, so these rules give no result on DELETE.
-		return outcome{}, false
+		return review.Outcome{}, false
 	}
 	vd := &validator{ev: ev, rule: r, v: r.validate, exceptions: exceptions}
 	o, has := vd.run(ctx, doc, ev.object)
 	if !has {
-		return outcome{}, false
+		return review.Outcome{}, false
 	}
-	if o.status == StatusFail && rr.Action == Enforce && ev.in.op == kyvernov1.Update &&
-		r.validate.allowExisting && ev.in.req.OldObject != nil && ev.in.req.Object != nil {
+	if o.Status == review.StatusFail && rr.Action == review.Enforce && ev.in.Op == kyvernov1.Update &&
+		r.validate.allowExisting && ev.in.Req.OldObject != nil && ev.in.Req.Object != nil {
 		// A violation the old object already had is let through. The old
 		// object is evaluated as Kyverno does: as the object of a CREATE.
 		old := &validator{ev: ev, rule: r, v: r.validate, exceptions: exceptions}
-		var prior outcome
+		var prior review.Outcome
 		ok := true
 		if c := r.validate.cel; c != nil {
 			// CEL reads the request from its own variables, not the
@@ -466,28 +368,28 @@ func (ev *evaluation) ruleOutcome(ctx context.Context, r *rule, rr *RuleResponse
 			// and preconditions included: a rule whose preconditions do
 			// not hold for it had nothing to let through.
 			oldBase := ev.document().Child()
-			oldBase.Set("request.object", ev.in.req.OldObject)
+			oldBase.Set("request.object", ev.in.Req.OldObject)
 			oldBase.Set("request.oldObject", nil)
 			oldBase.Set("request.operation", string(kyvernov1.Create))
 			oldDoc, final := ev.ruleDocument(ctx, oldBase, r)
 			if final != nil {
 				prior = *final
 			} else {
-				prior, ok = old.run(ctx, oldDoc, ev.in.req.OldObject)
+				prior, ok = old.run(ctx, oldDoc, ev.in.Req.OldObject)
 			}
 		}
-		if ok && prior.status == StatusFail {
-			return skip("skipping modified resource as validation results have not changed"), true
+		if ok && prior.Status == review.StatusFail {
+			return review.Skip("skipping modified resource as validation results have not changed"), true
 		}
 	}
 	return o, true
 }
 
 func (ev *evaluation) ruleValues(r *rule) map[string]any {
-	if ev.cfg.values == nil {
+	if ev.cfg.Values == nil {
 		return nil
 	}
-	return ev.cfg.values.ContextEntries(ev.policy.source, r.name)
+	return ev.cfg.Values.ContextEntries(ev.policy.source, r.name)
 }
 
 // substitute replaces the variables in v. path is the JSON pointer of v

@@ -5,18 +5,19 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/podsecurity"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // podSecurity evaluates a validate.podSecurity rule: the Pod (or the Pod
 // template of a controller) against the Pod Security Standards profile,
 // minus the rule's exclusions and those of matching PolicyExceptions.
-func (vd *validator) podSecurity(ps *kyvernov1.PodSecurity, resource map[string]any) outcome {
+func (vd *validator) podSecurity(ps *kyvernov1.PodSecurity, resource map[string]any) review.Outcome {
 	meta, spec, ok, err := podsecurity.PodTemplate(resource)
 	if err != nil {
-		return errored("failed to read the Pod spec", err)
+		return review.Errored("failed to read the Pod spec", err)
 	}
 	if !ok {
-		return pass("Validation rule '" + vd.rule.name + "' passed.")
+		return review.Pass("Validation rule '" + vd.rule.name + "' passed.")
 	}
 	excludes := make([]podsecurity.Exclude, 0, len(ps.Exclude))
 	for _, e := range ps.Exclude {
@@ -24,7 +25,7 @@ func (vd *validator) podSecurity(ps *kyvernov1.PodSecurity, resource map[string]
 	}
 	without, err := podsecurity.Evaluate(meta, spec, string(ps.Level), ps.Version, excludes)
 	if err != nil {
-		return errored("failed to evaluate podSecurity", err)
+		return review.Errored("failed to evaluate podSecurity", err)
 	}
 	result := without
 	var used []*exception
@@ -37,28 +38,28 @@ func (vd *validator) podSecurity(ps *kyvernov1.PodSecurity, resource map[string]
 		}
 		if len(used) > 0 {
 			if result, err = podsecurity.Evaluate(meta, spec, string(ps.Level), ps.Version, excludes); err != nil {
-				return errored("failed to evaluate podSecurity", err)
+				return review.Errored("failed to evaluate podSecurity", err)
 			}
 		}
 	}
 	props := map[string]string{"standard": string(ps.Level), "version": result.Version}
 	if result.Allowed() {
 		if len(used) > 0 {
-			o := skip("rule is skipped due to policy exceptions " + exceptionKeys(used))
-			o.exceptions, o.props = used, props
+			o := review.Skip("rule is skipped due to policy exceptions " + exceptionKeys(used))
+			o.Exceptions, o.Props = exceptionSources(used), props
 			return o
 		}
-		o := pass(result.Message(vd.rule.name))
-		o.props = props
+		o := review.Pass(result.Message(vd.rule.name))
+		o.Props = props
 		return o
 	}
-	o := fail(result.Message(vd.rule.name))
+	o := review.Fail(result.Message(vd.rule.name))
 	controls := make([]string, 0, len(result.Checks))
 	for _, c := range result.Checks {
 		controls = append(controls, c.ID)
 	}
 	props["controls"] = strings.Join(controls, ",")
-	o.props = props
+	o.Props = props
 	return o
 }
 

@@ -8,6 +8,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/policyid"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // TestSameNamePolicies compiles every ordered pair of policies of one
@@ -28,7 +29,7 @@ func TestSameNamePolicies(t *testing.T) {
 	if len(cluster) != 5 || len(namespaced) != 5 {
 		t.Fatalf("testdata holds %d cluster-wide and %d namespaced policies, want 5 of each", len(cluster), len(namespaced))
 	}
-	req := &Request{Operation: kyvernov1.Create, Object: pod("team", "web", nil, "nginx")}
+	req := &review.Request{Operation: kyvernov1.Create, Object: pod("team", "web", nil, "nginx")}
 	for _, scope := range [][]kyvernov1.PolicyInterface{cluster, namespaced} {
 		for _, a := range scope {
 			for _, b := range scope {
@@ -65,10 +66,10 @@ func TestSameNamePolicies(t *testing.T) {
 // answeringPolicies returns the IDs of the policies with a response to req
 // from any entry point: validate (and verify images), mutate, generate.
 // Each response's Key must be the shared key.
-func answeringPolicies(set *PolicySet, req *Request) map[string]bool {
+func answeringPolicies(set *PolicySet, req *review.Request) map[string]bool {
 	ctx := context.Background()
 	out := map[string]bool{}
-	var all []PolicyResponse
+	var all []review.PolicyResponse
 	all = append(all, set.Validate(ctx, req).Policies...)
 	all = append(all, set.Mutate(ctx, req).Policies...)
 	all = append(all, set.Generate(ctx, req).Policies...)
@@ -95,7 +96,7 @@ func TestSameNameResponsesStaySeparate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := set.Validate(context.Background(), &Request{Operation: kyvernov1.Create, Object: pod("team", "web", nil, "nginx")})
+	resp := set.Validate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: pod("team", "web", nil, "nginx")})
 	if !resp.Blocked() {
 		t.Fatal("the Pod is not denied")
 	}

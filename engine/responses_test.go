@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"testing"
+
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // TestRuleResponsesFitTheirBound: Validate makes room for the rule
@@ -34,13 +36,13 @@ func TestRuleResponsesFitTheirBound(t *testing.T) {
 		{"ConfigMap", configMap, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, validate := range []func(context.Context, *Request, ...EvalOption) *Response{set.Validate, set.ValidateTimed} {
-				resp := validate(context.Background(), &Request{Object: tc.object})
+			for _, validate := range []func(context.Context, *review.Request, ...EvalOption) *Response{set.Validate, set.ValidateTimed} {
+				resp := validate(context.Background(), &review.Request{Object: tc.object})
 				n := 0
 				for _, p := range resp.Policies {
 					n += len(p.Rules)
 				}
-				bound := set.rulesUpFront(newRequestView(context.Background(), &Request{Object: tc.object}, &evalConfig{}))
+				bound := set.rulesUpFront(newRequestView(context.Background(), &review.Request{Object: tc.object}, &review.Options{}))
 				if n > bound {
 					t.Errorf("%d rule responses, room made for %d", n, bound)
 				}

@@ -8,6 +8,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // TestRetargetRefused: a mutate-existing patch that changes its target's
@@ -25,7 +26,7 @@ func TestRetargetRefused(t *testing.T) {
 	store := readObjectStore(t, "retarget/targets.yaml")
 	trigger := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "trigger", "namespace": "team-a", "labels": map[string]any{"trigger": "yes"}}}
-	resp := set.Mutate(context.Background(), &Request{Operation: kyvernov1.Create, Object: trigger},
+	resp := set.Mutate(context.Background(), &review.Request{Operation: kyvernov1.Create, Object: trigger},
 		WithLoaders(loader.Loaders{Objects: fixedObjects(store), Resources: store}), WithMutateExisting())
 
 	// want is the message of each rule's one response ("" for a pass
@@ -54,14 +55,14 @@ func TestRetargetRefused(t *testing.T) {
 				t.Errorf("%s: target %v, want ConfigMap team-a/settings", key, rr.Target)
 			}
 			if msg == "" {
-				if rr.Status != StatusPass || rr.PatchedTarget == nil {
+				if rr.Status != review.StatusPass || rr.PatchedTarget == nil {
 					t.Errorf("%s: %s %q, want pass with the patched target", key, rr.Status, rr.Message)
 				} else if err := CheckRetarget(rr.Name, *rr.Target, rr.PatchedTarget); err != nil {
 					t.Errorf("%s: %v", key, err)
 				}
 				continue
 			}
-			if rr.Status != StatusError || !strings.HasPrefix(rr.Message, msg) || rr.PatchedTarget != nil {
+			if rr.Status != review.StatusError || !strings.HasPrefix(rr.Message, msg) || rr.PatchedTarget != nil {
 				t.Errorf("%s: %s %q (patched target %v), want error %q and nothing to write", key, rr.Status, rr.Message, rr.PatchedTarget != nil, msg)
 			}
 		}
@@ -74,7 +75,7 @@ func TestRetargetRefused(t *testing.T) {
 }
 
 func TestCheckRetarget(t *testing.T) {
-	read := ResourceRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "settings"}
+	read := review.ResourceRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "settings"}
 	same := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"namespace": "team-a", "name": "settings", "labels": map[string]any{"x": "y"}}}
 	if err := CheckRetarget("r", read, same); err != nil {
 		t.Errorf("same identity: %v", err)

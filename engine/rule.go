@@ -12,6 +12,7 @@ import (
 	"github.com/charter-dev/charter/engine/conditions"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/variables"
 	"github.com/charter-dev/charter/engine/wildcard"
 )
@@ -26,7 +27,7 @@ type rule struct {
 	// (anyPatternPassed).
 	anyPassed []string
 	src       *kyvernov1.Rule
-	typ       RuleType
+	typ       review.RuleType
 	match     *kyvernov1.MatchResources
 	exclude   *kyvernov1.MatchResources
 	// kindNames are the kind names (no group, version or subresource) the
@@ -100,19 +101,19 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 	var kinds []string
 	if r.HasValidate() {
 		kinds = append(kinds, "validate")
-		cr.typ = TypeValidation
+		cr.typ = review.TypeValidation
 	}
 	if r.HasMutate() {
 		kinds = append(kinds, "mutate")
-		cr.typ = TypeMutation
+		cr.typ = review.TypeMutation
 	}
 	if r.HasGenerate() {
 		kinds = append(kinds, "generate")
-		cr.typ = TypeGeneration
+		cr.typ = review.TypeGeneration
 	}
 	if r.HasVerifyImages() {
 		kinds = append(kinds, "verifyImages")
-		cr.typ = TypeImageVerify
+		cr.typ = review.TypeImageVerify
 	}
 	switch len(kinds) {
 	case 0:

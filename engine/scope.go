@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/fault"
@@ -52,39 +51,7 @@ func inScope(scope, namespace string) bool {
 }
 
 // scopes reports whether the policy may see the request.
-func (p *Policy) scopes(in *requestView) bool { return p.InScope(in.scope) }
-
-// scopeNamespace is the namespace a request acts in, as namespaced
-// policies are scoped: the namespace of the object and of the old object,
-// which must agree, falling back to the request's namespace for objects
-// that carry none (a subresource's options, a CREATE decoded before the
-// API server defaulted it). A Namespace object, like every cluster-scoped
-// object, acts in none: "" (the API server puts a Namespace's own name in
-// the request's namespace field on some operations).
-func scopeNamespace(req *Request, gvk schema.GroupVersionKind) string {
-	if gvk.Group == "" && gvk.Kind == "Namespace" {
-		return ""
-	}
-	ns := ""
-	for _, obj := range []map[string]any{req.Object, req.OldObject} {
-		if obj == nil {
-			continue
-		}
-		meta, _ := obj["metadata"].(map[string]any)
-		own, _ := meta["namespace"].(string)
-		if own == "" {
-			own = req.Namespace
-		}
-		if own == "" || (ns != "" && own != ns) {
-			return ""
-		}
-		ns = own
-	}
-	if ns == "" {
-		ns = req.Namespace
-	}
-	return ns
-}
+func (p *Policy) scopes(in *requestView) bool { return p.InScope(in.Scope) }
 
 // checkNamespacedRule refuses what a namespaced policy's rule names outside
 // its namespace: a mutate-existing target in another namespace or of a

@@ -16,6 +16,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // scopeCase is one testdata/scope/*.yaml file: policies, existing objects,
@@ -73,7 +74,7 @@ func TestNamespacedPolicyScope(t *testing.T) {
 		for _, c := range sc.Cases {
 			t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml")+"/"+c.Name, func(t *testing.T) {
 				ctx := context.Background()
-				req := &Request{Operation: c.Request.Operation, Object: c.Request.Object, OldObject: c.Request.OldObject, Namespace: c.Request.Namespace}
+				req := &review.Request{Operation: c.Request.Operation, Object: c.Request.Object, OldObject: c.Request.OldObject, Namespace: c.Request.Namespace}
 				if req.Operation == "" {
 					req.Operation = kyvernov1.Create
 				}
@@ -84,7 +85,7 @@ func TestNamespacedPolicyScope(t *testing.T) {
 				checkLines(t, "Mutate", responseLines(mutated.Policies), c.Mutate)
 				checkLines(t, "Generate", responseLines(set.Generate(ctx, req, opts...).Policies), c.Generate)
 
-				var one, oneMutate []PolicyResponse
+				var one, oneMutate []review.PolicyResponse
 				for _, p := range set.Policies() {
 					if pr := p.Validate(ctx, req, opts...); len(pr.Rules) > 0 {
 						one = append(one, pr)
@@ -104,9 +105,9 @@ func TestNamespacedPolicyScope(t *testing.T) {
 // checkCandidates checks the policy index for the request: it leaves out
 // the policies named, and only policies that cannot respond (out of
 // scope, or no rule selecting the request).
-func checkCandidates(t *testing.T, set *PolicySet, req *Request, leftOut []string) {
+func checkCandidates(t *testing.T, set *PolicySet, req *review.Request, leftOut []string) {
 	t.Helper()
-	in := newRequestView(context.Background(), req, &evalConfig{})
+	in := newRequestView(context.Background(), req, &review.Options{})
 	candidates := set.candidates(in)
 	for _, key := range leftOut {
 		if !slices.ContainsFunc(set.Policies(), func(p *Policy) bool { return p.key == key }) {
@@ -120,7 +121,7 @@ func checkCandidates(t *testing.T, set *PolicySet, req *Request, leftOut []strin
 			}
 			continue
 		}
-		if p.scopes(in) && slices.ContainsFunc(p.rules, func(r *rule) bool { return r.selects(&in.res) }) {
+		if p.scopes(in) && slices.ContainsFunc(p.rules, func(r *rule) bool { return r.selects(&in.Res) }) {
 			t.Errorf("policy index left out %s, whose rules select the request", p.key)
 		}
 	}
@@ -150,7 +151,7 @@ func (g scopedGlobalContext) GlobalContextEntryForNamespace(ctx context.Context,
 	return g.GlobalContextEntry(ctx, name)
 }
 
-func responseLines(policies []PolicyResponse) []string {
+func responseLines(policies []review.PolicyResponse) []string {
 	var out []string
 	for _, p := range policies {
 		for _, r := range p.Rules {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/wildcard"
 )
 
@@ -19,14 +20,14 @@ import (
 // each with `target` set to it, the entry's context loaded and its
 // preconditions met. There is one response per target; the trigger is
 // never changed. base carries the rule's name, type and properties.
-func (ev *evaluation) mutateTargets(ctx context.Context, doc *jsoncontext.Document, r *rule, base RuleResponse) []RuleResponse {
-	var out []RuleResponse
-	failed := func(msg string) []RuleResponse {
+func (ev *evaluation) mutateTargets(ctx context.Context, doc *jsoncontext.Document, r *rule, base review.RuleResponse) []review.RuleResponse {
+	var out []review.RuleResponse
+	failed := func(msg string) []review.RuleResponse {
 		rr := base
-		rr.Status, rr.Message = StatusError, msg
+		rr.Status, rr.Message = review.StatusError, msg
 		return append(out, rr)
 	}
-	loader := ev.cfg.loaders.Objects
+	loader := ev.cfg.Loaders.Objects
 	if loader == nil {
 		return failed("failed to load targets: no loader for existing resources")
 	}
@@ -55,22 +56,22 @@ func (ev *evaluation) mutateTargets(ctx context.Context, doc *jsoncontext.Docume
 			tdoc := doc.Child()
 			tdoc.SetRoot("target", obj)
 			if err := ev.loadContext(ctx, tdoc, r, t.context); err != nil {
-				rr.Status, rr.Message = StatusError, "failed to load context: "+err.Error()
+				rr.Status, rr.Message = review.StatusError, "failed to load context: "+err.Error()
 				out = append(out, rr)
 				continue
 			}
 			ok, _, err := ev.conditions(tdoc, t.preconditions)
 			switch {
 			case err != nil:
-				rr.Status, rr.Message = StatusError, "failed to evaluate preconditions: "+err.Error()
+				rr.Status, rr.Message = review.StatusError, "failed to evaluate preconditions: "+err.Error()
 			case !ok:
-				rr.Status, rr.Message = StatusSkip, "preconditions not met"
+				rr.Status, rr.Message = review.StatusSkip, "preconditions not met"
 			default:
 				res := ev.mutateObject(ctx, tdoc, r, obj)
 				rr.Status, rr.Message = res.status, res.message
-				if res.status == StatusPass {
+				if res.status == review.StatusPass {
 					if err := CheckRetarget(r.name, ref, res.object); err != nil {
-						rr.Status, rr.Message = StatusError, err.Error()
+						rr.Status, rr.Message = review.StatusError, err.Error()
 						break
 					}
 					rr.PatchedTarget = res.object
@@ -140,7 +141,7 @@ func querySelects(q loader.ObjectQuery, obj map[string]any, sel labels.Selector)
 	}
 	if q.Selector != nil {
 		meta, _ := obj["metadata"].(map[string]any)
-		if !sel.Matches(labels.Set(stringMap(meta["labels"]))) {
+		if !sel.Matches(labels.Set(review.StringMap(meta["labels"]))) {
 			return false
 		}
 	}
@@ -148,9 +149,9 @@ func querySelects(q loader.ObjectQuery, obj map[string]any, sel labels.Selector)
 }
 
 // refOf names an unstructured object.
-func refOf(obj map[string]any) ResourceRef {
+func refOf(obj map[string]any) review.ResourceRef {
 	meta, _ := obj["metadata"].(map[string]any)
-	ref := ResourceRef{}
+	ref := review.ResourceRef{}
 	ref.APIVersion, _ = obj["apiVersion"].(string)
 	ref.Kind, _ = obj["kind"].(string)
 	ref.Namespace, _ = meta["namespace"].(string)
@@ -170,7 +171,7 @@ type retargetError struct {
 	// after the policy).
 	Rule string
 	// Read is the target as it was read.
-	Read ResourceRef
+	Read review.ResourceRef
 	// Changes are the identity fields that differ, in the order
 	// apiVersion, kind, namespace, name.
 	Changes []identityChange
@@ -200,7 +201,7 @@ func quoteEmpty(s string) string {
 }
 
 // identityChanges lists the identity fields in which two objects differ.
-func identityChanges(read, written ResourceRef) []identityChange {
+func identityChanges(read, written review.ResourceRef) []identityChange {
 	var out []identityChange
 	for _, f := range []struct{ field, from, to string }{
 		{"apiVersion", read.APIVersion, written.APIVersion},
@@ -219,7 +220,7 @@ func identityChanges(read, written ResourceRef) []identityChange {
 // differs from the target that was read. The engine checks every
 // patched target with it; the background controller checks again at the
 // write, so that nothing the engine missed is written.
-func CheckRetarget(rule string, read ResourceRef, patched map[string]any) error {
+func CheckRetarget(rule string, read review.ResourceRef, patched map[string]any) error {
 	if changes := identityChanges(read, refOf(patched)); len(changes) > 0 {
 		return &retargetError{Rule: rule, Read: read, Changes: changes}
 	}

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // ValidateTimed is Validate that also times each policy: every
@@ -17,16 +19,16 @@ import (
 // Validate. Reading the clock is the only extra cost (two calls per
 // candidate policy), and it happens in the caller's goroutine, so the
 // engine stays pure.
-func (s *PolicySet) ValidateTimed(ctx context.Context, req *Request, opts ...EvalOption) *Response {
+func (s *PolicySet) ValidateTimed(ctx context.Context, req *review.Request, opts ...EvalOption) *Response {
 	cfg := newEvalConfig(opts)
 	in := newRequestView(ctx, req, &cfg)
-	resp := &Response{Resource: in.resourceRef()}
+	resp := &Response{Resource: in.ResourceRef()}
 	candidates := s.candidates(in)
 	// Room for every candidate up front: a review that matches the Pod
 	// Security policies would otherwise grow the slice five times.
-	resp.Policies = make([]PolicyResponse, 0, len(candidates))
+	resp.Policies = make([]review.PolicyResponse, 0, len(candidates))
 	// And for their rule responses, in one slice (rulesUpFront).
-	in.rules = make([]RuleResponse, 0, s.rulesUpFront(in))
+	in.rules = make([]review.RuleResponse, 0, s.rulesUpFront(in))
 	for _, p := range candidates {
 		start := time.Now()
 		pr := p.validate(ctx, in, &cfg)

@@ -10,6 +10,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jsoncontext"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/variables"
 )
 
@@ -221,27 +222,6 @@ func (s *PolicySet) compileForeach(list []kyvernov1.ForEachValidation, path stri
 	return out
 }
 
-// outcome is what a handler decides for one rule.
-type outcome struct {
-	status  RuleStatus
-	message string
-	// warnings are returned with the admission response.
-	warnings []string
-	props    map[string]string
-	// exceptions are PolicyExceptions that took part in the outcome.
-	exceptions []*exception
-}
-
-func pass(msg string) outcome { return outcome{status: StatusPass, message: msg} }
-func fail(msg string) outcome { return outcome{status: StatusFail, message: msg} }
-func skip(msg string) outcome { return outcome{status: StatusSkip, message: msg} }
-func errorf(f string, a ...any) outcome {
-	return outcome{status: StatusError, message: fmt.Sprintf(f, a...)}
-}
-func errored(msg string, err error) outcome {
-	return outcome{status: StatusError, message: msg + ": " + err.Error()}
-}
-
 // validator evaluates a validate rule (or one foreach level of it) against
 // a resource in a document.
 type validator struct {
@@ -254,11 +234,11 @@ type validator struct {
 
 // validateResource runs the rule's validation against resource, the new
 // object (or the old one for the allowExistingViolations check).
-func (vd *validator) run(ctx context.Context, doc *jsoncontext.Document, resource map[string]any) (outcome, bool) {
+func (vd *validator) run(ctx context.Context, doc *jsoncontext.Document, resource map[string]any) (review.Outcome, bool) {
 	v := vd.v
 	switch {
 	case v.unsupported != "":
-		return errorf("%s is not supported by charter yet; rule %s was not evaluated", v.unsupported, vd.rule.name), true
+		return review.Errorf("%s is not supported by charter yet; rule %s was not evaluated", v.unsupported, vd.rule.name), true
 	case v.deny != nil:
 		return vd.deny(doc, v.deny, v.message), true
 	case v.pattern != nil:
@@ -274,16 +254,16 @@ func (vd *validator) run(ctx context.Context, doc *jsoncontext.Document, resourc
 	case v.manifests != nil:
 		return v.manifests.verify(vd.rule.name, resource), true
 	}
-	return errorf("rule %s has nothing to validate", vd.rule.name), true
+	return review.Errorf("rule %s has nothing to validate", vd.rule.name), true
 }
 
-func (vd *validator) deny(doc *jsoncontext.Document, block *conditionBlock, message string) outcome {
+func (vd *validator) deny(doc *jsoncontext.Document, block *conditionBlock, message string) review.Outcome {
 	denied, condMsg, err := vd.ev.conditions(doc, block)
 	if err != nil {
-		return errored("failed to check deny conditions", err)
+		return review.Errored("failed to check deny conditions", err)
 	}
 	if !denied {
-		return pass(vd.rule.passMessage)
+		return review.Pass(vd.rule.passMessage)
 	}
 	var msg string
 	if message == "" {
@@ -291,38 +271,38 @@ func (vd *validator) deny(doc *jsoncontext.Document, block *conditionBlock, mess
 	} else {
 		m, err := vd.ev.substituteMessage(doc, message)
 		if err != nil {
-			return errored("failed to substitute variables in deny message", err)
+			return review.Errored("failed to substitute variables in deny message", err)
 		}
 		msg = m
 	}
 	if condMsg != "" {
 		msg += "; " + condMsg
 	}
-	return fail(msg)
+	return review.Fail(msg)
 }
 
-func (vd *validator) pattern(doc *jsoncontext.Document, resource map[string]any, ps *patternSpec, message string) outcome {
+func (vd *validator) pattern(doc *jsoncontext.Document, resource map[string]any, ps *patternSpec, message string) review.Outcome {
 	c, err := vd.ev.resolvePattern(doc, ps, "/validate/pattern")
 	if err != nil {
-		return errored("variable substitution failed", err)
+		return review.Errored("variable substitution failed", err)
 	}
 	res := c.validate(resource)
 	switch res.kind {
 	case patternPass:
-		return pass(vd.rule.passMessage)
+		return review.Pass(vd.rule.passMessage)
 	case patternSkip:
-		return skip(res.msg)
+		return review.Skip(res.msg)
 	}
 	msg, err := vd.ev.substituteMessage(doc, message)
 	if err != nil {
-		return errored("failed to substitute variables in message", err)
+		return review.Errored("failed to substitute variables in message", err)
 	}
 	if res.kind == patternInvalid {
 		// Kyverno keeps the rule's own message in front of the execution
 		// error so that the author's explanation is not lost.
-		return errorf("%s", withRuleMessage(msg, fmt.Sprintf("rule %s execution error: %s", vd.rule.name, res.msg)))
+		return review.Errorf("%s", withRuleMessage(msg, fmt.Sprintf("rule %s execution error: %s", vd.rule.name, res.msg)))
 	}
-	return fail(patternFailMessage(vd.rule.name, msg, res.path))
+	return review.Fail(patternFailMessage(vd.rule.name, msg, res.path))
 }
 
 // patternFailMessage is Kyverno's message for a failed pattern,
@@ -353,7 +333,7 @@ func ruleMessageSeparator(message string) string {
 	return ". "
 }
 
-func (vd *validator) anyPattern(doc *jsoncontext.Document, resource map[string]any, list []*patternSpec, message string) outcome {
+func (vd *validator) anyPattern(doc *jsoncontext.Document, resource map[string]any, list []*patternSpec, message string) review.Outcome {
 	// Room on the stack for the messages of the usual few patterns.
 	var failBuf, skipBuf [4]string
 	failures, skips := failBuf[:0], skipBuf[:0]
@@ -364,13 +344,13 @@ func (vd *validator) anyPattern(doc *jsoncontext.Document, resource map[string]a
 		if c == nil {
 			var err error
 			if c, err = vd.ev.resolvePattern(doc, ps, fmt.Sprintf("/validate/anyPattern/%d", i)); err != nil {
-				return errored("failed to substitute variables", err)
+				return review.Errored("failed to substitute variables", err)
 			}
 		}
 		res := c.validate(resource)
 		switch res.kind {
 		case patternPass:
-			return pass(vd.rule.anyPatternPassed(i))
+			return review.Pass(vd.rule.anyPatternPassed(i))
 		case patternSkip:
 			skips = append(skips, fmt.Sprintf("rule %s[%d] skipped: %s", vd.rule.name, i, res.msg))
 		case patternInvalid:
@@ -380,11 +360,11 @@ func (vd *validator) anyPattern(doc *jsoncontext.Document, resource map[string]a
 		}
 	}
 	if len(failures) == 0 && len(skips) > 0 {
-		return skip(strings.Join(skips, " "))
+		return review.Skip(strings.Join(skips, " "))
 	}
 	msg, err := vd.ev.substituteMessage(doc, message)
 	if err != nil {
-		return errored("failed to substitute variables in message", err)
+		return review.Errored("failed to substitute variables in message", err)
 	}
-	return fail(withRuleMessage(msg, strings.Join(failures, " ")))
+	return review.Fail(withRuleMessage(msg, strings.Join(failures, " ")))
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/celenv"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // validatingPolicy is a compiled ValidatingPolicy or
@@ -44,7 +45,7 @@ type validatingPolicy struct {
 	variants []*vpolVariant
 	// ignore is failurePolicy Ignore: a matchCondition error skips.
 	ignore bool
-	action Action
+	action review.Action
 }
 
 type vpolVariant struct {
@@ -101,7 +102,7 @@ func celPolicyEnv() (*environment.EnvSet, error) {
 // ValidatingPolicy or ImageValidatingPolicy and returns the action charter
 // takes: Enforce when Deny is among them (the default, [Deny], when none is
 // set), Audit otherwise.
-func celValidationAction(actions []admissionregistrationv1.ValidationAction, eval *policiesv1.EvaluationConfiguration, f *fault.Collector) Action {
+func celValidationAction(actions []admissionregistrationv1.ValidationAction, eval *policiesv1.EvaluationConfiguration, f *fault.Collector) review.Action {
 	for i, a := range actions {
 		switch a {
 		case admissionregistrationv1.Deny, admissionregistrationv1.Audit, admissionregistrationv1.Warn:
@@ -113,9 +114,9 @@ func celValidationAction(actions []admissionregistrationv1.ValidationAction, eva
 		f.Add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", eval.Mode))
 	}
 	if len(actions) == 0 || slices.Contains(actions, admissionregistrationv1.Deny) {
-		return Enforce
+		return review.Enforce
 	}
-	return Audit
+	return review.Audit
 }
 
 func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike, p *Policy) fault.List {
@@ -319,8 +320,8 @@ const validationIndexProperty = "cel.validationIndex"
 // validateCEL evaluates a ValidatingPolicy: the first variant whose
 // matchConstraints select the request, then exceptions, matchConditions,
 // validations (first failure wins) and audit annotations.
-func (p *Policy) validateCEL(ctx context.Context, in *requestView, cfg *evalConfig) PolicyResponse {
-	resp := PolicyResponse{Policy: p.source, Key: p.key}
+func (p *Policy) validateCEL(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
+	resp := review.PolicyResponse{Policy: p.source, Key: p.key}
 	vp := p.vpol
 	var v *vpolVariant
 	for _, cand := range vp.variants {
@@ -336,24 +337,24 @@ func (p *Policy) validateCEL(ctx context.Context, in *requestView, cfg *evalConf
 		var fault string
 		if v, fault = v.lazy.compiled(); v == nil {
 			start := len(in.rules)
-			in.rules = append(in.rules, RuleResponse{Name: RuleEvaluation, Type: TypeValidation, Action: vp.action, Status: StatusError, Message: fault})
+			in.rules = append(in.rules, review.RuleResponse{Name: RuleEvaluation, Type: review.TypeValidation, Action: vp.action, Status: review.StatusError, Message: fault})
 			resp.Rules = in.rules[start : start+1 : start+1]
 			return resp
 		}
 	}
-	rr := RuleResponse{Name: "", Type: TypeValidation, Action: vp.action}
+	rr := review.RuleResponse{Name: "", Type: review.TypeValidation, Action: vp.action}
 	// A staged policy (charter.dev/staged) enforces in namespaces labelled
 	// charter.dev/enforcement=enforce, as staged ClusterPolicies do.
-	if charter.IsStaged(p.source.GetLabels()) && charter.Enforces(in.namespaceLabels()) {
-		rr.Action = Enforce
+	if charter.IsStaged(p.source.GetLabels()) && charter.Enforces(in.NamespaceLabels()) {
+		rr.Action = review.Enforce
 	}
 	o := p.evaluateVariant(ctx, in, cfg, v, &rr)
-	rr.Status, rr.Message = o.status, o.message
-	if len(o.props) > 0 {
-		rr.Properties = o.props
+	rr.Status, rr.Message = o.Status, o.Message
+	if len(o.Props) > 0 {
+		rr.Properties = o.Props
 	}
-	if rr.Status == StatusFail && p.unscored {
-		rr.Status = StatusWarn
+	if rr.Status == review.StatusFail && p.unscored {
+		rr.Status = review.StatusWarn
 	}
 	start := len(in.rules)
 	in.rules = append(in.rules, rr)
@@ -375,14 +376,14 @@ type vpolEvaluation struct {
 
 // vpolEvaluation returns the request's evaluation state, reset for a
 // variant of a policy bound to namespace (of a namespaced policy).
-func (in *requestView) vpolEvaluation(ctx context.Context, cfg *evalConfig, v *vpolVariant, namespace string) *vpolEvaluation {
-	s := in.vpol
-	if s == nil {
+func (in *requestView) vpolEvaluation(ctx context.Context, cfg *review.Options, v *vpolVariant, namespace string) *vpolEvaluation {
+	s, ok := in.VPol.(*vpolEvaluation)
+	if !ok {
 		s = &vpolEvaluation{}
-		in.vpol = s
+		in.VPol = s
 	}
 	ci := in.celInputs()
-	s.libs = libReceivers{ctx: ctx, loaders: &cfg.loaders, namespace: namespace}
+	s.libs = libReceivers{ctx: ctx, loaders: &cfg.Loaders, namespace: namespace}
 	s.act = vpolActivation{
 		celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, params: types.NullValue, variables: &s.vars},
 		libs:          &s.libs,
@@ -400,23 +401,23 @@ func (in *requestView) vpolEvaluation(ctx context.Context, cfg *evalConfig, v *v
 	return s
 }
 
-func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *evalConfig, v *vpolVariant, rr *RuleResponse) outcome {
+func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *review.Options, v *vpolVariant, rr *review.RuleResponse) review.Outcome {
 	s := in.vpolEvaluation(ctx, cfg, v, p.vpol.namespace)
 	act, e := &s.act, &s.eval
 
 	allowed, exempt, err := p.celExceptions(e, in)
 	if err != nil {
 		rr.Name = RuleException
-		return errorf("failed to evaluate exception: %v", err)
+		return review.Errorf("failed to evaluate exception: %v", err)
 	}
 	if exempt != nil {
 		rr.Name = RuleException
 		rr.Exceptions = nil
-		o := skip("rule is skipped due to policy exception: " + exempt.keys())
+		o := review.Skip("rule is skipped due to policy exception: " + exempt.keys())
 		if exempt.pass {
-			o = pass("rule is passed due to policy exception: " + exempt.keys())
+			o = review.Pass("rule is passed due to policy exception: " + exempt.keys())
 		}
-		o.props = map[string]string{"exceptions": exempt.names()}
+		o.Props = map[string]string{"exceptions": exempt.names()}
 		return o
 	}
 	act.exceptions = allowed
@@ -428,30 +429,30 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 		case err != nil:
 			condErrs = append(condErrs, err.Error())
 		case val != types.True:
-			return skip("skip")
+			return review.Skip("skip")
 		}
 	}
 	if len(condErrs) > 0 {
 		if p.vpol.ignore {
-			return skip("skip")
+			return review.Skip("skip")
 		}
 		rr.Name = RuleEvaluation
-		return errorf("failed to load context: %s", strings.Join(condErrs, "; "))
+		return review.Errorf("failed to load context: %s", strings.Join(condErrs, "; "))
 	}
-	result := pass("success")
+	result := review.Pass("success")
 	for i := range v.validations {
 		x := &v.validations[i]
 		val, err := e.eval(&x.celProgram)
 		if err != nil {
-			o := errorf("error: %v", err)
-			o.props = validationIndex(i)
+			o := review.Errorf("error: %v", err)
+			o.Props = validationIndex(i)
 			return o
 		}
 		if val == types.True {
 			continue
 		}
-		result = fail(e.vpolMessage(x, i))
-		result.props = validationIndex(i)
+		result = review.Fail(e.vpolMessage(x, i))
+		result.Props = validationIndex(i)
 		break
 	}
 	owned := false // result.props may be validationIndex's, which is shared
@@ -459,15 +460,15 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *eval
 		a := &v.annotations[i]
 		val, err := e.eval(&a.celProgram)
 		if err != nil {
-			return errorf("error: audit annotation %s: %v", a.key, err)
+			return review.Errorf("error: audit annotation %s: %v", a.key, err)
 		}
 		if s, ok := val.(types.String); ok && s != "" {
 			if !owned {
-				props := make(map[string]string, len(result.props)+1)
-				maps.Copy(props, result.props)
-				result.props, owned = props, true
+				props := make(map[string]string, len(result.Props)+1)
+				maps.Copy(props, result.Props)
+				result.Props, owned = props, true
 			}
-			result.props[a.key] = string(s)
+			result.Props[a.key] = string(s)
 		}
 	}
 	return result

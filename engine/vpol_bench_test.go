@@ -13,6 +13,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/internal/corpus"
 )
 
@@ -144,7 +145,7 @@ func BenchmarkValidatePodSecurityForms(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				resp := set.Validate(ctx, &Request{
+				resp := set.Validate(ctx, &review.Request{
 					Operation: kyvernov1.Create, Object: pods[i%len(pods)],
 					Kind:     schema.GroupVersionKind{Version: "v1", Kind: "Pod"},
 					Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"},

@@ -17,6 +17,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // readCELPolicies decodes the policies.kyverno.io documents of a testdata
@@ -254,7 +255,7 @@ func TestValidatingPolicies(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := &Request{Operation: tt.op, Object: tt.object}
+			req := &review.Request{Operation: tt.op, Object: tt.object}
 			if tt.op == kyvernov1.Delete {
 				req.Object, req.OldObject = nil, tt.object
 			}
@@ -327,12 +328,12 @@ func TestValidatingPolicyPromotion(t *testing.T) {
 		t.Fatal(err)
 	}
 	loaders := WithLoaders(loader.Loaders{Namespaces: nsLabels{"shop": {"charter.dev/enforcement": "enforce"}}})
-	for ns, want := range map[string]Action{"shop": Enforce, "dev": Audit} {
-		resp := set.Validate(context.Background(), &Request{Object: pod(ns, "web", nil, "nginx:latest")}, loaders)
-		if len(resp.Policies) != 1 || resp.Policies[0].Rules[0].Action != want || resp.Policies[0].Rules[0].Status != StatusFail {
+	for ns, want := range map[string]review.Action{"shop": review.Enforce, "dev": review.Audit} {
+		resp := set.Validate(context.Background(), &review.Request{Object: pod(ns, "web", nil, "nginx:latest")}, loaders)
+		if len(resp.Policies) != 1 || resp.Policies[0].Rules[0].Action != want || resp.Policies[0].Rules[0].Status != review.StatusFail {
 			t.Errorf("%s: got %+v, want a fail with action %s", ns, resp.Policies, want)
 		}
-		if got := resp.Blocked(); got != (want == Enforce) {
+		if got := resp.Blocked(); got != (want == review.Enforce) {
 			t.Errorf("%s: blocked %v", ns, got)
 		}
 	}

@@ -150,7 +150,7 @@ func (x *exemption) names() string {
 // hold exempts the request; the others contribute their lists to
 // exceptions.allowedImages and exceptions.allowedValues.
 func (p *Policy) celExceptions(e *celEvaluator, in *requestView) (ref.Val, *exemption, error) {
-	return evalCELExceptions(p.set.celExceptions, p.source.GetKind(), p.source.GetName(), e, in.scope, false)
+	return evalCELExceptions(p.set.celExceptions, p.source.GetKind(), p.source.GetName(), e, in.Scope, false)
 }
 
 // noExceptions is the exceptions variable when no exception lists images

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // constraints are compiled matchConstraints (cel-policy-types.md §3.2):
@@ -45,21 +45,21 @@ func (c *constraints) matches(in *requestView) bool {
 	if c == nil {
 		return false
 	}
-	gvr := in.resource()
-	if !c.namespaceSelector.Empty() && in.res.Namespace != "" {
-		if !c.namespaceSelector.Matches(labels.Set(in.namespaceLabelsOrName())) {
+	gvr := in.Resource()
+	if !c.namespaceSelector.Empty() && in.Res.Namespace != "" {
+		if !c.namespaceSelector.Matches(labels.Set(in.NamespaceLabelsOrName())) {
 			return false
 		}
-	} else if !c.namespaceSelector.Empty() && in.gvk.Group == "" && in.gvk.Kind == "Namespace" {
+	} else if !c.namespaceSelector.Empty() && in.GVK.Group == "" && in.GVK.Kind == "Namespace" {
 		// A Namespace is judged by its own labels.
-		if !c.namespaceSelector.Matches(labels.Set(in.res.Labels)) {
+		if !c.namespaceSelector.Matches(labels.Set(in.Res.Labels)) {
 			return false
 		}
 	}
 	if !c.objectSelector.Empty() {
-		ok := in.req.Object != nil && c.objectSelector.Matches(labels.Set(objectLabels(in.req.Object)))
-		if !ok && in.req.OldObject != nil {
-			ok = c.objectSelector.Matches(labels.Set(objectLabels(in.req.OldObject)))
+		ok := in.Req.Object != nil && c.objectSelector.Matches(labels.Set(objectLabels(in.Req.Object)))
+		if !ok && in.Req.OldObject != nil {
+			ok = c.objectSelector.Matches(labels.Set(objectLabels(in.Req.OldObject)))
 		}
 		if !ok {
 			return false
@@ -80,45 +80,20 @@ func (c *constraints) matches(in *requestView) bool {
 
 func objectLabels(obj map[string]any) map[string]string {
 	meta, _ := obj["metadata"].(map[string]any)
-	return stringMap(meta["labels"])
-}
-
-// namespaceLabelsOrName returns the namespace's labels, with the
-// kubernetes.io/metadata.name label every namespace has; an unknown
-// namespace has that label only.
-func (in *requestView) namespaceLabelsOrName() map[string]string {
-	l := in.namespaceLabels()
-	if l["kubernetes.io/metadata.name"] == in.res.Namespace {
-		return l
-	}
-	out := make(map[string]string, len(l)+1)
-	for k, v := range l {
-		out[k] = v
-	}
-	out["kubernetes.io/metadata.name"] = in.res.Namespace
-	return out
-}
-
-// resource returns the request's resource: the one given, else the one
-// the object's kind names by Kubernetes' conventions.
-func (in *requestView) resource() schema.GroupVersionResource {
-	if in.req.Resource.Resource != "" {
-		return in.req.Resource
-	}
-	return schema.GroupVersionResource{Group: in.gvk.Group, Version: in.gvk.Version, Resource: match.ResourceForKind(in.gvk.Kind)}
+	return review.StringMap(meta["labels"])
 }
 
 func ruleSelects(r *admissionregistrationv1.NamedRuleWithOperations, in *requestView, gvr schema.GroupVersionResource) bool {
 	if !anyOf(r.APIGroups, gvr.Group) || !anyOf(r.APIVersions, gvr.Version) {
 		return false
 	}
-	if !resourceListed(r.Resources, gvr.Resource, in.req.SubResource) {
+	if !resourceListed(r.Resources, gvr.Resource, in.Req.SubResource) {
 		return false
 	}
 	if len(r.Operations) > 0 {
 		ok := false
 		for _, op := range r.Operations {
-			if op == admissionregistrationv1.OperationAll || string(op) == string(in.op) {
+			if op == admissionregistrationv1.OperationAll || string(op) == string(in.Op) {
 				ok = true
 				break
 			}
@@ -130,21 +105,21 @@ func ruleSelects(r *admissionregistrationv1.NamedRuleWithOperations, in *request
 	if r.Scope != nil {
 		switch *r.Scope {
 		case admissionregistrationv1.ClusterScope:
-			if in.res.Namespace != "" {
+			if in.Res.Namespace != "" {
 				return false
 			}
 		case admissionregistrationv1.NamespacedScope:
-			if in.res.Namespace == "" {
+			if in.Res.Namespace == "" {
 				return false
 			}
 		}
 	}
 	if len(r.ResourceNames) > 0 {
-		name := in.res.Name
+		name := in.Res.Name
 		if name == "" {
 			// Kyverno accepts a generateName that starts with a listed
 			// name.
-			meta, _ := in.object["metadata"].(map[string]any)
+			meta, _ := in.Object["metadata"].(map[string]any)
 			gen, _ := meta["generateName"].(string)
 			for _, n := range r.ResourceNames {
 				if gen != "" && strings.HasPrefix(gen, n) {

@@ -18,6 +18,7 @@ import (
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/celenv"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // maxWebhookConditions is the API server's limit on a webhook's
@@ -110,7 +111,7 @@ func compileWebhookConditionsOnce(conditions []admissionregistrationv1.MatchCond
 // not evaluate them again. Admission passes it; without it a policy whose
 // conditions do not hold for the request is left out.
 func WithWebhookConditionsMet() EvalOption {
-	return func(c *evalConfig) { c.webhookConditionsMet = true }
+	return func(c *review.Options) { c.WebhookConditionsMet = true }
 }
 
 // holds reports whether every condition is true for the request: false
@@ -118,7 +119,7 @@ func WithWebhookConditionsMet() EvalOption {
 // policy out in both cases). It costs nothing for a policy without
 // conditions.
 func (w *webhookConditions) holds(in *requestView) bool {
-	if w == nil || in.cfg.webhookConditionsMet {
+	if w == nil || in.Opts.WebhookConditionsMet {
 		return true
 	}
 	e := &celEvaluator{act: in.celActivation(false), budget: celconfig.RuntimeCELCostBudget}

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // conditionedPolicy denies team a's Pods through its webhook
@@ -62,13 +63,13 @@ func TestWebhookConditions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	podWith := func(labels map[string]any) *Request {
-		return &Request{Operation: kyvernov1.Create, Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+	podWith := func(labels map[string]any) *review.Request {
+		return &review.Request{Operation: kyvernov1.Create, Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
 			"metadata": map[string]any{"name": "p", "namespace": "default", "labels": labels}}}
 	}
 	for _, c := range []struct {
 		name string
-		req  *Request
+		req  *review.Request
 		opts []EvalOption
 		want []string
 	}{
@@ -78,7 +79,7 @@ func TestWebhookConditions(t *testing.T) {
 		{"admission: the API server evaluated them", podWith(map[string]any{"team": "b"}), []EvalOption{WithWebhookConditionsMet()}, []string{"team-a", "authorizer-gated", "plain"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			check := func(entry string, policies []PolicyResponse) {
+			check := func(entry string, policies []review.PolicyResponse) {
 				t.Helper()
 				var got []string
 				for _, p := range policies {
@@ -95,7 +96,7 @@ func TestWebhookConditions(t *testing.T) {
 			}
 			check("Validate", set.Validate(context.Background(), c.req, c.opts...).Policies)
 			check("ValidateTimed", set.ValidateTimed(context.Background(), c.req, c.opts...).Policies)
-			var one []PolicyResponse
+			var one []review.PolicyResponse
 			for _, p := range set.Policies() {
 				if pr := p.Validate(context.Background(), c.req, c.opts...); len(pr.Rules) > 0 {
 					one = append(one, pr)
