@@ -10,12 +10,14 @@ import (
 	"github.com/google/cel-go/common/types"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/charter-dev/charter/engine/celruntime"
 )
 
 // evalWithVariables evaluates a compiled program with the policy's
 // variables bound and no request, and returns its value and the cost the
 // variables charged.
-func evalWithVariables(t *testing.T, c *celCompiler, res plugincel.CompilationResult) (any, int64) {
+func evalWithVariables(t *testing.T, c *celruntime.Compiler, res plugincel.CompilationResult) (any, int64) {
 	t.Helper()
 	if res.Error != nil {
 		t.Fatalf("compile: %v", res.Error)
@@ -34,20 +36,20 @@ func evalWithVariables(t *testing.T, c *celCompiler, res plugincel.CompilationRe
 // environment see only their own variables, typed as they were declared,
 // as with a CompositedCompiler per policy.
 func TestCELCompilerVariablesArePolicyOwn(t *testing.T) {
-	env, err := celPolicyCompiler()
+	env, err := celruntime.PolicyCompiler()
 	if err != nil {
 		t.Fatal(err)
 	}
 	decls := plugincel.OptionalVariableDeclarations{}
-	compile := func(c *celCompiler, expr string) plugincel.CompilationResult {
-		return c.CompileCELExpression(&celAccessor{expr: expr, returns: boolReturn()}, decls, environment.StoredExpressions)
+	compile := func(c *celruntime.Compiler, expr string) plugincel.CompilationResult {
+		return c.CompileCELExpression(&celruntime.Accessor{Expr: expr, Returns: celruntime.BoolReturn()}, decls, environment.StoredExpressions)
 	}
-	store := func(c *celCompiler, name, expr string) {
-		if res := c.CompileAndStoreVariable(&celAccessor{name: name, expr: expr, returns: anyReturn()}, decls, environment.StoredExpressions); res.Error != nil {
+	store := func(c *celruntime.Compiler, name, expr string) {
+		if res := c.CompileAndStoreVariable(&celruntime.Accessor{Name: name, Expr: expr, Returns: celruntime.AnyReturn()}, decls, environment.StoredExpressions); res.Error != nil {
 			t.Fatalf("variable %s: %v", name, res.Error)
 		}
 	}
-	one, two := env.forPolicy(), env.forPolicy()
+	one, two := env.ForPolicy(), env.ForPolicy()
 	store(one, "kind", "object.kind")
 	store(one, "team", "'platform'")
 	store(one, "doubled", "[1, 2, 3].map(x, x * 2)")
@@ -65,13 +67,13 @@ func TestCELCompilerVariablesArePolicyOwn(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		c    *celCompiler
+		c    *celruntime.Compiler
 		expr string
 		want string
 	}{
 		{"another policy's variable", two, "variables.team == 'platform'", "undefined field 'team'"},
 		{"a variable's declared type", one, "variables.team == 1", "no matching overload"},
-		{"before any variable", env.forPolicy(), "variables.kind == 'Pod'", "undefined field 'kind'"},
+		{"before any variable", env.ForPolicy(), "variables.kind == 'Pod'", "undefined field 'kind'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := compile(tc.c, tc.expr)
@@ -86,7 +88,7 @@ func TestCELCompilerVariablesArePolicyOwn(t *testing.T) {
 // have the same names and different types at once (run with -race): each
 // is checked against its own.
 func TestCELCompilerConcurrentPolicies(t *testing.T) {
-	env, err := celPolicyCompiler()
+	env, err := celruntime.PolicyCompiler()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,15 +97,15 @@ func TestCELCompilerConcurrentPolicies(t *testing.T) {
 	errs := make(chan error, 16)
 	for i := range 16 {
 		wg.Go(func() {
-			c := env.forPolicy()
+			c := env.ForPolicy()
 			value, literal := fmt.Sprint(i), fmt.Sprintf("'%d'", i)
 			if i%2 == 0 {
 				value, literal = literal, fmt.Sprint(i)
 			}
-			c.CompileAndStoreVariable(&celAccessor{name: "v", expr: value, returns: anyReturn()}, decls, environment.StoredExpressions)
+			c.CompileAndStoreVariable(&celruntime.Accessor{Name: "v", Expr: value, Returns: celruntime.AnyReturn()}, decls, environment.StoredExpressions)
 			for range 20 {
-				ok := c.CompileCELExpression(&celAccessor{expr: "variables.v == " + value, returns: boolReturn()}, decls, environment.StoredExpressions)
-				bad := c.CompileCELExpression(&celAccessor{expr: "variables.v == " + literal, returns: boolReturn()}, decls, environment.StoredExpressions)
+				ok := c.CompileCELExpression(&celruntime.Accessor{Expr: "variables.v == " + value, Returns: celruntime.BoolReturn()}, decls, environment.StoredExpressions)
+				bad := c.CompileCELExpression(&celruntime.Accessor{Expr: "variables.v == " + literal, Returns: celruntime.BoolReturn()}, decls, environment.StoredExpressions)
 				if ok.Error != nil || bad.Error == nil {
 					errs <- fmt.Errorf("policy %d (v = %s): same type: %v; other type compiled: %v", i, value, ok.Error, bad.Error == nil)
 					return

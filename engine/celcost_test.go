@@ -15,6 +15,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/engine/review"
 )
@@ -28,20 +29,20 @@ func TestUntrackedCostOption(t *testing.T) {
 	if celenv.UntrackedCost() == nil {
 		t.Fatal("celenv.UntrackedCost found no evalOpts field in cel-go's program: every program is tracked; update celenv.UntrackedCost for this cel-go")
 	}
-	env, err := celPolicyCompiler()
+	env, err := celruntime.PolicyCompiler()
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := env.forPolicy().compileChecked(&celAccessor{expr: "object.items.all(i, i > 0)", returns: boolReturn()}, environment.StoredExpressions)
-	if res.Error != nil || res.untracked == nil {
-		t.Fatalf("compile: %v, untracked plan %v", res.Error, res.untracked)
+	res := env.ForPolicy().CompileChecked(&celruntime.Accessor{Expr: "object.items.all(i, i > 0)", Returns: celruntime.BoolReturn()}, environment.StoredExpressions)
+	if res.Error != nil || res.Untracked == nil {
+		t.Fatalf("compile: %v, untracked plan %v", res.Error, res.Untracked)
 	}
-	act := &celActivation{object: types.DefaultTypeAdapter.NativeToValue(map[string]any{"items": []any{int64(1), int64(2)}})}
+	act := &celruntime.Activation{Object: types.DefaultTypeAdapter.NativeToValue(map[string]any{"items": []any{int64(1), int64(2)}})}
 	val, details, err := res.Program.Eval(act)
 	if err != nil || val != types.True || details == nil || details.ActualCost() == nil || *details.ActualCost() == 0 {
 		t.Fatalf("tracked: %v %v, details %+v: want true with its cost", val, err, details)
 	}
-	val, details, err = res.untracked.Eval(act)
+	val, details, err = res.Untracked.Eval(act)
 	if err != nil || val != types.True {
 		t.Fatalf("untracked: %v %v, want true", val, err)
 	}
@@ -55,7 +56,7 @@ func TestUntrackedCostOption(t *testing.T) {
 // use: whatever an object within S makes an expression cost at runtime,
 // the estimate at S (the object's own input size) is at least that.
 func TestCostEstimatesBoundActualCost(t *testing.T) {
-	env, err := celPolicyCompiler()
+	env, err := celruntime.PolicyCompiler()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,23 +108,23 @@ func TestCostEstimatesBoundActualCost(t *testing.T) {
 		objects = append(objects, object(shape.n, shape.long))
 	}
 	for _, expr := range exprs {
-		res := env.forPolicy().compileChecked(&celAccessor{expr: expr, returns: boolReturn()}, environment.StoredExpressions)
+		res := env.ForPolicy().CompileChecked(&celruntime.Accessor{Expr: expr, Returns: celruntime.BoolReturn()}, environment.StoredExpressions)
 		if res.Error != nil {
 			t.Fatalf("%s: %v", expr, res.Error)
 		}
-		bounds, _, reads := celenv.BoundSizes(res.env, res.ast.NativeRep(), nil)
+		bounds, _, reads := celenv.BoundSizes(res.Env, res.AST.NativeRep(), nil)
 		for _, obj := range objects {
 			in := newRequestView(context.Background(), &review.Request{Object: obj}, &review.Options{})
 			ci := in.celInputs()
-			size := ci.inputSizes(reads)
+			size := ci.InputSizes(reads)
 			s := celenv.InputBound{Strings: max(size.Strings, 1), Lists: max(size.Lists, 1)}
-			act := &celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, params: types.NullValue}
+			act := &celruntime.Activation{In: ci, Object: ci.Object, OldObject: ci.OldObject, Params: types.NullValue}
 			_, details, err := res.Program.Eval(act)
 			if err != nil {
 				t.Fatalf("%s: %v", expr, err)
 			}
 			actual := *details.ActualCost()
-			if est := celenv.EstimateMaxCost(res.env, res.ast, bounds, s); est < actual {
+			if est := celenv.EstimateMaxCost(res.Env, res.AST, bounds, s); est < actual {
 				t.Errorf("%s on an object within %+v: estimate %d < actual cost %d", expr, s, est, actual)
 			}
 		}
@@ -213,7 +214,7 @@ func TestValidatingPolicyCostBound(t *testing.T) {
 			req.UserInfo.Username = tc.user
 			for key, want := range tc.wantUntracked {
 				in := newRequestView(context.Background(), req, &review.Options{})
-				if got := in.vpolEvaluation(context.Background(), &review.Options{}, variant(key), "").eval.untracked; got != want {
+				if got := in.vpolEvaluation(context.Background(), &review.Options{}, variant(key), "").eval.Untracked; got != want {
 					t.Errorf("%s: untracked %v, want %v", key, got, want)
 				}
 			}
@@ -303,7 +304,7 @@ func TestPodSecurityValidatingPoliciesUntracked(t *testing.T) {
 					cp, _ := set.Lookup(policyid.Of(p))
 					v := cp.vpol.variants[0]
 					in := newRequestView(context.Background(), req, &review.Options{})
-					if got := in.vpolEvaluation(context.Background(), &review.Options{}, v, "").eval.untracked; got != tc.wantUntracked {
+					if got := in.vpolEvaluation(context.Background(), &review.Options{}, v, "").eval.Untracked; got != tc.wantUntracked {
 						t.Errorf("pod %d, %s (untracked within %+v): untracked %v, want %v", i, p.GetName(), v.untrackedWithin, got, tc.wantUntracked)
 					}
 				}

@@ -14,13 +14,15 @@ import (
 	"time"
 
 	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/charter-dev/charter/engine/celruntime"
 )
 
 // evalPolicyExpr compiles and evaluates a CEL expression in the
 // environment of policies.kyverno.io policies, with nothing bound.
 func evalPolicyExpr(t *testing.T, expr string) (any, error) {
 	t.Helper()
-	set, err := celPolicyEnv()
+	set, err := celruntime.PolicyEnv()
 	if err != nil {
 		t.Fatal(err)
 	}

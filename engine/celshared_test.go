@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/celruntime"
 )
 
 // TestSharedAdapterWrapsEachValueOnce: the request's maps and lists are
@@ -72,7 +73,7 @@ func TestSharedAdapterWrapsEachValueOnce(t *testing.T) {
 // (celenv.SharedAdapter) as through cel-go's own (types.DefaultTypeAdapter), and
 // the wrappers convert to native and JSON values as cel-go's do.
 func TestCELValuesAsCELGo(t *testing.T) {
-	base, err := policyBaseEnv()
+	base, err := celruntime.PolicyBaseEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestCELValuesAsCELGo(t *testing.T) {
 // variable's cost fails with the budget error); a variable that cannot be
 // evaluated makes the expression reading it fail, naming it.
 func TestCELVariablesAreLazyOnceAndCharged(t *testing.T) {
-	env, err := celPolicyEnv()
+	env, err := celruntime.PolicyEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,69 +212,69 @@ func TestCELVariablesAreLazyOnceAndCharged(t *testing.T) {
 		t.Fatal(err)
 	}
 	decls := plugincel.OptionalVariableDeclarations{}
-	var defs []celVariable
+	var defs []celruntime.Variable
 	for _, v := range []struct{ name, expr string }{
 		{"doubled", "[1, 2, 3, 4, 5, 6, 7, 8].map(x, x * 2)"},
 		{"total", "variables.doubled.size()"},
 		{"broken", "object.spec.missing"},
 	} {
-		res := compiler.CompileAndStoreVariable(&celAccessor{name: v.name, expr: v.expr, returns: anyReturn()}, decls, environment.StoredExpressions)
+		res := compiler.CompileAndStoreVariable(&celruntime.Accessor{Name: v.name, Expr: v.expr, Returns: celruntime.AnyReturn()}, decls, environment.StoredExpressions)
 		if res.Error != nil {
 			t.Fatal(res.Error)
 		}
-		defs = append(defs, celVariable{name: v.name, program: res.Program})
+		defs = append(defs, celruntime.Variable{Name: v.name, Prog: res.Program})
 	}
-	program := func(expr string) *celProgram {
-		res := compiler.CompileCELExpression(&celAccessor{expr: expr, returns: boolReturn()}, decls, environment.StoredExpressions)
+	program := func(expr string) *celruntime.Program {
+		res := compiler.CompileCELExpression(&celruntime.Accessor{Expr: expr, Returns: celruntime.BoolReturn()}, decls, environment.StoredExpressions)
 		if res.Error != nil {
 			t.Fatal(res.Error)
 		}
-		return &celProgram{expr: expr, program: res.Program}
+		return &celruntime.Program{Expr: expr, Prog: res.Program}
 	}
 	reads := program("variables.total == 8 && variables.doubled[7] == 16")
 	readsAgain := program("variables.total == 8")
 	alone := program("8 == 8")
 
-	evaluator := func(budget int64) *celEvaluator {
-		act := &celActivation{in: &celInputs{namespace: types.NullValue}, object: types.DefaultTypeAdapter.NativeToValue(map[string]any{"spec": map[string]any{}}),
-			oldObject: types.NullValue, request: types.NullValue, params: types.NullValue}
-		e := &celEvaluator{ctx: compiler.CreateContext(context.Background()), act: act, budget: budget}
-		act.variables = &celVariables{e: e, defs: defs}
+	evaluator := func(budget int64) *celruntime.Evaluator {
+		act := &celruntime.Activation{In: &celruntime.Inputs{Namespace: types.NullValue}, Object: types.DefaultTypeAdapter.NativeToValue(map[string]any{"spec": map[string]any{}}),
+			OldObject: types.NullValue, Request: types.NullValue, Params: types.NullValue}
+		e := &celruntime.Evaluator{Ctx: compiler.CreateContext(context.Background()), Act: act, Budget: budget}
+		act.Variables = &celruntime.Variables{Eval: e, Defs: defs}
 		return e
 	}
 	const plenty = 1 << 40
 	e := evaluator(plenty)
-	if val, err := e.eval(reads); err != nil || val != types.True {
+	if val, err := e.Eval(reads); err != nil || val != types.True {
 		t.Fatalf("reads: %v, %v", val, err)
 	}
-	withVariables := plenty - e.budget
-	before := e.budget
-	if val, err := e.eval(readsAgain); err != nil || val != types.True {
+	withVariables := plenty - e.Budget
+	before := e.Budget
+	if val, err := e.Eval(readsAgain); err != nil || val != types.True {
 		t.Fatalf("reads again: %v, %v", val, err)
 	}
-	again := before - e.budget
+	again := before - e.Budget
 
 	bare := evaluator(plenty)
-	if _, err := bare.eval(alone); err != nil {
+	if _, err := bare.Eval(alone); err != nil {
 		t.Fatal(err)
 	}
-	if own := plenty - bare.budget; again > own+5 || withVariables <= again+10 {
+	if own := plenty - bare.Budget; again > own+5 || withVariables <= again+10 {
 		t.Errorf("costs: first read %d, second read %d, an expression without variables %d: the variables were not charged once", withVariables, again, own)
 	}
-	if _, err := evaluator(withVariables - 1).eval(reads); !errors.Is(err, errCELBudget) {
+	if _, err := evaluator(withVariables - 1).Eval(reads); !errors.Is(err, celruntime.ErrBudget) {
 		t.Errorf("budget short of the variables' cost: err = %v, want the budget error", err)
 	}
-	if _, err := evaluator(plenty).eval(program("variables.broken == 1")); err == nil || !strings.Contains(err.Error(), `composited variable "broken" fails to evaluate`) {
+	if _, err := evaluator(plenty).Eval(program("variables.broken == 1")); err == nil || !strings.Contains(err.Error(), `composited variable "broken" fails to evaluate`) {
 		t.Errorf("broken variable: err = %v", err)
 	}
-	vars := evaluator(plenty).act.(*celActivation).variables.(*celVariables)
+	vars := evaluator(plenty).Act.(*celruntime.Activation).Variables.(*celruntime.Variables)
 	if vars.Contains(types.String("total")) != types.True || vars.Contains(types.String("nope")) != types.False || vars.Size() != types.Int(3) {
 		t.Error("Contains or Size")
 	}
 	if _, found := vars.Find(types.String("nope")); found {
 		t.Error("found a variable that is not declared")
 	}
-	if val, err := evaluator(plenty).eval(program("has(variables.total)")); err != nil || val != types.True {
+	if val, err := evaluator(plenty).Eval(program("has(variables.total)")); err != nil || val != types.True {
 		t.Errorf("has(variables.total): %v, %v", val, err)
 	}
 }
@@ -282,8 +283,8 @@ func TestCELVariablesAreLazyOnceAndCharged(t *testing.T) {
 // only when it reads nothing but the request (and its own loop
 // variables); equal expressions written differently share one key.
 func TestSharedVariableKey(t *testing.T) {
-	allContainers := sharedVariableKey("object.spec.containers +  object.spec.?initContainers.orValue([])")
-	if allContainers == "" || allContainers != sharedVariableKey("(object.spec.containers +\n    object.spec.?initContainers.orValue([]))") {
+	allContainers := celruntime.SharedVariableKey("object.spec.containers +  object.spec.?initContainers.orValue([])")
+	if allContainers == "" || allContainers != celruntime.SharedVariableKey("(object.spec.containers +\n    object.spec.?initContainers.orValue([]))") {
 		t.Errorf("allContainers keys: %q", allContainers)
 	}
 	for expr, shared := range map[string]bool{
@@ -300,7 +301,7 @@ func TestSharedVariableKey(t *testing.T) {
 		"object.spec.containers.all(c, c.image != other)":                               false,
 		"object.spec.(": false,
 	} {
-		if got := sharedVariableKey(expr) != ""; got != shared {
+		if got := celruntime.SharedVariableKey(expr) != ""; got != shared {
 			t.Errorf("%s: shared = %v, want %v", expr, got, shared)
 		}
 	}
@@ -310,53 +311,53 @@ func TestSharedVariableKey(t *testing.T) {
 // same request-only variable get one value per request, each charged its
 // cost; a variable reading another is not shared.
 func TestSharedVariablesComputedOncePerRequest(t *testing.T) {
-	env, err := celPolicyEnv()
+	env, err := celruntime.PolicyEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
-	inputs := &celInputs{namespace: types.NullValue}
-	inputs.object = inputs.adapter.NativeToValue(map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"image": "a"}, map[string]any{"image": "b"}}}})
-	evaluate := func(defsExpr map[string]string, expr string) (*celEvaluator, *celVariables) {
+	inputs := &celruntime.Inputs{Namespace: types.NullValue}
+	inputs.Object = inputs.Adapter.NativeToValue(map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"image": "a"}, map[string]any{"image": "b"}}}})
+	evaluate := func(defsExpr map[string]string, expr string) (*celruntime.Evaluator, *celruntime.Variables) {
 		compiler, err := plugincel.NewCompositedCompiler(env)
 		if err != nil {
 			t.Fatal(err)
 		}
 		decls := plugincel.OptionalVariableDeclarations{}
-		var defs []celVariable
+		var defs []celruntime.Variable
 		for _, name := range []string{"images", "count"} {
 			e, ok := defsExpr[name]
 			if !ok {
 				continue
 			}
-			res := compiler.CompileAndStoreVariable(&celAccessor{name: name, expr: e, returns: anyReturn()}, decls, environment.StoredExpressions)
+			res := compiler.CompileAndStoreVariable(&celruntime.Accessor{Name: name, Expr: e, Returns: celruntime.AnyReturn()}, decls, environment.StoredExpressions)
 			if res.Error != nil {
 				t.Fatal(res.Error)
 			}
-			defs = append(defs, celVariable{name: name, program: res.Program, shared: sharedKeyOf(e)})
+			defs = append(defs, celruntime.Variable{Name: name, Prog: res.Program, Shared: celruntime.SharedKeyOf(e)})
 		}
-		res := compiler.CompileCELExpression(&celAccessor{expr: expr, returns: boolReturn()}, decls, environment.StoredExpressions)
+		res := compiler.CompileCELExpression(&celruntime.Accessor{Expr: expr, Returns: celruntime.BoolReturn()}, decls, environment.StoredExpressions)
 		if res.Error != nil {
 			t.Fatal(res.Error)
 		}
-		act := &celActivation{in: inputs, object: inputs.object, oldObject: types.NullValue, request: types.NullValue, params: types.NullValue}
-		e := &celEvaluator{ctx: compiler.CreateContext(context.Background()), act: act, budget: 1 << 40}
-		vars := &celVariables{e: e, defs: defs, inputs: inputs}
-		act.variables = vars
-		if val, err := e.eval(&celProgram{program: res.Program}); err != nil || val != types.True {
+		act := &celruntime.Activation{In: inputs, Object: inputs.Object, OldObject: types.NullValue, Request: types.NullValue, Params: types.NullValue}
+		e := &celruntime.Evaluator{Ctx: compiler.CreateContext(context.Background()), Act: act, Budget: 1 << 40}
+		vars := &celruntime.Variables{Eval: e, Defs: defs, Inputs: inputs}
+		act.Variables = vars
+		if val, err := e.Eval(&celruntime.Program{Prog: res.Program}); err != nil || val != types.True {
 			t.Fatalf("%s: %v, %v", expr, val, err)
 		}
 		return e, vars
 	}
 	first, v1 := evaluate(map[string]string{"images": "object.spec.containers.map(c, c.image)", "count": "variables.images.size()"}, "variables.count == 2")
 	second, v2 := evaluate(map[string]string{"images": "object.spec.containers.map(c,   c.image)"}, "variables.images == ['a', 'b']")
-	if inputs.sharedVariables.len() != 1 {
-		t.Fatalf("%d shared values, want the one of images (count reads a variable)", inputs.sharedVariables.len())
+	if inputs.SharedVariables.Len() != 1 {
+		t.Fatalf("%d shared values, want the one of images (count reads a variable)", inputs.SharedVariables.Len())
 	}
-	if v1.vals[0] != v2.vals[0] {
+	if v1.Vals[0] != v2.Vals[0] {
 		t.Error("the second policy computed images again")
 	}
-	images, _ := inputs.sharedVariables.get(v1.defs[0].shared)
-	if spentFirst, spentSecond := 1<<40-first.budget, 1<<40-second.budget; spentSecond < images.cost || spentFirst <= spentSecond {
-		t.Errorf("budget spent: first policy %d, second %d, images cost %d: a shared value is charged to each policy", spentFirst, spentSecond, images.cost)
+	images, _ := inputs.SharedVariables.Get(v1.Defs[0].Shared)
+	if spentFirst, spentSecond := 1<<40-first.Budget, 1<<40-second.Budget; spentSecond < images.Cost || spentFirst <= spentSecond {
+		t.Errorf("budget spent: first policy %d, second %d, images cost %d: a shared value is charged to each policy", spentFirst, spentSecond, images.Cost)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/jsoncontext"
@@ -225,7 +226,7 @@ func (p *CleanupPolicy) DryRun() bool { return p.dryRun }
 type CleanupRun struct {
 	policy *CleanupPolicy
 	// exceptions keep objects from a DeletingPolicy (WithExceptions).
-	exceptions []*celException
+	exceptions []*celruntime.Exception
 	ctx        context.Context
 	ev         *evaluation
 	doc        *jsoncontext.Document

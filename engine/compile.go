@@ -8,6 +8,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/policyid"
@@ -22,7 +23,7 @@ type PolicySet struct {
 	byID       map[string]*Policy
 	exceptions []*exception
 	// celExceptions are the policies.kyverno.io PolicyExceptions.
-	celExceptions []*celException
+	celExceptions []*celruntime.Exception
 	jp            *jmespath.Interpreter
 	// byKind indexes policies by the kinds their rules name, then by the
 	// namespaces they can act in (candidates.go); wildcard holds the
@@ -124,7 +125,7 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 		set.exceptions = append(set.exceptions, e)
 	}
 	for _, ex := range cfg.celExceptions {
-		e, eerrs := set.compileCELException(ex.src, ex.scope)
+		e, eerrs := celruntime.CompileException(ex.src, ex.scope)
 		if len(eerrs) > 0 {
 			errs = append(errs, eerrs...)
 			continue

@@ -4,6 +4,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/policyid"
@@ -99,7 +100,7 @@ type CompiledException struct {
 	// celSource and celEx are set instead for a policies.kyverno.io
 	// PolicyException.
 	celSource *policiesv1.PolicyException
-	celEx     *celException
+	celEx     *celruntime.Exception
 	errs      fault.List
 }
 
@@ -132,8 +133,8 @@ func (c *Compiler) Exception(src *kyvernov2.PolicyException) *CompiledException 
 
 // CELException compiles one policies.kyverno.io PolicyException acting in
 // scope.
-func (c *Compiler) CELException(src *policiesv1.PolicyException, scope ExceptionScope) *CompiledException {
-	ex, errs := c.scratch().compileCELException(src, scope)
+func (c *Compiler) CELException(src *policiesv1.PolicyException, scope celruntime.ExceptionScope) *CompiledException {
+	ex, errs := celruntime.CompileException(src, scope)
 	key := src.Name
 	if src.Namespace != "" {
 		key = src.Namespace + "/" + src.Name

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/loader"
 )
@@ -94,7 +95,7 @@ func (ev *evaluation) loadEntry(ctx context.Context, doc *jsoncontext.Document, 
 		if l.GlobalContext == nil {
 			return nil, fmt.Errorf("no global context to read entry %q", name)
 		}
-		data, err := readGlobalContext(ctx, l.GlobalContext, name, ev.readScope())
+		data, err := celruntime.ReadGlobalContext(ctx, l.GlobalContext, name, ev.readScope())
 		if err != nil {
 			return nil, fmt.Errorf("failed to read global context entry %q: %w", name, err)
 		}
@@ -259,13 +260,4 @@ func isPinned[V any](pinned map[string]V, name string) bool {
 		}
 	}
 	return false
-}
-
-// readGlobalContext reads an entry for a policy acting in scope ("" for a
-// cluster-wide policy).
-func readGlobalContext(ctx context.Context, l loader.GlobalContext, name, scope string) (any, error) {
-	if n, ok := l.(loader.NamespacedGlobalContext); ok && scope != "" {
-		return n.GlobalContextEntryForNamespace(ctx, name, scope)
-	}
-	return l.GlobalContextEntry(ctx, name)
 }

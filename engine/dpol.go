@@ -12,6 +12,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/schedule"
@@ -22,9 +23,9 @@ import (
 // (operations ignored), whose conditions, over object, namespaceObject and
 // variables, all hold.
 type deletingPolicy struct {
-	match      *constraints
-	compiler   *celCompiler
-	conditions []celProgram
+	match      *celruntime.Constraints
+	compiler   *celruntime.Compiler
+	conditions []celruntime.Program
 	resources  []schema.GroupVersionResource
 }
 
@@ -62,21 +63,21 @@ func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, e
 				}
 			}
 		}
-		if dp.match, err = compileConstraints(mc); err != nil {
+		if dp.match, err = celruntime.CompileConstraints(mc); err != nil {
 			f.Add("spec.matchConstraints", err.Error())
 		}
 	}
-	envCompiler, err := celPolicyCompiler()
+	envCompiler, err := celruntime.PolicyCompiler()
 	if err == nil {
-		dp.compiler = envCompiler.forPolicy()
+		dp.compiler = envCompiler.ForPolicy()
 	}
 	if err != nil {
 		f.Add("spec", "CEL environment: "+err.Error())
 		return nil, f.Errs
 	}
-	fields := celFields{compiler: dp.compiler, f: f}
-	fields.variables(spec.Variables, "spec.variables")
-	dp.conditions = fields.conditions(spec.Conditions, "spec.conditions")
+	fields := celruntime.Fields{Compiler: dp.compiler, Faults: f}
+	fields.Variables(spec.Variables, "spec.variables")
+	dp.conditions = fields.Conditions(spec.Conditions, "spec.conditions")
 	if len(f.Errs) > 0 {
 		return nil, f.Errs
 	}
@@ -121,21 +122,21 @@ func (r *CleanupRun) selectsCEL(o CleanupObject, namespace string) (bool, error)
 	}
 	cfg := r.ev.cfg
 	in := newRequestView(r.ctx, req, cfg)
-	if !dp.match.matches(in) {
+	if !dp.match.Matches(&in.View) {
 		return false, nil
 	}
 	ci := in.celInputs()
 	// A DeletingPolicy has no request: oldObject and request are null.
-	act := &vpolActivation{
-		celActivation: celActivation{in: ci, object: ci.object, oldObject: types.NullValue, request: types.NullValue, params: types.NullValue},
-		libs:          newLibReceivers(r.ctx, &cfg.Loaders, r.ev.namespace),
+	act := &celruntime.PolicyActivation{
+		Activation: celruntime.Activation{In: ci, Object: ci.Object, OldObject: types.NullValue, Request: types.NullValue, Params: types.NullValue},
+		Libs:       celruntime.NewLibReceivers(r.ctx, &cfg.Loaders, r.ev.namespace),
 	}
 	cctx := dp.compiler.CreateContext(r.ctx)
-	act.variables = cctx.Variables(act)
-	e := &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+	act.Variables = cctx.Variables(act)
+	e := &celruntime.Evaluator{Ctx: cctx, Act: act, Budget: celconfig.RuntimeCELCostBudget}
 	// A PolicyException that names the policy and whose conditions hold
 	// keeps the object.
-	_, exempt, err := evalCELExceptions(r.exceptions, r.policy.source.GetKind(), r.policy.source.GetName(), e, namespace, false)
+	_, exempt, err := celruntime.EvalExceptions(r.exceptions, r.policy.source.GetKind(), r.policy.source.GetName(), e, namespace, false)
 	if err != nil {
 		return false, fmt.Errorf("exceptions of %s %s: %v", r.policy.source.GetKind(), r.policy.key, err)
 	}
@@ -143,7 +144,7 @@ func (r *CleanupRun) selectsCEL(o CleanupObject, namespace string) (bool, error)
 		return false, nil
 	}
 	for i := range dp.conditions {
-		val, err := e.eval(&dp.conditions[i])
+		val, err := e.Eval(&dp.conditions[i])
 		if err != nil {
 			return false, fmt.Errorf("conditions of %s %s: %v", r.policy.source.GetKind(), r.policy.key, err)
 		}
@@ -170,14 +171,13 @@ func (p *CleanupPolicy) prepareDeleting(ctx context.Context, cfg *review.Options
 // scope is ExceptionAnyNamespace) is kept. Exceptions that do not compile
 // are left out and returned as the error; the run still honours the
 // others.
-func (r *CleanupRun) WithExceptions(exceptions []*policiesv1.PolicyException, scope ExceptionScope) error {
+func (r *CleanupRun) WithExceptions(exceptions []*policiesv1.PolicyException, scope celruntime.ExceptionScope) error {
 	if r.policy.dpol == nil {
 		return nil
 	}
-	set := &PolicySet{}
 	var errs fault.List
 	for _, src := range exceptions {
-		ex, faults := set.compileCELException(src, scope)
+		ex, faults := celruntime.CompileException(src, scope)
 		if len(faults) > 0 {
 			errs = append(errs, faults...)
 			continue

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/celruntime"
 )
 
 func namespacedDeletingPolicy(t *testing.T, y string) *policiesv1.NamespacedDeletingPolicy {
@@ -61,7 +62,7 @@ spec:
 `), ex); err != nil {
 		t.Fatal(err)
 	}
-	if err := run.WithExceptions([]*policiesv1.PolicyException{ex}, ExceptionOwnNamespace); err != nil {
+	if err := run.WithExceptions([]*policiesv1.PolicyException{ex}, celruntime.ExceptionOwnNamespace); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -61,6 +61,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/unsupported"
@@ -76,7 +77,7 @@ type compileConfig struct {
 
 type scopedCELException struct {
 	src   *policiesv1.PolicyException
-	scope ExceptionScope
+	scope celruntime.ExceptionScope
 }
 
 // WithExceptions makes the PolicyExceptions part of the set: a rule they

@@ -24,6 +24,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 	"github.com/charter-dev/charter/engine/match"
@@ -42,12 +43,12 @@ type generatingPolicy struct {
 	// namespace is set for a NamespacedGeneratingPolicy: it acts on
 	// triggers of its namespace only and generates into it only.
 	namespace string
-	match     *constraints
+	match     *celruntime.Constraints
 	// anyOperation is match for any operation: it tells whether the old
 	// object of a DELETE or UPDATE was a trigger.
-	anyOperation *constraints
-	compiler     *celCompiler
-	conditions   []celProgram
+	anyOperation *celruntime.Constraints
+	compiler     *celruntime.Compiler
+	conditions   []celruntime.Program
 	generations  []gpolGeneration
 	synchronize  bool
 	orphan       bool
@@ -60,13 +61,13 @@ type generatingPolicy struct {
 	kinds []string
 	// annotations are the auditAnnotations, evaluated after the generate
 	// entries into the result's properties.
-	annotations []vpolAnnotation
+	annotations []celruntime.Annotation
 }
 
 // gpolGeneration is one generate entry: an expression (normally
 // generator.Apply) or a template.
 type gpolGeneration struct {
-	expr     *celProgram
+	expr     *celruntime.Program
 	template *gpolTemplate
 }
 
@@ -92,7 +93,7 @@ var clusterGeneratingPolicyEnv = sync.OnceValues(func() (*environment.EnvSet, er
 })
 
 func newGeneratingPolicyEnv(namespaced bool) (*environment.EnvSet, error) {
-	base, err := celPolicyEnv()
+	base, err := celruntime.PolicyEnv()
 	if err != nil {
 		return nil, err
 	}
@@ -112,19 +113,19 @@ func newGeneratingPolicyEnv(namespaced bool) (*environment.EnvSet, error) {
 // NamespacedGeneratingPolicy, clusterGeneratingPolicyCompiler those of
 // every GeneratingPolicy.
 var (
-	generatingPolicyCompiler = sync.OnceValues(func() (*celEnvCompiler, error) {
+	generatingPolicyCompiler = sync.OnceValues(func() (*celruntime.EnvCompiler, error) {
 		env, err := generatingPolicyEnv()
 		if err != nil {
 			return nil, err
 		}
-		return newCELEnvCompiler(env, true)
+		return celruntime.NewEnvCompiler(env, true)
 	})
-	clusterGeneratingPolicyCompiler = sync.OnceValues(func() (*celEnvCompiler, error) {
+	clusterGeneratingPolicyCompiler = sync.OnceValues(func() (*celruntime.EnvCompiler, error) {
 		env, err := clusterGeneratingPolicyEnv()
 		if err != nil {
 			return nil, err
 		}
-		return newCELEnvCompiler(env, true)
+		return celruntime.NewEnvCompiler(env, true)
 	})
 )
 
@@ -141,26 +142,26 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 	}
 	envCompiler, err := compiler()
 	if err == nil {
-		gp.compiler = envCompiler.forPolicy()
+		gp.compiler = envCompiler.ForPolicy()
 	}
 	if err != nil {
 		f.Add("spec", "CEL environment: "+err.Error())
 		return f.Errs
 	}
-	if gp.match, err = compileConstraints(spec.MatchConstraints); err != nil {
+	if gp.match, err = celruntime.CompileConstraints(spec.MatchConstraints); err != nil {
 		f.Add("spec.matchConstraints", err.Error())
 	} else {
 		anyOp := spec.MatchConstraints.DeepCopy()
 		for i := range anyOp.ResourceRules {
 			anyOp.ResourceRules[i].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}
 		}
-		gp.anyOperation, _ = compileConstraints(anyOp)
+		gp.anyOperation, _ = celruntime.CompileConstraints(anyOp)
 	}
-	fields := celFields{compiler: gp.compiler, f: f}
+	fields := celruntime.Fields{Compiler: gp.compiler, Faults: f}
 	// matchConditions compile before the variables: they cannot use them,
 	// as in Kyverno.
-	gp.conditions = fields.conditions(spec.MatchConditions, "spec.matchConditions")
-	fields.variables(spec.Variables, "spec.variables")
+	gp.conditions = fields.Conditions(spec.MatchConditions, "spec.matchConditions")
+	fields.Variables(spec.Variables, "spec.variables")
 	var sources []string
 	for _, v := range spec.Variables {
 		if v.Name != "" {
@@ -180,15 +181,15 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 			// Placeholders are compiled with the policy: a bad one is
 			// refused when the policy is applied.
 			var placeholderFault string
-			tmpl, err := compileTemplate(g.Template, func(expr string) *celProgram {
-				res := gp.compiler.CompileCELExpression(&celAccessor{expr: expr, returns: anyReturn()}, fields.decls, environment.StoredExpressions)
+			tmpl, err := compileTemplate(g.Template, func(expr string) *celruntime.Program {
+				res := gp.compiler.CompileCELExpression(&celruntime.Accessor{Expr: expr, Returns: celruntime.AnyReturn()}, fields.Decls, environment.StoredExpressions)
 				if res.Error != nil {
 					if placeholderFault == "" {
-						placeholderFault = celFault(res.Error.Detail)
+						placeholderFault = celruntime.Fault(res.Error.Detail)
 					}
 					return nil
 				}
-				return &celProgram{expr: expr, program: res.Program}
+				return &celruntime.Program{Expr: expr, Prog: res.Program}
 			})
 			switch {
 			case err != nil && placeholderFault != "":
@@ -200,8 +201,8 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 				templateKinds = append(templateKinds, templateLiteralKinds(g.Template)...)
 			}
 		default:
-			if prog := fields.program(&celAccessor{expr: g.Expression, returns: boolReturn()}, field+".expression"); prog != nil {
-				gp.generations = append(gp.generations, gpolGeneration{expr: &celProgram{expr: g.Expression, program: prog}})
+			if prog := fields.Program(&celruntime.Accessor{Expr: g.Expression, Returns: celruntime.BoolReturn()}, field+".expression"); prog != nil {
+				gp.generations = append(gp.generations, gpolGeneration{expr: &celruntime.Program{Expr: g.Expression, Prog: prog}})
 			}
 			sources = append(sources, g.Expression)
 		}
@@ -213,8 +214,8 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 		}
 		// object is dyn in a GeneratingPolicy's environment: a string is
 		// checked when the annotation is evaluated.
-		if prog := fields.program(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType, celgo.DynType}}, field+".valueExpression"); prog != nil {
-			gp.annotations = append(gp.annotations, vpolAnnotation{key: a.Key, celProgram: celProgram{expr: a.ValueExpression, program: prog}})
+		if prog := fields.Program(&celruntime.Accessor{Expr: a.ValueExpression, Returns: []*celgo.Type{celgo.StringType, celgo.NullType, celgo.DynType}}, field+".valueExpression"); prog != nil {
+			gp.annotations = append(gp.annotations, celruntime.Annotation{Key: a.Key, Program: celruntime.Program{Expr: a.ValueExpression, Prog: prog}})
 		}
 	}
 	if len(f.Errs) > 0 {
@@ -263,18 +264,18 @@ func (p *Policy) generateCEL(ctx context.Context, req *review.Request, in *reque
 		}
 		return oldView
 	}
-	if req.Object == nil || !gp.match.matches(in) {
+	if req.Object == nil || !gp.match.Matches(&in.View) {
 		switch {
 		case req.OldObject == nil || !p.scopes(old()):
 			return nil
-		case req.Object != nil && gp.anyOperation.matches(in):
+		case req.Object != nil && gp.anyOperation.Matches(&in.View):
 			// Still a trigger, of an operation the policy leaves alone.
 			return nil
-		case req.Object == nil && gp.match.matches(old()):
+		case req.Object == nil && gp.match.Matches(&old().View):
 			// A policy that asks for DELETE generates from the deleted
 			// object.
 			in = old()
-		case gp.anyOperation.matches(old()):
+		case gp.anyOperation.Matches(&old().View):
 			return noLongerMatches()
 		default:
 			return nil
@@ -285,7 +286,7 @@ func (p *Policy) generateCEL(ctx context.Context, req *review.Request, in *reque
 	if o == nil {
 		// A matchCondition is false. When the old object of an UPDATE
 		// passed them all, it was a trigger and is no longer one.
-		if req.Object != nil && req.OldObject != nil && p.scopes(old()) && gp.anyOperation.matches(old()) && p.gpolConditionsHold(ctx, old(), cfg) {
+		if req.Object != nil && req.OldObject != nil && p.scopes(old()) && gp.anyOperation.Matches(&old().View) && p.gpolConditionsHold(ctx, old(), cfg) {
 			return noLongerMatches()
 		}
 		return nil
@@ -309,20 +310,20 @@ func (p *Policy) generateCEL(ctx context.Context, req *review.Request, in *reque
 // gpolEvaluator returns the CEL evaluation state of the policy for a
 // request view: its activation (object, request, variables, libraries)
 // and the generator that collects what generator.Apply is given.
-func (p *Policy) gpolEvaluator(ctx context.Context, in *requestView, cfg *review.Options) (*celEvaluator, *gpolActivation, *generatorContext) {
+func (p *Policy) gpolEvaluator(ctx context.Context, in *requestView, cfg *review.Options) (*celruntime.Evaluator, *gpolActivation, *generatorContext) {
 	gp := p.gpol
 	ci := in.celInputs()
 	gen := &generatorContext{namespace: gp.namespace}
 	act := &gpolActivation{
-		vpolActivation: vpolActivation{
-			celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
-			libs:          newLibReceivers(ctx, &cfg.Loaders, gp.namespace),
+		PolicyActivation: celruntime.PolicyActivation{
+			Activation: celruntime.Activation{In: ci, Object: ci.Object, OldObject: ci.OldObject, Request: ci.Request, Params: types.NullValue},
+			Libs:       celruntime.NewLibReceivers(ctx, &cfg.Loaders, gp.namespace),
 		},
 		generator: gen,
 	}
 	cctx := gp.compiler.CreateContext(ctx)
-	act.variables = cctx.Variables(act)
-	return &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}, act, gen
+	act.Variables = cctx.Variables(act)
+	return &celruntime.Evaluator{Ctx: cctx, Act: act, Budget: celconfig.RuntimeCELCostBudget}, act, gen
 }
 
 // gpolConditionsHold reports whether every matchCondition of the policy
@@ -330,7 +331,7 @@ func (p *Policy) gpolEvaluator(ctx context.Context, in *requestView, cfg *review
 func (p *Policy) gpolConditionsHold(ctx context.Context, in *requestView, cfg *review.Options) bool {
 	e, _, _ := p.gpolEvaluator(ctx, in, cfg)
 	for i := range p.gpol.conditions {
-		if val, err := e.eval(&p.gpol.conditions[i]); err != nil || val != types.True {
+		if val, err := e.Eval(&p.gpol.conditions[i]); err != nil || val != types.True {
 			return false
 		}
 	}
@@ -340,25 +341,25 @@ func (p *Policy) gpolConditionsHold(ctx context.Context, in *requestView, cfg *r
 // evaluateGenerating runs exceptions, matchConditions and the generate
 // expressions; nil means the policy does not apply (a false
 // matchCondition gives no response, as in Kyverno).
-func (p *Policy) evaluateGenerating(e *celEvaluator, act *gpolActivation, in *requestView, gen *generatorContext, cfg *review.Options, rr *review.RuleResponse) *review.Outcome {
+func (p *Policy) evaluateGenerating(e *celruntime.Evaluator, act *gpolActivation, in *requestView, gen *generatorContext, cfg *review.Options, rr *review.RuleResponse) *review.Outcome {
 	allowed, exempt, err := p.celExceptions(e, in)
 	if err != nil {
-		rr.Name = RuleException
+		rr.Name = celruntime.RuleException
 		o := review.Errorf("failed to evaluate exception: %v", err)
 		return &o
 	}
 	if exempt != nil {
-		rr.Name = RuleException
-		o := review.Skip("rule is skipped due to policy exception: " + exempt.keys())
-		if exempt.pass {
-			o = review.Pass("rule is passed due to policy exception: " + exempt.keys())
+		rr.Name = celruntime.RuleException
+		o := review.Skip("rule is skipped due to policy exception: " + exempt.Keys())
+		if exempt.Pass {
+			o = review.Pass("rule is passed due to policy exception: " + exempt.Keys())
 		}
-		o.Props = map[string]string{"exceptions": exempt.names()}
+		o.Props = map[string]string{"exceptions": exempt.Names()}
 		return &o
 	}
-	act.exceptions = allowed
+	act.Exceptions = allowed
 	for i := range p.gpol.conditions {
-		val, err := e.eval(&p.gpol.conditions[i])
+		val, err := e.Eval(&p.gpol.conditions[i])
 		if err != nil {
 			o := review.Errorf("failed to evaluate policy: %v", err)
 			return &o
@@ -376,7 +377,7 @@ func (p *Policy) evaluateGenerating(e *celEvaluator, act *gpolActivation, in *re
 		if g.template != nil {
 			err = gen.applyTemplate(e, g.template)
 		} else {
-			_, err = e.eval(g.expr)
+			_, err = e.Eval(g.expr)
 		}
 		if gen.err != nil {
 			o := review.Errorf("failed to evaluate policy: failed to generate resources: %v", gen.err)
@@ -390,21 +391,21 @@ func (p *Policy) evaluateGenerating(e *celEvaluator, act *gpolActivation, in *re
 	o := review.Pass("policy evaluated successfully")
 	for i := range p.gpol.annotations {
 		a := &p.gpol.annotations[i]
-		val, err := e.eval(&a.celProgram)
+		val, err := e.Eval(&a.Program)
 		if err != nil {
-			o := review.Errorf("failed to evaluate policy: audit annotation %s: %v", a.key, err)
+			o := review.Errorf("failed to evaluate policy: audit annotation %s: %v", a.Key, err)
 			return &o
 		}
 		s, ok := val.(types.String)
 		if !ok && val != types.NullValue {
-			o := review.Errorf("failed to evaluate policy: audit annotation %s: a string or null, not %s", a.key, val.Type().TypeName())
+			o := review.Errorf("failed to evaluate policy: audit annotation %s: a string or null, not %s", a.Key, val.Type().TypeName())
 			return &o
 		}
 		if s != "" {
 			if o.Props == nil {
 				o.Props = map[string]string{}
 			}
-			o.Props[a.key] = string(s)
+			o.Props[a.Key] = string(s)
 		}
 	}
 	return &o
@@ -500,7 +501,7 @@ func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appl
 
 // gpolActivation adds generator to a CEL policy's activation.
 type gpolActivation struct {
-	vpolActivation
+	celruntime.PolicyActivation
 	generator *generatorContext
 }
 
@@ -508,7 +509,7 @@ func (a *gpolActivation) ResolveName(name string) (any, bool) {
 	if name == generatorVar {
 		return a.generator, true
 	}
-	return a.vpolActivation.ResolveName(name)
+	return a.PolicyActivation.ResolveName(name)
 }
 
 // appliedObject is one object generator.Apply collected, with the
@@ -564,7 +565,7 @@ func generatorApplyOwnNamespace(args ...ref.Val) ref.Val {
 // the namespace its metadata names (cel-policy-types.md §3.3.3). A
 // namespaced policy's documents go to its own namespace; one that names
 // another is refused.
-func (g *generatorContext) applyTemplate(e *celEvaluator, t *gpolTemplate) error {
+func (g *generatorContext) applyTemplate(e *celruntime.Evaluator, t *gpolTemplate) error {
 	docs, err := t.render(e)
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,10 +12,10 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"go.yaml.in/yaml/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/celruntime"
 )
 
 // Interpolation modes of a GeneratingPolicy template
@@ -44,7 +43,7 @@ type tmplNode struct {
 	// kind tells which of the fields above holds the value.
 	kind tmplKind
 	// splice is a value that is exactly one placeholder.
-	splice *celProgram
+	splice *celruntime.Program
 	// parts of an interpolated string: literal text and placeholders, in
 	// order.
 	parts []tmplPart
@@ -67,12 +66,12 @@ type tmplEntry struct {
 
 type tmplPart struct {
 	text string
-	expr *celProgram
+	expr *celruntime.Program
 }
 
 // compileTemplate parses a template's YAML and compiles its placeholders
 // with compile (nil for interpolate: none, whose values are all literal).
-func compileTemplate(t *policiesv1.GenerationTemplate, compile func(expr string) *celProgram) (*gpolTemplate, error) {
+func compileTemplate(t *policiesv1.GenerationTemplate, compile func(expr string) *celruntime.Program) (*gpolTemplate, error) {
 	mode := t.Interpolate
 	switch mode {
 	case "", interpolateNone:
@@ -119,7 +118,7 @@ func compileTemplate(t *policiesv1.GenerationTemplate, compile func(expr string)
 // tmplCompiler turns YAML nodes into template nodes.
 type tmplCompiler struct {
 	cel     bool
-	compile func(expr string) *celProgram
+	compile func(expr string) *celruntime.Program
 }
 
 func (c *tmplCompiler) node(n *yaml.Node, path string) (tmplNode, error) {
@@ -168,7 +167,7 @@ func (c *tmplCompiler) mapping(n *yaml.Node, path string) (tmplNode, error) {
 				return tmplNode{}, fmt.Errorf("%s: merge key: %w", pathOrRoot(path), err)
 			}
 			for mk, mv := range m {
-				merged = append(merged, tmplEntry{key: mk, value: tmplNode{literal: jsonValue(mv)}})
+				merged = append(merged, tmplEntry{key: mk, value: tmplNode{literal: celruntime.PlainJSON(mv)}})
 			}
 			continue
 		}
@@ -315,12 +314,12 @@ func literalOf(n *yaml.Node) (any, error) {
 	if err := n.Decode(&v); err != nil {
 		return nil, err
 	}
-	return jsonValue(v), nil
+	return celruntime.PlainJSON(v), nil
 }
 
 // render evaluates the template's placeholders and returns its documents,
 // fresh objects on every call.
-func (t *gpolTemplate) render(e *celEvaluator) ([]map[string]any, error) {
+func (t *gpolTemplate) render(e *celruntime.Evaluator) ([]map[string]any, error) {
 	out := make([]map[string]any, 0, len(t.docs))
 	for i := range t.docs {
 		v, err := t.docs[i].render(e, "")
@@ -333,7 +332,7 @@ func (t *gpolTemplate) render(e *celEvaluator) ([]map[string]any, error) {
 	return out, nil
 }
 
-func (n *tmplNode) render(e *celEvaluator, path string) (any, error) {
+func (n *tmplNode) render(e *celruntime.Evaluator, path string) (any, error) {
 	switch n.kind {
 	case tmplMap:
 		out := make(map[string]any, len(n.entries))
@@ -356,13 +355,13 @@ func (n *tmplNode) render(e *celEvaluator, path string) (any, error) {
 		}
 		return out, nil
 	case tmplSplice:
-		val, err := e.eval(n.splice)
+		val, err := e.Eval(n.splice)
 		if err != nil {
-			return nil, fmt.Errorf("%s: (( %s )): %w", pathOrRoot(path), n.splice.expr, err)
+			return nil, fmt.Errorf("%s: (( %s )): %w", pathOrRoot(path), n.splice.Expr, err)
 		}
-		v, err := celJSONValue(val)
+		v, err := celruntime.JSONValue(val)
 		if err != nil {
-			return nil, fmt.Errorf("%s: (( %s )): %w", pathOrRoot(path), n.splice.expr, err)
+			return nil, fmt.Errorf("%s: (( %s )): %w", pathOrRoot(path), n.splice.Expr, err)
 		}
 		return v, nil
 	case tmplString:
@@ -372,13 +371,13 @@ func (n *tmplNode) render(e *celEvaluator, path string) (any, error) {
 				b.WriteString(p.text)
 				continue
 			}
-			val, err := e.eval(p.expr)
+			val, err := e.Eval(p.expr)
 			if err != nil {
-				return nil, fmt.Errorf("%s: (( %s )): %w", pathOrRoot(path), p.expr.expr, err)
+				return nil, fmt.Errorf("%s: (( %s )): %w", pathOrRoot(path), p.expr.Expr, err)
 			}
 			s, err := scalarText(val)
 			if err != nil {
-				return nil, fmt.Errorf("%s: (( %s )) %w", pathOrRoot(path), p.expr.expr, err)
+				return nil, fmt.Errorf("%s: (( %s )) %w", pathOrRoot(path), p.expr.Expr, err)
 			}
 			b.WriteString(s)
 		}
@@ -402,18 +401,6 @@ func scalarText(val ref.Val) (string, error) {
 		return strconv.FormatBool(bool(v)), nil
 	}
 	return "", fmt.Errorf("is embedded in a string and must evaluate to a scalar (string, int, uint, double or bool), not %s", val.Type().TypeName())
-}
-
-// celJSONValue converts a CEL value to a JSON value.
-func celJSONValue(val ref.Val) (any, error) {
-	if val == types.NullValue {
-		return nil, nil
-	}
-	native, err := val.ConvertToNative(reflect.TypeFor[*structpb.Value]())
-	if err != nil {
-		return nil, fmt.Errorf("%s is no JSON value", val.Type().TypeName())
-	}
-	return native.(*structpb.Value).AsInterface(), nil
 }
 
 // templateLiteralKinds returns the "apiVersion/Kind" of the template's

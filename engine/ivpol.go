@@ -14,6 +14,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/review"
@@ -68,22 +69,22 @@ type ivpolAttestation struct {
 // imageMatcher is one matchImageReferences entry.
 type imageMatcher struct {
 	glob glob.Glob
-	expr *celProgram
+	expr *celruntime.Program
 }
 
 type ivpolVariant struct {
-	match       *constraints
-	lazy        *lazyVariant[policiesv1.ImageValidatingPolicySpec, ivpolVariant]
-	compiler    *celCompiler
-	conditions  []celProgram
+	match       *celruntime.Constraints
+	lazy        *celruntime.LazyVariant[policiesv1.ImageValidatingPolicySpec, ivpolVariant]
+	compiler    *celruntime.Compiler
+	conditions  []celruntime.Program
 	extractors  []ivpolExtractor
-	validations []celExpression
-	annotations []vpolAnnotation
+	validations []celruntime.Expression
+	annotations []celruntime.Annotation
 }
 
 type ivpolExtractor struct {
 	name string
-	celProgram
+	celruntime.Program
 }
 
 // Built-in image extractors (verify-images.md §6.1).
@@ -93,7 +94,7 @@ func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingP
 	spec := src.GetImageValidatingPolicySpec()
 	f := &fault.Collector{Kind: src.GetKind(), Name: p.key}
 	ip := &imageValidatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
-		action: celValidationAction(spec.ValidationAction, spec.EvaluationConfiguration, f), verifyDigest: spec.VerifyDigest(), required: spec.Required(), mutateDigest: spec.MutateDigest()}
+		action: celruntime.ValidationAction(spec.ValidationAction, spec.EvaluationConfiguration, f), verifyDigest: spec.VerifyDigest(), required: spec.Required(), mutateDigest: spec.MutateDigest()}
 	if src.IsNamespaced() {
 		ip.namespace = src.GetNamespace()
 	}
@@ -110,8 +111,8 @@ func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingP
 	if ip.creds != nil && ip.namespace != "" {
 		checkSecretsScope(ip.namespace, ip.creds.Secrets, "spec.credentials.secrets", f)
 	}
-	ip.variants = compileVariants(spec, autogen.ImageValidatingPolicy, compileIVPolVariant,
-		func(m *constraints, l *lazyVariant[policiesv1.ImageValidatingPolicySpec, ivpolVariant]) *ivpolVariant {
+	ip.variants = celruntime.CompileVariants(spec, autogen.ImageValidatingPolicy, compileIVPolVariant,
+		func(m *celruntime.Constraints, l *celruntime.LazyVariant[policiesv1.ImageValidatingPolicySpec, ivpolVariant]) *ivpolVariant {
 			return &ivpolVariant{match: m, lazy: l}
 		}, f)
 	if len(f.Errs) > 0 {
@@ -144,7 +145,7 @@ func compileImageMatchers(refs []policiesv1.MatchImageReference, f *fault.Collec
 			}
 			ast, iss := env.Compile(r.Expression)
 			if iss.Err() != nil {
-				f.Add(path+".expression", celFault(iss.Err().Error()))
+				f.Add(path+".expression", celruntime.Fault(iss.Err().Error()))
 				continue
 			}
 			if !ast.OutputType().IsExactType(celgo.BoolType) {
@@ -156,7 +157,7 @@ func compileImageMatchers(refs []policiesv1.MatchImageReference, f *fault.Collec
 				f.Add(path+".expression", err.Error())
 				continue
 			}
-			out = append(out, imageMatcher{expr: &celProgram{expr: r.Expression, program: prg}})
+			out = append(out, imageMatcher{expr: &celruntime.Program{Expr: r.Expression, Prog: prg}})
 		}
 	}
 	return out
@@ -172,7 +173,7 @@ var (
 // Kubernetes' CEL libraries and ref, the image as written.
 func imageRefEnv() (*celgo.Env, error) {
 	imageRefEnvOnce.Do(func() {
-		base, _, err := celEnv()
+		base, _, err := celruntime.Env()
 		if err != nil {
 			imageRefEnvErr = err
 			return
@@ -437,7 +438,7 @@ func compileIVPolCredentials(c *policiesv1.Credentials, f *fault.Collector) *kyv
 
 // compiledIVPolVariants holds the compiled variants still in use, by
 // source, as compiledVariants does for ValidatingPolicies.
-var compiledIVPolVariants weakCache[ivpolVariant]
+var compiledIVPolVariants celruntime.WeakCache[ivpolVariant]
 
 func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string, f *fault.Collector) *ivpolVariant {
 	src := struct {
@@ -449,7 +450,7 @@ func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string
 		A   []admissionregistrationv1.AuditAnnotation `json:"a,omitempty"`
 		P   string                                    `json:"p"`
 	}{spec.MatchConstraints, spec.MatchConditions, spec.Variables, spec.Images, spec.Validations, spec.AuditAnnotations, path}
-	return compiledIVPolVariants.compile(src, path, f, func() *ivpolVariant { return compileIVPolVariantUncached(spec, path, f) })
+	return compiledIVPolVariants.Compile(src, path, f, func() *ivpolVariant { return compileIVPolVariantUncached(spec, path, f) })
 }
 
 func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, path string, f *fault.Collector) *ivpolVariant {
@@ -458,19 +459,19 @@ func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, pat
 		f.Add(path, "CEL environment: "+err.Error())
 		return nil
 	}
-	v := &ivpolVariant{compiler: envCompiler.forPolicy()}
-	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
+	v := &ivpolVariant{compiler: envCompiler.ForPolicy()}
+	if v.match, err = celruntime.CompileConstraints(spec.MatchConstraints); err != nil {
 		f.Add(path+".matchConstraints", err.Error())
 	}
-	fields := celFields{compiler: v.compiler, f: f}
-	compile := func(a *celAccessor, field string) *celProgram {
-		if p := fields.program(a, field); p != nil {
-			return &celProgram{expr: a.expr, program: p}
+	fields := celruntime.Fields{Compiler: v.compiler, Faults: f}
+	compile := func(a *celruntime.Accessor, field string) *celruntime.Program {
+		if p := fields.Program(a, field); p != nil {
+			return &celruntime.Program{Expr: a.Expr, Prog: p}
 		}
 		return nil
 	}
-	v.conditions = fields.conditions(spec.MatchConditions, path+".matchConditions")
-	fields.variables(spec.Variables, path+".variables")
+	v.conditions = fields.Conditions(spec.MatchConditions, path+".matchConditions")
+	fields.Variables(spec.Variables, path+".variables")
 	seen := map[string]bool{}
 	for _, n := range builtinExtractors {
 		seen[n] = true
@@ -482,18 +483,18 @@ func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, pat
 			continue
 		}
 		seen[ex.Name] = true
-		if p := compile(&celAccessor{expr: ex.Expression, returns: []*celgo.Type{celgo.ListType(celgo.StringType), celgo.ListType(celgo.DynType)}}, field+".expression"); p != nil {
-			v.extractors = append(v.extractors, ivpolExtractor{name: ex.Name, celProgram: *p})
+		if p := compile(&celruntime.Accessor{Expr: ex.Expression, Returns: []*celgo.Type{celgo.ListType(celgo.StringType), celgo.ListType(celgo.DynType)}}, field+".expression"); p != nil {
+			v.extractors = append(v.extractors, ivpolExtractor{name: ex.Name, Program: *p})
 		}
 	}
 	for i, val := range spec.Validations {
 		field := fmt.Sprintf("%s.validations[%d]", path, i)
-		ce := celExpression{message: val.Message}
-		if p := compile(&celAccessor{expr: val.Expression, returns: boolReturn()}, field+".expression"); p != nil {
-			ce.celProgram = *p
+		ce := celruntime.Expression{Message: val.Message}
+		if p := compile(&celruntime.Accessor{Expr: val.Expression, Returns: celruntime.BoolReturn()}, field+".expression"); p != nil {
+			ce.Program = *p
 		}
 		if val.MessageExpression != "" {
-			ce.messageExpr = compile(&celAccessor{expr: val.MessageExpression, returns: stringReturn()}, field+".messageExpression")
+			ce.MessageExpr = compile(&celruntime.Accessor{Expr: val.MessageExpression, Returns: celruntime.StringReturn()}, field+".messageExpression")
 		}
 		v.validations = append(v.validations, ce)
 	}
@@ -502,8 +503,8 @@ func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, pat
 		if a.Key == "" {
 			f.Add(field+".key", "an audit annotation needs a key")
 		}
-		if p := compile(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, field+".valueExpression"); p != nil {
-			v.annotations = append(v.annotations, vpolAnnotation{key: a.Key, celProgram: *p})
+		if p := compile(&celruntime.Accessor{Expr: a.ValueExpression, Returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, field+".valueExpression"); p != nil {
+			v.annotations = append(v.annotations, celruntime.Annotation{Key: a.Key, Program: *p})
 		}
 	}
 	return v
@@ -523,9 +524,9 @@ func (ip *imageValidatingPolicy) matchesImage(image string) (bool, error) {
 			}
 			continue
 		}
-		out, _, err := m.expr.program.Eval(map[string]any{"ref": image})
+		out, _, err := m.expr.Prog.Eval(map[string]any{"ref": image})
 		if err != nil {
-			return false, fmt.Errorf("matchImageReferences %q: %w", m.expr.expr, err)
+			return false, fmt.Errorf("matchImageReferences %q: %w", m.expr.Expr, err)
 		}
 		if b, ok := out.Value().(bool); ok && b {
 			return true, nil

@@ -21,6 +21,7 @@ import (
 	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/review"
@@ -56,7 +57,7 @@ var (
 // ivpolEnv is celPolicyEnv with the image functions and variables.
 func ivpolEnv() (*environment.EnvSet, error) {
 	ivpolEnvOnce.Do(func() {
-		base, err := celPolicyEnv()
+		base, err := celruntime.PolicyEnv()
 		if err != nil {
 			ivpolEnvErr = err
 			return
@@ -71,12 +72,12 @@ func ivpolEnv() (*environment.EnvSet, error) {
 
 // ivpolCompiler compiles the expressions of every image validating policy
 // in ivpolEnv.
-var ivpolCompiler = sync.OnceValues(func() (*celEnvCompiler, error) {
+var ivpolCompiler = sync.OnceValues(func() (*celruntime.EnvCompiler, error) {
 	env, err := ivpolEnv()
 	if err != nil {
 		return nil, err
 	}
-	return newCELEnvCompiler(env, true)
+	return celruntime.NewEnvCompiler(env, true)
 })
 
 func toImageVerification(name string) celgo.MacroFactory {
@@ -361,7 +362,7 @@ func (v *imageVerification) imageData(image string) ref.Val {
 
 // ivpolActivation adds the image variables to a policy's activation.
 type ivpolActivation struct {
-	vpolActivation
+	celruntime.PolicyActivation
 	verification                    *imageVerification
 	images, attestors, attestations ref.Val
 }
@@ -377,7 +378,7 @@ func (a *ivpolActivation) ResolveName(name string) (any, bool) {
 	case attestationsVar:
 		return a.attestations, true
 	}
-	return a.vpolActivation.ResolveName(name)
+	return a.PolicyActivation.ResolveName(name)
 }
 
 // builtinImages lists the images of the object's containers,
@@ -419,7 +420,7 @@ func (p *Policy) validateImages(ctx context.Context, in *requestView, cfg *revie
 	ip := p.ivpol
 	var v *ivpolVariant
 	for _, cand := range ip.variants {
-		if cand.match.matches(in) {
+		if cand.match.Matches(&in.View) {
 			v = cand
 			break
 		}
@@ -435,7 +436,7 @@ func (p *Policy) validateImages(ctx context.Context, in *requestView, cfg *revie
 	var matched []string
 	if v.lazy != nil {
 		var fault string
-		if v, fault = v.lazy.compiled(); v == nil {
+		if v, fault = v.lazy.Compiled(); v == nil {
 			o = review.Errorf("failed to compile policy: %s", fault)
 		}
 	}
@@ -468,7 +469,7 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *revie
 	ip := p.ivpol
 	e, act, obj := p.imageEvaluator(ctx, in, cfg, v)
 	// matchConditions run before exceptions here, unlike the other kinds.
-	hold, err := e.imageConditions(v)
+	hold, err := imageConditions(e, v)
 	if err != nil {
 		if ip.ignore {
 			return review.Outcome{}, nil, false
@@ -480,14 +481,14 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *revie
 	}
 	// Any exception that holds exempts the request: images and
 	// allowedValues play no part for this kind.
-	_, exempt, err := evalCELExceptions(p.set.celExceptions, p.source.GetKind(), p.source.GetName(), e, in.Scope, true)
+	_, exempt, err := celruntime.EvalExceptions(p.set.celExceptions, p.source.GetKind(), p.source.GetName(), e, in.Scope, true)
 	if err != nil {
 		return review.Errorf("failed to evaluate policy: %v", err), nil, true
 	}
 	if exempt != nil {
-		rr.Name = RuleException
-		o := review.Skip("rule is skipped due to policy exception: " + exempt.keys())
-		o.Props = map[string]string{"exceptions": exempt.names()}
+		rr.Name = celruntime.RuleException
+		o := review.Skip("rule is skipped due to policy exception: " + exempt.Keys())
+		o.Props = map[string]string{"exceptions": exempt.Names()}
 		return o, nil, true
 	}
 
@@ -495,7 +496,7 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *revie
 	order := append([]string(nil), builtinExtractors...)
 	for i := range v.extractors {
 		x := &v.extractors[i]
-		val, err := e.eval(&x.celProgram)
+		val, err := e.Eval(&x.Program)
 		if err != nil {
 			return review.Errorf("failed to evaluate policy: images.%s: %v", x.name, err), nil, true
 		}
@@ -536,7 +537,7 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *revie
 	result := review.Pass("success")
 	for i := range v.validations {
 		x := &v.validations[i]
-		val, err := e.eval(&x.celProgram)
+		val, err := e.Eval(&x.Program)
 		if err != nil {
 			if ip.required && act.verification.unavailable {
 				// An image that could not be verified is never admitted
@@ -547,21 +548,21 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *revie
 			return review.Errorf("failed to evaluate policy: %v", err), matched, true
 		}
 		if val != types.True {
-			result = review.Fail(e.vpolMessage(x, i))
+			result = review.Fail(e.ValidationMessage(x, i))
 			break
 		}
 	}
 	for i := range v.annotations {
 		a := &v.annotations[i]
-		val, err := e.eval(&a.celProgram)
+		val, err := e.Eval(&a.Program)
 		if err != nil {
-			return review.Errorf("failed to evaluate policy: audit annotation %s: %v", a.key, err), matched, true
+			return review.Errorf("failed to evaluate policy: audit annotation %s: %v", a.Key, err), matched, true
 		}
 		if s, ok := val.(types.String); ok && s != "" {
 			if result.Props == nil {
 				result.Props = map[string]string{}
 			}
-			result.Props[a.key] = string(s)
+			result.Props[a.Key] = string(s)
 		}
 	}
 	return result, matched, true
@@ -570,7 +571,7 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *revie
 // imageEvaluator builds the CEL evaluation of a policy variant over the
 // request, and returns the object whose images it reads (the old object
 // when there is no new one).
-func (p *Policy) imageEvaluator(ctx context.Context, in *requestView, cfg *review.Options, v *ivpolVariant) (*celEvaluator, *ivpolActivation, map[string]any) {
+func (p *Policy) imageEvaluator(ctx context.Context, in *requestView, cfg *review.Options, v *ivpolVariant) (*celruntime.Evaluator, *ivpolActivation, map[string]any) {
 	ip := p.ivpol
 	ci := in.celInputs()
 	obj := in.Req.Object
@@ -589,10 +590,10 @@ func (p *Policy) imageEvaluator(ctx context.Context, in *requestView, cfg *revie
 		attestations[n] = n
 	}
 	act := &ivpolActivation{
-		vpolActivation: vpolActivation{
-			celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
-			libs:          newLibReceivers(ctx, &cfg.Loaders, ip.namespace),
-			exceptions:    types.DefaultTypeAdapter.NativeToValue(map[string]any{"allowedImages": []any{}, "allowedValues": []any{}}),
+		PolicyActivation: celruntime.PolicyActivation{
+			Activation: celruntime.Activation{In: ci, Object: ci.Object, OldObject: ci.OldObject, Request: ci.Request, Params: types.NullValue},
+			Libs:       celruntime.NewLibReceivers(ctx, &cfg.Loaders, ip.namespace),
+			Exceptions: types.DefaultTypeAdapter.NativeToValue(map[string]any{"allowedImages": []any{}, "allowedValues": []any{}}),
 		},
 		verification: verification,
 		images:       types.DefaultTypeAdapter.NativeToValue(map[string][]string{}),
@@ -600,16 +601,16 @@ func (p *Policy) imageEvaluator(ctx context.Context, in *requestView, cfg *revie
 		attestations: types.DefaultTypeAdapter.NativeToValue(attestations),
 	}
 	cctx := v.compiler.CreateContext(ctx)
-	act.variables = cctx.Variables(act)
-	return &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}, act, obj
+	act.Variables = cctx.Variables(act)
+	return &celruntime.Evaluator{Ctx: cctx, Act: act, Budget: celconfig.RuntimeCELCostBudget}, act, obj
 }
 
 // imageConditions evaluates the variant's matchConditions: whether all
 // hold, or their errors joined.
-func (e *celEvaluator) imageConditions(v *ivpolVariant) (bool, error) {
+func imageConditions(e *celruntime.Evaluator, v *ivpolVariant) (bool, error) {
 	var errs []string
 	for i := range v.conditions {
-		val, err := e.eval(&v.conditions[i])
+		val, err := e.Eval(&v.conditions[i])
 		switch {
 		case err != nil:
 			errs = append(errs, err.Error())
@@ -653,19 +654,19 @@ func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *
 		}
 		var v *ivpolVariant
 		for _, cand := range ip.variants {
-			if cand.match.matches(in) {
+			if cand.match.Matches(&in.View) {
 				v = cand
 				break
 			}
 		}
 		if v != nil && v.lazy != nil {
-			v, _ = v.lazy.compiled()
+			v, _ = v.lazy.Compiled()
 		}
 		if v == nil {
 			continue
 		}
 		e, _, _ := p.imageEvaluator(ctx, in, cfg, v)
-		if hold, err := e.imageConditions(v); err != nil || !hold {
+		if hold, err := imageConditions(e, v); err != nil || !hold {
 			continue
 		}
 		var errs []string

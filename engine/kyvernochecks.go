@@ -14,6 +14,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/policyid"
@@ -291,7 +292,7 @@ func ruleOnlyTouchesMetadata(r *kyvernov1.Rule) bool {
 		return true
 	}
 	if r.Mutation != nil {
-		if !onlyMetadata(jsonValue(r.Mutation.RawPatchStrategicMerge)) {
+		if !onlyMetadata(celruntime.PlainJSON(r.Mutation.RawPatchStrategicMerge)) {
 			return false
 		}
 		if r.Mutation.PatchesJSON6902 != "" {
@@ -303,10 +304,10 @@ func ruleOnlyTouchesMetadata(r *kyvernov1.Rule) bool {
 		}
 	}
 	if r.Validation != nil {
-		if !onlyMetadata(jsonValue(r.Validation.RawPattern)) {
+		if !onlyMetadata(celruntime.PlainJSON(r.Validation.RawPattern)) {
 			return false
 		}
-		if anyPatterns, ok := jsonValue(r.Validation.RawAnyPattern).([]any); ok {
+		if anyPatterns, ok := celruntime.PlainJSON(r.Validation.RawAnyPattern).([]any); ok {
 			for _, pat := range anyPatterns {
 				if !onlyMetadata(pat) {
 					return false
@@ -409,12 +410,12 @@ func checkOperationValues(r *kyvernov1.Rule, path string, f *fault.Collector) {
 			conds []kyvernov1.Condition
 		}{{"any", block.AnyConditions}, {"all", block.AllConditions}} {
 			for i, c := range list.conds {
-				key, _ := jsonValue(c.RawKey).(string)
+				key, _ := celruntime.PlainJSON(c.RawKey).(string)
 				if strings.ReplaceAll(key, " ", "") != "{{request.operation}}" {
 					continue
 				}
 				cp := fmt.Sprintf("%s.%s[%d].value", p, list.name, i)
-				switch v := jsonValue(c.RawValue).(type) {
+				switch v := celruntime.PlainJSON(c.RawValue).(type) {
 				case string:
 					if strings.HasPrefix(v, "{{") && strings.HasSuffix(v, "}}") {
 						continue

@@ -22,6 +22,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/autogen"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/review"
 )
@@ -45,23 +46,23 @@ type mutatingPolicy struct {
 }
 
 type mpolVariant struct {
-	match *constraints
+	match *celruntime.Constraints
 	// lazy is set on an autogen copy until compiled (compiled()).
-	lazy        *lazyVariant[policiesv1.MutatingPolicySpec, mpolVariant]
-	compiler    *celCompiler
-	conditions  []celProgram
+	lazy        *celruntime.LazyVariant[policiesv1.MutatingPolicySpec, mpolVariant]
+	compiler    *celruntime.Compiler
+	conditions  []celruntime.Program
 	mutations   []mpolMutation
-	annotations []vpolAnnotation
+	annotations []celruntime.Annotation
 	// targetExpr and targetConditions select and admit mutate-existing
 	// targets (targetMatchConstraints.expression, targetMatchConditions,
 	// else matchConditions).
-	targetExpr       *celProgram
-	targetConditions []celProgram
+	targetExpr       *celruntime.Program
+	targetConditions []celruntime.Program
 }
 
 type mpolMutation struct {
 	applyConfiguration bool
-	celProgram
+	celruntime.Program
 }
 
 func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *Policy) fault.List {
@@ -86,8 +87,8 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 	if len(f.Errs) > 0 {
 		return f.Errs
 	}
-	mp.variants = appendAutogenVariants(mp.variants, autogen.MutatingPolicy(spec), compileMPolVariant,
-		func(m *constraints, l *lazyVariant[policiesv1.MutatingPolicySpec, mpolVariant]) *mpolVariant {
+	mp.variants = celruntime.AppendAutogenVariants(mp.variants, autogen.MutatingPolicy(spec), compileMPolVariant,
+		func(m *celruntime.Constraints, l *celruntime.LazyVariant[policiesv1.MutatingPolicySpec, mpolVariant]) *mpolVariant {
 			return &mpolVariant{match: m, lazy: l}
 		}, f)
 	if len(f.Errs) > 0 {
@@ -102,28 +103,28 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 // source, as compiledVariants does for ValidatingPolicies: the CLI and
 // every process of the cluster compile the same policy into several sets,
 // and a policy compiled again would type-check every expression again.
-var compiledMPolVariants weakCache[mpolVariant]
+var compiledMPolVariants celruntime.WeakCache[mpolVariant]
 
 func compileMPolVariant(spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *mpolVariant {
-	return compiledMPolVariants.compile(spec, path, f, func() *mpolVariant { return compileMPolVariantUncached(spec, path, f) })
+	return compiledMPolVariants.Compile(spec, path, f, func() *mpolVariant { return compileMPolVariantUncached(spec, path, f) })
 }
 
 func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *mpolVariant {
-	envCompiler, err := celPolicyCompiler()
+	envCompiler, err := celruntime.PolicyCompiler()
 	if err != nil {
 		f.Add(path, "CEL environment: "+err.Error())
 		return nil
 	}
-	v := &mpolVariant{compiler: envCompiler.forPolicy()}
-	if v.match, err = compileConstraints(spec.MatchConstraints); err != nil {
+	v := &mpolVariant{compiler: envCompiler.ForPolicy()}
+	if v.match, err = celruntime.CompileConstraints(spec.MatchConstraints); err != nil {
 		f.Add(path+".matchConstraints", err.Error())
 	}
 	decls := plugincel.OptionalVariableDeclarations{}
-	fields := celFields{compiler: v.compiler, decls: decls, f: f}
+	fields := celruntime.Fields{Compiler: v.compiler, Decls: decls, Faults: f}
 	// Variables compile first: a MutatingPolicy's matchConditions may use
 	// them, as in Kyverno.
-	fields.variables(spec.Variables, path+".variables")
-	v.conditions = fields.conditions(spec.MatchConditions, path+".matchConditions")
+	fields.Variables(spec.Variables, path+".variables")
+	v.conditions = fields.Conditions(spec.MatchConditions, path+".matchConditions")
 	patchDecls := decls
 	patchDecls.HasPatchTypes = true
 	for i, m := range spec.Mutations {
@@ -146,10 +147,10 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 			f.Add(field+".patchType", fmt.Sprintf("unknown patchType %q, want ApplyConfiguration or JSONPatch", m.PatchType))
 			continue
 		}
-		if p := fields.programWith(a, field, patchDecls); p != nil {
+		if p := fields.ProgramWith(a, field, patchDecls); p != nil {
 			v.mutations = append(v.mutations, mpolMutation{
 				applyConfiguration: m.PatchType == admissionregistrationv1.PatchTypeApplyConfiguration,
-				celProgram:         celProgram{expr: a.GetExpression(), program: p},
+				Program:            celruntime.Program{Expr: a.GetExpression(), Prog: p},
 			})
 		}
 	}
@@ -161,8 +162,8 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 		if a.Key == "" {
 			f.Add(field+".key", "an audit annotation needs a key")
 		}
-		if p := fields.program(&celAccessor{expr: a.ValueExpression, returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, field+".valueExpression"); p != nil {
-			v.annotations = append(v.annotations, vpolAnnotation{key: a.Key, celProgram: celProgram{expr: a.ValueExpression, program: p}})
+		if p := fields.Program(&celruntime.Accessor{Expr: a.ValueExpression, Returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, field+".valueExpression"); p != nil {
+			v.annotations = append(v.annotations, celruntime.Annotation{Key: a.Key, Program: celruntime.Program{Expr: a.ValueExpression, Prog: p}})
 		}
 	}
 	return v
@@ -200,7 +201,7 @@ func (p *Policy) mutateAdmission(ctx context.Context, in *requestView, cfg *revi
 	}
 	var v *mpolVariant
 	for _, cand := range p.mpol.variants {
-		if cand.match.matches(in) {
+		if cand.match.Matches(&in.View) {
 			v = cand
 			break
 		}
@@ -211,8 +212,8 @@ func (p *Policy) mutateAdmission(ctx context.Context, in *requestView, cfg *revi
 	rr := review.RuleResponse{Name: "", Type: review.TypeMutation}
 	if v.lazy != nil {
 		var fault string
-		if v, fault = v.lazy.compiled(); v == nil {
-			rr.Name, rr.Status, rr.Message = RuleEvaluation, review.StatusError, fault
+		if v, fault = v.lazy.Compiled(); v == nil {
+			rr.Name, rr.Status, rr.Message = celruntime.RuleEvaluation, review.StatusError, fault
 			resp.Rules = []review.RuleResponse{rr}
 			return resp, in
 		}
@@ -252,7 +253,7 @@ func (p *Policy) scanMutation(ctx context.Context, in *requestView, cfg *review.
 		// A check, not a mutation: reports keep it as a validation's
 		// result (admission's mutation responses they leave out).
 		rr.Type = review.TypeValidation
-		if rr.Status == review.StatusPass && rr.Name != RuleException && !reflect.DeepEqual(patched, in.Req.Object) {
+		if rr.Status == review.StatusPass && rr.Name != celruntime.RuleException && !reflect.DeepEqual(patched, in.Req.Object) {
 			rr.Status, rr.Message = review.StatusFail, "mutation is not applied"
 		}
 	}
@@ -268,7 +269,7 @@ func (p *Policy) scanMutation(ctx context.Context, in *requestView, cfg *review.
 func (p *Policy) scanTarget(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
 	resp := review.PolicyResponse{Policy: p.source, Key: p.key, Patched: in.Req.Object}
 	ex := p.mpol.existing
-	if ex == nil || ex.targets == nil || in.Req.Object == nil || len(p.mpol.variants) == 0 || !ex.targets.matches(in) {
+	if ex == nil || ex.targets == nil || in.Req.Object == nil || len(p.mpol.variants) == 0 || !ex.targets.Matches(&in.View) {
 		return resp
 	}
 	v := p.mpol.variants[0]
@@ -287,43 +288,43 @@ func (p *Policy) scanTarget(ctx context.Context, in *requestView, cfg *review.Op
 
 // mpolEvaluator returns an evaluator of the variant's expressions on the
 // request, its variables bound lazily.
-func (p *Policy) mpolEvaluator(ctx context.Context, in *requestView, cfg *review.Options, v *mpolVariant) *celEvaluator {
+func (p *Policy) mpolEvaluator(ctx context.Context, in *requestView, cfg *review.Options, v *mpolVariant) *celruntime.Evaluator {
 	ci := in.celInputs()
-	act := &vpolActivation{
-		celActivation: celActivation{in: ci, object: ci.object, oldObject: ci.oldObject, request: ci.request, params: types.NullValue},
-		libs:          newLibReceivers(ctx, &cfg.Loaders, p.namespace),
-		exceptions:    types.DefaultTypeAdapter.NativeToValue([]any{}),
+	act := &celruntime.PolicyActivation{
+		Activation: celruntime.Activation{In: ci, Object: ci.Object, OldObject: ci.OldObject, Request: ci.Request, Params: types.NullValue},
+		Libs:       celruntime.NewLibReceivers(ctx, &cfg.Loaders, p.namespace),
+		Exceptions: types.DefaultTypeAdapter.NativeToValue([]any{}),
 	}
 	cctx := v.compiler.CreateContext(ctx)
-	act.variables = cctx.Variables(act)
-	return &celEvaluator{ctx: cctx, act: act, budget: celconfig.RuntimeCELCostBudget}
+	act.Variables = cctx.Variables(act)
+	return &celruntime.Evaluator{Ctx: cctx, Act: act, Budget: celconfig.RuntimeCELCostBudget}
 }
 
 // evaluateMPolVariant runs exceptions, conditions (matchConditions at
 // admission, the target conditions for a mutate-existing target) and the
 // mutations on the request's object.
-func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *review.Options, v *mpolVariant, conditions []celProgram, rr *review.RuleResponse) (review.Outcome, map[string]any) {
+func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *review.Options, v *mpolVariant, conditions []celruntime.Program, rr *review.RuleResponse) (review.Outcome, map[string]any) {
 	e := p.mpolEvaluator(ctx, in, cfg, v)
-	act := e.act.(*vpolActivation)
+	act := e.Act.(*celruntime.PolicyActivation)
 
 	allowed, exempt, err := p.celExceptions(e, in)
 	if err != nil {
-		rr.Name = RuleException
+		rr.Name = celruntime.RuleException
 		return review.Errorf("failed to evaluate exception: %v", err), nil
 	}
 	if exempt != nil {
-		rr.Name = RuleException
-		o := review.Skip("rule is skipped due to policy exception: " + exempt.keys())
-		if exempt.pass {
-			o = review.Pass("rule is passed due to policy exception: " + exempt.keys())
+		rr.Name = celruntime.RuleException
+		o := review.Skip("rule is skipped due to policy exception: " + exempt.Keys())
+		if exempt.Pass {
+			o = review.Pass("rule is passed due to policy exception: " + exempt.Keys())
 		}
-		o.Props = map[string]string{"exceptions": exempt.names()}
+		o.Props = map[string]string{"exceptions": exempt.Names()}
 		return o, nil
 	}
-	act.exceptions = allowed
+	act.Exceptions = allowed
 
 	for i := range conditions {
-		val, err := e.eval(&conditions[i])
+		val, err := e.Eval(&conditions[i])
 		switch {
 		case err != nil:
 			return review.Errorf("failed to evaluate policy: %v", err), nil
@@ -337,11 +338,11 @@ func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *
 		if i > 0 {
 			// Each mutation sees the previous one's result, variables
 			// included.
-			act.object = types.DefaultTypeAdapter.NativeToValue(obj)
-			e.ctx = v.compiler.CreateContext(ctx)
-			act.variables = e.ctx.Variables(act)
+			act.Object = types.DefaultTypeAdapter.NativeToValue(obj)
+			e.Ctx = v.compiler.CreateContext(ctx)
+			act.Variables = e.Ctx.Variables(act)
 		}
-		val, err := e.eval(&m.celProgram)
+		val, err := e.Eval(&m.Program)
 		if err != nil {
 			return review.Errorf("failed to evaluate policy: %v", err), nil
 		}
@@ -353,18 +354,18 @@ func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *
 	}
 	result := review.Pass("success")
 	if len(v.annotations) > 0 {
-		act.object = types.DefaultTypeAdapter.NativeToValue(obj)
+		act.Object = types.DefaultTypeAdapter.NativeToValue(obj)
 		for i := range v.annotations {
 			a := &v.annotations[i]
-			val, err := e.eval(&a.celProgram)
+			val, err := e.Eval(&a.Program)
 			if err != nil {
-				return review.Errorf("failed to evaluate policy: audit annotation %s: %v", a.key, err), nil
+				return review.Errorf("failed to evaluate policy: audit annotation %s: %v", a.Key, err), nil
 			}
 			if s, ok := val.(types.String); ok && s != "" {
 				if result.Props == nil {
 					result.Props = map[string]string{}
 				}
-				result.Props[a.key] = string(s)
+				result.Props[a.Key] = string(s)
 			}
 		}
 	}

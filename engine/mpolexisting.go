@@ -15,6 +15,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 	"github.com/charter-dev/charter/engine/match"
@@ -33,7 +34,7 @@ type mpolExisting struct {
 	// trigger is matchConstraints for any operation: in the background
 	// controller the trigger is the object as it is now, admission
 	// having checked the operation when it created the UpdateRequest.
-	trigger *constraints
+	trigger *celruntime.Constraints
 	// resources are listed for targets when there is no target
 	// expression: targetMatchConstraints' resource rules, else
 	// matchConstraints'.
@@ -42,7 +43,7 @@ type mpolExisting struct {
 	// rules, exclusions, selectors and resourceNames, for any operation.
 	// nil for an expression without resource rules: its objects are the
 	// targets.
-	targets *constraints
+	targets *celruntime.Constraints
 }
 
 // compileMPolExisting compiles the mutate-existing part of a
@@ -56,7 +57,7 @@ type mpolExisting struct {
 func compileMPolExisting(spec *policiesv1.MutatingPolicySpec, rule string, namespaced bool, f *fault.Collector) *mpolExisting {
 	ex := &mpolExisting{rule: rule}
 	var err error
-	if ex.trigger, err = compileConstraints(anyOperation(spec.MatchConstraints)); err != nil {
+	if ex.trigger, err = celruntime.CompileConstraints(anyOperation(spec.MatchConstraints)); err != nil {
 		// compileMPolVariant reports matchConstraints' faults.
 		return nil
 	}
@@ -67,13 +68,13 @@ func compileMPolExisting(spec *policiesv1.MutatingPolicySpec, rule string, names
 	}
 	if tmc != nil && strings.TrimSpace(tmc.Expression) != "" {
 		if len(tmc.ResourceRules) > 0 {
-			if ex.targets, err = compileConstraints(anyOperation(&tmc.MatchResources)); err != nil {
+			if ex.targets, err = celruntime.CompileConstraints(anyOperation(&tmc.MatchResources)); err != nil {
 				f.Add(path, err.Error())
 			}
 		}
 		return ex
 	}
-	if ex.targets, err = compileConstraints(anyOperation(src)); err != nil {
+	if ex.targets, err = celruntime.CompileConstraints(anyOperation(src)); err != nil {
 		f.Add(path, err.Error())
 		return ex
 	}
@@ -120,10 +121,10 @@ func anyOperation(mc *admissionregistrationv1.MatchResources) *admissionregistra
 // compileTargetSelection compiles, with the variant's compiler (so that
 // they see the variables), the target expression and targetMatchConditions
 // of a mutate-existing policy.
-func compileTargetSelection(v *mpolVariant, spec *policiesv1.MutatingPolicySpec, path string, fields celFields) {
+func compileTargetSelection(v *mpolVariant, spec *policiesv1.MutatingPolicySpec, path string, fields celruntime.Fields) {
 	if tmc := spec.TargetMatchConstraints; tmc != nil && strings.TrimSpace(tmc.Expression) != "" {
-		if p := fields.program(&celAccessor{expr: tmc.Expression, returns: anyReturn()}, path+".targetMatchConstraints.expression"); p != nil {
-			v.targetExpr = &celProgram{expr: tmc.Expression, program: p}
+		if p := fields.Program(&celruntime.Accessor{Expr: tmc.Expression, Returns: celruntime.AnyReturn()}, path+".targetMatchConstraints.expression"); p != nil {
+			v.targetExpr = &celruntime.Program{Expr: tmc.Expression, Prog: p}
 		}
 	}
 	if len(spec.TargetMatchConditions) == 0 {
@@ -134,7 +135,7 @@ func compileTargetSelection(v *mpolVariant, spec *policiesv1.MutatingPolicySpec,
 		v.targetConditions = v.conditions
 		return
 	}
-	v.targetConditions = fields.conditions(spec.TargetMatchConditions, path+".targetMatchConditions")
+	v.targetConditions = fields.Conditions(spec.TargetMatchConditions, path+".targetMatchConditions")
 }
 
 // mutateExistingCEL is a mutate-existing MutatingPolicy's answer to a
@@ -156,7 +157,7 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *re
 	if cfg.BackgroundChecks {
 		match = v.match
 	}
-	if !match.matches(in) {
+	if !match.Matches(&in.View) {
 		return nil
 	}
 	base := review.RuleResponse{Name: ex.rule, Type: review.TypeMutation}
@@ -167,7 +168,7 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *re
 	}
 	e := p.mpolEvaluator(ctx, in, cfg, v)
 	for i := range v.conditions {
-		val, err := e.eval(&v.conditions[i])
+		val, err := e.Eval(&v.conditions[i])
 		switch {
 		case err != nil:
 			return answer(review.Errorf("failed to evaluate policy: %v", err))
@@ -191,7 +192,7 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *re
 		ref := refOf(t.object)
 		rr.Target = &ref
 		if p.namespace != "" && ref.Namespace != p.namespace {
-			rr.Status, rr.Message = review.StatusError, outOfScope("mutate", p.namespace, ref.Namespace).Error()
+			rr.Status, rr.Message = review.StatusError, celruntime.OutOfScope("mutate", p.namespace, ref.Namespace).Error()
 			out = append(out, rr)
 			continue
 		}
@@ -200,7 +201,7 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *re
 			UserInfo: in.Req.UserInfo, Roles: in.Req.Roles, ClusterRoles: in.Req.ClusterRoles,
 		}
 		tv := newRequestView(ctx, treq, cfg)
-		if ex.targets != nil && !ex.targets.matches(tv) {
+		if ex.targets != nil && !ex.targets.Matches(&tv.View) {
 			// A target rule may select a subresource of the target's
 			// resource (pods/resize): the target is then evaluated as an
 			// UPDATE of that subresource, and written through it.
@@ -208,7 +209,7 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *re
 			for _, sub := range ex.subresourcesOf(t.resource.Resource) {
 				sreq := *treq
 				sreq.SubResource = sub
-				if sv := newRequestView(ctx, &sreq, cfg); ex.targets.matches(sv) {
+				if sv := newRequestView(ctx, &sreq, cfg); ex.targets.Matches(&sv.View) {
 					tv, rr.TargetSubresource = sv, sub
 					break
 				}
@@ -220,7 +221,7 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *re
 		// `object` is the target; `request` stays the trigger's, as in
 		// Kyverno: a policy triggered by a DELETE reads the deleted
 		// object as request.oldObject while it patches a target.
-		tv.celInputs().request = in.celInputs().requestValue()
+		tv.celInputs().Request = in.celInputs().RequestValue()
 		o, patched := p.evaluateMPolVariant(ctx, tv, cfg, v, v.targetConditions, &rr)
 		rr.Status, rr.Message = o.Status, o.Message
 		if len(o.Props) > 0 {
@@ -245,7 +246,7 @@ func (ex *mpolExisting) subresourcesOf(resource string) []string {
 		return nil
 	}
 	var out []string
-	for _, r := range ex.targets.src.ResourceRules {
+	for _, r := range ex.targets.Src.ResourceRules {
 		for _, res := range r.Resources {
 			base, sub, ok := strings.Cut(res, "/")
 			if ok && (base == resource || base == "*") && sub != "" && sub != "*" && !slices.Contains(out, sub) {
@@ -266,7 +267,7 @@ type mpolTarget struct {
 // (evaluated with object = the trigger), each read again so that its
 // resourceVersion is current, or every object of the target resources (in
 // a namespaced policy's namespace only).
-func (p *Policy) mpolTargets(ctx context.Context, e *celEvaluator, v *mpolVariant, ex *mpolExisting, cfg *review.Options) ([]mpolTarget, error) {
+func (p *Policy) mpolTargets(ctx context.Context, e *celruntime.Evaluator, v *mpolVariant, ex *mpolExisting, cfg *review.Options) ([]mpolTarget, error) {
 	l := cfg.Loaders.Resources
 	if l == nil {
 		return nil, fmt.Errorf("no loader for existing resources")
@@ -284,7 +285,7 @@ func (p *Policy) mpolTargets(ctx context.Context, e *celEvaluator, v *mpolVarian
 		}
 		return out, nil
 	}
-	val, err := e.eval(v.targetExpr)
+	val, err := e.Eval(v.targetExpr)
 	if err != nil {
 		return nil, fmt.Errorf("targetMatchConstraints.expression: %w", err)
 	}

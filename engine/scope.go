@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 	"github.com/charter-dev/charter/engine/loader"
@@ -180,14 +181,14 @@ type scopedObjects struct {
 
 func (s scopedObjects) Get(ctx context.Context, apiVersion, kind, namespace, name string) (map[string]any, error) {
 	if namespace != s.namespace {
-		return nil, outOfScope("clone from", s.namespace, namespace)
+		return nil, celruntime.OutOfScope("clone from", s.namespace, namespace)
 	}
 	return s.ClusterObjects.Get(ctx, apiVersion, kind, namespace, name)
 }
 
 func (s scopedObjects) List(ctx context.Context, apiVersion, kind, namespace string, selector labels.Selector) ([]map[string]any, error) {
 	if namespace != s.namespace {
-		return nil, outOfScope("clone from", s.namespace, namespace)
+		return nil, celruntime.OutOfScope("clone from", s.namespace, namespace)
 	}
 	return s.ClusterObjects.List(ctx, apiVersion, kind, namespace, selector)
 }
@@ -200,15 +201,8 @@ func checkGeneratedScope(namespace string, objs []generate.DesiredObject) error 
 	}
 	for _, o := range objs {
 		if ns := o.Ref().Namespace; ns != namespace {
-			return outOfScope("generate into", namespace, ns)
+			return celruntime.OutOfScope("generate into", namespace, ns)
 		}
 	}
 	return nil
-}
-
-func outOfScope(verb, own, other string) error {
-	if other == "" {
-		return fmt.Errorf("a namespaced policy cannot %s the cluster scope; it acts in namespace %q only", verb, own)
-	}
-	return fmt.Errorf("a namespaced policy can only %s its own namespace %q, not %q", verb, own, other)
 }

@@ -15,6 +15,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/review"
@@ -447,9 +448,9 @@ spec:
 }
 
 // cachedEntries counts the entries of c whose source contains marker.
-func cachedEntries[T any](c *weakCache[T], marker string) int {
+func cachedEntries[T any](c *celruntime.WeakCache[T], marker string) int {
 	n := 0
-	c.m.Range(func(k, _ any) bool {
+	c.M.Range(func(k, _ any) bool {
 		if strings.Contains(k.(string), marker) {
 			n++
 		}

@@ -17,6 +17,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/celenv"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/review"
 )
@@ -38,7 +39,7 @@ const maxWebhookConditions = 64
 // engine has no authorizer to bind, so a condition that reads it cannot be
 // evaluated there, as in Kyverno.
 type webhookConditions struct {
-	programs []celProgram
+	programs []celruntime.Program
 }
 
 // webhookConditionsCompiler compiles webhook matchConditions in the API
@@ -52,7 +53,7 @@ var webhookConditionsCompiler = sync.OnceValue(func() plugincel.Compiler {
 
 // compiledWebhookConditions holds the compiled conditions still in use,
 // by source, as celRules does for validate.cel rules.
-var compiledWebhookConditions weakCache[webhookConditions]
+var compiledWebhookConditions celruntime.WeakCache[webhookConditions]
 
 const webhookConditionsPath = "spec.webhookConfiguration.matchConditions"
 
@@ -64,7 +65,7 @@ func compileWebhookConditions(conditions []admissionregistrationv1.MatchConditio
 	if len(conditions) == 0 {
 		return nil
 	}
-	return compiledWebhookConditions.compile(conditions, webhookConditionsPath, f, func() *webhookConditions {
+	return compiledWebhookConditions.Compile(conditions, webhookConditionsPath, f, func() *webhookConditions {
 		return compileWebhookConditionsOnce(conditions, f)
 	})
 }
@@ -95,12 +96,12 @@ func compileWebhookConditionsOnce(conditions []admissionregistrationv1.MatchCond
 			f.Add(field+".expression", "expression must not be empty")
 			continue
 		}
-		res := webhookConditionsCompiler().CompileCELExpression(&celAccessor{name: mc.Name, expr: expr, returns: boolReturn()}, decls, environment.NewExpressions)
+		res := webhookConditionsCompiler().CompileCELExpression(&celruntime.Accessor{Name: mc.Name, Expr: expr, Returns: celruntime.BoolReturn()}, decls, environment.NewExpressions)
 		if res.Error != nil {
-			f.Add(field+".expression", celFault(res.Error.Detail))
+			f.Add(field+".expression", celruntime.Fault(res.Error.Detail))
 			continue
 		}
-		out.programs = append(out.programs, celProgram{expr: expr, program: res.Program})
+		out.programs = append(out.programs, celruntime.Program{Expr: expr, Prog: res.Program})
 	}
 	return out
 }
@@ -122,9 +123,9 @@ func (w *webhookConditions) holds(in *requestView) bool {
 	if w == nil || in.Opts.WebhookConditionsMet {
 		return true
 	}
-	e := &celEvaluator{act: in.celActivation(false), budget: celconfig.RuntimeCELCostBudget}
+	e := &celruntime.Evaluator{Act: celruntime.ActivationOf(&in.View, false), Budget: celconfig.RuntimeCELCostBudget}
 	for i := range w.programs {
-		val, err := e.eval(&w.programs[i])
+		val, err := e.Eval(&w.programs[i])
 		if err != nil || val != types.True {
 			return false
 		}
@@ -228,7 +229,7 @@ func apiServerEvaluates(expr string) bool {
 	ok := expr != ""
 	if ok {
 		decls := plugincel.OptionalVariableDeclarations{HasAuthorizer: true}
-		res := webhookConditionsCompiler().CompileCELExpression(&celAccessor{name: "condition", expr: expr, returns: boolReturn()}, decls, environment.NewExpressions)
+		res := webhookConditionsCompiler().CompileCELExpression(&celruntime.Accessor{Name: "condition", Expr: expr, Returns: celruntime.BoolReturn()}, decls, environment.NewExpressions)
 		ok = res.Error == nil && !mayReadIdent(expr, "namespaceObject")
 	}
 	apiServerConditions.Add(expr, ok)

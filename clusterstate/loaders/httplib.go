@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/egress"
 )
@@ -173,7 +174,7 @@ func NamespacedCallFaults(group, kind string, obj map[string]any) []CallFault {
 	case group == "kyverno.io" && (kind == "Policy" || kind == "CleanupPolicy"):
 		fields = engine.ServiceCallFields(obj)
 	case group == "policies.kyverno.io" && strings.HasPrefix(kind, "Namespaced"):
-		fields, msg = engine.HTTPLibraryFields(obj), NamespacedHTTPRefusal
+		fields, msg = celruntime.HTTPLibraryFields(obj), NamespacedHTTPRefusal
 	}
 	faults := make([]CallFault, len(fields))
 	for i, f := range fields {

@@ -3,11 +3,13 @@ package engine
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/review"
 )
 
-// The request and response types live in engine/review, where the kinds'
-// packages read them; these names keep the engine's contract.
+// The request and response types live in engine/review, and what the CEL
+// kinds share in engine/celruntime, where the kinds' packages read them;
+// these names keep the engine's contract.
 type (
 	// Request is what a policy is evaluated against (review.Request).
 	Request = review.Request
@@ -25,6 +27,9 @@ type (
 	RuleResponse = review.RuleResponse
 	// Values pins variables to fixed values (review.Values).
 	Values = review.Values
+	// ExceptionScope says where a policies.kyverno.io PolicyException
+	// acts (celruntime.ExceptionScope).
+	ExceptionScope = celruntime.ExceptionScope
 )
 
 // The rule statuses, rule types and failure actions.
@@ -42,6 +47,16 @@ const (
 
 	Audit   = review.Audit
 	Enforce = review.Enforce
+
+	// ExceptionOwnNamespace and ExceptionAnyNamespace are the scopes of
+	// a policies.kyverno.io PolicyException.
+	ExceptionOwnNamespace = celruntime.ExceptionOwnNamespace
+	ExceptionAnyNamespace = celruntime.ExceptionAnyNamespace
+
+	// RuleException and RuleEvaluation are the rule names of CEL policy
+	// results other than the policy's own "".
+	RuleException  = celruntime.RuleException
+	RuleEvaluation = celruntime.RuleEvaluation
 )
 
 // RequestForObject builds a CREATE request for an unstructured object.

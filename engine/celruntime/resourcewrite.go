@@ -1,4 +1,4 @@
-package engine
+package celruntime
 
 import (
 	"reflect"
@@ -136,7 +136,7 @@ func resourcePost(args ...ref.Val) ref.Val {
 	if !ok {
 		return types.NewErr("failed to create resource: no resource writer (resource.Post is not available here)")
 	}
-	data, err := celJSONValue(args[len(args)-1])
+	data, err := JSONValue(args[len(args)-1])
 	if err != nil {
 		return types.NewErr("failed to create resource: data: %v", err)
 	}

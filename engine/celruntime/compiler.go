@@ -1,4 +1,4 @@
-package engine
+package celruntime
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 // variablesTypeName is the CEL type of `variables`, as VAP names it.
 const variablesTypeName = "kubernetes.variables"
 
-// celEnvCompiler compiles the expressions of every policy of one CEL
+// EnvCompiler compiles the expressions of every policy of one CEL
 // environment. VAP's plugincel.NewCompositedCompiler gives each policy its
 // own copy of the environment, because the type of `variables` carries the
 // policy's variables: sixteen extended environments per policy, over a MiB
@@ -37,7 +37,7 @@ const variablesTypeName = "kubernetes.variables"
 // whose `variables` type is given the policy's fields for that
 // compilation. A compiled program does not refer back to those fields: at
 // evaluation each policy's variables are its own lazy map.
-type celEnvCompiler struct {
+type EnvCompiler struct {
 	plain plugincel.Compiler
 
 	mu       sync.Mutex
@@ -62,8 +62,11 @@ type celEnvCompiler struct {
 // the policy's variables.
 type checkedEnvs struct{ plain, withVars, plainPatch, withVarsPatch *environment.EnvSet }
 
-func newCELEnvCompiler(base *environment.EnvSet, requestObjects bool) (*celEnvCompiler, error) {
-	c := &celEnvCompiler{requestObjects: requestObjects}
+// NewEnvCompiler builds the compiler of an environment; requestObjects
+// declares request.object and request.oldObject, as Kyverno's CEL
+// policies read them.
+func NewEnvCompiler(base *environment.EnvSet, requestObjects bool) (*EnvCompiler, error) {
+	c := &EnvCompiler{requestObjects: requestObjects}
 	for _, into := range []struct {
 		compiler *plugincel.Compiler
 		vars     **apiservercel.DeclType
@@ -136,32 +139,32 @@ var patchTypes = environment.VersionedOptions{
 	},
 }
 
-// checkedExpression is an expression compiled by compileChecked.
-type checkedExpression struct {
+// CheckedExpression is an expression compiled by compileChecked.
+type CheckedExpression struct {
 	plugincel.CompilationResult
 	// ast and env are the checked expression and its environment, for
 	// its cost estimates (celenv.BoundSizes, celenv.EstimateMaxCost).
-	ast *celgo.Ast
-	env *celgo.Env
+	AST *celgo.Ast
+	Env *celgo.Env
 	// untracked is the program without runtime cost tracking (see
 	// celenv.UntrackedCost); nil when it could not be planned.
-	untracked celgo.Program
+	Untracked celgo.Program
 }
 
-// compileChecked compiles an expression without params or authorizer as
+// CompileChecked compiles an expression without params or authorizer as
 // CompileCELExpression does, keeping the checked expression, and plans it
 // a second time without cost tracking. Unlike plugincel's, the program is
 // planned without interrupt checks, which only a cancelled context
 // triggers: charter evaluates with Eval (celEvaluator.eval).
-func (c *celCompiler) compileChecked(a plugincel.ExpressionAccessor, mode environment.Type) checkedExpression {
+func (c *Compiler) CompileChecked(a plugincel.ExpressionAccessor, mode environment.Type) CheckedExpression {
 	return c.compileTyped(a, mode, true, false)
 }
 
 // compileTyped is compileChecked; untracked also plans the program
 // without cost tracking, patchTypes declares the mutations' types.
-func (c *celCompiler) compileTyped(a plugincel.ExpressionAccessor, mode environment.Type, untracked, patchTypes bool) checkedExpression {
-	fail := func(typ apiservercel.ErrorType, detail string, cause error) checkedExpression {
-		return checkedExpression{CompilationResult: plugincel.CompilationResult{
+func (c *Compiler) compileTyped(a plugincel.ExpressionAccessor, mode environment.Type, untracked, patchTypes bool) CheckedExpression {
+	fail := func(typ apiservercel.ErrorType, detail string, cause error) CheckedExpression {
+		return CheckedExpression{CompilationResult: plugincel.CompilationResult{
 			Error: &apiservercel.Error{Type: typ, Detail: detail, Cause: cause}, ExpressionAccessor: a,
 		}}
 	}
@@ -203,44 +206,44 @@ func (c *celCompiler) compileTyped(a plugincel.ExpressionAccessor, mode environm
 	if err != nil {
 		return fail(apiservercel.ErrorTypeInternal, "program instantiation failed: "+err.Error(), nil)
 	}
-	out := checkedExpression{CompilationResult: plugincel.CompilationResult{Program: prog, ExpressionAccessor: a, OutputType: ast.OutputType()}, ast: ast}
+	out := CheckedExpression{CompilationResult: plugincel.CompilationResult{Program: prog, ExpressionAccessor: a, OutputType: ast.OutputType()}, AST: ast}
 	// Estimates read only the checked expression and the cost options,
 	// which the plain environment has too, without the shared variables
 	// type another policy may be changing.
-	if out.env, err = envs.plain.Env(mode); err != nil {
-		out.env = nil
+	if out.Env, err = envs.plain.Env(mode); err != nil {
+		out.Env = nil
 	}
 	if opt := celenv.UntrackedCost(); opt != nil && untracked {
-		out.untracked, _ = env.Program(ast, opt)
+		out.Untracked, _ = env.Program(ast, opt)
 	}
 	return out
 }
 
-// compileAndStoreChecked is CompileAndStoreVariable through
+// CompileAndStoreChecked is CompileAndStoreVariable through
 // compileChecked.
-func (c *celCompiler) compileAndStoreChecked(v plugincel.NamedExpressionAccessor, mode environment.Type) checkedExpression {
-	res := c.compileChecked(v, mode)
+func (c *Compiler) CompileAndStoreChecked(v plugincel.NamedExpressionAccessor, mode environment.Type) CheckedExpression {
+	res := c.CompileChecked(v, mode)
 	c.vars.Fields[v.GetName()] = apiservercel.NewDeclField(v.GetName(), declTypeOf(res.OutputType), true, nil, nil)
 	c.compiled[v.GetName()] = res.CompilationResult
 	return res
 }
 
-// forPolicy returns a compiler for one policy's expressions and variables.
-func (c *celEnvCompiler) forPolicy() *celCompiler {
-	return &celCompiler{env: c, vars: apiservercel.NewObjectType(variablesTypeName, map[string]*apiservercel.DeclField{}), compiled: map[string]plugincel.CompilationResult{}}
+// ForPolicy returns a compiler for one policy's expressions and variables.
+func (c *EnvCompiler) ForPolicy() *Compiler {
+	return &Compiler{env: c, vars: apiservercel.NewObjectType(variablesTypeName, map[string]*apiservercel.DeclField{}), compiled: map[string]plugincel.CompilationResult{}}
 }
 
-// celCompiler compiles one policy's expressions, which see the variables
+// Compiler compiles one policy's expressions, which see the variables
 // stored before them, as plugincel.CompositedCompiler does.
-type celCompiler struct {
-	env      *celEnvCompiler
+type Compiler struct {
+	env      *EnvCompiler
 	vars     *apiservercel.DeclType // the policy's variables so far
 	compiled map[string]plugincel.CompilationResult
 }
 
 // CompileCELExpression compiles an expression that may use the variables
 // stored so far.
-func (c *celCompiler) CompileCELExpression(a plugincel.ExpressionAccessor, decls plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.CompilationResult {
+func (c *Compiler) CompileCELExpression(a plugincel.ExpressionAccessor, decls plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.CompilationResult {
 	if c.env.requestObjects && !decls.HasParams && !decls.HasAuthorizer {
 		return c.compileTyped(a, mode, false, decls.HasPatchTypes).CompilationResult
 	}
@@ -256,7 +259,7 @@ func (c *celCompiler) CompileCELExpression(a plugincel.ExpressionAccessor, decls
 // CompileAndStoreVariable compiles a variable and stores it, compiled or
 // not, so that later expressions may name it (a broken one evaluates to
 // an error).
-func (c *celCompiler) CompileAndStoreVariable(v plugincel.NamedExpressionAccessor, decls plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.CompilationResult {
+func (c *Compiler) CompileAndStoreVariable(v plugincel.NamedExpressionAccessor, decls plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.CompilationResult {
 	res := c.CompileCELExpression(v, decls, mode)
 	c.vars.Fields[v.GetName()] = apiservercel.NewDeclField(v.GetName(), declTypeOf(res.OutputType), true, nil, nil)
 	c.compiled[v.GetName()] = res
@@ -265,7 +268,7 @@ func (c *celCompiler) CompileAndStoreVariable(v plugincel.NamedExpressionAccesso
 
 // CreateContext starts one evaluation: variables are evaluated at most
 // once, when first used, and charge their cost to the context.
-func (c *celCompiler) CreateContext(parent context.Context) plugincel.CompositionContext {
+func (c *Compiler) CreateContext(parent context.Context) plugincel.CompositionContext {
 	return &celComposition{Context: parent, compiler: c}
 }
 
@@ -304,7 +307,7 @@ func declTypeOf(t *celgo.Type) *apiservercel.DeclType {
 // celComposition is one evaluation's plugincel.CompositionContext.
 type celComposition struct {
 	context.Context
-	compiler *celCompiler
+	compiler *Compiler
 	cost     int64
 }
 

@@ -1,4 +1,4 @@
-package engine
+package celruntime
 
 import (
 	"sync"
@@ -7,11 +7,11 @@ import (
 	"github.com/charter-dev/charter/engine/fault"
 )
 
-// lazyVariant is a CEL policy's autogen copy (its spec S rewritten for
+// LazyVariant is a CEL policy's autogen copy (its spec S rewritten for
 // some Pod controllers), compiled into a V when a controller first comes
 // to it: most sets never see one (the CLI compiles a set per suite), and
 // its faults would repeat those of the policy, which compiled.
-type lazyVariant[S, V any] struct {
+type LazyVariant[S, V any] struct {
 	spec    *S
 	path    string
 	compile func(spec *S, path string, f *fault.Collector) *V
@@ -20,12 +20,12 @@ type lazyVariant[S, V any] struct {
 	fault   string
 }
 
-func newLazyVariant[S, V any](spec *S, path string, compile func(*S, string, *fault.Collector) *V) *lazyVariant[S, V] {
-	return &lazyVariant[S, V]{spec: spec, path: path, compile: compile}
+func newLazyVariant[S, V any](spec *S, path string, compile func(*S, string, *fault.Collector) *V) *LazyVariant[S, V] {
+	return &LazyVariant[S, V]{spec: spec, path: path, compile: compile}
 }
 
-// compiled returns the compiled copy, or why it did not compile.
-func (l *lazyVariant[S, V]) compiled() (*V, string) {
+// Compiled returns the compiled copy, or why it did not compile.
+func (l *LazyVariant[S, V]) Compiled() (*V, string) {
 	l.once.Do(func() {
 		f := &fault.Collector{}
 		v := l.compile(l.spec, l.path, f)
@@ -38,15 +38,15 @@ func (l *lazyVariant[S, V]) compiled() (*V, string) {
 	return l.v, l.fault
 }
 
-// appendAutogenVariants appends to variants a variant V for each autogen
+// AppendAutogenVariants appends to variants a variant V for each autogen
 // copy: its matchConstraints compiled now, so the set knows which
 // requests select it, and the rest deferred to a lazyVariant. A copy whose
 // matchConstraints do not compile is a fault at its status.autogen path.
-func appendAutogenVariants[S, V any](variants []*V, copies []autogen.Copy[S],
-	compile func(*S, string, *fault.Collector) *V, variant func(*constraints, *lazyVariant[S, V]) *V, f *fault.Collector) []*V {
+func AppendAutogenVariants[S, V any](variants []*V, copies []autogen.Copy[S],
+	compile func(*S, string, *fault.Collector) *V, variant func(*Constraints, *LazyVariant[S, V]) *V, f *fault.Collector) []*V {
 	for _, c := range copies {
 		path := "status.autogen.configs." + c.Name + ".spec"
-		m, err := compileConstraints(c.Match)
+		m, err := CompileConstraints(c.Match)
 		if err != nil {
 			f.Add(path+".matchConstraints", err.Error())
 			continue
@@ -56,11 +56,11 @@ func appendAutogenVariants[S, V any](variants []*V, copies []autogen.Copy[S],
 	return variants
 }
 
-// compileVariants compiles a CEL policy's spec into its first variant
+// CompileVariants compiles a CEL policy's spec into its first variant
 // and, when that has no fault, adds its autogen copies (copiesOf) as lazy
 // variants (appendAutogenVariants). The faults are in f.
-func compileVariants[S, V any](spec *S, copiesOf func(*S) []autogen.Copy[S], compile func(*S, string, *fault.Collector) *V,
-	variant func(*constraints, *lazyVariant[S, V]) *V, f *fault.Collector) []*V {
+func CompileVariants[S, V any](spec *S, copiesOf func(*S) []autogen.Copy[S], compile func(*S, string, *fault.Collector) *V,
+	variant func(*Constraints, *LazyVariant[S, V]) *V, f *fault.Collector) []*V {
 	var variants []*V
 	if v := compile(spec, "spec", f); v != nil {
 		variants = append(variants, v)
@@ -68,5 +68,5 @@ func compileVariants[S, V any](spec *S, copiesOf func(*S) []autogen.Copy[S], com
 	if len(f.Errs) > 0 {
 		return variants
 	}
-	return appendAutogenVariants(variants, copiesOf(spec), compile, variant, f)
+	return AppendAutogenVariants(variants, copiesOf(spec), compile, variant, f)
 }

@@ -1,4 +1,4 @@
-package engine
+package celruntime
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apiserver/pkg/cel/environment"
@@ -78,22 +79,24 @@ func (c *libContext) Equal(o ref.Val) ref.Val { return types.Bool(o == ref.Val(c
 func (c *libContext) Type() ref.Type          { return c.typ }
 func (c *libContext) Value() any              { return c }
 
-// libReceivers are the receiver values of one evaluation, made when an
+// LibReceivers are the receiver values of one evaluation, made when an
 // expression first names them: most policies use none.
-type libReceivers struct {
-	ctx     context.Context
-	loaders *loader.Loaders
+type LibReceivers struct {
+	Ctx     context.Context
+	Loaders *loader.Loaders
 	// namespace binds the methods without a namespace argument to the
 	// policy's namespace (see libContext).
-	namespace                     string
+	Namespace                     string
 	resource, image, global, http *libContext
 }
 
-func newLibReceivers(ctx context.Context, l *loader.Loaders, namespace string) *libReceivers {
-	return &libReceivers{ctx: ctx, loaders: l, namespace: namespace}
+// NewLibReceivers are the receivers of Kyverno's CEL libraries for one
+// evaluation of a policy acting in namespace ("" for a cluster-wide one).
+func NewLibReceivers(ctx context.Context, l *loader.Loaders, namespace string) *LibReceivers {
+	return &LibReceivers{Ctx: ctx, Loaders: l, Namespace: namespace}
 }
 
-func (r *libReceivers) resolve(name string) (any, bool) {
+func (r *LibReceivers) resolve(name string) (any, bool) {
 	switch name {
 	case resourceVar:
 		return r.receiver(&r.resource, resourceLibType), true
@@ -109,9 +112,9 @@ func (r *libReceivers) resolve(name string) (any, bool) {
 
 // receiver returns *c, made on first use: a receiver is the same value for
 // the whole evaluation (libContext.Equal compares identity).
-func (r *libReceivers) receiver(c **libContext, t ref.Type) *libContext {
+func (r *LibReceivers) receiver(c **libContext, t ref.Type) *libContext {
 	if *c == nil {
-		*c = &libContext{ctx: r.ctx, loaders: r.loaders, namespace: r.namespace, typ: t}
+		*c = &libContext{ctx: r.Ctx, loaders: r.Loaders, namespace: r.Namespace, typ: t}
 	}
 	return *c
 }
@@ -355,7 +358,7 @@ func (c *libContext) global(name, projection string) ref.Val {
 	if projection != "" {
 		key = name + "." + projection
 	}
-	v, err := readGlobalContext(c.ctx, l, key, c.namespace)
+	v, err := ReadGlobalContext(c.ctx, l, key, c.namespace)
 	if err != nil {
 		// An unknown entry is null, with or without a projection, as
 		// Kyverno's (its chainsaw test
@@ -397,7 +400,7 @@ func httpPost(args ...ref.Val) ref.Val {
 	if err != nil {
 		return types.NewErr("http.Post: headers: %v", err)
 	}
-	data, _ := jsonValue(body).(map[string]any)
+	data, _ := PlainJSON(body).(map[string]any)
 	return c.http("POST", s[0], data, headers)
 }
 
@@ -446,16 +449,16 @@ func (c *libContext) http(method, url string, data map[string]any, headers []loa
 	if err != nil {
 		return types.NewErr("request failed: %v", err)
 	}
-	return types.DefaultTypeAdapter.NativeToValue(httpAnswer(v))
+	return types.DefaultTypeAdapter.NativeToValue(HTTPAnswer(v))
 }
 
-// httpAnswer shapes a library call's {body, statusCode} as Kyverno's
+// HTTPAnswer shapes a library call's {body, statusCode} as Kyverno's
 // http.* answers live: a JSON object body with statusCode merged in, any
 // other body as {body, statusCode}. The object keeps its whole body under
 // "body" too (unless it has a field of that name), so a policy written
 // against Kyverno's CLI mocks, which answer {body, statusCode}
 // (`.body.allowed`), reads the same in the CLI and in the cluster.
-func httpAnswer(v any) any {
+func HTTPAnswer(v any) any {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return v
@@ -494,9 +497,9 @@ func imageMetadata(args ...ref.Val) ref.Val {
 	return types.DefaultTypeAdapter.NativeToValue(data)
 }
 
-// jsonValue round-trips a native value through JSON, so CEL lists and maps
+// PlainJSON round-trips a native value through JSON, so CEL lists and maps
 // converted to Go become plain JSON values.
-func jsonValue(v any) any {
+func PlainJSON(v any) any {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return nil
@@ -585,4 +588,25 @@ func randomString(n int) string {
 		b[i] = randomAlphabet[celenv.RandomInt(len(randomAlphabet))]
 	}
 	return string(b)
+}
+
+// ReadGlobalContext reads an entry for a policy acting in scope ("" for a
+// cluster-wide policy).
+func ReadGlobalContext(ctx context.Context, l loader.GlobalContext, name, scope string) (any, error) {
+	if n, ok := l.(loader.NamespacedGlobalContext); ok && scope != "" {
+		return n.GlobalContextEntryForNamespace(ctx, name, scope)
+	}
+	return l.GlobalContextEntry(ctx, name)
+}
+
+// JSONValue converts a CEL value to a JSON value.
+func JSONValue(val ref.Val) (any, error) {
+	if val == types.NullValue {
+		return nil, nil
+	}
+	native, err := val.ConvertToNative(reflect.TypeFor[*structpb.Value]())
+	if err != nil {
+		return nil, fmt.Errorf("%s is no JSON value", val.Type().TypeName())
+	}
+	return native.(*structpb.Value).AsInterface(), nil
 }

@@ -1,4 +1,4 @@
-package engine
+package celruntime
 
 import (
 	"fmt"
@@ -13,19 +13,20 @@ import (
 	"github.com/charter-dev/charter/engine/review"
 )
 
-// constraints are compiled matchConstraints (cel-policy-types.md §3.2):
+// Constraints are compiled matchConstraints (cel-policy-types.md §3.2):
 // namespaceSelector, objectSelector, excludeResourceRules, resourceRules.
-type constraints struct {
-	src               *admissionregistrationv1.MatchResources
+type Constraints struct {
+	Src               *admissionregistrationv1.MatchResources
 	namespaceSelector labels.Selector
 	objectSelector    labels.Selector
 }
 
-func compileConstraints(mc *admissionregistrationv1.MatchResources) (*constraints, error) {
+// CompileConstraints compiles a policy's matchConstraints.
+func CompileConstraints(mc *admissionregistrationv1.MatchResources) (*Constraints, error) {
 	if mc == nil || len(mc.ResourceRules) == 0 {
 		return nil, fmt.Errorf("a matchConstraints with at least one resource rule is required")
 	}
-	c := &constraints{src: mc, namespaceSelector: labels.Everything(), objectSelector: labels.Everything()}
+	c := &Constraints{Src: mc, namespaceSelector: labels.Everything(), objectSelector: labels.Everything()}
 	var err error
 	if mc.NamespaceSelector != nil {
 		if c.namespaceSelector, err = metav1.LabelSelectorAsSelector(mc.NamespaceSelector); err != nil {
@@ -40,8 +41,8 @@ func compileConstraints(mc *admissionregistrationv1.MatchResources) (*constraint
 	return c, nil
 }
 
-// matches reports whether the request is one the constraints select.
-func (c *constraints) matches(in *requestView) bool {
+// Matches reports whether the request is one the constraints select.
+func (c *Constraints) Matches(in *review.View) bool {
 	if c == nil {
 		return false
 	}
@@ -65,13 +66,13 @@ func (c *constraints) matches(in *requestView) bool {
 			return false
 		}
 	}
-	for i := range c.src.ExcludeResourceRules {
-		if ruleSelects(&c.src.ExcludeResourceRules[i], in, gvr) {
+	for i := range c.Src.ExcludeResourceRules {
+		if ruleSelects(&c.Src.ExcludeResourceRules[i], in, gvr) {
 			return false
 		}
 	}
-	for i := range c.src.ResourceRules {
-		if ruleSelects(&c.src.ResourceRules[i], in, gvr) {
+	for i := range c.Src.ResourceRules {
+		if ruleSelects(&c.Src.ResourceRules[i], in, gvr) {
 			return true
 		}
 	}
@@ -83,7 +84,7 @@ func objectLabels(obj map[string]any) map[string]string {
 	return review.StringMap(meta["labels"])
 }
 
-func ruleSelects(r *admissionregistrationv1.NamedRuleWithOperations, in *requestView, gvr schema.GroupVersionResource) bool {
+func ruleSelects(r *admissionregistrationv1.NamedRuleWithOperations, in *review.View, gvr schema.GroupVersionResource) bool {
 	if !anyOf(r.APIGroups, gvr.Group) || !anyOf(r.APIVersions, gvr.Version) {
 		return false
 	}

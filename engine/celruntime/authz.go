@@ -1,8 +1,9 @@
-package engine
+package celruntime
 
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/google/cel-go/common/types/ref"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,15 +31,15 @@ var errNoRequestingUser = errors.New("the request has no user to authorize (requ
 // authorizerValue returns the value of `authorizer` (name
 // plugincel.AuthorizerVarName) or `authorizer.requestResource` for this
 // activation, or nil when the evaluation has no authorizer.
-func (a *celActivation) authorizerValue(name string) ref.Val {
-	in := a.in.view
+func (a *Activation) authorizerValue(name string) ref.Val {
+	in := a.In.view
 	l := in.Opts.Loaders.Authorizer
 	if l == nil {
 		return nil
 	}
 	if a.authorizer == nil {
 		u := requestingUser(in.Req)
-		bound := boundAuthorizer{ctx: in.Ctx, authorizer: l, scope: a.scope}
+		bound := boundAuthorizer{ctx: in.Ctx, authorizer: l, scope: a.Scope}
 		a.authorizer = library.NewAuthorizerVal(u, bound)
 		a.requestResourceAuthorizer = library.NewResourceAuthorizerVal(u, bound, requestResource{in})
 	}
@@ -79,14 +80,14 @@ func (b boundAuthorizer) Authorize(_ context.Context, attr authorizer.Attributes
 		return authorizer.DecisionDeny, "", errNoRequestingUser
 	}
 	if b.scope != "" && (!attr.IsResourceRequest() || attr.GetNamespace() != b.scope) {
-		return authorizer.DecisionDeny, "", outOfScope("check authorization in", b.scope, attr.GetNamespace())
+		return authorizer.DecisionDeny, "", OutOfScope("check authorization in", b.scope, attr.GetNamespace())
 	}
 	return b.authorizer.Authorize(b.ctx, attr)
 }
 
 // requestResource is the request's resource as authorizer.requestResource
 // checks it: its group and resource, subresource, namespace and name.
-type requestResource struct{ in *requestView }
+type requestResource struct{ in *review.View }
 
 func (r requestResource) GetName() string      { return r.in.Res.Name }
 func (r requestResource) GetNamespace() string { return r.in.Res.Namespace }
@@ -94,3 +95,12 @@ func (r requestResource) GetResource() schema.GroupVersionResource {
 	return r.in.Req.Resource
 }
 func (r requestResource) GetSubresource() string { return r.in.Req.SubResource }
+
+// OutOfScope is the error of a namespaced policy reaching outside its
+// namespace (other; "" for the cluster scope).
+func OutOfScope(verb, own, other string) error {
+	if other == "" {
+		return fmt.Errorf("a namespaced policy cannot %s the cluster scope; it acts in namespace %q only", verb, own)
+	}
+	return fmt.Errorf("a namespaced policy can only %s its own namespace %q, not %q", verb, own, other)
+}
