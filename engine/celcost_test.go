@@ -214,7 +214,7 @@ func TestValidatingPolicyCostBound(t *testing.T) {
 			req.UserInfo.Username = tc.user
 			for key, want := range tc.wantUntracked {
 				in := newRequestView(context.Background(), req, &review.Options{})
-				if got := in.vpolEvaluation(context.Background(), &review.Options{}, variant(key), "").eval.Untracked; got != want {
+				if got := vpolEvaluationOf(context.Background(), &in.View, &review.Options{}, variant(key), "").eval.Untracked; got != want {
 					t.Errorf("%s: untracked %v, want %v", key, got, want)
 				}
 			}
@@ -304,7 +304,7 @@ func TestPodSecurityValidatingPoliciesUntracked(t *testing.T) {
 					cp, _ := set.Lookup(policyid.Of(p))
 					v := cp.vpol.variants[0]
 					in := newRequestView(context.Background(), req, &review.Options{})
-					if got := in.vpolEvaluation(context.Background(), &review.Options{}, v, "").eval.Untracked; got != tc.wantUntracked {
+					if got := vpolEvaluationOf(context.Background(), &in.View, &review.Options{}, v, "").eval.Untracked; got != tc.wantUntracked {
 						t.Errorf("pod %d, %s (untracked within %+v): untracked %v, want %v", i, p.GetName(), v.untrackedWithin, got, tc.wantUntracked)
 					}
 				}

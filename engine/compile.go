@@ -158,9 +158,11 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 		return nil, errs
 	}
 	if vp, ok := src.(policiesv1.ValidatingPolicyLike); ok {
-		if errs := s.compileValidatingPolicy(vp, p); len(errs) > 0 {
+		var errs fault.List
+		if p.vpol, errs = compileValidatingPolicy(vp, p.key); len(errs) > 0 {
 			return nil, errs
 		}
+		p.kinds = []string{"*"}
 		return p, nil
 	}
 	if mp, ok := src.(policiesv1.MutatingPolicyLike); ok {

@@ -502,3 +502,17 @@ func (ev *evaluation) conditions(doc *jsoncontext.Document, block *conditionBloc
 	}
 	return true, strings.Join(msgs, "; "), nil
 }
+
+// validateCEL evaluates a ValidatingPolicy, its one response kept in the
+// review's backing array of rule responses.
+func (p *Policy) validateCEL(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
+	resp := review.PolicyResponse{Policy: p.source, Key: p.key}
+	rr, ok := p.vpol.validate(ctx, &in.View, cfg, p.owner())
+	if !ok {
+		return resp
+	}
+	start := len(in.rules)
+	in.rules = append(in.rules, rr)
+	resp.Rules = in.rules[start : start+1 : start+1]
+	return resp
+}

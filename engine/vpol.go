@@ -58,9 +58,11 @@ type vpolVariant struct {
 	reads uint8
 }
 
-func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike, p *Policy) fault.List {
+// compileValidatingPolicy compiles a ValidatingPolicy or
+// NamespacedValidatingPolicy known by key.
+func compileValidatingPolicy(src policiesv1.ValidatingPolicyLike, key string) (*validatingPolicy, fault.List) {
 	spec := src.GetValidatingPolicySpec()
-	f := &fault.Collector{Kind: src.GetKind(), Name: p.key}
+	f := &fault.Collector{Kind: src.GetKind(), Name: key}
 	vp := &validatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
 		action: celruntime.ValidationAction(spec.ValidationAction, spec.EvaluationConfiguration, f)}
 	if src.IsNamespaced() {
@@ -74,11 +76,9 @@ func (s *PolicySet) compileValidatingPolicy(src policiesv1.ValidatingPolicyLike,
 			return &vpolVariant{match: m, lazy: l}
 		}, f)
 	if len(f.Errs) > 0 {
-		return f.Errs
+		return nil, f.Errs
 	}
-	p.vpol = vp
-	p.kinds = []string{"*"}
-	return nil
+	return vp, nil
 }
 
 // compiledVariants holds the compiled variants still in use, by source,
@@ -232,49 +232,42 @@ func (v *vpolVariant) boundVariant(checked []vpolChecked) {
 // that failed or errored (0-based).
 const validationIndexProperty = "cel.validationIndex"
 
-// validateCEL evaluates a ValidatingPolicy: the first variant whose
-// matchConstraints select the request, then exceptions, matchConditions,
-// validations (first failure wins) and audit annotations.
-func (p *Policy) validateCEL(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
-	resp := review.PolicyResponse{Policy: p.source, Key: p.key}
-	vp := p.vpol
+// validate evaluates the policy: the first variant whose matchConstraints
+// select the request, then exceptions, matchConditions, validations
+// (first failure wins) and audit annotations. ok is false when no variant
+// selects the request.
+func (vp *validatingPolicy) validate(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) (review.RuleResponse, bool) {
 	var v *vpolVariant
 	for _, cand := range vp.variants {
-		if cand.match.Matches(&in.View) {
+		if cand.match.Matches(in) {
 			v = cand
 			break
 		}
 	}
 	if v == nil {
-		return resp
+		return review.RuleResponse{}, false
 	}
 	if v.lazy != nil {
 		var fault string
 		if v, fault = v.lazy.Compiled(); v == nil {
-			start := len(in.rules)
-			in.rules = append(in.rules, review.RuleResponse{Name: celruntime.RuleEvaluation, Type: review.TypeValidation, Action: vp.action, Status: review.StatusError, Message: fault})
-			resp.Rules = in.rules[start : start+1 : start+1]
-			return resp
+			return review.RuleResponse{Name: celruntime.RuleEvaluation, Type: review.TypeValidation, Action: vp.action, Status: review.StatusError, Message: fault}, true
 		}
 	}
 	rr := review.RuleResponse{Name: "", Type: review.TypeValidation, Action: vp.action}
 	// A staged policy (charter.dev/staged) enforces in namespaces labelled
 	// charter.dev/enforcement=enforce, as staged ClusterPolicies do.
-	if charter.IsStaged(p.source.GetLabels()) && charter.Enforces(in.NamespaceLabels()) {
+	if charter.IsStaged(own.Source.GetLabels()) && charter.Enforces(in.NamespaceLabels()) {
 		rr.Action = review.Enforce
 	}
-	o := p.evaluateVariant(ctx, in, cfg, v, &rr)
+	o := vp.evaluateVariant(ctx, in, cfg, v, &own, &rr)
 	rr.Status, rr.Message = o.Status, o.Message
 	if len(o.Props) > 0 {
 		rr.Properties = o.Props
 	}
-	if rr.Status == review.StatusFail && p.unscored {
+	if rr.Status == review.StatusFail && own.Unscored {
 		rr.Status = review.StatusWarn
 	}
-	start := len(in.rules)
-	in.rules = append(in.rules, rr)
-	resp.Rules = in.rules[start : start+1 : start+1]
-	return resp
+	return rr, true
 }
 
 // vpolEvaluation is the state of evaluating one ValidatingPolicy against
@@ -291,13 +284,13 @@ type vpolEvaluation struct {
 
 // vpolEvaluation returns the request's evaluation state, reset for a
 // variant of a policy bound to namespace (of a namespaced policy).
-func (in *requestView) vpolEvaluation(ctx context.Context, cfg *review.Options, v *vpolVariant, namespace string) *vpolEvaluation {
+func vpolEvaluationOf(ctx context.Context, in *review.View, cfg *review.Options, v *vpolVariant, namespace string) *vpolEvaluation {
 	s, ok := in.VPol.(*vpolEvaluation)
 	if !ok {
 		s = &vpolEvaluation{}
 		in.VPol = s
 	}
-	ci := in.celInputs()
+	ci := celruntime.InputsOf(in)
 	s.libs = celruntime.LibReceivers{Ctx: ctx, Loaders: &cfg.Loaders, Namespace: namespace}
 	s.act = celruntime.PolicyActivation{
 		Activation: celruntime.Activation{In: ci, Object: ci.Object, OldObject: ci.OldObject, Params: types.NullValue, Variables: &s.vars},
@@ -316,11 +309,11 @@ func (in *requestView) vpolEvaluation(ctx context.Context, cfg *review.Options, 
 	return s
 }
 
-func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *review.Options, v *vpolVariant, rr *review.RuleResponse) review.Outcome {
-	s := in.vpolEvaluation(ctx, cfg, v, p.vpol.namespace)
+func (vp *validatingPolicy) evaluateVariant(ctx context.Context, in *review.View, cfg *review.Options, v *vpolVariant, own *celruntime.Owner, rr *review.RuleResponse) review.Outcome {
+	s := vpolEvaluationOf(ctx, in, cfg, v, vp.namespace)
 	act, e := &s.act, &s.eval
 
-	allowed, exempt, err := p.celExceptions(e, in)
+	allowed, exempt, err := own.EvalExceptions(e, in.Scope, false)
 	if err != nil {
 		rr.Name = celruntime.RuleException
 		return review.Errorf("failed to evaluate exception: %v", err)
@@ -348,7 +341,7 @@ func (p *Policy) evaluateVariant(ctx context.Context, in *requestView, cfg *revi
 		}
 	}
 	if len(condErrs) > 0 {
-		if p.vpol.ignore {
+		if vp.ignore {
 			return review.Skip("skip")
 		}
 		rr.Name = celruntime.RuleEvaluation

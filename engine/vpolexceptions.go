@@ -30,5 +30,11 @@ func withScopedCELExceptions(scope celruntime.ExceptionScope, exceptions []*poli
 // hold exempts the request; the others contribute their lists to
 // exceptions.allowedImages and exceptions.allowedValues.
 func (p *Policy) celExceptions(e *celruntime.Evaluator, in *requestView) (ref.Val, *celruntime.Exemption, error) {
-	return celruntime.EvalExceptions(p.set.celExceptions, p.source.GetKind(), p.source.GetName(), e, in.Scope, false)
+	own := p.owner()
+	return own.EvalExceptions(e, in.Scope, false)
+}
+
+// owner is what a CEL kind's evaluation reads of the policy.
+func (p *Policy) owner() celruntime.Owner {
+	return celruntime.Owner{Source: p.source, Exceptions: p.set.celExceptions, Unscored: p.unscored}
 }
