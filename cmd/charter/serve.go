@@ -87,6 +87,7 @@ type serveOptions struct {
 	service         string
 	servicePort     int32
 	metricsAddr     string
+	pprofAddr       string
 	healthAddr      string
 	leaderElect     bool
 	leaseName       string
@@ -244,6 +245,7 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.Int32Var(&o.servicePort, "service-port", 443, "in cluster: the admission Service's port")
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8000", "Prometheus metrics address (0 disables)")
 	f.StringVar(&o.healthAddr, "health-addr", ":8081", "health probe address (/healthz, /readyz)")
+	f.StringVar(&o.pprofAddr, "pprof-addr", "", "address serving Go's profiles (/debug/pprof/: CPU, heap, goroutines, execution trace), as Kyverno's --profile and --profilePort; empty or 0 disables. They tell of the process's insides: bind it to 127.0.0.1")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader for the leader-only work: certificates, webhook configurations, reports, gitsync; cleanup and background (<leader-election-id>-background) hold Leases of their own")
 	f.StringVar(&o.leaseName, "leader-election-id", "charter", "name of the leader election Lease")
 	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "leader election retry period; the lease lasts 6x and renewal gives up after 5x")
@@ -495,6 +497,7 @@ func newControllerManager(cfg *rest.Config, o serveOptions, log logr.Logger) (ma
 		Logger:                  log,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.healthAddr,
+		PprofBindAddress:        o.pprofAddr,
 		GracefulShutdownTimeout: &shutdown,
 		Controller:              ctrlconfig.Controller{SkipNameValidation: &o.repeatable},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{

@@ -191,7 +191,7 @@ func runAPIServer(ctx context.Context, o apiOptions, p *printer) (err error) {
 	}
 
 	fmt.Fprintln(os.Stderr, "apiserver: starting charter serve --controllers=admission")
-	charter, err := startCharter(o.charter, cp.KubeconfigPath(), filepath.Join(logDir, "charter.log"))
+	charter, err := startCharter(o.charter, cp.KubeconfigPath(), filepath.Join(logDir, "charter.log"), false)
 	if err != nil {
 		return err
 	}
@@ -378,13 +378,16 @@ func (b *apiBench) waitForCharter(ctx context.Context, c *charterProcess, t *api
 type charterProcess struct {
 	port       int    // of the admission server, on 127.0.0.1
 	metricsURL string // its Prometheus metrics
+	pprofURL   string // its /debug/pprof/, when started with profiles
 	cmd        *exec.Cmd
 	exited     chan error
 	logPath    string
 	logFile    *os.File
 }
 
-func startCharter(bin, kubeconfig, logPath string) (*charterProcess, error) {
+// startCharter runs `charter serve --controllers=admission` on free
+// ports; with profiles, it serves Go's profiles too (--pprof-addr).
+func startCharter(bin, kubeconfig, logPath string, profiles bool) (*charterProcess, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -397,20 +400,34 @@ func startCharter(bin, kubeconfig, logPath string) (*charterProcess, error) {
 	if err != nil {
 		return nil, err
 	}
+	var (
+		pprofPort int
+		pprofURL  string
+	)
+	if profiles {
+		if pprofPort, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := exec.Command(bin, "serve", "--controllers=admission",
-		"--kubeconfig="+kubeconfig,
-		"--namespace="+charterNamespace,
-		"--webhook-addr="+addr,
-		"--webhook-url=https://"+addr,
-		"--metrics-addr=127.0.0.1:"+strconv.Itoa(metricsPort),
-		"--health-addr=127.0.0.1:"+strconv.Itoa(health),
+	args := []string{"serve", "--controllers=admission",
+		"--kubeconfig=" + kubeconfig,
+		"--namespace=" + charterNamespace,
+		"--webhook-addr=" + addr,
+		"--webhook-url=https://" + addr,
+		"--metrics-addr=127.0.0.1:" + strconv.Itoa(metricsPort),
+		"--health-addr=127.0.0.1:" + strconv.Itoa(health),
 		"--leader-elect=false",
-	)
+	}
+	if pprofPort > 0 {
+		args = append(args, "--pprof-addr=127.0.0.1:"+strconv.Itoa(pprofPort))
+		pprofURL = "http://127.0.0.1:" + strconv.Itoa(pprofPort) + "/debug/pprof/"
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// If this process dies without cleaning up, charter goes with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
@@ -418,7 +435,7 @@ func startCharter(bin, kubeconfig, logPath string) (*charterProcess, error) {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	c := &charterProcess{port: port, metricsURL: "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics", cmd: cmd, exited: make(chan error, 1), logPath: logPath, logFile: logFile}
+	c := &charterProcess{port: port, metricsURL: "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics", pprofURL: pprofURL, cmd: cmd, exited: make(chan error, 1), logPath: logPath, logFile: logFile}
 	go func() { c.exited <- cmd.Wait() }()
 	return c, nil
 }

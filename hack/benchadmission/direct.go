@@ -217,6 +217,10 @@ func measureRounds(ctx context.Context, o directOptions, targets []*webhookTarge
 	if err != nil {
 		return err
 	}
+	var tl *timeline
+	if o.profileDir != "" {
+		tl = newTimeline()
+	}
 	stalls := newStallTracer(o.profileDir, o.stallTrace)
 	if err := stalls.start(rateName); err != nil {
 		_ = stopProfile()
@@ -233,7 +237,7 @@ func measureRounds(ctx context.Context, o directOptions, targets []*webhookTarge
 			fmt.Fprintf(os.Stderr, "%g/s: round %d/%d, %s webhook, %s\n", o.rate, round+1, o.rounds, t.name, perRound)
 			// Neither server pays for the other's garbage.
 			runtime.GC()
-			cfg := loadgen.Config{Rate: o.rate, Duration: perRound, Workers: o.workers, Offset: *offset, Answered: stalls.answered(t.name)}
+			cfg := loadgen.Config{Rate: o.rate, Duration: perRound, Workers: o.workers, Offset: *offset, Answered: tl.answered(t.name, stalls.answered(t.name))}
 			*offset += cfg.Requests()
 			gcBefore, cpuBefore, started := sampleGC(), benchmem.ProcessCPU(), time.Now()
 			if around != nil {
@@ -250,6 +254,12 @@ func measureRounds(ctx context.Context, o directOptions, targets []*webhookTarge
 			if around != nil {
 				around(t, started, true)
 			}
+		}
+	}
+	if tl != nil {
+		if err := tl.report(filepath.Join(o.profileDir, "latency-"+rateName+".csv"), targets); err != nil {
+			_ = stopProfile()
+			return err
 		}
 	}
 	return stopProfile()

@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -152,7 +155,7 @@ func runStack(ctx context.Context, mode string, d directOptions, a apiOptions, p
 			return fmt.Errorf("namespace %s: %w", charterNamespace, err)
 		}
 		fmt.Fprintln(os.Stderr, "split: starting charter serve --controllers=admission and charter serve --controllers=reports,background")
-		adm, err := startCharter(a.charter, cp.KubeconfigPath(), filepath.Join(logDir, "charter-admission.log"))
+		adm, err := startCharter(a.charter, cp.KubeconfigPath(), filepath.Join(logDir, "charter-admission.log"), d.profileDir != "")
 		if err != nil {
 			return err
 		}
@@ -200,6 +203,12 @@ func runStack(ctx context.Context, mode string, d directOptions, a apiOptions, p
 	}
 	targets = append(targets, charter)
 
+	// The admission process serves its profiles in split mode when
+	// profiles are asked for: each of charter's rounds is profiled there.
+	var profiled *charterProcess
+	if mode == "split" && procs[0].pprofURL != "" {
+		profiled = procs[0]
+	}
 	var results []stackResult
 	offset := 0
 	for _, rate := range d.rates {
@@ -208,9 +217,22 @@ func runStack(ctx context.Context, mode string, d directOptions, a apiOptions, p
 			before    apiCalls
 			beforeErr error
 			first     = true
+			round     int
+			profile   *remoteProfiles
 		)
 		err := measureRounds(ctx, d, targets, &offset, func(t *webhookTarget, _ time.Time, done bool) {
-			if t.null || done || !first {
+			if t.null {
+				return
+			}
+			if profiled != nil {
+				if !done {
+					round++
+					profile = profiled.profileRound(ctx, d, fmt.Sprintf("%s-admission-%g-round%d", mode, rate, round), round == 1)
+				} else {
+					profile.wait()
+				}
+			}
+			if done || !first {
 				return
 			}
 			// Before charter's first measured round: the warm-up's
@@ -539,4 +561,65 @@ func withObjectUID(at func(i int) *review) func(i int) *review {
 		body := bytes.Replace(rv.body, marker, []byte(`"metadata":{"uid":"`+objectUIDPrefix+strconv.Itoa(i)+`",`), 1)
 		return &review{body: body, uid: rv.uid, pod: rv.pod}
 	}
+}
+
+// remoteProfiles are the profiles of a charter process being fetched over
+// one round.
+type remoteProfiles struct{ wg sync.WaitGroup }
+
+// profileRound fetches, over the coming round, a CPU profile of the
+// process from its /debug/pprof/ into d.profileDir (cpu-<name>.pprof)
+// and, with trace and -stall-trace, its execution trace
+// (trace-<name>.trace). What fails is said on stderr: profiles never
+// fail the run.
+func (c *charterProcess) profileRound(ctx context.Context, d directOptions, name string, trace bool) *remoteProfiles {
+	seconds := max(1, int((d.duration / time.Duration(d.rounds)).Seconds()))
+	p := &remoteProfiles{}
+	fetch := func(what, file string) {
+		path := filepath.Join(d.profileDir, file)
+		if err := fetchTo(ctx, c.pprofURL+what+"?seconds="+strconv.Itoa(seconds), path); err != nil {
+			fmt.Fprintf(os.Stderr, "charter's %s: %v\n", what, err)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "charter's %s over %ds: %s\n", what, seconds, path)
+	}
+	p.wg.Go(func() { fetch("profile", "cpu-"+name+".pprof") })
+	if trace && d.stallTrace > 0 {
+		p.wg.Go(func() { fetch("trace", "trace-"+name+".trace") })
+	}
+	return p
+}
+
+func (p *remoteProfiles) wait() {
+	if p != nil {
+		p.wg.Wait()
+	}
+}
+
+// fetchTo writes what url answers to path.
+func fetchTo(ctx context.Context, url, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
