@@ -41,6 +41,17 @@ func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, e
 	}
 	p.schedule = s
 	p.dryRun = checkDryRun(src.GetAnnotations(), f)
+	p.dpol = compileDeletingSpec(spec, f)
+	if len(f.Errs) > 0 {
+		return nil, f.Errs
+	}
+	return p, nil
+}
+
+// compileDeletingSpec compiles what selects a DeletingPolicy's objects:
+// its matchConstraints, the resources they name, its variables and
+// conditions. Faults go to f.
+func compileDeletingSpec(spec *policiesv1.DeletingPolicySpec, f *fault.Collector) *deletingPolicy {
 	dp := &deletingPolicy{}
 	if spec.MatchConstraints == nil || len(spec.MatchConstraints.ResourceRules) == 0 {
 		f.Add("spec.matchConstraints", "a matchConstraints with at least one resource rule is required")
@@ -63,6 +74,7 @@ func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, e
 				}
 			}
 		}
+		var err error
 		if dp.match, err = celruntime.CompileConstraints(mc); err != nil {
 			f.Add("spec.matchConstraints", err.Error())
 		}
@@ -73,16 +85,12 @@ func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, e
 	}
 	if err != nil {
 		f.Add("spec", "CEL environment: "+err.Error())
-		return nil, f.Errs
+		return nil
 	}
 	fields := celruntime.Fields{Compiler: dp.compiler, Faults: f}
 	fields.Variables(spec.Variables, "spec.variables")
 	dp.conditions = fields.Conditions(spec.Conditions, "spec.conditions")
-	if len(f.Errs) > 0 {
-		return nil, f.Errs
-	}
-	p.dpol = dp
-	return p, nil
+	return dp
 }
 
 // checkDryRun reads the charter.dev/dry-run annotation.
@@ -112,7 +120,6 @@ func (p *CleanupPolicy) Resources() []schema.GroupVersionResource {
 // (namespaceSelector, objectSelector, resource rules), then the variables
 // and conditions; all true deletes it.
 func (r *CleanupRun) selectsCEL(o CleanupObject, namespace string) (bool, error) {
-	dp := r.policy.dpol
 	req := &review.Request{Operation: kyvernov1.Create, Object: o.Object, Kind: o.Kind, Resource: o.Resource}
 	if namespace != "" && o.NamespaceLabels != nil {
 		req.NamespaceLabels = o.NamespaceLabels()
@@ -120,25 +127,31 @@ func (r *CleanupRun) selectsCEL(o CleanupObject, namespace string) (bool, error)
 			req.NamespaceLabels = map[string]string{}
 		}
 	}
-	cfg := r.ev.cfg
-	in := newRequestView(r.ctx, req, cfg)
-	if !dp.match.Matches(&in.View) {
+	own := celruntime.Owner{Source: r.policy.source, Exceptions: r.exceptions}
+	return r.policy.dpol.selects(review.NewView(r.ctx, req, r.ev.cfg), r.ev.namespace, namespace, r.policy.key, own)
+}
+
+// selects decides on the object of in: libNamespace is the namespace the
+// policy's libraries read in ("" for a cluster-wide policy), scope the
+// one its exceptions act in; key names the policy in errors.
+func (dp *deletingPolicy) selects(in *review.View, libNamespace, scope, key string, own celruntime.Owner) (bool, error) {
+	if !dp.match.Matches(in) {
 		return false, nil
 	}
-	ci := in.celInputs()
+	ci := celruntime.InputsOf(in)
 	// A DeletingPolicy has no request: oldObject and request are null.
 	act := &celruntime.PolicyActivation{
 		Activation: celruntime.Activation{In: ci, Object: ci.Object, OldObject: types.NullValue, Request: types.NullValue, Params: types.NullValue},
-		Libs:       celruntime.NewLibReceivers(r.ctx, &cfg.Loaders, r.ev.namespace),
+		Libs:       celruntime.NewLibReceivers(in.Ctx, &in.Opts.Loaders, libNamespace),
 	}
-	cctx := dp.compiler.CreateContext(r.ctx)
+	cctx := dp.compiler.CreateContext(in.Ctx)
 	act.Variables = cctx.Variables(act)
 	e := &celruntime.Evaluator{Ctx: cctx, Act: act, Budget: celconfig.RuntimeCELCostBudget}
 	// A PolicyException that names the policy and whose conditions hold
 	// keeps the object.
-	_, exempt, err := celruntime.EvalExceptions(r.exceptions, r.policy.source.GetKind(), r.policy.source.GetName(), e, namespace, false)
+	_, exempt, err := own.EvalExceptions(e, scope, false)
 	if err != nil {
-		return false, fmt.Errorf("exceptions of %s %s: %v", r.policy.source.GetKind(), r.policy.key, err)
+		return false, fmt.Errorf("exceptions of %s %s: %v", own.Source.GetKind(), key, err)
 	}
 	if exempt != nil {
 		return false, nil
@@ -146,7 +159,7 @@ func (r *CleanupRun) selectsCEL(o CleanupObject, namespace string) (bool, error)
 	for i := range dp.conditions {
 		val, err := e.Eval(&dp.conditions[i])
 		if err != nil {
-			return false, fmt.Errorf("conditions of %s %s: %v", r.policy.source.GetKind(), r.policy.key, err)
+			return false, fmt.Errorf("conditions of %s %s: %v", own.Source.GetKind(), key, err)
 		}
 		if val != types.True {
 			return false, nil

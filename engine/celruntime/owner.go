@@ -2,8 +2,6 @@ package celruntime
 
 import (
 	"github.com/google/cel-go/common/types/ref"
-
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 )
 
 // Owner is what a CEL kind's evaluation reads of the policy the engine's
@@ -11,9 +9,17 @@ import (
 // policies.kyverno.io PolicyExceptions, and whether its failures only
 // warn (policies.kyverno.io/scored: "false").
 type Owner struct {
-	Source     kyvernov1.PolicyInterface
+	Source     Source
 	Exceptions []*Exception
 	Unscored   bool
+}
+
+// Source is what an evaluation reads of the policy object itself: the
+// kind and name exceptions name it by, the labels (charter.dev/staged).
+type Source interface {
+	GetKind() string
+	GetName() string
+	GetLabels() map[string]string
 }
 
 // EvalExceptions evaluates the set's exceptions that name the owner, for
