@@ -449,16 +449,16 @@ func (c *libContext) http(method, url string, data map[string]any, headers []loa
 	if err != nil {
 		return types.NewErr("request failed: %v", err)
 	}
-	return types.DefaultTypeAdapter.NativeToValue(HTTPAnswer(v))
+	return types.DefaultTypeAdapter.NativeToValue(httpAnswer(v))
 }
 
-// HTTPAnswer shapes a library call's {body, statusCode} as Kyverno's
+// httpAnswer shapes a library call's {body, statusCode} as Kyverno's
 // http.* answers live: a JSON object body with statusCode merged in, any
 // other body as {body, statusCode}. The object keeps its whole body under
 // "body" too (unless it has a field of that name), so a policy written
 // against Kyverno's CLI mocks, which answer {body, statusCode}
 // (`.body.allowed`), reads the same in the CLI and in the cluster.
-func HTTPAnswer(v any) any {
+func httpAnswer(v any) any {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return v

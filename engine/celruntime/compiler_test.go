@@ -1,4 +1,4 @@
-package engine
+package celruntime
 
 import (
 	"context"
@@ -10,14 +10,12 @@ import (
 	"github.com/google/cel-go/common/types"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
-
-	"github.com/charter-dev/charter/engine/celruntime"
 )
 
 // evalWithVariables evaluates a compiled program with the policy's
 // variables bound and no request, and returns its value and the cost the
 // variables charged.
-func evalWithVariables(t *testing.T, c *celruntime.Compiler, res plugincel.CompilationResult) (any, int64) {
+func evalWithVariables(t *testing.T, c *Compiler, res plugincel.CompilationResult) (any, int64) {
 	t.Helper()
 	if res.Error != nil {
 		t.Fatalf("compile: %v", res.Error)
@@ -36,16 +34,16 @@ func evalWithVariables(t *testing.T, c *celruntime.Compiler, res plugincel.Compi
 // environment see only their own variables, typed as they were declared,
 // as with a CompositedCompiler per policy.
 func TestCELCompilerVariablesArePolicyOwn(t *testing.T) {
-	env, err := celruntime.PolicyCompiler()
+	env, err := PolicyCompiler()
 	if err != nil {
 		t.Fatal(err)
 	}
 	decls := plugincel.OptionalVariableDeclarations{}
-	compile := func(c *celruntime.Compiler, expr string) plugincel.CompilationResult {
-		return c.CompileCELExpression(&celruntime.Accessor{Expr: expr, Returns: celruntime.BoolReturn()}, decls, environment.StoredExpressions)
+	compile := func(c *Compiler, expr string) plugincel.CompilationResult {
+		return c.CompileCELExpression(&Accessor{Expr: expr, Returns: BoolReturn()}, decls, environment.StoredExpressions)
 	}
-	store := func(c *celruntime.Compiler, name, expr string) {
-		if res := c.CompileAndStoreVariable(&celruntime.Accessor{Name: name, Expr: expr, Returns: celruntime.AnyReturn()}, decls, environment.StoredExpressions); res.Error != nil {
+	store := func(c *Compiler, name, expr string) {
+		if res := c.CompileAndStoreVariable(&Accessor{Name: name, Expr: expr, Returns: AnyReturn()}, decls, environment.StoredExpressions); res.Error != nil {
 			t.Fatalf("variable %s: %v", name, res.Error)
 		}
 	}
@@ -67,7 +65,7 @@ func TestCELCompilerVariablesArePolicyOwn(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		c    *celruntime.Compiler
+		c    *Compiler
 		expr string
 		want string
 	}{
@@ -88,7 +86,7 @@ func TestCELCompilerVariablesArePolicyOwn(t *testing.T) {
 // have the same names and different types at once (run with -race): each
 // is checked against its own.
 func TestCELCompilerConcurrentPolicies(t *testing.T) {
-	env, err := celruntime.PolicyCompiler()
+	env, err := PolicyCompiler()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,10 +100,10 @@ func TestCELCompilerConcurrentPolicies(t *testing.T) {
 			if i%2 == 0 {
 				value, literal = literal, fmt.Sprint(i)
 			}
-			c.CompileAndStoreVariable(&celruntime.Accessor{Name: "v", Expr: value, Returns: celruntime.AnyReturn()}, decls, environment.StoredExpressions)
+			c.CompileAndStoreVariable(&Accessor{Name: "v", Expr: value, Returns: AnyReturn()}, decls, environment.StoredExpressions)
 			for range 20 {
-				ok := c.CompileCELExpression(&celruntime.Accessor{Expr: "variables.v == " + value, Returns: celruntime.BoolReturn()}, decls, environment.StoredExpressions)
-				bad := c.CompileCELExpression(&celruntime.Accessor{Expr: "variables.v == " + literal, Returns: celruntime.BoolReturn()}, decls, environment.StoredExpressions)
+				ok := c.CompileCELExpression(&Accessor{Expr: "variables.v == " + value, Returns: BoolReturn()}, decls, environment.StoredExpressions)
+				bad := c.CompileCELExpression(&Accessor{Expr: "variables.v == " + literal, Returns: BoolReturn()}, decls, environment.StoredExpressions)
 				if ok.Error != nil || bad.Error == nil {
 					errs <- fmt.Errorf("policy %d (v = %s): same type: %v; other type compiled: %v", i, value, ok.Error, bad.Error == nil)
 					return

@@ -1,10 +1,8 @@
-package engine
+package celruntime
 
 import (
 	"reflect"
 	"testing"
-
-	"github.com/charter-dev/charter/engine/celruntime"
 )
 
 // TestHTTPAnswer: a library call's {body, statusCode} reads as Kyverno's
@@ -21,7 +19,7 @@ func TestHTTPAnswer(t *testing.T) {
 		{map[string]any{"body": []any{"a"}, "statusCode": 200}, map[string]any{"body": []any{"a"}, "statusCode": 200}},
 		{map[string]any{"body": nil, "statusCode": 502}, map[string]any{"body": nil, "statusCode": 502}},
 	} {
-		if got := celruntime.HTTPAnswer(tt.in); !reflect.DeepEqual(got, tt.want) {
+		if got := httpAnswer(tt.in); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("httpAnswer(%v) = %v, want %v", tt.in, got, tt.want)
 		}
 	}
