@@ -212,8 +212,8 @@ BENCH_RUNS    ?= 5
 PSS_POLICIES   = $(shell ls $(CONFORMANCE)/kyverno-policies/pod-security/baseline/*/*.yaml $(CONFORMANCE)/kyverno-policies/pod-security/restricted/*/*.yaml 2>/dev/null | grep -v kustomization)
 
 .PHONY: bench-cli
-bench-cli: build ## Time `charter test` over the validate, cel and vpol conformance lists (wall, CPU, peak RSS vs targets; best of BENCH_RUNS).
-	$(GO) run ./hack/conformance -charter $(BIN)/charter -dir $(CONFORMANCE) -runs $(BENCH_RUNS) -lists validate,cel,vpol
+bench-cli: build ## Time `charter test` over the validate, cel and vpol conformance lists (wall, CPU, peak RSS vs targets; medians of BENCH_RUNS; BASELINE=<other charter> alternates with it and prints the ratios; PROFILE=<dir> writes CPU profiles).
+	$(GO) run ./hack/conformance -charter $(BIN)/charter -dir $(CONFORMANCE) -runs $(BENCH_RUNS) -lists validate,cel,vpol $(if $(BASELINE),-baseline $(BASELINE)) $(if $(PROFILE),-cpuprofile $(PROFILE))
 
 .PHONY: conformance
 conformance: build ## Run `charter test` over every conformance list: passed, failed, wall time, peak memory; fails when a claimed list (internal/corpus) has a failure.

@@ -20,7 +20,16 @@ func Unmarshal(data []byte, obj any) error {
 	if err != nil {
 		return fmt.Errorf("invalid YAML: %w", err)
 	}
-	strictErrs, err := sigsjson.UnmarshalStrict(jsonData, obj, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	return UnmarshalJSON(jsonData, obj)
+}
+
+// UnmarshalJSON decodes a JSON document into obj as Unmarshal does,
+// without Unmarshal's YAML pass: for JSON that encoding/json wrote (from
+// an already decoded document), which that pass would only parse and write
+// again unchanged. JSON from elsewhere goes through Unmarshal, which
+// reads a number such as 1.0 as YAML does (an integer field takes it).
+func UnmarshalJSON(data []byte, obj any) error {
+	strictErrs, err := sigsjson.UnmarshalStrict(data, obj, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 	if err != nil {
 		return err
 	}

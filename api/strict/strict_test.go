@@ -1,6 +1,8 @@
 package strict
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -50,5 +52,27 @@ func TestUnmarshal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnmarshalJSONAsUnmarshal: JSON that encoding/json wrote decodes to
+// the same object and the same errors with and without the YAML pass.
+func TestUnmarshalJSONAsUnmarshal(t *testing.T) {
+	for _, doc := range []string{
+		`{"kind":"A","spec":{"rules":[{"name":"r","match":{"x":"\u003cz\u003e\n"}}]}}`,
+		`{"kind":"A","knd":"B","spec":{"rulez":[]}}`,
+		`{"kind":"A","spec":{"rules":{}}}`,
+	} {
+		var viaYAML, direct object
+		errYAML := Unmarshal([]byte(doc), &viaYAML)
+		errJSON := UnmarshalJSON([]byte(doc), &direct)
+		if fmt.Sprint(errYAML) != fmt.Sprint(errJSON) || !reflect.DeepEqual(viaYAML, direct) {
+			t.Errorf("%s:\nUnmarshal     = %+v, %v\nUnmarshalJSON = %+v, %v", doc, viaYAML, errYAML, direct, errJSON)
+		}
+	}
+	// encoding/json writes no key twice; a duplicate is still refused.
+	var obj object
+	if err := UnmarshalJSON([]byte(`{"kind":"A","kind":"B"}`), &obj); err == nil || !strings.Contains(err.Error(), `duplicate field "kind"`) {
+		t.Errorf("UnmarshalJSON of a duplicate field = %v", err)
 	}
 }

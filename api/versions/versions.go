@@ -71,6 +71,16 @@ func ToHub(obj runtime.Object) runtime.Object {
 // returns it as its hub type. A kind or version charter does not serve is
 // an error naming it.
 func Decode(gvk schema.GroupVersionKind, data []byte) (runtime.Object, error) {
+	return decode(gvk, data, strict.Unmarshal)
+}
+
+// DecodeJSON is Decode for JSON that encoding/json wrote
+// (strict.UnmarshalJSON): the CLI's documents, decoded from YAML already.
+func DecodeJSON(gvk schema.GroupVersionKind, data []byte) (runtime.Object, error) {
+	return decode(gvk, data, strict.UnmarshalJSON)
+}
+
+func decode(gvk schema.GroupVersionKind, data []byte, unmarshal func([]byte, any) error) (runtime.Object, error) {
 	if !Served(gvk) {
 		return nil, fmt.Errorf("%s %s is not served (charter serves the versions Kyverno 1.19 serves)", gvk.GroupVersion(), gvk.Kind)
 	}
@@ -78,7 +88,7 @@ func Decode(gvk schema.GroupVersionKind, data []byte) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := strict.Unmarshal(data, obj); err != nil {
+	if err := unmarshal(data, obj); err != nil {
 		return nil, err
 	}
 	return ToHub(obj), nil

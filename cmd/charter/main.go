@@ -9,7 +9,9 @@ import (
 )
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
+	err := newRootCommand().Execute()
+	stopCPUProfile()
+	if err != nil {
 		// An exitError means the command has already reported what went
 		// wrong (failed tests, an Enforce violation); only the code is left.
 		var ee exitError

@@ -22,12 +22,18 @@ func exitCode(err error) int {
 }
 
 func newRootCommand() *cobra.Command {
+	var cpuProfile string
 	root := &cobra.Command{
 		Use:           "charter",
 		Short:         "A Kubernetes policy engine that speaks Kyverno's policy language, driven from Git",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			return startCPUProfile(cpuProfile)
+		},
 	}
+	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file")
+	_ = root.PersistentFlags().MarkHidden("cpuprofile")
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newServeCommand())
 	root.AddCommand(newTestCommand())

@@ -11,10 +11,19 @@
 // the other lists are reported only.
 //
 //	go run ./hack/conformance -charter bin/charter [-runs N] [-lists validate,cel] [-dir CORPUS]
+//	    [-baseline OTHER-CHARTER] [-cpuprofile DIR]
 //
 // With -runs N each list runs N times and the median of each figure is
 // reported: the machine is shared, and one slow or fast run says little. Targets are printed, never enforced:
 // timings on a shared machine are no test verdict.
+//
+// With -baseline, another charter binary (an older build, say) runs each
+// list too, its runs alternating with charter's so that both meet the same
+// load, and a last table gives each figure of charter over the baseline's:
+// on a noisy machine the ratio means more than either figure. The verdict
+// is charter's alone. With -cpuprofile DIR every run of charter writes a
+// CPU profile of its command to DIR/LIST-N.pprof (charter's hidden
+// --cpuprofile flag; go tool pprof reads them).
 package main
 
 import (
@@ -23,6 +32,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -68,10 +78,18 @@ var (
 
 func main() {
 	charter := flag.String("charter", "bin/charter", "the charter binary to run")
-	runs := flag.Int("runs", 1, "run each list this many times; report the fastest")
+	runs := flag.Int("runs", 1, "run each list this many times; report the median of each figure")
 	only := flag.String("lists", "", "comma-separated lists to run (default: every list of the corpus)")
 	dir := flag.String("dir", "", "the corpus (default: ../shared/conformance from the repository root)")
+	baseline := flag.String("baseline", "", "another charter binary to run each list too, alternating with -charter, and compare with")
+	profiles := flag.String("cpuprofile", "", "write a CPU profile of each run of -charter into this folder")
 	flag.Parse()
+	if *profiles != "" {
+		if err := os.MkdirAll(*profiles, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "conformance:", err)
+			os.Exit(2)
+		}
+	}
 
 	if *dir == "" {
 		d, err := corpus.Dir()
@@ -90,42 +108,75 @@ func main() {
 		lists = strings.Split(*only, ",")
 	}
 
-	var results []run
+	var results, baselines []run
 	for _, list := range lists {
 		suites, err := corpus.Suites(*dir, list)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "conformance:", err)
 			os.Exit(2)
 		}
-		r, err := runList(*charter, list, suites, *runs)
+		r, b, err := runList(*charter, *baseline, *profiles, list, suites, *runs)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "conformance: %s: %v\n", list, err)
 			os.Exit(2)
 		}
 		results = append(results, r)
+		baselines = append(baselines, b)
 	}
-	if !report(os.Stdout, results) {
+	if *baseline != "" {
+		fmt.Printf("baseline %s:\n", *baseline)
+		report(os.Stdout, baselines)
+		fmt.Printf("\ncharter %s:\n", *charter)
+	}
+	ok := report(os.Stdout, results)
+	if *baseline != "" {
+		fmt.Println()
+		compare(os.Stdout, baselines, results)
+	}
+	if !ok {
 		os.Exit(1)
 	}
 }
 
-func runList(charter, list string, suites []string, runs int) (run, error) {
-	var all []run
-	for range max(runs, 1) {
-		r, err := runOnce(charter, list, suites)
+// runList runs the list runs times with charter and, when baseline is set,
+// as many times with baseline, alternating (baseline first), and returns
+// the median run of each.
+func runList(charter, baseline, profiles, list string, suites []string, runs int) (run, run, error) {
+	var all, base []run
+	for i := range max(runs, 1) {
+		if baseline != "" {
+			b, err := runOnce(baseline, list, suites, "")
+			if err != nil {
+				return b, b, err
+			}
+			base = append(base, b)
+		}
+		profile := ""
+		if profiles != "" {
+			profile = filepath.Join(profiles, fmt.Sprintf("%s-%d.pprof", list, i+1))
+		}
+		r, err := runOnce(charter, list, suites, profile)
 		if err != nil {
-			return r, err
+			return r, r, err
 		}
 		all = append(all, r)
 	}
-	return median(all), nil
+	if baseline == "" {
+		return median(all), run{}, nil
+	}
+	return median(all), median(base), nil
 }
 
-// runOnce runs `charter test` over the suites once.
-func runOnce(charter, list string, suites []string) (run, error) {
+// runOnce runs `charter test` over the suites once, with a CPU profile
+// into profile when it is set.
+func runOnce(charter, list string, suites []string, profile string) (run, error) {
 	r := run{list: list, suites: len(suites)}
 	var out bytes.Buffer
-	cmd := exec.Command(charter, append([]string{"test"}, suites...)...)
+	args := []string{"test"}
+	if profile != "" {
+		args = append(args, "--cpuprofile", profile)
+	}
+	cmd := exec.Command(charter, append(args, suites...)...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -251,6 +302,29 @@ func (r run) why() string {
 		why = append(why, fmt.Sprintf("exit %d", r.exit))
 	}
 	return " (" + strings.Join(why, ", ") + ")"
+}
+
+// compare prints, per list, charter's median figures over the baseline's.
+func compare(w *os.File, baselines, results []run) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "LIST\tWALL\tCPU\tPEAK RSS\tANON\tFILE")
+	ratio := func(b, c float64) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fx", c/b)
+	}
+	for i, c := range results {
+		b := baselines[i]
+		fmt.Fprintf(tw, "%s\t%.3f -> %.3fs (%s)\t%.3f -> %.3fs (%s)\t%.1f -> %.1f MiB (%s)\t%.1f -> %.1f MiB (%s)\t%.1f -> %.1f MiB (%s)\n", c.list,
+			b.wall.Seconds(), c.wall.Seconds(), ratio(b.wall.Seconds(), c.wall.Seconds()),
+			b.cpu.Seconds(), c.cpu.Seconds(), ratio(b.cpu.Seconds(), c.cpu.Seconds()),
+			kib(b.rssKiB), kib(c.rssKiB), ratio(float64(b.rssKiB), float64(c.rssKiB)),
+			kib(b.split.Anon), kib(c.split.Anon), ratio(float64(b.split.Anon), float64(c.split.Anon)),
+			kib(b.split.File), kib(c.split.File), ratio(float64(b.split.File), float64(c.split.File)))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "baseline -> charter, medians of runs alternated between the two binaries; a ratio below 1 is charter's gain.")
 }
 
 // kib converts KiB to MiB.

@@ -56,3 +56,21 @@ func TestMedianOfRuns(t *testing.T) {
 		t.Errorf("median of runs with a failing one is clean: %+v", m)
 	}
 }
+
+// TestCompareWithBaseline: with a baseline, each figure of charter is
+// printed over the baseline's, as a ratio.
+func TestCompareWithBaseline(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "compare")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := run{list: "validate", wall: 400 * time.Millisecond, cpu: 600 * time.Millisecond, rssKiB: 80 * 1024}
+	now := run{list: "validate", wall: 100 * time.Millisecond, cpu: 300 * time.Millisecond, rssKiB: 60 * 1024}
+	compare(f, []run{base}, []run{now})
+	out, _ := os.ReadFile(f.Name())
+	for _, want := range []string{"0.400 -> 0.100s (0.25x)", "0.600 -> 0.300s (0.50x)", "80.0 -> 60.0 MiB (0.75x)", "0.0 -> 0.0 MiB (-)"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("compare output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -30,7 +30,9 @@ func isCELVersion(apiVersion, kind string) bool {
 // dropped (Kyverno's CLI refuses an unknown field too). A served version
 // is decoded as itself and converted (api/versions); a kyverno.io version
 // charter does not serve is read as the hub type. The error names the
-// document (file and index), the kind and name, and the field.
+// document (file and index), the kind and name, and the field. The JSON
+// is encoding/json's of the document already decoded from YAML, so it is
+// decoded without a second YAML pass (strict.UnmarshalJSON).
 func decodeStrictly(d Document, k policycheck.Kind) (client.Object, error) {
 	apiVersion, kind := d.TypeMeta()
 	data, err := d.JSON()
@@ -40,14 +42,14 @@ func decodeStrictly(d Document, k policycheck.Kind) (client.Object, error) {
 	gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
 	var obj client.Object
 	if versions.Served(gvk) {
-		decoded, derr := versions.Decode(gvk, data)
+		decoded, derr := versions.DecodeJSON(gvk, data)
 		if derr == nil {
 			obj = decoded.(client.Object)
 		}
 		err = derr
 	} else {
 		obj = k.New()
-		err = strict.Unmarshal(data, obj)
+		err = strict.UnmarshalJSON(data, obj)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s %s: %w", d.Where(), kind, documentName(d), err)
