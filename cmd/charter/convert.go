@@ -11,9 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/engine/convert"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
-	"github.com/charter-dev/charter/internal/convert"
+	"github.com/charter-dev/charter/internal/convertverify"
 	"github.com/charter-dev/charter/internal/printer"
 )
 
@@ -112,7 +113,7 @@ forms, each image pinned to its digest as admission pins it.
 				r.File = e.file
 				sources = append(sources, convertSource{file: e.file, result: r})
 			}
-			var verifications map[string]*convert.Verification
+			var verifications map[string]*convertverify.Verification
 			if verify {
 				results := map[string]*convert.Result{}
 				for _, s := range sources {
@@ -124,7 +125,7 @@ forms, each image pinned to its digest as admission pins it.
 				// for an ImageValidatingPolicy (its mutating webhook) and
 				// for a verifyImages rule.
 				runner := clitest.NewRunner(clitest.Options{FileName: fileName, ImageVerifier: cliImageVerifier(registry), ImageDigestPins: true})
-				v := &convert.Verifier{Runner: runner, FileName: fileName}
+				v := &convertverify.Verifier{Runner: runner, FileName: fileName}
 				verifications, err = v.Verify(cmd.Context(), paths, results)
 				if err != nil {
 					return err
@@ -174,7 +175,7 @@ type exceptionSource struct {
 	exception *kyvernov2.PolicyException
 }
 
-func allClean(sources []convertSource, verifications map[string]*convert.Verification, verify bool) bool {
+func allClean(sources []convertSource, verifications map[string]*convertverify.Verification, verify bool) bool {
 	for _, s := range sources {
 		if !s.result.Clean() {
 			return false
@@ -186,7 +187,7 @@ func allClean(sources []convertSource, verifications map[string]*convert.Verific
 	return true
 }
 
-func convertTable(w io.Writer, sources []convertSource, verifications map[string]*convert.Verification, verify bool) error {
+func convertTable(w io.Writer, sources []convertSource, verifications map[string]*convertverify.Verification, verify bool) error {
 	headers := []string{"POLICY", "RULES", "CONVERTED", "OUTPUT"}
 	if verify {
 		headers = append(headers, "VERDICTS EQUAL")
@@ -194,7 +195,7 @@ func convertTable(w io.Writer, sources []convertSource, verifications map[string
 	headers = append(headers, "REASON")
 	t := printer.NewTable(headers...)
 	clean, equal, verified := 0, 0, 0
-	var mismatches []convert.Mismatch
+	var mismatches []convertverify.Mismatch
 	for _, s := range sources {
 		r := s.result
 		rules := r.Rules()

@@ -52,7 +52,7 @@ func TestConvertVerifiesThePolicyLibrary(t *testing.T) {
 // nothing of that policy without --partial, and its converted rules with
 // it.
 func TestConvertCheckFailsOnWhatDoesNotConvert(t *testing.T) {
-	policy := filepath.Join("..", "..", "internal", "convert", "testdata", "unconvertible", "policy.yaml")
+	policy := filepath.Join("..", "..", "engine", "convert", "testdata", "unconvertible", "policy.yaml")
 	stdout, _, err := runCharter(t, "convert", "--check", policy)
 	var ee exitError
 	if !errors.As(err, &ee) || ee.code != 1 {
@@ -104,7 +104,7 @@ func TestConvertVerifiesTestdataSuites(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.dir, func(t *testing.T) {
-			dir := filepath.Join("..", "..", "internal", "convert", "testdata", c.dir)
+			dir := filepath.Join("..", "..", "engine", "convert", "testdata", c.dir)
 			stdout, stderr, err := runCharter(t, "convert", "--verify", "--check", dir)
 			if err != nil {
 				t.Fatalf("convert --verify --check: %v\n%s%s", err, stdout, stderr)
@@ -133,7 +133,7 @@ func TestConvertPodSecurityMatchesTheEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policies := filepath.Join("..", "..", "internal", "convert", "testdata", "podsecurity")
+	policies := filepath.Join("..", "..", "engine", "convert", "testdata", "podsecurity")
 	var policyFiles []string
 	for _, name := range []string{"policy.yaml", "baseline.yaml"} {
 		data, err := os.ReadFile(filepath.Join(policies, name))
@@ -201,7 +201,7 @@ func TestConvertPodSecurityMatchesTheEngine(t *testing.T) {
 // and a missing attestation refused, an image no rule names ignored. The
 // suite's own expectations of the original hold too (charter test).
 func TestConvertVerifiesImageVerification(t *testing.T) {
-	dir := filepath.Join("..", "..", "internal", "convert", "testdata", "verify-images")
+	dir := filepath.Join("..", "..", "engine", "convert", "testdata", "verify-images")
 	reg := verifyImagesRegistry(t, dir)
 	stdout, stderr, err := runCharter(t, "convert", "--verify", "--check", "--registry", reg.Host, dir)
 	if err != nil {

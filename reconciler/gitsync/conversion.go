@@ -7,12 +7,12 @@ import (
 
 	gitopsv1alpha1 "github.com/charter-dev/charter/api/gitops/v1alpha1"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/internal/convert"
+	"github.com/charter-dev/charter/engine/convert"
 	"github.com/charter-dev/charter/reconciler/gitsync/build"
 )
 
 // conversionOf counts the revision's ClusterPolicies and Policies that
-// convert cleanly to the CEL kinds, with internal/convert (pure: no
+// convert cleanly to the CEL kinds, with engine/convert (pure: no
 // cluster, no network), so a platform team sees its migration debt in the
 // repository's status. nil when the revision holds none.
 func conversionOf(objs []build.Object, revision string) *gitopsv1alpha1.ConversionStatus {

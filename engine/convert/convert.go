@@ -87,6 +87,11 @@ func (r *Result) Key() string {
 	return Key(r.Source)
 }
 
+// Key identifies a source policy: kind/namespace/name.
+func Key(p kyvernov1.PolicyInterface) string {
+	return p.GetKind() + "/" + p.GetNamespace() + "/" + p.GetName()
+}
+
 // SourceKey identifies the source and the file it came from.
 func (r *Result) SourceKey() string { return FileKey(r.File, r.Key()) }
 

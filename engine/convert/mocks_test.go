@@ -7,14 +7,14 @@ import "testing"
 // become the CEL that stands for the converted resource.Get/List read.
 func TestSuiteMocksFeedClusterReads(t *testing.T) {
 	const read = "resource.Get('v1', 'namespaces', '', request.namespace)"
-	mocks := &suiteMocks{
-		global: map[string]any{"unrelated": "x"},
-		rules: map[string]map[string]map[string]any{"p": {
+	mocks := &Mocks{
+		Global: map[string]any{"unrelated": "x"},
+		Rules: map[string]map[string]map[string]any{"p": {
 			"count":  {"quotas": "1"},
 			"text":   {"quotas": "1"},
 			"dotted": {"cm.data.allowed": "a,b", "cm.metadata.name": "cm"},
 		}},
-		resources: map[string]map[string]map[string]any{"q": {
+		Resources: map[string]map[string]map[string]any{"q": {
 			"pod-b": {"ns": map[string]any{"team": "b"}},
 			"pod-a": {"ns": map[string]any{}},
 		}},

@@ -1,4 +1,8 @@
-package convert
+// Package convertverify proves a conversion equal: it runs the
+// kyverno-test.yaml suites that name a converted policy on the original
+// and on its conversion (engine/convert) with charter test's runner, and
+// compares their verdicts (charter convert --verify).
+package convertverify
 
 import (
 	"context"
@@ -6,14 +10,13 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
-	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/convert"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
 )
@@ -77,10 +80,11 @@ type Verifier struct {
 // converted policy, runs the suite's resources through the originals and
 // through the conversions and compares verdicts per converted policy,
 // resource and operation. results are keyed by the source policy's file
-// and identity (see Result.SourceKey): a suite reads its policies from its
-// own files, so two policies of one name in different folders are each
-// compared on their own suites. The verifications are keyed the same way.
-func (v *Verifier) Verify(ctx context.Context, paths []string, results map[string]*Result) (map[string]*Verification, error) {
+// and identity (see convert.Result.SourceKey): a suite reads its policies
+// from its own files, so two policies of one name in different folders are
+// each compared on their own suites. The verifications are keyed the same
+// way.
+func (v *Verifier) Verify(ctx context.Context, paths []string, results map[string]*convert.Result) (map[string]*Verification, error) {
 	files, err := clitest.Discover(paths, v.FileName)
 	if err != nil {
 		return nil, err
@@ -97,27 +101,22 @@ func (v *Verifier) Verify(ctx context.Context, paths []string, results map[strin
 	return out, nil
 }
 
-// Key identifies a source policy: kind/namespace/name.
-func Key(p kyvernov1.PolicyInterface) string {
-	return p.GetKind() + "/" + p.GetNamespace() + "/" + p.GetName()
-}
-
-func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results map[string]*Result, out map[string]*Verification) {
+func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results map[string]*convert.Result, out map[string]*Verification) {
 	// The suite's own policies, read as the suite reads them.
 	var policies []kyvernov1.PolicyInterface
 	var exceptions []*kyvernov2.PolicyException
 	repl := &clitest.Replacement{}
-	var converted []*Result
+	var converted []*convert.Result
 	// The suite's converted policies by Key, as its exceptions name them.
-	suiteResults := map[string]*Result{}
+	suiteResults := map[string]*convert.Result{}
 	for _, p := range s.Test.Policies {
 		pf, err := readSuiteFile(s, p)
 		if err != nil {
 			return
 		}
 		for _, pol := range pf.Policies {
-			if r, ok := results[FileKey(suitePath(s, p), Key(pol))]; ok {
-				suiteResults[Key(pol)] = r
+			if r, ok := results[convert.FileKey(suitePath(s, p), convert.Key(pol))]; ok {
+				suiteResults[convert.Key(pol)] = r
 			}
 		}
 		policies = append(policies, pf.Policies...)
@@ -136,14 +135,14 @@ func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results ma
 	// with theirs converted, and a suite whose exceptions do not convert
 	// is not comparable.
 	for _, ex := range exceptions {
-		r := ConvertException(ex, suiteResults)
+		r := convert.ConvertException(ex, suiteResults)
 		if !r.Clean() {
 			return
 		}
 		repl.CELExceptions = append(repl.CELExceptions, r.Outputs[0].Object.(*policiesv1.PolicyException))
 	}
 	name := s.Name()
-	record := func(r *Result) *Verification {
+	record := func(r *convert.Result) *Verification {
 		k := r.SourceKey()
 		if out[k] == nil {
 			out[k] = &Verification{}
@@ -157,7 +156,7 @@ func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results ma
 	// A values file that does not read fails the suite's run below.
 	mocks, _ := readSuiteMocks(s)
 	for _, p := range policies {
-		r, ok := suiteResults[Key(p)]
+		r, ok := suiteResults[convert.Key(p)]
 		if !ok || len(r.Outputs) == 0 {
 			repl.Policies = append(repl.Policies, p)
 			continue
@@ -166,7 +165,7 @@ func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results ma
 		for _, o := range r.Outputs {
 			// The suite's mocks of the original's context entries feed
 			// the variables that read the cluster in their place.
-			mocked, err := withMocks(o, p.GetName(), mocks)
+			mocked, err := mocks.Apply(o, p.GetName())
 			if err != nil {
 				record(r).Errors = append(record(r).Errors, err.Error())
 				mocked = o.Object.(kyvernov1.PolicyInterface)
@@ -194,7 +193,7 @@ func (v *Verifier) verifySuite(ctx context.Context, s *clitest.Suite, results ma
 
 type outcomeKey struct{ op, resource, kind, policy string }
 
-func compare(suite string, original, conv []clitest.PolicyOutcome, converted []*Result, record func(*Result) *Verification) {
+func compare(suite string, original, conv []clitest.PolicyOutcome, converted []*convert.Result, record func(*convert.Result) *Verification) {
 	byKey := map[outcomeKey]clitest.PolicyOutcome{}
 	for _, o := range conv {
 		byKey[outcomeKey{o.Operation, o.Resource, o.Kind, o.Policy}] = o
@@ -321,16 +320,9 @@ func suitePath(s *clitest.Suite, p string) string {
 	return p
 }
 
-// suiteMocks are the values a suite gives the original's context
-// entries: globalValues, each rule's values, and each resource's values
-// (which Kyverno picks by the resource's name).
-type suiteMocks struct {
-	global map[string]any
-	// rules[policy][rule], resources[policy][resource name].
-	rules, resources map[string]map[string]map[string]any
-}
-
-func readSuiteMocks(s *clitest.Suite) (*suiteMocks, error) {
+// readSuiteMocks reads the values a suite gives the original's context
+// entries: its values file and its inline values.
+func readSuiteMocks(s *clitest.Suite) (*convert.Mocks, error) {
 	var specs []*clitest.ValuesSpec
 	if s.Test.Variables != "" {
 		spec, err := clitest.ReadValuesFile(suitePath(s, s.Test.Variables))
@@ -342,7 +334,7 @@ func readSuiteMocks(s *clitest.Suite) (*suiteMocks, error) {
 	if s.Test.Values != nil {
 		specs = append(specs, s.Test.Values)
 	}
-	m := &suiteMocks{global: map[string]any{}, rules: map[string]map[string]map[string]any{}, resources: map[string]map[string]map[string]any{}}
+	m := &convert.Mocks{Global: map[string]any{}, Rules: map[string]map[string]map[string]any{}, Resources: map[string]map[string]map[string]any{}}
 	add := func(into map[string]map[string]map[string]any, policy, name string, values map[string]any) {
 		if into[policy] == nil {
 			into[policy] = map[string]map[string]any{}
@@ -353,168 +345,15 @@ func readSuiteMocks(s *clitest.Suite) (*suiteMocks, error) {
 		maps.Copy(into[policy][name], values)
 	}
 	for _, spec := range specs {
-		maps.Copy(m.global, spec.GlobalValues)
+		maps.Copy(m.Global, spec.GlobalValues)
 		for _, p := range spec.Policies {
 			for _, r := range p.Rules {
-				add(m.rules, p.Name, r.Name, r.Values)
+				add(m.Rules, p.Name, r.Name, r.Values)
 			}
 			for _, r := range p.Resources {
-				add(m.resources, p.Name, r.Name, r.Values)
+				add(m.Resources, p.Name, r.Name, r.Values)
 			}
 		}
 	}
 	return m, nil
-}
-
-// mockValue is what values mock for one variable: its own key, or the
-// dotted keys under it assembled into a map. ok is false when nothing
-// mocks it.
-func mockValue(values map[string]any, name string) (any, bool) {
-	if v, ok := values[name]; ok {
-		return v, true
-	}
-	var out map[string]any
-	for k, v := range values {
-		rest, found := strings.CutPrefix(k, name+".")
-		if !found {
-			continue
-		}
-		if out == nil {
-			out = map[string]any{}
-		}
-		m := out
-		parts := strings.Split(rest, ".")
-		for _, p := range parts[:len(parts)-1] {
-			next, _ := m[p].(map[string]any)
-			if next == nil {
-				next = map[string]any{}
-				m[p] = next
-			}
-			m = next
-		}
-		m[parts[len(parts)-1]] = v
-	}
-	return out, out != nil
-}
-
-// mockExpr renders a mocked value as CEL. A count's mock is text ("1")
-// that Kyverno's operators read as a number: it is the number.
-func mockExpr(v any, read ClusterRead) (expr, error) {
-	if s, isStr := v.(string); isStr && read.Numeric {
-		if n, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
-			v = n
-		}
-	}
-	return templateValue(v, &jmesScope{})
-}
-
-// mocked is the CEL that stands for one cluster read in a suite: the
-// per-resource mocks chosen by the object's name, else the rule's (or
-// global) mock, else the read itself.
-func (m *suiteMocks) mocked(read ClusterRead, source string, readExpr string) (string, bool, error) {
-	values := map[string]any{}
-	maps.Copy(values, m.global)
-	maps.Copy(values, m.rules[source][read.Rule])
-	fallback := atom(readExpr)
-	mocked := false
-	if v, ok := mockValue(values, read.Variable); ok {
-		e, err := mockExpr(v, read)
-		if err != nil {
-			return "", false, err
-		}
-		fallback, mocked = e, true
-	}
-	var names []string
-	perResource := map[string]expr{}
-	for name, values := range m.resources[source] {
-		if v, ok := mockValue(values, read.Variable); ok {
-			e, err := mockExpr(v, read)
-			if err != nil {
-				return "", false, err
-			}
-			names = append(names, name)
-			perResource[name] = e
-		}
-	}
-	if len(names) == 0 {
-		return fallback.s, mocked, nil
-	}
-	slices.Sort(names)
-	entries := make([]string, len(names))
-	for i, n := range names {
-		entries[i] = str(n).s + ": " + perResource[n].s
-	}
-	return "{" + strings.Join(entries, ", ") + "}[?object.metadata.name].orValue(" + fallback.s + ")", true, nil
-}
-
-// withMocks returns the converted policy with the variable of each
-// cluster read the suite mocks for the source rule set to the mocked
-// value; the policy itself when nothing is mocked.
-func withMocks(o Output, source string, m *suiteMocks) (kyvernov1.PolicyInterface, error) {
-	policy := o.Object.(kyvernov1.PolicyInterface)
-	if m == nil || len(o.ClusterReads) == 0 {
-		return policy, nil
-	}
-	obj, err := ObjectMap(o.Object)
-	if err != nil {
-		return nil, err
-	}
-	spec, _ := obj["spec"].(map[string]any)
-	vars, _ := spec["variables"].([]any)
-	changed := false
-	for _, read := range o.ClusterReads {
-		if read.Inline != "" {
-			// A read bound for each foreach element: the mock takes the
-			// place of its text wherever the policy's expressions hold it.
-			e, did, err := m.mocked(read, source, read.Inline)
-			if err != nil {
-				return nil, fmt.Errorf("mock of %s: %w", read.Variable, err)
-			}
-			if did {
-				for _, list := range []string{"validations", "matchConditions", "variables"} {
-					items, _ := spec[list].([]any)
-					for _, item := range items {
-						if im, ok := item.(map[string]any); ok {
-							if text, ok := im["expression"].(string); ok && strings.Contains(text, read.Inline) {
-								im["expression"], changed = strings.ReplaceAll(text, read.Inline, e), true
-							}
-						}
-					}
-				}
-			}
-			continue
-		}
-		for _, v := range vars {
-			vm, ok := v.(map[string]any)
-			if !ok || vm["name"] != read.Variable {
-				continue
-			}
-			e, did, err := m.mocked(read, source, vm["expression"].(string))
-			if err != nil {
-				return nil, fmt.Errorf("mock of %s: %w", read.Variable, err)
-			}
-			if did {
-				vm["expression"], changed = e, true
-			}
-		}
-	}
-	if !changed {
-		return policy, nil
-	}
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	out := reflect.New(reflect.TypeOf(o.Object).Elem()).Interface().(kyvernov1.PolicyInterface)
-	if err := json.Unmarshal(b, out); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func appendOnce(list []string, s string) []string {
-	if slices.Contains(list, s) {
-		return list
-	}
-	return append(list, s)
 }
