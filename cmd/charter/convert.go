@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
+	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/engine/convert"
 	"github.com/charter-dev/charter/internal/clitest"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
@@ -379,28 +380,29 @@ func outputSummary(outputs []convert.Output) string {
 	return strings.Join(kinds, ", ")
 }
 
-// cleanupPolicies decodes the kyverno.io ClusterCleanupPolicies and
-// CleanupPolicies among docs.
+// cleanupPolicies decodes the kyverno.io cleanup policies among docs
+// (ClusterCleanupPolicies and CleanupPolicies: the kind table's
+// cleanup kinds of that group).
 func cleanupPolicies(docs []manifest.Document) ([]kyvernov2.CleanupPolicyInterface, error) {
 	var out []kyvernov2.CleanupPolicyInterface
 	for _, d := range docs {
 		apiVersion, kind := d.TypeMeta()
-		if !strings.HasPrefix(apiVersion, "kyverno.io/") {
+		group, _, _ := strings.Cut(apiVersion, "/")
+		if group != kyvernov2.GroupVersion.Group {
 			continue
 		}
-		var p kyvernov2.CleanupPolicyInterface
-		switch kind {
-		case kyvernov2.ClusterCleanupPolicyKind:
-			p = &kyvernov2.ClusterCleanupPolicy{}
-		case kyvernov2.CleanupPolicyKind:
-			p = &kyvernov2.CleanupPolicy{}
-		default:
+		k, ok := policycheck.Lookup(group, kind)
+		if !ok || k.Role != policycheck.RoleCleanup {
+			continue
+		}
+		p, ok := k.New().(kyvernov2.CleanupPolicyInterface)
+		if !ok {
 			continue
 		}
 		if err := manifest.DecodeDocument(d, p); err != nil {
 			return nil, err
 		}
-		if p.IsNamespaced() && p.GetNamespace() == "" {
+		if k.Namespaced && p.GetNamespace() == "" {
 			p.SetNamespace("default")
 		}
 		out = append(out, p)

@@ -75,6 +75,59 @@ func TestConvertCheckFailsOnWhatDoesNotConvert(t *testing.T) {
 	}
 }
 
+// TestConvertCleanupPolicies: charter convert reads the kyverno.io cleanup
+// kinds of the kind table, a ClusterCleanupPolicy into a DeletingPolicy
+// and a CleanupPolicy (in "default" when it names no namespace) into a
+// NamespacedDeletingPolicy; a DeletingPolicy is converted already and is
+// left alone.
+func TestConvertCleanupPolicies(t *testing.T) {
+	cluster, err := os.ReadFile(filepath.Join("..", "..", "engine", "convert", "testdata", "cleanup", "cleanup.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const namespaced = `apiVersion: kyverno.io/v2
+kind: CleanupPolicy
+metadata:
+  name: old-jobs
+spec:
+  schedule: "0 * * * *"
+  match:
+    any:
+    - resources:
+        kinds: [Job]
+---
+apiVersion: policies.kyverno.io/v1
+kind: DeletingPolicy
+metadata:
+  name: converted-already
+spec:
+  schedule: "0 * * * *"
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [batch]
+      apiVersions: [v1]
+      operations: ["*"]
+      resources: [jobs]
+`
+	file := filepath.Join(t.TempDir(), "cleanup.yaml")
+	if err := os.WriteFile(file, []byte(string(cluster)+"---\n"+namespaced), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := runCharter(t, "convert", "--check", "-o", "yaml", file)
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, stdout, stderr)
+	}
+	for _, want := range []string{"kind: DeletingPolicy\nmetadata:\n  name: stale-test-pods\n",
+		"kind: NamespacedDeletingPolicy\nmetadata:\n  name: old-jobs\n  namespace: default\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "converted-already") {
+		t.Errorf("the DeletingPolicy was converted:\n%s", stdout)
+	}
+}
+
 // TestConvertVerifiesTestdataSuites: each testdata case with its own
 // kyverno-test suite converts cleanly and gives the same verdicts on the
 // original and the conversion, with the output kinds the table names.
