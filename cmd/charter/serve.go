@@ -263,6 +263,8 @@ stopped charter never leaves a cluster unable to admit anything.`,
 	f.IntVar(&o.events.MaxQueued, "max-queued-events", events.DefaultMaxQueued, "admissions whose events wait to be written; more are dropped and counted")
 	f.BoolVar(&o.events.SuccessEvents, "generate-success-events", false, "emit PolicyApplied events for requests that passed")
 	f.BoolVar(&o.events.Disabled, "disable-events", false, "emit no Kubernetes Events for admission decisions")
+	f.Float32Var(&o.events.QPS, "events-rate-limit-qps", events.DefaultQPS, "event creates per second at most (as Kyverno's --eventsRateLimitQPS); what waits beyond --max-queued-events is dropped and counted")
+	f.IntVar(&o.events.Burst, "events-rate-limit-burst", events.DefaultBurst, "event creates at once above --events-rate-limit-qps (as Kyverno's --eventsRateLimitBurst)")
 	f.StringSliceVar(&o.exceptionNamespaces, "exception-namespaces", nil,
 		"namespaces whose PolicyExceptions are honoured, by every controller; \"*\" honours them from every namespace (Kyverno's --exceptionNamespace=*). "+
 			"An exception exempts what its match selects in any namespace, so trust only the platform team's namespace. "+

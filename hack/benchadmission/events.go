@@ -74,7 +74,7 @@ func startEventSink(ctx context.Context, namespace string) (*events.Sink, *count
 		_ = cp.Stop()
 		return nil, nil, nil, fmt.Errorf("namespace %s: %w", namespace, err)
 	}
-	w, err := events.NewWriter(cfg)
+	w, err := events.NewWriter(cfg, 0, 0)
 	if err != nil {
 		_ = cp.Stop()
 		return nil, nil, nil, err

@@ -140,6 +140,10 @@ type EventOptions struct {
 	MaxQueued int
 	// SuccessEvents emits PolicyApplied for requests that passed.
 	SuccessEvents bool
+	// QPS and Burst rate-limit the event creates (default
+	// events.DefaultQPS and events.DefaultBurst).
+	QPS   float32
+	Burst int
 }
 
 // Controller is the admission controller added to a manager.
@@ -363,7 +367,7 @@ var _ metrics.EventDrops = (*events.Sink)(nil)
 // kyverno_events_dropped_total (and charter_events_queue_dropped_total)
 // by o.Metrics.
 func newEventSink(mgr manager.Manager, o Options) (*events.Sink, error) {
-	w, err := events.NewWriter(mgr.GetConfig())
+	w, err := events.NewWriter(mgr.GetConfig(), o.Events.QPS, o.Events.Burst)
 	if err != nil {
 		return nil, fmt.Errorf("admission: %w", err)
 	}

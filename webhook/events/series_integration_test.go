@@ -30,7 +30,7 @@ func TestSeriesOnRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cp.Stop() })
-	w, err := NewWriter(cp.RESTConfig())
+	w, err := NewWriter(cp.RESTConfig(), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

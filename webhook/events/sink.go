@@ -30,10 +30,17 @@ const (
 	// DefaultAttempts is how often a create is tried before the event is
 	// dropped and counted.
 	DefaultAttempts = 3
-	// DefaultQPS and DefaultBurst rate-limit the events client
-	// (--eventsRateLimitQPS, --eventsRateLimitBurst).
-	DefaultQPS   = 1000
-	DefaultBurst = 2000
+	// DefaultQPS and DefaultBurst rate-limit the event creates
+	// (--events-rate-limit-qps, --events-rate-limit-burst). Every create
+	// costs the API server and etcd a write: at 1,000 admissions a second
+	// with half the Pods failing audited rules, unlimited (1,000/s) they
+	// were 500 to 660 creates a second, and on the 2 cores of make
+	// bench-admission MODE=split charter's p99 was 1.7 to 2.5 times the
+	// null webhook's; at 100/s it was 1.05 to 1.14 times (docs/scale.md).
+	// The rest wait in the queue, and what does not fit is dropped and
+	// counted: events are best effort, answers are not.
+	DefaultQPS   = 100
+	DefaultBurst = 200
 )
 
 // DefaultOmit are the reasons Kyverno's Helm chart leaves out
@@ -46,12 +53,21 @@ type Writer interface {
 	Create(ctx context.Context, ev *eventsv1.Event) error
 }
 
-// NewWriter returns a Writer on a client of its own, rate-limited at
-// DefaultQPS/DefaultBurst so events neither starve nor are starved by the
-// controllers sharing cfg.
-func NewWriter(cfg *rest.Config) (Writer, error) {
+// NewWriter returns a Writer on a client of its own, rate-limited at qps
+// with burst (DefaultQPS and DefaultBurst when 0) so events neither starve
+// nor are starved by the controllers sharing cfg, and never take the API
+// server's time from admission: a create waits for its turn in the
+// writer's goroutine, the queue behind it fills, and what does not fit is
+// dropped and counted (Sink.Offer).
+func NewWriter(cfg *rest.Config, qps float32, burst int) (Writer, error) {
+	if qps <= 0 {
+		qps = DefaultQPS
+	}
+	if burst <= 0 {
+		burst = DefaultBurst
+	}
 	c := rest.CopyConfig(cfg)
-	c.QPS, c.Burst = DefaultQPS, DefaultBurst
+	c.QPS, c.Burst = qps, burst
 	c.UserAgent = rest.DefaultKubernetesUserAgent() + " charter-events"
 	cs, err := kubernetes.NewForConfig(c)
 	if err != nil {
