@@ -235,6 +235,9 @@ func NewForCache(cfg *rest.Config, informers crcache.Cache, log logr.Logger, opt
 		return nil, err
 	}
 	cache.OnInstalledChange(func(in *policycache.Installed) { paramInformers.Watch(params.KindsOf(in.Policies)) })
+	// A param a policy may read changed: the cache gathers such changes
+	// with the policy changes and publishes one snapshot for them.
+	paramInformers.OnParamChange(cache.ParamChanged)
 	global, err := newGlobalContext(cfg, o.globalConfig, apiCalls, log)
 	if err != nil {
 		return nil, err

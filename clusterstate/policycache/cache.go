@@ -58,6 +58,15 @@ type Cache struct {
 	ignoredSeen         ignoredOnce
 	ignoredNow          []IgnoredException
 
+	// paramReaders are the installed policies that read params, and
+	// paramGens, by policyid.Of, the changes of the params each may read
+	// (see ParamChanged); paramsDirty says they changed since the last
+	// snapshot. All under paramMu.
+	paramMu      sync.Mutex
+	paramReaders []paramReader
+	paramGens    map[string]uint64
+	paramsDirty  bool
+
 	mu                 sync.Mutex
 	ignoredListeners   []func(IgnoredException)
 	listeners          []func(*Snapshot)
@@ -184,8 +193,9 @@ func (c *Cache) OnChange(fn func(*Snapshot)) {
 }
 
 // Subscribe registers fn to be called, from the cache's goroutine, with
-// every new snapshot, whatever changed in it: the controllers that
-// evaluate its views (reports, background) subscribe, and compile
+// every new snapshot, whatever changed in it (a param a policy may read
+// too, see ParamChanged): the controllers that evaluate its views
+// (reports, background) subscribe, and compile nothing and debounce
 // nothing of their own. A burst of changes is one snapshot (the cache
 // debounces). fn must not block. A subscriber that stops (a controller
 // whose term of leadership ended) unsubscribes.
@@ -341,11 +351,19 @@ func (c *Cache) rebuild(ctx context.Context) error {
 	in := c.publishInstalled(policies, exceptions, celExceptions)
 	start := time.Now()
 	s, stats := c.builder.BuildInstalled(in)
-	if !stats.Changed {
+	paramGens, paramsChanged := c.takeParams()
+	if !stats.Changed && !paramsChanged {
 		c.log.V(1).Info("policy snapshot unchanged", "generation", s.Generation)
 		return nil
 	}
+	if !stats.Changed {
+		// Only params changed: the same sets, counted anew, go to the
+		// subscribers.
+		same := *c.current.Load()
+		s = &same
+	}
 	// s is new and not shared yet: numbering it is its last write.
+	s.params = paramGens
 	s.Generation = c.current.Load().Generation + 1
 	c.current.Store(s)
 	if stats.AdmissionChanged {
@@ -401,6 +419,7 @@ func (c *Cache) publishInstalled(policies []kyvernov1.PolicyInterface, exception
 		Generation:    c.installed.Load().Generation + 1,
 	}
 	c.installed.Store(in)
+	c.readersInstalled(in.Policies)
 	c.mu.Lock()
 	listeners := append([]func(*Installed){}, c.installedListeners...)
 	c.mu.Unlock()

@@ -1,9 +1,11 @@
 // Package policycache is the one watch of installed policies in a
 // process, and the one compile of them: informers on ClusterPolicy,
 // Policy, the policies.kyverno.io kinds, both groups' PolicyExceptions and
-// Namespace feed a debounced rebuild that compiles what changed, and the
-// result is published as an immutable Snapshot swapped in atomically, so
-// in-flight requests never wait for a compile and never see half of one.
+// Namespace (and the changes of the params a policy may read, see
+// Cache.ParamChanged) feed a debounced rebuild that compiles what changed,
+// and the result is published as an immutable Snapshot swapped in
+// atomically, so in-flight requests never wait for a compile and never see
+// half of one.
 // The Snapshot holds the admission sets and the views the other
 // controllers of the process evaluate (reports, background), which
 // subscribe to it (Cache.Subscribe) instead of compiling their own; every
@@ -77,6 +79,9 @@ type Snapshot struct {
 	// readsRoles is whether a policy of the admission sets reads the
 	// requester's roles (see ReadsRoles).
 	readsRoles bool
+	// params counts, by policyid.Of, the changes of the params each
+	// policy may read (see ParamGeneration).
+	params map[string]uint64
 }
 
 // ReadsRoles reports whether any policy the snapshot serves at admission

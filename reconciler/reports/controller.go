@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -124,8 +123,6 @@ type Controller struct {
 	cluster *clusterstate.State
 
 	snap atomic.Pointer[snapshot]
-	// paramGens count the changes of params the policies read.
-	paramGens paramGenerations
 	// rescanStarted is when the last full rescan began: image
 	// verifications cached before it are not used, so every image is
 	// verified again once per BackgroundScanInterval (see
@@ -156,10 +153,10 @@ type Controller struct {
 	writeSem  chan struct{}
 	scanSlots chan struct{}
 
-	// policyChanged says the policy cache published a new snapshot (it
-	// gathers bursts of policy changes itself); paramChanged that a param
-	// object a policy reads changed, gathered here for PolicyDebounce.
-	policyChanged, paramChanged chan struct{}
+	// policyChanged says the policy cache published a new snapshot: it
+	// gathers bursts of policy changes, and of changes of the params a
+	// policy may read, itself.
+	policyChanged chan struct{}
 
 	stats Stats
 }
@@ -243,8 +240,8 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		sem:           make(chan struct{}, opts.Workers),
 		writeSem:      make(chan struct{}, opts.WriteWorkers),
 		scanSlots:     make(chan struct{}, opts.Workers+opts.WriteWorkers),
-		policyChanged: make(chan struct{}, 1), paramChanged: make(chan struct{}, 1),
-		firstSwept: make(chan struct{}),
+		policyChanged: make(chan struct{}, 1),
+		firstSwept:    make(chan struct{}),
 	}, nil
 }
 
@@ -401,21 +398,6 @@ func (c *Controller) Start(ctx context.Context) error {
 			if err := c.applyPolicies(ctx, nil); err != nil {
 				c.log.Error(err, "applying policy changes")
 			}
-		case <-c.paramChanged:
-			// Gather a burst of param changes into one pass over the
-			// fingerprints.
-			select {
-			case <-time.After(c.opts.PolicyDebounce):
-			case <-ctx.Done():
-				continue
-			}
-			select {
-			case <-c.paramChanged:
-			default:
-			}
-			if err := c.applyPolicies(ctx, nil); err != nil {
-				c.log.Error(err, "applying param changes")
-			}
 		case <-ticker.C:
 			if err := c.FullRescan(ctx); err != nil && ctx.Err() == nil {
 				c.log.Error(err, "full background rescan")
@@ -429,25 +411,12 @@ func (c *Controller) Start(ctx context.Context) error {
 // term of leadership (Setup), and the process's caches must not keep a
 // stopped one.
 func (c *Controller) subscribe(ctx context.Context) (unsubscribe func(), err error) {
-	removes := []func(){c.cluster.Policies.Subscribe(func(*policycache.Snapshot) { signal(c.policyChanged) })}
-	unsubscribe = func() {
-		for _, remove := range removes {
-			remove()
-		}
-	}
-	if c.cluster.Params != nil {
-		// A param object changed: the policies that read its kind are
-		// fingerprinted with its generation, so their resource types are
-		// rescanned (debounced as policy changes are); others are not.
-		// An object of the kind that no policy's paramRef can select
-		// (most ConfigMaps, for a ConfigMap paramKind) rescans nothing.
-		removes = append(removes, c.cluster.Params.OnParamChange(func(gvk schema.GroupVersionKind, obj metav1.Object) {
-			if snap := c.snap.Load(); snap != nil && snap.readsParam(gvk, obj) {
-				c.paramGens.bump(gvk)
-				signal(c.paramChanged)
-			}
-		}))
-	}
+	// A change of a param a background policy may read comes as a
+	// snapshot too, whose ParamGeneration of that policy changed: its
+	// resource types are rescanned; an object of the kind that no
+	// policy's paramRef can select (most ConfigMaps, for a ConfigMap
+	// paramKind) rescans nothing.
+	unsubscribe = c.cluster.Policies.Subscribe(func(*policycache.Snapshot) { signal(c.policyChanged) })
 	if !c.cluster.Policies.WaitForSync(ctx) {
 		return unsubscribe, fmt.Errorf("reports: the policy cache did not sync: %w", ctx.Err())
 	}
@@ -484,7 +453,7 @@ func (c *Controller) applyPolicies(ctx context.Context, firstSweep func() error)
 		}
 		c.log.Error(err, "refreshing discovery; using the previous answer")
 	}
-	snap := buildSnapshot(policies, c.kinds, &c.paramGens)
+	snap := buildSnapshot(policies, c.kinds)
 	for _, f := range snap.compileErrors {
 		c.log.Info("policy left out of background scans", "error", f.Error())
 	}

@@ -288,7 +288,7 @@ func TestBackgroundReports(t *testing.T) {
 	podUID := string(pod.GetUID())
 
 	admission := NewAdmissionQueue(10)
-	c, stop := e.startController(Options{Admission: admission, PolicyDebounce: 100 * time.Millisecond})
+	c, stop := e.startController(Options{Admission: admission})
 
 	e.apply("disallow-latest.yaml")
 	e.apply("require-team.yaml")
@@ -388,7 +388,7 @@ func TestBackgroundReports(t *testing.T) {
 		if _, err := e.cs.CoreV1().Pods("reports-test").Patch(e.ctx, "web", "application/strategic-merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		c, _ = e.startController(Options{PolicyDebounce: 100 * time.Millisecond})
+		c, _ = e.startController(Options{})
 		e.wantResults("the report caught up after the restart", "reports-test", podUID, "require-team/team-label=fail")
 		// Exactly the changed report was written: the namespace's report
 		// was already right.

@@ -94,7 +94,7 @@ func TestReportsOfGoneResources(t *testing.T) {
 	}
 	e.apply("require-team.yaml")
 	kept, deleted, recreated := e.createPod(ns, "kept"), e.createPod(ns, "deleted"), e.createPod(ns, "recreated")
-	_, stop := e.startController(Options{PolicyDebounce: 100 * time.Millisecond})
+	_, stop := e.startController(Options{})
 	for _, pod := range []*corev1.Pod{kept, deleted, recreated} {
 		e.wantResults("the report of Pod "+pod.Name, ns, string(pod.UID), "require-team/team-label=fail")
 	}
@@ -112,7 +112,7 @@ func TestReportsOfGoneResources(t *testing.T) {
 	hold := &holdPodInformer{release: make(chan struct{})}
 	e.wrap = func(rt http.RoundTripper) http.RoundTripper { hold.next = rt; return hold }
 	const grace = 3 * time.Second
-	c, _ := e.runController(Options{PolicyDebounce: 100 * time.Millisecond, GoneGracePeriod: grace})
+	c, _ := e.runController(Options{GoneGracePeriod: grace})
 
 	t.Run("nothing is deleted while the Pod informer has not synced", func(t *testing.T) {
 		select {

@@ -47,7 +47,7 @@ func (e *env) startReplica(name string) *replica {
 		e.t.Fatal(err)
 	}
 	r.mgr = mgr
-	r.controller, err = setup(mgr, e.withClusterState(mgr, Options{Admission: r.queue, PolicyDebounce: 100 * time.Millisecond}))
+	r.controller, err = setup(mgr, e.withClusterState(mgr, Options{Admission: r.queue}))
 	if err != nil {
 		e.t.Fatal(err)
 	}

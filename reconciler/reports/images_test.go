@@ -99,7 +99,7 @@ func TestBackgroundRescanVerifiesImagesAgain(t *testing.T) {
 				t.Fatal(err)
 			}
 			obj := tc.create(e, img.DigestRef)
-			c, _ := e.startController(Options{PolicyDebounce: 100 * time.Millisecond})
+			c, _ := e.startController(Options{})
 
 			policy := fmt.Sprintf(`apiVersion: kyverno.io/v1
 kind: ClusterPolicy
@@ -192,7 +192,7 @@ func backgroundImageScan(t *testing.T, reg *imagetest.Registry, signed imagetest
 		}
 		pods[name] = pod
 	}
-	c, _ := e.startController(Options{PolicyDebounce: 100 * time.Millisecond})
+	c, _ := e.startController(Options{})
 
 	policy := fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
 kind: ImageValidatingPolicy

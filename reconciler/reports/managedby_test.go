@@ -42,7 +42,7 @@ func TestReportsManagedByKyverno(t *testing.T) {
 	}
 
 	t.Run("by default charter leaves Kyverno's reports alone", func(t *testing.T) {
-		c, stop := e.startController(Options{PolicyDebounce: 100 * time.Millisecond, GoneGracePeriod: time.Millisecond})
+		c, stop := e.startController(Options{GoneGracePeriod: time.Millisecond})
 		defer stop()
 		rep := e.wantResults("the Pod's report", ns, string(pod.GetUID()), "disallow-latest/no-latest=fail")
 		if got := rep.GetLabels()[report.ManagedByLabel]; got != report.ManagedBy {
@@ -61,7 +61,7 @@ func TestReportsManagedByKyverno(t *testing.T) {
 	})
 
 	t.Run("with kyverno charter writes Kyverno's label and adopts Kyverno's reports", func(t *testing.T) {
-		c, stop := e.startController(Options{ManagedBy: report.KyvernoManagedBy, PolicyDebounce: 100 * time.Millisecond, GoneGracePeriod: time.Millisecond})
+		c, stop := e.startController(Options{ManagedBy: report.KyvernoManagedBy, GoneGracePeriod: time.Millisecond})
 		defer stop()
 		rep := e.wantResults("the Pod's report", ns, string(pod.GetUID()), "disallow-latest/no-latest=fail")
 		if got := rep.GetLabels()[report.ManagedByLabel]; got != report.KyvernoManagedBy {

@@ -3,7 +3,6 @@ package reports
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -28,7 +27,7 @@ func TestBackgroundScanMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := e.startController(Options{Metrics: rec, PolicyDebounce: 100 * time.Millisecond})
+	c, _ := e.startController(Options{Metrics: rec})
 	// require-team matches Pods only, and the Pod is the only one: every
 	// evaluation the controller counts is one of the Pod.
 	e.apply("require-team.yaml")

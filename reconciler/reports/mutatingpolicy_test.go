@@ -2,7 +2,6 @@ package reports
 
 import (
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,7 +36,7 @@ func TestBackgroundScanMutatingPolicy(t *testing.T) {
 		}
 		uids[cm.name] = string(obj.GetUID())
 	}
-	e.startController(Options{PolicyDebounce: 100 * time.Millisecond})
+	e.startController(Options{})
 	e.apply("mpol-team-label.yaml")
 
 	rep := e.wantResults("the unlabelled ConfigMap's result", "mpol-scan", uids["unlabelled"], "team-label/=fail")

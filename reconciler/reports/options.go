@@ -67,12 +67,6 @@ type Options struct {
 	// Logger receives the controller's logs (default: discarded; Setup
 	// uses the manager's logger).
 	Logger logr.Logger
-	// PolicyDebounce is how long changes of the param objects policies
-	// read are gathered before the scan's fingerprints are worked out
-	// again (default 1s). Policy changes come gathered already: the
-	// process's policy cache debounces them and publishes one snapshot
-	// per burst.
-	PolicyDebounce time.Duration
 	// Metrics, when set, records the rule results and execution times of
 	// every background evaluation (kyverno_policy_results_total and
 	// kyverno_policy_execution_duration_seconds with
@@ -116,7 +110,6 @@ const (
 	DefaultQPS                    = 300
 	DefaultBurst                  = 600
 	DefaultPageSize               = 500
-	DefaultPolicyDebounce         = time.Second
 	DefaultGoneGracePeriod        = 30 * time.Second
 )
 
@@ -141,9 +134,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PageSize <= 0 {
 		o.PageSize = DefaultPageSize
-	}
-	if o.PolicyDebounce <= 0 {
-		o.PolicyDebounce = DefaultPolicyDebounce
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()

@@ -28,7 +28,7 @@ func TestBackgroundReportsParams(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := e.apply("pod.yaml")
-	c, _ := e.startController(Options{Admission: NewAdmissionQueue(10), PolicyDebounce: 100 * time.Millisecond})
+	c, _ := e.startController(Options{Admission: NewAdmissionQueue(10)})
 	e.apply("namespace-owner.yaml")
 	e.apply("params-max-containers.yaml")
 	e.wantResults("the Pod's report with the param's limit of 0", "reports-test", string(pod.GetUID()), "params-max-containers/max-containers=fail")
@@ -59,7 +59,7 @@ func TestBackgroundReportsParams(t *testing.T) {
 	if _, err := e.cs.CoreV1().ConfigMaps("reports-test").Update(e.ctx, other, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second) // well past PolicyDebounce
+	time.Sleep(2 * time.Second) // well past the policy cache's debounce
 	if n := settled() - evaluated; n != 0 {
 		t.Errorf("changes of a ConfigMap no paramRef names evaluated %d resources, want 0", n)
 	}

@@ -4,15 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
-	"slices"
-	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/clusterstate"
-	"github.com/charter-dev/charter/clusterstate/params"
 	"github.com/charter-dev/charter/clusterstate/policycache"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
@@ -37,45 +33,6 @@ type snapshot struct {
 	types map[schema.GroupVersionResource]typeEntry
 	// compileErrors are the faults of policies left out of set.
 	compileErrors fault.List
-	// paramReaders are the policies in set that read params
-	// (validate.cel paramKind): a change of a param one of them may read
-	// (params.Reads) is a change of that policy.
-	paramReaders []kyvernov1.PolicyInterface
-}
-
-// readsParam reports whether a policy of the snapshot may read obj, a
-// param object of kind gvk.
-func (s *snapshot) readsParam(gvk schema.GroupVersionKind, obj metav1.Object) bool {
-	return slices.ContainsFunc(s.paramReaders, func(p kyvernov1.PolicyInterface) bool { return params.Reads(p, gvk, obj) })
-}
-
-// paramGenerations counts, per param kind, the changes of the param
-// objects a background policy may read (params.Reads), as the controller
-// saw them: a policy's fingerprint folds in the count of each kind it
-// reads, so such a change rescans its types, and a change of an object no
-// policy reads (most ConfigMaps) changes no fingerprint.
-type paramGenerations struct {
-	mu   sync.Mutex
-	gens map[schema.GroupVersionKind]uint64
-}
-
-func (g *paramGenerations) bump(gvk schema.GroupVersionKind) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.gens == nil {
-		g.gens = map[schema.GroupVersionKind]uint64{}
-	}
-	g.gens[gvk]++
-}
-
-// Generation is the count of a kind's changes; 0 for g nil.
-func (g *paramGenerations) Generation(gvk schema.GroupVersionKind) uint64 {
-	if g == nil {
-		return 0
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.gens[gvk]
 }
 
 type typeEntry struct {
@@ -87,10 +44,11 @@ type typeEntry struct {
 // (policycache.Snapshot.Reports: the policies and exceptions as the
 // process's policy cache compiled them) and works out which resource
 // types its policies need watched. A policy that reads params
-// (validate.cel paramKind) is fingerprinted with the generation of each
-// param kind it reads (paramGens, when not nil), so that a param change
-// rescans the types of those policies only.
-func buildSnapshot(policies *policycache.Snapshot, kinds *clusterstate.Kinds, paramGens *paramGenerations) *snapshot {
+// (validate.cel paramKind) is fingerprinted with the count of changes of
+// the params it may read (policycache.Snapshot.ParamGeneration), so that a
+// param change rescans the types of those policies only, and a change of
+// an object no policy reads (most ConfigMaps) changes no fingerprint.
+func buildSnapshot(policies *policycache.Snapshot, kinds *clusterstate.Kinds) *snapshot {
 	in := policies.Installed
 	snap := &snapshot{
 		set:           policies.Reports.Set,
@@ -123,12 +81,8 @@ func buildSnapshot(policies *policycache.Snapshot, kinds *clusterstate.Kinds, pa
 		src := p.Source()
 		snap.background[report.PolicyRef(src)] = true
 		version := p.ID() + "@" + src.GetResourceVersion()
-		paramKinds := params.KindsOfPolicy(src)
-		if len(paramKinds) > 0 {
-			snap.paramReaders = append(snap.paramReaders, src)
-		}
-		for _, gvk := range paramKinds {
-			version += fmt.Sprintf(" %s@%d", gvk, paramGens.Generation(gvk))
+		if n := policies.ParamGeneration(p.ID()); n > 0 {
+			version += fmt.Sprintf(" params@%d", n)
 		}
 		for _, t := range policyTypes(src, kinds) {
 			h := fnv.New64a()

@@ -3,7 +3,6 @@ package reports
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,7 +56,7 @@ func TestReportsAPIs(t *testing.T) {
 
 	t.Run("openreports", func(t *testing.T) {
 		admission := NewAdmissionQueue(10)
-		_, stop := e.startController(Options{APIs: []policyreport.API{policyreport.OpenReports}, Admission: admission, PolicyDebounce: 100 * time.Millisecond})
+		_, stop := e.startController(Options{APIs: []policyreport.API{policyreport.OpenReports}, Admission: admission})
 		defer stop()
 		admit(admission)
 		rep := e.wantResultsIn(policyreport.OpenReports, "the Pod's Report: background and admission results", "reports-test", podUID, podResults...)
@@ -89,7 +88,7 @@ func TestReportsAPIs(t *testing.T) {
 
 	t.Run("both", func(t *testing.T) {
 		admission := NewAdmissionQueue(10)
-		c, stop := e.startController(Options{APIs: []policyreport.API{policyreport.WGPolicyK8s, policyreport.OpenReports}, Admission: admission, PolicyDebounce: 100 * time.Millisecond})
+		c, stop := e.startController(Options{APIs: []policyreport.API{policyreport.WGPolicyK8s, policyreport.OpenReports}, Admission: admission})
 		defer stop()
 		// wgpolicyk8s, the primary API, starts empty: the scans fill it,
 		// and the OpenReports copies follow (the admission result, which

@@ -3,7 +3,6 @@ package reports
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -29,7 +28,7 @@ func TestScansReadAsTheServiceAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := e.apply("pod.yaml")
-	c, _ := e.startController(Options{ServiceAccount: ns + "/" + sa, PolicyDebounce: 100 * time.Millisecond})
+	c, _ := e.startController(Options{ServiceAccount: ns + "/" + sa})
 	e.apply("require-team.yaml")
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	e.eventually("the policy's Pods watched", func() error {

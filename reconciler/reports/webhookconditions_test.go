@@ -24,7 +24,7 @@ func TestBackgroundScanWebhookConditions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := e.startController(Options{Admission: NewAdmissionQueue(10), PolicyDebounce: 100 * time.Millisecond})
+	c, _ := e.startController(Options{Admission: NewAdmissionQueue(10)})
 	e.apply("require-team.yaml")
 	e.apply("team-a-conditioned.yaml")
 	e.wantResults("team a's Pod: both policies", "reports-test", string(teamA.UID), "require-team/team-label=pass", "team-a-conditioned/owner=fail")

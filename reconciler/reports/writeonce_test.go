@@ -60,7 +60,7 @@ func TestScanKeepsAnEqualAdmissionResult(t *testing.T) {
 
 	// Then the reports controller: its first scan, and a full rescan
 	// once it is synced, find the same verdict.
-	c, _ := e.startController(Options{PolicyDebounce: 0})
+	c, _ := e.startController(Options{})
 	if err := c.FullRescan(e.ctx); err != nil {
 		t.Fatal(err)
 	}
