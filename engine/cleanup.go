@@ -12,6 +12,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/celruntime"
+	"github.com/charter-dev/charter/engine/dpol"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/jsoncontext"
@@ -40,8 +41,8 @@ type CleanupPolicy struct {
 	dryRun   bool
 	jp       *jmespath.Interpreter
 	// dpol is set for a DeletingPolicy or NamespacedDeletingPolicy, which
-	// selects with CEL instead of match, exclude and conditions (dpol.go).
-	dpol *deletingPolicy
+	// selects with CEL instead of match, exclude and conditions (engine/dpol).
+	dpol *dpol.Policy
 }
 
 // cleanupPolicyKey names a cleanup policy: "<name>" for a
@@ -70,14 +71,7 @@ func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy,
 	spec := src.GetSpec()
 	p := &CleanupPolicy{source: src, key: cleanupPolicyKey(src), context: spec.Context, jp: jmespath.New()}
 	f := &fault.Collector{Kind: src.GetKind(), Name: p.key}
-
-	s, err := schedule.Parse(spec.Schedule)
-	if err != nil {
-		f.Add("spec.schedule", fmt.Sprintf("invalid schedule %q: %v", spec.Schedule, err))
-	}
-	p.schedule = s
-
-	p.dryRun = checkDryRun(src.GetAnnotations(), f)
+	p.compileSchedule(spec.Schedule, f)
 	checkCleanupSpec(src, f)
 
 	p.match = withoutOperations(spec.MatchResources.V1())
@@ -306,4 +300,102 @@ func (r *CleanupRun) Selects(o CleanupObject) (bool, error) {
 // String names the policy for logs.
 func (p *CleanupPolicy) String() string {
 	return strings.TrimSpace(p.source.GetKind() + " " + p.key)
+}
+
+// compileDeletingPolicy compiles a DeletingPolicy into a CleanupPolicy the
+// cleanup controller schedules like a CleanupPolicy.
+func compileDeletingPolicy(src policiesv1.DeletingPolicyLike) (*CleanupPolicy, error) {
+	spec := src.GetDeletingPolicySpec()
+	p := &CleanupPolicy{source: src, key: cleanupPolicyKey(src)}
+	f := &fault.Collector{Kind: src.GetKind(), Name: p.key}
+	p.compileSchedule(spec.Schedule, f)
+	p.dpol = dpol.Compile(spec, f)
+	if len(f.Errs) > 0 {
+		return nil, f.Errs
+	}
+	return p, nil
+}
+
+// compileSchedule parses the policy's schedule and its
+// charter.dev/dry-run annotation.
+func (p *CleanupPolicy) compileSchedule(spec string, f *fault.Collector) {
+	s, err := schedule.Parse(spec)
+	if err != nil {
+		f.Add("spec.schedule", fmt.Sprintf("invalid schedule %q: %v", spec, err))
+	}
+	p.schedule = s
+	p.dryRun = checkDryRun(p.source.GetAnnotations(), f)
+}
+
+// checkDryRun reads the charter.dev/dry-run annotation.
+func checkDryRun(annotations map[string]string, f *fault.Collector) bool {
+	switch v := annotations[dryRunAnnotation]; v {
+	case "", "false":
+		return false
+	case "true":
+		return true
+	default:
+		// A typo must not turn a rehearsal into deletions.
+		f.Add("metadata.annotations["+dryRunAnnotation+"]", fmt.Sprintf("%q is neither \"true\" nor \"false\"", v))
+		return false
+	}
+}
+
+// Resources are the resources a DeletingPolicy lists (group and version
+// may be "*"); nil for a CleanupPolicy, which names kinds (Kinds).
+func (p *CleanupPolicy) Resources() []schema.GroupVersionResource {
+	if p.dpol == nil {
+		return nil
+	}
+	return p.dpol.Resources()
+}
+
+// selectsCEL decides on an object for a DeletingPolicy: matchConstraints
+// (namespaceSelector, objectSelector, resource rules), then the variables
+// and conditions; all true deletes it.
+func (r *CleanupRun) selectsCEL(o CleanupObject, namespace string) (bool, error) {
+	req := &review.Request{Operation: kyvernov1.Create, Object: o.Object, Kind: o.Kind, Resource: o.Resource}
+	if namespace != "" && o.NamespaceLabels != nil {
+		req.NamespaceLabels = o.NamespaceLabels()
+		if req.NamespaceLabels == nil {
+			req.NamespaceLabels = map[string]string{}
+		}
+	}
+	own := celruntime.Owner{Source: r.policy.source, Exceptions: r.exceptions}
+	return r.policy.dpol.Selects(review.NewView(r.ctx, req, r.ev.cfg), r.ev.namespace, namespace, r.policy.key, own)
+}
+
+// prepareDeleting starts a run of a DeletingPolicy: it has no context
+// entries to load.
+func (p *CleanupPolicy) prepareDeleting(ctx context.Context, cfg *review.Options) *CleanupRun {
+	ev := &evaluation{set: &PolicySet{}, cfg: cfg}
+	if p.source.IsNamespaced() {
+		ev.namespace = p.source.GetNamespace()
+	}
+	return &CleanupRun{policy: p, ctx: ctx, ev: ev}
+}
+
+// WithExceptions makes the policies.kyverno.io PolicyExceptions part of a
+// DeletingPolicy's run: an object that an exception naming the policy
+// exempts (its matchConditions hold; in the exception's namespace unless
+// scope is ExceptionAnyNamespace) is kept. Exceptions that do not compile
+// are left out and returned as the error; the run still honours the
+// others.
+func (r *CleanupRun) WithExceptions(exceptions []*policiesv1.PolicyException, scope celruntime.ExceptionScope) error {
+	if r.policy.dpol == nil {
+		return nil
+	}
+	var errs fault.List
+	for _, src := range exceptions {
+		ex, faults := celruntime.CompileException(src, scope)
+		if len(faults) > 0 {
+			errs = append(errs, faults...)
+			continue
+		}
+		r.exceptions = append(r.exceptions, ex)
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
 }
