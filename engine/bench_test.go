@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/internal/testpods"
 	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/hack/benchadmission/policymix"
 	"github.com/charter-dev/charter/internal/benchmem"
@@ -53,32 +54,6 @@ func benchCompile(b *testing.B, policies []kyvernov1.PolicyInterface) {
 	}
 }
 
-func benchPod(i int) map[string]any {
-	return map[string]any{
-		"apiVersion": "v1",
-		"kind":       "Pod",
-		"metadata": map[string]any{
-			"name": "web", "namespace": "default",
-			"labels": map[string]any{"app": "web", "n": string(rune('a' + i%26))},
-		},
-		"spec": map[string]any{
-			"containers": []any{
-				map[string]any{
-					"name": "app", "image": "ghcr.io/example/app:1.2.3",
-					"ports": []any{map[string]any{"containerPort": float64(8080)}},
-					"securityContext": map[string]any{
-						"allowPrivilegeEscalation": false, "runAsNonRoot": true,
-						"capabilities":   map[string]any{"drop": []any{"ALL"}},
-						"seccompProfile": map[string]any{"type": "RuntimeDefault"},
-					},
-				},
-				map[string]any{"name": "sidecar", "image": "envoyproxy/envoy:v1.30"},
-			},
-			"volumes": []any{map[string]any{"name": "data", "emptyDir": map[string]any{}}},
-		},
-	}
-}
-
 // BenchmarkValidatePod measures one Pod through every Pod Security policy
 // (18 in the library); the target is 2000 Pods in under 0.5 s.
 func BenchmarkValidatePod(b *testing.B) {
@@ -97,7 +72,7 @@ func benchValidatePods(b *testing.B, policies []kyvernov1.PolicyInterface) (cpuP
 	b.Logf("%d policies", len(set.Policies()))
 	pods := make([]map[string]any, 64)
 	for i := range pods {
-		pods[i] = benchPod(i)
+		pods[i] = testpods.Pod(i)
 	}
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -146,7 +121,7 @@ func BenchmarkValidatePodScaled(b *testing.B) {
 		}
 	}
 	responding := fmt.Sprintf("%d-responding", large)
-	sets[responding] = respondingPolicies(b, sets[strconv.Itoa(large)], benchPod(0))
+	sets[responding] = respondingPolicies(b, sets[strconv.Itoa(large)], testpods.Pod(0))
 	names := []string{strconv.Itoa(small), strconv.Itoa(large), responding}
 	cpuPerPod := map[string]float64{}
 	for _, name := range names {
@@ -159,7 +134,7 @@ func BenchmarkValidatePodScaled(b *testing.B) {
 	// Printed, not logged: a parent benchmark's log is not shown.
 	fmt.Printf("CPU per Pod validated: %s at %d policies, %s at %d: %.2fx; %s through only the %d of the %d that respond to it (%d at %d): %d policies cost %.2fx their responding ones\n",
 		us(names[1]), large, us(names[0]), small, cpuPerPod[names[1]]/cpuPerPod[names[0]],
-		us(names[2]), len(sets[responding]), large, len(respondingPolicies(b, sets[names[0]], benchPod(0))), small, large, cpuPerPod[names[1]]/cpuPerPod[names[2]])
+		us(names[2]), len(sets[responding]), large, len(respondingPolicies(b, sets[names[0]], testpods.Pod(0))), small, large, cpuPerPod[names[1]]/cpuPerPod[names[2]])
 }
 
 // respondingPolicies returns the policies that give the object a validate

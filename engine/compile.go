@@ -13,6 +13,7 @@ import (
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/engine/unsupported"
+	"github.com/charter-dev/charter/engine/vpol"
 )
 
 // PolicySet is a compiled, immutable set of policies and exceptions. It is
@@ -65,8 +66,8 @@ type Policy struct {
 	// (engine/unsupported).
 	unsupported unsupported.List
 	// vpol is set for a ValidatingPolicy or NamespacedValidatingPolicy,
-	// which has no rules (vpol.go).
-	vpol *validatingPolicy
+	// which has no rules (engine/vpol).
+	vpol *vpol.Policy
 	// gpol is set for a GeneratingPolicy or NamespacedGeneratingPolicy,
 	// whose one rule is evaluated from its CEL spec (gpol.go).
 	gpol *generatingPolicy
@@ -159,7 +160,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 	}
 	if vp, ok := src.(policiesv1.ValidatingPolicyLike); ok {
 		var errs fault.List
-		if p.vpol, errs = compileValidatingPolicy(vp, p.key); len(errs) > 0 {
+		if p.vpol, errs = vpol.Compile(vp, p.key); len(errs) > 0 {
 			return nil, errs
 		}
 		p.kinds = []string{"*"}

@@ -507,7 +507,7 @@ func (ev *evaluation) conditions(doc *jsoncontext.Document, block *conditionBloc
 // review's backing array of rule responses.
 func (p *Policy) validateCEL(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
 	resp := review.PolicyResponse{Policy: p.source, Key: p.key}
-	rr, ok := p.vpol.validate(ctx, &in.View, cfg, p.owner())
+	rr, ok := p.vpol.Validate(ctx, &in.View, cfg, p.owner())
 	if !ok {
 		return resp
 	}

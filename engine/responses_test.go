@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/charter-dev/charter/engine/internal/testpods"
 	"github.com/charter-dev/charter/engine/review"
 )
 
@@ -22,7 +23,7 @@ func TestRuleResponsesFitTheirBound(t *testing.T) {
 		"metadata": map[string]any{"name": "web", "namespace": "default"},
 		"spec": map[string]any{"template": map[string]any{
 			"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
-			"spec":     benchPod(0)["spec"],
+			"spec":     testpods.Pod(0)["spec"],
 		}},
 	}
 	configMap := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": "default"}}
@@ -31,7 +32,7 @@ func TestRuleResponsesFitTheirBound(t *testing.T) {
 		object map[string]any
 		exact  bool
 	}{
-		{"Pod", benchPod(0), true},
+		{"Pod", testpods.Pod(0), true},
 		{"Deployment", deployment, false},
 		{"ConfigMap", configMap, false},
 	} {

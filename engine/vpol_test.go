@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/review"
+	"github.com/charter-dev/charter/engine/vpol"
 )
 
 // readCELPolicies decodes the policies.kyverno.io documents of a testdata
@@ -170,21 +170,21 @@ func TestValidatingPolicies(t *testing.T) {
 		name:   "unlabelled pod: messageExpression",
 		object: pod("default", "web", nil, "registry.local/web"),
 		want: map[string]result{
-			"team-label":         {"", "fail", "pod web needs a team label", map[string]string{validationIndexProperty: "0"}},
+			"team-label":         {"", "fail", "pod web needs a team label", map[string]string{vpol.ValidationIndexProperty: "0"}},
 			"allowed-registries": {"", "pass", "success", nil},
 		},
 	}, {
 		name:   "second validation fails without a message: its index",
 		object: pod("default", "web", map[string]any{"team": "nobody"}, "registry.local/web"),
 		want: map[string]result{
-			"team-label":         {"", "fail", "CEL expression validation failed at index 1", map[string]string{validationIndexProperty: "1", "team": "nobody"}},
+			"team-label":         {"", "fail", "CEL expression validation failed at index 1", map[string]string{vpol.ValidationIndexProperty: "1", "team": "nobody"}},
 			"allowed-registries": {"", "pass", "success", nil},
 		},
 	}, {
 		name:   "a validation that cannot evaluate is an error",
 		object: pod("default", "web", map[string]any{"team": "crash"}, "registry.local/web"),
 		want: map[string]result{
-			"team-label":         {"", "error", "error: ", map[string]string{validationIndexProperty: "2"}},
+			"team-label":         {"", "error", "error: ", map[string]string{vpol.ValidationIndexProperty: "2"}},
 			"allowed-registries": {"", "pass", "success", nil},
 		},
 	}, {
@@ -213,7 +213,7 @@ func TestValidatingPolicies(t *testing.T) {
 		object: pod("default", "web", map[string]any{"team": "a"}, "docker.io/x"),
 		want: map[string]result{
 			"team-label":         {"", "pass", "success", map[string]string{"team": "a"}},
-			"allowed-registries": {"", "fail", "image from an unknown registry", map[string]string{validationIndexProperty: "0"}},
+			"allowed-registries": {"", "fail", "image from an unknown registry", map[string]string{vpol.ValidationIndexProperty: "0"}},
 		},
 	}, {
 		name:   "the namespaced policy acts in team-a, the team-b exception only there",
@@ -221,7 +221,7 @@ func TestValidatingPolicies(t *testing.T) {
 		want: map[string]result{
 			"team-label":         {"", "pass", "success", map[string]string{"team": "a"}},
 			"allowed-registries": {"", "pass", "success", nil},
-			"team-a/team-a-only": {"", "fail", "team-a refuses every Pod", map[string]string{validationIndexProperty: "0"}},
+			"team-a/team-a-only": {"", "fail", "team-a refuses every Pod", map[string]string{vpol.ValidationIndexProperty: "0"}},
 		},
 	}, {
 		name:   "an exception with no conditions exempts in its namespace",
@@ -250,7 +250,7 @@ func TestValidatingPolicies(t *testing.T) {
 		name:   "autogen: the Pod policy judges the Deployment's template",
 		object: deployment,
 		want: map[string]result{
-			"team-label":         {"", "fail", "pod web needs a team label", map[string]string{validationIndexProperty: "0"}},
+			"team-label":         {"", "fail", "pod web needs a team label", map[string]string{vpol.ValidationIndexProperty: "0"}},
 			"allowed-registries": {"", "pass", "success", nil},
 		},
 	}}
@@ -285,13 +285,6 @@ func TestValidatingPolicies(t *testing.T) {
 			for key := range tt.want {
 				if !got[key] {
 					t.Errorf("%s did not respond", key)
-				}
-			}
-			// The properties naming a validation are shared: an audit
-			// annotation beside one must not have been written into them.
-			for i, props := range validationIndexes {
-				if len(props) != 1 || props[validationIndexProperty] != strconv.Itoa(i) {
-					t.Fatalf("validationIndexes[%d] = %v", i, props)
 				}
 			}
 		})
@@ -340,11 +333,11 @@ func TestValidatingPolicyPromotion(t *testing.T) {
 	}
 }
 
-// A compiled CEL policy part (a ValidatingPolicy's or MutatingPolicy's
-// variant, a validate.cel rule) is shared while a set holds it and dropped
-// from its cache once none does, so a process that compiles policy after
-// policy (every edit in the cluster, every suite of charter test) does not
-// keep them all.
+// A compiled CEL policy part (a MutatingPolicy's variant, a validate.cel
+// rule; engine/vpol tests a ValidatingPolicy's) is shared while a set
+// holds it and dropped from its cache once none does, so a process that
+// compiles policy after policy (every edit in the cluster, every suite of
+// charter test) does not keep them all.
 func TestCompiledVariantsAreSharedThenReleased(t *testing.T) {
 	const marker = "TestCompiledVariantsAreSharedThenReleased"
 	tests := []struct {
@@ -355,24 +348,6 @@ func TestCompiledVariantsAreSharedThenReleased(t *testing.T) {
 		compiled func(*PolicySet) any
 		cached   func() int
 	}{{
-		name: "ValidatingPolicy",
-		manifest: `
-apiVersion: policies.kyverno.io/v1
-kind: ValidatingPolicy
-metadata: {name: released}
-spec:
-  matchConstraints:
-    resourceRules:
-    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
-  variables:
-  - {name: released, expression: "'TestCompiledVariantsAreSharedThenReleased'"}
-  validations:
-  - expression: "variables.released != ''"
-`,
-		policy:   func() kyvernov1.PolicyInterface { return &policiesv1.ValidatingPolicy{} },
-		compiled: func(s *PolicySet) any { return s.policies[0].vpol.variants[0] },
-		cached:   func() int { return cachedEntries(&compiledVariants, marker) },
-	}, {
 		name: "MutatingPolicy",
 		manifest: `
 apiVersion: policies.kyverno.io/v1

@@ -1,4 +1,8 @@
-package engine
+// Package vpol is the ValidatingPolicy kind (cel-policy-types.md §3.3.1):
+// a compiled ValidatingPolicy or NamespacedValidatingPolicy (Compile) and
+// its evaluation on a request (Policy.Validate). The engine's root
+// compiles it into a PolicySet and files its one response per request.
+package vpol
 
 import (
 	"context"
@@ -23,47 +27,49 @@ import (
 	"github.com/charter-dev/charter/engine/review"
 )
 
-// validatingPolicy is a compiled ValidatingPolicy or
+// Policy is a compiled ValidatingPolicy or
 // NamespacedValidatingPolicy (cel-policy-types.md §3.3.1): one result per
 // matching request, with rule "", from its matchConstraints,
 // matchConditions, variables, validations and auditAnnotations, evaluated
 // through the VAP CEL compiler extended with Kyverno's libraries.
-type validatingPolicy struct {
+type Policy struct {
 	// namespace is set for a NamespacedValidatingPolicy, which acts only on
 	// requests in its namespace.
 	namespace string
 	kind      string
 	// variants are the policy itself, then its autogen copies for Pod
 	// controllers; their match constraints do not overlap.
-	variants []*vpolVariant
+	variants []*variant
 	// ignore is failurePolicy Ignore: a matchCondition error skips.
 	ignore bool
 	action review.Action
 }
 
-type vpolVariant struct {
+// variant is the policy or one of its autogen copies, compiled.
+type variant struct {
 	match *celruntime.Constraints
-	// lazy is set on an autogen copy until compiled (compiled()).
-	lazy        *celruntime.LazyVariant[policiesv1.ValidatingPolicySpec, vpolVariant]
+	// lazy is set on an autogen copy until compiled (Compiled()).
+	lazy        *celruntime.LazyVariant[policiesv1.ValidatingPolicySpec, variant]
 	compiler    *celruntime.Compiler
 	conditions  []celruntime.Program
 	variables   []celruntime.Variable
 	validations []celruntime.Expression
 	annotations []celruntime.Annotation
 	// untrackedWithin is the input bound within which every program of
-	// the variant runs without cost tracking (celcost.go); zero: never.
+	// the variant runs without cost tracking (engine/celenv's celcost.go);
+	// zero: never.
 	untrackedWithin celenv.InputBound
 	// reads are the inputs its programs read (a set of 1<<input), which
 	// must be within untrackedWithin.
 	reads uint8
 }
 
-// compileValidatingPolicy compiles a ValidatingPolicy or
+// Compile compiles a ValidatingPolicy or
 // NamespacedValidatingPolicy known by key.
-func compileValidatingPolicy(src policiesv1.ValidatingPolicyLike, key string) (*validatingPolicy, fault.List) {
+func Compile(src policiesv1.ValidatingPolicyLike, key string) (*Policy, fault.List) {
 	spec := src.GetValidatingPolicySpec()
 	f := &fault.Collector{Kind: src.GetKind(), Name: key}
-	vp := &validatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
+	vp := &Policy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
 		action: celruntime.ValidationAction(spec.ValidationAction, spec.EvaluationConfiguration, f)}
 	if src.IsNamespaced() {
 		vp.namespace = src.GetNamespace()
@@ -71,9 +77,9 @@ func compileValidatingPolicy(src policiesv1.ValidatingPolicyLike, key string) (*
 	if len(spec.Validations) == 0 && len(spec.AuditAnnotations) == 0 {
 		f.Add("spec.validations", "a ValidatingPolicy needs at least one validation or audit annotation")
 	}
-	vp.variants = celruntime.CompileVariants(spec, autogen.ValidatingPolicy, compileVPolVariant,
-		func(m *celruntime.Constraints, l *celruntime.LazyVariant[policiesv1.ValidatingPolicySpec, vpolVariant]) *vpolVariant {
-			return &vpolVariant{match: m, lazy: l}
+	vp.variants = celruntime.CompileVariants(spec, autogen.ValidatingPolicy, compileVariant,
+		func(m *celruntime.Constraints, l *celruntime.LazyVariant[policiesv1.ValidatingPolicySpec, variant]) *variant {
+			return &variant{match: m, lazy: l}
 		}, f)
 	if len(f.Errs) > 0 {
 		return nil, f.Errs
@@ -83,26 +89,26 @@ func compileValidatingPolicy(src policiesv1.ValidatingPolicyLike, key string) (*
 
 // compiledVariants holds the compiled variants still in use, by source,
 // as celRules does for validate.cel.
-var compiledVariants celruntime.WeakCache[vpolVariant]
+var compiledVariants celruntime.WeakCache[variant]
 
-func compileVPolVariant(spec *policiesv1.ValidatingPolicySpec, path string, f *fault.Collector) *vpolVariant {
-	return compiledVariants.Compile(spec, path, f, func() *vpolVariant { return compileVPolVariantUncached(spec, path, f) })
+func compileVariant(spec *policiesv1.ValidatingPolicySpec, path string, f *fault.Collector) *variant {
+	return compiledVariants.Compile(spec, path, f, func() *variant { return compileVariantUncached(spec, path, f) })
 }
 
-func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path string, f *fault.Collector) *vpolVariant {
+func compileVariantUncached(spec *policiesv1.ValidatingPolicySpec, path string, f *fault.Collector) *variant {
 	envCompiler, err := celruntime.PolicyCompiler()
 	if err != nil {
 		f.Add(path, "CEL environment: "+err.Error())
 		return nil
 	}
-	v := &vpolVariant{compiler: envCompiler.ForPolicy()}
+	v := &variant{compiler: envCompiler.ForPolicy()}
 	if v.match, err = celruntime.CompileConstraints(spec.MatchConstraints); err != nil {
 		f.Add(path+".matchConstraints", err.Error())
 	}
 	// params and authorizer are never bound for these kinds: every
 	// expression compiles through compileChecked, whose checked
 	// expressions give the variant's cost estimates (boundVariant).
-	var checked []vpolChecked
+	var checked []checkedPart
 	compile := func(a *celruntime.Accessor, field string) *celruntime.Program {
 		if strings.TrimSpace(a.Expr) == "" {
 			f.Add(field, "expression must not be empty")
@@ -114,7 +120,7 @@ func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path stri
 			return nil
 		}
 		p := &celruntime.Program{Expr: a.Expr, Prog: res.Program, Untracked: res.Untracked}
-		checked = append(checked, vpolChecked{res: res, program: p})
+		checked = append(checked, checkedPart{res: res, program: p})
 		return p
 	}
 	// matchConditions compile before the variables are stored, so they
@@ -137,7 +143,7 @@ func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path stri
 			continue
 		}
 		v.variables = append(v.variables, celruntime.Variable{Name: vr.Name, Prog: res.Program, Untracked: res.Untracked, Shared: celruntime.SharedKeyOf(vr.Expression)})
-		checked = append(checked, vpolChecked{res: res, variable: vr.Name})
+		checked = append(checked, checkedPart{res: res, variable: vr.Name})
 	}
 	for i, val := range spec.Validations {
 		field := fmt.Sprintf("%s.validations[%d]", path, i)
@@ -171,9 +177,9 @@ func compileVPolVariantUncached(spec *policiesv1.ValidatingPolicySpec, path stri
 	return v
 }
 
-// vpolChecked is a compiled expression of a variant and the program or
+// checkedPart is a compiled expression of a variant and the program or
 // variable it became.
-type vpolChecked struct {
+type checkedPart struct {
 	res      celruntime.CheckedExpression
 	program  *celruntime.Program // nil for a variable
 	variable string
@@ -181,11 +187,11 @@ type vpolChecked struct {
 
 // boundVariant finds the largest input bound at which every program of
 // the variant stays within the per-call limit and all of them within the
-// budget (celcost.go), and sets untrackedWithin to it; with none, or when
+// budget (engine/celenv's celcost.go), and sets untrackedWithin to it; with none, or when
 // a program has no untracked plan, the variant is always tracked. A
 // variable's worst case at that bound is what sharing its value charges
-// a tracked policy (celVariables.value).
-func (v *vpolVariant) boundVariant(checked []vpolChecked) {
+// a tracked policy (celruntime.Variables).
+func (v *variant) boundVariant(checked []checkedPart) {
 	bounds := make([]celenv.SizeBounds, len(checked))
 	vars := map[string]celenv.ValueBounds{}
 	for i, c := range checked {
@@ -228,16 +234,16 @@ func (v *vpolVariant) boundVariant(checked []vpolChecked) {
 	}
 }
 
-// validationIndexProperty is the report property naming the validation
+// ValidationIndexProperty is the report property naming the validation
 // that failed or errored (0-based).
-const validationIndexProperty = "cel.validationIndex"
+const ValidationIndexProperty = "cel.validationIndex"
 
-// validate evaluates the policy: the first variant whose matchConstraints
+// Validate evaluates the policy: the first variant whose matchConstraints
 // select the request, then exceptions, matchConditions, validations
 // (first failure wins) and audit annotations. ok is false when no variant
 // selects the request.
-func (vp *validatingPolicy) validate(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) (review.RuleResponse, bool) {
-	var v *vpolVariant
+func (vp *Policy) Validate(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) (review.RuleResponse, bool) {
+	var v *variant
 	for _, cand := range vp.variants {
 		if cand.match.Matches(in) {
 			v = cand
@@ -270,24 +276,24 @@ func (vp *validatingPolicy) validate(ctx context.Context, in *review.View, cfg *
 	return rr, true
 }
 
-// vpolEvaluation is the state of evaluating one ValidatingPolicy against
+// evaluation is the state of evaluating one ValidatingPolicy against
 // a request. The policies of a request are evaluated one after another,
-// so the request keeps one and each policy resets it (vpolEvaluation):
+// so the request keeps one and each policy resets it (evaluationOf):
 // the Pod Security set allocated its activation, evaluator, variables and
 // library receivers seventeen times per review otherwise.
-type vpolEvaluation struct {
+type evaluation struct {
 	act  celruntime.PolicyActivation
 	libs celruntime.LibReceivers
 	eval celruntime.Evaluator
 	vars celruntime.Variables
 }
 
-// vpolEvaluation returns the request's evaluation state, reset for a
+// evaluationOf returns the request's evaluation state, reset for a
 // variant of a policy bound to namespace (of a namespaced policy).
-func vpolEvaluationOf(ctx context.Context, in *review.View, cfg *review.Options, v *vpolVariant, namespace string) *vpolEvaluation {
-	s, ok := in.VPol.(*vpolEvaluation)
+func evaluationOf(ctx context.Context, in *review.View, cfg *review.Options, v *variant, namespace string) *evaluation {
+	s, ok := in.VPol.(*evaluation)
 	if !ok {
-		s = &vpolEvaluation{}
+		s = &evaluation{}
 		in.VPol = s
 	}
 	ci := celruntime.InputsOf(in)
@@ -309,8 +315,8 @@ func vpolEvaluationOf(ctx context.Context, in *review.View, cfg *review.Options,
 	return s
 }
 
-func (vp *validatingPolicy) evaluateVariant(ctx context.Context, in *review.View, cfg *review.Options, v *vpolVariant, own *celruntime.Owner, rr *review.RuleResponse) review.Outcome {
-	s := vpolEvaluationOf(ctx, in, cfg, v, vp.namespace)
+func (vp *Policy) evaluateVariant(ctx context.Context, in *review.View, cfg *review.Options, v *variant, own *celruntime.Owner, rr *review.RuleResponse) review.Outcome {
+	s := evaluationOf(ctx, in, cfg, v, vp.namespace)
 	act, e := &s.act, &s.eval
 
 	allowed, exempt, err := own.EvalExceptions(e, in.Scope, false)
@@ -387,7 +393,7 @@ func (vp *validatingPolicy) evaluateVariant(ctx context.Context, in *review.View
 // every RuleResponse.Properties, they are read, never written.
 var validationIndexes = func() (out [32]map[string]string) {
 	for i := range out {
-		out[i] = map[string]string{validationIndexProperty: strconv.Itoa(i)}
+		out[i] = map[string]string{ValidationIndexProperty: strconv.Itoa(i)}
 	}
 	return out
 }()
@@ -399,5 +405,5 @@ func validationIndex(i int) map[string]string {
 	if i < len(validationIndexes) {
 		return validationIndexes[i]
 	}
-	return map[string]string{validationIndexProperty: strconv.Itoa(i)}
+	return map[string]string{ValidationIndexProperty: strconv.Itoa(i)}
 }
