@@ -173,9 +173,11 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 		return p, nil
 	}
 	if ip, ok := src.(policiesv1.ImageValidatingPolicyLike); ok {
-		if errs := s.compileImageValidatingPolicy(ip, p); len(errs) > 0 {
+		var errs fault.List
+		if p.ivpol, errs = compileImageValidatingPolicy(ip, p.key); len(errs) > 0 {
 			return nil, errs
 		}
+		p.kinds = []string{"*"}
 		return p, nil
 	}
 	if gp, ok := src.(policiesv1.GeneratingPolicyLike); ok {

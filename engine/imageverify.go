@@ -63,33 +63,12 @@ func (p podImage) matches(patterns []string) bool {
 	return p.info.Digest != "" && p.info.Tag != "" && anyWildcard(patterns, p.info.ReferenceWithTag())
 }
 
-// podSpecPrefix is where the Pod spec of a kind lives (§2.3).
-func podSpecPrefix(kind string) (string, []string) {
-	switch kind {
-	case "Pod":
-		return "/spec", []string{"spec"}
-	case "CronJob":
-		return "/spec/jobTemplate/spec/template/spec", []string{"spec", "jobTemplate", "spec", "template", "spec"}
-	case "Deployment", "DaemonSet", "ReplicaSet", "ReplicationController", "StatefulSet", "Job":
-		return "/spec/template/spec", []string{"spec", "template", "spec"}
-	}
-	return "", nil
-}
-
 // podImages lists the images of the object's initContainers, containers
 // and ephemeralContainers, in that order, and its imagePullSecrets.
 func podImages(obj map[string]any) ([]podImage, []string) {
-	kind, _ := obj["kind"].(string)
-	prefix, path := podSpecPrefix(kind)
-	if path == nil {
+	prefix, spec := jsoncontext.PodSpecAt(obj)
+	if spec == nil {
 		return nil, nil
-	}
-	spec := obj
-	for _, k := range path {
-		spec, _ = spec[k].(map[string]any)
-		if spec == nil {
-			return nil, nil
-		}
 	}
 	var out []podImage
 	for _, group := range []string{"initContainers", "containers", "ephemeralContainers"} {
@@ -107,16 +86,7 @@ func podImages(obj map[string]any) ([]podImage, []string) {
 			out = append(out, podImage{pointer: prefix + "/" + group + "/" + strconv.Itoa(i) + "/image", info: info, raw: image})
 		}
 	}
-	var secrets []string
-	list, _ := spec["imagePullSecrets"].([]any)
-	for _, s := range list {
-		if m, ok := s.(map[string]any); ok {
-			if n, _ := m["name"].(string); n != "" {
-				secrets = append(secrets, n)
-			}
-		}
-	}
-	return out, secrets
+	return out, jsoncontext.PullSecrets(spec)
 }
 
 // imageOutcome is the result of one entry for one image.

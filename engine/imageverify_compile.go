@@ -156,7 +156,7 @@ func checkAttestorSet(set *kyvernov1.AttestorSet, path string, f *fault.Collecto
 			case k.PublicKeys == "" && k.KMS == "" && k.Secret == nil:
 				f.Add(ap+".keys", "A public key, kms key or secret is required")
 			case k.PublicKeys != "":
-				if !validSignatureAlgorithm(k.SignatureAlgorithm) {
+				if !loader.ValidSignatureAlgorithm(k.SignatureAlgorithm) {
 					f.Add(ap+".keys.signatureAlgorithm", "Invalid signature algorithm provided")
 				}
 				if strings.HasPrefix(strings.TrimSpace(k.PublicKeys), "k8s://") {
@@ -263,14 +263,6 @@ func nestedAttestorSet(a *kyvernov1.Attestor) (*kyvernov1.AttestorSet, error) {
 	return &set, nil
 }
 
-func validSignatureAlgorithm(a string) bool {
-	switch a {
-	case "", "sha224", "sha256", "sha384", "sha512":
-		return true
-	}
-	return false
-}
-
 // entryJSON is the entry as plain JSON without the parts evaluated after
 // verification: attestation conditions and validate.deny.
 func entryJSON(iv *kyvernov1.ImageVerification) (map[string]any, error) {
@@ -321,20 +313,8 @@ func checkRegistryCredentials(c *kyvernov1.ImageRegistryCredentials, path string
 		return
 	}
 	for _, p := range c.Providers {
-		if !builtInRegistryProvider(string(p)) {
-			f.Add(path+".providers", registryProviderFault(string(p)))
+		if msg := loader.RegistryProviderFault(string(p)); msg != "" {
+			f.Add(path+".providers", msg)
 		}
 	}
-}
-
-func builtInRegistryProvider(p string) bool {
-	switch strings.ToLower(p) {
-	case "default", "github":
-		return true
-	}
-	return false
-}
-
-func registryProviderFault(p string) string {
-	return fmt.Sprintf("registry credential provider %q is not built into charter (default and github are); use secrets", p)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/engine/review"
 )
 
@@ -30,6 +31,9 @@ import (
 type imageValidatingPolicy struct {
 	namespace string
 	kind      string
+	// key names the policy in the request's required images; id scopes
+	// its verifications in the verifier's cache.
+	key, id string
 	// variants are the policy itself, then its autogen copies for Pod
 	// controllers.
 	variants []*ivpolVariant
@@ -90,10 +94,12 @@ type ivpolExtractor struct {
 // Built-in image extractors (verify-images.md §6.1).
 var builtinExtractors = []string{"containers", "initContainers", "ephemeralContainers"}
 
-func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingPolicyLike, p *Policy) fault.List {
+// compileImageValidatingPolicy compiles an ImageValidatingPolicy or
+// NamespacedImageValidatingPolicy known by key.
+func compileImageValidatingPolicy(src policiesv1.ImageValidatingPolicyLike, key string) (*imageValidatingPolicy, fault.List) {
 	spec := src.GetImageValidatingPolicySpec()
-	f := &fault.Collector{Kind: src.GetKind(), Name: p.key}
-	ip := &imageValidatingPolicy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
+	f := &fault.Collector{Kind: src.GetKind(), Name: key}
+	ip := &imageValidatingPolicy{kind: src.GetKind(), key: key, id: policyid.Of(src), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
 		action: celruntime.ValidationAction(spec.ValidationAction, spec.EvaluationConfiguration, f), verifyDigest: spec.VerifyDigest(), required: spec.Required(), mutateDigest: spec.MutateDigest()}
 	if src.IsNamespaced() {
 		ip.namespace = src.GetNamespace()
@@ -109,18 +115,16 @@ func (s *PolicySet) compileImageValidatingPolicy(src policiesv1.ImageValidatingP
 	ip.attestations = compileIVPolAttestations(spec.Attestations, f)
 	ip.creds = compileIVPolCredentials(spec.Credentials, f)
 	if ip.creds != nil && ip.namespace != "" {
-		checkSecretsScope(ip.namespace, ip.creds.Secrets, "spec.credentials.secrets", f)
+		loader.CheckSecretsScope(ip.namespace, ip.creds.Secrets, "spec.credentials.secrets", f)
 	}
 	ip.variants = celruntime.CompileVariants(spec, autogen.ImageValidatingPolicy, compileIVPolVariant,
 		func(m *celruntime.Constraints, l *celruntime.LazyVariant[policiesv1.ImageValidatingPolicySpec, ivpolVariant]) *ivpolVariant {
 			return &ivpolVariant{match: m, lazy: l}
 		}, f)
 	if len(f.Errs) > 0 {
-		return f.Errs
+		return nil, f.Errs
 	}
-	p.ivpol = ip
-	p.kinds = []string{"*"}
-	return nil
+	return ip, nil
 }
 
 func compileImageMatchers(refs []policiesv1.MatchImageReference, f *fault.Collector) []imageMatcher {
@@ -326,7 +330,7 @@ func compileCosignAttestor(name string, c *policiesv1.Cosign, path string, f *fa
 		case k.Data == "":
 			f.Add(path+".key.data", "a PEM public key is required")
 		}
-		if !validSignatureAlgorithm(k.HashAlgorithm) {
+		if !loader.ValidSignatureAlgorithm(k.HashAlgorithm) {
 			f.Add(path+".key.hashAlgorithm", fmt.Sprintf("unknown hash algorithm %q", k.HashAlgorithm))
 		}
 		a := base
@@ -427,8 +431,8 @@ func compileIVPolCredentials(c *policiesv1.Credentials, f *fault.Collector) *kyv
 	}
 	out := &kyvernov1.ImageRegistryCredentials{AllowInsecureRegistry: c.AllowInsecureRegistry, Secrets: c.Secrets}
 	for _, p := range c.Providers {
-		if !builtInRegistryProvider(p) {
-			f.Add("spec.credentials.providers", registryProviderFault(p))
+		if msg := loader.RegistryProviderFault(p); msg != "" {
+			f.Add("spec.credentials.providers", msg)
 			continue
 		}
 		out.Providers = append(out.Providers, kyvernov1.ImageRegistryCredentialsProvider(p))

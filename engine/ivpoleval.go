@@ -20,7 +20,6 @@ import (
 
 	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/loader"
@@ -172,7 +171,8 @@ type ivpolRequest struct {
 	matched map[string][]string
 }
 
-func (in *requestView) ivpolState() *ivpolRequest {
+// ivpolStateOf returns the request's ivpolRequest, made on first use.
+func ivpolStateOf(in *review.View) *ivpolRequest {
 	st, ok := in.IVPol.(*ivpolRequest)
 	if !ok {
 		st = &ivpolRequest{verified: map[string]int{}, checked: map[string]bool{}, matched: map[string][]string{}}
@@ -185,7 +185,7 @@ func (in *requestView) ivpolState() *ivpolRequest {
 // evaluation of one policy.
 type imageVerification struct {
 	ctx    context.Context
-	policy *Policy
+	policy *imageValidatingPolicy
 	cfg    *review.Options
 	creds  loader.ImageCredentials
 	req    *ivpolRequest
@@ -231,7 +231,7 @@ func attestorNames(list ref.Val) ([]string, error) {
 // asked (registry or log unreachable), the answer is an error, not 0: the
 // policy then ends in error rather than a verdict on the image.
 func (v *imageVerification) verify(image, attestation string, attestors ref.Val) ref.Val {
-	ip := v.policy.ivpol
+	ip := v.policy
 	names, err := attestorNames(attestors)
 	if err != nil {
 		return types.WrapErr(err)
@@ -279,7 +279,7 @@ func (v *imageVerification) verify(image, attestation string, attestors ref.Val)
 		}
 		for _, a := range at.checks {
 			check := loader.ImageCheck{Image: info.Reference(), Attestor: a, Repository: at.repository, Credentials: v.creds,
-				UseCache: true, VerifiedSince: v.cfg.ImagesVerifiedSince, Scope: v.policy.id + "/" + n, PredicateType: att.typ,
+				UseCache: true, VerifiedSince: v.cfg.ImagesVerifiedSince, Scope: ip.id + "/" + n, PredicateType: att.typ,
 				Type: typ, TSACertificates: at.tsa}
 			if err := v.check(verifier, check, image, attestation); err != nil {
 				if loader.IsImageUnavailable(err) && unavailable == nil {
@@ -334,7 +334,7 @@ func (v *imageVerification) check(verifier loader.ImageVerifier, c loader.ImageC
 // verified earlier in this evaluation: never an unverified one (Kyverno
 // #17130).
 func (v *imageVerification) extractPayload(image, attestation string) ref.Val {
-	att, ok := v.policy.ivpol.attestations[attestation]
+	att, ok := v.policy.attestations[attestation]
 	if !ok {
 		return types.NewErr("attestation not found in policy: %s", attestation)
 	}
@@ -385,20 +385,13 @@ func (a *ivpolActivation) ResolveName(name string) (any, bool) {
 // initContainers and ephemeralContainers by extractor name, for Pods and
 // Pod controllers.
 func builtinImages(obj map[string]any) map[string][]string {
-	kind, _ := obj["kind"].(string)
-	_, path := podSpecPrefix(kind)
 	out := map[string][]string{}
 	for _, n := range builtinExtractors {
 		out[n] = []string{}
 	}
-	if path == nil {
+	_, spec := jsoncontext.PodSpecAt(obj)
+	if spec == nil {
 		return out
-	}
-	spec := obj
-	for _, k := range path {
-		if spec, _ = spec[k].(map[string]any); spec == nil {
-			return out
-		}
 	}
 	for _, n := range builtinExtractors {
 		list, _ := spec[n].([]any)
@@ -412,24 +405,22 @@ func builtinImages(obj map[string]any) map[string][]string {
 	return out
 }
 
-// validateImages evaluates an ImageValidatingPolicy (§3.3.5): one result
-// named after the policy, or none when its matchConstraints or
-// matchConditions leave the request alone.
-func (p *Policy) validateImages(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
-	resp := review.PolicyResponse{Policy: p.source, Key: p.key}
-	ip := p.ivpol
+// validate evaluates the policy (§3.3.5): its one result, named after the
+// policy; ok is false when its matchConstraints or matchConditions leave
+// the request alone.
+func (ip *imageValidatingPolicy) validate(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) (review.RuleResponse, bool) {
 	var v *ivpolVariant
 	for _, cand := range ip.variants {
-		if cand.match.Matches(&in.View) {
+		if cand.match.Matches(in) {
 			v = cand
 			break
 		}
 	}
 	if v == nil {
-		return resp
+		return review.RuleResponse{}, false
 	}
-	rr := review.RuleResponse{Name: p.source.GetName(), Type: review.TypeImageVerify, Action: ip.action}
-	if charter.IsStaged(p.source.GetLabels()) && charter.Enforces(in.NamespaceLabels()) {
+	rr := review.RuleResponse{Name: own.Source.GetName(), Type: review.TypeImageVerify, Action: ip.action}
+	if charter.IsStaged(own.Source.GetLabels()) && charter.Enforces(in.NamespaceLabels()) {
 		rr.Action = review.Enforce
 	}
 	var o review.Outcome
@@ -442,32 +433,28 @@ func (p *Policy) validateImages(ctx context.Context, in *requestView, cfg *revie
 	}
 	if v != nil {
 		var respond bool
-		if o, matched, respond = p.evaluateImages(ctx, in, cfg, v, &rr); !respond {
-			return resp
+		if o, matched, respond = ip.evaluateImages(ctx, in, cfg, v, &own, &rr); !respond {
+			return review.RuleResponse{}, false
 		}
 	}
 	rr.Status, rr.Message = o.Status, o.Message
 	if len(o.Props) > 0 {
 		rr.Properties = o.Props
 	}
-	if rr.Status == review.StatusFail && p.unscored {
+	if rr.Status == review.StatusFail && own.Unscored {
 		rr.Status = review.StatusWarn
 	}
 	if rr.Status == review.StatusPass && ip.required && len(matched) > 0 {
-		in.ivpolState().matched[p.key] = matched
+		ivpolStateOf(in).matched[ip.key] = matched
 	}
-	start := len(in.rules)
-	in.rules = append(in.rules, rr)
-	resp.Rules = in.rules[start : start+1 : start+1]
-	return resp
+	return rr, true
 }
 
 // evaluateImages runs the policy's pipeline; respond is false when the
 // policy gives no result (a matchCondition false, or in error under
 // failurePolicy Ignore). matched lists the images the policy selected.
-func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *review.Options, v *ivpolVariant, rr *review.RuleResponse) (o review.Outcome, matched []string, respond bool) {
-	ip := p.ivpol
-	e, act, obj := p.imageEvaluator(ctx, in, cfg, v)
+func (ip *imageValidatingPolicy) evaluateImages(ctx context.Context, in *review.View, cfg *review.Options, v *ivpolVariant, own *celruntime.Owner, rr *review.RuleResponse) (o review.Outcome, matched []string, respond bool) {
+	e, act, obj := ip.imageEvaluator(ctx, in, cfg, v)
 	// matchConditions run before exceptions here, unlike the other kinds.
 	hold, err := imageConditions(e, v)
 	if err != nil {
@@ -481,7 +468,7 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *revie
 	}
 	// Any exception that holds exempts the request: images and
 	// allowedValues play no part for this kind.
-	_, exempt, err := celruntime.EvalExceptions(p.set.celExceptions, p.source.GetKind(), p.source.GetName(), e, in.Scope, true)
+	_, exempt, err := own.EvalExceptions(e, in.Scope, true)
 	if err != nil {
 		return review.Errorf("failed to evaluate policy: %v", err), nil, true
 	}
@@ -571,15 +558,15 @@ func (p *Policy) evaluateImages(ctx context.Context, in *requestView, cfg *revie
 // imageEvaluator builds the CEL evaluation of a policy variant over the
 // request, and returns the object whose images it reads (the old object
 // when there is no new one).
-func (p *Policy) imageEvaluator(ctx context.Context, in *requestView, cfg *review.Options, v *ivpolVariant) (*celruntime.Evaluator, *ivpolActivation, map[string]any) {
-	ip := p.ivpol
-	ci := in.celInputs()
+func (ip *imageValidatingPolicy) imageEvaluator(ctx context.Context, in *review.View, cfg *review.Options, v *ivpolVariant) (*celruntime.Evaluator, *ivpolActivation, map[string]any) {
+	ci := celruntime.InputsOf(in)
 	obj := in.Req.Object
 	if obj == nil {
 		obj = in.Req.OldObject
 	}
-	_, pullSecrets := podImages(obj)
-	verification := &imageVerification{ctx: ctx, policy: p, cfg: cfg, req: in.ivpolState(), payloads: map[[2]string]any{},
+	_, spec := jsoncontext.PodSpecAt(obj)
+	pullSecrets := jsoncontext.PullSecrets(spec)
+	verification := &imageVerification{ctx: ctx, policy: ip, cfg: cfg, req: ivpolStateOf(in), payloads: map[[2]string]any{},
 		creds: loader.ImageCredentials{Namespace: in.Res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace}}
 	attestors := make(map[string]any, len(ip.attestors))
 	for n := range ip.attestors {
@@ -624,85 +611,46 @@ func imageConditions(e *celruntime.Evaluator, v *ivpolVariant) (bool, error) {
 	return true, nil
 }
 
-// WithImageDigestPins makes Mutate pin the images of
-// ImageValidatingPolicies with mutateDigest (the default) to the digest
-// their tag names now, as Kyverno's ivpol mutating webhook does (§3.3.5):
-// the containers', initContainers' and ephemeralContainers' images that
-// match the policy's matchImageReferences and name no digest. Nothing is
-// verified then: the validating phase verifies the pinned digest. The CLI
-// leaves it off, as Kyverno's does.
-func WithImageDigestPins() EvalOption {
-	return func(c *review.Options) { c.ImageDigestPins = true }
-}
-
-// imageDigestPhase pins digests for the ImageValidatingPolicies among the
-// candidates; the first pin of an image wins. A tag that cannot be
-// resolved is an error of a Deny policy (so failurePolicy decides), and
-// the other images are still pinned; an Audit or Warn policy only leaves
-// the image unpinned.
-func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *review.Options, candidates []*Policy, resp *MutateResponse) *requestView {
-	obj := in.Req.Object
-	images, pullSecrets := podImages(obj)
-	if len(images) == 0 {
-		return in
+// digestResolver returns how the policy pins an image's tag to its
+// digest on the request, or nil when it pins none there (no mutateDigest,
+// no variant selects the request, a matchCondition does not hold or
+// fails). resolve leaves an image outside matchImageReferences alone (ok
+// false) and asks the verifier for the digest of tagRef.
+func (ip *imageValidatingPolicy) digestResolver(ctx context.Context, in *review.View, cfg *review.Options, pullSecrets []string) (resolve func(raw, tagRef string) (digest string, ok bool, err error)) {
+	if !ip.mutateDigest {
+		return nil
 	}
-	pins := map[string]string{}
-	for _, p := range candidates {
-		ip := p.ivpol
-		if ip == nil || !ip.mutateDigest || !p.scopes(in) {
-			continue
-		}
-		var v *ivpolVariant
-		for _, cand := range ip.variants {
-			if cand.match.Matches(&in.View) {
-				v = cand
-				break
-			}
-		}
-		if v != nil && v.lazy != nil {
-			v, _ = v.lazy.Compiled()
-		}
-		if v == nil {
-			continue
-		}
-		e, _, _ := p.imageEvaluator(ctx, in, cfg, v)
-		if hold, err := imageConditions(e, v); err != nil || !hold {
-			continue
-		}
-		var errs []string
-		for _, img := range images {
-			if _, done := pins[img.pointer]; done || img.info.Digest != "" {
-				continue
-			}
-			if ok, err := ip.matchesImage(img.raw); err != nil || !ok {
-				continue
-			}
-			verifier := cfg.Loaders.ImageVerifier
-			if verifier == nil {
-				errs = append(errs, "no image verifier is configured")
-				continue
-			}
-			digest, err := verifier.ResolveDigest(ctx, img.info.ReferenceWithTag(), loader.ImageCredentials{Namespace: in.Res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace})
-			if err != nil {
-				errs = append(errs, err.Error())
-				continue
-			}
-			pins[img.pointer] = img.raw + "@" + digest
-		}
-		if len(errs) > 0 && ip.action == review.Enforce {
-			rr := review.RuleResponse{Name: p.source.GetName(), Type: review.TypeImageVerify, Action: review.Enforce, Status: review.StatusError,
-				Message: "failed to update digest: " + strings.Join(errs, "; ")}
-			resp.Policies = append(resp.Policies, review.PolicyResponse{Policy: p.source, Key: p.key, Rules: []review.RuleResponse{rr}, Patched: obj})
+	var v *ivpolVariant
+	for _, cand := range ip.variants {
+		if cand.match.Matches(in) {
+			v = cand
+			break
 		}
 	}
-	if len(pins) == 0 {
-		return in
+	if v != nil && v.lazy != nil {
+		v, _ = v.lazy.Compiled()
 	}
-	patched, err := imagePatches(obj, pins)
-	if err != nil {
-		return in
+	if v == nil {
+		return nil
 	}
-	return in.withObject(patched)
+	e, _, _ := ip.imageEvaluator(ctx, in, cfg, v)
+	if hold, err := imageConditions(e, v); err != nil || !hold {
+		return nil
+	}
+	return func(raw, tagRef string) (string, bool, error) {
+		if ok, err := ip.matchesImage(raw); err != nil || !ok {
+			return "", false, nil
+		}
+		verifier := cfg.Loaders.ImageVerifier
+		if verifier == nil {
+			return "", false, errors.New("no image verifier is configured")
+		}
+		digest, err := verifier.ResolveDigest(ctx, tagRef, loader.ImageCredentials{Namespace: in.Res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace})
+		if err != nil {
+			return "", false, err
+		}
+		return digest, true, nil
+	}
 }
 
 // stringList reads a CEL list of strings.
@@ -721,85 +669,4 @@ func stringList(val ref.Val) ([]string, error) {
 		out = append(out, string(s))
 	}
 	return out, nil
-}
-
-// settleRequiredImages fails the passing ImageValidatingPolicies that
-// require their images verified when no policy of the request verified
-// one of them (§3.3.5 step 8). It runs once every policy of the request
-// has; under WithDeferredRequiredImages it leaves the work to
-// SettleRequiredImages and keeps what it needs on resp.
-func (in *requestView) settleRequiredImages(resp *Response, policies []review.PolicyResponse) {
-	st, _ := in.IVPol.(*ivpolRequest)
-	if st == nil {
-		return
-	}
-	if in.Opts.DeferRequiredImages && resp != nil {
-		resp.images = st
-		return
-	}
-	settleRequired(st, st.matched, policies)
-}
-
-// WithDeferredRequiredImages makes Validate leave ImageValidatingPolicies'
-// `required` unsettled, for SettleRequiredImages to settle across the
-// responses of several sets evaluated for one request (the admission
-// webhook evaluates its failurePolicy Fail and Ignore policies apart): an
-// image one set verified satisfies the other's requirement.
-func WithDeferredRequiredImages() EvalOption {
-	return func(c *review.Options) { c.DeferRequiredImages = true }
-}
-
-// SettleRequiredImages settles `required` across the responses of one
-// request evaluated under WithDeferredRequiredImages.
-func SettleRequiredImages(responses ...*Response) {
-	all := &ivpolRequest{verified: map[string]int{}, checked: map[string]bool{}}
-	for _, r := range responses {
-		if r == nil || r.images == nil {
-			continue
-		}
-		for img, n := range r.images.verified {
-			all.verified[img] += n
-		}
-		for img := range r.images.checked {
-			all.checked[img] = true
-		}
-	}
-	for _, r := range responses {
-		if r != nil && r.images != nil {
-			settleRequired(all, r.images.matched, r.Policies)
-			r.images = nil
-		}
-	}
-}
-
-// settleRequired fails each passing ImageValidatingPolicy (by key in
-// matched) one of whose images st does not count as verified. Only those
-// kinds' responses are looked up: a ClusterPolicy may share an
-// ImageValidatingPolicy's key.
-func settleRequired(st *ivpolRequest, matched map[string][]string, policies []review.PolicyResponse) {
-	for i := range policies {
-		p := &policies[i]
-		if _, ivpol := p.Policy.(policiesv1.ImageValidatingPolicyLike); !ivpol {
-			continue
-		}
-		images := matched[p.Key]
-		if len(images) == 0 || len(p.Rules) != 1 || p.Rules[0].Status != review.StatusPass {
-			continue
-		}
-		for _, img := range images {
-			if st.verified[img] > 0 {
-				continue
-			}
-			msg := "image " + img + " is not verified: no policy performed a signature or attestation check on it"
-			if st.checked[img] {
-				msg = "image " + img + " failed signature or attestation verification"
-			}
-			r := &p.Rules[0]
-			r.Status, r.Message = review.StatusFail, msg
-			if p.Policy.GetAnnotations()[ScoredAnnotation] == "false" {
-				r.Status = review.StatusWarn
-			}
-			break
-		}
-	}
 }

@@ -506,8 +506,14 @@ func (ev *evaluation) conditions(doc *jsoncontext.Document, block *conditionBloc
 // validateCEL evaluates a ValidatingPolicy, its one response kept in the
 // review's backing array of rule responses.
 func (p *Policy) validateCEL(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
-	resp := review.PolicyResponse{Policy: p.source, Key: p.key}
 	rr, ok := p.vpol.Validate(ctx, &in.View, cfg, p.owner())
+	return p.respondOnce(in, rr, ok)
+}
+
+// respondOnce is the policy's response of one rule response rr, kept in
+// the review's backing array of rule responses; with ok false, no rule.
+func (p *Policy) respondOnce(in *requestView, rr review.RuleResponse, ok bool) review.PolicyResponse {
+	resp := review.PolicyResponse{Policy: p.source, Key: p.key}
 	if !ok {
 		return resp
 	}

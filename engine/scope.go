@@ -77,12 +77,12 @@ func checkNamespacedRule(p *Policy, r *kyvernov1.Rule, path string, f *fault.Col
 	}
 	for i := range r.VerifyImages {
 		if c := r.VerifyImages[i].ImageRegistryCredentials; c != nil {
-			checkSecretsScope(p.namespace, c.Secrets, fmt.Sprintf("%s.verifyImages[%d].imageRegistryCredentials.secrets", path, i), f)
+			loader.CheckSecretsScope(p.namespace, c.Secrets, fmt.Sprintf("%s.verifyImages[%d].imageRegistryCredentials.secrets", path, i), f)
 		}
 	}
 	for i := range r.Context {
 		if ir := r.Context[i].ImageRegistry; ir != nil && ir.ImageRegistryCredentials != nil {
-			checkSecretsScope(p.namespace, ir.ImageRegistryCredentials.Secrets, fmt.Sprintf("%s.context[%d].imageRegistry.imageRegistryCredentials.secrets", path, i), f)
+			loader.CheckSecretsScope(p.namespace, ir.ImageRegistryCredentials.Secrets, fmt.Sprintf("%s.context[%d].imageRegistry.imageRegistryCredentials.secrets", path, i), f)
 		}
 	}
 	if r.Generation != nil {
@@ -93,20 +93,6 @@ func checkNamespacedRule(p *Policy, r *kyvernov1.Rule, path string, f *fault.Col
 					f.Add(path+"."+g.Field, g.Message)
 				}
 			}
-		}
-	}
-}
-
-// checkSecretsScope refuses, at path, the registry secrets a namespaced
-// policy names in another namespace ("team-b/regcred"); a name with
-// variables is checked when evaluated (CheckSecretScope).
-func checkSecretsScope(scope string, secrets []string, path string, f *fault.Collector) {
-	for i, s := range secrets {
-		if variables.HasVariables(s) {
-			continue
-		}
-		if err := loader.CheckSecretScope(scope, scope, s); err != nil {
-			f.Add(fmt.Sprintf("%s[%d]", path, i), err.Error())
 		}
 	}
 }

@@ -50,6 +50,52 @@ func Images(obj map[string]any) map[string]any {
 	return out
 }
 
+// PodSpecPrefix is where the Pod spec of a kind lives (verify-images.md
+// §2.3): its JSON pointer and its path of keys; none for a kind without
+// one.
+func PodSpecPrefix(kind string) (string, []string) {
+	switch kind {
+	case "Pod":
+		return "/spec", []string{"spec"}
+	case "CronJob":
+		return "/spec/jobTemplate/spec/template/spec", []string{"spec", "jobTemplate", "spec", "template", "spec"}
+	case "Deployment", "DaemonSet", "ReplicaSet", "ReplicationController", "StatefulSet", "Job":
+		return "/spec/template/spec", []string{"spec", "template", "spec"}
+	}
+	return "", nil
+}
+
+// PodSpecAt returns the Pod spec of obj where PodSpecPrefix says it lives,
+// and its JSON pointer; nil when obj has none.
+func PodSpecAt(obj map[string]any) (string, map[string]any) {
+	kind, _ := obj["kind"].(string)
+	prefix, path := PodSpecPrefix(kind)
+	if path == nil {
+		return "", nil
+	}
+	spec := obj
+	for _, k := range path {
+		if spec, _ = spec[k].(map[string]any); spec == nil {
+			return "", nil
+		}
+	}
+	return prefix, spec
+}
+
+// PullSecrets lists the names of a Pod spec's imagePullSecrets.
+func PullSecrets(spec map[string]any) []string {
+	var secrets []string
+	list, _ := spec["imagePullSecrets"].([]any)
+	for _, s := range list {
+		if m, ok := s.(map[string]any); ok {
+			if n, _ := m["name"].(string); n != "" {
+				secrets = append(secrets, n)
+			}
+		}
+	}
+	return secrets
+}
+
 func podSpec(obj map[string]any) map[string]any {
 	spec, _ := obj["spec"].(map[string]any)
 	if spec == nil {

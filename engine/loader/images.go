@@ -11,6 +11,8 @@ import (
 	"time"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/variables"
 )
 
 // ImageVerifier checks the signatures and attestations of container
@@ -120,6 +122,41 @@ func CheckSecretScope(scope, namespace, secret string) error {
 		return nil
 	}
 	return fmt.Errorf("a namespaced policy can only use registry secrets of its own namespace %q, not %s/%s", scope, ns, name)
+}
+
+// CheckSecretsScope adds a fault at path[i] for each registry secret of a
+// policy's list outside scope (CheckSecretScope, in scope's namespace); a
+// name with variables is checked when evaluated.
+func CheckSecretsScope(scope string, secrets []string, path string, f *fault.Collector) {
+	for i, s := range secrets {
+		if variables.HasVariables(s) {
+			continue
+		}
+		if err := CheckSecretScope(scope, scope, s); err != nil {
+			f.Add(fmt.Sprintf("%s[%d]", path, i), err.Error())
+		}
+	}
+}
+
+// RegistryProviderFault says why a registry credential provider cannot be
+// used: charter builds in default and github only (imageverify links no
+// cloud credential helpers); "" for those.
+func RegistryProviderFault(p string) string {
+	switch strings.ToLower(p) {
+	case "default", "github":
+		return ""
+	}
+	return fmt.Sprintf("registry credential provider %q is not built into charter (default and github are); use secrets", p)
+}
+
+// ValidSignatureAlgorithm reports whether a key's signature (hash)
+// algorithm is one the verifier knows; "" is its default.
+func ValidSignatureAlgorithm(a string) bool {
+	switch a {
+	case "", "sha224", "sha256", "sha384", "sha512":
+		return true
+	}
+	return false
 }
 
 // ImageVerified is what an ImageVerifier accepted.
