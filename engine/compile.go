@@ -10,6 +10,7 @@ import (
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/ivpol"
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/engine/unsupported"
@@ -75,8 +76,8 @@ type Policy struct {
 	// has no rules (mpol.go).
 	mpol *mutatingPolicy
 	// ivpol is set for an ImageValidatingPolicy or
-	// NamespacedImageValidatingPolicy, which has no rules (ivpol.go).
-	ivpol *imageValidatingPolicy
+	// NamespacedImageValidatingPolicy, which has no rules (engine/ivpol).
+	ivpol *ivpol.Policy
 	// webhookConditions are spec.webhookConfiguration.matchConditions
 	// (webhookconditions.go); nil when there are none.
 	webhookConditions *webhookConditions
@@ -174,7 +175,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 	}
 	if ip, ok := src.(policiesv1.ImageValidatingPolicyLike); ok {
 		var errs fault.List
-		if p.ivpol, errs = compileImageValidatingPolicy(ip, p.key); len(errs) > 0 {
+		if p.ivpol, errs = ivpol.Compile(ip, p.key); len(errs) > 0 {
 			return nil, errs
 		}
 		p.kinds = []string{"*"}

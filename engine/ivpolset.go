@@ -5,13 +5,14 @@ import (
 	"strings"
 
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
+	"github.com/charter-dev/charter/engine/ivpol"
 	"github.com/charter-dev/charter/engine/review"
 )
 
 // validateImages evaluates an ImageValidatingPolicy (§3.3.5), its one
 // response kept in the review's backing array of rule responses.
 func (p *Policy) validateImages(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
-	rr, ok := p.ivpol.validate(ctx, &in.View, cfg, p.owner())
+	rr, ok := p.ivpol.Validate(ctx, &in.View, cfg, p.owner())
 	return p.respondOnce(in, rr, ok)
 }
 
@@ -42,7 +43,7 @@ func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *
 		if p.ivpol == nil || !p.scopes(in) {
 			continue
 		}
-		resolve := p.ivpol.digestResolver(ctx, &in.View, cfg, pullSecrets)
+		resolve := p.ivpol.DigestResolver(ctx, &in.View, cfg, pullSecrets)
 		if resolve == nil {
 			continue
 		}
@@ -59,7 +60,7 @@ func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *
 				pins[img.pointer] = img.raw + "@" + digest
 			}
 		}
-		if len(errs) > 0 && p.ivpol.action == review.Enforce {
+		if len(errs) > 0 && p.ivpol.Action() == review.Enforce {
 			rr := review.RuleResponse{Name: p.source.GetName(), Type: review.TypeImageVerify, Action: review.Enforce, Status: review.StatusError,
 				Message: "failed to update digest: " + strings.Join(errs, "; ")}
 			resp.Policies = append(resp.Policies, review.PolicyResponse{Policy: p.source, Key: p.key, Rules: []review.RuleResponse{rr}, Patched: obj})
@@ -81,7 +82,7 @@ func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *
 // has; under WithDeferredRequiredImages it leaves the work to
 // SettleRequiredImages and keeps what it needs on resp.
 func (in *requestView) settleRequiredImages(resp *Response, policies []review.PolicyResponse) {
-	st, _ := in.IVPol.(*ivpolRequest)
+	st, _ := in.IVPol.(*ivpol.Request)
 	if st == nil {
 		return
 	}
@@ -89,7 +90,7 @@ func (in *requestView) settleRequiredImages(resp *Response, policies []review.Po
 		resp.images = st
 		return
 	}
-	settleRequired(st, st.matched, policies)
+	settleRequired(st, st.Matched, policies)
 }
 
 // WithDeferredRequiredImages makes Validate leave ImageValidatingPolicies'
@@ -104,21 +105,21 @@ func WithDeferredRequiredImages() EvalOption {
 // SettleRequiredImages settles `required` across the responses of one
 // request evaluated under WithDeferredRequiredImages.
 func SettleRequiredImages(responses ...*Response) {
-	all := &ivpolRequest{verified: map[string]int{}, checked: map[string]bool{}}
+	all := &ivpol.Request{Verified: map[string]int{}, Checked: map[string]bool{}}
 	for _, r := range responses {
 		if r == nil || r.images == nil {
 			continue
 		}
-		for img, n := range r.images.verified {
-			all.verified[img] += n
+		for img, n := range r.images.Verified {
+			all.Verified[img] += n
 		}
-		for img := range r.images.checked {
-			all.checked[img] = true
+		for img := range r.images.Checked {
+			all.Checked[img] = true
 		}
 	}
 	for _, r := range responses {
 		if r != nil && r.images != nil {
-			settleRequired(all, r.images.matched, r.Policies)
+			settleRequired(all, r.images.Matched, r.Policies)
 			r.images = nil
 		}
 	}
@@ -128,7 +129,7 @@ func SettleRequiredImages(responses ...*Response) {
 // matched) one of whose images st does not count as verified. Only those
 // kinds' responses are looked up: a ClusterPolicy may share an
 // ImageValidatingPolicy's key.
-func settleRequired(st *ivpolRequest, matched map[string][]string, policies []review.PolicyResponse) {
+func settleRequired(st *ivpol.Request, matched map[string][]string, policies []review.PolicyResponse) {
 	for i := range policies {
 		p := &policies[i]
 		if _, ivpol := p.Policy.(policiesv1.ImageValidatingPolicyLike); !ivpol {
@@ -139,11 +140,11 @@ func settleRequired(st *ivpolRequest, matched map[string][]string, policies []re
 			continue
 		}
 		for _, img := range images {
-			if st.verified[img] > 0 {
+			if st.Verified[img] > 0 {
 				continue
 			}
 			msg := "image " + img + " is not verified: no policy performed a signature or attestation check on it"
-			if st.checked[img] {
+			if st.Checked[img] {
 				msg = "image " + img + " failed signature or attestation verification"
 			}
 			r := &p.Rules[0]

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/charter-dev/charter/engine/ivpol"
 	"github.com/charter-dev/charter/engine/review"
 )
 
@@ -13,7 +14,7 @@ type Response struct {
 	// images is what the request's ImageValidatingPolicies verified and
 	// require, kept under WithDeferredRequiredImages until
 	// SettleRequiredImages.
-	images *ivpolRequest
+	images *ivpol.Request
 }
 
 // Blocked reports whether some rule failed with an effective action of

@@ -1,4 +1,4 @@
-package engine
+package ivpol
 
 import (
 	"context"
@@ -158,24 +158,24 @@ func (a attestorRef) Equal(o ref.Val) ref.Val {
 func (a attestorRef) Type() ref.Type { return attestorRefType }
 func (a attestorRef) Value() any     { return a.name }
 
-// ivpolRequest is what the ImageValidatingPolicies of one request share:
+// Request is what the ImageValidatingPolicies of one request share:
 // which images some policy verified, for `required`, which is settled
 // once all of them ran (§3.3.5 step 8).
-type ivpolRequest struct {
-	// verified counts the attestors that verified each image, as written.
-	verified map[string]int
-	// checked records the images some policy tried to verify.
-	checked map[string]bool
-	// matched are the images each policy (by key) matched, when it
+type Request struct {
+	// Verified counts the attestors that verified each image, as written.
+	Verified map[string]int
+	// Checked records the images some policy tried to verify.
+	Checked map[string]bool
+	// Matched are the images each policy (by key) matched, when it
 	// requires them verified.
-	matched map[string][]string
+	Matched map[string][]string
 }
 
-// ivpolStateOf returns the request's ivpolRequest, made on first use.
-func ivpolStateOf(in *review.View) *ivpolRequest {
-	st, ok := in.IVPol.(*ivpolRequest)
+// requestOf returns the request's Request, made on first use.
+func requestOf(in *review.View) *Request {
+	st, ok := in.IVPol.(*Request)
 	if !ok {
-		st = &ivpolRequest{verified: map[string]int{}, checked: map[string]bool{}, matched: map[string][]string{}}
+		st = &Request{Verified: map[string]int{}, Checked: map[string]bool{}, Matched: map[string][]string{}}
 		in.IVPol = st
 	}
 	return st
@@ -185,10 +185,10 @@ func ivpolStateOf(in *review.View) *ivpolRequest {
 // evaluation of one policy.
 type imageVerification struct {
 	ctx    context.Context
-	policy *imageValidatingPolicy
+	policy *Policy
 	cfg    *review.Options
 	creds  loader.ImageCredentials
-	req    *ivpolRequest
+	req    *Request
 	// unavailable is set once a verification function could not ask the
 	// registry (or the transparency log) about an image.
 	unavailable bool
@@ -258,7 +258,7 @@ func (v *imageVerification) verify(image, attestation string, attestors ref.Val)
 	if verifier == nil {
 		return types.NewErr("failed to verify image %s: no image verifier is configured", image)
 	}
-	v.req.checked[image] = true
+	v.req.Checked[image] = true
 	count := 0
 	var unavailable error
 	for _, n := range names {
@@ -295,7 +295,7 @@ func (v *imageVerification) verify(image, attestation string, attestors ref.Val)
 		v.unavailable = true
 		return types.NewErr("failed to verify image %s: %v", image, unavailable)
 	}
-	v.req.verified[image] += count
+	v.req.Verified[image] += count
 	return types.Int(count)
 }
 
@@ -405,11 +405,11 @@ func builtinImages(obj map[string]any) map[string][]string {
 	return out
 }
 
-// validate evaluates the policy (§3.3.5): its one result, named after the
+// Validate evaluates the policy (§3.3.5): its one result, named after the
 // policy; ok is false when its matchConstraints or matchConditions leave
 // the request alone.
-func (ip *imageValidatingPolicy) validate(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) (review.RuleResponse, bool) {
-	var v *ivpolVariant
+func (ip *Policy) Validate(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) (review.RuleResponse, bool) {
+	var v *variant
 	for _, cand := range ip.variants {
 		if cand.match.Matches(in) {
 			v = cand
@@ -445,7 +445,7 @@ func (ip *imageValidatingPolicy) validate(ctx context.Context, in *review.View, 
 		rr.Status = review.StatusWarn
 	}
 	if rr.Status == review.StatusPass && ip.required && len(matched) > 0 {
-		ivpolStateOf(in).matched[ip.key] = matched
+		requestOf(in).Matched[ip.key] = matched
 	}
 	return rr, true
 }
@@ -453,7 +453,7 @@ func (ip *imageValidatingPolicy) validate(ctx context.Context, in *review.View, 
 // evaluateImages runs the policy's pipeline; respond is false when the
 // policy gives no result (a matchCondition false, or in error under
 // failurePolicy Ignore). matched lists the images the policy selected.
-func (ip *imageValidatingPolicy) evaluateImages(ctx context.Context, in *review.View, cfg *review.Options, v *ivpolVariant, own *celruntime.Owner, rr *review.RuleResponse) (o review.Outcome, matched []string, respond bool) {
+func (ip *Policy) evaluateImages(ctx context.Context, in *review.View, cfg *review.Options, v *variant, own *celruntime.Owner, rr *review.RuleResponse) (o review.Outcome, matched []string, respond bool) {
 	e, act, obj := ip.imageEvaluator(ctx, in, cfg, v)
 	// matchConditions run before exceptions here, unlike the other kinds.
 	hold, err := imageConditions(e, v)
@@ -558,7 +558,7 @@ func (ip *imageValidatingPolicy) evaluateImages(ctx context.Context, in *review.
 // imageEvaluator builds the CEL evaluation of a policy variant over the
 // request, and returns the object whose images it reads (the old object
 // when there is no new one).
-func (ip *imageValidatingPolicy) imageEvaluator(ctx context.Context, in *review.View, cfg *review.Options, v *ivpolVariant) (*celruntime.Evaluator, *ivpolActivation, map[string]any) {
+func (ip *Policy) imageEvaluator(ctx context.Context, in *review.View, cfg *review.Options, v *variant) (*celruntime.Evaluator, *ivpolActivation, map[string]any) {
 	ci := celruntime.InputsOf(in)
 	obj := in.Req.Object
 	if obj == nil {
@@ -566,7 +566,7 @@ func (ip *imageValidatingPolicy) imageEvaluator(ctx context.Context, in *review.
 	}
 	_, spec := jsoncontext.PodSpecAt(obj)
 	pullSecrets := jsoncontext.PullSecrets(spec)
-	verification := &imageVerification{ctx: ctx, policy: ip, cfg: cfg, req: ivpolStateOf(in), payloads: map[[2]string]any{},
+	verification := &imageVerification{ctx: ctx, policy: ip, cfg: cfg, req: requestOf(in), payloads: map[[2]string]any{},
 		creds: loader.ImageCredentials{Namespace: in.Res.Namespace, PullSecrets: pullSecrets, Registry: ip.creds, Scope: ip.namespace}}
 	attestors := make(map[string]any, len(ip.attestors))
 	for n := range ip.attestors {
@@ -594,7 +594,7 @@ func (ip *imageValidatingPolicy) imageEvaluator(ctx context.Context, in *review.
 
 // imageConditions evaluates the variant's matchConditions: whether all
 // hold, or their errors joined.
-func imageConditions(e *celruntime.Evaluator, v *ivpolVariant) (bool, error) {
+func imageConditions(e *celruntime.Evaluator, v *variant) (bool, error) {
 	var errs []string
 	for i := range v.conditions {
 		val, err := e.Eval(&v.conditions[i])
@@ -611,16 +611,16 @@ func imageConditions(e *celruntime.Evaluator, v *ivpolVariant) (bool, error) {
 	return true, nil
 }
 
-// digestResolver returns how the policy pins an image's tag to its
+// DigestResolver returns how the policy pins an image's tag to its
 // digest on the request, or nil when it pins none there (no mutateDigest,
 // no variant selects the request, a matchCondition does not hold or
 // fails). resolve leaves an image outside matchImageReferences alone (ok
 // false) and asks the verifier for the digest of tagRef.
-func (ip *imageValidatingPolicy) digestResolver(ctx context.Context, in *review.View, cfg *review.Options, pullSecrets []string) (resolve func(raw, tagRef string) (digest string, ok bool, err error)) {
+func (ip *Policy) DigestResolver(ctx context.Context, in *review.View, cfg *review.Options, pullSecrets []string) (resolve func(raw, tagRef string) (digest string, ok bool, err error)) {
 	if !ip.mutateDigest {
 		return nil
 	}
-	var v *ivpolVariant
+	var v *variant
 	for _, cand := range ip.variants {
 		if cand.match.Matches(in) {
 			v = cand

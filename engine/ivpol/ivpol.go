@@ -1,4 +1,11 @@
-package engine
+// Package ivpol is the ImageValidatingPolicy kind (cel-policy-types.md
+// §3.3.5, verify-images.md §6): a compiled ImageValidatingPolicy or
+// NamespacedImageValidatingPolicy (Compile), its evaluation on a request
+// with the image functions (Policy.Validate), the digests it pins
+// (Policy.DigestResolver) and the images a request's policies verified
+// (Request). The engine's root compiles it into a PolicySet, files its
+// response and settles the required images once every policy ran.
+package ivpol
 
 import (
 	"fmt"
@@ -21,14 +28,14 @@ import (
 	"github.com/charter-dev/charter/engine/review"
 )
 
-// imageValidatingPolicy is a compiled ImageValidatingPolicy or
+// Policy is a compiled ImageValidatingPolicy or
 // NamespacedImageValidatingPolicy (cel-policy-types.md §3.3.5,
 // verify-images.md §6): one result per matching request, named after the
 // policy, from its matchConstraints, matchConditions, exceptions, image
 // extraction, verifyDigest and validations over the image functions,
 // which ask the engine's ImageVerifier (the same cosign verification as
 // verifyImages rules).
-type imageValidatingPolicy struct {
+type Policy struct {
 	namespace string
 	kind      string
 	// key names the policy in the request's required images; id scopes
@@ -36,7 +43,7 @@ type imageValidatingPolicy struct {
 	key, id string
 	// variants are the policy itself, then its autogen copies for Pod
 	// controllers.
-	variants []*ivpolVariant
+	variants []*variant
 	ignore   bool
 	action   review.Action
 	// refs select the images the policy verifies; none selects all.
@@ -51,6 +58,9 @@ type imageValidatingPolicy struct {
 	mutateDigest bool
 	creds        *kyvernov1.ImageRegistryCredentials
 }
+
+// Action is what the policy's failure does (validationActions).
+func (ip *Policy) Action() review.Action { return ip.action }
 
 type ivpolAttestor struct {
 	name       string
@@ -76,9 +86,9 @@ type imageMatcher struct {
 	expr *celruntime.Program
 }
 
-type ivpolVariant struct {
+type variant struct {
 	match       *celruntime.Constraints
-	lazy        *celruntime.LazyVariant[policiesv1.ImageValidatingPolicySpec, ivpolVariant]
+	lazy        *celruntime.LazyVariant[policiesv1.ImageValidatingPolicySpec, variant]
 	compiler    *celruntime.Compiler
 	conditions  []celruntime.Program
 	extractors  []ivpolExtractor
@@ -94,12 +104,12 @@ type ivpolExtractor struct {
 // Built-in image extractors (verify-images.md §6.1).
 var builtinExtractors = []string{"containers", "initContainers", "ephemeralContainers"}
 
-// compileImageValidatingPolicy compiles an ImageValidatingPolicy or
+// Compile compiles an ImageValidatingPolicy or
 // NamespacedImageValidatingPolicy known by key.
-func compileImageValidatingPolicy(src policiesv1.ImageValidatingPolicyLike, key string) (*imageValidatingPolicy, fault.List) {
+func Compile(src policiesv1.ImageValidatingPolicyLike, key string) (*Policy, fault.List) {
 	spec := src.GetImageValidatingPolicySpec()
 	f := &fault.Collector{Kind: src.GetKind(), Name: key}
-	ip := &imageValidatingPolicy{kind: src.GetKind(), key: key, id: policyid.Of(src), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
+	ip := &Policy{kind: src.GetKind(), key: key, id: policyid.Of(src), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
 		action: celruntime.ValidationAction(spec.ValidationAction, spec.EvaluationConfiguration, f), verifyDigest: spec.VerifyDigest(), required: spec.Required(), mutateDigest: spec.MutateDigest()}
 	if src.IsNamespaced() {
 		ip.namespace = src.GetNamespace()
@@ -118,8 +128,8 @@ func compileImageValidatingPolicy(src policiesv1.ImageValidatingPolicyLike, key 
 		loader.CheckSecretsScope(ip.namespace, ip.creds.Secrets, "spec.credentials.secrets", f)
 	}
 	ip.variants = celruntime.CompileVariants(spec, autogen.ImageValidatingPolicy, compileIVPolVariant,
-		func(m *celruntime.Constraints, l *celruntime.LazyVariant[policiesv1.ImageValidatingPolicySpec, ivpolVariant]) *ivpolVariant {
-			return &ivpolVariant{match: m, lazy: l}
+		func(m *celruntime.Constraints, l *celruntime.LazyVariant[policiesv1.ImageValidatingPolicySpec, variant]) *variant {
+			return &variant{match: m, lazy: l}
 		}, f)
 	if len(f.Errs) > 0 {
 		return nil, f.Errs
@@ -442,9 +452,9 @@ func compileIVPolCredentials(c *policiesv1.Credentials, f *fault.Collector) *kyv
 
 // compiledIVPolVariants holds the compiled variants still in use, by
 // source, as compiledVariants does for ValidatingPolicies.
-var compiledIVPolVariants celruntime.WeakCache[ivpolVariant]
+var compiledIVPolVariants celruntime.WeakCache[variant]
 
-func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string, f *fault.Collector) *ivpolVariant {
+func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string, f *fault.Collector) *variant {
 	src := struct {
 		MC  *admissionregistrationv1.MatchResources   `json:"m,omitempty"`
 		C   []admissionregistrationv1.MatchCondition  `json:"c,omitempty"`
@@ -454,16 +464,16 @@ func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string
 		A   []admissionregistrationv1.AuditAnnotation `json:"a,omitempty"`
 		P   string                                    `json:"p"`
 	}{spec.MatchConstraints, spec.MatchConditions, spec.Variables, spec.Images, spec.Validations, spec.AuditAnnotations, path}
-	return compiledIVPolVariants.Compile(src, path, f, func() *ivpolVariant { return compileIVPolVariantUncached(spec, path, f) })
+	return compiledIVPolVariants.Compile(src, path, f, func() *variant { return compileIVPolVariantUncached(spec, path, f) })
 }
 
-func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, path string, f *fault.Collector) *ivpolVariant {
+func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, path string, f *fault.Collector) *variant {
 	envCompiler, err := ivpolCompiler()
 	if err != nil {
 		f.Add(path, "CEL environment: "+err.Error())
 		return nil
 	}
-	v := &ivpolVariant{compiler: envCompiler.ForPolicy()}
+	v := &variant{compiler: envCompiler.ForPolicy()}
 	if v.match, err = celruntime.CompileConstraints(spec.MatchConstraints); err != nil {
 		f.Add(path+".matchConstraints", err.Error())
 	}
@@ -517,7 +527,7 @@ func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, pat
 // matchesImage reports whether the policy verifies the image: it matches
 // a glob or expression of matchImageReferences, as written (no
 // normalisation), or the policy has none.
-func (ip *imageValidatingPolicy) matchesImage(image string) (bool, error) {
+func (ip *Policy) matchesImage(image string) (bool, error) {
 	if len(ip.refs) == 0 {
 		return true, nil
 	}
