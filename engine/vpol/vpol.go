@@ -187,10 +187,10 @@ type checkedPart struct {
 
 // boundVariant finds the largest input bound at which every program of
 // the variant stays within the per-call limit and all of them within the
-// budget (engine/celenv's celcost.go), and sets untrackedWithin to it; with none, or when
-// a program has no untracked plan, the variant is always tracked. A
-// variable's worst case at that bound is what sharing its value charges
-// a tracked policy (celruntime.Variables).
+// budget (engine/celenv's celcost.go), and sets untrackedWithin to it;
+// with none, or when a program has no untracked plan, the variant is
+// always tracked. A variable's worst case at that bound is what sharing
+// its value charges a tracked policy (celruntime.Variables).
 func (v *variant) boundVariant(checked []checkedPart) {
 	bounds := make([]celenv.SizeBounds, len(checked))
 	vars := map[string]celenv.ValueBounds{}
