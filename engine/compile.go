@@ -38,6 +38,9 @@ type PolicySet struct {
 	// webhookConditioned counts the policies with webhook matchConditions;
 	// candidates checks them only when there are some.
 	webhookConditioned int
+	// cache is the caller's compile cache (WithCompileCache), read while
+	// the set's policies compile; nil compiles uncached.
+	cache *celruntime.Cache
 }
 
 // Policy is one compiled policy.
@@ -100,8 +103,9 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 		o(&cfg)
 	}
 	set := &PolicySet{
-		byID: make(map[string]*Policy, len(policies)),
-		jp:   jmespath.New(),
+		byID:  make(map[string]*Policy, len(policies)),
+		jp:    jmespath.New(),
+		cache: cfg.cache.kinds(),
 	}
 	var errs fault.List
 	for _, src := range policies {
@@ -161,7 +165,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 	}
 	if vp, ok := src.(policiesv1.ValidatingPolicyLike); ok {
 		var errs fault.List
-		if p.vpol, errs = vpol.Compile(vp, p.key); len(errs) > 0 {
+		if p.vpol, errs = vpol.Compile(vp, p.key, s.cache); len(errs) > 0 {
 			return nil, errs
 		}
 		p.kinds = []string{"*"}
@@ -175,7 +179,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 	}
 	if ip, ok := src.(policiesv1.ImageValidatingPolicyLike); ok {
 		var errs fault.List
-		if p.ivpol, errs = ivpol.Compile(ip, p.key); len(errs) > 0 {
+		if p.ivpol, errs = ivpol.Compile(ip, p.key, s.cache); len(errs) > 0 {
 			return nil, errs
 		}
 		p.kinds = []string{"*"}
@@ -200,7 +204,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 		fail.Add("spec.generateExistingOnPolicyUpdate", "the deprecated field is refused, as in Kyverno: remove it and set generateExisting on each generate rule (spec.rules[*].generate.generateExisting) instead")
 	}
 	checkSpec(p, fail)
-	p.webhookConditions = compileWebhookConditions(p.spec.GetMatchConditions(), fail)
+	p.webhookConditions = compileWebhookConditions(p.spec.GetMatchConditions(), s.cache, fail)
 	rules, err := autogen.ComputeRules(src)
 	if err != nil {
 		fail.Add("spec.rules", "autogen: "+err.Error())

@@ -27,11 +27,20 @@ import (
 // for concurrent use.
 type Compiler struct {
 	jp *jmespath.Interpreter
+	// cache is the caller's compile cache (WithCompileCache); nil
+	// compiles uncached.
+	cache *celruntime.Cache
 }
 
-// NewCompiler returns a Compiler with its own JMESPath interpreter.
-func NewCompiler() *Compiler {
-	return &Compiler{jp: jmespath.New()}
+// NewCompiler returns a Compiler with its own JMESPath interpreter. Of
+// the options it reads WithCompileCache only: exceptions are compiled one
+// at a time too (Exception, CELException).
+func NewCompiler(opts ...CompileOption) *Compiler {
+	var cfg compileConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &Compiler{jp: jmespath.New(), cache: cfg.cache.kinds()}
 }
 
 // CompiledPolicy is one policy compiled on its own, or the faults that kept
@@ -191,7 +200,8 @@ func (c *Compiler) Assemble(policies []*CompiledPolicy, exceptions []*CompiledEx
 // starting point Compile uses.
 func (c *Compiler) scratch() *PolicySet {
 	return &PolicySet{
-		byID: map[string]*Policy{},
-		jp:   c.jp,
+		byID:  map[string]*Policy{},
+		jp:    c.jp,
+		cache: c.cache,
 	}
 }

@@ -179,8 +179,12 @@ func TestAssembleMatchesCompile(t *testing.T) {
 			if len(tc.policies) == 0 {
 				t.Fatal("no policies in this table row")
 			}
-			want, wantErr := Compile(tc.policies, WithExceptions(tc.exceptions))
-			pus, eus := compileUnits(NewCompiler(), tc.policies, tc.exceptions)
+			// One CompileCache for both, so that their compiled CEL
+			// parts are shared: a CEL program holds functions, which
+			// compare unequal when compiled twice.
+			cache := NewCompileCache()
+			want, wantErr := Compile(tc.policies, WithExceptions(tc.exceptions), WithCompileCache(cache))
+			pus, eus := compileUnits(NewCompiler(WithCompileCache(cache)), tc.policies, tc.exceptions)
 			got, gotErr := NewCompiler().Assemble(pus, eus)
 			if w, g := errorLines(wantErr), errorLines(gotErr); w != g {
 				t.Errorf("errors differ\nCompile:\n%s\nAssemble:\n%s", w, g)
@@ -196,7 +200,7 @@ func TestAssembleMatchesCompile(t *testing.T) {
 // compare. A field added to PolicySet or Policy fails the test until it is
 // listed here, so that Assemble cannot silently fall behind Compile.
 var (
-	policySetFields = []string{"policies", "byID", "exceptions", "celExceptions", "jp", "byKind", "wildcard", "background", "webhookConditioned"}
+	policySetFields = []string{"policies", "byID", "exceptions", "celExceptions", "jp", "byKind", "wildcard", "background", "webhookConditioned", "cache"}
 	policyFields    = []string{"set", "source", "spec", "key", "id", "rules", "unscored", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol", "webhookConditions", "readsRoles"}
 )
 
@@ -377,7 +381,10 @@ func TestCompiledPolicyKeepsItsFaults(t *testing.T) {
 func TestAssembleReplacesOnePolicy(t *testing.T) {
 	cases := assembleCases(t)
 	lib := cases[0]
-	c := NewCompiler()
+	// One CompileCache for the Compiler and Compile (see
+	// TestAssembleMatchesCompile).
+	cache := NewCompileCache()
+	c := NewCompiler(WithCompileCache(cache))
 	pus, eus := compileUnits(c, lib.policies, lib.exceptions)
 	before, err := c.Assemble(pus, eus)
 	if err != nil {
@@ -398,7 +405,7 @@ func TestAssembleReplacesOnePolicy(t *testing.T) {
 	next[i] = c.Policy(changed)
 
 	got, gotErr := c.Assemble(next, eus)
-	want, wantErr := Compile(policies, WithExceptions(lib.exceptions))
+	want, wantErr := Compile(policies, WithExceptions(lib.exceptions), WithCompileCache(cache))
 	if w, g := errorLines(wantErr), errorLines(gotErr); w != g {
 		t.Fatalf("errors differ\nCompile:\n%s\nAssemble:\n%s", w, g)
 	}

@@ -73,6 +73,7 @@ type CompileOption func(*compileConfig)
 type compileConfig struct {
 	exceptions    []*kyvernov2.PolicyException
 	celExceptions []scopedCELException
+	cache         *CompileCache
 }
 
 type scopedCELException struct {

@@ -78,7 +78,10 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 	if len(spec.Mutations) == 0 {
 		f.Add("spec.mutations", "a MutatingPolicy needs at least one mutation")
 	}
-	if v := compileMPolVariant(spec, "spec", f); v != nil {
+	compile := func(spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *mpolVariant {
+		return compileMPolVariant(s.cache, spec, path, f)
+	}
+	if v := compile(spec, "spec", f); v != nil {
 		mp.variants = append(mp.variants, v)
 	}
 	if spec.MutateExistingEnabled() {
@@ -87,7 +90,7 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 	if len(f.Errs) > 0 {
 		return f.Errs
 	}
-	mp.variants = celruntime.AppendAutogenVariants(mp.variants, autogen.MutatingPolicy(spec), compileMPolVariant,
+	mp.variants = celruntime.AppendAutogenVariants(mp.variants, autogen.MutatingPolicy(spec), compile,
 		func(m *celruntime.Constraints, l *celruntime.LazyVariant[policiesv1.MutatingPolicySpec, mpolVariant]) *mpolVariant {
 			return &mpolVariant{match: m, lazy: l}
 		}, f)
@@ -99,14 +102,10 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 	return nil
 }
 
-// compiledMPolVariants holds the compiled variants still in use, by
-// source, as compiledVariants does for ValidatingPolicies: the CLI and
-// every process of the cluster compile the same policy into several sets,
-// and a policy compiled again would type-check every expression again.
-var compiledMPolVariants celruntime.WeakCache[mpolVariant]
-
-func compileMPolVariant(spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *mpolVariant {
-	return compiledMPolVariants.Compile(spec, path, f, func() *mpolVariant { return compileMPolVariantUncached(spec, path, f) })
+// compileMPolVariant compiles a variant, or returns the one compiled
+// before in cache from the same spec.
+func compileMPolVariant(cache *celruntime.Cache, spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *mpolVariant {
+	return celruntime.Cached(cache, spec, path, f, func() *mpolVariant { return compileMPolVariantUncached(spec, path, f) })
 }
 
 func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *mpolVariant {

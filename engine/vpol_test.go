@@ -5,16 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
-	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/review"
@@ -331,105 +328,4 @@ func TestValidatingPolicyPromotion(t *testing.T) {
 			t.Errorf("%s: blocked %v", ns, got)
 		}
 	}
-}
-
-// A compiled CEL policy part (a MutatingPolicy's variant, a validate.cel
-// rule; engine/vpol tests a ValidatingPolicy's) is shared while a set
-// holds it and dropped from its cache once none does, so a process that
-// compiles policy after policy (every edit in the cluster, every suite of
-// charter test) does not keep them all.
-func TestCompiledVariantsAreSharedThenReleased(t *testing.T) {
-	const marker = "TestCompiledVariantsAreSharedThenReleased"
-	tests := []struct {
-		name     string
-		manifest string
-		policy   func() kyvernov1.PolicyInterface
-		// compiled is the shared part of the set's first policy.
-		compiled func(*PolicySet) any
-		cached   func() int
-	}{{
-		name: "MutatingPolicy",
-		manifest: `
-apiVersion: policies.kyverno.io/v1
-kind: MutatingPolicy
-metadata: {name: released}
-spec:
-  matchConstraints:
-    resourceRules:
-    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
-  variables:
-  - {name: released, expression: "'TestCompiledVariantsAreSharedThenReleased'"}
-  mutations:
-  - patchType: ApplyConfiguration
-    applyConfiguration:
-      expression: "Object{metadata: Object.metadata{labels: {'released': variables.released}}}"
-`,
-		policy:   func() kyvernov1.PolicyInterface { return &policiesv1.MutatingPolicy{} },
-		compiled: func(s *PolicySet) any { return s.policies[0].mpol.variants[0] },
-		cached:   func() int { return cachedEntries(&compiledMPolVariants, marker) },
-	}, {
-		name: "ClusterPolicy validate.cel",
-		manifest: `
-apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata: {name: released}
-spec:
-  rules:
-  - name: cel
-    match:
-      any:
-      - resources: {kinds: [Pod]}
-    validate:
-      cel:
-        expressions:
-        - expression: "'TestCompiledVariantsAreSharedThenReleased' != ''"
-`,
-		policy:   func() kyvernov1.PolicyInterface { return &kyvernov1.ClusterPolicy{} },
-		compiled: func(s *PolicySet) any { return s.policies[0].rules[0].validate.cel },
-		cached:   func() int { return cachedEntries(&celRules, marker) },
-	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			compile := func() *PolicySet {
-				p := tt.policy()
-				if err := yaml.UnmarshalStrict([]byte(tt.manifest), p); err != nil {
-					t.Fatal(err)
-				}
-				set, err := Compile([]kyvernov1.PolicyInterface{p})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return set
-			}
-			a, b := compile(), compile()
-			if ca, cb := tt.compiled(a), tt.compiled(b); ca == nil || ca != cb {
-				t.Error("the same policy compiled twice did not share its compiled part")
-			}
-			if n := tt.cached(); n != 1 {
-				t.Fatalf("%d cache entries while sets hold the policy, want 1", n)
-			}
-			runtime.KeepAlive(a)
-			runtime.KeepAlive(b)
-			deadline := time.Now().Add(10 * time.Second)
-			for tt.cached() != 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("the cache still holds the compiled part after every set holding it is gone")
-				}
-				runtime.GC()
-				time.Sleep(10 * time.Millisecond)
-			}
-		})
-	}
-}
-
-// cachedEntries counts the entries of c whose source contains marker.
-func cachedEntries[T any](c *celruntime.WeakCache[T], marker string) int {
-	n := 0
-	c.M.Range(func(k, _ any) bool {
-		if strings.Contains(k.(string), marker) {
-			n++
-		}
-		return true
-	})
-	return n
 }

@@ -51,21 +51,18 @@ var webhookConditionsCompiler = sync.OnceValue(func() plugincel.Compiler {
 	return plugincel.NewCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 })
 
-// compiledWebhookConditions holds the compiled conditions still in use,
-// by source, as celRules does for validate.cel rules.
-var compiledWebhookConditions celruntime.WeakCache[webhookConditions]
-
 const webhookConditionsPath = "spec.webhookConfiguration.matchConditions"
 
 // compileWebhookConditions checks and compiles the policy's webhook
 // matchConditions as the API server validates a webhook's: at most 64,
 // each with a unique qualified name and a boolean expression. nil when
-// the policy has none.
-func compileWebhookConditions(conditions []admissionregistrationv1.MatchCondition, f *fault.Collector) *webhookConditions {
+// the policy has none. cache, when not nil, holds conditions compiled
+// before.
+func compileWebhookConditions(conditions []admissionregistrationv1.MatchCondition, cache *celruntime.Cache, f *fault.Collector) *webhookConditions {
 	if len(conditions) == 0 {
 		return nil
 	}
-	return compiledWebhookConditions.Compile(conditions, webhookConditionsPath, f, func() *webhookConditions {
+	return celruntime.Cached(cache, conditions, webhookConditionsPath, f, func() *webhookConditions {
 		return compileWebhookConditionsOnce(conditions, f)
 	})
 }

@@ -88,9 +88,11 @@ type BuildStats struct {
 }
 
 // NewBuilder returns a Builder with no units yet: its first Build compiles
-// everything.
+// everything. Its compile cache is its own: a policy compiled again (a
+// change of its metadata, of an autogen status) reuses the parts that did
+// not change.
 func NewBuilder() *Builder {
-	c := engine.NewCompiler()
+	c := engine.NewCompiler(engine.WithCompileCache(engine.NewCompileCache()))
 	return &Builder{compiler: c, compilePolicy: c.Policy, compileException: c.Exception,
 		compileCELException: func(ex *policiesv1.PolicyException) *engine.CompiledException {
 			// The cache hands over trusted exceptions only (see

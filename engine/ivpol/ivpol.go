@@ -105,8 +105,9 @@ type ivpolExtractor struct {
 var builtinExtractors = []string{"containers", "initContainers", "ephemeralContainers"}
 
 // Compile compiles an ImageValidatingPolicy or
-// NamespacedImageValidatingPolicy known by key.
-func Compile(src policiesv1.ImageValidatingPolicyLike, key string) (*Policy, fault.List) {
+// NamespacedImageValidatingPolicy known by key; cache, when not nil, holds
+// variants compiled before.
+func Compile(src policiesv1.ImageValidatingPolicyLike, key string, cache *celruntime.Cache) (*Policy, fault.List) {
 	spec := src.GetImageValidatingPolicySpec()
 	f := &fault.Collector{Kind: src.GetKind(), Name: key}
 	ip := &Policy{kind: src.GetKind(), key: key, id: policyid.Of(src), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
@@ -127,7 +128,10 @@ func Compile(src policiesv1.ImageValidatingPolicyLike, key string) (*Policy, fau
 	if ip.creds != nil && ip.namespace != "" {
 		loader.CheckSecretsScope(ip.namespace, ip.creds.Secrets, "spec.credentials.secrets", f)
 	}
-	ip.variants = celruntime.CompileVariants(spec, autogen.ImageValidatingPolicy, compileIVPolVariant,
+	compile := func(spec *policiesv1.ImageValidatingPolicySpec, path string, f *fault.Collector) *variant {
+		return compileIVPolVariant(cache, spec, path, f)
+	}
+	ip.variants = celruntime.CompileVariants(spec, autogen.ImageValidatingPolicy, compile,
 		func(m *celruntime.Constraints, l *celruntime.LazyVariant[policiesv1.ImageValidatingPolicySpec, variant]) *variant {
 			return &variant{match: m, lazy: l}
 		}, f)
@@ -450,11 +454,9 @@ func compileIVPolCredentials(c *policiesv1.Credentials, f *fault.Collector) *kyv
 	return out
 }
 
-// compiledIVPolVariants holds the compiled variants still in use, by
-// source, as compiledVariants does for ValidatingPolicies.
-var compiledIVPolVariants celruntime.WeakCache[variant]
-
-func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string, f *fault.Collector) *variant {
+// compileIVPolVariant compiles a variant, or returns the one compiled
+// before in cache from the same spec.
+func compileIVPolVariant(cache *celruntime.Cache, spec *policiesv1.ImageValidatingPolicySpec, path string, f *fault.Collector) *variant {
 	src := struct {
 		MC  *admissionregistrationv1.MatchResources   `json:"m,omitempty"`
 		C   []admissionregistrationv1.MatchCondition  `json:"c,omitempty"`
@@ -464,7 +466,7 @@ func compileIVPolVariant(spec *policiesv1.ImageValidatingPolicySpec, path string
 		A   []admissionregistrationv1.AuditAnnotation `json:"a,omitempty"`
 		P   string                                    `json:"p"`
 	}{spec.MatchConstraints, spec.MatchConditions, spec.Variables, spec.Images, spec.Validations, spec.AuditAnnotations, path}
-	return compiledIVPolVariants.Compile(src, path, f, func() *variant { return compileIVPolVariantUncached(spec, path, f) })
+	return celruntime.Cached(cache, src, path, f, func() *variant { return compileIVPolVariantUncached(spec, path, f) })
 }
 
 func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, path string, f *fault.Collector) *variant {

@@ -64,9 +64,9 @@ type variant struct {
 	reads uint8
 }
 
-// Compile compiles a ValidatingPolicy or
-// NamespacedValidatingPolicy known by key.
-func Compile(src policiesv1.ValidatingPolicyLike, key string) (*Policy, fault.List) {
+// Compile compiles a ValidatingPolicy or NamespacedValidatingPolicy
+// known by key; cache, when not nil, holds variants compiled before.
+func Compile(src policiesv1.ValidatingPolicyLike, key string, cache *celruntime.Cache) (*Policy, fault.List) {
 	spec := src.GetValidatingPolicySpec()
 	f := &fault.Collector{Kind: src.GetKind(), Name: key}
 	vp := &Policy{kind: src.GetKind(), ignore: spec.GetFailurePolicy() == admissionregistrationv1.Ignore,
@@ -77,7 +77,10 @@ func Compile(src policiesv1.ValidatingPolicyLike, key string) (*Policy, fault.Li
 	if len(spec.Validations) == 0 && len(spec.AuditAnnotations) == 0 {
 		f.Add("spec.validations", "a ValidatingPolicy needs at least one validation or audit annotation")
 	}
-	vp.variants = celruntime.CompileVariants(spec, autogen.ValidatingPolicy, compileVariant,
+	compile := func(spec *policiesv1.ValidatingPolicySpec, path string, f *fault.Collector) *variant {
+		return compileVariant(cache, spec, path, f)
+	}
+	vp.variants = celruntime.CompileVariants(spec, autogen.ValidatingPolicy, compile,
 		func(m *celruntime.Constraints, l *celruntime.LazyVariant[policiesv1.ValidatingPolicySpec, variant]) *variant {
 			return &variant{match: m, lazy: l}
 		}, f)
@@ -87,12 +90,10 @@ func Compile(src policiesv1.ValidatingPolicyLike, key string) (*Policy, fault.Li
 	return vp, nil
 }
 
-// compiledVariants holds the compiled variants still in use, by source,
-// as celRules does for validate.cel.
-var compiledVariants celruntime.WeakCache[variant]
-
-func compileVariant(spec *policiesv1.ValidatingPolicySpec, path string, f *fault.Collector) *variant {
-	return compiledVariants.Compile(spec, path, f, func() *variant { return compileVariantUncached(spec, path, f) })
+// compileVariant compiles a variant, or returns the one compiled before
+// in cache from the same spec.
+func compileVariant(cache *celruntime.Cache, spec *policiesv1.ValidatingPolicySpec, path string, f *fault.Collector) *variant {
+	return celruntime.Cached(cache, spec, path, f, func() *variant { return compileVariantUncached(spec, path, f) })
 }
 
 func compileVariantUncached(spec *policiesv1.ValidatingPolicySpec, path string, f *fault.Collector) *variant {

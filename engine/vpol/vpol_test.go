@@ -33,9 +33,15 @@ type compiledSet struct {
 // compileAll compiles each policy with Compile, known by its name.
 func compileAll(t testing.TB, srcs ...*policiesv1.ValidatingPolicy) *compiledSet {
 	t.Helper()
+	return compileWith(t, nil, srcs...)
+}
+
+// compileWith is compileAll with a compile cache.
+func compileWith(t testing.TB, cache *celruntime.Cache, srcs ...*policiesv1.ValidatingPolicy) *compiledSet {
+	t.Helper()
 	set := &compiledSet{srcs: srcs}
 	for _, src := range srcs {
-		vp, errs := Compile(src, src.GetName())
+		vp, errs := Compile(src, src.GetName(), cache)
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}
@@ -323,36 +329,35 @@ func TestValidationIndexesShared(t *testing.T) {
 }
 
 // TestVariantsAreSharedThenReleased: a compiled variant is shared by the
-// policies compiled from the same spec while one holds it, and dropped
-// from compiledVariants once none does, so a process that compiles policy
-// after policy does not keep them all.
+// policies compiled from the same spec with one cache while one holds it,
+// and dropped from the cache once none does, so a process that compiles
+// policy after policy does not keep them all. Without a cache, or across
+// two, nothing is shared.
 func TestVariantsAreSharedThenReleased(t *testing.T) {
 	const marker = "TestVariantsAreSharedThenReleased"
 	src := podPolicy("released", policiesv1.ValidatingPolicySpec{
 		Variables:   []admissionregistrationv1.Variable{{Name: "released", Expression: "'" + marker + "'"}},
 		Validations: []admissionregistrationv1.Validation{{Expression: "variables.released != ''"}},
 	})
-	cached := func() (n int) {
-		compiledVariants.M.Range(func(k, _ any) bool {
-			if strings.Contains(k.(string), marker) {
-				n++
-			}
-			return true
-		})
-		return n
+	if va, vb := compileAll(t, src).policies[0].variants[0], compileAll(t, src).policies[0].variants[0]; va == nil || va == vb {
+		t.Error("compiled twice without a cache, the policy shared its variant")
 	}
-	a, b := compileAll(t, src), compileAll(t, src)
+	cache := &celruntime.Cache{}
+	a, b := compileWith(t, cache, src), compileWith(t, cache, src)
 	if va, vb := a.policies[0].variants[0], b.policies[0].variants[0]; va == nil || va != vb {
-		t.Error("the same policy compiled twice did not share its variant")
+		t.Error("the same policy compiled twice with one cache did not share its variant")
 	}
-	if n := cached(); n != 1 {
+	if va, vc := a.policies[0].variants[0], compileWith(t, &celruntime.Cache{}, src).policies[0].variants[0]; va == vc {
+		t.Error("two caches shared a variant")
+	}
+	if n := cache.Len(marker); n != 1 {
 		t.Fatalf("%d cached variants while policies hold it, want 1", n)
 	}
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(b)
-	for deadline := time.Now().Add(10 * time.Second); cached() != 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); cache.Len(marker) != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("compiledVariants still holds the variant after every policy holding it is gone")
+			t.Fatal("the cache still holds the variant after every policy holding it is gone")
 		}
 		runtime.GC()
 	}

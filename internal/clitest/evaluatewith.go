@@ -52,7 +52,7 @@ func (r *Runner) EvaluateWith(ctx context.Context, s *Suite, repl *Replacement) 
 		in.policies, in.exceptions, in.celExceptions, in.unsupported = repl.Policies, repl.Exceptions, repl.CELExceptions, nil
 	}
 	c := &compiled{}
-	c.build(in)
+	c.build(in, r.cache)
 	if c.err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Name(), c.err)
 	}

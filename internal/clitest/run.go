@@ -83,6 +83,9 @@ type Runner struct {
 	opts  Options
 	files *fileCache
 	sets  weakMap[compiled]
+	// cache is the run's compile cache: suites share policies, and a
+	// policy compiled into several sets is compiled once.
+	cache *engine.CompileCache
 }
 
 type compiled struct {
@@ -105,7 +108,7 @@ func NewRunner(opts Options) *Runner {
 			files.root = filepath.Clean(opts.Root)
 		}
 	}
-	return &Runner{opts: opts, files: files}
+	return &Runner{opts: opts, files: files, cache: engine.NewCompileCache()}
 }
 
 // Run discovers the test files under paths and evaluates every suite in
@@ -211,13 +214,15 @@ func (r *Runner) runSuite(ctx context.Context, res *SuiteResult) {
 // list of files while a suite uses them.
 func (r *Runner) compile(in *inputs) *compiled {
 	c := r.sets.get(strings.Join(in.policyFiles, "\x00"))
-	c.once.Do(func() { c.build(in) })
+	c.once.Do(func() { c.build(in, r.cache) })
 	return c
 }
 
-// build compiles the inputs' policies and exceptions into c.
-func (c *compiled) build(in *inputs) {
-	set, err := engine.Compile(in.policies, engine.WithExceptions(in.exceptions), engine.WithCELExceptions(in.celExceptions))
+// build compiles the inputs' policies and exceptions into c, reusing the
+// parts cache holds.
+func (c *compiled) build(in *inputs, cache *engine.CompileCache) {
+	set, err := engine.Compile(in.policies, engine.WithExceptions(in.exceptions), engine.WithCELExceptions(in.celExceptions),
+		engine.WithCompileCache(cache))
 	var faults fault.List
 	switch {
 	case err == nil:
