@@ -267,7 +267,7 @@ func (r *CleanupRun) Selects(o CleanupObject) (bool, error) {
 	meta, _ := o.Object["metadata"].(map[string]any)
 	name, _ := meta["name"].(string)
 	namespace, _ := meta["namespace"].(string)
-	if !inScope(r.ev.namespace, namespace) {
+	if !review.InScope(r.ev.namespace, namespace) {
 		return false, nil
 	}
 	if r.policy.dpol != nil {

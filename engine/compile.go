@@ -186,9 +186,11 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 		return p, nil
 	}
 	if gp, ok := src.(policiesv1.GeneratingPolicyLike); ok {
-		if errs := s.compileGeneratingPolicy(gp, p); len(errs) > 0 {
+		var errs fault.List
+		if p.gpol, errs = compileGeneratingPolicy(gp, p.key); len(errs) > 0 {
 			return nil, errs
 		}
+		p.kinds = []string{"*"}
 		return p, nil
 	}
 	fail := &fault.Collector{Kind: src.GetKind(), Name: p.key}

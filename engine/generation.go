@@ -106,6 +106,16 @@ func (r *GenerateResponse) Objects() []generate.DesiredObject {
 	return out
 }
 
+// generateCEL evaluates a GeneratingPolicy for a request (gpol.go): the
+// policy's one rule response, or nil when it gives none.
+func (p *Policy) generateCEL(ctx context.Context, req *review.Request, in *requestView, cfg *review.Options) *review.PolicyResponse {
+	rr, ok := p.gpol.generate(ctx, req, &in.View, cfg, p.owner())
+	if !ok {
+		return nil
+	}
+	return &review.PolicyResponse{Policy: p.source, Key: p.key, Rules: []review.RuleResponse{rr}}
+}
+
 // Generate evaluates the generate rules of every policy that can match the
 // request (spec §8.2–8.3). A rule whose match and preconditions hold
 // passes with the objects it wants to exist; one whose preconditions do not

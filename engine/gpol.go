@@ -28,6 +28,7 @@ import (
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 	"github.com/charter-dev/charter/engine/match"
+	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/engine/review"
 )
 
@@ -40,6 +41,9 @@ import (
 // answers to: UpdateRequests and the background controller handle it like
 // a ClusterPolicy's generate rule.
 type generatingPolicy struct {
+	// name is the policy's name, which its rule response and the labels
+	// of what it generates carry.
+	name string
 	// namespace is set for a NamespacedGeneratingPolicy: it acts on
 	// triggers of its namespace only and generates into it only.
 	namespace string
@@ -129,13 +133,13 @@ var (
 	})
 )
 
-func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, p *Policy) fault.List {
+// compileGeneratingPolicy compiles a GeneratingPolicy or
+// NamespacedGeneratingPolicy known by key.
+func compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, key string) (*generatingPolicy, fault.List) {
 	spec := src.GetGeneratingPolicySpec()
-	f := &fault.Collector{Kind: src.GetKind(), Name: p.key}
-	gp := &generatingPolicy{synchronize: spec.SynchronizeEnabled(), orphan: spec.OrphanDownstreamOnPolicyDeleteEnabled(), reapply: spec.UseServerSideApply}
-	if src.IsNamespaced() {
-		gp.namespace = p.namespace
-	}
+	f := &fault.Collector{Kind: src.GetKind(), Name: key}
+	gp := &generatingPolicy{name: src.GetName(), namespace: policyid.Namespace(src),
+		synchronize: spec.SynchronizeEnabled(), orphan: spec.OrphanDownstreamOnPolicyDeleteEnabled(), reapply: spec.UseServerSideApply}
 	compiler := clusterGeneratingPolicyCompiler
 	if src.IsNamespaced() {
 		compiler = generatingPolicyCompiler
@@ -146,7 +150,7 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 	}
 	if err != nil {
 		f.Add("spec", "CEL environment: "+err.Error())
-		return f.Errs
+		return nil, f.Errs
 	}
 	if gp.match, err = celruntime.CompileConstraints(spec.MatchConstraints); err != nil {
 		f.Add("spec.matchConstraints", err.Error())
@@ -219,7 +223,7 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 		}
 	}
 	if len(f.Errs) > 0 {
-		return f.Errs
+		return nil, f.Errs
 	}
 	if env, err := generatingPolicyEnv(); err == nil {
 		gp.kinds = literalKinds(env, sources, triggerKinds(spec.MatchConstraints))
@@ -229,12 +233,10 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 			gp.kinds = append(gp.kinds, k)
 		}
 	}
-	p.gpol = gp
-	p.kinds = []string{"*"}
-	return nil
+	return gp, nil
 }
 
-// generateCEL evaluates a GeneratingPolicy for a request. A request whose
+// generate evaluates a GeneratingPolicy for a request. A request whose
 // new object the policy does not select, but whose old object it did
 // (DELETE, or an UPDATE after which the object is no longer one of the
 // policy's resources or no longer passes its matchConditions), fails with
@@ -244,75 +246,71 @@ func (s *PolicySet) compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike,
 // (resourceRules operations [CREATE]) gives no response: the trigger
 // still matches. Under background checks (the UpdateRequest generator) a
 // selected request passes without its generate expressions being
-// evaluated.
-func (p *Policy) generateCEL(ctx context.Context, req *review.Request, in *requestView, cfg *review.Options) *review.PolicyResponse {
-	gp := p.gpol
-	rr := review.RuleResponse{Name: p.source.GetName(), Type: review.TypeGeneration}
-	pr := &review.PolicyResponse{Policy: p.source, Key: p.key}
-	noLongerMatches := func() *review.PolicyResponse {
+// evaluated. The one rule response, when ok; own is what the policy's
+// owner hands over (its exceptions).
+func (gp *generatingPolicy) generate(ctx context.Context, req *review.Request, in *review.View, cfg *review.Options, own celruntime.Owner) (rr review.RuleResponse, ok bool) {
+	rr = review.RuleResponse{Name: gp.name, Type: review.TypeGeneration}
+	noLongerMatches := func() (review.RuleResponse, bool) {
 		rr.Status, rr.Message = review.StatusFail, "trigger no longer matches"
-		pr.Rules = []review.RuleResponse{rr}
-		return pr
+		return rr, true
 	}
 	// old is the old object's view, built only when asked for.
-	var oldView *requestView
-	old := func() *requestView {
+	var oldView *review.View
+	old := func() *review.View {
 		if oldView == nil && req.OldObject != nil {
 			oldReq := *req
 			oldReq.Object = req.OldObject
-			oldView = newRequestView(ctx, &oldReq, cfg)
+			oldView = review.NewView(ctx, &oldReq, cfg)
 		}
 		return oldView
 	}
-	if req.Object == nil || !gp.match.Matches(&in.View) {
+	if req.Object == nil || !gp.match.Matches(in) {
 		switch {
-		case req.OldObject == nil || !p.scopes(old()):
-			return nil
-		case req.Object != nil && gp.anyOperation.Matches(&in.View):
+		case req.OldObject == nil || !review.InScope(gp.namespace, old().Scope):
+			return rr, false
+		case req.Object != nil && gp.anyOperation.Matches(in):
 			// Still a trigger, of an operation the policy leaves alone.
-			return nil
-		case req.Object == nil && gp.match.Matches(&old().View):
+			return rr, false
+		case req.Object == nil && gp.match.Matches(old()):
 			// A policy that asks for DELETE generates from the deleted
 			// object.
 			in = old()
-		case gp.anyOperation.Matches(&old().View):
+		case gp.anyOperation.Matches(old()):
 			return noLongerMatches()
 		default:
-			return nil
+			return rr, false
 		}
 	}
-	e, act, gen := p.gpolEvaluator(ctx, in, cfg)
-	o := p.evaluateGenerating(e, act, in, gen, cfg, &rr)
+	e, act, gen := gp.evaluator(ctx, in, cfg)
+	o := gp.evaluate(e, act, in, gen, cfg, own, &rr)
 	if o == nil {
 		// A matchCondition is false. When the old object of an UPDATE
 		// passed them all, it was a trigger and is no longer one.
-		if req.Object != nil && req.OldObject != nil && p.scopes(old()) && gp.anyOperation.Matches(&old().View) && p.gpolConditionsHold(ctx, old(), cfg) {
+		if req.Object != nil && req.OldObject != nil && review.InScope(gp.namespace, old().Scope) && gp.anyOperation.Matches(old()) && gp.conditionsHold(ctx, old(), cfg) {
 			return noLongerMatches()
 		}
-		return nil
+		return rr, false
 	}
 	rr.Status, rr.Message = o.Status, o.Message
 	if len(o.Props) > 0 {
 		rr.Properties = o.Props
 	}
 	if rr.Status == review.StatusPass && !cfg.BackgroundChecks {
-		objs, err := gp.desired(p, in, gen.objects)
+		objs, err := gp.desired(in, gen.objects)
 		if err != nil {
 			rr.Status, rr.Message = review.StatusError, "failed to evaluate policy: "+err.Error()
 		} else {
 			rr.Generated = objs
 		}
 	}
-	pr.Rules = []review.RuleResponse{rr}
-	return pr
+	return rr, true
 }
 
-// gpolEvaluator returns the CEL evaluation state of the policy for a
+// evaluator returns the CEL evaluation state of the policy for a
 // request view: its activation (object, request, variables, libraries)
 // and the generator that collects what generator.Apply is given.
-func (p *Policy) gpolEvaluator(ctx context.Context, in *requestView, cfg *review.Options) (*celruntime.Evaluator, *gpolActivation, *generatorContext) {
-	gp := p.gpol
-	ci := in.celInputs()
+func (gp *generatingPolicy) evaluator(ctx context.Context, in *review.View, cfg *review.Options) (*celruntime.Evaluator, *gpolActivation, *generatorContext) {
+	ci := celruntime.InputsOf(in)
 	gen := &generatorContext{namespace: gp.namespace}
 	act := &gpolActivation{
 		PolicyActivation: celruntime.PolicyActivation{
@@ -326,23 +324,23 @@ func (p *Policy) gpolEvaluator(ctx context.Context, in *requestView, cfg *review
 	return &celruntime.Evaluator{Ctx: cctx, Act: act, Budget: celconfig.RuntimeCELCostBudget}, act, gen
 }
 
-// gpolConditionsHold reports whether every matchCondition of the policy
-// is true for a request view; one that errs does not hold.
-func (p *Policy) gpolConditionsHold(ctx context.Context, in *requestView, cfg *review.Options) bool {
-	e, _, _ := p.gpolEvaluator(ctx, in, cfg)
-	for i := range p.gpol.conditions {
-		if val, err := e.Eval(&p.gpol.conditions[i]); err != nil || val != types.True {
+// conditionsHold reports whether every matchCondition of the policy is
+// true for a request view; one that errs does not hold.
+func (gp *generatingPolicy) conditionsHold(ctx context.Context, in *review.View, cfg *review.Options) bool {
+	e, _, _ := gp.evaluator(ctx, in, cfg)
+	for i := range gp.conditions {
+		if val, err := e.Eval(&gp.conditions[i]); err != nil || val != types.True {
 			return false
 		}
 	}
 	return true
 }
 
-// evaluateGenerating runs exceptions, matchConditions and the generate
+// evaluate runs exceptions, matchConditions and the generate
 // expressions; nil means the policy does not apply (a false
 // matchCondition gives no response, as in Kyverno).
-func (p *Policy) evaluateGenerating(e *celruntime.Evaluator, act *gpolActivation, in *requestView, gen *generatorContext, cfg *review.Options, rr *review.RuleResponse) *review.Outcome {
-	allowed, exempt, err := p.celExceptions(e, in)
+func (gp *generatingPolicy) evaluate(e *celruntime.Evaluator, act *gpolActivation, in *review.View, gen *generatorContext, cfg *review.Options, own celruntime.Owner, rr *review.RuleResponse) *review.Outcome {
+	allowed, exempt, err := own.EvalExceptions(e, in.Scope, false)
 	if err != nil {
 		rr.Name = celruntime.RuleException
 		o := review.Errorf("failed to evaluate exception: %v", err)
@@ -358,8 +356,8 @@ func (p *Policy) evaluateGenerating(e *celruntime.Evaluator, act *gpolActivation
 		return &o
 	}
 	act.Exceptions = allowed
-	for i := range p.gpol.conditions {
-		val, err := e.Eval(&p.gpol.conditions[i])
+	for i := range gp.conditions {
+		val, err := e.Eval(&gp.conditions[i])
 		if err != nil {
 			o := review.Errorf("failed to evaluate policy: %v", err)
 			return &o
@@ -372,7 +370,7 @@ func (p *Policy) evaluateGenerating(e *celruntime.Evaluator, act *gpolActivation
 		o := review.Pass("policy evaluated successfully")
 		return &o
 	}
-	for _, g := range p.gpol.generations {
+	for _, g := range gp.generations {
 		var err error
 		if g.template != nil {
 			err = gen.applyTemplate(e, g.template)
@@ -389,8 +387,8 @@ func (p *Policy) evaluateGenerating(e *celruntime.Evaluator, act *gpolActivation
 		}
 	}
 	o := review.Pass("policy evaluated successfully")
-	for i := range p.gpol.annotations {
-		a := &p.gpol.annotations[i]
+	for i := range gp.annotations {
+		a := &gp.annotations[i]
 		val, err := e.Eval(&a.Program)
 		if err != nil {
 			o := review.Errorf("failed to evaluate policy: audit annotation %s: %v", a.Key, err)
@@ -414,11 +412,8 @@ func (p *Policy) evaluateGenerating(e *celruntime.Evaluator, act *gpolActivation
 // desired turns the collected objects into downstream objects: the
 // namespace generator.Apply named, server-set fields cleared, Kyverno's
 // generate labels (the rule is the policy's name) for the trigger.
-func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appliedObject) ([]generate.DesiredObject, error) {
-	policy := generate.PolicyRef{Name: p.source.GetName()}
-	if p.source.IsNamespaced() {
-		policy.Namespace = p.namespace
-	}
+func (gp *generatingPolicy) desired(in *review.View, collected []appliedObject) ([]generate.DesiredObject, error) {
+	policy := generate.PolicyRef{Name: gp.name, Namespace: gp.namespace}
 	ref := in.ResourceRef()
 	meta, _ := in.Object["metadata"].(map[string]any)
 	uid, _ := meta["uid"].(string)
@@ -482,7 +477,7 @@ func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appl
 		for k, v := range labels {
 			merged[k] = v
 		}
-		for k, v := range generate.DownstreamLabels(policy, p.source.GetName(), trigger) {
+		for k, v := range generate.DownstreamLabels(policy, gp.name, trigger) {
 			merged[k] = v
 		}
 		from := generate.FromData
@@ -492,7 +487,7 @@ func (gp *generatingPolicy) desired(p *Policy, in *requestView, collected []appl
 		}
 		om["labels"] = merged
 		out = append(out, generate.DesiredObject{
-			Object: obj, Policy: policy, Rule: p.source.GetName(), Trigger: trigger, From: from, Source: source,
+			Object: obj, Policy: policy, Rule: gp.name, Trigger: trigger, From: from, Source: source,
 			Synchronize: gp.synchronize, OrphanDownstreamOnPolicyDelete: gp.orphan, Reapply: gp.reapply,
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/variables"
 )
 
@@ -42,14 +43,7 @@ func (p *Policy) Namespace() string { return p.namespace }
 // ("" for a cluster-scoped object). Controllers that pick the objects to
 // evaluate themselves (lists, cleanup) use it; evaluation checks it
 // already.
-func (p *Policy) InScope(namespace string) bool { return inScope(p.namespace, namespace) }
-
-// inScope reports whether a policy acting in scope ("" for a cluster-wide
-// policy) may act on an object in namespace ("" for a cluster-scoped
-// object). Every namespaced policy kind decides through it.
-func inScope(scope, namespace string) bool {
-	return scope == "" || (namespace != "" && namespace == scope)
-}
+func (p *Policy) InScope(namespace string) bool { return review.InScope(p.namespace, namespace) }
 
 // scopes reports whether the policy may see the request.
 func (p *Policy) scopes(in *requestView) bool { return p.InScope(in.Scope) }

@@ -156,6 +156,13 @@ func (in *View) ResourceRef() ResourceRef {
 	return ResourceRef{APIVersion: apiVersion, Kind: in.GVK.Kind, Namespace: in.Res.Namespace, Name: in.Res.Name}
 }
 
+// InScope reports whether a policy acting in scope ("" for a cluster-wide
+// policy) may act on an object in namespace ("" for a cluster-scoped
+// object). Every namespaced policy kind decides through it.
+func InScope(scope, namespace string) bool {
+	return scope == "" || (namespace != "" && namespace == scope)
+}
+
 // ScopeNamespace is the namespace a request acts in, as namespaced
 // policies are scoped: the namespace of the object and of the old object,
 // which must agree, falling back to the request's namespace for objects
