@@ -48,7 +48,7 @@ func (ev *evaluation) action(r *rule) review.Action {
 // only for staged policies; a cluster-scoped resource has none, so staged
 // policies keep their own action on it.
 func (ev *evaluation) promoted() bool {
-	return charter.IsStaged(ev.policy.source.GetLabels()) && charter.Enforces(ev.in.NamespaceLabels())
+	return ev.policy.staged && charter.Enforces(ev.in.NamespaceLabels())
 }
 
 // override returns the action of the first valid override that covers the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/autogen"
@@ -56,6 +57,10 @@ type Policy struct {
 	// unscored policies (policies.kyverno.io/scored: "false") report warn
 	// instead of fail.
 	unscored bool
+	// staged policies (charter.dev/staged: "true") enforce in namespaces
+	// labelled for enforcement (action.go); read once here, not for every
+	// rule of every review.
+	staged bool
 	// order is the policy's position in the set.
 	order int
 	// kinds are the kind names (no group/version) the rules select; "*"
@@ -158,6 +163,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 		key:       policyid.Key(src),
 		id:        policyid.Of(src),
 		unscored:  src.GetAnnotations()[ScoredAnnotation] == "false",
+		staged:    charter.IsStaged(src.GetLabels()),
 		namespace: policyid.Namespace(src),
 	}
 	if errs := celPolicyFaults(src, p.key); len(errs) > 0 {

@@ -201,7 +201,7 @@ func TestAssembleMatchesCompile(t *testing.T) {
 // listed here, so that Assemble cannot silently fall behind Compile.
 var (
 	policySetFields = []string{"policies", "byID", "exceptions", "celExceptions", "jp", "byKind", "wildcard", "background", "webhookConditioned", "cache"}
-	policyFields    = []string{"set", "source", "spec", "key", "id", "rules", "unscored", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol", "webhookConditions", "readsRoles"}
+	policyFields    = []string{"set", "source", "spec", "key", "id", "rules", "unscored", "staged", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol", "webhookConditions", "readsRoles"}
 )
 
 func checkFieldsKnown(t *testing.T, v any, known []string) {
