@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,28 +61,22 @@ func BenchmarkStagingReview(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// Served as charter serve serves it, events written to nothing.
 	handler := func(b *testing.B) http.Handler {
 		rec, err := metrics.New(prometheus.NewRegistry(), "bench")
 		if err != nil {
 			b.Fatal(err)
 		}
 		sink := events.NewSink(events.Options{Writer: noEvents{}, Omit: events.DefaultOmit})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = sink.Start(ctx) }()
-		b.Cleanup(func() { cancel(); <-done })
-		audit := server.NewAuditQueue(1024, nil)
-		go func() {
-			for range audit.Records() {
-			}
-		}()
-		return server.NewHandler(server.Options{
-			Policies: workload.Fixed{S: snapshot},
-			Loaders:  loader.Loaders{Namespaces: enforcedNamespaces{}},
-			Filters:  server.DefaultResourceFilters("charter"),
-			Metrics:  rec,
-			Audit:    audit,
-			Events:   sink,
+		ctx, stop := context.WithCancel(context.Background())
+		var running sync.WaitGroup
+		running.Go(func() { _ = sink.Start(ctx) })
+		b.Cleanup(func() {
+			stop()
+			running.Wait()
+		})
+		return workload.ServeHandler(snapshot, rec, sink, func(o *server.Options) {
+			o.Loaders = loader.Loaders{Namespaces: enforcedNamespaces{}}
 		})
 	}
 	b.Run("bare", func(b *testing.B) {
@@ -90,11 +85,7 @@ func BenchmarkStagingReview(b *testing.B) {
 		// some allowed.
 		denied := 0
 		for i := range 32 {
-			r := httptest.NewRequest(http.MethodPost, server.PathValidateFail, bytes.NewReader(bodies[i]))
-			r.Header.Set("Content-Type", "application/json")
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, r)
-			if bytes.Contains(w.Body.Bytes(), []byte(`"allowed":false`)) {
+			if bytes.Contains(serveReview(b, h, bodies[i]), []byte(`"allowed":false`)) {
 				denied++
 			}
 		}
@@ -102,16 +93,8 @@ func BenchmarkStagingReview(b *testing.B) {
 			b.Fatalf("%d of 32 reviews denied: the staged restricted set does not enforce as in the bench", denied)
 		}
 		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			r := httptest.NewRequest(http.MethodPost, server.PathValidateFail+"?timeout=10s", bytes.NewReader(bodies[i%distinct]))
-			r.Header.Set("Content-Type", "application/json")
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, r)
-			if w.Code != http.StatusOK {
-				b.Fatalf("HTTP %d: %s", w.Code, w.Body)
-			}
-			i++
+		for i := 0; b.Loop(); i++ {
+			serveReview(b, h, bodies[i%distinct])
 		}
 	})
 	b.Run("tls", func(b *testing.B) {
@@ -123,8 +106,7 @@ func BenchmarkStagingReview(b *testing.B) {
 		url := srv.URL + server.PathValidateFail + "?timeout=10s"
 		var resp bytes.Buffer
 		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
+		for i := 0; b.Loop(); i++ {
 			r, err := client.Post(url, "application/json", bytes.NewReader(bodies[i%distinct]))
 			if err != nil {
 				b.Fatal(err)
@@ -135,9 +117,21 @@ func BenchmarkStagingReview(b *testing.B) {
 			if err != nil || r.StatusCode != http.StatusOK {
 				b.Fatalf("HTTP %d: %v %s", r.StatusCode, err, resp.Bytes())
 			}
-			i++
 		}
 	})
+}
+
+// serveReview answers body on /validate/fail as the API server asks
+// (?timeout=10s) and returns the answer, which must be a 200.
+func serveReview(b *testing.B, h http.Handler, body []byte) []byte {
+	req := httptest.NewRequest(http.MethodPost, server.PathValidateFail+"?timeout=10s", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		b.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
+	}
+	return rec.Body.Bytes()
 }
 
 // stagingPolicies builds environments/staging as the split bench applies
