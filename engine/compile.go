@@ -11,6 +11,7 @@ import (
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/gpol"
 	"github.com/charter-dev/charter/engine/ivpol"
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/policyid"
@@ -78,8 +79,8 @@ type Policy struct {
 	// which has no rules (engine/vpol).
 	vpol *vpol.Policy
 	// gpol is set for a GeneratingPolicy or NamespacedGeneratingPolicy,
-	// whose one rule is evaluated from its CEL spec (gpol.go).
-	gpol *generatingPolicy
+	// whose one rule is evaluated from its CEL spec (engine/gpol).
+	gpol *gpol.Policy
 	// mpol is set for a MutatingPolicy or NamespacedMutatingPolicy, which
 	// has no rules (mpol.go).
 	mpol *mutatingPolicy
@@ -193,7 +194,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 	}
 	if gp, ok := src.(policiesv1.GeneratingPolicyLike); ok {
 		var errs fault.List
-		if p.gpol, errs = compileGeneratingPolicy(gp, p.key); len(errs) > 0 {
+		if p.gpol, errs = gpol.Compile(gp, p.key); len(errs) > 0 {
 			return nil, errs
 		}
 		p.kinds = []string{"*"}

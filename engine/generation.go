@@ -106,10 +106,10 @@ func (r *GenerateResponse) Objects() []generate.DesiredObject {
 	return out
 }
 
-// generateCEL evaluates a GeneratingPolicy for a request (gpol.go): the
+// generateCEL evaluates a GeneratingPolicy for a request (engine/gpol): the
 // policy's one rule response, or nil when it gives none.
 func (p *Policy) generateCEL(ctx context.Context, req *review.Request, in *requestView, cfg *review.Options) *review.PolicyResponse {
-	rr, ok := p.gpol.generate(ctx, req, &in.View, cfg, p.owner())
+	rr, ok := p.gpol.Generate(ctx, req, &in.View, cfg, p.owner())
 	if !ok {
 		return nil
 	}

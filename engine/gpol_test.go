@@ -13,6 +13,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/gpol"
 	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/webhookrules"
 )
@@ -109,7 +110,7 @@ func TestGeneratingPolicyDownstream(t *testing.T) {
 			t.Errorf("label %s = %v, want %s", k, labels[k], v)
 		}
 	}
-	if got := GeneratedKinds(policies[0]); !reflect.DeepEqual(got, []string{"networking.k8s.io/v1/NetworkPolicy"}) {
+	if got := gpol.GeneratedKinds(policies[0]); !reflect.DeepEqual(got, []string{"networking.k8s.io/v1/NetworkPolicy"}) {
 		t.Errorf("GeneratedKinds = %v", got)
 	}
 	if rules := webhookrules.GeneratingPolicy(policies[0]); len(rules) != 1 || len(rules[0].Operations) != 3 {
@@ -262,7 +263,7 @@ func TestGeneratedKindsOfClones(t *testing.T) {
 		if tc.rules != nil {
 			p.Spec.MatchConstraints = &admissionregistrationv1.MatchResources{ResourceRules: tc.rules}
 		}
-		if got := GeneratedKinds(p); !reflect.DeepEqual(got, tc.want) {
+		if got := gpol.GeneratedKinds(p); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: GeneratedKinds = %q, want %q", tc.expr, got, tc.want)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/gpol"
 	"github.com/charter-dev/charter/engine/review"
 )
 
@@ -151,7 +152,7 @@ func TestGeneratingPolicyTemplateKinds(t *testing.T) {
 		{Expression: `generator.Apply("a", [{"apiVersion": dyn("v1"), "kind": dyn("Secret")}])`},
 		{Template: &policiesv1.GenerationTemplate{Interpolate: "cel", Value: "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n---\napiVersion: v1\nkind: (( variables.k ))\n---\napiVersion: v1\nkind: Secret"}},
 	}}}
-	if got := GeneratedKinds(p); !reflect.DeepEqual(got, []string{"v1/Secret", "networking.k8s.io/v1/NetworkPolicy"}) {
+	if got := gpol.GeneratedKinds(p); !reflect.DeepEqual(got, []string{"v1/Secret", "networking.k8s.io/v1/NetworkPolicy"}) {
 		t.Errorf("GeneratedKinds = %q", got)
 	}
 }

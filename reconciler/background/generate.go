@@ -20,6 +20,7 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/gpol"
 	"github.com/charter-dev/charter/engine/policyid"
 )
 
@@ -472,7 +473,7 @@ func (c *Controller) deleteLabelled(ctx context.Context, policy kyvernov1.Policy
 // GeneratingPolicy's one rule writes the kinds its expressions name
 // literally (the engine refuses to synchronize any other).
 func generatedKinds(p kyvernov1.PolicyInterface, rule *kyvernov1.Rule) []string {
-	if kinds := engine.GeneratedKinds(p); kinds != nil {
+	if kinds := gpol.GeneratedKinds(p); kinds != nil {
 		return kinds
 	}
 	g := rule.Generation

@@ -1,4 +1,9 @@
-package engine
+// Package gpol is the GeneratingPolicy kind (cel-policy-types.md §3.3.3):
+// a compiled GeneratingPolicy or NamespacedGeneratingPolicy (Compile), its
+// evaluation on a request into the objects it wants to exist
+// (Policy.Generate), and the kinds it writes (GeneratedKinds). The
+// engine's root compiles it into a PolicySet and files its one response.
+package gpol
 
 import (
 	"context"
@@ -32,7 +37,7 @@ import (
 	"github.com/charter-dev/charter/engine/review"
 )
 
-// generatingPolicy is a compiled GeneratingPolicy or
+// Policy is a compiled GeneratingPolicy or
 // NamespacedGeneratingPolicy (cel-policy-types.md §3.3.3): matchConstraints,
 // exceptions, matchConditions, variables, then the generate expressions,
 // whose generator.Apply calls collect the downstream objects. Its one rule
@@ -40,7 +45,7 @@ import (
 // policy's synthetic generate rule (GeneratingPolicySpec.KyvernoSpec)
 // answers to: UpdateRequests and the background controller handle it like
 // a ClusterPolicy's generate rule.
-type generatingPolicy struct {
+type Policy struct {
 	// name is the policy's name, which its rule response and the labels
 	// of what it generates carry.
 	name string
@@ -53,7 +58,7 @@ type generatingPolicy struct {
 	anyOperation *celruntime.Constraints
 	compiler     *celruntime.Compiler
 	conditions   []celruntime.Program
-	generations  []gpolGeneration
+	generations  []generation
 	synchronize  bool
 	orphan       bool
 	// reapply is useServerSideApply: existing objects are applied again
@@ -68,9 +73,9 @@ type generatingPolicy struct {
 	annotations []celruntime.Annotation
 }
 
-// gpolGeneration is one generate entry: an expression (normally
+// generation is one generate entry: an expression (normally
 // generator.Apply) or a template.
-type gpolGeneration struct {
+type generation struct {
 	expr     *celruntime.Program
 	template *gpolTemplate
 }
@@ -133,12 +138,12 @@ var (
 	})
 )
 
-// compileGeneratingPolicy compiles a GeneratingPolicy or
+// Compile compiles a GeneratingPolicy or
 // NamespacedGeneratingPolicy known by key.
-func compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, key string) (*generatingPolicy, fault.List) {
+func Compile(src policiesv1.GeneratingPolicyLike, key string) (*Policy, fault.List) {
 	spec := src.GetGeneratingPolicySpec()
 	f := &fault.Collector{Kind: src.GetKind(), Name: key}
-	gp := &generatingPolicy{name: src.GetName(), namespace: policyid.Namespace(src),
+	gp := &Policy{name: src.GetName(), namespace: policyid.Namespace(src),
 		synchronize: spec.SynchronizeEnabled(), orphan: spec.OrphanDownstreamOnPolicyDeleteEnabled(), reapply: spec.UseServerSideApply}
 	compiler := clusterGeneratingPolicyCompiler
 	if src.IsNamespaced() {
@@ -201,12 +206,12 @@ func compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, key string) (*
 			case err != nil:
 				f.Add(field+".template", err.Error())
 			default:
-				gp.generations = append(gp.generations, gpolGeneration{template: tmpl})
+				gp.generations = append(gp.generations, generation{template: tmpl})
 				templateKinds = append(templateKinds, templateLiteralKinds(g.Template)...)
 			}
 		default:
 			if prog := fields.Program(&celruntime.Accessor{Expr: g.Expression, Returns: celruntime.BoolReturn()}, field+".expression"); prog != nil {
-				gp.generations = append(gp.generations, gpolGeneration{expr: &celruntime.Program{Expr: g.Expression, Prog: prog}})
+				gp.generations = append(gp.generations, generation{expr: &celruntime.Program{Expr: g.Expression, Prog: prog}})
 			}
 			sources = append(sources, g.Expression)
 		}
@@ -236,7 +241,7 @@ func compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, key string) (*
 	return gp, nil
 }
 
-// generate evaluates a GeneratingPolicy for a request. A request whose
+// Generate evaluates a GeneratingPolicy for a request. A request whose
 // new object the policy does not select, but whose old object it did
 // (DELETE, or an UPDATE after which the object is no longer one of the
 // policy's resources or no longer passes its matchConditions), fails with
@@ -248,7 +253,7 @@ func compileGeneratingPolicy(src policiesv1.GeneratingPolicyLike, key string) (*
 // selected request passes without its generate expressions being
 // evaluated. The one rule response, when ok; own is what the policy's
 // owner hands over (its exceptions).
-func (gp *generatingPolicy) generate(ctx context.Context, req *review.Request, in *review.View, cfg *review.Options, own celruntime.Owner) (rr review.RuleResponse, ok bool) {
+func (gp *Policy) Generate(ctx context.Context, req *review.Request, in *review.View, cfg *review.Options, own celruntime.Owner) (rr review.RuleResponse, ok bool) {
 	rr = review.RuleResponse{Name: gp.name, Type: review.TypeGeneration}
 	noLongerMatches := func() (review.RuleResponse, bool) {
 		rr.Status, rr.Message = review.StatusFail, "trigger no longer matches"
@@ -309,10 +314,10 @@ func (gp *generatingPolicy) generate(ctx context.Context, req *review.Request, i
 // evaluator returns the CEL evaluation state of the policy for a
 // request view: its activation (object, request, variables, libraries)
 // and the generator that collects what generator.Apply is given.
-func (gp *generatingPolicy) evaluator(ctx context.Context, in *review.View, cfg *review.Options) (*celruntime.Evaluator, *gpolActivation, *generatorContext) {
+func (gp *Policy) evaluator(ctx context.Context, in *review.View, cfg *review.Options) (*celruntime.Evaluator, *activation, *generatorContext) {
 	ci := celruntime.InputsOf(in)
 	gen := &generatorContext{namespace: gp.namespace}
-	act := &gpolActivation{
+	act := &activation{
 		PolicyActivation: celruntime.PolicyActivation{
 			Activation: celruntime.Activation{In: ci, Object: ci.Object, OldObject: ci.OldObject, Request: ci.Request, Params: types.NullValue},
 			Libs:       celruntime.NewLibReceivers(ctx, &cfg.Loaders, gp.namespace),
@@ -326,7 +331,7 @@ func (gp *generatingPolicy) evaluator(ctx context.Context, in *review.View, cfg 
 
 // conditionsHold reports whether every matchCondition of the policy is
 // true for a request view; one that errs does not hold.
-func (gp *generatingPolicy) conditionsHold(ctx context.Context, in *review.View, cfg *review.Options) bool {
+func (gp *Policy) conditionsHold(ctx context.Context, in *review.View, cfg *review.Options) bool {
 	e, _, _ := gp.evaluator(ctx, in, cfg)
 	for i := range gp.conditions {
 		if val, err := e.Eval(&gp.conditions[i]); err != nil || val != types.True {
@@ -339,7 +344,7 @@ func (gp *generatingPolicy) conditionsHold(ctx context.Context, in *review.View,
 // evaluate runs exceptions, matchConditions and the generate
 // expressions; nil means the policy does not apply (a false
 // matchCondition gives no response, as in Kyverno).
-func (gp *generatingPolicy) evaluate(e *celruntime.Evaluator, act *gpolActivation, in *review.View, gen *generatorContext, cfg *review.Options, own celruntime.Owner, rr *review.RuleResponse) *review.Outcome {
+func (gp *Policy) evaluate(e *celruntime.Evaluator, act *activation, in *review.View, gen *generatorContext, cfg *review.Options, own celruntime.Owner, rr *review.RuleResponse) *review.Outcome {
 	allowed, exempt, err := own.EvalExceptions(e, in.Scope, false)
 	if err != nil {
 		rr.Name = celruntime.RuleException
@@ -412,7 +417,7 @@ func (gp *generatingPolicy) evaluate(e *celruntime.Evaluator, act *gpolActivatio
 // desired turns the collected objects into downstream objects: the
 // namespace generator.Apply named, server-set fields cleared, Kyverno's
 // generate labels (the rule is the policy's name) for the trigger.
-func (gp *generatingPolicy) desired(in *review.View, collected []appliedObject) ([]generate.DesiredObject, error) {
+func (gp *Policy) desired(in *review.View, collected []appliedObject) ([]generate.DesiredObject, error) {
 	policy := generate.PolicyRef{Name: gp.name, Namespace: gp.namespace}
 	ref := in.ResourceRef()
 	meta, _ := in.Object["metadata"].(map[string]any)
@@ -494,13 +499,13 @@ func (gp *generatingPolicy) desired(in *review.View, collected []appliedObject) 
 	return out, nil
 }
 
-// gpolActivation adds generator to a CEL policy's activation.
-type gpolActivation struct {
+// activation adds generator to a CEL policy's activation.
+type activation struct {
 	celruntime.PolicyActivation
 	generator *generatorContext
 }
 
-func (a *gpolActivation) ResolveName(name string) (any, bool) {
+func (a *activation) ResolveName(name string) (any, bool) {
 	if name == generatorVar {
 		return a.generator, true
 	}
