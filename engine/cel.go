@@ -233,7 +233,7 @@ func (ev *evaluation) params(ctx context.Context, c *celRule) ([]map[string]any,
 		if !querySelects(q, obj, sel) {
 			continue
 		}
-		ns := refOf(obj).Namespace
+		ns := review.RefOf(obj).Namespace
 		if own != "" && ns != own {
 			// Cluster-scoped params, or a loader that returned more.
 			continue

@@ -179,9 +179,11 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 		return p, nil
 	}
 	if mp, ok := src.(policiesv1.MutatingPolicyLike); ok {
-		if errs := s.compileMutatingPolicy(mp, p); len(errs) > 0 {
+		var errs fault.List
+		if p.mpol, errs = compileMutatingPolicy(mp, p.key, s.cache); len(errs) > 0 {
 			return nil, errs
 		}
+		p.kinds = []string{"*"}
 		return p, nil
 	}
 	if ip, ok := src.(policiesv1.ImageValidatingPolicyLike); ok {

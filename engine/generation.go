@@ -261,7 +261,7 @@ func (c clusterObjects) Get(ctx context.Context, apiVersion, kind, namespace, na
 		return nil, err
 	}
 	for _, o := range objs {
-		ref := refOf(o)
+		ref := review.RefOf(o)
 		if ref.APIVersion == apiVersion && ref.Kind == kind && ref.Namespace == namespace && ref.Name == name {
 			return o, nil
 		}
@@ -277,7 +277,7 @@ func (c clusterObjects) List(ctx context.Context, apiVersion, kind, namespace st
 	}
 	var out []map[string]any
 	for _, o := range objs {
-		ref := refOf(o)
+		ref := review.RefOf(o)
 		if ref.Kind != kind || (apiVersion != "" && ref.APIVersion != apiVersion) || (namespace != "" && ref.Namespace != namespace) {
 			continue
 		}

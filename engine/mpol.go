@@ -24,6 +24,7 @@ import (
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/engine/review"
 )
 
@@ -33,6 +34,9 @@ import (
 // evaluated through the MutatingAdmissionPolicy CEL compiler extended with
 // Kyverno's libraries, and applied by Kubernetes' own MAP patchers.
 type mutatingPolicy struct {
+	// namespace is set for a NamespacedMutatingPolicy: it mutates objects
+	// of its namespace only, and its libraries read there.
+	namespace string
 	// variants are the policy itself, then its autogen copies for Pod
 	// controllers; their match constraints do not overlap.
 	variants []*mpolVariant
@@ -65,10 +69,13 @@ type mpolMutation struct {
 	celruntime.Program
 }
 
-func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *Policy) fault.List {
+// compileMutatingPolicy compiles a MutatingPolicy or
+// NamespacedMutatingPolicy known by key; cache, when not nil, holds
+// variants compiled before.
+func compileMutatingPolicy(src policiesv1.MutatingPolicyLike, key string, cache *celruntime.Cache) (*mutatingPolicy, fault.List) {
 	spec := src.GetMutatingPolicySpec()
-	f := &fault.Collector{Kind: src.GetKind(), Name: p.key}
-	mp := &mutatingPolicy{reinvoke: spec.GetReinvocationPolicy() == admissionregistrationv1.IfNeededReinvocationPolicy, admission: spec.AdmissionEnabled()}
+	f := &fault.Collector{Kind: src.GetKind(), Name: key}
+	mp := &mutatingPolicy{namespace: policyid.Namespace(src), reinvoke: spec.GetReinvocationPolicy() == admissionregistrationv1.IfNeededReinvocationPolicy, admission: spec.AdmissionEnabled()}
 	if e := spec.EvaluationConfiguration; e != nil && e.Mode != "" && e.Mode != policiesv1.EvaluationModeKubernetes {
 		f.Add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", e.Mode))
 	}
@@ -79,7 +86,7 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 		f.Add("spec.mutations", "a MutatingPolicy needs at least one mutation")
 	}
 	compile := func(spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *mpolVariant {
-		return compileMPolVariant(s.cache, spec, path, f)
+		return compileMPolVariant(cache, spec, path, f)
 	}
 	if v := compile(spec, "spec", f); v != nil {
 		mp.variants = append(mp.variants, v)
@@ -88,18 +95,16 @@ func (s *PolicySet) compileMutatingPolicy(src policiesv1.MutatingPolicyLike, p *
 		mp.existing = compileMPolExisting(spec, src.GetName(), src.IsNamespaced(), f)
 	}
 	if len(f.Errs) > 0 {
-		return f.Errs
+		return nil, f.Errs
 	}
 	mp.variants = celruntime.AppendAutogenVariants(mp.variants, autogen.MutatingPolicy(spec), compile,
 		func(m *celruntime.Constraints, l *celruntime.LazyVariant[policiesv1.MutatingPolicySpec, mpolVariant]) *mpolVariant {
 			return &mpolVariant{match: m, lazy: l}
 		}, f)
 	if len(f.Errs) > 0 {
-		return f.Errs
+		return nil, f.Errs
 	}
-	p.mpol = mp
-	p.kinds = []string{"*"}
-	return nil
+	return mp, nil
 }
 
 // compileMPolVariant compiles a variant, or returns the one compiled
@@ -168,66 +173,63 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 	return v
 }
 
-// mutateCEL evaluates a MutatingPolicy on the request's object: the first
+// mutate evaluates a MutatingPolicy on the request's object: the first
 // variant whose matchConstraints select the request, then exceptions,
 // matchConditions (which see the variables) and the mutations in order,
-// each on the previous one's result. The policy's response carries the
-// patched object; the returned view has it for the next policy.
+// each on the previous one's result. It returns the policy's rule
+// responses and the patched object, nil when the policy did not patch it
+// (the root's response and view for the next policy carry it). own is
+// what the policy's owner hands over (its exceptions).
 //
 // With WithMutateExisting, a mutate-existing policy answers for its
-// targets instead (mutateExistingCEL), after its admission response when
-// it also mutates at admission and the run is not admission's background
+// targets instead (mutateExisting), after its admission response when it
+// also mutates at admission and the run is not admission's background
 // check (the CLI shows both).
-func (p *Policy) mutateCEL(ctx context.Context, in *requestView, cfg *review.Options) (review.PolicyResponse, *requestView) {
-	if !cfg.MutateExisting || p.mpol.existing == nil {
-		return p.mutateAdmission(ctx, in, cfg)
+func (mp *mutatingPolicy) mutate(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) ([]review.RuleResponse, map[string]any) {
+	if !cfg.MutateExisting || mp.existing == nil {
+		return mp.mutateAdmission(ctx, in, cfg, own)
 	}
-	existing := p.mutateExistingCEL(ctx, in, cfg)
+	existing := mp.mutateExisting(ctx, in, cfg, own)
 	if cfg.BackgroundChecks {
-		return review.PolicyResponse{Policy: p.source, Key: p.key, Patched: in.Req.Object, Rules: existing}, in
+		return existing, nil
 	}
-	resp, out := p.mutateAdmission(ctx, in, cfg)
-	resp.Rules = append(resp.Rules, existing...)
-	return resp, out
+	rules, patched := mp.mutateAdmission(ctx, in, cfg, own)
+	return append(rules, existing...), patched
 }
 
 // mutateAdmission evaluates a MutatingPolicy on the request's object as
-// admission does; see mutateCEL.
-func (p *Policy) mutateAdmission(ctx context.Context, in *requestView, cfg *review.Options) (review.PolicyResponse, *requestView) {
-	resp := review.PolicyResponse{Policy: p.source, Key: p.key, Patched: in.Req.Object}
-	if !p.mpol.admission || in.Req.Object == nil || in.Op == kyvernov1.Delete {
-		return resp, in
+// admission does; see mutate.
+func (mp *mutatingPolicy) mutateAdmission(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) ([]review.RuleResponse, map[string]any) {
+	if !mp.admission || in.Req.Object == nil || in.Op == kyvernov1.Delete {
+		return nil, nil
 	}
 	var v *mpolVariant
-	for _, cand := range p.mpol.variants {
-		if cand.match.Matches(&in.View) {
+	for _, cand := range mp.variants {
+		if cand.match.Matches(in) {
 			v = cand
 			break
 		}
 	}
 	if v == nil {
-		return resp, in
+		return nil, nil
 	}
 	rr := review.RuleResponse{Name: "", Type: review.TypeMutation}
 	if v.lazy != nil {
 		var fault string
 		if v, fault = v.lazy.Compiled(); v == nil {
 			rr.Name, rr.Status, rr.Message = celruntime.RuleEvaluation, review.StatusError, fault
-			resp.Rules = []review.RuleResponse{rr}
-			return resp, in
+			return []review.RuleResponse{rr}, nil
 		}
 	}
-	o, patched := p.evaluateMPolVariant(ctx, in, cfg, v, v.conditions, &rr)
+	o, patched := mp.evaluateVariant(ctx, in, cfg, own, v, v.conditions, &rr)
 	rr.Status, rr.Message = o.Status, o.Message
 	if len(o.Props) > 0 {
 		rr.Properties = o.Props
 	}
-	resp.Rules = []review.RuleResponse{rr}
-	if o.Status == review.StatusPass && patched != nil {
-		in = in.withObject(patched)
+	if o.Status != review.StatusPass {
+		patched = nil
 	}
-	resp.Patched = in.Req.Object
-	return resp, in
+	return []review.RuleResponse{rr}, patched
 }
 
 // scanMutation answers for a MutatingPolicy in a background scan
@@ -240,15 +242,16 @@ func (p *Policy) mutateAdmission(ctx context.Context, in *requestView, cfg *revi
 // select is checked with the target conditions (scanTarget), as Kyverno's
 // scan reports a mutate-existing target (its chainsaw test
 // mutating-policies/reporting/existing-admission-flow).
-func (p *Policy) scanMutation(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
-	resp, _ := p.mutateAdmission(ctx, in, cfg)
-	if len(resp.Rules) == 0 {
-		resp = p.scanTarget(ctx, in, cfg)
+func (mp *mutatingPolicy) scanMutation(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) []review.RuleResponse {
+	rules, patched := mp.mutateAdmission(ctx, in, cfg, own)
+	if len(rules) == 0 {
+		rules, patched = mp.scanTarget(ctx, in, cfg, own)
 	}
-	patched := resp.Patched
-	resp.Patched = nil
-	for i := range resp.Rules {
-		rr := &resp.Rules[i]
+	if patched == nil {
+		patched = in.Req.Object
+	}
+	for i := range rules {
+		rr := &rules[i]
 		// A check, not a mutation: reports keep it as a validation's
 		// result (admission's mutation responses they leave out).
 		rr.Type = review.TypeValidation
@@ -256,7 +259,7 @@ func (p *Policy) scanMutation(ctx context.Context, in *requestView, cfg *review.
 			rr.Status, rr.Message = review.StatusFail, "mutation is not applied"
 		}
 	}
-	return resp
+	return rules
 }
 
 // scanTarget is scanMutation's answer for an existing object that a
@@ -264,34 +267,32 @@ func (p *Policy) scanMutation(ctx context.Context, in *requestView, cfg *review.
 // rules and selectors) select: the mutations run on it after the target
 // conditions, with the object as both object and target. No response for
 // any other object, or for a policy whose targets are only what its
-// target expression names.
-func (p *Policy) scanTarget(ctx context.Context, in *requestView, cfg *review.Options) review.PolicyResponse {
-	resp := review.PolicyResponse{Policy: p.source, Key: p.key, Patched: in.Req.Object}
-	ex := p.mpol.existing
-	if ex == nil || ex.targets == nil || in.Req.Object == nil || len(p.mpol.variants) == 0 || !ex.targets.Matches(&in.View) {
-		return resp
+// target expression names. The patched object, nil when not patched.
+func (mp *mutatingPolicy) scanTarget(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) ([]review.RuleResponse, map[string]any) {
+	ex := mp.existing
+	if ex == nil || ex.targets == nil || in.Req.Object == nil || len(mp.variants) == 0 || !ex.targets.Matches(in) {
+		return nil, nil
 	}
-	v := p.mpol.variants[0]
+	v := mp.variants[0]
 	rr := review.RuleResponse{Name: "", Type: review.TypeMutation}
-	o, patched := p.evaluateMPolVariant(ctx, in, cfg, v, v.targetConditions, &rr)
+	o, patched := mp.evaluateVariant(ctx, in, cfg, own, v, v.targetConditions, &rr)
 	rr.Status, rr.Message = o.Status, o.Message
 	if len(o.Props) > 0 {
 		rr.Properties = o.Props
 	}
-	if o.Status == review.StatusPass && patched != nil {
-		resp.Patched = patched
+	if o.Status != review.StatusPass {
+		patched = nil
 	}
-	resp.Rules = []review.RuleResponse{rr}
-	return resp
+	return []review.RuleResponse{rr}, patched
 }
 
-// mpolEvaluator returns an evaluator of the variant's expressions on the
+// evaluator returns an evaluator of the variant's expressions on the
 // request, its variables bound lazily.
-func (p *Policy) mpolEvaluator(ctx context.Context, in *requestView, cfg *review.Options, v *mpolVariant) *celruntime.Evaluator {
-	ci := in.celInputs()
+func (mp *mutatingPolicy) evaluator(ctx context.Context, in *review.View, cfg *review.Options, v *mpolVariant) *celruntime.Evaluator {
+	ci := celruntime.InputsOf(in)
 	act := &celruntime.PolicyActivation{
 		Activation: celruntime.Activation{In: ci, Object: ci.Object, OldObject: ci.OldObject, Request: ci.Request, Params: types.NullValue},
-		Libs:       celruntime.NewLibReceivers(ctx, &cfg.Loaders, p.namespace),
+		Libs:       celruntime.NewLibReceivers(ctx, &cfg.Loaders, mp.namespace),
 		Exceptions: types.DefaultTypeAdapter.NativeToValue([]any{}),
 	}
 	cctx := v.compiler.CreateContext(ctx)
@@ -299,14 +300,14 @@ func (p *Policy) mpolEvaluator(ctx context.Context, in *requestView, cfg *review
 	return &celruntime.Evaluator{Ctx: cctx, Act: act, Budget: celconfig.RuntimeCELCostBudget}
 }
 
-// evaluateMPolVariant runs exceptions, conditions (matchConditions at
+// evaluateVariant runs exceptions, conditions (matchConditions at
 // admission, the target conditions for a mutate-existing target) and the
 // mutations on the request's object.
-func (p *Policy) evaluateMPolVariant(ctx context.Context, in *requestView, cfg *review.Options, v *mpolVariant, conditions []celruntime.Program, rr *review.RuleResponse) (review.Outcome, map[string]any) {
-	e := p.mpolEvaluator(ctx, in, cfg, v)
+func (mp *mutatingPolicy) evaluateVariant(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner, v *mpolVariant, conditions []celruntime.Program, rr *review.RuleResponse) (review.Outcome, map[string]any) {
+	e := mp.evaluator(ctx, in, cfg, v)
 	act := e.Act.(*celruntime.PolicyActivation)
 
-	allowed, exempt, err := p.celExceptions(e, in)
+	allowed, exempt, err := own.EvalExceptions(e, in.Scope, false)
 	if err != nil {
 		rr.Name = celruntime.RuleException
 		return review.Errorf("failed to evaluate exception: %v", err), nil
@@ -387,7 +388,7 @@ func (evaluated) CompilationErrors() []error { return nil }
 // patchers: an ApplyConfiguration is merged with structured-merge-diff
 // over the kind's schema (atomic fields refused), a JSONPatch is applied
 // as RFC 6902 (a failed test op leaves the object unchanged).
-func applyMutation(ctx context.Context, in *requestView, m *mpolMutation, val ref.Val, obj map[string]any) (map[string]any, error) {
+func applyMutation(ctx context.Context, in *review.View, m *mpolMutation, val ref.Val, obj map[string]any) (map[string]any, error) {
 	var patcher mappatch.Patcher
 	if m.applyConfiguration {
 		patcher = mappatch.NewApplyConfigurationPatcher(evaluated{val})

@@ -138,7 +138,7 @@ func compileTargetSelection(v *mpolVariant, spec *policiesv1.MutatingPolicySpec,
 	v.targetConditions = fields.Conditions(spec.TargetMatchConditions, path+".targetMatchConditions")
 }
 
-// mutateExistingCEL is a mutate-existing MutatingPolicy's answer to a
+// mutateExisting is a mutate-existing MutatingPolicy's answer to a
 // trigger. With background checks (admission deciding on an
 // UpdateRequest) it is one pass response when matchConstraints and
 // matchConditions select the request. Otherwise it selects the targets and
@@ -147,9 +147,9 @@ func compileTargetSelection(v *mpolVariant, spec *policiesv1.MutatingPolicySpec,
 // targetMatchConditions (or matchConditions) do not hold, error when the
 // policy fails on it or a namespaced policy's target lies outside its
 // namespace. The trigger itself is never changed here.
-func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *review.Options) []review.RuleResponse {
-	ex := p.mpol.existing
-	v := p.mpol.variants[0]
+func (mp *mutatingPolicy) mutateExisting(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) []review.RuleResponse {
+	ex := mp.existing
+	v := mp.variants[0]
 	if in.Req.Object == nil {
 		return nil
 	}
@@ -157,7 +157,7 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *re
 	if cfg.BackgroundChecks {
 		match = v.match
 	}
-	if !match.Matches(&in.View) {
+	if !match.Matches(in) {
 		return nil
 	}
 	base := review.RuleResponse{Name: ex.rule, Type: review.TypeMutation}
@@ -166,7 +166,7 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *re
 		rr.Status, rr.Message = o.Status, o.Message
 		return []review.RuleResponse{rr}
 	}
-	e := p.mpolEvaluator(ctx, in, cfg, v)
+	e := mp.evaluator(ctx, in, cfg, v)
 	for i := range v.conditions {
 		val, err := e.Eval(&v.conditions[i])
 		switch {
@@ -182,17 +182,17 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *re
 	if cfg.BackgroundChecks {
 		return answer(review.Pass("success"))
 	}
-	targets, err := p.mpolTargets(ctx, e, v, ex, cfg)
+	targets, err := mp.listTargets(ctx, e, v, ex, cfg)
 	if err != nil {
 		return answer(review.Errorf("failed to select targets: %v", err))
 	}
 	var out []review.RuleResponse
 	for _, t := range targets {
 		rr := base
-		ref := refOf(t.object)
+		ref := review.RefOf(t.object)
 		rr.Target = &ref
-		if p.namespace != "" && ref.Namespace != p.namespace {
-			rr.Status, rr.Message = review.StatusError, celruntime.OutOfScope("mutate", p.namespace, ref.Namespace).Error()
+		if mp.namespace != "" && ref.Namespace != mp.namespace {
+			rr.Status, rr.Message = review.StatusError, celruntime.OutOfScope("mutate", mp.namespace, ref.Namespace).Error()
 			out = append(out, rr)
 			continue
 		}
@@ -200,8 +200,8 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *re
 			Operation: kyvernov1.Update, Object: t.object, OldObject: t.object, Resource: t.resource,
 			UserInfo: in.Req.UserInfo, Roles: in.Req.Roles, ClusterRoles: in.Req.ClusterRoles,
 		}
-		tv := newRequestView(ctx, treq, cfg)
-		if ex.targets != nil && !ex.targets.Matches(&tv.View) {
+		tv := review.NewView(ctx, treq, cfg)
+		if ex.targets != nil && !ex.targets.Matches(tv) {
 			// A target rule may select a subresource of the target's
 			// resource (pods/resize): the target is then evaluated as an
 			// UPDATE of that subresource, and written through it.
@@ -209,7 +209,7 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *re
 			for _, sub := range ex.subresourcesOf(t.resource.Resource) {
 				sreq := *treq
 				sreq.SubResource = sub
-				if sv := newRequestView(ctx, &sreq, cfg); ex.targets.Matches(&sv.View) {
+				if sv := review.NewView(ctx, &sreq, cfg); ex.targets.Matches(sv) {
 					tv, rr.TargetSubresource = sv, sub
 					break
 				}
@@ -221,14 +221,14 @@ func (p *Policy) mutateExistingCEL(ctx context.Context, in *requestView, cfg *re
 		// `object` is the target; `request` stays the trigger's, as in
 		// Kyverno: a policy triggered by a DELETE reads the deleted
 		// object as request.oldObject while it patches a target.
-		tv.celInputs().Request = in.celInputs().RequestValue()
-		o, patched := p.evaluateMPolVariant(ctx, tv, cfg, v, v.targetConditions, &rr)
+		celruntime.InputsOf(tv).Request = celruntime.InputsOf(in).RequestValue()
+		o, patched := mp.evaluateVariant(ctx, tv, cfg, own, v, v.targetConditions, &rr)
 		rr.Status, rr.Message = o.Status, o.Message
 		if len(o.Props) > 0 {
 			rr.Properties = o.Props
 		}
 		if o.Status == review.StatusPass && patched != nil && !reflect.DeepEqual(patched, t.object) {
-			if err := CheckRetarget(ex.rule, ref, patched); err != nil {
+			if err := review.CheckRetarget(ex.rule, ref, patched); err != nil {
 				rr.Status, rr.Message = review.StatusError, err.Error()
 			} else {
 				rr.PatchedTarget = patched
@@ -263,11 +263,11 @@ type mpolTarget struct {
 	resource schema.GroupVersionResource
 }
 
-// mpolTargets lists the targets: the objects the target expression names
+// listTargets lists the targets: the objects the target expression names
 // (evaluated with object = the trigger), each read again so that its
 // resourceVersion is current, or every object of the target resources (in
 // a namespaced policy's namespace only).
-func (p *Policy) mpolTargets(ctx context.Context, e *celruntime.Evaluator, v *mpolVariant, ex *mpolExisting, cfg *review.Options) ([]mpolTarget, error) {
+func (mp *mutatingPolicy) listTargets(ctx context.Context, e *celruntime.Evaluator, v *mpolVariant, ex *mpolExisting, cfg *review.Options) ([]mpolTarget, error) {
 	l := cfg.Loaders.Resources
 	if l == nil {
 		return nil, fmt.Errorf("no loader for existing resources")
@@ -275,7 +275,7 @@ func (p *Policy) mpolTargets(ctx context.Context, e *celruntime.Evaluator, v *mp
 	if v.targetExpr == nil {
 		var out []mpolTarget
 		for _, gvr := range ex.resources {
-			objs, err := l.Resources(ctx, gvr.GroupVersion().String(), gvr.Resource, p.namespace)
+			objs, err := l.Resources(ctx, gvr.GroupVersion().String(), gvr.Resource, mp.namespace)
 			if err != nil {
 				return nil, fmt.Errorf("listing %s: %w", gvr.String(), err)
 			}
@@ -299,7 +299,7 @@ func (p *Policy) mpolTargets(ctx context.Context, e *celruntime.Evaluator, v *mp
 		if err != nil || r.Kind == "" || r.Name == "" {
 			return nil, fmt.Errorf("targetMatchConstraints.expression: an object needs apiVersion, kind and metadata.name, got %q %q %q", r.APIVersion, r.Kind, r.Name)
 		}
-		if p.namespace != "" && r.Namespace != p.namespace {
+		if mp.namespace != "" && r.Namespace != mp.namespace {
 			// Refused per target by the caller; never read.
 			out = append(out, mpolTarget{object: map[string]any{"apiVersion": r.APIVersion, "kind": r.Kind,
 				"metadata": map[string]any{"name": r.Name, "namespace": r.Namespace}}})
@@ -330,7 +330,7 @@ func targetRefs(val ref.Val) ([]review.ResourceRef, error) {
 	}
 	items, hasItems := m["items"]
 	if !hasItems {
-		return []review.ResourceRef{refOf(m)}, nil
+		return []review.ResourceRef{review.RefOf(m)}, nil
 	}
 	list, ok := items.([]any)
 	if !ok {
@@ -342,7 +342,7 @@ func targetRefs(val ref.Val) ([]review.ResourceRef, error) {
 		if !ok {
 			return nil, fmt.Errorf("items[%d]: want an object", i)
 		}
-		out = append(out, refOf(obj))
+		out = append(out, review.RefOf(obj))
 	}
 	return out, nil
 }

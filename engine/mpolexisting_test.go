@@ -43,7 +43,7 @@ func readObjectStore(t *testing.T, file string) objectStore {
 
 func (s objectStore) Resource(_ context.Context, apiVersion, resource, namespace, name string) (map[string]any, error) {
 	for _, o := range s {
-		ref := refOf(o)
+		ref := review.RefOf(o)
 		if ref.APIVersion == apiVersion && match.ResourceForKind(ref.Kind) == resource && ref.Namespace == namespace && ref.Name == name {
 			return o, nil
 		}
@@ -54,7 +54,7 @@ func (s objectStore) Resource(_ context.Context, apiVersion, resource, namespace
 func (s objectStore) Resources(_ context.Context, apiVersion, resource, namespace string) ([]map[string]any, error) {
 	var out []map[string]any
 	for _, o := range s {
-		ref := refOf(o)
+		ref := review.RefOf(o)
 		if ref.APIVersion == apiVersion && match.ResourceForKind(ref.Kind) == resource && (namespace == "" || ref.Namespace == "" || ref.Namespace == namespace) {
 			out = append(out, o)
 		}

@@ -216,7 +216,11 @@ func (p *Policy) mutate(ctx context.Context, in *requestView, cfg *review.Option
 		return resp, in
 	}
 	if p.mpol != nil {
-		return p.mutateCEL(ctx, in, cfg)
+		rules, patched := p.mpol.mutate(ctx, &in.View, cfg, p.owner())
+		if patched != nil {
+			in = in.withObject(patched)
+		}
+		return review.PolicyResponse{Policy: p.source, Key: p.key, Patched: in.Req.Object, Rules: rules}, in
 	}
 	var ev *evaluation
 	for _, r := range p.rules {

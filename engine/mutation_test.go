@@ -47,7 +47,7 @@ type fixedObjects []map[string]any
 func (f fixedObjects) Objects(_ context.Context, q loader.ObjectQuery) ([]map[string]any, error) {
 	var out []map[string]any
 	for _, o := range f {
-		if ref := refOf(o); ref.Kind == q.Kind && ref.APIVersion == q.APIVersion {
+		if ref := review.RefOf(o); ref.Kind == q.Kind && ref.APIVersion == q.APIVersion {
 			out = append(out, o)
 		}
 	}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
@@ -57,7 +56,7 @@ func TestRetargetRefused(t *testing.T) {
 			if msg == "" {
 				if rr.Status != review.StatusPass || rr.PatchedTarget == nil {
 					t.Errorf("%s: %s %q, want pass with the patched target", key, rr.Status, rr.Message)
-				} else if err := CheckRetarget(rr.Name, *rr.Target, rr.PatchedTarget); err != nil {
+				} else if err := review.CheckRetarget(rr.Name, *rr.Target, rr.PatchedTarget); err != nil {
 					t.Errorf("%s: %v", key, err)
 				}
 				continue
@@ -71,19 +70,5 @@ func TestRetargetRefused(t *testing.T) {
 		if !got[key] {
 			t.Errorf("no response of %s", key)
 		}
-	}
-}
-
-func TestCheckRetarget(t *testing.T) {
-	read := review.ResourceRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "settings"}
-	same := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"namespace": "team-a", "name": "settings", "labels": map[string]any{"x": "y"}}}
-	if err := CheckRetarget("r", read, same); err != nil {
-		t.Errorf("same identity: %v", err)
-	}
-	moved := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "settings"}}
-	err := CheckRetarget("r", read, moved)
-	var re *retargetError
-	if !errors.As(err, &re) || len(re.Changes) != 1 || re.Changes[0] != (identityChange{Field: "namespace", From: "team-a", To: ""}) {
-		t.Fatalf("namespace removed: %v", err)
 	}
 }

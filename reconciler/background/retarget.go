@@ -8,6 +8,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/generate"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // The object written is the object read (issue #27): the engine refuses a
@@ -25,7 +26,7 @@ func checkPatchedTarget(p kyvernov1.PolicyInterface, rr *engine.RuleResponse) er
 		u := unstructured.Unstructured{Object: rr.PatchedTarget}
 		return fmt.Errorf("rule %s: the engine named no target it read for the patched %s %s; not written", rr.Name, u.GetKind(), objectName(u.GetNamespace(), u.GetName()))
 	}
-	if err := engine.CheckRetarget(rr.Name, *rr.Target, rr.PatchedTarget); err != nil {
+	if err := review.CheckRetarget(rr.Name, *rr.Target, rr.PatchedTarget); err != nil {
 		return fmt.Errorf("%w; not written", err)
 	}
 	return targetInScope(p, rr.PatchedTarget)
