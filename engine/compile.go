@@ -14,6 +14,7 @@ import (
 	"github.com/charter-dev/charter/engine/gpol"
 	"github.com/charter-dev/charter/engine/ivpol"
 	"github.com/charter-dev/charter/engine/jmespath"
+	"github.com/charter-dev/charter/engine/mpol"
 	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/engine/unsupported"
 	"github.com/charter-dev/charter/engine/vpol"
@@ -82,8 +83,8 @@ type Policy struct {
 	// whose one rule is evaluated from its CEL spec (engine/gpol).
 	gpol *gpol.Policy
 	// mpol is set for a MutatingPolicy or NamespacedMutatingPolicy, which
-	// has no rules (mpol.go).
-	mpol *mutatingPolicy
+	// has no rules (engine/mpol).
+	mpol *mpol.Policy
 	// ivpol is set for an ImageValidatingPolicy or
 	// NamespacedImageValidatingPolicy, which has no rules (engine/ivpol).
 	ivpol *ivpol.Policy
@@ -180,7 +181,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 	}
 	if mp, ok := src.(policiesv1.MutatingPolicyLike); ok {
 		var errs fault.List
-		if p.mpol, errs = compileMutatingPolicy(mp, p.key, s.cache); len(errs) > 0 {
+		if p.mpol, errs = mpol.Compile(mp, p.key, s.cache); len(errs) > 0 {
 			return nil, errs
 		}
 		p.kinds = []string{"*"}

@@ -14,16 +14,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 )
 
-// A compiled CEL policy part (a MutatingPolicy's variant, a validate.cel
-// rule, webhook matchConditions; engine/vpol tests a ValidatingPolicy's
-// variant) is shared by the sets compiled with one CompileCache while a
-// set holds it, and dropped from the cache once none does, so a process
-// that compiles policy after policy (every edit in the cluster, every
-// suite of charter test) does not keep them all. Without a cache nothing
-// is shared.
+// A compiled CEL policy part (a validate.cel rule, webhook
+// matchConditions; engine/vpol and engine/mpol test their variants) is
+// shared by the sets compiled with one CompileCache while a set holds it,
+// and dropped from the cache once none does, so a process that compiles
+// policy after policy (every edit in the cluster, every suite of charter
+// test) does not keep them all. Without a cache nothing is shared.
 func TestCompiledVariantsAreSharedThenReleased(t *testing.T) {
 	const marker = "TestCompiledVariantsAreSharedThenReleased"
 	tests := []struct {
@@ -33,25 +31,6 @@ func TestCompiledVariantsAreSharedThenReleased(t *testing.T) {
 		// compiled is the shared part of the set's first policy.
 		compiled func(*PolicySet) any
 	}{{
-		name: "MutatingPolicy",
-		manifest: `
-apiVersion: policies.kyverno.io/v1
-kind: MutatingPolicy
-metadata: {name: released}
-spec:
-  matchConstraints:
-    resourceRules:
-    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
-  variables:
-  - {name: released, expression: "'TestCompiledVariantsAreSharedThenReleased'"}
-  mutations:
-  - patchType: ApplyConfiguration
-    applyConfiguration:
-      expression: "Object{metadata: Object.metadata{labels: {'released': variables.released}}}"
-`,
-		policy:   func() kyvernov1.PolicyInterface { return &policiesv1.MutatingPolicy{} },
-		compiled: func(s *PolicySet) any { return s.policies[0].mpol.variants[0] },
-	}, {
 		name: "ClusterPolicy validate.cel",
 		manifest: `
 apiVersion: kyverno.io/v1

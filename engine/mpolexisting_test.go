@@ -165,8 +165,12 @@ func TestMutatingPolicyMutateExisting(t *testing.T) {
 			for _, pr := range resp.Policies {
 				for _, rr := range pr.Rules {
 					key := pr.Key + "/" + rr.Name
-					if rr.Target != nil {
-						key += " " + rr.Target.Kind + " " + objectName(rr.Target.Namespace, rr.Target.Name)
+					if t := rr.Target; t != nil {
+						name := t.Name
+						if t.Namespace != "" {
+							name = t.Namespace + "/" + name
+						}
+						key += " " + t.Kind + " " + name
 					}
 					r := result{status: string(rr.Status), message: rr.Message}
 					if rr.PatchedTarget != nil {

@@ -132,7 +132,7 @@ func (s *PolicySet) Mutate(ctx context.Context, req *review.Request, opts ...Eva
 		}
 		in = out
 		if len(pr.Rules) > 0 {
-			if p.mpol != nil && p.mpol.reinvoke {
+			if p.mpol != nil && p.mpol.Reinvoked() {
 				reinvoke = append(reinvoke, reinvocation{policy: p, index: len(resp.Policies), after: in.Req.Object})
 			}
 			resp.Policies = append(resp.Policies, pr)
@@ -216,7 +216,7 @@ func (p *Policy) mutate(ctx context.Context, in *requestView, cfg *review.Option
 		return resp, in
 	}
 	if p.mpol != nil {
-		rules, patched := p.mpol.mutate(ctx, &in.View, cfg, p.owner())
+		rules, patched := p.mpol.Mutate(ctx, &in.View, cfg, p.owner())
 		if patched != nil {
 			in = in.withObject(patched)
 		}

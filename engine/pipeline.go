@@ -205,7 +205,7 @@ func (p *Policy) validate(ctx context.Context, in *requestView, cfg *review.Opti
 		if !cfg.MutationScan {
 			return resp
 		}
-		return review.PolicyResponse{Policy: p.source, Key: p.key, Rules: p.mpol.scanMutation(ctx, &in.View, cfg, p.owner())}
+		return review.PolicyResponse{Policy: p.source, Key: p.key, Rules: p.mpol.Scan(ctx, &in.View, cfg, p.owner())}
 	}
 	ev := &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.Object}
 	start := len(in.rules)

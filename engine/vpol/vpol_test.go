@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,6 +17,7 @@ import (
 	"github.com/charter-dev/charter/engine/celenv"
 	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/internal/cachetest"
 	"github.com/charter-dev/charter/engine/internal/testpods"
 	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/internal/corpus"
@@ -339,26 +338,7 @@ func TestVariantsAreSharedThenReleased(t *testing.T) {
 		Variables:   []admissionregistrationv1.Variable{{Name: "released", Expression: "'" + marker + "'"}},
 		Validations: []admissionregistrationv1.Validation{{Expression: "variables.released != ''"}},
 	})
-	if va, vb := compileAll(t, src).policies[0].variants[0], compileAll(t, src).policies[0].variants[0]; va == nil || va == vb {
-		t.Error("compiled twice without a cache, the policy shared its variant")
-	}
-	cache := &celruntime.Cache{}
-	a, b := compileWith(t, cache, src), compileWith(t, cache, src)
-	if va, vb := a.policies[0].variants[0], b.policies[0].variants[0]; va == nil || va != vb {
-		t.Error("the same policy compiled twice with one cache did not share its variant")
-	}
-	if va, vc := a.policies[0].variants[0], compileWith(t, &celruntime.Cache{}, src).policies[0].variants[0]; va == vc {
-		t.Error("two caches shared a variant")
-	}
-	if n := cache.Len(marker); n != 1 {
-		t.Fatalf("%d cached variants while policies hold it, want 1", n)
-	}
-	runtime.KeepAlive(a)
-	runtime.KeepAlive(b)
-	for deadline := time.Now().Add(10 * time.Second); cache.Len(marker) != 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the cache still holds the variant after every policy holding it is gone")
-		}
-		runtime.GC()
-	}
+	cachetest.SharedThenReleased(t, marker, func(cache *celruntime.Cache) any {
+		return compileWith(t, cache, src).policies[0].variants[0]
+	})
 }

@@ -1,4 +1,10 @@
-package engine
+// Package mpol is the MutatingPolicy kind (cel-policy-types.md §3.3.2): a
+// compiled MutatingPolicy or NamespacedMutatingPolicy (Compile), its
+// mutations of a request's object at admission and of existing targets
+// (Policy.Mutate), and its answer in a background scan (Policy.Scan). The
+// engine's root compiles it into a PolicySet, files its responses and
+// hands the patched object to the next policy.
+package mpol
 
 import (
 	"context"
@@ -28,34 +34,34 @@ import (
 	"github.com/charter-dev/charter/engine/review"
 )
 
-// mutatingPolicy is a compiled MutatingPolicy or NamespacedMutatingPolicy
+// Policy is a compiled MutatingPolicy or NamespacedMutatingPolicy
 // (cel-policy-types.md §3.3.2): one result per matching request, with rule
 // "", from its matchConstraints, variables, matchConditions and mutations,
 // evaluated through the MutatingAdmissionPolicy CEL compiler extended with
 // Kyverno's libraries, and applied by Kubernetes' own MAP patchers.
-type mutatingPolicy struct {
+type Policy struct {
 	// namespace is set for a NamespacedMutatingPolicy: it mutates objects
 	// of its namespace only, and its libraries read there.
 	namespace string
 	// variants are the policy itself, then its autogen copies for Pod
 	// controllers; their match constraints do not overlap.
-	variants []*mpolVariant
+	variants []*variant
 	// reinvoke is reinvocationPolicy IfNeeded.
 	reinvoke bool
 	// admission is evaluation.admission.enabled: without it the policy
 	// patches nothing at admission (it is there for its triggers).
 	admission bool
-	// existing is set with evaluation.mutateExisting (mpolexisting.go).
+	// existing is set with evaluation.mutateExisting (existing.go).
 	existing *mpolExisting
 }
 
-type mpolVariant struct {
+type variant struct {
 	match *celruntime.Constraints
 	// lazy is set on an autogen copy until compiled (compiled()).
-	lazy        *celruntime.LazyVariant[policiesv1.MutatingPolicySpec, mpolVariant]
+	lazy        *celruntime.LazyVariant[policiesv1.MutatingPolicySpec, variant]
 	compiler    *celruntime.Compiler
 	conditions  []celruntime.Program
-	mutations   []mpolMutation
+	mutations   []mutation
 	annotations []celruntime.Annotation
 	// targetExpr and targetConditions select and admit mutate-existing
 	// targets (targetMatchConstraints.expression, targetMatchConditions,
@@ -64,18 +70,22 @@ type mpolVariant struct {
 	targetConditions []celruntime.Program
 }
 
-type mpolMutation struct {
+type mutation struct {
 	applyConfiguration bool
 	celruntime.Program
 }
 
-// compileMutatingPolicy compiles a MutatingPolicy or
+// Reinvoked reports whether the policy asks to be run again when a later
+// policy changed the object (reinvocationPolicy IfNeeded).
+func (mp *Policy) Reinvoked() bool { return mp.reinvoke }
+
+// Compile compiles a MutatingPolicy or
 // NamespacedMutatingPolicy known by key; cache, when not nil, holds
 // variants compiled before.
-func compileMutatingPolicy(src policiesv1.MutatingPolicyLike, key string, cache *celruntime.Cache) (*mutatingPolicy, fault.List) {
+func Compile(src policiesv1.MutatingPolicyLike, key string, cache *celruntime.Cache) (*Policy, fault.List) {
 	spec := src.GetMutatingPolicySpec()
 	f := &fault.Collector{Kind: src.GetKind(), Name: key}
-	mp := &mutatingPolicy{namespace: policyid.Namespace(src), reinvoke: spec.GetReinvocationPolicy() == admissionregistrationv1.IfNeededReinvocationPolicy, admission: spec.AdmissionEnabled()}
+	mp := &Policy{namespace: policyid.Namespace(src), reinvoke: spec.GetReinvocationPolicy() == admissionregistrationv1.IfNeededReinvocationPolicy, admission: spec.AdmissionEnabled()}
 	if e := spec.EvaluationConfiguration; e != nil && e.Mode != "" && e.Mode != policiesv1.EvaluationModeKubernetes {
 		f.Add("spec.evaluation.mode", fmt.Sprintf("evaluation mode %q is not supported by charter (only Kubernetes)", e.Mode))
 	}
@@ -85,21 +95,21 @@ func compileMutatingPolicy(src policiesv1.MutatingPolicyLike, key string, cache 
 	if len(spec.Mutations) == 0 {
 		f.Add("spec.mutations", "a MutatingPolicy needs at least one mutation")
 	}
-	compile := func(spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *mpolVariant {
-		return compileMPolVariant(cache, spec, path, f)
+	compile := func(spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *variant {
+		return compileVariant(cache, spec, path, f)
 	}
 	if v := compile(spec, "spec", f); v != nil {
 		mp.variants = append(mp.variants, v)
 	}
 	if spec.MutateExistingEnabled() {
-		mp.existing = compileMPolExisting(spec, src.GetName(), src.IsNamespaced(), f)
+		mp.existing = compileExisting(spec, src.GetName(), src.IsNamespaced(), f)
 	}
 	if len(f.Errs) > 0 {
 		return nil, f.Errs
 	}
 	mp.variants = celruntime.AppendAutogenVariants(mp.variants, autogen.MutatingPolicy(spec), compile,
-		func(m *celruntime.Constraints, l *celruntime.LazyVariant[policiesv1.MutatingPolicySpec, mpolVariant]) *mpolVariant {
-			return &mpolVariant{match: m, lazy: l}
+		func(m *celruntime.Constraints, l *celruntime.LazyVariant[policiesv1.MutatingPolicySpec, variant]) *variant {
+			return &variant{match: m, lazy: l}
 		}, f)
 	if len(f.Errs) > 0 {
 		return nil, f.Errs
@@ -107,19 +117,19 @@ func compileMutatingPolicy(src policiesv1.MutatingPolicyLike, key string, cache 
 	return mp, nil
 }
 
-// compileMPolVariant compiles a variant, or returns the one compiled
+// compileVariant compiles a variant, or returns the one compiled
 // before in cache from the same spec.
-func compileMPolVariant(cache *celruntime.Cache, spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *mpolVariant {
-	return celruntime.Cached(cache, spec, path, f, func() *mpolVariant { return compileMPolVariantUncached(spec, path, f) })
+func compileVariant(cache *celruntime.Cache, spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *variant {
+	return celruntime.Cached(cache, spec, path, f, func() *variant { return compileVariantUncached(spec, path, f) })
 }
 
-func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *mpolVariant {
+func compileVariantUncached(spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *variant {
 	envCompiler, err := celruntime.PolicyCompiler()
 	if err != nil {
 		f.Add(path, "CEL environment: "+err.Error())
 		return nil
 	}
-	v := &mpolVariant{compiler: envCompiler.ForPolicy()}
+	v := &variant{compiler: envCompiler.ForPolicy()}
 	if v.match, err = celruntime.CompileConstraints(spec.MatchConstraints); err != nil {
 		f.Add(path+".matchConstraints", err.Error())
 	}
@@ -152,7 +162,7 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 			continue
 		}
 		if p := fields.ProgramWith(a, field, patchDecls); p != nil {
-			v.mutations = append(v.mutations, mpolMutation{
+			v.mutations = append(v.mutations, mutation{
 				applyConfiguration: m.PatchType == admissionregistrationv1.PatchTypeApplyConfiguration,
 				Program:            celruntime.Program{Expr: a.GetExpression(), Prog: p},
 			})
@@ -173,7 +183,7 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 	return v
 }
 
-// mutate evaluates a MutatingPolicy on the request's object: the first
+// Mutate evaluates a MutatingPolicy on the request's object: the first
 // variant whose matchConstraints select the request, then exceptions,
 // matchConditions (which see the variables) and the mutations in order,
 // each on the previous one's result. It returns the policy's rule
@@ -181,11 +191,11 @@ func compileMPolVariantUncached(spec *policiesv1.MutatingPolicySpec, path string
 // (the root's response and view for the next policy carry it). own is
 // what the policy's owner hands over (its exceptions).
 //
-// With WithMutateExisting, a mutate-existing policy answers for its
+// With cfg.MutateExisting, a mutate-existing policy answers for its
 // targets instead (mutateExisting), after its admission response when it
 // also mutates at admission and the run is not admission's background
 // check (the CLI shows both).
-func (mp *mutatingPolicy) mutate(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) ([]review.RuleResponse, map[string]any) {
+func (mp *Policy) Mutate(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) ([]review.RuleResponse, map[string]any) {
 	if !cfg.MutateExisting || mp.existing == nil {
 		return mp.mutateAdmission(ctx, in, cfg, own)
 	}
@@ -198,12 +208,12 @@ func (mp *mutatingPolicy) mutate(ctx context.Context, in *review.View, cfg *revi
 }
 
 // mutateAdmission evaluates a MutatingPolicy on the request's object as
-// admission does; see mutate.
-func (mp *mutatingPolicy) mutateAdmission(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) ([]review.RuleResponse, map[string]any) {
+// admission does; see Mutate.
+func (mp *Policy) mutateAdmission(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) ([]review.RuleResponse, map[string]any) {
 	if !mp.admission || in.Req.Object == nil || in.Op == kyvernov1.Delete {
 		return nil, nil
 	}
-	var v *mpolVariant
+	var v *variant
 	for _, cand := range mp.variants {
 		if cand.match.Matches(in) {
 			v = cand
@@ -213,15 +223,20 @@ func (mp *mutatingPolicy) mutateAdmission(ctx context.Context, in *review.View, 
 	if v == nil {
 		return nil, nil
 	}
-	rr := review.RuleResponse{Name: "", Type: review.TypeMutation}
 	if v.lazy != nil {
 		var fault string
 		if v, fault = v.lazy.Compiled(); v == nil {
-			rr.Name, rr.Status, rr.Message = celruntime.RuleEvaluation, review.StatusError, fault
-			return []review.RuleResponse{rr}, nil
+			return []review.RuleResponse{{Name: celruntime.RuleEvaluation, Type: review.TypeMutation, Status: review.StatusError, Message: fault}}, nil
 		}
 	}
-	o, patched := mp.evaluateVariant(ctx, in, cfg, own, v, v.conditions, &rr)
+	return mp.respond(ctx, in, cfg, own, v, v.conditions)
+}
+
+// respond evaluates the variant after conditions into the policy's one
+// rule response, and the patched object when it passed (nil otherwise).
+func (mp *Policy) respond(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner, v *variant, conditions []celruntime.Program) ([]review.RuleResponse, map[string]any) {
+	rr := review.RuleResponse{Name: "", Type: review.TypeMutation}
+	o, patched := mp.evaluateVariant(ctx, in, cfg, own, v, conditions, &rr)
 	rr.Status, rr.Message = o.Status, o.Message
 	if len(o.Props) > 0 {
 		rr.Properties = o.Props
@@ -232,8 +247,8 @@ func (mp *mutatingPolicy) mutateAdmission(ctx context.Context, in *review.View, 
 	return []review.RuleResponse{rr}, patched
 }
 
-// scanMutation answers for a MutatingPolicy in a background scan
-// (WithMutationScan): its admission mutations run on the existing object,
+// Scan answers for a MutatingPolicy in a background scan
+// (cfg.MutationScan): its admission mutations run on the existing object,
 // and a pass that changed the object becomes a failure, since the object
 // in the cluster does not carry the mutation. Only the outcome is kept,
 // as a validation result: the scan patches nothing.
@@ -242,7 +257,7 @@ func (mp *mutatingPolicy) mutateAdmission(ctx context.Context, in *review.View, 
 // select is checked with the target conditions (scanTarget), as Kyverno's
 // scan reports a mutate-existing target (its chainsaw test
 // mutating-policies/reporting/existing-admission-flow).
-func (mp *mutatingPolicy) scanMutation(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) []review.RuleResponse {
+func (mp *Policy) Scan(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) []review.RuleResponse {
 	rules, patched := mp.mutateAdmission(ctx, in, cfg, own)
 	if len(rules) == 0 {
 		rules, patched = mp.scanTarget(ctx, in, cfg, own)
@@ -262,33 +277,24 @@ func (mp *mutatingPolicy) scanMutation(ctx context.Context, in *review.View, cfg
 	return rules
 }
 
-// scanTarget is scanMutation's answer for an existing object that a
+// scanTarget is Scan's answer for an existing object that a
 // mutate-existing policy's target rules (targetMatchConstraints' resource
 // rules and selectors) select: the mutations run on it after the target
 // conditions, with the object as both object and target. No response for
 // any other object, or for a policy whose targets are only what its
 // target expression names. The patched object, nil when not patched.
-func (mp *mutatingPolicy) scanTarget(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) ([]review.RuleResponse, map[string]any) {
+func (mp *Policy) scanTarget(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) ([]review.RuleResponse, map[string]any) {
 	ex := mp.existing
 	if ex == nil || ex.targets == nil || in.Req.Object == nil || len(mp.variants) == 0 || !ex.targets.Matches(in) {
 		return nil, nil
 	}
 	v := mp.variants[0]
-	rr := review.RuleResponse{Name: "", Type: review.TypeMutation}
-	o, patched := mp.evaluateVariant(ctx, in, cfg, own, v, v.targetConditions, &rr)
-	rr.Status, rr.Message = o.Status, o.Message
-	if len(o.Props) > 0 {
-		rr.Properties = o.Props
-	}
-	if o.Status != review.StatusPass {
-		patched = nil
-	}
-	return []review.RuleResponse{rr}, patched
+	return mp.respond(ctx, in, cfg, own, v, v.targetConditions)
 }
 
 // evaluator returns an evaluator of the variant's expressions on the
 // request, its variables bound lazily.
-func (mp *mutatingPolicy) evaluator(ctx context.Context, in *review.View, cfg *review.Options, v *mpolVariant) *celruntime.Evaluator {
+func (mp *Policy) evaluator(ctx context.Context, in *review.View, cfg *review.Options, v *variant) *celruntime.Evaluator {
 	ci := celruntime.InputsOf(in)
 	act := &celruntime.PolicyActivation{
 		Activation: celruntime.Activation{In: ci, Object: ci.Object, OldObject: ci.OldObject, Request: ci.Request, Params: types.NullValue},
@@ -303,7 +309,7 @@ func (mp *mutatingPolicy) evaluator(ctx context.Context, in *review.View, cfg *r
 // evaluateVariant runs exceptions, conditions (matchConditions at
 // admission, the target conditions for a mutate-existing target) and the
 // mutations on the request's object.
-func (mp *mutatingPolicy) evaluateVariant(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner, v *mpolVariant, conditions []celruntime.Program, rr *review.RuleResponse) (review.Outcome, map[string]any) {
+func (mp *Policy) evaluateVariant(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner, v *variant, conditions []celruntime.Program, rr *review.RuleResponse) (review.Outcome, map[string]any) {
 	e := mp.evaluator(ctx, in, cfg, v)
 	act := e.Act.(*celruntime.PolicyActivation)
 
@@ -388,7 +394,7 @@ func (evaluated) CompilationErrors() []error { return nil }
 // patchers: an ApplyConfiguration is merged with structured-merge-diff
 // over the kind's schema (atomic fields refused), a JSONPatch is applied
 // as RFC 6902 (a failed test op leaves the object unchanged).
-func applyMutation(ctx context.Context, in *review.View, m *mpolMutation, val ref.Val, obj map[string]any) (map[string]any, error) {
+func applyMutation(ctx context.Context, in *review.View, m *mutation, val ref.Val, obj map[string]any) (map[string]any, error) {
 	var patcher mappatch.Patcher
 	if m.applyConfiguration {
 		patcher = mappatch.NewApplyConfigurationPatcher(evaluated{val})
@@ -420,11 +426,3 @@ func applyMutation(ctx context.Context, in *review.View, m *mpolMutation, val re
 }
 
 var mutationObjectInterfaces = admission.NewObjectInterfacesFromScheme(runtime.NewScheme())
-
-// mutatingPolicyReinvoked reports whether a MutatingPolicy asks to be run
-// again when a later mutation changed the object (reinvocationPolicy
-// IfNeeded); false for every other policy.
-func mutatingPolicyReinvoked(p kyvernov1.PolicyInterface) bool {
-	mp, ok := p.(policiesv1.MutatingPolicyLike)
-	return ok && mp.GetMutatingPolicySpec().GetReinvocationPolicy() == admissionregistrationv1.IfNeededReinvocationPolicy
-}

@@ -1,4 +1,4 @@
-package engine
+package mpol
 
 import (
 	"context"
@@ -46,7 +46,7 @@ type mpolExisting struct {
 	targets *celruntime.Constraints
 }
 
-// compileMPolExisting compiles the mutate-existing part of a
+// compileExisting compiles the mutate-existing part of a
 // MutatingPolicy. Targets are listed by group, version and resource, so a
 // resource rule that lists them must name them exactly: a wildcard or a
 // subresource is refused here rather than silently matching nothing.
@@ -54,11 +54,11 @@ type mpolExisting struct {
 // A NamespacedMutatingPolicy (namespaced) that lists a built-in
 // cluster-scoped resource is refused here too; a cluster-scoped object of
 // another resource is refused per target when it is listed.
-func compileMPolExisting(spec *policiesv1.MutatingPolicySpec, rule string, namespaced bool, f *fault.Collector) *mpolExisting {
+func compileExisting(spec *policiesv1.MutatingPolicySpec, rule string, namespaced bool, f *fault.Collector) *mpolExisting {
 	ex := &mpolExisting{rule: rule}
 	var err error
 	if ex.trigger, err = celruntime.CompileConstraints(anyOperation(spec.MatchConstraints)); err != nil {
-		// compileMPolVariant reports matchConstraints' faults.
+		// compileVariant reports matchConstraints' faults.
 		return nil
 	}
 	tmc := spec.TargetMatchConstraints
@@ -121,7 +121,7 @@ func anyOperation(mc *admissionregistrationv1.MatchResources) *admissionregistra
 // compileTargetSelection compiles, with the variant's compiler (so that
 // they see the variables), the target expression and targetMatchConditions
 // of a mutate-existing policy.
-func compileTargetSelection(v *mpolVariant, spec *policiesv1.MutatingPolicySpec, path string, fields celruntime.Fields) {
+func compileTargetSelection(v *variant, spec *policiesv1.MutatingPolicySpec, path string, fields celruntime.Fields) {
 	if tmc := spec.TargetMatchConstraints; tmc != nil && strings.TrimSpace(tmc.Expression) != "" {
 		if p := fields.Program(&celruntime.Accessor{Expr: tmc.Expression, Returns: celruntime.AnyReturn()}, path+".targetMatchConstraints.expression"); p != nil {
 			v.targetExpr = &celruntime.Program{Expr: tmc.Expression, Prog: p}
@@ -147,7 +147,7 @@ func compileTargetSelection(v *mpolVariant, spec *policiesv1.MutatingPolicySpec,
 // targetMatchConditions (or matchConditions) do not hold, error when the
 // policy fails on it or a namespaced policy's target lies outside its
 // namespace. The trigger itself is never changed here.
-func (mp *mutatingPolicy) mutateExisting(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) []review.RuleResponse {
+func (mp *Policy) mutateExisting(ctx context.Context, in *review.View, cfg *review.Options, own celruntime.Owner) []review.RuleResponse {
 	ex := mp.existing
 	v := mp.variants[0]
 	if in.Req.Object == nil {
@@ -267,7 +267,7 @@ type mpolTarget struct {
 // (evaluated with object = the trigger), each read again so that its
 // resourceVersion is current, or every object of the target resources (in
 // a namespaced policy's namespace only).
-func (mp *mutatingPolicy) listTargets(ctx context.Context, e *celruntime.Evaluator, v *mpolVariant, ex *mpolExisting, cfg *review.Options) ([]mpolTarget, error) {
+func (mp *Policy) listTargets(ctx context.Context, e *celruntime.Evaluator, v *variant, ex *mpolExisting, cfg *review.Options) ([]mpolTarget, error) {
 	l := cfg.Loaders.Resources
 	if l == nil {
 		return nil, fmt.Errorf("no loader for existing resources")
