@@ -213,7 +213,11 @@ func (w *AdmissionWriter) drain(ctx context.Context) {
 				w.pending[item.resource.UID] = p
 				w.held[item.resource.UID] = true
 			}
-			p.results = append(p.results, results...)
+			if p.results == nil {
+				p.results = results // the writer's own: Results made it
+			} else {
+				p.results = append(p.results, results...)
+			}
 			w.mu.Unlock()
 			w.work.Add(item.resource.UID)
 		}

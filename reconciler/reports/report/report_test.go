@@ -456,3 +456,16 @@ func TestSameNamePoliciesKeepTheirOwnResults(t *testing.T) {
 		t.Errorf("ReplaceBackground gave %+v, want the ClusterPolicy's fail kept and the ValidatingPolicy's new fail", got)
 	}
 }
+
+// Results makes its slice at the size it needs: the admission writer
+// keeps it as it is while the resource waits for its report.
+func TestResultsSliceFits(t *testing.T) {
+	responses := evaluatePod(t, loadPolicies(t))
+	now := time.Unix(1700000000, 0)
+	for _, allowed := range []AllowedResults{nil, {engine.StatusFail: true}, {engine.StatusError: true}} {
+		got := Results(responses, allowed, ProcessAdmission, now)
+		if cap(got) != len(got) {
+			t.Errorf("allowed %v: %d results in a slice of capacity %d", allowed, len(got), cap(got))
+		}
+	}
+}

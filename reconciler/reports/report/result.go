@@ -122,7 +122,13 @@ func (a AllowedResults) String() string {
 // "", with patched-target), whose process is Kyverno's for those kinds
 // whatever process says.
 func Results(policies []engine.PolicyResponse, allowed AllowedResults, process string, now time.Time) []v1alpha2.PolicyReportResult {
+	// Room for the results up front: grown by append, the slice of a Pod
+	// review's two dozen results was copied five times over (the
+	// admission process converts every admission's responses).
 	var out []v1alpha2.PolicyReportResult
+	if n := resultsUpTo(policies, allowed); n > 0 {
+		out = make([]v1alpha2.PolicyReportResult, 0, n)
+	}
 	ts := metav1.Timestamp{Seconds: now.Unix()}
 	for i := range policies {
 		pr := &policies[i]
@@ -137,15 +143,8 @@ func Results(policies []engine.PolicyResponse, allowed AllowedResults, process s
 		}
 		for j := range pr.Rules {
 			rr := &pr.Rules[j]
-			if rr.Type != engine.TypeValidation && rr.Type != engine.TypeImageVerify {
-				continue
-			}
-			engineStatus := rr.Status
-			if !scored && engineStatus == engine.StatusWarn {
-				// The engine already turned this policy's fail into warn.
-				engineStatus = engine.StatusFail
-			}
-			if !allowed.Allows(engineStatus) {
+			engineStatus, keep := ruleResult(rr, scored, allowed)
+			if !keep {
 				continue
 			}
 			out = append(out, result(pr.Key, pr.Policy, rr, engineStatus, scored, ann, process, ts))
@@ -153,6 +152,46 @@ func Results(policies []engine.PolicyResponse, allowed AllowedResults, process s
 	}
 	Sort(out)
 	return out
+}
+
+// ruleResult is the outcome of a rule as the engine gave it, before an
+// unscored policy's fail was shown as warn, and whether it is reported:
+// validate and verifyImages rules whose outcome allowed keeps.
+func ruleResult(rr *engine.RuleResponse, scored bool, allowed AllowedResults) (engine.RuleStatus, bool) {
+	if rr.Type != engine.TypeValidation && rr.Type != engine.TypeImageVerify {
+		return "", false
+	}
+	engineStatus := rr.Status
+	if !scored && engineStatus == engine.StatusWarn {
+		// The engine already turned this policy's fail into warn.
+		engineStatus = engine.StatusFail
+	}
+	return engineStatus, allowed.Allows(engineStatus)
+}
+
+// resultsUpTo is how many results Results makes of policies at most:
+// each rule result it keeps, and one for a GeneratingPolicy or
+// MutatingPolicy, which may be a background result instead.
+func resultsUpTo(policies []engine.PolicyResponse, allowed AllowedResults) int {
+	n := 0
+	for i := range policies {
+		pr := &policies[i]
+		if pr.Policy == nil {
+			continue
+		}
+		scored := pr.Policy.GetAnnotations()[engine.ScoredAnnotation] != "false"
+		rules := 0
+		for j := range pr.Rules {
+			if _, keep := ruleResult(&pr.Rules[j], scored, allowed); keep {
+				rules++
+			}
+		}
+		if isGeneratingPolicy(pr.Policy) || isMutatingPolicy(pr.Policy) {
+			rules = max(rules, 1)
+		}
+		n += rules
+	}
+	return n
 }
 
 func result(key string, policy kyvernov1.PolicyInterface, rr *engine.RuleResponse, engineStatus engine.RuleStatus, scored bool, ann map[string]string, process string, ts metav1.Timestamp) v1alpha2.PolicyReportResult {
