@@ -13,6 +13,7 @@ import (
 
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/review"
 )
 
 // Exception is a compiled policies.kyverno.io PolicyException
@@ -120,6 +121,18 @@ func (x *Exemption) Keys() string {
 		out[i] = e.key
 	}
 	return strings.Join(out, ", ")
+}
+
+// Outcome is the result of a policy the exemption exempts: skipped, or
+// passed when the exception asks its result be reported as a pass,
+// naming the exceptions in the result's properties.
+func (x *Exemption) Outcome() review.Outcome {
+	o := review.Skip("rule is skipped due to policy exception: " + x.Keys())
+	if x.Pass {
+		o = review.Pass("rule is passed due to policy exception: " + x.Keys())
+	}
+	o.Props = map[string]string{"exceptions": x.Names()}
+	return o
 }
 
 // Names are the exempting exceptions' names, joined.

@@ -72,3 +72,62 @@ func (c Fields) Conditions(conditions []admissionregistrationv1.MatchCondition, 
 	}
 	return out
 }
+
+// StartVariant begins one variant of a CEL policy at path: the policy's
+// own compiler, from the kind's environment env, and its compiled match
+// constraints. A fault in either is reported at path; without a compiler
+// (env failed) ok is false and there is nothing to compile the variant
+// with.
+func StartVariant(env func() (*EnvCompiler, error), mc *admissionregistrationv1.MatchResources, path string, f *fault.Collector) (compiler *Compiler, match *Constraints, ok bool) {
+	envCompiler, err := env()
+	if err != nil {
+		f.Add(path, "CEL environment: "+err.Error())
+		return nil, nil, false
+	}
+	if match, err = CompileConstraints(mc); err != nil {
+		f.Add(path+".matchConstraints", err.Error())
+	}
+	return envCompiler.ForPolicy(), match, true
+}
+
+// Validations compiles the validations of a ValidatingPolicy or an
+// ImageValidatingPolicy with compile, the i-th at path.validations[i],
+// each as a boolean and its messageExpression as a string.
+func Validations(vals []admissionregistrationv1.Validation, path string, compile func(*Accessor, string) *Program) []Expression {
+	var out []Expression
+	for i, val := range vals {
+		field := fmt.Sprintf("%s.validations[%d]", path, i)
+		ce := Expression{Program: Program{Expr: val.Expression}, Message: val.Message}
+		if p := compile(&Accessor{Expr: val.Expression, Returns: BoolReturn()}, field+".expression"); p != nil {
+			ce.Program = *p
+		}
+		if val.MessageExpression != "" {
+			ce.MessageExpr = compile(&Accessor{Expr: val.MessageExpression, Returns: StringReturn()}, field+".messageExpression")
+		}
+		out = append(out, ce)
+	}
+	return out
+}
+
+// AuditAnnotations compiles the audit annotations of a ValidatingPolicy
+// or an ImageValidatingPolicy with compile, the i-th at
+// path.auditAnnotations[i]; a value must be a string or null.
+func AuditAnnotations(anns []admissionregistrationv1.AuditAnnotation, path string, f *fault.Collector, compile func(*Accessor, string) *Program) []Annotation {
+	var out []Annotation
+	for i, a := range anns {
+		field := fmt.Sprintf("%s.auditAnnotations[%d]", path, i)
+		if a.Key == "" {
+			f.Add(field+".key", "an audit annotation needs a key")
+		}
+		before := len(f.Errs)
+		p := compile(&Accessor{Expr: a.ValueExpression, Returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, field+".valueExpression")
+		if len(f.Errs) > before && strings.Contains(f.Errs[before].Fault, "but got dyn") {
+			// Kyverno refuses dyn here too; say how to fix it.
+			f.Errs[before].Fault += " (wrap the expression in string(...))"
+		}
+		if p != nil {
+			out = append(out, Annotation{Key: a.Key, Program: *p})
+		}
+	}
+	return out
+}

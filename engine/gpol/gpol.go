@@ -353,11 +353,7 @@ func (gp *Policy) evaluate(e *celruntime.Evaluator, act *activation, in *review.
 	}
 	if exempt != nil {
 		rr.Name = celruntime.RuleException
-		o := review.Skip("rule is skipped due to policy exception: " + exempt.Keys())
-		if exempt.Pass {
-			o = review.Pass("rule is passed due to policy exception: " + exempt.Keys())
-		}
-		o.Props = map[string]string{"exceptions": exempt.Names()}
+		o := exempt.Outcome()
 		return &o
 	}
 	act.Exceptions = allowed

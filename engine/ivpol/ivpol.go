@@ -470,15 +470,11 @@ func compileIVPolVariant(cache *celruntime.Cache, spec *policiesv1.ImageValidati
 }
 
 func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, path string, f *fault.Collector) *variant {
-	envCompiler, err := ivpolCompiler()
-	if err != nil {
-		f.Add(path, "CEL environment: "+err.Error())
+	compiler, match, ok := celruntime.StartVariant(ivpolCompiler, spec.MatchConstraints, path, f)
+	if !ok {
 		return nil
 	}
-	v := &variant{compiler: envCompiler.ForPolicy()}
-	if v.match, err = celruntime.CompileConstraints(spec.MatchConstraints); err != nil {
-		f.Add(path+".matchConstraints", err.Error())
-	}
+	v := &variant{compiler: compiler, match: match}
 	fields := celruntime.Fields{Compiler: v.compiler, Faults: f}
 	compile := func(a *celruntime.Accessor, field string) *celruntime.Program {
 		if p := fields.Program(a, field); p != nil {
@@ -503,26 +499,8 @@ func compileIVPolVariantUncached(spec *policiesv1.ImageValidatingPolicySpec, pat
 			v.extractors = append(v.extractors, ivpolExtractor{name: ex.Name, Program: *p})
 		}
 	}
-	for i, val := range spec.Validations {
-		field := fmt.Sprintf("%s.validations[%d]", path, i)
-		ce := celruntime.Expression{Message: val.Message}
-		if p := compile(&celruntime.Accessor{Expr: val.Expression, Returns: celruntime.BoolReturn()}, field+".expression"); p != nil {
-			ce.Program = *p
-		}
-		if val.MessageExpression != "" {
-			ce.MessageExpr = compile(&celruntime.Accessor{Expr: val.MessageExpression, Returns: celruntime.StringReturn()}, field+".messageExpression")
-		}
-		v.validations = append(v.validations, ce)
-	}
-	for i, a := range spec.AuditAnnotations {
-		field := fmt.Sprintf("%s.auditAnnotations[%d]", path, i)
-		if a.Key == "" {
-			f.Add(field+".key", "an audit annotation needs a key")
-		}
-		if p := compile(&celruntime.Accessor{Expr: a.ValueExpression, Returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, field+".valueExpression"); p != nil {
-			v.annotations = append(v.annotations, celruntime.Annotation{Key: a.Key, Program: *p})
-		}
-	}
+	v.validations = celruntime.Validations(spec.Validations, path, compile)
+	v.annotations = celruntime.AuditAnnotations(spec.AuditAnnotations, path, f, compile)
 	return v
 }
 

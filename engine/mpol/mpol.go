@@ -124,15 +124,11 @@ func compileVariant(cache *celruntime.Cache, spec *policiesv1.MutatingPolicySpec
 }
 
 func compileVariantUncached(spec *policiesv1.MutatingPolicySpec, path string, f *fault.Collector) *variant {
-	envCompiler, err := celruntime.PolicyCompiler()
-	if err != nil {
-		f.Add(path, "CEL environment: "+err.Error())
+	compiler, match, ok := celruntime.StartVariant(celruntime.PolicyCompiler, spec.MatchConstraints, path, f)
+	if !ok {
 		return nil
 	}
-	v := &variant{compiler: envCompiler.ForPolicy()}
-	if v.match, err = celruntime.CompileConstraints(spec.MatchConstraints); err != nil {
-		f.Add(path+".matchConstraints", err.Error())
-	}
+	v := &variant{compiler: compiler, match: match}
 	decls := plugincel.OptionalVariableDeclarations{}
 	fields := celruntime.Fields{Compiler: v.compiler, Decls: decls, Faults: f}
 	// Variables compile first: a MutatingPolicy's matchConditions may use
@@ -320,12 +316,7 @@ func (mp *Policy) evaluateVariant(ctx context.Context, in *review.View, cfg *rev
 	}
 	if exempt != nil {
 		rr.Name = celruntime.RuleException
-		o := review.Skip("rule is skipped due to policy exception: " + exempt.Keys())
-		if exempt.Pass {
-			o = review.Pass("rule is passed due to policy exception: " + exempt.Keys())
-		}
-		o.Props = map[string]string{"exceptions": exempt.Names()}
-		return o, nil
+		return exempt.Outcome(), nil
 	}
 	act.Exceptions = allowed
 

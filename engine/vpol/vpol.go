@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -97,15 +96,11 @@ func compileVariant(cache *celruntime.Cache, spec *policiesv1.ValidatingPolicySp
 }
 
 func compileVariantUncached(spec *policiesv1.ValidatingPolicySpec, path string, f *fault.Collector) *variant {
-	envCompiler, err := celruntime.PolicyCompiler()
-	if err != nil {
-		f.Add(path, "CEL environment: "+err.Error())
+	compiler, match, ok := celruntime.StartVariant(celruntime.PolicyCompiler, spec.MatchConstraints, path, f)
+	if !ok {
 		return nil
 	}
-	v := &variant{compiler: envCompiler.ForPolicy()}
-	if v.match, err = celruntime.CompileConstraints(spec.MatchConstraints); err != nil {
-		f.Add(path+".matchConstraints", err.Error())
-	}
+	v := &variant{compiler: compiler, match: match}
 	// params and authorizer are never bound for these kinds: every
 	// expression compiles through compileChecked, whose checked
 	// expressions give the variant's cost estimates (boundVariant).
@@ -146,32 +141,8 @@ func compileVariantUncached(spec *policiesv1.ValidatingPolicySpec, path string, 
 		v.variables = append(v.variables, celruntime.Variable{Name: vr.Name, Prog: res.Program, Untracked: res.Untracked, Shared: celruntime.SharedKeyOf(vr.Expression)})
 		checked = append(checked, checkedPart{res: res, variable: vr.Name})
 	}
-	for i, val := range spec.Validations {
-		field := fmt.Sprintf("%s.validations[%d]", path, i)
-		ce := celruntime.Expression{Program: celruntime.Program{Expr: val.Expression}, Message: val.Message}
-		if p := compile(&celruntime.Accessor{Expr: val.Expression, Returns: celruntime.BoolReturn()}, field+".expression"); p != nil {
-			ce.Program = *p
-		}
-		if val.MessageExpression != "" {
-			ce.MessageExpr = compile(&celruntime.Accessor{Expr: val.MessageExpression, Returns: celruntime.StringReturn()}, field+".messageExpression")
-		}
-		v.validations = append(v.validations, ce)
-	}
-	for i, a := range spec.AuditAnnotations {
-		field := fmt.Sprintf("%s.auditAnnotations[%d]", path, i)
-		if a.Key == "" {
-			f.Add(field+".key", "an audit annotation needs a key")
-		}
-		before := len(f.Errs)
-		p := compile(&celruntime.Accessor{Expr: a.ValueExpression, Returns: []*celgo.Type{celgo.StringType, celgo.NullType}}, field+".valueExpression")
-		if len(f.Errs) > before && strings.Contains(f.Errs[before].Fault, "but got dyn") {
-			// Kyverno refuses dyn here too; say how to fix it.
-			f.Errs[before].Fault += " (wrap the expression in string(...))"
-		}
-		if p != nil {
-			v.annotations = append(v.annotations, celruntime.Annotation{Key: a.Key, Program: *p})
-		}
-	}
+	v.validations = celruntime.Validations(spec.Validations, path, compile)
+	v.annotations = celruntime.AuditAnnotations(spec.AuditAnnotations, path, f, compile)
 	if len(f.Errs) == 0 {
 		v.boundVariant(checked)
 	}
@@ -328,12 +299,7 @@ func (vp *Policy) evaluateVariant(ctx context.Context, in *review.View, cfg *rev
 	if exempt != nil {
 		rr.Name = celruntime.RuleException
 		rr.Exceptions = nil
-		o := review.Skip("rule is skipped due to policy exception: " + exempt.Keys())
-		if exempt.Pass {
-			o = review.Pass("rule is passed due to policy exception: " + exempt.Keys())
-		}
-		o.Props = map[string]string{"exceptions": exempt.Names()}
-		return o
+		return exempt.Outcome()
 	}
 	act.Exceptions = allowed
 
