@@ -38,7 +38,7 @@ type celRule struct {
 // compiles with a CompileCache (WithCompileCache). path is the
 // validate block's field path; rulePath the rule's. celPreconditions on a
 // rule of another type are refused (checkRule), as Kyverno refuses them.
-func (s *PolicySet) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *fault.Collector) *celRule {
+func (s *ruleCompiler) compileCEL(r *kyvernov1.Rule, c *kyvernov1.CEL, rulePath, path string, f *fault.Collector) *celRule {
 	src := struct {
 		Pre []admissionregistrationv1.MatchCondition `json:"p,omitempty"`
 		CEL *kyvernov1.CEL                           `json:"c"`

@@ -79,11 +79,11 @@ func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy,
 	if spec.MatchResources.IsEmpty() {
 		f.Add("spec.match", "a cleanup policy needs match with at least one resource filter")
 	}
-	// A set of policies gives checkMatch and checkContext their JMESPath
-	// interpreter.
-	set := &PolicySet{jp: p.jp}
-	set.checkMatch("spec.match", &p.match, false, f)
-	set.checkMatch("spec.exclude", &p.exclude, false, f)
+	// match, context and the expressions get the checks of a policy's
+	// rules; here the rule compiler reads only its JMESPath interpreter.
+	rc := &ruleCompiler{jp: p.jp}
+	rc.checkMatch("spec.match", &p.match, false, f)
+	rc.checkMatch("spec.exclude", &p.exclude, false, f)
 	p.kinds = checkCleanupFilters(src, spec, f)
 	if spec.ExcludeResources != nil {
 		for i := range spec.ExcludeResources.Any {
@@ -95,7 +95,7 @@ func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy,
 		}
 	}
 
-	set.checkContext(spec.Context, "spec.context", f)
+	rc.checkContext(spec.Context, "spec.context", f)
 	for i, e := range spec.Context {
 		switch {
 		case e.ConfigMap != nil:
@@ -106,7 +106,7 @@ func CompileCleanupPolicy(src kyvernov2.CleanupPolicyInterface) (*CleanupPolicy,
 	}
 	p.cond = compileConditions(spec.Conditions, "spec.conditions", f)
 	if raw, err := cleanupJSON(spec); err == nil {
-		set.checkExpressions(raw, "spec", f)
+		rc.checkExpressions(raw, "spec", f)
 	}
 	if len(f.Errs) > 0 {
 		return nil, f.Errs

@@ -129,8 +129,9 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 		set.byID[p.id] = p
 		set.index(p)
 	}
+	rc := &ruleCompiler{jp: set.jp, cache: set.cache}
 	for _, ex := range cfg.exceptions {
-		e, eerrs := set.compileException(ex)
+		e, eerrs := rc.compileException(ex)
 		if len(eerrs) > 0 {
 			errs = append(errs, eerrs...)
 			continue
@@ -216,6 +217,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 		fail.Add("spec.generateExistingOnPolicyUpdate", "the deprecated field is refused, as in Kyverno: remove it and set generateExisting on each generate rule (spec.rules[*].generate.generateExisting) instead")
 	}
 	checkSpec(p, fail)
+	rc := &ruleCompiler{jp: s.jp, cache: s.cache}
 	p.webhookConditions = compileWebhookConditions(p.spec.GetMatchConditions(), s.cache, fail)
 	rules, err := autogen.ComputeRules(src)
 	if err != nil {
@@ -246,7 +248,7 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 			fail.Add(path+".name", fmt.Sprintf("duplicate rule name %q", r.Name))
 		}
 		seen[r.Name] = true
-		if cr := s.compileRule(p, r, path, !strings.HasPrefix(path, "spec."), fail); cr != nil {
+		if cr := rc.compileRule(p, r, path, !strings.HasPrefix(path, "spec."), fail); cr != nil {
 			p.rules = append(p.rules, cr)
 		}
 	}

@@ -129,7 +129,7 @@ func (u *CompiledException) Errors() fault.List { return u.errs }
 
 // Exception compiles one PolicyException.
 func (c *Compiler) Exception(src *kyvernov2.PolicyException) *CompiledException {
-	ex, errs := c.scratch().compileException(src)
+	ex, errs := (&ruleCompiler{jp: c.jp, cache: c.cache}).compileException(src)
 	if len(errs) > 0 {
 		key := src.Name
 		if src.Namespace != "" {

@@ -21,7 +21,7 @@ type exception struct {
 
 const exceptionKind = "PolicyException"
 
-func (s *PolicySet) compileException(src *kyvernov2.PolicyException) (*exception, fault.List) {
+func (s *ruleCompiler) compileException(src *kyvernov2.PolicyException) (*exception, fault.List) {
 	key := src.Name
 	if src.Namespace != "" {
 		key = src.Namespace + "/" + src.Name

@@ -29,7 +29,7 @@ type generateRule struct {
 // compileGenerate checks a generate rule (spec §8.1): at most one of data,
 // clone, cloneList or foreach (none generates the bare object), and the target's apiVersion, kind and name
 // unless it is a cloneList (whose copies keep their sources' names).
-func (s *PolicySet) compileGenerate(r *kyvernov1.Rule, path string, f *fault.Collector) *generateRule {
+func (s *ruleCompiler) compileGenerate(r *kyvernov1.Rule, path string, f *fault.Collector) *generateRule {
 	g := r.Generation
 	out := &generateRule{}
 	checkPattern := func(gp *kyvernov1.GeneratePattern, p string) {

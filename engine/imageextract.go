@@ -38,7 +38,7 @@ type imageExtractor struct {
 // path splits on "/"; without a value its last segment is the value
 // (Kyverno's lookupImageExtractor). A kind with an empty list is kept:
 // it fails at evaluation with Kyverno's "no extractors found for <Kind>".
-func (s *PolicySet) compileImageExtractors(r *kyvernov1.Rule, path string, f *fault.Collector) map[string][]imageExtractor {
+func (s *ruleCompiler) compileImageExtractors(r *kyvernov1.Rule, path string, f *fault.Collector) map[string][]imageExtractor {
 	if len(r.ImageExtractors) == 0 {
 		return nil
 	}

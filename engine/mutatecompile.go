@@ -69,7 +69,7 @@ type mutateTarget struct {
 
 // compileMutate checks a mutate rule (Kyverno's policy validation for
 // mutate rules, spec §3 and §4.2) and decodes its patches.
-func (s *PolicySet) compileMutate(r *kyvernov1.Rule, path string, f *fault.Collector) *mutateRule {
+func (s *ruleCompiler) compileMutate(r *kyvernov1.Rule, path string, f *fault.Collector) *mutateRule {
 	m := r.Mutation
 	out := &mutateRule{}
 	forms := 0
@@ -118,7 +118,7 @@ func (s *PolicySet) compileMutate(r *kyvernov1.Rule, path string, f *fault.Colle
 	return out
 }
 
-func (s *PolicySet) compileStrategic(raw *apiextv1.JSON, path, pointer string, f *fault.Collector) *patch {
+func (s *ruleCompiler) compileStrategic(raw *apiextv1.JSON, path, pointer string, f *fault.Collector) *patch {
 	var v any
 	if err := json.Unmarshal(raw.Raw, &v); err != nil {
 		f.Add(path, "invalid patch: "+err.Error())
@@ -173,7 +173,7 @@ var json6902Ops = map[string]bool{"add": true, "remove": true, "replace": true, 
 // compileJSON6902 checks the operations of a patchesJson6902. Variables
 // may stand in values anywhere, and in paths only inside foreach (where
 // {{elementIndex}} is the usual way to address an element), as in Kyverno.
-func (s *PolicySet) compileJSON6902(text, path, pointer string, inForeach bool, f *fault.Collector) *patch {
+func (s *ruleCompiler) compileJSON6902(text, path, pointer string, inForeach bool, f *fault.Collector) *patch {
 	p := &patch{json6902: text, hasVars: variables.HasVariables(text), path: pointer}
 	if p.hasVars && singleVariable(strings.TrimSpace(text)) != "" {
 		// The whole list comes from a variable: nothing to check before it
@@ -258,7 +258,7 @@ func neutraliseVariables(s string) string {
 	}
 }
 
-func (s *PolicySet) compileForeachMutation(list []kyvernov1.ForEachMutation, path, pointer string, f *fault.Collector) []*foreachMutation {
+func (s *ruleCompiler) compileForeachMutation(list []kyvernov1.ForEachMutation, path, pointer string, f *fault.Collector) []*foreachMutation {
 	out := make([]*foreachMutation, 0, len(list))
 	for i := range list {
 		fe := &list[i]

@@ -9,8 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/conditions"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/match"
 	"github.com/charter-dev/charter/engine/review"
 	"github.com/charter-dev/charter/engine/variables"
@@ -86,10 +88,21 @@ func singleVariable(v any) string {
 	return exprs[0]
 }
 
+// ruleCompiler compiles and checks the rules of kyverno.io policies and
+// exceptions: what the compile of a ClusterPolicy, a Policy, a
+// PolicyException and a cleanup policy's match and context share.
+type ruleCompiler struct {
+	// jp compiles the JMESPath expressions the checks parse.
+	jp *jmespath.Interpreter
+	// cache is the caller's compile cache (WithCompileCache); nil
+	// compiles uncached.
+	cache *celruntime.Cache
+}
+
 // compileRule compiles one rule. Generated (autogen) rules skip the checks
 // that walk the whole rule: their variables and match blocks are derived
 // from their source rule, which was checked already.
-func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, generated bool, f *fault.Collector) *rule {
+func (s *ruleCompiler) compileRule(p *Policy, r *kyvernov1.Rule, path string, generated bool, f *fault.Collector) *rule {
 	cr := &rule{name: r.Name, passMessage: fmt.Sprintf("validation rule '%s' passed.", r.Name), src: r, match: &r.MatchResources, exclude: r.ExcludeResources, context: r.Context}
 	cr.kindNames = matchKindNames(&r.MatchResources)
 	if r.Name == "" {
@@ -185,7 +198,7 @@ func (s *PolicySet) compileRule(p *Policy, r *kyvernov1.Rule, path string, gener
 	return cr
 }
 
-func (s *PolicySet) checkMatch(path string, m *kyvernov1.MatchResources, required bool, f *fault.Collector) {
+func (s *ruleCompiler) checkMatch(path string, m *kyvernov1.MatchResources, required bool, f *fault.Collector) {
 	if required && m.IsEmpty() {
 		f.Add(path, "a rule needs match with at least one resource filter")
 		return
@@ -227,7 +240,7 @@ func (s *PolicySet) checkMatch(path string, m *kyvernov1.MatchResources, require
 // variables anywhere in the rule, so a malformed one fails at compile time
 // instead of at the first request. Expressions built from nested variables
 // are only known at evaluation time and are not checked.
-func (s *PolicySet) checkExpressions(raw map[string]any, path string, f *fault.Collector) {
+func (s *ruleCompiler) checkExpressions(raw map[string]any, path string, f *fault.Collector) {
 	walkStrings(raw, path, func(p, str string) {
 		for _, expr := range variables.Find(str) {
 			if expr == "@" || strings.Contains(expr, "{{") {
@@ -398,7 +411,7 @@ func walkStrings(v any, path string, fn func(path, s string)) {
 	}
 }
 
-func (s *PolicySet) checkContext(entries []kyvernov1.ContextEntry, path string, f *fault.Collector) {
+func (s *ruleCompiler) checkContext(entries []kyvernov1.ContextEntry, path string, f *fault.Collector) {
 	for i, e := range entries {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		if e.Name == "" {

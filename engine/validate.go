@@ -65,7 +65,7 @@ type foreachValidation struct {
 	nested        []*foreachValidation
 }
 
-func (s *PolicySet) compileValidate(r *kyvernov1.Rule, path string, f *fault.Collector) *validateRule {
+func (s *ruleCompiler) compileValidate(r *kyvernov1.Rule, path string, f *fault.Collector) *validateRule {
 	v := r.Validation
 	out := &validateRule{
 		message:       v.Message,
@@ -117,7 +117,7 @@ func (s *PolicySet) compileValidate(r *kyvernov1.Rule, path string, f *fault.Col
 	return out
 }
 
-func (s *PolicySet) compilePattern(raw []byte, path string, f *fault.Collector) *patternSpec {
+func (s *ruleCompiler) compilePattern(raw []byte, path string, f *fault.Collector) *patternSpec {
 	var p any
 	if err := json.Unmarshal(raw, &p); err != nil {
 		f.Add(path, "invalid JSON: "+err.Error())
@@ -126,7 +126,7 @@ func (s *PolicySet) compilePattern(raw []byte, path string, f *fault.Collector) 
 	return s.patternFrom(p, path, f)
 }
 
-func (s *PolicySet) patternFrom(p any, path string, f *fault.Collector) *patternSpec {
+func (s *ruleCompiler) patternFrom(p any, path string, f *fault.Collector) *patternSpec {
 	ps := &patternSpec{raw: p, hasVars: variables.HasVariables(p)}
 	// A pattern is compiled once here to find its faults (unknown anchors,
 	// empty arrays). One with variables is compiled again per evaluation,
@@ -142,7 +142,7 @@ func (s *PolicySet) patternFrom(p any, path string, f *fault.Collector) *pattern
 	return ps
 }
 
-func (s *PolicySet) compileAnyPattern(raw []byte, path string, f *fault.Collector) []*patternSpec {
+func (s *ruleCompiler) compileAnyPattern(raw []byte, path string, f *fault.Collector) []*patternSpec {
 	var list []any
 	if err := json.Unmarshal(raw, &list); err != nil {
 		f.Add(path, "anyPattern must be a list of patterns")
@@ -160,7 +160,7 @@ func (s *PolicySet) compileAnyPattern(raw []byte, path string, f *fault.Collecto
 	return out
 }
 
-func (s *PolicySet) compileDeny(d *kyvernov1.Deny, path string, f *fault.Collector) *conditionBlock {
+func (s *ruleCompiler) compileDeny(d *kyvernov1.Deny, path string, f *fault.Collector) *conditionBlock {
 	block, err := kyvernov1.ParseConditions(d.RawAnyAllConditions)
 	if err != nil {
 		f.Add(path+".conditions", err.Error())
@@ -177,7 +177,7 @@ func (s *PolicySet) compileDeny(d *kyvernov1.Deny, path string, f *fault.Collect
 	return cb
 }
 
-func (s *PolicySet) compileForeach(list []kyvernov1.ForEachValidation, path string, f *fault.Collector) []*foreachValidation {
+func (s *ruleCompiler) compileForeach(list []kyvernov1.ForEachValidation, path string, f *fault.Collector) []*foreachValidation {
 	out := make([]*foreachValidation, 0, len(list))
 	for i := range list {
 		fe := &list[i]
