@@ -11,6 +11,7 @@ import (
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/jsoncontext"
+	"github.com/charter-dev/charter/engine/podimages"
 )
 
 // defaultExtractorName is the images.<name> entry of a custom extractor
@@ -120,7 +121,7 @@ func (ev *evaluation) imagesDocument(base *jsoncontext.Document, r *rule) (*json
 type ruleImages struct {
 	// list is every image found, in extraction order, duplicates
 	// included: each is verified.
-	list []podImage
+	list []podimages.PodImage
 	// pullSecrets are the names of the Pod spec's imagePullSecrets
 	// (standard extractors only).
 	pullSecrets []string
@@ -137,7 +138,7 @@ func (v *verifyImagesRule) images(obj map[string]any) (ruleImages, error) {
 	kind, _ := obj["kind"].(string)
 	extractors, custom := v.extractors[kind]
 	if !custom {
-		list, secrets := podImages(obj)
+		list, secrets := podimages.Of(obj)
 		return ruleImages{list: list, pullSecrets: secrets}, nil
 	}
 	if len(extractors) == 0 {
@@ -147,9 +148,9 @@ func (v *verifyImagesRule) images(obj map[string]any) (ruleImages, error) {
 	for i := range extractors {
 		x := &extractors[i]
 		byKey := map[string]any{}
-		err := x.extract(obj, nil, x.fields, func(found podImage, key string) {
+		err := x.extract(obj, nil, x.fields, func(found podimages.PodImage, key string) {
 			out.list = append(out.list, found)
-			byKey[key] = found.info.Map()
+			byKey[key] = found.Info.Map()
 		})
 		if err != nil {
 			return ruleImages{}, fmt.Errorf("imageExtractors.%s[%d]: %w", kind, i, err)
@@ -174,7 +175,7 @@ func (v *verifyImagesRule) images(obj map[string]any) (ruleImages, error) {
 // the result does not depend on map iteration. A missing field means no
 // image; a field of the wrong shape is an error, as in Kyverno, so that a
 // policy never passes an object it could not read.
-func (x *imageExtractor) extract(v any, at []string, fields []string, found func(podImage, string)) error {
+func (x *imageExtractor) extract(v any, at []string, fields []string, found func(podimages.PodImage, string)) error {
 	if v == nil {
 		return nil
 	}
@@ -196,19 +197,19 @@ func (x *imageExtractor) extract(v any, at []string, fields []string, found func
 				}
 			}
 		default:
-			return fmt.Errorf("%s is %s, not a list or map that * can expand", jsonPointer(at), jsonKind(v))
+			return fmt.Errorf("%s is %s, not a list or map that * can expand", podimages.JSONPointer(at), jsoncontext.KindOf(v))
 		}
 		return nil
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return fmt.Errorf("%s is %s, not an object", jsonPointer(at), jsonKind(v))
+		return fmt.Errorf("%s is %s, not an object", podimages.JSONPointer(at), jsoncontext.KindOf(v))
 	}
 	if len(fields) > 0 {
 		return x.extract(m[fields[0]], append(at, fields[0]), fields[1:], found)
 	}
 	at = append(at[:len(at):len(at)], x.value)
-	pointer := jsonPointer(at)
+	pointer := podimages.JSONPointer(at)
 	var raw string
 	switch v := m[x.value].(type) {
 	case nil:
@@ -219,7 +220,7 @@ func (x *imageExtractor) extract(v any, at []string, fields []string, found func
 	default:
 		// Kyverno skips it as absent; an extractor pointed at an object
 		// (image: {repository, tag}) would then pass what it never read.
-		return fmt.Errorf("%s is %s, not a string image reference", pointer, jsonKind(v))
+		return fmt.Errorf("%s is %s, not a string image reference", pointer, jsoncontext.KindOf(v))
 	}
 	if raw == "" {
 		return nil
@@ -244,33 +245,6 @@ func (x *imageExtractor) extract(v any, at []string, fields []string, found func
 	if !ok {
 		return fmt.Errorf("%s: invalid image %q", pointer, image)
 	}
-	found(podImage{pointer: pointer, info: info, raw: raw, transformed: x.transform != nil}, key)
+	found(podimages.PodImage{Pointer: pointer, Info: info, Raw: raw, Transformed: x.transform != nil}, key)
 	return nil
-}
-
-// jsonPointer is the RFC 6901 pointer of a path: "~" and "/" in a
-// segment are escaped, so map keys holding them still name one field.
-func jsonPointer(path []string) string {
-	var b strings.Builder
-	for _, seg := range path {
-		b.WriteByte('/')
-		b.WriteString(pointerEscaper.Replace(seg))
-	}
-	return b.String()
-}
-
-var (
-	pointerEscaper   = strings.NewReplacer("~", "~0", "/", "~1")
-	pointerUnescaper = strings.NewReplacer("~1", "/", "~0", "~")
-)
-
-// pointerSegments splits a JSON pointer into its unescaped segments.
-func pointerSegments(pointer string) []string {
-	segs := strings.Split(strings.TrimPrefix(pointer, "/"), "/")
-	for i, s := range segs {
-		if strings.Contains(s, "~") {
-			segs[i] = pointerUnescaper.Replace(s)
-		}
-	}
-	return segs
 }

@@ -12,6 +12,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/podimages"
 	"github.com/charter-dev/charter/engine/review"
 )
 
@@ -113,7 +114,7 @@ func TestImageExtractorsTestdata(t *testing.T) {
 				default:
 					var pointers []string
 					for _, img := range found.list {
-						pointers = append(pointers, img.pointer)
+						pointers = append(pointers, img.Pointer)
 					}
 					if !slices.Equal(pointers, c.Pointers) {
 						t.Errorf("pointers %q, want %q", pointers, c.Pointers)
@@ -156,7 +157,7 @@ func checkPhase(t *testing.T, phase string, policies []review.PolicyResponse, ob
 	}
 	for pointer, image := range want.Images {
 		var v any = obj
-		for _, seg := range pointerSegments(pointer) {
+		for _, seg := range podimages.PointerSegments(pointer) {
 			switch t := v.(type) {
 			case map[string]any:
 				v = t[seg]

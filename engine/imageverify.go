@@ -5,23 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/loader"
+	"github.com/charter-dev/charter/engine/podimages"
 	"github.com/charter-dev/charter/engine/review"
-)
-
-// Annotations the mutating phase writes, as Kyverno does (§2.7). charter
-// writes them for compatibility but never reads them: the validating
-// phase verifies again (through the cache) instead of trusting what a
-// client could have written (§8.3).
-const (
-	annotationVerifyImages       = "kyverno.io/verify-images"
-	annotationVerifyImagesScoped = "kyverno.io/verify-images-scoped"
 )
 
 // WithImagesVerifiedSince makes verifyImages rules use only cached
@@ -35,58 +26,15 @@ func WithImagesVerifiedSince(t time.Time) EvalOption {
 	return func(c *review.Options) { c.ImagesVerifiedSince = t }
 }
 
-// podImage is one container image of a resource, where it is and how it
-// reads.
-type podImage struct {
-	// pointer is the JSON pointer of the image field.
-	pointer string
-	info    jsoncontext.ImageInfo
-	// raw is the image as written.
-	raw string
-	// transformed says a custom extractor's jmesPath made info from raw:
-	// a digest cannot be written back to pointer.
-	transformed bool
-}
-
-// matchString is the image as results name it: registry/path:tag, or
-// registry/path@digest when there is a digest.
-func (p podImage) matchString() string { return p.info.Reference() }
-
-// matches reports whether any pattern matches the image. Kyverno matches
-// registry/path@digest only once there is a digest, so a tag pattern
-// stops matching an image pinned as tag@digest; charter also tries
-// registry/path:tag when the reference names a tag.
-func (p podImage) matches(patterns []string) bool {
-	if anyWildcard(patterns, p.info.Reference()) {
+// imageMatches reports whether any pattern matches the image. Kyverno
+// matches registry/path@digest only once there is a digest, so a tag
+// pattern stops matching an image pinned as tag@digest; charter also
+// tries registry/path:tag when the reference names a tag.
+func imageMatches(p podimages.PodImage, patterns []string) bool {
+	if anyWildcard(patterns, p.Info.Reference()) {
 		return true
 	}
-	return p.info.Digest != "" && p.info.Tag != "" && anyWildcard(patterns, p.info.ReferenceWithTag())
-}
-
-// podImages lists the images of the object's initContainers, containers
-// and ephemeralContainers, in that order, and its imagePullSecrets.
-func podImages(obj map[string]any) ([]podImage, []string) {
-	prefix, spec := jsoncontext.PodSpecAt(obj)
-	if spec == nil {
-		return nil, nil
-	}
-	var out []podImage
-	for _, group := range []string{"initContainers", "containers", "ephemeralContainers"} {
-		list, _ := spec[group].([]any)
-		for i, c := range list {
-			cm, _ := c.(map[string]any)
-			image, _ := cm["image"].(string)
-			if image == "" {
-				continue
-			}
-			info, ok := jsoncontext.ParseImage(image)
-			if !ok {
-				continue
-			}
-			out = append(out, podImage{pointer: prefix + "/" + group + "/" + strconv.Itoa(i) + "/image", info: info, raw: image})
-		}
-	}
-	return out, jsoncontext.PullSecrets(spec)
+	return p.Info.Digest != "" && p.Info.Tag != "" && anyWildcard(patterns, p.Info.ReferenceWithTag())
 }
 
 // imageOutcome is the result of one entry for one image.
@@ -142,18 +90,18 @@ func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Documen
 		}
 		creds.Registry = iv.ImageRegistryCredentials
 		for _, img := range images {
-			ref := img.matchString()
-			if !img.matches(iv.ImageReferences) {
+			ref := img.Info.Reference()
+			if !imageMatches(img, iv.ImageReferences) {
 				continue
 			}
-			if img.matches(iv.SkipImageReferences) {
+			if imageMatches(img, iv.SkipImageReferences) {
 				o := imageOutcome{image: ref, status: review.StatusSkip, warn: true,
 					message: fmt.Sprintf("skipping image reference image %s, policy %s ruleName %s", ref, ev.policy.key, r.name)}
 				run.outcomes = append(run.outcomes, o)
 				run.recorded[ref] = "skip"
 				continue
 			}
-			if !mutating && iv.IsVerifyDigest() && img.info.Digest == "" {
+			if !mutating && iv.IsVerifyDigest() && img.Info.Digest == "" {
 				run.outcomes = append(run.outcomes, imageOutcome{image: ref, status: review.StatusFail, message: "missing digest for " + ref})
 				continue
 			}
@@ -170,7 +118,7 @@ func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Documen
 			} else {
 				o = imageOutcome{image: ref, status: review.StatusPass, message: "image verified"}
 			}
-			pins := mutating && iv.IsMutateDigest() && img.info.Digest == "" && (o.status == review.StatusPass || !verifies)
+			pins := mutating && iv.IsMutateDigest() && img.Info.Digest == "" && (o.status == review.StatusPass || !verifies)
 			if mutating && !verifies && !pins {
 				// An entry that neither verifies nor pins this image has
 				// nothing to say in the mutating phase (§2.5 step 3):
@@ -180,9 +128,9 @@ func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Documen
 			if pins {
 				o = ev.pinDigest(ctx, img, o, creds, verifies)
 				if o.digest != "" && o.status != review.StatusError {
-					pinned := img.info
+					pinned := img.Info
 					pinned.Digest = o.digest
-					run.pins[img.pointer] = pinned.ReferenceWithTag() + "@" + o.digest
+					run.pins[img.Pointer] = pinned.ReferenceWithTag() + "@" + o.digest
 					if verifies {
 						ref = pinned.Reference()
 					}
@@ -208,11 +156,11 @@ func (ev *evaluation) verifyImages(ctx context.Context, doc *jsoncontext.Documen
 // that only pins) the one the tag points to now. A verified image is
 // pinned to the digest that was verified, never to a fresh resolution of
 // its tag (GHSA-2r43-6962-xcw5).
-func (ev *evaluation) pinDigest(ctx context.Context, img podImage, o imageOutcome, creds loader.ImageCredentials, verified bool) imageOutcome {
-	if img.transformed {
+func (ev *evaluation) pinDigest(ctx context.Context, img podimages.PodImage, o imageOutcome, creds loader.ImageCredentials, verified bool) imageOutcome {
+	if img.Transformed {
 		// Compile refuses jmesPath extractors next to mutateDigest; this
 		// keeps an image that cannot be pinned from passing unpinned.
-		return imageOutcome{image: o.image, status: review.StatusError, message: fmt.Sprintf("failed to update digest: %s at %s was rewritten by an image extractor's jmesPath, so no digest can be written back there", o.image, img.pointer)}
+		return imageOutcome{image: o.image, status: review.StatusError, message: fmt.Sprintf("failed to update digest: %s at %s was rewritten by an image extractor's jmesPath, so no digest can be written back there", o.image, img.Pointer)}
 	}
 	if verified {
 		if o.digest == "" {
@@ -224,7 +172,7 @@ func (ev *evaluation) pinDigest(ctx context.Context, img podImage, o imageOutcom
 	if v == nil {
 		return imageOutcome{image: o.image, status: review.StatusError, message: "failed to update digest: no image verifier is configured"}
 	}
-	d, err := v.ResolveDigest(ctx, img.info.ReferenceWithTag(), creds)
+	d, err := v.ResolveDigest(ctx, img.Info.ReferenceWithTag(), creds)
 	if err != nil {
 		return imageOutcome{image: o.image, status: review.StatusError, message: "failed to update digest: " + err.Error()}
 	}
@@ -253,8 +201,8 @@ func (ev *evaluation) resolveEntry(doc *jsoncontext.Document, e *imageEntry) (*k
 
 // verifyImage checks one image against an entry's attestors, then its
 // attestations, then its validate.deny (§2.5 step 3, §3.3, §3.4).
-func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document, r *rule, e *imageEntry, iv *kyvernov1.ImageVerification, img podImage, creds loader.ImageCredentials) imageOutcome {
-	ref := img.matchString()
+func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document, r *rule, e *imageEntry, iv *kyvernov1.ImageVerification, img podimages.PodImage, creds loader.ImageCredentials) imageOutcome {
+	ref := img.Info.Reference()
 	v := ev.cfg.Loaders.ImageVerifier
 	if v == nil {
 		return imageOutcome{image: ref, status: review.StatusError, message: "failed to verify image " + ref + ": no image verifier is configured"}
@@ -285,7 +233,7 @@ func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document
 	msg := "verified image signatures for " + ref
 	if len(iv.Attestations) > 0 {
 		idoc := doc.Child()
-		idoc.Set("image", img.info.Map())
+		idoc.Set("image", img.Info.Map())
 		for i := range iv.Attestations {
 			d, o := ev.verifyAttestation(ctx, idoc, e, iv, i, base, ref)
 			if o != nil {
@@ -315,7 +263,7 @@ func (ev *evaluation) verifyImage(ctx context.Context, doc *jsoncontext.Document
 		msg = "verifyImages validation is passed in " + r.name + " rule"
 	}
 	if digest == "" {
-		digest = img.info.Digest
+		digest = img.Info.Digest
 	}
 	return imageOutcome{image: ref, status: review.StatusPass, message: msg, digest: digest}
 }
@@ -412,7 +360,7 @@ func (ev *evaluation) attestationConditions(doc *jsoncontext.Document, blocks []
 	}
 	predicate, ok := statement["predicate"].(map[string]any)
 	if !ok {
-		return fmt.Errorf("failed to extract predicate from statement: predicate is %s, not an object", jsonKind(statement["predicate"]))
+		return fmt.Errorf("failed to extract predicate from statement: predicate is %s, not an object", jsoncontext.KindOf(statement["predicate"]))
 	}
 	cdoc := doc.Child()
 	for k, v := range predicate {
@@ -572,105 +520,6 @@ func appendUnique(list []string, s string) []string {
 	return append(list, s)
 }
 
-// imagePatches applies the digest pins to obj.
-func imagePatches(obj map[string]any, pins map[string]string) (map[string]any, error) {
-	for pointer, image := range pins {
-		out, err := withValue(obj, pointerSegments(pointer), image)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", pointer, err)
-		}
-		obj = out.(map[string]any)
-	}
-	return obj, nil
-}
-
-// withValue returns v with value set at path (map keys and list
-// indexes), copying only the maps and lists on the path: v itself and
-// what it shares with others are left untouched. Missing maps on the
-// path are created; a missing list element is an error. This runs on
-// every admission review with verifyImages rules, where a JSON patch
-// round trip of the whole object cost more than the cached
-// verification itself.
-func withValue(v any, path []string, value any) (any, error) {
-	if len(path) == 0 {
-		return value, nil
-	}
-	switch t := v.(type) {
-	case nil:
-		child, err := withValue(nil, path[1:], value)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{path[0]: child}, nil
-	case map[string]any:
-		child, err := withValue(t[path[0]], path[1:], value)
-		if err != nil {
-			return nil, err
-		}
-		out := make(map[string]any, len(t)+1)
-		for k, e := range t {
-			out[k] = e
-		}
-		out[path[0]] = child
-		return out, nil
-	case []any:
-		i, err := strconv.Atoi(path[0])
-		if err != nil || i < 0 || i >= len(t) {
-			return nil, fmt.Errorf("no list element %q", path[0])
-		}
-		child, err := withValue(t[i], path[1:], value)
-		if err != nil {
-			return nil, err
-		}
-		out := append([]any(nil), t...)
-		out[i] = child
-		return out, nil
-	}
-	return nil, fmt.Errorf("cannot set %q in a %s", path[0], jsonKind(v))
-}
-
-// imageAnnotations records the statuses of the mutating phase on obj
-// (§2.7): kyverno.io/verify-images maps image → pass|fail|skip across all
-// policies, kyverno.io/verify-images-scoped by policy and rule. Whatever
-// a client wrote there is replaced.
-func imageAnnotations(obj map[string]any, scoped map[string]map[string]map[string]string) (map[string]any, error) {
-	if len(scoped) == 0 {
-		return obj, nil
-	}
-	flat := map[string]string{}
-	for _, rules := range scoped {
-		for _, images := range rules {
-			for img, status := range images {
-				if prev, ok := flat[img]; !ok || prev == "pass" || (prev == "skip" && status == "fail") {
-					flat[img] = status
-				}
-			}
-		}
-	}
-	flatJSON, err := json.Marshal(flat)
-	if err != nil {
-		return nil, err
-	}
-	scopedJSON, err := json.Marshal(map[string]any{"version": 1, "policies": scoped})
-	if err != nil {
-		return nil, err
-	}
-	meta, _ := obj["metadata"].(map[string]any)
-	annotations := map[string]any{}
-	if old, ok := meta["annotations"].(map[string]any); ok {
-		for k, v := range old {
-			annotations[k] = v
-		}
-	}
-	annotations[annotationVerifyImages] = string(flatJSON)
-	annotations[annotationVerifyImagesScoped] = string(scopedJSON)
-	out, err := withValue(obj, []string{"metadata", "annotations"}, annotations)
-	if err != nil {
-		return nil, err
-	}
-	return out.(map[string]any), nil
-}
-
 // scopedPolicyKey is the policy's key in the scoped annotation: "/name"
 // for a cluster policy, "ns/name" for a namespaced one.
 func scopedPolicyKey(p *Policy) string {
@@ -713,7 +562,7 @@ func (s *PolicySet) verifyImagesPhase(ctx context.Context, in *requestView, cfg 
 			if rr.Status == review.StatusFail && p.unscored {
 				rr.Status = review.StatusWarn
 			}
-			patched, err := imagePatches(obj, run.pins)
+			patched, err := podimages.Patches(obj, run.pins)
 			if err != nil {
 				rr.Status, rr.Message = review.StatusError, "failed to update digest: "+err.Error()
 			} else if len(run.pins) > 0 {
@@ -747,7 +596,7 @@ func (s *PolicySet) verifyImagesPhase(ctx context.Context, in *requestView, cfg 
 			resp.Policies = append(resp.Policies, review.PolicyResponse{Policy: p.source, Key: p.key, Rules: rules, Patched: obj})
 		}
 	}
-	if annotated, err := imageAnnotations(obj, scoped); err == nil && len(scoped) > 0 {
+	if annotated, err := podimages.Annotations(obj, scoped); err == nil && len(scoped) > 0 {
 		in = in.withObject(annotated)
 	}
 	return in

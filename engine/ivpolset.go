@@ -6,6 +6,7 @@ import (
 
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/ivpol"
+	"github.com/charter-dev/charter/engine/podimages"
 	"github.com/charter-dev/charter/engine/review"
 )
 
@@ -34,7 +35,7 @@ func WithImageDigestPins() EvalOption {
 // the image unpinned.
 func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *review.Options, candidates []*Policy, resp *MutateResponse) *requestView {
 	obj := in.Req.Object
-	images, pullSecrets := podImages(obj)
+	images, pullSecrets := podimages.Of(obj)
 	if len(images) == 0 {
 		return in
 	}
@@ -49,15 +50,15 @@ func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *
 		}
 		var errs []string
 		for _, img := range images {
-			if _, done := pins[img.pointer]; done || img.info.Digest != "" {
+			if _, done := pins[img.Pointer]; done || img.Info.Digest != "" {
 				continue
 			}
-			digest, ok, err := resolve(img.raw, img.info.ReferenceWithTag())
+			digest, ok, err := resolve(img.Raw, img.Info.ReferenceWithTag())
 			switch {
 			case err != nil:
 				errs = append(errs, err.Error())
 			case ok:
-				pins[img.pointer] = img.raw + "@" + digest
+				pins[img.Pointer] = img.Raw + "@" + digest
 			}
 		}
 		if len(errs) > 0 && p.ivpol.Action() == review.Enforce {
@@ -69,7 +70,7 @@ func (s *PolicySet) imageDigestPhase(ctx context.Context, in *requestView, cfg *
 	if len(pins) == 0 {
 		return in
 	}
-	patched, err := imagePatches(obj, pins)
+	patched, err := podimages.Patches(obj, pins)
 	if err != nil {
 		return in
 	}

@@ -11,6 +11,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/mutate"
 	"github.com/charter-dev/charter/engine/variables"
 )
@@ -125,7 +126,7 @@ func (s *ruleCompiler) compileStrategic(raw *apiextv1.JSON, path, pointer string
 		return nil
 	}
 	if _, ok := v.(map[string]any); !ok {
-		f.Add(path, fmt.Sprintf("a strategic merge patch must be an object, found %s", jsonKind(v)))
+		f.Add(path, fmt.Sprintf("a strategic merge patch must be an object, found %s", jsoncontext.KindOf(v)))
 		return nil
 	}
 	checkLabelValues(v, path, f)
@@ -143,28 +144,10 @@ func checkLabelValues(v any, path string, f *fault.Collector) {
 		vals, _ := meta[field].(map[string]any)
 		for k, val := range vals {
 			if _, ok := val.(string); !ok {
-				f.Add(fault.JoinPath(path+".metadata."+field, k), fmt.Sprintf("%s values must be strings, found %s", field, jsonKind(val)))
+				f.Add(fault.JoinPath(path+".metadata."+field, k), fmt.Sprintf("%s values must be strings, found %s", field, jsoncontext.KindOf(val)))
 			}
 		}
 	}
-}
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case float64, int64:
-		return "a number"
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // json6902Ops are the operations RFC 6902 defines.

@@ -367,7 +367,7 @@ func (ev *evaluation) applyPatch(doc *jsoncontext.Document, p *patch, resource m
 				}
 				s, ok := v.(string)
 				if !ok {
-					return patchResult{status: review.StatusError, message: fmt.Sprintf("failed to patch resource: patchesJson6902 resolved to %s, not text", jsonKind(v))}
+					return patchResult{status: review.StatusError, message: fmt.Sprintf("failed to patch resource: patchesJson6902 resolved to %s, not text", jsoncontext.KindOf(v))}
 				}
 				text = s
 			}

@@ -1,4 +1,4 @@
-package engine
+package podimages
 
 import (
 	"reflect"
@@ -15,11 +15,11 @@ func TestImagePatchesLeaveTheInputAlone(t *testing.T) {
 		"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "r.io/app:v1"}}}}
 	before := runtime.DeepCopyJSON(in)
 
-	out, err := imagePatches(in, map[string]string{"/spec/containers/0/image": "r.io/app:v1@sha256:aa"})
+	out, err := Patches(in, map[string]string{"/spec/containers/0/image": "r.io/app:v1@sha256:aa"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err = imageAnnotations(out, map[string]map[string]map[string]string{"/p": {"r": {"r.io/app@sha256:aa": "pass"}}})
+	out, err = Annotations(out, map[string]map[string]map[string]string{"/p": {"r": {"r.io/app@sha256:aa": "pass"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,11 +30,24 @@ func TestImagePatchesLeaveTheInputAlone(t *testing.T) {
 		t.Fatalf("image %v", got)
 	}
 	ann := out["metadata"].(map[string]any)["annotations"].(map[string]any)
-	if ann["a"] != "b" || ann[annotationVerifyImages] != `{"r.io/app@sha256:aa":"pass"}` ||
-		ann[annotationVerifyImagesScoped] != `{"policies":{"/p":{"r":{"r.io/app@sha256:aa":"pass"}}},"version":1}` {
+	if ann["a"] != "b" || ann[AnnotationVerifyImages] != `{"r.io/app@sha256:aa":"pass"}` ||
+		ann[AnnotationVerifyImagesScoped] != `{"policies":{"/p":{"r":{"r.io/app@sha256:aa":"pass"}}},"version":1}` {
 		t.Fatalf("annotations %v", ann)
 	}
-	if _, err := imagePatches(in, map[string]string{"/spec/containers/3/image": "x"}); err == nil {
+	if _, err := Patches(in, map[string]string{"/spec/containers/3/image": "x"}); err == nil {
 		t.Fatal("a pin of a missing container was applied")
+	}
+}
+
+// TestPointersRoundTrip: a path whose segments hold "~" and "/" comes
+// back from its pointer unchanged.
+func TestPointersRoundTrip(t *testing.T) {
+	path := []string{"spec", "a/b", "c~d", "0", "image"}
+	pointer := JSONPointer(path)
+	if pointer != "/spec/a~1b/c~0d/0/image" {
+		t.Fatalf("pointer %q", pointer)
+	}
+	if got := PointerSegments(pointer); !reflect.DeepEqual(got, path) {
+		t.Fatalf("segments %q, want %q", got, path)
 	}
 }
