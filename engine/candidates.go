@@ -6,7 +6,6 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/match"
-	"github.com/charter-dev/charter/engine/review"
 )
 
 // A request is evaluated against the policies that can select it. With a
@@ -189,54 +188,23 @@ func (s *PolicySet) candidatesIn(in *requestView, anyNamespace bool) []*Policy {
 	return slices.DeleteFunc(slices.Clone(out), func(p *Policy) bool { return !p.webhookConditions.holds(in) })
 }
 
-// rulesUpFront is how many rule responses Validate makes room for before
-// evaluating the request: at most one per validate (or verifyImages) rule
-// of the candidate policies that can select its kind, and one per CEL
-// policy, as index counted them (restrict-capabilities-strict answers a
-// Pod with two rules, its autogen rules none), up to a bound: a large
-// set's candidates may mostly not respond. It notes in in.rulesBeyond how
-// many more the candidates may give: room for those is made a block at a
-// time when they come (appendRule). A review of the Pod Security set needs
-// 18 of the 200-byte responses: room for exactly those is 1 KiB less than
-// a guess from the number of candidate policies.
+// rulesUpFront makes room in in.rules for the rule responses Validate may
+// get, and returns how many it made room for: at most one per validate
+// (or verifyImages) rule of the candidate policies that can select its
+// kind, and one per CEL policy, as index counted them
+// (restrict-capabilities-strict answers a Pod with two rules, its autogen
+// rules none), up to a bound: a large set's candidates may mostly not
+// respond, and room for more is made a block at a time when they come
+// (review.RuleBuffer). A review of the Pod Security set needs 18 of the
+// 200-byte responses: room for exactly those is 1 KiB less than a guess
+// from the number of candidate policies.
 func (s *PolicySet) rulesUpFront(in *requestView) int {
 	var buf [6]*policyList
 	n := 0
 	for _, l := range s.buckets(buf[:0], in, false) {
 		n += l.responses
 	}
-	upFront := min(n, ruleBlock)
-	in.rulesBeyond = n - upFront
-	return upFront
-}
-
-// ruleBlock is the most rule responses room is made for at once.
-const ruleBlock = 64
-
-// appendRule appends a rule response of the policy whose responses start
-// at in.rules[start] and returns where they start now. When in.rules is
-// full, the policy's responses so far move to a new block with room for
-// those still expected (rulesBeyond, at most ruleBlock), instead of append
-// copying every earlier policy's responses too: those stay where their
-// policies' Rules point. At 1,000 policies a Pod got about 70 responses,
-// and growing the slice past 64 cost 27 KiB a review, 40% of what the
-// review allocated.
-func (in *requestView) appendRule(start int, rr review.RuleResponse) int {
-	if len(in.rules) == cap(in.rules) {
-		moved := len(in.rules) - start
-		// Beyond the candidates' count (or without one), the slice grows
-		// as append grows it.
-		size := max(2*moved, 1)
-		if in.rulesBeyond > 0 {
-			size = max(min(in.rulesBeyond, ruleBlock), moved+1)
-		}
-		in.rulesBeyond = max(in.rulesBeyond-(size-moved), 0)
-		block := make([]review.RuleResponse, moved, size)
-		copy(block, in.rules[start:])
-		in.rules, start = block, 0
-	}
-	in.rules = append(in.rules, rr)
-	return start
+	return in.rules.Expect(n)
 }
 
 // policyNamespaces returns the namespaces a cluster-wide policy's rules

@@ -159,7 +159,7 @@ func (s *PolicySet) Validate(ctx context.Context, req *review.Request, opts ...E
 	// the responses of a Pod Security review would be copied five times
 	// over (5 KiB of garbage where 1.2 KiB are kept).
 	resp.Policies = make([]review.PolicyResponse, 0, len(candidates))
-	in.rules = make([]review.RuleResponse, 0, s.rulesUpFront(in))
+	s.rulesUpFront(in)
 	for _, p := range candidates {
 		if pr := p.validate(ctx, in, &cfg); len(pr.Rules) > 0 {
 			resp.Policies = append(resp.Policies, pr)

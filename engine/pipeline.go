@@ -24,13 +24,8 @@ type requestView struct {
 	base *jsoncontext.Document
 
 	// rules backs the rule responses of every policy evaluated over this
-	// view: each policy's Rules is a window of it, capped at its own
-	// length, so one allocation serves the policies of a review and
-	// appending to one policy's Rules never reaches another's.
-	rules []review.RuleResponse
-	// rulesBeyond is how many more rule responses the candidates may
-	// give than rules has room for (rulesUpFront, appendRule).
-	rulesBeyond int
+	// view (rulesUpFront makes room for them).
+	rules review.RuleBuffer
 	// elementDocs are the documents of foreach elements, one per
 	// nesting depth (elementDocument).
 	elementDocs []*jsoncontext.Document
@@ -208,7 +203,7 @@ func (p *Policy) validate(ctx context.Context, in *requestView, cfg *review.Opti
 		return review.PolicyResponse{Policy: p.source, Key: p.key, Rules: p.mpol.Scan(ctx, &in.View, cfg, p.owner())}
 	}
 	ev := &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.Object}
-	start := len(in.rules)
+	start := in.rules.Len()
 	for _, r := range p.rules {
 		if r.typ != review.TypeValidation && r.typ != review.TypeImageVerify {
 			continue
@@ -217,14 +212,12 @@ func (p *Policy) validate(ctx context.Context, in *requestView, cfg *review.Opti
 		if !ok {
 			continue
 		}
-		start = in.appendRule(start, rr)
+		start = in.rules.Append(start, rr)
 		if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != review.StatusSkip {
 			break
 		}
 	}
-	if end := len(in.rules); end > start {
-		resp.Rules = in.rules[start:end:end]
-	}
+	resp.Rules = in.rules.Window(start)
 	return resp
 }
 
@@ -517,8 +510,6 @@ func (p *Policy) respondOnce(in *requestView, rr review.RuleResponse, ok bool) r
 	if !ok {
 		return resp
 	}
-	start := len(in.rules)
-	in.rules = append(in.rules, rr)
-	resp.Rules = in.rules[start : start+1 : start+1]
+	resp.Rules = in.rules.One(rr)
 	return resp
 }

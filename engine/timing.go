@@ -28,7 +28,7 @@ func (s *PolicySet) ValidateTimed(ctx context.Context, req *review.Request, opts
 	// Security policies would otherwise grow the slice five times.
 	resp.Policies = make([]review.PolicyResponse, 0, len(candidates))
 	// And for their rule responses, in one slice (rulesUpFront).
-	in.rules = make([]review.RuleResponse, 0, s.rulesUpFront(in))
+	s.rulesUpFront(in)
 	for _, p := range candidates {
 		start := time.Now()
 		pr := p.validate(ctx, in, &cfg)
