@@ -28,7 +28,7 @@ func (ev *evaluation) action(r *rule) review.Action {
 			return a
 		}
 	}
-	spec := ev.policy.spec
+	spec := ev.policy.cpol.spec
 	if ev.promoted() {
 		if _, ok := ev.override(spec.ValidationFailureActionOverrides); !ok {
 			return review.Enforce

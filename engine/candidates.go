@@ -115,10 +115,10 @@ func (k *kindIndex) lists(out []*policyList, in *requestView, anyNamespace bool)
 // index adds p to the buckets of the requests it can select.
 func (s *PolicySet) index(p *Policy) {
 	p.order = len(s.policies) - 1
-	if p.webhookConditions != nil {
+	if p.cpol != nil && p.cpol.webhookConditions != nil {
 		s.webhookConditioned++
 	}
-	if p.spec != nil && slices.ContainsFunc(p.spec.Rules, isBackgroundRule) {
+	if p.background {
 		s.background = append(s.background, p)
 	}
 	for _, k := range p.kinds {
@@ -185,7 +185,7 @@ func (s *PolicySet) candidatesIn(in *requestView, anyNamespace bool) []*Policy {
 	// A policy whose webhook matchConditions do not hold for the request
 	// is no candidate (webhookconditions.go); out may be an index slice,
 	// so the kept policies go to a copy.
-	return slices.DeleteFunc(slices.Clone(out), func(p *Policy) bool { return !p.webhookConditions.holds(in) })
+	return slices.DeleteFunc(slices.Clone(out), func(p *Policy) bool { return !p.cpol.conditionsHold(in) })
 }
 
 // rulesUpFront makes room in in.rules for the rule responses Validate may
@@ -213,11 +213,11 @@ func (s *PolicySet) rulesUpFront(in *requestView) int {
 // wildcard, a selector alone), and for the CEL kinds, which match by
 // their own constraints.
 func policyNamespaces(p *Policy) ([]string, bool) {
-	if p.vpol != nil || p.mpol != nil || p.ivpol != nil || p.gpol != nil || len(p.rules) == 0 {
+	if p.vpol != nil || p.mpol != nil || p.ivpol != nil || p.gpol != nil || p.cpol == nil || len(p.cpol.rules) == 0 {
 		return nil, false
 	}
 	var out []string
-	for _, r := range p.rules {
+	for _, r := range p.cpol.rules {
 		namespaces, ok := matchNamespaces(r.match)
 		if !ok {
 			return nil, false

@@ -2,13 +2,11 @@ package engine
 
 import (
 	"encoding/json"
-	"fmt"
-	"strings"
+	"slices"
 
 	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
-	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/celruntime"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/gpol"
@@ -50,12 +48,10 @@ type PolicySet struct {
 type Policy struct {
 	set    *PolicySet
 	source kyvernov1.PolicyInterface
-	spec   *kyvernov1.Spec
 	key    string
 	// id is the PolicyID: the key is shared by policies of different
 	// kinds and one name, the id is not.
-	id    string
-	rules []*rule
+	id string
 	// unscored policies (policies.kyverno.io/scored: "false") report warn
 	// instead of fail.
 	unscored bool
@@ -63,6 +59,10 @@ type Policy struct {
 	// labelled for enforcement (action.go); read once here, not for every
 	// rule of every review.
 	staged bool
+	// background is true when a rule of the policy's kyverno.io spec (the
+	// CEL kinds have one too: a GeneratingPolicy's generate rule) is a
+	// generate or mutate-existing rule (BackgroundPolicies).
+	background bool
 	// order is the policy's position in the set.
 	order int
 	// kinds are the kind names (no group/version) the rules select; "*"
@@ -88,13 +88,9 @@ type Policy struct {
 	// ivpol is set for an ImageValidatingPolicy or
 	// NamespacedImageValidatingPolicy, which has no rules (engine/ivpol).
 	ivpol *ivpol.Policy
-	// webhookConditions are spec.webhookConfiguration.matchConditions
-	// (webhookconditions.go); nil when there are none.
-	webhookConditions *webhookConditions
-	// readsRoles is true when a rule matches or excludes by roles or
-	// clusterRoles, or reads request.roles or request.clusterRoles: only
-	// then does the admission server resolve the requester's roles.
-	readsRoles bool
+	// cpol is set for a kyverno.io ClusterPolicy or Policy: its spec and
+	// compiled rules (cpolcompile.go).
+	cpol *clusterPolicy
 }
 
 // ScoredAnnotation set to "false" makes a policy's failures warnings.
@@ -159,15 +155,16 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 const faultDuplicatePolicy = "duplicate policy"
 
 func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault.List) {
+	spec := src.GetSpec()
 	p := &Policy{
-		set:       s,
-		source:    src,
-		spec:      src.GetSpec(),
-		key:       policyid.Key(src),
-		id:        policyid.Of(src),
-		unscored:  src.GetAnnotations()[ScoredAnnotation] == "false",
-		staged:    charter.IsStaged(src.GetLabels()),
-		namespace: policyid.Namespace(src),
+		set:        s,
+		background: spec != nil && slices.ContainsFunc(spec.Rules, isBackgroundRule),
+		source:     src,
+		key:        policyid.Key(src),
+		id:         policyid.Of(src),
+		unscored:   src.GetAnnotations()[ScoredAnnotation] == "false",
+		staged:     charter.IsStaged(src.GetLabels()),
+		namespace:  policyid.Namespace(src),
 	}
 	if errs := celPolicyFaults(src, p.key); len(errs) > 0 {
 		return nil, errs
@@ -204,58 +201,12 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 		p.kinds = []string{"*"}
 		return p, nil
 	}
-	fail := &fault.Collector{Kind: src.GetKind(), Name: p.key}
-	if len(p.spec.Rules) == 0 {
-		fail.Add("spec.rules", "a policy needs at least one rule")
+	cp, errs := compileClusterPolicy(src, p.key, s.jp, s.cache)
+	if len(errs) > 0 {
+		return nil, errs
 	}
-	if a := p.spec.ValidationFailureAction; a != "" && !a.IsValid() {
-		fail.Add("spec.validationFailureAction", fmt.Sprintf("unknown action %q, want Audit or Enforce", a))
-	}
-	if p.spec.GenerateExistingOnPolicyUpdate != nil {
-		// Kyverno refuses the old name, whatever its value, and no longer
-		// reads it (background-cleanup.md §3.4).
-		fail.Add("spec.generateExistingOnPolicyUpdate", "the deprecated field is refused, as in Kyverno: remove it and set generateExisting on each generate rule (spec.rules[*].generate.generateExisting) instead")
-	}
-	checkSpec(p, fail)
-	rc := &ruleCompiler{jp: s.jp, cache: s.cache}
-	p.webhookConditions = compileWebhookConditions(p.spec.GetMatchConditions(), s.cache, fail)
-	rules, err := autogen.ComputeRules(src)
-	if err != nil {
-		fail.Add("spec.rules", "autogen: "+err.Error())
-		return nil, fail.Errs
-	}
-	specIndex := make(map[string]int, len(p.spec.Rules))
-	for i := range p.spec.Rules {
-		specIndex[p.spec.Rules[i].Name] = i
-	}
-	seen := map[string]bool{}
-	generated := 0
-	for i := range rules {
-		r := &rules[i]
-		var path string
-		if j, ok := specIndex[r.Name]; ok && !autogen.IsGenerated(r.Name) {
-			path = fmt.Sprintf("spec.rules[%d]", j)
-		} else {
-			// Generated rules are published in status.autogen.rules.
-			path = fmt.Sprintf("status.autogen.rules[%d]", generated)
-			generated++
-			if len(fail.Errs) > 0 {
-				// Their faults repeat those of their source rule.
-				continue
-			}
-		}
-		if seen[r.Name] {
-			fail.Add(path+".name", fmt.Sprintf("duplicate rule name %q", r.Name))
-		}
-		seen[r.Name] = true
-		if cr := rc.compileRule(p, r, path, !strings.HasPrefix(path, "spec."), fail); cr != nil {
-			p.rules = append(p.rules, cr)
-		}
-	}
-	if len(fail.Errs) > 0 {
-		return nil, fail.Errs
-	}
-	p.kinds = policyKinds(p.rules)
+	p.cpol = cp
+	p.kinds = cp.kinds
 	p.unsupported = unsupported.Features(src)
 	return p, nil
 }

@@ -48,7 +48,7 @@ spec:
         - expression: "'TestCompiledVariantsAreSharedThenReleased' != ''"
 `,
 		policy:   func() kyvernov1.PolicyInterface { return &kyvernov1.ClusterPolicy{} },
-		compiled: func(s *PolicySet) any { return s.policies[0].rules[0].validate.cel },
+		compiled: func(s *PolicySet) any { return s.policies[0].cpol.rules[0].validate.cel },
 	}, {
 		name: "webhook matchConditions",
 		manifest: `
@@ -65,7 +65,7 @@ spec:
     validate: {failureAction: Enforce, deny: {}}
 `,
 		policy:   func() kyvernov1.PolicyInterface { return &kyvernov1.ClusterPolicy{} },
-		compiled: func(s *PolicySet) any { return s.policies[0].webhookConditions },
+		compiled: func(s *PolicySet) any { return s.policies[0].cpol.webhookConditions },
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

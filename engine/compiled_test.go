@@ -201,7 +201,7 @@ func TestAssembleMatchesCompile(t *testing.T) {
 // listed here, so that Assemble cannot silently fall behind Compile.
 var (
 	policySetFields = []string{"policies", "byID", "exceptions", "celExceptions", "jp", "byKind", "wildcard", "background", "webhookConditioned", "cache"}
-	policyFields    = []string{"set", "source", "spec", "key", "id", "rules", "unscored", "staged", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol", "webhookConditions", "readsRoles"}
+	policyFields    = []string{"set", "source", "key", "id", "unscored", "staged", "background", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol", "cpol"}
 )
 
 func checkFieldsKnown(t *testing.T, v any, known []string) {
@@ -426,7 +426,7 @@ func TestAssembleReplacesOnePolicy(t *testing.T) {
 			continue
 		}
 		p, _ := got.Lookup(pus[j].key)
-		if p == nil || len(p.rules) == 0 || p.rules[0] != pus[j].policy.rules[0] {
+		if p == nil || len(p.cpol.ruleList()) == 0 || p.cpol.rules[0] != pus[j].policy.cpol.rules[0] {
 			t.Errorf("%s: compiled rules not shared with the unit", pus[j].key)
 		}
 	}

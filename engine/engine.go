@@ -184,7 +184,7 @@ func (s *PolicySet) Lookup(id string) (*Policy, bool) {
 func (p *Policy) Validate(ctx context.Context, req *review.Request, opts ...EvalOption) review.PolicyResponse {
 	cfg := newEvalConfig(opts)
 	in := newRequestView(ctx, req, &cfg)
-	if !p.webhookConditions.holds(in) {
+	if !p.cpol.conditionsHold(in) {
 		return review.PolicyResponse{Policy: p.source, Key: p.key}
 	}
 	resp := p.validate(ctx, in, &cfg)
@@ -209,7 +209,7 @@ func (s *PolicySet) Unsupported() unsupported.List {
 // clusterRoles, or reads request.roles or request.clusterRoles: whether
 // evaluating it needs the requester's roles resolved (Request.Roles and
 // ClusterRoles). It is decided once, when the policy is compiled.
-func (p *Policy) ReadsRoles() bool { return p.readsRoles }
+func (p *Policy) ReadsRoles() bool { return p.cpol != nil && p.cpol.readsRoles }
 
 // Source returns the policy as it was compiled.
 func (p *Policy) Source() kyvernov1.PolicyInterface { return p.source }
@@ -222,8 +222,9 @@ func (p *Policy) Key() string { return p.key }
 // Rules returns the names of the policy's rules after autogen expansion, in
 // evaluation order (each source rule followed by its autogen rules).
 func (p *Policy) Rules() []string {
-	names := make([]string, len(p.rules))
-	for i, r := range p.rules {
+	rules := p.cpol.ruleList()
+	names := make([]string, len(rules))
+	for i, r := range rules {
 		names[i] = r.name
 	}
 	return names

@@ -144,7 +144,7 @@ func (s *PolicySet) Generate(ctx context.Context, req *review.Request, opts ...E
 		}
 		pr := review.PolicyResponse{Policy: p.source, Key: p.key}
 		ev := &evaluation{set: p.set, policy: p, in: in, cfg: &cfg, object: in.Object}
-		for _, r := range p.rules {
+		for _, r := range p.cpol.ruleList() {
 			if r.typ != review.TypeGeneration || r.generate == nil {
 				continue
 			}
@@ -186,7 +186,7 @@ func (s *PolicySet) Generate(ctx context.Context, req *review.Request, opts ...E
 				}
 			}
 			pr.Rules = append(pr.Rules, rr)
-			if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != review.StatusSkip {
+			if p.cpol.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != review.StatusSkip {
 				break
 			}
 		}

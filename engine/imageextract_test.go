@@ -96,7 +96,7 @@ func TestImageExtractorsTestdata(t *testing.T) {
 		if err != nil {
 			t.Fatalf("compile: %v", err)
 		}
-		r := set.policies[0].rules[0]
+		r := set.policies[0].cpol.rules[0]
 		if r.verify == nil || len(r.verify.extractors) == 0 {
 			t.Fatalf("rule %s has no compiled extractors", r.name)
 		}

@@ -539,7 +539,7 @@ func (s *PolicySet) verifyImagesPhase(ctx context.Context, in *requestView, cfg 
 	for _, p := range candidates {
 		var ev *evaluation
 		var rules []review.RuleResponse
-		for _, r := range p.rules {
+		for _, r := range p.cpol.ruleList() {
 			if r.typ != review.TypeImageVerify || r.verify == nil || !r.selects(&in.Res) {
 				continue
 			}
@@ -577,7 +577,7 @@ func (s *PolicySet) verifyImagesPhase(ctx context.Context, in *requestView, cfg 
 				scoped[key][r.name] = run.recorded
 			}
 			rules = append(rules, rr)
-			if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != review.StatusSkip {
+			if p.cpol.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != review.StatusSkip {
 				break
 			}
 		}

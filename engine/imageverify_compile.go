@@ -43,7 +43,7 @@ type imageEntry struct {
 // charter cannot verify (SigstoreBundle, KMS and Secret keys,
 // attestations without attestors) is refused here, never left to look
 // enforced.
-func (s *ruleCompiler) compileVerifyImages(p *Policy, r *kyvernov1.Rule, path string, f *fault.Collector) *verifyImagesRule {
+func (s *ruleCompiler) compileVerifyImages(p *clusterPolicy, r *kyvernov1.Rule, path string, f *fault.Collector) *verifyImagesRule {
 	out := &verifyImagesRule{}
 	if len(r.ImageExtractors) > 0 {
 		if len(r.VerifyImages) == 0 {

@@ -29,7 +29,7 @@ import (
 // compiling. docs/policy-validation.md lists every check with its test.
 
 // checkSpec makes Kyverno's policy-level checks.
-func checkSpec(p *Policy, f *fault.Collector) {
+func checkSpec(p *clusterPolicy, f *fault.Collector) {
 	spec := p.spec
 	if !spec.AdmissionProcessingEnabled() && !spec.BackgroundProcessingEnabled() {
 		f.Add("spec.admission", "disabling both admission and background processing is not allowed")
@@ -104,7 +104,7 @@ func checkOverrideNamespaces(overrides []kyvernov1.ValidationFailureActionOverri
 
 // checkRule makes Kyverno's rule-level checks on a rule written in spec
 // (autogen rules repeat their source's faults).
-func checkRule(p *Policy, r *kyvernov1.Rule, path string, f *fault.Collector) {
+func checkRule(p *clusterPolicy, r *kyvernov1.Rule, path string, f *fault.Collector) {
 	if len(r.CELPreconditions) > 0 && !r.HasValidateCEL() {
 		f.Add(path+".celPreconditions", "celPreconditions can only be used with validate.cel")
 	}
@@ -141,7 +141,7 @@ func checkRule(p *Policy, r *kyvernov1.Rule, path string, f *fault.Collector) {
 
 // checkMatchBlock checks the user information and resource descriptions
 // of a match or exclude block, in every form (inline, any, all).
-func checkMatchBlock(p *Policy, m *kyvernov1.MatchResources, path string, f *fault.Collector) {
+func checkMatchBlock(p *clusterPolicy, m *kyvernov1.MatchResources, path string, f *fault.Collector) {
 	checkUserInfoEntries(&m.UserInfo, path, f)
 	checkResourceDescription(p, &m.ResourceDescription, path+".resources", f)
 	for _, list := range []struct {
@@ -182,7 +182,7 @@ func checkUserInfoEntries(u *kyvernov1.UserInfo, path string, f *fault.Collector
 	}
 }
 
-func checkResourceDescription(p *Policy, d *kyvernov1.ResourceDescription, path string, f *fault.Collector) {
+func checkResourceDescription(p *clusterPolicy, d *kyvernov1.ResourceDescription, path string, f *fault.Collector) {
 	if d.Name != "" && len(d.Names) > 0 {
 		f.Add(path, "both name and names can not be specified together")
 	}
@@ -261,7 +261,7 @@ func checkMatchKinds(r *kyvernov1.Rule, path string, f *fault.Collector) {
 // checkWildcardKinds makes Kyverno's checks of a rule that matches every
 // kind ("*"): never in background mode, never with another kind, not for
 // generate, verifyImages or validate foreach, and only touching metadata.
-func checkWildcardKinds(p *Policy, r *kyvernov1.Rule, path string, f *fault.Collector) {
+func checkWildcardKinds(p *clusterPolicy, r *kyvernov1.Rule, path string, f *fault.Collector) {
 	for kp, kinds := range kindLists(r, path) {
 		if !slices.Contains(kinds, "*") {
 			continue
@@ -347,7 +347,7 @@ func json6902Paths(text string) []string {
 // subresource is a request, never a stored object, so a scan could never
 // see it. Kyverno finds the subresource through discovery; the selector
 // names it.
-func checkBackgroundSubresources(p *Policy, r *kyvernov1.Rule, path string, f *fault.Collector) {
+func checkBackgroundSubresources(p *clusterPolicy, r *kyvernov1.Rule, path string, f *fault.Collector) {
 	if !r.HasValidate() || !p.spec.BackgroundProcessingEnabled() {
 		return
 	}

@@ -223,7 +223,7 @@ func (p *Policy) mutate(ctx context.Context, in *requestView, cfg *review.Option
 		return review.PolicyResponse{Policy: p.source, Key: p.key, Patched: in.Req.Object, Rules: rules}, in
 	}
 	var ev *evaluation
-	for _, r := range p.rules {
+	for _, r := range p.cpol.ruleList() {
 		if r.typ != review.TypeMutation || r.mutate == nil {
 			continue
 		}
@@ -262,7 +262,7 @@ func (p *Policy) mutate(ctx context.Context, in *requestView, cfg *review.Option
 			}
 		}
 		resp.Rules = append(resp.Rules, responses...)
-		if p.spec.GetApplyRules() == kyvernov1.ApplyOne && anyApplied(responses) {
+		if p.cpol.spec.GetApplyRules() == kyvernov1.ApplyOne && anyApplied(responses) {
 			break
 		}
 	}

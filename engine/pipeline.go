@@ -144,7 +144,7 @@ func validateResponses(p *Policy, kind string) int {
 		return 1
 	}
 	n := 0
-	for _, r := range p.rules {
+	for _, r := range p.cpol.ruleList() {
 		if r.typ != review.TypeValidation && r.typ != review.TypeImageVerify {
 			continue
 		}
@@ -204,7 +204,7 @@ func (p *Policy) validate(ctx context.Context, in *requestView, cfg *review.Opti
 	}
 	ev := &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.Object}
 	start := in.rules.Len()
-	for _, r := range p.rules {
+	for _, r := range p.cpol.ruleList() {
 		if r.typ != review.TypeValidation && r.typ != review.TypeImageVerify {
 			continue
 		}
@@ -213,7 +213,7 @@ func (p *Policy) validate(ctx context.Context, in *requestView, cfg *review.Opti
 			continue
 		}
 		start = in.rules.Append(start, rr)
-		if p.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != review.StatusSkip {
+		if p.cpol.spec.GetApplyRules() == kyvernov1.ApplyOne && rr.Status != review.StatusSkip {
 			break
 		}
 	}

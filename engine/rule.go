@@ -102,7 +102,7 @@ type ruleCompiler struct {
 // compileRule compiles one rule. Generated (autogen) rules skip the checks
 // that walk the whole rule: their variables and match blocks are derived
 // from their source rule, which was checked already.
-func (s *ruleCompiler) compileRule(p *Policy, r *kyvernov1.Rule, path string, generated bool, f *fault.Collector) *rule {
+func (s *ruleCompiler) compileRule(p *clusterPolicy, r *kyvernov1.Rule, path string, generated bool, f *fault.Collector) *rule {
 	cr := &rule{name: r.Name, passMessage: fmt.Sprintf("validation rule '%s' passed.", r.Name), src: r, match: &r.MatchResources, exclude: r.ExcludeResources, context: r.Context}
 	cr.kindNames = matchKindNames(&r.MatchResources)
 	if r.Name == "" {

@@ -53,7 +53,7 @@ func (p *Policy) scopes(in *requestView) bool { return p.InScope(in.Scope) }
 // cluster-scoped kind, and (through generate.Check) a generated object or
 // clone source outside it. Values with variables are checked per
 // evaluation instead.
-func checkNamespacedRule(p *Policy, r *kyvernov1.Rule, path string, f *fault.Collector) {
+func checkNamespacedRule(p *clusterPolicy, r *kyvernov1.Rule, path string, f *fault.Collector) {
 	if p.namespace == "" {
 		return
 	}

@@ -121,7 +121,7 @@ func checkCandidates(t *testing.T, set *PolicySet, req *review.Request, leftOut 
 			}
 			continue
 		}
-		if p.scopes(in) && slices.ContainsFunc(p.rules, func(r *rule) bool { return r.selects(&in.Res) }) {
+		if p.scopes(in) && slices.ContainsFunc(p.cpol.ruleList(), func(r *rule) bool { return r.selects(&in.Res) }) {
 			t.Errorf("policy index left out %s, whose rules select the request", p.key)
 		}
 	}
