@@ -213,11 +213,20 @@ func (s *PolicySet) rulesUpFront(in *requestView) int {
 // wildcard, a selector alone), and for the CEL kinds, which match by
 // their own constraints.
 func policyNamespaces(p *Policy) ([]string, bool) {
-	if p.vpol != nil || p.mpol != nil || p.ivpol != nil || p.gpol != nil || p.cpol == nil || len(p.cpol.rules) == 0 {
+	if p.cpol == nil {
+		return nil, false
+	}
+	return p.cpol.namespaces()
+}
+
+// namespaces returns the namespaces the rules can match, when every rule
+// matches only namespaces named exactly (policyNamespaces).
+func (cp *clusterPolicy) namespaces() ([]string, bool) {
+	if len(cp.rules) == 0 {
 		return nil, false
 	}
 	var out []string
-	for _, r := range p.cpol.rules {
+	for _, r := range cp.rules {
 		namespaces, ok := matchNamespaces(r.match)
 		if !ok {
 			return nil, false

@@ -106,3 +106,14 @@ func (cp *clusterPolicy) ruleList() []*rule {
 	}
 	return cp.rules
 }
+
+// ruleNames returns the names of the compiled rules, in evaluation order;
+// an empty list for a policy of another kind (nil).
+func (cp *clusterPolicy) ruleNames() []string {
+	rules := cp.ruleList()
+	names := make([]string, len(rules))
+	for i, r := range rules {
+		names[i] = r.name
+	}
+	return names
+}

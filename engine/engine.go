@@ -222,12 +222,7 @@ func (p *Policy) Key() string { return p.key }
 // Rules returns the names of the policy's rules after autogen expansion, in
 // evaluation order (each source rule followed by its autogen rules).
 func (p *Policy) Rules() []string {
-	rules := p.cpol.ruleList()
-	names := make([]string, len(rules))
-	for i, r := range rules {
-		names[i] = r.name
-	}
-	return names
+	return p.cpol.ruleNames()
 }
 
 // ID returns the policy's PolicyID.

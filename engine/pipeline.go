@@ -143,8 +143,15 @@ func validateResponses(p *Policy, kind string) int {
 	if p.vpol != nil || p.ivpol != nil || p.mpol != nil {
 		return 1
 	}
+	return p.cpol.validateResponses(kind)
+}
+
+// validateResponses is how many validate and verifyImages rules can select
+// a resource of the kind ("" for any kind); none for a policy of another
+// kind (nil).
+func (cp *clusterPolicy) validateResponses(kind string) int {
 	n := 0
-	for _, r := range p.cpol.ruleList() {
+	for _, r := range cp.ruleList() {
 		if r.typ != review.TypeValidation && r.typ != review.TypeImageVerify {
 			continue
 		}
