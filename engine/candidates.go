@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 
-	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/match"
 )
 
@@ -115,7 +114,7 @@ func (k *kindIndex) lists(out []*policyList, in *requestView, anyNamespace bool)
 // index adds p to the buckets of the requests it can select.
 func (s *PolicySet) index(p *Policy) {
 	p.order = len(s.policies) - 1
-	if p.cpol != nil && p.cpol.webhookConditions != nil {
+	if p.cpol != nil && p.cpol.WebhookConditioned() {
 		s.webhookConditioned++
 	}
 	if p.background {
@@ -183,9 +182,9 @@ func (s *PolicySet) candidatesIn(in *requestView, anyNamespace bool) []*Policy {
 		return out
 	}
 	// A policy whose webhook matchConditions do not hold for the request
-	// is no candidate (webhookconditions.go); out may be an index slice,
+	// is no candidate (engine/cpol's webhookconditions.go); out may be an index slice,
 	// so the kept policies go to a copy.
-	return slices.DeleteFunc(slices.Clone(out), func(p *Policy) bool { return !p.cpol.conditionsHold(in) })
+	return slices.DeleteFunc(slices.Clone(out), func(p *Policy) bool { return !p.cpol.ConditionsHold(&in.View) })
 }
 
 // rulesUpFront makes room in in.rules for the rule responses Validate may
@@ -216,62 +215,7 @@ func policyNamespaces(p *Policy) ([]string, bool) {
 	if p.cpol == nil {
 		return nil, false
 	}
-	return p.cpol.namespaces()
-}
-
-// namespaces returns the namespaces the rules can match, when every rule
-// matches only namespaces named exactly (policyNamespaces).
-func (cp *clusterPolicy) namespaces() ([]string, bool) {
-	if len(cp.rules) == 0 {
-		return nil, false
-	}
-	var out []string
-	for _, r := range cp.rules {
-		namespaces, ok := matchNamespaces(r.match)
-		if !ok {
-			return nil, false
-		}
-		for _, ns := range namespaces {
-			if !slices.Contains(out, ns) {
-				out = append(out, ns)
-			}
-		}
-	}
-	return out, true
-}
-
-// matchNamespaces returns the namespaces a match block can select when it
-// names them all exactly (match.Filter compares match.NamespaceOf against
-// a filter's namespaces): under any, every filter must name its own;
-// under all, one filter naming them is enough, since every filter must
-// hold. A block without filters selects nothing, but is left to the
-// rules (false), as are names with wildcards.
-func matchNamespaces(m *kyvernov1.MatchResources) ([]string, bool) {
-	if m == nil {
-		return nil, false
-	}
-	filters, all := m.Filters()
-	if len(filters) == 0 {
-		return nil, false
-	}
-	var out []string
-	for i := range filters {
-		namespaces := filters[i].ResourceDescription.Namespaces
-		exact := len(namespaces) > 0 && !slices.ContainsFunc(namespaces, func(ns string) bool { return !exactPattern(ns) })
-		switch {
-		case all && exact:
-			return namespaces, true
-		case all:
-		case !exact:
-			return nil, false
-		default:
-			out = append(out, namespaces...)
-		}
-	}
-	if all {
-		return nil, false
-	}
-	return out, true
+	return p.cpol.Namespaces()
 }
 
 // BackgroundPolicies returns the policies of the set with a generate or
@@ -279,5 +223,3 @@ func matchNamespaces(m *kyvernov1.MatchResources) ([]string, bool) {
 // server asks on every admitted request whether the background controller
 // has work, and that must not cost a look at every installed policy.
 func (s *PolicySet) BackgroundPolicies() []*Policy { return s.background }
-
-func isBackgroundRule(r kyvernov1.Rule) bool { return r.HasGenerate() || r.HasMutateExisting() }

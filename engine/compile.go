@@ -1,13 +1,13 @@
 package engine
 
 import (
-	"encoding/json"
 	"slices"
 
-	"github.com/charter-dev/charter/api/charter"
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/celruntime"
+	"github.com/charter-dev/charter/engine/celschema"
+	"github.com/charter-dev/charter/engine/cpol"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/gpol"
 	"github.com/charter-dev/charter/engine/ivpol"
@@ -23,11 +23,12 @@ import (
 type PolicySet struct {
 	policies []*Policy
 	// byID indexes the policies by PolicyID.
-	byID       map[string]*Policy
-	exceptions []*exception
+	byID map[string]*Policy
+	// env is what the kyverno.io rules of every policy share: the JMESPath
+	// interpreter and the kyverno.io PolicyExceptions.
+	env cpol.Env
 	// celExceptions are the policies.kyverno.io PolicyExceptions.
 	celExceptions []*celruntime.Exception
-	jp            *jmespath.Interpreter
 	// byKind indexes policies by the kinds their rules name, then by the
 	// namespaces they can act in (candidates.go); wildcard holds the
 	// policies with a rule whose kind selector has a wildcard kind.
@@ -55,10 +56,6 @@ type Policy struct {
 	// unscored policies (policies.kyverno.io/scored: "false") report warn
 	// instead of fail.
 	unscored bool
-	// staged policies (charter.dev/staged: "true") enforce in namespaces
-	// labelled for enforcement (action.go); read once here, not for every
-	// rule of every review.
-	staged bool
 	// background is true when a rule of the policy's kyverno.io spec (the
 	// CEL kinds have one too: a GeneratingPolicy's generate rule) is a
 	// generate or mutate-existing rule (BackgroundPolicies).
@@ -89,12 +86,9 @@ type Policy struct {
 	// NamespacedImageValidatingPolicy, which has no rules (engine/ivpol).
 	ivpol *ivpol.Policy
 	// cpol is set for a kyverno.io ClusterPolicy or Policy: its spec and
-	// compiled rules (cpolcompile.go).
-	cpol *clusterPolicy
+	// compiled rules (engine/cpol).
+	cpol *cpol.Policy
 }
-
-// ScoredAnnotation set to "false" makes a policy's failures warnings.
-const ScoredAnnotation = "policies.kyverno.io/scored"
 
 // Compile checks and compiles the policies. It returns a set of every valid
 // policy and, when some policy or exception is invalid, a fault.List
@@ -107,7 +101,7 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 	}
 	set := &PolicySet{
 		byID:  make(map[string]*Policy, len(policies)),
-		jp:    jmespath.New(),
+		env:   cpol.Env{JP: jmespath.New()},
 		cache: cfg.cache.kinds(),
 	}
 	var errs fault.List
@@ -125,14 +119,14 @@ func Compile(policies []kyvernov1.PolicyInterface, opts ...CompileOption) (*Poli
 		set.byID[p.id] = p
 		set.index(p)
 	}
-	rc := &ruleCompiler{jp: set.jp, cache: set.cache}
+	rc := &cpol.Compiler{JP: set.env.JP, Cache: set.cache}
 	for _, ex := range cfg.exceptions {
-		e, eerrs := rc.compileException(ex)
+		e, eerrs := rc.CompileException(ex)
 		if len(eerrs) > 0 {
 			errs = append(errs, eerrs...)
 			continue
 		}
-		set.exceptions = append(set.exceptions, e)
+		set.env.Exceptions = append(set.env.Exceptions, e)
 	}
 	for _, ex := range cfg.celExceptions {
 		e, eerrs := celruntime.CompileException(ex.src, ex.scope)
@@ -158,15 +152,14 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 	spec := src.GetSpec()
 	p := &Policy{
 		set:        s,
-		background: spec != nil && slices.ContainsFunc(spec.Rules, isBackgroundRule),
+		background: spec != nil && slices.ContainsFunc(spec.Rules, cpol.IsBackgroundRule),
 		source:     src,
 		key:        policyid.Key(src),
 		id:         policyid.Of(src),
-		unscored:   src.GetAnnotations()[ScoredAnnotation] == "false",
-		staged:     charter.IsStaged(src.GetLabels()),
+		unscored:   src.GetAnnotations()[kyvernov1.AnnotationPolicyScored] == "false",
 		namespace:  policyid.Namespace(src),
 	}
-	if errs := celPolicyFaults(src, p.key); len(errs) > 0 {
+	if errs := celschema.Faults(src, p.key); len(errs) > 0 {
 		return nil, errs
 	}
 	if vp, ok := src.(policiesv1.ValidatingPolicyLike); ok {
@@ -201,29 +194,12 @@ func (s *PolicySet) compilePolicy(src kyvernov1.PolicyInterface) (*Policy, fault
 		p.kinds = []string{"*"}
 		return p, nil
 	}
-	cp, errs := compileClusterPolicy(src, p.key, s.jp, s.cache)
+	cp, errs := cpol.Compile(src, p.key, s.env.JP, s.cache)
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	p.cpol = cp
-	p.kinds = cp.kinds
+	p.kinds = cp.Kinds()
 	p.unsupported = unsupported.Features(src)
 	return p, nil
-}
-
-// ruleJSON returns the plain JSON form of a rule, for walks that check every
-// string in it.
-func ruleJSON(r *kyvernov1.Rule) (map[string]any, error) { return toJSONMap(r) }
-
-// toJSONMap returns the plain JSON form of v.
-func toJSONMap(v any) (map[string]any, error) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, err
-	}
-	return m, nil
 }

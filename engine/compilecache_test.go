@@ -9,104 +9,11 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"sigs.k8s.io/yaml"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 )
-
-// A compiled CEL policy part (a validate.cel rule, webhook
-// matchConditions; engine/vpol and engine/mpol test their variants) is
-// shared by the sets compiled with one CompileCache while a set holds it,
-// and dropped from the cache once none does, so a process that compiles
-// policy after policy (every edit in the cluster, every suite of charter
-// test) does not keep them all. Without a cache nothing is shared.
-func TestCompiledVariantsAreSharedThenReleased(t *testing.T) {
-	const marker = "TestCompiledVariantsAreSharedThenReleased"
-	tests := []struct {
-		name     string
-		manifest string
-		policy   func() kyvernov1.PolicyInterface
-		// compiled is the shared part of the set's first policy.
-		compiled func(*PolicySet) any
-	}{{
-		name: "ClusterPolicy validate.cel",
-		manifest: `
-apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata: {name: released}
-spec:
-  rules:
-  - name: cel
-    match:
-      any:
-      - resources: {kinds: [Pod]}
-    validate:
-      cel:
-        expressions:
-        - expression: "'TestCompiledVariantsAreSharedThenReleased' != ''"
-`,
-		policy:   func() kyvernov1.PolicyInterface { return &kyvernov1.ClusterPolicy{} },
-		compiled: func(s *PolicySet) any { return s.policies[0].cpol.rules[0].validate.cel },
-	}, {
-		name: "webhook matchConditions",
-		manifest: `
-apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata: {name: released}
-spec:
-  webhookConfiguration:
-    matchConditions:
-    - {name: released, expression: "'TestCompiledVariantsAreSharedThenReleased' != ''"}
-  rules:
-  - name: deny
-    match: {any: [{resources: {kinds: [Pod]}}]}
-    validate: {failureAction: Enforce, deny: {}}
-`,
-		policy:   func() kyvernov1.PolicyInterface { return &kyvernov1.ClusterPolicy{} },
-		compiled: func(s *PolicySet) any { return s.policies[0].cpol.webhookConditions },
-	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			compile := func(opts ...CompileOption) *PolicySet {
-				p := tt.policy()
-				if err := yaml.UnmarshalStrict([]byte(tt.manifest), p); err != nil {
-					t.Fatal(err)
-				}
-				set, err := Compile([]kyvernov1.PolicyInterface{p}, opts...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return set
-			}
-			if ca, cb := tt.compiled(compile()), tt.compiled(compile()); ca == nil || ca == cb {
-				t.Error("compiled twice without a CompileCache, the policy shared its compiled part")
-			}
-			cache := NewCompileCache()
-			a, b := compile(WithCompileCache(cache)), compile(WithCompileCache(cache))
-			if ca, cb := tt.compiled(a), tt.compiled(b); ca == nil || ca != cb {
-				t.Error("the same policy compiled twice with one CompileCache did not share its compiled part")
-			}
-			if ca, cc := tt.compiled(a), tt.compiled(compile(WithCompileCache(NewCompileCache()))); ca == cc {
-				t.Error("two CompileCaches shared a compiled part")
-			}
-			if n := cache.parts.Len(marker); n != 1 {
-				t.Fatalf("%d cache entries while sets hold the policy, want 1", n)
-			}
-			runtime.KeepAlive(a)
-			runtime.KeepAlive(b)
-			deadline := time.Now().Add(10 * time.Second)
-			for cache.parts.Len(marker) != 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("the cache still holds the compiled part after every set holding it is gone")
-				}
-				runtime.GC()
-				time.Sleep(10 * time.Millisecond)
-			}
-		})
-	}
-}
 
 // The engine keeps no compiled policy part across calls on its own: a
 // cache is the caller's (CompileCache), so no package under engine/ may
@@ -160,4 +67,48 @@ func TestNoPackageLevelCompileCache(t *testing.T) {
 	if files < 50 {
 		t.Fatalf("looked at %d files under engine/, want the engine's sources", files)
 	}
+}
+
+// TestCompileCacheReachesTheClusterPolicyCompile: the cache a caller gives
+// Compile (WithCompileCache) is the one the kyverno.io kind compiles its
+// CEL parts into (engine/cpol tests the sharing itself): two sets compiled
+// with one cache hold one entry of the rule, and a set compiled without
+// one leaves the cache alone.
+func TestCompileCacheReachesTheClusterPolicyCompile(t *testing.T) {
+	const marker = "TestCompileCacheReachesTheClusterPolicyCompile"
+	src := &kyvernov1.ClusterPolicy{}
+	if err := yaml.UnmarshalStrict([]byte(`
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: cached}
+spec:
+  rules:
+  - name: cel
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      cel:
+        expressions:
+        - expression: "'`+marker+`' != ''"
+`), src); err != nil {
+		t.Fatal(err)
+	}
+	cache := NewCompileCache()
+	var sets []*PolicySet
+	for range 2 {
+		set, err := Compile([]kyvernov1.PolicyInterface{src}, WithCompileCache(cache))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets = append(sets, set)
+	}
+	if n := cache.parts.Len(marker); n != 1 {
+		t.Errorf("two sets compiled with one cache: %d entries of the rule, want 1", n)
+	}
+	if _, err := Compile([]kyvernov1.PolicyInterface{src}, WithCompileCache(NewCompileCache())); err != nil {
+		t.Fatal(err)
+	}
+	if n := cache.parts.Len(marker); n != 1 {
+		t.Errorf("after a compile with another cache: %d entries, want 1", n)
+	}
+	runtime.KeepAlive(sets)
 }

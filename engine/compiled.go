@@ -5,6 +5,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/celruntime"
+	"github.com/charter-dev/charter/engine/cpol"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/jmespath"
 	"github.com/charter-dev/charter/engine/policyid"
@@ -105,7 +106,7 @@ func (c *Compiler) Policy(src kyvernov1.PolicyInterface) *CompiledPolicy {
 type CompiledException struct {
 	key    string
 	source *kyvernov2.PolicyException
-	ex     *exception
+	ex     *cpol.Exception
 	// celSource and celEx are set instead for a policies.kyverno.io
 	// PolicyException.
 	celSource *policiesv1.PolicyException
@@ -129,7 +130,7 @@ func (u *CompiledException) Errors() fault.List { return u.errs }
 
 // Exception compiles one PolicyException.
 func (c *Compiler) Exception(src *kyvernov2.PolicyException) *CompiledException {
-	ex, errs := (&ruleCompiler{jp: c.jp, cache: c.cache}).compileException(src)
+	ex, errs := (&cpol.Compiler{JP: c.jp, Cache: c.cache}).CompileException(src)
 	if len(errs) > 0 {
 		key := src.Name
 		if src.Namespace != "" {
@@ -137,7 +138,7 @@ func (c *Compiler) Exception(src *kyvernov2.PolicyException) *CompiledException 
 		}
 		return &CompiledException{key: key, source: src, errs: errs}
 	}
-	return &CompiledException{key: ex.key, source: src, ex: ex}
+	return &CompiledException{key: ex.Key, source: src, ex: ex}
 }
 
 // CELException compiles one policies.kyverno.io PolicyException acting in
@@ -188,7 +189,7 @@ func (c *Compiler) Assemble(policies []*CompiledPolicy, exceptions []*CompiledEx
 			set.celExceptions = append(set.celExceptions, u.celEx)
 			continue
 		}
-		set.exceptions = append(set.exceptions, u.ex)
+		set.env.Exceptions = append(set.env.Exceptions, u.ex)
 	}
 	if len(errs) > 0 {
 		return set, errs
@@ -201,7 +202,7 @@ func (c *Compiler) Assemble(policies []*CompiledPolicy, exceptions []*CompiledEx
 func (c *Compiler) scratch() *PolicySet {
 	return &PolicySet{
 		byID:  map[string]*Policy{},
-		jp:    c.jp,
+		env:   cpol.Env{JP: c.jp},
 		cache: c.cache,
 	}
 }

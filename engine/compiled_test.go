@@ -200,8 +200,8 @@ func TestAssembleMatchesCompile(t *testing.T) {
 // compare. A field added to PolicySet or Policy fails the test until it is
 // listed here, so that Assemble cannot silently fall behind Compile.
 var (
-	policySetFields = []string{"policies", "byID", "exceptions", "celExceptions", "jp", "byKind", "wildcard", "background", "webhookConditioned", "cache"}
-	policyFields    = []string{"set", "source", "key", "id", "unscored", "staged", "background", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol", "cpol"}
+	policySetFields = []string{"policies", "byID", "env", "celExceptions", "byKind", "wildcard", "background", "webhookConditioned", "cache"}
+	policyFields    = []string{"set", "source", "key", "id", "unscored", "background", "order", "kinds", "namespace", "unsupported", "vpol", "gpol", "mpol", "ivpol", "cpol"}
 )
 
 func checkFieldsKnown(t *testing.T, v any, known []string) {
@@ -296,12 +296,12 @@ func compareSets(t *testing.T, want, got *PolicySet) {
 			}
 		}
 	}
-	if len(want.exceptions) != len(got.exceptions) {
-		t.Fatalf("%d exceptions from Compile, %d from Assemble", len(want.exceptions), len(got.exceptions))
+	if len(want.env.Exceptions) != len(got.env.Exceptions) {
+		t.Fatalf("%d exceptions from Compile, %d from Assemble", len(want.env.Exceptions), len(got.env.Exceptions))
 	}
-	for i := range want.exceptions {
-		if !reflect.DeepEqual(want.exceptions[i], got.exceptions[i]) {
-			t.Errorf("exception %s differs between Compile and Assemble", want.exceptions[i].key)
+	for i := range want.env.Exceptions {
+		if !reflect.DeepEqual(want.env.Exceptions[i], got.env.Exceptions[i]) {
+			t.Errorf("exception %s differs between Compile and Assemble", want.env.Exceptions[i].Key)
 		}
 	}
 	if w, g := len(want.celExceptions), len(got.celExceptions); w != g {
@@ -426,7 +426,7 @@ func TestAssembleReplacesOnePolicy(t *testing.T) {
 			continue
 		}
 		p, _ := got.Lookup(pus[j].key)
-		if p == nil || len(p.cpol.ruleList()) == 0 || p.cpol.rules[0] != pus[j].policy.cpol.rules[0] {
+		if p == nil || p.cpol == nil || p.cpol != pus[j].policy.cpol {
 			t.Errorf("%s: compiled rules not shared with the unit", pus[j].key)
 		}
 	}

@@ -2,9 +2,14 @@
 // existing resources: kyverno.io's ClusterPolicy and Policy, the
 // policies.kyverno.io kinds (Validating, Mutating, Generating,
 // ImageValidating and Deleting policies, cluster-wide and namespaced),
-// and cleanup policies. The root holds the PolicySet contract and the
-// compilers and evaluations; the leaves under engine/ hold what needs none
-// of them (docs/architecture.md lists them).
+// and cleanup policies (engine/cleanup, apart from the PolicySet, as the
+// cleanup controller runs them on a schedule). The root holds the
+// PolicySet contract: it
+// compiles each policy through the package of its kind (engine/cpol for
+// ClusterPolicy and Policy, engine/vpol, mpol, gpol, ivpol, dpol for the
+// CEL kinds), indexes them, dispatches a request to them and files their
+// responses; the leaves under engine/ hold what needs none of it
+// (docs/architecture.md lists them).
 //
 // The engine has two phases. Compile checks every policy once (unknown anchors
 // and operators, malformed JMESPath, variables that background mode cannot
@@ -34,8 +39,8 @@
 // # foreach
 //
 // validate, mutate and generate foreach entries share one element step
-// (foreach.go): each non-null element gets element, elementIndex and
-// element<N>/elementIndex<N> (N the nesting depth, 0 outermost; the index
+// (engine/cpol's foreach.go): each non-null element gets element,
+// elementIndex and element<N>/elementIndex<N> (N the nesting depth, 0 outermost; the index
 // is the element's position in the list, also when a mutate entry iterates
 // in reverse), then the entry's context entries, then the Values hook's
 // foreachValues for that index, then the entry's preconditions. A validate
@@ -184,7 +189,7 @@ func (s *PolicySet) Lookup(id string) (*Policy, bool) {
 func (p *Policy) Validate(ctx context.Context, req *review.Request, opts ...EvalOption) review.PolicyResponse {
 	cfg := newEvalConfig(opts)
 	in := newRequestView(ctx, req, &cfg)
-	if !p.cpol.conditionsHold(in) {
+	if !p.cpol.ConditionsHold(&in.View) {
 		return review.PolicyResponse{Policy: p.source, Key: p.key}
 	}
 	resp := p.validate(ctx, in, &cfg)
@@ -209,7 +214,7 @@ func (s *PolicySet) Unsupported() unsupported.List {
 // clusterRoles, or reads request.roles or request.clusterRoles: whether
 // evaluating it needs the requester's roles resolved (Request.Roles and
 // ClusterRoles). It is decided once, when the policy is compiled.
-func (p *Policy) ReadsRoles() bool { return p.cpol != nil && p.cpol.readsRoles }
+func (p *Policy) ReadsRoles() bool { return p.cpol.ReadsRoles() }
 
 // Source returns the policy as it was compiled.
 func (p *Policy) Source() kyvernov1.PolicyInterface { return p.source }
@@ -222,8 +227,17 @@ func (p *Policy) Key() string { return p.key }
 // Rules returns the names of the policy's rules after autogen expansion, in
 // evaluation order (each source rule followed by its autogen rules).
 func (p *Policy) Rules() []string {
-	return p.cpol.ruleNames()
+	return p.cpol.RuleNames()
 }
 
 // ID returns the policy's PolicyID.
 func (p *Policy) ID() string { return p.id }
+
+// WithWebhookConditionsMet tells the evaluation that the API server has
+// already evaluated the policies' spec.webhookConfiguration.matchConditions
+// (the request came through the policy's own webhook), so the engine does
+// not evaluate them again. Admission passes it; without it a policy whose
+// conditions do not hold for the request is left out.
+func WithWebhookConditionsMet() EvalOption {
+	return func(c *review.Options) { c.WebhookConditionsMet = true }
+}

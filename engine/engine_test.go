@@ -17,6 +17,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	"github.com/charter-dev/charter/engine/fault"
+	"github.com/charter-dev/charter/engine/internal/testcases"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/review"
 )
@@ -101,15 +102,8 @@ func (f fakeConfigMaps) ConfigMap(_ context.Context, ns, name string) (map[strin
 	return cm, nil
 }
 
-type fakeAPI map[string]any
-
-func (f fakeAPI) Call(_ context.Context, c loader.APICall) (any, error) {
-	v, ok := f[c.URLPath]
-	if !ok {
-		return nil, fmt.Errorf("the server could not find the requested resource")
-	}
-	return v, nil
-}
+// fakeAPI answers apiCall context entries by their urlPath.
+type fakeAPI = testcases.APIPaths
 
 // fixedValues pins the same variables for every policy and resource, the
 // same context entries for every rule, and foreach values by rule name.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine/ivpol"
 	"github.com/charter-dev/charter/engine/podimages"
@@ -150,7 +151,7 @@ func settleRequired(st *ivpol.Request, matched map[string][]string, policies []r
 			}
 			r := &p.Rules[0]
 			r.Status, r.Message = review.StatusFail, msg
-			if p.Policy.GetAnnotations()[ScoredAnnotation] == "false" {
+			if p.Policy.GetAnnotations()[kyvernov1.AnnotationPolicyScored] == "false" {
 				r.Status = review.StatusWarn
 			}
 			break

@@ -2,16 +2,12 @@ package engine
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"reflect"
 	"slices"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
-	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/mutate"
 	"github.com/charter-dev/charter/engine/review"
-	"github.com/charter-dev/charter/engine/variables"
 )
 
 // MutateResponse holds the results of running the mutate rules of a
@@ -222,61 +218,11 @@ func (p *Policy) mutate(ctx context.Context, in *requestView, cfg *review.Option
 		}
 		return review.PolicyResponse{Policy: p.source, Key: p.key, Patched: in.Req.Object, Rules: rules}, in
 	}
-	var ev *evaluation
-	for _, r := range p.cpol.ruleList() {
-		if r.typ != review.TypeMutation || r.mutate == nil {
-			continue
-		}
-		existing := len(r.mutate.targets) > 0
-		if existing && !cfg.MutateExisting {
-			continue
-		}
-		if !existing && in.Req.Object == nil {
-			// Nothing to patch (DELETE).
-			continue
-		}
-		if !r.selects(&in.Res) {
-			continue
-		}
-		if ev == nil || ev.in != in {
-			ev = &evaluation{set: p.set, policy: p, in: in, cfg: cfg, object: in.Object}
-		}
-		rr := review.RuleResponse{Name: r.name, Type: r.typ, Properties: r.src.ReportProperties}
-		doc, _, final := ev.prelude(ctx, r, &rr)
-		var responses []review.RuleResponse
-		switch {
-		case final != nil:
-			rr.Status, rr.Message = final.Status, final.Message
-			responses = append(responses, rr)
-		case existing && cfg.BackgroundChecks:
-			rr.Status = review.StatusPass
-			responses = append(responses, rr)
-		case existing:
-			responses = ev.mutateTargets(ctx, doc, r, rr)
-		default:
-			res := ev.mutateObject(ctx, doc, r, in.Object)
-			rr.Status, rr.Message = res.status, res.message
-			responses = append(responses, rr)
-			if res.status == review.StatusPass {
-				in = in.withObject(res.object)
-			}
-		}
-		resp.Rules = append(resp.Rules, responses...)
-		if p.cpol.spec.GetApplyRules() == kyvernov1.ApplyOne && anyApplied(responses) {
-			break
-		}
-	}
+	rules, out := p.cpol.Mutate(ctx, in, &p.set.env, cfg)
+	in = out.(*requestView)
+	resp.Rules = rules
 	resp.Patched = in.Req.Object
 	return resp, in
-}
-
-func anyApplied(rrs []review.RuleResponse) bool {
-	for _, rr := range rrs {
-		if rr.Status != review.StatusSkip {
-			return true
-		}
-	}
-	return false
 }
 
 // withObject returns the view of the same request with a new object, as
@@ -285,196 +231,4 @@ func (in *requestView) withObject(obj map[string]any) *requestView {
 	out := new(requestView)
 	out.InitWithObject(&in.View, obj)
 	return out
-}
-
-// patchResult is the outcome of applying a mutate rule (or a part of it)
-// to an object.
-type patchResult struct {
-	status  review.RuleStatus
-	message string
-	// object is the patched object on pass, the input otherwise.
-	object map[string]any
-}
-
-func patchError(msg string, err error) patchResult {
-	return patchResult{status: review.StatusError, message: msg + ": " + err.Error()}
-}
-
-// substitutionFailed is Kyverno's error for a variable that could not be
-// resolved in a patch: "variable substitution failed: failed to resolve
-// <expr> at path <path>: JMESPath query failed: <cause>".
-func substitutionFailed(err error) patchResult {
-	var ve *variables.Error
-	if errors.As(err, &ve) {
-		err = fmt.Errorf("failed to resolve %s at path %s: JMESPath query failed: %w", ve.Variable, ve.Path, ve.Err)
-	}
-	return patchError("variable substitution failed", err)
-}
-
-// mutateObject applies the rule's patch or foreach to resource (spec §1.3).
-func (ev *evaluation) mutateObject(ctx context.Context, doc *jsoncontext.Document, r *rule, resource map[string]any) patchResult {
-	m := r.mutate
-	if len(m.foreach) > 0 {
-		patched, applied, failed := ev.mutateForeach(ctx, doc, r, m.foreach, resource, 0)
-		if failed != nil {
-			return *failed
-		}
-		if applied == 0 {
-			return patchResult{status: review.StatusSkip, message: "0 elements processed", object: resource}
-		}
-		return patchResult{status: review.StatusPass, message: mutatedMessage(patched), object: patched}
-	}
-	if m.patch == nil {
-		return patchResult{status: review.StatusError, message: "rule " + r.name + " has no patch"}
-	}
-	res := ev.applyPatch(doc, m.patch, resource)
-	if res.status == review.StatusPass {
-		res.message = mutatedMessage(res.object)
-	}
-	return res
-}
-
-// applyPatch substitutes the variables of one patch and applies it. An
-// unchanged result (or a condition anchor that does not hold) is a skip.
-func (ev *evaluation) applyPatch(doc *jsoncontext.Document, p *patch, resource map[string]any) patchResult {
-	unchanged := patchResult{status: review.StatusSkip, message: "no patches applied", object: resource}
-	var out map[string]any
-	if p.strategic != nil {
-		body := p.strategic
-		if p.hasVars {
-			var err error
-			if body, err = ev.substitute(doc, body, p.path); err != nil {
-				return substitutionFailed(err)
-			}
-		}
-		var err error
-		out, err = mutate.StrategicMerge(resource, body)
-		if err != nil {
-			var cond *mutate.ConditionError
-			if errors.As(err, &cond) {
-				return unchanged
-			}
-			return patchError("failed to patch resource", err)
-		}
-	} else {
-		decoded := p.decoded
-		if decoded == nil {
-			text := p.json6902
-			if p.hasVars {
-				v, err := ev.substitute(doc, text, p.path)
-				if err != nil {
-					return substitutionFailed(err)
-				}
-				s, ok := v.(string)
-				if !ok {
-					return patchResult{status: review.StatusError, message: fmt.Sprintf("failed to patch resource: patchesJson6902 resolved to %s, not text", jsoncontext.KindOf(v))}
-				}
-				text = s
-			}
-			var err error
-			if decoded, err = mutate.DecodeJSON6902(text); err != nil {
-				return patchError("failed to patch resource", err)
-			}
-		}
-		var err error
-		if out, err = mutate.ApplyJSON6902(resource, decoded); err != nil {
-			return patchError("failed to patch resource", err)
-		}
-	}
-	if mutate.Equal(resource, out) {
-		return unchanged
-	}
-	return patchResult{status: review.StatusPass, object: out}
-}
-
-// mutatedMessage is Kyverno's pass message: "mutated Kind/name in
-// namespace ns", without the namespace part for cluster-scoped objects.
-func mutatedMessage(obj map[string]any) string {
-	kind, _ := obj["kind"].(string)
-	meta, _ := obj["metadata"].(map[string]any)
-	name, _ := meta["name"].(string)
-	ns, _ := meta["namespace"].(string)
-	if ns == "" {
-		return fmt.Sprintf("mutated %s/%s", kind, name)
-	}
-	return fmt.Sprintf("mutated %s/%s in namespace %s", kind, name, ns)
-}
-
-// mutateForeach runs foreach entries in order over resource (spec §4.1).
-// Each entry sees request.object as the previous entries left it; it
-// returns the patched object, how many entries changed it, and the error
-// result that stopped it, if any.
-func (ev *evaluation) mutateForeach(ctx context.Context, doc *jsoncontext.Document, r *rule, entries []*foreachMutation, resource map[string]any, nesting int) (map[string]any, int, *patchResult) {
-	applied := 0
-	for _, fe := range entries {
-		elements, err := ev.evalList(doc, fe.list)
-		if err != nil {
-			res := patchError("failed to evaluate list "+fe.list, err)
-			return nil, 0, &res
-		}
-		patched, changed, failed := ev.mutateElements(ctx, doc, r, fe, elements, resource, nesting)
-		if failed != nil {
-			res := patchResult{status: review.StatusError, message: "failed to mutate elements: " + failed.message}
-			return nil, 0, &res
-		}
-		if changed {
-			resource = patched
-			applied++
-			doc = doc.Child()
-			doc.Set("request.object", resource)
-		}
-	}
-	return resource, applied, nil
-}
-
-// mutateElements applies one foreach entry to each element in turn, all on
-// the same working copy. request.object stays the snapshot taken when the
-// entry started; elementIndex is the element's position in the list even
-// when iterating in reverse.
-func (ev *evaluation) mutateElements(ctx context.Context, doc *jsoncontext.Document, r *rule, fe *foreachMutation, elements []any, resource map[string]any, nesting int) (map[string]any, bool, *patchResult) {
-	patched := resource
-	for n := range elements {
-		i := n
-		if fe.descending() {
-			i = len(elements) - 1 - n
-		}
-		el := elements[i]
-		if el == nil {
-			continue
-		}
-		edoc := doc.Child()
-		if err := ev.enterElement(ctx, edoc, r, fe.context, el, i, nesting); err != nil {
-			res := patchError("failed to load context", err)
-			return nil, false, &res
-		}
-		ok, _, err := ev.conditions(edoc, fe.preconditions)
-		if err != nil {
-			res := patchError("failed to evaluate preconditions", err)
-			return nil, false, &res
-		}
-		if !ok {
-			continue
-		}
-		if len(fe.nested) > 0 {
-			out, applied, failed := ev.mutateForeach(ctx, edoc, r, fe.nested, patched, nesting+1)
-			if failed != nil {
-				return nil, false, failed
-			}
-			if applied > 0 {
-				patched = out
-			}
-			continue
-		}
-		if fe.patch == nil {
-			continue
-		}
-		res := ev.applyPatch(edoc, fe.patch, patched)
-		switch res.status {
-		case review.StatusError:
-			return nil, false, &res
-		case review.StatusPass:
-			patched = res.object
-		}
-	}
-	return patched, !mutate.Equal(resource, patched), nil
 }

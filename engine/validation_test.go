@@ -13,6 +13,8 @@ import (
 	kyvernov2alpha1 "github.com/charter-dev/charter/api/kyverno/v2alpha1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/api/versions"
+	"github.com/charter-dev/charter/engine/cleanup"
+	"github.com/charter-dev/charter/engine/cpol"
 	"github.com/charter-dev/charter/engine/fault"
 )
 
@@ -58,7 +60,7 @@ func TestKyvernoPolicyValidation(t *testing.T) {
 		case kyvernov2.CleanupPolicyInterface:
 			// Cleanup policies and DeletingPolicies compile as the cleanup
 			// controller compiles them.
-			_, err = CompileCleanupPolicy(obj)
+			_, err = cleanup.Compile(obj)
 		case *kyvernov2.PolicyException:
 			_, err = Compile(nil, WithExceptions([]*kyvernov2.PolicyException{obj}))
 		case *policiesv1.PolicyException:
@@ -72,7 +74,7 @@ func TestKyvernoPolicyValidation(t *testing.T) {
 		case kyvernov1.PolicyInterface:
 			policies := []kyvernov1.PolicyInterface{obj}
 			if _, err = Compile(policies); err == nil {
-				if faults := ClusterFaults(obj); len(faults) > 0 {
+				if faults := cpol.ClusterFaults(obj); len(faults) > 0 {
 					err = faults
 				}
 			}
@@ -80,7 +82,7 @@ func TestKyvernoPolicyValidation(t *testing.T) {
 				if err != nil {
 					t.Fatalf("a warning case must compile: %v", err)
 				}
-				warnings := PolicyWarnings(obj)
+				warnings := cpol.Warnings(obj)
 				for _, w := range warnings {
 					if strings.Contains(w, tc.Warning) {
 						return

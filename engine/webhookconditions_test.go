@@ -9,6 +9,7 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	"github.com/charter-dev/charter/engine/review"
+	"github.com/charter-dev/charter/engine/webhookmatch"
 )
 
 // conditionedPolicy denies team a's Pods through its webhook
@@ -105,7 +106,7 @@ func TestWebhookConditions(t *testing.T) {
 			check("Policy.Validate", one)
 		})
 	}
-	if !HasWebhookConditions(set.Policies()[0].Source()) || HasWebhookConditions(set.Policies()[2].Source()) {
+	if !webhookmatch.Has(set.Policies()[0].Source()) || webhookmatch.Has(set.Policies()[2].Source()) {
 		t.Error("HasWebhookConditions: want true for team-a, false for plain")
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/celruntime"
+	"github.com/charter-dev/charter/engine/cpol"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/internal/egress"
 )
@@ -172,7 +172,7 @@ func NamespacedCallFaults(group, kind string, obj map[string]any) []CallFault {
 	msg := NamespacedCallRefusal
 	switch {
 	case group == "kyverno.io" && (kind == "Policy" || kind == "CleanupPolicy"):
-		fields = engine.ServiceCallFields(obj)
+		fields = cpol.ServiceCallFields(obj)
 	case group == "policies.kyverno.io" && strings.HasPrefix(kind, "Namespaced"):
 		fields, msg = celruntime.HTTPLibraryFields(obj), NamespacedHTTPRefusal
 	}

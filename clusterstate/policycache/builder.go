@@ -15,6 +15,7 @@ import (
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/policyid"
+	"github.com/charter-dev/charter/engine/webhookmatch"
 )
 
 // Builder builds Snapshots incrementally. It keeps the compiled unit
@@ -156,7 +157,7 @@ func (b *Builder) BuildInstalled(in *Installed) (*Snapshot, BuildStats) {
 		}
 		ignores := p.GetSpec().GetFailurePolicy() == kyvernov1.Ignore
 		switch {
-		case engine.HasWebhookConditions(p):
+		case webhookmatch.Has(p):
 			fine = append(fine, u)
 		case p.IsNamespaced():
 			ns := policyid.Namespace(p)

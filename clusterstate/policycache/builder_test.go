@@ -330,7 +330,7 @@ func TestBuilderCompilesOnlyWhatChanged(t *testing.T) {
 				for k, v := range obj.GetAnnotations() {
 					a[k] = v
 				}
-				a[engine.ScoredAnnotation] = "false"
+				a[kyvernov1.AnnotationPolicyScored] = "false"
 				obj.SetAnnotations(a)
 			})
 		}},

@@ -50,7 +50,7 @@ type Snapshot struct {
 	// namespace. A namespace without such policies has no entry.
 	Namespaced map[string]NamespaceSets
 	// FineGrained holds, by policyid.FineGrainedKey, each policy whose
-	// webhook carries conditions (engine.HasWebhookConditions: a
+	// webhook carries conditions (webhookmatch.Has: a
 	// ClusterPolicy's spec.webhookConfiguration.matchConditions, a CEL
 	// policy's spec.matchConditions) in a set of its own: the
 	// API server sends it only the requests its conditions select, through

@@ -23,6 +23,8 @@ import (
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/clusterstate/globalcontext"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/cleanup"
+	"github.com/charter-dev/charter/engine/cpol"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/unsupported"
 )
@@ -34,7 +36,7 @@ type Result struct {
 	// where it runs, which refuse.
 	Unsupported unsupported.List
 	// Warnings are the warnings Kyverno gives when it admits the object
-	// (engine.PolicyWarnings).
+	// (cpol.Warnings).
 	Warnings []string
 }
 
@@ -58,17 +60,17 @@ func Object(obj runtime.Object) (Result, error) {
 }
 
 // checkPolicy compiles a policy of any kind alone, as the controllers will
-// run it, and adds the faults only the cluster has (engine.ClusterFaults).
+// run it, and adds the faults only the cluster has (cpol.ClusterFaults).
 func checkPolicy(obj client.Object) (Result, error) {
 	p := obj.(kyvernov1.PolicyInterface)
 	set, err := engine.Compile([]kyvernov1.PolicyInterface{p})
 	if err := faultsOrNil(err); err != nil {
 		return Result{}, err
 	}
-	if faults := engine.ClusterFaults(p); len(faults) > 0 {
+	if faults := cpol.ClusterFaults(p); len(faults) > 0 {
 		return Result{}, faults
 	}
-	return Result{Unsupported: set.Unsupported(), Warnings: engine.PolicyWarnings(p)}, nil
+	return Result{Unsupported: set.Unsupported(), Warnings: cpol.Warnings(p)}, nil
 }
 
 func checkException(obj client.Object) (Result, error) {
@@ -108,8 +110,8 @@ func checkGlobalContext(obj client.Object) (Result, error) {
 // match and conditions checked. The cleanup controller runs what it
 // returns, and Object admits what it accepts, so the two never disagree
 // on a schedule.
-func CleanupPolicy(p kyvernov2.CleanupPolicyInterface) (*engine.CleanupPolicy, error) {
-	return engine.CompileCleanupPolicy(p)
+func CleanupPolicy(p kyvernov2.CleanupPolicyInterface) (*cleanup.Policy, error) {
+	return cleanup.Compile(p)
 }
 
 // faultsOrNil returns the compile faults, or nil when there are none.

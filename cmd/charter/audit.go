@@ -34,7 +34,11 @@ func (s reportsAuditSink) Offer(rec server.AuditRecord) bool {
 	if ref.Kind == "Event" {
 		return false
 	}
-	var responses []engine.PolicyResponse
+	n := 0
+	for _, r := range rec.Responses {
+		n += len(r.Policies)
+	}
+	responses := make([]engine.PolicyResponse, 0, n)
 	for _, r := range rec.Responses {
 		responses = append(responses, r.Policies...)
 	}

@@ -10,7 +10,7 @@ import (
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
-	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/cleanup"
 )
 
 // ConvertCleanup translates a ClusterCleanupPolicy or CleanupPolicy into a
@@ -70,7 +70,7 @@ func ConvertCleanup(p kyvernov2.CleanupPolicyInterface) *Result {
 		d.APIVersion, d.Kind = policiesv1.GroupVersion.String(), "DeletingPolicy"
 		obj, object = d, d
 	}
-	if _, err := engine.CompileCleanupPolicy(obj); err != nil {
+	if _, err := cleanup.Compile(obj); err != nil {
 		res.Problems = append(res.Problems, Problem{Reason: fmt.Sprintf("converted %s does not compile: %v", obj.GetKind(), err)})
 		return res
 	}

@@ -1,6 +1,6 @@
 // Package dpol is the DeletingPolicy kind (cel-policy-types.md §3.3.4):
 // the compiled DeletingPolicy or NamespacedDeletingPolicy and its decision
-// on one object. The engine's root wraps it in a CleanupPolicy, which the
+// on one object. engine/cleanup wraps it in a cleanup.Policy, which the
 // cleanup controller schedules (schedule, dry run, the run's exceptions).
 package dpol
 

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
+	"github.com/charter-dev/charter/engine/jsoncontext"
 	"github.com/charter-dev/charter/engine/variables"
 )
 
@@ -162,7 +163,7 @@ func (c *checker) pattern(path string, p *kyvernov1.GeneratePattern) {
 		if v, err := kyvernov1.FromJSON(p.RawData); err != nil {
 			c.add(path+".data", err.Error())
 		} else if m, ok := v.(map[string]any); !ok && !isVariable(v) {
-			c.add(path+".data", fmt.Sprintf("must be an object, got %s", typeName(v)))
+			c.add(path+".data", fmt.Sprintf("must be an object, got %s", jsoncontext.KindOf(v)))
 		} else if k, _ := m["kind"].(string); ok && c.opts.PolicyNamespace != "" && k != "" && k != p.Kind && !hasVars(k, p.Kind) {
 			c.add(path+".data.kind", fmt.Sprintf("a namespaced policy generates only the kind its rule declares, %s, not %s", p.Kind, k))
 		}

@@ -235,7 +235,7 @@ func (g *generator) pattern(doc *jsoncontext.Document, p *kyvernov1.GeneratePatt
 		}
 		body, ok := rp.data.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("%s/data: resolved to %s, want an object", path, typeName(rp.data))
+			return nil, fmt.Errorf("%s/data: resolved to %s, want an object", path, jsoncontext.KindOf(rp.data))
 		}
 		if k, _ := body["kind"].(string); k != "" && k != rp.target.Kind && g.policy.Namespace != "" {
 			// Kyverno lets data.kind win (row 51); for a namespaced policy
@@ -414,7 +414,7 @@ func resolvePattern(doc *jsoncontext.Document, p *kyvernov1.GeneratePattern, pat
 	} {
 		s, ok := m[f.key].(string)
 		if !ok {
-			return nil, fmt.Errorf("%s/%s: resolved to %s, want a string", path, f.key, typeName(m[f.key]))
+			return nil, fmt.Errorf("%s/%s: resolved to %s, want a string", path, f.key, jsoncontext.KindOf(m[f.key]))
 		}
 		*f.dst = s
 	}
@@ -490,22 +490,5 @@ func deepCopy(v any) any {
 		return out
 	default:
 		return v
-	}
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "a list"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	default:
-		return "a number"
 	}
 }

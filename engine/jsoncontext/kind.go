@@ -13,7 +13,7 @@ func KindOf(v any) string {
 		return "a string"
 	case bool:
 		return "a boolean"
-	case float64, int64:
+	case float64, float32, int, int64, int32, uint, uint64, uint32:
 		return "a number"
 	case []any:
 		return "a list"

@@ -11,7 +11,6 @@ package match
 
 import (
 	"strings"
-	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -204,8 +203,8 @@ func Kinds(selectors []string, gvk schema.GroupVersionKind, subresource string) 
 			continue
 		}
 		if isPlainKind(s) {
-			// ParseKind would give {*, *, s, ""}: skip the cache lookup,
-			// which cost more than the match (a Pod review meets some 130
+			// ParseKind would give {*, *, s, ""}: skip the parse (a Pod
+			// review meets some 130
 			// kind selectors of the Pod Security policies and their
 			// autogen rules).
 			if wildcard.Match(s, gvk.Kind) && (subresource == "" || isPodEphemeralContainers(gvk, subresource)) {
@@ -213,7 +212,7 @@ func Kinds(selectors []string, gvk schema.GroupVersionKind, subresource string) 
 			}
 			continue
 		}
-		k := parseKindCached(s)
+		k := ParseKind(s)
 		if !wildcard.Match(k.Group, gvk.Group) || !wildcard.Match(k.Version, gvk.Version) || !wildcard.Match(k.Kind, gvk.Kind) {
 			continue
 		}
@@ -250,9 +249,20 @@ type KindSelector struct {
 // part that looks like a version (v1, v2beta1, or ending in *) is a version,
 // which tells version/Kind/sub from group/version/Kind.
 func ParseKind(s string) KindSelector {
-	parts := strings.Split(s, "/")
+	// The parts are substrings of s, so a parse allocates nothing: Kinds
+	// parses on every request rather than keep a process-wide memo.
+	var parts [4]string
+	n, rest, more := 0, s, true
+	for more && n < len(parts)-1 {
+		parts[n], rest, more = strings.Cut(rest, "/")
+		n++
+	}
+	if more {
+		parts[n] = rest // group/version/Kind/sub/...: the rest is the subresource
+		n++
+	}
 	var k KindSelector
-	switch len(parts) {
+	switch n {
 	case 1:
 		k = KindSelector{Group: "*", Version: "*", Kind: parts[0]}
 	case 2:
@@ -268,26 +278,13 @@ func ParseKind(s string) KindSelector {
 			k = KindSelector{Group: parts[0], Version: parts[1], Kind: parts[2]}
 		}
 	default:
-		k = KindSelector{Group: parts[0], Version: parts[1], Kind: parts[2], SubResource: strings.Join(parts[3:], "/")}
+		k = KindSelector{Group: parts[0], Version: parts[1], Kind: parts[2], SubResource: parts[3]}
 	}
 	if k.SubResource == "" {
 		if kind, sub, ok := strings.Cut(k.Kind, "."); ok {
 			k.Kind, k.SubResource = kind, sub
 		}
 	}
-	return k
-}
-
-// kindCache memoizes ParseKind: kind selectors come from a bounded set of
-// policies and are matched on every request.
-var kindCache sync.Map // string -> KindSelector
-
-func parseKindCached(s string) KindSelector {
-	if k, ok := kindCache.Load(s); ok {
-		return k.(KindSelector)
-	}
-	k := ParseKind(s)
-	kindCache.Store(s, k)
 	return k
 }
 

@@ -120,19 +120,43 @@ func TestSelectsHonoursExclude(t *testing.T) {
 
 func TestParseKind(t *testing.T) {
 	tests := map[string]KindSelector{
-		"Pod":                  {"*", "*", "Pod", ""},
-		"v1/Pod":               {"*", "v1", "Pod", ""},
-		"*/Pod":                {"*", "*", "Pod", ""},
-		"Pod/exec":             {"*", "*", "Pod", "exec"},
-		"apps/v1/Deployment":   {"apps", "v1", "Deployment", ""},
-		"v1/Pod/status":        {"*", "v1", "Pod", "status"},
-		"apps/v1/Deployment/*": {"apps", "v1", "Deployment", "*"},
-		"Deployment.scale":     {"*", "*", "Deployment", "scale"},
+		"Pod":                      {"*", "*", "Pod", ""},
+		"v1/Pod":                   {"*", "v1", "Pod", ""},
+		"*/Pod":                    {"*", "*", "Pod", ""},
+		"Pod/exec":                 {"*", "*", "Pod", "exec"},
+		"apps/v1/Deployment":       {"apps", "v1", "Deployment", ""},
+		"v1/Pod/status":            {"*", "v1", "Pod", "status"},
+		"apps/v1/Deployment/*":     {"apps", "v1", "Deployment", "*"},
+		"Deployment.scale":         {"*", "*", "Deployment", "scale"},
+		"":                         {"*", "*", "", ""},
+		"v1/Pod/status/x":          {"v1", "Pod", "status", "x"},
+		"apps/v1/Deployment/a/b":   {"apps", "v1", "Deployment", "a/b"},
+		"apps/v1/Deployment.scale": {"apps", "v1", "Deployment", "scale"},
 	}
 	for in, want := range tests {
 		if got := ParseKind(in); got != want {
 			t.Errorf("ParseKind(%q) = %+v, want %+v", in, got, want)
 		}
+	}
+}
+
+// TestParseKindAllocatesNothing: Kinds parses a selector with a group,
+// version or subresource on every request it meets, and no memo of the
+// parses is kept for the process, so the parse must stay free of garbage.
+func TestParseKindAllocatesNothing(t *testing.T) {
+	for _, s := range []string{"Pod", "v1/Pod", "apps/v1/Deployment", "apps/v1/Deployment/scale/x", "Deployment.scale"} {
+		if n := testing.AllocsPerRun(100, func() { _ = ParseKind(s) }); n != 0 {
+			t.Errorf("ParseKind(%q) allocates %v times per call", s, n)
+		}
+	}
+}
+
+func BenchmarkKinds(b *testing.B) {
+	selectors := []string{"Pod", "apps/v1/Deployment", "batch/v1/CronJob", "v1/Pod/status", "Pod.ephemeralcontainers", "networking.k8s.io/v1/Ingress"}
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Kinds(selectors, gvk, "status")
 	}
 }
 

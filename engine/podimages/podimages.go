@@ -117,7 +117,7 @@ func withValue(v any, path []string, value any) (any, error) {
 		out[i] = child
 		return out, nil
 	}
-	return nil, fmt.Errorf("cannot set %q in a %s", path[0], jsoncontext.KindOf(v))
+	return nil, fmt.Errorf("cannot set %q in %s", path[0], jsoncontext.KindOf(v))
 }
 
 // Annotations records the statuses of the mutating phase on obj (§2.7):

@@ -19,6 +19,7 @@ import (
 	kyvernov2 "github.com/charter-dev/charter/api/kyverno/v2"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/cpol"
 	"github.com/charter-dev/charter/engine/fault"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/engine/policyid"
@@ -262,7 +263,7 @@ func loadPolicies(paths []string, exceptions exceptionsOf, out *Outcome) (*engin
 	// The warnings Kyverno gives when it admits a policy (deprecated
 	// operators, ...), as admission gives them.
 	for _, p := range policies {
-		for _, w := range engine.PolicyWarnings(p) {
+		for _, w := range cpol.Warnings(p) {
 			out.Warnings = append(out.Warnings, fmt.Sprintf("%s %q: %s", p.GetKind(), policyid.Key(p), w))
 		}
 	}

@@ -75,7 +75,7 @@ func TestKyvernoPolicyValidation(t *testing.T) {
 				return
 			}
 			if tc.Cluster {
-				// Only the cluster refuses it (engine.ClusterFaults): a
+				// Only the cluster refuses it (cpol.ClusterFaults): a
 				// values file or --set may define the variable.
 				if err != nil {
 					t.Fatalf("the CLI runs a policy only the cluster refuses: %v", err)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policyreportv1alpha2 "github.com/charter-dev/charter/api/policyreport/v1alpha2"
 	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/internal/clitest/manifest"
@@ -177,7 +178,7 @@ func reportResult(v Verdict, now time.Time) policyreportv1alpha2.PolicyReportRes
 			policyreportv1alpha2.SeverityLow, policyreportv1alpha2.SeverityInfo:
 			r.Severity = s
 		}
-		r.Scored = ann[engine.ScoredAnnotation] != "false"
+		r.Scored = ann[kyvernov1.AnnotationPolicyScored] != "false"
 	}
 	return r
 }

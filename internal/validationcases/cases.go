@@ -22,7 +22,7 @@ type Case struct {
 	Field string `json:"field"`
 	// Warning is the warning an admitted policy must be given.
 	Warning string `json:"warning"`
-	// Cluster marks a check only the cluster makes (engine.ClusterFaults).
+	// Cluster marks a check only the cluster makes (cpol.ClusterFaults).
 	Cluster bool `json:"cluster"`
 	// Discovery marks a check that asks the cluster's discovery
 	// (policycheck.KindFaults): policy admission and the GitOps check

@@ -25,6 +25,7 @@ import (
 	"github.com/charter-dev/charter/clusterstate/impersonate"
 	"github.com/charter-dev/charter/clusterstate/policycheck"
 	"github.com/charter-dev/charter/engine"
+	"github.com/charter-dev/charter/engine/cleanup"
 	"github.com/charter-dev/charter/engine/loader"
 	"github.com/charter-dev/charter/reconciler/internal/runner"
 )
@@ -190,8 +191,8 @@ func keyOf(p kyvernov2.CleanupPolicyInterface) cleanuppolicies.Key {
 // runPolicy lists the policy's kinds and deletes (or, in a dry run,
 // reports) what it selects. It goes on past errors, and returns them all
 // with the number of objects deleted.
-func (c *policyController) runPolicy(ctx context.Context, p *engine.CleanupPolicy) (int, error) {
-	run, err := p.Prepare(ctx, engine.WithLoaders(c.loaders))
+func (c *policyController) runPolicy(ctx context.Context, p *cleanup.Policy) (int, error) {
+	run, err := p.Prepare(ctx, c.loaders)
 	if err != nil {
 		return 0, err
 	}
@@ -332,7 +333,7 @@ func (c *policyController) writerFor(src kyvernov2.CleanupPolicyInterface) (dyna
 
 // runType lists the objects of one type (in namespace, for a namespaced
 // policy) with dyn and deletes what the policy selects.
-func (c *policyController) runType(ctx context.Context, dyn dynamic.Interface, p *engine.CleanupPolicy, run *engine.CleanupRun, sel string, t apiType, namespace string) (int, error) {
+func (c *policyController) runType(ctx context.Context, dyn dynamic.Interface, p *cleanup.Policy, run *cleanup.Run, sel string, t apiType, namespace string) (int, error) {
 	src := p.Source()
 	var errs []error
 	deleted := 0
@@ -368,7 +369,7 @@ func (c *policyController) runType(ctx context.Context, dyn dynamic.Interface, p
 
 // selects applies the safety rules (excluded namespaces, objects already
 // being deleted) and then the policy.
-func (c *policyController) selects(ctx context.Context, run *engine.CleanupRun, t apiType, obj *unstructured.Unstructured) (bool, error) {
+func (c *policyController) selects(ctx context.Context, run *cleanup.Run, t apiType, obj *unstructured.Unstructured) (bool, error) {
 	if obj.GetDeletionTimestamp() != nil {
 		return false, nil
 	}
@@ -379,7 +380,7 @@ func (c *policyController) selects(ctx context.Context, run *engine.CleanupRun, 
 		return false, nil
 	}
 	ns := obj.GetNamespace()
-	return run.Selects(engine.CleanupObject{Object: obj.Object, Kind: t.GVK(), Resource: t.GVR, NamespaceLabels: func() map[string]string {
+	return run.Selects(cleanup.Object{Object: obj.Object, Kind: t.GVK(), Resource: t.GVR, NamespaceLabels: func() map[string]string {
 		if ns == "" || c.loaders.Namespaces == nil {
 			return nil
 		}
@@ -388,7 +389,7 @@ func (c *policyController) selects(ctx context.Context, run *engine.CleanupRun, 
 	}})
 }
 
-func (c *policyController) delete(ctx context.Context, dyn dynamic.Interface, p *engine.CleanupPolicy, sel string, t apiType, obj *unstructured.Unstructured) error {
+func (c *policyController) delete(ctx context.Context, dyn dynamic.Interface, p *cleanup.Policy, sel string, t apiType, obj *unstructured.Unstructured) error {
 	src := p.Source()
 	target := fmt.Sprintf("%s/%s/%s", t.Kind, obj.GetNamespace(), obj.GetName())
 	related := &corev1.ObjectReference{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}

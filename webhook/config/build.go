@@ -26,10 +26,10 @@ import (
 
 	kyvernov1 "github.com/charter-dev/charter/api/kyverno/v1"
 	policiesv1 "github.com/charter-dev/charter/api/policies/v1"
-	"github.com/charter-dev/charter/engine"
 	"github.com/charter-dev/charter/engine/autogen"
 	"github.com/charter-dev/charter/engine/policyid"
 	"github.com/charter-dev/charter/engine/ttl"
+	"github.com/charter-dev/charter/engine/webhookmatch"
 	"github.com/charter-dev/charter/engine/webhookrules"
 )
 
@@ -190,7 +190,7 @@ func (w *webhookRules) rules() []admissionregistrationv1.RuleWithOperations {
 }
 
 // fineGrained is the webhook of one policy whose conditions the API
-// server evaluates (engine.WebhookMatchConditions: a ClusterPolicy's
+// server evaluates (webhookmatch.Conditions: a ClusterPolicy's
 // spec.webhookConfiguration.matchConditions, admission-reports.md §2.3,
 // or a CEL policy's spec.matchConditions, cel-policy-types.md §3.6):
 // named <base>-<fp>-finegrained-<key> with / as -, on path
@@ -272,8 +272,8 @@ func Build(policies []kyvernov1.PolicyInterface, resolver Resolver, s Settings) 
 		validating, mutating := validating, mutating
 		ns := policyid.Namespace(p)
 		switch {
-		case engine.HasWebhookConditions(p):
-			f := &fineGrained{key: policyid.FineGrainedKey(p), namespace: ns, fp: fp, conditions: engine.WebhookMatchConditions(p), validating: newWebhookRules(), mutating: newWebhookRules()}
+		case webhookmatch.Has(p):
+			f := &fineGrained{key: policyid.FineGrainedKey(p), namespace: ns, fp: fp, conditions: webhookmatch.Conditions(p), validating: newWebhookRules(), mutating: newWebhookRules()}
 			f.namespaceSelector, f.objectSelector = webhookrules.Selectors(p)
 			fine = append(fine, f)
 			validating = map[kyvernov1.FailurePolicyType]*webhookRules{fp: f.validating}

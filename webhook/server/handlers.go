@@ -34,7 +34,7 @@ const (
 
 	// FineGrainedSegment ends the path prefix of a policy's own webhook
 	// (a policy whose webhook carries matchConditions,
-	// engine.HasWebhookConditions): /validate/fail/finegrained/<key>,
+	// webhookmatch.Has): /validate/fail/finegrained/<key>,
 	// the key policyid.FineGrainedKey (<name>, <namespace>/<name> for a
 	// Policy, <kind>.policies.kyverno.io/<name> for a CEL policy). That
 	// path sees that one policy only.

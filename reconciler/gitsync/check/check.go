@@ -120,7 +120,7 @@ func AllowNamespacedCalls(allow bool) Option {
 
 // Warnings collects into dst the warnings Kyverno gives when it admits a
 // policy of the revision (deprecated operators, lower-case actions, ...:
-// engine.PolicyWarnings), each naming the file and the object. They do
+// cpol.Warnings), each naming the file and the object. They do
 // not stop the revision, as they do not stop policy admission; whoever
 // applies it should still see them.
 func Warnings(dst *[]Fault) Option {

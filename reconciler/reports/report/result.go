@@ -136,7 +136,7 @@ func Results(policies []engine.PolicyResponse, allowed AllowedResults, process s
 			continue
 		}
 		ann := pr.Policy.GetAnnotations()
-		scored := ann[engine.ScoredAnnotation] != "false"
+		scored := ann[kyvernov1.AnnotationPolicyScored] != "false"
 		if r, ok := backgroundResult(pr, allowed, scored, ann, metav1.Timestamp{Seconds: now.Unix(), Nanos: int32(now.Nanosecond())}); ok {
 			out = append(out, r)
 			continue
@@ -179,7 +179,7 @@ func resultsUpTo(policies []engine.PolicyResponse, allowed AllowedResults) int {
 		if pr.Policy == nil {
 			continue
 		}
-		scored := pr.Policy.GetAnnotations()[engine.ScoredAnnotation] != "false"
+		scored := pr.Policy.GetAnnotations()[kyvernov1.AnnotationPolicyScored] != "false"
 		rules := 0
 		for j := range pr.Rules {
 			if _, keep := ruleResult(&pr.Rules[j], scored, allowed); keep {
