@@ -227,7 +227,7 @@ func runStack(ctx context.Context, mode string, d directOptions, a apiOptions, p
 			if profiled != nil {
 				if !done {
 					round++
-					profile = profiled.profileRound(ctx, d, fmt.Sprintf("%s-admission-%g-round%d", mode, rate, round), round == 1)
+					profile = profiled.profileRound(ctx, d, fmt.Sprintf("%s-admission-%g-round%d", mode, rate, round), true)
 				} else {
 					profile.wait()
 				}

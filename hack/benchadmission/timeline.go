@@ -118,6 +118,7 @@ func (t *timeline) report(path string, targets []*webhookTarget) error {
 		return nil
 	}
 	const window = 100 * time.Millisecond
+	fmt.Fprintf(os.Stderr, "%s: due_ms counts from this process's start, unix time %.3f s\n", path, float64(processStart.UnixNano())/1e9)
 	for _, tg := range targets {
 		slow, bursts, largest := t.clusters(tg.name, threshold, window)
 		fmt.Fprintf(os.Stderr, "%s: %d answers slower than the null webhook's p99 (%s) in %d bursts (windows of %s), the largest %d; every answer in %s\n",

@@ -92,7 +92,9 @@ func (q *AdmissionQueue) drop(resource Resource, why string) {
 		q.onDrop()
 	}
 	if l := q.dropLog.Load(); l != nil {
-		l.Dropped("why", why, "resource", resource.String())
+		// The resource as it is: formatted (String) only when a line is
+		// written, at most every 10 s, not at every drop.
+		l.Dropped("why", why, "resource", resource)
 	}
 }
 

@@ -110,16 +110,20 @@ type AdmissionWriter struct {
 	// being written: at most maxPending.
 	held       map[types.UID]bool
 	maxPending int
-	work       *runner.Queue[types.UID]
+	// fullWhy says why results are dropped at maxPending.
+	fullWhy string
+	work    *runner.Queue[types.UID]
 
 	writes atomic.Int64
 }
 
 // pendingAdmission is the admission results of one resource not yet in
-// its report; several admissions of one resource become one write.
+// its report; several admissions of one resource become one write. The
+// results are held packed (admission_pack.go), out of the collector's
+// way, and unpacked when the resource is stored.
 type pendingAdmission struct {
 	scope   report.Scope
-	results []v1alpha2.PolicyReportResult
+	results packedResults
 	first   time.Time
 	// attempts counts the writes tried so far (retryAfter).
 	attempts int
@@ -148,6 +152,7 @@ func NewAdmissionWriter(cfg *rest.Config, opts Options) (*AdmissionWriter, error
 	return &AdmissionWriter{
 		queue:      opts.Admission,
 		maxPending: maxPending,
+		fullWhy:    fmt.Sprintf("%d resources wait for their reports", maxPending),
 		allowed:    opts.AllowedResults,
 		log:        log,
 		meta:       cl.meta,
@@ -197,31 +202,58 @@ func (w *AdmissionWriter) drain(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case item := <-w.queue.items:
+			// Results the bound would drop are not made: at the bound
+			// that is every admission of a new resource, and making
+			// them was most of the writer's work.
+			if w.full(item.resource.UID) {
+				if report.Reportable(item.responses, w.allowed) {
+					w.dropFull(item.resource)
+				}
+				continue
+			}
 			results := report.Results(item.responses, w.allowed, report.ProcessAdmission, item.at)
 			if len(results) == 0 {
 				continue
 			}
+			packed := packResults(nil, results)
 			w.mu.Lock()
+			if w.fullLocked(item.resource.UID) { // filled since full was asked
+				w.mu.Unlock()
+				w.dropFull(item.resource)
+				continue
+			}
 			p := w.pending[item.resource.UID]
 			if p == nil {
-				if !w.held[item.resource.UID] && len(w.held) >= w.maxPending {
-					w.mu.Unlock()
-					w.queue.drop(item.resource, fmt.Sprintf("%d resources wait for their reports", w.maxPending))
-					continue
-				}
 				p = &pendingAdmission{scope: item.resource, first: w.now()}
 				w.pending[item.resource.UID] = p
 				w.held[item.resource.UID] = true
 			}
 			if p.results == nil {
-				p.results = results // the writer's own: Results made it
+				p.results = packed
 			} else {
-				p.results = append(p.results, results...)
+				p.results = append(p.results, packed...)
 			}
 			w.mu.Unlock()
 			w.work.Add(item.resource.UID)
 		}
 	}
+}
+
+// full reports whether new results of the resource would be dropped: it
+// has none waiting and the writer holds as many resources as it may.
+func (w *AdmissionWriter) full(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.fullLocked(uid)
+}
+
+// fullLocked is full for a caller holding w.mu.
+func (w *AdmissionWriter) fullLocked(uid types.UID) bool {
+	return w.pending[uid] == nil && !w.held[uid] && len(w.held) >= w.maxPending
+}
+
+func (w *AdmissionWriter) dropFull(resource Resource) {
+	w.queue.drop(resource, w.fullWhy)
 }
 
 // processNext writes a resource's pending results; results it could
@@ -266,22 +298,10 @@ func (w *AdmissionWriter) processNext(ctx context.Context, uid types.UID) (time.
 // reports retry when the resource is not stored (yet) or a result names a
 // policy the writer does not know yet.
 func (w *AdmissionWriter) apply(ctx context.Context, p *pendingAdmission) (retry bool, err error) {
-	catalog := w.currentCatalog()
-	incoming := make([]v1alpha2.PolicyReportResult, 0, len(p.results))
-	for i := range p.results {
-		if catalog.HasResult(&p.results[i]) {
-			incoming = append(incoming, p.results[i])
-		}
-	}
-	if len(incoming) < len(p.results) && w.now().Sub(p.first) < policyLag {
-		return true, nil
-	}
-	if len(incoming) == 0 {
-		return false, nil
-	}
 	// Only a stored resource gets a report: the object of a CREATE may
 	// not be stored yet, or never (another webhook denied it). The kind's
-	// watch says which without a read (admission_watch.go).
+	// watch says which without a read (admission_watch.go), and the
+	// results stay packed until it is.
 	gvr, err := w.resourceFor(p.scope)
 	if err != nil {
 		return false, err
@@ -290,6 +310,23 @@ func (w *AdmissionWriter) apply(ctx context.Context, p *pendingAdmission) (retry
 	switch answer {
 	case storedUnknown, storedNo:
 		return true, nil
+	}
+	results, err := p.results.unpack()
+	if err != nil {
+		return false, fmt.Errorf("admission results for %s: %w", p.scope, err)
+	}
+	catalog := w.currentCatalog()
+	incoming := make([]v1alpha2.PolicyReportResult, 0, len(results))
+	for i := range results {
+		if catalog.HasResult(&results[i]) {
+			incoming = append(incoming, results[i])
+		}
+	}
+	if len(incoming) < len(results) && w.now().Sub(p.first) < policyLag {
+		return true, nil
+	}
+	if len(incoming) == 0 {
+		return false, nil
 	}
 	for attempt := 0; ; attempt++ {
 		existing, rv, found, err := w.reports.get(ctx, p.scope)

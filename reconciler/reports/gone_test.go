@@ -3,6 +3,7 @@ package reports
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/charter-dev/charter/api/policyreport"
@@ -181,6 +183,22 @@ func TestReportsOfGoneResources(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// The sweep lists reports from the API server's watch cache, which
+		// may lag a create by a moment on a busy machine; a report not yet
+		// in it is the next rescan's. Wait until the cache holds both, so
+		// that this rescan is the one that meets them.
+		e.eventually("the ghosts' reports in the API server's watch cache", func() error {
+			list, err := e.dyn.Resource(policyreport.WGPolicyK8s.Resource(false)).Namespace(ns).List(e.ctx, metav1.ListOptions{ResourceVersion: anyCachedVersion})
+			if err != nil {
+				return err
+			}
+			for _, g := range ghosts {
+				if !slices.ContainsFunc(list.Items, func(u unstructured.Unstructured) bool { return u.GetName() == string(g.UID) }) {
+					return fmt.Errorf("the report of %s is not listed yet", g)
+				}
+			}
+			return nil
+		})
 		if err := c.FullRescan(e.ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -152,6 +152,11 @@ func TestResultsAllowed(t *testing.T) {
 			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
 				t.Errorf("kept %v, want %v", got, tt.want)
 			}
+			// What the admission writer asks before it drops an
+			// admission's results without making them.
+			if Reportable(responses, allowed) != (len(tt.want) > 0) {
+				t.Errorf("Reportable = %v with %d results kept", !(len(tt.want) > 0), len(tt.want))
+			}
 		})
 	}
 }

@@ -169,6 +169,14 @@ func ruleResult(rr *engine.RuleResponse, scored bool, allowed AllowedResults) (e
 	return engineStatus, allowed.Allows(engineStatus)
 }
 
+// Reportable reports whether Results may make a result of policies: a
+// rule result it keeps, or a GeneratingPolicy or MutatingPolicy, whose
+// result may be a background one. It makes none, so the admission writer
+// learns cheaply whether an admission it cannot hold had results to drop.
+func Reportable(policies []engine.PolicyResponse, allowed AllowedResults) bool {
+	return resultsUpTo(policies, allowed) > 0
+}
+
 // resultsUpTo is how many results Results makes of policies at most:
 // each rule result it keeps, and one for a GeneratingPolicy or
 // MutatingPolicy, which may be a background result instead.
